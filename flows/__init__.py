@@ -1,0 +1,1 @@
+"""tpu-rl-pipeline: RL post-training of LLMs with MaxText on GKE TPUs, orchestrated by Prefect."""

@@ -1,0 +1,91 @@
+"""`tpurl`: validate, plan and run a profile from the command line.
+
+PROFILE is a name under deployments/profiles/ or a path to a YAML file; ``--set a.b=v``
+overrides a field (also ``TPURL_A__B=v`` in the environment). Exit codes: 0 ok, 2 invalid
+profile, 1 the run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from flows.config import ProfileError, load_profile, profile_names
+from flows.config.loading import parse_override
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tpurl", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("validate", "check a profile; touches nothing"),
+                       ("plan", "print stages, workload commands, URIs and chip-hours"),
+                       ("run", "run the pipeline flow (Prefect's ephemeral API unless "
+                               "PREFECT_API_URL is set)")):
+        cmd = sub.add_parser(name, help=text, description=text)
+        cmd.add_argument("profile", help=f"one of {', '.join(profile_names())}, or a path")
+        cmd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                         help="override a profile field, e.g. --set gke.project=my-proj")
+        if name == "plan":
+            cmd.add_argument("--out", type=Path, help="also write the plan as files here")
+            cmd.add_argument("--json", action="store_true", help="print the plan as JSON")
+        if name == "run":
+            cmd.add_argument("--json", action="store_true", help="print the result as JSON")
+    sub.add_parser("profiles", help="list the shipped profiles")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "profiles":
+        print("\n".join(profile_names()))
+        return 0
+    try:
+        overrides = dict(parse_override(item) for item in args.set)
+        profile = load_profile(args.profile, overrides)
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "validate":
+        print(f"profile {profile.name} is valid (backend {profile.backend})")
+        return 0
+    if args.command == "plan":
+        from flows.plan import build_plan, render_text, write_plan
+
+        plans = build_plan(profile)
+        if args.json:
+            print(json.dumps([p.model_dump() for p in plans], indent=2))
+        else:
+            print(render_text(profile, plans))
+        if args.out:
+            files = write_plan(profile, plans, args.out)
+            print(f"\nwrote {len(files)} files to {args.out}", file=sys.stderr)
+        return 0
+    return _run(args.profile, overrides, args.json)
+
+
+def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from flows.pipeline import rl_post_training
+
+    try:
+        result = rl_post_training(profile=profile, overrides=overrides or None)
+    except Exception as exc:
+        print(f"\nrun failed: {exc}", file=sys.stderr)
+        return 1
+    if as_json:
+        print(result.model_dump_json(indent=2))
+        return 0
+    print(f"\n{result.profile}: done in {result.wall_s:.1f} s")
+    for stage in result.stages:
+        print(f"  {stage.stage:<8} {stage.status:<8} {stage.duration_s:8.1f} s")
+    for name, uri in result.artifacts.items():
+        print(f"  {name}: {uri}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,7 @@
+"""Profiles: the typed, validated description of one pipeline (what the tutorial's env vars were)."""
+
+from flows.config.errors import ConfigIssue, ProfileError
+from flows.config.loading import load_profile, profile_names
+from flows.config.profile import Profile
+
+__all__ = ["ConfigIssue", "Profile", "ProfileError", "load_profile", "profile_names"]

@@ -1,0 +1,165 @@
+"""Load a profile: YAML file, then environment overrides, then CLI overrides, then validate.
+
+Precedence follows the usual rule (the closer to the command, the stronger). Overrides use
+dotted paths (``gke.project=my-proj``); in the environment ``TPURL_GKE__PROJECT=my-proj``.
+Nothing here touches the cloud: a bad profile fails before any stage runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from flows.config.checks import profile_issues
+from flows.config.errors import ConfigIssue, FixableValueError, ProfileError
+from flows.config.profile import Profile
+from flows.paths import PATCHES_FILE, PROFILES_DIR
+
+ENV_PREFIX = "TPURL_"
+
+
+def profile_names() -> list[str]:
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+
+
+def resolve_profile_path(name_or_path: str) -> Path:
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        if not candidate.is_file():
+            raise ProfileError(name_or_path, [ConfigIssue(
+                "profile", f"no file at {candidate}", "give an existing YAML file or a name "
+                f"from deployments/profiles: {', '.join(profile_names())}", "config/not-found")])
+        return candidate
+    path = PROFILES_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        close = difflib.get_close_matches(name_or_path, profile_names(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ProfileError(name_or_path, [ConfigIssue(
+            "profile", f"no profile named {name_or_path!r}{hint}",
+            f"use one of: {', '.join(profile_names())}, or a path to a YAML file",
+            "config/not-found")])
+    return path
+
+
+def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
+                 environ: Mapping[str, str] | None = None) -> Profile:
+    """Return a validated profile or raise ProfileError listing every problem."""
+    path = resolve_profile_path(name_or_path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ProfileError(str(path), [ConfigIssue("profile", f"is not valid YAML: {exc}",
+                                                   "fix the YAML syntax at the position shown",
+                                                   "config/yaml")]) from None
+    if not isinstance(raw, dict):
+        raise ProfileError(str(path), [ConfigIssue("profile", "is not a mapping of fields",
+                                                   "start the file with `name: ...`",
+                                                   "config/yaml")])
+    data = _drop_nulls(raw)
+    env = os.environ if environ is None else environ
+    for key, value in env.items():
+        if key.startswith(ENV_PREFIX) and "__" in key:
+            dotted = key[len(ENV_PREFIX):].lower().replace("__", ".")
+            _set_path(data, dotted, value)
+    for dotted, value in (overrides or {}).items():
+        _set_path(data, dotted, value)
+    return validate_profile_data(data, str(path))
+
+
+def validate_profile_data(data: dict[str, Any], source: str) -> Profile:
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(source, _translate(exc)) from None
+    issues = profile_issues(profile, known_patch_ids())
+    if issues:
+        raise ProfileError(source, issues)
+    return profile
+
+
+def known_patch_ids() -> list[str]:
+    if not PATCHES_FILE.is_file():
+        return []
+    declared = yaml.safe_load(PATCHES_FILE.read_text()) or {}
+    return [p["id"] for p in declared.get("patches", [])]
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise ProfileError("--set", [ConfigIssue("--set", f"{text!r} has no '='",
+                                                 "write --set section.field=value")])
+    key, value = text.split("=", 1)
+    return key.strip(), value
+
+
+def _drop_nulls(value: Any) -> Any:
+    """A field written but left empty in YAML means 'not set': required ones say so clearly."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def _set_path(data: dict[str, Any], dotted: str, value: str) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    parsed = yaml.safe_load(value) if value.strip() else None
+    # Keys of step args are MaxText names; values there stay strings unless numeric-looking.
+    node[parts[-1]] = parsed if parsed is not None else value
+
+
+def _translate(exc: ValidationError) -> list[ConfigIssue]:
+    issues = []
+    for error in exc.errors():
+        loc = [str(p) for p in error["loc"]]
+        field = ".".join(loc) or "profile"
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, FixableValueError):
+            field = getattr(cause, "field", None) or field
+            issues.append(ConfigIssue(field, cause.problem, cause.fix))
+        elif error["type"] == "extra_forbidden":
+            issues.append(ConfigIssue(field, "is not a known field", _unknown_fix(loc)))
+        elif error["type"] == "missing":
+            env_name = ENV_PREFIX + "__".join(p.upper() for p in loc)
+            issues.append(ConfigIssue(field, "is required but not set",
+                                      f"set it in the profile, or pass --set {field}=VALUE "
+                                      f"(or the environment variable {env_name})",
+                                      "config/missing"))
+        else:
+            issues.append(ConfigIssue(field, f"{error['msg']} (got {error.get('input')!r})",
+                                      "correct the value's type or range as stated"))
+    return issues
+
+
+def _unknown_fix(loc: list[str]) -> str:
+    model: type[BaseModel] | None = Profile
+    for part in loc[:-1]:
+        if model is None:
+            break
+        info = model.model_fields.get(part)
+        annotation = info.annotation if info else None
+        model = _model_in(annotation)
+    known = sorted(model.model_fields) if model else []
+    close = difflib.get_close_matches(loc[-1], known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"{hint}remove it or use one of: {', '.join(known)}"
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None

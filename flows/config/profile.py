@@ -1,0 +1,290 @@
+"""The profile: everything one pipeline needs, as frozen pydantic models.
+
+Field names follow the tutorial's variables (project, region, zone, cluster, bucket, topology,
+...) so a reader of the tutorial finds them. Step arguments (`convert.args`, `train.args`,
+`export.args`) are kept as ordered MaxText ``key=value`` pairs rather than re-typed fields:
+they are passed through verbatim, and the checks that matter (parallelism, GRPO group size,
+learning rate) read them by their MaxText names.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from flows.config import names
+from flows.config.errors import FixableValueError
+from flows.config.tpu import (
+    TPU_MACHINES,
+    chips_in_topology,
+    supported_topologies,
+    topology_is_well_formed,
+)
+
+Scalar = str | int | float | bool
+
+# Arguments the pipeline computes from stage outputs (or from the secret): a profile that
+# sets them would silently fight the pipeline, so they are rejected.
+RESERVED_ARGS: dict[str, frozenset[str]] = {
+    "convert": frozenset({"base_output_directory", "--hf_model_path", "hf_access_token",
+                          "run_name"}),
+    "train": frozenset({"base_output_directory", "load_parameters_path", "run_name",
+                        "hf_access_token", "hf_train_files", "tokenizer_path"}),
+    "export": frozenset({"base_output_directory", "load_parameters_path", "--hf_model_path",
+                         "hf_access_token", "run_name"}),
+}
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SecretRef(StrictModel):
+    """Where a secret comes from. Never the secret itself."""
+
+    env: str | None = None
+    secret_block: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        if (self.env is None) == (self.secret_block is None):
+            raise FixableValueError(
+                "give exactly one source for the token",
+                "write {env: HF_TOKEN} (an environment variable name) or "
+                "{secret_block: NAME} (a Prefect Secret block)",
+            )
+        if self.env is not None and (problem := names.env_var_problem(self.env)):
+            raise FixableValueError(problem, "name the variable, e.g. {env: HF_TOKEN}")
+        if self.secret_block is not None and (problem := names.block_name_problem(self.secret_block)):
+            raise FixableValueError(problem, "name a Prefect Secret block, e.g. {secret_block: hf-token}")
+        return self
+
+    def describe(self) -> str:
+        return f"env:{self.env}" if self.env else f"prefect-secret:{self.secret_block}"
+
+
+class GkeSection(StrictModel):
+    """The cluster the tutorial builds with Cluster Toolkit, and what it costs."""
+
+    project: str
+    region: str
+    zone: str
+    cluster: str
+    bucket: str
+    reservation: str
+    machine_type: str = "ct6e-standard-4t"
+    topology: str = "4x8"
+    num_slices: int = Field(1, ge=1)
+    nodepool_count: int = Field(1, ge=1)
+    cluster_toolkit_version: str = "v1.103.0"
+    kueue_queue: str = "user-queue"
+    usd_per_chip_hour: float = Field(2.70, gt=0)
+    estimated_hours: dict[Literal["convert", "train", "export"], float] = Field(
+        default_factory=lambda: {"convert": 0.5, "train": 4.0, "export": 0.5})
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, v: str) -> str:
+        if problem := names.project_id_problem(v):
+            raise FixableValueError(problem, "use the project ID shown by `gcloud projects list`")
+        return v
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        if problem := names.region_problem(v):
+            raise FixableValueError(problem, "v6e regions include us-east5, us-east1, us-central1")
+        return v
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str) -> str:
+        if problem := names.cluster_name_problem(v):
+            raise FixableValueError(problem, "choose a shorter lowercase name, e.g. 'tpurl-v6e'")
+        return v
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket(cls, v: str) -> str:
+        if problem := names.bucket_name_problem(v):
+            raise FixableValueError(problem, "pick a bucket name such as 'my-project-tpurl'")
+        return v
+
+    @field_validator("reservation")
+    @classmethod
+    def _reservation(cls, v: str) -> str:
+        if problem := names.dns_label_problem(v, "reservation name"):
+            raise FixableValueError(problem, "use the name shown by "
+                                    "`gcloud compute reservations list`")
+        return v
+
+    @field_validator("machine_type")
+    @classmethod
+    def _machine(cls, v: str) -> str:
+        if v not in TPU_MACHINES:
+            raise FixableValueError(f"unknown TPU machine type {v!r}",
+                                    f"use one of {', '.join(sorted(TPU_MACHINES))}")
+        return v
+
+    @field_validator("topology")
+    @classmethod
+    def _topology(cls, v: str) -> str:
+        if not topology_is_well_formed(v):
+            raise FixableValueError(f"{v!r} is not a topology like '4x8'",
+                                    "write the slice shape as AxB, e.g. 4x8 for v6e-32")
+        return v
+
+    @field_validator("cluster_toolkit_version")
+    @classmethod
+    def _toolkit(cls, v: str) -> str:
+        if problem := names.toolkit_version_problem(v):
+            raise FixableValueError(problem, "use a release tag such as v1.103.0")
+        return v
+
+    @field_validator("kueue_queue")
+    @classmethod
+    def _queue(cls, v: str) -> str:
+        if problem := names.dns_label_problem(v, "Kueue LocalQueue name"):
+            raise FixableValueError(problem, "the blueprint's queue is 'user-queue'")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if problem := names.zone_problem(self.zone, self.region):
+            raise _at("zone", problem, "pick a zone of the region, e.g. us-east5-b for us-east5")
+        machine = TPU_MACHINES[self.machine_type]
+        chips = chips_in_topology(self.topology)
+        if chips % machine.chips_per_host != 0 or self.topology not in supported_topologies(machine):
+            raise _at("topology", f"topology {self.topology} ({chips} chips) does not fit "
+                      f"{self.machine_type} ({machine.chips_per_host} chips per host)",
+                      f"{self.machine_type} supports {', '.join(supported_topologies(machine))}")
+        return self
+
+    @property
+    def machine(self):
+        return TPU_MACHINES[self.machine_type]
+
+    @property
+    def chips_per_slice(self) -> int:
+        return chips_in_topology(self.topology)
+
+    @property
+    def total_chips(self) -> int:
+        return self.chips_per_slice * self.num_slices
+
+
+class LocalSection(StrictModel):
+    """The rehearsal: CPU, local directories, the real MaxText programs in their own venv."""
+
+    root: str = ".tpurl/rehearsal"
+    venv: str = ".venvs/rehearsal"
+    hf_check_venv: str = ".venvs/hf-check"
+    venv_python: str = "3.12"
+    hf_check_python: str = "3.11"
+    tiny_model_seed: int = Field(0, ge=0)
+    dataset_rows: int = Field(64, ge=4)
+    dataset_seed: int = Field(0, ge=0)
+    step_timeout_s: int = Field(1800, ge=60)
+
+    @property
+    def devices(self) -> int:
+        return 1
+
+
+class ModelSection(StrictModel):
+    maxtext_name: str
+    hf_repo: str
+    hf_revision: str = "main"
+    hf_token: SecretRef | None = None
+
+    @field_validator("hf_token", mode="before")
+    @classmethod
+    def _token_is_reference(cls, v: object) -> object:
+        if isinstance(v, str):
+            live = names.looks_like_hf_token(v)
+            leaked = " It looks like a live token: revoke it on the hub." if live else ""
+            raise FixableValueError(
+                "the token must be given as a reference, never as a literal value." + leaked,
+                "write {env: HF_TOKEN} or {secret_block: NAME} and put the value there",
+            )
+        return v
+
+
+class ImageSection(StrictModel):
+    base: str
+    repository: str | None = None
+    disabled_patches: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("base")
+    @classmethod
+    def _pinned(cls, v: str) -> str:
+        last = v.rsplit("/", 1)[-1]
+        if "@sha256:" not in v and ":" not in last:
+            raise FixableValueError(f"image {v!r} has no tag or digest (it would mean :latest)",
+                                    "pin it, e.g. ...tpu_post_training:0.2.4 or @sha256:...")
+        return v
+
+    @field_validator("disabled_patches")
+    @classmethod
+    def _reasons(cls, v: dict[str, str]) -> dict[str, str]:
+        for patch_id, reason in v.items():
+            if len(reason.strip()) < 10:
+                raise FixableValueError(f"patch {patch_id!r} is disabled without a reason",
+                                        "say why in a sentence: disabled_patches: {ID: 'why'}")
+        return v
+
+
+class StepSection(StrictModel):
+    args: dict[str, Scalar] = Field(default_factory=dict)
+
+
+class Profile(StrictModel):
+    name: str
+    description: str = ""
+    backend: Literal["gke", "local"]
+    gke: GkeSection | None = None
+    local: LocalSection | None = None
+    model: ModelSection
+    image: ImageSection
+    convert: StepSection = StepSection()
+    train: StepSection = StepSection()
+    export: StepSection = StepSection()
+
+    @model_validator(mode="after")
+    def _backend_sections(self) -> Self:
+        if self.backend == "gke" and self.gke is None:
+            raise _at("gke", "backend 'gke' needs a gke section (project, region, zone, "
+                      "cluster, bucket, reservation)", "add the gke: section or use backend: local")
+        if self.backend == "local" and self.local is None:
+            raise _at("local", "backend 'local' needs a local section", "add `local: {}`")
+        if self.backend == "gke" and self.model.hf_token is None:
+            raise _at("model.hf_token", "the GKE jobs download from the hub and need a token",
+                      "write hf_token: {env: HF_TOKEN} or {secret_block: NAME}")
+        return self
+
+    @property
+    def devices_per_slice(self) -> int:
+        return self.gke.chips_per_slice if self.gke else 1
+
+    @property
+    def total_devices(self) -> int:
+        return self.gke.total_chips if self.gke else 1
+
+    @property
+    def num_slices(self) -> int:
+        return self.gke.num_slices if self.gke else 1
+
+
+def _at(field: str, problem: str, fix: str) -> FixableValueError:
+    """A model-level error that still names its field (pydantic would report the parent)."""
+    error = FixableValueError(problem, fix)
+    error.field = field  # type: ignore[attr-defined]
+    return error
+
+
+def parallelism_product(values: list[int]) -> tuple[int, int]:
+    """(product of fixed values, number of -1 wildcards), MaxText's convention for 'fill in'."""
+    fixed = math.prod(v for v in values if v != -1)
+    return fixed, sum(1 for v in values if v == -1)

@@ -1,0 +1,92 @@
+"""Failure diagnosis: a pure function from what was observed to a stable category.
+
+The category decides the action (DESIGN.md's failure model): retry infrastructure faults with
+backoff, resubmit preemptions, stop at once on user errors with the cause and the log tail.
+Categories are a string enum that automations and events match on; they are never renamed.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class FailureCategory(StrEnum):
+    PREEMPTED = "preempted"
+    INFRASTRUCTURE = "infrastructure"
+    QUEUE_TIMEOUT = "queue-timeout"
+    STALLED = "stalled"
+    USER_ERROR = "user-error"
+
+
+RETRYABLE = frozenset({FailureCategory.PREEMPTED, FailureCategory.INFRASTRUCTURE})
+
+# Exceptions whose cause lies outside the program: the same command may succeed on retry.
+_TRANSIENT = re.compile(
+    r"(ConnectionError|ConnectionResetError|TimeoutError|ServiceUnavailable|TooManyRequests|"
+    r"\b503\b|\b429\b|DEADLINE_EXCEEDED|UNAVAILABLE: |Temporary failure in name resolution)")
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Mismatch)\b.*)$")
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    category: FailureCategory
+    summary: str
+    detail: str
+    resolution: str
+
+    @property
+    def retryable(self) -> bool:
+        return self.category in RETRYABLE
+
+    def render(self) -> str:
+        return (f"[{self.category}] {self.summary}\n  what to do: {self.resolution}\n"
+                f"  detail:\n{self.detail}")
+
+
+def diagnose_exit(workload: str, returncode: int, log_tail: list[str],
+                  timed_out: bool = False, timeout_s: float | None = None) -> Diagnosis:
+    """Classify a finished local process. ``log_tail`` is already redacted."""
+    tail = "\n".join(f"    {line}" for line in log_tail[-30:])
+    if timed_out:
+        return Diagnosis(FailureCategory.STALLED, f"{workload} made no exit within {timeout_s:.0f} s",
+                         tail, "look at the last log lines for a hang (GRPO can stall); raise "
+                         "local.step_timeout_s if the step is just slow")
+    exception = _last_exception(log_tail)
+    if returncode < 0:
+        sig = signal.Signals(-returncode).name if -returncode in signal.Signals else str(-returncode)
+        if -returncode == signal.SIGKILL:
+            return Diagnosis(FailureCategory.USER_ERROR, f"{workload} was killed (SIGKILL), most "
+                             "likely by the out-of-memory killer", tail,
+                             "free memory or shrink the step (batch, lengths); the same config "
+                             "will be killed again")
+        return Diagnosis(FailureCategory.INFRASTRUCTURE, f"{workload} was stopped by {sig}", tail,
+                         "it was interrupted from outside; it is retried automatically")
+    if exception and _TRANSIENT.search(exception):
+        return Diagnosis(FailureCategory.INFRASTRUCTURE, f"{workload} failed on a transient "
+                         f"error: {exception}", tail, "retried automatically with backoff")
+    if exception:
+        return Diagnosis(FailureCategory.USER_ERROR, f"{workload} failed: {exception}", tail,
+                         "fix the cause shown in the traceback (profile arguments, data, "
+                         "patches); retrying the same command would fail the same way")
+    return Diagnosis(FailureCategory.USER_ERROR, f"{workload} exited with code {returncode}",
+                     tail, "read the log tail above; the full log is kept beside the output")
+
+
+def _last_exception(lines: list[str]) -> str | None:
+    for line in reversed(lines):
+        stripped = line.strip()
+        if _EXCEPTION_LINE.match(stripped):
+            return stripped[:300]
+    return None
+
+
+class StageFailed(RuntimeError):
+    """A stage failed with a diagnosis; Prefect's retry condition reads ``diagnosis``."""
+
+    def __init__(self, stage: str, diagnosis: Diagnosis, log_uri: str | None = None) -> None:
+        self.stage, self.diagnosis, self.log_uri = stage, diagnosis, log_uri
+        where = f"\n  full log: {log_uri}" if log_uri else ""
+        super().__init__(f"stage {stage}: {diagnosis.render()}{where}")

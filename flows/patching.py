@@ -1,0 +1,122 @@
+"""Declared source patches: apply exactly as declared, or fail naming file and pattern.
+
+The tutorial patched upstream files with `str.replace` / `re.sub` at container start; when
+upstream text moves those become silent no-ops and an unpatched trainer runs out of HBM an
+hour into a paid run. Here every patch states how many matches it expects, and a different
+count is an error before anything is built or run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+ORIGINAL_SUFFIX = ".tpurl-orig"
+
+
+@dataclass(frozen=True)
+class PatchDeclaration:
+    id: str
+    file: str
+    kind: Literal["literal", "regex"]
+    pattern: str
+    replacement: str
+    expected_matches: int
+    why: str
+
+
+class PatchMismatch(RuntimeError):
+    """The upstream file no longer looks like the declaration says; stable category for events."""
+
+    category = "image/patch-mismatch"
+
+    def __init__(self, patch: PatchDeclaration, path: str, found: int) -> None:
+        self.patch, self.path, self.found = patch, path, found
+        super().__init__(
+            f"patch {patch.id!r} expected {patch.expected_matches} match(es) of "
+            f"{patch.kind} pattern {patch.pattern!r} in {path}, found {found}. Upstream changed: "
+            "update the pattern and expected_matches in images/post-training/patches.yaml "
+            "after reading the new file, or disable the patch in the profile with a reason "
+            "(image.disabled_patches)."
+        )
+
+
+def load_declarations(path: Path) -> list[PatchDeclaration]:
+    data = yaml.safe_load(path.read_text()) or {}
+    patches = [PatchDeclaration(**entry) for entry in data.get("patches", [])]
+    ids = [p.id for p in patches]
+    if len(ids) != len(set(ids)):
+        raise ValueError(f"{path}: patch ids must be unique, got {ids}")
+    return patches
+
+
+def enabled(patches: list[PatchDeclaration], disabled: dict[str, str]) -> list[PatchDeclaration]:
+    return [p for p in patches if p.id not in disabled]
+
+
+def declarations_digest(patches: list[PatchDeclaration]) -> str:
+    blob = json.dumps([asdict(p) for p in patches], sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def count_matches(text: str, patch: PatchDeclaration) -> int:
+    if patch.kind == "literal":
+        return text.count(patch.pattern)
+    return len(re.findall(patch.pattern, text))
+
+
+def apply_to_text(text: str, patch: PatchDeclaration, path: str = "<text>") -> str:
+    """Pure: the patched text, or PatchMismatch when the match count differs."""
+    found = count_matches(text, patch)
+    if found != patch.expected_matches:
+        raise PatchMismatch(patch, path, found)
+    if patch.kind == "literal":
+        return text.replace(patch.pattern, patch.replacement)
+    return re.sub(patch.pattern, lambda _m: patch.replacement, text)
+
+
+def apply_to_tree(root_for: dict[str, Path], patches: list[PatchDeclaration]) -> list[str]:
+    """Patch files under their package roots, idempotently.
+
+    The pristine file is kept beside the patched one (``*.tpurl-orig``) and every application
+    starts from it, so re-running with a changed patch set never patches twice. All patches
+    are checked before any file is written.
+    """
+    by_file: dict[Path, list[PatchDeclaration]] = {}
+    for patch in patches:
+        package = patch.file.split("/", 1)[0]
+        if package not in root_for:
+            raise FileNotFoundError(f"patch {patch.id!r}: package {package!r} not found")
+        by_file.setdefault(root_for[package] / patch.file, []).append(patch)
+    results: dict[Path, str] = {}
+    for path, file_patches in by_file.items():
+        original = path.with_name(path.name + ORIGINAL_SUFFIX)
+        text = (original if original.exists() else path).read_text()
+        for patch in file_patches:
+            text = apply_to_text(text, patch, str(path))
+        results[path] = text
+    for path, text in results.items():
+        original = path.with_name(path.name + ORIGINAL_SUFFIX)
+        if not original.exists():
+            original.write_text(path.read_text())
+        path.write_text(text)
+    return [str(p) for p in results]
+
+
+def restore_tree(root_for: dict[str, Path], patches: list[PatchDeclaration]) -> None:
+    """Put pristine files back (before a reinstall, or when a patch is disabled)."""
+    for patch in patches:
+        package = patch.file.split("/", 1)[0]
+        if package not in root_for:
+            continue
+        path = root_for[package] / patch.file
+        original = path.with_name(path.name + ORIGINAL_SUFFIX)
+        if original.exists():
+            path.write_text(original.read_text())
+            original.unlink()

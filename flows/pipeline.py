@@ -1,0 +1,179 @@
+"""The flow: the tutorial's table of contents as five Prefect tasks.
+
+image → infra → convert → train → export. Each task asks its stage whether a verified output
+is already there (skip), otherwise runs it and verifies it. Tasks retry only failures that
+are diagnosed as retryable (infrastructure, preemption); a user error fails at once with its
+cause. The flow validates the profile before the first task, so a bad profile touches nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import (
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+from prefect.cache_policies import NONE
+from prefect.runtime import flow_run
+from prefect.states import State
+
+from flows.backends.local import LocalBackend
+from flows.config import Profile, load_profile
+from flows.diagnosis import StageFailed
+from flows.layout import Layout
+from flows.result import PipelineResult, StageReport
+from flows.secrets import Redactor
+from flows.stages import STAGE_BY_NAME
+from flows.stages.base import StageContext, StageOutput
+from flows.storage import storage_for
+
+RETRY_DELAYS_S = [10, 60]
+
+
+def retry_if_retryable(task: Any, task_run: Any, state: State) -> bool:
+    """Prefect retry condition: only diagnosed infrastructure faults and preemptions."""
+    try:
+        state.result()
+    except StageFailed as exc:
+        return exc.diagnosis.retryable
+    except Exception:
+        return False
+    return False
+
+
+class _Progress:
+    """Drives a Prefect progress artifact from the step counter in the training log."""
+
+    def __init__(self, logger: Any) -> None:
+        self.logger = logger
+        self.artifact_id: UUID | None = None
+        self.last_step = -1
+
+    def __call__(self, workload: str, step: int, total: int | None) -> None:
+        if step <= self.last_step:
+            return
+        self.last_step = step
+        percent = min(100.0, 100.0 * step / total) if total else 0.0
+        self.logger.info("%s: step %d/%s", workload, step, total or "?")
+        try:
+            if self.artifact_id is None:
+                self.artifact_id = create_progress_artifact(
+                    progress=percent, description=f"{workload}: GRPO steps done")
+            else:
+                update_progress_artifact(self.artifact_id, progress=percent)
+        except Exception as exc:  # the UI nicety must never fail training
+            self.logger.warning("progress artifact not updated: %s", exc)
+
+
+def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput]) -> StageOutput:
+    logger = get_run_logger()
+    layout = Layout(profile)
+    redactor = Redactor()
+    stage = STAGE_BY_NAME[stage_name]
+    if profile.backend != "local":
+        raise StageFailed(stage_name, _not_yet(profile))
+    backend = LocalBackend(profile, layout, logger, redactor, _Progress(logger), stage_name)
+    ctx = StageContext(profile=profile, layout=layout, backend=backend,
+                       storage=storage_for(layout.root), logger=logger, redactor=redactor)
+    output = stage.execute(ctx, dict(upstream))
+    logger.info("%s %s in %.1f s → %s", stage_name, output.status, output.duration_s,
+                ", ".join(f"{k}={v}" for k, v in output.uris.items()))
+    return output
+
+
+def _not_yet(profile: Profile):
+    from flows.diagnosis import Diagnosis, FailureCategory
+
+    return Diagnosis(FailureCategory.USER_ERROR,
+                     f"the {profile.backend} backend cannot run stages yet",
+                     "image build (issue #3), infrastructure (issue #4) and the GKE backend "
+                     "(issue #5) are not implemented in this version",
+                     "use `tpurl plan` to review the workloads, or run the rehearsal profile")
+
+
+_TASK_OPTIONS: dict[str, Any] = dict(retries=2, retry_delay_seconds=RETRY_DELAYS_S,
+                                     retry_condition_fn=retry_if_retryable, cache_policy=NONE)
+
+
+@task(name="image: build patched post-training image", **_TASK_OPTIONS)
+def build_image(profile: Profile) -> StageOutput:
+    return _execute("image", profile, {})
+
+
+@task(name="infra: provision cluster, bucket and inputs", **_TASK_OPTIONS)
+def provision_infrastructure(profile: Profile, image: StageOutput) -> StageOutput:
+    return _execute("infra", profile, {"image": image})
+
+
+@task(name="convert: HF → MaxText checkpoint", **_TASK_OPTIONS)
+def convert_checkpoint(profile: Profile, image: StageOutput, infra: StageOutput) -> StageOutput:
+    return _execute("convert", profile, {"image": image, "infra": infra})
+
+
+@task(name="train: GRPO with train_rl", **_TASK_OPTIONS)
+def train_grpo(profile: Profile, image: StageOutput, infra: StageOutput,
+               converted: StageOutput) -> StageOutput:
+    return _execute("train", profile, {"image": image, "infra": infra, "convert": converted})
+
+
+@task(name="export: MaxText → HF model", **_TASK_OPTIONS)
+def export_hf(profile: Profile, image: StageOutput, infra: StageOutput,
+              trained: StageOutput) -> StageOutput:
+    return _execute("export", profile, {"image": image, "infra": infra, "train": trained})
+
+
+def _run_name() -> str:
+    params = flow_run.parameters or {}
+    return f"{params.get('profile', 'run')}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+
+
+@flow(name="rl-post-training", flow_run_name=_run_name, persist_result=True,
+      result_serializer="json", validate_parameters=True)
+def rl_post_training(profile: str = "rehearsal",
+                     overrides: dict[str, str] | None = None) -> PipelineResult:
+    """Run the five stages for a profile (a name under deployments/profiles, or a path)."""
+    started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
+    cfg = load_profile(profile, overrides)  # every check happens before any side effect
+    logger = get_run_logger()
+    logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
+    image = build_image(cfg)
+    infra = provision_infrastructure(cfg, image)
+    converted = convert_checkpoint(cfg, image, infra)
+    trained = train_grpo(cfg, image, infra, converted)
+    exported = export_hf(cfg, image, infra, trained)
+    outputs = [image, infra, converted, trained, exported]
+    result = PipelineResult(
+        profile=cfg.name, backend=cfg.backend,
+        artifacts={"maxtext_checkpoint": converted.uris["maxtext_checkpoint"],
+                   "trained_checkpoint": trained.uris["actor_checkpoint"],
+                   "hf_export": exported.uris["hf_export"]},
+        stages=[StageReport.of(o) for o in outputs],
+        chip_hours=sum(o.chip_hours for o in outputs),
+        metrics=trained.details.get("metrics", {}),
+        wall_s=time.monotonic() - started, started_at=started_at,
+        finished_at=datetime.now(UTC).isoformat())
+    _publish_summary(cfg, result)
+    return result
+
+
+def _publish_summary(cfg: Profile, result: PipelineResult) -> None:
+    rows = [{"stage": s.stage, "status": s.status, "duration_s": round(s.duration_s, 1),
+             "chip_hours": round(s.chip_hours, 3), "outputs": ", ".join(s.uris.values())}
+            for s in result.stages]
+    try:
+        create_table_artifact(table=rows, key=f"tpurl-{_slug(cfg.name)}-stages",
+                              description=f"Stages of {cfg.name}: ran or skipped, and where "
+                              "their outputs are")
+    except Exception as exc:  # the summary is a convenience, never a failure
+        get_run_logger().warning("stage table not published: %s", exc)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")

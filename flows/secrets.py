@@ -1,0 +1,52 @@
+"""Resolve secret references at the last moment, and keep their values out of every text.
+
+Values are held only in the environment handed to a workload; anything that is logged or
+persisted passes through a Redactor first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+from flows.config.profile import SecretRef
+
+REDACTED = "***"
+
+
+class SecretUnavailable(RuntimeError):
+    category = "config/secret-unavailable"
+
+
+def resolve(ref: SecretRef, environ: Mapping[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    if ref.env is not None:
+        value = env.get(ref.env)
+        if not value:
+            raise SecretUnavailable(f"the environment variable {ref.env} is not set; export it "
+                                    "(its value is never logged) or name a Prefect Secret block")
+        return value
+    from prefect.blocks.system import Secret
+
+    try:
+        return str(Secret.load(ref.secret_block).get())
+    except ValueError as exc:
+        raise SecretUnavailable(f"no Prefect Secret block named {ref.secret_block!r}: create it "
+                                f"with `prefect block create secret` ({exc.__class__.__name__})"
+                                ) from None
+
+
+class Redactor:
+    """Replaces every known secret value (and nothing else) in text."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+    def add(self, secret: str) -> None:
+        if len(secret) >= 4 and secret not in self._secrets:
+            self._secrets = sorted([*self._secrets, secret], key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return text

@@ -1,0 +1,211 @@
+"""CPU rehearsal launcher for MaxText's real ``train_rl`` (GRPO).
+
+PLAINLY: the vLLM rollout is replaced by a CPU stand-in; everything else is the real
+MaxText / Tunix code (config parsing, mesh, restoring ``0/items`` into actor and
+reference, dataset pipeline, reward loading, Tunix GRPO learner, optimizer, Orbax
+checkpoints, TensorBoard metrics).
+
+Why a stand-in is needed: ``maxtext.trainers.post_train.rl.train_rl`` imports
+``maxtext.integration.vllm.maxtext_vllm_adapter`` (which imports ``tpu_inference``,
+TPU-only) and hard-wires ``rollout_engine=partial(MaxTextVllmRollout, ...)`` from
+``maxtext.integration.vllm.maxtext_vllm_rollout`` (which imports vLLM).  No config key
+selects another engine, and Tunix's own "vanilla" rollout cannot drive the MaxText
+model (it needs a ``.config`` and a KV cache the MaxText adapter does not provide).
+
+What this launcher does, before importing ``train_rl``:
+
+1. imports ``multiprocessing.pool``: ``utils_rl`` (via ``math_verify_pool``) uses
+   ``multiprocessing.pool`` as an attribute without importing the submodule, which
+   raises ``AttributeError: module 'multiprocessing' has no attribute 'pool'`` unless
+   something imported it first;
+2. puts two stand-in modules into ``sys.modules``:
+   ``maxtext.integration.vllm.maxtext_vllm_adapter`` whose ``register()`` does nothing,
+   and ``maxtext.integration.vllm.maxtext_vllm_rollout`` whose ``MaxTextVllmRollout``
+   is :class:`CpuActorRollout`, a Tunix ``BaseRollout`` that samples from the actor
+   model itself.  It recomputes the whole fixed-size sequence for every new token
+   (no KV cache) with fixed shapes, so XLA compiles the sampling loop once;
+3. runs ``train_rl.main`` through ``absl.app.run`` with the argv it was given, exactly
+   as ``python -m maxtext.trainers.post_train.rl.train_rl <argv>`` would.
+
+Sampling honours ``temperature`` and ``top_k`` of the rollout config; ``top_p`` is
+ignored (the stand-in's output quality is irrelevant: a tiny random model is sampled).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing.pool  # noqa: F401  # see point 1 of the module docstring
+import sys
+import types
+from typing import Any, Callable, Optional
+
+STAND_IN_NOTICE = (
+    "CPU REHEARSAL: the vLLM rollout is replaced by a CPU stand-in that samples from the "
+    "actor model itself; everything else is the real MaxText/Tunix train_rl code."
+)
+
+log = logging.getLogger("train_rl_cpu")
+
+
+def _build_rollout_class() -> type:
+    """Create the stand-in rollout class (imports JAX/Tunix lazily, after the notice)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+    from tunix.rl import common as rl_common
+    from tunix.rl.rollout import base_rollout
+
+    class CpuActorRollout(base_rollout.BaseRollout):
+        """Stand-in for MaxTextVllmRollout: samples with the actor model, no vLLM.
+
+        Accepts the keyword arguments RLCluster passes to a custom rollout engine
+        (``rollout_actor``, ``tokenizer``, ``mesh``, ``rollout_config``) plus the
+        ``maxtext_config`` that train_rl binds with ``functools.partial``.
+        """
+
+        def __init__(
+            self,
+            rollout_actor: Any = None,
+            tokenizer: Any = None,
+            mesh: Any = None,
+            rollout_config: Any = None,
+            maxtext_config: Any = None,
+            **kwargs: Any,
+        ) -> None:
+            del maxtext_config, kwargs  # vLLM-only settings have no meaning here
+            self._model = rollout_actor
+            self._tokenizer = tokenizer
+            self.mesh = mesh
+            self._config = rollout_config
+            self._calls = 0
+            self._compiled: dict[tuple[int, int, int, float, int], Callable[..., Any]] = {}
+            pad = tokenizer.pad_token_id
+            self._pad = int(pad if pad is not None else tokenizer.eos_token_id)
+            self._eos = int(tokenizer.eos_token_id)
+            log.warning("CpuActorRollout stand-in created (no vLLM, no KV cache).")
+
+        def model(self) -> Any:
+            """The module whose weights are sampled: the actor model itself."""
+            return self._model
+
+        def pad_id(self) -> int:
+            """Tokenizer pad id (Qwen3: <|endoftext|>)."""
+            return self._pad
+
+        def eos_id(self) -> int:
+            """Tokenizer eos id (Qwen3 instruct: <|im_end|>)."""
+            return self._eos
+
+        def update_params(self, params: Any, filter_types: Optional[tuple[Any, ...]] = None) -> None:
+            """Copy trainer weights in; a no-op in effect when rollout and actor share the module."""
+            del filter_types
+            nnx.update(self._model, params)
+
+        def get_per_token_logps(self, prompt_tokens: Any, completion_tokens: Any) -> Any:
+            """Per-token log-probs of ``completion_tokens`` under the current weights."""
+            graphdef, state = nnx.split(self._model)
+            return rl_common.compute_per_token_logps(
+                graphdef, state, prompt_tokens, completion_tokens, pad_id=self._pad, eos_id=self._eos
+            )
+
+        def _sampler(self, prompt_len: int, gen_len: int, top_k: int, temperature: float, batch: int) -> Callable[..., Any]:
+            """Build (once per shape) a jitted loop that fills ``gen_len`` tokens."""
+            key = (prompt_len, gen_len, top_k, temperature, batch)
+            if key in self._compiled:
+                return self._compiled[key]
+            graphdef, _ = nnx.split(self._model)
+            pad = self._pad
+            total = prompt_len + gen_len
+
+            def run(state: Any, tokens: Any, rng: Any) -> Any:
+                def body(i: Any, carry: Any) -> Any:
+                    toks, key_ = carry
+                    mask = (toks != pad).astype(jnp.int32)
+                    positions = jnp.clip(jnp.cumsum(mask, axis=-1) - 1, 0, None)
+                    model = nnx.merge(graphdef, state)
+                    logits, _ = model(toks, positions=positions, cache=None, attention_mask=None)
+                    step_logits = jax.lax.dynamic_index_in_dim(logits, prompt_len + i - 1, axis=1, keepdims=False)
+                    step_logits = step_logits.astype(jnp.float32)
+                    if top_k > 0:
+                        kth = jax.lax.top_k(step_logits, top_k)[0][:, -1:]
+                        step_logits = jnp.where(step_logits < kth, -jnp.inf, step_logits)
+                    key_, sub = jax.random.split(key_)
+                    if temperature > 0:
+                        nxt = jax.random.categorical(sub, step_logits / temperature, axis=-1)
+                    else:
+                        nxt = jnp.argmax(step_logits, axis=-1)
+                    toks = jax.lax.dynamic_update_index_in_dim(toks, nxt.astype(toks.dtype), prompt_len + i, axis=1)
+                    return toks, key_
+
+                out, _ = jax.lax.fori_loop(0, gen_len, body, (tokens, rng))
+                return out[:, prompt_len:total]
+
+            fn = jax.jit(run)
+            self._compiled[key] = fn
+            return fn
+
+        def generate(self, prompts: list[str], rollout_config: Any, **kwargs: Any) -> Any:
+            """Sample completions for ``prompts`` with fixed shapes (left-padded prompts)."""
+            del kwargs
+            prompt_len = int(rollout_config.max_prompt_length)
+            gen_len = int(rollout_config.max_tokens_to_generate)
+            top_k = int(rollout_config.top_k or 0)
+            temperature = float(rollout_config.temperature or 0.0)
+            ids = [self._tokenizer.encode(p)[-prompt_len:] for p in prompts]
+            batch = len(ids)
+            prompt_arr = np.full((batch, prompt_len), self._pad, dtype=np.int32)
+            for row, seq in enumerate(ids):
+                prompt_arr[row, prompt_len - len(seq) :] = seq
+            buf = np.concatenate([prompt_arr, np.full((batch, gen_len), self._pad, dtype=np.int32)], axis=1)
+            _, state = nnx.split(self._model)
+            seed = self._calls if rollout_config.seed is None else int(np.asarray(rollout_config.seed).ravel()[0]) + self._calls
+            self._calls += 1
+            fn = self._sampler(prompt_len, gen_len, top_k, temperature, batch)
+            completion = np.asarray(jax.device_get(fn(state, jnp.asarray(buf), jax.random.PRNGKey(seed))))
+            tokens: list[np.ndarray] = []
+            for row in completion:
+                stops = np.nonzero((row == self._eos) | (row == self._pad))[0]
+                end = int(stops[0]) + 1 if stops.size else gen_len
+                tokens.append(row[:end].astype(np.int32))
+            texts = [self._tokenizer.decode(t.tolist(), skip_special_tokens=True) for t in tokens]
+            return base_rollout.RolloutOutput(
+                text=texts,
+                logits=None,
+                tokens=tokens,
+                left_padded_prompt_tokens=prompt_arr,
+                logprobs=None,
+            )
+
+    return CpuActorRollout
+
+
+def install_stand_ins() -> None:
+    """Register the two stand-in modules before anything imports the real ones."""
+    import maxtext.integration.vllm as vllm_pkg
+
+    adapter = types.ModuleType("maxtext.integration.vllm.maxtext_vllm_adapter")
+    adapter.__doc__ = "CPU rehearsal stand-in: no tpu_inference; register() does nothing."
+    adapter.register = lambda: None  # type: ignore[attr-defined]
+    rollout = types.ModuleType("maxtext.integration.vllm.maxtext_vllm_rollout")
+    rollout.__doc__ = "CPU rehearsal stand-in: MaxTextVllmRollout samples from the actor model."
+    rollout.MaxTextVllmRollout = _build_rollout_class()  # type: ignore[attr-defined]
+    for mod in (adapter, rollout):
+        sys.modules[mod.__name__] = mod
+        setattr(vllm_pkg, mod.__name__.rsplit(".", 1)[1], mod)
+
+
+def main() -> None:
+    """Print the notice, install the stand-ins, then run the real train_rl main."""
+    print(STAND_IN_NOTICE, file=sys.stderr, flush=True)
+    logging.basicConfig(level=logging.INFO)
+    install_stand_ins()
+    from absl import app
+
+    from maxtext.trainers.post_train.rl import train_rl
+
+    app.run(train_rl.main, argv=["train_rl", *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    main()
