@@ -75,7 +75,16 @@ def diagnose_exit(workload: str, returncode: int, log_tail: list[str],
                      tail, "read the log tail above; the full log is kept beside the output")
 
 
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(: .*)?$")
+
+
 def _last_exception(lines: list[str]) -> str | None:
+    """The exception line that closes the last traceback, else any line naming an Error."""
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call")]
+    if starts:
+        for line in reversed(lines[starts[-1] + 1:]):
+            if not line.startswith((" ", "\t")) and _RAISED.match(line.strip()):
+                return line.strip()[:300]
     for line in reversed(lines):
         stripped = line.strip()
         if _EXCEPTION_LINE.match(stripped):

@@ -70,7 +70,7 @@ def infra_key(profile: Profile) -> str:
 def model_source_key(profile: Profile) -> str:
     model = profile.model
     seed = profile.local.tiny_model_seed if profile.local else None
-    return config_key(model.maxtext_name, model.hf_repo, model.hf_revision, seed)
+    return config_key(model.maxtext_name, model.hf_repo, model.hf_revision, model.args, seed)
 
 
 def convert_key(profile: Profile) -> str:

@@ -39,11 +39,11 @@ class LocalBackend:
 
     def __init__(self, profile: Profile, layout: Layout, logger: StageLogger,
                  redactor: Redactor, on_progress: ProgressCallback | None = None,
-                 stage: str = "") -> None:
+                 stage: str = "", timeout_s: float | None = None) -> None:
         assert profile.local is not None
         self.profile, self.layout, self.logger = profile, layout, logger
         self.redactor, self.on_progress, self.stage = redactor, on_progress, stage
-        self.timeout_s = profile.local.step_timeout_s
+        self.timeout_s = timeout_s or profile.local.step_timeout_s
         self.storage = LocalStorage()
 
     def python_for(self, image: str) -> Path:

@@ -23,7 +23,7 @@ ROLLOUT_KEYS = ("rollout_data_parallelism", "rollout_tensor_parallelism",
 
 def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[ConfigIssue]:
     issues: list[ConfigIssue] = []
-    for step in ("convert", "train", "export"):
+    for step in ("model", "convert", "train", "export"):
         issues += _reserved_and_secret_args(step, getattr(profile, step).args)
     issues += _grpo_issues(profile)
     issues += _parallelism_issues(profile)

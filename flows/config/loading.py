@@ -107,6 +107,9 @@ def _drop_nulls(value: Any) -> Any:
 
 def _set_path(data: dict[str, Any], dotted: str, value: str) -> None:
     parts = dotted.split(".")
+    if "args" in parts[:-1]:  # MaxText keys may contain dots themselves (rl.num_generations)
+        cut = parts.index("args") + 1
+        parts = [*parts[:cut], ".".join(parts[cut:])]
     node = data
     for part in parts[:-1]:
         child = node.get(part)
@@ -114,9 +117,9 @@ def _set_path(data: dict[str, Any], dotted: str, value: str) -> None:
             child = {}
             node[part] = child
         node = child
-    parsed = yaml.safe_load(value) if value.strip() else None
-    # Keys of step args are MaxText names; values there stay strings unless numeric-looking.
-    node[parts[-1]] = parsed if parsed is not None else value
+    # Kept as text: pydantic converts it for typed fields, and MaxText arguments are text anyway
+    # (YAML parsing would turn a version like 1.10 into the number 1.1).
+    node[parts[-1]] = value
 
 
 def _translate(exc: ValidationError) -> list[ConfigIssue]:
@@ -126,7 +129,8 @@ def _translate(exc: ValidationError) -> list[ConfigIssue]:
         field = ".".join(loc) or "profile"
         cause = (error.get("ctx") or {}).get("error")
         if isinstance(cause, FixableValueError):
-            field = getattr(cause, "field", None) or field
+            if (inner := getattr(cause, "field", None)) is not None:
+                field = ".".join([*loc, inner]) if loc and not inner.startswith(loc[0]) else inner
             issues.append(ConfigIssue(field, cause.problem, cause.fix))
         elif error["type"] == "extra_forbidden":
             issues.append(ConfigIssue(field, "is not a known field", _unknown_fix(loc)))

@@ -27,18 +27,28 @@ Scalar = str | int | float | bool
 
 # Arguments the pipeline computes from stage outputs (or from the secret): a profile that
 # sets them would silently fight the pipeline, so they are rejected.
+_ALWAYS = frozenset({"model_name", "hf_access_token", "base_output_directory", "run_name",
+                     "load_parameters_path", "--hf_model_path"})
 RESERVED_ARGS: dict[str, frozenset[str]] = {
-    "convert": frozenset({"base_output_directory", "--hf_model_path", "hf_access_token",
-                          "run_name"}),
-    "train": frozenset({"base_output_directory", "load_parameters_path", "run_name",
-                        "hf_access_token", "hf_train_files", "tokenizer_path"}),
-    "export": frozenset({"base_output_directory", "load_parameters_path", "--hf_model_path",
-                         "hf_access_token", "run_name"}),
+    "model": _ALWAYS | {"hf_train_files", "tokenizer_path"},
+    "convert": _ALWAYS,
+    "train": _ALWAYS | {"hf_train_files", "tokenizer_path"},
+    "export": _ALWAYS,
 }
 
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _scalar_args(value: object) -> object:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, dict | list) or item is None:
+                raise FixableValueError(
+                    f"argument {key!r} has a {type(item).__name__} value; MaxText arguments "
+                    "are single values", f"write it as one string, e.g. {key}: '...'")
+    return value
 
 
 class SecretRef(StrictModel):
@@ -198,6 +208,10 @@ class ModelSection(StrictModel):
     hf_repo: str
     hf_revision: str = "main"
     hf_token: SecretRef | None = None
+    # Arguments every MaxText program of this model gets (e.g. the rehearsal's tiny sizes).
+    args: dict[str, Scalar] = Field(default_factory=dict)
+
+    _args_are_scalars = field_validator("args", mode="before")(_scalar_args)
 
     @field_validator("hf_token", mode="before")
     @classmethod
@@ -238,6 +252,8 @@ class ImageSection(StrictModel):
 
 class StepSection(StrictModel):
     args: dict[str, Scalar] = Field(default_factory=dict)
+
+    _args_are_scalars = field_validator("args", mode="before")(_scalar_args)
 
 
 class Profile(StrictModel):

@@ -62,7 +62,7 @@ def convert_workload(profile: Profile, layout: Layout) -> Workload:
     if profile.backend == "gke":
         argv.append(f"--revision={profile.model.hf_revision}")
     argv += [f"base_output_directory={program_path(layout.convert_dir)}/",
-             *render_args(profile.convert.args)]
+             *render_args(profile.model.args), *render_args(profile.convert.args)]
     return Workload(name="convert-hf-to-maxtext", image=_image(profile), argv=tuple(argv),
                     placement=_cpu_placement(), env=_local_env(profile),
                     secret_env=_secret_env(profile), outputs=(layout.converted_checkpoint,))
@@ -89,7 +89,7 @@ def train_workload(profile: Profile, layout: Layout) -> Workload:
             f"base_output_directory={program_path(layout.train_base)}/",
             f"model_name={profile.model.maxtext_name}",
             f"load_parameters_path={program_path(layout.converted_checkpoint)}/",
-            *data, *render_args(profile.train.args)]
+            *data, *render_args(profile.model.args), *render_args(profile.train.args)]
     steps = profile.train.args.get("num_batches")
     return Workload(name="train-grpo", image=_image(profile), argv=tuple(argv),
                     placement=placement, env=env, secret_env=_secret_env(profile),
@@ -104,7 +104,7 @@ def export_workload(profile: Profile, layout: Layout, step: int) -> Workload:
             # Without it 0.2.4 takes the tokenizer of its built-in HF id for the model
             # (Qwen3-30B-A3B-Thinking-2507), not the one of the model that was trained.
             f"--hf_model_path={_hf_source(profile, layout)}",
-            *render_args(profile.export.args)]
+            *render_args(profile.model.args), *render_args(profile.export.args)]
     return Workload(name="export-maxtext-to-hf", image=_image(profile), argv=tuple(argv),
                     placement=_cpu_placement(), env=_local_env(profile),
                     secret_env=_secret_env(profile), outputs=(layout.export_dir,))

@@ -33,11 +33,13 @@ ignored (the stand-in's output quality is irrelevant: a tiny random model is sam
 
 from __future__ import annotations
 
+import argparse
 import logging
 import multiprocessing.pool  # noqa: F401  # see point 1 of the module docstring
 import sys
 import types
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 STAND_IN_NOTICE = (
     "CPU REHEARSAL: the vLLM rollout is replaced by a CPU stand-in that samples from the "
@@ -97,7 +99,7 @@ def _build_rollout_class() -> type:
             """Tokenizer eos id (Qwen3 instruct: <|im_end|>)."""
             return self._eos
 
-        def update_params(self, params: Any, filter_types: Optional[tuple[Any, ...]] = None) -> None:
+        def update_params(self, params: Any, filter_types: tuple[Any, ...] | None = None) -> None:
             """Copy trainer weights in; a no-op in effect when rollout and actor share the module."""
             del filter_types
             nnx.update(self._model, params)
@@ -109,7 +111,9 @@ def _build_rollout_class() -> type:
                 graphdef, state, prompt_tokens, completion_tokens, pad_id=self._pad, eos_id=self._eos
             )
 
-        def _sampler(self, prompt_len: int, gen_len: int, top_k: int, temperature: float, batch: int) -> Callable[..., Any]:
+        def _sampler(
+            self, prompt_len: int, gen_len: int, top_k: int, temperature: float, batch: int
+        ) -> Callable[..., Any]:
             """Build (once per shape) a jitted loop that fills ``gen_len`` tokens."""
             key = (prompt_len, gen_len, top_k, temperature, batch)
             if key in self._compiled:
@@ -125,7 +129,8 @@ def _build_rollout_class() -> type:
                     positions = jnp.clip(jnp.cumsum(mask, axis=-1) - 1, 0, None)
                     model = nnx.merge(graphdef, state)
                     logits, _ = model(toks, positions=positions, cache=None, attention_mask=None)
-                    step_logits = jax.lax.dynamic_index_in_dim(logits, prompt_len + i - 1, axis=1, keepdims=False)
+                    pos = prompt_len + i - 1
+                    step_logits = jax.lax.dynamic_index_in_dim(logits, pos, axis=1, keepdims=False)
                     step_logits = step_logits.astype(jnp.float32)
                     if top_k > 0:
                         kth = jax.lax.top_k(step_logits, top_k)[0][:, -1:]
@@ -135,7 +140,8 @@ def _build_rollout_class() -> type:
                         nxt = jax.random.categorical(sub, step_logits / temperature, axis=-1)
                     else:
                         nxt = jnp.argmax(step_logits, axis=-1)
-                    toks = jax.lax.dynamic_update_index_in_dim(toks, nxt.astype(toks.dtype), prompt_len + i, axis=1)
+                    nxt = nxt.astype(toks.dtype)
+                    toks = jax.lax.dynamic_update_index_in_dim(toks, nxt, prompt_len + i, axis=1)
                     return toks, key_
 
                 out, _ = jax.lax.fori_loop(0, gen_len, body, (tokens, rng))
@@ -159,7 +165,8 @@ def _build_rollout_class() -> type:
                 prompt_arr[row, prompt_len - len(seq) :] = seq
             buf = np.concatenate([prompt_arr, np.full((batch, gen_len), self._pad, dtype=np.int32)], axis=1)
             _, state = nnx.split(self._model)
-            seed = self._calls if rollout_config.seed is None else int(np.asarray(rollout_config.seed).ravel()[0]) + self._calls
+            base_seed = 0 if rollout_config.seed is None else int(np.asarray(rollout_config.seed).ravel()[0])
+            seed = base_seed + self._calls
             self._calls += 1
             fn = self._sampler(prompt_len, gen_len, top_k, temperature, batch)
             completion = np.asarray(jax.device_get(fn(state, jnp.asarray(buf), jax.random.PRNGKey(seed))))
@@ -198,13 +205,21 @@ def install_stand_ins() -> None:
 def main() -> None:
     """Print the notice, install the stand-ins, then run the real train_rl main."""
     print(STAND_IN_NOTICE, file=sys.stderr, flush=True)
+    parser = argparse.ArgumentParser(
+        description="Run MaxText train_rl on CPU with a stand-in for the vLLM rollout.",
+        epilog="All arguments are passed unchanged to train_rl, e.g. "
+        "maxtext/configs/post_train/rl.yml model_name=qwen3-30b-a3b ...",
+    )
+    parser.add_argument("train_rl_argv", nargs=argparse.REMAINDER, help="config file + key=value overrides")
+    args = parser.parse_args()
+    if not args.train_rl_argv:
+        parser.error("missing train_rl arguments (config file and key=value overrides)")
     logging.basicConfig(level=logging.INFO)
     install_stand_ins()
     from absl import app
-
     from maxtext.trainers.post_train.rl import train_rl
 
-    app.run(train_rl.main, argv=["train_rl", *sys.argv[1:]])
+    app.run(train_rl.main, argv=["train_rl", *args.train_rl_argv])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# One command from a fresh clone: install, then run the CPU rehearsal through the Prefect flow
+# (tiny Qwen3-MoE: HF → MaxText → 2 GRPO steps → HF export that transformers loads).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PREFECT_SERVER_ANALYTICS_ENABLED=false
+exec .venv/bin/tpurl run "${1:-rehearsal}" "${@:2}"

@@ -1,0 +1,154 @@
+"""Every invalid profile is rejected before any stage runs, with its own field and fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows.config import ProfileError, load_profile
+from tests.conftest import TUTORIAL
+
+# (case id, overrides on top of a valid tutorial profile, field named, words in the message)
+INVALID = [
+    ("cluster-too-long", {"gke.cluster": "a-cluster-name-far-too-long"}, "gke.cluster",
+     "at most 20"),
+    ("cluster-uppercase", {"gke.cluster": "Tpurl_V6e"}, "gke.cluster", "lowercase"),
+    ("cluster-trailing-hyphen", {"gke.cluster": "tpurl-"}, "gke.cluster", "end with"),
+    ("bucket-uppercase", {"gke.bucket": "My_Bucket"}, "gke.bucket", "bucket name"),
+    ("bucket-uri", {"gke.bucket": "gs://my-bucket"}, "gke.bucket", "without gs://"),
+    ("bucket-google", {"gke.bucket": "my-google-bucket"}, "gke.bucket", "google"),
+    ("bucket-ip", {"gke.bucket": "192.168.1.1"}, "gke.bucket", "IP address"),
+    ("bucket-short", {"gke.bucket": "ab"}, "gke.bucket", "3 to 63"),
+    ("project-id", {"gke.project": "My Project"}, "gke.project", "project ID"),
+    ("zone-not-in-region", {"gke.zone": "us-central1-b"}, "gke.zone", "not in region"),
+    ("topology-malformed", {"gke.topology": "4-8"}, "gke.topology", "like '4x8'"),
+    ("topology-unsupported", {"gke.topology": "3x5"}, "gke.topology", "supports"),
+    ("machine-unknown", {"gke.machine_type": "ct5p-hightpu-4t"}, "gke.machine_type",
+     "unknown TPU machine"),
+    ("slices-zero", {"gke.num_slices": "0"}, "gke.num_slices", "greater than or equal to 1"),
+    ("toolkit-version", {"gke.cluster_toolkit_version": "1.103"}, "gke.cluster_toolkit_version",
+     "release tag"),
+    ("token-literal", {"model.hf_token": "hf_abcdefghijklmnopqrstuvwxyz123456"},
+     "model.hf_token", "revoke"),
+    ("token-env-name", {"model.hf_token.env": "HF-TOKEN"}, "model.hf_token",
+     "environment variable"),
+    ("token-in-args", {"train.args.hf_access_token": "x"}, "train.args.hf_access_token",
+     "set by the pipeline"),
+    ("secret-in-other-arg", {"train.args.note": "hf_abcdefghijklmnopqrstuvwxyz123456"},
+     "train.args.note", "looks like a Hugging Face token"),
+    ("reserved-path", {"train.args.load_parameters_path": "gs://x/y"},
+     "train.args.load_parameters_path", "set by the pipeline"),
+    ("unknown-top-key", {"trian.args.learning_rate": "1"}, "trian", "did you mean 'train'"),
+    ("unknown-nested-key", {"gke.topolgy": "4x8"}, "gke.topolgy", "did you mean 'topology'"),
+    ("generations-one", {"train.args.rl.num_generations": "1"}, "train.args.rl.num_generations",
+     "at least 2"),
+    ("learning-rate-zero", {"train.args.learning_rate": "0"}, "train.args.learning_rate",
+     "positive"),
+    ("learning-rate-text", {"train.args.learning_rate": "fast"}, "train.args.learning_rate",
+     "not a number"),
+    ("ici-mismatch", {"train.args.ici_fsdp_parallelism": "3"}, "train.args.ici_*_parallelism",
+     "32 devices per slice"),
+    ("ici-two-wildcards", {"train.args.ici_tensor_parallelism": "-1"},
+     "train.args.ici_*_parallelism", "more than one axis"),
+    ("rollout-not-dividing", {"train.args.rollout_expert_parallelism": "3"},
+     "train.args.rollout_*_parallelism", "does not divide"),
+    ("target-shorter-than-prompt", {"train.args.max_target_length": "128"},
+     "train.args.max_target_length", "no room"),
+    ("unpinned-image", {"image.base": "us-docker.pkg.dev/x/y/tpu_post_training"}, "image.base",
+     "no tag or digest"),
+    ("disabled-unknown-patch", {"image.disabled_patches.no-such-patch": "because it is old"},
+     "image.disabled_patches.no-such-patch", "names no declared patch"),
+    ("disabled-without-reason", {"image.disabled_patches.maxtext-adafactor": "x"},
+     "image.disabled_patches", "without a reason"),
+    ("backend-unknown", {"backend": "slurm"}, "backend", "'gke' or 'local'"),
+    ("queue-name", {"gke.kueue_queue": "User Queue"}, "gke.kueue_queue", "Kueue LocalQueue"),
+]
+
+
+@pytest.mark.parametrize(("case", "overrides", "field", "words"), INVALID,
+                         ids=[c[0] for c in INVALID])
+def test_invalid_profile_is_rejected_naming_field_and_fix(case, overrides, field, words,
+                                                         tutorial_overrides):
+    with pytest.raises(ProfileError) as caught:
+        load_profile(TUTORIAL, {**tutorial_overrides, **overrides}, environ={})
+    issues = caught.value.issues
+    matching = [i for i in issues if i.field == field]
+    assert matching, f"{case}: no issue for {field}; got {[i.field for i in issues]}"
+    assert any(words in i.problem or words in i.fix for i in matching), \
+        f"{case}: {[i.render() for i in matching]}"
+    assert all(i.fix for i in issues), "every issue carries a fix"
+
+
+def test_messages_are_distinct():
+    """Each case is caught by its own message, not one catch-all."""
+    messages = set()
+    for _case, overrides, field, _words in INVALID:
+        try:
+            load_profile(TUTORIAL, {**_required(), **overrides}, environ={})
+        except ProfileError as exc:
+            messages.add(next(i.problem for i in exc.issues if i.field == field))
+    assert len(messages) >= 15
+
+
+def _required() -> dict[str, str]:
+    from tests.conftest import TUTORIAL_REQUIRED
+
+    return dict(TUTORIAL_REQUIRED)
+
+
+def test_missing_required_fields_name_every_way_to_set_them():
+    with pytest.raises(ProfileError) as caught:
+        load_profile(TUTORIAL, environ={})
+    fields = {i.field for i in caught.value.issues}
+    assert fields == {"gke.project", "gke.region", "gke.zone", "gke.cluster", "gke.bucket",
+                      "gke.reservation"}
+    text = str(caught.value)
+    assert "--set gke.project=VALUE" in text and "TPURL_GKE__PROJECT" in text
+
+
+def test_environment_then_cli_overrides(tutorial_overrides):
+    env = {f"TPURL_{k.upper().replace('.', '__')}": v for k, v in tutorial_overrides.items()}
+    profile = load_profile(TUTORIAL, {"gke.cluster": "from-cli"}, environ=env)
+    assert profile.gke.project == "my-proj-123"
+    assert profile.gke.cluster == "from-cli"
+
+
+def test_unknown_profile_name_suggests_the_close_one():
+    with pytest.raises(ProfileError, match="did you mean 'rehearsal'"):
+        load_profile("rehersal", environ={})
+
+
+def test_profile_path_and_yaml_errors(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(ProfileError, match="not valid YAML"):
+        load_profile(str(bad), environ={})
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- a\n- b\n")
+    with pytest.raises(ProfileError, match="not a mapping"):
+        load_profile(str(listy), environ={})
+
+
+def test_shipped_profiles_are_valid(tutorial_overrides):
+    tutorial = load_profile(TUTORIAL, tutorial_overrides, environ={})
+    assert tutorial.gke.total_chips == 32
+    assert tutorial.image.base.endswith("tpu_post_training:0.2.4")
+    assert tutorial.gke.cluster_toolkit_version == "v1.103.0"
+    assert tutorial.model.hf_repo == "Qwen/Qwen3-30B-A3B-Instruct-2507"
+    rehearsal = load_profile("rehearsal", environ={})
+    assert rehearsal.backend == "local"
+
+
+def test_written_profile_round_trips(tmp_path: Path, tutorial_overrides):
+    """A user's copy of a profile, with fields filled in, loads by path."""
+    from flows.paths import PROFILES_DIR
+
+    data = yaml.safe_load((PROFILES_DIR / f"{TUTORIAL}.yaml").read_text())
+    for dotted, value in tutorial_overrides.items():
+        section, key = dotted.split(".")
+        data[section][key] = value
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert load_profile(str(path), environ={}).gke.bucket == "my-tpurl-bucket"

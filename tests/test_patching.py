@@ -1,0 +1,102 @@
+"""The declared patches against the real upstream files of the pinned versions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from flows.patching import (
+    PatchDeclaration,
+    PatchMismatch,
+    apply_to_text,
+    apply_to_tree,
+    count_matches,
+    load_declarations,
+    restore_tree,
+)
+from flows.paths import PATCHES_FILE, REPO_ROOT
+
+WHEELS = {"maxtext": "maxtext==0.2.4", "tunix": "google-tunix==0.1.7"}
+CACHE = REPO_ROOT / ".tpurl" / "cache" / "wheels"
+
+
+@pytest.fixture(scope="session")
+def upstream_tree(tmp_path_factory) -> Path:
+    """site-packages-like tree holding the real files from the wheels (pip download, cached)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    root = tmp_path_factory.mktemp("site-packages")
+    for package, requirement in WHEELS.items():
+        name = requirement.split("==")[0].replace("-", "_")
+        wheels = sorted(CACHE.glob(f"{name}-{requirement.split('==')[1]}-*.whl"))
+        if not wheels:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
+                            "--disable-pip-version-check", "-d", str(CACHE), requirement],
+                           check=True)
+            wheels = sorted(CACHE.glob(f"{name}-*.whl"))
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            for member in wheel.namelist():
+                if member.startswith(f"{package}/") and member.endswith(".py"):
+                    wheel.extract(member, root)
+    return root
+
+
+def test_every_declaration_matches_upstream_exactly(upstream_tree: Path):
+    for patch in load_declarations(PATCHES_FILE):
+        text = (upstream_tree / patch.file).read_text()
+        assert count_matches(text, patch) == patch.expected_matches, patch.id
+        patched = apply_to_text(text, patch, patch.file)
+        assert count_matches(patched, patch) == 0
+        assert patch.replacement in patched
+
+
+def test_tree_patching_is_idempotent_and_reversible(upstream_tree: Path, tmp_path: Path):
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(upstream_tree, tree)
+    roots = {"maxtext": tree, "tunix": tree}
+    patches = load_declarations(PATCHES_FILE)
+    apply_to_tree(roots, patches)
+    once = (tree / patches[-1].file).read_text()
+    apply_to_tree(roots, patches)  # a second run starts from the kept original
+    assert (tree / patches[-1].file).read_text() == once
+    assert "optax.adafactor(learning_rate=learning_rate)" in once
+    restore_tree(roots, patches)
+    for patch in patches:
+        assert (tree / patch.file).read_text() == (upstream_tree / patch.file).read_text()
+
+
+def test_a_moved_pattern_fails_loudly_naming_file_and_pattern(upstream_tree: Path, tmp_path):
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(upstream_tree, tree)
+    sampler = tree / "tunix/generate/vllm_sampler.py"
+    sampler.write_text(sampler.read_text().replace("reshard_chunk_size: Optional[int] = None",
+                                                   "reshard_chunk_size: int | None = None"))
+    before = {p: (tree / p).read_text() for p in ("tunix/generate/vllm_sampler.py",
+                                                  "maxtext/trainers/post_train/rl/utils_rl.py")}
+    with pytest.raises(PatchMismatch) as caught:
+        apply_to_tree({"maxtext": tree, "tunix": tree}, load_declarations(PATCHES_FILE))
+    message = str(caught.value)
+    assert "vllm_sampler.py" in message and "reshard_chunk_size: Optional[int] = None" in message
+    assert "found 0" in message
+    # checked before writing: nothing was half-patched
+    assert {p: (tree / p).read_text() for p in before} == before
+
+
+def test_more_matches_than_declared_is_an_error_too():
+    patch = PatchDeclaration("x", "a.py", "literal", "foo", "bar", 1, "why")
+    with pytest.raises(PatchMismatch, match="found 2"):
+        apply_to_text("foo foo", patch)
+
+
+def test_regex_replacement_is_taken_literally():
+    patch = PatchDeclaration("x", "a.py", "regex", r"optax[.]adamw[(][^)]+[)]",
+                             r"optax.adafactor(learning_rate=lr)\1", 1, "why")
+    assert apply_to_text("o = optax.adamw(lr, b1=0.9)", patch) == \
+        r"o = optax.adafactor(learning_rate=lr)\1"

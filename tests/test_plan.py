@@ -1,0 +1,59 @@
+"""Plans are pure and carry the tutorial's commands, never a secret."""
+
+from __future__ import annotations
+
+import json
+
+from flows.cli import main
+from flows.config import load_profile
+from flows.plan import build_plan
+from tests.conftest import TUTORIAL
+
+
+def test_tutorial_plan_has_the_tutorials_programs_and_flags(tutorial_overrides, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_canarycanarycanarycanary1234")
+    plans = {p.stage: p for p in build_plan(load_profile(TUTORIAL, tutorial_overrides, {}))}
+    assert list(plans) == ["image", "infra", "convert", "train", "export"]
+    convert = plans["convert"].workloads[0].command
+    assert "python3 -m maxtext.checkpoint_conversion.to_maxtext model_name=qwen3-30b-a3b" in convert
+    assert "--hf_model_path=Qwen/Qwen3-30B-A3B-Instruct-2507" in convert
+    assert "--lazy_load_tensors=True" in convert and "hardware=cpu" in convert
+    train = plans["train"].workloads[0]
+    assert "maxtext.trainers.post_train.rl.train_rl" in train.command
+    assert "rl.num_generations=4" in train.command and "learning_rate=2e-5" in train.command
+    assert "echo 190G > /sys/fs/cgroup/memory.max" in train.command
+    assert train.env == {"JAX_PLATFORMS": "proxy,cpu", "ENABLE_PATHWAYS_PERSISTENCE": "1"}
+    assert train.secret_env == {"HF_TOKEN": "env:HF_TOKEN"}
+    assert train.placement == "pathways ct6e-standard-4t 4x8 x1"
+    export = plans["export"].workloads[0].command
+    assert "--override_model_architecture" in export and "weight_dtype=bfloat16" in export
+    assert plans["train"].estimated_chip_hours == 32 * 4.0
+    dumped = json.dumps([p.model_dump() for p in plans.values()])
+    assert "hf_access_token" not in dumped and "canary" not in dumped
+
+
+def test_output_uris_change_with_training_config_only_downstream(tutorial_overrides):
+    base = {p.stage: p for p in build_plan(load_profile(TUTORIAL, tutorial_overrides, {}))}
+    lr = {**tutorial_overrides, "train.args.learning_rate": "1e-5"}
+    changed = {p.stage: p for p in build_plan(load_profile(TUTORIAL, lr, {}))}
+    assert changed["convert"].outputs == base["convert"].outputs
+    assert changed["train"].outputs != base["train"].outputs
+    assert changed["export"].outputs != base["export"].outputs
+    model = {**tutorial_overrides, "model.hf_revision": "abc123"}
+    moved = {p.stage: p for p in build_plan(load_profile(TUTORIAL, model, {}))}
+    assert moved["convert"].outputs != base["convert"].outputs
+
+
+def test_cli_plan_writes_files(tmp_path, tutorial_overrides, capsys):
+    args = [f"--set={k}={v}" for k, v in tutorial_overrides.items()]
+    assert main(["plan", TUTORIAL, *args, "--out", str(tmp_path)]) == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert "4-train.json" in names and "4-train-train-grpo.sh" in names and "plan.txt" in names
+    assert "$86.40/h" in capsys.readouterr().out
+
+
+def test_cli_validate_exit_codes(capsys):
+    assert main(["validate", "rehearsal"]) == 0
+    assert main(["validate", TUTORIAL]) == 2
+    err = capsys.readouterr().err
+    assert "gke.project: is required but not set" in err
