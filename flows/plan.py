@@ -60,6 +60,10 @@ def write_plan(profile: Profile, plans: list[StagePlan], out_dir: Path) -> list[
             cmd.write_text(f"# {workload.name} on {workload.placement} ({workload.image})\n"
                            f"{env}{workload.command}\n")
             written.append(cmd)
+    if profile.backend == "gke":
+        from flows.gke.manifests import write_manifests
+
+        written += write_manifests(profile, out_dir / "manifests")
     summary = out_dir / "plan.txt"
     summary.write_text(render_text(profile, plans) + "\n")
     written.append(summary)

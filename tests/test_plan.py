@@ -50,6 +50,9 @@ def test_cli_plan_writes_files(tmp_path, tutorial_overrides, capsys):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert "4-train.json" in names and "4-train-train-grpo.sh" in names and "plan.txt" in names
     assert "$86.40/h" in capsys.readouterr().out
+    manifests = sorted(p.name for p in (tmp_path / "manifests").iterdir())
+    assert len(manifests) == 4 and manifests[0].startswith("01-secret")
+    assert any("jobset-train" in name for name in manifests)
 
 
 def test_cli_validate_exit_codes(capsys):

@@ -93,6 +93,34 @@ class GkeSection(StrictModel):
     usd_per_chip_hour: float = Field(2.70, gt=0)
     estimated_hours: dict[Literal["convert", "train", "export"], float] = Field(
         default_factory=lambda: {"convert": 0.5, "train": 4.0, "export": 0.5})
+    # How the GKE backend places the jobs (flows/gke/options.py reads these by name).
+    conversion_placement: Literal["cpu-pool", "tpu-hosts"] = "cpu-pool"
+    cpu_pool: str = "cpu-np"
+    namespace: str = "default"
+    pathways_tag: str = "jax-0.11.0"
+    conversion_cpu: str = "30"
+    conversion_memory: str = "200Gi"
+    conversion_ephemeral_storage: str = "200Gi"
+    job_ttl_s: int = Field(3600, ge=0)
+    train_ttl_s: int = Field(86400, ge=0)
+    job_max_restarts: int = Field(1, ge=0)
+    train_max_restarts: int = Field(0, ge=0)
+
+    @field_validator("pathways_tag")
+    @classmethod
+    def _pinned_pathways(cls, v: str) -> str:
+        if v in ("", "latest"):
+            raise FixableValueError("the Pathways images must be pinned, not :latest",
+                                    "set a tag that matches the image's JAX, e.g. jax-0.11.0")
+        return v
+
+    @field_validator("namespace", "cpu_pool")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if problem := names.dns_label_problem(v, "Kubernetes name"):
+            raise FixableValueError(problem, "use the blueprint's names: namespace default, "
+                                    "CPU pool cpu-np")
+        return v
 
     @field_validator("project")
     @classmethod

@@ -1,0 +1,60 @@
+"""Benchmark: the rehearsal's wall time per stage and the flow's overhead ratio.
+
+Runs the flow twice on a fresh output root (the venvs are reused if present, as after an
+install): a cold run where every stage but the image runs, then an unchanged rerun that must
+skip everything. Prints per-stage walls, the sum of the stage programs' walls, and
+
+    overhead = flow wall ÷ sum of the stage subprocesses' walls        (target ≤ 1.10)
+
+plus the total rehearsal time (target ≤ 5 min on 2 cores after install) and the rerun time.
+Usage: .venv/bin/python benchmarks/rehearsal.py [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", help="output root to use (default: a new temporary dir)")
+    args = parser.parse_args()
+    root = args.keep or tempfile.mkdtemp(prefix="tpurl-bench-")
+
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from flows.pipeline import rl_post_training
+
+    with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        started = time.monotonic()
+        result = rl_post_training(profile="rehearsal", overrides={"local.root": root})
+        cold_process_wall = time.monotonic() - started
+        started = time.monotonic()
+        rerun = rl_post_training(profile="rehearsal", overrides={"local.root": root})
+        rerun_wall = time.monotonic() - started
+
+    programs = result.workload_wall_s
+    print(f"output root: {root}")
+    print(f"{'stage':<8} {'status':<8} {'stage wall s':>12} {'programs s':>11}")
+    for stage in result.stages:
+        walls = sum(w.wall_s for w in stage.workloads)
+        print(f"{stage.stage:<8} {stage.status:<8} {stage.duration_s:12.1f} {walls:11.1f}")
+        for run in stage.workloads:
+            print(f"  {run.name:<30} {run.wall_s:8.1f} s")
+    print(f"flow wall (inside the flow):      {result.wall_s:8.1f} s")
+    print(f"flow wall (call incl. API start): {cold_process_wall:8.1f} s")
+    print(f"sum of stage program walls:       {programs:8.1f} s")
+    print(f"overhead ratio (flow ÷ programs):  {result.wall_s / programs:8.3f}  (target ≤ 1.10)")
+    print(f"overhead ratio incl. API start:    {cold_process_wall / programs:8.3f}")
+    print(f"rehearsal ≤ 5 min target:          {'met' if cold_process_wall <= 300 else 'MISSED'}")
+    statuses = {s.stage: s.status for s in rerun.stages}
+    print(f"unchanged rerun: {rerun_wall:.1f} s, statuses {statuses}")
+
+
+if __name__ == "__main__":
+    main()

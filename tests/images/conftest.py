@@ -1,0 +1,73 @@
+"""Real Docker for the image tests: Debian's dockerd and docker-registry, started by
+scripts/docker-services.sh (the same script CI calls). Skipped only where the packages
+cannot be installed at all (no apt-get); in CI they must run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from flows.paths import REPO_ROOT
+from tests.images.standin import build_standin
+
+SCRIPT = REPO_ROOT / "scripts" / "docker-services.sh"
+REGISTRY = os.environ.get("TPURL_REGISTRY_ADDR", "127.0.0.1:5000")
+NO_APT = 3  # docker-services.sh: packages missing and apt-get unavailable
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    if shutil.which("dockerd") is None and shutil.which("apt-get") is None:
+        pytest.skip("no dockerd and no apt-get to install Debian's docker.io/docker-registry")
+    was_up = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True).returncode == 0
+    started = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True)
+    if started.returncode == NO_APT:
+        pytest.skip(started.stderr.strip())
+    assert started.returncode == 0, started.stderr
+    host = started.stdout.strip().removeprefix("export DOCKER_HOST=")
+    previous = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = host
+    client = docker.DockerClient(base_url=host, timeout=600)
+    yield client
+    client.close()
+    if previous is None:
+        os.environ.pop("DOCKER_HOST", None)
+    else:
+        os.environ["DOCKER_HOST"] = previous
+    if not was_up:
+        subprocess.run(["bash", str(SCRIPT), "stop"], check=False)
+
+
+@pytest.fixture(scope="session")
+def registry_prefix() -> str:
+    """A fresh namespace per session, so a test never finds a previous session's tag."""
+    return f"{REGISTRY}/tpurl-test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def standin_base(docker_client: docker.DockerClient, registry_prefix: str,
+                 tmp_path_factory: pytest.TempPathFactory) -> str:
+    return build_standin(docker_client, f"{registry_prefix}/tpu-post-training-standin:0.2.4",
+                         tmp_path_factory.mktemp("standin") / "ctx")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def registry_config(directory: Path, port: int) -> Path:
+    config = directory / "registry.yml"
+    config.write_text(f"version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: "
+                      f"{{rootdirectory: {directory / 'data'}}}\nhttp:\n  addr: 127.0.0.1:{port}\n")
+    return config

@@ -1,0 +1,144 @@
+"""A stand-in for the tpu_post_training base image, built locally (no hub is reachable).
+
+It carries what the patch step touches, at the paths the real image has: the real upstream
+files of the pinned versions (tunix 0.1.7 in site-packages, MaxText 0.2.4 under
+/deps/src/maxtext, importable through a .pth like an editable install) and a Python 3.12
+that can run the patch tool (stdlib + PyYAML).
+
+Where the Python comes from: no Python image can be pulled, so the host's own 3.12 install
+(``sys.base_prefix``) is copied in (stdlib without tests/tk/idle, lib-dynload, libpython)
+together with the shared libraries ``ldd`` says it needs, at their host paths, plus Debian's
+busybox-static for a shell. FROM scratch + COPY gives one layer, which keeps vfs (a full copy
+per layer) cheap. Running the patch step in a builder stage on the host Python instead would
+not test the real thing: the tool must resolve files through the *image's* importer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import yaml
+
+from flows.paths import REPO_ROOT
+
+WHEELS = {"google-tunix==0.1.7": "tunix", "maxtext==0.2.4": "maxtext"}
+CACHE = REPO_ROOT / ".tpurl" / "cache" / "wheels"
+SITE = "usr/local/lib/python3.12/site-packages"
+PACKAGE_HOME = {"tunix": SITE, "maxtext": "deps/src"}  # where the real image keeps them
+STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip",
+               "lib2to3", "__pycache__", "tests"}
+BUSYBOX = Path("/bin/busybox")
+APPLETS = ("sh", "ls", "cat", "env", "grep", "find", "head")
+
+Edit = Callable[[Path], None]
+
+
+def upstream_wheel(requirement: str) -> Path:
+    """The wheel of a pinned requirement, downloaded once into the shared cache."""
+    name, version = requirement.split("==")
+    pattern = f"{name.replace('-', '_')}-{version}-*.whl"
+    wheels = sorted(CACHE.glob(pattern))
+    if not wheels:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
+                        "--disable-pip-version-check", "-d", str(CACHE), requirement], check=True)
+        wheels = sorted(CACHE.glob(pattern))
+    return wheels[0]
+
+
+def _copy(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dest, follow_symlinks=True)
+
+
+def _shared_libs(binaries: list[Path]) -> set[Path]:
+    libs: set[Path] = set()
+    for binary in binaries:
+        out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if "=>" in parts and len(parts) > 2 and parts[2].startswith("/"):
+                libs.add(Path(parts[2]))
+            elif parts and parts[0].startswith("/"):
+                libs.add(Path(parts[0]))  # the dynamic loader
+    return libs
+
+
+def _python_tree(root: Path) -> None:
+    home = Path(sys.base_prefix)
+    stdlib = Path(sysconfig.get_paths(vars={"base": str(home), "installed_base": str(home)})
+                  ["stdlib"])
+    _copy(home / "bin" / "python3.12", root / "usr/local/bin/python3.12")
+    (root / "usr/local/bin/python3").symlink_to("python3.12")
+    shutil.copytree(stdlib, root / "usr/local/lib/python3.12",
+                    ignore=lambda d, names: [n for n in names if n in STDLIB_SKIP or
+                                             n.startswith(("config-", "_tkinter"))])
+    binaries = [home / "bin" / "python3.12",
+                *sorted((root / "usr/local/lib/python3.12/lib-dynload").glob("*.so"))]
+    for lib in _shared_libs(binaries):
+        if lib.name.startswith("libpython"):
+            _copy(lib, root / "lib/x86_64-linux-gnu" / lib.name)
+        else:
+            _copy(lib, root / str(lib).lstrip("/"))
+    site = root / SITE
+    shutil.copytree(Path(yaml.__file__).parent, site / "yaml",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def _upstream_packages(root: Path) -> None:
+    for requirement, package in WHEELS.items():
+        home = root / PACKAGE_HOME[package]
+        with zipfile.ZipFile(upstream_wheel(requirement)) as wheel:
+            for member in wheel.namelist():
+                if member.startswith(f"{package}/") and member.endswith(".py"):
+                    wheel.extract(member, home)
+    (root / SITE / "maxtext-src.pth").write_text("/deps/src\n")
+
+
+def standin_context(directory: Path, edit: Edit | None = None) -> Path:
+    """Write the build context (rootfs/ + Dockerfile); ``edit`` may change the rootfs
+    first, e.g. to play an upstream release in which a patched line moved."""
+    if directory.exists():
+        shutil.rmtree(directory)
+    root = directory / "rootfs"
+    _copy(BUSYBOX, root / "bin/busybox")
+    for applet in APPLETS:
+        (root / "bin" / applet).symlink_to("busybox")
+    _python_tree(root)
+    _upstream_packages(root)
+    (root / "tmp").mkdir(mode=0o1777)
+    os.chmod(root / "tmp", 0o1777)
+    if edit is not None:
+        edit(root)
+    (directory / "Dockerfile").write_text(
+        "FROM scratch\nCOPY rootfs/ /\n"
+        "ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8\n"
+        'CMD ["python3"]\n')
+    return directory
+
+
+def build_standin(client: docker.DockerClient, ref: str, workdir: Path,
+                  edit: Edit | None = None) -> str:
+    """Build the stand-in base, push it to its (local) registry, return ``ref``."""
+    context = standin_context(workdir, edit)
+    client.images.build(path=str(context), tag=ref, rm=True, forcerm=True, network_mode="none")
+    repository, tag = ref.rsplit(":", 1)
+    for event in client.api.push(repository, tag=tag, stream=True, decode=True):
+        if "error" in event:
+            raise RuntimeError(f"pushing the stand-in base {ref}: {event['error']}")
+    return ref
+
+
+def move_pattern(root: Path) -> None:
+    """An upstream release that reformatted the annotation the first tunix patch targets."""
+    sampler = root / SITE / "tunix/generate/vllm_sampler.py"
+    sampler.write_text(sampler.read_text().replace("reshard_chunk_size: Optional[int] = None",
+                                                   "reshard_chunk_size: int | None = None"))
