@@ -12,18 +12,14 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-from uuid import UUID
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import (
-    create_progress_artifact,
-    create_table_artifact,
-    update_progress_artifact,
-)
 from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 from prefect.states import State
 
+from flows import events
+from flows.artifacts import TrainingProgress, publish_result
 from flows.backends.local import LocalBackend
 from flows.config import Profile, load_profile
 from flows.diagnosis import StageFailed
@@ -48,30 +44,6 @@ def retry_if_retryable(task: Any, task_run: Any, state: State) -> bool:
     return False
 
 
-class _Progress:
-    """Drives a Prefect progress artifact from the step counter in the training log."""
-
-    def __init__(self, logger: Any) -> None:
-        self.logger = logger
-        self.artifact_id: UUID | None = None
-        self.last_step = -1
-
-    def __call__(self, workload: str, step: int, total: int | None) -> None:
-        if step <= self.last_step:
-            return
-        self.last_step = step
-        percent = min(100.0, 100.0 * step / total) if total else 0.0
-        self.logger.info("%s: step %d/%s", workload, step, total or "?")
-        try:
-            if self.artifact_id is None:
-                self.artifact_id = create_progress_artifact(
-                    progress=percent, description=f"{workload}: GRPO steps done")
-            else:
-                update_progress_artifact(self.artifact_id, progress=percent)
-        except Exception as exc:  # the UI nicety must never fail training
-            self.logger.warning("progress artifact not updated: %s", exc)
-
-
 def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput]) -> StageOutput:
     logger = get_run_logger()
     layout = Layout(profile)
@@ -79,10 +51,24 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     stage = STAGE_BY_NAME[stage_name]
     if profile.backend != "local":
         raise StageFailed(stage_name, _not_yet(profile))
-    backend = LocalBackend(profile, layout, logger, redactor, _Progress(logger), stage_name)
+    backend = LocalBackend(profile, layout, logger, redactor, TrainingProgress(logger), stage_name)
     ctx = StageContext(profile=profile, layout=layout, backend=backend,
                        storage=storage_for(layout.root), logger=logger, redactor=redactor)
-    output = stage.execute(ctx, dict(upstream))
+    events.stage_event("started", profile.name, stage_name, redactor)
+    try:
+        output = stage.execute(ctx, dict(upstream))
+    except StageFailed as exc:
+        events.stage_event("failed", profile.name, stage_name, redactor, {
+            "category": str(exc.diagnosis.category), "summary": exc.diagnosis.summary,
+            "resolution": exc.diagnosis.resolution, "log": exc.log_uri or ""})
+        raise
+    except Exception as exc:
+        events.stage_event("failed", profile.name, stage_name, redactor, {
+            "category": "user-error", "summary": f"{type(exc).__name__}: {exc}"})
+        raise
+    events.stage_event("skipped" if output.status == "skipped" else "completed", profile.name,
+                       stage_name, redactor, {"uris": output.uris,
+                                              "duration_s": round(output.duration_s, 3)})
     logger.info("%s %s in %.1f s → %s", stage_name, output.status, output.duration_s,
                 ", ".join(f"{k}={v}" for k, v in output.uris.items()))
     return output
@@ -159,21 +145,7 @@ def rl_post_training(profile: str = "rehearsal",
         metrics=trained.details.get("metrics", {}),
         wall_s=time.monotonic() - started, started_at=started_at,
         finished_at=datetime.now(UTC).isoformat())
-    _publish_summary(cfg, result)
+    publish_result(result)
+    events.model_exported(cfg.name, {"hf_export": result.artifacts["hf_export"],
+                                     "trained_checkpoint": result.artifacts["trained_checkpoint"]})
     return result
-
-
-def _publish_summary(cfg: Profile, result: PipelineResult) -> None:
-    rows = [{"stage": s.stage, "status": s.status, "duration_s": round(s.duration_s, 1),
-             "chip_hours": round(s.chip_hours, 3), "outputs": ", ".join(s.uris.values())}
-            for s in result.stages]
-    try:
-        create_table_artifact(table=rows, key=f"tpurl-{_slug(cfg.name)}-stages",
-                              description=f"Stages of {cfg.name}: ran or skipped, and where "
-                              "their outputs are")
-    except Exception as exc:  # the summary is a convenience, never a failure
-        get_run_logger().warning("stage table not published: %s", exc)
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")

@@ -35,9 +35,20 @@ def root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("rehearsal-root")
 
 
+CANARY = "hf_CanaryCanaryCanaryCanary0123456789"
+
+
 @pytest.fixture(scope="module")
 def first_run(prefect_api, root) -> PipelineResult:
-    return rl_post_training(profile="rehearsal", overrides={"local.root": str(root)})
+    """The first run carries a canary HF token, so every later check can look for leaks."""
+    import os
+
+    os.environ["CANARY_HF_TOKEN"] = CANARY
+    try:
+        return rl_post_training(profile="rehearsal", overrides={
+            "local.root": str(root), "model.hf_token.env": "CANARY_HF_TOKEN"})
+    finally:
+        os.environ.pop("CANARY_HF_TOKEN", None)
 
 
 def test_first_run_produces_all_three_artifacts(first_run: PipelineResult):
@@ -114,3 +125,30 @@ def test_a_program_error_fails_at_once_with_its_cause_and_keeps_the_log(first_ru
     assert failure.stage == "train" and failure.diagnosis.category == "user-error"
     assert "no_such_maxtext_key" in failure.diagnosis.detail
     assert failure.log_uri and _path(failure.log_uri).is_file()
+
+
+def test_events_artifacts_and_no_secret_anywhere(first_run, root):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.events.filters import EventFilter, EventNameFilter
+
+    with get_client(sync_client=True) as client:
+        events = client.read_events(filter=EventFilter(
+            event=EventNameFilter(prefix=["tpurl."]))).events
+        names = [e.event for e in events]
+        for stage in ("image", "infra", "convert", "train", "export"):
+            assert any(e.event == "tpurl.stage.started" and
+                       e.resource.get("tpurl.stage") == stage for e in events), stage
+        exported = [e for e in events if e.event == "tpurl.model.exported"]
+        assert exported and exported[0].payload["hf_export"] == first_run.artifacts["hf_export"]
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(like_="tpurl-rehearsal-")))
+        keys = {a.key for a in artifacts}
+        assert {"tpurl-rehearsal-stages", "tpurl-rehearsal-hf-export",
+                "tpurl-rehearsal-metrics"} <= keys, keys
+        texts = [first_run.model_dump_json(), str(names),
+                 *(e.model_dump_json() for e in events),
+                 *(str(a.data) for a in artifacts)]
+    texts += [p.read_text(errors="replace") for p in root.rglob("*.log")]
+    texts += [p.read_text() for p in root.rglob("tpurl-lineage.json")]
+    assert not [t for t in texts if CANARY in t]

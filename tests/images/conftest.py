@@ -53,9 +53,15 @@ def registry_prefix() -> str:
 
 @pytest.fixture(scope="session")
 def standin_base(docker_client: docker.DockerClient, registry_prefix: str,
-                 tmp_path_factory: pytest.TempPathFactory) -> str:
-    return build_standin(docker_client, f"{registry_prefix}/tpu-post-training-standin:0.2.4",
-                         tmp_path_factory.mktemp("standin") / "ctx")
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield build_standin(docker_client, f"{registry_prefix}/tpu-post-training-standin:0.2.4",
+                        tmp_path_factory.mktemp("standin") / "ctx")
+    # vfs keeps a full copy per layer: drop this session's local images (the registry keeps
+    # its copies under the session's namespace).
+    for image in docker_client.images.list():
+        if any(ref.startswith(registry_prefix) for ref in image.tags + image.attrs["RepoDigests"]):
+            docker_client.images.remove(image.id, force=True)
+    docker_client.images.prune(filters={"dangling": True})
 
 
 def free_port() -> int:
