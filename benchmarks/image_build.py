@@ -58,7 +58,7 @@ def main() -> None:
     size_mb = client.images.get(full.ref).attrs["Size"] / 1e6
     print(f"stand-in base (not part of the comparison): {standin_s:6.2f} s, image {size_mb:.0f} MB")
     print(f"full build + push:                           {full.seconds:6.2f} s")
-    print(f"skip path (median of {args.repeats}):                   {skip:6.3f} s "
+    print(f"skip path (median of {args.repeats}):                     {skip:6.3f} s "
           f"(min {min(skips):.3f}, max {max(skips):.3f})")
     print(f"full / skip:                                 {full.seconds / skip:6.0f}x")
     print(f"digest: {full.ref}")

@@ -87,6 +87,7 @@ class StageContext:
     storage: Storage
     logger: StageLogger
     redactor: Redactor = field(default_factory=Redactor)
+    scratch: dict[str, Any] = field(default_factory=dict)  # run() → verify() within one stage
 
 
 def plan_workload(workload: Workload) -> PlannedWorkload:
@@ -163,7 +164,14 @@ class Stage(ABC):
                            workloads=runs)
 
 
-def fail(stage: str, summary: str, detail: str, resolution: str) -> StageFailed:
+def built_image(upstream: dict[str, StageOutput]) -> str | None:
+    """The image reference (by digest) the image stage produced, if it ran upstream."""
+    image = upstream.get("image")
+    return image.uris.get("image") if image is not None else None
+
+
+def fail(stage: str, summary: str, detail: str, resolution: str,
+         category: str = "user-error") -> StageFailed:
     from flows.diagnosis import Diagnosis, FailureCategory
 
-    return StageFailed(stage, Diagnosis(FailureCategory.USER_ERROR, summary, detail, resolution))
+    return StageFailed(stage, Diagnosis(FailureCategory(category), summary, detail, resolution))

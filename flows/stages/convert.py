@@ -12,6 +12,7 @@ from flows.stages.base import (
     StageOutput,
     StagePlan,
     WorkloadRun,
+    built_image,
     fail,
     plan_workload,
 )
@@ -39,7 +40,7 @@ class ConvertStage(Stage):
                          workloads=[plan_workload(convert_workload(profile, layout))])
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
-        workload = convert_workload(ctx.profile, ctx.layout)
+        workload = convert_workload(ctx.profile, ctx.layout, built_image(upstream))
         return [ctx.backend.run_workload(workload, ctx.layout.log(ctx.layout.convert_dir,
                                                                   workload.name))]
 

@@ -18,6 +18,7 @@ from flows.stages.base import (
     StageOutput,
     StagePlan,
     WorkloadRun,
+    built_image,
     fail,
     plan_workload,
 )
@@ -54,13 +55,14 @@ class ExportStage(Stage):
         step = int(upstream["train"].details["newest_step"])
         layout = ctx.layout
         runs = []
-        for workload in self._workloads(ctx.profile, layout, step):
+        for workload in self._workloads(ctx.profile, layout, step, built_image(upstream)):
             runs.append(ctx.backend.run_workload(workload, layout.log(layout.export_dir,
                                                                       workload.name)))
         return runs
 
-    def _workloads(self, profile: Profile, layout: Layout, step: int) -> list:
-        workloads = [export_workload(profile, layout, step)]
+    def _workloads(self, profile: Profile, layout: Layout, step: int,
+                   image: str | None = None) -> list:
+        workloads = [export_workload(profile, layout, step, image)]
         if profile.backend == "local":
             workloads.append(hf_check_workload(profile, layout))
         return workloads

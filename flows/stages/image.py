@@ -55,9 +55,11 @@ class ImageStage(Stage):
                        "to prove the export loads)"]
             outputs = {"image": f"venv:{_rel(venv)}"}
         else:
-            ref = patched_image_ref(profile)
-            actions = [f"docker build FROM {profile.image.base}", *applied, f"docker push {ref}"]
-            outputs = {"image": f"{ref} (workloads use its digest)"}
+            repository = patched_image_ref(profile).rsplit(":", 1)[0]
+            actions = [f"docker build FROM {profile.image.base} (pinned to its digest)", *applied,
+                       f"docker push {repository}:tpurl-<content tag> (base digest + patches + "
+                       "build files; skipped when that tag is already in the registry)"]
+            outputs = {"image": f"{repository}@sha256:<pushed digest> (what the workloads run)"}
         return StagePlan(stage=self.name, title=self.title, key=self.key(profile),
                          inputs={"base": profile.image.base}, outputs=outputs,
                          actions=actions, notes=notes)
@@ -70,9 +72,8 @@ class ImageStage(Stage):
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         if ctx.profile.backend != "local":
-            raise fail(self.name, "building the patched image on GKE is not available yet",
-                       "the Docker build and push arrive with issue #3",
-                       "run `tpurl plan` to see the build; use the rehearsal profile locally")
+            self._build_and_push(ctx)
+            return []
         assert ctx.profile.local is not None
         local, layout = ctx.profile.local, ctx.layout
         logs = join(file_uri(layout.venv_dir().parent), "tpurl-logs")
@@ -96,7 +97,8 @@ class ImageStage(Stage):
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
         if ctx.profile.backend != "local":
-            raise NotImplementedError
+            details = ctx.scratch["image"]
+            return {"image": details["image"]}, details
         venv = ctx.layout.venv_dir()
         probe = subprocess.run(
             [str(_python(venv)), "-c", "import json, importlib.metadata as m; print(json.dumps("
@@ -115,6 +117,25 @@ class ImageStage(Stage):
         details = {"versions": json.loads(probe.stdout), "patches": [p.id for p in patches],
                    "disabled_patches": dict(ctx.profile.image.disabled_patches)}
         return {"image": f"venv:{_rel(venv)}"}, details
+
+
+    def _build_and_push(self, ctx: StageContext) -> None:
+        """Docker build FROM the pinned base with the declared patches; push; keep the digest."""
+        from flows.images import ImageError, connect, ensure_image, request_from_profile, verify_image
+
+        try:
+            request = request_from_profile(ctx.profile)
+            result = ensure_image(request, connect(), log=ctx.logger.info)
+            # verify_image reads files from the image; only after a build (the base is GBs)
+            details = (verify_image(connect(), result.ref, request.patches()) if result.built
+                       else {"image": result.ref})
+        except ImageError as exc:
+            category = "infrastructure" if getattr(exc, "transient", False) or \
+                type(exc).__name__ == "DockerUnavailable" else "user-error"
+            raise fail(self.name, exc.category, str(exc), exc.resolution, category) from exc
+        ctx.scratch["image"] = {**details, "built": result.built, "base": result.base,
+                                "tagged": result.tagged, "patches": list(result.patches),
+                                "disabled_patches": dict(ctx.profile.image.disabled_patches)}
 
 
 def _python(venv: Path) -> Path:

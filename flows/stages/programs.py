@@ -39,8 +39,11 @@ def program_path(uri: str) -> str:
     return parsed.path if parsed.scheme == "file" else uri
 
 
-def _image(profile: Profile) -> str:
-    return REHEARSAL_IMAGE if profile.backend == "local" else patched_image_ref(profile)
+def _image(profile: Profile, built: str | None = None) -> str:
+    """The rehearsal venv locally; on GKE the image stage's pushed digest (the tag in plans)."""
+    if profile.backend == "local":
+        return REHEARSAL_IMAGE
+    return built or patched_image_ref(profile)
 
 
 def _secret_env(profile: Profile) -> tuple:
@@ -56,19 +59,19 @@ def _hf_source(profile: Profile, layout: Layout) -> str:
     return program_path(layout.tiny_model_dir) if profile.backend == "local" else profile.model.hf_repo
 
 
-def convert_workload(profile: Profile, layout: Layout) -> Workload:
+def convert_workload(profile: Profile, layout: Layout, image: str | None = None) -> Workload:
     argv = ["python3", "-m", TO_MAXTEXT, f"model_name={profile.model.maxtext_name}",
             f"--hf_model_path={_hf_source(profile, layout)}"]
     if profile.backend == "gke":
         argv.append(f"--revision={profile.model.hf_revision}")
     argv += [f"base_output_directory={program_path(layout.convert_dir)}/",
              *render_args(profile.model.args), *render_args(profile.convert.args)]
-    return Workload(name="convert-hf-to-maxtext", image=_image(profile), argv=tuple(argv),
+    return Workload(name="convert-hf-to-maxtext", image=_image(profile, image), argv=tuple(argv),
                     placement=_cpu_placement(), env=_local_env(profile),
                     secret_env=_secret_env(profile), outputs=(layout.converted_checkpoint,))
 
 
-def train_workload(profile: Profile, layout: Layout) -> Workload:
+def train_workload(profile: Profile, layout: Layout, image: str | None = None) -> Workload:
     if profile.backend == "local":
         entry = ["python3", str((REHEARSAL_DIR / "train_rl_cpu.py").relative_to(REPO_ROOT))]
         data = [f"hf_train_files={program_path(layout.dataset_file)}",
@@ -91,13 +94,14 @@ def train_workload(profile: Profile, layout: Layout) -> Workload:
             f"load_parameters_path={program_path(layout.converted_checkpoint)}/",
             *data, *render_args(profile.model.args), *render_args(profile.train.args)]
     steps = profile.train.args.get("num_batches")
-    return Workload(name="train-grpo", image=_image(profile), argv=tuple(argv),
+    return Workload(name="train-grpo", image=_image(profile, image), argv=tuple(argv),
                     placement=placement, env=env, secret_env=_secret_env(profile),
                     outputs=(layout.actor_checkpoints,), progress_regex=STEP_REGEX,
                     total_steps=int(steps) if steps is not None else None, preamble=preamble)
 
 
-def export_workload(profile: Profile, layout: Layout, step: int) -> Workload:
+def export_workload(profile: Profile, layout: Layout, step: int,
+                    image: str | None = None) -> Workload:
     argv = ["python3", "-m", TO_HUGGINGFACE, f"model_name={profile.model.maxtext_name}",
             f"load_parameters_path={program_path(layout.actor_params(step))}/",
             f"base_output_directory={program_path(layout.export_dir)}/",
@@ -105,7 +109,7 @@ def export_workload(profile: Profile, layout: Layout, step: int) -> Workload:
             # (Qwen3-30B-A3B-Thinking-2507), not the one of the model that was trained.
             f"--hf_model_path={_hf_source(profile, layout)}",
             *render_args(profile.model.args), *render_args(profile.export.args)]
-    return Workload(name="export-maxtext-to-hf", image=_image(profile), argv=tuple(argv),
+    return Workload(name="export-maxtext-to-hf", image=_image(profile, image), argv=tuple(argv),
                     placement=_cpu_placement(), env=_local_env(profile),
                     secret_env=_secret_env(profile), outputs=(layout.export_dir,))
 

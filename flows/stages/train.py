@@ -18,6 +18,7 @@ from flows.stages.base import (
     StageOutput,
     StagePlan,
     WorkloadRun,
+    built_image,
     fail,
     plan_workload,
 )
@@ -69,7 +70,7 @@ class TrainStage(Stage):
         return profile.gke.total_chips * wall_s / 3600 if profile.gke else 0.0
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
-        workload = train_workload(ctx.profile, ctx.layout)
+        workload = train_workload(ctx.profile, ctx.layout, built_image(upstream))
         if ctx.profile.backend == "local":
             ctx.logger.warning("REHEARSAL: the vLLM rollout is replaced by a CPU stand-in "
                                "sampling from the actor model; the rest is the real train_rl")

@@ -4,6 +4,7 @@ cannot be installed at all (no apt-get); in CI they must run."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -58,9 +59,11 @@ def standin_base(docker_client: docker.DockerClient, registry_prefix: str,
                         tmp_path_factory.mktemp("standin") / "ctx")
     # vfs keeps a full copy per layer: drop this session's local images (the registry keeps
     # its copies under the session's namespace).
-    for image in docker_client.images.list():
-        if any(ref.startswith(registry_prefix) for ref in image.tags + image.attrs["RepoDigests"]):
-            docker_client.images.remove(image.id, force=True)
+    refs = [ref for image in docker_client.images.list() for ref in image.tags
+            if ref.startswith(registry_prefix)]
+    for ref in refs:  # untag; layers go once no tag and no child image holds them
+        with contextlib.suppress(docker.errors.APIError):
+            docker_client.images.remove(ref)
     docker_client.images.prune(filters={"dangling": True})
 
 

@@ -140,6 +140,7 @@ def test_push_retries_while_the_registry_is_down(docker_client: docker.DockerCli
     try:
         digest = push(docker_client, repository, "retry", FAST, bring_registry_up)
     finally:
+        docker_client.images.remove(f"{repository}:retry")
         for process in registry:
             process.terminate()
             process.wait(timeout=10)
