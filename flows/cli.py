@@ -31,9 +31,17 @@ def _parser() -> argparse.ArgumentParser:
                          help="override a profile field, e.g. --set gke.project=my-proj")
         if name == "plan":
             cmd.add_argument("--out", type=Path, help="also write the plan as files here")
+            cmd.add_argument("--check", action="store_true",
+                             help="also run the pre-flight checks against the cloud (read-only)")
             cmd.add_argument("--json", action="store_true", help="print the plan as JSON")
         if name == "run":
             cmd.add_argument("--json", action="store_true", help="print the result as JSON")
+    down = sub.add_parser("teardown", help="destroy the profile's cluster (the bucket is kept "
+                          "unless --delete-bucket and --confirm-bucket NAME)")
+    down.add_argument("profile")
+    down.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    down.add_argument("--delete-bucket", action="store_true", help="also delete the bucket")
+    down.add_argument("--confirm-bucket", metavar="NAME", help="the bucket's name, typed again")
     sub.add_parser("profiles", help="list the shipped profiles")
     return parser
 
@@ -49,8 +57,22 @@ def main(argv: list[str] | None = None) -> int:
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if profile.gke is not None and profile.gke.world_open:
+        print(f"WARNING: gke.authorized_cidr is {profile.gke.authorized_cidr}: the cluster's "
+              "control plane will accept connections from the whole internet. Set your own "
+              "range (e.g. 203.0.113.7/32).", file=sys.stderr)
     if args.command == "validate":
         print(f"profile {profile.name} is valid (backend {profile.backend})")
+        return 0
+    if args.command == "teardown":
+        from flows.teardown import teardown_flow
+
+        try:
+            teardown_flow(profile=args.profile, overrides=overrides or None,
+                          delete_bucket=args.delete_bucket, confirm_bucket=args.confirm_bucket)
+        except Exception as exc:
+            print(f"teardown failed: {exc}", file=sys.stderr)
+            return 1
         return 0
     if args.command == "plan":
         from flows.plan import build_plan, render_text, write_plan
@@ -63,6 +85,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:
             files = write_plan(profile, plans, args.out)
             print(f"\nwrote {len(files)} files to {args.out}", file=sys.stderr)
+        if args.check:
+            if profile.gke is None:
+                print("\npre-flight: nothing to check for a local profile")
+                return 0
+            from flows.infra.stage import check_text
+
+            text, ok = check_text(profile)
+            print("\n" + text)
+            return 0 if ok else 1
         return 0
     return _run(args.profile, overrides, args.json)
 

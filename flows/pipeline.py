@@ -49,8 +49,6 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     layout = Layout(profile)
     redactor = Redactor()
     stage = STAGE_BY_NAME[stage_name]
-    if profile.backend != "local":
-        raise StageFailed(stage_name, _not_yet(profile))
     backend = LocalBackend(profile, layout, logger, redactor, TrainingProgress(logger), stage_name)
     ctx = StageContext(profile=profile, layout=layout, backend=backend,
                        storage=storage_for(layout.root), logger=logger, redactor=redactor)
@@ -78,9 +76,9 @@ def _not_yet(profile: Profile):
     from flows.diagnosis import Diagnosis, FailureCategory
 
     return Diagnosis(FailureCategory.USER_ERROR,
-                     f"the {profile.backend} backend cannot run stages yet",
-                     "image build (issue #3), infrastructure (issue #4) and the GKE backend "
-                     "(issue #5) are not implemented in this version",
+                     f"the {profile.backend} backend cannot run the pipeline yet",
+                     "the GKE job backend (submit/watch, issue #5) is not wired in this "
+                     "version; image build and infrastructure are",
                      "use `tpurl plan` to review the workloads, or run the rehearsal profile")
 
 
@@ -127,6 +125,10 @@ def rl_post_training(profile: str = "rehearsal",
     """Run the five stages for a profile (a name under deployments/profiles, or a path)."""
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
     cfg = load_profile(profile, overrides)  # every check happens before any side effect
+    if cfg.backend != "local":
+        # Refused before the first stage: building the image and deploying an $86/h pool
+        # only to fail at the first job would be the worst kind of partial run.
+        raise StageFailed("flow", _not_yet(cfg))
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
     image = build_image(cfg)

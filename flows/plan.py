@@ -24,7 +24,6 @@ def render_text(profile: Profile, plans: list[StagePlan]) -> str:
         lines.append(f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
                      f"x{gke.num_slices} = {gke.total_chips} chips · "
                      f"${gke.total_chips * gke.usd_per_chip_hour:,.2f}/h while the pool exists")
-    total = 0.0
     for number, plan in enumerate(plans, 1):
         lines += ["", f"{number}. {plan.stage} — {plan.title}  [key {plan.key}]"]
         lines += [f"   in   {name}: {uri}" for name, uri in plan.inputs.items()]
@@ -36,12 +35,12 @@ def render_text(profile: Profile, plans: list[StagePlan]) -> str:
             for name, value in {**workload.env, **workload.secret_env}.items():
                 lines.append(f"        env {name}={value}")
         if plan.estimated_chip_hours:
-            lines.append(f"   est. {plan.estimated_chip_hours:.1f} TPU chip-hours")
-            total += plan.estimated_chip_hours
+            lines.append(f"   est. {plan.estimated_chip_hours:.1f} TPU chip-hours held")
         lines += [f"   note {note}" for note in plan.notes]
     if profile.gke is not None:
-        lines += ["", f"estimated TPU use: {total:.1f} chip-hours ≈ "
-                  f"${total * profile.gke.usd_per_chip_hour:,.2f} (busy stages only)"]
+        from flows.infra.cost import cost_plan, render_cost
+
+        lines += ["", *render_cost(cost_plan(profile))]
     return "\n".join(lines)
 
 

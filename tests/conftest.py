@@ -16,6 +16,7 @@ TUTORIAL_REQUIRED = {
     "gke.cluster": "tpurl-v6e",
     "gke.bucket": "my-tpurl-bucket",
     "gke.reservation": "my-v6e-reservation",
+    "gke.authorized_cidr": "203.0.113.0/24",
 }
 
 

@@ -9,6 +9,7 @@ learning rate) read them by their MaxText names.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from typing import Literal, Self
 
@@ -90,7 +91,13 @@ class GkeSection(StrictModel):
     nodepool_count: int = Field(1, ge=1)
     cluster_toolkit_version: str = "v1.103.0"
     kueue_queue: str = "user-queue"
-    usd_per_chip_hour: float = Field(2.70, gt=0)
+    authorized_cidr: str  # the control plane's allowed sources; required, never implied
+    iam_mode: Literal["project-storage-admin", "bucket-scoped"] = "project-storage-admin"
+    cluster_toolkit_sha256: str | None = None
+    # USD per chip-hour by tier; v6e US list prices at GA.
+    price_table: dict[str, float] = Field(
+        default_factory=lambda: {"on-demand": 2.70, "cud-1y": 1.89, "cud-3y": 1.22})
+    price_tier: str = "on-demand"
     estimated_hours: dict[Literal["convert", "train", "export"], float] = Field(
         default_factory=lambda: {"convert": 0.5, "train": 4.0, "export": 0.5})
     # How the GKE backend places the jobs (flows/gke/options.py reads these by name).
@@ -181,6 +188,25 @@ class GkeSection(StrictModel):
             raise FixableValueError(problem, "use a release tag such as v1.103.0")
         return v
 
+    @field_validator("authorized_cidr")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        try:
+            ipaddress.ip_network(v.strip(), strict=False)
+        except ValueError:
+            raise FixableValueError(f"{v!r} is not a CIDR range",
+                                    "e.g. 203.0.113.7/32; 0.0.0.0/0 opens the control plane to "
+                                    "the internet") from None
+        return v.strip()
+
+    @field_validator("price_table")
+    @classmethod
+    def _prices(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v or any(price <= 0 for price in v.values()):
+            raise FixableValueError("every price must be a positive USD per chip-hour",
+                                    "e.g. price_table: {on-demand: 2.70}")
+        return v
+
     @field_validator("kueue_queue")
     @classmethod
     def _queue(cls, v: str) -> str:
@@ -190,6 +216,9 @@ class GkeSection(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
+        if self.price_tier not in self.price_table:
+            raise _at("price_tier", f"{self.price_tier!r} is not in price_table",
+                      f"use one of {', '.join(sorted(self.price_table))}")
         if problem := names.zone_problem(self.zone, self.region):
             raise _at("zone", problem, "pick a zone of the region, e.g. us-east5-b for us-east5")
         machine = TPU_MACHINES[self.machine_type]
@@ -203,6 +232,14 @@ class GkeSection(StrictModel):
     @property
     def machine(self):
         return TPU_MACHINES[self.machine_type]
+
+    @property
+    def usd_per_chip_hour(self) -> float:
+        return self.price_table[self.price_tier]
+
+    @property
+    def world_open(self) -> bool:
+        return self.authorized_cidr in ("0.0.0.0/0", "::/0")
 
     @property
     def chips_per_slice(self) -> int:

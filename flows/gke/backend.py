@@ -37,8 +37,9 @@ from flows.gke.options import options_for
 from flows.gke.pathways import HEAD
 from flows.gke.render import MAIN_JOB, render_jobset
 from flows.gke.secrets import secret_with_value
+from flows.gke.watch import WatchSettings
 from flows.layout import Layout
-from flows.secrets import Redactor, resolve
+from flows.secrets import Redactor, SecretUnavailable, resolve
 from flows.stages.base import StageLogger, WorkloadRun
 from flows.storage import Storage, storage_for
 from flows.workload import Workload
@@ -61,10 +62,8 @@ class GkeBackend:
                  redactor: Redactor, on_progress: ProgressCallback | None = None,
                  stage: str = "", *, storage: Storage | None = None,
                  cluster: Cluster | None = None, budgets: Budgets | None = None,
-                 watch_settings: Any = None, api_attempts: int = 5,
+                 watch_settings: WatchSettings | None = None, api_attempts: int = 5,
                  api_backoff_s: float = 1.0, log_read_timeout_s: float = 300.0) -> None:
-        from flows.gke.watch import WatchSettings
-
         self.profile, self.layout, self.logger = profile, layout, logger
         self.redactor, self.on_progress, self.stage = redactor, on_progress, stage
         self.storage = storage or storage_for(layout.root)
@@ -94,11 +93,12 @@ class GkeBackend:
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
                        self._progress(workload))
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
-        preemptions = 0
+        preemptions, owned = 0, False  # owned: this run submitted or attached to the JobSet
         try:
             self._apply_secrets(workload)
             while True:
                 live = self._create_or_attach(desired, sink)
+                owned = True
                 verdict = self._watch(live, sink, coordinator)
                 if verdict.phase is Phase.SUCCEEDED:
                     break
@@ -121,8 +121,10 @@ class GkeBackend:
         except StageFailed:
             raise
         except BaseException:
-            self.logger.warning("%s: interrupted; deleting the JobSet so it holds no chips", name)
-            self._cancel(name)
+            if owned:
+                self.logger.warning("%s: interrupted; deleting the JobSet so it holds no chips",
+                                    name)
+                self._cancel(name)
             raise
         finally:
             sink.save()
@@ -170,7 +172,12 @@ class GkeBackend:
         """Create or update the Secret of each secret env var, from its reference."""
         core, ns = self.cluster.core, self.options.namespace
         for _, ref in workload.secret_env:
-            value = resolve(ref)
+            try:
+                value = resolve(ref)
+            except SecretUnavailable as exc:
+                raise StageFailed(self.stage, Diagnosis(
+                    FailureCategory.USER_ERROR, f"the secret {ref.describe()} is unavailable",
+                    f"    {exc}", "set it, then run again; nothing was submitted")) from None
             self.redactor.add(value)
             body = secret_with_value(ref, ns, value, self.options.hf_token_key)
             name = body["metadata"]["name"]
@@ -269,7 +276,7 @@ class GkeBackend:
         """Best effort on the way out: a failure here must not mask the interruption."""
         try:
             self._delete(name, wait=False)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # never mask the interruption itself
             self.logger.warning("could not delete JobSet %s: %s; delete it by hand", name,
                                 self.redactor(str(exc)[:300]))
 

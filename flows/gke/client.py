@@ -101,7 +101,9 @@ def connect(profile: Profile, environ: Mapping[str, str] | None = None,
         how = "in-cluster service account"
     else:
         context = kubeconfig_context(profile)
-        k8s_config.load_kube_config(context=context, client_configuration=configuration)
+        # KUBECONFIG read now, not at import time as the client's default location is
+        k8s_config.load_kube_config(config_file=env.get("KUBECONFIG"), context=context,
+                                    client_configuration=configuration)
         how = f"kubeconfig context {context}"
     if token_source is None and (gcp := _block_name(profile, "gcp_credentials_block")):
         token_source = gcp_token_source(gcp)

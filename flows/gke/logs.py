@@ -5,11 +5,13 @@ so the flow keeps its own copy, and a dropped stream must neither lose nor repea
 follower asks for timestamps and, after a disconnect, resumes with ``sinceSeconds`` reaching a
 margin before the last line it kept (the Python client has no ``sinceTime``; the margin
 absorbs clock skew between the flow and the API server), then drops every line it has already
-seen: anything older than the last kept timestamp, and exact (timestamp, text) repeats. Every line passes the Redactor before it is logged, kept or diagnosed.
+seen: anything older than the last kept timestamp, and exact (timestamp, text) repeats.
+Every line passes the Redactor before it is logged, kept or diagnosed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import threading
@@ -80,7 +82,7 @@ class LogSink:
             text = "\n".join(self.lines) + ("\n" if self.lines else "")
         try:
             self.storage.write_text(self.log_uri, text)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.logger.warning("log not kept at %s: %s", self.log_uri, self.redactor(str(exc)))
 
 
@@ -94,7 +96,7 @@ class LogFollower:
 
     def __init__(self, core: Any, namespace: str, container: str, pod: Callable[[], Obj | None],
                  sink: LogSink, wake: threading.Event, read_timeout_s: float = 300.0,
-                 retry_s: float = 2.0, resume_margin_s: int = 30) -> None:
+                 retry_s: float = 5.0, resume_margin_s: int = 30) -> None:
         self.core, self.namespace, self.container = core, namespace, container
         self.pod, self.sink, self.wake = pod, sink, wake
         self.read_timeout_s, self.retry_s = read_timeout_s, retry_s
@@ -116,10 +118,8 @@ class LogFollower:
         self._stop.set()
         self.wake.set()
         if (response := self._response) is not None:
-            try:
+            with contextlib.suppress(Exception):
                 response.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
         self._thread.join(join_s)
 
     def drained(self) -> bool:
@@ -135,9 +135,10 @@ class LogFollower:
         return self.drained()
 
     def _run(self) -> None:
+        streak = 0
         while not self._stop.is_set():
             pod = self.pod()
-            state = _container_state(pod, self.container) if pod else ""
+            state = container_state(pod, self.container) if pod else ""
             uid = pod["metadata"]["uid"] if pod else None
             if pod is None or state in ("", "waiting") or uid == self._finished_uid:
                 self.wake.wait(1.0)
@@ -146,16 +147,22 @@ class LogFollower:
             if uid != self._uid:
                 self._uid, self._last, self._seen = uid, None, set()
             try:
-                self._follow(pod["metadata"]["name"])
-                if _container_state(self.pod() or pod, self.container) == "terminated":
+                got = self._follow(pod["metadata"]["name"])
+                if container_state(self.pod() or pod, self.container) == "terminated":
                     self._finished_uid = uid
                     continue
-            except Exception:  # noqa: BLE001 - reconnect below; the watch decides the outcome
+                streak = 0 if got else streak + 1
+            except Exception:  # reconnect below; the watches decide the outcome
                 if self._stop.is_set():
                     return
-            self._stop.wait(self.retry_s)
+                streak += 1
+            # quick after a cut (lines may still come), slower while the API keeps failing;
+            # a pod change (e.g. the container terminated) wakes it at once
+            self.wake.wait(min(self.retry_s, 0.1 * 2 ** streak))
+            self.wake.clear()
 
-    def _follow(self, pod_name: str) -> None:
+    def _follow(self, pod_name: str) -> int:
+        """One log request, read to its end; returns how many new lines it brought."""
         since = None
         if self._last is not None:
             behind = (datetime.now(UTC) - self._last[0]).total_seconds()
@@ -166,30 +173,33 @@ class LogFollower:
             since_seconds=since, _preload_content=False,
             _request_timeout=(10, self.read_timeout_s))
         self._response = response
+        got = 0
         try:
             for raw in iter_resp_lines(response):
                 if self._stop.is_set():
-                    return
-                self._take(raw)
+                    break
+                got += self._take(raw)
+            return got
         finally:
             self._response = None
             response.release_conn()
 
-    def _take(self, raw: str) -> None:
+    def _take(self, raw: str) -> int:
         stamp, text = split_line(raw)
         if stamp is not None:
             if self._last is not None and stamp < self._last:
-                return
+                return 0
             if (stamp, text) in self._seen:
-                return
+                return 0
             if self._last is None or stamp[0] > self._last[0]:
                 self._seen = set()  # only lines of the newest second can come again
             self._seen.add((stamp, text))
             self._last = stamp
         self.sink.add(text)
+        return 1
 
 
-def _container_state(pod: Obj | None, container: str) -> str:
+def container_state(pod: Obj | None, container: str) -> str:
     for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
         if status.get("name") == container:
             return next(iter(status.get("state") or {"": None}))

@@ -32,7 +32,7 @@ from flows.gke.client import (
 )
 from flows.gke.common import WORKLOAD_CONTAINER
 from flows.gke.diagnose import Phase, Verdict, condition, diagnose
-from flows.gke.logs import LogFollower, LogSink
+from flows.gke.logs import LogFollower, LogSink, container_state
 from flows.gke.watch import ObjectWatch, WatchSettings
 from flows.stages.base import StageLogger
 
@@ -160,15 +160,21 @@ class Monitor:
                 last_reason = verdict.reason
             if verdict.phase in (Phase.SUCCEEDED, Phase.FAILED):
                 self.noticed_at = time.monotonic()
-                if self._coordinator() is not None and verdict.phase is Phase.FAILED \
-                        and verdict.diagnosis is not None \
-                        and verdict.diagnosis.category is not FailureCategory.PREEMPTED:
-                    self.follower.wait_drained(self.budgets.log_drain_s)
-                    verdict = self._observe() if verdict.diagnosis.category is not \
-                        FailureCategory.STALLED else verdict
-                elif verdict.phase is Phase.SUCCEEDED:
-                    self.follower.wait_drained(self.budgets.log_drain_s)
-                return verdict
+                return self._settle(verdict)
+
+    def _settle(self, verdict: Verdict) -> Verdict:
+        """Let the log follower read the program's last lines, then diagnose again with them:
+        a traceback's last line is what turns "exit 1" into a cause."""
+        category = verdict.diagnosis.category if verdict.diagnosis else None
+        started = container_state(self._coordinator(), WORKLOAD_CONTAINER) in ("running",
+                                                                               "terminated")
+        if not started or category in (FailureCategory.PREEMPTED, FailureCategory.STALLED):
+            return verdict
+        self.follower.wait_drained(self.budgets.log_drain_s)
+        if verdict.phase is Phase.SUCCEEDED:
+            return verdict
+        again = self._observe()
+        return again if again.phase is Phase.FAILED else verdict
 
     def _observe(self) -> Verdict:
         jobset = self.jobsets.get(self.name)

@@ -18,6 +18,7 @@ Events arrive as the server sends them, so a terminal condition is seen within m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -83,11 +84,9 @@ class ObjectWatch:
     def stop(self, join_s: float = 2.0) -> None:
         self._stop.set()
         response = self._response
-        if response is not None:
-            try:
-                response.shutdown()  # unblocks a read that waits for the next event
-            except Exception:  # noqa: BLE001 - best effort; the thread is a daemon anyway
-                pass
+        if response is not None:  # unblocks a read that waits for the next event
+            with contextlib.suppress(Exception):
+                response.shutdown()
         self._thread.join(join_s)
 
     def snapshot(self) -> list[Obj]:
@@ -115,7 +114,7 @@ class ObjectWatch:
                     continue
                 rv = self._stream(rv)
                 streak = 0
-            except Exception as exc:  # noqa: BLE001 - a watch never fails the stage
+            except Exception as exc:  # a watch error alone never fails the stage (pitfalls 2)
                 if self._stop.is_set():
                     return
                 streak += 1

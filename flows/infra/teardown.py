@@ -61,7 +61,8 @@ def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: Logger,
     if problem := confirmation_problem(s, delete_bucket, confirm_bucket):
         raise user_error(problem + "; nothing was removed", f"gke.bucket is {s.bucket}",
                          f"pass delete_bucket=True and confirm_bucket={s.bucket} "
-                         f"(`tpurl teardown PROFILE --delete-bucket {s.bucket}`), or keep it")
+                         f"(`tpurl teardown PROFILE --delete-bucket --confirm-bucket {s.bucket}`), "
+                         "or keep it")
     report = TeardownReport(cluster=f"{s.project}/{s.region}/{s.cluster}")
     bucket_exists = client.lookup_bucket(s.bucket) is not None
     cluster = apis.get_cluster(s.project, s.region, s.cluster)
@@ -82,7 +83,7 @@ def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: Logger,
         report.removed.append(f"gs://{s.bucket} ({count} objects, the deployment record included)")
     elif bucket_exists:
         report.kept.append(f"gs://{s.bucket}: checkpoints, exports and the deployment record "
-                           f"(to remove: --delete-bucket {s.bucket})")
+                           f"(to remove: --delete-bucket --confirm-bucket {s.bucket})")
     logger.info(report.render())
     return report
 

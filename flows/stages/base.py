@@ -141,7 +141,10 @@ class Stage(ABC):
         """Check the output for real; return (output URIs, details) or raise StageFailed."""
 
     def chip_hours(self, profile: Profile, wall_s: float) -> float:
-        return 0.0
+        """Held, not busy: the static TPU pool is billed for the whole stage (0 off GKE)."""
+        from flows.infra.cost import stage_held_chip_hours
+
+        return stage_held_chip_hours(profile, wall_s)
 
     def execute(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> StageOutput:
         started = time.monotonic()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.profile import Profile
+from flows.infra.cost import stage_estimated_chip_hours
 from flows.layout import Layout, convert_key
 from flows.stages.base import (
     Stage,
@@ -37,6 +38,7 @@ class ConvertStage(Stage):
         return StagePlan(stage=self.name, title=self.title, key=self.key(profile),
                          inputs={"hf_model": source},
                          outputs={"maxtext_checkpoint": layout.converted_checkpoint},
+                         estimated_chip_hours=stage_estimated_chip_hours(profile, self.name),
                          workloads=[plan_workload(convert_workload(profile, layout))])
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from flows.config.profile import Profile
+from flows.infra.cost import stage_estimated_chip_hours
 from flows.layout import Layout, export_key
 from flows.stages.base import (
     Stage,
@@ -48,6 +49,7 @@ class ExportStage(Stage):
         return StagePlan(stage=self.name, title=self.title, key=self.key(profile),
                          inputs={"actor_checkpoint": layout.actor_params(step)},
                          outputs={"hf_export": layout.export_dir},
+                         estimated_chip_hours=stage_estimated_chip_hours(profile, self.name),
                          workloads=[plan_workload(w) for w in workloads],
                          notes=["the step is the newest actor checkpoint found at run time"])
 

@@ -36,6 +36,9 @@ class ImageStage(Stage):
     def key(self, profile: Profile) -> str:
         return image_key(profile)
 
+    def chip_hours(self, profile: Profile, wall_s: float) -> float:
+        return 0.0  # built before the cluster exists
+
     def record_uri(self, layout: Layout) -> str:
         if layout.profile.backend == "local":
             return join(file_uri(layout.venv_dir()), "tpurl-lineage.json")

@@ -62,46 +62,45 @@ class InfraStage(Stage):
                 actions=[f"create {layout.root}"], workloads=[plan_workload(w) for w in workloads],
                 notes=["the tiny model and dataset stand in for the hub, which the rehearsal "
                        "never contacts"])
+        from flows.infra.stage import gke_plan_actions, gke_plan_notes
+
         gke = profile.gke
         assert gke is not None
         return StagePlan(
             stage=self.name, title=self.title, key=self.key(profile), inputs={},
             outputs={"root": layout.root, "cluster": f"{gke.project}/{gke.zone}/{gke.cluster}",
                      "hf_model": f"hf://{profile.model.hf_repo}@{profile.model.hf_revision}"},
-            actions=[
-                f"gcloud storage buckets create gs://{gke.bucket} --project={gke.project} "
-                f"--location={gke.region} --uniform-bucket-level-access (if missing)",
-                f"fetch Cluster Toolkit {gke.cluster_toolkit_version} "
-                "(gcluster_bundle_linux_amd64.tgz)",
-                "edit examples/gke-tpu-v6e/gke-tpu-v6e-advanced.yaml: storage.admin for "
-                "node_pool_service_account",
-                f"gcluster deploy gke-tpu-v6e-advanced.yaml --vars project_id={gke.project},"
-                f"deployment_name={gke.cluster},region={gke.region},zone={gke.zone},"
-                f"num_slices={gke.nodepool_count},tpu_topology={gke.topology},"
-                f"reservation={gke.reservation} -l IGNORE --auto-approve -w",
-                f"grant roles/storage.admin to {gke.cluster}-gke-wl-sa and {gke.cluster}-gke-np-sa",
-            ],
-            notes=[f"the static TPU pool holds {gke.total_chips} chips from deploy to destroy: "
-                   f"${gke.total_chips * gke.usd_per_chip_hour:,.2f} per hour, busy or idle"])
+            actions=gke_plan_actions(profile),
+            # the cost block is printed once, at the end of the plan
+            notes=[n for n in gke_plan_notes(profile) if not n.startswith(("TPU cost", "  "))])
 
     def outputs_present(self, ctx: StageContext, record: Any) -> bool:
         layout = ctx.layout
         if ctx.profile.backend != "local":
-            return True
+            from flows.infra.stage import gke_outputs_present
+
+            return gke_outputs_present(ctx.profile)  # a teardown since the record: deploy again
         return (ctx.storage.exists(layout.dataset_file)
                 and all(ctx.storage.exists(join(layout.tiny_model_dir, f)) for f in TINY_MODEL_FILES))
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         if ctx.profile.backend != "local":
-            raise fail(self.name, "deploying GKE infrastructure is not available yet",
-                       "bucket, Cluster Toolkit deploy and IAM arrive with issue #4",
-                       "run `tpurl plan` to see the steps")
+            from flows.infra.stage import run_gke
+
+            run_gke(ctx.profile, ctx.logger)  # type: ignore[arg-type]
+            return []
         layout = ctx.layout
         return [ctx.backend.run_workload(w, layout.log(layout.sources_dir, w.name))
                 for w in source_workloads(ctx.profile, layout)]
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
         layout = ctx.layout
+        if ctx.profile.backend != "local":
+            from flows.infra.stage import verify_gke
+
+            uris, details = verify_gke(ctx.profile)
+            model = ctx.profile.model
+            return {**uris, "hf_model": f"hf://{model.hf_repo}@{model.hf_revision}"}, details
         if not self.outputs_present(ctx, None):
             raise fail(self.name, "the rehearsal sources are incomplete", layout.sources_dir,
                        "read the make-tiny-model / make-dataset logs beside them")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.profile import Profile
+from flows.infra.cost import stage_estimated_chip_hours
 from flows.layout import Layout, train_key
 from flows.metrics import summarize_run
 from flows.stages.base import (
@@ -50,13 +51,11 @@ class TrainStage(Stage):
         workload = train_workload(profile, layout)
         steps = workload.total_steps or 0
         notes = []
-        chip_hours = 0.0
+        chip_hours = stage_estimated_chip_hours(profile, self.name)
         if profile.backend == "local":
             notes.append("rehearsal: the vLLM rollout is replaced by a CPU stand-in that samples "
                          "from the actor itself (images/rehearsal/train_rl_cpu.py); everything "
                          "else is MaxText's and Tunix's real code")
-        elif profile.gke is not None:
-            chip_hours = profile.gke.total_chips * profile.gke.estimated_hours["train"]
         inputs = {"maxtext_checkpoint": layout.converted_checkpoint}
         if profile.backend == "local":
             inputs["dataset"] = layout.dataset_file
@@ -65,9 +64,6 @@ class TrainStage(Stage):
                                   "actor_checkpoint": layout.actor_params(steps)},
                          workloads=[plan_workload(workload)], estimated_chip_hours=chip_hours,
                          notes=notes)
-
-    def chip_hours(self, profile: Profile, wall_s: float) -> float:
-        return profile.gke.total_chips * wall_s / 3600 if profile.gke else 0.0
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         workload = train_workload(ctx.profile, ctx.layout, built_image(upstream))

