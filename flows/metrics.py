@@ -12,7 +12,6 @@ import math
 import struct
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from flows.storage import Storage
@@ -116,14 +115,12 @@ def scalars_from_events(data: bytes) -> list[tuple[str, int, float]]:
 
 
 def summarize_run(storage: Storage, run_dir: str) -> dict[str, Any]:
-    """Per-step metrics of a run: every scalar tag, grouped by step, plus the last values."""
-    root = storage.local_path(run_dir)
-    if root is None or not root.exists():
-        return {"steps": [], "tags": [], "event_files": 0}
-    files = sorted(Path(p) for p in root.rglob("*tfevents*"))
+    """Per-step metrics of a run (local or GCS): every scalar tag, grouped by step."""
+    files = [uri for uri in storage.files_under(run_dir) if "tfevents" in uri.rsplit("/", 1)[-1]]
     by_step: dict[int, dict[str, float]] = defaultdict(dict)
-    for path in files:
-        for tag, step, value in scalars_from_events(path.read_bytes()):
+    for uri in files:
+        data = storage.read_bytes(uri)
+        for tag, step, value in scalars_from_events(data or b""):
             by_step[step][tag] = value
     steps = [{"step": step, **{tag: _finite(v) for tag, v in sorted(values.items())}}
              for step, values in sorted(by_step.items())]

@@ -27,7 +27,7 @@ from flows.layout import Layout
 from flows.result import PipelineResult, StageReport
 from flows.secrets import Redactor
 from flows.stages import STAGE_BY_NAME
-from flows.stages.base import StageContext, StageOutput
+from flows.stages.base import Backend, StageContext, StageOutput
 from flows.storage import storage_for
 
 RETRY_DELAYS_S = [10, 60]
@@ -49,9 +49,18 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     layout = Layout(profile)
     redactor = Redactor()
     stage = STAGE_BY_NAME[stage_name]
-    backend = LocalBackend(profile, layout, logger, redactor, TrainingProgress(logger), stage_name)
-    ctx = StageContext(profile=profile, layout=layout, backend=backend,
-                       storage=storage_for(layout.root), logger=logger, redactor=redactor)
+    storage = storage_for(layout.root)
+    backend: Backend
+    if profile.backend == "gke":
+        from flows.gke.backend import GkeBackend
+
+        backend = GkeBackend(profile, layout, logger, redactor, TrainingProgress(logger),
+                             stage_name, storage=storage)
+    else:
+        backend = LocalBackend(profile, layout, logger, redactor, TrainingProgress(logger),
+                               stage_name)
+    ctx = StageContext(profile=profile, layout=layout, backend=backend, storage=storage,
+                       logger=logger, redactor=redactor)
     events.stage_event("started", profile.name, stage_name, redactor)
     try:
         output = stage.execute(ctx, dict(upstream))
@@ -70,16 +79,6 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     logger.info("%s %s in %.1f s → %s", stage_name, output.status, output.duration_s,
                 ", ".join(f"{k}={v}" for k, v in output.uris.items()))
     return output
-
-
-def _not_yet(profile: Profile):
-    from flows.diagnosis import Diagnosis, FailureCategory
-
-    return Diagnosis(FailureCategory.USER_ERROR,
-                     f"the {profile.backend} backend cannot run the pipeline yet",
-                     "the GKE job backend (submit/watch, issue #5) is not wired in this "
-                     "version; image build and infrastructure are",
-                     "use `tpurl plan` to review the workloads, or run the rehearsal profile")
 
 
 _TASK_OPTIONS: dict[str, Any] = dict(retries=2, retry_delay_seconds=RETRY_DELAYS_S,
@@ -125,10 +124,6 @@ def rl_post_training(profile: str = "rehearsal",
     """Run the five stages for a profile (a name under deployments/profiles, or a path)."""
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
     cfg = load_profile(profile, overrides)  # every check happens before any side effect
-    if cfg.backend != "local":
-        # Refused before the first stage: building the image and deploying an $86/h pool
-        # only to fail at the first job would be the worst kind of partial run.
-        raise StageFailed("flow", _not_yet(cfg))
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
     image = build_image(cfg)

@@ -1,8 +1,7 @@
 """Output storage addressed by URI: ``file://`` in the rehearsal, ``gs://`` on GCP.
 
 Stages only speak URIs, so the same stage code decides skip/verify on a laptop and on GCS.
-The GCS implementation arrives with the GKE backend (issue #5); asking for it before then
-fails with a message that says so.
+The GCS implementation lives with the GKE backend (flows/gke/gcs.py).
 """
 
 from __future__ import annotations
@@ -18,6 +17,8 @@ class Storage(Protocol):
     def read_text(self, uri: str) -> str | None: ...
     def write_text(self, uri: str, text: str) -> None: ...
     def children(self, uri: str) -> list[str]: ...
+    def files_under(self, uri: str) -> list[str]: ...
+    def read_bytes(self, uri: str) -> bytes | None: ...
     def local_path(self, uri: str) -> Path | None: ...
 
 
@@ -62,11 +63,21 @@ class LocalStorage:
         path = self._path(uri)
         return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
 
+    def files_under(self, uri: str) -> list[str]:
+        path = self._path(uri)
+        return sorted(file_uri(p) for p in path.rglob("*") if p.is_file()) if path.is_dir() else []
+
+    def read_bytes(self, uri: str) -> bytes | None:
+        path = self._path(uri)
+        return path.read_bytes() if path.is_file() else None
+
 
 def storage_for(uri: str) -> Storage:
     scheme = urlparse(uri).scheme
     if scheme == "file":
         return LocalStorage()
-    raise NotImplementedError(
-        f"storage for {scheme}:// URIs comes with the GKE backend (issue #5); "
-        "the rehearsal profile uses file:// storage")
+    if scheme == "gs":
+        from flows.gke.gcs import GcsStorage
+
+        return GcsStorage()
+    raise ValueError(f"no storage for {scheme}:// URIs: use gs:// (GCP) or file:// (rehearsal)")

@@ -112,6 +112,13 @@ class GkeSection(StrictModel):
     train_ttl_s: int = Field(86400, ge=0)
     job_max_restarts: int = Field(1, ge=0)
     train_max_restarts: int = Field(0, ge=0)
+    # Cluster access (flows/gke/client.py) and watch budgets (flows/gke/backend.py).
+    kubernetes_credentials_block: str | None = None
+    gcp_credentials_block: str | None = None
+    queue_budget_s: float | None = Field(None, gt=0)
+    run_budget_s: float | None = Field(None, gt=0)
+    train_run_budget_s: float | None = Field(None, gt=0)
+    preemption_budget: int | None = Field(None, ge=0)
 
     @field_validator("pathways_tag")
     @classmethod

@@ -86,6 +86,19 @@ class GcsStorage:
             text, content_type="text/plain; charset=utf-8",
             if_generation_match=if_generation_match, retry=WRITE_RETRY)
 
+    def files_under(self, uri: str) -> list[str]:
+        """Every object below a prefix (recursive), as gs:// URIs."""
+        bucket, name = split_uri(uri)
+        prefix = name.rstrip("/") + "/" if name else ""
+        return sorted(f"gs://{bucket}/{blob.name}"
+                      for blob in self.client.list_blobs(bucket, prefix=prefix))
+
+    def read_bytes(self, uri: str) -> bytes | None:
+        try:
+            return self._blob(uri).download_as_bytes()
+        except NotFound:
+            return None
+
     def children(self, uri: str) -> list[str]:
         bucket, name = split_uri(uri)
         prefix = name.rstrip("/") + "/" if name else ""
