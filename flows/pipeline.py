@@ -119,11 +119,21 @@ def _run_name() -> str:
 
 @flow(name="rl-post-training", flow_run_name=_run_name, persist_result=True,
       result_serializer="json", validate_parameters=True)
-def rl_post_training(profile: str = "rehearsal",
-                     overrides: dict[str, str] | None = None) -> PipelineResult:
-    """Run the five stages for a profile (a name under deployments/profiles, or a path)."""
+def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | None = None,
+                     dataset_uri: str | None = None,
+                     model_revision: str | None = None) -> PipelineResult:
+    """Run the five stages for a profile (a name under deployments/profiles, or a path).
+
+    ``dataset_uri`` and ``model_revision`` are what retraining events carry (a new dataset
+    version, a new base-model revision); they override data.train_files / model.hf_revision.
+    """
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
-    cfg = load_profile(profile, overrides)  # every check happens before any side effect
+    merged = dict(overrides or {})
+    if dataset_uri:
+        merged["data.train_files"] = dataset_uri
+    if model_revision:
+        merged["model.hf_revision"] = model_revision
+    cfg = load_profile(profile, merged)  # every check happens before any side effect
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
     image = build_image(cfg)

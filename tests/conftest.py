@@ -35,3 +35,26 @@ def prefect_api():
         {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
     ):
         yield
+
+
+@pytest.fixture(scope="session")
+def rehearsal_image():
+    """The rehearsal venv (the stand-in image), built by the real image stage if missing."""
+    import logging
+
+    from flows.backends.local import LocalBackend
+    from flows.config import load_profile
+    from flows.layout import Layout
+    from flows.secrets import Redactor
+    from flows.stages import STAGE_BY_NAME
+    from flows.stages.base import StageContext
+    from flows.storage import LocalStorage
+
+    profile = load_profile("rehearsal", environ={})
+    layout = Layout(profile)
+    logger = logging.getLogger("tpurl-tests")
+    backend = LocalBackend(profile, layout, logger, Redactor(), stage="image")
+    ctx = StageContext(profile=profile, layout=layout, backend=backend, storage=LocalStorage(),
+                       logger=logger)
+    STAGE_BY_NAME["image"].execute(ctx, {})
+    return layout

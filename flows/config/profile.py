@@ -328,6 +328,17 @@ class StepSection(StrictModel):
     _args_are_scalars = field_validator("args", mode="before")(_scalar_args)
 
 
+class DataSection(StrictModel):
+    """Training data beyond what the args name: a file set announced by a dataset event.
+
+    ``train_files`` becomes MaxText's ``hf_train_files`` (gs://…, hf://datasets/…, or a local
+    parquet path in the rehearsal). Give a versioned URI (a new object per dataset version):
+    it is part of the training key, so a new URI retrains and an unchanged one skips.
+    """
+
+    train_files: str | None = None
+
+
 class Profile(StrictModel):
     name: str
     description: str = ""
@@ -339,6 +350,7 @@ class Profile(StrictModel):
     convert: StepSection = StepSection()
     train: StepSection = StepSection()
     export: StepSection = StepSection()
+    data: DataSection = DataSection()
 
     @model_validator(mode="after")
     def _backend_sections(self) -> Self:

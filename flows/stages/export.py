@@ -75,12 +75,14 @@ class ExportStage(Stage):
         missing = [f for f in ("config.json", *TOKENIZER_FILES)
                    if not storage.exists(join(out, f))]
         index_text = storage.read_text(join(out, "model.safetensors.index.json"))
-        if index_text is None:
-            missing.append("model.safetensors.index.json")
         shards: list[str] = []
-        if index_text is not None:
+        if index_text is not None:  # sharded export: every shard the index names must exist
             shards = sorted(set(json.loads(index_text)["weight_map"].values()))
             missing += [s for s in shards if not storage.exists(join(out, s))]
+        elif storage.exists(join(out, "model.safetensors")):
+            shards = ["model.safetensors"]  # to_huggingface writes one file for small models
+        else:
+            missing.append("model.safetensors.index.json or model.safetensors")
         if missing:
             raise fail(self.name, "the HF export is incomplete", "missing: " + ", ".join(missing),
                        "read the export log; delete the directory and run again")

@@ -20,8 +20,9 @@ TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
 TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
 REHEARSAL_IMAGE = "rehearsal-venv"
 HF_CHECK_IMAGE = "hf-check-venv"
-# Tunix logs one line per finished GRPO step; the launcher in images/rehearsal repeats it.
-STEP_REGEX = r"(?:TPURL_STEP|train step|Train step)[ =:]+(?P<step>\d+)"
+# Tunix logs "Train step N training loss" (one step late) and orbax "Saving checkpoint at
+# step N" (every checkpoint_period); whichever comes first moves the progress bar.
+STEP_REGEX = r"(?:Train step|Saving checkpoint at step)\s+(?P<step>\d+)"
 
 # On GKE the training container raises its memory cgroup (the head pod's default is too
 # small for the checkpoint restore) and gives vLLM its host address, as the tutorial does.
@@ -74,7 +75,7 @@ def convert_workload(profile: Profile, layout: Layout, image: str | None = None)
 def train_workload(profile: Profile, layout: Layout, image: str | None = None) -> Workload:
     if profile.backend == "local":
         entry = ["python3", str((REHEARSAL_DIR / "train_rl_cpu.py").relative_to(REPO_ROOT))]
-        data = [f"hf_train_files={program_path(layout.dataset_file)}",
+        data = [f"hf_train_files={program_path(profile.data.train_files or layout.dataset_file)}",
                 f"tokenizer_path={program_path(layout.tiny_model_dir)}"]
         placement = _cpu_placement()
         env = _local_env(profile)
@@ -83,6 +84,8 @@ def train_workload(profile: Profile, layout: Layout, image: str | None = None) -
         assert profile.gke is not None
         entry = ["python3", "-m", TRAIN_RL]
         data = [f"tokenizer_path={profile.model.hf_repo}"]
+        if profile.data.train_files:
+            data.append(f"hf_train_files={profile.data.train_files}")
         placement = Placement(kind="pathways", topology=profile.gke.topology,
                               machine_type=profile.gke.machine_type,
                               num_slices=profile.gke.num_slices, chips=profile.gke.total_chips)

@@ -57,8 +57,8 @@ class TrainStage(Stage):
                          "from the actor itself (images/rehearsal/train_rl_cpu.py); everything "
                          "else is MaxText's and Tunix's real code")
         inputs = {"maxtext_checkpoint": layout.converted_checkpoint}
-        if profile.backend == "local":
-            inputs["dataset"] = layout.dataset_file
+        if profile.data.train_files or profile.backend == "local":
+            inputs["dataset"] = profile.data.train_files or layout.dataset_file
         return StagePlan(stage=self.name, title=self.title, key=self.key(profile), inputs=inputs,
                          outputs={"run_dir": layout.train_run_dir,
                                   "actor_checkpoint": layout.actor_params(steps)},

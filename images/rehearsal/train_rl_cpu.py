@@ -207,10 +207,12 @@ def main() -> None:
     print(STAND_IN_NOTICE, file=sys.stderr, flush=True)
     parser = argparse.ArgumentParser(
         description="Run MaxText train_rl on CPU with a stand-in for the vLLM rollout.",
-        epilog="All arguments are passed unchanged to train_rl, e.g. "
-        "maxtext/configs/post_train/rl.yml model_name=qwen3-30b-a3b ...",
+        epilog="All arguments are passed unchanged to train_rl, e.g. model_name=qwen3-30b-a3b "
+        "... (a leading .yml file is optional: as with `python -m ...train_rl`, MaxText then "
+        "takes post_train/rl.yml).",
     )
-    parser.add_argument("train_rl_argv", nargs=argparse.REMAINDER, help="config file + key=value overrides")
+    parser.add_argument("train_rl_argv", nargs=argparse.REMAINDER,
+                        help="[config file] key=value overrides")
     args = parser.parse_args()
     if not args.train_rl_argv:
         parser.error("missing train_rl arguments (config file and key=value overrides)")
@@ -219,7 +221,9 @@ def main() -> None:
     from absl import app
     from maxtext.trainers.post_train.rl import train_rl
 
-    app.run(train_rl.main, argv=["train_rl", *args.train_rl_argv])
+    # argv[0] is train_rl's own file, as under `python -m`: MaxText infers its default config
+    # (post_train/rl.yml) from it when no .yml is given.
+    app.run(train_rl.main, argv=[train_rl.__file__, *args.train_rl_argv])
 
 
 if __name__ == "__main__":
