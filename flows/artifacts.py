@@ -12,11 +12,13 @@ from uuid import UUID
 
 from prefect.artifacts import (
     create_link_artifact,
+    create_markdown_artifact,
     create_progress_artifact,
     create_table_artifact,
     update_progress_artifact,
 )
 
+from flows.charts import metrics_chart_markdown
 from flows.result import PipelineResult
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,10 @@ def publish_result(result: PipelineResult) -> None:
         if rows:
             create_table_artifact(table=rows, key=f"{key}-metrics",
                                   description="Training metrics per GRPO step (TensorBoard)")
+        chart = metrics_chart_markdown(result.metrics)
+        if chart:
+            create_markdown_artifact(markdown=chart, key=f"{key}-curves",
+                                     description="Reward and loss per GRPO step")
     except Exception as exc:
         log.warning("artifacts not published: %s", exc)
 
@@ -75,6 +81,20 @@ def stage_rows(result: PipelineResult) -> list[dict[str, Any]]:
             for s in result.stages]
 
 
+# The tags a reader wants per step (the rest stays in the result and in TensorBoard).
+METRIC_COLUMNS = {"rewards/train/mean": "reward_mean", "rewards/train/min": "reward_min",
+                  "rewards/train/max": "reward_max", "actor/train/loss": "loss",
+                  "actor/train/kl": "kl", "actor/train/grad_norm": "grad_norm",
+                  "actor/train/learning_rate": "learning_rate",
+                  "completions/train/mean_length": "completion_length"}
+
+
 def metric_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in step.items()}
-            for step in metrics.get("steps", [])]
+    rows = []
+    for step in metrics.get("steps", []):
+        row: dict[str, Any] = {"step": step["step"]}
+        for tag, column in METRIC_COLUMNS.items():
+            value = step.get(tag)
+            row[column] = round(value, 6) if isinstance(value, float) else value
+        rows.append(row)
+    return rows

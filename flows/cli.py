@@ -42,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     down.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     down.add_argument("--delete-bucket", action="store_true", help="also delete the bucket")
     down.add_argument("--confirm-bucket", metavar="NAME", help="the bucket's name, typed again")
+    results = sub.add_parser("result-storage", help="create the GcsBucket block that keeps "
+                             "Prefect's flow results in the profile's bucket")
+    results.add_argument("profile")
+    results.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     sub.add_parser("profiles", help="list the shipped profiles")
     return parser
 
@@ -63,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
               "range (e.g. 203.0.113.7/32).", file=sys.stderr)
     if args.command == "validate":
         print(f"profile {profile.name} is valid (backend {profile.backend})")
+        return 0
+    if args.command == "result-storage":
+        from flows.results import ensure_gcs_result_storage
+
+        slug = ensure_gcs_result_storage(profile)
+        print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
         return 0
     if args.command == "teardown":
         from flows.teardown import teardown_flow

@@ -24,7 +24,9 @@ from flows.backends.local import LocalBackend
 from flows.config import Profile, load_profile
 from flows.diagnosis import StageFailed
 from flows.layout import Layout
+from flows.profile_lock import profile_lock
 from flows.result import PipelineResult, StageReport
+from flows.results import persist_result
 from flows.secrets import Redactor
 from flows.stages import STAGE_BY_NAME
 from flows.stages.base import Backend, StageContext, StageOutput
@@ -136,11 +138,12 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
     cfg = load_profile(profile, merged)  # every check happens before any side effect
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
-    image = build_image(cfg)
-    infra = provision_infrastructure(cfg, image)
-    converted = convert_checkpoint(cfg, image, infra)
-    trained = train_grpo(cfg, image, infra, converted)
-    exported = export_hf(cfg, image, infra, trained)
+    with profile_lock(cfg.name, logger):
+        image = build_image(cfg)
+        infra = provision_infrastructure(cfg, image)
+        converted = convert_checkpoint(cfg, image, infra)
+        trained = train_grpo(cfg, image, infra, converted)
+        exported = export_hf(cfg, image, infra, trained)
     outputs = [image, infra, converted, trained, exported]
     result = PipelineResult(
         profile=cfg.name, backend=cfg.backend,
@@ -152,6 +155,7 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
         metrics=trained.details.get("metrics", {}),
         wall_s=time.monotonic() - started, started_at=started_at,
         finished_at=datetime.now(UTC).isoformat())
+    persist_result(storage_for(Layout(cfg).root), cfg, flow_run.name or "run", result)
     publish_result(result)
     events.model_exported(cfg.name, {"hf_export": result.artifacts["hf_export"],
                                      "trained_checkpoint": result.artifacts["trained_checkpoint"]})

