@@ -6,6 +6,7 @@ Publishing is best-effort: a UI nicety never fails a run.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from typing import Any
 from uuid import UUID
@@ -35,11 +36,26 @@ class TrainingProgress:
         self.logger = logger
         self.artifact_id: UUID | None = None
         self.last_step = -1
+        # Made in the task's thread: a backend may call back from its log-reading thread,
+        # where Prefect's run context (which links the artifact to the run) is not set.
+        self._context = contextvars.copy_context()
 
     def __call__(self, workload: str, step: int, total: int | None) -> None:
         if step <= self.last_step:
             return
         self.last_step = step
+        if self._in_run_context():
+            self._publish(workload, step, total)
+        else:
+            self._context.copy().run(self._publish, workload, step, total)
+
+    @staticmethod
+    def _in_run_context() -> bool:
+        from prefect.context import TaskRunContext
+
+        return TaskRunContext.get() is not None
+
+    def _publish(self, workload: str, step: int, total: int | None) -> None:
         percent = min(100.0, 100.0 * step / total) if total else 0.0
         self.logger.info("%s: step %d/%s", workload, step, total or "?")
         try:

@@ -76,6 +76,7 @@ class ImageStage(Stage):
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         if ctx.profile.backend != "local":
             self._build_and_push(ctx)
+            _ensure_record_bucket(ctx)
             return []
         assert ctx.profile.local is not None
         local, layout = ctx.profile.local, ctx.layout
@@ -139,6 +140,21 @@ class ImageStage(Stage):
         ctx.scratch["image"] = {**details, "built": result.built, "base": result.base,
                                 "tagged": result.tagged, "patches": list(result.patches),
                                 "disabled_patches": dict(ctx.profile.image.disabled_patches)}
+
+
+def _ensure_record_bucket(ctx: StageContext) -> None:
+    """The GKE lineage record lives in the profile's bucket, which on a fresh project only the
+    infra stage (next) would create: the record write 404'd and the first run failed here.
+    Create it the way infra does (profile's region, uniform access) or accept ours as is."""
+    from flows.infra import clients
+    from flows.infra.bucket import ensure_bucket
+    from flows.infra.settings import settings_from_profile
+
+    settings = settings_from_profile(ctx.profile)
+    _, client = clients.default_clients(settings)
+    if ensure_bucket(client, settings, None).created:
+        ctx.logger.info("created gs://%s in %s for the lineage records", settings.bucket,
+                        settings.region)
 
 
 def _python(venv: Path) -> Path:
