@@ -145,13 +145,15 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
         trained = train_grpo(cfg, image, infra, converted)
         exported = export_hf(cfg, image, infra, trained)
     outputs = [image, infra, converted, trained, exported]
+    price = cfg.gke.usd_per_chip_hour if cfg.gke else 0.0
     result = PipelineResult(
         profile=cfg.name, backend=cfg.backend,
         artifacts={"maxtext_checkpoint": converted.uris["maxtext_checkpoint"],
                    "trained_checkpoint": trained.uris["actor_checkpoint"],
                    "hf_export": exported.uris["hf_export"]},
-        stages=[StageReport.of(o) for o in outputs],
+        stages=[StageReport.of(o, price) for o in outputs],
         chip_hours=sum(o.chip_hours for o in outputs),
+        usd=round(sum(o.chip_hours for o in outputs) * price, 2),
         metrics=trained.details.get("metrics", {}),
         wall_s=time.monotonic() - started, started_at=started_at,
         finished_at=datetime.now(UTC).isoformat())

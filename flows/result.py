@@ -20,11 +20,13 @@ class StageReport(BaseModel):
     chip_hours: float
     uris: dict[str, str]
     workloads: list[WorkloadRun] = Field(default_factory=list)
+    usd: float = 0.0  # the chip-hours held at the profile's price
 
     @classmethod
-    def of(cls, output: StageOutput) -> StageReport:
+    def of(cls, output: StageOutput, usd_per_chip_hour: float = 0.0) -> StageReport:
         return cls(stage=output.stage, status=output.status, duration_s=output.duration_s,
-                   chip_hours=output.chip_hours, uris=output.uris, workloads=output.workloads)
+                   chip_hours=output.chip_hours, uris=output.uris, workloads=output.workloads,
+                   usd=round(output.chip_hours * usd_per_chip_hour, 2))
 
 
 class PipelineResult(BaseModel):
@@ -33,6 +35,7 @@ class PipelineResult(BaseModel):
     artifacts: dict[str, str]
     stages: list[StageReport]
     chip_hours: float
+    usd: float = 0.0
     metrics: dict[str, Any]
     wall_s: float
     started_at: str

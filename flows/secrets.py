@@ -18,8 +18,11 @@ class SecretUnavailable(RuntimeError):
     category = "config/secret-unavailable"
 
 
-def resolve(ref: SecretRef, environ: Mapping[str, str] | None = None) -> str:
+def resolve(ref: SecretRef, environ: Mapping[str, str] | None = None,
+            project: str | None = None) -> str:
     env = os.environ if environ is None else environ
+    if ref.gcp_secret is not None:
+        return _from_secret_manager(ref.gcp_secret, project)
     if ref.env is not None:
         value = env.get(ref.env)
         if not value:
@@ -50,3 +53,19 @@ class Redactor:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
         return text
+
+
+def _from_secret_manager(name: str, project: str | None) -> str:
+    """The latest version of a Secret Manager secret, through prefect-gcp's GcpSecret."""
+    from prefect_gcp import GcpCredentials
+    from prefect_gcp.secret_manager import GcpSecret
+
+    try:
+        value = GcpSecret(gcp_credentials=GcpCredentials(project=project),
+                          secret_name=name).read_secret()
+    except Exception as exc:
+        raise SecretUnavailable(
+            f"Secret Manager secret {name!r} could not be read ({type(exc).__name__}); create it "
+            "with `gcloud secrets create` and grant roles/secretmanager.secretAccessor to the "
+            "flow's service account") from None
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -100,3 +100,12 @@ def toolkit_version_problem(version: str) -> str | None:
 
 def looks_like_hf_token(value: str) -> bool:
     return bool(re.match(r"^hf_[A-Za-z0-9]{20,}$", value.strip()))
+
+
+_SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+
+
+def secret_id_problem(name: str) -> str | None:
+    if not _SECRET_ID.match(name):
+        return f"{name!r} is not a Secret Manager secret id (letters, digits, - and _)"
+    return None

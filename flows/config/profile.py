@@ -57,15 +57,18 @@ class SecretRef(StrictModel):
 
     env: str | None = None
     secret_block: str | None = None
+    gcp_secret: str | None = None  # a Secret Manager secret of the profile's project (latest)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:
-        if (self.env is None) == (self.secret_block is None):
+        if sum(v is not None for v in (self.env, self.secret_block, self.gcp_secret)) != 1:
             raise FixableValueError(
                 "give exactly one source for the token",
-                "write {env: HF_TOKEN} (an environment variable name) or "
-                "{secret_block: NAME} (a Prefect Secret block)",
+                "write {env: HF_TOKEN} (an environment variable name), {secret_block: NAME} "
+                "(a Prefect Secret block) or {gcp_secret: NAME} (GCP Secret Manager)",
             )
+        if self.gcp_secret is not None and (problem := names.secret_id_problem(self.gcp_secret)):
+            raise FixableValueError(problem, "name the secret as in `gcloud secrets list`")
         if self.env is not None and (problem := names.env_var_problem(self.env)):
             raise FixableValueError(problem, "name the variable, e.g. {env: HF_TOKEN}")
         if self.secret_block is not None and (problem := names.block_name_problem(self.secret_block)):
@@ -73,7 +76,11 @@ class SecretRef(StrictModel):
         return self
 
     def describe(self) -> str:
-        return f"env:{self.env}" if self.env else f"prefect-secret:{self.secret_block}"
+        if self.env:
+            return f"env:{self.env}"
+        if self.gcp_secret:
+            return f"gcp-secret-manager:{self.gcp_secret}"
+        return f"prefect-secret:{self.secret_block}"
 
 
 class GkeSection(StrictModel):

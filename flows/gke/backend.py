@@ -173,7 +173,7 @@ class GkeBackend:
         core, ns = self.cluster.core, self.options.namespace
         for _, ref in workload.secret_env:
             try:
-                value = resolve(ref)
+                value = resolve(ref, project=self.profile.gke.project if self.profile.gke else None)
             except SecretUnavailable as exc:
                 raise StageFailed(self.stage, Diagnosis(
                     FailureCategory.USER_ERROR, f"the secret {ref.describe()} is unavailable",

@@ -80,3 +80,30 @@ def test_a_missing_secret_is_reported_before_the_program_starts(backend, tmp_pat
     with pytest.raises(SecretUnavailable, match="NO_SUCH_TOKEN is not set"):
         backend.run_workload(workload, file_uri(tmp_path / "x.log"))
     assert not (tmp_path / "x.log").exists()
+
+
+def test_secret_manager_reference_reads_the_latest_version(monkeypatch):
+    """GCP Secret Manager through prefect-gcp's GcpSecret; Google's API stood in at that seam."""
+    from prefect_gcp.secret_manager import GcpSecret
+
+    from flows.secrets import SecretUnavailable, resolve
+
+    calls = []
+
+    def read_secret(self):
+        calls.append((self.secret_name, self.secret_version, self.gcp_credentials.project))
+        if self.secret_name == "missing":
+            raise RuntimeError("404 Secret [projects/p/secrets/missing] not found")
+        return CANARY.encode()
+
+    import google.auth
+    from google.auth.credentials import AnonymousCredentials
+
+    monkeypatch.setattr(google.auth, "default",
+                        lambda *a, **k: (AnonymousCredentials(), "my-proj-123"))
+    monkeypatch.setattr(GcpSecret, "read_secret", read_secret)
+    assert resolve(SecretRef(gcp_secret="hf-token"), project="my-proj-123") == CANARY
+    assert calls == [("hf-token", "latest", "my-proj-123")]
+    with pytest.raises(SecretUnavailable, match="could not be read") as caught:
+        resolve(SecretRef(gcp_secret="missing"), project="my-proj-123")
+    assert "gcloud secrets create" in str(caught.value)
