@@ -131,23 +131,35 @@ def test_a_program_error_fails_at_once_with_its_cause_and_keeps_the_log(first_ru
 
 
 def test_events_artifacts_and_no_secret_anywhere(first_run, root):
+    import time
+
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
     from prefect.events.filters import EventFilter, EventNameFilter
 
-    with get_client(sync_client=True) as client:
+    def read_all(client) -> list:
         page = client.read_events(filter=EventFilter(event=EventNameFilter(prefix=["tpurl."])),
                                   limit=50)
-        events = list(page.events)
+        found = list(page.events)
         while page.next_page:
             page = client.read_events_page(page.next_page)
-            events += page.events
+            found += page.events
+        return found
+
+    with get_client(sync_client=True) as client:
+        deadline = time.monotonic() + 60  # events reach the API asynchronously
+        while True:
+            events = read_all(client)
+            exported = [e.payload["hf_export"] for e in events
+                        if e.event == "tpurl.model.exported"]
+            if first_run.artifacts["hf_export"] in exported or time.monotonic() > deadline:
+                break
+            time.sleep(2)
         names = [e.event for e in events]
         for stage in ("image", "infra", "convert", "train", "export"):
             assert any(e.event == "tpurl.stage.started" and
                        e.resource.get("tpurl.stage") == stage for e in events), stage
-        exported = [e.payload["hf_export"] for e in events if e.event == "tpurl.model.exported"]
-        assert first_run.artifacts["hf_export"] in exported
+        assert first_run.artifacts["hf_export"] in exported, names
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
             key=ArtifactFilterKey(like_="tpurl-rehearsal-")))
         keys = {a.key for a in artifacts}
