@@ -102,8 +102,8 @@ def test_dataset_event_retrains_once_and_an_overlapping_one_is_cancelled(
               {"uri": str(new_dataset) + "?v=3"})
         second = _wait(lambda: [r for r in _runs(prefect_server, deployment["id"])
                                 if r["id"] != first["id"]], 60, "the second triggered run")[0]
-        assert _wait(lambda: state(second["id"])["type"] in ("CANCELLED", "CANCELLING"), 180,
-                     "the overlapping run to be cancelled")
+        _wait(lambda: state(second["id"])["type"] in ("CANCELLED", "CANCELLING"), 300,
+              f"the overlapping run to be cancelled (it is {state(second['id'])})")
         final = _wait(lambda: state(first["id"])["type"] if state(first["id"])["type"] in (
             "COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None, 1800, "the retraining run")
         assert final == "COMPLETED", state(first["id"])
@@ -114,8 +114,18 @@ def test_dataset_event_retrains_once_and_an_overlapping_one_is_cancelled(
 
 
 def _check_run_page(server: PrefectServer, run_id: str) -> None:
-    artifacts = server.api("POST", "/artifacts/filter", json={
-        "artifacts": {"flow_run_id": {"any_": [run_id]}}}).json()
+    wanted = {"tpurl-rehearsal-stages", "tpurl-rehearsal-metrics", "tpurl-rehearsal-hf-export"}
+
+    def artifacts_of_run() -> list[dict]:
+        found = server.api("POST", "/artifacts/filter", json={
+            "artifacts": {"flow_run_id": {"any_": [run_id]}}}).json()
+        return found if wanted <= {a["key"] for a in found if a["key"]} else []
+
+    try:
+        artifacts = _wait(artifacts_of_run, 60, "the run's artifacts")
+    except AssertionError:
+        artifacts = server.api("POST", "/artifacts/filter", json={
+            "artifacts": {"flow_run_id": {"any_": [run_id]}}}).json()
     keys = {a["key"] for a in artifacts if a["key"]}
     assert {"tpurl-rehearsal-stages", "tpurl-rehearsal-metrics",
             "tpurl-rehearsal-hf-export"} <= keys, keys
@@ -123,11 +133,15 @@ def _check_run_page(server: PrefectServer, run_id: str) -> None:
     table = stages["data"] if isinstance(stages["data"], list) else json.loads(stages["data"])
     assert [row["stage"] for row in table] == ["image", "infra", "convert", "train", "export"]
     assert any(a["type"] == "progress" for a in artifacts)
-    events = server.api("POST", "/events/filter", json={"filter": {
-        "event": {"prefix": ["tpurl."]},
-        "related": {"resources_in_roles": [[f"prefect.flow-run.{run_id}", "flow-run"]]}}}).json()
-    names = {e["event"] for e in events["events"]}
-    assert {"tpurl.stage.started", "tpurl.model.exported"} <= names, names
+    def event_names() -> set[str]:  # events reach the API asynchronously
+        found = server.api("POST", "/events/filter", json={"limit": 50, "filter": {
+            "event": {"prefix": ["tpurl."]},
+            "related": {"resources_in_roles": [[f"prefect.flow-run.{run_id}", "flow-run"]]}}}
+        ).json()
+        names = {e["event"] for e in found["events"]}
+        return names if {"tpurl.stage.started", "tpurl.model.exported"} <= names else set()
+
+    assert _wait(event_names, 60, "the run's tpurl events")
     _screenshot(server, run_id)
 
 
