@@ -97,7 +97,7 @@ def provision_infrastructure(profile: Profile, image: StageOutput) -> StageOutpu
     return _execute("infra", profile, {"image": image})
 
 
-@task(name="convert: HF → MaxText checkpoint", **_TASK_OPTIONS)
+@task(name="convert: HF to MaxText checkpoint", **_TASK_OPTIONS)
 def convert_checkpoint(profile: Profile, image: StageOutput, infra: StageOutput) -> StageOutput:
     return _execute("convert", profile, {"image": image, "infra": infra})
 
@@ -108,7 +108,7 @@ def train_grpo(profile: Profile, image: StageOutput, infra: StageOutput,
     return _execute("train", profile, {"image": image, "infra": infra, "convert": converted})
 
 
-@task(name="export: MaxText → HF model", **_TASK_OPTIONS)
+@task(name="export: MaxText to HF model", **_TASK_OPTIONS)
 def export_hf(profile: Profile, image: StageOutput, infra: StageOutput,
               trained: StageOutput) -> StageOutput:
     return _execute("export", profile, {"image": image, "infra": infra, "train": trained})

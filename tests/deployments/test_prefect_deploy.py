@@ -146,36 +146,20 @@ def _check_run_page(server: PrefectServer, run_id: str) -> None:
 
 
 def _screenshot(server: PrefectServer, run_id: str) -> None:
+    """The run page and the stage table as a user sees them, kept under .tpurl/test-outputs."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("chromium is not installed (.ci/run installs it); no run-page screenshot")
     OUTPUTS.mkdir(parents=True, exist_ok=True)
-    target = OUTPUTS / "run-page.png"
     ui = server.url.removesuffix("/api")
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                    "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={OUTPUTS / 'chromium-profile'}", "--hide-scrollbars",
-                    "--window-size=1600,2000", "--virtual-time-budget=20000",
-                    f"--screenshot={target}", f"{ui}/runs/flow-run/{run_id}?tab=Artifacts"],
-                   check=True, timeout=120, capture_output=True)
-    assert target.stat().st_size > 10_000
-
-
-def test_failure_notification_automation_example_is_accepted(prefect_server):
-    """The documented automation, with a real notification block's id, is valid for the API."""
-    import yaml
-    from prefect.blocks.notifications import CustomWebhookNotificationBlock
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    with temporary_settings({PREFECT_API_URL: prefect_server.url}):
-        block = CustomWebhookNotificationBlock(name="tpurl-alerts",
-                                               url="http://127.0.0.1:9/hook",
-                                               json_data={"text": "{{body}}"})
-        block_id = block.save("tpurl-alerts", overwrite=True)
-    spec = yaml.safe_load((REPO_ROOT / "deployments/automations/notify-on-failure.yaml").read_text())
-    spec["actions"][0]["block_document_id"] = str(block_id)
-    created = prefect_server.api("POST", "/automations/", json=spec).json()
-    assert sorted(created["trigger"]["expect"]) == ["prefect.flow-run.Crashed",
-                                                    "prefect.flow-run.Failed"]
-    assert created["actions"][0]["type"] == "send-notification"
+    for name, page in (("run-page.png", f"runs/flow-run/{run_id}"),
+                       ("stage-table.png", "artifacts/key/tpurl-rehearsal-stages")):
+        target = OUTPUTS / name
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                        "--no-first-run", "--disable-background-networking",
+                        "--disable-component-update", "--disable-sync",
+                        f"--user-data-dir={OUTPUTS / 'chromium-profile'}", "--hide-scrollbars",
+                        "--window-size=1600,1400", "--virtual-time-budget=20000",
+                        f"--screenshot={target}", f"{ui}/{page}"],
+                       check=True, timeout=120, capture_output=True)
+        assert target.stat().st_size > 10_000, name
