@@ -142,10 +142,10 @@ def _check_run_page(server: PrefectServer, run_id: str) -> None:
         return names if {"tpurl.stage.started", "tpurl.model.exported"} <= names else set()
 
     assert _wait(event_names, 60, "the run's tpurl events")
-    _screenshot(server, run_id)
+    _screenshot(server, run_id, stages["id"])
 
 
-def _screenshot(server: PrefectServer, run_id: str) -> None:
+def _screenshot(server: PrefectServer, run_id: str, stages_id: str) -> None:
     """The run page and the stage table as a user sees them, kept under .tpurl/test-outputs."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -153,7 +153,7 @@ def _screenshot(server: PrefectServer, run_id: str) -> None:
     OUTPUTS.mkdir(parents=True, exist_ok=True)
     ui = server.url.removesuffix("/api")
     for name, page in (("run-page.png", f"runs/flow-run/{run_id}"),
-                       ("stage-table.png", "artifacts/key/tpurl-rehearsal-stages")):
+                       ("stage-table.png", f"artifacts/artifact/{stages_id}")):
         target = OUTPUTS / name
         subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                         "--no-first-run", "--disable-background-networking",
