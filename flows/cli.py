@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # The ephemeral API's 20 s start-up budget is too tight on a busy 2-core machine.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     from flows.pipeline import rl_post_training
 
     try:
