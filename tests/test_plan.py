@@ -7,11 +7,11 @@ import json
 from flows.cli import main
 from flows.config import load_profile
 from flows.plan import build_plan
-from tests.conftest import TUTORIAL
+from tests.conftest import TUTORIAL, fake_hf_token
 
 
 def test_tutorial_plan_has_the_tutorials_programs_and_flags(tutorial_overrides, monkeypatch):
-    monkeypatch.setenv("HF_TOKEN", "hf_canarycanarycanarycanary1234")
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("canaryplan"))
     plans = {p.stage: p for p in build_plan(load_profile(TUTORIAL, tutorial_overrides, {}))}
     assert list(plans) == ["image", "infra", "convert", "train", "export"]
     convert = plans["convert"].workloads[0].command

@@ -18,6 +18,7 @@ import pytest
 from flows.diagnosis import StageFailed
 from flows.pipeline import rl_post_training
 from flows.result import PipelineResult
+from tests.conftest import fake_hf_token
 
 pytestmark = pytest.mark.rehearsal
 
@@ -35,7 +36,7 @@ def root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("rehearsal-root")
 
 
-CANARY = "hf_CanaryCanaryCanaryCanary0123456789"
+CANARY = fake_hf_token("CanaryRehearsal")
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,9 @@ from flows.secrets import Redactor
 from flows.stages.programs import REHEARSAL_IMAGE
 from flows.storage import file_uri
 from flows.workload import Placement, Workload
+from tests.conftest import fake_hf_token
 
-CANARY = "hf_canaryTOKENcanaryTOKEN123456"
+CANARY = fake_hf_token("canaryLocal")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from flows.config import ProfileError, load_profile
-from tests.conftest import TUTORIAL
+from tests.conftest import TUTORIAL, fake_hf_token
 
 # (case id, overrides on top of a valid tutorial profile, field named, words in the message)
 INVALID = [
@@ -30,13 +30,13 @@ INVALID = [
     ("slices-zero", {"gke.num_slices": "0"}, "gke.num_slices", "greater than or equal to 1"),
     ("toolkit-version", {"gke.cluster_toolkit_version": "1.103"}, "gke.cluster_toolkit_version",
      "release tag"),
-    ("token-literal", {"model.hf_token": "hf_abcdefghijklmnopqrstuvwxyz123456"},
+    ("token-literal", {"model.hf_token": fake_hf_token("literal")},
      "model.hf_token", "revoke"),
     ("token-env-name", {"model.hf_token.env": "HF-TOKEN"}, "model.hf_token",
      "environment variable"),
     ("token-in-args", {"train.args.hf_access_token": "x"}, "train.args.hf_access_token",
      "set by the pipeline"),
-    ("secret-in-other-arg", {"train.args.note": "hf_abcdefghijklmnopqrstuvwxyz123456"},
+    ("secret-in-other-arg", {"train.args.note": fake_hf_token("literal")},
      "train.args.note", "looks like a Hugging Face token"),
     ("reserved-path", {"train.args.load_parameters_path": "gs://x/y"},
      "train.args.load_parameters_path", "set by the pipeline"),

@@ -31,14 +31,14 @@ from flows.gke.monitor import Budgets, budgets_for
 from flows.gke.watch import WatchSettings
 from flows.infra import clients as infra_clients
 from flows.infra.settings import InfraSettings
-from tests.conftest import TUTORIAL_REQUIRED
+from tests.conftest import TUTORIAL_REQUIRED, fake_hf_token
 from tests.e2e_gke.programs import FakePrograms
 from tests.gke.fake_api import FakeApiServer, FakeKube
 from tests.images.conftest import docker_client, registry_prefix, standin_base  # noqa: F401
 from tests.infra.conftest import FAKES, build_bundle, gcs_client, start_gcs
 from tests.infra.fakecloud import FakeGoogleApis
 
-CANARY = "hf_CanaryGke0123456789abcdefGHIJKLmnop"
+CANARY = fake_hf_token("CanaryGke")
 TOKEN_VAR = "TPURL_E2E_GKE_HF_TOKEN"  # no "__": not read as a profile override
 REGION = "us-east5"
 FAST_WATCH = WatchSettings(timeout_s=5, read_timeout_s=10, connect_timeout_s=2, max_errors=3,

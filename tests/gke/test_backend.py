@@ -25,6 +25,7 @@ from flows.layout import Layout
 from flows.secrets import Redactor
 from flows.stages.programs import convert_workload, train_workload
 from flows.storage import LocalStorage, file_uri
+from tests.conftest import fake_hf_token
 from tests.gke.conftest import tutorial_profile
 from tests.gke.fake_api import FakeApiServer, FakeKube
 from tests.gke.fake_api_scenarios import (
@@ -38,7 +39,7 @@ from tests.gke.fake_api_scenarios import (
     succeed,
 )
 
-CANARY = "hf_CANARYtoken0123456789abcdef"
+CANARY = fake_hf_token("CANARYbackend")
 FAST = WatchSettings(timeout_s=2, read_timeout_s=5, connect_timeout_s=2, max_errors=3,
                      poll_interval_s=0.3, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.2)
 BUDGETS = Budgets(queue_s=30, run_s=30, preemptions=2, tick_s=0.1, log_drain_s=2,

@@ -7,8 +7,9 @@ from pathlib import Path
 from flows.config import Profile
 from flows.gke.manifests import render_all, to_yaml, write_manifests
 from flows.gke.secrets import secret_placeholder, secret_with_value
+from tests.conftest import fake_hf_token
 
-CANARY = "hf_CanaryTokenValue0123456789abcdefXYZ"
+CANARY = fake_hf_token("CanarySecrets")
 
 
 def test_plan_never_holds_the_value(profile: Profile, tmp_path: Path, monkeypatch):
