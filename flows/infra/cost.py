@@ -11,27 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from flows.config.profile import Profile
 
-# Tiers → USD per chip-hour, v6e (Trillium) US list prices at GA.
-DEFAULT_PRICE_TABLE: dict[str, float] = {"on-demand": 2.70, "cud-1y": 1.89, "cud-3y": 1.22}
-DEFAULT_TIER = "on-demand"
 TPU_STAGES = ("convert", "train", "export")
-
-
-def price_per_chip_hour(gke: Any) -> float:
-    """The price the profile selects: ``price_table[price_tier]`` when the profile has a table,
-    else its single ``usd_per_chip_hour``."""
-    table = getattr(gke, "price_table", None)
-    tier = getattr(gke, "price_tier", None)
-    if table and tier:
-        if tier not in table:
-            raise ValueError(f"gke.price_tier {tier!r} is not in gke.price_table "
-                             f"({', '.join(sorted(table))})")
-        return float(table[tier])
-    return float(getattr(gke, "usd_per_chip_hour", DEFAULT_PRICE_TABLE[DEFAULT_TIER]))
 
 
 @dataclass(frozen=True)
@@ -81,7 +64,7 @@ def cost_plan(profile: Profile) -> CostPlan:
     """Per-stage estimate from ``gke.estimated_hours``; pure."""
     gke = profile.gke
     assert gke is not None, "cost plans are for GKE profiles"
-    price = price_per_chip_hour(gke)
+    price = gke.usd_per_chip_hour
     stages = []
     for stage in TPU_STAGES:
         hours = float(gke.estimated_hours.get(stage, 0.0))

@@ -135,25 +135,20 @@ def settings_from_profile(profile: Profile, require_cidr: bool = True, **extra: 
         raise user_error("infra settings need a GKE profile", f"backend {profile.backend}",
                          "use a profile with backend: gke")
 
-    def pick(name: str, default: Any = None) -> Any:
-        return extra[name] if name in extra else getattr(gke, name, default)
+    def pick(name: str) -> Any:
+        return extra[name] if name in extra else getattr(gke, name)
 
     cidr = pick("authorized_cidr")
     if (require_cidr or cidr) and (problem := cidr_problem(cidr)):
         raise user_error(problem, f"profile {profile.name}", CIDR_FIX)
-    price = extra.get("usd_per_chip_hour")
-    if price is None:
-        from flows.infra.cost import price_per_chip_hour
-
-        price = price_per_chip_hour(gke)
     return InfraSettings(
         project=gke.project, region=gke.region, zone=gke.zone, cluster=gke.cluster,
         bucket=gke.bucket, reservation=gke.reservation, machine_type=gke.machine_type,
         topology=gke.topology, nodepool_count=gke.nodepool_count,
         cluster_toolkit_version=gke.cluster_toolkit_version, authorized_cidr=cidr.strip() if cidr else None,
-        iam_mode=pick("iam_mode", "project-storage-admin"),
+        iam_mode=pick("iam_mode"),
         cluster_toolkit_sha256=pick("cluster_toolkit_sha256"),
-        usd_per_chip_hour=price,
+        usd_per_chip_hour=pick("usd_per_chip_hour"),
         cache_dir=Path(extra.get("cache_dir") or default_cache_dir()),
         releases_url=extra.get("releases_url") or os.environ.get("TPURL_GCLUSTER_RELEASES_URL")
         or RELEASES_URL)

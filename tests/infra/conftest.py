@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from flows.config import load_profile
-from flows.config.profile import GkeSection
 from flows.infra.settings import InfraSettings, settings_from_profile
 from tests.infra.fakecloud import FakeGoogleApis
 
@@ -28,11 +27,7 @@ FAKES = HERE / "fakes"
 BLUEPRINT_FIXTURE = HERE / "fixtures" / "gke-tpu-v6e-advanced.yaml"
 OVERRIDES = {"gke.project": "my-proj-123", "gke.region": "us-east5", "gke.zone": "us-east5-b",
              "gke.cluster": "tpurl-v6e", "gke.bucket": "my-tpurl-bucket",
-             "gke.reservation": "my-v6e-res"}
-# Once GkeSection carries authorized_cidr (requested edit), the profile supplies it.
-HAS_CIDR_FIELD = "authorized_cidr" in GkeSection.model_fields
-if HAS_CIDR_FIELD:
-    OVERRIDES["gke.authorized_cidr"] = "203.0.113.0/24"
+             "gke.reservation": "my-v6e-res", "gke.authorized_cidr": "203.0.113.0/24"}
 
 
 def tutorial_profile():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 
 import pytest
 
@@ -11,12 +10,11 @@ from flows.infra.cost import (
     cost_plan,
     held_chip_hours,
     pool_chip_hours_since,
-    price_per_chip_hour,
     stage_estimated_chip_hours,
     stage_held_chip_hours,
 )
 from flows.infra.stage import gke_plan_actions, gke_plan_notes
-from tests.infra.conftest import HAS_CIDR_FIELD, tutorial_profile
+from tests.infra.conftest import tutorial_profile
 
 
 def test_tutorial_cost_plan() -> None:
@@ -33,11 +31,14 @@ def test_tutorial_cost_plan() -> None:
 
 
 def test_price_table_and_held_hours() -> None:
-    assert price_per_chip_hour(SimpleNamespace(usd_per_chip_hour=2.70)) == 2.70
-    table = {"on-demand": 2.70, "cud-1y": 1.89, "cud-3y": 1.22}
-    assert price_per_chip_hour(SimpleNamespace(price_table=table, price_tier="cud-1y")) == 1.89
-    with pytest.raises(ValueError, match=r"not in gke\.price_table"):
-        price_per_chip_hour(SimpleNamespace(price_table=table, price_tier="spot"))
+    from flows.config import ProfileError, load_profile
+    from tests.infra.conftest import OVERRIDES
+
+    assert tutorial_profile().gke.usd_per_chip_hour == 2.70
+    cud = load_profile("qwen3-30b-a3b-v6e-32", {**OVERRIDES, "gke.price_tier": "cud-1y"}, {})
+    assert cud.gke.usd_per_chip_hour == 1.89 and cost_plan(cud).usd_per_chip_hour == 1.89
+    with pytest.raises(ProfileError, match=r"not in price_table"):
+        load_profile("qwen3-30b-a3b-v6e-32", {**OVERRIDES, "gke.price_tier": "spot"}, {})
     assert held_chip_hours(32, 1800) == 16.0
     assert stage_held_chip_hours(tutorial_profile(), 3600) == 32.0
     assert stage_held_chip_hours(tutorial_profile(), 3600, pool_exists=False) == 0.0
@@ -50,10 +51,7 @@ def test_plan_lists_exact_commands_and_flags_missing_cidr() -> None:
     assert any("gcluster deploy gke-tpu-v6e-advanced.yaml --vars" in a
                and "--auto-approve -w" in a for a in actions)
     notes = gke_plan_notes(tutorial_profile())
-    if HAS_CIDR_FIELD:
-        assert any("authorized_cidr=203.0.113.0/24" in a for a in actions)
-    else:
-        assert notes[0].startswith("ERROR gke.authorized_cidr is not set")
+    assert any("authorized_cidr=203.0.113.0/24" in a for a in actions)
     assert any("idle pool: $86.40 per hour" in n for n in notes)
 
 
