@@ -17,9 +17,11 @@ from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 from prefect.concurrency.sync import concurrency
 from prefect.exceptions import ObjectNotFound
 
+from flows.artifacts import slug
+
 
 def lock_name(profile: str) -> str:
-    return "tpurl-profile-" + "-".join("".join(c if c.isalnum() else " " for c in profile.lower()).split())
+    return f"tpurl-profile-{slug(profile)}"
 
 
 @contextlib.contextmanager
