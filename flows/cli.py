@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if profile.gke is not None and profile.gke.world_open:
-        print(f"WARNING: gke.authorized_cidr is {profile.gke.authorized_cidr}: the cluster's "
-              "control plane will accept connections from the whole internet. Set your own "
-              "range (e.g. 203.0.113.7/32).", file=sys.stderr)
+        from flows.infra.settings import settings_from_profile, world_open_warning
+
+        print(world_open_warning(settings_from_profile(profile)), file=sys.stderr)
     if args.command == "validate":
         print(f"profile {profile.name} is valid (backend {profile.backend})")
         return 0
