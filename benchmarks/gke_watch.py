@@ -37,13 +37,13 @@ def main() -> None:
                         help="cut every watch stream after N events (resilience, not steady state)")
     args = parser.parse_args()
 
+    from flows.backends.gke.backend import GkeBackend
+    from flows.backends.gke.watch.client import cluster_at
     from flows.config import load_profile
-    from flows.gke.backend import GkeBackend
-    from flows.gke.client import cluster_at
-    from flows.layout import Layout
-    from flows.secrets import Redactor
+    from flows.core.layout import Layout
+    from flows.core.secrets import Redactor
+    from flows.core.storage import LocalStorage, file_uri
     from flows.stages.programs import train_workload
-    from flows.storage import LocalStorage, file_uri
     from tests.conftest import TUTORIAL, TUTORIAL_REQUIRED
     from tests.gke.fake_api import FakeApiServer, FakeKube
     from tests.gke.fake_api_scenarios import admit, say, scenario, start, succeed

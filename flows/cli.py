@@ -62,14 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if profile.gke is not None and profile.gke.world_open:
-        from flows.infra.settings import settings_from_profile, world_open_warning
+        from flows.backends.gke.infra.settings import settings_from_profile, world_open_warning
 
         print(world_open_warning(settings_from_profile(profile)), file=sys.stderr)
     if args.command == "validate":
         print(f"profile {profile.name} is valid (backend {profile.backend})")
         return 0
     if args.command == "result-storage":
-        from flows.results import ensure_gcs_result_storage
+        from flows.runpage.results import ensure_gcs_result_storage
 
         slug = ensure_gcs_result_storage(profile)
         print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             if profile.gke is None:
                 print("\npre-flight: nothing to check for a local profile")
                 return 0
-            from flows.infra.stage import check_text
+            from flows.backends.gke.infra.entry import check_text
 
             text, ok = check_text(profile)
             print("\n" + text)

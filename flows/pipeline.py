@@ -18,19 +18,19 @@ from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 from prefect.states import State
 
-from flows import events
-from flows.artifacts import TrainingProgress, publish_result
-from flows.backends.local import LocalBackend
+from flows.backends.local.backend import LocalBackend
 from flows.config import Profile, load_profile
-from flows.diagnosis import StageFailed
-from flows.layout import Layout
+from flows.core.failures import StageFailed
+from flows.core.layout import Layout
+from flows.core.secrets import Redactor
+from flows.core.stage import Backend, StageContext, StageOutput
+from flows.core.storage import storage_for
 from flows.profile_lock import profile_lock
-from flows.result import PipelineResult, StageReport
-from flows.results import persist_result
-from flows.secrets import Redactor
+from flows.runpage import events
+from flows.runpage.artifacts import TrainingProgress, publish_result
+from flows.runpage.result import PipelineResult, StageReport
+from flows.runpage.results import persist_result
 from flows.stages import STAGE_BY_NAME
-from flows.stages.base import Backend, StageContext, StageOutput
-from flows.storage import storage_for
 
 RETRY_DELAYS_S = [10, 60]
 
@@ -54,7 +54,7 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     storage = storage_for(layout.root)
     backend: Backend
     if profile.backend == "gke":
-        from flows.gke.backend import GkeBackend
+        from flows.backends.gke.backend import GkeBackend
 
         backend = GkeBackend(profile, layout, logger, redactor, TrainingProgress(logger),
                              stage_name, storage=storage)

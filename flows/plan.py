@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from flows.config.profile import Profile
+from flows.core.stage import StagePlan
 from flows.stages import STAGES
-from flows.stages.base import StagePlan
 
 
 def build_plan(profile: Profile) -> list[StagePlan]:
@@ -38,7 +38,7 @@ def render_text(profile: Profile, plans: list[StagePlan]) -> str:
             lines.append(f"   est. {plan.estimated_chip_hours:.1f} TPU chip-hours held")
         lines += [f"   note {note}" for note in plan.notes]
     if profile.gke is not None:
-        from flows.infra.cost import cost_plan, render_cost
+        from flows.backends.gke.infra.cost import cost_plan, render_cost
 
         lines += ["", *render_cost(cost_plan(profile))]
     return "\n".join(lines)
@@ -60,7 +60,7 @@ def write_plan(profile: Profile, plans: list[StagePlan], out_dir: Path) -> list[
                            f"{env}{workload.command}\n")
             written.append(cmd)
     if profile.backend == "gke":
-        from flows.gke.manifests import write_manifests
+        from flows.backends.gke.jobs.manifests import write_manifests
 
         written += write_manifests(profile, out_dir / "manifests")
     summary = out_dir / "plan.txt"

@@ -17,7 +17,7 @@ from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 from prefect.concurrency.sync import concurrency
 from prefect.exceptions import ObjectNotFound
 
-from flows.artifacts import slug
+from flows.runpage.artifacts import slug
 
 
 def lock_name(profile: str) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
+from flows.backends.gke.infra import clients
+from flows.backends.gke.infra.destroy import TeardownReport, teardown
+from flows.backends.gke.infra.settings import settings_from_profile
 from flows.config import load_profile
-from flows.infra import clients
-from flows.infra.settings import settings_from_profile
-from flows.infra.teardown import TeardownReport, teardown
 
 
 @flow(name="teardown", persist_result=True, result_serializer="json", validate_parameters=True)

@@ -54,13 +54,13 @@ def rehearsal_image():
     """The rehearsal venv (the stand-in image), built by the real image stage if missing."""
     import logging
 
-    from flows.backends.local import LocalBackend
+    from flows.backends.local.backend import LocalBackend
     from flows.config import load_profile
-    from flows.layout import Layout
-    from flows.secrets import Redactor
+    from flows.core.layout import Layout
+    from flows.core.secrets import Redactor
+    from flows.core.stage import StageContext
+    from flows.core.storage import LocalStorage
     from flows.stages import STAGE_BY_NAME
-    from flows.stages.base import StageContext
-    from flows.storage import LocalStorage
 
     profile = load_profile("rehearsal", environ={})
     layout = Layout(profile)
@@ -114,7 +114,7 @@ def store(gcs_url: str, monkeypatch: pytest.MonkeyPatch):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
-    from flows.gke.gcs import GcsStorage
+    from flows.backends.gke.gcs import GcsStorage
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_url)
     client = storage.Client(project="test-project", credentials=AnonymousCredentials())

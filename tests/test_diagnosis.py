@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from flows.diagnosis import FailureCategory, diagnose_exit
+from flows.core.failures import FailureCategory, diagnose_exit
 
 TRACEBACK = ["Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
              "ValueError: num_generations must be > 1"]

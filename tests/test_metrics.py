@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from flows.metrics import scalars_from_events, tfrecords
+from flows.runpage.metrics import scalars_from_events, tfrecords
 
 
 def _varint(n: int) -> bytes:
@@ -51,7 +51,7 @@ def test_a_torn_last_record_is_ignored():
 def test_chart_draws_reward_and_loss_and_skips_missing_values():
     import base64
 
-    from flows.charts import metrics_chart_markdown
+    from flows.runpage.charts import metrics_chart_markdown
 
     metrics = {"steps": [{"step": 0, "rewards/train/mean": 0.8, "rewards/train/max": 0.85},
                          {"step": 1, "rewards/train/mean": 0.7, "actor/train/loss": None},

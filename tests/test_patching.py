@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.patching import (
+from flows.core.patching import (
     PatchDeclaration,
     PatchMismatch,
     apply_to_text,
@@ -18,7 +18,7 @@ from flows.patching import (
     load_declarations,
     restore_tree,
 )
-from flows.paths import PATCHES_FILE, REPO_ROOT
+from flows.core.paths import PATCHES_FILE, REPO_ROOT
 
 WHEELS = {"maxtext": "maxtext==0.2.4", "tunix": "google-tunix==0.1.7"}
 CACHE = REPO_ROOT / ".tpurl" / "cache" / "wheels"

@@ -15,9 +15,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from flows.diagnosis import StageFailed
+from flows.core.failures import StageFailed
 from flows.pipeline import rl_post_training
-from flows.result import PipelineResult
+from flows.runpage.result import PipelineResult
 from tests.conftest import fake_hf_token
 
 pytestmark = pytest.mark.rehearsal

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
+from flows.backends.gke.gcs import GcsStorage
 from flows.config import load_profile
-from flows.gke.gcs import GcsStorage
-from flows.result import PipelineResult, StageReport
-from flows.results import RESULT_FOLDER, ensure_gcs_result_storage, persist_result
+from flows.runpage.result import PipelineResult, StageReport
+from flows.runpage.results import RESULT_FOLDER, ensure_gcs_result_storage, persist_result
 from tests.conftest import GCS_BUCKET as BUCKET
 from tests.conftest import TUTORIAL, TUTORIAL_REQUIRED
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from flows.config.errors import ConfigIssue
-from flows.config.names import looks_like_hf_token
+from flows.config.gcp_names import looks_like_hf_token
 from flows.config.profile import RESERVED_ARGS, Profile, Scalar, parallelism_product
 
 TRAIN_ICI_KEYS = ("ici_data_parallelism", "ici_fsdp_parallelism", "ici_tensor_parallelism",

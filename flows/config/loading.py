@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from flows.config.checks import profile_issues
 from flows.config.errors import ConfigIssue, FixableValueError, ProfileError
 from flows.config.profile import Profile
-from flows.paths import PATCHES_FILE, PROFILES_DIR
+from flows.core.paths import PATCHES_FILE, PROFILES_DIR
 
 ENV_PREFIX = "TPURL_"
 

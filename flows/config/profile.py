@@ -15,7 +15,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flows.config import names
+from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
 from flows.config.tpu import (
     TPU_MACHINES,
@@ -107,7 +107,7 @@ class GkeSection(StrictModel):
     price_tier: str = "on-demand"
     estimated_hours: dict[Literal["convert", "train", "export"], float] = Field(
         default_factory=lambda: {"convert": 0.5, "train": 4.0, "export": 0.5})
-    # How the GKE backend places the jobs (flows/gke/options.py reads these by name).
+    # How the GKE backend places the jobs (flows/backends/gke/jobs/options.py reads these by name).
     conversion_placement: Literal["cpu-pool", "tpu-hosts"] = "cpu-pool"
     cpu_pool: str = "cpu-np"
     namespace: str = "default"
@@ -119,7 +119,7 @@ class GkeSection(StrictModel):
     train_ttl_s: int = Field(86400, ge=0)
     job_max_restarts: int = Field(1, ge=0)
     train_max_restarts: int = Field(0, ge=0)
-    # Cluster access (flows/gke/client.py) and watch budgets (flows/gke/backend.py).
+    # Cluster access (flows/backends/gke/watch/client.py) and watch budgets (flows/backends/gke/backend.py).
     kubernetes_credentials_block: str | None = None
     gcp_credentials_block: str | None = None
     queue_budget_s: float | None = Field(None, gt=0)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from flows.backends.gke.infra.cost import stage_estimated_chip_hours
 from flows.config.profile import Profile
-from flows.infra.cost import stage_estimated_chip_hours
-from flows.layout import Layout, convert_key
-from flows.stages.base import (
+from flows.core.layout import Layout, convert_key
+from flows.core.stage import (
     Stage,
     StageContext,
     StageOutput,
@@ -17,8 +17,8 @@ from flows.stages.base import (
     fail,
     plan_workload,
 )
+from flows.core.storage import join
 from flows.stages.programs import convert_workload
-from flows.storage import join
 
 
 class ConvertStage(Stage):

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from flows.backends.gke.infra.cost import stage_estimated_chip_hours
 from flows.config.profile import Profile
-from flows.infra.cost import stage_estimated_chip_hours
-from flows.layout import Layout, export_key
-from flows.stages.base import (
+from flows.core.layout import Layout, export_key
+from flows.core.stage import (
     Stage,
     StageContext,
     StageOutput,
@@ -23,8 +23,8 @@ from flows.stages.base import (
     fail,
     plan_workload,
 )
+from flows.core.storage import join
 from flows.stages.programs import export_workload, hf_check_workload
-from flows.storage import join
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 HF_CHECK_NAME = "verify-hf-export-loads"

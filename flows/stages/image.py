@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.layout import HF_CHECK_LOCK, REHEARSAL_LOCK, Layout, image_key, patched_image_ref
-from flows.patching import (
+from flows.core.layout import HF_CHECK_LOCK, REHEARSAL_LOCK, Layout, image_key, patched_image_ref
+from flows.core.patching import (
     apply_to_tree,
     count_matches,
     enabled,
     load_declarations,
     restore_tree,
 )
-from flows.paths import PATCHES_FILE, REPO_ROOT
-from flows.stages.base import Stage, StageContext, StageOutput, StagePlan, WorkloadRun, fail
-from flows.storage import file_uri, join
+from flows.core.paths import PATCHES_FILE, REPO_ROOT
+from flows.core.stage import Stage, StageContext, StageOutput, StagePlan, WorkloadRun, fail
+from flows.core.storage import file_uri, join
 
 PATCHED_PACKAGES = ("tunix", "maxtext")
 
@@ -125,7 +125,13 @@ class ImageStage(Stage):
 
     def _build_and_push(self, ctx: StageContext) -> None:
         """Docker build FROM the pinned base with the declared patches; push; keep the digest."""
-        from flows.images import ImageError, connect, ensure_image, request_from_profile, verify_image
+        from flows.backends.gke.image import (
+            ImageError,
+            connect,
+            ensure_image,
+            request_from_profile,
+            verify_image,
+        )
 
         try:
             request = request_from_profile(ctx.profile)
@@ -146,9 +152,9 @@ def _ensure_record_bucket(ctx: StageContext) -> None:
     """The GKE lineage record lives in the profile's bucket, which on a fresh project only the
     infra stage (next) would create: the record write 404'd and the first run failed here.
     Create it the way infra does (profile's region, uniform access) or accept ours as is."""
-    from flows.infra import clients
-    from flows.infra.bucket import ensure_bucket
-    from flows.infra.settings import settings_from_profile
+    from flows.backends.gke.infra import clients
+    from flows.backends.gke.infra.bucket import ensure_bucket
+    from flows.backends.gke.infra.settings import settings_from_profile
 
     settings = settings_from_profile(ctx.profile)
     _, client = clients.default_clients(settings)
@@ -179,7 +185,7 @@ def _package_roots(venv: Path) -> dict[str, Path]:
 
 def _ensure_venv(ctx: StageContext, label: str, venv: Path, python_version: str, lock: Path,
                  logs: str) -> list[WorkloadRun]:
-    from flows.backends.local import LocalBackend
+    from flows.backends.local.backend import LocalBackend
 
     backend = ctx.backend
     assert isinstance(backend, LocalBackend)

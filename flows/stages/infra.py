@@ -12,12 +12,12 @@ import json
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.layout import Layout, infra_key
-from flows.paths import REHEARSAL_DIR, REPO_ROOT
-from flows.stages.base import Stage, StageContext, StageOutput, StagePlan, WorkloadRun, fail
+from flows.core.layout import Layout, infra_key
+from flows.core.paths import REHEARSAL_DIR, REPO_ROOT
+from flows.core.stage import Stage, StageContext, StageOutput, StagePlan, WorkloadRun, fail
+from flows.core.storage import join
+from flows.core.workload import Placement, Workload
 from flows.stages.programs import REHEARSAL_IMAGE, program_path
-from flows.storage import join
-from flows.workload import Placement, Workload
 
 TINY_MODEL_FILES = ("config.json", "model.safetensors.index.json", "tokenizer.json")
 
@@ -53,7 +53,7 @@ class InfraStage(Stage):
         layout = Layout(profile)
         if profile.backend == "local":
             workloads = source_workloads(profile, layout)
-            from flows.stages.base import plan_workload
+            from flows.core.stage import plan_workload
 
             return StagePlan(
                 stage=self.name, title=self.title, key=self.key(profile), inputs={},
@@ -62,7 +62,7 @@ class InfraStage(Stage):
                 actions=[f"create {layout.root}"], workloads=[plan_workload(w) for w in workloads],
                 notes=["the tiny model and dataset stand in for the hub, which the rehearsal "
                        "never contacts"])
-        from flows.infra.stage import gke_plan_actions, gke_plan_notes
+        from flows.backends.gke.infra.entry import gke_plan_actions, gke_plan_notes
 
         gke = profile.gke
         assert gke is not None
@@ -77,7 +77,7 @@ class InfraStage(Stage):
     def outputs_present(self, ctx: StageContext, record: Any) -> bool:
         layout = ctx.layout
         if ctx.profile.backend != "local":
-            from flows.infra.stage import gke_outputs_present
+            from flows.backends.gke.infra.entry import gke_outputs_present
 
             return gke_outputs_present(ctx.profile)  # a teardown since the record: deploy again
         return (ctx.storage.exists(layout.dataset_file)
@@ -85,7 +85,7 @@ class InfraStage(Stage):
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         if ctx.profile.backend != "local":
-            from flows.infra.stage import run_gke
+            from flows.backends.gke.infra.entry import run_gke
 
             run_gke(ctx.profile, ctx.logger)  # type: ignore[arg-type]
             return []
@@ -96,7 +96,7 @@ class InfraStage(Stage):
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
         layout = ctx.layout
         if ctx.profile.backend != "local":
-            from flows.infra.stage import verify_gke
+            from flows.backends.gke.infra.entry import verify_gke
 
             uris, details = verify_gke(ctx.profile)
             model = ctx.profile.model

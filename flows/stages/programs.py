@@ -11,9 +11,9 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 from flows.config.profile import Profile
-from flows.layout import Layout, patched_image_ref
-from flows.paths import REHEARSAL_DIR, REPO_ROOT
-from flows.workload import Placement, Workload, render_args
+from flows.core.layout import Layout, patched_image_ref
+from flows.core.paths import REHEARSAL_DIR, REPO_ROOT
+from flows.core.workload import Placement, Workload, render_args
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from flows.backends.gke.infra.cost import stage_estimated_chip_hours
 from flows.config.profile import Profile
-from flows.infra.cost import stage_estimated_chip_hours
-from flows.layout import Layout, train_key
-from flows.metrics import summarize_run
-from flows.stages.base import (
+from flows.core.layout import Layout, train_key
+from flows.core.stage import (
     Stage,
     StageContext,
     StageOutput,
@@ -23,8 +22,9 @@ from flows.stages.base import (
     fail,
     plan_workload,
 )
+from flows.core.storage import Storage, join
+from flows.runpage.metrics import summarize_run
 from flows.stages.programs import train_workload
-from flows.storage import Storage, join
 
 
 def newest_step(storage: Storage, actor_dir: str) -> int | None:

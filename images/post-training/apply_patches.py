@@ -6,7 +6,7 @@ in tpu_post_training. A file that moved or a pattern that no longer matches its 
 count stops the build with the message of :class:`patching.PatchMismatch`, which names the
 file and the pattern; nothing is half-patched (all patches are checked before any write).
 
-``patching.py`` beside this script is ``flows/patching.py``, copied into the build context at
+``patching.py`` beside this script is ``flows/core/patching.py``, copied into the build context at
 build time: one implementation for the image and the rehearsal venv. Standard library and
 PyYAML only (MaxText already needs PyYAML).
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from flows.backends.local import LocalBackend
+from flows.backends.local.backend import LocalBackend
 from flows.config import load_profile
 from flows.config.profile import SecretRef
-from flows.diagnosis import FailureCategory, StageFailed
-from flows.layout import Layout
-from flows.secrets import Redactor
+from flows.core.failures import FailureCategory, StageFailed
+from flows.core.layout import Layout
+from flows.core.secrets import Redactor
+from flows.core.storage import file_uri
+from flows.core.workload import Placement, Workload
 from flows.stages.programs import REHEARSAL_IMAGE
-from flows.storage import file_uri
-from flows.workload import Placement, Workload
 from tests.conftest import fake_hf_token
 
 CANARY = fake_hf_token("canaryLocal")
@@ -74,7 +74,7 @@ def test_a_hung_program_is_stopped_and_called_stalled(backend, tmp_path):
 
 
 def test_a_missing_secret_is_reported_before_the_program_starts(backend, tmp_path, monkeypatch):
-    from flows.secrets import SecretUnavailable
+    from flows.core.secrets import SecretUnavailable
 
     monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
     workload = _workload("print('ran')", secret_env=(("HF_TOKEN", SecretRef(env="NO_SUCH_TOKEN")),))
@@ -87,7 +87,7 @@ def test_secret_manager_reference_reads_the_latest_version(monkeypatch):
     """GCP Secret Manager through prefect-gcp's GcpSecret; Google's API stood in at that seam."""
     from prefect_gcp.secret_manager import GcpSecret
 
-    from flows.secrets import SecretUnavailable, resolve
+    from flows.core.secrets import SecretUnavailable, resolve
 
     calls = []
 

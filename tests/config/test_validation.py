@@ -146,7 +146,7 @@ def test_shipped_profiles_are_valid(tutorial_overrides):
 
 def test_written_profile_round_trips(tmp_path: Path, tutorial_overrides):
     """A user's copy of a profile, with fields filled in, loads by path."""
-    from flows.paths import PROFILES_DIR
+    from flows.core.paths import PROFILES_DIR
 
     data = yaml.safe_load((PROFILES_DIR / f"{TUTORIAL}.yaml").read_text())
     for dotted, value in tutorial_overrides.items():

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flows.paths import REPO_ROOT
+from flows.core.paths import REPO_ROOT
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 

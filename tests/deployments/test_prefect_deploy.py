@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.paths import REHEARSAL_DIR, REPO_ROOT
+from flows.core.paths import REHEARSAL_DIR, REPO_ROOT
 from tests.deployments.conftest import PREFECT, PrefectServer
 
 pytestmark = pytest.mark.rehearsal

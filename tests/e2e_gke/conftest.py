@@ -4,9 +4,9 @@ Real: Prefect (ephemeral API), dockerd + registry (scripts/docker-services.sh) w
 stand-in base image of tests/images, fake-gcs-server, the flow and every stage's code.
 Faked, at the narrowest seams the project already has:
 - infra: the fake ``gcloud``/``gcluster`` executables on PATH sharing one state file with the
-  fake GoogleApis (tests/infra), returned by ``flows.infra.clients.default_clients``;
+  fake GoogleApis (tests/infra), returned by ``flows.backends.gke.infra.clients.default_clients``;
 - cluster: the HTTP fake Kubernetes API (tests/gke/fake_api.py), returned by
-  ``flows.gke.backend.connect``; its scenario scripts play the programs (programs.py);
+  ``flows.backends.gke.backend.connect``; its scenario scripts play the programs (programs.py);
 - budgets and watch timings of the GKE backend, shortened so the test takes seconds.
 
 Skipped only when dockerd cannot be started (the rule of tests/images).
@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 
+from flows.backends.gke import backend as gke_backend
+from flows.backends.gke.infra import clients as infra_clients
+from flows.backends.gke.infra.settings import InfraSettings
+from flows.backends.gke.watch.client import Cluster, cluster_at
+from flows.backends.gke.watch.monitor import Budgets, budgets_for
+from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
-from flows.gke import backend as gke_backend
-from flows.gke.client import Cluster, cluster_at
-from flows.gke.monitor import Budgets, budgets_for
-from flows.gke.watch import WatchSettings
-from flows.infra import clients as infra_clients
-from flows.infra.settings import InfraSettings
 from tests.conftest import TUTORIAL_REQUIRED, fake_hf_token
 from tests.e2e_gke.programs import FakePrograms
 from tests.gke.fake_api import FakeApiServer, FakeKube

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flows.gke.pathways import HEAD
-from flows.gke.render import MAIN_JOB
-from flows.storage import join
+from flows.backends.gke.jobs.pathways import HEAD
+from flows.backends.gke.jobs.render import MAIN_JOB
+from flows.core.storage import join
 from tests.gke.fake_api import FakeKube
 from tests.gke.fake_api_scenarios import NS, Action, admit, evict, exit_with, say, start, succeed
 from tests.test_metrics import _event, _field, _record

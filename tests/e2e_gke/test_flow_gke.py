@@ -26,9 +26,9 @@ from uuid import UUID
 import pytest
 from prefect.states import State
 
-from flows.diagnosis import FailureCategory, StageFailed
+from flows.core.failures import FailureCategory, StageFailed
 from flows.pipeline import rl_post_training
-from flows.result import PipelineResult, StageReport
+from flows.runpage.result import PipelineResult, StageReport
 from tests.conftest import TUTORIAL
 from tests.e2e_gke.conftest import CANARY, GkeWorld
 

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from flows.diagnosis import FailureCategory, StageFailed
-from flows.gke.backend import GkeBackend
-from flows.gke.client import cluster_at
-from flows.gke.monitor import Budgets
-from flows.gke.watch import WatchSettings
-from flows.layout import Layout
-from flows.secrets import Redactor
+from flows.backends.gke.backend import GkeBackend
+from flows.backends.gke.watch.client import cluster_at
+from flows.backends.gke.watch.monitor import Budgets
+from flows.backends.gke.watch.stream import WatchSettings
+from flows.core.failures import FailureCategory, StageFailed
+from flows.core.layout import Layout
+from flows.core.secrets import Redactor
+from flows.core.storage import LocalStorage, file_uri
 from flows.stages.programs import convert_workload, train_workload
-from flows.storage import LocalStorage, file_uri
 from tests.conftest import fake_hf_token
 from tests.gke.conftest import tutorial_profile
 from tests.gke.fake_api import FakeApiServer, FakeKube
@@ -242,8 +242,8 @@ def test_changed_configuration_under_the_same_name_is_refused(server: FakeApiSer
     logger = ListLogger()
     backend = make_backend(server.url, "convert", tmp_path, logger)
     workload = convert_workload(backend.profile, Layout(backend.profile))
-    from flows.gke.manifests import stage_run
-    from flows.gke.render import render_jobset
+    from flows.backends.gke.jobs.manifests import stage_run
+    from flows.backends.gke.jobs.render import render_jobset
 
     other = render_jobset(workload, backend.profile, run=stage_run(backend.profile, "convert"),
                           stage="convert")

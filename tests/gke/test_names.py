@@ -7,7 +7,7 @@ import string
 
 import pytest
 
-from flows.gke.names import (
+from flows.backends.gke.jobs.naming import (
     JOBSET_NAME_MAX,
     is_dns1035_label,
     is_label_value,

@@ -11,10 +11,10 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from flows.backends.gke.jobs.manifests import render_all, stage_run, stage_workloads
+from flows.backends.gke.jobs.options import GkeOptions, options_for
+from flows.backends.gke.jobs.render import render_jobset
 from flows.config import Profile
-from flows.gke.manifests import render_all, stage_run, stage_workloads
-from flows.gke.options import GkeOptions, options_for
-from flows.gke.render import render_jobset
 from tests.gke.conftest import KUBERNETES_VERSION, jobset_errors, tutorial_profile
 
 PATHWAYS_CONTAINERS = ("pathways-proxy", "pathways-rm", "pathways-worker", "workload-container")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flows.backends.gke.jobs.manifests import render_all, to_yaml, write_manifests
+from flows.backends.gke.jobs.secret_objects import secret_placeholder, secret_with_value
 from flows.config import Profile
-from flows.gke.manifests import render_all, to_yaml, write_manifests
-from flows.gke.secrets import secret_placeholder, secret_with_value
 from tests.conftest import fake_hf_token
 
 CANARY = fake_hf_token("CanarySecrets")

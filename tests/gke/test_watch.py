@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from flows.gke.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, cluster_at
-from flows.gke.watch import ObjectWatch, WatchSettings
+from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, cluster_at
+from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
 from tests.gke.fake_api import FakeApiServer, FakeKube
 
 SETTINGS = WatchSettings(timeout_s=1, read_timeout_s=3, connect_timeout_s=1, max_errors=2,

@@ -15,7 +15,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from flows.paths import REPO_ROOT
+from flows.core.paths import REPO_ROOT
 from tests.images.standin import build_standin
 
 SCRIPT = REPO_ROOT / "scripts" / "docker-services.sh"

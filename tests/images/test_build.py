@@ -1,7 +1,7 @@
 """Real builds against Debian's dockerd and registry (no fakes of Docker).
 
 A stand-in base carrying the real upstream files (tests/images/standin.py) is built and
-pushed locally; the patched image is built FROM it by flows.images, pushed, pulled back by
+pushed locally; the patched image is built FROM it by flows.backends.gke.image, pushed, pulled back by
 digest and read; a second run must skip; a base in which upstream moved a pattern must fail
 the build naming file and pattern; a registry that is down at first must be retried.
 """
@@ -15,13 +15,13 @@ from pathlib import Path
 import docker
 import pytest
 
-from flows.images import DockerUnavailable, ImageBuildFailed, ImageRequest, connect, ensure_image
-from flows.images.build import ImageResult
-from flows.images.registry import push, remote_digest
-from flows.images.retry import Backoff
-from flows.images.verify import verify_image
-from flows.patching import count_matches, load_declarations
-from flows.paths import PATCHES_FILE
+from flows.backends.gke.image import DockerUnavailable, ImageBuildFailed, ImageRequest, connect, ensure_image
+from flows.backends.gke.image.build import ImageResult
+from flows.backends.gke.image.registry import push, remote_digest
+from flows.backends.gke.image.retry import Backoff
+from flows.backends.gke.image.verify import verify_image
+from flows.core.patching import count_matches, load_declarations
+from flows.core.paths import PATCHES_FILE
 from tests.images.conftest import free_port, registry_config
 from tests.images.standin import SITE, build_standin, move_pattern
 
@@ -113,8 +113,8 @@ def test_a_moved_pattern_fails_the_build_naming_file_and_pattern(
 
 
 def ensure_tag(request: ImageRequest, client: docker.DockerClient) -> str:
-    from flows.images.context import build_context, content_tag
-    from flows.images.registry import pin_base
+    from flows.backends.gke.image.context import build_context, content_tag
+    from flows.backends.gke.image.registry import pin_base
 
     patches = request.patches()
     _, digest = pin_base(client, request.base, FAST)

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from flows.images.build import ImageRequest, mismatch_message
-from flows.images.context import SOURCES, BuildContext, build_context, content_tag
-from flows.images.daemon import unavailable_advice
-from flows.images.retry import Backoff, TransientError, call_with_retries, is_transient
-from flows.images.verify import PatchNotInImage, check_patched
-from flows.patching import load_declarations
-from flows.paths import PATCHES_FILE
+from flows.backends.gke.image.build import ImageRequest, mismatch_message
+from flows.backends.gke.image.context import SOURCES, BuildContext, build_context, content_tag
+from flows.backends.gke.image.daemon import unavailable_advice
+from flows.backends.gke.image.retry import Backoff, TransientError, call_with_retries, is_transient
+from flows.backends.gke.image.verify import PatchNotInImage, check_patched
+from flows.core.patching import load_declarations
+from flows.core.paths import PATCHES_FILE
 
 PATCHES = load_declarations(PATCHES_FILE)
 
@@ -99,8 +99,8 @@ def test_check_patched_rejects_an_unpatched_file(tmp_path: Path):
 
 
 def test_request_from_the_tutorial_profile(tutorial_overrides: dict[str, str]):
+    from flows.backends.gke.image import request_from_profile
     from flows.config import load_profile
-    from flows.images import request_from_profile
 
     profile = load_profile("qwen3-30b-a3b-v6e-32", tutorial_overrides, {})
     request = request_from_profile(profile)

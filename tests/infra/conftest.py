@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from flows.backends.gke.infra.settings import InfraSettings, settings_from_profile
 from flows.config import load_profile
-from flows.infra.settings import InfraSettings, settings_from_profile
 from tests.infra.fakecloud import FakeGoogleApis
 
 HERE = Path(__file__).parent

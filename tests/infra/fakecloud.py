@@ -1,4 +1,4 @@
-"""The fake GoogleApis (the seam of flows/infra/cloud.py): reads the same state file the fake
+"""The fake GoogleApis (the seam of flows/backends/gke/infra/cloud.py): reads the same state file the fake
 gcloud/gcluster executables write, plus facts a test sets (services, reservation, quotas)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from flows.infra.preflight import REQUIRED_APIS
+from flows.backends.gke.infra.preflight import REQUIRED_APIS
 from tests.infra.fakes import fakecloud_state as fc
 
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from google.api_core import exceptions as gexc
 
-from flows.infra import bucket as gcs_bucket
-from flows.infra.bundle import BUNDLE_ENV, obtain_bundle, version_dir
-from flows.infra.errors import InfraFailed
-from flows.infra.settings import InfraSettings
+from flows.backends.gke.infra import bucket as gcs_bucket
+from flows.backends.gke.infra.bundle import BUNDLE_ENV, obtain_bundle, version_dir
+from flows.backends.gke.infra.errors import InfraFailed
+from flows.backends.gke.infra.settings import InfraSettings
 from tests.infra.conftest import build_bundle, gcs_client, start_gcs
 
 

@@ -6,14 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from flows.infra.cost import (
+from flows.backends.gke.infra.cost import (
     cost_plan,
     held_chip_hours,
     pool_chip_hours_since,
     stage_estimated_chip_hours,
     stage_held_chip_hours,
 )
-from flows.infra.stage import gke_plan_actions, gke_plan_notes
+from flows.backends.gke.infra.entry import gke_plan_actions, gke_plan_notes
 from tests.infra.conftest import tutorial_profile
 
 
@@ -57,14 +57,14 @@ def test_plan_lists_exact_commands_and_flags_missing_cidr() -> None:
 
 def test_stage_entry_points_verify_against_the_fake_cloud(settings, cloud, gcs, monkeypatch
                                                           ) -> None:
-    from flows.infra import clients
-    from flows.infra.provision import provision
-    from flows.infra.stage import gke_outputs_present, verify_gke
+    from flows.backends.gke.infra import clients
+    from flows.backends.gke.infra.entry import gke_outputs_present, verify_gke
+    from flows.backends.gke.infra.provision import provision
     from tests.infra.conftest import Log
 
     monkeypatch.setenv("TPURL_CACHE_DIR", str(settings.cache_dir))
     monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
-    monkeypatch.setattr("flows.infra.stage.settings_from_profile",
+    monkeypatch.setattr("flows.backends.gke.infra.entry.settings_from_profile",
                         lambda p, **kw: settings)
     assert not gke_outputs_present(tutorial_profile())
     provision(settings, cloud.apis, gcs, Log())

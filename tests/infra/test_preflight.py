@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.infra.preflight import (
+from flows.backends.gke.infra.preflight import (
     FactError,
     check_bucket_access,
     failures,
@@ -12,7 +12,7 @@ from flows.infra.preflight import (
     render_checks,
     run_checks,
 )
-from flows.infra.settings import InfraSettings
+from flows.backends.gke.infra.settings import InfraSettings
 from tests.infra.fakecloud import FakeGoogleApis
 
 WL = "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"

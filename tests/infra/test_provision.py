@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from flows.diagnosis import FailureCategory
-from flows.infra.errors import InfraFailed
-from flows.infra.provision import provision
-from flows.infra.settings import InfraSettings
+from flows.backends.gke.infra.errors import InfraFailed
+from flows.backends.gke.infra.provision import provision
+from flows.backends.gke.infra.settings import InfraSettings
+from flows.core.failures import FailureCategory
 from tests.infra.conftest import Cloud, Log
 
 WL = "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from flows.diagnosis import FailureCategory
-from flows.infra.blueprint import BlueprintEdit, edit_blueprint, find_module, load_edits
-from flows.infra.cluster import pool_mismatches
-from flows.infra.commands import deploy_argv, destroy_argv, get_credentials_argv
-from flows.infra.errors import InfraFailed
-from flows.infra.iam import desired_bindings, missing_bindings, missing_registries
-from flows.infra.settings import InfraSettings, settings_from_profile, world_open_warning
+from flows.backends.gke.infra.blueprint import BlueprintEdit, edit_blueprint, find_module, load_edits
+from flows.backends.gke.infra.cluster import pool_mismatches
+from flows.backends.gke.infra.commands import deploy_argv, destroy_argv, get_credentials_argv
+from flows.backends.gke.infra.errors import InfraFailed
+from flows.backends.gke.infra.iam import desired_bindings, missing_bindings, missing_registries
+from flows.backends.gke.infra.settings import InfraSettings, settings_from_profile, world_open_warning
+from flows.core.failures import FailureCategory
 from tests.infra.conftest import BLUEPRINT_FIXTURE, tutorial_profile
 
 NP_ROLES_AFTER_EDIT = ["logging.logWriter", "monitoring.metricWriter", "monitoring.viewer",

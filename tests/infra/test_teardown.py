@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from flows.infra import clients
-from flows.infra.errors import InfraFailed
-from flows.infra.provision import provision
-from flows.infra.settings import InfraSettings
-from flows.infra.teardown import confirmation_problem, teardown
+from flows.backends.gke.infra import clients
+from flows.backends.gke.infra.destroy import confirmation_problem, teardown
+from flows.backends.gke.infra.errors import InfraFailed
+from flows.backends.gke.infra.provision import provision
+from flows.backends.gke.infra.settings import InfraSettings
 from tests.infra.conftest import OVERRIDES, Cloud, Log
 
 

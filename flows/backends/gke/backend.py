@@ -1,0 +1,295 @@
+"""The GKE backend: a Workload becomes one JobSet on the cluster, watched to its verdict.
+
+Built per stage, like LocalBackend, and implementing the same Backend protocol
+(``run_workload(workload, log_uri) -> WorkloadRun``). What it guarantees:
+- the HF token reaches the cluster only as a Secret (created or updated here, from the
+  profile's reference), and its value is registered with the Redactor before anything runs;
+- one JobSet per run and stage: create, and on 409 attach to the existing one when it carries
+  the same spec digest (a rerun after the flow process died), refuse when it runs another
+  configuration, and resubmit when the same configuration already failed (a retry);
+- the verdict comes from object state (flows/backends/gke/watch/verdict.py), never from a broken stream;
+- preemption resubmits the same JobSet (same run name, so train_rl resumes from its newest
+  checkpoints/actor/<step>) within ``Budgets.preemptions``; anything else raises StageFailed
+  with the diagnosis, and Prefect's retry condition decides on it (pipeline.py);
+- cancelling (KeyboardInterrupt, Prefect's TerminationSignal, any exception) deletes the
+  JobSet, so nothing keeps holding the slice; the shared Secret stays for other runs.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from flows.backends.gke.jobs.common import SPEC_DIGEST
+from flows.backends.gke.jobs.manifests import stage_run
+from flows.backends.gke.jobs.options import options_for
+from flows.backends.gke.jobs.pathways import HEAD
+from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
+from flows.backends.gke.jobs.secret_objects import secret_with_value
+from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, Cluster, connect
+from flows.backends.gke.watch.logs import LogSink
+from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_finished
+from flows.backends.gke.watch.stream import WatchSettings
+from flows.backends.gke.watch.verdict import Phase, Verdict, condition
+from flows.config.profile import Profile
+from flows.core.failures import Diagnosis, FailureCategory, StageFailed
+from flows.core.layout import Layout
+from flows.core.secrets import Redactor, SecretUnavailable, resolve
+from flows.core.stage import StageLogger, WorkloadRun
+from flows.core.storage import Storage, storage_for
+from flows.core.workload import Workload
+
+Obj = dict[str, Any]
+ProgressCallback = Callable[[str, int, int | None], None]
+TRANSIENT = frozenset({0, 429, 500, 502, 503, 504})
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status in TRANSIENT
+    return isinstance(exc, HTTPError | ConnectionError | TimeoutError)
+
+
+class GkeBackend:
+    name = "gke"
+
+    def __init__(self, profile: Profile, layout: Layout, logger: StageLogger,
+                 redactor: Redactor, on_progress: ProgressCallback | None = None,
+                 stage: str = "", *, storage: Storage | None = None,
+                 cluster: Cluster | None = None, budgets: Budgets | None = None,
+                 watch_settings: WatchSettings | None = None, api_attempts: int = 5,
+                 api_backoff_s: float = 1.0, log_read_timeout_s: float = 300.0) -> None:
+        self.profile, self.layout, self.logger = profile, layout, logger
+        self.redactor, self.on_progress, self.stage = redactor, on_progress, stage
+        self.storage = storage or storage_for(layout.root)
+        self.options = options_for(profile)
+        self.budgets = budgets or budgets_for(profile, stage)
+        self.watch_settings = watch_settings or WatchSettings()
+        self.api_attempts, self.api_backoff_s = api_attempts, api_backoff_s
+        self.log_read_timeout_s = log_read_timeout_s
+        self._cluster = cluster
+        self.submitted: list[str] = []  # JobSets created by this backend (a create that returned)
+        self.monitor: Monitor | None = None  # the latest one, for the benchmark and tests
+
+    @property
+    def cluster(self) -> Cluster:
+        """Connected on first use: a stage whose output is already there talks to nobody."""
+        if self._cluster is None:
+            self._cluster = connect(self.profile)
+            self.logger.info("cluster reached through %s", self._cluster.how)
+        return self._cluster
+
+    # --- the protocol ----------------------------------------------------------------------
+    def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
+        started = time.monotonic()
+        desired = render_jobset(workload, self.profile, run=stage_run(self.profile, self.stage),
+                                stage=self.stage, options=self.options)
+        name = desired["metadata"]["name"]
+        sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
+                       self._progress(workload))
+        coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
+        preemptions, owned = 0, False  # owned: this run submitted or attached to the JobSet
+        try:
+            self._apply_secrets(workload)
+            while True:
+                live = self._create_or_attach(desired, sink)
+                owned = True
+                verdict = self._watch(live, sink, coordinator)
+                if verdict.phase is Phase.SUCCEEDED:
+                    break
+                diagnosis = verdict.diagnosis
+                assert diagnosis is not None
+                self.logger.warning("%s: %s", name, diagnosis.summary)
+                if diagnosis.category is FailureCategory.PREEMPTED and \
+                        preemptions < self.budgets.preemptions:
+                    preemptions += 1
+                    sink.note(f"preempted; resubmitting {name} ({preemptions}/"
+                              f"{self.budgets.preemptions}), resuming from the newest checkpoint")
+                    self.logger.warning("%s preempted: resubmitting (%d of %d); the program "
+                                        "resumes from its newest checkpoint", name, preemptions,
+                                        self.budgets.preemptions)
+                    self._delete(name, wait=True)
+                    continue
+                if not is_finished(self.monitor.last_jobset if self.monitor else None):
+                    self._delete(name, wait=False)  # queued or stuck: stop holding quota
+                raise StageFailed(self.stage or workload.name, self._redacted(diagnosis), log_uri)
+        except StageFailed:
+            raise
+        except BaseException:
+            if owned:
+                self.logger.warning("%s: interrupted; deleting the JobSet so it holds no chips",
+                                    name)
+                self._cancel(name)
+            raise
+        finally:
+            sink.save()
+        wall = time.monotonic() - started
+        self.logger.info("%s: %s completed in %.1f s (log: %s)", workload.name, name, wall, log_uri)
+        return WorkloadRun(name=workload.name, wall_s=wall, log_uri=log_uri)
+
+    # --- pieces ----------------------------------------------------------------------------
+    def _progress(self, workload: Workload) -> Callable[[str], None] | None:
+        if not (workload.progress_regex and self.on_progress):
+            return None
+        pattern, report = re.compile(workload.progress_regex), self.on_progress
+
+        def progress(line: str) -> None:
+            if m := pattern.search(line):
+                report(workload.name, int(m.group("step")), workload.total_steps)
+        return progress
+
+    def _redacted(self, diagnosis: Diagnosis) -> Diagnosis:
+        return Diagnosis(diagnosis.category, self.redactor(diagnosis.summary),
+                         self.redactor(diagnosis.detail), diagnosis.resolution)
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """One API call, retried with backoff on 5xx/429/connection errors; other errors
+        (404, 409, 422) are the caller's to interpret."""
+        for attempt in range(1, self.api_attempts + 1):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                if attempt == self.api_attempts:
+                    raise StageFailed(self.stage, Diagnosis(
+                        FailureCategory.INFRASTRUCTURE,
+                        f"the Kubernetes API kept failing while trying to {what}",
+                        f"    {self.redactor(_short(exc))}",
+                        "the control plane is unavailable or overloaded; retried with backoff"),
+                    ) from None
+                self.logger.warning("API error while trying to %s (%s); retrying", what,
+                                    self.redactor(_short(exc)))
+                time.sleep(self.api_backoff_s * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")
+
+    def _apply_secrets(self, workload: Workload) -> None:
+        """Create or update the Secret of each secret env var, from its reference."""
+        core, ns = self.cluster.core, self.options.namespace
+        for _, ref in workload.secret_env:
+            try:
+                value = resolve(ref, project=self.profile.gke.project if self.profile.gke else None)
+            except SecretUnavailable as exc:
+                raise StageFailed(self.stage, Diagnosis(
+                    FailureCategory.USER_ERROR, f"the secret {ref.describe()} is unavailable",
+                    f"    {exc}", "set it, then run again; nothing was submitted")) from None
+            self.redactor.add(value)
+            body = secret_with_value(ref, ns, value, self.options.hf_token_key)
+            name = body["metadata"]["name"]
+            try:
+                self._call(f"create Secret {name}", core.create_namespaced_secret, ns, body)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise self._api_failure(f"create Secret {name}", exc) from None
+                self._call(f"update Secret {name}", core.replace_namespaced_secret, name, ns,
+                           body)
+            self.logger.info("Secret %s holds %s (value not shown)", name, ref.describe())
+
+    def _get(self, name: str) -> Obj | None:
+        try:
+            return self._call(f"read JobSet {name}", self.cluster.custom.get_namespaced_custom_object,
+                              JOBSET_GROUP, JOBSET_VERSION, self.options.namespace, JOBSETS, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise self._api_failure(f"read JobSet {name}", exc) from None
+
+    def _create_or_attach(self, desired: Obj, sink: LogSink) -> Obj:
+        name, ns = desired["metadata"]["name"], self.options.namespace
+        digest = desired["metadata"]["annotations"][SPEC_DIGEST]
+        for _ in range(5):
+            try:
+                live = self._call(f"create JobSet {name}",
+                                  self.cluster.custom.create_namespaced_custom_object,
+                                  JOBSET_GROUP, JOBSET_VERSION, ns, JOBSETS, desired)
+                self.submitted.append(name)
+                self.logger.info("submitted JobSet %s (spec %s)", name, digest)
+                return live
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise self._api_failure(f"create JobSet {name}", exc) from None
+            live = self._get(name)
+            if live is None:
+                continue  # gone between the 409 and the read: create again
+            meta = live["metadata"]
+            if meta.get("deletionTimestamp"):
+                self._wait_gone(name)
+                continue
+            theirs = (meta.get("annotations") or {}).get(SPEC_DIGEST)
+            if theirs != digest:
+                state = "finished" if is_finished(live) else "still running"
+                raise StageFailed(self.stage, Diagnosis(
+                    FailureCategory.USER_ERROR,
+                    f"JobSet {name} already exists ({state}) with another configuration",
+                    f"    its spec digest is {theirs}, this run's is {digest}",
+                    f"it belongs to an earlier version of this profile: delete it (kubectl "
+                    f"delete jobset {name} -n {ns}) or let its TTL expire, then run again"))
+            if condition(live, "Failed"):
+                self.logger.warning("JobSet %s of an earlier attempt failed; resubmitting", name)
+                sink.note(f"an earlier attempt of {name} had failed; resubmitted")
+                self._delete(name, wait=True)
+                continue
+            self.logger.info("reattaching to JobSet %s (same spec %s, created earlier)", name,
+                             digest)
+            sink.note(f"reattached to {name}")
+            return live
+        raise StageFailed(self.stage, Diagnosis(
+            FailureCategory.INFRASTRUCTURE, f"JobSet {name} could neither be created nor found",
+            "    409 AlreadyExists, then 404 NotFound, five times", "retried with backoff"))
+
+    def _watch(self, live: Obj, sink: LogSink, coordinator: str) -> Verdict:
+        if condition(live, "Completed"):
+            self.logger.info("JobSet %s had already completed", live["metadata"]["name"])
+            return Verdict(Phase.SUCCEEDED, None, "completed earlier")
+        self.monitor = Monitor(self.cluster, live, sink, self.logger, self.budgets,
+                               self.watch_settings, coordinator, self.log_read_timeout_s)
+        return self.monitor.run()
+
+    def _delete(self, name: str, wait: bool) -> None:
+        try:
+            self._call(f"delete JobSet {name}", self.cluster.custom.delete_namespaced_custom_object,
+                       JOBSET_GROUP, JOBSET_VERSION, self.options.namespace, JOBSETS, name,
+                       body={"propagationPolicy": "Foreground"})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise self._api_failure(f"delete JobSet {name}", exc) from None
+        if wait:
+            self._wait_gone(name)
+
+    def _wait_gone(self, name: str) -> None:
+        deadline = time.monotonic() + self.budgets.delete_wait_s
+        while time.monotonic() < deadline:
+            if self._get(name) is None:
+                return
+            time.sleep(min(1.0, self.budgets.tick_s))
+        raise StageFailed(self.stage, Diagnosis(
+            FailureCategory.INFRASTRUCTURE, f"JobSet {name} was not deleted within "
+            f"{self.budgets.delete_wait_s:.0f} s", "    it still has a deletionTimestamp",
+            "a finalizer or a stuck pod holds it; check `kubectl describe jobset`"))
+
+    def _cancel(self, name: str) -> None:
+        """Best effort on the way out: a failure here must not mask the interruption."""
+        try:
+            self._delete(name, wait=False)
+        except BaseException as exc:  # never mask the interruption itself
+            self.logger.warning("could not delete JobSet %s: %s; delete it by hand", name,
+                                self.redactor(str(exc)[:300]))
+
+    def _api_failure(self, what: str, exc: ApiException) -> StageFailed:
+        category = (FailureCategory.INFRASTRUCTURE if exc.status in TRANSIENT
+                    else FailureCategory.USER_ERROR)
+        return StageFailed(self.stage, Diagnosis(
+            category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",
+            f"    {self.redactor(str(exc.body or '')[:1000])}",
+            "check the cluster's JobSet/Kueue versions (pitfalls 4) and the flow's RBAC"))
+
+
+def _short(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    return f"{exc.__class__.__name__}: {str(exc)[:200]}"

@@ -1,0 +1,147 @@
+"""``gs://`` storage (the Storage protocol of flows/core/storage.py) and output verification on GCS.
+
+GCS has no directories: a "directory" exists when some object has its name as a prefix, and
+its children are the next path segment of those names (the ``prefixes`` of a delimited
+listing). ``write_text`` takes ``if_generation_match`` so a caller that must not clobber a
+concurrent writer (a lineage record, a lock) gets GCS's 412 instead of a lost update.
+
+The verification helpers work on any Storage, so the rehearsal (file://) and GKE (gs://)
+check outputs with the same code; they return problems instead of raising, so a stage turns
+them into its own diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from google.api_core.exceptions import NotFound
+from google.api_core.retry import Retry
+from google.cloud import storage as gcs
+
+from flows.core.storage import Storage, join
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+# Uploads of whole small texts are idempotent in effect; retry them like reads (GCS 503s).
+WRITE_RETRY = Retry(initial=1.0, maximum=30.0, multiplier=2.0, timeout=120.0)
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    parsed = urlparse(uri)
+    if parsed.scheme != "gs" or not parsed.netloc:
+        raise ValueError(f"not a gs:// URI: {uri}")
+    return parsed.netloc, parsed.path.lstrip("/")
+
+
+class GcsStorage:
+    """Storage on GCS through google-cloud-storage (tests: fake-gcs-server)."""
+
+    def __init__(self, client: gcs.Client | None = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> gcs.Client:
+        if self._client is None:  # lazily: building a client looks for credentials
+            self._client = gcs.Client()
+        return self._client
+
+    def _blob(self, uri: str) -> gcs.Blob:
+        bucket, name = split_uri(uri)
+        return self.client.bucket(bucket).blob(name)
+
+    def local_path(self, uri: str) -> Path | None:
+        return None
+
+    def exists(self, uri: str) -> bool:
+        """An object of that name, or any object under it (a "directory")."""
+        bucket, name = split_uri(uri)
+        if name and self._blob(uri).exists():
+            return True
+        prefix = name.rstrip("/") + "/" if name else ""
+        blobs = self.client.list_blobs(bucket, prefix=prefix, max_results=1)
+        return any(True for _ in blobs)
+
+    def read_text(self, uri: str) -> str | None:
+        try:
+            return self._blob(uri).download_as_text()
+        except NotFound:
+            return None
+
+    def generation(self, uri: str) -> int | None:
+        """The object's generation (None if absent): pass it to write_text to update safely."""
+        blob = self._blob(uri)
+        try:
+            blob.reload()
+        except NotFound:
+            return None
+        return blob.generation
+
+    def write_text(self, uri: str, text: str, *, if_generation_match: int | None = None) -> None:
+        """Replace the object; with ``if_generation_match`` only if it is still that generation
+        (0: only if absent), else google.api_core.exceptions.PreconditionFailed."""
+        self._blob(uri).upload_from_string(
+            text, content_type="text/plain; charset=utf-8",
+            if_generation_match=if_generation_match, retry=WRITE_RETRY)
+
+    def files_under(self, uri: str) -> list[str]:
+        """Every object below a prefix (recursive), as gs:// URIs."""
+        bucket, name = split_uri(uri)
+        prefix = name.rstrip("/") + "/" if name else ""
+        return sorted(f"gs://{bucket}/{blob.name}"
+                      for blob in self.client.list_blobs(bucket, prefix=prefix))
+
+    def read_bytes(self, uri: str) -> bytes | None:
+        try:
+            return self._blob(uri).download_as_bytes()
+        except NotFound:
+            return None
+
+    def children(self, uri: str) -> list[str]:
+        bucket, name = split_uri(uri)
+        prefix = name.rstrip("/") + "/" if name else ""
+        pages = self.client.list_blobs(bucket, prefix=prefix, delimiter="/")
+        found: set[str] = set()
+        for page in pages.pages:
+            found |= {blob.name[len(prefix):] for blob in page if blob.name != prefix}
+            found |= {p[len(prefix):].rstrip("/") for p in page.prefixes}
+        return sorted(n for n in found if n)
+
+
+def converted_checkpoint_problems(storage: Storage, checkpoint: str) -> list[str]:
+    """The converter writes an orbax checkpoint at ``<dir>/0/items``; what is missing?"""
+    items = checkpoint if checkpoint.rstrip("/").endswith("0/items") else join(checkpoint,
+                                                                               "0", "items")
+    entries = storage.children(items)
+    if not entries:
+        return [f"{items} is empty or absent"]
+    if not any(e.startswith("_") or e.endswith("METADATA") for e in entries):
+        return [f"{items} has no orbax metadata (found {', '.join(entries[:10])})"]
+    return []
+
+
+def newest_actor_step(storage: Storage, actor_dir: str) -> int | None:
+    """The highest ``checkpoints/actor/<step>`` with model_params (not the tutorial's 50)."""
+    steps = sorted((int(n) for n in storage.children(actor_dir) if n.isdigit()), reverse=True)
+    return next((s for s in steps if storage.exists(join(actor_dir, str(s), "model_params"))),
+                None)
+
+
+def hf_export_problems(storage: Storage, export_dir: str) -> list[str]:
+    """A loadable HF directory: config, tokenizer, and a safetensors index whose shards exist."""
+    missing = [f for f in ("config.json", *TOKENIZER_FILES)
+               if not storage.exists(join(export_dir, f))]
+    text = storage.read_text(join(export_dir, SAFETENSORS_INDEX))
+    if text is None:
+        return [*missing, SAFETENSORS_INDEX]
+    try:
+        index: dict[str, Any] = json.loads(text)
+        shards = sorted(set(index["weight_map"].values()))
+    except (ValueError, KeyError, AttributeError) as exc:
+        return [*missing, f"{SAFETENSORS_INDEX} is not a safetensors index ({exc})"]
+    if not shards:
+        missing.append(f"{SAFETENSORS_INDEX} maps no weights")
+    present = set(storage.children(export_dir))
+    return missing + [s for s in shards if s not in present]

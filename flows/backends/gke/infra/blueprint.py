@@ -1,0 +1,100 @@
+"""The tutorial's blueprint edit, as a YAML transformation that fails loudly.
+
+The tutorial edits gke-tpu-v6e-advanced.yaml by hand. Here the edits are data
+(deployments/blueprints/*.edits.yaml) applied to the document's structure: find the module by
+``id`` in ``deployment_groups[*].modules``, then edit one list setting. Why fail instead of
+skipping: a toolkit upgrade that renames the module would otherwise deploy a cluster whose
+TPU pods cannot write checkpoints, found out hours later. ruamel's round trip keeps the
+example's comments and ``$(vars.x)`` expressions untouched.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from flows.backends.gke.infra.errors import user_error
+from flows.core.paths import REPO_ROOT
+
+EDITS_FILE = REPO_ROOT / "deployments" / "blueprints" / "gke-tpu-v6e-advanced.edits.yaml"
+
+
+@dataclass(frozen=True)
+class BlueprintEdit:
+    id: str
+    module: str
+    setting: str
+    add: str
+    replaces: str | None
+    iam_modes: tuple[str, ...]
+
+
+def load_edits(path: Path = EDITS_FILE) -> list[BlueprintEdit]:
+    doc = YAML(typ="safe").load(path.read_text())
+    return [BlueprintEdit(e["id"], e["module"], e["setting"], e["add"], e.get("replaces"),
+                          tuple(e.get("iam_modes", ()))) for e in doc["edits"]]
+
+
+def _yaml() -> YAML:
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    return yaml
+
+
+def find_module(doc: Any, module_id: str) -> Any:
+    groups = doc.get("deployment_groups") if isinstance(doc, dict) else None
+    if not isinstance(groups, list):
+        raise user_error("the blueprint has no deployment_groups list",
+                         "expected a Cluster Toolkit blueprint", "check the bundle's example file")
+    ids = []
+    for group in groups:
+        for module in (group or {}).get("modules") or []:
+            ids.append(str(module.get("id")))
+            if module.get("id") == module_id:
+                return module
+    raise user_error(f"module {module_id!r} not found in the blueprint",
+                     f"module ids present: {', '.join(ids) or '(none)'}",
+                     "the Cluster Toolkit example changed: update "
+                     "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this version, "
+                     "or pin gke.cluster_toolkit_version to v1.103.0")
+
+
+def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
+    """Apply one edit in place; True if the document changed (False: already applied)."""
+    module = find_module(doc, edit.module)
+    settings = module.get("settings")
+    values = settings.get(edit.setting) if isinstance(settings, dict) else None
+    if not isinstance(values, list):
+        raise user_error(f"module {edit.module!r} has no list setting {edit.setting!r}",
+                         f"settings keys: {', '.join(map(str, settings or {})) or '(none)'}",
+                         "update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml")
+    if edit.add in values:
+        return False
+    if edit.replaces and edit.replaces in values:
+        values[values.index(edit.replaces)] = edit.add
+    else:
+        values.append(edit.add)
+    return True
+
+
+def edit_blueprint(text: str, iam_mode: str, edits: list[BlueprintEdit] | None = None) -> str:
+    """Pure: the example blueprint's text → the edited text for this IAM mode."""
+    yaml = _yaml()
+    doc = yaml.load(text)
+    for edit in load_edits() if edits is None else edits:
+        if not edit.iam_modes or iam_mode in edit.iam_modes:
+            apply_edit(doc, edit)
+    out = io.StringIO()
+    yaml.dump(doc, out)
+    return out.getvalue()
+
+
+def write_edited(example: Path, dest: Path, iam_mode: str) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(edit_blueprint(example.read_text(), iam_mode))
+    return dest

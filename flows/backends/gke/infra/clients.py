@@ -1,0 +1,30 @@
+"""Where the real Google clients are made: the one place tests replace (see tests/infra).
+
+Kept apart so the flows import no Google client at module load and a missing credential
+fails with a fix instead of a traceback from google.auth.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flows.backends.gke.infra.cloud import GoogleApis
+from flows.backends.gke.infra.errors import user_error
+from flows.backends.gke.infra.settings import InfraSettings
+
+
+def default_clients(s: InfraSettings) -> tuple[GoogleApis, Any]:
+    """(GoogleApis, google.cloud.storage.Client) with Application Default Credentials."""
+    try:
+        from google.cloud import storage
+
+        from flows.backends.gke.infra.cloud import RestGoogleApis
+
+        return RestGoogleApis(), storage.Client(project=s.project)
+    except ImportError as exc:
+        raise user_error("google-cloud-storage is not installed", str(exc),
+                         "pip install 'tpu-rl-pipeline[gcp]'") from None
+    except Exception as exc:  # google.auth.exceptions.DefaultCredentialsError and kin
+        raise user_error("no Google credentials for the infra stage", str(exc)[:300],
+                         "run `gcloud auth application-default login`, or give the flow's "
+                         "pod a Workload Identity service account") from None

@@ -1,0 +1,149 @@
+"""The one seam to Google's APIs: every cloud *read* of flows/backends/gke/infra goes through ``GoogleApis``.
+
+Why a seam of plain dicts: pre-flight checks and the "is the cluster already right?" decision
+are pure functions of what these calls return, so tests fake this small protocol (and only
+this) while the decisions run for real. The production implementation speaks the public REST
+APIs with Application Default Credentials (google-auth, already a dependency of
+google-cloud-storage), so no client library per API is needed. Writes go through gcloud /
+gcluster (flows/backends/gke/infra/commands.py) or google-cloud-storage (flows/backends/gke/infra/bucket.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import tempfile
+from typing import Any, Protocol
+
+ADDONS = {  # what to read on the cluster: (namespace, deployment) of each controller
+    "jobset": ("jobset-system", "jobset-controller-manager"),
+    "kueue": ("kueue-system", "kueue-controller-manager"),
+}
+JOBSET_CRD = "jobsets.jobset.x-k8s.io"
+
+
+class ApiNotFound(LookupError):
+    """The resource does not exist (HTTP 404)."""
+
+
+class ApiDenied(PermissionError):
+    """The caller may not read it (HTTP 403)."""
+
+
+class GoogleApis(Protocol):
+    def project_number(self, project: str) -> str: ...
+    def enabled_services(self, project: str) -> set[str]: ...
+    def get_cluster(self, project: str, location: str, cluster: str) -> dict[str, Any] | None: ...
+    def get_reservation(self, project: str, zone: str, name: str) -> dict[str, Any] | None: ...
+    def region_quotas(self, project: str, region: str) -> list[dict[str, Any]]: ...
+    def project_iam_policy(self, project: str) -> dict[str, Any]: ...
+    def bucket_iam_policy(self, bucket: str) -> dict[str, Any]: ...
+    def addon_versions(self, cluster: dict[str, Any]) -> dict[str, Any]:
+        """{"jobset": "v0.10.1" | None, "jobset_api_versions": [...], "kueue": "v0.15.2" | None}"""
+        ...
+
+
+def image_version(image: str) -> str | None:
+    """``registry.k8s.io/kueue/kueue:v0.15.2@sha256:…`` → ``v0.15.2``."""
+    match = re.search(r":(v?\d+\.\d+(?:\.\d+)?[^@/]*)(?:@|$)", image)
+    return match.group(1) if match else None
+
+
+class RestGoogleApis:
+    """GoogleApis over the public REST endpoints with Application Default Credentials."""
+
+    def __init__(self, session: Any | None = None) -> None:
+        if session is None:
+            import google.auth
+            from google.auth.transport.requests import AuthorizedSession
+
+            credentials, _ = google.auth.default(
+                scopes=["https://www.googleapis.com/auth/cloud-platform"])
+            session = AuthorizedSession(credentials)
+        self.session = session
+
+    def _get(self, url: str, **kwargs: Any) -> dict[str, Any]:
+        response = self.session.get(url, timeout=30, **kwargs)
+        return self._json(response, url)
+
+    @staticmethod
+    def _json(response: Any, url: str) -> dict[str, Any]:
+        if response.status_code == 404:
+            raise ApiNotFound(url)
+        if response.status_code == 403:
+            raise ApiDenied(f"{url}: {response.text[:300]}")
+        response.raise_for_status()
+        return response.json()
+
+    def project_number(self, project: str) -> str:
+        url = f"https://cloudresourcemanager.googleapis.com/v1/projects/{project}"
+        return str(self._get(url)["projectNumber"])
+
+    def enabled_services(self, project: str) -> set[str]:
+        url = f"https://serviceusage.googleapis.com/v1/projects/{project}/services"
+        names: set[str] = set()
+        token = None
+        while True:
+            params = {"filter": "state:ENABLED", "pageSize": 200}
+            if token:
+                params["pageToken"] = token
+            page = self._get(url, params=params)
+            names |= {s["config"]["name"] for s in page.get("services", [])}
+            token = page.get("nextPageToken")
+            if not token:
+                return names
+
+    def get_cluster(self, project: str, location: str, cluster: str) -> dict[str, Any] | None:
+        url = (f"https://container.googleapis.com/v1/projects/{project}/locations/{location}/"
+               f"clusters/{cluster}")
+        try:
+            return self._get(url)
+        except ApiNotFound:
+            return None
+
+    def get_reservation(self, project: str, zone: str, name: str) -> dict[str, Any] | None:
+        url = (f"https://compute.googleapis.com/compute/v1/projects/{project}/zones/{zone}/"
+               f"reservations/{name}")
+        try:
+            return self._get(url)
+        except ApiNotFound:
+            return None
+
+    def region_quotas(self, project: str, region: str) -> list[dict[str, Any]]:
+        url = f"https://compute.googleapis.com/compute/v1/projects/{project}/regions/{region}"
+        return list(self._get(url).get("quotas", []))
+
+    def project_iam_policy(self, project: str) -> dict[str, Any]:
+        url = f"https://cloudresourcemanager.googleapis.com/v1/projects/{project}:getIamPolicy"
+        response = self.session.post(url, json={"options": {"requestedPolicyVersion": 3}},
+                                     timeout=30)
+        return self._json(response, url)
+
+    def bucket_iam_policy(self, bucket: str) -> dict[str, Any]:
+        return self._get(f"https://storage.googleapis.com/storage/v1/b/{bucket}/iam",
+                         params={"optionsRequestedPolicyVersion": 3})
+
+    def addon_versions(self, cluster: dict[str, Any]) -> dict[str, Any]:
+        endpoint = cluster["endpoint"]
+        ca = base64.b64decode(cluster["masterAuth"]["clusterCaCertificate"])
+        out: dict[str, Any] = {}
+        with tempfile.NamedTemporaryFile(suffix=".crt") as ca_file:
+            ca_file.write(ca)
+            ca_file.flush()
+            base = f"https://{endpoint}"
+            for name, (namespace, deployment) in ADDONS.items():
+                url = f"{base}/apis/apps/v1/namespaces/{namespace}/deployments/{deployment}"
+                try:
+                    spec = self._get(url, verify=ca_file.name)["spec"]["template"]["spec"]
+                    images = [c.get("image", "") for c in spec.get("containers", [])]
+                    out[name] = next((v for i in images if (v := image_version(i))), None)
+                except ApiNotFound:
+                    out[name] = None
+            try:
+                crd = self._get(f"{base}/apis/apiextensions.k8s.io/v1/"
+                                f"customresourcedefinitions/{JOBSET_CRD}", verify=ca_file.name)
+                out["jobset_api_versions"] = [v["name"] for v in crd["spec"]["versions"]
+                                              if v.get("served")]
+            except ApiNotFound:
+                out["jobset_api_versions"] = []
+        return out

@@ -1,0 +1,129 @@
+"""The cluster: is it already what the profile asks for? If not, ``gcluster deploy`` it.
+
+Why read the GKE API first: a deploy with ``-w`` re-plans every Terraform group (minutes) and
+may touch a running cluster; when the TPU pool already matches the profile there is nothing
+to do, so a second run deploys nothing. When it does not match, the deployment folder (the
+Terraform state) is restored from the bucket so the *same* deployment is re-applied, never a
+second one beside it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from flows.backends.gke.infra import bucket as gcs
+from flows.backends.gke.infra.errors import transient, user_error
+from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings
+
+# gcluster/Terraform failures that a retry cannot fix.
+_USER_ERRORS = re.compile(r"(QUOTA_EXCEEDED|[Qq]uota .*exceeded|PERMISSION_DENIED|"
+                          r"does not have .*permission|Error 403|invalid value|"
+                          r"[Rr]eservation .*not found|use --force)")
+
+
+class Logger(Protocol):
+    def info(self, msg: str, *args: object) -> None: ...
+    def warning(self, msg: str, *args: object) -> None: ...
+
+
+def tpu_pools(cluster: dict[str, Any], s: InfraSettings) -> list[dict[str, Any]]:
+    return [p for p in cluster.get("nodePools", [])
+            if (p.get("config") or {}).get("machineType") == s.machine_type]
+
+
+def pool_mismatches(cluster: dict[str, Any], s: InfraSettings) -> list[str]:
+    """Pure: why the cluster's TPU node pools differ from the profile ([] = they match)."""
+    out = []
+    if cluster.get("status", "RUNNING") != "RUNNING":
+        out.append(f"cluster {s.cluster} is {cluster.get('status')}")
+    pools = tpu_pools(cluster, s)
+    if len(pools) != s.nodepool_count:
+        out.append(f"{len(pools)} {s.machine_type} node pool(s), profile wants {s.nodepool_count}")
+    hosts = s.hosts_needed // s.nodepool_count
+    for pool in pools:
+        name = pool.get("name", "?")
+        topology = (pool.get("placementPolicy") or {}).get("tpuTopology")
+        if topology != s.topology:
+            out.append(f"pool {name} has topology {topology}, profile wants {s.topology}")
+        nodes = pool.get("initialNodeCount")
+        if nodes is not None and int(nodes) != hosts:
+            out.append(f"pool {name} has {nodes} nodes, profile wants {hosts}")
+        affinity = (pool.get("config") or {}).get("reservationAffinity") or {}
+        values = [v.rsplit("/", 1)[-1] for v in affinity.get("values", [])]
+        if values and s.reservation not in values:
+            out.append(f"pool {name} consumes reservation {', '.join(values)}, profile wants "
+                       f"{s.reservation}")
+        if pool.get("status", "RUNNING") != "RUNNING":
+            out.append(f"pool {name} is {pool.get('status')}")
+    return out
+
+
+def restore_deployment(client: Any, s: InfraSettings) -> bool:
+    """Make the deployment folder present locally; True if one exists (here or in the bucket)."""
+    if (s.deployment_dir / ".ghpc").is_dir() or any(s.deployment_dir.glob("*")):
+        return True
+    return gcs.download_folder(client, s.bucket, s.state_prefix + "deployment/",
+                               s.deployment_dir) > 0
+
+
+def save_deployment(client: Any, s: InfraSettings, meta: dict[str, Any]) -> None:
+    if s.deployment_dir.is_dir():
+        gcs.upload_folder(client, s.bucket, s.deployment_dir, s.state_prefix + "deployment/")
+    old = gcs.read_json(client, s.bucket, s.state_prefix + "deployment.json") or {}
+    gcs.write_json(client, s.bucket, s.state_prefix + "deployment.json", {**old, **meta})
+
+
+def classify_deploy_failure(s: InfraSettings, tail_text: str, log: Path | None) -> Exception:
+    where = f"gs://{s.bucket}/{s.state_prefix}deployment/"
+    detail = f"{tail_text}\n    full log: {log}" if log else tail_text
+    if _USER_ERRORS.search(tail_text):
+        return user_error("gcluster deploy failed on a cause a retry cannot fix", detail,
+                          "fix the cause in the log tail (quota, permission, reservation), "
+                          f"then rerun; the Terraform state is kept in {where}")
+    return transient("gcluster deploy stopped part-way", detail,
+                     f"retried automatically; the Terraform state is kept in {where}, so the "
+                     "next attempt continues the same deployment")
+
+
+def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
+           bundle_sha256: str, logger: Logger) -> None:
+    """Write the edited blueprint, run ``gcluster deploy`` and keep the folder in the bucket."""
+    from flows.backends.gke.infra.blueprint import write_edited
+    from flows.backends.gke.infra.commands import deploy_argv, render, run
+
+    s.workdir.mkdir(parents=True, exist_ok=True)
+    restored = restore_deployment(client, s)
+    write_edited(example, s.workdir / BLUEPRINT_FILE, s.iam_mode)
+    argv = deploy_argv(s, str(gcluster))
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    log = s.workdir / "logs" / f"deploy-{stamp}.log"
+    logger.info("%s deployment %s: %s", "re-applying" if restored else "creating", s.cluster,
+                render(argv))
+    result = None
+    try:
+        result = run(argv, cwd=s.workdir, log=log)
+    finally:  # keep the state even (above all) when the deploy failed half-way
+        meta: dict[str, Any] = {"cluster_toolkit_version": s.cluster_toolkit_version,
+                                "bundle_sha256": bundle_sha256, "last_apply": stamp,
+                                "last_apply_ok": bool(result and result.ok)}
+        if result and result.ok:
+            meta["deployed_at"] = _first_deploy(client, s)
+        save_deployment(client, s, meta)
+    if not result.ok:
+        raise classify_deploy_failure(s, result.tail_text(), log)
+
+
+def _first_deploy(client: Any, s: InfraSettings) -> str:
+    old = gcs.read_json(client, s.bucket, s.state_prefix + "deployment.json") or {}
+    return old.get("deployed_at") or datetime.now(UTC).isoformat()
+
+
+def kube_context(s: InfraSettings) -> str:
+    return f"gke_{s.project}_{s.region}_{s.cluster}"
+
+
+def has_kube_context(s: InfraSettings, kubeconfig: Path) -> bool:
+    return kubeconfig.is_file() and f"name: {kube_context(s)}" in kubeconfig.read_text()

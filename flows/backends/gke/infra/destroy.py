@@ -1,0 +1,122 @@
+"""Tear down what the infra stage made: ``gcluster destroy`` of the same deployment, and the
+bucket only when asked twice.
+
+Why the bucket needs its name typed again: it holds the checkpoints, the exported model and
+the deployment's Terraform state; deleting it is the one irreversible step, so a boolean
+alone (easy to template into a deployment by mistake) is not enough. The confirmation is
+checked before anything is touched. The bucket is never deleted when the destroy failed: the
+state needed to retry the destroy lives in it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from flows.backends.gke.infra import bucket as gcs
+from flows.backends.gke.infra.cloud import GoogleApis
+from flows.backends.gke.infra.cluster import Logger, restore_deployment, save_deployment
+from flows.backends.gke.infra.commands import destroy_argv, render, run
+from flows.backends.gke.infra.cost import pool_chip_hours_since
+from flows.backends.gke.infra.errors import transient, user_error
+from flows.backends.gke.infra.settings import InfraSettings
+
+
+class TeardownReport(BaseModel):
+    cluster: str
+    removed: list[str] = Field(default_factory=list)
+    kept: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    pool_chip_hours: float | None = None
+    pool_usd: float | None = None
+
+    def render(self) -> str:
+        lines = [f"teardown of {self.cluster}"]
+        lines += [f"  removed  {item}" for item in self.removed]
+        lines += [f"  kept     {item}" for item in self.kept]
+        if self.pool_chip_hours is not None:
+            lines.append(f"  the TPU pool held {self.pool_chip_hours:,.1f} chip-hours "
+                         f"(≈ ${self.pool_usd or 0:,.2f}) from deploy to destroy")
+        lines += [f"  note     {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+def confirmation_problem(s: InfraSettings, delete_bucket: bool, confirm_bucket: str | None
+                         ) -> str | None:
+    """Pure: why a bucket deletion request is not confirmed (None: it is, or none asked)."""
+    if not delete_bucket:
+        return None
+    if not confirm_bucket:
+        return f"deleting gs://{s.bucket} needs its name typed again (confirm_bucket)"
+    if confirm_bucket.strip().removeprefix("gs://").rstrip("/") != s.bucket:
+        return f"confirm_bucket {confirm_bucket!r} does not match gke.bucket {s.bucket!r}"
+    return None
+
+
+def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: Logger,
+             delete_bucket: bool = False, confirm_bucket: str | None = None) -> TeardownReport:
+    if problem := confirmation_problem(s, delete_bucket, confirm_bucket):
+        raise user_error(problem + "; nothing was removed", f"gke.bucket is {s.bucket}",
+                         f"pass delete_bucket=True and confirm_bucket={s.bucket} "
+                         f"(`tpurl teardown PROFILE --delete-bucket --confirm-bucket {s.bucket}`), "
+                         "or keep it")
+    report = TeardownReport(cluster=f"{s.project}/{s.region}/{s.cluster}")
+    bucket_exists = client.lookup_bucket(s.bucket) is not None
+    cluster = apis.get_cluster(s.project, s.region, s.cluster)
+    have_state = (bucket_exists and restore_deployment(client, s)) or s.deployment_dir.is_dir()
+    if have_state:
+        _destroy(s, client, bucket_exists, report, logger)
+    elif cluster is not None:
+        raise user_error(f"cluster {s.cluster} exists but no deployment folder was found",
+                         f"nothing under gs://{s.bucket}/{s.state_prefix}deployment/ nor in "
+                         f"{s.deployment_dir}", "it was not deployed by tpurl: delete it "
+                         f"yourself (gcloud container clusters delete {s.cluster} "
+                         f"--region={s.region}); the bucket was left alone")
+    else:
+        report.notes.append(f"no cluster {s.cluster} and no deployment folder: nothing to destroy")
+
+    if delete_bucket and bucket_exists:
+        count = gcs.delete_bucket(client, s.bucket)
+        report.removed.append(f"gs://{s.bucket} ({count} objects, the deployment record included)")
+    elif bucket_exists:
+        report.kept.append(f"gs://{s.bucket}: checkpoints, exports and the deployment record "
+                           f"(to remove: --delete-bucket --confirm-bucket {s.bucket})")
+    logger.info(report.render())
+    return report
+
+
+def _destroy(s: InfraSettings, client: Any, bucket_exists: bool, report: TeardownReport,
+             logger: Logger) -> None:
+    from flows.backends.gke.infra.bundle import obtain_bundle
+
+    bundle = obtain_bundle(s)
+    argv = destroy_argv(s, str(bundle.gcluster))
+    log = s.workdir / "logs" / f"destroy-{datetime.now(UTC):%Y%m%d-%H%M%S}.log"
+    logger.info("destroying deployment %s: %s", s.cluster, render(argv))
+    result = run(argv, cwd=s.workdir, log=log)
+    meta = gcs.read_json(client, s.bucket, s.state_prefix + "deployment.json") if bucket_exists \
+        else None
+    if not result.ok:
+        if bucket_exists:
+            save_deployment(client, s, {"last_destroy_ok": False})
+        hint = ("the blueprint's own buckets are not force-destroyed: empty them, then rerun"
+                if "not empty" in result.tail_text().lower() or "force_destroy" in
+                result.tail_text() else "rerun teardown; the state is kept")
+        raise transient("gcluster destroy failed; the bucket was not touched",
+                        f"{result.tail_text()}\n    full log: {log}", hint)
+    report.removed.append(f"cluster {s.cluster}, its TPU and CPU node pools, networks and "
+                          "service accounts (gcluster destroy)")
+    now = datetime.now(UTC)
+    if meta and meta.get("deployed_at"):
+        report.pool_chip_hours = pool_chip_hours_since(meta["deployed_at"], now, s.total_chips)
+        report.pool_usd = report.pool_chip_hours * s.usd_per_chip_hour
+    if bucket_exists:
+        save_deployment(client, s, {"destroyed_at": now.isoformat(), "last_destroy_ok": True,
+                                    "deployed_at": None})
+        report.kept.append(f"gs://{s.bucket}/{s.state_prefix} (the destroyed deployment's "
+                           "record; a later run deploys afresh from it)")
+    shutil.rmtree(s.workdir, ignore_errors=True)
+    report.removed.append(f"local working folder {s.workdir}")

@@ -1,0 +1,93 @@
+"""Who may touch the bucket, and docker auth: the tutorial's grants, made idempotent.
+
+Two modes (``gke.iam_mode``):
+- ``project-storage-admin`` (the tutorial): roles/storage.admin on the whole project for the
+  workload (CLUSTER-gke-wl-sa) and node pool (CLUSTER-gke-np-sa) accounts. Every bucket of
+  the project becomes writable (and deletable) by every pod of the cluster.
+- ``bucket-scoped`` (recommended, least privilege): roles/storage.objectAdmin plus
+  roles/storage.legacyBucketReader on the pipeline's bucket only. legacyBucketReader is there
+  for ``storage.buckets.get``: without it MaxText/Orbax report a misleading "bucket not found"
+  (objectAdmin lacks that permission; pitfalls.md #8).
+
+Idempotent by reading first: only missing bindings are granted, so a second run changes
+nothing and runs no gcloud command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from flows.backends.gke.infra.commands import bucket_binding_argv, docker_auth_argv, project_binding_argv
+from flows.backends.gke.infra.settings import InfraSettings
+
+# Predefined roles that carry storage.buckets.get (custom roles are not resolved here).
+ROLES_WITH_BUCKETS_GET = frozenset({
+    "roles/storage.admin", "roles/storage.legacyBucketReader", "roles/storage.legacyBucketWriter",
+    "roles/storage.legacyBucketOwner", "roles/storage.bucketViewer", "roles/owner",
+    "roles/editor"})
+BUCKET_SCOPED_ROLES = ("roles/storage.objectAdmin", "roles/storage.legacyBucketReader")
+
+
+@dataclass(frozen=True)
+class Binding:
+    scope: Literal["project", "bucket"]
+    resource: str  # project id or bucket name
+    member: str
+    role: str
+
+    def argv(self) -> list[str]:
+        if self.scope == "project":
+            return project_binding_argv(self.resource, self.member, self.role)
+        return bucket_binding_argv(self.resource, self.member, self.role)
+
+
+def members(s: InfraSettings) -> tuple[str, str]:
+    return f"serviceAccount:{s.wl_sa}", f"serviceAccount:{s.np_sa}"
+
+
+def desired_bindings(s: InfraSettings) -> list[Binding]:
+    if s.iam_mode == "bucket-scoped":
+        return [Binding("bucket", s.bucket, m, role) for m in members(s)
+                for role in BUCKET_SCOPED_ROLES]
+    return [Binding("project", s.project, m, "roles/storage.admin") for m in members(s)]
+
+
+def granted(policy: dict[str, Any], member: str) -> set[str]:
+    """Roles bound to ``member`` without a condition (a conditional grant may not apply)."""
+    return {b["role"] for b in policy.get("bindings", [])
+            if member in b.get("members", []) and not b.get("condition")}
+
+
+def missing_bindings(wanted: list[Binding], project_policy: dict[str, Any],
+                     bucket_policy: dict[str, Any]) -> list[Binding]:
+    out = []
+    for binding in wanted:
+        policy = project_policy if binding.scope == "project" else bucket_policy
+        if binding.role not in granted(policy, binding.member):
+            out.append(binding)
+    return out
+
+
+def registries(s: InfraSettings) -> list[str]:
+    return ["gcr.io", f"{s.region}-docker.pkg.dev"]
+
+
+def docker_config_path(environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    base = env.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+    return Path(base) / "config.json"
+
+
+def missing_registries(config: dict[str, Any], wanted: list[str]) -> list[str]:
+    helpers = config.get("credHelpers") or {}
+    return [r for r in wanted if helpers.get(r) != "gcloud"]
+
+
+def docker_auth_commands(s: InfraSettings, config_path: Path | None = None) -> list[list[str]]:
+    path = config_path or docker_config_path()
+    config = json.loads(path.read_text()) if path.is_file() else {}
+    return [docker_auth_argv(r) for r in missing_registries(config, registries(s))]

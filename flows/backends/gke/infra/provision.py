@@ -1,0 +1,143 @@
+"""The infra stage on GKE, end to end: pre-flight → bucket → cluster → IAM → docker auth.
+
+Order matters. Pre-flight first, because it spends nothing; the bucket next, because it holds
+the deployment folder (Terraform state) that the deploy keeps there; IAM after the deploy,
+because the blueprint creates the service accounts being granted. Every step reads before it
+writes, so a second run on a finished cluster runs no gcluster and no gcloud command at all.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from flows.backends.gke.infra import cluster as gke
+from flows.backends.gke.infra import iam
+from flows.backends.gke.infra.bucket import ensure_bucket
+from flows.backends.gke.infra.cloud import GoogleApis
+from flows.backends.gke.infra.commands import get_credentials_argv, render, require_executable, run
+from flows.backends.gke.infra.errors import transient, user_error
+from flows.backends.gke.infra.preflight import (
+    CheckResult,
+    check_bucket_access,
+    failures,
+    gather,
+    render_checks,
+    run_checks,
+)
+from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
+
+
+class InfraReport(BaseModel):
+    """What the infra stage found and did; goes into the stage's lineage details."""
+
+    cluster: str
+    bucket_created: bool
+    deployed: bool
+    deploy_skipped_reason: str = ""
+    granted: list[str] = Field(default_factory=list)
+    docker_registries: list[str] = Field(default_factory=list)
+    checks: list[dict[str, str]] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    pool_chips: int = 0
+    idle_usd_per_hour: float = 0.0
+
+
+def preflight(s: InfraSettings, apis: GoogleApis, client: Any) -> list[CheckResult]:
+    """The checks ``tpurl plan --check`` prints; reads only."""
+    try:
+        exists = client.lookup_bucket(s.bucket) is not None
+    except Exception:
+        exists = False
+    return run_checks(s, gather(apis, s, bucket_exists=exists))
+
+
+def _run_ok(argv: list[str], s: InfraSettings, what: str) -> None:
+    result = run(argv, log=s.workdir / "logs" / "gcloud.log")
+    if not result.ok:
+        raise transient(f"{what} failed", f"$ {render(argv)}\n{result.tail_text()}",
+                        "retried automatically; if it keeps failing, run the command by hand "
+                        "and read its message")
+
+
+def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logger,
+              kubeconfig: Path | None = None, docker_config: Path | None = None) -> InfraReport:
+    report = InfraReport(cluster=f"{s.project}/{s.region}/{s.cluster}", bucket_created=False,
+                         deployed=False, pool_chips=s.total_chips,
+                         idle_usd_per_hour=s.total_chips * s.usd_per_chip_hour)
+    if warning := world_open_warning(s):
+        logger.warning(warning)
+        report.warnings.append(warning)
+    checks = preflight(s, apis, client)
+    report.checks = [{"name": c.name, "status": c.status, "summary": c.summary, "fix": c.fix}
+                     for c in checks]
+    for check in checks:
+        (logger.info if check.status == "ok" else logger.warning)(check.render())
+    if failures(checks):
+        raise user_error("pre-flight checks failed; nothing was created",
+                         render_checks(checks), "apply each fix shown, then rerun")
+    require_executable("gcloud")
+    s.workdir.mkdir(parents=True, exist_ok=True)
+
+    project_number = apis.project_number(s.project)
+    bucket = ensure_bucket(client, s, project_number)
+    report.bucket_created = bucket.created
+    report.warnings += bucket.warnings
+    logger.info("bucket gs://%s %s (%s)", s.bucket, "created" if bucket.created else "kept",
+                bucket.location)
+
+    current = apis.get_cluster(s.project, s.region, s.cluster)
+    mismatches = gke.pool_mismatches(current, s) if current is not None else ["no cluster"]
+    if not mismatches:
+        report.deploy_skipped_reason = "cluster exists and its TPU pool matches the profile"
+        logger.info("cluster %s: %s; not deploying", s.cluster, report.deploy_skipped_reason)
+    else:
+        _deploy(s, apis, client, current, mismatches, logger)
+        report.deployed = True
+
+    kubeconfig = kubeconfig or Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
+    if report.deployed or not gke.has_kube_context(s, kubeconfig):
+        _run_ok(get_credentials_argv(s), s, "gcloud container clusters get-credentials")
+
+    project_policy = apis.project_iam_policy(s.project)
+    bucket_policy = apis.bucket_iam_policy(s.bucket)
+    for binding in iam.missing_bindings(iam.desired_bindings(s), project_policy, bucket_policy):
+        _run_ok(binding.argv(), s, f"granting {binding.role} to {binding.member}")
+        report.granted.append(f"{binding.role} on {binding.scope} {binding.resource} to "
+                              f"{binding.member}")
+    for argv in iam.docker_auth_commands(s, docker_config):
+        _run_ok(argv, s, f"docker auth for {argv[3]}")
+        report.docker_registries.append(argv[3])
+
+    access = check_bucket_access(s, apis.project_iam_policy(s.project),
+                                 apis.bucket_iam_policy(s.bucket), planned=False)
+    if access.status == "fail":
+        raise user_error("the cluster's accounts still cannot read the bucket's metadata",
+                         access.summary, access.fix)
+    return report
+
+
+def _deploy(s: InfraSettings, apis: GoogleApis, client: Any, current: dict[str, Any] | None,
+            mismatches: list[str], logger: gke.Logger) -> None:
+    from flows.backends.gke.infra.bundle import obtain_bundle
+
+    bundle = obtain_bundle(s)
+    if current is not None and not gke.restore_deployment(client, s):
+        raise user_error(
+            f"cluster {s.cluster} exists but differs from the profile, and no deployment "
+            "folder was found to re-apply", "; ".join(mismatches),
+            f"it was not deployed by tpurl (nothing under gs://{s.bucket}/{s.state_prefix}): "
+            "choose another gke.cluster name, or delete that cluster first")
+    if current is not None:
+        logger.warning("cluster %s differs from the profile (%s): re-applying", s.cluster,
+                       "; ".join(mismatches))
+    gke.deploy(s, bundle.gcluster, client, bundle.blueprint_example, bundle.sha256, logger)
+    after = apis.get_cluster(s.project, s.region, s.cluster)
+    still = gke.pool_mismatches(after, s) if after is not None else ["cluster not found"]
+    if still:
+        raise user_error("gcluster deploy finished but the cluster does not match the profile",
+                         "; ".join(still), "compare the blueprint vars with the profile "
+                         "(topology, nodepool_count, reservation) and rerun")

@@ -1,0 +1,114 @@
+"""Pieces every rendered JobSet shares: metadata, env lists, TPU scheduling, failure policy.
+
+Kept apart from the two JobSet shapes so the plain job and the Pathways job cannot drift on
+the things that must be identical (queue label, ownership labels, TPU node selection).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from flows.backends.gke.jobs.naming import label_value
+from flows.backends.gke.jobs.options import GkeOptions
+from flows.backends.gke.jobs.secret_objects import MANAGED_BY, secret_env_var
+from flows.config.profile import Profile
+from flows.core.workload import Workload
+
+API_VERSION = "jobset.x-k8s.io/v1alpha2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+STAGE_LABEL = "tpurl/stage"
+RUN_LABEL = "tpurl/run"
+SPEC_DIGEST = "tpurl/spec-digest"
+NODEPOOL = "cloud.google.com/gke-nodepool"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+SLICE_TOPOLOGY = "cloud.google.com/gke-tpu-slice-topology"
+WORKLOAD_CONTAINER = "workload-container"
+Env = list[dict[str, Any]]
+
+
+def jobset_metadata(name: str, *, profile: Profile, options: GkeOptions, stage: str, run: str,
+                    annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """Labels a rerun and the watcher select on; the gcluster label keeps `gcluster job list`
+    showing our JobSets next to the tutorial's."""
+    assert profile.gke is not None
+    return {
+        "name": name,
+        "namespace": options.namespace,
+        "labels": {
+            "gcluster.google.com/workload": name,
+            QUEUE_LABEL: profile.gke.kueue_queue,
+            "app.kubernetes.io/managed-by": MANAGED_BY,
+            STAGE_LABEL: label_value(stage),
+            RUN_LABEL: label_value(run),
+        },
+        "annotations": dict(annotations or {}),
+    }
+
+
+def with_spec_digest(jobset: dict[str, Any]) -> dict[str, Any]:
+    """Stamp a digest of the spec, so reattaching to a same-named JobSet can tell whether it
+    runs the same command (a rerun) or an older one (the profile changed under the name)."""
+    digest = hashlib.sha256(json.dumps(jobset["spec"], sort_keys=True).encode()).hexdigest()
+    jobset["metadata"]["annotations"][SPEC_DIGEST] = digest[:16]
+    return jobset
+
+
+def plain_env(pairs: Iterable[tuple[str, str]]) -> Env:
+    """Env entries, last value winning, first position kept (no duplicate names)."""
+    merged: dict[str, str] = {}
+    for key, value in pairs:
+        merged[key] = value
+    return [{"name": key, "value": value} for key, value in merged.items()]
+
+
+def field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def secret_env(workload: Workload, options: GkeOptions) -> Env:
+    return [secret_env_var(name, ref, options.hf_token_key) for name, ref in workload.secret_env]
+
+
+def tpu_pod_scheduling(profile: Profile) -> dict[str, Any]:
+    """Node selection for TPU hosts, as gcluster writes it (never the default pool)."""
+    assert profile.gke is not None
+    gke = profile.gke
+    return {
+        "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": gke.machine.accelerator_label,
+                         "cloud.google.com/gke-tpu-topology": gke.topology},
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": NODEPOOL, "operator": "NotIn", "values": ["default-pool"]}]}]}}},
+        "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
+def host_network() -> dict[str, Any]:
+    """hostNetwork as the tutorial: the pods then act as the node service account, which the
+    tutorial grants storage.admin (pitfalls 15); Pathways needs it for its ports anyway."""
+    return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
+
+
+def failure_policy(max_restarts: int, restart_strategy: str | None = None) -> dict[str, Any]:
+    """A job that failed through its podFailurePolicy (a non-zero exit of the program) fails
+    the JobSet at once: restarting a user error only burns TPU time. Anything else (a lost
+    host, a deleted pod) restarts the JobSet, up to ``max_restarts``."""
+    policy: dict[str, Any] = {"maxRestarts": max_restarts}
+    if restart_strategy:
+        policy["restartStrategy"] = restart_strategy
+    policy["rules"] = [{"name": "failOnProgramExit", "action": "FailJobSet",
+                        "onJobFailureReasons": ["PodFailurePolicy"]}]
+    return policy
+
+
+def pod_failure_policy(container: str) -> dict[str, Any]:
+    """Disruptions (preemption, node maintenance, eviction) do not count as failures; a
+    non-zero exit of the program fails the Job with reason PodFailurePolicy."""
+    return {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": container, "operator": "NotIn",
+                                              "values": [0]}},
+    ]}

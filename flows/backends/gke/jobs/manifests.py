@@ -1,0 +1,90 @@
+"""Every object the GKE backend would submit for a profile, and `tpurl plan --out DIR` files.
+
+The Secrets are placeholders (no value): the plan shows that a Secret will exist and where
+its value comes from, never the value. Files are named ``NN-<kind>-<name>.yaml`` so a
+directory listing reads in apply order (Secrets before the JobSets that mount them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from flows.backends.gke.jobs.options import options_for
+from flows.backends.gke.jobs.render import render_jobset
+from flows.backends.gke.jobs.secret_objects import secret_placeholder
+from flows.config.profile import Profile, SecretRef
+from flows.core.layout import Layout, convert_key, export_key
+from flows.core.workload import Workload
+from flows.stages.programs import convert_workload, export_workload, train_workload
+
+GKE_STAGES = ("convert", "train", "export")
+
+
+def stage_run(profile: Profile, stage: str) -> str:
+    """What names a stage's JobSet besides the stage: its content key (train: the run name,
+    which is ``rl-<train key>``), so the same configuration always maps to the same JobSet."""
+    if stage == "convert":
+        return convert_key(profile)
+    if stage == "train":
+        return Layout(profile).run_name
+    if stage == "export":
+        return export_key(profile)
+    raise ValueError(f"stage {stage!r} submits nothing to GKE (one of {', '.join(GKE_STAGES)})")
+
+
+def planned_export_step(profile: Profile) -> int:
+    """The step a plan shows; at run time the newest actor checkpoint found is used."""
+    return int(profile.train.args.get("num_batches", 0))
+
+
+def stage_workloads(profile: Profile) -> dict[str, Workload]:
+    layout = Layout(profile)
+    return {"convert": convert_workload(profile, layout),
+            "train": train_workload(profile, layout),
+            "export": export_workload(profile, layout, planned_export_step(profile))}
+
+
+def render_all(profile: Profile) -> list[dict[str, Any]]:
+    """Secrets (placeholders, deduplicated) then one JobSet per stage, in submission order."""
+    options = options_for(profile)
+    workloads = stage_workloads(profile)
+    refs: dict[str, SecretRef] = {}
+    for workload in workloads.values():
+        for _, ref in workload.secret_env:
+            refs.setdefault(ref.describe(), ref)
+    objects = [secret_placeholder(ref, options.namespace) for ref in refs.values()]
+    objects += [render_jobset(workload, profile, run=stage_run(profile, stage), stage=stage,
+                              options=options) for stage, workload in workloads.items()]
+    return objects
+
+
+def to_yaml(obj: dict[str, Any]) -> str:
+    """Block-style YAML, keys in rendering order, long commands as literal blocks."""
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                     width=100, allow_unicode=True)
+
+
+def write_manifests(profile: Profile, out_dir: Path) -> list[Path]:
+    """One YAML file per object the backend would submit; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for number, obj in enumerate(render_all(profile), 1):
+        path = out_dir / f"{number:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+        path.write_text(to_yaml(obj))
+        written.append(path)
+    return written
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)

@@ -1,0 +1,181 @@
+"""The Pathways training JobSet: a CPU head (proxy and resource-manager native sidecars, then
+the training program) plus TPU workers, one replicated Job per slice.
+
+As `gcluster job submit --pathways` builds it (research/gke-jobset.md), with three deliberate
+differences: the images are pinned (upstream defaults to :latest), the program talks to the
+proxy at grpc://127.0.0.1:29000 as MaxText's own recipes do (the head uses hostNetwork and
+the proxy is in the same pod, so no DNS race with the headless service, pitfalls 11), and the
+HF token is an env var from a Secret instead of a command-line argument.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flows.backends.gke.jobs.command import container_command
+from flows.backends.gke.jobs.common import (
+    API_VERSION,
+    EXCLUSIVE,
+    NODEPOOL,
+    SLICE_TOPOLOGY,
+    WORKLOAD_CONTAINER,
+    Env,
+    failure_policy,
+    field_env,
+    host_network,
+    jobset_metadata,
+    plain_env,
+    pod_failure_policy,
+    secret_env,
+    tpu_pod_scheduling,
+)
+from flows.backends.gke.jobs.options import GkeOptions
+from flows.config.profile import Profile
+from flows.config.tpu import hosts_per_slice
+from flows.core.workload import Workload
+
+HEAD = "pathways-head"
+WORKER = "worker"
+PROXY_PORT, RM_PORT, WORKER_PORT = 29000, 29001, 29005
+COORDINATOR = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
+# On every Pathways container (proxy, resource manager, worker, program), as the tutorial.
+SHARED_ENV = (
+    ("GRPC_DNS_RESOLVER", "native"),
+    ("FLAGS_pathways_enforce_subset_devices_form_subslice", "false"),
+    ("ABSL_FLAGS", "--pathways_pipe_unreachable_timeout=60s"),
+)
+
+
+def scratch_location(profile: Profile) -> str:
+    assert profile.gke is not None
+    return f"gs://{profile.gke.bucket}/pathways/"
+
+
+def instance_type(profile: Profile) -> str:
+    assert profile.gke is not None
+    return f"{profile.gke.machine.pathways_instance_prefix}:{profile.gke.topology}"
+
+
+def _head_env() -> Env:
+    return [field_env("PATHWAYS_HEAD", COORDINATOR)]
+
+
+def proxy_container(profile: Profile, opts: GkeOptions) -> dict[str, Any]:
+    return {
+        "name": "pathways-proxy",
+        "image": opts.proxy_image,
+        "restartPolicy": "Always",
+        "args": [f"--server_port={PROXY_PORT}",
+                 f"--resource_manager_address=$(PATHWAYS_HEAD):{RM_PORT}",
+                 f"--gcs_scratch_location={scratch_location(profile)}"],
+        "env": [*_head_env(), *plain_env(SHARED_ENV)],
+        "ports": [{"containerPort": PROXY_PORT, "protocol": "TCP"}],
+        "resources": {"limits": {"cpu": "16", "memory": "100Gi"}},
+    }
+
+
+def resource_manager_container(profile: Profile, opts: GkeOptions) -> dict[str, Any]:
+    assert profile.gke is not None
+    return {
+        "name": "pathways-rm",
+        "image": opts.server_image,
+        "restartPolicy": "Always",
+        "args": [f"--server_port={RM_PORT}",
+                 f"--gcs_scratch_location={scratch_location(profile)}",
+                 "--node_type=resource_manager",
+                 f"--instance_count={profile.gke.num_slices}",
+                 f"--instance_type={instance_type(profile)}"],
+        "env": [field_env("REPLICATED_JOB_NAME",
+                          "metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']"),
+                field_env("JOBSET_NAME", "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"),
+                field_env("HOST_ADDRESS", COORDINATOR),
+                *plain_env([("TPU_SKIP_MDS_QUERY", "true"), *SHARED_ENV])],
+        "ports": [{"containerPort": RM_PORT, "protocol": "TCP"}],
+        "resources": {"limits": {"cpu": "8", "memory": "32Gi"}},
+    }
+
+
+def program_container(workload: Workload, opts: GkeOptions) -> dict[str, Any]:
+    """The training program; privileged so the preamble may raise its memory cgroup."""
+    env = plain_env([("JAX_PLATFORMS", "proxy"), ("XCLOUD_ENVIRONMENT", "GCP"),
+                     ("JAX_BACKEND_TARGET", f"grpc://127.0.0.1:{PROXY_PORT}"), *SHARED_ENV,
+                     *workload.env])
+    return {
+        "name": WORKLOAD_CONTAINER,
+        "image": workload.image,
+        "securityContext": {"privileged": True},
+        "command": container_command(workload),
+        "env": [*_head_env(), *env, *secret_env(workload, opts)],
+        "resources": {"limits": {"cpu": "24", "memory": "100Gi"},
+                      "requests": {"cpu": "2", "memory": "8Gi"}},
+    }
+
+
+def worker_container(profile: Profile, opts: GkeOptions) -> dict[str, Any]:
+    assert profile.gke is not None
+    labels = "metadata.labels['jobset.sigs.k8s.io/{}']"
+    annotations = "metadata.annotations['jobset.sigs.k8s.io/{}']"
+    return {
+        "name": "pathways-worker",
+        "image": opts.server_image,
+        "args": [f"--server_port={WORKER_PORT}",
+                 f"--resource_manager_address=$(PATHWAYS_HEAD):{RM_PORT}",
+                 f"--gcs_scratch_location={scratch_location(profile)}"],
+        "env": [*plain_env([("XCLOUD_ENVIRONMENT", "GCP"),
+                            ("MEGASCALE_GRPC_ENABLE_XOR_TRACER", "false")]),
+                field_env("MEGASCALE_NUM_SLICES", labels.format("replicatedjob-replicas")),
+                field_env("MEGASCALE_SLICE_ID", labels.format("job-index")),
+                field_env("JOBSET_NAME", annotations.format("jobset-name")),
+                field_env("REPLICATED_JOB_NAME", annotations.format("replicatedjob-name")),
+                *_head_env(),
+                # $(PATHWAYS_HEAD) expands because PATHWAYS_HEAD is defined above it.
+                {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": "$(PATHWAYS_HEAD)"},
+                *plain_env(SHARED_ENV)],
+        "ports": [{"containerPort": WORKER_PORT, "protocol": "TCP"}],
+        "resources": {"limits": {"google.com/tpu": str(profile.gke.machine.chips_per_host)}},
+    }
+
+
+def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, name: str,
+                    run: str, stage: str) -> dict[str, Any]:
+    assert profile.gke is not None
+    gke = profile.gke
+    hosts = hosts_per_slice(gke.machine, gke.topology)
+    head_pod = {
+        **host_network(),
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": opts.termination_grace_s,
+        "nodeSelector": {NODEPOOL: opts.cpu_pool},
+        "initContainers": [proxy_container(profile, opts), resource_manager_container(profile, opts)],
+        "containers": [program_container(workload, opts)],
+    }
+    worker_pod = {
+        **host_network(),
+        "restartPolicy": "OnFailure",
+        "terminationGracePeriodSeconds": opts.termination_grace_s,
+        "containers": [worker_container(profile, opts)],
+        **tpu_pod_scheduling(profile),
+    }
+    head = {"name": HEAD, "replicas": 1, "template": {
+        "metadata": {"annotations": {EXCLUSIVE: "kubernetes.io/hostname"}},
+        "spec": {"completionMode": "Indexed", "parallelism": 1, "completions": 1,
+                 "backoffLimit": 0, "podFailurePolicy": pod_failure_policy(WORKLOAD_CONTAINER),
+                 "template": {"spec": head_pod}}}}
+    worker = {"name": WORKER, "replicas": gke.num_slices, "template": {
+        "metadata": {"annotations": {EXCLUSIVE: NODEPOOL}},
+        "spec": {"completionMode": "Indexed", "parallelism": hosts, "completions": hosts,
+                 "backoffLimit": opts.worker_backoff_limit,
+                 "template": {"metadata": {"annotations": {SLICE_TOPOLOGY: gke.topology}},
+                              "spec": worker_pod}}}}
+    spec = {
+        "ttlSecondsAfterFinished": opts.train_ttl_s,
+        "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+        "coordinator": {"replicatedJob": HEAD},
+        "startupPolicy": {"startupPolicyOrder": "InOrder"},
+        "successPolicy": {"operator": "All", "targetReplicatedJobs": [HEAD]},
+        "failurePolicy": failure_policy(opts.train_max_restarts, "Recreate"),
+        "replicatedJobs": [head, worker],
+    }
+    return {"apiVersion": API_VERSION, "kind": "JobSet",
+            "metadata": jobset_metadata(name, profile=profile, options=opts, stage=stage, run=run),
+            "spec": spec}

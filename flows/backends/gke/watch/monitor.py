@@ -1,0 +1,201 @@
+"""Watch one submitted JobSet to a terminal verdict: JobSet + Kueue Workload + pods + log.
+
+Three watches (flows/backends/gke/watch/stream.py) keep the objects current and wake the loop on every
+change; the loop asks the pure diagnosis (flows/backends/gke/watch/verdict.py) what the state means. It
+also wakes every ``tick_s`` with no API call, so the budgets (time queued, time running) are
+enforced even when nothing changes. Kueue's pending reason is logged when it changes, so the
+UI says why a run waits (pitfalls 3).
+
+Budgets are separate on purpose: waiting for quota costs nothing and may legitimately take
+hours; running costs chips and is bounded by how long the job should take.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
+from flows.backends.gke.watch.client import (
+    JOBSET_GROUP,
+    JOBSET_VERSION,
+    JOBSETS,
+    KUEUE_GROUP,
+    KUEUE_VERSION,
+    WORKLOADS,
+    Cluster,
+)
+from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
+from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
+from flows.backends.gke.watch.verdict import Phase, Verdict, condition, diagnose
+from flows.config.profile import Profile
+from flows.core.failures import Diagnosis, FailureCategory
+from flows.core.stage import StageLogger
+
+Obj = dict[str, Any]
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
+REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+
+
+@dataclass(frozen=True)
+class Budgets:
+    queue_s: float = 6 * 3600.0  # suspended by Kueue this long → queue-timeout
+    run_s: float = 24 * 3600.0  # running this long → stalled (the TTL of a Pathways job)
+    schedule_s: float = 1800.0  # a pod unschedulable this long → infrastructure
+    preemptions: int = 3  # resubmissions after preemption, per stage attempt
+    tick_s: float = 1.0  # budget checks between events; costs no API request
+    log_drain_s: float = 10.0  # after a terminal verdict, wait this long for the last lines
+    delete_wait_s: float = 300.0  # a Foreground delete must finish before re-creating
+
+
+def budgets_for(profile: Profile, stage: str) -> Budgets:
+    """Defaults, overridden by profile.gke fields ``queue_budget_s``, ``<stage>_run_budget_s``
+    or ``run_budget_s``, and ``preemption_budget`` when the profile defines them."""
+    gke, out = profile.gke, Budgets()
+    if gke is None:
+        return out
+    found: dict[str, Any] = {}
+    for source, target in (("queue_budget_s", "queue_s"), ("run_budget_s", "run_s"),
+                           (f"{stage}_run_budget_s", "run_s"),
+                           ("preemption_budget", "preemptions")):
+        if getattr(gke, source, None) is not None:
+            found[target] = getattr(gke, source)
+    return Budgets(**{**out.__dict__, **found})
+
+
+def is_finished(jobset: Obj | None) -> bool:
+    return bool(condition(jobset, "Completed") or condition(jobset, "Failed"))
+
+
+def coordinator_pod(pods: list[Obj], replicated_job: str) -> Obj | None:
+    """The pod whose workload-container is the program: index 0 of the coordinator job."""
+    found = [p for p in pods
+             if (p["metadata"].get("labels") or {}).get(REPLICATED_JOB) == replicated_job
+             and (p["metadata"]["labels"].get(JOB_INDEX, "0") == "0")
+             and (p["metadata"]["labels"].get(COMPLETION_INDEX, "0") == "0")
+             and not p["metadata"].get("deletionTimestamp")]
+    return max(found, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None)
+
+
+class Monitor:
+    """Runs until the JobSet ``jobset`` (as created or found) reaches a terminal verdict."""
+
+    def __init__(self, cluster: Cluster, jobset: Obj, sink: LogSink, logger: StageLogger,
+                 budgets: Budgets, settings: WatchSettings, coordinator_job: str,
+                 log_read_timeout_s: float = 300.0) -> None:
+        self.cluster, self.sink, self.logger = cluster, sink, logger
+        self.budgets, self.settings = budgets, settings
+        meta = jobset["metadata"]
+        self.name, self.namespace, self.uid = meta["name"], meta["namespace"], meta["uid"]
+        self.coordinator_job = coordinator_job
+        self.last_jobset: Obj | None = jobset
+        self.noticed_at: float | None = None  # monotonic time the terminal verdict was seen
+        self._changed = threading.Event()
+        self._log_wake = threading.Event()
+        custom, core, ns = cluster.custom, cluster.core, self.namespace
+        warn = functools.partial(logger.warning, "%s")
+        self.jobsets = ObjectWatch("jobset", functools.partial(
+            custom.list_namespaced_custom_object, JOBSET_GROUP, JOBSET_VERSION, ns, JOBSETS,
+            field_selector=f"metadata.name={self.name}"), self._poke, settings, warn)
+        self.workloads = ObjectWatch("kueue-workload", functools.partial(
+            custom.list_namespaced_custom_object, KUEUE_GROUP, KUEUE_VERSION, ns, WORKLOADS,
+            label_selector=f"{KUEUE_JOB_UID}={self.uid}"), self._poke, settings, warn)
+        self.pods = ObjectWatch("pods", functools.partial(
+            core.list_namespaced_pod, ns, label_selector=f"{JOBSET_NAME}={self.name}"),
+            self._poke, settings, warn)
+        self.follower = LogFollower(core, ns, WORKLOAD_CONTAINER, self._coordinator, sink,
+                                    self._log_wake, read_timeout_s=log_read_timeout_s)
+
+    @property
+    def watches(self) -> list[ObjectWatch]:
+        return [self.jobsets, self.workloads, self.pods]
+
+    def requests(self) -> int:
+        return sum(w.requests for w in self.watches) + self.follower.requests
+
+    def _poke(self) -> None:
+        self._changed.set()
+        self._log_wake.set()
+
+    def _pods(self) -> list[Obj]:
+        return [p for p in self.pods.snapshot()
+                if (p["metadata"].get("labels") or {}).get(JOBSET_UID, self.uid) == self.uid]
+
+    def _coordinator(self) -> Obj | None:
+        return coordinator_pod(self._pods(), self.coordinator_job)
+
+    def run(self) -> Verdict:
+        for watch in self.watches:
+            watch.start()
+        self.follower.start()
+        try:
+            return self._loop()
+        finally:
+            for watch in self.watches:
+                watch.stop()
+            self.follower.stop()
+
+    def _loop(self) -> Verdict:
+        last_reason, running_since = "", None
+        while True:
+            self._changed.wait(self.budgets.tick_s)
+            self._changed.clear()
+            if not self.jobsets.synced.is_set():
+                continue
+            verdict = self._observe()
+            if verdict.phase is Phase.RUNNING:
+                running_since = running_since or time.monotonic()
+                if time.monotonic() - running_since > self.budgets.run_s:
+                    verdict = _stalled(self.name, self.budgets.run_s, self.sink.tail_lines())
+            if verdict.reason != last_reason and verdict.phase in (Phase.QUEUED, Phase.RUNNING):
+                self.logger.info("%s", verdict.reason)
+                last_reason = verdict.reason
+            if verdict.phase in (Phase.SUCCEEDED, Phase.FAILED):
+                self.noticed_at = time.monotonic()
+                return self._settle(verdict)
+
+    def _settle(self, verdict: Verdict) -> Verdict:
+        """Let the log follower read the program's last lines, then diagnose again with them:
+        a traceback's last line is what turns "exit 1" into a cause."""
+        category = verdict.diagnosis.category if verdict.diagnosis else None
+        started = container_state(self._coordinator(), WORKLOAD_CONTAINER) in ("running",
+                                                                               "terminated")
+        if not started or category in (FailureCategory.PREEMPTED, FailureCategory.STALLED):
+            return verdict
+        self.follower.wait_drained(self.budgets.log_drain_s)
+        if verdict.phase is Phase.SUCCEEDED:
+            return verdict
+        again = self._observe()
+        return again if again.phase is Phase.FAILED else verdict
+
+    def _observe(self) -> Verdict:
+        jobset = self.jobsets.get(self.name)
+        if jobset is None or jobset["metadata"]["uid"] != self.uid:
+            return Verdict(Phase.FAILED, Diagnosis(
+                FailureCategory.INFRASTRUCTURE, f"{self.name} was deleted from outside the flow",
+                "    the JobSet disappeared while it was being watched",
+                "someone or something (kubectl delete, TTL) removed it; it is resubmitted"),
+                "deleted")
+        self.last_jobset = jobset
+        workloads = self.workloads.snapshot()
+        workload = max(workloads, key=lambda w: w["metadata"].get("creationTimestamp", ""),
+                       default=None)
+        return diagnose(jobset, workload, self._pods(), self.sink.tail_lines(),
+                        now=datetime.now(UTC), queue_budget_s=self.budgets.queue_s,
+                        schedule_budget_s=self.budgets.schedule_s)
+
+
+def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:
+    summary = f"{name} ran longer than its budget of {budget_s / 3600:.1f} h"
+    return Verdict(Phase.FAILED, Diagnosis(
+        FailureCategory.STALLED, summary, "\n".join(f"    {line}" for line in tail[-30:]),
+        "look at the last log lines for a hang (GRPO can stall, tunix #2196); raise "
+        "gke.run_budget_s if the job is just slow"), summary)

@@ -1,0 +1,203 @@
+"""What a JobSet's observed state means: a pure function of JobSet, Kueue Workload and pods.
+
+Inputs are the objects as the Kubernetes API returns them (plain dicts), so the watcher, the
+fake API of the tests and a `kubectl get -o json` dump all feed the same function. ``now`` is
+a parameter, never read from the clock, so "queued too long" is testable.
+
+Order matters, from the most specific evidence to the least:
+1. the JobSet completed → succeeded;
+2. Kueue evicted or preempted the Workload, or a pod carries DisruptionTarget / was shut
+   down with its node → preempted (resubmit and resume; not the program's fault);
+3. the program's container failed (OOMKilled, non-zero exit with traceback) → user-error,
+   unless the log names a transient cause (then infrastructure), via flows.core.failures;
+4. image pulls, unschedulable pods, a crashed Pathways server → infrastructure;
+5. still suspended (Kueue has not admitted it) beyond the queue budget → queue-timeout.
+A JobSet that is neither finished nor failing yields ``phase`` queued/running and no diagnosis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
+from flows.core.failures import Diagnosis, FailureCategory, diagnose_exit
+
+Obj = dict[str, Any]
+_PULL = frozenset({"ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "RegistryUnavailable"})
+_CONFIG = frozenset({"CreateContainerConfigError", "InvalidImageName", "CreateContainerError"})
+_MAINTENANCE = ("maintenance", "NodeShutdown", "node shutdown", "Node is shutting down")
+
+
+class Phase(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    phase: Phase
+    diagnosis: Diagnosis | None = None
+    reason: str = ""  # one line for the log / UI, e.g. Kueue's pending message
+
+
+def condition(obj: Obj | None, kind: str) -> Obj | None:
+    """The condition of that type if its status is True."""
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def _since(value: str | None, now: datetime) -> float:
+    if not value:
+        return 0.0
+    return (now - datetime.fromisoformat(value.replace("Z", "+00:00"))).total_seconds()
+
+
+def _tail(lines: list[str]) -> str:
+    return "\n".join(f"    {line}" for line in lines[-30:])
+
+
+def _diag(category: FailureCategory, summary: str, detail: str, resolution: str) -> Verdict:
+    return Verdict(Phase.FAILED, Diagnosis(category, summary, detail, resolution), summary)
+
+
+def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[str], *,
+             now: datetime, queue_budget_s: float, schedule_budget_s: float = 1800.0) -> Verdict:
+    """Classify the observed state of one JobSet (see the module docstring for the order)."""
+    name = jobset.get("metadata", {}).get("name", "jobset")
+    if condition(jobset, "Completed"):
+        return Verdict(Phase.SUCCEEDED, None, f"{name} completed")
+    found = (_preempted(name, workload, pods) or _program_failed(name, pods, log_tail)
+             or _infrastructure(name, pods, now, schedule_budget_s))
+    if found:
+        return found
+    if failed := condition(jobset, "Failed"):
+        return _diag(FailureCategory.INFRASTRUCTURE, f"{name} failed: {failed.get('reason')}: "
+                     f"{failed.get('message', '')}", _tail(log_tail),
+                     "no pod explains it (they may be gone); it is retried with backoff")
+    return _queued_or_running(name, jobset, workload, now, queue_budget_s)
+
+
+def _preempted(name: str, workload: Obj | None, pods: list[Obj]) -> Verdict | None:
+    for kind in ("Evicted", "Preempted"):
+        if cond := condition(workload, kind):
+            return _diag(FailureCategory.PREEMPTED,
+                         f"{name} was {kind.lower()} by Kueue ({cond.get('reason')})",
+                         f"    {cond.get('message', '')}",
+                         "Kueue re-queues it; the run resumes from its newest checkpoint")
+    for pod in pods:
+        status = pod.get("status") or {}
+        message = f"{status.get('reason', '')} {status.get('message', '')}"
+        if "ephemeral local storage" in message:
+            continue  # evicted for its own disk use: a sizing error, see _program_failed
+        disruption = condition(pod, "DisruptionTarget")
+        if disruption or any(word in message for word in _MAINTENANCE):
+            why = (f"{disruption.get('reason')}: {disruption.get('message', '')}" if disruption
+                   else message.strip())
+            return _diag(FailureCategory.PREEMPTED,
+                         f"{name}: pod {_pod_name(pod)} was disrupted ({why})",
+                         f"    node {pod.get('spec', {}).get('nodeName', '?')}",
+                         "host preempted or under maintenance; resubmitted with the same run "
+                         "name, resuming from the newest actor checkpoint")
+    return None
+
+
+def _program_failed(name: str, pods: list[Obj], log_tail: list[str]) -> Verdict | None:
+    for pod in pods:
+        status = pod.get("status") or {}
+        if "ephemeral local storage" in str(status.get("message", "")):
+            return _diag(FailureCategory.USER_ERROR, f"{name}: pod {_pod_name(pod)} used more "
+                         "disk than it requested", f"    {status.get('message')}",
+                         "raise gke.conversion_ephemeral_storage (and the cpu-np disk size)")
+        for state in _terminated(pod, WORKLOAD_CONTAINER):
+            if state.get("reason") == "OOMKilled":
+                return _diag(FailureCategory.USER_ERROR,
+                             f"{name}: {WORKLOAD_CONTAINER} was OOMKilled", _tail(log_tail),
+                             "the same configuration will be killed again: raise the memory "
+                             "limit or shrink the step (batch, lengths)")
+            code = int(state.get("exitCode", 0))
+            if code != 0:
+                returncode = -(code - 128) if code > 128 else code
+                diagnosis = diagnose_exit(name, returncode, log_tail)
+                return Verdict(Phase.FAILED, diagnosis, diagnosis.summary)
+    return None
+
+
+def _infrastructure(name: str, pods: list[Obj], now: datetime,
+                    schedule_budget_s: float) -> Verdict | None:
+    for pod in pods:
+        for container in _container_statuses(pod):
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            reason = waiting.get("reason", "")
+            if reason in _PULL or reason in _CONFIG:
+                category = (FailureCategory.USER_ERROR if reason == "InvalidImageName"
+                            else FailureCategory.INFRASTRUCTURE)
+                return _diag(category, f"{name}: {container.get('name')} cannot start: {reason}",
+                             f"    {waiting.get('message', '')}",
+                             "check the image exists and the node service account may pull it "
+                             "(artifactregistry.reader), and that the Secret exists")
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            if container.get("name") != WORKLOAD_CONTAINER and terminated.get("exitCode", 0):
+                return _diag(FailureCategory.INFRASTRUCTURE,
+                             f"{name}: {container.get('name')} exited with "
+                             f"{terminated.get('exitCode')} ({terminated.get('reason', '')})",
+                             f"    {terminated.get('message', '')}",
+                             "a Pathways server crashed; retried with backoff")
+        scheduled = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                          if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
+        if scheduled and scheduled.get("reason") == "Unschedulable" and \
+                _since(scheduled.get("lastTransitionTime"), now) > schedule_budget_s:
+            return _diag(FailureCategory.INFRASTRUCTURE,
+                         f"{name}: pod {_pod_name(pod)} is unschedulable",
+                         f"    {scheduled.get('message', '')}",
+                         "the node pool lacks capacity (TPU reservation, cpu-np size or disk); "
+                         "check the pools, then it is retried")
+    return None
+
+
+def _queued_or_running(name: str, jobset: Obj, workload: Obj | None, now: datetime,
+                       queue_budget_s: float) -> Verdict:
+    suspended = (bool((jobset.get("spec") or {}).get("suspend"))
+                 or condition(jobset, "Suspended") is not None
+                 or (workload is not None and condition(workload, "Admitted") is None))
+    if not suspended:
+        return Verdict(Phase.RUNNING, None, f"{name} is running")
+    pending = next((c for c in ((workload or {}).get("status") or {}).get("conditions") or []
+                    if c.get("type") == "QuotaReserved"), None)
+    why = (pending or {}).get("message") or "waiting for Kueue to admit it"
+    since = (pending or {}).get("lastTransitionTime") or jobset.get("metadata", {}).get(
+        "creationTimestamp")
+    waited = _since(since, now)
+    if waited > queue_budget_s:
+        return _diag(FailureCategory.QUEUE_TIMEOUT,
+                     f"{name} waited {waited / 60:.0f} min in the queue: {why}",
+                     f"    queue budget {queue_budget_s / 60:.0f} min",
+                     "free quota in the ClusterQueue (another job holds the slice?) or raise "
+                     "the queue budget; nothing ran, nothing was spent on this job")
+    return Verdict(Phase.QUEUED, None, f"{name} is queued: {why}")
+
+
+def _pod_name(pod: Obj) -> str:
+    return str(pod.get("metadata", {}).get("name", "?"))
+
+
+def _container_statuses(pod: Obj) -> list[Obj]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def _terminated(pod: Obj, container: str) -> list[Obj]:
+    states = []
+    for status in _container_statuses(pod):
+        if status.get("name") != container:
+            continue
+        for key in ("state", "lastState"):
+            if terminated := (status.get(key) or {}).get("terminated"):
+                states.append(terminated)
+    return states

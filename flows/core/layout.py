@@ -1,0 +1,180 @@
+"""Where every output lives, and the keys that name it: pure functions of the profile.
+
+Output directories carry a short hash of everything that shapes their content (the *key*), so
+a changed learning rate writes a new training run instead of resuming an unrelated one, and a
+plan can print every URI before anything runs. Keys chain: train's key includes convert's,
+export's includes train's, so a change upstream re-runs exactly what depends on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from flows.config.profile import Profile
+from flows.core.lineage import RECORD_NAME, config_key
+from flows.core.patching import declarations_digest, enabled, load_declarations
+from flows.core.paths import PATCHES_FILE, REHEARSAL_DIR, REPO_ROOT
+from flows.core.storage import file_uri, join
+
+REHEARSAL_LOCK = REHEARSAL_DIR / "requirements.lock"
+HF_CHECK_LOCK = REHEARSAL_DIR / "hf-check-requirements.txt"
+REHEARSAL_SCRIPTS = ("make_tiny_model.py", "make_dataset.py", "rewards.py", "train_rl_cpu.py",
+                     "check_hf_export.py")
+
+
+@cache
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "absent"
+
+
+def runtime_identity(profile: Profile) -> str:
+    """What decides the MaxText code that runs: the base image, or the rehearsal lock file."""
+    if profile.backend == "local":
+        return f"rehearsal-lock:{_file_digest(REHEARSAL_LOCK)}"
+    return profile.image.base
+
+
+def image_key(profile: Profile) -> str:
+    patches = enabled(load_declarations(PATCHES_FILE), profile.image.disabled_patches)
+    parts: list[object] = [runtime_identity(profile), declarations_digest(patches)]
+    if profile.backend == "local":
+        parts += [_file_digest(HF_CHECK_LOCK)]
+        parts += [_file_digest(REHEARSAL_DIR / name) for name in REHEARSAL_SCRIPTS]
+    return config_key("image", *parts)
+
+
+def patched_image_ref(profile: Profile) -> str:
+    """Where the patched image is pushed; tagged by content (image key), used by digest."""
+    if profile.image.repository:
+        repository = profile.image.repository
+    else:
+        assert profile.gke is not None
+        repository = (f"{profile.gke.region}-docker.pkg.dev/{profile.gke.project}/tpurl/"
+                      "tpu-post-training")
+    return f"{repository}:{image_key(profile)}"
+
+
+def infra_key(profile: Profile) -> str:
+    if profile.local is not None:
+        local = profile.local
+        return config_key("infra-local", local.tiny_model_seed, local.dataset_rows,
+                          local.dataset_seed, _file_digest(REHEARSAL_DIR / "make_tiny_model.py"),
+                          _file_digest(REHEARSAL_DIR / "make_dataset.py"))
+    return config_key("infra-gke", profile.gke.model_dump() if profile.gke else None)
+
+
+def model_source_key(profile: Profile) -> str:
+    model = profile.model
+    seed = profile.local.tiny_model_seed if profile.local else None
+    return config_key(model.maxtext_name, model.hf_repo, model.hf_revision, model.args, seed)
+
+
+def convert_key(profile: Profile) -> str:
+    return config_key("convert", model_source_key(profile), profile.convert.args,
+                      runtime_identity(profile))
+
+
+def dataset_key(profile: Profile) -> str:
+    if profile.data.train_files:
+        return config_key("data-files", profile.data.train_files)
+    local = profile.local
+    return config_key("data", local.dataset_rows, local.dataset_seed) if local else "hub"
+
+
+def train_key(profile: Profile) -> str:
+    return config_key("train", convert_key(profile), profile.train.args, image_key(profile),
+                      dataset_key(profile))
+
+
+def export_key(profile: Profile) -> str:
+    return config_key("export", train_key(profile), profile.export.args,
+                      runtime_identity(profile))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """All URIs of one profile's run."""
+
+    profile: Profile
+
+    @property
+    def root(self) -> str:
+        if self.profile.gke is not None:
+            return f"gs://{self.profile.gke.bucket}"
+        assert self.profile.local is not None
+        return file_uri(_repo_relative(self.profile.local.root))
+
+    @property
+    def model_root(self) -> str:
+        return join(self.root, self.profile.model.maxtext_name)
+
+    # image (local: the rehearsal venv plays the image)
+    def venv_dir(self) -> Path:
+        assert self.profile.local is not None
+        return _repo_relative(self.profile.local.venv)
+
+    def hf_check_venv_dir(self) -> Path:
+        assert self.profile.local is not None
+        return _repo_relative(self.profile.local.hf_check_venv)
+
+    # infra
+    @property
+    def sources_dir(self) -> str:
+        return join(self.root, "sources", infra_key(self.profile))
+
+    @property
+    def tiny_model_dir(self) -> str:
+        return join(self.sources_dir, "tiny-qwen3-moe")
+
+    @property
+    def dataset_file(self) -> str:
+        return join(self.sources_dir, "openmathinstruct2-shaped.parquet")
+
+    # convert
+    @property
+    def convert_dir(self) -> str:
+        return join(self.model_root, "max-text-format", convert_key(self.profile))
+
+    @property
+    def converted_checkpoint(self) -> str:
+        return join(self.convert_dir, "0", "items")
+
+    # train
+    @property
+    def train_base(self) -> str:
+        return join(self.model_root, "trained")
+
+    @property
+    def run_name(self) -> str:
+        return f"rl-{train_key(self.profile)}"
+
+    @property
+    def train_run_dir(self) -> str:
+        return join(self.train_base, self.run_name)
+
+    @property
+    def actor_checkpoints(self) -> str:
+        return join(self.train_run_dir, "checkpoints", "actor")
+
+    def actor_params(self, step: int) -> str:
+        return join(self.actor_checkpoints, str(step), "model_params")
+
+    # export
+    @property
+    def export_dir(self) -> str:
+        return join(self.model_root, "hf-trained", export_key(self.profile))
+
+    def record(self, stage_dir: str) -> str:
+        return join(stage_dir, RECORD_NAME)
+
+    def log(self, stage_dir: str, workload: str) -> str:
+        return join(stage_dir, "tpurl-logs", f"{workload}.log")
+
+
+def _repo_relative(path: str) -> Path:
+    expanded = Path(os.path.expanduser(path))
+    return expanded if expanded.is_absolute() else REPO_ROOT / expanded

@@ -1,0 +1,15 @@
+"""Where the repository's data lives: profiles, image definitions, rehearsal scripts.
+
+The pipeline is deployed from this repository (prefect deploy pulls it), so these files are
+found relative to the package rather than installed as package data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROFILES_DIR = REPO_ROOT / "deployments" / "profiles"
+IMAGES_DIR = REPO_ROOT / "images"
+PATCHES_FILE = IMAGES_DIR / "post-training" / "patches.yaml"
+REHEARSAL_DIR = IMAGES_DIR / "rehearsal"

@@ -1,0 +1,180 @@
+"""The stage model: four questions every stage answers (DESIGN.md).
+
+- ``plan``   what it would do; pure.
+- ``done``   is a verified output already there whose lineage matches the current inputs?
+- ``run``    make it so, through the backend (then ``verify``).
+- ``verify`` check the output for real and describe it; the runner writes the lineage record.
+
+``execute`` strings them together the same way for every stage, so skip/verify/lineage rules
+cannot drift between stages.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from flows.config.profile import Profile
+from flows.core.failures import StageFailed
+from flows.core.layout import Layout
+from flows.core.lineage import LineageRecord, read_record, write_record
+from flows.core.secrets import Redactor
+from flows.core.storage import Storage
+from flows.core.workload import Workload
+
+
+class WorkloadRun(BaseModel):
+    name: str
+    wall_s: float
+    log_uri: str
+
+
+class StageOutput(BaseModel):
+    """What a stage hands to the next one and to the flow result (JSON-persistable)."""
+
+    stage: str
+    status: Literal["ran", "skipped"]
+    key: str
+    fingerprint: str
+    uris: dict[str, str]
+    details: dict[str, Any] = Field(default_factory=dict)
+    duration_s: float = 0.0
+    chip_hours: float = 0.0
+    workloads: list[WorkloadRun] = Field(default_factory=list)
+
+
+class PlannedWorkload(BaseModel):
+    name: str
+    image: str
+    placement: str
+    command: str
+    env: dict[str, str]
+    secret_env: dict[str, str]
+
+
+class StagePlan(BaseModel):
+    stage: str
+    title: str
+    key: str
+    inputs: dict[str, str]
+    outputs: dict[str, str]
+    actions: list[str] = Field(default_factory=list)
+    workloads: list[PlannedWorkload] = Field(default_factory=list)
+    estimated_chip_hours: float = 0.0
+    notes: list[str] = Field(default_factory=list)
+
+
+class Backend(Protocol):
+    name: str
+
+    def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun: ...
+
+
+class StageLogger(Protocol):
+    def info(self, msg: str, *args: object) -> None: ...
+    def warning(self, msg: str, *args: object) -> None: ...
+
+
+@dataclass
+class StageContext:
+    profile: Profile
+    layout: Layout
+    backend: Backend
+    storage: Storage
+    logger: StageLogger
+    redactor: Redactor = field(default_factory=Redactor)
+    scratch: dict[str, Any] = field(default_factory=dict)  # run() → verify() within one stage
+
+
+def plan_workload(workload: Workload) -> PlannedWorkload:
+    placement = workload.placement
+    where = placement.kind
+    if placement.topology:
+        where += f" {placement.machine_type} {placement.topology} x{placement.num_slices}"
+    return PlannedWorkload(
+        name=workload.name, image=workload.image, placement=where,
+        command=" && ".join([*workload.preamble, workload.command_line()]),
+        env=dict(workload.env),
+        secret_env={name: ref.describe() for name, ref in workload.secret_env})
+
+
+class Stage(ABC):
+    name: str
+    title: str
+
+    @abstractmethod
+    def key(self, profile: Profile) -> str: ...
+
+    @abstractmethod
+    def plan(self, profile: Profile) -> StagePlan: ...
+
+    @abstractmethod
+    def record_uri(self, layout: Layout) -> str: ...
+
+    def input_fingerprints(self, upstream: dict[str, StageOutput]) -> dict[str, str]:
+        return {name: out.fingerprint for name, out in sorted(upstream.items())}
+
+    def outputs_present(self, ctx: StageContext, record: LineageRecord) -> bool:
+        return all(ctx.storage.exists(uri) for uri in record.outputs.values())
+
+    def done(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> StageOutput | None:
+        record = read_record(ctx.storage, self.record_uri(ctx.layout))
+        if record is None or not record.matches(self.key(ctx.profile),
+                                                 self.input_fingerprints(upstream)):
+            return None
+        if not self.outputs_present(ctx, record):
+            return None
+        return StageOutput(stage=self.name, status="skipped", key=record.key,
+                           fingerprint=record.fingerprint, uris=record.outputs,
+                           details=record.details)
+
+    @abstractmethod
+    def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
+        """Make the output exist (idempotently)."""
+
+    @abstractmethod
+    def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
+        """Check the output for real; return (output URIs, details) or raise StageFailed."""
+
+    def chip_hours(self, profile: Profile, wall_s: float) -> float:
+        """Held, not busy: the static TPU pool is billed for the whole stage (0 off GKE)."""
+        from flows.backends.gke.infra.cost import stage_held_chip_hours
+
+        return stage_held_chip_hours(profile, wall_s)
+
+    def execute(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> StageOutput:
+        started = time.monotonic()
+        skipped = self.done(ctx, upstream)
+        if skipped is not None:
+            skipped.duration_s = time.monotonic() - started
+            ctx.logger.info("%s: verified output already there, skipping (%s)", self.name,
+                            ", ".join(skipped.uris.values()))
+            return skipped
+        runs = self.run(ctx, upstream)
+        uris, details = self.verify(ctx)
+        record = LineageRecord(stage=self.name, key=self.key(ctx.profile),
+                               inputs=self.input_fingerprints(upstream), outputs=uris,
+                               details=details)
+        write_record(ctx.storage, self.record_uri(ctx.layout), record)
+        wall = time.monotonic() - started
+        return StageOutput(stage=self.name, status="ran", key=record.key,
+                           fingerprint=record.fingerprint, uris=uris, details=details,
+                           duration_s=wall, chip_hours=self.chip_hours(ctx.profile, wall),
+                           workloads=runs)
+
+
+def built_image(upstream: dict[str, StageOutput]) -> str | None:
+    """The image reference (by digest) the image stage produced, if it ran upstream."""
+    image = upstream.get("image")
+    return image.uris.get("image") if image is not None else None
+
+
+def fail(stage: str, summary: str, detail: str, resolution: str,
+         category: str = "user-error") -> StageFailed:
+    from flows.core.failures import Diagnosis, FailureCategory
+
+    return StageFailed(stage, Diagnosis(FailureCategory(category), summary, detail, resolution))

@@ -1,0 +1,117 @@
+"""What the run page shows: output links, the stage table, training progress, metrics.
+
+Keys are stable per profile (``tpurl-<profile>-…``) so Prefect keeps a history per key.
+Publishing is best-effort: a UI nicety never fails a run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import Any
+from uuid import UUID
+
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+
+from flows.runpage.charts import metrics_chart_markdown
+from flows.runpage.result import PipelineResult
+
+log = logging.getLogger(__name__)
+
+
+def slug(text: str) -> str:
+    return "-".join("".join(c if c.isalnum() else " " for c in text.lower()).split())
+
+
+class TrainingProgress:
+    """Drives a progress artifact from the step counter in the training log."""
+
+    def __init__(self, logger: Any) -> None:
+        self.logger = logger
+        self.artifact_id: UUID | None = None
+        self.last_step = -1
+        # Made in the task's thread: a backend may call back from its log-reading thread,
+        # where Prefect's run context (which links the artifact to the run) is not set.
+        self._context = contextvars.copy_context()
+
+    def __call__(self, workload: str, step: int, total: int | None) -> None:
+        if step <= self.last_step:
+            return
+        self.last_step = step
+        if self._in_run_context():
+            self._publish(workload, step, total)
+        else:
+            self._context.copy().run(self._publish, workload, step, total)
+
+    @staticmethod
+    def _in_run_context() -> bool:
+        from prefect.context import TaskRunContext
+
+        return TaskRunContext.get() is not None
+
+    def _publish(self, workload: str, step: int, total: int | None) -> None:
+        percent = min(100.0, 100.0 * step / total) if total else 0.0
+        self.logger.info("%s: step %d/%s", workload, step, total or "?")
+        try:
+            if self.artifact_id is None:
+                self.artifact_id = create_progress_artifact(
+                    progress=percent, description=f"{workload}: GRPO steps done")
+            else:
+                update_progress_artifact(self.artifact_id, progress=percent)
+        except Exception as exc:
+            self.logger.warning("progress artifact not updated: %s", exc)
+
+
+def publish_result(result: PipelineResult) -> None:
+    key = f"tpurl-{slug(result.profile)}"
+    try:
+        for name, uri in result.artifacts.items():
+            create_link_artifact(link=uri, link_text=f"{name}: {uri}",
+                                 key=f"{key}-{slug(name)}",
+                                 description=f"{result.profile}: {name.replace('_', ' ')}")
+        create_table_artifact(table=stage_rows(result), key=f"{key}-stages",
+                              description=f"Stages of {result.profile}: ran or skipped, time, "
+                              "chip-hours and outputs")
+        rows = metric_rows(result.metrics)
+        if rows:
+            create_table_artifact(table=rows, key=f"{key}-metrics",
+                                  description="Training metrics per GRPO step (TensorBoard)")
+        chart = metrics_chart_markdown(result.metrics)
+        if chart:
+            create_markdown_artifact(markdown=chart, key=f"{key}-curves",
+                                     description="Reward and loss per GRPO step")
+    except Exception as exc:
+        log.warning("artifacts not published: %s", exc)
+
+
+def stage_rows(result: PipelineResult) -> list[dict[str, Any]]:
+    return [{"stage": s.stage, "status": s.status, "duration_s": round(s.duration_s, 1),
+             "programs_s": round(sum(w.wall_s for w in s.workloads), 1),
+             "chip_hours": round(s.chip_hours, 3), "usd": s.usd,
+             "outputs": ", ".join(s.uris.values())}
+            for s in result.stages]
+
+
+# The tags a reader wants per step (the rest stays in the result and in TensorBoard).
+METRIC_COLUMNS = {"rewards/train/mean": "reward_mean", "rewards/train/min": "reward_min",
+                  "rewards/train/max": "reward_max", "actor/train/loss": "loss",
+                  "actor/train/kl": "kl", "actor/train/grad_norm": "grad_norm",
+                  "actor/train/learning_rate": "learning_rate",
+                  "completions/train/mean_length": "completion_length"}
+
+
+def metric_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for step in metrics.get("steps", []):
+        row: dict[str, Any] = {"step": step["step"]}
+        for tag, column in METRIC_COLUMNS.items():
+            value = step.get(tag)
+            row[column] = round(value, 6) if isinstance(value, float) else value
+        rows.append(row)
+    return rows
