@@ -41,7 +41,6 @@ def main() -> None:
     from flows.backends.gke.watch.client import cluster_at
     from flows.config import load_profile
     from flows.core.layout import Layout
-    from flows.core.secrets import Redactor
     from flows.core.storage import LocalStorage, file_uri
     from flows.stages.programs import train_workload
     from tests.conftest import TUTORIAL, TUTORIAL_REQUIRED
@@ -63,9 +62,9 @@ def main() -> None:
     kube = scenario(FakeKube(), script)
     kube.drop_watch_every = args.drop_watch_every
     with FakeApiServer(kube) as server, tempfile.TemporaryDirectory() as tmp:
-        backend = GkeBackend(profile, Layout(profile), Quiet(), Redactor(), stage="train",
+        backend = GkeBackend(profile, logger=Quiet(), stage="train",
                              storage=LocalStorage(), cluster=cluster_at(server.url))
-        workload = train_workload(profile, Layout(profile))
+        workload = train_workload(profile, Layout(profile), backend.runtime)
         print(f"running a JobSet for {args.window_s:.0f} s against the fake API ...")
         started = time.monotonic()
         backend.run_workload(workload, file_uri(Path(tmp) / "train.log"))

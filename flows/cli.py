@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from flows.backends import backend_for
 from flows.config import ProfileError, load_profile, profile_names
 from flows.config.loading import parse_override
 
@@ -61,10 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if profile.gke is not None and profile.gke.world_open:
-        from flows.backends.gke.infra.settings import settings_from_profile, world_open_warning
-
-        print(world_open_warning(settings_from_profile(profile)), file=sys.stderr)
+    backend = backend_for(profile)
+    for warning in backend.validation_warnings():
+        print(warning, file=sys.stderr)
     if args.command == "validate":
         print(f"profile {profile.name} is valid (backend {profile.backend})")
         return 0
@@ -96,12 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             files = write_plan(profile, plans, args.out)
             print(f"\nwrote {len(files)} files to {args.out}", file=sys.stderr)
         if args.check:
-            if profile.gke is None:
-                print("\npre-flight: nothing to check for a local profile")
-                return 0
-            from flows.backends.gke.infra.entry import check_text
-
-            text, ok = check_text(profile)
+            text, ok = backend.preflight()
             print("\n" + text)
             return 0 if ok else 1
         return 0

@@ -18,13 +18,12 @@ from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 from prefect.states import State
 
-from flows.backends.local.backend import LocalBackend
+from flows.backends import backend_for
 from flows.config import Profile, load_profile
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.core.secrets import Redactor
-from flows.core.stage import Backend, StageContext, StageOutput
-from flows.core.storage import storage_for
+from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_result
@@ -48,21 +47,12 @@ def retry_if_retryable(task: Any, task_run: Any, state: State) -> bool:
 
 def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput]) -> StageOutput:
     logger = get_run_logger()
-    layout = Layout(profile)
     redactor = Redactor()
     stage = STAGE_BY_NAME[stage_name]
-    storage = storage_for(layout.root)
-    backend: Backend
-    if profile.backend == "gke":
-        from flows.backends.gke.backend import GkeBackend
-
-        backend = GkeBackend(profile, layout, logger, redactor, TrainingProgress(logger),
-                             stage_name, storage=storage)
-    else:
-        backend = LocalBackend(profile, layout, logger, redactor, TrainingProgress(logger),
-                               stage_name)
-    ctx = StageContext(profile=profile, layout=layout, backend=backend, storage=storage,
-                       logger=logger, redactor=redactor)
+    backend = backend_for(profile, logger=logger, redactor=redactor,
+                          on_progress=TrainingProgress(logger), stage=stage_name)
+    ctx = StageContext(profile=profile, layout=Layout(profile), backend=backend,
+                       storage=backend.storage, logger=logger, redactor=redactor)
     events.stage_event("started", profile.name, stage_name, redactor)
     try:
         output = stage.execute(ctx, dict(upstream))
@@ -145,7 +135,8 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
         trained = train_grpo(cfg, image, infra, converted)
         exported = export_hf(cfg, image, infra, trained)
     outputs = [image, infra, converted, trained, exported]
-    price = cfg.gke.usd_per_chip_hour if cfg.gke else 0.0
+    backend = backend_for(cfg)
+    price = backend.usd_per_chip_hour
     result = PipelineResult(
         profile=cfg.name, backend=cfg.backend,
         artifacts={"maxtext_checkpoint": converted.uris["maxtext_checkpoint"],
@@ -157,7 +148,7 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
         metrics=trained.details.get("metrics", {}),
         wall_s=time.monotonic() - started, started_at=started_at,
         finished_at=datetime.now(UTC).isoformat())
-    persist_result(storage_for(Layout(cfg).root), cfg, flow_run.name or "run", result)
+    persist_result(backend.storage, cfg, flow_run.name or "run", result)
     publish_result(result)
     events.model_exported(cfg.name, {"hf_export": result.artifacts["hf_export"],
                                      "trained_checkpoint": result.artifacts["trained_checkpoint"]})

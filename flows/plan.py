@@ -8,22 +8,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from flows.backends import backend_for
 from flows.config.profile import Profile
 from flows.core.stage import StagePlan
-from flows.stages import STAGES
+from flows.core.workload import Workload
+from flows.stages import STAGES, programs
+
+
+def planned_workloads(profile: Profile) -> dict[str, Workload]:
+    return programs.planned_workloads(profile, backend_for(profile).runtime)
 
 
 def build_plan(profile: Profile) -> list[StagePlan]:
-    return [stage.plan(profile) for stage in STAGES]
+    backend = backend_for(profile)
+    return [stage.plan(profile, backend) for stage in STAGES]
 
 
 def render_text(profile: Profile, plans: list[StagePlan]) -> str:
-    lines = [f"profile {profile.name} · backend {profile.backend}"]
-    if profile.gke is not None:
-        gke = profile.gke
-        lines.append(f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
-                     f"x{gke.num_slices} = {gke.total_chips} chips · "
-                     f"${gke.total_chips * gke.usd_per_chip_hour:,.2f}/h while the pool exists")
+    backend = backend_for(profile)
+    lines = [f"profile {profile.name} · backend {profile.backend}", *backend.plan_header()]
     for number, plan in enumerate(plans, 1):
         lines += ["", f"{number}. {plan.stage} — {plan.title}  [key {plan.key}]"]
         lines += [f"   in   {name}: {uri}" for name, uri in plan.inputs.items()]
@@ -37,10 +40,7 @@ def render_text(profile: Profile, plans: list[StagePlan]) -> str:
         if plan.estimated_chip_hours:
             lines.append(f"   est. {plan.estimated_chip_hours:.1f} TPU chip-hours held")
         lines += [f"   note {note}" for note in plan.notes]
-    if profile.gke is not None:
-        from flows.backends.gke.infra.cost import cost_plan, render_cost
-
-        lines += ["", *render_cost(cost_plan(profile))]
+    lines += backend.plan_footer()
     return "\n".join(lines)
 
 
@@ -59,10 +59,7 @@ def write_plan(profile: Profile, plans: list[StagePlan], out_dir: Path) -> list[
             cmd.write_text(f"# {workload.name} on {workload.placement} ({workload.image})\n"
                            f"{env}{workload.command}\n")
             written.append(cmd)
-    if profile.backend == "gke":
-        from flows.backends.gke.jobs.manifests import write_manifests
-
-        written += write_manifests(profile, out_dir / "manifests")
+    written += backend_for(profile).write_plan_files(out_dir, planned_workloads(profile))
     summary = out_dir / "plan.txt"
     summary.write_text(render_text(profile, plans) + "\n")
     written.append(summary)

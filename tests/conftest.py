@@ -57,7 +57,6 @@ def rehearsal_image():
     from flows.backends.local.backend import LocalBackend
     from flows.config import load_profile
     from flows.core.layout import Layout
-    from flows.core.secrets import Redactor
     from flows.core.stage import StageContext
     from flows.core.storage import LocalStorage
     from flows.stages import STAGE_BY_NAME
@@ -65,7 +64,7 @@ def rehearsal_image():
     profile = load_profile("rehearsal", environ={})
     layout = Layout(profile)
     logger = logging.getLogger("tpurl-tests")
-    backend = LocalBackend(profile, layout, logger, Redactor(), stage="image")
+    backend = LocalBackend(profile, logger=logger, stage="image")
     ctx = StageContext(profile=profile, layout=layout, backend=backend, storage=LocalStorage(),
                        logger=logger)
     STAGE_BY_NAME["image"].execute(ctx, {})

@@ -1,1 +1,44 @@
-"""Backends run Workloads: ``local`` (subprocesses in the rehearsal venv) and ``gke`` (issue #5)."""
+"""Backends: the one object through which a stage touches the world (flows/core/backend.py).
+
+``backend_for`` is the only place that chooses one; a third backend is a folder here plus a
+line below. Imports are deferred so a rehearsal never loads the Kubernetes or GCS clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlparse
+
+from flows.config.profile import Profile
+from flows.core.backend import Backend, StageLogger
+from flows.core.secrets import Redactor
+from flows.core.storage import LocalStorage, Storage
+
+ProgressCallback = Callable[[str, int, int | None], None]
+
+
+def backend_for(profile: Profile, *, logger: StageLogger | None = None,
+                redactor: Redactor | None = None, on_progress: ProgressCallback | None = None,
+                stage: str = "") -> Backend:
+    """The profile's backend for one stage (or for a plan, with no stage: it does no I/O)."""
+    if profile.backend == "gke":
+        from flows.backends.gke.backend import GkeBackend
+
+        return GkeBackend(profile, logger=logger, redactor=redactor, on_progress=on_progress,
+                          stage=stage)
+    from flows.backends.local.backend import LocalBackend
+
+    return LocalBackend(profile, logger=logger, redactor=redactor, on_progress=on_progress,
+                        stage=stage)
+
+
+def storage_for(uri: str) -> Storage:
+    """Storage by URI scheme, for readers that hold a URI rather than a profile."""
+    scheme = urlparse(uri).scheme
+    if scheme == "file":
+        return LocalStorage()
+    if scheme == "gs":
+        from flows.backends.gke.gcs import GcsStorage
+
+        return GcsStorage()
+    raise ValueError(f"no storage for {scheme}:// URIs: use gs:// (GCP) or file:// (rehearsal)")

@@ -60,6 +60,17 @@ def enabled(patches: list[PatchDeclaration], disabled: dict[str, str]) -> list[P
     return [p for p in patches if p.id not in disabled]
 
 
+def plan_lines(declared: list[PatchDeclaration], disabled: dict[str, str]) -> list[str]:
+    """What a plan says about the patches: one action per enabled patch (how many matches it
+    expects), then one note per disabled patch with the profile's reason."""
+    return [f"apply patch {p.id} to {p.file} ({p.expected_matches} match(es))"
+            for p in enabled(declared, disabled)]
+
+
+def disabled_notes(disabled: dict[str, str]) -> list[str]:
+    return [f"patch {pid} DISABLED: {why}" for pid, why in disabled.items()]
+
+
 def declarations_digest(patches: list[PatchDeclaration]) -> str:
     blob = json.dumps([asdict(p) for p in patches], sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()

@@ -14,11 +14,12 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from flows.config.profile import Profile
+from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.core.lineage import LineageRecord, read_record, write_record
@@ -26,11 +27,8 @@ from flows.core.secrets import Redactor
 from flows.core.storage import Storage
 from flows.core.workload import Workload
 
-
-class WorkloadRun(BaseModel):
-    name: str
-    wall_s: float
-    log_uri: str
+if TYPE_CHECKING:
+    from flows.core.backend import Backend, StepPlan, StepProvider
 
 
 class StageOutput(BaseModel):
@@ -68,17 +66,6 @@ class StagePlan(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class Backend(Protocol):
-    name: str
-
-    def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun: ...
-
-
-class StageLogger(Protocol):
-    def info(self, msg: str, *args: object) -> None: ...
-    def warning(self, msg: str, *args: object) -> None: ...
-
-
 @dataclass
 class StageContext:
     profile: Profile
@@ -110,10 +97,11 @@ class Stage(ABC):
     def key(self, profile: Profile) -> str: ...
 
     @abstractmethod
-    def plan(self, profile: Profile) -> StagePlan: ...
+    def plan(self, profile: Profile, backend: Backend) -> StagePlan:
+        """Pure: ``backend`` is freshly built by ``backend_for`` and has touched nothing."""
 
     @abstractmethod
-    def record_uri(self, layout: Layout) -> str: ...
+    def record_uri(self, ctx: StageContext) -> str: ...
 
     def input_fingerprints(self, upstream: dict[str, StageOutput]) -> dict[str, str]:
         return {name: out.fingerprint for name, out in sorted(upstream.items())}
@@ -122,7 +110,7 @@ class Stage(ABC):
         return all(ctx.storage.exists(uri) for uri in record.outputs.values())
 
     def done(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> StageOutput | None:
-        record = read_record(ctx.storage, self.record_uri(ctx.layout))
+        record = read_record(ctx.storage, self.record_uri(ctx))
         if record is None or not record.matches(self.key(ctx.profile),
                                                  self.input_fingerprints(upstream)):
             return None
@@ -140,11 +128,9 @@ class Stage(ABC):
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
         """Check the output for real; return (output URIs, details) or raise StageFailed."""
 
-    def chip_hours(self, profile: Profile, wall_s: float) -> float:
-        """Held, not busy: the static TPU pool is billed for the whole stage (0 off GKE)."""
-        from flows.backends.gke.infra.cost import stage_held_chip_hours
-
-        return stage_held_chip_hours(profile, wall_s)
+    def chip_hours(self, ctx: StageContext, wall_s: float) -> float:
+        """Held, not busy: what the backend bills for this stage's wall time."""
+        return ctx.backend.held_chip_hours(self.name, wall_s)
 
     def execute(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> StageOutput:
         started = time.monotonic()
@@ -159,12 +145,45 @@ class Stage(ABC):
         record = LineageRecord(stage=self.name, key=self.key(ctx.profile),
                                inputs=self.input_fingerprints(upstream), outputs=uris,
                                details=details)
-        write_record(ctx.storage, self.record_uri(ctx.layout), record)
+        write_record(ctx.storage, self.record_uri(ctx), record)
         wall = time.monotonic() - started
         return StageOutput(stage=self.name, status="ran", key=record.key,
                            fingerprint=record.fingerprint, uris=uris, details=details,
-                           duration_s=wall, chip_hours=self.chip_hours(ctx.profile, wall),
+                           duration_s=wall, chip_hours=self.chip_hours(ctx, wall),
                            workloads=runs)
+
+
+class ProvidedStage(Stage):
+    """A stage the backend implements whole (image, infra): this class only adapts a
+    :class:`~flows.core.backend.StepProvider` to the stage model, so skip/verify/lineage
+    rules stay the ones every stage follows."""
+
+    @abstractmethod
+    def provider(self, backend: Backend) -> StepProvider: ...
+
+    def plan(self, profile: Profile, backend: Backend) -> StagePlan:
+        step = self.provider(backend).plan()
+        return step_plan(self, profile, step)
+
+    def record_uri(self, ctx: StageContext) -> str:
+        return self.provider(ctx.backend).record_uri()
+
+    def outputs_present(self, ctx: StageContext, record: LineageRecord) -> bool:
+        return self.provider(ctx.backend).present(ctx, record)
+
+    def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
+        return self.provider(ctx.backend).run(ctx)
+
+    def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
+        return self.provider(ctx.backend).verify(ctx)
+
+
+def step_plan(stage: Stage, profile: Profile, step: StepPlan,
+              estimated_chip_hours: float = 0.0) -> StagePlan:
+    return StagePlan(stage=stage.name, title=stage.title, key=stage.key(profile),
+                     inputs=step.inputs, outputs=step.outputs, actions=step.actions,
+                     workloads=[plan_workload(w) for w in step.workloads],
+                     estimated_chip_hours=estimated_chip_hours, notes=step.notes)
 
 
 def built_image(upstream: dict[str, StageOutput]) -> str | None:

@@ -1,7 +1,8 @@
 """Output storage addressed by URI: ``file://`` in the rehearsal, ``gs://`` on GCP.
 
 Stages only speak URIs, so the same stage code decides skip/verify on a laptop and on GCS.
-The GCS implementation lives with the GKE backend (flows/backends/gke/gcs.py).
+The GCS implementation lives with the GKE backend (flows/backends/gke/gcs.py);
+``flows.backends.storage_for`` picks one by URI scheme.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ def join(base: str, *parts: str) -> str:
 
 def file_uri(path: str | Path) -> str:
     return "file://" + os.path.abspath(path)
+
+
+def program_path(uri: str) -> str:
+    """MaxText takes local directories as plain paths and GCS locations as gs:// URIs."""
+    parsed = urlparse(uri)
+    return parsed.path if parsed.scheme == "file" else uri
 
 
 class LocalStorage:
@@ -70,14 +77,3 @@ class LocalStorage:
     def read_bytes(self, uri: str) -> bytes | None:
         path = self._path(uri)
         return path.read_bytes() if path.is_file() else None
-
-
-def storage_for(uri: str) -> Storage:
-    scheme = urlparse(uri).scheme
-    if scheme == "file":
-        return LocalStorage()
-    if scheme == "gs":
-        from flows.backends.gke.gcs import GcsStorage
-
-        return GcsStorage()
-    raise ValueError(f"no storage for {scheme}:// URIs: use gs:// (GCP) or file:// (rehearsal)")

@@ -1,33 +1,28 @@
 """Stage 5, export: the newest actor checkpoint → a Hugging Face model directory.
 
-Verification reads the export as a consumer would: config, tokenizer, a safetensors index
-whose shards all exist; in the rehearsal it also loads the model with transformers (in its
-own venv with CPU torch) and checks that the weights differ from the base model.
+Verification reads the export as a consumer would (flows/core/verify.py: config, tokenizer,
+safetensors whose shards all exist); a backend may add checks of its own that prove the
+export loads (the rehearsal loads it with transformers and compares it with the base model).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from flows.backends.gke.infra.cost import stage_estimated_chip_hours
 from flows.config.profile import Profile
+from flows.core.backend import Backend, WorkloadRun
 from flows.core.layout import Layout, export_key
 from flows.core.stage import (
     Stage,
     StageContext,
     StageOutput,
     StagePlan,
-    WorkloadRun,
     built_image,
     fail,
     plan_workload,
 )
-from flows.core.storage import join
-from flows.stages.programs import export_workload, hf_check_workload
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-HF_CHECK_NAME = "verify-hf-export-loads"
+from flows.core.verify import hf_export_shards
+from flows.stages.programs import export_workload
 
 
 class ExportStage(Stage):
@@ -37,72 +32,35 @@ class ExportStage(Stage):
     def key(self, profile: Profile) -> str:
         return export_key(profile)
 
-    def record_uri(self, layout: Layout) -> str:
-        return layout.record(layout.export_dir)
+    def record_uri(self, ctx: StageContext) -> str:
+        return ctx.layout.record(ctx.layout.export_dir)
 
-    def plan(self, profile: Profile) -> StagePlan:
+    def plan(self, profile: Profile, backend: Backend) -> StagePlan:
         layout = Layout(profile)
         step = int(profile.train.args.get("num_batches", 0))
-        workloads = [export_workload(profile, layout, step)]
-        if profile.backend == "local":
-            workloads.append(hf_check_workload(profile, layout))
+        workloads = [export_workload(profile, layout, backend.runtime, step),
+                     *backend.runtime.export_checks()]
         return StagePlan(stage=self.name, title=self.title, key=self.key(profile),
                          inputs={"actor_checkpoint": layout.actor_params(step)},
                          outputs={"hf_export": layout.export_dir},
-                         estimated_chip_hours=stage_estimated_chip_hours(profile, self.name),
+                         estimated_chip_hours=backend.estimated_chip_hours(self.name),
                          workloads=[plan_workload(w) for w in workloads],
                          notes=["the step is the newest actor checkpoint found at run time"])
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         step = int(upstream["train"].details["newest_step"])
-        layout = ctx.layout
-        runs = []
-        for workload in self._workloads(ctx.profile, layout, step, built_image(upstream)):
-            runs.append(ctx.backend.run_workload(workload, layout.log(layout.export_dir,
-                                                                      workload.name)))
-        return runs
-
-    def _workloads(self, profile: Profile, layout: Layout, step: int,
-                   image: str | None = None) -> list:
-        workloads = [export_workload(profile, layout, step, image)]
-        if profile.backend == "local":
-            workloads.append(hf_check_workload(profile, layout))
-        return workloads
+        layout, runtime = ctx.layout, ctx.backend.runtime
+        workloads = [export_workload(ctx.profile, layout, runtime, step, built_image(upstream)),
+                     *runtime.export_checks()]
+        return [ctx.backend.run_workload(w, layout.log(layout.export_dir, w.name))
+                for w in workloads]
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
         out = ctx.layout.export_dir
-        storage = ctx.storage
-        missing = [f for f in ("config.json", *TOKENIZER_FILES)
-                   if not storage.exists(join(out, f))]
-        index_text = storage.read_text(join(out, "model.safetensors.index.json"))
-        shards: list[str] = []
-        if index_text is not None:  # sharded export: every shard the index names must exist
-            shards = sorted(set(json.loads(index_text)["weight_map"].values()))
-            missing += [s for s in shards if not storage.exists(join(out, s))]
-        elif storage.exists(join(out, "model.safetensors")):
-            shards = ["model.safetensors"]  # to_huggingface writes one file for small models
-        else:
-            missing.append("model.safetensors.index.json or model.safetensors")
+        shards, missing = hf_export_shards(ctx.storage, out)
         if missing:
             raise fail(self.name, "the HF export is incomplete", "missing: " + ", ".join(missing),
                        "read the export log; delete the directory and run again")
         details: dict[str, Any] = {"shards": len(shards)}
-        if ctx.profile.backend == "local":
-            details["load_check"] = self._load_check(ctx)
+        details.update(ctx.backend.runtime.accept_export(ctx.storage))
         return {"hf_export": out}, details
-
-    def _load_check(self, ctx: StageContext) -> dict[str, Any]:
-        log = ctx.storage.read_text(ctx.layout.log(ctx.layout.export_dir, HF_CHECK_NAME)) or ""
-        reports = [line for line in log.splitlines() if line.startswith("{")]
-        if not reports:
-            raise fail(self.name, "the load check printed no report", log[-2000:],
-                       "run images/rehearsal/check_hf_export.py by hand")
-        report = json.loads(reports[-1])
-        if report.get("architecture") != "Qwen3MoeForCausalLM":
-            raise fail(self.name, "transformers loaded the export as the wrong class",
-                       json.dumps(report), "check the export's config.json")
-        if not report.get("tensors_changed"):
-            raise fail(self.name, "the exported weights equal the base model's: training "
-                       "changed nothing", json.dumps(report),
-                       "check that rewards vary (GRPO advantages are zero otherwise)")
-        return report

@@ -9,31 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from flows.backends.gke.infra.cost import stage_estimated_chip_hours
 from flows.config.profile import Profile
+from flows.core.backend import Backend, WorkloadRun
 from flows.core.layout import Layout, train_key
 from flows.core.stage import (
     Stage,
     StageContext,
     StageOutput,
     StagePlan,
-    WorkloadRun,
     built_image,
     fail,
     plan_workload,
 )
-from flows.core.storage import Storage, join
+from flows.core.verify import newest_actor_step
 from flows.runpage.metrics import summarize_run
 from flows.stages.programs import train_workload
-
-
-def newest_step(storage: Storage, actor_dir: str) -> int | None:
-    """The highest numbered actor checkpoint that has model_params (not a hard-coded 50)."""
-    steps = [int(name) for name in storage.children(actor_dir) if name.isdigit()]
-    for step in sorted(steps, reverse=True):
-        if storage.exists(join(actor_dir, str(step), "model_params")):
-            return step
-    return None
 
 
 class TrainStage(Stage):
@@ -43,34 +33,29 @@ class TrainStage(Stage):
     def key(self, profile: Profile) -> str:
         return train_key(profile)
 
-    def record_uri(self, layout: Layout) -> str:
-        return layout.record(layout.train_run_dir)
+    def record_uri(self, ctx: StageContext) -> str:
+        return ctx.layout.record(ctx.layout.train_run_dir)
 
-    def plan(self, profile: Profile) -> StagePlan:
+    def plan(self, profile: Profile, backend: Backend) -> StagePlan:
         layout = Layout(profile)
-        workload = train_workload(profile, layout)
+        workload = train_workload(profile, layout, backend.runtime)
         steps = workload.total_steps or 0
-        notes = []
-        chip_hours = stage_estimated_chip_hours(profile, self.name)
-        if profile.backend == "local":
-            notes.append("rehearsal: the vLLM rollout is replaced by a CPU stand-in that samples "
-                         "from the actor itself (images/rehearsal/train_rl_cpu.py); everything "
-                         "else is MaxText's and Tunix's real code")
         inputs = {"maxtext_checkpoint": layout.converted_checkpoint}
-        if profile.data.train_files or profile.backend == "local":
-            inputs["dataset"] = profile.data.train_files or layout.dataset_file
+        if dataset := backend.runtime.dataset_uri():
+            inputs["dataset"] = dataset
         return StagePlan(stage=self.name, title=self.title, key=self.key(profile), inputs=inputs,
                          outputs={"run_dir": layout.train_run_dir,
                                   "actor_checkpoint": layout.actor_params(steps)},
-                         workloads=[plan_workload(workload)], estimated_chip_hours=chip_hours,
-                         notes=notes)
+                         workloads=[plan_workload(workload)],
+                         estimated_chip_hours=backend.estimated_chip_hours(self.name),
+                         notes=backend.runtime.notes(self.name))
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
-        workload = train_workload(ctx.profile, ctx.layout, built_image(upstream))
-        if ctx.profile.backend == "local":
-            ctx.logger.warning("REHEARSAL: the vLLM rollout is replaced by a CPU stand-in "
-                               "sampling from the actor model; the rest is the real train_rl")
-        existing = newest_step(ctx.storage, ctx.layout.actor_checkpoints)
+        workload = train_workload(ctx.profile, ctx.layout, ctx.backend.runtime,
+                                  built_image(upstream))
+        for note in ctx.backend.runtime.notes(self.name):
+            ctx.logger.warning("%s", note)
+        existing = newest_actor_step(ctx.storage, ctx.layout.actor_checkpoints)
         if existing is not None:
             ctx.logger.info("resuming run %s from actor checkpoint %d", ctx.layout.run_name,
                             existing)
@@ -79,7 +64,7 @@ class TrainStage(Stage):
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
         layout = ctx.layout
-        step = newest_step(ctx.storage, layout.actor_checkpoints)
+        step = newest_actor_step(ctx.storage, layout.actor_checkpoints)
         if step is None:
             raise fail(self.name, "training finished without an actor checkpoint",
                        layout.actor_checkpoints, "set checkpoint_period so that at least the "

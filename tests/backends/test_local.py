@@ -9,14 +9,12 @@ from pathlib import Path
 import pytest
 
 from flows.backends.local.backend import LocalBackend
+from flows.backends.local.runtime import REHEARSAL_IMAGE
 from flows.config import load_profile
 from flows.config.profile import SecretRef
 from flows.core.failures import FailureCategory, StageFailed
-from flows.core.layout import Layout
-from flows.core.secrets import Redactor
 from flows.core.storage import file_uri
 from flows.core.workload import Placement, Workload
-from flows.stages.programs import REHEARSAL_IMAGE
 from tests.conftest import fake_hf_token
 
 CANARY = fake_hf_token("canaryLocal")
@@ -28,8 +26,8 @@ def backend(tmp_path: Path):
                                          "local.venv": sys.prefix}, environ={})
     progress: list[tuple[str, int, int | None]] = []
     logger = logging.getLogger("tpurl-test")
-    made = LocalBackend(profile, Layout(profile), logger, Redactor(),
-                        lambda *a: progress.append(a), stage="test", timeout_s=5)
+    made = LocalBackend(profile, logger=logger, on_progress=lambda *a: progress.append(a),
+                        stage="test", timeout_s=5)
     made.progress = progress  # type: ignore[attr-defined]
     return made
 

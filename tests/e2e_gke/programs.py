@@ -32,6 +32,7 @@ Script = list[tuple[float, Action]]
 WORKLOAD_CONTAINER = "workload-container"
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
+
 TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
 
 

@@ -22,7 +22,6 @@ from flows.backends.gke.watch.monitor import Budgets
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
-from flows.core.secrets import Redactor
 from flows.core.storage import LocalStorage, file_uri
 from flows.stages.programs import convert_workload, train_workload
 from tests.conftest import fake_hf_token
@@ -67,7 +66,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
 def make_backend(url: str, stage: str, tmp: Path, logger: ListLogger,
                  budgets: Budgets = BUDGETS) -> GkeBackend:
     profile = tutorial_profile()
-    return GkeBackend(profile, Layout(profile), logger, Redactor(), stage=stage,
+    return GkeBackend(profile, logger=logger, stage=stage,
                       storage=LocalStorage(), cluster=cluster_at(url), budgets=budgets,
                       watch_settings=FAST, api_attempts=4, api_backoff_s=0.05,
                       log_read_timeout_s=5)
@@ -78,7 +77,8 @@ def run_stage(server: FakeApiServer, stage: str, tmp: Path,
     logger = ListLogger()
     backend = make_backend(server.url, stage, tmp, logger, budgets)
     profile = backend.profile
-    workload = (train_workload if stage == "train" else convert_workload)(profile, Layout(profile))
+    workload = (train_workload if stage == "train" else convert_workload)(
+        profile, Layout(profile), backend.runtime)
     log_uri = file_uri(tmp / f"{stage}.log")
     try:
         outcome: Any = backend.run_workload(workload, log_uri)
@@ -241,7 +241,7 @@ def test_changed_configuration_under_the_same_name_is_refused(server: FakeApiSer
                                                               tmp_path: Path) -> None:
     logger = ListLogger()
     backend = make_backend(server.url, "convert", tmp_path, logger)
-    workload = convert_workload(backend.profile, Layout(backend.profile))
+    workload = convert_workload(backend.profile, Layout(backend.profile), backend.runtime)
     from flows.backends.gke.jobs.manifests import stage_run
     from flows.backends.gke.jobs.render import render_jobset
 
@@ -262,7 +262,7 @@ def _child(url: str, stage: str, tmp: str) -> None:
     """The flow process that gets killed: submits, then watches until SIGKILL."""
     logger = ListLogger()
     backend = make_backend(url, stage, Path(tmp), logger)
-    workload = train_workload(backend.profile, Layout(backend.profile))
+    workload = train_workload(backend.profile, Layout(backend.profile), backend.runtime)
     backend.run_workload(workload, file_uri(Path(tmp) / "child.log"))
 
 
@@ -299,7 +299,7 @@ def test_interrupt_deletes_the_jobset(server: FakeApiServer, tmp_path: Path) -> 
 
     logger = Interrupting()
     backend = make_backend(server.url, "convert", tmp_path, logger)
-    workload = convert_workload(backend.profile, Layout(backend.profile))
+    workload = convert_workload(backend.profile, Layout(backend.profile), backend.runtime)
     with pytest.raises(KeyboardInterrupt):
         backend.run_workload(workload, file_uri(tmp_path / "c.log"))
     assert no_jobsets_left(kube) and jobsets_created(kube) == 1

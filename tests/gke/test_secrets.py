@@ -7,6 +7,7 @@ from pathlib import Path
 from flows.backends.gke.jobs.manifests import render_all, to_yaml, write_manifests
 from flows.backends.gke.jobs.secret_objects import secret_placeholder, secret_with_value
 from flows.config import Profile
+from flows.plan import planned_workloads
 from tests.conftest import fake_hf_token
 
 CANARY = fake_hf_token("CanarySecrets")
@@ -14,9 +15,9 @@ CANARY = fake_hf_token("CanarySecrets")
 
 def test_plan_never_holds_the_value(profile: Profile, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", CANARY)  # set, as during a real run: must not leak
-    objects = render_all(profile)
+    objects = render_all(profile, planned_workloads(profile))
     assert CANARY not in "".join(to_yaml(o) for o in objects)
-    for path in write_manifests(profile, tmp_path):
+    for path in write_manifests(profile, planned_workloads(profile), tmp_path):
         assert CANARY not in path.read_text()
     (secret,) = [o for o in objects if o["kind"] == "Secret"]
     assert "data" not in secret and "stringData" not in secret
@@ -24,7 +25,7 @@ def test_plan_never_holds_the_value(profile: Profile, tmp_path: Path, monkeypatc
 
 
 def test_every_secret_reference_points_at_the_planned_secret(profile: Profile):
-    objects = render_all(profile)
+    objects = render_all(profile, planned_workloads(profile))
     (secret,) = [o for o in objects if o["kind"] == "Secret"]
     refs = [v for o in objects if o["kind"] == "JobSet"
             for v in _walk(o) if isinstance(v, dict) and "secretKeyRef" in v]

@@ -17,31 +17,43 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
 
 from __future__ import annotations
 
+import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from flows.backends.gke.gcs import GcsStorage
+from flows.backends.gke.image.step import GkeImage
+from flows.backends.gke.infra.cost import (
+    cost_plan,
+    render_cost,
+    stage_estimated_chip_hours,
+    stage_held_chip_hours,
+)
+from flows.backends.gke.infra.step import GkeInfra
 from flows.backends.gke.jobs.common import SPEC_DIGEST
-from flows.backends.gke.jobs.manifests import stage_run
+from flows.backends.gke.jobs.manifests import stage_run, write_manifests
 from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.pathways import HEAD
 from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_with_value
+from flows.backends.gke.runtime import GkeRuntime
 from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, Cluster, connect
 from flows.backends.gke.watch.logs import LogSink
 from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_finished
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
 from flows.config.profile import Profile
+from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.secrets import Redactor, SecretUnavailable, resolve
-from flows.core.stage import StageLogger, WorkloadRun
-from flows.core.storage import Storage, storage_for
+from flows.core.storage import Storage
 from flows.core.workload import Workload
 
 Obj = dict[str, Any]
@@ -56,17 +68,23 @@ def _transient(exc: BaseException) -> bool:
 
 
 class GkeBackend:
+    """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
+    image and infra steps live in image/step.py and infra/step.py."""
+
     name = "gke"
 
-    def __init__(self, profile: Profile, layout: Layout, logger: StageLogger,
-                 redactor: Redactor, on_progress: ProgressCallback | None = None,
-                 stage: str = "", *, storage: Storage | None = None,
+    def __init__(self, profile: Profile, *, logger: StageLogger | None = None,
+                 redactor: Redactor | None = None, on_progress: ProgressCallback | None = None,
+                 stage: str = "", storage: Storage | None = None,
                  cluster: Cluster | None = None, budgets: Budgets | None = None,
                  watch_settings: WatchSettings | None = None, api_attempts: int = 5,
                  api_backoff_s: float = 1.0, log_read_timeout_s: float = 300.0) -> None:
-        self.profile, self.layout, self.logger = profile, layout, logger
-        self.redactor, self.on_progress, self.stage = redactor, on_progress, stage
-        self.storage = storage or storage_for(layout.root)
+        assert profile.gke is not None
+        self.profile, self.layout = profile, Layout(profile)
+        self.logger: StageLogger = logger or logging.getLogger("tpurl")
+        self.redactor = redactor or Redactor()
+        self.on_progress, self.stage = on_progress, stage
+        self._storage = storage
         self.options = options_for(profile)
         self.budgets = budgets or budgets_for(profile, stage)
         self.watch_settings = watch_settings or WatchSettings()
@@ -75,6 +93,57 @@ class GkeBackend:
         self._cluster = cluster
         self.submitted: list[str] = []  # JobSets created by this backend (a create that returned)
         self.monitor: Monitor | None = None  # the latest one, for the benchmark and tests
+        self.image = GkeImage(self)
+        self.infra = GkeInfra(self)
+        self.runtime = GkeRuntime(profile)
+
+    @property
+    def storage(self) -> Storage:
+        """The bucket, reached on first use: a plan builds a backend and reads nothing."""
+        if self._storage is None:
+            self._storage = GcsStorage()
+        return self._storage
+
+    # --- costs and plans -------------------------------------------------------------------
+    @property
+    def usd_per_chip_hour(self) -> float:
+        assert self.profile.gke is not None
+        return self.profile.gke.usd_per_chip_hour
+
+    def estimated_chip_hours(self, stage: str) -> float:
+        return stage_estimated_chip_hours(self.profile, stage)
+
+    def held_chip_hours(self, stage: str, wall_s: float) -> float:
+        """Held, not busy: the static pool bills every chip for the stage's whole wall time;
+        the image is built before the cluster exists."""
+        return 0.0 if stage == "image" else stage_held_chip_hours(self.profile, wall_s)
+
+    def plan_header(self) -> list[str]:
+        gke = self.profile.gke
+        assert gke is not None
+        return [f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
+                f"x{gke.num_slices} = {gke.total_chips} chips · "
+                f"${gke.total_chips * gke.usd_per_chip_hour:,.2f}/h while the pool exists"]
+
+    def plan_footer(self) -> list[str]:
+        return ["", *render_cost(cost_plan(self.profile))]
+
+    def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
+        return write_manifests(self.profile, workloads, out_dir / "manifests")
+
+    def preflight(self) -> tuple[str, bool]:
+        from flows.backends.gke.infra.entry import check_text
+
+        return check_text(self.profile)
+
+    def validation_warnings(self) -> list[str]:
+        from flows.backends.gke.infra.settings import settings_from_profile, world_open_warning
+
+        assert self.profile.gke is not None
+        if not self.profile.gke.world_open:
+            return []
+        warning = world_open_warning(settings_from_profile(self.profile))
+        return [warning] if warning else []
 
     @property
     def cluster(self) -> Cluster:

@@ -12,19 +12,13 @@ them into its own diagnosis.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
 from google.api_core.exceptions import NotFound
 from google.api_core.retry import Retry
 from google.cloud import storage as gcs
 
-from flows.core.storage import Storage, join
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-SAFETENSORS_INDEX = "model.safetensors.index.json"
 # Uploads of whole small texts are idempotent in effect; retry them like reads (GCS 503s).
 WRITE_RETRY = Retry(initial=1.0, maximum=30.0, multiplier=2.0, timeout=120.0)
 
@@ -108,40 +102,3 @@ class GcsStorage:
             found |= {blob.name[len(prefix):] for blob in page if blob.name != prefix}
             found |= {p[len(prefix):].rstrip("/") for p in page.prefixes}
         return sorted(n for n in found if n)
-
-
-def converted_checkpoint_problems(storage: Storage, checkpoint: str) -> list[str]:
-    """The converter writes an orbax checkpoint at ``<dir>/0/items``; what is missing?"""
-    items = checkpoint if checkpoint.rstrip("/").endswith("0/items") else join(checkpoint,
-                                                                               "0", "items")
-    entries = storage.children(items)
-    if not entries:
-        return [f"{items} is empty or absent"]
-    if not any(e.startswith("_") or e.endswith("METADATA") for e in entries):
-        return [f"{items} has no orbax metadata (found {', '.join(entries[:10])})"]
-    return []
-
-
-def newest_actor_step(storage: Storage, actor_dir: str) -> int | None:
-    """The highest ``checkpoints/actor/<step>`` with model_params (not the tutorial's 50)."""
-    steps = sorted((int(n) for n in storage.children(actor_dir) if n.isdigit()), reverse=True)
-    return next((s for s in steps if storage.exists(join(actor_dir, str(s), "model_params"))),
-                None)
-
-
-def hf_export_problems(storage: Storage, export_dir: str) -> list[str]:
-    """A loadable HF directory: config, tokenizer, and a safetensors index whose shards exist."""
-    missing = [f for f in ("config.json", *TOKENIZER_FILES)
-               if not storage.exists(join(export_dir, f))]
-    text = storage.read_text(join(export_dir, SAFETENSORS_INDEX))
-    if text is None:
-        return [*missing, SAFETENSORS_INDEX]
-    try:
-        index: dict[str, Any] = json.loads(text)
-        shards = sorted(set(index["weight_map"].values()))
-    except (ValueError, KeyError, AttributeError) as exc:
-        return [*missing, f"{SAFETENSORS_INDEX} is not a safetensors index ({exc})"]
-    if not shards:
-        missing.append(f"{SAFETENSORS_INDEX} maps no weights")
-    present = set(storage.children(export_dir))
-    return missing + [s for s in shards if s not in present]

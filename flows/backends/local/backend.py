@@ -1,13 +1,15 @@
 """The local backend: runs a Workload's argv as a subprocess of the rehearsal environment.
 
-It plays the role the cluster plays on GKE: the venv stands in for the image, a directory for
-the bucket. Output is streamed line by line into the Prefect log (redacted) and kept in full
-beside the stage's output, so a failure is explained even after the run is gone.
+It plays the role the cluster plays on GKE: the venv stands in for the image (image.py), a
+directory for the bucket, scripts for the hub (infra.py), a launcher for vLLM (runtime.py).
+Output is streamed line by line into the Prefect log (redacted) and kept in full beside the
+stage's output, so a failure is explained even after the run is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -18,15 +20,17 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from flows.backends.local.image import LocalImage
+from flows.backends.local.infra import LocalInfra
+from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalRuntime
 from flows.config.profile import Profile
+from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import StageFailed, diagnose_exit
 from flows.core.layout import Layout
 from flows.core.paths import REPO_ROOT
 from flows.core.secrets import Redactor, resolve
-from flows.core.stage import StageLogger, WorkloadRun
 from flows.core.storage import LocalStorage
 from flows.core.workload import Workload
-from flows.stages.programs import HF_CHECK_IMAGE, REHEARSAL_IMAGE
 
 ProgressCallback = Callable[[str, int, int | None], None]
 TAIL_LINES = 60
@@ -35,16 +39,45 @@ _DROP_ENV = re.compile(r"^(PREFECT_|TPURL_|VIRTUAL_ENV$|PYTHONPATH$|PYTHONHOME$)
 
 
 class LocalBackend:
-    name = "local"
+    """The Backend protocol (flows/core/backend.py) on this machine; no TPU is ever billed."""
 
-    def __init__(self, profile: Profile, layout: Layout, logger: StageLogger,
-                 redactor: Redactor, on_progress: ProgressCallback | None = None,
+    name = "local"
+    usd_per_chip_hour = 0.0
+
+    def __init__(self, profile: Profile, *, logger: StageLogger | None = None,
+                 redactor: Redactor | None = None, on_progress: ProgressCallback | None = None,
                  stage: str = "", timeout_s: float | None = None) -> None:
         assert profile.local is not None
-        self.profile, self.layout, self.logger = profile, layout, logger
-        self.redactor, self.on_progress, self.stage = redactor, on_progress, stage
+        self.profile, self.layout = profile, Layout(profile)
+        self.logger: StageLogger = logger or logging.getLogger("tpurl")
+        self.redactor = redactor or Redactor()
+        self.on_progress, self.stage = on_progress, stage
         self.timeout_s = timeout_s or profile.local.step_timeout_s
         self.storage = LocalStorage()
+        self.image = LocalImage(self)
+        self.infra = LocalInfra(self)
+        self.runtime = LocalRuntime(profile, self.layout)
+
+    def estimated_chip_hours(self, stage: str) -> float:
+        return 0.0
+
+    def held_chip_hours(self, stage: str, wall_s: float) -> float:
+        return 0.0
+
+    def plan_header(self) -> list[str]:
+        return []
+
+    def plan_footer(self) -> list[str]:
+        return []
+
+    def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
+        return []
+
+    def preflight(self) -> tuple[str, bool]:
+        return "pre-flight: nothing to check for a local profile", True
+
+    def validation_warnings(self) -> list[str]:
+        return []
 
     def python_for(self, image: str) -> Path:
         venv = {REHEARSAL_IMAGE: self.layout.venv_dir(),

@@ -7,6 +7,7 @@ directory listing reads in apply order (Secrets before the JobSets that mount th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ from flows.backends.gke.jobs.secret_objects import secret_placeholder
 from flows.config.profile import Profile, SecretRef
 from flows.core.layout import Layout, convert_key, export_key
 from flows.core.workload import Workload
-from flows.stages.programs import convert_workload, export_workload, train_workload
 
 GKE_STAGES = ("convert", "train", "export")
 
@@ -35,22 +35,10 @@ def stage_run(profile: Profile, stage: str) -> str:
     raise ValueError(f"stage {stage!r} submits nothing to GKE (one of {', '.join(GKE_STAGES)})")
 
 
-def planned_export_step(profile: Profile) -> int:
-    """The step a plan shows; at run time the newest actor checkpoint found is used."""
-    return int(profile.train.args.get("num_batches", 0))
-
-
-def stage_workloads(profile: Profile) -> dict[str, Workload]:
-    layout = Layout(profile)
-    return {"convert": convert_workload(profile, layout),
-            "train": train_workload(profile, layout),
-            "export": export_workload(profile, layout, planned_export_step(profile))}
-
-
-def render_all(profile: Profile) -> list[dict[str, Any]]:
-    """Secrets (placeholders, deduplicated) then one JobSet per stage, in submission order."""
+def render_all(profile: Profile, workloads: Mapping[str, Workload]) -> list[dict[str, Any]]:
+    """Secrets (placeholders, deduplicated) then one JobSet per stage, in submission order.
+    ``workloads`` are the stages' planned workloads (flows/plan.py ``planned_workloads``)."""
     options = options_for(profile)
-    workloads = stage_workloads(profile)
     refs: dict[str, SecretRef] = {}
     for workload in workloads.values():
         for _, ref in workload.secret_env:
@@ -67,11 +55,12 @@ def to_yaml(obj: dict[str, Any]) -> str:
                      width=100, allow_unicode=True)
 
 
-def write_manifests(profile: Profile, out_dir: Path) -> list[Path]:
+def write_manifests(profile: Profile, workloads: Mapping[str, Workload],
+                    out_dir: Path) -> list[Path]:
     """One YAML file per object the backend would submit; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for number, obj in enumerate(render_all(profile), 1):
+    for number, obj in enumerate(render_all(profile, workloads), 1):
         path = out_dir / f"{number:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
         path.write_text(to_yaml(obj))
         written.append(path)

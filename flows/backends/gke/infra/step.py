@@ -1,0 +1,54 @@
+"""The infra stage on GKE: bucket, Cluster Toolkit blueprint with the IAM edit, deploy, and
+the checks that the result is what the profile asks for (entry.py holds the logic)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.layout import infra_key
+from flows.core.lineage import LineageRecord
+from flows.core.stage import StageContext
+from flows.core.storage import join
+
+if TYPE_CHECKING:
+    from flows.backends.gke.backend import GkeBackend
+
+
+class GkeInfra:
+    def __init__(self, backend: GkeBackend) -> None:
+        self.profile, self.layout = backend.profile, backend.layout
+
+    def plan(self) -> StepPlan:
+        from flows.backends.gke.infra.entry import gke_plan_actions, gke_plan_notes
+
+        profile, gke = self.profile, self.profile.gke
+        assert gke is not None
+        model = profile.model
+        return StepPlan(
+            outputs={"root": self.layout.root, "cluster": f"{gke.project}/{gke.zone}/{gke.cluster}",
+                     "hf_model": f"hf://{model.hf_repo}@{model.hf_revision}"},
+            actions=gke_plan_actions(profile),
+            # the cost block is printed once, at the end of the plan
+            notes=[n for n in gke_plan_notes(profile) if not n.startswith(("TPU cost", "  "))])
+
+    def record_uri(self) -> str:
+        return join(self.layout.root, "infra", infra_key(self.profile), "tpurl-lineage.json")
+
+    def present(self, ctx: StageContext, record: LineageRecord) -> bool:
+        from flows.backends.gke.infra.entry import gke_outputs_present
+
+        return gke_outputs_present(self.profile)  # a teardown since the record: deploy again
+
+    def run(self, ctx: StageContext) -> list[WorkloadRun]:
+        from flows.backends.gke.infra.entry import run_gke
+
+        run_gke(self.profile, ctx.logger)  # type: ignore[arg-type]
+        return []
+
+    def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
+        from flows.backends.gke.infra.entry import verify_gke
+
+        uris, details = verify_gke(self.profile)
+        model = self.profile.model
+        return {**uris, "hf_model": f"hf://{model.hf_repo}@{model.hf_revision}"}, details

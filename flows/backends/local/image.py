@@ -1,0 +1,145 @@
+"""The rehearsal's "image": pinned venvs built from lock files, with the declared patches.
+
+The MaxText venv (images/rehearsal/requirements.lock) gets the same patch declarations the
+Docker build applies (images/post-training/patches.yaml), reinstalled over pristine copies
+so a changed patch set never double-patches; a second venv (transformers + CPU torch) exists
+only to prove the export loads. The lineage record lives inside the MaxText venv, so
+deleting the venv reruns the step.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.layout import HF_CHECK_LOCK, REHEARSAL_LOCK
+from flows.core.lineage import LineageRecord
+from flows.core.patching import (
+    apply_to_tree,
+    count_matches,
+    disabled_notes,
+    enabled,
+    load_declarations,
+    plan_lines,
+    restore_tree,
+)
+from flows.core.paths import PATCHES_FILE, REPO_ROOT
+from flows.core.stage import StageContext, fail
+from flows.core.storage import file_uri, join
+
+if TYPE_CHECKING:
+    from flows.backends.local.backend import LocalBackend
+
+PATCHED_PACKAGES = ("tunix", "maxtext")
+VERSIONS_PROBE = ("import json, importlib.metadata as m; print(json.dumps({p: m.version(p) for p in "
+                  "('maxtext', 'google-tunix', 'jax', 'flax', 'orbax-checkpoint', 'transformers')}))")
+
+
+class LocalImage:
+    def __init__(self, backend: LocalBackend) -> None:
+        self.backend = backend
+        self.profile, self.layout = backend.profile, backend.layout
+
+    def plan(self) -> StepPlan:
+        profile, layout = self.profile, self.layout
+        assert profile.local is not None
+        venv, check = layout.venv_dir(), layout.hf_check_venv_dir()
+        actions = [f"create venv {_rel(venv)} (Python {profile.local.venv_python})",
+                   f"pip install -r {_rel(REHEARSAL_LOCK)}", *plan_lines(load_declarations(PATCHES_FILE),
+                                                            profile.image.disabled_patches),
+                   f"create venv {_rel(check)} (Python {profile.local.hf_check_python}) and "
+                   f"pip install -r {_rel(HF_CHECK_LOCK)} (transformers + CPU torch, "
+                   "to prove the export loads)"]
+        return StepPlan(inputs={"base": profile.image.base},
+                        outputs={"image": f"venv:{_rel(venv)}"}, actions=actions,
+                        notes=disabled_notes(profile.image.disabled_patches))
+
+    def record_uri(self) -> str:
+        return join(file_uri(self.layout.venv_dir()), "tpurl-lineage.json")
+
+    def present(self, ctx: StageContext, record: LineageRecord) -> bool:
+        return (_python(self.layout.venv_dir()).exists()
+                and _python(self.layout.hf_check_venv_dir()).exists())
+
+    def run(self, ctx: StageContext) -> list[WorkloadRun]:
+        local, layout = self.profile.local, self.layout
+        assert local is not None
+        logs = join(file_uri(layout.venv_dir().parent), "tpurl-logs")
+        venv, check = layout.venv_dir(), layout.hf_check_venv_dir()
+        declared = load_declarations(PATCHES_FILE)
+        if _python(venv).exists():
+            restore_tree(_package_roots(venv), declared)  # reinstall over pristine files
+        runs = self._ensure_venv("rehearsal", venv, local.venv_python, REHEARSAL_LOCK, logs)
+        patches = enabled(declared, self.profile.image.disabled_patches)
+        for pid, why in self.profile.image.disabled_patches.items():
+            ctx.logger.warning("patch %s is DISABLED by the profile: %s", pid, why)
+        try:
+            patched = apply_to_tree(_package_roots(venv), patches)
+        except Exception as exc:  # PatchMismatch names file and pattern
+            raise fail("image", "a declared patch does not apply", str(exc),
+                       "update images/post-training/patches.yaml to the new upstream text") from exc
+        ctx.logger.info("patched %s", ", ".join(sorted(set(patched))))
+        runs += self._ensure_venv("hf-check", check, local.hf_check_python, HF_CHECK_LOCK, logs)
+        return runs
+
+    def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
+        venv = self.layout.venv_dir()
+        probe = subprocess.run([str(_python(venv)), "-c", VERSIONS_PROBE], capture_output=True,
+                               text=True, check=False)
+        if probe.returncode != 0:
+            raise fail("image", "the rehearsal venv does not import", probe.stderr[-2000:],
+                       f"delete {_rel(venv)} and run again to rebuild it")
+        roots = _package_roots(venv)
+        patches = enabled(load_declarations(PATCHES_FILE), self.profile.image.disabled_patches)
+        for patch in patches:
+            text = (roots[patch.file.split("/", 1)[0]] / patch.file).read_text()
+            if count_matches(text, patch) != 0:
+                raise fail("image", f"patch {patch.id} is not in effect", patch.file,
+                           f"delete {_rel(venv)} and run again")
+        details = {"versions": json.loads(probe.stdout), "patches": [p.id for p in patches],
+                   "disabled_patches": dict(self.profile.image.disabled_patches)}
+        return {"image": f"venv:{_rel(venv)}"}, details
+
+    def _ensure_venv(self, label: str, venv: Path, python_version: str, lock: Path,
+                     logs: str) -> list[WorkloadRun]:
+        runs: list[WorkloadRun] = []
+        marker = venv / "tpurl-installed-lock.txt"
+        if marker.is_file() and marker.read_text() == lock.read_text() and _python(venv).exists():
+            return runs
+        if not _python(venv).exists():
+            if venv.exists():
+                shutil.rmtree(venv)
+            python = shutil.which(f"python{python_version}") or f"python{python_version}"
+            runs.append(self.backend.run_command(
+                f"create-{label}-venv", [python, "-m", "venv", str(venv)],
+                join(logs, f"create-{label}-venv.log"), {"PYENV_VERSION": python_version}))
+        runs.append(self.backend.run_command(
+            f"install-{label}", [str(_python(venv)), "-m", "pip", "install", "--no-input",
+                                 "--disable-pip-version-check", "-r", str(lock)],
+            join(logs, f"install-{label}.log")))
+        marker.write_text(lock.read_text())
+        return runs
+
+
+def _python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _package_roots(venv: Path) -> dict[str, Path]:
+    code = ("import importlib.util, json, pathlib; print(json.dumps({n: str(pathlib.Path("
+            "importlib.util.find_spec(n).submodule_search_locations[0]).parent) for n in "
+            f"{PATCHED_PACKAGES!r}}}))")
+    out = subprocess.run([str(_python(venv)), "-c", code], capture_output=True, text=True,
+                         check=True, cwd="/")
+    return {name: Path(root) for name, root in json.loads(out.stdout).items()}

@@ -1,0 +1,101 @@
+"""How the MaxText programs run in the rehearsal: the pinned venv plays the image, a tiny
+Qwen3-MoE built by the infra step plays the hub model, and a launcher stands in for vLLM.
+
+The launcher (images/rehearsal/train_rl_cpu.py) replaces only the rollout engine with a CPU
+sampler over the actor; everything else is MaxText's and Tunix's real train_rl.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flows.config.profile import Profile
+from flows.core.backend import Env
+from flows.core.layout import Layout
+from flows.core.paths import REHEARSAL_DIR, REPO_ROOT
+from flows.core.stage import fail
+from flows.core.storage import Storage, program_path
+from flows.core.workload import Placement, Workload
+
+REHEARSAL_IMAGE = "rehearsal-venv"
+HF_CHECK_IMAGE = "hf-check-venv"
+HF_CHECK_NAME = "verify-hf-export-loads"
+STAND_IN_NOTE = ("rehearsal: the vLLM rollout is replaced by a CPU stand-in that samples from the "
+                 "actor itself (images/rehearsal/train_rl_cpu.py); everything else is MaxText's "
+                 "and Tunix's real code")
+LOCAL_ENV: Env = (("JAX_PLATFORMS", "cpu"), ("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
+                  ("TOKENIZERS_PARALLELISM", "false"))
+
+
+def rehearsal_script(name: str) -> str:
+    return str((REHEARSAL_DIR / name).relative_to(REPO_ROOT))
+
+
+class LocalRuntime:
+    def __init__(self, profile: Profile, layout: Layout) -> None:
+        self.profile, self.layout = profile, layout
+
+    def image(self, built: str | None) -> str:
+        return REHEARSAL_IMAGE
+
+    def model_source(self) -> str:
+        return program_path(self.layout.tiny_model_dir)
+
+    def model_source_uri(self) -> str:
+        return self.layout.tiny_model_dir
+
+    def convert_extra_args(self) -> list[str]:
+        return []
+
+    def dataset_uri(self) -> str | None:
+        return self.profile.data.train_files or self.layout.dataset_file
+
+    def train_entry(self) -> list[str]:
+        return ["python3", rehearsal_script("train_rl_cpu.py")]
+
+    def train_data_args(self) -> list[str]:
+        dataset = self.dataset_uri()
+        assert dataset is not None
+        return [f"hf_train_files={program_path(dataset)}",
+                f"tokenizer_path={program_path(self.layout.tiny_model_dir)}"]
+
+    def train_placement(self) -> Placement:
+        return Placement(kind="cpu")
+
+    def train_env(self) -> Env:
+        return LOCAL_ENV
+
+    def train_preamble(self) -> tuple[str, ...]:
+        return ()
+
+    def program_env(self) -> Env:
+        return LOCAL_ENV
+
+    def notes(self, stage: str) -> list[str]:
+        return [STAND_IN_NOTE] if stage == "train" else []
+
+    def export_checks(self) -> list[Workload]:
+        argv = ("python3", rehearsal_script("check_hf_export.py"),
+                "--export", program_path(self.layout.export_dir),
+                "--original", program_path(self.layout.tiny_model_dir))
+        return [Workload(name=HF_CHECK_NAME, image=HF_CHECK_IMAGE, argv=argv,
+                         placement=Placement(kind="cpu"))]
+
+    def accept_export(self, storage: Storage) -> dict[str, Any]:
+        """The load check printed one JSON report: right class, and weights that moved."""
+        log = storage.read_text(self.layout.log(self.layout.export_dir, HF_CHECK_NAME)) or ""
+        reports = [line for line in log.splitlines() if line.startswith("{")]
+        if not reports:
+            raise fail("export", "the load check printed no report", log[-2000:],
+                           "run images/rehearsal/check_hf_export.py by hand")
+        report = json.loads(reports[-1])
+        if report.get("architecture") != "Qwen3MoeForCausalLM":
+            raise fail("export", "transformers loaded the export as the wrong class",
+                           json.dumps(report), "check the export's config.json")
+        if not report.get("tensors_changed"):
+            raise fail("export", "the exported weights equal the base model's: training changed "
+                           "nothing", json.dumps(report),
+                           "check that rewards vary (GRPO advantages are zero otherwise)")
+        return {"load_check": report}
+

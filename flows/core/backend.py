@@ -1,0 +1,172 @@
+"""What a stage may ask of the world: the Backend protocol and its two halves.
+
+A stage knows *what* to produce (a patched image, a place to run, a MaxText checkpoint, …) and
+how to tell it is done; a backend knows *where and how*. Every place where the rehearsal and
+GKE differ is a method here, so stage modules never branch on which backend they have, and a
+third backend is one more folder under flows/backends/ that implements this protocol.
+
+- ``image`` and ``infra`` are :class:`StepProvider`: the image and infra stages are thin
+  adapters over them (plan text, where the lineage record lives, is the output still there,
+  make it, verify it).
+- ``runtime`` is a :class:`ProgramRuntime`: how the three MaxText programs are adapted to the
+  place they run (image name, where the model is read from, launcher, placement, env).
+- ``run_workload`` runs one :class:`~flows.core.workload.Workload` to its verdict.
+
+Constructing a backend never does I/O (plans are pure); connections are made on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel
+
+from flows.core.storage import Storage
+from flows.core.workload import Placement, Workload
+
+if TYPE_CHECKING:
+    from flows.core.lineage import LineageRecord
+    from flows.core.stage import StageContext
+
+Env = tuple[tuple[str, str], ...]
+
+
+class WorkloadRun(BaseModel):
+    name: str
+    wall_s: float
+    log_uri: str
+
+
+class StageLogger(Protocol):
+    def info(self, msg: str, *args: object) -> None: ...
+    def warning(self, msg: str, *args: object) -> None: ...
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """A provider's share of a stage plan: what it will do and what comes out (pure)."""
+
+    outputs: dict[str, str]
+    inputs: dict[str, str] = field(default_factory=dict)
+    actions: list[str] = field(default_factory=list)
+    workloads: list[Workload] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class StepProvider(Protocol):
+    """A backend's implementation of a whole stage (image or infra)."""
+
+    def plan(self) -> StepPlan: ...
+
+    def record_uri(self) -> str:
+        """Where this step's lineage record lives (it must exist before the step runs)."""
+        ...
+
+    def present(self, ctx: StageContext, record: LineageRecord) -> bool:
+        """Is what the record describes still there? (a teardown, a deleted venv: run again)"""
+        ...
+
+    def run(self, ctx: StageContext) -> list[WorkloadRun]: ...
+
+    def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]: ...
+
+
+class ProgramRuntime(Protocol):
+    """How the MaxText programs (flows/stages/programs.py) run on this backend."""
+
+    def image(self, built: str | None) -> str:
+        """The image a workload runs: the image stage's output, or what a plan shows."""
+        ...
+
+    def model_source(self) -> str:
+        """What ``--hf_model_path`` gets: a hub repo id, or a local directory."""
+        ...
+
+    def model_source_uri(self) -> str:
+        """The same as a URI, for plans and lineage (``hf://repo@revision`` or ``file://``)."""
+        ...
+
+    def convert_extra_args(self) -> list[str]: ...
+
+    def dataset_uri(self) -> str | None:
+        """The training data the stage reads, when the pipeline provides it."""
+        ...
+
+    def train_entry(self) -> list[str]:
+        """argv[0:n] of training: MaxText's train_rl module, or a launcher standing in for it."""
+        ...
+
+    def train_data_args(self) -> list[str]: ...
+
+    def train_placement(self) -> Placement: ...
+
+    def train_env(self) -> Env: ...
+
+    def train_preamble(self) -> tuple[str, ...]: ...
+
+    def program_env(self) -> Env:
+        """Environment every program gets on this backend (beyond the workload's own)."""
+        ...
+
+    def notes(self, stage: str) -> list[str]:
+        """What a user must know about this stage here (e.g. a rehearsal stand-in)."""
+        ...
+
+    def export_checks(self) -> list[Workload]:
+        """Extra workloads that prove the export is usable, run after to_huggingface."""
+        ...
+
+    def accept_export(self, storage: Storage) -> dict[str, Any]:
+        """Read the export checks' verdicts; raise StageFailed when one refuses the export."""
+        ...
+
+
+class Backend(Protocol):
+    """Everything a stage needs from the world, for one profile and one stage at a time."""
+
+    name: str
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def image(self) -> StepProvider: ...
+
+    @property
+    def infra(self) -> StepProvider: ...
+
+    @property
+    def runtime(self) -> ProgramRuntime: ...
+
+    @property
+    def usd_per_chip_hour(self) -> float: ...
+
+    def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun: ...
+
+    def estimated_chip_hours(self, stage: str) -> float:
+        """TPU chip-hours a stage is expected to hold (plans; 0 where no TPU is billed)."""
+        ...
+
+    def held_chip_hours(self, stage: str, wall_s: float) -> float:
+        """TPU chip-hours a stage actually held for ``wall_s`` seconds (results)."""
+        ...
+
+    def plan_header(self) -> list[str]: ...
+
+    def plan_footer(self) -> list[str]: ...
+
+    def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
+        """Extra files of ``tpurl plan --out`` (e.g. the Kubernetes objects that would be
+        submitted for the stages' planned ``workloads``)."""
+        ...
+
+    def preflight(self) -> tuple[str, bool]:
+        """Read-only checks against the world for ``tpurl plan --check``: (report, all passed)."""
+        ...
+
+    def validation_warnings(self) -> list[str]:
+        """Valid but risky settings worth printing at ``tpurl validate``."""
+        ...

@@ -1,0 +1,56 @@
+"""What a finished output must look like, checked through Storage: one place for every stage.
+
+Pure over the :class:`~flows.core.storage.Storage` protocol, so the same checks decide on a
+``file://`` rehearsal tree and on a GCS bucket, and each returns the list of problems found
+(empty when the output is sound) rather than raising: the stage chooses the diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flows.core.storage import Storage, join
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+SINGLE_SAFETENSORS = "model.safetensors"
+
+
+def orbax_checkpoint_problems(storage: Storage, items: str) -> list[str]:
+    """The converter writes an orbax checkpoint at ``<dir>/0/items``: entries plus metadata."""
+    entries = storage.children(items)
+    if not entries:
+        return [f"{items} is empty or absent"]
+    if not any(e.startswith("_") or e.endswith("METADATA") for e in entries):
+        return [f"{items} has no orbax metadata (found {', '.join(entries[:20])})"]
+    return []
+
+
+def newest_actor_step(storage: Storage, actor_dir: str) -> int | None:
+    """The highest ``checkpoints/actor/<step>`` that has model_params (not a fixed step)."""
+    steps = sorted((int(n) for n in storage.children(actor_dir) if n.isdigit()), reverse=True)
+    return next((s for s in steps if storage.exists(join(actor_dir, str(s), "model_params"))),
+                None)
+
+
+def hf_export_shards(storage: Storage, export_dir: str) -> tuple[list[str], list[str]]:
+    """(shards, problems) of a Hugging Face model directory as a consumer would load it:
+    config, tokenizer, and either a safetensors index whose shards all exist or the single
+    ``model.safetensors`` that to_huggingface writes for small models."""
+    problems = [f for f in ("config.json", *TOKENIZER_FILES)
+                if not storage.exists(join(export_dir, f))]
+    index_text = storage.read_text(join(export_dir, SAFETENSORS_INDEX))
+    if index_text is not None:
+        try:
+            index: dict[str, Any] = json.loads(index_text)
+            shards = sorted(set(index["weight_map"].values()))
+        except (ValueError, KeyError, AttributeError, TypeError) as exc:
+            return [], [*problems, f"{SAFETENSORS_INDEX} is not a safetensors index ({exc})"]
+        if not shards:
+            problems.append(f"{SAFETENSORS_INDEX} maps no weights")
+        problems += [s for s in shards if not storage.exists(join(export_dir, s))]
+        return shards, problems
+    if storage.exists(join(export_dir, SINGLE_SAFETENSORS)):
+        return [SINGLE_SAFETENSORS], problems
+    return [], [*problems, f"{SAFETENSORS_INDEX} or {SINGLE_SAFETENSORS}"]
