@@ -1,0 +1,125 @@
+"""A Backend whose programs are instant: for the stage model's tests (tests/stages).
+
+Each "program" writes what the real one leaves behind (the orbax layout of to_maxtext, actor
+checkpoints of train_rl, the HF files of to_huggingface), so the real Stage.execute, the real
+lineage records and the real output checks (flows/core/verify.py) decide skip and rerun in
+milliseconds. Faults are injected per workload name: ``damage[name]`` makes the program leave
+an incomplete output, as a program cut short or a converter bug would.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from flows.backends.local.runtime import LocalRuntime
+from flows.config.profile import Profile
+from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.layout import Layout
+from flows.core.lineage import LineageRecord
+from flows.core.stage import StageContext
+from flows.core.storage import LocalStorage, Storage, join
+from flows.core.workload import Workload
+
+
+class QuietRuntime(LocalRuntime):
+    """The rehearsal's argv and placement, without the transformers load check."""
+
+    def export_checks(self) -> list[Workload]:
+        return []
+
+    def accept_export(self, storage: Storage) -> dict[str, Any]:
+        return {}
+
+
+class MarkerStep:
+    """An image or infra step whose whole output is one marker file."""
+
+    def __init__(self, backend: FakeStageBackend, name: str) -> None:
+        self.backend, self.name = backend, name
+        self.marker = join(backend.layout.root, "fake", name, "done.txt")
+
+    def plan(self) -> StepPlan:
+        return StepPlan(outputs={self.name: self.marker}, actions=[f"make {self.name}"])
+
+    def record_uri(self) -> str:
+        return join(self.backend.layout.root, "fake", self.name, "tpurl-lineage.json")
+
+    def present(self, ctx: StageContext, record: LineageRecord) -> bool:
+        return ctx.storage.exists(self.marker)
+
+    def run(self, ctx: StageContext) -> list[WorkloadRun]:
+        self.backend.runs[self.name] += 1
+        if self.name == "infra":  # the stand-ins later stages read
+            self.backend.write(join(self.backend.layout.tiny_model_dir, "config.json"), "{}")
+        ctx.storage.write_text(self.marker, "ok")
+        return []
+
+    def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
+        return {self.name: self.marker}, {}
+
+
+class FakeStageBackend:
+    name = "fake"
+    usd_per_chip_hour = 0.0
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile, self.layout = profile, Layout(profile)
+        self.storage = LocalStorage()
+        self.runtime = QuietRuntime(profile, self.layout)
+        self.image, self.infra = MarkerStep(self, "image"), MarkerStep(self, "infra")
+        self.runs: Counter[str] = Counter()
+        self.damage: set[str] = set()
+        self.logger = logging.getLogger("tpurl-tests")
+
+    def write(self, uri: str, text: str) -> None:
+        self.storage.write_text(uri, text)
+
+    def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
+        self.runs[workload.name] += 1
+        damaged = workload.name in self.damage
+        layout = self.layout
+        if workload.name == "convert-hf-to-maxtext":
+            items = layout.converted_checkpoint
+            self.write(join(items, "params", "x"), "weights")
+            if not damaged:
+                self.write(join(items, "_METADATA"), "{}")
+        elif workload.name == "train-grpo":
+            steps = int(self.profile.train.args.get("num_batches", 1))
+            for step in range(1, steps + 1 - int(damaged)):
+                self.write(join(layout.actor_checkpoints, str(step), "model_params", "x"), "w")
+        elif workload.name == "export-maxtext-to-hf":
+            out = layout.export_dir
+            for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+                self.write(join(out, name), "{}")
+            shards = {"a": "model-1.safetensors", "b": "model-2.safetensors"}
+            self.write(join(out, "model.safetensors.index.json"),
+                       json.dumps({"weight_map": shards}))
+            for shard in sorted(set(shards.values()))[: 1 if damaged else None]:
+                self.write(join(out, shard), "w")
+        self.write(log_uri, f"{workload.command_line()}\n")
+        return WorkloadRun(name=workload.name, wall_s=0.0, log_uri=log_uri)
+
+    def estimated_chip_hours(self, stage: str) -> float:
+        return 0.0
+
+    def held_chip_hours(self, stage: str, wall_s: float) -> float:
+        return 0.0
+
+    def plan_header(self) -> list[str]:
+        return []
+
+    def plan_footer(self) -> list[str]:
+        return []
+
+    def write_plan_files(self, out_dir: Path, workloads: Any) -> list[Path]:
+        return []
+
+    def preflight(self) -> tuple[str, bool]:
+        return "", True
+
+    def validation_warnings(self) -> list[str]:
+        return []

@@ -1,0 +1,137 @@
+"""The stage model's skip/run/verify/lineage rule, in milliseconds: real stages, real lineage
+records and real output checks over a temporary directory; only the programs are instant
+(tests/fakes/stage_backend.py). The end-to-end modules prove the same rule with MaxText."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flows.config import load_profile
+from flows.core.failures import FailureCategory, StageFailed
+from flows.core.layout import Layout
+from flows.core.stage import StageContext, StageOutput
+from flows.core.storage import LocalStorage
+from flows.plan import build_plan
+from flows.stages import STAGES
+from tests.fakes.stage_backend import FakeStageBackend
+
+ORDER = [stage.name for stage in STAGES]
+UPSTREAM = {"image": [], "infra": ["image"], "convert": ["image", "infra"],
+            "train": ["image", "infra", "convert"], "export": ["image", "infra", "train"]}
+
+
+def backend_at(root: Path, **overrides: str) -> FakeStageBackend:
+    profile = load_profile("rehearsal", {"local.root": str(root), **overrides}, environ={})
+    return FakeStageBackend(profile)
+
+
+def run_all(backend: FakeStageBackend) -> dict[str, StageOutput]:
+    """The flow's order and wiring (flows/pipeline.py) without Prefect."""
+    ctx = StageContext(profile=backend.profile, layout=Layout(backend.profile),
+                       backend=backend, storage=LocalStorage(), logger=backend.logger)
+    outputs: dict[str, StageOutput] = {}
+    for stage in STAGES:
+        upstream = {name: outputs[name] for name in UPSTREAM[stage.name]}
+        outputs[stage.name] = stage.execute(ctx, upstream)
+    return outputs
+
+
+def statuses(outputs: dict[str, StageOutput]) -> dict[str, str]:
+    return {name: out.status for name, out in outputs.items()}
+
+
+def local(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))
+
+
+def test_first_run_executes_every_stage_and_records_lineage(tmp_path: Path) -> None:
+    backend = backend_at(tmp_path)
+    outputs = run_all(backend)
+    assert statuses(outputs) == dict.fromkeys(ORDER, "ran")
+    layout = backend.layout
+    for directory in (layout.convert_dir, layout.train_run_dir, layout.export_dir):
+        assert local(layout.record(directory)).is_file()
+    assert outputs["train"].details["newest_step"] == 2
+    assert outputs["export"].uris["hf_export"] == layout.export_dir
+
+
+def test_unchanged_rerun_skips_every_stage_and_runs_nothing(tmp_path: Path) -> None:
+    first = run_all(backend_at(tmp_path))
+    again = backend_at(tmp_path)
+    second = run_all(again)
+    assert statuses(second) == dict.fromkeys(ORDER, "skipped")
+    assert sum(again.runs.values()) == 0
+    assert {n: o.fingerprint for n, o in second.items()} == \
+        {n: o.fingerprint for n, o in first.items()}
+
+
+def test_changed_training_config_reruns_only_train_and_export(tmp_path: Path) -> None:
+    run_all(backend_at(tmp_path))
+    changed = backend_at(tmp_path, **{"train.args.learning_rate": "2e-6"})
+    assert statuses(run_all(changed)) == {"image": "skipped", "infra": "skipped",
+                                          "convert": "skipped", "train": "ran", "export": "ran"}
+
+
+def test_missing_output_reruns_that_stage_and_what_depends_on_it(tmp_path: Path) -> None:
+    backend = backend_at(tmp_path)
+    run_all(backend)
+    shutil.rmtree(local(backend.layout.converted_checkpoint))
+    again = backend_at(tmp_path)
+    assert statuses(run_all(again)) == {"image": "skipped", "infra": "skipped",
+                                        "convert": "ran", "train": "ran", "export": "ran"}
+    assert again.runs["convert-hf-to-maxtext"] == 1
+
+
+def test_missing_step_output_reruns_the_step(tmp_path: Path) -> None:
+    backend = backend_at(tmp_path)
+    run_all(backend)
+    local(backend.infra.marker).unlink()  # e.g. a teardown since the record was written
+    again = backend_at(tmp_path)
+    assert statuses(run_all(again))["infra"] == "ran"
+    assert again.runs["infra"] == 1
+
+
+@pytest.mark.parametrize("garbage", ["", "{not json", '{"format": 1}', '{"format": 99, '
+                                     '"stage": "train", "key": "x"}'])
+def test_corrupt_lineage_record_reruns_the_stage(tmp_path: Path, garbage: str) -> None:
+    backend = backend_at(tmp_path)
+    run_all(backend)
+    local(backend.layout.record(backend.layout.train_run_dir)).write_text(garbage)
+    again = backend_at(tmp_path)
+    result = statuses(run_all(again))
+    assert result["train"] == "ran" and result["export"] == "ran"
+    assert result["convert"] == "skipped"
+
+
+@pytest.mark.parametrize(("workload", "stage", "summary"), [
+    ("convert-hf-to-maxtext", "convert", "without a complete MaxText checkpoint"),
+    ("train-grpo", "train", "newest actor checkpoint is step 1, expected 2"),
+    ("export-maxtext-to-hf", "export", "HF export is incomplete"),
+])
+def test_incomplete_output_fails_verification_and_writes_no_record(
+        tmp_path: Path, workload: str, stage: str, summary: str) -> None:
+    backend = backend_at(tmp_path)
+    backend.damage.add(workload)
+    with pytest.raises(StageFailed) as failed:
+        run_all(backend)
+    assert failed.value.stage == stage
+    assert failed.value.diagnosis.category is FailureCategory.USER_ERROR
+    assert summary in failed.value.diagnosis.summary
+    record = {"convert": backend.layout.convert_dir, "train": backend.layout.train_run_dir,
+              "export": backend.layout.export_dir}[stage]
+    assert not local(backend.layout.record(record)).exists()
+    # the next run tries again instead of trusting the half-written output
+    repaired = backend_at(tmp_path)
+    assert statuses(run_all(repaired))[stage] == "ran"
+
+
+def test_plan_is_pure(tmp_path: Path) -> None:
+    backend = backend_at(tmp_path / "root")
+    plans = build_plan(backend.profile)
+    assert [p.stage for p in plans] == ORDER
+    assert not (tmp_path / "root").exists()
+    keys = {p.stage: p.key for p in plans}
+    assert keys == {stage.name: stage.key(backend.profile) for stage in STAGES}
