@@ -59,6 +59,8 @@ class StepPlan:
 class StepProvider(Protocol):
     """A backend's implementation of a whole stage (image or infra)."""
 
+    content_outputs: tuple[str, ...]  # outputs whose files the lineage manifest covers
+
     def plan(self) -> StepPlan: ...
 
     def record_uri(self) -> str:
@@ -67,6 +69,10 @@ class StepProvider(Protocol):
 
     def present(self, ctx: StageContext, record: LineageRecord) -> bool:
         """Is what the record describes still there? (a teardown, a deleted venv: run again)"""
+        ...
+
+    def leftover_dirs(self) -> list[str]:
+        """Directories to clear of an unverified attempt's files before running."""
         ...
 
     def run(self, ctx: StageContext) -> list[WorkloadRun]: ...
@@ -145,6 +151,11 @@ class Backend(Protocol):
     def usd_per_chip_hour(self) -> float: ...
 
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun: ...
+
+    def clear_leftovers(self, stage: str, directory: str) -> int:
+        """Remove what an unverified attempt left in ``directory`` (logs stay), unless a live
+        workload of this stage still writes there; returns the number of files removed."""
+        ...
 
     def estimated_chip_hours(self, stage: str) -> float:
         """TPU chip-hours a stage is expected to hold (plans; 0 where no TPU is billed)."""

@@ -16,10 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from flows.core.storage import Storage
+from flows.core.manifest import RECORD_NAME, Manifest
+from flows.core.storage import Storage, join
 
-RECORD_NAME = "tpurl-lineage.json"
 FORMAT_VERSION = 1
+RELATIVE = "./"  # an output below the output root, stored relative to it (a moved root works)
+__all__ = ["RECORD_NAME", "LineageRecord", "UnreadableRecord", "read_record",
+           "relative_outputs", "write_record"]
 
 
 def config_key(*parts: Any) -> str:
@@ -35,6 +38,8 @@ class LineageRecord(BaseModel):
     inputs: dict[str, str] = Field(default_factory=dict)
     outputs: dict[str, str] = Field(default_factory=dict)
     details: dict[str, Any] = Field(default_factory=dict)
+    # per output name: the files verified (flows/core/manifest.py); empty in older records
+    manifest: dict[str, Manifest] = Field(default_factory=dict)
     run_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
 
@@ -47,14 +52,33 @@ class LineageRecord(BaseModel):
         return self.format == FORMAT_VERSION and self.key == key and self.inputs == inputs
 
 
+    def resolved_outputs(self, root: str) -> dict[str, str]:
+        """The outputs as URIs, relative entries taken against the current output root."""
+        return {name: join(root, uri[len(RELATIVE):]) if uri.startswith(RELATIVE) else uri
+                for name, uri in self.outputs.items()}
+
+
+def relative_outputs(outputs: dict[str, str], root: str) -> dict[str, str]:
+    """What a record stores: outputs below ``root`` relative to it, anything else as is."""
+    base = root.rstrip("/") + "/"
+    return {name: RELATIVE + uri[len(base):] if uri.startswith(base) else uri
+            for name, uri in outputs.items()}
+
+
+class UnreadableRecord(ValueError):
+    """A record that exists but cannot be used: the caller says so and runs the stage."""
+
+
 def read_record(storage: Storage, uri: str) -> LineageRecord | None:
+    """None when there is no record; UnreadableRecord when there is one that is damaged."""
     text = storage.read_text(uri)
     if text is None:
         return None
     try:
         return LineageRecord.model_validate_json(text)
-    except ValueError:
-        return None  # a corrupt record is treated as absent: the stage re-runs
+    except ValueError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UnreadableRecord(f"{uri} is not a lineage record ({first})") from exc
 
 
 def write_record(storage: Storage, uri: str, record: LineageRecord) -> None:

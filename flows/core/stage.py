@@ -22,7 +22,14 @@ from flows.config.profile import Profile
 from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
-from flows.core.lineage import LineageRecord, read_record, write_record
+from flows.core.lineage import (
+    LineageRecord,
+    UnreadableRecord,
+    read_record,
+    relative_outputs,
+    write_record,
+)
+from flows.core.manifest import build_manifest, manifest_problems
 from flows.core.secrets import Redactor
 from flows.core.storage import Storage
 from flows.core.workload import Workload
@@ -109,16 +116,78 @@ class Stage(ABC):
     def outputs_present(self, ctx: StageContext, record: LineageRecord) -> bool:
         return all(ctx.storage.exists(uri) for uri in record.outputs.values())
 
+    def content_outputs(self, ctx: StageContext) -> tuple[str, ...]:
+        """Names of the outputs whose files the lineage manifest covers."""
+        return ()
+
+    def leftover_dirs(self, ctx: StageContext) -> list[str]:
+        """Directories an earlier, unverified attempt may have left half-written: cleared
+        before the stage runs, so a partial leftover can never pass as new output. A stage
+        that resumes from its leftovers (training checkpoints) lists none."""
+        return []
+
     def done(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> StageOutput | None:
-        record = read_record(ctx.storage, self.record_uri(ctx))
-        if record is None or not record.matches(self.key(ctx.profile),
-                                                 self.input_fingerprints(upstream)):
+        """The verified output, or None with the reason logged: no record, a record for
+        other inputs, an unreadable record, or an output that changed since it was verified."""
+        uri = self.record_uri(ctx)
+        try:
+            stored = read_record(ctx.storage, uri)
+        except UnreadableRecord as exc:
+            ctx.logger.warning("%s: %s; running the stage again", self.name, exc)
             return None
+        if stored is None:
+            return None
+        if not stored.matches(self.key(ctx.profile), self.input_fingerprints(upstream)):
+            ctx.logger.info("%s: the recorded output was made from other inputs; running",
+                            self.name)
+            return None
+        record = stored.model_copy(update={"outputs": stored.resolved_outputs(ctx.layout.root)})
         if not self.outputs_present(ctx, record):
+            ctx.logger.warning("%s: the recorded output is gone (%s); running the stage again",
+                               self.name, ", ".join(record.outputs.values()))
             return None
-        return StageOutput(stage=self.name, status="skipped", key=record.key,
-                           fingerprint=record.fingerprint, uris=record.outputs,
-                           details=record.details)
+        problems, unlisted = self._manifest_check(ctx, record)
+        if problems:
+            ctx.logger.warning("%s: the output changed since it was verified (%s); running the "
+                               "stage again", self.name, "; ".join(problems[:5]))
+            return None
+        if unlisted and not self._backfill(ctx, stored, record, unlisted, uri):
+            return None
+        return StageOutput(stage=self.name, status="skipped", key=stored.key,
+                           fingerprint=stored.fingerprint, uris=record.outputs,
+                           details=stored.details)
+
+    def _manifest_check(self, ctx: StageContext,
+                        record: LineageRecord) -> tuple[list[str], list[str]]:
+        """(problems, outputs the record has no manifest for: older records)."""
+        problems: list[str] = []
+        unlisted = []
+        for name in self.content_outputs(ctx):
+            if name not in record.outputs:
+                continue
+            if name not in record.manifest:
+                unlisted.append(name)
+                continue
+            problems += manifest_problems(ctx.storage, record.outputs[name],
+                                          record.manifest[name])
+        return problems, unlisted
+
+    def _backfill(self, ctx: StageContext, stored: LineageRecord, record: LineageRecord,
+                  unlisted: list[str], uri: str) -> bool:
+        """A record written before manifests existed: trust the output only after the
+        stage's own verification passes, then record its manifest (same fingerprint)."""
+        try:
+            self.verify(ctx)
+        except StageFailed as exc:
+            ctx.logger.warning("%s: the recorded output fails verification (%s); running the "
+                               "stage again", self.name, exc.diagnosis.summary)
+            return False
+        manifest = {**stored.manifest, **{name: build_manifest(ctx.storage, record.outputs[name])
+                                          for name in unlisted}}
+        write_record(ctx.storage, uri, stored.model_copy(update={"manifest": manifest}))
+        ctx.logger.info("%s: verified an output recorded before manifests; manifest added",
+                        self.name)
+        return True
 
     @abstractmethod
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
@@ -140,11 +209,18 @@ class Stage(ABC):
             ctx.logger.info("%s: verified output already there, skipping (%s)", self.name,
                             ", ".join(skipped.uris.values()))
             return skipped
+        for directory in self.leftover_dirs(ctx):
+            if cleared := ctx.backend.clear_leftovers(self.name, directory):
+                ctx.logger.warning("%s: removed %d file(s) an earlier unverified attempt left in "
+                                   "%s (its logs are kept)", self.name, cleared, directory)
         runs = self.run(ctx, upstream)
         uris, details = self.verify(ctx)
+        manifest = {name: build_manifest(ctx.storage, uris[name])
+                    for name in self.content_outputs(ctx) if name in uris}
         record = LineageRecord(stage=self.name, key=self.key(ctx.profile),
-                               inputs=self.input_fingerprints(upstream), outputs=uris,
-                               details=details)
+                               inputs=self.input_fingerprints(upstream),
+                               outputs=relative_outputs(uris, ctx.layout.root),
+                               details=details, manifest=manifest)
         write_record(ctx.storage, self.record_uri(ctx), record)
         wall = time.monotonic() - started
         return StageOutput(stage=self.name, status="ran", key=record.key,
@@ -170,6 +246,12 @@ class ProvidedStage(Stage):
 
     def outputs_present(self, ctx: StageContext, record: LineageRecord) -> bool:
         return self.provider(ctx.backend).present(ctx, record)
+
+    def content_outputs(self, ctx: StageContext) -> tuple[str, ...]:
+        return self.provider(ctx.backend).content_outputs
+
+    def leftover_dirs(self, ctx: StageContext) -> list[str]:
+        return self.provider(ctx.backend).leftover_dirs()
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         return self.provider(ctx.backend).run(ctx)

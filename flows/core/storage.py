@@ -7,10 +7,23 @@ The GCS implementation lives with the GKE backend (flows/backends/gke/gcs.py);
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlparse
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """One file as a listing shows it: ``digest`` when the storage keeps one (GCS crc32c),
+    ``stamp`` changes whenever the file is rewritten (mtime, or the GCS generation)."""
+
+    size: int
+    stamp: str
+    digest: str | None = None
 
 
 class Storage(Protocol):
@@ -21,6 +34,13 @@ class Storage(Protocol):
     def files_under(self, uri: str) -> list[str]: ...
     def read_bytes(self, uri: str) -> bytes | None: ...
     def local_path(self, uri: str) -> Path | None: ...
+    def stat_tree(self, uri: str) -> dict[str, FileStat]:
+        """Every file at or below ``uri`` by relative name (``""``: ``uri`` is a file)."""
+        ...
+    def digest(self, uri: str) -> str: ...
+    def remove_tree(self, uri: str, keep: tuple[str, ...] = ()) -> int:
+        """Delete what is at or below ``uri`` except the top-level names in ``keep``."""
+        ...
 
 
 def join(base: str, *parts: str) -> str:
@@ -77,3 +97,40 @@ class LocalStorage:
     def read_bytes(self, uri: str) -> bytes | None:
         path = self._path(uri)
         return path.read_bytes() if path.is_file() else None
+
+    def stat_tree(self, uri: str) -> dict[str, FileStat]:
+        root = self._path(uri)
+        if root.is_file():
+            return {"": _stat(root)}
+        if not root.is_dir():
+            return {}
+        return {str(p.relative_to(root)): _stat(p) for p in root.rglob("*") if p.is_file()}
+
+    def digest(self, uri: str) -> str:
+        sha = hashlib.sha256()
+        with open(self._path(uri), "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                sha.update(chunk)
+        return "sha256:" + sha.hexdigest()
+
+    def remove_tree(self, uri: str, keep: tuple[str, ...] = ()) -> int:
+        root = self._path(uri)
+        if root.is_file():
+            root.unlink()
+            return 1
+        removed = 0
+        for child in sorted(root.iterdir()) if root.is_dir() else []:
+            if child.name in keep:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                removed += sum(1 for p in child.rglob("*") if p.is_file())
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+                removed += 1
+        return removed
+
+
+def _stat(path: Path) -> FileStat:
+    info = path.stat()
+    return FileStat(size=info.st_size, stamp=f"mtime:{info.st_mtime_ns}")

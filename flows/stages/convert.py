@@ -31,6 +31,12 @@ class ConvertStage(Stage):
     def record_uri(self, ctx: StageContext) -> str:
         return ctx.layout.record(ctx.layout.convert_dir)
 
+    def content_outputs(self, ctx: StageContext) -> tuple[str, ...]:
+        return ("maxtext_checkpoint",)
+
+    def leftover_dirs(self, ctx: StageContext) -> list[str]:
+        return [ctx.layout.convert_dir]
+
     def plan(self, profile: Profile, backend: Backend) -> StagePlan:
         layout = Layout(profile)
         return StagePlan(stage=self.name, title=self.title, key=self.key(profile),

@@ -35,6 +35,12 @@ class ExportStage(Stage):
     def record_uri(self, ctx: StageContext) -> str:
         return ctx.layout.record(ctx.layout.export_dir)
 
+    def content_outputs(self, ctx: StageContext) -> tuple[str, ...]:
+        return ("hf_export",)
+
+    def leftover_dirs(self, ctx: StageContext) -> list[str]:
+        return [ctx.layout.export_dir]
+
     def plan(self, profile: Profile, backend: Backend) -> StagePlan:
         layout = Layout(profile)
         step = int(profile.train.args.get("num_batches", 0))

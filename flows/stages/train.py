@@ -36,6 +36,9 @@ class TrainStage(Stage):
     def record_uri(self, ctx: StageContext) -> str:
         return ctx.layout.record(ctx.layout.train_run_dir)
 
+    def content_outputs(self, ctx: StageContext) -> tuple[str, ...]:
+        return ("actor_checkpoint",)  # earlier checkpoints are resume points, not leftovers
+
     def plan(self, profile: Profile, backend: Backend) -> StagePlan:
         layout = Layout(profile)
         workload = train_workload(profile, layout, backend.runtime)

@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from flows.backends.local.runtime import LocalRuntime
+from flows.config import load_profile
 from flows.config.profile import Profile
 from flows.core.backend import StepPlan, WorkloadRun
 from flows.core.layout import Layout
 from flows.core.lineage import LineageRecord
-from flows.core.stage import StageContext
+from flows.core.manifest import LOGS_DIR
+from flows.core.stage import StageContext, StageOutput
 from flows.core.storage import LocalStorage, Storage, join
 from flows.core.workload import Workload
+from flows.stages import STAGES
 
 
 class QuietRuntime(LocalRuntime):
@@ -38,6 +41,8 @@ class QuietRuntime(LocalRuntime):
 class MarkerStep:
     """An image or infra step whose whole output is one marker file."""
 
+    content_outputs = ()
+
     def __init__(self, backend: FakeStageBackend, name: str) -> None:
         self.backend, self.name = backend, name
         self.marker = join(backend.layout.root, "fake", name, "done.txt")
@@ -50,6 +55,9 @@ class MarkerStep:
 
     def present(self, ctx: StageContext, record: LineageRecord) -> bool:
         return ctx.storage.exists(self.marker)
+
+    def leftover_dirs(self) -> list[str]:
+        return []
 
     def run(self, ctx: StageContext) -> list[WorkloadRun]:
         self.backend.runs[self.name] += 1
@@ -103,6 +111,9 @@ class FakeStageBackend:
         self.write(log_uri, f"{workload.command_line()}\n")
         return WorkloadRun(name=workload.name, wall_s=0.0, log_uri=log_uri)
 
+    def clear_leftovers(self, stage: str, directory: str) -> int:
+        return self.storage.remove_tree(directory, keep=(LOGS_DIR,))
+
     def estimated_chip_hours(self, stage: str) -> float:
         return 0.0
 
@@ -123,3 +134,33 @@ class FakeStageBackend:
 
     def validation_warnings(self) -> list[str]:
         return []
+
+
+# --- driving the five stages the way the flow does (flows/pipeline.py), without Prefect ---
+ORDER = [stage.name for stage in STAGES]
+UPSTREAM = {"image": [], "infra": ["image"], "convert": ["image", "infra"],
+            "train": ["image", "infra", "convert"], "export": ["image", "infra", "train"]}
+
+
+def backend_at(root: Path, **overrides: str) -> FakeStageBackend:
+    profile = load_profile("rehearsal", {"local.root": str(root), **overrides}, environ={})
+    return FakeStageBackend(profile)
+
+
+def run_all(backend: FakeStageBackend) -> dict[str, StageOutput]:
+    """The flow's order and wiring (flows/pipeline.py) without Prefect."""
+    ctx = StageContext(profile=backend.profile, layout=Layout(backend.profile),
+                       backend=backend, storage=LocalStorage(), logger=backend.logger)
+    outputs: dict[str, StageOutput] = {}
+    for stage in STAGES:
+        upstream = {name: outputs[name] for name in UPSTREAM[stage.name]}
+        outputs[stage.name] = stage.execute(ctx, upstream)
+    return outputs
+
+
+def statuses(outputs: dict[str, StageOutput]) -> dict[str, str]:
+    return {name: out.status for name, out in outputs.items()}
+
+
+def local(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))

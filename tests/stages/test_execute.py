@@ -9,42 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.config import load_profile
 from flows.core.failures import FailureCategory, StageFailed
-from flows.core.layout import Layout
-from flows.core.stage import StageContext, StageOutput
-from flows.core.storage import LocalStorage
 from flows.plan import build_plan
 from flows.stages import STAGES
-from tests.fakes.stage_backend import FakeStageBackend
-
-ORDER = [stage.name for stage in STAGES]
-UPSTREAM = {"image": [], "infra": ["image"], "convert": ["image", "infra"],
-            "train": ["image", "infra", "convert"], "export": ["image", "infra", "train"]}
-
-
-def backend_at(root: Path, **overrides: str) -> FakeStageBackend:
-    profile = load_profile("rehearsal", {"local.root": str(root), **overrides}, environ={})
-    return FakeStageBackend(profile)
-
-
-def run_all(backend: FakeStageBackend) -> dict[str, StageOutput]:
-    """The flow's order and wiring (flows/pipeline.py) without Prefect."""
-    ctx = StageContext(profile=backend.profile, layout=Layout(backend.profile),
-                       backend=backend, storage=LocalStorage(), logger=backend.logger)
-    outputs: dict[str, StageOutput] = {}
-    for stage in STAGES:
-        upstream = {name: outputs[name] for name in UPSTREAM[stage.name]}
-        outputs[stage.name] = stage.execute(ctx, upstream)
-    return outputs
-
-
-def statuses(outputs: dict[str, StageOutput]) -> dict[str, str]:
-    return {name: out.status for name, out in outputs.items()}
-
-
-def local(uri: str) -> Path:
-    return Path(uri.removeprefix("file://"))
+from tests.fakes.stage_backend import ORDER, backend_at, local, run_all, statuses
 
 
 def test_first_run_executes_every_stage_and_records_lineage(tmp_path: Path) -> None:

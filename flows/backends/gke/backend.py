@@ -36,8 +36,9 @@ from flows.backends.gke.infra.cost import (
     stage_held_chip_hours,
 )
 from flows.backends.gke.infra.step import GkeInfra
-from flows.backends.gke.jobs.common import SPEC_DIGEST
-from flows.backends.gke.jobs.manifests import stage_run, write_manifests
+from flows.backends.gke.jobs.common import RUN_LABEL, SPEC_DIGEST, STAGE_LABEL
+from flows.backends.gke.jobs.manifests import GKE_STAGES, stage_run, write_manifests
+from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.pathways import HEAD
 from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
@@ -52,6 +53,7 @@ from flows.config.profile import Profile
 from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
+from flows.core.manifest import LOGS_DIR
 from flows.core.secrets import Redactor, SecretUnavailable, resolve
 from flows.core.storage import Storage
 from flows.core.workload import Workload
@@ -103,6 +105,22 @@ class GkeBackend:
         if self._storage is None:
             self._storage = GcsStorage()
         return self._storage
+
+    def clear_leftovers(self, stage: str, directory: str) -> int:
+        """Keep the directory for a JobSet of this stage's run that still exists: the run
+        reattaches to it (a rerun after the flow process died) and it writes there."""
+        if stage in GKE_STAGES:
+            selector = (f"{STAGE_LABEL}={label_value(stage)},"
+                        f"{RUN_LABEL}={label_value(stage_run(self.profile, stage))}")
+            found = self._call(f"list JobSets of {stage}",
+                               self.cluster.custom.list_namespaced_custom_object,
+                               JOBSET_GROUP, JOBSET_VERSION, self.options.namespace, JOBSETS,
+                               label_selector=selector)
+            if found.get("items"):
+                self.logger.info("%s: a JobSet of this run exists; its output directory %s is "
+                                 "kept for it", stage, directory)
+                return 0
+        return self.storage.remove_tree(directory, keep=(LOGS_DIR,))
 
     # --- costs and plans -------------------------------------------------------------------
     @property

@@ -1,23 +1,24 @@
-"""``gs://`` storage (the Storage protocol of flows/core/storage.py) and output verification on GCS.
+"""``gs://`` storage: the Storage protocol of flows/core/storage.py on GCS.
 
 GCS has no directories: a "directory" exists when some object has its name as a prefix, and
 its children are the next path segment of those names (the ``prefixes`` of a delimited
 listing). ``write_text`` takes ``if_generation_match`` so a caller that must not clobber a
 concurrent writer (a lineage record, a lock) gets GCS's 412 instead of a lost update.
-
-The verification helpers work on any Storage, so the rehearsal (file://) and GKE (gs://)
-check outputs with the same code; they return problems instead of raising, so a stage turns
-them into its own diagnosis.
+Output checks are not here: flows/core/verify.py and flows/core/manifest.py work on any
+Storage, so the rehearsal (file://) and GKE (gs://) check outputs with the same code.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from urllib.parse import urlparse
 
 from google.api_core.exceptions import NotFound
 from google.api_core.retry import Retry
 from google.cloud import storage as gcs
+
+from flows.core.storage import FileStat
 
 # Uploads of whole small texts are idempotent in effect; retry them like reads (GCS 503s).
 WRITE_RETRY = Retry(initial=1.0, maximum=30.0, multiplier=2.0, timeout=120.0)
@@ -93,6 +94,36 @@ class GcsStorage:
         except NotFound:
             return None
 
+    def stat_tree(self, uri: str) -> dict[str, FileStat]:
+        """One listing: GCS keeps size, crc32c and generation for every object."""
+        bucket, name = split_uri(uri)
+        found: dict[str, FileStat] = {}
+        if name:
+            blob = self.client.bucket(bucket).get_blob(name)
+            if blob is not None:
+                return {"": _stat(blob)}
+        prefix = name.rstrip("/") + "/" if name else ""
+        for blob in self.client.list_blobs(bucket, prefix=prefix):
+            if blob.name != prefix:
+                found[blob.name[len(prefix):]] = _stat(blob)
+        return found
+
+    def digest(self, uri: str) -> str:
+        blob = self.client.bucket(split_uri(uri)[0]).get_blob(split_uri(uri)[1])
+        if blob is None:
+            raise FileNotFoundError(uri)
+        return _stat(blob).digest or ""
+
+    def remove_tree(self, uri: str, keep: tuple[str, ...] = ()) -> int:
+        bucket, name = split_uri(uri)
+        prefix = name.rstrip("/") + "/" if name else ""
+        doomed = [blob for blob in self.client.list_blobs(bucket, prefix=prefix)
+                  if blob.name[len(prefix):].split("/", 1)[0] not in keep]
+        for blob in doomed:
+            with contextlib.suppress(NotFound):
+                blob.delete()
+        return len(doomed)
+
     def children(self, uri: str) -> list[str]:
         bucket, name = split_uri(uri)
         prefix = name.rstrip("/") + "/" if name else ""
@@ -102,3 +133,8 @@ class GcsStorage:
             found |= {blob.name[len(prefix):] for blob in page if blob.name != prefix}
             found |= {p[len(prefix):].rstrip("/") for p in page.prefixes}
         return sorted(n for n in found if n)
+
+
+def _stat(blob: gcs.Blob) -> FileStat:
+    return FileStat(size=int(blob.size or 0), stamp=f"generation:{blob.generation}",
+                    digest=f"crc32c:{blob.crc32c}" if blob.crc32c else None)

@@ -27,6 +27,7 @@ from flows.config.profile import Profile
 from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import StageFailed, diagnose_exit
 from flows.core.layout import Layout
+from flows.core.manifest import LOGS_DIR
 from flows.core.paths import REPO_ROOT
 from flows.core.secrets import Redactor, resolve
 from flows.core.storage import LocalStorage
@@ -57,6 +58,9 @@ class LocalBackend:
         self.image = LocalImage(self)
         self.infra = LocalInfra(self)
         self.runtime = LocalRuntime(profile, self.layout)
+
+    def clear_leftovers(self, stage: str, directory: str) -> int:
+        return self.storage.remove_tree(directory, keep=(LOGS_DIR,))
 
     def estimated_chip_hours(self, stage: str) -> float:
         return 0.0

@@ -40,6 +40,8 @@ VERSIONS_PROBE = ("import json, importlib.metadata as m; print(json.dumps({p: m.
 
 
 class LocalImage:
+    content_outputs: tuple[str, ...] = ()  # the venvs are checked by import, not by hash
+
     def __init__(self, backend: LocalBackend) -> None:
         self.backend = backend
         self.profile, self.layout = backend.profile, backend.layout
@@ -64,6 +66,9 @@ class LocalImage:
     def present(self, ctx: StageContext, record: LineageRecord) -> bool:
         return (_python(self.layout.venv_dir()).exists()
                 and _python(self.layout.hf_check_venv_dir()).exists())
+
+    def leftover_dirs(self) -> list[str]:
+        return []  # a half-built venv is repaired in place (tpurl-installed-lock.txt)
 
     def run(self, ctx: StageContext) -> list[WorkloadRun]:
         local, layout = self.profile.local, self.layout

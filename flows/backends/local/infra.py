@@ -22,6 +22,8 @@ TINY_MODEL_FILES = ("config.json", "model.safetensors.index.json", "tokenizer.js
 
 
 class LocalInfra:
+    content_outputs = ("hf_model", "dataset")
+
     def __init__(self, backend: LocalBackend) -> None:
         self.backend = backend
         self.profile, self.layout = backend.profile, backend.layout
@@ -56,6 +58,9 @@ class LocalInfra:
         layout, storage = self.layout, ctx.storage
         return (storage.exists(layout.dataset_file)
                 and all(storage.exists(join(layout.tiny_model_dir, f)) for f in TINY_MODEL_FILES))
+
+    def leftover_dirs(self) -> list[str]:
+        return [self.layout.sources_dir]
 
     def run(self, ctx: StageContext) -> list[WorkloadRun]:
         layout = self.layout

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 
 class GkeImage:
+    content_outputs: tuple[str, ...] = ()
+
     def __init__(self, backend: GkeBackend) -> None:
         self.profile, self.layout = backend.profile, backend.layout
 
@@ -43,6 +45,9 @@ class GkeImage:
 
     def present(self, ctx: StageContext, record: LineageRecord) -> bool:
         return True  # the content tag is immutable; build.py skips when it is pushed already
+
+    def leftover_dirs(self) -> list[str]:
+        return []
 
     def run(self, ctx: StageContext) -> list[WorkloadRun]:
         from flows.backends.gke.image import (

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 
 class GkeInfra:
+    content_outputs: tuple[str, ...] = ()
+
     def __init__(self, backend: GkeBackend) -> None:
         self.profile, self.layout = backend.profile, backend.layout
 
@@ -39,6 +41,9 @@ class GkeInfra:
         from flows.backends.gke.infra.entry import gke_outputs_present
 
         return gke_outputs_present(self.profile)  # a teardown since the record: deploy again
+
+    def leftover_dirs(self) -> list[str]:
+        return []
 
     def run(self, ctx: StageContext) -> list[WorkloadRun]:
         from flows.backends.gke.infra.entry import run_gke
