@@ -61,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if profile.gke is not None and profile.gke.world_open:
-        from flows.backends.gke.infra.settings import settings_from_profile, world_open_warning
+    if profile.gke is not None and profile.gke.open_to_world:
+        from flows.backends.gke.infra.settings import world_open_warning
 
-        print(world_open_warning(settings_from_profile(profile)), file=sys.stderr)
+        print(world_open_warning(profile.gke), file=sys.stderr)
     if args.command == "validate":
         print(f"profile {profile.name} is valid (backend {profile.backend})")
         return 0

@@ -23,7 +23,7 @@ def render_text(profile: Profile, plans: list[StagePlan]) -> str:
         gke = profile.gke
         lines.append(f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
                      f"x{gke.num_slices} = {gke.total_chips} chips · "
-                     f"${gke.total_chips * gke.usd_per_chip_hour:,.2f}/h while the pool exists")
+                     f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")
     for number, plan in enumerate(plans, 1):
         lines += ["", f"{number}. {plan.stage} — {plan.title}  [key {plan.key}]"]
         lines += [f"   in   {name}: {uri}" for name, uri in plan.inputs.items()]
