@@ -144,6 +144,11 @@ class GkeCluster(StrictModel):
         return ipaddress.ip_network(self.authorized_cidr, strict=False).prefixlen == 0
 
     @property
+    def kube_context(self) -> str:
+        """The kubeconfig context gcloud writes for this regional cluster."""
+        return f"gke_{self.project}_{self.region}_{self.cluster}"
+
+    @property
     def workload_service_account(self) -> str:
         """The blueprint's workload identity account (``CLUSTER-gke-wl-sa``)."""
         return f"{self.cluster}-gke-wl-sa@{self.project}.iam.gserviceaccount.com"

@@ -121,9 +121,5 @@ def _first_deploy(client: Any, s: InfraSettings) -> str:
     return old.get("deployed_at") or datetime.now(UTC).isoformat()
 
 
-def kube_context(s: InfraSettings) -> str:
-    return f"gke_{s.gke.project}_{s.gke.region}_{s.gke.cluster}"
-
-
 def has_kube_context(s: InfraSettings, kubeconfig: Path) -> bool:
-    return kubeconfig.is_file() and f"name: {kube_context(s)}" in kubeconfig.read_text()
+    return kubeconfig.is_file() and f"name: {s.gke.kube_context}" in kubeconfig.read_text()
