@@ -23,7 +23,7 @@ def teardown_flow(profile: str, overrides: dict[str, str] | None = None,
     """Destroy the cluster of PROFILE (restored from the bucket); keep the bucket unless
     ``delete_bucket`` and ``confirm_bucket`` (its name typed again) are both given."""
     cfg = load_profile(profile, overrides)
-    settings = settings_from_profile(cfg, require_cidr=False)
+    settings = settings_from_profile(cfg)
     apis, storage_client = clients.default_clients(settings)
     report = teardown(settings, apis, storage_client, get_run_logger(),
                       delete_bucket=delete_bucket, confirm_bucket=confirm_bucket)

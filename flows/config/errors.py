@@ -1,31 +1,19 @@
 """Configuration errors that say which field is wrong and how to fix it.
 
-A profile error is raised before any side effect, so the message is all the user gets: it
-must name the field (as a dotted path the user can pass to ``--set``) and the fix.
+A profile error is raised before any side effect, so the message is all the user gets: each
+of its issues (flows/core/issues.py) names the field (as a dotted path the user can pass to
+``--set``) and the fix.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class ConfigIssue:
-    """One problem in a profile. ``category`` is stable so automations can match on it."""
-
-    field: str
-    problem: str
-    fix: str
-    category: str = "config/invalid"
-
-    def render(self) -> str:
-        return f"{self.field}: {self.problem}\n    fix: {self.fix}"
+from flows.core.issues import Issue
 
 
 class ProfileError(ValueError):
     """A profile that cannot be used; carries every issue found, not just the first."""
 
-    def __init__(self, source: str, issues: list[ConfigIssue]) -> None:
+    def __init__(self, source: str, issues: list[Issue]) -> None:
         self.source = source
         self.issues = issues
         lines = [f"profile {source!r} is invalid ({len(issues)} problem(s)):"]
@@ -34,9 +22,13 @@ class ProfileError(ValueError):
 
 
 class FixableValueError(ValueError):
-    """Raised inside validators: a problem plus its fix, kept apart so both reach the user."""
+    """Raised inside validators: a problem plus its fix, kept apart so both reach the user.
 
-    def __init__(self, problem: str, fix: str) -> None:
+    ``field`` names a field below the model that raised it (pydantic would report the model).
+    """
+
+    def __init__(self, problem: str, fix: str, field: str | None = None) -> None:
         super().__init__(f"{problem} || {fix}")
         self.problem = problem
         self.fix = fix
+        self.field = field

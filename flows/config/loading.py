@@ -17,8 +17,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from flows.config.checks import profile_issues
-from flows.config.errors import ConfigIssue, FixableValueError, ProfileError
+from flows.config.errors import FixableValueError, ProfileError
+from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
+from flows.core.issues import Issue
 from flows.core.paths import PATCHES_FILE, PROFILES_DIR
 
 ENV_PREFIX = "TPURL_"
@@ -32,7 +34,7 @@ def resolve_profile_path(name_or_path: str) -> Path:
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
         if not candidate.is_file():
-            raise ProfileError(name_or_path, [ConfigIssue(
+            raise ProfileError(name_or_path, [Issue(
                 "profile", f"no file at {candidate}", "give an existing YAML file or a name "
                 f"from deployments/profiles: {', '.join(profile_names())}", "config/not-found")])
         return candidate
@@ -40,7 +42,7 @@ def resolve_profile_path(name_or_path: str) -> Path:
     if not path.is_file():
         close = difflib.get_close_matches(name_or_path, profile_names(), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ProfileError(name_or_path, [ConfigIssue(
+        raise ProfileError(name_or_path, [Issue(
             "profile", f"no profile named {name_or_path!r}{hint}",
             f"use one of: {', '.join(profile_names())}, or a path to a YAML file",
             "config/not-found")])
@@ -54,11 +56,11 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ProfileError(str(path), [ConfigIssue("profile", f"is not valid YAML: {exc}",
+        raise ProfileError(str(path), [Issue("profile", f"is not valid YAML: {exc}",
                                                    "fix the YAML syntax at the position shown",
                                                    "config/yaml")]) from None
     if not isinstance(raw, dict):
-        raise ProfileError(str(path), [ConfigIssue("profile", "is not a mapping of fields",
+        raise ProfileError(str(path), [Issue("profile", "is not a mapping of fields",
                                                    "start the file with `name: ...`",
                                                    "config/yaml")])
     data = _drop_nulls(raw)
@@ -92,7 +94,7 @@ def known_patch_ids() -> list[str]:
 
 def parse_override(text: str) -> tuple[str, str]:
     if "=" not in text:
-        raise ProfileError("--set", [ConfigIssue("--set", f"{text!r} has no '='",
+        raise ProfileError("--set", [Issue("--set", f"{text!r} has no '='",
                                                  "write --set section.field=value")])
     key, value = text.split("=", 1)
     return key.strip(), value
@@ -122,26 +124,29 @@ def _set_path(data: dict[str, Any], dotted: str, value: str) -> None:
     node[parts[-1]] = value
 
 
-def _translate(exc: ValidationError) -> list[ConfigIssue]:
+def _translate(exc: ValidationError) -> list[Issue]:
     issues = []
     for error in exc.errors():
         loc = [str(p) for p in error["loc"]]
         field = ".".join(loc) or "profile"
         cause = (error.get("ctx") or {}).get("error")
         if isinstance(cause, FixableValueError):
-            if (inner := getattr(cause, "field", None)) is not None:
+            if (inner := cause.field) is not None:
                 field = ".".join([*loc, inner]) if loc and not inner.startswith(loc[0]) else inner
-            issues.append(ConfigIssue(field, cause.problem, cause.fix))
+            issues.append(Issue(field, cause.problem, cause.fix))
+        elif error["type"] == "extra_forbidden" and field in RETIRED_KEYS:
+            problem, fix = RETIRED_KEYS[field]
+            issues.append(Issue(field, problem, fix, "config/retired"))
         elif error["type"] == "extra_forbidden":
-            issues.append(ConfigIssue(field, "is not a known field", _unknown_fix(loc)))
+            issues.append(Issue(field, "is not a known field", _unknown_fix(loc)))
         elif error["type"] == "missing":
             env_name = ENV_PREFIX + "__".join(p.upper() for p in loc)
-            issues.append(ConfigIssue(field, "is required but not set",
+            issues.append(Issue(field, "is required but not set",
                                       f"set it in the profile, or pass --set {field}=VALUE "
                                       f"(or the environment variable {env_name})",
                                       "config/missing"))
         else:
-            issues.append(ConfigIssue(field, f"{error['msg']} (got {error.get('input')!r})",
+            issues.append(Issue(field, f"{error['msg']} (got {error.get('input')!r})",
                                       "correct the value's type or range as stated"))
     return issues
 

@@ -18,19 +18,20 @@ class TpuMachine:
     chips_per_host: int
     accelerator_label: str  # value of cloud.google.com/gke-tpu-accelerator
     pathways_instance_prefix: str  # "tpuv6e" → --instance_type=tpuv6e:4x8
-    on_demand_usd_per_chip_hour: float
     single_host_topologies: tuple[str, ...]
     multi_host_topologies: tuple[str, ...]
 
 
-# v6e list price at GA (US): $2.70 per chip-hour on demand.
+# v6e list prices at GA (US), USD per chip-hour: the default of a profile's gke.price_table.
+V6E_US_USD_PER_CHIP_HOUR = {"on-demand": 2.70, "cud-1y": 1.89, "cud-3y": 1.22}
+
 TPU_MACHINES: dict[str, TpuMachine] = {
     m.machine_type: m
     for m in (
-        TpuMachine("ct6e-standard-1t", 1, "tpu-v6e-slice", "tpuv6e", 2.70, ("1x1",), ()),
-        TpuMachine("ct6e-standard-4t", 4, "tpu-v6e-slice", "tpuv6e", 2.70, ("2x2",),
+        TpuMachine("ct6e-standard-1t", 1, "tpu-v6e-slice", "tpuv6e", ("1x1",), ()),
+        TpuMachine("ct6e-standard-4t", 4, "tpu-v6e-slice", "tpuv6e", ("2x2",),
                    ("4x4", "4x8", "8x8", "8x16", "16x16")),
-        TpuMachine("ct6e-standard-8t", 8, "tpu-v6e-slice", "tpuv6e", 2.70, ("2x4",), ()),
+        TpuMachine("ct6e-standard-8t", 8, "tpu-v6e-slice", "tpuv6e", ("2x4",), ()),
     )
 }
 
@@ -43,10 +44,6 @@ def topology_is_well_formed(topology: str) -> bool:
 
 def chips_in_topology(topology: str) -> int:
     return math.prod(int(side) for side in topology.split("x"))
-
-
-def hosts_per_slice(machine: TpuMachine, topology: str) -> int:
-    return chips_in_topology(topology) // machine.chips_per_host
 
 
 def supported_topologies(machine: TpuMachine) -> tuple[str, ...]:

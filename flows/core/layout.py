@@ -64,7 +64,12 @@ def infra_key(profile: Profile) -> str:
         return config_key("infra-local", local.tiny_model_seed, local.dataset_rows,
                           local.dataset_seed, _file_digest(REHEARSAL_DIR / "make_tiny_model.py"),
                           _file_digest(REHEARSAL_DIR / "make_dataset.py"))
-    return config_key("infra-gke", profile.gke.model_dump() if profile.gke else None)
+    if profile.gke is None:
+        return config_key("infra-gke", None)
+    # The dict hashed before gke.nodepool_count was folded into gke.num_slices: the same key
+    # for every profile whose two counts agreed, so existing deployments keep their records.
+    return config_key("infra-gke", {**profile.gke.model_dump(),
+                                    "nodepool_count": profile.gke.num_slices})
 
 
 def model_source_key(profile: Profile) -> str:

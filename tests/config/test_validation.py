@@ -49,7 +49,7 @@ INVALID = [
     ("learning-rate-text", {"train.args.learning_rate": "fast"}, "train.args.learning_rate",
      "not a number"),
     ("ici-mismatch", {"train.args.ici_fsdp_parallelism": "3"}, "train.args.ici_*_parallelism",
-     "32 devices per slice"),
+     "16 trainer devices per slice"),
     ("ici-two-wildcards", {"train.args.ici_tensor_parallelism": "-1"},
      "train.args.ici_*_parallelism", "more than one axis"),
     ("rollout-not-dividing", {"train.args.rollout_expert_parallelism": "3"},
@@ -67,7 +67,77 @@ INVALID = [
     ("cidr", {"gke.authorized_cidr": "everyone"}, "gke.authorized_cidr", "not a CIDR"),
     ("price-tier", {"gke.price_tier": "spot"}, "gke.price_tier", "not in price_table"),
     ("pathways-latest", {"gke.pathways_tag": "latest"}, "gke.pathways_tag", "pinned"),
+    # one slice count: the retired second one is refused, naming the one that stays
+    ("nodepool-count-retired", {"gke.nodepool_count": "1"}, "gke.nodepool_count",
+     "gke.num_slices"),
+    # MaxText 0.2.4 / tunix 0.1.7 start-up rules (flows/config/maxtext_rules.py)
+    ("micro-batch-not-dividing", {"train.args.train_micro_batch_size": "3"},
+     "train.args.train_micro_batch_size", "not a multiple"),
+    ("rollout-micro-batch-zero", {"train.args.rollout_micro_batch_size": "0"},
+     "train.args.rollout_micro_batch_size", "not a positive integer"),
+    ("trainer-fraction", {"train.args.trainer_devices_fraction": "1.5"},
+     "train.args.trainer_devices_fraction", "not in (0, 1]"),
+    ("ici-fills-slice-not-trainer", {"train.args.ici_fsdp_parallelism": "4"},
+     "train.args.ici_*_parallelism", "16 trainer devices per slice"),
+    ("sampler-mesh-too-small", {"train.args.sampler_devices_fraction": "0.125"},
+     "train.args.ici_*_parallelism", "4 sampler devices per slice"),
+    ("rollout-product", {"train.args.rollout_data_parallelism": "2"},
+     "train.args.rollout_*_parallelism", "is not the 16 sampler devices"),
+    ("rollout-two-wildcards", {"train.args.rollout_tensor_parallelism": "-1"},
+     "train.args.rollout_*_parallelism", "more than one of data, tensor and expert"),
+    ("dcn-mismatch", {"gke.num_slices": "2", "train.args.dcn_data_parallelism": "3"},
+     "train.args.dcn_*_parallelism", "2 slice(s)"),
 ]
+
+# (case id, overrides, field, words of its fix): the MaxText rules say how to fix them.
+FIXES = [
+    ("nodepool-count-retired", {"gke.nodepool_count": "2"}, "gke.nodepool_count",
+     "set gke.num_slices to the number of slices"),
+    ("micro-batch-not-dividing", {"train.args.train_micro_batch_size": "3"},
+     "train.args.train_micro_batch_size", "a divisor of batch_size 8"),
+    ("trainer-fraction", {"train.args.trainer_devices_fraction": "0"},
+     "train.args.trainer_devices_fraction", "a fraction of the devices"),
+    ("ici-fills-slice-not-trainer", {"train.args.ici_fsdp_parallelism": "4"},
+     "train.args.ici_*_parallelism", "make the product equal 16"),
+    ("rollout-product", {"train.args.rollout_data_parallelism": "2"},
+     "train.args.rollout_*_parallelism", "product equals 16"),
+    ("rollout-two-wildcards", {"train.args.rollout_tensor_parallelism": "-1"},
+     "train.args.rollout_*_parallelism", "set at least two"),
+]
+
+
+@pytest.mark.parametrize(("case", "overrides", "field", "fix"), FIXES, ids=[c[0] for c in FIXES])
+def test_rule_names_the_field_and_the_fix(case, overrides, field, fix, tutorial_overrides):
+    with pytest.raises(ProfileError) as caught:
+        load_profile(TUTORIAL, {**tutorial_overrides, **overrides}, environ={})
+    assert [i for i in caught.value.issues if i.field == field and fix in i.fix], \
+        f"{case}: {[i.render() for i in caught.value.issues]}"
+
+
+@pytest.mark.parametrize("overrides", [
+    {"train.args.use_pathways": "false", "train.args.ici_fsdp_parallelism": "4"},  # no split
+    {"train.args.train_micro_batch_size": "4"},
+    {"train.args.rollout_data_parallelism": "4"},  # 4 × 1 × 4 = the 16 sampler devices
+    {"gke.num_slices": "2"},  # dcn_data_parallelism defaults to -1: fills the 2 slices
+    {"train.args.mesh_axes": "['data']", "train.args.ici_fsdp_parallelism": "7"},  # not modelled
+], ids=["no-pathways-split", "micro-batch-divides", "rollout-exact", "two-slices",
+        "custom-mesh"])
+def test_what_maxtext_accepts_is_accepted(overrides, tutorial_overrides):
+    load_profile(TUTORIAL, {**tutorial_overrides, **overrides}, environ={})
+
+
+def test_retired_key_is_refused_in_a_file_too(tmp_path: Path, tutorial_overrides):
+    from flows.core.paths import PROFILES_DIR
+
+    data = yaml.safe_load((PROFILES_DIR / f"{TUTORIAL}.yaml").read_text())
+    data["gke"]["nodepool_count"] = 1
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ProfileError) as caught:
+        load_profile(str(path), tutorial_overrides, environ={})
+    (issue,) = caught.value.issues
+    assert (issue.field, issue.category) == ("gke.nodepool_count", "config/retired")
+    assert "gke.num_slices" in issue.problem
 
 
 @pytest.mark.parametrize(("case", "overrides", "field", "words"), INVALID,

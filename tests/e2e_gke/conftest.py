@@ -106,7 +106,7 @@ def gke_world(prefect_api: None, standin_base: str, registry_prefix: str,  # noq
         gcs = gcs_client(gcs_east5)  # also sets STORAGE_EMULATOR_HOST (restored by mp)
 
         def default_clients(s: InfraSettings) -> tuple[FakeGoogleApis, Any]:
-            return apis, gcs_client(gcs_east5, s.project)
+            return apis, gcs_client(gcs_east5, s.gke.project)
 
         def connect(profile: Profile, *args: Any, **kwargs: Any) -> Cluster:
             return cluster_at(server.url)

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import copy
 import shlex
-from dataclasses import replace
 from typing import Any
 
 import kubernetes_validate
 import pytest
 
 from flows.backends.gke.jobs.manifests import render_all, stage_run
-from flows.backends.gke.jobs.options import GkeOptions, options_for
 from flows.backends.gke.jobs.render import render_jobset
 from flows.config import Profile
 from flows.plan import planned_workloads
@@ -21,10 +19,9 @@ from tests.gke.conftest import KUBERNETES_VERSION, jobset_errors, tutorial_profi
 PATHWAYS_CONTAINERS = ("pathways-proxy", "pathways-rm", "pathways-worker", "workload-container")
 
 
-def _jobsets(profile: Profile, options: GkeOptions | None = None) -> dict[str, dict[str, Any]]:
-    opts = options or options_for(profile)
-    return {stage: render_jobset(w, profile, run=stage_run(profile, stage), stage=stage,
-                                 options=opts) for stage, w in planned_workloads(profile).items()}
+def _jobsets(profile: Profile) -> dict[str, dict[str, Any]]:
+    return {stage: render_jobset(w, profile, run=stage_run(profile, stage), stage=stage)
+            for stage, w in planned_workloads(profile).items()}
 
 
 def _pods(jobset: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -45,18 +42,17 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 
 
 VARIANTS = [
-    ("tutorial", {}, {}),
-    ("two-slices", {"gke.num_slices": "2"}, {}),
-    ("4x4", {"gke.topology": "4x4"}, {}),
-    ("8x8-tpu-hosts", {"gke.topology": "8x8"}, {"conversion_placement": "tpu-hosts"}),
+    ("tutorial", {}),
+    ("two-slices", {"gke.num_slices": "2"}),
+    ("4x4", {"gke.topology": "4x4"}),
+    ("8x8-tpu-hosts", {"gke.topology": "8x8", "gke.conversion_placement": "tpu-hosts"}),
 ]
 
 
-@pytest.mark.parametrize(("label", "overrides", "opts"), VARIANTS, ids=[v[0] for v in VARIANTS])
-def test_every_object_validates(label: str, overrides: dict[str, str], opts: dict[str, Any]):
+@pytest.mark.parametrize(("label", "overrides"), VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_every_object_validates(label: str, overrides: dict[str, str]):
     profile = tutorial_profile(**overrides)
-    options = replace(options_for(profile), **opts)
-    for stage, jobset in _jobsets(profile, options).items():
+    for stage, jobset in _jobsets(profile).items():
         assert jobset_errors(jobset) == [], (label, stage)
         for rj in jobset["spec"]["replicatedJobs"]:
             job = {"apiVersion": "batch/v1", "kind": "Job",
@@ -96,9 +92,8 @@ def test_conversion_defaults_to_one_cpu_pod_without_tpu(profile: Profile):
         assert "alpha.jobset.sigs.k8s.io/exclusive-topology" not in jobset["metadata"]["annotations"]
 
 
-def test_tutorial_placement_is_an_option(profile: Profile):
-    options = replace(options_for(profile), conversion_placement="tpu-hosts")
-    jobset = _jobsets(profile, options)["convert"]
+def test_tutorial_placement_is_a_profile_field():
+    jobset = _jobsets(tutorial_profile(**{"gke.conversion_placement": "tpu-hosts"}))["convert"]
     (rj,) = jobset["spec"]["replicatedJobs"]
     assert rj["template"]["spec"]["parallelism"] == 8
     container = rj["template"]["spec"]["template"]["spec"]["containers"][0]

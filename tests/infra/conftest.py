@@ -20,6 +20,7 @@ import pytest
 
 from flows.backends.gke.infra.settings import InfraSettings, settings_from_profile
 from flows.config import load_profile
+from flows.config.gke import GkeSection
 from tests.infra.fakecloud import FakeGoogleApis
 
 HERE = Path(__file__).parent
@@ -30,8 +31,8 @@ OVERRIDES = {"gke.project": "my-proj-123", "gke.region": "us-east5", "gke.zone":
              "gke.reservation": "my-v6e-res", "gke.authorized_cidr": "203.0.113.0/24"}
 
 
-def tutorial_profile():
-    return load_profile("qwen3-30b-a3b-v6e-32", OVERRIDES, environ={})
+def tutorial_profile(**overrides: str):
+    return load_profile("qwen3-30b-a3b-v6e-32", {**OVERRIDES, **overrides}, environ={})
 
 
 class Log:
@@ -150,5 +151,11 @@ def cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cloud:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> InfraSettings:
-    return settings_from_profile(tutorial_profile(), authorized_cidr="203.0.113.0/24",
-                                 cache_dir=tmp_path / "cache")
+    return settings_from_profile(tutorial_profile(), cache_dir=tmp_path / "cache")
+
+
+def with_gke(settings: InfraSettings, **fields: Any) -> InfraSettings:
+    """The same runtime settings for a profile whose gke section differs in ``fields``
+    (validated like a profile: a test cannot build a section the loader would refuse)."""
+    gke = GkeSection.model_validate({**settings.gke.model_dump(), **fields})
+    return settings.model_copy(update={"gke": gke})

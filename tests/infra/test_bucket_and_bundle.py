@@ -17,7 +17,7 @@ from flows.backends.gke.infra import bucket as gcs_bucket
 from flows.backends.gke.infra.bundle import BUNDLE_ENV, obtain_bundle, version_dir
 from flows.backends.gke.infra.errors import InfraFailed
 from flows.backends.gke.infra.settings import InfraSettings
-from tests.infra.conftest import build_bundle, gcs_client, start_gcs
+from tests.infra.conftest import build_bundle, gcs_client, start_gcs, with_gke
 
 
 def test_bucket_is_created_in_the_region_then_kept(gcs: Any, settings: InfraSettings) -> None:
@@ -114,7 +114,7 @@ def test_bundle_is_downloaded_checksummed_and_cached(release_server, settings: I
 
 
 def test_bundle_pinned_checksum_is_enforced(cloud, settings: InfraSettings) -> None:
-    pinned = settings.model_copy(update={"cluster_toolkit_sha256": "0" * 64})
+    pinned = with_gke(settings, cluster_toolkit_sha256="0" * 64)
     with pytest.raises(InfraFailed, match="does not match the pinned checksum"):
         obtain_bundle(pinned)
 

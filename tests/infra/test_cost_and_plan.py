@@ -46,7 +46,7 @@ def test_price_table_and_held_hours() -> None:
     assert pool_chip_hours_since((now - timedelta(hours=2)).isoformat(), now, 32) == 64.0
 
 
-def test_plan_lists_exact_commands_and_flags_missing_cidr() -> None:
+def test_plan_lists_exact_commands_with_the_cidr() -> None:
     actions = gke_plan_actions(tutorial_profile())
     assert any("gcluster deploy gke-tpu-v6e-advanced.yaml --vars" in a
                and "--auto-approve -w" in a for a in actions)

@@ -13,6 +13,7 @@ from flows.backends.gke.infra.preflight import (
     run_checks,
 )
 from flows.backends.gke.infra.settings import InfraSettings
+from tests.infra.conftest import with_gke
 from tests.infra.fakecloud import FakeGoogleApis
 
 WL = "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"
@@ -64,11 +65,11 @@ def test_reservation_too_small_or_wrong_machine(settings: InfraSettings,
     assert apis.reservation is not None
     apis.reservation["specificReservation"]["inUseCount"] = "4"
     result = _by_name(run_checks(settings, gather(apis, settings)))["reservation"]
-    assert result.status == "fail" and "4 free of 8 hosts" in result.summary
+    assert result.status == "fail" and "4 free of 8 hosts" in result.issue.problem
     assert "larger reservation" in result.render()
     apis.reservation["specificReservation"]["instanceProperties"]["machineType"] = "ct5lp-hightpu-4t"
     result = _by_name(run_checks(settings, gather(apis, settings)))["reservation"]
-    assert "reserves ct5lp-hightpu-4t" in result.summary and "fix:" in result.render()
+    assert "reserves ct5lp-hightpu-4t" in result.issue.problem and "fix:" in result.render()
 
 
 @pytest.mark.parametrize("addons,bad", [
@@ -93,7 +94,7 @@ def test_bucket_metadata_trap(settings: InfraSettings) -> None:
                                        "members": [WL, NP]}]}
     result = check_bucket_access(settings, {"bindings": []}, object_admin_only, planned=False)
     assert result.status == "fail"
-    assert "bucket not found" in result.summary and "legacyBucketReader" in result.render()
+    assert "bucket not found" in result.issue.problem and "legacyBucketReader" in result.render()
     # before the infra stage, the grants it will make count
     assert check_bucket_access(settings, {"bindings": []}, object_admin_only).status == "ok"
     reader = {"bindings": [{"role": "roles/storage.legacyBucketReader", "members": [WL, NP]}]}
@@ -106,13 +107,13 @@ def test_unreadable_facts_are_unknown_with_a_fix(settings: InfraSettings,
     results = _by_name(run_checks(settings, gather(apis, settings)))
     for name in ("apis", "tpu-quota", "bucket-metadata-access"):
         assert results[name].status == "unknown"
-        assert "could not be read" in results[name].summary and results[name].fix
+        assert "could not be read" in results[name].issue.problem and results[name].issue.fix
     assert failures(list(results.values())) == []
 
 
 def test_world_open_cidr_is_a_loud_warning(settings: InfraSettings,
                                            apis: FakeGoogleApis) -> None:
-    world = settings.model_copy(update={"authorized_cidr": "0.0.0.0/0"})
+    world = with_gke(settings, authorized_cidr="0.0.0.0/0")
     result = _by_name(run_checks(world, gather(apis, world)))["authorized_cidr"]
-    assert result.status == "warn" and "whole internet" in result.summary
+    assert result.status == "warn" and "whole internet" in result.issue.problem
     assert isinstance(FactError("x"), FactError)

@@ -12,7 +12,7 @@ from flows.backends.gke.infra.errors import InfraFailed
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.core.failures import FailureCategory
-from tests.infra.conftest import Cloud, Log
+from tests.infra.conftest import Cloud, Log, with_gke
 
 WL = "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"
 NP = "serviceAccount:tpurl-v6e-gke-np-sa@my-proj-123.iam.gserviceaccount.com"
@@ -100,7 +100,7 @@ def test_failed_preflight_creates_nothing(settings: InfraSettings, cloud: Cloud,
 def test_world_open_cidr_is_warned_loudly(settings: InfraSettings, cloud: Cloud,
                                           gcs: Any) -> None:
     log = Log()
-    world = settings.model_copy(update={"authorized_cidr": "0.0.0.0/0"})
+    world = with_gke(settings, authorized_cidr="0.0.0.0/0")
     report = _provision(world, cloud, gcs, log)
     assert any("WARNING: gke.authorized_cidr is 0.0.0.0/0" in line for line in log.lines)
     assert any("whole internet" in w for w in report.warnings)
@@ -109,7 +109,7 @@ def test_world_open_cidr_is_warned_loudly(settings: InfraSettings, cloud: Cloud,
 
 def test_bucket_scoped_mode_grants_on_the_bucket_only(settings: InfraSettings, cloud: Cloud,
                                                       gcs: Any) -> None:
-    scoped = settings.model_copy(update={"iam_mode": "bucket-scoped"})
+    scoped = with_gke(settings, iam_mode="bucket-scoped")
     report = _provision(scoped, cloud, gcs)
     iam_calls = [c for c in cloud.calls("gcloud") if "add-iam-policy-binding" in c]
     assert all(c[:4] == ["storage", "buckets", "add-iam-policy-binding", "gs://my-tpurl-bucket"]

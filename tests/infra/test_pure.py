@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from ruamel.yaml import YAML
 
@@ -12,9 +10,9 @@ from flows.backends.gke.infra.cluster import pool_mismatches
 from flows.backends.gke.infra.commands import deploy_argv, destroy_argv, get_credentials_argv
 from flows.backends.gke.infra.errors import InfraFailed
 from flows.backends.gke.infra.iam import desired_bindings, missing_bindings, missing_registries
-from flows.backends.gke.infra.settings import InfraSettings, settings_from_profile, world_open_warning
-from flows.core.failures import FailureCategory
-from tests.infra.conftest import BLUEPRINT_FIXTURE, tutorial_profile
+from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
+from flows.config import ProfileError, load_profile
+from tests.infra.conftest import BLUEPRINT_FIXTURE, OVERRIDES, tutorial_profile, with_gke
 
 NP_ROLES_AFTER_EDIT = ["logging.logWriter", "monitoring.metricWriter", "monitoring.viewer",
                        "stackdriver.resourceMetadata.writer", "storage.admin",
@@ -77,18 +75,21 @@ def test_shipped_edit_declaration_loads() -> None:
                                                      "project_roles", "storage.admin")
 
 
-def test_authorized_cidr_is_required_and_world_warns(tmp_path: Path) -> None:
-    profile = tutorial_profile()
-    with pytest.raises(InfraFailed) as err:
-        settings_from_profile(profile, authorized_cidr=None, cache_dir=tmp_path)
-    assert "authorized_cidr is not set" in str(err.value)
-    assert err.value.diagnosis.category == FailureCategory.USER_ERROR
-    with pytest.raises(InfraFailed, match="not a CIDR"):
-        settings_from_profile(profile, authorized_cidr="everyone", cache_dir=tmp_path)
-    world = settings_from_profile(profile, authorized_cidr="0.0.0.0/0", cache_dir=tmp_path)
-    assert "whole internet" in (world_open_warning(world) or "")
-    narrow = settings_from_profile(profile, authorized_cidr="203.0.113.7/32", cache_dir=tmp_path)
-    assert world_open_warning(narrow) is None
+def test_authorized_cidr_is_required_and_world_warns() -> None:
+    """Validated once, with the profile: nothing reaches the infra code without a CIDR."""
+    without = {k: v for k, v in OVERRIDES.items() if k != "gke.authorized_cidr"}
+    with pytest.raises(ProfileError) as err:
+        load_profile("qwen3-30b-a3b-v6e-32", without, environ={})
+    (issue,) = err.value.issues
+    assert issue.field == "gke.authorized_cidr" and "required" in issue.problem
+    with pytest.raises(ProfileError, match="not a CIDR") as err:
+        tutorial_profile(**{"gke.authorized_cidr": "everyone"})
+    assert "curl ifconfig.me" in err.value.issues[0].fix
+    for world in ("0.0.0.0/0", "::/0", "10.0.0.0/0"):
+        gke = tutorial_profile(**{"gke.authorized_cidr": world}).gke
+        assert gke.open_to_world and "whole internet" in (world_open_warning(gke) or "")
+    assert world_open_warning(tutorial_profile(**{"gke.authorized_cidr": "203.0.113.7/32"}).gke) \
+        is None
 
 
 def test_iam_plans(settings: InfraSettings) -> None:
@@ -102,7 +103,7 @@ def test_iam_plans(settings: InfraSettings) -> None:
                            {"role": "roles/storage.admin", "members": [wanted[1].member],
                             "condition": {"expression": "false"}}]}
     assert missing_bindings(wanted, policy, {}) == [wanted[1]]  # a conditional grant is not one
-    scoped = desired_bindings(settings.model_copy(update={"iam_mode": "bucket-scoped"}))
+    scoped = desired_bindings(with_gke(settings, iam_mode="bucket-scoped"))
     assert {(b.scope, b.resource, b.role) for b in scoped} == {
         ("bucket", "my-tpurl-bucket", "roles/storage.objectAdmin"),
         ("bucket", "my-tpurl-bucket", "roles/storage.legacyBucketReader")}

@@ -114,7 +114,7 @@ class GkeBackend:
                         f"{RUN_LABEL}={label_value(stage_run(self.profile, stage))}")
             found = self._call(f"list JobSets of {stage}",
                                self.cluster.custom.list_namespaced_custom_object,
-                               JOBSET_GROUP, JOBSET_VERSION, self.options.namespace, JOBSETS,
+                               JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace, JOBSETS,
                                label_selector=selector)
             if found.get("items"):
                 self.logger.info("%s: a JobSet of this run exists; its output directory %s is "
@@ -141,7 +141,7 @@ class GkeBackend:
         assert gke is not None
         return [f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
                 f"x{gke.num_slices} = {gke.total_chips} chips · "
-                f"${gke.total_chips * gke.usd_per_chip_hour:,.2f}/h while the pool exists"]
+                f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists"]
 
     def plan_footer(self) -> list[str]:
         return ["", *render_cost(cost_plan(self.profile))]
@@ -155,12 +155,11 @@ class GkeBackend:
         return check_text(self.profile)
 
     def validation_warnings(self) -> list[str]:
-        from flows.backends.gke.infra.settings import settings_from_profile, world_open_warning
+        from flows.backends.gke.infra.settings import world_open_warning
 
-        assert self.profile.gke is not None
-        if not self.profile.gke.world_open:
-            return []
-        warning = world_open_warning(settings_from_profile(self.profile))
+        gke = self.profile.gke
+        assert gke is not None
+        warning = world_open_warning(gke)
         return [warning] if warning else []
 
     @property
@@ -257,7 +256,7 @@ class GkeBackend:
 
     def _apply_secrets(self, workload: Workload) -> None:
         """Create or update the Secret of each secret env var, from its reference."""
-        core, ns = self.cluster.core, self.options.namespace
+        core, ns = self.cluster.core, self.profile.gke.namespace
         for _, ref in workload.secret_env:
             try:
                 value = resolve(ref, project=self.profile.gke.project if self.profile.gke else None)
@@ -280,14 +279,14 @@ class GkeBackend:
     def _get(self, name: str) -> Obj | None:
         try:
             return self._call(f"read JobSet {name}", self.cluster.custom.get_namespaced_custom_object,
-                              JOBSET_GROUP, JOBSET_VERSION, self.options.namespace, JOBSETS, name)
+                              JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace, JOBSETS, name)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise self._api_failure(f"read JobSet {name}", exc) from None
 
     def _create_or_attach(self, desired: Obj, sink: LogSink) -> Obj:
-        name, ns = desired["metadata"]["name"], self.options.namespace
+        name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         digest = desired["metadata"]["annotations"][SPEC_DIGEST]
         for _ in range(5):
             try:
@@ -340,7 +339,7 @@ class GkeBackend:
     def _delete(self, name: str, wait: bool) -> None:
         try:
             self._call(f"delete JobSet {name}", self.cluster.custom.delete_namespaced_custom_object,
-                       JOBSET_GROUP, JOBSET_VERSION, self.options.namespace, JOBSETS, name,
+                       JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace, JOBSETS, name,
                        body={"propagationPolicy": "Foreground"})
         except ApiException as exc:
             if exc.status != 404:

@@ -83,8 +83,10 @@ class GkeImage:
         from flows.backends.gke.infra.bucket import ensure_bucket
         from flows.backends.gke.infra.settings import settings_from_profile
 
+        gke = self.profile.gke
+        assert gke is not None
         settings = settings_from_profile(self.profile)
         _, client = clients.default_clients(settings)
         if ensure_bucket(client, settings, None).created:
-            ctx.logger.info("created gs://%s in %s for the lineage records", settings.bucket,
-                            settings.region)
+            ctx.logger.info("created gs://%s in %s for the lineage records", gke.bucket,
+                            gke.region)

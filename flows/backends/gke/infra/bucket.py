@@ -33,7 +33,7 @@ class BucketReport:
 
 def ensure_bucket(client: Any, s: InfraSettings, project_number: str | None) -> BucketReport:
     """Create ``gs://bucket`` in the profile's region (uniform access) or accept ours as is."""
-    name = s.bucket
+    name = s.gke.bucket
     fix_name = ("choose another gke.bucket (names are global), or grant this account "
                 "storage.buckets.get on it if it is yours")
     try:
@@ -48,36 +48,36 @@ def ensure_bucket(client: Any, s: InfraSettings, project_number: str | None) -> 
         bucket = client.bucket(name)
         bucket.iam_configuration.uniform_bucket_level_access_enabled = True
         try:
-            bucket = client.create_bucket(bucket, project=s.project, location=s.region)
+            bucket = client.create_bucket(bucket, project=s.gke.project, location=s.gke.region)
         except gexc.Conflict as exc:
             raise user_error(f"gs://{name} is taken by another project", str(exc)[:300],
                              fix_name) from None
         except gexc.Forbidden as exc:
-            raise user_error(f"not allowed to create gs://{name} in {s.project}",
+            raise user_error(f"not allowed to create gs://{name} in {s.gke.project}",
                              str(exc)[:300], "grant yourself roles/storage.admin on the "
                              "project, or create the bucket and set gke.bucket to it") from None
-        return BucketReport(name, True, str(bucket.location or s.region).upper())
+        return BucketReport(name, True, str(bucket.location or s.gke.region).upper())
     return _check_existing(bucket, s, project_number)
 
 
 def _check_existing(bucket: Any, s: InfraSettings, project_number: str | None) -> BucketReport:
     location = str(bucket.location or "").upper()
-    if location != s.region.upper():
+    if location != s.gke.region.upper():
         raise user_error(
-            f"gs://{s.bucket} is in {location or 'an unknown location'}, not {s.region}",
+            f"gs://{s.gke.bucket} is in {location or 'an unknown location'}, not {s.gke.region}",
             "TPU pods reading checkpoints across regions pay egress and lose bandwidth",
-            f"use a bucket in {s.region} (set gke.bucket to a new name and it is created "
+            f"use a bucket in {s.gke.region} (set gke.bucket to a new name and it is created "
             "there), or move the profile to the bucket's region")
     owner = str(bucket.project_number) if bucket.project_number is not None else None
     if project_number is not None and owner is not None and owner != str(project_number):
-        raise user_error(f"gs://{s.bucket} belongs to another project (number {owner})",
-                         f"{s.project} is project number {project_number}",
+        raise user_error(f"gs://{s.gke.bucket} belongs to another project (number {owner})",
+                         f"{s.gke.project} is project number {project_number}",
                          "use a bucket of this project: set gke.bucket to a new name")
-    report = BucketReport(s.bucket, False, location)
+    report = BucketReport(s.gke.bucket, False, location)
     if not bucket.iam_configuration.uniform_bucket_level_access_enabled:
-        report.warnings.append(f"gs://{s.bucket} has uniform bucket-level access off: object "
+        report.warnings.append(f"gs://{s.gke.bucket} has uniform bucket-level access off: object "
                                "ACLs can grant more than IAM shows (`gcloud storage buckets "
-                               f"update gs://{s.bucket} --uniform-bucket-level-access`)")
+                               f"update gs://{s.gke.bucket} --uniform-bucket-level-access`)")
     return report
 
 

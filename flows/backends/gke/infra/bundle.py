@@ -39,7 +39,7 @@ class Bundle:
 
 
 def version_dir(s: InfraSettings) -> Path:
-    return s.cache_dir / "cluster-toolkit" / s.cluster_toolkit_version
+    return s.cache_dir / "cluster-toolkit" / s.gke.cluster_toolkit_version
 
 
 def manual_instructions(s: InfraSettings) -> str:
@@ -75,15 +75,15 @@ def _fetch(s: InfraSettings, tgz: Path) -> None:
         _download(s.bundle_url, tgz)
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise user_error(
-            f"cannot download Cluster Toolkit {s.cluster_toolkit_version}",
+            f"cannot download Cluster Toolkit {s.gke.cluster_toolkit_version}",
             f"GET {s.bundle_url} failed: {exc}", manual_instructions(s)) from None
 
 
 def _check_digest(s: InfraSettings, tgz: Path, record_path: Path) -> str:
     digest = sha256_of(tgz)
-    if s.cluster_toolkit_sha256 and digest != s.cluster_toolkit_sha256.lower():
+    if s.gke.cluster_toolkit_sha256 and digest != s.gke.cluster_toolkit_sha256.lower():
         raise user_error("the Cluster Toolkit bundle does not match the pinned checksum",
-                         f"{tgz}: sha256 {digest}, profile pins {s.cluster_toolkit_sha256}",
+                         f"{tgz}: sha256 {digest}, profile pins {s.gke.cluster_toolkit_sha256}",
                          f"delete {tgz} and fetch it again, or correct "
                          "gke.cluster_toolkit_sha256")
     if record_path.is_file():
@@ -94,7 +94,7 @@ def _check_digest(s: InfraSettings, tgz: Path, record_path: Path) -> str:
                              f"delete {version_dir(s)} to fetch it again")
     else:
         record_path.write_text(json.dumps({
-            "version": s.cluster_toolkit_version, "url": s.bundle_url, "sha256": digest,
+            "version": s.gke.cluster_toolkit_version, "url": s.bundle_url, "sha256": digest,
             "fetched_at": datetime.now(UTC).isoformat()}, indent=2) + "\n")
     return digest
 
@@ -126,9 +126,9 @@ def obtain_bundle(s: InfraSettings) -> Bundle:
     root = _extract(tgz, vdir / "bundle", digest)
     gcluster = root / "gcluster"
     gcluster.chmod(gcluster.stat().st_mode | 0o111)
-    bundle = Bundle(s.cluster_toolkit_version, root, gcluster, digest)
+    bundle = Bundle(s.gke.cluster_toolkit_version, root, gcluster, digest)
     if not bundle.blueprint_example.is_file():
         raise user_error(f"the bundle has no {BLUEPRINT_EXAMPLE}",
-                         f"Cluster Toolkit {s.cluster_toolkit_version} at {root}",
+                         f"Cluster Toolkit {s.gke.cluster_toolkit_version} at {root}",
                          "use a Cluster Toolkit version that ships the v6e example (v1.103.0)")
     return bundle

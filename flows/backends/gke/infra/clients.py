@@ -20,7 +20,7 @@ def default_clients(s: InfraSettings) -> tuple[GoogleApis, Any]:
 
         from flows.backends.gke.infra.cloud import RestGoogleApis
 
-        return RestGoogleApis(), storage.Client(project=s.project)
+        return RestGoogleApis(), storage.Client(project=s.gke.project)
     except ImportError as exc:
         raise user_error("google-cloud-storage is not installed", str(exc),
                          "pip install 'tpu-rl-pipeline[gcp]'") from None

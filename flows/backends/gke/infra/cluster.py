@@ -31,31 +31,31 @@ class Logger(Protocol):
 
 def tpu_pools(cluster: dict[str, Any], s: InfraSettings) -> list[dict[str, Any]]:
     return [p for p in cluster.get("nodePools", [])
-            if (p.get("config") or {}).get("machineType") == s.machine_type]
+            if (p.get("config") or {}).get("machineType") == s.gke.machine_type]
 
 
 def pool_mismatches(cluster: dict[str, Any], s: InfraSettings) -> list[str]:
     """Pure: why the cluster's TPU node pools differ from the profile ([] = they match)."""
     out = []
     if cluster.get("status", "RUNNING") != "RUNNING":
-        out.append(f"cluster {s.cluster} is {cluster.get('status')}")
+        out.append(f"cluster {s.gke.cluster} is {cluster.get('status')}")
     pools = tpu_pools(cluster, s)
-    if len(pools) != s.nodepool_count:
-        out.append(f"{len(pools)} {s.machine_type} node pool(s), profile wants {s.nodepool_count}")
-    hosts = s.hosts_needed // s.nodepool_count
+    if len(pools) != s.gke.num_slices:
+        out.append(f"{len(pools)} {s.gke.machine_type} node pool(s), profile wants {s.gke.num_slices}")
+    hosts = s.gke.hosts_per_slice
     for pool in pools:
         name = pool.get("name", "?")
         topology = (pool.get("placementPolicy") or {}).get("tpuTopology")
-        if topology != s.topology:
-            out.append(f"pool {name} has topology {topology}, profile wants {s.topology}")
+        if topology != s.gke.topology:
+            out.append(f"pool {name} has topology {topology}, profile wants {s.gke.topology}")
         nodes = pool.get("initialNodeCount")
         if nodes is not None and int(nodes) != hosts:
             out.append(f"pool {name} has {nodes} nodes, profile wants {hosts}")
         affinity = (pool.get("config") or {}).get("reservationAffinity") or {}
         values = [v.rsplit("/", 1)[-1] for v in affinity.get("values", [])]
-        if values and s.reservation not in values:
+        if values and s.gke.reservation not in values:
             out.append(f"pool {name} consumes reservation {', '.join(values)}, profile wants "
-                       f"{s.reservation}")
+                       f"{s.gke.reservation}")
         if pool.get("status", "RUNNING") != "RUNNING":
             out.append(f"pool {name} is {pool.get('status')}")
     return out
@@ -65,19 +65,19 @@ def restore_deployment(client: Any, s: InfraSettings) -> bool:
     """Make the deployment folder present locally; True if one exists (here or in the bucket)."""
     if (s.deployment_dir / ".ghpc").is_dir() or any(s.deployment_dir.glob("*")):
         return True
-    return gcs.download_folder(client, s.bucket, s.state_prefix + "deployment/",
+    return gcs.download_folder(client, s.gke.bucket, s.state_prefix + "deployment/",
                                s.deployment_dir) > 0
 
 
 def save_deployment(client: Any, s: InfraSettings, meta: dict[str, Any]) -> None:
     if s.deployment_dir.is_dir():
-        gcs.upload_folder(client, s.bucket, s.deployment_dir, s.state_prefix + "deployment/")
-    old = gcs.read_json(client, s.bucket, s.state_prefix + "deployment.json") or {}
-    gcs.write_json(client, s.bucket, s.state_prefix + "deployment.json", {**old, **meta})
+        gcs.upload_folder(client, s.gke.bucket, s.deployment_dir, s.state_prefix + "deployment/")
+    old = gcs.read_json(client, s.gke.bucket, s.state_prefix + "deployment.json") or {}
+    gcs.write_json(client, s.gke.bucket, s.state_prefix + "deployment.json", {**old, **meta})
 
 
 def classify_deploy_failure(s: InfraSettings, tail_text: str, log: Path | None) -> Exception:
-    where = f"gs://{s.bucket}/{s.state_prefix}deployment/"
+    where = f"gs://{s.gke.bucket}/{s.state_prefix}deployment/"
     detail = f"{tail_text}\n    full log: {log}" if log else tail_text
     if _USER_ERRORS.search(tail_text):
         return user_error("gcluster deploy failed on a cause a retry cannot fix", detail,
@@ -96,17 +96,17 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
 
     s.workdir.mkdir(parents=True, exist_ok=True)
     restored = restore_deployment(client, s)
-    write_edited(example, s.workdir / BLUEPRINT_FILE, s.iam_mode)
+    write_edited(example, s.workdir / BLUEPRINT_FILE, s.gke.iam_mode)
     argv = deploy_argv(s, str(gcluster))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     log = s.workdir / "logs" / f"deploy-{stamp}.log"
-    logger.info("%s deployment %s: %s", "re-applying" if restored else "creating", s.cluster,
+    logger.info("%s deployment %s: %s", "re-applying" if restored else "creating", s.gke.cluster,
                 render(argv))
     result = None
     try:
         result = run(argv, cwd=s.workdir, log=log)
     finally:  # keep the state even (above all) when the deploy failed half-way
-        meta: dict[str, Any] = {"cluster_toolkit_version": s.cluster_toolkit_version,
+        meta: dict[str, Any] = {"cluster_toolkit_version": s.gke.cluster_toolkit_version,
                                 "bundle_sha256": bundle_sha256, "last_apply": stamp,
                                 "last_apply_ok": bool(result and result.ok)}
         if result and result.ok:
@@ -117,13 +117,9 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
 
 
 def _first_deploy(client: Any, s: InfraSettings) -> str:
-    old = gcs.read_json(client, s.bucket, s.state_prefix + "deployment.json") or {}
+    old = gcs.read_json(client, s.gke.bucket, s.state_prefix + "deployment.json") or {}
     return old.get("deployed_at") or datetime.now(UTC).isoformat()
 
 
-def kube_context(s: InfraSettings) -> str:
-    return f"gke_{s.project}_{s.region}_{s.cluster}"
-
-
 def has_kube_context(s: InfraSettings, kubeconfig: Path) -> bool:
-    return kubeconfig.is_file() and f"name: {kube_context(s)}" in kubeconfig.read_text()
+    return kubeconfig.is_file() and f"name: {s.gke.kube_context}" in kubeconfig.read_text()

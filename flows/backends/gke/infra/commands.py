@@ -21,10 +21,9 @@ from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings
 
 def blueprint_vars(s: InfraSettings) -> dict[str, str]:
     """The blueprint's required vars, in the tutorial's order."""
-    assert s.authorized_cidr, "provisioning requires gke.authorized_cidr (settings_from_profile)"
-    return {"project_id": s.project, "deployment_name": s.cluster, "region": s.region,
-            "zone": s.zone, "num_slices": str(s.nodepool_count), "tpu_topology": s.topology,
-            "authorized_cidr": s.authorized_cidr, "reservation": s.reservation}
+    return {"project_id": s.gke.project, "deployment_name": s.gke.cluster, "region": s.gke.region,
+            "zone": s.gke.zone, "num_slices": str(s.gke.num_slices), "tpu_topology": s.gke.topology,
+            "authorized_cidr": s.gke.authorized_cidr, "reservation": s.gke.reservation}
 
 
 def deploy_argv(s: InfraSettings, gcluster: str = "gcluster") -> list[str]:
@@ -35,12 +34,12 @@ def deploy_argv(s: InfraSettings, gcluster: str = "gcluster") -> list[str]:
 
 
 def destroy_argv(s: InfraSettings, gcluster: str = "gcluster") -> list[str]:
-    return [gcluster, "destroy", s.cluster, "--auto-approve"]
+    return [gcluster, "destroy", s.gke.cluster, "--auto-approve"]
 
 
 def get_credentials_argv(s: InfraSettings) -> list[str]:
-    return ["gcloud", "container", "clusters", "get-credentials", s.cluster,
-            f"--region={s.region}", f"--project={s.project}"]
+    return ["gcloud", "container", "clusters", "get-credentials", s.gke.cluster,
+            f"--region={s.gke.region}", f"--project={s.gke.project}"]
 
 
 def project_binding_argv(project: str, member: str, role: str) -> list[str]:

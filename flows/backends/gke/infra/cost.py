@@ -4,7 +4,7 @@ Why "held", not "busy": the blueprint's TPU pool is static. From ``gcluster depl
 ``gcluster destroy`` every chip is billed whether a job runs or not, so the honest figure for
 a stage is (chips in the pool) × (its wall time), and the honest figure for the cluster is
 (chips) × (time since deploy). Busy chip-hours are shown too, to make idle spend visible.
-Prices are a table in the profile (default v6e on demand, $2.70 per chip-hour, US list price).
+Prices are the profile's (gke.price_table[gke.price_tier]; defaults in flows/config/tpu.py).
 """
 
 from __future__ import annotations
@@ -30,11 +30,8 @@ class StageCost:
 class CostPlan:
     pool_chips: int
     usd_per_chip_hour: float
+    idle_usd_per_hour: float  # the profile's gke.idle_usd_per_hour
     stages: tuple[StageCost, ...]
-
-    @property
-    def idle_usd_per_hour(self) -> float:
-        return self.pool_chips * self.usd_per_chip_hour
 
     @property
     def busy_chip_hours(self) -> float:
@@ -71,7 +68,7 @@ def cost_plan(profile: Profile) -> CostPlan:
         held = hours * gke.total_chips
         stages.append(StageCost(stage, hours, hours * busy_chips(profile, stage), held,
                                 held * price))
-    return CostPlan(gke.total_chips, price, tuple(stages))
+    return CostPlan(gke.total_chips, price, gke.idle_usd_per_hour, tuple(stages))
 
 
 def stage_estimated_chip_hours(profile: Profile, stage: str) -> float:

@@ -50,40 +50,40 @@ def confirmation_problem(s: InfraSettings, delete_bucket: bool, confirm_bucket: 
     if not delete_bucket:
         return None
     if not confirm_bucket:
-        return f"deleting gs://{s.bucket} needs its name typed again (confirm_bucket)"
-    if confirm_bucket.strip().removeprefix("gs://").rstrip("/") != s.bucket:
-        return f"confirm_bucket {confirm_bucket!r} does not match gke.bucket {s.bucket!r}"
+        return f"deleting gs://{s.gke.bucket} needs its name typed again (confirm_bucket)"
+    if confirm_bucket.strip().removeprefix("gs://").rstrip("/") != s.gke.bucket:
+        return f"confirm_bucket {confirm_bucket!r} does not match gke.bucket {s.gke.bucket!r}"
     return None
 
 
 def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: Logger,
              delete_bucket: bool = False, confirm_bucket: str | None = None) -> TeardownReport:
     if problem := confirmation_problem(s, delete_bucket, confirm_bucket):
-        raise user_error(problem + "; nothing was removed", f"gke.bucket is {s.bucket}",
-                         f"pass delete_bucket=True and confirm_bucket={s.bucket} "
-                         f"(`tpurl teardown PROFILE --delete-bucket --confirm-bucket {s.bucket}`), "
+        raise user_error(problem + "; nothing was removed", f"gke.bucket is {s.gke.bucket}",
+                         f"pass delete_bucket=True and confirm_bucket={s.gke.bucket} "
+                         f"(`tpurl teardown PROFILE --delete-bucket --confirm-bucket {s.gke.bucket}`), "
                          "or keep it")
-    report = TeardownReport(cluster=f"{s.project}/{s.region}/{s.cluster}")
-    bucket_exists = client.lookup_bucket(s.bucket) is not None
-    cluster = apis.get_cluster(s.project, s.region, s.cluster)
+    report = TeardownReport(cluster=f"{s.gke.project}/{s.gke.region}/{s.gke.cluster}")
+    bucket_exists = client.lookup_bucket(s.gke.bucket) is not None
+    cluster = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     have_state = (bucket_exists and restore_deployment(client, s)) or s.deployment_dir.is_dir()
     if have_state:
         _destroy(s, client, bucket_exists, report, logger)
     elif cluster is not None:
-        raise user_error(f"cluster {s.cluster} exists but no deployment folder was found",
-                         f"nothing under gs://{s.bucket}/{s.state_prefix}deployment/ nor in "
+        raise user_error(f"cluster {s.gke.cluster} exists but no deployment folder was found",
+                         f"nothing under gs://{s.gke.bucket}/{s.state_prefix}deployment/ nor in "
                          f"{s.deployment_dir}", "it was not deployed by tpurl: delete it "
-                         f"yourself (gcloud container clusters delete {s.cluster} "
-                         f"--region={s.region}); the bucket was left alone")
+                         f"yourself (gcloud container clusters delete {s.gke.cluster} "
+                         f"--region={s.gke.region}); the bucket was left alone")
     else:
-        report.notes.append(f"no cluster {s.cluster} and no deployment folder: nothing to destroy")
+        report.notes.append(f"no cluster {s.gke.cluster} and no deployment folder: nothing to destroy")
 
     if delete_bucket and bucket_exists:
-        count = gcs.delete_bucket(client, s.bucket)
-        report.removed.append(f"gs://{s.bucket} ({count} objects, the deployment record included)")
+        count = gcs.delete_bucket(client, s.gke.bucket)
+        report.removed.append(f"gs://{s.gke.bucket} ({count} objects, the deployment record included)")
     elif bucket_exists:
-        report.kept.append(f"gs://{s.bucket}: checkpoints, exports and the deployment record "
-                           f"(to remove: --delete-bucket --confirm-bucket {s.bucket})")
+        report.kept.append(f"gs://{s.gke.bucket}: checkpoints, exports and the deployment record "
+                           f"(to remove: --delete-bucket --confirm-bucket {s.gke.bucket})")
     logger.info(report.render())
     return report
 
@@ -95,9 +95,9 @@ def _destroy(s: InfraSettings, client: Any, bucket_exists: bool, report: Teardow
     bundle = obtain_bundle(s)
     argv = destroy_argv(s, str(bundle.gcluster))
     log = s.workdir / "logs" / f"destroy-{datetime.now(UTC):%Y%m%d-%H%M%S}.log"
-    logger.info("destroying deployment %s: %s", s.cluster, render(argv))
+    logger.info("destroying deployment %s: %s", s.gke.cluster, render(argv))
     result = run(argv, cwd=s.workdir, log=log)
-    meta = gcs.read_json(client, s.bucket, s.state_prefix + "deployment.json") if bucket_exists \
+    meta = gcs.read_json(client, s.gke.bucket, s.state_prefix + "deployment.json") if bucket_exists \
         else None
     if not result.ok:
         if bucket_exists:
@@ -107,16 +107,16 @@ def _destroy(s: InfraSettings, client: Any, bucket_exists: bool, report: Teardow
                 result.tail_text() else "rerun teardown; the state is kept")
         raise transient("gcluster destroy failed; the bucket was not touched",
                         f"{result.tail_text()}\n    full log: {log}", hint)
-    report.removed.append(f"cluster {s.cluster}, its TPU and CPU node pools, networks and "
+    report.removed.append(f"cluster {s.gke.cluster}, its TPU and CPU node pools, networks and "
                           "service accounts (gcluster destroy)")
     now = datetime.now(UTC)
     if meta and meta.get("deployed_at"):
-        report.pool_chip_hours = pool_chip_hours_since(meta["deployed_at"], now, s.total_chips)
-        report.pool_usd = report.pool_chip_hours * s.usd_per_chip_hour
+        report.pool_chip_hours = pool_chip_hours_since(meta["deployed_at"], now, s.gke.total_chips)
+        report.pool_usd = report.pool_chip_hours * s.gke.usd_per_chip_hour
     if bucket_exists:
         save_deployment(client, s, {"destroyed_at": now.isoformat(), "last_destroy_ok": True,
                                     "deployed_at": None})
-        report.kept.append(f"gs://{s.bucket}/{s.state_prefix} (the destroyed deployment's "
+        report.kept.append(f"gs://{s.gke.bucket}/{s.state_prefix} (the destroyed deployment's "
                            "record; a later run deploys afresh from it)")
     shutil.rmtree(s.workdir, ignore_errors=True)
     report.removed.append(f"local working folder {s.workdir}")

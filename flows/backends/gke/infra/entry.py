@@ -10,44 +10,31 @@ from flows.backends.gke.infra import clients, iam
 from flows.backends.gke.infra.cluster import Logger
 from flows.backends.gke.infra.commands import deploy_argv, get_credentials_argv, render
 from flows.backends.gke.infra.cost import cost_plan, render_cost
-from flows.backends.gke.infra.errors import InfraFailed
 from flows.backends.gke.infra.provision import InfraReport, preflight, provision
 from flows.backends.gke.infra.settings import (
     BLUEPRINT_EXAMPLE,
-    CIDR_FIX,
-    InfraSettings,
     settings_from_profile,
     world_open_warning,
 )
 from flows.config.profile import Profile
 
 
-def _plan_settings(profile: Profile) -> tuple[InfraSettings, list[str]]:
-    """Settings for printing a plan; a missing CIDR is shown, not raised (plan is read-only)."""
-    try:
-        return settings_from_profile(profile), []
-    except InfraFailed as exc:
-        s = settings_from_profile(profile, require_cidr=False)
-        return s, [f"ERROR {exc.diagnosis.summary}; fix: {CIDR_FIX}"]
-
-
 def gke_plan_actions(profile: Profile) -> list[str]:
     """The infra stage's steps with their exact commands (pure)."""
-    s, _ = _plan_settings(profile)
-    shown = s if s.authorized_cidr else s.model_copy(update={"authorized_cidr": "<unset>"})
+    s = settings_from_profile(profile)
     actions = [
         "pre-flight: APIs, reservation, TPU quota, JobSet/Kueue on an existing cluster, "
         "bucket metadata access (tpurl plan --check)",
-        f"create gs://{s.bucket} in {s.region} with uniform bucket-level access (if missing)",
-        f"skip the deploy if cluster {s.cluster} exists and its TPU pool matches "
-        f"({s.machine_type} {s.topology} x{s.nodepool_count}, reservation {s.reservation})",
-        f"fetch Cluster Toolkit {s.cluster_toolkit_version} ({s.bundle_url}; cached, sha256 "
+        f"create gs://{s.gke.bucket} in {s.gke.region} with uniform bucket-level access (if missing)",
+        f"skip the deploy if cluster {s.gke.cluster} exists and its TPU pool matches "
+        f"({s.gke.machine_type} {s.gke.topology} x{s.gke.num_slices}, reservation {s.gke.reservation})",
+        f"fetch Cluster Toolkit {s.gke.cluster_toolkit_version} ({s.bundle_url}; cached, sha256 "
         "recorded)",
         f"edit {BLUEPRINT_EXAMPLE}: storage.admin for node_pool_service_account"
-        if s.iam_mode == "project-storage-admin" else
+        if s.gke.iam_mode == "project-storage-admin" else
         f"use {BLUEPRINT_EXAMPLE} unedited (iam_mode bucket-scoped)",
-        f"restore gs://{s.bucket}/{s.state_prefix}deployment/ (if any), then "
-        f"{render(deploy_argv(shown))}, then save the folder there again",
+        f"restore gs://{s.gke.bucket}/{s.state_prefix}deployment/ (if any), then "
+        f"{render(deploy_argv(s))}, then save the folder there again",
         render(get_credentials_argv(s)),
     ]
     actions += [render(b.argv()) + " (if missing)" for b in iam.desired_bindings(s)]
@@ -57,11 +44,11 @@ def gke_plan_actions(profile: Profile) -> list[str]:
 
 
 def gke_plan_notes(profile: Profile) -> list[str]:
-    s, errors = _plan_settings(profile)
-    notes = list(errors)
-    if warning := world_open_warning(s):
+    s = settings_from_profile(profile)
+    notes = []
+    if warning := world_open_warning(s.gke):
         notes.append(warning)
-    if s.iam_mode == "project-storage-admin":
+    if s.gke.iam_mode == "project-storage-admin":
         notes.append("iam_mode project-storage-admin (the tutorial's) lets every pod write every "
                      "bucket of the project; gke.iam_mode: bucket-scoped is recommended")
     notes += render_cost(cost_plan(profile))
@@ -96,7 +83,7 @@ def gke_outputs_present(profile: Profile) -> bool:
 
     s = settings_from_profile(profile)
     apis, _ = clients.default_clients(s)
-    cluster = apis.get_cluster(s.project, s.region, s.cluster)
+    cluster = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     return cluster is not None and not pool_mismatches(cluster, s)
 
 
@@ -108,13 +95,13 @@ def verify_gke(profile: Profile) -> tuple[dict[str, str], dict[str, Any]]:
 
     s = settings_from_profile(profile)
     apis, _ = clients.default_clients(s)
-    cluster = apis.get_cluster(s.project, s.region, s.cluster)
+    cluster = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     problems = pool_mismatches(cluster, s) if cluster is not None else ["no cluster"]
-    access = check_bucket_access(s, apis.project_iam_policy(s.project),
-                                 apis.bucket_iam_policy(s.bucket), planned=False)
+    access = check_bucket_access(s, apis.project_iam_policy(s.gke.project),
+                                 apis.bucket_iam_policy(s.gke.bucket), planned=False)
     if problems or access.status == "fail":
         raise user_error("the infrastructure is not what the profile asks for",
-                         "; ".join([*problems, access.summary]), access.fix or "rerun the stage")
-    return ({"root": f"gs://{s.bucket}", "cluster": f"{s.project}/{s.zone}/{s.cluster}"},
-            {"pool_chips": s.total_chips, "iam_mode": s.iam_mode,
-             "idle_usd_per_hour": s.total_chips * s.usd_per_chip_hour})
+                         "; ".join([*problems, access.issue.problem]), access.issue.fix or "rerun the stage")
+    return ({"root": f"gs://{s.gke.bucket}", "cluster": f"{s.gke.project}/{s.gke.zone}/{s.gke.cluster}"},
+            {"pool_chips": s.gke.total_chips, "iam_mode": s.gke.iam_mode,
+             "idle_usd_per_hour": s.gke.idle_usd_per_hour})

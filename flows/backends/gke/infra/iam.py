@@ -46,14 +46,14 @@ class Binding:
 
 
 def members(s: InfraSettings) -> tuple[str, str]:
-    return f"serviceAccount:{s.wl_sa}", f"serviceAccount:{s.np_sa}"
+    return f"serviceAccount:{s.gke.workload_service_account}", f"serviceAccount:{s.gke.node_service_account}"
 
 
 def desired_bindings(s: InfraSettings) -> list[Binding]:
-    if s.iam_mode == "bucket-scoped":
-        return [Binding("bucket", s.bucket, m, role) for m in members(s)
+    if s.gke.iam_mode == "bucket-scoped":
+        return [Binding("bucket", s.gke.bucket, m, role) for m in members(s)
                 for role in BUCKET_SCOPED_ROLES]
-    return [Binding("project", s.project, m, "roles/storage.admin") for m in members(s)]
+    return [Binding("project", s.gke.project, m, "roles/storage.admin") for m in members(s)]
 
 
 def granted(policy: dict[str, Any], member: str) -> set[str]:
@@ -73,7 +73,7 @@ def missing_bindings(wanted: list[Binding], project_policy: dict[str, Any],
 
 
 def registries(s: InfraSettings) -> list[str]:
-    return ["gcr.io", f"{s.region}-docker.pkg.dev"]
+    return ["gcr.io", f"{s.gke.region}-docker.pkg.dev"]
 
 
 def docker_config_path(environ: dict[str, str] | None = None) -> Path:

@@ -15,7 +15,9 @@ from typing import Any, Literal
 from flows.backends.gke.infra.cloud import GoogleApis
 from flows.backends.gke.infra.cluster import pool_mismatches
 from flows.backends.gke.infra.iam import ROLES_WITH_BUCKETS_GET, desired_bindings, granted, members
-from flows.backends.gke.infra.settings import CIDR_FIX, InfraSettings
+from flows.backends.gke.infra.settings import InfraSettings
+from flows.config.gke import CIDR_FIX
+from flows.core.issues import Issue
 
 Status = Literal["ok", "warn", "unknown", "fail"]
 REQUIRED_APIS = ("compute.googleapis.com", "container.googleapis.com",
@@ -25,16 +27,33 @@ MIN_JOBSET = (0, 10)
 MIN_KUEUE = (0, 15)
 
 
+# The profile field each check is about: the field of its Issue.
+CHECK_FIELDS = {"authorized_cidr": "gke.authorized_cidr", "apis": "gke.project",
+                "reservation": "gke.reservation", "tpu-quota": "gke.region",
+                "jobset": "gke.cluster", "kueue": "gke.cluster",
+                "bucket-metadata-access": "gke.iam_mode"}
+
+
 @dataclass(frozen=True)
 class CheckResult:
-    name: str
+    """A check's status and its Issue (category ``preflight/<check>``); for a passing check
+    the issue's ``problem`` is what was found and its ``fix`` is empty or unused."""
+
     status: Status
-    summary: str
-    fix: str = ""
+    issue: Issue
+
+    @property
+    def name(self) -> str:
+        return self.issue.category.removeprefix("preflight/")
 
     def render(self) -> str:
-        line = f"[{self.status.upper():<7}] {self.name}: {self.summary}"
-        return line + (f"\n          fix: {self.fix}" if self.fix and self.status != "ok" else "")
+        line = f"[{self.status.upper():<7}] {self.name}: {self.issue.problem}"
+        fix = self.issue.fix
+        return line + (f"\n          fix: {fix}" if fix and self.status != "ok" else "")
+
+
+def result(name: str, status: Status, found: str, fix: str = "") -> CheckResult:
+    return CheckResult(status, Issue(CHECK_FIELDS[name], found, fix, f"preflight/{name}"))
 
 
 @dataclass(frozen=True)
@@ -63,40 +82,40 @@ def _read(call: Any, *args: Any) -> Any:
 
 
 def gather(apis: GoogleApis, s: InfraSettings, bucket_exists: bool = True) -> Facts:
-    cluster = _read(apis.get_cluster, s.project, s.region, s.cluster)
+    cluster = _read(apis.get_cluster, s.gke.project, s.gke.region, s.gke.cluster)
     addons = None
     if isinstance(cluster, dict):
         addons = _read(apis.addon_versions, cluster)
     return Facts(
-        enabled_services=_read(apis.enabled_services, s.project),
-        reservation=_read(apis.get_reservation, s.project, s.zone, s.reservation),
-        quotas=_read(apis.region_quotas, s.project, s.region),
+        enabled_services=_read(apis.enabled_services, s.gke.project),
+        reservation=_read(apis.get_reservation, s.gke.project, s.gke.zone, s.gke.reservation),
+        quotas=_read(apis.region_quotas, s.gke.project, s.gke.region),
         cluster=cluster, addons=addons,
-        project_policy=_read(apis.project_iam_policy, s.project),
-        bucket_policy=_read(apis.bucket_iam_policy, s.bucket) if bucket_exists else {})
+        project_policy=_read(apis.project_iam_policy, s.gke.project),
+        bucket_policy=_read(apis.bucket_iam_policy, s.gke.bucket) if bucket_exists else {})
 
 
 def _unknown(name: str, fact: FactError, fix: str) -> CheckResult:
-    return CheckResult(name, "unknown", f"could not be read ({fact.message})", fix)
+    return result(name, "unknown", f"could not be read ({fact.message})", fix)
 
 
 def check_authorized_cidr(s: InfraSettings) -> CheckResult:
-    if s.open_to_world:
-        return CheckResult("authorized_cidr", "warn", f"{s.authorized_cidr} opens the GKE "
+    if s.gke.open_to_world:
+        return result("authorized_cidr", "warn", f"{s.gke.authorized_cidr} opens the GKE "
                            "control plane to the whole internet", CIDR_FIX)
-    return CheckResult("authorized_cidr", "ok", f"control plane reachable from {s.authorized_cidr}")
+    return result("authorized_cidr", "ok", f"control plane reachable from {s.gke.authorized_cidr}")
 
 
 def check_apis(s: InfraSettings, enabled: set[str] | FactError) -> CheckResult:
-    fix_all = f"gcloud services enable {' '.join(REQUIRED_APIS)} --project={s.project}"
+    fix_all = f"gcloud services enable {' '.join(REQUIRED_APIS)} --project={s.gke.project}"
     if isinstance(enabled, FactError):
         return _unknown("apis", enabled, "grant yourself roles/serviceusage.serviceUsageViewer, "
                         f"or run: {fix_all}")
     missing = [api for api in REQUIRED_APIS if api not in enabled]
     if missing:
-        return CheckResult("apis", "fail", f"not enabled: {', '.join(missing)}",
-                           f"gcloud services enable {' '.join(missing)} --project={s.project}")
-    return CheckResult("apis", "ok", "required APIs enabled")
+        return result("apis", "fail", f"not enabled: {', '.join(missing)}",
+                           f"gcloud services enable {' '.join(missing)} --project={s.gke.project}")
+    return result("apis", "ok", "required APIs enabled")
 
 
 def _pool_exists(s: InfraSettings, cluster: Any) -> bool:
@@ -106,61 +125,61 @@ def _pool_exists(s: InfraSettings, cluster: Any) -> bool:
 def check_reservation(s: InfraSettings, res: dict[str, Any] | FactError | None,
                       cluster: Any = None) -> CheckResult:
     name = "reservation"
-    listing = (f"gcloud compute reservations list --project={s.project} "
-               f"--filter=zone:{s.zone}")
+    listing = (f"gcloud compute reservations list --project={s.gke.project} "
+               f"--filter=zone:{s.gke.zone}")
     if isinstance(res, FactError):
         return _unknown(name, res, f"check it yourself: {listing}")
     if res is None:
-        return CheckResult(name, "fail", f"no reservation {s.reservation!r} in {s.zone}",
+        return result(name, "fail", f"no reservation {s.gke.reservation!r} in {s.gke.zone}",
                            f"set gke.reservation to one listed by `{listing}` (same zone as "
                            "gke.zone), or ask your account team for v6e capacity there")
     specific = res.get("specificReservation") or {}
     machine = (specific.get("instanceProperties") or {}).get("machineType", "")
-    if machine and machine.rsplit("/", 1)[-1] != s.machine_type:
-        return CheckResult(name, "fail", f"{s.reservation} reserves {machine}, not "
-                           f"{s.machine_type}", "use a reservation of the profile's machine "
+    if machine and machine.rsplit("/", 1)[-1] != s.gke.machine_type:
+        return result(name, "fail", f"{s.gke.reservation} reserves {machine}, not "
+                           f"{s.gke.machine_type}", "use a reservation of the profile's machine "
                            "type, or change gke.machine_type/topology to match it")
     if res.get("status", "READY") != "READY":
-        return CheckResult(name, "fail", f"{s.reservation} is {res.get('status')}",
+        return result(name, "fail", f"{s.gke.reservation} is {res.get('status')}",
                            "wait until it is READY (gcloud compute reservations describe)")
     count, in_use = int(specific.get("count", 0)), int(specific.get("inUseCount", 0))
-    free = count - in_use + (s.hosts_needed if _pool_exists(s, cluster) else 0)
-    chips = free * s.chips_per_host
-    if free < s.hosts_needed:
-        return CheckResult(name, "fail", f"{s.reservation} has {free} free of {count} hosts "
-                           f"({chips} chips); the pool needs {s.hosts_needed} hosts "
-                           f"({s.total_chips} chips)", "free the reservation's hosts (another "
+    free = count - in_use + (s.gke.hosts_needed if _pool_exists(s, cluster) else 0)
+    chips = free * s.gke.chips_per_host
+    if free < s.gke.hosts_needed:
+        return result(name, "fail", f"{s.gke.reservation} has {free} free of {count} hosts "
+                           f"({chips} chips); the pool needs {s.gke.hosts_needed} hosts "
+                           f"({s.gke.total_chips} chips)", "free the reservation's hosts (another "
                            "node pool or VM uses them), or use a larger reservation")
-    return CheckResult(name, "ok", f"{s.reservation} in {s.zone}: {free} free hosts "
-                       f"({chips} chips) ≥ {s.total_chips} chips needed")
+    return result(name, "ok", f"{s.gke.reservation} in {s.gke.zone}: {free} free hosts "
+                       f"({chips} chips) ≥ {s.gke.total_chips} chips needed")
 
 
 def _quota_family(s: InfraSettings) -> str:
-    match = re.match(r"ct(\d+)([a-z])", s.machine_type)
-    return f"V{match.group(1)}{match.group(2).upper()}" if match else s.machine_type.upper()
+    match = re.match(r"ct(\d+)([a-z])", s.gke.machine_type)
+    return f"V{match.group(1)}{match.group(2).upper()}" if match else s.gke.machine_type.upper()
 
 
 def check_quota(s: InfraSettings, quotas: list[dict[str, Any]] | FactError,
                 cluster: Any = None) -> CheckResult:
     name = "tpu-quota"
-    console = (f"https://console.cloud.google.com/iam-admin/quotas?project={s.project} "
-               f"(filter: TPU {_quota_family(s).lower()}, region {s.region})")
+    console = (f"https://console.cloud.google.com/iam-admin/quotas?project={s.gke.project} "
+               f"(filter: TPU {_quota_family(s).lower()}, region {s.gke.region})")
     if isinstance(quotas, FactError):
         return _unknown(name, quotas, f"check the TPU quota in {console}")
     family = _quota_family(s)
     tpu = [q for q in quotas if "TPU" in q.get("metric", "") and family in q.get("metric", "")]
     if not tpu:
-        return CheckResult(name, "unknown", f"no {family} TPU quota metric in {s.region}",
+        return result(name, "unknown", f"no {family} TPU quota metric in {s.gke.region}",
                            f"check the TPU quota in {console}; request "
-                           f"{s.total_chips} chips if it is missing")
-    held = s.total_chips if _pool_exists(s, cluster) else 0
+                           f"{s.gke.total_chips} chips if it is missing")
+    held = s.gke.total_chips if _pool_exists(s, cluster) else 0
     best = max(tpu, key=lambda q: float(q.get("limit", 0)) - float(q.get("usage", 0)))
     headroom = float(best.get("limit", 0)) - float(best.get("usage", 0)) + held
-    if headroom < s.total_chips:
-        return CheckResult(name, "fail", f"{best['metric']} in {s.region}: {headroom:g} chips "
-                           f"free, {s.total_chips} needed",
+    if headroom < s.gke.total_chips:
+        return result(name, "fail", f"{best['metric']} in {s.gke.region}: {headroom:g} chips "
+                           f"free, {s.gke.total_chips} needed",
                            f"request a quota increase for {best['metric']} in {console}")
-    return CheckResult(name, "ok", f"{best['metric']}: {headroom:g} chips free")
+    return result(name, "ok", f"{best['metric']}: {headroom:g} chips free")
 
 
 def version_tuple(version: str | None) -> tuple[int, ...] | None:
@@ -171,31 +190,31 @@ def version_tuple(version: str | None) -> tuple[int, ...] | None:
 def check_addons(s: InfraSettings, cluster: Any, addons: dict[str, Any] | FactError | None
                  ) -> list[CheckResult]:
     if cluster is None:
-        return [CheckResult("jobset", "ok", "no cluster yet: the blueprint installs JobSet 0.10.1"),
-                CheckResult("kueue", "ok", "no cluster yet: the blueprint installs Kueue")]
+        return [result("jobset", "ok", "no cluster yet: the blueprint installs JobSet 0.10.1"),
+                result("kueue", "ok", "no cluster yet: the blueprint installs Kueue")]
     reapply = ("re-apply the blueprint (`tpurl run` re-deploys a cluster whose pool differs; "
                "or `gcluster deploy … -w`), which installs the versions it pins")
     if isinstance(cluster, FactError) or isinstance(addons, FactError) or addons is None:
         fact = cluster if isinstance(cluster, FactError) else addons
         reason = fact if isinstance(fact, FactError) else FactError("no answer")
-        fix = (f"check that this machine is inside gke.authorized_cidr ({s.authorized_cidr}) "
+        fix = (f"check that this machine is inside gke.authorized_cidr ({s.gke.authorized_cidr}) "
                "and may read the cluster (roles/container.viewer)")
         return [_unknown("jobset", reason, fix), _unknown("kueue", reason, fix)]
     out = []
     jobset = version_tuple(addons.get("jobset"))
     served = addons.get("jobset_api_versions") or []
     if jobset is None or jobset < MIN_JOBSET or "v1alpha2" not in served:
-        out.append(CheckResult("jobset", "fail", f"JobSet {addons.get('jobset') or 'missing'} "
+        out.append(result("jobset", "fail", f"JobSet {addons.get('jobset') or 'missing'} "
                                f"(serves {', '.join(served) or 'no API'}); need ≥ 0.10 with "
                                "jobset.x-k8s.io/v1alpha2", reapply))
     else:
-        out.append(CheckResult("jobset", "ok", f"JobSet {addons['jobset']} serves v1alpha2"))
+        out.append(result("jobset", "ok", f"JobSet {addons['jobset']} serves v1alpha2"))
     kueue = version_tuple(addons.get("kueue"))
     if kueue is None or kueue < MIN_KUEUE:
-        out.append(CheckResult("kueue", "fail", f"Kueue {addons.get('kueue') or 'missing'}; "
+        out.append(result("kueue", "fail", f"Kueue {addons.get('kueue') or 'missing'}; "
                                "need ≥ 0.15", reapply))
     else:
-        out.append(CheckResult("kueue", "ok", f"Kueue {addons['kueue']}"))
+        out.append(result("kueue", "ok", f"Kueue {addons['kueue']}"))
     return out
 
 
@@ -208,8 +227,8 @@ def check_bucket_access(s: InfraSettings, project_policy: dict[str, Any] | FactE
     after it, pass False so only bindings that really exist count.
     """
     name = "bucket-metadata-access"
-    fix = (f"grant roles/storage.legacyBucketReader on gs://{s.bucket} to each account "
-           f"(`gcloud storage buckets add-iam-policy-binding gs://{s.bucket} "
+    fix = (f"grant roles/storage.legacyBucketReader on gs://{s.gke.bucket} to each account "
+           f"(`gcloud storage buckets add-iam-policy-binding gs://{s.gke.bucket} "
            "--member=serviceAccount:SA --role=roles/storage.legacyBucketReader`), or set "
            "gke.iam_mode: bucket-scoped and rerun the infra stage")
     for fact in (project_policy, bucket_policy):
@@ -225,10 +244,10 @@ def check_bucket_access(s: InfraSettings, project_policy: dict[str, Any] | FactE
         if not roles & ROLES_WITH_BUCKETS_GET:
             lacking.append(member.split(":", 1)[1])
     if lacking:
-        return CheckResult(name, "fail", f"{', '.join(lacking)} cannot read gs://{s.bucket}'s "
+        return result(name, "fail", f"{', '.join(lacking)} cannot read gs://{s.gke.bucket}'s "
                            "metadata (storage.buckets.get): jobs would fail with a "
                            "misleading 'bucket not found'", fix)
-    return CheckResult(name, "ok", "workload and node accounts can read the bucket's metadata")
+    return result(name, "ok", "workload and node accounts can read the bucket's metadata")
 
 
 def run_checks(s: InfraSettings, facts: Facts) -> list[CheckResult]:

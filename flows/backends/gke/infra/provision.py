@@ -49,7 +49,7 @@ class InfraReport(BaseModel):
 def preflight(s: InfraSettings, apis: GoogleApis, client: Any) -> list[CheckResult]:
     """The checks ``tpurl plan --check`` prints; reads only."""
     try:
-        exists = client.lookup_bucket(s.bucket) is not None
+        exists = client.lookup_bucket(s.gke.bucket) is not None
     except Exception:
         exists = False
     return run_checks(s, gather(apis, s, bucket_exists=exists))
@@ -65,14 +65,15 @@ def _run_ok(argv: list[str], s: InfraSettings, what: str) -> None:
 
 def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logger,
               kubeconfig: Path | None = None, docker_config: Path | None = None) -> InfraReport:
-    report = InfraReport(cluster=f"{s.project}/{s.region}/{s.cluster}", bucket_created=False,
-                         deployed=False, pool_chips=s.total_chips,
-                         idle_usd_per_hour=s.total_chips * s.usd_per_chip_hour)
-    if warning := world_open_warning(s):
+    report = InfraReport(cluster=f"{s.gke.project}/{s.gke.region}/{s.gke.cluster}", bucket_created=False,
+                         deployed=False, pool_chips=s.gke.total_chips,
+                         idle_usd_per_hour=s.gke.idle_usd_per_hour)
+    if warning := world_open_warning(s.gke):
         logger.warning(warning)
         report.warnings.append(warning)
     checks = preflight(s, apis, client)
-    report.checks = [{"name": c.name, "status": c.status, "summary": c.summary, "fix": c.fix}
+    report.checks = [{"name": c.name, "status": c.status, "summary": c.issue.problem,
+                      "fix": c.issue.fix}
                      for c in checks]
     for check in checks:
         (logger.info if check.status == "ok" else logger.warning)(check.render())
@@ -82,18 +83,18 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logge
     require_executable("gcloud")
     s.workdir.mkdir(parents=True, exist_ok=True)
 
-    project_number = apis.project_number(s.project)
+    project_number = apis.project_number(s.gke.project)
     bucket = ensure_bucket(client, s, project_number)
     report.bucket_created = bucket.created
     report.warnings += bucket.warnings
-    logger.info("bucket gs://%s %s (%s)", s.bucket, "created" if bucket.created else "kept",
+    logger.info("bucket gs://%s %s (%s)", s.gke.bucket, "created" if bucket.created else "kept",
                 bucket.location)
 
-    current = apis.get_cluster(s.project, s.region, s.cluster)
+    current = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     mismatches = gke.pool_mismatches(current, s) if current is not None else ["no cluster"]
     if not mismatches:
         report.deploy_skipped_reason = "cluster exists and its TPU pool matches the profile"
-        logger.info("cluster %s: %s; not deploying", s.cluster, report.deploy_skipped_reason)
+        logger.info("cluster %s: %s; not deploying", s.gke.cluster, report.deploy_skipped_reason)
     else:
         _deploy(s, apis, client, current, mismatches, logger)
         report.deployed = True
@@ -102,8 +103,8 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logge
     if report.deployed or not gke.has_kube_context(s, kubeconfig):
         _run_ok(get_credentials_argv(s), s, "gcloud container clusters get-credentials")
 
-    project_policy = apis.project_iam_policy(s.project)
-    bucket_policy = apis.bucket_iam_policy(s.bucket)
+    project_policy = apis.project_iam_policy(s.gke.project)
+    bucket_policy = apis.bucket_iam_policy(s.gke.bucket)
     for binding in iam.missing_bindings(iam.desired_bindings(s), project_policy, bucket_policy):
         _run_ok(binding.argv(), s, f"granting {binding.role} to {binding.member}")
         report.granted.append(f"{binding.role} on {binding.scope} {binding.resource} to "
@@ -112,11 +113,11 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logge
         _run_ok(argv, s, f"docker auth for {argv[3]}")
         report.docker_registries.append(argv[3])
 
-    access = check_bucket_access(s, apis.project_iam_policy(s.project),
-                                 apis.bucket_iam_policy(s.bucket), planned=False)
+    access = check_bucket_access(s, apis.project_iam_policy(s.gke.project),
+                                 apis.bucket_iam_policy(s.gke.bucket), planned=False)
     if access.status == "fail":
         raise user_error("the cluster's accounts still cannot read the bucket's metadata",
-                         access.summary, access.fix)
+                         access.issue.problem, access.issue.fix)
     return report
 
 
@@ -127,17 +128,17 @@ def _deploy(s: InfraSettings, apis: GoogleApis, client: Any, current: dict[str, 
     bundle = obtain_bundle(s)
     if current is not None and not gke.restore_deployment(client, s):
         raise user_error(
-            f"cluster {s.cluster} exists but differs from the profile, and no deployment "
+            f"cluster {s.gke.cluster} exists but differs from the profile, and no deployment "
             "folder was found to re-apply", "; ".join(mismatches),
-            f"it was not deployed by tpurl (nothing under gs://{s.bucket}/{s.state_prefix}): "
+            f"it was not deployed by tpurl (nothing under gs://{s.gke.bucket}/{s.state_prefix}): "
             "choose another gke.cluster name, or delete that cluster first")
     if current is not None:
-        logger.warning("cluster %s differs from the profile (%s): re-applying", s.cluster,
+        logger.warning("cluster %s differs from the profile (%s): re-applying", s.gke.cluster,
                        "; ".join(mismatches))
     gke.deploy(s, bundle.gcluster, client, bundle.blueprint_example, bundle.sha256, logger)
-    after = apis.get_cluster(s.project, s.region, s.cluster)
+    after = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     still = gke.pool_mismatches(after, s) if after is not None else ["cluster not found"]
     if still:
         raise user_error("gcluster deploy finished but the cluster does not match the profile",
                          "; ".join(still), "compare the blueprint vars with the profile "
-                         "(topology, nodepool_count, reservation) and rerun")
+                         "(topology, num_slices, reservation) and rerun")

@@ -36,7 +36,7 @@ def jobset_metadata(name: str, *, profile: Profile, options: GkeOptions, stage: 
     assert profile.gke is not None
     return {
         "name": name,
-        "namespace": options.namespace,
+        "namespace": options.gke.namespace,
         "labels": {
             "gcluster.google.com/workload": name,
             QUEUE_LABEL: profile.gke.kueue_queue,

@@ -43,7 +43,7 @@ def render_all(profile: Profile, workloads: Mapping[str, Workload]) -> list[dict
     for workload in workloads.values():
         for _, ref in workload.secret_env:
             refs.setdefault(ref.describe(), ref)
-    objects = [secret_placeholder(ref, options.namespace) for ref in refs.values()]
+    objects = [secret_placeholder(ref, options.gke.namespace) for ref in refs.values()]
     objects += [render_jobset(workload, profile, run=stage_run(profile, stage), stage=stage,
                               options=options) for stage, workload in workloads.items()]
     return objects

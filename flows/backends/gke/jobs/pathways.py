@@ -31,7 +31,6 @@ from flows.backends.gke.jobs.common import (
 )
 from flows.backends.gke.jobs.options import GkeOptions
 from flows.config.profile import Profile
-from flows.config.tpu import hosts_per_slice
 from flows.core.workload import Workload
 
 HEAD = "pathways-head"
@@ -132,7 +131,7 @@ def worker_container(profile: Profile, opts: GkeOptions) -> dict[str, Any]:
                 {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": "$(PATHWAYS_HEAD)"},
                 *plain_env(SHARED_ENV)],
         "ports": [{"containerPort": WORKER_PORT, "protocol": "TCP"}],
-        "resources": {"limits": {"google.com/tpu": str(profile.gke.machine.chips_per_host)}},
+        "resources": {"limits": {"google.com/tpu": str(profile.gke.chips_per_host)}},
     }
 
 
@@ -140,12 +139,12 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
                     run: str, stage: str) -> dict[str, Any]:
     assert profile.gke is not None
     gke = profile.gke
-    hosts = hosts_per_slice(gke.machine, gke.topology)
+    hosts = gke.hosts_per_slice
     head_pod = {
         **host_network(),
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
-        "nodeSelector": {NODEPOOL: opts.cpu_pool},
+        "nodeSelector": {NODEPOOL: opts.gke.cpu_pool},
         "initContainers": [proxy_container(profile, opts), resource_manager_container(profile, opts)],
         "containers": [program_container(workload, opts)],
     }
@@ -168,12 +167,12 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
                  "template": {"metadata": {"annotations": {SLICE_TOPOLOGY: gke.topology}},
                               "spec": worker_pod}}}}
     spec = {
-        "ttlSecondsAfterFinished": opts.train_ttl_s,
+        "ttlSecondsAfterFinished": opts.gke.train_ttl_s,
         "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
         "coordinator": {"replicatedJob": HEAD},
         "startupPolicy": {"startupPolicyOrder": "InOrder"},
         "successPolicy": {"operator": "All", "targetReplicatedJobs": [HEAD]},
-        "failurePolicy": failure_policy(opts.train_max_restarts, "Recreate"),
+        "failurePolicy": failure_policy(opts.gke.train_max_restarts, "Recreate"),
         "replicatedJobs": [head, worker],
     }
     return {"apiVersion": API_VERSION, "kind": "JobSet",

@@ -36,7 +36,6 @@ from flows.backends.gke.jobs.naming import jobset_name
 from flows.backends.gke.jobs.options import GkeOptions, options_for
 from flows.backends.gke.jobs.pathways import pathways_jobset
 from flows.config.profile import Profile
-from flows.config.tpu import hosts_per_slice
 from flows.core.workload import Workload
 
 MAIN_JOB = "main-job"
@@ -52,7 +51,7 @@ def render_jobset(workload: Workload, profile: Profile, *, run: str, stage: str,
     kind = workload.placement.kind
     if kind == "pathways":
         jobset = pathways_jobset(workload, profile, opts, name=name, run=run, stage=stage)
-    elif kind == "cpu" and opts.conversion_placement == "cpu-pool":
+    elif kind == "cpu" and opts.gke.conversion_placement == "cpu-pool":
         jobset = cpu_pool_jobset(workload, profile, opts, name=name, run=run, stage=stage)
     else:
         jobset = tpu_hosts_jobset(workload, profile, opts, name=name, run=run, stage=stage,
@@ -67,8 +66,8 @@ def _plain_spec(profile: Profile, opts: GkeOptions, *, parallelism: int, replica
     if pod_annotations:
         template = {"metadata": {"annotations": pod_annotations}, "spec": pod}
     return {
-        "ttlSecondsAfterFinished": opts.job_ttl_s,
-        "failurePolicy": failure_policy(opts.job_max_restarts),
+        "ttlSecondsAfterFinished": opts.gke.job_ttl_s,
+        "failurePolicy": failure_policy(opts.gke.job_max_restarts),
         "replicatedJobs": [{
             "name": MAIN_JOB,
             "replicas": replicas,
@@ -94,8 +93,8 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
     the scheduler picks a node with the disk and the kubelet evicts nothing by surprise.
     """
     scratch = opts.scratch_dir
-    size = {"cpu": opts.conversion_cpu, "memory": opts.conversion_memory,
-            "ephemeral-storage": opts.conversion_ephemeral_storage}
+    size = {"cpu": opts.gke.conversion_cpu, "memory": opts.gke.conversion_memory,
+            "ephemeral-storage": opts.gke.conversion_ephemeral_storage}
     env = [*plain_env([("JAX_PLATFORMS", "cpu"), *workload.env,
                        ("HF_HOME", f"{scratch}/huggingface"), ("TMPDIR", scratch)]),
            *secret_env(workload, opts)]
@@ -111,10 +110,10 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
         **host_network(),
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
-        "nodeSelector": {NODEPOOL: opts.cpu_pool},
+        "nodeSelector": {NODEPOOL: opts.gke.cpu_pool},
         "containers": [container],
         "volumes": [{"name": "scratch",
-                     "emptyDir": {"sizeLimit": opts.conversion_ephemeral_storage}}],
+                     "emptyDir": {"sizeLimit": opts.gke.conversion_ephemeral_storage}}],
     }
     return {"apiVersion": API_VERSION, "kind": "JobSet",
             "metadata": jobset_metadata(name, profile=profile, options=opts, stage=stage, run=run),
@@ -127,13 +126,13 @@ def tpu_hosts_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, 
     other than index 0 exit at once (the tutorial's CPU-only conversion on TPU hosts)."""
     assert profile.gke is not None
     gke = profile.gke
-    hosts = hosts_per_slice(gke.machine, gke.topology)
+    hosts = gke.hosts_per_slice
     container = {
         "name": WORKLOAD_CONTAINER,
         "image": workload.image,
         "command": container_command(workload, leader_only=leader_only),
         "env": [*plain_env(workload.env), *secret_env(workload, opts)],
-        "resources": {"limits": {"google.com/tpu": str(gke.machine.chips_per_host)}},
+        "resources": {"limits": {"google.com/tpu": str(gke.chips_per_host)}},
     }
     pod = {
         **host_network(),

@@ -50,13 +50,7 @@ class Cluster:
 def kubeconfig_context(profile: Profile) -> str:
     """The context name gcloud writes for a regional cluster (Cluster Toolkit's are)."""
     assert profile.gke is not None
-    gke = profile.gke
-    return f"gke_{gke.project}_{gke.region}_{gke.cluster}"
-
-
-def _block_name(profile: Profile, field: str) -> str | None:
-    value = getattr(profile.gke, field, None) if profile.gke else None
-    return str(value) if value else None
+    return profile.gke.kube_context
 
 
 def with_bearer_token(configuration: k8s.Configuration, token: TokenSource) -> None:
@@ -91,7 +85,9 @@ def connect(profile: Profile, environ: Mapping[str, str] | None = None,
     """The cluster of the profile, reached as the module docstring describes."""
     env = os.environ if environ is None else environ
     configuration = k8s.Configuration()
-    if block := _block_name(profile, "kubernetes_credentials_block"):
+    gke = profile.gke
+    assert gke is not None
+    if block := gke.kubernetes_credentials_block:
         config_dict, context = _kubernetes_block_config(block)
         k8s_config.load_kube_config_from_dict(config_dict, context=context,
                                               client_configuration=configuration)
@@ -105,7 +101,7 @@ def connect(profile: Profile, environ: Mapping[str, str] | None = None,
         k8s_config.load_kube_config(config_file=env.get("KUBECONFIG"), context=context,
                                     client_configuration=configuration)
         how = f"kubeconfig context {context}"
-    if token_source is None and (gcp := _block_name(profile, "gcp_credentials_block")):
+    if token_source is None and (gcp := gke.gcp_credentials_block):
         token_source = gcp_token_source(gcp)
         how += f", GcpCredentials block {gcp!r}"
     if token_source is not None:

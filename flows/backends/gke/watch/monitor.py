@@ -12,6 +12,7 @@ hours; running costs chips and is bounded by how long the job should take.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -57,18 +58,15 @@ class Budgets:
 
 
 def budgets_for(profile: Profile, stage: str) -> Budgets:
-    """Defaults, overridden by profile.gke fields ``queue_budget_s``, ``<stage>_run_budget_s``
-    or ``run_budget_s``, and ``preemption_budget`` when the profile defines them."""
+    """The profile's budgets (gke.queue_budget_s, gke.run_budget_s or, for training,
+    gke.train_run_budget_s, gke.preemption_budget); unset ones keep the defaults."""
     gke, out = profile.gke, Budgets()
     if gke is None:
         return out
-    found: dict[str, Any] = {}
-    for source, target in (("queue_budget_s", "queue_s"), ("run_budget_s", "run_s"),
-                           (f"{stage}_run_budget_s", "run_s"),
-                           ("preemption_budget", "preemptions")):
-        if getattr(gke, source, None) is not None:
-            found[target] = getattr(gke, source)
-    return Budgets(**{**out.__dict__, **found})
+    run = gke.train_run_budget_s if stage == "train" else None
+    found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
+             "preemptions": gke.preemption_budget}
+    return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
 
 
 def is_finished(jobset: Obj | None) -> bool:

@@ -1,0 +1,291 @@
+"""The profile's ``gke`` section: the single source of every GKE setting, grouped by concern.
+
+The YAML keys stay flat (``gke.project``, ``gke.num_slices``, ...: what the tutorial's
+variables are called, what ``--set`` and the deployments' job variables already use), but the
+fields are declared in one model per concern and ``GkeSection`` combines them:
+
+- ``GkeCluster``: where it runs and who may reach it (project ... bucket, CIDR, IAM, Kueue);
+- ``GkeCapacity``: the TPU pool and what it costs (machine, topology, slices, prices);
+- ``GkeJobs``: how the jobs are placed, sized, kept and watched (TTL, restarts, budgets);
+- ``GkeCredentials``: which Prefect blocks reach the cluster and Google.
+
+Every layer (infra, job rendering, watch, cost) reads these fields and the derived values
+below directly; none keeps a copy with its own default.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from flows.config import gcp_names as names
+from flows.config.errors import FixableValueError
+from flows.config.tpu import (
+    TPU_MACHINES,
+    V6E_US_USD_PER_CHIP_HOUR,
+    TpuMachine,
+    chips_in_topology,
+    supported_topologies,
+    topology_is_well_formed,
+)
+
+CIDR_FIX = ("set gke.authorized_cidr to the network you run kubectl/the flow from, e.g. "
+            "--set gke.authorized_cidr=203.0.113.7/32 (`curl ifconfig.me` shows your address); "
+            "0.0.0.0/0 works but opens the control plane to the whole internet")
+
+# Keys a profile may still carry from an earlier version: refused with the key that replaces it.
+RETIRED_KEYS: dict[str, tuple[str, str]] = {
+    "gke.nodepool_count": (
+        "was removed: the slice count is gke.num_slices alone (one TPU node pool per slice; "
+        "two fields let the cluster be built with one count and planned and billed with the "
+        "other)", "remove gke.nodepool_count and set gke.num_slices to the number of slices"),
+}
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check(problem: str | None, fix: str) -> None:
+    if problem:
+        raise FixableValueError(problem, fix)
+
+
+class GkeCluster(StrictModel):
+    """Where the pipeline runs (the tutorial's Cluster Toolkit deployment) and who may reach it."""
+
+    project: str
+    region: str
+    zone: str
+    cluster: str
+    bucket: str
+    reservation: str
+    authorized_cidr: str  # the control plane's allowed sources; required, never implied
+    iam_mode: Literal["project-storage-admin", "bucket-scoped"] = "project-storage-admin"
+    cluster_toolkit_version: str = "v1.103.0"
+    cluster_toolkit_sha256: str | None = None
+    kueue_queue: str = "user-queue"
+    namespace: str = "default"
+    cpu_pool: str = "cpu-np"  # the blueprint's CPU node pool (n4-standard-64, 0–100 nodes)
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, v: str) -> str:
+        _check(names.project_id_problem(v), "use the project ID shown by `gcloud projects list`")
+        return v
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        _check(names.region_problem(v), "v6e regions include us-east5, us-east1, us-central1")
+        return v
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str) -> str:
+        _check(names.cluster_name_problem(v), "choose a shorter lowercase name, e.g. 'tpurl-v6e'")
+        return v
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket(cls, v: str) -> str:
+        _check(names.bucket_name_problem(v), "pick a bucket name such as 'my-project-tpurl'")
+        return v
+
+    @field_validator("reservation")
+    @classmethod
+    def _reservation(cls, v: str) -> str:
+        _check(names.dns_label_problem(v, "reservation name"),
+               "use the name shown by `gcloud compute reservations list`")
+        return v
+
+    @field_validator("authorized_cidr")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        try:
+            ipaddress.ip_network(v.strip(), strict=False)
+        except ValueError:
+            raise FixableValueError(f"{v!r} is not a CIDR range such as 203.0.113.0/24",
+                                    CIDR_FIX) from None
+        return v.strip()
+
+    @field_validator("cluster_toolkit_version")
+    @classmethod
+    def _toolkit(cls, v: str) -> str:
+        _check(names.toolkit_version_problem(v), "use a release tag such as v1.103.0")
+        return v
+
+    @field_validator("kueue_queue")
+    @classmethod
+    def _queue(cls, v: str) -> str:
+        _check(names.dns_label_problem(v, "Kueue LocalQueue name"),
+               "the blueprint's queue is 'user-queue'")
+        return v
+
+    @field_validator("namespace", "cpu_pool")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        _check(names.dns_label_problem(v, "Kubernetes name"),
+               "use the blueprint's names: namespace default, CPU pool cpu-np")
+        return v
+
+    @model_validator(mode="after")
+    def _zone_in_region(self) -> Self:
+        if problem := names.zone_problem(self.zone, self.region):
+            raise FixableValueError(problem, "pick a zone of the region, e.g. us-east5-b for "
+                                    "us-east5", field="zone")
+        return self
+
+    @property
+    def open_to_world(self) -> bool:
+        """0.0.0.0/0, ::/0 or any other prefix of length 0: the whole internet."""
+        return ipaddress.ip_network(self.authorized_cidr, strict=False).prefixlen == 0
+
+    @property
+    def kube_context(self) -> str:
+        """The kubeconfig context gcloud writes for this regional cluster."""
+        return f"gke_{self.project}_{self.region}_{self.cluster}"
+
+    @property
+    def workload_service_account(self) -> str:
+        """The blueprint's workload identity account (``CLUSTER-gke-wl-sa``)."""
+        return f"{self.cluster}-gke-wl-sa@{self.project}.iam.gserviceaccount.com"
+
+    @property
+    def node_service_account(self) -> str:
+        """The blueprint's node pool account (``CLUSTER-gke-np-sa``)."""
+        return f"{self.cluster}-gke-np-sa@{self.project}.iam.gserviceaccount.com"
+
+
+class GkeCapacity(StrictModel):
+    """The static TPU pool (``num_slices`` slices of ``topology``) and what it costs per hour."""
+
+    machine_type: str = "ct6e-standard-4t"
+    topology: str = "4x8"
+    # One count for the pool and the jobs: the blueprint's num_slices (one node pool per
+    # slice), JobSet's worker replicas and Pathways' --instance_count.
+    num_slices: int = Field(1, ge=1)
+    price_table: dict[str, float] = Field(default_factory=lambda: dict(V6E_US_USD_PER_CHIP_HOUR))
+    price_tier: str = "on-demand"
+    estimated_hours: dict[Literal["convert", "train", "export"], float] = Field(
+        default_factory=lambda: {"convert": 0.5, "train": 4.0, "export": 0.5})
+
+    @field_validator("machine_type")
+    @classmethod
+    def _machine(cls, v: str) -> str:
+        if v not in TPU_MACHINES:
+            raise FixableValueError(f"unknown TPU machine type {v!r}",
+                                    f"use one of {', '.join(sorted(TPU_MACHINES))}")
+        return v
+
+    @field_validator("topology")
+    @classmethod
+    def _topology(cls, v: str) -> str:
+        if not topology_is_well_formed(v):
+            raise FixableValueError(f"{v!r} is not a topology like '4x8'",
+                                    "write the slice shape as AxB, e.g. 4x8 for v6e-32")
+        return v
+
+    @field_validator("price_table")
+    @classmethod
+    def _prices(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v or any(price <= 0 for price in v.values()):
+            raise FixableValueError("every price must be a positive USD per chip-hour",
+                                    "e.g. price_table: {on-demand: 2.70}")
+        return v
+
+    @model_validator(mode="after")
+    def _pool_is_consistent(self) -> Self:
+        if self.price_tier not in self.price_table:
+            raise FixableValueError(f"{self.price_tier!r} is not in price_table",
+                                    f"use one of {', '.join(sorted(self.price_table))}",
+                                    field="price_tier")
+        machine, chips = self.machine, self.chips_per_slice
+        if chips % machine.chips_per_host != 0 or self.topology not in supported_topologies(machine):
+            raise FixableValueError(
+                f"topology {self.topology} ({chips} chips) does not fit {self.machine_type} "
+                f"({machine.chips_per_host} chips per host)",
+                f"{self.machine_type} supports {', '.join(supported_topologies(machine))}",
+                field="topology")
+        return self
+
+    @property
+    def machine(self) -> TpuMachine:
+        return TPU_MACHINES[self.machine_type]
+
+    @property
+    def chips_per_host(self) -> int:
+        return self.machine.chips_per_host
+
+    @property
+    def chips_per_slice(self) -> int:
+        return chips_in_topology(self.topology)
+
+    @property
+    def hosts_per_slice(self) -> int:
+        return self.chips_per_slice // self.chips_per_host
+
+    @property
+    def total_chips(self) -> int:
+        return self.chips_per_slice * self.num_slices
+
+    @property
+    def hosts_needed(self) -> int:
+        return self.hosts_per_slice * self.num_slices
+
+    @property
+    def usd_per_chip_hour(self) -> float:
+        return self.price_table[self.price_tier]
+
+    @property
+    def idle_usd_per_hour(self) -> float:
+        """What the static pool costs per hour from deploy to teardown, busy or not."""
+        return self.total_chips * self.usd_per_chip_hour
+
+
+class GkeJobs(StrictModel):
+    """How the GKE backend places, sizes, keeps and watches the jobs (tutorial values)."""
+
+    # cpu-pool: one pod on the CPU pool, no TPU held. tpu-hosts: the tutorial's placement
+    # (every host of the slice, only JOB_COMPLETION_INDEX 0 works, 32 chips held for a CPU job).
+    conversion_placement: Literal["cpu-pool", "tpu-hosts"] = "cpu-pool"
+    # Pathways server and proxy must match the JAX of the workload image; upstream defaults to
+    # :latest, which silently changes under a running project. MaxText 0.2.4 pins jax 0.11.0.
+    pathways_tag: str = "jax-0.11.0"
+    # A 30B checkpoint: ~62 GB of HF safetensors downloaded plus the converted copy staged
+    # before upload, both held in host memory at the peak of to_huggingface. Guaranteed QoS
+    # (request = limit) so the kubelet does not evict the pod first under pressure.
+    conversion_cpu: str = "30"
+    conversion_memory: str = "200Gi"
+    conversion_ephemeral_storage: str = "200Gi"
+    job_ttl_s: int = Field(3600, ge=0)  # gcluster's default for plain jobs
+    train_ttl_s: int = Field(86400, ge=0)  # gcluster's default for Pathways jobs
+    job_max_restarts: int = Field(1, ge=0)  # gcluster --restarts default
+    train_max_restarts: int = Field(0, ge=0)  # the tutorial: the flow resubmits and resumes
+    # Watch budgets (flows/backends/gke/watch/monitor.py); None: the monitor's defaults.
+    queue_budget_s: float | None = Field(None, gt=0)
+    run_budget_s: float | None = Field(None, gt=0)
+    train_run_budget_s: float | None = Field(None, gt=0)
+    preemption_budget: int | None = Field(None, ge=0)
+
+    @field_validator("pathways_tag")
+    @classmethod
+    def _pinned_pathways(cls, v: str) -> str:
+        if v in ("", "latest"):
+            raise FixableValueError("the Pathways images must be pinned, not :latest",
+                                    "set a tag that matches the image's JAX, e.g. jax-0.11.0")
+        return v
+
+
+class GkeCredentials(StrictModel):
+    """Prefect blocks for cluster and Google access (flows/backends/gke/watch/client.py);
+    None: the ambient kubeconfig / Application Default Credentials."""
+
+    kubernetes_credentials_block: str | None = None
+    gcp_credentials_block: str | None = None
+
+
+class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials):
+    """The cluster the tutorial builds with Cluster Toolkit, its jobs, and what it costs."""
