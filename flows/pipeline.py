@@ -20,7 +20,7 @@ from prefect.states import State
 
 from flows.backends import backend_for
 from flows.config import Profile, load_profile
-from flows.core.failures import StageFailed
+from flows.core.failures import StageFailed, internal_error
 from flows.core.layout import Layout
 from flows.core.secrets import Redactor
 from flows.core.stage import StageContext, StageOutput
@@ -35,7 +35,9 @@ RETRY_DELAYS_S = [10, 60]
 
 
 def retry_if_retryable(task: Any, task_run: Any, state: State) -> bool:
-    """Prefect retry condition: only diagnosed infrastructure faults and preemptions."""
+    """Prefect retry condition: only diagnosed infrastructure faults and preemptions.
+    ``_execute`` turns every failure into a StageFailed (undiagnosed ones into internal
+    errors, never retried), so the diagnosis alone decides."""
     try:
         state.result()
     except StageFailed as exc:
@@ -61,10 +63,12 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
             "category": str(exc.diagnosis.category), "summary": exc.diagnosis.summary,
             "resolution": exc.diagnosis.resolution, "log": exc.log_uri or ""})
         raise
-    except Exception as exc:
+    except Exception as exc:  # undiagnosed: our bug until shown otherwise, traceback kept
+        failure = internal_error(stage_name, exc, redactor)
+        logger.error("%s failed on an internal error:\n%s", stage_name, failure.diagnosis.detail)
         events.stage_event("failed", profile.name, stage_name, redactor, {
-            "category": "user-error", "summary": f"{type(exc).__name__}: {exc}"})
-        raise
+            "category": str(failure.diagnosis.category), "summary": failure.diagnosis.summary})
+        raise failure from exc
     events.stage_event("skipped" if output.status == "skipped" else "completed", profile.name,
                        stage_name, redactor, {"uris": output.uris,
                                               "duration_s": round(output.duration_s, 3)})

@@ -1,16 +1,25 @@
-"""Failure diagnosis: a pure function from what was observed to a stable category.
+"""Failure diagnosis: the one vocabulary for what went wrong and what to do about it.
 
 The category decides the action (DESIGN.md's failure model): retry infrastructure faults with
 backoff, resubmit preemptions, stop at once on user errors with the cause and the log tail.
 Categories are a string enum that automations and events match on; they are never renamed.
+A failure nobody diagnosed (an unexpected exception, our own bugs included) is an internal
+error with its traceback, not the user's fault. Domain errors (image, infra, the backends)
+carry a :class:`Diagnosis`, so a stage raises ``StageFailed(stage, exc.diagnosis)`` and never
+guesses a category from an exception's type name. Whether an error is transient is decided
+in one place, :mod:`flows.core.retry`.
 """
 
 from __future__ import annotations
 
 import re
 import signal
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+
+from flows.core.retry import transient_exception_line
 
 
 class FailureCategory(StrEnum):
@@ -19,23 +28,25 @@ class FailureCategory(StrEnum):
     QUEUE_TIMEOUT = "queue-timeout"
     STALLED = "stalled"
     USER_ERROR = "user-error"
+    INTERNAL = "internal-error"  # a bug of the pipeline's own: report it, do not retry it
 
 
 RETRYABLE = frozenset({FailureCategory.PREEMPTED, FailureCategory.INFRASTRUCTURE})
 
-# Exceptions whose cause lies outside the program: the same command may succeed on retry.
-_TRANSIENT = re.compile(
-    r"(ConnectionError|ConnectionResetError|TimeoutError|ServiceUnavailable|TooManyRequests|"
-    r"\b503\b|\b429\b|DEADLINE_EXCEEDED|UNAVAILABLE: |Temporary failure in name resolution)")
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Mismatch)\b.*)$")
 
 
 @dataclass(frozen=True)
 class Diagnosis:
+    """``code`` is an optional finer, equally stable id inside the category (e.g.
+    ``image/patch-mismatch``) for automations that match one cause. Events carry the summary,
+    not the code, so a domain error whose code matters starts its summary with it."""
+
     category: FailureCategory
     summary: str
     detail: str
     resolution: str
+    code: str = ""
 
     @property
     def retryable(self) -> bool:
@@ -64,7 +75,7 @@ def diagnose_exit(workload: str, returncode: int, log_tail: list[str],
                              "will be killed again")
         return Diagnosis(FailureCategory.INFRASTRUCTURE, f"{workload} was stopped by {sig}", tail,
                          "it was interrupted from outside; it is retried automatically")
-    if exception and _TRANSIENT.search(exception):
+    if exception and transient_exception_line(exception):
         return Diagnosis(FailureCategory.INFRASTRUCTURE, f"{workload} failed on a transient "
                          f"error: {exception}", tail, "retried automatically with backoff")
     if exception:
@@ -99,3 +110,36 @@ class StageFailed(RuntimeError):
         self.stage, self.diagnosis, self.log_uri = stage, diagnosis, log_uri
         where = f"\n  full log: {log_uri}" if log_uri else ""
         super().__init__(f"stage {stage}: {diagnosis.render()}{where}")
+
+
+# --- building StageFailed without free-form category strings --------------------------------
+
+def user_error(stage: str, summary: str, detail: str, resolution: str,
+               code: str = "") -> StageFailed:
+    """The profile, data or code given to us is wrong: retrying would fail the same way."""
+    return StageFailed(stage, Diagnosis(FailureCategory.USER_ERROR, summary, detail, resolution,
+                                        code))
+
+
+def infrastructure(stage: str, summary: str, detail: str, resolution: str,
+                   code: str = "") -> StageFailed:
+    """Something outside the program failed (API, registry, network): retried with backoff."""
+    return StageFailed(stage, Diagnosis(FailureCategory.INFRASTRUCTURE, summary, detail,
+                                        resolution, code))
+
+
+def internal_error(stage: str, exc: BaseException,
+                   redact: Callable[[str], str] = str) -> StageFailed:
+    """An exception nobody diagnosed: reported as ours, with its traceback, and not retried.
+
+    The detail is the whole traceback (the caller logs it); the summary names the exception
+    type so it reads on one line in events and on the run page. Both pass ``redact`` (the
+    run's Redactor): an exception message may quote a secret.
+    """
+    message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    summary = f"internal error: {type(exc).__name__}" + (f": {message}" if message else "")
+    detail = "".join(traceback.format_exception(exc)).rstrip()
+    return StageFailed(stage, Diagnosis(
+        FailureCategory.INTERNAL, redact(summary), redact(detail),
+        "this is a bug of the pipeline, not of the profile: report it with the traceback "
+        "(detail); rerunning the same command will most likely fail the same way"))

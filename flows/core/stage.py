@@ -272,10 +272,3 @@ def built_image(upstream: dict[str, StageOutput]) -> str | None:
     """The image reference (by digest) the image stage produced, if it ran upstream."""
     image = upstream.get("image")
     return image.uris.get("image") if image is not None else None
-
-
-def fail(stage: str, summary: str, detail: str, resolution: str,
-         category: str = "user-error") -> StageFailed:
-    from flows.core.failures import Diagnosis, FailureCategory
-
-    return StageFailed(stage, Diagnosis(FailureCategory(category), summary, detail, resolution))

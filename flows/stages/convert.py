@@ -6,6 +6,7 @@ from typing import Any
 
 from flows.config.profile import Profile
 from flows.core.backend import Backend, WorkloadRun
+from flows.core.failures import user_error
 from flows.core.layout import Layout, convert_key
 from flows.core.stage import (
     Stage,
@@ -13,7 +14,6 @@ from flows.core.stage import (
     StageOutput,
     StagePlan,
     built_image,
-    fail,
     plan_workload,
 )
 from flows.core.storage import join
@@ -56,8 +56,8 @@ class ConvertStage(Stage):
         items = ctx.layout.converted_checkpoint
         problems = orbax_checkpoint_problems(ctx.storage, items)
         if problems:
-            raise fail(self.name, "the converter finished without a complete MaxText checkpoint",
-                       "; ".join(problems), "read the convert log beside the output directory; "
-                       "if the conversion was cut short, delete the directory and run again")
+            raise user_error(self.name, "the converter finished without a complete MaxText checkpoint",
+                             "; ".join(problems), "read the convert log beside the output directory; "
+                             "if the conversion was cut short, delete the directory and run again")
         return {"maxtext_checkpoint": items}, {"entries": len(ctx.storage.children(items)),
                                                "lineage": join(ctx.layout.convert_dir)}

@@ -11,6 +11,7 @@ from typing import Any
 
 from flows.config.profile import Profile
 from flows.core.backend import Backend, WorkloadRun
+from flows.core.failures import user_error
 from flows.core.layout import Layout, export_key
 from flows.core.stage import (
     Stage,
@@ -18,7 +19,6 @@ from flows.core.stage import (
     StageOutput,
     StagePlan,
     built_image,
-    fail,
     plan_workload,
 )
 from flows.core.verify import hf_export_shards
@@ -65,8 +65,8 @@ class ExportStage(Stage):
         out = ctx.layout.export_dir
         shards, missing = hf_export_shards(ctx.storage, out)
         if missing:
-            raise fail(self.name, "the HF export is incomplete", "missing: " + ", ".join(missing),
-                       "read the export log; delete the directory and run again")
+            raise user_error(self.name, "the HF export is incomplete", "missing: " + ", ".join(missing),
+                             "read the export log; delete the directory and run again")
         details: dict[str, Any] = {"shards": len(shards)}
         details.update(ctx.backend.runtime.accept_export(ctx.storage))
         return {"hf_export": out}, details

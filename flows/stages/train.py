@@ -11,6 +11,7 @@ from typing import Any
 
 from flows.config.profile import Profile
 from flows.core.backend import Backend, WorkloadRun
+from flows.core.failures import user_error
 from flows.core.layout import Layout, train_key
 from flows.core.stage import (
     Stage,
@@ -18,7 +19,6 @@ from flows.core.stage import (
     StageOutput,
     StagePlan,
     built_image,
-    fail,
     plan_workload,
 )
 from flows.core.verify import newest_actor_step
@@ -69,14 +69,14 @@ class TrainStage(Stage):
         layout = ctx.layout
         step = newest_actor_step(ctx.storage, layout.actor_checkpoints)
         if step is None:
-            raise fail(self.name, "training finished without an actor checkpoint",
-                       layout.actor_checkpoints, "set checkpoint_period so that at least the "
-                       "last step is saved, and read the train log")
+            raise user_error(self.name, "training finished without an actor checkpoint",
+                             layout.actor_checkpoints, "set checkpoint_period so that at least the "
+                             "last step is saved, and read the train log")
         expected = ctx.profile.train.args.get("num_batches")
         if expected is not None and step < int(expected):
-            raise fail(self.name, f"the newest actor checkpoint is step {step}, expected "
-                       f"{expected}", layout.actor_checkpoints,
-                       "training stopped early; read the train log")
+            raise user_error(self.name, f"the newest actor checkpoint is step {step}, expected "
+                             f"{expected}", layout.actor_checkpoints,
+                             "training stopped early; read the train log")
         summary = summarize_run(ctx.storage, layout.train_run_dir)
         return ({"run_dir": layout.train_run_dir, "actor_checkpoint": layout.actor_params(step)},
                 {"newest_step": step, "metrics": summary})

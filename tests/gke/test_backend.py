@@ -189,6 +189,27 @@ def test_a_burst_of_503s_is_ridden_out(server: FakeApiServer, tmp_path: Path) ->
     assert any("503" in line for line in logger.lines)
 
 
+def test_a_control_plane_that_stays_down_is_infrastructure(server: FakeApiServer,
+                                                           tmp_path: Path) -> None:
+    server.kube.fail_next(50)  # more than api_attempts (4): the first call gives up
+    outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
+    assert isinstance(outcome, StageFailed)
+    assert outcome.diagnosis.category is FailureCategory.INFRASTRUCTURE and \
+        outcome.diagnosis.retryable
+    assert "kept failing" in outcome.diagnosis.summary and "HTTP 503" in outcome.diagnosis.detail
+    assert sum("retrying" in line for line in logger.lines) == 3  # 4 attempts, 3 waits
+
+
+def test_a_refused_call_is_not_retried_and_is_the_users(server: FakeApiServer,
+                                                         tmp_path: Path) -> None:
+    server.kube.fail_next(1, status=403)
+    outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
+    assert isinstance(outcome, StageFailed)
+    assert outcome.diagnosis.category is FailureCategory.USER_ERROR
+    assert "HTTP 403" in outcome.diagnosis.summary
+    assert not any("retrying" in line for line in logger.lines)
+
+
 def test_watch_relists_after_410_gone(server: FakeApiServer, tmp_path: Path) -> None:
     def compact_and_cut(k: FakeKube, name: str) -> None:
         k.compact()  # every resourceVersion the watches hold is now too old

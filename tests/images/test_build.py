@@ -18,14 +18,15 @@ import pytest
 from flows.backends.gke.image import DockerUnavailable, ImageBuildFailed, ImageRequest, connect, ensure_image
 from flows.backends.gke.image.build import ImageResult
 from flows.backends.gke.image.registry import push, remote_digest
-from flows.backends.gke.image.retry import Backoff
 from flows.backends.gke.image.verify import verify_image
+from flows.core.failures import FailureCategory
 from flows.core.patching import count_matches, load_declarations
 from flows.core.paths import PATCHES_FILE
+from flows.core.retry import RetryPolicy
 from tests.images.conftest import free_port, registry_config
 from tests.images.standin import SITE, build_standin, move_pattern
 
-FAST = Backoff(attempts=4, first_s=0.5, factor=2.0)
+FAST = RetryPolicy(attempts=4, base_s=0.5, factor=2.0)
 PATCHES = load_declarations(PATCHES_FILE)
 
 
@@ -103,7 +104,8 @@ def test_a_moved_pattern_fails_the_build_naming_file_and_pattern(
     with pytest.raises(ImageBuildFailed) as caught:
         ensure_image(request, docker_client, FAST)
     error = caught.value
-    assert error.category == "image/patch-mismatch"
+    assert error.code == "image/patch-mismatch"
+    assert error.diagnosis.category is FailureCategory.USER_ERROR
     message = str(error)
     assert f"/{SITE}/tunix/generate/vllm_sampler.py" in message
     assert "reshard_chunk_size: Optional[int] = None" in message and "found 0" in message
@@ -157,4 +159,5 @@ def test_no_daemon_error_says_where_one_must_come_from(tmp_path: Path,
     message = str(caught.value)
     assert str(tmp_path) in message
     assert "Kubernetes work pool" in message and "scripts/docker-services.sh" in message
-    assert caught.value.category == "image/no-docker-daemon"
+    assert caught.value.code == "image/no-docker-daemon"
+    assert caught.value.diagnosis.category is FailureCategory.INFRASTRUCTURE

@@ -1,4 +1,5 @@
-"""The pure parts of the image build: content tag, retry classification, messages."""
+"""The pure parts of the image build: content tag, error diagnoses, messages. (Registry
+retry classification and backoff are flows.core.retry's: tests/core/test_retry.py.)"""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ import pytest
 
 from flows.backends.gke.image.build import ImageRequest, mismatch_message
 from flows.backends.gke.image.context import SOURCES, BuildContext, build_context, content_tag
-from flows.backends.gke.image.daemon import unavailable_advice
-from flows.backends.gke.image.retry import Backoff, TransientError, call_with_retries, is_transient
+from flows.backends.gke.image.daemon import DockerUnavailable, unavailable_advice
+from flows.backends.gke.image.errors import (
+    BaseImageNotFound,
+    ImageBuildFailed,
+    ImageError,
+    PushFailed,
+    RegistryUnavailable,
+)
 from flows.backends.gke.image.verify import PatchNotInImage, check_patched
+from flows.core.failures import FailureCategory, StageFailed
 from flows.core.patching import load_declarations
 from flows.core.paths import PATCHES_FILE
 
@@ -44,40 +52,6 @@ def test_disabled_patches_must_be_declared():
     assert [p.id for p in ok.patches()] == ["tunix-reshard-chunk-default", "tunix-reshard-chunk-call"]
 
 
-@pytest.mark.parametrize(("message", "transient"), [
-    ("received unexpected HTTP status: 503 Service Unavailable", True),
-    ('Get "http://127.0.0.1:5001/v2/": dial tcp 127.0.0.1:5001: connect: connection refused', True),
-    ("toomanyrequests: quota exceeded", True),
-    ("net/http: TLS handshake timeout", True),
-    ("unauthorized: authentication required", False),
-    ("denied: Permission 'artifactregistry.repositories.uploadArtifacts' denied", False),
-    ("name unknown: repository not found", False),
-])
-def test_transient_classification(message: str, transient: bool):
-    assert is_transient(message) is transient
-
-
-def test_retries_wait_by_backoff_then_give_up():
-    waits: list[float] = []
-    calls: list[int] = []
-
-    def flaky() -> str:
-        calls.append(1)
-        if len(calls) < 3:
-            raise TransientError("503")
-        return "ok"
-
-    assert call_with_retries(flaky, Backoff(attempts=4, first_s=1, factor=3), sleep=waits.append) == "ok"
-    assert waits == [1, 3]
-
-    def always() -> str:
-        raise TransientError("503")
-
-    with pytest.raises(TransientError):
-        call_with_retries(always, Backoff(attempts=3, first_s=1, max_s=1.5), sleep=waits.append)
-    assert waits[2:] == [1, 1.5]
-
-
 def test_mismatch_message_is_taken_from_the_build_output():
     lines = ["Step 5/6 : RUN ...", "tpurl: PATCH MISMATCH: patch 'x' expected 1 match(es) in a.py"]
     assert mismatch_message(lines) == "patch 'x' expected 1 match(es) in a.py"
@@ -106,3 +80,31 @@ def test_request_from_the_tutorial_profile(tutorial_overrides: dict[str, str]):
     request = request_from_profile(profile)
     assert request.base.endswith("tpu_post_training:0.2.4")
     assert request.repository == "us-east5-docker.pkg.dev/my-proj-123/tpurl/tpu-post-training"
+
+
+INFRA, USER = FailureCategory.INFRASTRUCTURE, FailureCategory.USER_ERROR
+
+
+@pytest.mark.parametrize(("error", "category", "code"), [
+    (DockerUnavailable("unix:///x.sock", "refused"), INFRA, "image/no-docker-daemon"),
+    (PushFailed("503 Service Unavailable", transient=True, attempts=5), INFRA, "image/push-failed"),
+    (RegistryUnavailable("r:1", "connection refused", 5), INFRA, "image/registry-unavailable"),
+    (PushFailed("unauthorized: authentication required", transient=False, attempts=1), USER,
+     "image/push-failed"),
+    (BaseImageNotFound("b:1", "not in its registry"), USER, "image/base-not-found"),
+    (ImageBuildFailed("step 5 failed", "tail", "patch 'x' expected 1 match(es)"), USER,
+     "image/patch-mismatch"),
+    (ImageBuildFailed("step 5 failed", "tail"), USER, "image/build-failed"),
+    (PatchNotInImage("the image applied [], expected ['x']"), USER, "image/patch-not-in-effect"),
+    (ImageError("/f is not a regular file in the image"), USER, "image/error"),
+])
+def test_image_errors_carry_their_diagnosis(error: ImageError, category: FailureCategory,
+                                            code: str):
+    diagnosis = error.diagnosis
+    assert diagnosis.category is category and diagnosis.code == code == error.code
+    assert diagnosis.retryable is (category is INFRA)
+    assert diagnosis.summary.startswith(f"{code}: ") and "\n" not in diagnosis.summary
+    assert diagnosis.detail == str(error) and diagnosis.resolution == error.resolution
+    assert error.category == code  # the old name, until flows/stages/image.py stops reading it
+    failed = StageFailed("image", diagnosis)
+    assert f"[{category}] {code}: " in str(failed)

@@ -21,11 +21,11 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.step import GkeImage
@@ -54,19 +54,13 @@ from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
+from flows.core.retry import KUBE_API, call_with_retries, is_transient
 from flows.core.secrets import Redactor, SecretUnavailable, resolve
 from flows.core.storage import Storage
 from flows.core.workload import Workload
 
 Obj = dict[str, Any]
 ProgressCallback = Callable[[str, int, int | None], None]
-TRANSIENT = frozenset({0, 429, 500, 502, 503, 504})
-
-
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiException):
-        return exc.status in TRANSIENT
-    return isinstance(exc, HTTPError | ConnectionError | TimeoutError)
 
 
 class GkeBackend:
@@ -230,29 +224,29 @@ class GkeBackend:
         return progress
 
     def _redacted(self, diagnosis: Diagnosis) -> Diagnosis:
-        return Diagnosis(diagnosis.category, self.redactor(diagnosis.summary),
-                         self.redactor(diagnosis.detail), diagnosis.resolution)
+        return replace(diagnosis, summary=self.redactor(diagnosis.summary),
+                       detail=self.redactor(diagnosis.detail))
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """One API call, retried with backoff on 5xx/429/connection errors; other errors
-        (404, 409, 422) are the caller's to interpret."""
-        for attempt in range(1, self.api_attempts + 1):
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:
-                if not _transient(exc):
-                    raise
-                if attempt == self.api_attempts:
-                    raise StageFailed(self.stage, Diagnosis(
-                        FailureCategory.INFRASTRUCTURE,
-                        f"the Kubernetes API kept failing while trying to {what}",
-                        f"    {self.redactor(_short(exc))}",
-                        "the control plane is unavailable or overloaded; retried with backoff"),
-                    ) from None
-                self.logger.warning("API error while trying to %s (%s); retrying", what,
-                                    self.redactor(_short(exc)))
-                time.sleep(self.api_backoff_s * 2 ** (attempt - 1))
-        raise AssertionError("unreachable")
+        """One API call, retried with backoff on 5xx/429/connection errors (flows.core.retry);
+        other errors (404, 409, 422) are the caller's to interpret."""
+        policy = replace(KUBE_API, attempts=self.api_attempts, base_s=self.api_backoff_s)
+
+        def notice(_attempt: int, message: str, _wait_s: float) -> None:
+            self.logger.warning("API error while trying to %s (%s); retrying", what,
+                                self.redactor(message))
+
+        try:
+            return call_with_retries(lambda: fn(*args, **kwargs), policy, notice, text=_short)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            raise StageFailed(self.stage, Diagnosis(
+                FailureCategory.INFRASTRUCTURE,
+                f"the Kubernetes API kept failing while trying to {what}",
+                f"    {self.redactor(_short(exc))}",
+                "the control plane is unavailable or overloaded; retried with backoff"),
+            ) from None
 
     def _apply_secrets(self, workload: Workload) -> None:
         """Create or update the Secret of each secret env var, from its reference."""
@@ -367,7 +361,7 @@ class GkeBackend:
                                 self.redactor(str(exc)[:300]))
 
     def _api_failure(self, what: str, exc: ApiException) -> StageFailed:
-        category = (FailureCategory.INFRASTRUCTURE if exc.status in TRANSIENT
+        category = (FailureCategory.INFRASTRUCTURE if is_transient(exc)
                     else FailureCategory.USER_ERROR)
         return StageFailed(self.stage, Diagnosis(
             category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",

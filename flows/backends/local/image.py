@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.failures import user_error
 from flows.core.layout import HF_CHECK_LOCK, REHEARSAL_LOCK
 from flows.core.lineage import LineageRecord
 from flows.core.patching import (
+    PatchMismatch,
     apply_to_tree,
     count_matches,
     disabled_notes,
@@ -28,7 +30,7 @@ from flows.core.patching import (
     restore_tree,
 )
 from flows.core.paths import PATCHES_FILE, REPO_ROOT
-from flows.core.stage import StageContext, fail
+from flows.core.stage import StageContext
 from flows.core.storage import file_uri, join
 
 if TYPE_CHECKING:
@@ -84,9 +86,10 @@ class LocalImage:
             ctx.logger.warning("patch %s is DISABLED by the profile: %s", pid, why)
         try:
             patched = apply_to_tree(_package_roots(venv), patches)
-        except Exception as exc:  # PatchMismatch names file and pattern
-            raise fail("image", "a declared patch does not apply", str(exc),
-                       "update images/post-training/patches.yaml to the new upstream text") from exc
+        except PatchMismatch as exc:  # names the file and the pattern
+            raise user_error("image", "a declared patch does not apply", str(exc),
+                             "update images/post-training/patches.yaml to the new upstream text",
+                             code="image/patch-mismatch") from exc
         ctx.logger.info("patched %s", ", ".join(sorted(set(patched))))
         runs += self._ensure_venv("hf-check", check, local.hf_check_python, HF_CHECK_LOCK, logs)
         return runs
@@ -96,15 +99,15 @@ class LocalImage:
         probe = subprocess.run([str(_python(venv)), "-c", VERSIONS_PROBE], capture_output=True,
                                text=True, check=False)
         if probe.returncode != 0:
-            raise fail("image", "the rehearsal venv does not import", probe.stderr[-2000:],
+            raise user_error("image", "the rehearsal venv does not import", probe.stderr[-2000:],
                        f"delete {_rel(venv)} and run again to rebuild it")
         roots = _package_roots(venv)
         patches = enabled(load_declarations(PATCHES_FILE), self.profile.image.disabled_patches)
         for patch in patches:
             text = (roots[patch.file.split("/", 1)[0]] / patch.file).read_text()
             if count_matches(text, patch) != 0:
-                raise fail("image", f"patch {patch.id} is not in effect", patch.file,
-                           f"delete {_rel(venv)} and run again")
+                raise user_error("image", f"patch {patch.id} is not in effect", patch.file,
+                                 f"delete {_rel(venv)} and run again")
         details = {"versions": json.loads(probe.stdout), "patches": [p.id for p in patches],
                    "disabled_patches": dict(self.profile.image.disabled_patches)}
         return {"image": f"venv:{_rel(venv)}"}, details

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from flows.backends.local.runtime import REHEARSAL_IMAGE, rehearsal_script
 from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.failures import user_error
 from flows.core.lineage import LineageRecord
-from flows.core.stage import StageContext, fail
+from flows.core.stage import StageContext
 from flows.core.storage import join, program_path
 from flows.core.workload import Placement, Workload
 
@@ -70,13 +71,13 @@ class LocalInfra:
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
         layout = self.layout
         if not self.present(ctx, None):
-            raise fail("infra", "the rehearsal sources are incomplete", layout.sources_dir,
-                       "read the make-tiny-model / make-dataset logs beside them")
+            raise user_error("infra", "the rehearsal sources are incomplete", layout.sources_dir,
+                             "read the make-tiny-model / make-dataset logs beside them")
         config_text = ctx.storage.read_text(join(layout.tiny_model_dir, "config.json")) or "{}"
         config = json.loads(config_text)
         if config.get("model_type") != "qwen3_moe":
-            raise fail("infra", "the tiny model is not a Qwen3-MoE", config_text[:500],
-                       "check images/rehearsal/make_tiny_model.py")
+            raise user_error("infra", "the tiny model is not a Qwen3-MoE", config_text[:500],
+                             "check images/rehearsal/make_tiny_model.py")
         return ({"root": layout.root, "hf_model": layout.tiny_model_dir,
                  "dataset": layout.dataset_file},
                 {"num_hidden_layers": config.get("num_hidden_layers"),

@@ -12,9 +12,9 @@ from typing import Any
 
 from flows.config.profile import Profile
 from flows.core.backend import Env
+from flows.core.failures import user_error
 from flows.core.layout import Layout
 from flows.core.paths import REHEARSAL_DIR, REPO_ROOT
-from flows.core.stage import fail
 from flows.core.storage import Storage, program_path
 from flows.core.workload import Placement, Workload
 
@@ -87,14 +87,14 @@ class LocalRuntime:
         log = storage.read_text(self.layout.log(self.layout.export_dir, HF_CHECK_NAME)) or ""
         reports = [line for line in log.splitlines() if line.startswith("{")]
         if not reports:
-            raise fail("export", "the load check printed no report", log[-2000:],
+            raise user_error("export", "the load check printed no report", log[-2000:],
                            "run images/rehearsal/check_hf_export.py by hand")
         report = json.loads(reports[-1])
         if report.get("architecture") != "Qwen3MoeForCausalLM":
-            raise fail("export", "transformers loaded the export as the wrong class",
+            raise user_error("export", "transformers loaded the export as the wrong class",
                            json.dumps(report), "check the export's config.json")
         if not report.get("tensors_changed"):
-            raise fail("export", "the exported weights equal the base model's: training changed "
+            raise user_error("export", "the exported weights equal the base model's: training changed "
                            "nothing", json.dumps(report),
                            "check that rewards vary (GRPO advantages are zero otherwise)")
         return {"load_check": report}

@@ -11,9 +11,10 @@ the registry) and :func:`verify_image` (read the patched files back out of the p
 
 from flows.backends.gke.image.build import ImageRequest, ImageResult, ensure_image
 from flows.backends.gke.image.daemon import DockerUnavailable, connect
-from flows.backends.gke.image.errors import ImageBuildFailed, ImageError, PushFailed
+from flows.backends.gke.image.errors import ImageBuildFailed, ImageError, PushFailed, RegistryUnavailable
 from flows.backends.gke.image.profile import request_from_profile
 from flows.backends.gke.image.verify import verify_image
 
 __all__ = ["DockerUnavailable", "ImageBuildFailed", "ImageError", "ImageRequest", "ImageResult",
-           "PushFailed", "connect", "ensure_image", "request_from_profile", "verify_image"]
+           "PushFailed", "RegistryUnavailable", "connect", "ensure_image", "request_from_profile",
+           "verify_image"]

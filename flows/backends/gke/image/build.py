@@ -20,13 +20,13 @@ from flows.backends.gke.image.context import SOURCES, build_context, content_tag
 from flows.backends.gke.image.daemon import connect
 from flows.backends.gke.image.errors import ImageBuildFailed
 from flows.backends.gke.image.registry import pin_base, push, remote_digest
-from flows.backends.gke.image.retry import Backoff, OnRetry
 from flows.core.patching import PatchDeclaration, enabled, load_declarations
 from flows.core.paths import PATCHES_FILE
+from flows.core.retry import REGISTRY, OnRetry, RetryPolicy
 
 MISMATCH_MARKER = "tpurl: PATCH MISMATCH:"
 LOG_TAIL_LINES = 30
-DEFAULT_BACKOFF = Backoff()
+DEFAULT_BACKOFF = REGISTRY
 
 Log = Callable[[str], None]
 
@@ -62,7 +62,7 @@ class ImageResult:
 
 
 def ensure_image(request: ImageRequest, client: docker.DockerClient | None = None,
-                 backoff: Backoff = DEFAULT_BACKOFF, on_retry: OnRetry | None = None,
+                 backoff: RetryPolicy = DEFAULT_BACKOFF, on_retry: OnRetry | None = None,
                  log: Log | None = None) -> ImageResult:
     started = time.monotonic()
     client = client or connect()

@@ -12,10 +12,15 @@ import docker
 from docker.errors import DockerException
 
 from flows.backends.gke.image.errors import ImageError
+from flows.core.failures import FailureCategory
 
 
 class DockerUnavailable(ImageError):
-    category = "image/no-docker-daemon"
+    """No daemon answered: the pool or the machine lacks one, or it is restarting; either
+    way not the profile's fault, and a retry may find it up."""
+
+    code = "image/no-docker-daemon"
+    failure_category = FailureCategory.INFRASTRUCTURE
 
     def __init__(self, host: str, detail: str) -> None:
         self.resolution = unavailable_advice(host)

@@ -1,12 +1,29 @@
-"""Image errors with stable categories (like :class:`flows.core.patching.PatchMismatch`), so the
-stage can turn them into diagnoses and automations can match on them."""
+"""Image errors that carry their diagnosis, so the stage raises ``StageFailed("image",
+exc.diagnosis)`` instead of guessing a category from the exception's type name.
+
+Each error has a failure category (what the flow does: retry an unreachable daemon or a
+registry that kept failing, stop at once on a missing base, a patch that no longer applies,
+a failed build or refused credentials) and a finer ``code`` such as ``image/patch-mismatch``
+(like :class:`flows.core.patching.PatchMismatch`) that automations may match on; codes are
+never renamed.
+"""
 
 from __future__ import annotations
 
+from flows.core.failures import Diagnosis, FailureCategory
+
 
 class ImageError(RuntimeError):
-    category = "image/error"
+    code = "image/error"
+    failure_category = FailureCategory.USER_ERROR
     resolution = ""
+
+    @property
+    def diagnosis(self) -> Diagnosis:
+        text = str(self)
+        headline = text.strip().splitlines()[0][:300] if text.strip() else type(self).__name__
+        return Diagnosis(self.failure_category, f"{self.code}: {headline}", text,
+                         self.resolution, self.code)
 
 
 class ImageBuildFailed(ImageError):
@@ -16,20 +33,25 @@ class ImageBuildFailed(ImageError):
     def __init__(self, message: str, log_tail: str, patch_mismatch: str | None = None) -> None:
         self.log_tail, self.patch_mismatch = log_tail, patch_mismatch
         if patch_mismatch is not None:
-            self.category = "image/patch-mismatch"
+            self.code = "image/patch-mismatch"
             self.resolution = ("update images/post-training/patches.yaml to the new upstream "
                                "text, or disable the patch in the profile with a reason")
         else:
-            self.category = "image/build-failed"
+            self.code = "image/build-failed"
             self.resolution = "read the build log tail above; fix the base image or build files"
         super().__init__(patch_mismatch or f"{message}\n{log_tail}")
 
 
 class PushFailed(ImageError):
-    category = "image/push-failed"
+    """``transient``: the registry kept answering "try later" (infrastructure); otherwise it
+    refused the push (auth, naming: the user's to fix)."""
+
+    code = "image/push-failed"
 
     def __init__(self, message: str, transient: bool, attempts: int) -> None:
         self.transient, self.attempts = transient, attempts
+        self.failure_category = (FailureCategory.INFRASTRUCTURE if transient
+                                 else FailureCategory.USER_ERROR)
         self.resolution = (
             "the registry kept failing; retry later" if transient else
             "check registry auth: for Artifact Registry run "
@@ -38,8 +60,21 @@ class PushFailed(ImageError):
         super().__init__(f"push failed after {attempts} attempt(s): {message}")
 
 
+class RegistryUnavailable(ImageError):
+    """A registry lookup (the base's digest, the content tag) kept failing transiently. It
+    used to escape as a bare retry signal and be reported as the user's fault."""
+
+    code = "image/registry-unavailable"
+    failure_category = FailureCategory.INFRASTRUCTURE
+    resolution = "the registry kept failing; retried with backoff, then by the flow"
+
+    def __init__(self, ref: str, message: str, attempts: int) -> None:
+        self.attempts = attempts
+        super().__init__(f"looking up {ref} failed after {attempts} attempt(s): {message}")
+
+
 class BaseImageNotFound(ImageError):
-    category = "image/base-not-found"
+    code = "image/base-not-found"
 
     def __init__(self, base: str, detail: str) -> None:
         self.resolution = ("check image.base in the profile, and that the daemon can read that "

@@ -14,30 +14,38 @@ from docker.errors import APIError, NotFound
 from docker.utils import parse_repository_tag
 from requests.exceptions import ConnectionError as RequestsConnectionError
 
-from flows.backends.gke.image.errors import BaseImageNotFound, PushFailed
-from flows.backends.gke.image.retry import Backoff, OnRetry, TransientError, call_with_retries, is_transient
+from flows.backends.gke.image.errors import BaseImageNotFound, PushFailed, RegistryUnavailable
+from flows.core.retry import (
+    OnRetry,
+    RetryPolicy,
+    TransientError,
+    call_with_retries,
+    describe,
+    is_transient,
+    transient_message,
+)
 
 
-def _explain(exc: Exception) -> str:
-    explanation = getattr(exc, "explanation", None)
-    return str(explanation or exc)
-
-
-def remote_digest(client: docker.DockerClient, ref: str, backoff: Backoff,
+def remote_digest(client: docker.DockerClient, ref: str, backoff: RetryPolicy,
                   on_retry: OnRetry | None = None) -> str | None:
-    """The manifest digest of ``ref`` in its registry, or None when the tag is not there."""
+    """The manifest digest of ``ref`` in its registry, or None when the tag is not there.
+    Raises RegistryUnavailable when the registry kept failing transiently."""
+    attempts = 0
 
     def lookup() -> str | None:
+        nonlocal attempts
+        attempts += 1
         try:
             return str(client.images.get_registry_data(ref).id)
         except NotFound:
             return None
-        except (APIError, RequestsConnectionError) as exc:
-            if is_transient(_explain(exc)):
-                raise TransientError(_explain(exc)) from exc
-            raise
 
-    return call_with_retries(lookup, backoff, on_retry)
+    try:
+        return call_with_retries(lookup, backoff, on_retry)
+    except (APIError, RequestsConnectionError) as exc:
+        if is_transient(exc):
+            raise RegistryUnavailable(ref, describe(exc), attempts) from exc
+        raise
 
 
 def repository_of(ref: str) -> str:
@@ -45,7 +53,7 @@ def repository_of(ref: str) -> str:
     return parse_repository_tag(ref)[0]
 
 
-def pin_base(client: docker.DockerClient, base: str, backoff: Backoff,
+def pin_base(client: docker.DockerClient, base: str, backoff: RetryPolicy,
              on_retry: OnRetry | None = None) -> tuple[str, str]:
     """(reference to build FROM, digest that names the content) for the profile's base.
 
@@ -61,17 +69,17 @@ def pin_base(client: docker.DockerClient, base: str, backoff: Backoff,
         digest = remote_digest(client, base, backoff, on_retry)
         remote_problem = "not in its registry"
     except APIError as exc:  # e.g. a local-only name resolved against an unreachable hub
-        digest, remote_problem = None, _explain(exc)
+        digest, remote_problem = None, describe(exc)
     if digest is not None:
         return f"{repo}@{digest}", digest
     try:
         image = client.images.get(base)
     except NotFound as exc:
-        raise BaseImageNotFound(base, f"{remote_problem}; locally: {_explain(exc)}") from exc
+        raise BaseImageNotFound(base, f"{remote_problem}; locally: {describe(exc)}") from exc
     return str(image.id), str(image.id)
 
 
-def push(client: docker.DockerClient, repository: str, tag: str, backoff: Backoff,
+def push(client: docker.DockerClient, repository: str, tag: str, backoff: RetryPolicy,
          on_retry: OnRetry | None = None, log: Callable[[str], None] | None = None) -> str:
     """Push ``repository:tag``, retrying transient registry errors; return the digest.
 
@@ -88,7 +96,7 @@ def push(client: docker.DockerClient, repository: str, tag: str, backoff: Backof
             for event in client.api.push(repository, tag=tag, stream=True, decode=True):
                 if "error" in event or "errorDetail" in event:
                     message = str(event.get("error") or event["errorDetail"].get("message"))
-                    if is_transient(message):
+                    if transient_message(message):
                         raise TransientError(message)
                     raise PushFailed(message, transient=False, attempts=attempts)
                 aux = event.get("aux") or {}
@@ -96,9 +104,9 @@ def push(client: docker.DockerClient, repository: str, tag: str, backoff: Backof
                 if log is not None and event.get("status") and not event.get("progressDetail"):
                     log(f"push: {event.get('id', '')} {event['status']}".replace("  ", " "))
         except (APIError, RequestsConnectionError) as exc:
-            if is_transient(_explain(exc)):
-                raise TransientError(_explain(exc)) from exc
-            raise PushFailed(_explain(exc), transient=False, attempts=attempts) from exc
+            if is_transient(exc):
+                raise TransientError(describe(exc)) from exc
+            raise PushFailed(describe(exc), transient=False, attempts=attempts) from exc
         if digest is None:
             raise TransientError("the push stream ended without a digest")
         return digest

@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.failures import StageFailed
 from flows.core.layout import image_key, patched_image_ref
 from flows.core.lineage import LineageRecord
 from flows.core.patching import disabled_notes, load_declarations, plan_lines
 from flows.core.paths import PATCHES_FILE
-from flows.core.stage import StageContext, fail
+from flows.core.stage import StageContext
 from flows.core.storage import join
 
 if TYPE_CHECKING:
@@ -64,10 +65,8 @@ class GkeImage:
             # verify_image reads files from the image; only after a build (the base is GBs)
             details = (verify_image(connect(), result.ref, request.patches()) if result.built
                        else {"image": result.ref})
-        except ImageError as exc:
-            category = "infrastructure" if getattr(exc, "transient", False) or \
-                type(exc).__name__ == "DockerUnavailable" else "user-error"
-            raise fail("image", exc.category, str(exc), exc.resolution, category) from exc
+        except ImageError as exc:  # each carries its diagnosis (category, code, fix)
+            raise StageFailed("image", exc.diagnosis) from exc
         ctx.scratch["image"] = {**details, "built": result.built, "base": result.base,
                                 "tagged": result.tagged, "patches": list(result.patches),
                                 "disabled_patches": dict(self.profile.image.disabled_patches)}

@@ -25,7 +25,7 @@ MANIFEST = "/tpurl/patches/applied.json"
 
 
 class PatchNotInImage(ImageError):
-    category = "image/patch-not-in-effect"
+    code = "image/patch-not-in-effect"
     resolution = "rebuild the image (delete the tag in the registry) and run again"
 
 

@@ -19,6 +19,7 @@ from google.api_core import exceptions as gexc
 
 from flows.backends.gke.infra.errors import transient, user_error
 from flows.backends.gke.infra.settings import InfraSettings
+from flows.core.retry import is_transient
 
 SKIP_DIRS = frozenset({".terraform"})
 
@@ -41,7 +42,9 @@ def ensure_bucket(client: Any, s: InfraSettings, project_number: str | None) -> 
     except gexc.Forbidden as exc:
         raise user_error(f"gs://{name} exists but this account may not read it (403)",
                          str(exc)[:300], fix_name) from None
-    except (gexc.ServiceUnavailable, gexc.InternalServerError, gexc.TooManyRequests) as exc:
+    except gexc.GoogleAPICallError as exc:
+        if not is_transient(exc):
+            raise
         raise transient(f"GCS did not answer for gs://{name}", str(exc)[:300],
                         "retried automatically") from None
     if bucket is None:

@@ -23,4 +23,6 @@ def user_error(summary: str, detail: str, fix: str) -> InfraFailed:
 
 
 def transient(summary: str, detail: str, fix: str) -> InfraFailed:
+    """For a failure :func:`flows.core.retry.is_transient` (or a half-way deploy) calls
+    transient: an infrastructure fault the flow retries."""
     return InfraFailed(summary, detail, fix, FailureCategory.INFRASTRUCTURE)

@@ -22,6 +22,7 @@ from typing import Any
 
 from kubernetes.watch.watch import iter_resp_lines
 
+from flows.core.retry import RetryPolicy
 from flows.core.secrets import Redactor
 from flows.core.stage import StageLogger
 from flows.core.storage import Storage
@@ -158,7 +159,7 @@ class LogFollower:
                 streak += 1
             # quick after a cut (lines may still come), slower while the API keeps failing;
             # a pod change (e.g. the container terminated) wakes it at once
-            self.wake.wait(min(self.retry_s, 0.1 * 2 ** streak))
+            self.wake.wait(RetryPolicy(base_s=0.1, max_s=self.retry_s).delay(streak + 1))
             self.wake.clear()
 
     def _follow(self, pod_name: str) -> int:

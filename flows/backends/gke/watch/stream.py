@@ -29,6 +29,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from flows.core.retry import RetryPolicy
+
 Obj = dict[str, Any]
 Lister = Callable[..., Any]  # a kubernetes list call: accepts watch=, resource_version=, ...
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ class WatchSettings:
     backoff_cap_s: float = 30.0
 
     def backoff(self, errors: int) -> float:
-        return min(self.backoff_cap_s, self.backoff_s * 2 ** max(0, errors - 1))
+        return RetryPolicy(base_s=self.backoff_s, max_s=self.backoff_cap_s).delay(errors)
 
 
 def status_of(exc: BaseException) -> int | None:
