@@ -105,6 +105,5 @@ def test_image_errors_carry_their_diagnosis(error: ImageError, category: Failure
     assert diagnosis.retryable is (category is INFRA)
     assert diagnosis.summary.startswith(f"{code}: ") and "\n" not in diagnosis.summary
     assert diagnosis.detail == str(error) and diagnosis.resolution == error.resolution
-    assert error.category == code  # the old name, until flows/stages/image.py stops reading it
     failed = StageFailed("image", diagnosis)
     assert f"[{category}] {code}: " in str(failed)
