@@ -29,8 +29,9 @@ from flows.core.failures import StageFailed, diagnose_exit
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.paths import REPO_ROOT
+from flows.core.processes import ProcessTag, die_with_parent, stop_group
 from flows.core.secrets import Redactor, resolve
-from flows.core.storage import LocalStorage
+from flows.core.storage import LocalStorage, join
 from flows.core.workload import Workload
 
 ProgressCallback = Callable[[str, int, int | None], None]
@@ -60,7 +61,23 @@ class LocalBackend:
         self.runtime = LocalRuntime(profile, self.layout)
 
     def clear_leftovers(self, stage: str, directory: str) -> int:
+        root = self.storage.local_path(join(directory, LOGS_DIR))
+        for tag in sorted(root.glob("*.pid")) if root is not None and root.is_dir() else []:
+            self._stop_orphan(tag)
         return self.storage.remove_tree(directory, keep=(LOGS_DIR,))
+
+    def _stop_orphan(self, tag_path: Path) -> None:
+        """A program a dead run left running still writes into this output: stop it first.
+        Its files are never taken as output (only a verified run writes a lineage record)."""
+        if not tag_path.is_file():
+            return
+        tag = ProcessTag.from_json(tag_path.read_text())
+        if tag is not None and tag.alive():
+            self.logger.warning("%s is still running from a run that died (pid %d, started %s); "
+                                "stopping it before running again", tag.what, tag.pid,
+                                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(tag.started_at)))
+            stop_group(tag.pid)
+        tag_path.unlink(missing_ok=True)
 
     def estimated_chip_hours(self, stage: str) -> float:
         return 0.0
@@ -107,6 +124,10 @@ class LocalBackend:
         log_path = self.storage.local_path(log_uri)
         assert log_path is not None
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        tag_path = log_path.with_suffix(".pid")
+        self._stop_orphan(tag_path)
+        if log_path.exists():  # the log of an earlier attempt explains its failure: keep it
+            log_path.replace(log_path.with_suffix(".previous.log"))
         full_env = {k: v for k, v in os.environ.items() if not _DROP_ENV.match(k)}
         full_env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
         self.logger.info("%s: starting `%s`", name, self.redactor(" ".join(argv)))
@@ -114,9 +135,11 @@ class LocalBackend:
         pattern = re.compile(progress_regex) if progress_regex else None
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         with open(log_path, "w") as log_file:
+            # its own process group (stopped as a whole), and SIGTERM if this process dies
             proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=full_env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=die_with_parent)
+            tag_path.write_text(ProcessTag.of(proc.pid, name).to_json())
             timed_out = threading.Event()
             timer = threading.Timer(self.timeout_s, _kill_group, (proc, timed_out))
             timer.start()
@@ -135,6 +158,7 @@ class LocalBackend:
                 raise
             finally:
                 timer.cancel()
+                tag_path.unlink(missing_ok=True)
         wall = time.monotonic() - started
         if returncode != 0 or timed_out.is_set():
             diagnosis = diagnose_exit(name, returncode, list(tail), timed_out.is_set(),
