@@ -44,9 +44,9 @@ def main() -> None:
     from flows.core.secrets import Redactor
     from flows.core.storage import LocalStorage, file_uri
     from flows.stages.programs import train_workload
-    from tests.conftest import TUTORIAL, TUTORIAL_REQUIRED
-    from tests.gke.fake_api import FakeApiServer, FakeKube
-    from tests.gke.fake_api_scenarios import admit, say, scenario, start, succeed
+    from tests.fakes.kube_api import FakeApiServer, FakeKube
+    from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
+    from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
     class Quiet:
         def info(self, msg: str, *a: object) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flows.backends.gke.image import ImageRequest, connect, ensure_image
-from tests.images.standin import build_standin
+from tests.fakes.image_standin import build_standin
 
 REGISTRY = os.environ.get("TPURL_REGISTRY_ADDR", "127.0.0.1:5000")
 
