@@ -1,7 +1,7 @@
 """Benchmark: Kubernetes API traffic while a JobSet runs, and how fast its end is noticed.
 
 Runs the real GkeBackend (default watch settings and budgets) against the fake API of
-tests/gke/fake_api.py over HTTP. The JobSet is admitted, starts, prints a log line every few
+tests/fakes/kube_api over HTTP. The JobSet is admitted, starts, prints a log line every few
 seconds for ``--window-s`` and then completes. Prints
 
     steady-state requests/minute = API requests from 15 s after start until the end,

@@ -1,7 +1,7 @@
 """Benchmark: the patched image's full build + push against the skip path.
 
 Starts Debian's dockerd and registry (scripts/docker-services.sh), builds the stand-in base
-(tests/images/standin.py: the real upstream files, the host's Python) into a fresh registry
+(tests/fakes/image_standin.py: the real upstream files, the host's Python) into a fresh registry
 namespace, then times
 
     full  = ensure_image on a new content tag: pin base, build, patch, push

@@ -1,14 +1,14 @@
 """The GKE profile through ONE Prefect flow run, end to end, and a canary token found nowhere.
 
-The pieces are tested one by one elsewhere (tests/images, tests/infra, tests/gke); this runs
+The pieces are tested one by one elsewhere (tests/backends/gke/{image,infra,…}); this runs
 ``rl_post_training`` for ``qwen3-30b-a3b-v6e-32`` with all of them wired together, which is
 what catches hand-offs no unit test sees: the pushed digest reaching the JobSets, infra's
 bucket holding the lineage, the train resubmission after a preemption resuming under the same
 run name, metrics read from GCS, and a rerun skipping every stage from the bucket alone.
 
-Three flow runs share one world (conftest.py): the first runs everything (training is
-preempted once and resubmitted), the second finds everything done, the third changes an export
-argument and its exporter fails with a traceback that quotes the token. The canary HF token is
+Three flow runs share one world (tests/support/gke_world.py): the first runs everything
+(training is preempted once and resubmitted), the second finds everything done, the third
+changes an export argument and its exporter fails with a traceback that quotes the token. The canary HF token is
 set for all three; afterwards every place it could leak to is read back and searched.
 """
 

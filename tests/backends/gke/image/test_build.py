@@ -1,6 +1,6 @@
 """Real builds against Debian's dockerd and registry (no fakes of Docker).
 
-A stand-in base carrying the real upstream files (tests/images/standin.py) is built and
+A stand-in base carrying the real upstream files (tests/fakes/image_standin.py) is built and
 pushed locally; the patched image is built FROM it by flows.backends.gke.image, pushed, pulled back by
 digest and read; a second run must skip; a base in which upstream moved a pattern must fail
 the build naming file and pattern; a registry that is down at first must be retried.
