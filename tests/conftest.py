@@ -14,8 +14,16 @@ from tests.support.docker import docker_services, session_registry_prefix, stand
 from tests.support.gcs import GCS_BUCKET, gcs_client, gcs_server
 from tests.support.profiles import TUTORIAL_REQUIRED
 from tests.support.rehearsal import build_rehearsal_image
+from tests.support.tiers import order_and_mark
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Fast tests first, then service-backed ones, then the end-to-end modules (the
+    rehearsal last); marks them `services`/`e2e` for `-m` (tests/support/tiers.py)."""
+    order_and_mark(items)
 
 
 @pytest.fixture
