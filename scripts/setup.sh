@@ -27,7 +27,7 @@ pip_install() {  # pip's "Location … is ignored" warnings for this machine's f
 uv_install() {
   [ "${TPURL_INSTALLER:-uv}" = uv ] || return 1
   [ -x .venv/bin/uv ] && .venv/bin/uv --version 2>/dev/null | grep -q "^uv $UV_VERSION" \
-    || pip_install "uv==$UV_VERSION" || return 1
+    || pip_install "uv==$UV_VERSION" >/dev/null 2>&1 || return 1
   .venv/bin/python scripts/uv_env.py > .venv/uv.env || return 1
   # shellcheck disable=SC1091
   (. .venv/uv.env && .venv/bin/uv pip install --quiet --python .venv/bin/python -e ".[dev]")

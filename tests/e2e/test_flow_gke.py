@@ -8,8 +8,9 @@ run name, metrics read from GCS, and a rerun skipping every stage from the bucke
 
 Three flow runs share one world (tests/support/gke_world.py): the first runs everything
 (training is preempted once and resubmitted), the second finds everything done, the third
-changes an export argument and its exporter fails with a traceback that quotes the token. The canary HF token is
-set for all three; afterwards every place it could leak to is read back and searched.
+changes an export argument and its exporter fails with a traceback that quotes the token. The
+canary HF token is set for all three; afterwards every place it could leak to is read back and
+searched.
 """
 
 from __future__ import annotations
