@@ -1,7 +1,7 @@
 """Benchmark: Kubernetes API traffic while a JobSet runs, and how fast its end is noticed.
 
 Runs the real GkeBackend (default watch settings and budgets) against the fake API of
-tests/gke/fake_api.py over HTTP. The JobSet is admitted, starts, prints a log line every few
+tests/fakes/kube_api over HTTP. The JobSet is admitted, starts, prints a log line every few
 seconds for ``--window-s`` and then completes. Prints
 
     steady-state requests/minute = API requests from 15 s after start until the end,
@@ -43,9 +43,9 @@ def main() -> None:
     from flows.core.layout import Layout
     from flows.core.storage import LocalStorage, file_uri
     from flows.stages.programs import train_workload
-    from tests.conftest import TUTORIAL, TUTORIAL_REQUIRED
-    from tests.gke.fake_api import FakeApiServer, FakeKube
-    from tests.gke.fake_api_scenarios import admit, say, scenario, start, succeed
+    from tests.fakes.kube_api import FakeApiServer, FakeKube
+    from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
+    from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
     class Quiet:
         def info(self, msg: str, *a: object) -> None:

@@ -1,7 +1,7 @@
 """Benchmark: the patched image's full build + push against the skip path.
 
 Starts Debian's dockerd and registry (scripts/docker-services.sh), builds the stand-in base
-(tests/images/standin.py: the real upstream files, the host's Python) into a fresh registry
+(tests/fakes/image_standin.py: the real upstream files, the host's Python) into a fresh registry
 namespace, then times
 
     full  = ensure_image on a new content tag: pin base, build, patch, push
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from flows.backends.gke.image import ImageRequest, connect, ensure_image
-from tests.images.standin import build_standin
+from tests.fakes.image_standin import build_standin
 
 REGISTRY = os.environ.get("TPURL_REGISTRY_ADDR", "127.0.0.1:5000")
 

@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
+if [ -f .venv/uv.env ]; then set -a; . .venv/uv.env; set +a; fi  # uv's sources, for the image stage
 exec .venv/bin/tpurl run "${1:-rehearsal}" "${@:2}"

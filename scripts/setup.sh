@@ -2,9 +2,14 @@
 # Installs the orchestrator venv (.venv, Python 3.12) with the project and its dev tools.
 # The MaxText rehearsal environment is not installed here: the pipeline's image stage builds
 # it (images/rehearsal/requirements.lock), exactly as it would build the image on GKE.
+#
+# Installer: uv (from PyPI, into .venv) when it can be had, several times faster than pip;
+# pip otherwise, or with TPURL_INSTALLER=pip. uv is given pip's configured package sources
+# (scripts/uv_env.py); the same variables are printed to .venv/uv.env for later installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYENV_VERSION="${PYENV_VERSION:-3.12}"
+UV_VERSION="0.13.9"
 PY="$(command -v python3.12 || true)"
 if [ -z "$PY" ]; then
   echo "error: Python 3.12 not found. Install it (pyenv install 3.12, or your package manager)" >&2
@@ -13,6 +18,23 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" 2>&1 \
-  | grep -v "^WARNING: Location" || true
+
+pip_install() {  # pip's "Location … is ignored" warnings for this machine's file:// indexes are noise
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
+    | { grep -v "^WARNING: Location" || true; }
+}
+
+uv_install() {
+  [ "${TPURL_INSTALLER:-uv}" = uv ] || return 1
+  [ -x .venv/bin/uv ] && .venv/bin/uv --version 2>/dev/null | grep -q "^uv $UV_VERSION" \
+    || pip_install "uv==$UV_VERSION" >/dev/null 2>&1 || return 1
+  .venv/bin/python scripts/uv_env.py > .venv/uv.env || return 1
+  # shellcheck disable=SC1091
+  (. .venv/uv.env && .venv/bin/uv pip install --quiet --python .venv/bin/python -e ".[dev]")
+}
+
+if ! uv_install; then
+  [ "${TPURL_INSTALLER:-uv}" = pip ] || echo "uv unavailable: installing with pip" >&2
+  pip_install -e ".[dev]"
+fi
 .venv/bin/python -c "import flows, prefect; print('orchestrator ready: prefect', prefect.__version__)"

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # One command from a fresh clone: install, then run every test (the rehearsal end to end
 # included; the first run builds the MaxText venv, a few minutes).
+#
+# Without arguments the tests run in tiers, quickest first, each its own pytest run so a
+# failure stops before the long ones (tests/support/tiers.py marks them): ruff, the fast
+# tests (no services), the service-backed ones (fake-gcs-server, a Prefect API, dockerd),
+# then the end-to-end modules of tests/e2e once each, the rehearsal last.
+# With arguments, they are passed to one pytest run as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -10,5 +16,11 @@ if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
     || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 fi
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
+if [ -f .venv/uv.env ]; then set -a; . .venv/uv.env; set +a; fi  # uv's sources, for the image stage
 .venv/bin/ruff check flows tests benchmarks images
-exec .venv/bin/python -m pytest "$@"
+if [ $# -gt 0 ]; then
+  exec .venv/bin/python -m pytest "$@"
+fi
+.venv/bin/python -m pytest -m "not services and not e2e"
+.venv/bin/python -m pytest -m "services and not e2e"
+.venv/bin/python -m pytest tests/e2e

@@ -7,7 +7,7 @@ import json
 from flows.cli import main
 from flows.config import load_profile
 from flows.plan import build_plan
-from tests.conftest import TUTORIAL, fake_hf_token
+from tests.support.profiles import TUTORIAL, fake_hf_token
 
 
 def test_tutorial_plan_has_the_tutorials_programs_and_flags(tutorial_overrides, monkeypatch):

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from flows.config import ProfileError, load_profile
-from tests.conftest import TUTORIAL, fake_hf_token
+from tests.support.profiles import TUTORIAL, fake_hf_token
 
 # (case id, overrides on top of a valid tutorial profile, field named, words in the message)
 INVALID = [
@@ -166,7 +166,7 @@ def test_messages_are_distinct():
 
 
 def _required() -> dict[str, str]:
-    from tests.conftest import TUTORIAL_REQUIRED
+    from tests.support.profiles import TUTORIAL_REQUIRED
 
     return dict(TUTORIAL_REQUIRED)
 

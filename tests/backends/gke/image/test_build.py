@@ -1,0 +1,164 @@
+"""Real builds against Debian's dockerd and registry (no fakes of Docker).
+
+A stand-in base carrying the real upstream files (tests/fakes/image_standin.py) is built and
+pushed locally; the patched image is built FROM it by flows.backends.gke.image, pushed, pulled back by
+digest and read; a second run must skip; a base in which upstream moved a pattern must fail
+the build naming file and pattern; a registry that is down at first must be retried.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from flows.backends.gke.image import DockerUnavailable, ImageBuildFailed, ImageRequest, connect, ensure_image
+from flows.backends.gke.image.build import ImageResult
+from flows.backends.gke.image.registry import push, remote_digest
+from flows.backends.gke.image.verify import verify_image
+from flows.core.failures import FailureCategory
+from flows.core.patching import count_matches, load_declarations
+from flows.core.paths import PATCHES_FILE
+from flows.core.retry import RetryPolicy
+from tests.fakes.image_standin import SITE, build_standin, move_pattern
+from tests.support.docker import registry_config
+from tests.support.net import free_port
+
+FAST = RetryPolicy(attempts=4, base_s=0.5, factor=2.0)
+PATCHES = load_declarations(PATCHES_FILE)
+
+
+@pytest.fixture(scope="module")
+def first_build(docker_client: docker.DockerClient, standin_base: str,
+                registry_prefix: str) -> ImageResult:
+    request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/tpu-post-training")
+    return ensure_image(request, docker_client, FAST)
+
+
+def test_first_run_builds_pushes_and_returns_the_digest(first_build: ImageResult,
+                                                        registry_prefix: str):
+    assert first_build.built
+    assert first_build.ref == f"{registry_prefix}/tpu-post-training@{first_build.digest}"
+    assert first_build.digest.startswith("sha256:")
+    assert "@sha256:" in first_build.base  # built FROM the pinned base, not its tag
+    assert first_build.patches == tuple(p.id for p in PATCHES)
+
+
+def test_pushed_image_carries_the_patched_files(docker_client: docker.DockerClient,
+                                                first_build: ImageResult):
+    # Forget the local copy, so the check reads what the registry serves.
+    docker_client.images.remove(first_build.tagged, force=True)
+    details = verify_image(docker_client, first_build.ref, PATCHES)
+    assert details["patched_files"]["maxtext-adafactor"] == \
+        "/deps/src/maxtext/trainers/post_train/rl/utils_rl.py"
+    assert details["patched_files"]["tunix-reshard-chunk-call"].endswith(
+        "site-packages/tunix/generate/vllm_sampler.py")
+    # And the image's own Python imports the patched code from there.
+    probe = ("import importlib.util as u, pathlib; "
+             "s = pathlib.Path(u.find_spec('tunix').origin).parent / 'generate/vllm_sampler.py'; "
+             "m = pathlib.Path(u.find_spec('maxtext').origin).parent / "
+             "'trainers/post_train/rl/utils_rl.py'; print(s.read_text()); print(m.read_text())")
+    out = docker_client.containers.run(first_build.ref, ["python3", "-c", probe], remove=True,
+                                       network_mode="none").decode()
+    for patch in PATCHES:
+        assert count_matches(out, patch) == 0, patch.id
+        assert patch.replacement in out
+    assert out.count("reshard_chunk_size=4") == 2
+
+
+def test_second_run_skips_with_the_same_digest(docker_client: docker.DockerClient,
+                                               first_build: ImageResult, standin_base: str,
+                                               registry_prefix: str):
+    images_before = {image.id for image in docker_client.images.list(all=True)}
+    request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/tpu-post-training")
+    again = ensure_image(request, docker_client, FAST)
+    assert not again.built
+    assert again.ref == first_build.ref and again.tagged == first_build.tagged
+    assert {image.id for image in docker_client.images.list(all=True)} == images_before
+    assert again.seconds < first_build.seconds / 5
+
+
+def test_disabled_patch_is_left_out_of_the_image(docker_client: docker.DockerClient,
+                                                 first_build: ImageResult, standin_base: str,
+                                                 registry_prefix: str):
+    request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/tpu-post-training",
+                           disabled_patches={"maxtext-adafactor": "measuring AdamW on purpose"})
+    result = ensure_image(request, docker_client, FAST)
+    assert result.built and result.tagged != first_build.tagged
+    enabled = [p for p in PATCHES if p.id != "maxtext-adafactor"]
+    details = verify_image(docker_client, result.ref, enabled)
+    assert "maxtext-adafactor" not in details["patched_files"]
+    text = docker_client.containers.run(
+        result.ref, ["cat", "/deps/src/maxtext/trainers/post_train/rl/utils_rl.py"],
+        remove=True, network_mode="none").decode()
+    assert count_matches(text, PATCHES[-1]) == 1  # upstream AdamW left alone
+
+
+def test_a_moved_pattern_fails_the_build_naming_file_and_pattern(
+        docker_client: docker.DockerClient, registry_prefix: str, tmp_path: Path):
+    moved = build_standin(docker_client, f"{registry_prefix}/standin-moved:0.2.5", tmp_path / "ctx",
+                          edit=move_pattern)
+    request = ImageRequest(base=moved, repository=f"{registry_prefix}/tpu-post-training-moved")
+    with pytest.raises(ImageBuildFailed) as caught:
+        ensure_image(request, docker_client, FAST)
+    error = caught.value
+    assert error.code == "image/patch-mismatch"
+    assert error.diagnosis.category is FailureCategory.USER_ERROR
+    message = str(error)
+    assert f"/{SITE}/tunix/generate/vllm_sampler.py" in message
+    assert "reshard_chunk_size: Optional[int] = None" in message and "found 0" in message
+    assert "patches.yaml" in message  # says what to do
+    tagged = f"{request.repository}:{ensure_tag(request, docker_client)}"
+    assert remote_digest(docker_client, tagged, FAST) is None  # nothing was pushed
+
+
+def ensure_tag(request: ImageRequest, client: docker.DockerClient) -> str:
+    from flows.backends.gke.image.context import build_context, content_tag
+    from flows.backends.gke.image.registry import pin_base
+
+    patches = request.patches()
+    _, digest = pin_base(client, request.base, FAST)
+    return content_tag(digest, patches, build_context(patches, request.sources))
+
+
+def test_push_retries_while_the_registry_is_down(docker_client: docker.DockerClient,
+                                                 first_build: ImageResult, tmp_path: Path):
+    port = free_port()
+    repository = f"127.0.0.1:{port}/tpu-post-training"
+    docker_client.images.get(first_build.ref).tag(repository, "retry")
+    config = registry_config(tmp_path, port)
+    retries: list[tuple[int, str]] = []
+    registry: list[subprocess.Popen[bytes]] = []
+
+    def bring_registry_up(attempt: int, message: str, wait_s: float) -> None:
+        retries.append((attempt, message))
+        if not registry:
+            registry.append(subprocess.Popen(["docker-registry", "serve", str(config)],
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            time.sleep(0.5)
+
+    try:
+        digest = push(docker_client, repository, "retry", FAST, bring_registry_up)
+    finally:
+        docker_client.images.remove(f"{repository}:retry")
+        for process in registry:
+            process.terminate()
+            process.wait(timeout=10)
+    assert retries and retries[0][0] == 1
+    assert "connection refused" in retries[0][1]
+    assert digest == first_build.digest  # same manifest, another registry
+
+
+def test_no_daemon_error_says_where_one_must_come_from(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(DockerUnavailable) as caught:
+        connect(timeout_s=5)
+    message = str(caught.value)
+    assert str(tmp_path) in message
+    assert "Kubernetes work pool" in message and "scripts/docker-services.sh" in message
+    assert caught.value.code == "image/no-docker-daemon"
+    assert caught.value.diagnosis.category is FailureCategory.INFRASTRUCTURE

@@ -1,0 +1,72 @@
+"""Cost figures and the plan text of the infra stage (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from flows.backends.gke.infra.cost import (
+    cost_plan,
+    held_chip_hours,
+    pool_chip_hours_since,
+    stage_estimated_chip_hours,
+    stage_held_chip_hours,
+)
+from flows.backends.gke.infra.entry import gke_plan_actions, gke_plan_notes
+from tests.support.profiles import INFRA_OVERRIDES, infra_profile
+
+
+def test_tutorial_cost_plan() -> None:
+    plan = cost_plan(infra_profile())
+    assert plan.pool_chips == 32 and plan.usd_per_chip_hour == 2.70
+    assert plan.idle_usd_per_hour == pytest.approx(86.40)
+    by = {s.stage: s for s in plan.stages}
+    assert by["train"].busy_chip_hours == 128.0 and by["train"].usd == pytest.approx(345.60)
+    assert by["convert"].busy_chip_hours == 0.0  # on the CPU pool…
+    assert by["convert"].held_chip_hours == 16.0  # …while the static TPU pool is billed
+    assert plan.usd == pytest.approx(432.00)
+    assert stage_estimated_chip_hours(infra_profile(), "train") == 128.0
+    assert stage_estimated_chip_hours(infra_profile(), "image") == 0.0
+
+
+def test_price_table_and_held_hours() -> None:
+    from flows.config import ProfileError, load_profile
+
+    assert infra_profile().gke.usd_per_chip_hour == 2.70
+    cud = load_profile("qwen3-30b-a3b-v6e-32", {**INFRA_OVERRIDES, "gke.price_tier": "cud-1y"}, {})
+    assert cud.gke.usd_per_chip_hour == 1.89 and cost_plan(cud).usd_per_chip_hour == 1.89
+    with pytest.raises(ProfileError, match=r"not in price_table"):
+        load_profile("qwen3-30b-a3b-v6e-32", {**INFRA_OVERRIDES, "gke.price_tier": "spot"}, {})
+    assert held_chip_hours(32, 1800) == 16.0
+    assert stage_held_chip_hours(infra_profile(), 3600) == 32.0
+    assert stage_held_chip_hours(infra_profile(), 3600, pool_exists=False) == 0.0
+    now = datetime(2025, 1, 1, 12, tzinfo=UTC)
+    assert pool_chip_hours_since((now - timedelta(hours=2)).isoformat(), now, 32) == 64.0
+
+
+def test_plan_lists_exact_commands_with_the_cidr() -> None:
+    actions = gke_plan_actions(infra_profile())
+    assert any("gcluster deploy gke-tpu-v6e-advanced.yaml --vars" in a
+               and "--auto-approve -w" in a for a in actions)
+    notes = gke_plan_notes(infra_profile())
+    assert any("authorized_cidr=203.0.113.0/24" in a for a in actions)
+    assert any("idle pool: $86.40 per hour" in n for n in notes)
+
+
+def test_stage_entry_points_verify_against_the_fake_cloud(settings, cloud, gcs, monkeypatch
+                                                          ) -> None:
+    from flows.backends.gke.infra import clients
+    from flows.backends.gke.infra.entry import gke_outputs_present, verify_gke
+    from flows.backends.gke.infra.provision import provision
+    from tests.support.logs import Log
+
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(settings.cache_dir))
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+    monkeypatch.setattr("flows.backends.gke.infra.entry.settings_from_profile",
+                        lambda p, **kw: settings)
+    assert not gke_outputs_present(infra_profile())
+    provision(settings, cloud.apis, gcs, Log())
+    assert gke_outputs_present(infra_profile())
+    uris, details = verify_gke(infra_profile())
+    assert uris["root"] == "gs://my-tpurl-bucket" and details["pool_chips"] == 32

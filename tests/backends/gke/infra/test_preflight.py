@@ -1,0 +1,119 @@
+"""Pre-flight: every failure names its fix; unreadable facts say so instead of passing."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.backends.gke.infra.preflight import (
+    FactError,
+    check_bucket_access,
+    failures,
+    gather,
+    render_checks,
+    run_checks,
+)
+from flows.backends.gke.infra.settings import InfraSettings
+from tests.fakes.cloud import FakeGoogleApis
+from tests.support.profiles import with_gke
+
+WL = "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"
+NP = "serviceAccount:tpurl-v6e-gke-np-sa@my-proj-123.iam.gserviceaccount.com"
+
+
+@pytest.fixture
+def apis(cloud) -> FakeGoogleApis:  # the fake cloud's state file is the seam's backing
+    return cloud.apis
+
+
+def _by_name(results):
+    return {r.name: r for r in results}
+
+
+def test_all_good(settings: InfraSettings, apis: FakeGoogleApis) -> None:
+    results = run_checks(settings, gather(apis, settings))
+    assert failures(results) == []
+    assert {r.name for r in results} == {"authorized_cidr", "apis", "reservation", "tpu-quota",
+                                         "jobset", "kueue", "bucket-metadata-access"}
+
+
+FAILURES = {
+    "apis": (lambda a: a.services.discard("container.googleapis.com"),
+             "gcloud services enable container.googleapis.com --project=my-proj-123"),
+    "reservation": (lambda a: setattr(a, "reservation", None),
+                    "gcloud compute reservations list --project=my-proj-123 "
+                    "--filter=zone:us-east5-b"),
+    "tpu-quota": (lambda a: a.quotas.__setitem__(0, {"metric": "TPU_V6E_SLICE_CHIPS",
+                                                     "limit": 16.0, "usage": 0.0}),
+                  "request a quota increase for TPU_V6E_SLICE_CHIPS"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAILURES))
+def test_each_failure_prints_its_fix(name: str, settings: InfraSettings,
+                                     apis: FakeGoogleApis) -> None:
+    breaks, fix = FAILURES[name]
+    breaks(apis)
+    results = run_checks(settings, gather(apis, settings))
+    (failed,) = failures(results)
+    assert failed.name == name
+    text = render_checks(results)
+    assert f"[FAIL   ] {name}:" in text and fix in text
+
+
+def test_reservation_too_small_or_wrong_machine(settings: InfraSettings,
+                                                apis: FakeGoogleApis) -> None:
+    assert apis.reservation is not None
+    apis.reservation["specificReservation"]["inUseCount"] = "4"
+    result = _by_name(run_checks(settings, gather(apis, settings)))["reservation"]
+    assert result.status == "fail" and "4 free of 8 hosts" in result.issue.problem
+    assert "larger reservation" in result.render()
+    apis.reservation["specificReservation"]["instanceProperties"]["machineType"] = "ct5lp-hightpu-4t"
+    result = _by_name(run_checks(settings, gather(apis, settings)))["reservation"]
+    assert "reserves ct5lp-hightpu-4t" in result.issue.problem and "fix:" in result.render()
+
+
+@pytest.mark.parametrize("addons,bad", [
+    ({"jobset": "v0.8.1", "jobset_api_versions": ["v1alpha2"], "kueue": "v0.15.2"}, "jobset"),
+    ({"jobset": "v0.10.1", "jobset_api_versions": ["v1alpha1"], "kueue": "v0.15.2"}, "jobset"),
+    ({"jobset": "v0.10.1", "jobset_api_versions": ["v1alpha2"], "kueue": "v0.9.1"}, "kueue"),
+    ({"jobset": None, "jobset_api_versions": [], "kueue": None}, "jobset"),
+])
+def test_old_jobset_or_kueue_on_an_existing_cluster(addons, bad, settings: InfraSettings,
+                                                    apis: FakeGoogleApis, cloud) -> None:
+    state = cloud.state()
+    state["clusters"]["tpurl-v6e"] = {"name": "tpurl-v6e", "status": "RUNNING", "nodePools": []}
+    (cloud.home / "state.json").write_text(__import__("json").dumps(state))
+    apis.addons = addons
+    results = _by_name(run_checks(settings, gather(apis, settings)))
+    assert results[bad].status == "fail"
+    assert "re-apply the blueprint" in results[bad].render()
+
+
+def test_bucket_metadata_trap(settings: InfraSettings) -> None:
+    object_admin_only = {"bindings": [{"role": "roles/storage.objectAdmin",
+                                       "members": [WL, NP]}]}
+    result = check_bucket_access(settings, {"bindings": []}, object_admin_only, planned=False)
+    assert result.status == "fail"
+    assert "bucket not found" in result.issue.problem and "legacyBucketReader" in result.render()
+    # before the infra stage, the grants it will make count
+    assert check_bucket_access(settings, {"bindings": []}, object_admin_only).status == "ok"
+    reader = {"bindings": [{"role": "roles/storage.legacyBucketReader", "members": [WL, NP]}]}
+    assert check_bucket_access(settings, {}, reader, planned=False).status == "ok"
+
+
+def test_unreadable_facts_are_unknown_with_a_fix(settings: InfraSettings,
+                                                 apis: FakeGoogleApis) -> None:
+    apis.denied = {"enabled_services", "region_quotas", "project_iam_policy"}
+    results = _by_name(run_checks(settings, gather(apis, settings)))
+    for name in ("apis", "tpu-quota", "bucket-metadata-access"):
+        assert results[name].status == "unknown"
+        assert "could not be read" in results[name].issue.problem and results[name].issue.fix
+    assert failures(list(results.values())) == []
+
+
+def test_world_open_cidr_is_a_loud_warning(settings: InfraSettings,
+                                           apis: FakeGoogleApis) -> None:
+    world = with_gke(settings, authorized_cidr="0.0.0.0/0")
+    result = _by_name(run_checks(world, gather(apis, world)))["authorized_cidr"]
+    assert result.status == "warn" and "whole internet" in result.issue.problem
+    assert isinstance(FactError("x"), FactError)

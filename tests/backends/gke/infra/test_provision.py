@@ -1,0 +1,133 @@
+"""The infra stage end to end against the fake cloud: exact commands, idempotency, a deploy
+that fails half-way and succeeds on retry, state kept in the bucket, pre-flight gating."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+
+from flows.backends.gke.infra.errors import InfraFailed
+from flows.backends.gke.infra.provision import provision
+from flows.backends.gke.infra.settings import InfraSettings
+from flows.core.failures import FailureCategory
+from tests.fakes.cloud import Cloud
+from tests.support.logs import Log
+from tests.support.profiles import with_gke
+
+WL = "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"
+NP = "serviceAccount:tpurl-v6e-gke-np-sa@my-proj-123.iam.gserviceaccount.com"
+DEPLOY_TAIL = [
+    "deploy", "gke-tpu-v6e-advanced.yaml", "--vars",
+    "project_id=my-proj-123,deployment_name=tpurl-v6e,region=us-east5,zone=us-east5-b,"
+    "num_slices=1,tpu_topology=4x8,authorized_cidr=203.0.113.0/24,reservation=my-v6e-res",
+    "--download-dependencies", "-l", "IGNORE", "--auto-approve", "-w"]
+GCLOUD_FIRST_RUN = [
+    ["container", "clusters", "get-credentials", "tpurl-v6e", "--region=us-east5",
+     "--project=my-proj-123"],
+    ["projects", "add-iam-policy-binding", "my-proj-123", f"--member={WL}",
+     "--role=roles/storage.admin", "--condition=None", "--quiet"],
+    ["projects", "add-iam-policy-binding", "my-proj-123", f"--member={NP}",
+     "--role=roles/storage.admin", "--condition=None", "--quiet"],
+    ["auth", "configure-docker", "gcr.io", "--quiet"],
+    ["auth", "configure-docker", "us-east5-docker.pkg.dev", "--quiet"],
+]
+
+
+def _provision(settings: InfraSettings, cloud: Cloud, gcs: Any, log: Log | None = None):
+    return provision(settings, cloud.apis, gcs, log or Log())
+
+
+def test_first_run_runs_the_tutorial_then_a_second_run_runs_nothing(
+        settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    report = _provision(settings, cloud, gcs)
+    assert report.bucket_created and report.deployed
+    assert cloud.calls("gcluster") == [DEPLOY_TAIL]
+    assert cloud.calls("gcloud") == GCLOUD_FIRST_RUN
+    assert report.idle_usd_per_hour == pytest.approx(86.40)
+    # the blueprint gcluster saw carries the tutorial's edit
+    expanded = settings.deployment_dir / ".ghpc" / "artifacts" / "expanded_blueprint.yaml"
+    assert "- storage.admin" in expanded.read_text()
+    # the deployment folder (Terraform state, not the provider binaries) is in the bucket
+    names = {b.name for b in gcs.list_blobs("my-tpurl-bucket", prefix="tpurl/gcluster/")}
+    assert "tpurl/gcluster/tpurl-v6e/deployment/primary/terraform.tfstate" in names
+    assert not any("/.terraform/" in n for n in names)
+    assert "tpurl/gcluster/tpurl-v6e/deployment.json" in names
+
+    again = _provision(settings, cloud, gcs)
+    assert not again.deployed and not again.bucket_created
+    assert again.granted == [] and again.docker_registries == []
+    assert "matches the profile" in again.deploy_skipped_reason
+    assert cloud.calls("gcluster") == [DEPLOY_TAIL]       # nothing new
+    assert cloud.calls("gcloud") == GCLOUD_FIRST_RUN      # nothing new
+
+
+def test_deploy_fails_half_way_then_the_retry_continues_the_same_state(
+        settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    cloud.cue("gcluster deploy", "fail-halfway")
+    with pytest.raises(InfraFailed) as err:
+        _provision(settings, cloud, gcs)
+    assert err.value.diagnosis.category == FailureCategory.INFRASTRUCTURE  # Prefect retries it
+    assert "timeout while waiting for state" in str(err.value)
+    state = "tpurl/gcluster/tpurl-v6e/deployment/primary/terraform.tfstate"
+    assert gcs.bucket("my-tpurl-bucket").blob(state).download_as_text() == "partial=true serial=1"
+    # the retry runs on another machine: nothing local survives, the bucket has the state
+    shutil.rmtree(settings.cache_dir / "gcluster")
+    report = _provision(settings, cloud, gcs)
+    assert report.deployed
+    assert cloud.calls("gcluster") == [DEPLOY_TAIL, DEPLOY_TAIL]
+    assert gcs.bucket("my-tpurl-bucket").blob(state).download_as_text() == "partial=false serial=2"
+
+
+def test_quota_failure_in_terraform_is_a_user_error(settings: InfraSettings, cloud: Cloud,
+                                                    gcs: Any) -> None:
+    cloud.cue("gcluster deploy", "fail-quota")
+    with pytest.raises(InfraFailed) as err:
+        _provision(settings, cloud, gcs)
+    assert err.value.diagnosis.category == FailureCategory.USER_ERROR
+
+
+def test_failed_preflight_creates_nothing(settings: InfraSettings, cloud: Cloud,
+                                          gcs: Any) -> None:
+    cloud.apis.reservation = None
+    with pytest.raises(InfraFailed) as err:
+        _provision(settings, cloud, gcs)
+    assert "pre-flight checks failed; nothing was created" in str(err.value)
+    assert "gcloud compute reservations list" in str(err.value)
+    assert gcs.lookup_bucket("my-tpurl-bucket") is None
+    assert cloud.calls() == []
+
+
+def test_world_open_cidr_is_warned_loudly(settings: InfraSettings, cloud: Cloud,
+                                          gcs: Any) -> None:
+    log = Log()
+    world = with_gke(settings, authorized_cidr="0.0.0.0/0")
+    report = _provision(world, cloud, gcs, log)
+    assert any("WARNING: gke.authorized_cidr is 0.0.0.0/0" in line for line in log.lines)
+    assert any("whole internet" in w for w in report.warnings)
+    assert "authorized_cidr=0.0.0.0/0" in cloud.calls("gcluster")[0][3]
+
+
+def test_bucket_scoped_mode_grants_on_the_bucket_only(settings: InfraSettings, cloud: Cloud,
+                                                      gcs: Any) -> None:
+    scoped = with_gke(settings, iam_mode="bucket-scoped")
+    report = _provision(scoped, cloud, gcs)
+    iam_calls = [c for c in cloud.calls("gcloud") if "add-iam-policy-binding" in c]
+    assert all(c[:4] == ["storage", "buckets", "add-iam-policy-binding", "gs://my-tpurl-bucket"]
+               for c in iam_calls)
+    assert len(iam_calls) == 4 and len(report.granted) == 4
+    expanded = scoped.deployment_dir / ".ghpc" / "artifacts" / "expanded_blueprint.yaml"
+    assert "storage.objectViewer   # read-only" in expanded.read_text()  # no project-wide edit
+
+
+def test_a_foreign_cluster_that_differs_is_not_deployed_over(settings: InfraSettings,
+                                                             cloud: Cloud, gcs: Any) -> None:
+    state = cloud.state()
+    state.setdefault("project_policy", {"bindings": []})
+    state.setdefault("bucket_policies", {})
+    state["clusters"]["tpurl-v6e"] = {"name": "tpurl-v6e", "status": "RUNNING", "nodePools": []}
+    (cloud.home / "state.json").write_text(__import__("json").dumps(state))
+    with pytest.raises(InfraFailed, match="no deployment folder was found"):
+        _provision(settings, cloud, gcs)
+    assert cloud.calls("gcluster") == []

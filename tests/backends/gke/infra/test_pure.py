@@ -1,0 +1,133 @@
+"""Pure parts: the exact commands, the blueprint edit, IAM plans, CIDR rules, pool matching."""
+
+from __future__ import annotations
+
+import pytest
+from ruamel.yaml import YAML
+
+from flows.backends.gke.infra.blueprint import BlueprintEdit, edit_blueprint, find_module, load_edits
+from flows.backends.gke.infra.cluster import pool_mismatches
+from flows.backends.gke.infra.commands import deploy_argv, destroy_argv, get_credentials_argv
+from flows.backends.gke.infra.errors import InfraFailed
+from flows.backends.gke.infra.iam import desired_bindings, missing_bindings, missing_registries
+from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
+from flows.config import ProfileError, load_profile
+from tests.fakes.cloud import BLUEPRINT_FIXTURE
+from tests.support.profiles import INFRA_OVERRIDES, infra_profile, with_gke
+
+NP_ROLES_AFTER_EDIT = ["logging.logWriter", "monitoring.metricWriter", "monitoring.viewer",
+                       "stackdriver.resourceMetadata.writer", "storage.admin",
+                       "artifactregistry.reader"]
+
+
+def test_deploy_argv_is_the_tutorials(settings: InfraSettings) -> None:
+    assert deploy_argv(settings) == [
+        "gcluster", "deploy", "gke-tpu-v6e-advanced.yaml", "--vars",
+        "project_id=my-proj-123,deployment_name=tpurl-v6e,region=us-east5,zone=us-east5-b,"
+        "num_slices=1,tpu_topology=4x8,authorized_cidr=203.0.113.0/24,reservation=my-v6e-res",
+        "--download-dependencies", "-l", "IGNORE", "--auto-approve", "-w"]
+    assert destroy_argv(settings) == ["gcluster", "destroy", "tpurl-v6e", "--auto-approve"]
+    assert get_credentials_argv(settings) == [
+        "gcloud", "container", "clusters", "get-credentials", "tpurl-v6e", "--region=us-east5",
+        "--project=my-proj-123"]
+
+
+def _np_roles(text: str) -> list[str]:
+    return list(find_module(YAML(typ="safe").load(text),
+                            "node_pool_service_account")["settings"]["project_roles"])
+
+
+def test_blueprint_edit_gives_the_node_pool_account_storage_admin() -> None:
+    edited = edit_blueprint(BLUEPRINT_FIXTURE.read_text(), "project-storage-admin")
+    assert _np_roles(edited) == NP_ROLES_AFTER_EDIT
+    assert "# read-only: the tutorial edits this" in edited  # comments survive the round trip
+    assert "$(vars.tpu_topology)" in edited
+    wl = find_module(YAML(typ="safe").load(edited), "workload_service_account")
+    assert "storage.objectViewer" not in wl["settings"]["project_roles"]
+    assert edit_blueprint(edited, "project-storage-admin") == edited  # idempotent
+
+
+def test_blueprint_edit_is_skipped_in_bucket_scoped_mode() -> None:
+    edited = edit_blueprint(BLUEPRINT_FIXTURE.read_text(), "bucket-scoped")
+    assert "storage.admin" not in _np_roles(edited)
+
+
+def test_blueprint_edit_fails_when_the_module_is_gone() -> None:
+    text = BLUEPRINT_FIXTURE.read_text().replace("id: node_pool_service_account",
+                                                 "id: np_sa_renamed")
+    with pytest.raises(InfraFailed) as err:
+        edit_blueprint(text, "project-storage-admin")
+    message = str(err.value)
+    assert "module 'node_pool_service_account' not found" in message
+    assert "np_sa_renamed" in message and "edits.yaml" in message
+
+
+def test_blueprint_edit_fails_when_the_setting_is_gone() -> None:
+    edit = BlueprintEdit("x", "node_pool_service_account", "roles", "storage.admin", None, ())
+    with pytest.raises(InfraFailed, match="no list setting 'roles'"):
+        edit_blueprint(BLUEPRINT_FIXTURE.read_text(), "project-storage-admin", [edit])
+    with pytest.raises(InfraFailed, match="no deployment_groups"):
+        edit_blueprint("vars: {}\n", "project-storage-admin")
+
+
+def test_shipped_edit_declaration_loads() -> None:
+    (edit,) = load_edits()
+    assert (edit.module, edit.setting, edit.add) == ("node_pool_service_account",
+                                                     "project_roles", "storage.admin")
+
+
+def test_authorized_cidr_is_required_and_world_warns() -> None:
+    """Validated once, with the profile: nothing reaches the infra code without a CIDR."""
+    without = {k: v for k, v in INFRA_OVERRIDES.items() if k != "gke.authorized_cidr"}
+    with pytest.raises(ProfileError) as err:
+        load_profile("qwen3-30b-a3b-v6e-32", without, environ={})
+    (issue,) = err.value.issues
+    assert issue.field == "gke.authorized_cidr" and "required" in issue.problem
+    with pytest.raises(ProfileError, match="not a CIDR") as err:
+        infra_profile(**{"gke.authorized_cidr": "everyone"})
+    assert "curl ifconfig.me" in err.value.issues[0].fix
+    for world in ("0.0.0.0/0", "::/0", "10.0.0.0/0"):
+        gke = infra_profile(**{"gke.authorized_cidr": world}).gke
+        assert gke.open_to_world and "whole internet" in (world_open_warning(gke) or "")
+    assert world_open_warning(infra_profile(**{"gke.authorized_cidr": "203.0.113.7/32"}).gke) \
+        is None
+
+
+def test_iam_plans(settings: InfraSettings) -> None:
+    wanted = desired_bindings(settings)
+    assert [(b.scope, b.member, b.role) for b in wanted] == [
+        ("project", "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com",
+         "roles/storage.admin"),
+        ("project", "serviceAccount:tpurl-v6e-gke-np-sa@my-proj-123.iam.gserviceaccount.com",
+         "roles/storage.admin")]
+    policy = {"bindings": [{"role": "roles/storage.admin", "members": [wanted[0].member]},
+                           {"role": "roles/storage.admin", "members": [wanted[1].member],
+                            "condition": {"expression": "false"}}]}
+    assert missing_bindings(wanted, policy, {}) == [wanted[1]]  # a conditional grant is not one
+    scoped = desired_bindings(with_gke(settings, iam_mode="bucket-scoped"))
+    assert {(b.scope, b.resource, b.role) for b in scoped} == {
+        ("bucket", "my-tpurl-bucket", "roles/storage.objectAdmin"),
+        ("bucket", "my-tpurl-bucket", "roles/storage.legacyBucketReader")}
+    assert scoped[0].argv()[:5] == ["gcloud", "storage", "buckets", "add-iam-policy-binding",
+                                    "gs://my-tpurl-bucket"]
+    assert missing_registries({"credHelpers": {"gcr.io": "gcloud"}},
+                              ["gcr.io", "us-east5-docker.pkg.dev"]) == ["us-east5-docker.pkg.dev"]
+
+
+def _cluster(topology: str = "4x8", nodes: int = 8, reservation: str = "my-v6e-res") -> dict:
+    return {"status": "RUNNING", "nodePools": [
+        {"name": "cpu-np", "config": {"machineType": "n4-standard-64"}},
+        {"name": "tpu", "status": "RUNNING", "initialNodeCount": nodes,
+         "config": {"machineType": "ct6e-standard-4t",
+                    "reservationAffinity": {"values": [f"projects/p/reservations/{reservation}"]}},
+         "placementPolicy": {"tpuTopology": topology}}]}
+
+
+def test_pool_matching(settings: InfraSettings) -> None:
+    assert pool_mismatches(_cluster(), settings) == []
+    assert pool_mismatches(_cluster(topology="4x4", nodes=4), settings) == [
+        "pool tpu has topology 4x4, profile wants 4x8", "pool tpu has 4 nodes, profile wants 8"]
+    assert "consumes reservation other" in pool_mismatches(_cluster(reservation="other"),
+                                                           settings)[0]
+    assert pool_mismatches({"status": "RUNNING", "nodePools": []}, settings) == [
+        "0 ct6e-standard-4t node pool(s), profile wants 1"]

@@ -1,0 +1,104 @@
+"""Teardown: destroy the same deployment (restored from the bucket); the bucket only with its
+name typed again, and never when the destroy failed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.backends.gke.infra import clients
+from flows.backends.gke.infra.destroy import confirmation_problem, teardown
+from flows.backends.gke.infra.errors import InfraFailed
+from flows.backends.gke.infra.provision import provision
+from flows.backends.gke.infra.settings import InfraSettings
+from tests.fakes.cloud import Cloud
+from tests.support.logs import Log
+from tests.support.profiles import INFRA_OVERRIDES
+
+
+def _deployed(settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    provision(settings, cloud.apis, gcs, Log())
+    shutil.rmtree(settings.cache_dir / "gcluster")  # teardown runs elsewhere, later
+
+
+@pytest.mark.parametrize("delete,confirm", [(True, None), (True, ""), (True, "my-tpurl"),
+                                            (True, "other-bucket")])
+def test_bucket_is_never_deleted_without_the_typed_confirmation(
+        delete: bool, confirm: str | None, settings: InfraSettings, cloud: Cloud,
+        gcs: Any) -> None:
+    _deployed(settings, cloud, gcs)
+    before = len(cloud.calls("gcluster"))
+    with pytest.raises(InfraFailed) as err:
+        teardown(settings, cloud.apis, gcs, Log(), delete_bucket=delete, confirm_bucket=confirm)
+    assert "nothing was removed" in str(err.value)
+    assert "--delete-bucket --confirm-bucket my-tpurl-bucket" in str(err.value)
+    assert gcs.lookup_bucket("my-tpurl-bucket") is not None
+    assert len(cloud.calls("gcluster")) == before  # not even the cluster was touched
+
+
+def test_confirmation_rules(settings: InfraSettings) -> None:
+    assert confirmation_problem(settings, False, None) is None
+    assert confirmation_problem(settings, True, "my-tpurl-bucket") is None
+    assert confirmation_problem(settings, True, "gs://my-tpurl-bucket/") is None
+    assert confirmation_problem(settings, True, "my-tpurl-bucket2") is not None
+
+
+def test_teardown_destroys_the_restored_deployment_and_keeps_the_bucket(
+        settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    _deployed(settings, cloud, gcs)
+    report = teardown(settings, cloud.apis, gcs, Log())
+    destroy = cloud.calls("gcluster")[-1]
+    assert destroy == ["destroy", "tpurl-v6e", "--auto-approve"]
+    assert cloud.state()["clusters"] == {}
+    assert gcs.lookup_bucket("my-tpurl-bucket") is not None
+    assert any("gcluster destroy" in r for r in report.removed)
+    assert any(k.startswith("gs://my-tpurl-bucket:") for k in report.kept)
+    assert report.pool_chip_hours is not None and report.pool_chip_hours >= 0
+    assert "kept     gs://my-tpurl-bucket" in report.render()
+
+
+def test_failed_destroy_keeps_the_bucket_even_when_confirmed(
+        settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    _deployed(settings, cloud, gcs)
+    cloud.cue("gcluster destroy", "fail-not-empty")
+    with pytest.raises(InfraFailed) as err:
+        teardown(settings, cloud.apis, gcs, Log(), delete_bucket=True,
+                 confirm_bucket="my-tpurl-bucket")
+    assert "the bucket was not touched" in str(err.value)
+    assert "empty them" in str(err.value)
+    assert gcs.lookup_bucket("my-tpurl-bucket") is not None
+    assert "tpurl-v6e" in cloud.state()["clusters"]
+
+
+def test_confirmed_teardown_removes_cluster_and_bucket(settings: InfraSettings, cloud: Cloud,
+                                                       gcs: Any) -> None:
+    _deployed(settings, cloud, gcs)
+    report = teardown(settings, cloud.apis, gcs, Log(), delete_bucket=True,
+                      confirm_bucket="my-tpurl-bucket")
+    assert gcs.lookup_bucket("my-tpurl-bucket") is None
+    assert any(r.startswith("gs://my-tpurl-bucket (") for r in report.removed)
+    assert not settings.workdir.exists()
+
+
+def test_nothing_to_destroy(settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    report = teardown(settings, cloud.apis, gcs, Log())
+    assert report.removed == [] and "nothing to destroy" in report.notes[0]
+    assert cloud.calls() == []
+
+
+def test_teardown_flow(prefect_api: None, settings: InfraSettings, cloud: Cloud, gcs: Any,
+                       monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+                       ) -> None:
+    from flows.teardown import teardown_flow
+
+    _deployed(settings, cloud, gcs)
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(Path(settings.cache_dir)))
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+    report = teardown_flow(profile="qwen3-30b-a3b-v6e-32", overrides=INFRA_OVERRIDES)
+    assert cloud.calls("gcluster")[-1] == ["destroy", "tpurl-v6e", "--auto-approve"]
+    assert gcs.lookup_bucket("my-tpurl-bucket") is not None
+    assert any("gcluster destroy" in r for r in report.removed)
+    assert "teardown of my-proj-123/us-east5/tpurl-v6e" in capsys.readouterr().out

@@ -1,0 +1,163 @@
+"""Rendered JobSets: valid against the real JobSet v0.10.1 CRD and Kubernetes' own schemas,
+and carrying what the tutorial's jobs need (env, images, placement, slices)."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from flows.backends.gke.jobs.manifests import render_all, stage_run
+from flows.backends.gke.jobs.render import render_jobset
+from flows.config import Profile
+from flows.plan import planned_workloads
+from tests.support.jobset_schema import KUBERNETES_VERSION, jobset_errors
+from tests.support.profiles import tutorial_profile
+
+PATHWAYS_CONTAINERS = ("pathways-proxy", "pathways-rm", "pathways-worker", "workload-container")
+
+
+def _jobsets(profile: Profile) -> dict[str, dict[str, Any]]:
+    return {stage: render_jobset(w, profile, run=stage_run(profile, stage), stage=stage)
+            for stage, w in planned_workloads(profile).items()}
+
+
+def _pods(jobset: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {rj["name"]: rj["template"]["spec"]["template"]["spec"]
+            for rj in jobset["spec"]["replicatedJobs"]}
+
+
+def _containers(jobset: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found = {}
+    for pod in _pods(jobset).values():
+        for c in [*pod.get("initContainers", []), *pod["containers"]]:
+            found[c["name"]] = c
+    return found
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+VARIANTS = [
+    ("tutorial", {}),
+    ("two-slices", {"gke.num_slices": "2"}),
+    ("4x4", {"gke.topology": "4x4"}),
+    ("8x8-tpu-hosts", {"gke.topology": "8x8", "gke.conversion_placement": "tpu-hosts"}),
+]
+
+
+@pytest.mark.parametrize(("label", "overrides"), VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_every_object_validates(label: str, overrides: dict[str, str]):
+    profile = tutorial_profile(**overrides)
+    for stage, jobset in _jobsets(profile).items():
+        assert jobset_errors(jobset) == [], (label, stage)
+        for rj in jobset["spec"]["replicatedJobs"]:
+            job = {"apiVersion": "batch/v1", "kind": "Job",
+                   "metadata": {"name": f"{jobset['metadata']['name']}-{rj['name']}-0"},
+                   "spec": rj["template"]["spec"]}
+            kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
+    for obj in render_all(profile, planned_workloads(profile)):
+        if obj["kind"] == "Secret":
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_strict_schema_catches_unknown_and_mistyped_fields(profile: Profile):
+    jobset = _jobsets(profile)["train"]
+    typo = copy.deepcopy(jobset)
+    typo["spec"]["ttlSecondsAfterFinish"] = 5
+    wrong = copy.deepcopy(jobset)
+    wrong["spec"]["replicatedJobs"][1]["replicas"] = "1"
+    newer = copy.deepcopy(jobset)  # a v0.12 field the installed v0.10.1 does not know
+    newer["spec"]["volumeClaimPolicies"] = []
+    for bad in (typo, wrong, newer):
+        assert jobset_errors(bad)
+
+
+def test_conversion_defaults_to_one_cpu_pod_without_tpu(profile: Profile):
+    for stage in ("convert", "export"):
+        jobset = _jobsets(profile)[stage]
+        (rj,) = jobset["spec"]["replicatedJobs"]
+        assert (rj["replicas"], rj["template"]["spec"]["parallelism"]) == (1, 1)
+        pod = rj["template"]["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
+        assert "google.com/tpu" not in str(jobset)
+        resources = pod["containers"][0]["resources"]
+        assert resources["requests"] == resources["limits"]  # Guaranteed QoS
+        assert resources["limits"]["memory"] == "200Gi"
+        assert resources["limits"]["ephemeral-storage"] == "200Gi"
+        assert _env(pod["containers"][0])["HF_HOME"].startswith("/scratch/")
+        assert "alpha.jobset.sigs.k8s.io/exclusive-topology" not in jobset["metadata"]["annotations"]
+
+
+def test_tutorial_placement_is_a_profile_field():
+    jobset = _jobsets(tutorial_profile(**{"gke.conversion_placement": "tpu-hosts"}))["convert"]
+    (rj,) = jobset["spec"]["replicatedJobs"]
+    assert rj["template"]["spec"]["parallelism"] == 8
+    container = rj["template"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"google.com/tpu": "4"}
+    assert '"${JOB_COMPLETION_INDEX:-0}" != "0"' in container["command"][2]
+
+
+def test_pathways_jobset_shape_and_env(profile: Profile):
+    jobset = _jobsets(profile)["train"]
+    spec = jobset["spec"]
+    assert spec["coordinator"] == {"replicatedJob": "pathways-head"}
+    assert spec["failurePolicy"]["maxRestarts"] == 0
+    assert spec["ttlSecondsAfterFinished"] == 86400
+    pods = _pods(jobset)
+    assert pods["pathways-head"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
+    assert all(c["restartPolicy"] == "Always" for c in pods["pathways-head"]["initContainers"])
+    containers = _containers(jobset)
+    assert set(containers) == set(PATHWAYS_CONTAINERS)
+    for name in PATHWAYS_CONTAINERS:
+        env = _env(containers[name])
+        assert env["GRPC_DNS_RESOLVER"] == "native", name
+        assert env["FLAGS_pathways_enforce_subset_devices_form_subslice"] == "false", name
+        names = [e["name"] for e in containers[name]["env"]]
+        assert len(names) == len(set(names)), name
+        assert ":latest" not in containers[name]["image"] and ":" in containers[name]["image"]
+    program = _env(containers["workload-container"])
+    assert program["JAX_PLATFORMS"] == "proxy,cpu"
+    assert program["ENABLE_PATHWAYS_PERSISTENCE"] == "1"
+    assert program["JAX_BACKEND_TARGET"] == "grpc://127.0.0.1:29000"
+    assert program["HF_TOKEN"]["secretKeyRef"]["key"] == "value"
+    assert "--instance_type=tpuv6e:4x8" in containers["pathways-rm"]["args"]
+    for c in ("pathways-proxy", "pathways-rm", "pathways-worker"):
+        assert "--gcs_scratch_location=gs://my-tpurl-bucket/pathways/" in containers[c]["args"]
+    assert containers["pathways-worker"]["resources"]["limits"] == {"google.com/tpu": "4"}
+
+
+def test_multislice(profile: Profile):
+    jobset = _jobsets(tutorial_profile(**{"gke.num_slices": "2"}))["train"]
+    worker = jobset["spec"]["replicatedJobs"][1]
+    assert worker["replicas"] == 2
+    assert "--instance_count=2" in _containers(jobset)["pathways-rm"]["args"]
+    env = _env(_containers(jobset)["pathways-worker"])
+    assert "replicatedjob-replicas" in str(env["MEGASCALE_NUM_SLICES"])
+    assert "job-index" in str(env["MEGASCALE_SLICE_ID"])
+
+
+def test_command_holds_argv_once_and_preamble(profile: Profile):
+    for stage, workload in planned_workloads(profile).items():
+        container = _containers(_jobsets(profile)[stage])["workload-container"]
+        command = container["command"]
+        assert command[:2] == ["/bin/bash", "-c"]
+        assert command[2].count(shlex.join(workload.argv)) == 1, stage
+        for line in workload.preamble:
+            assert line in command[2]
+        assert "hf_access_token" not in command[2] and "HF_TOKEN" not in command[2]
+
+
+def test_labels_queue_and_determinism(profile: Profile):
+    again = tutorial_profile()
+    first = render_all(profile, planned_workloads(profile))
+    second = render_all(again, planned_workloads(again))
+    assert first == second
+    for obj in first:
+        if obj["kind"] == "JobSet":
+            assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "user-queue"
+            assert len(obj["metadata"]["name"]) <= 28

@@ -1,0 +1,64 @@
+"""flows/backends/gke/watch/client.py: which way to the cluster, tried against the fake API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flows.backends.gke.watch import client
+from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.support.profiles import tutorial_profile
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    with FakeApiServer(FakeKube()) as srv:
+        yield srv
+
+
+def kubeconfig(url: str, context: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Config", "current-context": "other",
+            "clusters": [{"name": "c", "cluster": {"server": url}}],
+            "users": [{"name": "u", "user": {}}],
+            "contexts": [{"name": context, "context": {"cluster": "c", "user": "u"}},
+                         {"name": "other", "context": {"cluster": "c", "user": "u"}}]}
+
+
+def test_context_name_is_the_gcloud_one() -> None:
+    assert client.kubeconfig_context(tutorial_profile()) == "gke_my-proj-123_us-east5_tpurl-v6e"
+
+
+def test_kubeconfig_context_with_a_gcp_token(server: FakeApiServer, tmp_path: Path) -> None:
+    profile = tutorial_profile()
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(kubeconfig(server.url, client.kubeconfig_context(profile))))
+    tokens = iter(["tok-1", "tok-2"])
+    cluster = client.connect(profile, environ={"KUBECONFIG": str(path)},
+                             token_source=lambda: next(tokens))
+    assert cluster.how == "kubeconfig context gke_my-proj-123_us-east5_tpurl-v6e"
+    assert cluster.api.configuration.api_key == {"authorization": "tok-1"}
+    assert cluster.api.configuration.api_key_prefix == {"authorization": "Bearer"}
+    cluster.core.list_namespaced_secret("default")  # reaches the fake
+    assert server.kube.requests
+
+
+def test_kubernetes_credentials_block_wins(server: FakeApiServer,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = tutorial_profile()
+    gke = profile.gke.model_copy(update={})
+    object.__setattr__(gke, "__dict__", {**gke.__dict__, "kubernetes_credentials_block": "prod"})
+    profile = profile.model_copy(update={"gke": gke})
+    seen: list[str] = []
+
+    def fake_block(name: str) -> tuple[dict[str, Any], str]:
+        seen.append(name)
+        return kubeconfig(server.url, "from-block"), "from-block"
+
+    monkeypatch.setattr(client, "_kubernetes_block_config", fake_block)
+    cluster = client.connect(profile, environ={"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    assert seen == ["prod"] and "KubernetesCredentials block 'prod'" in cluster.how
+    cluster.core.list_namespaced_secret("default")

@@ -1,0 +1,84 @@
+"""ObjectWatch against the fake API: resumes, relists on 410, polls after repeated errors."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, cluster_at
+from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
+from tests.fakes.kube_api import FakeApiServer, FakeKube
+
+SETTINGS = WatchSettings(timeout_s=1, read_timeout_s=3, connect_timeout_s=1, max_errors=2,
+                         poll_interval_s=0.2, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.1)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    with FakeApiServer(FakeKube()) as srv:
+        yield srv
+
+
+def jobset(name: str) -> dict:
+    return {"metadata": {"name": name, "annotations": {}}, "spec": {"replicatedJobs": []}}
+
+
+def until(check: Callable[[], bool], within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return check()
+
+
+def watch_of(server: FakeApiServer, warnings: list[str]) -> ObjectWatch:
+    custom = cluster_at(server.url).custom
+    lister = functools.partial(custom.list_namespaced_custom_object, JOBSET_GROUP, JOBSET_VERSION,
+                               "default", JOBSETS)
+    return ObjectWatch("jobsets", lister, lambda: None, SETTINGS, warnings.append)
+
+
+def test_sees_changes_and_deletions_across_server_timeouts(server: FakeApiServer) -> None:
+    warnings: list[str] = []
+    watch = watch_of(server, warnings).start()
+    try:
+        assert until(watch.synced.is_set)
+        server.kube.create("jobsets", "default", jobset("a"))
+        assert until(lambda: watch.get("a") is not None)
+        time.sleep(1.3)  # the server ends the watch (timeoutSeconds=1): it resumes
+        server.kube.delete("jobsets", "default", "a")
+        assert until(lambda: watch.get("a") is None and "a" in watch.deleted)
+        assert watch.relists == 1 and watch.errors == 0 and warnings == []
+    finally:
+        watch.stop()
+
+
+def test_410_gone_relists(server: FakeApiServer) -> None:
+    watch = watch_of(server, []).start()
+    try:
+        assert until(watch.synced.is_set)
+        server.kube.compact()
+        server.kube.create("jobsets", "default", jobset("b"))  # newer than the floor: seen
+        assert until(lambda: watch.get("b") is not None)
+        server.kube.compact()
+        server.kube.cut_watches()  # resumes from an RV that is now too old → 410 → relist
+        server.kube.create("jobsets", "default", jobset("c"))
+        assert until(lambda: watch.get("c") is not None and watch.relists >= 2)
+    finally:
+        watch.stop()
+
+
+def test_repeated_errors_fall_back_to_polling_then_recover(server: FakeApiServer) -> None:
+    warnings: list[str] = []
+    server.kube.fail_next(5)
+    watch = watch_of(server, warnings).start()
+    try:
+        assert until(watch.synced.is_set)  # never raised; got there by polling
+        assert watch.errors >= 2 and any("polling" in w for w in warnings)
+        server.kube.create("jobsets", "default", jobset("d"))
+        assert until(lambda: watch.get("d") is not None)
+        assert until(lambda: not watch.polling)  # back to watching after good polls
+    finally:
+        watch.stop()

@@ -1,0 +1,108 @@
+"""The local backend with real subprocesses: logs kept, secrets redacted, failures diagnosed."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows.backends.local.backend import LocalBackend
+from flows.backends.local.runtime import REHEARSAL_IMAGE
+from flows.config import load_profile
+from flows.config.profile import SecretRef
+from flows.core.failures import FailureCategory, StageFailed
+from flows.core.storage import file_uri
+from flows.core.workload import Placement, Workload
+from tests.support.profiles import fake_hf_token
+
+CANARY = fake_hf_token("canaryLocal")
+
+
+@pytest.fixture
+def backend(tmp_path: Path):
+    profile = load_profile("rehearsal", {"local.root": str(tmp_path / "root"),
+                                         "local.venv": sys.prefix}, environ={})
+    progress: list[tuple[str, int, int | None]] = []
+    logger = logging.getLogger("tpurl-test")
+    made = LocalBackend(profile, logger=logger, on_progress=lambda *a: progress.append(a),
+                        stage="test", timeout_s=5)
+    made.progress = progress  # type: ignore[attr-defined]
+    return made
+
+
+def _workload(code: str, **kw) -> Workload:
+    return Workload(name="probe", image=REHEARSAL_IMAGE, argv=("python3", "-c", code),
+                    placement=Placement("cpu"), **kw)
+
+
+def test_output_is_logged_and_kept_with_secrets_redacted(backend, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("CANARY_TOKEN", CANARY)
+    workload = _workload("import os; print('token is', os.environ['HF_TOKEN']); "
+                         "print('TPURL_STEP 1'); print('TPURL_STEP 2')",
+                         secret_env=(("HF_TOKEN", SecretRef(env="CANARY_TOKEN")),),
+                         progress_regex=r"TPURL_STEP (?P<step>\d+)", total_steps=2)
+    log_uri = file_uri(tmp_path / "logs" / "probe.log")
+    with caplog.at_level(logging.INFO, logger="tpurl-test"):
+        run = backend.run_workload(workload, log_uri)
+    kept = (tmp_path / "logs" / "probe.log").read_text()
+    assert "token is ***" in kept and CANARY not in kept
+    assert CANARY not in caplog.text and "token is ***" in caplog.text
+    assert backend.progress == [("probe", 1, 2), ("probe", 2, 2)]
+    assert run.wall_s > 0 and run.log_uri == log_uri
+
+
+def test_traceback_fails_fast_as_user_error_with_log_tail(backend, tmp_path):
+    log = tmp_path / "fail.log"
+    with pytest.raises(StageFailed) as caught:
+        backend.run_workload(_workload("raise ValueError('bad learning rate')"), file_uri(log))
+    diagnosis = caught.value.diagnosis
+    assert diagnosis.category is FailureCategory.USER_ERROR
+    assert "ValueError: bad learning rate" in diagnosis.summary
+    assert "ValueError" in log.read_text()
+    assert str(log) in str(caught.value)
+
+
+def test_a_hung_program_is_stopped_and_called_stalled(backend, tmp_path):
+    with pytest.raises(StageFailed) as caught:
+        backend.run_workload(_workload("import time; print('step 1', flush=True); time.sleep(60)"),
+                             file_uri(tmp_path / "hang.log"))
+    assert caught.value.diagnosis.category is FailureCategory.STALLED
+
+
+def test_a_missing_secret_is_reported_before_the_program_starts(backend, tmp_path, monkeypatch):
+    from flows.core.secrets import SecretUnavailable
+
+    monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
+    workload = _workload("print('ran')", secret_env=(("HF_TOKEN", SecretRef(env="NO_SUCH_TOKEN")),))
+    with pytest.raises(SecretUnavailable, match="NO_SUCH_TOKEN is not set"):
+        backend.run_workload(workload, file_uri(tmp_path / "x.log"))
+    assert not (tmp_path / "x.log").exists()
+
+
+def test_secret_manager_reference_reads_the_latest_version(monkeypatch):
+    """GCP Secret Manager through prefect-gcp's GcpSecret; Google's API stood in at that seam."""
+    from prefect_gcp.secret_manager import GcpSecret
+
+    from flows.core.secrets import SecretUnavailable, resolve
+
+    calls = []
+
+    def read_secret(self):
+        calls.append((self.secret_name, self.secret_version, self.gcp_credentials.project))
+        if self.secret_name == "missing":
+            raise RuntimeError("404 Secret [projects/p/secrets/missing] not found")
+        return CANARY.encode()
+
+    import google.auth
+    from google.auth.credentials import AnonymousCredentials
+
+    monkeypatch.setattr(google.auth, "default",
+                        lambda *a, **k: (AnonymousCredentials(), "my-proj-123"))
+    monkeypatch.setattr(GcpSecret, "read_secret", read_secret)
+    assert resolve(SecretRef(gcp_secret="hf-token"), project="my-proj-123") == CANARY
+    assert calls == [("hf-token", "latest", "my-proj-123")]
+    with pytest.raises(SecretUnavailable, match="could not be read") as caught:
+        resolve(SecretRef(gcp_secret="missing"), project="my-proj-123")
+    assert "gcloud secrets create" in str(caught.value)

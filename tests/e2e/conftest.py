@@ -1,0 +1,35 @@
+"""Fixtures of the end-to-end modules: the GKE world (tests/support/gke_world.py) and a real
+`prefect server start` (tests/support/prefect_server.py). Each is skipped only where its
+service cannot be started (dockerd: the rule of tests/support/docker.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.gcs import gcs_server
+from tests.support.gke_world import REGION, GkeWorld, open_gke_world
+from tests.support.prefect_server import PrefectServer, prefect_server_in
+
+
+@pytest.fixture(scope="session")
+def gcs_east5() -> Iterator[str]:
+    """A fake-gcs-server whose buckets are in US-EAST5, the profile's region (the infra
+    stage refuses a bucket in another region, as it should)."""
+    with gcs_server(REGION.upper()) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def gke_world(prefect_api: None, standin_base: str, registry_prefix: str,
+              gcs_east5: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GkeWorld]:
+    with open_gke_world(tmp_path_factory.mktemp("e2e-gke"), standin_base, registry_prefix,
+                        gcs_east5) as world:
+        yield world
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    with prefect_server_in(tmp_path_factory.mktemp("prefect-home")) as server:
+        yield server

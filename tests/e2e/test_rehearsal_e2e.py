@@ -1,0 +1,174 @@
+"""The rehearsal end to end, for real: the MaxText programs on CPU through the Prefect flow.
+
+One module-scoped first run (cold outputs; the venvs are built on first use and reused), then
+reruns that prove skip-if-done: nothing changed → every stage skipped; a changed learning rate
+→ train and export only; a changed base model → infra, convert, train and export.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from flows.core.failures import StageFailed
+from flows.pipeline import rl_post_training
+from flows.runpage.result import PipelineResult
+from tests.support.profiles import fake_hf_token
+
+pytestmark = pytest.mark.rehearsal
+
+
+def _path(uri: str) -> Path:
+    return Path(urlparse(uri).path)
+
+
+def _statuses(result: PipelineResult) -> dict[str, str]:
+    return {s.stage: s.status for s in result.stages}
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("rehearsal-root")
+
+
+CANARY = fake_hf_token("CanaryRehearsal")
+
+
+@pytest.fixture(scope="module")
+def first_run(prefect_api, root) -> PipelineResult:
+    """The first run carries a canary HF token, so every later check can look for leaks."""
+    import os
+
+    os.environ["CANARY_HF_TOKEN"] = CANARY
+    try:
+        return rl_post_training(profile="rehearsal", overrides={
+            "local.root": str(root), "model.hf_token.env": "CANARY_HF_TOKEN"})
+    finally:
+        os.environ.pop("CANARY_HF_TOKEN", None)
+
+
+def test_first_run_produces_all_three_artifacts(first_run: PipelineResult):
+    statuses = _statuses(first_run)
+    assert [s.stage for s in first_run.stages] == ["image", "infra", "convert", "train", "export"]
+    assert all(statuses[s] == "ran" for s in ("infra", "convert", "train", "export"))
+    artifacts = first_run.artifacts
+    assert set(artifacts) == {"maxtext_checkpoint", "trained_checkpoint", "hf_export"}
+    assert _path(artifacts["maxtext_checkpoint"]).name == "items"
+    assert any(_path(artifacts["maxtext_checkpoint"]).iterdir())
+    assert _path(artifacts["trained_checkpoint"]).match("checkpoints/actor/2/model_params")
+    export = _path(artifacts["hf_export"])
+    assert (export / "config.json").is_file() and (export / "tokenizer.json").is_file()
+    index = export / "model.safetensors.index.json"
+    shards = (set(json.loads(index.read_text())["weight_map"].values()) if index.exists()
+              else {"model.safetensors"})
+    assert all((export / shard).exists() for shard in shards)
+    for stage in first_run.stages[1:]:
+        assert stage.workloads, f"{stage.stage} ran programs"
+        for run in stage.workloads:
+            assert _path(run.log_uri).is_file()
+
+
+def test_export_loads_in_transformers_and_differs_from_the_base(first_run):
+    export = next(s for s in first_run.stages if s.stage == "export")
+    record = json.loads((_path(export.uris["hf_export"]) / "tpurl-lineage.json").read_text())
+    check = record["details"]["load_check"]
+    assert check["architecture"] == "Qwen3MoeForCausalLM"
+    assert check["tensors_changed"] > 0
+    assert check["tensors_total"] >= check["tensors_changed"]
+
+
+def test_grpo_ran_two_steps_with_varying_rewards(first_run):
+    steps = first_run.metrics["steps"]
+    assert len(steps) >= 2, first_run.metrics
+    reward_tags = [t for t in first_run.metrics["tags"] if "reward" in t.lower()]
+    assert reward_tags, first_run.metrics["tags"]
+    for step in steps:
+        for key, value in step.items():
+            if key != "step" and value is not None:
+                assert math.isfinite(value)
+    spread = [t for t in reward_tags if any(w in t.lower() for w in ("std", "max", "min"))]
+    assert spread, reward_tags
+    observed = [step[t] for step in steps for t in spread if step.get(t) is not None]
+    assert any(v != 0 for v in observed) or statistics.pstdev(observed) > 0
+
+
+def test_rerun_with_nothing_changed_skips_every_stage(first_run, root):
+    again = rl_post_training(profile="rehearsal", overrides={"local.root": str(root)})
+    assert set(_statuses(again).values()) == {"skipped"}
+    assert again.artifacts == first_run.artifacts
+    assert all(not s.workloads for s in again.stages)
+
+
+def test_changed_learning_rate_reruns_train_and_export_only(first_run, root):
+    changed = rl_post_training(profile="rehearsal", overrides={
+        "local.root": str(root), "train.args.learning_rate": "2e-3"})
+    assert _statuses(changed) == {"image": "skipped", "infra": "skipped", "convert": "skipped",
+                                  "train": "ran", "export": "ran"}
+    assert changed.artifacts["maxtext_checkpoint"] == first_run.artifacts["maxtext_checkpoint"]
+    assert changed.artifacts["trained_checkpoint"] != first_run.artifacts["trained_checkpoint"]
+
+
+def test_changed_base_model_reruns_convert_too(first_run, root):
+    changed = rl_post_training(profile="rehearsal", overrides={
+        "local.root": str(root), "local.tiny_model_seed": "1"})
+    assert _statuses(changed) == {"image": "skipped", "infra": "ran", "convert": "ran",
+                                  "train": "ran", "export": "ran"}
+    assert changed.artifacts["maxtext_checkpoint"] != first_run.artifacts["maxtext_checkpoint"]
+
+
+def test_a_program_error_fails_at_once_with_its_cause_and_keeps_the_log(first_run, root):
+    with pytest.raises(StageFailed) as caught:
+        rl_post_training(profile="rehearsal", overrides={
+            "local.root": str(root), "train.args.no_such_maxtext_key": "1"})
+    failure = caught.value
+    assert failure.stage == "train" and failure.diagnosis.category == "user-error"
+    assert "no_such_maxtext_key" in failure.diagnosis.detail
+    assert failure.log_uri and _path(failure.log_uri).is_file()
+
+
+def test_events_artifacts_and_no_secret_anywhere(first_run, root):
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.events.filters import EventFilter, EventNameFilter
+
+    def read_all(client) -> list:
+        page = client.read_events(filter=EventFilter(event=EventNameFilter(prefix=["tpurl."])),
+                                  limit=50)
+        found = list(page.events)
+        while page.next_page:
+            page = client.read_events_page(page.next_page)
+            found += page.events
+        return found
+
+    with get_client(sync_client=True) as client:
+        deadline = time.monotonic() + 60  # events reach the API asynchronously
+        while True:
+            events = read_all(client)
+            exported = [e.payload["hf_export"] for e in events
+                        if e.event == "tpurl.model.exported"]
+            if first_run.artifacts["hf_export"] in exported or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        names = [e.event for e in events]
+        for stage in ("image", "infra", "convert", "train", "export"):
+            assert any(e.event == "tpurl.stage.started" and
+                       e.resource.get("tpurl.stage") == stage for e in events), stage
+        assert first_run.artifacts["hf_export"] in exported, names
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(like_="tpurl-rehearsal-")))
+        keys = {a.key for a in artifacts}
+        assert {"tpurl-rehearsal-stages", "tpurl-rehearsal-hf-export",
+                "tpurl-rehearsal-metrics"} <= keys, keys
+        texts = [first_run.model_dump_json(), str(names),
+                 *(e.model_dump_json() for e in events),
+                 *(str(a.data) for a in artifacts)]
+    texts += [p.read_text(errors="replace") for p in root.rglob("*.log")]
+    texts += [p.read_text() for p in root.rglob("tpurl-lineage.json")]
+    assert not [t for t in texts if CANARY in t]

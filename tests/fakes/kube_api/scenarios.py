@@ -1,0 +1,147 @@
+"""What Kueue, the JobSet controller, the kubelet and the program do, as actions on FakeKube.
+
+A scenario is a list of scripts, one per JobSet creation (the first submission, then each
+resubmission), each a list of (delay seconds, action). Actions change objects the way the
+real controllers do, so the backend sees the same sequence of watch events it would see on a
+cluster: Workload admitted → JobSet unsuspended → Jobs and pods created → containers running
+→ log lines → terminated → JobSet condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.fakes.kube_api.store import FakeKube, Script, condition, now_iso
+
+NS = "default"
+Obj = dict[str, Any]
+Action = Callable[[FakeKube, str], None]
+
+
+def _set_condition(obj: Obj, cond: Obj) -> None:
+    conds = obj.setdefault("status", {}).setdefault("conditions", [])
+    conds[:] = [c for c in conds if c["type"] != cond["type"]] + [cond]
+
+
+def _workload(kube: FakeKube, name: str) -> Obj | None:
+    uid = kube.get("jobsets", NS, name)["metadata"]["uid"]
+    found = kube.find("workloads", NS, f"kueue.x-k8s.io/job-uid={uid}")
+    return found[0] if found else None
+
+
+def _pods(kube: FakeKube, name: str) -> list[Obj]:
+    return kube.find("pods", NS, f"jobset.sigs.k8s.io/jobset-name={name}")
+
+
+def coordinator(kube: FakeKube, name: str) -> str:
+    """The pod whose workload-container is the program (Pathways head, or index 0)."""
+    pods = _pods(kube, name)
+    for pod in pods:
+        if pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "pathways-head":
+            return pod["metadata"]["name"]
+    return pods[0]["metadata"]["name"]
+
+
+def admit(kube: FakeKube, name: str) -> None:
+    """Kueue admits the Workload and unsuspends the JobSet; the JobSet controller creates one
+    Job per replicated job replica, the Job controller one pod per completion index."""
+    js = kube.get("jobsets", NS, name)
+    if wl := _workload(kube, name):
+        def admitted(obj: Obj) -> None:
+            _set_condition(obj, condition("QuotaReserved", "True", "QuotaReserved"))
+            _set_condition(obj, condition("Admitted", "True", "Admitted"))
+        kube.mutate("workloads", NS, wl["metadata"]["name"], admitted)
+    kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=False))
+    owner = [{"kind": "JobSet", "name": name, "uid": js["metadata"]["uid"]}]
+    for rjob in js["spec"]["replicatedJobs"]:
+        spec = rjob["template"]["spec"]
+        containers = [c["name"] for c in spec["template"]["spec"]["containers"]]
+        for replica in range(rjob.get("replicas", 1)):
+            job = f"{name}-{rjob['name']}-{replica}"
+            labels = {"jobset.sigs.k8s.io/jobset-name": name,
+                      "jobset.sigs.k8s.io/jobset-uid": js["metadata"]["uid"],
+                      "jobset.sigs.k8s.io/replicatedjob-name": rjob["name"],
+                      "jobset.sigs.k8s.io/job-index": str(replica)}
+            kube.create("jobs", NS, {"metadata": {"name": job, "labels": labels,
+                                                  "ownerReferences": owner}, "spec": spec})
+            for index in range(spec.get("parallelism", 1)):
+                kube.create("pods", NS, {
+                    "metadata": {"name": f"{job}-{index}-x{kube.rv % 100000}",
+                                 "labels": {**labels,
+                                            "batch.kubernetes.io/job-completion-index": str(index)},
+                                 "ownerReferences": owner},
+                    "spec": {"nodeName": f"node-{index}"},
+                    "status": {"phase": "Pending", "containerStatuses": [
+                        {"name": c, "state": {"waiting": {"reason": "ContainerCreating"}}}
+                        for c in containers]}})
+
+
+def _containers(kube: FakeKube, name: str, state: Obj, phase: str, only: str | None = None,
+                coordinator_only: bool = False) -> None:
+    head = coordinator(kube, name)
+    for pod in _pods(kube, name):
+        if coordinator_only and pod["metadata"]["name"] != head:
+            continue
+
+        def change(obj: Obj) -> None:
+            obj["status"]["phase"] = phase
+            for status in obj["status"]["containerStatuses"]:
+                if only is None or status["name"] == only:
+                    status["state"] = dict(state)
+        kube.mutate("pods", NS, pod["metadata"]["name"], change)
+
+
+def start(kube: FakeKube, name: str) -> None:
+    _containers(kube, name, {"running": {"startedAt": now_iso()}}, "Running")
+
+
+def say(*lines: str) -> Action:
+    def log(kube: FakeKube, name: str) -> None:
+        kube.append_log(NS, coordinator(kube, name), "workload-container", list(lines))
+    return log
+
+
+def succeed(kube: FakeKube, name: str) -> None:
+    """The program exits 0; the JobSet completes (successPolicy on the head); Kueue finishes."""
+    _containers(kube, name, {"terminated": {"exitCode": 0, "reason": "Completed"}}, "Succeeded",
+                only="workload-container", coordinator_only=True)
+    kube.mutate("jobsets", NS, name, lambda o: _set_condition(
+        o, condition("Completed", "True", "AllJobsCompleted", "jobset completed successfully")))
+    if wl := _workload(kube, name):
+        kube.mutate("workloads", NS, wl["metadata"]["name"], lambda o: _set_condition(
+            o, condition("Finished", "True", "Succeeded")))
+
+
+def exit_with(code: int, reason: str = "Error") -> Action:
+    def fail(kube: FakeKube, name: str) -> None:
+        _containers(kube, name, {"terminated": {"exitCode": code, "reason": reason}}, "Failed",
+                    only="workload-container", coordinator_only=True)
+        kube.mutate("jobsets", NS, name, lambda o: _set_condition(
+            o, condition("Failed", "True", "PodFailurePolicy", "jobset failed: program exited")))
+    fail.__name__ = f"exit_{code}"
+    return fail
+
+
+def evict(kube: FakeKube, name: str) -> None:
+    """Kueue preempts: Workload Evicted, JobSet suspended again, its pods deleted."""
+    if wl := _workload(kube, name):
+        def evicted(obj: Obj) -> None:
+            _set_condition(obj, condition("Evicted", "True", "Preempted",
+                                      "Preempted to accommodate a higher priority Workload"))
+            _set_condition(obj, condition("Admitted", "False", "NoReservation"))
+        kube.mutate("workloads", NS, wl["metadata"]["name"], evicted)
+    kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=True))
+    for pod in _pods(kube, name):
+        kube.delete("pods", NS, pod["metadata"]["name"])
+
+
+def image_pull_backoff(kube: FakeKube, name: str) -> None:
+    _containers(kube, name, {"waiting": {"reason": "ImagePullBackOff",
+                                         "message": 'Back-off pulling image "example/img:1"'}},
+                "Pending")
+
+
+def scenario(kube: FakeKube, *scripts: Script) -> FakeKube:
+    kube.scripts = list(scripts)
+    return kube

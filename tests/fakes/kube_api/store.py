@@ -1,0 +1,259 @@
+"""The state of the fake Kubernetes API (tests/fakes/kube_api/server.py serves it over HTTP).
+
+Objects, one cluster-wide resourceVersion counter, the event history that watches replay
+(with a floor below which a watch gets 410 Gone), fault switches, request accounting, pod
+logs, and the scenario scripts that play when a JobSet is created.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+Obj = dict[str, Any]
+KINDS = {"pods": ("v1", "Pod"), "secrets": ("v1", "Secret"), "jobs": ("batch/v1", "Job"),
+         "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+         "workloads": ("kueue.x-k8s.io/v1beta1", "Workload")}
+Script = list[tuple[float, Callable[["FakeKube", str], None]]]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+    def status(self) -> Obj:
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": self.message, "reason": self.reason, "code": self.code}
+
+
+def matches(obj: Obj, labels: str | None, fields: str | None) -> bool:
+    have = obj.get("metadata", {}).get("labels") or {}
+    for term in filter(None, (labels or "").split(",")):
+        key, _, value = term.partition("=")
+        if (value and have.get(key) != value) or (not value and key not in have):
+            return False
+    for term in filter(None, (fields or "").split(",")):
+        key, _, value = term.partition("=")
+        if key == "metadata.name" and obj["metadata"]["name"] != value:
+            return False
+    return True
+
+
+class FakeKube:
+    """The cluster state, its event history, fault injection and request accounting."""
+
+    def __init__(self, history_limit: int = 10_000, deletion_delay_s: float = 0.1) -> None:
+        self.cond = threading.Condition(threading.RLock())
+        self.rv = 1000
+        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.history: list[tuple[int, str, str, Obj]] = []
+        self.history_floor = 0  # watches from an RV below this get 410 Gone
+        self.history_limit, self.deletion_delay_s = history_limit, deletion_delay_s
+        self.requests: list[tuple[float, str, str]] = []
+        self.created: Counter[tuple[str, str]] = Counter()
+        self.logs: dict[tuple[str, str, str], list[tuple[datetime, str]]] = {}
+        self.scripts: list[Script] = []  # one per JobSet creation, run in order
+        self.failures: list[tuple[int, int]] = []  # (remaining, status) 5xx bursts
+        self.drop_watch_every: int | None = None
+        self.drop_log_every: int | None = None
+        self.log_cut_at: dict[str, int] = {}  # pod → index of the last line a cut followed
+        self.cut_generation = 0  # bumped by cut_watches(): every open watch is dropped
+        self.action_times: dict[str, float] = {}  # action name → monotonic time it happened
+        self.closed = False
+
+    # --- store ---------------------------------------------------------------------------
+    def _bump(self, plural: str, kind: str, obj: Obj) -> Obj:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.history.append((self.rv, plural, kind, copy.deepcopy(obj)))
+        if len(self.history) > self.history_limit:
+            drop = len(self.history) - self.history_limit
+            self.history_floor = self.history[drop - 1][0] + 1
+            del self.history[:drop]
+        self.cond.notify_all()
+        return obj
+
+    def compact(self) -> None:
+        """Forget all history, as etcd compaction does: every older RV now gets 410 Gone."""
+        with self.cond:
+            self.history.clear()
+            self.history_floor = self.rv + 1
+
+    def cut_watches(self) -> None:
+        """Drop every open watch stream now, without an event (a restarted API server)."""
+        with self.cond:
+            self.cut_generation += 1
+            self.cond.notify_all()
+
+    def create(self, plural: str, ns: str, body: Obj) -> Obj:
+        with self.cond:
+            obj = copy.deepcopy(body)
+            meta = obj.setdefault("metadata", {})
+            name = meta.get("name")
+            if not name:
+                raise ApiError(422, "Invalid", "metadata.name: Required value")
+            if (plural, ns, name) in self.objects:
+                raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists')
+            api_version, kind = KINDS[plural]
+            obj.setdefault("apiVersion", api_version)
+            obj.setdefault("kind", kind)
+            meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now_iso())
+            if plural == "secrets" and "stringData" in obj:
+                data = obj.setdefault("data", {})
+                for key, value in obj.pop("stringData").items():
+                    data[key] = base64.b64encode(value.encode()).decode()
+            self.objects[(plural, ns, name)] = obj
+            self.created[(plural, name)] += 1
+            self._bump(plural, "ADDED", obj)
+            if plural == "jobsets":
+                self._on_jobset_created(obj)
+            return copy.deepcopy(obj)
+
+    def get(self, plural: str, ns: str, name: str) -> Obj:
+        with self.cond:
+            if (plural, ns, name) not in self.objects:
+                raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
+            return copy.deepcopy(self.objects[(plural, ns, name)])
+
+    def find(self, plural: str, ns: str = "default", labels: str | None = None) -> list[Obj]:
+        with self.cond:
+            return [copy.deepcopy(o) for (p, n, _), o in sorted(self.objects.items())
+                    if p == plural and n == ns and matches(o, labels, None)]
+
+    def replace(self, plural: str, ns: str, name: str, body: Obj) -> Obj:
+        with self.cond:
+            old = self.get(plural, ns, name)
+            sent = body.get("metadata", {}).get("resourceVersion")
+            if sent and sent != old["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", "the object has been modified")
+            obj = copy.deepcopy(body)
+            obj["metadata"] = {**old["metadata"], **{k: v for k, v in obj["metadata"].items()
+                                                    if k in ("labels", "annotations")}}
+            obj.setdefault("apiVersion", old["apiVersion"])
+            obj.setdefault("kind", old["kind"])
+            if plural == "secrets" and "stringData" in obj:
+                data = obj.setdefault("data", {})
+                for key, value in obj.pop("stringData").items():
+                    data[key] = base64.b64encode(value.encode()).decode()
+            self.objects[(plural, ns, name)] = obj
+            self._bump(plural, "MODIFIED", obj)
+            return copy.deepcopy(obj)
+
+    def mutate(self, plural: str, ns: str, name: str, fn: Callable[[Obj], None]) -> Obj | None:
+        """What a controller does: change an object in place (status, spec.suspend)."""
+        with self.cond:
+            obj = self.objects.get((plural, ns, name))
+            if obj is None:
+                return None
+            fn(obj)
+            return copy.deepcopy(self._bump(plural, "MODIFIED", obj))
+
+    def delete(self, plural: str, ns: str, name: str, policy: str = "Background") -> Obj:
+        with self.cond:
+            obj = self.objects.get((plural, ns, name))
+            if obj is None:
+                raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
+            if policy == "Foreground" and plural == "jobsets":
+                if not obj["metadata"].get("deletionTimestamp"):
+                    obj["metadata"]["deletionTimestamp"] = now_iso()
+                    self._bump(plural, "MODIFIED", obj)
+                    timer = threading.Timer(self.deletion_delay_s, self._finish_delete,
+                                            (plural, ns, name))
+                    timer.daemon = True
+                    timer.start()
+                return copy.deepcopy(obj)
+            self._finish_delete(plural, ns, name)
+            return copy.deepcopy(obj)
+
+    def _finish_delete(self, plural: str, ns: str, name: str) -> None:
+        with self.cond:
+            obj = self.objects.pop((plural, ns, name), None)
+            if obj is None:
+                return
+            uid = obj["metadata"]["uid"]
+            for key, child in list(self.objects.items()):
+                owners = child["metadata"].get("ownerReferences") or []
+                if any(o.get("uid") == uid for o in owners):
+                    self._finish_delete(*key)
+            self._bump(plural, "DELETED", obj)
+
+    # --- requests, faults ----------------------------------------------------------------
+    def fail_next(self, count: int, status: int = 503) -> None:
+        with self.cond:
+            self.failures.append((count, status))
+
+    def take_failure(self) -> int | None:
+        with self.cond:
+            if not self.failures:
+                return None
+            count, status = self.failures[0]
+            self.failures[0] = (count - 1, status)
+            if count - 1 <= 0:
+                self.failures.pop(0)
+            return status
+
+    def requests_between(self, start: float, end: float) -> list[tuple[float, str, str]]:
+        with self.cond:
+            return [r for r in self.requests if start <= r[0] < end]
+
+    # --- logs ------------------------------------------------------------------------------
+    def append_log(self, ns: str, pod: str, container: str, lines: list[str]) -> None:
+        with self.cond:
+            entries = self.logs.setdefault((ns, pod, container), [])
+            for line in lines:
+                stamp = datetime.now(UTC)
+                if entries and stamp <= entries[-1][0]:
+                    stamp = entries[-1][0] + timedelta(microseconds=1)
+                entries.append((stamp, line))
+            self.cond.notify_all()
+
+    # --- scenario scripts ---------------------------------------------------------------------
+    def _on_jobset_created(self, jobset: Obj) -> None:
+        """Kueue's webhook suspends a queued JobSet and creates its Workload; then the next
+        script of the scenario plays, as long as this very JobSet (by uid) exists."""
+        meta = jobset["metadata"]
+        if "kueue.x-k8s.io/queue-name" in (meta.get("labels") or {}):
+            jobset["spec"]["suspend"] = True
+            uid = meta["uid"]
+            self.create("workloads", meta["namespace"], {
+                "metadata": {"name": f"jobset-{meta['name']}-{uid[:5]}",
+                             "labels": {"kueue.x-k8s.io/job-uid": uid},
+                             "ownerReferences": [{"kind": "JobSet", "name": meta["name"],
+                                                  "uid": uid}]},
+                "spec": {"queueName": meta["labels"]["kueue.x-k8s.io/queue-name"]},
+                "status": {"conditions": [condition("QuotaReserved", "False", "Pending",
+                                                "couldn't assign flavors: insufficient quota "
+                                                "for google.com/tpu")]}})
+        if self.scripts:
+            script = self.scripts.pop(0)
+            thread = threading.Thread(target=self._play, args=(script, meta["namespace"],
+                                                              meta["name"], meta["uid"]),
+                                      daemon=True)
+            thread.start()
+
+    def _play(self, script: Script, ns: str, name: str, uid: str) -> None:
+        for delay, action in script:
+            time.sleep(delay)
+            with self.cond:
+                current = self.objects.get(("jobsets", ns, name))
+                if self.closed or current is None or current["metadata"]["uid"] != uid:
+                    return
+                action(self, name)
+                self.action_times[getattr(action, "__name__", "action")] = time.monotonic()
+
+
+def condition(kind: str, status: str, reason: str, message: str = "") -> Obj:
+    return {"type": kind, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": now_iso()}

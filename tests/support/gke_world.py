@@ -1,0 +1,107 @@
+"""One GKE "world" for the end-to-end flow test, assembled from the project's existing parts.
+
+Real: Prefect (ephemeral API), dockerd + registry (tests/support/docker.py) with the stand-in
+base image (tests/fakes/image_standin.py), fake-gcs-server, the flow and every stage's code.
+Faked, at the narrowest seams the project already has:
+- infra: the fake ``gcloud``/``gcluster`` executables on PATH sharing one state file with the
+  fake GoogleApis (tests/fakes/cloud), returned by ``flows.backends.gke.infra.clients.default_clients``;
+- cluster: the HTTP fake Kubernetes API (tests/fakes/kube_api), returned by
+  ``flows.backends.gke.backend.connect``; its scenario scripts play the programs
+  (tests/fakes/gke_programs.py);
+- budgets and watch timings of the GKE backend, shortened so the test takes seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.backends.gke import backend as gke_backend
+from flows.backends.gke.infra import clients as infra_clients
+from flows.backends.gke.infra.settings import InfraSettings
+from flows.backends.gke.watch.client import Cluster, cluster_at
+from flows.backends.gke.watch.monitor import Budgets, budgets_for
+from flows.backends.gke.watch.stream import WatchSettings
+from flows.config.profile import Profile
+from tests.fakes.cloud import BIN, FakeGoogleApis, build_bundle
+from tests.fakes.gke_programs import FakePrograms
+from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.support.gcs import gcs_client
+from tests.support.profiles import TUTORIAL_REQUIRED, fake_hf_token
+
+CANARY = fake_hf_token("CanaryGke")
+TOKEN_VAR = "TPURL_E2E_GKE_HF_TOKEN"  # no "__": not read as a profile override
+REGION = "us-east5"
+FAST_WATCH = WatchSettings(timeout_s=5, read_timeout_s=10, connect_timeout_s=2, max_errors=3,
+                           poll_interval_s=0.3, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.2)
+
+
+@dataclass
+class GkeWorld:
+    """Handles on every fake and real service one flow run of the GKE profile touches."""
+
+    overrides: dict[str, str]
+    bucket: str
+    kube: FakeKube
+    programs: FakePrograms
+    gcs: Any  # google.cloud.storage.Client on the fake-gcs-server
+    apis: FakeGoogleApis
+    home: Path  # the test's temporary directory (fake cloud state, caches, kubeconfig)
+    image_repository: str
+
+
+def _short_budgets(profile: Profile, stage: str) -> Budgets:
+    """The profile's budgets (queue/run/preemptions come from gke.* overrides), with the
+    internal tick and drain times cut so the test does not wait seconds per transition."""
+    return dataclasses.replace(budgets_for(profile, stage), tick_s=0.1, log_drain_s=2.0,
+                               delete_wait_s=10.0, schedule_s=30.0)
+
+
+@contextlib.contextmanager
+def open_gke_world(home: Path, standin_base: str, registry_prefix: str, gcs_url: str) -> Iterator[GkeWorld]:
+    """The world wired in: env, the fake cloud and cluster patched in, restored afterwards.
+    ``gcs_url``: a fake-gcs-server whose buckets are in the profile's region."""
+    cloud = home / "fakecloud"
+    cloud.mkdir()
+    bucket = f"tpurl-e2e-{uuid.uuid4().hex[:8]}"
+    repository = f"{registry_prefix}/tpu-post-training"
+    overrides = {
+        **TUTORIAL_REQUIRED, "gke.bucket": bucket, "gke.reservation": "my-v6e-res",
+        "image.base": standin_base, "image.repository": repository,
+        "model.hf_token.env": TOKEN_VAR,
+        # the backend's budgets, read from the profile as in production
+        "gke.queue_budget_s": "30", "gke.run_budget_s": "60", "gke.preemption_budget": "2"}
+    apis = FakeGoogleApis()
+    with pytest.MonkeyPatch.context() as mp, FakeApiServer(FakeKube()) as server:
+        mp.setenv(TOKEN_VAR, CANARY)
+        mp.setenv("STORAGE_EMULATOR_HOST", gcs_url)
+        mp.setenv("TPURL_FAKE_CLOUD", str(cloud))
+        mp.setenv("PATH", f"{BIN}{os.pathsep}{os.environ['PATH']}")
+        mp.setenv("KUBECONFIG", str(home / "kube" / "config"))
+        mp.setenv("DOCKER_CONFIG", str(home / "docker-config"))
+        mp.setenv("TPURL_CACHE_DIR", str(home / "cache"))
+        mp.setenv("TPURL_GCLUSTER_BUNDLE",
+                  str(build_bundle(home / "dl" / "gcluster_bundle_linux_amd64.tgz")))
+        gcs = gcs_client(gcs_url)  # also sets STORAGE_EMULATOR_HOST (restored by mp)
+
+        def default_clients(s: InfraSettings) -> tuple[FakeGoogleApis, Any]:
+            return apis, gcs_client(gcs_url, s.gke.project)
+
+        def connect(profile: Profile, *args: Any, **kwargs: Any) -> Cluster:
+            return cluster_at(server.url)
+
+        mp.setattr(infra_clients, "default_clients", default_clients)
+        mp.setattr(gke_backend, "connect", connect)
+        mp.setattr(gke_backend, "budgets_for", _short_budgets)
+        mp.setattr(gke_backend, "WatchSettings", lambda: FAST_WATCH)
+        yield GkeWorld(overrides=overrides, bucket=bucket, kube=server.kube,
+                       programs=FakePrograms(gcs), gcs=gcs, apis=apis, home=home,
+                       image_repository=repository)

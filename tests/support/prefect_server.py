@@ -1,0 +1,71 @@
+"""A real `prefect server start` on 127.0.0.1 for the deployment tests, plus its CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from flows.core.paths import REPO_ROOT
+from tests.support.net import free_port
+
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+
+
+@dataclass
+class PrefectServer:
+    url: str
+    env: dict[str, str]
+
+    def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([PREFECT, *args], cwd=REPO_ROOT, env=self.env, text=True,
+                              capture_output=True, timeout=timeout, check=False)
+
+    def api(self, method: str, path: str, **kwargs) -> httpx.Response:
+        response = httpx.request(method, f"{self.url}{path}", timeout=30, **kwargs)
+        response.raise_for_status()
+        return response
+
+
+@contextlib.contextmanager
+def prefect_server_in(home: Path) -> Iterator[PrefectServer]:
+    """A server with its own PREFECT_HOME, healthy before it is handed out."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update({"PREFECT_HOME": str(home), "PREFECT_API_URL": url,
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "true",
+                "PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_SERVER_API_PORT": str(port)})
+    log = open(home / "server.log", "w")  # noqa: SIM115 - closed at teardown
+    server = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port",
+                               str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if server.poll() is not None:
+            raise RuntimeError((home / "server.log").read_text()[-3000:])
+        time.sleep(0.5)
+    else:
+        server.kill()
+        raise RuntimeError("prefect server did not become healthy in 120 s")
+    try:
+        yield PrefectServer(url=url, env=env)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()

@@ -1,0 +1,46 @@
+"""Which tier a test runs in, so the quick tests run (and fail) first.
+
+- fast: no service at all (seconds for the whole tier);
+- services: uses fake-gcs-server, a Prefect API or dockerd (through a fixture below);
+- e2e: the end-to-end modules of tests/e2e, the rehearsal's last (it builds a 4 GB venv on
+  first use and runs the real MaxText programs for many minutes).
+The tier is decided per module (a module's slowest test decides) so a module's
+module-scoped fixtures are set up once. scripts/test.sh runs the tiers as separate pytest
+invocations selected by the markers these tiers add; a plain `pytest` runs them in order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SERVICE_FIXTURES = frozenset({"gcs_url", "gcs_east5", "store", "gcs", "prefect_api",
+                              "prefect_server", "docker_client", "standin_base",
+                              "rehearsal_image", "gke_world"})
+E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
+LAST_MODULE = "test_rehearsal_e2e.py"
+FAST, SERVICES, E2E, REHEARSAL = range(4)
+
+
+def item_tier(item: pytest.Item) -> int:
+    path = Path(str(item.path)).resolve()
+    if path.is_relative_to(E2E_DIR):
+        return REHEARSAL if path.name == LAST_MODULE else E2E
+    return SERVICES if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) else FAST
+
+
+def order_and_mark(items: list[pytest.Item]) -> None:
+    """Marks every item `services` or `e2e` (fast ones stay unmarked) and sorts the items by
+    tier, keeping the collection order inside a tier."""
+    module_tier: dict[Path, int] = {}
+    for item in items:
+        module_tier[item.path] = max(module_tier.get(item.path, FAST), item_tier(item))
+    for item in items:
+        tier = module_tier[item.path]
+        if tier == SERVICES:
+            item.add_marker(pytest.mark.services)
+        elif tier >= E2E:
+            item.add_marker(pytest.mark.e2e)
+    items.sort(key=lambda item: module_tier[item.path])
+
