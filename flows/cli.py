@@ -105,19 +105,29 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    # The ephemeral API's 20 s start-up budget is too tight on a busy 2-core machine.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    from flows.pipeline import rl_post_training
+    from flows import pipeline
+    from flows.interrupts import EXIT_INTERRUPTED, Interrupted, install_handlers, private_api
 
+    install_handlers()
     try:
-        result = rl_post_training(profile=profile, overrides=overrides or None)
+        with private_api():
+            result = pipeline.rl_post_training(profile=profile, overrides=overrides or None)
+    except (Interrupted, KeyboardInterrupt) as exc:
+        stage = pipeline.CURRENT_STAGE[0] if pipeline.CURRENT_STAGE else "start-up"
+        again = " ".join(["tpurl run", profile, *(f"--set {k}={v}" for k, v in overrides.items())])
+        print(f"\ninterrupted ({exc or 'SIGINT'}) during stage {stage}: its program was stopped "
+              "and the profile's lock released. Finished stages keep their verified outputs; "
+              f"training resumes from its newest checkpoint. To resume: {again}", file=sys.stderr)
+        return 128 + exc.signum if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
     except Exception as exc:
         print(f"\nrun failed: {exc}", file=sys.stderr)
         return 1
     if as_json:
         print(result.model_dump_json(indent=2))
         return 0
-    print(f"\n{result.profile}: done in {result.wall_s:.1f} s")
+    print(f"\n{result.profile}: done in {result.wall_s:.1f} s"
+          + (f" (of which {result.lock_wait_s:.1f} s waiting for the profile's lock)"
+             if result.lock_wait_s >= 1 else ""))
     for stage in result.stages:
         print(f"  {stage.stage:<8} {stage.status:<8} {stage.duration_s:8.1f} s")
     for name, uri in result.artifacts.items():

@@ -69,6 +69,14 @@ def private_api(startup_timeout_s: int = 120) -> Iterator[str | None]:
             os.environ["PREFECT_API_URL"] = server.api_url  # for child processes too
             yield server.api_url
     finally:
+        # Logs and events still queued go out while the server listens; drained later (at
+        # interpreter exit, Prefect's default) they would retry against a stopped server.
+        with contextlib.suppress(Exception):
+            from prefect.events.worker import EventsWorker
+            from prefect.logging.handlers import APILogWorker
+
+            APILogWorker.drain_all(timeout=5)
+            EventsWorker.drain_all(timeout=5)
         os.environ.pop("PREFECT_API_URL", None)
         with contextlib.suppress(Exception):
             server.stop()

@@ -47,7 +47,11 @@ def retry_if_retryable(task: Any, task_run: Any, state: State) -> bool:
     return False
 
 
+CURRENT_STAGE: list[str] = []  # the stage in progress in this process, for `tpurl run`'s messages
+
+
 def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput]) -> StageOutput:
+    CURRENT_STAGE[:] = [stage_name]
     logger = get_run_logger()
     redactor = Redactor()
     stage = STAGE_BY_NAME[stage_name]
@@ -132,7 +136,7 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
     cfg = load_profile(profile, merged)  # every check happens before any side effect
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
-    with profile_lock(cfg.name, logger):
+    with profile_lock(cfg.name, logger) as hold:
         image = build_image(cfg)
         infra = provision_infrastructure(cfg, image)
         converted = convert_checkpoint(cfg, image, infra)
@@ -150,7 +154,8 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
         chip_hours=sum(o.chip_hours for o in outputs),
         usd=round(sum(o.chip_hours for o in outputs) * price, 2),
         metrics=trained.details.get("metrics", {}),
-        wall_s=time.monotonic() - started, started_at=started_at,
+        wall_s=time.monotonic() - started, lock_wait_s=round(hold.waited_s, 3),
+        started_at=started_at,
         finished_at=datetime.now(UTC).isoformat())
     persist_result(backend.storage, cfg, flow_run.name or "run", result)
     publish_result(result)

@@ -38,6 +38,7 @@ class PipelineResult(BaseModel):
     usd: float = 0.0
     metrics: dict[str, Any]
     wall_s: float
+    lock_wait_s: float = 0.0  # waiting for another run of the profile; not in any stage's time
     started_at: str
     finished_at: str
 

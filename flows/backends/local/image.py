@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flows.backends.local.installer import install_command, installer_name
 from flows.core.backend import StepPlan, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import HF_CHECK_LOCK, REHEARSAL_LOCK
@@ -52,11 +53,11 @@ class LocalImage:
         profile, layout = self.profile, self.layout
         assert profile.local is not None
         venv, check = layout.venv_dir(), layout.hf_check_venv_dir()
+        patches = plan_lines(load_declarations(PATCHES_FILE), profile.image.disabled_patches)
         actions = [f"create venv {_rel(venv)} (Python {profile.local.venv_python})",
-                   f"pip install -r {_rel(REHEARSAL_LOCK)}", *plan_lines(load_declarations(PATCHES_FILE),
-                                                            profile.image.disabled_patches),
+                   f"{installer_name()} install -r {_rel(REHEARSAL_LOCK)}", *patches,
                    f"create venv {_rel(check)} (Python {profile.local.hf_check_python}) and "
-                   f"pip install -r {_rel(HF_CHECK_LOCK)} (transformers + CPU torch, "
+                   f"{installer_name()} install -r {_rel(HF_CHECK_LOCK)} (transformers + CPU torch, "
                    "to prove the export loads)"]
         return StepPlan(inputs={"base": profile.image.base},
                         outputs={"image": f"venv:{_rel(venv)}"}, actions=actions,
@@ -125,10 +126,9 @@ class LocalImage:
             runs.append(self.backend.run_command(
                 f"create-{label}-venv", [python, "-m", "venv", str(venv)],
                 join(logs, f"create-{label}-venv.log"), {"PYENV_VERSION": python_version}))
-        runs.append(self.backend.run_command(
-            f"install-{label}", [str(_python(venv)), "-m", "pip", "install", "--no-input",
-                                 "--disable-pip-version-check", "-r", str(lock)],
-            join(logs, f"install-{label}.log")))
+        argv, env = install_command(_python(venv), lock)
+        runs.append(self.backend.run_command(f"install-{label}", argv,
+                                             join(logs, f"install-{label}.log"), env))
         marker.write_text(lock.read_text())
         return runs
 
