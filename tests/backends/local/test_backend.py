@@ -106,3 +106,34 @@ def test_secret_manager_reference_reads_the_latest_version(monkeypatch):
     with pytest.raises(SecretUnavailable, match="could not be read") as caught:
         resolve(SecretRef(gcp_secret="missing"), project="my-proj-123")
     assert "gcloud secrets create" in str(caught.value)
+
+
+def test_a_live_orphan_of_the_same_output_is_stopped_before_the_rerun(backend, tmp_path, caplog):
+    """What a SIGKILLed run without PR_SET_PDEATHSIG (another machine's kernel, a container
+    runtime) would leave: the program still running, its tag beside the log."""
+    import subprocess
+
+    from flows.core.processes import ProcessTag
+
+    log = tmp_path / "out" / "tpurl-logs" / "probe.log"
+    log.parent.mkdir(parents=True)
+    orphan = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    log.with_suffix(".pid").write_text(ProcessTag.of(orphan.pid, "probe").to_json())
+    caplog.set_level(logging.INFO)
+    run = backend.run_workload(_workload("print('ran')"), file_uri(log))
+    orphan.wait(timeout=15)  # stopped (stop_group reaps it, so its status reads 0 here)
+    assert "still running from a run that died" in caplog.text
+    assert run.name == "probe" and not log.with_suffix(".pid").exists()
+
+
+def test_a_recycled_pid_is_not_taken_for_an_orphan(backend, tmp_path):
+    import os
+
+    from flows.core.processes import ProcessTag
+
+    log = tmp_path / "out" / "tpurl-logs" / "probe.log"
+    log.parent.mkdir(parents=True)
+    me = ProcessTag.of(os.getpid(), "probe")
+    stale = ProcessTag(me.pid, (me.ticks or 0) + 1, me.host, me.started_at, "probe")
+    log.with_suffix(".pid").write_text(stale.to_json())
+    backend.run_workload(_workload("print('ran')"), file_uri(log))  # and this test lives on
