@@ -25,7 +25,8 @@ def test_deploy_argv_is_the_tutorials(settings: InfraSettings) -> None:
         "project_id=my-proj-123,deployment_name=tpurl-v6e,region=us-east5,zone=us-east5-b,"
         "num_slices=1,tpu_topology=4x8,authorized_cidr=203.0.113.0/24,reservation=my-v6e-res",
         "--download-dependencies", "-l", "IGNORE", "--auto-approve", "-w"]
-    assert destroy_argv(settings) == ["gcluster", "destroy", "tpurl-v6e", "--auto-approve"]
+    assert destroy_argv(settings) == ["gcluster", "destroy", "tpurl-v6e", "--auto-approve",
+        "--download-dependencies"]
     assert get_credentials_argv(settings) == [
         "gcloud", "container", "clusters", "get-credentials", "tpurl-v6e", "--region=us-east5",
         "--project=my-proj-123"]
