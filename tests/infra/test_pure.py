@@ -71,9 +71,11 @@ def test_blueprint_edit_fails_when_the_setting_is_gone() -> None:
 
 
 def test_shipped_edit_declaration_loads() -> None:
-    (edit,) = load_edits()
+    edit, kueue = load_edits()
     assert (edit.module, edit.setting, edit.add) == ("node_pool_service_account",
                                                      "project_roles", "storage.admin")
+    assert kueue.var == "kueue_configuration_path" and "ghpc_stage" in kueue.value
+    assert kueue.stage == "kueue-configuration.yaml.tftpl"
 
 
 def test_authorized_cidr_is_required_and_world_warns() -> None:
