@@ -28,6 +28,7 @@ from flows.backends.gke.infra.preflight import (
     render_checks,
     run_checks,
 )
+from flows.backends.gke.infra.preflight_access import Planned
 from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
 
 
@@ -46,13 +47,14 @@ class InfraReport(BaseModel):
     idle_usd_per_hour: float = 0.0
 
 
-def preflight(s: InfraSettings, apis: GoogleApis, client: Any) -> list[CheckResult]:
+def preflight(s: InfraSettings, apis: GoogleApis, client: Any,
+              planned: Planned | None = None) -> list[CheckResult]:
     """The checks ``tpurl plan --check`` prints; reads only."""
     try:
         exists = client.lookup_bucket(s.gke.bucket) is not None
     except Exception:
         exists = False
-    return run_checks(s, gather(apis, s, bucket_exists=exists))
+    return run_checks(s, gather(apis, s, bucket_exists=exists, planned=planned), planned)
 
 
 def _run_ok(argv: list[str], s: InfraSettings, what: str) -> None:
@@ -64,14 +66,15 @@ def _run_ok(argv: list[str], s: InfraSettings, what: str) -> None:
 
 
 def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logger,
-              kubeconfig: Path | None = None, docker_config: Path | None = None) -> InfraReport:
+              kubeconfig: Path | None = None, docker_config: Path | None = None,
+              planned: Planned | None = None) -> InfraReport:
     report = InfraReport(cluster=f"{s.gke.project}/{s.gke.region}/{s.gke.cluster}", bucket_created=False,
                          deployed=False, pool_chips=s.gke.total_chips,
                          idle_usd_per_hour=s.gke.idle_usd_per_hour)
     if warning := world_open_warning(s.gke):
         logger.warning(warning)
         report.warnings.append(warning)
-    checks = preflight(s, apis, client)
+    checks = preflight(s, apis, client, planned)
     report.checks = [{"name": c.name, "status": c.status, "summary": c.issue.problem,
                       "fix": c.issue.fix}
                      for c in checks]
