@@ -93,6 +93,17 @@ def test_a_cluster_queue_covering_only_tpu_is_refused_in_kueues_words(
     assert "kueue-configuration.yaml.tftpl" in line  # the fix
 
 
+def test_the_run_reapplies_a_deployment_whose_kueue_does_not_admit_our_pods(
+        settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    _deployed(settings, cloud, gcs)
+    state = fc.load()
+    state["kueue_config"] = TPU_ONLY_KUEUE  # the tutorial's cluster, deployed by tpurl
+    fc.save(state)
+    report = provision(settings, cloud.apis, gcs, Log(), planned=planned_for(tutorial_profile()))
+    assert report.deployed and len(cloud.calls("gcluster")) == 2
+    assert 'coveredResources: ["cpu", "memory", "ephemeral-storage"]' in fc.load()["kueue_config"]
+
+
 def test_a_missing_local_queue_is_refused(settings: InfraSettings, cloud: Cloud,
                                           gcs: Any) -> None:
     _deployed(settings, cloud, gcs)

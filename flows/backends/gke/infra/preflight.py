@@ -2,8 +2,11 @@
 
 ``gather`` reads the cloud through the ``GoogleApis`` seam (errors are kept as facts, not
 raised, so one unreadable API does not hide the other checks); ``run_checks`` is a pure
-function from those facts to a list of results. ``tpurl plan PROFILE --check`` prints them;
-the infra stage refuses to deploy while any result is a failure.
+function from those facts to a list of results. ``tpurl plan PROFILE --check`` prints them
+(each with the live object it read) and exits 1 on a failure; the infra stage refuses to
+deploy while any result is a failure (except a live Kueue configuration that does not admit
+our pods, which the deploy re-applies). The checks of the plan itself (permissions, image
+repository, Pathways images, Kueue admission, CPU-pool fit) live in preflight_access.py.
 """
 
 from __future__ import annotations

@@ -139,9 +139,10 @@ def check_pathways_images(s: InfraSettings, planned: Planned,
 
 
 def kueue_fix(s: InfraSettings) -> str:
-    return ("re-apply the blueprint with tpurl's Kueue configuration (deployments/blueprints/"
-            "kueue-configuration.yaml.tftpl: a cpu/memory/ephemeral-storage resource group "
-            f"on {s.gke.cpu_pool}), or add such a resource group to the ClusterQueue yourself "
+    return ("`tpurl run` re-applies the blueprint with tpurl's Kueue configuration "
+            "(deployments/blueprints/kueue-configuration.yaml.tftpl: a cpu/memory/"
+            f"ephemeral-storage resource group on {s.gke.cpu_pool}) when it deployed the "
+            "cluster; otherwise add such a resource group to the ClusterQueue yourself "
             "(kubectl edit clusterqueue)")
 
 
