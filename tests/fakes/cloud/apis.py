@@ -6,8 +6,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import yaml
+
+from flows.backends.gke.infra.cloud import ApiDenied
 from flows.backends.gke.infra.preflight import REQUIRED_APIS
+from flows.backends.gke.infra.preflight_access import OPERATOR_PERMISSIONS
 from tests.fakes.cloud import fakecloud_state as fc
+
+PATHWAYS = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 
 
 class FakeGoogleApis:
@@ -25,6 +31,12 @@ class FakeGoogleApis:
                                        "kueue": "v0.15.2"}
         self.denied: set[str] = set()  # method names that raise PermissionError
         self.calls: list[str] = []
+        # testIamPermissions answers the subset held (cloudresourcemanager v1
+        # projects.testIamPermissions); the operator holds all of them unless a test says so
+        self.permissions: set[str] = set(OPERATOR_PERMISSIONS)
+        self.repositories: dict[str, dict[str, Any]] = {}  # "project/location/name" → repo
+        self.images: set[str] = {f"{PATHWAYS}/{name}:jax-0.11.0"
+                                 for name in ("server", "proxy_server")}
 
     def _call(self, name: str) -> None:
         self.calls.append(name)
@@ -64,3 +76,48 @@ class FakeGoogleApis:
     def addon_versions(self, cluster: dict[str, Any]) -> dict[str, Any]:
         self._call("addon_versions")
         return dict(self.addons)
+
+    def kueue_objects(self, cluster: dict[str, Any], namespace: str,
+                      local_queue: str) -> dict[str, Any]:
+        """What kubectl-apply applied at deploy (the fake gcluster keeps the rendered Kueue
+        configuration), read the way RestGoogleApis reads it: LocalQueue → ClusterQueue →
+        its ResourceFlavors; a missing object is None, as a 404 is."""
+        self._call("kueue_objects")
+        docs = [d for d in yaml.safe_load_all(fc.load().get("kueue_config") or "") if d]
+        def find(kind: str, name: str, ns: str | None = None) -> dict[str, Any] | None:
+            return next((d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name
+                         and (ns is None or d["metadata"].get("namespace") == ns)), None)
+        lq = find("LocalQueue", local_queue, namespace)
+        cq = find("ClusterQueue", lq["spec"]["clusterQueue"]) if lq else None
+        names = [f["name"] for g in ((cq or {}).get("spec") or {}).get("resourceGroups", [])
+                 for f in g.get("flavors", [])]
+        flavors = {n: f for n in names if (f := find("ResourceFlavor", n)) is not None}
+        return {"local_queue": lq, "cluster_queue": cq, "flavors": flavors}
+
+    def test_iam_permissions(self, project: str, permissions: list[str]) -> set[str]:
+        self._call("test_iam_permissions")
+        return {p for p in permissions if p in self.permissions}
+
+    def get_repository(self, project: str, location: str,
+                       repository: str) -> dict[str, Any] | None:
+        self._call("get_repository")
+        found = self.repositories.get(f"{project}/{location}/{repository}")
+        return copy.deepcopy(found)
+
+    def create_repository(self, project: str, location: str, repository: str) -> dict[str, Any]:
+        """Fails like Artifact Registry: 403 without artifactregistry.repositories.create,
+        409 ALREADY_EXISTS for an existing name."""
+        self._call("create_repository")
+        if "artifactregistry.repositories.create" not in self.permissions:
+            raise ApiDenied("Permission 'artifactregistry.repositories.create' denied")
+        key = f"{project}/{location}/{repository}"
+        if key in self.repositories:
+            raise RuntimeError(f"409 ALREADY_EXISTS: the repository {repository} already exists")
+        self.repositories[key] = {
+            "name": f"projects/{project}/locations/{location}/repositories/{repository}",
+            "format": "DOCKER"}
+        return {"done": True}
+
+    def image_exists(self, ref: str) -> bool:
+        self._call("image_exists")
+        return ref in self.images

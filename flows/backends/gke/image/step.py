@@ -33,7 +33,8 @@ class GkeImage:
         profile = self.profile
         repository = patched_image_ref(profile).rsplit(":", 1)[0]
         patches = plan_lines(load_declarations(PATCHES_FILE), profile.image.disabled_patches)
-        actions = [f"docker build FROM {profile.image.base} (pinned to its digest)", *patches,
+        actions = [f"create the Artifact Registry repository of {repository} (if missing)",
+                   f"docker build FROM {profile.image.base} (pinned to its digest)", *patches,
                    f"docker push {repository}:tpurl-<content tag> (base digest + patches + "
                    "build files; skipped when that tag is already in the registry)"]
         return StepPlan(inputs={"base": profile.image.base},
@@ -61,6 +62,7 @@ class GkeImage:
 
         try:
             request = request_from_profile(self.profile)
+            self._ensure_repository(request.repository, ctx)
             result = ensure_image(request, connect(), log=ctx.logger.info)
             # verify_image reads files from the image; only after a build (the base is GBs)
             details = (verify_image(connect(), result.ref, request.patches()) if result.built
@@ -76,6 +78,17 @@ class GkeImage:
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
         details = ctx.scratch["image"]
         return {"image": details["image"]}, details
+
+    def _ensure_repository(self, repository: str, ctx: StageContext) -> None:
+        from flows.backends.gke.image.repository import ensure_repository
+        from flows.backends.gke.infra import clients
+        from flows.backends.gke.infra.preflight_access import ar_repository
+        from flows.backends.gke.infra.settings import settings_from_profile
+
+        if ar_repository(repository) is None:
+            return  # another registry: nothing to create, no Google credentials needed
+        apis, _ = clients.default_clients(settings_from_profile(self.profile))
+        ensure_repository(apis, repository, ctx.logger.info)
 
     def _ensure_record_bucket(self, ctx: StageContext) -> None:
         from flows.backends.gke.infra import clients

@@ -20,23 +20,51 @@ from ruamel.yaml import YAML
 from flows.backends.gke.infra.errors import user_error
 from flows.core.paths import REPO_ROOT
 
-EDITS_FILE = REPO_ROOT / "deployments" / "blueprints" / "gke-tpu-v6e-advanced.edits.yaml"
+BLUEPRINTS_DIR = REPO_ROOT / "deployments" / "blueprints"
+EDITS_FILE = BLUEPRINTS_DIR / "gke-tpu-v6e-advanced.edits.yaml"
 
 
 @dataclass(frozen=True)
 class BlueprintEdit:
+    """Either a list edit (``module``/``setting``/``add``) or a var edit (``var``/``value``,
+    optionally with a file from deployments/blueprints/ staged beside the blueprint)."""
+
     id: str
-    module: str
-    setting: str
-    add: str
-    replaces: str | None
-    iam_modes: tuple[str, ...]
+    module: str = ""
+    setting: str = ""
+    add: str = ""
+    replaces: str | None = None
+    iam_modes: tuple[str, ...] = ()
+    var: str = ""
+    value: str = ""
+    stage: str = ""
+    stage_as: str = ""
 
 
 def load_edits(path: Path = EDITS_FILE) -> list[BlueprintEdit]:
     doc = YAML(typ="safe").load(path.read_text())
-    return [BlueprintEdit(e["id"], e["module"], e["setting"], e["add"], e.get("replaces"),
-                          tuple(e.get("iam_modes", ()))) for e in doc["edits"]]
+    return [BlueprintEdit(e["id"], e.get("module", ""), e.get("setting", ""), e.get("add", ""),
+                          e.get("replaces"), tuple(e.get("iam_modes", ())), e.get("var", ""),
+                          e.get("value", ""), e.get("stage", ""), e.get("stage_as", ""))
+            for e in doc["edits"]]
+
+
+def _applies(edit: BlueprintEdit, iam_mode: str) -> bool:
+    return not edit.iam_modes or iam_mode in edit.iam_modes
+
+
+def apply_var_edit(doc: Any, edit: BlueprintEdit) -> bool:
+    variables = doc.get("vars") if isinstance(doc, dict) else None
+    if not isinstance(variables, dict) or edit.var not in variables:
+        raise user_error(f"the blueprint has no var {edit.var!r} (edit {edit.id})",
+                         f"vars present: {', '.join(map(str, variables or {})) or '(none)'}",
+                         "the Cluster Toolkit example changed: update "
+                         "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this "
+                         "version, or pin gke.cluster_toolkit_version to v1.103.0")
+    if variables[edit.var] == edit.value:
+        return False
+    variables[edit.var] = edit.value
+    return True
 
 
 def _yaml() -> YAML:
@@ -66,6 +94,8 @@ def find_module(doc: Any, module_id: str) -> Any:
 
 def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
     """Apply one edit in place; True if the document changed (False: already applied)."""
+    if edit.var:
+        return apply_var_edit(doc, edit)
     module = find_module(doc, edit.module)
     settings = module.get("settings")
     values = settings.get(edit.setting) if isinstance(settings, dict) else None
@@ -87,7 +117,7 @@ def edit_blueprint(text: str, iam_mode: str, edits: list[BlueprintEdit] | None =
     yaml = _yaml()
     doc = yaml.load(text)
     for edit in load_edits() if edits is None else edits:
-        if not edit.iam_modes or iam_mode in edit.iam_modes:
+        if _applies(edit, iam_mode):
             apply_edit(doc, edit)
     out = io.StringIO()
     yaml.dump(doc, out)
@@ -95,6 +125,13 @@ def edit_blueprint(text: str, iam_mode: str, edits: list[BlueprintEdit] | None =
 
 
 def write_edited(example: Path, dest: Path, iam_mode: str) -> Path:
+    """The edited blueprint, and beside it each file an edit stages (ghpc_stage resolves
+    relative paths against the blueprint's folder: cluster-toolkit pkg/config/staging.go)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(edit_blueprint(example.read_text(), iam_mode))
+    edits = load_edits()
+    dest.write_text(edit_blueprint(example.read_text(), iam_mode, edits))
+    for edit in edits:
+        if edit.stage and _applies(edit, iam_mode):
+            (dest.parent / (edit.stage_as or edit.stage)).write_text(
+                (BLUEPRINTS_DIR / edit.stage).read_text())
     return dest

@@ -1,4 +1,4 @@
-"""Where the real Google clients are made: the one place tests replace (see tests/infra).
+"""Where the real Google clients are made: the one place tests replace (see tests/backends/gke/infra and tests/fakes/cloud).
 
 Kept apart so the flows import no Google client at module load and a missing credential
 fails with a fix instead of a traceback from google.auth.

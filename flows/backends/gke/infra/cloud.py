@@ -11,8 +11,10 @@ gcluster (flows/backends/gke/infra/commands.py) or google-cloud-storage (flows/b
 from __future__ import annotations
 
 import base64
+import contextlib
 import re
 import tempfile
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 ADDONS = {  # what to read on the cluster: (namespace, deployment) of each controller
@@ -20,6 +22,11 @@ ADDONS = {  # what to read on the cluster: (namespace, deployment) of each contr
     "kueue": ("kueue-system", "kueue-controller-manager"),
 }
 JOBSET_CRD = "jobsets.jobset.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # Kueue 0.15 serves both; the toolkit writes v1beta2
+MANIFEST_TYPES = ", ".join((  # what a registry may answer for a tag: index or single manifest
+    "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json"))
 
 
 class ApiNotFound(LookupError):
@@ -40,6 +47,22 @@ class GoogleApis(Protocol):
     def bucket_iam_policy(self, bucket: str) -> dict[str, Any]: ...
     def addon_versions(self, cluster: dict[str, Any]) -> dict[str, Any]:
         """{"jobset": "v0.10.1" | None, "jobset_api_versions": [...], "kueue": "v0.15.2" | None}"""
+        ...
+    def kueue_objects(self, cluster: dict[str, Any], namespace: str,
+                      local_queue: str) -> dict[str, Any]:
+        """The live Kueue objects jobs are admitted by: {"local_queue": obj | None,
+        "cluster_queue": obj | None, "flavors": {name: obj}} (Kubernetes API objects)."""
+        ...
+    def test_iam_permissions(self, project: str, permissions: list[str]) -> set[str]:
+        """The subset of ``permissions`` the caller holds on the project."""
+        ...
+    def get_repository(self, project: str, location: str,
+                       repository: str) -> dict[str, Any] | None: ...
+    def create_repository(self, project: str, location: str, repository: str) -> dict[str, Any]:
+        """Create a DOCKER-format Artifact Registry repository (the one write of this seam)."""
+        ...
+    def image_exists(self, ref: str) -> bool:
+        """Whether ``host/path:tag`` resolves to a manifest in its registry."""
         ...
 
 
@@ -123,27 +146,84 @@ class RestGoogleApis:
         return self._get(f"https://storage.googleapis.com/storage/v1/b/{bucket}/iam",
                          params={"optionsRequestedPolicyVersion": 3})
 
-    def addon_versions(self, cluster: dict[str, Any]) -> dict[str, Any]:
-        endpoint = cluster["endpoint"]
+    @contextlib.contextmanager
+    def _kube(self, cluster: dict[str, Any]) -> Iterator[Any]:
+        """A GET on the cluster's API server (its CA from the GKE API): path → object | None."""
         ca = base64.b64decode(cluster["masterAuth"]["clusterCaCertificate"])
-        out: dict[str, Any] = {}
         with tempfile.NamedTemporaryFile(suffix=".crt") as ca_file:
             ca_file.write(ca)
             ca_file.flush()
-            base = f"https://{endpoint}"
-            for name, (namespace, deployment) in ADDONS.items():
-                url = f"{base}/apis/apps/v1/namespaces/{namespace}/deployments/{deployment}"
+            base = f"https://{cluster['endpoint']}"
+
+            def get(path: str) -> dict[str, Any] | None:
                 try:
-                    spec = self._get(url, verify=ca_file.name)["spec"]["template"]["spec"]
-                    images = [c.get("image", "") for c in spec.get("containers", [])]
-                    out[name] = next((v for i in images if (v := image_version(i))), None)
+                    return self._get(base + path, verify=ca_file.name)
                 except ApiNotFound:
-                    out[name] = None
-            try:
-                crd = self._get(f"{base}/apis/apiextensions.k8s.io/v1/"
-                                f"customresourcedefinitions/{JOBSET_CRD}", verify=ca_file.name)
-                out["jobset_api_versions"] = [v["name"] for v in crd["spec"]["versions"]
-                                              if v.get("served")]
-            except ApiNotFound:
-                out["jobset_api_versions"] = []
+                    return None
+            yield get
+
+    def addon_versions(self, cluster: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        with self._kube(cluster) as get:
+            for name, (namespace, deployment) in ADDONS.items():
+                found = get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{deployment}")
+                spec = found["spec"]["template"]["spec"] if found else {}
+                images = [c.get("image", "") for c in spec.get("containers", [])]
+                out[name] = next((v for i in images if (v := image_version(i))), None)
+            crd = get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{JOBSET_CRD}")
+            out["jobset_api_versions"] = [v["name"] for v in crd["spec"]["versions"]
+                                          if v.get("served")] if crd else []
         return out
+
+    def kueue_objects(self, cluster: dict[str, Any], namespace: str,
+                      local_queue: str) -> dict[str, Any]:
+        with self._kube(cluster) as get:
+            for version in KUEUE_VERSIONS:
+                api = f"/apis/kueue.x-k8s.io/{version}"
+                if get(api) is None:
+                    continue
+                lq = get(f"{api}/namespaces/{namespace}/localqueues/{local_queue}")
+                cq_name = ((lq or {}).get("spec") or {}).get("clusterQueue")
+                cq = get(f"{api}/clusterqueues/{cq_name}") if cq_name else None
+                flavors = {}
+                for group in ((cq or {}).get("spec") or {}).get("resourceGroups") or []:
+                    for flavor in group.get("flavors") or []:
+                        if (found := get(f"{api}/resourceflavors/{flavor['name']}")) is not None:
+                            flavors[flavor["name"]] = found
+                return {"local_queue": lq, "cluster_queue": cq, "flavors": flavors}
+        return {"local_queue": None, "cluster_queue": None, "flavors": {}}
+
+    def test_iam_permissions(self, project: str, permissions: list[str]) -> set[str]:
+        url = (f"https://cloudresourcemanager.googleapis.com/v1/projects/{project}"
+               ":testIamPermissions")
+        response = self.session.post(url, json={"permissions": permissions}, timeout=30)
+        return set(self._json(response, url).get("permissions", []))
+
+    def _repository_url(self, project: str, location: str) -> str:
+        return (f"https://artifactregistry.googleapis.com/v1/projects/{project}/locations/"
+                f"{location}/repositories")
+
+    def get_repository(self, project: str, location: str,
+                       repository: str) -> dict[str, Any] | None:
+        try:
+            return self._get(f"{self._repository_url(project, location)}/{repository}")
+        except ApiNotFound:
+            return None
+
+    def create_repository(self, project: str, location: str, repository: str) -> dict[str, Any]:
+        url = self._repository_url(project, location)
+        response = self.session.post(url, params={"repositoryId": repository}, timeout=60,
+                                     json={"format": "DOCKER", "description":
+                                           "tpurl post-training images"})
+        return self._json(response, url)  # a long-running operation; creation is quick
+
+    def image_exists(self, ref: str) -> bool:
+        host, _, rest = ref.partition("/")
+        path, _, tag = rest.rpartition(":")
+        url = f"https://{host}/v2/{path}/manifests/{tag}"
+        response = self.session.head(url, timeout=30, headers={"Accept": MANIFEST_TYPES})
+        if response.status_code == 404:
+            return False
+        if response.status_code != 200:
+            self._json(response, url)  # 403 → ApiDenied, other errors raise
+        return True

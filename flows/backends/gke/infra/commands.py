@@ -34,7 +34,12 @@ def deploy_argv(s: InfraSettings, gcluster: str = "gcluster") -> list[str]:
 
 
 def destroy_argv(s: InfraSettings, gcluster: str = "gcluster") -> list[str]:
-    return [gcluster, "destroy", s.gke.cluster, "--auto-approve"]
+    """Never prompts: --auto-approve answers Terraform's apply question (cmd/destroy.go,
+    addAutoApproveFlag) and --download-dependencies the "terraform is missing, download it?
+    [y/N]" one, which cluster-toolkit asks before destroy as before deploy (cmd/root.go runs
+    initDependencies for deploy, destroy and export-outputs; pkg/dependencies/resolver.go
+    reads the answer from stdin, and a closed stdin is a "no")."""
+    return [gcluster, "destroy", s.gke.cluster, "--auto-approve", "--download-dependencies"]
 
 
 def get_credentials_argv(s: InfraSettings) -> list[str]:

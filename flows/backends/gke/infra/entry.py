@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from flows.backends.gke.infra import clients, iam
+from flows.backends.gke.infra.cloud import GoogleApis
 from flows.backends.gke.infra.cluster import Logger
 from flows.backends.gke.infra.commands import deploy_argv, get_credentials_argv, render
 from flows.backends.gke.infra.cost import cost_plan, render_cost
+from flows.backends.gke.infra.preflight_access import Planned
 from flows.backends.gke.infra.provision import InfraReport, preflight, provision
 from flows.backends.gke.infra.settings import (
     BLUEPRINT_EXAMPLE,
@@ -24,7 +26,8 @@ def gke_plan_actions(profile: Profile) -> list[str]:
     s = settings_from_profile(profile)
     actions = [
         "pre-flight: APIs, reservation, TPU quota, JobSet/Kueue on an existing cluster, "
-        "bucket metadata access (tpurl plan --check)",
+        "bucket metadata access, your IAM permissions, the image repository, the Pathways "
+        "images, Kueue admission and CPU-pool fit of every pod (tpurl plan --check)",
         f"create gs://{s.gke.bucket} in {s.gke.region} with uniform bucket-level access (if missing)",
         f"skip the deploy if cluster {s.gke.cluster} exists and its TPU pool matches "
         f"({s.gke.machine_type} {s.gke.topology} x{s.gke.num_slices}, reservation {s.gke.reservation})",
@@ -32,7 +35,10 @@ def gke_plan_actions(profile: Profile) -> list[str]:
         "recorded)",
         f"edit {BLUEPRINT_EXAMPLE}: storage.admin for node_pool_service_account"
         if s.gke.iam_mode == "project-storage-admin" else
-        f"use {BLUEPRINT_EXAMPLE} unedited (iam_mode bucket-scoped)",
+        f"use {BLUEPRINT_EXAMPLE} without the storage.admin edit (iam_mode bucket-scoped)",
+        "stage deployments/blueprints/kueue-configuration.yaml.tftpl beside it as the "
+        "blueprint's kueue_configuration_path (a ClusterQueue covering google.com/tpu and "
+        f"cpu, memory, ephemeral-storage on {s.gke.cpu_pool})",
         f"restore gs://{s.gke.bucket}/{s.state_prefix}deployment/ (if any), then "
         f"{render(deploy_argv(s))}, then save the folder there again",
         render(get_credentials_argv(s)),
@@ -55,13 +61,35 @@ def gke_plan_notes(profile: Profile) -> list[str]:
     return notes
 
 
-def check_text(profile: Profile) -> tuple[str, bool]:
-    """For `tpurl plan PROFILE --check`: (printable report, True when nothing failed)."""
+def planned_for(profile: Profile) -> Planned:
+    """What the pipeline will submit for this profile (pure): the pod sets of the very
+    JobSets the backend renders, where the image goes, which Pathways images run."""
+    from flows.backends.gke.infra.admission import pod_sets
+    from flows.backends.gke.jobs.manifests import render_all
+    from flows.backends.gke.jobs.options import options_for
+    from flows.core.layout import patched_image_ref
+    from flows.plan import planned_workloads
+
+    workloads = planned_workloads(profile)
+    jobsets = [o for o in render_all(profile, workloads) if o.get("kind") == "JobSet"]
+    sets = [ps for stage, jobset in zip(workloads, jobsets, strict=True)
+            for ps in pod_sets(stage, jobset)]
+    options = options_for(profile)
+    return Planned(pod_sets=sets, image_repository=patched_image_ref(profile).rsplit(":", 1)[0],
+                   pathways_images=(options.server_image, options.proxy_image),
+                   base_image=profile.image.base)
+
+
+def check_text(profile: Profile, apis: GoogleApis | None = None,
+               storage_client: Any = None) -> tuple[str, bool]:
+    """For `tpurl plan PROFILE --check`: (printable report, True when nothing failed).
+    Reads only (GETs and testIamPermissions); it creates, grants and deploys nothing."""
     from flows.backends.gke.infra.preflight import failures, render_checks
 
     s = settings_from_profile(profile)
-    apis, storage_client = clients.default_clients(s)
-    results = preflight(s, apis, storage_client)
+    if apis is None:
+        apis, storage_client = clients.default_clients(s)
+    results = preflight(s, apis, storage_client, planned_for(profile))
     return render_checks(results), not failures(results)
 
 
@@ -69,7 +97,7 @@ def run_gke(profile: Profile, logger: Logger) -> InfraReport:
     """The InfraStage.run gke branch: provision everything, idempotently."""
     s = settings_from_profile(profile)
     apis, storage_client = clients.default_clients(s)
-    return provision(s, apis, storage_client, logger)
+    return provision(s, apis, storage_client, logger, planned=planned_for(profile))
 
 
 def report_details(report: InfraReport) -> dict[str, Any]:

@@ -2,19 +2,26 @@
 
 ``gather`` reads the cloud through the ``GoogleApis`` seam (errors are kept as facts, not
 raised, so one unreadable API does not hide the other checks); ``run_checks`` is a pure
-function from those facts to a list of results. ``tpurl plan PROFILE --check`` prints them;
-the infra stage refuses to deploy while any result is a failure.
+function from those facts to a list of results. ``tpurl plan PROFILE --check`` prints them
+(each with the live object it read) and exits 1 on a failure; the infra stage refuses to
+deploy while any result is a failure (except a live Kueue configuration that does not admit
+our pods, which the deploy re-applies). The checks of the plan itself (permissions, image
+repository, Pathways images, Kueue admission, CPU-pool fit) live in preflight_access.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from flows.backends.gke.infra import preflight_access as access
 from flows.backends.gke.infra.cloud import GoogleApis
 from flows.backends.gke.infra.cluster import pool_mismatches
 from flows.backends.gke.infra.iam import ROLES_WITH_BUCKETS_GET, desired_bindings, granted, members
+from flows.backends.gke.infra.kueue_config import planned_kueue, toolkit_cpu_pool
+from flows.backends.gke.infra.preflight_access import Planned
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.config.gke import CIDR_FIX
 from flows.core.issues import Issue
@@ -31,7 +38,10 @@ MIN_KUEUE = (0, 15)
 CHECK_FIELDS = {"authorized_cidr": "gke.authorized_cidr", "apis": "gke.project",
                 "reservation": "gke.reservation", "tpu-quota": "gke.region",
                 "jobset": "gke.cluster", "kueue": "gke.cluster",
-                "bucket-metadata-access": "gke.iam_mode"}
+                "bucket-metadata-access": "gke.iam_mode",
+                "operator-permissions": "gke.project", "artifact-registry": "image.repository",
+                "pathways-images": "gke.pathways_tag", "kueue-admission": "gke.kueue_queue",
+                "cpu-pool-capacity": "gke.conversion_memory"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class CheckResult:
 
     status: Status
     issue: Issue
+    target: str = ""  # the live object read (or the planned one, before it exists)
 
     @property
     def name(self) -> str:
@@ -48,12 +59,16 @@ class CheckResult:
 
     def render(self) -> str:
         line = f"[{self.status.upper():<7}] {self.name}: {self.issue.problem}"
+        if self.target:
+            line += f"\n          checked: {self.target}"
         fix = self.issue.fix
         return line + (f"\n          fix: {fix}" if fix and self.status != "ok" else "")
 
 
-def result(name: str, status: Status, found: str, fix: str = "") -> CheckResult:
-    return CheckResult(status, Issue(CHECK_FIELDS[name], found, fix, f"preflight/{name}"))
+def result(name: str, status: Status, found: str, fix: str = "", target: str = ""
+           ) -> CheckResult:
+    return CheckResult(status, Issue(CHECK_FIELDS[name], found, fix, f"preflight/{name}"),
+                       target)
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,11 @@ class Facts:
     addons: dict[str, Any] | FactError | None = None
     project_policy: dict[str, Any] | FactError = field(default_factory=dict)
     bucket_policy: dict[str, Any] | FactError = field(default_factory=dict)
+    permissions: set[str] | FactError = field(
+        default_factory=lambda: set(access.OPERATOR_PERMISSIONS))
+    repository: dict[str, Any] | FactError | None = None
+    images: dict[str, bool | FactError] = field(default_factory=dict)
+    kueue: dict[str, Any] | FactError | None = None  # None: no cluster to read
 
 
 def _read(call: Any, *args: Any) -> Any:
@@ -81,12 +101,22 @@ def _read(call: Any, *args: Any) -> Any:
         return FactError(f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
-def gather(apis: GoogleApis, s: InfraSettings, bucket_exists: bool = True) -> Facts:
+def gather(apis: GoogleApis, s: InfraSettings, bucket_exists: bool = True,
+           planned: Planned | None = None) -> Facts:
+    """Reads only: every call below is a GET (or testIamPermissions, which changes nothing)."""
+    planned = planned or Planned()
     cluster = _read(apis.get_cluster, s.gke.project, s.gke.region, s.gke.cluster)
-    addons = None
+    addons = kueue = None
     if isinstance(cluster, dict):
         addons = _read(apis.addon_versions, cluster)
+        kueue = _read(apis.kueue_objects, cluster, s.gke.namespace, s.gke.kueue_queue)
+    where = access.ar_repository(planned.image_repository)
     return Facts(
+        permissions=_read(apis.test_iam_permissions, s.gke.project,
+                          list(access.OPERATOR_PERMISSIONS)),
+        repository=_read(apis.get_repository, *where) if where else None,
+        images={ref: _read(apis.image_exists, ref) for ref in planned.pathways_images},
+        kueue=kueue,
         enabled_services=_read(apis.enabled_services, s.gke.project),
         reservation=_read(apis.get_reservation, s.gke.project, s.gke.zone, s.gke.reservation),
         quotas=_read(apis.region_quotas, s.gke.project, s.gke.region),
@@ -250,13 +280,68 @@ def check_bucket_access(s: InfraSettings, project_policy: dict[str, Any] | FactE
     return result(name, "ok", "workload and node accounts can read the bucket's metadata")
 
 
-def run_checks(s: InfraSettings, facts: Facts) -> list[CheckResult]:
+def targets(s: InfraSettings) -> dict[str, str]:
+    """The live object each existing check reads."""
+    g = s.gke
+    return {"authorized_cidr": "the profile's gke.authorized_cidr (no cloud read)",
+            "apis": f"projects/{g.project} enabled services (Service Usage API)",
+            "reservation": f"projects/{g.project}/zones/{g.zone}/reservations/{g.reservation}",
+            "tpu-quota": f"projects/{g.project}/regions/{g.region} quotas",
+            "jobset": f"cluster {g.cluster}: jobset-system/jobset-controller-manager and CRD "
+                      "jobsets.jobset.x-k8s.io",
+            "kueue": f"cluster {g.cluster}: kueue-system/kueue-controller-manager",
+            "bucket-metadata-access": f"IAM policies of projects/{g.project} and gs://{g.bucket}"}
+
+
+def _fact(value: Any) -> Any:
+    return Exception(value.message) if isinstance(value, FactError) else value
+
+
+def planned_checks(s: InfraSettings, facts: Facts, planned: Planned) -> list[CheckResult]:
+    held = _fact(facts.permissions)
+    can_create = isinstance(held, set) and "artifactregistry.repositories.create" in held
+    out = [result("operator-permissions", *access.check_operator_permissions(s, held))]
+    if planned.image_repository:
+        out.append(result("artifact-registry", *access.check_artifact_registry(
+            planned, _fact(facts.repository), can_create)))
+    if planned.pathways_images:
+        out.append(result("pathways-images", *access.check_pathways_images(
+            s, planned, {k: _fact(v) for k, v in facts.images.items()})))
+    if not planned.pod_sets:
+        return out
+    cluster = facts.cluster
+    if isinstance(cluster, FactError) or isinstance(facts.kueue, FactError):
+        reason = cluster if isinstance(cluster, FactError) else facts.kueue
+        assert isinstance(reason, FactError)
+        fix = f"check that this machine is inside gke.authorized_cidr ({s.gke.authorized_cidr})"
+        return [*out, _unknown("kueue-admission", reason, fix),
+                _unknown("cpu-pool-capacity", reason, fix)]
+    if cluster is None or facts.kueue is None:  # not deployed yet: what the deploy creates
+        kueue, pools = planned_kueue(s), [toolkit_cpu_pool(s)]
+        status, found, fix, target = access.check_kueue_admission(s, planned, kueue)
+        out.append(result("kueue-admission", status, f"(to be deployed) {found}", fix,
+                          f"deployments/blueprints/kueue-configuration.yaml.tftpl: {target}"))
+        status, found, fix, target = access.check_cpu_pool(s, planned, pools)
+        out.append(result("cpu-pool-capacity", status, f"(to be deployed) {found}", fix,
+                          f"{target} as the toolkit creates it (n4-standard-64, 100 GB)"))
+        return out
+    out.append(result("kueue-admission", *access.check_kueue_admission(
+        s, planned, facts.kueue)))
+    out.append(result("cpu-pool-capacity", *access.check_cpu_pool(
+        s, planned, list(cluster.get("nodePools") or []))))
+    return out
+
+
+def run_checks(s: InfraSettings, facts: Facts, planned: Planned | None = None
+               ) -> list[CheckResult]:
     results = [check_authorized_cidr(s), check_apis(s, facts.enabled_services),
                check_reservation(s, facts.reservation, facts.cluster),
                check_quota(s, facts.quotas, facts.cluster)]
     results += check_addons(s, facts.cluster, facts.addons)
     results.append(check_bucket_access(s, facts.project_policy, facts.bucket_policy))
-    return results
+    where = targets(s)
+    results = [dataclasses.replace(r, target=where.get(r.name, r.target)) for r in results]
+    return results + planned_checks(s, facts, planned or Planned())
 
 
 def failures(results: list[CheckResult]) -> list[CheckResult]:

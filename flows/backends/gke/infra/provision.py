@@ -28,6 +28,7 @@ from flows.backends.gke.infra.preflight import (
     render_checks,
     run_checks,
 )
+from flows.backends.gke.infra.preflight_access import Planned
 from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
 
 
@@ -46,13 +47,14 @@ class InfraReport(BaseModel):
     idle_usd_per_hour: float = 0.0
 
 
-def preflight(s: InfraSettings, apis: GoogleApis, client: Any) -> list[CheckResult]:
+def preflight(s: InfraSettings, apis: GoogleApis, client: Any,
+              planned: Planned | None = None) -> list[CheckResult]:
     """The checks ``tpurl plan --check`` prints; reads only."""
     try:
         exists = client.lookup_bucket(s.gke.bucket) is not None
     except Exception:
         exists = False
-    return run_checks(s, gather(apis, s, bucket_exists=exists))
+    return run_checks(s, gather(apis, s, bucket_exists=exists, planned=planned), planned)
 
 
 def _run_ok(argv: list[str], s: InfraSettings, what: str) -> None:
@@ -64,20 +66,25 @@ def _run_ok(argv: list[str], s: InfraSettings, what: str) -> None:
 
 
 def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logger,
-              kubeconfig: Path | None = None, docker_config: Path | None = None) -> InfraReport:
+              kubeconfig: Path | None = None, docker_config: Path | None = None,
+              planned: Planned | None = None) -> InfraReport:
     report = InfraReport(cluster=f"{s.gke.project}/{s.gke.region}/{s.gke.cluster}", bucket_created=False,
                          deployed=False, pool_chips=s.gke.total_chips,
                          idle_usd_per_hour=s.gke.idle_usd_per_hour)
     if warning := world_open_warning(s.gke):
         logger.warning(warning)
         report.warnings.append(warning)
-    checks = preflight(s, apis, client)
+    checks = preflight(s, apis, client, planned)
     report.checks = [{"name": c.name, "status": c.status, "summary": c.issue.problem,
                       "fix": c.issue.fix}
                      for c in checks]
     for check in checks:
         (logger.info if check.status == "ok" else logger.warning)(check.render())
-    if failures(checks):
+    # A live ClusterQueue that does not admit our pods is what the deploy fixes (it re-applies
+    # the blueprint with tpurl's Kueue configuration), so it does not block the deploy.
+    stale_kueue = [c for c in checks if c.name == "kueue-admission" and c.status == "fail"
+                   and not c.issue.problem.startswith("(to be deployed)")]
+    if [c for c in failures(checks) if c not in stale_kueue]:
         raise user_error("pre-flight checks failed; nothing was created",
                          render_checks(checks), "apply each fix shown, then rerun")
     require_executable("gcloud")
@@ -92,12 +99,16 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logge
 
     current = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     mismatches = gke.pool_mismatches(current, s) if current is not None else ["no cluster"]
+    mismatches += [f"Kueue does not admit the pipeline's pods ({c.issue.problem})"
+                   for c in stale_kueue]
     if not mismatches:
         report.deploy_skipped_reason = "cluster exists and its TPU pool matches the profile"
         logger.info("cluster %s: %s; not deploying", s.gke.cluster, report.deploy_skipped_reason)
     else:
         _deploy(s, apis, client, current, mismatches, logger)
         report.deployed = True
+        if planned is not None and planned.pod_sets:
+            _require_admission(s, apis, client, planned)
 
     kubeconfig = kubeconfig or Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
     if report.deployed or not gke.has_kube_context(s, kubeconfig):
@@ -119,6 +130,15 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logge
         raise user_error("the cluster's accounts still cannot read the bucket's metadata",
                          access.issue.problem, access.issue.fix)
     return report
+
+
+def _require_admission(s: InfraSettings, apis: GoogleApis, client: Any, planned: Planned
+                       ) -> None:
+    """After a deploy, the live Kueue objects must admit every pod the pipeline submits."""
+    admission = [c for c in preflight(s, apis, client, planned) if c.name == "kueue-admission"]
+    if admission and admission[0].status != "ok":
+        raise user_error("the deployed Kueue configuration does not admit the pipeline's pods",
+                         admission[0].issue.problem, admission[0].issue.fix)
 
 
 def _deploy(s: InfraSettings, apis: GoogleApis, client: Any, current: dict[str, Any] | None,

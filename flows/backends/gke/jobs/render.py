@@ -89,8 +89,9 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
 
     No exclusive-topology annotation: exclusivity per node pool would keep the converter off
     cpu-np while any other JobSet (e.g. a Pathways head) has a pod there. The HF cache and
-    temporary files go to an emptyDir whose size is the pod's ephemeral-storage request, so
-    the scheduler picks a node with the disk and the kubelet evicts nothing by surprise.
+    temporary files go to a memory-backed emptyDir (``conversion_scratch_memory``, counted in
+    the memory limit): cpu-np's default 100 GB boot disk cannot hold a 30B download, its
+    memory can (sizes: flows/config/gke.py GkeJobs).
     """
     scratch = opts.scratch_dir
     size = {"cpu": opts.gke.conversion_cpu, "memory": opts.gke.conversion_memory,
@@ -113,7 +114,8 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
         "nodeSelector": {NODEPOOL: opts.gke.cpu_pool},
         "containers": [container],
         "volumes": [{"name": "scratch",
-                     "emptyDir": {"sizeLimit": opts.gke.conversion_ephemeral_storage}}],
+                     "emptyDir": {"medium": "Memory",
+                                  "sizeLimit": opts.gke.conversion_scratch_memory}}],
     }
     return {"apiVersion": API_VERSION, "kind": "JobSet",
             "metadata": jobset_metadata(name, profile=profile, options=opts, stage=stage, run=run),

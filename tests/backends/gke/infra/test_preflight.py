@@ -33,7 +33,8 @@ def test_all_good(settings: InfraSettings, apis: FakeGoogleApis) -> None:
     results = run_checks(settings, gather(apis, settings))
     assert failures(results) == []
     assert {r.name for r in results} == {"authorized_cidr", "apis", "reservation", "tpu-quota",
-                                         "jobset", "kueue", "bucket-metadata-access"}
+                                         "jobset", "kueue", "bucket-metadata-access",
+                                         "operator-permissions"}
 
 
 FAILURES = {

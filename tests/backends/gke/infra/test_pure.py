@@ -26,7 +26,8 @@ def test_deploy_argv_is_the_tutorials(settings: InfraSettings) -> None:
         "project_id=my-proj-123,deployment_name=tpurl-v6e,region=us-east5,zone=us-east5-b,"
         "num_slices=1,tpu_topology=4x8,authorized_cidr=203.0.113.0/24,reservation=my-v6e-res",
         "--download-dependencies", "-l", "IGNORE", "--auto-approve", "-w"]
-    assert destroy_argv(settings) == ["gcluster", "destroy", "tpurl-v6e", "--auto-approve"]
+    assert destroy_argv(settings) == ["gcluster", "destroy", "tpurl-v6e", "--auto-approve",
+        "--download-dependencies"]
     assert get_credentials_argv(settings) == [
         "gcloud", "container", "clusters", "get-credentials", "tpurl-v6e", "--region=us-east5",
         "--project=my-proj-123"]
@@ -71,9 +72,11 @@ def test_blueprint_edit_fails_when_the_setting_is_gone() -> None:
 
 
 def test_shipped_edit_declaration_loads() -> None:
-    (edit,) = load_edits()
+    edit, kueue = load_edits()
     assert (edit.module, edit.setting, edit.add) == ("node_pool_service_account",
                                                      "project_roles", "storage.admin")
+    assert kueue.var == "kueue_configuration_path" and "ghpc_stage" in kueue.value
+    assert kueue.stage == "kueue-configuration.yaml.tftpl"
 
 
 def test_authorized_cidr_is_required_and_world_warns() -> None:

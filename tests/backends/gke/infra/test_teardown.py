@@ -51,7 +51,8 @@ def test_teardown_destroys_the_restored_deployment_and_keeps_the_bucket(
     _deployed(settings, cloud, gcs)
     report = teardown(settings, cloud.apis, gcs, Log())
     destroy = cloud.calls("gcluster")[-1]
-    assert destroy == ["destroy", "tpurl-v6e", "--auto-approve"]
+    assert destroy == ["destroy", "tpurl-v6e", "--auto-approve",
+        "--download-dependencies"]
     assert cloud.state()["clusters"] == {}
     assert gcs.lookup_bucket("my-tpurl-bucket") is not None
     assert any("gcluster destroy" in r for r in report.removed)
@@ -98,7 +99,8 @@ def test_teardown_flow(prefect_api: None, settings: InfraSettings, cloud: Cloud,
     monkeypatch.setenv("TPURL_CACHE_DIR", str(Path(settings.cache_dir)))
     monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
     report = teardown_flow(profile="qwen3-30b-a3b-v6e-32", overrides=INFRA_OVERRIDES)
-    assert cloud.calls("gcluster")[-1] == ["destroy", "tpurl-v6e", "--auto-approve"]
+    assert cloud.calls("gcluster")[-1] == ["destroy", "tpurl-v6e", "--auto-approve",
+        "--download-dependencies"]
     assert gcs.lookup_bucket("my-tpurl-bucket") is not None
     assert any("gcluster destroy" in r for r in report.removed)
     assert "teardown of my-proj-123/us-east5/tpurl-v6e" in capsys.readouterr().out

@@ -87,8 +87,11 @@ def test_conversion_defaults_to_one_cpu_pod_without_tpu(profile: Profile):
         assert "google.com/tpu" not in str(jobset)
         resources = pod["containers"][0]["resources"]
         assert resources["requests"] == resources["limits"]  # Guaranteed QoS
-        assert resources["limits"]["memory"] == "200Gi"
-        assert resources["limits"]["ephemeral-storage"] == "200Gi"
+        # sized for one cpu-np node (n4-standard-64, 100 GB boot disk): the HF cache lives on
+        # a memory-backed scratch volume, counted in the memory limit
+        assert resources["limits"]["memory"] == "192Gi"
+        assert resources["limits"]["ephemeral-storage"] == "16Gi"
+        assert pod["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
         assert _env(pod["containers"][0])["HF_HOME"].startswith("/scratch/")
         assert "alpha.jobset.sigs.k8s.io/exclusive-topology" not in jobset["metadata"]["annotations"]
 

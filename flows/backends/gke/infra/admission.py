@@ -1,0 +1,196 @@
+"""Will Kueue admit, and can a node hold, every pod the pipeline submits? Pure functions.
+
+Why before the first JobSet: a Workload whose pods request a resource the ClusterQueue does
+not cover is never admitted (Kueue waits, it does not fail), and a pod larger than any node
+of its pool is never scheduled (the cluster autoscaler does not scale up for it). Either way
+the stage would wait out its queue budget. ``tpurl plan --check`` evaluates the very JobSets
+the backend would submit against the live LocalQueue → ClusterQueue → ResourceFlavors and
+node pools, and says which pod set fails, in Kueue's words, with the fix.
+
+Derived from upstream:
+- kubernetes-sigs/kueue pkg/scheduler/flavorassigner/flavorassigner.go: a requested resource
+  no resource group covers → "resource X unavailable in ClusterQueue"; a flavor whose
+  nodeLabels the pod's nodeSelector contradicts → "flavor F doesn't match node affinity";
+  a pod set above the flavor's quota → "insufficient quota for X in flavor F, ..."; all
+  prefixed "couldn't assign flavors to pod set P: " (Assignment.Message).
+- kueue pkg/workload/resources.go UseLimitsAsMissingRequestsInPod and Kubernetes
+  resourcehelpers.PodRequests: a pod's request is the sum of its containers' requests (a
+  missing request takes the limit), at least the largest init container's.
+- kueue JobSet integration: one pod set per replicatedJob, count = replicas × parallelism.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from flows.config.gke import parse_quantity
+
+NODEPOOL = "cloud.google.com/gke-nodepool"
+quantity = parse_quantity
+
+
+def show(resource: str, amount: float) -> str:
+    if resource in ("memory", "ephemeral-storage"):
+        return f"{amount / 2**30:g}Gi"
+    return f"{amount:g}"
+
+
+@dataclass(frozen=True)
+class PodSet:
+    stage: str
+    name: str
+    count: int
+    requests: dict[str, float]  # one pod's
+    node_selector: dict[str, str] = field(default_factory=dict)
+
+
+def _container_requests(container: dict[str, Any]) -> dict[str, float]:
+    res = container.get("resources") or {}
+    merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+    return {name: quantity(value) for name, value in merged.items()}
+
+
+def pod_requests(spec: dict[str, Any]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for container in spec.get("containers") or []:
+        for name, value in _container_requests(container).items():
+            total[name] = total.get(name, 0.0) + value
+    for container in spec.get("initContainers") or []:
+        for name, value in _container_requests(container).items():
+            total[name] = max(total.get(name, 0.0), value)
+    return {k: v for k, v in total.items() if v > 0}
+
+
+def pod_sets(stage: str, jobset: dict[str, Any]) -> list[PodSet]:
+    out = []
+    for job in jobset["spec"]["replicatedJobs"]:
+        spec = job["template"]["spec"]
+        pod = spec["template"]["spec"]
+        count = int(job.get("replicas", 1)) * int(spec.get("parallelism", 1))
+        out.append(PodSet(stage, job["name"], count, pod_requests(pod),
+                          dict(pod.get("nodeSelector") or {})))
+    return out
+
+
+def _covering_group(cq: dict[str, Any], resource: str) -> dict[str, Any] | None:
+    groups = (cq.get("spec") or {}).get("resourceGroups") or []
+    return next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
+
+
+def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any]
+                    ) -> str | None:
+    """None if one flavor of the group fits the pod set; else Kueue's reasons."""
+    reasons = []
+    for entry in group.get("flavors") or []:
+        name = entry["name"]
+        labels = ((flavors.get(name) or {}).get("spec") or {}).get("nodeLabels") or {}
+        if any(ps.node_selector.get(k, v) != v for k, v in labels.items()):
+            reasons.append(f"flavor {name} doesn't match node affinity")
+            continue
+        quota = {r["name"]: quantity(r.get("nominalQuota", 0)) for r in entry.get("resources") or []}
+        short = [r for r in group.get("coveredResources") or []
+                 if ps.requests.get(r, 0) * ps.count > quota.get(r, 0)]
+        if not short:
+            return None
+        r = short[0]
+        reasons.append(f"insufficient quota for {r} in flavor {name}, request "
+                       f"({show(r, ps.requests[r] * ps.count)}) > maximum capacity "
+                       f"({show(r, quota.get(r, 0))})")
+    return ", ".join(reasons) or "no flavor in the resource group"
+
+
+def admission_problems(sets: list[PodSet], cluster_queue: dict[str, Any],
+                       flavors: dict[str, Any]) -> list[str]:
+    """Why Kueue would not admit each pod set, in Kueue's message format ([] = admitted)."""
+    out = []
+    for ps in sets:
+        for resource in sorted(ps.requests):
+            group = _covering_group(cluster_queue, resource)
+            if group is None:
+                reason = f"resource {resource} unavailable in ClusterQueue"
+            elif (reason := _flavor_problem(ps, group, flavors)) is None:
+                continue
+            out.append(f"{ps.stage}: couldn't assign flavors to pod set {ps.name}: {reason}")
+            break  # Kueue reports the first resource that fails per pod set
+    return out
+
+
+# --- node capacity -------------------------------------------------------------------------
+
+# GCE machine shapes the pipeline's CPU pods may land on: (vCPU, memory GiB).
+MACHINES = {"n4-standard-64": (64, 256), "n4-highmem-64": (64, 512),
+            "n4-standard-32": (32, 128), "n4-highmem-32": (32, 256),
+            "n2-standard-8": (8, 32), "n2-standard-64": (64, 256)}
+GKE_DEFAULT_DISK_GB = 100  # GKE's boot disk when a node pool sets none (cpu-np sets none)
+
+
+def reserved_memory_gib(memory_gib: float) -> float:
+    """GKE's memory reservation (kube-reserved): 25% of the first 4 GiB, 20% of the next 4,
+    10% of the next 8, 6% of the next 112, 2% above 128 GiB; plus the 100 MiB eviction
+    threshold (cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes)."""
+    tiers = [(4, 0.25), (4, 0.20), (8, 0.10), (112, 0.06), (float("inf"), 0.02)]
+    left, reserved = memory_gib, 0.0
+    for size, share in tiers:
+        part = min(left, size)
+        reserved += part * share
+        left -= part
+    return reserved + 100 / 1024
+
+
+def reserved_cpu(cores: int) -> float:
+    """GKE's CPU reservation: 6% of the first core, 1% of the next, 0.5% of the next 2,
+    0.25% above 4 (same page)."""
+    tiers = [(1, 0.06), (1, 0.01), (2, 0.005), (float("inf"), 0.0025)]
+    left, reserved = float(cores), 0.0
+    for size, share in tiers:
+        part = min(left, size)
+        reserved += part * share
+        left -= part
+    return reserved
+
+
+def allocatable_ephemeral_gib(disk_gb: float) -> float:
+    """GKE's ephemeral storage on the boot disk: the disk less min(50%, 6 GiB + 35%, 100 GiB)
+    for the system and 10% eviction threshold (same page, "Ephemeral storage reservation")."""
+    disk = disk_gb * 1e9 / 2**30
+    system = min(0.5 * disk, 6 + 0.35 * disk, 100)
+    return disk - system - 0.1 * disk
+
+
+def pool_allocatable(pool: dict[str, Any]) -> dict[str, float] | None:
+    """What one node of a GKE API node pool can give pods (None: machine type unknown)."""
+    config = pool.get("config") or {}
+    shape = MACHINES.get(config.get("machineType", ""))
+    if shape is None:
+        return None
+    cores, memory_gib = shape
+    disk = float(config.get("diskSizeGb") or GKE_DEFAULT_DISK_GB)
+    return {"cpu": cores - reserved_cpu(cores),
+            "memory": (memory_gib - reserved_memory_gib(memory_gib)) * 2**30,
+            "ephemeral-storage": allocatable_ephemeral_gib(disk) * 2**30}
+
+
+def capacity_problems(sets: list[PodSet], pools: list[dict[str, Any]]) -> list[str]:
+    """Pod sets pinned to a node pool (nodeSelector gke-nodepool) that no node of it holds."""
+    by_name = {p.get("name"): p for p in pools}
+    out = []
+    for ps in sets:
+        pool_name = ps.node_selector.get(NODEPOOL)
+        if pool_name is None:
+            continue
+        pool = by_name.get(pool_name)
+        if pool is None:
+            out.append(f"{ps.stage}/{ps.name}: node pool {pool_name} does not exist")
+            continue
+        node = pool_allocatable(pool)
+        if node is None:
+            continue  # reported by the caller as unknown
+        machine = pool["config"]["machineType"]
+        disk = (pool.get("config") or {}).get("diskSizeGb") or GKE_DEFAULT_DISK_GB
+        for resource, amount in sorted(ps.requests.items()):
+            if resource in node and amount > node[resource]:
+                out.append(f"{ps.stage}/{ps.name} requests {resource} {show(resource, amount)}; "
+                           f"a {pool_name} node ({machine}, {disk} GB boot disk) has "
+                           f"{show(resource, node[resource])} allocatable")
+    return out
