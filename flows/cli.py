@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from flows.backends import backend_for
-from flows.config import ProfileError, load_profile, profile_names
+from flows.config import Profile, ProfileError, load_profile, profile_names
 from flows.config.loading import parse_override
 
 
@@ -65,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     backend = backend_for(profile)
     for warning in backend.validation_warnings():
         print(warning, file=sys.stderr)
+    if args.command in ("validate", "plan") and (problem := _local_dataset_problem(profile)):
+        print(f"error: profile {args.profile!r} is invalid (1 problem(s)):\n  - {problem}",
+              file=sys.stderr)
+        return 2
     if args.command == "validate":
         print(f"profile {profile.name} is valid (backend {profile.backend})")
         return 0
@@ -101,6 +105,19 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if ok else 1
         return 0
     return _run(args.profile, overrides, args.json)
+
+
+def _local_dataset_problem(profile: Profile) -> str | None:
+    """A dataset on this machine is checked at validation; a remote one when the run starts
+    (infra stage), with the run's credentials."""
+    from flows.core.dataset import FIELD, dataset_problem, dataset_uri
+    from flows.core.storage import LocalStorage
+
+    value = profile.data.train_files
+    if not value or not dataset_uri(value).startswith("file://"):
+        return None
+    found = dataset_problem(LocalStorage(), value)
+    return f"{FIELD}: {found[0]}\n    fix: {found[1]}" if found else None
 
 
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:

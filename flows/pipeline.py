@@ -9,6 +9,7 @@ cause. The flow validates the profile before the first task, so a bad profile to
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -20,8 +21,9 @@ from prefect.states import State
 
 from flows.backends import backend_for
 from flows.config import Profile, load_profile
-from flows.core.failures import StageFailed, internal_error
+from flows.core.failures import StageFailed, internal_error, storage_error
 from flows.core.layout import Layout
+from flows.core.paths import default_cache_dir
 from flows.core.secrets import Redactor
 from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
@@ -67,6 +69,15 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
             "category": str(exc.diagnosis.category), "summary": exc.diagnosis.summary,
             "resolution": exc.diagnosis.resolution, "log": exc.log_uri or ""})
         raise
+    except OSError as exc:  # the file system refused (read-only, full): the user's to fix
+        kept = _keep_traceback(stage_name, exc, redactor)
+        failure = storage_error(stage_name, exc, kept) or internal_error(stage_name, exc, redactor)
+        logger.error("%s: %s (%s)", stage_name, failure.diagnosis.summary,
+                     failure.diagnosis.resolution)
+        events.stage_event("failed", profile.name, stage_name, redactor, {
+            "category": str(failure.diagnosis.category), "summary": failure.diagnosis.summary,
+            "resolution": failure.diagnosis.resolution})
+        raise failure from exc
     except Exception as exc:  # undiagnosed: our bug until shown otherwise, traceback kept
         failure = internal_error(stage_name, exc, redactor)
         logger.error("%s failed on an internal error:\n%s", stage_name, failure.diagnosis.detail)
@@ -79,6 +90,18 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     logger.info("%s %s in %.1f s → %s", stage_name, output.status, output.duration_s,
                 ", ".join(f"{k}={v}" for k, v in output.uris.items()))
     return output
+
+
+def _keep_traceback(stage_name: str, exc: BaseException, redactor: Redactor) -> str | None:
+    """The whole traceback in a file under the cache directory (the output root may be the
+    very place that cannot be written); its path goes into the diagnosis."""
+    path = default_cache_dir() / "errors" / f"{flow_run.name or 'run'}-{stage_name}.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(redactor("".join(traceback.format_exception(exc))))
+    except OSError:
+        return None
+    return str(path)
 
 
 _TASK_OPTIONS: dict[str, Any] = dict(retries=2, retry_delay_seconds=RETRY_DELAYS_S,

@@ -12,6 +12,7 @@ in one place, :mod:`flows.core.retry`.
 
 from __future__ import annotations
 
+import errno
 import re
 import signal
 import traceback
@@ -143,3 +144,29 @@ def internal_error(stage: str, exc: BaseException,
         FailureCategory.INTERNAL, redact(summary), redact(detail),
         "this is a bug of the pipeline, not of the profile: report it with the traceback "
         "(detail); rerunning the same command will most likely fail the same way"))
+
+
+# errno names of filesystem refusals that are the environment's, not ours, and their fixes
+STORAGE_ERRNOS = {
+    "EROFS": "the file system is read-only: point the output root (local.root) at a writable "
+             "directory, or remount it read-write",
+    "EACCES": "no permission to write there: fix the directory's owner/mode, or point "
+              "local.root elsewhere",
+    "EPERM": "the operation is not permitted there: fix the directory's owner/mode, or point "
+             "local.root elsewhere",
+    "ENOSPC": "the disk is full: free space (old output keys under the root can go) or point "
+              "local.root at a larger disk",
+    "EDQUOT": "the disk quota is exhausted: free space or point local.root elsewhere",
+}
+
+
+def storage_error(stage: str, exc: OSError, traceback_file: str | None) -> StageFailed | None:
+    """A write the file system refused, as one message with the path and the fix; None for
+    an OSError that is not one of those (it stays an internal error)."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    if name not in STORAGE_ERRNOS or not exc.filename:
+        return None
+    where = f"\n    full traceback: {traceback_file}" if traceback_file else ""
+    return StageFailed(stage, Diagnosis(
+        FailureCategory.USER_ERROR, f"cannot write {exc.filename}: {exc.strerror} ({name})",
+        f"    {exc.filename}: {exc.strerror}{where}", STORAGE_ERRNOS[name], f"storage/{name}"))

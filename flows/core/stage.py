@@ -120,6 +120,10 @@ class Stage(ABC):
         """Names of the outputs whose files the lineage manifest covers."""
         return ()
 
+    def check_inputs(self, ctx: StageContext) -> None:
+        """Refuse, before anything runs or is skipped, inputs the programs would choke on."""
+        return None
+
     def leftover_dirs(self, ctx: StageContext) -> list[str]:
         """Directories an earlier, unverified attempt may have left half-written: cleared
         before the stage runs, so a partial leftover can never pass as new output. A stage
@@ -156,6 +160,16 @@ class Stage(ABC):
         return StageOutput(stage=self.name, status="skipped", key=stored.key,
                            fingerprint=stored.fingerprint, uris=record.outputs,
                            details=stored.details)
+
+    def _prune_after_failure(self, ctx: StageContext) -> None:
+        """Directories a failed attempt created but left empty go: nothing there could pass
+        as output anyway (only a verified run writes a record), but a user reading the tree
+        should not have to wonder. Logs of the attempt stay: they explain the failure."""
+        directory = self.record_uri(ctx).rsplit("/", 1)[0]
+        try:
+            ctx.storage.prune_empty(directory)
+        except Exception as exc:  # never mask the failure itself
+            ctx.logger.warning("%s: could not tidy %s (%s)", self.name, directory, exc)
 
     def _manifest_check(self, ctx: StageContext,
                         record: LineageRecord) -> tuple[list[str], list[str]]:
@@ -203,6 +217,7 @@ class Stage(ABC):
 
     def execute(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> StageOutput:
         started = time.monotonic()
+        self.check_inputs(ctx)
         skipped = self.done(ctx, upstream)
         if skipped is not None:
             skipped.duration_s = time.monotonic() - started
@@ -213,8 +228,12 @@ class Stage(ABC):
             if cleared := ctx.backend.clear_leftovers(self.name, directory):
                 ctx.logger.warning("%s: removed %d file(s) an earlier unverified attempt left in "
                                    "%s (its logs are kept)", self.name, cleared, directory)
-        runs = self.run(ctx, upstream)
-        uris, details = self.verify(ctx)
+        try:
+            runs = self.run(ctx, upstream)
+            uris, details = self.verify(ctx)
+        except BaseException:
+            self._prune_after_failure(ctx)
+            raise
         manifest = {name: build_manifest(ctx.storage, uris[name])
                     for name in self.content_outputs(ctx) if name in uris}
         record = LineageRecord(stage=self.name, key=self.key(ctx.profile),

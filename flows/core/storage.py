@@ -38,6 +38,12 @@ class Storage(Protocol):
         """Every file at or below ``uri`` by relative name (``""``: ``uri`` is a file)."""
         ...
     def digest(self, uri: str) -> str: ...
+    def read_tail(self, uri: str, size: int) -> bytes | None:
+        """The last ``size`` bytes of a file (all of it when smaller), None if absent."""
+        ...
+    def prune_empty(self, uri: str) -> int:
+        """Remove directories at or below ``uri`` that hold no file (GCS has none)."""
+        ...
     def remove_tree(self, uri: str, keep: tuple[str, ...] = ()) -> int:
         """Delete what is at or below ``uri`` except the top-level names in ``keep``."""
         ...
@@ -97,6 +103,27 @@ class LocalStorage:
     def read_bytes(self, uri: str) -> bytes | None:
         path = self._path(uri)
         return path.read_bytes() if path.is_file() else None
+
+    def prune_empty(self, uri: str) -> int:
+        root = self._path(uri)
+        if not root.is_dir():
+            return 0
+        removed = 0
+        below = sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
+                       reverse=True)
+        for directory in [*below, root]:
+            if not any(directory.iterdir()):
+                directory.rmdir()
+                removed += 1
+        return removed
+
+    def read_tail(self, uri: str, size: int) -> bytes | None:
+        path = self._path(uri)
+        if not path.is_file():
+            return None
+        with open(path, "rb") as handle:
+            handle.seek(max(path.stat().st_size - size, 0))
+            return handle.read()
 
     def stat_tree(self, uri: str) -> dict[str, FileStat]:
         root = self._path(uri)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from flows.config.profile import Profile
 from flows.core.backend import Backend, StepProvider
+from flows.core.dataset import FIELD, dataset_problem
+from flows.core.failures import user_error
 from flows.core.layout import infra_key
-from flows.core.stage import ProvidedStage
+from flows.core.stage import ProvidedStage, StageContext
 
 
 class InfraStage(ProvidedStage):
@@ -22,3 +24,12 @@ class InfraStage(ProvidedStage):
 
     def provider(self, backend: Backend) -> StepProvider:
         return backend.infra
+
+    def check_inputs(self, ctx: StageContext) -> None:
+        """The dataset a run trains on (an announced version included) is checked here, the
+        first stage that can reach it, so a bad one is refused before any program starts."""
+        value = ctx.profile.data.train_files
+        if value and (found := dataset_problem(ctx.storage, value)):
+            problem, fix = found
+            raise user_error(self.name, f"{FIELD}: {problem}", f"    {FIELD}={value}", fix,
+                             code="data/invalid")

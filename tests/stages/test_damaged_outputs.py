@@ -130,3 +130,14 @@ def test_training_leftovers_are_kept_as_resume_points(tmp_path: Path) -> None:
     local(backend.layout.record(backend.layout.train_run_dir)).unlink()
     assert statuses(run_all(backend_at(tmp_path)))["train"] == "ran"
     assert (actor / "1" / "model_params" / "x").is_file()
+
+
+def test_a_failed_stage_leaves_no_empty_directories_but_keeps_its_logs(tmp_path: Path) -> None:
+    backend = backend_at(tmp_path)
+    backend.damage.add("train-grpo")
+    run_dir = local(backend.layout.train_run_dir)
+    (run_dir / "checkpoints" / "actor" / "7").mkdir(parents=True)  # what a crashed run leaves
+    with pytest.raises(Exception, match="newest actor checkpoint"):
+        run_all(backend)
+    assert not (run_dir / "checkpoints" / "actor" / "7").exists()
+    assert (run_dir / "tpurl-logs" / "train-grpo.log").is_file()

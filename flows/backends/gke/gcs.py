@@ -108,6 +108,17 @@ class GcsStorage:
                 found[blob.name[len(prefix):]] = _stat(blob)
         return found
 
+    def prune_empty(self, uri: str) -> int:
+        return 0  # a GCS "directory" exists only while an object is under it
+
+    def read_tail(self, uri: str, size: int) -> bytes | None:
+        bucket, name = split_uri(uri)
+        blob = self.client.bucket(bucket).get_blob(name)
+        if blob is None:
+            return None
+        start = max(int(blob.size or 0) - size, 0)
+        return blob.download_as_bytes(start=start) if blob.size else b""
+
     def digest(self, uri: str) -> str:
         blob = self.client.bucket(split_uri(uri)[0]).get_blob(split_uri(uri)[1])
         if blob is None:

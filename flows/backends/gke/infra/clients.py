@@ -1,4 +1,5 @@
-"""Where the real Google clients are made: the one place tests replace (see tests/backends/gke/infra and tests/fakes/cloud).
+"""Where the real Google clients are made: the one place tests replace
+(tests/backends/gke/infra, with the fakes of tests/fakes/cloud).
 
 Kept apart so the flows import no Google client at module load and a missing credential
 fails with a fix instead of a traceback from google.auth.

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from flows.backends.gke.infra.errors import user_error
 from flows.config.gke import GkeCluster, GkeSection
 from flows.config.profile import Profile
+from flows.core.paths import default_cache_dir
 
 RELEASES_URL = "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download"
 BUNDLE_NAME = "gcluster_bundle_linux_amd64.tgz"
@@ -48,14 +49,6 @@ class InfraSettings(BaseModel):
     @property
     def bundle_url(self) -> str:
         return f"{self.releases_url}/{self.gke.cluster_toolkit_version}/{BUNDLE_NAME}"
-
-
-def default_cache_dir(environ: dict[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get("TPURL_CACHE_DIR"):
-        return Path(env["TPURL_CACHE_DIR"])
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tpurl"
 
 
 def world_open_warning(gke: GkeCluster) -> str | None:
