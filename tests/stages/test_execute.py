@@ -103,3 +103,21 @@ def test_plan_is_pure(tmp_path: Path) -> None:
     assert not (tmp_path / "root").exists()
     keys = {p.stage: p.key for p in plans}
     assert keys == {stage.name: stage.key(backend.profile) for stage in STAGES}
+
+
+@pytest.mark.parametrize("columns", [None, {"q": ["1+1"], "a": ["2"]}])
+def test_a_bad_dataset_is_refused_before_any_program_runs(tmp_path: Path, columns) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "v7.parquet"
+    if columns is not None:
+        pq.write_table(pa.table(columns), data)
+    backend = backend_at(tmp_path / "root", **{"data.train_files": str(data)})
+    with pytest.raises(StageFailed) as failed:
+        run_all(backend)
+    assert failed.value.stage == "infra" and failed.value.diagnosis.code == "data/invalid"
+    assert failed.value.diagnosis.summary.startswith("data.train_files: ")
+    assert ("does not exist" if columns is None else "question column") in \
+        failed.value.diagnosis.summary
+    assert sum(backend.runs.values()) == 1  # the image step only; no MaxText program ran
