@@ -4,9 +4,15 @@ A Prefect flow (deployable beside rl-post-training) so the clean-up is as visibl
 its result lists what was removed and what was kept, and the chip-hours the static TPU pool
 held from deploy to destroy. Deleting the bucket needs ``delete_bucket=True`` *and* the
 bucket's name again in ``confirm_bucket``; both are checked before anything is touched.
+It holds the profile's lock (no teardown while a run of the profile trains), and refuses to
+run inside a pod of the cluster it would destroy: it would kill itself half-way.
 """
 
 from __future__ import annotations
+
+import os
+import urllib.request
+from collections.abc import Callable, Mapping
 
 from prefect import flow, get_run_logger
 
@@ -14,6 +20,8 @@ from flows.backends.gke.infra import clients
 from flows.backends.gke.infra.destroy import TeardownReport, teardown
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.config import load_profile
+from flows.core.failures import user_error
+from flows.profile_lock import profile_lock
 
 
 @flow(name="teardown", persist_result=True, result_serializer="json", validate_parameters=True)
@@ -23,9 +31,39 @@ def teardown_flow(profile: str, overrides: dict[str, str] | None = None,
     """Destroy the cluster of PROFILE (restored from the bucket); keep the bucket unless
     ``delete_bucket`` and ``confirm_bucket`` (its name typed again) are both given."""
     cfg = load_profile(profile, overrides)
+    assert cfg.gke is not None, "teardown is for GKE profiles"
+    if (here := current_gke_cluster()) == cfg.gke.cluster:
+        raise user_error("infra", f"teardown of {here} is running inside {here} itself",
+                         "    KUBERNETES_SERVICE_HOST is set and the GKE metadata names "
+                         f"cluster {here}", "run the teardown deployment on the process pool "
+                         "(prefect.yaml: tpurl-process) or `tpurl teardown` from a workstation")
     settings = settings_from_profile(cfg)
-    apis, storage_client = clients.default_clients(settings)
-    report = teardown(settings, apis, storage_client, get_run_logger(),
-                      delete_bucket=delete_bucket, confirm_bucket=confirm_bucket)
+    logger = get_run_logger()
+    with profile_lock(cfg.name, logger):
+        apis, storage_client = clients.default_clients(settings)
+        report = teardown(settings, apis, storage_client, logger,
+                          delete_bucket=delete_bucket, confirm_bucket=confirm_bucket)
     print(report.render())
     return report
+
+
+METADATA_CLUSTER = ("http://metadata.google.internal/computeMetadata/v1/instance/attributes/"
+                    "cluster-name")
+
+
+def current_gke_cluster(environ: Mapping[str, str] | None = None,
+                        fetch: Callable[[str], str | None] | None = None) -> str | None:
+    """The GKE cluster this process runs in, or None outside a pod (or off GKE)."""
+    env = os.environ if environ is None else environ
+    if not env.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    return (fetch or _metadata)(METADATA_CLUSTER)
+
+
+def _metadata(url: str) -> str | None:
+    request = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            return response.read().decode().strip() or None
+    except OSError:
+        return None

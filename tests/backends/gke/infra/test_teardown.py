@@ -104,3 +104,38 @@ def test_teardown_flow(prefect_api: None, settings: InfraSettings, cloud: Cloud,
     assert gcs.lookup_bucket("my-tpurl-bucket") is not None
     assert any("gcluster destroy" in r for r in report.removed)
     assert "teardown of my-proj-123/us-east5/tpurl-v6e" in capsys.readouterr().out
+
+
+def test_teardown_knows_when_it_runs_inside_a_cluster() -> None:
+    from flows.teardown import METADATA_CLUSTER, current_gke_cluster
+
+    asked: list[str] = []
+
+    def metadata(url: str) -> str:
+        asked.append(url)
+        return "tpurl-v6e"
+
+    assert current_gke_cluster({}, metadata) is None and not asked  # not in a pod: no request
+    assert current_gke_cluster({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, metadata) == "tpurl-v6e"
+    assert asked == [METADATA_CLUSTER]
+
+
+def test_teardown_refuses_to_destroy_the_cluster_it_runs_on(cloud: Cloud, monkeypatch) -> None:
+    from flows import teardown as module
+    from flows.core.failures import StageFailed
+
+    monkeypatch.setattr(module, "current_gke_cluster", lambda: "tpurl-v6e")
+    with pytest.raises(StageFailed, match="running inside tpurl-v6e itself"):
+        module.teardown_flow(profile="qwen3-30b-a3b-v6e-32", overrides=INFRA_OVERRIDES)
+    assert not cloud.calls("gcluster")  # nothing was touched
+
+
+def test_teardown_deployment_never_runs_on_the_kubernetes_pool() -> None:
+    import yaml
+
+    from flows.core.paths import REPO_ROOT
+
+    deployments = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())["deployments"]
+    (teardown,) = [d for d in deployments if d["entrypoint"].endswith(":teardown_flow")]
+    assert teardown["work_pool"]["name"] == "tpurl-process"
+    assert teardown["concurrency_limit"]["limit"] == 1
