@@ -29,6 +29,7 @@ from tests.gke.conftest import tutorial_profile
 from tests.gke.fake_api import FakeApiServer, FakeKube
 from tests.gke.fake_api_scenarios import (
     admit,
+    disrupt_and_fail,
     evict,
     exit_with,
     image_pull_backoff,
@@ -42,7 +43,7 @@ CANARY = fake_hf_token("CANARYbackend")
 FAST = WatchSettings(timeout_s=2, read_timeout_s=5, connect_timeout_s=2, max_errors=3,
                      poll_interval_s=0.3, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.2)
 BUDGETS = Budgets(queue_s=30, run_s=30, preemptions=2, tick_s=0.1, log_drain_s=2,
-                  delete_wait_s=5)
+                  delete_wait_s=5, api_s=3, pull_grace_s=30)
 
 
 class ListLogger:
@@ -68,7 +69,7 @@ def make_backend(url: str, stage: str, tmp: Path, logger: ListLogger,
     profile = tutorial_profile()
     return GkeBackend(profile, logger=logger, stage=stage,
                       storage=LocalStorage(), cluster=cluster_at(url), budgets=budgets,
-                      watch_settings=FAST, api_attempts=4, api_backoff_s=0.05,
+                      watch_settings=FAST, api_backoff_s=0.05,
                       log_read_timeout_s=5)
 
 
@@ -133,32 +134,51 @@ def outcome_name(kube: FakeKube) -> str:
     return name
 
 
-def test_preemption_then_success_resubmits_the_same_jobset(server: FakeApiServer,
-                                                           tmp_path: Path) -> None:
+def test_kueue_eviction_keeps_the_same_jobset(server: FakeApiServer, tmp_path: Path) -> None:
+    """Issue 12.6: Kueue re-queues an evicted Workload by itself; deleting and resubmitting
+    lost the queue position (the code before created a second JobSet here)."""
+    script = [(0.1, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
+              (0.1, evict), (0.3, admit), (0.05, start),
+              (0.05, say("restored checkpoint 1", "step 2")), (0.1, succeed)]
+    kube = scenario(server.kube, script)
+    outcome, logger, log_uri, backend = run_stage(server, "train", tmp_path)
+    assert not isinstance(outcome, StageFailed), outcome
+    assert jobsets_created(kube) == 1 and outcome.submissions == 1
+    kept = Path(log_uri.removeprefix("file://")).read_text()
+    assert "saved checkpoint 1" in kept and "restored checkpoint 1" in kept
+    assert any("evicted by Kueue" in line and "re-queued" in line for line in logger.lines)
+    assert_no_canary(kube, logger, log_uri, outcome)
+
+
+def test_a_failed_preempted_jobset_is_resubmitted(server: FakeApiServer,
+                                                  tmp_path: Path) -> None:
     first = [(0.1, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
-             (0.1, evict)]
+             (0.1, disrupt_and_fail)]
     second = [(0.1, admit), (0.05, start), (0.05, say("restored checkpoint 1", "step 2")),
               (0.1, succeed)]
     kube = scenario(server.kube, first, second)
     outcome, logger, log_uri, backend = run_stage(server, "train", tmp_path)
     assert not isinstance(outcome, StageFailed), outcome
     assert jobsets_created(kube) == 2 and len(set(backend.submitted)) == 1
+    assert outcome.submissions == 2
     kept = Path(log_uri.removeprefix("file://")).read_text()
-    assert "saved checkpoint 1" in kept and "restored checkpoint 1" in kept
-    assert "preempted; resubmitting" in kept
+    assert "preempted; resubmitting" in kept and "restored checkpoint 1" in kept
     assert_no_canary(kube, logger, log_uri, outcome)
 
 
-def test_preemption_beyond_budget_fails_as_preempted(server: FakeApiServer,
-                                                     tmp_path: Path) -> None:
-    evicted = [(0.1, admit), (0.05, start), (0.1, evict)]
-    kube = scenario(server.kube, evicted, evicted)
+def test_jobsets_per_stage_are_bounded_across_retries(server: FakeApiServer,
+                                                      tmp_path: Path) -> None:
+    """Issue 12.6: every submission preempted, three task attempts (Prefect's retries): at
+    most preemptions + 1 JobSets in all (the code before created that many per attempt)."""
+    failing = [(0.1, admit), (0.05, start), (0.1, disrupt_and_fail)]
+    kube = scenario(server.kube, *[failing] * 9)
     budgets = Budgets(**{**BUDGETS.__dict__, "preemptions": 1})
-    outcome, *_ = run_stage(server, "train", tmp_path, budgets)
-    assert isinstance(outcome, StageFailed)
-    assert outcome.diagnosis.category is FailureCategory.PREEMPTED and outcome.diagnosis.retryable
+    outcomes = [run_stage(server, "train", tmp_path, budgets)[0] for _ in range(3)]
+    assert all(isinstance(o, StageFailed) for o in outcomes)
     assert jobsets_created(kube) == 2
-    assert no_jobsets_left(kube)  # suspended leftovers are deleted, no quota held
+    last = outcomes[-1].diagnosis
+    assert last.code == "gke/submission-budget" and not last.retryable
+    assert "kubectl delete jobset" in last.resolution
 
 
 def test_watch_dropped_every_few_events(server: FakeApiServer, tmp_path: Path) -> None:
@@ -191,13 +211,17 @@ def test_a_burst_of_503s_is_ridden_out(server: FakeApiServer, tmp_path: Path) ->
 
 def test_a_control_plane_that_stays_down_is_infrastructure(server: FakeApiServer,
                                                            tmp_path: Path) -> None:
-    server.kube.fail_next(50)  # more than api_attempts (4): the first call gives up
+    server.kube.fail_next(10_000)  # never answers: the first call gives up at api_s (3 s)
+    began = time.monotonic()
     outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
+    assert time.monotonic() - began < BUDGETS.api_s + 1
     assert isinstance(outcome, StageFailed)
     assert outcome.diagnosis.category is FailureCategory.INFRASTRUCTURE and \
         outcome.diagnosis.retryable
     assert "kept failing" in outcome.diagnosis.summary and "HTTP 503" in outcome.diagnosis.detail
-    assert sum("retrying" in line for line in logger.lines) == 3  # 4 attempts, 3 waits
+    retries = [line for line in logger.lines if "retry " in line]
+    assert len(retries) >= 3 and all("HTTP 503" in line and "unable to handle" in line for line in retries)
+    assert len(set(retries)) == len(retries)  # each retry logged once
 
 
 def test_a_refused_call_is_not_retried_and_is_the_users(server: FakeApiServer,
@@ -207,7 +231,7 @@ def test_a_refused_call_is_not_retried_and_is_the_users(server: FakeApiServer,
     assert isinstance(outcome, StageFailed)
     assert outcome.diagnosis.category is FailureCategory.USER_ERROR
     assert "HTTP 403" in outcome.diagnosis.summary
-    assert not any("retrying" in line for line in logger.lines)
+    assert not any("retry " in line for line in logger.lines)
 
 
 def test_watch_relists_after_410_gone(server: FakeApiServer, tmp_path: Path) -> None:
@@ -250,8 +274,10 @@ def test_oomkilled_is_a_user_error_with_the_log_tail(server: FakeApiServer,
 
 
 def test_image_pull_backoff_is_infrastructure(server: FakeApiServer, tmp_path: Path) -> None:
+    """A pull error with no permanent cause gets the grace period, then infrastructure."""
     kube = scenario(server.kube, [(0.1, admit), (0.1, image_pull_backoff)])
-    outcome, *_ = run_stage(server, "convert", tmp_path)
+    budgets = Budgets(**{**BUDGETS.__dict__, "pull_grace_s": 1.0})
+    outcome, *_ = run_stage(server, "convert", tmp_path, budgets)
     assert isinstance(outcome, StageFailed)
     assert outcome.diagnosis.category is FailureCategory.INFRASTRUCTURE
     assert "ImagePullBackOff" in outcome.diagnosis.summary
