@@ -157,6 +157,23 @@ def evict(kube: FakeKube, name: str) -> None:
         kube.delete("pods", NS, pod["metadata"]["name"])
 
 
+def reserve_quota(kube: FakeKube, name: str) -> None:
+    """Kueue reserves quota and admits the Workload; the JobSet is unsuspended later (``admit``
+    does both; this leaves the window the status line must get right)."""
+    if wl := _workload(kube, name):
+        def reserved(obj: Obj) -> None:
+            _set_condition(obj, _cond("QuotaReserved", "True", "QuotaReserved",
+                                      "Quota reserved in ClusterQueue tpu-cq"))
+            _set_condition(obj, _cond("Admitted", "True", "Admitted",
+                                      "The workload is admitted"))
+        kube.mutate("workloads", NS, wl["metadata"]["name"], reserved)
+
+
+def api_down(kube: FakeKube, name: str) -> None:
+    """From now on every request fails with 503 (a control plane that stays down)."""
+    kube.fail_next(10**9)
+
+
 def pending(message: str, reason: str = "Pending") -> Action:
     """Kueue cannot admit the Workload: QuotaReserved=False with Kueue's own message (see
     flows/backends/gke/watch/kueue.py for the source of each text)."""

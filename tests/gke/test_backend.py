@@ -16,16 +16,20 @@ from typing import Any
 
 import pytest
 
-from flows.backends.gke.backend import GkeBackend
-from flows.backends.gke.watch.client import cluster_at
 from flows.backends.gke.watch.monitor import Budgets
-from flows.backends.gke.watch.stream import WatchSettings
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.storage import LocalStorage, file_uri
 from flows.stages.programs import convert_workload, train_workload
 from tests.conftest import fake_hf_token
-from tests.gke.conftest import tutorial_profile
+from tests.fakes.gke_backend import (
+    BUDGETS,
+    ListLogger,
+    jobsets_created,
+    make_backend,
+    no_jobsets_left,
+    run_stage,
+)
 from tests.gke.fake_api import FakeApiServer, FakeKube
 from tests.gke.fake_api_scenarios import (
     admit,
@@ -40,21 +44,6 @@ from tests.gke.fake_api_scenarios import (
 )
 
 CANARY = fake_hf_token("CANARYbackend")
-FAST = WatchSettings(timeout_s=2, read_timeout_s=5, connect_timeout_s=2, max_errors=3,
-                     poll_interval_s=0.3, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.2)
-BUDGETS = Budgets(queue_s=30, run_s=30, preemptions=2, tick_s=0.1, log_drain_s=2,
-                  delete_wait_s=5, api_s=3, pull_grace_s=30)
-
-
-class ListLogger:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, msg: str, *args: object) -> None:
-        self.lines.append(msg % args if args else msg)
-
-    def warning(self, msg: str, *args: object) -> None:
-        self.info(msg, *args)
 
 
 @pytest.fixture
@@ -62,30 +51,6 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
     monkeypatch.setenv("HF_TOKEN", CANARY)
     with FakeApiServer(FakeKube()) as srv:
         yield srv
-
-
-def make_backend(url: str, stage: str, tmp: Path, logger: ListLogger,
-                 budgets: Budgets = BUDGETS) -> GkeBackend:
-    profile = tutorial_profile()
-    return GkeBackend(profile, logger=logger, stage=stage,
-                      storage=LocalStorage(), cluster=cluster_at(url), budgets=budgets,
-                      watch_settings=FAST, api_backoff_s=0.05,
-                      log_read_timeout_s=5)
-
-
-def run_stage(server: FakeApiServer, stage: str, tmp: Path,
-              budgets: Budgets = BUDGETS) -> tuple[Any, ListLogger, str, GkeBackend]:
-    logger = ListLogger()
-    backend = make_backend(server.url, stage, tmp, logger, budgets)
-    profile = backend.profile
-    workload = (train_workload if stage == "train" else convert_workload)(
-        profile, Layout(profile), backend.runtime)
-    log_uri = file_uri(tmp / f"{stage}.log")
-    try:
-        outcome: Any = backend.run_workload(workload, log_uri)
-    except StageFailed as exc:
-        outcome = exc
-    return outcome, logger, log_uri, backend
 
 
 def assert_no_canary(kube: FakeKube, logger: ListLogger, log_uri: str, outcome: Any) -> None:
@@ -100,18 +65,6 @@ def assert_no_canary(kube: FakeKube, logger: ListLogger, log_uri: str, outcome: 
         assert CANARY not in text
     secrets = kube.find("secrets")
     assert len(secrets) == 1 and "stringData" not in secrets[0]
-
-
-def no_jobsets_left(kube: FakeKube, within_s: float = 3.0) -> bool:
-    """Foreground deletion takes a moment (the fake keeps the object until dependents go)."""
-    deadline = time.monotonic() + within_s
-    while kube.find("jobsets") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return kube.find("jobsets") == []
-
-
-def jobsets_created(kube: FakeKube) -> int:
-    return sum(n for (plural, _), n in kube.created.items() if plural == "jobsets")
 
 
 TRAIN_OK = [(0.1, admit), (0.05, start), (0.05, say("step 1 loss=1.0", f"token {CANARY}")),
@@ -141,7 +94,7 @@ def test_kueue_eviction_keeps_the_same_jobset(server: FakeApiServer, tmp_path: P
               (0.1, evict), (0.3, admit), (0.05, start),
               (0.05, say("restored checkpoint 1", "step 2")), (0.1, succeed)]
     kube = scenario(server.kube, script)
-    outcome, logger, log_uri, backend = run_stage(server, "train", tmp_path)
+    outcome, logger, log_uri, _ = run_stage(server, "train", tmp_path)
     assert not isinstance(outcome, StageFailed), outcome
     assert jobsets_created(kube) == 1 and outcome.submissions == 1
     kept = Path(log_uri.removeprefix("file://")).read_text()

@@ -119,9 +119,7 @@ class ObjectWatch:
                 if self.rv is None:
                     self.rv = self._relist()
                 self._stream()
-                if self.polling:
-                    self.warn(f"watch {self.label}: recovered, watching again")
-                streak, self.polling, self.last_error = 0, False, ""
+                streak, self.last_error = 0, ""
                 continue
             except Exception as exc:  # a watch error alone never fails the stage (pitfalls 2)
                 if self._stop.is_set():
@@ -188,6 +186,9 @@ class ObjectWatch:
                                timeout_seconds=self.settings.timeout_s, _preload_content=False,
                                _request_timeout=self._timeout())
         self._response = response
+        if self.polling:  # the server answers watches again
+            self.polling = False
+            self.warn(f"watch {self.label}: recovered, watching again")
         try:
             for line in iter_resp_lines(response):
                 if self._stop.is_set():
