@@ -69,3 +69,34 @@ def no_jobsets_left(kube: FakeKube, within_s: float = 3.0) -> bool:
 
 def jobsets_created(kube: FakeKube) -> int:
     return sum(n for (plural, _), n in kube.created.items() if plural == "jobsets")
+
+
+def prefect_flow_child(url: str, tmp: str) -> None:
+    """A flow process as Prefect's runner starts it: a real flow run (ephemeral API in
+    ``tmp``) whose task runs the GKE backend against the fake API at ``url``, until the
+    runner's SIGTERM arrives. Its log lines go to ``tmp``/child.log."""
+    import os
+
+    os.environ["PREFECT_HOME"] = str(Path(tmp) / "prefect")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ["HF_TOKEN"] = "hf_cancel_token_not_a_secret"
+    from prefect import flow, task
+
+    log_file = Path(tmp) / "child.log"
+
+    class FileLogger(ListLogger):
+        def info(self, msg: str, *args: object) -> None:
+            with log_file.open("a") as out:
+                out.write((msg % args if args else msg) + "\n")
+
+    @task
+    def stage() -> None:
+        backend = make_backend(url, "train", Path(tmp), FileLogger())
+        workload = train_workload(backend.profile, Layout(backend.profile), backend.runtime)
+        backend.run_workload(workload, file_uri(Path(tmp) / "train.log"))
+
+    @flow
+    def pipeline() -> None:
+        stage()
+
+    pipeline()
