@@ -7,8 +7,9 @@ seconds and then completes. For each case it prints
 
     requests/minute = API requests from 15 s after start until the end, divided by that time
                       (goal <= 2/min in steady state; the fault cases show what a fault costs)
-    notice delay    = time from the Completed condition being written to the backend's
-                      verdict (goal <= 5 s, in every case)
+    notice delay    = time from the Completed condition being written, or from the API
+                      answering again when it was failing then, to the backend's verdict
+                      (goal <= 5 s, in every case); "after write" is the raw figure
 
 Cases: steady (``--window-s``, default 330 s: a full server-side watch cycle,
 WatchSettings.timeout_s = 300 s, so the reconnects of a long run are counted); then, each for
@@ -46,17 +47,18 @@ def main() -> None:
     parser.add_argument("--line-every-s", type=float, default=5.0)
     parser.add_argument("--only", default=",".join(CASES))
     args = parser.parse_args()
-    print(f"{'case':<16} {'window':>7} {'requests/min':>13} {'notice delay':>13}  goals: "
-          "<= 2/min (steady), <= 5 s")
+    print(f"{'case':<16} {'window':>7} {'requests/min':>13} {'notice delay':>13} "
+          f"{'after write':>12}  goals: <= 2/min (steady), <= 5 s")
     for case in args.only.split(","):
         window = args.window_s if case == "steady" else args.fault_window_s
-        rate, delay, kinds = run_case(case, window, args.line_every_s)
+        rate, delay, raw, kinds = run_case(case, window, args.line_every_s)
         ok = ("ok" if delay <= 5.0 and (case != "steady" or rate <= 2.0) else "MISSED")
-        print(f"{case:<16} {window:>6.0f}s {rate:>13.2f} {delay * 1000:>10.0f} ms  {ok}  "
-              f"{dict(kinds)}", flush=True)
+        print(f"{case:<16} {window:>6.0f}s {rate:>13.2f} {delay * 1000:>10.0f} ms "
+              f"{raw * 1000:>9.0f} ms  {ok}  {dict(kinds)}", flush=True)
 
 
-def run_case(case: str, window_s: float, line_every_s: float) -> tuple[float, float, Counter]:
+def run_case(case: str, window_s: float,
+             line_every_s: float) -> tuple[float, float, float, Counter]:
     from flows.backends.gke.backend import GkeBackend
     from flows.backends.gke.watch.client import cluster_at
     from flows.config import load_profile
@@ -72,7 +74,8 @@ def run_case(case: str, window_s: float, line_every_s: float) -> tuple[float, fl
             pass
 
         def warning(self, msg: str, *a: object) -> None:
-            pass
+            if os.environ.get("BENCH_VERBOSE"):
+                print(f"  {time.monotonic():.1f} warning:", msg % a if a else msg)
 
     def touch(k: Any, name: str) -> None:  # a controller writes status: a watch event
         k.mutate("jobsets", "default", name, lambda o: o.setdefault("status", {}).update(
@@ -115,8 +118,11 @@ def run_case(case: str, window_s: float, line_every_s: float) -> tuple[float, fl
         steady = kube.requests_between(steady_from, succeeded_at)
         minutes = max(succeeded_at - steady_from, 1.0) / 60
         assert backend.monitor is not None and backend.monitor.noticed_at is not None
-        delay = backend.monitor.noticed_at - succeeded_at
-        return len(steady) / minutes, delay, Counter(_kind(path) for _, _, path in steady)
+        raw = backend.monitor.noticed_at - succeeded_at
+        answering = max(succeeded_at, kube.action_times.get("api_recovered", 0.0))
+        delay = backend.monitor.noticed_at - answering
+        return (len(steady) / minutes, delay, raw,
+                Counter(_kind(path) for _, _, path in steady))
 
 
 def _kind(path: str) -> str:

@@ -207,6 +207,8 @@ class FakeKube:
             self.failures[0] = (count - 1, status, retry_after)
             if count - 1 <= 0:
                 self.failures.pop(0)
+                if not self.failures:  # the next request succeeds: when the benchmark's
+                    self.action_times["api_recovered"] = time.monotonic()  # clock starts
             return status, retry_after
 
     def requests_between(self, start: float, end: float) -> list[tuple[float, str, str]]:
