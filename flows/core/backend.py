@@ -38,6 +38,7 @@ class WorkloadRun(BaseModel):
     name: str
     wall_s: float
     log_uri: str
+    submissions: int = 1  # JobSets created for it (GKE: 1 + resubmissions after preemption)
 
 
 class StageLogger(Protocol):

@@ -162,3 +162,58 @@ def call_with_retries[T](call: Callable[[], T], policy: RetryPolicy,
                 on_retry(attempt, text(exc), delays[attempt - 1])
             (sleep or time.sleep)(delays[attempt - 1])
     raise AssertionError("unreachable")
+
+
+# --- time-bounded retries ------------------------------------------------------------------
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """Pure: the server's Retry-After (seconds) on an HTTP error, when it sent one.
+
+    The Kubernetes API server answers 429 with ``Retry-After: 1`` from its max-in-flight and
+    priority-and-fairness filters (k8s.io/apiserver pkg/server/filters/maxinflight.go,
+    priority-and-fairness.go) and a 503 during a control-plane upgrade may carry one too;
+    retrying sooner only adds to the overload. The kubernetes client keeps the response
+    headers on ``ApiException.headers``; requests keeps them on ``response.headers``."""
+    headers = getattr(exc, "headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        value = headers.get("Retry-After")
+    except AttributeError:
+        return None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None  # an HTTP-date: rare from these servers; fall back to the policy
+
+
+def call_within[T](call: Callable[[], T], policy: RetryPolicy, deadline: float,
+                   on_retry: OnRetry | None = None, *,
+                   transient: Callable[[BaseException], bool] = is_transient,
+                   text: Callable[[BaseException], str] = describe,
+                   sleep: Callable[[float], None] | None = None,
+                   clock: Callable[[], float] = time.monotonic) -> T:
+    """Like :func:`call_with_retries`, but bounded by a wall-clock ``deadline`` (a ``clock()``
+    value) instead of a count: a control-plane upgrade or a burst of 5xx lasts minutes, and a
+    fixed five attempts (15 s) gave up before it ended. Each wait is the policy's, or the
+    server's Retry-After when that is longer, and never runs past the deadline; the last
+    failure is raised as it is when the next wait would. ``policy.attempts`` still caps the
+    attempts when it is positive (0 = no cap)."""
+    failures = 0
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            failures += 1
+            if not transient(exc) or (policy.attempts and failures >= policy.attempts):
+                raise
+            wait = policy.delay(failures)
+            if (hint := retry_after_s(exc)) is not None:
+                wait = max(wait, hint)
+            if clock() + wait > deadline:
+                raise
+            if on_retry is not None:
+                on_retry(failures, text(exc), wait)
+            (sleep or time.sleep)(wait)

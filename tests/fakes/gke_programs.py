@@ -25,7 +25,16 @@ from flows.backends.gke.jobs.pathways import HEAD
 from flows.backends.gke.jobs.render import MAIN_JOB
 from flows.core.storage import join
 from tests.fakes.kube_api import FakeKube
-from tests.fakes.kube_api.scenarios import NS, Action, admit, evict, exit_with, say, start, succeed
+from tests.fakes.kube_api.scenarios import (
+    NS,
+    Action,
+    admit,
+    disrupt_and_fail,
+    exit_with,
+    say,
+    start,
+    succeed,
+)
 from tests.support.tfevents import pb_field, tf_event, tf_record
 
 Script = list[tuple[float, Action]]
@@ -167,11 +176,12 @@ class FakePrograms:
                 (0.1, succeed)]
 
     def train_preempted(self) -> Script:
-        """Runs to step 10, saves actor/10, then Kueue evicts the Workload."""
+        """Runs to step 10, saves actor/10, then its host is preempted and the JobSet fails
+        (a Kueue eviction would keep the same JobSet: issue 12.6)."""
         return [(0.1, admit), (0.05, start), (0.05, self.echo_token()),
                 (0.05, say("Train step 9 training loss: 0.910000 perplexity: 2.48")),
                 (0.05, self.train_checkpoint(10)), (0.05, say("Saving checkpoint at step 10")),
-                (0.1, evict)]
+                (0.1, disrupt_and_fail)]
 
     def train_resumed(self) -> Script:
         """The resubmitted JobSet restores actor/10 and finishes at num_batches (50)."""

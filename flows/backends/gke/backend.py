@@ -8,15 +8,24 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
   the same spec digest (a rerun after the flow process died), refuse when it runs another
   configuration, and resubmit when the same configuration already failed (a retry);
 - the verdict comes from object state (flows/backends/gke/watch/verdict.py), never from a broken stream;
-- preemption resubmits the same JobSet (same run name, so train_rl resumes from its newest
-  checkpoints/actor/<step>) within ``Budgets.preemptions``; anything else raises StageFailed
-  with the diagnosis, and Prefect's retry condition decides on it (pipeline.py);
+- a Kueue eviction keeps the JobSet: Kueue re-queues the same Workload and re-admits it, so
+  the queue position is kept; only a JobSet that itself failed of preemption (a disrupted
+  host) is deleted and resubmitted (same run name, so train_rl resumes from its newest
+  checkpoints/actor/<step>). Each JobSet carries its submission number (annotation
+  ``tpurl/submission``), read back on attach, so at most ``Budgets.preemptions + 1`` JobSets
+  are created for a stage across Prefect's retries and flow restarts; the count is returned
+  as ``WorkloadRun.submissions``. Anything else raises StageFailed with the diagnosis, and
+  Prefect's retry condition decides on it (pipeline.py);
+- every API call rides out transient errors (5xx, 429, resets) with backoff, honouring
+  Retry-After, for up to ``Budgets.api_s`` but never past the queue budget, logging each
+  retry once with its reason;
 - cancelling (KeyboardInterrupt, Prefect's TerminationSignal, any exception) deletes the
   JobSet, so nothing keeps holding the slice; the shared Secret stays for other runs.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -54,13 +63,14 @@ from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
-from flows.core.retry import KUBE_API, call_with_retries, is_transient
+from flows.core.retry import RetryPolicy, call_within, is_transient
 from flows.core.secrets import Redactor, SecretUnavailable, resolve
 from flows.core.storage import Storage
 from flows.core.workload import Workload
 
 Obj = dict[str, Any]
 ProgressCallback = Callable[[str, int, int | None], None]
+SUBMISSION = "tpurl/submission"  # annotation: which submission of this stage a JobSet is
 
 
 class GkeBackend:
@@ -73,7 +83,7 @@ class GkeBackend:
                  redactor: Redactor | None = None, on_progress: ProgressCallback | None = None,
                  stage: str = "", storage: Storage | None = None,
                  cluster: Cluster | None = None, budgets: Budgets | None = None,
-                 watch_settings: WatchSettings | None = None, api_attempts: int = 5,
+                 watch_settings: WatchSettings | None = None, api_attempts: int = 0,
                  api_backoff_s: float = 1.0, log_read_timeout_s: float = 300.0) -> None:
         assert profile.gke is not None
         self.profile, self.layout = profile, Layout(profile)
@@ -84,6 +94,7 @@ class GkeBackend:
         self.options = options_for(profile)
         self.budgets = budgets or budgets_for(profile, stage)
         self.watch_settings = watch_settings or WatchSettings()
+        # api_attempts caps the attempts of one call (0: only the time budget bounds them)
         self.api_attempts, self.api_backoff_s = api_attempts, api_backoff_s
         self.log_read_timeout_s = log_read_timeout_s
         self._cluster = cluster
@@ -173,11 +184,12 @@ class GkeBackend:
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
                        self._progress(workload))
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
-        preemptions, owned = 0, False  # owned: this run submitted or attached to the JobSet
+        owned = False  # this run submitted or attached to the JobSet
+        number = 0  # the submission number of the JobSet being watched
         try:
             self._apply_secrets(workload)
             while True:
-                live = self._create_or_attach(desired, sink)
+                live, number = self._create_or_attach(desired, sink, number)
                 owned = True
                 verdict = self._watch(live, sink, coordinator)
                 if verdict.phase is Phase.SUCCEEDED:
@@ -185,18 +197,19 @@ class GkeBackend:
                 diagnosis = verdict.diagnosis
                 assert diagnosis is not None
                 self.logger.warning("%s: %s", name, diagnosis.summary)
-                if diagnosis.category is FailureCategory.PREEMPTED and \
-                        preemptions < self.budgets.preemptions:
-                    preemptions += 1
-                    sink.note(f"preempted; resubmitting {name} ({preemptions}/"
-                              f"{self.budgets.preemptions}), resuming from the newest checkpoint")
-                    self.logger.warning("%s preempted: resubmitting (%d of %d); the program "
-                                        "resumes from its newest checkpoint", name, preemptions,
-                                        self.budgets.preemptions)
-                    self._delete(name, wait=True)
-                    continue
+                if diagnosis.category is FailureCategory.PREEMPTED:
+                    if number < self.max_submissions:
+                        sink.note(f"preempted; resubmitting {name} ({number + 1}/"
+                                  f"{self.max_submissions}), resuming from the newest "
+                                  "checkpoint")
+                        self.logger.warning("%s preempted: resubmitting (submission %d of at "
+                                            "most %d); the program resumes from its newest "
+                                            "checkpoint", name, number + 1, self.max_submissions)
+                        self._delete(name, wait=True)
+                        continue
+                    diagnosis = self._budget_spent(name, number, diagnosis)
                 if not is_finished(self.monitor.last_jobset if self.monitor else None):
-                    self._delete(name, wait=False)  # queued or stuck: stop holding quota
+                    self._cancel(name)  # queued or stuck: stop holding quota
                 raise StageFailed(self.stage or workload.name, self._redacted(diagnosis), log_uri)
         except StageFailed:
             raise
@@ -209,8 +222,26 @@ class GkeBackend:
         finally:
             sink.save()
         wall = time.monotonic() - started
-        self.logger.info("%s: %s completed in %.1f s (log: %s)", workload.name, name, wall, log_uri)
-        return WorkloadRun(name=workload.name, wall_s=wall, log_uri=log_uri)
+        self.logger.info("%s: %s completed in %.1f s after %d submission(s) (log: %s)",
+                         workload.name, name, wall, number, log_uri)
+        return WorkloadRun(name=workload.name, wall_s=wall, log_uri=log_uri, submissions=number)
+
+    @property
+    def max_submissions(self) -> int:
+        """JobSets ever created for one stage of one run, across retries and restarts."""
+        return self.budgets.preemptions + 1
+
+    def _budget_spent(self, name: str, number: int, why: Diagnosis | None) -> Diagnosis:
+        """Not retryable: another attempt could only create JobSets past the bound."""
+        return Diagnosis(
+            FailureCategory.STALLED,
+            f"gke/submission-budget: {name} was submitted {number} time(s), the most this "
+            f"stage may (gke.preemption_budget {self.budgets.preemptions} + 1)",
+            f"    last failure: {why.summary if why else 'an earlier attempt failed'}",
+            "the slice keeps being preempted or failing: check the node pool (maintenance, "
+            f"spot), then delete the failed JobSet (kubectl delete jobset {name} -n "
+            f"{self.profile.gke.namespace}) to start counting again, or raise "
+            "gke.preemption_budget", code="gke/submission-budget")
 
     # --- pieces ----------------------------------------------------------------------------
     def _progress(self, workload: Workload) -> Callable[[str], None] | None:
@@ -227,25 +258,32 @@ class GkeBackend:
         return replace(diagnosis, summary=self.redactor(diagnosis.summary),
                        detail=self.redactor(diagnosis.detail))
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """One API call, retried with backoff on 5xx/429/connection errors (flows.core.retry);
-        other errors (404, 409, 422) are the caller's to interpret."""
-        policy = replace(KUBE_API, attempts=self.api_attempts, base_s=self.api_backoff_s)
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any,
+              within_s: float | None = None, **kwargs: Any) -> Any:
+        """One API call, retried with backoff (Retry-After honoured) on 5xx/429/connection
+        errors (flows.core.retry) for ``within_s``: by default ``Budgets.api_s`` but never
+        longer than the queue budget, so an API that stays down fails the stage within its
+        budget. Other errors (404, 409, 422) are the caller's to interpret."""
+        budget = within_s if within_s is not None else min(self.budgets.api_s,
+                                                          self.budgets.queue_s)
+        policy = RetryPolicy(attempts=self.api_attempts, base_s=self.api_backoff_s, max_s=30.0)
 
-        def notice(_attempt: int, message: str, _wait_s: float) -> None:
-            self.logger.warning("API error while trying to %s (%s); retrying", what,
-                                self.redactor(message))
+        def notice(attempt: int, message: str, wait_s: float) -> None:
+            self.logger.warning("API error while trying to %s (%s); retry %d in %.1f s",
+                                what, self.redactor(message), attempt, wait_s)
 
         try:
-            return call_with_retries(lambda: fn(*args, **kwargs), policy, notice, text=_short)
+            return call_within(lambda: fn(*args, **kwargs), policy, time.monotonic() + budget,
+                               notice, text=_reason)
         except Exception as exc:
             if not is_transient(exc):
                 raise
             raise StageFailed(self.stage, Diagnosis(
                 FailureCategory.INFRASTRUCTURE,
-                f"the Kubernetes API kept failing while trying to {what}",
-                f"    {self.redactor(_short(exc))}",
-                "the control plane is unavailable or overloaded; retried with backoff"),
+                f"the Kubernetes API kept failing while trying to {what} ({_short(exc)})",
+                f"    {self.redactor(_reason(exc))}",
+                f"the control plane is unavailable or overloaded; retried with backoff for "
+                f"up to {budget:.0f} s"),
             ) from None
 
     def _apply_secrets(self, workload: Workload) -> None:
@@ -279,17 +317,26 @@ class GkeBackend:
                 return None
             raise self._api_failure(f"read JobSet {name}", exc) from None
 
-    def _create_or_attach(self, desired: Obj, sink: LogSink) -> Obj:
+    def _create_or_attach(self, desired: Obj, sink: LogSink, previous: int) -> tuple[Obj, int]:
+        """The JobSet to watch and its submission number: created as ``previous + 1``, or an
+        existing one of the same spec attached to, or a failed one of an earlier attempt
+        replaced (its number read from its annotation, so the bound holds across retries)."""
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         digest = desired["metadata"]["annotations"][SPEC_DIGEST]
         for _ in range(5):
+            number = previous + 1
+            if number > self.max_submissions:
+                raise StageFailed(self.stage, self._budget_spent(name, previous, None))
+            body = {**desired, "metadata": {**desired["metadata"], "annotations": {
+                **desired["metadata"]["annotations"], SUBMISSION: str(number)}}}
             try:
                 live = self._call(f"create JobSet {name}",
                                   self.cluster.custom.create_namespaced_custom_object,
-                                  JOBSET_GROUP, JOBSET_VERSION, ns, JOBSETS, desired)
+                                  JOBSET_GROUP, JOBSET_VERSION, ns, JOBSETS, body)
                 self.submitted.append(name)
-                self.logger.info("submitted JobSet %s (spec %s)", name, digest)
-                return live
+                self.logger.info("submitted JobSet %s (spec %s, submission %d of at most %d)",
+                                 name, digest, number, self.max_submissions)
+                return live, number
             except ApiException as exc:
                 if exc.status != 409:
                     raise self._api_failure(f"create JobSet {name}", exc) from None
@@ -309,7 +356,10 @@ class GkeBackend:
                     f"    its spec digest is {theirs}, this run's is {digest}",
                     f"it belongs to an earlier version of this profile: delete it (kubectl "
                     f"delete jobset {name} -n {ns}) or let its TTL expire, then run again"))
+            previous = max(previous, _submission_of(live))
             if condition(live, "Failed"):
+                if previous >= self.max_submissions:
+                    raise StageFailed(self.stage, self._budget_spent(name, previous, None))
                 self.logger.warning("JobSet %s of an earlier attempt failed; resubmitting", name)
                 sink.note(f"an earlier attempt of {name} had failed; resubmitted")
                 self._delete(name, wait=True)
@@ -317,7 +367,7 @@ class GkeBackend:
             self.logger.info("reattaching to JobSet %s (same spec %s, created earlier)", name,
                              digest)
             sink.note(f"reattached to {name}")
-            return live
+            return live, previous
         raise StageFailed(self.stage, Diagnosis(
             FailureCategory.INFRASTRUCTURE, f"JobSet {name} could neither be created nor found",
             "    409 AlreadyExists, then 404 NotFound, five times", "retried with backoff"))
@@ -330,11 +380,11 @@ class GkeBackend:
                                self.watch_settings, coordinator, self.log_read_timeout_s)
         return self.monitor.run()
 
-    def _delete(self, name: str, wait: bool) -> None:
+    def _delete(self, name: str, wait: bool, within_s: float | None = None) -> None:
         try:
             self._call(f"delete JobSet {name}", self.cluster.custom.delete_namespaced_custom_object,
                        JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace, JOBSETS, name,
-                       body={"propagationPolicy": "Foreground"})
+                       body={"propagationPolicy": "Foreground"}, within_s=within_s)
         except ApiException as exc:
             if exc.status != 404:
                 raise self._api_failure(f"delete JobSet {name}", exc) from None
@@ -353,9 +403,10 @@ class GkeBackend:
             "a finalizer or a stuck pod holds it; check `kubectl describe jobset`"))
 
     def _cancel(self, name: str) -> None:
-        """Best effort on the way out: a failure here must not mask the interruption."""
+        """Best effort on the way out (bounded: the stage is over): a failure here must not
+        mask the interruption or the diagnosis."""
         try:
-            self._delete(name, wait=False)
+            self._delete(name, wait=False, within_s=min(self.budgets.api_s, 30.0))
         except BaseException as exc:  # never mask the interruption itself
             self.logger.warning("could not delete JobSet %s: %s; delete it by hand", name,
                                 self.redactor(str(exc)[:300]))
@@ -367,6 +418,26 @@ class GkeBackend:
             category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",
             f"    {self.redactor(str(exc.body or '')[:1000])}",
             "check the cluster's JobSet/Kueue versions (pitfalls 4) and the flow's RBAC"))
+
+
+def _submission_of(jobset: Obj) -> int:
+    value = ((jobset.get("metadata") or {}).get("annotations") or {}).get(SUBMISSION, "1")
+    try:
+        return max(1, int(value))
+    except ValueError:
+        return 1
+
+
+def _reason(exc: BaseException) -> str:
+    """The status and the server's message, for a retry notice (once per retry)."""
+    if isinstance(exc, ApiException):
+        message = ""
+        try:
+            message = str(json.loads(exc.body or "{}").get("message") or "")
+        except (ValueError, AttributeError):
+            message = str(exc.body or "")[:200]
+        return f"HTTP {exc.status} {exc.reason}" + (f": {message[:200]}" if message else "")
+    return _short(exc)
 
 
 def _short(exc: BaseException) -> str:

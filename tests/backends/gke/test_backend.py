@@ -16,17 +16,23 @@ from typing import Any
 
 import pytest
 
-from flows.backends.gke.backend import GkeBackend
-from flows.backends.gke.watch.client import cluster_at
 from flows.backends.gke.watch.monitor import Budgets
-from flows.backends.gke.watch.stream import WatchSettings
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.storage import LocalStorage, file_uri
 from flows.stages.programs import convert_workload, train_workload
+from tests.fakes.gke_backend import (
+    BUDGETS,
+    ListLogger,
+    jobsets_created,
+    make_backend,
+    no_jobsets_left,
+    run_stage,
+)
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.scenarios import (
     admit,
+    disrupt_and_fail,
     evict,
     exit_with,
     image_pull_backoff,
@@ -35,24 +41,9 @@ from tests.fakes.kube_api.scenarios import (
     start,
     succeed,
 )
-from tests.support.profiles import fake_hf_token, tutorial_profile
+from tests.support.profiles import fake_hf_token
 
 CANARY = fake_hf_token("CANARYbackend")
-FAST = WatchSettings(timeout_s=2, read_timeout_s=5, connect_timeout_s=2, max_errors=3,
-                     poll_interval_s=0.3, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.2)
-BUDGETS = Budgets(queue_s=30, run_s=30, preemptions=2, tick_s=0.1, log_drain_s=2,
-                  delete_wait_s=5)
-
-
-class ListLogger:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, msg: str, *args: object) -> None:
-        self.lines.append(msg % args if args else msg)
-
-    def warning(self, msg: str, *args: object) -> None:
-        self.info(msg, *args)
 
 
 @pytest.fixture
@@ -60,30 +51,6 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
     monkeypatch.setenv("HF_TOKEN", CANARY)
     with FakeApiServer(FakeKube()) as srv:
         yield srv
-
-
-def make_backend(url: str, stage: str, tmp: Path, logger: ListLogger,
-                 budgets: Budgets = BUDGETS) -> GkeBackend:
-    profile = tutorial_profile()
-    return GkeBackend(profile, logger=logger, stage=stage,
-                      storage=LocalStorage(), cluster=cluster_at(url), budgets=budgets,
-                      watch_settings=FAST, api_attempts=4, api_backoff_s=0.05,
-                      log_read_timeout_s=5)
-
-
-def run_stage(server: FakeApiServer, stage: str, tmp: Path,
-              budgets: Budgets = BUDGETS) -> tuple[Any, ListLogger, str, GkeBackend]:
-    logger = ListLogger()
-    backend = make_backend(server.url, stage, tmp, logger, budgets)
-    profile = backend.profile
-    workload = (train_workload if stage == "train" else convert_workload)(
-        profile, Layout(profile), backend.runtime)
-    log_uri = file_uri(tmp / f"{stage}.log")
-    try:
-        outcome: Any = backend.run_workload(workload, log_uri)
-    except StageFailed as exc:
-        outcome = exc
-    return outcome, logger, log_uri, backend
 
 
 def assert_no_canary(kube: FakeKube, logger: ListLogger, log_uri: str, outcome: Any) -> None:
@@ -98,18 +65,6 @@ def assert_no_canary(kube: FakeKube, logger: ListLogger, log_uri: str, outcome: 
         assert CANARY not in text
     secrets = kube.find("secrets")
     assert len(secrets) == 1 and "stringData" not in secrets[0]
-
-
-def no_jobsets_left(kube: FakeKube, within_s: float = 3.0) -> bool:
-    """Foreground deletion takes a moment (the fake keeps the object until dependents go)."""
-    deadline = time.monotonic() + within_s
-    while kube.find("jobsets") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return kube.find("jobsets") == []
-
-
-def jobsets_created(kube: FakeKube) -> int:
-    return sum(n for (plural, _), n in kube.created.items() if plural == "jobsets")
 
 
 TRAIN_OK = [(0.1, admit), (0.05, start), (0.05, say("step 1 loss=1.0", f"token {CANARY}")),
@@ -132,32 +87,51 @@ def outcome_name(kube: FakeKube) -> str:
     return name
 
 
-def test_preemption_then_success_resubmits_the_same_jobset(server: FakeApiServer,
-                                                           tmp_path: Path) -> None:
+def test_kueue_eviction_keeps_the_same_jobset(server: FakeApiServer, tmp_path: Path) -> None:
+    """Issue 12.6: Kueue re-queues an evicted Workload by itself; deleting and resubmitting
+    lost the queue position (the code before created a second JobSet here)."""
+    script = [(0.1, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
+              (0.1, evict), (0.3, admit), (0.05, start),
+              (0.05, say("restored checkpoint 1", "step 2")), (0.1, succeed)]
+    kube = scenario(server.kube, script)
+    outcome, logger, log_uri, _ = run_stage(server, "train", tmp_path)
+    assert not isinstance(outcome, StageFailed), outcome
+    assert jobsets_created(kube) == 1 and outcome.submissions == 1
+    kept = Path(log_uri.removeprefix("file://")).read_text()
+    assert "saved checkpoint 1" in kept and "restored checkpoint 1" in kept
+    assert any("evicted by Kueue" in line and "re-queued" in line for line in logger.lines)
+    assert_no_canary(kube, logger, log_uri, outcome)
+
+
+def test_a_failed_preempted_jobset_is_resubmitted(server: FakeApiServer,
+                                                  tmp_path: Path) -> None:
     first = [(0.1, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
-             (0.1, evict)]
+             (0.1, disrupt_and_fail)]
     second = [(0.1, admit), (0.05, start), (0.05, say("restored checkpoint 1", "step 2")),
               (0.1, succeed)]
     kube = scenario(server.kube, first, second)
     outcome, logger, log_uri, backend = run_stage(server, "train", tmp_path)
     assert not isinstance(outcome, StageFailed), outcome
     assert jobsets_created(kube) == 2 and len(set(backend.submitted)) == 1
+    assert outcome.submissions == 2
     kept = Path(log_uri.removeprefix("file://")).read_text()
-    assert "saved checkpoint 1" in kept and "restored checkpoint 1" in kept
-    assert "preempted; resubmitting" in kept
+    assert "preempted; resubmitting" in kept and "restored checkpoint 1" in kept
     assert_no_canary(kube, logger, log_uri, outcome)
 
 
-def test_preemption_beyond_budget_fails_as_preempted(server: FakeApiServer,
-                                                     tmp_path: Path) -> None:
-    evicted = [(0.1, admit), (0.05, start), (0.1, evict)]
-    kube = scenario(server.kube, evicted, evicted)
+def test_jobsets_per_stage_are_bounded_across_retries(server: FakeApiServer,
+                                                      tmp_path: Path) -> None:
+    """Issue 12.6: every submission preempted, three task attempts (Prefect's retries): at
+    most preemptions + 1 JobSets in all (the code before created that many per attempt)."""
+    failing = [(0.1, admit), (0.05, start), (0.1, disrupt_and_fail)]
+    kube = scenario(server.kube, *[failing] * 9)
     budgets = Budgets(**{**BUDGETS.__dict__, "preemptions": 1})
-    outcome, *_ = run_stage(server, "train", tmp_path, budgets)
-    assert isinstance(outcome, StageFailed)
-    assert outcome.diagnosis.category is FailureCategory.PREEMPTED and outcome.diagnosis.retryable
+    outcomes = [run_stage(server, "train", tmp_path, budgets)[0] for _ in range(3)]
+    assert all(isinstance(o, StageFailed) for o in outcomes)
     assert jobsets_created(kube) == 2
-    assert no_jobsets_left(kube)  # suspended leftovers are deleted, no quota held
+    last = outcomes[-1].diagnosis
+    assert last.code == "gke/submission-budget" and not last.retryable
+    assert "kubectl delete jobset" in last.resolution
 
 
 def test_watch_dropped_every_few_events(server: FakeApiServer, tmp_path: Path) -> None:
@@ -190,13 +164,17 @@ def test_a_burst_of_503s_is_ridden_out(server: FakeApiServer, tmp_path: Path) ->
 
 def test_a_control_plane_that_stays_down_is_infrastructure(server: FakeApiServer,
                                                            tmp_path: Path) -> None:
-    server.kube.fail_next(50)  # more than api_attempts (4): the first call gives up
+    server.kube.fail_next(10_000)  # never answers: the first call gives up at api_s (3 s)
+    began = time.monotonic()
     outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
+    assert time.monotonic() - began < BUDGETS.api_s + 1
     assert isinstance(outcome, StageFailed)
     assert outcome.diagnosis.category is FailureCategory.INFRASTRUCTURE and \
         outcome.diagnosis.retryable
     assert "kept failing" in outcome.diagnosis.summary and "HTTP 503" in outcome.diagnosis.detail
-    assert sum("retrying" in line for line in logger.lines) == 3  # 4 attempts, 3 waits
+    retries = [line for line in logger.lines if "retry " in line]
+    assert len(retries) >= 3 and all("HTTP 503" in line and "unable to handle" in line for line in retries)
+    assert len(set(retries)) == len(retries)  # each retry logged once
 
 
 def test_a_refused_call_is_not_retried_and_is_the_users(server: FakeApiServer,
@@ -206,7 +184,7 @@ def test_a_refused_call_is_not_retried_and_is_the_users(server: FakeApiServer,
     assert isinstance(outcome, StageFailed)
     assert outcome.diagnosis.category is FailureCategory.USER_ERROR
     assert "HTTP 403" in outcome.diagnosis.summary
-    assert not any("retrying" in line for line in logger.lines)
+    assert not any("retry " in line for line in logger.lines)
 
 
 def test_watch_relists_after_410_gone(server: FakeApiServer, tmp_path: Path) -> None:
@@ -249,8 +227,10 @@ def test_oomkilled_is_a_user_error_with_the_log_tail(server: FakeApiServer,
 
 
 def test_image_pull_backoff_is_infrastructure(server: FakeApiServer, tmp_path: Path) -> None:
+    """A pull error with no permanent cause gets the grace period, then infrastructure."""
     kube = scenario(server.kube, [(0.1, admit), (0.1, image_pull_backoff)])
-    outcome, *_ = run_stage(server, "convert", tmp_path)
+    budgets = Budgets(**{**BUDGETS.__dict__, "pull_grace_s": 1.0})
+    outcome, *_ = run_stage(server, "convert", tmp_path, budgets)
     assert isinstance(outcome, StageFailed)
     assert outcome.diagnosis.category is FailureCategory.INFRASTRUCTURE
     assert "ImagePullBackOff" in outcome.diagnosis.summary

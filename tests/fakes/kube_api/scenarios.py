@@ -49,8 +49,17 @@ def admit(kube: FakeKube, name: str) -> None:
     js = kube.get("jobsets", NS, name)
     if wl := _workload(kube, name):
         def admitted(obj: Obj) -> None:
-            _set_condition(obj, condition("QuotaReserved", "True", "QuotaReserved"))
-            _set_condition(obj, condition("Admitted", "True", "Admitted"))
+            _set_condition(obj, condition("QuotaReserved", "True", "QuotaReserved",
+                                      "Quota reserved in ClusterQueue tpu-cq"))
+            _set_condition(obj, condition("Admitted", "True", "Admitted",
+                                      "The workload is admitted"))
+            evicted = next((c for c in obj["status"]["conditions"]
+                            if c["type"] == "Evicted"), None)
+            if evicted and evicted["status"] == "True":
+                # kueue pkg/workload/workload.go SetQuotaReservation: on
+                # re-admission the Evicted condition turns False, "Previously: <message>"
+                _set_condition(obj, condition("Evicted", "False", "QuotaReserved",
+                                          f"Previously: {evicted['message']}"))
         kube.mutate("workloads", NS, wl["metadata"]["name"], admitted)
     kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=False))
     owner = [{"kind": "JobSet", "name": name, "uid": js["metadata"]["uid"]}]
@@ -63,8 +72,9 @@ def admit(kube: FakeKube, name: str) -> None:
                       "jobset.sigs.k8s.io/jobset-uid": js["metadata"]["uid"],
                       "jobset.sigs.k8s.io/replicatedjob-name": rjob["name"],
                       "jobset.sigs.k8s.io/job-index": str(replica)}
-            kube.create("jobs", NS, {"metadata": {"name": job, "labels": labels,
-                                                  "ownerReferences": owner}, "spec": spec})
+            if ("jobs", NS, job) not in kube.objects:  # kept, suspended, across an eviction
+                kube.create("jobs", NS, {"metadata": {"name": job, "labels": labels,
+                                                      "ownerReferences": owner}, "spec": spec})
             for index in range(spec.get("parallelism", 1)):
                 kube.create("pods", NS, {
                     "metadata": {"name": f"{job}-{index}-x{kube.rv % 100000}",
@@ -124,16 +134,79 @@ def exit_with(code: int, reason: str = "Error") -> Action:
 
 
 def evict(kube: FakeKube, name: str) -> None:
-    """Kueue preempts: Workload Evicted, JobSet suspended again, its pods deleted."""
+    """Kueue preempts: Workload Evicted, its quota released and Requeued=True (the workload
+    controller re-queues an evicted Workload by itself: kueue pkg/workload/workload.go
+    SetEvictedCondition/SetRequeuedCondition, pkg/controller/jobframework/reconciler.go stops
+    the job), JobSet suspended again, its pods deleted. The same JobSet is admitted again
+    later by ``admit``."""
     if wl := _workload(kube, name):
         def evicted(obj: Obj) -> None:
             _set_condition(obj, condition("Evicted", "True", "Preempted",
                                       "Preempted to accommodate a higher priority Workload"))
-            _set_condition(obj, condition("Admitted", "False", "NoReservation"))
+            _set_condition(obj, condition("QuotaReserved", "False", "Pending",
+                                      "couldn't assign flavors to pod set main: insufficient "
+                                      "unused quota for google.com/tpu in flavor tpu, 8 more "
+                                      "needed"))
+            _set_condition(obj, condition("Requeued", "True", "Preempted",
+                                      "Preempted to accommodate a higher priority Workload"))
+            _set_condition(obj, condition("Admitted", "False", "NoReservation",
+                                      "The workload has no reservation"))
         kube.mutate("workloads", NS, wl["metadata"]["name"], evicted)
     kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=True))
     for pod in _pods(kube, name):
         kube.delete("pods", NS, pod["metadata"]["name"])
+
+
+def reserve_quota(kube: FakeKube, name: str) -> None:
+    """Kueue reserves quota and admits the Workload; the JobSet is unsuspended later (``admit``
+    does both; this leaves the window the status line must get right)."""
+    if wl := _workload(kube, name):
+        def reserved(obj: Obj) -> None:
+            _set_condition(obj, condition("QuotaReserved", "True", "QuotaReserved",
+                                      "Quota reserved in ClusterQueue tpu-cq"))
+            _set_condition(obj, condition("Admitted", "True", "Admitted",
+                                      "The workload is admitted"))
+        kube.mutate("workloads", NS, wl["metadata"]["name"], reserved)
+
+
+def api_down(kube: FakeKube, name: str) -> None:
+    """From now on every request fails with 503 (a control plane that stays down)."""
+    kube.fail_next(10**9)
+
+
+def pending(message: str, reason: str = "Pending") -> Action:
+    """Kueue cannot admit the Workload: QuotaReserved=False with Kueue's own message (see
+    flows/backends/gke/watch/kueue.py for the source of each text)."""
+    def stuck(kube: FakeKube, name: str) -> None:
+        if wl := _workload(kube, name):
+            kube.mutate("workloads", NS, wl["metadata"]["name"], lambda o: _set_condition(
+                o, condition("QuotaReserved", "False", reason, message)))
+    stuck.__name__ = "pending"
+    return stuck
+
+
+def pull_fails(message: str) -> Action:
+    """kubelet's pull failure (pkg/kubelet/images/image_manager.go): ErrImagePull with the
+    runtime's error text, then ImagePullBackOff with only 'Back-off pulling image "<img>"'."""
+    def fail(kube: FakeKube, name: str) -> None:
+        _containers(kube, name, {"waiting": {"reason": "ErrImagePull", "message": message}},
+                    "Pending")
+        _containers(kube, name, {"waiting": {"reason": "ImagePullBackOff",
+                                             "message": 'Back-off pulling image "img:1"'}},
+                    "Pending")
+    fail.__name__ = "pull_fails"
+    return fail
+
+
+def disrupt_and_fail(kube: FakeKube, name: str) -> None:
+    """A host is preempted: its pod gets DisruptionTarget (kubelet/taint manager), the Job
+    fails and the JobSet, its restarts spent, is Failed (jobset controller)."""
+    for pod in _pods(kube, name):
+        kube.mutate("pods", NS, pod["metadata"]["name"], lambda o: _set_condition(
+            o, condition("DisruptionTarget", "True", "TerminationByKubelet",
+                     "Pod was terminated in response to imminent node shutdown.")))
+    kube.mutate("jobsets", NS, name, lambda o: _set_condition(
+        o, condition("Failed", "True", "FailedJobs", "jobset failed: a job failed")))
 
 
 def image_pull_backoff(kube: FakeKube, name: str) -> None:

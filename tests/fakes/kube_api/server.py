@@ -48,9 +48,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
-    def _send(self, code: int, body: Obj) -> None:
+    def _send(self, code: int, body: Obj, retry_after: float | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
+        if retry_after is not None:
+            self.send_header("Retry-After", f"{retry_after:g}")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -80,9 +82,14 @@ class _Handler(BaseHTTPRequestHandler):
         with kube.cond:
             kube.requests.append((time.monotonic(), method, self.path))
         try:
-            if (status := kube.take_failure()) is not None:
-                raise ApiError(status, "ServiceUnavailable", "the server is currently unable "
-                               "to handle the request")
+            if (failure := kube.take_failure()) is not None:
+                status, retry_after = failure
+                reason, message = ((
+                    "TooManyRequests", "Too many requests, please try again later.")
+                    if status == 429 else ("ServiceUnavailable", "the server is currently "
+                                           "unable to handle the request"))
+                return self._send(status, ApiError(status, reason, message).status(),
+                                  retry_after)
             if m := _CORE.match(url.path):
                 ns, plural, name, log = m.groups()
                 if log:

@@ -65,7 +65,8 @@ class FakeKube:
         self.created: Counter[tuple[str, str]] = Counter()
         self.logs: dict[tuple[str, str, str], list[tuple[datetime, str]]] = {}
         self.scripts: list[Script] = []  # one per JobSet creation, run in order
-        self.failures: list[tuple[int, int]] = []  # (remaining, status) 5xx bursts
+        self.failures: list[tuple[int, int, float | None]] = []  # (remaining, status,
+        # Retry-After) bursts of 5xx/429
         self.drop_watch_every: int | None = None
         self.drop_log_every: int | None = None
         self.log_cut_at: dict[str, int] = {}  # pod → index of the last line a cut followed
@@ -190,19 +191,25 @@ class FakeKube:
             self._bump(plural, "DELETED", obj)
 
     # --- requests, faults ----------------------------------------------------------------
-    def fail_next(self, count: int, status: int = 503) -> None:
+    def fail_next(self, count: int, status: int = 503,
+                  retry_after: float | None = None) -> None:
+        """The next ``count`` requests fail with ``status``; ``retry_after`` adds the header
+        the API server sends with 429 (k8s.io/apiserver pkg/server/filters/maxinflight.go
+        and priority-and-fairness.go write ``Retry-After: 1``)."""
         with self.cond:
-            self.failures.append((count, status))
+            self.failures.append((count, status, retry_after))
 
-    def take_failure(self) -> int | None:
+    def take_failure(self) -> tuple[int, float | None] | None:
         with self.cond:
             if not self.failures:
                 return None
-            count, status = self.failures[0]
-            self.failures[0] = (count - 1, status)
+            count, status, retry_after = self.failures[0]
+            self.failures[0] = (count - 1, status, retry_after)
             if count - 1 <= 0:
                 self.failures.pop(0)
-            return status
+                if not self.failures:  # the next request succeeds: when the benchmark's
+                    self.action_times["api_recovered"] = time.monotonic()  # clock starts
+            return status, retry_after
 
     def requests_between(self, start: float, end: float) -> list[tuple[float, str, str]]:
         with self.cond:

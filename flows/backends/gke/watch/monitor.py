@@ -7,7 +7,11 @@ enforced even when nothing changes. Kueue's pending reason is logged when it cha
 UI says why a run waits (pitfalls 3).
 
 Budgets are separate on purpose: waiting for quota costs nothing and may legitimately take
-hours; running costs chips and is bounded by how long the job should take.
+hours; running costs chips and is bounded by how long the job should take. Every budget is
+kept on the wall clock whatever the API does: before the first list arrives the JobSet's
+phase is unknown, so the budget of the phase it was created or found in applies (queue while
+suspended, run otherwise), and a budget that runs out while the watches fail is diagnosed
+as the API's failure (infrastructure), naming the error, not as a queue timeout.
 """
 
 from __future__ import annotations
@@ -51,7 +55,10 @@ class Budgets:
     queue_s: float = 6 * 3600.0  # suspended by Kueue this long → queue-timeout
     run_s: float = 24 * 3600.0  # running this long → stalled (the TTL of a Pathways job)
     schedule_s: float = 1800.0  # a pod unschedulable this long → infrastructure
-    preemptions: int = 3  # resubmissions after preemption, per stage attempt
+    preemptions: int = 3  # resubmissions after a JobSet failed of preemption, per stage, in
+    # all: at most preemptions + 1 JobSets are ever created for one stage of one run
+    api_s: float = 900.0  # one API call rides out transient errors this long (upgrades)
+    pull_grace_s: float = 600.0  # a transient image pull error this long → infrastructure
     tick_s: float = 1.0  # budget checks between events; costs no API request
     log_drain_s: float = 10.0  # after a terminal verdict, wait this long for the last lines
     delete_wait_s: float = 300.0  # a Foreground delete must finish before re-creating
@@ -96,6 +103,7 @@ class Monitor:
         self.coordinator_job = coordinator_job
         self.last_jobset: Obj | None = jobset
         self.noticed_at: float | None = None  # monotonic time the terminal verdict was seen
+        self.pull_errors: dict[str, str] = {}  # "pod/container" → last ErrImagePull text
         self._changed = threading.Event()
         self._log_wake = threading.Event()
         custom, core, ns = cluster.custom, cluster.core, self.namespace
@@ -127,6 +135,19 @@ class Monitor:
         return [p for p in self.pods.snapshot()
                 if (p["metadata"].get("labels") or {}).get(JOBSET_UID, self.uid) == self.uid]
 
+    def _remember_pull_errors(self, pod: Obj) -> None:
+        """kubelet replaces ErrImagePull's message (the cause) by "Back-off pulling image"
+        within seconds: keep the cause for the diagnosis (watch/pulls.py)."""
+        for status in ((pod.get("status") or {}).get("containerStatuses") or []):
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") == "ErrImagePull" and waiting.get("message"):
+                self.pull_errors[f"{pod['metadata']['name']}/{status.get('name')}"] = \
+                    str(waiting["message"])
+
+    def _failing(self) -> str:
+        """The error of a watch that is failing now, or ""."""
+        return next((f"{w.label}: {w.last_error}" for w in self.watches if w.last_error), "")
+
     def _coordinator(self) -> Obj | None:
         return coordinator_pod(self._pods(), self.coordinator_job)
 
@@ -142,17 +163,28 @@ class Monitor:
             self.follower.stop()
 
     def _loop(self) -> Verdict:
-        last_reason, running_since = "", None
+        last_reason, running_since, began = "", None, time.monotonic()
+        created_suspended = bool((self.last_jobset or {}).get("spec", {}).get("suspend"))
         while True:
             self._changed.wait(self.budgets.tick_s)
             self._changed.clear()
             if not self.jobsets.synced.is_set():
+                budget = self.budgets.queue_s if created_suspended else self.budgets.run_s
+                if time.monotonic() - began > budget:
+                    self.noticed_at = time.monotonic()
+                    return _api_down(self.name, budget, self._failing() or "no answer")
                 continue
             verdict = self._observe()
             if verdict.phase is Phase.RUNNING:
                 running_since = running_since or time.monotonic()
                 if time.monotonic() - running_since > self.budgets.run_s:
                     verdict = _stalled(self.name, self.budgets.run_s, self.sink.tail_lines())
+            category = verdict.diagnosis.category if verdict.diagnosis else None
+            if category in (FailureCategory.QUEUE_TIMEOUT, FailureCategory.STALLED) and \
+                    (failing := self._failing()):
+                budget = (self.budgets.queue_s if category is FailureCategory.QUEUE_TIMEOUT
+                          else self.budgets.run_s)
+                verdict = _api_down(self.name, budget, failing)
             if verdict.reason != last_reason and verdict.phase in (Phase.QUEUED, Phase.RUNNING):
                 self.logger.info("%s", verdict.reason)
                 last_reason = verdict.reason
@@ -188,7 +220,9 @@ class Monitor:
                        default=None)
         return diagnose(jobset, workload, self._pods(), self.sink.tail_lines(),
                         now=datetime.now(UTC), queue_budget_s=self.budgets.queue_s,
-                        schedule_budget_s=self.budgets.schedule_s)
+                        schedule_budget_s=self.budgets.schedule_s,
+                        pull_errors=dict(self.pull_errors),
+                        pull_grace_s=self.budgets.pull_grace_s)
 
 
 def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:
@@ -197,3 +231,12 @@ def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:
         FailureCategory.STALLED, summary, "\n".join(f"    {line}" for line in tail[-30:]),
         "look at the last log lines for a hang (GRPO can stall, tunix #2196); raise "
         "gke.run_budget_s if the job is just slow"), summary)
+
+
+def _api_down(name: str, budget_s: float, error: str) -> Verdict:
+    summary = (f"the Kubernetes API failed while {name} was watched: its budget of "
+               f"{budget_s:.0f} s ran out with no usable answer ({error})")
+    return Verdict(Phase.FAILED, Diagnosis(
+        FailureCategory.INFRASTRUCTURE, summary, f"    last error: {error}",
+        "the control plane was unavailable (an upgrade, an outage, RBAC on watch); the JobSet "
+        "is deleted and the stage retried"), summary)

@@ -4,16 +4,21 @@ Why not ``kubernetes.watch.Watch`` in a loop: long watches go stale silently, an
 orchestrator that treats a broken stream as a failed job marks healthy runs crashed
 (pitfalls 2, Prefect #7743/#8050). So this watch:
 - lists once, then watches from the list's resourceVersion, and resumes from the last
-  resourceVersion it saw (events or BOOKMARKs) when a stream ends or breaks;
-- relists when the server says 410 Gone (the RV was compacted away);
-- falls back to polling (a list every ``poll_interval_s``) after ``max_errors`` consecutive
-  failures, and tries a watch again after ``poll_rounds`` good polls;
+  resourceVersion it delivered (events or BOOKMARKs) when a stream ends or breaks: the
+  position lives on the watch, not in the stream, so an exception mid-stream loses nothing
+  and replays nothing (a stream that breaks after N events never re-reads those N);
+- relists only when the server says 410 Gone (the RV was compacted away);
+- counts as a failure only a stream that delivered nothing (and lasted less than
+  ``healthy_s``): a stream that broke after events made progress and resumes at once;
+- after ``max_errors`` such failures in a row it also lists every ``poll_interval_s`` so the
+  state stays fresh, and keeps trying to watch after each list (one good stream ends it);
 - never raises: errors are counted, logged and retried with capped backoff. Deciding that a
   run failed is the diagnosis' job, from object state, never from a transport error.
 
 Cost: one request per ``timeout_s`` per watch while nothing breaks (the server ends a watch
 at ``timeoutSeconds``), which is what keeps a long training run under 2 requests/minute.
-Events arrive as the server sends them, so a terminal condition is seen within milliseconds.
+Events arrive as the server sends them, so a terminal condition is seen within milliseconds;
+while the API fails, within ``max(backoff_cap_s, poll_interval_s)`` of it answering again.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,11 +47,12 @@ class WatchSettings:
     timeout_s: int = 300  # server-side watch length: one request per watch per timeout_s
     read_timeout_s: float = 360.0  # no byte for this long = a stale stream (pitfall 2)
     connect_timeout_s: float = 10.0
-    max_errors: int = 3  # consecutive failures before falling back to polling
-    poll_interval_s: float = 30.0
-    poll_rounds: int = 4  # good polls before trying a watch again
+    max_errors: int = 3  # consecutive empty failures before also polling
+    poll_interval_s: float = 4.0  # while polling: a list, then a watch attempt, this often
+    poll_rounds: int = 4  # kept for callers; a watch is tried after every poll now
     backoff_s: float = 1.0
-    backoff_cap_s: float = 30.0
+    backoff_cap_s: float = 3.0  # a recovered API is noticed within this (goal: 5 s)
+    healthy_s: float = 10.0  # a stream that lasted this long was no failure, events or not
 
     def backoff(self, errors: int) -> float:
         return RetryPolicy(base_s=self.backoff_s, max_s=self.backoff_cap_s).delay(errors)
@@ -64,8 +71,10 @@ class ObjectWatch:
 
     def __init__(self, label: str, lister: Lister, on_change: Callable[[], None],
                  settings: WatchSettings | None = None,
-                 warn: Callable[[str], None] | None = None) -> None:
+                 warn: Callable[[str], None] | None = None,
+                 observe: Callable[[Obj], None] | None = None) -> None:
         self.label, self.lister, self.on_change = label, lister, on_change
+        self.observe = observe or (lambda _obj: None)  # sees every version of every object
         self.settings = settings or WatchSettings()
         self.warn = warn or log.warning
         self.objects: dict[str, Obj] = {}
@@ -73,6 +82,9 @@ class ObjectWatch:
         self.synced = threading.Event()  # the first list has arrived
         self.errors = self.relists = self.requests = 0
         self.polling = False
+        self.rv: str | None = None  # the last version delivered: where a new stream resumes
+        self.last_error = ""  # the latest failure while it lasts ("" once a stream is good)
+        self._delivered, self._lasted = 0, 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._response: Any = None
@@ -101,37 +113,51 @@ class ObjectWatch:
 
     # --- the loop ------------------------------------------------------------------------
     def _run(self) -> None:
-        rv: str | None = None
         streak = 0
         while not self._stop.is_set():
             try:
-                if rv is None or self.polling:
-                    rv = self._relist()
-                if self.polling:
-                    for _ in range(self.settings.poll_rounds):
-                        if self._stop.wait(self.settings.poll_interval_s):
-                            return
-                        rv = self._relist()
-                    self.polling, streak = False, 0
-                    continue
-                rv = self._stream(rv)
-                streak = 0
+                if self.rv is None:
+                    self.rv = self._relist()
+                self._stream()
+                streak, self.last_error = 0, ""
+                continue
             except Exception as exc:  # a watch error alone never fails the stage (pitfalls 2)
                 if self._stop.is_set():
                     return
-                streak += 1
                 self.errors += 1
+                self.last_error = _short(exc)
                 if status_of(exc) == 410:
-                    rv = None
-                if streak >= self.settings.max_errors and not self.polling:
-                    self.polling = True
-                    self.warn(f"watch {self.label}: {streak} errors in a row, polling every "
-                              f"{self.settings.poll_interval_s:.0f} s until it recovers "
-                              f"({_short(exc)})")
-                elif streak < self.settings.max_errors:
-                    self.warn(f"watch {self.label}: {_short(exc)}; reconnecting")
-                if self._stop.wait(self.settings.backoff(streak)):
-                    return
+                    self.rv = None
+                if self._delivered or self._lasted >= self.settings.healthy_s:
+                    streak = 0  # progress was made: resume from self.rv at once
+                    log.debug("watch %s: broke after %d events (%s); resuming from %s",
+                              self.label, self._delivered, self.last_error, self.rv)
+                    wait = min(self.settings.backoff_s, 0.2)
+                else:
+                    streak += 1
+                    wait = self._after_failure(streak, exc)
+            if self._stop.wait(wait):
+                return
+
+    def _after_failure(self, streak: int, exc: BaseException) -> float:
+        """Log once per streak step; past ``max_errors`` also list, so the state stays fresh
+        while watches fail, and try a watch again after ``poll_interval_s``."""
+        if streak < self.settings.max_errors:
+            self.warn(f"watch {self.label}: {_short(exc)}; reconnecting")
+            return self.settings.backoff(streak)
+        if not self.polling:
+            self.polling = True
+            self.warn(f"watch {self.label}: {streak} errors in a row, polling every "
+                      f"{self.settings.poll_interval_s:g} s and retrying the watch until it "
+                      f"recovers ({_short(exc)})")
+        try:
+            self.rv = self._relist()
+        except Exception as again:
+            self.errors += 1
+            self.last_error = _short(again)
+            if status_of(again) == 410:
+                self.rv = None
+        return self.settings.poll_interval_s
 
     def _timeout(self) -> tuple[float, float]:
         return (self.settings.connect_timeout_s, self.settings.read_timeout_s)
@@ -145,36 +171,44 @@ class ObjectWatch:
             self.deleted |= set(self.objects) - set(fresh)
             self.objects = fresh
         self.relists += 1
+        for obj in fresh.values():
+            self.observe(obj)
         self.synced.set()
         self.on_change()
         return str(data["metadata"]["resourceVersion"])
 
-    def _stream(self, rv: str) -> str | None:
-        """One watch request; returns the RV to resume from, or None to relist (410)."""
+    def _stream(self) -> None:
+        """One watch request from ``self.rv``, which advances with every event delivered (so
+        a break keeps the position); a 410 ERROR event sets it to None (relist)."""
         self.requests += 1
-        response = self.lister(watch=True, resource_version=rv, allow_watch_bookmarks=True,
+        self._delivered, self._lasted, began = 0, 0.0, time.monotonic()
+        response = self.lister(watch=True, resource_version=self.rv, allow_watch_bookmarks=True,
                                timeout_seconds=self.settings.timeout_s, _preload_content=False,
                                _request_timeout=self._timeout())
         self._response = response
+        if self.polling:  # the server answers watches again
+            self.polling = False
+            self.warn(f"watch {self.label}: recovered, watching again")
         try:
             for line in iter_resp_lines(response):
                 if self._stop.is_set():
-                    return rv
+                    return
                 if not line.strip():
                     continue
                 event = json.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     if obj.get("code") == 410:
-                        return None
+                        self.rv = None
+                        return
                     raise WatchError(f"{obj.get('code')} {obj.get('reason')}: "
                                      f"{obj.get('message')}")
-                rv = str(obj.get("metadata", {}).get("resourceVersion") or rv)
-                if kind == "BOOKMARK":
-                    continue
-                self._apply(kind, obj)
-            return rv
+                if kind != "BOOKMARK":
+                    self._apply(kind, obj)
+                self.rv = str(obj.get("metadata", {}).get("resourceVersion") or self.rv)
+                self._delivered += 1
         finally:
+            self._lasted = time.monotonic() - began
             self._response = None
             response.release_conn()
 
@@ -186,6 +220,7 @@ class ObjectWatch:
                 self.deleted.add(name)
             else:
                 self.objects[name] = obj
+        self.observe(obj)
         self.on_change()
 
 

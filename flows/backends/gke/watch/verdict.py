@@ -6,12 +6,20 @@ a parameter, never read from the clock, so "queued too long" is testable.
 
 Order matters, from the most specific evidence to the least:
 1. the JobSet completed → succeeded;
-2. Kueue evicted or preempted the Workload, or a pod carries DisruptionTarget / was shut
-   down with its node → preempted (resubmit and resume; not the program's fault);
+2. the JobSet failed and a pod carries DisruptionTarget / was shut down with its node →
+   preempted (resubmit and resume; not the program's fault). While the JobSet has not failed
+   its own failure policy restarts it, so a disrupted pod alone is not terminal; a Workload
+   that Kueue evicted is not terminal either: Kueue re-queues the same Workload by itself
+   (kueue pkg/controller/jobframework/reconciler.go stops the job on eviction and the
+   workload controller sets Requeued; pkg/workload/workload.go), keeping its queue position,
+   so it stays queued under the queue budget;
 3. the program's container failed (OOMKilled, non-zero exit with traceback) → user-error,
    unless the log names a transient cause (then infrastructure), via flows.core.failures;
-4. image pulls, unschedulable pods, a crashed Pathways server → infrastructure;
-5. still suspended (Kueue has not admitted it) beyond the queue budget → queue-timeout.
+4. image pulls: a missing image or a refused pull is the user's (it never succeeds); other
+   pull errors get ``pull_grace_s``, then infrastructure; unschedulable pods, a crashed
+   Pathways server → infrastructure;
+5. Kueue says the Workload cannot be admitted by waiting (kueue.py) → user-error at once;
+6. still suspended (Kueue has not admitted it) beyond the queue budget → queue-timeout.
 A JobSet that is neither finished nor failing yields ``phase`` queued/running and no diagnosis.
 """
 
@@ -23,6 +31,8 @@ from enum import StrEnum
 from typing import Any
 
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
+from flows.backends.gke.watch.kueue import blocked, status_line
+from flows.backends.gke.watch.pulls import pull_verdict
 from flows.core.failures import Diagnosis, FailureCategory, diagnose_exit
 
 Obj = dict[str, Any]
@@ -68,36 +78,49 @@ def _diag(category: FailureCategory, summary: str, detail: str, resolution: str)
 
 
 def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[str], *,
-             now: datetime, queue_budget_s: float, schedule_budget_s: float = 1800.0) -> Verdict:
-    """Classify the observed state of one JobSet (see the module docstring for the order)."""
+             now: datetime, queue_budget_s: float, schedule_budget_s: float = 1800.0,
+             pull_errors: dict[str, str] | None = None, pull_grace_s: float = 600.0) -> Verdict:
+    """Classify the observed state of one JobSet (see the module docstring for the order).
+    ``pull_errors`` maps "pod/container" to the last ErrImagePull message seen: kubelet's
+    ImagePullBackOff message only says "Back-off pulling image" and drops the cause."""
     name = jobset.get("metadata", {}).get("name", "jobset")
     if condition(jobset, "Completed"):
         return Verdict(Phase.SUCCEEDED, None, f"{name} completed")
-    found = (_preempted(name, workload, pods) or _program_failed(name, pods, log_tail)
-             or _infrastructure(name, pods, now, schedule_budget_s))
+    failed = condition(jobset, "Failed")
+    disrupted = _disrupted(name, pods)
+    if disrupted and failed:
+        return disrupted
+    if disrupted:  # the JobSet restarts its jobs by itself: look at the other pods only
+        gone = {_pod_name(p) for p in pods if _is_disrupted(p)}
+        pods = [p for p in pods if _pod_name(p) not in gone]
+    found = (_program_failed(name, pods, log_tail)
+             or _infrastructure(name, pods, now, schedule_budget_s, pull_errors or {},
+                                pull_grace_s))
     if found:
         return found
-    if failed := condition(jobset, "Failed"):
+    if failed:
         return _diag(FailureCategory.INFRASTRUCTURE, f"{name} failed: {failed.get('reason')}: "
                      f"{failed.get('message', '')}", _tail(log_tail),
                      "no pod explains it (they may be gone); it is retried with backoff")
+    if stuck := blocked(name, workload):
+        return Verdict(Phase.FAILED, stuck, stuck.summary)
     return _queued_or_running(name, jobset, workload, now, queue_budget_s)
 
 
-def _preempted(name: str, workload: Obj | None, pods: list[Obj]) -> Verdict | None:
-    for kind in ("Evicted", "Preempted"):
-        if cond := condition(workload, kind):
-            return _diag(FailureCategory.PREEMPTED,
-                         f"{name} was {kind.lower()} by Kueue ({cond.get('reason')})",
-                         f"    {cond.get('message', '')}",
-                         "Kueue re-queues it; the run resumes from its newest checkpoint")
+def _is_disrupted(pod: Obj) -> bool:
+    status = pod.get("status") or {}
+    message = f"{status.get('reason', '')} {status.get('message', '')}"
+    if "ephemeral local storage" in message:
+        return False  # evicted for its own disk use: a sizing error, see _program_failed
+    return bool(condition(pod, "DisruptionTarget")) or any(w in message for w in _MAINTENANCE)
+
+
+def _disrupted(name: str, pods: list[Obj]) -> Verdict | None:
     for pod in pods:
         status = pod.get("status") or {}
         message = f"{status.get('reason', '')} {status.get('message', '')}"
-        if "ephemeral local storage" in message:
-            continue  # evicted for its own disk use: a sizing error, see _program_failed
         disruption = condition(pod, "DisruptionTarget")
-        if disruption or any(word in message for word in _MAINTENANCE):
+        if _is_disrupted(pod):
             why = (f"{disruption.get('reason')}: {disruption.get('message', '')}" if disruption
                    else message.strip())
             return _diag(FailureCategory.PREEMPTED,
@@ -129,13 +152,24 @@ def _program_failed(name: str, pods: list[Obj], log_tail: list[str]) -> Verdict 
     return None
 
 
-def _infrastructure(name: str, pods: list[Obj], now: datetime,
-                    schedule_budget_s: float) -> Verdict | None:
+def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s: float,
+                    pull_errors: dict[str, str], pull_grace_s: float) -> Verdict | None:
     for pod in pods:
         for container in _container_statuses(pod):
             waiting = (container.get("state") or {}).get("waiting") or {}
             reason = waiting.get("reason", "")
-            if reason in _PULL or reason in _CONFIG:
+            if reason in _PULL:
+                key = f"{_pod_name(pod)}/{container.get('name')}"
+                started = (pod.get("status") or {}).get("startTime") or \
+                    pod.get("metadata", {}).get("creationTimestamp")
+                diagnosis = pull_verdict(name, str(container.get("name")), reason,
+                                         str(waiting.get("message", "")),
+                                         pull_errors.get(key, ""), _since(started, now),
+                                         pull_grace_s)
+                if diagnosis:
+                    return Verdict(Phase.FAILED, diagnosis, diagnosis.summary)
+                continue
+            if reason in _CONFIG:
                 category = (FailureCategory.USER_ERROR if reason == "InvalidImageName"
                             else FailureCategory.INFRASTRUCTURE)
                 return _diag(category, f"{name}: {container.get('name')} cannot start: {reason}",
@@ -168,11 +202,10 @@ def _queued_or_running(name: str, jobset: Obj, workload: Obj | None, now: dateti
                  or (workload is not None and condition(workload, "Admitted") is None))
     if not suspended:
         return Verdict(Phase.RUNNING, None, f"{name} is running")
-    pending = next((c for c in ((workload or {}).get("status") or {}).get("conditions") or []
-                    if c.get("type") == "QuotaReserved"), None)
-    why = (pending or {}).get("message") or "waiting for Kueue to admit it"
-    since = (pending or {}).get("lastTransitionTime") or jobset.get("metadata", {}).get(
-        "creationTimestamp")
+    why, since, admitted = status_line(workload)
+    if admitted:  # Kueue admitted it; the JobSet controller has not unsuspended it yet
+        return Verdict(Phase.QUEUED, None, f"{name} is starting: {why}")
+    since = since or jobset.get("metadata", {}).get("creationTimestamp")
     waited = _since(since, now)
     if waited > queue_budget_s:
         return _diag(FailureCategory.QUEUE_TIMEOUT,

@@ -48,8 +48,25 @@ def terminated(name: str, code: int, reason: str = "Error") -> dict[str, Any]:
     return {"name": name, "state": {"terminated": {"exitCode": code, "reason": reason}}}
 
 
-def waiting(name: str, reason: str) -> dict[str, Any]:
-    return {"name": name, "state": {"waiting": {"reason": reason, "message": "pulling"}}}
+def waiting(name: str, reason: str, message: str = "pulling") -> dict[str, Any]:
+    return {"name": name, "state": {"waiting": {"reason": reason, "message": message}}}
+
+
+def pending(message: str, reason: str = "Pending") -> dict[str, Any]:
+    return {"spec": {"queueName": "tpu-lq"},
+            "status": {"conditions": [cond("QuotaReserved", "False", reason, message)]}}
+
+
+# containerd's texts as kubelet puts them in ErrImagePull's message
+NOT_FOUND = ('rpc error: code = NotFound desc = failed to pull and unpack image "r/img:1": '
+             'failed to resolve reference "r/img:1": r/img:1: not found')
+UNAUTHORIZED = ('failed to pull and unpack image "r/img:1": failed to resolve reference '
+                '"r/img:1": failed to authorize: failed to fetch oauth token: unexpected status '
+                'from GET request to https://r/v2/token: 401 Unauthorized')
+FORBIDDEN = ('failed to pull and unpack image "r/img:1": failed to copy: httpReadSeeker: '
+             'failed open: unexpected status code https://r/v2/img/manifests/1: 403 Forbidden')
+TRANSIENT_PULL = ('failed to pull and unpack image "r/img:1": failed to copy: read tcp: '
+                  'connection reset by peer')
 
 
 CASES: list[tuple[str, dict, dict | None, list, list[str], Phase, FailureCategory | None]] = [
@@ -61,24 +78,55 @@ CASES: list[tuple[str, dict, dict | None, list, list[str], Phase, FailureCategor
     ("queued beyond budget", jobset(suspend=True),
      workload(cond("QuotaReserved", "False", "Pending", "insufficient google.com/tpu",
                    at=LONG_AGO)), [], [], Phase.FAILED, FailureCategory.QUEUE_TIMEOUT),
-    ("kueue evicted (preempted)", jobset(suspend=True),
+    ("kueue evicted: re-queued, same JobSet", jobset(suspend=True),
      workload(cond("Evicted", reason="Preempted", message="Preempted to accommodate a higher "
-                   "priority Workload")), [], [], Phase.FAILED, FailureCategory.PREEMPTED),
-    ("kueue preempted condition", jobset(), workload(cond("Preempted", reason="InClusterQueue")),
-     [], [], Phase.FAILED, FailureCategory.PREEMPTED),
-    ("pod disruption target", jobset(), ADMITTED,
+                   "priority Workload")), [], [], Phase.QUEUED, None),
+    ("kueue preempted condition: re-queued", jobset(),
+     workload(cond("Preempted", reason="InClusterQueue")), [], [], Phase.QUEUED, None),
+    ("pod disruption, the JobSet restarts it", jobset(), ADMITTED,
+     [pod(conditions=[cond("DisruptionTarget", reason="PreemptionByScheduler")],
+          containers=[terminated("workload-container", 143)])], [], Phase.RUNNING, None),
+    ("pod disruption, the JobSet failed", jobset(cond("Failed", reason="FailedJobs")), ADMITTED,
      [pod(conditions=[cond("DisruptionTarget", reason="PreemptionByScheduler")],
           containers=[terminated("workload-container", 143)])], [], Phase.FAILED,
      FailureCategory.PREEMPTED),
-    ("node maintenance", jobset(), ADMITTED,
-     [pod(reason="Terminated", message="Pod was terminated in response to imminent node "
-          "shutdown (NodeShutdown)")], [], Phase.FAILED, FailureCategory.PREEMPTED),
-    ("image pull back-off", jobset(), ADMITTED,
-     [pod(containers=[waiting("workload-container", "ImagePullBackOff")])], [], Phase.FAILED,
-     FailureCategory.INFRASTRUCTURE),
-    ("err image pull on a sidecar", jobset(), ADMITTED,
-     [pod(init=[waiting("pathways-proxy", "ErrImagePull")])], [], Phase.FAILED,
-     FailureCategory.INFRASTRUCTURE),
+    ("node maintenance, the JobSet failed", jobset(cond("Failed", reason="FailedJobs")),
+     ADMITTED, [pod(reason="Terminated", message="Pod was terminated in response to imminent "
+                    "node shutdown (NodeShutdown)")], [], Phase.FAILED, FailureCategory.PREEMPTED),
+    ("image pull back-off within the grace period", jobset(), ADMITTED,
+     [pod(containers=[waiting("workload-container", "ImagePullBackOff")])], [], Phase.RUNNING,
+     None),
+    ("transient pull error beyond the grace period", jobset(), ADMITTED,
+     [pod(containers=[waiting("workload-container", "ErrImagePull", TRANSIENT_PULL)],
+          startTime=LONG_AGO)], [], Phase.FAILED, FailureCategory.INFRASTRUCTURE),
+    ("image not found on a sidecar", jobset(), ADMITTED,
+     [pod(init=[waiting("pathways-proxy", "ErrImagePull", NOT_FOUND)])], [], Phase.FAILED,
+     FailureCategory.USER_ERROR),
+    ("image manifest unknown", jobset(), ADMITTED,
+     [pod(containers=[waiting("workload-container", "ErrImagePull",
+                              "manifest unknown: Requested entity was not found.")])], [],
+     Phase.FAILED, FailureCategory.USER_ERROR),
+    ("image pull unauthorized", jobset(), ADMITTED,
+     [pod(containers=[waiting("workload-container", "ErrImagePull", UNAUTHORIZED)])], [],
+     Phase.FAILED, FailureCategory.USER_ERROR),
+    ("image pull forbidden", jobset(), ADMITTED,
+     [pod(containers=[waiting("workload-container", "ErrImagePull", FORBIDDEN)])], [],
+     Phase.FAILED, FailureCategory.USER_ERROR),
+    ("kueue: resource not covered", jobset(suspend=True),
+     pending("couldn't assign flavors to pod set main: resource cpu unavailable in "
+             "ClusterQueue"), [], [], Phase.FAILED, FailureCategory.USER_ERROR),
+    ("kueue: no such LocalQueue", jobset(suspend=True),
+     pending("LocalQueue tpu-lq doesn't exist", "Inadmissible"), [], [], Phase.FAILED,
+     FailureCategory.USER_ERROR),
+    ("kueue: ClusterQueue inactive", jobset(suspend=True),
+     pending("ClusterQueue tpu-cq is inactive"), [], [], Phase.FAILED,
+     FailureCategory.USER_ERROR),
+    ("kueue: namespace not selected", jobset(suspend=True),
+     pending("Workload namespace doesn't match ClusterQueue selector"), [], [], Phase.FAILED,
+     FailureCategory.USER_ERROR),
+    ("kueue: insufficient quota waits", jobset(suspend=True),
+     pending("couldn't assign flavors to pod set main: insufficient unused quota for "
+             "google.com/tpu in flavor tpu, 8 more needed"), [], [], Phase.QUEUED, None),
     ("unschedulable too long", jobset(), ADMITTED,
      [pod(conditions=[cond("PodScheduled", "False", "Unschedulable",
                            "0/3 nodes are available: Insufficient ephemeral-storage",
@@ -130,3 +178,35 @@ def test_queue_timeout_carries_kueues_reason():
                        "couldn't assign flavors: insufficient quota for google.com/tpu",
                        at=LONG_AGO)), [], [], now=NOW, queue_budget_s=600)
     assert verdict.diagnosis is not None and "insufficient quota" in verdict.diagnosis.summary
+
+
+def test_remembered_pull_cause_decides_the_back_off():
+    """kubelet's ImagePullBackOff message drops the cause; the monitor passes the last
+    ErrImagePull text it saw, so a missing image still fails at once."""
+    name = "train-rl-x-pathways-head-0-0"
+    verdict = diagnose(jobset(), ADMITTED, [pod(containers=[waiting(
+        "workload-container", "ImagePullBackOff", 'Back-off pulling image "r/img:1"')])], [],
+        now=NOW, queue_budget_s=3600, pull_errors={f"{name}/workload-container": NOT_FOUND})
+    assert verdict.diagnosis is not None and verdict.diagnosis.code == "image/not-found"
+    assert not verdict.diagnosis.retryable and "image stage" in verdict.diagnosis.resolution
+
+
+def test_unschedulable_names_queue_resource_and_fix():
+    verdict = diagnose(jobset(suspend=True), pending(
+        "couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue"),
+        [], [], now=NOW, queue_budget_s=3600)
+    d = verdict.diagnosis
+    assert d is not None and d.code == "kueue/unschedulable"
+    assert "tpu-lq" in d.summary and "cpu" in d.summary and "coveredResources" in d.resolution
+
+
+def test_status_line_matches_the_phase():
+    """Issue 12.8: after admission the line said "is queued: Quota reserved in ..."."""
+    admitted = workload(cond("QuotaReserved", message="Quota reserved in ClusterQueue tpu-cq"),
+                        cond("Admitted", message="The workload is admitted"))
+    verdict = diagnose(jobset(suspend=True), admitted, [], [], now=NOW, queue_budget_s=3600)
+    assert "queued" not in verdict.reason and "Quota reserved" not in verdict.reason
+    assert "admitted" in verdict.reason
+    reserved = workload(cond("QuotaReserved", message="Quota reserved in ClusterQueue tpu-cq"))
+    verdict = diagnose(jobset(suspend=True), reserved, [], [], now=NOW, queue_budget_s=3600)
+    assert "Quota reserved in" not in verdict.reason

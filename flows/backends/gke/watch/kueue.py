@@ -1,0 +1,103 @@
+"""What a Kueue Workload's conditions say: a status line that matches the phase, and the
+pending reasons that waiting cannot resolve.
+
+Kueue writes why a Workload waits into its QuotaReserved=False condition. Most reasons clear
+by themselves (another job frees quota), some never do: the pods ask for a resource the
+ClusterQueue does not cover, the LocalQueue or ClusterQueue is missing or stopped, the
+namespace is not one the ClusterQueue selects. Waiting out the queue budget (hours) for those
+only hides a configuration error, so they fail the stage at once. The texts are Kueue's own:
+- pkg/scheduler/flavorassigner/flavorassigner.go: "resource %s unavailable in ClusterQueue",
+  wrapped by the scheduler as "couldn't assign flavors to pod set %s: %s" (reason Pending);
+- pkg/scheduler/scheduler.go: "ClusterQueue %s is inactive", "ClusterQueue %s not found",
+  "Workload namespace doesn't match ClusterQueue selector" (reason Pending);
+- pkg/controller/core/workload_controller.go: "LocalQueue %s doesn't exist", "LocalQueue %s
+  is inactive", "ClusterQueue %s doesn't exist", "ClusterQueue %s is inactive", and
+  "... is terminating or missing" / "... is stopped" (reason Inadmissible).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from flows.core.failures import Diagnosis, FailureCategory
+
+Obj = dict[str, Any]
+CODE = "kueue/unschedulable"
+
+_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"resource (?P<what>\S+) unavailable in ClusterQueue"),
+     "the pods request {what}, which the ClusterQueue does not cover: add {what} to the "
+     "ClusterQueue's coveredResources (and a quota for it in each flavor), or drop the request"),
+    (re.compile(r"LocalQueue (?P<what>\S+) (doesn't exist|is terminating or missing)"),
+     "create the LocalQueue {what} in the JobSet's namespace (the cluster blueprint's Kueue "
+     "manifest), or set gke.local_queue to one that exists"),
+    (re.compile(r"LocalQueue (?P<what>\S+) (is inactive|is stopped)"),
+     "the LocalQueue {what} is stopped or points at a missing ClusterQueue: fix it or clear "
+     "its stopPolicy"),
+    (re.compile(r"ClusterQueue (?P<what>\S+) (doesn't exist|not found|is terminating or "
+                r"missing)"),
+     "create the ClusterQueue {what} the LocalQueue points at (the blueprint's Kueue manifest)"),
+    (re.compile(r"ClusterQueue (?P<what>\S+) (is inactive|is stopped)"),
+     "the ClusterQueue {what} is inactive (a flavor it names is missing) or stopped: check "
+     "`kubectl describe clusterqueue {what}`"),
+    (re.compile(r"namespace doesn't match ClusterQueue selector"),
+     "the ClusterQueue's namespaceSelector does not select the JobSet's namespace: label "
+     "the namespace or widen the selector"),
+]
+
+
+def _conditions(obj: Obj | None) -> list[Obj]:
+    return list(((obj or {}).get("status") or {}).get("conditions") or [])
+
+
+def _find(obj: Obj | None, kind: str) -> Obj | None:
+    return next((c for c in _conditions(obj) if c.get("type") == kind), None)
+
+
+def _true(obj: Obj | None, kind: str) -> bool:
+    cond = _find(obj, kind)
+    return bool(cond and cond.get("status") == "True")
+
+
+def blocked(name: str, workload: Obj | None) -> Diagnosis | None:
+    """Pure: a user-error diagnosis when Kueue's pending message is one waiting cannot fix."""
+    pending = _find(workload, "QuotaReserved")
+    if not pending or pending.get("status") != "False" or _true(workload, "Admitted"):
+        return None
+    message = str(pending.get("message") or "")
+    queue = str(((workload or {}).get("spec") or {}).get("queueName") or "?")
+    for pattern, fix in _RULES:
+        if m := pattern.search(message):
+            what = m.groupdict().get("what") or queue
+            return Diagnosis(
+                FailureCategory.USER_ERROR,
+                f"{CODE}: {name} cannot be admitted through LocalQueue {queue}: {message}",
+                f"    Kueue Workload {(workload or {}).get('metadata', {}).get('name', '?')}: "
+                f"QuotaReserved=False ({pending.get('reason')}): {message}",
+                fix.format(what=what) + "; nothing ran, nothing was spent", code=CODE)
+    return None
+
+
+def status_line(workload: Obj | None) -> tuple[str, str | None, bool]:
+    """Pure: (what the queued JobSet waits for, since when, admitted yet) from the Workload.
+    The QuotaReserved message is shown only while it is False: once quota is reserved its
+    message ("Quota reserved in ClusterQueue ...") is history, not a reason to wait."""
+    if workload is None:
+        return "waiting for Kueue to create its Workload", None, False
+    if _true(workload, "Admitted"):
+        return "admitted by Kueue, waiting for the JobSet to start", None, True
+    reserved = _find(workload, "QuotaReserved")
+    evicted = _find(workload, "Evicted")
+    if reserved and reserved.get("status") == "True":
+        return ("quota reserved, waiting for admission checks",
+                reserved.get("lastTransitionTime"), False)
+    why = str((reserved or {}).get("message") or "waiting for Kueue to admit it")
+    if evicted and evicted.get("status") == "True":
+        why = (f"evicted by Kueue ({evicted.get('reason')}: {evicted.get('message', '')}); "
+               f"re-queued, {why}")
+    # queued since the latest of: pending, evicted, re-queued (an eviction restarts the wait)
+    times = [str(c.get("lastTransitionTime")) for c in _conditions(workload)
+             if c.get("type") in ("QuotaReserved", "Evicted", "Preempted", "Requeued")
+             and c.get("lastTransitionTime")]
+    return why, max(times, default=None), False

@@ -1,0 +1,207 @@
+"""Issue 12: the GKE backend through faults the fake API produces, one test per defect.
+
+Each test names the defect it pins; each failed on the code before the fix (see the
+commit message / report for how)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, cluster_at
+from flows.backends.gke.watch.monitor import Budgets
+from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
+from flows.core.failures import FailureCategory, StageFailed
+from tests.fakes.gke_backend import BUDGETS, jobsets_created, no_jobsets_left, run_stage
+from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.fakes.kube_api.scenarios import (
+    admit,
+    api_down,
+    pending,
+    pull_fails,
+    reserve_quota,
+    say,
+    scenario,
+    start,
+    succeed,
+)
+
+WATCH = WatchSettings(timeout_s=5, read_timeout_s=5, connect_timeout_s=1, max_errors=2,
+                      poll_interval_s=0.2, backoff_s=0.05, backoff_cap_s=0.1, healthy_s=10)
+NOT_FOUND = ('rpc error: code = NotFound desc = failed to pull and unpack image '
+             '"europe-docker.pkg.dev/p/r/tpurl:nope": failed to resolve reference '
+             '"europe-docker.pkg.dev/p/r/tpurl:nope": europe-docker.pkg.dev/p/r/tpurl:nope: '
+             'not found')
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
+    monkeypatch.setenv("HF_TOKEN", "hf_faults_token_not_a_secret")
+    with FakeApiServer(FakeKube()) as srv:
+        yield srv
+
+
+def until(check: Any, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return bool(check())
+
+
+def watch_of(server: FakeApiServer, seen: list[tuple[str, str]],
+             warnings: list[str]) -> ObjectWatch:
+    lister = functools.partial(cluster_at(server.url).custom.list_namespaced_custom_object,
+                               JOBSET_GROUP, JOBSET_VERSION, "default", JOBSETS)
+    return ObjectWatch("jobsets", lister, lambda: None, WATCH, warnings.append,
+                       observe=lambda o: seen.append((o["metadata"]["name"],
+                                                      o["metadata"]["resourceVersion"])))
+
+
+def jobset(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "annotations": {}}, "spec": {"replicatedJobs": []}}
+
+
+# --- 1 + 2: a stream that breaks mid-way ---------------------------------------------------
+
+def test_a_broken_stream_resumes_after_the_last_event_it_delivered(
+        server: FakeApiServer) -> None:
+    """12.1: more events pending than one stream delivers before it breaks. The code before
+    restarted from the version it started with: it replayed the same two events forever."""
+    seen: list[tuple[str, str]] = []
+    warnings: list[str] = []
+    watch = watch_of(server, seen, warnings).start()
+    try:
+        assert until(watch.synced.is_set)
+        server.kube.drop_watch_every = 2  # every stream is cut after two events
+        for i in range(9):
+            server.kube.create("jobsets", "default", jobset(f"j{i}"))
+        assert until(lambda: watch.get("j8") is not None)
+        assert len(seen) == len(set(seen)) == 9  # each version once: nothing replayed
+        assert watch.relists == 1  # no relist: only a 410 asks for one
+    finally:
+        watch.stop()
+
+
+def test_streams_that_delivered_events_are_no_failures(server: FakeApiServer) -> None:
+    """12.2: the code before counted every broken stream, so three fell back to polling."""
+    seen: list[tuple[str, str]] = []
+    warnings: list[str] = []
+    watch = watch_of(server, seen, warnings).start()
+    try:
+        assert until(watch.synced.is_set)
+        server.kube.drop_watch_every = 1
+        for i in range(6):
+            server.kube.create("jobsets", "default", jobset(f"k{i}"))
+            assert until(lambda i=i: watch.get(f"k{i}") is not None)
+        assert watch.errors >= 5 and not watch.polling
+        assert not any("polling" in w for w in warnings)
+    finally:
+        watch.stop()
+
+
+def test_polling_keeps_trying_to_watch(server: FakeApiServer) -> None:
+    """12.2: while polling, a watch is tried after every poll, so events flow again as soon as
+    the API answers (the code before polled for poll_rounds before trying)."""
+    seen: list[tuple[str, str]] = []
+    warnings: list[str] = []
+    server.kube.fail_next(6)
+    watch = watch_of(server, seen, warnings).start()
+    try:
+        assert until(lambda: watch.synced.is_set() and not watch.polling)
+        server.kube.create("jobsets", "default", jobset("late"))
+        assert until(lambda: watch.get("late") is not None, within_s=1.0)
+    finally:
+        watch.stop()
+
+
+# --- 3 + 4: budgets on the wall clock, API retries ------------------------------------------
+
+def _in_thread(fn: Any, within_s: float) -> Any:
+    box: list[Any] = []
+    thread = threading.Thread(target=lambda: box.append(fn()), daemon=True)
+    thread.start()
+    thread.join(within_s)
+    assert box, f"still waiting after {within_s} s"
+    return box[0]
+
+
+def test_an_api_that_fails_from_the_create_on_fails_within_the_budget(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """12.3: no budget applied before the first list; the code before waited forever."""
+    scenario(server.kube, [(0.0, api_down)])
+    budgets = Budgets(**{**BUDGETS.__dict__, "queue_s": 2.0, "run_s": 2.0})
+    began = time.monotonic()
+    outcome, *_ = _in_thread(lambda: run_stage(server, "convert", tmp_path, budgets), 20)
+    assert isinstance(outcome, StageFailed), outcome
+    assert time.monotonic() - began < 2.0 + BUDGETS.api_s + 2
+    d = outcome.diagnosis
+    assert d.category is FailureCategory.INFRASTRUCTURE and "503" in d.summary
+
+
+def test_a_5xx_burst_before_the_create_is_ridden_out_honouring_retry_after(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """12.4: the code before gave up after 5 attempts and ignored Retry-After."""
+    server.kube.fail_next(2, status=429, retry_after=0.5)
+    server.kube.fail_next(4)  # six failures in all: more than the five attempts before
+    kube = scenario(server.kube, [(0.1, admit), (0.05, start), (0.1, succeed)])
+    budgets = Budgets(**{**BUDGETS.__dict__, "api_s": 20.0})  # a burst of minutes, scaled down
+    outcome, logger, _, _ = run_stage(server, "convert", tmp_path, budgets)
+    assert not isinstance(outcome, StageFailed), outcome
+    assert jobsets_created(kube) == 1
+    retries = [line for line in logger.lines if "retry " in line]
+    assert len(retries) == 6 and len(set(retries)) == 6  # each retry logged once
+    assert sum("429" in r and "in 0.5 s" in r for r in retries) == 2  # Retry-After honoured
+
+
+# --- 5, 7, 8: diagnoses from the cluster's own words ----------------------------------------
+
+def test_an_image_that_does_not_exist_is_a_configuration_error(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """12.5: the code before called it retryable infrastructure (a JobSet per retry)."""
+    kube = scenario(server.kube, [(0.1, admit), (0.1, pull_fails(NOT_FOUND))])
+    began = time.monotonic()
+    outcome, *_ = run_stage(server, "convert", tmp_path)
+    assert isinstance(outcome, StageFailed)
+    d = outcome.diagnosis
+    assert d.category is FailureCategory.USER_ERROR and not d.retryable
+    assert d.code == "image/not-found" and "tpurl:nope" in d.detail
+    assert time.monotonic() - began < 10
+    assert jobsets_created(kube) == 1 and no_jobsets_left(kube)
+
+
+@pytest.mark.parametrize(("message", "names"), [
+    ("couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue",
+     "cpu"),
+    ("LocalQueue tpu-lq doesn't exist", "tpu-lq"),
+    ("ClusterQueue tpu-cq is inactive", "tpu-cq"),
+])
+def test_a_workload_kueue_cannot_admit_fails_at_once(server: FakeApiServer, tmp_path: Path,
+                                                     message: str, names: str) -> None:
+    """12.7: the code before waited out the whole queue budget (30 s here)."""
+    reason = "Inadmissible" if "LocalQueue" in message else "Pending"
+    kube = scenario(server.kube, [(0.1, pending(message, reason))])
+    began = time.monotonic()
+    outcome, *_ = run_stage(server, "convert", tmp_path)
+    assert isinstance(outcome, StageFailed)
+    d = outcome.diagnosis
+    assert d.category is FailureCategory.USER_ERROR and d.code == "kueue/unschedulable"
+    assert names in d.summary and names in d.resolution
+    assert time.monotonic() - began < 10
+    assert no_jobsets_left(kube)
+
+
+def test_the_status_line_follows_the_phase(server: FakeApiServer, tmp_path: Path) -> None:
+    """12.8: after admission the code before logged "is queued: Quota reserved in ..."."""
+    script = [(0.1, reserve_quota), (0.4, admit), (0.05, start), (0.05, say("step 1")),
+              (0.1, succeed)]
+    scenario(server.kube, script)
+    outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
+    assert not isinstance(outcome, StageFailed), outcome
+    assert not any("queued: Quota reserved" in line for line in logger.lines)
+    assert any("admitted by Kueue" in line for line in logger.lines)

@@ -1,0 +1,102 @@
+"""Running GkeBackend against the fake API in tests: short budgets, fast watch settings, a
+logger that keeps its lines. Shared by tests/gke/test_backend.py and test_faults.py."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from flows.backends.gke.backend import GkeBackend
+from flows.backends.gke.watch.client import cluster_at
+from flows.backends.gke.watch.monitor import Budgets
+from flows.backends.gke.watch.stream import WatchSettings
+from flows.core.failures import StageFailed
+from flows.core.layout import Layout
+from flows.core.storage import LocalStorage, file_uri
+from flows.stages.programs import convert_workload, train_workload
+from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.support.profiles import tutorial_profile
+
+FAST = WatchSettings(timeout_s=2, read_timeout_s=5, connect_timeout_s=2, max_errors=3,
+                     poll_interval_s=0.3, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.2)
+BUDGETS = Budgets(queue_s=30, run_s=30, preemptions=2, tick_s=0.1, log_drain_s=2,
+                  delete_wait_s=5, api_s=3, pull_grace_s=30)
+
+
+class ListLogger:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, msg: str, *args: object) -> None:
+        self.lines.append(msg % args if args else msg)
+
+    def warning(self, msg: str, *args: object) -> None:
+        self.info(msg, *args)
+
+
+def make_backend(url: str, stage: str, tmp: Path, logger: ListLogger,
+                 budgets: Budgets = BUDGETS) -> GkeBackend:
+    profile = tutorial_profile()
+    return GkeBackend(profile, logger=logger, stage=stage,
+                      storage=LocalStorage(), cluster=cluster_at(url), budgets=budgets,
+                      watch_settings=FAST, api_backoff_s=0.05,
+                      log_read_timeout_s=5)
+
+
+def run_stage(server: FakeApiServer, stage: str, tmp: Path,
+              budgets: Budgets = BUDGETS) -> tuple[Any, ListLogger, str, GkeBackend]:
+    logger = ListLogger()
+    backend = make_backend(server.url, stage, tmp, logger, budgets)
+    profile = backend.profile
+    workload = (train_workload if stage == "train" else convert_workload)(
+        profile, Layout(profile), backend.runtime)
+    log_uri = file_uri(tmp / f"{stage}.log")
+    try:
+        outcome: Any = backend.run_workload(workload, log_uri)
+    except StageFailed as exc:
+        outcome = exc
+    return outcome, logger, log_uri, backend
+
+
+def no_jobsets_left(kube: FakeKube, within_s: float = 3.0) -> bool:
+    """Foreground deletion takes a moment (the fake keeps the object until dependents go)."""
+    deadline = time.monotonic() + within_s
+    while kube.find("jobsets") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return kube.find("jobsets") == []
+
+
+def jobsets_created(kube: FakeKube) -> int:
+    return sum(n for (plural, _), n in kube.created.items() if plural == "jobsets")
+
+
+def prefect_flow_child(url: str, tmp: str) -> None:
+    """A flow process as Prefect's runner starts it: a real flow run (ephemeral API in
+    ``tmp``) whose task runs the GKE backend against the fake API at ``url``, until the
+    runner's SIGTERM arrives. Its log lines go to ``tmp``/child.log."""
+    import os
+
+    os.environ["PREFECT_HOME"] = str(Path(tmp) / "prefect")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ["HF_TOKEN"] = "hf_cancel_token_not_a_secret"
+    from prefect import flow, task
+
+    log_file = Path(tmp) / "child.log"
+
+    class FileLogger(ListLogger):
+        def info(self, msg: str, *args: object) -> None:
+            with log_file.open("a") as out:
+                out.write((msg % args if args else msg) + "\n")
+
+    @task
+    def stage() -> None:
+        backend = make_backend(url, "train", Path(tmp), FileLogger())
+        workload = train_workload(backend.profile, Layout(backend.profile), backend.runtime)
+        backend.run_workload(workload, file_uri(Path(tmp) / "train.log"))
+
+    @flow
+    def pipeline() -> None:
+        stage()
+
+    pipeline()
