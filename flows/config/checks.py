@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from flows.config.data_rules import data_issues
 from flows.config.gcp_names import looks_like_hf_token
 from flows.config.maxtext_rules import maxtext_issues
 from flows.config.profile import RESERVED_ARGS, Profile, Scalar
@@ -22,6 +23,7 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
     for step, args in steps.items():
         issues += _reserved_and_secret_args(step, args)
     issues += maxtext_issues(profile)
+    issues += data_issues(profile)
     issues += _patch_issues(profile, set(known_patches))
     return issues
 

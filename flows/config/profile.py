@@ -153,6 +153,9 @@ class DataSection(StrictModel):
     """
 
     train_files: str | None = None
+    # what the files hold, as MaxText names it (drives answer extraction and the eval split;
+    # flows/config/data_rules.py); used only when train_files is given
+    dataset_name: str | None = None
 
 
 class Profile(StrictModel):

@@ -85,6 +85,8 @@ def convert_key(profile: Profile) -> str:
 
 def dataset_key(profile: Profile) -> str:
     if profile.data.train_files:
+        if profile.data.dataset_name:  # how the files are read is part of what trains
+            return config_key("data-files", profile.data.train_files, profile.data.dataset_name)
         return config_key("data-files", profile.data.train_files)
     local = profile.local
     return config_key("data", local.dataset_rows, local.dataset_seed) if local else "hub"

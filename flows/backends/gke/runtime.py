@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flows.config.data_rules import announced_data_args
 from flows.config.profile import Profile
 from flows.core.backend import Env
 from flows.core.layout import patched_image_ref
@@ -52,7 +53,7 @@ class GkeRuntime:
         args = [f"tokenizer_path={self.profile.model.hf_repo}"]
         if self.profile.data.train_files:
             args.append(f"hf_train_files={self.profile.data.train_files}")
-        return args
+        return [*args, *announced_data_args(self.profile)]
 
     def train_placement(self) -> Placement:
         gke = self.gke

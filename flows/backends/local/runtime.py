@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from flows.config.data_rules import announced_data_args
 from flows.config.profile import Profile
 from flows.core.backend import Env
 from flows.core.failures import user_error
@@ -58,7 +59,8 @@ class LocalRuntime:
         dataset = self.dataset_uri()
         assert dataset is not None
         return [f"hf_train_files={program_path(dataset)}",
-                f"tokenizer_path={program_path(self.layout.tiny_model_dir)}"]
+                f"tokenizer_path={program_path(self.layout.tiny_model_dir)}",
+                *announced_data_args(self.profile)]
 
     def train_placement(self) -> Placement:
         return Placement(kind="cpu")

@@ -39,8 +39,10 @@ def wrapped_script(workload: Workload, leader_only: bool = False) -> str:
         ") &",
         "child=$!",
         # wait returns early (status > 128) when a trapped signal arrives: wait again for the
-        # child's own exit status, which is what the pod reports.
-        'while true; do wait "$child"; status=$?; kill -0 "$child" 2>/dev/null || break; done',
+        # child's own exit status, which is what the pod reports. Once the child is gone, one
+        # more wait returns the status bash kept for it (not the interrupted wait's 143).
+        'while true; do wait "$child"; status=$?; [ "$status" -le 128 ] && break; '
+        'kill -0 "$child" 2>/dev/null || { wait "$child"; status=$?; break; }; done',
         'exit "$status"',
     ]
     return "\n".join(lines)
