@@ -9,6 +9,8 @@ cluster: Workload admitted → JobSet unsuspended → Jobs and pods created → 
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -185,15 +187,28 @@ def pending(message: str, reason: str = "Pending") -> Action:
     return stuck
 
 
-def pull_fails(message: str) -> Action:
+def pull_fails(message: str, backoff_s: float = 0.5, retries: int = 120) -> Action:
     """kubelet's pull failure (pkg/kubelet/images/image_manager.go): ErrImagePull with the
-    runtime's error text, then ImagePullBackOff with only 'Back-off pulling image "<img>"'."""
-    def fail(kube: FakeKube, name: str) -> None:
+    runtime's error text, then ImagePullBackOff with only 'Back-off pulling image "<img>"'.
+    Like kubelet, it tries again after each back-off (the error text reappears each time), so
+    a watcher that polls under load still sees the cause; it stops once the pods are gone."""
+    def attempt(kube: FakeKube, name: str) -> None:
         _containers(kube, name, {"waiting": {"reason": "ErrImagePull", "message": message}},
                     "Pending")
         _containers(kube, name, {"waiting": {"reason": "ImagePullBackOff",
                                              "message": 'Back-off pulling image "img:1"'}},
                     "Pending")
+
+    def fail(kube: FakeKube, name: str) -> None:
+        attempt(kube, name)
+
+        def retry() -> None:
+            for _ in range(retries):
+                time.sleep(backoff_s)
+                if not _pods(kube, name):
+                    return
+                attempt(kube, name)
+        threading.Thread(target=retry, daemon=True, name=f"kubelet-pull-{name}").start()
     fail.__name__ = "pull_fails"
     return fail
 
