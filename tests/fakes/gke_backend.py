@@ -99,4 +99,8 @@ def prefect_flow_child(url: str, tmp: str) -> None:
     def pipeline() -> None:
         stage()
 
-    pipeline()
+    from flows.interrupts import private_api
+
+    os.environ.pop("PREFECT_API_URL", None)
+    with private_api():  # its server dies with this process, even by the runner's SIGTERM
+        pipeline()
