@@ -24,7 +24,7 @@ from flows.config import Profile, load_profile
 from flows.core.failures import StageFailed, internal_error, storage_error
 from flows.core.layout import Layout
 from flows.core.paths import default_cache_dir
-from flows.core.secrets import Redactor
+from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.runpage import events
@@ -157,6 +157,7 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
     if model_revision:
         merged["model.hf_revision"] = model_revision
     cfg = load_profile(profile, merged)  # every check happens before any side effect
+    require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
     with profile_lock(cfg.name, logger) as hold:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-from flows.config.profile import SecretRef
+from flows.config.profile import Profile, SecretRef
 
 REDACTED = "***"
 
@@ -69,3 +69,31 @@ def _from_secret_manager(name: str, project: str | None) -> str:
             "with `gcloud secrets create` and grant roles/secretmanager.secretAccessor to the "
             "flow's service account") from None
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+K8S_SECRET = "tpurl-hf-token"  # deployments/work-pool/kubernetes-base-job-template.json maps it
+
+
+def require_secrets(profile: Profile, environ: Mapping[str, str] | None = None) -> None:
+    """Every secret reference of the profile resolves where this flow runs (a Kubernetes
+    work pool's pod included), or ProfileError naming the field and the fix; values are
+    read and dropped, never kept or logged."""
+    from flows.config.errors import ProfileError
+    from flows.core.issues import Issue
+
+    ref = profile.model.hf_token
+    if ref is None:
+        return
+    env = os.environ if environ is None else environ
+    try:
+        resolve(ref, env, project=profile.gke.project if profile.gke else None)
+    except SecretUnavailable as exc:
+        fix = str(exc)
+        if ref.env is not None and env.get("KUBERNETES_SERVICE_HOST"):
+            fix = (f"this flow runs in a Kubernetes pod: create the Secret once in the work "
+                   f"pool's namespace (kubectl create secret generic {K8S_SECRET} "
+                   f"--from-literal=value=$HF_TOKEN); the pool's base job template maps it to "
+                   f"{ref.env}. Or use model.hf_token: {{secret_block: NAME}}")
+        raise ProfileError(profile.name, [Issue("model.hf_token", f"{ref.describe()} is not "
+                                                "available where the flow runs", fix,
+                                                "config/secret-unavailable")]) from None
