@@ -1,6 +1,6 @@
 """Failure diagnosis: the one vocabulary for what went wrong and what to do about it.
 
-The category decides the action (DESIGN.md's failure model): retry infrastructure faults with
+The category decides the action (the failure model of docs/architecture.md): retry infrastructure faults with
 backoff, resubmit preemptions, stop at once on user errors with the cause and the log tail.
 Categories are a string enum that automations and events match on; they are never renamed.
 A failure nobody diagnosed (an unexpected exception, our own bugs included) is an internal

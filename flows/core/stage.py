@@ -1,4 +1,4 @@
-"""The stage model: four questions every stage answers (DESIGN.md).
+"""The stage model: four questions every stage answers (docs/architecture.md).
 
 - ``plan``   what it would do; pure.
 - ``done``   is a verified output already there whose lineage matches the current inputs?

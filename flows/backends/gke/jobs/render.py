@@ -1,5 +1,6 @@
 """Workload + Profile → JobSet (jobset.x-k8s.io/v1alpha2), the shapes `gcluster job submit`
-creates (research/gke-jobset.md), with the differences that DESIGN.md and pitfalls.md ask for.
+creates, with the differences this project needs (docs/architecture.md): pinned images,
+secret-backed env, content-keyed names.
 
 Pure: no clock, no environment, no cluster. The same inputs give byte-identical objects,
 which is what lets a rerun recognise its own JobSet (name + spec digest) and what the golden
