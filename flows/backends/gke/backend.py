@@ -137,16 +137,19 @@ class GkeBackend:
         return stage_estimated_chip_hours(self.profile, stage)
 
     def held_chip_hours(self, stage: str, wall_s: float) -> float:
-        """Held, not busy: the static pool bills every chip for the stage's whole wall time;
-        the image is built before the cluster exists."""
-        return 0.0 if stage == "image" else stage_held_chip_hours(self.profile, wall_s)
+        """Held, not busy: the static pool bills every chip for the stage's whole wall time
+        (a pool that scales from zero only the stage's own chips); the image is built before
+        the cluster exists."""
+        return 0.0 if stage == "image" else stage_held_chip_hours(self.profile, wall_s,
+                                                                  stage=stage)
 
     def plan_header(self) -> list[str]:
         gke = self.profile.gke
         assert gke is not None
         return [f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
-                f"x{gke.num_slices} = {gke.total_chips} chips · "
-                f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists"]
+                f"x{gke.num_slices} = {gke.total_chips} chips · capacity {gke.capacity} · "
+                + ("no TPU node while nothing trains" if gke.scales_from_zero
+                   else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
 
     def plan_footer(self) -> list[str]:
         return ["", *render_cost(cost_plan(self.profile))]
