@@ -371,6 +371,11 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials):
                              "with preemption_budget 0 the first preemption fails the run "
                              "instead of resuming from the newest checkpoint",
                              "leave gke.preemption_budget unset (3) or set it to 1 or more"))
+        if self.scales_from_zero and self.conversion_placement == "tpu-hosts":
+            problems.append(("conversion_placement", f"capacity {self.capacity} brings TPU "
+                             "nodes up only for training; conversion_placement tpu-hosts would "
+                             "scale the whole slice up for a CPU job",
+                             "set gke.conversion_placement: cpu-pool (the default)"))
         if problems:
             field, problem, fix = problems[0]
             raise FixableValueError(problem, fix, field=field)
