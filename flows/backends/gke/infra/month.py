@@ -56,7 +56,8 @@ class ModeMonth:
     @property
     def idle_chip_h(self) -> float:
         """Billed while no run wanted the chips: between runs."""
-        return max(self.held_chip_h - self.busy_chip_h - self.overhead_chip_h, 0.0)
+        idle = self.held_chip_h - self.busy_chip_h - self.overhead_chip_h
+        return round(idle, 6) if idle > 1e-6 else 0.0
 
 
 def run_starts(a: MonthAssumptions, run_h: float) -> list[float]:
