@@ -189,11 +189,13 @@ class GkeBackend:
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
         owned = False  # this run submitted or attached to the JobSet
         number = 0  # the submission number of the JobSet being watched
+        preempted, preempted_s = 0, 0.0
         try:
             self._apply_secrets(workload)
             while True:
                 live, number = self._create_or_attach(desired, sink, number)
                 owned = True
+                attempt_started = time.monotonic()
                 verdict = self._watch(live, sink, coordinator)
                 if verdict.phase is Phase.SUCCEEDED:
                     break
@@ -201,6 +203,8 @@ class GkeBackend:
                 assert diagnosis is not None
                 self.logger.warning("%s: %s", name, diagnosis.summary)
                 if diagnosis.category is FailureCategory.PREEMPTED:
+                    preempted += 1
+                    preempted_s += time.monotonic() - attempt_started
                     if number < self.max_submissions:
                         sink.note(f"preempted; resubmitting {name} ({number + 1}/"
                                   f"{self.max_submissions}), resuming from the newest "
@@ -227,7 +231,9 @@ class GkeBackend:
         wall = time.monotonic() - started
         self.logger.info("%s: %s completed in %.1f s after %d submission(s) (log: %s)",
                          workload.name, name, wall, number, log_uri)
-        return WorkloadRun(name=workload.name, wall_s=wall, log_uri=log_uri, submissions=number)
+        return WorkloadRun(name=workload.name, wall_s=wall, log_uri=log_uri, submissions=number,
+                           preemptions=preempted, preempted_chip_hours=round(
+                               self.held_chip_hours(self.stage or workload.name, preempted_s), 4))
 
     @property
     def max_submissions(self) -> int:
