@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("--check", action="store_true",
                              help="also run the pre-flight checks against the cloud (read-only)")
             cmd.add_argument("--json", action="store_true", help="print the plan as JSON")
+            cmd.add_argument("--compare-capacity", action="store_true",
+                             help="also compare the capacity modes' TPU chip-hours and dollars "
+                                  "(GKE profiles)")
         if name == "run":
             cmd.add_argument("--json", action="store_true", help="print the result as JSON")
     down = sub.add_parser("teardown", help="destroy the profile's cluster (the bucket is kept "
@@ -96,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps([p.model_dump() for p in plans], indent=2))
         else:
             print(render_text(profile, plans))
+        if args.compare_capacity and profile.gke is not None:
+            from flows.backends.gke.infra.cost import compare_capacity
+
+            print("\n" + "\n".join(compare_capacity(profile)))
         if args.out:
             files = write_plan(profile, plans, args.out)
             print(f"\nwrote {len(files)} files to {args.out}", file=sys.stderr)

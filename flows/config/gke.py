@@ -22,10 +22,17 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flows.config import gcp_names as names
+from flows.config.capacity import (
+    SCALE_FROM_ZERO,
+    V6E_DEFAULT_PRICES,
+    CapacityMode,
+    ModePrice,
+    capacity_problems,
+    price_fix,
+)
 from flows.config.errors import FixableValueError
 from flows.config.tpu import (
     TPU_MACHINES,
-    V6E_US_USD_PER_CHIP_HOUR,
     TpuMachine,
     chips_in_topology,
     supported_topologies,
@@ -42,6 +49,15 @@ RETIRED_KEYS: dict[str, tuple[str, str]] = {
         "was removed: the slice count is gke.num_slices alone (one TPU node pool per slice; "
         "two fields let the cluster be built with one count and planned and billed with the "
         "other)", "remove gke.nodepool_count and set gke.num_slices to the number of slices"),
+    "gke.price_table": (
+        "was replaced by gke.prices: one price per capacity mode, each with its source and "
+        "date", "write gke.prices: {on-demand: {usd_per_chip_hour: 2.70, source: "
+        "https://cloud.google.com/tpu/pricing, as_of: 2024-12-11}} (flows/config/capacity.py "
+        "has the defaults)"),
+    "gke.price_tier": (
+        "was replaced by gke.capacity (reservation | flex-start | spot | on-demand), whose "
+        "price gke.prices gives", "remove gke.price_tier; set gke.capacity, and a committed "
+        "rate as gke.prices.reservation"),
 }
 
 
@@ -74,7 +90,7 @@ class GkeCluster(StrictModel):
     zone: str
     cluster: str
     bucket: str
-    reservation: str
+    reservation: str | None = None  # required by gke.capacity: reservation only
     authorized_cidr: str  # the control plane's allowed sources; required, never implied
     iam_mode: Literal["project-storage-admin", "bucket-scoped"] = "project-storage-admin"
     cluster_toolkit_version: str = "v1.103.0"
@@ -109,7 +125,9 @@ class GkeCluster(StrictModel):
 
     @field_validator("reservation")
     @classmethod
-    def _reservation(cls, v: str) -> str:
+    def _reservation(cls, v: str | None) -> str | None:
+        if not v:
+            return None  # whether the mode needs one is GkeSection's check
         _check(names.dns_label_problem(v, "reservation name"),
                "use the name shown by `gcloud compute reservations list`")
         return v
@@ -173,15 +191,21 @@ class GkeCluster(StrictModel):
 
 
 class GkeCapacity(StrictModel):
-    """The static TPU pool (``num_slices`` slices of ``topology``) and what it costs per hour."""
+    """The TPU slices (``num_slices`` of ``topology``), how they are obtained and their price.
+
+    ``capacity`` picks the consumption mode (flows/config/capacity.py): the tutorial's static
+    pool on a reservation, or a pool that scales from zero (on-demand, spot, flex-start).
+    """
 
     machine_type: str = "ct6e-standard-4t"
     topology: str = "4x8"
     # One count for the pool and the jobs: the blueprint's num_slices (one node pool per
     # slice), JobSet's worker replicas and Pathways' --instance_count.
     num_slices: int = Field(1, ge=1)
-    price_table: dict[str, float] = Field(default_factory=lambda: dict(V6E_US_USD_PER_CHIP_HOUR))
-    price_tier: str = "on-demand"
+    capacity: CapacityMode = "reservation"
+    max_run_hours: float | None = Field(None, gt=0)  # flex-start only: the node's lifetime
+    prices: dict[CapacityMode, ModePrice] = Field(
+        default_factory=lambda: dict(V6E_DEFAULT_PRICES))
     estimated_hours: dict[Literal["convert", "train", "export"], float] = Field(
         default_factory=lambda: {"convert": 0.5, "train": 4.0, "export": 0.5})
 
@@ -201,20 +225,19 @@ class GkeCapacity(StrictModel):
                                     "write the slice shape as AxB, e.g. 4x8 for v6e-32")
         return v
 
-    @field_validator("price_table")
+    @field_validator("prices", mode="before")
     @classmethod
-    def _prices(cls, v: dict[str, float]) -> dict[str, float]:
-        if not v or any(price <= 0 for price in v.values()):
-            raise FixableValueError("every price must be a positive USD per chip-hour",
-                                    "e.g. price_table: {on-demand: 2.70}")
+    def _prices_over_defaults(cls, v: object) -> object:
+        """A profile adds or overrides prices; the cited defaults stay for the other modes."""
+        if isinstance(v, dict):
+            return {**V6E_DEFAULT_PRICES, **v}
         return v
 
     @model_validator(mode="after")
     def _pool_is_consistent(self) -> Self:
-        if self.price_tier not in self.price_table:
-            raise FixableValueError(f"{self.price_tier!r} is not in price_table",
-                                    f"use one of {', '.join(sorted(self.price_table))}",
-                                    field="price_tier")
+        if self.capacity not in self.prices:
+            raise FixableValueError(f"no price for capacity {self.capacity!r} in gke.prices",
+                                    price_fix(self.capacity), field="prices")
         machine, chips = self.machine, self.chips_per_slice
         if chips % machine.chips_per_host != 0 or self.topology not in supported_topologies(machine):
             raise FixableValueError(
@@ -250,12 +273,18 @@ class GkeCapacity(StrictModel):
 
     @property
     def usd_per_chip_hour(self) -> float:
-        return self.price_table[self.price_tier]
+        return self.prices[self.capacity].usd_per_chip_hour
+
+    @property
+    def scales_from_zero(self) -> bool:
+        """True when the pool holds no TPU node while nothing trains (no reservation)."""
+        return self.capacity in SCALE_FROM_ZERO
 
     @property
     def idle_usd_per_hour(self) -> float:
-        """What the static pool costs per hour from deploy to teardown, busy or not."""
-        return self.total_chips * self.usd_per_chip_hour
+        """What the TPU pool costs per hour while nothing trains: the whole static pool on a
+        reservation, nothing for a pool that scales from zero."""
+        return 0.0 if self.scales_from_zero else self.total_chips * self.usd_per_chip_hour
 
 
 class GkeJobs(StrictModel):
@@ -330,3 +359,24 @@ class GkeCredentials(StrictModel):
 
 class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials):
     """The cluster the tutorial builds with Cluster Toolkit, its jobs, and what it costs."""
+
+    @model_validator(mode="after")
+    def _capacity_needs(self) -> Self:
+        """Checked across the sub-models: the mode (capacity) decides which cluster and job
+        fields (reservation, max_run_hours, preemption_budget) must or must not be set."""
+        problems = capacity_problems(self.capacity, self.reservation, self.max_run_hours,
+                                     float(self.estimated_hours.get("train", 0.0)))
+        if self.capacity == "spot" and self.preemption_budget == 0:
+            problems.append(("preemption_budget", "spot nodes are preempted at any time; "
+                             "with preemption_budget 0 the first preemption fails the run "
+                             "instead of resuming from the newest checkpoint",
+                             "leave gke.preemption_budget unset (3) or set it to 1 or more"))
+        if self.scales_from_zero and self.conversion_placement == "tpu-hosts":
+            problems.append(("conversion_placement", f"capacity {self.capacity} brings TPU "
+                             "nodes up only for training; conversion_placement tpu-hosts would "
+                             "scale the whole slice up for a CPU job",
+                             "set gke.conversion_placement: cpu-pool (the default)"))
+        if problems:
+            field, problem, fix = problems[0]
+            raise FixableValueError(problem, fix, field=field)
+        return self

@@ -78,7 +78,7 @@ def validate_profile_data(data: dict[str, Any], source: str) -> Profile:
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(source, _translate(exc)) from None
+        raise ProfileError(source, _translate(exc) + _reservation_missing(data, exc)) from None
     issues = profile_issues(profile, known_patch_ids())
     if issues:
         raise ProfileError(source, issues)
@@ -149,6 +149,23 @@ def _translate(exc: ValidationError) -> list[Issue]:
             issues.append(Issue(field, f"{error['msg']} (got {error.get('input')!r})",
                                       "correct the value's type or range as stated"))
     return issues
+
+
+def _reservation_missing(data: dict[str, Any], exc: ValidationError) -> list[Issue]:
+    """gke.reservation is required by capacity 'reservation' only, so pydantic cannot call it
+    missing; when other required fields are missing too, list it with them (one round of
+    fixes, not two). The section's own check reports it when everything else is set."""
+    gke = data.get("gke")
+    if not isinstance(gke, dict) or gke.get("reservation"):
+        return []
+    if str(gke.get("capacity", "reservation")) != "reservation":
+        return []
+    if not any(e["type"] == "missing" and e["loc"][:1] == ("gke",) for e in exc.errors()):
+        return []
+    return [Issue("gke.reservation", "is required by gke.capacity: reservation but not set",
+                  "set it in the profile, or pass --set gke.reservation=VALUE (or the "
+                  "environment variable TPURL_GKE__RESERVATION); or choose gke.capacity: "
+                  "on-demand, spot or flex-start", "config/missing")]
 
 
 def _unknown_fix(loc: list[str]) -> str:

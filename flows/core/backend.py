@@ -39,6 +39,9 @@ class WorkloadRun(BaseModel):
     wall_s: float
     log_uri: str
     submissions: int = 1  # JobSets created for it (GKE: 1 + resubmissions after preemption)
+    preemptions: int = 0  # attempts that ended because the slice was preempted
+    preempted_chip_hours: float = 0.0  # held by those attempts: the work since their newest
+    # checkpoint is done again, so this bounds what preemption cost
 
 
 class StageLogger(Protocol):

@@ -94,6 +94,8 @@ def stage_rows(result: PipelineResult) -> list[dict[str, Any]]:
     return [{"stage": s.stage, "status": s.status, "duration_s": round(s.duration_s, 1),
              "programs_s": round(sum(w.wall_s for w in s.workloads), 1),
              "chip_hours": round(s.chip_hours, 3), "usd": s.usd,
+             "preemptions": sum(w.preemptions for w in s.workloads),
+             "preempted_chip_hours": round(sum(w.preempted_chip_hours for w in s.workloads), 3),
              "outputs": ", ".join(s.uris.values())}
             for s in result.stages]
 

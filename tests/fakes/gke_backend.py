@@ -11,6 +11,7 @@ from flows.backends.gke.backend import GkeBackend
 from flows.backends.gke.watch.client import cluster_at
 from flows.backends.gke.watch.monitor import Budgets
 from flows.backends.gke.watch.stream import WatchSettings
+from flows.config.profile import Profile
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.core.storage import LocalStorage, file_uri
@@ -36,18 +37,18 @@ class ListLogger:
 
 
 def make_backend(url: str, stage: str, tmp: Path, logger: ListLogger,
-                 budgets: Budgets = BUDGETS) -> GkeBackend:
-    profile = tutorial_profile()
+                 budgets: Budgets = BUDGETS, profile: Profile | None = None) -> GkeBackend:
+    profile = profile or tutorial_profile()
     return GkeBackend(profile, logger=logger, stage=stage,
                       storage=LocalStorage(), cluster=cluster_at(url), budgets=budgets,
                       watch_settings=FAST, api_backoff_s=0.05,
                       log_read_timeout_s=5)
 
 
-def run_stage(server: FakeApiServer, stage: str, tmp: Path,
-              budgets: Budgets = BUDGETS) -> tuple[Any, ListLogger, str, GkeBackend]:
+def run_stage(server: FakeApiServer, stage: str, tmp: Path, budgets: Budgets = BUDGETS,
+              profile: Profile | None = None) -> tuple[Any, ListLogger, str, GkeBackend]:
     logger = ListLogger()
-    backend = make_backend(server.url, stage, tmp, logger, budgets)
+    backend = make_backend(server.url, stage, tmp, logger, budgets, profile)
     profile = backend.profile
     workload = (train_workload if stage == "train" else convert_workload)(
         profile, Layout(profile), backend.runtime)

@@ -137,16 +137,19 @@ class GkeBackend:
         return stage_estimated_chip_hours(self.profile, stage)
 
     def held_chip_hours(self, stage: str, wall_s: float) -> float:
-        """Held, not busy: the static pool bills every chip for the stage's whole wall time;
-        the image is built before the cluster exists."""
-        return 0.0 if stage == "image" else stage_held_chip_hours(self.profile, wall_s)
+        """Held, not busy: the static pool bills every chip for the stage's whole wall time
+        (a pool that scales from zero only the stage's own chips); the image is built before
+        the cluster exists."""
+        return 0.0 if stage == "image" else stage_held_chip_hours(self.profile, wall_s,
+                                                                  stage=stage)
 
     def plan_header(self) -> list[str]:
         gke = self.profile.gke
         assert gke is not None
         return [f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
-                f"x{gke.num_slices} = {gke.total_chips} chips · "
-                f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists"]
+                f"x{gke.num_slices} = {gke.total_chips} chips · capacity {gke.capacity} · "
+                + ("no TPU node while nothing trains" if gke.scales_from_zero
+                   else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
 
     def plan_footer(self) -> list[str]:
         return ["", *render_cost(cost_plan(self.profile))]
@@ -186,11 +189,13 @@ class GkeBackend:
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
         owned = False  # this run submitted or attached to the JobSet
         number = 0  # the submission number of the JobSet being watched
+        preempted, preempted_s = 0, 0.0
         try:
             self._apply_secrets(workload)
             while True:
                 live, number = self._create_or_attach(desired, sink, number)
                 owned = True
+                attempt_started = time.monotonic()
                 verdict = self._watch(live, sink, coordinator)
                 if verdict.phase is Phase.SUCCEEDED:
                     break
@@ -198,6 +203,8 @@ class GkeBackend:
                 assert diagnosis is not None
                 self.logger.warning("%s: %s", name, diagnosis.summary)
                 if diagnosis.category is FailureCategory.PREEMPTED:
+                    preempted += 1
+                    preempted_s += time.monotonic() - attempt_started
                     if number < self.max_submissions:
                         sink.note(f"preempted; resubmitting {name} ({number + 1}/"
                                   f"{self.max_submissions}), resuming from the newest "
@@ -224,7 +231,9 @@ class GkeBackend:
         wall = time.monotonic() - started
         self.logger.info("%s: %s completed in %.1f s after %d submission(s) (log: %s)",
                          workload.name, name, wall, number, log_uri)
-        return WorkloadRun(name=workload.name, wall_s=wall, log_uri=log_uri, submissions=number)
+        return WorkloadRun(name=workload.name, wall_s=wall, log_uri=log_uri, submissions=number,
+                           preemptions=preempted, preempted_chip_hours=round(
+                               self.held_chip_hours(self.stage or workload.name, preempted_s), 4))
 
     @property
     def max_submissions(self) -> int:

@@ -114,6 +114,8 @@ def test_a_failed_preempted_jobset_is_resubmitted(server: FakeApiServer,
     assert not isinstance(outcome, StageFailed), outcome
     assert jobsets_created(kube) == 2 and len(set(backend.submitted)) == 1
     assert outcome.submissions == 2
+    # reported: one preemption, and the chips the preempted attempt held (32 for its wall)
+    assert outcome.preemptions == 1 and 0 < outcome.preempted_chip_hours < 32 * 60 / 3600
     kept = Path(log_uri.removeprefix("file://")).read_text()
     assert "preempted; resubmitting" in kept and "restored checkpoint 1" in kept
     assert_no_canary(kube, logger, log_uri, outcome)

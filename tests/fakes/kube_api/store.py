@@ -20,7 +20,8 @@ from typing import Any
 Obj = dict[str, Any]
 KINDS = {"pods": ("v1", "Pod"), "secrets": ("v1", "Secret"), "jobs": ("batch/v1", "Job"),
          "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-         "workloads": ("kueue.x-k8s.io/v1beta1", "Workload")}
+         "workloads": ("kueue.x-k8s.io/v1beta1", "Workload"), "events": ("v1", "Event"),
+         "nodes": ("v1", "Node")}
 Script = list[tuple[float, Callable[["FakeKube", str], None]]]
 
 
@@ -46,9 +47,21 @@ def matches(obj: Obj, labels: str | None, fields: str | None) -> bool:
             return False
     for term in filter(None, (fields or "").split(",")):
         key, _, value = term.partition("=")
-        if key == "metadata.name" and obj["metadata"]["name"] != value:
+        if _field(obj, key) != value:
             return False
     return True
+
+
+# Event fields an API server selects on (kubernetes pkg/apis/core/v1/conversion.go,
+# AddFieldLabelConversionsForEvent): "source" is source.component; the rest are paths.
+_FIELD_ALIASES = {"source": "source.component"}
+
+
+def _field(obj: Obj, key: str) -> str:
+    node: Any = obj
+    for part in _FIELD_ALIASES.get(key, key).split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return "" if node is None else str(node)
 
 
 class FakeKube:
@@ -72,6 +85,9 @@ class FakeKube:
         self.log_cut_at: dict[str, int] = {}  # pod → index of the last line a cut followed
         self.cut_generation = 0  # bumped by cut_watches(): every open watch is dropped
         self.action_times: dict[str, float] = {}  # action name → monotonic time it happened
+        # Asked before each scenario action, outside the lock: False holds the script (the
+        # fake autoscaler holds a JobSet's containers until its pods have nodes).
+        self.action_gate: Callable[[str, str], bool] | None = None
         self.closed = False
 
     # --- store ---------------------------------------------------------------------------
@@ -253,6 +269,13 @@ class FakeKube:
     def _play(self, script: Script, ns: str, name: str, uid: str) -> None:
         for delay, action in script:
             time.sleep(delay)
+            label = getattr(action, "__name__", "action")
+            while self.action_gate is not None and not self.action_gate(name, label):
+                with self.cond:
+                    current = self.objects.get(("jobsets", ns, name))
+                    if self.closed or current is None or current["metadata"]["uid"] != uid:
+                        return
+                time.sleep(0.02)
             with self.cond:
                 current = self.objects.get(("jobsets", ns, name))
                 if self.closed or current is None or current["metadata"]["uid"] != uid:

@@ -18,16 +18,23 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from flows.backends.gke.infra.errors import user_error
+from flows.config.gke import GkeSection
 from flows.core.paths import REPO_ROOT
 
 BLUEPRINTS_DIR = REPO_ROOT / "deployments" / "blueprints"
 EDITS_FILE = BLUEPRINTS_DIR / "gke-tpu-v6e-advanced.edits.yaml"
 
 
+_UNSET = object()
+
+
 @dataclass(frozen=True)
 class BlueprintEdit:
-    """Either a list edit (``module``/``setting``/``add``) or a var edit (``var``/``value``,
-    optionally with a file from deployments/blueprints/ staged beside the blueprint)."""
+    """One of: a list edit (``module``/``setting``/``add``); a var edit (``var``/``value``,
+    optionally with a file from deployments/blueprints/ staged beside the blueprint); a
+    setting edit (``module``/``setting``, a dotted path below ``settings``, with ``set`` or
+    ``remove``), whose string values may name facts of the profile ({hosts_per_slice},
+    {max_run_seconds}). ``iam_modes`` and ``capacity_modes`` restrict where an edit applies."""
 
     id: str
     module: str = ""
@@ -39,18 +46,77 @@ class BlueprintEdit:
     value: str = ""
     stage: str = ""
     stage_as: str = ""
+    capacity_modes: tuple[str, ...] = ()
+    set: Any = _UNSET
+    remove: bool = False
+
+    @property
+    def is_setting_edit(self) -> bool:
+        return self.remove or self.set is not _UNSET
 
 
 def load_edits(path: Path = EDITS_FILE) -> list[BlueprintEdit]:
     doc = YAML(typ="safe").load(path.read_text())
     return [BlueprintEdit(e["id"], e.get("module", ""), e.get("setting", ""), e.get("add", ""),
                           e.get("replaces"), tuple(e.get("iam_modes", ())), e.get("var", ""),
-                          e.get("value", ""), e.get("stage", ""), e.get("stage_as", ""))
+                          e.get("value", ""), e.get("stage", ""), e.get("stage_as", ""),
+                          tuple(e.get("capacity_modes", ())), e.get("set", _UNSET),
+                          bool(e.get("remove", False)))
             for e in doc["edits"]]
 
 
-def _applies(edit: BlueprintEdit, iam_mode: str) -> bool:
-    return not edit.iam_modes or iam_mode in edit.iam_modes
+@dataclass(frozen=True)
+class EditContext:
+    """What decides which edits apply, and the facts their values may name."""
+
+    iam_mode: str
+    capacity: str = "reservation"
+    facts: tuple[tuple[str, int], ...] = ()
+
+
+def edit_context(gke: GkeSection) -> EditContext:
+    """The profile's modes and the facts the capacity edits name."""
+    seconds = int(gke.max_run_hours * 3600) if gke.max_run_hours else 0
+    return EditContext(gke.iam_mode, gke.capacity,
+                       (("hosts_per_slice", gke.hosts_per_slice), ("max_run_seconds", seconds)))
+
+
+def _applies(edit: BlueprintEdit, ctx: EditContext) -> bool:
+    return ((not edit.iam_modes or ctx.iam_mode in edit.iam_modes)
+            and (not edit.capacity_modes or ctx.capacity in edit.capacity_modes))
+
+
+def _fill(value: Any, facts: dict[str, int]) -> Any:
+    """Facts into an edit's value: a whole "{fact}" becomes the number, else text formatting."""
+    if isinstance(value, dict):
+        return {k: _fill(v, facts) for k, v in value.items()}
+    if isinstance(value, str):
+        key = value.strip("{}")
+        if value == "{" + key + "}" and key in facts:
+            return facts[key]
+        return value.format(**facts) if "{" in value else value
+    return value
+
+
+def apply_setting_edit(doc: Any, edit: BlueprintEdit, facts: dict[str, int]) -> bool:
+    """Set or remove one (possibly nested) setting of a module; True if the document changed."""
+    module = find_module(doc, edit.module)
+    node = module.get("settings")
+    *parents, leaf = edit.setting.split(".")
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        raise user_error(f"module {edit.module!r} has no setting {edit.setting!r} (edit "
+                         f"{edit.id})", "the Cluster Toolkit example changed",
+                         "update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for "
+                         "this version, or pin gke.cluster_toolkit_version to v1.103.0")
+    if edit.remove:
+        return node.pop(leaf, _UNSET) is not _UNSET
+    value = _fill(edit.set, facts)
+    if node.get(leaf, _UNSET) == value:
+        return False
+    node[leaf] = value
+    return True
 
 
 def apply_var_edit(doc: Any, edit: BlueprintEdit) -> bool:
@@ -94,6 +160,8 @@ def find_module(doc: Any, module_id: str) -> Any:
 
 def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
     """Apply one edit in place; True if the document changed (False: already applied)."""
+    if edit.is_setting_edit:
+        return apply_setting_edit(doc, edit, {})
     if edit.var:
         return apply_var_edit(doc, edit)
     module = find_module(doc, edit.module)
@@ -112,26 +180,33 @@ def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
     return True
 
 
-def edit_blueprint(text: str, iam_mode: str, edits: list[BlueprintEdit] | None = None) -> str:
-    """Pure: the example blueprint's text → the edited text for this IAM mode."""
+def edit_blueprint(text: str, iam_mode: str | EditContext,
+                   edits: list[BlueprintEdit] | None = None) -> str:
+    """Pure: the example blueprint's text → the edited text for this IAM and capacity mode."""
+    ctx = iam_mode if isinstance(iam_mode, EditContext) else EditContext(iam_mode)
+    facts = dict(ctx.facts)
     yaml = _yaml()
     doc = yaml.load(text)
     for edit in load_edits() if edits is None else edits:
-        if _applies(edit, iam_mode):
-            apply_edit(doc, edit)
+        if _applies(edit, ctx):
+            if edit.is_setting_edit:
+                apply_setting_edit(doc, edit, facts)
+            else:
+                apply_edit(doc, edit)
     out = io.StringIO()
     yaml.dump(doc, out)
     return out.getvalue()
 
 
-def write_edited(example: Path, dest: Path, iam_mode: str) -> Path:
+def write_edited(example: Path, dest: Path, iam_mode: str | EditContext) -> Path:
     """The edited blueprint, and beside it each file an edit stages (ghpc_stage resolves
     relative paths against the blueprint's folder: cluster-toolkit pkg/config/staging.go)."""
+    ctx = iam_mode if isinstance(iam_mode, EditContext) else EditContext(iam_mode)
     dest.parent.mkdir(parents=True, exist_ok=True)
     edits = load_edits()
-    dest.write_text(edit_blueprint(example.read_text(), iam_mode, edits))
+    dest.write_text(edit_blueprint(example.read_text(), ctx, edits))
     for edit in edits:
-        if edit.stage and _applies(edit, iam_mode):
+        if edit.stage and _applies(edit, ctx):
             (dest.parent / (edit.stage_as or edit.stage)).write_text(
                 (BLUEPRINTS_DIR / edit.stage).read_text())
     return dest

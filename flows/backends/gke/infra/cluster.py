@@ -42,22 +42,46 @@ def pool_mismatches(cluster: dict[str, Any], s: InfraSettings) -> list[str]:
     pools = tpu_pools(cluster, s)
     if len(pools) != s.gke.num_slices:
         out.append(f"{len(pools)} {s.gke.machine_type} node pool(s), profile wants {s.gke.num_slices}")
-    hosts = s.gke.hosts_per_slice
     for pool in pools:
         name = pool.get("name", "?")
         topology = (pool.get("placementPolicy") or {}).get("tpuTopology")
         if topology != s.gke.topology:
             out.append(f"pool {name} has topology {topology}, profile wants {s.gke.topology}")
+        out += _capacity_mismatches(pool, s)
+        if pool.get("status", "RUNNING") != "RUNNING":
+            out.append(f"pool {name} is {pool.get('status')}")
+    return out
+
+
+def _capacity_mismatches(pool: dict[str, Any], s: InfraSettings) -> list[str]:
+    """Does a live TPU pool match gke.capacity? Fields of the GKE NodePool resource
+    (container v1: config.reservationAffinity, config.spot, config.flexStart, autoscaling)."""
+    name, hosts, gke = pool.get("name", "?"), s.gke.hosts_per_slice, s.gke
+    config = pool.get("config") or {}
+    affinity = config.get("reservationAffinity") or {}
+    values = [v.rsplit("/", 1)[-1] for v in affinity.get("values", [])]
+    out = []
+    if not gke.scales_from_zero:
         nodes = pool.get("initialNodeCount")
         if nodes is not None and int(nodes) != hosts:
             out.append(f"pool {name} has {nodes} nodes, profile wants {hosts}")
-        affinity = (pool.get("config") or {}).get("reservationAffinity") or {}
-        values = [v.rsplit("/", 1)[-1] for v in affinity.get("values", [])]
-        if values and s.gke.reservation not in values:
+        if values and gke.reservation not in values:
             out.append(f"pool {name} consumes reservation {', '.join(values)}, profile wants "
-                       f"{s.gke.reservation}")
-        if pool.get("status", "RUNNING") != "RUNNING":
-            out.append(f"pool {name} is {pool.get('status')}")
+                       f"{gke.reservation}")
+        return out
+    if values or affinity.get("consumeReservationType", "NO_RESERVATION") != "NO_RESERVATION":
+        out.append(f"pool {name} consumes a reservation, profile's capacity {gke.capacity} "
+                   "takes none")
+    scaling = pool.get("autoscaling") or {}
+    if not scaling.get("enabled") or int(scaling.get("minNodeCount", 0)) != 0:
+        out.append(f"pool {name} does not scale from zero, profile's capacity {gke.capacity} "
+                   "needs it")
+    if bool(config.get("spot")) != (gke.capacity == "spot"):
+        out.append(f"pool {name} has spot={bool(config.get('spot'))}, profile's capacity is "
+                   f"{gke.capacity}")
+    if bool(config.get("flexStart")) != (gke.capacity == "flex-start"):
+        out.append(f"pool {name} has flexStart={bool(config.get('flexStart'))}, profile's "
+                   f"capacity is {gke.capacity}")
     return out
 
 
@@ -91,12 +115,12 @@ def classify_deploy_failure(s: InfraSettings, tail_text: str, log: Path | None) 
 def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
            bundle_sha256: str, logger: Logger) -> None:
     """Write the edited blueprint, run ``gcluster deploy`` and keep the folder in the bucket."""
-    from flows.backends.gke.infra.blueprint import write_edited
+    from flows.backends.gke.infra.blueprint import edit_context, write_edited
     from flows.backends.gke.infra.commands import deploy_argv, render, run
 
     s.workdir.mkdir(parents=True, exist_ok=True)
     restored = restore_deployment(client, s)
-    write_edited(example, s.workdir / BLUEPRINT_FILE, s.gke.iam_mode)
+    write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke))
     argv = deploy_argv(s, str(gcluster))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     log = s.workdir / "logs" / f"deploy-{stamp}.log"

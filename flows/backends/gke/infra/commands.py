@@ -20,10 +20,14 @@ from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings
 
 
 def blueprint_vars(s: InfraSettings) -> dict[str, str]:
-    """The blueprint's required vars, in the tutorial's order."""
-    return {"project_id": s.gke.project, "deployment_name": s.gke.cluster, "region": s.gke.region,
-            "zone": s.gke.zone, "num_slices": str(s.gke.num_slices), "tpu_topology": s.gke.topology,
-            "authorized_cidr": s.gke.authorized_cidr, "reservation": s.gke.reservation}
+    """The blueprint's required vars, in the tutorial's order; the reservation only in
+    reservation mode (the other modes' edits leave no reference to it)."""
+    out = {"project_id": s.gke.project, "deployment_name": s.gke.cluster, "region": s.gke.region,
+           "zone": s.gke.zone, "num_slices": str(s.gke.num_slices), "tpu_topology": s.gke.topology,
+           "authorized_cidr": s.gke.authorized_cidr}
+    if s.gke.reservation:
+        out["reservation"] = s.gke.reservation
+    return out
 
 
 def deploy_argv(s: InfraSettings, gcluster: str = "gcluster") -> list[str]:

@@ -1,10 +1,13 @@
 """What the TPUs cost: estimates before a run, chip-hours actually held after.
 
-Why "held", not "busy": the blueprint's TPU pool is static. From ``gcluster deploy`` to
-``gcluster destroy`` every chip is billed whether a job runs or not, so the honest figure for
-a stage is (chips in the pool) × (its wall time), and the honest figure for the cluster is
-(chips) × (time since deploy). Busy chip-hours are shown too, to make idle spend visible.
-Prices are the profile's (gke.price_table[gke.price_tier]; defaults in flows/config/tpu.py).
+Why "held", not "busy": on a reservation the blueprint's TPU pool is static. From
+``gcluster deploy`` to ``gcluster destroy`` every chip is billed whether a job runs or not, so
+the honest figure for a stage is (chips in the pool) × (its wall time), and for the cluster
+(chips) × (time since deploy). In the modes that scale from zero (on-demand, spot,
+flex-start) a stage holds only the chips its own jobs bring up, and nothing is held between
+runs. Busy chip-hours are shown too, to make idle spend visible. Prices are the profile's
+(gke.prices[gke.capacity], each with its source and date; defaults in
+flows/config/capacity.py).
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from flows.config.capacity import CAPACITY_MODES, SCALE_FROM_ZERO, ModePrice
 from flows.config.profile import Profile
 
 TPU_STAGES = ("convert", "train", "export")
+HOURS_PER_WEEK = 168.0
 
 
 @dataclass(frozen=True)
@@ -30,8 +35,25 @@ class StageCost:
 class CostPlan:
     pool_chips: int
     usd_per_chip_hour: float
-    idle_usd_per_hour: float  # the profile's gke.idle_usd_per_hour
+    idle_usd_per_hour: float  # what the pool costs per hour while nothing trains
     stages: tuple[StageCost, ...]
+    capacity: str = "reservation"
+    price: ModePrice | None = None  # None: the profile gives no price for this mode
+
+    @property
+    def scales_from_zero(self) -> bool:
+        return self.capacity in SCALE_FROM_ZERO
+
+    @property
+    def run_hours(self) -> float:
+        return sum(s.hours for s in self.stages)
+
+    def idle_chip_hours(self, runs_per_week: float = 1.0) -> float:
+        """Chip-hours billed per week while nothing runs: the static pool's rest of the week
+        (it exists from deploy to teardown); zero for a pool that scales from zero."""
+        if self.scales_from_zero:
+            return 0.0
+        return self.pool_chips * max(HOURS_PER_WEEK - runs_per_week * self.run_hours, 0.0)
 
     @property
     def busy_chip_hours(self) -> float:
@@ -57,18 +79,51 @@ def busy_chips(profile: Profile, stage: str) -> int:
     return 0
 
 
-def cost_plan(profile: Profile) -> CostPlan:
-    """Per-stage estimate from ``gke.estimated_hours``; pure."""
+def cost_plan(profile: Profile, capacity: str | None = None) -> CostPlan:
+    """Per-stage estimate from ``gke.estimated_hours`` for the profile's capacity mode, or
+    for another one (``tpurl plan --compare-capacity``); pure."""
     gke = profile.gke
     assert gke is not None, "cost plans are for GKE profiles"
-    price = gke.usd_per_chip_hour
+    mode = capacity or gke.capacity
+    price = gke.prices.get(mode)  # type: ignore[call-overload]
+    rate = price.usd_per_chip_hour if price else 0.0
     stages = []
     for stage in TPU_STAGES:
         hours = float(gke.estimated_hours.get(stage, 0.0))
-        held = hours * gke.total_chips
-        stages.append(StageCost(stage, hours, hours * busy_chips(profile, stage), held,
-                                held * price))
-    return CostPlan(gke.total_chips, price, gke.idle_usd_per_hour, tuple(stages))
+        busy = hours * busy_chips(profile, stage)
+        held = busy if mode in SCALE_FROM_ZERO else hours * gke.total_chips
+        stages.append(StageCost(stage, hours, busy, held, held * rate))
+    idle = 0.0 if mode in SCALE_FROM_ZERO else gke.total_chips * rate
+    return CostPlan(gke.total_chips, rate, idle, tuple(stages), mode, price)
+
+
+def compare_capacity(profile: Profile, runs_per_week: float = 1.0) -> list[str]:
+    """Every mode side by side for this profile: held chip-hours and dollars per run, idle
+    chip-hours and dollars per week, and where each price comes from; pure."""
+    gke = profile.gke
+    assert gke is not None
+    lines = [f"Capacity modes for {gke.total_chips} chips ({gke.machine_type} {gke.topology} "
+             f"x{gke.num_slices}), {runs_per_week:g} run(s) a week, estimated hours "
+             + ", ".join(f"{k} {v:g}" for k, v in gke.estimated_hours.items()) + ":",
+             f"  {'mode':<12} {'held/run':>10} {'$/run':>10} {'idle/week':>11} "
+             f"{'$/week':>10}  price"]
+    for mode in CAPACITY_MODES:
+        plan = cost_plan(profile, mode)
+        mark = "*" if mode == gke.capacity else " "
+        if plan.price is None:
+            lines.append(f" {mark}{mode:<12} {plan.held_chip_hours:8.1f} ch {'—':>10} "
+                         f"{plan.idle_chip_hours(runs_per_week):8.1f} ch {'—':>10}  no price: "
+                         f"add gke.prices.{mode} (usd_per_chip_hour, source, as_of)")
+            continue
+        idle = plan.idle_chip_hours(runs_per_week)
+        week = (plan.usd * runs_per_week) + idle * plan.usd_per_chip_hour
+        lines.append(f" {mark}{mode:<12} {plan.held_chip_hours:8.1f} ch {plan.usd:10,.2f} "
+                     f"{idle:8.1f} ch {week:10,.2f}  ${plan.price.usd_per_chip_hour:.2f}/chip-h"
+                     f", {plan.price.source}, as of {plan.price.as_of.isoformat()}")
+    lines.append("  (* the profile's gke.capacity; ch = chip-hours. Queueing for capacity is "
+                 "not billed and not included; spot runs may be preempted and resume from "
+                 "the newest checkpoint, repeating the work since it)")
+    return lines
 
 
 def stage_estimated_chip_hours(profile: Profile, stage: str) -> float:
@@ -79,15 +134,22 @@ def stage_estimated_chip_hours(profile: Profile, stage: str) -> float:
 
 
 def render_cost(plan: CostPlan) -> list[str]:
-    lines = [f"TPU cost at ${plan.usd_per_chip_hour:.2f}/chip-hour "
-             f"({plan.pool_chips} chips in the static pool):"]
+    pool = ("a pool that scales from zero" if plan.scales_from_zero
+            else "the static pool")
+    source = (f"; {plan.price.source}, as of {plan.price.as_of.isoformat()}" if plan.price
+              else "")
+    lines = [f"TPU cost, capacity {plan.capacity}, at ${plan.usd_per_chip_hour:.2f}/chip-hour "
+             f"({plan.pool_chips} chips in {pool}{source}):"]
     for s in plan.stages:
         lines.append(f"  {s.stage:<8} {s.hours:5.2f} h  busy {s.busy_chip_hours:7.1f} "
                      f"chip-h  held {s.held_chip_hours:7.1f} chip-h  ≈ ${s.usd:,.2f}")
     lines.append(f"  total    held {plan.held_chip_hours:.1f} chip-h ≈ ${plan.usd:,.2f} "
                  f"(busy {plan.busy_chip_hours:.1f})")
-    lines.append(f"  idle pool: ${plan.idle_usd_per_hour:,.2f} per hour from deploy until "
-                 "`tpurl teardown`, busy or not")
+    if plan.scales_from_zero:
+        lines.append("  idle pool: $0.00 per hour: no TPU node exists while nothing trains")
+    else:
+        lines.append(f"  idle pool: ${plan.idle_usd_per_hour:,.2f} per hour from deploy until "
+                     "`tpurl teardown`, busy or not")
     return lines
 
 
@@ -96,11 +158,15 @@ def held_chip_hours(chips: int, wall_s: float) -> float:
     return chips * max(wall_s, 0.0) / 3600.0
 
 
-def stage_held_chip_hours(profile: Profile, wall_s: float, pool_exists: bool = True) -> float:
-    """What a stage's ``chip_hours`` should carry on GKE: the whole pool for its wall time."""
+def stage_held_chip_hours(profile: Profile, wall_s: float, pool_exists: bool = True,
+                          stage: str = "train") -> float:
+    """What a stage's ``chip_hours`` should carry on GKE: the whole static pool for its wall
+    time, or in a mode that scales from zero only the chips the stage's own jobs hold."""
     if profile.gke is None or not pool_exists:
         return 0.0
-    return held_chip_hours(profile.gke.total_chips, wall_s)
+    chips = (busy_chips(profile, stage) if profile.gke.scales_from_zero
+             else profile.gke.total_chips)
+    return held_chip_hours(chips, wall_s)
 
 
 def pool_chip_hours_since(deployed_at: str, now: datetime, chips: int) -> float:

@@ -110,7 +110,9 @@ def _destroy(s: InfraSettings, client: Any, bucket_exists: bool, report: Teardow
     report.removed.append(f"cluster {s.gke.cluster}, its TPU and CPU node pools, networks and "
                           "service accounts (gcluster destroy)")
     now = datetime.now(UTC)
-    if meta and meta.get("deployed_at"):
+    if meta and meta.get("deployed_at") and not s.gke.scales_from_zero:
+        # a pool that scales from zero billed only while training: the runs' results say how
+        # much; the static pool billed every hour since deploy
         report.pool_chip_hours = pool_chip_hours_since(meta["deployed_at"], now, s.gke.total_chips)
         report.pool_usd = report.pool_chip_hours * s.gke.usd_per_chip_hour
     if bucket_exists:

@@ -15,6 +15,7 @@ from flows.backends.gke.infra.preflight_access import Planned
 from flows.backends.gke.infra.provision import InfraReport, preflight, provision
 from flows.backends.gke.infra.settings import (
     BLUEPRINT_EXAMPLE,
+    InfraSettings,
     settings_from_profile,
     world_open_warning,
 )
@@ -30,7 +31,8 @@ def gke_plan_actions(profile: Profile) -> list[str]:
         "images, Kueue admission and CPU-pool fit of every pod (tpurl plan --check)",
         f"create gs://{s.gke.bucket} in {s.gke.region} with uniform bucket-level access (if missing)",
         f"skip the deploy if cluster {s.gke.cluster} exists and its TPU pool matches "
-        f"({s.gke.machine_type} {s.gke.topology} x{s.gke.num_slices}, reservation {s.gke.reservation})",
+        f"({s.gke.machine_type} {s.gke.topology} x{s.gke.num_slices}, capacity {s.gke.capacity}"
+        + (f", reservation {s.gke.reservation})" if s.gke.reservation else ")"),
         f"fetch Cluster Toolkit {s.gke.cluster_toolkit_version} ({s.bundle_url}; cached, sha256 "
         "recorded)",
         f"edit {BLUEPRINT_EXAMPLE}: storage.admin for node_pool_service_account"
@@ -39,6 +41,7 @@ def gke_plan_actions(profile: Profile) -> list[str]:
         "stage deployments/blueprints/kueue-configuration.yaml.tftpl beside it as the "
         "blueprint's kueue_configuration_path (a ClusterQueue covering google.com/tpu and "
         f"cpu, memory, ephemeral-storage on {s.gke.cpu_pool})",
+        *_capacity_actions(s),
         f"restore gs://{s.gke.bucket}/{s.state_prefix}deployment/ (if any), then "
         f"{render(deploy_argv(s))}, then save the folder there again",
         render(get_credentials_argv(s)),
@@ -133,3 +136,16 @@ def verify_gke(profile: Profile) -> tuple[dict[str, str], dict[str, Any]]:
     return ({"root": f"gs://{s.gke.bucket}", "cluster": f"{s.gke.project}/{s.gke.zone}/{s.gke.cluster}"},
             {"pool_chips": s.gke.total_chips, "iam_mode": s.gke.iam_mode,
              "idle_usd_per_hour": s.gke.idle_usd_per_hour})
+
+
+def _capacity_actions(s: InfraSettings) -> list[str]:
+    """What the capacity mode's blueprint edits do (deployments/blueprints/*.edits.yaml)."""
+    g = s.gke
+    if not g.scales_from_zero:
+        return [f"TPU pool: static, {g.hosts_per_slice} nodes per slice on reservation "
+                f"{g.reservation} (billed until teardown)"]
+    extra = {"spot": ", spot VMs (preemptible)",
+             "flex-start": f", flex-start (auto-repair off, nodes live at most "
+                           f"{g.max_run_hours:g} h)"}.get(g.capacity, "")
+    return [f"TPU pool: no reservation, autoscaling 0..{g.hosts_per_slice} nodes per slice"
+            f"{extra}; Kueue TPU quota from the autoscaling maximum"]

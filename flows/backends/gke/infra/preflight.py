@@ -118,7 +118,8 @@ def gather(apis: GoogleApis, s: InfraSettings, bucket_exists: bool = True,
         images={ref: _read(apis.image_exists, ref) for ref in planned.pathways_images},
         kueue=kueue,
         enabled_services=_read(apis.enabled_services, s.gke.project),
-        reservation=_read(apis.get_reservation, s.gke.project, s.gke.zone, s.gke.reservation),
+        reservation=(_read(apis.get_reservation, s.gke.project, s.gke.zone, s.gke.reservation)
+                     if s.gke.reservation else None),
         quotas=_read(apis.region_quotas, s.gke.project, s.gke.region),
         cluster=cluster, addons=addons,
         project_policy=_read(apis.project_iam_policy, s.gke.project),
@@ -155,6 +156,8 @@ def _pool_exists(s: InfraSettings, cluster: Any) -> bool:
 def check_reservation(s: InfraSettings, res: dict[str, Any] | FactError | None,
                       cluster: Any = None) -> CheckResult:
     name = "reservation"
+    if s.gke.scales_from_zero:
+        return result(name, "ok", f"capacity {s.gke.capacity} consumes no reservation")
     listing = (f"gcloud compute reservations list --project={s.gke.project} "
                f"--filter=zone:{s.gke.zone}")
     if isinstance(res, FactError):
@@ -285,7 +288,8 @@ def targets(s: InfraSettings) -> dict[str, str]:
     g = s.gke
     return {"authorized_cidr": "the profile's gke.authorized_cidr (no cloud read)",
             "apis": f"projects/{g.project} enabled services (Service Usage API)",
-            "reservation": f"projects/{g.project}/zones/{g.zone}/reservations/{g.reservation}",
+            "reservation": (f"projects/{g.project}/zones/{g.zone}/reservations/{g.reservation}"
+                            if g.reservation else f"none (capacity {g.capacity})"),
             "tpu-quota": f"projects/{g.project}/regions/{g.region} quotas",
             "jobset": f"cluster {g.cluster}: jobset-system/jobset-controller-manager and CRD "
                       "jobsets.jobset.x-k8s.io",

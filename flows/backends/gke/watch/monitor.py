@@ -35,6 +35,7 @@ from flows.backends.gke.watch.client import (
     Cluster,
 )
 from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
+from flows.backends.gke.watch.scaling import AUTOSCALER_EVENTS
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition, diagnose
 from flows.config.profile import Profile
@@ -55,6 +56,7 @@ class Budgets:
     queue_s: float = 6 * 3600.0  # suspended by Kueue this long → queue-timeout
     run_s: float = 24 * 3600.0  # running this long → stalled (the TTL of a Pathways job)
     schedule_s: float = 1800.0  # a pod unschedulable this long → infrastructure
+    waits_for_capacity: bool = False  # flex-start: unschedulable pods wait under queue_s
     preemptions: int = 3  # resubmissions after a JobSet failed of preemption, per stage, in
     # all: at most preemptions + 1 JobSets are ever created for one stage of one run
     api_s: float = 900.0  # one API call rides out transient errors this long (upgrades)
@@ -72,7 +74,8 @@ def budgets_for(profile: Profile, stage: str) -> Budgets:
         return out
     run = gke.train_run_budget_s if stage == "train" else None
     found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
-             "preemptions": gke.preemption_budget}
+             "preemptions": gke.preemption_budget,
+             "waits_for_capacity": gke.capacity == "flex-start" or None}
     return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
 
 
@@ -117,12 +120,15 @@ class Monitor:
         self.pods = ObjectWatch("pods", functools.partial(
             core.list_namespaced_pod, ns, label_selector=f"{JOBSET_NAME}={self.name}"),
             self._poke, settings, warn)
+        self.autoscaler = ObjectWatch("autoscaler-events", functools.partial(
+            core.list_namespaced_event, ns, field_selector=AUTOSCALER_EVENTS),
+            self._poke, settings, warn)
         self.follower = LogFollower(core, ns, WORKLOAD_CONTAINER, self._coordinator, sink,
                                     self._log_wake, read_timeout_s=log_read_timeout_s)
 
     @property
     def watches(self) -> list[ObjectWatch]:
-        return [self.jobsets, self.workloads, self.pods]
+        return [self.jobsets, self.workloads, self.pods, self.autoscaler]
 
     def requests(self) -> int:
         return sum(w.requests for w in self.watches) + self.follower.requests
@@ -222,7 +228,9 @@ class Monitor:
                         now=datetime.now(UTC), queue_budget_s=self.budgets.queue_s,
                         schedule_budget_s=self.budgets.schedule_s,
                         pull_errors=dict(self.pull_errors),
-                        pull_grace_s=self.budgets.pull_grace_s)
+                        pull_grace_s=self.budgets.pull_grace_s,
+                        autoscaler_events=self.autoscaler.snapshot(),
+                        waits_for_capacity=self.budgets.waits_for_capacity)
 
 
 def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:

@@ -33,6 +33,7 @@ from typing import Any
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.watch.kueue import blocked, status_line
 from flows.backends.gke.watch.pulls import pull_verdict
+from flows.backends.gke.watch.scaling import events_for, scale_up_failure, scaling_line
 from flows.core.failures import Diagnosis, FailureCategory, diagnose_exit
 
 Obj = dict[str, Any]
@@ -79,10 +80,16 @@ def _diag(category: FailureCategory, summary: str, detail: str, resolution: str)
 
 def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[str], *,
              now: datetime, queue_budget_s: float, schedule_budget_s: float = 1800.0,
-             pull_errors: dict[str, str] | None = None, pull_grace_s: float = 600.0) -> Verdict:
+             pull_errors: dict[str, str] | None = None, pull_grace_s: float = 600.0,
+             autoscaler_events: list[Obj] | None = None,
+             waits_for_capacity: bool = False) -> Verdict:
     """Classify the observed state of one JobSet (see the module docstring for the order).
     ``pull_errors`` maps "pod/container" to the last ErrImagePull message seen: kubelet's
-    ImagePullBackOff message only says "Back-off pulling image" and drops the cause."""
+    ImagePullBackOff message only says "Back-off pulling image" and drops the cause.
+    ``autoscaler_events`` are the cluster autoscaler's events (watch/scaling.py): with them an
+    unschedulable pod is "waiting for nodes" or "no capacity" instead of a scheduler message;
+    ``waits_for_capacity`` (flex-start) keeps waiting for capacity under the queue budget
+    instead of the scheduling budget."""
     name = jobset.get("metadata", {}).get("name", "jobset")
     if condition(jobset, "Completed"):
         return Verdict(Phase.SUCCEEDED, None, f"{name} completed")
@@ -93,9 +100,11 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
     if disrupted:  # the JobSet restarts its jobs by itself: look at the other pods only
         gone = {_pod_name(p) for p in pods if _is_disrupted(p)}
         pods = [p for p in pods if _pod_name(p) not in gone]
+    scaling = events_for(autoscaler_events or [], {_pod_name(p) for p in pods})
+    waiting_budget_s = queue_budget_s if waits_for_capacity else schedule_budget_s
     found = (_program_failed(name, pods, log_tail)
-             or _infrastructure(name, pods, now, schedule_budget_s, pull_errors or {},
-                                pull_grace_s))
+             or _infrastructure(name, pods, now, waiting_budget_s, pull_errors or {},
+                                pull_grace_s, scaling, waits_for_capacity))
     if found:
         return found
     if failed:
@@ -104,7 +113,16 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
                      "no pod explains it (they may be gone); it is retried with backoff")
     if stuck := blocked(name, workload):
         return Verdict(Phase.FAILED, stuck, stuck.summary)
-    return _queued_or_running(name, jobset, workload, now, queue_budget_s)
+    verdict = _queued_or_running(name, jobset, workload, now, queue_budget_s)
+    if verdict.phase is Phase.RUNNING and scaling and _unscheduled(pods):
+        return Verdict(Phase.QUEUED, None, f"{name} is waiting for nodes: "
+                       f"{scaling_line(scaling)}")
+    return verdict
+
+
+def _unscheduled(pods: list[Obj]) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for p in pods for c in (p.get("status") or {}).get("conditions") or [])
 
 
 def _is_disrupted(pod: Obj) -> bool:
@@ -153,7 +171,9 @@ def _program_failed(name: str, pods: list[Obj], log_tail: list[str]) -> Verdict 
 
 
 def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s: float,
-                    pull_errors: dict[str, str], pull_grace_s: float) -> Verdict | None:
+                    pull_errors: dict[str, str], pull_grace_s: float,
+                    scaling: list[Obj] | None = None,
+                    waits_for_capacity: bool = False) -> Verdict | None:
     for pod in pods:
         for container in _container_statuses(pod):
             waiting = (container.get("state") or {}).get("waiting") or {}
@@ -187,6 +207,23 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
                           if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
         if scheduled and scheduled.get("reason") == "Unschedulable" and \
                 _since(scheduled.get("lastTransitionTime"), now) > schedule_budget_s:
+            refused = scale_up_failure(scaling or [])
+            if waits_for_capacity:
+                return _diag(FailureCategory.QUEUE_TIMEOUT,
+                             f"{name}: waited {schedule_budget_s / 60:.0f} min for flex-start "
+                             f"capacity: {scaling_line(scaling or []) or 'no scale-up yet'}",
+                             f"    {scheduled.get('message', '')}",
+                             "no slice was free in the zone within the queue budget: retry "
+                             "later, raise gke.queue_budget_s, or use another zone or a "
+                             "reservation; nothing was spent")
+            if refused is not None:
+                return _diag(FailureCategory.INFRASTRUCTURE,
+                             f"{name}: no TPU capacity for pod {_pod_name(pod)}: "
+                             f"{refused.get('message', '')}",
+                             f"    {scheduled.get('message', '')}",
+                             "the zone has no free slice of this shape now (the autoscaler "
+                             "could not create the nodes): retried with backoff; capacity "
+                             "flex-start waits for capacity instead, a reservation holds it")
             return _diag(FailureCategory.INFRASTRUCTURE,
                          f"{name}: pod {_pod_name(pod)} is unschedulable",
                          f"    {scheduled.get('message', '')}",

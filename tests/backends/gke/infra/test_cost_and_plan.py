@@ -34,10 +34,14 @@ def test_price_table_and_held_hours() -> None:
     from flows.config import ProfileError, load_profile
 
     assert infra_profile().gke.usd_per_chip_hour == 2.70
-    cud = load_profile("qwen3-30b-a3b-v6e-32", {**INFRA_OVERRIDES, "gke.price_tier": "cud-1y"}, {})
+    cud = load_profile("qwen3-30b-a3b-v6e-32", {
+        **INFRA_OVERRIDES, "gke.prices.reservation.usd_per_chip_hour": "1.89",
+        "gke.prices.reservation.source": "our 1-year commitment", "gke.prices.reservation.as_of":
+        "2026-11-01"}, {})
     assert cud.gke.usd_per_chip_hour == 1.89 and cost_plan(cud).usd_per_chip_hour == 1.89
-    with pytest.raises(ProfileError, match=r"not in price_table"):
-        load_profile("qwen3-30b-a3b-v6e-32", {**INFRA_OVERRIDES, "gke.price_tier": "spot"}, {})
+    with pytest.raises(ProfileError, match=r"no price for capacity 'spot'"):
+        load_profile("qwen3-30b-a3b-v6e-32", {**INFRA_OVERRIDES, "gke.capacity": "spot",
+                                              "gke.reservation": ""}, {})
     assert held_chip_hours(32, 1800) == 16.0
     assert stage_held_chip_hours(infra_profile(), 3600) == 32.0
     assert stage_held_chip_hours(infra_profile(), 3600, pool_exists=False) == 0.0
@@ -70,3 +74,39 @@ def test_stage_entry_points_verify_against_the_fake_cloud(settings, cloud, gcs, 
     assert gke_outputs_present(infra_profile())
     uris, details = verify_gke(infra_profile())
     assert uris["root"] == "gs://my-tpurl-bucket" and details["pool_chips"] == 32
+
+
+def _spot_priced(**extra: str):
+    from flows.config import load_profile
+
+    return load_profile("qwen3-30b-a3b-v6e-32", {
+        **INFRA_OVERRIDES, "gke.prices.spot.usd_per_chip_hour": "1.00",
+        "gke.prices.spot.source": "a quote", "gke.prices.spot.as_of": "2026-12-01", **extra}, {})
+
+
+def test_a_pool_that_scales_from_zero_holds_only_the_training_chips() -> None:
+    static = cost_plan(infra_profile())
+    spot = cost_plan(_spot_priced(**{"gke.capacity": "spot", "gke.reservation": ""}))
+    # train 4 h x 32 chips; convert and export run on the CPU pool
+    assert spot.held_chip_hours == 128.0 and spot.usd == 128.0
+    assert static.held_chip_hours == 5.0 * 32 and static.usd == 5.0 * 32 * 2.70
+    assert spot.idle_chip_hours() == 0.0 and spot.idle_usd_per_hour == 0.0
+    assert static.idle_chip_hours() == 32 * (168 - 5.0)
+    assert stage_held_chip_hours(_spot_priced(**{"gke.capacity": "spot",
+                                                 "gke.reservation": ""}), 3600,
+                                 stage="convert") == 0.0
+
+
+def test_plan_compares_every_mode_with_its_price_source() -> None:
+    from flows.backends.gke.infra.cost import compare_capacity
+
+    lines = compare_capacity(_spot_priced())
+    table = {line.split()[0].lstrip("*"): line for line in lines[2:-1]}
+    assert set(table) == {"reservation", "flex-start", "spot", "on-demand"}
+    assert lines[2].startswith(" *reservation")  # the profile's own mode is marked
+    assert "cloud.google.com/tpu/pricing" in table["reservation"]
+    assert "a quote, as of 2026-12-01" in table["spot"]
+    assert "no price: add gke.prices.flex-start" in table["flex-start"]
+    # weekly: static pool 168 h x 32 chips at 2.70; spot 4 h x 32 chips at 1.00
+    assert f"{168 * 32 * 2.70:10,.2f}" in table["reservation"]
+    assert f"{128.0:10,.2f}" in table["spot"]

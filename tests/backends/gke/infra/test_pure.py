@@ -72,7 +72,8 @@ def test_blueprint_edit_fails_when_the_setting_is_gone() -> None:
 
 
 def test_shipped_edit_declaration_loads() -> None:
-    edit, kueue = load_edits()
+    edit, kueue, *capacity = load_edits()
+    assert capacity and all(e.capacity_modes for e in capacity)
     assert (edit.module, edit.setting, edit.add) == ("node_pool_service_account",
                                                      "project_roles", "storage.admin")
     assert kueue.var == "kueue_configuration_path" and "ghpc_stage" in kueue.value

@@ -1,0 +1,54 @@
+"""What the cluster autoscaler says about our pods: scaling up, or no capacity; pure.
+
+Why: in the capacity modes that scale from zero (gke.capacity on-demand, spot, flex-start)
+an admitted training JobSet's TPU pods are unschedulable until the autoscaler has brought a
+whole slice up. The scheduler's own message ("0/4 nodes are available: ... didn't match
+Pod's node affinity/selector") says nothing useful then; the autoscaler's events on the pod
+do: ``TriggeredScaleUp`` ("pod triggered scale-up: [{<group> 0->8 (max: 8)}]"),
+``NotTriggerScaleUp`` ("pod didn't trigger scale-up: ...") and the Warning ``FailedScaleUp``
+("Node scale up in zones <zone> associated with this pod failed: GCE out of resources. Pod is
+at risk of not being scheduled."). Reasons and texts: kubernetes/autoscaler
+cluster-autoscaler/FAQ.md ("What events are emitted by CA?") and GKE's clusters as users
+report them. The monitor lists them with a field selector the API server supports for
+Events (kubernetes pkg/apis/core/v1/conversion.go: involvedObject.kind, source).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+AUTOSCALER_EVENTS = "involvedObject.kind=Pod,source=cluster-autoscaler"
+SCALING_UP = "TriggeredScaleUp"
+NOT_SCALING = "NotTriggerScaleUp"
+SCALE_UP_FAILED = "FailedScaleUp"
+
+
+def _when(event: Obj) -> str:
+    return str(event.get("lastTimestamp") or event.get("eventTime")
+               or (event.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def events_for(events: list[Obj], pod_names: set[str]) -> list[Obj]:
+    """The autoscaler's events about these pods, newest last."""
+    found = [e for e in events if (e.get("involvedObject") or {}).get("name") in pod_names]
+    return sorted(found, key=_when)
+
+
+def scale_up_failure(events: list[Obj]) -> Obj | None:
+    """The newest FailedScaleUp, unless a later TriggeredScaleUp superseded it."""
+    newest = None
+    for event in events:
+        if event.get("reason") == SCALE_UP_FAILED:
+            newest = event
+        elif event.get("reason") == SCALING_UP:
+            newest = None
+    return newest
+
+
+def scaling_line(events: list[Obj]) -> str:
+    """One line for the log while pods wait for nodes ("" without autoscaler news)."""
+    if not events:
+        return ""
+    last = events[-1]
+    return f"{last.get('reason')}: {last.get('message', '')}"

@@ -1,0 +1,122 @@
+"""How the TPU slice is obtained (``gke.capacity``) and what each way costs per chip-hour.
+
+Four consumption modes, the ones GKE's node pools offer for TPUs (and xpk exposes):
+
+- ``reservation``: the tutorial's. A static pool consumes a specific reservation; it is billed
+  from deploy to teardown whether anything trains or not.
+- ``on-demand``, ``spot``, ``flex-start``: no reservation. The pool autoscales from zero
+  nodes, so chips are billed only while a workload holds them. Spot may be preempted at any
+  time; flex-start (Dynamic Workload Scheduler) nodes run at most ``max_run_hours`` and need
+  node auto-repair off.
+
+The rules here are those Cluster Toolkit's gke-node-pool module enforces as Terraform
+preconditions (cluster-toolkit modules/compute/gke-node-pool/main.tf): checking them when the
+profile loads turns a failed ``gcluster deploy`` minutes in into a profile error up front.
+
+Prices carry their source and the date they were read, because TPU prices change and a plan
+that quotes a stale number with confidence is worse than one that says where it came from.
+Only list prices we can cite ship as defaults; spot and flex-start prices move (Google may
+change spot prices once a month) and must be given by the profile to be compared.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flows.config.errors import FixableValueError
+
+CapacityMode = Literal["reservation", "flex-start", "spot", "on-demand"]
+CAPACITY_MODES: tuple[CapacityMode, ...] = ("reservation", "flex-start", "spot", "on-demand")
+
+# GKE flex-start: a node obtained through Dynamic Workload Scheduler runs for at most seven
+# days (the node pool's max_run_duration cannot exceed it).
+FLEX_START_MAX_RUN_HOURS = 168.0
+
+# Modes whose pool scales to zero between runs (no reservation is held).
+SCALE_FROM_ZERO: frozenset[str] = frozenset({"flex-start", "spot", "on-demand"})
+
+
+class ModePrice(BaseModel):
+    """One mode's price: USD per chip-hour, where the figure comes from and when it was read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    usd_per_chip_hour: float = Field(gt=0)
+    source: str
+    as_of: date
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        if not v.strip():
+            raise FixableValueError("a price needs its source",
+                                    "give the page or quote it was read from, e.g. "
+                                    "https://cloud.google.com/tpu/pricing")
+        return v.strip()
+
+
+_PRICING_PAGE = "https://cloud.google.com/tpu/pricing (TPU v6e, US regions, list price at GA)"
+
+# Trillium (v6e) list prices, US regions, as published when v6e became generally available
+# (December 2024): on-demand $2.70, 1-year commitment $1.89, 3-year $1.22 per chip-hour. A
+# reservation without a commitment is billed at the on-demand rate; a profile with a
+# committed-use discount sets its reservation price to the committed rate.
+V6E_DEFAULT_PRICES: dict[str, ModePrice] = {
+    "reservation": ModePrice(usd_per_chip_hour=2.70, source=_PRICING_PAGE + "; a reservation "
+                             "without commitment bills at on-demand", as_of=date(2024, 12, 11)),
+    "on-demand": ModePrice(usd_per_chip_hour=2.70, source=_PRICING_PAGE,
+                           as_of=date(2024, 12, 11)),
+}
+
+
+def price_fix(mode: str) -> str:
+    return (f"add it to the profile: gke.prices: {{{mode}: {{usd_per_chip_hour: <USD>, "
+            "source: <where you read it>, as_of: <YYYY-MM-DD>}} (current figures: "
+            "https://cloud.google.com/tpu/pricing)")
+
+
+def capacity_problems(mode: str, reservation: str | None, max_run_hours: float | None,
+                      train_hours: float) -> list[tuple[str, str, str]]:
+    """(field, problem, fix) for a capacity mode and what it needs; pure.
+
+    Why each rule: reservation mode pins the pool to a named reservation
+    (SPECIFIC_RESERVATION needs exactly one, gke-node-pool main.tf); spot and flex-start
+    require NO_RESERVATION ("Spot consumption option only works with reservation_affinity
+    consume_reservation_type NO_RESERVATION", "enable_flex_start requires
+    reservation_affinity.consume_reservation_type to be 'NO_RESERVATION'"), and so does
+    on-demand here, because a pool that may also take a reservation would bill it while idle.
+    """
+    out: list[tuple[str, str, str]] = []
+    if mode == "reservation":
+        if not reservation:
+            out.append(("reservation", "capacity 'reservation' needs the reservation's name",
+                        "set gke.reservation to one listed by `gcloud compute reservations "
+                        "list`, or choose gke.capacity: on-demand, spot or flex-start"))
+    elif reservation:
+        out.append(("reservation", f"capacity {mode!r} consumes no reservation, but "
+                    f"gke.reservation is {reservation!r} (Cluster Toolkit's node pool refuses "
+                    "a reservation with spot and flex-start)",
+                    "remove gke.reservation, or set gke.capacity: reservation"))
+    if mode == "flex-start":
+        if max_run_hours is None:
+            out.append(("max_run_hours", "flex-start nodes stop after their maximum run "
+                        "duration; the profile must say how long the training may hold them",
+                        f"set gke.max_run_hours (at most {FLEX_START_MAX_RUN_HOURS:g}, above "
+                        f"gke.estimated_hours.train = {train_hours:g})"))
+        elif max_run_hours > FLEX_START_MAX_RUN_HOURS:
+            out.append(("max_run_hours", f"{max_run_hours:g} h exceeds flex-start's maximum "
+                        f"of {FLEX_START_MAX_RUN_HOURS:g} h (seven days)",
+                        f"set gke.max_run_hours to at most {FLEX_START_MAX_RUN_HOURS:g}"))
+        elif max_run_hours < train_hours:
+            out.append(("max_run_hours", f"{max_run_hours:g} h is shorter than the estimated "
+                        f"training ({train_hours:g} h): the nodes would be reclaimed before "
+                        "it ends, every time",
+                        "raise gke.max_run_hours, or lower gke.estimated_hours.train if the "
+                        "estimate is wrong"))
+    elif max_run_hours is not None:
+        out.append(("max_run_hours", f"max_run_hours applies to flex-start only, not {mode!r}",
+                    "remove gke.max_run_hours, or set gke.capacity: flex-start"))
+    return out

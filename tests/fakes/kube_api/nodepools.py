@@ -1,0 +1,245 @@
+"""A TPU node pool that autoscales from zero, with GKE's cluster autoscaler, on FakeKube.
+
+What it does, and where the real behaviour is decided:
+- A pending pod whose Job asks for the TPU pool (nodeSelector
+  cloud.google.com/gke-tpu-accelerator) and finds no node is unschedulable: PodScheduled
+  False, reason Unschedulable, with the scheduler's message (kube-scheduler's "0/N nodes are
+  available: ... didn't match Pod's node affinity/selector").
+- The autoscaler scales the pool up for it, a multi-host slice all at once (GKE creates the
+  slice's nodes atomically), and records ``TriggeredScaleUp`` "pod triggered scale-up:
+  [{<group> 0->8 (max: 8)}]" on the pod; after ``provision_s`` the nodes exist and the pods
+  are bound. Without capacity (``stockout``) it records the Warning ``FailedScaleUp`` "Node
+  scale up in zones <zone> associated with this pod failed: GCE out of resources. Pod is at
+  risk of not being scheduled." and then ``NotTriggerScaleUp`` "pod didn't trigger scale-up:
+  1 in backoff after failed scale-up" (kubernetes/autoscaler cluster-autoscaler/FAQ.md,
+  "What events are emitted by CA?"; texts as GKE clusters print them).
+- Nodes no running pod needs are removed after ``unneeded_s`` (--scale-down-unneeded-time,
+  10 min by default; seconds here), the whole slice together.
+- ``preempt()`` (spot) and a flex-start node's ``max_run_s`` end the nodes: their pods get
+  DisruptionTarget "Pod was terminated in response to imminent node shutdown." and the JobSet
+  fails (as scenarios.disrupt_and_fail); the replacement pods wait for a new scale-up.
+- When a JobSet has finished (Completed or Failed) the JobSet controller deletes its active
+  child Jobs (kubernetes-sigs/jobset pkg/controllers/jobset_controller.go: "If JobSet is
+  already completed or failed, clean up active child jobs"), so their pods terminate and the
+  nodes they held become unneeded.
+Containers do not start (the scenario script waits) until the JobSet's TPU pods are bound.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.fakes.kube_api.scenarios import NS, disrupt_and_fail
+from tests.fakes.kube_api.store import FakeKube, condition, now_iso
+
+Obj = dict[str, Any]
+TPU_SELECTOR = "cloud.google.com/gke-tpu-accelerator"
+# Scenario actions of the control plane, which need no node; every other action is the
+# program's (its containers start, print, exit) and waits for the pods to be bound.
+CONTROL_PLANE = {"admit", "evict", "reserve_quota", "pending", "api_down"}
+
+
+@dataclass
+class TpuPool:
+    name: str = "gke-tpu-v6e-pool"
+    hosts: int = 8
+    zone: str = "us-east5-b"
+    stockout: bool = False
+    provision_s: float = 0.3
+    unneeded_s: float = 0.5
+    max_run_s: float | None = None  # flex-start: the nodes' lifetime
+    # what happened, for the tests: (monotonic time, node count) at every change
+    history: list[tuple[float, int]] = field(default_factory=list)
+
+
+class Autoscaler:
+    """Ticks in a thread; ``stop()`` ends it. One TPU pool (the tutorial has one slice)."""
+
+    def __init__(self, kube: FakeKube, pool: TpuPool, tick_s: float = 0.05) -> None:
+        self.kube, self.pool, self.tick_s = kube, pool, tick_s
+        self.nodes: list[str] = []
+        self.nodes_since = 0.0
+        self.provisioning_until: float | None = None
+        self.unneeded_since: float | None = None
+        self.preemptions = 0
+        self._told: set[tuple[str, str]] = set()  # (pod, reason) already recorded
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="fake-autoscaler")
+        kube.action_gate = self._gate
+        pool.history.append((time.monotonic(), 0))
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.kube.action_gate = None
+
+    # --- what tests ask -----------------------------------------------------------------
+    @property
+    def peak_nodes(self) -> int:
+        return max(n for _, n in self.pool.history)
+
+    def preempt(self) -> None:
+        """Spot: GCE reclaims the slice now."""
+        with self.kube.cond:
+            self._end_nodes("preempted")
+
+    # --- the loop ------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            with self.kube.cond:
+                if self.kube.closed:
+                    return
+                self._tick(time.monotonic())
+
+    def _tick(self, now: float) -> None:
+        self._clean_up_finished_jobsets()
+        pods = [p for p in self.kube.find("pods", NS) if self._wants_tpu(p) and not
+                _finished(p) and not p["metadata"].get("deletionTimestamp")]
+        unbound = [p for p in pods if not p["spec"].get("nodeName")
+                   or p["spec"]["nodeName"] not in self.nodes]
+        if self.nodes and self.pool.max_run_s is not None and \
+                now - self.nodes_since > self.pool.max_run_s:
+            self._end_nodes("reached max_run_duration")
+            return
+        for pod in unbound:
+            self._unschedulable(pod)
+        if unbound and not self.nodes:
+            self._scale_up(unbound, now)
+        if self.nodes and unbound:
+            for pod in unbound:
+                self._bind(pod)
+        self._scale_down(bool(pods), now)
+
+    def _scale_up(self, pods: list[Obj], now: float) -> None:
+        pool = self.pool
+        if pool.stockout:
+            for pod in pods:
+                self._event(pod, "Warning", "FailedScaleUp",
+                            f"Node scale up in zones {pool.zone} associated with this pod "
+                            "failed: GCE out of resources. Pod is at risk of not being "
+                            "scheduled.")
+                self._event(pod, "Normal", "NotTriggerScaleUp",
+                            "pod didn't trigger scale-up: 1 in backoff after failed scale-up")
+            return
+        if self.provisioning_until is None:
+            self.provisioning_until = now + pool.provision_s
+            for pod in pods:
+                self._event(pod, "Normal", "TriggeredScaleUp",
+                            f"pod triggered scale-up: [{{{pool.name} 0->{pool.hosts} "
+                            f"(max: {pool.hosts})}}]")
+        elif now >= self.provisioning_until:
+            self.provisioning_until = None
+            self.nodes = [f"{pool.name}-node-{i}" for i in range(pool.hosts)]
+            self.nodes_since = now
+            for node in self.nodes:
+                self.kube.create("nodes", "", {"metadata": {"name": node, "labels": {
+                    TPU_SELECTOR: "tpu-v6e-slice", "cloud.google.com/gke-nodepool": pool.name}}})
+            pool.history.append((now, len(self.nodes)))
+
+    def _scale_down(self, needed: bool, now: float) -> None:
+        if not self.nodes or needed:
+            self.unneeded_since = None
+            return
+        self.unneeded_since = self.unneeded_since or now
+        if now - self.unneeded_since >= self.pool.unneeded_s:
+            for node in self.nodes:
+                self.kube.delete("nodes", "", node)
+            self.nodes, self.unneeded_since = [], None
+            self.pool.history.append((now, 0))
+
+    def _end_nodes(self, why: str) -> None:
+        """The slice's VMs are gone: their pods are disrupted and their JobSet fails."""
+        if not self.nodes:
+            return
+        self.preemptions += why == "preempted"
+        jobsets = {p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name")
+                   for p in self.kube.find("pods", NS)
+                   if p["spec"].get("nodeName") in self.nodes and not _finished(p)}
+        for node in self.nodes:
+            self.kube.delete("nodes", "", node)
+        self.nodes = []
+        self.pool.history.append((time.monotonic(), 0))
+        for name in filter(None, jobsets):
+            disrupt_and_fail(self.kube, name)
+
+    def _clean_up_finished_jobsets(self) -> None:
+        for jobset in self.kube.find("jobsets", NS):
+            conds = (jobset.get("status") or {}).get("conditions") or []
+            if not any(c["type"] in ("Completed", "Failed") and c["status"] == "True"
+                       for c in conds):
+                continue
+            name = jobset["metadata"]["name"]
+            for pod in self.kube.find("pods", NS, f"jobset.sigs.k8s.io/jobset-name={name}"):
+                if not _finished(pod) and not pod["metadata"].get("deletionTimestamp"):
+                    self.kube.mutate("pods", NS, pod["metadata"]["name"], lambda o: o[
+                        "metadata"].update(deletionTimestamp=now_iso()))
+
+    # --- pods ----------------------------------------------------------------------------
+    def _wants_tpu(self, pod: Obj) -> bool:
+        labels = pod["metadata"].get("labels") or {}
+        job = (f"{labels.get('jobset.sigs.k8s.io/jobset-name')}-"
+               f"{labels.get('jobset.sigs.k8s.io/replicatedjob-name')}-"
+               f"{labels.get('jobset.sigs.k8s.io/job-index')}")
+        found = self.kube.objects.get(("jobs", NS, job))
+        selector = ((found or {}).get("spec", {}).get("template", {}).get("spec", {})
+                    .get("nodeSelector") or {})
+        return TPU_SELECTOR in selector
+
+    def _unschedulable(self, pod: Obj) -> None:
+        name = pod["metadata"]["name"]
+        if (name, "Unschedulable") in self._told:
+            return
+        self._told.add((name, "Unschedulable"))
+
+        def change(obj: Obj) -> None:
+            obj["spec"]["nodeName"] = ""
+            conds = obj["status"].setdefault("conditions", [])
+            conds[:] = [c for c in conds if c["type"] != "PodScheduled"] + [condition(
+                "PodScheduled", "False", "Unschedulable",
+                "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector. "
+                "preemption: 0/4 nodes are available: 4 Preemption is not helpful for "
+                "scheduling.")]
+        self.kube.mutate("pods", NS, name, change)
+
+    def _bind(self, pod: Obj) -> None:
+        index = int(pod["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index",
+                                                  0))
+        node = self.nodes[index % len(self.nodes)]
+
+        def change(obj: Obj) -> None:
+            obj["spec"]["nodeName"] = node
+            conds = obj["status"].setdefault("conditions", [])
+            conds[:] = [c for c in conds if c["type"] != "PodScheduled"] + [condition(
+                "PodScheduled", "True", "Scheduled")]
+        self.kube.mutate("pods", NS, pod["metadata"]["name"], change)
+
+    def _event(self, pod: Obj, kind: str, reason: str, message: str) -> None:
+        name = pod["metadata"]["name"]
+        if (name, reason) in self._told:
+            return
+        self._told.add((name, reason))
+        self.kube.create("events", NS, {
+            "metadata": {"name": f"{name}.{reason.lower()}"},
+            "involvedObject": {"kind": "Pod", "namespace": NS, "name": name,
+                               "uid": pod["metadata"].get("uid")},
+            "reason": reason, "message": message, "type": kind,
+            "source": {"component": "cluster-autoscaler"}, "count": 1,
+            "firstTimestamp": now_iso(), "lastTimestamp": now_iso()})
+
+    def _gate(self, jobset: str, action: str) -> bool:
+        """Hold the program's actions until the JobSet's TPU pods run on nodes."""
+        if action in CONTROL_PLANE:
+            return True
+        with self.kube.cond:
+            pods = [p for p in self.kube.find("pods", NS,
+                                              f"jobset.sigs.k8s.io/jobset-name={jobset}")
+                    if self._wants_tpu(p)]
+            return all(p["spec"].get("nodeName") in self.nodes for p in pods)
+
+
+def _finished(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
