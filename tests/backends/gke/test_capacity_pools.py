@@ -181,3 +181,32 @@ def test_spot_preemption_resumes_and_is_reported(server, tmp_path: Path) -> None
         assert wait_for(lambda: not scaler.nodes)
     finally:
         scaler.stop()
+
+
+def test_a_cancelled_run_leaves_no_tpu_node_behind(server, tmp_path: Path) -> None:
+    """Prefect's cancellation (the runner's SIGTERM to the flow process, as in
+    test_cancel.py) deletes the JobSet; its pods go and the autoscaler removes the slice."""
+    import multiprocessing
+    import os
+    import signal
+
+    from tests.fakes.gke_backend import prefect_flow_child
+
+    scaler, pool = pool_on(server)
+    kube = scenario(server.kube, [(0.1, admit), (0.05, start), (0.05, say("step 1")),
+                                  (60, say("never"))])
+    child = multiprocessing.get_context("spawn").Process(
+        target=prefect_flow_child, args=(server.url, str(tmp_path)))
+    child.start()
+    try:
+        assert wait_for(lambda: scaler.nodes and (tmp_path / "child.log").exists() and
+                        "is running" in (tmp_path / "child.log").read_text(), timeout=120)
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGTERM)
+        child.join(30)
+        assert wait_for(lambda: not kube.find("jobsets") and not scaler.nodes, timeout=10)
+        assert [n for _, n in pool.history] == [0, 8, 0]
+    finally:
+        if child.is_alive():
+            child.kill()
+        scaler.stop()
