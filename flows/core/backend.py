@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -79,6 +79,21 @@ class StepProvider(Protocol):
     def run(self, ctx: StageContext) -> list[WorkloadRun]: ...
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]: ...
+
+
+@runtime_checkable
+class RecordKeeper(Protocol):
+    """A StepProvider whose lineage record lives with its output rather than in storage.
+
+    The GKE image is the case: its output is a registry tag, and the bucket a storage record
+    would need does not exist before infra runs. ``read_record`` answers from where the output
+    lives (None: not there); ``store_record`` keeps what it can and returns the record as
+    ``read_record`` will return it later, so the fingerprint downstream stages record stays
+    the same across runs."""
+
+    def read_record(self, ctx: StageContext) -> LineageRecord | None: ...
+
+    def store_record(self, ctx: StageContext, record: LineageRecord) -> LineageRecord: ...
 
 
 class ProgramRuntime(Protocol):
