@@ -28,6 +28,7 @@ from flows.core.storage import Storage
 from flows.core.workload import Placement, Workload
 
 if TYPE_CHECKING:
+    from flows.core.issues import Issue
     from flows.core.lineage import LineageRecord
     from flows.core.stage import StageContext
 
@@ -196,4 +197,9 @@ class Backend(Protocol):
 
     def validation_warnings(self) -> list[str]:
         """Valid but risky settings worth printing at ``tpurl validate``."""
+        ...
+
+    def start_issues(self) -> list[Issue]:
+        """What this environment lacks to run the profile's stages (programs, a daemon,
+        credentials); the flow refuses to start while any is listed. Reads, never changes."""
         ...

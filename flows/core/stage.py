@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from flows.config.profile import Profile
-from flows.core.backend import StageLogger, WorkloadRun
+from flows.core.backend import RecordKeeper, StageLogger, WorkloadRun
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.core.lineage import (
@@ -33,8 +33,6 @@ from flows.core.manifest import build_manifest, manifest_problems
 from flows.core.secrets import Redactor
 from flows.core.storage import Storage
 from flows.core.workload import Workload
-
-from flows.core.backend import RecordKeeper
 
 if TYPE_CHECKING:
     from flows.core.backend import Backend, StepPlan, StepProvider

@@ -104,7 +104,7 @@ class FakeCloudBuild:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 path = urllib.parse.urlparse(self.path).path
                 fake.requests.append(("POST", path))
                 length = int(self.headers.get("Content-Length", "0"))
@@ -117,7 +117,7 @@ class FakeCloudBuild:
                 code, payload = fake.create(match.group(1), location, body)
                 self._send(code, payload)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 path = urllib.parse.urlparse(self.path).path
                 fake.requests.append(("GET", path))
                 if m := re.fullmatch(r"/v1/(projects/[^/]+/locations/[^/]+/operations/[^/]+)", path):

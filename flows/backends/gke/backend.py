@@ -61,6 +61,7 @@ from flows.backends.gke.watch.verdict import Phase, Verdict, condition
 from flows.config.profile import Profile
 from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
+from flows.core.issues import Issue
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.retry import RetryPolicy, call_within, is_transient
@@ -158,6 +159,11 @@ class GkeBackend:
         from flows.backends.gke.infra.entry import check_text
 
         return check_text(self.profile)
+
+    def start_issues(self) -> list[Issue]:
+        from flows.backends.gke.readiness import probe, start_issues
+
+        return start_issues(self.profile, probe(self.profile))
 
     def validation_warnings(self) -> list[str]:
         from flows.backends.gke.infra.settings import world_open_warning

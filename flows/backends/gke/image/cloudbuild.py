@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flows.backends.gke.image.build import ImageRequest, ImageResult, Log
+from flows.backends.gke.image.build import ImageRequest, ImageResult, Log, Lookup
 from flows.backends.gke.image.cloudbuild_spec import (
     build_body,
     diagnose_api_error,
@@ -45,17 +45,6 @@ class CloudBuildClients:
     builds: Any          # google.cloud.devtools.cloudbuild_v1.CloudBuildClient
     storage: Any         # google.cloud.storage.Client
     registry_token: TokenSource | None  # Google access token for the registry's token flow
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """What the registry says before anything is built: the same for done() and run()."""
-
-    pinned: str
-    base_digest: str
-    tag: str
-    tagged: str
-    existing: str | None  # the content tag's digest when it is already pushed
 
 
 def default_clients(project: str) -> CloudBuildClients:
