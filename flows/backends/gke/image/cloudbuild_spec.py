@@ -19,6 +19,7 @@ cloudbuild.proto) map to the image codes of errors.py, each with a fix.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ from flows.core.failures import FailureCategory
 
 DOCKER_STEP = "gcr.io/cloud-builders/docker"  # Cloud Build's docker builder: entrypoint `docker`
 BUILD_STEP_ID, CHECK_STEP_ID = "build", "check-patches"
+CHECK_STEP_INDEX = 1  # statusDetail names a failed step by index and name: Build step 1 "..." failed
 DEFAULT_TIMEOUT_S = 3600  # the base is several GB: pull + patch + push, with room
 TERMINAL = {"SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED"}
 
@@ -88,7 +90,7 @@ def diagnose_build(status: str, detail: str, failure_type: str, log_url: str) ->
                             "on the image repository (gcloud artifacts repositories "
                             "add-iam-policy-binding ...), then rerun")
         return error
-    if status == "FAILURE" and CHECK_STEP_ID in detail:
+    if status == "FAILURE" and re.match(rf'Build step {CHECK_STEP_INDEX} "', detail):
         error = CloudBuildFailed(text)
         error.code = "image/patch-not-in-effect"
         error.resolution = ("the patched image does not carry a declared patch; its check "

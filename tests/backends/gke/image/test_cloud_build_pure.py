@@ -46,7 +46,8 @@ def test_pushed_digest_is_read_from_results():
 @pytest.mark.parametrize(("status", "detail", "failure", "code", "category"), [
     ("FAILURE", 'Build step 0 "gcr.io/cloud-builders/docker" failed', "USER_BUILD_STEP",
      "image/build-failed", FailureCategory.USER_ERROR),
-    ("FAILURE", 'Build step 1 "x" failed (check-patches)', "USER_BUILD_STEP",
+    ("FAILURE", f'Build step 1 "{TAGGED}" failed: step exited with non-zero status: 1',
+     "USER_BUILD_STEP",
      "image/patch-not-in-effect", FailureCategory.USER_ERROR),
     ("FAILURE", "push", "PUSH_NOT_AUTHORIZED", "image/push-failed", FailureCategory.USER_ERROR),
     ("TIMEOUT", "", "", "image/cloud-build-timeout", FailureCategory.USER_ERROR),
