@@ -115,3 +115,40 @@ def test_a_missing_source_object_is_refused_as_the_service_does(clients: CloudBu
     with pytest.raises(exceptions.BadRequest, match="could not resolve source"):
         clients.builds.create_build(request={"parent": "projects/p/locations/l", "build": build})
     assert issubclass(ImageBuildFailed, ImageError)
+
+
+def test_the_image_stage_through_cloud_build_keeps_its_record_in_the_registry(
+        clients: CloudBuildClients, standin_base: str, registry_prefix: str,
+        monkeypatch: pytest.MonkeyPatch, cloud_result: ImageResult):
+    """The stage model end to end: the first execute finds the tag cloud_result pushed and
+    skips; the record is the registry (no bucket, no record file), the fingerprint that
+    downstream stages record is the same on every rerun; a new repository builds once."""
+    import logging
+
+    from flows.backends import backend_for
+    from flows.backends.gke.image import cloudbuild
+    from flows.core.layout import Layout
+    from flows.core.stage import StageContext
+    from flows.stages.image import ImageStage
+    from tests.support.profiles import tutorial_profile
+
+    monkeypatch.setattr(cloudbuild, "default_clients", lambda project: clients)
+
+    def execute(repository: str) -> Any:
+        profile = tutorial_profile(**{"image.base": standin_base, "image.repository": repository,
+                                      "image.builder": "cloud-build"})
+        backend = backend_for(profile)
+        ctx = StageContext(profile=profile, layout=Layout(profile), backend=backend,
+                           storage=backend.storage, logger=logging.getLogger("test"))
+        return ImageStage().execute(ctx, {})
+
+    skipped = execute(f"{registry_prefix}/cb/tpu-post-training")
+    assert skipped.status == "skipped" and skipped.uris["image"] == cloud_result.ref
+    fresh_repo = f"{registry_prefix}/cb-stage/tpu-post-training"
+    ran = execute(fresh_repo)
+    assert ran.status == "ran" and ran.uris["image"].startswith(f"{fresh_repo}@sha256:")
+    assert ran.details["built"] is True
+    again = execute(fresh_repo)
+    assert again.status == "skipped" and again.uris == ran.uris
+    assert again.fingerprint == ran.fingerprint  # downstream stages stay skipped
+    assert not clients.storage.bucket(tutorial_profile().gke.bucket).exists()  # item 5
