@@ -158,7 +158,10 @@ class GkeBackend:
     def preflight(self) -> tuple[str, bool]:
         from flows.backends.gke.infra.entry import check_text
 
-        return check_text(self.profile)
+        text, ok = check_text(self.profile)
+        missing = self.start_issues()  # what the flow would refuse at start, shown here too
+        lines = [f"FAIL start ({i.category}): {i.render()}" for i in missing]
+        return "\n".join([text, *lines]), ok and not missing
 
     def start_issues(self) -> list[Issue]:
         from flows.backends.gke.readiness import probe, start_issues
