@@ -21,6 +21,7 @@ from prefect.states import State
 
 from flows.backends import backend_for
 from flows.config import Profile, load_profile
+from flows.config.errors import EnvironmentNotReady
 from flows.core.failures import StageFailed, internal_error, storage_error
 from flows.core.layout import Layout
 from flows.core.paths import default_cache_dir
@@ -158,6 +159,8 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
         merged["model.hf_revision"] = model_revision
     cfg = load_profile(profile, merged)  # every check happens before any side effect
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
+    if missing := backend_for(cfg).start_issues():  # gcloud, a daemon, credentials
+        raise EnvironmentNotReady(cfg.name, missing)
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
     with profile_lock(cfg.name, logger) as hold:

@@ -32,3 +32,15 @@ class FixableValueError(ValueError):
         self.problem = problem
         self.fix = fix
         self.field = field
+
+
+class EnvironmentNotReady(ProfileError):
+    """The profile is valid, but where the flow runs a stage it will run lacks a program, a
+    daemon or credentials; raised at the flow's start, before any side effect."""
+
+    def __init__(self, source: str, issues: list[Issue]) -> None:
+        super().__init__(source, issues)
+        lines = [f"profile {source!r}: this environment cannot run every stage "
+                 f"({len(issues)} problem(s)); nothing was started:"]
+        lines += [f"  - {issue.render()}" for issue in issues]
+        self.args = ("\n".join(lines),)

@@ -114,10 +114,27 @@ class ModelSection(StrictModel):
         return v
 
 
+IMAGE_BUILDERS = ("auto", "docker", "cloud-build")
+ImageBuilder = Literal["auto", "docker", "cloud-build"]
+
+
 class ImageSection(StrictModel):
     base: str
     repository: str | None = None
     disabled_patches: dict[str, str] = Field(default_factory=dict)
+    # GKE only: who builds the patched image. ``docker``: the Docker SDK against a daemon
+    # (DOCKER_HOST or the local socket); ``cloud-build``: Google Cloud Build through its client
+    # library, no daemon needed (a Kubernetes work pool's pod has none); ``auto``: docker when a
+    # daemon answers at the flow's start, else cloud-build (flows/backends/gke/image/builder.py).
+    builder: ImageBuilder = "auto"
+
+    @field_validator("builder", mode="before")
+    @classmethod
+    def _known_builder(cls, v: object) -> object:
+        if v not in IMAGE_BUILDERS:
+            raise FixableValueError(f"unknown image builder {v!r}",
+                                    "use auto (the default), docker or cloud-build")
+        return v
 
     @field_validator("base")
     @classmethod
@@ -184,6 +201,12 @@ class Profile(StrictModel):
             raise FixableValueError("the GKE jobs download from the hub and need a token",
                                     "write hf_token: {env: HF_TOKEN} or {secret_block: NAME}",
                                     field="model.hf_token")
+        if self.backend == "local" and self.image.builder != "auto":
+            # cloud-build needs the gke section's project and region; the rehearsal builds a venv
+            raise FixableValueError(f"image.builder {self.image.builder!r} applies to the gke "
+                                    "backend only (the rehearsal's image is a local venv)",
+                                    "remove image.builder from this profile",
+                                    field="image.builder")
         return self
 
     @property

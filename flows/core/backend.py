@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -28,6 +28,7 @@ from flows.core.storage import Storage
 from flows.core.workload import Placement, Workload
 
 if TYPE_CHECKING:
+    from flows.core.issues import Issue
     from flows.core.lineage import LineageRecord
     from flows.core.stage import StageContext
 
@@ -82,6 +83,21 @@ class StepProvider(Protocol):
     def run(self, ctx: StageContext) -> list[WorkloadRun]: ...
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]: ...
+
+
+@runtime_checkable
+class RecordKeeper(Protocol):
+    """A StepProvider whose lineage record lives with its output rather than in storage.
+
+    The GKE image is the case: its output is a registry tag, and the bucket a storage record
+    would need does not exist before infra runs. ``read_record`` answers from where the output
+    lives (None: not there); ``store_record`` keeps what it can and returns the record as
+    ``read_record`` will return it later, so the fingerprint downstream stages record stays
+    the same across runs."""
+
+    def read_record(self, ctx: StageContext) -> LineageRecord | None: ...
+
+    def store_record(self, ctx: StageContext, record: LineageRecord) -> LineageRecord: ...
 
 
 class ProgramRuntime(Protocol):
@@ -184,4 +200,9 @@ class Backend(Protocol):
 
     def validation_warnings(self) -> list[str]:
         """Valid but risky settings worth printing at ``tpurl validate``."""
+        ...
+
+    def start_issues(self) -> list[Issue]:
+        """What this environment lacks to run the profile's stages (programs, a daemon,
+        credentials); the flow refuses to start while any is listed. Reads, never changes."""
         ...

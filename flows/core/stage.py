@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from flows.config.profile import Profile
-from flows.core.backend import StageLogger, WorkloadRun
+from flows.core.backend import RecordKeeper, StageLogger, WorkloadRun
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.core.lineage import (
@@ -135,7 +135,7 @@ class Stage(ABC):
         other inputs, an unreadable record, or an output that changed since it was verified."""
         uri = self.record_uri(ctx)
         try:
-            stored = read_record(ctx.storage, uri)
+            stored = self.read_record(ctx, uri)
         except UnreadableRecord as exc:
             ctx.logger.warning("%s: %s; running the stage again", self.name, exc)
             return None
@@ -160,6 +160,16 @@ class Stage(ABC):
         return StageOutput(stage=self.name, status="skipped", key=stored.key,
                            fingerprint=stored.fingerprint, uris=record.outputs,
                            details=stored.details)
+
+    def read_record(self, ctx: StageContext, uri: str) -> LineageRecord | None:
+        """The stored record: a file beside the output, unless the stage keeps it elsewhere."""
+        return read_record(ctx.storage, uri)
+
+    def store_record(self, ctx: StageContext, uri: str, record: LineageRecord) -> LineageRecord:
+        """Keep the record; returns it as a later ``read_record`` will see it (its fingerprint
+        is what downstream stages record, so the two must agree)."""
+        write_record(ctx.storage, uri, record)
+        return record
 
     def _prune_after_failure(self, ctx: StageContext) -> None:
         """Directories a failed attempt created but left empty go: nothing there could pass
@@ -240,7 +250,7 @@ class Stage(ABC):
                                inputs=self.input_fingerprints(upstream),
                                outputs=relative_outputs(uris, ctx.layout.root),
                                details=details, manifest=manifest)
-        write_record(ctx.storage, self.record_uri(ctx), record)
+        record = self.store_record(ctx, self.record_uri(ctx), record)
         wall = time.monotonic() - started
         return StageOutput(stage=self.name, status="ran", key=record.key,
                            fingerprint=record.fingerprint, uris=uris, details=details,
@@ -271,6 +281,22 @@ class ProvidedStage(Stage):
 
     def leftover_dirs(self, ctx: StageContext) -> list[str]:
         return self.provider(ctx.backend).leftover_dirs()
+
+    def read_record(self, ctx: StageContext, uri: str) -> LineageRecord | None:
+        provider = self.provider(ctx.backend)
+        if isinstance(provider, RecordKeeper):
+            return provider.read_record(ctx)
+        return super().read_record(ctx, uri)
+
+    def store_record(self, ctx: StageContext, uri: str, record: LineageRecord) -> LineageRecord:
+        provider = self.provider(ctx.backend)
+        if isinstance(provider, RecordKeeper):
+            return provider.store_record(ctx, record)
+        return super().store_record(ctx, uri, record)
+
+    def _prune_after_failure(self, ctx: StageContext) -> None:
+        if not isinstance(self.provider(ctx.backend), RecordKeeper):  # nothing of ours on disk
+            super()._prune_after_failure(ctx)
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         return self.provider(ctx.backend).run(ctx)

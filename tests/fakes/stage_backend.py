@@ -135,6 +135,9 @@ class FakeStageBackend:
     def validation_warnings(self) -> list[str]:
         return []
 
+    def start_issues(self) -> list[Any]:
+        return []
+
 
 # --- driving the five stages the way the flow does (flows/pipeline.py), without Prefect ---
 ORDER = [stage.name for stage in STAGES]

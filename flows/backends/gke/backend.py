@@ -61,6 +61,7 @@ from flows.backends.gke.watch.verdict import Phase, Verdict, condition
 from flows.config.profile import Profile
 from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
+from flows.core.issues import Issue
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.retry import RetryPolicy, call_within, is_transient
@@ -160,7 +161,15 @@ class GkeBackend:
     def preflight(self) -> tuple[str, bool]:
         from flows.backends.gke.infra.entry import check_text
 
-        return check_text(self.profile)
+        text, ok = check_text(self.profile)
+        missing = self.start_issues()  # what the flow would refuse at start, shown here too
+        lines = [f"FAIL start ({i.category}): {i.render()}" for i in missing]
+        return "\n".join([text, *lines]), ok and not missing
+
+    def start_issues(self) -> list[Issue]:
+        from flows.backends.gke.readiness import probe, start_issues
+
+        return start_issues(self.profile, probe(self.profile))
 
     def validation_warnings(self) -> list[str]:
         from flows.backends.gke.infra.settings import world_open_warning

@@ -26,6 +26,7 @@ from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalR
 from flows.config.profile import Profile
 from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import StageFailed, diagnose_exit
+from flows.core.issues import Issue
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.paths import REPO_ROOT
@@ -99,6 +100,9 @@ class LocalBackend:
 
     def validation_warnings(self) -> list[str]:
         return []
+
+    def start_issues(self) -> list[Issue]:
+        return []  # the rehearsal installs what it runs
 
     def python_for(self, image: str) -> Path:
         venv = {REHEARSAL_IMAGE: self.layout.venv_dir(),

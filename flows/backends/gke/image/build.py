@@ -51,6 +51,18 @@ class ImageRequest:
 
 
 @dataclass(frozen=True)
+class Lookup:
+    """What the registry says before anything is built (the same for done() and run()):
+    the base pinned to its digest, the content tag, and that tag's digest if it is pushed."""
+
+    pinned: str
+    base_digest: str
+    tag: str
+    tagged: str
+    existing: str | None
+
+
+@dataclass(frozen=True)
 class ImageResult:
     ref: str            # repository@sha256:... (what workloads run)
     tagged: str         # repository:content-tag
@@ -59,36 +71,50 @@ class ImageResult:
     built: bool         # False: the content tag was already in the registry
     patches: tuple[str, ...]
     seconds: float
+    checked: Mapping[str, object] = field(default_factory=dict)  # verify_image's details
+
+
+def lookup_docker(request: ImageRequest, client: docker.DockerClient,
+                  backoff: RetryPolicy = DEFAULT_BACKOFF, on_retry: OnRetry | None = None) -> Lookup:
+    """The registry questions of a build, asked through the daemon (registry.py)."""
+    patches = request.patches()
+    pinned, base_digest = pin_base(client, request.base, backoff, on_retry)
+    tag = content_tag(base_digest, patches, build_context(patches, request.sources))
+    tagged = f"{request.repository}:{tag}"
+    return Lookup(pinned, base_digest, tag, tagged, remote_digest(client, tagged, backoff, on_retry))
 
 
 def ensure_image(request: ImageRequest, client: docker.DockerClient | None = None,
                  backoff: RetryPolicy = DEFAULT_BACKOFF, on_retry: OnRetry | None = None,
-                 log: Log | None = None) -> ImageResult:
+                 log: Log | None = None, found: Lookup | None = None) -> ImageResult:
+    """Build, check the patched files in the local image, then push: a content tag in the
+    registry always names a checked image (the image stage's record relies on it)."""
+    from flows.backends.gke.image.verify import verify_image
+
     started = time.monotonic()
     client = client or connect()
     patches = request.patches()
-    pinned, base_digest = pin_base(client, request.base, backoff, on_retry)
+    found = found or lookup_docker(request, client, backoff, on_retry)
     context = build_context(patches, request.sources)
-    tag = content_tag(base_digest, patches, context)
-    tagged = f"{request.repository}:{tag}"
     ids = tuple(p.id for p in patches)
 
-    def result(digest: str, built: bool) -> ImageResult:
-        return ImageResult(ref=f"{request.repository}@{digest}", tagged=tagged, digest=digest,
-                           base=pinned, built=built, patches=ids,
-                           seconds=time.monotonic() - started)
+    def result(digest: str, built: bool, checked: Mapping[str, object]) -> ImageResult:
+        return ImageResult(ref=f"{request.repository}@{digest}", tagged=found.tagged,
+                           digest=digest, base=found.pinned, built=built, patches=ids,
+                           seconds=time.monotonic() - started, checked=checked)
 
-    existing = remote_digest(client, tagged, backoff, on_retry)
-    if existing is not None:
+    if found.existing is not None:
         if log:
-            log(f"{tagged} is already in the registry ({existing}); not building")
-        return result(existing, built=False)
-    buildargs = {"BASE_IMAGE": pinned, "BASE_NAME": request.base, "BASE_DIGEST": base_digest,
-                 "CONTENT_TAG": tag, "PATCH_IDS": ",".join(ids)}  # labels: see the Dockerfile
+            log(f"{found.tagged} is already in the registry ({found.existing}); not building")
+        return result(found.existing, built=False, checked={})
+    buildargs = {"BASE_IMAGE": found.pinned, "BASE_NAME": request.base,
+                 "BASE_DIGEST": found.base_digest, "CONTENT_TAG": found.tag,
+                 "PATCH_IDS": ",".join(ids)}  # labels: see the Dockerfile
     with tempfile.TemporaryDirectory(prefix="tpurl-image-") as tmp:
-        _build(client, context.write(Path(tmp)), tagged, buildargs, log)
-    digest = push(client, request.repository, tag, backoff, on_retry, log)
-    return result(digest, built=True)
+        _build(client, context.write(Path(tmp)), found.tagged, buildargs, log)
+    checked = verify_image(client, found.tagged, patches)
+    digest = push(client, request.repository, found.tag, backoff, on_retry, log)
+    return result(digest, built=True, checked=checked)
 
 
 def _build(client: docker.DockerClient, directory: Path, tagged: str, buildargs: dict[str, str],

@@ -18,7 +18,9 @@ of this scheme never reuses an old tag.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,7 @@ ENABLED_FILE = "enabled-patches.txt"
 SOURCES: Mapping[str, Path] = {
     "Dockerfile": POST_TRAINING_DIR / "Dockerfile",
     "apply_patches.py": POST_TRAINING_DIR / "apply_patches.py",
+    "check_patches.py": POST_TRAINING_DIR / "check_patches.py",  # the Cloud Build check step
     "patching.py": PATCHING_MODULE,
     "patches.yaml": PATCHES_FILE,
 }
@@ -49,6 +52,17 @@ class BuildContext:
 
     def file_digests(self) -> dict[str, str]:
         return {name: hashlib.sha256(data).hexdigest() for name, data in sorted(self.files.items())}
+
+    def tarball(self) -> bytes:
+        """The context as a gzipped tar (what Cloud Build fetches from GCS as its source):
+        fixed owner, mode and time, so the same context is the same bytes."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            for name, data in sorted(self.files.items()):
+                info = tarfile.TarInfo(name)
+                info.size, info.mode, info.mtime = len(data), 0o644, 0
+                tar.addfile(info, io.BytesIO(data))
+        return buffer.getvalue()
 
     def write(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,119 @@
+"""Can every GKE stage run where this flow runs? Checked at the flow's start, before any
+side effect, so a Kubernetes work pool without gcloud or a Docker daemon refuses with the
+reason and the fix instead of failing after the image was built and billed time began.
+
+Decision: every stage is checked, skipped or not. Whether a stage skips is known only when
+its turn comes (its record is read then, and an upstream rerun changes it), so a check of
+"the stages that will run" would pass today and fail mid-run tomorrow; the environment is
+the deployment's, and it must be able to run the whole flow.
+
+What each stage calls (read from the code, not assumed):
+- image: a Docker daemon (image.builder docker; auto uses one when it answers) or Cloud
+  Build with Google credentials (cloud-build, or auto without a daemon); Google credentials
+  also to create the Artifact Registry repository when the image goes there;
+- infra: ``gcloud`` on PATH (get-credentials, IAM bindings, docker auth:
+  infra/provision.py) and Google credentials (infra/clients.py); ``gcluster`` comes from the
+  pinned Cluster Toolkit bundle (infra/bundle.py) and fetches ``terraform`` itself
+  (``--download-dependencies``), so neither needs to be on PATH;
+- convert, train, export: the Kubernetes API, reached through the kube context infra writes.
+
+``start_issues`` is pure (the facts come in an :class:`Environment`); ``probe`` gathers them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+
+from flows.backends.gke.image.builder import choose_builder, docker_host
+from flows.config.profile import Profile
+from flows.core.issues import Issue
+
+K8S_FIX = ("use the flow image built with CLOUD_TOOLS=1 (images/flow), or run this deployment "
+           "on a process work pool whose machine has it")
+
+
+@dataclass(frozen=True)
+class Environment:
+    on_path: frozenset[str]
+    docker_daemon: bool
+    docker_host: str
+    infra_credentials: str | None      # None: usable; else why not
+    cloud_build_credentials: str | None
+    in_kubernetes: bool
+
+
+def start_issues(profile: Profile, env: Environment) -> list[Issue]:
+    """Pure: what the stages of ``profile`` need and ``env`` lacks, each with its fix."""
+    issues: list[Issue] = []
+    builder = choose_builder(profile.image.builder, env.docker_daemon)
+    if builder == "docker" and not env.docker_daemon:
+        fix = ("set image.builder: cloud-build (or auto) to build with Cloud Build"
+               if env.in_kubernetes else
+               "start a daemon (bash scripts/docker-services.sh start, then export the "
+               "DOCKER_HOST it prints), or set image.builder: cloud-build")
+        issues.append(Issue("image.builder", f"stage image: builder docker, but no Docker daemon "
+                                             f"answers at {env.docker_host}", fix,
+                            "environment/no-docker-daemon"))
+    if builder == "cloud-build" and env.cloud_build_credentials is not None:
+        why = ("no Docker daemon answers, so image.builder auto chose Cloud Build, and "
+               if profile.image.builder == "auto" else "")
+        issues.append(Issue("image.builder", f"stage image: {why}Cloud Build cannot be reached: "
+                                             f"{env.cloud_build_credentials}",
+                            "run `gcloud auth application-default login` or give the flow's pod "
+                            "a Workload Identity service account; or provide a Docker daemon "
+                            "and set image.builder: docker",
+                            "environment/no-cloud-build"))
+    if "gcloud" not in env.on_path:
+        fix = K8S_FIX if env.in_kubernetes else (
+            "install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install) and run "
+            "`gcloud auth login`")
+        issues.append(Issue("stage infra", "`gcloud` is not on PATH (infra runs gcloud "
+                                           "container clusters get-credentials, IAM bindings "
+                                           "and docker auth)", fix, "environment/no-gcloud"))
+    if env.infra_credentials is not None:
+        issues.append(Issue("stage infra", f"no Google credentials: {env.infra_credentials}",
+                            "run `gcloud auth application-default login`, or give the flow's "
+                            "pod a Workload Identity service account",
+                            "environment/no-google-credentials"))
+    return issues
+
+
+def probe(profile: Profile) -> Environment:
+    """The facts ``start_issues`` needs, read without changing anything."""
+    from flows.backends.gke.image.builder import daemon_answers
+
+    daemon = daemon_answers()
+    builder = choose_builder(profile.image.builder, daemon)
+    return Environment(
+        on_path=frozenset(name for name in ("gcloud",) if shutil.which(name)),
+        docker_daemon=daemon, docker_host=docker_host(),
+        infra_credentials=_infra_credentials(profile),
+        cloud_build_credentials=_cloud_build_credentials(profile) if builder == "cloud-build"
+        else None,
+        in_kubernetes=bool(os.environ.get("KUBERNETES_SERVICE_HOST")))
+
+
+def _infra_credentials(profile: Profile) -> str | None:
+    from flows.backends.gke.infra import clients
+    from flows.backends.gke.infra.settings import settings_from_profile
+    from flows.core.failures import StageFailed
+
+    try:
+        clients.default_clients(settings_from_profile(profile))
+    except StageFailed as exc:
+        return exc.diagnosis.summary
+    return None
+
+
+def _cloud_build_credentials(profile: Profile) -> str | None:
+    from flows.backends.gke.image import cloudbuild
+    from flows.backends.gke.image.errors import ImageError
+
+    assert profile.gke is not None
+    try:
+        cloudbuild.default_clients(profile.gke.project)
+    except ImageError as exc:
+        return str(exc).splitlines()[0]
+    return None

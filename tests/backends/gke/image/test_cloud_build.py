@@ -1,0 +1,154 @@
+"""The Cloud Build path, end to end against real parts: the real google-cloud-build client
+(REST) talks to tests/fakes/cloud_build.py, which fetches the staged context from
+fake-gcs-server and runs the steps on the local dockerd, pushing to the local registry.
+
+The image must be the one the Docker path builds: same content tag, a digest-pinned reference
+in the same repository, the same patched files; a second run must skip without submitting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import docker
+import pytest
+
+from flows.backends.gke.image import ImageRequest, ensure_image
+from flows.backends.gke.image.build import ImageResult
+from flows.backends.gke.image.cloudbuild import (
+    CloudBuildClients,
+    CloudBuildTarget,
+    ensure_image_cloud_build,
+)
+from flows.backends.gke.image.cloudbuild_spec import staging_bucket
+from flows.backends.gke.image.errors import ImageBuildFailed, ImageError
+from flows.backends.gke.image.verify import verify_image
+from flows.core.patching import load_declarations
+from flows.core.paths import PATCHES_FILE
+from flows.core.retry import RetryPolicy
+from tests.fakes.cloud_build import FakeCloudBuild, cloud_build_client
+from tests.fakes.image_standin import build_standin, move_pattern
+from tests.support.gcs import gcs_client
+
+FAST = RetryPolicy(attempts=3, base_s=0.2, factor=2.0)
+PATCHES = load_declarations(PATCHES_FILE)
+TARGET = CloudBuildTarget(project="my-proj-123", region="us-east5")
+
+
+@pytest.fixture(scope="module")
+def fake_build(gcs_url: str, docker_client: docker.DockerClient) -> Iterator[FakeCloudBuild]:
+    with FakeCloudBuild(gcs_url, os.environ["DOCKER_HOST"]) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def clients(fake_build: FakeCloudBuild, gcs_url: str) -> CloudBuildClients:
+    return CloudBuildClients(cloud_build_client(fake_build.url), gcs_client(gcs_url, TARGET.project),
+                             registry_token=None)
+
+
+@pytest.fixture(scope="module")
+def cloud_result(clients: CloudBuildClients, standin_base: str, registry_prefix: str) -> ImageResult:
+    request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/cb/tpu-post-training")
+    return ensure_image_cloud_build(request, TARGET, clients, FAST, poll_s=0.2)
+
+
+def test_cloud_build_builds_checks_and_pushes_by_digest(cloud_result: ImageResult,
+                                                         fake_build: FakeCloudBuild,
+                                                         registry_prefix: str):
+    assert cloud_result.built
+    repository = f"{registry_prefix}/cb/tpu-post-training"
+    assert cloud_result.ref == f"{repository}@{cloud_result.digest}"
+    assert cloud_result.digest.startswith("sha256:") and "@sha256:" in cloud_result.base
+    (build,) = fake_build.builds.values()
+    assert build.body["status"] == "SUCCESS"
+    assert [s["id"] for s in build.body["steps"]] == ["build", "check-patches"]
+    assert any("in effect in" in line for line in build.log)  # the check step ran in the image
+    # regional endpoint, source in gcloud's staging bucket
+    assert ("POST", f"/v1/projects/{TARGET.project}/locations/{TARGET.region}/builds") in \
+        fake_build.requests
+    assert build.body["source"]["storageSource"]["bucket"] == staging_bucket(TARGET.project)
+
+
+def test_same_tag_and_patched_files_as_the_docker_path(cloud_result: ImageResult,
+                                                       docker_client: docker.DockerClient,
+                                                       standin_base: str, registry_prefix: str):
+    docker_client.images.remove(cloud_result.tagged, force=True)  # read what the registry serves
+    cloud_files = verify_image(docker_client, cloud_result.ref, PATCHES)["patched_files"]
+    request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/dk/tpu-post-training")
+    docker_result = ensure_image(request, docker_client, FAST)
+    assert docker_result.tagged.rsplit(":", 1)[1] == cloud_result.tagged.rsplit(":", 1)[1]
+    assert verify_image(docker_client, docker_result.ref, PATCHES)["patched_files"] == cloud_files
+
+
+def test_second_run_skips_without_submitting(cloud_result: ImageResult, clients: CloudBuildClients,
+                                             fake_build: FakeCloudBuild, standin_base: str,
+                                             registry_prefix: str):
+    before = len(fake_build.builds)
+    request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/cb/tpu-post-training")
+    again = ensure_image_cloud_build(request, TARGET, clients, FAST, poll_s=0.2)
+    assert not again.built and again.ref == cloud_result.ref
+    assert len(fake_build.builds) == before
+
+
+def test_a_failing_step_is_a_build_failure_naming_the_step(
+        clients: CloudBuildClients, docker_client: docker.DockerClient, registry_prefix: str,
+        tmp_path: Any):
+    moved = build_standin(docker_client, f"{registry_prefix}/standin-moved-cb:0.2.4", tmp_path / "ctx",
+                          edit=move_pattern)
+    request = ImageRequest(base=moved, repository=f"{registry_prefix}/cbm/tpu-post-training")
+    with pytest.raises(ImageBuildFailed) as failed:
+        ensure_image_cloud_build(request, TARGET, clients, FAST, poll_s=0.2)
+    assert 'Build step 0 "gcr.io/cloud-builders/docker" failed' in str(failed.value)
+    assert "PATCH MISMATCH" in failed.value.resolution
+    assert failed.value.diagnosis.category.value == "user-error"
+
+
+def test_a_missing_source_object_is_refused_as_the_service_does(clients: CloudBuildClients):
+    from google.api_core import exceptions
+    from google.cloud.devtools import cloudbuild_v1
+
+    build = cloudbuild_v1.Build({"source": {"storage_source": {"bucket": "nope", "object_": "x.tgz"}},
+                                 "steps": [{"name": "gcr.io/cloud-builders/docker", "args": ["version"]}]})
+    with pytest.raises(exceptions.BadRequest, match="could not resolve source"):
+        clients.builds.create_build(request={"parent": "projects/p/locations/l", "build": build})
+    assert issubclass(ImageBuildFailed, ImageError)
+
+
+def test_the_image_stage_through_cloud_build_keeps_its_record_in_the_registry(
+        clients: CloudBuildClients, standin_base: str, registry_prefix: str,
+        monkeypatch: pytest.MonkeyPatch, cloud_result: ImageResult):
+    """The stage model end to end: the first execute finds the tag cloud_result pushed and
+    skips; the record is the registry (no bucket, no record file), the fingerprint that
+    downstream stages record is the same on every rerun; a new repository builds once."""
+    import logging
+
+    from flows.backends import backend_for
+    from flows.backends.gke.image import cloudbuild
+    from flows.core.layout import Layout
+    from flows.core.stage import StageContext
+    from flows.stages.image import ImageStage
+    from tests.support.profiles import tutorial_profile
+
+    monkeypatch.setattr(cloudbuild, "default_clients", lambda project: clients)
+
+    def execute(repository: str) -> Any:
+        profile = tutorial_profile(**{"image.base": standin_base, "image.repository": repository,
+                                      "image.builder": "cloud-build"})
+        backend = backend_for(profile)
+        ctx = StageContext(profile=profile, layout=Layout(profile), backend=backend,
+                           storage=backend.storage, logger=logging.getLogger("test"))
+        return ImageStage().execute(ctx, {})
+
+    skipped = execute(f"{registry_prefix}/cb/tpu-post-training")
+    assert skipped.status == "skipped" and skipped.uris["image"] == cloud_result.ref
+    fresh_repo = f"{registry_prefix}/cb-stage/tpu-post-training"
+    ran = execute(fresh_repo)
+    assert ran.status == "ran" and ran.uris["image"].startswith(f"{fresh_repo}@sha256:")
+    assert ran.details["built"] is True
+    again = execute(fresh_repo)
+    assert again.status == "skipped" and again.uris == ran.uris
+    assert again.fingerprint == ran.fingerprint  # downstream stages stay skipped
+    assert not clients.storage.bucket(tutorial_profile().gke.bucket).exists()  # item 5

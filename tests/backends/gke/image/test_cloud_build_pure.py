@@ -1,0 +1,82 @@
+"""Pure parts of the Cloud Build path: the request, the staging names, the verdicts."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.backends.gke.image.cloudbuild_spec import (
+    build_body,
+    diagnose_api_error,
+    diagnose_build,
+    pushed_digest,
+    staged_object,
+    staging_bucket,
+)
+from flows.backends.gke.image.errors import ImageBuildFailed, PushFailed
+from flows.backends.gke.image.registry_api import base_url, parse_challenge, split_reference
+from flows.core.failures import FailureCategory
+
+TAGGED = "us-east5-docker.pkg.dev/p/tpurl/tpu-post-training:tpurl-abc"
+
+
+def test_staging_follows_gcloud():
+    assert staging_bucket("my-proj") == "my-proj_cloudbuild"
+    assert staging_bucket("example.com:google-proj") == "example_com_elgoog-proj_cloudbuild"
+    assert staged_object(1.5, "ab12").startswith("source/1.500000-ab12") and \
+        staged_object(1.5, "ab12").endswith(".tgz")
+
+
+def test_the_build_builds_offline_checks_then_pushes_the_tag():
+    body = build_body(TAGGED, {"BASE_IMAGE": "b@sha256:1"}, "p_cloudbuild", "source/x.tgz", 7)
+    build, check = body["steps"]
+    assert build["args"] == ["build", "--network=none", "--tag", TAGGED, "--build-arg",
+                             "BASE_IMAGE=b@sha256:1", "."]
+    assert check["name"] == TAGGED and check["entrypoint"] == "python3"
+    assert body["images"] == [TAGGED]
+    assert body["source"]["storage_source"] == {"bucket": "p_cloudbuild", "object_": "source/x.tgz",
+                                                "generation": 7}
+
+
+def test_pushed_digest_is_read_from_results():
+    images = [{"name": "other:1", "digest": "sha256:0"}, {"name": TAGGED, "digest": "sha256:9"}]
+    assert pushed_digest(images, TAGGED) == "sha256:9"
+    assert pushed_digest([], TAGGED) is None
+
+
+@pytest.mark.parametrize(("status", "detail", "failure", "code", "category"), [
+    ("FAILURE", 'Build step 0 "gcr.io/cloud-builders/docker" failed', "USER_BUILD_STEP",
+     "image/build-failed", FailureCategory.USER_ERROR),
+    ("FAILURE", f'Build step 1 "{TAGGED}" failed: step exited with non-zero status: 1',
+     "USER_BUILD_STEP",
+     "image/patch-not-in-effect", FailureCategory.USER_ERROR),
+    ("FAILURE", "push", "PUSH_NOT_AUTHORIZED", "image/push-failed", FailureCategory.USER_ERROR),
+    ("TIMEOUT", "", "", "image/cloud-build-timeout", FailureCategory.USER_ERROR),
+    ("INTERNAL_ERROR", "", "", "image/cloud-build-failed", FailureCategory.INFRASTRUCTURE),
+    ("EXPIRED", "", "", "image/cloud-build-failed", FailureCategory.INFRASTRUCTURE),
+    ("CANCELLED", "", "", "image/cloud-build-cancelled", FailureCategory.USER_ERROR)])
+def test_verdicts_map_to_diagnoses_with_fixes(status: str, detail: str, failure: str, code: str,
+                                              category: FailureCategory):
+    error = diagnose_build(status, detail, failure, "https://log")
+    assert error.diagnosis.code == code and error.diagnosis.category == category
+    assert error.resolution and "https://log" in str(error)
+    assert isinstance(error, PushFailed) == (failure == "PUSH_NOT_AUTHORIZED")
+    assert isinstance(error, ImageBuildFailed) == (code == "image/build-failed")
+
+
+def test_api_errors_permission_and_quota():
+    denied = diagnose_api_error("PermissionDenied", "nope", "p", "us-east5")
+    assert denied.code == "image/cloud-build-denied" and "cloudbuild.googleapis.com" in denied.resolution
+    quota = diagnose_api_error("ResourceExhausted", "quota", "p", "us-east5")
+    assert quota.diagnosis.category == FailureCategory.INFRASTRUCTURE
+    assert quota.code == "image/cloud-build-quota"
+
+
+def test_registry_reference_helpers():
+    assert split_reference("127.0.0.1:5001/a/b:t") == ("127.0.0.1:5001", "a/b", "t")
+    assert split_reference("h.io/a@sha256:ff") == ("h.io", "a", "sha256:ff")
+    with pytest.raises(ValueError, match="registry host"):
+        split_reference("library/ubuntu:24.04")
+    assert base_url("127.0.0.1:5001") == "http://127.0.0.1:5001"
+    assert base_url("us-docker.pkg.dev") == "https://us-docker.pkg.dev"
+    assert parse_challenge('Bearer realm="https://r/token",service="s",scope="repository:a:pull"') == \
+        {"scheme": "bearer", "realm": "https://r/token", "service": "s", "scope": "repository:a:pull"}
