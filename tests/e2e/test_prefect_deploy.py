@@ -107,8 +107,12 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
     try:
         first_event = _emit(prefect_server, "tpurl.dataset.updated", "tpurl.dataset.openmath",
                             {"uri": str(new_dataset)})
-        runs = _wait(lambda: _runs(prefect_server, retrain["id"]), 180,
-                     "the dispatcher's retrain run")
+        try:
+            runs = _wait(lambda: _runs(prefect_server, retrain["id"]), 180,
+                         "the dispatcher's retrain run")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {_dispatcher_report(prefect_server, dispatcher)}"
+                                 ) from None
         assert len(runs) == 1
         first = runs[0]
         assert first["parameters"]["dataset_uri"] == str(new_dataset)
@@ -159,6 +163,18 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
         worker.wait(timeout=30)
     _check_follow_up_page(prefect_server, follow["id"], newest, revision)
     _check_run_page(prefect_server, first["id"])
+
+
+def _dispatcher_report(server: PrefectServer, dispatcher: dict) -> str:
+    """What became of the dispatcher's runs, with their logs, for a failure message."""
+    runs = _runs(server, dispatcher["id"])
+    lines = [f"{len(runs)} dispatcher runs"]
+    for run in runs:
+        lines.append(f"{run['name']}: {run['state']['type']} {run['state'].get('message')}")
+        logs = server.api("POST", "/logs/filter", json={"logs": {"flow_run_id": {
+            "any_": [run["id"]]}}, "limit": 30}).json()
+        lines += [f"  {log['message'][:400]}" for log in logs]
+    return "\n".join(lines)
 
 
 def _announcement_events(server: PrefectServer) -> dict[str, set[str]]:
