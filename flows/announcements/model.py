@@ -35,7 +35,7 @@ def _parse_time(value: Any, name: str) -> datetime:
         except ValueError:
             raise AnnouncementError(
                 f"{name}: {value!r} is not an ISO 8601 time; fix: template it as "
-                "\"{{ event.occurred }}\" in the trigger's parameters") from None
+                "\"{{ event.occurred | string }}\" in the trigger's parameters") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
@@ -61,7 +61,7 @@ class Announcement:
                                     f"non-empty '{what}'")
         if not event_id or not str(event_id).strip():
             raise AnnouncementError(f"{where}.event_id: empty; fix: template it as "
-                                    "\"{{ event.id }}\"")
+                                    "\"{{ event.id | string }}\"")
         return cls(kind, text, str(event_id).strip(), _parse_time(occurred, f"{where}.occurred"))
 
     @property
