@@ -17,8 +17,10 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
-from prefect.states import State
+from prefect.states import Cancelled, State
 
+from flows.announcements.guard import was_coalesced
+from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
 from flows.backends import backend_for
 from flows.config import Profile, load_profile
 from flows.config.errors import EnvironmentNotReady
@@ -29,7 +31,7 @@ from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.runpage import events
-from flows.runpage.artifacts import TrainingProgress, publish_result
+from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
 from flows.runpage.result import PipelineResult, StageReport
 from flows.runpage.results import persist_result
 from flows.stages import STAGE_BY_NAME
@@ -137,21 +139,39 @@ def export_hf(profile: Profile, image: StageOutput, infra: StageOutput,
 
 
 def _run_name() -> str:
+    """``<profile>[-<announced dataset file>][+rev-<revision>]-<time>``, so the UI's run list
+    says what each retrain run trains."""
     params = flow_run.parameters or {}
-    return f"{params.get('profile', 'run')}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    try:
+        record = served_announcement(params.get("announcement"))
+    except AnnouncementError:
+        record = None  # the flow refuses it with the field named; the name need not
+    return retrain_run_name(str(params.get("profile", "run")), record,
+                            f"{datetime.now(UTC):%Y%m%d-%H%M%S}")
+
+
+def served_announcement(value: Any) -> RunAnnouncement | None:
+    return RunAnnouncement.from_dict(value) if value else None
 
 
 @flow(name="rl-post-training", flow_run_name=_run_name, persist_result=True,
       result_serializer="json", validate_parameters=True)
 def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | None = None,
                      dataset_uri: str | None = None,
-                     model_revision: str | None = None) -> PipelineResult:
+                     model_revision: str | None = None,
+                     announcement: dict[str, Any] | None = None) -> PipelineResult | State:
     """Run the five stages for a profile (a name under deployments/profiles, or a path).
 
     ``dataset_uri`` and ``model_revision`` are what retraining events carry (a new dataset
     version, a new base-model revision); they override data.train_files / model.hf_revision.
+    ``announcement`` is set by the dispatcher (flows/announcements/): which announcements
+    this run serves and which were coalesced into it; the run page and events show it.
     """
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
+    record = served_announcement(announcement)  # a malformed one is refused, field named
+    if record is not None and (message := was_coalesced(flow_run.id)):
+        get_run_logger().warning("this run was replaced before it started: %s", message)
+        return Cancelled(message=f"Not run: {message}")
     merged = dict(overrides or {})
     if dataset_uri:
         merged["data.train_files"] = dataset_uri
@@ -163,6 +183,12 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
         raise EnvironmentNotReady(cfg.name, missing)
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
+    if record is not None:
+        logger.info("serves %s%s", "; ".join(a.describe() for a in record.serves.values()),
+                    f"; coalesced: {', '.join(a.describe() for a in record.coalesced)}"
+                    if record.coalesced else "")
+        publish_announcement(cfg.name, record)
+    events.run_started(cfg.name, record.summary() if record else None)
     with profile_lock(cfg.name, logger) as hold:
         image = build_image(cfg)
         infra = provision_infrastructure(cfg, image)
@@ -187,5 +213,6 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
     persist_result(backend.storage, cfg, flow_run.name or "run", result)
     publish_result(result)
     events.model_exported(cfg.name, {"hf_export": result.artifacts["hf_export"],
-                                     "trained_checkpoint": result.artifacts["trained_checkpoint"]})
+                                     "trained_checkpoint": result.artifacts["trained_checkpoint"],
+                                     **({"announcement": record.summary()} if record else {})})
     return result

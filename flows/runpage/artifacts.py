@@ -19,6 +19,7 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 
+from flows.announcements.model import RunAnnouncement
 from flows.runpage.charts import metrics_chart_markdown
 from flows.runpage.result import PipelineResult
 
@@ -88,6 +89,32 @@ def publish_result(result: PipelineResult) -> None:
                                      description="Reward and loss per GRPO step")
     except Exception as exc:
         log.warning("artifacts not published: %s", exc)
+
+
+def publish_announcement(profile: str, record: RunAnnouncement) -> None:
+    """A markdown artifact at the top of the run page: what this run was announced for."""
+    try:
+        create_markdown_artifact(markdown=announcement_markdown(record),
+                                 key=f"tpurl-{slug(profile)}-announcement",
+                                 description="The announcements this run serves and the ones "
+                                 "coalesced into it")
+    except Exception as exc:
+        log.warning("announcement artifact not published: %s", exc)
+
+
+def announcement_markdown(record: RunAnnouncement) -> str:
+    lines = ["### Announcements this run serves", "",
+             "| kind | value | event | occurred |", "| --- | --- | --- | --- |"]
+    lines += [f"| {a.kind} | `{a.value}` | `{a.event_id}` | {a.occurred.isoformat()} |"
+              for a in record.serves.values()]
+    if record.coalesced:
+        lines += ["", "### Coalesced into this run (never trained on their own)", "",
+                  "| kind | value | event | occurred |", "| --- | --- | --- | --- |"]
+        lines += [f"| {a.kind} | `{a.value}` | `{a.event_id}` | {a.occurred.isoformat()} |"
+                  for a in record.coalesced]
+    else:
+        lines += ["", "Nothing was coalesced into this run."]
+    return "\n".join(lines) + "\n"
 
 
 def stage_rows(result: PipelineResult) -> list[dict[str, Any]]:

@@ -3,7 +3,11 @@
 Names are stable API (automations match on them; never rename):
 - ``tpurl.stage.started|completed|skipped|failed`` for every stage, resource
   ``tpurl.stage.<profile>.<stage>``, payload: URIs, duration, failure category and summary;
-- ``tpurl.model.exported`` with the HF export URI, resource ``tpurl.model.<profile>``.
+- ``tpurl.run.started`` once the profile is validated, resource ``tpurl.run.<profile>``,
+  payload ``announcement``: what the run serves and what was coalesced into it (null when
+  nobody announced it);
+- ``tpurl.model.exported`` with the HF export URI (and the announcement), resource
+  ``tpurl.model.<profile>``.
 Prefect adds the flow run and task run as related resources. Payloads pass the Redactor.
 """
 
@@ -17,6 +21,7 @@ from flows.core.secrets import Redactor
 
 STAGE_EVENT = "tpurl.stage.{status}"
 MODEL_EXPORTED = "tpurl.model.exported"
+RUN_STARTED = "tpurl.run.started"
 
 
 def stage_resource(profile: str, stage: str) -> dict[str, str]:
@@ -31,7 +36,14 @@ def stage_event(status: str, profile: str, stage: str, redactor: Redactor,
                payload=_redact(payload or {}, redactor))
 
 
-def model_exported(profile: str, uris: dict[str, str]) -> None:
+def run_started(profile: str, announcement: dict[str, Any] | None) -> None:
+    emit_event(event=RUN_STARTED,
+               resource={"prefect.resource.id": f"tpurl.run.{profile}",
+                         "prefect.resource.name": f"{profile} run", "tpurl.profile": profile},
+               payload={"announcement": announcement})
+
+
+def model_exported(profile: str, uris: dict[str, Any]) -> None:
     emit_event(event=MODEL_EXPORTED,
                resource={"prefect.resource.id": f"tpurl.model.{profile}",
                          "prefect.resource.name": f"{profile} HF export",

@@ -1,8 +1,11 @@
 """`prefect deploy`, event-triggered retraining and the run page, against a real server.
 
-The retraining deployment is driven the way users drive it: an event posted to the API
-creates a run with the templated parameters, a process worker runs the rehearsal to the end,
-and an overlapping announcement is cancelled by the deployment's concurrency limit.
+The retraining deployment is driven the way users drive it: an event posted to the API runs
+the dispatcher, which creates a retrain run with the announced dataset; a process worker runs
+the rehearsal to the end. Announcements made during that run (an intermediate dataset, a
+revision, the newest dataset) give exactly one follow-up run serving the newest of each kind,
+the others recorded as coalesced (cancelled waiting runs with the message) or superseded.
+The newest dataset re-announces the first run's file, so the follow-up skips every stage.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -23,8 +26,10 @@ from tests.support.prefect_server import PREFECT, PrefectServer
 pytestmark = pytest.mark.rehearsal
 OUTPUTS = REPO_ROOT / ".tpurl" / "test-outputs"
 TEMPLATE = REPO_ROOT / "deployments" / "work-pool" / "kubernetes-base-job-template.json"
-DEPLOYMENTS = {"rehearsal", "retrain-rehearsal", "qwen3-30b-a3b-v6e-32-weekly",
-               "qwen3-30b-a3b-v6e-32-retrain", "teardown-qwen3-30b-a3b-v6e-32"}
+DEPLOYMENTS = {"rehearsal", "retrain-rehearsal", "announce-retrain-rehearsal",
+               "qwen3-30b-a3b-v6e-32-weekly", "qwen3-30b-a3b-v6e-32-retrain",
+               "announce-qwen3-30b-a3b-v6e-32-retrain", "teardown-qwen3-30b-a3b-v6e-32"}
+FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +55,13 @@ def new_dataset(rehearsal_image, tmp_path_factory) -> Path:
     return out
 
 
-def _emit(server: PrefectServer, event: str, resource: str, payload: dict) -> None:
+def _emit(server: PrefectServer, event: str, resource: str, payload: dict,
+          occurred: datetime | None = None) -> str:
+    event_id = str(uuid.uuid4())
     server.api("POST", "/events", json=[{
-        "id": str(uuid.uuid4()), "occurred": datetime.now(UTC).isoformat(), "event": event,
-        "resource": {"prefect.resource.id": resource}, "payload": payload}])
+        "id": event_id, "occurred": (occurred or datetime.now(UTC)).isoformat(),
+        "event": event, "resource": {"prefect.resource.id": resource}, "payload": payload}])
+    return event_id
 
 
 def _runs(server: PrefectServer, deployment_id: str) -> list[dict]:
@@ -77,40 +85,128 @@ def test_deploy_all_creates_every_deployment_with_schedule_and_triggers(deployed
     weekly = deployed["qwen3-30b-a3b-v6e-32-weekly"]
     assert weekly["schedules"][0]["schedule"]["cron"] == "0 6 * * 1"
     assert weekly["concurrency_limit"] == 1 or weekly.get("global_concurrency_limit")
+    for name in ("retrain-rehearsal", "qwen3-30b-a3b-v6e-32-retrain"):
+        assert deployed[name]["concurrency_options"]["collision_strategy"] == "ENQUEUE", name
+        assert deployed[f"announce-{name}"]["work_pool_name"] == deployed[name]["work_pool_name"]
+        assert not deployed[f"announce-{name}"].get("global_concurrency_limit")
     automations = prefect_server.api("POST", "/automations/filter", json={}).json()
     expects = {e for a in automations for e in a["trigger"].get("expect", [])}
     assert {"tpurl.dataset.updated", "tpurl.base-model.updated"} <= expects
+    dispatchers = {deployed[n]["id"] for n in DEPLOYMENTS if n.startswith("announce-")}
+    targets = {action.get("deployment_id") for a in automations for action in a["actions"]}
+    assert targets <= dispatchers, "a trigger starts something other than a dispatcher"
 
 
-def test_dataset_event_retrains_once_and_an_overlapping_one_is_cancelled(
+def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
         deployed, prefect_server, new_dataset):
-    deployment = deployed["retrain-rehearsal"]
-    _emit(prefect_server, "tpurl.dataset.updated", "tpurl.dataset.openmath",
-          {"uri": str(new_dataset)})
-    runs = _wait(lambda: _runs(prefect_server, deployment["id"]), 60, "a triggered flow run")
-    assert len(runs) == 1
-    first = runs[0]
-    assert first["parameters"] == {"profile": "rehearsal", "dataset_uri": str(new_dataset)}
-
+    retrain, dispatcher = deployed["retrain-rehearsal"], deployed["announce-retrain-rehearsal"]
+    state = lambda run_id: prefect_server.api("GET", f"/flow_runs/{run_id}").json()["state"]  # noqa: E731
     worker = subprocess.Popen([PREFECT, "worker", "start", "--pool", "tpurl-process"],
                               cwd=REPO_ROOT, env=prefect_server.env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        state = lambda run_id: prefect_server.api("GET", f"/flow_runs/{run_id}").json()["state"]  # noqa: E731
-        _wait(lambda: state(first["id"])["type"] == "RUNNING", 180, "the first run to start")
-        _emit(prefect_server, "tpurl.dataset.updated", "tpurl.dataset.openmath",
-              {"uri": str(new_dataset) + "?v=3"})
-        second = _wait(lambda: [r for r in _runs(prefect_server, deployment["id"])
-                                if r["id"] != first["id"]], 60, "the second triggered run")[0]
-        _wait(lambda: state(second["id"])["type"] in ("CANCELLED", "CANCELLING"), 300,
-              f"the overlapping run to be cancelled (it is {state(second['id'])})")
-        final = _wait(lambda: state(first["id"])["type"] if state(first["id"])["type"] in (
-            "COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None, 1800, "the retraining run")
+        first_event = _emit(prefect_server, "tpurl.dataset.updated", "tpurl.dataset.openmath",
+                            {"uri": str(new_dataset)})
+        try:
+            runs = _wait(lambda: _runs(prefect_server, retrain["id"]), 180,
+                         "the dispatcher's retrain run")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {_dispatcher_report(prefect_server, dispatcher)}"
+                                 ) from None
+        assert len(runs) == 1
+        first = runs[0]
+        assert first["parameters"]["dataset_uri"] == str(new_dataset)
+        assert first["parameters"]["announcement"]["serves"]["dataset"]["event_id"] == \
+            first_event
+        _wait(lambda: state(first["id"])["type"] == "RUNNING", 300, "the first run to start")
+
+        # During the run: an intermediate dataset, a revision (the profile's own, so no
+        # stage reruns), then the newest dataset (the first run's file, announced again).
+        now = datetime.now(UTC)
+        intermediate = _emit(prefect_server, "tpurl.dataset.updated", "tpurl.dataset.openmath",
+                             {"uri": str(new_dataset.with_name("openmath-v3.parquet"))},
+                             now + timedelta(seconds=1))
+        revision = _emit(prefect_server, "tpurl.base-model.updated", "tpurl.base-model.qwen3",
+                         {"revision": "main"}, now + timedelta(seconds=2))
+        newest = _emit(prefect_server, "tpurl.dataset.updated", "tpurl.dataset.openmath",
+                       {"uri": str(new_dataset)}, now + timedelta(seconds=3))
+        finished = lambda: [r for r in _runs(prefect_server, dispatcher["id"])  # noqa: E731
+                            if r["state"]["type"] in FINAL]
+        done = _wait(lambda: len(finished()) == 4 and finished(), 600, "the four dispatchers")
+        assert {r["state"]["type"] for r in done} == {"COMPLETED"}, [r["state"] for r in done]
+        assert state(first["id"])["type"] == "RUNNING", "the running run was disturbed"
+
+        others = [r for r in _runs(prefect_server, retrain["id"]) if r["id"] != first["id"]]
+        live = [r for r in others if r["state"]["type"] != "CANCELLED"]
+        assert len(live) == 1, [(r["name"], r["state"]) for r in others]
+        follow = live[0]
+        record = follow["parameters"]["announcement"]
+        assert record["serves"]["dataset"]["event_id"] == newest
+        assert record["serves"]["base-model"]["event_id"] == revision
+        assert follow["parameters"]["dataset_uri"] == str(new_dataset)
+        assert follow["parameters"]["model_revision"] == "main"
+        for cancelled in (r for r in others if r["state"]["type"] == "CANCELLED"):
+            assert cancelled["state"]["message"].startswith("Coalesced into "), cancelled
+        decisions = _announcement_events(prefect_server)
+        coalesced = {c["event_id"] for c in record["coalesced"]}
+        assert intermediate in coalesced or intermediate in decisions["superseded"], decisions
+        assert newest in decisions["queued"]
+
+        final = _wait(lambda: state(first["id"])["type"] if state(first["id"])["type"] in FINAL
+                      else None, 1800, "the retraining run")
         assert final == "COMPLETED", state(first["id"])
+        follow_final = _wait(lambda: state(follow["id"])["type"] if state(follow["id"])[
+            "type"] in FINAL else None, 600, "the follow-up run")
+        assert follow_final == "COMPLETED", state(follow["id"])
     finally:
         worker.terminate()
         worker.wait(timeout=30)
+    _check_follow_up_page(prefect_server, follow["id"], newest, revision)
     _check_run_page(prefect_server, first["id"])
+
+
+def _dispatcher_report(server: PrefectServer, dispatcher: dict) -> str:
+    """What became of the dispatcher's runs, with their logs, for a failure message."""
+    runs = _runs(server, dispatcher["id"])
+    lines = [f"{len(runs)} dispatcher runs"]
+    for run in runs:
+        lines.append(f"{run['name']}: {run['state']['type']} {run['state'].get('message')}")
+        logs = server.api("POST", "/logs/filter", json={"logs": {"flow_run_id": {
+            "any_": [run["id"]]}}, "limit": 30}).json()
+        lines += [f"  {log['message'][:400]}" for log in logs]
+    return "\n".join(lines)
+
+
+def _announcement_events(server: PrefectServer) -> dict[str, set[str]]:
+    found = server.api("POST", "/events/filter", json={"limit": 100, "filter": {
+        "event": {"prefix": ["tpurl.announcement."]}}}).json()["events"]
+    out: dict[str, set[str]] = {"queued": set(), "coalesced": set(), "superseded": set(),
+                                "duplicate": set()}
+    for event in found:
+        out[event["event"].rsplit(".", 1)[-1]].add(event["payload"]["event_id"])
+    return out
+
+
+def _check_follow_up_page(server: PrefectServer, run_id: str, newest: str,
+                          revision: str) -> None:
+    """The follow-up's page and events say which announcements it serves."""
+    def announcement_artifact() -> list[dict]:
+        return [a for a in server.api("POST", "/artifacts/filter", json={
+            "artifacts": {"flow_run_id": {"any_": [run_id]}}}).json()
+            if a["key"] == "tpurl-rehearsal-announcement"]
+
+    (artifact,) = _wait(announcement_artifact, 60, "the follow-up's announcement artifact")
+    assert newest in artifact["data"] and revision in artifact["data"]
+
+    def started() -> list[dict]:
+        return server.api("POST", "/events/filter", json={"limit": 10, "filter": {
+            "event": {"name": ["tpurl.run.started"]},
+            "related": {"resources_in_roles": [[f"prefect.flow-run.{run_id}", "flow-run"]]}}}
+        ).json()["events"]
+
+    (event,) = _wait(started, 60, "the follow-up's tpurl.run.started event")
+    assert event["payload"]["announcement"]["dataset_event"] == newest
+    assert event["payload"]["announcement"]["base-model_event"] == revision
 
 
 def _check_run_page(server: PrefectServer, run_id: str) -> None:

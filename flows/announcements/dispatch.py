@@ -1,0 +1,168 @@
+"""The dispatcher flow: turns one announcement into at most one waiting retrain run.
+
+Event triggers run this flow (never the retrain flow itself): a retrain deployment with
+``CANCEL_NEW`` dropped an announcement that arrived during a run, and one with plain
+``ENQUEUE`` would train every intermediate version in turn. Here each announcement is
+decided against the target deployment's runs (flows/announcements/decide.py) while holding a
+Prefect global concurrency slot named after that deployment, so two dispatchers never read
+the same waiting run and both replace it.
+
+Race with the worker. A waiting run is replaced by *creating the new run first* and then
+cancelling the old one (a crash in between leaves two waiting runs, which the next dispatcher
+merges; never zero). The old run is re-read right before its cancel and left alone if it
+has left the waiting states. A worker can still take it between that read and the cancel;
+then the run starts from a Cancelled state, and the retrain flow's first act
+(``was_coalesced``) sees the coalescing in its own state history and ends at once. Updating
+the waiting run's parameters in place (FlowRunUpdate) was rejected: a worker that picked the
+run up meanwhile would train the old parameters and the newer announcement would be lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+from uuid import UUID
+
+from prefect import flow, get_run_logger
+from prefect.client.orchestration import SyncPrefectClient, get_client
+from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.sorting import FlowRunSort
+from prefect.concurrency.sync import concurrency
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+from prefect.runtime import flow_run as current_run
+from prefect.states import Cancelled
+
+from flows.announcements.decide import (
+    Duplicate,
+    Queue,
+    RunView,
+    Superseded,
+    coalesced_message,
+    decide,
+    phase_of,
+)
+from flows.announcements.events import announcement_event
+from flows.announcements.model import (
+    Announcement,
+    AnnouncementError,
+    RunAnnouncement,
+    retrain_run_name,
+)
+
+RUNS_READ = 200  # the ledger: the target's newest runs (newest announced per kind is among them)
+LOCK_WAIT_S = 600.0
+
+
+def dispatch_lock_name(deployment_id: str) -> str:
+    return f"tpurl-announce-{deployment_id}"
+
+
+def run_view(run: FlowRun) -> RunView:
+    raw = (run.parameters or {}).get("announcement")
+    try:
+        announcement = RunAnnouncement.from_dict(raw) if raw else None
+    except AnnouncementError:
+        announcement = None  # a run we cannot read is not ours to merge or cancel
+    state = run.state
+    return RunView(id=str(run.id), name=run.name,
+                   phase=phase_of(state.type.value if state else None,
+                                  state.name if state else None),
+                   announcement=announcement)
+
+
+def _ensure_lock(client: SyncPrefectClient, name: str) -> None:
+    try:
+        client.read_global_concurrency_limit_by_name(name)
+    except ObjectNotFound:
+        with contextlib.suppress(ObjectAlreadyExists):  # another dispatcher made it first
+            client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name,
+                                                                                limit=1))
+
+
+def _dispatcher_name() -> str:
+    params = current_run.parameters or {}
+    return f"announce-{params.get('kind', '?')}-{str(params.get('value', '?'))[-40:]}"
+
+
+@flow(name="tpurl-announcement", flow_run_name=_dispatcher_name, validate_parameters=True,
+      persist_result=False)
+def dispatch_announcement(deployment: str, kind: str, value: str, event_id: str,
+                          occurred: str) -> dict[str, Any]:
+    """Queue, coalesce or record one announcement for ``deployment`` ("flow/deployment")."""
+    new = Announcement.of(kind, value, event_id, occurred)  # refused before any side effect
+    logger = get_run_logger()
+    with get_client(sync_client=True) as client:
+        try:
+            target = client.read_deployment_by_name(deployment)
+        except ObjectNotFound:
+            raise AnnouncementError(f"deployment: {deployment!r} does not exist; fix: pass "
+                                    "'<flow name>/<deployment name>' of the retrain "
+                                    "deployment") from None
+        lock = dispatch_lock_name(str(target.id))
+        _ensure_lock(client, lock)
+        with concurrency(lock, occupy=1, strict=True, timeout_seconds=LOCK_WAIT_S):
+            runs = [run_view(r) for r in client.read_flow_runs(
+                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[target.id])),
+                sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=RUNS_READ)]
+            decision = decide(new, runs)
+            where = (str(target.id), deployment)
+            names = {r.id: r.name for r in runs}
+            if isinstance(decision, Duplicate):
+                logger.info("%s was handled already (run %s): nothing to do", new.describe(),
+                            names.get(decision.run_id, decision.run_id))
+                announcement_event("duplicate", new, where, {"run": decision.run_id}, [
+                    (decision.run_id, names.get(decision.run_id, ""), "serving-run")])
+                return {"decision": "duplicate", "run": decision.run_id}
+            if isinstance(decision, Superseded):
+                logger.info("%s is older than %s, which run %s serves: superseded, no run",
+                            new.describe(), decision.by.describe(),
+                            names.get(decision.run_id, decision.run_id))
+                announcement_event("superseded", new, where, {
+                    "by": decision.by.to_dict(), "run": decision.run_id}, [
+                    (decision.run_id, names.get(decision.run_id, ""), "serving-run")])
+                return {"decision": "superseded", "by": decision.by.event_id,
+                        "run": decision.run_id}
+            return _queue(client, target.id, where, decision,
+                          str((target.parameters or {}).get("profile", "run")), logger)
+
+
+def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str],
+           decision: Queue, profile: str, logger: Any) -> dict[str, Any]:
+    new, record = decision.announcement, decision.run
+    created = client.create_flow_run_from_deployment(
+        deployment_id, parameters=record.parameters(), name=retrain_run_name(profile, record),
+        idempotency_key=f"tpurl-announcement-{new.event_id}", tags=["tpurl-announcement"])
+    new_id, new_name = str(created.id), created.name
+    logger.info("queued %s for %s (serves %s)", new_name, new.describe(),
+                "; ".join(a.describe() for a in record.serves.values()))
+    cancelled, kept = [], []
+    for old_id in decision.replaces:
+        if _cancel_if_waiting(client, old_id, coalesced_message(new, new_id, new_name)):
+            cancelled.append(old_id)
+        else:
+            kept.append(old_id)
+    if kept:
+        logger.warning("runs %s started before they could be replaced; %s serves their "
+                       "announcements as well", ", ".join(kept), new_name)
+    for item in record.coalesced:
+        announcement_event("coalesced", item, where, {
+            "into_run": new_id, "into": new.to_dict(), "replaced_runs": cancelled},
+            [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]])
+    announcement_event("queued", new, where, {
+        "run": new_id, "run_name": new_name, "serves": record.summary(),
+        "coalesced": [a.to_dict() for a in record.coalesced], "replaced_runs": cancelled,
+        "carried_from": decision.carried},
+        [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]])
+    return {"decision": "queued", "run": new_id, "replaced": cancelled,
+            "coalesced": [a.event_id for a in record.coalesced]}
+
+
+def _cancel_if_waiting(client: SyncPrefectClient, run_id: str, message: str) -> bool:
+    """Cancel a run only while it has not started (see the module's race note)."""
+    run = client.read_flow_run(UUID(run_id))
+    if run_view(run).phase != "waiting":
+        return False
+    result = client.set_flow_run_state(UUID(run_id), Cancelled(message=message), force=False)
+    return result.state is not None and result.state.is_cancelled()

@@ -1,0 +1,50 @@
+"""Events of the dispatcher: one per decision, so an automation or a person can see what
+became of every announcement (stable names, never renamed):
+
+- ``tpurl.announcement.queued``: a retrain run was created for it (payload: the run, what it
+  serves, what was coalesced into it, the waiting runs it replaces);
+- ``tpurl.announcement.coalesced``: an announcement that was waiting was folded into a newer
+  run (one event per folded announcement);
+- ``tpurl.announcement.superseded``: it arrived after a newer one of its kind; no run;
+- ``tpurl.announcement.duplicate``: a redelivery of an event already handled; no run.
+
+The resource is the announcement (``tpurl.announcement.<event id>``); related resources are
+the target deployment and the runs concerned (roles ``queued-run``, ``coalesced-run``,
+``serving-run``). Prefect adds the dispatcher's own flow run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.events import emit_event
+
+from flows.announcements.model import Announcement
+
+PREFIX = "tpurl.announcement."
+
+
+def _resource(item: Announcement) -> dict[str, str]:
+    return {"prefect.resource.id": f"tpurl.announcement.{item.event_id}",
+            "prefect.resource.name": f"{item.kind} {item.value}",
+            "tpurl.kind": item.kind, "tpurl.value": item.value}
+
+
+def _related(deployment_id: str, deployment_name: str,
+             runs: list[tuple[str, str, str]]) -> list[dict[str, str]]:
+    related = [{"prefect.resource.id": f"prefect.deployment.{deployment_id}",
+                "prefect.resource.role": "deployment",
+                "prefect.resource.name": deployment_name}]
+    for run_id, run_name, role in runs:
+        related.append({"prefect.resource.id": f"prefect.flow-run.{run_id}",
+                        "prefect.resource.role": role, "prefect.resource.name": run_name})
+    return related
+
+
+def announcement_event(decision: str, item: Announcement, deployment: tuple[str, str],
+                       payload: dict[str, Any],
+                       runs: list[tuple[str, str, str]] | None = None) -> None:
+    """``decision`` is queued|coalesced|superseded|duplicate; ``runs`` are (id, name, role)."""
+    emit_event(event=PREFIX + decision, resource=_resource(item),
+               related=_related(deployment[0], deployment[1], runs or []),
+               payload={**item.to_dict(), **payload})

@@ -1,0 +1,157 @@
+"""What an announcement is, and what a retrain run says it serves (pure).
+
+An announcement is one `tpurl.dataset.updated` or `tpurl.base-model.updated` event: its kind,
+its value (the dataset URI or the base-model revision), the event's id (to recognise a
+redelivery) and when it *occurred* (announcements are ordered by that, never by arrival:
+Prefect's automations may deliver two close events in either order).
+
+A retrain run created by the dispatcher carries a `RunAnnouncement` as its ``announcement``
+parameter: the newest announcement of each kind it trains (``serves``) and the ones that were
+folded into it (``coalesced``). The runs of a deployment are therefore the ledger of what
+was announced; nothing else is stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+KINDS = ("dataset", "base-model")
+# The retrain flow's parameter each kind fills.
+PARAMETER = {"dataset": "dataset_uri", "base-model": "model_revision"}
+
+
+class AnnouncementError(ValueError):
+    """A malformed announcement: names the field and the fix."""
+
+
+def _parse_time(value: Any, name: str) -> datetime:
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        try:
+            moment = datetime.fromisoformat(str(value).strip())
+        except ValueError:
+            raise AnnouncementError(
+                f"{name}: {value!r} is not an ISO 8601 time; fix: template it as "
+                "\"{{ event.occurred | string }}\" in the trigger's parameters") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, order=False)
+class Announcement:
+    kind: str
+    value: str
+    event_id: str
+    occurred: datetime
+
+    @classmethod
+    def of(cls, kind: str, value: Any, event_id: Any, occurred: Any,
+           where: str = "announcement") -> Announcement:
+        """Checked construction: every refusal names the field and how to fix it."""
+        if kind not in KINDS:
+            raise AnnouncementError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}; "
+                                    "fix: the trigger of tpurl.dataset.updated passes "
+                                    "'dataset', that of tpurl.base-model.updated 'base-model'")
+        text = "" if value is None else str(value).strip()
+        if not text:
+            what = "uri" if kind == "dataset" else "revision"
+            raise AnnouncementError(f"{where}.value: empty; fix: the event's payload needs a "
+                                    f"non-empty '{what}'")
+        if not event_id or not str(event_id).strip():
+            raise AnnouncementError(f"{where}.event_id: empty; fix: template it as "
+                                    "\"{{ event.id | string }}\"")
+        return cls(kind, text, str(event_id).strip(), _parse_time(occurred, f"{where}.occurred"))
+
+    @property
+    def order(self) -> tuple[datetime, str]:
+        """Newer sorts later; the event id breaks a tie so every dispatcher agrees."""
+        return (self.occurred, self.event_id)
+
+    def newer_than(self, other: Announcement | None) -> bool:
+        return other is None or self.order > other.order
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "value": self.value, "event_id": self.event_id,
+                "occurred": self.occurred.isoformat()}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> Announcement:
+        if not isinstance(data, dict):
+            raise AnnouncementError(f"{where}: expected a mapping with kind, value, event_id "
+                                    f"and occurred, got {type(data).__name__}")
+        return cls.of(data.get("kind", ""), data.get("value"), data.get("event_id"),
+                      data.get("occurred"), where)
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.value} (event {self.event_id}, {self.occurred.isoformat()})"
+
+
+@dataclass(frozen=True)
+class RunAnnouncement:
+    """The ``announcement`` parameter of a retrain run."""
+
+    serves: dict[str, Announcement] = field(default_factory=dict)
+    coalesced: tuple[Announcement, ...] = ()
+
+    def event_ids(self) -> set[str]:
+        return {a.event_id for a in self.serves.values()} | {a.event_id for a in self.coalesced}
+
+    def parameters(self) -> dict[str, Any]:
+        """The retrain flow's parameters: one per kind served, plus this record."""
+        params: dict[str, Any] = {PARAMETER[k]: a.value for k, a in self.serves.items()}
+        params["announcement"] = self.to_dict()
+        return params
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"serves": {k: a.to_dict() for k, a in sorted(self.serves.items())},
+                "coalesced": [a.to_dict() for a in self.coalesced]}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "announcement") -> RunAnnouncement:
+        if not isinstance(data, dict):
+            raise AnnouncementError(f"{where}: expected a mapping with 'serves' and "
+                                    f"'coalesced', got {type(data).__name__}")
+        serves_in = data.get("serves") or {}
+        if not isinstance(serves_in, dict):
+            raise AnnouncementError(f"{where}.serves: expected a mapping of kind to "
+                                    "announcement")
+        serves = {}
+        for kind, item in serves_in.items():
+            found = Announcement.from_dict(item, f"{where}.serves.{kind}")
+            if found.kind != kind:
+                raise AnnouncementError(f"{where}.serves.{kind}: holds a {found.kind} "
+                                        "announcement; fix: key each one by its kind")
+            serves[kind] = found
+        coalesced_in = data.get("coalesced") or []
+        if not isinstance(coalesced_in, list):
+            raise AnnouncementError(f"{where}.coalesced: expected a list of announcements")
+        coalesced = tuple(Announcement.from_dict(item, f"{where}.coalesced[{i}]")
+                          for i, item in enumerate(coalesced_in))
+        return cls(serves, coalesced)
+
+    def summary(self) -> dict[str, Any]:
+        """Flat, for event payloads: what is served and which event ids were folded in."""
+        out: dict[str, Any] = {}
+        for kind, item in sorted(self.serves.items()):
+            out[kind] = item.value
+            out[f"{kind}_event"] = item.event_id
+            out[f"{kind}_occurred"] = item.occurred.isoformat()
+        out["coalesced"] = [f"{a.kind} {a.value} ({a.event_id})" for a in self.coalesced]
+        return out
+
+    def label(self) -> str:
+        """Short text for a run name: the dataset file's name and/or the revision."""
+        parts = []
+        if (data := self.serves.get("dataset")) is not None:
+            parts.append(data.value.rstrip("/").rsplit("/", 1)[-1])
+        if (model := self.serves.get("base-model")) is not None:
+            parts.append(f"rev-{model.value[:12]}")
+        return "+".join(parts)
+
+
+def retrain_run_name(profile: str, record: RunAnnouncement | None, stamp: str = "") -> str:
+    """The retrain run's name in the UI: the profile and what it was announced for."""
+    label = record.label() if record is not None else ""
+    return "-".join(part for part in (profile, label, stamp) if part)

@@ -1,0 +1,124 @@
+"""The dispatcher against a real Prefect API (the test harness's server): runs it creates,
+replaces and cancels, the announcements it records, and two dispatchers racing."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+from prefect.client.schemas.objects import ConcurrencyLimitStrategy, ConcurrencyOptions
+from prefect.states import Cancelled, Pending, Running
+
+from flows.announcements.dispatch import dispatch_announcement
+from flows.announcements.guard import was_coalesced
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def target() -> tuple[str, UUID]:
+    """A retrain-like deployment (limit 1, ENQUEUE) of the flow rl-post-training."""
+    name = f"retrain-{uuid.uuid4().hex[:8]}"
+    with get_client(sync_client=True) as client:
+        flow_id = client.create_flow_from_name("rl-post-training")
+        deployment_id = client.create_deployment(
+            flow_id=flow_id, name=name, parameters={"profile": "rehearsal"},
+            concurrency_limit=1, concurrency_options=ConcurrencyOptions(
+                collision_strategy=ConcurrencyLimitStrategy.ENQUEUE))
+    return f"rl-post-training/{name}", deployment_id
+
+
+def _announce(deployment: str, kind: str, value: str, minute: int,
+              event_id: str | None = None) -> tuple[str, dict]:
+    event_id = event_id or str(uuid.uuid4())
+    return event_id, dispatch_announcement(
+        deployment=deployment, kind=kind, value=value, event_id=event_id,
+        occurred=str(T0 + timedelta(minutes=minute)))
+
+
+def _runs(deployment_id: UUID) -> list:
+    with get_client(sync_client=True) as client:
+        return client.read_flow_runs(deployment_filter=DeploymentFilter(
+            id=DeploymentFilterId(any_=[deployment_id])))
+
+
+def test_announcements_during_a_run_leave_one_waiting_run_with_the_newest(target):
+    deployment, deployment_id = target
+    first, result = _announce(deployment, "dataset", "gs://b/v2.parquet", 1)
+    assert result["decision"] == "queued"
+    running_id = UUID(result["run"])
+    with get_client(sync_client=True) as client:  # what the worker does with it
+        client.set_flow_run_state(running_id, Pending(), force=True)
+        client.set_flow_run_state(running_id, Running(), force=True)
+
+    v3, queued = _announce(deployment, "dataset", "gs://b/v3.parquet", 3)
+    assert queued["decision"] == "queued" and queued["replaced"] == []
+    rev, merged = _announce(deployment, "base-model", "abc123", 4)
+    assert merged["replaced"] == [queued["run"]]
+    _, older = _announce(deployment, "dataset", "gs://b/v2b.parquet", 2)
+    assert older["decision"] == "superseded" and older["by"] == v3
+    _, again = _announce(deployment, "dataset", "gs://b/v3.parquet", 3, event_id=v3)
+    assert again["decision"] == "duplicate"
+    v4, newest = _announce(deployment, "dataset", "gs://b/v4.parquet", 5)
+    assert newest["coalesced"] == [v3]
+
+    runs = {str(r.id): r for r in _runs(deployment_id)}
+    assert runs[str(running_id)].state.is_running()
+    waiting = [r for r in runs.values() if r.state.is_scheduled()]
+    assert [str(r.id) for r in waiting] == [newest["run"]]
+    (follow,) = waiting
+    assert follow.parameters["dataset_uri"] == "gs://b/v4.parquet"
+    assert follow.parameters["model_revision"] == "abc123"
+    assert follow.parameters["profile"] == "rehearsal"  # the deployment's own parameters kept
+    assert follow.parameters["announcement"]["serves"]["base-model"]["event_id"] == rev
+    assert follow.name.startswith("rehearsal-v4.parquet+rev-abc123")
+    for replaced in (queued["run"], merged["run"]):
+        state = runs[replaced].state
+        assert state.is_cancelled() and state.message.startswith("Coalesced into ")
+        assert was_coalesced(replaced) == state.message
+    assert was_coalesced(newest["run"]) is None
+    assert first and v4
+
+
+def test_two_dispatchers_racing_leave_exactly_one_waiting_run(target):
+    deployment, deployment_id = target
+    results: list[dict] = []
+    errors: list[BaseException] = []
+
+    def announce(value: str, minute: int) -> None:
+        try:
+            results.append(_announce(deployment, "dataset", value, minute)[1])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=announce, args=(f"gs://b/v{i}.parquet", i))
+               for i in range(1, 4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    waiting = [r for r in _runs(deployment_id) if r.state.is_scheduled()]
+    assert len(waiting) == 1, [(r.name, r.state.name) for r in waiting]
+    assert waiting[0].parameters["dataset_uri"] == "gs://b/v3.parquet"
+
+
+def test_a_run_the_worker_took_just_before_its_cancel_knows_it_was_coalesced(target):
+    """Prefect accepts Cancelled on a Pending run and then Running from Cancelled (checked
+    here), so the run itself must notice; flows/announcements/guard.py."""
+    deployment, _ = target
+    _, old = _announce(deployment, "dataset", "gs://b/v2.parquet", 1)
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(UUID(old["run"]), Pending(), force=True)
+        cancel = client.set_flow_run_state(UUID(old["run"]), Cancelled(
+            message="Coalesced into rehearsal-x (id), queued for …"))
+        assert cancel.state is not None and cancel.state.is_cancelled()
+        rerun = client.set_flow_run_state(UUID(old["run"]), Running())
+        assert rerun.state is not None and rerun.state.is_running()
+    assert was_coalesced(old["run"]).startswith("Coalesced into rehearsal-x")
