@@ -51,8 +51,10 @@ else
   # What an image needs no copy of: apt's lists and caches, docs, the debootstrap log.
   rm -rf "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/cache/apt/* "$ROOTFS"/usr/share/doc/* \
     "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/locale/* "$ROOTFS"/debootstrap
+  chmod 755 "$ROOTFS"  # mktemp made it 0700: the image's / would shut out the non-root user
   log "docker import as $REF"
   tar -C "$ROOTFS" -c . | docker import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' --change 'ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt' \
     --change 'CMD ["python3"]' \
     --message "debootstrap --variant=minbase $SUITE $PACKAGES" - "$REF" >/dev/null
