@@ -108,7 +108,9 @@ def deploy_to_run(repository: str, base: str, home: Path) -> tuple[float, float]
 
         client = docker.from_env()
         container = client.containers.run(pod["image"], command=pod["args"], network_mode="host",
-                                           environment={**pod["env"], "PREFECT_API_URL": server.url},
+                                           environment={**pod["env"], "PREFECT_API_URL": server.url,
+                                                        "GOOGLE_APPLICATION_CREDENTIALS": "/adc.json"},
+                                           volumes={str(adc): {"bind": "/adc.json", "mode": "ro"}},
                                            detach=True)
         try:
             container.wait(timeout=600)

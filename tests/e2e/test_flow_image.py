@@ -169,9 +169,14 @@ def test_the_weekly_deployment_runs_in_a_container_of_its_image(walkthrough: Wal
     assert pod["env"]["TPURL_GKE__PROJECT"] == ""  # the pool's env, from prefect.yaml
     docker_client.images.pull(pod["image"])  # from the registry, by digest, as a kubelet does
     # The pod reaches the API at an address of the cluster; here that is the host's 127.0.0.1.
-    env = {**pod["env"], "PREFECT_API_URL": server.url}
-    container = docker_client.containers.run(pod["image"], command=pod["args"], environment=env,
-                                             network_mode="host", detach=True)
+    # Its Google credentials come from Workload Identity (the tpurl-flow service account) on
+    # GKE; here the same fake key file stands in (prefect-gcp loads the results block's
+    # GcpCredentials before the flow starts, and crashes the run without any).
+    env = {**pod["env"], "PREFECT_API_URL": server.url,
+           "GOOGLE_APPLICATION_CREDENTIALS": "/var/run/tpurl/adc.json"}
+    container = docker_client.containers.run(
+        pod["image"], command=pod["args"], environment=env, network_mode="host", detach=True,
+        volumes={str(adc): {"bind": "/var/run/tpurl/adc.json", "mode": "ro"}})
     try:
         container.wait(timeout=600)
         output = container.logs().decode(errors="replace")
