@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from flows.core.paths import REHEARSAL_DIR, REPO_ROOT
+from tests.support.flow_image import debian_base_image, deploy_env
 from tests.support.prefect_server import PREFECT, PrefectServer
 
 pytestmark = pytest.mark.rehearsal
@@ -33,13 +34,17 @@ FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
 @pytest.fixture(scope="module")
-def deployed(prefect_server: PrefectServer) -> dict[str, dict]:
+def deployed(prefect_server: PrefectServer, docker_client, registry_prefix: str) -> dict[str, dict]:
+    """Every deployment, after prefect.yaml's build/push of the flow image (a layer-cache hit
+    when tests/e2e/test_flow_image.py built it in this session)."""
     for args in (["work-pool", "create", "tpurl-process", "--type", "process"],
                  ["work-pool", "create", "tpurl-kubernetes", "--type", "kubernetes",
                   "--base-job-template", str(TEMPLATE)]):
         done = prefect_server.cli(*args)
         assert done.returncode == 0, done.stdout + done.stderr
-    done = prefect_server.cli("--no-prompt", "deploy", "--all")
+    env = deploy_env(prefect_server.env, f"{registry_prefix}/tpurl-flow", debian_base_image())
+    done = subprocess.run([PREFECT, "--no-prompt", "deploy", "--all"], cwd=REPO_ROOT, env=env,
+                          text=True, capture_output=True, timeout=1800, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = prefect_server.api("POST", "/deployments/filter", json={}).json()
     return {d["name"]: d for d in found}

@@ -1,0 +1,90 @@
+"""Install the programs the GKE stages run into the flow image (images/flow/Dockerfile,
+CLOUD_TOOLS=1): the Google Cloud CLI with gke-gcloud-auth-plugin, Terraform, and the Cluster
+Toolkit bundle (gcluster).
+
+Why a script of the base's Python: slim images have no curl or unzip, and one script keeps
+the pinned versions and official locations in one place. Terraform is checked against its
+release's SHA256SUMS. The Cluster Toolkit bundle goes where flows/backends/gke/infra/bundle.py
+looks for it before downloading (``<cache>/cluster-toolkit/<version>/``), so a flow run needs
+no GitHub access, and gcluster is also put on PATH for a pre-flight that looks for it there.
+
+Unverified here: this machine reaches none of these hosts, so the tests build with
+CLOUD_TOOLS=0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import tarfile
+import urllib.request
+import zipfile
+from pathlib import Path
+
+GCLOUD_URL = ("https://dl.google.com/dl/cloudsdk/channels/rapid/downloads/"
+              "google-cloud-cli-{version}-linux-x86_64.tar.gz")
+TERRAFORM_URL = "https://releases.hashicorp.com/terraform/{version}/terraform_{version}_linux_amd64.zip"
+TERRAFORM_SUMS = "https://releases.hashicorp.com/terraform/{version}/terraform_{version}_SHA256SUMS"
+TOOLKIT_URL = ("https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download/"
+               "{version}/gcluster_bundle_linux_amd64.tgz")
+
+
+def download(url: str, dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with urllib.request.urlopen(url, timeout=300) as response, dest.open("wb") as out:
+        while chunk := response.read(1 << 20):
+            out.write(chunk)
+    return dest
+
+
+def install_gcloud(root: Path, version: str) -> None:
+    archive = download(GCLOUD_URL.format(version=version), root / "gcloud.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(root, filter="data")
+    archive.unlink()
+    gcloud = root / "google-cloud-sdk" / "bin" / "gcloud"
+    subprocess.run([str(gcloud), "components", "install", "gke-gcloud-auth-plugin", "--quiet"],
+                   check=True)
+
+
+def install_terraform(root: Path, version: str) -> None:
+    archive = download(TERRAFORM_URL.format(version=version), root / "terraform.zip")
+    sums = download(TERRAFORM_SUMS.format(version=version), root / "terraform.sums").read_text()
+    expected = next(line.split()[0] for line in sums.splitlines()
+                    if line.endswith(f"terraform_{version}_linux_amd64.zip"))
+    actual = hashlib.sha256(archive.read_bytes()).hexdigest()
+    if actual != expected:
+        raise SystemExit(f"terraform {version}: sha256 {actual}, SHA256SUMS says {expected}")
+    with zipfile.ZipFile(archive) as zipped:
+        zipped.extract("terraform", root / "bin")
+    (root / "bin" / "terraform").chmod(0o755)
+    archive.unlink()
+    (root / "terraform.sums").unlink()
+
+
+def install_cluster_toolkit(root: Path, cache_dir: Path, version: str) -> None:
+    bundle = download(TOOLKIT_URL.format(version=version),
+                      cache_dir / "cluster-toolkit" / version / "gcluster_bundle_linux_amd64.tgz")
+    with tarfile.open(bundle) as tar:
+        member = next(m for m in tar.getmembers() if Path(m.name).name == "gcluster" and m.isfile())
+        member.name = "gcluster"
+        tar.extract(member, root / "bin", filter="data")
+    (root / "bin" / "gcluster").chmod(0o755)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--gcloud", required=True)
+    parser.add_argument("--terraform", required=True)
+    parser.add_argument("--cluster-toolkit", required=True)
+    parser.add_argument("--cache-dir", type=Path, required=True)
+    args = parser.parse_args()
+    install_gcloud(args.root, args.gcloud)
+    install_terraform(args.root, args.terraform)
+    install_cluster_toolkit(args.root, args.cache_dir, args.cluster_toolkit)
+
+
+if __name__ == "__main__":
+    main()
