@@ -183,7 +183,9 @@ def _dispatcher_report(server: PrefectServer, dispatcher: dict) -> str:
 
 
 def _announcement_events(server: PrefectServer) -> dict[str, set[str]]:
-    found = server.api("POST", "/events/filter", json={"limit": 100, "filter": {
+    # 50 is the most /events/filter returns per page (prefect/server/api/events.py: limit
+    # le=INTERACTIVE_PAGE_SIZE); a larger limit is a 422
+    found = server.api("POST", "/events/filter", json={"limit": 50, "filter": {
         "event": {"prefix": ["tpurl.announcement."]}}}).json()["events"]
     out: dict[str, set[str]] = {"queued": set(), "coalesced": set(), "superseded": set(),
                                 "duplicate": set()}
