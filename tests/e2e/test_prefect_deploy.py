@@ -152,7 +152,12 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
         assert follow["parameters"]["model_revision"] == "main"
         for cancelled in (r for r in others if r["state"]["type"] == "CANCELLED"):
             assert cancelled["state"]["message"].startswith("Coalesced into "), cancelled
-        decisions = _announcement_events(prefect_server)
+        # the dispatchers' events reach the API asynchronously, after their runs complete
+        def decided() -> dict[str, set[str]] | None:
+            found = _announcement_events(prefect_server)
+            return found if newest in found["queued"] else None
+
+        decisions = _wait(decided, 60, "the dispatchers' events")
         coalesced = {c["event_id"] for c in record["coalesced"]}
         assert intermediate in coalesced or intermediate in decisions["superseded"], decisions
         assert newest in decisions["queued"]
