@@ -23,8 +23,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from flows.core.paths import REPO_ROOT
 from flows.deploy_steps import flow_image_tag
 from tests.fakes.adc_key import write_adc_key
 from tests.support.flow_image import debian_base_image, deploy_env
-from tests.support.prefect_server import PrefectServer, prefect_server_in
+from tests.support.prefect_server import PrefectServer, prefect_server_in, wait_until
 from tests.support.readme import blocks
 
 TITLE = "Deploy and run"
@@ -78,14 +77,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait(timeout=10)
 
 
-def _wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def _state(server: PrefectServer, run_id: str) -> dict[str, Any]:
@@ -98,7 +89,7 @@ def _runs_of(server: PrefectServer, deployment_id: str) -> list[dict[str, Any]]:
 
 
 def _final(server: PrefectServer, run_id: str, timeout: float) -> dict[str, Any]:
-    return _wait(lambda: (s := _state(server, run_id))["type"] in FINAL and s, timeout,
+    return wait_until(lambda: (s := _state(server, run_id))["type"] in FINAL and s, timeout,
                  f"flow run {run_id} to end")
 
 
@@ -208,7 +199,7 @@ def test_the_readme_process_worker_runs_teardown_and_rehearsal(walkthrough: Walk
         done = _bash(readme["rehearsal-run"], walkthrough.env)
         assert done.returncode == 0, done.stdout + done.stderr
         [run] = _runs_of(server, rehearsal["id"])
-        _wait(lambda: _state(server, run["id"])["type"] == "RUNNING", 300,
+        wait_until(lambda: _state(server, run["id"])["type"] == "RUNNING", 300,
               "the rehearsal run to start on the process worker")
         server.api("POST", f"/flow_runs/{run['id']}/set_state",
                    json={"state": {"type": "CANCELLING"}, "force": True})
@@ -222,7 +213,7 @@ def test_the_readme_kubernetes_worker_starts_and_joins_its_pool(walkthrough: Wal
     log = walkthrough.home / "kubernetes-worker.log"
     worker = _background(readme["kubernetes-worker"], walkthrough.env, log)
     try:
-        workers = _wait(lambda: walkthrough.server.api(
+        workers = wait_until(lambda: walkthrough.server.api(
             "POST", "/work_pools/tpurl-kubernetes/workers/filter", json={}).json(), 120,
             f"a worker of tpurl-kubernetes ({log})")
         assert workers and worker.poll() is None, log.read_text()[-3000:]

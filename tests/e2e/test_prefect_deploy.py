@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 
 from flows.core.paths import REHEARSAL_DIR, REPO_ROOT
 from tests.support.flow_image import debian_base_image, deploy_env
-from tests.support.prefect_server import PREFECT, PrefectServer
+from tests.support.prefect_server import PREFECT, PrefectServer, wait_until
 
 pytestmark = pytest.mark.rehearsal
 OUTPUTS = REPO_ROOT / ".tpurl" / "test-outputs"
@@ -75,14 +74,6 @@ def _runs(server: PrefectServer, deployment_id: str) -> list[dict]:
         "sort": "EXPECTED_START_TIME_ASC"}).json()
 
 
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def test_deploy_all_creates_every_deployment_with_schedule_and_triggers(deployed, prefect_server):
@@ -113,7 +104,7 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
         first_event = _emit(prefect_server, "tpurl.dataset.updated", "tpurl.dataset.openmath",
                             {"uri": str(new_dataset)})
         try:
-            runs = _wait(lambda: _runs(prefect_server, retrain["id"]), 180,
+            runs = wait_until(lambda: _runs(prefect_server, retrain["id"]), 180,
                          "the dispatcher's retrain run")
         except AssertionError as exc:
             raise AssertionError(f"{exc}: {_dispatcher_report(prefect_server, dispatcher)}"
@@ -123,7 +114,7 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
         assert first["parameters"]["dataset_uri"] == str(new_dataset)
         assert first["parameters"]["announcement"]["serves"]["dataset"]["event_id"] == \
             first_event
-        _wait(lambda: state(first["id"])["type"] == "RUNNING", 300, "the first run to start")
+        wait_until(lambda: state(first["id"])["type"] == "RUNNING", 300, "the first run to start")
 
         # During the run: an intermediate dataset, a revision (the profile's own, so no
         # stage reruns), then the newest dataset (the first run's file, announced again).
@@ -137,7 +128,7 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
                        {"uri": str(new_dataset)}, now + timedelta(seconds=3))
         finished = lambda: [r for r in _runs(prefect_server, dispatcher["id"])  # noqa: E731
                             if r["state"]["type"] in FINAL]
-        done = _wait(lambda: len(finished()) == 4 and finished(), 600, "the four dispatchers")
+        done = wait_until(lambda: len(finished()) == 4 and finished(), 600, "the four dispatchers")
         assert {r["state"]["type"] for r in done} == {"COMPLETED"}, [r["state"] for r in done]
         assert state(first["id"])["type"] == "RUNNING", "the running run was disturbed"
 
@@ -157,15 +148,15 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
             found = _announcement_events(prefect_server)
             return found if newest in found["queued"] else None
 
-        decisions = _wait(decided, 60, "the dispatchers' events")
+        decisions = wait_until(decided, 60, "the dispatchers' events")
         coalesced = {c["event_id"] for c in record["coalesced"]}
         assert intermediate in coalesced or intermediate in decisions["superseded"], decisions
         assert newest in decisions["queued"]
 
-        final = _wait(lambda: state(first["id"])["type"] if state(first["id"])["type"] in FINAL
+        final = wait_until(lambda: state(first["id"])["type"] if state(first["id"])["type"] in FINAL
                       else None, 1800, "the retraining run")
         assert final == "COMPLETED", state(first["id"])
-        follow_final = _wait(lambda: state(follow["id"])["type"] if state(follow["id"])[
+        follow_final = wait_until(lambda: state(follow["id"])["type"] if state(follow["id"])[
             "type"] in FINAL else None, 600, "the follow-up run")
         assert follow_final == "COMPLETED", state(follow["id"])
     finally:
@@ -207,7 +198,7 @@ def _check_follow_up_page(server: PrefectServer, run_id: str, newest: str,
             "artifacts": {"flow_run_id": {"any_": [run_id]}}}).json()
             if a["key"] == "tpurl-rehearsal-announcement"]
 
-    (artifact,) = _wait(announcement_artifact, 60, "the follow-up's announcement artifact")
+    (artifact,) = wait_until(announcement_artifact, 60, "the follow-up's announcement artifact")
     assert newest in artifact["data"] and revision in artifact["data"]
 
     def started() -> list[dict]:
@@ -216,7 +207,7 @@ def _check_follow_up_page(server: PrefectServer, run_id: str, newest: str,
             "related": {"resources_in_roles": [[f"prefect.flow-run.{run_id}", "flow-run"]]}}}
         ).json()["events"]
 
-    (event,) = _wait(started, 60, "the follow-up's tpurl.run.started event")
+    (event,) = wait_until(started, 60, "the follow-up's tpurl.run.started event")
     assert event["payload"]["announcement"]["dataset_event"] == newest
     assert event["payload"]["announcement"]["base-model_event"] == revision
 
@@ -230,7 +221,7 @@ def _check_run_page(server: PrefectServer, run_id: str) -> None:
         return found if wanted <= {a["key"] for a in found if a["key"]} else []
 
     try:
-        artifacts = _wait(artifacts_of_run, 60, "the run's artifacts")
+        artifacts = wait_until(artifacts_of_run, 60, "the run's artifacts")
     except AssertionError:
         artifacts = server.api("POST", "/artifacts/filter", json={
             "artifacts": {"flow_run_id": {"any_": [run_id]}}}).json()
@@ -249,7 +240,7 @@ def _check_run_page(server: PrefectServer, run_id: str) -> None:
         names = {e["event"] for e in found["events"]}
         return names if {"tpurl.stage.started", "tpurl.model.exported"} <= names else set()
 
-    assert _wait(event_names, 60, "the run's tpurl events")
+    assert wait_until(event_names, 60, "the run's tpurl events")
     _screenshot(server, run_id, stages["id"])
 
 

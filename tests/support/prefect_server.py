@@ -7,9 +7,10 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -69,3 +70,16 @@ def prefect_server_in(home: Path) -> Iterator[PrefectServer]:
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll the API-backed ``predicate`` each second until it returns something truthy (the
+    server applies states and events asynchronously); that value, or an AssertionError
+    naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
