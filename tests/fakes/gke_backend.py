@@ -3,7 +3,13 @@ logger that keeps its lines. Shared by tests/gke/test_backend.py and test_faults
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
+import signal
 import time
+from collections.abc import Iterator
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +111,29 @@ def prefect_flow_child(url: str, tmp: str) -> None:
     os.environ.pop("PREFECT_API_URL", None)
     with private_api():  # its server dies with this process, even by the runner's SIGTERM
         pipeline()
+
+
+@contextlib.contextmanager
+def flow_child(url: str, tmp: Path) -> Iterator[BaseProcess]:
+    """``prefect_flow_child`` in a spawned process, killed on the way out if still alive."""
+    child = multiprocessing.get_context("spawn").Process(target=prefect_flow_child,
+                                                         args=(url, str(tmp)))
+    child.start()
+    try:
+        yield child
+    finally:
+        if child.is_alive():
+            child.kill()
+
+
+def child_is_running(tmp: Path) -> bool:
+    """The child's workload was seen running (its log says so)."""
+    log = tmp / "child.log"
+    return log.exists() and "is running" in log.read_text()
+
+
+def cancel_like_the_runner(child: BaseProcess) -> None:
+    """What the runner's kill() sends on a Prefect cancellation: SIGTERM, then a wait."""
+    assert child.pid is not None
+    os.kill(child.pid, signal.SIGTERM)
+    child.join(30)

@@ -11,13 +11,16 @@ sends it the runner's SIGTERM once the JobSet exists.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
 import time
 from pathlib import Path
 
-from tests.fakes.gke_backend import jobsets_created, no_jobsets_left, prefect_flow_child
+from tests.fakes.gke_backend import (
+    cancel_like_the_runner,
+    child_is_running,
+    flow_child,
+    jobsets_created,
+    no_jobsets_left,
+)
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.scenarios import admit, say, scenario, start
 
@@ -26,21 +29,11 @@ def test_prefect_cancellation_deletes_the_jobset(tmp_path: Path) -> None:
     with FakeApiServer(FakeKube()) as server:
         kube = scenario(server.kube, [(0.1, admit), (0.05, start), (0.05, say("step 1")),
                                       (60, say("never"))])
-        child = multiprocessing.get_context("spawn").Process(
-            target=prefect_flow_child, args=(server.url, str(tmp_path)))
-        child.start()
-        try:
+        with flow_child(server.url, tmp_path) as child:
             deadline = time.monotonic() + 60
-            log = tmp_path / "child.log"
-            while time.monotonic() < deadline and not (
-                    log.exists() and "is running" in log.read_text()):
+            while time.monotonic() < deadline and not child_is_running(tmp_path):
                 time.sleep(0.1)
             assert jobsets_created(kube) == 1 and kube.find("jobsets")
-            assert child.pid is not None
-            os.kill(child.pid, signal.SIGTERM)  # what the runner's kill() sends on cancel
-            child.join(30)
-        finally:
-            if child.is_alive():
-                child.kill()
+            cancel_like_the_runner(child)
         assert no_jobsets_left(kube, within_s=5)
         assert "deleting the JobSet" in (tmp_path / "child.log").read_text()

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from flows.core.failures import FailureCategory, StageFailed
-from tests.fakes.gke_backend import BUDGETS, jobsets_created, run_stage
+from tests.fakes.gke_backend import (
+    BUDGETS,
+    cancel_like_the_runner,
+    child_is_running,
+    flow_child,
+    jobsets_created,
+    run_stage,
+)
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
 from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start, succeed
@@ -54,6 +61,11 @@ def wait_for(predicate, timeout: float = 5.0) -> bool:
 
 RUN = [(0.05, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
        (0.1, succeed)]
+# A run still going when its nodes end (it would succeed only after 5 s), and the
+# resubmission that resumes from the checkpoint the first one saved.
+INTERRUPTED = [(0.05, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
+               (5.0, succeed)]
+RESUMED = [(0.05, admit), (0.05, start), (0.05, say("restored checkpoint 1")), (0.1, succeed)]
 
 
 def test_training_scales_the_slice_up_from_zero_and_back_after_success(server, tmp_path: Path
@@ -151,12 +163,8 @@ def test_flex_start_gives_up_after_the_queue_budget_with_nothing_spent(server,
 def test_flex_start_nodes_end_at_their_maximum_run_and_training_resumes(server,
                                                                        tmp_path: Path) -> None:
     scaler, pool = pool_on(server, max_run_s=1.0)
-    long_run = [(0.05, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
-                (5.0, succeed)]
-    resumed = [(0.05, admit), (0.05, start), (0.05, say("restored checkpoint 1")),
-               (0.1, succeed)]
     try:
-        scenario(server.kube, long_run, resumed)
+        scenario(server.kube, INTERRUPTED, RESUMED)
         outcome, *_ = run_stage(server, "train", tmp_path, profile=mode_profile("flex-start"))
         assert not isinstance(outcome, StageFailed), outcome
         assert outcome.submissions == 2 and outcome.preemptions == 1
@@ -167,12 +175,8 @@ def test_flex_start_nodes_end_at_their_maximum_run_and_training_resumes(server,
 
 def test_spot_preemption_resumes_and_is_reported(server, tmp_path: Path) -> None:
     scaler, _pool = pool_on(server)
-    first = [(0.05, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
-             (5.0, succeed)]
-    second = [(0.05, admit), (0.05, start), (0.05, say("restored checkpoint 1")),
-              (0.1, succeed)]
     try:
-        scenario(server.kube, first, second)
+        scenario(server.kube, INTERRUPTED, RESUMED)
         threading.Timer(1.0, scaler.preempt).start()
         outcome, *_ = run_stage(server, "train", tmp_path, profile=mode_profile("spot"))
         assert not isinstance(outcome, StageFailed), outcome
@@ -186,27 +190,14 @@ def test_spot_preemption_resumes_and_is_reported(server, tmp_path: Path) -> None
 def test_a_cancelled_run_leaves_no_tpu_node_behind(server, tmp_path: Path) -> None:
     """Prefect's cancellation (the runner's SIGTERM to the flow process, as in
     test_cancel.py) deletes the JobSet; its pods go and the autoscaler removes the slice."""
-    import multiprocessing
-    import os
-    import signal
-
-    from tests.fakes.gke_backend import prefect_flow_child
-
     scaler, pool = pool_on(server)
     kube = scenario(server.kube, [(0.1, admit), (0.05, start), (0.05, say("step 1")),
                                   (60, say("never"))])
-    child = multiprocessing.get_context("spawn").Process(
-        target=prefect_flow_child, args=(server.url, str(tmp_path)))
-    child.start()
     try:
-        assert wait_for(lambda: scaler.nodes and (tmp_path / "child.log").exists() and
-                        "is running" in (tmp_path / "child.log").read_text(), timeout=120)
-        assert child.pid is not None
-        os.kill(child.pid, signal.SIGTERM)
-        child.join(30)
+        with flow_child(server.url, tmp_path) as child:
+            assert wait_for(lambda: scaler.nodes and child_is_running(tmp_path), timeout=120)
+            cancel_like_the_runner(child)
         assert wait_for(lambda: not kube.find("jobsets") and not scaler.nodes, timeout=10)
         assert [n for _, n in pool.history] == [0, 8, 0]
     finally:
-        if child.is_alive():
-            child.kill()
         scaler.stop()
