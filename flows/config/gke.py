@@ -235,9 +235,6 @@ class GkeCapacity(StrictModel):
 
     @model_validator(mode="after")
     def _pool_is_consistent(self) -> Self:
-        if self.capacity not in self.prices:
-            raise FixableValueError(f"no price for capacity {self.capacity!r} in gke.prices",
-                                    price_fix(self.capacity), field="prices")
         machine, chips = self.machine, self.chips_per_slice
         if chips % machine.chips_per_host != 0 or self.topology not in supported_topologies(machine):
             raise FixableValueError(
@@ -366,6 +363,9 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials):
         fields (reservation, max_run_hours, preemption_budget) must or must not be set."""
         problems = capacity_problems(self.capacity, self.reservation, self.max_run_hours,
                                      float(self.estimated_hours.get("train", 0.0)))
+        if self.capacity not in self.prices:
+            problems.insert(0, ("prices", f"no price for capacity {self.capacity!r} in "
+                                "gke.prices", price_fix(self.capacity)))
         if self.capacity == "spot" and self.preemption_budget == 0:
             problems.append(("preemption_budget", "spot nodes are preempted at any time; "
                              "with preemption_budget 0 the first preemption fails the run "
@@ -377,6 +377,7 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials):
                              "scale the whole slice up for a CPU job",
                              "set gke.conversion_placement: cpu-pool (the default)"))
         if problems:
-            field, problem, fix = problems[0]
-            raise FixableValueError(problem, fix, field=field)
+            first, *rest = (FixableValueError(problem, fix, field=field)
+                            for field, problem, fix in problems)
+            raise FixableValueError(first.problem, first.fix, first.field, tuple(rest))
         return self
