@@ -31,6 +31,7 @@ from flows.config.capacity import (
     price_fix,
 )
 from flows.config.errors import FixableValueError
+from flows.config.hf_scratch import scratch_problem
 from flows.config.tpu import (
     TPU_MACHINES,
     TpuMachine,
@@ -304,6 +305,9 @@ class GkeJobs(StrictModel):
     conversion_cpu: str = "30"
     conversion_memory: str = "192Gi"
     conversion_scratch_memory: str = "64Gi"
+    # The HF checkpoint's safetensors, what the scratch must hold (flows/config/hf_scratch.py):
+    # Qwen3-30B-A3B, 30.5B parameters x 2 bytes (bf16) = 61 GB, about 57 GiB.
+    hf_download_gib: float = Field(57.0, gt=0)
     conversion_ephemeral_storage: str = "16Gi"
     job_ttl_s: int = Field(3600, ge=0)  # gcluster's default for plain jobs
     train_ttl_s: int = Field(86400, ge=0)  # gcluster's default for Pathways jobs
@@ -335,6 +339,9 @@ class GkeJobs(StrictModel):
                 "memory-backed and counts against the pod's memory limit",
                 "raise gke.conversion_memory or lower gke.conversion_scratch_memory",
                 field="conversion_scratch_memory")
+        if self.conversion_placement == "cpu-pool" and (problem := scratch_problem(
+                self.hf_download_gib, parse_quantity(self.conversion_scratch_memory))):
+            raise FixableValueError(*problem, field="conversion_scratch_memory")
         return self
 
     @field_validator("pathways_tag")
