@@ -98,10 +98,11 @@ def wrong_pools(cluster: dict[str, Any], s: InfraSettings) -> list[tuple[str, st
         scaling = pool.get("autoscaling") or {}
         nodes = int(scaling.get("minNodeCount", 0) if scaling.get("enabled")
                     else pool.get("initialNodeCount") or 0)
-        spot = bool((pool.get("config") or {}).get("spot"))
-        mode = "spot" if spot else ("reservation" if not s.gke.scales_from_zero
-                                    and not problems else "on-demand")
-        price = s.gke.prices.get(mode) or s.gke.prices["on-demand"]
+        config = pool.get("config") or {}
+        reserved = (config.get("reservationAffinity") or {}).get(
+            "consumeReservationType", "NO_RESERVATION") != "NO_RESERVATION"
+        mode = "spot" if config.get("spot") else "reservation" if reserved else "on-demand"
+        price = s.gke.prices.get(mode) or s.gke.prices["on-demand"]  # a cited default
         chips = nodes * s.gke.chips_per_host
         name = pool.get("name", "?")
         out.append((f"pool {name} bills {nodes} nodes x {s.gke.chips_per_host} chips = "
