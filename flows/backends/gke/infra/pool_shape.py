@@ -105,10 +105,11 @@ def pool_shape_problems(text: str, gke: GkeSection, deploy_vars: dict[str, str]
              f"{how}", "set static_node_count: null (edit capacity-not-static)")
         low = _resolve(settings.get("autoscaling_min_node_count"), variables)
         high = _resolve(settings.get("autoscaling_max_node_count"), variables)
-        need(low == 0 and high == hosts, "autoscaling_min_node_count",
-             f"capacity {mode} needs autoscaling 0..{hosts} nodes per slice, the blueprint "
-             f"gives {low}..{high}", "edits capacity-scale-from-zero and "
-             "capacity-scale-to-one-slice")
+        span = (f"capacity {mode} needs autoscaling 0..{hosts} nodes per slice, the "
+                f"blueprint gives {low}..{high}")
+        need(low == 0, "autoscaling_min_node_count", span, "edit capacity-scale-from-zero")
+        need(high == hosts, "autoscaling_max_node_count", span,
+             "edit capacity-scale-to-one-slice")
         need(kind == "NO_RESERVATION" and not names, "reservation_affinity",
              f"capacity {mode} consumes no reservation, the blueprint gives {kind} "
              f"{names or ''}".rstrip(), "edit capacity-no-reservation")

@@ -110,3 +110,14 @@ def test_a_static_pool_after_deploy_fails_with_its_price_and_removal(
             "$86.40/h") in err.value.diagnosis.detail
     assert ("gcloud container node-pools delete gke-tpu-v6e-pool-0 --cluster=tpurl-v6e "
             "--location=us-east5 --project=my-proj-123 --quiet") in err.value.diagnosis.resolution
+
+
+@pytest.mark.parametrize(("dropped", "setting"), [
+    ("capacity-scale-to-one-slice", "autoscaling_max_node_count"),
+    ("capacity-flex-start-max-run", "max_run_duration"),
+    ("capacity-flex-start", "enable_flex_start")])
+def test_each_missing_edit_is_named_by_its_setting_and_edit(dropped: str, setting: str) -> None:
+    mode = "on-demand" if "slice" in dropped else "flex-start"
+    problems = _problems(mode, drop=(dropped,))
+    assert [p[0] for p in problems] == [f"gke-tpu-v6e-pool.{setting}"]
+    assert dropped in problems[0][2]
