@@ -99,7 +99,8 @@ def capacity_problems(mode: str, reservation: str | None, max_run_hours: float |
         out.append(("reservation", f"capacity {mode!r} consumes no reservation, but "
                     f"gke.reservation is {reservation!r} (Cluster Toolkit's node pool refuses "
                     "a reservation with spot and flex-start)",
-                    "remove gke.reservation, or set gke.capacity: reservation"))
+                    "remove gke.reservation from the profile (or pass --set "
+                    "gke.reservation= to empty it), or set gke.capacity: reservation"))
     if mode == "flex-start":
         if max_run_hours is None:
             out.append(("max_run_hours", "flex-start nodes stop after their maximum run "
@@ -118,5 +119,6 @@ def capacity_problems(mode: str, reservation: str | None, max_run_hours: float |
                         "estimate is wrong"))
     elif max_run_hours is not None:
         out.append(("max_run_hours", f"max_run_hours applies to flex-start only, not {mode!r}",
-                    "remove gke.max_run_hours, or set gke.capacity: flex-start"))
+                    "delete gke.max_run_hours from the profile file or drop its --set, or "
+                    "set gke.capacity: flex-start"))
     return out

@@ -27,11 +27,15 @@ class FixableValueError(ValueError):
     ``field`` names a field below the model that raised it (pydantic would report the model).
     """
 
-    def __init__(self, problem: str, fix: str, field: str | None = None) -> None:
+    def __init__(self, problem: str, fix: str, field: str | None = None,
+                 also: tuple[FixableValueError, ...] = ()) -> None:
         super().__init__(f"{problem} || {fix}")
         self.problem = problem
         self.fix = fix
         self.field = field
+        # More problems found by the same check: a validator can raise once, and the user
+        # should get every fix in one round, not one per try.
+        self.also = also
 
 
 class EnvironmentNotReady(ProfileError):

@@ -31,6 +31,7 @@ from flows.config.capacity import (
     price_fix,
 )
 from flows.config.errors import FixableValueError
+from flows.config.hf_scratch import scratch_problem
 from flows.config.tpu import (
     TPU_MACHINES,
     TpuMachine,
@@ -235,9 +236,6 @@ class GkeCapacity(StrictModel):
 
     @model_validator(mode="after")
     def _pool_is_consistent(self) -> Self:
-        if self.capacity not in self.prices:
-            raise FixableValueError(f"no price for capacity {self.capacity!r} in gke.prices",
-                                    price_fix(self.capacity), field="prices")
         machine, chips = self.machine, self.chips_per_slice
         if chips % machine.chips_per_host != 0 or self.topology not in supported_topologies(machine):
             raise FixableValueError(
@@ -307,6 +305,9 @@ class GkeJobs(StrictModel):
     conversion_cpu: str = "30"
     conversion_memory: str = "192Gi"
     conversion_scratch_memory: str = "64Gi"
+    # The HF checkpoint's safetensors, what the scratch must hold (flows/config/hf_scratch.py):
+    # Qwen3-30B-A3B, 30.5B parameters x 2 bytes (bf16) = 61 GB, about 57 GiB.
+    hf_download_gib: float = Field(57.0, gt=0)
     conversion_ephemeral_storage: str = "16Gi"
     job_ttl_s: int = Field(3600, ge=0)  # gcluster's default for plain jobs
     train_ttl_s: int = Field(86400, ge=0)  # gcluster's default for Pathways jobs
@@ -338,6 +339,9 @@ class GkeJobs(StrictModel):
                 "memory-backed and counts against the pod's memory limit",
                 "raise gke.conversion_memory or lower gke.conversion_scratch_memory",
                 field="conversion_scratch_memory")
+        if self.conversion_placement == "cpu-pool" and (problem := scratch_problem(
+                self.hf_download_gib, parse_quantity(self.conversion_scratch_memory))):
+            raise FixableValueError(*problem, field="conversion_scratch_memory")
         return self
 
     @field_validator("pathways_tag")
@@ -366,6 +370,9 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials):
         fields (reservation, max_run_hours, preemption_budget) must or must not be set."""
         problems = capacity_problems(self.capacity, self.reservation, self.max_run_hours,
                                      float(self.estimated_hours.get("train", 0.0)))
+        if self.capacity not in self.prices:
+            problems.insert(0, ("prices", f"no price for capacity {self.capacity!r} in "
+                                "gke.prices", price_fix(self.capacity)))
         if self.capacity == "spot" and self.preemption_budget == 0:
             problems.append(("preemption_budget", "spot nodes are preempted at any time; "
                              "with preemption_budget 0 the first preemption fails the run "
@@ -377,6 +384,7 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials):
                              "scale the whole slice up for a CPU job",
                              "set gke.conversion_placement: cpu-pool (the default)"))
         if problems:
-            field, problem, fix = problems[0]
-            raise FixableValueError(problem, fix, field=field)
+            first, *rest = (FixableValueError(problem, fix, field=field)
+                            for field, problem, fix in problems)
+            raise FixableValueError(first.problem, first.fix, first.field, tuple(rest))
         return self

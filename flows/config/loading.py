@@ -131,9 +131,12 @@ def _translate(exc: ValidationError) -> list[Issue]:
         field = ".".join(loc) or "profile"
         cause = (error.get("ctx") or {}).get("error")
         if isinstance(cause, FixableValueError):
-            if (inner := cause.field) is not None:
-                field = ".".join([*loc, inner]) if loc and not inner.startswith(loc[0]) else inner
-            issues.append(Issue(field, cause.problem, cause.fix))
+            for one in (cause, *cause.also):
+                inner, named = one.field, field
+                if inner is not None:
+                    named = ".".join([*loc, inner]) if loc and not inner.startswith(loc[0]) \
+                        else inner
+                issues.append(Issue(named, one.problem, one.fix))
         elif error["type"] == "extra_forbidden" and field in RETIRED_KEYS:
             problem, fix = RETIRED_KEYS[field]
             issues.append(Issue(field, problem, fix, "config/retired"))

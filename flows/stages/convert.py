@@ -44,7 +44,8 @@ class ConvertStage(Stage):
                          outputs={"maxtext_checkpoint": layout.converted_checkpoint},
                          estimated_chip_hours=backend.estimated_chip_hours(self.name),
                          workloads=[plan_workload(convert_workload(profile, layout,
-                                                                   backend.runtime))])
+                                                                   backend.runtime))],
+                         notes=backend.runtime.notes(self.name))
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         workload = convert_workload(ctx.profile, ctx.layout, ctx.backend.runtime,

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from flows.config import ProfileError, load_profile
-from tests.support.profiles import TUTORIAL, fake_hf_token
+from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED, fake_hf_token
 
 # (case id, overrides on top of a valid tutorial profile, field named, words in the message)
 INVALID = [
@@ -260,3 +260,27 @@ def test_written_profile_round_trips(tmp_path: Path, tutorial_overrides):
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(data))
     assert load_profile(str(path), environ={}).gke.bucket == "my-tpurl-bucket"
+
+
+def _issues(overrides: dict[str, str]) -> dict[str, str]:
+    with pytest.raises(ProfileError) as err:
+        load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, **overrides}, environ={})
+    return {i.field: f"{i.problem} || {i.fix}" for i in err.value.issues}
+
+
+def test_every_capacity_problem_is_reported_in_one_round() -> None:
+    """flex-start with the tutorial's reservation left in, no flex-start price and no
+    max_run_hours: three fixes, one `tpurl validate`."""
+    issues = _issues({"gke.capacity": "flex-start"})
+    assert {"gke.reservation", "gke.prices", "gke.max_run_hours"} <= set(issues), issues
+    spot = _issues({"gke.capacity": "spot"})
+    assert {"gke.reservation", "gke.prices"} <= set(spot), spot
+
+
+def test_the_fix_for_removing_a_field_says_how() -> None:
+    issues = _issues({"gke.capacity": "on-demand"})
+    assert "--set gke.reservation=" in issues["gke.reservation"]
+    # an empty --set would not parse as a number, so this fix does not offer it
+    off_flex = _issues({"gke.max_run_hours": "10"})
+    assert "delete gke.max_run_hours from the profile file or drop its --set" in off_flex[
+        "gke.max_run_hours"]

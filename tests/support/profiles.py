@@ -44,3 +44,25 @@ def with_gke(settings: InfraSettings, **fields: Any) -> InfraSettings:
     (validated like a profile: a test cannot build a section the loader would refuse)."""
     gke = GkeSection.model_validate({**settings.gke.model_dump(), **fields})
     return settings.model_copy(update={"gke": gke})
+
+
+# A price for the modes that ship none (flows/config/capacity.py: spot and flex-start).
+QUOTED_PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-12-01"}
+
+
+def capacity_overrides(mode: str) -> dict[str, str]:
+    """What a profile sets to use capacity ``mode``: no reservation outside reservation mode,
+    a quoted price where none ships, flex-start's max_run_hours."""
+    extra: dict[str, str] = {"gke.capacity": mode}
+    if mode != "reservation":
+        extra["gke.reservation"] = ""
+        extra.update({f"gke.prices.{mode}.{k}": v for k, v in QUOTED_PRICE.items()
+                      if mode in ("spot", "flex-start")})
+    if mode == "flex-start":
+        extra["gke.max_run_hours"] = "12"
+    return extra
+
+
+def capacity_profile(mode: str) -> Profile:
+    """The infra tests' tutorial profile in capacity ``mode``."""
+    return infra_profile(**capacity_overrides(mode))

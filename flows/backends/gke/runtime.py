@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.data_rules import announced_data_args
+from flows.config.gke import parse_quantity
+from flows.config.hf_scratch import plan_note
 from flows.config.profile import Profile
 from flows.core.backend import Env
 from flows.core.layout import patched_image_ref
@@ -70,6 +72,9 @@ class GkeRuntime:
         return ()
 
     def notes(self, stage: str) -> list[str]:
+        gke = self.gke
+        if stage == "convert" and gke.conversion_placement == "cpu-pool":
+            return [plan_note(gke.hf_download_gib, parse_quantity(gke.conversion_scratch_memory))]
         return []
 
     def export_checks(self) -> list[Workload]:

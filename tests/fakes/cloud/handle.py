@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ def build_bundle(dest: Path, blueprint: Path = BLUEPRINT_FIXTURE) -> Path:
         info.size, info.mode = len(data), mode
         tar.addfile(info, io.BytesIO(data))
 
-    wrapper = f'#!/bin/sh\nexec "{BIN / "gcluster"}" "$@"\n'.encode()
+    # run by this interpreter: the fake reads the blueprint with ruamel (gcluster_expand.py)
+    wrapper = f'#!/bin/sh\nexec "{sys.executable}" "{BIN / "gcluster"}" "$@"\n'.encode()
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(dest, "w:gz") as tar:
         add(tar, "gcluster", wrapper, 0o755)

@@ -13,9 +13,11 @@ Derived from upstream:
   nodeLabels the pod's nodeSelector contradicts → "flavor F doesn't match node affinity";
   a pod set above the flavor's quota → "insufficient quota for X in flavor F, ..."; all
   prefixed "couldn't assign flavors to pod set P: " (Assignment.Message).
-- kueue pkg/workload/resources.go UseLimitsAsMissingRequestsInPod and Kubernetes
-  resourcehelpers.PodRequests: a pod's request is the sum of its containers' requests (a
-  missing request takes the limit), at least the largest init container's.
+- kueue pkg/workload/resources.go UseLimitsAsMissingRequestsInPod (a missing request takes
+  the limit) and pkg/workload/workload.go totalRequestsFromPodSets, which counts a pod set
+  with Kubernetes' resourcehelpers.PodRequests (staging/src/k8s.io/component-helpers/
+  resource/helpers.go): the containers' sum plus the sidecar init containers
+  (restartPolicy Always), at least the largest init-time need.
 - kueue JobSet integration: one pod set per replicatedJob, count = replicas × parallelism.
 """
 
@@ -51,14 +53,34 @@ def _container_requests(container: dict[str, Any]) -> dict[str, float]:
     return {name: quantity(value) for name, value in merged.items()}
 
 
+def _add(into: dict[str, float], more: dict[str, float]) -> None:
+    for name, value in more.items():
+        into[name] = into.get(name, 0.0) + value
+
+
 def pod_requests(spec: dict[str, Any]) -> dict[str, float]:
+    """Kubernetes' PodRequests (component-helpers resource/helpers.go): the containers' sum
+    plus every sidecar (an init container with restartPolicy Always, which keeps running);
+    at least what any init container needs while it runs, which for a regular one is its own
+    request plus the sidecars started before it."""
     total: dict[str, float] = {}
     for container in spec.get("containers") or []:
-        for name, value in _container_requests(container).items():
-            total[name] = total.get(name, 0.0) + value
+        _add(total, _container_requests(container))
+    sidecars: dict[str, float] = {}
+    init_peak: dict[str, float] = {}
     for container in spec.get("initContainers") or []:
-        for name, value in _container_requests(container).items():
-            total[name] = max(total.get(name, 0.0), value)
+        own = _container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            _add(total, own)
+            _add(sidecars, own)
+            need = dict(sidecars)
+        else:
+            need = dict(own)
+            _add(need, sidecars)
+        for name, value in need.items():
+            init_peak[name] = max(init_peak.get(name, 0.0), value)
+    for name, value in init_peak.items():
+        total[name] = max(total.get(name, 0.0), value)
     return {k: v for k, v in total.items() if v > 0}
 
 

@@ -98,9 +98,16 @@ def _fill(value: Any, facts: dict[str, int]) -> Any:
     return value
 
 
+_FIX = ("update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this version, or "
+        "pin gke.cluster_toolkit_version to v1.103.0")
+
+
 def apply_setting_edit(doc: Any, edit: BlueprintEdit, facts: dict[str, int]) -> bool:
-    """Set or remove one (possibly nested) setting of a module; True if the document changed."""
-    module = find_module(doc, edit.module)
+    """Set or remove one (possibly nested) setting of a module; True if the document changed.
+    A ``remove`` of a setting that is not there is an error, not a no-op: the example has
+    changed under the edit, and what the edit meant to prevent may now happen another way
+    (the example dropped static_node_count and gcluster fills it in)."""
+    module = find_module(doc, edit.module, edit.id)
     node = module.get("settings")
     *parents, leaf = edit.setting.split(".")
     for part in parents:
@@ -111,7 +118,12 @@ def apply_setting_edit(doc: Any, edit: BlueprintEdit, facts: dict[str, int]) -> 
                          "update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for "
                          "this version, or pin gke.cluster_toolkit_version to v1.103.0")
     if edit.remove:
-        return node.pop(leaf, _UNSET) is not _UNSET
+        if leaf not in node:
+            raise user_error(f"edit {edit.id} removes {edit.module}.{edit.setting}, which the "
+                             "blueprint does not have",
+                             f"settings there: {', '.join(map(str, node)) or '(none)'}", _FIX)
+        node.pop(leaf)
+        return True
     value = _fill(edit.set, facts)
     if node.get(leaf, _UNSET) == value:
         return False
@@ -140,7 +152,7 @@ def _yaml() -> YAML:
     return yaml
 
 
-def find_module(doc: Any, module_id: str) -> Any:
+def find_module(doc: Any, module_id: str, edit_id: str = "") -> Any:
     groups = doc.get("deployment_groups") if isinstance(doc, dict) else None
     if not isinstance(groups, list):
         raise user_error("the blueprint has no deployment_groups list",
@@ -151,7 +163,8 @@ def find_module(doc: Any, module_id: str) -> Any:
             ids.append(str(module.get("id")))
             if module.get("id") == module_id:
                 return module
-    raise user_error(f"module {module_id!r} not found in the blueprint",
+    raise user_error(f"module {module_id!r} not found in the blueprint"
+                     + (f" (edit {edit_id})" if edit_id else ""),
                      f"module ids present: {', '.join(ids) or '(none)'}",
                      "the Cluster Toolkit example changed: update "
                      "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this version, "
@@ -164,16 +177,21 @@ def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
         return apply_setting_edit(doc, edit, {})
     if edit.var:
         return apply_var_edit(doc, edit)
-    module = find_module(doc, edit.module)
+    module = find_module(doc, edit.module, edit.id)
     settings = module.get("settings")
     values = settings.get(edit.setting) if isinstance(settings, dict) else None
     if not isinstance(values, list):
-        raise user_error(f"module {edit.module!r} has no list setting {edit.setting!r}",
+        raise user_error(f"module {edit.module!r} has no list setting {edit.setting!r} "
+                         f"(edit {edit.id})",
                          f"settings keys: {', '.join(map(str, settings or {})) or '(none)'}",
                          "update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml")
     if edit.add in values:
         return False
-    if edit.replaces and edit.replaces in values:
+    if edit.replaces and edit.replaces not in values:
+        raise user_error(f"edit {edit.id} replaces {edit.replaces!r} in {edit.module}."
+                         f"{edit.setting}, which holds no such entry",
+                         f"entries: {', '.join(map(str, values)) or '(none)'}", _FIX)
+    if edit.replaces:
         values[values.index(edit.replaces)] = edit.add
     else:
         values.append(edit.add)

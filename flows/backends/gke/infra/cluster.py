@@ -85,6 +85,34 @@ def _capacity_mismatches(pool: dict[str, Any], s: InfraSettings) -> list[str]:
     return out
 
 
+def wrong_pools(cluster: dict[str, Any], s: InfraSettings) -> list[tuple[str, str]]:
+    """Pure: (what it bills per hour now, the command that removes it) for each TPU pool whose
+    shape misses the profile. Why the figure: a static pool bills every chip from
+    the moment it exists, idle or not, and the person reading this decides whether to wait."""
+    out = []
+    for pool in tpu_pools(cluster, s):
+        problems = _capacity_mismatches(pool, s)
+        topology = (pool.get("placementPolicy") or {}).get("tpuTopology")
+        if not problems and topology == s.gke.topology:
+            continue
+        scaling = pool.get("autoscaling") or {}
+        nodes = int(scaling.get("minNodeCount", 0) if scaling.get("enabled")
+                    else pool.get("initialNodeCount") or 0)
+        config = pool.get("config") or {}
+        reserved = (config.get("reservationAffinity") or {}).get(
+            "consumeReservationType", "NO_RESERVATION") != "NO_RESERVATION"
+        mode = "spot" if config.get("spot") else "reservation" if reserved else "on-demand"
+        price = s.gke.prices.get(mode) or s.gke.prices["on-demand"]  # a cited default
+        chips = nodes * s.gke.chips_per_host
+        name = pool.get("name", "?")
+        out.append((f"pool {name} bills {nodes} nodes x {s.gke.chips_per_host} chips = "
+                    f"{chips} chips at ${price.usd_per_chip_hour:.2f}/chip-h = "
+                    f"${chips * price.usd_per_chip_hour:.2f}/h ({mode} price), idle or not",
+                    f"gcloud container node-pools delete {name} --cluster={s.gke.cluster} "
+                    f"--location={s.gke.region} --project={s.gke.project} --quiet"))
+    return out
+
+
 def restore_deployment(client: Any, s: InfraSettings) -> bool:
     """Make the deployment folder present locally; True if one exists (here or in the bucket)."""
     if (s.deployment_dir / ".ghpc").is_dir() or any(s.deployment_dir.glob("*")):
@@ -120,7 +148,8 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
 
     s.workdir.mkdir(parents=True, exist_ok=True)
     restored = restore_deployment(client, s)
-    write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke))
+    edited = write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke))
+    refuse_wrong_pool_shape(s, edited.read_text())
     argv = deploy_argv(s, str(gcluster))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     log = s.workdir / "logs" / f"deploy-{stamp}.log"
@@ -138,6 +167,20 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
         save_deployment(client, s, meta)
     if not result.ok:
         raise classify_deploy_failure(s, result.tail_text(), log)
+
+
+def refuse_wrong_pool_shape(s: InfraSettings, edited_text: str) -> None:
+    """Stop before ``gcluster deploy`` when the expanded blueprint misses the mode's pool."""
+    from flows.backends.gke.infra.commands import blueprint_vars
+    from flows.backends.gke.infra.pool_shape import pool_shape_problems
+
+    problems = pool_shape_problems(edited_text, s.gke, blueprint_vars(s))
+    if problems:
+        raise user_error(
+            f"the edited blueprint would not build the TPU pool gke.capacity {s.gke.capacity} "
+            "needs; nothing was deployed",
+            "; ".join(f"{setting}: {problem}" for setting, problem, _ in problems),
+            "; ".join(f"{setting}: {fix}" for setting, _, fix in problems))
 
 
 def _first_deploy(client: Any, s: InfraSettings) -> str:

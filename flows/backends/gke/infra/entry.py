@@ -144,8 +144,10 @@ def _capacity_actions(s: InfraSettings) -> list[str]:
     if not g.scales_from_zero:
         return [f"TPU pool: static, {g.hosts_per_slice} nodes per slice on reservation "
                 f"{g.reservation} (billed until teardown)"]
-    extra = {"spot": ", spot VMs (preemptible)",
-             "flex-start": f", flex-start (auto-repair off, nodes live at most "
-                           f"{g.max_run_hours:g} h)"}.get(g.capacity, "")
+    extra = ""  # each mode's text is built only for that mode: max_run_hours is flex-only
+    if g.capacity == "spot":
+        extra = ", spot VMs (preemptible)"
+    elif g.capacity == "flex-start":
+        extra = f", flex-start (auto-repair off, nodes live at most {g.max_run_hours or 0:g} h)"
     return [f"TPU pool: no reservation, autoscaling 0..{g.hosts_per_slice} nodes per slice"
             f"{extra}; Kueue TPU quota from the autoscaling maximum"]

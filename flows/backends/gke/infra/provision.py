@@ -159,6 +159,10 @@ def _deploy(s: InfraSettings, apis: GoogleApis, client: Any, current: dict[str, 
     after = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     still = gke.pool_mismatches(after, s) if after is not None else ["cluster not found"]
     if still:
+        billed = gke.wrong_pools(after, s) if after is not None else []
+        removal = "".join(f"remove {cmd.split()[4]} (it bills while it exists): {cmd}; "
+                          for _, cmd in billed)
         raise user_error("gcluster deploy finished but the cluster does not match the profile",
-                         "; ".join(still), "compare the blueprint vars with the profile "
-                         "(topology, num_slices, reservation) and rerun")
+                         "; ".join(still + [cost for cost, _ in billed]),
+                         removal + "then compare the blueprint vars with the profile "
+                         "(topology, num_slices, reservation, capacity) and rerun")

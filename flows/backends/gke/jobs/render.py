@@ -36,6 +36,7 @@ from flows.backends.gke.jobs.common import (
 from flows.backends.gke.jobs.naming import jobset_name
 from flows.backends.gke.jobs.options import GkeOptions, options_for
 from flows.backends.gke.jobs.pathways import pathways_jobset
+from flows.config.hf_scratch import XET_CHUNK_CACHE_ENV
 from flows.config.profile import Profile
 from flows.core.workload import Workload
 
@@ -98,7 +99,8 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
     size = {"cpu": opts.gke.conversion_cpu, "memory": opts.gke.conversion_memory,
             "ephemeral-storage": opts.gke.conversion_ephemeral_storage}
     env = [*plain_env([("JAX_PLATFORMS", "cpu"), *workload.env,
-                       ("HF_HOME", f"{scratch}/huggingface"), ("TMPDIR", scratch)]),
+                       ("HF_HOME", f"{scratch}/huggingface"), ("TMPDIR", scratch),
+                       XET_CHUNK_CACHE_ENV]),
            *secret_env(workload, opts)]
     container = {
         "name": WORKLOAD_CONTAINER,

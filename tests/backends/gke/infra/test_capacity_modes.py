@@ -1,5 +1,6 @@
-"""Each capacity mode's blueprint: the declared edits of the tutorial's example, checked against
-what Cluster Toolkit's node pool module would refuse (tests/fakes/cloud/node_pool_rules.py)."""
+"""Each capacity mode's blueprint: the declared edits of the tutorial's example, expanded the way
+gcluster expands it (tests/fakes/cloud/gcluster_expand.py) and checked against what Cluster
+Toolkit's node pool module would refuse (tests/fakes/cloud/node_pool_rules.py)."""
 
 from __future__ import annotations
 
@@ -15,20 +16,9 @@ from flows.backends.gke.infra.blueprint import (
 from flows.backends.gke.infra.commands import blueprint_vars
 from flows.backends.gke.infra.settings import settings_from_profile
 from tests.fakes.cloud import BLUEPRINT_FIXTURE
+from tests.fakes.cloud.gcluster_expand import expand, node_pool
 from tests.fakes.cloud.node_pool_rules import precondition_failures
-from tests.support.profiles import infra_profile
-
-PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-12-01"}
-
-
-def mode_profile(mode: str):
-    extra: dict[str, str] = {"gke.capacity": mode}
-    if mode != "reservation":
-        extra["gke.reservation"] = ""
-        extra.update({f"gke.prices.{mode}.{k}": v for k, v in PRICE.items()})
-    if mode == "flex-start":
-        extra["gke.max_run_hours"] = "12"
-    return infra_profile(**extra)
+from tests.support.profiles import capacity_profile as mode_profile
 
 
 def edited(mode: str) -> dict:
@@ -42,16 +32,36 @@ def pool(doc: dict) -> dict:
     return find_module(doc, "gke-tpu-v6e-pool")["settings"]
 
 
+DEPLOY_VARS = {"tpu_topology": "4x8", "num_slices": "1", "zone": "us-east5-b",
+               "reservation": "my-v6e-res"}
+
+
+def expanded_pool(mode: str) -> dict:
+    """The TPU pool module's settings after gcluster's expansion (hardware.go)."""
+    doc = edited(mode)
+    return expand(pool(doc), {**doc["vars"], **DEPLOY_VARS})
+
+
 @pytest.mark.parametrize("mode", ["reservation", "on-demand", "spot", "flex-start"])
 def test_every_mode_passes_the_node_pool_preconditions(mode: str) -> None:
-    assert precondition_failures(pool(edited(mode))) == []
+    assert precondition_failures(expanded_pool(mode)) == []
+
+
+def test_the_fixture_has_the_upstream_examples_pool_without_a_static_count() -> None:
+    """Since cluster-toolkit #5557 the example's TPU pool has no static_node_count and no
+    autoscaling settings; gcluster fills the count in from the topology."""
+    settings = pool(YAML(typ="safe").load(BLUEPRINT_FIXTURE.read_text()))
+    assert not {"static_node_count", "autoscaling_min_node_count", "autoscaling_max_node_count",
+                "spot", "enable_flex_start"} & set(settings)
+    assert settings["placement_policy"]["tpu_topology"] == "$(vars.tpu_topology)"
 
 
 def test_reservation_mode_keeps_the_tutorials_static_pool() -> None:
     settings = pool(edited("reservation"))
     assert settings["reservation_affinity"]["consume_reservation_type"] == "SPECIFIC_RESERVATION"
-    assert settings["static_node_count"] == 8
-    assert "autoscaling_min_node_count" not in settings
+    assert "static_node_count" not in settings  # the example's: gcluster fills it in
+    live = node_pool(expanded_pool("reservation"), "p")
+    assert live["initialNodeCount"] == 8 and "autoscaling" not in live
 
 
 @pytest.mark.parametrize("mode", ["on-demand", "spot", "flex-start"])
@@ -59,7 +69,7 @@ def test_modes_without_reservation_scale_one_slice_up_from_zero(mode: str) -> No
     doc = edited(mode)
     settings = pool(doc)
     assert settings["reservation_affinity"] == {"consume_reservation_type": "NO_RESERVATION"}
-    assert "static_node_count" not in settings
+    assert settings["static_node_count"] is None  # present and null: gcluster leaves it
     assert (settings["autoscaling_min_node_count"], settings["autoscaling_max_node_count"]) == (0, 8)
     assert settings.get("spot", False) is (mode == "spot")
     assert settings.get("enable_flex_start", False) is (mode == "flex-start")
@@ -67,6 +77,19 @@ def test_modes_without_reservation_scale_one_slice_up_from_zero(mode: str) -> No
         "config_template_vars"]["tpu_quota"]
     assert quota == "$(vars.num_slices * 8 * gke-tpu-v6e-pool.tpu_chips_per_node)"
     assert "vars.reservation" not in str(doc["deployment_groups"])
+
+
+@pytest.mark.parametrize("mode", ["on-demand", "spot", "flex-start"])
+def test_after_gclusters_expansion_the_pool_autoscales_from_zero(mode: str) -> None:
+    """The defect of issue 18: with the example's pool (no static_node_count) a `remove`
+    changed nothing, gcluster filled in 8 and the module built a static, always-billed pool."""
+    live = node_pool(expanded_pool(mode), "p")
+    assert "initialNodeCount" not in live
+    assert live["autoscaling"] == {"enabled": True, "locationPolicy": "ANY",
+                                   "minNodeCount": 0, "maxNodeCount": 8}
+    assert live["config"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert live["config"].get("spot", False) is (mode == "spot")
+    assert live["config"].get("flexStart", False) is (mode == "flex-start")
 
 
 def test_flex_start_turns_auto_repair_off_and_bounds_the_nodes_life() -> None:
@@ -77,11 +100,11 @@ def test_flex_start_turns_auto_repair_off_and_bounds_the_nodes_life() -> None:
 
 def test_the_rules_catch_an_unedited_pool_in_spot_or_flex_mode() -> None:
     """The fake refuses what the module refuses: spot on the example's reservation pool."""
-    settings = dict(pool(edited("reservation")), spot=True)
+    settings = dict(expanded_pool("reservation"), spot=True)
     assert precondition_failures(settings) == [
         "Spot consumption option only works with reservation_affinity consume_reservation_type "
         "NO_RESERVATION."]
-    flex = dict(pool(edited("reservation")), enable_flex_start=True)
+    flex = dict(expanded_pool("reservation"), enable_flex_start=True)
     assert "enable_flex_start needs node auto_repair set to false." in precondition_failures(flex)
 
 
@@ -103,5 +126,28 @@ def test_a_setting_edit_on_a_missing_module_fails_loudly() -> None:
 
     edit = BlueprintEdit("x", module="gke-tpu-v6e-pool", setting="kueue.nope.deeper", set=1)
     with pytest.raises(InfraFailed, match=r"has no setting 'kueue\.nope\.deeper'"):
+        edit_blueprint(BLUEPRINT_FIXTURE.read_text(), EditContext("project-storage-admin"),
+                       [edit])
+
+
+def test_a_remove_of_a_missing_setting_is_an_error_naming_the_edit() -> None:
+    from flows.backends.gke.infra.blueprint import BlueprintEdit
+    from flows.backends.gke.infra.errors import InfraFailed
+
+    edit = BlueprintEdit("capacity-not-static", module="gke-tpu-v6e-pool",
+                         setting="static_node_count", remove=True)
+    with pytest.raises(InfraFailed, match=r"edit capacity-not-static removes "
+                       r"gke-tpu-v6e-pool\.static_node_count, which the blueprint does not have"):
+        edit_blueprint(BLUEPRINT_FIXTURE.read_text(), EditContext("project-storage-admin"),
+                       [edit])
+
+
+def test_a_replace_that_finds_nothing_is_an_error_naming_the_edit() -> None:
+    from flows.backends.gke.infra.blueprint import BlueprintEdit
+    from flows.backends.gke.infra.errors import InfraFailed
+
+    edit = BlueprintEdit("sa-edit", module="node_pool_service_account", setting="project_roles",
+                         add="storage.admin", replaces="storage.legacyReader")
+    with pytest.raises(InfraFailed, match=r"edit sa-edit replaces 'storage\.legacyReader'"):
         edit_blueprint(BLUEPRINT_FIXTURE.read_text(), EditContext("project-storage-admin"),
                        [edit])

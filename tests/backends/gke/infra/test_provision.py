@@ -7,7 +7,9 @@ import shutil
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
+from flows.backends.gke.infra.blueprint import find_module
 from flows.backends.gke.infra.errors import InfraFailed
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import InfraSettings
@@ -118,7 +120,9 @@ def test_bucket_scoped_mode_grants_on_the_bucket_only(settings: InfraSettings, c
                for c in iam_calls)
     assert len(iam_calls) == 4 and len(report.granted) == 4
     expanded = scoped.deployment_dir / ".ghpc" / "artifacts" / "expanded_blueprint.yaml"
-    assert "storage.objectViewer   # read-only" in expanded.read_text()  # no project-wide edit
+    doc = YAML(typ="safe").load(expanded.read_text())  # no project-wide edit
+    roles = find_module(doc, "node_pool_service_account")["settings"]["project_roles"]
+    assert "storage.objectViewer" in roles and "storage.admin" not in roles
 
 
 def test_a_foreign_cluster_that_differs_is_not_deployed_over(settings: InfraSettings,

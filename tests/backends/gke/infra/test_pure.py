@@ -41,7 +41,7 @@ def _np_roles(text: str) -> list[str]:
 def test_blueprint_edit_gives_the_node_pool_account_storage_admin() -> None:
     edited = edit_blueprint(BLUEPRINT_FIXTURE.read_text(), "project-storage-admin")
     assert _np_roles(edited) == NP_ROLES_AFTER_EDIT
-    assert "# read-only: the tutorial edits this" in edited  # comments survive the round trip
+    assert "# Allows access from authorized public IPs" in edited  # comments survive the round trip
     assert "$(vars.tpu_topology)" in edited
     wl = find_module(YAML(typ="safe").load(edited), "workload_service_account")
     assert "storage.objectViewer" not in wl["settings"]["project_roles"]

@@ -1,0 +1,128 @@
+"""Before ``gcluster deploy``: will the edited blueprint build the TPU pool the capacity mode
+needs, once gcluster has expanded it?
+
+Why check the blueprint and not only the live pool afterwards: a pool built static by mistake
+bills every chip from the moment it exists (about $86/h for a v6e-32 at list price), and the
+post-deploy check only sees it then. Why "as gcluster will expand it": the toolkit's example
+has no ``static_node_count``, and gcluster fills one in for a TPU pool when the key is absent
+and ``enable_flex_start`` is not true (cluster-toolkit pkg/config/hardware.go,
+expandHardwareSettings; a key present with a null value counts as present). A static count
+makes gke-node-pool drop its autoscaling block (modules/compute/gke-node-pool/main.tf,
+``static_node_set``). So a blueprint that merely lacks the setting is a static pool.
+
+Pure: the edited text, the profile's GKE section and the deploy vars in, problems out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from flows.config.gke import GkeSection
+
+POOL_MODULE = "gke-tpu-v6e-pool"
+_EDITS = "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml"
+_VAR = re.compile(r"^\$\(vars\.([A-Za-z0-9_]+)\)$")
+
+
+def _resolve(value: Any, variables: dict[str, Any]) -> Any:
+    if isinstance(value, str) and (m := _VAR.match(value)):
+        return variables.get(m.group(1))
+    if isinstance(value, dict):
+        return {k: _resolve(v, variables) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, variables) for v in value]
+    return value
+
+
+def expanded_static_count(settings: dict[str, Any], variables: dict[str, Any]
+                          ) -> tuple[int | None, bool]:
+    """(static_node_count after gcluster's expansion, True if gcluster filled it in)."""
+    if "static_node_count" in settings:
+        value = _resolve(settings["static_node_count"], variables)
+        return (None if value is None else int(value)), False
+    machine = str(_resolve(settings.get("machine_type"), variables) or "")
+    placement = _resolve(settings.get("placement_policy") or {}, variables)
+    topology = _resolve(settings.get("tpu_topology"), variables) or placement.get("tpu_topology")
+    is_tpu = machine.lower().startswith("ct") or "tpu" in machine.lower()
+    if not topology or not is_tpu or _resolve(settings.get("enable_flex_start"),
+                                              variables) is True:
+        return None, False
+    per_vm = re.search(r"-(\d+)t$", machine)
+    chips = 1
+    for side in str(topology).split("x"):
+        chips *= int(side)
+    return chips // (int(per_vm.group(1)) if per_vm else 4), True
+
+
+def _pool_settings(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    doc = YAML(typ="safe").load(text) or {}
+    for group in doc.get("deployment_groups") or []:
+        for module in (group or {}).get("modules") or []:
+            if module.get("id") == POOL_MODULE:
+                return dict(module.get("settings") or {}), dict(doc.get("vars") or {})
+    return {}, dict(doc.get("vars") or {})
+
+
+def pool_shape_problems(text: str, gke: GkeSection, deploy_vars: dict[str, str]
+                        ) -> list[tuple[str, str, str]]:
+    """(setting, problem, fix) for each way the expanded TPU pool misses the mode's shape."""
+    settings, bp_vars = _pool_settings(text)
+    if not settings:
+        return [(POOL_MODULE, f"the blueprint has no module {POOL_MODULE!r}",
+                 f"update {_EDITS} for this Cluster Toolkit version")]
+    variables = {**bp_vars, **deploy_vars}
+    mode, hosts = gke.capacity, gke.hosts_per_slice
+    static, filled = expanded_static_count(settings, variables)
+    affinity = _resolve(settings.get("reservation_affinity")
+                        or {"consume_reservation_type": "NO_RESERVATION"}, variables)
+    kind = affinity.get("consume_reservation_type")
+    names = [r.get("name") for r in affinity.get("specific_reservations") or []]
+    spot = _resolve(settings.get("spot"), variables) is True
+    flex = _resolve(settings.get("enable_flex_start"), variables) is True
+    out: list[tuple[str, str, str]] = []
+
+    def need(ok: bool, setting: str, problem: str, fix: str) -> None:
+        if not ok:
+            out.append((f"{POOL_MODULE}.{setting}", problem, f"{fix} ({_EDITS})"))
+
+    if not gke.scales_from_zero:
+        need(static == hosts, "static_node_count",
+             f"capacity reservation needs a static pool of {hosts} nodes per slice, the "
+             f"blueprint gives {static}", f"set static_node_count to {hosts} or leave it unset")
+        need(kind == "SPECIFIC_RESERVATION" and names == [gke.reservation],
+             "reservation_affinity", f"capacity reservation needs SPECIFIC_RESERVATION on "
+             f"{gke.reservation}, the blueprint gives {kind} {names or ''}".rstrip(),
+             "keep the example's reservation_affinity")
+    else:
+        how = ("gcluster fills static_node_count in (hardware.go) because the blueprint "
+               f"has none: a static pool of {static} nodes, billed until teardown"
+               if filled else f"static_node_count is {static}: a static pool, billed until "
+               "teardown")
+        need(static is None, "static_node_count", f"capacity {mode} needs an autoscaled pool; "
+             f"{how}", "set static_node_count: null (edit capacity-not-static)")
+        low = _resolve(settings.get("autoscaling_min_node_count"), variables)
+        high = _resolve(settings.get("autoscaling_max_node_count"), variables)
+        span = (f"capacity {mode} needs autoscaling 0..{hosts} nodes per slice, the "
+                f"blueprint gives {low}..{high}")
+        need(low == 0, "autoscaling_min_node_count", span, "edit capacity-scale-from-zero")
+        need(high == hosts, "autoscaling_max_node_count", span,
+             "edit capacity-scale-to-one-slice")
+        need(kind == "NO_RESERVATION" and not names, "reservation_affinity",
+             f"capacity {mode} consumes no reservation, the blueprint gives {kind} "
+             f"{names or ''}".rstrip(), "edit capacity-no-reservation")
+    need(spot == (mode == "spot"), "spot", f"spot is {spot} for capacity {mode}",
+         "edit capacity-spot applies to gke.capacity: spot only")
+    need(flex == (mode == "flex-start"), "enable_flex_start",
+         f"enable_flex_start is {flex} for capacity {mode}",
+         "edit capacity-flex-start applies to gke.capacity: flex-start only")
+    if mode == "flex-start":
+        need(_resolve(settings.get("auto_repair"), variables) is False, "auto_repair",
+             "flex-start needs node auto-repair off", "edit capacity-flex-start-no-auto-repair")
+        want = int((gke.max_run_hours or 0) * 3600)
+        got = _resolve(settings.get("max_run_duration"), variables)
+        need(got == want, "max_run_duration", f"max_run_duration is {got}, gke.max_run_hours "
+             f"asks for {want} s", "edit capacity-flex-start-max-run")
+    return out

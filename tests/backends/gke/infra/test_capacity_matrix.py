@@ -1,0 +1,78 @@
+"""Every capacity mode x every command on the tutorial profile: no combination ends in a
+traceback (issue 18: `tpurl plan` crashed for on-demand and spot while `validate` called the
+profile valid).
+
+Commands through the CLI's own ``main`` (validate, plan, plan --json, plan --out,
+plan --compare-capacity, plan --check against the fake cloud). The run column is the infra
+stage's GKE run (``entry.run_gke``, what ``tpurl run`` calls first on GKE) against the fake
+cloud and fake-gcs-server: it is where the capacity mode decides what gets built; the watch per
+mode is covered in tests/backends/gke/test_capacity_pools.py. A whole flow per mode (image
+build, four stages) would cost minutes each for nothing the capacity mode changes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.backends.gke.infra import clients
+from flows.backends.gke.infra.entry import run_gke
+from flows.cli import main
+from flows.config.capacity import CAPACITY_MODES
+from tests.fakes.cloud import Cloud
+from tests.support.logs import Log
+from tests.support.profiles import INFRA_OVERRIDES, TUTORIAL, capacity_overrides, capacity_profile
+
+COMMANDS = ["validate", "plan", "plan --json", "plan --out", "plan --compare-capacity",
+            "plan --check"]
+
+
+class _NoBucket:
+    def lookup_bucket(self, name: str) -> None:
+        return None
+
+
+def _argv(command: str, mode: str, tmp_path: Path) -> list[str]:
+    sets = {**INFRA_OVERRIDES, **capacity_overrides(mode)}
+    argv = [*command.split(), *[f"--set={k}={v}" for k, v in sets.items()], TUTORIAL]
+    if command == "plan --out":
+        argv[1:2] = ["--out", str(tmp_path / "plan")]
+    return argv
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("mode", CAPACITY_MODES)
+def test_no_command_crashes_in_any_capacity_mode(mode: str, command: str, tmp_path: Path,
+                                                 cloud: Cloud, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, _NoBucket()))
+    monkeypatch.setenv("HF_TOKEN", "x")
+    code = main(_argv(command, mode, tmp_path))  # an exception here is the failure
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    if command == "plan --check":  # a failed check exits 1; the checks themselves ran
+        assert code in (0, 1) and "pre-flight:" in out, out + err
+        return
+    assert code == 0, out + err
+    if command == "plan --json":
+        json.loads(out)
+    if command == "plan --out":
+        assert any((tmp_path / "plan").iterdir())
+    if command in ("plan", "plan --compare-capacity"):
+        assert f"capacity {mode}" in out
+
+
+@pytest.mark.parametrize("mode", CAPACITY_MODES)
+def test_the_infra_run_succeeds_in_every_capacity_mode(mode: str, tmp_path: Path, cloud: Cloud,
+                                                       gcs: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "cache"))
+    report = run_gke(capacity_profile(mode), Log())
+    assert report.deployed
+    [pool] = [p for p in cloud.state()["clusters"]["tpurl-v6e"]["nodePools"]
+              if p["config"]["machineType"] == "ct6e-standard-4t"]
+    assert ("autoscaling" in pool) is (mode != "reservation")

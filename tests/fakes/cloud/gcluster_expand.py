@@ -1,0 +1,97 @@
+"""What ``gcluster deploy`` makes of a blueprint's TPU node pool module, for the fake gcluster.
+
+Two upstream steps, both in GoogleCloudPlatform/cluster-toolkit (read at develop c765092f4):
+
+1. Expansion (pkg/config/expand.go expandModule → pkg/config/hardware.go
+   expandHardwareSettings), applied to every module: if the settings lack the key
+   ``static_node_count`` (``Settings.Has``: a key present with a null value counts as present,
+   pkg/config/yaml_test.go TestDictUnmarshalYAML), the machine type is a TPU (ct*/tpu*), a
+   topology is found (``tpu_topology``, else ``placement_policy.tpu_topology``), and
+   ``enable_flex_start`` is not true, it sets ``static_node_count`` = chips in the topology /
+   chips per VM (the "-Nt" suffix of the machine type, CalculateAcceleratorNodes).
+2. Terraform (modules/compute/gke-node-pool/main.tf): ``static_node_set = var.static_node_count
+   != null``; a static pool gets ``node_count`` and no ``autoscaling`` block; otherwise
+   ``autoscaling { min_node_count, max_node_count, location_policy = "ANY" }``. ``spot``,
+   ``flex_start`` and ``reservation_affinity`` go to the node config.
+
+The result is written the way the GKE API (container v1 NodePool) reports the pool.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_VAR = re.compile(r"^\$\(vars\.([A-Za-z0-9_]+)\)$")
+
+
+def resolve(value: Any, variables: dict[str, Any]) -> Any:
+    """``$(vars.x)`` → the deployment var (bp.Eval in hardware.go's evalString)."""
+    if isinstance(value, str) and (m := _VAR.match(value)):
+        return variables.get(m.group(1))
+    if isinstance(value, dict):
+        return {k: resolve(v, variables) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve(v, variables) for v in value]
+    return value
+
+
+def _chips_per_vm(machine_type: str) -> int:
+    m = re.search(r"-(\d+)t$", machine_type)
+    return int(m.group(1)) if m else 4  # defaultAcceleratorsPerVM
+
+
+def expand(settings: dict[str, Any], variables: dict[str, Any]) -> dict[str, Any]:
+    """expandHardwareSettings on one module's settings (vars resolved)."""
+    out = resolve(dict(settings), variables)
+    if "static_node_count" in settings:
+        return out
+    machine = str(out.get("machine_type") or "")
+    topology = out.get("tpu_topology") or (out.get("placement_policy") or {}).get("tpu_topology")
+    if not topology or not (machine.lower().startswith("ct") or "tpu" in machine.lower()):
+        return out
+    if out.get("enable_flex_start") is True:
+        return out
+    chips = 1
+    for side in str(topology).split("x"):
+        chips *= int(side)
+    out["static_node_count"] = chips // _chips_per_vm(machine)
+    return out
+
+
+def node_pool(settings: dict[str, Any], name: str) -> dict[str, Any]:
+    """The GKE NodePool the module creates from expanded settings."""
+    affinity = settings.get("reservation_affinity") or {"consume_reservation_type":
+                                                          "NO_RESERVATION"}
+    config: dict[str, Any] = {
+        "machineType": settings.get("machine_type"),
+        "reservationAffinity": {
+            "consumeReservationType": affinity.get("consume_reservation_type"),
+            **({"values": [r["name"] for r in affinity["specific_reservations"]]}
+               if affinity.get("specific_reservations") else {})},
+    }
+    if settings.get("spot"):
+        config["spot"] = True
+    if settings.get("enable_flex_start"):
+        config["flexStart"] = True
+    if settings.get("max_run_duration") is not None:
+        config["maxRunDuration"] = f"{settings['max_run_duration']}s"
+    pool: dict[str, Any] = {
+        "name": name, "status": "RUNNING", "config": config,
+        "management": {"autoRepair": settings.get("auto_repair", True)},
+        "placementPolicy": {"type": (settings.get("placement_policy") or {}).get("type"),
+                            "tpuTopology": (settings.get("placement_policy") or {}).get(
+                                "tpu_topology")}}
+    static = settings.get("static_node_count")
+    if static is not None:
+        pool["initialNodeCount"] = int(static)
+    else:
+        low, high = (settings.get("autoscaling_min_node_count"),
+                     settings.get("autoscaling_max_node_count"))
+        scaling: dict[str, Any] = {"enabled": True, "locationPolicy": "ANY"}
+        if low is None and high is None:  # total_* from variables.tf defaults 0 and 1000
+            scaling.update(totalMinNodeCount=0, totalMaxNodeCount=1000)
+        else:
+            scaling.update(minNodeCount=low or 0, maxNodeCount=high or 0)
+        pool["autoscaling"] = scaling
+    return pool
