@@ -146,6 +146,6 @@ def _capacity_actions(s: InfraSettings) -> list[str]:
                 f"{g.reservation} (billed until teardown)"]
     extra = {"spot": ", spot VMs (preemptible)",
              "flex-start": f", flex-start (auto-repair off, nodes live at most "
-                           f"{g.max_run_hours:g} h)"}.get(g.capacity, "")
+                           f"{g.max_run_hours or 0:g} h)"}.get(g.capacity, "")
     return [f"TPU pool: no reservation, autoscaling 0..{g.hosts_per_slice} nodes per slice"
             f"{extra}; Kueue TPU quota from the autoscaling maximum"]
