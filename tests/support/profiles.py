@@ -44,3 +44,13 @@ def with_gke(settings: InfraSettings, **fields: Any) -> InfraSettings:
     (validated like a profile: a test cannot build a section the loader would refuse)."""
     gke = GkeSection.model_validate({**settings.gke.model_dump(), **fields})
     return settings.model_copy(update={"gke": gke})
+
+
+SMOKE = "smoke-qwen3-0.6b-v6e-8"
+# The smoke profile leaves the same fields empty as the tutorial's, except the reservation:
+# its capacity (on-demand) consumes none.
+SMOKE_REQUIRED = {k: v for k, v in TUTORIAL_REQUIRED.items() if k != "gke.reservation"}
+
+
+def smoke_profile(**overrides: str) -> Profile:
+    return load_profile(SMOKE, {**SMOKE_REQUIRED, **overrides}, environ={})
