@@ -54,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     _add_profile_command(sub, "status", "what exists now for the profile and what it costs "
                          "per hour (read-only); exit 1 if a static TPU pool exists where none "
                          "should")
+    bundle = _add_profile_command(sub, "support-bundle", "write one archive with what a "
+                                  "failed run needs for a report (read-only, secrets redacted)")
+    bundle.add_argument("--run", help="only this run's objects and logs (the tpurl/run label "
+                        "a failure names)")
+    bundle.add_argument("--out", type=Path, help="the archive's path (.tar.gz)")
     sub.add_parser("profiles", help="list the shipped profiles")
     return parser
 
@@ -96,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
         from flows.status import status_command
 
         return status_command(profile)
+    if args.command == "support-bundle":
+        from flows.config.loading import resolve_profile_path
+        from flows.support_bundle import bundle_command
+
+        raw = resolve_profile_path(args.profile).read_text()
+        return bundle_command(profile, args.run, args.out, raw)
     if args.command == "teardown":
         from flows.teardown import teardown_flow
 
