@@ -5,6 +5,7 @@ test moves, so "one hour passed" is a statement, not a wait."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -19,13 +20,22 @@ from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.storage import file_uri
 from flows.stages.programs import train_workload
-from tests.backends.gke.test_capacity_pools import pool_on, wait_for
 from tests.fakes.gke_backend import ListLogger, jobsets_created, make_backend
 from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
 from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
 from tests.support.profiles import tutorial_profile
 
 PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-12-01"}
+
+
+def wait_for(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
 
 
 class Clock:
@@ -154,7 +164,7 @@ def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
     hour of training (the test moves the clock) spends $32, so the watch stops the stage."""
     profile = _mode("on-demand", **{"gke.max_usd_per_run": "20",
                                     "gke.estimated_hours.train": "0.5"})
-    scaler, _pool = pool_on(server)
+    scaler = Autoscaler(server.kube, TpuPool())  # the tutorial's 8 hosts, from zero
     checkpoint = tmp_path / "checkpoints" / "actor" / "1" / "model_params"
 
     def save_checkpoint(kube: FakeKube, name: str) -> None:

@@ -13,6 +13,7 @@ from flows.backends.gke.infra.entry import check_text, gke_plan_actions, planned
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.jobs.manifests import render_all
+from flows.config import ProfileError
 from flows.config.spend import estimated_run_usd
 from flows.plan import build_plan, planned_workloads, render_text
 from tests.fakes.cloud import Cloud
@@ -65,3 +66,28 @@ def test_every_pod_is_admitted_by_the_deployed_kueue(cloud: Cloud, gcs: Any, tmp
     admission = next(line for line in text.splitlines() if "kueue-admission" in line)
     assert ok, text
     assert "admits all" in admission, admission
+
+
+PRICE = {"usd_per_chip_hour": "1.20", "source": "a quote", "as_of": "2026-12-01"}
+
+
+@pytest.mark.parametrize("mode", ["on-demand", "spot", "flex-start", "reservation"])
+def test_the_plan_renders_in_every_capacity_mode(mode: str) -> None:
+    """Every mode × plan (the on-demand/spot plans crashed on an unset max_run_hours). On a
+    reservation the static pool bills the whole run (8 chips × 0.45 h × $2.70 = $9.72), above
+    the profile's $9 cap: refused at load, naming the cap."""
+    extra: dict[str, str] = {"gke.capacity": mode}
+    if mode in ("spot", "flex-start"):
+        extra.update({f"gke.prices.{mode}.{k}": v for k, v in PRICE.items()})
+    if mode == "flex-start":
+        extra["gke.max_run_hours"] = "1"
+    if mode == "reservation":
+        extra["gke.reservation"] = "my-v6e-res"
+        with pytest.raises(ProfileError) as caught:
+            smoke_profile(**extra)
+        assert [i.field for i in caught.value.issues] == ["gke.max_usd_per_run"]
+        assert "$9.72" in caught.value.issues[0].problem
+        extra["gke.max_usd_per_run"] = "10"
+    profile = smoke_profile(**extra)
+    text = render_text(profile, build_plan(profile))
+    assert f"TPU cost, capacity {mode}" in text and "spend cap: $" in text
