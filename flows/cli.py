@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from flows.backends import backend_for
 from flows.config import Profile, ProfileError, load_profile, profile_names
@@ -50,8 +51,23 @@ def _parser() -> argparse.ArgumentParser:
                              "Prefect's flow results in the profile's bucket")
     results.add_argument("profile")
     results.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    _add_profile_command(sub, "status", "what exists now for the profile and what it costs "
+                         "per hour (read-only); exit 1 if a static TPU pool exists where none "
+                         "should")
+    bundle = _add_profile_command(sub, "support-bundle", "write one archive with what a "
+                                  "failed run needs for a report (read-only, secrets redacted)")
+    bundle.add_argument("--run", help="only this run's objects and logs (the tpurl/run label "
+                        "a failure names)")
+    bundle.add_argument("--out", type=Path, help="the archive's path (.tar.gz)")
     sub.add_parser("profiles", help="list the shipped profiles")
     return parser
+
+
+def _add_profile_command(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
+    cmd = sub.add_parser(name, help=text, description=text)
+    cmd.add_argument("profile")
+    cmd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    return cmd
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +97,16 @@ def main(argv: list[str] | None = None) -> int:
         slug = ensure_gcs_result_storage(profile)
         print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
         return 0
+    if args.command == "status":
+        from flows.status import status_command
+
+        return status_command(profile)
+    if args.command == "support-bundle":
+        from flows.config.loading import resolve_profile_path
+        from flows.support_bundle import bundle_command
+
+        raw = resolve_profile_path(args.profile).read_text()
+        return bundle_command(profile, args.run, args.out, raw)
     if args.command == "teardown":
         from flows.teardown import teardown_flow
 

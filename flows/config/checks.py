@@ -13,6 +13,7 @@ from flows.config.data_rules import data_issues
 from flows.config.gcp_names import looks_like_hf_token
 from flows.config.maxtext_rules import maxtext_issues
 from flows.config.profile import RESERVED_ARGS, Profile, Scalar
+from flows.config.spend import spend_issues
 from flows.core.issues import Issue
 
 
@@ -25,6 +26,7 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
     issues += maxtext_issues(profile)
     issues += data_issues(profile)
     issues += _patch_issues(profile, set(known_patches))
+    issues += spend_issues(profile.gke)
     return issues
 
 

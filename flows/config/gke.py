@@ -7,7 +7,8 @@ fields are declared in one model per concern and ``GkeSection`` combines them:
 - ``GkeCluster``: where it runs and who may reach it (project ... bucket, CIDR, IAM, Kueue);
 - ``GkeCapacity``: the TPU pool and what it costs (machine, topology, slices, prices);
 - ``GkeJobs``: how the jobs are placed, sized, kept and watched (TTL, restarts, budgets);
-- ``GkeCredentials``: which Prefect blocks reach the cluster and Google.
+- ``GkeCredentials``: which Prefect blocks reach the cluster and Google;
+- ``GkeSpend`` (flows/config/spend.py): the USD caps on a run's and a stage's TPU time.
 
 Every layer (infra, job rendering, watch, cost) reads these fields and the derived values
 below directly; none keeps a copy with its own default.
@@ -32,6 +33,7 @@ from flows.config.capacity import (
 )
 from flows.config.errors import FixableValueError
 from flows.config.hf_scratch import scratch_problem
+from flows.config.spend import GkeSpend
 from flows.config.tpu import (
     TPU_MACHINES,
     TpuMachine,
@@ -361,7 +363,7 @@ class GkeCredentials(StrictModel):
     gcp_credentials_block: str | None = None
 
 
-class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials):
+class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend):
     """The cluster the tutorial builds with Cluster Toolkit, its jobs, and what it costs."""
 
     @model_validator(mode="after")

@@ -29,8 +29,10 @@ TPU_MACHINES: dict[str, TpuMachine] = {
     m.machine_type: m
     for m in (
         TpuMachine("ct6e-standard-1t", 1, "tpu-v6e-slice", "tpuv6e", ("1x1",), ()),
+        # 2x4 on ct6e-standard-4t is two VMs of 4 chips (https://cloud.google.com/tpu/docs/v6e,
+        # "Supported configurations": 2x4 attached to 2 VMs is offered through the GKE API only).
         TpuMachine("ct6e-standard-4t", 4, "tpu-v6e-slice", "tpuv6e", ("2x2",),
-                   ("4x4", "4x8", "8x8", "8x16", "16x16")),
+                   ("2x4", "4x4", "4x8", "8x8", "8x16", "16x16")),
         TpuMachine("ct6e-standard-8t", 8, "tpu-v6e-slice", "tpuv6e", ("2x4",), ()),
     )
 }

@@ -30,6 +30,7 @@ class FailureCategory(StrEnum):
     STALLED = "stalled"
     USER_ERROR = "user-error"
     INTERNAL = "internal-error"  # a bug of the pipeline's own: report it, do not retry it
+    BUDGET = "budget"  # a spend cap was reached (gke.max_usd_per_run): stopped, not retried
 
 
 RETRYABLE = frozenset({FailureCategory.PREEMPTED, FailureCategory.INFRASTRUCTURE})

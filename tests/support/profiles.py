@@ -66,3 +66,13 @@ def capacity_overrides(mode: str) -> dict[str, str]:
 def capacity_profile(mode: str) -> Profile:
     """The infra tests' tutorial profile in capacity ``mode``."""
     return infra_profile(**capacity_overrides(mode))
+
+
+SMOKE = "smoke-qwen3-0.6b-v6e-8"
+# The smoke profile leaves the same fields empty as the tutorial's, except the reservation:
+# its capacity (on-demand) consumes none.
+SMOKE_REQUIRED = {k: v for k, v in TUTORIAL_REQUIRED.items() if k != "gke.reservation"}
+
+
+def smoke_profile(**overrides: str) -> Profile:
+    return load_profile(SMOKE, {**SMOKE_REQUIRED, **overrides}, environ={})

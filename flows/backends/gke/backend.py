@@ -40,6 +40,7 @@ from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.step import GkeImage
 from flows.backends.gke.infra.cost import (
     cost_plan,
+    render_caps,
     render_cost,
     stage_estimated_chip_hours,
     stage_held_chip_hours,
@@ -56,6 +57,7 @@ from flows.backends.gke.runtime import GkeRuntime
 from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, Cluster, connect
 from flows.backends.gke.watch.logs import LogSink
 from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_finished
+from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
 from flows.config.profile import Profile
@@ -101,6 +103,7 @@ class GkeBackend:
         self._cluster = cluster
         self.submitted: list[str] = []  # JobSets created by this backend (a create that returned)
         self.monitor: Monitor | None = None  # the latest one, for the benchmark and tests
+        self.spend: SpendMeter | None = meter_for(profile, stage)  # None: no cap set
         self.image = GkeImage(self)
         self.infra = GkeInfra(self)
         self.runtime = GkeRuntime(profile)
@@ -153,7 +156,7 @@ class GkeBackend:
                    else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
 
     def plan_footer(self) -> list[str]:
-        return ["", *render_cost(cost_plan(self.profile))]
+        return ["", *render_cost(cost_plan(self.profile)), *render_caps(self.profile)]
 
     def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
         return write_manifests(self.profile, workloads, out_dir / "manifests")
@@ -273,8 +276,13 @@ class GkeBackend:
         return progress
 
     def _redacted(self, diagnosis: Diagnosis) -> Diagnosis:
+        """Redacted, and naming the one command that collects what a report needs."""
+        run = stage_run(self.profile, self.stage) if self.stage in GKE_STAGES else ""
+        bundle = (f"; for a report: tpurl support-bundle {self.profile.name}"
+                  + (f" --run {label_value(run)}" if run else ""))
         return replace(diagnosis, summary=self.redactor(diagnosis.summary),
-                       detail=self.redactor(diagnosis.detail))
+                       detail=self.redactor(diagnosis.detail),
+                       resolution=diagnosis.resolution + bundle)
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any,
               within_s: float | None = None, **kwargs: Any) -> Any:
@@ -394,8 +402,11 @@ class GkeBackend:
         if condition(live, "Completed"):
             self.logger.info("JobSet %s had already completed", live["metadata"]["name"])
             return Verdict(Phase.SUCCEEDED, None, "completed earlier")
+        if self.spend is not None:
+            self.spend.pause()  # time between submissions is not watched
         self.monitor = Monitor(self.cluster, live, sink, self.logger, self.budgets,
-                               self.watch_settings, coordinator, self.log_read_timeout_s)
+                               self.watch_settings, coordinator, self.log_read_timeout_s,
+                               spend=self.spend)
         return self.monitor.run()
 
     def _delete(self, name: str, wait: bool, within_s: float | None = None) -> None:

@@ -38,6 +38,10 @@ from urllib.parse import parse_qs, urlparse
 from tests.fakes.kube_api.store import KINDS, ApiError, FakeKube, Obj, matches
 
 _CORE = re.compile(r"^/api/v1/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?(/log)?$")
+# Cluster-scoped core resources (nodes) live at /api/v1/<plural>[/<name>], without a namespace
+# (kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/installer.go: namespaced resources get
+# the namespaces/{namespace} prefix, the others not); the store keeps them under namespace "".
+_CORE_CLUSTER = re.compile(r"^/api/v1/(nodes)(?:/([^/]+))?$")
 _GROUP = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?$")
 
 
@@ -94,6 +98,8 @@ class _Handler(BaseHTTPRequestHandler):
                 ns, plural, name, log = m.groups()
                 if log:
                     return self._logs(ns, name, query)
+            elif m := _CORE_CLUSTER.match(url.path):
+                ns, (plural, name) = "", m.groups()
             elif m := _GROUP.match(url.path):
                 _, _, ns, plural, name = m.groups()
             else:

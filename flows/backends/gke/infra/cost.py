@@ -173,3 +173,23 @@ def pool_chip_hours_since(deployed_at: str, now: datetime, chips: int) -> float:
     """Chip-hours billed since the pool was deployed (``deployed_at`` is ISO 8601, with zone)."""
     start = datetime.fromisoformat(deployed_at)
     return held_chip_hours(chips, (now - start).total_seconds())
+
+
+def render_caps(profile: Profile) -> list[str]:
+    """The spend caps beside the estimate they must cover (flows/config/spend.py refuses a cap
+    below it when the profile loads)."""
+    from flows.config.spend import estimated_run_usd, estimated_stage_usd
+
+    gke = profile.gke
+    assert gke is not None
+    if gke.max_usd_per_run is None and not gke.max_usd_per_stage:
+        return ["  spend cap: none (gke.max_usd_per_run stops a run whose TPU time costs more)"]
+    lines = []
+    if gke.max_usd_per_run is not None:
+        lines.append(f"  spend cap: ${gke.max_usd_per_run:,.2f} per run against the estimate "
+                     f"of ${estimated_run_usd(gke):,.2f}; crossing it deletes the JobSet, keeps "
+                     "the checkpoints and fails the stage (budget)")
+    lines += [f"  spend cap: ${cap:,.2f} for {stage} against its estimate of "
+              f"${estimated_stage_usd(gke, stage):,.2f}"
+              for stage, cap in gke.max_usd_per_stage.items()]
+    return lines

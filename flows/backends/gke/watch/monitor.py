@@ -36,6 +36,7 @@ from flows.backends.gke.watch.client import (
 )
 from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
 from flows.backends.gke.watch.scaling import AUTOSCALER_EVENTS
+from flows.backends.gke.watch.spend import SpendMeter
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition, diagnose
 from flows.config.profile import Profile
@@ -98,8 +99,9 @@ class Monitor:
 
     def __init__(self, cluster: Cluster, jobset: Obj, sink: LogSink, logger: StageLogger,
                  budgets: Budgets, settings: WatchSettings, coordinator_job: str,
-                 log_read_timeout_s: float = 300.0) -> None:
+                 log_read_timeout_s: float = 300.0, spend: SpendMeter | None = None) -> None:
         self.cluster, self.sink, self.logger = cluster, sink, logger
+        self.spend = spend  # the stage's spend cap (watch/spend.py), charged every tick
         self.budgets, self.settings = budgets, settings
         meta = jobset["metadata"]
         self.name, self.namespace, self.uid = meta["name"], meta["namespace"], meta["uid"]
@@ -181,6 +183,9 @@ class Monitor:
                     return _api_down(self.name, budget, self._failing() or "no answer")
                 continue
             verdict = self._observe()
+            if self.spend and verdict.phase in (Phase.QUEUED, Phase.RUNNING) and \
+                    (over := self.spend.charge(self._pods())):
+                verdict = Verdict(Phase.FAILED, over, over.summary)
             if verdict.phase is Phase.RUNNING:
                 running_since = running_since or time.monotonic()
                 if time.monotonic() - running_since > self.budgets.run_s:

@@ -1,0 +1,81 @@
+"""The spend cap (``gke.max_usd_per_run``, ``gke.max_usd_per_stage``): what a run may cost.
+
+Why a cap beside the time budgets: a budget in seconds does not say what the seconds cost, and
+the first run on a new project is exactly where nobody knows yet how long anything takes. The
+watch charges the chip-hours the stage holds at the mode's price as it goes
+(flows/backends/gke/watch/spend.py) and stops the stage when the cap is crossed.
+
+A cap below the plan's own estimate would stop every run that goes as planned, so it is
+refused when the profile loads. The estimate here is the plan's (held chip-hours of
+flows/backends/gke/infra/cost.py, the same rule, kept equal by a test): the config layer
+cannot import a backend.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.core.issues import Issue
+
+if TYPE_CHECKING:
+    from flows.config.gke import GkeSection
+
+SpendStage = Literal["convert", "train", "export"]
+SPEND_STAGES: tuple[SpendStage, ...] = ("convert", "train", "export")
+
+
+class GkeSpend(BaseModel):
+    """USD caps on the TPU time a run (and optionally each stage) may hold; None: no cap."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_usd_per_run: float | None = Field(None, gt=0)
+    max_usd_per_stage: dict[SpendStage, float] = Field(default_factory=dict)
+
+
+def stage_chips_held(gke: GkeSection, stage: str) -> int:
+    """Chips billed while ``stage`` runs: the whole static pool on a reservation; in a mode
+    that scales from zero only what the stage's own jobs bring up (none for CPU-pool work)."""
+    if not gke.scales_from_zero:
+        return gke.total_chips
+    on_tpu = stage == "train" or gke.conversion_placement == "tpu-hosts"
+    return gke.total_chips if on_tpu else 0
+
+
+def estimated_stage_usd(gke: GkeSection, stage: str) -> float:
+    hours = float(gke.estimated_hours.get(stage, 0.0))  # type: ignore[call-overload]
+    return hours * stage_chips_held(gke, stage) * gke.usd_per_chip_hour
+
+
+def estimated_run_usd(gke: GkeSection) -> float:
+    return sum(estimated_stage_usd(gke, stage) for stage in SPEND_STAGES)
+
+
+def spend_issues(gke: GkeSection | None) -> list[Issue]:
+    """A cap below the estimate it guards, or a stage cap above the run's: refused, with the
+    figures and both ways out (raise the cap, or fix the estimate)."""
+    if gke is None:
+        return []
+    issues = []
+    run_cap, estimate = gke.max_usd_per_run, estimated_run_usd(gke)
+    if run_cap is not None and run_cap < estimate:
+        issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is below the plan's "
+                            f"estimate of ${estimate:,.2f} (capacity {gke.capacity}, "
+                            f"{gke.total_chips} chips at ${gke.usd_per_chip_hour:.2f}/chip-h, "
+                            "gke.estimated_hours): every run would be stopped",
+                            f"set gke.max_usd_per_run to at least {estimate:.2f}, or lower "
+                            "gke.estimated_hours if the estimate is wrong", "config/spend-cap"))
+    for stage, cap in gke.max_usd_per_stage.items():
+        stage_estimate = estimated_stage_usd(gke, stage)
+        if cap <= 0:
+            issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"{cap:g} is not positive",
+                                "give a cap in USD above 0, or remove the key",
+                                "config/spend-cap"))
+        elif cap < stage_estimate:
+            issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"${cap:,.2f} is below the "
+                                f"plan's estimate for {stage} of ${stage_estimate:,.2f}",
+                                f"set it to at least {stage_estimate:.2f}, or lower "
+                                f"gke.estimated_hours.{stage}", "config/spend-cap"))
+    return issues

@@ -1,0 +1,93 @@
+"""The smoke profile (deployments/profiles/smoke-qwen3-0.6b-v6e-8.yaml): the tutorial's path on
+the smallest slice and model, cheap and capped. Valid under every start-up rule, planned
+within its goals (under $10, under 30 minutes of stages), its JobSets CRD-valid, and every pod
+admitted by the Kueue configuration the deploy stages, against the fake cloud."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from flows.backends.gke.infra.entry import check_text, gke_plan_actions, planned_for
+from flows.backends.gke.infra.provision import provision
+from flows.backends.gke.infra.settings import settings_from_profile
+from flows.backends.gke.jobs.manifests import render_all
+from flows.config import ProfileError
+from flows.config.spend import estimated_run_usd
+from flows.plan import build_plan, planned_workloads, render_text
+from tests.fakes.cloud import Cloud
+from tests.support.jobset_schema import jobset_errors
+from tests.support.logs import Log
+from tests.support.profiles import smoke_profile
+
+
+def test_it_is_the_smallest_multi_host_slice_on_demand_and_capped() -> None:
+    profile = smoke_profile()
+    gke = profile.gke
+    assert gke is not None
+    assert (gke.machine_type, gke.topology, gke.hosts_per_slice, gke.total_chips) == \
+        ("ct6e-standard-4t", "2x4", 2, 8)
+    assert gke.capacity == "on-demand" and gke.reservation is None and gke.scales_from_zero
+    assert profile.model.maxtext_name == "qwen3-0.6b"
+    estimate = estimated_run_usd(gke)
+    assert estimate < 10.0 and gke.max_usd_per_run is not None
+    assert estimate <= gke.max_usd_per_run < 10.0
+    assert sum(gke.estimated_hours.values()) < 0.5  # the stages' share of the 30 minutes
+
+
+def test_the_plan_renders_its_cost_and_cap(capsys: pytest.CaptureFixture[str]) -> None:
+    """On-demand capacity: the plan used to crash formatting an unset max_run_hours."""
+    profile = smoke_profile()
+    text = render_text(profile, build_plan(profile))
+    assert "autoscaling 0..2 nodes per slice" in "\n".join(gke_plan_actions(profile))
+    assert "total    held 2.0 chip-h ≈ $5.40" in text
+    assert "spend cap: $9.00 per run against the estimate of $5.40" in text
+    assert "--instance_type=tpuv6e:2x4" in text or "2x4" in text
+
+
+def test_its_jobsets_validate_against_the_crd() -> None:
+    profile = smoke_profile()
+    jobsets = [o for o in render_all(profile, planned_workloads(profile))
+               if o.get("kind") == "JobSet"]
+    assert len(jobsets) == 3
+    for jobset in jobsets:
+        assert jobset_errors(jobset) == [], jobset["metadata"]["name"]
+    train = next(j for j in jobsets if j["metadata"]["labels"]["tpurl/stage"] == "train")
+    workers = [rj for rj in train["spec"]["replicatedJobs"] if rj["name"] == "worker"]
+    assert workers and workers[0]["template"]["spec"]["parallelism"] == 2  # two hosts
+
+
+def test_every_pod_is_admitted_by_the_deployed_kueue(cloud: Cloud, gcs: Any, tmp_path) -> None:
+    profile = smoke_profile(**{"gke.bucket": "my-smoke-bucket"})
+    settings = settings_from_profile(profile, cache_dir=tmp_path / "cache")
+    provision(settings, cloud.apis, gcs, Log(), planned=planned_for(profile))
+    text, ok = check_text(profile, cloud.apis, gcs)
+    admission = next(line for line in text.splitlines() if "kueue-admission" in line)
+    assert ok, text
+    assert "admits all" in admission, admission
+
+
+PRICE = {"usd_per_chip_hour": "1.20", "source": "a quote", "as_of": "2026-12-01"}
+
+
+@pytest.mark.parametrize("mode", ["on-demand", "spot", "flex-start", "reservation"])
+def test_the_plan_renders_in_every_capacity_mode(mode: str) -> None:
+    """Every mode × plan (the on-demand/spot plans crashed on an unset max_run_hours). On a
+    reservation the static pool bills the whole run (8 chips × 0.45 h × $2.70 = $9.72), above
+    the profile's $9 cap: refused at load, naming the cap."""
+    extra: dict[str, str] = {"gke.capacity": mode}
+    if mode in ("spot", "flex-start"):
+        extra.update({f"gke.prices.{mode}.{k}": v for k, v in PRICE.items()})
+    if mode == "flex-start":
+        extra["gke.max_run_hours"] = "1"
+    if mode == "reservation":
+        extra["gke.reservation"] = "my-v6e-res"
+        with pytest.raises(ProfileError) as caught:
+            smoke_profile(**extra)
+        assert [i.field for i in caught.value.issues] == ["gke.max_usd_per_run"]
+        assert "$9.72" in caught.value.issues[0].problem
+        extra["gke.max_usd_per_run"] = "10"
+    profile = smoke_profile(**extra)
+    text = render_text(profile, build_plan(profile))
+    assert f"TPU cost, capacity {mode}" in text and "spend cap: $" in text

@@ -1,0 +1,121 @@
+"""`tpurl status` (flows/status.py) against the fake cloud after a real deploy through the infra
+stage's code, and the fake Kubernetes API: what exists, what it costs per hour, read-only, and
+exit 1 for a static TPU pool in a mode that scales from zero. Here (not tests/test_status.py)
+for the fake cloud's fixtures in this folder's conftest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.backends.gke.infra import clients
+from flows.backends.gke.infra.entry import planned_for
+from flows.backends.gke.infra.provision import provision
+from flows.backends.gke.infra.settings import settings_from_profile
+from flows.backends.gke.watch import client as kube_client
+from flows.backends.gke.watch.client import cluster_at
+from flows.cli import main
+from flows.config import Profile
+from flows.status import human_bytes
+from tests.fakes.cloud import Cloud
+from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.support.logs import Log
+from tests.support.profiles import SMOKE, SMOKE_REQUIRED, TUTORIAL, infra_profile, smoke_profile
+
+BUCKET = "my-status-bucket"
+
+
+@pytest.fixture
+def kube() -> Any:
+    with FakeApiServer(FakeKube()) as server:
+        yield server
+
+
+def _deploy(profile: Profile, cloud: Cloud, gcs: Any, tmp: Path) -> None:
+    provision(settings_from_profile(profile, cache_dir=tmp / "cache"), cloud.apis, gcs, Log(),
+              planned=planned_for(profile))
+
+
+def _nodes(kube: FakeKube, pool: str, count: int) -> None:
+    # GKE labels every node with its pool (cloud.google.com/gke-nodepool), as the fake
+    # autoscaler does (tests/fakes/kube_api/nodepools.py)
+    for i in range(count):
+        kube.create("nodes", "", {"metadata": {"name": f"{pool}-node-{i}", "labels": {
+            "cloud.google.com/gke-nodepool": pool}}})
+
+
+def _status(name: str, overrides: dict[str, str], cloud: Cloud, gcs: Any, server: FakeApiServer,
+            monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+    monkeypatch.setattr(kube_client, "connect", lambda profile: cluster_at(server.url))
+    return main(["status", name, *[f"--set={k}={v}" for k, v in overrides.items()]])
+
+
+def test_an_on_demand_run_in_flight_costs_its_nodes_now(
+        cloud: Cloud, gcs: Any, kube: FakeApiServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = smoke_profile(**{"gke.bucket": BUCKET})
+    _deploy(profile, cloud, gcs, tmp_path)
+    gcs.bucket(BUCKET).blob("qwen3-0.6b/x.bin").upload_from_string(b"\0" * 2048)
+    _nodes(kube.kube, "gke-tpu-v6e-pool-0", 2)  # the slice is up: training holds it
+    _nodes(kube.kube, "cpu-np", 1)
+    kube.kube.create("jobsets", "default", {"metadata": {"name": "train-rl-abc", "labels": {
+        "tpurl/stage": "train"}}, "spec": {"suspend": False}})
+    kube.kube.create("jobsets", "default", {"metadata": {"name": "other-team"}, "spec": {}})
+    before_cloud, before_requests = list(cloud.apis.calls), len(kube.kube.requests)
+    capsys.readouterr()
+
+    code = _status(SMOKE, {**SMOKE_REQUIRED, "gke.bucket": BUCKET}, cloud, gcs, kube,
+                   monkeypatch)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "TPU pool gke-tpu-v6e-pool-0: ct6e-standard-4t, autoscaled 0..2 nodes, 2 node(s) " \
+           "now, $21.60/h" in out  # 2 hosts × 4 chips × $2.70
+    assert "CPU pools: 1 node(s) now" in out
+    assert "JobSet train-rl-abc (train): running since" in out and "other-team" not in out
+    blobs = list(gcs.list_blobs(BUCKET))  # ours, and the deployment's saved state
+    size = human_bytes(sum(int(b.size) for b in blobs))
+    assert f"bucket gs://{BUCKET}: {size} in {len(blobs)} object(s)" in out
+    assert "TPU now: $21.60 per hour — you are paying for TPUs right now" in out
+    # read-only: GETs on the Kubernetes API, one GET of the cluster, nothing run
+    requests = kube.kube.requests[before_requests:]
+    assert requests and {method for _, method, _ in requests} == {"GET"}
+    assert cloud.apis.calls[len(before_cloud):] == ["get_cluster"]
+
+
+def test_no_cluster_is_nothing_to_pay_for(cloud: Cloud, gcs: Any, kube: FakeApiServer,
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code = _status(SMOKE, {**SMOKE_REQUIRED, "gke.bucket": BUCKET}, cloud, gcs, kube,
+                   monkeypatch)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "cluster tpurl-v6e (my-proj-123/us-east5): none" in out
+    assert f"bucket gs://{BUCKET}: none" in out and "TPU now: $0.00 per hour" in out
+
+
+@pytest.mark.parametrize("mode", ["on-demand", "reservation"])
+def test_a_static_pool_in_a_mode_that_scales_from_zero_exits_non_zero(
+        mode: str, cloud: Cloud, gcs: Any, kube: FakeApiServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The tutorial's static pool deployed, then the profile switched to on-demand (an old
+    cluster kept by mistake): exit 1 with the fix. Under reservation the same pool is right."""
+    _deploy(infra_profile(**{"gke.bucket": BUCKET}), cloud, gcs, tmp_path)
+    _nodes(kube.kube, "gke-tpu-v6e-pool-0", 8)
+    overrides = {"gke.project": "my-proj-123", "gke.region": "us-east5",
+                 "gke.zone": "us-east5-b", "gke.cluster": "tpurl-v6e", "gke.bucket": BUCKET,
+                 "gke.authorized_cidr": "203.0.113.0/24"}
+    overrides.update({"gke.capacity": "on-demand"} if mode == "on-demand" else
+                     {"gke.reservation": "my-v6e-res"})
+    capsys.readouterr()
+    code = _status(TUTORIAL, overrides, cloud, gcs, kube, monkeypatch)
+    out = capsys.readouterr().out
+    assert "static 8 nodes, 8 node(s) now, $86.40/h" in out  # the $86-an-hour slice
+    if mode == "on-demand":
+        assert code == 1, out
+        assert "PROBLEM: TPU pool gke-tpu-v6e-pool-0 is static" in out
+        assert "tpurl teardown qwen3-30b-a3b-v6e-32" in out
+    else:
+        assert code == 0 and "PROBLEM" not in out

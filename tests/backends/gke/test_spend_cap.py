@@ -1,0 +1,207 @@
+"""The spend cap (gke.max_usd_per_run, gke.max_usd_per_stage): refused below the estimate at
+load, shown in the plan, and enforced by the watch against the fake cluster with a clock the
+test moves, so "one hour passed" is a statement, not a wait."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from flows.backends.gke.infra.cost import cost_plan, render_caps
+from flows.backends.gke.watch.spend import SpendMeter, meter_for, spent_in_run
+from flows.config import ProfileError
+from flows.config.capacity import CAPACITY_MODES
+from flows.config.spend import estimated_run_usd, estimated_stage_usd
+from flows.core.failures import FailureCategory, StageFailed
+from flows.core.layout import Layout
+from flows.core.storage import file_uri
+from flows.stages.programs import train_workload
+from tests.fakes.gke_backend import ListLogger, jobsets_created, make_backend
+from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
+from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
+from tests.support.profiles import tutorial_profile
+
+PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-12-01"}
+
+
+def wait_for(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+class Clock:
+    """Monotonic seconds that move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_spend_test_token_not_a_secret")
+    with FakeApiServer(FakeKube()) as running:
+        yield running
+
+
+# --- the profile rule and the plan ------------------------------------------------------------
+# tpu-hosts conversion is refused at load with a pool that scales from zero
+@pytest.mark.parametrize(("mode", "placement"), [*((m, "cpu-pool") for m in CAPACITY_MODES),
+                                                 ("reservation", "tpu-hosts")])
+def test_the_caps_estimate_is_the_plans_in_every_mode(mode: str, placement: str) -> None:
+    extra = {"gke.conversion_placement": placement}
+    profile = tutorial_profile(**extra) if mode == "reservation" else _mode(mode, **extra)
+    gke = profile.gke
+    assert gke is not None
+    plan = cost_plan(profile)
+    assert estimated_run_usd(gke) == pytest.approx(plan.usd)
+    for stage in plan.stages:
+        assert estimated_stage_usd(gke, stage.stage) == pytest.approx(stage.usd)
+
+
+def _mode(mode: str, **extra: str):
+    fields = {"gke.capacity": mode, "gke.reservation": "",
+              **{f"gke.prices.{mode}.{k}": v for k, v in PRICE.items()}, **extra}
+    if mode == "flex-start":
+        fields["gke.max_run_hours"] = "5"
+    return tutorial_profile(**fields)
+
+
+def test_a_cap_below_the_estimate_is_refused_naming_the_field_and_the_figure() -> None:
+    estimate = estimated_run_usd(tutorial_profile().gke)  # 32 chips × 5 h × $2.70 = $432
+    with pytest.raises(ProfileError) as caught:
+        tutorial_profile(**{"gke.max_usd_per_run": "100"})
+    issue = next(i for i in caught.value.issues if i.field == "gke.max_usd_per_run")
+    assert f"${estimate:,.2f}" in issue.problem and "100.00" in issue.problem
+    assert f"{estimate:.2f}" in issue.fix
+    with pytest.raises(ProfileError) as caught:
+        tutorial_profile(**{"gke.max_usd_per_stage.train": "10"})
+    assert [i.field for i in caught.value.issues] == ["gke.max_usd_per_stage.train"]
+    with pytest.raises(ProfileError):
+        tutorial_profile(**{"gke.max_usd_per_stage.image": "10"})  # not a TPU stage
+
+
+def test_the_plan_shows_the_cap_against_the_estimate() -> None:
+    profile = tutorial_profile(**{"gke.max_usd_per_run": "500",
+                                  "gke.max_usd_per_stage.train": "400"})
+    text = "\n".join(render_caps(profile))
+    assert "$500.00 per run against the estimate of $432.00" in text
+    assert "$400.00 for train against its estimate of $345.60" in text
+    assert "spend cap: none" in render_caps(tutorial_profile())[0]
+
+
+# --- the meter, pure --------------------------------------------------------------------------
+BOUND = [{"spec": {"nodeName": "tpu-node-0"}, "status": {"phase": "Running"}}]
+UNBOUND = [{"spec": {"nodeName": ""}, "status": {"phase": "Pending"}}]
+
+
+def _meter(clock: Clock, static: bool = False, run_cap: float | None = 10.0,
+           stage_cap: float | None = None, key: str | None = None) -> SpendMeter:
+    return SpendMeter("train", 8, 1.0, static, run_cap, stage_cap, key or uuid.uuid4().hex,
+                      clock)
+
+
+def test_a_pool_from_zero_is_charged_only_while_a_pod_holds_a_node() -> None:
+    clock = Clock()
+    meter = _meter(clock)
+    assert meter.charge(UNBOUND) is None
+    clock.now = 3600.0
+    assert meter.charge(UNBOUND) is None and meter.spent_usd == 0.0  # waiting for scale-up
+    clock.now = 5400.0
+    assert meter.charge(BOUND) is None and meter.spent_usd == pytest.approx(4.0)  # 8 × 0.5 h
+    clock.now = 7200.0
+    assert meter.charge(BOUND) is None and meter.spent_usd == pytest.approx(8.0)
+    clock.now = 7200.0 + 900.0  # + 8 chips × 0.25 h: $10, the cap
+    over = meter.charge(BOUND)
+    assert over is not None and over.category is FailureCategory.BUDGET
+    assert "$10.00 of TPU time spent, cap gke.max_usd_per_run $10.00" in over.summary
+    assert over.code == "gke/spend-cap" and not over.retryable
+
+
+def test_a_static_pool_is_charged_without_pods_and_across_submissions() -> None:
+    clock = Clock()
+    meter = _meter(clock, static=True, run_cap=None, stage_cap=5.0)
+    meter.charge([])
+    clock.now = 1800.0
+    meter.pause()  # between submissions: the reservation bills on
+    over = meter.charge([])  # 8 chips × 0.5 h × $1 = $4: under the stage cap of $5
+    assert over is None and meter.spent_usd == pytest.approx(4.0)
+    clock.now = 2700.0
+    over = meter.charge([])
+    assert over is not None and "$6.00 of TPU time spent, cap gke.max_usd_per_stage.train " \
+        "$5.00" in over.summary
+
+
+def test_the_run_cap_sums_the_stages_of_one_run() -> None:
+    clock, key = Clock(), uuid.uuid4().hex
+    first = SpendMeter("convert", 8, 1.0, True, 10.0, None, key, clock)
+    first.charge([])
+    clock.now = 3600.0
+    assert first.charge([]) is None  # $8 of $10
+    second = SpendMeter("train", 8, 1.0, True, 10.0, None, key, clock)
+    second.charge([])
+    clock.now = 3600.0 + 900.0
+    over = second.charge([])  # + $2: the run reaches its cap in its second stage
+    assert over is not None and spent_in_run(key) == pytest.approx(10.0)
+    assert meter_for(tutorial_profile(), "train") is None  # no cap, nothing metered
+
+
+# --- against the fake cluster -----------------------------------------------------------------
+def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """On-demand pool from zero, the tutorial's 32 chips at $1/chip-h, cap $20: one
+    hour of training (the test moves the clock) spends $32, so the watch stops the stage."""
+    profile = _mode("on-demand", **{"gke.max_usd_per_run": "20",
+                                    "gke.estimated_hours.train": "0.5"})
+    scaler = Autoscaler(server.kube, TpuPool())  # the tutorial's 8 hosts, from zero
+    checkpoint = tmp_path / "checkpoints" / "actor" / "1" / "model_params"
+
+    def save_checkpoint(kube: FakeKube, name: str) -> None:
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "_METADATA").write_text("{}")
+
+    scenario(server.kube, [(0.05, admit), (0.05, start), (0.05, say("Train step 1")),
+                           (0.05, save_checkpoint), (30.0, succeed)])
+    clock, logger = Clock(), ListLogger()
+    backend = make_backend(server.url, "train", tmp_path, logger, profile=profile)
+    backend.spend = meter_for(profile, "train", clock=clock, key=uuid.uuid4().hex)
+    workload = train_workload(profile, Layout(profile), backend.runtime)
+    outcome: list[object] = []
+    runner = threading.Thread(target=lambda: outcome.append(_run(backend, workload, tmp_path)))
+    try:
+        runner.start()
+        assert wait_for(checkpoint.is_dir, 10.0)  # the slice is up, training has saved step 1
+        assert backend.spend is not None and backend.spend.spent_usd == 0.0  # no time passed
+        clock.now = 3600.0
+        runner.join(20.0)
+        assert not runner.is_alive()
+        (failure,) = outcome
+        assert isinstance(failure, StageFailed), failure
+        d = failure.diagnosis
+        assert d.category is FailureCategory.BUDGET and not d.retryable
+        assert "$32.00 of TPU time spent, cap gke.max_usd_per_run $20.00" in d.summary, d.summary
+        assert "tpurl support-bundle" in d.resolution
+        assert wait_for(lambda: not server.kube.find("jobsets"))  # deleted: nothing held
+        assert wait_for(lambda: not scaler.nodes, 10.0)  # and the slice went away
+        assert (checkpoint / "_METADATA").is_file()  # the resume point is kept
+        assert jobsets_created(server.kube) == 1  # a budget verdict is never resubmitted
+    finally:
+        scaler.stop()
+
+
+def _run(backend, workload, tmp: Path) -> object:
+    try:
+        return backend.run_workload(workload, file_uri(tmp / "train.log"))
+    except StageFailed as exc:
+        return exc
