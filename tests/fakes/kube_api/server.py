@@ -17,6 +17,9 @@ What it implements (only what the backend uses, the way the real server does it)
   400 while the container waits to start.
 - faults: ``fail_next(n)`` (5xx bursts), ``drop_watch_every`` (cut streams after N events),
   ``drop_log_every`` (cut log streams after N lines).
+- RBAC: with ``rbac_rules`` set (a Role's rules), a request they do not grant gets the API
+  server's 403 (tests/fakes/kube_api/rbac.py); every request's (verb, group, resource) is
+  recorded in ``calls``.
 Controllers are not simulated; a scenario (scripts of timed actions in the tests) drives state
 with the helpers in tests/fakes/kube_api/scenarios.py, as Kueue and JobSet would.
 """
@@ -35,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.fakes.kube_api.rbac import allowed, attributes, forbidden_message
 from tests.fakes.kube_api.store import KINDS, ApiError, FakeKube, Obj, matches
 
 _CORE = re.compile(r"^/api/v1/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?(/log)?$")
@@ -92,12 +96,15 @@ class _Handler(BaseHTTPRequestHandler):
                                   retry_after)
             if m := _CORE.match(url.path):
                 ns, plural, name, log = m.groups()
-                if log:
-                    return self._logs(ns, name, query)
+                group = ""
             elif m := _GROUP.match(url.path):
-                _, _, ns, plural, name = m.groups()
+                group, _, ns, plural, name = m.groups()
+                log = None
             else:
                 raise ApiError(404, "NotFound", f"no route for {url.path}")
+            self._authorize(method, group, plural, ns, name, "log" if log else None, query)
+            if log:
+                return self._logs(ns, name, query)
             if plural not in KINDS:
                 raise ApiError(404, "NotFound", f"the server could not find {plural}")
             self._resource(method, plural, ns, name, query)
@@ -105,6 +112,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(err.code, err.status())
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _authorize(self, method: str, group: str, plural: str, ns: str, name: str | None,
+                   subresource: str | None, query: dict[str, str]) -> None:
+        """Authorization runs before the resource is looked up, as in the API server's
+        handler chain (WithAuthorization precedes the REST storage)."""
+        kube = self.kube
+        attrs = attributes(method, group, plural, ns, name, subresource, query)
+        with kube.cond:
+            kube.calls.add(attrs.call)
+            rules = kube.rbac_rules
+        if rules is not None and not allowed(rules, attrs):
+            raise ApiError(403, "Forbidden", forbidden_message(kube.rbac_user, attrs))
 
     def _resource(self, method: str, plural: str, ns: str, name: str | None,
                   query: dict[str, str]) -> None:

@@ -89,6 +89,12 @@ class FakeKube:
         # fake autoscaler holds a JobSet's containers until its pods have nodes).
         self.action_gate: Callable[[str, str], bool] | None = None
         self.closed = False
+        # RBAC (tests/fakes/kube_api/rbac.py): None serves everyone, as before; a Role's rules
+        # refuse what they do not grant with a 403. ``calls`` records every request's (verb,
+        # group, resource) either way.
+        self.rbac_rules: list[dict[str, Any]] | None = None
+        self.rbac_user = "system:serviceaccount:default:tpurl-flow"
+        self.calls: set[tuple[str, str, str]] = set()
 
     # --- store ---------------------------------------------------------------------------
     def _bump(self, plural: str, kind: str, obj: Obj) -> Obj:
