@@ -50,8 +50,12 @@ def clients(fake_build: FakeCloudBuild, gcs_url: str) -> CloudBuildClients:
 
 
 @pytest.fixture(scope="module")
-def cloud_result(clients: CloudBuildClients, standin_base: str, registry_prefix: str) -> ImageResult:
+def cloud_result(clients: CloudBuildClients, fake_build: FakeCloudBuild, standin_base: str,
+                 registry_prefix: str) -> ImageResult:
+    """The regional build's operation answers 404 (the fake's default, #12123) and the first
+    read of the build a 503: neither may lose the build."""
     request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/cb/tpu-post-training")
+    fake_build.fail_build_reads = [503]
     return ensure_image_cloud_build(request, TARGET, clients, FAST, poll_s=0.2)
 
 
@@ -70,6 +74,20 @@ def test_cloud_build_builds_checks_and_pushes_by_digest(cloud_result: ImageResul
     assert ("POST", f"/v1/projects/{TARGET.project}/locations/{TARGET.region}/builds") in \
         fake_build.requests
     assert build.body["source"]["storageSource"]["bucket"] == staging_bucket(TARGET.project)
+
+
+def test_the_build_is_polled_by_its_regional_name_not_its_operation(
+        cloud_result: ImageResult, fake_build: FakeCloudBuild, clients: CloudBuildClients):
+    """Issue 18.3: the operation of a regional build is a 404 while the build runs on
+    (googleapis/google-cloud-python#12123); the old `while not operation.done()` raised it
+    outside the error mapping. The build is read by projects/P/locations/R/builds/ID."""
+    from google.api_core import exceptions
+
+    (build,) = fake_build.builds.values()
+    assert not [p for m, p in fake_build.requests if "/operations/" in p]
+    assert ("GET", f"/v1/{build.body['name']}") in fake_build.requests
+    with pytest.raises(exceptions.NotFound, match="Requested entity was not found"):
+        clients.builds.transport.operations_client.get_operation(build.operation)
 
 
 def test_same_tag_and_patched_files_as_the_docker_path(cloud_result: ImageResult,
