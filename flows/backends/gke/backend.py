@@ -53,7 +53,14 @@ from flows.backends.gke.jobs.pathways import HEAD
 from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_with_value
 from flows.backends.gke.runtime import GkeRuntime
-from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, Cluster, connect
+from flows.backends.gke.watch.client import (
+    JOBSET_GROUP,
+    JOBSET_VERSION,
+    JOBSETS,
+    Cluster,
+    connect,
+    kueue_version,
+)
 from flows.backends.gke.watch.logs import LogSink
 from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_finished
 from flows.backends.gke.watch.stream import WatchSettings
@@ -394,8 +401,11 @@ class GkeBackend:
         if condition(live, "Completed"):
             self.logger.info("JobSet %s had already completed", live["metadata"]["name"])
             return Verdict(Phase.SUCCEEDED, None, "completed earlier")
+        version = self._call("discover the served Kueue API version", kueue_version,
+                             self.cluster)
         self.monitor = Monitor(self.cluster, live, sink, self.logger, self.budgets,
-                               self.watch_settings, coordinator, self.log_read_timeout_s)
+                               self.watch_settings, coordinator, self.log_read_timeout_s,
+                               kueue_version=version)
         return self.monitor.run()
 
     def _delete(self, name: str, wait: bool, within_s: float | None = None) -> None:

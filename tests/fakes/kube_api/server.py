@@ -8,7 +8,8 @@ our guesses about it.
 
 What it implements (only what the backend uses, the way the real server does it):
 - pods, secrets (core/v1), jobs (batch/v1), jobsets (jobset.x-k8s.io/v1alpha2), workloads
-  (kueue.x-k8s.io/v1beta1): create (409 AlreadyExists), get, list, replace, delete (Foreground
+  (kueue.x-k8s.io at the versions ``served`` lists, 404 at any other; GET /apis lists
+  them as discovery does): create (409 AlreadyExists), get, list, replace, delete (Foreground
   keeps the object with a deletionTimestamp until its dependents are gone), watch.
 - resourceVersion: one cluster-wide counter; every write bumps it; watch from an RV replays
   later events; an RV older than the retained history gets an ERROR event with 410 Gone.
@@ -98,8 +99,13 @@ class _Handler(BaseHTTPRequestHandler):
                 ns, plural, name, log = m.groups()
                 group = ""
             elif m := _GROUP.match(url.path):
-                group, _, ns, plural, name = m.groups()
+                group, version, ns, plural, name = m.groups()
                 log = None
+                if version not in kube.served.get(group, ()):
+                    raise ApiError(404, "NotFound", "the server could not find the requested "
+                                   "resource")
+            elif url.path in ("/apis", "/apis/") and method == "GET":
+                return self._send(200, self._discovery())
             else:
                 raise ApiError(404, "NotFound", f"no route for {url.path}")
             self._authorize(method, group, plural, ns, name, "log" if log else None, query)
@@ -112,6 +118,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(err.code, err.status())
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _discovery(self) -> Obj:
+        """GET /apis: the APIGroupList (non-resource; the system:discovery ClusterRole grants
+        it to every authenticated user, so it is not subject to the Role)."""
+        groups = [{"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}
+                                           for v in versions],
+                   "preferredVersion": {"groupVersion": f"{g}/{versions[0]}",
+                                        "version": versions[0]}}
+                  for g, versions in sorted(self.kube.served.items())]
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
     def _authorize(self, method: str, group: str, plural: str, ns: str, name: str | None,
                    subresource: str | None, query: dict[str, str]) -> None:

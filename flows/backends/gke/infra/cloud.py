@@ -17,12 +17,13 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from flows.backends.gke.watch.kueue import KUEUE_VERSIONS  # one order for watch and pre-flight
+
 ADDONS = {  # what to read on the cluster: (namespace, deployment) of each controller
     "jobset": ("jobset-system", "jobset-controller-manager"),
     "kueue": ("kueue-system", "kueue-controller-manager"),
 }
 JOBSET_CRD = "jobsets.jobset.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # Kueue 0.15 serves both; the toolkit writes v1beta2
 MANIFEST_TYPES = ", ".join((  # what a registry may answer for a tag: index or single manifest
     "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
