@@ -65,6 +65,12 @@ class GoogleApis(Protocol):
     def image_exists(self, ref: str) -> bool:
         """Whether ``host/path:tag`` resolves to a manifest in its registry."""
         ...
+    def cloud_build_account(self, project: str, location: str) -> str:
+        """Cloud Build's default service account (``projects/P/serviceAccounts/EMAIL``, or
+        "" when none is set)."""
+        ...
+    def repository_iam_policy(self, project: str, location: str,
+                              repository: str) -> dict[str, Any]: ...
 
 
 def image_version(image: str) -> str | None:
@@ -228,3 +234,13 @@ class RestGoogleApis:
         if response.status_code != 200:
             self._json(response, url)  # 403 → ApiDenied, other errors raise
         return True
+
+    def cloud_build_account(self, project: str, location: str) -> str:
+        url = (f"https://cloudbuild.googleapis.com/v1/projects/{project}/locations/{location}/"
+               "defaultServiceAccount")  # projects.locations.getDefaultServiceAccount
+        return str(self._get(url).get("serviceAccountEmail") or "")
+
+    def repository_iam_policy(self, project: str, location: str,
+                              repository: str) -> dict[str, Any]:
+        url = f"{self._repository_url(project, location)}/{repository}:getIamPolicy"
+        return self._get(url)
