@@ -50,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
                              "Prefect's flow results in the profile's bucket")
     results.add_argument("profile")
     results.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    ident = sub.add_parser("flow-identity", help="print the commands that create the flow's "
+                           "Google service account for the Kubernetes pool (pipe to sh)")
+    ident.add_argument("profile")
+    ident.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     sub.add_parser("profiles", help="list the shipped profiles")
     return parser
 
@@ -80,6 +84,14 @@ def main(argv: list[str] | None = None) -> int:
 
         slug = ensure_gcs_result_storage(profile)
         print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
+        return 0
+    if args.command == "flow-identity":
+        if profile.gke is None:
+            print("error: flow-identity needs a GKE profile", file=sys.stderr)
+            return 2
+        from flows.backends.gke.identity import setup_commands
+
+        print("\n".join(setup_commands(profile.gke)))
         return 0
     if args.command == "teardown":
         from flows.teardown import teardown_flow
