@@ -13,8 +13,10 @@ What each stage calls (read from the code, not assumed):
   also to create the Artifact Registry repository when the image goes there;
 - infra: ``gcloud`` on PATH (get-credentials, IAM bindings, docker auth:
   infra/provision.py) and Google credentials (infra/clients.py); ``gcluster`` comes from the
-  pinned Cluster Toolkit bundle (infra/bundle.py) and fetches ``terraform`` itself
-  (``--download-dependencies``), so neither needs to be on PATH;
+  pinned Cluster Toolkit bundle (infra/bundle.py) and fetches ``terraform`` and ``packer``
+  itself (``--download-dependencies``) when they are missing or older than it pins, so
+  neither needs to be on PATH (the flow image ships gcluster's versions, so a pod fetches
+  nothing);
 - convert, train, export: the Kubernetes API, reached through the kube context infra writes;
 - every stage: the Google permissions flows/backends/gke/identity.py lists, held by the
   identity the flow runs as (read with testIamPermissions from that identity).
