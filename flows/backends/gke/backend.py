@@ -160,7 +160,17 @@ class GkeBackend:
                    else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
 
     def plan_footer(self) -> list[str]:
-        return ["", *render_cost(cost_plan(self.profile))]
+        return ["", *render_cost(cost_plan(self.profile)), "", *self._parity()]
+
+    def _parity(self) -> list[str]:
+        """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""
+        from flows.backends.gke.image.parity import lock_versions, parity_lines
+        from flows.core.patching import enabled, load_declarations
+        from flows.core.paths import PATCHES_FILE, REPO_ROOT
+
+        lock = lock_versions((REPO_ROOT / "images/rehearsal/requirements.lock").read_text())
+        patches = enabled(load_declarations(PATCHES_FILE), self.profile.image.disabled_patches)
+        return parity_lines(self.profile.image.base, lock, None, patches)
 
     def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
         return write_manifests(self.profile, workloads, out_dir / "manifests")

@@ -93,8 +93,10 @@ def diagnose_build(status: str, detail: str, failure_type: str, log_url: str) ->
     if status == "FAILURE" and re.match(rf'Build step {CHECK_STEP_INDEX} "', detail):
         error = CloudBuildFailed(text)
         error.code = "image/patch-not-in-effect"
-        error.resolution = ("the patched image does not carry a declared patch; its check "
-                            "step says which (`tpurl: PATCH NOT IN EFFECT:` in the log)")
+        error.resolution = ("the patched image does not carry a declared patch, or carries "
+                            "one the rehearsal measured failing with the image's versions; its "
+                            "check step says which (`tpurl: PATCH NOT IN EFFECT:` or `tpurl: "
+                            "PATCH MEASURED FAILING:` in the log); nothing was pushed")
         return error
     if status == "FAILURE":
         failed = ImageBuildFailed(f"Cloud Build step failed: {detail}", where)
