@@ -8,7 +8,8 @@ Upstream, what this does:
   requestinfo.go, ``NewRequestInfo``): GET of a named object is ``get``, of a collection
   ``list``, or ``watch`` with ``?watch=true``; POST ``create``; PUT ``update``; PATCH
   ``patch``; DELETE of a named object ``delete``, of a collection ``deletecollection``; a
-  path below the object's name is its subresource (``pods/log``);
+  path below the object's name is its subresource (``pods/log``); a list or watch whose
+  field selector is exactly ``metadata.name=X`` is about the object X (for resourceNames);
 - the rule match (kubernetes pkg/apis/rbac/v1/evaluation_helpers.go: ``VerbMatches``,
   ``APIGroupMatches``, ``ResourceMatches`` on "resource/subresource" or "*/subresource",
   ``ResourceNameMatches``): "*" matches everything, otherwise exact strings;
@@ -52,6 +53,11 @@ def attributes(method: str, group: str, plural: str, namespace: str, name: str |
     else:
         verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
     resource = f"{plural}/{subresource}" if subresource else plural
+    if not name and verb in ("list", "watch"):  # a metadata.name field selector names it
+        for term in (query.get("fieldSelector") or "").split(","):
+            key, _, value = term.partition("=")
+            if key == "metadata.name" and value:
+                name = value
     return Attributes(verb, group, resource, namespace, name or "")
 
 

@@ -44,6 +44,8 @@ from tests.fakes.kube_api.store import KINDS, ApiError, FakeKube, Obj, matches
 
 _CORE = re.compile(r"^/api/v1/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?(/log)?$")
 _GROUP = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?$")
+_GROUP_VERSION = re.compile(r"^/apis/([^/]+)/([^/]+)/?$")  # discovery of one group version
+_CLUSTER_SCOPED = re.compile(r"^/apis/([^/]+)/([^/]+)/([a-z]+)(?:/([^/]+))?$")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -106,6 +108,21 @@ class _Handler(BaseHTTPRequestHandler):
                                    "resource")
             elif url.path in ("/apis", "/apis/") and method == "GET":
                 return self._send(200, self._discovery())
+            elif (m := _GROUP_VERSION.match(url.path)) and method == "GET":
+                group, version = m.groups()
+                if version not in kube.served.get(group, ()):
+                    raise ApiError(404, "NotFound", "the server could not find the requested "
+                                   "resource")
+                return self._send(200, {"kind": "APIResourceList", "apiVersion": "v1",
+                                        "groupVersion": f"{group}/{version}", "resources": [
+                                            {"name": p, "kind": k} for p, (gv, k) in
+                                            KINDS.items() if gv.startswith(f"{group}/")]})
+            elif m := _CLUSTER_SCOPED.match(url.path):
+                group, version, plural, name = m.groups()
+                ns, log = "", None
+                if version not in kube.served.get(group, ()):
+                    raise ApiError(404, "NotFound", "the server could not find the requested "
+                                   "resource")
             else:
                 raise ApiError(404, "NotFound", f"no route for {url.path}")
             self._authorize(method, group, plural, ns, name, "log" if log else None, query)

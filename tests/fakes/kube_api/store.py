@@ -21,7 +21,12 @@ Obj = dict[str, Any]
 KINDS = {"pods": ("v1", "Pod"), "secrets": ("v1", "Secret"), "jobs": ("batch/v1", "Job"),
          "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
          "workloads": ("kueue.x-k8s.io/v1beta1", "Workload"), "events": ("v1", "Event"),
-         "nodes": ("v1", "Node")}
+         "nodes": ("v1", "Node"),
+         # Kueue's queue objects, read by pre-flight (infra/cloud.py kueue_objects);
+         # clusterqueues and resourceflavors are cluster-scoped (namespace "" here)
+         "localqueues": ("kueue.x-k8s.io/v1beta2", "LocalQueue"),
+         "clusterqueues": ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
+         "resourceflavors": ("kueue.x-k8s.io/v1beta2", "ResourceFlavor")}
 Script = list[tuple[float, Callable[["FakeKube", str], None]]]
 
 
