@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     bundle.add_argument("--run", help="only this run's objects and logs (the tpurl/run label "
                         "a failure names)")
     bundle.add_argument("--out", type=Path, help="the archive's path (.tar.gz)")
+    ident = sub.add_parser("flow-identity", help="print the commands that create the flow's "
+                           "Google service account for the Kubernetes pool (pipe to sh)")
+    ident.add_argument("profile")
+    ident.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     sub.add_parser("profiles", help="list the shipped profiles")
     return parser
 
@@ -107,6 +111,14 @@ def main(argv: list[str] | None = None) -> int:
 
         raw = resolve_profile_path(args.profile).read_text()
         return bundle_command(profile, args.run, args.out, raw)
+    if args.command == "flow-identity":
+        if profile.gke is None:
+            print("error: flow-identity needs a GKE profile", file=sys.stderr)
+            return 2
+        from flows.backends.gke.identity import setup_commands
+
+        print("\n".join(setup_commands(profile.gke)))
+        return 0
     if args.command == "teardown":
         from flows.teardown import teardown_flow
 

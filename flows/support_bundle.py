@@ -181,8 +181,8 @@ def _kubernetes(bundle: Bundle, kube: Any, ns: str, run: str | None) -> None:
         JOBSET_VERSION,
         JOBSETS,
         KUEUE_GROUP,
-        KUEUE_VERSION,
         WORKLOADS,
+        kueue_version,
     )
 
     def custom(group: str, version: str, plural: str) -> list[Any]:
@@ -192,7 +192,7 @@ def _kubernetes(bundle: Bundle, kube: Any, ns: str, run: str | None) -> None:
     bundle.source("jobsets", lambda: bundle.json(
         "kubernetes/jobsets.json", custom(JOBSET_GROUP, JOBSET_VERSION, JOBSETS)))
     bundle.source("workloads", lambda: bundle.json(
-        "kubernetes/workloads.json", custom(KUEUE_GROUP, KUEUE_VERSION, WORKLOADS)))
+        "kubernetes/workloads.json", custom(KUEUE_GROUP, kueue_version(kube), WORKLOADS)))
     pods: list[Any] = []
 
     def list_pods() -> None:

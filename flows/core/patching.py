@@ -11,13 +11,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import yaml
 
 ORIGINAL_SUFFIX = ".tpurl-orig"
+# The packages whose versions decide whether the CPU rehearsal proves a step of the real run
+# (images/rehearsal/requirements.lock against the post-training image), by distribution name.
+PARITY_PACKAGES = ("maxtext", "google-tunix", "jax", "vllm", "tpu-inference", "transformers",
+                   "orbax-checkpoint")
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,10 @@ class PatchDeclaration:
     replacement: str
     expected_matches: int
     why: str
+    # The versions (distribution → version) with which the rehearsal measured the patched
+    # program failing; an image carrying all of them is refused before it is pushed.
+    failed_in_rehearsal: dict[str, str] = field(default_factory=dict)
+    failure: str = ""  # what failed, as measured
 
 
 class PatchMismatch(RuntimeError):
@@ -49,11 +58,38 @@ class PatchMismatch(RuntimeError):
 
 def load_declarations(path: Path) -> list[PatchDeclaration]:
     data = yaml.safe_load(path.read_text()) or {}
-    patches = [PatchDeclaration(**entry) for entry in data.get("patches", [])]
+    patches = [PatchDeclaration(**{**entry, "failed_in_rehearsal": {
+        str(k): str(v) for k, v in (entry.get("failed_in_rehearsal") or {}).items()}})
+        for entry in data.get("patches", [])]
     ids = [p.id for p in patches]
     if len(ids) != len(set(ids)):
         raise ValueError(f"{path}: patch ids must be unique, got {ids}")
     return patches
+
+
+def distribution_key(name: str) -> str:
+    """PEP 503 normalised distribution name (``Orbax_Checkpoint`` → ``orbax-checkpoint``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def tracked_versions(packages: Mapping[str, str]) -> dict[str, str]:
+    """The PARITY_PACKAGES among ``packages`` (any spelling of their names)."""
+    have = {distribution_key(k): v for k, v in packages.items()}
+    return {name: have[name] for name in PARITY_PACKAGES if name in have}
+
+
+def measured_failure(patch: PatchDeclaration, packages: Mapping[str, str]) -> str | None:
+    """Pure: why ``patch`` must not ship in an image with ``packages`` installed, when the
+    rehearsal measured it failing with exactly those versions; None otherwise."""
+    if not patch.failed_in_rehearsal:
+        return None
+    have = {distribution_key(k): v for k, v in packages.items()}
+    if any(have.get(distribution_key(k)) != v for k, v in patch.failed_in_rehearsal.items()):
+        return None
+    same = ", ".join(f"{k}=={v}" for k, v in sorted(patch.failed_in_rehearsal.items()))
+    return (f"patch {patch.id!r} failed in the rehearsal with {same}, the versions this image "
+            f"carries ({patch.failure or 'see images/post-training/patches.yaml'}): disable it "
+            f"(image.disabled_patches.{patch.id}) or use a base with other versions")
 
 
 def enabled(patches: list[PatchDeclaration], disabled: dict[str, str]) -> list[PatchDeclaration]:

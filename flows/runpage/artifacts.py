@@ -91,6 +91,17 @@ def publish_result(result: PipelineResult) -> None:
         log.warning("artifacts not published: %s", exc)
 
 
+def publish_parity(profile: str, lines: list[str]) -> None:
+    """A markdown artifact: where the rehearsal's lock differs from the image just built
+    (flows/backends/gke/image/parity.py), so the run page says what the rehearsal proved."""
+    try:
+        create_markdown_artifact(markdown="### Rehearsal parity\n\n" + "\n".join(
+            f"- {line.strip()}" for line in lines[1:]) + "\n",
+            key=f"tpurl-{slug(profile)}-rehearsal-parity", description=lines[0])
+    except Exception as exc:
+        log.warning("rehearsal parity artifact not published: %s", exc)
+
+
 def publish_announcement(profile: str, record: RunAnnouncement) -> None:
     """A markdown artifact at the top of the run page: what this run was announced for."""
     try:

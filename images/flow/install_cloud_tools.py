@@ -1,12 +1,15 @@
 """Install the programs the GKE stages run into the flow image (images/flow/Dockerfile,
-CLOUD_TOOLS=1): the Google Cloud CLI with gke-gcloud-auth-plugin, Terraform, and the Cluster
-Toolkit bundle (gcluster).
+CLOUD_TOOLS=1): the Google Cloud CLI with gke-gcloud-auth-plugin, Terraform and Packer at the
+versions gcluster resolves (so it downloads neither at run time), and the Cluster Toolkit
+bundle (gcluster).
 
 Why a script of the base's Python: slim images have no curl or unzip, and one script keeps
-the pinned versions and official locations in one place. Terraform is checked against its
-release's SHA256SUMS. The Cluster Toolkit bundle goes where flows/backends/gke/infra/bundle.py
-looks for it before downloading (``<cache>/cluster-toolkit/<version>/``), so a flow run needs
-no GitHub access, and gcluster is also put on PATH for a pre-flight that looks for it there.
+the pinned versions and official locations in one place. Terraform and Packer are checked
+against the SHA256 gcluster itself expects (cluster-toolkit pkg/dependencies/
+checksums_generated.go), passed in by the Dockerfile. The Cluster Toolkit bundle goes where
+flows/backends/gke/infra/bundle.py looks for it before downloading
+(``<cache>/cluster-toolkit/<version>/``), so a flow run needs no GitHub access, and gcluster
+is also put on PATH for a pre-flight that looks for it there.
 
 Unverified here: this machine reaches none of these hosts, so the tests build with
 CLOUD_TOOLS=0.
@@ -24,8 +27,8 @@ from pathlib import Path
 
 GCLOUD_URL = ("https://dl.google.com/dl/cloudsdk/channels/rapid/downloads/"
               "google-cloud-cli-{version}-linux-x86_64.tar.gz")
-TERRAFORM_URL = "https://releases.hashicorp.com/terraform/{version}/terraform_{version}_linux_amd64.zip"
-TERRAFORM_SUMS = "https://releases.hashicorp.com/terraform/{version}/terraform_{version}_SHA256SUMS"
+# gcluster's own download location (pkg/dependencies/downloader.go, urlFormat)
+HASHICORP_URL = "https://releases.hashicorp.com/{name}/{version}/{name}_{version}_linux_amd64.zip"
 TOOLKIT_URL = ("https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download/"
                "{version}/gcluster_bundle_linux_amd64.tgz")
 
@@ -48,19 +51,17 @@ def install_gcloud(root: Path, version: str) -> None:
                    check=True)
 
 
-def install_terraform(root: Path, version: str) -> None:
-    archive = download(TERRAFORM_URL.format(version=version), root / "terraform.zip")
-    sums = download(TERRAFORM_SUMS.format(version=version), root / "terraform.sums").read_text()
-    expected = next(line.split()[0] for line in sums.splitlines()
-                    if line.endswith(f"terraform_{version}_linux_amd64.zip"))
+def install_hashicorp(root: Path, name: str, version: str, sha256: str) -> None:
+    """terraform or packer into ``root/bin`` (on the image's PATH, where gcluster's
+    exec.LookPath finds it), checked against the SHA256 gcluster pins for linux_amd64."""
+    archive = download(HASHICORP_URL.format(name=name, version=version), root / f"{name}.zip")
     actual = hashlib.sha256(archive.read_bytes()).hexdigest()
-    if actual != expected:
-        raise SystemExit(f"terraform {version}: sha256 {actual}, SHA256SUMS says {expected}")
+    if actual != sha256:
+        raise SystemExit(f"{name} {version}: sha256 {actual}, gcluster expects {sha256}")
     with zipfile.ZipFile(archive) as zipped:
-        zipped.extract("terraform", root / "bin")
-    (root / "bin" / "terraform").chmod(0o755)
+        zipped.extract(name, root / "bin")
+    (root / "bin" / name).chmod(0o755)
     archive.unlink()
-    (root / "terraform.sums").unlink()
 
 
 def install_cluster_toolkit(root: Path, cache_dir: Path, version: str) -> None:
@@ -78,11 +79,15 @@ def main() -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--gcloud", required=True)
     parser.add_argument("--terraform", required=True)
+    parser.add_argument("--terraform-sha256", required=True)
+    parser.add_argument("--packer", required=True)
+    parser.add_argument("--packer-sha256", required=True)
     parser.add_argument("--cluster-toolkit", required=True)
     parser.add_argument("--cache-dir", type=Path, required=True)
     args = parser.parse_args()
     install_gcloud(args.root, args.gcloud)
-    install_terraform(args.root, args.terraform)
+    install_hashicorp(args.root, "terraform", args.terraform, args.terraform_sha256)
+    install_hashicorp(args.root, "packer", args.packer, args.packer_sha256)
     install_cluster_toolkit(args.root, args.cache_dir, args.cluster_toolkit)
 
 

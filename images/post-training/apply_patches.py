@@ -17,6 +17,7 @@ writes DIR/applied.json: which file each patch changed, for the post-push check)
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import sys
@@ -62,7 +63,11 @@ def main(directory: Path) -> int:
     disabled = sorted({p.id for p in declared} - set(wanted))
     for pid in disabled:
         print(f"tpurl: patch {pid} DISABLED by the profile", flush=True)
-    manifest = {"patches": applied, "disabled": disabled, "python": sys.version.split()[0]}
+    # what `pip freeze` would list, read the way pip reads it (importlib.metadata)
+    installed = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()
+                 if d.metadata["Name"]}
+    manifest = {"patches": applied, "disabled": disabled, "python": sys.version.split()[0],
+                "packages": dict(sorted(installed.items()))}
     (directory / "applied.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return 0
 

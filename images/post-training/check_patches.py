@@ -6,7 +6,9 @@ build runs this as a step in the image it just built, before ``images:`` pushes 
 check fails the build, so a tag in the registry always names a checked image.
 
 The rule is the one of ``flows.backends.gke.image.verify.check_patched``: the patches applied
-are exactly the enabled ones, no pattern matches any more, every replacement is present.
+are exactly the enabled ones, no pattern matches any more, every replacement is present. It
+then prints the image's versions of the rehearsal-parity packages (what `pip freeze` says)
+and refuses a patch the rehearsal measured failing with exactly those versions.
 Standard library plus ``patching.py`` beside this script (a copy of flows/core/patching.py).
 
 Usage: python3 check_patches.py DIR   (DIR holds applied.json, patches.yaml, enabled-patches.txt)
@@ -20,9 +22,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from patching import count_matches, load_declarations
+from patching import count_matches, load_declarations, measured_failure, tracked_versions
 
 MARKER = "tpurl: PATCH NOT IN EFFECT:"
+MEASURED = "tpurl: PATCH MEASURED FAILING:"
+
+
+def installed() -> dict[str, str]:
+    """What `pip freeze` says in this image (importlib.metadata, as pip reads it)."""
+    import importlib.metadata
+
+    return {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()
+            if d.metadata["Name"]}
 
 
 def main(directory: Path) -> int:
@@ -39,6 +50,13 @@ def main(directory: Path) -> int:
             print(f"{MARKER} patch {patch_id!r} is not in effect in {path}", flush=True)
             return 1
         print(f"tpurl: {patch_id} in effect in {path}", flush=True)
+    packages = installed()
+    for name, version in tracked_versions(packages).items():
+        print(f"tpurl: package {name}=={version}", flush=True)
+    for patch_id in wanted:
+        if (why := measured_failure(declared[patch_id], packages)) is not None:
+            print(f"{MEASURED} {why}", flush=True)
+            return 1
     return 0
 
 

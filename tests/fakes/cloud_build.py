@@ -21,10 +21,16 @@ What it does, as the service does for the calls the image stage makes:
   failed push with PUSH_FAILED (google/devtools/cloudbuild/v1/cloudbuild.proto, Build.Status
   and FailureInfo.FailureType).
 - ``GET /v1/{name=projects/*/locations/*/operations/*}`` (the operations client's
-  GetOperation, transports/rest.py ``operations_client``): done with the Build as
+  GetOperation): ``404 NOT_FOUND Requested entity was not found.`` while the build carries
+  on, which is what the service answered the client's poll of a regional build's operation in
+  googleapis/google-cloud-python#12123 (closed without a fix; the poll lacks the location
+  routing header). ``operations_answer = True`` serves it instead: done with the Build as
   ``response`` on success, or with ``error`` (code 2, "Build failed; check build logs for
-  details") when the build did not succeed — the verdict itself is on the Build.
-- ``GET /v1/{name=projects/*/locations/*/builds/*}``: the Build.
+  details") when the build did not succeed.
+- ``GET /v1/{name=projects/*/locations/*/builds/*}``: the Build (projects.locations.builds.get,
+  which answers for regional builds, #11079). ``fail_build_reads`` (HTTP codes) answers the
+  next reads with those errors first (503: the service's "The service is currently
+  unavailable.", 403: PERMISSION_DENIED), for the poll's error handling.
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ class FakeCloudBuild:
         self.builds: dict[str, FakeBuild] = {}
         self.operations: dict[str, str] = {}  # operation name -> build id
         self.requests: list[tuple[str, str]] = []
+        self.operations_answer = False  # see the module docstring (#12123)
+        self.fail_build_reads: list[int] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", free_port()), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -151,13 +159,20 @@ class FakeCloudBuild:
         return 200, self._operation_json(build_id)
 
     def operation(self, name: str) -> tuple[int, dict[str, Any]]:
-        if name not in self.operations:
-            return 404, _error(404, "NOT_FOUND", f"operation {name} not found")
+        if name not in self.operations or not self.operations_answer:
+            return 404, _error(404, "NOT_FOUND", "Requested entity was not found.")
         return 200, self._operation_json(self.operations[name])
 
     def build(self, build_id: str) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            fault = self.fail_build_reads.pop(0) if self.fail_build_reads else None
+        if fault == 503:
+            return 503, _error(503, "UNAVAILABLE", "The service is currently unavailable.")
+        if fault is not None:
+            return fault, _error(fault, "PERMISSION_DENIED", "The caller does not have "
+                                 "permission")
         if build_id not in self.builds:
-            return 404, _error(404, "NOT_FOUND", f"build {build_id} not found")
+            return 404, _error(404, "NOT_FOUND", "Requested entity was not found.")
         with self._lock:
             return 200, json.loads(json.dumps(self.builds[build_id].body))
 

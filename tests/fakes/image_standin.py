@@ -142,3 +142,16 @@ def move_pattern(root: Path) -> None:
     sampler = root / SITE / "tunix/generate/vllm_sampler.py"
     sampler.write_text(sampler.read_text().replace("reshard_chunk_size: Optional[int] = None",
                                                    "reshard_chunk_size: int | None = None"))
+
+
+def with_distributions(versions: dict[str, str]) -> Edit:
+    """A base whose installed distributions are ``versions`` (name → version), as pip leaves
+    them: ``NAME-VERSION.dist-info/METADATA`` in site-packages, which importlib.metadata (and
+    so `pip freeze`) reads. The real image has them; the plain stand-in carries files only."""
+    def edit(root: Path) -> None:
+        for name, version in versions.items():
+            info = root / SITE / f"{name.replace('-', '_')}-{version}.dist-info"
+            info.mkdir(parents=True, exist_ok=True)
+            (info / "METADATA").write_text(
+                f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return edit

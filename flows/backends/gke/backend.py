@@ -54,7 +54,14 @@ from flows.backends.gke.jobs.pathways import HEAD
 from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_with_value
 from flows.backends.gke.runtime import GkeRuntime
-from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, Cluster, connect
+from flows.backends.gke.watch.client import (
+    JOBSET_GROUP,
+    JOBSET_VERSION,
+    JOBSETS,
+    Cluster,
+    connect,
+    kueue_version,
+)
 from flows.backends.gke.watch.logs import LogSink
 from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_finished
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
@@ -156,7 +163,17 @@ class GkeBackend:
                    else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
 
     def plan_footer(self) -> list[str]:
-        return ["", *render_cost(cost_plan(self.profile)), *render_caps(self.profile)]
+        return ["", *render_cost(cost_plan(self.profile)), *render_caps(self.profile), "", *self._parity()]
+
+    def _parity(self) -> list[str]:
+        """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""
+        from flows.backends.gke.image.parity import lock_versions, parity_lines
+        from flows.core.patching import enabled, load_declarations
+        from flows.core.paths import PATCHES_FILE, REPO_ROOT
+
+        lock = lock_versions((REPO_ROOT / "images/rehearsal/requirements.lock").read_text())
+        patches = enabled(load_declarations(PATCHES_FILE), self.profile.image.disabled_patches)
+        return parity_lines(self.profile.image.base, lock, None, patches)
 
     def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
         return write_manifests(self.profile, workloads, out_dir / "manifests")
@@ -404,9 +421,11 @@ class GkeBackend:
             return Verdict(Phase.SUCCEEDED, None, "completed earlier")
         if self.spend is not None:
             self.spend.pause()  # time between submissions is not watched
+        version = self._call("discover the served Kueue API version", kueue_version,
+                             self.cluster)
         self.monitor = Monitor(self.cluster, live, sink, self.logger, self.budgets,
                                self.watch_settings, coordinator, self.log_read_timeout_s,
-                               spend=self.spend)
+                               spend=self.spend, kueue_version=version)
         return self.monitor.run()
 
     def _delete(self, name: str, wait: bool, within_s: float | None = None) -> None:

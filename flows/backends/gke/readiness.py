@@ -13,9 +13,13 @@ What each stage calls (read from the code, not assumed):
   also to create the Artifact Registry repository when the image goes there;
 - infra: ``gcloud`` on PATH (get-credentials, IAM bindings, docker auth:
   infra/provision.py) and Google credentials (infra/clients.py); ``gcluster`` comes from the
-  pinned Cluster Toolkit bundle (infra/bundle.py) and fetches ``terraform`` itself
-  (``--download-dependencies``), so neither needs to be on PATH;
-- convert, train, export: the Kubernetes API, reached through the kube context infra writes.
+  pinned Cluster Toolkit bundle (infra/bundle.py) and fetches ``terraform`` and ``packer``
+  itself (``--download-dependencies``) when they are missing or older than it pins, so
+  neither needs to be on PATH (the flow image ships gcluster's versions, so a pod fetches
+  nothing);
+- convert, train, export: the Kubernetes API, reached through the kube context infra writes;
+- every stage: the Google permissions flows/backends/gke/identity.py lists, held by the
+  identity the flow runs as (read with testIamPermissions from that identity).
 
 ``start_issues`` is pure (the facts come in an :class:`Environment`); ``probe`` gathers them.
 """
@@ -42,6 +46,10 @@ class Environment:
     infra_credentials: str | None      # None: usable; else why not
     cloud_build_credentials: str | None
     in_kubernetes: bool
+    # What the flow's own Google identity holds on the project (testIamPermissions), read
+    # with the credentials the flow has; None: not read (no credentials, or the call failed).
+    flow_permissions: frozenset[str] | None = None
+    flow_identity: str = ""
 
 
 def start_issues(profile: Profile, env: Environment) -> list[Issue]:
@@ -77,6 +85,10 @@ def start_issues(profile: Profile, env: Environment) -> list[Issue]:
                             "run `gcloud auth application-default login`, or give the flow's "
                             "pod a Workload Identity service account",
                             "environment/no-google-credentials"))
+    if env.flow_permissions is not None and profile.gke is not None:
+        from flows.backends.gke.identity import identity_issues
+
+        issues += identity_issues(profile.gke, env.flow_identity, env.flow_permissions, builder)
     return issues
 
 
@@ -86,13 +98,47 @@ def probe(profile: Profile) -> Environment:
 
     daemon = daemon_answers()
     builder = choose_builder(profile.image.builder, daemon)
+    infra = _infra_credentials(profile)
+    held, who = _flow_permissions(profile) if infra is None else (None, "no credentials")
     return Environment(
+        flow_permissions=held, flow_identity=who,
         on_path=frozenset(name for name in ("gcloud",) if shutil.which(name)),
         docker_daemon=daemon, docker_host=docker_host(),
-        infra_credentials=_infra_credentials(profile),
+        infra_credentials=infra,
         cloud_build_credentials=_cloud_build_credentials(profile) if builder == "cloud-build"
         else None,
         in_kubernetes=bool(os.environ.get("KUBERNETES_SERVICE_HOST")))
+
+
+def _flow_permissions(profile: Profile) -> tuple[frozenset[str] | None, str]:
+    """What the flow's Google identity (application default credentials: a pod's Workload
+    Identity account, or the operator's login) holds of flows/backends/gke/identity.py's
+    permissions; (None, why) when it cannot be read, which refuses nothing here: the
+    credentials check above and pre-flight report that."""
+    from flows.backends.gke import identity
+
+    assert profile.gke is not None
+    try:
+        import google.auth
+
+        from flows.backends.gke.infra.cloud import RestGoogleApis
+
+        credentials, _ = google.auth.default(
+            scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        who = str(getattr(credentials, "service_account_email", "") or "")
+        apis = RestGoogleApis(_session(credentials))
+        held = apis.test_iam_permissions(profile.gke.project, identity.permissions())
+    except Exception as exc:  # no credentials, no network: not known, not refused
+        return None, f"unknown ({type(exc).__name__})"
+    if who in ("", "default"):
+        who = "the application default credentials"
+    return frozenset(held), who
+
+
+def _session(credentials: object) -> object:
+    from google.auth.transport.requests import AuthorizedSession
+
+    return AuthorizedSession(credentials)  # type: ignore[arg-type]
 
 
 def _infra_credentials(profile: Profile) -> str | None:

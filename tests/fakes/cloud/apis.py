@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from flows.backends.gke.infra.cloud import ApiDenied
-from flows.backends.gke.infra.preflight import REQUIRED_APIS
+from flows.backends.gke.infra.preflight import CLOUD_BUILD_API, REQUIRED_APIS
 from flows.backends.gke.infra.preflight_access import OPERATOR_PERMISSIONS
 from tests.fakes.cloud import fakecloud_state as fc
 
@@ -19,7 +19,13 @@ PATHWAYS = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 class FakeGoogleApis:
     def __init__(self) -> None:
         self.number = "0"  # fake-gcs-server reports projectNumber 0
-        self.services: set[str] = set(REQUIRED_APIS)
+        self.services: set[str] = {*REQUIRED_APIS, CLOUD_BUILD_API}
+        # Cloud Build's default account (projects.locations.getDefaultServiceAccount): the
+        # legacy one, which Cloud Build grants roles/cloudbuild.builds.builder on the project
+        # when the API is enabled; a test may name another (the Compute default account of
+        # newer projects, granted nothing here) or "" (none set).
+        self.cloud_build_sa: str | None = None  # None: the legacy account of self.number
+        self.repository_policies: dict[str, dict[str, Any]] = {}  # "project/location/name"
         self.reservation: dict[str, Any] | None = {
             "name": "my-v6e-res", "status": "READY", "specificReservationRequired": True,
             "specificReservation": {"count": "8", "inUseCount": "0", "instanceProperties": {
@@ -65,9 +71,31 @@ class FakeGoogleApis:
         self._call("region_quotas")
         return copy.deepcopy(self.quotas)
 
+    def legacy_cloud_build_sa(self) -> str:
+        return f"{self.number}@cloudbuild.gserviceaccount.com"
+
     def project_iam_policy(self, project: str) -> dict[str, Any]:
         self._call("project_iam_policy")
-        return fc.load()["project_policy"]
+        policy = copy.deepcopy(fc.load()["project_policy"])
+        if CLOUD_BUILD_API in self.services:
+            policy.setdefault("bindings", []).append({
+                "role": "roles/cloudbuild.builds.builder",
+                "members": [f"serviceAccount:{self.legacy_cloud_build_sa()}"]})
+        return policy
+
+    def cloud_build_account(self, project: str, location: str) -> str:
+        self._call("cloud_build_account")
+        email = self.legacy_cloud_build_sa() if self.cloud_build_sa is None else \
+            self.cloud_build_sa
+        return f"projects/{project}/serviceAccounts/{email}" if email else ""
+
+    def repository_iam_policy(self, project: str, location: str,
+                              repository: str) -> dict[str, Any]:
+        self._call("repository_iam_policy")
+        key = f"{project}/{location}/{repository}"
+        if key not in self.repositories:
+            raise LookupError(f"404 repository {repository} not found")
+        return copy.deepcopy(self.repository_policies.get(key, {"bindings": []}))
 
     def bucket_iam_policy(self, bucket: str) -> dict[str, Any]:
         self._call("bucket_iam_policy")

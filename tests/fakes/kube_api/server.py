@@ -8,7 +8,8 @@ our guesses about it.
 
 What it implements (only what the backend uses, the way the real server does it):
 - pods, secrets (core/v1), jobs (batch/v1), jobsets (jobset.x-k8s.io/v1alpha2), workloads
-  (kueue.x-k8s.io/v1beta1): create (409 AlreadyExists), get, list, replace, delete (Foreground
+  (kueue.x-k8s.io at the versions ``served`` lists, 404 at any other; GET /apis lists
+  them as discovery does): create (409 AlreadyExists), get, list, replace, delete (Foreground
   keeps the object with a deletionTimestamp until its dependents are gone), watch.
 - resourceVersion: one cluster-wide counter; every write bumps it; watch from an RV replays
   later events; an RV older than the retained history gets an ERROR event with 410 Gone.
@@ -17,6 +18,9 @@ What it implements (only what the backend uses, the way the real server does it)
   400 while the container waits to start.
 - faults: ``fail_next(n)`` (5xx bursts), ``drop_watch_every`` (cut streams after N events),
   ``drop_log_every`` (cut log streams after N lines).
+- RBAC: with ``rbac_rules`` set (a Role's rules), a request they do not grant gets the API
+  server's 403 (tests/fakes/kube_api/rbac.py); every request's (verb, group, resource) is
+  recorded in ``calls``.
 Controllers are not simulated; a scenario (scripts of timed actions in the tests) drives state
 with the helpers in tests/fakes/kube_api/scenarios.py, as Kueue and JobSet would.
 """
@@ -35,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.fakes.kube_api.rbac import allowed, attributes, forbidden_message
 from tests.fakes.kube_api.store import KINDS, ApiError, FakeKube, Obj, matches
 
 _CORE = re.compile(r"^/api/v1/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?(/log)?$")
@@ -43,6 +48,8 @@ _CORE = re.compile(r"^/api/v1/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?(/log)?$")
 # the namespaces/{namespace} prefix, the others not); the store keeps them under namespace "".
 _CORE_CLUSTER = re.compile(r"^/api/v1/(nodes)(?:/([^/]+))?$")
 _GROUP = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?$")
+_GROUP_VERSION = re.compile(r"^/apis/([^/]+)/([^/]+)/?$")  # discovery of one group version
+_CLUSTER_SCOPED = re.compile(r"^/apis/([^/]+)/([^/]+)/([a-z]+)(?:/([^/]+))?$")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -96,14 +103,37 @@ class _Handler(BaseHTTPRequestHandler):
                                   retry_after)
             if m := _CORE.match(url.path):
                 ns, plural, name, log = m.groups()
-                if log:
-                    return self._logs(ns, name, query)
+                group = ""
             elif m := _CORE_CLUSTER.match(url.path):
-                ns, (plural, name) = "", m.groups()
+                ns, (plural, name), group, log = "", m.groups(), "", None
             elif m := _GROUP.match(url.path):
-                _, _, ns, plural, name = m.groups()
+                group, version, ns, plural, name = m.groups()
+                log = None
+                if version not in kube.served.get(group, ()):
+                    raise ApiError(404, "NotFound", "the server could not find the requested "
+                                   "resource")
+            elif url.path in ("/apis", "/apis/") and method == "GET":
+                return self._send(200, self._discovery())
+            elif (m := _GROUP_VERSION.match(url.path)) and method == "GET":
+                group, version = m.groups()
+                if version not in kube.served.get(group, ()):
+                    raise ApiError(404, "NotFound", "the server could not find the requested "
+                                   "resource")
+                return self._send(200, {"kind": "APIResourceList", "apiVersion": "v1",
+                                        "groupVersion": f"{group}/{version}", "resources": [
+                                            {"name": p, "kind": k} for p, (gv, k) in
+                                            KINDS.items() if gv.startswith(f"{group}/")]})
+            elif m := _CLUSTER_SCOPED.match(url.path):
+                group, version, plural, name = m.groups()
+                ns, log = "", None
+                if version not in kube.served.get(group, ()):
+                    raise ApiError(404, "NotFound", "the server could not find the requested "
+                                   "resource")
             else:
                 raise ApiError(404, "NotFound", f"no route for {url.path}")
+            self._authorize(method, group, plural, ns, name, "log" if log else None, query)
+            if log:
+                return self._logs(ns, name, query)
             if plural not in KINDS:
                 raise ApiError(404, "NotFound", f"the server could not find {plural}")
             self._resource(method, plural, ns, name, query)
@@ -111,6 +141,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(err.code, err.status())
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _discovery(self) -> Obj:
+        """GET /apis: the APIGroupList (non-resource; the system:discovery ClusterRole grants
+        it to every authenticated user, so it is not subject to the Role)."""
+        groups = [{"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}
+                                           for v in versions],
+                   "preferredVersion": {"groupVersion": f"{g}/{versions[0]}",
+                                        "version": versions[0]}}
+                  for g, versions in sorted(self.kube.served.items())]
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+    def _authorize(self, method: str, group: str, plural: str, ns: str, name: str | None,
+                   subresource: str | None, query: dict[str, str]) -> None:
+        """Authorization runs before the resource is looked up, as in the API server's
+        handler chain (WithAuthorization precedes the REST storage)."""
+        kube = self.kube
+        attrs = attributes(method, group, plural, ns, name, subresource, query)
+        with kube.cond:
+            kube.calls.add(attrs.call)
+            rules = kube.rbac_rules
+        if rules is not None and not allowed(rules, attrs):
+            raise ApiError(403, "Forbidden", forbidden_message(kube.rbac_user, attrs))
 
     def _resource(self, method: str, plural: str, ns: str, name: str | None,
                   query: dict[str, str]) -> None:

@@ -21,7 +21,12 @@ Obj = dict[str, Any]
 KINDS = {"pods": ("v1", "Pod"), "secrets": ("v1", "Secret"), "jobs": ("batch/v1", "Job"),
          "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
          "workloads": ("kueue.x-k8s.io/v1beta1", "Workload"), "events": ("v1", "Event"),
-         "nodes": ("v1", "Node")}
+         "nodes": ("v1", "Node"),
+         # Kueue's queue objects, read by pre-flight (infra/cloud.py kueue_objects);
+         # clusterqueues and resourceflavors are cluster-scoped (namespace "" here)
+         "localqueues": ("kueue.x-k8s.io/v1beta2", "LocalQueue"),
+         "clusterqueues": ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
+         "resourceflavors": ("kueue.x-k8s.io/v1beta2", "ResourceFlavor")}
 Script = list[tuple[float, Callable[["FakeKube", str], None]]]
 
 
@@ -89,6 +94,17 @@ class FakeKube:
         # fake autoscaler holds a JobSet's containers until its pods have nodes).
         self.action_gate: Callable[[str, str], bool] | None = None
         self.closed = False
+        # RBAC (tests/fakes/kube_api/rbac.py): None serves everyone, as before; a Role's rules
+        # refuse what they do not grant with a 403. ``calls`` records every request's (verb,
+        # group, resource) either way.
+        self.rbac_rules: list[dict[str, Any]] | None = None
+        self.rbac_user = "system:serviceaccount:default:tpurl-flow"
+        self.calls: set[tuple[str, str, str]] = set()
+        # The versions each API group serves (discovery, and a 404 for any other): Kueue 0.15
+        # serves v1beta2 and v1beta1 (kubernetes-sigs/kueue#7304); later Kueue only v1beta2
+        # (#14558). JobSet 0.10 serves v1alpha2.
+        self.served: dict[str, tuple[str, ...]] = {"kueue.x-k8s.io": ("v1beta2", "v1beta1"),
+                                                   "jobset.x-k8s.io": ("v1alpha2",), "batch": ("v1",)}
 
     # --- store ---------------------------------------------------------------------------
     def _bump(self, plural: str, kind: str, obj: Obj) -> Obj:

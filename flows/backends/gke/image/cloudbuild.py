@@ -7,7 +7,8 @@ ask the registry for the content tag (registry_api.py, over HTTP) before anythin
 so a rerun with nothing changed submits nothing.
 
 Reached through the google-cloud-build client library (``CloudBuildClient.create_build``
-returns a long-running operation; ``get_build`` reads the final Build), made in one place
+returns a long-running operation whose metadata holds the Build; ``get_build`` on the
+regional name polls it, see ``_run_build``), made in one place
 (:func:`default_clients`, which tests replace with clients on the fakes).
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 
 from flows.backends.gke.image.build import ImageRequest, ImageResult, Log, Lookup
 from flows.backends.gke.image.cloudbuild_spec import (
+    DEFAULT_TIMEOUT_S,
     build_body,
     diagnose_api_error,
     diagnose_build,
@@ -31,7 +33,7 @@ from flows.backends.gke.image.cloudbuild_spec import (
 from flows.backends.gke.image.context import build_context, content_tag
 from flows.backends.gke.image.errors import ImageError
 from flows.backends.gke.image.registry_api import RegistryApi, TokenSource, pin_base_remote
-from flows.core.retry import REGISTRY, OnRetry, RetryPolicy
+from flows.core.retry import REGISTRY, OnRetry, RetryPolicy, call_within
 
 
 @dataclass(frozen=True)
@@ -140,35 +142,64 @@ def _stage(storage: Any, bucket_name: str, obj: str, data: bytes, region: str,
     return int(blob.generation) if blob.generation is not None else None
 
 
+# Build.Status values that mean "not finished yet" (google/devtools/cloudbuild/v1/cloudbuild.proto)
+RUNNING = frozenset({"STATUS_UNKNOWN", "PENDING", "QUEUED", "WORKING"})
+# Reading the build while it runs: a failed read is retried until the build's own time is up
+# (the build goes on regardless), waits 2, 4, ... capped at 30 s.
+POLL_RETRY = RetryPolicy(attempts=0, base_s=2.0, max_s=30.0)
+QUEUE_MARGIN_S = 1800  # beyond the build's timeout: time a build may wait in Cloud Build's queue
+
+
 def _run_build(builds: Any, target: CloudBuildTarget, body: dict[str, Any], log: Log | None,
-               poll_s: float) -> Any:
-    from google.api_core import exceptions
+               poll_s: float, wait_s: float = DEFAULT_TIMEOUT_S + QUEUE_MARGIN_S) -> Any:
+    """Submit, then poll the Build itself by its regional name, never the operation.
+
+    Why not ``operation.done()``: for a build created under ``parent=projects/P/locations/R``
+    the client polls the long-running operation without the location routing header, and the
+    service answers ``404 Requested entity was not found`` while the build carries on
+    (googleapis/google-cloud-python#12123, closed without a fix; the same client's
+    ``get_build`` on ``projects/P/locations/R/builds/ID`` answers, as #11079 shows). The
+    create response's metadata already holds the Build (BuildOperationMetadata), so the
+    operation is never read. Every call is inside the error mapping (``diagnose_api_error``).
+    """
     from google.cloud.devtools import cloudbuild_v1
 
     parent = f"projects/{target.project}/locations/{target.region}"
-    Status = cloudbuild_v1.Build.Status
 
     def api(call: Callable[[], Any]) -> Any:
         try:
             return call()
-        except exceptions.GoogleAPICallError as exc:
-            raise diagnose_api_error(type(exc).__name__, str(exc.message), target.project,
+        except Exception as exc:  # every failure of a call becomes a diagnosis
+            message = str(getattr(exc, "message", None) or exc)
+            raise diagnose_api_error(type(exc).__name__, message[:500], target.project,
                                      target.region) from exc
 
     # parent alone (no project_id): the transport then takes the regional path
     # /v1/{parent=projects/*/locations/*}/builds
     operation = api(lambda: builds.create_build(
         request={"parent": parent, "build": cloudbuild_v1.Build(body)}))
-    build_id = operation.metadata.build.id
-    name = f"{parent}/builds/{build_id}"
+    submitted = api(lambda: operation.metadata.build)
+    build_id = submitted.id
+    name = submitted.name or f"{parent}/builds/{build_id}"
     if log:
-        log(f"Cloud Build {build_id} submitted; log: {operation.metadata.build.log_url}")
-    # The operation completes with the Build on success and with an error status on a failed
-    # build; the verdict is read from the Build either way (as gcloud does).
-    while not operation.done():
+        log(f"Cloud Build {build_id} submitted; log: {submitted.log_url}")
+    deadline = time.monotonic() + wait_s
+
+    def noted(attempt: int, text: str, wait: float) -> None:
+        if log:
+            log(f"reading Cloud Build {build_id} failed ({text[:200]}); retry {attempt} in "
+                f"{wait:.0f} s (the build goes on)")
+
+    while True:
+        build = api(lambda: call_within(lambda: builds.get_build(request={"name": name}),
+                                        POLL_RETRY, deadline, noted))
+        if build.status.name not in RUNNING:
+            break
+        if time.monotonic() + poll_s > deadline:
+            raise diagnose_build("TIMEOUT", f"still {build.status.name} after {wait_s:.0f} s "
+                                 f"of waiting ({name})", "", build.log_url)
         time.sleep(poll_s)
-    build = api(lambda: builds.get_build(request={"name": name}))
-    if build.status != Status.SUCCESS:
+    if build.status.name != "SUCCESS":
         failure = build.failure_info.type_.name if build.failure_info else ""
         raise diagnose_build(build.status.name, build.status_detail, failure, build.log_url)
     return build

@@ -93,8 +93,10 @@ def diagnose_build(status: str, detail: str, failure_type: str, log_url: str) ->
     if status == "FAILURE" and re.match(rf'Build step {CHECK_STEP_INDEX} "', detail):
         error = CloudBuildFailed(text)
         error.code = "image/patch-not-in-effect"
-        error.resolution = ("the patched image does not carry a declared patch; its check "
-                            "step says which (`tpurl: PATCH NOT IN EFFECT:` in the log)")
+        error.resolution = ("the patched image does not carry a declared patch, or carries "
+                            "one the rehearsal measured failing with the image's versions; its "
+                            "check step says which (`tpurl: PATCH NOT IN EFFECT:` or `tpurl: "
+                            "PATCH MEASURED FAILING:` in the log); nothing was pushed")
         return error
     if status == "FAILURE":
         failed = ImageBuildFailed(f"Cloud Build step failed: {detail}", where)
@@ -116,9 +118,17 @@ def diagnose_build(status: str, detail: str, failure_type: str, log_url: str) ->
     return error
 
 
+# Failures below the API (google.auth's and requests' exception class names): no answer at
+# all, or credentials that could not be refreshed.
+TRANSPORT_ERRORS = frozenset({"TransportError", "ConnectionError", "Timeout", "ReadTimeout",
+                              "ConnectTimeout", "ProtocolError", "TimeoutError"})
+AUTH_ERRORS = frozenset({"RefreshError", "DefaultCredentialsError", "ReauthFailError"})
+
+
 def diagnose_api_error(kind: str, message: str, project: str, region: str) -> ImageError:
     """Pure: an error of the Cloud Build API itself (creating or reading a build), by the
-    google.api_core exception class name."""
+    exception's class name (google.api_core's, google.auth's, requests'); every kind maps to
+    a diagnosis with a fix, the unknown ones included."""
     error = CloudBuildFailed(f"Cloud Build API: {kind}: {message}")
     if kind in {"PermissionDenied", "Forbidden", "Unauthenticated", "Unauthorized"}:
         error.code = "image/cloud-build-denied"
@@ -133,9 +143,20 @@ def diagnose_api_error(kind: str, message: str, project: str, region: str) -> Im
         error.resolution = (f"Cloud Build's quota in {region} is used up (concurrent builds or "
                             "requests); retried later, or raise the quota in the console")
     elif kind in {"ServiceUnavailable", "InternalServerError", "GatewayTimeout",
-                  "DeadlineExceeded", "BadGateway"}:
+                  "DeadlineExceeded", "BadGateway"} | TRANSPORT_ERRORS:
         error.failure_category = FailureCategory.INFRASTRUCTURE
-        error.resolution = "Cloud Build did not answer; retried"
+        error.resolution = ("Cloud Build did not answer; retried (a build already submitted "
+                            "goes on, and a rerun finds its image by the content tag)")
+    elif kind == "NotFound":
+        error.code = "image/cloud-build-not-found"
+        error.resolution = (f"Cloud Build in {region} does not know it: check that "
+                            f"cloudbuild.googleapis.com is enabled on {project} and that "
+                            "image.repository's region is one Cloud Build runs in")
+    elif kind in AUTH_ERRORS:
+        error.code = "image/no-google-credentials"
+        error.resolution = ("the flow's Google credentials could not be refreshed: run `gcloud "
+                            "auth application-default login`, or check the pod's Workload "
+                            "Identity binding (README, 'Identities')")
     else:
         error.resolution = "read the message; the request the flow made was refused"
     return error

@@ -11,6 +11,7 @@ stages record stays the same on every rerun and changes only when the image does
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from flows.core.backend import StepPlan, WorkloadRun
@@ -97,7 +98,27 @@ class GkeImage:
         ctx.scratch["image"] = {**result.checked, "image": result.ref, "built": result.built,
                                 "base": result.base, "tagged": result.tagged,
                                 **self._patch_details()}
+        ctx.scratch["image"]["rehearsal_parity"] = self._parity(ctx, result.checked)
         return []
+
+    def _parity(self, ctx: StageContext, checked: Mapping[str, Any]) -> list[str]:
+        """The image's recorded versions against the rehearsal's lock, logged and shown on
+        the run page (the Cloud Build path prints the versions in its check step's log)."""
+        from flows.backends.gke.image.parity import lock_versions, parity_lines
+        from flows.core.patching import enabled
+        from flows.core.paths import REPO_ROOT
+        from flows.runpage.artifacts import publish_parity
+
+        lock = lock_versions((REPO_ROOT / "images/rehearsal/requirements.lock").read_text())
+        packages = checked.get("packages")
+        lines = parity_lines(self.profile.image.base, lock,
+                             dict(packages) if isinstance(packages, Mapping) else None,
+                             enabled(load_declarations(PATCHES_FILE),
+                                     self.profile.image.disabled_patches))
+        for line in lines:
+            ctx.logger.info("image: %s", line.strip())
+        publish_parity(self.profile.name, lines)
+        return lines
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
         details = ctx.scratch["image"]

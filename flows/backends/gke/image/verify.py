@@ -19,7 +19,7 @@ import docker
 from docker.errors import ImageNotFound
 
 from flows.backends.gke.image.errors import ImageError
-from flows.core.patching import PatchDeclaration, count_matches
+from flows.core.patching import PatchDeclaration, count_matches, measured_failure, tracked_versions
 
 MANIFEST = "/tpurl/patches/applied.json"
 
@@ -27,6 +27,12 @@ MANIFEST = "/tpurl/patches/applied.json"
 class PatchNotInImage(ImageError):
     code = "image/patch-not-in-effect"
     resolution = "rebuild the image (delete the tag in the registry) and run again"
+
+
+class PatchMeasuredFailing(ImageError):
+    """The image carries the versions with which the rehearsal measured a patch failing."""
+
+    code = "image/patch-measured-failing"
 
 
 def read_file(container: Any, path: str) -> bytes:
@@ -71,4 +77,19 @@ def verify_image(client: docker.DockerClient, ref: str,
     finally:
         container.remove(force=True)
     applied = check_patched(manifest, files, patches)
-    return {"image": ref, "patched_files": applied, "python": manifest.get("python", "")}
+    packages = dict(manifest.get("packages") or {})
+    refuse_measured_failures(patches, packages)
+    return {"image": ref, "patched_files": applied, "python": manifest.get("python", ""),
+            "packages": tracked_versions(packages)}
+
+
+def refuse_measured_failures(patches: Sequence[PatchDeclaration],
+                             packages: dict[str, str]) -> None:
+    """Pure: raise before the push when a patch would ship with the versions the rehearsal
+    measured it failing with (the same rule the Cloud Build check step applies in-image)."""
+    for patch in patches:
+        if (why := measured_failure(patch, packages)) is not None:
+            error = PatchMeasuredFailing(why)
+            error.resolution = (f"set image.disabled_patches.{patch.id} with the reason, or "
+                                "build from a base whose versions differ; nothing was pushed")
+            raise error

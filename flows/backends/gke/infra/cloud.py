@@ -17,12 +17,13 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from flows.backends.gke.watch.kueue import KUEUE_VERSIONS  # one order for watch and pre-flight
+
 ADDONS = {  # what to read on the cluster: (namespace, deployment) of each controller
     "jobset": ("jobset-system", "jobset-controller-manager"),
     "kueue": ("kueue-system", "kueue-controller-manager"),
 }
 JOBSET_CRD = "jobsets.jobset.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # Kueue 0.15 serves both; the toolkit writes v1beta2
 MANIFEST_TYPES = ", ".join((  # what a registry may answer for a tag: index or single manifest
     "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
@@ -64,6 +65,12 @@ class GoogleApis(Protocol):
     def image_exists(self, ref: str) -> bool:
         """Whether ``host/path:tag`` resolves to a manifest in its registry."""
         ...
+    def cloud_build_account(self, project: str, location: str) -> str:
+        """Cloud Build's default service account (``projects/P/serviceAccounts/EMAIL``, or
+        "" when none is set)."""
+        ...
+    def repository_iam_policy(self, project: str, location: str,
+                              repository: str) -> dict[str, Any]: ...
 
 
 def image_version(image: str) -> str | None:
@@ -227,3 +234,13 @@ class RestGoogleApis:
         if response.status_code != 200:
             self._json(response, url)  # 403 → ApiDenied, other errors raise
         return True
+
+    def cloud_build_account(self, project: str, location: str) -> str:
+        url = (f"https://cloudbuild.googleapis.com/v1/projects/{project}/locations/{location}/"
+               "defaultServiceAccount")  # projects.locations.getDefaultServiceAccount
+        return str(self._get(url).get("serviceAccountEmail") or "")
+
+    def repository_iam_policy(self, project: str, location: str,
+                              repository: str) -> dict[str, Any]:
+        url = f"{self._repository_url(project, location)}/{repository}:getIamPolicy"
+        return self._get(url)

@@ -80,7 +80,7 @@ def planned_for(profile: Profile) -> Planned:
     options = options_for(profile)
     return Planned(pod_sets=sets, image_repository=patched_image_ref(profile).rsplit(":", 1)[0],
                    pathways_images=(options.server_image, options.proxy_image),
-                   base_image=profile.image.base)
+                   base_image=profile.image.base, image_builder=profile.image.builder)
 
 
 def check_text(profile: Profile, apis: GoogleApis | None = None,

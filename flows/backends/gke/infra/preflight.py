@@ -16,8 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from flows.backends.gke.image.cloudbuild_spec import staging_bucket
 from flows.backends.gke.infra import preflight_access as access
-from flows.backends.gke.infra.cloud import GoogleApis
+from flows.backends.gke.infra import preflight_cloudbuild as cloudbuild
+from flows.backends.gke.infra.cloud import ApiNotFound, GoogleApis
 from flows.backends.gke.infra.cluster import pool_mismatches
 from flows.backends.gke.infra.iam import ROLES_WITH_BUCKETS_GET, desired_bindings, granted, members
 from flows.backends.gke.infra.kueue_config import planned_kueue, toolkit_cpu_pool
@@ -30,6 +32,7 @@ Status = Literal["ok", "warn", "unknown", "fail"]
 REQUIRED_APIS = ("compute.googleapis.com", "container.googleapis.com",
                  "storage.googleapis.com", "iam.googleapis.com",
                  "cloudresourcemanager.googleapis.com", "artifactregistry.googleapis.com")
+CLOUD_BUILD_API = "cloudbuild.googleapis.com"  # required unless image.builder is docker
 MIN_JOBSET = (0, 10)
 MIN_KUEUE = (0, 15)
 
@@ -41,7 +44,8 @@ CHECK_FIELDS = {"authorized_cidr": "gke.authorized_cidr", "apis": "gke.project",
                 "bucket-metadata-access": "gke.iam_mode",
                 "operator-permissions": "gke.project", "artifact-registry": "image.repository",
                 "pathways-images": "gke.pathways_tag", "kueue-admission": "gke.kueue_queue",
-                "cpu-pool-capacity": "gke.conversion_memory"}
+                "cpu-pool-capacity": "gke.conversion_memory",
+                "cloud-build-account": "image.builder"}
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,11 @@ class Facts:
     repository: dict[str, Any] | FactError | None = None
     images: dict[str, bool | FactError] = field(default_factory=dict)
     kueue: dict[str, Any] | FactError | None = None  # None: no cluster to read
+    # Cloud Build's account and the policies that may grant it (preflight_cloudbuild.py);
+    # None: not read (image.builder docker)
+    cloud_build_account: str | FactError | None = None
+    staging_policy: dict[str, Any] | FactError | None = None
+    repository_policy: dict[str, Any] | FactError | None = None
 
 
 def _read(call: Any, *args: Any) -> Any:
@@ -111,7 +120,14 @@ def gather(apis: GoogleApis, s: InfraSettings, bucket_exists: bool = True,
         addons = _read(apis.addon_versions, cluster)
         kueue = _read(apis.kueue_objects, cluster, s.gke.namespace, s.gke.kueue_queue)
     where = access.ar_repository(planned.image_repository)
+    builds = planned.image_builder != "docker" and bool(planned.image_repository)
     return Facts(
+        cloud_build_account=(_read(apis.cloud_build_account, s.gke.project, where[1] if where
+                                   else s.gke.region) if builds else None),
+        staging_policy=(_read(_policy_or_none, apis.bucket_iam_policy,
+                              staging_bucket(s.gke.project)) if builds else None),
+        repository_policy=(_read(_policy_or_none, apis.repository_iam_policy, *where)
+                           if builds and where else None),
         permissions=_read(apis.test_iam_permissions, s.gke.project,
                           list(access.OPERATOR_PERMISSIONS)),
         repository=_read(apis.get_repository, *where) if where else None,
@@ -126,6 +142,15 @@ def gather(apis: GoogleApis, s: InfraSettings, bucket_exists: bool = True,
         bucket_policy=_read(apis.bucket_iam_policy, s.gke.bucket) if bucket_exists else {})
 
 
+def _policy_or_none(call: Any, *args: Any) -> dict[str, Any]:
+    """A policy, or no bindings when the resource does not exist yet (the flow creates the
+    staging bucket and the repository; only project-level grants count for them then)."""
+    try:
+        return dict(call(*args))
+    except (ApiNotFound, LookupError):
+        return {"bindings": []}
+
+
 def _unknown(name: str, fact: FactError, fix: str) -> CheckResult:
     return result(name, "unknown", f"could not be read ({fact.message})", fix)
 
@@ -137,12 +162,14 @@ def check_authorized_cidr(s: InfraSettings) -> CheckResult:
     return result("authorized_cidr", "ok", f"control plane reachable from {s.gke.authorized_cidr}")
 
 
-def check_apis(s: InfraSettings, enabled: set[str] | FactError) -> CheckResult:
-    fix_all = f"gcloud services enable {' '.join(REQUIRED_APIS)} --project={s.gke.project}"
+def check_apis(s: InfraSettings, enabled: set[str] | FactError,
+               extra: tuple[str, ...] = ()) -> CheckResult:
+    required = (*REQUIRED_APIS, *extra)
+    fix_all = f"gcloud services enable {' '.join(required)} --project={s.gke.project}"
     if isinstance(enabled, FactError):
         return _unknown("apis", enabled, "grant yourself roles/serviceusage.serviceUsageViewer, "
                         f"or run: {fix_all}")
-    missing = [api for api in REQUIRED_APIS if api not in enabled]
+    missing = [api for api in required if api not in enabled]
     if missing:
         return result("apis", "fail", f"not enabled: {', '.join(missing)}",
                            f"gcloud services enable {' '.join(missing)} --project={s.gke.project}")
@@ -305,6 +332,11 @@ def planned_checks(s: InfraSettings, facts: Facts, planned: Planned) -> list[Che
     held = _fact(facts.permissions)
     can_create = isinstance(held, set) and "artifactregistry.repositories.create" in held
     out = [result("operator-permissions", *access.check_operator_permissions(s, held))]
+    if facts.cloud_build_account is not None:
+        out.append(result("cloud-build-account", *cloudbuild.check_cloud_build_account(
+            s.gke.project, planned.image_builder, planned.image_repository,
+            _fact(facts.cloud_build_account), _fact(facts.project_policy),
+            _fact(facts.staging_policy), _fact(facts.repository_policy))))
     if planned.image_repository:
         out.append(result("artifact-registry", *access.check_artifact_registry(
             planned, _fact(facts.repository), can_create)))
@@ -338,14 +370,16 @@ def planned_checks(s: InfraSettings, facts: Facts, planned: Planned) -> list[Che
 
 def run_checks(s: InfraSettings, facts: Facts, planned: Planned | None = None
                ) -> list[CheckResult]:
-    results = [check_authorized_cidr(s), check_apis(s, facts.enabled_services),
+    planned = planned or Planned()
+    extra = (CLOUD_BUILD_API,) if planned.image_builder != "docker" else ()
+    results = [check_authorized_cidr(s), check_apis(s, facts.enabled_services, extra),
                check_reservation(s, facts.reservation, facts.cluster),
                check_quota(s, facts.quotas, facts.cluster)]
     results += check_addons(s, facts.cluster, facts.addons)
     results.append(check_bucket_access(s, facts.project_policy, facts.bucket_policy))
     where = targets(s)
     results = [dataclasses.replace(r, target=where.get(r.name, r.target)) for r in results]
-    return results + planned_checks(s, facts, planned or Planned())
+    return results + planned_checks(s, facts, planned)
 
 
 def failures(results: list[CheckResult]) -> list[CheckResult]:

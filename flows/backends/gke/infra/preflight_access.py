@@ -56,6 +56,7 @@ class Planned:
     image_repository: str = ""  # where the image stage pushes (host/path, no tag)
     pathways_images: tuple[str, ...] = ()
     base_image: str = ""
+    image_builder: str = "auto"  # image.builder: whether Cloud Build may build the image
 
 
 def ar_repository(image_repository: str) -> tuple[str, str, str] | None:

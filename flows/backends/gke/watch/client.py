@@ -26,10 +26,11 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from flows.backends.gke.watch.kueue import KUEUE_VERSIONS, served_kueue_version
 from flows.config.profile import Profile
 
 JOBSET_GROUP, JOBSET_VERSION, JOBSETS = "jobset.x-k8s.io", "v1alpha2", "jobsets"
-KUEUE_GROUP, KUEUE_VERSION, WORKLOADS = "kueue.x-k8s.io", "v1beta1", "workloads"
+KUEUE_GROUP, WORKLOADS = "kueue.x-k8s.io", "workloads"
 TokenSource = Callable[[], str]
 
 
@@ -41,10 +42,23 @@ class Cluster:
     core: k8s.CoreV1Api
     custom: k8s.CustomObjectsApi
     how: str  # how it connected, for the log (never holds a credential)
+    kueue_version: str | None = None  # the served Kueue version, found once (kueue_version())
 
     @classmethod
     def of(cls, api: k8s.ApiClient, how: str = "injected") -> Cluster:
         return cls(api=api, core=k8s.CoreV1Api(api), custom=k8s.CustomObjectsApi(api), how=how)
+
+
+def kueue_version(cluster: Cluster) -> str:
+    """The Kueue version the cluster serves, from API discovery (GET /apis: discovery is
+    open to every authenticated user through the system:discovery ClusterRole, so the flow's
+    Role needs nothing for it); read once per Cluster. A cluster serving none of ours gets
+    the newest, whose 404s the watch then reports."""
+    if cluster.kueue_version is None:
+        groups = k8s.ApisApi(cluster.api).get_api_versions().groups or []
+        served = [v.version for g in groups if g.name == KUEUE_GROUP for v in g.versions or []]
+        cluster.kueue_version = served_kueue_version(served) or KUEUE_VERSIONS[0]
+    return cluster.kueue_version
 
 
 def kubeconfig_context(profile: Profile) -> str:

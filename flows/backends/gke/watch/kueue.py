@@ -24,6 +24,16 @@ from flows.core.failures import Diagnosis, FailureCategory
 
 Obj = dict[str, Any]
 CODE = "kueue/unschedulable"
+# The Kueue API versions we read, preferred first. Kueue 0.15 serves v1beta2 beside v1beta1
+# (kubernetes-sigs/kueue#7304), 0.16 stores v1beta2 (#8020), and v1beta1 is set unserved
+# after that (#14558, tracked in #13957): v1beta2 whenever it is served, v1beta1 only on a
+# cluster whose Kueue predates it. Pre-flight (infra/cloud.py) reads in the same order.
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+
+
+def served_kueue_version(group_versions: list[str]) -> str | None:
+    """Pure: the version of ``KUEUE_VERSIONS`` to use, of those the API group serves."""
+    return next((v for v in KUEUE_VERSIONS if v in group_versions), None)
 
 _RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"resource (?P<what>\S+) unavailable in ClusterQueue"),

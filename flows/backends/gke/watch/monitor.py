@@ -30,7 +30,7 @@ from flows.backends.gke.watch.client import (
     JOBSET_VERSION,
     JOBSETS,
     KUEUE_GROUP,
-    KUEUE_VERSION,
+    KUEUE_VERSIONS,
     WORKLOADS,
     Cluster,
 )
@@ -99,7 +99,8 @@ class Monitor:
 
     def __init__(self, cluster: Cluster, jobset: Obj, sink: LogSink, logger: StageLogger,
                  budgets: Budgets, settings: WatchSettings, coordinator_job: str,
-                 log_read_timeout_s: float = 300.0, spend: SpendMeter | None = None) -> None:
+                 log_read_timeout_s: float = 300.0, spend: SpendMeter | None = None,
+                 kueue_version: str = KUEUE_VERSIONS[0]) -> None:
         self.cluster, self.sink, self.logger = cluster, sink, logger
         self.spend = spend  # the stage's spend cap (watch/spend.py), charged every tick
         self.budgets, self.settings = budgets, settings
@@ -117,7 +118,7 @@ class Monitor:
             custom.list_namespaced_custom_object, JOBSET_GROUP, JOBSET_VERSION, ns, JOBSETS,
             field_selector=f"metadata.name={self.name}"), self._poke, settings, warn)
         self.workloads = ObjectWatch("kueue-workload", functools.partial(
-            custom.list_namespaced_custom_object, KUEUE_GROUP, KUEUE_VERSION, ns, WORKLOADS,
+            custom.list_namespaced_custom_object, KUEUE_GROUP, kueue_version, ns, WORKLOADS,
             label_selector=f"{KUEUE_JOB_UID}={self.uid}"), self._poke, settings, warn)
         self.pods = ObjectWatch("pods", functools.partial(
             core.list_namespaced_pod, ns, label_selector=f"{JOBSET_NAME}={self.name}"),

@@ -23,7 +23,7 @@ from flows.core.failures import FailureCategory
 from flows.core.patching import count_matches, load_declarations
 from flows.core.paths import PATCHES_FILE
 from flows.core.retry import RetryPolicy
-from tests.fakes.image_standin import SITE, build_standin, move_pattern
+from tests.fakes.image_standin import SITE, build_standin, move_pattern, with_distributions
 from tests.support.docker import registry_config
 from tests.support.net import free_port
 
@@ -113,6 +113,32 @@ def test_a_moved_pattern_fails_the_build_naming_file_and_pattern(
     assert "patches.yaml" in message  # says what to do
     tagged = f"{request.repository}:{ensure_tag(request, docker_client)}"
     assert remote_digest(docker_client, tagged, FAST) is None  # nothing was pushed
+
+
+MEASURED = {"maxtext": "0.2.4", "google-tunix": "0.1.7", "jax": "0.11.0"}
+
+
+@pytest.mark.parametrize("jax", ["0.11.0", "0.12.0"])
+def test_a_patch_the_rehearsal_measured_failing_with_the_images_versions_is_refused(
+        docker_client: docker.DockerClient, registry_prefix: str, tmp_path: Path, jax: str):
+    """Issue 18.10: the image's versions (what pip freeze lists, read in the image at build)
+    are recorded with the image; with those the rehearsal measured the Adafactor patch
+    failing, the build is refused before the push; with another jax it is pushed."""
+    from flows.backends.gke.image.verify import PatchMeasuredFailing
+
+    base = build_standin(docker_client, f"{registry_prefix}/standin-dists:jax-{jax}",
+                         tmp_path / "ctx", edit=with_distributions({**MEASURED, "jax": jax}))
+    request = ImageRequest(base=base, repository=f"{registry_prefix}/tpu-post-training-d{jax}")
+    if jax == "0.11.0":
+        with pytest.raises(PatchMeasuredFailing) as caught:
+            ensure_image(request, docker_client, FAST)
+        assert caught.value.code == "image/patch-measured-failing"
+        assert "image.disabled_patches.maxtext-adafactor" in str(caught.value)
+        tagged = f"{request.repository}:{ensure_tag(request, docker_client)}"
+        assert remote_digest(docker_client, tagged, FAST) is None  # nothing was pushed
+        return
+    result = ensure_image(request, docker_client, FAST)
+    assert result.built and result.checked["packages"] == {**MEASURED, "jax": jax}
 
 
 def ensure_tag(request: ImageRequest, client: docker.DockerClient) -> str:

@@ -29,7 +29,7 @@ from flows.core.patching import load_declarations
 from flows.core.paths import PATCHES_FILE
 from flows.core.retry import RetryPolicy
 from tests.fakes.cloud_build import FakeCloudBuild, cloud_build_client
-from tests.fakes.image_standin import build_standin, move_pattern
+from tests.fakes.image_standin import build_standin, move_pattern, with_distributions
 from tests.support.gcs import gcs_client
 
 FAST = RetryPolicy(attempts=3, base_s=0.2, factor=2.0)
@@ -50,8 +50,12 @@ def clients(fake_build: FakeCloudBuild, gcs_url: str) -> CloudBuildClients:
 
 
 @pytest.fixture(scope="module")
-def cloud_result(clients: CloudBuildClients, standin_base: str, registry_prefix: str) -> ImageResult:
+def cloud_result(clients: CloudBuildClients, fake_build: FakeCloudBuild, standin_base: str,
+                 registry_prefix: str) -> ImageResult:
+    """The regional build's operation answers 404 (the fake's default, #12123) and the first
+    read of the build a 503: neither may lose the build."""
     request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/cb/tpu-post-training")
+    fake_build.fail_build_reads = [503]
     return ensure_image_cloud_build(request, TARGET, clients, FAST, poll_s=0.2)
 
 
@@ -70,6 +74,20 @@ def test_cloud_build_builds_checks_and_pushes_by_digest(cloud_result: ImageResul
     assert ("POST", f"/v1/projects/{TARGET.project}/locations/{TARGET.region}/builds") in \
         fake_build.requests
     assert build.body["source"]["storageSource"]["bucket"] == staging_bucket(TARGET.project)
+
+
+def test_the_build_is_polled_by_its_regional_name_not_its_operation(
+        cloud_result: ImageResult, fake_build: FakeCloudBuild, clients: CloudBuildClients):
+    """Issue 18.3: the operation of a regional build is a 404 while the build runs on
+    (googleapis/google-cloud-python#12123); the old `while not operation.done()` raised it
+    outside the error mapping. The build is read by projects/P/locations/R/builds/ID."""
+    from google.api_core import exceptions
+
+    (build,) = fake_build.builds.values()
+    assert not [p for m, p in fake_build.requests if "/operations/" in p]
+    assert ("GET", f"/v1/{build.body['name']}") in fake_build.requests
+    with pytest.raises(exceptions.NotFound, match="Requested entity was not found"):
+        clients.builds.transport.operations_client.get_operation(build.operation)
 
 
 def test_same_tag_and_patched_files_as_the_docker_path(cloud_result: ImageResult,
@@ -104,6 +122,28 @@ def test_a_failing_step_is_a_build_failure_naming_the_step(
     assert 'Build step 0 "gcr.io/cloud-builders/docker" failed' in str(failed.value)
     assert "PATCH MISMATCH" in failed.value.resolution
     assert failed.value.diagnosis.category.value == "user-error"
+
+
+def test_the_check_step_refuses_a_patch_measured_failing_with_the_images_versions(
+        clients: CloudBuildClients, fake_build: FakeCloudBuild, docker_client: docker.DockerClient,
+        registry_prefix: str, tmp_path: Any):
+    """Issue 18.10 on the Cloud Build path: the check step prints the image's versions and
+    fails the build (so `images:` never pushes) when the rehearsal measured an enabled patch
+    failing with exactly those."""
+    measured = {"maxtext": "0.2.4", "google-tunix": "0.1.7", "jax": "0.11.0"}
+    base = build_standin(docker_client, f"{registry_prefix}/standin-dists-cb:0.2.4",
+                         tmp_path / "ctx", edit=with_distributions(measured))
+    request = ImageRequest(base=base, repository=f"{registry_prefix}/cbd/tpu-post-training")
+    with pytest.raises(ImageError) as failed:
+        ensure_image_cloud_build(request, TARGET, clients, FAST, poll_s=0.2)
+    assert failed.value.code == "image/patch-not-in-effect"
+    assert "PATCH MEASURED FAILING" in failed.value.resolution
+    (build,) = [b for b in fake_build.builds.values()
+                if "cbd/tpu-post-training" in str(b.body.get("images"))]
+    log = "\n".join(build.log)
+    assert "tpurl: package google-tunix==0.1.7" in log
+    assert "tpurl: PATCH MEASURED FAILING: patch 'maxtext-adafactor'" in log
+    assert build.body["status"] == "FAILURE" and "results" not in build.body  # not pushed
 
 
 def test_a_missing_source_object_is_refused_as_the_service_does(clients: CloudBuildClients):

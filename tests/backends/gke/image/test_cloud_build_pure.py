@@ -80,3 +80,41 @@ def test_registry_reference_helpers():
     assert base_url("us-docker.pkg.dev") == "https://us-docker.pkg.dev"
     assert parse_challenge('Bearer realm="https://r/token",service="s",scope="repository:a:pull"') == \
         {"scheme": "bearer", "realm": "https://r/token", "service": "s", "scope": "repository:a:pull"}
+
+
+def _error_kinds() -> list[BaseException]:
+    """Every google.api_core API error class, and what google.auth and requests raise below
+    the API (the exceptions a CloudBuildClient call can end in)."""
+    import inspect
+
+    import google.auth.exceptions as auth
+    import requests
+    from google.api_core import exceptions as core
+
+    api = [cls(f"{cls.__name__} happened") for _, cls in inspect.getmembers(core, inspect.isclass)
+           if issubclass(cls, core.GoogleAPICallError)]
+    below = [auth.RefreshError("token refresh failed"), auth.TransportError("no route"),
+             auth.DefaultCredentialsError("none"), requests.ConnectionError("refused"),
+             requests.ReadTimeout("slow"), TimeoutError("slow"), ValueError("odd")]
+    return [*api, *below]
+
+
+@pytest.mark.parametrize("exc", _error_kinds(), ids=lambda e: type(e).__name__)
+def test_every_cloud_build_call_error_maps_to_a_diagnosis_with_a_fix(exc: BaseException):
+    """Issue 18.3: the poll sat outside the error mapping; now every failure of a call is
+    mapped (_run_build's ``api``), so each kind must come out as a diagnosis with a fix, and
+    one the retry machinery calls transient must come out retryable."""
+    from flows.core.retry import is_transient
+
+    error = diagnose_api_error(type(exc).__name__, str(getattr(exc, "message", None) or exc),
+                               "p", "us-east5")
+    diagnosis = error.diagnosis
+    assert diagnosis.code.startswith("image/") and diagnosis.resolution
+    if is_transient(exc):
+        assert diagnosis.category == FailureCategory.INFRASTRUCTURE, diagnosis
+
+
+def test_a_build_unknown_to_the_region_names_the_api_and_the_region():
+    error = diagnose_api_error("NotFound", "Requested entity was not found.", "p", "us-east5")
+    assert error.code == "image/cloud-build-not-found"
+    assert "us-east5" in error.resolution and "cloudbuild.googleapis.com" in error.resolution

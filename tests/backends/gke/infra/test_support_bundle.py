@@ -35,7 +35,8 @@ OVERRIDES = {**SMOKE_REQUIRED, "gke.bucket": BUCKET, "description": f"smoke {CAN
 # The GoogleApis methods that only read (the one write of the seam is create_repository).
 READS = {"project_number", "enabled_services", "get_cluster", "get_reservation",
          "region_quotas", "project_iam_policy", "bucket_iam_policy", "addon_versions",
-         "kueue_objects", "test_iam_permissions", "get_repository", "image_exists"}
+         "kueue_objects", "test_iam_permissions", "get_repository", "image_exists",
+         "cloud_build_account", "repository_iam_policy"}
 
 
 @pytest.fixture

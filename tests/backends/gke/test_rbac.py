@@ -1,0 +1,99 @@
+"""The flow pod's Role (deployments/work-pool/rbac.yaml) is derived from the code: the GKE
+backend runs against the fake API with that Role enforced the way the API server enforces it
+(tests/fakes/kube_api/rbac.py), every request's (verb, group, resource) is recorded, and the
+Role must grant each one and nothing more (issue 18.4: without core ``events`` list/watch
+every autoscaler poll was a 403 and a stockout looked like an RBAC failure).
+
+What the scenarios below cover is checked against the source: every Kubernetes client call
+in flows/backends/gke must be one whose verb the recorded calls contain, so a new call that
+no scenario exercises fails here instead of on a real cluster. Pre-flight's cluster reads
+(flows/backends/gke/infra/cloud.py ``RestGoogleApis._kube``: controller Deployments, the
+JobSet CRD, Kueue queues and flavors) go with the Google identity's token, authorised by
+IAM (roles/container.viewer), not by this Role, so they are not part of it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flows.core.failures import StageFailed
+from flows.core.layout import Layout
+from flows.core.storage import file_uri
+from flows.stages.programs import convert_workload
+from tests.fakes.gke_backend import ListLogger, make_backend, run_stage
+from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.fakes.kube_api.rbac import granted, role_rules
+from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
+from tests.support.profiles import fake_hf_token
+
+ROOT = Path(__file__).resolve().parents[3]
+RBAC = ROOT / "deployments/work-pool/rbac.yaml"
+GKE_SOURCE = ROOT / "flows/backends/gke"
+# kubernetes client method prefix → the RBAC verb its request carries (requestinfo.go);
+# a list_* call feeds a list+watch cache (flows/backends/gke/watch/stream.py), so both.
+METHOD_VERBS = {"list": {"list", "watch"}, "read": {"get"}, "get": {"get"},
+                "create": {"create"}, "replace": {"update"}, "patch": {"patch"},
+                "delete": {"delete"}}
+CLIENT_CALL = re.compile(r"\.(?:core|custom)\.(list|read|get|create|replace|patch|delete)_"
+                         r"(namespaced_\w+|cluster_custom_object\w*|node\w*)")
+CORE_RESOURCES = {"namespaced_pod": "pods", "namespaced_pod_log": "pods/log",
+                  "namespaced_event": "events", "namespaced_secret": "secrets"}
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("CANARYrbac"))
+    kube = FakeKube()
+    kube.rbac_rules = role_rules(RBAC)
+    with FakeApiServer(kube) as srv:
+        yield srv
+
+
+def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
+    """Every path of the backend that talks to the cluster: submit and watch to success,
+    rerun (Secret exists → update; JobSet exists → read, reattach), the leftover check, and an
+    interrupted stage (delete)."""
+    kube = scenario(server.kube, [(0.1, admit), (0.05, start), (0.05, say("step 1")),
+                                  (0.1, succeed)])
+    for _ in range(2):
+        outcome, logger, _, backend = run_stage(server, "train", tmp_path)
+        assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
+    assert backend.clear_leftovers("train", str(tmp_path / "out")) == 0
+
+    scenario(kube, [(0.1, admit), (0.05, start)])
+
+    class Interrupting(ListLogger):
+        def info(self, msg: str, *args: object) -> None:
+            super().info(msg, *args)
+            if "is running" in self.lines[-1]:
+                raise KeyboardInterrupt
+
+    backend = make_backend(server.url, "convert", tmp_path, Interrupting())
+    workload = convert_workload(backend.profile, Layout(backend.profile), backend.runtime)
+    with pytest.raises(KeyboardInterrupt):
+        backend.run_workload(workload, file_uri(tmp_path / "c.log"))
+
+
+def test_the_role_grants_every_call_the_backend_makes_and_nothing_more(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    _exercise(server, tmp_path)
+    role = granted(role_rules(RBAC))
+    calls = server.kube.calls
+    assert calls - role == set(), f"the Role lacks {sorted(calls - role)}"
+    assert role - calls == set(), f"the Role grants unused {sorted(role - calls)}"
+    # and the scenarios reach every client call in the source
+    used = {(m[1], m[2]) for path in sorted(GKE_SOURCE.rglob("*.py"))
+            for m in CLIENT_CALL.finditer(path.read_text())}
+    assert used, "no Kubernetes client calls found: the pattern is stale"
+    verbs = {verb for verb, _, _ in server.kube.calls}
+    for prefix, what in sorted(used):
+        assert METHOD_VERBS[prefix] <= verbs, f"{prefix}_{what}: no scenario makes this call"
+        if (resource := CORE_RESOURCES.get(what)) is not None:
+            assert {(v, "", resource) for v in METHOD_VERBS[prefix]} & server.kube.calls, (
+                f"{prefix}_{what}: no scenario reaches {resource}")
+        else:
+            assert what == "namespaced_custom_object", f"{prefix}_{what}: map its resource here"
