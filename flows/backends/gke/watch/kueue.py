@@ -31,7 +31,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
      "ClusterQueue's coveredResources (and a quota for it in each flavor), or drop the request"),
     (re.compile(r"LocalQueue (?P<what>\S+) (doesn't exist|is terminating or missing)"),
      "create the LocalQueue {what} in the JobSet's namespace (the cluster blueprint's Kueue "
-     "manifest), or set gke.local_queue to one that exists"),
+     "manifest), or set gke.kueue_queue to one that exists"),
     (re.compile(r"LocalQueue (?P<what>\S+) (is inactive|is stopped)"),
      "the LocalQueue {what} is stopped or points at a missing ClusterQueue: fix it or clear "
      "its stopPolicy"),
