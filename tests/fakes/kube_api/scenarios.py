@@ -187,11 +187,14 @@ def pending(message: str, reason: str = "Pending") -> Action:
     return stuck
 
 
-def pull_fails(message: str, backoff_s: float = 0.5, retries: int = 120) -> Action:
-    """kubelet's pull failure (pkg/kubelet/images/image_manager.go): ErrImagePull with the
-    runtime's error text, then ImagePullBackOff with only 'Back-off pulling image "<img>"'.
-    Like kubelet, it tries again after each back-off (the error text reappears each time), so
-    a watcher that polls under load still sees the cause; it stops once the pods are gone."""
+def pull_fails(message: str, backoff_s: float = 10.0, cap_s: float = 300.0) -> Action:
+    """kubelet's pull failure (kubernetes pkg/kubelet/images/image_manager.go,
+    EnsureImageExists): one pull attempt reports ErrImagePull with the runtime's error text;
+    then, while the image back-off for that pod and image runs, every sync reports
+    ImagePullBackOff with only 'Back-off pulling image "<img>"'. The cause is posted once
+    per attempt, and attempts are the back-off apart: 10 s, doubling to 300 s (pkg/kubelet/
+    kubelet.go: flowcontrol.NewBackOff(backOffPeriod, MaxContainerBackOff)). So a watcher
+    that only looks at the newest state sees the cause once, for an instant."""
     def attempt(kube: FakeKube, name: str) -> None:
         _containers(kube, name, {"waiting": {"reason": "ErrImagePull", "message": message}},
                     "Pending")
@@ -203,11 +206,13 @@ def pull_fails(message: str, backoff_s: float = 0.5, retries: int = 120) -> Acti
         attempt(kube, name)
 
         def retry() -> None:
-            for _ in range(retries):
-                time.sleep(backoff_s)
+            wait = backoff_s
+            while not kube.closed:
+                time.sleep(wait)
                 if not _pods(kube, name):
                     return
                 attempt(kube, name)
+                wait = min(wait * 2, cap_s)
         threading.Thread(target=retry, daemon=True, name=f"kubelet-pull-{name}").start()
     fail.__name__ = "pull_fails"
     return fail

@@ -107,6 +107,7 @@ class Monitor:
         self.last_jobset: Obj | None = jobset
         self.noticed_at: float | None = None  # monotonic time the terminal verdict was seen
         self.pull_errors: dict[str, str] = {}  # "pod/container" → last ErrImagePull text
+        self._memory = threading.Lock()  # what the watch threads remember, read by the loop
         self._changed = threading.Event()
         self._log_wake = threading.Event()
         custom, core, ns = cluster.custom, cluster.core, self.namespace
@@ -119,7 +120,7 @@ class Monitor:
             label_selector=f"{KUEUE_JOB_UID}={self.uid}"), self._poke, settings, warn)
         self.pods = ObjectWatch("pods", functools.partial(
             core.list_namespaced_pod, ns, label_selector=f"{JOBSET_NAME}={self.name}"),
-            self._poke, settings, warn)
+            self._poke, settings, warn, observe=self._observe_pod)
         self.autoscaler = ObjectWatch("autoscaler-events", functools.partial(
             core.list_namespaced_event, ns, field_selector=AUTOSCALER_EVENTS),
             self._poke, settings, warn)
@@ -141,6 +142,12 @@ class Monitor:
         return [p for p in self.pods.snapshot()
                 if (p["metadata"].get("labels") or {}).get(JOBSET_UID, self.uid) == self.uid]
 
+    def _observe_pod(self, pod: Obj) -> None:
+        """Sees every version of every pod the watch delivers, not only the newest: what
+        kubelet posts for an instant (a pull's cause) is kept here."""
+        with self._memory:
+            self._remember_pull_errors(pod)
+
     def _remember_pull_errors(self, pod: Obj) -> None:
         """kubelet replaces ErrImagePull's message (the cause) by "Back-off pulling image"
         within seconds: keep the cause for the diagnosis (watch/pulls.py)."""
@@ -149,6 +156,10 @@ class Monitor:
             if waiting.get("reason") == "ErrImagePull" and waiting.get("message"):
                 self.pull_errors[f"{pod['metadata']['name']}/{status.get('name')}"] = \
                     str(waiting["message"])
+
+    def _remembered(self, memory: dict[str, str]) -> dict[str, str]:
+        with self._memory:
+            return dict(memory)
 
     def _failing(self) -> str:
         """The error of a watch that is failing now, or ""."""
@@ -227,7 +238,7 @@ class Monitor:
         return diagnose(jobset, workload, self._pods(), self.sink.tail_lines(),
                         now=datetime.now(UTC), queue_budget_s=self.budgets.queue_s,
                         schedule_budget_s=self.budgets.schedule_s,
-                        pull_errors=dict(self.pull_errors),
+                        pull_errors=self._remembered(self.pull_errors),
                         pull_grace_s=self.budgets.pull_grace_s,
                         autoscaler_events=self.autoscaler.snapshot(),
                         waits_for_capacity=self.budgets.waits_for_capacity)

@@ -5,6 +5,7 @@ commit message / report for how)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -173,6 +174,21 @@ def test_an_image_that_does_not_exist_is_a_configuration_error(
     assert d.code == "image/not-found" and "tpurl:nope" in d.detail
     assert time.monotonic() - began < 10
     assert jobsets_created(kube) == 1 and no_jobsets_left(kube)
+
+
+def test_the_pull_cause_posted_once_is_remembered_from_the_watch(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """19.6: kubelet posts ErrImagePull's cause once per pull attempt (10 s or more apart),
+    then only "Back-off pulling image". Only the monitor's memory of every pod version it
+    watched (Monitor._remember_pull_errors) can name the cause: with a grace longer than
+    the run budget, a monitor that does not remember it never decides on the image."""
+    scenario(server.kube, [(0.1, admit), (0.1, pull_fails(NOT_FOUND))])
+    budgets = dataclasses.replace(BUDGETS, pull_grace_s=3600, run_s=5)
+    outcome, _logger, _log, backend = run_stage(server, "convert", tmp_path, budgets)
+    assert isinstance(outcome, StageFailed)
+    assert outcome.diagnosis.code == "image/not-found", outcome.diagnosis.summary
+    assert backend.monitor is not None
+    assert list(backend.monitor.pull_errors.values()) == [NOT_FOUND]
 
 
 @pytest.mark.parametrize(("message", "names"), [
