@@ -30,6 +30,7 @@ class FailureCategory(StrEnum):
     STALLED = "stalled"
     USER_ERROR = "user-error"
     INTERNAL = "internal-error"  # a bug of the pipeline's own: report it, do not retry it
+    CANCELLED = "cancelled"  # stopped on purpose from outside (an operator): never retried
 
 
 RETRYABLE = frozenset({FailureCategory.PREEMPTED, FailureCategory.INFRASTRUCTURE})

@@ -48,4 +48,5 @@ def test_plain_nonzero_exit_without_traceback():
 
 def test_categories_are_stable_strings():
     assert [c.value for c in FailureCategory] == ["preempted", "infrastructure", "queue-timeout",
-                                                  "stalled", "user-error", "internal-error"]
+                                                  "stalled", "user-error", "internal-error",
+                                                  "cancelled"]

@@ -224,8 +224,10 @@ class GkeBackend:
                         self._delete(name, wait=True)
                         continue
                     diagnosis = self._budget_spent(name, number, diagnosis)
-                if not is_finished(self.monitor.last_jobset if self.monitor else None):
-                    self._cancel(name)  # queued or stuck: stop holding quota
+                if diagnosis.category is not FailureCategory.CANCELLED and not is_finished(
+                        self.monitor.last_jobset if self.monitor else None):
+                    self._cancel(name)  # queued or stuck: stop holding quota (never a JobSet
+                    # that someone else deleted and may have recreated under the same name)
                 raise StageFailed(self.stage or workload.name, self._redacted(diagnosis), log_uri)
         except StageFailed:
             raise

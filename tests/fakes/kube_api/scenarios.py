@@ -238,3 +238,11 @@ def image_pull_backoff(kube: FakeKube, name: str) -> None:
 def scenario(kube: FakeKube, *scripts: Script) -> FakeKube:
     kube.scripts = list(scripts)
     return kube
+
+
+def operator_deletes(kube: FakeKube, name: str) -> None:
+    """`kubectl delete jobset <name>`: kubectl's default cascade is background, so the API
+    server removes the JobSet at once (no finalizer) and the garbage collector its Jobs and
+    pods (kubernetes staging/src/k8s.io/kubectl/pkg/cmd/delete/delete.go,
+    --cascade=background)."""
+    kube.delete("jobsets", NS, name, "Background")

@@ -226,11 +226,7 @@ class Monitor:
     def _observe(self) -> Verdict:
         jobset = self.jobsets.get(self.name)
         if jobset is None or jobset["metadata"]["uid"] != self.uid:
-            return Verdict(Phase.FAILED, Diagnosis(
-                FailureCategory.INFRASTRUCTURE, f"{self.name} was deleted from outside the flow",
-                "    the JobSet disappeared while it was being watched",
-                "someone or something (kubectl delete, TTL) removed it; it is resubmitted"),
-                "deleted")
+            return _deleted(self.name, self.namespace, self.last_jobset)
         self.last_jobset = jobset
         workloads = self.workloads.snapshot()
         workload = max(workloads, key=lambda w: w["metadata"].get("creationTimestamp", ""),
@@ -242,6 +238,27 @@ class Monitor:
                         pull_grace_s=self.budgets.pull_grace_s,
                         autoscaler_events=self.autoscaler.snapshot(),
                         waits_for_capacity=self.budgets.waits_for_capacity)
+
+
+def _deleted(name: str, namespace: str, last: Obj | None) -> Verdict:
+    """The JobSet went while this run watched it, and this run deletes only after its watch
+    ends: someone else stopped it (kubectl delete, a script). Retrying would bring back a
+    slice someone stopped on purpose, so it is cancelled, not retried. The object says when
+    (its deletionTimestamp, once a deletion waits for dependents) but never who: the API
+    server records the caller only in its audit log."""
+    stamp = ((last or {}).get("metadata") or {}).get("deletionTimestamp")
+    when = (stamp.replace("T", " ").removesuffix("Z") if stamp
+            else datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S"))
+    code = "gke/deleted-by-operator"
+    summary = (f"{code}: {name} was deleted from outside the flow at {when} UTC; the stage "
+               "is cancelled, not retried")
+    return Verdict(Phase.FAILED, Diagnosis(
+        FailureCategory.CANCELLED, summary,
+        f"    the JobSet disappeared while it was watched (deletionTimestamp: {stamp or 'not seen'})",
+        "nothing recreates what was stopped on purpose: run the flow again to start it anew. "
+        "Who deleted it is in the cluster's Cloud Audit Logs (Admin Activity, "
+        f"protoPayload.resourceName ending namespaces/{namespace}/jobsets/{name})",
+        code=code), summary)
 
 
 def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:
