@@ -23,7 +23,7 @@ from tests.fakes.gke_backend import (
     run_stage,
 )
 from tests.fakes.kube_api import FakeApiServer, FakeKube
-from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
+from tests.fakes.kube_api.nodepools import Autoscaler, Reclaim, TpuPool
 from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start, succeed
 from tests.support.profiles import tutorial_profile
 
@@ -177,12 +177,43 @@ def test_spot_preemption_resumes_and_is_reported(server, tmp_path: Path) -> None
     scaler, _pool = pool_on(server)
     try:
         scenario(server.kube, INTERRUPTED, RESUMED)
-        threading.Timer(1.0, scaler.preempt).start()
+        preempt_once_it_ran(server, scaler)
         outcome, *_ = run_stage(server, "train", tmp_path, profile=mode_profile("spot"))
         assert not isinstance(outcome, StageFailed), outcome
         assert scaler.preemptions == 1 and jobsets_created(server.kube) == 2
         assert outcome.preemptions == 1 and outcome.preempted_chip_hours > 0
         assert wait_for(lambda: not scaler.nodes)
+    finally:
+        scaler.stop()
+
+
+def preempt_once_it_ran(server: FakeApiServer, scaler: Autoscaler) -> None:
+    """Reclaim the slice once the program has printed (its checkpoint is saved)."""
+    def reclaim() -> None:
+        if wait_for(lambda: "log" in server.kube.action_times and scaler.nodes, timeout=60):
+            scaler.preempt()
+    threading.Thread(target=reclaim, daemon=True).start()
+
+
+@pytest.mark.parametrize("reclaim", [
+    Reclaim(kubelet_posts=True, pod_gc_s=0.4),  # kubelet marked the pods, PodGC removed them
+    Reclaim(kubelet_posts=False, pod_gc_s=0.4),  # the VM went silently; PodGC marked them
+    Reclaim(kubelet_posts=False, pod_gc_s=None),  # silent, and PodGC has not run yet
+], ids=["kubelet-then-podgc", "podgc-only", "node-gone-only"])
+def test_a_spot_reclaim_the_program_notices_late_is_a_preemption(server, tmp_path: Path,
+                                                                  reclaim: Reclaim) -> None:
+    """19.1: when the Pathways head gave up on its lost workers (its own timeout) after
+    PodGC had deleted them, the verdict saw only the head's exit and called it a user
+    error: not retried, the run failed. The disruption is remembered as the watch saw it."""
+    scaler, _pool = pool_on(server, reclaim=reclaim)
+    try:
+        scenario(server.kube, INTERRUPTED, RESUMED)
+        preempt_once_it_ran(server, scaler)
+        outcome, logger, _log, _backend = run_stage(server, "train", tmp_path,
+                                                     profile=mode_profile("spot"))
+        assert not isinstance(outcome, StageFailed), outcome.diagnosis.summary
+        assert outcome.preemptions == 1 and jobsets_created(server.kube) == 2
+        assert any("preempted: resubmitting" in line for line in logger.lines)
     finally:
         scaler.stop()
 

@@ -22,6 +22,11 @@ What it does, and where the real behaviour is decided:
   child Jobs (kubernetes-sigs/jobset pkg/controllers/jobset_controller.go: "If JobSet is
   already completed or failed, clean up active child jobs"), so their pods terminate and the
   nodes they held become unneeded.
+- With ``reclaim`` set (spot), the end of the slice races as on a cluster (``Reclaim``):
+  the kubelet's graceful shutdown may or may not post its condition, PodGC force-deletes
+  the orphaned pods after its quarantine, the Job controller replaces the worker pods, and
+  the Pathways head gives up on its lost workers after its own timeout, which is what
+  fails the JobSet.
 Containers do not start (the scenario script waits) until the JobSet's TPU pods are bound.
 """
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +48,35 @@ TPU_SELECTOR = "cloud.google.com/gke-tpu-accelerator"
 CONTROL_PLANE = {"admit", "evict", "reserve_quota", "pending", "api_down"}
 
 
+@dataclass(frozen=True)
+class Reclaim:
+    """How the end of a spot slice plays out, in seconds scaled down from the cluster's.
+
+    - ``kubelet_posts``: the kubelet's graceful node shutdown (kubernetes
+      pkg/kubelet/nodeshutdown/nodeshutdown_manager_linux.go, processShutdownEvent) kills
+      the node's pods and marks each DisruptionTarget=True, reason TerminationByKubelet,
+      "Pod was terminated in response to imminent node shutdown.", status reason
+      Terminated, and records a NodeShutdown event on the Node. When the VM goes before
+      the kubelet reaches the API server (GCE's 30 s spot notice), nothing is posted and
+      the pods stay Running on a node that no longer exists.
+    - ``pod_gc_s``: PodGC (pkg/controller/podgc/gc_controller.go, gcOrphaned) finds pods
+      bound to a deleted node on its 20 s loop, quarantines the node for 40 s, then marks
+      each pod not yet terminal Failed with DisruptionTarget=True reason DeletionByPodGC
+      "PodGC: node no longer exists" and deletes it with grace 0: 40 to 60 s after the
+      node went. None: PodGC has not run yet when the JobSet fails.
+    - ``program_gives_up_s``: the Pathways head waits ``--pathways_pipe_unreachable_timeout``
+      (60 s) for its lost workers, then exits 1; its Job fails through its
+      podFailurePolicy and the JobSet's failOnProgramExit rule fails the JobSet
+      (flows/backends/gke/jobs/common.py). The worker Job (restartPolicy OnFailure,
+      backoffLimit 32, no podFailurePolicy) does not fail: its controller creates
+      replacement pods, which wait for nodes.
+    """
+
+    kubelet_posts: bool = True
+    pod_gc_s: float | None = 0.4
+    program_gives_up_s: float = 0.6
+
+
 @dataclass
 class TpuPool:
     name: str = "gke-tpu-v6e-pool"
@@ -51,6 +86,7 @@ class TpuPool:
     provision_s: float = 0.3
     unneeded_s: float = 0.5
     max_run_s: float | None = None  # flex-start: the nodes' lifetime
+    reclaim: Reclaim | None = None  # spot: the race of Reclaim; None: JobSet fails at once
     # what happened, for the tests: (monotonic time, node count) at every change
     history: list[tuple[float, int]] = field(default_factory=list)
 
@@ -65,6 +101,8 @@ class Autoscaler:
         self.provisioning_until: float | None = None
         self.unneeded_since: float | None = None
         self.preemptions = 0
+        self.generation = 0  # slices created so far
+        self.lost: set[str] = set()  # nodes reclaimed; pods bound to them await PodGC
         self._told: set[tuple[str, str]] = set()  # (pod, reason) already recorded
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="fake-autoscaler")
@@ -98,7 +136,8 @@ class Autoscaler:
     def _tick(self, now: float) -> None:
         self._clean_up_finished_jobsets()
         pods = [p for p in self.kube.find("pods", NS) if self._wants_tpu(p) and not
-                _finished(p) and not p["metadata"].get("deletionTimestamp")]
+                _finished(p) and not p["metadata"].get("deletionTimestamp")
+                and p["spec"].get("nodeName") not in self.lost]  # orphans never move
         unbound = [p for p in pods if not p["spec"].get("nodeName")
                    or p["spec"]["nodeName"] not in self.nodes]
         if self.nodes and self.pool.max_run_s is not None and \
@@ -133,7 +172,11 @@ class Autoscaler:
                             f"(max: {pool.hosts})}}]")
         elif now >= self.provisioning_until:
             self.provisioning_until = None
-            self.nodes = [f"{pool.name}-node-{i}" for i in range(pool.hosts)]
+            # GKE names each VM of a new slice afresh (<pool>-<random>-<suffix>), so a
+            # replacement slice never reuses a lost node's name
+            self.generation += 1
+            self.nodes = [f"{pool.name}-{self.generation:04x}-node-{i}"
+                          for i in range(pool.hosts)]
             self.nodes_since = now
             for node in self.nodes:
                 self.kube.create("nodes", "", {"metadata": {"name": node, "labels": {
@@ -159,12 +202,45 @@ class Autoscaler:
         jobsets = {p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name")
                    for p in self.kube.find("pods", NS)
                    if p["spec"].get("nodeName") in self.nodes and not _finished(p)}
-        for node in self.nodes:
+        lost = list(self.nodes)
+        if self.pool.reclaim is not None and why == "preempted":
+            self._reclaim(self.pool.reclaim, lost, sorted(filter(None, jobsets)))
+            return
+        for node in lost:
             self.kube.delete("nodes", "", node)
         self.nodes = []
         self.pool.history.append((time.monotonic(), 0))
         for name in filter(None, jobsets):
             disrupt_and_fail(self.kube, name)
+
+    def _reclaim(self, how: Reclaim, lost: list[str], jobsets: list[str]) -> None:
+        """Spot reclaim as the controllers race it (Reclaim's docstring has the sources)."""
+        kube = self.kube
+        on_lost = [p for p in kube.find("pods", NS) if p["spec"].get("nodeName") in lost
+                   and not _finished(p)]
+        if how.kubelet_posts:
+            for pod in on_lost:
+                kube.mutate("pods", NS, pod["metadata"]["name"], _shut_down_by_kubelet)
+            for node in lost:
+                kube.create("events", NS, {
+                    "metadata": {"name": f"{node}.nodeshutdown"},
+                    "involvedObject": {"kind": "Node", "name": node},
+                    "reason": "NodeShutdown", "type": "Normal",
+                    "message": "Shutdown manager detected shutdown event",
+                    "source": {"component": "kubelet", "host": node}, "count": 1,
+                    "firstTimestamp": now_iso(), "lastTimestamp": now_iso()})
+        for node in lost:
+            kube.delete("nodes", "", node)
+        self.nodes = []
+        self.lost |= set(lost)
+        self.pool.history.append((time.monotonic(), 0))
+        for pod in on_lost:  # the worker Job's controller replaces its lost pods
+            kube.create("pods", NS, _replacement(pod, kube.rv))
+        gone = {p["metadata"]["name"] for p in on_lost}
+        if how.pod_gc_s is not None:
+            _later(how.pod_gc_s, kube, lambda: _pod_gc(kube, gone))
+        for name in jobsets:
+            _later(how.program_gives_up_s, kube, lambda name=name: _head_gives_up(kube, name))
 
     def _clean_up_finished_jobsets(self) -> None:
         for jobset in self.kube.find("jobsets", NS):
@@ -239,6 +315,89 @@ class Autoscaler:
                                               f"jobset.sigs.k8s.io/jobset-name={jobset}")
                     if self._wants_tpu(p)]
             return all(p["spec"].get("nodeName") in self.nodes for p in pods)
+
+
+def _shut_down_by_kubelet(pod: Obj) -> None:
+    status = pod["status"]
+    status.update(phase="Failed", reason="Terminated",
+                  message="Pod was terminated in response to imminent node shutdown.")
+    conds = status.setdefault("conditions", [])
+    conds[:] = [c for c in conds if c["type"] != "DisruptionTarget"] + [condition(
+        "DisruptionTarget", "True", "TerminationByKubelet",
+        "Pod was terminated in response to imminent node shutdown.")]
+    for container in status.get("containerStatuses") or []:
+        container["state"] = {"terminated": {"exitCode": 143, "reason": "Error"}}
+
+
+def _replacement(pod: Obj, rv: int) -> Obj:
+    meta = pod["metadata"]
+    return {"metadata": {"name": f"{meta['name'].rsplit('-x', 1)[0]}-x{rv % 100000}r",
+                         "labels": dict(meta.get("labels") or {}),
+                         "ownerReferences": list(meta.get("ownerReferences") or [])},
+            "spec": {"nodeName": ""},
+            "status": {"phase": "Pending", "containerStatuses": [
+                {"name": c["name"], "state": {"waiting": {"reason": "ContainerCreating"}}}
+                for c in pod["status"].get("containerStatuses") or []]}}
+
+
+def _pod_gc(kube: FakeKube, names: set[str]) -> None:
+    """gcOrphaned: a pod not yet terminal is marked Failed with DisruptionTarget
+    DeletionByPodGC, then every orphaned pod is deleted."""
+    for name in sorted(names):
+        pod = kube.objects.get(("pods", NS, name))
+        if pod is None:
+            continue
+        if not _finished(pod):
+            def orphaned(obj: Obj) -> None:
+                obj["status"]["phase"] = "Failed"
+                conds = obj["status"].setdefault("conditions", [])
+                conds[:] = [c for c in conds if c["type"] != "DisruptionTarget"] + [condition(
+                    "DisruptionTarget", "True", "DeletionByPodGC",
+                    "PodGC: node no longer exists")]
+            kube.mutate("pods", NS, name, orphaned)
+        kube.delete("pods", NS, name)
+
+
+HEAD_GIVES_UP = ["Traceback (most recent call last):",
+                 '  File "/deps/src/maxtext/rl/train_rl.py", line 412, in <module>',
+                 "RuntimeError: pathways workers of slice 0 unreachable for 60 s, giving up"]
+# The exit of a program that gave up: a plain traceback, which alone reads as the user's
+# (the real text is Pathways' own; what matters is that it names no transient cause).
+
+
+def _head_gives_up(kube: FakeKube, name: str) -> None:
+    """The Pathways head's program exits 1 after its lost workers' timeout; the JobSet
+    fails through failOnProgramExit."""
+    if ("jobsets", NS, name) not in kube.objects:
+        return
+    for pod in kube.find("pods", NS, f"jobset.sigs.k8s.io/jobset-name={name}"):
+        if pod["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name") != \
+                "pathways-head" or _finished(pod):
+            continue
+        kube.append_log(NS, pod["metadata"]["name"], "workload-container", HEAD_GIVES_UP)
+
+        def exited(obj: Obj) -> None:
+            obj["status"]["phase"] = "Failed"
+            for container in obj["status"].get("containerStatuses") or []:
+                if container["name"] == "workload-container":
+                    container["state"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
+        kube.mutate("pods", NS, pod["metadata"]["name"], exited)
+
+    def failed(obj: Obj) -> None:
+        conds = obj.setdefault("status", {}).setdefault("conditions", [])
+        conds.append(condition("Failed", "True", "FailedJobs",
+                               "jobset failed: rule failOnProgramExit"))
+    kube.mutate("jobsets", NS, name, failed)
+
+
+def _later(delay_s: float, kube: FakeKube, action: Callable[[], None]) -> None:
+    def run() -> None:
+        with kube.cond:
+            if not kube.closed:
+                action()
+    timer = threading.Timer(delay_s, run)
+    timer.daemon = True
+    timer.start()
 
 
 def _finished(pod: Obj) -> bool:

@@ -78,6 +78,8 @@ def admit(kube: FakeKube, name: str) -> None:
                 kube.create("jobs", NS, {"metadata": {"name": job, "labels": labels,
                                                       "ownerReferences": owner}, "spec": spec})
             for index in range(spec.get("parallelism", 1)):
+                if ("nodes", "", f"node-{index}") not in kube.objects:  # the cpu-np pool
+                    kube.create("nodes", "", {"metadata": {"name": f"node-{index}"}})
                 kube.create("pods", NS, {
                     "metadata": {"name": f"{job}-{index}-x{kube.rv % 100000}",
                                  "labels": {**labels,

@@ -38,6 +38,7 @@ from urllib.parse import parse_qs, urlparse
 from tests.fakes.kube_api.store import KINDS, ApiError, FakeKube, Obj, matches
 
 _CORE = re.compile(r"^/api/v1/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?(/log)?$")
+_NODES = re.compile(r"^/api/v1/nodes(?:/([^/]+))?$")  # cluster-scoped: GET only
 _GROUP = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?$")
 
 
@@ -90,6 +91,8 @@ class _Handler(BaseHTTPRequestHandler):
                                            "unable to handle the request"))
                 return self._send(status, ApiError(status, reason, message).status(),
                                   retry_after)
+            if (m := _NODES.match(url.path)) and method == "GET":
+                return self._resource(method, "nodes", "", m.group(1), query)
             if m := _CORE.match(url.path):
                 ns, plural, name, log = m.groups()
                 if log:

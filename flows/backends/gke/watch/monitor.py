@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.watch.client import (
     JOBSET_GROUP,
@@ -37,7 +39,13 @@ from flows.backends.gke.watch.client import (
 from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
 from flows.backends.gke.watch.scaling import AUTOSCALER_EVENTS
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
-from flows.backends.gke.watch.verdict import Phase, Verdict, condition, diagnose
+from flows.backends.gke.watch.verdict import (
+    Phase,
+    Verdict,
+    condition,
+    diagnose,
+    disruption_of,
+)
 from flows.config.profile import Profile
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.stage import StageLogger
@@ -107,6 +115,9 @@ class Monitor:
         self.last_jobset: Obj | None = jobset
         self.noticed_at: float | None = None  # monotonic time the terminal verdict was seen
         self.pull_errors: dict[str, str] = {}  # "pod/container" → last ErrImagePull text
+        # pod → (the JobSet's restart count then, why): disruptions as the watch saw them
+        self.disruptions: dict[str, tuple[int, str]] = {}
+        self._nodes_gone: dict[str, bool] = {}  # node → deleted (asked once, on failure)
         self._memory = threading.Lock()  # what the watch threads remember, read by the loop
         self._changed = threading.Event()
         self._log_wake = threading.Event()
@@ -147,6 +158,8 @@ class Monitor:
         kubelet posts for an instant (a pull's cause) is kept here."""
         with self._memory:
             self._remember_pull_errors(pod)
+            if (why := disruption_of(pod)) and pod["metadata"]["name"] not in self.disruptions:
+                self.disruptions[pod["metadata"]["name"]] = (_restarts(self.last_jobset), why)
 
     def _remember_pull_errors(self, pod: Obj) -> None:
         """kubelet replaces ErrImagePull's message (the cause) by "Back-off pulling image"
@@ -228,6 +241,7 @@ class Monitor:
         if jobset is None or jobset["metadata"]["uid"] != self.uid:
             return _deleted(self.name, self.namespace, self.last_jobset)
         self.last_jobset = jobset
+        disruptions = self._disruptions(jobset)
         workloads = self.workloads.snapshot()
         workload = max(workloads, key=lambda w: w["metadata"].get("creationTimestamp", ""),
                        default=None)
@@ -237,7 +251,43 @@ class Monitor:
                         pull_errors=self._remembered(self.pull_errors),
                         pull_grace_s=self.budgets.pull_grace_s,
                         autoscaler_events=self.autoscaler.snapshot(),
-                        waits_for_capacity=self.budgets.waits_for_capacity)
+                        waits_for_capacity=self.budgets.waits_for_capacity,
+                        disruptions=disruptions)
+
+    def _disruptions(self, jobset: Obj) -> dict[str, str]:
+        """The disruptions of the JobSet's current attempt (one its failure policy restarted
+        is over), and, once it failed with none seen, pods still bound to a node that no
+        longer exists: the VM went before the kubelet could post anything and PodGC has
+        not run yet (kubernetes pkg/controller/podgc/gc_controller.go waits 40 s)."""
+        restarts = _restarts(jobset)
+        with self._memory:
+            found = {pod: why for pod, (at, why) in self.disruptions.items() if at == restarts}
+        if found or not condition(jobset, "Failed"):
+            return found
+        for pod in self._pods():
+            node = (pod.get("spec") or {}).get("nodeName")
+            phase = (pod.get("status") or {}).get("phase")
+            if node and phase in ("Running", "Pending", "Unknown") and self._node_gone(node):
+                found[pod["metadata"]["name"]] = f"node {node} no longer exists"
+        return found
+
+    def _node_gone(self, node: str) -> bool:
+        """One GET per node, only after a failure; a refusal (RBAC) or an error says
+        nothing, so the node counts as present."""
+        if node not in self._nodes_gone:
+            try:
+                self.cluster.core.read_node(node, _request_timeout=(
+                    self.settings.connect_timeout_s, self.settings.read_timeout_s))
+                self._nodes_gone[node] = False
+            except ApiException as exc:
+                self._nodes_gone[node] = exc.status == 404
+            except Exception:
+                self._nodes_gone[node] = False
+        return self._nodes_gone[node]
+
+
+def _restarts(jobset: Obj | None) -> int:
+    return int(((jobset or {}).get("status") or {}).get("restarts") or 0)
 
 
 def _deleted(name: str, namespace: str, last: Obj | None) -> Verdict:
