@@ -34,10 +34,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.fakes.kube_api.reclaim import (
+    Reclaim,
+    head_gives_up,
+    later,
+    pod_gc,
+    replacement,
+    shut_down_by_kubelet,
+)
 from tests.fakes.kube_api.scenarios import NS, disrupt_and_fail
 from tests.fakes.kube_api.store import FakeKube, condition, now_iso
 
@@ -48,35 +55,6 @@ TPU_SELECTOR = "cloud.google.com/gke-tpu-accelerator"
 CONTROL_PLANE = {"admit", "evict", "reserve_quota", "pending", "api_down"}
 
 
-@dataclass(frozen=True)
-class Reclaim:
-    """How the end of a spot slice plays out, in seconds scaled down from the cluster's.
-
-    - ``kubelet_posts``: the kubelet's graceful node shutdown (kubernetes
-      pkg/kubelet/nodeshutdown/nodeshutdown_manager_linux.go, processShutdownEvent) kills
-      the node's pods and marks each DisruptionTarget=True, reason TerminationByKubelet,
-      "Pod was terminated in response to imminent node shutdown.", status reason
-      Terminated, and records a NodeShutdown event on the Node. When the VM goes before
-      the kubelet reaches the API server (GCE's 30 s spot notice), nothing is posted and
-      the pods stay Running on a node that no longer exists.
-    - ``pod_gc_s``: PodGC (pkg/controller/podgc/gc_controller.go, gcOrphaned) finds pods
-      bound to a deleted node on its 20 s loop, quarantines the node for 40 s, then marks
-      each pod not yet terminal Failed with DisruptionTarget=True reason DeletionByPodGC
-      "PodGC: node no longer exists" and deletes it with grace 0: 40 to 60 s after the
-      node went. None: PodGC has not run yet when the JobSet fails.
-    - ``program_gives_up_s``: the Pathways head waits ``--pathways_pipe_unreachable_timeout``
-      (60 s) for its lost workers, then exits 1; its Job fails through its
-      podFailurePolicy and the JobSet's failOnProgramExit rule fails the JobSet
-      (flows/backends/gke/jobs/common.py). The worker Job (restartPolicy OnFailure,
-      backoffLimit 32, no podFailurePolicy) does not fail: its controller creates
-      replacement pods, which wait for nodes.
-    """
-
-    kubelet_posts: bool = True
-    pod_gc_s: float | None = 0.4
-    program_gives_up_s: float = 0.6
-
-
 @dataclass
 class TpuPool:
     name: str = "gke-tpu-v6e-pool"
@@ -84,6 +62,7 @@ class TpuPool:
     zone: str = "us-east5-b"
     stockout: bool = False
     provision_s: float = 0.3
+    scale_up_backoff_s: float = 0.2  # after a failed scale-up (5 min on a cluster)
     unneeded_s: float = 0.5
     max_run_s: float | None = None  # flex-start: the nodes' lifetime
     reclaim: Reclaim | None = None  # spot: the race of Reclaim; None: JobSet fails at once
@@ -99,6 +78,7 @@ class Autoscaler:
         self.nodes: list[str] = []
         self.nodes_since = 0.0
         self.provisioning_until: float | None = None
+        self.backoff_until: float | None = None  # after a failed scale-up
         self.unneeded_since: float | None = None
         self.preemptions = 0
         self.generation = 0  # slices created so far
@@ -154,23 +134,37 @@ class Autoscaler:
         self._scale_down(bool(pods), now)
 
     def _scale_up(self, pods: list[Obj], now: float) -> None:
+        """One attempt: TriggeredScaleUp, then the VMs come up after ``provision_s``, or in
+        a stockout GCE fails them: FailedScaleUp, and the node group backs off
+        (kubernetes/autoscaler cluster-autoscaler --initial-node-group-backoff-duration,
+        5 min doubling to --max-node-group-backoff-duration 30 min) with NotTriggerScaleUp
+        "in backoff", then tries again. A repeated (reason, message) on the same pod
+        updates the one Event (count, lastTimestamp), as client-go's event correlator does
+        (staging/src/k8s.io/client-go/tools/record/events_cache.go)."""
         pool = self.pool
-        if pool.stockout:
-            for pod in pods:
-                self._event(pod, "Warning", "FailedScaleUp",
-                            f"Node scale up in zones {pool.zone} associated with this pod "
-                            "failed: GCE out of resources. Pod is at risk of not being "
-                            "scheduled.")
-                self._event(pod, "Normal", "NotTriggerScaleUp",
-                            "pod didn't trigger scale-up: 1 in backoff after failed scale-up")
-            return
         if self.provisioning_until is None:
+            if self.backoff_until is not None and now < self.backoff_until:
+                return
+            self.backoff_until = None
             self.provisioning_until = now + pool.provision_s
             for pod in pods:
                 self._event(pod, "Normal", "TriggeredScaleUp",
                             f"pod triggered scale-up: [{{{pool.name} 0->{pool.hosts} "
-                            f"(max: {pool.hosts})}}]")
-        elif now >= self.provisioning_until:
+                            f"(max: {pool.hosts})}}]", again=True)
+            return
+        if now >= self.provisioning_until and pool.stockout:
+            self.provisioning_until = None
+            self.backoff_until = now + pool.scale_up_backoff_s
+            for pod in pods:
+                self._event(pod, "Warning", "FailedScaleUp",
+                            f"Node scale up in zones {pool.zone} associated with this pod "
+                            "failed: GCE out of resources. Pod is at risk of not being "
+                            "scheduled.", again=True)
+                self._event(pod, "Normal", "NotTriggerScaleUp",
+                            "pod didn't trigger scale-up: 1 in backoff after failed scale-up",
+                            again=True)
+            return
+        if now >= self.provisioning_until:
             self.provisioning_until = None
             # GKE names each VM of a new slice afresh (<pool>-<random>-<suffix>), so a
             # replacement slice never reuses a lost node's name
@@ -220,7 +214,7 @@ class Autoscaler:
                    and not _finished(p)]
         if how.kubelet_posts:
             for pod in on_lost:
-                kube.mutate("pods", NS, pod["metadata"]["name"], _shut_down_by_kubelet)
+                kube.mutate("pods", NS, pod["metadata"]["name"], shut_down_by_kubelet)
             for node in lost:
                 kube.create("events", NS, {
                     "metadata": {"name": f"{node}.nodeshutdown"},
@@ -235,12 +229,12 @@ class Autoscaler:
         self.lost |= set(lost)
         self.pool.history.append((time.monotonic(), 0))
         for pod in on_lost:  # the worker Job's controller replaces its lost pods
-            kube.create("pods", NS, _replacement(pod, kube.rv))
+            kube.create("pods", NS, replacement(pod, kube.rv))
         gone = {p["metadata"]["name"] for p in on_lost}
         if how.pod_gc_s is not None:
-            _later(how.pod_gc_s, kube, lambda: _pod_gc(kube, gone))
+            later(how.pod_gc_s, kube, lambda: pod_gc(kube, gone))
         for name in jobsets:
-            _later(how.program_gives_up_s, kube, lambda name=name: _head_gives_up(kube, name))
+            later(how.program_gives_up_s, kube, lambda name=name: head_gives_up(kube, name))
 
     def _clean_up_finished_jobsets(self) -> None:
         for jobset in self.kube.find("jobsets", NS):
@@ -293,9 +287,15 @@ class Autoscaler:
                 "PodScheduled", "True", "Scheduled")]
         self.kube.mutate("pods", NS, pod["metadata"]["name"], change)
 
-    def _event(self, pod: Obj, kind: str, reason: str, message: str) -> None:
+    def _event(self, pod: Obj, kind: str, reason: str, message: str,
+               again: bool = False) -> None:
         name = pod["metadata"]["name"]
         if (name, reason) in self._told:
+            if again:
+                def seen_again(event: Obj) -> None:
+                    event.update(count=int(event.get("count") or 1) + 1,
+                                 lastTimestamp=now_iso())
+                self.kube.mutate("events", NS, f"{name}.{reason.lower()}", seen_again)
             return
         self._told.add((name, reason))
         self.kube.create("events", NS, {
@@ -315,89 +315,6 @@ class Autoscaler:
                                               f"jobset.sigs.k8s.io/jobset-name={jobset}")
                     if self._wants_tpu(p)]
             return all(p["spec"].get("nodeName") in self.nodes for p in pods)
-
-
-def _shut_down_by_kubelet(pod: Obj) -> None:
-    status = pod["status"]
-    status.update(phase="Failed", reason="Terminated",
-                  message="Pod was terminated in response to imminent node shutdown.")
-    conds = status.setdefault("conditions", [])
-    conds[:] = [c for c in conds if c["type"] != "DisruptionTarget"] + [condition(
-        "DisruptionTarget", "True", "TerminationByKubelet",
-        "Pod was terminated in response to imminent node shutdown.")]
-    for container in status.get("containerStatuses") or []:
-        container["state"] = {"terminated": {"exitCode": 143, "reason": "Error"}}
-
-
-def _replacement(pod: Obj, rv: int) -> Obj:
-    meta = pod["metadata"]
-    return {"metadata": {"name": f"{meta['name'].rsplit('-x', 1)[0]}-x{rv % 100000}r",
-                         "labels": dict(meta.get("labels") or {}),
-                         "ownerReferences": list(meta.get("ownerReferences") or [])},
-            "spec": {"nodeName": ""},
-            "status": {"phase": "Pending", "containerStatuses": [
-                {"name": c["name"], "state": {"waiting": {"reason": "ContainerCreating"}}}
-                for c in pod["status"].get("containerStatuses") or []]}}
-
-
-def _pod_gc(kube: FakeKube, names: set[str]) -> None:
-    """gcOrphaned: a pod not yet terminal is marked Failed with DisruptionTarget
-    DeletionByPodGC, then every orphaned pod is deleted."""
-    for name in sorted(names):
-        pod = kube.objects.get(("pods", NS, name))
-        if pod is None:
-            continue
-        if not _finished(pod):
-            def orphaned(obj: Obj) -> None:
-                obj["status"]["phase"] = "Failed"
-                conds = obj["status"].setdefault("conditions", [])
-                conds[:] = [c for c in conds if c["type"] != "DisruptionTarget"] + [condition(
-                    "DisruptionTarget", "True", "DeletionByPodGC",
-                    "PodGC: node no longer exists")]
-            kube.mutate("pods", NS, name, orphaned)
-        kube.delete("pods", NS, name)
-
-
-HEAD_GIVES_UP = ["Traceback (most recent call last):",
-                 '  File "/deps/src/maxtext/rl/train_rl.py", line 412, in <module>',
-                 "RuntimeError: pathways workers of slice 0 unreachable for 60 s, giving up"]
-# The exit of a program that gave up: a plain traceback, which alone reads as the user's
-# (the real text is Pathways' own; what matters is that it names no transient cause).
-
-
-def _head_gives_up(kube: FakeKube, name: str) -> None:
-    """The Pathways head's program exits 1 after its lost workers' timeout; the JobSet
-    fails through failOnProgramExit."""
-    if ("jobsets", NS, name) not in kube.objects:
-        return
-    for pod in kube.find("pods", NS, f"jobset.sigs.k8s.io/jobset-name={name}"):
-        if pod["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name") != \
-                "pathways-head" or _finished(pod):
-            continue
-        kube.append_log(NS, pod["metadata"]["name"], "workload-container", HEAD_GIVES_UP)
-
-        def exited(obj: Obj) -> None:
-            obj["status"]["phase"] = "Failed"
-            for container in obj["status"].get("containerStatuses") or []:
-                if container["name"] == "workload-container":
-                    container["state"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
-        kube.mutate("pods", NS, pod["metadata"]["name"], exited)
-
-    def failed(obj: Obj) -> None:
-        conds = obj.setdefault("status", {}).setdefault("conditions", [])
-        conds.append(condition("Failed", "True", "FailedJobs",
-                               "jobset failed: rule failOnProgramExit"))
-    kube.mutate("jobsets", NS, name, failed)
-
-
-def _later(delay_s: float, kube: FakeKube, action: Callable[[], None]) -> None:
-    def run() -> None:
-        with kube.cond:
-            if not kube.closed:
-                action()
-    timer = threading.Timer(delay_s, run)
-    timer.daemon = True
-    timer.start()
 
 
 def _finished(pod: Obj) -> bool:

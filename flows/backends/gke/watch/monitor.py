@@ -117,6 +117,8 @@ class Monitor:
         self.pull_errors: dict[str, str] = {}  # "pod/container" → last ErrImagePull text
         # pod → (the JobSet's restart count then, why): disruptions as the watch saw them
         self.disruptions: dict[str, tuple[int, str]] = {}
+        # the autoscaler's events as seen, kept after the API drops them (1 h event TTL)
+        self.scaling_events: dict[str, Obj] = {}
         self._nodes_gone: dict[str, bool] = {}  # node → deleted (asked once, on failure)
         self._memory = threading.Lock()  # what the watch threads remember, read by the loop
         self._changed = threading.Event()
@@ -134,7 +136,7 @@ class Monitor:
             self._poke, settings, warn, observe=self._observe_pod)
         self.autoscaler = ObjectWatch("autoscaler-events", functools.partial(
             core.list_namespaced_event, ns, field_selector=AUTOSCALER_EVENTS),
-            self._poke, settings, warn)
+            self._poke, settings, warn, observe=self._observe_event)
         self.follower = LogFollower(core, ns, WORKLOAD_CONTAINER, self._coordinator, sink,
                                     self._log_wake, read_timeout_s=log_read_timeout_s)
 
@@ -161,6 +163,10 @@ class Monitor:
             if (why := disruption_of(pod)) and pod["metadata"]["name"] not in self.disruptions:
                 self.disruptions[pod["metadata"]["name"]] = (_restarts(self.last_jobset), why)
 
+    def _observe_event(self, event: Obj) -> None:
+        with self._memory:
+            self.scaling_events[event["metadata"]["name"]] = event
+
     def _remember_pull_errors(self, pod: Obj) -> None:
         """kubelet replaces ErrImagePull's message (the cause) by "Back-off pulling image"
         within seconds: keep the cause for the diagnosis (watch/pulls.py)."""
@@ -173,6 +179,10 @@ class Monitor:
     def _remembered(self, memory: dict[str, str]) -> dict[str, str]:
         with self._memory:
             return dict(memory)
+
+    def _scaling_events(self) -> list[Obj]:
+        with self._memory:
+            return list(self.scaling_events.values())
 
     def _failing(self) -> str:
         """The error of a watch that is failing now, or ""."""
@@ -250,7 +260,7 @@ class Monitor:
                         schedule_budget_s=self.budgets.schedule_s,
                         pull_errors=self._remembered(self.pull_errors),
                         pull_grace_s=self.budgets.pull_grace_s,
-                        autoscaler_events=self.autoscaler.snapshot(),
+                        autoscaler_events=self._scaling_events(),
                         waits_for_capacity=self.budgets.waits_for_capacity,
                         disruptions=disruptions)
 

@@ -225,9 +225,11 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
                 _since(scheduled.get("lastTransitionTime"), now) > schedule_budget_s:
             refused = scale_up_failure(scaling or [])
             if waits_for_capacity:
+                cause = (scaling_line([refused]) if refused is not None
+                         else scaling_line(scaling or []) or "no scale-up yet")
                 return _diag(FailureCategory.QUEUE_TIMEOUT,
                              f"{name}: waited {schedule_budget_s / 60:.0f} min for flex-start "
-                             f"capacity: {scaling_line(scaling or []) or 'no scale-up yet'}",
+                             f"capacity: {cause}",
                              f"    {scheduled.get('message', '')}",
                              "no slice was free in the zone within the queue budget: retry "
                              "later, raise gke.queue_budget_s, or use another zone or a "
