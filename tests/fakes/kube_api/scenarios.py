@@ -138,27 +138,57 @@ def exit_with(code: int, reason: str = "Error") -> Action:
 
 
 def evict(kube: FakeKube, name: str) -> None:
-    """Kueue preempts: Workload Evicted, its quota released and Requeued=True (the workload
-    controller re-queues an evicted Workload by itself: kueue pkg/workload/workload.go
-    SetEvictedCondition/SetRequeuedCondition, pkg/controller/jobframework/reconciler.go stops
-    the job), JobSet suspended again, its pods deleted. The same JobSet is admitted again
-    later by ``admit``."""
-    if wl := _workload(kube, name):
-        def evicted(obj: Obj) -> None:
-            _set_condition(obj, condition("Evicted", "True", "Preempted",
-                                      "Preempted to accommodate a higher priority Workload"))
+    """Kueue preempts, in the order of kueue pkg/controller/jobframework/reconciler.go
+    ("handle eviction"): the Workload gets Evicted=True while it still holds its quota
+    (QuotaReserved and Admitted stay True), the job is stopped (JobSet suspended, its pods
+    deleted), and only once the job is no longer active is the reservation unset
+    (UnsetQuotaReservationWithCondition: QuotaReserved=False Pending, Admitted=False) and
+    Requeued=True set (pkg/workload/workload.go). The quota is released ``release_s``
+    after the stop (when its terminating pods are gone); the same JobSet is admitted again later by
+    ``admit``."""
+    evict_releasing(0.1)(kube, name)
+
+
+def evict_releasing(release_s: float) -> Action:
+    def stop(kube: FakeKube, name: str) -> None:
+        message = "Preempted to accommodate a higher priority Workload"
+        wl = _workload(kube, name)
+        if wl:
+            kube.mutate("workloads", NS, wl["metadata"]["name"], lambda o: _set_condition(
+                o, condition("Evicted", "True", "Preempted", message)))
+        kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=True))
+        pods = [p["metadata"]["name"] for p in _pods(kube, name)]
+        for pod in pods:  # the JobSet controller deletes the Jobs: the pods terminate
+            kube.mutate("pods", NS, pod, lambda o: o["metadata"].update(
+                deletionTimestamp=now_iso()))
+        uid = kube.get("jobsets", NS, name)["metadata"]["uid"]
+
+        def released(obj: Obj) -> None:
             _set_condition(obj, condition("QuotaReserved", "False", "Pending",
-                                      "couldn't assign flavors to pod set main: insufficient "
-                                      "unused quota for google.com/tpu in flavor tpu, 8 more "
-                                      "needed"))
-            _set_condition(obj, condition("Requeued", "True", "Preempted",
-                                      "Preempted to accommodate a higher priority Workload"))
+                                          "couldn't assign flavors to pod set main: "
+                                          "insufficient unused quota for google.com/tpu in "
+                                          "flavor tpu, 8 more needed"))
+            _set_condition(obj, condition("Requeued", "True", "Preempted", message))
             _set_condition(obj, condition("Admitted", "False", "NoReservation",
-                                      "The workload has no reservation"))
-        kube.mutate("workloads", NS, wl["metadata"]["name"], evicted)
-    kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=True))
-    for pod in _pods(kube, name):
-        kube.delete("pods", NS, pod["metadata"]["name"])
+                                          "The workload has no reservation"))
+
+        def finish() -> None:  # the pods are gone, the job is no longer active
+            for pod in pods:
+                if ("pods", NS, pod) in kube.objects:
+                    kube.delete("pods", NS, pod)
+            if wl:
+                kube.mutate("workloads", NS, wl["metadata"]["name"], released)
+
+        def release() -> None:
+            time.sleep(release_s)
+            with kube.cond:
+                current = kube.objects.get(("jobsets", NS, name))
+                if kube.closed or current is None or current["metadata"]["uid"] != uid:
+                    return
+                finish()
+        threading.Thread(target=release, daemon=True, name=f"kueue-{name}").start()
+    stop.__name__ = "evict"
+    return stop
 
 
 def reserve_quota(kube: FakeKube, name: str) -> None:
@@ -248,3 +278,21 @@ def operator_deletes(kube: FakeKube, name: str) -> None:
     pods (kubernetes staging/src/k8s.io/kubectl/pkg/cmd/delete/delete.go,
     --cascade=background)."""
     kube.delete("jobsets", NS, name, "Background")
+
+
+def worker_crashes(kube: FakeKube, name: str) -> None:
+    """A Pathways worker container exits 1 and its Job fails (backoffLimit spent): the
+    JobSet fails while the head's program is still running (it is deleted afterwards)."""
+    for pod in _pods(kube, name):
+        if pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] != "worker":
+            continue
+
+        def crashed(obj: Obj) -> None:
+            obj["status"]["phase"] = "Failed"
+            for status in obj["status"]["containerStatuses"]:
+                status["state"] = {"terminated": {"exitCode": 1, "reason": "Error",
+                                                  "message": "pathways worker: fatal"}}
+        kube.mutate("pods", NS, pod["metadata"]["name"], crashed)
+        break
+    kube.mutate("jobsets", NS, name, lambda o: _set_condition(
+        o, condition("Failed", "True", "FailedJobs", "jobset failed: a job failed")))

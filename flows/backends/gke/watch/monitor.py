@@ -234,17 +234,28 @@ class Monitor:
 
     def _settle(self, verdict: Verdict) -> Verdict:
         """Let the log follower read the program's last lines, then diagnose again with them:
-        a traceback's last line is what turns "exit 1" into a cause."""
+        a traceback's last line is what turns "exit 1" into a cause. Only a program that
+        terminated has a log that ends; one still running (a worker crashed, the JobSet was
+        deleted) would only run out ``log_drain_s``, so it gets one tick to be seen
+        terminated (its pod's update may trail the JobSet's on another watch)."""
         category = verdict.diagnosis.category if verdict.diagnosis else None
-        started = container_state(self._coordinator(), WORKLOAD_CONTAINER) in ("running",
-                                                                               "terminated")
-        if not started or category in (FailureCategory.PREEMPTED, FailureCategory.STALLED):
+        if category in (FailureCategory.PREEMPTED, FailureCategory.STALLED,
+                        FailureCategory.CANCELLED) or not self._terminated_soon():
             return verdict
         self.follower.wait_drained(self.budgets.log_drain_s)
         if verdict.phase is Phase.SUCCEEDED:
             return verdict
         again = self._observe()
         return again if again.phase is Phase.FAILED else verdict
+
+    def _terminated_soon(self) -> bool:
+        deadline = time.monotonic() + self.budgets.tick_s
+        while True:
+            state = container_state(self._coordinator(), WORKLOAD_CONTAINER)
+            if state == "terminated" or time.monotonic() >= deadline or state != "running":
+                return state == "terminated"
+            self._changed.wait(max(0.0, deadline - time.monotonic()))
+            self._changed.clear()
 
     def _observe(self) -> Verdict:
         jobset = self.jobsets.get(self.name)
