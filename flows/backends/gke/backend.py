@@ -58,6 +58,7 @@ from flows.backends.gke.watch.logs import LogSink
 from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_finished
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
+from flows.backends.gke.watch.waits import render_waits, stage_waits
 from flows.config.profile import Profile
 from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
@@ -153,7 +154,10 @@ class GkeBackend:
                    else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
 
     def plan_footer(self) -> list[str]:
-        return ["", *render_cost(cost_plan(self.profile))]
+        from flows.pipeline import RETRY_DELAYS_S  # the flow's retries (imports this module)
+
+        waits = [stage_waits(s, budgets_for(self.profile, s), RETRY_DELAYS_S) for s in GKE_STAGES]
+        return ["", *render_cost(cost_plan(self.profile)), "", *render_waits(waits)]
 
     def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
         return write_manifests(self.profile, workloads, out_dir / "manifests")

@@ -76,14 +76,19 @@ class Budgets:
 
 def budgets_for(profile: Profile, stage: str) -> Budgets:
     """The profile's budgets (gke.queue_budget_s, gke.run_budget_s or, for training,
-    gke.train_run_budget_s, gke.preemption_budget); unset ones keep the defaults."""
+    gke.train_run_budget_s, gke.preemption_budget; gke.schedule_budget_s, gke.pull_grace_s,
+    gke.api_budget_s, gke.log_drain_s, gke.delete_wait_s from flows/config/watch_budgets.py);
+    unset ones keep the defaults."""
     gke, out = profile.gke, Budgets()
     if gke is None:
         return out
     run = gke.train_run_budget_s if stage == "train" else None
     found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
              "preemptions": gke.preemption_budget,
-             "waits_for_capacity": gke.capacity == "flex-start" or None}
+             "waits_for_capacity": gke.capacity == "flex-start" or None,
+             "schedule_s": gke.schedule_budget_s, "pull_grace_s": gke.pull_grace_s,
+             "api_s": gke.api_budget_s, "log_drain_s": gke.log_drain_s,
+             "delete_wait_s": gke.delete_wait_s}
     return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
 
 
