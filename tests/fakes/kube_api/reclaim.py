@@ -4,6 +4,7 @@ tests/fakes/kube_api/nodepools.py when a TpuPool has ``reclaim`` set)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,7 @@ def head_gives_up(kube: FakeKube, name: str) -> None:
     fails through failOnProgramExit."""
     if ("jobsets", NS, name) not in kube.objects:
         return
+    kube.action_times["head_gives_up"] = time.monotonic()  # for benchmarks/gke_watch.py
     for pod in kube.find("pods", NS, f"jobset.sigs.k8s.io/jobset-name={name}"):
         if pod["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name") != \
                 "pathways-head" or finished(pod):
