@@ -121,7 +121,8 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
                      "no pod explains it (they may be gone); it is retried with backoff")
     if stuck := blocked(name, workload):
         return Verdict(Phase.FAILED, stuck, stuck.summary)
-    verdict = _queued_or_running(name, jobset, workload, now, queue_budget_s, bool(pods))
+    terminating = any((p.get("metadata") or {}).get("deletionTimestamp") for p in pods)
+    verdict = _queued_or_running(name, jobset, workload, now, queue_budget_s, terminating)
     if verdict.phase is Phase.RUNNING and scaling and _unscheduled(pods):
         return Verdict(Phase.QUEUED, None, f"{name} is waiting for nodes: "
                        f"{scaling_line(scaling)}")
@@ -251,15 +252,16 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
 
 
 def _queued_or_running(name: str, jobset: Obj, workload: Obj | None, now: datetime,
-                       queue_budget_s: float, has_pods: bool = False) -> Verdict:
+                       queue_budget_s: float, terminating: bool = False) -> Verdict:
     suspended = (bool((jobset.get("spec") or {}).get("suspend"))
                  or condition(jobset, "Suspended") is not None
                  or (workload is not None and condition(workload, "Admitted") is None))
     if not suspended:
         return Verdict(Phase.RUNNING, None, f"{name} is running")
     why, since, admitted = status_line(workload)
-    if admitted and has_pods:  # pods exist only once it ran: it is being stopped (Kueue
-        # evicts before it releases the quota; the Workload watch may lag the JobSet's)
+    if admitted and terminating:  # its pods are being deleted: it is being stopped
+        # (Kueue evicts before it releases the quota; the Workload watch may lag the
+        # JobSet's). Pods of a start are new, without a deletionTimestamp.
         return Verdict(Phase.QUEUED, None, f"{name} is stopping: the JobSet was suspended "
                        "and its pods are terminating (a Kueue eviction)")
     if admitted:  # Kueue admitted it; the JobSet controller has not unsuspended it yet
