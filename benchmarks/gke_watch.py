@@ -17,6 +17,14 @@ WatchSettings.timeout_s = 300 s, so the reconnects of a long run are counted); t
 while objects keep changing), watch-cuts (every open stream dropped every 2 s with no event),
 503-burst (2 s before completion every stream drops and the next 20 requests get 503),
 429-retry-after (the same with 10 answers of 429 and Retry-After: 2).
+The races of issue 19, each with the default watch settings and a failure verdict, where the
+notice delay runs from the write that decides the verdict to the verdict, and "stage end"
+to run_workload's return (so a wait after the verdict shows): spot-reclaim (a spot slice
+goes silently, PodGC deletes its pods, then the Pathways head gives up: preempted, and
+the resubmission succeeds), operator-delete (kubectl delete jobset mid-run: cancelled),
+worker-crash (a worker fails while the head still runs: no wait for its log), stockout
+(no capacity, the autoscaler retrying after its back-off, for ``--fault-window-s`` as the
+scheduling budget: the cause kept).
 Usage: .venv/bin/python benchmarks/gke_watch.py [--window-s 330] [--fault-window-s 40]
        [--only steady,503-burst]
 """
@@ -31,13 +39,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_TOKEN", "hf_benchmark_token_not_a_secret")
 
 CASES = ("steady", "stream-aborts", "watch-cuts", "503-burst", "429-retry-after")
+RACES = ("spot-reclaim", "operator-delete", "worker-crash", "stockout")
 
 
 def main() -> None:
@@ -45,11 +54,17 @@ def main() -> None:
     parser.add_argument("--window-s", type=float, default=330.0)
     parser.add_argument("--fault-window-s", type=float, default=40.0)
     parser.add_argument("--line-every-s", type=float, default=5.0)
-    parser.add_argument("--only", default=",".join(CASES))
+    parser.add_argument("--only", default=",".join(CASES + RACES))
     args = parser.parse_args()
     print(f"{'case':<16} {'window':>7} {'requests/min':>13} {'notice delay':>13} "
           f"{'after write':>12}  goals: <= 2/min (steady), <= 5 s")
     for case in args.only.split(","):
+        if case in RACES:
+            rate, delay, end, verdict = run_race(case, args.fault_window_s)
+            ok = "ok" if delay <= 5.0 else "MISSED"
+            print(f"{case:<16} {'':>7} {rate:>13.2f} {delay * 1000:>10.0f} ms "
+                  f"{'stage end':>9} {end * 1000:.0f} ms  {ok}  {verdict}", flush=True)
+            continue
         window = args.window_s if case == "steady" else args.fault_window_s
         rate, delay, raw, kinds = run_case(case, window, args.line_every_s)
         ok = ("ok" if delay <= 5.0 and (case != "steady" or rate <= 2.0) else "MISSED")
@@ -123,6 +138,98 @@ def run_case(case: str, window_s: float,
         delay = backend.monitor.noticed_at - answering
         return (len(steady) / minutes, delay, raw,
                 Counter(_kind(path) for _, _, path in steady))
+
+
+def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
+    """(requests/min over the run, notice delay, stage end after the deciding write, the
+    verdict) for one race of issue 19."""
+    import dataclasses
+
+    from flows.backends.gke.backend import GkeBackend
+    from flows.backends.gke.watch.client import cluster_at
+    from flows.backends.gke.watch.monitor import Budgets
+    from flows.config import load_profile
+    from flows.core.failures import StageFailed
+    from flows.core.layout import Layout
+    from flows.core.storage import LocalStorage, file_uri
+    from flows.stages.programs import train_workload
+    from tests.fakes.kube_api import FakeApiServer, FakeKube
+    from tests.fakes.kube_api.nodepools import Autoscaler, Reclaim, TpuPool
+    from tests.fakes.kube_api.scenarios import (
+        admit,
+        operator_deletes,
+        say,
+        scenario,
+        start,
+        succeed,
+        worker_crashes,
+    )
+    from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+
+    class Quiet:
+        def info(self, msg: str, *a: object) -> None:
+            pass
+
+        def warning(self, msg: str, *a: object) -> None:
+            pass
+
+    class Recording(GkeBackend):  # every monitor, not only the latest
+        monitors: ClassVar[list[Any]] = []
+
+        def _watch(self, live: Any, sink: Any, coordinator: str) -> Any:
+            verdict = super()._watch(live, sink, coordinator)
+            self.monitors.append(self.monitor)
+            return verdict
+
+    settings = {"gke.capacity": "spot", "gke.reservation": "",
+                "gke.prices.spot.usd_per_chip_hour": "1.0", "gke.prices.spot.source": "bench",
+                "gke.prices.spot.as_of": "2026-12-01"} if case in ("spot-reclaim",
+                                                                   "stockout") else {}
+    profile = load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, **settings}, environ={})
+    budgets = dataclasses.replace(Budgets(), schedule_s=window_s)
+    run = [(0.2, admit), (0.2, start), (0.5, say("step 1", "saved checkpoint 1"))]
+    scripts = {"spot-reclaim": [[*run, (window_s, succeed)],
+                                [(0.2, admit), (0.2, start), (0.5, succeed)]],
+               "operator-delete": [[*run, (2.0, operator_deletes)]],
+               "worker-crash": [[*run, (2.0, worker_crashes)]],
+               "stockout": [[*run, (0.5, succeed)]]}[case]
+    decided_by = {"spot-reclaim": "head_gives_up", "operator-delete": "operator_deletes",
+                  "worker-crash": "worker_crashes", "stockout": ""}[case]
+    kube = scenario(FakeKube(), *scripts)
+    scaler = None
+    if case in ("spot-reclaim", "stockout"):
+        pool = TpuPool(reclaim=Reclaim(kubelet_posts=False, pod_gc_s=4.0,
+                                       program_gives_up_s=6.0),
+                       stockout=case == "stockout", scale_up_backoff_s=5.0)
+        scaler = Autoscaler(kube, pool)
+    try:
+        with FakeApiServer(kube) as server, tempfile.TemporaryDirectory() as tmp:
+            backend = Recording(profile, logger=Quiet(), stage="train", budgets=budgets,
+                                storage=LocalStorage(), cluster=cluster_at(server.url))
+            workload = train_workload(profile, Layout(profile), backend.runtime)
+            if case == "spot-reclaim":
+                def reclaim() -> None:
+                    while "log" not in kube.action_times or not scaler.nodes:
+                        time.sleep(0.05)
+                    scaler.preempt()
+                import threading
+                threading.Thread(target=reclaim, daemon=True).start()
+            started = time.monotonic()
+            try:
+                outcome: Any = backend.run_workload(workload, file_uri(Path(tmp) / "t.log"))
+                verdict = f"succeeded after {outcome.submissions} submission(s)"
+            except StageFailed as exc:
+                outcome = exc
+                verdict = f"{exc.diagnosis.category}: {exc.diagnosis.summary[:90]}"
+            ended = time.monotonic()
+            first = backend.monitors[0]
+            decided = kube.action_times.get(decided_by, first.noticed_at)
+            minutes = max(ended - started, 1.0) / 60
+            rate = len(kube.requests_between(started, ended)) / minutes
+            return rate, first.noticed_at - decided, ended - decided, verdict
+    finally:
+        if scaler is not None:
+            scaler.stop()
 
 
 def _kind(path: str) -> str:

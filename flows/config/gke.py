@@ -41,6 +41,7 @@ from flows.config.tpu import (
     supported_topologies,
     topology_is_well_formed,
 )
+from flows.config.watch_budgets import GkeWatchBudgets
 
 CIDR_FIX = ("set gke.authorized_cidr to the network you run kubectl/the flow from, e.g. "
             "--set gke.authorized_cidr=203.0.113.7/32 (`curl ifconfig.me` shows your address); "
@@ -363,7 +364,8 @@ class GkeCredentials(StrictModel):
     gcp_credentials_block: str | None = None
 
 
-class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend):
+class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
+                 GkeWatchBudgets):
     """The cluster the tutorial builds with Cluster Toolkit, its jobs, and what it costs."""
 
     @model_validator(mode="after")

@@ -31,6 +31,7 @@ class FailureCategory(StrEnum):
     USER_ERROR = "user-error"
     INTERNAL = "internal-error"  # a bug of the pipeline's own: report it, do not retry it
     BUDGET = "budget"  # a spend cap was reached (gke.max_usd_per_run): stopped, not retried
+    CANCELLED = "cancelled"  # stopped on purpose from outside (an operator): never retried
 
 
 RETRYABLE = frozenset({FailureCategory.PREEMPTED, FailureCategory.INFRASTRUCTURE})

@@ -4,6 +4,15 @@ Tunix writes scalars (loss, KL, rewards, ...) as TensorBoard events under the ru
 The orchestrator only needs the numbers, so it decodes the TFRecord framing and the few
 protobuf fields of ``Event``/``Summary``/``TensorProto`` it uses (simple values and scalar
 tensors); this keeps the flow image small and the decoder a pure, testable function.
+
+Metrics inform; they never fail a stage. A TFRecord frame is ``uint64 length``, the masked
+CRC32C of those 8 bytes, the payload and the payload's masked CRC32C (tensorflow
+core/lib/io/record_writer.cc; the mask is tensorflow core/lib/hash/crc32c.h's: rotate right
+15 bits, add 0xa282ead8). A record whose CRC does not match, or whose payload does not
+decode, is skipped and counted; a bad length ends that file (nothing after it can be
+framed); a file that cannot be read at all is skipped and counted. The counts and the
+reasons go into the summary (``bad_records``, ``bad_files``, ``problems``), and the caller
+logs them.
 """
 
 from __future__ import annotations
@@ -11,7 +20,8 @@ from __future__ import annotations
 import math
 import struct
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from flows.core.storage import Storage
@@ -19,16 +29,79 @@ from flows.core.storage import Storage
 _DTYPES = {1: ("<f", 4), 2: ("<d", 8), 3: ("<i", 4), 9: ("<q", 8), 19: ("<e", 2)}
 
 
-def tfrecords(data: bytes) -> Iterator[bytes]:
-    """Record payloads of a TFRecord file (length, crc, payload, crc); a torn tail is skipped."""
-    offset = 0
-    while offset + 12 <= len(data):
+_MASK_DELTA = 0xA282EAD8
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        crc = n
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli): google-crc32c's C code when installed (the GCS extra brings
+    it), else a table in Python (a few MB/s, enough for event files)."""
+    try:
+        import google_crc32c
+
+        return int(google_crc32c.value(data))
+    except ImportError:
+        crc = 0xFFFFFFFF
+        for byte in data:
+            crc = _TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+        return crc ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data: bytes) -> int:
+    crc = crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+@dataclass
+class RecordScan:
+    """The payloads whose CRCs match, and what was skipped (one reason per bad record)."""
+
+    records: list[bytes] = field(default_factory=list)
+    bad: list[str] = field(default_factory=list)
+
+
+def scan_records(data: bytes) -> RecordScan:
+    """Pure: every TFRecord frame of one file, checked (see the module docstring)."""
+    scan, offset = RecordScan(), 0
+    while offset < len(data):
+        if offset + 12 > len(data):
+            scan.bad.append(f"truncated frame at byte {offset}")
+            break
+        header = data[offset:offset + 8]
         (length,) = struct.unpack_from("<Q", data, offset)
+        (length_crc,) = struct.unpack_from("<I", data, offset + 8)
+        if masked_crc32c(header) != length_crc:
+            scan.bad.append(f"length CRC mismatch at byte {offset}; the rest is unframed")
+            break
         start = offset + 12
         if start + length + 4 > len(data):
-            return
-        yield data[start:start + length]
+            scan.bad.append(f"truncated record at byte {offset} ({length} bytes announced)")
+            break
+        payload = data[start:start + length]
+        (payload_crc,) = struct.unpack_from("<I", data, start + length)
+        if masked_crc32c(payload) == payload_crc:
+            scan.records.append(payload)
+        else:
+            scan.bad.append(f"data CRC mismatch in the record at byte {offset}")
         offset = start + length + 4
+    return scan
+
+
+def tfrecords(data: bytes) -> Iterator[bytes]:
+    """Record payloads of a TFRecord file whose CRCs match; bad or torn records skipped."""
+    yield from scan_records(data).records
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -58,6 +131,8 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
             value, pos = buf[pos:pos + 4], pos + 4
         else:
             return  # groups are not used by these messages
+        if pos > len(buf):
+            raise ValueError(f"field {number} runs past the end of its message")
         yield number, wire, value
 
 
@@ -86,46 +161,90 @@ def _tensor_scalar(buf: bytes) -> float | None:
     return None
 
 
-def scalars_from_events(data: bytes) -> list[tuple[str, int, float]]:
-    """(tag, step, value) for every scalar in one event file. Pure."""
-    out = []
-    for record in tfrecords(data):
-        step, summary = 0, None
-        for number, _wire, value in _fields(record):
-            if number == 2:
-                step = value
-            elif number == 5:
-                summary = value
-        if summary is None:
+def _record_scalars(record: bytes) -> list[tuple[str, int, float]]:
+    out: list[tuple[str, int, float]] = []
+    step, summary = 0, None
+    for number, _wire, value in _fields(record):
+        if number == 2:
+            step = value
+        elif number == 5:
+            summary = value
+    if summary is None:
+        return out
+    for number, _wire, value_msg in _fields(summary):
+        if number != 1:
             continue
-        for number, _wire, value_msg in _fields(summary):
-            if number != 1:
-                continue
-            tag, scalar = "", None
-            for vnum, _w, v in _fields(value_msg):
-                if vnum == 1:
-                    tag = v.decode("utf-8", "replace")
-                elif vnum == 2:
-                    scalar = struct.unpack("<f", v)[0]
-                elif vnum == 8:
-                    scalar = _tensor_scalar(v)
-            if tag and scalar is not None:
-                out.append((tag, step, scalar))
+        tag, scalar = "", None
+        for vnum, _w, v in _fields(value_msg):
+            if vnum == 1:
+                tag = v.decode("utf-8", "replace")
+            elif vnum == 2:
+                scalar = struct.unpack("<f", v)[0]
+            elif vnum == 8:
+                scalar = _tensor_scalar(v)
+        if tag and scalar is not None:
+            out.append((tag, step, scalar))
     return out
 
 
-def summarize_run(storage: Storage, run_dir: str) -> dict[str, Any]:
-    """Per-step metrics of a run (local or GCS): every scalar tag, grouped by step."""
-    files = [uri for uri in storage.files_under(run_dir) if "tfevents" in uri.rsplit("/", 1)[-1]]
+_MALFORMED = (struct.error, IndexError, ValueError, TypeError, AttributeError, KeyError)
+
+
+def decode_events(data: bytes) -> tuple[list[tuple[str, int, float]], list[str]]:
+    """Pure: (tag, step, value) for every scalar of one event file, and why each skipped
+    record was skipped (a CRC mismatch, a truncation, a payload that does not decode)."""
+    scan = scan_records(data)
+    out, bad = [], list(scan.bad)
+    for index, record in enumerate(scan.records):
+        try:
+            out.extend(_record_scalars(record))
+        except _MALFORMED as exc:  # CRC-valid yet malformed: skipped, never raised
+            bad.append(f"record {index} does not decode ({type(exc).__name__})")
+    return out, bad
+
+
+def scalars_from_events(data: bytes) -> list[tuple[str, int, float]]:
+    """(tag, step, value) for every scalar in one event file; bad records skipped. Pure."""
+    return decode_events(data)[0]
+
+
+def summarize_run(storage: Storage, run_dir: str,
+                  warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Per-step metrics of a run (local or GCS): every scalar tag, grouped by step. Never
+    raises for the event files' sake: unreadable files and bad records are counted,
+    reported in ``problems`` and passed to ``warn``."""
+    problems: list[str] = []
+    bad_records = bad_files = 0
     by_step: dict[int, dict[str, float]] = defaultdict(dict)
+    files: list[str] = []
+    try:
+        files = [uri for uri in storage.files_under(run_dir)
+                 if "tfevents" in uri.rsplit("/", 1)[-1]]
+    except Exception as exc:  # a listing that fails leaves no metrics, not a failed stage
+        problems.append(f"{run_dir}: cannot list event files ({type(exc).__name__}: "
+                        f"{str(exc)[:200]})")
     for uri in files:
-        data = storage.read_bytes(uri)
-        for tag, step, value in scalars_from_events(data or b""):
+        try:
+            scalars, bad = decode_events(storage.read_bytes(uri) or b"")
+        except Exception as exc:  # unreadable, or a decoder bug: skip the file, say so
+            bad_files += 1
+            problems.append(f"{uri}: skipped ({type(exc).__name__}: {str(exc)[:200]})")
+            continue
+        if bad:
+            bad_records += len(bad)
+            if not scalars:
+                bad_files += 1
+            problems.extend(f"{uri}: {why}" for why in bad[:20])
+        for tag, step, value in scalars:
             by_step[step][tag] = value
+    if problems and warn is not None:
+        warn(f"metrics: {bad_records} bad record(s) and {bad_files} unusable file(s) of "
+             f"{len(files)} event file(s) skipped: " + "; ".join(problems[:5]))
     steps = [{"step": step, **{tag: _finite(v) for tag, v in sorted(values.items())}}
              for step, values in sorted(by_step.items())]
     tags = sorted({tag for values in by_step.values() for tag in values})
-    return {"steps": steps, "tags": tags, "event_files": len(files)}
+    return {"steps": steps, "tags": tags, "event_files": len(files),
+            "bad_records": bad_records, "bad_files": bad_files, "problems": problems[:50]}
 
 
 def _finite(value: float) -> float | None:

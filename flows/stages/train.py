@@ -77,6 +77,7 @@ class TrainStage(Stage):
             raise user_error(self.name, f"the newest actor checkpoint is step {step}, expected "
                              f"{expected}", layout.actor_checkpoints,
                              "training stopped early; read the train log")
-        summary = summarize_run(ctx.storage, layout.train_run_dir)
+        summary = summarize_run(ctx.storage, layout.train_run_dir,  # metrics never fail it
+                                warn=lambda text: ctx.logger.warning("%s", text))
         return ({"run_dir": layout.train_run_dir, "actor_checkpoint": layout.actor_params(step)},
                 {"newest_step": step, "metrics": summary})

@@ -49,4 +49,4 @@ def test_plain_nonzero_exit_without_traceback():
 def test_categories_are_stable_strings():
     assert [c.value for c in FailureCategory] == ["preempted", "infrastructure", "queue-timeout",
                                                   "stalled", "user-error", "internal-error",
-                                                  "budget"]
+                                                  "budget", "cancelled"]

@@ -38,3 +38,79 @@ def test_chart_draws_reward_and_loss_and_skips_missing_values():
     svg = base64.b64decode(markdown.split(",", 1)[1].rstrip(")")).decode()
     assert svg.count("<polyline") == 3 and "reward (mean): 0.7" in svg
     assert metrics_chart_markdown({"steps": []}) is None
+
+
+# --- issue 19.7: record CRCs, and metrics that never fail a stage --------------------------
+
+def _events(*steps: int) -> bytes:
+    records = [tf_record(pb_field(3, 2, b"brain.Event:2"))]
+    for step in steps:
+        value = pb_field(1, 2, b"loss") + pb_field(2, 5, struct.pack("<f", step / 10))
+        records.append(tf_record(tf_event(step, value)))
+    return b"".join(records)
+
+
+def test_crc32c_is_castagnolis_with_and_without_the_c_library(monkeypatch) -> None:
+    import os
+    import sys
+
+    import google_crc32c
+
+    from flows.runpage.metrics import crc32c
+
+    assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value (RFC 3720 B.4)
+    data = os.urandom(3000)
+    expected = int(google_crc32c.value(data))
+    monkeypatch.setitem(sys.modules, "google_crc32c", None)  # the table in Python
+    assert crc32c(b"123456789") == 0xE3069283 and crc32c(data) == expected
+
+
+def test_corrupted_truncated_and_malformed_files_are_skipped_counted_and_reported(
+        tmp_path) -> None:
+    """Real files on disk, as a training leaves them: one intact, one with a flipped byte
+    inside a record, one cut off mid-record (a killed writer), one of garbage, and one whose
+    record has valid CRCs but a payload that is not an Event (the code before raised
+    IndexError / struct.error from TrainStage.verify, failing a finished training)."""
+    from flows.core.storage import LocalStorage, file_uri
+    from flows.runpage.metrics import summarize_run
+
+    run = tmp_path / "run" / "tensorboard"
+    run.mkdir(parents=True)
+    good = _events(1, 2)
+    (run / "events.out.tfevents.1.good").write_bytes(good)
+    flipped = bytearray(_events(3, 4))
+    flipped[-10] ^= 0xFF  # inside the last record's payload
+    (run / "events.out.tfevents.2.flipped").write_bytes(bytes(flipped))
+    torn = _events(5, 6)
+    (run / "events.out.tfevents.3.torn").write_bytes(torn[:-7])
+    (run / "events.out.tfevents.4.garbage").write_bytes(bytes(range(256)) * 3)
+    short_float = pb_field(5, 2, pb_field(1, 2, pb_field(1, 2, b"loss") + b"\x15\x00\x00"))
+    malformed = tf_record(b"\x10\xff") + tf_record(short_float)  # a cut varint, a cut float
+    (run / "events.out.tfevents.5.malformed").write_bytes(malformed)
+    warnings: list[str] = []
+    summary = summarize_run(LocalStorage(), file_uri(tmp_path / "run"), warn=warnings.append)
+    assert [s["step"] for s in summary["steps"]] == [1, 2, 3, 5]
+    assert summary["event_files"] == 5
+    assert summary["bad_records"] == 5  # flipped, torn, garbage, and both malformed ones
+    assert summary["bad_files"] == 2  # garbage and malformed gave nothing
+    problems = "\n".join(summary["problems"])
+    assert "data CRC mismatch" in problems and "truncated record" in problems
+    assert "length CRC mismatch" in problems and "does not decode" in problems
+    assert len(warnings) == 1 and "5 bad record(s)" in warnings[0]
+
+
+def test_an_unreadable_event_file_is_skipped_not_raised(tmp_path) -> None:
+    from flows.core.storage import LocalStorage, file_uri
+    from flows.runpage.metrics import summarize_run
+
+    class Flaky(LocalStorage):
+        def read_bytes(self, uri: str) -> bytes | None:
+            if uri.endswith("bad"):
+                raise OSError(5, "Input/output error", uri)
+            return super().read_bytes(uri)
+
+    (tmp_path / "events.out.tfevents.1.ok").write_bytes(_events(1))
+    (tmp_path / "events.out.tfevents.2.bad").write_bytes(_events(2))
+    summary = summarize_run(Flaky(), file_uri(tmp_path))
+    assert [s["step"] for s in summary["steps"]] == [1] and summary["bad_files"] == 1
+    assert "Input/output error" in summary["problems"][0]

@@ -22,7 +22,20 @@ def pb_field(number: int, wire: int, payload: bytes) -> bytes:
 
 
 def tf_record(data: bytes) -> bytes:
-    return struct.pack("<Q", len(data)) + b"\0" * 4 + data + b"\0" * 4
+    """One TFRecord frame as tensorflow core/lib/io/record_writer.cc writes it: length,
+    masked CRC32C of the length, data, masked CRC32C of the data."""
+    length = struct.pack("<Q", len(data))
+    return (length + struct.pack("<I", _masked(length)) + data
+            + struct.pack("<I", _masked(data)))
+
+
+def _masked(data: bytes) -> int:
+    """tensorflow core/lib/hash/crc32c.h Mask(), over google-crc32c's CRC (independent of
+    the decoder's own code, which the tests check against this)."""
+    import google_crc32c
+
+    crc = int(google_crc32c.value(data))
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def tf_event(step: int, value_msg: bytes) -> bytes:

@@ -67,6 +67,7 @@ from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_f
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
+from flows.backends.gke.watch.waits import render_waits, stage_waits
 from flows.config.profile import Profile
 from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
@@ -163,7 +164,11 @@ class GkeBackend:
                    else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
 
     def plan_footer(self) -> list[str]:
-        return ["", *render_cost(cost_plan(self.profile)), *render_caps(self.profile), "", *self._parity()]
+        from flows.pipeline import RETRY_DELAYS_S  # the flow's retries (imports this module)
+
+        waits = [stage_waits(s, budgets_for(self.profile, s), RETRY_DELAYS_S) for s in GKE_STAGES]
+        return ["", *render_cost(cost_plan(self.profile)), *render_caps(self.profile), "",
+                *self._parity(), "", *render_waits(waits)]
 
     def _parity(self) -> list[str]:
         """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""
@@ -244,8 +249,10 @@ class GkeBackend:
                         self._delete(name, wait=True)
                         continue
                     diagnosis = self._budget_spent(name, number, diagnosis)
-                if not is_finished(self.monitor.last_jobset if self.monitor else None):
-                    self._cancel(name)  # queued or stuck: stop holding quota
+                if diagnosis.category is not FailureCategory.CANCELLED and not is_finished(
+                        self.monitor.last_jobset if self.monitor else None):
+                    self._cancel(name)  # queued or stuck: stop holding quota (never a JobSet
+                    # that someone else deleted and may have recreated under the same name)
                 raise StageFailed(self.stage or workload.name, self._redacted(diagnosis), log_uri)
         except StageFailed:
             raise

@@ -36,6 +36,7 @@ from tests.fakes.kube_api.scenarios import (
     evict,
     exit_with,
     image_pull_backoff,
+    operator_deletes,
     say,
     scenario,
     start,
@@ -134,6 +135,23 @@ def test_jobsets_per_stage_are_bounded_across_retries(server: FakeApiServer,
     last = outcomes[-1].diagnosis
     assert last.code == "gke/submission-budget" and not last.retryable
     assert "kubectl delete jobset" in last.resolution
+
+
+def test_a_jobset_an_operator_deleted_is_not_resubmitted(server: FakeApiServer,
+                                                         tmp_path: Path) -> None:
+    """19.5: a `kubectl delete jobset` mid-run was classed retryable infrastructure, so
+    Prefect's retry recreated what an operator had stopped on purpose."""
+    kube = scenario(server.kube, [(0.1, admit), (0.05, start), (0.05, say("step 1")),
+                                  (0.2, operator_deletes)])
+    outcome, logger, log_uri, _ = run_stage(server, "train", tmp_path)
+    assert isinstance(outcome, StageFailed), outcome
+    d = outcome.diagnosis
+    assert d.category is FailureCategory.CANCELLED and not d.retryable
+    assert d.code == "gke/deleted-by-operator" and "deleted" in d.summary
+    assert "UTC" in d.summary  # when it was deleted
+    assert "audit" in d.resolution.lower()  # who did it: the API keeps that in audit logs
+    assert jobsets_created(kube) == 1
+    assert_no_canary(kube, logger, log_uri, outcome)
 
 
 def test_watch_dropped_every_few_events(server: FakeApiServer, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from tests.fakes.gke_backend import (
     run_stage,
 )
 from tests.fakes.kube_api import FakeApiServer, FakeKube
-from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
+from tests.fakes.kube_api.nodepools import Autoscaler, Reclaim, TpuPool
 from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start, succeed
 from tests.support.profiles import tutorial_profile
 
@@ -113,7 +113,9 @@ def test_a_failed_run_leaves_no_tpu_node_behind(server, tmp_path: Path) -> None:
 def test_no_capacity_fails_with_the_autoscalers_message_and_holds_nothing(server,
                                                                          tmp_path: Path) -> None:
     scaler, _pool = pool_on(server, stockout=True)
-    budgets = dataclasses.replace(BUDGETS, schedule_s=1.0)
+    # 2 s: the first attempt fails after 0.3 s, and the budget may end a second early (the
+    # PodScheduled lastTransitionTime has whole seconds)
+    budgets = dataclasses.replace(BUDGETS, schedule_s=2.0)
     try:
         scenario(server.kube, RUN)
         outcome, *_ = run_stage(server, "train", tmp_path, budgets,
@@ -128,6 +130,38 @@ def test_no_capacity_fails_with_the_autoscalers_message_and_holds_nothing(server
         assert wait_for(lambda: not server.kube.find("jobsets"))  # quota released
     finally:
         scaler.stop()
+
+
+@pytest.mark.parametrize("mode", ["on-demand", "flex-start"])
+def test_the_stockout_cause_survives_the_autoscalers_next_attempt(server, tmp_path: Path,
+                                                                  mode: str) -> None:
+    """19.2: the budget ends while the autoscaler retries after its back-off: the newer
+    TriggeredScaleUp hid the FailedScaleUp, so the summary was the generic "the node pool
+    lacks capacity" (flex-start: it quoted the newest event instead of the cause)."""
+    # first attempt fails at 0.2 s; the next starts 1.1 s later (a later second, so its
+    # TriggeredScaleUp is the newest event) and is still provisioning when the budget ends
+    # (2 to 3 s: lastTransitionTime has whole seconds)
+    scaler, pool = pool_on(server, stockout=True, provision_s=0.2, scale_up_backoff_s=1.1)
+    flex = mode == "flex-start"
+    budgets = dataclasses.replace(BUDGETS, schedule_s=3.0, queue_s=3.0 if flex else 30,
+                                  waits_for_capacity=flex)
+    try:
+        threading.Thread(target=lambda: wait_for(lambda: _seen(server, "FailedScaleUp"), 30)
+                         and setattr(pool, "provision_s", 60.0), daemon=True).start()
+        scenario(server.kube, RUN)
+        outcome, *_ = run_stage(server, "train", tmp_path, budgets, profile=mode_profile(mode))
+        assert isinstance(outcome, StageFailed), outcome
+        assert _seen(server, "TriggeredScaleUp", count=2)  # it ended during the next attempt
+        summary = outcome.diagnosis.summary
+        assert "GCE out of resources" in summary and "us-east5-b" in summary, summary
+    finally:
+        scaler.stop()
+
+
+def _seen(server: FakeApiServer, reason: str, count: int = 1) -> bool:
+    """The autoscaler recorded ``reason`` on a pod at least ``count`` times."""
+    return any(int(e.get("count") or 1) >= count for e in server.kube.find("events")
+               if e.get("reason") == reason)
 
 
 def test_flex_start_waits_for_capacity_under_the_queue_budget(server, tmp_path: Path) -> None:
@@ -177,12 +211,43 @@ def test_spot_preemption_resumes_and_is_reported(server, tmp_path: Path) -> None
     scaler, _pool = pool_on(server)
     try:
         scenario(server.kube, INTERRUPTED, RESUMED)
-        threading.Timer(1.0, scaler.preempt).start()
+        preempt_once_it_ran(server, scaler)
         outcome, *_ = run_stage(server, "train", tmp_path, profile=mode_profile("spot"))
         assert not isinstance(outcome, StageFailed), outcome
         assert scaler.preemptions == 1 and jobsets_created(server.kube) == 2
         assert outcome.preemptions == 1 and outcome.preempted_chip_hours > 0
         assert wait_for(lambda: not scaler.nodes)
+    finally:
+        scaler.stop()
+
+
+def preempt_once_it_ran(server: FakeApiServer, scaler: Autoscaler) -> None:
+    """Reclaim the slice once the program has printed (its checkpoint is saved)."""
+    def reclaim() -> None:
+        if wait_for(lambda: "log" in server.kube.action_times and scaler.nodes, timeout=60):
+            scaler.preempt()
+    threading.Thread(target=reclaim, daemon=True).start()
+
+
+@pytest.mark.parametrize("reclaim", [
+    Reclaim(kubelet_posts=True, pod_gc_s=0.4),  # kubelet marked the pods, PodGC removed them
+    Reclaim(kubelet_posts=False, pod_gc_s=0.4),  # the VM went silently; PodGC marked them
+    Reclaim(kubelet_posts=False, pod_gc_s=None),  # silent, and PodGC has not run yet
+], ids=["kubelet-then-podgc", "podgc-only", "node-gone-only"])
+def test_a_spot_reclaim_the_program_notices_late_is_a_preemption(server, tmp_path: Path,
+                                                                  reclaim: Reclaim) -> None:
+    """19.1: when the Pathways head gave up on its lost workers (its own timeout) after
+    PodGC had deleted them, the verdict saw only the head's exit and called it a user
+    error: not retried, the run failed. The disruption is remembered as the watch saw it."""
+    scaler, _pool = pool_on(server, reclaim=reclaim)
+    try:
+        scenario(server.kube, INTERRUPTED, RESUMED)
+        preempt_once_it_ran(server, scaler)
+        outcome, logger, _log, _backend = run_stage(server, "train", tmp_path,
+                                                     profile=mode_profile("spot"))
+        assert not isinstance(outcome, StageFailed), outcome.diagnosis.summary
+        assert outcome.preemptions == 1 and jobsets_created(server.kube) == 2
+        assert any("preempted: resubmitting" in line for line in logger.lines)
     finally:
         scaler.stop()
 

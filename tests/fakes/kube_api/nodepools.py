@@ -22,6 +22,11 @@ What it does, and where the real behaviour is decided:
   child Jobs (kubernetes-sigs/jobset pkg/controllers/jobset_controller.go: "If JobSet is
   already completed or failed, clean up active child jobs"), so their pods terminate and the
   nodes they held become unneeded.
+- With ``reclaim`` set (spot), the end of the slice races as on a cluster (``Reclaim``):
+  the kubelet's graceful shutdown may or may not post its condition, PodGC force-deletes
+  the orphaned pods after its quarantine, the Job controller replaces the worker pods, and
+  the Pathways head gives up on its lost workers after its own timeout, which is what
+  fails the JobSet.
 Containers do not start (the scenario script waits) until the JobSet's TPU pods are bound.
 """
 
@@ -32,6 +37,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.fakes.kube_api.reclaim import (
+    Reclaim,
+    head_gives_up,
+    later,
+    pod_gc,
+    replacement,
+    shut_down_by_kubelet,
+)
 from tests.fakes.kube_api.scenarios import NS, disrupt_and_fail
 from tests.fakes.kube_api.store import FakeKube, condition, now_iso
 
@@ -49,8 +62,10 @@ class TpuPool:
     zone: str = "us-east5-b"
     stockout: bool = False
     provision_s: float = 0.3
+    scale_up_backoff_s: float = 0.2  # after a failed scale-up (5 min on a cluster)
     unneeded_s: float = 0.5
     max_run_s: float | None = None  # flex-start: the nodes' lifetime
+    reclaim: Reclaim | None = None  # spot: the race of Reclaim; None: JobSet fails at once
     # what happened, for the tests: (monotonic time, node count) at every change
     history: list[tuple[float, int]] = field(default_factory=list)
 
@@ -63,8 +78,11 @@ class Autoscaler:
         self.nodes: list[str] = []
         self.nodes_since = 0.0
         self.provisioning_until: float | None = None
+        self.backoff_until: float | None = None  # after a failed scale-up
         self.unneeded_since: float | None = None
         self.preemptions = 0
+        self.generation = 0  # slices created so far
+        self.lost: set[str] = set()  # nodes reclaimed; pods bound to them await PodGC
         self._told: set[tuple[str, str]] = set()  # (pod, reason) already recorded
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="fake-autoscaler")
@@ -98,7 +116,8 @@ class Autoscaler:
     def _tick(self, now: float) -> None:
         self._clean_up_finished_jobsets()
         pods = [p for p in self.kube.find("pods", NS) if self._wants_tpu(p) and not
-                _finished(p) and not p["metadata"].get("deletionTimestamp")]
+                _finished(p) and not p["metadata"].get("deletionTimestamp")
+                and p["spec"].get("nodeName") not in self.lost]  # orphans never move
         unbound = [p for p in pods if not p["spec"].get("nodeName")
                    or p["spec"]["nodeName"] not in self.nodes]
         if self.nodes and self.pool.max_run_s is not None and \
@@ -115,25 +134,43 @@ class Autoscaler:
         self._scale_down(bool(pods), now)
 
     def _scale_up(self, pods: list[Obj], now: float) -> None:
+        """One attempt: TriggeredScaleUp, then the VMs come up after ``provision_s``, or in
+        a stockout GCE fails them: FailedScaleUp, and the node group backs off
+        (kubernetes/autoscaler cluster-autoscaler --initial-node-group-backoff-duration,
+        5 min doubling to --max-node-group-backoff-duration 30 min) with NotTriggerScaleUp
+        "in backoff", then tries again. A repeated (reason, message) on the same pod
+        updates the one Event (count, lastTimestamp), as client-go's event correlator does
+        (staging/src/k8s.io/client-go/tools/record/events_cache.go)."""
         pool = self.pool
-        if pool.stockout:
-            for pod in pods:
-                self._event(pod, "Warning", "FailedScaleUp",
-                            f"Node scale up in zones {pool.zone} associated with this pod "
-                            "failed: GCE out of resources. Pod is at risk of not being "
-                            "scheduled.")
-                self._event(pod, "Normal", "NotTriggerScaleUp",
-                            "pod didn't trigger scale-up: 1 in backoff after failed scale-up")
-            return
         if self.provisioning_until is None:
+            if self.backoff_until is not None and now < self.backoff_until:
+                return
+            self.backoff_until = None
             self.provisioning_until = now + pool.provision_s
             for pod in pods:
                 self._event(pod, "Normal", "TriggeredScaleUp",
                             f"pod triggered scale-up: [{{{pool.name} 0->{pool.hosts} "
-                            f"(max: {pool.hosts})}}]")
-        elif now >= self.provisioning_until:
+                            f"(max: {pool.hosts})}}]", again=True)
+            return
+        if now >= self.provisioning_until and pool.stockout:
             self.provisioning_until = None
-            self.nodes = [f"{pool.name}-node-{i}" for i in range(pool.hosts)]
+            self.backoff_until = now + pool.scale_up_backoff_s
+            for pod in pods:
+                self._event(pod, "Warning", "FailedScaleUp",
+                            f"Node scale up in zones {pool.zone} associated with this pod "
+                            "failed: GCE out of resources. Pod is at risk of not being "
+                            "scheduled.", again=True)
+                self._event(pod, "Normal", "NotTriggerScaleUp",
+                            "pod didn't trigger scale-up: 1 in backoff after failed scale-up",
+                            again=True)
+            return
+        if now >= self.provisioning_until:
+            self.provisioning_until = None
+            # GKE names each VM of a new slice afresh (<pool>-<random>-<suffix>), so a
+            # replacement slice never reuses a lost node's name
+            self.generation += 1
+            self.nodes = [f"{pool.name}-{self.generation:04x}-node-{i}"
+                          for i in range(pool.hosts)]
             self.nodes_since = now
             for node in self.nodes:
                 self.kube.create("nodes", "", {"metadata": {"name": node, "labels": {
@@ -159,12 +196,45 @@ class Autoscaler:
         jobsets = {p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name")
                    for p in self.kube.find("pods", NS)
                    if p["spec"].get("nodeName") in self.nodes and not _finished(p)}
-        for node in self.nodes:
+        lost = list(self.nodes)
+        if self.pool.reclaim is not None and why == "preempted":
+            self._reclaim(self.pool.reclaim, lost, sorted(filter(None, jobsets)))
+            return
+        for node in lost:
             self.kube.delete("nodes", "", node)
         self.nodes = []
         self.pool.history.append((time.monotonic(), 0))
         for name in filter(None, jobsets):
             disrupt_and_fail(self.kube, name)
+
+    def _reclaim(self, how: Reclaim, lost: list[str], jobsets: list[str]) -> None:
+        """Spot reclaim as the controllers race it (Reclaim's docstring has the sources)."""
+        kube = self.kube
+        on_lost = [p for p in kube.find("pods", NS) if p["spec"].get("nodeName") in lost
+                   and not _finished(p)]
+        if how.kubelet_posts:
+            for pod in on_lost:
+                kube.mutate("pods", NS, pod["metadata"]["name"], shut_down_by_kubelet)
+            for node in lost:
+                kube.create("events", NS, {
+                    "metadata": {"name": f"{node}.nodeshutdown"},
+                    "involvedObject": {"kind": "Node", "name": node},
+                    "reason": "NodeShutdown", "type": "Normal",
+                    "message": "Shutdown manager detected shutdown event",
+                    "source": {"component": "kubelet", "host": node}, "count": 1,
+                    "firstTimestamp": now_iso(), "lastTimestamp": now_iso()})
+        for node in lost:
+            kube.delete("nodes", "", node)
+        self.nodes = []
+        self.lost |= set(lost)
+        self.pool.history.append((time.monotonic(), 0))
+        for pod in on_lost:  # the worker Job's controller replaces its lost pods
+            kube.create("pods", NS, replacement(pod, kube.rv))
+        gone = {p["metadata"]["name"] for p in on_lost}
+        if how.pod_gc_s is not None:
+            later(how.pod_gc_s, kube, lambda: pod_gc(kube, gone))
+        for name in jobsets:
+            later(how.program_gives_up_s, kube, lambda name=name: head_gives_up(kube, name))
 
     def _clean_up_finished_jobsets(self) -> None:
         for jobset in self.kube.find("jobsets", NS):
@@ -217,9 +287,15 @@ class Autoscaler:
                 "PodScheduled", "True", "Scheduled")]
         self.kube.mutate("pods", NS, pod["metadata"]["name"], change)
 
-    def _event(self, pod: Obj, kind: str, reason: str, message: str) -> None:
+    def _event(self, pod: Obj, kind: str, reason: str, message: str,
+               again: bool = False) -> None:
         name = pod["metadata"]["name"]
         if (name, reason) in self._told:
+            if again:
+                def seen_again(event: Obj) -> None:
+                    event.update(count=int(event.get("count") or 1) + 1,
+                                 lastTimestamp=now_iso())
+                self.kube.mutate("events", NS, f"{name}.{reason.lower()}", seen_again)
             return
         self._told.add((name, reason))
         self.kube.create("events", NS, {

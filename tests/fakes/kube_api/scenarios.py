@@ -78,6 +78,8 @@ def admit(kube: FakeKube, name: str) -> None:
                 kube.create("jobs", NS, {"metadata": {"name": job, "labels": labels,
                                                       "ownerReferences": owner}, "spec": spec})
             for index in range(spec.get("parallelism", 1)):
+                if ("nodes", "", f"node-{index}") not in kube.objects:  # the cpu-np pool
+                    kube.create("nodes", "", {"metadata": {"name": f"node-{index}"}})
                 kube.create("pods", NS, {
                     "metadata": {"name": f"{job}-{index}-x{kube.rv % 100000}",
                                  "labels": {**labels,
@@ -136,27 +138,57 @@ def exit_with(code: int, reason: str = "Error") -> Action:
 
 
 def evict(kube: FakeKube, name: str) -> None:
-    """Kueue preempts: Workload Evicted, its quota released and Requeued=True (the workload
-    controller re-queues an evicted Workload by itself: kueue pkg/workload/workload.go
-    SetEvictedCondition/SetRequeuedCondition, pkg/controller/jobframework/reconciler.go stops
-    the job), JobSet suspended again, its pods deleted. The same JobSet is admitted again
-    later by ``admit``."""
-    if wl := _workload(kube, name):
-        def evicted(obj: Obj) -> None:
-            _set_condition(obj, condition("Evicted", "True", "Preempted",
-                                      "Preempted to accommodate a higher priority Workload"))
+    """Kueue preempts, in the order of kueue pkg/controller/jobframework/reconciler.go
+    ("handle eviction"): the Workload gets Evicted=True while it still holds its quota
+    (QuotaReserved and Admitted stay True), the job is stopped (JobSet suspended, its pods
+    deleted), and only once the job is no longer active is the reservation unset
+    (UnsetQuotaReservationWithCondition: QuotaReserved=False Pending, Admitted=False) and
+    Requeued=True set (pkg/workload/workload.go). The quota is released ``release_s``
+    after the stop (when its terminating pods are gone); the same JobSet is admitted again later by
+    ``admit``."""
+    evict_releasing(0.1)(kube, name)
+
+
+def evict_releasing(release_s: float) -> Action:
+    def stop(kube: FakeKube, name: str) -> None:
+        message = "Preempted to accommodate a higher priority Workload"
+        wl = _workload(kube, name)
+        if wl:
+            kube.mutate("workloads", NS, wl["metadata"]["name"], lambda o: _set_condition(
+                o, condition("Evicted", "True", "Preempted", message)))
+        kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=True))
+        pods = [p["metadata"]["name"] for p in _pods(kube, name)]
+        for pod in pods:  # the JobSet controller deletes the Jobs: the pods terminate
+            kube.mutate("pods", NS, pod, lambda o: o["metadata"].update(
+                deletionTimestamp=now_iso()))
+        uid = kube.get("jobsets", NS, name)["metadata"]["uid"]
+
+        def released(obj: Obj) -> None:
             _set_condition(obj, condition("QuotaReserved", "False", "Pending",
-                                      "couldn't assign flavors to pod set main: insufficient "
-                                      "unused quota for google.com/tpu in flavor tpu, 8 more "
-                                      "needed"))
-            _set_condition(obj, condition("Requeued", "True", "Preempted",
-                                      "Preempted to accommodate a higher priority Workload"))
+                                          "couldn't assign flavors to pod set main: "
+                                          "insufficient unused quota for google.com/tpu in "
+                                          "flavor tpu, 8 more needed"))
+            _set_condition(obj, condition("Requeued", "True", "Preempted", message))
             _set_condition(obj, condition("Admitted", "False", "NoReservation",
-                                      "The workload has no reservation"))
-        kube.mutate("workloads", NS, wl["metadata"]["name"], evicted)
-    kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=True))
-    for pod in _pods(kube, name):
-        kube.delete("pods", NS, pod["metadata"]["name"])
+                                          "The workload has no reservation"))
+
+        def finish() -> None:  # the pods are gone, the job is no longer active
+            for pod in pods:
+                if ("pods", NS, pod) in kube.objects:
+                    kube.delete("pods", NS, pod)
+            if wl:
+                kube.mutate("workloads", NS, wl["metadata"]["name"], released)
+
+        def release() -> None:
+            time.sleep(release_s)
+            with kube.cond:
+                current = kube.objects.get(("jobsets", NS, name))
+                if kube.closed or current is None or current["metadata"]["uid"] != uid:
+                    return
+                finish()
+        threading.Thread(target=release, daemon=True, name=f"kueue-{name}").start()
+    stop.__name__ = "evict"
+    return stop
 
 
 def reserve_quota(kube: FakeKube, name: str) -> None:
@@ -187,11 +219,14 @@ def pending(message: str, reason: str = "Pending") -> Action:
     return stuck
 
 
-def pull_fails(message: str, backoff_s: float = 0.5, retries: int = 120) -> Action:
-    """kubelet's pull failure (pkg/kubelet/images/image_manager.go): ErrImagePull with the
-    runtime's error text, then ImagePullBackOff with only 'Back-off pulling image "<img>"'.
-    Like kubelet, it tries again after each back-off (the error text reappears each time), so
-    a watcher that polls under load still sees the cause; it stops once the pods are gone."""
+def pull_fails(message: str, backoff_s: float = 10.0, cap_s: float = 300.0) -> Action:
+    """kubelet's pull failure (kubernetes pkg/kubelet/images/image_manager.go,
+    EnsureImageExists): one pull attempt reports ErrImagePull with the runtime's error text;
+    then, while the image back-off for that pod and image runs, every sync reports
+    ImagePullBackOff with only 'Back-off pulling image "<img>"'. The cause is posted once
+    per attempt, and attempts are the back-off apart: 10 s, doubling to 300 s (pkg/kubelet/
+    kubelet.go: flowcontrol.NewBackOff(backOffPeriod, MaxContainerBackOff)). So a watcher
+    that only looks at the newest state sees the cause once, for an instant."""
     def attempt(kube: FakeKube, name: str) -> None:
         _containers(kube, name, {"waiting": {"reason": "ErrImagePull", "message": message}},
                     "Pending")
@@ -203,11 +238,13 @@ def pull_fails(message: str, backoff_s: float = 0.5, retries: int = 120) -> Acti
         attempt(kube, name)
 
         def retry() -> None:
-            for _ in range(retries):
-                time.sleep(backoff_s)
+            wait = backoff_s
+            while not kube.closed:
+                time.sleep(wait)
                 if not _pods(kube, name):
                     return
                 attempt(kube, name)
+                wait = min(wait * 2, cap_s)
         threading.Thread(target=retry, daemon=True, name=f"kubelet-pull-{name}").start()
     fail.__name__ = "pull_fails"
     return fail
@@ -233,3 +270,29 @@ def image_pull_backoff(kube: FakeKube, name: str) -> None:
 def scenario(kube: FakeKube, *scripts: Script) -> FakeKube:
     kube.scripts = list(scripts)
     return kube
+
+
+def operator_deletes(kube: FakeKube, name: str) -> None:
+    """`kubectl delete jobset <name>`: kubectl's default cascade is background, so the API
+    server removes the JobSet at once (no finalizer) and the garbage collector its Jobs and
+    pods (kubernetes staging/src/k8s.io/kubectl/pkg/cmd/delete/delete.go,
+    --cascade=background)."""
+    kube.delete("jobsets", NS, name, "Background")
+
+
+def worker_crashes(kube: FakeKube, name: str) -> None:
+    """A Pathways worker container exits 1 and its Job fails (backoffLimit spent): the
+    JobSet fails while the head's program is still running (it is deleted afterwards)."""
+    for pod in _pods(kube, name):
+        if pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] != "worker":
+            continue
+
+        def crashed(obj: Obj) -> None:
+            obj["status"]["phase"] = "Failed"
+            for status in obj["status"]["containerStatuses"]:
+                status["state"] = {"terminated": {"exitCode": 1, "reason": "Error",
+                                                  "message": "pathways worker: fatal"}}
+        kube.mutate("pods", NS, pod["metadata"]["name"], crashed)
+        break
+    kube.mutate("jobsets", NS, name, lambda o: _set_condition(
+        o, condition("Failed", "True", "FailedJobs", "jobset failed: a job failed")))

@@ -41,7 +41,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
      "ClusterQueue's coveredResources (and a quota for it in each flavor), or drop the request"),
     (re.compile(r"LocalQueue (?P<what>\S+) (doesn't exist|is terminating or missing)"),
      "create the LocalQueue {what} in the JobSet's namespace (the cluster blueprint's Kueue "
-     "manifest), or set gke.local_queue to one that exists"),
+     "manifest), or set gke.kueue_queue to one that exists"),
     (re.compile(r"LocalQueue (?P<what>\S+) (is inactive|is stopped)"),
      "the LocalQueue {what} is stopped or points at a missing ClusterQueue: fix it or clear "
      "its stopPolicy"),
@@ -95,10 +95,16 @@ def status_line(workload: Obj | None) -> tuple[str, str | None, bool]:
     message ("Quota reserved in ClusterQueue ...") is history, not a reason to wait."""
     if workload is None:
         return "waiting for Kueue to create its Workload", None, False
-    if _true(workload, "Admitted"):
-        return "admitted by Kueue, waiting for the JobSet to start", None, True
     reserved = _find(workload, "QuotaReserved")
     evicted = _find(workload, "Evicted")
+    if _true(workload, "Evicted") and _true(workload, "QuotaReserved"):
+        # kueue pkg/controller/jobframework/reconciler.go ("handle eviction") stops the job
+        # first and unsets the reservation (Admitted too) only once it is no longer active
+        return (f"evicted by Kueue ({(evicted or {}).get('reason')}: "
+                f"{(evicted or {}).get('message', '')}); its pods are stopping, then Kueue "
+                "re-queues it", (evicted or {}).get("lastTransitionTime"), False)
+    if _true(workload, "Admitted"):
+        return "admitted by Kueue, waiting for the JobSet to start", None, True
     if reserved and reserved.get("status") == "True":
         return ("quota reserved, waiting for admission checks",
                 reserved.get("lastTransitionTime"), False)

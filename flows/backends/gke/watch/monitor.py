@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.watch.client import (
     JOBSET_GROUP,
@@ -38,7 +40,13 @@ from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
 from flows.backends.gke.watch.scaling import AUTOSCALER_EVENTS
 from flows.backends.gke.watch.spend import SpendMeter
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
-from flows.backends.gke.watch.verdict import Phase, Verdict, condition, diagnose
+from flows.backends.gke.watch.verdict import (
+    Phase,
+    Verdict,
+    condition,
+    diagnose,
+    disruption_of,
+)
 from flows.config.profile import Profile
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.stage import StageLogger
@@ -69,14 +77,19 @@ class Budgets:
 
 def budgets_for(profile: Profile, stage: str) -> Budgets:
     """The profile's budgets (gke.queue_budget_s, gke.run_budget_s or, for training,
-    gke.train_run_budget_s, gke.preemption_budget); unset ones keep the defaults."""
+    gke.train_run_budget_s, gke.preemption_budget; gke.schedule_budget_s, gke.pull_grace_s,
+    gke.api_budget_s, gke.log_drain_s, gke.delete_wait_s from flows/config/watch_budgets.py);
+    unset ones keep the defaults."""
     gke, out = profile.gke, Budgets()
     if gke is None:
         return out
     run = gke.train_run_budget_s if stage == "train" else None
     found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
              "preemptions": gke.preemption_budget,
-             "waits_for_capacity": gke.capacity == "flex-start" or None}
+             "waits_for_capacity": gke.capacity == "flex-start" or None,
+             "schedule_s": gke.schedule_budget_s, "pull_grace_s": gke.pull_grace_s,
+             "api_s": gke.api_budget_s, "log_drain_s": gke.log_drain_s,
+             "delete_wait_s": gke.delete_wait_s}
     return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
 
 
@@ -110,6 +123,12 @@ class Monitor:
         self.last_jobset: Obj | None = jobset
         self.noticed_at: float | None = None  # monotonic time the terminal verdict was seen
         self.pull_errors: dict[str, str] = {}  # "pod/container" → last ErrImagePull text
+        # pod → (the JobSet's restart count then, why): disruptions as the watch saw them
+        self.disruptions: dict[str, tuple[int, str]] = {}
+        # the autoscaler's events as seen, kept after the API drops them (1 h event TTL)
+        self.scaling_events: dict[str, Obj] = {}
+        self._nodes_gone: dict[str, bool] = {}  # node → deleted (asked once, on failure)
+        self._memory = threading.Lock()  # what the watch threads remember, read by the loop
         self._changed = threading.Event()
         self._log_wake = threading.Event()
         custom, core, ns = cluster.custom, cluster.core, self.namespace
@@ -122,10 +141,10 @@ class Monitor:
             label_selector=f"{KUEUE_JOB_UID}={self.uid}"), self._poke, settings, warn)
         self.pods = ObjectWatch("pods", functools.partial(
             core.list_namespaced_pod, ns, label_selector=f"{JOBSET_NAME}={self.name}"),
-            self._poke, settings, warn)
+            self._poke, settings, warn, observe=self._observe_pod)
         self.autoscaler = ObjectWatch("autoscaler-events", functools.partial(
             core.list_namespaced_event, ns, field_selector=AUTOSCALER_EVENTS),
-            self._poke, settings, warn)
+            self._poke, settings, warn, observe=self._observe_event)
         self.follower = LogFollower(core, ns, WORKLOAD_CONTAINER, self._coordinator, sink,
                                     self._log_wake, read_timeout_s=log_read_timeout_s)
 
@@ -144,6 +163,18 @@ class Monitor:
         return [p for p in self.pods.snapshot()
                 if (p["metadata"].get("labels") or {}).get(JOBSET_UID, self.uid) == self.uid]
 
+    def _observe_pod(self, pod: Obj) -> None:
+        """Sees every version of every pod the watch delivers, not only the newest: what
+        kubelet posts for an instant (a pull's cause) is kept here."""
+        with self._memory:
+            self._remember_pull_errors(pod)
+            if (why := disruption_of(pod)) and pod["metadata"]["name"] not in self.disruptions:
+                self.disruptions[pod["metadata"]["name"]] = (_restarts(self.last_jobset), why)
+
+    def _observe_event(self, event: Obj) -> None:
+        with self._memory:
+            self.scaling_events[event["metadata"]["name"]] = event
+
     def _remember_pull_errors(self, pod: Obj) -> None:
         """kubelet replaces ErrImagePull's message (the cause) by "Back-off pulling image"
         within seconds: keep the cause for the diagnosis (watch/pulls.py)."""
@@ -152,6 +183,14 @@ class Monitor:
             if waiting.get("reason") == "ErrImagePull" and waiting.get("message"):
                 self.pull_errors[f"{pod['metadata']['name']}/{status.get('name')}"] = \
                     str(waiting["message"])
+
+    def _remembered(self, memory: dict[str, str]) -> dict[str, str]:
+        with self._memory:
+            return dict(memory)
+
+    def _scaling_events(self) -> list[Obj]:
+        with self._memory:
+            return list(self.scaling_events.values())
 
     def _failing(self) -> str:
         """The error of a watch that is failing now, or ""."""
@@ -206,11 +245,13 @@ class Monitor:
 
     def _settle(self, verdict: Verdict) -> Verdict:
         """Let the log follower read the program's last lines, then diagnose again with them:
-        a traceback's last line is what turns "exit 1" into a cause."""
+        a traceback's last line is what turns "exit 1" into a cause. Only a program that
+        terminated has a log that ends; one still running (a worker crashed, the JobSet was
+        deleted) would only run out ``log_drain_s``, so it gets one tick to be seen
+        terminated (its pod's update may trail the JobSet's on another watch)."""
         category = verdict.diagnosis.category if verdict.diagnosis else None
-        started = container_state(self._coordinator(), WORKLOAD_CONTAINER) in ("running",
-                                                                               "terminated")
-        if not started or category in (FailureCategory.PREEMPTED, FailureCategory.STALLED):
+        if category in (FailureCategory.PREEMPTED, FailureCategory.STALLED,
+                        FailureCategory.CANCELLED) or not self._terminated_soon():
             return verdict
         self.follower.wait_drained(self.budgets.log_drain_s)
         if verdict.phase is Phase.SUCCEEDED:
@@ -218,25 +259,88 @@ class Monitor:
         again = self._observe()
         return again if again.phase is Phase.FAILED else verdict
 
+    def _terminated_soon(self) -> bool:
+        deadline = time.monotonic() + self.budgets.tick_s
+        while True:
+            state = container_state(self._coordinator(), WORKLOAD_CONTAINER)
+            if state == "terminated" or time.monotonic() >= deadline or state != "running":
+                return state == "terminated"
+            self._changed.wait(max(0.0, deadline - time.monotonic()))
+            self._changed.clear()
+
     def _observe(self) -> Verdict:
         jobset = self.jobsets.get(self.name)
         if jobset is None or jobset["metadata"]["uid"] != self.uid:
-            return Verdict(Phase.FAILED, Diagnosis(
-                FailureCategory.INFRASTRUCTURE, f"{self.name} was deleted from outside the flow",
-                "    the JobSet disappeared while it was being watched",
-                "someone or something (kubectl delete, TTL) removed it; it is resubmitted"),
-                "deleted")
+            return _deleted(self.name, self.namespace, self.last_jobset)
         self.last_jobset = jobset
+        disruptions = self._disruptions(jobset)
         workloads = self.workloads.snapshot()
         workload = max(workloads, key=lambda w: w["metadata"].get("creationTimestamp", ""),
                        default=None)
         return diagnose(jobset, workload, self._pods(), self.sink.tail_lines(),
                         now=datetime.now(UTC), queue_budget_s=self.budgets.queue_s,
                         schedule_budget_s=self.budgets.schedule_s,
-                        pull_errors=dict(self.pull_errors),
+                        pull_errors=self._remembered(self.pull_errors),
                         pull_grace_s=self.budgets.pull_grace_s,
-                        autoscaler_events=self.autoscaler.snapshot(),
-                        waits_for_capacity=self.budgets.waits_for_capacity)
+                        autoscaler_events=self._scaling_events(),
+                        waits_for_capacity=self.budgets.waits_for_capacity,
+                        disruptions=disruptions)
+
+    def _disruptions(self, jobset: Obj) -> dict[str, str]:
+        """The disruptions of the JobSet's current attempt (one its failure policy restarted
+        is over), and, once it failed with none seen, pods still bound to a node that no
+        longer exists: the VM went before the kubelet could post anything and PodGC has
+        not run yet (kubernetes pkg/controller/podgc/gc_controller.go waits 40 s)."""
+        restarts = _restarts(jobset)
+        with self._memory:
+            found = {pod: why for pod, (at, why) in self.disruptions.items() if at == restarts}
+        if found or not condition(jobset, "Failed"):
+            return found
+        for pod in self._pods():
+            node = (pod.get("spec") or {}).get("nodeName")
+            phase = (pod.get("status") or {}).get("phase")
+            if node and phase in ("Running", "Pending", "Unknown") and self._node_gone(node):
+                found[pod["metadata"]["name"]] = f"node {node} no longer exists"
+        return found
+
+    def _node_gone(self, node: str) -> bool:
+        """One GET per node, only after a failure; a refusal (RBAC) or an error says
+        nothing, so the node counts as present."""
+        if node not in self._nodes_gone:
+            try:
+                self.cluster.core.read_node(node, _request_timeout=(
+                    self.settings.connect_timeout_s, self.settings.read_timeout_s))
+                self._nodes_gone[node] = False
+            except ApiException as exc:
+                self._nodes_gone[node] = exc.status == 404
+            except Exception:
+                self._nodes_gone[node] = False
+        return self._nodes_gone[node]
+
+
+def _restarts(jobset: Obj | None) -> int:
+    return int(((jobset or {}).get("status") or {}).get("restarts") or 0)
+
+
+def _deleted(name: str, namespace: str, last: Obj | None) -> Verdict:
+    """The JobSet went while this run watched it, and this run deletes only after its watch
+    ends: someone else stopped it (kubectl delete, a script). Retrying would bring back a
+    slice someone stopped on purpose, so it is cancelled, not retried. The object says when
+    (its deletionTimestamp, once a deletion waits for dependents) but never who: the API
+    server records the caller only in its audit log."""
+    stamp = ((last or {}).get("metadata") or {}).get("deletionTimestamp")
+    when = (stamp.replace("T", " ").removesuffix("Z") if stamp
+            else datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S"))
+    code = "gke/deleted-by-operator"
+    summary = (f"{code}: {name} was deleted from outside the flow at {when} UTC; the stage "
+               "is cancelled, not retried")
+    return Verdict(Phase.FAILED, Diagnosis(
+        FailureCategory.CANCELLED, summary,
+        f"    the JobSet disappeared while it was watched (deletionTimestamp: {stamp or 'not seen'})",
+        "nothing recreates what was stopped on purpose: run the flow again to start it anew. "
+        "Who deleted it is in the cluster's Cloud Audit Logs (Admin Activity, "
+        f"protoPayload.resourceName ending namespaces/{namespace}/jobsets/{name})",
+        code=code), summary)
 
 
 def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:

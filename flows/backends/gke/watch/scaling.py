@@ -36,14 +36,12 @@ def events_for(events: list[Obj], pod_names: set[str]) -> list[Obj]:
 
 
 def scale_up_failure(events: list[Obj]) -> Obj | None:
-    """The newest FailedScaleUp, unless a later TriggeredScaleUp superseded it."""
-    newest = None
-    for event in events:
-        if event.get("reason") == SCALE_UP_FAILED:
-            newest = event
-        elif event.get("reason") == SCALING_UP:
-            newest = None
-    return newest
+    """The newest FailedScaleUp, even when a later attempt (TriggeredScaleUp) or the
+    back-off (NotTriggerScaleUp "in backoff") came after it: while the autoscaler retries
+    after its back-off (5 min doubling to 30 min), the newest event only says it is trying
+    again, and the failure's text (the zone, "GCE out of resources") is the cause."""
+    failures = [e for e in events if e.get("reason") == SCALE_UP_FAILED]
+    return failures[-1] if failures else None
 
 
 def scaling_line(events: list[Obj]) -> str:

@@ -6,13 +6,14 @@ a parameter, never read from the clock, so "queued too long" is testable.
 
 Order matters, from the most specific evidence to the least:
 1. the JobSet completed → succeeded;
-2. the JobSet failed and a pod carries DisruptionTarget / was shut down with its node →
-   preempted (resubmit and resume; not the program's fault). While the JobSet has not failed
-   its own failure policy restarts it, so a disrupted pod alone is not terminal; a Workload
-   that Kueue evicted is not terminal either: Kueue re-queues the same Workload by itself
-   (kueue pkg/controller/jobframework/reconciler.go stops the job on eviction and the
-   workload controller sets Requeued; pkg/workload/workload.go), keeping its queue position,
-   so it stays queued under the queue budget;
+2. the JobSet failed and a pod carries DisruptionTarget / was shut down with its node, or
+   the watch saw such a pod during this attempt (``disruptions``: PodGC may have deleted
+   it since) → preempted (resubmit and resume; not the program's fault). While the
+   JobSet has not failed its own failure policy restarts it, so a disrupted pod alone is
+   not terminal; a Workload that Kueue evicted is not terminal either: Kueue re-queues
+   the same Workload by itself (kueue pkg/controller/jobframework/reconciler.go stops the
+   job on eviction and the workload controller sets Requeued; pkg/workload/workload.go),
+   keeping its queue position, so it stays queued under the queue budget;
 3. the program's container failed (OOMKilled, non-zero exit with traceback) → user-error,
    unless the log names a transient cause (then infrastructure), via flows.core.failures;
 4. image pulls: a missing image or a refused pull is the user's (it never succeeds); other
@@ -82,19 +83,26 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
              now: datetime, queue_budget_s: float, schedule_budget_s: float = 1800.0,
              pull_errors: dict[str, str] | None = None, pull_grace_s: float = 600.0,
              autoscaler_events: list[Obj] | None = None,
-             waits_for_capacity: bool = False) -> Verdict:
+             waits_for_capacity: bool = False,
+             disruptions: dict[str, str] | None = None) -> Verdict:
     """Classify the observed state of one JobSet (see the module docstring for the order).
     ``pull_errors`` maps "pod/container" to the last ErrImagePull message seen: kubelet's
     ImagePullBackOff message only says "Back-off pulling image" and drops the cause.
     ``autoscaler_events`` are the cluster autoscaler's events (watch/scaling.py): with them an
     unschedulable pod is "waiting for nodes" or "no capacity" instead of a scheduler message;
     ``waits_for_capacity`` (flex-start) keeps waiting for capacity under the queue budget
-    instead of the scheduling budget."""
+    instead of the scheduling budget. ``disruptions`` maps pod → why, for the disruptions
+    the watch saw during this JobSet's current attempt (pods PodGC has deleted since, pods
+    on nodes that are gone): a JobSet that fails after them was preempted, whatever its
+    surviving pods say (the Pathways head exits 1 when it gives up on lost workers)."""
     name = jobset.get("metadata", {}).get("name", "jobset")
     if condition(jobset, "Completed"):
         return Verdict(Phase.SUCCEEDED, None, f"{name} completed")
     failed = condition(jobset, "Failed")
     disrupted = _disrupted(name, pods)
+    if failed and not disrupted and disruptions:
+        pod, why = sorted(disruptions.items())[0]
+        disrupted = _preempted(name, pod, why)
     if disrupted and failed:
         return disrupted
     if disrupted:  # the JobSet restarts its jobs by itself: look at the other pods only
@@ -113,7 +121,8 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
                      "no pod explains it (they may be gone); it is retried with backoff")
     if stuck := blocked(name, workload):
         return Verdict(Phase.FAILED, stuck, stuck.summary)
-    verdict = _queued_or_running(name, jobset, workload, now, queue_budget_s)
+    terminating = any((p.get("metadata") or {}).get("deletionTimestamp") for p in pods)
+    verdict = _queued_or_running(name, jobset, workload, now, queue_budget_s, terminating)
     if verdict.phase is Phase.RUNNING and scaling and _unscheduled(pods):
         return Verdict(Phase.QUEUED, None, f"{name} is waiting for nodes: "
                        f"{scaling_line(scaling)}")
@@ -133,19 +142,27 @@ def _is_disrupted(pod: Obj) -> bool:
     return bool(condition(pod, "DisruptionTarget")) or any(w in message for w in _MAINTENANCE)
 
 
+def disruption_of(pod: Obj) -> str | None:
+    """Pure: why the pod was disrupted ("<reason>: <message>", and its node), or None."""
+    if not _is_disrupted(pod):
+        return None
+    status = pod.get("status") or {}
+    disruption = condition(pod, "DisruptionTarget")
+    why = (f"{disruption.get('reason')}: {disruption.get('message', '')}" if disruption
+           else f"{status.get('reason', '')} {status.get('message', '')}".strip())
+    return f"{why} (node {pod.get('spec', {}).get('nodeName') or '?'})"
+
+
+def _preempted(name: str, pod: str, why: str) -> Verdict:
+    return _diag(FailureCategory.PREEMPTED, f"{name}: pod {pod} was disrupted ({why})",
+                 f"    {why}", "host preempted or under maintenance; resubmitted with the "
+                 "same run name, resuming from the newest actor checkpoint")
+
+
 def _disrupted(name: str, pods: list[Obj]) -> Verdict | None:
     for pod in pods:
-        status = pod.get("status") or {}
-        message = f"{status.get('reason', '')} {status.get('message', '')}"
-        disruption = condition(pod, "DisruptionTarget")
-        if _is_disrupted(pod):
-            why = (f"{disruption.get('reason')}: {disruption.get('message', '')}" if disruption
-                   else message.strip())
-            return _diag(FailureCategory.PREEMPTED,
-                         f"{name}: pod {_pod_name(pod)} was disrupted ({why})",
-                         f"    node {pod.get('spec', {}).get('nodeName', '?')}",
-                         "host preempted or under maintenance; resubmitted with the same run "
-                         "name, resuming from the newest actor checkpoint")
+        if why := disruption_of(pod):
+            return _preempted(name, _pod_name(pod), why)
     return None
 
 
@@ -209,9 +226,11 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
                 _since(scheduled.get("lastTransitionTime"), now) > schedule_budget_s:
             refused = scale_up_failure(scaling or [])
             if waits_for_capacity:
+                cause = (scaling_line([refused]) if refused is not None
+                         else scaling_line(scaling or []) or "no scale-up yet")
                 return _diag(FailureCategory.QUEUE_TIMEOUT,
                              f"{name}: waited {schedule_budget_s / 60:.0f} min for flex-start "
-                             f"capacity: {scaling_line(scaling or []) or 'no scale-up yet'}",
+                             f"capacity: {cause}",
                              f"    {scheduled.get('message', '')}",
                              "no slice was free in the zone within the queue budget: retry "
                              "later, raise gke.queue_budget_s, or use another zone or a "
@@ -233,13 +252,18 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
 
 
 def _queued_or_running(name: str, jobset: Obj, workload: Obj | None, now: datetime,
-                       queue_budget_s: float) -> Verdict:
+                       queue_budget_s: float, terminating: bool = False) -> Verdict:
     suspended = (bool((jobset.get("spec") or {}).get("suspend"))
                  or condition(jobset, "Suspended") is not None
                  or (workload is not None and condition(workload, "Admitted") is None))
     if not suspended:
         return Verdict(Phase.RUNNING, None, f"{name} is running")
     why, since, admitted = status_line(workload)
+    if admitted and terminating:  # its pods are being deleted: it is being stopped
+        # (Kueue evicts before it releases the quota; the Workload watch may lag the
+        # JobSet's). Pods of a start are new, without a deletionTimestamp.
+        return Verdict(Phase.QUEUED, None, f"{name} is stopping: the JobSet was suspended "
+                       "and its pods are terminating (a Kueue eviction)")
     if admitted:  # Kueue admitted it; the JobSet controller has not unsuspended it yet
         return Verdict(Phase.QUEUED, None, f"{name} is starting: {why}")
     since = since or jobset.get("metadata", {}).get("creationTimestamp")

@@ -5,6 +5,7 @@ commit message / report for how)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -23,6 +24,7 @@ from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.scenarios import (
     admit,
     api_down,
+    evict_releasing,
     pending,
     pull_fails,
     reserve_quota,
@@ -30,6 +32,7 @@ from tests.fakes.kube_api.scenarios import (
     scenario,
     start,
     succeed,
+    worker_crashes,
 )
 
 WATCH = WatchSettings(timeout_s=5, read_timeout_s=5, connect_timeout_s=1, max_errors=2,
@@ -175,6 +178,21 @@ def test_an_image_that_does_not_exist_is_a_configuration_error(
     assert jobsets_created(kube) == 1 and no_jobsets_left(kube)
 
 
+def test_the_pull_cause_posted_once_is_remembered_from_the_watch(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """19.6: kubelet posts ErrImagePull's cause once per pull attempt (10 s or more apart),
+    then only "Back-off pulling image". Only the monitor's memory of every pod version it
+    watched (Monitor._remember_pull_errors) can name the cause: with a grace longer than
+    the run budget, a monitor that does not remember it never decides on the image."""
+    scenario(server.kube, [(0.1, admit), (0.1, pull_fails(NOT_FOUND))])
+    budgets = dataclasses.replace(BUDGETS, pull_grace_s=3600, run_s=5)
+    outcome, _logger, _log, backend = run_stage(server, "convert", tmp_path, budgets)
+    assert isinstance(outcome, StageFailed)
+    assert outcome.diagnosis.code == "image/not-found", outcome.diagnosis.summary
+    assert backend.monitor is not None
+    assert list(backend.monitor.pull_errors.values()) == [NOT_FOUND]
+
+
 @pytest.mark.parametrize(("message", "names"), [
     ("couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue",
      "cpu"),
@@ -205,3 +223,42 @@ def test_the_status_line_follows_the_phase(server: FakeApiServer, tmp_path: Path
     assert not isinstance(outcome, StageFailed), outcome
     assert not any("queued: Quota reserved" in line for line in logger.lines)
     assert any("admitted by Kueue" in line for line in logger.lines)
+
+
+def test_the_status_line_follows_an_eviction_before_the_quota_is_released(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """19.8: while Kueue stops an evicted job it keeps the reservation (Admitted=True), and
+    the status line said "admitted by Kueue, waiting for the JobSet to start"."""
+    script = [(0.1, admit), (0.05, start), (0.05, say("step 1")), (0.2, evict_releasing(0.6)),
+              (1.0, admit), (0.05, start), (0.05, say("step 2")), (0.1, succeed)]
+    scenario(server.kube, script)
+    outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
+    assert not isinstance(outcome, StageFailed), outcome
+    lines = logger.lines
+    stopped = next(i for i, line in enumerate(lines) if "step 1" in line)
+    requeued = next(i for i, line in enumerate(lines) if "re-queued" in line)
+    window = lines[stopped:requeued]
+    assert not any("waiting for the JobSet to start" in line for line in window), window
+    assert any("evicted by Kueue" in line for line in window), window
+
+
+def test_no_wait_for_the_log_of_a_coordinator_that_never_terminated(
+        server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """19.8: after a verdict the stage waited log_drain_s (10 s) for the log of a head
+    whose program was still running (a worker crashed): that log cannot end."""
+    from flows.backends.gke.watch.logs import LogFollower
+
+    waits: list[float] = []
+    real = LogFollower.wait_drained
+
+    def spied(self: LogFollower, timeout_s: float) -> bool:
+        waits.append(timeout_s)
+        return real(self, timeout_s)
+    monkeypatch.setattr(LogFollower, "wait_drained", spied)
+    scenario(server.kube, [(0.1, admit), (0.05, start), (0.05, say("step 1")),
+                           (0.1, worker_crashes)])
+    outcome, *_ = run_stage(server, "train", tmp_path)
+    assert isinstance(outcome, StageFailed)
+    assert outcome.diagnosis.category is FailureCategory.INFRASTRUCTURE
+    assert "pathways-worker exited with 1" in outcome.diagnosis.summary
+    assert waits == []

@@ -210,3 +210,23 @@ def test_status_line_matches_the_phase():
     reserved = workload(cond("QuotaReserved", message="Quota reserved in ClusterQueue tpu-cq"))
     verdict = diagnose(jobset(suspend=True), reserved, [], [], now=NOW, queue_budget_s=3600)
     assert "Quota reserved in" not in verdict.reason
+
+
+def test_a_failure_after_disruptions_the_watch_saw_is_a_preemption():
+    """19.1: PodGC deleted the disrupted workers before the head gave up; only the head's
+    exit is left in the JobSet's pods, and that alone reads as the user's fault."""
+    failed = jobset(cond("Failed", reason="FailedJobs"))
+    head = pod(containers=[terminated("workload-container", 1)])
+    seen = {"train-rl-x-worker-0-3": "DeletionByPodGC: PodGC: node no longer exists "
+                                     "(node gke-tpu-1)"}
+    verdict = diagnose(failed, ADMITTED, [head], TRACEBACK, now=NOW, queue_budget_s=3600,
+                       disruptions=seen)
+    assert verdict.diagnosis is not None
+    assert verdict.diagnosis.category is FailureCategory.PREEMPTED
+    assert "DeletionByPodGC" in verdict.diagnosis.summary
+    alone = diagnose(failed, ADMITTED, [head], TRACEBACK, now=NOW, queue_budget_s=3600)
+    assert alone.diagnosis is not None
+    assert alone.diagnosis.category is FailureCategory.USER_ERROR
+    running = diagnose(jobset(), ADMITTED, [pod()], [], now=NOW, queue_budget_s=3600,
+                       disruptions=seen)
+    assert running.phase is Phase.RUNNING  # the JobSet restarts by itself: not terminal

@@ -1,0 +1,52 @@
+"""The GKE watch's budgets that had no profile field (issue 19.4): how long a stage waits on
+the cluster before it gives up. A mixin of ``GkeSection`` (flows/config/gke.py), kept in its
+own module so the cluster, capacity and job fields change without touching it.
+
+The older budget fields (``queue_budget_s``, ``run_budget_s``, ``train_run_budget_s``,
+``preemption_budget``) stay in ``GkeJobs``; their defaults live in the monitor
+(flows/backends/gke/watch/monitor.py ``Budgets``): 6 h queued (quota frees up by itself and
+costs nothing while waiting), 24 h running (the TTL of a Pathways job), 3 resubmissions after
+a preemption. The worst-case wait of each stage, Prefect's retries included, is in the plan
+(flows/backends/gke/watch/waits.py).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flows.config.errors import FixableValueError
+
+WEEK_S = 7 * 24 * 3600.0
+
+
+class GkeWatchBudgets(BaseModel):
+    """Each default with its reason (configured like StrictModel in flows/config/gke.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Pods admitted but unschedulable this long → infrastructure (retried). 30 min: a
+    # scale-up of a whole slice takes minutes; longer means no capacity or a pool too small.
+    # flex-start waits under the queue budget instead.
+    schedule_budget_s: float = Field(1800.0, gt=0)
+    # A transient image pull error (registry 5xx, reset) this long → infrastructure. 10 min
+    # covers kubelet's pull back-off (10 s doubling to 5 min) for two or three attempts.
+    pull_grace_s: float = Field(600.0, gt=0)
+    # One Kubernetes API call rides out 5xx/429/resets this long. 15 min: a GKE control
+    # plane upgrade makes the API unavailable for a few minutes.
+    api_budget_s: float = Field(900.0, gt=0)
+    # After a terminal verdict, wait this long for the terminated program's last log lines
+    # (the traceback that names the cause); a program still running is not waited for.
+    log_drain_s: float = Field(10.0, ge=0)
+    # A Foreground delete must finish before the JobSet is created again. 5 min: the pods'
+    # termination grace plus the garbage collector.
+    delete_wait_s: float = Field(300.0, gt=0)
+
+    @field_validator("schedule_budget_s", "pull_grace_s", "api_budget_s", "log_drain_s",
+                     "delete_wait_s")
+    @classmethod
+    def _at_most_a_week(cls, value: float) -> float:
+        if value > WEEK_S:
+            raise FixableValueError(
+                f"{value:.0f} s is more than a week: a watch budget bounds how long a stage "
+                "waits before it says why", f"give seconds, at most {WEEK_S:.0f}")
+        return value
