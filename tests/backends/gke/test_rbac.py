@@ -27,7 +27,14 @@ from flows.stages.programs import convert_workload
 from tests.fakes.gke_backend import ListLogger, make_backend, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.rbac import granted, role_rules
-from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
+from tests.fakes.kube_api.scenarios import (
+    admit,
+    say,
+    scenario,
+    start,
+    succeed,
+    worker_crashes,
+)
 from tests.support.profiles import fake_hf_token
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -41,7 +48,7 @@ METHOD_VERBS = {"list": {"list", "watch"}, "read": {"get"}, "get": {"get"},
 CLIENT_CALL = re.compile(r"\.(?:core|custom)\.(list|read|get|create|replace|patch|delete)_"
                          r"(namespaced_\w+|cluster_custom_object\w*|node\w*)")
 CORE_RESOURCES = {"namespaced_pod": "pods", "namespaced_pod_log": "pods/log",
-                  "namespaced_event": "events", "namespaced_secret": "secrets"}
+                  "namespaced_event": "events", "namespaced_secret": "secrets", "node": "nodes"}
 
 
 @pytest.fixture
@@ -49,6 +56,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
     monkeypatch.setenv("HF_TOKEN", fake_hf_token("CANARYrbac"))
     kube = FakeKube()
     kube.rbac_rules = role_rules(RBAC)
+    kube.rbac_cluster_rules = role_rules(RBAC, kind="ClusterRole")
     with FakeApiServer(kube) as srv:
         yield srv
 
@@ -63,6 +71,12 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
         outcome, logger, _, backend = run_stage(server, "train", tmp_path)
         assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
     assert backend.clear_leftovers("train", str(tmp_path / "out")) == 0
+
+    # a JobSet that fails with no disruption seen: the watch asks whether the nodes of the
+    # pods still bound exist (watch/monitor.py _node_gone), a cluster-scoped read
+    scenario(kube, [(0.1, admit), (0.05, start), (0.05, worker_crashes)])
+    outcome, logger, _, _ = run_stage(server, "export", tmp_path)
+    assert isinstance(outcome, StageFailed), logger.lines
 
     scenario(kube, [(0.1, admit), (0.05, start)])
 
@@ -81,7 +95,7 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
 def test_the_role_grants_every_call_the_backend_makes_and_nothing_more(
         server: FakeApiServer, tmp_path: Path) -> None:
     _exercise(server, tmp_path)
-    role = granted(role_rules(RBAC))
+    role = granted(role_rules(RBAC)) | granted(role_rules(RBAC, kind="ClusterRole"))
     calls = server.kube.calls
     assert calls - role == set(), f"the Role lacks {sorted(calls - role)}"
     assert role - calls == set(), f"the Role grants unused {sorted(role - calls)}"

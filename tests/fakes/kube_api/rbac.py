@@ -85,12 +85,16 @@ def forbidden_message(user: str, attrs: Attributes) -> str:
             f'"{attrs.namespace}"')
 
 
-def role_rules(path: Path, name: str = "tpurl-flow") -> list[dict[str, Any]]:
-    """The rules of the Role ``name`` in a multi-document manifest (rbac.yaml)."""
+def role_rules(path: Path, name: str = "tpurl-flow", kind: str = "Role") -> list[dict[str, Any]]:
+    """The rules of the Role (or ClusterRole) ``name`` in a multi-document manifest
+    (rbac.yaml). A Role's rules apply only inside its namespace; a cluster-scoped object
+    (a node) is reachable only through a ClusterRole bound by a ClusterRoleBinding
+    (kubernetes pkg/registry/rbac/validation/rule.go, ``VisitRulesFor``: RoleBindings are
+    consulted only for requests with a namespace)."""
     for doc in yaml.safe_load_all(path.read_text()):
-        if doc and doc.get("kind") == "Role" and doc["metadata"]["name"] == name:
+        if doc and doc.get("kind") == kind and doc["metadata"]["name"] == name:
             return list(doc.get("rules") or [])
-    raise LookupError(f"no Role {name} in {path}")
+    raise LookupError(f"no {kind} {name} in {path}")
 
 
 def granted(rules: list[dict[str, Any]]) -> set[Call]:

@@ -161,6 +161,8 @@ class _Handler(BaseHTTPRequestHandler):
         with kube.cond:
             kube.calls.add(attrs.call)
             rules = kube.rbac_rules
+            if rules is not None and not ns:  # cluster-scoped: only a ClusterRole grants it
+                rules = kube.rbac_cluster_rules
         if rules is not None and not allowed(rules, attrs):
             raise ApiError(403, "Forbidden", forbidden_message(kube.rbac_user, attrs))
 

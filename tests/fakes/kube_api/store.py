@@ -98,6 +98,8 @@ class FakeKube:
         # refuse what they do not grant with a 403. ``calls`` records every request's (verb,
         # group, resource) either way.
         self.rbac_rules: list[dict[str, Any]] | None = None
+        # a ClusterRole's rules: with RBAC on, the only grant of a cluster-scoped request
+        self.rbac_cluster_rules: list[dict[str, Any]] = []
         self.rbac_user = "system:serviceaccount:default:tpurl-flow"
         self.calls: set[tuple[str, str, str]] = set()
         # The versions each API group serves (discovery, and a 404 for any other): Kueue 0.15

@@ -125,6 +125,9 @@ class Monitor:
         self.pull_errors: dict[str, str] = {}  # "pod/container" → last ErrImagePull text
         # pod → (the JobSet's restart count then, why): disruptions as the watch saw them
         self.disruptions: dict[str, tuple[int, str]] = {}
+        # seen running since Kueue last admitted it (an eviction un-admits it): a suspension
+        # then is a stop, not a start (verdict.diagnose ran_since_admitted)
+        self._ran_since_admitted = False
         # the autoscaler's events as seen, kept after the API drops them (1 h event TTL)
         self.scaling_events: dict[str, Obj] = {}
         self._nodes_gone: dict[str, bool] = {}  # node → deleted (asked once, on failure)
@@ -277,14 +280,19 @@ class Monitor:
         workloads = self.workloads.snapshot()
         workload = max(workloads, key=lambda w: w["metadata"].get("creationTimestamp", ""),
                        default=None)
-        return diagnose(jobset, workload, self._pods(), self.sink.tail_lines(),
+        if condition(workload, "Admitted") is None:
+            self._ran_since_admitted = False
+        verdict = diagnose(jobset, workload, self._pods(), self.sink.tail_lines(),
                         now=datetime.now(UTC), queue_budget_s=self.budgets.queue_s,
                         schedule_budget_s=self.budgets.schedule_s,
                         pull_errors=self._remembered(self.pull_errors),
                         pull_grace_s=self.budgets.pull_grace_s,
                         autoscaler_events=self._scaling_events(),
                         waits_for_capacity=self.budgets.waits_for_capacity,
-                        disruptions=disruptions)
+                        disruptions=disruptions, ran_since_admitted=self._ran_since_admitted)
+        if verdict.phase is Phase.RUNNING:
+            self._ran_since_admitted = True
+        return verdict
 
     def _disruptions(self, jobset: Obj) -> dict[str, str]:
         """The disruptions of the JobSet's current attempt (one its failure policy restarted

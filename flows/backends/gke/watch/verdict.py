@@ -84,7 +84,8 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
              pull_errors: dict[str, str] | None = None, pull_grace_s: float = 600.0,
              autoscaler_events: list[Obj] | None = None,
              waits_for_capacity: bool = False,
-             disruptions: dict[str, str] | None = None) -> Verdict:
+             disruptions: dict[str, str] | None = None,
+             ran_since_admitted: bool = False) -> Verdict:
     """Classify the observed state of one JobSet (see the module docstring for the order).
     ``pull_errors`` maps "pod/container" to the last ErrImagePull message seen: kubelet's
     ImagePullBackOff message only says "Back-off pulling image" and drops the cause.
@@ -121,7 +122,10 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
                      "no pod explains it (they may be gone); it is retried with backoff")
     if stuck := blocked(name, workload):
         return Verdict(Phase.FAILED, stuck, stuck.summary)
-    terminating = any((p.get("metadata") or {}).get("deletionTimestamp") for p in pods)
+    # a JobSet seen running under this admission and suspended again is being stopped, even
+    # before the pods' deletion or the Workload's Evicted reach their watches
+    terminating = ran_since_admitted or any(
+        (p.get("metadata") or {}).get("deletionTimestamp") for p in pods)
     verdict = _queued_or_running(name, jobset, workload, now, queue_budget_s, terminating)
     if verdict.phase is Phase.RUNNING and scaling and _unscheduled(pods):
         return Verdict(Phase.QUEUED, None, f"{name} is waiting for nodes: "

@@ -235,7 +235,10 @@ def test_the_status_line_follows_an_eviction_before_the_quota_is_released(
     outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
     assert not isinstance(outcome, StageFailed), outcome
     lines = logger.lines
-    stopped = next(i for i, line in enumerate(lines) if "step 1" in line)
+    # from when the watch saw the first attempt run (the status line and the program's log
+    # arrive on separate streams, so either may come first)
+    stopped = max(next(i for i, line in enumerate(lines) if "step 1" in line),
+                  next(i for i, line in enumerate(lines) if line.endswith("is running")))
     requeued = next(i for i, line in enumerate(lines) if "re-queued" in line)
     window = lines[stopped:requeued]
     assert not any("waiting for the JobSet to start" in line for line in window), window
