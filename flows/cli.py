@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     down.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     down.add_argument("--delete-bucket", action="store_true", help="also delete the bucket")
     down.add_argument("--confirm-bucket", metavar="NAME", help="the bucket's name, typed again")
+    down.add_argument("--yes", action="store_true",
+                      help="do not ask (scripts); without it a terminal is asked to confirm")
     results = sub.add_parser("result-storage", help="create the GcsBucket block that keeps "
                              "Prefect's flow results in the profile's bucket")
     results.add_argument("profile")
@@ -56,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "teardown" and args.delete_bucket and not args.confirm_bucket:
+        print("error: --delete-bucket needs --confirm-bucket NAME (the bucket's name typed "
+              "again); nothing was touched", file=sys.stderr)
+        return 2
     if args.command == "profiles":
         print("\n".join(profile_names()))
         return 0
@@ -82,15 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
         return 0
     if args.command == "teardown":
-        from flows.teardown import teardown_flow
-
-        try:
-            teardown_flow(profile=args.profile, overrides=overrides or None,
-                          delete_bucket=args.delete_bucket, confirm_bucket=args.confirm_bucket)
-        except Exception as exc:
-            print(f"teardown failed: {exc}", file=sys.stderr)
-            return 1
-        return 0
+        return _teardown(args, profile, overrides)
     if args.command == "plan":
         from flows.plan import build_plan, render_text, write_plan
 
@@ -125,6 +123,45 @@ def _local_dataset_problem(profile: Profile) -> str | None:
         return None
     found = dataset_problem(LocalStorage(), value)
     return f"{FIELD}: {found[0]}\n    fix: {found[1]}" if found else None
+
+
+def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, str]) -> int:
+    """Show what goes and what it costs, ask on a terminal (``--yes`` for scripts), then run
+    the teardown flow on the same private API server as `tpurl run`."""
+    from flows.backends.gke.infra.destroy import confirmation_problem
+    from flows.backends.gke.infra.settings import settings_from_profile
+    from flows.teardown import teardown_flow, teardown_preview
+
+    if profile.gke is None:
+        print(f"error: teardown is for GKE profiles; {profile.name} uses backend "
+              f"{profile.backend}", file=sys.stderr)
+        return 2
+    if problem := confirmation_problem(settings_from_profile(profile), args.delete_bucket,
+                                       args.confirm_bucket):
+        print(f"error: {problem}; nothing was touched", file=sys.stderr)
+        return 2
+    print("\n".join(teardown_preview(profile, args.delete_bucket)))
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print("error: not confirmed: stdin is not a terminal; pass --yes to tear down "
+                  "without asking", file=sys.stderr)
+            return 2
+        answer = input(f"type the cluster name ({profile.gke.cluster}) to destroy it: ")
+        if answer.strip() != profile.gke.cluster:
+            print("teardown cancelled; nothing was touched", file=sys.stderr)
+            return 1
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from flows.interrupts import install_handlers, private_api
+
+    install_handlers()
+    try:
+        with private_api():
+            teardown_flow(profile=args.profile, overrides=overrides or None,
+                          delete_bucket=args.delete_bucket, confirm_bucket=args.confirm_bucket)
+    except Exception as exc:
+        print(f"teardown failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
