@@ -151,28 +151,36 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
             print("teardown cancelled; nothing was touched", file=sys.stderr)
             return 1
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from flows.cli_output import command_log, render
     from flows.interrupts import install_handlers, private_api
 
     install_handlers()
-    try:
-        with private_api():
-            teardown_flow(profile=args.profile, overrides=overrides or None,
-                          delete_bucket=args.delete_bucket, confirm_bucket=args.confirm_bucket)
-    except Exception as exc:
-        print(f"teardown failed: {exc}", file=sys.stderr)
-        return 1
+    with command_log("teardown", profile.name) as log:
+        try:
+            with private_api():
+                teardown_flow(profile=args.profile, overrides=overrides or None,
+                              delete_bucket=args.delete_bucket,
+                              confirm_bucket=args.confirm_bucket)
+        except Exception as exc:
+            print(f"\nteardown failed: {render(exc, log)}", file=sys.stderr)
+            return 1
     return 0
 
 
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from flows import pipeline
+    from flows.cli_output import command_log, render
     from flows.interrupts import EXIT_INTERRUPTED, Interrupted, install_handlers, private_api
 
     install_handlers()
     try:
-        with private_api():
-            result = pipeline.rl_post_training(profile=profile, overrides=overrides or None)
+        with command_log("run", profile) as log, private_api():
+            try:
+                result = pipeline.rl_post_training(profile=profile, overrides=overrides or None)
+            except Exception as exc:
+                print(f"\nrun failed: {render(exc, log)}", file=sys.stderr)
+                return 1
     except (Interrupted, KeyboardInterrupt) as exc:
         stage = pipeline.CURRENT_STAGE[0] if pipeline.CURRENT_STAGE else "start-up"
         again = " ".join(["tpurl run", profile, *(f"--set {k}={v}" for k, v in overrides.items())])
@@ -180,9 +188,6 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
               "and the profile's lock released. Finished stages keep their verified outputs; "
               f"training resumes from its newest checkpoint. To resume: {again}", file=sys.stderr)
         return 128 + exc.signum if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
-    except Exception as exc:
-        print(f"\nrun failed: {exc}", file=sys.stderr)
-        return 1
     if as_json:
         print(result.model_dump_json(indent=2))
         return 0
