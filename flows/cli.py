@@ -155,7 +155,7 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
     from flows.interrupts import install_handlers, private_api
 
     install_handlers()
-    with command_log("teardown", profile.name) as log:
+    with command_log("teardown", profile.name, _private()) as log:
         try:
             with private_api():
                 teardown_flow(profile=args.profile, overrides=overrides or None,
@@ -175,7 +175,7 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
 
     install_handlers()
     try:
-        with command_log("run", profile) as log, private_api():
+        with command_log("run", profile, _private()) as log, private_api():
             try:
                 result = pipeline.rl_post_training(profile=profile, overrides=overrides or None)
             except Exception as exc:
@@ -196,9 +196,20 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
              if result.lock_wait_s >= 1 else ""))
     for stage in result.stages:
         print(f"  {stage.stage:<8} {stage.status:<8} {stage.duration_s:8.1f} s")
-    for name, uri in result.artifacts.items():
-        print(f"  {name}: {uri}")
+    from flows.cli_output import final_lines
+    from flows.runpage.results import result_uris
+
+    latest = result_uris(load_profile(profile, overrides), "latest")[1]
+    print("\n".join(final_lines(result, latest, log)))
     return 0
+
+
+def _private() -> bool:
+    """True when tpurl starts its own API server (no PREFECT_API_URL): its links die with
+    the command."""
+    from prefect.settings import PREFECT_API_URL
+
+    return not PREFECT_API_URL.value()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 from flows.config.errors import EnvironmentNotReady, ProfileError
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.paths import default_cache_dir
+from flows.runpage.result import PipelineResult
 
 
 def diagnosis_of(exc: BaseException | None) -> StageFailed | ProfileError | None:
@@ -49,14 +50,39 @@ def render(exc: BaseException, log: Path | None) -> str:
     return f"[{FailureCategory.INTERNAL}] {type(exc).__name__}: {exc}{where}"
 
 
-class _RepeatsOfDiagnosed(logging.Filter):
-    """Drops, from the terminal only, records that carry or repeat a diagnosed failure."""
+def final_lines(result: PipelineResult, result_uri: str, log: Path | None) -> list[str]:
+    """Pure: what a finished `tpurl run` ends with: the result file, the logs, the three
+    artifact URIs and the training's final reward and loss (no UI link: with tpurl's own
+    API server it dies with the command)."""
+    lines = [f"  {name}: {uri}" for name, uri in result.artifacts.items()]
+    steps = result.metrics.get("steps", [])
+    reward = next((s for s in reversed(steps) if "rewards/train/mean" in s), None)
+    loss = next((s for s in reversed(steps) if "actor/train/loss" in s), None)
+    if reward or loss:
+        parts = [f"reward {reward['rewards/train/mean']:.4g} (step {reward['step']})"
+                 if reward else "no reward logged",
+                 f"loss {loss['actor/train/loss']:.4g} (step {loss['step']})"
+                 if loss else "no loss logged"]
+        lines.append(f"  training ended with {', '.join(parts)}")
+    lines.append(f"  result: {result_uri}")
+    lines.append(f"  logs: {log or 'not kept'} (each stage's program log is in tpurl-logs/ "
+                 "beside its output)")
+    return lines
 
-    def __init__(self) -> None:
+
+class _RepeatsOfDiagnosed(logging.Filter):
+    """Drops, from the terminal only, records that carry or repeat a diagnosed failure, and
+    the UI link of an API that dies with the command."""
+
+    def __init__(self, private_api: bool) -> None:
         super().__init__()
         self.texts: list[str] = []
+        self.private_api = private_api
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if self.private_api and record.name.startswith("prefect.flow_runs") and \
+                str(record.msg).startswith("View at "):
+            return False
         exc = record.exc_info[1] if record.exc_info else None
         if exc is not None and diagnosis_of(exc) is not None:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -77,7 +103,7 @@ def _terminal_handlers() -> list[logging.Handler]:
 
 
 @contextlib.contextmanager
-def command_log(command: str, profile: str) -> Iterator[Path | None]:
+def command_log(command: str, profile: str, private_api: bool) -> Iterator[Path | None]:
     """Every log record of this command into a file (its path, or None when none could be
     opened); the terminal keeps all but the repeats of a diagnosed failure."""
     from prefect.logging.configuration import ensure_logging_setup
@@ -96,7 +122,7 @@ def command_log(command: str, profile: str) -> Iterator[Path | None]:
     if handler is not None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         root.addHandler(handler)
-    quiet = _RepeatsOfDiagnosed()
+    quiet = _RepeatsOfDiagnosed(private_api)
     terminals = _terminal_handlers()
     for terminal in terminals:
         terminal.addFilter(quiet)
