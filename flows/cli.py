@@ -74,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     backend = backend_for(profile)
     for warning in backend.validation_warnings():
         print(warning, file=sys.stderr)
-    if args.command in ("validate", "plan") and (problem := _local_dataset_problem(profile)):
-        print(f"error: profile {args.profile!r} is invalid (1 problem(s)):\n  - {problem}",
-              file=sys.stderr)
+    if args.command in ("validate", "plan", "run") and (problems := _local_problems(profile)):
+        listed = "".join(f"\n  - {p}" for p in problems)
+        print(f"error: profile {args.profile!r} is invalid ({len(problems)} problem(s)):"
+              f"{listed}", file=sys.stderr)
         return 2
     if args.command == "validate":
         print(f"profile {profile.name} is valid (backend {profile.backend})")
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "teardown":
         return _teardown(args, profile, overrides)
     if args.command == "plan":
+        from flows.core.space import gib, stage_estimates
         from flows.plan import build_plan, render_text, write_plan
 
         plans = build_plan(profile)
@@ -97,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps([p.model_dump() for p in plans], indent=2))
         else:
             print(render_text(profile, plans))
+            if estimates := stage_estimates(profile):
+                print("\ndisk under local.root (estimated): " + ", ".join(
+                    f"{stage} {gib(size)}" for stage, size in estimates.items()))
         if args.compare_capacity and profile.gke is not None:
             from flows.backends.gke.infra.cost import compare_capacity
 
@@ -110,6 +115,17 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if ok else 1
         return 0
     return _run(args.profile, overrides, args.json)
+
+
+def _local_problems(profile: Profile) -> list[str]:
+    """What can be checked here without running anything: a dataset on this machine, and
+    an output root on this machine that is writable and has room for the run."""
+    from flows.core.space import root_issues
+
+    found = [issue.render() for issue in root_issues(profile)]
+    if problem := _local_dataset_problem(profile):
+        found.append(problem)
+    return found
 
 
 def _local_dataset_problem(profile: Profile) -> str | None:
