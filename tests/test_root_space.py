@@ -59,3 +59,40 @@ def test_plan_states_the_estimate_per_stage():
     assert done.returncode == 0, done.stderr
     assert "disk under local.root (estimated): infra 0.14 GiB, convert 0.27 GiB, train " \
            "0.81 GiB, export 0.14 GiB" in done.stdout
+
+
+FILL = """
+import os, sys
+os.makedirs(sys.argv[1], exist_ok=True)
+with open(os.path.join(sys.argv[1], "shard-0.bin"), "wb") as out:
+    while True:
+        out.write(b"x" * (1 << 20))
+        out.flush()
+"""
+
+
+def test_a_program_that_fills_the_disk_is_the_storage_error_and_leaves_room(small_fs: Path):
+    """A real program writes until the real tmpfs is full (ENOSPC): one storage diagnosis
+    naming what was written, free and needed space and the fix, and the attempt's partial
+    files are gone so the file system is not left full."""
+    from flows.backends.local.backend import LocalBackend
+    from flows.config import load_profile
+    from flows.core.failures import StageFailed
+    from flows.core.storage import file_uri
+
+    profile = load_profile("rehearsal", {"local.root": str(small_fs / "out")}, environ={})
+    backend = LocalBackend(profile, stage="convert")
+    stage_dir = small_fs / "out" / "convert-attempt"
+    with pytest.raises(StageFailed) as failed:
+        backend.run_command("convert-hf-to-maxtext",
+                            [sys.executable, "-c", FILL, str(stage_dir / "0" / "items")],
+                            file_uri(stage_dir / "tpurl-logs" / "convert-hf-to-maxtext.log"))
+    d = failed.value.diagnosis
+    assert d.code == "storage/ENOSPC" and "ran out of disk space writing" in d.summary
+    assert str(stage_dir) in d.summary and "GiB free now" in d.summary  # (write(): no path)
+    assert "No space left on device" in d.detail and "removed 1 partial file(s)" in d.detail
+    assert "the stage needs about 0.27 GiB" in d.summary and "local.root" in d.resolution
+    assert not (stage_dir / "0").exists()  # the partial files went, the logs stayed
+    assert (stage_dir / "tpurl-logs" / "convert-hf-to-maxtext.log").is_file()
+    stat = os.statvfs(small_fs)
+    assert stat.f_bavail > stat.f_blocks // 2  # not left full

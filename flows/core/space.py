@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from flows.config.profile import Profile
+from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.issues import Issue
 
 TINY_PARAMS = 58_000_000
@@ -88,3 +89,32 @@ def root_issues(profile: Profile) -> list[Issue]:
                   f"about {gib(sum(needed.values()))} ({each}; estimated from the tiny "
                   "model's size)", f"free space there, or point local.root at a disk with "
                   f"{gib(sum(needed.values()))} free", "config/root-too-small")]
+
+
+_NO_SPACE = ("No space left on device", "[Errno 28]", "ENOSPC")
+
+
+def no_space_diagnosis(workload: str, tail: list[str], stage_dir: Path, free: int,
+                       needed: int | None, removed: int) -> Diagnosis | None:
+    """Pure: a program that stopped because the disk filled up, as the storage error (what
+    was being written, where, free and needed space, what was cleaned up, the fix); None
+    when the log tail shows no such failure."""
+    line = next((ln.strip() for ln in reversed(tail) if any(m in ln for m in _NO_SPACE)), None)
+    if line is None:
+        return None
+    path = line.rsplit(": ", 1)[-1].strip("'\"") if ": '" in line or ': "' in line else \
+        str(stage_dir)
+    want = f"; the stage needs about {gib(needed)}" if needed else ""
+    return Diagnosis(
+        FailureCategory.USER_ERROR,
+        f"{workload} ran out of disk space writing {path} ({gib(free)} free now{want})",
+        f"    {line}\n    removed {removed} partial file(s) of this attempt from {stage_dir} "
+        "(its logs are kept)",
+        "free space under local.root (old output keys can go) or point local.root at a "
+        f"larger disk{f' with {gib(needed)} free' if needed else ''}; then run again",
+        "storage/ENOSPC")
+
+
+def free_bytes(path: Path) -> int:
+    stat = os.statvfs(_existing_ancestor(path))
+    return stat.f_bavail * stat.f_frsize
