@@ -9,6 +9,7 @@ then counts the events about the holder's Variable in /events/filter. Prints fig
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -25,6 +26,7 @@ def main() -> None:
     hold_s = float(sys.argv[1]) if len(sys.argv) > 1 else 120.0
     with tempfile.TemporaryDirectory() as home, prefect_server_in(Path(home)) as server, \
             temporary_settings({PREFECT_API_URL: server.url}):
+        os.environ["PREFECT_API_URL"] = server.url  # threads of the lock before issue 21
 
         @flow(name="lock-events-benchmark")
         def hold() -> None:

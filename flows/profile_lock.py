@@ -22,6 +22,7 @@ ends the wait at once.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import time
 import uuid
@@ -109,7 +110,10 @@ class _Holding:
                          process=rules.same_host_pid(), since=self.taken_at,
                          beat_every_s=rules.LEASED_BEAT_S, lease_id=lease_id)
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._beat, daemon=True, name=f"{name}-lease")
+        # in the caller's context: the API settings may live in a contextvar (as in Prefect's
+        # own lease renewal thread, prefect/concurrency/_leases.py)
+        self.thread = threading.Thread(target=contextvars.copy_context().run,
+                                       args=(self._beat,), daemon=True, name=f"{name}-lease")
 
     def record(self) -> None:
         _write_record(self.variable, self.me)
