@@ -20,7 +20,7 @@ from flows.core.paths import REPO_ROOT
 from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
-import maxtext_keys as generator  # noqa: E402
+import maxtext_keys as generator
 
 
 def _profile_overrides(name: str) -> dict[str, str]:
