@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     down.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     down.add_argument("--delete-bucket", action="store_true", help="also delete the bucket")
     down.add_argument("--confirm-bucket", metavar="NAME", help="the bucket's name, typed again")
+    down.add_argument("--yes", action="store_true",
+                      help="do not ask (scripts); without it a terminal is asked to confirm")
     results = sub.add_parser("result-storage", help="create the GcsBucket block that keeps "
                              "Prefect's flow results in the profile's bucket")
     results.add_argument("profile")
@@ -76,6 +78,10 @@ def _add_profile_command(sub: Any, name: str, text: str) -> argparse.ArgumentPar
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "teardown" and args.delete_bucket and not args.confirm_bucket:
+        print("error: --delete-bucket needs --confirm-bucket NAME (the bucket's name typed "
+              "again); nothing was touched", file=sys.stderr)
+        return 2
     if args.command == "profiles":
         print("\n".join(profile_names()))
         return 0
@@ -88,9 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     backend = backend_for(profile)
     for warning in backend.validation_warnings():
         print(warning, file=sys.stderr)
-    if args.command in ("validate", "plan") and (problem := _local_dataset_problem(profile)):
-        print(f"error: profile {args.profile!r} is invalid (1 problem(s)):\n  - {problem}",
-              file=sys.stderr)
+    if args.command in ("validate", "plan", "run") and (problems := _local_problems(profile)):
+        listed = "".join(f"\n  - {p}" for p in problems)
+        print(f"error: profile {args.profile!r} is invalid ({len(problems)} problem(s)):"
+              f"{listed}", file=sys.stderr)
         return 2
     if args.command == "validate":
         print(f"profile {profile.name} is valid (backend {profile.backend})")
@@ -120,16 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(setup_commands(profile.gke)))
         return 0
     if args.command == "teardown":
-        from flows.teardown import teardown_flow
-
-        try:
-            teardown_flow(profile=args.profile, overrides=overrides or None,
-                          delete_bucket=args.delete_bucket, confirm_bucket=args.confirm_bucket)
-        except Exception as exc:
-            print(f"teardown failed: {exc}", file=sys.stderr)
-            return 1
-        return 0
+        return _teardown(args, profile, overrides)
     if args.command == "plan":
+        from flows.core.space import gib, stage_estimates
         from flows.plan import build_plan, render_text, write_plan
 
         plans = build_plan(profile)
@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps([p.model_dump() for p in plans], indent=2))
         else:
             print(render_text(profile, plans))
+            if estimates := stage_estimates(profile):
+                print("\ndisk under local.root (estimated): " + ", ".join(
+                    f"{stage} {gib(size)}" for stage, size in estimates.items()))
         if args.compare_capacity and profile.gke is not None:
             from flows.backends.gke.infra.cost import compare_capacity
 
@@ -152,6 +155,17 @@ def main(argv: list[str] | None = None) -> int:
     return _run(args.profile, overrides, args.json)
 
 
+def _local_problems(profile: Profile) -> list[str]:
+    """What can be checked here without running anything: a dataset on this machine, and
+    an output root on this machine that is writable and has room for the run."""
+    from flows.core.space import root_issues
+
+    found = [issue.render() for issue in root_issues(profile)]
+    if problem := _local_dataset_problem(profile):
+        found.append(problem)
+    return found
+
+
 def _local_dataset_problem(profile: Profile) -> str | None:
     """A dataset on this machine is checked at validation; a remote one when the run starts
     (infra stage), with the run's credentials."""
@@ -165,15 +179,62 @@ def _local_dataset_problem(profile: Profile) -> str | None:
     return f"{FIELD}: {found[0]}\n    fix: {found[1]}" if found else None
 
 
+def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, str]) -> int:
+    """Show what goes and what it costs, ask on a terminal (``--yes`` for scripts), then run
+    the teardown flow on the same private API server as `tpurl run`."""
+    from flows.backends.gke.infra.destroy import confirmation_problem
+    from flows.backends.gke.infra.settings import settings_from_profile
+    from flows.teardown import teardown_flow, teardown_preview
+
+    if profile.gke is None:
+        print(f"error: teardown is for GKE profiles; {profile.name} uses backend "
+              f"{profile.backend}", file=sys.stderr)
+        return 2
+    if problem := confirmation_problem(settings_from_profile(profile), args.delete_bucket,
+                                       args.confirm_bucket):
+        print(f"error: {problem}; nothing was touched", file=sys.stderr)
+        return 2
+    print("\n".join(teardown_preview(profile, args.delete_bucket)))
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print("error: not confirmed: stdin is not a terminal; pass --yes to tear down "
+                  "without asking", file=sys.stderr)
+            return 2
+        answer = input(f"type the cluster name ({profile.gke.cluster}) to destroy it: ")
+        if answer.strip() != profile.gke.cluster:
+            print("teardown cancelled; nothing was touched", file=sys.stderr)
+            return 1
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from flows.cli_output import command_log, render
+    from flows.interrupts import install_handlers, private_api
+
+    install_handlers()
+    with command_log("teardown", profile.name, _private()) as log:
+        try:
+            with private_api():
+                teardown_flow(profile=args.profile, overrides=overrides or None,
+                              delete_bucket=args.delete_bucket,
+                              confirm_bucket=args.confirm_bucket)
+        except Exception as exc:
+            print(f"\nteardown failed: {render(exc, log)}", file=sys.stderr)
+            return 1
+    return 0
+
+
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from flows import pipeline
+    from flows.cli_output import command_log, render
     from flows.interrupts import EXIT_INTERRUPTED, Interrupted, install_handlers, private_api
 
     install_handlers()
     try:
-        with private_api():
-            result = pipeline.rl_post_training(profile=profile, overrides=overrides or None)
+        with command_log("run", profile, _private()) as log, private_api():
+            try:
+                result = pipeline.rl_post_training(profile=profile, overrides=overrides or None)
+            except Exception as exc:
+                print(f"\nrun failed: {render(exc, log)}", file=sys.stderr)
+                return 1
     except (Interrupted, KeyboardInterrupt) as exc:
         stage = pipeline.CURRENT_STAGE[0] if pipeline.CURRENT_STAGE else "start-up"
         again = " ".join(["tpurl run", profile, *(f"--set {k}={v}" for k, v in overrides.items())])
@@ -181,9 +242,6 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
               "and the profile's lock released. Finished stages keep their verified outputs; "
               f"training resumes from its newest checkpoint. To resume: {again}", file=sys.stderr)
         return 128 + exc.signum if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
-    except Exception as exc:
-        print(f"\nrun failed: {exc}", file=sys.stderr)
-        return 1
     if as_json:
         print(result.model_dump_json(indent=2))
         return 0
@@ -192,9 +250,20 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
              if result.lock_wait_s >= 1 else ""))
     for stage in result.stages:
         print(f"  {stage.stage:<8} {stage.status:<8} {stage.duration_s:8.1f} s")
-    for name, uri in result.artifacts.items():
-        print(f"  {name}: {uri}")
+    from flows.cli_output import final_lines
+    from flows.runpage.results import result_uris
+
+    latest = result_uris(load_profile(profile, overrides), "latest")[1]
+    print("\n".join(final_lines(result, latest, log)))
     return 0
+
+
+def _private() -> bool:
+    """True when tpurl starts its own API server (no PREFECT_API_URL): its links die with
+    the command."""
+    from prefect.settings import PREFECT_API_URL
+
+    return not PREFECT_API_URL.value()
 
 
 if __name__ == "__main__":

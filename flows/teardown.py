@@ -19,7 +19,7 @@ from prefect import flow, get_run_logger
 from flows.backends.gke.infra import clients
 from flows.backends.gke.infra.destroy import TeardownReport, teardown
 from flows.backends.gke.infra.settings import settings_from_profile
-from flows.config import load_profile
+from flows.config import Profile, load_profile
 from flows.core.failures import user_error
 from flows.profile_lock import profile_lock
 
@@ -45,6 +45,32 @@ def teardown_flow(profile: str, overrides: dict[str, str] | None = None,
                           delete_bucket=delete_bucket, confirm_bucket=confirm_bucket)
     print(report.render())
     return report
+
+
+def teardown_preview(cfg: Profile, delete_bucket: bool) -> list[str]:
+    """Pure: what a teardown of ``cfg`` destroys and what that costs per hour now, for the
+    confirmation. The TPU pool's rate follows the capacity mode: a reserved (static) pool
+    bills every hour it exists; a pool that scales from zero bills only while a job holds
+    nodes, so its idle rate is zero and its busy rate is the ceiling."""
+    g = cfg.gke
+    assert g is not None, "teardown is for GKE profiles"
+    busy = g.total_chips * g.usd_per_chip_hour
+    rate = (f"${g.idle_usd_per_hour:,.2f}/h (static {g.capacity} pool: billed while it exists)"
+            if not g.scales_from_zero else
+            f"$0.00/h while no job holds TPU nodes, ${busy:,.2f}/h while one does "
+            f"({g.capacity} pool scales from zero)")
+    lines = [f"tpurl teardown will destroy, in project {g.project} ({g.region}):",
+             f"  cluster {g.cluster}: its TPU pool ({g.num_slices} × {g.topology} "
+             f"{g.machine_type}, {g.total_chips} chips), its CPU pool, networks and service "
+             "accounts (gcluster destroy)",
+             f"  the TPU pool costs {rate} at ${g.usd_per_chip_hour:.2f}/chip-hour"]
+    if delete_bucket:
+        lines.append(f"  bucket gs://{g.bucket} with every checkpoint, export and the "
+                     "deployment record: this cannot be undone")
+    else:
+        lines.append(f"  kept: bucket gs://{g.bucket} (checkpoints, exports, the deployment "
+                     "record)")
+    return lines
 
 
 METADATA_CLUSTER = ("http://metadata.google.internal/computeMetadata/v1/instance/attributes/"

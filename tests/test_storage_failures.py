@@ -67,3 +67,15 @@ def test_refusals_of_the_file_system_are_the_users_to_fix(code: int, category) -
 def test_other_os_errors_stay_internal() -> None:
     assert storage_error("train", OSError(errno.EBADF, "bad fd", "/x"), None) is None
     assert storage_error("train", OSError(errno.ENOSPC, "full"), None) is None  # no path
+
+
+def test_a_refused_file_is_named_as_a_file(tmp_path: Path) -> None:
+    """Issue 20.7: an unreadable lineage record names the file, not the directory's mode."""
+    record = tmp_path / "lineage.json"
+    record.write_text("{}")
+    failure = storage_error("convert", PermissionError(errno.EACCES, "Permission denied",
+                                                        str(record)), None)
+    assert failure is not None
+    assert failure.diagnosis.summary.startswith(f"cannot access {record}")
+    assert f"no permission for {record}: fix that file's owner/mode" in \
+        failure.diagnosis.resolution

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from flows.config.data_rules import data_issues
 from flows.config.gcp_names import looks_like_hf_token
+from flows.config.maxtext_keys import maxtext_key_issues
 from flows.config.maxtext_rules import maxtext_issues
 from flows.config.profile import RESERVED_ARGS, Profile, Scalar
 from flows.config.spend import spend_issues
@@ -23,6 +24,7 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
              "train": profile.train.args, "export": profile.export.args}
     for step, args in steps.items():
         issues += _reserved_and_secret_args(step, args)
+    issues += maxtext_key_issues(profile)
     issues += maxtext_issues(profile)
     issues += data_issues(profile)
     issues += _patch_issues(profile, set(known_patches))

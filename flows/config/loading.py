@@ -120,7 +120,12 @@ def _set_path(data: dict[str, Any], dotted: str, value: str) -> None:
             node[part] = child
         node = child
     # Kept as text: pydantic converts it for typed fields, and MaxText arguments are text anyway
-    # (YAML parsing would turn a version like 1.10 into the number 1.1).
+    # (YAML parsing would turn a version like 1.10 into the number 1.1). An empty value
+    # removes the key, as an empty field in the YAML does: a MaxText argument goes back to
+    # MaxText's default, a field to the profile model's default.
+    if value == "":
+        node.pop(parts[-1], None)
+        return
     node[parts[-1]] = value
 
 

@@ -13,6 +13,7 @@ in one place, :mod:`flows.core.retry`.
 from __future__ import annotations
 
 import errno
+import os
 import re
 import signal
 import traceback
@@ -152,10 +153,10 @@ def internal_error(stage: str, exc: BaseException,
 STORAGE_ERRNOS = {
     "EROFS": "the file system is read-only: point the output root (local.root) at a writable "
              "directory, or remount it read-write",
-    "EACCES": "no permission to write there: fix the directory's owner/mode, or point "
-              "local.root elsewhere",
-    "EPERM": "the operation is not permitted there: fix the directory's owner/mode, or point "
-             "local.root elsewhere",
+    "EACCES": "no permission for {path}: fix that {kind}'s owner/mode, or point local.root "
+              "elsewhere",
+    "EPERM": "the operation is not permitted on {path}: fix that {kind}'s owner/mode, or "
+             "point local.root elsewhere",
     "ENOSPC": "the disk is full: free space (old output keys under the root can go) or point "
               "local.root at a larger disk",
     "EDQUOT": "the disk quota is exhausted: free space or point local.root elsewhere",
@@ -169,6 +170,10 @@ def storage_error(stage: str, exc: OSError, traceback_file: str | None) -> Stage
     if name not in STORAGE_ERRNOS or not exc.filename:
         return None
     where = f"\n    full traceback: {traceback_file}" if traceback_file else ""
+    path = str(exc.filename)
+    kind = "file" if os.path.isfile(path) else "directory"
+    verb = "access" if name in ("EACCES", "EPERM") else "write"  # a read is refused alike
     return StageFailed(stage, Diagnosis(
-        FailureCategory.USER_ERROR, f"cannot write {exc.filename}: {exc.strerror} ({name})",
-        f"    {exc.filename}: {exc.strerror}{where}", STORAGE_ERRNOS[name], f"storage/{name}"))
+        FailureCategory.USER_ERROR, f"cannot {verb} {path}: {exc.strerror} ({name})",
+        f"    {path}: {exc.strerror}{where}", STORAGE_ERRNOS[name].format(path=path, kind=kind),
+        f"storage/{name}"))

@@ -161,6 +161,18 @@ class Stage(ABC):
                            fingerprint=stored.fingerprint, uris=record.outputs,
                            details=stored.details)
 
+    def _what_is_left(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> str:
+        """What the files about to be cleared are: a verified output that was damaged since
+        (its record still matches this config) or what an unverified attempt left."""
+        try:
+            stored = self.read_record(ctx, self.record_uri(ctx))
+        except (UnreadableRecord, OSError):
+            stored = None
+        if stored is not None and stored.matches(self.key(ctx.profile),
+                                                 self.input_fingerprints(upstream)):
+            return "the verified output, damaged since it was verified"
+        return "what an earlier unverified attempt left"
+
     def read_record(self, ctx: StageContext, uri: str) -> LineageRecord | None:
         """The stored record: a file beside the output, unless the stage keeps it elsewhere."""
         return read_record(ctx.storage, uri)
@@ -234,10 +246,11 @@ class Stage(ABC):
             ctx.logger.info("%s: verified output already there, skipping (%s)", self.name,
                             ", ".join(skipped.uris.values()))
             return skipped
+        what = self._what_is_left(ctx, upstream)
         for directory in self.leftover_dirs(ctx):
             if cleared := ctx.backend.clear_leftovers(self.name, directory):
-                ctx.logger.warning("%s: removed %d file(s) an earlier unverified attempt left in "
-                                   "%s (its logs are kept)", self.name, cleared, directory)
+                ctx.logger.warning("%s: removed %d file(s) of %s in %s (its logs are kept)",
+                                   self.name, cleared, what, directory)
         try:
             runs = self.run(ctx, upstream)
             uris, details = self.verify(ctx)
@@ -281,6 +294,18 @@ class ProvidedStage(Stage):
 
     def leftover_dirs(self, ctx: StageContext) -> list[str]:
         return self.provider(ctx.backend).leftover_dirs()
+
+    def _what_is_left(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> str:
+        """What the files about to be cleared are: a verified output that was damaged since
+        (its record still matches this config) or what an unverified attempt left."""
+        try:
+            stored = self.read_record(ctx, self.record_uri(ctx))
+        except (UnreadableRecord, OSError):
+            stored = None
+        if stored is not None and stored.matches(self.key(ctx.profile),
+                                                 self.input_fingerprints(upstream)):
+            return "the verified output, damaged since it was verified"
+        return "what an earlier unverified attempt left"
 
     def read_record(self, ctx: StageContext, uri: str) -> LineageRecord | None:
         provider = self.provider(ctx.backend)

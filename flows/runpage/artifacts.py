@@ -21,6 +21,7 @@ from prefect.artifacts import (
 
 from flows.announcements.model import RunAnnouncement
 from flows.runpage.charts import metrics_chart_markdown
+from flows.runpage.lr_schedule import NOTE as LR_NOTE
 from flows.runpage.result import PipelineResult
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,8 @@ def publish_result(result: PipelineResult) -> None:
         rows = metric_rows(result.metrics)
         if rows:
             create_table_artifact(table=rows, key=f"{key}-metrics",
-                                  description="Training metrics per GRPO step (TensorBoard)")
+                                  description="Training metrics per GRPO step (TensorBoard); "
+                                              + LR_NOTE)
         chart = metrics_chart_markdown(result.metrics)
         if chart:
             create_markdown_artifact(markdown=chart, key=f"{key}-curves",

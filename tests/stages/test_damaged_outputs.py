@@ -141,3 +141,16 @@ def test_a_failed_stage_leaves_no_empty_directories_but_keeps_its_logs(tmp_path:
         run_all(backend)
     assert not (run_dir / "checkpoints" / "actor" / "7").exists()
     assert (run_dir / "tpurl-logs" / "train-grpo.log").is_file()
+
+
+def test_a_damaged_verified_output_is_cleared_as_what_it_was(tmp_path: Path, caplog) -> None:
+    """Issue 20.7: files of a verified output that changed since are not called "what an
+    unverified attempt left"."""
+    backend = backend_at(tmp_path)
+    run_all(backend)
+    with open(export_shard(backend), "r+b") as handle:
+        handle.truncate(0)
+    caplog.set_level(logging.INFO)
+    run_all(backend_at(tmp_path))
+    assert "of the verified output, damaged since it was verified" in caplog.text
+    assert "unverified attempt" not in caplog.text

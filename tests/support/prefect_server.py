@@ -36,15 +36,18 @@ class PrefectServer:
 
 
 @contextlib.contextmanager
-def prefect_server_in(home: Path) -> Iterator[PrefectServer]:
-    """A server with its own PREFECT_HOME, healthy before it is handed out."""
-    port = free_port()
+def prefect_server_in(home: Path, port: int | None = None,
+                      settings: dict[str, str] | None = None) -> Iterator[PrefectServer]:
+    """A server with its own PREFECT_HOME, healthy before it is handed out (the same
+    ``home`` and ``port`` again: the same API restarted)."""
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}/api"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update({"PREFECT_HOME": str(home), "PREFECT_API_URL": url,
                 "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "true",
                 "PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_SERVER_API_PORT": str(port)})
-    log = open(home / "server.log", "w")  # noqa: SIM115 - closed at teardown
+    env.update(settings or {})
+    log = open(home / "server.log", "a")  # noqa: SIM115 - closed at teardown
     server = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port",
                                str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True)

@@ -25,7 +25,7 @@ from flows.backends.local.infra import LocalInfra
 from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalRuntime
 from flows.config.profile import Profile
 from flows.core.backend import StageLogger, WorkloadRun
-from flows.core.failures import StageFailed, diagnose_exit
+from flows.core.failures import Diagnosis, StageFailed, diagnose_exit
 from flows.core.issues import Issue
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
@@ -165,11 +165,26 @@ class LocalBackend:
                 tag_path.unlink(missing_ok=True)
         wall = time.monotonic() - started
         if returncode != 0 or timed_out.is_set():
-            diagnosis = diagnose_exit(name, returncode, list(tail), timed_out.is_set(),
-                                      self.timeout_s)
+            diagnosis = self._no_space(name, list(tail), log_path) or diagnose_exit(
+                name, returncode, list(tail), timed_out.is_set(), self.timeout_s)
             raise StageFailed(self.stage or name, diagnosis, log_uri)
         self.logger.info("%s: finished in %.1f s (log: %s)", name, wall, log_uri)
         return WorkloadRun(name=name, wall_s=wall, log_uri=log_uri)
+
+
+    def _no_space(self, name: str, tail: list[str], log_path: Path) -> Diagnosis | None:
+        """A full disk: the attempt's partial files go (they could never be output and they
+        keep the disk full), except training checkpoints, which are resume points."""
+        from flows.core.space import free_bytes, no_space_diagnosis, stage_estimates
+
+        if not any("No space left on device" in line or "Errno 28" in line for line in tail):
+            return None
+        stage_dir = log_path.parent.parent  # <stage output>/tpurl-logs/<workload>.log
+        removed = 0
+        if self.stage in ("convert", "export"):
+            removed = self.storage.remove_tree(stage_dir.as_uri(), keep=(LOGS_DIR,))
+        needed = stage_estimates(self.profile).get(self.stage or "")
+        return no_space_diagnosis(name, tail, stage_dir, free_bytes(stage_dir), needed, removed)
 
 
 def _kill_group(proc: subprocess.Popen[str], flag: threading.Event | None) -> None:
