@@ -8,8 +8,9 @@ same tokens; the wall times of both give the rollout's tokens/s before and after
 Runs in the rehearsal venv on random weights (no checkpoint needed), with the rehearsal
 profile's model arguments passed as MaxText key=value overrides, e.g.
 ``model_name=qwen3-30b-a3b override_model_config=true base_emb_dim=64 ...``.
-Prints ONE JSON line: ``{"tokens_equal", "tokens", "distinct_tokens", "cached_tok_s", "uncached_tok_s",
-"cached_s", "uncached_s", "cached_first_s", "uncached_first_s"}`` (first = incl. compile).
+Prints ONE JSON line: ``{"tokens_equal", "equal_prefix", "tokens", "distinct_tokens",
+"cached_tok_s", "uncached_tok_s", "cached_s", "uncached_s", "cached_first_s",
+"uncached_first_s"}`` (first = incl. compile; equal_prefix = leading tokens that agree).
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def main() -> None:
     steady = {name: min(w[1:]) if len(w) > 1 else w[0] for name, w in walls.items()}
     print(json.dumps({
         "tokens_equal": bool((outs["cached"] == outs["uncached"]).all()),
+        "equal_prefix": int(np.argmin(np.append(outs["cached"][0] == outs["uncached"][0], False))),
         "tokens": int(gen_len), "distinct_tokens": len(set(outs["uncached"].ravel().tolist())),
         "cached_tok_s": gen_len / steady["cached"], "uncached_tok_s": gen_len / steady["uncached"],
         "cached_s": steady["cached"], "uncached_s": steady["uncached"],
