@@ -7,12 +7,15 @@ skip everything. Prints per-stage walls, the sum of the stage programs' walls, a
     overhead = flow wall ÷ sum of the stage subprocesses' walls        (target ≤ 1.10)
 
 plus the total rehearsal time (target ≤ 5 min on 2 cores after install) and the rerun time.
-Usage: .venv/bin/python benchmarks/rehearsal.py [--keep DIR]
+`--save FILE` writes the figures as JSON; `--baseline FILE` (one saved on previous main, in
+the same conditions) prints each figure's ratio to it in the same run.
+Usage: .venv/bin/python benchmarks/rehearsal.py [--keep DIR] [--save F] [--baseline F]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -24,6 +27,8 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", help="output root to use (default: a new temporary dir)")
+    parser.add_argument("--save", help="write the figures to this JSON file")
+    parser.add_argument("--baseline", help="JSON written by --save on previous main: print ratios")
     args = parser.parse_args()
     root = args.keep or tempfile.mkdtemp(prefix="tpurl-bench-")
 
@@ -55,6 +60,20 @@ def main() -> None:
     print(f"rehearsal ≤ 5 min target:          {'met' if cold_process_wall <= 300 else 'MISSED'}")
     statuses = {s.stage: s.status for s in rerun.stages}
     print(f"unchanged rerun: {rerun_wall:.1f} s, statuses {statuses}")
+    figures = {f"stage {s.stage}": s.duration_s for s in result.stages}
+    figures |= {f"program {r.name}": r.wall_s for s in result.stages for r in s.workloads}
+    figures |= {"flow wall": result.wall_s, "flow call": cold_process_wall, "rerun": rerun_wall}
+    if args.save:
+        with open(args.save, "w") as out:
+            json.dump(figures, out, indent=1)
+    if args.baseline:
+        with open(args.baseline) as saved:
+            before = json.load(saved)
+        print(f"{'figure':<40} {'now s':>8} {'main s':>8} {'ratio':>6}")
+        for name, now in figures.items():
+            then = before.get(name)
+            ratio = f"{now / then:6.2f}" if then else "     -"
+            print(f"{name:<40} {now:8.1f} {then if then is not None else float('nan'):8.1f} {ratio}")
 
 
 if __name__ == "__main__":

@@ -22,8 +22,14 @@ What this launcher does, before importing ``train_rl``:
    ``maxtext.integration.vllm.maxtext_vllm_adapter`` whose ``register()`` does nothing,
    and ``maxtext.integration.vllm.maxtext_vllm_rollout`` whose ``MaxTextVllmRollout``
    is :class:`CpuActorRollout`, a Tunix ``BaseRollout`` that samples from the actor
-   model itself.  It recomputes the whole fixed-size sequence for every new token
-   (no KV cache) with fixed shapes, so XLA compiles the sampling loop once;
+   model itself through MaxText's own decode path: a second instance of the same
+   Transformer built in ``autoregressive`` mode (which gives every attention layer its
+   ``KVCache``), holding the actor's current parameters, prefills the prompt once and
+   then decodes one token per step from the cache.  Shapes are fixed (one row at a
+   time, the cache's batch of ``micro_batch_size_to_train_on``), so XLA compiles the
+   prefill+decode loop once per run.  Where the cache cannot hold the request (a prompt
+   or generation length other than the config's) it falls back to recomputing the whole
+   fixed-size sequence for every token (no cache);
 3. runs ``train_rl.main`` through ``absl.app.run`` with the argv it was given, exactly
    as ``python -m maxtext.trainers.post_train.rl.train_rl <argv>`` would.
 
@@ -75,7 +81,9 @@ def _build_rollout_class() -> type:
             maxtext_config: Any = None,
             **kwargs: Any,
         ) -> None:
-            del maxtext_config, kwargs  # vLLM-only settings have no meaning here
+            del kwargs  # vLLM-only settings have no meaning here
+            self._maxtext_config = maxtext_config
+            self._decoder: tuple[Any, ...] | None = None
             self._model = rollout_actor
             self._tokenizer = tokenizer
             self.mesh = mesh
@@ -85,7 +93,10 @@ def _build_rollout_class() -> type:
             pad = tokenizer.pad_token_id
             self._pad = int(pad if pad is not None else tokenizer.eos_token_id)
             self._eos = int(tokenizer.eos_token_id)
-            log.warning("CpuActorRollout stand-in created (no vLLM, no KV cache).")
+            # Built here, outside generate()'s rollout mesh context: eval_shape of the
+            # autoregressive model fails inside it (its cache axes are logical names).
+            self._twin = self._autoregressive_twin() if maxtext_config is not None else None
+            log.warning("CpuActorRollout stand-in created (no vLLM; MaxText decode with its KV cache).")
 
         def model(self) -> Any:
             """The module whose weights are sampled: the actor model itself."""
@@ -151,6 +162,85 @@ def _build_rollout_class() -> type:
             self._compiled[key] = fn
             return fn
 
+        def _fits_cache(self, prompt_len: int, gen_len: int) -> bool:
+            """MaxText's KVCache is sized by the config: prefill and target lengths, batch 1."""
+            cfg = self._maxtext_config
+            return (self._twin is not None and int(cfg.micro_batch_size_to_train_on) == 1
+                    and prompt_len == int(cfg.max_prefill_predict_length)
+                    and prompt_len + gen_len == int(cfg.max_target_length))
+
+        def _autoregressive_twin(self) -> tuple[Any, Any, Any]:
+            """The actor's Transformer built in autoregressive mode, abstractly (no weights
+            are initialised): its graph, empty KV caches, and its unused RNG streams
+            (decoding is deterministic apart from our own sampling key). The parameters
+            are the actor's at every call."""
+            from maxtext.common.common_types import MODEL_MODE_AUTOREGRESSIVE
+            from maxtext.utils import model_creation_utils
+
+            _, abstract = model_creation_utils.create_nnx_abstract_model(
+                self._maxtext_config, self.mesh, model_mode=MODEL_MODE_AUTOREGRESSIVE)
+            graphdef, _, abs_cache, abs_rest = nnx.split(abstract, nnx.Param, nnx.Cache, ...)
+            cache0, rest = (jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), t)
+                            for t in (abs_cache, abs_rest))
+            return graphdef, cache0, rest
+
+        def _decode_fn(self, top_k: int, temperature: float) -> tuple[Any, ...]:
+            """One jitted prefill + decode loop over the twin's KV cache, built once."""
+            if self._decoder is not None and self._decoder[0] == (top_k, temperature):
+                return self._decoder
+            from maxtext.common.common_types import MODEL_MODE_AUTOREGRESSIVE, MODEL_MODE_PREFILL
+
+            cfg, pad = self._maxtext_config, self._pad
+            gen_len = int(cfg.max_target_length) - int(cfg.max_prefill_predict_length)
+            assert self._twin is not None
+            graphdef = self._twin[0]
+
+            def pick(logits: Any, key_: Any) -> Any:
+                logits = logits.astype(jnp.float32)
+                if top_k > 0:
+                    kth = jax.lax.top_k(logits, top_k)[0][:, -1:]
+                    logits = jnp.where(logits < kth, -jnp.inf, logits)
+                if temperature > 0:
+                    return jax.random.categorical(key_, logits / temperature, axis=-1).astype(jnp.int32)
+                return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+            # The caches and RNG streams go in as arguments: closed over, their Variables
+            # would belong to the outer trace and MaxText's layer scan could not update them.
+            def run(params: Any, cache0: Any, rest: Any, prompt: Any, rng: Any) -> Any:
+                seg = (prompt != pad).astype(jnp.int32)
+                positions = jnp.clip(jnp.cumsum(seg, axis=-1) - 1, 0, None)
+                model = nnx.merge(graphdef, params, cache0, rest)
+                logits = model(prompt, positions, decoder_segment_ids=seg, model_mode=MODEL_MODE_PREFILL)
+                keys = jax.random.split(rng, gen_len)
+                tok = pick(logits[:, -1], keys[0])  # left-padded: the last column is the last token
+                out = jnp.zeros((prompt.shape[0], gen_len), jnp.int32).at[:, 0].set(tok)
+                true_len = seg.sum(axis=-1)
+
+                def body(i: Any, carry: Any) -> Any:
+                    cache, tok, out = carry
+                    step = nnx.merge(graphdef, params, cache, rest)
+                    logits = step(tok[:, None], (true_len + i - 1)[:, None],
+                                  model_mode=MODEL_MODE_AUTOREGRESSIVE)
+                    tok = pick(logits[:, -1], keys[i])
+                    return nnx.state(step, nnx.Cache), tok, out.at[:, i].set(tok)
+
+                _, _, out = jax.lax.fori_loop(1, gen_len, body, (nnx.state(model, nnx.Cache), tok, out))
+                return out
+
+            self._decoder = ((top_k, temperature), jax.jit(run))
+            return self._decoder
+
+        def _decode_rows(self, prompt_arr: Any, top_k: int, temperature: float, seed: int) -> Any:
+            """One row at a time through the cached decode (same shapes: compiled once)."""
+            _, fn = self._decode_fn(top_k, temperature)
+            params = nnx.state(self._model.base, nnx.Param)
+            keys = jax.random.split(jax.random.PRNGKey(seed), prompt_arr.shape[0])
+            assert self._twin is not None
+            _, cache0, rest = self._twin
+            rows = [fn(params, cache0, rest, jnp.asarray(prompt_arr[r : r + 1]), keys[r])
+                    for r in range(prompt_arr.shape[0])]
+            return np.concatenate([np.asarray(jax.device_get(row)) for row in rows], axis=0)
+
         def generate(self, prompts: list[str], rollout_config: Any, **kwargs: Any) -> Any:
             """Sample completions for ``prompts`` with fixed shapes (left-padded prompts)."""
             del kwargs
@@ -168,8 +258,11 @@ def _build_rollout_class() -> type:
             base_seed = 0 if rollout_config.seed is None else int(np.asarray(rollout_config.seed).ravel()[0])
             seed = base_seed + self._calls
             self._calls += 1
-            fn = self._sampler(prompt_len, gen_len, top_k, temperature, batch)
-            completion = np.asarray(jax.device_get(fn(state, jnp.asarray(buf), jax.random.PRNGKey(seed))))
+            if self._fits_cache(prompt_len, gen_len):
+                completion = self._decode_rows(prompt_arr, top_k, temperature, seed)
+            else:
+                fn = self._sampler(prompt_len, gen_len, top_k, temperature, batch)
+                completion = np.asarray(jax.device_get(fn(state, jnp.asarray(buf), jax.random.PRNGKey(seed))))
             tokens: list[np.ndarray] = []
             for row in completion:
                 stops = np.nonzero((row == self._eos) | (row == self._pad))[0]

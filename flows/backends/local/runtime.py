@@ -27,6 +27,11 @@ STAND_IN_NOTE = ("rehearsal: the vLLM rollout is replaced by a CPU stand-in that
                  "and Tunix's real code")
 LOCAL_ENV: Env = (("JAX_PLATFORMS", "cpu"), ("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
                   ("TOKENIZERS_PARALLELISM", "false"))
+# JAX's persistent compilation cache, beside the venvs: XLA keys each entry by the program,
+# the jax/jaxlib versions and the flags, so every run and output root may share it, and a
+# rerun (a changed reward, learning rate or seed) skips the minutes XLA spends compiling the
+# same MaxText programs on CPU. Deleting .venvs clears it with the venvs.
+JAX_CACHE_DIR = "jax-compilation-cache"
 
 
 def rehearsal_script(name: str) -> str:
@@ -65,14 +70,18 @@ class LocalRuntime:
     def train_placement(self) -> Placement:
         return Placement(kind="cpu")
 
+    def _env(self) -> Env:
+        cache = self.layout.venv_dir().parent / JAX_CACHE_DIR
+        return (*LOCAL_ENV, ("JAX_COMPILATION_CACHE_DIR", str(cache)))
+
     def train_env(self) -> Env:
-        return LOCAL_ENV
+        return self._env()
 
     def train_preamble(self) -> tuple[str, ...]:
         return ()
 
     def program_env(self) -> Env:
-        return LOCAL_ENV
+        return self._env()
 
     def notes(self, stage: str) -> list[str]:
         return [STAND_IN_NOTE] if stage == "train" else []

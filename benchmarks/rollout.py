@@ -1,0 +1,69 @@
+"""Benchmark: the stand-in rollout's tokens/s, previous main's way against this branch's.
+
+Previous main sampled without a KV cache (the whole sequence recomputed for every token)
+through MaxText's sparse MoE (sparse_matmul=true); this branch decodes with MaxText's KV
+cache through the dense MoE (the rehearsal profile's sparse_matmul=false). Runs
+images/rehearsal/decode_check.py in the rehearsal venv twice, on random weights of the
+profile's model (all 48 layers unless --layers): once with sparse_matmul=true, once with the
+profile as it is; each run times the cached and the uncached decode interleaved, so both see
+the same load. Prints tokens/s of each of the four and the ratios to previous main's.
+Usage: .venv/bin/python benchmarks/rollout.py [--layers N] [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from flows.config import load_profile  # noqa: E402
+from flows.core.workload import render_args  # noqa: E402
+
+DECODE_KEYS = ("scan_layers", "hardware", "skip_jax_distributed_system", "use_pathways",
+               "megablox", "sparse_matmul", "max_prefill_predict_length", "max_target_length",
+               "batch_size", "rl.num_generations")
+
+
+def measure(extra: list[str], layers: int | None, repeats: int) -> dict[str, float]:
+    profile = load_profile("rehearsal", environ={})
+    train = {k: v for k, v in profile.train.args.items() if k in DECODE_KEYS}
+    python = ROOT / (profile.local.venv if profile.local else ".venvs/rehearsal") / "bin" / "python"
+    argv = [str(python), str(ROOT / "images/rehearsal/decode_check.py"), "--repeats", str(repeats),
+            f"model_name={profile.model.maxtext_name}", *render_args(profile.model.args),
+            *render_args(train), *extra,
+            *([f"base_num_decoder_layers={layers}"] if layers else [])]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        sys.exit(f"decode_check failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, help="decoder layers (default: the profile's 48)")
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    sparse = measure(["sparse_matmul=true"], args.layers, args.repeats)
+    dense = measure([], args.layers, args.repeats)
+    main_tok_s = sparse["uncached_tok_s"]
+    rows = [("previous main: no cache, sparse MoE", sparse, "uncached"),
+            ("KV cache, sparse MoE", sparse, "cached"),
+            ("no cache, dense MoE", dense, "uncached"),
+            ("this branch: KV cache, dense MoE", dense, "cached")]
+    print(f"{'rollout path':<38} {'tokens/s':>9} {'first call s':>13} {'× main':>7}")
+    for label, report, kind in rows:
+        tok_s = report[f"{kind}_tok_s"]
+        print(f"{label:<38} {tok_s:9.2f} {report[f'{kind}_first_s']:13.1f} {tok_s / main_tok_s:7.2f}")
+    print(f"greedy tokens cached = uncached (leading of {dense['tokens']}; bfloat16 may flip a "
+          f"late near-tie): sparse {sparse['equal_prefix']}, dense {dense['equal_prefix']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The stand-in rollout's cached decode (MaxText's autoregressive mode and KV cache) gives the
+same greedy tokens as recomputing the whole sequence for every token, on the same weights.
+
+Runs images/rehearsal/decode_check.py in the real rehearsal venv with the rehearsal profile's
+own model and train arguments (so a profile change that breaks the cache is caught), on two
+decoder layers of random float32 weights instead of 48 to keep it short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from flows.config import load_profile
+from flows.core.paths import REHEARSAL_DIR
+from flows.core.workload import render_args
+
+# The train arguments that shape the model and the cache; the data and reward keys do not.
+DECODE_KEYS = ("scan_layers", "hardware", "skip_jax_distributed_system", "use_pathways",
+               "megablox", "sparse_matmul", "max_prefill_predict_length", "max_target_length",
+               "batch_size", "rl.num_generations")
+
+
+def test_cached_decode_gives_the_uncached_tokens(rehearsal_image) -> None:
+    profile = load_profile("rehearsal", environ={})
+    train = {k: v for k, v in profile.train.args.items() if k in DECODE_KEYS}
+    argv = [str(rehearsal_image.venv_dir() / "bin" / "python"),
+            str(REHEARSAL_DIR / "decode_check.py"), "--repeats", "1",
+            f"model_name={profile.model.maxtext_name}", *render_args(profile.model.args),
+            *render_args(train), "base_num_decoder_layers=2",
+            # float32: in bfloat16 the two summation orders may flip a near-tie late in a
+            # long decode (measured at 48 layers: 13 of 16 tokens equal; 16 in float32)
+            "dtype=float32", "weight_dtype=float32"]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1200,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["tokens_equal"], report
+    assert report["distinct_tokens"] > 1, report  # a constant output would prove nothing
+    assert report["tokens"] == (int(profile.train.args["max_target_length"])
+                                - int(profile.train.args["max_prefill_predict_length"]))
