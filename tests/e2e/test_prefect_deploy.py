@@ -61,10 +61,12 @@ def new_dataset(rehearsal_image, tmp_path_factory) -> Path:
 
 def _emit(server: PrefectServer, event: str, resource: str, payload: dict,
           occurred: datetime | None = None) -> str:
+    """An announcement addressed to the rehearsal profile (its `tpurl.profile` label)."""
     event_id = str(uuid.uuid4())
     server.api("POST", "/events", json=[{
         "id": event_id, "occurred": (occurred or datetime.now(UTC)).isoformat(),
-        "event": event, "resource": {"prefect.resource.id": resource}, "payload": payload}])
+        "event": event, "resource": {"prefect.resource.id": resource, "tpurl.profile": "rehearsal"},
+        "payload": payload}])
     return event_id
 
 
