@@ -16,7 +16,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
-from prefect.runtime import flow_run
+from prefect.runtime import deployment, flow_run
 from prefect.states import Cancelled, State
 
 from flows.announcements.guard import was_coalesced
@@ -32,6 +32,7 @@ from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
+from flows.runpage.live import StagePage, skipped_state
 from flows.runpage.result import PipelineResult, StageReport
 from flows.runpage.results import persist_result
 from flows.stages import STAGE_BY_NAME
@@ -112,30 +113,33 @@ _TASK_OPTIONS: dict[str, Any] = dict(retries=2, retry_delay_seconds=RETRY_DELAYS
 
 
 @task(name="image: build patched post-training image", **_TASK_OPTIONS)
-def build_image(profile: Profile) -> StageOutput:
-    return _execute("image", profile, {})
+def build_image(profile: Profile) -> StageOutput | State:
+    return skipped_state(_execute("image", profile, {}))
 
 
 @task(name="infra: provision cluster, bucket and inputs", **_TASK_OPTIONS)
-def provision_infrastructure(profile: Profile, image: StageOutput) -> StageOutput:
-    return _execute("infra", profile, {"image": image})
+def provision_infrastructure(profile: Profile, image: StageOutput) -> StageOutput | State:
+    return skipped_state(_execute("infra", profile, {"image": image}))
 
 
 @task(name="convert: HF to MaxText checkpoint", **_TASK_OPTIONS)
-def convert_checkpoint(profile: Profile, image: StageOutput, infra: StageOutput) -> StageOutput:
-    return _execute("convert", profile, {"image": image, "infra": infra})
+def convert_checkpoint(profile: Profile, image: StageOutput,
+                       infra: StageOutput) -> StageOutput | State:
+    return skipped_state(_execute("convert", profile, {"image": image, "infra": infra}))
 
 
 @task(name="train: GRPO with train_rl", **_TASK_OPTIONS)
 def train_grpo(profile: Profile, image: StageOutput, infra: StageOutput,
-               converted: StageOutput) -> StageOutput:
-    return _execute("train", profile, {"image": image, "infra": infra, "convert": converted})
+               converted: StageOutput) -> StageOutput | State:
+    return skipped_state(_execute("train", profile,
+                                  {"image": image, "infra": infra, "convert": converted}))
 
 
 @task(name="export: MaxText to HF model", **_TASK_OPTIONS)
 def export_hf(profile: Profile, image: StageOutput, infra: StageOutput,
-              trained: StageOutput) -> StageOutput:
-    return _execute("export", profile, {"image": image, "infra": infra, "train": trained})
+              trained: StageOutput) -> StageOutput | State:
+    return skipped_state(_execute("export", profile,
+                                  {"image": image, "infra": infra, "train": trained}))
 
 
 def _run_name() -> str:
@@ -189,15 +193,16 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
                     if record.coalesced else "")
         publish_announcement(cfg.name, record)
     events.run_started(cfg.name, record.summary() if record else None)
-    with profile_lock(cfg.name, logger) as hold:
-        image = build_image(cfg)
-        infra = provision_infrastructure(cfg, image)
-        converted = convert_checkpoint(cfg, image, infra)
-        trained = train_grpo(cfg, image, infra, converted)
-        exported = export_hf(cfg, image, infra, trained)
-    outputs = [image, infra, converted, trained, exported]
     backend = backend_for(cfg)
     price = backend.usd_per_chip_hour
+    page = StagePage(cfg.name, list(STAGE_BY_NAME), deployment.name or "local runs", price)
+    with profile_lock(cfg.name, logger) as hold:
+        image = page.run("image", build_image, cfg)
+        infra = page.run("infra", provision_infrastructure, cfg, image)
+        converted = page.run("convert", convert_checkpoint, cfg, image, infra)
+        trained = page.run("train", train_grpo, cfg, image, infra, converted)
+        exported = page.run("export", export_hf, cfg, image, infra, trained)
+    outputs = [image, infra, converted, trained, exported]
     result = PipelineResult(
         profile=cfg.name, backend=cfg.backend,
         artifacts={"maxtext_checkpoint": converted.uris["maxtext_checkpoint"],

@@ -1,4 +1,4 @@
-"""What the run page shows: output links, the stage table, training progress, metrics.
+"""What the run page shows: training progress, metrics, the announcement served.
 
 Keys are stable per profile (``tpurl-<profile>-…``) so Prefect keeps a history per key.
 Publishing is best-effort: a UI nicety never fails a run.
@@ -12,7 +12,6 @@ from typing import Any
 from uuid import UUID
 
 from prefect.artifacts import (
-    create_link_artifact,
     create_markdown_artifact,
     create_progress_artifact,
     create_table_artifact,
@@ -59,26 +58,30 @@ class TrainingProgress:
     def _publish(self, workload: str, step: int, total: int | None) -> None:
         percent = min(100.0, 100.0 * step / total) if total else 0.0
         self.logger.info("%s: step %d/%s", workload, step, total or "?")
+        # The card's bar has no number: the description carries the percent and the steps.
+        description = progress_description(workload, step, total)
         try:
             if self.artifact_id is None:
-                self.artifact_id = create_progress_artifact(
-                    progress=percent, description=f"{workload}: GRPO steps done")
+                self.artifact_id = create_progress_artifact(progress=percent,
+                                                            description=description)
             else:
-                update_progress_artifact(self.artifact_id, progress=percent)
+                update_progress_artifact(self.artifact_id, progress=percent,
+                                         description=description)
         except Exception as exc:
             self.logger.warning("progress artifact not updated: %s", exc)
 
 
+def progress_description(workload: str, step: int, total: int | None) -> str:
+    if not total:
+        return f"{workload}: GRPO step {step} (total unknown)"
+    return f"{workload}: {min(100.0, 100.0 * step / total):.0f}% ({step} of {total} GRPO steps)"
+
+
 def publish_result(result: PipelineResult) -> None:
+    """What only the whole run knows: its metrics and curves (the stage table and each
+    stage's outputs are already on the page, flows/runpage/live.py)."""
     key = f"tpurl-{slug(result.profile)}"
     try:
-        for name, uri in result.artifacts.items():
-            create_link_artifact(link=uri, link_text=f"{name}: {uri}",
-                                 key=f"{key}-{slug(name)}",
-                                 description=f"{result.profile}: {name.replace('_', ' ')}")
-        create_table_artifact(table=stage_rows(result), key=f"{key}-stages",
-                              description=f"Stages of {result.profile}: ran or skipped, time, "
-                              "chip-hours and outputs")
         rows = metric_rows(result.metrics)
         if rows:
             create_table_artifact(table=rows, key=f"{key}-metrics",
@@ -115,16 +118,6 @@ def announcement_markdown(record: RunAnnouncement) -> str:
     else:
         lines += ["", "Nothing was coalesced into this run."]
     return "\n".join(lines) + "\n"
-
-
-def stage_rows(result: PipelineResult) -> list[dict[str, Any]]:
-    return [{"stage": s.stage, "status": s.status, "duration_s": round(s.duration_s, 1),
-             "programs_s": round(sum(w.wall_s for w in s.workloads), 1),
-             "chip_hours": round(s.chip_hours, 3), "usd": s.usd,
-             "preemptions": sum(w.preemptions for w in s.workloads),
-             "preempted_chip_hours": round(sum(w.preempted_chip_hours for w in s.workloads), 3),
-             "outputs": ", ".join(s.uris.values())}
-            for s in result.stages]
 
 
 # The tags a reader wants per step (the rest stays in the result and in TensorBoard).
