@@ -90,7 +90,18 @@ def _dispatcher_name() -> str:
       persist_result=False)
 def dispatch_announcement(deployment: str, kind: str, value: str, event_id: str,
                           occurred: str) -> dict[str, Any]:
-    """Queue, coalesce or record one announcement for ``deployment`` ("flow/deployment")."""
+    """Queue, coalesce or record one announcement for ``deployment`` ("flow/deployment").
+
+    Its triggers (prefect.yaml) fill every argument from the event; run it by hand only to
+    replay an announcement.
+
+    Args:
+        deployment: The retrain deployment, as "<flow name>/<deployment name>".
+        kind: "dataset" (tpurl.dataset.updated) or "base-model" (tpurl.base-model.updated).
+        value: The announced dataset URI or base-model revision (the event's payload).
+        event_id: The event's id: a redelivered event is recorded as a duplicate.
+        occurred: The event's time (ISO 8601): announcements are ordered by it.
+    """
     new = Announcement.of(kind, value, event_id, occurred)  # refused before any side effect
     logger = get_run_logger()
     with get_client(sync_client=True) as client:

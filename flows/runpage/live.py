@@ -85,16 +85,21 @@ class StagePage:
     """The stage table and outputs of one run, kept current as its stages end."""
 
     def __init__(self, profile: str, stages: list[str], scope: str,
-                 usd_per_chip_hour: float = 0.0) -> None:
+                 usd_per_chip_hour: float = 0.0,
+                 timeouts_s: dict[str, float] | None = None) -> None:
         self.profile, self.scope, self.price = profile, scope, usd_per_chip_hour
+        self.timeouts_s = timeouts_s or {}
         self.rows = {s: stage_row(None, s, "pending") for s in stages}
         self.table_id: UUID | None = None
         self._safely(self._create)
 
     def run(self, stage: str, task: Callable[..., Any], *args: Any) -> StageOutput:
         """Run ``task`` (a Prefect task returning a StageOutput or a Skipped state) with the
-        table saying so; its failure is re-raised after the table shows it."""
+        table saying so; its failure is re-raised after the table shows it. A stage with a
+        timeout (flows/stages/timeouts.py) runs under it."""
         self._set(stage, stage_row(None, stage, "running"))
+        if stage in self.timeouts_s:
+            task = task.with_options(timeout_seconds=self.timeouts_s[stage])  # type: ignore[attr-defined]
         state = task(*args, return_state=True)
         if not state.is_completed():
             self._set(stage, stage_row(None, stage, state.name.lower()))

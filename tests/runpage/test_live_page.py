@@ -120,3 +120,24 @@ def test_the_page_fills_as_stages_end(prefect_api: None, tmp_path: Path,
     names = {t.name.split(":")[0]: t.state.name for t in tasks}
     assert names == {"image": "Skipped", "infra": "Skipped", "convert": "Completed",
                      "train": "Completed", "export": "Completed"}, names
+
+
+def test_a_stuck_stage_ends_at_its_timeout_and_the_table_says_so(
+        prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    never = threading.Event()  # train hangs, as a program that neither ends nor fails
+    stages = {name: GatedStage(name, "skipped", {}) for name in ("image", "infra", "convert")}
+    stages |= {"train": GatedStage("train", "ran", {}, never),
+               "export": GatedStage("export", "ran", {"hf_export": str(tmp_path)})}
+    monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stages)
+    monkeypatch.setattr(pipeline, "stage_timeout_s", lambda cfg, stage: 3.0)
+    try:
+        state = pipeline.rl_post_training(profile="rehearsal", overrides={
+            "local.root": str(tmp_path / "root")}, return_state=True)
+    finally:
+        never.set()
+    assert state.is_failed(), state
+    with pytest.raises(TimeoutError):
+        state.result()
+    found = _artifacts(state.state_details.flow_run_id)
+    assert [r["status"] for r in _table(found["tpurl-rehearsal-stages"])] == \
+        ["skipped", "skipped", "skipped", "timedout", "pending"]
