@@ -10,6 +10,8 @@ retrain" means at the server (prefect/server/events/actions.py, RunDeployment).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -123,3 +125,22 @@ def test_an_announcement_starts_its_targets_dispatcher_and_no_other(prefect_serv
                       "qwen3-30b-a3b-v6e-32": [("base-model", "abc123")]}
     for run in _runs(prefect_server, ids["rehearsal"]):
         assert run["parameters"]["deployment"] == "rl-post-training/retrain-rehearsal"
+
+
+def test_notify_on_failure_applies_after_its_one_substitution(prefect_server, tmp_path):
+    shipped = (REPO_ROOT / "deployments/automations/notify-on-failure.yaml").read_text()
+    assert shipped.count("REPLACE-WITH-BLOCK-ID") == 3  # the sed line, its comment, the field
+    done = subprocess.run([sys.executable, "-c", (
+        "from prefect.blocks.notifications import SlackWebhook\n"
+        "print(SlackWebhook(url='http://127.0.0.1:9/hook').save('tpurl-alerts'))")],
+        env=prefect_server.env, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    block_id = done.stdout.strip().splitlines()[-1]
+    path = tmp_path / "notify.yaml"
+    path.write_text(shipped.replace("REPLACE-WITH-BLOCK-ID", block_id))
+    done = prefect_server.cli("automation", "create", "--from-file", str(path))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    [automation] = [a for a in prefect_server.api("POST", "/automations/filter", json={}).json()
+                    if a["name"] == "tpurl-run-failed"]
+    assert automation["actions"][0]["block_document_id"] == block_id
+    assert automation["trigger"]["expect"] == ["prefect.flow-run.Failed", "prefect.flow-run.Crashed"]
