@@ -81,6 +81,25 @@ def stage_row(report: StageReport | None, stage: str, status: str = "") -> dict[
             "outputs": "; ".join(f"{k}: {v}" for k, v in report.uris.items())}
 
 
+# Stages that resume from what an interrupted attempt wrote (they clear no leftovers:
+# Stage.leftover_dirs in flows/stages/); the others start their output again.
+RESUMING_STAGES = frozenset({"train"})
+
+
+def stop_explanation(profile: str, stage: str, done: dict[str, StageOutput],
+                     exc: BaseException) -> str:
+    """The line a cancelled run leaves in its log: what is kept, how to resume (pure)."""
+    kept = "; ".join(f"{s} ({', '.join(f'{k}={v}' for k, v in o.uris.items()) or 'done'})"
+                     for s, o in done.items()) or "no finished stage"
+    partial = ("its checkpoints so far are kept and the next run resumes from the newest"
+               if stage in RESUMING_STAGES else
+               "its partial output is discarded and the stage runs again")
+    return (f"run stopped during {stage} ({type(exc).__name__}). Kept, verified: {kept}. "
+            f"{stage} did not finish: {partial}. To resume, run the same deployment with "
+            f"the same parameters again (or `tpurl run {profile}`): finished stages are "
+            "skipped. The profile's lock is released.")
+
+
 class StagePage:
     """The stage table and outputs of one run, kept current as its stages end."""
 
@@ -89,6 +108,7 @@ class StagePage:
                  timeouts_s: dict[str, float] | None = None) -> None:
         self.profile, self.scope, self.price = profile, scope, usd_per_chip_hour
         self.timeouts_s = timeouts_s or {}
+        self.done: dict[str, StageOutput] = {}
         self.rows = {s: stage_row(None, s, "pending") for s in stages}
         self.table_id: UUID | None = None
         self._safely(self._create)
@@ -100,17 +120,28 @@ class StagePage:
         self._set(stage, stage_row(None, stage, "running"))
         if stage in self.timeouts_s:
             task = task.with_options(timeout_seconds=self.timeouts_s[stage])  # type: ignore[attr-defined]
-        state = task(*args, return_state=True)
+        try:
+            state = task(*args, return_state=True)
+        except BaseException as exc:  # a cancel from the UI (TerminationSignal), Ctrl-C
+            self._set(stage, stage_row(None, stage, "cancelled"))
+            self._safely(self._explain_stop, stage, exc)
+            raise
         if not state.is_completed():
             self._set(stage, stage_row(None, stage, state.name.lower()))
             state.result()  # raises the task's exception
             raise RuntimeError(f"{stage} ended {state.name}")  # pragma: no cover - result raised
         output: StageOutput = state.result()
+        self.done[stage] = output
         self._set(stage, stage_row(StageReport.of(output, self.price), stage))
         for name, uri_key in OUTPUT_LINKS.get(stage, []):
             if uri := output.uris.get(uri_key):
                 self._safely(publish_output, self.profile, self.scope, name, uri)
         return output
+
+    def _explain_stop(self, stage: str, exc: BaseException) -> None:
+        from prefect import get_run_logger
+
+        get_run_logger().warning("%s", stop_explanation(self.profile, stage, self.done, exc))
 
     def _create(self) -> None:
         self.table_id = create_table_artifact(

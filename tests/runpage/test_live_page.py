@@ -10,6 +10,10 @@ as Completed(name="Skipped") in the run graph.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,7 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter
 
 from flows import pipeline
+from flows.core.paths import REPO_ROOT
 from flows.core.stage import StageOutput
 from flows.runpage.live import console_url, output_markdown, skipped_state
 from tests.support.prefect_server import wait_until
@@ -141,3 +146,37 @@ def test_a_stuck_stage_ends_at_its_timeout_and_the_table_says_so(
     found = _artifacts(state.state_details.flow_run_id)
     assert [r["status"] for r in _table(found["tpurl-rehearsal-stages"])] == \
         ["skipped", "skipped", "skipped", "timedout", "pending"]
+
+
+
+def test_a_cancelled_run_logs_what_was_kept_and_how_to_resume(prefect_api: None, tmp_path: Path):
+    """SIGTERM, as the process worker sends on a cancel from the UI, to a real flow process."""
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.settings import PREFECT_API_URL
+
+    from tests.support.stop_probe import CHECKPOINT as KEPT
+
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    probe = subprocess.Popen([sys.executable, "-m", "tests.support.stop_probe",
+                              str(tmp_path / "root")], cwd=REPO_ROOT, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert probe.stdout is not None
+        for line in probe.stdout:
+            if line.startswith("TRAINING"):
+                break
+        probe.send_signal(signal.SIGTERM)
+        out = probe.communicate(timeout=120)[0]
+    finally:
+        probe.kill()
+    with get_client(sync_client=True) as client:
+        [run] = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            name={"like_": "rehearsal-"}), sort="START_TIME_DESC", limit=1)
+        lines = [e.message for e in client.read_logs(log_filter=LogFilter(
+            flow_run_id=LogFilterFlowRunId(any_=[run.id])))]
+    said = [line for line in lines if line.startswith("run stopped during train")]
+    assert said, (lines, out[-3000:])
+    assert f"convert (maxtext_checkpoint={KEPT})" in said[0]
+    assert "checkpoints so far are kept" in said[0] and "`tpurl run rehearsal`" in said[0]
+    table = _table(_artifacts(run.id)["tpurl-rehearsal-stages"])
+    assert [r["status"] for r in table] == ["skipped", "skipped", "ran", "cancelled", "pending"]
