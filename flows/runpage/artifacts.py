@@ -84,8 +84,11 @@ def publish_result(result: PipelineResult) -> None:
     try:
         rows = metric_rows(result.metrics)
         if rows:
-            create_table_artifact(table=rows, key=f"{key}-metrics",
-                                  description="Training metrics per GRPO step (TensorBoard)")
+            shifted = reward_offset(result.metrics.get("steps", []))
+            create_table_artifact(table=rows, key=f"{key}-metrics", description=(
+                "Training metrics per GRPO update (TensorBoard)" + (
+                    "; rewards and completion length are the rollout's, logged at the "
+                    "step before the update" if shifted else "")))
         chart = metrics_chart_markdown(result.metrics)
         if chart:
             create_markdown_artifact(markdown=chart, key=f"{key}-curves",
@@ -128,12 +131,36 @@ METRIC_COLUMNS = {"rewards/train/mean": "reward_mean", "rewards/train/min": "rew
                   "completions/train/mean_length": "completion_length"}
 
 
+REWARD_COLUMNS = frozenset(c for t, c in METRIC_COLUMNS.items()
+                           if t.startswith(("rewards/", "completions/")))
+
+
+def reward_offset(steps: list[dict[str, Any]]) -> int:
+    """1 when the rollout's scalars (rewards, completion length) are logged one step before
+    the update's (loss, KL, ...), as the rehearsal's TensorBoard files show: rewards at steps
+    0..n-1, loss at 1..n. Then the reward at step s and the loss at s+1 are one update."""
+    reward_steps = [s["step"] for s in steps if s.get("rewards/train/mean") is not None]
+    loss_steps = [s["step"] for s in steps if s.get("actor/train/loss") is not None]
+    if reward_steps and loss_steps and min(loss_steps) == min(reward_steps) + 1 \
+            and max(loss_steps) == max(reward_steps) + 1:
+        return 1
+    return 0
+
+
 def metric_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per GRPO update: the rewards of its rollout beside its loss, even where the
+    two are logged at neighbouring steps (``reward_offset``)."""
+    steps = metrics.get("steps", [])
+    shift = reward_offset(steps)
+    by_step = {s["step"]: s for s in steps}
     rows = []
-    for step in metrics.get("steps", []):
-        row: dict[str, Any] = {"step": step["step"]}
+    for step in sorted(by_step):
+        if shift and step == min(by_step):
+            continue  # its rewards are in the next row, beside the update they fed
+        row: dict[str, Any] = {"step": step}
         for tag, column in METRIC_COLUMNS.items():
-            value = step.get(tag)
+            source = by_step.get(step - shift, {}) if column in REWARD_COLUMNS else by_step[step]
+            value = source.get(tag)
             row[column] = round(value, 6) if isinstance(value, float) else value
         rows.append(row)
     return rows
