@@ -54,13 +54,30 @@ def output_markdown(name: str, uri: str, scope: str) -> str:
             "On the machine that ran the flow.")
 
 
+def uri_markdown(uri: str) -> str:
+    url = console_url(uri) or (uri if uri.startswith(("https://", "http://")) else None)
+    return f"[{uri}]({url})" if url else f"`{uri}`"
+
+
+def outputs_markdown(done: dict[str, StageOutput]) -> str:
+    """Every finished stage's outputs in full (the table's cells would cut them off)."""
+    lines = ["### Outputs of the stages that ended", ""]
+    for stage, output in done.items():
+        lines.append(f"**{stage}** ({output.status})")
+        lines += [f"- {name}: {uri_markdown(uri)}" for name, uri in output.uris.items()]
+        lines.append("")
+    if not done:
+        lines.append("No stage has ended yet.")
+    return "\n".join(lines) + "\n"
+
+
 def publish_output(profile: str, scope: str, name: str, uri: str) -> None:
     """One output under a key per profile *and* deployment (``scope``), so a rehearsal rerun
     never shows as the latest model of a retrain deployment of the same profile."""
     key = f"tpurl-{slug(profile)}-{slug(scope)}-{slug(name)}"
     description = f"{profile}: {name.replace('_', ' ')}, latest of {scope}"
     url = console_url(uri) or (uri if uri.startswith(("https://", "http://")) else None)
-    if url:
+    if url:  # stored as the markdown [uri](url) (prefect/artifacts.py LinkArtifact)
         create_link_artifact(link=url, link_text=uri, key=key, description=description)
     else:
         create_markdown_artifact(markdown=output_markdown(name, uri, scope), key=key,
@@ -69,16 +86,16 @@ def publish_output(profile: str, scope: str, name: str, uri: str) -> None:
 
 def stage_row(report: StageReport | None, stage: str, status: str = "") -> dict[str, Any]:
     if report is None:
-        return {"stage": stage, "status": status, "duration_s": None, "programs_s": None,
-                "chip_hours": None, "usd": None, "preemptions": None,
-                "preempted_chip_hours": None, "outputs": ""}
+        return {"stage": stage, "status": status, "outputs": "", "duration_s": None,
+                "programs_s": None, "chip_hours": None, "usd": None, "preemptions": None,
+                "preempted_chip_hours": None}
     return {"stage": report.stage, "status": report.status,
+            "outputs": ", ".join(report.uris),  # names: in full in the outputs list
             "duration_s": round(report.duration_s, 1),
             "programs_s": round(sum(w.wall_s for w in report.workloads), 1),
             "chip_hours": round(report.chip_hours, 3), "usd": report.usd,
             "preemptions": sum(w.preemptions for w in report.workloads),
-            "preempted_chip_hours": round(sum(w.preempted_chip_hours for w in report.workloads), 3),
-            "outputs": "; ".join(f"{k}: {v}" for k, v in report.uris.items())}
+            "preempted_chip_hours": round(sum(w.preempted_chip_hours for w in report.workloads), 3)}
 
 
 # Stages that resume from what an interrupted attempt wrote (they clear no leftovers:
@@ -111,6 +128,7 @@ class StagePage:
         self.done: dict[str, StageOutput] = {}
         self.rows = {s: stage_row(None, s, "pending") for s in stages}
         self.table_id: UUID | None = None
+        self.outputs_id: UUID | None = None
         self._safely(self._create)
 
     def run(self, stage: str, task: Callable[..., Any], *args: Any) -> StageOutput:
@@ -133,6 +151,7 @@ class StagePage:
         output: StageOutput = state.result()
         self.done[stage] = output
         self._set(stage, stage_row(StageReport.of(output, self.price), stage))
+        self._safely(self._publish_outputs)
         for name, uri_key in OUTPUT_LINKS.get(stage, []):
             if uri := output.uris.get(uri_key):
                 self._safely(publish_output, self.profile, self.scope, name, uri)
@@ -146,8 +165,17 @@ class StagePage:
     def _create(self) -> None:
         self.table_id = create_table_artifact(
             table=list(self.rows.values()), key=f"tpurl-{slug(self.profile)}-stages",
-            description=f"Stages of {self.profile}, updated as each ends: ran or skipped, "
-            "time, chip-hours and outputs")
+            description=f"Stages of {self.profile}, updated as each starts and ends: status, "
+            "time, chip-hours and the names of its outputs (in full in the outputs list)")
+
+    def _publish_outputs(self) -> None:
+        text = outputs_markdown(self.done)
+        if self.outputs_id is None:
+            self.outputs_id = create_markdown_artifact(
+                markdown=text, key=f"tpurl-{slug(self.profile)}-outputs",
+                description=f"Every output of {self.profile}'s stages so far, in full")
+        else:
+            self._patch(self.outputs_id, text)
 
     def _set(self, stage: str, row: dict[str, Any]) -> None:
         self.rows[stage] = row
@@ -155,13 +183,16 @@ class StagePage:
             self._safely(self._update)
 
     def _update(self) -> None:
+        assert self.table_id is not None
+        self._patch(self.table_id, json.dumps(list(self.rows.values())))
+
+    @staticmethod
+    def _patch(artifact_id: UUID, data: str) -> None:
         from prefect.client.orchestration import get_client
         from prefect.client.schemas.actions import ArtifactUpdate
 
-        assert self.table_id is not None
-        get_client(sync_client=True).update_artifact(
-            artifact_id=self.table_id,
-            artifact=ArtifactUpdate(data=json.dumps(list(self.rows.values()))))
+        get_client(sync_client=True).update_artifact(artifact_id=artifact_id,
+                                                     artifact=ArtifactUpdate(data=data))
 
     @staticmethod
     def _safely(call: Callable[..., Any], *args: Any) -> None:

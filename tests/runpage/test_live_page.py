@@ -111,6 +111,8 @@ def test_the_page_fills_as_stages_end(prefect_api: None, tmp_path: Path,
         # Prefect 3.9.1 stores a link artifact as markdown (prefect/artifacts.py, LinkArtifact)
         assert link.data == f"[{CHECKPOINT}]({console_url(CHECKPOINT)})"
         assert "tpurl-rehearsal-local-runs-hf-export" not in found
+        listed = str(found["tpurl-rehearsal-outputs"].data)  # every URI in full, so far
+        assert f"[{CHECKPOINT}]({console_url(CHECKPOINT)})" in listed and "**train**" not in listed
     finally:
         gate.set()
         runner.join(180)
@@ -118,6 +120,8 @@ def test_the_page_fills_as_stages_end(prefect_api: None, tmp_path: Path,
     found = _artifacts(run.id)
     assert [r["status"] for r in _table(found["tpurl-rehearsal-stages"])] == \
         ["skipped", "skipped", "ran", "ran", "ran"]
+    listed = str(found["tpurl-rehearsal-outputs"].data)
+    assert f"- hf_export: `{hf}`" in listed and "**train** (ran)" in listed
     export = found["tpurl-rehearsal-local-runs-hf-export"]
     assert f"`{hf}`" in str(export.data) and "](" not in str(export.data)
     with get_client(sync_client=True) as client:
@@ -162,21 +166,20 @@ def test_a_cancelled_run_logs_what_was_kept_and_how_to_resume(prefect_api: None,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         assert probe.stdout is not None
-        for line in probe.stdout:
-            if line.startswith("TRAINING"):
-                break
+        run_id = next(line.split()[1] for line in probe.stdout if line.startswith("TRAINING"))
         probe.send_signal(signal.SIGTERM)
         out = probe.communicate(timeout=120)[0]
     finally:
         probe.kill()
-    with get_client(sync_client=True) as client:
-        [run] = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-            name={"like_": "rehearsal-"}), sort="START_TIME_DESC", limit=1)
-        lines = [e.message for e in client.read_logs(log_filter=LogFilter(
-            flow_run_id=LogFilterFlowRunId(any_=[run.id])))]
-    said = [line for line in lines if line.startswith("run stopped during train")]
-    assert said, (lines, out[-3000:])
+
+    def stop_lines() -> list[str]:  # logs reach the API asynchronously
+        with get_client(sync_client=True) as client:
+            return [e.message for e in client.read_logs(log_filter=LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[run_id])))
+                if e.message.startswith("run stopped during train")]
+
+    said = wait_until(stop_lines, 30, f"the stop explanation in the run's log ({out[-2000:]})")
     assert f"convert (maxtext_checkpoint={KEPT})" in said[0]
     assert "checkpoints so far are kept" in said[0] and "`tpurl run rehearsal`" in said[0]
-    table = _table(_artifacts(run.id)["tpurl-rehearsal-stages"])
+    table = _table(_artifacts(run_id)["tpurl-rehearsal-stages"])
     assert [r["status"] for r in table] == ["skipped", "skipped", "ran", "cancelled", "pending"]

@@ -1,5 +1,5 @@
 """A program the cancellation test runs: the real flow with instant stand-in stages, the
-train one blocking (prints `TRAINING` first), so the test can stop it as a worker's cancel
+train one blocking (prints `TRAINING <flow run id>` first), so the test can stop it as a worker's cancel
 does, with SIGTERM, and read what the run left in its log.
 
     python -m tests.support.stop_probe ROOT
@@ -19,7 +19,9 @@ class Instant:
 
     def execute(self, ctx, upstream) -> StageOutput:
         if self.name == "train":
-            print("TRAINING", flush=True)
+            from prefect.runtime import flow_run
+
+            print("TRAINING", flow_run.id, flush=True)
             time.sleep(600)
         return StageOutput(stage=self.name, status=self.status, key=f"k-{self.name}",  # type: ignore[arg-type]
                            fingerprint=f"f-{self.name}", uris=self.uris)
