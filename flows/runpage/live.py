@@ -159,8 +159,16 @@ class StagePage:
 
     def _explain_stop(self, stage: str, exc: BaseException) -> None:
         from prefect import get_run_logger
+        from prefect.logging.handlers import APILogHandler
 
         get_run_logger().warning("%s", stop_explanation(self.profile, stage, self.done, exc))
+        # Sent now: after a cancel's SIGTERM the process may end before the log worker's
+        # next batch goes out, and this line is the one the run page must keep.
+        handlers = logging.getLogger("prefect.flow_runs").handlers  # prefect/logging/logging.yml
+        for handler in handlers:
+            if isinstance(handler, APILogHandler):
+                handler.flush()
+                break
 
     def _create(self) -> None:
         self.table_id = create_table_artifact(
