@@ -144,3 +144,44 @@ def test_notify_on_failure_applies_after_its_one_substitution(prefect_server, tm
                     if a["name"] == "tpurl-run-failed"]
     assert automation["actions"][0]["block_document_id"] == block_id
     assert automation["trigger"]["expect"] == ["prefect.flow-run.Failed", "prefect.flow-run.Crashed"]
+
+
+def test_git_clone_pull_runs_a_worker_away_from_the_checkout(prefect_server, tmp_path):
+    """prefect.yaml's git_clone_pull with its one setting (the repository) made: a worker
+    started outside any checkout runs the dispatcher from the clone."""
+    repo = tmp_path / "tpu-rl-pipeline.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(REPO_ROOT), str(repo)], check=True)
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    [clone] = config["definitions"]["git_clone_pull"]
+    step = clone["prefect.deployments.steps.git_clone"]
+    step["repository"] = f"file://{repo}"  # the one setting; this clone's default branch
+    step.pop("branch")
+    [dispatcher] = [d for d in config["deployments"] if d["name"] == "announce-retrain-rehearsal"]
+    dispatcher.update(name="announce-from-git", triggers=[])
+    path = tmp_path / "prefect.yaml"
+    path.write_text(yaml.safe_dump({**config, "pull": [clone], "deployments": [dispatcher]}))
+    done = prefect_server.cli("--no-prompt", "deploy", "--prefect-file", str(path), "--all")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    deployment = _deployments(prefect_server)["announce-from-git"]
+    assert [next(iter(s)) for s in deployment["pull_steps"]] == ["prefect.deployments.steps.git_clone"]
+
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    worker = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "worker", "start",
+                               "--pool", "tpurl-process"], cwd=away, env=prefect_server.env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        run = prefect_server.api("POST", f"/deployments/{deployment['id']}/create_flow_run", json={
+            "parameters": {"deployment": "rl-post-training/no-such-deployment", "kind": "dataset",
+                           "value": "gs://b/x.parquet", "event_id": str(uuid.uuid4()),
+                           "occurred": datetime.now(UTC).isoformat()}}).json()
+        final = wait_until(lambda: (s := prefect_server.api(
+            "GET", f"/flow_runs/{run['id']}").json()["state"])["type"] in (
+            "COMPLETED", "FAILED", "CRASHED", "CANCELLED") and s, 300, "the run from the clone")
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    # The dispatcher's own refusal: its entrypoint exists only in the clone (the worker and
+    # its flow-run directory are outside any checkout), so the code ran from there.
+    assert final["type"] == "FAILED" and "does not exist" in (final["message"] or ""), final
