@@ -1,6 +1,8 @@
 """prefect.yaml against one real `prefect server start`: the process-pool deployments deploy
 with nothing but the venv, a Kubernetes one without TPURL_FLOW_IMAGE is refused in one
-message, and each dispatcher's triggers fire only on announcements for its own target.
+message, each dispatcher's triggers fire only on announcements for its own target,
+notify-on-failure.yaml applies after its one substitution, and the git_clone pull runs a
+process worker's flow run away from any checkout.
 
 No Docker here: DOCKER_HOST points at a socket that does not exist, so any build or push
 step would fail. The dispatchers are not run (no worker): an automation's run-deployment
