@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -118,9 +119,18 @@ def content_tag(dockerfile_text: str, files: Mapping[str, bytes], args: Mapping[
 def flow_image_tag(image_name: str, base_image: str = "", cloud_tools: str = "",
                    dockerfile: str = DEFAULT_DOCKERFILE, context: str = ".") -> dict[str, Any]:
     """prefect.yaml build step: ``image_name``, content ``tag`` and ``buildargs`` for
-    prefect_docker's build_docker_image."""
-    name = check_repository(image_name)
-    args = build_args(base_image, cloud_tools)
+    prefect_docker's build_docker_image.
+
+    A bad setting ends `prefect deploy` with its message alone: prefect's ``run_steps`` wraps
+    any Exception of a step in StepExecutionError, which the CLI prints as a traceback
+    (prefect/deployments/steps/core.py, prefect/cli/_utilities.py); a SystemExit passes both.
+    """
+    try:
+        name = check_repository(image_name)
+        args = build_args(base_image, cloud_tools)
+    except FlowImageError as exc:
+        print(f"Refused: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     root = Path(context).resolve()
     text = (root / dockerfile).read_text()
     taken = copied(context_files(root, dockerfile), copy_sources(text))

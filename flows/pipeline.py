@@ -16,13 +16,14 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
-from prefect.runtime import flow_run
+from prefect.runtime import deployment, flow_run
 from prefect.states import Cancelled, State
 
 from flows.announcements.guard import was_coalesced
 from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
 from flows.backends import backend_for
 from flows.config import Profile, load_profile
+from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
 from flows.core.failures import StageFailed, internal_error, storage_error
 from flows.core.layout import Layout
@@ -32,9 +33,11 @@ from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
+from flows.runpage.live import StagePage, skipped_state
 from flows.runpage.result import PipelineResult, StageReport
 from flows.runpage.results import persist_result
 from flows.stages import STAGE_BY_NAME
+from flows.stages.timeouts import stage_timeout_s
 
 RETRY_DELAYS_S = [10, 60]
 
@@ -112,30 +115,33 @@ _TASK_OPTIONS: dict[str, Any] = dict(retries=2, retry_delay_seconds=RETRY_DELAYS
 
 
 @task(name="image: build patched post-training image", **_TASK_OPTIONS)
-def build_image(profile: Profile) -> StageOutput:
-    return _execute("image", profile, {})
+def build_image(profile: Profile) -> StageOutput | State:
+    return skipped_state(_execute("image", profile, {}))
 
 
 @task(name="infra: provision cluster, bucket and inputs", **_TASK_OPTIONS)
-def provision_infrastructure(profile: Profile, image: StageOutput) -> StageOutput:
-    return _execute("infra", profile, {"image": image})
+def provision_infrastructure(profile: Profile, image: StageOutput) -> StageOutput | State:
+    return skipped_state(_execute("infra", profile, {"image": image}))
 
 
 @task(name="convert: HF to MaxText checkpoint", **_TASK_OPTIONS)
-def convert_checkpoint(profile: Profile, image: StageOutput, infra: StageOutput) -> StageOutput:
-    return _execute("convert", profile, {"image": image, "infra": infra})
+def convert_checkpoint(profile: Profile, image: StageOutput,
+                       infra: StageOutput) -> StageOutput | State:
+    return skipped_state(_execute("convert", profile, {"image": image, "infra": infra}))
 
 
 @task(name="train: GRPO with train_rl", **_TASK_OPTIONS)
 def train_grpo(profile: Profile, image: StageOutput, infra: StageOutput,
-               converted: StageOutput) -> StageOutput:
-    return _execute("train", profile, {"image": image, "infra": infra, "convert": converted})
+               converted: StageOutput) -> StageOutput | State:
+    return skipped_state(_execute("train", profile,
+                                  {"image": image, "infra": infra, "convert": converted}))
 
 
 @task(name="export: MaxText to HF model", **_TASK_OPTIONS)
 def export_hf(profile: Profile, image: StageOutput, infra: StageOutput,
-              trained: StageOutput) -> StageOutput:
-    return _execute("export", profile, {"image": image, "infra": infra, "train": trained})
+              trained: StageOutput) -> StageOutput | State:
+    return skipped_state(_execute("export", profile,
+                                  {"image": image, "infra": infra, "train": trained}))
 
 
 def _run_name() -> str:
@@ -156,16 +162,25 @@ def served_announcement(value: Any) -> RunAnnouncement | None:
 
 @flow(name="rl-post-training", flow_run_name=_run_name, persist_result=True,
       result_serializer="json", validate_parameters=True)
-def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | None = None,
+def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, str] | None = None,
                      dataset_uri: str | None = None,
                      model_revision: str | None = None,
                      announcement: dict[str, Any] | None = None) -> PipelineResult | State:
-    """Run the five stages for a profile (a name under deployments/profiles, or a path).
+    """Run the five stages for a profile: image, infra, convert, train, export.
 
-    ``dataset_uri`` and ``model_revision`` are what retraining events carry (a new dataset
-    version, a new base-model revision); they override data.train_files / model.hf_revision.
-    ``announcement`` is set by the dispatcher (flows/announcements/): which announcements
-    this run serves and which were coalesced into it; the run page and events show it.
+    Prefect shows each argument's text below on the run form (it reads this Args section).
+
+    Args:
+        profile: The profile to run: one shipped under deployments/profiles (from the CLI,
+            also a path to a YAML file). It names the model, the cluster and the budgets.
+        overrides: Profile fields to change for this run, as "section.field": "value"
+            (e.g. "gke.project": "my-proj"); checked like the profile itself.
+        dataset_uri: Train on this dataset instead of the profile's data.train_files (a
+            gs:// or local Parquet file; what a dataset announcement carries).
+        model_revision: Start from this base-model revision instead of the profile's
+            model.hf_revision (a hub commit; what a base-model announcement carries).
+        announcement: Leave empty. Set by the dispatcher (flows/announcements/) on retrain
+            runs: the announcements this run serves and those coalesced into it.
     """
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
     record = served_announcement(announcement)  # a malformed one is refused, field named
@@ -189,15 +204,17 @@ def rl_post_training(profile: str = "rehearsal", overrides: dict[str, str] | Non
                     if record.coalesced else "")
         publish_announcement(cfg.name, record)
     events.run_started(cfg.name, record.summary() if record else None)
-    with profile_lock(cfg.name, logger) as hold:
-        image = build_image(cfg)
-        infra = provision_infrastructure(cfg, image)
-        converted = convert_checkpoint(cfg, image, infra)
-        trained = train_grpo(cfg, image, infra, converted)
-        exported = export_hf(cfg, image, infra, trained)
-    outputs = [image, infra, converted, trained, exported]
     backend = backend_for(cfg)
     price = backend.usd_per_chip_hour
+    page = StagePage(cfg.name, list(STAGE_BY_NAME), deployment.name or "local runs", price,
+                     {s: stage_timeout_s(cfg, s) for s in STAGE_BY_NAME})
+    with profile_lock(cfg.name, logger) as hold:
+        image = page.run("image", build_image, cfg)
+        infra = page.run("infra", provision_infrastructure, cfg, image)
+        converted = page.run("convert", convert_checkpoint, cfg, image, infra)
+        trained = page.run("train", train_grpo, cfg, image, infra, converted)
+        exported = page.run("export", export_hf, cfg, image, infra, trained)
+    outputs = [image, infra, converted, trained, exported]
     result = PipelineResult(
         profile=cfg.name, backend=cfg.backend,
         artifacts={"maxtext_checkpoint": converted.uris["maxtext_checkpoint"],

@@ -20,16 +20,28 @@ from flows.backends.gke.infra import clients
 from flows.backends.gke.infra.destroy import TeardownReport, teardown
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.config import Profile, load_profile
+from flows.config.choices import ProfileName
 from flows.core.failures import user_error
 from flows.profile_lock import profile_lock
 
 
 @flow(name="teardown", persist_result=True, result_serializer="json", validate_parameters=True)
-def teardown_flow(profile: str, overrides: dict[str, str] | None = None,
+def teardown_flow(profile: ProfileName, overrides: dict[str, str] | None = None,
                   delete_bucket: bool = False, confirm_bucket: str | None = None
                   ) -> TeardownReport:
     """Destroy the cluster of PROFILE (restored from the bucket); keep the bucket unless
-    ``delete_bucket`` and ``confirm_bucket`` (its name typed again) are both given."""
+    ``delete_bucket`` and ``confirm_bucket`` (its name typed again) are both given.
+
+    Args:
+        profile: The GKE profile whose cluster is destroyed (shipped under
+            deployments/profiles).
+        overrides: Profile fields, as "section.field": "value"; the gke fields the
+            deployment's env does not set (project, region, zone, cluster, bucket).
+        delete_bucket: Also delete the profile's bucket (checkpoints, exports, results).
+            Needs confirm_bucket too.
+        confirm_bucket: The bucket's name typed again; the bucket is deleted only when it
+            matches and delete_bucket is set.
+    """
     cfg = load_profile(profile, overrides)
     assert cfg.gke is not None, "teardown is for GKE profiles"
     if (here := current_gke_cluster()) == cfg.gke.cluster:

@@ -22,6 +22,7 @@ def context(tmp_path: Path) -> Path:
     shutil.copy(REPO_ROOT / DOCKERFILE, tmp_path / DOCKERFILE)
     shutil.copy(REPO_ROOT / ".dockerignore", tmp_path / ".dockerignore")
     for name in ("pyproject.toml", "README.md", "prefect.yaml", "images/flow/install_cloud_tools.py",
+                 "images/flow/requirements.lock",
                  "flows/__init__.py", "flows/pipeline.py", "deployments/profiles/x.yaml",
                  "tests/test_x.py", ".gitignore", ".venv/lib/site.py",
                  "flows/__pycache__/pipeline.cpython-312.pyc"):
@@ -37,7 +38,8 @@ def _tag(context: Path, **kwargs: str) -> str:
 
 def test_the_dockerfile_copies_what_the_image_needs():
     sources = deploy_steps.copy_sources((REPO_ROOT / DOCKERFILE).read_text())
-    assert {"pyproject.toml", ".", "images/flow/install_cloud_tools.py"} == set(sources)
+    assert {"pyproject.toml", ".", "images/flow/install_cloud_tools.py",
+            "images/flow/requirements.lock"} == set(sources)
 
 
 def test_same_content_same_tag_and_the_step_returns_the_build_inputs(context: Path):
@@ -48,6 +50,7 @@ def test_same_content_same_tag_and_the_step_returns_the_build_inputs(context: Pa
 
 
 @pytest.mark.parametrize("changed", ["flows/pipeline.py", "deployments/profiles/x.yaml",
+                                     "images/flow/requirements.lock",
                                      "README.md", DOCKERFILE, "flows/new_module.py", ".gitignore"])
 def test_a_copied_file_or_the_dockerfile_changes_the_tag(context: Path, changed: str):
     before = _tag(context)

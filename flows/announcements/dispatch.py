@@ -20,12 +20,14 @@ run up meanwhile would train the old parameters and the newer announcement would
 from __future__ import annotations
 
 import contextlib
+import logging
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from prefect import flow, get_run_logger
 from prefect.client.orchestration import SyncPrefectClient, get_client
-from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate, LogCreate
 from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 from prefect.client.schemas.objects import FlowRun
 from prefect.client.schemas.sorting import FlowRunSort
@@ -90,7 +92,18 @@ def _dispatcher_name() -> str:
       persist_result=False)
 def dispatch_announcement(deployment: str, kind: str, value: str, event_id: str,
                           occurred: str) -> dict[str, Any]:
-    """Queue, coalesce or record one announcement for ``deployment`` ("flow/deployment")."""
+    """Queue, coalesce or record one announcement for ``deployment`` ("flow/deployment").
+
+    Its triggers (prefect.yaml) fill every argument from the event; run it by hand only to
+    replay an announcement.
+
+    Args:
+        deployment: The retrain deployment, as "<flow name>/<deployment name>".
+        kind: "dataset" (tpurl.dataset.updated) or "base-model" (tpurl.base-model.updated).
+        value: The announced dataset URI or base-model revision (the event's payload).
+        event_id: The event's id: a redelivered event is recorded as a duplicate.
+        occurred: The event's time (ISO 8601): announcements are ordered by it.
+    """
     new = Announcement.of(kind, value, event_id, occurred)  # refused before any side effect
     logger = get_run_logger()
     with get_client(sync_client=True) as client:
@@ -139,8 +152,11 @@ def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str
                 "; ".join(a.describe() for a in record.serves.values()))
     cancelled, kept = [], []
     for old_id in decision.replaces:
-        if _cancel_if_waiting(client, old_id, coalesced_message(new, new_id, new_name)):
+        message = coalesced_message(new, new_id, new_name)
+        if _cancel_if_waiting(client, old_id, message):
             cancelled.append(old_id)
+            logger.info("cancelled waiting run %s: replaced by %s", old_id, new_name)
+            _log_to_run(client, old_id, f"Not run: {message}")
         else:
             kept.append(old_id)
     if kept:
@@ -166,3 +182,14 @@ def _cancel_if_waiting(client: SyncPrefectClient, run_id: str, message: str) -> 
         return False
     result = client.set_flow_run_state(UUID(run_id), Cancelled(message=message), force=False)
     return result.state is not None and result.state.is_cancelled()
+
+
+def _log_to_run(client: SyncPrefectClient, run_id: str, message: str) -> None:
+    """A line in the replaced run's own log: it never starts, so nothing else would say in
+    its Logs tab why it is Cancelled (best-effort: the state message says it too)."""
+    try:
+        client.create_logs([LogCreate(name="tpurl.announcements", level=logging.INFO,
+                                      message=message, timestamp=datetime.now(UTC),
+                                      flow_run_id=UUID(run_id))])
+    except Exception as exc:
+        logging.getLogger(__name__).warning("log of run %s not written: %s", run_id, exc)

@@ -1,4 +1,4 @@
-"""What the run page shows: output links, the stage table, training progress, metrics.
+"""What the run page shows: training progress, metrics, the announcement served.
 
 Keys are stable per profile (``tpurl-<profile>-…``) so Prefect keeps a history per key.
 Publishing is best-effort: a UI nicety never fails a run.
@@ -12,7 +12,6 @@ from typing import Any
 from uuid import UUID
 
 from prefect.artifacts import (
-    create_link_artifact,
     create_markdown_artifact,
     create_progress_artifact,
     create_table_artifact,
@@ -60,31 +59,37 @@ class TrainingProgress:
     def _publish(self, workload: str, step: int, total: int | None) -> None:
         percent = min(100.0, 100.0 * step / total) if total else 0.0
         self.logger.info("%s: step %d/%s", workload, step, total or "?")
+        # The card's bar has no number: the description carries the percent and the steps.
+        description = progress_description(workload, step, total)
         try:
             if self.artifact_id is None:
-                self.artifact_id = create_progress_artifact(
-                    progress=percent, description=f"{workload}: GRPO steps done")
+                self.artifact_id = create_progress_artifact(progress=percent,
+                                                            description=description)
             else:
-                update_progress_artifact(self.artifact_id, progress=percent)
+                update_progress_artifact(self.artifact_id, progress=percent,
+                                         description=description)
         except Exception as exc:
             self.logger.warning("progress artifact not updated: %s", exc)
 
 
+def progress_description(workload: str, step: int, total: int | None) -> str:
+    if not total:
+        return f"{workload}: GRPO step {step} (total unknown)"
+    return f"{workload}: {min(100.0, 100.0 * step / total):.0f}% ({step} of {total} GRPO steps)"
+
+
 def publish_result(result: PipelineResult) -> None:
+    """What only the whole run knows: its metrics and curves (the stage table and each
+    stage's outputs are already on the page, flows/runpage/live.py)."""
     key = f"tpurl-{slug(result.profile)}"
     try:
-        for name, uri in result.artifacts.items():
-            create_link_artifact(link=uri, link_text=f"{name}: {uri}",
-                                 key=f"{key}-{slug(name)}",
-                                 description=f"{result.profile}: {name.replace('_', ' ')}")
-        create_table_artifact(table=stage_rows(result), key=f"{key}-stages",
-                              description=f"Stages of {result.profile}: ran or skipped, time, "
-                              "chip-hours and outputs")
         rows = metric_rows(result.metrics)
         if rows:
-            create_table_artifact(table=rows, key=f"{key}-metrics",
-                                  description="Training metrics per GRPO step (TensorBoard); "
-                                              + LR_NOTE)
+            shifted = reward_offset(result.metrics.get("steps", []))
+            create_table_artifact(table=rows, key=f"{key}-metrics", description=(
+                "Training metrics per GRPO update (TensorBoard)" + (
+                    "; rewards and completion length are the rollout's, logged at the "
+                    "step before the update" if shifted else "") + "; " + LR_NOTE))
         chart = metrics_chart_markdown(result.metrics)
         if chart:
             create_markdown_artifact(markdown=chart, key=f"{key}-curves",
@@ -130,16 +135,6 @@ def announcement_markdown(record: RunAnnouncement) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stage_rows(result: PipelineResult) -> list[dict[str, Any]]:
-    return [{"stage": s.stage, "status": s.status, "duration_s": round(s.duration_s, 1),
-             "programs_s": round(sum(w.wall_s for w in s.workloads), 1),
-             "chip_hours": round(s.chip_hours, 3), "usd": s.usd,
-             "preemptions": sum(w.preemptions for w in s.workloads),
-             "preempted_chip_hours": round(sum(w.preempted_chip_hours for w in s.workloads), 3),
-             "outputs": ", ".join(s.uris.values())}
-            for s in result.stages]
-
-
 # The tags a reader wants per step (the rest stays in the result and in TensorBoard).
 METRIC_COLUMNS = {"rewards/train/mean": "reward_mean", "rewards/train/min": "reward_min",
                   "rewards/train/max": "reward_max", "actor/train/loss": "loss",
@@ -148,12 +143,36 @@ METRIC_COLUMNS = {"rewards/train/mean": "reward_mean", "rewards/train/min": "rew
                   "completions/train/mean_length": "completion_length"}
 
 
+REWARD_COLUMNS = frozenset(c for t, c in METRIC_COLUMNS.items()
+                           if t.startswith(("rewards/", "completions/")))
+
+
+def reward_offset(steps: list[dict[str, Any]]) -> int:
+    """1 when the rollout's scalars (rewards, completion length) are logged one step before
+    the update's (loss, KL, ...), as the rehearsal's TensorBoard files show: rewards at steps
+    0..n-1, loss at 1..n. Then the reward at step s and the loss at s+1 are one update."""
+    reward_steps = [s["step"] for s in steps if s.get("rewards/train/mean") is not None]
+    loss_steps = [s["step"] for s in steps if s.get("actor/train/loss") is not None]
+    if reward_steps and loss_steps and min(loss_steps) == min(reward_steps) + 1 \
+            and max(loss_steps) == max(reward_steps) + 1:
+        return 1
+    return 0
+
+
 def metric_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per GRPO update: the rewards of its rollout beside its loss, even where the
+    two are logged at neighbouring steps (``reward_offset``)."""
+    steps = metrics.get("steps", [])
+    shift = reward_offset(steps)
+    by_step = {s["step"]: s for s in steps}
     rows = []
-    for step in metrics.get("steps", []):
-        row: dict[str, Any] = {"step": step["step"]}
+    for step in sorted(by_step):
+        if shift and step == min(by_step):
+            continue  # its rewards are in the next row, beside the update they fed
+        row: dict[str, Any] = {"step": step}
         for tag, column in METRIC_COLUMNS.items():
-            value = step.get(tag)
+            source = by_step.get(step - shift, {}) if column in REWARD_COLUMNS else by_step[step]
+            value = source.get(tag)
             row[column] = round(value, 6) if isinstance(value, float) else value
         rows.append(row)
     return rows

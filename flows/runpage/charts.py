@@ -10,7 +10,7 @@ import base64
 import math
 from typing import Any
 
-WIDTH, HEIGHT, PAD = 640, 260, 40
+WIDTH, PANEL_HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 200, 64, 24, 28, 30
 COLORS = ("#2563eb", "#dc2626", "#059669", "#d97706")
 
 
@@ -23,41 +23,87 @@ def series(metrics: dict[str, Any], tag: str) -> list[tuple[int, float]]:
     return points
 
 
-def line_chart(title: str, lines: dict[str, list[tuple[int, float]]]) -> str:
-    """An SVG with one polyline per series, each scaled to its own range (labelled)."""
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-             f'font-family="sans-serif" font-size="12"><rect width="100%" height="100%" '
-             f'fill="white"/><text x="{PAD}" y="20" font-size="14">{_escape(title)}</text>',
-             f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" '
-             'stroke="#999"/>']
-    steps = sorted({s for pts in lines.values() for s, _ in pts}) or [0]
-    lo_step, hi_step = steps[0], max(steps[-1], steps[0] + 1)
-    for index, (name, points) in enumerate(lines.items()):
-        if not points:
-            continue
+def ticks(lo: float, hi: float, count: int = 4) -> list[float]:
+    """Evenly spaced y-axis values from lo to hi (one value when the range is a point)."""
+    if hi <= lo:
+        return [lo]
+    return [lo + (hi - lo) * i / count for i in range(count + 1)]
+
+
+def panel(title: str, lines: dict[str, list[tuple[int, float]]], top: float,
+          steps: tuple[int, int]) -> list[str]:
+    """One panel: its series on one shared y-axis (labelled ticks), steps on x. Series whose
+    points are identical to an earlier one's are drawn once and named together."""
+    merged: dict[str, list[tuple[int, float]]] = {}
+    for name, points in lines.items():
+        same = next((n for n, p in merged.items() if p == points), None)
+        if same is None:
+            merged[name] = points
+        else:
+            merged[f"{same} = {name}"] = merged.pop(same)
+    values = [v for pts in merged.values() for _, v in pts]
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        lo, hi = lo - (abs(lo) or 1.0) * 0.1, hi + (abs(hi) or 1.0) * 0.1
+    lo_step, hi_step = steps[0], max(steps[1], steps[0] + 1)
+    plot_h = PANEL_HEIGHT - TOP - BOTTOM
+
+    def x(step: float) -> float:
+        return LEFT + (step - lo_step) / (hi_step - lo_step) * (WIDTH - LEFT - RIGHT)
+
+    def y(value: float) -> float:
+        return top + TOP + plot_h - (value - lo) / (hi - lo) * plot_h
+
+    parts = [f'<text x="{LEFT}" y="{top + 18}" font-size="14">{_escape(title)}</text>',
+             f'<line x1="{LEFT}" y1="{top + TOP}" x2="{LEFT}" y2="{top + TOP + plot_h}" '
+             'stroke="#999"/>',
+             f'<line x1="{LEFT}" y1="{top + TOP + plot_h}" x2="{WIDTH - RIGHT}" '
+             f'y2="{top + TOP + plot_h}" stroke="#999"/>']
+    for value in ticks(lo, hi):
+        parts.append(f'<text x="{LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end" '
+                     f'fill="#555">{value:.3g}</text>')
+        parts.append(f'<line x1="{LEFT}" y1="{y(value):.1f}" x2="{WIDTH - RIGHT}" '
+                     f'y2="{y(value):.1f}" stroke="#eee"/>')
+    for step in range(lo_step, hi_step + 1, max(1, (hi_step - lo_step) // 8)):
+        parts.append(f'<text x="{x(step):.1f}" y="{top + PANEL_HEIGHT - 12}" '
+                     f'text-anchor="middle" fill="#555">{step}</text>')
+    for index, (name, points) in enumerate(merged.items()):
         color = COLORS[index % len(COLORS)]
-        values = [v for _, v in points]
-        lo, hi = min(values), max(values)
-        span = hi - lo or 1.0
-        coords = " ".join(
-            f"{PAD + (s - lo_step) / (hi_step - lo_step) * (WIDTH - 2 * PAD):.1f},"
-            f"{HEIGHT - PAD - (v - lo) / span * (HEIGHT - 2 * PAD - 20):.1f}" for s, v in points)
+        coords = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in points)
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}"/>')
-        parts.append(f'<text x="{WIDTH - PAD - 220}" y="{40 + 16 * index}" fill="{color}">'
-                     f'{_escape(name)}: {lo:.4g} … {hi:.4g}</text>')
-    parts.append(f'<text x="{PAD}" y="{HEIGHT - 12}">step {lo_step} … {hi_step}</text></svg>')
+        parts += [f'<circle cx="{x(s):.1f}" cy="{y(v):.1f}" r="3" fill="{color}"/>'
+                  for s, v in points]
+        legend_x = WIDTH - RIGHT - 130 * (len(merged) - 1 - index)  # one row, above the plot
+        parts.append(f'<text x="{legend_x}" y="{top + 18}" text-anchor="end" '
+                     f'fill="{color}">■ {_escape(name)}</text>')
+    return parts
+
+
+def line_chart(panels: dict[str, dict[str, list[tuple[int, float]]]]) -> str:
+    """An SVG with one panel per entry (each with its own y-axis), sharing the step axis."""
+    drawn = {t: {n: p for n, p in lines.items() if p} for t, lines in panels.items()}
+    drawn = {t: lines for t, lines in drawn.items() if lines}
+    steps = sorted({s for lines in drawn.values() for pts in lines.values() for s, _ in pts})
+    height = PANEL_HEIGHT * len(drawn) + 20
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+             f'font-family="sans-serif" font-size="12"><rect width="100%" height="100%" '
+             'fill="white"/>']
+    for index, (title, lines) in enumerate(drawn.items()):
+        parts += panel(title, lines, index * PANEL_HEIGHT, (steps[0], steps[-1]))
+    parts.append(f'<text x="{WIDTH / 2}" y="{height - 4}" text-anchor="middle" fill="#555">'
+                 'GRPO step (TensorBoard)</text></svg>')
     return "".join(parts)
 
 
 def metrics_chart_markdown(metrics: dict[str, Any]) -> str | None:
-    """Markdown with the reward/loss chart, or None when there is nothing to draw."""
-    wanted = {"reward (mean)": "rewards/train/mean", "reward (max)": "rewards/train/max",
-              "reward (min)": "rewards/train/min", "loss": "actor/train/loss"}
-    lines = {name: series(metrics, tag) for name, tag in wanted.items()}
-    lines = {name: pts for name, pts in lines.items() if pts}
-    if not lines:
+    """Markdown with the reward and loss panels, or None when there is nothing to draw."""
+    rewards = {name: series(metrics, f"rewards/train/{tag}")
+               for name, tag in (("mean", "mean"), ("max", "max"), ("min", "min"))}
+    loss = {"loss": series(metrics, "actor/train/loss")}
+    panels = {"reward per step": rewards, "actor loss per step": loss}
+    if not any(p for lines in panels.values() for p in lines.values()):
         return None
-    svg = line_chart("GRPO training: reward and loss per step", lines)
+    svg = line_chart(panels)
     data = base64.b64encode(svg.encode()).decode()
     return f"![reward and loss per step](data:image/svg+xml;base64,{data})"
 

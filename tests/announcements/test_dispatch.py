@@ -122,3 +122,30 @@ def test_a_run_the_worker_took_just_before_its_cancel_knows_it_was_coalesced(tar
         rerun = client.set_flow_run_state(UUID(old["run"]), Running())
         assert rerun.state is not None and rerun.state.is_running()
     assert was_coalesced(old["run"]).startswith("Coalesced into rehearsal-x")
+
+
+
+def test_a_replaced_run_and_the_dispatcher_say_which_run_replaced_which(target):
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogWorker
+
+    deployment, _ = target
+    _, first = _announce(deployment, "dataset", "gs://b/a.parquet", 1)
+    dispatcher = dispatch_announcement(deployment=deployment, kind="dataset",
+                                       value="gs://b/b.parquet", event_id=str(uuid.uuid4()),
+                                       occurred=str(T0 + timedelta(minutes=2)), return_state=True)
+    second = dispatcher.result()
+    assert second["replaced"] == [first["run"]]
+    APILogWorker.drain_all(timeout=10)
+
+    def logs(run_id) -> list[str]:
+        with get_client(sync_client=True) as client:
+            return [entry.message for entry in client.read_logs(log_filter=LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[UUID(str(run_id))])))]
+
+    with get_client(sync_client=True) as client:
+        new_name = client.read_flow_run(UUID(second["run"])).name
+    [line] = logs(first["run"])  # it never started: this is the whole of its log
+    assert line.startswith(f"Not run: Coalesced into {new_name} ({second['run']})"), line
+    said = logs(dispatcher.state_details.flow_run_id)
+    assert f"cancelled waiting run {first['run']}: replaced by {new_name}" in said, said

@@ -61,10 +61,12 @@ def new_dataset(rehearsal_image, tmp_path_factory) -> Path:
 
 def _emit(server: PrefectServer, event: str, resource: str, payload: dict,
           occurred: datetime | None = None) -> str:
+    """An announcement addressed to the rehearsal profile (its `tpurl.profile` label)."""
     event_id = str(uuid.uuid4())
     server.api("POST", "/events", json=[{
         "id": event_id, "occurred": (occurred or datetime.now(UTC)).isoformat(),
-        "event": event, "resource": {"prefect.resource.id": resource}, "payload": payload}])
+        "event": event, "resource": {"prefect.resource.id": resource, "tpurl.profile": "rehearsal"},
+        "payload": payload}])
     return event_id
 
 
@@ -213,7 +215,8 @@ def _check_follow_up_page(server: PrefectServer, run_id: str, newest: str,
 
 
 def _check_run_page(server: PrefectServer, run_id: str) -> None:
-    wanted = {"tpurl-rehearsal-stages", "tpurl-rehearsal-metrics", "tpurl-rehearsal-hf-export"}
+    wanted = {"tpurl-rehearsal-stages", "tpurl-rehearsal-metrics",
+              "tpurl-rehearsal-retrain-rehearsal-hf-export"}  # latest per deployment
 
     def artifacts_of_run() -> list[dict]:
         found = server.api("POST", "/artifacts/filter", json={
@@ -226,8 +229,7 @@ def _check_run_page(server: PrefectServer, run_id: str) -> None:
         artifacts = server.api("POST", "/artifacts/filter", json={
             "artifacts": {"flow_run_id": {"any_": [run_id]}}}).json()
     keys = {a["key"] for a in artifacts if a["key"]}
-    assert {"tpurl-rehearsal-stages", "tpurl-rehearsal-metrics",
-            "tpurl-rehearsal-hf-export"} <= keys, keys
+    assert wanted <= keys, keys
     stages = next(a for a in artifacts if a["key"] == "tpurl-rehearsal-stages")
     table = stages["data"] if isinstance(stages["data"], list) else json.loads(stages["data"])
     assert [row["stage"] for row in table] == ["image", "infra", "convert", "train", "export"]

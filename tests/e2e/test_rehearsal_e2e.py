@@ -164,7 +164,7 @@ def test_events_artifacts_and_no_secret_anywhere(first_run, root):
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
             key=ArtifactFilterKey(like_="tpurl-rehearsal-")))
         keys = {a.key for a in artifacts}
-        assert {"tpurl-rehearsal-stages", "tpurl-rehearsal-hf-export",
+        assert {"tpurl-rehearsal-stages", "tpurl-rehearsal-local-runs-hf-export",
                 "tpurl-rehearsal-metrics"} <= keys, keys
         texts = [first_run.model_dump_json(), str(names),
                  *(e.model_dump_json() for e in events),

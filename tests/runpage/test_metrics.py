@@ -36,7 +36,9 @@ def test_chart_draws_reward_and_loss_and_skips_missing_values():
     markdown = metrics_chart_markdown(metrics)
     assert markdown and markdown.startswith("![reward and loss per step](data:image/svg+xml;base64,")
     svg = base64.b64decode(markdown.split(",", 1)[1].rstrip(")")).decode()
-    assert svg.count("<polyline") == 3 and "reward (mean): 0.7" in svg
+    assert svg.count("<polyline") == 3  # mean and max on the reward panel, the loss
+    assert "reward per step" in svg and "actor loss per step" in svg
+    assert ">0.85<" in svg and ">0.7<" in svg  # the reward panel's y-axis ticks, in units
     assert metrics_chart_markdown({"steps": []}) is None
 
 
@@ -114,3 +116,36 @@ def test_an_unreadable_event_file_is_skipped_not_raised(tmp_path) -> None:
     summary = summarize_run(Flaky(), file_uri(tmp_path))
     assert [s["step"] for s in summary["steps"]] == [1] and summary["bad_files"] == 1
     assert "Input/output error" in summary["problems"][0]
+
+
+def test_identical_series_are_one_line_named_together():
+    import base64
+
+    from flows.runpage.charts import metrics_chart_markdown
+
+    same = [{"step": s, "rewards/train/mean": 0.5, "rewards/train/max": 0.5,
+             "rewards/train/min": 0.5, "actor/train/loss": 0.1 * s} for s in (0, 1)]
+    svg = base64.b64decode(metrics_chart_markdown({"steps": same}).split(",", 1)[1].rstrip(")")
+                           ).decode()
+    assert svg.count("<polyline") == 2 and "mean = max = min" in svg
+
+
+def test_each_row_holds_one_updates_rewards_and_loss():
+    from flows.runpage.artifacts import metric_rows
+
+    # As the rehearsal logs them: rewards at steps 0-1, loss at steps 1-2.
+    steps = [{"step": 0, "rewards/train/mean": 0.1},
+             {"step": 1, "rewards/train/mean": 0.2, "actor/train/loss": 0.5},
+             {"step": 2, "actor/train/loss": 0.4}]
+    rows = metric_rows({"steps": steps})
+    assert [(r["step"], r["reward_mean"], r["loss"]) for r in rows] == [(1, 0.1, 0.5),
+                                                                        (2, 0.2, 0.4)]
+
+
+def test_rows_stay_per_step_when_rewards_and_loss_share_steps():
+    from flows.runpage.artifacts import metric_rows
+
+    steps = [{"step": s, "rewards/train/mean": 0.1 * s, "actor/train/loss": 1.0 - s}
+             for s in (1, 2)]
+    assert [(r["step"], r["reward_mean"], r["loss"]) for r in metric_rows({"steps": steps})] \
+        == [(1, 0.1, 0.0), (2, 0.2, -1.0)]

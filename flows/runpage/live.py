@@ -1,0 +1,210 @@
+"""The run page while the run goes on: the stage table and each stage's outputs as it ends.
+
+On GKE a run lasts hours; a page that fills only at the end hides the checkpoint URIs the
+whole time. So the flow runs each stage's task through ``StagePage.run``: the table (made
+once, all stages pending) is updated in place when a stage starts and ends (Prefect's
+``PATCH /artifacts/{id}`` also moves the key's latest version, prefect/server/models/
+artifacts.py ``update_artifact``), and a stage's outputs are published the moment it
+finishes. Publishing is best-effort: a UI nicety never fails a run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+from prefect.states import Completed, State
+
+from flows.core.stage import StageOutput
+from flows.runpage.artifacts import slug
+from flows.runpage.result import StageReport
+
+log = logging.getLogger(__name__)
+
+# Per stage: the outputs a reader opens (artifact name, key in the stage's uris).
+OUTPUT_LINKS = {"convert": [("maxtext_checkpoint", "maxtext_checkpoint")],
+                "train": [("trained_checkpoint", "actor_checkpoint")],
+                "export": [("hf_export", "hf_export")]}
+CONSOLE = "https://console.cloud.google.com/storage/browser/"
+
+
+def skipped_state(output: StageOutput) -> StageOutput | State:
+    """A skipped stage ends as Completed(name="Skipped"), so the run graph tells a skip from
+    a run; the task's caller still gets the output as its result."""
+    if output.status != "skipped":
+        return output
+    return Completed(name="Skipped", data=output,
+                     message=f"{output.stage}: verified output already there, not rerun")
+
+
+def console_url(uri: str) -> str | None:
+    """The Cloud Console page of a gs:// object or prefix (the browser opens gs:// nowhere)."""
+    if not uri.startswith("gs://"):
+        return None
+    return CONSOLE + uri.removeprefix("gs://").rstrip("/")
+
+
+def output_markdown(name: str, uri: str, scope: str) -> str:
+    """A local output as its path, not a file:// link a browser refuses to open."""
+    return (f"**{name.replace('_', ' ')}** (latest of {scope}):\n\n`{uri}`\n\n"
+            "On the machine that ran the flow.")
+
+
+def uri_markdown(uri: str) -> str:
+    url = console_url(uri) or (uri if uri.startswith(("https://", "http://")) else None)
+    return f"[{uri}]({url})" if url else f"`{uri}`"
+
+
+def outputs_markdown(done: dict[str, StageOutput]) -> str:
+    """Every finished stage's outputs in full (the table's cells would cut them off)."""
+    lines = ["### Outputs of the stages that ended", ""]
+    for stage, output in done.items():
+        lines.append(f"**{stage}** ({output.status})")
+        lines += [f"- {name}: {uri_markdown(uri)}" for name, uri in output.uris.items()]
+        lines.append("")
+    if not done:
+        lines.append("No stage has ended yet.")
+    return "\n".join(lines) + "\n"
+
+
+def publish_output(profile: str, scope: str, name: str, uri: str) -> None:
+    """One output under a key per profile *and* deployment (``scope``), so a rehearsal rerun
+    never shows as the latest model of a retrain deployment of the same profile."""
+    key = f"tpurl-{slug(profile)}-{slug(scope)}-{slug(name)}"
+    description = f"{profile}: {name.replace('_', ' ')}, latest of {scope}"
+    url = console_url(uri) or (uri if uri.startswith(("https://", "http://")) else None)
+    if url:  # stored as the markdown [uri](url) (prefect/artifacts.py LinkArtifact)
+        create_link_artifact(link=url, link_text=uri, key=key, description=description)
+    else:
+        create_markdown_artifact(markdown=output_markdown(name, uri, scope), key=key,
+                                 description=description)
+
+
+def stage_row(report: StageReport | None, stage: str, status: str = "") -> dict[str, Any]:
+    if report is None:
+        return {"stage": stage, "status": status, "outputs": "", "duration_s": None,
+                "programs_s": None, "chip_hours": None, "usd": None, "preemptions": None,
+                "preempted_chip_hours": None}
+    return {"stage": report.stage, "status": report.status,
+            "outputs": ", ".join(report.uris),  # names: in full in the outputs list
+            "duration_s": round(report.duration_s, 1),
+            "programs_s": round(sum(w.wall_s for w in report.workloads), 1),
+            "chip_hours": round(report.chip_hours, 3), "usd": report.usd,
+            "preemptions": sum(w.preemptions for w in report.workloads),
+            "preempted_chip_hours": round(sum(w.preempted_chip_hours for w in report.workloads), 3)}
+
+
+# Stages that resume from what an interrupted attempt wrote (they clear no leftovers:
+# Stage.leftover_dirs in flows/stages/); the others start their output again.
+RESUMING_STAGES = frozenset({"train"})
+
+
+def stop_explanation(profile: str, stage: str, done: dict[str, StageOutput],
+                     exc: BaseException) -> str:
+    """The line a cancelled run leaves in its log: what is kept, how to resume (pure)."""
+    kept = "; ".join(f"{s} ({', '.join(f'{k}={v}' for k, v in o.uris.items()) or 'done'})"
+                     for s, o in done.items()) or "no finished stage"
+    partial = ("its checkpoints so far are kept and the next run resumes from the newest"
+               if stage in RESUMING_STAGES else
+               "its partial output is discarded and the stage runs again")
+    return (f"run stopped during {stage} ({type(exc).__name__}). Kept, verified: {kept}. "
+            f"{stage} did not finish: {partial}. To resume, run the same deployment with "
+            f"the same parameters again (or `tpurl run {profile}`): finished stages are "
+            "skipped. The profile's lock is released.")
+
+
+class StagePage:
+    """The stage table and outputs of one run, kept current as its stages end."""
+
+    def __init__(self, profile: str, stages: list[str], scope: str,
+                 usd_per_chip_hour: float = 0.0,
+                 timeouts_s: dict[str, float] | None = None) -> None:
+        self.profile, self.scope, self.price = profile, scope, usd_per_chip_hour
+        self.timeouts_s = timeouts_s or {}
+        self.done: dict[str, StageOutput] = {}
+        self.rows = {s: stage_row(None, s, "pending") for s in stages}
+        self.table_id: UUID | None = None
+        self.outputs_id: UUID | None = None
+        self._safely(self._create)
+
+    def run(self, stage: str, task: Callable[..., Any], *args: Any) -> StageOutput:
+        """Run ``task`` (a Prefect task returning a StageOutput or a Skipped state) with the
+        table saying so; its failure is re-raised after the table shows it. A stage with a
+        timeout (flows/stages/timeouts.py) runs under it."""
+        self._set(stage, stage_row(None, stage, "running"))
+        if stage in self.timeouts_s:
+            task = task.with_options(timeout_seconds=self.timeouts_s[stage])  # type: ignore[attr-defined]
+        try:
+            state = task(*args, return_state=True)
+        except BaseException as exc:  # a cancel from the UI (TerminationSignal), Ctrl-C
+            self._set(stage, stage_row(None, stage, "cancelled"))
+            self._safely(self._explain_stop, stage, exc)
+            raise
+        if not state.is_completed():
+            self._set(stage, stage_row(None, stage, state.name.lower()))
+            state.result()  # raises the task's exception
+            raise RuntimeError(f"{stage} ended {state.name}")  # pragma: no cover - result raised
+        output: StageOutput = state.result()
+        self.done[stage] = output
+        self._set(stage, stage_row(StageReport.of(output, self.price), stage))
+        self._safely(self._publish_outputs)
+        for name, uri_key in OUTPUT_LINKS.get(stage, []):
+            if uri := output.uris.get(uri_key):
+                self._safely(publish_output, self.profile, self.scope, name, uri)
+        return output
+
+    def _explain_stop(self, stage: str, exc: BaseException) -> None:
+        from prefect import get_run_logger
+        from prefect.logging.handlers import APILogHandler
+
+        get_run_logger().warning("%s", stop_explanation(self.profile, stage, self.done, exc))
+        # Sent now: after a cancel's SIGTERM the process may end before the log worker's
+        # next batch goes out, and this line is the one the run page must keep.
+        handlers = logging.getLogger("prefect.flow_runs").handlers  # prefect/logging/logging.yml
+        for handler in handlers:
+            if isinstance(handler, APILogHandler):
+                handler.flush()
+                break
+
+    def _create(self) -> None:
+        self.table_id = create_table_artifact(
+            table=list(self.rows.values()), key=f"tpurl-{slug(self.profile)}-stages",
+            description=f"Stages of {self.profile}, updated as each starts and ends: status, "
+            "time, chip-hours and the names of its outputs (in full in the outputs list)")
+
+    def _publish_outputs(self) -> None:
+        text = outputs_markdown(self.done)
+        if self.outputs_id is None:
+            self.outputs_id = create_markdown_artifact(
+                markdown=text, key=f"tpurl-{slug(self.profile)}-outputs",
+                description=f"Every output of {self.profile}'s stages so far, in full")
+        else:
+            self._patch(self.outputs_id, text)
+
+    def _set(self, stage: str, row: dict[str, Any]) -> None:
+        self.rows[stage] = row
+        if self.table_id is not None:
+            self._safely(self._update)
+
+    def _update(self) -> None:
+        assert self.table_id is not None
+        self._patch(self.table_id, json.dumps(list(self.rows.values())))
+
+    @staticmethod
+    def _patch(artifact_id: UUID, data: str) -> None:
+        from prefect.client.orchestration import get_client
+        from prefect.client.schemas.actions import ArtifactUpdate
+
+        get_client(sync_client=True).update_artifact(artifact_id=artifact_id,
+                                                     artifact=ArtifactUpdate(data=data))
+
+    @staticmethod
+    def _safely(call: Callable[..., Any], *args: Any) -> None:
+        try:
+            call(*args)
+        except Exception as exc:
+            log.warning("run page not updated: %s", exc)

@@ -1,0 +1,188 @@
+"""The run page while the run goes on, on a real Prefect API: the real flow with five
+instant stand-in stages (one held at a gate), so the page can be read mid-run.
+
+What is asserted is what a user sees: the stage table updated in place as stages end, the
+converted checkpoint's link published when convert ends (hours before the run does on GKE),
+a gs:// output as a Cloud Console link, a local one as its path, and skipped stages ending
+as Completed(name="Skipped") in the run graph.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter
+
+from flows import pipeline
+from flows.core.paths import REPO_ROOT
+from flows.core.stage import StageOutput
+from flows.runpage.live import console_url, output_markdown, skipped_state
+from tests.support.prefect_server import wait_until
+
+CHECKPOINT = "gs://tpurl-bucket/rehearsal/maxtext/ckpt-0"
+RUNS: list[str] = []  # the flow run ids the stand-in stages ran in
+
+
+class GatedStage:
+    """Stands in for a Stage: returns its output at once, or after ``gate`` is set."""
+
+    def __init__(self, name: str, status: str, uris: dict[str, str],
+                 gate: threading.Event | None = None, details: dict[str, Any] | None = None):
+        self.name, self.status, self.uris, self.gate = name, status, uris, gate
+        self.details = details or {}
+
+    def execute(self, ctx, upstream) -> StageOutput:
+        from prefect.runtime import flow_run
+
+        RUNS.append(flow_run.id)
+        if self.gate is not None:
+            assert self.gate.wait(120), "the test never opened the gate"
+        return StageOutput(stage=self.name, status=self.status, key=f"k-{self.name}",
+                           fingerprint=f"f-{self.name}", uris=self.uris,
+                           details=self.details, duration_s=0.1)
+
+
+def test_skipped_becomes_a_named_completed_state_and_a_run_stays_the_output():
+    out = StageOutput(stage="infra", status="skipped", key="k", fingerprint="f", uris={})
+    state = skipped_state(out)
+    assert state.name == "Skipped" and state.is_completed()
+    ran = out.model_copy(update={"status": "ran"})
+    assert skipped_state(ran) is ran
+
+
+def test_gs_uris_link_to_the_console_and_local_paths_stay_paths():
+    assert console_url("gs://b/a/ckpt/") == "https://console.cloud.google.com/storage/browser/b/a/ckpt"
+    assert console_url("/home/u/.tpurl/hf") is None
+    text = output_markdown("hf_export", "/home/u/.tpurl/hf", "local runs")
+    assert "`/home/u/.tpurl/hf`" in text and "file://" not in text
+
+
+def _artifacts(flow_run_id) -> dict[str, Any]:
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
+    return {a.key: a for a in found if a.key}
+
+
+def _table(artifact) -> list[dict[str, Any]]:
+    data = artifact.data
+    return json.loads(data) if isinstance(data, str) else data
+
+
+def test_the_page_fills_as_stages_end(prefect_api: None, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch):
+    gate = threading.Event()
+    hf = str(tmp_path / "hf-export")
+    stages = {
+        "image": GatedStage("image", "skipped", {"image": "rehearsal-venv:x"}),
+        "infra": GatedStage("infra", "skipped", {"dataset": str(tmp_path / "d.parquet")}),
+        "convert": GatedStage("convert", "ran", {"maxtext_checkpoint": CHECKPOINT}),
+        "train": GatedStage("train", "ran", {"actor_checkpoint": CHECKPOINT + "-actor"}, gate,
+                            {"metrics": {"steps": []}}),
+        "export": GatedStage("export", "ran", {"hf_export": hf})}
+    monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stages)
+    done: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: done.update(state=pipeline.rl_post_training(
+        profile="rehearsal", overrides={"local.root": str(tmp_path / "root")},
+        return_state=True)))
+    RUNS.clear()
+    runner.start()
+    try:
+        run_id = wait_until(lambda: RUNS[0] if RUNS else None, 120, "the flow run")
+
+        def mid_run() -> dict[str, Any] | None:
+            found = _artifacts(run_id)
+            table = found.get("tpurl-rehearsal-stages")
+            if table is None or [r["status"] for r in _table(table)][3] != "running":
+                return None
+            return found
+
+        found = wait_until(mid_run, 120, "the stage table to show train running")
+        statuses = [(r["stage"], r["status"]) for r in _table(found["tpurl-rehearsal-stages"])]
+        assert statuses == [("image", "skipped"), ("infra", "skipped"), ("convert", "ran"),
+                            ("train", "running"), ("export", "pending")]
+        link = found["tpurl-rehearsal-local-runs-maxtext-checkpoint"]
+        # Prefect 3.9.1 stores a link artifact as markdown (prefect/artifacts.py, LinkArtifact)
+        assert link.data == f"[{CHECKPOINT}]({console_url(CHECKPOINT)})"
+        assert "tpurl-rehearsal-local-runs-hf-export" not in found
+        listed = str(found["tpurl-rehearsal-outputs"].data)  # every URI in full, so far
+        assert f"[{CHECKPOINT}]({console_url(CHECKPOINT)})" in listed and "**train**" not in listed
+    finally:
+        gate.set()
+        runner.join(180)
+    assert done["state"].is_completed(), done["state"]
+    found = _artifacts(run_id)
+    assert [r["status"] for r in _table(found["tpurl-rehearsal-stages"])] == \
+        ["skipped", "skipped", "ran", "ran", "ran"]
+    listed = str(found["tpurl-rehearsal-outputs"].data)
+    assert f"- hf_export: `{hf}`" in listed and "**train** (ran)" in listed
+    export = found["tpurl-rehearsal-local-runs-hf-export"]
+    assert f"`{hf}`" in str(export.data) and "](" not in str(export.data)
+    with get_client(sync_client=True) as client:
+        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id={"any_": [run_id]}))
+    names = {t.name.split(":")[0]: t.state.name for t in tasks}
+    assert names == {"image": "Skipped", "infra": "Skipped", "convert": "Completed",
+                     "train": "Completed", "export": "Completed"}, names
+
+
+def test_a_stuck_stage_ends_at_its_timeout_and_the_table_says_so(
+        prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    never = threading.Event()  # train hangs, as a program that neither ends nor fails
+    stages = {name: GatedStage(name, "skipped", {}) for name in ("image", "infra", "convert")}
+    stages |= {"train": GatedStage("train", "ran", {}, never),
+               "export": GatedStage("export", "ran", {"hf_export": str(tmp_path)})}
+    monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stages)
+    monkeypatch.setattr(pipeline, "stage_timeout_s", lambda cfg, stage: 3.0)
+    try:
+        state = pipeline.rl_post_training(profile="rehearsal", overrides={
+            "local.root": str(tmp_path / "root")}, return_state=True)
+    finally:
+        never.set()
+    assert state.is_failed(), state
+    with pytest.raises(TimeoutError):
+        state.result()
+    found = _artifacts(state.state_details.flow_run_id)
+    assert [r["status"] for r in _table(found["tpurl-rehearsal-stages"])] == \
+        ["skipped", "skipped", "skipped", "timedout", "pending"]
+
+
+
+def test_a_cancelled_run_logs_what_was_kept_and_how_to_resume(prefect_api: None, tmp_path: Path):
+    """SIGTERM, as the process worker sends on a cancel from the UI, to a real flow process."""
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.settings import PREFECT_API_URL
+
+    from tests.support.stop_probe import CHECKPOINT as KEPT
+
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    probe = subprocess.Popen([sys.executable, "-m", "tests.support.stop_probe",
+                              str(tmp_path / "root")], cwd=REPO_ROOT, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert probe.stdout is not None
+        run_id = next(line.split()[1] for line in probe.stdout if line.startswith("TRAINING"))
+        probe.send_signal(signal.SIGTERM)
+        out = probe.communicate(timeout=120)[0]
+    finally:
+        probe.kill()
+
+    def stop_lines() -> list[str]:  # logs reach the API asynchronously
+        with get_client(sync_client=True) as client:
+            return [e.message for e in client.read_logs(log_filter=LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[run_id])))
+                if e.message.startswith("run stopped during train")]
+
+    said = wait_until(stop_lines, 30, f"the stop explanation in the run's log ({out[-2000:]})")
+    assert f"convert (maxtext_checkpoint={KEPT})" in said[0]
+    assert "checkpoints so far are kept" in said[0] and "`tpurl run rehearsal`" in said[0]
+    table = _table(_artifacts(run_id)["tpurl-rehearsal-stages"])
+    assert [r["status"] for r in table] == ["skipped", "skipped", "ran", "cancelled", "pending"]

@@ -1,0 +1,189 @@
+"""prefect.yaml against one real `prefect server start`: the process-pool deployments deploy
+with nothing but the venv, a Kubernetes one without TPURL_FLOW_IMAGE is refused in one
+message, each dispatcher's triggers fire only on announcements for its own target,
+notify-on-failure.yaml applies after its one substitution, and the git_clone pull runs a
+process worker's flow run away from any checkout.
+
+No Docker here: DOCKER_HOST points at a socket that does not exist, so any build or push
+step would fail. The dispatchers are not run (no worker): an automation's run-deployment
+action creates a flow run of the dispatcher, which is what "an announcement starts a
+retrain" means at the server (prefect/server/events/actions.py, RunDeployment).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows.core.paths import REPO_ROOT
+from tests.support.prefect_server import PrefectServer, prefect_server_in, wait_until
+
+PROCESS = ["rehearsal", "retrain-rehearsal", "announce-retrain-rehearsal",
+           "teardown-qwen3-30b-a3b-v6e-32"]
+DISPATCHERS = {"rehearsal": "announce-retrain-rehearsal",
+               "qwen3-30b-a3b-v6e-32": "announce-qwen3-30b-a3b-v6e-32-retrain"}
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    home = tmp_path_factory.mktemp("prefect-home")
+    with prefect_server_in(home) as server:
+        server.env = {k: v for k, v in server.env.items() if not k.startswith("TPURL_FLOW_")}
+        server.env["DOCKER_HOST"] = f"unix://{home}/no-docker.sock"
+        for args in (["work-pool", "create", "tpurl-process", "--type", "process"],
+                     ["work-pool", "create", "tpurl-kubernetes", "--type", "kubernetes",
+                      "--base-job-template",
+                      str(REPO_ROOT / "deployments/work-pool/kubernetes-base-job-template.json")]):
+            done = server.cli(*args)
+            assert done.returncode == 0, done.stdout + done.stderr
+        yield server
+
+
+def _deployments(server: PrefectServer) -> dict[str, dict]:
+    return {d["name"]: d for d in server.api("POST", "/deployments/filter", json={}).json()}
+
+
+def test_process_pool_deployments_deploy_without_docker_or_the_image_variable(prefect_server):
+    names = [arg for name in PROCESS for arg in ("--name", name)]
+    done = prefect_server.cli("--no-prompt", "deploy", *names)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert "build steps" not in out and "push steps" not in out, out[-3000:]
+    assert set(PROCESS) <= set(_deployments(prefect_server))
+
+
+def test_a_kubernetes_deployment_without_the_image_variable_is_one_message(prefect_server):
+    done = prefect_server.cli("--no-prompt", "deploy", "--name", "qwen3-30b-a3b-v6e-32-weekly")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert out.count("TPURL_FLOW_IMAGE is not set") == 1, out[-3000:]
+    assert "fix: export TPURL_FLOW_IMAGE=" in out
+    assert "Traceback" not in out and "StepExecutionError" not in out, out[-3000:]
+    assert "qwen3-30b-a3b-v6e-32-weekly" not in _deployments(prefect_server)
+
+
+def _dispatchers_yaml(tmp_path: Path) -> Path:
+    """prefect.yaml's two dispatchers, their matches untouched, on the process pool with their
+    triggers enabled (the tutorial's step once the gke fields are set) and without the image
+    build, which needs Docker and has no part in which events a trigger matches."""
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    chosen = [d for d in config["deployments"] if d["name"] in DISPATCHERS.values()]
+    for deployment in chosen:
+        for key in ("build", "push", "pull"):
+            deployment.pop(key, None)
+        deployment["work_pool"] = {"name": "tpurl-process"}
+        for trigger in deployment["triggers"]:
+            trigger["enabled"] = True
+    path = tmp_path / "prefect.yaml"
+    path.write_text(yaml.safe_dump({**config, "deployments": chosen}))
+    return path
+
+
+def _announce(server: PrefectServer, event: str, resource: dict[str, str], payload: dict) -> None:
+    server.api("POST", "/events", json=[{
+        "id": str(uuid.uuid4()), "occurred": datetime.now(UTC).isoformat(), "event": event,
+        "resource": resource, "payload": payload}])
+
+
+def _runs(server: PrefectServer, deployment_id: str) -> list[dict]:
+    return server.api("POST", "/flow_runs/filter", json={
+        "flow_runs": {"deployment_id": {"any_": [deployment_id]}}}).json()
+
+
+def test_an_announcement_starts_its_targets_dispatcher_and_no_other(prefect_server, tmp_path):
+    done = prefect_server.cli("--no-prompt", "deploy", "--prefect-file",
+                              str(_dispatchers_yaml(tmp_path)), "--all")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    ids = {profile: _deployments(prefect_server)[name]["id"]
+           for profile, name in DISPATCHERS.items()}
+    automations = prefect_server.api("POST", "/automations/filter", json={}).json()
+    names = {a["name"] for a in automations}
+    assert {"tpurl: dataset announced → retrain-rehearsal",
+            "tpurl: base model announced → retrain-rehearsal",
+            "tpurl: dataset announced → qwen3-30b-a3b-v6e-32-retrain",
+            "tpurl: base model announced → qwen3-30b-a3b-v6e-32-retrain"} <= names, names
+
+    # Unaddressed (no tpurl.profile label): no target's; then one for each target.
+    _announce(prefect_server, "tpurl.dataset.updated", {"prefect.resource.id": "tpurl.dataset.x"},
+              {"uri": "gs://b/data/unaddressed.parquet"})
+    _announce(prefect_server, "tpurl.dataset.updated",
+              {"prefect.resource.id": "tpurl.dataset.openmath", "tpurl.profile": "rehearsal"},
+              {"uri": "gs://b/data/for-rehearsal.parquet"})
+    _announce(prefect_server, "tpurl.base-model.updated",
+              {"prefect.resource.id": "tpurl.base-model.qwen3",
+               "tpurl.profile": "qwen3-30b-a3b-v6e-32"}, {"revision": "abc123"})
+    wait_until(lambda: all(_runs(prefect_server, i) for i in ids.values()), 120,
+               "a dispatcher run of each target")
+    served = {profile: sorted((r["parameters"]["kind"], r["parameters"]["value"])
+                              for r in _runs(prefect_server, i)) for profile, i in ids.items()}
+    assert served == {"rehearsal": [("dataset", "gs://b/data/for-rehearsal.parquet")],
+                      "qwen3-30b-a3b-v6e-32": [("base-model", "abc123")]}
+    for run in _runs(prefect_server, ids["rehearsal"]):
+        assert run["parameters"]["deployment"] == "rl-post-training/retrain-rehearsal"
+
+
+def test_notify_on_failure_applies_after_its_one_substitution(prefect_server, tmp_path):
+    shipped = (REPO_ROOT / "deployments/automations/notify-on-failure.yaml").read_text()
+    assert shipped.count("REPLACE-WITH-BLOCK-ID") == 3  # the sed line, its comment, the field
+    done = subprocess.run([sys.executable, "-c", (
+        "from prefect.blocks.notifications import SlackWebhook\n"
+        "print(SlackWebhook(url='http://127.0.0.1:9/hook').save('tpurl-alerts'))")],
+        env=prefect_server.env, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    block_id = done.stdout.strip().splitlines()[-1]
+    path = tmp_path / "notify.yaml"
+    path.write_text(shipped.replace("REPLACE-WITH-BLOCK-ID", block_id))
+    done = prefect_server.cli("automation", "create", "--from-file", str(path))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    [automation] = [a for a in prefect_server.api("POST", "/automations/filter", json={}).json()
+                    if a["name"] == "tpurl-run-failed"]
+    assert automation["actions"][0]["block_document_id"] == block_id
+    assert automation["trigger"]["expect"] == ["prefect.flow-run.Failed", "prefect.flow-run.Crashed"]
+
+
+def test_git_clone_pull_runs_a_worker_away_from_the_checkout(prefect_server, tmp_path):
+    """prefect.yaml's git_clone_pull with its one setting (the repository) made: a worker
+    started outside any checkout runs the dispatcher from the clone."""
+    repo = tmp_path / "tpu-rl-pipeline.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(REPO_ROOT), str(repo)], check=True)
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    [clone] = config["definitions"]["git_clone_pull"]
+    step = clone["prefect.deployments.steps.git_clone"]
+    step["repository"] = f"file://{repo}"  # the one setting; this clone's default branch
+    step.pop("branch")
+    [dispatcher] = [d for d in config["deployments"] if d["name"] == "announce-retrain-rehearsal"]
+    dispatcher.update(name="announce-from-git", triggers=[])
+    path = tmp_path / "prefect.yaml"
+    path.write_text(yaml.safe_dump({**config, "pull": [clone], "deployments": [dispatcher]}))
+    done = prefect_server.cli("--no-prompt", "deploy", "--prefect-file", str(path), "--all")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    deployment = _deployments(prefect_server)["announce-from-git"]
+    assert [next(iter(s)) for s in deployment["pull_steps"]] == ["prefect.deployments.steps.git_clone"]
+
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    worker = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "worker", "start",
+                               "--pool", "tpurl-process"], cwd=away, env=prefect_server.env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        run = prefect_server.api("POST", f"/deployments/{deployment['id']}/create_flow_run", json={
+            "parameters": {"deployment": "rl-post-training/no-such-deployment", "kind": "dataset",
+                           "value": "gs://b/x.parquet", "event_id": str(uuid.uuid4()),
+                           "occurred": datetime.now(UTC).isoformat()}}).json()
+        final = wait_until(lambda: (s := prefect_server.api(
+            "GET", f"/flow_runs/{run['id']}").json()["state"])["type"] in (
+            "COMPLETED", "FAILED", "CRASHED", "CANCELLED") and s, 300, "the run from the clone")
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    # The dispatcher's own refusal: its entrypoint exists only in the clone (the worker and
+    # its flow-run directory are outside any checkout), so the code ran from there.
+    assert final["type"] == "FAILED" and "does not exist" in (final["message"] or ""), final
