@@ -63,8 +63,8 @@ def run_case(case: str, window_s: float,
     from flows.backends.gke.watch.client import cluster_at
     from flows.config import load_profile
     from flows.core.layout import Layout
+    from flows.core.programs import train_workload
     from flows.core.storage import LocalStorage, file_uri
-    from flows.stages.programs import train_workload
     from tests.fakes.kube_api import FakeApiServer, FakeKube
     from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
     from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED

@@ -22,11 +22,11 @@ from prefect.states import Cancelled, State
 from flows.announcements.guard import was_coalesced
 from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
 from flows.backends import backend_for
+from flows.common.paths import default_cache_dir
 from flows.config import Profile, load_profile
 from flows.config.errors import EnvironmentNotReady
 from flows.core.failures import StageFailed, internal_error, storage_error
 from flows.core.layout import Layout
-from flows.core.paths import default_cache_dir
 from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock

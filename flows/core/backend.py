@@ -28,7 +28,7 @@ from flows.core.storage import Storage
 from flows.core.workload import Placement, Workload
 
 if TYPE_CHECKING:
-    from flows.core.issues import Issue
+    from flows.common.issues import Issue
     from flows.core.lineage import LineageRecord
     from flows.core.stage import StageContext
 
@@ -101,7 +101,7 @@ class RecordKeeper(Protocol):
 
 
 class ProgramRuntime(Protocol):
-    """How the MaxText programs (flows/stages/programs.py) run on this backend."""
+    """How the MaxText programs (flows/core/programs.py) run on this backend."""
 
     def image(self, built: str | None) -> str:
         """The image a workload runs: the image stage's output, or what a plan shows."""

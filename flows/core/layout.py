@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from flows.common.paths import PATCHES_FILE, REHEARSAL_DIR, REPO_ROOT
 from flows.config.profile import Profile
 from flows.core.lineage import RECORD_NAME, config_key
 from flows.core.patching import declarations_digest, enabled, load_declarations
-from flows.core.paths import PATCHES_FILE, REHEARSAL_DIR, REPO_ROOT
 from flows.core.storage import file_uri, join
 
 REHEARSAL_LOCK = REHEARSAL_DIR / "requirements.lock"

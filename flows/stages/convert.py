@@ -8,6 +8,7 @@ from flows.config.profile import Profile
 from flows.core.backend import Backend, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, convert_key
+from flows.core.programs import convert_workload
 from flows.core.stage import (
     Stage,
     StageContext,
@@ -18,7 +19,6 @@ from flows.core.stage import (
 )
 from flows.core.storage import join
 from flows.core.verify import orbax_checkpoint_problems
-from flows.stages.programs import convert_workload
 
 
 class ConvertStage(Stage):

@@ -13,6 +13,7 @@ from flows.config.profile import Profile
 from flows.core.backend import Backend, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, export_key
+from flows.core.programs import export_workload
 from flows.core.stage import (
     Stage,
     StageContext,
@@ -22,7 +23,6 @@ from flows.core.stage import (
     plan_workload,
 )
 from flows.core.verify import hf_export_shards
-from flows.stages.programs import export_workload
 
 
 class ExportStage(Stage):

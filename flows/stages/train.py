@@ -13,6 +13,7 @@ from flows.config.profile import Profile
 from flows.core.backend import Backend, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, train_key
+from flows.core.programs import train_workload
 from flows.core.stage import (
     Stage,
     StageContext,
@@ -23,7 +24,6 @@ from flows.core.stage import (
 )
 from flows.core.verify import newest_actor_step
 from flows.runpage.metrics import summarize_run
-from flows.stages.programs import train_workload
 
 
 class TrainStage(Stage):

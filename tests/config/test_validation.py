@@ -162,7 +162,7 @@ def test_what_maxtext_accepts_is_accepted(overrides, tutorial_overrides):
 
 
 def test_retired_key_is_refused_in_a_file_too(tmp_path: Path, tutorial_overrides):
-    from flows.core.paths import PROFILES_DIR
+    from flows.common.paths import PROFILES_DIR
 
     data = yaml.safe_load((PROFILES_DIR / f"{TUTORIAL}.yaml").read_text())
     data["gke"]["nodepool_count"] = 1
@@ -251,7 +251,7 @@ def test_shipped_profiles_are_valid(tutorial_overrides):
 
 def test_written_profile_round_trips(tmp_path: Path, tutorial_overrides):
     """A user's copy of a profile, with fields filled in, loads by path."""
-    from flows.core.paths import PROFILES_DIR
+    from flows.common.paths import PROFILES_DIR
 
     data = yaml.safe_load((PROFILES_DIR / f"{TUTORIAL}.yaml").read_text())
     for dotted, value in tutorial_overrides.items():

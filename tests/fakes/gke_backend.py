@@ -20,8 +20,8 @@ from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
+from flows.core.programs import convert_workload, train_workload
 from flows.core.storage import LocalStorage, file_uri
-from flows.stages.programs import convert_workload, train_workload
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.support.profiles import tutorial_profile
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flows.backends.local.installer import install_command, installer_name
+from flows.common.paths import PATCHES_FILE, REPO_ROOT
 from flows.core.backend import StepPlan, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import HF_CHECK_LOCK, REHEARSAL_LOCK
@@ -30,7 +31,6 @@ from flows.core.patching import (
     plan_lines,
     restore_tree,
 )
-from flows.core.paths import PATCHES_FILE, REPO_ROOT
 from flows.core.stage import StageContext
 from flows.core.storage import file_uri, join
 

@@ -20,8 +20,8 @@ from flows.backends.gke.image.context import SOURCES, build_context, content_tag
 from flows.backends.gke.image.daemon import connect
 from flows.backends.gke.image.errors import ImageBuildFailed
 from flows.backends.gke.image.registry import pin_base, push, remote_digest
+from flows.common.paths import PATCHES_FILE
 from flows.core.patching import PatchDeclaration, enabled, load_declarations
-from flows.core.paths import PATCHES_FILE
 from flows.core.retry import REGISTRY, OnRetry, RetryPolicy
 
 MISMATCH_MARKER = "tpurl: PATCH MISMATCH:"

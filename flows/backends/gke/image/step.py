@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from flows.common.paths import PATCHES_FILE
 from flows.core.backend import StepPlan, WorkloadRun
 from flows.core.failures import StageFailed
 from flows.core.layout import image_key, patched_image_ref
 from flows.core.lineage import LineageRecord
 from flows.core.patching import disabled_notes, load_declarations, plan_lines
-from flows.core.paths import PATCHES_FILE
 from flows.core.stage import StageContext
 
 if TYPE_CHECKING:

@@ -70,10 +70,11 @@ def planned_for(profile: Profile) -> Planned:
     from flows.backends.gke.infra.admission import pod_sets
     from flows.backends.gke.jobs.manifests import render_all
     from flows.backends.gke.jobs.options import options_for
+    from flows.backends.gke.runtime import GkeRuntime
     from flows.core.layout import patched_image_ref
-    from flows.plan import planned_workloads
+    from flows.core.programs import planned_workloads
 
-    workloads = planned_workloads(profile)
+    workloads = planned_workloads(profile, GkeRuntime(profile))
     jobsets = [o for o in render_all(profile, workloads) if o.get("kind") == "JobSet"]
     sets = [ps for stage, jobset in zip(workloads, jobsets, strict=True)
             for ps in pod_sets(stage, jobset)]

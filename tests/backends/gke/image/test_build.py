@@ -19,9 +19,9 @@ from flows.backends.gke.image import DockerUnavailable, ImageBuildFailed, ImageR
 from flows.backends.gke.image.build import ImageResult
 from flows.backends.gke.image.registry import push, remote_digest
 from flows.backends.gke.image.verify import verify_image
+from flows.common.paths import PATCHES_FILE
 from flows.core.failures import FailureCategory
 from flows.core.patching import count_matches, load_declarations
-from flows.core.paths import PATCHES_FILE
 from flows.core.retry import RetryPolicy
 from tests.fakes.image_standin import SITE, build_standin, move_pattern
 from tests.support.docker import registry_config
