@@ -86,10 +86,6 @@ class LocalSection(StrictModel):
     dataset_seed: int = Field(0, ge=0)
     step_timeout_s: int = Field(1800, ge=60)
 
-    @property
-    def devices(self) -> int:
-        return 1
-
 
 class ModelSection(StrictModel):
     maxtext_name: str
@@ -208,10 +204,6 @@ class Profile(StrictModel):
                                     "remove image.builder from this profile",
                                     field="image.builder")
         return self
-
-    @property
-    def devices_per_slice(self) -> int:
-        return self.gke.chips_per_slice if self.gke else 1
 
     @property
     def total_devices(self) -> int:

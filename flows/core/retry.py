@@ -54,7 +54,6 @@ class RetryPolicy:
 
 
 # The policies in use, with the timings each loop had before they shared this module.
-KUBE_API = RetryPolicy(attempts=5, base_s=1.0)      # one Kubernetes API call: waits 1, 2, 4, 8 s
 REGISTRY = RetryPolicy(attempts=5, base_s=2.0)      # a registry lookup or push: 2, 4, 8, 16 s
 
 

@@ -104,10 +104,6 @@ def run_gke(profile: Profile, logger: Logger) -> InfraReport:
     return provision(s, apis, storage_client, logger, planned=planned_for(profile))
 
 
-def report_details(report: InfraReport) -> dict[str, Any]:
-    return report.model_dump()
-
-
 def gke_outputs_present(profile: Profile) -> bool:
     """For InfraStage.outputs_present on GKE: a lineage record alone must not skip the stage
     after a teardown; the cluster must still exist with the profile's TPU pool."""

@@ -49,7 +49,6 @@ class WatchSettings:
     connect_timeout_s: float = 10.0
     max_errors: int = 3  # consecutive empty failures before also polling
     poll_interval_s: float = 4.0  # while polling: a list, then a watch attempt, this often
-    poll_rounds: int = 4  # kept for callers; a watch is tried after every poll now
     backoff_s: float = 1.0
     backoff_cap_s: float = 3.0  # a recovered API is noticed within this (goal: 5 s)
     healthy_s: float = 10.0  # a stream that lasted this long was no failure, events or not

@@ -13,7 +13,7 @@ from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 
 SETTINGS = WatchSettings(timeout_s=1, read_timeout_s=3, connect_timeout_s=1, max_errors=2,
-                         poll_interval_s=0.2, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.1)
+                         poll_interval_s=0.2, backoff_s=0.05, backoff_cap_s=0.1)
 
 
 @pytest.fixture
