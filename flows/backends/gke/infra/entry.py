@@ -98,14 +98,14 @@ def check_text(profile: Profile, apis: GoogleApis | None = None,
 
 
 def run_gke(profile: Profile, logger: Logger) -> InfraReport:
-    """The InfraStage.run gke branch: provision everything, idempotently."""
+    """The GKE infra step's run: provision everything, idempotently."""
     s = settings_from_profile(profile)
     apis, storage_client = clients.default_clients(s)
     return provision(s, apis, storage_client, logger, planned=planned_for(profile))
 
 
 def gke_outputs_present(profile: Profile) -> bool:
-    """For InfraStage.outputs_present on GKE: a lineage record alone must not skip the stage
+    """For the GKE infra step's outputs_present: a lineage record alone must not skip the stage
     after a teardown; the cluster must still exist with the profile's TPU pool."""
     from flows.backends.gke.infra.cluster import pool_mismatches
 
@@ -116,7 +116,7 @@ def gke_outputs_present(profile: Profile) -> bool:
 
 
 def verify_gke(profile: Profile) -> tuple[dict[str, str], dict[str, Any]]:
-    """For InfraStage.verify on GKE: the pool matches and both accounts can read the bucket."""
+    """For the GKE infra step's verify: the pool matches and both accounts can read the bucket."""
     from flows.backends.gke.infra.cluster import pool_mismatches
     from flows.backends.gke.infra.errors import user_error
     from flows.backends.gke.infra.preflight import check_bucket_access
