@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"profile {profile.name} is valid (backend {profile.backend})")
         return 0
     if args.command == "result-storage":
-        from flows.runpage.results import ensure_gcs_result_storage
+        from flows.runpage.result import ensure_gcs_result_storage
 
         slug = ensure_gcs_result_storage(profile)
         print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")

@@ -32,8 +32,7 @@ from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
-from flows.runpage.result import PipelineResult, StageReport
-from flows.runpage.results import persist_result
+from flows.runpage.result import PipelineResult, StageReport, persist_result
 from flows.stages import STAGE_BY_NAME
 
 RETRY_DELAYS_S = [10, 60]
