@@ -132,7 +132,7 @@ class GkeImage:
                     ctx.scratch[LOOKUP] = lookup_docker(self._request(), connect())
                 else:
                     from flows.backends.gke.image.cloudbuild import lookup
-                    from flows.backends.gke.image.registry_api import RegistryApi
+                    from flows.backends.gke.image.registry_http import RegistryApi
 
                     token = self._cloud_clients().registry_token
                     ctx.scratch[LOOKUP] = lookup(self._request(), RegistryApi(token))

@@ -17,7 +17,7 @@ import pytest
 
 from flows.backends.gke.image import DockerUnavailable, ImageBuildFailed, ImageRequest, connect, ensure_image
 from flows.backends.gke.image.build import ImageResult
-from flows.backends.gke.image.registry import push, remote_digest
+from flows.backends.gke.image.registry_daemon import push, remote_digest
 from flows.backends.gke.image.verify import verify_image
 from flows.common.paths import PATCHES_FILE
 from flows.core.failures import FailureCategory
@@ -117,7 +117,7 @@ def test_a_moved_pattern_fails_the_build_naming_file_and_pattern(
 
 def ensure_tag(request: ImageRequest, client: docker.DockerClient) -> str:
     from flows.backends.gke.image.context import build_context, content_tag
-    from flows.backends.gke.image.registry import pin_base
+    from flows.backends.gke.image.registry_daemon import pin_base
 
     patches = request.patches()
     _, digest = pin_base(client, request.base, FAST)
