@@ -260,3 +260,20 @@ def test_written_profile_round_trips(tmp_path: Path, tutorial_overrides):
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(data))
     assert load_profile(str(path), environ={}).gke.bucket == "my-tpurl-bucket"
+
+
+@pytest.mark.parametrize(("profile", "stray", "field"), [
+    (TUTORIAL, {"local.root": "/tmp/stray"}, "local"),
+    ("rehearsal", None, "gke"),
+], ids=["gke-with-local", "local-with-gke"])
+def test_a_profile_with_two_backend_sections_is_refused(profile, stray, field,
+                                                        tutorial_overrides):
+    """A GKE profile with a stray local: section used to get the rehearsal's infra key."""
+    overrides = {**tutorial_overrides, **stray} if stray else {
+        k: v for k, v in tutorial_overrides.items() if k.startswith("gke.")}
+    if profile == "rehearsal":
+        overrides["model.hf_token.env"] = "HF_TOKEN"
+    with pytest.raises(ProfileError) as caught:
+        load_profile(profile, overrides, environ={})
+    (issue,) = [i for i in caught.value.issues if i.field == field]
+    assert "one backend section" in issue.problem and f"remove the {field}: section" in issue.fix
