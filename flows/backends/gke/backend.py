@@ -6,7 +6,8 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
   profile's reference), and its value is registered with the Redactor before anything runs;
 - one JobSet per run and stage: create, and on 409 attach to the existing one when it carries
   the same spec digest (a rerun after the flow process died), refuse when it runs another
-  configuration, and resubmit when the same configuration already failed (a retry);
+  configuration, and resubmit when the same configuration already failed (a retry); these
+  decisions are the pure functions of recovery.py, this class only makes the calls;
 - the verdict comes from object state (flows/backends/gke/watch/verdict.py), never from a broken stream;
 - a Kueue eviction keeps the JobSet: Kueue re-queues the same Workload and re-admits it, so
   the queue position is kept; only a JobSet that itself failed of preemption (a disrupted
@@ -36,6 +37,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from flows.backends.gke import recovery
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.step import GkeImage
 from flows.backends.gke.infra.cost import (
@@ -52,6 +54,7 @@ from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.pathways import HEAD
 from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_with_value
+from flows.backends.gke.recovery import Action
 from flows.backends.gke.runtime import GkeRuntime
 from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, Cluster, connect
 from flows.backends.gke.watch.logs import LogSink
@@ -71,7 +74,6 @@ from flows.core.workload import Workload
 
 Obj = dict[str, Any]
 ProgressCallback = Callable[[str, int, int | None], None]
-SUBMISSION = "tpurl/submission"  # annotation: which submission of this stage a JobSet is
 
 
 class GkeBackend:
@@ -192,7 +194,7 @@ class GkeBackend:
         started = time.monotonic()
         desired = render_jobset(workload, self.profile, run=stage_run(self.profile, self.stage),
                                 stage=self.stage, options=self.options)
-        name = desired["metadata"]["name"]
+        name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
                        self._progress(workload))
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
@@ -208,25 +210,26 @@ class GkeBackend:
                 verdict = self._watch(live, sink, coordinator)
                 if verdict.phase is Phase.SUCCEEDED:
                     break
-                diagnosis = verdict.diagnosis
-                assert diagnosis is not None
-                self.logger.warning("%s: %s", name, diagnosis.summary)
-                if diagnosis.category is FailureCategory.PREEMPTED:
+                assert verdict.diagnosis is not None
+                self.logger.warning("%s: %s", name, verdict.diagnosis.summary)
+                if verdict.diagnosis.category is FailureCategory.PREEMPTED:
                     preempted += 1
                     preempted_s += time.monotonic() - attempt_started
-                    if number < self.max_submissions:
-                        sink.note(f"preempted; resubmitting {name} ({number + 1}/"
-                                  f"{self.max_submissions}), resuming from the newest "
-                                  "checkpoint")
-                        self.logger.warning("%s preempted: resubmitting (submission %d of at "
-                                            "most %d); the program resumes from its newest "
-                                            "checkpoint", name, number + 1, self.max_submissions)
-                        self._delete(name, wait=True)
-                        continue
-                    diagnosis = self._budget_spent(name, number, diagnosis)
+                decision = recovery.after_verdict(verdict.diagnosis, name, number,
+                                                  self.budgets.preemptions, ns)
+                if decision.action is Action.RESUBMIT:
+                    sink.note(f"preempted; resubmitting {name} ({number + 1}/"
+                              f"{self.max_submissions}), resuming from the newest checkpoint")
+                    self.logger.warning("%s preempted: resubmitting (submission %d of at most "
+                                        "%d); the program resumes from its newest checkpoint",
+                                        name, number + 1, self.max_submissions)
+                    self._delete(name, wait=True)
+                    continue
                 if not is_finished(self.monitor.last_jobset if self.monitor else None):
                     self._cancel(name)  # queued or stuck: stop holding quota
-                raise StageFailed(self.stage or workload.name, self._redacted(diagnosis), log_uri)
+                assert decision.diagnosis is not None
+                raise StageFailed(self.stage or workload.name, self._redacted(decision.diagnosis),
+                                  log_uri)
         except StageFailed:
             raise
         except BaseException:
@@ -248,18 +251,6 @@ class GkeBackend:
     def max_submissions(self) -> int:
         """JobSets ever created for one stage of one run, across retries and restarts."""
         return self.budgets.preemptions + 1
-
-    def _budget_spent(self, name: str, number: int, why: Diagnosis | None) -> Diagnosis:
-        """Not retryable: another attempt could only create JobSets past the bound."""
-        return Diagnosis(
-            FailureCategory.STALLED,
-            f"gke/submission-budget: {name} was submitted {number} time(s), the most this "
-            f"stage may (gke.preemption_budget {self.budgets.preemptions} + 1)",
-            f"    last failure: {why.summary if why else 'an earlier attempt failed'}",
-            "the slice keeps being preempted or failing: check the node pool (maintenance, "
-            f"spot), then delete the failed JobSet (kubectl delete jobset {name} -n "
-            f"{self.profile.gke.namespace}) to start counting again, or raise "
-            "gke.preemption_budget", code="gke/submission-budget")
 
     # --- pieces ----------------------------------------------------------------------------
     def _progress(self, workload: Workload) -> Callable[[str], None] | None:
@@ -341,16 +332,17 @@ class GkeBackend:
         replaced (its number read from its annotation, so the bound holds across retries)."""
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         digest = desired["metadata"]["annotations"][SPEC_DIGEST]
+        preemptions = self.budgets.preemptions
         for _ in range(5):
-            number = previous + 1
-            if number > self.max_submissions:
-                raise StageFailed(self.stage, self._budget_spent(name, previous, None))
-            body = {**desired, "metadata": {**desired["metadata"], "annotations": {
-                **desired["metadata"]["annotations"], SUBMISSION: str(number)}}}
+            decision = recovery.before_create(name, previous, preemptions, ns)
+            if decision.diagnosis is not None:
+                raise StageFailed(self.stage, decision.diagnosis)
+            number = decision.number
             try:
                 live = self._call(f"create JobSet {name}",
                                   self.cluster.custom.create_namespaced_custom_object,
-                                  JOBSET_GROUP, JOBSET_VERSION, ns, JOBSETS, body)
+                                  JOBSET_GROUP, JOBSET_VERSION, ns, JOBSETS,
+                                  recovery.numbered(desired, number))
                 self.submitted.append(name)
                 self.logger.info("submitted JobSet %s (spec %s, submission %d of at most %d)",
                                  name, digest, number, self.max_submissions)
@@ -359,28 +351,17 @@ class GkeBackend:
                 if exc.status != 409:
                     raise self._api_failure(f"create JobSet {name}", exc) from None
             live = self._get(name)
-            if live is None:
-                continue  # gone between the 409 and the read: create again
-            meta = live["metadata"]
-            if meta.get("deletionTimestamp"):
+            decision = recovery.on_conflict(live, desired, previous, preemptions, ns)
+            if decision.diagnosis is not None:
+                raise StageFailed(self.stage, decision.diagnosis)
+            if decision.action is Action.WAIT_GONE:
                 self._wait_gone(name)
-                continue
-            theirs = (meta.get("annotations") or {}).get(SPEC_DIGEST)
-            if theirs != digest:
-                state = "finished" if is_finished(live) else "still running"
-                raise StageFailed(self.stage, Diagnosis(
-                    FailureCategory.USER_ERROR,
-                    f"JobSet {name} already exists ({state}) with another configuration",
-                    f"    its spec digest is {theirs}, this run's is {digest}",
-                    f"it belongs to an earlier version of this profile: delete it (kubectl "
-                    f"delete jobset {name} -n {ns}) or let its TTL expire, then run again"))
-            previous = max(previous, _submission_of(live))
-            if condition(live, "Failed"):
-                if previous >= self.max_submissions:
-                    raise StageFailed(self.stage, self._budget_spent(name, previous, None))
+            previous = decision.number
+            if decision.action is Action.RESUBMIT:
                 self.logger.warning("JobSet %s of an earlier attempt failed; resubmitting", name)
                 sink.note(f"an earlier attempt of {name} had failed; resubmitted")
                 self._delete(name, wait=True)
+            if decision.action is not Action.ATTACH or live is None:
                 continue
             self.logger.info("reattaching to JobSet %s (same spec %s, created earlier)", name,
                              digest)
@@ -436,14 +417,6 @@ class GkeBackend:
             category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",
             f"    {self.redactor(str(exc.body or '')[:1000])}",
             "check the cluster's JobSet/Kueue versions (pitfalls 4) and the flow's RBAC"))
-
-
-def _submission_of(jobset: Obj) -> int:
-    value = ((jobset.get("metadata") or {}).get("annotations") or {}).get(SUBMISSION, "1")
-    try:
-        return max(1, int(value))
-    except ValueError:
-        return 1
 
 
 def _reason(exc: BaseException) -> str:
