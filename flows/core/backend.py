@@ -150,25 +150,11 @@ class ProgramRuntime(Protocol):
         ...
 
 
-class Backend(Protocol):
-    """Everything a stage needs from the world, for one profile and one stage at a time."""
-
-    name: str
+class Running(Protocol):
+    """Running a stage's programs and owning its files: what ``tpurl run`` needs."""
 
     @property
     def storage(self) -> Storage: ...
-
-    @property
-    def image(self) -> StepProvider: ...
-
-    @property
-    def infra(self) -> StepProvider: ...
-
-    @property
-    def runtime(self) -> ProgramRuntime: ...
-
-    @property
-    def usd_per_chip_hour(self) -> float: ...
 
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun: ...
 
@@ -177,6 +163,13 @@ class Backend(Protocol):
         workload of this stage still writes there; returns the number of files removed."""
         ...
 
+
+class Pricing(Protocol):
+    """What the TPU chips cost: plans estimate, results report what was held."""
+
+    @property
+    def usd_per_chip_hour(self) -> float: ...
+
     def estimated_chip_hours(self, stage: str) -> float:
         """TPU chip-hours a stage is expected to hold (plans; 0 where no TPU is billed)."""
         ...
@@ -184,6 +177,10 @@ class Backend(Protocol):
     def held_chip_hours(self, stage: str, wall_s: float) -> float:
         """TPU chip-hours a stage actually held for ``wall_s`` seconds (results)."""
         ...
+
+
+class Planning(Protocol):
+    """What ``tpurl plan`` and ``validate`` print and check; none of it changes the world."""
 
     def plan_header(self) -> list[str]: ...
 
@@ -206,3 +203,19 @@ class Backend(Protocol):
         """What this environment lacks to run the profile's stages (programs, a daemon,
         credentials); the flow refuses to start while any is listed. Reads, never changes."""
         ...
+
+
+class Backend(Running, Pricing, Planning, Protocol):
+    """Everything a stage needs from the world, for one profile and one stage at a time:
+    the two steps it implements whole, how its programs run, and the three concerns above."""
+
+    name: str
+
+    @property
+    def image(self) -> StepProvider: ...
+
+    @property
+    def infra(self) -> StepProvider: ...
+
+    @property
+    def runtime(self) -> ProgramRuntime: ...

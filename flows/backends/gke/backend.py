@@ -30,9 +30,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -40,20 +39,15 @@ from kubernetes.client.exceptions import ApiException
 from flows.backends.gke import recovery
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.step import GkeImage
-from flows.backends.gke.infra.cost import (
-    cost_plan,
-    render_cost,
-    stage_estimated_chip_hours,
-    stage_held_chip_hours,
-)
 from flows.backends.gke.infra.step import GkeInfra
 from flows.backends.gke.jobs.common import RUN_LABEL, SPEC_DIGEST, STAGE_LABEL
-from flows.backends.gke.jobs.manifests import GKE_STAGES, stage_run, write_manifests
+from flows.backends.gke.jobs.manifests import GKE_STAGES, stage_run
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.pathways import HEAD
 from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_with_value
+from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.recovery import Action
 from flows.backends.gke.runtime import GkeRuntime
 from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, Cluster, connect
@@ -61,7 +55,6 @@ from flows.backends.gke.watch.logs import LogSink
 from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_finished
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
-from flows.common.issues import Issue
 from flows.config.profile import Profile
 from flows.core.backend import StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
@@ -76,9 +69,10 @@ Obj = dict[str, Any]
 ProgressCallback = Callable[[str, int, int | None], None]
 
 
-class GkeBackend:
+class GkeBackend(GkePlanning):
     """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
-    image and infra steps live in image/step.py and infra/step.py."""
+    image and infra steps live in image/step.py and infra/step.py, plans and prices in
+    planning.py."""
 
     name = "gke"
 
@@ -129,57 +123,6 @@ class GkeBackend:
                                  "kept for it", stage, directory)
                 return 0
         return self.storage.remove_tree(directory, keep=(LOGS_DIR,))
-
-    # --- costs and plans -------------------------------------------------------------------
-    @property
-    def usd_per_chip_hour(self) -> float:
-        assert self.profile.gke is not None
-        return self.profile.gke.usd_per_chip_hour
-
-    def estimated_chip_hours(self, stage: str) -> float:
-        return stage_estimated_chip_hours(self.profile, stage)
-
-    def held_chip_hours(self, stage: str, wall_s: float) -> float:
-        """Held, not busy: the static pool bills every chip for the stage's whole wall time
-        (a pool that scales from zero only the stage's own chips); the image is built before
-        the cluster exists."""
-        return 0.0 if stage == "image" else stage_held_chip_hours(self.profile, wall_s,
-                                                                  stage=stage)
-
-    def plan_header(self) -> list[str]:
-        gke = self.profile.gke
-        assert gke is not None
-        return [f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
-                f"x{gke.num_slices} = {gke.total_chips} chips · capacity {gke.capacity} · "
-                + ("no TPU node while nothing trains" if gke.scales_from_zero
-                   else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
-
-    def plan_footer(self) -> list[str]:
-        return ["", *render_cost(cost_plan(self.profile))]
-
-    def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
-        return write_manifests(self.profile, workloads, out_dir / "manifests")
-
-    def preflight(self) -> tuple[str, bool]:
-        from flows.backends.gke.infra.entry import check_text
-
-        text, ok = check_text(self.profile)
-        missing = self.start_issues()  # what the flow would refuse at start, shown here too
-        lines = [f"FAIL start ({i.category}): {i.render()}" for i in missing]
-        return "\n".join([text, *lines]), ok and not missing
-
-    def start_issues(self) -> list[Issue]:
-        from flows.backends.gke.readiness import probe, start_issues
-
-        return start_issues(self.profile, probe(self.profile))
-
-    def validation_warnings(self) -> list[str]:
-        from flows.backends.gke.infra.settings import world_open_warning
-
-        gke = self.profile.gke
-        assert gke is not None
-        warning = world_open_warning(gke)
-        return [warning] if warning else []
 
     @property
     def cluster(self) -> Cluster:
