@@ -17,7 +17,7 @@ Constructing a backend never does I/O (plans are pure); connections are made on 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -43,6 +43,10 @@ class WorkloadRun(BaseModel):
     preemptions: int = 0  # attempts that ended because the slice was preempted
     preempted_chip_hours: float = 0.0  # held by those attempts: the work since their newest
     # checkpoint is done again, so this bounds what preemption cost
+
+
+# (workload name, step, total steps or None): how a program's progress reaches the run page
+ProgressCallback = Callable[[str, int, int | None], None]
 
 
 class StageLogger(Protocol):

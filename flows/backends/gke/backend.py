@@ -26,7 +26,6 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -50,13 +49,21 @@ from flows.backends.gke.jobs.secret_objects import secret_with_value
 from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.recovery import Action
 from flows.backends.gke.runtime import GkeRuntime
-from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, Cluster, connect
+from flows.backends.gke.watch.client import (
+    JOBSET_GROUP,
+    JOBSET_VERSION,
+    JOBSETS,
+    Cluster,
+    api_reason,
+    connect,
+    short_error,
+)
 from flows.backends.gke.watch.logs import LogSink
 from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_finished
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
 from flows.config.profile import Profile
-from flows.core.backend import StageLogger, WorkloadRun
+from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
@@ -66,7 +73,6 @@ from flows.core.storage import Storage
 from flows.core.workload import Workload
 
 Obj = dict[str, Any]
-ProgressCallback = Callable[[str, int, int | None], None]
 
 
 class GkeBackend(GkePlanning):
@@ -226,14 +232,14 @@ class GkeBackend(GkePlanning):
 
         try:
             return call_within(lambda: fn(*args, **kwargs), policy, time.monotonic() + budget,
-                               notice, text=_reason)
+                               notice, text=api_reason)
         except Exception as exc:
             if not is_transient(exc):
                 raise
             raise StageFailed(self.stage, Diagnosis(
                 FailureCategory.INFRASTRUCTURE,
-                f"the Kubernetes API kept failing while trying to {what} ({_short(exc)})",
-                f"    {self.redactor(_reason(exc))}",
+                f"the Kubernetes API kept failing while trying to {what} ({short_error(exc)})",
+                f"    {self.redactor(api_reason(exc))}",
                 f"the control plane is unavailable or overloaded; retried with backoff for "
                 f"up to {budget:.0f} s"),
             ) from None
@@ -360,21 +366,3 @@ class GkeBackend(GkePlanning):
             category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",
             f"    {self.redactor(str(exc.body or '')[:1000])}",
             "check the cluster's JobSet/Kueue versions (pitfalls 4) and the flow's RBAC"))
-
-
-def _reason(exc: BaseException) -> str:
-    """The status and the server's message, for a retry notice (once per retry)."""
-    if isinstance(exc, ApiException):
-        message = ""
-        try:
-            message = str(json.loads(exc.body or "{}").get("message") or "")
-        except (ValueError, AttributeError):
-            message = str(exc.body or "")[:200]
-        return f"HTTP {exc.status} {exc.reason}" + (f": {message[:200]}" if message else "")
-    return _short(exc)
-
-
-def _short(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        return f"HTTP {exc.status} {exc.reason}"
-    return f"{exc.__class__.__name__}: {str(exc)[:200]}"

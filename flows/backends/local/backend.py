@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from flows.backends.local.image import LocalImage
@@ -26,7 +26,7 @@ from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalR
 from flows.common.issues import Issue
 from flows.common.paths import REPO_ROOT
 from flows.config.profile import Profile
-from flows.core.backend import StageLogger, WorkloadRun
+from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.failures import StageFailed, diagnose_exit
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
@@ -35,7 +35,6 @@ from flows.core.secrets import Redactor, resolve
 from flows.core.storage import LocalStorage, join
 from flows.core.workload import Workload
 
-ProgressCallback = Callable[[str, int, int | None], None]
 TAIL_LINES = 60
 # Environment the parent may carry that must not leak into the "image".
 _DROP_ENV = re.compile(r"^(PREFECT_|TPURL_|VIRTUAL_ENV$|PYTHONPATH$|PYTHONHOME$)")

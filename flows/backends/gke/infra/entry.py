@@ -8,7 +8,6 @@ from typing import Any
 
 from flows.backends.gke.infra import clients, iam
 from flows.backends.gke.infra.cloud import GoogleApis
-from flows.backends.gke.infra.cluster import Logger
 from flows.backends.gke.infra.commands import deploy_argv, get_credentials_argv, render
 from flows.backends.gke.infra.cost import cost_plan, render_cost
 from flows.backends.gke.infra.preflight_access import Planned
@@ -20,6 +19,7 @@ from flows.backends.gke.infra.settings import (
     world_open_warning,
 )
 from flows.config.profile import Profile
+from flows.core.backend import StageLogger
 
 
 def gke_plan_actions(profile: Profile) -> list[str]:
@@ -97,7 +97,7 @@ def check_text(profile: Profile, apis: GoogleApis | None = None,
     return render_checks(results), not failures(results)
 
 
-def run_gke(profile: Profile, logger: Logger) -> InfraReport:
+def run_gke(profile: Profile, logger: StageLogger) -> InfraReport:
     """The GKE infra step's run: provision everything, idempotently."""
     s = settings_from_profile(profile)
     apis, storage_client = clients.default_clients(s)

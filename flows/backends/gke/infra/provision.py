@@ -30,6 +30,7 @@ from flows.backends.gke.infra.preflight import (
 )
 from flows.backends.gke.infra.preflight_access import Planned
 from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
+from flows.core.backend import StageLogger
 
 
 class InfraReport(BaseModel):
@@ -65,7 +66,7 @@ def _run_ok(argv: list[str], s: InfraSettings, what: str) -> None:
                         "and read its message")
 
 
-def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logger,
+def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogger,
               kubeconfig: Path | None = None, docker_config: Path | None = None,
               planned: Planned | None = None) -> InfraReport:
     report = InfraReport(cluster=f"{s.gke.project}/{s.gke.region}/{s.gke.cluster}", bucket_created=False,
@@ -142,7 +143,7 @@ def _require_admission(s: InfraSettings, apis: GoogleApis, client: Any, planned:
 
 
 def _deploy(s: InfraSettings, apis: GoogleApis, client: Any, current: dict[str, Any] | None,
-            mismatches: list[str], logger: gke.Logger) -> None:
+            mismatches: list[str], logger: StageLogger) -> None:
     from flows.backends.gke.infra.bundle import obtain_bundle
 
     bundle = obtain_bundle(s)
