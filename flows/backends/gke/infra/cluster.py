@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.backends.gke.infra import bucket as gcs
-from flows.backends.gke.infra.errors import transient, user_error
+from flows.backends.gke.infra.errors import infrastructure, user_error
 from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings
 from flows.core.backend import StageLogger
 
@@ -103,7 +103,7 @@ def classify_deploy_failure(s: InfraSettings, tail_text: str, log: Path | None) 
         return user_error("gcluster deploy failed on a cause a retry cannot fix", detail,
                           "fix the cause in the log tail (quota, permission, reservation), "
                           f"then rerun; the Terraform state is kept in {where}")
-    return transient("gcluster deploy stopped part-way", detail,
+    return infrastructure("gcluster deploy stopped part-way", detail,
                      f"retried automatically; the Terraform state is kept in {where}, so the "
                      "next attempt continues the same deployment")
 

@@ -19,7 +19,7 @@ from flows.backends.gke.infra import iam
 from flows.backends.gke.infra.bucket import ensure_bucket
 from flows.backends.gke.infra.cloud import GoogleApis
 from flows.backends.gke.infra.commands import get_credentials_argv, render, require_executable, run
-from flows.backends.gke.infra.errors import transient, user_error
+from flows.backends.gke.infra.errors import infrastructure, user_error
 from flows.backends.gke.infra.preflight import (
     CheckResult,
     check_bucket_access,
@@ -61,7 +61,7 @@ def preflight(s: InfraSettings, apis: GoogleApis, client: Any,
 def _run_ok(argv: list[str], s: InfraSettings, what: str) -> None:
     result = run(argv, log=s.workdir / "logs" / "gcloud.log")
     if not result.ok:
-        raise transient(f"{what} failed", f"$ {render(argv)}\n{result.tail_text()}",
+        raise infrastructure(f"{what} failed", f"$ {render(argv)}\n{result.tail_text()}",
                         "retried automatically; if it keeps failing, run the command by hand "
                         "and read its message")
 
