@@ -68,8 +68,9 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
         output = stage.execute(ctx, dict(upstream))
     except StageFailed as exc:
         events.stage_event("failed", profile.name, stage_name, redactor, {
-            "category": str(exc.diagnosis.category), "summary": exc.diagnosis.summary,
-            "resolution": exc.diagnosis.resolution, "log": exc.log_uri or ""})
+            "category": str(exc.diagnosis.category), "code": exc.diagnosis.code,
+            "summary": exc.diagnosis.summary, "resolution": exc.diagnosis.resolution,
+            "log": exc.log_uri or ""})
         raise
     except OSError as exc:  # the file system refused (read-only, full): the user's to fix
         kept = _keep_traceback(stage_name, exc, redactor)
