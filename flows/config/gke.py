@@ -360,8 +360,7 @@ class GkeCredentials(StrictModel):
 class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials):
     """The cluster the tutorial builds with Cluster Toolkit, its jobs, and what it costs."""
 
-    # What GKE's outputs and keys are made of (flows/core/layout.py chains them; the local
-    # section answers the same questions for the rehearsal).
+    # What GKE's outputs and keys are made of (flows/core/layout.py chains them).
     def output_root(self) -> str:
         return f"gs://{self.bucket}"
 
@@ -369,7 +368,7 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials):
         return base_image  # the MaxText code that runs is the base image's
 
     def image_key_parts(self) -> list[object]:
-        return []
+        return []  # the image key is the base and the patches alone
 
     def infra_key_parts(self) -> tuple[object, ...]:
         # The dict hashed before gke.nodepool_count was folded into gke.num_slices: the same
