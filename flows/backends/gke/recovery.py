@@ -1,7 +1,8 @@
 """What to do with a stage's JobSet: create it, attach to it, resubmit it or refuse (pure).
 
 Kept apart from the backend that does the calls (backend.py) the way SkyPilot keeps its
-recovery strategies apart from the controller that runs them: the decisions are the part
+recovery strategies (sky/jobs/recovery_strategy.py) apart from the jobs controller that runs
+them: the decisions are the part
 that must be right in every case (a rerun after the flow died, a retry after a failure, a
 preemption, a JobSet of another configuration), so each is a pure function of what the
 cluster answered, tested case by case (tests/backends/gke/test_recovery.py).
