@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from flows.deploy_steps import DEFAULT_DOCKERFILE, context_files, flow_image_tag
 from tests.fakes.adc_key import write_adc_key
 from tests.support.flow_image import BASE_SCRIPT, deploy_env

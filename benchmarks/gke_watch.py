@@ -78,8 +78,8 @@ def run_case(case: str, window_s: float,
     from flows.backends.gke.watch.client import cluster_at
     from flows.config import load_profile
     from flows.core.layout import Layout
+    from flows.core.programs import train_workload
     from flows.core.storage import LocalStorage, file_uri
-    from flows.stages.programs import train_workload
     from tests.fakes.kube_api import FakeApiServer, FakeKube
     from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
     from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
@@ -151,8 +151,8 @@ def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
     from flows.config import load_profile
     from flows.core.failures import StageFailed
     from flows.core.layout import Layout
+    from flows.core.programs import train_workload
     from flows.core.storage import LocalStorage, file_uri
-    from flows.stages.programs import train_workload
     from tests.fakes.kube_api import FakeApiServer, FakeKube
     from tests.fakes.kube_api.nodepools import Autoscaler, Reclaim, TpuPool
     from tests.fakes.kube_api.scenarios import (

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from flows.profile_lock import holder_variable
 from tests.support.prefect_server import prefect_server_in
 

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"profile {profile.name} is valid (backend {profile.backend})")
         return 0
     if args.command == "result-storage":
-        from flows.runpage.results import ensure_gcs_result_storage
+        from flows.runpage.result import ensure_gcs_result_storage
 
         slug = ensure_gcs_result_storage(profile)
         print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
@@ -251,7 +251,7 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     for stage in result.stages:
         print(f"  {stage.stage:<8} {stage.status:<8} {stage.duration_s:8.1f} s")
     from flows.cli_output import final_lines
-    from flows.runpage.results import result_uris
+    from flows.runpage.result import result_uris
 
     latest = result_uris(load_profile(profile, overrides), "latest")[1]
     print("\n".join(final_lines(result, latest, log)))

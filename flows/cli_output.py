@@ -17,9 +17,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from flows.common.paths import default_cache_dir
 from flows.config.errors import EnvironmentNotReady, ProfileError
 from flows.core.failures import FailureCategory, StageFailed
-from flows.core.paths import default_cache_dir
 from flows.runpage.result import PipelineResult
 
 

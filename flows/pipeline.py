@@ -22,24 +22,22 @@ from prefect.states import Cancelled, State
 from flows.announcements.guard import was_coalesced
 from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
 from flows.backends import backend_for
+from flows.common.paths import default_cache_dir
 from flows.config import Profile, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
 from flows.core.failures import StageFailed, internal_error, storage_error
 from flows.core.layout import Layout
-from flows.core.paths import default_cache_dir
+from flows.core.retry import RETRY_DELAYS_S
 from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
 from flows.runpage.live import StagePage, skipped_state
-from flows.runpage.result import PipelineResult, StageReport
-from flows.runpage.results import persist_result
+from flows.runpage.result import PipelineResult, StageReport, persist_result
 from flows.stages import STAGE_BY_NAME
 from flows.stages.timeouts import stage_timeout_s
-
-RETRY_DELAYS_S = [10, 60]
 
 
 def retry_if_retryable(task: Any, task_run: Any, state: State) -> bool:
@@ -72,8 +70,9 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
         output = stage.execute(ctx, dict(upstream))
     except StageFailed as exc:
         events.stage_event("failed", profile.name, stage_name, redactor, {
-            "category": str(exc.diagnosis.category), "summary": exc.diagnosis.summary,
-            "resolution": exc.diagnosis.resolution, "log": exc.log_uri or ""})
+            "category": str(exc.diagnosis.category), "code": exc.diagnosis.code,
+            "summary": exc.diagnosis.summary, "resolution": exc.diagnosis.resolution,
+            "log": exc.log_uri or ""})
         raise
     except OSError as exc:  # the file system refused (read-only, full): the user's to fix
         kept = _keep_traceback(stage_name, exc, redactor)

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from flows.backends import backend_for
 from flows.config.profile import Profile
+from flows.core import programs
 from flows.core.stage import StagePlan
 from flows.core.workload import Workload
-from flows.stages import STAGES, programs
+from flows.stages import STAGES
 
 
 def planned_workloads(profile: Profile) -> dict[str, Workload]:

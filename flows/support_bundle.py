@@ -225,15 +225,15 @@ def _preflight(bundle: Bundle, profile: Profile, apis: Any, storage_client: Any)
 
 
 def _image(bundle: Bundle, profile: Profile, storage_client: Any, run: str | None) -> None:
+    from flows.common.paths import PATCHES_FILE
     from flows.core.layout import patched_image_ref
-    from flows.core.paths import PATCHES_FILE
 
     bundle.json("image/reference.json", {"image": patched_image_ref(profile),
                                          "base": profile.image.base,
                                          "disabled_patches": profile.image.disabled_patches})
     if PATCHES_FILE.is_file():
         bundle.text("image/patches.yaml", PATCHES_FILE.read_text())
-    from flows.runpage.results import result_uris
+    from flows.runpage.result import result_uris
 
     latest = result_uris(profile, "latest")[1]  # gs://bucket/<root>/tpurl-results/<profile>/…
     bucket, _, name = latest.removeprefix("gs://").partition("/")

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
 TPURL = str(Path(sys.executable).with_name("tpurl"))

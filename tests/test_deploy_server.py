@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from tests.support.prefect_server import PrefectServer, prefect_server_in, wait_until
 
 PROCESS = ["rehearsal", "retrain-rehearsal", "announce-retrain-rehearsal",

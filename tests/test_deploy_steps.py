@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flows import deploy_steps
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from flows.deploy_steps import FlowImageError, flow_image_tag
 
 DOCKERFILE = "images/flow/Dockerfile"

@@ -10,7 +10,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from flows import deploy_steps
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 
 LOCK = REPO_ROOT / "images" / "flow" / "requirements.lock"
 DOCKERFILE = (REPO_ROOT / "images" / "flow" / "Dockerfile").read_text()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 
 
 def _alive(pid: int) -> bool:

@@ -13,7 +13,7 @@ from flows.pipeline import rl_post_training
 from flows.stages import STAGE_BY_NAME
 from flows.stages.timeouts import SLACK_S, stage_timeout_s
 from flows.teardown import teardown_flow
-from tests.support.profiles import TUTORIAL_REQUIRED
+from tests.support.profiles import TUTORIAL_REQUIRED, required_overrides
 
 
 @pytest.mark.parametrize("flow", [rl_post_training, teardown_flow, dispatch_announcement])
@@ -34,8 +34,7 @@ def test_the_announcement_parameter_says_who_sets_it():
 
 
 def _profiles():
-    return [load_profile(name, dict(TUTORIAL_REQUIRED) if name != "rehearsal" else {})
-            for name in profile_names()]
+    return [load_profile(name, required_overrides(name)) for name in profile_names()]
 
 
 @pytest.mark.parametrize("profile", _profiles(), ids=profile_names())

@@ -24,7 +24,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from flows import lock_rules as rules
 from flows import profile_lock as lock
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from flows.lock_rules import Record, RecordState, Slot, judge
 from flows.profile_lock import holder_variable, lock_name, profile_lock
 from tests.support.net import free_port

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 
 TPURL = str(Path(sys.executable).with_name("tpurl"))
 

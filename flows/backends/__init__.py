@@ -6,15 +6,12 @@ line below. Imports are deferred so a rehearsal never loads the Kubernetes or GC
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from urllib.parse import urlparse
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, StageLogger
+from flows.core.backend import Backend, ProgressCallback, StageLogger
 from flows.core.secrets import Redactor
 from flows.core.storage import LocalStorage, Storage
-
-ProgressCallback = Callable[[str, int, int | None], None]
 
 
 def backend_for(profile: Profile, *, logger: StageLogger | None = None,

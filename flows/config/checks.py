@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from flows.common.issues import Issue
 from flows.config.data_rules import data_issues
 from flows.config.gcp_names import looks_like_hf_token
 from flows.config.maxtext_keys import maxtext_key_issues
 from flows.config.maxtext_rules import maxtext_issues
 from flows.config.profile import RESERVED_ARGS, Profile, Scalar
 from flows.config.spend import spend_issues
-from flows.core.issues import Issue
 
 
 def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue]:

@@ -12,8 +12,8 @@ these rules refuse the combinations MaxText would silently misread.
 
 from __future__ import annotations
 
+from flows.common.issues import Issue
 from flows.config.profile import Profile
-from flows.core.issues import Issue
 
 RL_DEFAULT_DATASET = "openai/gsm8k"  # maxtext/configs/post_train/rl.yml
 RL_DEFAULT_TEMPLATE = "maxtext/examples/chat_templates/gsm8k_rl.json"  # rl.yml

@@ -1,13 +1,13 @@
 """Configuration errors that say which field is wrong and how to fix it.
 
 A profile error is raised before any side effect, so the message is all the user gets: each
-of its issues (flows/core/issues.py) names the field (as a dotted path the user can pass to
+of its issues (flows/common/issues.py) names the field (as a dotted path the user can pass to
 ``--set``) and the fix.
 """
 
 from __future__ import annotations
 
-from flows.core.issues import Issue
+from flows.common.issues import Issue
 
 
 class ProfileError(ValueError):

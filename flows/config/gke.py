@@ -368,6 +368,27 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
                  GkeWatchBudgets):
     """The cluster the tutorial builds with Cluster Toolkit, its jobs, and what it costs."""
 
+    # What GKE's outputs and keys are made of (flows/core/layout.py chains them).
+    def output_root(self) -> str:
+        return f"gs://{self.bucket}"
+
+    def runtime_identity(self, base_image: str) -> str:
+        return base_image  # the MaxText code that runs is the base image's
+
+    def image_key_parts(self) -> list[object]:
+        return []  # the image key is the base and the patches alone
+
+    def infra_key_parts(self) -> tuple[object, ...]:
+        # The dict hashed before gke.nodepool_count was folded into gke.num_slices: the same
+        # key for every profile whose two counts agreed, so existing deployments keep records.
+        return ("infra-gke", {**self.model_dump(), "nodepool_count": self.num_slices})
+
+    def model_seed(self) -> int | None:
+        return None  # the model comes from the hub
+
+    def dataset_key_parts(self) -> tuple[object, ...] | None:
+        return None  # the hub's dataset, named in the args
+
     @model_validator(mode="after")
     def _capacity_needs(self) -> Self:
         """Checked across the sub-models: the mode (capacity) decides which cluster and job

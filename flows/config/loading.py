@@ -16,12 +16,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from flows.common.issues import Issue
+from flows.common.paths import PATCHES_FILE, PROFILES_DIR
 from flows.config.checks import profile_issues
 from flows.config.errors import FixableValueError, ProfileError
 from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
-from flows.core.issues import Issue
-from flows.core.paths import PATCHES_FILE, PROFILES_DIR
 
 ENV_PREFIX = "TPURL_"
 

@@ -16,8 +16,8 @@ import json
 from functools import cache
 from pathlib import Path
 
+from flows.common.issues import Issue
 from flows.config.profile import Profile
-from flows.core.issues import Issue
 
 KEYS_FILE = Path(__file__).with_name("maxtext_keys.json")
 # which program reads each step's args (flows/stages/programs.py); model.args reach all three

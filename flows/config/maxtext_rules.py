@@ -6,7 +6,7 @@ comment next to each names the upstream file (paths inside the installed package
 ``maxtext`` 0.2.4 and ``tunix`` 0.1.7) so a reader can check it against the source and a
 version bump knows what to re-read. Only rules that can be cited are enforced here.
 
-The training program sees ``model.args`` then ``train.args`` (flows/stages/programs.py), and
+The training program sees ``model.args`` then ``train.args`` (flows/core/programs.py), and
 MaxText's own defaults for every key neither sets (configs/base.yml, configs/post_train/rl.yml).
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flows.common.issues import Issue
 from flows.config.profile import Profile, Scalar, parallelism_product
-from flows.core.issues import Issue
 
 # maxtext/configs/base.yml: ici_*/dcn_* defaults for the axes of the default mesh_axes
 # (diloco, data, stage, fsdp, fsdp_transpose, context, context_usp_ulysses,

@@ -14,6 +14,15 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from flows.common.paths import (
+    HF_CHECK_LOCK,
+    REHEARSAL_DIR,
+    REHEARSAL_LOCK,
+    REHEARSAL_SCRIPTS,
+    file_digest,
+    file_uri,
+    repo_relative,
+)
 from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
 from flows.config.gke import GkeSection, StrictModel
@@ -86,9 +95,30 @@ class LocalSection(StrictModel):
     dataset_seed: int = Field(0, ge=0)
     step_timeout_s: int = Field(1800, ge=60)
 
-    @property
-    def devices(self) -> int:
-        return 1
+    # What the rehearsal's outputs and keys are made of (flows/core/layout.py chains them; the
+    # gke section answers the same questions for GKE).
+    def output_root(self) -> str:
+        return file_uri(repo_relative(self.root))
+
+    def runtime_identity(self, base_image: str) -> str:
+        """The MaxText code that runs is the one the rehearsal lock pins, not a base image."""
+        return f"rehearsal-lock:{file_digest(REHEARSAL_LOCK)}"
+
+    def image_key_parts(self) -> list[object]:
+        """The rehearsal's "image" also holds the export checker's venv and our scripts."""
+        return [file_digest(HF_CHECK_LOCK),
+                *(file_digest(REHEARSAL_DIR / name) for name in REHEARSAL_SCRIPTS)]
+
+    def infra_key_parts(self) -> tuple[object, ...]:
+        return ("infra-local", self.tiny_model_seed, self.dataset_rows, self.dataset_seed,
+                file_digest(REHEARSAL_DIR / "make_tiny_model.py"),
+                file_digest(REHEARSAL_DIR / "make_dataset.py"))
+
+    def model_seed(self) -> int | None:
+        return self.tiny_model_seed  # the tiny model is generated from it
+
+    def dataset_key_parts(self) -> tuple[object, ...] | None:
+        return ("data", self.dataset_rows, self.dataset_seed)  # the generated dataset
 
 
 class ModelSection(StrictModel):
@@ -190,6 +220,12 @@ class Profile(StrictModel):
 
     @model_validator(mode="after")
     def _backend_sections(self) -> Self:
+        if self.gke is not None and self.local is not None:
+            other = "local" if self.backend == "gke" else "gke"
+            raise FixableValueError(f"backend {self.backend!r} takes one backend section, and "
+                                    f"this profile also has a {other} section",
+                                    f"remove the {other}: section (or set backend: {other} and "
+                                    f"remove the {self.backend}: section)", field=other)
         if self.backend == "gke" and self.gke is None:
             raise FixableValueError("backend 'gke' needs a gke section (project, region, zone, "
                                     "cluster, bucket, reservation)",
@@ -210,8 +246,12 @@ class Profile(StrictModel):
         return self
 
     @property
-    def devices_per_slice(self) -> int:
-        return self.gke.chips_per_slice if self.gke else 1
+    def section(self) -> GkeSection | LocalSection:
+        """The backend's own section: where the outputs, keys and identities that differ per
+        backend come from, so nothing downstream tests which backend it is."""
+        section = self.gke if self.backend == "gke" else self.local
+        assert section is not None  # _backend_sections
+        return section
 
     @property
     def total_devices(self) -> int:

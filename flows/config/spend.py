@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.core.issues import Issue
+from flows.common.issues import Issue
 
 if TYPE_CHECKING:
     from flows.config.gke import GkeSection

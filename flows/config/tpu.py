@@ -22,9 +22,6 @@ class TpuMachine:
     multi_host_topologies: tuple[str, ...]
 
 
-# v6e list prices at GA (US), USD per chip-hour: the default of a profile's gke.price_table.
-V6E_US_USD_PER_CHIP_HOUR = {"on-demand": 2.70, "cud-1y": 1.89, "cud-3y": 1.22}
-
 TPU_MACHINES: dict[str, TpuMachine] = {
     m.machine_type: m
     for m in (

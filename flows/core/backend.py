@@ -17,7 +17,7 @@ Constructing a backend never does I/O (plans are pure); connections are made on 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -28,7 +28,7 @@ from flows.core.storage import Storage
 from flows.core.workload import Placement, Workload
 
 if TYPE_CHECKING:
-    from flows.core.issues import Issue
+    from flows.common.issues import Issue
     from flows.core.lineage import LineageRecord
     from flows.core.stage import StageContext
 
@@ -43,6 +43,10 @@ class WorkloadRun(BaseModel):
     preemptions: int = 0  # attempts that ended because the slice was preempted
     preempted_chip_hours: float = 0.0  # held by those attempts: the work since their newest
     # checkpoint is done again, so this bounds what preemption cost
+
+
+# (workload name, step, total steps or None): how a program's progress reaches the run page
+ProgressCallback = Callable[[str, int, int | None], None]
 
 
 class StageLogger(Protocol):
@@ -101,7 +105,7 @@ class RecordKeeper(Protocol):
 
 
 class ProgramRuntime(Protocol):
-    """How the MaxText programs (flows/stages/programs.py) run on this backend."""
+    """How the MaxText programs (flows/core/programs.py) run on this backend."""
 
     def image(self, built: str | None) -> str:
         """The image a workload runs: the image stage's output, or what a plan shows."""
@@ -150,25 +154,11 @@ class ProgramRuntime(Protocol):
         ...
 
 
-class Backend(Protocol):
-    """Everything a stage needs from the world, for one profile and one stage at a time."""
-
-    name: str
+class Running(Protocol):
+    """Running a stage's programs and owning its files: what ``tpurl run`` needs."""
 
     @property
     def storage(self) -> Storage: ...
-
-    @property
-    def image(self) -> StepProvider: ...
-
-    @property
-    def infra(self) -> StepProvider: ...
-
-    @property
-    def runtime(self) -> ProgramRuntime: ...
-
-    @property
-    def usd_per_chip_hour(self) -> float: ...
 
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun: ...
 
@@ -177,6 +167,13 @@ class Backend(Protocol):
         workload of this stage still writes there; returns the number of files removed."""
         ...
 
+
+class Pricing(Protocol):
+    """What the TPU chips cost: plans estimate, results report what was held."""
+
+    @property
+    def usd_per_chip_hour(self) -> float: ...
+
     def estimated_chip_hours(self, stage: str) -> float:
         """TPU chip-hours a stage is expected to hold (plans; 0 where no TPU is billed)."""
         ...
@@ -184,6 +181,10 @@ class Backend(Protocol):
     def held_chip_hours(self, stage: str, wall_s: float) -> float:
         """TPU chip-hours a stage actually held for ``wall_s`` seconds (results)."""
         ...
+
+
+class Planning(Protocol):
+    """What ``tpurl plan`` and ``validate`` print and check; none of it changes the world."""
 
     def plan_header(self) -> list[str]: ...
 
@@ -206,3 +207,19 @@ class Backend(Protocol):
         """What this environment lacks to run the profile's stages (programs, a daemon,
         credentials); the flow refuses to start while any is listed. Reads, never changes."""
         ...
+
+
+class Backend(Running, Pricing, Planning, Protocol):
+    """Everything a stage needs from the world, for one profile and one stage at a time:
+    the two steps it implements whole, how its programs run, and the three concerns above."""
+
+    name: str
+
+    @property
+    def image(self) -> StepProvider: ...
+
+    @property
+    def infra(self) -> StepProvider: ...
+
+    @property
+    def runtime(self) -> ProgramRuntime: ...

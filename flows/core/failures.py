@@ -43,8 +43,8 @@ _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|
 @dataclass(frozen=True)
 class Diagnosis:
     """``code`` is an optional finer, equally stable id inside the category (e.g.
-    ``image/patch-mismatch``) for automations that match one cause. Events carry the summary,
-    not the code, so a domain error whose code matters starts its summary with it."""
+    ``image/patch-mismatch``) for automations that match one cause; the
+    ``tpurl.stage.failed`` event carries it as a field of its own (empty when none was set)."""
 
     category: FailureCategory
     summary: str

@@ -8,43 +8,25 @@ export's includes train's, so a change upstream re-runs exactly what depends on 
 
 from __future__ import annotations
 
-import hashlib
-import os
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
+from flows.common.paths import PATCHES_FILE, repo_relative
 from flows.config.profile import Profile
 from flows.core.lineage import RECORD_NAME, config_key
 from flows.core.patching import declarations_digest, enabled, load_declarations
-from flows.core.paths import PATCHES_FILE, REHEARSAL_DIR, REPO_ROOT
-from flows.core.storage import file_uri, join
-
-REHEARSAL_LOCK = REHEARSAL_DIR / "requirements.lock"
-HF_CHECK_LOCK = REHEARSAL_DIR / "hf-check-requirements.txt"
-REHEARSAL_SCRIPTS = ("make_tiny_model.py", "make_dataset.py", "rewards.py", "train_rl_cpu.py",
-                     "check_hf_export.py")
-
-
-@cache
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "absent"
+from flows.core.storage import join
 
 
 def runtime_identity(profile: Profile) -> str:
-    """What decides the MaxText code that runs: the base image, or the rehearsal lock file."""
-    if profile.backend == "local":
-        return f"rehearsal-lock:{_file_digest(REHEARSAL_LOCK)}"
-    return profile.image.base
+    """What decides the MaxText code that runs (the backend's section says what that is)."""
+    return profile.section.runtime_identity(profile.image.base)
 
 
 def image_key(profile: Profile) -> str:
     patches = enabled(load_declarations(PATCHES_FILE), profile.image.disabled_patches)
-    parts: list[object] = [runtime_identity(profile), declarations_digest(patches)]
-    if profile.backend == "local":
-        parts += [_file_digest(HF_CHECK_LOCK)]
-        parts += [_file_digest(REHEARSAL_DIR / name) for name in REHEARSAL_SCRIPTS]
-    return config_key("image", *parts)
+    return config_key("image", runtime_identity(profile), declarations_digest(patches),
+                      *profile.section.image_key_parts())
 
 
 def patched_image_ref(profile: Profile) -> str:
@@ -59,23 +41,13 @@ def patched_image_ref(profile: Profile) -> str:
 
 
 def infra_key(profile: Profile) -> str:
-    if profile.local is not None:
-        local = profile.local
-        return config_key("infra-local", local.tiny_model_seed, local.dataset_rows,
-                          local.dataset_seed, _file_digest(REHEARSAL_DIR / "make_tiny_model.py"),
-                          _file_digest(REHEARSAL_DIR / "make_dataset.py"))
-    if profile.gke is None:
-        return config_key("infra-gke", None)
-    # The dict hashed before gke.nodepool_count was folded into gke.num_slices: the same key
-    # for every profile whose two counts agreed, so existing deployments keep their records.
-    return config_key("infra-gke", {**profile.gke.model_dump(),
-                                    "nodepool_count": profile.gke.num_slices})
+    return config_key(*profile.section.infra_key_parts())
 
 
 def model_source_key(profile: Profile) -> str:
     model = profile.model
-    seed = profile.local.tiny_model_seed if profile.local else None
-    return config_key(model.maxtext_name, model.hf_repo, model.hf_revision, model.args, seed)
+    return config_key(model.maxtext_name, model.hf_repo, model.hf_revision, model.args,
+                      profile.section.model_seed())
 
 
 def convert_key(profile: Profile) -> str:
@@ -88,8 +60,8 @@ def dataset_key(profile: Profile) -> str:
         if profile.data.dataset_name:  # how the files are read is part of what trains
             return config_key("data-files", profile.data.train_files, profile.data.dataset_name)
         return config_key("data-files", profile.data.train_files)
-    local = profile.local
-    return config_key("data", local.dataset_rows, local.dataset_seed) if local else "hub"
+    parts = profile.section.dataset_key_parts()
+    return config_key(*parts) if parts else "hub"
 
 
 def train_key(profile: Profile) -> str:
@@ -110,10 +82,7 @@ class Layout:
 
     @property
     def root(self) -> str:
-        if self.profile.gke is not None:
-            return f"gs://{self.profile.gke.bucket}"
-        assert self.profile.local is not None
-        return file_uri(_repo_relative(self.profile.local.root))
+        return self.profile.section.output_root()
 
     @property
     def model_root(self) -> str:
@@ -122,11 +91,11 @@ class Layout:
     # image (local: the rehearsal venv plays the image)
     def venv_dir(self) -> Path:
         assert self.profile.local is not None
-        return _repo_relative(self.profile.local.venv)
+        return repo_relative(self.profile.local.venv)
 
     def hf_check_venv_dir(self) -> Path:
         assert self.profile.local is not None
-        return _repo_relative(self.profile.local.hf_check_venv)
+        return repo_relative(self.profile.local.hf_check_venv)
 
     # infra
     @property
@@ -181,7 +150,3 @@ class Layout:
     def log(self, stage_dir: str, workload: str) -> str:
         return join(stage_dir, "tpurl-logs", f"{workload}.log")
 
-
-def _repo_relative(path: str) -> Path:
-    expanded = Path(os.path.expanduser(path))
-    return expanded if expanded.is_absolute() else REPO_ROOT / expanded

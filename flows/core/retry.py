@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 
+# Prefect's delays between a stage task's retries (flows/pipeline.py's task options); the
+# GKE plan counts them into each stage's worst-case wait, so they live where backends may read.
+RETRY_DELAYS_S = [10, 60]
 # HTTP statuses that mean "not now": rate limits and an overloaded or restarting server.
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 # The Kubernetes client reports a connection-level failure as an ApiException with status 0.
@@ -54,7 +57,6 @@ class RetryPolicy:
 
 
 # The policies in use, with the timings each loop had before they shared this module.
-KUBE_API = RetryPolicy(attempts=5, base_s=1.0)      # one Kubernetes API call: waits 1, 2, 4, 8 s
 REGISTRY = RetryPolicy(attempts=5, base_s=2.0)      # a registry lookup or push: 2, 4, 8, 16 s
 
 

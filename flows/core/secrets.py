@@ -78,8 +78,8 @@ def require_secrets(profile: Profile, environ: Mapping[str, str] | None = None) 
     """Every secret reference of the profile resolves where this flow runs (a Kubernetes
     work pool's pod included), or ProfileError naming the field and the fix; values are
     read and dropped, never kept or logged."""
+    from flows.common.issues import Issue
     from flows.config.errors import ProfileError
-    from flows.core.issues import Issue
 
     ref = profile.model.hf_token
     if ref is None:

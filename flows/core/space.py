@@ -14,9 +14,9 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
+from flows.common.issues import Issue
 from flows.config.profile import Profile
 from flows.core.failures import Diagnosis, FailureCategory
-from flows.core.issues import Issue
 
 TINY_PARAMS = 58_000_000
 MARGIN = 1.25

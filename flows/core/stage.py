@@ -330,6 +330,20 @@ class ProvidedStage(Stage):
         return self.provider(ctx.backend).verify(ctx)
 
 
+class ProgramStage(Stage):
+    """A stage that runs MaxText programs (convert, train, export): it states its inputs,
+    outputs and workloads as a :class:`StepPlan`, and the plan around them (key, title,
+    chip-hours, how a workload is shown) is assembled here, the same way for all three."""
+
+    @abstractmethod
+    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
+        """Pure, like :meth:`Stage.plan`."""
+
+    def plan(self, profile: Profile, backend: Backend) -> StagePlan:
+        return step_plan(self, profile, self.plan_step(profile, backend),
+                         backend.estimated_chip_hours(self.name))
+
+
 def step_plan(stage: Stage, profile: Profile, step: StepPlan,
               estimated_chip_hours: float = 0.0) -> StagePlan:
     return StagePlan(stage=stage.name, title=stage.title, key=stage.key(profile),

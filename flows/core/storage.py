@@ -8,12 +8,13 @@ The GCS implementation lives with the GKE backend (flows/backends/gke/gcs.py);
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlparse
+
+from flows.common.paths import file_uri
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,6 @@ def join(base: str, *parts: str) -> str:
     for part in parts:
         out += "/" + part.strip("/")
     return out
-
-
-def file_uri(path: str | Path) -> str:
-    return "file://" + os.path.abspath(path)
 
 
 def program_path(uri: str) -> str:

@@ -5,23 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, WorkloadRun
+from flows.core.backend import Backend, StepPlan, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, convert_key
+from flows.core.programs import convert_workload
 from flows.core.stage import (
-    Stage,
+    ProgramStage,
     StageContext,
     StageOutput,
-    StagePlan,
     built_image,
-    plan_workload,
 )
 from flows.core.storage import join
 from flows.core.verify import orbax_checkpoint_problems
-from flows.stages.programs import convert_workload
 
 
-class ConvertStage(Stage):
+class ConvertStage(ProgramStage):
     name = "convert"
     title = "Convert HF → MaxText"
 
@@ -37,15 +35,12 @@ class ConvertStage(Stage):
     def leftover_dirs(self, ctx: StageContext) -> list[str]:
         return [ctx.layout.convert_dir]
 
-    def plan(self, profile: Profile, backend: Backend) -> StagePlan:
+    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
         layout = Layout(profile)
-        return StagePlan(stage=self.name, title=self.title, key=self.key(profile),
-                         inputs={"hf_model": backend.runtime.model_source_uri()},
-                         outputs={"maxtext_checkpoint": layout.converted_checkpoint},
-                         estimated_chip_hours=backend.estimated_chip_hours(self.name),
-                         workloads=[plan_workload(convert_workload(profile, layout,
-                                                                   backend.runtime))],
-                         notes=backend.runtime.notes(self.name))
+        return StepPlan(inputs={"hf_model": backend.runtime.model_source_uri()},
+                        outputs={"maxtext_checkpoint": layout.converted_checkpoint},
+                        workloads=[convert_workload(profile, layout, backend.runtime)],
+                        notes=backend.runtime.notes(self.name))
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         workload = convert_workload(ctx.profile, ctx.layout, ctx.backend.runtime,

@@ -10,22 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, WorkloadRun
+from flows.core.backend import Backend, StepPlan, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, export_key
+from flows.core.programs import export_workload
 from flows.core.stage import (
-    Stage,
+    ProgramStage,
     StageContext,
     StageOutput,
-    StagePlan,
     built_image,
-    plan_workload,
 )
 from flows.core.verify import hf_export_shards
-from flows.stages.programs import export_workload
 
 
-class ExportStage(Stage):
+class ExportStage(ProgramStage):
     name = "export"
     title = "Export MaxText → HF"
 
@@ -41,17 +39,14 @@ class ExportStage(Stage):
     def leftover_dirs(self, ctx: StageContext) -> list[str]:
         return [ctx.layout.export_dir]
 
-    def plan(self, profile: Profile, backend: Backend) -> StagePlan:
+    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
         layout = Layout(profile)
         step = int(profile.train.args.get("num_batches", 0))
-        workloads = [export_workload(profile, layout, backend.runtime, step),
-                     *backend.runtime.export_checks()]
-        return StagePlan(stage=self.name, title=self.title, key=self.key(profile),
-                         inputs={"actor_checkpoint": layout.actor_params(step)},
-                         outputs={"hf_export": layout.export_dir},
-                         estimated_chip_hours=backend.estimated_chip_hours(self.name),
-                         workloads=[plan_workload(w) for w in workloads],
-                         notes=["the step is the newest actor checkpoint found at run time"])
+        return StepPlan(inputs={"actor_checkpoint": layout.actor_params(step)},
+                        outputs={"hf_export": layout.export_dir},
+                        workloads=[export_workload(profile, layout, backend.runtime, step),
+                                   *backend.runtime.export_checks()],
+                        notes=["the step is the newest actor checkpoint found at run time"])
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         step = int(upstream["train"].details["newest_step"])

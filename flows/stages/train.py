@@ -10,23 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, WorkloadRun
+from flows.core.backend import Backend, StepPlan, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, train_key
+from flows.core.programs import train_workload
 from flows.core.stage import (
-    Stage,
+    ProgramStage,
     StageContext,
     StageOutput,
-    StagePlan,
     built_image,
-    plan_workload,
 )
 from flows.core.verify import newest_actor_step
 from flows.runpage.metrics import summarize_run
-from flows.stages.programs import train_workload
 
 
-class TrainStage(Stage):
+class TrainStage(ProgramStage):
     name = "train"
     title = "GRPO training (train_rl)"
 
@@ -39,19 +37,16 @@ class TrainStage(Stage):
     def content_outputs(self, ctx: StageContext) -> tuple[str, ...]:
         return ("actor_checkpoint",)  # earlier checkpoints are resume points, not leftovers
 
-    def plan(self, profile: Profile, backend: Backend) -> StagePlan:
+    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
         layout = Layout(profile)
         workload = train_workload(profile, layout, backend.runtime)
         steps = workload.total_steps or 0
         inputs = {"maxtext_checkpoint": layout.converted_checkpoint}
         if dataset := backend.runtime.dataset_uri():
             inputs["dataset"] = dataset
-        return StagePlan(stage=self.name, title=self.title, key=self.key(profile), inputs=inputs,
-                         outputs={"run_dir": layout.train_run_dir,
-                                  "actor_checkpoint": layout.actor_params(steps)},
-                         workloads=[plan_workload(workload)],
-                         estimated_chip_hours=backend.estimated_chip_hours(self.name),
-                         notes=backend.runtime.notes(self.name))
+        return StepPlan(inputs=inputs, outputs={"run_dir": layout.train_run_dir,
+                                                "actor_checkpoint": layout.actor_params(steps)},
+                        workloads=[workload], notes=backend.runtime.notes(self.name))
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         workload = train_workload(ctx.profile, ctx.layout, ctx.backend.runtime,

@@ -7,17 +7,13 @@ import pytest
 from flows.backends import backend_for
 from flows.config import ProfileError, load_profile
 from flows.core.layout import train_key
-from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+from tests.support.profiles import tutorial_profile
 
 NEW = "gs://data/openmath-v7.parquet"
 
 
-def tutorial(**overrides: str):
-    return load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, **overrides}, environ={})
-
-
 def test_an_announced_dataset_is_trained_and_evaluated_as_what_it_holds() -> None:
-    profile = tutorial(**{"data.train_files": NEW})
+    profile = tutorial_profile(**{"data.train_files": NEW})
     args = backend_for(profile).runtime.train_data_args()
     assert f"hf_train_files={NEW}" in args
     assert "dataset_name=nvidia/OpenMathInstruct-2" in args
@@ -25,15 +21,15 @@ def test_an_announced_dataset_is_trained_and_evaluated_as_what_it_holds() -> Non
 
 
 def test_without_an_announcement_nothing_changes() -> None:
-    profile = tutorial()
+    profile = tutorial_profile()
     args = backend_for(profile).runtime.train_data_args()
     assert not any(a.startswith(("dataset_name=", "eval_dataset_name=")) for a in args)
-    assert train_key(profile) == train_key(tutorial(**{"data.dataset_name": "other/name"}))
+    assert train_key(profile) == train_key(tutorial_profile(**{"data.dataset_name": "other/name"}))
 
 
 def _issues(**overrides: str) -> dict[str, str]:
     with pytest.raises(ProfileError) as err:
-        tutorial(**overrides)
+        tutorial_profile(**overrides)
     return {i.field: i.problem for i in err.value.issues}
 
 

@@ -14,17 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from flows.common.paths import REPO_ROOT
 from flows.config import ProfileError, load_profile, profile_names
 from flows.config.maxtext_keys import KEYS_FILE, pinned_version, unknown_key
-from flows.core.paths import REPO_ROOT
-from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+from tests.support.profiles import required_overrides
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import maxtext_keys as generator
-
-
-def _profile_overrides(name: str) -> dict[str, str]:
-    return dict(TUTORIAL_REQUIRED) if name == TUTORIAL else {}
 
 
 def test_the_key_file_is_the_pinned_version():
@@ -49,7 +45,7 @@ def test_the_key_file_regenerates_from_the_pinned_package():
 
 @pytest.mark.parametrize("name", profile_names())
 def test_every_shipped_profile_passes(name: str):
-    load_profile(name, _profile_overrides(name))
+    load_profile(name, required_overrides(name))
 
 
 @pytest.mark.parametrize(("step", "key", "suggestion"), [

@@ -162,7 +162,7 @@ def test_what_maxtext_accepts_is_accepted(overrides, tutorial_overrides):
 
 
 def test_retired_key_is_refused_in_a_file_too(tmp_path: Path, tutorial_overrides):
-    from flows.core.paths import PROFILES_DIR
+    from flows.common.paths import PROFILES_DIR
 
     data = yaml.safe_load((PROFILES_DIR / f"{TUTORIAL}.yaml").read_text())
     data["gke"]["nodepool_count"] = 1
@@ -251,7 +251,7 @@ def test_shipped_profiles_are_valid(tutorial_overrides):
 
 def test_written_profile_round_trips(tmp_path: Path, tutorial_overrides):
     """A user's copy of a profile, with fields filled in, loads by path."""
-    from flows.core.paths import PROFILES_DIR
+    from flows.common.paths import PROFILES_DIR
 
     data = yaml.safe_load((PROFILES_DIR / f"{TUTORIAL}.yaml").read_text())
     for dotted, value in tutorial_overrides.items():
@@ -284,3 +284,20 @@ def test_the_fix_for_removing_a_field_says_how() -> None:
     off_flex = _issues({"gke.max_run_hours": "10"})
     assert "delete gke.max_run_hours from the profile file or drop its --set" in off_flex[
         "gke.max_run_hours"]
+
+
+@pytest.mark.parametrize(("profile", "stray", "field"), [
+    (TUTORIAL, {"local.root": "/tmp/stray"}, "local"),
+    ("rehearsal", None, "gke"),
+], ids=["gke-with-local", "local-with-gke"])
+def test_a_profile_with_two_backend_sections_is_refused(profile, stray, field,
+                                                        tutorial_overrides):
+    """A GKE profile with a stray local: section used to get the rehearsal's infra key."""
+    overrides = {**tutorial_overrides, **stray} if stray else {
+        k: v for k, v in tutorial_overrides.items() if k.startswith("gke.")}
+    if profile == "rehearsal":
+        overrides["model.hf_token.env"] = "HF_TOKEN"
+    with pytest.raises(ProfileError) as caught:
+        load_profile(profile, overrides, environ={})
+    (issue,) = [i for i in caught.value.issues if i.field == field]
+    assert "one backend section" in issue.problem and f"remove the {field}: section" in issue.fix

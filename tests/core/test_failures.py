@@ -116,3 +116,14 @@ def test_a_diagnosed_infrastructure_fault_is_retried_by_the_same_condition(
     failure, _ = _run_stage(stage, monkeypatch)
     assert stage.calls == 3  # the first attempt and both retries
     assert failure.diagnosis.category is FailureCategory.INFRASTRUCTURE
+
+
+def test_the_failed_event_carries_the_diagnosis_code_as_a_field(prefect_api, monkeypatch):
+    """Automations match one cause on ``code``, not on words of the summary."""
+    stage = _Stage(user_error("image", "patch 3 no longer applies", "    hunk #1 FAILED",
+                              "update the patch", code="image/patch-mismatch"))
+    _, emitted = _run_stage(stage, monkeypatch)
+    (failed,) = [payload for status, payload in emitted if status == "failed"]
+    assert failed["code"] == "image/patch-mismatch"
+    assert (failed["category"], failed["summary"]) == ("user-error", "patch 3 no longer applies")
+

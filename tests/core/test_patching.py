@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.common.paths import PATCHES_FILE, REPO_ROOT
 from flows.core.patching import (
     PatchDeclaration,
     PatchMismatch,
@@ -18,7 +19,6 @@ from flows.core.patching import (
     load_declarations,
     restore_tree,
 )
-from flows.core.paths import PATCHES_FILE, REPO_ROOT
 
 WHEELS = {"maxtext": "maxtext==0.2.4", "tunix": "google-tunix==0.1.7"}
 CACHE = REPO_ROOT / ".tpurl" / "cache" / "wheels"

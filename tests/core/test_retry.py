@@ -13,7 +13,6 @@ from urllib3.exceptions import MaxRetryError, ProtocolError, ReadTimeoutError
 
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.core.retry import (
-    KUBE_API,
     REGISTRY,
     RetryPolicy,
     TransientError,
@@ -111,7 +110,6 @@ def test_program_exception_lines(line: str, transient: bool):
 
 
 def test_policy_delays_keep_each_loops_timings():
-    assert KUBE_API.delays() == [1, 2, 4, 8]  # GkeBackend._call, as before
     assert REGISTRY.delays() == [2, 4, 8, 16]  # image lookups and push, as before
     assert RetryPolicy(attempts=4, base_s=1, factor=3).delays() == [1, 3, 9]
     assert RetryPolicy(attempts=4, base_s=1, max_s=1.5).delays() == [1, 1.5, 1.5]

@@ -30,7 +30,7 @@ def test_a_present_token_passes_and_is_not_kept() -> None:
 def test_the_kubernetes_pool_maps_the_secret_to_the_variable() -> None:
     import json
 
-    from flows.core.paths import REPO_ROOT
+    from flows.common.paths import REPO_ROOT
 
     template = json.loads((REPO_ROOT / "deployments/work-pool/"
                            "kubernetes-base-job-template.json").read_text())

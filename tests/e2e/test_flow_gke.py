@@ -32,6 +32,7 @@ from flows.pipeline import rl_post_training
 from flows.runpage.result import PipelineResult, StageReport
 from tests.support.gke_world import CANARY, GkeWorld
 from tests.support.profiles import TUTORIAL
+from tests.support.results import stage_statuses
 
 ENCODED = base64.b64encode(CANARY.encode()).decode()
 STAGES = ["image", "infra", "convert", "train", "export"]
@@ -96,10 +97,6 @@ def runs(gke_world: GkeWorld) -> Iterator[Runs]:
                rerun_requests, jobsets_after_first, jobsets_after_rerun)
 
 
-def _statuses(result: PipelineResult) -> dict[str, str]:
-    return {s.stage: s.status for s in result.stages}
-
-
 def _stage(result: PipelineResult, name: str) -> StageReport:
     return next(s for s in result.stages if s.stage == name)
 
@@ -107,7 +104,7 @@ def _stage(result: PipelineResult, name: str) -> StageReport:
 def test_first_run_produces_three_gcs_artifacts(runs: Runs, gke_world: GkeWorld) -> None:
     result, bucket = runs.first, gke_world.bucket
     assert [s.stage for s in result.stages] == STAGES
-    assert _statuses(result) == dict.fromkeys(STAGES, "ran")
+    assert stage_statuses(result) == dict.fromkeys(STAGES, "ran")
     assert set(result.artifacts) == {"maxtext_checkpoint", "trained_checkpoint", "hf_export"}
     for uri in result.artifacts.values():
         assert uri.startswith(f"gs://{bucket}/qwen3-30b-a3b/"), uri
@@ -164,7 +161,7 @@ def test_training_was_preempted_and_resubmitted_once(runs: Runs, gke_world: GkeW
 
 
 def test_rerun_skips_every_stage_without_touching_the_cluster(runs: Runs) -> None:
-    assert _statuses(runs.rerun) == dict.fromkeys(STAGES, "skipped")
+    assert stage_statuses(runs.rerun) == dict.fromkeys(STAGES, "skipped")
     assert runs.rerun.artifacts == runs.first.artifacts
     assert all(not s.workloads for s in runs.rerun.stages)
     assert runs.jobsets_after_rerun == runs.jobsets_after_first

@@ -31,7 +31,7 @@ from typing import Any
 import docker
 import pytest
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from flows.deploy_steps import flow_image_tag
 from tests.fakes.adc_key import write_adc_key
 from tests.support.flow_image import debian_base_image, deploy_env

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.core.paths import REHEARSAL_DIR, REPO_ROOT
+from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
 from tests.support.flow_image import debian_base_image, deploy_env
 from tests.support.prefect_server import PREFECT, PrefectServer, wait_until
 

@@ -19,16 +19,13 @@ from flows.core.failures import StageFailed
 from flows.pipeline import rl_post_training
 from flows.runpage.result import PipelineResult
 from tests.support.profiles import fake_hf_token
+from tests.support.results import stage_statuses
 
 pytestmark = pytest.mark.rehearsal
 
 
 def _path(uri: str) -> Path:
     return Path(urlparse(uri).path)
-
-
-def _statuses(result: PipelineResult) -> dict[str, str]:
-    return {s.stage: s.status for s in result.stages}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +50,7 @@ def first_run(prefect_api, root) -> PipelineResult:
 
 
 def test_first_run_produces_all_three_artifacts(first_run: PipelineResult):
-    statuses = _statuses(first_run)
+    statuses = stage_statuses(first_run)
     assert [s.stage for s in first_run.stages] == ["image", "infra", "convert", "train", "export"]
     assert all(statuses[s] == "ran" for s in ("infra", "convert", "train", "export"))
     artifacts = first_run.artifacts
@@ -99,7 +96,7 @@ def test_grpo_ran_two_steps_with_varying_rewards(first_run):
 
 def test_rerun_with_nothing_changed_skips_every_stage(first_run, root):
     again = rl_post_training(profile="rehearsal", overrides={"local.root": str(root)})
-    assert set(_statuses(again).values()) == {"skipped"}
+    assert set(stage_statuses(again).values()) == {"skipped"}
     assert again.artifacts == first_run.artifacts
     assert all(not s.workloads for s in again.stages)
 
@@ -107,7 +104,7 @@ def test_rerun_with_nothing_changed_skips_every_stage(first_run, root):
 def test_changed_learning_rate_reruns_train_and_export_only(first_run, root):
     changed = rl_post_training(profile="rehearsal", overrides={
         "local.root": str(root), "train.args.learning_rate": "2e-3"})
-    assert _statuses(changed) == {"image": "skipped", "infra": "skipped", "convert": "skipped",
+    assert stage_statuses(changed) == {"image": "skipped", "infra": "skipped", "convert": "skipped",
                                   "train": "ran", "export": "ran"}
     assert changed.artifacts["maxtext_checkpoint"] == first_run.artifacts["maxtext_checkpoint"]
     assert changed.artifacts["trained_checkpoint"] != first_run.artifacts["trained_checkpoint"]
@@ -116,7 +113,7 @@ def test_changed_learning_rate_reruns_train_and_export_only(first_run, root):
 def test_changed_base_model_reruns_convert_too(first_run, root):
     changed = rl_post_training(profile="rehearsal", overrides={
         "local.root": str(root), "local.tiny_model_seed": "1"})
-    assert _statuses(changed) == {"image": "skipped", "infra": "ran", "convert": "ran",
+    assert stage_statuses(changed) == {"image": "skipped", "infra": "ran", "convert": "ran",
                                   "train": "ran", "export": "ran"}
     assert changed.artifacts["maxtext_checkpoint"] != first_run.artifacts["maxtext_checkpoint"]
 

@@ -20,13 +20,13 @@ from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
+from flows.core.programs import convert_workload, train_workload
 from flows.core.storage import LocalStorage, file_uri
-from flows.stages.programs import convert_workload, train_workload
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.support.profiles import tutorial_profile
 
 FAST = WatchSettings(timeout_s=2, read_timeout_s=5, connect_timeout_s=2, max_errors=3,
-                     poll_interval_s=0.3, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.2)
+                     poll_interval_s=0.3, backoff_s=0.05, backoff_cap_s=0.2)
 BUDGETS = Budgets(queue_s=30, run_s=30, preemptions=2, tick_s=0.1, log_drain_s=2,
                   delete_wait_s=5, api_s=3, pull_grace_s=30)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import docker
 import yaml
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 
 WHEELS = {"google-tunix==0.1.7": "tunix", "maxtext==0.2.4": "maxtext"}
 CACHE = REPO_ROOT / ".tpurl" / "cache" / "wheels"

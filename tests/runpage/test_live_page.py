@@ -23,7 +23,7 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter
 
 from flows import pipeline
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from flows.core.stage import StageOutput
 from flows.runpage.live import console_url, output_markdown, skipped_state
 from tests.support.prefect_server import wait_until

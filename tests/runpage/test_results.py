@@ -9,8 +9,13 @@ from google.auth.credentials import AnonymousCredentials
 
 from flows.backends.gke.gcs import GcsStorage
 from flows.config import load_profile
-from flows.runpage.result import PipelineResult, StageReport
-from flows.runpage.results import RESULT_FOLDER, ensure_gcs_result_storage, persist_result
+from flows.runpage.result import (
+    RESULT_FOLDER,
+    PipelineResult,
+    StageReport,
+    ensure_gcs_result_storage,
+    persist_result,
+)
 from tests.support.gcs import GCS_BUCKET as BUCKET
 from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 

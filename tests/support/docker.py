@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from tests.fakes.image_standin import build_standin
 
 SCRIPT = REPO_ROOT / "scripts" / "docker-services.sh"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from tests.support.docker import REGISTRY
 
 BASE_SCRIPT = REPO_ROOT / "scripts" / "debian-base-image.sh"

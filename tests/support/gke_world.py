@@ -41,7 +41,7 @@ CANARY = fake_hf_token("CanaryGke")
 TOKEN_VAR = "TPURL_E2E_GKE_HF_TOKEN"  # no "__": not read as a profile override
 REGION = "us-east5"
 FAST_WATCH = WatchSettings(timeout_s=5, read_timeout_s=10, connect_timeout_s=2, max_errors=3,
-                           poll_interval_s=0.3, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.2)
+                           poll_interval_s=0.3, backoff_s=0.05, backoff_cap_s=0.2)
 
 
 @dataclass

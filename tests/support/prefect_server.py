@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from tests.support.net import free_port
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))

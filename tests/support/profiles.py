@@ -76,3 +76,9 @@ SMOKE_REQUIRED = {k: v for k, v in TUTORIAL_REQUIRED.items() if k != "gke.reserv
 
 def smoke_profile(**overrides: str) -> Profile:
     return load_profile(SMOKE, {**SMOKE_REQUIRED, **overrides}, environ={})
+
+
+def required_overrides(name: str) -> dict[str, str]:
+    """What a shipped profile leaves for the user to fill in (its empty fields), per profile:
+    the rehearsal none, the smoke profile no reservation, the others the tutorial's."""
+    return dict({"rehearsal": {}, SMOKE: SMOKE_REQUIRED}.get(name, TUTORIAL_REQUIRED))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
 _BLOCK = re.compile(r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```bash\n(?P<body>.*?)```", re.S)

@@ -1,5 +1,7 @@
-"""The GKE backend's pure half: Workloads → Kubernetes objects, and observed status → Diagnosis.
+"""The GKE backend: the patched image (image/), the cluster and bucket (infra/), Workloads as
+JobSets (jobs/), and their observed status turned into a verdict (watch/).
 
-Everything in this package that has no I/O in its name is a pure function of the profile and
-the Workload, so manifests can be planned, golden-tested and schema-validated without a cluster.
+``backend.py``, ``gcs.py`` and the API-facing modules do the I/O; the rest (manifests, plans,
+verdicts, blueprint edits, prices) are pure functions of the profile and the Workload, so
+manifests can be planned, golden-tested and schema-validated without a cluster.
 """

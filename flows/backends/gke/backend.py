@@ -6,7 +6,8 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
   profile's reference), and its value is registered with the Redactor before anything runs;
 - one JobSet per run and stage: create, and on 409 attach to the existing one when it carries
   the same spec digest (a rerun after the flow process died), refuse when it runs another
-  configuration, and resubmit when the same configuration already failed (a retry);
+  configuration, and resubmit when the same configuration already failed (a retry); these
+  decisions are the pure functions of recovery.py, this class only makes the calls;
 - the verdict comes from object state (flows/backends/gke/watch/verdict.py), never from a broken stream;
 - a Kueue eviction keeps the JobSet: Kueue re-queues the same Workload and re-admits it, so
   the queue position is kept; only a JobSet that itself failed of preemption (a disrupted
@@ -25,53 +26,47 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from flows.backends.gke import recovery
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.step import GkeImage
-from flows.backends.gke.infra.cost import (
-    cost_plan,
-    render_caps,
-    render_cost,
-    stage_estimated_chip_hours,
-    stage_held_chip_hours,
-)
 from flows.backends.gke.infra.step import GkeInfra
 from flows.backends.gke.jobs.common import RUN_LABEL, SPEC_DIGEST, STAGE_LABEL
-from flows.backends.gke.jobs.manifests import GKE_STAGES, stage_run, write_manifests
+from flows.backends.gke.jobs.manifests import GKE_STAGES, stage_run
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.pathways import HEAD
 from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_with_value
+from flows.backends.gke.planning import GkePlanning
+from flows.backends.gke.recovery import Action
 from flows.backends.gke.runtime import GkeRuntime
 from flows.backends.gke.watch.client import (
     JOBSET_GROUP,
     JOBSET_VERSION,
     JOBSETS,
     Cluster,
+    api_reason,
     connect,
     kueue_version,
+    short_error,
 )
 from flows.backends.gke.watch.logs import LogSink
 from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_finished
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
-from flows.backends.gke.watch.waits import render_waits, stage_waits
 from flows.config.profile import Profile
-from flows.core.backend import StageLogger, WorkloadRun
+from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
-from flows.core.issues import Issue
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.retry import RetryPolicy, call_within, is_transient
@@ -80,13 +75,12 @@ from flows.core.storage import Storage
 from flows.core.workload import Workload
 
 Obj = dict[str, Any]
-ProgressCallback = Callable[[str, int, int | None], None]
-SUBMISSION = "tpurl/submission"  # annotation: which submission of this stage a JobSet is
 
 
-class GkeBackend:
+class GkeBackend(GkePlanning):
     """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
-    image and infra steps live in image/step.py and infra/step.py."""
+    image and infra steps live in image/step.py and infra/step.py, plans and prices in
+    planning.py."""
 
     name = "gke"
 
@@ -139,71 +133,6 @@ class GkeBackend:
                 return 0
         return self.storage.remove_tree(directory, keep=(LOGS_DIR,))
 
-    # --- costs and plans -------------------------------------------------------------------
-    @property
-    def usd_per_chip_hour(self) -> float:
-        assert self.profile.gke is not None
-        return self.profile.gke.usd_per_chip_hour
-
-    def estimated_chip_hours(self, stage: str) -> float:
-        return stage_estimated_chip_hours(self.profile, stage)
-
-    def held_chip_hours(self, stage: str, wall_s: float) -> float:
-        """Held, not busy: the static pool bills every chip for the stage's whole wall time
-        (a pool that scales from zero only the stage's own chips); the image is built before
-        the cluster exists."""
-        return 0.0 if stage == "image" else stage_held_chip_hours(self.profile, wall_s,
-                                                                  stage=stage)
-
-    def plan_header(self) -> list[str]:
-        gke = self.profile.gke
-        assert gke is not None
-        return [f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
-                f"x{gke.num_slices} = {gke.total_chips} chips · capacity {gke.capacity} · "
-                + ("no TPU node while nothing trains" if gke.scales_from_zero
-                   else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
-
-    def plan_footer(self) -> list[str]:
-        from flows.pipeline import RETRY_DELAYS_S  # the flow's retries (imports this module)
-
-        waits = [stage_waits(s, budgets_for(self.profile, s), RETRY_DELAYS_S) for s in GKE_STAGES]
-        return ["", *render_cost(cost_plan(self.profile)), *render_caps(self.profile), "",
-                *self._parity(), "", *render_waits(waits)]
-
-    def _parity(self) -> list[str]:
-        """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""
-        from flows.backends.gke.image.parity import lock_versions, parity_lines
-        from flows.core.patching import enabled, load_declarations
-        from flows.core.paths import PATCHES_FILE, REPO_ROOT
-
-        lock = lock_versions((REPO_ROOT / "images/rehearsal/requirements.lock").read_text())
-        patches = enabled(load_declarations(PATCHES_FILE), self.profile.image.disabled_patches)
-        return parity_lines(self.profile.image.base, lock, None, patches)
-
-    def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
-        return write_manifests(self.profile, workloads, out_dir / "manifests")
-
-    def preflight(self) -> tuple[str, bool]:
-        from flows.backends.gke.infra.entry import check_text
-
-        text, ok = check_text(self.profile)
-        missing = self.start_issues()  # what the flow would refuse at start, shown here too
-        lines = [f"FAIL start ({i.category}): {i.render()}" for i in missing]
-        return "\n".join([text, *lines]), ok and not missing
-
-    def start_issues(self) -> list[Issue]:
-        from flows.backends.gke.readiness import probe, start_issues
-
-        return start_issues(self.profile, probe(self.profile))
-
-    def validation_warnings(self) -> list[str]:
-        from flows.backends.gke.infra.settings import world_open_warning
-
-        gke = self.profile.gke
-        assert gke is not None
-        warning = world_open_warning(gke)
-        return [warning] if warning else []
-
     @property
     def cluster(self) -> Cluster:
         """Connected on first use: a stage whose output is already there talks to nobody."""
@@ -217,7 +146,7 @@ class GkeBackend:
         started = time.monotonic()
         desired = render_jobset(workload, self.profile, run=stage_run(self.profile, self.stage),
                                 stage=self.stage, options=self.options)
-        name = desired["metadata"]["name"]
+        name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
                        self._progress(workload))
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
@@ -233,27 +162,28 @@ class GkeBackend:
                 verdict = self._watch(live, sink, coordinator)
                 if verdict.phase is Phase.SUCCEEDED:
                     break
-                diagnosis = verdict.diagnosis
-                assert diagnosis is not None
-                self.logger.warning("%s: %s", name, diagnosis.summary)
-                if diagnosis.category is FailureCategory.PREEMPTED:
+                assert verdict.diagnosis is not None
+                self.logger.warning("%s: %s", name, verdict.diagnosis.summary)
+                if verdict.diagnosis.category is FailureCategory.PREEMPTED:
                     preempted += 1
                     preempted_s += time.monotonic() - attempt_started
-                    if number < self.max_submissions:
-                        sink.note(f"preempted; resubmitting {name} ({number + 1}/"
-                                  f"{self.max_submissions}), resuming from the newest "
-                                  "checkpoint")
-                        self.logger.warning("%s preempted: resubmitting (submission %d of at "
-                                            "most %d); the program resumes from its newest "
-                                            "checkpoint", name, number + 1, self.max_submissions)
-                        self._delete(name, wait=True)
-                        continue
-                    diagnosis = self._budget_spent(name, number, diagnosis)
-                if diagnosis.category is not FailureCategory.CANCELLED and not is_finished(
-                        self.monitor.last_jobset if self.monitor else None):
+                decision = recovery.after_verdict(verdict.diagnosis, name, number,
+                                                  self.budgets.preemptions, ns)
+                if decision.action is Action.RESUBMIT:
+                    sink.note(f"preempted; resubmitting {name} ({number + 1}/"
+                              f"{self.max_submissions}), resuming from the newest checkpoint")
+                    self.logger.warning("%s preempted: resubmitting (submission %d of at most "
+                                        "%d); the program resumes from its newest checkpoint",
+                                        name, number + 1, self.max_submissions)
+                    self._delete(name, wait=True)
+                    continue
+                assert decision.diagnosis is not None
+                if decision.diagnosis.category is not FailureCategory.CANCELLED and \
+                        not is_finished(self.monitor.last_jobset if self.monitor else None):
                     self._cancel(name)  # queued or stuck: stop holding quota (never a JobSet
                     # that someone else deleted and may have recreated under the same name)
-                raise StageFailed(self.stage or workload.name, self._redacted(diagnosis), log_uri)
+                raise StageFailed(self.stage or workload.name, self._redacted(decision.diagnosis),
+                                  log_uri)
         except StageFailed:
             raise
         except BaseException:
@@ -275,18 +205,6 @@ class GkeBackend:
     def max_submissions(self) -> int:
         """JobSets ever created for one stage of one run, across retries and restarts."""
         return self.budgets.preemptions + 1
-
-    def _budget_spent(self, name: str, number: int, why: Diagnosis | None) -> Diagnosis:
-        """Not retryable: another attempt could only create JobSets past the bound."""
-        return Diagnosis(
-            FailureCategory.STALLED,
-            f"gke/submission-budget: {name} was submitted {number} time(s), the most this "
-            f"stage may (gke.preemption_budget {self.budgets.preemptions} + 1)",
-            f"    last failure: {why.summary if why else 'an earlier attempt failed'}",
-            "the slice keeps being preempted or failing: check the node pool (maintenance, "
-            f"spot), then delete the failed JobSet (kubectl delete jobset {name} -n "
-            f"{self.profile.gke.namespace}) to start counting again, or raise "
-            "gke.preemption_budget", code="gke/submission-budget")
 
     # --- pieces ----------------------------------------------------------------------------
     def _progress(self, workload: Workload) -> Callable[[str], None] | None:
@@ -324,14 +242,14 @@ class GkeBackend:
 
         try:
             return call_within(lambda: fn(*args, **kwargs), policy, time.monotonic() + budget,
-                               notice, text=_reason)
+                               notice, text=api_reason)
         except Exception as exc:
             if not is_transient(exc):
                 raise
             raise StageFailed(self.stage, Diagnosis(
                 FailureCategory.INFRASTRUCTURE,
-                f"the Kubernetes API kept failing while trying to {what} ({_short(exc)})",
-                f"    {self.redactor(_reason(exc))}",
+                f"the Kubernetes API kept failing while trying to {what} ({short_error(exc)})",
+                f"    {self.redactor(api_reason(exc))}",
                 f"the control plane is unavailable or overloaded; retried with backoff for "
                 f"up to {budget:.0f} s"),
             ) from None
@@ -373,16 +291,17 @@ class GkeBackend:
         replaced (its number read from its annotation, so the bound holds across retries)."""
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         digest = desired["metadata"]["annotations"][SPEC_DIGEST]
+        preemptions = self.budgets.preemptions
         for _ in range(5):
-            number = previous + 1
-            if number > self.max_submissions:
-                raise StageFailed(self.stage, self._budget_spent(name, previous, None))
-            body = {**desired, "metadata": {**desired["metadata"], "annotations": {
-                **desired["metadata"]["annotations"], SUBMISSION: str(number)}}}
+            decision = recovery.before_create(name, previous, preemptions, ns)
+            if decision.diagnosis is not None:
+                raise StageFailed(self.stage, decision.diagnosis)
+            number = decision.number
             try:
                 live = self._call(f"create JobSet {name}",
                                   self.cluster.custom.create_namespaced_custom_object,
-                                  JOBSET_GROUP, JOBSET_VERSION, ns, JOBSETS, body)
+                                  JOBSET_GROUP, JOBSET_VERSION, ns, JOBSETS,
+                                  recovery.numbered(desired, number))
                 self.submitted.append(name)
                 self.logger.info("submitted JobSet %s (spec %s, submission %d of at most %d)",
                                  name, digest, number, self.max_submissions)
@@ -391,28 +310,17 @@ class GkeBackend:
                 if exc.status != 409:
                     raise self._api_failure(f"create JobSet {name}", exc) from None
             live = self._get(name)
-            if live is None:
-                continue  # gone between the 409 and the read: create again
-            meta = live["metadata"]
-            if meta.get("deletionTimestamp"):
+            decision = recovery.on_conflict(live, desired, previous, preemptions, ns)
+            if decision.diagnosis is not None:
+                raise StageFailed(self.stage, decision.diagnosis)
+            if decision.action is Action.WAIT_GONE:
                 self._wait_gone(name)
-                continue
-            theirs = (meta.get("annotations") or {}).get(SPEC_DIGEST)
-            if theirs != digest:
-                state = "finished" if is_finished(live) else "still running"
-                raise StageFailed(self.stage, Diagnosis(
-                    FailureCategory.USER_ERROR,
-                    f"JobSet {name} already exists ({state}) with another configuration",
-                    f"    its spec digest is {theirs}, this run's is {digest}",
-                    f"it belongs to an earlier version of this profile: delete it (kubectl "
-                    f"delete jobset {name} -n {ns}) or let its TTL expire, then run again"))
-            previous = max(previous, _submission_of(live))
-            if condition(live, "Failed"):
-                if previous >= self.max_submissions:
-                    raise StageFailed(self.stage, self._budget_spent(name, previous, None))
+            previous = decision.number
+            if decision.action is Action.RESUBMIT:
                 self.logger.warning("JobSet %s of an earlier attempt failed; resubmitting", name)
                 sink.note(f"an earlier attempt of {name} had failed; resubmitted")
                 self._delete(name, wait=True)
+            if decision.action is not Action.ATTACH or live is None:
                 continue
             self.logger.info("reattaching to JobSet %s (same spec %s, created earlier)", name,
                              digest)
@@ -473,29 +381,3 @@ class GkeBackend:
             category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",
             f"    {self.redactor(str(exc.body or '')[:1000])}",
             "check the cluster's JobSet/Kueue versions (pitfalls 4) and the flow's RBAC"))
-
-
-def _submission_of(jobset: Obj) -> int:
-    value = ((jobset.get("metadata") or {}).get("annotations") or {}).get(SUBMISSION, "1")
-    try:
-        return max(1, int(value))
-    except ValueError:
-        return 1
-
-
-def _reason(exc: BaseException) -> str:
-    """The status and the server's message, for a retry notice (once per retry)."""
-    if isinstance(exc, ApiException):
-        message = ""
-        try:
-            message = str(json.loads(exc.body or "{}").get("message") or "")
-        except (ValueError, AttributeError):
-            message = str(exc.body or "")[:200]
-        return f"HTTP {exc.status} {exc.reason}" + (f": {message[:200]}" if message else "")
-    return _short(exc)
-
-
-def _short(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        return f"HTTP {exc.status} {exc.reason}"
-    return f"{exc.__class__.__name__}: {str(exc)[:200]}"

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flows.backends.gke.infra.preflight_access import OPERATOR_PERMISSIONS
+from flows.common.issues import Issue
 from flows.config.gke import GkeSection
-from flows.core.issues import Issue
 
 FLOW_ACCOUNT = "tpurl-flow"  # the Google and the Kubernetes service account's name
 

@@ -31,8 +31,8 @@ import shutil
 from dataclasses import dataclass
 
 from flows.backends.gke.image.builder import choose_builder, docker_host
+from flows.common.issues import Issue
 from flows.config.profile import Profile
-from flows.core.issues import Issue
 
 K8S_FIX = ("use the flow image built with CLOUD_TOOLS=1 (images/flow), or run this deployment "
            "on a process work pool whose machine has it")

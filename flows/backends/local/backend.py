@@ -17,25 +17,24 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from flows.backends.local.image import LocalImage
 from flows.backends.local.infra import LocalInfra
 from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalRuntime
+from flows.common.issues import Issue
+from flows.common.paths import REPO_ROOT
 from flows.config.profile import Profile
-from flows.core.backend import StageLogger, WorkloadRun
+from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, StageFailed, diagnose_exit
-from flows.core.issues import Issue
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
-from flows.core.paths import REPO_ROOT
 from flows.core.processes import ProcessTag, die_with_parent, stop_group
 from flows.core.secrets import Redactor, resolve
 from flows.core.storage import LocalStorage, join
 from flows.core.workload import Workload
 
-ProgressCallback = Callable[[str, int, int | None], None]
 TAIL_LINES = 60
 # Environment the parent may carry that must not leak into the "image".
 _DROP_ENV = re.compile(r"^(PREFECT_|TPURL_|VIRTUAL_ENV$|PYTHONPATH$|PYTHONHOME$)")

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flows.backends.local.installer import install_command, installer_name
+from flows.common.paths import HF_CHECK_LOCK, PATCHES_FILE, REHEARSAL_LOCK, REPO_ROOT
 from flows.core.backend import StepPlan, WorkloadRun
 from flows.core.failures import user_error
-from flows.core.layout import HF_CHECK_LOCK, REHEARSAL_LOCK
 from flows.core.lineage import LineageRecord
 from flows.core.patching import (
     PatchMismatch,
@@ -30,7 +30,6 @@ from flows.core.patching import (
     plan_lines,
     restore_tree,
 )
-from flows.core.paths import PATCHES_FILE, REPO_ROOT
 from flows.core.stage import StageContext
 from flows.core.storage import file_uri, join
 

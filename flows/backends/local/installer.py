@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from flows.core.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT
 
 UV_ENV_SCRIPT = REPO_ROOT / "scripts" / "uv_env.py"
 

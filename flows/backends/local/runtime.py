@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
 from flows.config.data_rules import announced_data_args
 from flows.config.profile import Profile
 from flows.core.backend import Env
 from flows.core.failures import user_error
 from flows.core.layout import Layout
-from flows.core.paths import REHEARSAL_DIR, REPO_ROOT
 from flows.core.storage import Storage, program_path
 from flows.core.workload import Placement, Workload
 

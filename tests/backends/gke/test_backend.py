@@ -19,8 +19,8 @@ import pytest
 from flows.backends.gke.watch.monitor import Budgets
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
+from flows.core.programs import convert_workload, train_workload
 from flows.core.storage import LocalStorage, file_uri
-from flows.stages.programs import convert_workload, train_workload
 from tests.fakes.gke_backend import (
     BUDGETS,
     ListLogger,

@@ -25,6 +25,7 @@ from tests.fakes.gke_backend import (
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, Reclaim, TpuPool
 from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start, succeed
+from tests.support.polling import until
 from tests.support.profiles import tutorial_profile
 
 PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-12-01"}
@@ -50,15 +51,6 @@ def pool_on(server: FakeApiServer, **settings) -> tuple[Autoscaler, TpuPool]:
     return Autoscaler(server.kube, pool), pool
 
 
-def wait_for(predicate, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 RUN = [(0.05, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
        (0.1, succeed)]
 # A run still going when its nodes end (it would succeed only after 5 s), and the
@@ -79,7 +71,7 @@ def test_training_scales_the_slice_up_from_zero_and_back_after_success(server, t
         assert scaler.peak_nodes == 8
         assert any("waiting for nodes: TriggeredScaleUp: pod triggered scale-up" in line
                    for line in logger.lines), logger.lines
-        assert wait_for(lambda: not scaler.nodes)  # the autoscaler removed the slice
+        assert until(lambda: not scaler.nodes)  # the autoscaler removed the slice
         assert [n for _, n in pool.history] == [0, 8, 0]
     finally:
         scaler.stop()
@@ -105,7 +97,7 @@ def test_a_failed_run_leaves_no_tpu_node_behind(server, tmp_path: Path) -> None:
         outcome, *_ = run_stage(server, "train", tmp_path, profile=mode_profile("spot"))
         assert isinstance(outcome, StageFailed)
         assert outcome.diagnosis.category is FailureCategory.USER_ERROR
-        assert scaler.peak_nodes == 8 and wait_for(lambda: not scaler.nodes)
+        assert scaler.peak_nodes == 8 and until(lambda: not scaler.nodes)
     finally:
         scaler.stop()
 
@@ -127,7 +119,7 @@ def test_no_capacity_fails_with_the_autoscalers_message_and_holds_nothing(server
                 "resources" in diagnosis.summary), diagnosis.summary
         assert "flex-start waits for capacity" in diagnosis.resolution
         assert scaler.peak_nodes == 0
-        assert wait_for(lambda: not server.kube.find("jobsets"))  # quota released
+        assert until(lambda: not server.kube.find("jobsets"))  # quota released
     finally:
         scaler.stop()
 
@@ -146,7 +138,7 @@ def test_the_stockout_cause_survives_the_autoscalers_next_attempt(server, tmp_pa
     budgets = dataclasses.replace(BUDGETS, schedule_s=3.0, queue_s=3.0 if flex else 30,
                                   waits_for_capacity=flex)
     try:
-        threading.Thread(target=lambda: wait_for(lambda: _seen(server, "FailedScaleUp"), 30)
+        threading.Thread(target=lambda: until(lambda: _seen(server, "FailedScaleUp"), within_s=30)
                          and setattr(pool, "provision_s", 60.0), daemon=True).start()
         scenario(server.kube, RUN)
         outcome, *_ = run_stage(server, "train", tmp_path, budgets, profile=mode_profile(mode))
@@ -216,7 +208,7 @@ def test_spot_preemption_resumes_and_is_reported(server, tmp_path: Path) -> None
         assert not isinstance(outcome, StageFailed), outcome
         assert scaler.preemptions == 1 and jobsets_created(server.kube) == 2
         assert outcome.preemptions == 1 and outcome.preempted_chip_hours > 0
-        assert wait_for(lambda: not scaler.nodes)
+        assert until(lambda: not scaler.nodes)
     finally:
         scaler.stop()
 
@@ -224,7 +216,7 @@ def test_spot_preemption_resumes_and_is_reported(server, tmp_path: Path) -> None
 def preempt_once_it_ran(server: FakeApiServer, scaler: Autoscaler) -> None:
     """Reclaim the slice once the program has printed (its checkpoint is saved)."""
     def reclaim() -> None:
-        if wait_for(lambda: "log" in server.kube.action_times and scaler.nodes, timeout=60):
+        if until(lambda: "log" in server.kube.action_times and scaler.nodes, within_s=60):
             scaler.preempt()
     threading.Thread(target=reclaim, daemon=True).start()
 
@@ -260,9 +252,9 @@ def test_a_cancelled_run_leaves_no_tpu_node_behind(server, tmp_path: Path) -> No
                                   (60, say("never"))])
     try:
         with flow_child(server.url, tmp_path) as child:
-            assert wait_for(lambda: scaler.nodes and child_is_running(tmp_path), timeout=120)
+            assert until(lambda: scaler.nodes and child_is_running(tmp_path), within_s=300)
             cancel_like_the_runner(child)
-        assert wait_for(lambda: not kube.find("jobsets") and not scaler.nodes, timeout=10)
+        assert until(lambda: not kube.find("jobsets") and not scaler.nodes, within_s=10)
         assert [n for _, n in pool.history] == [0, 8, 0]
     finally:
         scaler.stop()

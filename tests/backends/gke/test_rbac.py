@@ -22,8 +22,8 @@ import pytest
 
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
+from flows.core.programs import convert_workload
 from flows.core.storage import file_uri
-from flows.stages.programs import convert_workload
 from tests.fakes.gke_backend import ListLogger, make_backend, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.rbac import granted, role_rules

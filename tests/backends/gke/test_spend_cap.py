@@ -18,8 +18,8 @@ from flows.config.capacity import CAPACITY_MODES
 from flows.config.spend import estimated_run_usd, estimated_stage_usd
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
+from flows.core.programs import train_workload
 from flows.core.storage import file_uri
-from flows.stages.programs import train_workload
 from tests.fakes.gke_backend import ListLogger, jobsets_created, make_backend
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool

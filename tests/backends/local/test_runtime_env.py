@@ -8,7 +8,7 @@ from pathlib import Path
 from flows.backends.local.runtime import JAX_CACHE_DIR, LocalRuntime
 from flows.config import load_profile
 from flows.core.layout import Layout
-from flows.stages.programs import planned_workloads
+from flows.core.programs import planned_workloads
 
 
 def test_every_program_uses_one_cache_beside_the_venvs_for_any_root(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import json
 import os
 import subprocess
 
+from flows.common.paths import REHEARSAL_DIR
 from flows.config import load_profile
-from flows.core.paths import REHEARSAL_DIR
 from flows.core.workload import render_args
 
 # The train arguments that shape the model and the cache; the data and reward keys do not.

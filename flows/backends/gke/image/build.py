@@ -19,9 +19,9 @@ from docker.errors import APIError
 from flows.backends.gke.image.context import SOURCES, build_context, content_tag
 from flows.backends.gke.image.daemon import connect
 from flows.backends.gke.image.errors import ImageBuildFailed
-from flows.backends.gke.image.registry import pin_base, push, remote_digest
+from flows.backends.gke.image.registry_daemon import pin_base, push, remote_digest
+from flows.common.paths import PATCHES_FILE
 from flows.core.patching import PatchDeclaration, enabled, load_declarations
-from flows.core.paths import PATCHES_FILE
 from flows.core.retry import REGISTRY, OnRetry, RetryPolicy
 
 MISMATCH_MARKER = "tpurl: PATCH MISMATCH:"
@@ -76,7 +76,7 @@ class ImageResult:
 
 def lookup_docker(request: ImageRequest, client: docker.DockerClient,
                   backoff: RetryPolicy = DEFAULT_BACKOFF, on_retry: OnRetry | None = None) -> Lookup:
-    """The registry questions of a build, asked through the daemon (registry.py)."""
+    """The registry questions of a build, asked through the daemon (registry_daemon.py)."""
     patches = request.patches()
     pinned, base_digest = pin_base(client, request.base, backoff, on_retry)
     tag = content_tag(base_digest, patches, build_context(patches, request.sources))

@@ -3,7 +3,7 @@
 Why: a flow pod on a Kubernetes work pool has no daemon, and a docker:dind sidecar needs a
 privileged pod. Cloud Build runs the same ``docker build`` on Google's workers; the flow only
 uploads the build context and waits. The order is build.py's: pin the base to a digest and
-ask the registry for the content tag (registry_api.py, over HTTP) before anything is uploaded,
+ask the registry for the content tag (registry_http.py, over HTTP) before anything is uploaded,
 so a rerun with nothing changed submits nothing.
 
 Reached through the google-cloud-build client library (``CloudBuildClient.create_build``
@@ -32,7 +32,7 @@ from flows.backends.gke.image.cloudbuild_spec import (
 )
 from flows.backends.gke.image.context import build_context, content_tag
 from flows.backends.gke.image.errors import ImageError
-from flows.backends.gke.image.registry_api import RegistryApi, TokenSource, pin_base_remote
+from flows.backends.gke.image.registry_http import RegistryApi, TokenSource, pin_base_remote
 from flows.core.retry import REGISTRY, OnRetry, RetryPolicy, call_within
 
 

@@ -30,7 +30,6 @@ DOCKER_STEP = "gcr.io/cloud-builders/docker"  # Cloud Build's docker builder: en
 BUILD_STEP_ID, CHECK_STEP_ID = "build", "check-patches"
 CHECK_STEP_INDEX = 1  # statusDetail names a failed step by index and name: Build step 1 "..." failed
 DEFAULT_TIMEOUT_S = 3600  # the base is several GB: pull + patch + push, with room
-TERMINAL = {"SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED"}
 
 
 def staging_bucket(project: str) -> str:

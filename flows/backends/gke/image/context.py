@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from flows.common.paths import IMAGES_DIR, PATCHES_FILE, REPO_ROOT
 from flows.core.patching import PatchDeclaration, declarations_digest
-from flows.core.paths import IMAGES_DIR, PATCHES_FILE, REPO_ROOT
 
 TAG_SCHEME = 1
 POST_TRAINING_DIR = IMAGES_DIR / "post-training"

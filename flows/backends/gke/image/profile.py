@@ -7,7 +7,7 @@ stage needs a single call: ``ensure_image(request_from_profile(profile))``.
 from __future__ import annotations
 
 from flows.backends.gke.image.build import ImageRequest
-from flows.backends.gke.image.registry import repository_of
+from flows.backends.gke.image.registry_daemon import repository_of
 from flows.config.profile import Profile
 from flows.core.layout import patched_image_ref
 

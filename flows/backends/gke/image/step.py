@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from flows.common.paths import PATCHES_FILE
 from flows.core.backend import StepPlan, WorkloadRun
 from flows.core.failures import StageFailed
 from flows.core.layout import image_key, patched_image_ref
 from flows.core.lineage import LineageRecord
 from flows.core.patching import disabled_notes, load_declarations, plan_lines
-from flows.core.paths import PATCHES_FILE
 from flows.core.stage import StageContext
 
 if TYPE_CHECKING:
@@ -105,8 +105,8 @@ class GkeImage:
         """The image's recorded versions against the rehearsal's lock, logged and shown on
         the run page (the Cloud Build path prints the versions in its check step's log)."""
         from flows.backends.gke.image.parity import lock_versions, parity_lines
+        from flows.common.paths import REPO_ROOT
         from flows.core.patching import enabled
-        from flows.core.paths import REPO_ROOT
         from flows.runpage.artifacts import publish_parity
 
         lock = lock_versions((REPO_ROOT / "images/rehearsal/requirements.lock").read_text())
@@ -153,7 +153,7 @@ class GkeImage:
                     ctx.scratch[LOOKUP] = lookup_docker(self._request(), connect())
                 else:
                     from flows.backends.gke.image.cloudbuild import lookup
-                    from flows.backends.gke.image.registry_api import RegistryApi
+                    from flows.backends.gke.image.registry_http import RegistryApi
 
                     token = self._cloud_clients().registry_token
                     ctx.scratch[LOOKUP] = lookup(self._request(), RegistryApi(token))

@@ -18,8 +18,8 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from flows.backends.gke.infra.errors import user_error
+from flows.common.paths import REPO_ROOT
 from flows.config.gke import GkeSection
-from flows.core.paths import REPO_ROOT
 
 BLUEPRINTS_DIR = REPO_ROOT / "deployments" / "blueprints"
 EDITS_FILE = BLUEPRINTS_DIR / "gke-tpu-v6e-advanced.edits.yaml"

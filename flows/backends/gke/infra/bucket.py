@@ -17,7 +17,7 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 
-from flows.backends.gke.infra.errors import transient, user_error
+from flows.backends.gke.infra.errors import infrastructure, user_error
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.core.retry import is_transient
 
@@ -45,7 +45,7 @@ def ensure_bucket(client: Any, s: InfraSettings, project_number: str | None) -> 
     except gexc.GoogleAPICallError as exc:
         if not is_transient(exc):
             raise
-        raise transient(f"GCS did not answer for gs://{name}", str(exc)[:300],
+        raise infrastructure(f"GCS did not answer for gs://{name}", str(exc)[:300],
                         "retried automatically") from None
     if bucket is None:
         bucket = client.bucket(name)

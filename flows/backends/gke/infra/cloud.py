@@ -96,6 +96,13 @@ class RestGoogleApis:
         response = self.session.get(url, timeout=30, **kwargs)
         return self._json(response, url)
 
+    def _get_or_none(self, url: str, **kwargs: Any) -> dict[str, Any] | None:
+        """A GET whose 404 means "not there" (a cluster, reservation, repository, object)."""
+        try:
+            return self._get(url, **kwargs)
+        except ApiNotFound:
+            return None
+
     @staticmethod
     def _json(response: Any, url: str) -> dict[str, Any]:
         if response.status_code == 404:
@@ -126,18 +133,12 @@ class RestGoogleApis:
     def get_cluster(self, project: str, location: str, cluster: str) -> dict[str, Any] | None:
         url = (f"https://container.googleapis.com/v1/projects/{project}/locations/{location}/"
                f"clusters/{cluster}")
-        try:
-            return self._get(url)
-        except ApiNotFound:
-            return None
+        return self._get_or_none(url)
 
     def get_reservation(self, project: str, zone: str, name: str) -> dict[str, Any] | None:
         url = (f"https://compute.googleapis.com/compute/v1/projects/{project}/zones/{zone}/"
                f"reservations/{name}")
-        try:
-            return self._get(url)
-        except ApiNotFound:
-            return None
+        return self._get_or_none(url)
 
     def region_quotas(self, project: str, region: str) -> list[dict[str, Any]]:
         url = f"https://compute.googleapis.com/compute/v1/projects/{project}/regions/{region}"
@@ -162,12 +163,7 @@ class RestGoogleApis:
             ca_file.flush()
             base = f"https://{cluster['endpoint']}"
 
-            def get(path: str) -> dict[str, Any] | None:
-                try:
-                    return self._get(base + path, verify=ca_file.name)
-                except ApiNotFound:
-                    return None
-            yield get
+            yield lambda path: self._get_or_none(base + path, verify=ca_file.name)
 
     def addon_versions(self, cluster: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -212,10 +208,7 @@ class RestGoogleApis:
 
     def get_repository(self, project: str, location: str,
                        repository: str) -> dict[str, Any] | None:
-        try:
-            return self._get(f"{self._repository_url(project, location)}/{repository}")
-        except ApiNotFound:
-            return None
+        return self._get_or_none(f"{self._repository_url(project, location)}/{repository}")
 
     def create_repository(self, project: str, location: str, repository: str) -> dict[str, Any]:
         url = self._repository_url(project, location)

@@ -12,21 +12,17 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from flows.backends.gke.infra import bucket as gcs
-from flows.backends.gke.infra.errors import transient, user_error
+from flows.backends.gke.infra.errors import infrastructure, user_error
 from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings
+from flows.core.backend import StageLogger
 
 # gcluster/Terraform failures that a retry cannot fix.
 _USER_ERRORS = re.compile(r"(QUOTA_EXCEEDED|[Qq]uota .*exceeded|PERMISSION_DENIED|"
                           r"does not have .*permission|Error 403|invalid value|"
                           r"[Rr]eservation .*not found|use --force)")
-
-
-class Logger(Protocol):
-    def info(self, msg: str, *args: object) -> None: ...
-    def warning(self, msg: str, *args: object) -> None: ...
 
 
 def tpu_pools(cluster: dict[str, Any], s: InfraSettings) -> list[dict[str, Any]]:
@@ -135,13 +131,13 @@ def classify_deploy_failure(s: InfraSettings, tail_text: str, log: Path | None) 
         return user_error("gcluster deploy failed on a cause a retry cannot fix", detail,
                           "fix the cause in the log tail (quota, permission, reservation), "
                           f"then rerun; the Terraform state is kept in {where}")
-    return transient("gcluster deploy stopped part-way", detail,
+    return infrastructure("gcluster deploy stopped part-way", detail,
                      f"retried automatically; the Terraform state is kept in {where}, so the "
                      "next attempt continues the same deployment")
 
 
 def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
-           bundle_sha256: str, logger: Logger) -> None:
+           bundle_sha256: str, logger: StageLogger) -> None:
     """Write the edited blueprint, run ``gcluster deploy`` and keep the folder in the bucket."""
     from flows.backends.gke.infra.blueprint import edit_context, write_edited
     from flows.backends.gke.infra.commands import deploy_argv, render, run

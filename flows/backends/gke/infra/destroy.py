@@ -18,11 +18,12 @@ from pydantic import BaseModel, Field
 
 from flows.backends.gke.infra import bucket as gcs
 from flows.backends.gke.infra.cloud import GoogleApis
-from flows.backends.gke.infra.cluster import Logger, restore_deployment, save_deployment
+from flows.backends.gke.infra.cluster import restore_deployment, save_deployment
 from flows.backends.gke.infra.commands import destroy_argv, render, run
 from flows.backends.gke.infra.cost import pool_chip_hours_since
-from flows.backends.gke.infra.errors import transient, user_error
+from flows.backends.gke.infra.errors import infrastructure, user_error
 from flows.backends.gke.infra.settings import InfraSettings
+from flows.core.backend import StageLogger
 
 
 class TeardownReport(BaseModel):
@@ -56,7 +57,7 @@ def confirmation_problem(s: InfraSettings, delete_bucket: bool, confirm_bucket: 
     return None
 
 
-def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: Logger,
+def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogger,
              delete_bucket: bool = False, confirm_bucket: str | None = None) -> TeardownReport:
     if problem := confirmation_problem(s, delete_bucket, confirm_bucket):
         raise user_error(problem + "; nothing was removed", f"gke.bucket is {s.gke.bucket}",
@@ -89,7 +90,7 @@ def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: Logger,
 
 
 def _destroy(s: InfraSettings, client: Any, bucket_exists: bool, report: TeardownReport,
-             logger: Logger) -> None:
+             logger: StageLogger) -> None:
     from flows.backends.gke.infra.bundle import obtain_bundle
 
     bundle = obtain_bundle(s)
@@ -105,7 +106,7 @@ def _destroy(s: InfraSettings, client: Any, bucket_exists: bool, report: Teardow
         hint = ("the blueprint's own buckets are not force-destroyed: empty them, then rerun"
                 if "not empty" in result.tail_text().lower() or "force_destroy" in
                 result.tail_text() else "rerun teardown; the state is kept")
-        raise transient("gcluster destroy failed; the bucket was not touched",
+        raise infrastructure("gcluster destroy failed; the bucket was not touched",
                         f"{result.tail_text()}\n    full log: {log}", hint)
     report.removed.append(f"cluster {s.gke.cluster}, its TPU and CPU node pools, networks and "
                           "service accounts (gcluster destroy)")

@@ -8,7 +8,6 @@ from typing import Any
 
 from flows.backends.gke.infra import clients, iam
 from flows.backends.gke.infra.cloud import GoogleApis
-from flows.backends.gke.infra.cluster import Logger
 from flows.backends.gke.infra.commands import deploy_argv, get_credentials_argv, render
 from flows.backends.gke.infra.cost import cost_plan, render_cost
 from flows.backends.gke.infra.preflight_access import Planned
@@ -20,6 +19,7 @@ from flows.backends.gke.infra.settings import (
     world_open_warning,
 )
 from flows.config.profile import Profile
+from flows.core.backend import StageLogger
 
 
 def gke_plan_actions(profile: Profile) -> list[str]:
@@ -70,10 +70,11 @@ def planned_for(profile: Profile) -> Planned:
     from flows.backends.gke.infra.admission import pod_sets
     from flows.backends.gke.jobs.manifests import render_all
     from flows.backends.gke.jobs.options import options_for
+    from flows.backends.gke.runtime import GkeRuntime
     from flows.core.layout import patched_image_ref
-    from flows.plan import planned_workloads
+    from flows.core.programs import planned_workloads
 
-    workloads = planned_workloads(profile)
+    workloads = planned_workloads(profile, GkeRuntime(profile))
     jobsets = [o for o in render_all(profile, workloads) if o.get("kind") == "JobSet"]
     sets = [ps for stage, jobset in zip(workloads, jobsets, strict=True)
             for ps in pod_sets(stage, jobset)]
@@ -96,19 +97,15 @@ def check_text(profile: Profile, apis: GoogleApis | None = None,
     return render_checks(results), not failures(results)
 
 
-def run_gke(profile: Profile, logger: Logger) -> InfraReport:
-    """The InfraStage.run gke branch: provision everything, idempotently."""
+def run_gke(profile: Profile, logger: StageLogger) -> InfraReport:
+    """The GKE infra step's run: provision everything, idempotently."""
     s = settings_from_profile(profile)
     apis, storage_client = clients.default_clients(s)
     return provision(s, apis, storage_client, logger, planned=planned_for(profile))
 
 
-def report_details(report: InfraReport) -> dict[str, Any]:
-    return report.model_dump()
-
-
 def gke_outputs_present(profile: Profile) -> bool:
-    """For InfraStage.outputs_present on GKE: a lineage record alone must not skip the stage
+    """For the GKE infra step's outputs_present: a lineage record alone must not skip the stage
     after a teardown; the cluster must still exist with the profile's TPU pool."""
     from flows.backends.gke.infra.cluster import pool_mismatches
 
@@ -119,7 +116,7 @@ def gke_outputs_present(profile: Profile) -> bool:
 
 
 def verify_gke(profile: Profile) -> tuple[dict[str, str], dict[str, Any]]:
-    """For InfraStage.verify on GKE: the pool matches and both accounts can read the bucket."""
+    """For the GKE infra step's verify: the pool matches and both accounts can read the bucket."""
     from flows.backends.gke.infra.cluster import pool_mismatches
     from flows.backends.gke.infra.errors import user_error
     from flows.backends.gke.infra.preflight import check_bucket_access

@@ -25,8 +25,8 @@ from flows.backends.gke.infra.iam import ROLES_WITH_BUCKETS_GET, desired_binding
 from flows.backends.gke.infra.kueue_config import planned_kueue, toolkit_cpu_pool
 from flows.backends.gke.infra.preflight_access import Planned
 from flows.backends.gke.infra.settings import InfraSettings
+from flows.common.issues import Issue
 from flows.config.gke import CIDR_FIX
-from flows.core.issues import Issue
 
 Status = Literal["ok", "warn", "unknown", "fail"]
 REQUIRED_APIS = ("compute.googleapis.com", "container.googleapis.com",

@@ -19,7 +19,7 @@ from flows.backends.gke.infra import iam
 from flows.backends.gke.infra.bucket import ensure_bucket
 from flows.backends.gke.infra.cloud import GoogleApis
 from flows.backends.gke.infra.commands import get_credentials_argv, render, require_executable, run
-from flows.backends.gke.infra.errors import transient, user_error
+from flows.backends.gke.infra.errors import infrastructure, user_error
 from flows.backends.gke.infra.preflight import (
     CheckResult,
     check_bucket_access,
@@ -30,6 +30,7 @@ from flows.backends.gke.infra.preflight import (
 )
 from flows.backends.gke.infra.preflight_access import Planned
 from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
+from flows.core.backend import StageLogger
 
 
 class InfraReport(BaseModel):
@@ -60,12 +61,12 @@ def preflight(s: InfraSettings, apis: GoogleApis, client: Any,
 def _run_ok(argv: list[str], s: InfraSettings, what: str) -> None:
     result = run(argv, log=s.workdir / "logs" / "gcloud.log")
     if not result.ok:
-        raise transient(f"{what} failed", f"$ {render(argv)}\n{result.tail_text()}",
+        raise infrastructure(f"{what} failed", f"$ {render(argv)}\n{result.tail_text()}",
                         "retried automatically; if it keeps failing, run the command by hand "
                         "and read its message")
 
 
-def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: gke.Logger,
+def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogger,
               kubeconfig: Path | None = None, docker_config: Path | None = None,
               planned: Planned | None = None) -> InfraReport:
     report = InfraReport(cluster=f"{s.gke.project}/{s.gke.region}/{s.gke.cluster}", bucket_created=False,
@@ -142,7 +143,7 @@ def _require_admission(s: InfraSettings, apis: GoogleApis, client: Any, planned:
 
 
 def _deploy(s: InfraSettings, apis: GoogleApis, client: Any, current: dict[str, Any] | None,
-            mismatches: list[str], logger: gke.Logger) -> None:
+            mismatches: list[str], logger: StageLogger) -> None:
     from flows.backends.gke.infra.bundle import obtain_bundle
 
     bundle = obtain_bundle(s)

@@ -15,9 +15,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from flows.backends.gke.infra.errors import user_error
+from flows.common.paths import default_cache_dir
 from flows.config.gke import GkeCluster, GkeSection
 from flows.config.profile import Profile
-from flows.core.paths import default_cache_dir
 
 RELEASES_URL = "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download"
 BUNDLE_NAME = "gcluster_bundle_linux_amd64.tgz"

@@ -18,6 +18,7 @@ refreshed through the client's ``refresh_api_key_hook``.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
 
 from flows.backends.gke.watch.kueue import KUEUE_VERSIONS, served_kueue_version
 from flows.config.profile import Profile
@@ -128,3 +130,22 @@ def cluster_at(url: str) -> Cluster:
     configuration = k8s.Configuration()
     configuration.host = url
     return Cluster.of(k8s.ApiClient(configuration), f"API at {url}")
+
+
+def short_error(exc: BaseException) -> str:
+    """An API error in a few words (status and reason), for warnings and summaries."""
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    return f"{exc.__class__.__name__}: {str(exc)[:200]}"
+
+
+def api_reason(exc: BaseException) -> str:
+    """The status and the server's message, for a retry notice (once per retry)."""
+    if isinstance(exc, ApiException):
+        message = ""
+        try:
+            message = str(json.loads(exc.body or "{}").get("message") or "")
+        except (ValueError, AttributeError):
+            message = str(exc.body or "")[:200]
+        return f"HTTP {exc.status} {exc.reason}" + (f": {message[:200]}" if message else "")
+    return short_error(exc)

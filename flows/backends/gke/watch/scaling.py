@@ -20,7 +20,6 @@ from typing import Any
 Obj = dict[str, Any]
 AUTOSCALER_EVENTS = "involvedObject.kind=Pod,source=cluster-autoscaler"
 SCALING_UP = "TriggeredScaleUp"
-NOT_SCALING = "NotTriggerScaleUp"
 SCALE_UP_FAILED = "FailedScaleUp"
 
 

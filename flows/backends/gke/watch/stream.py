@@ -35,6 +35,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from flows.backends.gke.watch.client import short_error
 from flows.core.retry import RetryPolicy
 
 Obj = dict[str, Any]
@@ -49,7 +50,6 @@ class WatchSettings:
     connect_timeout_s: float = 10.0
     max_errors: int = 3  # consecutive empty failures before also polling
     poll_interval_s: float = 4.0  # while polling: a list, then a watch attempt, this often
-    poll_rounds: int = 4  # kept for callers; a watch is tried after every poll now
     backoff_s: float = 1.0
     backoff_cap_s: float = 3.0  # a recovered API is noticed within this (goal: 5 s)
     healthy_s: float = 10.0  # a stream that lasted this long was no failure, events or not
@@ -125,7 +125,7 @@ class ObjectWatch:
                 if self._stop.is_set():
                     return
                 self.errors += 1
-                self.last_error = _short(exc)
+                self.last_error = short_error(exc)
                 if status_of(exc) == 410:
                     self.rv = None
                 if self._delivered or self._lasted >= self.settings.healthy_s:
@@ -143,18 +143,18 @@ class ObjectWatch:
         """Log once per streak step; past ``max_errors`` also list, so the state stays fresh
         while watches fail, and try a watch again after ``poll_interval_s``."""
         if streak < self.settings.max_errors:
-            self.warn(f"watch {self.label}: {_short(exc)}; reconnecting")
+            self.warn(f"watch {self.label}: {short_error(exc)}; reconnecting")
             return self.settings.backoff(streak)
         if not self.polling:
             self.polling = True
             self.warn(f"watch {self.label}: {streak} errors in a row, polling every "
                       f"{self.settings.poll_interval_s:g} s and retrying the watch until it "
-                      f"recovers ({_short(exc)})")
+                      f"recovers ({short_error(exc)})")
         try:
             self.rv = self._relist()
         except Exception as again:
             self.errors += 1
-            self.last_error = _short(again)
+            self.last_error = short_error(again)
             if status_of(again) == 410:
                 self.rv = None
         return self.settings.poll_interval_s
@@ -223,8 +223,3 @@ class ObjectWatch:
         self.observe(obj)
         self.on_change()
 
-
-def _short(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        return f"HTTP {exc.status} {exc.reason}"
-    return f"{exc.__class__.__name__}: {str(exc)[:200]}"

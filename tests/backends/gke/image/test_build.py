@@ -17,11 +17,11 @@ import pytest
 
 from flows.backends.gke.image import DockerUnavailable, ImageBuildFailed, ImageRequest, connect, ensure_image
 from flows.backends.gke.image.build import ImageResult
-from flows.backends.gke.image.registry import push, remote_digest
+from flows.backends.gke.image.registry_daemon import push, remote_digest
 from flows.backends.gke.image.verify import verify_image
+from flows.common.paths import PATCHES_FILE
 from flows.core.failures import FailureCategory
 from flows.core.patching import count_matches, load_declarations
-from flows.core.paths import PATCHES_FILE
 from flows.core.retry import RetryPolicy
 from tests.fakes.image_standin import SITE, build_standin, move_pattern, with_distributions
 from tests.support.docker import registry_config
@@ -143,7 +143,7 @@ def test_a_patch_the_rehearsal_measured_failing_with_the_images_versions_is_refu
 
 def ensure_tag(request: ImageRequest, client: docker.DockerClient) -> str:
     from flows.backends.gke.image.context import build_context, content_tag
-    from flows.backends.gke.image.registry import pin_base
+    from flows.backends.gke.image.registry_daemon import pin_base
 
     patches = request.patches()
     _, digest = pin_base(client, request.base, FAST)

@@ -25,8 +25,8 @@ from flows.backends.gke.image.cloudbuild import (
 from flows.backends.gke.image.cloudbuild_spec import staging_bucket
 from flows.backends.gke.image.errors import ImageBuildFailed, ImageError
 from flows.backends.gke.image.verify import verify_image
+from flows.common.paths import PATCHES_FILE
 from flows.core.patching import load_declarations
-from flows.core.paths import PATCHES_FILE
 from flows.core.retry import RetryPolicy
 from tests.fakes.cloud_build import FakeCloudBuild, cloud_build_client
 from tests.fakes.image_standin import build_standin, move_pattern, with_distributions

@@ -13,7 +13,7 @@ from flows.backends.gke.image.cloudbuild_spec import (
     staging_bucket,
 )
 from flows.backends.gke.image.errors import ImageBuildFailed, PushFailed
-from flows.backends.gke.image.registry_api import base_url, parse_challenge, split_reference
+from flows.backends.gke.image.registry_http import base_url, parse_challenge, split_reference
 from flows.core.failures import FailureCategory
 
 TAGGED = "us-east5-docker.pkg.dev/p/tpurl/tpu-post-training:tpurl-abc"

@@ -6,6 +6,7 @@ refuse it are in test_build.py and test_cloud_build.py)."""
 from __future__ import annotations
 
 from flows.backends.gke.image.parity import lock_versions, parity_lines
+from flows.common.paths import PATCHES_FILE, REPO_ROOT
 from flows.core.patching import (
     PARITY_PACKAGES,
     PatchDeclaration,
@@ -13,7 +14,6 @@ from flows.core.patching import (
     measured_failure,
     tracked_versions,
 )
-from flows.core.paths import PATCHES_FILE, REPO_ROOT
 from flows.plan import build_plan, render_text
 from tests.support.profiles import tutorial_profile
 

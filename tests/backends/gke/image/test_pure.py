@@ -18,9 +18,9 @@ from flows.backends.gke.image.errors import (
     RegistryUnavailable,
 )
 from flows.backends.gke.image.verify import PatchNotInImage, check_patched
+from flows.common.paths import PATCHES_FILE
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.patching import load_declarations
-from flows.core.paths import PATCHES_FILE
 
 PATCHES = load_declarations(PATCHES_FILE)
 

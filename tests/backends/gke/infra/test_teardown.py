@@ -133,7 +133,7 @@ def test_teardown_refuses_to_destroy_the_cluster_it_runs_on(cloud: Cloud, monkey
 def test_teardown_deployment_never_runs_on_the_kubernetes_pool() -> None:
     import yaml
 
-    from flows.core.paths import REPO_ROOT
+    from flows.common.paths import REPO_ROOT
 
     deployments = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())["deployments"]
     (teardown,) = [d for d in deployments if d["entrypoint"].endswith(":teardown_flow")]

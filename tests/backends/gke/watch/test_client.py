@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,14 +9,8 @@ import pytest
 import yaml
 
 from flows.backends.gke.watch import client
-from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.fakes.kube_api import FakeApiServer
 from tests.support.profiles import tutorial_profile
-
-
-@pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer(FakeKube()) as srv:
-        yield srv
 
 
 def kubeconfig(url: str, context: str) -> dict[str, Any]:

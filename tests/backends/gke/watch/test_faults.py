@@ -34,6 +34,7 @@ from tests.fakes.kube_api.scenarios import (
     succeed,
     worker_crashes,
 )
+from tests.support.polling import bare_jobset, until
 
 WATCH = WatchSettings(timeout_s=5, read_timeout_s=5, connect_timeout_s=1, max_errors=2,
                       poll_interval_s=0.2, backoff_s=0.05, backoff_cap_s=0.1, healthy_s=10)
@@ -50,13 +51,6 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
         yield srv
 
 
-def until(check: Any, within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return bool(check())
-
-
 def watch_of(server: FakeApiServer, seen: list[tuple[str, str]],
              warnings: list[str]) -> ObjectWatch:
     lister = functools.partial(cluster_at(server.url).custom.list_namespaced_custom_object,
@@ -64,10 +58,6 @@ def watch_of(server: FakeApiServer, seen: list[tuple[str, str]],
     return ObjectWatch("jobsets", lister, lambda: None, WATCH, warnings.append,
                        observe=lambda o: seen.append((o["metadata"]["name"],
                                                       o["metadata"]["resourceVersion"])))
-
-
-def jobset(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "annotations": {}}, "spec": {"replicatedJobs": []}}
 
 
 # --- 1 + 2: a stream that breaks mid-way ---------------------------------------------------
@@ -83,7 +73,7 @@ def test_a_broken_stream_resumes_after_the_last_event_it_delivered(
         assert until(watch.synced.is_set)
         server.kube.drop_watch_every = 2  # every stream is cut after two events
         for i in range(9):
-            server.kube.create("jobsets", "default", jobset(f"j{i}"))
+            server.kube.create("jobsets", "default", bare_jobset(f"j{i}"))
         assert until(lambda: watch.get("j8") is not None)
         assert len(seen) == len(set(seen)) == 9  # each version once: nothing replayed
         assert watch.relists == 1  # no relist: only a 410 asks for one
@@ -100,7 +90,7 @@ def test_streams_that_delivered_events_are_no_failures(server: FakeApiServer) ->
         assert until(watch.synced.is_set)
         server.kube.drop_watch_every = 1
         for i in range(6):
-            server.kube.create("jobsets", "default", jobset(f"k{i}"))
+            server.kube.create("jobsets", "default", bare_jobset(f"k{i}"))
             assert until(lambda i=i: watch.get(f"k{i}") is not None)
         assert watch.errors >= 5 and not watch.polling
         assert not any("polling" in w for w in warnings)
@@ -117,7 +107,7 @@ def test_polling_keeps_trying_to_watch(server: FakeApiServer) -> None:
     watch = watch_of(server, seen, warnings).start()
     try:
         assert until(lambda: watch.synced.is_set() and not watch.polling)
-        server.kube.create("jobsets", "default", jobset("late"))
+        server.kube.create("jobsets", "default", bare_jobset("late"))
         assert until(lambda: watch.get("late") is not None, within_s=1.0)
     finally:
         watch.stop()

@@ -4,33 +4,14 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
-
-import pytest
 
 from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, cluster_at
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
-from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.fakes.kube_api import FakeApiServer
+from tests.support.polling import bare_jobset, until
 
 SETTINGS = WatchSettings(timeout_s=1, read_timeout_s=3, connect_timeout_s=1, max_errors=2,
-                         poll_interval_s=0.2, poll_rounds=2, backoff_s=0.05, backoff_cap_s=0.1)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer(FakeKube()) as srv:
-        yield srv
-
-
-def jobset(name: str) -> dict:
-    return {"metadata": {"name": name, "annotations": {}}, "spec": {"replicatedJobs": []}}
-
-
-def until(check: Callable[[], bool], within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return check()
+                         poll_interval_s=0.2, backoff_s=0.05, backoff_cap_s=0.1)
 
 
 def watch_of(server: FakeApiServer, warnings: list[str]) -> ObjectWatch:
@@ -45,7 +26,7 @@ def test_sees_changes_and_deletions_across_server_timeouts(server: FakeApiServer
     watch = watch_of(server, warnings).start()
     try:
         assert until(watch.synced.is_set)
-        server.kube.create("jobsets", "default", jobset("a"))
+        server.kube.create("jobsets", "default", bare_jobset("a"))
         assert until(lambda: watch.get("a") is not None)
         time.sleep(1.3)  # the server ends the watch (timeoutSeconds=1): it resumes
         server.kube.delete("jobsets", "default", "a")
@@ -60,11 +41,11 @@ def test_410_gone_relists(server: FakeApiServer) -> None:
     try:
         assert until(watch.synced.is_set)
         server.kube.compact()
-        server.kube.create("jobsets", "default", jobset("b"))  # newer than the floor: seen
+        server.kube.create("jobsets", "default", bare_jobset("b"))  # newer than the floor: seen
         assert until(lambda: watch.get("b") is not None)
         server.kube.compact()
         server.kube.cut_watches()  # resumes from an RV that is now too old → 410 → relist
-        server.kube.create("jobsets", "default", jobset("c"))
+        server.kube.create("jobsets", "default", bare_jobset("c"))
         assert until(lambda: watch.get("c") is not None and watch.relists >= 2)
     finally:
         watch.stop()
@@ -77,7 +58,7 @@ def test_repeated_errors_fall_back_to_polling_then_recover(server: FakeApiServer
     try:
         assert until(watch.synced.is_set)  # never raised; got there by polling
         assert watch.errors >= 2 and any("polling" in w for w in warnings)
-        server.kube.create("jobsets", "default", jobset("d"))
+        server.kube.create("jobsets", "default", bare_jobset("d"))
         assert until(lambda: watch.get("d") is not None)
         assert until(lambda: not watch.polling)  # back to watching after good polls
     finally:

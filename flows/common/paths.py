@@ -6,7 +6,9 @@ found relative to the package rather than installed as package data.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from functools import cache
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -14,6 +16,26 @@ PROFILES_DIR = REPO_ROOT / "deployments" / "profiles"
 IMAGES_DIR = REPO_ROOT / "images"
 PATCHES_FILE = IMAGES_DIR / "post-training" / "patches.yaml"
 REHEARSAL_DIR = IMAGES_DIR / "rehearsal"
+REHEARSAL_LOCK = REHEARSAL_DIR / "requirements.lock"
+HF_CHECK_LOCK = REHEARSAL_DIR / "hf-check-requirements.txt"
+REHEARSAL_SCRIPTS = ("make_tiny_model.py", "make_dataset.py", "rewards.py", "train_rl_cpu.py",
+                     "check_hf_export.py")
+
+
+def file_uri(path: str | Path) -> str:
+    return "file://" + os.path.abspath(path)
+
+
+def repo_relative(path: str) -> Path:
+    """A profile's path: ~ expanded, relative ones taken from the repository root."""
+    expanded = Path(os.path.expanduser(path))
+    return expanded if expanded.is_absolute() else REPO_ROOT / expanded
+
+
+@cache
+def file_digest(path: Path) -> str:
+    """A short content hash of a repository file that is part of a key ("absent" if none)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "absent"
 
 
 def default_cache_dir(environ: dict[str, str] | None = None) -> Path:

@@ -3,7 +3,7 @@ own HTTP API (the OCI distribution spec's ``HEAD /v2/<name>/manifests/<reference
 
 Why: the Cloud Build path runs where no daemon exists (a Kubernetes work pool's pod), yet it
 must pin the base to a digest and ask whether the content tag is already pushed *before* it
-submits anything, exactly as the Docker path does through the daemon (registry.py).
+submits anything, exactly as the Docker path does through the daemon (registry_daemon.py).
 
 Authentication is the registry's token flow (distribution's docs/spec/auth/token.md): an
 anonymous request, and on ``401`` with a ``Bearer`` challenge a token from the challenge's

@@ -1,0 +1,92 @@
+"""The GKE backend's planning and pricing members (flows/core/backend.py's Planning and
+Pricing): what a plan prints and writes, the read-only checks, and the chip-hours and dollars.
+
+Apart from backend.py, which runs workloads, because none of this touches a cluster: a plan
+builds the backend and calls only these. The money itself is computed in infra/cost.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from flows.backends.gke.infra.cost import (
+    cost_plan,
+    render_caps,
+    render_cost,
+    stage_estimated_chip_hours,
+    stage_held_chip_hours,
+)
+from flows.backends.gke.jobs.manifests import GKE_STAGES, write_manifests
+from flows.backends.gke.watch.monitor import budgets_for
+from flows.backends.gke.watch.waits import render_waits, stage_waits
+from flows.common.issues import Issue
+from flows.config.profile import Profile
+from flows.core.retry import RETRY_DELAYS_S
+from flows.core.workload import Workload
+
+
+class GkePlanning:
+    profile: Profile
+
+    @property
+    def usd_per_chip_hour(self) -> float:
+        assert self.profile.gke is not None
+        return self.profile.gke.usd_per_chip_hour
+
+    def estimated_chip_hours(self, stage: str) -> float:
+        return stage_estimated_chip_hours(self.profile, stage)
+
+    def held_chip_hours(self, stage: str, wall_s: float) -> float:
+        """Held, not busy: the static pool bills every chip for the stage's whole wall time
+        (a pool that scales from zero only the stage's own chips); the image is built before
+        the cluster exists."""
+        return 0.0 if stage == "image" else stage_held_chip_hours(self.profile, wall_s,
+                                                                  stage=stage)
+
+    def plan_header(self) -> list[str]:
+        gke = self.profile.gke
+        assert gke is not None
+        return [f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
+                f"x{gke.num_slices} = {gke.total_chips} chips · capacity {gke.capacity} · "
+                + ("no TPU node while nothing trains" if gke.scales_from_zero
+                   else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
+
+    def plan_footer(self) -> list[str]:
+        waits = [stage_waits(s, budgets_for(self.profile, s), RETRY_DELAYS_S) for s in GKE_STAGES]
+        return ["", *render_cost(cost_plan(self.profile)), *render_caps(self.profile), "",
+                *self._parity(), "", *render_waits(waits)]
+
+    def _parity(self) -> list[str]:
+        """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""
+        from flows.backends.gke.image.parity import lock_versions, parity_lines
+        from flows.common.paths import PATCHES_FILE, REPO_ROOT
+        from flows.core.patching import enabled, load_declarations
+
+        lock = lock_versions((REPO_ROOT / "images/rehearsal/requirements.lock").read_text())
+        patches = enabled(load_declarations(PATCHES_FILE), self.profile.image.disabled_patches)
+        return parity_lines(self.profile.image.base, lock, None, patches)
+
+    def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
+        return write_manifests(self.profile, workloads, out_dir / "manifests")
+
+    def preflight(self) -> tuple[str, bool]:
+        from flows.backends.gke.infra.entry import check_text
+
+        text, ok = check_text(self.profile)
+        missing = self.start_issues()  # what the flow would refuse at start, shown here too
+        lines = [f"FAIL start ({i.category}): {i.render()}" for i in missing]
+        return "\n".join([text, *lines]), ok and not missing
+
+    def start_issues(self) -> list[Issue]:
+        from flows.backends.gke.readiness import probe, start_issues
+
+        return start_issues(self.profile, probe(self.profile))
+
+    def validation_warnings(self) -> list[str]:
+        from flows.backends.gke.infra.settings import world_open_warning
+
+        gke = self.profile.gke
+        assert gke is not None
+        warning = world_open_warning(gke)
+        return [warning] if warning else []

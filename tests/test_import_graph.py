@@ -1,0 +1,143 @@
+"""The dependency rule of docs/architecture.md, measured from the source with `ast`.
+
+Function-level imports count: a cycle hidden behind an import inside a function still makes
+two modules unable to change apart, and still breaks when the function is called during the
+other's import. Packages are the nodes (``flows.core``, ``flows.config``, ``flows.stages``,
+``flows.backends.gke``, ...), so a cycle between two modules of one package is allowed, a
+cycle between packages is not.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FLOWS = ROOT / "flows"
+
+# Layers that must not know the stages or the flow around them.
+LOWER = ("flows.core", "flows.config", "flows.backends")
+UPPER = ("flows.stages", "flows.plan", "flows.pipeline")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every ``flows`` module this file imports, wherever in the file the import stands."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[:len(base) - node.level + (1 if is_package else 0)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            found.add(target)
+            # `from flows.stages import programs` imports flows.stages.programs
+            found |= {f"{target}.{alias.name}" for alias in node.names}
+    return {name for name in found if name == "flows" or name.startswith("flows.")}
+
+
+def _modules() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in FLOWS.rglob("*.py")}
+    return {name: {t for t in _imports(path, name) if t in modules}
+            for name, path in modules.items()}
+
+
+def _package(module: str, modules: set[str]) -> str:
+    """The package a module belongs to: flows.backends.gke.infra.entry -> flows.backends.gke."""
+    parts = module.split(".")
+    if parts[:2] == ["flows", "backends"]:
+        return ".".join(parts[:3])
+    if len(parts) == 2 and f"{module}" in modules and not (FLOWS / parts[1]).is_dir():
+        return module  # a top-level module (flows.plan, flows.cli) is its own node
+    return ".".join(parts[:2])
+
+
+def _package_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    names = set(modules)
+    graph: dict[str, set[str]] = {}
+    for module, targets in modules.items():
+        source = _package(module, names)
+        edges = graph.setdefault(source, set())
+        edges |= {_package(t, names) for t in targets} - {source}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one package (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_package_graph_has_no_cycle() -> None:
+    assert _cycles(_package_graph()) == []
+
+
+@pytest.mark.parametrize("lower", LOWER)
+def test_lower_layers_never_import_stages_plan_or_pipeline(lower: str) -> None:
+    offending = sorted(
+        f"{module} imports {target}"
+        for module, targets in _modules().items()
+        if module == lower or module.startswith(lower + ".")
+        for target in targets
+        if any(target == upper or target.startswith(upper + ".") for upper in UPPER))
+    assert offending == []
+
+
+def test_the_graph_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
+    """The measuring itself: an import inside a function and a relative import are edges."""
+    source = tmp_path / "flows" / "core" / "thing.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("def f():\n    from flows.stages import programs\n"
+                      "    from ..plan import build_plan\n    from . import issues\n")
+    found = _imports(source, "flows.core.thing")
+    assert {"flows.stages.programs", "flows.plan.build_plan", "flows.core.issues"} <= found
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_leaf_package_imports_nothing_of_flows() -> None:
+    modules = _modules()
+    assert {m: sorted(t) for m, t in modules.items()
+            if m.startswith("flows.common") and t} == {}
