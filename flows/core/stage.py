@@ -295,18 +295,6 @@ class ProvidedStage(Stage):
     def leftover_dirs(self, ctx: StageContext) -> list[str]:
         return self.provider(ctx.backend).leftover_dirs()
 
-    def _what_is_left(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> str:
-        """What the files about to be cleared are: a verified output that was damaged since
-        (its record still matches this config) or what an unverified attempt left."""
-        try:
-            stored = self.read_record(ctx, self.record_uri(ctx))
-        except (UnreadableRecord, OSError):
-            stored = None
-        if stored is not None and stored.matches(self.key(ctx.profile),
-                                                 self.input_fingerprints(upstream)):
-            return "the verified output, damaged since it was verified"
-        return "what an earlier unverified attempt left"
-
     def read_record(self, ctx: StageContext, uri: str) -> LineageRecord | None:
         provider = self.provider(ctx.backend)
         if isinstance(provider, RecordKeeper):
