@@ -30,7 +30,10 @@ def test_the_smoke_profile_runs_end_to_end(gke_world: GkeWorld, capacity: str) -
     result = state.result()
     assert world.kube.scripts == [], "every scripted JobSet was submitted"
     assert [s.stage for s in result.stages] == STAGES
-    assert {s.stage: s.status for s in result.stages} == dict.fromkeys(STAGES, "ran")
+    statuses = {s.stage: s.status for s in result.stages}
+    # the patched image may already be in the registry from another test (same content tag)
+    assert statuses.pop("image") in ("ran", "skipped")
+    assert statuses == dict.fromkeys(STAGES[1:], "ran")
     assert result.artifacts["trained_checkpoint"].endswith("/checkpoints/actor/4/model_params")
     assert result.artifacts["hf_export"].startswith(f"gs://{world.bucket}/qwen3-0.6b/")
     # the slice the infra stage deployed is the profile's: autoscaled, no reservation
