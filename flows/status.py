@@ -187,23 +187,36 @@ def render(profile: Profile, snap: Snapshot, now: datetime | None = None) -> str
     return "\n".join(lines)
 
 
-def status_command(profile: Profile) -> int:
-    """For the CLI: print the snapshot; 1 when a static TPU pool exists where none should."""
+def read_only_clients(profile: Profile, command: str,
+                      say_reason: bool = True) -> tuple[Any, Any, Any] | None:
+    """The Google clients and (when a kubeconfig context answers) the Kubernetes client that
+    `tpurl status` and `tpurl support-bundle` read through; None, after saying why, for a
+    profile that is not GKE. ``say_reason`` False prints only the exception's type (the
+    bundle keeps whatever an exception text might carry out of the terminal)."""
     from flows.backends.gke.infra import clients
     from flows.backends.gke.infra.settings import settings_from_profile
     from flows.backends.gke.watch.client import connect
 
     if profile.gke is None:
-        print(f"error: status is for GKE profiles; {profile.name} uses backend "
+        print(f"error: {command} is for GKE profiles; {profile.name} uses backend "
               f"{profile.backend}", file=sys.stderr)
-        return 2
+        return None
     apis, storage_client = clients.default_clients(settings_from_profile(profile))
     try:
         kube = connect(profile)
     except Exception as exc:  # no kubeconfig yet: the cloud view answers
         kube = None
-        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        reason = (str(exc).splitlines()[0][:200] if say_reason and str(exc)
+                  else type(exc).__name__)
         print(f"(Kubernetes API not reachable: {reason})", file=sys.stderr)
-    snap = gather(profile, apis, storage_client, kube)
+    return apis, storage_client, kube
+
+
+def status_command(profile: Profile) -> int:
+    """For the CLI: print the snapshot; 1 when a static TPU pool exists where none should."""
+    opened = read_only_clients(profile, "status")
+    if opened is None:
+        return 2
+    snap = gather(profile, *opened)
     print(render(profile, snap))
     return EXIT_STATIC_POOL if problems(profile, snap) else 0

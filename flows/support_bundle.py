@@ -274,20 +274,12 @@ def versions() -> dict[str, Any]:
 def bundle_command(profile: Profile, run: str | None, out: Path | None,
                    raw_profile: str = "") -> int:
     """For the CLI: collect, write, print where; 0 even when sources failed (listed inside)."""
-    from flows.backends.gke.infra import clients
-    from flows.backends.gke.infra.settings import settings_from_profile
-    from flows.backends.gke.watch.client import connect
+    from flows.status import read_only_clients
 
-    if profile.gke is None:
-        print(f"error: support-bundle is for GKE profiles; {profile.name} uses backend "
-              f"{profile.backend}", file=sys.stderr)
+    opened = read_only_clients(profile, "support-bundle", say_reason=False)
+    if opened is None:
         return 2
-    apis, storage_client = clients.default_clients(settings_from_profile(profile))
-    try:
-        kube = connect(profile)
-    except Exception as exc:  # no kubeconfig: the bundle says so and goes on
-        kube = None
-        print(f"(Kubernetes API not reachable: {type(exc).__name__})", file=sys.stderr)
+    apis, storage_client, kube = opened
     bundle = collect(profile, apis, storage_client, kube, run, raw_profile)
     if kube is None:
         bundle.errors.append("kubernetes: not reachable (no kubeconfig context or credentials)")
