@@ -147,8 +147,13 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
             assert cancelled["state"]["message"].startswith("Coalesced into "), cancelled
         # the dispatchers' events reach the API asynchronously, after their runs complete
         def decided() -> dict[str, set[str]] | None:
+            # every dispatcher emits its own decision, in whatever order the lock let them
+            # in (the intermediate is superseded when the newest got the lock first), so
+            # wait for all four, not only for the newest
             found = _announcement_events(prefect_server)
-            return found if newest in found["queued"] else None
+            seen = set().union(*found.values())
+            announced = {first_event, intermediate, revision, newest}
+            return found if newest in found["queued"] and announced <= seen else None
 
         decisions = wait_until(decided, 60, "the dispatchers' events")
         coalesced = {c["event_id"] for c in record["coalesced"]}
