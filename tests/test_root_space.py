@@ -13,22 +13,15 @@ from pathlib import Path
 import pytest
 
 from flows.common.paths import REPO_ROOT
+from tests.support.tmpfs import mounted_tmpfs
 
 TPURL = str(Path(sys.executable).with_name("tpurl"))
 
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "small", "size=64m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
 
 
 def _tpurl(*args: str) -> subprocess.CompletedProcess[str]:

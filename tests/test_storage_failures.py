@@ -5,7 +5,7 @@ runner; the full traceback is kept in a file."""
 from __future__ import annotations
 
 import errno
-import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,22 +14,15 @@ from prefect import flow
 from flows.config import load_profile
 from flows.core.failures import FailureCategory, StageFailed, storage_error
 from flows.core.stage import StageOutput
+from tests.support.tmpfs import mounted_tmpfs
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
 
 @pytest.fixture
-def read_only_root(tmp_path: Path):
-    root = tmp_path / "ro"
-    root.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(root)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+def read_only_root(tmp_path: Path) -> Iterator[Path]:
+    with mounted_tmpfs(tmp_path / "ro", "size=1m,ro") as root:
         yield root
-    finally:
-        subprocess.run(["umount", str(root)], check=False)
 
 
 def test_a_read_only_output_root_is_one_diagnosed_message(read_only_root: Path, tmp_path,
