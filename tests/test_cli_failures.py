@@ -10,11 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from flows.common.paths import REPO_ROOT
 from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
 TPURL = str(Path(sys.executable).with_name("tpurl"))
 SETS = [arg for k, v in TUTORIAL_REQUIRED.items() for arg in ("--set", f"{k}={v}")]
+
+pytestmark = [pytest.mark.services, pytest.mark.realtime]  # a `tpurl run` with its own Prefect API
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

@@ -18,8 +18,10 @@ from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 TPURL = str(Path(sys.executable).with_name("tpurl"))
 SETS = [arg for k, v in TUTORIAL_REQUIRED.items() for arg in ("--set", f"{k}={v}")]
 
+pytestmark = [pytest.mark.services, pytest.mark.realtime]  # `tpurl teardown` starts its own Prefect API
 
-def _tpurl(*args: str, answer: str | None = None, timeout: float = 300
+
+def _tpurl(*args: str, answer: str | None = None, timeout: float = 600
            ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"

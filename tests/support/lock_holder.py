@@ -1,17 +1,22 @@
 """A real process that holds a profile's lock in a real flow run, for the lock's
 interleaving tests: ``python -m tests.support.lock_holder PROFILE HOLD_S [--pause-record S]
-[--pause-release S] [--hang-before-record]``.
+[--pause-release S] [--hang-before-record] [--until-told]``.
 
 The pauses stretch the windows between the lock's own API calls (slot taken → record
 written; record marked released → slot released) by wrapping the Prefect client's methods
 in this process only; the API and the waiter are untouched. Progress goes to stdout, one
-word a line, flushed: TAKEN, HOLDING, RELEASING, DONE.
+word a line with this process's clock (``WORD UNIX_TIME``), flushed: TAKEN, HOLDING,
+RELEASING, DONE. The time is taken where the word is said, so a test compares its waiter
+against the holder's own moments, not against when it happened to read the line.
+With ``--until-told`` the holder holds until a line arrives on stdin (HOLD_S at most), so a
+test ends the hold when it has seen what it waits for, however slow the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import select
 import sys
 import time
 from typing import Any
@@ -21,7 +26,7 @@ from prefect.client.orchestration import SyncPrefectClient
 
 
 def say(word: str) -> None:
-    print(word, flush=True)
+    print(f"{word} {time.time():.3f}", flush=True)
 
 
 def _wrap(name: str, before: Any = None, after: Any = None) -> None:
@@ -45,6 +50,7 @@ def main() -> None:
     parser.add_argument("--pause-record", type=float, default=0.0)
     parser.add_argument("--pause-release", type=float, default=0.0)
     parser.add_argument("--hang-before-record", action="store_true")
+    parser.add_argument("--until-told", action="store_true")
     opts = parser.parse_args()
 
     taken = {"said": False}
@@ -78,7 +84,10 @@ def main() -> None:
     def hold() -> None:
         with profile_lock(opts.profile, logging.getLogger("holder")):
             say("HOLDING")
-            time.sleep(opts.hold_s)
+            if opts.until_told:
+                select.select([sys.stdin], [], [], opts.hold_s)
+            else:
+                time.sleep(opts.hold_s)
 
     hold()
     say("DONE")

@@ -1,12 +1,17 @@
 """Which tier a test runs in, so the quick tests run (and fail) first.
 
 - fast: no service at all (seconds for the whole tier);
-- services: uses fake-gcs-server, a Prefect API or dockerd (through a fixture below);
+- services: uses fake-gcs-server, a Prefect API or dockerd (through a fixture below), or
+  starts such a service itself (a `prefect server start`, a `tpurl run` with its own API)
+  and says so with `pytestmark = pytest.mark.services`;
 - e2e: the end-to-end modules of tests/e2e, the rehearsal's last (it builds a 4 GB venv on
   first use and runs the real MaxText programs for many minutes).
 The tier is decided per module (a module's slowest test decides) so a module's
 module-scoped fixtures are set up once. scripts/test.sh runs the tiers as separate pytest
 invocations selected by the markers these tiers add; a plain `pytest` runs them in order.
+A services module that mostly waits on real time (leases expiring, servers and CLIs starting)
+is also marked `realtime`: scripts/test.sh runs those in a second pytest beside the CPU-bound
+tiers, where their waiting costs no wall time.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ def item_tier(item: pytest.Item) -> int:
     path = Path(str(item.path)).resolve()
     if path.is_relative_to(E2E_DIR):
         return REHEARSAL if path.name == LAST_MODULE else E2E
+    if item.get_closest_marker("services") is not None:  # starts its own service
+        return SERVICES
     return SERVICES if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) else FAST
 
 

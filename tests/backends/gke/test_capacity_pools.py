@@ -1,7 +1,9 @@
 """The GKE backend against a TPU pool that scales from zero (tests/fakes/kube_api/nodepools.py):
 scale-up for an admitted training JobSet and back to zero after success or failure, CPU work
 that never brings TPU nodes up, no capacity reported with the autoscaler's own message,
-flex-start waiting for capacity and its maximum run duration, spot preemption resumed."""
+flex-start waiting for capacity and its maximum run duration, spot preemption resumed. (A
+cancelled run's slice going back to zero is in test_cancel.py, beside the other
+cancellation: it runs a flow child with its own Prefect API, a services-tier test.)"""
 
 from __future__ import annotations
 
@@ -16,9 +18,6 @@ import pytest
 from flows.core.failures import FailureCategory, StageFailed
 from tests.fakes.gke_backend import (
     BUDGETS,
-    cancel_like_the_runner,
-    child_is_running,
-    flow_child,
     jobsets_created,
     run_stage,
 )
@@ -240,21 +239,5 @@ def test_a_spot_reclaim_the_program_notices_late_is_a_preemption(server, tmp_pat
         assert not isinstance(outcome, StageFailed), outcome.diagnosis.summary
         assert outcome.preemptions == 1 and jobsets_created(server.kube) == 2
         assert any("preempted: resubmitting" in line for line in logger.lines)
-    finally:
-        scaler.stop()
-
-
-def test_a_cancelled_run_leaves_no_tpu_node_behind(server, tmp_path: Path) -> None:
-    """Prefect's cancellation (the runner's SIGTERM to the flow process, as in
-    test_cancel.py) deletes the JobSet; its pods go and the autoscaler removes the slice."""
-    scaler, pool = pool_on(server)
-    kube = scenario(server.kube, [(0.1, admit), (0.05, start), (0.05, say("step 1")),
-                                  (60, say("never"))])
-    try:
-        with flow_child(server.url, tmp_path) as child:
-            assert until(lambda: scaler.nodes and child_is_running(tmp_path), within_s=300)
-            cancel_like_the_runner(child)
-        assert until(lambda: not kube.find("jobsets") and not scaler.nodes, within_s=10)
-        assert [n for _, n in pool.history] == [0, 8, 0]
     finally:
         scaler.stop()
