@@ -66,8 +66,9 @@ def run_stage(server: FakeApiServer, stage: str, tmp: Path, budgets: Budgets = B
     return outcome, logger, log_uri, backend
 
 
-def no_jobsets_left(kube: FakeKube, within_s: float = 3.0) -> bool:
-    """Foreground deletion takes a moment (the fake keeps the object until dependents go)."""
+def no_jobsets_left(kube: FakeKube, within_s: float = 30.0) -> bool:
+    """Foreground deletion takes a moment (the fake keeps the object until dependents go);
+    the bound is generous for a loaded machine and costs nothing when the JobSet goes."""
     deadline = time.monotonic() + within_s
     while kube.find("jobsets") and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -7,9 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 
-def until(check: Callable[[], Any], within_s: float = 5.0) -> bool:
+def until(check: Callable[[], Any], within_s: float = 30.0) -> bool:
     """Poll ``check`` until it is truthy or ``within_s`` passed; its last answer, as a bool
-    (a bound, never a speed claim: callers assert the outcome, not how soon)."""
+    (a bound, never a speed claim: callers assert the outcome, not how soon). The default is
+    generous because a loaded CI machine can starve a watch thread for seconds; a passing
+    check returns as soon as it holds."""
     deadline = time.monotonic() + within_s
     while not check() and time.monotonic() < deadline:
         time.sleep(0.02)

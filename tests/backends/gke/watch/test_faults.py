@@ -106,7 +106,9 @@ def test_polling_keeps_trying_to_watch(server: FakeApiServer) -> None:
     server.kube.fail_next(6)
     watch = watch_of(server, seen, warnings).start()
     try:
-        assert until(lambda: watch.synced.is_set() and not watch.polling)
+        # the bounds are the claim here (back to watching at once, then events by the watch):
+        # kept explicit, not the module-wide default
+        assert until(lambda: watch.synced.is_set() and not watch.polling, within_s=5.0)
         server.kube.create("jobsets", "default", bare_jobset("late"))
         assert until(lambda: watch.get("late") is not None, within_s=1.0)
     finally:
