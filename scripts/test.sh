@@ -6,7 +6,15 @@
 # failure stops before the long ones (tests/support/tiers.py marks them): ruff, the fast
 # tests (no services), the service-backed ones (fake-gcs-server, a Prefect API, dockerd),
 # then the end-to-end modules of tests/e2e once each, the rehearsal last; then the coverage
-# of all three.
+# of all of them. Two things run beside the fast and services tiers, because they mostly
+# wait while those compute (2 cores):
+# - the `realtime` services modules (leases expiring, Prefect servers and CLIs starting),
+#   in a second pytest whose output is printed when it ends, before the e2e tier starts;
+# - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
+#   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
+#   the same script, which builds it there if this did not.
+# dockerd and the registry are started once for the whole run (the pytest runs find them up
+# and leave them up) and stopped at the end if this script started them.
 # With arguments, they are passed to one pytest run as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,13 +30,80 @@ if [ -f .venv/uv.env ]; then set -a; . .venv/uv.env; set +a; fi  # uv's sources,
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
-# Each tier is measured (pyproject's [tool.coverage.run]: sys.monitoring, a few per cent
-# slower); the tiers' data are combined, then the lines per package and the functions no
-# test executed are printed (scripts/coverage_report.py).
+
+LOGS=.tpurl/test-logs
+mkdir -p "$LOGS"
+lanes=()
+docker_started=0
+stop_all() {  # on any exit: the background jobs this script started, then its dockerd
+  for pid in "${lanes[@]}"; do
+    kill -INT -- "-$pid" 2>/dev/null || true  # pytest's KeyboardInterrupt runs the teardowns
+  done
+  for pid in "${lanes[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "$docker_started" = 1 ]; then bash scripts/docker-services.sh stop || true; fi
+}
+trap stop_all EXIT
+timed() {  # timed NAME CMD...: runs CMD, then says how long it took
+  local started=$SECONDS rc=0
+  "${@:2}" || rc=$?
+  echo "test.sh: $1 took $((SECONDS - started)) s (exit $rc)"
+  return "$rc"
+}
+beside() {  # beside LOG NAME CMD...: `timed NAME CMD` in the background, output to LOG
+  # job control for the fork only: the job gets its own process group (stopped as one) and
+  # keeps SIGINT (a non-interactive shell's background job would ignore it)
+  local log=$1
+  shift
+  set -m
+  timed "$@" >"$log" 2>&1 &
+  set +m
+  lanes+=($!)
+}
+
+# dockerd + registry for every pytest run (each finds them up and leaves them up). The
+# tests export DOCKER_HOST themselves where they use it (tests/support/docker.py).
+docker_host=""
+if bash scripts/docker-services.sh status >/dev/null 2>&1; then
+  docker_host="$(bash scripts/docker-services.sh env)"
+else
+  rc=0
+  docker_host="$(bash scripts/docker-services.sh start)" || rc=$?
+  if [ "$rc" = 0 ]; then
+    docker_started=1
+  elif [ "$rc" = 3 ]; then  # no apt-get to install them: the docker tests skip themselves
+    docker_host=""
+  else
+    exit "$rc"
+  fi
+fi
+docker_host="${docker_host#export DOCKER_HOST=}"
+base_pid=""
+if [ -n "$docker_host" ]; then
+  registry="${TPURL_REGISTRY_ADDR:-127.0.0.1:5000}"
+  beside "$LOGS/debian-base.log" debian-base-warm-up \
+    env DOCKER_HOST="$docker_host" bash scripts/debian-base-image.sh "$registry/tpurl-debian-base"
+  base_pid=${lanes[-1]}
+fi
+
+# Each pytest run is measured (pyproject's [tool.coverage.run]: sys.monitoring, a few per
+# cent slower); the data of all runs are combined, then the lines per package and the
+# functions no test executed are printed (scripts/coverage_report.py).
 cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
 .venv/bin/python -m coverage erase
-"${cov[@]}" -m "not services and not e2e"
-"${cov[@]}" -m "services and not e2e"
-"${cov[@]}" tests/e2e
+beside "$LOGS/realtime.log" realtime-lane "${cov[@]}" -m "realtime and not e2e"
+realtime_pid=${lanes[-1]}
+timed fast-tier "${cov[@]}" -m "not services and not e2e"
+timed services-tier "${cov[@]}" -m "services and not realtime and not e2e"
+rc=0
+wait "$realtime_pid" || rc=$?
+echo "---- the realtime services modules (beside the tiers above; $LOGS/realtime.log) ----"
+cat "$LOGS/realtime.log"
+[ "$rc" = 0 ] || exit "$rc"
+if [ -n "$base_pid" ]; then
+  wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
+    "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
+fi
+lanes=()
+timed e2e-tier "${cov[@]}" tests/e2e
 .venv/bin/python -m coverage combine -q
 .venv/bin/python scripts/coverage_report.py
