@@ -33,11 +33,13 @@ def tutorial_overrides() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def prefect_api():
-    """A real Prefect API (ephemeral server, SQLite) for the whole session."""
+    """A real Prefect API (ephemeral server, SQLite) for the whole session. Its start-up may
+    take minutes on a loaded 2-core machine (a fresh database is migrated): the bound is
+    generous, and costs nothing once the server answers."""
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=90), temporary_settings(
+    with prefect_test_harness(server_startup_timeout=600), temporary_settings(
         {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
     ):
         yield

@@ -110,7 +110,9 @@ def prefect_flow_child(url: str, tmp: str) -> None:
     from flows.interrupts import private_api
 
     os.environ.pop("PREFECT_API_URL", None)
-    with private_api():  # its server dies with this process, even by the runner's SIGTERM
+    # its server dies with this process, even by the runner's SIGTERM; 600 s to start (more
+    # than `tpurl run`'s 120: a loaded CI machine took over 120 s, and the test only waits)
+    with private_api(startup_timeout_s=600):
         pipeline()
 
 
@@ -127,10 +129,14 @@ def flow_child(url: str, tmp: Path) -> Iterator[BaseProcess]:
             child.kill()
 
 
-def child_is_running(tmp: Path) -> bool:
-    """The child's workload was seen running (its log says so)."""
+def child_is_running(tmp: Path, child: BaseProcess | None = None) -> bool:
+    """The child's workload was seen running (its log says so); an AssertionError, at once,
+    when ``child`` has died before that (a wait on it would last its whole bound)."""
     log = tmp / "child.log"
-    return log.exists() and "is running" in log.read_text()
+    if log.exists() and "is running" in log.read_text():
+        return True
+    assert child is None or child.is_alive(), f"the flow child died first (exit {child.exitcode})"
+    return False
 
 
 def cancel_like_the_runner(child: BaseProcess) -> None:

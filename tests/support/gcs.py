@@ -31,14 +31,16 @@ def gcs_server(location: str | None = None) -> Iterator[str]:
                              "-public-host", f"127.0.0.1:{port}", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a bound for a loaded machine, not a speed claim
         while True:
             try:
                 urllib.request.urlopen(f"{url}/storage/v1/b", timeout=1).close()
                 break
             except OSError:
+                if proc.poll() is not None:  # e.g. the port was taken meanwhile
+                    raise RuntimeError(f"fake-gcs-server exited ({proc.returncode})") from None
                 if time.monotonic() > deadline:
-                    raise RuntimeError("fake-gcs-server did not start") from None
+                    raise RuntimeError("fake-gcs-server did not start in 60 s") from None
                 time.sleep(0.05)
         yield url
     finally:

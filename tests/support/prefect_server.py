@@ -51,7 +51,7 @@ def prefect_server_in(home: Path, port: int | None = None,
     server = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port",
                                str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600  # a fresh database is migrated: minutes under load
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
@@ -63,7 +63,7 @@ def prefect_server_in(home: Path, port: int | None = None,
         time.sleep(0.5)
     else:
         server.kill()
-        raise RuntimeError("prefect server did not become healthy in 120 s")
+        raise RuntimeError("prefect server did not become healthy in 600 s")
     try:
         yield PrefectServer(url=url, env=env)
     finally:

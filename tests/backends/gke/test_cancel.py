@@ -39,7 +39,7 @@ def test_prefect_cancellation_deletes_the_jobset(tmp_path: Path) -> None:
             # the child starts Prefect's temporary API first: over a minute on a loaded
             # 2-core machine, so the wait is generous (a budget, not a timing assertion)
             deadline = time.monotonic() + 600
-            while time.monotonic() < deadline and not child_is_running(tmp_path):
+            while time.monotonic() < deadline and not child_is_running(tmp_path, child):
                 time.sleep(0.1)
             assert jobsets_created(kube) == 1 and kube.find("jobsets")
             cancel_like_the_runner(child)
@@ -60,7 +60,8 @@ def test_a_cancelled_run_leaves_no_tpu_node_behind(tmp_path: Path,
                                       (60, say("never"))])
         try:
             with flow_child(server.url, tmp_path) as child:
-                assert until(lambda: scaler.nodes and child_is_running(tmp_path), within_s=600)
+                assert until(lambda: scaler.nodes and child_is_running(tmp_path, child),
+                             within_s=600)
                 cancel_like_the_runner(child)
             assert until(lambda: not kube.find("jobsets") and not scaler.nodes, within_s=60)
             assert [n for _, n in pool.history] == [0, 8, 0]
