@@ -171,7 +171,7 @@ def test_a_cancelled_run_logs_what_was_kept_and_how_to_resume(prefect_api: None,
         assert probe.stdout is not None
         run_id = next(line.split()[1] for line in probe.stdout if line.startswith("TRAINING"))
         probe.send_signal(signal.SIGTERM)
-        out = probe.communicate(timeout=120)[0]
+        out = probe.communicate(timeout=300)[0]
     finally:
         probe.kill()
 
@@ -181,7 +181,7 @@ def test_a_cancelled_run_logs_what_was_kept_and_how_to_resume(prefect_api: None,
                 flow_run_id=LogFilterFlowRunId(any_=[run_id])))
                 if e.message.startswith("run stopped during train")]
 
-    said = wait_until(stop_lines, 30, f"the stop explanation in the run's log ({out[-2000:]})")
+    said = wait_until(stop_lines, 120, f"the stop explanation in the run's log ({out[-2000:]})")
     assert f"convert (maxtext_checkpoint={KEPT})" in said[0]
     assert "checkpoints so far are kept" in said[0] and "`tpurl run rehearsal`" in said[0]
     table = _table(_artifacts(run_id)["tpurl-rehearsal-stages"])

@@ -293,8 +293,8 @@ def test_killed_flow_process_rerun_reattaches(server: FakeApiServer, tmp_path: P
     child = multiprocessing.get_context("spawn").Process(
         target=_child, args=(server.url, "train", str(tmp_path)))
     child.start()
-    deadline = time.monotonic() + 30
-    while jobsets_created(kube) == 0 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 300  # the spawned child imports prefect first: slow under load
+    while jobsets_created(kube) == 0 and time.monotonic() < deadline and child.is_alive():
         time.sleep(0.05)
     time.sleep(0.3)
     child.kill()  # no cleanup runs: the JobSet stays, as when a flow pod is OOM-killed
