@@ -9,7 +9,7 @@
 # of all of them. Two things run beside the fast and services tiers, because they mostly
 # wait while those compute (2 cores):
 # - the `realtime` services modules (leases expiring, Prefect servers and CLIs starting),
-#   in a second pytest whose output is printed when it ends, before the e2e tier starts;
+#   in two more pytest runs whose output is printed when they end, before the e2e tier;
 # - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
 #   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
 #   the same script, which builds it there if this did not.
@@ -90,15 +90,26 @@ fi
 # functions no test executed are printed (scripts/coverage_report.py).
 cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
 .venv/bin/python -m coverage erase
-beside "$LOGS/realtime.log" realtime-lane "${cov[@]}" -m "realtime and not e2e"
-realtime_pid=${lanes[-1]}
+# The realtime modules in two lanes: the profile lock's (it only waits on leases, about four
+# minutes) and the others (each starts a Prefect API: CPU in bursts), so neither outlasts
+# the fast and services tiers.
+LOCK_TESTS=tests/test_profile_lock.py
+beside "$LOGS/realtime-lock.log" realtime-lock-lane "${cov[@]}" -m realtime "$LOCK_TESTS"
+beside "$LOGS/realtime.log" realtime-lane "${cov[@]}" -m "realtime and not e2e" \
+  --ignore="$LOCK_TESTS"
+realtime_pids=("${lanes[@]: -2}")
 timed fast-tier "${cov[@]}" -m "not services and not e2e"
 timed services-tier "${cov[@]}" -m "services and not realtime and not e2e"
-rc=0
-wait "$realtime_pid" || rc=$?
-echo "---- the realtime services modules (beside the tiers above; $LOGS/realtime.log) ----"
-cat "$LOGS/realtime.log"
-[ "$rc" = 0 ] || exit "$rc"
+failed=0
+for i in 0 1; do
+  log=("$LOGS/realtime-lock.log" "$LOGS/realtime.log")
+  rc=0
+  wait "${realtime_pids[$i]}" || rc=$?
+  echo "---- realtime modules, beside the tiers above (${log[$i]}) ----"
+  cat "${log[$i]}"
+  [ "$rc" = 0 ] || failed=$rc
+done
+[ "$failed" = 0 ] || exit "$failed"
 if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
