@@ -183,13 +183,13 @@ def test_holder_killed_between_slot_and_record(api: Api):
     stops being renewed and Prefect's repossessor frees the slot (lease 60 s); the waiter
     takes it then, having freed nothing itself."""
     holder = _holder(api, "killed-between", 30.0, "--hang-before-record")
-    killed_at = _until(holder, "TAKEN")  # the lease was taken before this
+    taken_at = _until(holder, "TAKEN")  # its lease was taken just before this
     holder.send_signal(signal.SIGKILL)
     holder.wait(30)
     waiter, seen = _wait_in_thread("killed-between", "waiter")
     waiter.join(rules.LEASE_S + 60)
     assert not waiter.is_alive() and seen["freed"] == [] and seen["slot"] == 1
-    assert seen["inside_at"] >= killed_at + rules.LEASE_S - 25  # by the lease, not by force
+    assert seen["inside_at"] >= taken_at + rules.LEASE_S - 25  # by the lease, not by force
     assert _slot("killed-between") == 0
 
 
