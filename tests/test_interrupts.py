@@ -50,7 +50,11 @@ def _start(tmp_path: Path, probes: list[subprocess.Popen[str]]
     """The probe in a session of its own (it is the terminal's foreground group here), with
     SIGINT ignored on entry as a background shell would leave it: the CLI must not care.
     The child is found the way the next run would find it: by its tag beside the log."""
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    # its own PREFECT_HOME: the private API's database (and the probe's profile lock in it)
+    # is this test's, never shared with another run on the machine (a stale holder there
+    # would make the probe wait)
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_HOME": str(tmp_path / "prefect-home")}
     env.pop("PREFECT_API_URL", None)
     proc = subprocess.Popen([sys.executable, "-m", "tests.support.interrupt_probe", str(tmp_path)],
                             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,

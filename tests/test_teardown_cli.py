@@ -21,6 +21,13 @@ SETS = [arg for k, v in TUTORIAL_REQUIRED.items() for arg in ("--set", f"{k}={v}
 pytestmark = [pytest.mark.services, pytest.mark.realtime]  # `tpurl teardown` starts its own Prefect API
 
 
+@pytest.fixture(autouse=True)
+def _own_prefect_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each `tpurl` here gets a PREFECT_HOME of its test: its private API's database is never
+    shared with another run on the machine."""
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
+
+
 def _tpurl(*args: str, answer: str | None = None, timeout: float = 600
            ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
