@@ -15,10 +15,13 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from flows.common.paths import default_cache_dir
 from flows.core.processes import die_with_parent
 
 EXIT_INTERRUPTED = 130
@@ -43,6 +46,20 @@ def install_handlers() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupted)
 
 
+def _server_output() -> tuple[Any, Path | None]:
+    """A file for the private API server's output beside the command logs, and its path:
+    the server shares nothing with the terminal, where a database call it cancels at
+    shutdown (under load) would print a traceback past the one-message diagnosis. (None,
+    None) when no file can be opened: it then writes to the terminal, as Prefect's does."""
+    folder = default_cache_dir() / "logs"
+    path = folder / f"api-server-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return path.open("ab"), path
+    except OSError:
+        return None, None
+
+
 @contextlib.contextmanager
 def private_api(startup_timeout_s: int = 120) -> Iterator[str | None]:
     """A Prefect API for this CLI process only, unless one is configured (yields its URL,
@@ -56,14 +73,25 @@ def private_api(startup_timeout_s: int = 120) -> Iterator[str | None]:
 
     server = SubprocessASGIServer()
     popen = subprocess.Popen
+    output, output_path = _server_output()
 
     def own_session(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
         kwargs.setdefault("start_new_session", True)  # no terminal signal reaches it
         kwargs.setdefault("preexec_fn", die_with_parent)  # and it never outlives us
+        if output is not None:  # its own log, not the user's terminal
+            kwargs.setdefault("stdout", output)
+            kwargs.setdefault("stderr", subprocess.STDOUT)
         return popen(*args, **kwargs)
 
-    with mock.patch.object(subprocess, "Popen", own_session):
-        server.start(timeout=startup_timeout_s)
+    try:
+        with mock.patch.object(subprocess, "Popen", own_session):
+            server.start(timeout=startup_timeout_s)
+    except RuntimeError as exc:
+        where = f" (the server's output: {output_path})" if output_path else ""
+        raise RuntimeError(f"{exc}{where}") from exc
+    finally:
+        if output is not None:
+            output.close()  # the server holds its own copy of the descriptor
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             os.environ["PREFECT_API_URL"] = server.api_url  # for child processes too

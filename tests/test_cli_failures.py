@@ -47,6 +47,8 @@ def test_a_diagnosed_failure_is_one_message_and_the_traceback_is_in_the_log(tmp_
     log = _full_log(done.stderr)
     assert log.is_file() and "Traceback" in log.read_text()
     assert "Encountered exception during execution" in log.read_text()
+    # the private API server's own output went to its file (TPURL_CACHE_DIR/logs), not here
+    assert list((tmp_path / "logs").glob("api-server-*.log"))
 
 
 INTERNAL = """
