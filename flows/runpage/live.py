@@ -33,13 +33,41 @@ OUTPUT_LINKS = {"convert": [("maxtext_checkpoint", "maxtext_checkpoint")],
 CONSOLE = "https://console.cloud.google.com/storage/browser/"
 
 
+SKIPPED_SUFFIX = " [skipped]"
+
+
 def skipped_state(output: StageOutput) -> StageOutput | State:
-    """A skipped stage ends as Completed(name="Skipped"), so the run graph tells a skip from
-    a run; the task's caller still gets the output as its result."""
+    """A skipped stage ends as Completed(name="Skipped"); the task's caller still gets the
+    output as its result. The state's name shows in the task list's badge, but the run graph
+    colours a node by state *type* alone (Prefect 3.9.1's UI: FlowRunGraph's
+    ``node: e => ({background: h[e.state_type]})`` with ``COMPLETED: #219D4B``, in
+    prefect/server/ui/assets/index-*.js, and the same in ui-v2's flow-run-graph-*.js; the
+    graph API's nodes carry only ``label`` and ``state_type``, prefect/server/schemas/graph.py
+    ``Node``), so a skip would be green like a run. The node's label is the task run's name
+    (prefect/server/database/query_components.py: ``coalesce(..., TaskRun.name)``): a skipped
+    task run is renamed to end in " [skipped]", which the graph does show."""
     if output.status != "skipped":
         return output
+    _name_skipped()
     return Completed(name="Skipped", data=output,
                      message=f"{output.stage}: verified output already there, not rerun")
+
+
+def _name_skipped() -> None:
+    """Best-effort (a label never fails a stage): PATCH /task_runs/{id} with the new name."""
+    from prefect.client.orchestration import get_client
+    from prefect.context import TaskRunContext
+
+    ctx = TaskRunContext.get()
+    if ctx is None or ctx.task_run.name.endswith(SKIPPED_SUFFIX):
+        return
+    name = f"{ctx.task.name}{SKIPPED_SUFFIX}"
+    try:
+        with get_client(sync_client=True) as client:
+            client.set_task_run_name(ctx.task_run.id, name)
+        ctx.task_run.name = name
+    except Exception as exc:
+        log.warning("the skipped task run was not renamed: %s", exc)
 
 
 def console_url(uri: str) -> str | None:
