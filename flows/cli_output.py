@@ -19,6 +19,7 @@ from pathlib import Path
 
 from flows.common.paths import default_cache_dir
 from flows.config.errors import EnvironmentNotReady, ProfileError
+from flows.core.deadline import RunTimedOut
 from flows.core.failures import FailureCategory, StageFailed
 from flows.runpage.result import PipelineResult
 
@@ -47,6 +48,8 @@ def render(exc: BaseException, log: Path | None) -> str:
                 f"  fix: {d.resolution}{stage_log}{where}")
     if found is not None:
         return f"[{FailureCategory.USER_ERROR}] {found}{where}"
+    if isinstance(exc, RunTimedOut):  # the message names the bound, its fields and the fix
+        return f"[{FailureCategory.STALLED}] {exc}{where}"
     return f"[{FailureCategory.INTERNAL}] {type(exc).__name__}: {exc}{where}"
 
 

@@ -26,6 +26,7 @@ from flows.common.paths import default_cache_dir
 from flows.config import Profile, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
+from flows.core.deadline import Deadline
 from flows.core.failures import StageFailed, internal_error, storage_error
 from flows.core.layout import Layout
 from flows.core.retry import RETRY_DELAYS_S
@@ -37,7 +38,7 @@ from flows.runpage.artifacts import TrainingProgress, publish_announcement, publ
 from flows.runpage.live import StagePage, skipped_state
 from flows.runpage.result import PipelineResult, StageReport, persist_result
 from flows.stages import STAGE_BY_NAME
-from flows.stages.timeouts import stage_timeout_s
+from flows.stages.timeouts import run_timeout_s, stage_timeout_s, timed_out_message
 
 
 def retry_if_retryable(task: Any, task_run: Any, state: State) -> bool:
@@ -109,7 +110,7 @@ def _keep_traceback(stage_name: str, exc: BaseException, redactor: Redactor) -> 
     return str(path)
 
 
-_TASK_OPTIONS: dict[str, Any] = dict(retries=2, retry_delay_seconds=RETRY_DELAYS_S,
+_TASK_OPTIONS: dict[str, Any] = dict(retries=len(RETRY_DELAYS_S), retry_delay_seconds=RETRY_DELAYS_S,
                                      retry_condition_fn=retry_if_retryable, cache_policy=NONE)
 
 
@@ -207,7 +208,9 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     price = backend.usd_per_chip_hour
     page = StagePage(cfg.name, list(STAGE_BY_NAME), deployment.name or "local runs", price,
                      {s: stage_timeout_s(cfg, s) for s in STAGE_BY_NAME})
-    with profile_lock(cfg.name, logger) as hold:
+    bound = run_timeout_s(cfg, STAGE_BY_NAME)  # from the lock on: waiting for it is not stuck
+    with profile_lock(cfg.name, logger) as hold, Deadline(
+            bound, lambda: timed_out_message(cfg, bound, page.current)):
         image = page.run("image", build_image, cfg)
         infra = page.run("infra", provision_infrastructure, cfg, image)
         converted = page.run("convert", convert_checkpoint, cfg, image, infra)

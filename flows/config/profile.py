@@ -217,6 +217,9 @@ class Profile(StrictModel):
     train: StepSection = StepSection()
     export: StepSection = StepSection()
     data: DataSection = DataSection()
+    # The most one run may take once it holds the profile's lock; unset: the sum of its
+    # stages' bounds, retries included (flows/stages/timeouts.py run_timeout_s).
+    flow_timeout_s: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _backend_sections(self) -> Self:

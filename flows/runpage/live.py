@@ -19,6 +19,7 @@ from uuid import UUID
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, State
 
+from flows.core.deadline import DeadlinePassed
 from flows.core.stage import StageOutput
 from flows.runpage.artifacts import slug
 from flows.runpage.result import StageReport
@@ -32,13 +33,41 @@ OUTPUT_LINKS = {"convert": [("maxtext_checkpoint", "maxtext_checkpoint")],
 CONSOLE = "https://console.cloud.google.com/storage/browser/"
 
 
+SKIPPED_SUFFIX = " [skipped]"
+
+
 def skipped_state(output: StageOutput) -> StageOutput | State:
-    """A skipped stage ends as Completed(name="Skipped"), so the run graph tells a skip from
-    a run; the task's caller still gets the output as its result."""
+    """A skipped stage ends as Completed(name="Skipped"); the task's caller still gets the
+    output as its result. The state's name shows in the task list's badge, but the run graph
+    colours a node by state *type* alone (Prefect 3.9.1's UI: FlowRunGraph's
+    ``node: e => ({background: h[e.state_type]})`` with ``COMPLETED: #219D4B``, in
+    prefect/server/ui/assets/index-*.js, and the same in ui-v2's flow-run-graph-*.js; the
+    graph API's nodes carry only ``label`` and ``state_type``, prefect/server/schemas/graph.py
+    ``Node``), so a skip would be green like a run. The node's label is the task run's name
+    (prefect/server/database/query_components.py: ``coalesce(..., TaskRun.name)``): a skipped
+    task run is renamed to end in " [skipped]", which the graph does show."""
     if output.status != "skipped":
         return output
+    _name_skipped()
     return Completed(name="Skipped", data=output,
                      message=f"{output.stage}: verified output already there, not rerun")
+
+
+def _name_skipped() -> None:
+    """Best-effort (a label never fails a stage): PATCH /task_runs/{id} with the new name."""
+    from prefect.client.orchestration import get_client
+    from prefect.context import TaskRunContext
+
+    ctx = TaskRunContext.get()
+    if ctx is None or ctx.task_run.name.endswith(SKIPPED_SUFFIX):
+        return
+    name = f"{ctx.task.name}{SKIPPED_SUFFIX}"
+    try:
+        with get_client(sync_client=True) as client:
+            client.set_task_run_name(ctx.task_run.id, name)
+        ctx.task_run.name = name
+    except Exception as exc:
+        log.warning("the skipped task run was not renamed: %s", exc)
 
 
 def console_url(uri: str) -> str | None:
@@ -108,10 +137,11 @@ def stop_explanation(profile: str, stage: str, done: dict[str, StageOutput],
     """The line a cancelled run leaves in its log: what is kept, how to resume (pure)."""
     kept = "; ".join(f"{s} ({', '.join(f'{k}={v}' for k, v in o.uris.items()) or 'done'})"
                      for s, o in done.items()) or "no finished stage"
+    why = "its time bound passed" if isinstance(exc, DeadlinePassed) else type(exc).__name__
     partial = ("its checkpoints so far are kept and the next run resumes from the newest"
                if stage in RESUMING_STAGES else
                "its partial output is discarded and the stage runs again")
-    return (f"run stopped during {stage} ({type(exc).__name__}). Kept, verified: {kept}. "
+    return (f"run stopped during {stage} ({why}). Kept, verified: {kept}. "
             f"{stage} did not finish: {partial}. To resume, run the same deployment with "
             f"the same parameters again (or `tpurl run {profile}`): finished stages are "
             "skipped. The profile's lock is released.")
@@ -126,6 +156,7 @@ class StagePage:
         self.profile, self.scope, self.price = profile, scope, usd_per_chip_hour
         self.timeouts_s = timeouts_s or {}
         self.done: dict[str, StageOutput] = {}
+        self.current: str | None = None  # the stage whose task is running
         self.rows = {s: stage_row(None, s, "pending") for s in stages}
         self.table_id: UUID | None = None
         self.outputs_id: UUID | None = None
@@ -138,12 +169,16 @@ class StagePage:
         self._set(stage, stage_row(None, stage, "running"))
         if stage in self.timeouts_s:
             task = task.with_options(timeout_seconds=self.timeouts_s[stage])  # type: ignore[attr-defined]
+        self.current = stage
         try:
             state = task(*args, return_state=True)
-        except BaseException as exc:  # a cancel from the UI (TerminationSignal), Ctrl-C
-            self._set(stage, stage_row(None, stage, "cancelled"))
+        except BaseException as exc:  # a cancel (TerminationSignal), Ctrl-C, the run's bound
+            status = "timedout" if isinstance(exc, DeadlinePassed) else "cancelled"
+            self._set(stage, stage_row(None, stage, status))
             self._safely(self._explain_stop, stage, exc)
             raise
+        finally:
+            self.current = None
         if not state.is_completed():
             self._set(stage, stage_row(None, stage, state.name.lower()))
             state.result()  # raises the task's exception

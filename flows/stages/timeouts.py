@@ -7,12 +7,22 @@ watch failed to end: on GKE ``(queue + run) × (preemptions + 1)`` of the stage'
 (flows/backends/gke/watch/monitor.py ``budgets_for``), on the rehearsal
 ``local.step_timeout_s`` per program. A timed-out task fails (TimeoutError) and is not
 retried (flows/pipeline.py ``retry_if_retryable``).
+
+The run as a whole is bounded too (``run_timeout_s``, enforced by flows/core/deadline.py
+from the moment the run holds the profile's lock): by the profile's ``flow_timeout_s``, or
+else by the sum of what its stages may take, every attempt Prefect may retry included, so
+the default never ends a run that its stages' bounds would let finish; it ends what sits
+outside any stage's bound (a stuck API call between stages, a hang in a stage's own code
+before or after its programs).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from flows.backends.gke.watch.monitor import budgets_for
 from flows.config.profile import Profile
+from flows.core.retry import RETRY_DELAYS_S
 
 SLACK_S = 1800.0  # resubmission, log drain, verification and upload after the last program
 LOCAL_PROGRAMS = 4  # the most programs one rehearsal stage runs in sequence
@@ -30,3 +40,46 @@ def stage_timeout_s(profile: Profile, stage: str) -> float:
     budgets = budgets_for(profile, stage)
     return (budgets.queue_s + budgets.run_s) * (budgets.preemptions + 1) + SLACK_S
 
+
+
+ATTEMPTS = 1 + len(RETRY_DELAYS_S)  # flows/pipeline.py's task options: one retry per delay
+
+
+def run_timeout_s(profile: Profile, stages: Iterable[str]) -> float:
+    if profile.flow_timeout_s is not None:
+        return profile.flow_timeout_s
+    names = list(stages)
+    per_attempt = sum(stage_timeout_s(profile, stage) for stage in names)
+    return ATTEMPTS * per_attempt + len(names) * sum(RETRY_DELAYS_S)
+
+
+def budget_fields(profile: Profile) -> list[str]:
+    """The profile fields the default bound is made of."""
+    if profile.gke is None:
+        return ["local.step_timeout_s"]
+    return ["gke.queue_budget_s", "gke.run_budget_s", "gke.train_run_budget_s",
+            "gke.preemption_budget"]
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds:.0f} s"
+
+
+def timed_out_message(profile: Profile, bound_s: float, stage: str | None) -> str:
+    """What a run that passed its bound says (pure): the bound, where it comes from, what
+    was stopped and the two fixes (a longer bound, or the stuck stage's log)."""
+    fields = ", ".join(budget_fields(profile))
+    source = ("flow_timeout_s" if profile.flow_timeout_s is not None else
+              f"flow_timeout_s unset: the sum of its stages' bounds from {fields}, retries "
+              "included")
+    where = f"while {stage} was running" if stage else "between stages"
+    longer = ("raise flow_timeout_s in the profile (or --set flow_timeout_s=SECONDS)"
+              if profile.flow_timeout_s is not None else
+              f"set flow_timeout_s in the profile (or --set flow_timeout_s=SECONDS), or raise "
+              f"{fields}")
+    stuck = (f"if it was stuck, {stage}'s program log (tpurl-logs/ beside its output) says "
+             "where" if stage else "if it was stuck, the run's log says where")
+    return (f"the run of {profile.name} passed its time bound of {_hours(bound_s)} ({source}) "
+            f"{where}; its programs were stopped as a cancel stops them and the profile's "
+            f"lock released. If the run needs longer, {longer}; {stuck}. Finished stages are "
+            "kept: the next run skips them.")

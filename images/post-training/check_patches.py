@@ -8,7 +8,12 @@ check fails the build, so a tag in the registry always names a checked image.
 The rule is the one of ``flows.backends.gke.image.verify.check_patched``: the patches applied
 are exactly the enabled ones, no pattern matches any more, every replacement is present. It
 then prints the image's versions of the rehearsal-parity packages (what `pip freeze` says)
-and refuses a patch the rehearsal measured failing with exactly those versions.
+and refuses a patch the rehearsal measured failing with exactly those versions. On Cloud
+Build it also writes them, with the patched files, as JSON to ``$BUILDER_OUTPUT/output``: the
+service keeps that file as the step's entry of ``Build.results.build_step_outputs`` (the
+first 50 KB; cloudbuild_v1 types/cloudbuild.py ``Results``), so the versions reach the
+image's record (flows/backends/gke/image/cloudbuild_spec.py ``checked_from_outputs``), not
+only the build log.
 Standard library plus ``patching.py`` beside this script (a copy of flows/core/patching.py).
 
 Usage: python3 check_patches.py DIR   (DIR holds applied.json, patches.yaml, enabled-patches.txt)
@@ -17,6 +22,7 @@ Usage: python3 check_patches.py DIR   (DIR holds applied.json, patches.yaml, ena
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -57,6 +63,10 @@ def main(directory: Path) -> int:
         if (why := measured_failure(declared[patch_id], packages)) is not None:
             print(f"{MEASURED} {why}", flush=True)
             return 1
+    if output := os.environ.get("BUILDER_OUTPUT"):
+        summary = {"patched_files": {i: applied[i] for i in wanted},
+                   "python": sys.version.split()[0], "packages": tracked_versions(packages)}
+        Path(output, "output").write_text(json.dumps(summary, sort_keys=True))
     return 0
 
 

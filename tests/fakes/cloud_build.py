@@ -16,6 +16,11 @@ What it does, as the service does for the calls the image stage makes:
   other ``name`` is run as a container with the workspace at ``/workspace`` (how Cloud Build
   runs a step; an image built by an earlier step may be a later step's name). Then
   ``images:`` are pushed and ``results.images[].digest`` filled in.
+- Each step gets ``BUILDER_OUTPUT`` (a directory of its own, mounted at /builder/outputs);
+  what it writes to ``$BUILDER_OUTPUT/output`` comes back, first 50 KB, base64 as proto3
+  JSON encodes bytes, as that step's entry of ``results.buildStepOutputs`` (one per step,
+  empty when it wrote nothing: google/devtools/cloudbuild/v1/cloudbuild.proto ``Results``,
+  as google-cloud-build 3.43's types/cloudbuild.py documents it).
 - A failing step ends the build with status FAILURE, ``statusDetail`` ``Build step N "NAME"
   failed: step exited with non-zero status: RC`` and ``failureInfo.type`` USER_BUILD_STEP; a
   failed push with PUSH_FAILED (google/devtools/cloudbuild/v1/cloudbuild.proto, Build.Status
@@ -35,6 +40,7 @@ What it does, as the service does for the calls the image stage makes:
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -56,6 +62,8 @@ from typing import Any
 from tests.support.net import free_port
 
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
+BUILDER_OUTPUT = "/builder/outputs"  # where a step's $BUILDER_OUTPUT points
+OUTPUT_LIMIT = 50 * 1024  # "Only the first 50KB of data is stored"
 BUILD_TYPE = "type.googleapis.com/google.devtools.cloudbuild.v1.Build"
 METADATA_TYPE = "type.googleapis.com/google.devtools.cloudbuild.v1.BuildOperationMetadata"
 
@@ -218,7 +226,8 @@ class FakeCloudBuild:
         record = self.builds[build_id]
         try:
             with tempfile.TemporaryDirectory(prefix="fake-cloudbuild-") as tmp:
-                workspace = Path(tmp)
+                workspace = Path(tmp) / "workspace"  # beside it: each step's outputs dir
+                workspace.mkdir()
                 with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as tar:
                     tar.extractall(workspace, filter="data")
                 self._set(build_id, status="WORKING", startTime=_now())
@@ -231,17 +240,24 @@ class FakeCloudBuild:
 
     def _steps(self, build_id: str, record: FakeBuild, workspace: Path) -> None:
         steps = record.body.get("steps", [])
+        outputs: list[str] = []
         for index, step in enumerate(steps):
             name = step["name"]
+            out_dir = workspace.parent / f"outputs-{index}"
+            out_dir.mkdir()
             if name == DOCKER_BUILDER:
                 argv = list(step.get("args", []))
             else:
                 argv = ["run", "--rm", "--network", "none", "-v", f"{workspace}:/workspace",
+                        "-v", f"{out_dir}:{BUILDER_OUTPUT}", "-e", f"BUILDER_OUTPUT={BUILDER_OUTPUT}",
                         "-w", f"/workspace/{step.get('dir', '')}".rstrip("/")]
                 if step.get("entrypoint"):
                     argv += ["--entrypoint", step["entrypoint"]]
                 argv += [name, *step.get("args", [])]
             code = self._docker(argv, workspace / step.get("dir", ""), record)
+            written = out_dir / "output"
+            outputs.append(base64.b64encode(written.read_bytes()[:OUTPUT_LIMIT]).decode()
+                           if written.is_file() else "")
             step["status"] = "SUCCESS" if code == 0 else "FAILURE"
             if code != 0:
                 detail = f'Build step {index} "{name}" failed: step exited with non-zero status: {code}'
@@ -256,7 +272,8 @@ class FakeCloudBuild:
                           failureInfo={"type": "PUSH_FAILED", "detail": detail})
                 return
             results.append({"name": image, "digest": self._digest(image)})
-        self._set(build_id, status="SUCCESS", finishTime=_now(), results={"images": results})
+        self._set(build_id, status="SUCCESS", finishTime=_now(),
+                  results={"images": results, "buildStepOutputs": outputs})
 
     def _digest(self, image: str) -> str:
         env = {**os.environ, "DOCKER_HOST": self.docker_host}

@@ -132,6 +132,35 @@ def test_the_page_fills_as_stages_end(prefect_api: None, tmp_path: Path,
     names = {t.name.split(":")[0]: t.state.name for t in tasks}
     assert names == {"image": "Skipped", "infra": "Skipped", "convert": "Completed",
                      "train": "Completed", "export": "Completed"}, names
+    # The graph colours by state type only, so its labels (the task run names) say "skipped"
+    graph = client_graph(run_id)
+    labels = {n["label"].split(":")[0]: (n["label"], n["state_type"]) for _, n in graph["nodes"]}
+    assert labels["image"] == ("image: build patched post-training image [skipped]", "COMPLETED")
+    assert labels["infra"][0].endswith(" [skipped]")
+    assert not any(labels[s][0].endswith("[skipped]") for s in ("convert", "train", "export"))
+
+
+def test_the_uis_run_graph_colours_by_state_type_only():
+    """Why skips are named, not coloured: the UI shipped in Prefect's package fills a graph
+    node by its state type (no name reaches the graph). If this changes, the rename could go."""
+    import prefect
+
+    assets = Path(prefect.__file__).parent / "server" / "ui" / "assets"
+    bundles = [p.read_text() for p in assets.glob("index-*.js")]
+    graph = next(b for b in bundles if "getFlowRunsGraph" in b)
+    assert "node:e=>({background:h[e.state_type]})" in graph
+    assert "COMPLETED:`#219D4B`" in graph
+    # the new UI (served under /v2) too: prefect/server/ui-v2/assets/flow-run-graph-*.js
+    v2 = "".join(p.read_text() for p in (assets.parent.parent / "ui-v2" / "assets").glob(
+        "flow-run-graph-*.js"))
+    assert "node:t=>({background:C(t.state_type," in v2
+
+
+def client_graph(run_id) -> dict[str, Any]:
+    """The run graph as the UI reads it (GET /flow_runs/{id}/graph-v2)."""
+    with get_client(sync_client=True) as client:
+        response = client.request("GET", "/flow_runs/{id}/graph-v2", path_params={"id": run_id})
+    return response.json()
 
 
 def test_a_stuck_stage_ends_at_its_timeout_and_the_table_says_so(

@@ -133,7 +133,8 @@ def test_identical_series_are_one_line_named_together():
 def test_each_row_holds_one_updates_rewards_and_loss():
     from flows.runpage.artifacts import metric_rows
 
-    # As the rehearsal logs them: rewards at steps 0-1, loss at steps 1-2.
+    # As Tunix 0.1.7 logs them (flows/runpage/artifacts.py reward_offset cites where): the
+    # rollout's rewards at the global step before the update, its loss at train step + 1.
     steps = [{"step": 0, "rewards/train/mean": 0.1},
              {"step": 1, "rewards/train/mean": 0.2, "actor/train/loss": 0.5},
              {"step": 2, "actor/train/loss": 0.4}]
@@ -149,3 +150,15 @@ def test_rows_stay_per_step_when_rewards_and_loss_share_steps():
              for s in (1, 2)]
     assert [(r["step"], r["reward_mean"], r["loss"]) for r in metric_rows({"steps": steps})] \
         == [(1, 0.1, 0.0), (2, 0.2, -1.0)]
+
+
+def test_rows_stay_per_step_when_several_updates_share_one_rollout():
+    from flows.runpage.artifacts import metric_rows
+
+    # Two optimizer updates per global step (mini-batches): Tunix writes rewards at global
+    # steps 0-1 and the four losses at train steps 1-4, so no row may pair them.
+    steps = [{"step": s, **({"rewards/train/mean": 0.1 * s} if s < 2 else {}),
+              **({"actor/train/loss": 1.0 / s} if s else {})} for s in range(5)]
+    rows = metric_rows({"steps": steps})
+    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
+    assert rows[0]["reward_mean"] == 0.0 and rows[1]["loss"] == 1.0

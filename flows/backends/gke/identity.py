@@ -38,6 +38,9 @@ class Need:
     stage: str
     permission: str
     role: str
+    # Where a grant may also sit: "project" only, or the profile's "bucket" / the image
+    # "repository" as well (then a grant on that resource alone is enough: least privilege).
+    scope: str = "project"
 
 
 _IMAGE = {
@@ -60,11 +63,38 @@ _PROGRAMS = {
     "storage.objects.delete": "roles/storage.objectUser",
 }
 NEEDS: tuple[Need, ...] = (
-    *(Need("image", p, r) for p, r in _IMAGE.items()),
+    *(Need("image", p, r, "repository" if p == "artifactregistry.repositories.get" else
+           "project") for p, r in _IMAGE.items()),
     *(Need("infra", p, r) for p, r in {**OPERATOR_PERMISSIONS, **_READS}.items()),
-    *(Need(stage, p, r) for stage in ("convert", "train", "export")
+    *(Need(stage, p, r, "bucket") for stage in ("convert", "train", "export")
       for p, r in _PROGRAMS.items()),
 )
+
+
+# The needs a grant on the resource itself satisfies, read there with testIamPermissions
+# (which answers the effective permissions: inherited from the project or granted on it).
+BUCKET_PERMISSIONS = frozenset(n.permission for n in NEEDS if n.scope == "bucket")
+REPOSITORY_PERMISSIONS = frozenset(n.permission for n in NEEDS if n.scope == "repository")
+
+
+def held_with_resources(project: set[str] | frozenset[str], bucket: set[str] | None,
+                        repository: set[str] | None) -> frozenset[str]:
+    """Pure: what the identity holds: the project's answer as permission names, and the
+    bucket's and the repository's as ``bucket:NAME`` / ``repository:NAME``, which satisfy
+    only the needs of that scope (a grant on the profile's bucket is no grant on Cloud
+    Build's staging bucket). None: the resource does not exist yet."""
+    return frozenset({*project, *(f"bucket:{p}" for p in bucket or () if p in BUCKET_PERMISSIONS),
+                      *(f"repository:{p}" for p in repository or ()
+                        if p in REPOSITORY_PERMISSIONS)})
+
+
+def _holds(need: Need, held: frozenset[str] | set[str]) -> bool:
+    return need.permission in held or f"{need.scope}:{need.permission}" in held
+
+
+def bucket_grant_command(gke: GkeSection, role: str) -> str:
+    return (f"gcloud storage buckets add-iam-policy-binding gs://{gke.bucket} "
+            f"--member=serviceAccount:{flow_account(gke)} --role={role}")
 
 
 def flow_account(gke: GkeSection) -> str:
@@ -115,14 +145,20 @@ def identity_issues(gke: GkeSection, who: str, held: frozenset[str] | set[str],
     the image stage will use (docker or cloud-build)."""
     out = []
     for stage in ("image", "infra", "convert", "train", "export"):
-        missing = [n for n in NEEDS if n.stage == stage and n.permission not in held
+        missing = [n for n in NEEDS if n.stage == stage and not _holds(n, held)
                    and _needed(n, builder)]
         if not missing:
             continue
         lacks = ", ".join(f"{n.permission} (role {n.role})" for n in missing)
-        grants = "; ".join(grant_command(gke, r) for r in sorted({n.role for n in missing}))
+        missing_roles = sorted({n.role for n in missing})
+        grants = "; ".join(grant_command(gke, r) for r in missing_roles)
+        on_bucket = all(n.scope == "bucket" for n in missing)
+        where = (f"project {gke.project} or bucket gs://{gke.bucket}" if on_bucket
+                 else f"project {gke.project}")
+        least = ("; or, on the bucket only: " + "; ".join(
+            bucket_grant_command(gke, r) for r in missing_roles)) if on_bucket else ""
         out.append(Issue(f"stage {stage}", f"the flow runs as {who}, which lacks {lacks} on "
-                         f"project {gke.project}", f"grant them: {grants} (or create the "
+                         f"{where}", f"grant them: {grants}{least} (or create the "
                          f"flow's own account with `tpurl flow-identity PROFILE | sh`)",
                          "environment/flow-identity"))
     return out

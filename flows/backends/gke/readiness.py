@@ -29,10 +29,14 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flows.backends.gke.image.builder import choose_builder, docker_host
 from flows.common.issues import Issue
 from flows.config.profile import Profile
+
+if TYPE_CHECKING:
+    from flows.backends.gke.infra.cloud import GoogleApis
 
 K8S_FIX = ("use the flow image built with CLOUD_TOOLS=1 (images/flow), or run this deployment "
            "on a process work pool whose machine has it")
@@ -115,7 +119,6 @@ def _flow_permissions(profile: Profile) -> tuple[frozenset[str] | None, str]:
     Identity account, or the operator's login) holds of flows/backends/gke/identity.py's
     permissions; (None, why) when it cannot be read, which refuses nothing here: the
     credentials check above and pre-flight report that."""
-    from flows.backends.gke import identity
 
     assert profile.gke is not None
     try:
@@ -126,13 +129,39 @@ def _flow_permissions(profile: Profile) -> tuple[frozenset[str] | None, str]:
         credentials, _ = google.auth.default(
             scopes=["https://www.googleapis.com/auth/cloud-platform"])
         who = str(getattr(credentials, "service_account_email", "") or "")
-        apis = RestGoogleApis(_session(credentials))
-        held = apis.test_iam_permissions(profile.gke.project, identity.permissions())
+        held = held_permissions(RestGoogleApis(_session(credentials)), profile)
     except Exception as exc:  # no credentials, no network: not known, not refused
         return None, f"unknown ({type(exc).__name__})"
     if who in ("", "default"):
         who = "the application default credentials"
-    return frozenset(held), who
+    return held, who
+
+
+def held_permissions(apis: GoogleApis, profile: Profile) -> frozenset[str]:
+    """What the caller holds of identity.NEEDS: on the project, and on the profile's bucket
+    and image repository where they exist (a grant on the resource alone is least
+    privilege, and the project's answer cannot see it)."""
+    from flows.backends.gke import identity
+    from flows.backends.gke.infra.cloud import ApiNotFound
+    from flows.backends.gke.infra.preflight_access import ar_repository
+    from flows.core.layout import patched_image_ref
+
+    gke = profile.gke
+    assert gke is not None
+    project = apis.test_iam_permissions(gke.project, identity.permissions())
+    try:
+        bucket: set[str] | None = apis.bucket_test_iam_permissions(
+            gke.bucket, sorted(identity.BUCKET_PERMISSIONS))
+    except (ApiNotFound, LookupError):
+        bucket = None  # infra creates it; until then only the project's grant counts
+    repository: set[str] | None = None
+    if (found := ar_repository(patched_image_ref(profile).rsplit(":", 1)[0])) is not None:
+        try:
+            repository = apis.repository_test_iam_permissions(
+                *found, sorted(identity.REPOSITORY_PERMISSIONS))
+        except (ApiNotFound, LookupError):
+            repository = None  # the image stage creates it
+    return identity.held_with_resources(project, bucket, repository)
 
 
 def _session(credentials: object) -> object:

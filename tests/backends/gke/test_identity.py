@@ -77,3 +77,66 @@ def test_the_kubernetes_service_account_is_annotated_with_the_flow_account() -> 
     assert sa["metadata"]["name"] == identity.FLOW_ACCOUNT
     assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == \
         "tpurl-flow@PROJECT.iam.gserviceaccount.com"
+
+
+def _held(fake, profile) -> frozenset[str]:
+    from flows.backends.gke.readiness import held_permissions
+
+    return held_permissions(fake, profile)
+
+
+def _issues(profile, held: frozenset[str]) -> list:
+    return [i for i in start_issues(profile, _env(held)) if i.category == "environment/flow-identity"]
+
+
+def test_grants_on_the_bucket_and_the_repository_alone_are_seen_and_pass() -> None:
+    """Least privilege (issue 18.5): storage roles granted on the bucket only and read on the
+    repository only; the project's testIamPermissions cannot see them, the resources' can."""
+    from tests.fakes.cloud.apis import FakeGoogleApis
+
+    profile = infra_profile()
+    fake = FakeGoogleApis()
+    fake.permissions = {n.permission for n in identity.NEEDS if n.scope == "project"}
+    assert {i.field for i in _issues(profile, _held(fake, profile))} == {
+        "stage convert", "stage train", "stage export"}  # no bucket yet: the project decides
+    fake.bucket_grants[profile.gke.bucket] = set(identity.BUCKET_PERMISSIONS)
+    fake.repositories["my-proj-123/us-east5/tpurl"] = {"name": "tpurl"}
+    assert not _issues(profile, _held(fake, profile))
+    assert {"bucket_test_iam_permissions", "repository_test_iam_permissions"} <= set(fake.calls)
+    # the repository's own grant serves the image stage's read, never infra's project need
+    get = "artifactregistry.repositories.get"
+    fake.permissions.discard(get)
+    fake.repository_grants["my-proj-123/us-east5/tpurl"] = {get}
+    held = _held(fake, profile)
+    assert f"repository:{get}" in held
+    assert [i.field for i in _issues(profile, held)] == ["stage infra"]
+
+
+def test_a_bucket_without_the_grants_is_refused_with_the_bucket_level_command() -> None:
+    from tests.fakes.cloud.apis import FakeGoogleApis
+
+    profile = infra_profile()
+    fake = FakeGoogleApis()
+    fake.permissions = {n.permission for n in identity.NEEDS if n.scope == "project"}
+    fake.bucket_grants[profile.gke.bucket] = {"storage.objects.get"}  # read-only on the bucket
+    issues = _issues(profile, _held(fake, profile))
+    assert {i.field for i in issues} == {"stage convert", "stage train", "stage export"}
+    text = issues[0].render()
+    assert "storage.objects.get" not in text.split("lacks", 1)[1].split(" on ", 1)[0]
+    assert f"on project my-proj-123 or bucket gs://{profile.gke.bucket}" in text
+    assert (f"gcloud storage buckets add-iam-policy-binding gs://{profile.gke.bucket} "
+            f"--member=serviceAccount:{identity.flow_account(profile.gke)} "
+            "--role=roles/storage.objectUser") in text
+
+
+def test_a_grant_on_the_bucket_never_stands_in_for_a_project_need() -> None:
+    held = identity.held_with_resources({"compute.regions.get"},
+                                        {"storage.objects.create", "compute.networks.create"},
+                                        {"artifactregistry.repositories.create"})
+    assert held == {"compute.regions.get", "bucket:storage.objects.create"}
+    profile = infra_profile(**{"image.builder": "cloud-build"})
+    lacking = {n.permission for n in identity.NEEDS} - {"storage.objects.create"}
+    issues = _issues(profile, frozenset(lacking) | held)
+    # the profile's bucket grants it, Cloud Build's staging bucket needs it on the project
+    assert [i.field for i in issues] == ["stage image"]
+    assert "storage.objects.create (role roles/storage.admin)" in issues[0].render()

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from flows.backends.gke.infra.cloud import ApiDenied
+from flows.backends.gke.infra.cloud import ApiDenied, ApiNotFound
 from flows.backends.gke.infra.preflight import CLOUD_BUILD_API, REQUIRED_APIS
 from flows.backends.gke.infra.preflight_access import OPERATOR_PERMISSIONS
 from tests.fakes.cloud import fakecloud_state as fc
@@ -41,6 +41,12 @@ class FakeGoogleApis:
         # projects.testIamPermissions); the operator holds all of them unless a test says so
         self.permissions: set[str] = set(OPERATOR_PERMISSIONS)
         self.repositories: dict[str, dict[str, Any]] = {}  # "project/location/name" → repo
+        # Resource-level testIamPermissions (storage JSON API buckets.testIamPermissions,
+        # Artifact Registry repositories.testIamPermissions) answer the *effective*
+        # permissions: what the project grants plus what the resource's own policy grants; a
+        # missing resource is a 404. Keys: bucket name, "project/location/name".
+        self.bucket_grants: dict[str, set[str]] = {}  # a bucket that exists → its own grants
+        self.repository_grants: dict[str, set[str]] = {}
         self.images: set[str] = {f"{PATHWAYS}/{name}:jax-0.11.0"
                                  for name in ("server", "proxy_server")}
 
@@ -96,6 +102,21 @@ class FakeGoogleApis:
         if key not in self.repositories:
             raise LookupError(f"404 repository {repository} not found")
         return copy.deepcopy(self.repository_policies.get(key, {"bindings": []}))
+
+    def bucket_test_iam_permissions(self, bucket: str, permissions: list[str]) -> set[str]:
+        self._call("bucket_test_iam_permissions")
+        if bucket not in self.bucket_grants:
+            raise ApiNotFound(f"https://storage.googleapis.com/storage/v1/b/{bucket}/iam/"
+                              "testPermissions")
+        return set(permissions) & (self.permissions | self.bucket_grants[bucket])
+
+    def repository_test_iam_permissions(self, project: str, location: str, repository: str,
+                                        permissions: list[str]) -> set[str]:
+        self._call("repository_test_iam_permissions")
+        key = f"{project}/{location}/{repository}"
+        if key not in self.repositories:
+            raise ApiNotFound(f"repositories/{repository}:testIamPermissions")
+        return set(permissions) & (self.permissions | self.repository_grants.get(key, set()))
 
     def bucket_iam_policy(self, bucket: str) -> dict[str, Any]:
         self._call("bucket_iam_policy")

@@ -24,6 +24,7 @@ from flows.backends.gke.image.build import ImageRequest, ImageResult, Log, Looku
 from flows.backends.gke.image.cloudbuild_spec import (
     DEFAULT_TIMEOUT_S,
     build_body,
+    checked_from_outputs,
     diagnose_api_error,
     diagnose_build,
     pushed_digest,
@@ -94,10 +95,10 @@ def ensure_image_cloud_build(request: ImageRequest, target: CloudBuildTarget,
     ids = tuple(p.id for p in patches)
     found = found or lookup(request, RegistryApi(clients.registry_token), backoff)
 
-    def result(digest: str, built: bool) -> ImageResult:
+    def result(digest: str, built: bool, checked: dict[str, Any] | None = None) -> ImageResult:
         return ImageResult(ref=f"{request.repository}@{digest}", tagged=found.tagged,
                            digest=digest, base=found.pinned, built=built, patches=ids,
-                           seconds=time.monotonic() - started)
+                           seconds=time.monotonic() - started, checked=checked or {})
 
     if found.existing is not None:
         if log:
@@ -118,7 +119,12 @@ def ensure_image_cloud_build(request: ImageRequest, target: CloudBuildTarget,
                          f"{found.tagged} (results: {list(build.results.images)})")
     if log:
         log(f"Cloud Build {build.id} pushed {found.tagged} ({digest})")
-    return result(digest, built=True)
+    ref = f"{request.repository}@{digest}"
+    checked = checked_from_outputs(list(build.results.build_step_outputs), ref)
+    if checked is None and log:
+        log(f"Cloud Build {build.id} returned no check-step output: the image's package "
+            "versions are only in its build log")
+    return result(digest, built=True, checked=checked)
 
 
 def _stage(storage: Any, bucket_name: str, obj: str, data: bytes, region: str,

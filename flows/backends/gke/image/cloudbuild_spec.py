@@ -19,6 +19,7 @@ cloudbuild.proto) map to the image codes of errors.py, each with a fix.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -65,6 +66,24 @@ def build_body(tagged: str, buildargs: Mapping[str, str], bucket: str, obj: str,
         # logs in Cloud Logging only: no logs bucket to exist or be written
         "options": {"logging": "CLOUD_LOGGING_ONLY"},
     }
+
+
+def checked_from_outputs(outputs: list[bytes], ref: str) -> dict[str, Any] | None:
+    """Pure: what the check step recorded in the image (images/post-training/check_patches.py
+    writes it to ``$BUILDER_OUTPUT/output``; the service returns it in
+    ``Build.results.build_step_outputs``, one entry per step index), in the shape the Docker
+    path's ``verify_image`` gives; None when the step left nothing readable."""
+    if len(outputs) <= CHECK_STEP_INDEX or not outputs[CHECK_STEP_INDEX]:
+        return None
+    try:
+        found = json.loads(outputs[CHECK_STEP_INDEX])
+    except ValueError:  # cut at the service's 50 KB, or not JSON
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get("packages"), dict):
+        return None
+    return {"image": ref, "patched_files": dict(found.get("patched_files") or {}),
+            "python": str(found.get("python", "")),
+            "packages": {str(k): str(v) for k, v in found["packages"].items()}}
 
 
 def pushed_digest(images: list[Mapping[str, str]], tagged: str) -> str | None:

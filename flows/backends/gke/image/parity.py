@@ -53,11 +53,14 @@ def parity_lines(base: str, lock: Mapping[str, str], image: Mapping[str, str] | 
         ours, theirs = lock.get(name), have.get(name)
         if ours is not None and ours == theirs:
             lines.append(f"  {name}: {ours} in both")
-        elif theirs is None:
+        elif ours is None and theirs is None and image is not None:
+            lines.append(f"  {name}: not installed in either")
+        elif theirs is None and image is None:
             lines.append(f"  {name}: rehearsal {ours or 'not installed'}, image unknown until "
                          f"it is built: the rehearsal does not prove {STEPS[name]}")
         else:
-            lines.append(f"  {name}: rehearsal {ours or 'not installed'}, image {theirs}: "
+            lines.append(f"  {name}: rehearsal {ours or 'not installed'}, image "
+                         f"{theirs or 'not installed'}: "
                          f"the rehearsal does not prove {STEPS[name]}")
     for patch in patches:
         if not patch.failed_in_rehearsal:

@@ -103,7 +103,8 @@ class GkeImage:
 
     def _parity(self, ctx: StageContext, checked: Mapping[str, Any]) -> list[str]:
         """The image's recorded versions against the rehearsal's lock, logged and shown on
-        the run page (the Cloud Build path prints the versions in its check step's log)."""
+        the run page (both builders record them: verify.py reads the image's manifest, the
+        Cloud Build check step returns them as its build step output)."""
         from flows.backends.gke.image.parity import lock_versions, parity_lines
         from flows.common.paths import REPO_ROOT
         from flows.core.patching import enabled

@@ -71,6 +71,14 @@ class GoogleApis(Protocol):
         ...
     def repository_iam_policy(self, project: str, location: str,
                               repository: str) -> dict[str, Any]: ...
+    def bucket_test_iam_permissions(self, bucket: str, permissions: list[str]) -> set[str]:
+        """The subset of ``permissions`` the caller holds on the bucket, inherited from the
+        project or granted on the bucket (ApiNotFound when there is no such bucket)."""
+        ...
+    def repository_test_iam_permissions(self, project: str, location: str, repository: str,
+                                        permissions: list[str]) -> set[str]:
+        """The same on an Artifact Registry repository (ApiNotFound when it is missing)."""
+        ...
 
 
 def image_version(image: str) -> str | None:
@@ -237,3 +245,16 @@ class RestGoogleApis:
                               repository: str) -> dict[str, Any]:
         url = f"{self._repository_url(project, location)}/{repository}:getIamPolicy"
         return self._get(url)
+
+    def bucket_test_iam_permissions(self, bucket: str, permissions: list[str]) -> set[str]:
+        # storage JSON API buckets.testIamPermissions (google-cloud-storage's
+        # Bucket.test_iam_permissions: GET {bucket}/iam/testPermissions?permissions=...)
+        url = f"https://storage.googleapis.com/storage/v1/b/{bucket}/iam/testPermissions"
+        return set(self._get(url, params={"permissions": permissions}).get("permissions", []))
+
+    def repository_test_iam_permissions(self, project: str, location: str, repository: str,
+                                        permissions: list[str]) -> set[str]:
+        # Artifact Registry v1 projects.locations.repositories.testIamPermissions
+        url = f"{self._repository_url(project, location)}/{repository}:testIamPermissions"
+        response = self.session.post(url, json={"permissions": permissions}, timeout=30)
+        return set(self._json(response, url).get("permissions", []))

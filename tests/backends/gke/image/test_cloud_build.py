@@ -192,3 +192,60 @@ def test_the_image_stage_through_cloud_build_keeps_its_record_in_the_registry(
     assert again.status == "skipped" and again.uris == ran.uris
     assert again.fingerprint == ran.fingerprint  # downstream stages stay skipped
     assert not clients.storage.bucket(tutorial_profile().gke.bucket).exists()  # item 5
+
+
+def test_the_record_carries_the_images_versions_and_the_run_page_shows_parity(
+        clients: CloudBuildClients, fake_build: FakeCloudBuild, docker_client: docker.DockerClient,
+        registry_prefix: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, prefect_api: None):
+    """Issue 18.10 on the Cloud Build path: the check step's versions come back as its build
+    step output ($BUILDER_OUTPUT/output) into the image stage's record, not only the log, and
+    the run page's parity artifact says where the rehearsal's lock differs."""
+    import logging
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    from flows.backends import backend_for
+    from flows.backends.gke.image import cloudbuild
+    from flows.core.layout import Layout
+    from flows.core.stage import StageContext
+    from flows.runpage.artifacts import slug
+    from flows.stages.image import ImageStage
+    from tests.support.profiles import tutorial_profile
+
+    carried = {"maxtext": "0.2.4", "google-tunix": "0.2.0", "jax": "0.11.0"}
+    base = build_standin(docker_client, f"{registry_prefix}/standin-parity-cb:0.2.4",
+                         tmp_path / "ctx", edit=with_distributions(carried))
+    repository = f"{registry_prefix}/cbp/tpu-post-training"
+    profile = tutorial_profile(**{"image.base": base, "image.repository": repository,
+                                  "image.builder": "cloud-build"})
+    monkeypatch.setattr(cloudbuild, "default_clients", lambda project: clients)
+
+    @flow
+    def image_stage() -> dict[str, Any]:
+        backend = backend_for(profile)
+        ctx = StageContext(profile=profile, layout=Layout(profile), backend=backend,
+                           storage=backend.storage, logger=logging.getLogger("test"))
+        return ImageStage().execute(ctx, {}).details
+
+    state = image_stage(return_state=True)
+    details = state.result()
+    assert details["built"] is True and details["packages"] == carried
+    assert details["python"] and set(details["patched_files"]) == set(details["patches"])
+    (build,) = [b for b in fake_build.builds.values() if repository in str(b.body.get("images"))]
+    assert build.body["results"]["buildStepOutputs"][0] == ""  # the docker step wrote none
+    assert "google-tunix: rehearsal 0.1.7, image 0.2.0: the rehearsal does not prove train" \
+        in "\n".join(details["rehearsal_parity"])
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])))
+    (parity,) = [a for a in found if a.key == f"tpurl-{slug(profile.name)}-rehearsal-parity"]
+    assert parity.type == "markdown" and parity.description.endswith(f"vs {base}, its record):")
+    text = str(parity.data)
+    assert text.startswith("### Rehearsal parity\n\n- maxtext: 0.2.4 in both\n")
+    assert "- google-tunix: rehearsal 0.1.7, image 0.2.0: the rehearsal does not prove train" \
+        in text
+    assert "- vllm: not installed in either" in text  # a record: not "unknown"
+    assert "- patch maxtext-adafactor: failed in the rehearsal with google-tunix==0.1.7" in text

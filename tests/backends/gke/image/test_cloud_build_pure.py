@@ -6,6 +6,7 @@ import pytest
 
 from flows.backends.gke.image.cloudbuild_spec import (
     build_body,
+    checked_from_outputs,
     diagnose_api_error,
     diagnose_build,
     pushed_digest,
@@ -118,3 +119,13 @@ def test_a_build_unknown_to_the_region_names_the_api_and_the_region():
     error = diagnose_api_error("NotFound", "Requested entity was not found.", "p", "us-east5")
     assert error.code == "image/cloud-build-not-found"
     assert "us-east5" in error.resolution and "cloudbuild.googleapis.com" in error.resolution
+
+
+def test_the_check_steps_output_becomes_the_records_versions():
+    written = b'{"packages": {"jax": "0.11.0"}, "patched_files": {"p": "/x.py"}, "python": "3.12.3"}'
+    assert checked_from_outputs([b"", written], "r@sha256:1") == {
+        "image": "r@sha256:1", "packages": {"jax": "0.11.0"}, "patched_files": {"p": "/x.py"},
+        "python": "3.12.3"}
+    # nothing written, a step short, cut at the service's limit, not the check step's shape
+    for outputs in ([b"", b""], [b""], [b"", written[:40]], [b"", b'["jax"]']):
+        assert checked_from_outputs(outputs, "r@sha256:1") is None

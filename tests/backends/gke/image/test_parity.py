@@ -65,3 +65,11 @@ def test_the_tutorial_plan_shows_the_parity_section() -> None:
     assert "google-tunix: rehearsal 0.1.7, image unknown until it is built: the rehearsal " \
         "does not prove train" in text
     assert "patch maxtext-adafactor: failed in the rehearsal with google-tunix==0.1.7" in text
+
+
+def test_a_built_images_record_says_missing_packages_are_missing_not_unknown() -> None:
+    text = "\n".join(parity_lines(BASE, LOCK, {"maxtext": "0.2.4"}, []))
+    assert "vllm: not installed in either" in text
+    assert "orbax-checkpoint: rehearsal 0.12.2, image not installed: the rehearsal does not " \
+        "prove convert, train and export" in text
+    assert "unknown until it is built" not in text
