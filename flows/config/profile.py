@@ -25,6 +25,7 @@ from flows.common.paths import (
 )
 from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
+from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection, StrictModel
 
 Scalar = str | int | float | bool
@@ -217,6 +218,8 @@ class Profile(StrictModel):
     train: StepSection = StepSection()
     export: StepSection = StepSection()
     data: DataSection = DataSection()
+    eval: EvalSection | None = None  # the evaluate stage runs when set (flows/config/evaluation.py)
+    promotion: PromotionRule | None = None  # default when eval is set: PromotionRule()
 
     @model_validator(mode="after")
     def _backend_sections(self) -> Self:
@@ -260,6 +263,13 @@ class Profile(StrictModel):
     @property
     def num_slices(self) -> int:
         return self.gke.num_slices if self.gke else 1
+
+    @property
+    def promotion_rule(self) -> PromotionRule | None:
+        """The rule a scored run is judged by: the profile's, or the documented default."""
+        if self.eval is None:
+            return None
+        return self.promotion or PromotionRule()
 
 
 def parallelism_product(values: list[int]) -> tuple[int, int]:
