@@ -145,6 +145,24 @@ def history_rows(history: list[PromotedModel]) -> list[dict[str, Any]]:
              **m.scores.row(), "model_uri": m.model_uri} for m in history]
 
 
+def promoted_lines(storage: Storage, profile: Profile) -> list[str]:
+    """For `tpurl status`: what is promoted now, from the pointer (read-only)."""
+    if profile.eval is None:
+        return []
+    pointer = pointer_uris(profile)[0]
+    try:
+        model = read_promoted(storage, profile)
+    except Exception as exc:  # a damaged pointer is reported, never repaired here
+        return [f"promoted model: pointer unreadable ({pointer}): {exc}"]
+    if model is None:
+        return [f"promoted model: none yet ({pointer})"]
+    scores = "; ".join(f"{k} {v}" for k, v in model.scores.row().items())
+    return [f"promoted model: {model.model_uri}",
+            f"  run {model.run} at {model.promoted_at}, dataset {model.dataset}, revision "
+            f"{model.revision}", f"  scores ({model.scores.samples} held-out rows): {scores}",
+            f"  pointer {pointer}"]
+
+
 def publish_promotion(profile: str, rows: list[dict[str, Any]],
                       history: list[dict[str, Any]]) -> None:
     """Best-effort, like every run-page artifact."""

@@ -74,3 +74,14 @@ def test_a_damaged_pointer_stops_the_decision(profile) -> None:
     with pytest.raises(StageFailed) as failed:
         promote_or_reject(storage, profile, "run-1", evaluation(0.5), artifacts(1), None, "k")
     assert failed.value.diagnosis.code == "eval/pointer-unreadable"
+
+
+def test_status_lines_show_the_pointer(profile) -> None:
+    from flows.runpage.promotion import promoted_lines
+
+    storage = LocalStorage()
+    assert promoted_lines(storage, profile)[0].startswith("promoted model: none yet")
+    promote_or_reject(storage, profile, "run-1", evaluation(0.5), artifacts(1), None, "k")
+    lines = promoted_lines(storage, profile)
+    assert lines[0] == "promoted model: file:///exports/1" and "run run-1" in lines[1]
+    assert "mean_reward 0.5000" in lines[2]
