@@ -7,7 +7,7 @@ import pytest
 from flows.config import load_profile
 from flows.config.errors import ProfileError
 from flows.config.evaluation import PromotionRule
-from tests.support.profiles import TUTORIAL, INFRA_OVERRIDES
+from tests.support.profiles import INFRA_OVERRIDES, TUTORIAL
 
 
 def problems(profile: str, overrides: dict[str, str]) -> dict[str, str]:
