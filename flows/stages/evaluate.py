@@ -19,6 +19,7 @@ from typing import Any
 from flows.config.profile import Profile
 from flows.core.backend import Backend, StepPlan, WorkloadRun
 from flows.core.dataset import dataset_problem
+from flows.core.eval_estimate import plan_notes
 from flows.core.eval_programs import (
     EvalRuntime,
     Which,
@@ -98,6 +99,10 @@ class EvaluateStage(ProgramStage):
                          evaluate_workload(profile, layout, runtime, "trained",
                                            layout.actor_params(step))]
             notes += backend.runtime.notes(self.name)
+        ev = profile.eval
+        assert ev is not None
+        notes += plan_notes(ev.batches * (ev.batch_size or int(profile.train.args.get(
+            "batch_size", 1))))
         return StepPlan(inputs={"base_checkpoint": layout.converted_checkpoint,
                                 "trained_checkpoint": layout.actor_params(step)},
                         outputs={"scores": scores_uri(layout, "trained"),

@@ -122,3 +122,34 @@ def test_the_plan_shows_both_evaluations(tmp_path: Path) -> None:
                for w in plan.workloads)
     assert "num_test_batches=0" not in plan.workloads[0].command  # the training's is replaced
     assert not (tmp_path / "root").exists()
+
+
+def test_a_worse_retrained_model_is_rejected_and_the_pointer_stays(tmp_path: Path) -> None:
+    """Two runs through the real stages, the second trained worse (its evaluation scores
+    below the promoted model): rejected, the pointer and the history unchanged, the export
+    kept."""
+    from flows.core.storage import LocalStorage
+    from flows.runpage.promotion import pointer_uris, promote_or_reject, read_history
+
+    def judged(backend, run: str):
+        outputs = run_all(backend, with_eval=True)
+        artifacts = {"hf_export": outputs["export"].uris["hf_export"],
+                     "trained_checkpoint": outputs["train"].uris["actor_checkpoint"]}
+        decision, model = promote_or_reject(LocalStorage(), backend.profile, run,
+                                            outputs["evaluate"].details, artifacts, None,
+                                            outputs["evaluate"].key)
+        return decision, model, artifacts
+
+    first, promoted, _ = judged(backend_at(tmp_path), "run-1")
+    assert first.promoted and first.reference_kind == "base" and promoted is not None
+    pointer = local(pointer_uris(backend_at(tmp_path).profile)[0])
+    before = pointer.read_text()
+
+    worse = backend_at(tmp_path, **{"train.args.learning_rate": "5e-1"})
+    worse.scores["evaluate-trained"] = 0.30  # a run that made the model worse
+    decision, still, artifacts = judged(worse, "run-2")
+    assert not decision.promoted and decision.reference_kind == "promoted"
+    assert decision.trained == pytest.approx(0.30) and decision.reference == pytest.approx(0.55)
+    assert still is not None and still.run == "run-1" and pointer.read_text() == before
+    assert [m.run for m in read_history(LocalStorage(), worse.profile)] == ["run-1"]
+    assert local(artifacts["hf_export"]).is_dir()  # the rejected export is kept
