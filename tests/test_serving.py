@@ -22,7 +22,7 @@ def test_the_automation_is_accepted_and_runs_on_promotions_only(prefect_api) -> 
     from prefect.automations import Automation
 
     text = AUTOMATION.read_text()
-    assert text.count("REPLACE-WITH-DEPLOYMENT-ID") == 3  # the sed line, its comment, the field
+    assert text.count("REPLACE-WITH-DEPLOYMENT-ID") == 2  # the sed line and the field
     deployment_id = str(uuid.uuid4())
     spec = yaml.safe_load(text.replace("REPLACE-WITH-DEPLOYMENT-ID", deployment_id))
     created = Automation.model_validate(spec).create()
