@@ -22,6 +22,19 @@ from flows.core.eval_estimate import tutorial_estimate
 from flows.runpage.result import PipelineResult, result_uris
 
 
+def _last_full_run(folder: Path) -> PipelineResult | None:
+    """The newest result in ``folder`` whose train stage ran."""
+    found = []
+    for candidate in folder.glob("*.json"):
+        try:
+            result = PipelineResult.model_validate_json(candidate.read_text())
+        except ValueError:
+            continue  # the promoted pointer, its history: not results
+        if any(s.stage == "train" and s.status == "ran" for s in result.stages):
+            found.append(result)
+    return max(found, key=lambda r: r.started_at) if found else None
+
+
 def main() -> None:
     if len(sys.argv) > 1:
         path = Path(sys.argv[1])
@@ -33,6 +46,12 @@ def main() -> None:
         raise SystemExit(f"{path}: this run did not evaluate (no eval section?)")
     evaluate = stages["evaluate"]
     rest = sum(s.duration_s for name, s in stages.items() if name != "evaluate")
+    if stages["train"].status != "ran":  # a run that only evaluated: its other stages were
+        baseline = _last_full_run(path.parent)  # skipped, so compare with one that ran them
+        if baseline is not None:
+            rest = sum(s.duration_s for s in baseline.stages if s.stage != "evaluate")
+            print(f"(the five stages' walls are from {baseline.started_at}, the last run "
+                  "here that ran them)")
     print(f"result {path} ({result.started_at}), load average now "
           f"{os.getloadavg()[0]:.1f}")
     print(f"stages before evaluate: {rest:.1f} s; evaluate: {evaluate.duration_s:.1f} s "

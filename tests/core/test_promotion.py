@@ -69,3 +69,13 @@ def test_accuracy_metric_reads_the_accuracy() -> None:
 def test_the_promoted_model_itself_is_unchanged_not_promoted_again() -> None:
     decision = decide(PromotionRule(), summary(0.5), summary(0.1), promoted(0.5, uri="u"), "u")
     assert decision.promoted and decision.unchanged
+
+
+def test_the_tutorial_estimate_comes_from_its_own_train_estimate() -> None:
+    from flows.core.eval_estimate import STARTUP_H, plan_notes, tutorial_estimate
+
+    est = tutorial_estimate()  # 50 steps x 8 prompts x 4 generations in 4.0 h on a 4x8 slice
+    assert (est.chips, est.rows) == (32, 40)
+    assert est.hours_per_model == pytest.approx(STARTUP_H + 40 * 4.0 / 1600)
+    assert est.first_run_chip_hours == pytest.approx(2 * est.later_run_chip_hours)
+    assert "22.4 chip-hours" in plan_notes(4)[1]
