@@ -250,6 +250,9 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
              if result.lock_wait_s >= 1 else ""))
     for stage in result.stages:
         print(f"  {stage.stage:<8} {stage.status:<8} {stage.duration_s:8.1f} s")
+    if result.evaluation is not None:
+        decision = result.evaluation["decision"]
+        print(f"  {'promoted' if decision['promoted'] else 'rejected'}: {decision['reason']}")
     from flows.cli_output import final_lines
     from flows.runpage.result import result_uris
 

@@ -36,8 +36,16 @@ from flows.profile_lock import profile_lock
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
 from flows.runpage.live import StagePage, skipped_state
+from flows.runpage.promotion import (
+    comparison_rows,
+    emit_decision,
+    history_rows,
+    promote_or_reject,
+    publish_promotion,
+    read_history,
+)
 from flows.runpage.result import PipelineResult, StageReport, persist_result
-from flows.stages import STAGE_BY_NAME
+from flows.stages import STAGE_BY_NAME, stages_for
 from flows.stages.timeouts import run_timeout_s, stage_timeout_s, timed_out_message
 
 
@@ -144,6 +152,15 @@ def export_hf(profile: Profile, image: StageOutput, infra: StageOutput,
                                   {"image": image, "infra": infra, "train": trained}))
 
 
+@task(name="evaluate: trained vs base on the held-out set", **_TASK_OPTIONS)
+def evaluate_models(profile: Profile, image: StageOutput, infra: StageOutput,
+                    converted: StageOutput, trained: StageOutput,
+                    exported: StageOutput) -> StageOutput | State:
+    return skipped_state(_execute("evaluate", profile, {
+        "image": image, "infra": infra, "convert": converted, "train": trained,
+        "export": exported}))
+
+
 def _run_name() -> str:
     """``<profile>[-<announced dataset file>][+rev-<revision>]-<time>``, so the UI's run list
     says what each retrain run trains."""
@@ -206,9 +223,11 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     events.run_started(cfg.name, record.summary() if record else None)
     backend = backend_for(cfg)
     price = backend.usd_per_chip_hour
-    page = StagePage(cfg.name, list(STAGE_BY_NAME), deployment.name or "local runs", price,
-                     {s: stage_timeout_s(cfg, s) for s in STAGE_BY_NAME})
-    bound = run_timeout_s(cfg, STAGE_BY_NAME)  # from the lock on: waiting for it is not stuck
+    names = [stage.name for stage in stages_for(cfg)]
+    page = StagePage(cfg.name, names, deployment.name or "local runs", price,
+                     {s: stage_timeout_s(cfg, s) for s in names})
+    evaluation: dict[str, Any] | None = None
+    bound = run_timeout_s(cfg, names)  # from the lock on: waiting for it is not stuck
     with profile_lock(cfg.name, logger) as hold, Deadline(
             bound, lambda: timed_out_message(cfg, bound, page.current)):
         image = page.run("image", build_image, cfg)
@@ -216,12 +235,18 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
         converted = page.run("convert", convert_checkpoint, cfg, image, infra)
         trained = page.run("train", train_grpo, cfg, image, infra, converted)
         exported = page.run("export", export_hf, cfg, image, infra, trained)
-    outputs = [image, infra, converted, trained, exported]
+        outputs = [image, infra, converted, trained, exported]
+        artifacts = {"maxtext_checkpoint": converted.uris["maxtext_checkpoint"],
+                     "trained_checkpoint": trained.uris["actor_checkpoint"],
+                     "hf_export": exported.uris["hf_export"]}
+        if cfg.eval is not None:  # judged under the lock: the pointer is the profile's
+            evaluated = page.run("evaluate", evaluate_models, cfg, image, infra, converted,
+                                 trained, exported)
+            outputs.append(evaluated)
+            evaluation = _judge(cfg, backend, evaluated, artifacts, record)
     result = PipelineResult(
-        profile=cfg.name, backend=cfg.backend,
-        artifacts={"maxtext_checkpoint": converted.uris["maxtext_checkpoint"],
-                   "trained_checkpoint": trained.uris["actor_checkpoint"],
-                   "hf_export": exported.uris["hf_export"]},
+        profile=cfg.name, backend=cfg.backend, artifacts=artifacts,
+        evaluation=evaluation,
         stages=[StageReport.of(o, price) for o in outputs],
         chip_hours=sum(o.chip_hours for o in outputs),
         usd=round(sum(o.chip_hours for o in outputs) * price, 2),
@@ -235,3 +260,20 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
                                      "trained_checkpoint": result.artifacts["trained_checkpoint"],
                                      **({"announcement": record.summary()} if record else {})})
     return result
+
+
+def _judge(cfg: Profile, backend: Any, evaluated: StageOutput, artifacts: dict[str, str],
+           record: RunAnnouncement | None) -> dict[str, Any]:
+    """The promotion decision for this run's scores: pointer, events, run-page table."""
+    details = evaluated.details
+    run = flow_run.name or "run"
+    decision, promoted = promote_or_reject(backend.storage, cfg, run, details, artifacts,
+                                           backend.runtime.dataset_uri(), evaluated.key)
+    get_run_logger().info("%s: %s", "promoted" if decision.promoted else "rejected",
+                          decision.reason)
+    emit_decision(cfg.name, decision, details, promoted, record.summary() if record else None)
+    publish_promotion(cfg.name, comparison_rows(details, promoted, decision),
+                      history_rows(read_history(backend.storage, cfg)))
+    return {"trained": details["trained"], "base": details["base"],
+            "decision": decision.model_dump(),
+            "promoted_model": promoted.model_uri if promoted else None}

@@ -13,7 +13,7 @@ from flows.config.profile import Profile
 from flows.core import programs
 from flows.core.stage import StagePlan
 from flows.core.workload import Workload
-from flows.stages import STAGES
+from flows.stages import stages_for
 
 
 def planned_workloads(profile: Profile) -> dict[str, Workload]:
@@ -22,7 +22,7 @@ def planned_workloads(profile: Profile) -> dict[str, Workload]:
 
 def build_plan(profile: Profile) -> list[StagePlan]:
     backend = backend_for(profile)
-    return [stage.plan(profile, backend) for stage in STAGES]
+    return [stage.plan(profile, backend) for stage in stages_for(profile)]
 
 
 def render_text(profile: Profile, plans: list[StagePlan]) -> str:

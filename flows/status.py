@@ -213,7 +213,15 @@ def read_only_clients(profile: Profile, command: str,
 
 
 def status_command(profile: Profile) -> int:
-    """For the CLI: print the snapshot; 1 when a static TPU pool exists where none should."""
+    """For the CLI: print the snapshot; 1 when a static TPU pool exists where none should.
+    A profile with an eval section also gets its promoted pointer (any backend)."""
+    if profile.eval is not None:
+        from flows.backends import backend_for
+        from flows.runpage.promotion import promoted_lines
+
+        print("\n".join(promoted_lines(backend_for(profile).storage, profile)))
+        if profile.gke is None:
+            return 0
     opened = read_only_clients(profile, "status")
     if opened is None:
         return 2

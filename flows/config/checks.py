@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from flows.common.issues import Issue
 from flows.config.data_rules import data_issues
+from flows.config.evaluation_rules import evaluation_issues
 from flows.config.gcp_names import looks_like_hf_token
 from flows.config.maxtext_keys import maxtext_key_issues
 from flows.config.maxtext_rules import maxtext_issues
@@ -29,6 +30,7 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
     issues += data_issues(profile)
     issues += _patch_issues(profile, set(known_patches))
     issues += spend_issues(profile.gke)
+    issues += evaluation_issues(profile)
     return issues
 
 

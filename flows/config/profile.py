@@ -25,6 +25,7 @@ from flows.common.paths import (
 )
 from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
+from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection, StrictModel
 
 Scalar = str | int | float | bool
@@ -220,6 +221,8 @@ class Profile(StrictModel):
     # The most one run may take once it holds the profile's lock; unset: the sum of its
     # stages' bounds, retries included (flows/stages/timeouts.py run_timeout_s).
     flow_timeout_s: float | None = Field(None, gt=0)
+    eval: EvalSection | None = None  # the evaluate stage runs when set (flows/config/evaluation.py)
+    promotion: PromotionRule | None = None  # default when eval is set: PromotionRule()
 
     @model_validator(mode="after")
     def _backend_sections(self) -> Self:
@@ -263,6 +266,13 @@ class Profile(StrictModel):
     @property
     def num_slices(self) -> int:
         return self.gke.num_slices if self.gke else 1
+
+    @property
+    def promotion_rule(self) -> PromotionRule | None:
+        """The rule a scored run is judged by: the profile's, or the documented default."""
+        if self.eval is None:
+            return None
+        return self.promotion or PromotionRule()
 
 
 def parallelism_product(values: list[int]) -> tuple[int, int]:

@@ -52,6 +52,9 @@ class PipelineResult(BaseModel):
     metrics: dict[str, Any]
     wall_s: float
     lock_wait_s: float = 0.0  # waiting for another run of the profile; not in any stage's time
+    # With an eval section: the held-out scores (trained, base), the promotion decision and
+    # the model promoted after it (flows/runpage/promotion.py); None without one.
+    evaluation: dict[str, Any] | None = None
     started_at: str
     finished_at: str
 

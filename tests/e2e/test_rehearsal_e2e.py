@@ -2,7 +2,10 @@
 
 One module-scoped first run (cold outputs; the venvs are built on first use and reused), then
 reruns that prove skip-if-done: nothing changed → every stage skipped; a changed learning rate
-→ train and export only; a changed base model → infra, convert, train and export.
+→ train and export only; a changed base model → infra, convert, train and export. The first
+run also evaluates (MaxText's evaluate_rl on the held-out rows, trained and base) and decides
+promotion; the learning-rate and base-model reruns leave eval out (its lineage is proven in
+tests/stages/test_evaluate.py), since each evaluation program costs minutes on CPU.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from flows.pipeline import rl_post_training
 from flows.runpage.result import PipelineResult
 from tests.support.profiles import fake_hf_token
 from tests.support.results import stage_statuses
+
+NO_EVAL = {"eval": "", "promotion": ""}  # reruns about train/convert lineage only
 
 pytestmark = pytest.mark.rehearsal
 
@@ -51,8 +56,9 @@ def first_run(prefect_api, root) -> PipelineResult:
 
 def test_first_run_produces_all_three_artifacts(first_run: PipelineResult):
     statuses = stage_statuses(first_run)
-    assert [s.stage for s in first_run.stages] == ["image", "infra", "convert", "train", "export"]
-    assert all(statuses[s] == "ran" for s in ("infra", "convert", "train", "export"))
+    assert [s.stage for s in first_run.stages] == ["image", "infra", "convert", "train", "export",
+                                                   "evaluate"]
+    assert all(statuses[s] == "ran" for s in ("infra", "convert", "train", "export", "evaluate"))
     artifacts = first_run.artifacts
     assert set(artifacts) == {"maxtext_checkpoint", "trained_checkpoint", "hf_export"}
     assert _path(artifacts["maxtext_checkpoint"]).name == "items"
@@ -94,6 +100,37 @@ def test_grpo_ran_two_steps_with_varying_rewards(first_run):
     assert any(v != 0 for v in observed) or statistics.pstdev(observed) > 0
 
 
+def test_evaluation_scores_both_models_and_decides_promotion(first_run, root):
+    from flows.config import load_profile
+    from flows.core.storage import LocalStorage
+    from flows.runpage.promotion import read_promoted
+
+    evaluation = first_run.evaluation
+    assert evaluation is not None
+    evaluate = next(s for s in first_run.stages if s.stage == "evaluate")
+    assert [w.name for w in evaluate.workloads] == ["evaluate-base", "evaluate-trained"]
+    for which in ("trained", "base"):
+        scores = json.loads((_path(evaluate.uris["scores" if which == "trained" else
+                                                  "base_scores"]) / "scores.json").read_text())
+        assert scores["total"] == 4 and scores["overlap"] == 0  # MaxText's held-out 4 of 64
+        assert scores["trained_rows_checked"] == 2
+        assert math.isclose(scores["mean_reward"], statistics.mean(scores["rewards"]))
+        summary = evaluation[which]
+        assert summary["samples"] == 4
+        assert summary["mean_reward"]["low"] <= summary["mean_reward"]["value"] <= \
+            summary["mean_reward"]["high"]
+    assert evaluation["base"]["checkpoint"].rstrip("/") == \
+        _path(first_run.artifacts["maxtext_checkpoint"]).as_posix()
+    decision = evaluation["decision"]
+    assert decision["reference_kind"] == "base"  # nothing was promoted in this root before
+    profile = load_profile("rehearsal", {"local.root": str(root)}, environ={})
+    pointer = read_promoted(LocalStorage(), profile)
+    if decision["promoted"]:
+        assert pointer is not None and pointer.model_uri == first_run.artifacts["hf_export"]
+    else:  # a random tiny model may well score below its base: then nothing moves
+        assert pointer is None
+
+
 def test_rerun_with_nothing_changed_skips_every_stage(first_run, root):
     again = rl_post_training(profile="rehearsal", overrides={"local.root": str(root)})
     assert set(stage_statuses(again).values()) == {"skipped"}
@@ -103,7 +140,7 @@ def test_rerun_with_nothing_changed_skips_every_stage(first_run, root):
 
 def test_changed_learning_rate_reruns_train_and_export_only(first_run, root):
     changed = rl_post_training(profile="rehearsal", overrides={
-        "local.root": str(root), "train.args.learning_rate": "2e-3"})
+        "local.root": str(root), "train.args.learning_rate": "2e-3", **NO_EVAL})
     assert stage_statuses(changed) == {"image": "skipped", "infra": "skipped", "convert": "skipped",
                                   "train": "ran", "export": "ran"}
     assert changed.artifacts["maxtext_checkpoint"] == first_run.artifacts["maxtext_checkpoint"]
@@ -112,7 +149,7 @@ def test_changed_learning_rate_reruns_train_and_export_only(first_run, root):
 
 def test_changed_base_model_reruns_convert_too(first_run, root):
     changed = rl_post_training(profile="rehearsal", overrides={
-        "local.root": str(root), "local.tiny_model_seed": "1"})
+        "local.root": str(root), "local.tiny_model_seed": "1", **NO_EVAL})
     assert stage_statuses(changed) == {"image": "skipped", "infra": "ran", "convert": "ran",
                                   "train": "ran", "export": "ran"}
     assert changed.artifacts["maxtext_checkpoint"] != first_run.artifacts["maxtext_checkpoint"]
@@ -123,7 +160,8 @@ def test_a_program_error_fails_at_once_with_its_cause_and_keeps_the_log(first_ru
     # is refused at validation now, before anything runs: tests/config/test_maxtext_keys.py)
     with pytest.raises(StageFailed) as caught:
         rl_post_training(profile="rehearsal", overrides={
-            "local.root": str(root), "train.args.warmup_steps_fraction": "not-a-number"})
+            "local.root": str(root), "train.args.warmup_steps_fraction": "not-a-number",
+            **NO_EVAL})
     failure = caught.value
     assert failure.stage == "train" and failure.diagnosis.category == "user-error"
     assert "warmup_steps_fraction" in failure.diagnosis.detail
@@ -134,6 +172,9 @@ def test_events_artifacts_and_no_secret_anywhere(first_run, root):
     import time
 
     from prefect.client.orchestration import get_client
+
+    evaluation = first_run.evaluation
+    assert evaluation is not None
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
     from prefect.events.filters import EventFilter, EventNameFilter
 
@@ -156,15 +197,17 @@ def test_events_artifacts_and_no_secret_anywhere(first_run, root):
                 break
             time.sleep(2)
         names = [e.event for e in events]
-        for stage in ("image", "infra", "convert", "train", "export"):
+        for stage in ("image", "infra", "convert", "train", "export", "evaluate"):
             assert any(e.event == "tpurl.stage.started" and
                        e.resource.get("tpurl.stage") == stage for e in events), stage
         assert first_run.artifacts["hf_export"] in exported, names
+        assert evaluation["decision"]["promoted"] == ("tpurl.model.promoted" in names)
+        assert ("tpurl.model.promoted" in names) != ("tpurl.model.rejected" in names), names
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
             key=ArtifactFilterKey(like_="tpurl-rehearsal-")))
         keys = {a.key for a in artifacts}
         assert {"tpurl-rehearsal-stages", "tpurl-rehearsal-local-runs-hf-export",
-                "tpurl-rehearsal-metrics"} <= keys, keys
+                "tpurl-rehearsal-metrics", "tpurl-rehearsal-evaluation"} <= keys, keys
         texts = [first_run.model_dump_json(), str(names),
                  *(e.model_dump_json() for e in events),
                  *(str(a.data) for a in artifacts)]

@@ -25,7 +25,7 @@ from flows.core.manifest import LOGS_DIR
 from flows.core.stage import StageContext, StageOutput
 from flows.core.storage import LocalStorage, Storage, join
 from flows.core.workload import Workload
-from flows.stages import STAGES
+from flows.stages import STAGES, stages_for
 
 
 class QuietRuntime(LocalRuntime):
@@ -81,6 +81,8 @@ class FakeStageBackend:
         self.image, self.infra = MarkerStep(self, "image"), MarkerStep(self, "infra")
         self.runs: Counter[str] = Counter()
         self.damage: set[str] = set()
+        # what each evaluation "program" scores: mean reward (and accuracy) per model
+        self.scores: dict[str, float] = {"evaluate-base": 0.40, "evaluate-trained": 0.55}
         self.logger = logging.getLogger("tpurl-tests")
 
     def write(self, uri: str, text: str) -> None:
@@ -108,8 +110,23 @@ class FakeStageBackend:
                        json.dumps({"weight_map": shards}))
             for shard in sorted(set(shards.values()))[: 1 if damaged else None]:
                 self.write(join(out, shard), "w")
+        elif workload.name.startswith("evaluate-"):
+            self._score(workload, damaged)
         self.write(log_uri, f"{workload.command_line()}\n")
         return WorkloadRun(name=workload.name, wall_s=0.0, log_uri=log_uri)
+
+    def _score(self, workload: Workload, damaged: bool) -> None:
+        """What images/rehearsal/evaluate_rl.py writes to ``--out``: MaxText's counts and
+        every response's reward (4 rows; the rewards spread around the model's mean)."""
+        out = workload.argv[workload.argv.index("--out") + 1]
+        mean = self.scores[workload.name]
+        rewards = [mean - 0.1, mean - 0.05, mean + 0.05, mean + 0.1]
+        checkpoint = next(a for a in workload.argv if a.startswith("load_parameters_path="))
+        scores = {"checkpoint": checkpoint.split("=", 1)[1], "total": 4,
+                  "correct": float(round(4 * mean)), "format_correct": 4, "mean_reward": mean,
+                  "rewards": rewards, "overlap": 0, "trained_rows_checked": 2,
+                  "questions": ["q1", "q2", "q3", "q4"]}
+        self.write(Path(out).as_uri(), "{truncated" if damaged else json.dumps(scores))
 
     def clear_leftovers(self, stage: str, directory: str) -> int:
         return self.storage.remove_tree(directory, keep=(LOGS_DIR,))
@@ -142,7 +159,8 @@ class FakeStageBackend:
 # --- driving the five stages the way the flow does (flows/pipeline.py), without Prefect ---
 ORDER = [stage.name for stage in STAGES]
 UPSTREAM = {"image": [], "infra": ["image"], "convert": ["image", "infra"],
-            "train": ["image", "infra", "convert"], "export": ["image", "infra", "train"]}
+            "train": ["image", "infra", "convert"], "export": ["image", "infra", "train"],
+            "evaluate": ["image", "infra", "convert", "train", "export"]}
 
 
 def backend_at(root: Path, **overrides: str) -> FakeStageBackend:
@@ -150,12 +168,13 @@ def backend_at(root: Path, **overrides: str) -> FakeStageBackend:
     return FakeStageBackend(profile)
 
 
-def run_all(backend: FakeStageBackend) -> dict[str, StageOutput]:
-    """The flow's order and wiring (flows/pipeline.py) without Prefect."""
+def run_all(backend: FakeStageBackend, with_eval: bool = False) -> dict[str, StageOutput]:
+    """The flow's order and wiring (flows/pipeline.py) without Prefect: the five stages, and
+    the evaluate stage after them when ``with_eval`` (the profile has an eval section)."""
     ctx = StageContext(profile=backend.profile, layout=Layout(backend.profile),
                        backend=backend, storage=LocalStorage(), logger=backend.logger)
     outputs: dict[str, StageOutput] = {}
-    for stage in STAGES:
+    for stage in stages_for(backend.profile) if with_eval else STAGES:
         upstream = {name: outputs[name] for name in UPSTREAM[stage.name]}
         outputs[stage.name] = stage.execute(ctx, upstream)
     return outputs

@@ -29,6 +29,7 @@ from flows.runpage.live import console_url, output_markdown, skipped_state
 from tests.support.prefect_server import wait_until
 
 CHECKPOINT = "gs://tpurl-bucket/rehearsal/maxtext/ckpt-0"
+FIVE_STAGES = {"eval": "", "promotion": ""}  # the stubs are the five stages, no evaluate
 RUNS: list[str] = []  # the flow run ids the stand-in stages ran in
 
 
@@ -92,7 +93,7 @@ def test_the_page_fills_as_stages_end(prefect_api: None, tmp_path: Path,
     monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stages)
     done: dict[str, Any] = {}
     runner = threading.Thread(target=lambda: done.update(state=pipeline.rl_post_training(
-        profile="rehearsal", overrides={"local.root": str(tmp_path / "root")},
+        profile="rehearsal", overrides={"local.root": str(tmp_path / "root"), **FIVE_STAGES},
         return_state=True)))
     RUNS.clear()
     runner.start()
@@ -173,7 +174,7 @@ def test_a_stuck_stage_ends_at_its_timeout_and_the_table_says_so(
     monkeypatch.setattr(pipeline, "stage_timeout_s", lambda cfg, stage: 3.0)
     try:
         state = pipeline.rl_post_training(profile="rehearsal", overrides={
-            "local.root": str(tmp_path / "root")}, return_state=True)
+            "local.root": str(tmp_path / "root"), **FIVE_STAGES}, return_state=True)
     finally:
         never.set()
     assert state.is_failed(), state

@@ -11,7 +11,7 @@ import pytest
 
 from flows.core.failures import FailureCategory, StageFailed
 from flows.plan import build_plan
-from flows.stages import STAGES
+from flows.stages import stages_for
 from tests.fakes.stage_backend import ORDER, backend_at, local, run_all, statuses
 
 
@@ -99,10 +99,11 @@ def test_incomplete_output_fails_verification_and_writes_no_record(
 def test_plan_is_pure(tmp_path: Path) -> None:
     backend = backend_at(tmp_path / "root")
     plans = build_plan(backend.profile)
-    assert [p.stage for p in plans] == ORDER
+    assert [p.stage for p in plans] == [*ORDER, "evaluate"]  # the rehearsal's eval section
     assert not (tmp_path / "root").exists()
     keys = {p.stage: p.key for p in plans}
-    assert keys == {stage.name: stage.key(backend.profile) for stage in STAGES}
+    assert keys == {stage.name: stage.key(backend.profile)
+                    for stage in stages_for(backend.profile)}
 
 
 @pytest.mark.parametrize("columns", [None, {"q": ["1+1"], "a": ["2"]}])

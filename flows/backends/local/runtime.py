@@ -60,6 +60,11 @@ class LocalRuntime:
     def train_entry(self) -> list[str]:
         return ["python3", rehearsal_script("train_rl_cpu.py")]
 
+    def eval_entry(self, scores_path: str, eval_args: list[str]) -> list[str]:
+        """The evaluation program (flows/core/eval_programs.py) with the CPU rollout stand-in."""
+        return ["python3", rehearsal_script("evaluate_rl.py"), "--cpu-rollout",
+                "--out", scores_path, *eval_args, "--"]
+
     def train_data_args(self) -> list[str]:
         dataset = self.dataset_uri()
         assert dataset is not None
@@ -84,7 +89,7 @@ class LocalRuntime:
         return self._env()
 
     def notes(self, stage: str) -> list[str]:
-        return [STAND_IN_NOTE] if stage == "train" else []
+        return [STAND_IN_NOTE] if stage in ("train", "evaluate") else []
 
     def export_checks(self) -> list[Workload]:
         argv = ("python3", rehearsal_script("check_hf_export.py"),

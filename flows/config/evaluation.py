@@ -1,0 +1,77 @@
+"""The held-out evaluation and the promotion rule of a profile (issue 24).
+
+``eval`` turns the evaluate stage on: after export, the trained model and the base model it
+started from are scored on a held-out set with the training's own reward functions
+(images/rehearsal/evaluate_rl.py runs MaxText 0.2.4's ``evaluate_rl.evaluate``). Without
+``eval`` the pipeline has five stages, as before.
+
+``promotion`` says when a scored run becomes the profile's promoted model. Default (when
+``eval`` is given and ``promotion`` is not): ``{metric: mean_reward, min_delta: 0.0,
+against: promoted}``: a retrained model is promoted only if it is not worse than the one
+promoted now (the base model when nothing is promoted yet). ``min_delta`` may be negative
+(a tolerance: ``-0.01`` accepts a model at most 0.01 worse).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from flows.config.errors import FixableValueError
+from flows.config.gke import StrictModel
+
+METRICS = ("mean_reward", "accuracy", "format_accuracy")
+Metric = Literal["mean_reward", "accuracy", "format_accuracy"]
+SAMPLING = ("greedy", "standard", "liberal")  # rl.yml generation_configs
+
+
+class EvalSection(StrictModel):
+    """Which rows are held out and how many are scored.
+
+    ``files`` (a parquet file set, like ``data.train_files``) declares the held-out set;
+    without it the dataset's own test split is used: the hub's ``eval_split`` (GSM8K
+    ``test``) or, for the datasets MaxText 0.2.4 splits itself (OpenMathInstruct-2 and three
+    others, ``eval_dataset_name == dataset_name``), the 5 % it holds out of the training
+    files. Either way the program refuses rows the run trained on.
+    """
+
+    batches: int = Field(4, ge=1)  # MaxText's num_test_batches for the evaluation
+    batch_size: int | None = Field(None, ge=1)  # eval_batch_size; default the training's
+    sampling: str = "greedy"  # eval_sampling_strategy
+    files: str | None = None
+    dataset_name: str | None = None  # what the declared files hold (default: the training's)
+    split: str = "train"  # the split name the declared files are loaded under
+
+    @field_validator("sampling")
+    @classmethod
+    def _known_sampling(cls, v: str) -> str:
+        if v not in SAMPLING:
+            raise FixableValueError(f"unknown sampling strategy {v!r}",
+                                    f"use one of {', '.join(SAMPLING)} (MaxText's "
+                                    "generation_configs; greedy is the default)")
+        return v
+
+
+class PromotionRule(StrictModel):
+    """Pass when ``trained[metric] - reference[metric] >= min_delta``."""
+
+    metric: str = "mean_reward"
+    min_delta: float = 0.0
+    against: str = "promoted"  # base | promoted (falls back to base when none is promoted)
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, v: str) -> str:
+        if v not in METRICS:
+            raise FixableValueError(f"unknown metric {v!r}", f"use one of {', '.join(METRICS)}")
+        return v
+
+    @field_validator("against")
+    @classmethod
+    def _known_reference(cls, v: str) -> str:
+        if v not in ("base", "promoted"):
+            raise FixableValueError(f"unknown reference {v!r}",
+                                    "use base (the model the run started from) or promoted "
+                                    "(the profile's promoted model; base until one exists)")
+        return v

@@ -1,0 +1,179 @@
+"""The promoted pointer beside the results, the promotion events and the run page's table.
+
+The pointer is ``tpurl-results/<profile>/promoted.json`` in the profile's output root (the
+bucket on GKE, the local root in the rehearsal), written through the same Storage as the
+outputs, so a serving deployment, a notebook or ``gcloud storage cat`` reads what is
+promoted without the Prefect database. ``promoted-history.json`` beside it lists every
+promotion, oldest first. Only a passing decision writes either; a rejected run keeps its
+export and leaves both alone.
+
+Events (stable names, like flows/runpage/events.py): ``tpurl.model.promoted`` (payload: the
+model URI, scores, run, dataset, revision, decision) and ``tpurl.model.rejected`` (the
+scores and the decision), resource ``tpurl.model.<profile>``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from flows.config.profile import Profile
+from flows.core.failures import user_error
+from flows.core.layout import Layout
+from flows.core.promotion import Decision, PromotedModel, decide
+from flows.core.scores import ScoreSummary
+from flows.core.storage import Storage, join
+
+MODEL_PROMOTED = "tpurl.model.promoted"
+MODEL_REJECTED = "tpurl.model.rejected"
+log = logging.getLogger(__name__)
+_HISTORY = TypeAdapter(list[PromotedModel])
+
+
+def pointer_uris(profile: Profile) -> tuple[str, str]:
+    base = join(Layout(profile).root, "tpurl-results", profile.name)
+    return join(base, "promoted.json"), join(base, "promoted-history.json")
+
+
+def read_promoted(storage: Storage, profile: Profile) -> PromotedModel | None:
+    """The promoted model, or None when nothing is promoted. A damaged pointer stops the
+    decision: judging against nothing could promote a worse model."""
+    uri = pointer_uris(profile)[0]
+    text = storage.read_text(uri)
+    if text is None:
+        return None
+    try:
+        return PromotedModel.model_validate_json(text)
+    except ValidationError as exc:
+        raise user_error("evaluate", "the promoted pointer is unreadable", f"{uri}: "
+                         f"{str(exc).splitlines()[0]}", "restore it from promoted-history.json "
+                         "beside it (its last entry), or delete it to judge against the base "
+                         "model", code="eval/pointer-unreadable") from exc
+
+
+def read_history(storage: Storage, profile: Profile) -> list[PromotedModel]:
+    text = storage.read_text(pointer_uris(profile)[1])
+    if not text:
+        return []
+    try:
+        return _HISTORY.validate_json(text)
+    except ValidationError:
+        log.warning("promoted-history.json is unreadable; starting a new history")
+        return []
+
+
+def write_promoted(storage: Storage, profile: Profile, model: PromotedModel) -> None:
+    pointer, history_uri = pointer_uris(profile)
+    history = [*read_history(storage, profile), model]
+    storage.write_text(history_uri, json.dumps(_HISTORY.dump_python(history, mode="json"),
+                                               indent=1))
+    storage.write_text(pointer, model.model_dump_json(indent=2))  # last: it is the commit
+
+
+def dataset_of(profile: Profile, dataset_uri: str | None) -> str:
+    if dataset_uri:
+        return dataset_uri
+    return f"hub:{profile.train.args.get('dataset_name') or 'openai/gsm8k'}"
+
+
+def promote_or_reject(storage: Storage, profile: Profile, run: str, evaluation: dict[str, Any],
+                      artifacts: dict[str, str], dataset_uri: str | None,
+                      eval_key: str) -> tuple[Decision, PromotedModel | None]:
+    """Judge the run by the profile's rule; on a pass, move the pointer. Returns the decision
+    and the model promoted after it (the new one, or the one still promoted)."""
+    rule = profile.promotion_rule
+    assert rule is not None
+    trained = ScoreSummary.model_validate(evaluation["trained"])
+    base = ScoreSummary.model_validate(evaluation["base"])
+    current = read_promoted(storage, profile)
+    decision = decide(rule, trained, base, current, artifacts["hf_export"])
+    if not decision.promoted or decision.unchanged:
+        return decision, current
+    model = PromotedModel(model_uri=artifacts["hf_export"],
+                          trained_checkpoint=artifacts["trained_checkpoint"], scores=trained,
+                          base_scores=base, run=run, dataset=dataset_of(profile, dataset_uri),
+                          revision=profile.model.hf_revision,
+                          promoted_at=datetime.now(UTC).isoformat(), metric=rule.metric,
+                          eval_key=eval_key)
+    write_promoted(storage, profile, model)
+    return decision, model
+
+
+def emit_decision(profile: str, decision: Decision, evaluation: dict[str, Any],
+                  model: PromotedModel | None, announcement: dict[str, Any] | None) -> None:
+    """``promoted`` when the pointer moved, ``rejected`` when the rule refused; an unchanged
+    rerun of the promoted model announces nothing again."""
+    from prefect.events import emit_event
+
+    if decision.unchanged:
+        return
+    payload: dict[str, Any] = {"decision": decision.model_dump(),
+                               "scores": {"trained": evaluation["trained"],
+                                          "base": evaluation["base"]}}
+    if announcement:
+        payload["announcement"] = announcement
+    if decision.promoted and model is not None:
+        payload.update(model_uri=model.model_uri, run=model.run, dataset=model.dataset,
+                       revision=model.revision)
+    emit_event(event=MODEL_PROMOTED if decision.promoted else MODEL_REJECTED,
+               resource={"prefect.resource.id": f"tpurl.model.{profile}",
+                         "prefect.resource.name": f"{profile} model", "tpurl.profile": profile},
+               payload=payload)
+
+
+def comparison_rows(evaluation: dict[str, Any], promoted: PromotedModel | None,
+                    decision: Decision) -> list[dict[str, Any]]:
+    """Base vs trained vs promoted (after the decision), one row per model."""
+    rows = [{"model": "base", **ScoreSummary.model_validate(evaluation["base"]).row()},
+            {"model": "trained (this run)",
+             **ScoreSummary.model_validate(evaluation["trained"]).row()}]
+    if promoted is not None:
+        rows.append({"model": f"promoted ({promoted.run})", **promoted.scores.row()})
+    for row in rows:
+        row["decision"] = ""
+    rows[1]["decision"] = ("promoted" if decision.promoted else "rejected") + \
+        f": {decision.reason}"
+    return rows
+
+
+def history_rows(history: list[PromotedModel]) -> list[dict[str, Any]]:
+    return [{"promoted_at": m.promoted_at, "run": m.run, "metric": m.metric,
+             **m.scores.row(), "model_uri": m.model_uri} for m in history]
+
+
+def promoted_lines(storage: Storage, profile: Profile) -> list[str]:
+    """For `tpurl status`: what is promoted now, from the pointer (read-only)."""
+    if profile.eval is None:
+        return []
+    pointer = pointer_uris(profile)[0]
+    try:
+        model = read_promoted(storage, profile)
+    except Exception as exc:  # a damaged pointer is reported, never repaired here
+        return [f"promoted model: pointer unreadable ({pointer}): {exc}"]
+    if model is None:
+        return [f"promoted model: none yet ({pointer})"]
+    scores = "; ".join(f"{k} {v}" for k, v in model.scores.row().items())
+    return [f"promoted model: {model.model_uri}",
+            f"  run {model.run} at {model.promoted_at}, dataset {model.dataset}, revision "
+            f"{model.revision}", f"  scores ({model.scores.samples} held-out rows): {scores}",
+            f"  pointer {pointer}"]
+
+
+def publish_promotion(profile: str, rows: list[dict[str, Any]],
+                      history: list[dict[str, Any]]) -> None:
+    """Best-effort, like every run-page artifact."""
+    try:
+        from prefect.artifacts import create_table_artifact
+
+        create_table_artifact(key=f"tpurl-{profile}-evaluation".lower(), table=rows,
+                              description="Held-out scores (value [95 % interval]): base vs "
+                                          "trained vs promoted, and the decision")
+        if history:
+            create_table_artifact(key=f"tpurl-{profile}-promoted-history".lower(),
+                                  table=history, description="Every promoted model's scores")
+    except Exception as exc:  # a UI nicety never fails a run
+        log.warning("could not publish the evaluation table: %s", exc)

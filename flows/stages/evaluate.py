@@ -1,0 +1,197 @@
+"""Stage 6, evaluate: the trained model and its base model, scored on a held-out set.
+
+Runs only for a profile with an ``eval`` section (flows/config/evaluation.py). The program is
+MaxText 0.2.4's own RL evaluation run on one checkpoint (images/rehearsal/evaluate_rl.py):
+answer and format accuracy, the mean of the training's own rewards, and the count.
+
+The base model's score is an output of its own, keyed by what shapes it (base checkpoint,
+image, held-out set, settings; flows/core/eval_programs.py) and kept with its own lineage
+record and manifest in ``eval/base/<key>``, so it is computed once per base and every run
+that trains from that base reuses it, while a damaged or foreign base score is computed
+again. The stage's record (in ``eval/trained/<key>``) covers both score files, so a damaged
+one of either makes the stage run again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flows.config.profile import Profile
+from flows.core.backend import Backend, StepPlan, WorkloadRun
+from flows.core.dataset import dataset_problem
+from flows.core.eval_estimate import plan_notes
+from flows.core.eval_programs import (
+    EvalRuntime,
+    Which,
+    base_eval_key,
+    eval_dir,
+    evaluate_workload,
+    scores_uri,
+    trained_eval_key,
+)
+from flows.core.failures import StageFailed, user_error
+from flows.core.layout import Layout
+from flows.core.lineage import (
+    LineageRecord,
+    UnreadableRecord,
+    read_record,
+    relative_outputs,
+    write_record,
+)
+from flows.core.manifest import LOGS_DIR, build_manifest, manifest_problems
+from flows.core.scores import ScoreSummary, parse_scores, summarize
+from flows.core.stage import ProgramStage, StageContext, StageOutput, built_image
+
+BASE_STAGE = "evaluate-base"  # the stage name in the base score's own record
+
+
+def held_out_description(profile: Profile) -> str:
+    ev = profile.eval
+    assert ev is not None
+    if ev.files:
+        return f"{ev.files} (declared eval.files, split {ev.split!r})"
+    return "the dataset's test split (MaxText prepare_datasets: eval_split, or its held-out " \
+           "5 % of the training files)"
+
+
+class EvaluateStage(ProgramStage):
+    name = "evaluate"
+    title = "Evaluate trained vs base"
+
+    def key(self, profile: Profile) -> str:
+        return trained_eval_key(profile)
+
+    def record_uri(self, ctx: StageContext) -> str:
+        return ctx.layout.record(eval_dir(ctx.layout, "trained"))
+
+    def content_outputs(self, ctx: StageContext) -> tuple[str, ...]:
+        return ("scores", "base_scores")
+
+    def leftover_dirs(self, ctx: StageContext) -> list[str]:
+        return [eval_dir(ctx.layout, "trained")]
+
+    def check_inputs(self, ctx: StageContext) -> None:
+        if not isinstance(ctx.backend.runtime, EvalRuntime):
+            raise user_error(self.name, f"the {ctx.backend.name} backend cannot run the "
+                             "evaluation program", "eval is set in the profile",
+                             "remove the eval section", code="eval/unsupported")
+        files = ctx.profile.eval.files if ctx.profile.eval else None
+        if files and (found := dataset_problem(ctx.storage, files)):
+            problem, fix = found
+            raise user_error(self.name, f"eval.files: {problem}", f"    eval.files={files}", fix,
+                             code="data/invalid")
+
+    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
+        layout = Layout(profile)
+        step = int(profile.train.args.get("num_batches", 0))
+        runtime = backend.runtime
+        rule = profile.promotion_rule
+        notes = [f"held-out set: {held_out_description(profile)}; rows the run trained on are "
+                 "refused", "the base score is computed once per base key "
+                 f"({base_eval_key(profile)}) and reused by later runs"]
+        if rule is not None:
+            notes.append(f"promotion: {rule.metric} of the trained model - {rule.against} >= "
+                         f"{rule.min_delta:g}")
+        workloads = []
+        if isinstance(runtime, EvalRuntime):
+            workloads = [evaluate_workload(profile, layout, runtime, "base",
+                                           layout.converted_checkpoint),
+                         evaluate_workload(profile, layout, runtime, "trained",
+                                           layout.actor_params(step))]
+            notes += backend.runtime.notes(self.name)
+        ev = profile.eval
+        assert ev is not None
+        notes += plan_notes(ev.batches * (ev.batch_size or int(profile.train.args.get(
+            "batch_size", 1))))
+        return StepPlan(inputs={"base_checkpoint": layout.converted_checkpoint,
+                                "trained_checkpoint": layout.actor_params(step)},
+                        outputs={"scores": scores_uri(layout, "trained"),
+                                 "base_scores": scores_uri(layout, "base")},
+                        workloads=workloads, notes=notes)
+
+    # --- the base score, kept under its own key ---
+    def _base_record_uri(self, ctx: StageContext) -> str:
+        return ctx.layout.record(eval_dir(ctx.layout, "base"))
+
+    def cached_base(self, ctx: StageContext) -> bool:
+        """Is a verified base score for this base key there, intact?"""
+        uri = self._base_record_uri(ctx)
+        try:
+            record = read_record(ctx.storage, uri)
+        except UnreadableRecord as exc:
+            ctx.logger.warning("%s: base score record: %s; scoring the base again", self.name, exc)
+            return False
+        if record is None or not record.matches(base_eval_key(ctx.profile), {}):
+            return False
+        directory = eval_dir(ctx.layout, "base")
+        problems = manifest_problems(ctx.storage, directory, record.manifest.get("base_scores", {}))
+        if problems:
+            ctx.logger.warning("%s: the base score changed since it was verified (%s); scoring "
+                               "the base again", self.name, "; ".join(problems[:5]))
+            return False
+        return True
+
+    def _run_one(self, ctx: StageContext, which: Which, checkpoint: str,
+                 upstream: dict[str, StageOutput]) -> WorkloadRun:
+        workload = evaluate_workload(ctx.profile, ctx.layout, ctx.backend.runtime, which,
+                                     checkpoint, built_image(upstream))
+        try:
+            return ctx.backend.run_workload(workload, ctx.layout.log(eval_dir(ctx.layout, which),
+                                                                     workload.name))
+        except StageFailed as exc:
+            detail = exc.diagnosis.detail or ""
+            if "EVAL-OVERLAP" in detail or "EVAL-EMPTY" in detail:
+                line = next(ln for ln in detail.splitlines() if "EVAL-" in ln)
+                raise user_error(self.name, "the held-out set is not held out" if "OVERLAP" in
+                                 line else "the held-out set is empty", line,
+                                 "declare eval.files with rows the run does not train on, or "
+                                 "remove eval.files to use the dataset's test split",
+                                 code="eval/overlap") from exc
+            raise
+
+    def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
+        runs = []
+        ctx.scratch["base_cached"] = self.cached_base(ctx)
+        if ctx.scratch["base_cached"]:
+            ctx.logger.info("%s: base score for key %s already verified; reused", self.name,
+                            base_eval_key(ctx.profile))
+        else:
+            base_dir = eval_dir(ctx.layout, "base")
+            if cleared := ctx.backend.clear_leftovers(self.name, base_dir):
+                ctx.logger.warning("%s: removed %d file(s) of an unverified base score in %s",
+                                   self.name, cleared, base_dir)
+            runs.append(self._run_one(ctx, "base", upstream["convert"].uris["maxtext_checkpoint"],
+                                      upstream))
+            summary = self._summary(ctx, "base")
+            record = LineageRecord(stage=BASE_STAGE, key=base_eval_key(ctx.profile), inputs={},
+                                   outputs=relative_outputs({"base_scores": base_dir},
+                                                            ctx.layout.root),
+                                   details={"summary": summary.model_dump()},
+                                   manifest={"base_scores": build_manifest(ctx.storage, base_dir)})
+            write_record(ctx.storage, self._base_record_uri(ctx), record)
+        runs.append(self._run_one(ctx, "trained", upstream["train"].uris["actor_checkpoint"],
+                                  upstream))
+        return runs
+
+    def _summary(self, ctx: StageContext, which: Which) -> ScoreSummary:
+        uri = scores_uri(ctx.layout, which)
+        scores, problem = parse_scores(ctx.storage.read_text(uri))
+        if scores is None:
+            raise user_error(self.name, f"the {which} model's evaluation left no usable scores",
+                             f"{uri}: {problem}", "read the evaluate log beside it "
+                             f"({LOGS_DIR}/evaluate-{which}.log) and run again")
+        if scores.total <= 0 or scores.overlap:
+            raise user_error(self.name, f"the {which} model's evaluation scored "
+                             f"{scores.total} held-out rows ({scores.overlap} overlapping)", uri,
+                             "raise eval.batches or declare eval.files", code="eval/overlap")
+        return summarize(scores)
+
+    def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
+        trained, base = self._summary(ctx, "trained"), self._summary(ctx, "base")
+        details: dict[str, Any] = {"trained": trained.model_dump(), "base": base.model_dump(),
+                                   "base_key": base_eval_key(ctx.profile),
+                                   "held_out": held_out_description(ctx.profile)}
+        if "base_cached" in ctx.scratch:
+            details["base_cached"] = ctx.scratch["base_cached"]
+        return ({"scores": eval_dir(ctx.layout, "trained"),
+                 "base_scores": eval_dir(ctx.layout, "base")}, details)

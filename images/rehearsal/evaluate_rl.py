@@ -1,0 +1,199 @@
+"""Score one checkpoint on a held-out set with MaxText 0.2.4's own RL evaluation.
+
+Why a program of ours: MaxText 0.2.4 evaluates only inside ``train_rl`` (``_rl_train_impl``
+calls ``evaluate_rl.evaluate`` before and after training when ``num_test_batches > 0``) and
+only logs the numbers. This program builds exactly what ``_rl_train_impl`` builds up to its
+pre-RL evaluation (configs and devices, tokenizer, actor/reference/rollout models,
+``prepare_datasets``, ``create_rl_components``), from the *training's own arguments*, for
+the checkpoint named by ``load_parameters_path``, calls MaxText's ``evaluate`` once with the
+training's ``reward_fns``, and writes the scores as JSON. So answer accuracy
+(``utils_rl.check_correctness``), format accuracy (``get_match_format_regex``) and the mean
+reward are MaxText's definitions, not a re-implementation.
+
+Two things it adds:
+
+- every response's summed reward, recorded by wrapping the reward functions it hands to
+  ``evaluate``, so the pipeline can put a confidence interval on the mean reward;
+- the held-out check: the rows the training run consumed (``prepare_datasets``'s training
+  dataset, iterated as the trainer iterates it) against the evaluation rows, by question
+  text. Any overlap exits with code 3 and ``EVAL-OVERLAP`` before a model is built.
+
+The evaluation rows are ``prepare_datasets``'s test set (the dataset's test split, or
+MaxText's own train/test split of the training files), or with ``--eval-files`` a declared
+parquet set, read like ``prepare_datasets``'s non-split branch (``get_dataset``,
+``process_data``, the same long-prompt filter and slice).
+
+``--cpu-rollout`` installs the rehearsal's stand-in for the vLLM rollout
+(train_rl_cpu.py) first; everything else is MaxText's code.
+
+Usage: evaluate_rl.py --out SCORES.json [--cpu-rollout] [--eval-files F
+       --eval-dataset-name N --eval-split S] -- <train_rl arguments>
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing.pool  # noqa: F401  # utils_rl needs it imported (train_rl_cpu.py, point 1)
+import sys
+from pathlib import Path
+from typing import Any
+
+OVERLAP_EXIT = 3
+RESULT_PREFIX = "EVAL-SCORES "
+
+
+def _rows(dataset: Any) -> list[dict[str, str]]:
+    """(question, answer) of every row a batched grain dataset yields, in order."""
+    out: list[dict[str, str]] = []
+    for batch in dataset:
+        for question, answer in zip(batch["question"], batch["answer"], strict=True):
+            out.append({"question": str(question), "answer": str(answer)})
+    return out
+
+
+def _declared_test_set(config: Any, tokenizer: Any, files: str, name: str, split: str) -> Any:
+    """prepare_datasets' non-split branch (train_rl.py, maxtext-v0.2.4) for declared files."""
+    import grain
+    from maxtext.input_pipeline.instruction_data_processing import load_data_template_from_file
+    from maxtext.trainers.post_train.rl import train_rl, utils_rl
+
+    template = load_data_template_from_file(config.data_template_path)
+    custom = getattr(config, "dataset_processor_path", "") or ""
+    process = (utils_rl.load_custom_callable(custom, "process_data") if custom
+               else utils_rl.process_data)
+    data = train_rl.get_dataset(config, split=split, data_files=files, dataset_name=name)
+    data = (grain.MapDataset.source(data).shuffle(seed=config.data_shuffle_seed)
+            .map(lambda x: process(name, tokenizer, template, config, x)))
+    data = data.filter(lambda x: len(tokenizer.tokenize(x["prompts"]))
+                       <= config.max_prefill_predict_length)
+    size = config.batch_size if getattr(config, "eval_batch_size", -1) <= 0 \
+        else config.eval_batch_size
+    data = data[config.test_batch_start_index: config.num_test_batches * size]
+    return data.to_iter_dataset().batch(size, drop_remainder=True)
+
+
+class RewardRecorder:
+    """Wraps the reward functions ``evaluate`` calls: ``_compute_row_reward`` calls every
+    function once per response, in order, so the first one opens a new sample."""
+
+    def __init__(self, fns: list[Any]) -> None:
+        self.samples: list[float] = []
+        self.wrapped = [self._wrap(i, fn) for i, fn in enumerate(fns)]
+
+    def _wrap(self, index: int, fn: Any) -> Any:
+        def call(**kwargs: Any) -> Any:
+            scores = fn(**kwargs)
+            value = float(scores[0]) if scores else 0.0
+            if index == 0:
+                self.samples.append(value)
+            elif self.samples:
+                self.samples[-1] += value
+            return scores
+        return call
+
+
+def _cpu_prompt_length(rl_cluster: Any, config: Any) -> None:
+    """evaluate's RolloutConfig carries no max_prompt_length (vLLM reads the prompt as it
+    is); the CPU stand-in pads to it, so give it the training's prefill length."""
+    import dataclasses
+
+    generate = rl_cluster.rollout.generate
+
+    def with_prompt_length(prompts: Any, rollout_config: Any, **kwargs: Any) -> Any:
+        rollout_config = dataclasses.replace(
+            rollout_config, max_prompt_length=int(config.max_prefill_predict_length))
+        return generate(prompts, rollout_config=rollout_config, **kwargs)
+
+    rl_cluster.rollout.generate = with_prompt_length
+
+
+def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
+    from flax import nnx
+    from maxtext.configs import types
+    from maxtext.trainers.post_train.rl import evaluate_rl, train_rl
+    from maxtext.utils import model_creation_utils
+    from transformers import AutoTokenizer
+
+    argv = [train_rl.__file__, *args.train_rl_argv]
+    config, sampler_config, trainer_devices, sampler_devices = \
+        model_creation_utils.setup_configs_and_devices(argv, {}, config_class=types.RLConfig)
+    tokenizer = AutoTokenizer.from_pretrained(config.tokenizer_path,
+                                              token=config.hf_access_token or None)
+    train_rl.configure_tokenizer_chat_template(tokenizer, config)
+    train_dataset, test_dataset = train_rl.prepare_datasets(config, tokenizer)
+    if args.eval_files:
+        test_dataset = _declared_test_set(config, tokenizer, args.eval_files,
+                                          args.eval_dataset_name, args.eval_split)
+    trained, held_out = _rows(train_dataset), _rows(test_dataset)
+    seen = {row["question"] for row in trained}
+    overlap = [row["question"] for row in held_out if row["question"] in seen]
+    if overlap:
+        print(f"EVAL-OVERLAP {len(overlap)} of {len(held_out)} evaluation rows were trained on, "
+              f"e.g. {overlap[0][:120]!r}", file=sys.stderr, flush=True)
+        raise SystemExit(OVERLAP_EXIT)
+    if not held_out:
+        print("EVAL-EMPTY the evaluation set has no rows after MaxText's long-prompt filter",
+              file=sys.stderr, flush=True)
+        raise SystemExit(OVERLAP_EXIT)
+    reference, reference_mesh, actor, actor_mesh, rollout_mesh = \
+        model_creation_utils.create_models_and_meshes(
+            config, sampler_config, trainer_devices, sampler_devices,
+            tokenizer_pad_id=tokenizer.pad_token_id)
+    rl_cluster, _, _, reward_fns = train_rl.create_rl_components(
+        config, sampler_config, sampler_devices, actor, actor_mesh, reference, reference_mesh,
+        rollout_mesh, tokenizer)
+    if args.cpu_rollout:
+        _cpu_prompt_length(rl_cluster, config)
+    rl_cluster.rollout.update_params(nnx.state(actor, nnx.Param))  # as _rl_train_impl does
+    recorder = RewardRecorder(list(reward_fns))
+    (corr, total, accuracy, partial, format_accuracy, mean_reward), _ = evaluate_rl.evaluate(
+        config, test_dataset, rl_cluster=rl_cluster, num_passes=config.num_eval_passes,
+        corr_lst=config.eval_corr_lst, make_lst=config.eval_make_lst,
+        reward_fns=recorder.wrapped)
+    return {"checkpoint": str(config.load_parameters_path), "total": int(total),
+            "correct": float(corr), "accuracy_pct": float(accuracy),
+            "partial_accuracy_pct": float(partial), "format_accuracy_pct": float(format_accuracy),
+            "format_correct": round(float(format_accuracy) * int(total) / 100.0, 6),
+            "mean_reward": float(mean_reward), "rewards": recorder.samples,
+            "eval_mode": str(getattr(config, "eval_mode", "pass")),
+            "num_eval_passes": int(config.num_eval_passes),
+            "sampling": str(config.eval_sampling_strategy),
+            "trained_rows_checked": len(trained), "overlap": 0,
+            "questions": sorted(row["question"] for row in held_out)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="where the scores JSON is written")
+    parser.add_argument("--cpu-rollout", action="store_true",
+                        help="use the rehearsal's CPU stand-in for the vLLM rollout")
+    parser.add_argument("--eval-files", default="")
+    parser.add_argument("--eval-dataset-name", default="")
+    parser.add_argument("--eval-split", default="train")
+    parser.add_argument("train_rl_argv", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    args.train_rl_argv = [a for a in args.train_rl_argv if a != "--"]
+    logging.basicConfig(level=logging.INFO)
+    if args.cpu_rollout:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from train_rl_cpu import STAND_IN_NOTICE, install_stand_ins
+
+        print(STAND_IN_NOTICE, file=sys.stderr, flush=True)
+        install_stand_ins()
+    from maxtext.trainers.post_train.rl import train_rl
+
+    with train_rl._tpu_inference_compat_patches():  # what rl_train wraps its body in
+        scores = evaluate_checkpoint(args)
+    from etils import epath
+
+    out = epath.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(scores, indent=1, sort_keys=True))
+    summary = {k: v for k, v in scores.items() if k not in ("rewards", "questions")}
+    print(RESULT_PREFIX + json.dumps(summary, sort_keys=True), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The eval and promotion sections: refused before anything runs, field and fix named."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.config import load_profile
+from flows.config.errors import ProfileError
+from flows.config.evaluation import PromotionRule
+from tests.support.profiles import INFRA_OVERRIDES, TUTORIAL
+
+
+def problems(profile: str, overrides: dict[str, str]) -> dict[str, str]:
+    with pytest.raises(ProfileError) as refused:
+        load_profile(profile, overrides, environ={})
+    return {issue.field: f"{issue.problem} | {issue.fix}" for issue in refused.value.issues}
+
+
+@pytest.mark.parametrize(("field", "value", "words"), [
+    ("promotion.metric", "loss", "use one of mean_reward, accuracy, format_accuracy"),
+    ("promotion.against", "best", "use base"),
+    ("eval.sampling", "hot", "greedy"),
+    ("eval.batches", "0", "greater than or equal to 1"),
+])
+def test_a_bad_value_names_its_field_and_the_fix(field: str, value: str, words: str) -> None:
+    found = problems("rehearsal", {field: value})
+    assert field in found and words in found[field]
+
+
+def test_promotion_without_eval_is_refused() -> None:
+    found = problems("rehearsal", {"eval": ""})
+    assert "nothing is scored" in found["promotion"] and "eval: {}" in found["promotion"]
+
+
+def test_scoring_on_the_training_files_is_refused() -> None:
+    found = problems("rehearsal", {"data.train_files": "/data/v1.parquet",
+                                   "data.dataset_name": "nvidia/OpenMathInstruct-2",
+                                   "eval.files": "/data/v1.parquet"})
+    assert "rows it trained on" in found["eval.files"]
+
+
+def test_the_default_rule_is_not_worse_than_the_promoted_model() -> None:
+    profile = load_profile("rehearsal", {"promotion": ""}, environ={})
+    assert profile.promotion is None and profile.promotion_rule == PromotionRule()
+    assert (PromotionRule().metric, PromotionRule().min_delta, PromotionRule().against) == \
+        ("mean_reward", 0.0, "promoted")
+    assert load_profile("rehearsal", {"promotion": "", "eval": ""},
+                        environ={}).promotion_rule is None
+
+
+def test_evaluation_on_gke_is_refused_until_its_program_is_in_the_image() -> None:
+    found = problems(TUTORIAL, {**INFRA_OVERRIDES, "eval.batches": "5"})
+    assert "only in the rehearsal" in found["eval"]

@@ -1,0 +1,81 @@
+"""The promotion rule and the score intervals: pure functions, pure tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.config.evaluation import PromotionRule
+from flows.core.promotion import PromotedModel, decide
+from flows.core.scores import mean_interval, wilson
+from tests.support.scores import summary
+
+
+def promoted(mean: float, run: str = "run-1", uri: str = "file:///old") -> PromotedModel:
+    return PromotedModel(model_uri=uri, trained_checkpoint="ckpt", scores=summary(mean),
+                         base_scores=summary(0.1), run=run, dataset="d", revision="main",
+                         promoted_at="2026-12-01T00:00:00+00:00", metric="mean_reward")
+
+
+def test_wilson_interval_matches_the_textbook_values() -> None:
+    # 0 of 4: [0, 0.490]; 2 of 4: [0.150, 0.850]; 4 of 4: [0.510, 1] (Wilson 1927, z = 1.96)
+    assert (wilson(0, 4).low, round(wilson(0, 4).high, 3)) == (0.0, 0.49)
+    assert (round(wilson(2, 4).low, 3), round(wilson(2, 4).high, 3)) == (0.15, 0.85)
+    assert (round(wilson(4, 4).low, 3), wilson(4, 4).high) == (0.51, 1.0)
+    assert wilson(0, 0).model_dump() == {"value": 0.0, "low": 0.0, "high": 1.0}
+
+
+def test_mean_interval_is_normal_and_degenerate_without_spread() -> None:
+    interval = mean_interval([1.0, 2.0, 3.0, 4.0], 0.0)
+    assert interval.value == 2.5
+    assert interval.high - 2.5 == pytest.approx(1.959964 * (1.6666667 / 4) ** 0.5, rel=1e-5)
+    assert mean_interval([0.7], 0.0).model_dump() == {"value": 0.7, "low": 0.7, "high": 0.7}
+    assert mean_interval([], 0.3).value == 0.3  # the program's own mean when it recorded none
+
+
+def test_better_than_base_promotes_and_worse_rejects() -> None:
+    rule = PromotionRule(metric="mean_reward", min_delta=0.0, against="base")
+    assert decide(rule, summary(0.6), summary(0.5), None, "file:///new").promoted
+    worse = decide(rule, summary(0.4), summary(0.5), None, "file:///new")
+    assert not worse.promoted and worse.reference_kind == "base"
+    assert worse.delta == pytest.approx(-0.1) and "misses" in worse.reason
+
+
+def test_against_promoted_uses_the_promoted_model_and_falls_back_to_base() -> None:
+    rule = PromotionRule()  # the documented default: mean_reward, 0.0, against promoted
+    current = promoted(0.8)
+    beaten = decide(rule, summary(0.7), summary(0.1), current, "file:///new")
+    assert not beaten.promoted and beaten.reference_kind == "promoted"
+    assert beaten.reference == pytest.approx(0.8) and beaten.reference_run == "run-1"
+    first = decide(rule, summary(0.2), summary(0.1), None, "file:///new")
+    assert first.promoted and first.reference_kind == "base"
+    assert "nothing is promoted yet" in first.notes[0]
+
+
+def test_min_delta_demands_a_margin_and_a_negative_one_is_a_tolerance() -> None:
+    margin = PromotionRule(min_delta=0.05, against="base")
+    assert not decide(margin, summary(0.53), summary(0.5), None, "u").promoted
+    assert decide(margin, summary(0.56), summary(0.5), None, "u").promoted
+    tolerant = PromotionRule(min_delta=-0.05, against="base")
+    assert decide(tolerant, summary(0.46), summary(0.5), None, "u").promoted
+    assert decide(PromotionRule(against="base"), summary(0.5), summary(0.5), None, "u").promoted
+
+
+def test_accuracy_metric_reads_the_accuracy() -> None:
+    rule = PromotionRule(metric="accuracy", against="base")
+    decision = decide(rule, summary(0.1, correct=3), summary(0.9, correct=1), None, "u")
+    assert decision.promoted and decision.trained == 0.75 and decision.reference == 0.25
+
+
+def test_the_promoted_model_itself_is_unchanged_not_promoted_again() -> None:
+    decision = decide(PromotionRule(), summary(0.5), summary(0.1), promoted(0.5, uri="u"), "u")
+    assert decision.promoted and decision.unchanged
+
+
+def test_the_tutorial_estimate_comes_from_its_own_train_estimate() -> None:
+    from flows.core.eval_estimate import STARTUP_H, plan_notes, tutorial_estimate
+
+    est = tutorial_estimate()  # 50 steps x 8 prompts x 4 generations in 4.0 h on a 4x8 slice
+    assert (est.chips, est.rows) == (32, 40)
+    assert est.hours_per_model == pytest.approx(STARTUP_H + 40 * 4.0 / 1600)
+    assert est.first_run_chip_hours == pytest.approx(2 * est.later_run_chip_hours)
+    assert "22.4 chip-hours" in plan_notes(4)[1]

@@ -1,0 +1,51 @@
+"""The example chained on `tpurl.model.promoted`: the automation the README ships is accepted
+by a real Prefect API, and its deployment's flow records only the promoted model."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows.common.paths import REPO_ROOT
+from flows.config import load_profile
+from flows.core.storage import LocalStorage
+from flows.runpage.promotion import MODEL_PROMOTED, pointer_uris, promote_or_reject
+from tests.support.scores import summary
+
+AUTOMATION = REPO_ROOT / "deployments/automations/serve-on-promoted.yaml"
+
+
+def test_the_automation_is_accepted_and_runs_on_promotions_only(prefect_api) -> None:
+    from prefect.automations import Automation
+
+    text = AUTOMATION.read_text()
+    assert text.count("REPLACE-WITH-DEPLOYMENT-ID") == 2  # the sed line and the field
+    deployment_id = str(uuid.uuid4())
+    spec = yaml.safe_load(text.replace("REPLACE-WITH-DEPLOYMENT-ID", deployment_id))
+    created = Automation.model_validate(spec).create()
+    stored = Automation.read(id=created.id)
+    assert set(stored.trigger.expect) == {MODEL_PROMOTED}
+    [action] = stored.actions
+    assert str(action.deployment_id) == deployment_id
+    assert action.parameters["model_uri"] == "{{ event.payload.model_uri }}"
+
+
+def test_the_serving_flow_records_the_promoted_model_and_refuses_another(
+        prefect_api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.serving import record_promoted_model
+
+    monkeypatch.setenv("TPURL_LOCAL__ROOT", str(tmp_path))
+    profile = load_profile("rehearsal")
+    storage = LocalStorage()
+    evaluation = {"trained": summary(0.5).model_dump(), "base": summary(0.3).model_dump()}
+    promote_or_reject(storage, profile, "run-1", evaluation,
+                      {"hf_export": "file:///exports/1", "trained_checkpoint": "file:///c/1"},
+                      None, "k")
+    served = record_promoted_model("rehearsal", "file:///exports/1", "run-1")
+    assert served == pointer_uris(profile)[0].replace("promoted.json", "served.json")
+    assert '"model_uri": "file:///exports/1"' in storage.read_text(served)
+    with pytest.raises(ValueError, match="not the promoted model"):
+        record_promoted_model("rehearsal", "file:///exports/0-older", "run-0")
