@@ -145,7 +145,16 @@ def main(argv: list[str] | None = None) -> int:
 
             print("\n" + "\n".join(compare_capacity(profile)))
         if args.out:
-            files = write_plan(profile, plans, args.out)
+            from flows.core.space import storage_failure
+
+            try:
+                files = write_plan(profile, plans, args.out)
+            except OSError as exc:  # a full or read-only disk: the path and the fix
+                if (failure := storage_failure("plan", exc, None)) is None:
+                    raise
+                print(f"error: {failure.diagnosis.summary}\n  fix: "
+                      f"{failure.diagnosis.resolution}", file=sys.stderr)
+                return 1
             print(f"\nwrote {len(files)} files to {args.out}", file=sys.stderr)
         if args.check:
             text, ok = backend.preflight()
