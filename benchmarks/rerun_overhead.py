@@ -1,40 +1,80 @@
 """What an unchanged rerun of the rehearsal costs outside its (skipped) stages (issue 20.5).
 
-Usage: python benchmarks/rerun_overhead.py
+Usage: python benchmarks/rerun_overhead.py [--repeat N]
 
 Measures the pieces a rerun always pays, without the rehearsal venv: `tpurl validate
-rehearsal` as a process (interpreter start, imports, profile checks), importing the flow
-module, and tpurl's own Prefect API server (start until healthy, then stop). Prints figures.
+rehearsal` as a process, importing the flow module, tpurl's own Prefect API server (start
+until healthy) with Prefect's defaults and with tpurl's ``SERVER_ENV``, and the start as
+`tpurl run` does it (the flow module imported while the server boots). Each figure is wall
+time and CPU time (user + system): on a loaded machine the wall time grows with the load,
+the CPU time much less, so the CPU time is what a quiet machine's wall time comes near (one
+process on one core). The load average is printed beside each figure.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 TPURL = str(Path(sys.executable).with_name("tpurl"))
+ENV = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+ENV.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+# In a child: start the server as tpurl does (or with Prefect's defaults), report the wall
+# time to healthy and the server process's own CPU seconds at that moment.
+SERVER = """
+import os, sys, time
+t = time.monotonic()
+from flows import api_server, interrupts
+if sys.argv[1] == "defaults":
+    api_server.SERVER_ENV = {}
+work = (lambda: __import__("flows.pipeline")) if sys.argv[2] == "overlap" else None
+seen = []
+launch = api_server.ApiServer._launch
+api_server.ApiServer._launch = lambda self: seen.append(self) or launch(self)
+with interrupts.private_api(while_starting=work):
+    wall = time.monotonic() - t
+    fields = open(f"/proc/{seen[-1].process.pid}/stat").read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    print(f"{wall:.1f} {cpu:.1f}")
+"""
 
 
-def timed(what: str, argv: list[str]) -> float:
-    started = time.monotonic()
-    subprocess.run(argv, check=True, capture_output=True)
-    wall = time.monotonic() - started
-    print(f"{what}: {wall:.1f} s")
-    return wall
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(what: str, argv: list[str]) -> str:
+    before, started = _cpu_children(), time.monotonic()
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, env=ENV).stdout
+    wall, cpu = time.monotonic() - started, _cpu_children() - before
+    print(f"{what}: wall {wall:.1f} s, CPU {cpu:.1f} s (load {os.getloadavg()[0]:.1f})",
+          flush=True)
+    return out.strip()
 
 
 def main() -> None:
-    timed("tpurl validate rehearsal (process)", [TPURL, "validate", "rehearsal"])
-    timed("python -c 'import flows.pipeline'", [sys.executable, "-c", "import flows.pipeline"])
-    code = ("import time; from flows.interrupts import private_api; t=time.monotonic()\n"
-            "with private_api(): print(f'up {time.monotonic()-t:.1f} s')\n")
-    started = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True, env={k: v for k, v in __import__("os").environ.items()
-                                         if k != "PREFECT_API_URL"}).stdout.strip()
-    print(f"private API server: {out}, with stop and process {time.monotonic() - started:.1f} s")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    for _ in range(args.repeat):
+        timed("tpurl validate rehearsal (process)", [TPURL, "validate", "rehearsal"])
+        timed("python -c 'import flows.pipeline'", [sys.executable, "-c",
+                                                    "import flows.pipeline"])
+        for env in ("defaults", "tpurl"):
+            out = timed(f"API server, {env} env (this process: start, stop)",
+                        [sys.executable, "-c", SERVER, env, "alone"])
+            wall, cpu = out.split()
+            print(f"    to healthy: wall {wall} s; the server process's CPU {cpu} s")
+        out = timed("tpurl run's start: server boots while the flow imports",
+                    [sys.executable, "-c", SERVER, "tpurl", "overlap"])
+        print(f"    to healthy with the flow imported: wall {out.split()[0]} s")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ profile, 1 the run failed.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -145,7 +146,16 @@ def main(argv: list[str] | None = None) -> int:
 
             print("\n" + "\n".join(compare_capacity(profile)))
         if args.out:
-            files = write_plan(profile, plans, args.out)
+            from flows.core.space import storage_failure
+
+            try:
+                files = write_plan(profile, plans, args.out)
+            except OSError as exc:  # a full or read-only disk: the path and the fix
+                if (failure := storage_failure("plan", exc, None)) is None:
+                    raise
+                print(f"error: {failure.diagnosis.summary}\n  fix: "
+                      f"{failure.diagnosis.resolution}", file=sys.stderr)
+                return 1
             print(f"\nwrote {len(files)} files to {args.out}", file=sys.stderr)
         if args.check:
             text, ok = backend.preflight()
@@ -223,20 +233,28 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
 
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from flows import pipeline
-    from flows.cli_output import command_log, render
     from flows.interrupts import EXIT_INTERRUPTED, Interrupted, install_handlers, private_api
 
     install_handlers()
     try:
-        with command_log("run", profile, _private()) as log, private_api():
-            try:
-                result = pipeline.rl_post_training(profile=profile, overrides=overrides or None)
-            except Exception as exc:
-                print(f"\nrun failed: {render(exc, log)}", file=sys.stderr)
-                return 1
+        # tpurl's own API server is launched first; Prefect and the flow module (seconds of
+        # imports) load while it boots
+        with private_api(while_starting=lambda: importlib.import_module("flows.pipeline")) \
+                as own_api:
+            from flows import pipeline
+            from flows.cli_output import command_log, render
+
+            with command_log("run", profile, own_api is not None) as log:
+                try:
+                    result = pipeline.rl_post_training(profile=profile,
+                                                       overrides=overrides or None)
+                except Exception as exc:
+                    print(f"\nrun failed: {render(exc, log)}", file=sys.stderr)
+                    return 1
     except (Interrupted, KeyboardInterrupt) as exc:
-        stage = pipeline.CURRENT_STAGE[0] if pipeline.CURRENT_STAGE else "start-up"
+        loaded = sys.modules.get("flows.pipeline")  # not imported yet when stopped early
+        current = getattr(loaded, "CURRENT_STAGE", None)
+        stage = current[0] if current else "start-up"
         again = " ".join(["tpurl run", profile, *(f"--set {k}={v}" for k, v in overrides.items())])
         print(f"\ninterrupted ({exc or 'SIGINT'}) during stage {stage}: its program was stopped "
               "and the profile's lock released. Finished stages keep their verified outputs; "

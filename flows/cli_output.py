@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from flows.common.paths import default_cache_dir
 from flows.config.errors import EnvironmentNotReady, ProfileError
 from flows.core.deadline import RunTimedOut
 from flows.core.failures import FailureCategory, StageFailed
+from flows.core.space import FULL_ERRNOS
 from flows.runpage.result import PipelineResult
 
 
@@ -100,6 +102,29 @@ class _RepeatsOfDiagnosed(logging.Filter):
         return True
 
 
+class _LogFile(logging.FileHandler):
+    """The command's log file. When its disk fills, it stops with one line saying so,
+    instead of logging's traceback for every record that follows."""
+
+    full = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.full:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError) or exc.errno not in FULL_ERRNOS:
+            super().handleError(record)
+            return
+        self.full = True
+        with contextlib.suppress(OSError):
+            self.close()
+        print(f"warning: the log file {self.baseFilename} stops here: {exc.strerror}; free "
+              f"space under {Path(self.baseFilename).parent} (the terminal keeps the rest)",
+              file=sys.stderr)
+
+
 def _terminal_handlers() -> list[logging.Handler]:
     return [h for h in logging.getLogger().handlers
             if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
@@ -118,7 +143,7 @@ def command_log(command: str, profile: str, private_api: bool) -> Iterator[Path 
                                  f"{time.strftime('%Y%m%d-%H%M%S')}.log"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler | None = logging.FileHandler(path, encoding="utf-8")
+        handler: logging.Handler | None = _LogFile(path, encoding="utf-8")
     except OSError:
         handler, path = None, None
     root = logging.getLogger()

@@ -4,7 +4,8 @@ running program stopped, the profile's lock released, and a resumable state on d
 Why this module exists: Prefect's ephemeral API server is a child in the CLI's process
 group, so a terminal's Ctrl-C reached it too and it died first; the flow then could not
 report its state, and kept running deaf to the signal. The CLI therefore starts that same
-server (Prefect's SubprocessASGIServer) in a session of its own, bound to die with the CLI
+server (Prefect's ephemeral server, launched as its SubprocessASGIServer does:
+flows/api_server.py) in a session of its own, bound to die with the CLI
 (``die_with_parent``), and turns both signals into one exception it handles itself; a
 background shell that started us with SIGINT ignored is overridden on purpose.
 """
@@ -14,15 +15,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
-from unittest import mock
 
-from flows.common.paths import default_cache_dir
-from flows.core.processes import die_with_parent
+from flows.api_server import ApiServer
 
 EXIT_INTERRUPTED = 130
 
@@ -46,65 +42,44 @@ def install_handlers() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupted)
 
 
-def _server_output() -> tuple[Any, Path | None]:
-    """A file for the private API server's output beside the command logs, and its path:
-    the server shares nothing with the terminal, where a database call it cancels at
-    shutdown (under load) would print a traceback past the one-message diagnosis. (None,
-    None) when no file can be opened: it then writes to the terminal, as Prefect's does."""
-    folder = default_cache_dir() / "logs"
-    path = folder / f"api-server-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        return path.open("ab"), path
-    except OSError:
-        return None, None
-
-
 @contextlib.contextmanager
-def private_api(startup_timeout_s: int = 120) -> Iterator[str | None]:
+def private_api(startup_timeout_s: int = 120,
+                while_starting: Callable[[], object] | None = None) -> Iterator[str | None]:
     """A Prefect API for this CLI process only, unless one is configured (yields its URL,
-    or None when PREFECT_API_URL already points at a server)."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    or None when PREFECT_API_URL already points at a server).
 
-    if PREFECT_API_URL.value():
-        yield None
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()
-    popen = subprocess.Popen
-    output, output_path = _server_output()
-
-    def own_session(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
-        kwargs.setdefault("start_new_session", True)  # no terminal signal reaches it
-        kwargs.setdefault("preexec_fn", die_with_parent)  # and it never outlives us
-        if output is not None:  # its own log, not the user's terminal
-            kwargs.setdefault("stdout", output)
-            kwargs.setdefault("stderr", subprocess.STDOUT)
-        return popen(*args, **kwargs)
-
+    The server is launched before Prefect is imported here, and ``while_starting``
+    (importing the flow) runs while it boots in its own process, so a rerun pays the longer
+    of the two, not their sum (flows/api_server.py)."""
+    server = None if os.environ.get("PREFECT_API_URL") else ApiServer()
     try:
-        with mock.patch.object(subprocess, "Popen", own_session):
-            server.start(timeout=startup_timeout_s)
-    except RuntimeError as exc:
-        where = f" (the server's output: {output_path})" if output_path else ""
-        raise RuntimeError(f"{exc}{where}") from exc
-    finally:
-        if output is not None:
-            output.close()  # the server holds its own copy of the descriptor
-    try:
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        if while_starting is not None:
+            while_starting()
+        if server is None:
+            yield None
+            return
+        if PREFECT_API_URL.value():  # a server named in the Prefect profile: use that one
+            server.stop()
+            server = None
+            yield None
+            return
+        server.wait(startup_timeout_s)
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             os.environ["PREFECT_API_URL"] = server.api_url  # for child processes too
             yield server.api_url
     finally:
-        # Logs and events still queued go out while the server listens; drained later (at
-        # interpreter exit, Prefect's default) they would retry against a stopped server.
-        with contextlib.suppress(Exception):
-            from prefect.events.worker import EventsWorker
-            from prefect.logging.handlers import APILogWorker
+        if server is not None:
+            # Logs and events still queued go out while the server listens; drained later
+            # (at interpreter exit, Prefect's default) they would retry against a stopped
+            # server.
+            with contextlib.suppress(Exception):
+                from prefect.events.worker import EventsWorker
+                from prefect.logging.handlers import APILogWorker
 
-            APILogWorker.drain_all(timeout=5)
-            EventsWorker.drain_all(timeout=5)
-        os.environ.pop("PREFECT_API_URL", None)
-        with contextlib.suppress(Exception):
-            server.stop()
+                APILogWorker.drain_all(timeout=5)
+                EventsWorker.drain_all(timeout=5)
+            os.environ.pop("PREFECT_API_URL", None)
+            with contextlib.suppress(Exception):
+                server.stop()

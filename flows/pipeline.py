@@ -27,10 +27,11 @@ from flows.config import Profile, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
 from flows.core.deadline import Deadline
-from flows.core.failures import StageFailed, internal_error, storage_error
+from flows.core.failures import StageFailed, internal_error
 from flows.core.layout import Layout
 from flows.core.retry import RETRY_DELAYS_S
 from flows.core.secrets import Redactor, require_secrets
+from flows.core.space import storage_failure
 from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.runpage import events
@@ -85,7 +86,8 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
         raise
     except OSError as exc:  # the file system refused (read-only, full): the user's to fix
         kept = _keep_traceback(stage_name, exc, redactor)
-        failure = storage_error(stage_name, exc, kept) or internal_error(stage_name, exc, redactor)
+        failure = storage_failure(stage_name, exc, kept, profile) or internal_error(
+            stage_name, exc, redactor)
         logger.error("%s: %s (%s)", stage_name, failure.diagnosis.summary,
                      failure.diagnosis.resolution)
         events.stage_event("failed", profile.name, stage_name, redactor, {
@@ -254,7 +256,13 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
         wall_s=time.monotonic() - started, lock_wait_s=round(hold.waited_s, 3),
         started_at=started_at,
         finished_at=datetime.now(UTC).isoformat())
-    persist_result(backend.storage, cfg, flow_run.name or "run", result)
+    try:
+        persist_result(backend.storage, cfg, flow_run.name or "run", result)
+    except OSError as exc:  # a full or read-only root: the storage error, not a traceback
+        if (failure := storage_failure("result", exc, None)) is None:
+            raise
+        logger.error("result: %s (%s)", failure.diagnosis.summary, failure.diagnosis.resolution)
+        raise failure from exc
     publish_result(result)
     events.model_exported(cfg.name, {"hf_export": result.artifacts["hf_export"],
                                      "trained_checkpoint": result.artifacts["trained_checkpoint"],

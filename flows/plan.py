@@ -11,6 +11,7 @@ from pathlib import Path
 from flows.backends import backend_for
 from flows.config.profile import Profile
 from flows.core import programs
+from flows.core.space import write_text
 from flows.core.stage import StagePlan
 from flows.core.workload import Workload
 from flows.stages import stages_for
@@ -51,17 +52,17 @@ def write_plan(profile: Profile, plans: list[StagePlan], out_dir: Path) -> list[
     written = []
     for number, plan in enumerate(plans, 1):
         path = out_dir / f"{number}-{plan.stage}.json"
-        path.write_text(json.dumps(plan.model_dump(), indent=2) + "\n")
+        write_text(path, json.dumps(plan.model_dump(), indent=2) + "\n", "the plan")
         written.append(path)
         for workload in plan.workloads:
             cmd = out_dir / f"{number}-{plan.stage}-{workload.name}.sh"
             env = "".join(f"# env {k}={v}\n" for k, v in {**workload.env,
                                                            **workload.secret_env}.items())
-            cmd.write_text(f"# {workload.name} on {workload.placement} ({workload.image})\n"
-                           f"{env}{workload.command}\n")
+            write_text(cmd, f"# {workload.name} on {workload.placement} ({workload.image})\n"
+                       f"{env}{workload.command}\n", "the plan")
             written.append(cmd)
     written += backend_for(profile).write_plan_files(out_dir, planned_workloads(profile))
     summary = out_dir / "plan.txt"
-    summary.write_text(render_text(profile, plans) + "\n")
+    write_text(summary, render_text(profile, plans) + "\n", "the plan")
     written.append(summary)
     return written

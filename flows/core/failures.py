@@ -163,9 +163,12 @@ STORAGE_ERRNOS = {
 }
 
 
-def storage_error(stage: str, exc: OSError, traceback_file: str | None) -> StageFailed | None:
+def storage_error(stage: str, exc: OSError, traceback_file: str | None, *, what: str = "",
+                  free: int | None = None, needed: int | None = None) -> StageFailed | None:
     """A write the file system refused, as one message with the path and the fix; None for
-    an OSError that is not one of those (it stays an internal error)."""
+    an OSError that is not one of those (it stays an internal error). For a full disk the
+    caller passes what was being written and the free and needed bytes
+    (flows/core/space.py ``storage_failure``)."""
     name = errno.errorcode.get(exc.errno or 0, "")
     if name not in STORAGE_ERRNOS or not exc.filename:
         return None
@@ -173,7 +176,21 @@ def storage_error(stage: str, exc: OSError, traceback_file: str | None) -> Stage
     path = str(exc.filename)
     kind = "file" if os.path.isfile(path) else "directory"
     verb = "access" if name in ("EACCES", "EPERM") else "write"  # a read is refused alike
+    writing = f" ({what})" if what else ""
+    space = ""
+    if free is not None:
+        space = f"; {_gib(free)} free" + (f", about {_gib(needed)} needed" if needed else "")
+    fix = STORAGE_ERRNOS[name].format(path=path, kind=kind)
+    if needed and name in ("ENOSPC", "EDQUOT"):
+        fix += f" (about {_gib(needed)} needed); then run again"
     return StageFailed(stage, Diagnosis(
-        FailureCategory.USER_ERROR, f"cannot {verb} {path}: {exc.strerror} ({name})",
-        f"    {path}: {exc.strerror}{where}", STORAGE_ERRNOS[name].format(path=path, kind=kind),
-        f"storage/{name}"))
+        FailureCategory.USER_ERROR,
+        f"cannot {verb} {path}{writing}: {exc.strerror} ({name}){space}",
+        f"    {path}: {exc.strerror}{where}", fix, f"storage/{name}"))
+
+
+def _gib(size: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if size >= scale // 16:
+            return f"{size / scale:.2f} {unit}"
+    return f"{size / 2**10:.1f} KiB"

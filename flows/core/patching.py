@@ -18,6 +18,8 @@ from typing import Literal
 
 import yaml
 
+from flows.core.space import write_text
+
 ORIGINAL_SUFFIX = ".tpurl-orig"
 # The packages whose versions decide whether the CPU rehearsal proves a step of the real run
 # (images/rehearsal/requirements.lock against the post-training image), by distribution name.
@@ -151,8 +153,8 @@ def apply_to_tree(root_for: dict[str, Path], patches: list[PatchDeclaration]) ->
     for path, text in results.items():
         original = path.with_name(path.name + ORIGINAL_SUFFIX)
         if not original.exists():
-            original.write_text(path.read_text())
-        path.write_text(text)
+            write_text(original, path.read_text(), "a pristine copy of a patched file")
+        write_text(path, text, "a patched file")
     return [str(p) for p in results]
 
 
@@ -165,5 +167,5 @@ def restore_tree(root_for: dict[str, Path], patches: list[PatchDeclaration]) -> 
         path = root_for[package] / patch.file
         original = path.with_name(path.name + ORIGINAL_SUFFIX)
         if original.exists():
-            path.write_text(original.read_text())
+            write_text(path, original.read_text(), "a restored pristine file")
             original.unlink()

@@ -83,11 +83,9 @@ class LocalStorage:
         return path.read_text() if path.is_file() else None
 
     def write_text(self, uri: str, text: str) -> None:
-        path = self._path(uri)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)  # atomic: a reader never sees half a lineage record
+        from flows.core.space import write_text  # a full disk: DiskFull, what and where
+
+        write_text(self._path(uri), text)  # atomic: a reader never sees half a record
 
     def children(self, uri: str) -> list[str]:
         path = self._path(uri)

@@ -34,6 +34,37 @@ def newest_actor_step(storage: Storage, actor_dir: str) -> int | None:
                 None)
 
 
+# orbax-checkpoint 0.12 (the rehearsal lock's 0.12.2) saves a step into
+# ``<final>.orbax-checkpoint-tmp`` and renames it to ``<final>`` once complete
+# (orbax/checkpoint/_src/path/atomicity_types.py TMP_DIR_SUFFIX, atomicity.py
+# _get_tmp_directory; older releases appended ``-<timestamp>``, hence "contains"). On GCS it
+# writes in place and marks completion with commit_success.txt instead: nothing to match.
+ORBAX_TMP_SUFFIX = ".orbax-checkpoint-tmp"
+
+
+def orbax_temporaries(storage: Storage, run_dir: str) -> list[str]:
+    """The half-written checkpoint directories under ``run_dir``'s checkpoints: never a
+    resume point (orbax deletes them when a manager starts), only disk held."""
+    base = join(run_dir, "checkpoints")
+    found: set[str] = set()
+    for uri in storage.files_under(base):
+        parts = uri[len(base):].strip("/").split("/")
+        for depth, part in enumerate(parts[:-1]):
+            if ORBAX_TMP_SUFFIX in part:
+                found.add(join(base, *parts[:depth + 1]))
+                break
+    return sorted(found)
+
+
+def remove_orbax_temporaries(storage: Storage, run_dir: str) -> int:
+    """Delete them (completed checkpoints stay); the number of files removed."""
+    removed = 0
+    for directory in orbax_temporaries(storage, run_dir):
+        removed += storage.remove_tree(directory)
+        storage.prune_empty(directory)
+    return removed
+
+
 def hf_export_shards(storage: Storage, export_dir: str) -> tuple[list[str], list[str]]:
     """(shards, problems) of a Hugging Face model directory as a consumer would load it:
     config, tokenizer, and either a safetensors index whose shards all exist or the single

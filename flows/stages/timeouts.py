@@ -4,7 +4,7 @@ Why: a program that hangs without failing (a stuck collective, a JobSet that nev
 Running) would hold the run, the profile's lock and on GKE the TPUs forever. Each bound is
 the most the stage's own watch allows, plus slack, so a timeout only ever ends a stage its
 watch failed to end: on GKE ``(queue + run) × (preemptions + 1)`` of the stage's budgets
-(flows/backends/gke/watch/monitor.py ``budgets_for``), on the rehearsal
+(flows/backends/gke/watch/budgets.py ``budgets_for``), on the rehearsal
 ``local.step_timeout_s`` per program. A timed-out task fails (TimeoutError) and is not
 retried (flows/pipeline.py ``retry_if_retryable``).
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from flows.backends.gke.watch.monitor import budgets_for
+from flows.backends.gke.watch.budgets import budgets_for
 from flows.config.profile import Profile
 from flows.core.retry import RETRY_DELAYS_S
 

@@ -20,7 +20,7 @@ from flows.core.stage import (
     StageOutput,
     built_image,
 )
-from flows.core.verify import newest_actor_step
+from flows.core.verify import newest_actor_step, remove_orbax_temporaries
 from flows.runpage.metrics import summarize_run
 
 
@@ -59,6 +59,19 @@ class TrainStage(ProgramStage):
                             existing)
         return [ctx.backend.run_workload(workload, ctx.layout.log(ctx.layout.train_run_dir,
                                                                   workload.name))]
+
+    def _prune_after_failure(self, ctx: StageContext) -> None:
+        """A failed attempt's half-written checkpoints (orbax temporaries) go, whatever the
+        failure: they are never resume points and they hold the disk a rerun needs.
+        Completed checkpoints stay."""
+        try:
+            if removed := remove_orbax_temporaries(ctx.storage, ctx.layout.train_run_dir):
+                ctx.logger.warning("train: removed %d file(s) of half-written checkpoints of "
+                                   "this attempt; completed checkpoints are kept to resume "
+                                   "from", removed)
+        except Exception as exc:  # never mask the failure itself
+            ctx.logger.warning("train: could not remove half-written checkpoints (%s)", exc)
+        super()._prune_after_failure(ctx)
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
         layout = ctx.layout

@@ -27,8 +27,8 @@ import pytest
 from flows.backends.gke import backend as gke_backend
 from flows.backends.gke.infra import clients as infra_clients
 from flows.backends.gke.infra.settings import InfraSettings
+from flows.backends.gke.watch.budgets import Budgets, budgets_for
 from flows.backends.gke.watch.client import Cluster, cluster_at
-from flows.backends.gke.watch.monitor import Budgets, budgets_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
 from tests.fakes.cloud import BIN, FakeGoogleApis, build_bundle

@@ -49,6 +49,7 @@ from flows.backends.gke.jobs.secret_objects import secret_with_value
 from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.recovery import Action
 from flows.backends.gke.runtime import GkeRuntime
+from flows.backends.gke.watch.budgets import Budgets, budgets_for
 from flows.backends.gke.watch.client import (
     JOBSET_GROUP,
     JOBSET_VERSION,
@@ -60,7 +61,7 @@ from flows.backends.gke.watch.client import (
     short_error,
 )
 from flows.backends.gke.watch.logs import LogSink
-from flows.backends.gke.watch.monitor import Budgets, Monitor, budgets_for, is_finished
+from flows.backends.gke.watch.monitor import Monitor, is_finished
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition

@@ -18,7 +18,7 @@ from flows.backends.gke.infra.cost import (
     stage_held_chip_hours,
 )
 from flows.backends.gke.jobs.manifests import GKE_STAGES, write_manifests
-from flows.backends.gke.watch.monitor import budgets_for
+from flows.backends.gke.watch.budgets import budgets_for
 from flows.backends.gke.watch.waits import render_waits, stage_waits
 from flows.common.issues import Issue
 from flows.config.profile import Profile

@@ -32,7 +32,8 @@ from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.processes import ProcessTag, die_with_parent, stop_group
 from flows.core.secrets import Redactor, resolve
-from flows.core.storage import LocalStorage, join
+from flows.core.space import LineLog, write_text
+from flows.core.storage import LocalStorage, file_uri, join
 from flows.core.workload import Workload
 
 TAIL_LINES = 60
@@ -126,7 +127,6 @@ class LocalBackend:
                     total_steps: int | None = None) -> WorkloadRun:
         log_path = self.storage.local_path(log_uri)
         assert log_path is not None
-        log_path.parent.mkdir(parents=True, exist_ok=True)
         tag_path = log_path.with_suffix(".pid")
         self._stop_orphan(tag_path)
         if log_path.exists():  # the log of an earlier attempt explains its failure: keep it
@@ -137,12 +137,13 @@ class LocalBackend:
         started = time.monotonic()
         pattern = re.compile(progress_regex) if progress_regex else None
         tail: deque[str] = deque(maxlen=TAIL_LINES)
-        with open(log_path, "w") as log_file:
+        log_file = LineLog(log_path, f"{name}'s log")
+        try:
             # its own process group (stopped as a whole), and SIGTERM if this process dies
             proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=full_env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, bufsize=1,
                                     start_new_session=True, preexec_fn=die_with_parent)
-            tag_path.write_text(ProcessTag.of(proc.pid, name).to_json())
+            write_text(tag_path, ProcessTag.of(proc.pid, name).to_json(), f"{name}'s pid tag")
             timed_out = threading.Event()
             timer = threading.Timer(self.timeout_s, _kill_group, (proc, timed_out))
             timer.start()
@@ -150,7 +151,7 @@ class LocalBackend:
                 assert proc.stdout is not None
                 for raw in proc.stdout:
                     line = self.redactor(raw.rstrip("\n"))
-                    log_file.write(line + "\n")
+                    log_file.write(line)
                     tail.append(line)
                     self.logger.info("[%s] %s", name, line)
                     if pattern and self.on_progress and (m := pattern.search(line)):
@@ -162,28 +163,41 @@ class LocalBackend:
             finally:
                 timer.cancel()
                 tag_path.unlink(missing_ok=True)
+        finally:
+            log_file.close()
         wall = time.monotonic() - started
         if returncode != 0 or timed_out.is_set():
-            diagnosis = self._no_space(name, list(tail), log_path) or diagnose_exit(
-                name, returncode, list(tail), timed_out.is_set(), self.timeout_s)
+            diagnosis = self._no_space(name, list(tail), log_path, log_file.full) or \
+                diagnose_exit(name, returncode, list(tail), timed_out.is_set(), self.timeout_s)
             raise StageFailed(self.stage or name, diagnosis, log_uri)
+        if log_file.full is not None:  # the program finished; its log could not be kept
+            raise log_file.full
         self.logger.info("%s: finished in %.1f s (log: %s)", name, wall, log_uri)
         return WorkloadRun(name=name, wall_s=wall, log_uri=log_uri)
 
 
-    def _no_space(self, name: str, tail: list[str], log_path: Path) -> Diagnosis | None:
-        """A full disk: the attempt's partial files go (they could never be output and they
-        keep the disk full), except training checkpoints, which are resume points."""
+    def _no_space(self, name: str, tail: list[str], log_path: Path,
+                  log_full: OSError | None) -> Diagnosis | None:
+        """A full disk (the program's own ENOSPC, or ours writing its log): the attempt's
+        partial files go (they could never be output and they keep the disk full), except
+        completed training checkpoints, which are resume points (orbax's temporaries go)."""
         from flows.core.space import free_bytes, no_space_diagnosis, stage_estimates
+        from flows.core.verify import remove_orbax_temporaries
 
-        if not any("No space left on device" in line or "Errno 28" in line for line in tail):
+        if log_full is not None:
+            tail = [*tail, f"{log_path}: {log_full.strerror} (the log stops here)"]
+        elif not any("No space left on device" in line or "Errno 28" in line for line in tail):
             return None
         stage_dir = log_path.parent.parent  # <stage output>/tpurl-logs/<workload>.log
-        removed = 0
+        removed, kept = 0, "its logs are kept"
         if self.stage in ("convert", "export"):
             removed = self.storage.remove_tree(stage_dir.as_uri(), keep=(LOGS_DIR,))
+        elif self.stage == "train":
+            removed = remove_orbax_temporaries(self.storage, file_uri(stage_dir))
+            kept = "its logs and completed checkpoints, the resume points, are kept"
         needed = stage_estimates(self.profile).get(self.stage or "")
-        return no_space_diagnosis(name, tail, stage_dir, free_bytes(stage_dir), needed, removed)
+        return no_space_diagnosis(name, tail, stage_dir, free_bytes(stage_dir), needed, removed,
+                                  kept)
 
 
 def _kill_group(proc: subprocess.Popen[str], flag: threading.Event | None) -> None:

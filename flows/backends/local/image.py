@@ -30,6 +30,7 @@ from flows.core.patching import (
     plan_lines,
     restore_tree,
 )
+from flows.core.space import write_text
 from flows.core.stage import StageContext
 from flows.core.storage import file_uri, join
 
@@ -128,7 +129,7 @@ class LocalImage:
         argv, env = install_command(_python(venv), lock)
         runs.append(self.backend.run_command(f"install-{label}", argv,
                                              join(logs, f"install-{label}.log"), env))
-        marker.write_text(lock.read_text())
+        write_text(marker, lock.read_text(), "the rehearsal venv's install marker")
         return runs
 
 

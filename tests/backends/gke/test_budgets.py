@@ -10,7 +10,7 @@ import pytest
 
 from flows.backends.gke.backend import GkeBackend
 from flows.backends.gke.jobs.manifests import GKE_STAGES
-from flows.backends.gke.watch.monitor import Budgets, budgets_for
+from flows.backends.gke.watch.budgets import Budgets, budgets_for
 from flows.backends.gke.watch.waits import stage_waits
 from flows.config.errors import ProfileError
 from flows.config.watch_budgets import WEEK_S

@@ -20,6 +20,7 @@ from ruamel.yaml import YAML
 from flows.backends.gke.infra.errors import user_error
 from flows.common.paths import REPO_ROOT
 from flows.config.gke import GkeSection
+from flows.core.space import write_text
 
 BLUEPRINTS_DIR = REPO_ROOT / "deployments" / "blueprints"
 EDITS_FILE = BLUEPRINTS_DIR / "gke-tpu-v6e-advanced.edits.yaml"
@@ -222,9 +223,9 @@ def write_edited(example: Path, dest: Path, iam_mode: str | EditContext) -> Path
     ctx = iam_mode if isinstance(iam_mode, EditContext) else EditContext(iam_mode)
     dest.parent.mkdir(parents=True, exist_ok=True)
     edits = load_edits()
-    dest.write_text(edit_blueprint(example.read_text(), ctx, edits))
+    write_text(dest, edit_blueprint(example.read_text(), ctx, edits), "the edited blueprint")
     for edit in edits:
         if edit.stage and _applies(edit, ctx):
-            (dest.parent / (edit.stage_as or edit.stage)).write_text(
-                (BLUEPRINTS_DIR / edit.stage).read_text())
+            write_text(dest.parent / (edit.stage_as or edit.stage),
+                       (BLUEPRINTS_DIR / edit.stage).read_text(), "a file the blueprint stages")
     return dest

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from flows.backends.gke.infra.errors import user_error
 from flows.backends.gke.infra.settings import BLUEPRINT_EXAMPLE, BUNDLE_NAME, InfraSettings
+from flows.core.space import DiskFull, write_text, writing
 
 BUNDLE_ENV = "TPURL_GCLUSTER_BUNDLE"
 
@@ -59,8 +60,14 @@ def sha256_of(path: Path) -> str:
 
 def _download(url: str, dest: Path, timeout_s: float = 60.0) -> None:
     tmp = dest.with_name(dest.name + ".part")
-    with urllib.request.urlopen(url, timeout=timeout_s) as response, tmp.open("wb") as out:
-        shutil.copyfileobj(response, out)
+    try:
+        with writing(dest, "the Cluster Toolkit bundle"), \
+                urllib.request.urlopen(url, timeout=timeout_s) as response, \
+                tmp.open("wb") as out:
+            shutil.copyfileobj(response, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a partial download must not hold a full disk
+        raise
     tmp.replace(dest)
 
 
@@ -69,10 +76,13 @@ def _fetch(s: InfraSettings, tgz: Path) -> None:
     if manual:
         if not Path(manual).is_file():
             raise user_error(f"{BUNDLE_ENV} names no file", manual, manual_instructions(s))
-        shutil.copyfile(manual, tgz)
+        with writing(tgz, "the Cluster Toolkit bundle"):
+            shutil.copyfile(manual, tgz)
         return
     try:
         _download(s.bundle_url, tgz)
+    except DiskFull:
+        raise  # this machine's disk, not the download: the storage error
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise user_error(
             f"cannot download Cluster Toolkit {s.gke.cluster_toolkit_version}",
@@ -93,9 +103,10 @@ def _check_digest(s: InfraSettings, tgz: Path, record_path: Path) -> str:
                              f"{tgz}: sha256 {digest}, recorded {recorded}",
                              f"delete {version_dir(s)} to fetch it again")
     else:
-        record_path.write_text(json.dumps({
+        write_text(record_path, json.dumps({
             "version": s.gke.cluster_toolkit_version, "url": s.bundle_url, "sha256": digest,
-            "fetched_at": datetime.now(UTC).isoformat()}, indent=2) + "\n")
+            "fetched_at": datetime.now(UTC).isoformat()}, indent=2) + "\n",
+            "the Cluster Toolkit bundle's record")
     return digest
 
 
@@ -105,9 +116,9 @@ def _extract(tgz: Path, dest: Path, digest: str) -> Path:
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
-        with tarfile.open(tgz) as tar:
+        with writing(dest, "the extracted Cluster Toolkit bundle"), tarfile.open(tgz) as tar:
             tar.extractall(dest, filter="data")
-        marker.write_text(digest + "\n")
+        write_text(marker, digest + "\n", "the Cluster Toolkit bundle's marker")
     for candidate in (dest, *sorted(p for p in dest.iterdir() if p.is_dir())):
         if (candidate / "gcluster").is_file():
             return candidate

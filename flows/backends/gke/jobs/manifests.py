@@ -18,6 +18,7 @@ from flows.backends.gke.jobs.render import render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_placeholder
 from flows.config.profile import Profile, SecretRef
 from flows.core.layout import Layout, convert_key, export_key
+from flows.core.space import write_text
 from flows.core.workload import Workload
 
 GKE_STAGES = ("convert", "train", "export")
@@ -62,7 +63,7 @@ def write_manifests(profile: Profile, workloads: Mapping[str, Workload],
     written = []
     for number, obj in enumerate(render_all(profile, workloads), 1):
         path = out_dir / f"{number:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
-        path.write_text(to_yaml(obj))
+        write_text(path, to_yaml(obj), "the plan's manifests")
         written.append(path)
     return written
 

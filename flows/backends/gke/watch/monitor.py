@@ -16,17 +16,16 @@ as the API's failure (infrastructure), naming the error, not as a queue timeout.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
+from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.client import (
     JOBSET_GROUP,
     JOBSET_VERSION,
@@ -47,7 +46,6 @@ from flows.backends.gke.watch.verdict import (
     diagnose,
     disruption_of,
 )
-from flows.config.profile import Profile
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.stage import StageLogger
 
@@ -58,39 +56,6 @@ REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
-
-
-@dataclass(frozen=True)
-class Budgets:
-    queue_s: float = 6 * 3600.0  # suspended by Kueue this long → queue-timeout
-    run_s: float = 24 * 3600.0  # running this long → stalled (the TTL of a Pathways job)
-    schedule_s: float = 1800.0  # a pod unschedulable this long → infrastructure
-    waits_for_capacity: bool = False  # flex-start: unschedulable pods wait under queue_s
-    preemptions: int = 3  # resubmissions after a JobSet failed of preemption, per stage, in
-    # all: at most preemptions + 1 JobSets are ever created for one stage of one run
-    api_s: float = 900.0  # one API call rides out transient errors this long (upgrades)
-    pull_grace_s: float = 600.0  # a transient image pull error this long → infrastructure
-    tick_s: float = 1.0  # budget checks between events; costs no API request
-    log_drain_s: float = 10.0  # after a terminal verdict, wait this long for the last lines
-    delete_wait_s: float = 300.0  # a Foreground delete must finish before re-creating
-
-
-def budgets_for(profile: Profile, stage: str) -> Budgets:
-    """The profile's budgets (gke.queue_budget_s, gke.run_budget_s or, for training,
-    gke.train_run_budget_s, gke.preemption_budget; gke.schedule_budget_s, gke.pull_grace_s,
-    gke.api_budget_s, gke.log_drain_s, gke.delete_wait_s from flows/config/watch_budgets.py);
-    unset ones keep the defaults."""
-    gke, out = profile.gke, Budgets()
-    if gke is None:
-        return out
-    run = gke.train_run_budget_s if stage == "train" else None
-    found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
-             "preemptions": gke.preemption_budget,
-             "waits_for_capacity": gke.capacity == "flex-start" or None,
-             "schedule_s": gke.schedule_budget_s, "pull_grace_s": gke.pull_grace_s,
-             "api_s": gke.api_budget_s, "log_drain_s": gke.log_drain_s,
-             "delete_wait_s": gke.delete_wait_s}
-    return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
 
 
 def is_finished(jobset: Obj | None) -> bool:

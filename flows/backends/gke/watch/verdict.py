@@ -32,6 +32,8 @@ from enum import StrEnum
 from typing import Any
 
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
+from flows.backends.gke.watch.evictions import CODE as EVICTION_CODE
+from flows.backends.gke.watch.evictions import storage_eviction
 from flows.backends.gke.watch.kueue import blocked, status_line
 from flows.backends.gke.watch.pulls import pull_verdict
 from flows.backends.gke.watch.scaling import events_for, scale_up_failure, scaling_line
@@ -141,7 +143,7 @@ def _unscheduled(pods: list[Obj]) -> bool:
 def _is_disrupted(pod: Obj) -> bool:
     status = pod.get("status") or {}
     message = f"{status.get('reason', '')} {status.get('message', '')}"
-    if "ephemeral local storage" in message:
+    if storage_eviction(message) is not None:
         return False  # evicted for its own disk use: a sizing error, see _program_failed
     return bool(condition(pod, "DisruptionTarget")) or any(w in message for w in _MAINTENANCE)
 
@@ -173,10 +175,11 @@ def _disrupted(name: str, pods: list[Obj]) -> Verdict | None:
 def _program_failed(name: str, pods: list[Obj], log_tail: list[str]) -> Verdict | None:
     for pod in pods:
         status = pod.get("status") or {}
-        if "ephemeral local storage" in str(status.get("message", "")):
-            return _diag(FailureCategory.USER_ERROR, f"{name}: pod {_pod_name(pod)} used more "
-                         "disk than it requested", f"    {status.get('message')}",
-                         "raise gke.conversion_ephemeral_storage (and the cpu-np disk size)")
+        if found := storage_eviction(str(status.get("message", ""))):
+            summary = f"{name}: pod {_pod_name(pod)} was evicted for disk: {found[0]}"
+            return Verdict(Phase.FAILED, Diagnosis(
+                FailureCategory.USER_ERROR, summary, f"    {status.get('message')}", found[1],
+                EVICTION_CODE), summary)
         for state in _terminated(pod, WORKLOAD_CONTAINER):
             if state.get("reason") == "OOMKilled":
                 return _diag(FailureCategory.USER_ERROR,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flows.backends.gke.watch.monitor import Budgets
+from flows.backends.gke.watch.budgets import Budgets
 
 
 @dataclass(frozen=True)

@@ -230,3 +230,44 @@ def test_a_failure_after_disruptions_the_watch_saw_is_a_preemption():
     running = diagnose(jobset(), ADMITTED, [pod()], [], now=NOW, queue_budget_s=3600,
                        disruptions=seen)
     assert running.phase is Phase.RUNNING  # the JobSet restarts by itself: not terminal
+
+
+# the kubelet's eviction messages, formatted as pkg/kubelet/eviction/helpers.go writes them
+@pytest.mark.parametrize(("message", "outgrew", "field"), [
+    ('Usage of EmptyDir volume "scratch" exceeds the limit "64Gi". ',
+     'its volume "scratch" outgrew its limit of 64Gi', "gke.conversion_scratch_memory"),
+    ('Container workload-container exceeded its local ephemeral storage limit "16Gi". ',
+     "container workload-container outgrew its ephemeral-storage limit of 16Gi",
+     "gke.conversion_ephemeral_storage"),
+    ("Pod ephemeral local storage usage exceeds the total limit of containers 16Gi. ",
+     "it outgrew its ephemeral-storage limit of 16Gi", "gke.conversion_ephemeral_storage"),
+    ("The node was low on resource: ephemeral-storage. Threshold quantity: 4Gi, available: "
+     "1Gi. Container workload-container was using 40Gi, which exceeds its request of 16Gi. ",
+     "the node ran out of disk while container workload-container used 40Gi, over its "
+     "request of 16Gi", "gke.conversion_ephemeral_storage"),
+])
+def test_a_pod_evicted_for_its_disk_is_the_storage_error_naming_the_field(message, outgrew,
+                                                                          field):
+    """Issue 20.3 on GKE: a pod out of ephemeral storage (its limit, its scratch volume, or
+    the node's disk it overused) is a storage error with the profile field that sizes it,
+    not retried as a disruption."""
+    verdict = diagnose(jobset(), ADMITTED, [pod(phase="Failed", reason="Evicted",
+                                                message=message)], [], now=NOW,
+                       queue_budget_s=3600)
+    d = verdict.diagnosis
+    assert verdict.phase == Phase.FAILED and d is not None, verdict
+    assert d.category is FailureCategory.USER_ERROR and d.code == "storage/ephemeral-storage"
+    assert d.summary.endswith(f"was evicted for disk: {outgrew}") and field in d.resolution
+
+
+def test_a_node_filled_by_someone_else_is_a_disruption_not_a_sizing_error():
+    message = ("The node was low on resource: ephemeral-storage. Threshold quantity: 4Gi, "
+               "available: 1Gi. ")
+    verdict = diagnose(jobset(cond("Failed", reason="PodFailurePolicy")), ADMITTED,
+                       [pod(phase="Failed", reason="Evicted", message=message,
+                            conditions=[cond("DisruptionTarget", reason="TerminationByKubelet",
+                                             message=message)])], [], now=NOW,
+                       queue_budget_s=3600)
+    assert verdict.diagnosis is not None
+    assert verdict.diagnosis.code != "storage/ephemeral-storage"
+    assert verdict.diagnosis.category is FailureCategory.PREEMPTED

@@ -1,0 +1,47 @@
+"""The watch budgets of one GKE stage, from the profile: how long a JobSet may queue, run,
+stay unschedulable, ride out API errors, and how often it is resubmitted after a preemption.
+
+Pure and free of the Kubernetes client on purpose: the flow's task timeouts
+(flows/stages/timeouts.py) and the plan read them in every run, the rehearsal's included,
+and importing the watch would import the kubernetes package (1.5 s) for nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from flows.config.profile import Profile
+
+
+@dataclass(frozen=True)
+class Budgets:
+    queue_s: float = 6 * 3600.0  # suspended by Kueue this long → queue-timeout
+    run_s: float = 24 * 3600.0  # running this long → stalled (the TTL of a Pathways job)
+    schedule_s: float = 1800.0  # a pod unschedulable this long → infrastructure
+    waits_for_capacity: bool = False  # flex-start: unschedulable pods wait under queue_s
+    preemptions: int = 3  # resubmissions after a JobSet failed of preemption, per stage, in
+    # all: at most preemptions + 1 JobSets are ever created for one stage of one run
+    api_s: float = 900.0  # one API call rides out transient errors this long (upgrades)
+    pull_grace_s: float = 600.0  # a transient image pull error this long → infrastructure
+    tick_s: float = 1.0  # budget checks between events; costs no API request
+    log_drain_s: float = 10.0  # after a terminal verdict, wait this long for the last lines
+    delete_wait_s: float = 300.0  # a Foreground delete must finish before re-creating
+
+
+def budgets_for(profile: Profile, stage: str) -> Budgets:
+    """The profile's budgets (gke.queue_budget_s, gke.run_budget_s or, for training,
+    gke.train_run_budget_s, gke.preemption_budget; gke.schedule_budget_s, gke.pull_grace_s,
+    gke.api_budget_s, gke.log_drain_s, gke.delete_wait_s from flows/config/watch_budgets.py);
+    unset ones keep the defaults."""
+    gke, out = profile.gke, Budgets()
+    if gke is None:
+        return out
+    run = gke.train_run_budget_s if stage == "train" else None
+    found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
+             "preemptions": gke.preemption_budget,
+             "waits_for_capacity": gke.capacity == "flex-start" or None,
+             "schedule_s": gke.schedule_budget_s, "pull_grace_s": gke.pull_grace_s,
+             "api_s": gke.api_budget_s, "log_drain_s": gke.log_drain_s,
+             "delete_wait_s": gke.delete_wait_s}
+    return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
