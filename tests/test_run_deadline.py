@@ -111,7 +111,9 @@ def test_a_stuck_run_ends_by_itself_timed_out_with_its_programs_stopped(
 
     run_id = state.state_details.flow_run_id
     table = _table(_artifacts(run_id)["tpurl-rehearsal-stages"])
-    assert [r["status"] for r in table] == ["skipped", "skipped", "skipped", "timedout", "pending"]
+    statuses = [r["status"] for r in table]  # export, and evaluate where the profile has it
+    assert statuses[:4] == ["skipped", "skipped", "skipped", "timedout"], statuses
+    assert statuses[4:] and set(statuses[4:]) == {"pending"}, statuses
 
     def said() -> list[str]:
         with get_client(sync_client=True) as client:
