@@ -44,7 +44,7 @@ def render(exc: BaseException, log: Path | None) -> str:
         d = found.diagnosis
         stage_log = f"\n  stage log: {found.log_uri}" if found.log_uri else ""
         return (f"[{d.category}] stage {found.stage}: {d.summary}\n{d.detail.rstrip()}\n"
-                f"  fix: {d.resolution}{stage_log}{where}")
+                f"  fix: {d.fix}{stage_log}{where}")
     if found is not None:
         return f"[{FailureCategory.USER_ERROR}] {found}{where}"
     return f"[{FailureCategory.INTERNAL}] {type(exc).__name__}: {exc}{where}"

@@ -71,17 +71,17 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     except StageFailed as exc:
         events.stage_event("failed", profile.name, stage_name, redactor, {
             "category": str(exc.diagnosis.category), "code": exc.diagnosis.code,
-            "summary": exc.diagnosis.summary, "resolution": exc.diagnosis.resolution,
+            "summary": exc.diagnosis.summary, "fix": exc.diagnosis.fix,
             "log": exc.log_uri or ""})
         raise
     except OSError as exc:  # the file system refused (read-only, full): the user's to fix
         kept = _keep_traceback(stage_name, exc, redactor)
         failure = storage_error(stage_name, exc, kept) or internal_error(stage_name, exc, redactor)
         logger.error("%s: %s (%s)", stage_name, failure.diagnosis.summary,
-                     failure.diagnosis.resolution)
+                     failure.diagnosis.fix)
         events.stage_event("failed", profile.name, stage_name, redactor, {
             "category": str(failure.diagnosis.category), "summary": failure.diagnosis.summary,
-            "resolution": failure.diagnosis.resolution})
+            "fix": failure.diagnosis.fix})
         raise failure from exc
     except Exception as exc:  # undiagnosed: our bug until shown otherwise, traceback kept
         failure = internal_error(stage_name, exc, redactor)

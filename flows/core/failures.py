@@ -49,7 +49,7 @@ class Diagnosis:
     category: FailureCategory
     summary: str
     detail: str
-    resolution: str
+    fix: str
     code: str = ""
 
     @property
@@ -57,7 +57,7 @@ class Diagnosis:
         return self.category in RETRYABLE
 
     def render(self) -> str:
-        return (f"[{self.category}] {self.summary}\n  what to do: {self.resolution}\n"
+        return (f"[{self.category}] {self.summary}\n  what to do: {self.fix}\n"
                 f"  detail:\n{self.detail}")
 
 
@@ -118,18 +118,18 @@ class StageFailed(RuntimeError):
 
 # --- building StageFailed without free-form category strings --------------------------------
 
-def user_error(stage: str, summary: str, detail: str, resolution: str,
+def user_error(stage: str, summary: str, detail: str, fix: str,
                code: str = "") -> StageFailed:
     """The profile, data or code given to us is wrong: retrying would fail the same way."""
-    return StageFailed(stage, Diagnosis(FailureCategory.USER_ERROR, summary, detail, resolution,
+    return StageFailed(stage, Diagnosis(FailureCategory.USER_ERROR, summary, detail, fix,
                                         code))
 
 
-def infrastructure(stage: str, summary: str, detail: str, resolution: str,
+def infrastructure(stage: str, summary: str, detail: str, fix: str,
                    code: str = "") -> StageFailed:
     """Something outside the program failed (API, registry, network): retried with backoff."""
     return StageFailed(stage, Diagnosis(FailureCategory.INFRASTRUCTURE, summary, detail,
-                                        resolution, code))
+                                        fix, code))
 
 
 def internal_error(stage: str, exc: BaseException,

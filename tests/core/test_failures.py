@@ -50,7 +50,7 @@ def test_internal_error_keeps_the_traceback_and_redacts():
     assert d.summary == "internal error: KeyError: \"scratch['image'] is missing (token ***)\""
     assert d.detail.startswith("Traceback (most recent call last):")
     assert "_raise_deep" in d.detail and "hf_secret" not in d.detail
-    assert "bug of the pipeline" in d.resolution
+    assert "bug of the pipeline" in d.fix
 
 
 class _Stage:

@@ -224,7 +224,7 @@ class GkeBackend(GkePlanning):
                   + (f" --run {label_value(run)}" if run else ""))
         return replace(diagnosis, summary=self.redactor(diagnosis.summary),
                        detail=self.redactor(diagnosis.detail),
-                       resolution=diagnosis.resolution + bundle)
+                       fix=diagnosis.fix + bundle)
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any,
               within_s: float | None = None, **kwargs: Any) -> Any:

@@ -134,8 +134,8 @@ class RegistryRefused(ImageError):
     """The registry said no for a reason a retry will not change (auth, a malformed name)."""
 
     code = "image/registry-refused"
-    resolution = ("check that the flow's Google account may read the repository "
-                  "(roles/artifactregistry.reader), and the image reference in the profile")
+    fix = ("check that the flow's Google account may read the repository "
+           "(roles/artifactregistry.reader), and the image reference in the profile")
 
 
 def pin_base_remote(api: RegistryApi, base: str, backoff: RetryPolicy,

@@ -75,8 +75,8 @@ def _tail(lines: list[str]) -> str:
     return "\n".join(f"    {line}" for line in lines[-30:])
 
 
-def _diag(category: FailureCategory, summary: str, detail: str, resolution: str) -> Verdict:
-    return Verdict(Phase.FAILED, Diagnosis(category, summary, detail, resolution), summary)
+def _diag(category: FailureCategory, summary: str, detail: str, fix: str) -> Verdict:
+    return Verdict(Phase.FAILED, Diagnosis(category, summary, detail, fix), summary)
 
 
 def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[str], *,

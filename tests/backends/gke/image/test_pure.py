@@ -104,6 +104,6 @@ def test_image_errors_carry_their_diagnosis(error: ImageError, category: Failure
     assert diagnosis.category is category and diagnosis.code == code == error.code
     assert diagnosis.retryable is (category is INFRA)
     assert diagnosis.summary.startswith(f"{code}: ") and "\n" not in diagnosis.summary
-    assert diagnosis.detail == str(error) and diagnosis.resolution == error.resolution
+    assert diagnosis.detail == str(error) and diagnosis.fix == error.fix
     failed = StageFailed("image", diagnosis)
     assert f"[{category}] {code}: " in str(failed)

@@ -91,7 +91,7 @@ def test_a_wrong_blueprint_is_refused_before_gcluster_runs(tmp_path: Path, cloud
         provision(_on_demand(tmp_path), cloud.apis, gcs, Log())
     assert "nothing was deployed" in str(err.value)
     assert "gke-tpu-v6e-pool.static_node_count" in err.value.diagnosis.detail
-    assert "edit capacity-not-static" in err.value.diagnosis.resolution
+    assert "edit capacity-not-static" in err.value.diagnosis.fix
     assert [c for c in cloud.calls("gcluster") if c[0] == "deploy"] == []
     assert "tpurl-v6e" not in cloud.state()["clusters"]
 
@@ -109,7 +109,7 @@ def test_a_static_pool_after_deploy_fails_with_its_price_and_removal(
     assert ("pool gke-tpu-v6e-pool-0 bills 8 nodes x 4 chips = 32 chips at $2.70/chip-h = "
             "$86.40/h") in err.value.diagnosis.detail
     assert ("gcloud container node-pools delete gke-tpu-v6e-pool-0 --cluster=tpurl-v6e "
-            "--location=us-east5 --project=my-proj-123 --quiet") in err.value.diagnosis.resolution
+            "--location=us-east5 --project=my-proj-123 --quiet") in err.value.diagnosis.fix
 
 
 @pytest.mark.parametrize(("dropped", "setting"), [

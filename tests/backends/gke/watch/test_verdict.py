@@ -163,7 +163,7 @@ def test_diagnose(label, js, wl, pods, tail, phase, category):
     assert verdict.phase == phase, verdict
     assert (verdict.diagnosis.category if verdict.diagnosis else None) == category, verdict
     if verdict.diagnosis:
-        assert verdict.diagnosis.summary and verdict.diagnosis.resolution
+        assert verdict.diagnosis.summary and verdict.diagnosis.fix
 
 
 def test_user_error_names_the_exception():
@@ -188,7 +188,7 @@ def test_remembered_pull_cause_decides_the_back_off():
         "workload-container", "ImagePullBackOff", 'Back-off pulling image "r/img:1"')])], [],
         now=NOW, queue_budget_s=3600, pull_errors={f"{name}/workload-container": NOT_FOUND})
     assert verdict.diagnosis is not None and verdict.diagnosis.code == "image/not-found"
-    assert not verdict.diagnosis.retryable and "image stage" in verdict.diagnosis.resolution
+    assert not verdict.diagnosis.retryable and "image stage" in verdict.diagnosis.fix
 
 
 def test_unschedulable_names_queue_resource_and_fix():
@@ -197,7 +197,7 @@ def test_unschedulable_names_queue_resource_and_fix():
         [], [], now=NOW, queue_budget_s=3600)
     d = verdict.diagnosis
     assert d is not None and d.code == "kueue/unschedulable"
-    assert "tpu-lq" in d.summary and "cpu" in d.summary and "coveredResources" in d.resolution
+    assert "tpu-lq" in d.summary and "cpu" in d.summary and "coveredResources" in d.fix
 
 
 def test_status_line_matches_the_phase():
