@@ -37,10 +37,10 @@ class ConvertStage(ProgramStage):
 
     def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
         layout = Layout(profile)
-        return StepPlan(inputs={"hf_model": backend.runtime.model_source_uri()},
+        return StepPlan(inputs={"hf_model": backend.runtime.model().uri},
                         outputs={"maxtext_checkpoint": layout.converted_checkpoint},
                         workloads=[convert_workload(profile, layout, backend.runtime)],
-                        notes=backend.runtime.notes(self.name))
+                        notes=list(backend.runtime.setup(self.name).notes))
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         workload = convert_workload(ctx.profile, ctx.layout, ctx.backend.runtime,

@@ -46,12 +46,12 @@ class TrainStage(ProgramStage):
             inputs["dataset"] = dataset
         return StepPlan(inputs=inputs, outputs={"run_dir": layout.train_run_dir,
                                                 "actor_checkpoint": layout.actor_params(steps)},
-                        workloads=[workload], notes=backend.runtime.notes(self.name))
+                        workloads=[workload], notes=list(backend.runtime.setup(self.name).notes))
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         workload = train_workload(ctx.profile, ctx.layout, ctx.backend.runtime,
                                   built_image(upstream))
-        for note in ctx.backend.runtime.notes(self.name):
+        for note in ctx.backend.runtime.setup(self.name).notes:
             ctx.logger.warning("%s", note)
         existing = newest_actor_step(ctx.storage, ctx.layout.actor_checkpoints)
         if existing is not None:
