@@ -38,6 +38,7 @@ from kubernetes.client.exceptions import ApiException
 from flows.backends.gke import recovery
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.step import GkeImage
+from flows.backends.gke.infra.cost import GkePricing
 from flows.backends.gke.infra.step import GkeInfra
 from flows.backends.gke.jobs.common import RUN_LABEL, SPEC_DIGEST, STAGE_LABEL
 from flows.backends.gke.jobs.manifests import GKE_STAGES, stage_run
@@ -77,10 +78,10 @@ from flows.core.workload import Workload
 Obj = dict[str, Any]
 
 
-class GkeBackend(GkePlanning):
+class GkeBackend(GkePlanning, GkePricing):
     """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
-    image and infra steps live in image/step.py and infra/step.py, plans and prices in
-    planning.py."""
+    image and infra steps live in image/step.py and infra/step.py, plans in planning.py and
+    prices in infra/cost.py (GkePricing)."""
 
     name = "gke"
 
