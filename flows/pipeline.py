@@ -69,25 +69,19 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     try:
         output = stage.execute(ctx, dict(upstream))
     except StageFailed as exc:
-        events.stage_event("failed", profile.name, stage_name, redactor, {
-            "category": str(exc.diagnosis.category), "code": exc.diagnosis.code,
-            "summary": exc.diagnosis.summary, "fix": exc.diagnosis.fix,
-            "log": exc.log_uri or ""})
+        events.stage_event("failed", profile.name, stage_name, redactor, _failed(exc))
         raise
     except OSError as exc:  # the file system refused (read-only, full): the user's to fix
         kept = _keep_traceback(stage_name, exc, redactor)
         failure = storage_error(stage_name, exc, kept) or internal_error(stage_name, exc, redactor)
         logger.error("%s: %s (%s)", stage_name, failure.diagnosis.summary,
                      failure.diagnosis.fix)
-        events.stage_event("failed", profile.name, stage_name, redactor, {
-            "category": str(failure.diagnosis.category), "summary": failure.diagnosis.summary,
-            "fix": failure.diagnosis.fix})
+        events.stage_event("failed", profile.name, stage_name, redactor, _failed(failure))
         raise failure from exc
     except Exception as exc:  # undiagnosed: our bug until shown otherwise, traceback kept
         failure = internal_error(stage_name, exc, redactor)
         logger.error("%s failed on an internal error:\n%s", stage_name, failure.diagnosis.detail)
-        events.stage_event("failed", profile.name, stage_name, redactor, {
-            "category": str(failure.diagnosis.category), "summary": failure.diagnosis.summary})
+        events.stage_event("failed", profile.name, stage_name, redactor, _failed(failure))
         raise failure from exc
     events.stage_event("skipped" if output.status == "skipped" else "completed", profile.name,
                        stage_name, redactor, {"uris": output.uris,
@@ -95,6 +89,14 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     logger.info("%s %s in %.1f s → %s", stage_name, output.status, output.duration_s,
                 ", ".join(f"{k}={v}" for k, v in output.uris.items()))
     return output
+
+
+def _failed(failure: StageFailed) -> dict[str, str]:
+    """The payload of every ``tpurl.stage.failed`` event: the diagnosis's fields, the code
+    among them (automations match a cause on it, never on words of the summary)."""
+    d = failure.diagnosis
+    return {"category": str(d.category), "code": d.code, "summary": d.summary, "fix": d.fix,
+            "log": failure.log_uri or ""}
 
 
 def _keep_traceback(stage_name: str, exc: BaseException, redactor: Redactor) -> str | None:

@@ -43,8 +43,10 @@ _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|
 @dataclass(frozen=True)
 class Diagnosis:
     """``code`` is an optional finer, equally stable id inside the category (e.g.
-    ``image/patch-mismatch``) for automations that match one cause; the
-    ``tpurl.stage.failed`` event carries it as a field of its own (empty when none was set)."""
+    ``image/patch-mismatch``) for automations that match one cause. It is a field, never
+    part of ``summary``: the ``tpurl.stage.failed`` event carries it as a payload field
+    (empty when none was set), ``render`` (the text of the flow's failed result) on a line
+    of its own, and the CLI's one-message printer beside the category."""
 
     category: FailureCategory
     summary: str
@@ -57,7 +59,8 @@ class Diagnosis:
         return self.category in RETRYABLE
 
     def render(self) -> str:
-        return (f"[{self.category}] {self.summary}\n  what to do: {self.fix}\n"
+        code = f"  code: {self.code}\n" if self.code else ""
+        return (f"[{self.category}] {self.summary}\n{code}  what to do: {self.fix}\n"
                 f"  detail:\n{self.detail}")
 
 

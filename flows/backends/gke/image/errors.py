@@ -22,7 +22,7 @@ class ImageError(RuntimeError):
     def diagnosis(self) -> Diagnosis:
         text = str(self)
         headline = text.strip().splitlines()[0][:300] if text.strip() else type(self).__name__
-        return Diagnosis(self.failure_category, f"{self.code}: {headline}", text,
+        return Diagnosis(self.failure_category, headline, text,
                          self.fix, self.code)
 
 

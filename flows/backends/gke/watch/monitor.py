@@ -339,16 +339,15 @@ def _deleted(name: str, namespace: str, last: Obj | None) -> Verdict:
     stamp = ((last or {}).get("metadata") or {}).get("deletionTimestamp")
     when = (stamp.replace("T", " ").removesuffix("Z") if stamp
             else datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S"))
-    code = "gke/deleted-by-operator"
-    summary = (f"{code}: {name} was deleted from outside the flow at {when} UTC; the stage "
-               "is cancelled, not retried")
+    summary = (f"{name} was deleted from outside the flow at {when} UTC; the stage is "
+               "cancelled, not retried")
     return Verdict(Phase.FAILED, Diagnosis(
         FailureCategory.CANCELLED, summary,
         f"    the JobSet disappeared while it was watched (deletionTimestamp: {stamp or 'not seen'})",
         "nothing recreates what was stopped on purpose: run the flow again to start it anew. "
         "Who deleted it is in the cluster's Cloud Audit Logs (Admin Activity, "
         f"protoPayload.resourceName ending namespaces/{namespace}/jobsets/{name})",
-        code=code), summary)
+        code="gke/deleted-by-operator"), summary)
 
 
 def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:
