@@ -5,7 +5,7 @@ how to tell it is done; a backend knows *where and how*. Every place where the r
 GKE differ is a method here, so stage modules never branch on which backend they have, and a
 third backend is one more folder under flows/backends/ that implements this protocol.
 
-- ``image`` and ``infra`` are :class:`StepProvider`: the image and infra stages are thin
+- ``image`` and ``infra`` are :class:`StageProvider`: the image and infra stages are thin
   adapters over them (plan text, where the lineage record lives, is the output still there,
   make it, verify it).
 - ``runtime`` is a :class:`ProgramRuntime`: how the three MaxText programs are adapted to the
@@ -56,8 +56,10 @@ class StageLogger(Protocol):
 
 
 @dataclass(frozen=True)
-class StepPlan:
-    """A provider's share of a stage plan: what it will do and what comes out (pure)."""
+class StageWork:
+    """What a stage will do and what comes out (pure): the part of its :class:`StagePlan`
+    (flows/core/stage.py) that a provider or a program stage states; the key, title and
+    chip-hours around it are added the same way for every stage."""
 
     outputs: dict[str, str]
     inputs: dict[str, str] = field(default_factory=dict)
@@ -66,15 +68,15 @@ class StepPlan:
     notes: list[str] = field(default_factory=list)
 
 
-class StepProvider(Protocol):
+class StageProvider(Protocol):
     """A backend's implementation of a whole stage (image or infra)."""
 
     content_outputs: tuple[str, ...]  # outputs whose files the lineage manifest covers
 
-    def plan(self) -> StepPlan: ...
+    def plan(self) -> StageWork: ...
 
     def record_uri(self) -> str:
-        """Where this step's lineage record lives (it must exist before the step runs)."""
+        """Where this stage's lineage record lives (it must exist before the stage runs)."""
         ...
 
     def present(self, ctx: StageContext, record: LineageRecord) -> bool:
@@ -92,7 +94,7 @@ class StepProvider(Protocol):
 
 @runtime_checkable
 class RecordKeeper(Protocol):
-    """A StepProvider whose lineage record lives with its output rather than in storage.
+    """A StageProvider whose lineage record lives with its output rather than in storage.
 
     The GKE image is the case: its output is a registry tag, and the bucket a storage record
     would need does not exist before infra runs. ``read_record`` answers from where the output
@@ -216,10 +218,10 @@ class Backend(Running, Pricing, Planning, Protocol):
     name: str
 
     @property
-    def image(self) -> StepProvider: ...
+    def image(self) -> StageProvider: ...
 
     @property
-    def infra(self) -> StepProvider: ...
+    def infra(self) -> StageProvider: ...
 
     @property
     def runtime(self) -> ProgramRuntime: ...

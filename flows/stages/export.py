@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, StepPlan, WorkloadRun
+from flows.core.backend import Backend, StageWork, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, export_key
 from flows.core.programs import export_workload
@@ -39,11 +39,11 @@ class ExportStage(ProgramStage):
     def leftover_dirs(self, ctx: StageContext) -> list[str]:
         return [ctx.layout.export_dir]
 
-    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
+    def plan_work(self, profile: Profile, backend: Backend) -> StageWork:
         layout = Layout(profile)
         step = int(profile.train.args.get("num_batches", 0))
         setup = backend.runtime.setup(self.name)
-        return StepPlan(inputs={"actor_checkpoint": layout.actor_params(step)},
+        return StageWork(inputs={"actor_checkpoint": layout.actor_params(step)},
                         outputs={"hf_export": layout.export_dir},
                         workloads=[export_workload(profile, layout, backend.runtime, step),
                                    *setup.checks],

@@ -19,7 +19,7 @@ from typing import Any
 from flows.backends.local.runtime import LocalRuntime
 from flows.config import load_profile
 from flows.config.profile import Profile
-from flows.core.backend import ProgramSetup, StepPlan, WorkloadRun
+from flows.core.backend import ProgramSetup, StageWork, WorkloadRun
 from flows.core.layout import Layout
 from flows.core.lineage import LineageRecord
 from flows.core.manifest import LOGS_DIR
@@ -48,8 +48,8 @@ class MarkerStep:
         self.backend, self.name = backend, name
         self.marker = join(backend.layout.root, "fake", name, "done.txt")
 
-    def plan(self) -> StepPlan:
-        return StepPlan(outputs={self.name: self.marker}, actions=[f"make {self.name}"])
+    def plan(self) -> StageWork:
+        return StageWork(outputs={self.name: self.marker}, actions=[f"make {self.name}"])
 
     def record_uri(self) -> str:
         return join(self.backend.layout.root, "fake", self.name, "tpurl-lineage.json")
