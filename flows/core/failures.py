@@ -6,7 +6,7 @@ Categories are a string enum that automations and events match on; they are neve
 A failure nobody diagnosed (an unexpected exception, our own bugs included) is an internal
 error with its traceback, not the user's fault. Domain errors (image, infra, the backends)
 carry a :class:`Diagnosis`, so a stage raises ``StageFailed(stage, exc.diagnosis)`` and never
-guesses a category from an exception's type name. Whether an error is transient is decided
+guesses a category from an exception's type name. Whether an error is an infrastructure fault is decided
 in one place, :mod:`flows.core.retry`.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from flows.core.retry import transient_exception_line
+from flows.core.retry import infrastructure_exception_line
 
 
 class FailureCategory(StrEnum):
@@ -82,8 +82,8 @@ def diagnose_exit(workload: str, returncode: int, log_tail: list[str],
                              "will be killed again")
         return Diagnosis(FailureCategory.INFRASTRUCTURE, f"{workload} was stopped by {sig}", tail,
                          "it was interrupted from outside; it is retried automatically")
-    if exception and transient_exception_line(exception):
-        return Diagnosis(FailureCategory.INFRASTRUCTURE, f"{workload} failed on a transient "
+    if exception and infrastructure_exception_line(exception):
+        return Diagnosis(FailureCategory.INFRASTRUCTURE, f"{workload} failed on an infrastructure "
                          f"error: {exception}", tail, "retried automatically with backoff")
     if exception:
         return Diagnosis(FailureCategory.USER_ERROR, f"{workload} failed: {exception}", tail,

@@ -17,7 +17,7 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
   are created for a stage across Prefect's retries and flow restarts; the count is returned
   as ``WorkloadRun.submissions``. Anything else raises StageFailed with the diagnosis, and
   Prefect's retry condition decides on it (pipeline.py);
-- every API call rides out transient errors (5xx, 429, resets) with backoff, honouring
+- every API call rides out infrastructure faults (5xx, 429, resets) with backoff, honouring
   Retry-After, for up to ``Budgets.api_s`` but never past the queue budget, logging each
   retry once with its reason;
 - cancelling (KeyboardInterrupt, Prefect's TerminationSignal, any exception) deletes the
@@ -70,7 +70,7 @@ from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
-from flows.core.retry import RetryPolicy, call_within, is_transient
+from flows.core.retry import RetryPolicy, call_within, is_infrastructure_fault
 from flows.core.secrets import Redactor, SecretUnavailable, resolve
 from flows.core.storage import Storage
 from flows.core.workload import Workload
@@ -245,7 +245,7 @@ class GkeBackend(GkePlanning, GkePricing):
             return call_within(lambda: fn(*args, **kwargs), policy, time.monotonic() + budget,
                                notice, text=api_reason)
         except Exception as exc:
-            if not is_transient(exc):
+            if not is_infrastructure_fault(exc):
                 raise
             raise StageFailed(self.stage, Diagnosis(
                 FailureCategory.INFRASTRUCTURE,
@@ -376,7 +376,7 @@ class GkeBackend(GkePlanning, GkePricing):
                                 self.redactor(str(exc)[:300]))
 
     def _api_failure(self, what: str, exc: ApiException) -> StageFailed:
-        category = (FailureCategory.INFRASTRUCTURE if is_transient(exc)
+        category = (FailureCategory.INFRASTRUCTURE if is_infrastructure_fault(exc)
                     else FailureCategory.USER_ERROR)
         return StageFailed(self.stage, Diagnosis(
             category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",

@@ -84,7 +84,7 @@ def diagnose_build(status: str, detail: str, failure_type: str, log_url: str) ->
     where = f"build log: {log_url}" if log_url else "build log: Cloud Build history"
     text = f"Cloud Build finished with status {status}: {detail or '(no detail)'}\n{where}"
     if failure_type in {"PUSH_FAILED", "PUSH_NOT_AUTHORIZED", "PUSH_IMAGE_NOT_FOUND"}:
-        error: ImageError = PushFailed(text, transient=False, attempts=1)
+        error: ImageError = PushFailed(text, infrastructure=False, attempts=1)
         error.fix = ("grant the Cloud Build service account roles/artifactregistry.writer "
                      "on the image repository (gcloud artifacts repositories "
                      "add-iam-policy-binding ...), then rerun")

@@ -43,17 +43,17 @@ class ImageBuildFailed(ImageError):
 
 
 class PushFailed(ImageError):
-    """``transient``: the registry kept answering "try later" (infrastructure); otherwise it
+    """``infrastructure``: the registry kept answering "try later" (infrastructure); otherwise it
     refused the push (auth, naming: the user's to fix)."""
 
     code = "image/push-failed"
 
-    def __init__(self, message: str, transient: bool, attempts: int) -> None:
-        self.transient, self.attempts = transient, attempts
-        self.failure_category = (FailureCategory.INFRASTRUCTURE if transient
+    def __init__(self, message: str, infrastructure: bool, attempts: int) -> None:
+        self.infrastructure, self.attempts = infrastructure, attempts
+        self.failure_category = (FailureCategory.INFRASTRUCTURE if infrastructure
                                  else FailureCategory.USER_ERROR)
         self.fix = (
-            "the registry kept failing; retry later" if transient else
+            "the registry kept failing; retry later" if infrastructure else
             "check registry auth: for Artifact Registry run "
             "`gcloud auth configure-docker REGION-docker.pkg.dev` where the daemon's client "
             "config lives (see images/post-training/README.md)")
@@ -61,7 +61,7 @@ class PushFailed(ImageError):
 
 
 class RegistryUnavailable(ImageError):
-    """A registry lookup (the base's digest, the content tag) kept failing transiently. It
+    """A registry lookup (the base's digest, the content tag) kept failing on infrastructure faults. It
     used to escape as a bare retry signal and be reported as the user's fault."""
 
     code = "image/registry-unavailable"

@@ -19,7 +19,7 @@ from google.api_core import exceptions as gexc
 
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.core.failures import infrastructure, user_error
-from flows.core.retry import is_transient
+from flows.core.retry import is_infrastructure_fault
 
 SKIP_DIRS = frozenset({".terraform"})
 
@@ -43,7 +43,7 @@ def ensure_bucket(client: Any, s: InfraSettings, project_number: str | None) -> 
         raise user_error("infra", f"gs://{name} exists but this account may not read it (403)",
                          str(exc)[:300], fix_name) from None
     except gexc.GoogleAPICallError as exc:
-        if not is_transient(exc):
+        if not is_infrastructure_fault(exc):
             raise
         raise infrastructure("infra", f"GCS did not answer for gs://{name}", str(exc)[:300],
                         "retried automatically") from None

@@ -87,9 +87,9 @@ INFRA, USER = FailureCategory.INFRASTRUCTURE, FailureCategory.USER_ERROR
 
 @pytest.mark.parametrize(("error", "category", "code"), [
     (DockerUnavailable("unix:///x.sock", "refused"), INFRA, "image/no-docker-daemon"),
-    (PushFailed("503 Service Unavailable", transient=True, attempts=5), INFRA, "image/push-failed"),
+    (PushFailed("503 Service Unavailable", infrastructure=True, attempts=5), INFRA, "image/push-failed"),
     (RegistryUnavailable("r:1", "connection refused", 5), INFRA, "image/registry-unavailable"),
-    (PushFailed("unauthorized: authentication required", transient=False, attempts=1), USER,
+    (PushFailed("unauthorized: authentication required", infrastructure=False, attempts=1), USER,
      "image/push-failed"),
     (BaseImageNotFound("b:1", "not in its registry"), USER, "image/base-not-found"),
     (ImageBuildFailed("step 5 failed", "tail", "patch 'x' expected 1 match(es)"), USER,

@@ -65,7 +65,7 @@ UNAUTHORIZED = ('failed to pull and unpack image "r/img:1": failed to resolve re
                 'from GET request to https://r/v2/token: 401 Unauthorized')
 FORBIDDEN = ('failed to pull and unpack image "r/img:1": failed to copy: httpReadSeeker: '
              'failed open: unexpected status code https://r/v2/img/manifests/1: 403 Forbidden')
-TRANSIENT_PULL = ('failed to pull and unpack image "r/img:1": failed to copy: read tcp: '
+INFRASTRUCTURE_PULL = ('failed to pull and unpack image "r/img:1": failed to copy: read tcp: '
                   'connection reset by peer')
 
 
@@ -96,8 +96,8 @@ CASES: list[tuple[str, dict, dict | None, list, list[str], Phase, FailureCategor
     ("image pull back-off within the grace period", jobset(), ADMITTED,
      [pod(containers=[waiting("workload-container", "ImagePullBackOff")])], [], Phase.RUNNING,
      None),
-    ("transient pull error beyond the grace period", jobset(), ADMITTED,
-     [pod(containers=[waiting("workload-container", "ErrImagePull", TRANSIENT_PULL)],
+    ("infrastructure pull error beyond the grace period", jobset(), ADMITTED,
+     [pod(containers=[waiting("workload-container", "ErrImagePull", INFRASTRUCTURE_PULL)],
           startTime=LONG_AGO)], [], Phase.FAILED, FailureCategory.INFRASTRUCTURE),
     ("image not found on a sidecar", jobset(), ADMITTED,
      [pod(init=[waiting("pathways-proxy", "ErrImagePull", NOT_FOUND)])], [], Phase.FAILED,
@@ -137,7 +137,7 @@ CASES: list[tuple[str, dict, dict | None, list, list[str], Phase, FailureCategor
     ("exit with traceback", jobset(cond("Failed", reason="PodFailurePolicy")), ADMITTED,
      [pod(containers=[terminated("workload-container", 1)])], TRACEBACK, Phase.FAILED,
      FailureCategory.USER_ERROR),
-    ("exit with transient error", jobset(), ADMITTED,
+    ("exit with an infrastructure error", jobset(), ADMITTED,
      [pod(containers=[terminated("workload-container", 1)])],
      ["Traceback (most recent call last):", "  x",
       "google.api_core.exceptions.ServiceUnavailable: 503 GCS"], Phase.FAILED,
