@@ -155,9 +155,6 @@ class Monitor:
     def watches(self) -> list[ObjectWatch]:
         return [self.jobsets, self.workloads, self.pods, self.autoscaler]
 
-    def requests(self) -> int:
-        return sum(w.requests for w in self.watches) + self.follower.requests
-
     def _poke(self) -> None:
         self._changed.set()
         self._log_wake.set()
