@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 if (failure := storage_failure("plan", exc, None)) is None:
                     raise
                 print(f"error: {failure.diagnosis.summary}\n  fix: "
-                      f"{failure.diagnosis.resolution}", file=sys.stderr)
+                      f"{failure.diagnosis.fix}", file=sys.stderr)
                 return 1
             print(f"\nwrote {len(files)} files to {args.out}", file=sys.stderr)
         if args.check:

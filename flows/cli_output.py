@@ -46,8 +46,9 @@ def render(exc: BaseException, log: Path | None) -> str:
     if isinstance(found, StageFailed):
         d = found.diagnosis
         stage_log = f"\n  stage log: {found.log_uri}" if found.log_uri else ""
-        return (f"[{d.category}] stage {found.stage}: {d.summary}\n{d.detail.rstrip()}\n"
-                f"  fix: {d.resolution}{stage_log}{where}")
+        code = f" {d.code}" if d.code else ""
+        return (f"[{d.category}{code}] stage {found.stage}: {d.summary}\n{d.detail.rstrip()}\n"
+                f"  fix: {d.fix}{stage_log}{where}")
     if found is not None:
         return f"[{FailureCategory.USER_ERROR}] {found}{where}"
     if isinstance(exc, RunTimedOut):  # the message names the bound, its fields and the fix

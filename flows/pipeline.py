@@ -79,26 +79,20 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     try:
         output = stage.execute(ctx, dict(upstream))
     except StageFailed as exc:
-        events.stage_event("failed", profile.name, stage_name, redactor, {
-            "category": str(exc.diagnosis.category), "code": exc.diagnosis.code,
-            "summary": exc.diagnosis.summary, "resolution": exc.diagnosis.resolution,
-            "log": exc.log_uri or ""})
+        events.stage_event("failed", profile.name, stage_name, redactor, _failed(exc))
         raise
     except OSError as exc:  # the file system refused (read-only, full): the user's to fix
         kept = _keep_traceback(stage_name, exc, redactor)
         failure = storage_failure(stage_name, exc, kept, profile) or internal_error(
             stage_name, exc, redactor)
         logger.error("%s: %s (%s)", stage_name, failure.diagnosis.summary,
-                     failure.diagnosis.resolution)
-        events.stage_event("failed", profile.name, stage_name, redactor, {
-            "category": str(failure.diagnosis.category), "summary": failure.diagnosis.summary,
-            "resolution": failure.diagnosis.resolution})
+                     failure.diagnosis.fix)
+        events.stage_event("failed", profile.name, stage_name, redactor, _failed(failure))
         raise failure from exc
     except Exception as exc:  # undiagnosed: our bug until shown otherwise, traceback kept
         failure = internal_error(stage_name, exc, redactor)
         logger.error("%s failed on an internal error:\n%s", stage_name, failure.diagnosis.detail)
-        events.stage_event("failed", profile.name, stage_name, redactor, {
-            "category": str(failure.diagnosis.category), "summary": failure.diagnosis.summary})
+        events.stage_event("failed", profile.name, stage_name, redactor, _failed(failure))
         raise failure from exc
     events.stage_event("skipped" if output.status == "skipped" else "completed", profile.name,
                        stage_name, redactor, {"uris": output.uris,
@@ -106,6 +100,14 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     logger.info("%s %s in %.1f s → %s", stage_name, output.status, output.duration_s,
                 ", ".join(f"{k}={v}" for k, v in output.uris.items()))
     return output
+
+
+def _failed(failure: StageFailed) -> dict[str, str]:
+    """The payload of every ``tpurl.stage.failed`` event: the diagnosis's fields, the code
+    among them (automations match a cause on it, never on words of the summary)."""
+    d = failure.diagnosis
+    return {"category": str(d.category), "code": d.code, "summary": d.summary, "fix": d.fix,
+            "log": failure.log_uri or ""}
 
 
 def _keep_traceback(stage_name: str, exc: BaseException, redactor: Redactor) -> str | None:
@@ -261,7 +263,7 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     except OSError as exc:  # a full or read-only root: the storage error, not a traceback
         if (failure := storage_failure("result", exc, None)) is None:
             raise
-        logger.error("result: %s (%s)", failure.diagnosis.summary, failure.diagnosis.resolution)
+        logger.error("result: %s (%s)", failure.diagnosis.summary, failure.diagnosis.fix)
         raise failure from exc
     publish_result(result)
     events.model_exported(cfg.name, {"hf_export": result.artifacts["hf_export"],

@@ -85,7 +85,7 @@ def test_a_program_that_fills_the_disk_is_the_storage_error_and_leaves_room(smal
     assert d.code == "storage/ENOSPC" and "ran out of disk space writing" in d.summary
     assert str(stage_dir) in d.summary and "GiB free now" in d.summary  # (write(): no path)
     assert "No space left on device" in d.detail and "removed 1 partial file(s)" in d.detail
-    assert "the stage needs about 0.27 GiB" in d.summary and "local.root" in d.resolution
+    assert "the stage needs about 0.27 GiB" in d.summary and "local.root" in d.fix
     assert not (stage_dir / "0").exists()  # the partial files went, the logs stayed
     assert (stage_dir / "tpurl-logs" / "convert-hf-to-maxtext.log").is_file()
     stat = os.statvfs(small_fs)
@@ -127,7 +127,7 @@ def test_our_own_write_on_a_full_disk_is_the_storage_error_with_what_and_where(s
     assert d.summary.startswith(f"cannot write {record} (the stage's lineage record): No "
                                 "space left on device (ENOSPC); 0.0 KiB free")
     assert "about 0.27 GiB needed" in d.summary  # the convert stage's estimate
-    assert "free space" in d.resolution and "local.root" in d.resolution
+    assert "free space" in d.fix and "local.root" in d.fix
     assert "/cache/errors/run-convert.log" in d.detail and "Traceback" not in d.detail
     assert sorted(p.name for p in record.parent.iterdir()) == []  # no .tmp left behind
 

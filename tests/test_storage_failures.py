@@ -42,7 +42,7 @@ def test_a_read_only_output_root_is_one_diagnosed_message(read_only_root: Path, 
     diagnosis = failed.value.diagnosis
     assert diagnosis.category is FailureCategory.USER_ERROR and diagnosis.code == "storage/EROFS"
     assert str(read_only_root) in diagnosis.summary and "Read-only file system" in diagnosis.summary
-    assert "local.root" in diagnosis.resolution
+    assert "local.root" in diagnosis.fix
     kept = next((tmp_path / "cache" / "errors").glob("*-infra.log"))
     assert "Traceback" in kept.read_text() and str(kept) in diagnosis.detail
     assert "Traceback" not in diagnosis.detail
@@ -71,4 +71,4 @@ def test_a_refused_file_is_named_as_a_file(tmp_path: Path) -> None:
     assert failure is not None
     assert failure.diagnosis.summary.startswith(f"cannot access {record}")
     assert f"no permission for {record}: fix that file's owner/mode" in \
-        failure.diagnosis.resolution
+        failure.diagnosis.fix

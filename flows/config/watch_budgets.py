@@ -28,7 +28,7 @@ class GkeWatchBudgets(BaseModel):
     # scale-up of a whole slice takes minutes; longer means no capacity or a pool too small.
     # flex-start waits under the queue budget instead.
     schedule_budget_s: float = Field(1800.0, gt=0)
-    # A transient image pull error (registry 5xx, reset) this long → infrastructure. 10 min
+    # An infrastructure fault pulling the image (registry 5xx, reset) this long → infrastructure. 10 min
     # covers kubelet's pull back-off (10 s doubling to 5 min) for two or three attempts.
     pull_grace_s: float = Field(600.0, gt=0)
     # One Kubernetes API call rides out 5xx/429/resets this long. 15 min: a GKE control

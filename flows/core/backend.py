@@ -5,7 +5,7 @@ how to tell it is done; a backend knows *where and how*. Every place where the r
 GKE differ is a method here, so stage modules never branch on which backend they have, and a
 third backend is one more folder under flows/backends/ that implements this protocol.
 
-- ``image`` and ``infra`` are :class:`StepProvider`: the image and infra stages are thin
+- ``image`` and ``infra`` are :class:`StageProvider`: the image and infra stages are thin
   adapters over them (plan text, where the lineage record lives, is the output still there,
   make it, verify it).
 - ``runtime`` is a :class:`ProgramRuntime`: how the three MaxText programs are adapted to the
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from flows.core.stage import StageContext
 
 Env = tuple[tuple[str, str], ...]
+ON_CPU = Placement(kind="cpu")  # one pod on the CPU pool, or the laptop
 
 
 class WorkloadRun(BaseModel):
@@ -55,8 +56,10 @@ class StageLogger(Protocol):
 
 
 @dataclass(frozen=True)
-class StepPlan:
-    """A provider's share of a stage plan: what it will do and what comes out (pure)."""
+class StageWork:
+    """What a stage will do and what comes out (pure): the part of its :class:`StagePlan`
+    (flows/core/stage.py) that a provider or a program stage states; the key, title and
+    chip-hours around it are added the same way for every stage."""
 
     outputs: dict[str, str]
     inputs: dict[str, str] = field(default_factory=dict)
@@ -65,15 +68,15 @@ class StepPlan:
     notes: list[str] = field(default_factory=list)
 
 
-class StepProvider(Protocol):
+class StageProvider(Protocol):
     """A backend's implementation of a whole stage (image or infra)."""
 
     content_outputs: tuple[str, ...]  # outputs whose files the lineage manifest covers
 
-    def plan(self) -> StepPlan: ...
+    def plan(self) -> StageWork: ...
 
     def record_uri(self) -> str:
-        """Where this step's lineage record lives (it must exist before the step runs)."""
+        """Where this stage's lineage record lives (it must exist before the stage runs)."""
         ...
 
     def present(self, ctx: StageContext, record: LineageRecord) -> bool:
@@ -91,7 +94,7 @@ class StepProvider(Protocol):
 
 @runtime_checkable
 class RecordKeeper(Protocol):
-    """A StepProvider whose lineage record lives with its output rather than in storage.
+    """A StageProvider whose lineage record lives with its output rather than in storage.
 
     The GKE image is the case: its output is a registry tag, and the bucket a storage record
     would need does not exist before infra runs. ``read_record`` answers from where the output
@@ -104,53 +107,52 @@ class RecordKeeper(Protocol):
     def store_record(self, ctx: StageContext, record: LineageRecord) -> LineageRecord: ...
 
 
+@dataclass(frozen=True)
+class ModelSource:
+    """The model the programs start from: what ``--hf_model_path`` gets (a hub repo id, or a
+    local directory) and the same as a URI for plans and lineage (``hf://repo@revision``,
+    ``file://``)."""
+
+    path: str
+    uri: str
+
+
+@dataclass(frozen=True)
+class ProgramSetup:
+    """How one MaxText program (convert, train or export) runs on a backend: what its
+    Workload takes from the backend rather than from the profile and the layout.
+    flows/core/programs.py puts each part in place, the same way for every backend."""
+
+    launcher: tuple[str, ...] = ()  # argv[0:n] in place of ``python3 -m MODULE`` (a stand-in)
+    args: tuple[str, ...] = ()  # the backend's own arguments (their place: programs.py)
+    placement: Placement = ON_CPU
+    env: Env = ()  # environment beyond the workload's own
+    preamble: tuple[str, ...] = ()  # shell lines the image runs before argv
+    notes: tuple[str, ...] = ()  # what a user must know about this program here (a stand-in)
+    checks: tuple[Workload, ...] = ()  # run after the program; ``accept`` reads their verdicts
+
+
 class ProgramRuntime(Protocol):
-    """How the MaxText programs (flows/core/programs.py) run on this backend."""
+    """How the MaxText programs (flows/core/programs.py) run on this backend. One question
+    per concern, asked per program, so a fourth program is one more ``setup`` answer."""
 
     def image(self, built: str | None) -> str:
         """The image a workload runs: the image stage's output, or what a plan shows."""
         ...
 
-    def model_source(self) -> str:
-        """What ``--hf_model_path`` gets: a hub repo id, or a local directory."""
-        ...
-
-    def model_source_uri(self) -> str:
-        """The same as a URI, for plans and lineage (``hf://repo@revision`` or ``file://``)."""
-        ...
-
-    def convert_extra_args(self) -> list[str]: ...
+    def model(self) -> ModelSource: ...
 
     def dataset_uri(self) -> str | None:
         """The training data the stage reads, when the pipeline provides it."""
         ...
 
-    def train_entry(self) -> list[str]:
-        """argv[0:n] of training: MaxText's train_rl module, or a launcher standing in for it."""
+    def setup(self, program: str) -> ProgramSetup:
+        """``program`` is the stage's name: convert, train or export."""
         ...
 
-    def train_data_args(self) -> list[str]: ...
-
-    def train_placement(self) -> Placement: ...
-
-    def train_env(self) -> Env: ...
-
-    def train_preamble(self) -> tuple[str, ...]: ...
-
-    def program_env(self) -> Env:
-        """Environment every program gets on this backend (beyond the workload's own)."""
-        ...
-
-    def notes(self, stage: str) -> list[str]:
-        """What a user must know about this stage here (e.g. a rehearsal stand-in)."""
-        ...
-
-    def export_checks(self) -> list[Workload]:
-        """Extra workloads that prove the export is usable, run after to_huggingface."""
-        ...
-
-    def accept_export(self, storage: Storage) -> dict[str, Any]:
-        """Read the export checks' verdicts; raise StageFailed when one refuses the export."""
+    def accept(self, program: str, storage: Storage) -> dict[str, Any]:
+        """Read the verdicts of the program's ``checks`` (details for the lineage record);
+        raise StageFailed when one refuses the output."""
         ...
 
 
@@ -216,10 +218,10 @@ class Backend(Running, Pricing, Planning, Protocol):
     name: str
 
     @property
-    def image(self) -> StepProvider: ...
+    def image(self) -> StageProvider: ...
 
     @property
-    def infra(self) -> StepProvider: ...
+    def infra(self) -> StageProvider: ...
 
     @property
     def runtime(self) -> ProgramRuntime: ...

@@ -27,7 +27,7 @@ from flows.core.layout import (
 )
 from flows.core.lineage import config_key
 from flows.core.manifest import LOGS_DIR
-from flows.core.programs import train_workload
+from flows.core.programs import train_entry, train_workload
 from flows.core.storage import join, program_path
 from flows.core.workload import Workload
 
@@ -110,7 +110,7 @@ def evaluate_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime,
     """MaxText's evaluation of ``checkpoint`` (a MaxText checkpoint's items or model_params)."""
     assert profile.eval is not None and isinstance(runtime, EvalRuntime)
     train = train_workload(profile, layout, runtime, image)
-    skip = len(runtime.train_entry())
+    skip = len(train_entry(runtime))
     kept = [a for a in train.argv[skip:] if a.split("=", 1)[0] not in OVERRIDDEN]
     out = eval_dir(layout, which)
     ev = profile.eval

@@ -6,7 +6,7 @@ Categories are a string enum that automations and events match on; they are neve
 A failure nobody diagnosed (an unexpected exception, our own bugs included) is an internal
 error with its traceback, not the user's fault. Domain errors (image, infra, the backends)
 carry a :class:`Diagnosis`, so a stage raises ``StageFailed(stage, exc.diagnosis)`` and never
-guesses a category from an exception's type name. Whether an error is transient is decided
+guesses a category from an exception's type name. Whether an error is an infrastructure fault is decided
 in one place, :mod:`flows.core.retry`.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from flows.core.retry import transient_exception_line
+from flows.core.retry import infrastructure_exception_line
 
 
 class FailureCategory(StrEnum):
@@ -43,13 +43,15 @@ _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|
 @dataclass(frozen=True)
 class Diagnosis:
     """``code`` is an optional finer, equally stable id inside the category (e.g.
-    ``image/patch-mismatch``) for automations that match one cause; the
-    ``tpurl.stage.failed`` event carries it as a field of its own (empty when none was set)."""
+    ``image/patch-mismatch``) for automations that match one cause. It is a field, never
+    part of ``summary``: the ``tpurl.stage.failed`` event carries it as a payload field
+    (empty when none was set), ``render`` (the text of the flow's failed result) on a line
+    of its own, and the CLI's one-message printer beside the category."""
 
     category: FailureCategory
     summary: str
     detail: str
-    resolution: str
+    fix: str
     code: str = ""
 
     @property
@@ -57,7 +59,8 @@ class Diagnosis:
         return self.category in RETRYABLE
 
     def render(self) -> str:
-        return (f"[{self.category}] {self.summary}\n  what to do: {self.resolution}\n"
+        code = f"  code: {self.code}\n" if self.code else ""
+        return (f"[{self.category}] {self.summary}\n{code}  what to do: {self.fix}\n"
                 f"  detail:\n{self.detail}")
 
 
@@ -79,8 +82,8 @@ def diagnose_exit(workload: str, returncode: int, log_tail: list[str],
                              "will be killed again")
         return Diagnosis(FailureCategory.INFRASTRUCTURE, f"{workload} was stopped by {sig}", tail,
                          "it was interrupted from outside; it is retried automatically")
-    if exception and transient_exception_line(exception):
-        return Diagnosis(FailureCategory.INFRASTRUCTURE, f"{workload} failed on a transient "
+    if exception and infrastructure_exception_line(exception):
+        return Diagnosis(FailureCategory.INFRASTRUCTURE, f"{workload} failed on an infrastructure "
                          f"error: {exception}", tail, "retried automatically with backoff")
     if exception:
         return Diagnosis(FailureCategory.USER_ERROR, f"{workload} failed: {exception}", tail,
@@ -118,18 +121,18 @@ class StageFailed(RuntimeError):
 
 # --- building StageFailed without free-form category strings --------------------------------
 
-def user_error(stage: str, summary: str, detail: str, resolution: str,
+def user_error(stage: str, summary: str, detail: str, fix: str,
                code: str = "") -> StageFailed:
     """The profile, data or code given to us is wrong: retrying would fail the same way."""
-    return StageFailed(stage, Diagnosis(FailureCategory.USER_ERROR, summary, detail, resolution,
+    return StageFailed(stage, Diagnosis(FailureCategory.USER_ERROR, summary, detail, fix,
                                         code))
 
 
-def infrastructure(stage: str, summary: str, detail: str, resolution: str,
+def infrastructure(stage: str, summary: str, detail: str, fix: str,
                    code: str = "") -> StageFailed:
     """Something outside the program failed (API, registry, network): retried with backoff."""
     return StageFailed(stage, Diagnosis(FailureCategory.INFRASTRUCTURE, summary, detail,
-                                        resolution, code))
+                                        fix, code))
 
 
 def internal_error(stage: str, exc: BaseException,

@@ -1,13 +1,15 @@
 """One retry policy and one answer to "is this failure worth another attempt?".
 
-Why one module: the pipeline used to decide "transient" in four places (the Kubernetes API
-calls, the registry, the bucket check, the log of a local program) with three retry loops,
-and they drifted (one retried connection errors, another did not; one waited 1 s, one 2 s).
-Every caller now asks :func:`is_transient` and waits by a :class:`RetryPolicy`, so a change
-of what counts as transient, or of the timings, is made here once.
+Why one module: the pipeline used to decide what is an infrastructure fault in four places (the
+Kubernetes API calls, the registry, the bucket check, the log of a local program) with three
+retry loops, and they drifted (one retried connection errors, another did not; one waited 1 s,
+one 2 s). Every caller now asks :func:`is_infrastructure_fault` and waits by a
+:class:`RetryPolicy`, so a change of what counts as an infrastructure fault, or of the timings,
+is made here once.
 
-What counts as transient: an answer that says "try later" (HTTP 429 and the 5xx of an
-overloaded or rolling server), a connection dropped or refused, a timeout. Auth, naming and
+What counts as an infrastructure fault (the word of the category it becomes,
+``FailureCategory.INFRASTRUCTURE``): an answer that says "try later" (HTTP 429 and the 5xx of
+an overloaded or rolling server), a connection dropped or refused, a timeout. Auth, naming and
 validation errors are not: retrying them only hides the cause for minutes. The cloud client
 libraries are optional dependencies, so their exception types are looked up lazily.
 """
@@ -26,11 +28,11 @@ from importlib import import_module
 # GKE plan counts them into each stage's worst-case wait, so they live where backends may read.
 RETRY_DELAYS_S = [10, 60]
 # HTTP statuses that mean "not now": rate limits and an overloaded or restarting server.
-TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+INFRASTRUCTURE_STATUS = frozenset({429, 500, 502, 503, 504})
 # The Kubernetes client reports a connection-level failure as an ApiException with status 0.
-_KUBE_TRANSIENT_STATUS = TRANSIENT_STATUS | {0}
+_KUBE_INFRASTRUCTURE_STATUS = INFRASTRUCTURE_STATUS | {0}
 # A registry behind the daemon answers 500 for its own auth errors too: the text decides those.
-_DOCKER_TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+_DOCKER_INFRASTRUCTURE_STATUS = frozenset({429, 502, 503, 504})
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class RetryPolicy:
 REGISTRY = RetryPolicy(attempts=5, base_s=2.0)      # a registry lookup or push: 2, 4, 8, 16 s
 
 
-class TransientError(RuntimeError):
+class InfrastructureFault(RuntimeError):
     """Raised inside a retried call to ask for another attempt (a failure that arrives as
     text, e.g. an error event in the daemon's push stream)."""
 
@@ -81,23 +83,23 @@ def _is(exc: BaseException, module: str, name: str) -> bool:
     return cls is not None and isinstance(exc, cls)
 
 
-def is_transient(exc: BaseException) -> bool:
+def is_infrastructure_fault(exc: BaseException) -> bool:
     """Pure: True when the same call may succeed on a later attempt."""
-    if isinstance(exc, TransientError):
+    if isinstance(exc, InfrastructureFault):
         return True
     if _is(exc, "kubernetes.client.exceptions", "ApiException"):
-        return getattr(exc, "status", None) in _KUBE_TRANSIENT_STATUS
+        return getattr(exc, "status", None) in _KUBE_INFRASTRUCTURE_STATUS
     if _is(exc, "docker.errors", "APIError"):  # before requests: APIError is a requests.HTTPError
         message = str(getattr(exc, "explanation", None) or exc)
         if _PERMANENT.search(message):
             return False
-        return getattr(exc, "status_code", None) in _DOCKER_TRANSIENT_STATUS or \
-            transient_message(message)
+        return getattr(exc, "status_code", None) in _DOCKER_INFRASTRUCTURE_STATUS or \
+            infrastructure_message(message)
     if _is(exc, "google.api_core.exceptions", "GoogleAPICallError"):
-        return getattr(exc, "code", None) in TRANSIENT_STATUS
+        return getattr(exc, "code", None) in INFRASTRUCTURE_STATUS
     if _is(exc, "requests.exceptions", "HTTPError"):
         response = getattr(exc, "response", None)
-        return getattr(response, "status_code", None) in TRANSIENT_STATUS
+        return getattr(response, "status_code", None) in INFRASTRUCTURE_STATUS
     if _is(exc, "requests.exceptions", "ConnectionError") or \
             _is(exc, "requests.exceptions", "Timeout"):
         return not _PERMANENT.search(str(exc))
@@ -107,7 +109,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 # Error texts of registries, as the daemon relays them (no types, only the message).
-_TRANSIENT_TEXT = re.compile(
+_INFRASTRUCTURE_TEXT = re.compile(
     r"\b(5\d\d|429)\b|too ?many ?requests|service unavailable|bad gateway|gateway time-?out|"
     r"internal server error|connection (refused|reset)|broken pipe|timed? ?out|timeout|"
     r"unexpected eof|\beof\b|i/o timeout|tls handshake|temporar",
@@ -116,21 +118,21 @@ _PERMANENT = re.compile(r"denied|unauthori[sz]ed|forbidden|\b40[134]\b|name unkn
                         r"manifest invalid|not found", re.IGNORECASE)
 
 
-def transient_message(message: str) -> bool:
+def infrastructure_message(message: str) -> bool:
     """Pure: True for an error text a later attempt may not see (permanent words win a tie)."""
-    return bool(_TRANSIENT_TEXT.search(message)) and not _PERMANENT.search(message)
+    return bool(_INFRASTRUCTURE_TEXT.search(message)) and not _PERMANENT.search(message)
 
 
 # The exception line that ends a program's traceback (local programs and pods): the names of
 # the exceptions above as Python prints them, and gRPC's words for the same conditions.
-_TRANSIENT_EXCEPTION_LINE = re.compile(
+_INFRASTRUCTURE_EXCEPTION_LINE = re.compile(
     r"(ConnectionError|ConnectionResetError|TimeoutError|ServiceUnavailable|TooManyRequests|"
     r"\b503\b|\b429\b|DEADLINE_EXCEEDED|UNAVAILABLE: |Temporary failure in name resolution)")
 
 
-def transient_exception_line(line: str) -> bool:
-    """Pure: True when a program's last exception line names a transient cause."""
-    return bool(_TRANSIENT_EXCEPTION_LINE.search(line))
+def infrastructure_exception_line(line: str) -> bool:
+    """Pure: True when a program's last exception line names an infrastructure cause."""
+    return bool(_INFRASTRUCTURE_EXCEPTION_LINE.search(line))
 
 
 # --- the loop -----------------------------------------------------------------------------
@@ -146,11 +148,11 @@ def describe(exc: BaseException) -> str:
 
 def call_with_retries[T](call: Callable[[], T], policy: RetryPolicy,
                          on_retry: OnRetry | None = None, *,
-                         transient: Callable[[BaseException], bool] = is_transient,
+                         retryable: Callable[[BaseException], bool] = is_infrastructure_fault,
                          text: Callable[[BaseException], str] = describe,
                          sleep: Callable[[float], None] | None = None) -> T:
-    """Run ``call``; on a transient failure wait by ``policy`` and try again. A failure that
-    is not transient, or the last attempt's, is raised as it is: the caller says what it
+    """Run ``call``; on an infrastructure fault wait by ``policy`` and try again. A failure that
+    is not one, or the last attempt's, is raised as it is: the caller says what it
     means (a StageFailed, a PushFailed, ...). ``text`` makes the retry notice's message;
     ``sleep`` defaults to ``time.sleep`` looked up at call time."""
     delays = policy.delays()
@@ -158,7 +160,7 @@ def call_with_retries[T](call: Callable[[], T], policy: RetryPolicy,
         try:
             return call()
         except Exception as exc:
-            if attempt > len(delays) or not transient(exc):
+            if attempt > len(delays) or not retryable(exc):
                 raise
             if on_retry is not None:
                 on_retry(attempt, text(exc), delays[attempt - 1])
@@ -193,7 +195,7 @@ def retry_after_s(exc: BaseException) -> float | None:
 
 def call_within[T](call: Callable[[], T], policy: RetryPolicy, deadline: float,
                    on_retry: OnRetry | None = None, *,
-                   transient: Callable[[BaseException], bool] = is_transient,
+                   retryable: Callable[[BaseException], bool] = is_infrastructure_fault,
                    text: Callable[[BaseException], str] = describe,
                    sleep: Callable[[float], None] | None = None,
                    clock: Callable[[], float] = time.monotonic) -> T:
@@ -209,7 +211,7 @@ def call_within[T](call: Callable[[], T], policy: RetryPolicy, deadline: float,
             return call()
         except Exception as exc:
             failures += 1
-            if not transient(exc) or (policy.attempts and failures >= policy.attempts):
+            if not retryable(exc) or (policy.attempts and failures >= policy.attempts):
                 raise
             wait = policy.delay(failures)
             if (hint := retry_after_s(exc)) is not None:

@@ -35,7 +35,7 @@ from flows.core.storage import Storage
 from flows.core.workload import Workload
 
 if TYPE_CHECKING:
-    from flows.core.backend import Backend, StepPlan, StepProvider
+    from flows.core.backend import Backend, StageProvider, StageWork
 
 
 class StageOutput(BaseModel):
@@ -273,15 +273,14 @@ class Stage(ABC):
 
 class ProvidedStage(Stage):
     """A stage the backend implements whole (image, infra): this class only adapts a
-    :class:`~flows.core.backend.StepProvider` to the stage model, so skip/verify/lineage
+    :class:`~flows.core.backend.StageProvider` to the stage model, so skip/verify/lineage
     rules stay the ones every stage follows."""
 
     @abstractmethod
-    def provider(self, backend: Backend) -> StepProvider: ...
+    def provider(self, backend: Backend) -> StageProvider: ...
 
     def plan(self, profile: Profile, backend: Backend) -> StagePlan:
-        step = self.provider(backend).plan()
-        return step_plan(self, profile, step)
+        return stage_plan(self, profile, self.provider(backend).plan())
 
     def record_uri(self, ctx: StageContext) -> str:
         return self.provider(ctx.backend).record_uri()
@@ -320,24 +319,24 @@ class ProvidedStage(Stage):
 
 class ProgramStage(Stage):
     """A stage that runs MaxText programs (convert, train, export): it states its inputs,
-    outputs and workloads as a :class:`StepPlan`, and the plan around them (key, title,
+    outputs and workloads as a :class:`StageWork`, and the plan around them (key, title,
     chip-hours, how a workload is shown) is assembled here, the same way for all three."""
 
     @abstractmethod
-    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
+    def plan_work(self, profile: Profile, backend: Backend) -> StageWork:
         """Pure, like :meth:`Stage.plan`."""
 
     def plan(self, profile: Profile, backend: Backend) -> StagePlan:
-        return step_plan(self, profile, self.plan_step(profile, backend),
+        return stage_plan(self, profile, self.plan_work(profile, backend),
                          backend.estimated_chip_hours(self.name))
 
 
-def step_plan(stage: Stage, profile: Profile, step: StepPlan,
+def stage_plan(stage: Stage, profile: Profile, work: StageWork,
               estimated_chip_hours: float = 0.0) -> StagePlan:
     return StagePlan(stage=stage.name, title=stage.title, key=stage.key(profile),
-                     inputs=step.inputs, outputs=step.outputs, actions=step.actions,
-                     workloads=[plan_workload(w) for w in step.workloads],
-                     estimated_chip_hours=estimated_chip_hours, notes=step.notes)
+                     inputs=work.inputs, outputs=work.outputs, actions=work.actions,
+                     workloads=[plan_workload(w) for w in work.workloads],
+                     estimated_chip_hours=estimated_chip_hours, notes=work.notes)
 
 
 def built_image(upstream: dict[str, StageOutput]) -> str | None:

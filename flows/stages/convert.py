@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, StepPlan, WorkloadRun
+from flows.core.backend import Backend, StageWork, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, convert_key
 from flows.core.programs import convert_workload
@@ -35,12 +35,12 @@ class ConvertStage(ProgramStage):
     def leftover_dirs(self, ctx: StageContext) -> list[str]:
         return [ctx.layout.convert_dir]
 
-    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
+    def plan_work(self, profile: Profile, backend: Backend) -> StageWork:
         layout = Layout(profile)
-        return StepPlan(inputs={"hf_model": backend.runtime.model_source_uri()},
+        return StageWork(inputs={"hf_model": backend.runtime.model().uri},
                         outputs={"maxtext_checkpoint": layout.converted_checkpoint},
                         workloads=[convert_workload(profile, layout, backend.runtime)],
-                        notes=backend.runtime.notes(self.name))
+                        notes=list(backend.runtime.setup(self.name).notes))
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         workload = convert_workload(ctx.profile, ctx.layout, ctx.backend.runtime,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, StepPlan, WorkloadRun
+from flows.core.backend import Backend, StageWork, WorkloadRun
 from flows.core.dataset import dataset_problem
 from flows.core.eval_estimate import plan_notes
 from flows.core.eval_programs import (
@@ -81,7 +81,7 @@ class EvaluateStage(ProgramStage):
             raise user_error(self.name, f"eval.files: {problem}", f"    eval.files={files}", fix,
                              code="data/invalid")
 
-    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
+    def plan_work(self, profile: Profile, backend: Backend) -> StageWork:
         layout = Layout(profile)
         step = int(profile.train.args.get("num_batches", 0))
         runtime = backend.runtime
@@ -98,12 +98,12 @@ class EvaluateStage(ProgramStage):
                                            layout.converted_checkpoint),
                          evaluate_workload(profile, layout, runtime, "trained",
                                            layout.actor_params(step))]
-            notes += backend.runtime.notes(self.name)
+            notes += backend.runtime.setup(self.name).notes
         ev = profile.eval
         assert ev is not None
         notes += plan_notes(ev.batches * (ev.batch_size or int(profile.train.args.get(
             "batch_size", 1))))
-        return StepPlan(inputs={"base_checkpoint": layout.converted_checkpoint,
+        return StageWork(inputs={"base_checkpoint": layout.converted_checkpoint,
                                 "trained_checkpoint": layout.actor_params(step)},
                         outputs={"scores": scores_uri(layout, "trained"),
                                  "base_scores": scores_uri(layout, "base")},

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, StepPlan, WorkloadRun
+from flows.core.backend import Backend, StageWork, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, export_key
 from flows.core.programs import export_workload
@@ -39,20 +39,22 @@ class ExportStage(ProgramStage):
     def leftover_dirs(self, ctx: StageContext) -> list[str]:
         return [ctx.layout.export_dir]
 
-    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
+    def plan_work(self, profile: Profile, backend: Backend) -> StageWork:
         layout = Layout(profile)
         step = int(profile.train.args.get("num_batches", 0))
-        return StepPlan(inputs={"actor_checkpoint": layout.actor_params(step)},
+        setup = backend.runtime.setup(self.name)
+        return StageWork(inputs={"actor_checkpoint": layout.actor_params(step)},
                         outputs={"hf_export": layout.export_dir},
                         workloads=[export_workload(profile, layout, backend.runtime, step),
-                                   *backend.runtime.export_checks()],
-                        notes=["the step is the newest actor checkpoint found at run time"])
+                                   *setup.checks],
+                        notes=["the step is the newest actor checkpoint found at run time",
+                               *setup.notes])
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         step = int(upstream["train"].details["newest_step"])
         layout, runtime = ctx.layout, ctx.backend.runtime
         workloads = [export_workload(ctx.profile, layout, runtime, step, built_image(upstream)),
-                     *runtime.export_checks()]
+                     *runtime.setup(self.name).checks]
         return [ctx.backend.run_workload(w, layout.log(layout.export_dir, w.name))
                 for w in workloads]
 
@@ -63,5 +65,5 @@ class ExportStage(ProgramStage):
             raise user_error(self.name, "the HF export is incomplete", "missing: " + ", ".join(missing),
                              "read the export log; delete the directory and run again")
         details: dict[str, Any] = {"shards": len(shards)}
-        details.update(ctx.backend.runtime.accept_export(ctx.storage))
+        details.update(ctx.backend.runtime.accept(self.name, ctx.storage))
         return {"hf_export": out}, details

@@ -8,7 +8,7 @@ declarations applied to its site-packages, so a patch that no longer matches fai
 from __future__ import annotations
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, StepProvider
+from flows.core.backend import Backend, StageProvider
 from flows.core.layout import image_key
 from flows.core.stage import ProvidedStage
 
@@ -20,5 +20,5 @@ class ImageStage(ProvidedStage):
     def key(self, profile: Profile) -> str:
         return image_key(profile)
 
-    def provider(self, backend: Backend) -> StepProvider:
+    def provider(self, backend: Backend) -> StageProvider:
         return backend.image

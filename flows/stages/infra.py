@@ -8,7 +8,7 @@ for what the hub would serve (a tiny Qwen3-MoE and an OpenMathInstruct-2-shaped 
 from __future__ import annotations
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, StepProvider
+from flows.core.backend import Backend, StageProvider
 from flows.core.dataset import FIELD, dataset_problem
 from flows.core.failures import user_error
 from flows.core.layout import infra_key
@@ -22,7 +22,7 @@ class InfraStage(ProvidedStage):
     def key(self, profile: Profile) -> str:
         return infra_key(profile)
 
-    def provider(self, backend: Backend) -> StepProvider:
+    def provider(self, backend: Backend) -> StageProvider:
         return backend.infra
 
     def check_inputs(self, ctx: StageContext) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.core.backend import Backend, StepPlan, WorkloadRun
+from flows.core.backend import Backend, StageWork, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, train_key
 from flows.core.programs import train_workload
@@ -37,21 +37,21 @@ class TrainStage(ProgramStage):
     def content_outputs(self, ctx: StageContext) -> tuple[str, ...]:
         return ("actor_checkpoint",)  # earlier checkpoints are resume points, not leftovers
 
-    def plan_step(self, profile: Profile, backend: Backend) -> StepPlan:
+    def plan_work(self, profile: Profile, backend: Backend) -> StageWork:
         layout = Layout(profile)
         workload = train_workload(profile, layout, backend.runtime)
         steps = workload.total_steps or 0
         inputs = {"maxtext_checkpoint": layout.converted_checkpoint}
         if dataset := backend.runtime.dataset_uri():
             inputs["dataset"] = dataset
-        return StepPlan(inputs=inputs, outputs={"run_dir": layout.train_run_dir,
+        return StageWork(inputs=inputs, outputs={"run_dir": layout.train_run_dir,
                                                 "actor_checkpoint": layout.actor_params(steps)},
-                        workloads=[workload], notes=backend.runtime.notes(self.name))
+                        workloads=[workload], notes=list(backend.runtime.setup(self.name).notes))
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
         workload = train_workload(ctx.profile, ctx.layout, ctx.backend.runtime,
                                   built_image(upstream))
-        for note in ctx.backend.runtime.notes(self.name):
+        for note in ctx.backend.runtime.setup(self.name).notes:
             ctx.logger.warning("%s", note)
         existing = newest_actor_step(ctx.storage, ctx.layout.actor_checkpoints)
         if existing is not None:

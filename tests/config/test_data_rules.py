@@ -14,7 +14,7 @@ NEW = "gs://data/openmath-v7.parquet"
 
 def test_an_announced_dataset_is_trained_and_evaluated_as_what_it_holds() -> None:
     profile = tutorial_profile(**{"data.train_files": NEW})
-    args = backend_for(profile).runtime.train_data_args()
+    args = list(backend_for(profile).runtime.setup("train").args)
     assert f"hf_train_files={NEW}" in args
     assert "dataset_name=nvidia/OpenMathInstruct-2" in args
     assert "eval_dataset_name=nvidia/OpenMathInstruct-2" in args
@@ -22,7 +22,7 @@ def test_an_announced_dataset_is_trained_and_evaluated_as_what_it_holds() -> Non
 
 def test_without_an_announcement_nothing_changes() -> None:
     profile = tutorial_profile()
-    args = backend_for(profile).runtime.train_data_args()
+    args = list(backend_for(profile).runtime.setup("train").args)
     assert not any(a.startswith(("dataset_name=", "eval_dataset_name=")) for a in args)
     assert train_key(profile) == train_key(tutorial_profile(**{"data.dataset_name": "other/name"}))
 
@@ -57,5 +57,5 @@ def test_an_eval_set_from_elsewhere_is_refused() -> None:
 
 def test_the_rehearsal_names_its_dataset_in_its_args() -> None:
     profile = load_profile("rehearsal", {"data.train_files": "/tmp/v2.parquet"}, environ={})
-    args = backend_for(profile).runtime.train_data_args()
+    args = list(backend_for(profile).runtime.setup("train").args)
     assert not any(a.startswith("dataset_name=") for a in args)  # train.args has it already

@@ -17,7 +17,7 @@ def test_python_traceback_is_a_user_error_with_the_exception_as_summary():
     assert "ValueError" in d.detail
 
 
-def test_transient_errors_are_retryable_infrastructure():
+def test_infrastructure_errors_are_retryable():
     tail = ["Traceback (most recent call last):",
             "google.api_core.exceptions.ServiceUnavailable: 503 GET https://storage..."]
     d = diagnose_exit("convert", 1, tail)

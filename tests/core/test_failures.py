@@ -50,7 +50,7 @@ def test_internal_error_keeps_the_traceback_and_redacts():
     assert d.summary == "internal error: KeyError: \"scratch['image'] is missing (token ***)\""
     assert d.detail.startswith("Traceback (most recent call last):")
     assert "_raise_deep" in d.detail and "hf_secret" not in d.detail
-    assert "bug of the pipeline" in d.resolution
+    assert "bug of the pipeline" in d.fix
 
 
 class _Stage:
@@ -105,7 +105,8 @@ def test_an_unexpected_exception_is_an_internal_error_not_retried(
     assert "Traceback (most recent call last):" in d.detail and "in execute" in d.detail
     assert isinstance(failure.__cause__, AttributeError)
     failed = [payload for status, payload in emitted if status == "failed"]
-    assert failed == [{"category": "internal-error", "summary": d.summary}]  # same keys as before
+    assert failed == [{"category": "internal-error", "code": "", "summary": d.summary,
+                       "fix": d.fix, "log": ""}]  # every failed event's keys
     logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("internal error" in m and "Traceback" in m for m in logged), logged
 
@@ -127,3 +128,18 @@ def test_the_failed_event_carries_the_diagnosis_code_as_a_field(prefect_api, mon
     assert failed["code"] == "image/patch-mismatch"
     assert (failed["category"], failed["summary"]) == ("user-error", "patch 3 no longer applies")
 
+
+
+def test_the_code_is_a_field_shown_beside_the_summary_never_inside_it():
+    """The failed result's text and the CLI's one message show the code; the summary stays
+    the sentence a user reads."""
+    from flows.cli_output import render
+
+    failed = user_error("image", "patch 3 no longer applies", "    hunk #1 FAILED",
+                        "update the patch", code="image/patch-mismatch")
+    assert failed.diagnosis.summary == "patch 3 no longer applies"
+    assert "\n  code: image/patch-mismatch\n" in str(failed)
+    first = render(failed, None).splitlines()[0]
+    assert first == "[user-error image/patch-mismatch] stage image: patch 3 no longer applies"
+    plain = user_error("image", "no patches", "    -", "add one")
+    assert "code:" not in str(plain) and render(plain, None).startswith("[user-error] stage")

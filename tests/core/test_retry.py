@@ -1,4 +1,4 @@
-"""One retry policy and one transient classification, over the real exception types the
+"""One retry policy and one infrastructure-fault classification, over the real exception types the
 pipeline meets (kubernetes, urllib3, google.api_core, docker, requests, the builtins)."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from urllib3.exceptions import MaxRetryError, ProtocolError, ReadTimeoutError
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.core.retry import (
     REGISTRY,
+    InfrastructureFault,
     RetryPolicy,
-    TransientError,
     call_with_retries,
-    is_transient,
-    transient_exception_line,
-    transient_message,
+    infrastructure_exception_line,
+    infrastructure_message,
+    is_infrastructure_fault,
 )
 
 
@@ -72,7 +72,7 @@ TABLE: list[tuple[str, BaseException, bool]] = [
     ("ConnectionResetError", ConnectionResetError(104, "Connection reset by peer"), True),
     ("ConnectionRefusedError", ConnectionRefusedError(111, "refused"), True),
     ("TimeoutError", TimeoutError("timed out"), True),
-    ("TransientError", TransientError("the push stream ended without a digest"), True),
+    ("InfrastructureFault", InfrastructureFault("the push stream ended without a digest"), True),
     ("ValueError", ValueError("num_generations must be > 1"), False),
     ("RuntimeError naming 503", RuntimeError("503"), False),  # no text sniffing of our own
     ("KeyError", KeyError("image"), False),
@@ -80,13 +80,13 @@ TABLE: list[tuple[str, BaseException, bool]] = [
 ]
 
 
-@pytest.mark.parametrize(("exc", "transient"), [(e, t) for _, e, t in TABLE],
+@pytest.mark.parametrize(("exc", "expected"), [(e, t) for _, e, t in TABLE],
                          ids=[name for name, _, _ in TABLE])
-def test_is_transient(exc: BaseException, transient: bool):
-    assert is_transient(exc) is transient
+def test_is_infrastructure_fault(exc: BaseException, expected: bool):
+    assert is_infrastructure_fault(exc) is expected
 
 
-@pytest.mark.parametrize(("message", "transient"), [
+@pytest.mark.parametrize(("message", "expected"), [
     ("received unexpected HTTP status: 503 Service Unavailable", True),
     ('Get "http://127.0.0.1:5001/v2/": dial tcp 127.0.0.1:5001: connect: connection refused', True),
     ("toomanyrequests: quota exceeded", True),
@@ -95,18 +95,18 @@ def test_is_transient(exc: BaseException, transient: bool):
     ("denied: Permission 'artifactregistry.repositories.uploadArtifacts' denied", False),
     ("name unknown: repository not found", False),
 ])
-def test_registry_messages(message: str, transient: bool):
-    assert transient_message(message) is transient
+def test_registry_messages(message: str, expected: bool):
+    assert infrastructure_message(message) is expected
 
 
-@pytest.mark.parametrize(("line", "transient"), [
+@pytest.mark.parametrize(("line", "expected"), [
     ("google.api_core.exceptions.ServiceUnavailable: 503 GET https://storage...", True),
     ("ConnectionResetError: [Errno 104] Connection reset by peer", True),
     ("jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: socket closed", True),
     ("ValueError: num_generations must be > 1", False),
 ])
-def test_program_exception_lines(line: str, transient: bool):
-    assert transient_exception_line(line) is transient
+def test_program_exception_lines(line: str, expected: bool):
+    assert infrastructure_exception_line(line) is expected
 
 
 def test_policy_delays_keep_each_loops_timings():
@@ -130,7 +130,7 @@ def test_watch_reconnect_backoff_is_the_policy_with_its_old_formula():
         assert s.backoff(errors) == min(30.0, 1.0 * 2 ** max(0, errors - 1))
 
 
-def test_retries_transient_failures_by_the_policy_then_succeeds():
+def test_retries_infrastructure_faults_by_the_policy_then_succeeds():
     waits: list[float] = []
     notices: list[tuple[int, str, float]] = []
     calls: list[int] = []
@@ -152,9 +152,9 @@ def test_gives_up_with_the_last_error_and_never_retries_a_permanent_one():
     waits: list[float] = []
 
     def down() -> str:
-        raise TransientError("503")
+        raise InfrastructureFault("503")
 
-    with pytest.raises(TransientError):
+    with pytest.raises(InfrastructureFault):
         call_with_retries(down, RetryPolicy(attempts=3, base_s=1, max_s=1.5), sleep=waits.append)
     assert waits == [1, 1.5]
 

@@ -272,7 +272,7 @@ def test_the_canary_is_found_nowhere(runs: Runs, gke_world: GkeWorld) -> None:
     diagnosis = getattr(failure, "diagnosis", None)
     texts["exception"] = "\n".join([
         str(failure), repr(failure), str(runs.failed_state.message),
-        *([diagnosis.summary, diagnosis.detail, diagnosis.resolution] if diagnosis else [])])
+        *([diagnosis.summary, diagnosis.detail, diagnosis.fix] if diagnosis else [])])
 
     # 4. every file in the bucket (outputs, kept logs, lineage, results, Terraform state)
     #    and every file the fakes and caches wrote on this machine

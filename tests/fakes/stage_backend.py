@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from flows.backends.local.runtime import LocalRuntime
 from flows.config import load_profile
 from flows.config.profile import Profile
-from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.backend import ProgramSetup, StageWork, WorkloadRun
 from flows.core.layout import Layout
 from flows.core.lineage import LineageRecord
 from flows.core.manifest import LOGS_DIR
@@ -31,10 +32,10 @@ from flows.stages import STAGES, stages_for
 class QuietRuntime(LocalRuntime):
     """The rehearsal's argv and placement, without the transformers load check."""
 
-    def export_checks(self) -> list[Workload]:
-        return []
+    def setup(self, program: str) -> ProgramSetup:
+        return replace(super().setup(program), checks=())
 
-    def accept_export(self, storage: Storage) -> dict[str, Any]:
+    def accept(self, program: str, storage: Storage) -> dict[str, Any]:
         return {}
 
 
@@ -47,8 +48,8 @@ class MarkerStep:
         self.backend, self.name = backend, name
         self.marker = join(backend.layout.root, "fake", name, "done.txt")
 
-    def plan(self) -> StepPlan:
-        return StepPlan(outputs={self.name: self.marker}, actions=[f"make {self.name}"])
+    def plan(self) -> StageWork:
+        return StageWork(outputs={self.name: self.marker}, actions=[f"make {self.name}"])
 
     def record_uri(self) -> str:
         return join(self.backend.layout.root, "fake", self.name, "tpurl-lineage.json")

@@ -17,7 +17,7 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
   are created for a stage across Prefect's retries and flow restarts; the count is returned
   as ``WorkloadRun.submissions``. Anything else raises StageFailed with the diagnosis, and
   Prefect's retry condition decides on it (pipeline.py);
-- every API call rides out transient errors (5xx, 429, resets) with backoff, honouring
+- every API call rides out infrastructure faults (5xx, 429, resets) with backoff, honouring
   Retry-After, for up to ``Budgets.api_s`` but never past the queue budget, logging each
   retry once with its reason;
 - cancelling (KeyboardInterrupt, Prefect's TerminationSignal, any exception) deletes the
@@ -38,6 +38,7 @@ from kubernetes.client.exceptions import ApiException
 from flows.backends.gke import recovery
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.step import GkeImage
+from flows.backends.gke.infra.cost import GkePricing
 from flows.backends.gke.infra.step import GkeInfra
 from flows.backends.gke.jobs.common import RUN_LABEL, SPEC_DIGEST, STAGE_LABEL
 from flows.backends.gke.jobs.manifests import GKE_STAGES, stage_run
@@ -70,7 +71,7 @@ from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
-from flows.core.retry import RetryPolicy, call_within, is_transient
+from flows.core.retry import RetryPolicy, call_within, is_infrastructure_fault
 from flows.core.secrets import Redactor, SecretUnavailable, resolve
 from flows.core.storage import Storage
 from flows.core.workload import Workload
@@ -78,10 +79,10 @@ from flows.core.workload import Workload
 Obj = dict[str, Any]
 
 
-class GkeBackend(GkePlanning):
+class GkeBackend(GkePlanning, GkePricing):
     """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
-    image and infra steps live in image/step.py and infra/step.py, plans and prices in
-    planning.py."""
+    image and infra steps live in image/step.py and infra/step.py, plans in planning.py and
+    prices in infra/cost.py (GkePricing)."""
 
     name = "gke"
 
@@ -225,7 +226,7 @@ class GkeBackend(GkePlanning):
                   + (f" --run {label_value(run)}" if run else ""))
         return replace(diagnosis, summary=self.redactor(diagnosis.summary),
                        detail=self.redactor(diagnosis.detail),
-                       resolution=diagnosis.resolution + bundle)
+                       fix=diagnosis.fix + bundle)
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any,
               within_s: float | None = None, **kwargs: Any) -> Any:
@@ -245,7 +246,7 @@ class GkeBackend(GkePlanning):
             return call_within(lambda: fn(*args, **kwargs), policy, time.monotonic() + budget,
                                notice, text=api_reason)
         except Exception as exc:
-            if not is_transient(exc):
+            if not is_infrastructure_fault(exc):
                 raise
             raise StageFailed(self.stage, Diagnosis(
                 FailureCategory.INFRASTRUCTURE,
@@ -376,7 +377,7 @@ class GkeBackend(GkePlanning):
                                 self.redactor(str(exc)[:300]))
 
     def _api_failure(self, what: str, exc: ApiException) -> StageFailed:
-        category = (FailureCategory.INFRASTRUCTURE if is_transient(exc)
+        category = (FailureCategory.INFRASTRUCTURE if is_infrastructure_fault(exc)
                     else FailureCategory.USER_ERROR)
         return StageFailed(self.stage, Diagnosis(
             category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",

@@ -1,8 +1,9 @@
-"""The GKE backend's planning and pricing members (flows/core/backend.py's Planning and
-Pricing): what a plan prints and writes, the read-only checks, and the chip-hours and dollars.
+"""The GKE backend's planning members (flows/core/backend.py's Planning): what a plan prints
+and writes, and the read-only checks of ``tpurl plan --check`` and ``validate``.
 
 Apart from backend.py, which runs workloads, because none of this touches a cluster: a plan
-builds the backend and calls only these. The money itself is computed in infra/cost.py.
+builds the backend and calls only these and the prices (``GkePricing``, infra/cost.py, beside
+the money it comes from).
 """
 
 from __future__ import annotations
@@ -10,13 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from flows.backends.gke.infra.cost import (
-    cost_plan,
-    render_caps,
-    render_cost,
-    stage_estimated_chip_hours,
-    stage_held_chip_hours,
-)
+from flows.backends.gke.infra.cost import cost_plan, render_caps, render_cost
 from flows.backends.gke.jobs.manifests import GKE_STAGES, write_manifests
 from flows.backends.gke.watch.budgets import budgets_for
 from flows.backends.gke.watch.waits import render_waits, stage_waits
@@ -28,21 +23,6 @@ from flows.core.workload import Workload
 
 class GkePlanning:
     profile: Profile
-
-    @property
-    def usd_per_chip_hour(self) -> float:
-        assert self.profile.gke is not None
-        return self.profile.gke.usd_per_chip_hour
-
-    def estimated_chip_hours(self, stage: str) -> float:
-        return stage_estimated_chip_hours(self.profile, stage)
-
-    def held_chip_hours(self, stage: str, wall_s: float) -> float:
-        """Held, not busy: the static pool bills every chip for the stage's whole wall time
-        (a pool that scales from zero only the stage's own chips); the image is built before
-        the cluster exists."""
-        return 0.0 if stage == "image" else stage_held_chip_hours(self.profile, wall_s,
-                                                                  stage=stage)
 
     def plan_header(self) -> list[str]:
         gke = self.profile.gke

@@ -64,7 +64,7 @@ def budget_spent(name: str, number: int, why: Diagnosis | None, preemptions: int
     """Not retryable: another attempt could only create JobSets past the bound."""
     return Diagnosis(
         FailureCategory.STALLED,
-        f"gke/submission-budget: {name} was submitted {number} time(s), the most this "
+        f"{name} was submitted {number} time(s), the most this "
         f"stage may (gke.preemption_budget {preemptions} + 1)",
         f"    last failure: {why.summary if why else 'an earlier attempt failed'}",
         "the slice keeps being preempted or failing: check the node pool (maintenance, "

@@ -9,12 +9,11 @@ from flows.config.data_rules import announced_data_args
 from flows.config.gke import parse_quantity
 from flows.config.hf_scratch import plan_note
 from flows.config.profile import Profile
-from flows.core.backend import Env
+from flows.core.backend import Env, ModelSource, ProgramSetup
 from flows.core.layout import patched_image_ref
 from flows.core.storage import Storage
-from flows.core.workload import Placement, Workload
+from flows.core.workload import Placement
 
-TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
 # The training container raises its memory cgroup (the head pod's default is too small for
 # the checkpoint restore) and gives vLLM its host address, as the tutorial does.
 TRAIN_PREAMBLE = (
@@ -35,50 +34,34 @@ class GkeRuntime:
         """The image stage's pushed digest; before it ran (plans), the content tag."""
         return built or patched_image_ref(self.profile)
 
-    def model_source(self) -> str:
-        return self.profile.model.hf_repo
-
-    def model_source_uri(self) -> str:
+    def model(self) -> ModelSource:
         model = self.profile.model
-        return f"hf://{model.hf_repo}@{model.hf_revision}"
-
-    def convert_extra_args(self) -> list[str]:
-        return [f"--revision={self.profile.model.hf_revision}"]
+        return ModelSource(path=model.hf_repo, uri=f"hf://{model.hf_repo}@{model.hf_revision}")
 
     def dataset_uri(self) -> str | None:
         return self.profile.data.train_files
 
-    def train_entry(self) -> list[str]:
-        return ["python3", "-m", TRAIN_RL]
-
-    def train_data_args(self) -> list[str]:
-        args = [f"tokenizer_path={self.profile.model.hf_repo}"]
-        if self.profile.data.train_files:
-            args.append(f"hf_train_files={self.profile.data.train_files}")
-        return [*args, *announced_data_args(self.profile)]
-
-    def train_placement(self) -> Placement:
+    def setup(self, program: str) -> ProgramSetup:
+        """Convert downloads the pinned revision on the CPU pool; training is a Pathways job
+        (CPU head + TPU workers) with the tutorial's preamble; export reads the trained
+        repo's tokenizer from the hub."""
         gke = self.gke
-        return Placement(kind="pathways", topology=gke.topology, machine_type=gke.machine_type,
-                         num_slices=gke.num_slices, chips=gke.total_chips)
+        if program == "convert":
+            notes = ((plan_note(gke.hf_download_gib, parse_quantity(gke.conversion_scratch_memory)),)
+                     if gke.conversion_placement == "cpu-pool" else ())
+            return ProgramSetup(args=(f"--revision={self.profile.model.hf_revision}",),
+                                notes=notes)
+        if program == "train":
+            args = [f"tokenizer_path={self.profile.model.hf_repo}"]
+            if self.profile.data.train_files:
+                args.append(f"hf_train_files={self.profile.data.train_files}")
+            return ProgramSetup(
+                args=(*args, *announced_data_args(self.profile)),
+                placement=Placement(kind="pathways", topology=gke.topology,
+                                    machine_type=gke.machine_type, num_slices=gke.num_slices,
+                                    chips=gke.total_chips),
+                env=PATHWAYS_ENV, preamble=TRAIN_PREAMBLE)
+        return ProgramSetup()
 
-    def train_env(self) -> Env:
-        return PATHWAYS_ENV
-
-    def train_preamble(self) -> tuple[str, ...]:
-        return TRAIN_PREAMBLE
-
-    def program_env(self) -> Env:
-        return ()
-
-    def notes(self, stage: str) -> list[str]:
-        gke = self.gke
-        if stage == "convert" and gke.conversion_placement == "cpu-pool":
-            return [plan_note(gke.hf_download_gib, parse_quantity(gke.conversion_scratch_memory))]
-        return []
-
-    def export_checks(self) -> list[Workload]:
-        return []
-
-    def accept_export(self, storage: Storage) -> dict[str, Any]:
-        return {}
+    def accept(self, program: str, storage: Storage) -> dict[str, Any]:
+        return {}  # no checks of its own

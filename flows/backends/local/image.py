@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from flows.backends.local.installer import install_command, installer_name
 from flows.common.paths import HF_CHECK_LOCK, PATCHES_FILE, REHEARSAL_LOCK, REPO_ROOT
-from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.backend import StageWork, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.lineage import LineageRecord
 from flows.core.patching import (
@@ -49,7 +49,7 @@ class LocalImage:
         self.backend = backend
         self.profile, self.layout = backend.profile, backend.layout
 
-    def plan(self) -> StepPlan:
+    def plan(self) -> StageWork:
         profile, layout = self.profile, self.layout
         assert profile.local is not None
         venv, check = layout.venv_dir(), layout.hf_check_venv_dir()
@@ -59,7 +59,7 @@ class LocalImage:
                    f"create venv {_rel(check)} (Python {profile.local.hf_check_python}) and "
                    f"{installer_name()} install -r {_rel(HF_CHECK_LOCK)} (transformers + CPU torch, "
                    "to prove the export loads)"]
-        return StepPlan(inputs={"base": profile.image.base},
+        return StageWork(inputs={"base": profile.image.base},
                         outputs={"image": f"venv:{_rel(venv)}"}, actions=actions,
                         notes=disabled_notes(profile.image.disabled_patches))
 

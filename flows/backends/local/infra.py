@@ -9,7 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from flows.backends.local.runtime import REHEARSAL_IMAGE, rehearsal_script
-from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.backend import StageWork, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.lineage import LineageRecord
 from flows.core.stage import StageContext
@@ -43,9 +43,9 @@ class LocalInfra:
                            "--seed", str(local.dataset_seed))),
         ]
 
-    def plan(self) -> StepPlan:
+    def plan(self) -> StageWork:
         layout = self.layout
-        return StepPlan(
+        return StageWork(
             outputs={"root": layout.root, "hf_model": layout.tiny_model_dir,
                      "dataset": layout.dataset_file},
             actions=[f"create {layout.root}"], workloads=self.source_workloads(),

@@ -13,7 +13,7 @@ from typing import Any
 from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
 from flows.config.data_rules import announced_data_args
 from flows.config.profile import Profile
-from flows.core.backend import Env
+from flows.core.backend import Env, ModelSource, ProgramSetup
 from flows.core.failures import user_error
 from flows.core.layout import Layout
 from flows.core.storage import Storage, program_path
@@ -45,61 +45,48 @@ class LocalRuntime:
     def image(self, built: str | None) -> str:
         return REHEARSAL_IMAGE
 
-    def model_source(self) -> str:
-        return program_path(self.layout.tiny_model_dir)
-
-    def model_source_uri(self) -> str:
-        return self.layout.tiny_model_dir
-
-    def convert_extra_args(self) -> list[str]:
-        return []
+    def model(self) -> ModelSource:
+        return ModelSource(path=program_path(self.layout.tiny_model_dir),
+                           uri=self.layout.tiny_model_dir)
 
     def dataset_uri(self) -> str | None:
         return self.profile.data.train_files or self.layout.dataset_file
-
-    def train_entry(self) -> list[str]:
-        return ["python3", rehearsal_script("train_rl_cpu.py")]
 
     def eval_entry(self, scores_path: str, eval_args: list[str]) -> list[str]:
         """The evaluation program (flows/core/eval_programs.py) with the CPU rollout stand-in."""
         return ["python3", rehearsal_script("evaluate_rl.py"), "--cpu-rollout",
                 "--out", scores_path, *eval_args, "--"]
 
-    def train_data_args(self) -> list[str]:
-        dataset = self.dataset_uri()
-        assert dataset is not None
-        return [f"hf_train_files={program_path(dataset)}",
-                f"tokenizer_path={program_path(self.layout.tiny_model_dir)}",
-                *announced_data_args(self.profile)]
-
-    def train_placement(self) -> Placement:
-        return Placement(kind="cpu")
-
-    def _env(self) -> Env:
+    def setup(self, program: str) -> ProgramSetup:
+        """Every program shares the CPU environment and JAX's compilation cache; training runs
+        the stand-in launcher; the export is followed by the transformers load check."""
         cache = self.layout.venv_dir().parent / JAX_CACHE_DIR
-        return (*LOCAL_ENV, ("JAX_COMPILATION_CACHE_DIR", str(cache)))
+        env = (*LOCAL_ENV, ("JAX_COMPILATION_CACHE_DIR", str(cache)))
+        if program == "train":
+            dataset = self.dataset_uri()
+            assert dataset is not None
+            return ProgramSetup(
+                launcher=("python3", rehearsal_script("train_rl_cpu.py")),
+                args=(f"hf_train_files={program_path(dataset)}",
+                      f"tokenizer_path={program_path(self.layout.tiny_model_dir)}",
+                      *announced_data_args(self.profile)),
+                env=env, notes=(STAND_IN_NOTE,))
+        if program == "evaluate":  # its rollouts use the same stand-in as training's
+            return ProgramSetup(env=env, notes=(STAND_IN_NOTE,))
+        if program == "export":
+            argv = ("python3", rehearsal_script("check_hf_export.py"),
+                    "--export", program_path(self.layout.export_dir),
+                    "--original", program_path(self.layout.tiny_model_dir))
+            check = Workload(name=HF_CHECK_NAME, image=HF_CHECK_IMAGE, argv=argv,
+                             placement=Placement(kind="cpu"))
+            return ProgramSetup(env=env, checks=(check,))
+        return ProgramSetup(env=env)
 
-    def train_env(self) -> Env:
-        return self._env()
-
-    def train_preamble(self) -> tuple[str, ...]:
-        return ()
-
-    def program_env(self) -> Env:
-        return self._env()
-
-    def notes(self, stage: str) -> list[str]:
-        return [STAND_IN_NOTE] if stage in ("train", "evaluate") else []
-
-    def export_checks(self) -> list[Workload]:
-        argv = ("python3", rehearsal_script("check_hf_export.py"),
-                "--export", program_path(self.layout.export_dir),
-                "--original", program_path(self.layout.tiny_model_dir))
-        return [Workload(name=HF_CHECK_NAME, image=HF_CHECK_IMAGE, argv=argv,
-                         placement=Placement(kind="cpu"))]
-
-    def accept_export(self, storage: Storage) -> dict[str, Any]:
-        """The load check printed one JSON report: right class, and weights that moved."""
+    def accept(self, program: str, storage: Storage) -> dict[str, Any]:
+        """The export's load check printed one JSON report: right class, and weights that
+        moved."""
+        if program != "export":
+            return {}
         log = storage.read_text(self.layout.log(self.layout.export_dir, HF_CHECK_NAME)) or ""
         reports = [line for line in log.splitlines() if line.startswith("{")]
         if not reports:

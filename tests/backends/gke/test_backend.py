@@ -134,7 +134,7 @@ def test_jobsets_per_stage_are_bounded_across_retries(server: FakeApiServer,
     assert jobsets_created(kube) == 2
     last = outcomes[-1].diagnosis
     assert last.code == "gke/submission-budget" and not last.retryable
-    assert "kubectl delete jobset" in last.resolution
+    assert "kubectl delete jobset" in last.fix
 
 
 def test_a_jobset_an_operator_deleted_is_not_resubmitted(server: FakeApiServer,
@@ -149,7 +149,7 @@ def test_a_jobset_an_operator_deleted_is_not_resubmitted(server: FakeApiServer,
     assert d.category is FailureCategory.CANCELLED and not d.retryable
     assert d.code == "gke/deleted-by-operator" and "deleted" in d.summary
     assert "UTC" in d.summary  # when it was deleted
-    assert "audit" in d.resolution.lower()  # who did it: the API keeps that in audit logs
+    assert "audit" in d.fix.lower()  # who did it: the API keeps that in audit logs
     assert jobsets_created(kube) == 1
     assert_no_canary(kube, logger, log_uri, outcome)
 
@@ -274,7 +274,7 @@ def test_changed_configuration_under_the_same_name_is_refused(server: FakeApiSer
     with pytest.raises(StageFailed) as info:
         backend.run_workload(workload, file_uri(tmp_path / "c.log"))
     assert "another configuration" in str(info.value)
-    assert "kubectl delete jobset" in info.value.diagnosis.resolution
+    assert "kubectl delete jobset" in info.value.diagnosis.fix
     assert jobsets_created(server.kube) == 1
 
 

@@ -116,7 +116,7 @@ def test_no_capacity_fails_with_the_autoscalers_message_and_holds_nothing(server
         assert diagnosis.category is FailureCategory.INFRASTRUCTURE
         assert ("Node scale up in zones us-east5-b associated with this pod failed: GCE out of "
                 "resources" in diagnosis.summary), diagnosis.summary
-        assert "flex-start waits for capacity" in diagnosis.resolution
+        assert "flex-start waits for capacity" in diagnosis.fix
         assert scaler.peak_nodes == 0
         assert until(lambda: not server.kube.find("jobsets"))  # quota released
     finally:

@@ -37,7 +37,7 @@ def test_creates_the_next_submission_until_the_bound():
     assert refused.action is Action.REFUSE and refused.diagnosis is not None
     assert refused.diagnosis.code == "gke/submission-budget"
     assert refused.diagnosis.category is FailureCategory.STALLED  # not retryable
-    assert f"kubectl delete jobset {NAME} -n {NS}" in refused.diagnosis.resolution
+    assert f"kubectl delete jobset {NAME} -n {NS}" in refused.diagnosis.fix
 
 
 def test_the_submission_goes_on_the_object_and_reads_back():

@@ -191,7 +191,7 @@ def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
         d = failure.diagnosis
         assert d.category is FailureCategory.BUDGET and not d.retryable
         assert "$32.00 of TPU time spent, cap gke.max_usd_per_run $20.00" in d.summary, d.summary
-        assert "tpurl support-bundle" in d.resolution
+        assert "tpurl support-bundle" in d.fix
         assert wait_for(lambda: not server.kube.find("jobsets"))  # deleted: nothing held
         assert wait_for(lambda: not scaler.nodes, 10.0)  # and the slice went away
         assert (checkpoint / "_METADATA").is_file()  # the resume point is kept

@@ -89,7 +89,7 @@ HEAD_GIVES_UP = ["Traceback (most recent call last):",
                  '  File "/deps/src/maxtext/rl/train_rl.py", line 412, in <module>',
                  "RuntimeError: pathways workers of slice 0 unreachable for 60 s, giving up"]
 # The exit of a program that gave up: a plain traceback, which alone reads as the user's
-# (the real text is Pathways' own; what matters is that it names no transient cause).
+# (the real text is Pathways' own; what matters is that it names no infrastructure cause).
 
 
 def head_gives_up(kube: FakeKube, name: str) -> None:

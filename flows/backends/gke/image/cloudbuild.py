@@ -65,8 +65,8 @@ def default_clients(project: str) -> CloudBuildClients:
     except Exception as exc:  # DefaultCredentialsError
         error = ImageError(f"no Google credentials for Cloud Build: {str(exc)[:300]}")
         error.code = "image/no-google-credentials"
-        error.resolution = ("run `gcloud auth application-default login`, or give the flow's "
-                            "pod a Workload Identity service account")
+        error.fix = ("run `gcloud auth application-default login`, or give the flow's "
+                     "pod a Workload Identity service account")
         raise error from None
 
     def token() -> str | None:

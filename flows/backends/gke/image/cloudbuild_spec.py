@@ -103,36 +103,36 @@ def diagnose_build(status: str, detail: str, failure_type: str, log_url: str) ->
     where = f"build log: {log_url}" if log_url else "build log: Cloud Build history"
     text = f"Cloud Build finished with status {status}: {detail or '(no detail)'}\n{where}"
     if failure_type in {"PUSH_FAILED", "PUSH_NOT_AUTHORIZED", "PUSH_IMAGE_NOT_FOUND"}:
-        error: ImageError = PushFailed(text, transient=False, attempts=1)
-        error.resolution = ("grant the Cloud Build service account roles/artifactregistry.writer "
-                            "on the image repository (gcloud artifacts repositories "
-                            "add-iam-policy-binding ...), then rerun")
+        error: ImageError = PushFailed(text, infrastructure=False, attempts=1)
+        error.fix = ("grant the Cloud Build service account roles/artifactregistry.writer "
+                     "on the image repository (gcloud artifacts repositories "
+                     "add-iam-policy-binding ...), then rerun")
         return error
     if status == "FAILURE" and re.match(rf'Build step {CHECK_STEP_INDEX} "', detail):
         error = CloudBuildFailed(text)
         error.code = "image/patch-not-in-effect"
-        error.resolution = ("the patched image does not carry a declared patch, or carries "
-                            "one the rehearsal measured failing with the image's versions; its "
-                            "check step says which (`tpurl: PATCH NOT IN EFFECT:` or `tpurl: "
-                            "PATCH MEASURED FAILING:` in the log); nothing was pushed")
+        error.fix = ("the patched image does not carry a declared patch, or carries "
+                     "one the rehearsal measured failing with the image's versions; its "
+                     "check step says which (`tpurl: PATCH NOT IN EFFECT:` or `tpurl: "
+                     "PATCH MEASURED FAILING:` in the log); nothing was pushed")
         return error
     if status == "FAILURE":
         failed = ImageBuildFailed(f"Cloud Build step failed: {detail}", where)
-        failed.resolution = ("read the build log; a patch that no longer applies prints "
-                             "`tpurl: PATCH MISMATCH:` with the file and pattern (update "
-                             "images/post-training/patches.yaml or disable the patch with a reason)")
+        failed.fix = ("read the build log; a patch that no longer applies prints "
+                      "`tpurl: PATCH MISMATCH:` with the file and pattern (update "
+                      "images/post-training/patches.yaml or disable the patch with a reason)")
         return failed
     error = CloudBuildFailed(text)
     if status in {"INTERNAL_ERROR", "EXPIRED"}:
         error.failure_category = FailureCategory.INFRASTRUCTURE
-        error.resolution = "Cloud Build failed on its side or the build waited too long; retried"
+        error.fix = "Cloud Build failed on its side or the build waited too long; retried"
     elif status == "TIMEOUT":
         error.code = "image/cloud-build-timeout"
-        error.resolution = (f"the build ran past its {DEFAULT_TIMEOUT_S} s limit; read the log "
-                            "for the slow step (usually the base pull), then rerun")
+        error.fix = (f"the build ran past its {DEFAULT_TIMEOUT_S} s limit; read the log "
+                     "for the slow step (usually the base pull), then rerun")
     elif status == "CANCELLED":
         error.code = "image/cloud-build-cancelled"
-        error.resolution = "someone cancelled the build; rerun when it should build"
+        error.fix = "someone cancelled the build; rerun when it should build"
     return error
 
 
@@ -150,31 +150,31 @@ def diagnose_api_error(kind: str, message: str, project: str, region: str) -> Im
     error = CloudBuildFailed(f"Cloud Build API: {kind}: {message}")
     if kind in {"PermissionDenied", "Forbidden", "Unauthenticated", "Unauthorized"}:
         error.code = "image/cloud-build-denied"
-        error.resolution = (f"enable the API (gcloud services enable cloudbuild.googleapis.com "
-                            f"--project={project}) and give the flow's account "
-                            "roles/cloudbuild.builds.editor and roles/storage.admin on the "
-                            f"staging bucket gs://{staging_bucket(project)}; or set "
-                            "image.builder: docker where a Docker daemon exists")
+        error.fix = (f"enable the API (gcloud services enable cloudbuild.googleapis.com "
+                     f"--project={project}) and give the flow's account "
+                     "roles/cloudbuild.builds.editor and roles/storage.admin on the "
+                     f"staging bucket gs://{staging_bucket(project)}; or set "
+                     "image.builder: docker where a Docker daemon exists")
     elif kind in {"ResourceExhausted", "TooManyRequests"}:
         error.code = "image/cloud-build-quota"
         error.failure_category = FailureCategory.INFRASTRUCTURE
-        error.resolution = (f"Cloud Build's quota in {region} is used up (concurrent builds or "
-                            "requests); retried later, or raise the quota in the console")
+        error.fix = (f"Cloud Build's quota in {region} is used up (concurrent builds or "
+                     "requests); retried later, or raise the quota in the console")
     elif kind in {"ServiceUnavailable", "InternalServerError", "GatewayTimeout",
                   "DeadlineExceeded", "BadGateway"} | TRANSPORT_ERRORS:
         error.failure_category = FailureCategory.INFRASTRUCTURE
-        error.resolution = ("Cloud Build did not answer; retried (a build already submitted "
-                            "goes on, and a rerun finds its image by the content tag)")
+        error.fix = ("Cloud Build did not answer; retried (a build already submitted "
+                     "goes on, and a rerun finds its image by the content tag)")
     elif kind == "NotFound":
         error.code = "image/cloud-build-not-found"
-        error.resolution = (f"Cloud Build in {region} does not know it: check that "
-                            f"cloudbuild.googleapis.com is enabled on {project} and that "
-                            "image.repository's region is one Cloud Build runs in")
+        error.fix = (f"Cloud Build in {region} does not know it: check that "
+                     f"cloudbuild.googleapis.com is enabled on {project} and that "
+                     "image.repository's region is one Cloud Build runs in")
     elif kind in AUTH_ERRORS:
         error.code = "image/no-google-credentials"
-        error.resolution = ("the flow's Google credentials could not be refreshed: run `gcloud "
-                            "auth application-default login`, or check the pod's Workload "
-                            "Identity binding (README, 'Identities')")
+        error.fix = ("the flow's Google credentials could not be refreshed: run `gcloud "
+                     "auth application-default login`, or check the pod's Workload "
+                     "Identity binding (README, 'Identities')")
     else:
-        error.resolution = "read the message; the request the flow made was refused"
+        error.fix = "read the message; the request the flow made was refused"
     return error

@@ -23,8 +23,8 @@ class DockerUnavailable(ImageError):
     failure_category = FailureCategory.INFRASTRUCTURE
 
     def __init__(self, host: str, detail: str) -> None:
-        self.resolution = unavailable_advice(host)
-        super().__init__(f"no Docker daemon reachable at {host}: {detail}\n{self.resolution}")
+        self.fix = unavailable_advice(host)
+        super().__init__(f"no Docker daemon reachable at {host}: {detail}\n{self.fix}")
 
 
 def unavailable_advice(host: str) -> str:

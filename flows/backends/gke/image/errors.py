@@ -16,14 +16,14 @@ from flows.core.failures import Diagnosis, FailureCategory
 class ImageError(RuntimeError):
     code = "image/error"
     failure_category = FailureCategory.USER_ERROR
-    resolution = ""
+    fix = ""
 
     @property
     def diagnosis(self) -> Diagnosis:
         text = str(self)
         headline = text.strip().splitlines()[0][:300] if text.strip() else type(self).__name__
-        return Diagnosis(self.failure_category, f"{self.code}: {headline}", text,
-                         self.resolution, self.code)
+        return Diagnosis(self.failure_category, headline, text,
+                         self.fix, self.code)
 
 
 class ImageBuildFailed(ImageError):
@@ -34,26 +34,26 @@ class ImageBuildFailed(ImageError):
         self.log_tail, self.patch_mismatch = log_tail, patch_mismatch
         if patch_mismatch is not None:
             self.code = "image/patch-mismatch"
-            self.resolution = ("update images/post-training/patches.yaml to the new upstream "
-                               "text, or disable the patch in the profile with a reason")
+            self.fix = ("update images/post-training/patches.yaml to the new upstream "
+                        "text, or disable the patch in the profile with a reason")
         else:
             self.code = "image/build-failed"
-            self.resolution = "read the build log tail above; fix the base image or build files"
+            self.fix = "read the build log tail above; fix the base image or build files"
         super().__init__(patch_mismatch or f"{message}\n{log_tail}")
 
 
 class PushFailed(ImageError):
-    """``transient``: the registry kept answering "try later" (infrastructure); otherwise it
+    """``infrastructure``: the registry kept answering "try later" (infrastructure); otherwise it
     refused the push (auth, naming: the user's to fix)."""
 
     code = "image/push-failed"
 
-    def __init__(self, message: str, transient: bool, attempts: int) -> None:
-        self.transient, self.attempts = transient, attempts
-        self.failure_category = (FailureCategory.INFRASTRUCTURE if transient
+    def __init__(self, message: str, infrastructure: bool, attempts: int) -> None:
+        self.infrastructure, self.attempts = infrastructure, attempts
+        self.failure_category = (FailureCategory.INFRASTRUCTURE if infrastructure
                                  else FailureCategory.USER_ERROR)
-        self.resolution = (
-            "the registry kept failing; retry later" if transient else
+        self.fix = (
+            "the registry kept failing; retry later" if infrastructure else
             "check registry auth: for Artifact Registry run "
             "`gcloud auth configure-docker REGION-docker.pkg.dev` where the daemon's client "
             "config lives (see images/post-training/README.md)")
@@ -61,12 +61,12 @@ class PushFailed(ImageError):
 
 
 class RegistryUnavailable(ImageError):
-    """A registry lookup (the base's digest, the content tag) kept failing transiently. It
+    """A registry lookup (the base's digest, the content tag) kept failing on infrastructure faults. It
     used to escape as a bare retry signal and be reported as the user's fault."""
 
     code = "image/registry-unavailable"
     failure_category = FailureCategory.INFRASTRUCTURE
-    resolution = "the registry kept failing; retried with backoff, then by the flow"
+    fix = "the registry kept failing; retried with backoff, then by the flow"
 
     def __init__(self, ref: str, message: str, attempts: int) -> None:
         self.attempts = attempts
@@ -77,6 +77,6 @@ class BaseImageNotFound(ImageError):
     code = "image/base-not-found"
 
     def __init__(self, base: str, detail: str) -> None:
-        self.resolution = ("check image.base in the profile, and that the daemon can read that "
-                           "registry (gcloud auth configure-docker REGION-docker.pkg.dev)")
+        self.fix = ("check image.base in the profile, and that the daemon can read that "
+                    "registry (gcloud auth configure-docker REGION-docker.pkg.dev)")
         super().__init__(f"base image {base!r} is neither in its registry nor local: {detail}")

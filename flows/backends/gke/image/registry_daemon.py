@@ -16,20 +16,20 @@ from requests.exceptions import ConnectionError as RequestsConnectionError
 
 from flows.backends.gke.image.errors import BaseImageNotFound, PushFailed, RegistryUnavailable
 from flows.core.retry import (
+    InfrastructureFault,
     OnRetry,
     RetryPolicy,
-    TransientError,
     call_with_retries,
     describe,
-    is_transient,
-    transient_message,
+    infrastructure_message,
+    is_infrastructure_fault,
 )
 
 
 def remote_digest(client: docker.DockerClient, ref: str, backoff: RetryPolicy,
                   on_retry: OnRetry | None = None) -> str | None:
     """The manifest digest of ``ref`` in its registry, or None when the tag is not there.
-    Raises RegistryUnavailable when the registry kept failing transiently."""
+    Raises RegistryUnavailable when the registry kept failing on infrastructure faults."""
     attempts = 0
 
     def lookup() -> str | None:
@@ -43,7 +43,7 @@ def remote_digest(client: docker.DockerClient, ref: str, backoff: RetryPolicy,
     try:
         return call_with_retries(lookup, backoff, on_retry)
     except (APIError, RequestsConnectionError) as exc:
-        if is_transient(exc):
+        if is_infrastructure_fault(exc):
             raise RegistryUnavailable(ref, describe(exc), attempts) from exc
         raise
 
@@ -81,7 +81,7 @@ def pin_base(client: docker.DockerClient, base: str, backoff: RetryPolicy,
 
 def push(client: docker.DockerClient, repository: str, tag: str, backoff: RetryPolicy,
          on_retry: OnRetry | None = None, log: Callable[[str], None] | None = None) -> str:
-    """Push ``repository:tag``, retrying transient registry errors; return the digest.
+    """Push ``repository:tag``, retrying the registry's infrastructure faults; return the digest.
 
     The daemon reports push failures inside the progress stream (HTTP 200 with an ``error``
     event), so the stream is read to the end and classified, rather than trusting the call.
@@ -96,22 +96,22 @@ def push(client: docker.DockerClient, repository: str, tag: str, backoff: RetryP
             for event in client.api.push(repository, tag=tag, stream=True, decode=True):
                 if "error" in event or "errorDetail" in event:
                     message = str(event.get("error") or event["errorDetail"].get("message"))
-                    if transient_message(message):
-                        raise TransientError(message)
-                    raise PushFailed(message, transient=False, attempts=attempts)
+                    if infrastructure_message(message):
+                        raise InfrastructureFault(message)
+                    raise PushFailed(message, infrastructure=False, attempts=attempts)
                 aux = event.get("aux") or {}
                 digest = aux.get("Digest", digest)
                 if log is not None and event.get("status") and not event.get("progressDetail"):
                     log(f"push: {event.get('id', '')} {event['status']}".replace("  ", " "))
         except (APIError, RequestsConnectionError) as exc:
-            if is_transient(exc):
-                raise TransientError(describe(exc)) from exc
-            raise PushFailed(describe(exc), transient=False, attempts=attempts) from exc
+            if is_infrastructure_fault(exc):
+                raise InfrastructureFault(describe(exc)) from exc
+            raise PushFailed(describe(exc), infrastructure=False, attempts=attempts) from exc
         if digest is None:
-            raise TransientError("the push stream ended without a digest")
+            raise InfrastructureFault("the push stream ended without a digest")
         return digest
 
     try:
         return call_with_retries(once, backoff, on_retry)
-    except TransientError as exc:
-        raise PushFailed(str(exc), transient=True, attempts=attempts) from exc
+    except InfrastructureFault as exc:
+        raise PushFailed(str(exc), infrastructure=True, attempts=attempts) from exc

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from docker.utils import parse_repository_tag
 
 from flows.backends.gke.image.errors import BaseImageNotFound, ImageError, RegistryUnavailable
-from flows.core.retry import OnRetry, RetryPolicy, TransientError, call_with_retries
+from flows.core.retry import InfrastructureFault, OnRetry, RetryPolicy, call_with_retries
 
 # What docker asks for (manifest lists and OCI indexes first), so the digest is the one the
 # daemon path reports for the same reference.
@@ -81,7 +81,7 @@ class RegistryApi:
 
         try:
             return call_with_retries(once, backoff, on_retry)
-        except TransientError as exc:
+        except InfrastructureFault as exc:
             raise RegistryUnavailable(ref, str(exc), attempts) from exc
 
     def _head(self, url: str, path: str, auth: str | None = None) -> str | None:
@@ -98,10 +98,10 @@ class RegistryApi:
                 return self._head(url, path, self._authorization(exc.headers.get(
                     "WWW-Authenticate", ""), path))
             if exc.code == 429 or exc.code >= 500:
-                raise TransientError(f"HTTP {exc.code} from {url}") from exc
+                raise InfrastructureFault(f"HTTP {exc.code} from {url}") from exc
             raise RegistryRefused(f"HTTP {exc.code} from {url}: {exc.reason}") from exc
         except (urllib.error.URLError, OSError) as exc:
-            raise TransientError(f"{url}: {getattr(exc, 'reason', exc)}") from exc
+            raise InfrastructureFault(f"{url}: {getattr(exc, 'reason', exc)}") from exc
         if not digest:
             raise RegistryRefused(f"{url} answered without a Docker-Content-Digest header")
         return digest
@@ -134,8 +134,8 @@ class RegistryRefused(ImageError):
     """The registry said no for a reason a retry will not change (auth, a malformed name)."""
 
     code = "image/registry-refused"
-    resolution = ("check that the flow's Google account may read the repository "
-                  "(roles/artifactregistry.reader), and the image reference in the profile")
+    fix = ("check that the flow's Google account may read the repository "
+           "(roles/artifactregistry.reader), and the image reference in the profile")
 
 
 def pin_base_remote(api: RegistryApi, base: str, backoff: RetryPolicy,

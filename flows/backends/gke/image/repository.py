@@ -38,8 +38,8 @@ def ensure_repository(apis: Any, image_repository: str, log: Callable[[str], Non
         error = RepositoryUnavailable(
             f"Artifact Registry repository {name} in {location} is missing and could not be "
             f"created: {exc}")
-        error.resolution = (f"get roles/artifactregistry.admin on {project}, or have it "
-                            f"created: {create}")
+        error.fix = (f"get roles/artifactregistry.admin on {project}, or have it "
+                     f"created: {create}")
         raise error from None
     except Exception as exc:
         if "ALREADY_EXISTS" in str(exc) or "409" in str(exc):

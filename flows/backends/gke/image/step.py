@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from flows.common.paths import PATCHES_FILE
-from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.backend import StageWork, WorkloadRun
 from flows.core.failures import StageFailed
 from flows.core.layout import image_key, patched_image_ref
 from flows.core.lineage import LineageRecord
@@ -35,7 +35,7 @@ class GkeImage:
     def __init__(self, backend: GkeBackend) -> None:
         self.profile, self.layout = backend.profile, backend.layout
 
-    def plan(self) -> StepPlan:
+    def plan(self) -> StageWork:
         profile = self.profile
         repository = patched_image_ref(profile).rsplit(":", 1)[0]
         patches = plan_lines(load_declarations(PATCHES_FILE), profile.image.disabled_patches)
@@ -49,7 +49,7 @@ class GkeImage:
                    f"push {repository}:tpurl-<content tag> (base digest + patches + "
                    "build files; skipped when that tag is already in the registry, which is "
                    "the stage's record)"]
-        return StepPlan(inputs={"base": profile.image.base},
+        return StageWork(inputs={"base": profile.image.base},
                         outputs={"image": f"{repository}@sha256:<pushed digest> (what the "
                                           "workloads run)"},
                         actions=actions, notes=disabled_notes(profile.image.disabled_patches))

@@ -26,7 +26,7 @@ MANIFEST = "/tpurl/patches/applied.json"
 
 class PatchNotInImage(ImageError):
     code = "image/patch-not-in-effect"
-    resolution = "rebuild the image (delete the tag in the registry) and run again"
+    fix = "rebuild the image (delete the tag in the registry) and run again"
 
 
 class PatchMeasuredFailing(ImageError):
@@ -90,6 +90,6 @@ def refuse_measured_failures(patches: Sequence[PatchDeclaration],
     for patch in patches:
         if (why := measured_failure(patch, packages)) is not None:
             error = PatchMeasuredFailing(why)
-            error.resolution = (f"set image.disabled_patches.{patch.id} with the reason, or "
-                                "build from a base whose versions differ; nothing was pushed")
+            error.fix = (f"set image.disabled_patches.{patch.id} with the reason, or "
+                         "build from a base whose versions differ; nothing was pushed")
             raise error

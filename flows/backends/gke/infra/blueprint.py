@@ -17,9 +17,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from flows.backends.gke.infra.errors import user_error
 from flows.common.paths import REPO_ROOT
 from flows.config.gke import GkeSection
+from flows.core.failures import user_error
 from flows.core.space import write_text
 
 BLUEPRINTS_DIR = REPO_ROOT / "deployments" / "blueprints"
@@ -114,13 +114,13 @@ def apply_setting_edit(doc: Any, edit: BlueprintEdit, facts: dict[str, int]) -> 
     for part in parents:
         node = node.get(part) if isinstance(node, dict) else None
     if not isinstance(node, dict):
-        raise user_error(f"module {edit.module!r} has no setting {edit.setting!r} (edit "
+        raise user_error("infra", f"module {edit.module!r} has no setting {edit.setting!r} (edit "
                          f"{edit.id})", "the Cluster Toolkit example changed",
                          "update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for "
                          "this version, or pin gke.cluster_toolkit_version to v1.103.0")
     if edit.remove:
         if leaf not in node:
-            raise user_error(f"edit {edit.id} removes {edit.module}.{edit.setting}, which the "
+            raise user_error("infra", f"edit {edit.id} removes {edit.module}.{edit.setting}, which the "
                              "blueprint does not have",
                              f"settings there: {', '.join(map(str, node)) or '(none)'}", _FIX)
         node.pop(leaf)
@@ -135,7 +135,7 @@ def apply_setting_edit(doc: Any, edit: BlueprintEdit, facts: dict[str, int]) -> 
 def apply_var_edit(doc: Any, edit: BlueprintEdit) -> bool:
     variables = doc.get("vars") if isinstance(doc, dict) else None
     if not isinstance(variables, dict) or edit.var not in variables:
-        raise user_error(f"the blueprint has no var {edit.var!r} (edit {edit.id})",
+        raise user_error("infra", f"the blueprint has no var {edit.var!r} (edit {edit.id})",
                          f"vars present: {', '.join(map(str, variables or {})) or '(none)'}",
                          "the Cluster Toolkit example changed: update "
                          "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this "
@@ -156,7 +156,7 @@ def _yaml() -> YAML:
 def find_module(doc: Any, module_id: str, edit_id: str = "") -> Any:
     groups = doc.get("deployment_groups") if isinstance(doc, dict) else None
     if not isinstance(groups, list):
-        raise user_error("the blueprint has no deployment_groups list",
+        raise user_error("infra", "the blueprint has no deployment_groups list",
                          "expected a Cluster Toolkit blueprint", "check the bundle's example file")
     ids = []
     for group in groups:
@@ -164,7 +164,7 @@ def find_module(doc: Any, module_id: str, edit_id: str = "") -> Any:
             ids.append(str(module.get("id")))
             if module.get("id") == module_id:
                 return module
-    raise user_error(f"module {module_id!r} not found in the blueprint"
+    raise user_error("infra", f"module {module_id!r} not found in the blueprint"
                      + (f" (edit {edit_id})" if edit_id else ""),
                      f"module ids present: {', '.join(ids) or '(none)'}",
                      "the Cluster Toolkit example changed: update "
@@ -182,14 +182,14 @@ def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
     settings = module.get("settings")
     values = settings.get(edit.setting) if isinstance(settings, dict) else None
     if not isinstance(values, list):
-        raise user_error(f"module {edit.module!r} has no list setting {edit.setting!r} "
+        raise user_error("infra", f"module {edit.module!r} has no list setting {edit.setting!r} "
                          f"(edit {edit.id})",
                          f"settings keys: {', '.join(map(str, settings or {})) or '(none)'}",
                          "update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml")
     if edit.add in values:
         return False
     if edit.replaces and edit.replaces not in values:
-        raise user_error(f"edit {edit.id} replaces {edit.replaces!r} in {edit.module}."
+        raise user_error("infra", f"edit {edit.id} replaces {edit.replaces!r} in {edit.module}."
                          f"{edit.setting}, which holds no such entry",
                          f"entries: {', '.join(map(str, values)) or '(none)'}", _FIX)
     if edit.replaces:

@@ -17,9 +17,9 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 
-from flows.backends.gke.infra.errors import infrastructure, user_error
 from flows.backends.gke.infra.settings import InfraSettings
-from flows.core.retry import is_transient
+from flows.core.failures import infrastructure, user_error
+from flows.core.retry import is_infrastructure_fault
 
 SKIP_DIRS = frozenset({".terraform"})
 
@@ -40,12 +40,12 @@ def ensure_bucket(client: Any, s: InfraSettings, project_number: str | None) -> 
     try:
         bucket = client.lookup_bucket(name)
     except gexc.Forbidden as exc:
-        raise user_error(f"gs://{name} exists but this account may not read it (403)",
+        raise user_error("infra", f"gs://{name} exists but this account may not read it (403)",
                          str(exc)[:300], fix_name) from None
     except gexc.GoogleAPICallError as exc:
-        if not is_transient(exc):
+        if not is_infrastructure_fault(exc):
             raise
-        raise infrastructure(f"GCS did not answer for gs://{name}", str(exc)[:300],
+        raise infrastructure("infra", f"GCS did not answer for gs://{name}", str(exc)[:300],
                         "retried automatically") from None
     if bucket is None:
         bucket = client.bucket(name)
@@ -53,10 +53,10 @@ def ensure_bucket(client: Any, s: InfraSettings, project_number: str | None) -> 
         try:
             bucket = client.create_bucket(bucket, project=s.gke.project, location=s.gke.region)
         except gexc.Conflict as exc:
-            raise user_error(f"gs://{name} is taken by another project", str(exc)[:300],
+            raise user_error("infra", f"gs://{name} is taken by another project", str(exc)[:300],
                              fix_name) from None
         except gexc.Forbidden as exc:
-            raise user_error(f"not allowed to create gs://{name} in {s.gke.project}",
+            raise user_error("infra", f"not allowed to create gs://{name} in {s.gke.project}",
                              str(exc)[:300], "grant yourself roles/storage.admin on the "
                              "project, or create the bucket and set gke.bucket to it") from None
         return BucketReport(name, True, str(bucket.location or s.gke.region).upper())
@@ -66,14 +66,14 @@ def ensure_bucket(client: Any, s: InfraSettings, project_number: str | None) -> 
 def _check_existing(bucket: Any, s: InfraSettings, project_number: str | None) -> BucketReport:
     location = str(bucket.location or "").upper()
     if location != s.gke.region.upper():
-        raise user_error(
+        raise user_error("infra",
             f"gs://{s.gke.bucket} is in {location or 'an unknown location'}, not {s.gke.region}",
             "TPU pods reading checkpoints across regions pay egress and lose bandwidth",
             f"use a bucket in {s.gke.region} (set gke.bucket to a new name and it is created "
             "there), or move the profile to the bucket's region")
     owner = str(bucket.project_number) if bucket.project_number is not None else None
     if project_number is not None and owner is not None and owner != str(project_number):
-        raise user_error(f"gs://{s.gke.bucket} belongs to another project (number {owner})",
+        raise user_error("infra", f"gs://{s.gke.bucket} belongs to another project (number {owner})",
                          f"{s.gke.project} is project number {project_number}",
                          "use a bucket of this project: set gke.bucket to a new name")
     report = BucketReport(s.gke.bucket, False, location)
@@ -115,7 +115,7 @@ def download_folder(client: Any, bucket: str, prefix: str, local: Path) -> int:
             continue
         dest = local / rel
         if ".." in Path(rel).parts:
-            raise user_error("refusing a deployment object outside its folder", blob.name,
+            raise user_error("infra", "refusing a deployment object outside its folder", blob.name,
                              f"inspect gs://{bucket}/{prefix}")
         dest.parent.mkdir(parents=True, exist_ok=True)
         blob.download_to_filename(str(dest))

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from flows.backends.gke.infra.errors import user_error
 from flows.backends.gke.infra.settings import BLUEPRINT_EXAMPLE, BUNDLE_NAME, InfraSettings
+from flows.core.failures import user_error
 from flows.core.space import DiskFull, write_text, writing
 
 BUNDLE_ENV = "TPURL_GCLUSTER_BUNDLE"
@@ -75,7 +75,8 @@ def _fetch(s: InfraSettings, tgz: Path) -> None:
     manual = os.environ.get(BUNDLE_ENV)
     if manual:
         if not Path(manual).is_file():
-            raise user_error(f"{BUNDLE_ENV} names no file", manual, manual_instructions(s))
+            raise user_error("infra", f"{BUNDLE_ENV} names no file", manual,
+                             manual_instructions(s))
         with writing(tgz, "the Cluster Toolkit bundle"):
             shutil.copyfile(manual, tgz)
         return
@@ -84,7 +85,7 @@ def _fetch(s: InfraSettings, tgz: Path) -> None:
     except DiskFull:
         raise  # this machine's disk, not the download: the storage error
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
-        raise user_error(
+        raise user_error("infra",
             f"cannot download Cluster Toolkit {s.gke.cluster_toolkit_version}",
             f"GET {s.bundle_url} failed: {exc}", manual_instructions(s)) from None
 
@@ -92,14 +93,14 @@ def _fetch(s: InfraSettings, tgz: Path) -> None:
 def _check_digest(s: InfraSettings, tgz: Path, record_path: Path) -> str:
     digest = sha256_of(tgz)
     if s.gke.cluster_toolkit_sha256 and digest != s.gke.cluster_toolkit_sha256.lower():
-        raise user_error("the Cluster Toolkit bundle does not match the pinned checksum",
+        raise user_error("infra", "the Cluster Toolkit bundle does not match the pinned checksum",
                          f"{tgz}: sha256 {digest}, profile pins {s.gke.cluster_toolkit_sha256}",
                          f"delete {tgz} and fetch it again, or correct "
                          "gke.cluster_toolkit_sha256")
     if record_path.is_file():
         recorded = json.loads(record_path.read_text()).get("sha256")
         if recorded != digest:
-            raise user_error("the cached Cluster Toolkit bundle changed since it was first used",
+            raise user_error("infra", "the cached Cluster Toolkit bundle changed since it was first used",
                              f"{tgz}: sha256 {digest}, recorded {recorded}",
                              f"delete {version_dir(s)} to fetch it again")
     else:
@@ -122,7 +123,7 @@ def _extract(tgz: Path, dest: Path, digest: str) -> Path:
     for candidate in (dest, *sorted(p for p in dest.iterdir() if p.is_dir())):
         if (candidate / "gcluster").is_file():
             return candidate
-    raise user_error("the Cluster Toolkit bundle holds no gcluster binary", str(tgz),
+    raise user_error("infra", "the Cluster Toolkit bundle holds no gcluster binary", str(tgz),
                      f"delete {tgz.parent} and fetch the bundle again")
 
 
@@ -139,7 +140,7 @@ def obtain_bundle(s: InfraSettings) -> Bundle:
     gcluster.chmod(gcluster.stat().st_mode | 0o111)
     bundle = Bundle(s.gke.cluster_toolkit_version, root, gcluster, digest)
     if not bundle.blueprint_example.is_file():
-        raise user_error(f"the bundle has no {BLUEPRINT_EXAMPLE}",
+        raise user_error("infra", f"the bundle has no {BLUEPRINT_EXAMPLE}",
                          f"Cluster Toolkit {s.gke.cluster_toolkit_version} at {root}",
                          "use a Cluster Toolkit version that ships the v6e example (v1.103.0)")
     return bundle

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from flows.backends.gke.infra.cloud import GoogleApis
-from flows.backends.gke.infra.errors import user_error
 from flows.backends.gke.infra.settings import InfraSettings
+from flows.core.failures import user_error
 
 
 def default_clients(s: InfraSettings) -> tuple[GoogleApis, Any]:
@@ -23,9 +23,9 @@ def default_clients(s: InfraSettings) -> tuple[GoogleApis, Any]:
 
         return RestGoogleApis(), storage.Client(project=s.gke.project)
     except ImportError as exc:
-        raise user_error("google-cloud-storage is not installed", str(exc),
+        raise user_error("infra", "google-cloud-storage is not installed", str(exc),
                          "pip install 'tpu-rl-pipeline[gcp]'") from None
     except Exception as exc:  # google.auth.exceptions.DefaultCredentialsError and kin
-        raise user_error("no Google credentials for the infra stage", str(exc)[:300],
+        raise user_error("infra", "no Google credentials for the infra stage", str(exc)[:300],
                          "run `gcloud auth application-default login`, or give the flow's "
                          "pod a Workload Identity service account") from None

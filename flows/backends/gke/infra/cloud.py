@@ -18,17 +18,13 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from flows.backends.gke.watch.kueue import KUEUE_VERSIONS  # one order for watch and pre-flight
+from flows.core.retry import RetryPolicy
 
 ADDONS = {  # what to read on the cluster: (namespace, deployment) of each controller
     "jobset": ("jobset-system", "jobset-controller-manager"),
     "kueue": ("kueue-system", "kueue-controller-manager"),
 }
 JOBSET_CRD = "jobsets.jobset.x-k8s.io"
-MANIFEST_TYPES = ", ".join((  # what a registry may answer for a tag: index or single manifest
-    "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.docker.distribution.manifest.v2+json"))
-
 
 class ApiNotFound(LookupError):
     """The resource does not exist (HTTP 404)."""
@@ -226,15 +222,23 @@ class RestGoogleApis:
         return self._json(response, url)  # a long-running operation; creation is quick
 
     def image_exists(self, ref: str) -> bool:
-        host, _, rest = ref.partition("/")
-        path, _, tag = rest.rpartition(":")
-        url = f"https://{host}/v2/{path}/manifests/{tag}"
-        response = self.session.head(url, timeout=30, headers={"Accept": MANIFEST_TYPES})
-        if response.status_code == 404:
-            return False
-        if response.status_code != 200:
-            self._json(response, url)  # 403 → ApiDenied, other errors raise
-        return True
+        """Asked through the one registry HEAD client (image/registry_http.py, the image
+        stage's too), once: pre-flight reports a failure as a fact, it does not retry."""
+        from flows.backends.gke.image.registry_http import RegistryApi
+
+        return RegistryApi(self._access_token).digest(ref, RetryPolicy(attempts=1)) is not None
+
+    def _access_token(self) -> str | None:
+        """This session's Google access token, for the registry's token flow (None for a
+        session without credentials: the registry is asked anonymously)."""
+        credentials = getattr(self.session, "credentials", None)
+        if credentials is None:
+            return None
+        if not credentials.valid:
+            from google.auth.transport.requests import Request
+
+            credentials.refresh(Request())
+        return str(credentials.token)
 
     def cloud_build_account(self, project: str, location: str) -> str:
         url = (f"https://cloudbuild.googleapis.com/v1/projects/{project}/locations/{location}/"

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from flows.backends.gke.infra import bucket as gcs
-from flows.backends.gke.infra.errors import infrastructure, user_error
 from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings
 from flows.core.backend import StageLogger
+from flows.core.failures import infrastructure, user_error
 
 # gcluster/Terraform failures that a retry cannot fix.
 _USER_ERRORS = re.compile(r"(QUOTA_EXCEEDED|[Qq]uota .*exceeded|PERMISSION_DENIED|"
@@ -128,10 +128,10 @@ def classify_deploy_failure(s: InfraSettings, tail_text: str, log: Path | None) 
     where = f"gs://{s.gke.bucket}/{s.state_prefix}deployment/"
     detail = f"{tail_text}\n    full log: {log}" if log else tail_text
     if _USER_ERRORS.search(tail_text):
-        return user_error("gcluster deploy failed on a cause a retry cannot fix", detail,
+        return user_error("infra", "gcluster deploy failed on a cause a retry cannot fix", detail,
                           "fix the cause in the log tail (quota, permission, reservation), "
                           f"then rerun; the Terraform state is kept in {where}")
-    return infrastructure("gcluster deploy stopped part-way", detail,
+    return infrastructure("infra", "gcluster deploy stopped part-way", detail,
                      f"retried automatically; the Terraform state is kept in {where}, so the "
                      "next attempt continues the same deployment")
 
@@ -172,7 +172,7 @@ def refuse_wrong_pool_shape(s: InfraSettings, edited_text: str) -> None:
 
     problems = pool_shape_problems(edited_text, s.gke, blueprint_vars(s))
     if problems:
-        raise user_error(
+        raise user_error("infra",
             f"the edited blueprint would not build the TPU pool gke.capacity {s.gke.capacity} "
             "needs; nothing was deployed",
             "; ".join(f"{setting}: {problem}" for setting, problem, _ in problems),

@@ -15,8 +15,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from flows.backends.gke.infra.errors import user_error
 from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings
+from flows.core.failures import user_error
 
 
 def blueprint_vars(s: InfraSettings) -> dict[str, str]:
@@ -91,7 +91,7 @@ def require_executable(name: str) -> str:
     if path is None:
         fixes = {"gcloud": "install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install) "
                            "and run `gcloud auth login` and `gcloud auth application-default login`"}
-        raise user_error(f"`{name}` is not on PATH", f"PATH lookup for {name} failed",
+        raise user_error("infra", f"`{name}` is not on PATH", f"PATH lookup for {name} failed",
                          fixes.get(name, f"install {name} and put it on PATH"))
     return path
 

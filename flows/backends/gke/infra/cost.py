@@ -193,3 +193,25 @@ def render_caps(profile: Profile) -> list[str]:
               f"${estimated_stage_usd(gke, stage):,.2f}"
               for stage, cap in gke.max_usd_per_stage.items()]
     return lines
+
+
+class GkePricing:
+    """The Pricing members of the Backend protocol (flows/core/backend.py) on GKE, here beside
+    the money they come from; GkeBackend (backend.py) inherits them."""
+
+    profile: Profile
+
+    @property
+    def usd_per_chip_hour(self) -> float:
+        assert self.profile.gke is not None
+        return self.profile.gke.usd_per_chip_hour
+
+    def estimated_chip_hours(self, stage: str) -> float:
+        return stage_estimated_chip_hours(self.profile, stage)
+
+    def held_chip_hours(self, stage: str, wall_s: float) -> float:
+        """Held, not busy: the static pool bills every chip for the stage's whole wall time
+        (a pool that scales from zero only the stage's own chips); the image is built before
+        the cluster exists."""
+        return 0.0 if stage == "image" else stage_held_chip_hours(self.profile, wall_s,
+                                                                  stage=stage)

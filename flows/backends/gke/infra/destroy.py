@@ -21,9 +21,9 @@ from flows.backends.gke.infra.cloud import GoogleApis
 from flows.backends.gke.infra.cluster import restore_deployment, save_deployment
 from flows.backends.gke.infra.commands import destroy_argv, render, run
 from flows.backends.gke.infra.cost import pool_chip_hours_since
-from flows.backends.gke.infra.errors import infrastructure, user_error
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.core.backend import StageLogger
+from flows.core.failures import infrastructure, user_error
 
 
 class TeardownReport(BaseModel):
@@ -60,7 +60,7 @@ def confirmation_problem(s: InfraSettings, delete_bucket: bool, confirm_bucket: 
 def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogger,
              delete_bucket: bool = False, confirm_bucket: str | None = None) -> TeardownReport:
     if problem := confirmation_problem(s, delete_bucket, confirm_bucket):
-        raise user_error(problem + "; nothing was removed", f"gke.bucket is {s.gke.bucket}",
+        raise user_error("infra", problem + "; nothing was removed", f"gke.bucket is {s.gke.bucket}",
                          f"pass delete_bucket=True and confirm_bucket={s.gke.bucket} "
                          f"(`tpurl teardown PROFILE --delete-bucket --confirm-bucket {s.gke.bucket}`), "
                          "or keep it")
@@ -71,7 +71,7 @@ def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogge
     if have_state:
         _destroy(s, client, bucket_exists, report, logger)
     elif cluster is not None:
-        raise user_error(f"cluster {s.gke.cluster} exists but no deployment folder was found",
+        raise user_error("infra", f"cluster {s.gke.cluster} exists but no deployment folder was found",
                          f"nothing under gs://{s.gke.bucket}/{s.state_prefix}deployment/ nor in "
                          f"{s.deployment_dir}", "it was not deployed by tpurl: delete it "
                          f"yourself (gcloud container clusters delete {s.gke.cluster} "
@@ -106,7 +106,7 @@ def _destroy(s: InfraSettings, client: Any, bucket_exists: bool, report: Teardow
         hint = ("the blueprint's own buckets are not force-destroyed: empty them, then rerun"
                 if "not empty" in result.tail_text().lower() or "force_destroy" in
                 result.tail_text() else "rerun teardown; the state is kept")
-        raise infrastructure("gcluster destroy failed; the bucket was not touched",
+        raise infrastructure("infra", "gcluster destroy failed; the bucket was not touched",
                         f"{result.tail_text()}\n    full log: {log}", hint)
     report.removed.append(f"cluster {s.gke.cluster}, its TPU and CPU node pools, networks and "
                           "service accounts (gcluster destroy)")

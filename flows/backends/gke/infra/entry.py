@@ -118,8 +118,8 @@ def gke_outputs_present(profile: Profile) -> bool:
 def verify_gke(profile: Profile) -> tuple[dict[str, str], dict[str, Any]]:
     """For the GKE infra step's verify: the pool matches and both accounts can read the bucket."""
     from flows.backends.gke.infra.cluster import pool_mismatches
-    from flows.backends.gke.infra.errors import user_error
     from flows.backends.gke.infra.preflight import check_bucket_access
+    from flows.core.failures import user_error
 
     s = settings_from_profile(profile)
     apis, _ = clients.default_clients(s)
@@ -128,7 +128,7 @@ def verify_gke(profile: Profile) -> tuple[dict[str, str], dict[str, Any]]:
     access = check_bucket_access(s, apis.project_iam_policy(s.gke.project),
                                  apis.bucket_iam_policy(s.gke.bucket), planned=False)
     if problems or access.status == "fail":
-        raise user_error("the infrastructure is not what the profile asks for",
+        raise user_error("infra", "the infrastructure is not what the profile asks for",
                          "; ".join([*problems, access.issue.problem]), access.issue.fix or "rerun the stage")
     return ({"root": f"gs://{s.gke.bucket}", "cluster": f"{s.gke.project}/{s.gke.zone}/{s.gke.cluster}"},
             {"pool_chips": s.gke.total_chips, "iam_mode": s.gke.iam_mode,

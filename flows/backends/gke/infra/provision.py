@@ -19,7 +19,6 @@ from flows.backends.gke.infra import iam
 from flows.backends.gke.infra.bucket import ensure_bucket
 from flows.backends.gke.infra.cloud import GoogleApis
 from flows.backends.gke.infra.commands import get_credentials_argv, render, require_executable, run
-from flows.backends.gke.infra.errors import infrastructure, user_error
 from flows.backends.gke.infra.preflight import (
     CheckResult,
     check_bucket_access,
@@ -31,6 +30,7 @@ from flows.backends.gke.infra.preflight import (
 from flows.backends.gke.infra.preflight_access import Planned
 from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
 from flows.core.backend import StageLogger
+from flows.core.failures import infrastructure, user_error
 
 
 class InfraReport(BaseModel):
@@ -61,7 +61,7 @@ def preflight(s: InfraSettings, apis: GoogleApis, client: Any,
 def _run_ok(argv: list[str], s: InfraSettings, what: str) -> None:
     result = run(argv, log=s.workdir / "logs" / "gcloud.log")
     if not result.ok:
-        raise infrastructure(f"{what} failed", f"$ {render(argv)}\n{result.tail_text()}",
+        raise infrastructure("infra", f"{what} failed", f"$ {render(argv)}\n{result.tail_text()}",
                         "retried automatically; if it keeps failing, run the command by hand "
                         "and read its message")
 
@@ -86,7 +86,7 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
     stale_kueue = [c for c in checks if c.name == "kueue-admission" and c.status == "fail"
                    and not c.issue.problem.startswith("(to be deployed)")]
     if [c for c in failures(checks) if c not in stale_kueue]:
-        raise user_error("pre-flight checks failed; nothing was created",
+        raise user_error("infra", "pre-flight checks failed; nothing was created",
                          render_checks(checks), "apply each fix shown, then rerun")
     require_executable("gcloud")
     s.workdir.mkdir(parents=True, exist_ok=True)
@@ -128,7 +128,7 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
     access = check_bucket_access(s, apis.project_iam_policy(s.gke.project),
                                  apis.bucket_iam_policy(s.gke.bucket), planned=False)
     if access.status == "fail":
-        raise user_error("the cluster's accounts still cannot read the bucket's metadata",
+        raise user_error("infra", "the cluster's accounts still cannot read the bucket's metadata",
                          access.issue.problem, access.issue.fix)
     return report
 
@@ -138,7 +138,7 @@ def _require_admission(s: InfraSettings, apis: GoogleApis, client: Any, planned:
     """After a deploy, the live Kueue objects must admit every pod the pipeline submits."""
     admission = [c for c in preflight(s, apis, client, planned) if c.name == "kueue-admission"]
     if admission and admission[0].status != "ok":
-        raise user_error("the deployed Kueue configuration does not admit the pipeline's pods",
+        raise user_error("infra", "the deployed Kueue configuration does not admit the pipeline's pods",
                          admission[0].issue.problem, admission[0].issue.fix)
 
 
@@ -148,7 +148,7 @@ def _deploy(s: InfraSettings, apis: GoogleApis, client: Any, current: dict[str, 
 
     bundle = obtain_bundle(s)
     if current is not None and not gke.restore_deployment(client, s):
-        raise user_error(
+        raise user_error("infra",
             f"cluster {s.gke.cluster} exists but differs from the profile, and no deployment "
             "folder was found to re-apply", "; ".join(mismatches),
             f"it was not deployed by tpurl (nothing under gs://{s.gke.bucket}/{s.state_prefix}): "
@@ -163,7 +163,7 @@ def _deploy(s: InfraSettings, apis: GoogleApis, client: Any, current: dict[str, 
         billed = gke.wrong_pools(after, s) if after is not None else []
         removal = "".join(f"remove {cmd.split()[4]} (it bills while it exists): {cmd}; "
                           for _, cmd in billed)
-        raise user_error("gcluster deploy finished but the cluster does not match the profile",
+        raise user_error("infra", "gcluster deploy finished but the cluster does not match the profile",
                          "; ".join(still + [cost for cost, _ in billed]),
                          removal + "then compare the blueprint vars with the profile "
                          "(topology, num_slices, reservation, capacity) and rerun")

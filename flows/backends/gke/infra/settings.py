@@ -14,10 +14,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from flows.backends.gke.infra.errors import user_error
 from flows.common.paths import default_cache_dir
 from flows.config.gke import GkeCluster, GkeSection
 from flows.config.profile import Profile
+from flows.core.failures import user_error
 
 RELEASES_URL = "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download"
 BUNDLE_NAME = "gcluster_bundle_linux_amd64.tgz"
@@ -63,7 +63,7 @@ def settings_from_profile(profile: Profile, *, cache_dir: Path | None = None,
                           releases_url: str | None = None) -> InfraSettings:
     """The runtime settings of a GKE profile; the CIDR was validated with the profile."""
     if profile.gke is None:
-        raise user_error("infra settings need a GKE profile", f"backend {profile.backend}",
+        raise user_error("infra", "infra settings need a GKE profile", f"backend {profile.backend}",
                          "use a profile with backend: gke")
     return InfraSettings(
         gke=profile.gke, cache_dir=cache_dir or default_cache_dir(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flows.core.backend import StepPlan, WorkloadRun
+from flows.core.backend import StageWork, WorkloadRun
 from flows.core.layout import infra_key
 from flows.core.lineage import LineageRecord
 from flows.core.stage import StageContext
@@ -21,13 +21,13 @@ class GkeInfra:
     def __init__(self, backend: GkeBackend) -> None:
         self.profile, self.layout = backend.profile, backend.layout
 
-    def plan(self) -> StepPlan:
+    def plan(self) -> StageWork:
         from flows.backends.gke.infra.entry import gke_plan_actions, gke_plan_notes
 
         profile, gke = self.profile, self.profile.gke
         assert gke is not None
         model = profile.model
-        return StepPlan(
+        return StageWork(
             outputs={"root": self.layout.root, "cluster": f"{gke.project}/{gke.zone}/{gke.cluster}",
                      "hf_model": f"hf://{model.hf_repo}@{model.hf_revision}"},
             actions=gke_plan_actions(profile),

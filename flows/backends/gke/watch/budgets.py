@@ -22,8 +22,8 @@ class Budgets:
     waits_for_capacity: bool = False  # flex-start: unschedulable pods wait under queue_s
     preemptions: int = 3  # resubmissions after a JobSet failed of preemption, per stage, in
     # all: at most preemptions + 1 JobSets are ever created for one stage of one run
-    api_s: float = 900.0  # one API call rides out transient errors this long (upgrades)
-    pull_grace_s: float = 600.0  # a transient image pull error this long → infrastructure
+    api_s: float = 900.0  # one API call rides out infrastructure faults this long (upgrades)
+    pull_grace_s: float = 600.0  # an image pull failing on infrastructure this long → fails
     tick_s: float = 1.0  # budget checks between events; costs no API request
     log_drain_s: float = 10.0  # after a terminal verdict, wait this long for the last lines
     delete_wait_s: float = 300.0  # a Foreground delete must finish before re-creating

@@ -102,7 +102,6 @@ class LogFollower:
         self.pod, self.sink, self.wake = pod, sink, wake
         self.read_timeout_s, self.retry_s = read_timeout_s, retry_s
         self.resume_margin_s = resume_margin_s
-        self.requests = 0
         self._uid: str | None = None
         self._last: tuple[datetime, int] | None = None
         self._seen: set[tuple[tuple[datetime, int], str]] = set()
@@ -168,7 +167,6 @@ class LogFollower:
         if self._last is not None:
             behind = (datetime.now(UTC) - self._last[0]).total_seconds()
             since = max(1, math.ceil(behind) + self.resume_margin_s)
-        self.requests += 1
         response = self.core.read_namespaced_pod_log(
             pod_name, self.namespace, container=self.container, follow=True, timestamps=True,
             since_seconds=since, _preload_content=False,

@@ -120,9 +120,6 @@ class Monitor:
     def watches(self) -> list[ObjectWatch]:
         return [self.jobsets, self.workloads, self.pods, self.autoscaler]
 
-    def requests(self) -> int:
-        return sum(w.requests for w in self.watches) + self.follower.requests
-
     def _poke(self) -> None:
         self._changed.set()
         self._log_wake.set()
@@ -304,16 +301,15 @@ def _deleted(name: str, namespace: str, last: Obj | None) -> Verdict:
     stamp = ((last or {}).get("metadata") or {}).get("deletionTimestamp")
     when = (stamp.replace("T", " ").removesuffix("Z") if stamp
             else datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S"))
-    code = "gke/deleted-by-operator"
-    summary = (f"{code}: {name} was deleted from outside the flow at {when} UTC; the stage "
-               "is cancelled, not retried")
+    summary = (f"{name} was deleted from outside the flow at {when} UTC; the stage is "
+               "cancelled, not retried")
     return Verdict(Phase.FAILED, Diagnosis(
         FailureCategory.CANCELLED, summary,
         f"    the JobSet disappeared while it was watched (deletionTimestamp: {stamp or 'not seen'})",
         "nothing recreates what was stopped on purpose: run the flow again to start it anew. "
         "Who deleted it is in the cluster's Cloud Audit Logs (Admin Activity, "
         f"protoPayload.resourceName ending namespaces/{namespace}/jobsets/{name})",
-        code=code), summary)
+        code="gke/deleted-by-operator"), summary)
 
 
 def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:

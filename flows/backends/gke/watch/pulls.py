@@ -30,19 +30,19 @@ def pull_verdict(name: str, container: str, reason: str, message: str, last_erro
     """Pure: the diagnosis of a container waiting on its image, or None to keep waiting."""
     cause = last_error or message
     if reason == "ErrImageNeverPull":
-        return Diagnosis(FailureCategory.USER_ERROR, f"image/never-pull: {name}: {container} "
+        return Diagnosis(FailureCategory.USER_ERROR, f"{name}: {container} "
                          "has imagePullPolicy Never and the image is not on the node",
                          f"    {message}", "use imagePullPolicy IfNotPresent", code="image/never-pull")
     if _DENIED.search(cause):
         return Diagnosis(FailureCategory.USER_ERROR,
-                         f"image/unauthorized: {name}: {container} may not pull its image",
+                         f"{name}: {container} may not pull its image",
                          f"    {reason}: {cause}",
                          "grant the node service account roles/artifactregistry.reader on the "
                          "repository (or fix the image path's project); retrying cannot help",
                          code="image/unauthorized")
     if _MISSING.search(cause):
         return Diagnosis(FailureCategory.USER_ERROR,
-                         f"image/not-found: {name}: {container}'s image does not exist",
+                         f"{name}: {container}'s image does not exist",
                          f"    {reason}: {cause}",
                          "build and push the image (the image stage) or fix its tag in the "
                          "profile; retrying cannot help", code="image/not-found")

@@ -114,8 +114,8 @@ def meter_for(profile: Profile, stage: str, clock: Callable[[], float] = time.mo
 
 def budget_diagnosis(stage: str, spent: float, cap: float, field_name: str,
                      run_spent: float) -> Diagnosis:
-    summary = (f"gke/spend-cap: stage {stage} stopped: ${spent:,.2f} of TPU time spent, cap "
-               f"{field_name} ${cap:,.2f}")
+    summary = (f"stage {stage} stopped: ${spent:,.2f} of TPU time spent, cap {field_name} "
+               f"${cap:,.2f}")
     return Diagnosis(
         FailureCategory.BUDGET, summary,
         f"    spent in this run so far: ${run_spent:,.2f} (held chip-hours × the capacity "

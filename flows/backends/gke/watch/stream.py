@@ -80,7 +80,7 @@ class ObjectWatch:
         self.objects: dict[str, Obj] = {}
         self.deleted: set[str] = set()
         self.synced = threading.Event()  # the first list has arrived
-        self.errors = self.relists = self.requests = 0
+        self.errors = self.relists = 0
         self.polling = False
         self.rv: str | None = None  # the last version delivered: where a new stream resumes
         self.last_error = ""  # the latest failure while it lasts ("" once a stream is good)
@@ -163,7 +163,6 @@ class ObjectWatch:
         return (self.settings.connect_timeout_s, self.settings.read_timeout_s)
 
     def _relist(self) -> str:
-        self.requests += 1
         response = self.lister(_preload_content=False, _request_timeout=self._timeout())
         data = json.loads(response.data)
         with self._lock:
@@ -180,7 +179,6 @@ class ObjectWatch:
     def _stream(self) -> None:
         """One watch request from ``self.rv``, which advances with every event delivered (so
         a break keeps the position); a 410 ERROR event sets it to None (relist)."""
-        self.requests += 1
         self._delivered, self._lasted, began = 0, 0.0, time.monotonic()
         response = self.lister(watch=True, resource_version=self.rv, allow_watch_bookmarks=True,
                                timeout_seconds=self.settings.timeout_s, _preload_content=False,

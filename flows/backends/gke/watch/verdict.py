@@ -15,7 +15,7 @@ Order matters, from the most specific evidence to the least:
    job on eviction and the workload controller sets Requeued; pkg/workload/workload.go),
    keeping its queue position, so it stays queued under the queue budget;
 3. the program's container failed (OOMKilled, non-zero exit with traceback) → user-error,
-   unless the log names a transient cause (then infrastructure), via flows.core.failures;
+   unless the log names an infrastructure cause (then infrastructure), via flows.core.failures;
 4. image pulls: a missing image or a refused pull is the user's (it never succeeds); other
    pull errors get ``pull_grace_s``, then infrastructure; unschedulable pods, a crashed
    Pathways server → infrastructure;
@@ -77,8 +77,8 @@ def _tail(lines: list[str]) -> str:
     return "\n".join(f"    {line}" for line in lines[-30:])
 
 
-def _diag(category: FailureCategory, summary: str, detail: str, resolution: str) -> Verdict:
-    return Verdict(Phase.FAILED, Diagnosis(category, summary, detail, resolution), summary)
+def _diag(category: FailureCategory, summary: str, detail: str, fix: str) -> Verdict:
+    return Verdict(Phase.FAILED, Diagnosis(category, summary, detail, fix), summary)
 
 
 def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[str], *,

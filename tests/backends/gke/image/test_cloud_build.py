@@ -120,7 +120,7 @@ def test_a_failing_step_is_a_build_failure_naming_the_step(
     with pytest.raises(ImageBuildFailed) as failed:
         ensure_image_cloud_build(request, TARGET, clients, FAST, poll_s=0.2)
     assert 'Build step 0 "gcr.io/cloud-builders/docker" failed' in str(failed.value)
-    assert "PATCH MISMATCH" in failed.value.resolution
+    assert "PATCH MISMATCH" in failed.value.fix
     assert failed.value.diagnosis.category.value == "user-error"
 
 
@@ -137,7 +137,7 @@ def test_the_check_step_refuses_a_patch_measured_failing_with_the_images_version
     with pytest.raises(ImageError) as failed:
         ensure_image_cloud_build(request, TARGET, clients, FAST, poll_s=0.2)
     assert failed.value.code == "image/patch-not-in-effect"
-    assert "PATCH MEASURED FAILING" in failed.value.resolution
+    assert "PATCH MEASURED FAILING" in failed.value.fix
     (build,) = [b for b in fake_build.builds.values()
                 if "cbd/tpu-post-training" in str(b.body.get("images"))]
     log = "\n".join(build.log)

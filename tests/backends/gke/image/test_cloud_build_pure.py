@@ -59,14 +59,14 @@ def test_verdicts_map_to_diagnoses_with_fixes(status: str, detail: str, failure:
                                               category: FailureCategory):
     error = diagnose_build(status, detail, failure, "https://log")
     assert error.diagnosis.code == code and error.diagnosis.category == category
-    assert error.resolution and "https://log" in str(error)
+    assert error.fix and "https://log" in str(error)
     assert isinstance(error, PushFailed) == (failure == "PUSH_NOT_AUTHORIZED")
     assert isinstance(error, ImageBuildFailed) == (code == "image/build-failed")
 
 
 def test_api_errors_permission_and_quota():
     denied = diagnose_api_error("PermissionDenied", "nope", "p", "us-east5")
-    assert denied.code == "image/cloud-build-denied" and "cloudbuild.googleapis.com" in denied.resolution
+    assert denied.code == "image/cloud-build-denied" and "cloudbuild.googleapis.com" in denied.fix
     quota = diagnose_api_error("ResourceExhausted", "quota", "p", "us-east5")
     assert quota.diagnosis.category == FailureCategory.INFRASTRUCTURE
     assert quota.code == "image/cloud-build-quota"
@@ -104,21 +104,21 @@ def _error_kinds() -> list[BaseException]:
 def test_every_cloud_build_call_error_maps_to_a_diagnosis_with_a_fix(exc: BaseException):
     """Issue 18.3: the poll sat outside the error mapping; now every failure of a call is
     mapped (_run_build's ``api``), so each kind must come out as a diagnosis with a fix, and
-    one the retry machinery calls transient must come out retryable."""
-    from flows.core.retry import is_transient
+    one the retry machinery calls an infrastructure fault must come out retryable."""
+    from flows.core.retry import is_infrastructure_fault
 
     error = diagnose_api_error(type(exc).__name__, str(getattr(exc, "message", None) or exc),
                                "p", "us-east5")
     diagnosis = error.diagnosis
-    assert diagnosis.code.startswith("image/") and diagnosis.resolution
-    if is_transient(exc):
+    assert diagnosis.code.startswith("image/") and diagnosis.fix
+    if is_infrastructure_fault(exc):
         assert diagnosis.category == FailureCategory.INFRASTRUCTURE, diagnosis
 
 
 def test_a_build_unknown_to_the_region_names_the_api_and_the_region():
     error = diagnose_api_error("NotFound", "Requested entity was not found.", "p", "us-east5")
     assert error.code == "image/cloud-build-not-found"
-    assert "us-east5" in error.resolution and "cloudbuild.googleapis.com" in error.resolution
+    assert "us-east5" in error.fix and "cloudbuild.googleapis.com" in error.fix
 
 
 def test_the_check_steps_output_becomes_the_records_versions():

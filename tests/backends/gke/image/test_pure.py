@@ -87,9 +87,9 @@ INFRA, USER = FailureCategory.INFRASTRUCTURE, FailureCategory.USER_ERROR
 
 @pytest.mark.parametrize(("error", "category", "code"), [
     (DockerUnavailable("unix:///x.sock", "refused"), INFRA, "image/no-docker-daemon"),
-    (PushFailed("503 Service Unavailable", transient=True, attempts=5), INFRA, "image/push-failed"),
+    (PushFailed("503 Service Unavailable", infrastructure=True, attempts=5), INFRA, "image/push-failed"),
     (RegistryUnavailable("r:1", "connection refused", 5), INFRA, "image/registry-unavailable"),
-    (PushFailed("unauthorized: authentication required", transient=False, attempts=1), USER,
+    (PushFailed("unauthorized: authentication required", infrastructure=False, attempts=1), USER,
      "image/push-failed"),
     (BaseImageNotFound("b:1", "not in its registry"), USER, "image/base-not-found"),
     (ImageBuildFailed("step 5 failed", "tail", "patch 'x' expected 1 match(es)"), USER,
@@ -103,7 +103,7 @@ def test_image_errors_carry_their_diagnosis(error: ImageError, category: Failure
     diagnosis = error.diagnosis
     assert diagnosis.category is category and diagnosis.code == code == error.code
     assert diagnosis.retryable is (category is INFRA)
-    assert diagnosis.summary.startswith(f"{code}: ") and "\n" not in diagnosis.summary
-    assert diagnosis.detail == str(error) and diagnosis.resolution == error.resolution
+    assert code not in diagnosis.summary and "\n" not in diagnosis.summary  # a field, not text
+    assert diagnosis.detail == str(error) and diagnosis.fix == error.fix
     failed = StageFailed("image", diagnosis)
-    assert f"[{category}] {code}: " in str(failed)
+    assert f"[{category}] " in str(failed) and f"\n  code: {code}\n" in str(failed)

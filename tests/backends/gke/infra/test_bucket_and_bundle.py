@@ -15,8 +15,8 @@ from google.api_core import exceptions as gexc
 
 from flows.backends.gke.infra import bucket as gcs_bucket
 from flows.backends.gke.infra.bundle import BUNDLE_ENV, obtain_bundle, version_dir
-from flows.backends.gke.infra.errors import InfraFailed
 from flows.backends.gke.infra.settings import InfraSettings
+from flows.core.failures import StageFailed
 from tests.fakes.cloud import build_bundle
 from tests.support.gcs import gcs_client, gcs_server
 from tests.support.profiles import with_gke
@@ -36,7 +36,7 @@ def gcs_ensure(client: Any, settings: InfraSettings, number: str | None = "0"):
 
 def test_bucket_of_another_project_is_refused(gcs: Any, settings: InfraSettings) -> None:
     gcs.create_bucket("my-tpurl-bucket")
-    with pytest.raises(InfraFailed, match="belongs to another project"):
+    with pytest.raises(StageFailed, match="belongs to another project"):
         gcs_ensure(gcs, settings, number="987654321")
 
 
@@ -44,7 +44,7 @@ def test_bucket_in_another_location_is_refused(settings: InfraSettings) -> None:
     with gcs_server("US-CENTRAL1") as url:
         client = gcs_client(url)
         client.create_bucket("my-tpurl-bucket")
-        with pytest.raises(InfraFailed) as err:
+        with pytest.raises(StageFailed) as err:
             gcs_ensure(client, settings)
         assert "is in US-CENTRAL1, not us-east5" in str(err.value)
         assert "use a bucket in us-east5" in str(err.value)
@@ -56,7 +56,7 @@ class _Forbidden:
 
 
 def test_forbidden_bucket_is_a_clear_error(settings: InfraSettings) -> None:
-    with pytest.raises(InfraFailed) as err:
+    with pytest.raises(StageFailed) as err:
         gcs_ensure(_Forbidden(), settings)
     assert "may not read it (403)" in str(err.value) and "choose another gke.bucket" in str(err.value)
 
@@ -107,13 +107,13 @@ def test_bundle_is_downloaded_checksummed_and_cached(release_server, settings: I
     assert obtain_bundle(unreachable).sha256 == digest  # cached: no download needed
     cached = version_dir(s) / "gcluster_bundle_linux_amd64.tgz"
     cached.write_bytes(cached.read_bytes() + b"tampered")
-    with pytest.raises(InfraFailed, match="changed since it was first used"):
+    with pytest.raises(StageFailed, match="changed since it was first used"):
         obtain_bundle(s)
 
 
 def test_bundle_pinned_checksum_is_enforced(cloud, settings: InfraSettings) -> None:
     pinned = with_gke(settings, cluster_toolkit_sha256="0" * 64)
-    with pytest.raises(InfraFailed, match="does not match the pinned checksum"):
+    with pytest.raises(StageFailed, match="does not match the pinned checksum"):
         obtain_bundle(pinned)
 
 
@@ -121,7 +121,7 @@ def test_unreachable_release_gives_manual_instructions(settings: InfraSettings,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(BUNDLE_ENV, raising=False)
     s = settings.model_copy(update={"releases_url": "http://127.0.0.1:9"})
-    with pytest.raises(InfraFailed) as err:
+    with pytest.raises(StageFailed) as err:
         obtain_bundle(s)
     text = str(err.value)
     assert "cannot download Cluster Toolkit v1.103.0" in text

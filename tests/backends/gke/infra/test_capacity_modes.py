@@ -122,21 +122,21 @@ def test_deploy_passes_the_reservation_only_in_reservation_mode() -> None:
 
 def test_a_setting_edit_on_a_missing_module_fails_loudly() -> None:
     from flows.backends.gke.infra.blueprint import BlueprintEdit
-    from flows.backends.gke.infra.errors import InfraFailed
+    from flows.core.failures import StageFailed
 
     edit = BlueprintEdit("x", module="gke-tpu-v6e-pool", setting="kueue.nope.deeper", set=1)
-    with pytest.raises(InfraFailed, match=r"has no setting 'kueue\.nope\.deeper'"):
+    with pytest.raises(StageFailed, match=r"has no setting 'kueue\.nope\.deeper'"):
         edit_blueprint(BLUEPRINT_FIXTURE.read_text(), EditContext("project-storage-admin"),
                        [edit])
 
 
 def test_a_remove_of_a_missing_setting_is_an_error_naming_the_edit() -> None:
     from flows.backends.gke.infra.blueprint import BlueprintEdit
-    from flows.backends.gke.infra.errors import InfraFailed
+    from flows.core.failures import StageFailed
 
     edit = BlueprintEdit("capacity-not-static", module="gke-tpu-v6e-pool",
                          setting="static_node_count", remove=True)
-    with pytest.raises(InfraFailed, match=r"edit capacity-not-static removes "
+    with pytest.raises(StageFailed, match=r"edit capacity-not-static removes "
                        r"gke-tpu-v6e-pool\.static_node_count, which the blueprint does not have"):
         edit_blueprint(BLUEPRINT_FIXTURE.read_text(), EditContext("project-storage-admin"),
                        [edit])
@@ -144,10 +144,10 @@ def test_a_remove_of_a_missing_setting_is_an_error_naming_the_edit() -> None:
 
 def test_a_replace_that_finds_nothing_is_an_error_naming_the_edit() -> None:
     from flows.backends.gke.infra.blueprint import BlueprintEdit
-    from flows.backends.gke.infra.errors import InfraFailed
+    from flows.core.failures import StageFailed
 
     edit = BlueprintEdit("sa-edit", module="node_pool_service_account", setting="project_roles",
                          add="storage.admin", replaces="storage.legacyReader")
-    with pytest.raises(InfraFailed, match=r"edit sa-edit replaces 'storage\.legacyReader'"):
+    with pytest.raises(StageFailed, match=r"edit sa-edit replaces 'storage\.legacyReader'"):
         edit_blueprint(BLUEPRINT_FIXTURE.read_text(), EditContext("project-storage-admin"),
                        [edit])

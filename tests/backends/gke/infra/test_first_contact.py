@@ -179,7 +179,7 @@ def test_the_image_stage_creates_the_repository_once(cloud: Cloud) -> None:
     cloud.apis.permissions.discard("artifactregistry.repositories.create")
     with pytest.raises(RepositoryUnavailable) as err:
         ensure_repository(cloud.apis, repo, lines.append)
-    assert "roles/artifactregistry.admin" in err.value.diagnosis.resolution
+    assert "roles/artifactregistry.admin" in err.value.diagnosis.fix
 
 
 # --- item 4: operator permissions ---------------------------------------------------------

@@ -17,10 +17,10 @@ import pytest
 from flows.backends.gke.infra import blueprint, cluster
 from flows.backends.gke.infra.blueprint import edit_blueprint, edit_context, load_edits
 from flows.backends.gke.infra.commands import blueprint_vars
-from flows.backends.gke.infra.errors import InfraFailed
 from flows.backends.gke.infra.pool_shape import pool_shape_problems
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import settings_from_profile
+from flows.core.failures import StageFailed
 from tests.fakes.cloud import BLUEPRINT_FIXTURE, Cloud
 from tests.support.logs import Log
 from tests.support.profiles import capacity_profile as mode_profile
@@ -87,11 +87,11 @@ def test_a_wrong_blueprint_is_refused_before_gcluster_runs(tmp_path: Path, cloud
                                                            ) -> None:
     edits = [e for e in load_edits() if e.id != "capacity-not-static"]
     monkeypatch.setattr(blueprint, "load_edits", lambda: edits)
-    with pytest.raises(InfraFailed) as err:
+    with pytest.raises(StageFailed) as err:
         provision(_on_demand(tmp_path), cloud.apis, gcs, Log())
     assert "nothing was deployed" in str(err.value)
     assert "gke-tpu-v6e-pool.static_node_count" in err.value.diagnosis.detail
-    assert "edit capacity-not-static" in err.value.diagnosis.resolution
+    assert "edit capacity-not-static" in err.value.diagnosis.fix
     assert [c for c in cloud.calls("gcluster") if c[0] == "deploy"] == []
     assert "tpurl-v6e" not in cloud.state()["clusters"]
 
@@ -103,13 +103,13 @@ def test_a_static_pool_after_deploy_fails_with_its_price_and_removal(
     edits = [e for e in load_edits() if e.id != "capacity-not-static"]
     monkeypatch.setattr(blueprint, "load_edits", lambda: edits)
     monkeypatch.setattr(cluster, "refuse_wrong_pool_shape", lambda s, text: None)
-    with pytest.raises(InfraFailed) as err:
+    with pytest.raises(StageFailed) as err:
         provision(_on_demand(tmp_path), cloud.apis, gcs, Log())
     assert "does not scale from zero" in err.value.diagnosis.detail
     assert ("pool gke-tpu-v6e-pool-0 bills 8 nodes x 4 chips = 32 chips at $2.70/chip-h = "
             "$86.40/h") in err.value.diagnosis.detail
     assert ("gcloud container node-pools delete gke-tpu-v6e-pool-0 --cluster=tpurl-v6e "
-            "--location=us-east5 --project=my-proj-123 --quiet") in err.value.diagnosis.resolution
+            "--location=us-east5 --project=my-proj-123 --quiet") in err.value.diagnosis.fix
 
 
 @pytest.mark.parametrize(("dropped", "setting"), [

@@ -10,10 +10,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from flows.backends.gke.infra.blueprint import find_module
-from flows.backends.gke.infra.errors import InfraFailed
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import InfraSettings
-from flows.core.failures import FailureCategory
+from flows.core.failures import FailureCategory, StageFailed
 from tests.fakes.cloud import Cloud
 from tests.support.logs import Log
 from tests.support.profiles import with_gke
@@ -68,7 +67,7 @@ def test_first_run_runs_the_tutorial_then_a_second_run_runs_nothing(
 def test_deploy_fails_half_way_then_the_retry_continues_the_same_state(
         settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
     cloud.cue("gcluster deploy", "fail-halfway")
-    with pytest.raises(InfraFailed) as err:
+    with pytest.raises(StageFailed) as err:
         _provision(settings, cloud, gcs)
     assert err.value.diagnosis.category == FailureCategory.INFRASTRUCTURE  # Prefect retries it
     assert "timeout while waiting for state" in str(err.value)
@@ -85,7 +84,7 @@ def test_deploy_fails_half_way_then_the_retry_continues_the_same_state(
 def test_quota_failure_in_terraform_is_a_user_error(settings: InfraSettings, cloud: Cloud,
                                                     gcs: Any) -> None:
     cloud.cue("gcluster deploy", "fail-quota")
-    with pytest.raises(InfraFailed) as err:
+    with pytest.raises(StageFailed) as err:
         _provision(settings, cloud, gcs)
     assert err.value.diagnosis.category == FailureCategory.USER_ERROR
 
@@ -93,7 +92,7 @@ def test_quota_failure_in_terraform_is_a_user_error(settings: InfraSettings, clo
 def test_failed_preflight_creates_nothing(settings: InfraSettings, cloud: Cloud,
                                           gcs: Any) -> None:
     cloud.apis.reservation = None
-    with pytest.raises(InfraFailed) as err:
+    with pytest.raises(StageFailed) as err:
         _provision(settings, cloud, gcs)
     assert "pre-flight checks failed; nothing was created" in str(err.value)
     assert "gcloud compute reservations list" in str(err.value)
@@ -132,6 +131,6 @@ def test_a_foreign_cluster_that_differs_is_not_deployed_over(settings: InfraSett
     state.setdefault("bucket_policies", {})
     state["clusters"]["tpurl-v6e"] = {"name": "tpurl-v6e", "status": "RUNNING", "nodePools": []}
     (cloud.home / "state.json").write_text(__import__("json").dumps(state))
-    with pytest.raises(InfraFailed, match="no deployment folder was found"):
+    with pytest.raises(StageFailed, match="no deployment folder was found"):
         _provision(settings, cloud, gcs)
     assert cloud.calls("gcluster") == []

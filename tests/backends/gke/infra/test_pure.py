@@ -8,10 +8,10 @@ from ruamel.yaml import YAML
 from flows.backends.gke.infra.blueprint import BlueprintEdit, edit_blueprint, find_module, load_edits
 from flows.backends.gke.infra.cluster import pool_mismatches
 from flows.backends.gke.infra.commands import deploy_argv, destroy_argv, get_credentials_argv
-from flows.backends.gke.infra.errors import InfraFailed
 from flows.backends.gke.infra.iam import desired_bindings, missing_bindings, missing_registries
 from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
 from flows.config import ProfileError, load_profile
+from flows.core.failures import StageFailed
 from tests.fakes.cloud import BLUEPRINT_FIXTURE
 from tests.support.profiles import INFRA_OVERRIDES, infra_profile, with_gke
 
@@ -56,7 +56,7 @@ def test_blueprint_edit_is_skipped_in_bucket_scoped_mode() -> None:
 def test_blueprint_edit_fails_when_the_module_is_gone() -> None:
     text = BLUEPRINT_FIXTURE.read_text().replace("id: node_pool_service_account",
                                                  "id: np_sa_renamed")
-    with pytest.raises(InfraFailed) as err:
+    with pytest.raises(StageFailed) as err:
         edit_blueprint(text, "project-storage-admin")
     message = str(err.value)
     assert "module 'node_pool_service_account' not found" in message
@@ -65,9 +65,9 @@ def test_blueprint_edit_fails_when_the_module_is_gone() -> None:
 
 def test_blueprint_edit_fails_when_the_setting_is_gone() -> None:
     edit = BlueprintEdit("x", "node_pool_service_account", "roles", "storage.admin", None, ())
-    with pytest.raises(InfraFailed, match="no list setting 'roles'"):
+    with pytest.raises(StageFailed, match="no list setting 'roles'"):
         edit_blueprint(BLUEPRINT_FIXTURE.read_text(), "project-storage-admin", [edit])
-    with pytest.raises(InfraFailed, match="no deployment_groups"):
+    with pytest.raises(StageFailed, match="no deployment_groups"):
         edit_blueprint("vars: {}\n", "project-storage-admin")
 
 

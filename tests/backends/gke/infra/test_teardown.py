@@ -11,9 +11,9 @@ import pytest
 
 from flows.backends.gke.infra import clients
 from flows.backends.gke.infra.destroy import confirmation_problem, teardown
-from flows.backends.gke.infra.errors import InfraFailed
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import InfraSettings
+from flows.core.failures import StageFailed
 from tests.fakes.cloud import Cloud
 from tests.support.logs import Log
 from tests.support.profiles import INFRA_OVERRIDES
@@ -31,7 +31,7 @@ def test_bucket_is_never_deleted_without_the_typed_confirmation(
         gcs: Any) -> None:
     _deployed(settings, cloud, gcs)
     before = len(cloud.calls("gcluster"))
-    with pytest.raises(InfraFailed) as err:
+    with pytest.raises(StageFailed) as err:
         teardown(settings, cloud.apis, gcs, Log(), delete_bucket=delete, confirm_bucket=confirm)
     assert "nothing was removed" in str(err.value)
     assert "--delete-bucket --confirm-bucket my-tpurl-bucket" in str(err.value)
@@ -65,7 +65,7 @@ def test_failed_destroy_keeps_the_bucket_even_when_confirmed(
         settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
     _deployed(settings, cloud, gcs)
     cloud.cue("gcluster destroy", "fail-not-empty")
-    with pytest.raises(InfraFailed) as err:
+    with pytest.raises(StageFailed) as err:
         teardown(settings, cloud.apis, gcs, Log(), delete_bucket=True,
                  confirm_bucket="my-tpurl-bucket")
     assert "the bucket was not touched" in str(err.value)

@@ -201,7 +201,7 @@ def test_a_workload_kueue_cannot_admit_fails_at_once(server: FakeApiServer, tmp_
     assert isinstance(outcome, StageFailed)
     d = outcome.diagnosis
     assert d.category is FailureCategory.USER_ERROR and d.code == "kueue/unschedulable"
-    assert names in d.summary and names in d.resolution
+    assert names in d.summary and names in d.fix
     assert time.monotonic() - began < 10
     assert no_jobsets_left(kube)
 

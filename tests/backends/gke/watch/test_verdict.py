@@ -65,7 +65,7 @@ UNAUTHORIZED = ('failed to pull and unpack image "r/img:1": failed to resolve re
                 'from GET request to https://r/v2/token: 401 Unauthorized')
 FORBIDDEN = ('failed to pull and unpack image "r/img:1": failed to copy: httpReadSeeker: '
              'failed open: unexpected status code https://r/v2/img/manifests/1: 403 Forbidden')
-TRANSIENT_PULL = ('failed to pull and unpack image "r/img:1": failed to copy: read tcp: '
+INFRASTRUCTURE_PULL = ('failed to pull and unpack image "r/img:1": failed to copy: read tcp: '
                   'connection reset by peer')
 
 
@@ -96,8 +96,8 @@ CASES: list[tuple[str, dict, dict | None, list, list[str], Phase, FailureCategor
     ("image pull back-off within the grace period", jobset(), ADMITTED,
      [pod(containers=[waiting("workload-container", "ImagePullBackOff")])], [], Phase.RUNNING,
      None),
-    ("transient pull error beyond the grace period", jobset(), ADMITTED,
-     [pod(containers=[waiting("workload-container", "ErrImagePull", TRANSIENT_PULL)],
+    ("infrastructure pull error beyond the grace period", jobset(), ADMITTED,
+     [pod(containers=[waiting("workload-container", "ErrImagePull", INFRASTRUCTURE_PULL)],
           startTime=LONG_AGO)], [], Phase.FAILED, FailureCategory.INFRASTRUCTURE),
     ("image not found on a sidecar", jobset(), ADMITTED,
      [pod(init=[waiting("pathways-proxy", "ErrImagePull", NOT_FOUND)])], [], Phase.FAILED,
@@ -137,7 +137,7 @@ CASES: list[tuple[str, dict, dict | None, list, list[str], Phase, FailureCategor
     ("exit with traceback", jobset(cond("Failed", reason="PodFailurePolicy")), ADMITTED,
      [pod(containers=[terminated("workload-container", 1)])], TRACEBACK, Phase.FAILED,
      FailureCategory.USER_ERROR),
-    ("exit with transient error", jobset(), ADMITTED,
+    ("exit with an infrastructure error", jobset(), ADMITTED,
      [pod(containers=[terminated("workload-container", 1)])],
      ["Traceback (most recent call last):", "  x",
       "google.api_core.exceptions.ServiceUnavailable: 503 GCS"], Phase.FAILED,
@@ -163,7 +163,7 @@ def test_diagnose(label, js, wl, pods, tail, phase, category):
     assert verdict.phase == phase, verdict
     assert (verdict.diagnosis.category if verdict.diagnosis else None) == category, verdict
     if verdict.diagnosis:
-        assert verdict.diagnosis.summary and verdict.diagnosis.resolution
+        assert verdict.diagnosis.summary and verdict.diagnosis.fix
 
 
 def test_user_error_names_the_exception():
@@ -188,7 +188,7 @@ def test_remembered_pull_cause_decides_the_back_off():
         "workload-container", "ImagePullBackOff", 'Back-off pulling image "r/img:1"')])], [],
         now=NOW, queue_budget_s=3600, pull_errors={f"{name}/workload-container": NOT_FOUND})
     assert verdict.diagnosis is not None and verdict.diagnosis.code == "image/not-found"
-    assert not verdict.diagnosis.retryable and "image stage" in verdict.diagnosis.resolution
+    assert not verdict.diagnosis.retryable and "image stage" in verdict.diagnosis.fix
 
 
 def test_unschedulable_names_queue_resource_and_fix():
@@ -197,7 +197,7 @@ def test_unschedulable_names_queue_resource_and_fix():
         [], [], now=NOW, queue_budget_s=3600)
     d = verdict.diagnosis
     assert d is not None and d.code == "kueue/unschedulable"
-    assert "tpu-lq" in d.summary and "cpu" in d.summary and "coveredResources" in d.resolution
+    assert "tpu-lq" in d.summary and "cpu" in d.summary and "coveredResources" in d.fix
 
 
 def test_status_line_matches_the_phase():
@@ -257,7 +257,7 @@ def test_a_pod_evicted_for_its_disk_is_the_storage_error_naming_the_field(messag
     d = verdict.diagnosis
     assert verdict.phase == Phase.FAILED and d is not None, verdict
     assert d.category is FailureCategory.USER_ERROR and d.code == "storage/ephemeral-storage"
-    assert d.summary.endswith(f"was evicted for disk: {outgrew}") and field in d.resolution
+    assert d.summary.endswith(f"was evicted for disk: {outgrew}") and field in d.fix
 
 
 def test_a_node_filled_by_someone_else_is_a_disruption_not_a_sizing_error():
