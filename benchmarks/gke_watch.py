@@ -146,8 +146,8 @@ def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
     import dataclasses
 
     from flows.backends.gke.backend import GkeBackend
+    from flows.backends.gke.watch.budgets import Budgets
     from flows.backends.gke.watch.client import cluster_at
-    from flows.backends.gke.watch.monitor import Budgets
     from flows.config import load_profile
     from flows.core.failures import StageFailed
     from flows.core.layout import Layout

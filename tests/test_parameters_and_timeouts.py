@@ -7,7 +7,7 @@ import pytest
 from prefect.utilities.callables import parameter_schema
 
 from flows.announcements.dispatch import dispatch_announcement
-from flows.backends.gke.watch.monitor import budgets_for
+from flows.backends.gke.watch.budgets import budgets_for
 from flows.config import load_profile, profile_names
 from flows.pipeline import rl_post_training
 from flows.stages import STAGE_BY_NAME

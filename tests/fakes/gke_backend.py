@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from flows.backends.gke.backend import GkeBackend
+from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.client import cluster_at
-from flows.backends.gke.watch.monitor import Budgets
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
 from flows.core.failures import StageFailed

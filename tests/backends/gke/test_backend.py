@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from flows.backends.gke.watch.monitor import Budgets
+from flows.backends.gke.watch.budgets import Budgets
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.programs import convert_workload, train_workload
