@@ -100,3 +100,23 @@ def test_regex_replacement_is_taken_literally():
                              r"optax.adafactor(learning_rate=lr)\1", 1, "why")
     assert apply_to_text("o = optax.adamw(lr, b1=0.9)", patch) == \
         r"o = optax.adafactor(learning_rate=lr)\1"
+
+
+def test_the_image_build_runs_the_patch_tool_without_the_flows_package(tmp_path: Path) -> None:
+    """The image's build context holds patching.py and apply_patches.py alone
+    (flows/backends/gke/image/context.py SOURCES): the pair must import and apply there,
+    where `flows` does not exist."""
+    from flows.backends.gke.image.context import SOURCES
+
+    for name in ("patching.py", "apply_patches.py", "check_patches.py"):
+        (tmp_path / name).write_bytes(SOURCES[name].read_bytes())
+    target = tmp_path / "site" / "pkg.py"
+    target.parent.mkdir()
+    target.write_text("before\n")
+    probe = ("import sys; sys.modules['flows'] = None; sys.path.insert(0, sys.argv[1]); "
+             "import patching; import apply_patches; import check_patches; "
+             "from pathlib import Path; patching.write_text(Path(sys.argv[2]), 'after\\n', 'x')")
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path), str(target)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert target.read_text() == "after\n"
