@@ -54,7 +54,11 @@ def skipped_state(output: StageOutput) -> StageOutput | State:
 
 
 def _name_skipped() -> None:
-    """Best-effort (a label never fails a stage): PATCH /task_runs/{id} with the new name."""
+    """Best-effort (a label never fails a stage). The engine's own task run object is
+    renamed first: its final state event carries that object, and the server's task-run
+    recorder upserts the name from the newest event (prefect 3.9.1
+    server/services/task_run_recorder.py), which also covers a task run the recorder has
+    not created yet (a PATCH is then a 404). The PATCH shows the name at once."""
     from prefect.client.orchestration import get_client
     from prefect.context import TaskRunContext
 
@@ -62,12 +66,15 @@ def _name_skipped() -> None:
     if ctx is None or ctx.task_run.name.endswith(SKIPPED_SUFFIX):
         return
     name = f"{ctx.task.name}{SKIPPED_SUFFIX}"
+    ctx.task_run.name = name
     try:
         with get_client(sync_client=True) as client:
             client.set_task_run_name(ctx.task_run.id, name)
-        ctx.task_run.name = name
     except Exception as exc:
-        log.warning("the skipped task run was not renamed: %s", exc)
+        if getattr(getattr(exc, "response", None), "status_code", None) == 404:
+            return  # not recorded yet: the final state event brings the name
+        log.warning("the skipped task run was not renamed yet (its final state event "
+                    "carries the name): %s", exc)
 
 
 def console_url(uri: str) -> str | None:
