@@ -26,6 +26,7 @@ def _own_prefect_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each `tpurl` here gets a PREFECT_HOME of its test: its private API's database is never
     shared with another run on the machine."""
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "tpurl-cache"))
 
 
 def _tpurl(*args: str, answer: str | None = None, timeout: float = 600
@@ -66,18 +67,22 @@ def test_no_terminal_and_no_yes_is_refused_after_the_preview():
 
 
 @pytest.mark.parametrize("answer", ["", "yes", "tpurl-v6"])
-def test_anything_but_the_cluster_name_cancels(answer: str):
+def test_anything_but_the_cluster_name_cancels(answer: str, tmp_path: Path):
     done = _tpurl(answer=answer)
     assert done.returncode == 1 and "teardown cancelled; nothing was touched" in done.stderr
-    assert "Starting temporary server" not in done.stdout + done.stderr
+    # refused before any API server started (tpurl's own logs its output in the cache)
+    assert not list((tmp_path / "tpurl-cache" / "logs").glob("api-server-*.log"))
 
 
-def test_the_cluster_name_goes_ahead_on_the_private_api():
+def test_the_cluster_name_goes_ahead_on_the_private_api(tmp_path: Path):
     done = _tpurl("--delete-bucket", "--confirm-bucket", "my-tpurl-bucket",
                   answer="tpurl-v6e")
     out = done.stdout + done.stderr
     assert "cannot be undone" in done.stdout
-    assert "Starting temporary server" in out  # tpurl's own server (flows/interrupts.py)
+    # tpurl's own server (flows/api_server.py), whose output goes to its log, not Prefect's
+    # stock temporary server (which announces itself on the terminal)
+    assert list((tmp_path / "tpurl-cache" / "logs").glob("api-server-*.log")), out
+    assert "Starting temporary server" not in out
     assert done.returncode == 1 and "teardown failed: [user-error]" in done.stderr
     # diagnosed (no credentials here): said once, Prefect's traceback only in the log file
     assert "Traceback" not in out and out.count("no Google credentials") == 1
