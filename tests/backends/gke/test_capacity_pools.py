@@ -93,9 +93,14 @@ def test_a_failed_run_leaves_no_tpu_node_behind(server, tmp_path: Path) -> None:
         scenario(server.kube, [(0.05, admit), (0.05, start),
                                (0.05, say("Traceback (most recent call last):",
                                           "ValueError: bad reward")), (0.1, exit_with(1))])
-        outcome, *_ = run_stage(server, "train", tmp_path, profile=mode_profile("spot"))
+        # the queue budget only bounds a wait for admission, which the script grants at once;
+        # generous, so a loaded CI machine (it once saw the 30 s default pass) cannot turn
+        # this into a queue timeout
+        budgets = dataclasses.replace(BUDGETS, queue_s=300.0)
+        outcome, *_ = run_stage(server, "train", tmp_path, budgets,
+                                profile=mode_profile("spot"))
         assert isinstance(outcome, StageFailed)
-        assert outcome.diagnosis.category is FailureCategory.USER_ERROR
+        assert outcome.diagnosis.category is FailureCategory.USER_ERROR, outcome.diagnosis
         assert scaler.peak_nodes == 8 and until(lambda: not scaler.nodes)
     finally:
         scaler.stop()
