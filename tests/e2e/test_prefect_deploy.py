@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
+from flows.config import load_profile
+from flows.stages import stages_for
 from tests.support.flow_image import debian_base_image, deploy_env
 from tests.support.prefect_server import PREFECT, PrefectServer, wait_until
 
@@ -164,7 +166,7 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
                       else None, 1800, "the retraining run")
         assert final == "COMPLETED", state(first["id"])
         follow_final = wait_until(lambda: state(follow["id"])["type"] if state(follow["id"])[
-            "type"] in FINAL else None, 600, "the follow-up run")
+            "type"] in FINAL else None, 1800, "the follow-up run")  # trains and evaluates
         assert follow_final == "COMPLETED", state(follow["id"])
     finally:
         worker.terminate()
@@ -237,7 +239,9 @@ def _check_run_page(server: PrefectServer, run_id: str) -> None:
     assert wanted <= keys, keys
     stages = next(a for a in artifacts if a["key"] == "tpurl-rehearsal-stages")
     table = stages["data"] if isinstance(stages["data"], list) else json.loads(stages["data"])
-    assert [row["stage"] for row in table] == ["image", "infra", "convert", "train", "export"]
+    # every stage the profile runs (the rehearsal's evaluates after export)
+    assert [row["stage"] for row in table] == [
+        stage.name for stage in stages_for(load_profile("rehearsal"))], table
     assert any(a["type"] == "progress" for a in artifacts)
     def event_names() -> set[str]:  # events reach the API asynchronously
         found = server.api("POST", "/events/filter", json={"limit": 50, "filter": {
