@@ -29,7 +29,7 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
     issues += maxtext_issues(profile)
     issues += data_issues(profile)
     issues += _patch_issues(profile, set(known_patches))
-    issues += spend_issues(profile.gke)
+    issues += spend_issues(profile)
     issues += evaluation_issues(profile)
     return issues
 

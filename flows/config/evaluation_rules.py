@@ -5,10 +5,12 @@ from __future__ import annotations
 from flows.common.issues import Issue
 from flows.config.profile import Profile
 
+REMOTE_SCHEMES = ("gs://", "hf://")  # what MaxText's get_dataset reads from inside a pod
+
 
 def evaluation_issues(profile: Profile) -> list[Issue]:
-    """Cross-field rules: promotion needs scores; a declared set is not the training set;
-    evaluation runs where its program is (the rehearsal so far)."""
+    """Cross-field rules: promotion needs scores; a declared set is not the training set and,
+    on GKE, is where the evaluation pod can read it."""
     issues: list[Issue] = []
     if profile.promotion is not None and profile.eval is None:
         issues.append(Issue("promotion", "is set but there is no eval section, so nothing "
@@ -20,9 +22,10 @@ def evaluation_issues(profile: Profile) -> list[Issue]:
         issues.append(Issue("eval.files", "names the training files: a model scored on rows "
                             "it trained on says nothing", "give a held-out file, or remove "
                             "eval.files to use the dataset's test split", "config/eval-overlap"))
-    if profile.backend != "local":
-        issues.append(Issue("eval", "the evaluation program runs only in the rehearsal so far "
-                            "(its GKE JobSet and image layer are not built: NOTES.md, issue 24)",
-                            "remove the eval and promotion sections from this profile",
-                            "config/eval-unsupported"))
+    files = profile.eval.files
+    if profile.backend == "gke" and files and not files.startswith(REMOTE_SCHEMES):
+        issues.append(Issue("eval.files", f"{files!r} is not a bucket or hub URI: the "
+                            "evaluation runs in a pod on the cluster, which cannot read a path "
+                            "of this machine", "upload the parquet files and give their "
+                            "gs://BUCKET/... URI (or hf://datasets/...)", "config/eval-files"))
     return issues

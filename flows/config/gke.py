@@ -210,7 +210,8 @@ class GkeCapacity(StrictModel):
     max_run_hours: float | None = Field(None, gt=0)  # flex-start only: the node's lifetime
     prices: dict[CapacityMode, ModePrice] = Field(
         default_factory=lambda: dict(V6E_DEFAULT_PRICES))
-    estimated_hours: dict[Literal["convert", "train", "export"], float] = Field(
+    # evaluate: unset derives it from train's (flows/config/eval_hours.py)
+    estimated_hours: dict[Literal["convert", "train", "export", "evaluate"], float] = Field(
         default_factory=lambda: {"convert": 0.5, "train": 4.0, "export": 0.5})
 
     @field_validator("machine_type")

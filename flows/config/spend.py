@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.common.issues import Issue
+from flows.config.eval_hours import stage_hours, tpu_stages
 
 if TYPE_CHECKING:
     from flows.config.gke import GkeSection
+    from flows.config.profile import Profile
 
-SpendStage = Literal["convert", "train", "export"]
-SPEND_STAGES: tuple[SpendStage, ...] = ("convert", "train", "export")
+SpendStage = Literal["convert", "train", "export", "evaluate"]
+# the stages that hold the slice whatever the capacity mode: their programs run on the TPUs
+ON_SLICE = frozenset({"train", "evaluate"})
 
 
 class GkeSpend(BaseModel):
@@ -40,26 +43,29 @@ def stage_chips_held(gke: GkeSection, stage: str) -> int:
     that scales from zero only what the stage's own jobs bring up (none for CPU-pool work)."""
     if not gke.scales_from_zero:
         return gke.total_chips
-    on_tpu = stage == "train" or gke.conversion_placement == "tpu-hosts"
+    on_tpu = stage in ON_SLICE or gke.conversion_placement == "tpu-hosts"
     return gke.total_chips if on_tpu else 0
 
 
-def estimated_stage_usd(gke: GkeSection, stage: str) -> float:
-    hours = float(gke.estimated_hours.get(stage, 0.0))  # type: ignore[call-overload]
-    return hours * stage_chips_held(gke, stage) * gke.usd_per_chip_hour
+def estimated_stage_usd(profile: Profile, stage: str) -> float:
+    gke = profile.gke
+    assert gke is not None
+    return stage_hours(profile, stage) * stage_chips_held(gke, stage) * gke.usd_per_chip_hour
 
 
-def estimated_run_usd(gke: GkeSection) -> float:
-    return sum(estimated_stage_usd(gke, stage) for stage in SPEND_STAGES)
+def estimated_run_usd(profile: Profile) -> float:
+    """Every stage that holds TPU time in this profile (evaluate too, when it runs)."""
+    return sum(estimated_stage_usd(profile, stage) for stage in tpu_stages(profile))
 
 
-def spend_issues(gke: GkeSection | None) -> list[Issue]:
+def spend_issues(profile: Profile) -> list[Issue]:
     """A cap below the estimate it guards, or a stage cap above the run's: refused, with the
     figures and both ways out (raise the cap, or fix the estimate)."""
+    gke = profile.gke
     if gke is None:
         return []
     issues = []
-    run_cap, estimate = gke.max_usd_per_run, estimated_run_usd(gke)
+    run_cap, estimate = gke.max_usd_per_run, estimated_run_usd(profile)
     if run_cap is not None and run_cap < estimate:
         issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is below the plan's "
                             f"estimate of ${estimate:,.2f} (capacity {gke.capacity}, "
@@ -68,7 +74,12 @@ def spend_issues(gke: GkeSection | None) -> list[Issue]:
                             f"set gke.max_usd_per_run to at least {estimate:.2f}, or lower "
                             "gke.estimated_hours if the estimate is wrong", "config/spend-cap"))
     for stage, cap in gke.max_usd_per_stage.items():
-        stage_estimate = estimated_stage_usd(gke, stage)
+        if stage not in tpu_stages(profile):
+            issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"caps {stage}, which this "
+                                "profile does not run (it has no eval section)",
+                                "remove the key, or add the eval section", "config/spend-cap"))
+            continue
+        stage_estimate = estimated_stage_usd(profile, stage)
         if cap <= 0:
             issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"{cap:g} is not positive",
                                 "give a cap in USD above 0, or remove the key",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from flows.core.storage import Storage
-from flows.core.workload import Placement, Workload
+from flows.core.workload import Placement, ProgramFile, Workload
 
 if TYPE_CHECKING:
     from flows.common.issues import Issue
@@ -130,6 +130,7 @@ class ProgramSetup:
     preamble: tuple[str, ...] = ()  # shell lines the image runs before argv
     notes: tuple[str, ...] = ()  # what a user must know about this program here (a stand-in)
     checks: tuple[Workload, ...] = ()  # run after the program; ``accept`` reads their verdicts
+    files: tuple[ProgramFile, ...] = ()  # programs of ours it runs that the image lacks
 
 
 class ProgramRuntime(Protocol):

@@ -29,8 +29,11 @@ from flows.core.lineage import config_key
 from flows.core.manifest import LOGS_DIR
 from flows.core.programs import train_entry, train_workload
 from flows.core.storage import join, program_path
-from flows.core.workload import Workload
+from flows.core.workload import ProgramFile, Workload
 
+# The evaluation program serves both backends: the rehearsal runs it from the repository,
+# GKE ships it to the pod beside the post-training image (ProgramFile; a ConfigMap there).
+# It stays beside train_rl_cpu.py, whose CPU rollout it installs with --cpu-rollout.
 EVAL_PROGRAM = REHEARSAL_DIR / "evaluate_rl.py"
 SCORES_FILE = "scores.json"
 Which = Literal["base", "trained"]
@@ -52,9 +55,15 @@ OVERRIDDEN = frozenset({"run_name", "base_output_directory", "load_parameters_pa
                         "eval_interval"})
 
 
+def eval_program_file() -> ProgramFile:
+    """The evaluation program as a file a workload ships (named by its content)."""
+    return ProgramFile(name=EVAL_PROGRAM.name, source=str(EVAL_PROGRAM.relative_to(REPO_ROOT)),
+                       digest=file_digest(EVAL_PROGRAM))
+
+
 @runtime_checkable
 class EvalRuntime(Protocol):
-    """A ProgramRuntime that can run the evaluation program (the rehearsal's so far)."""
+    """A ProgramRuntime that can run the evaluation program (both shipped backends)."""
 
     def eval_entry(self, scores_path: str, eval_args: list[str]) -> list[str]:
         """argv up to the training arguments: the program, where it writes, the eval set."""
@@ -124,4 +133,16 @@ def evaluate_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime,
             *([f"eval_batch_size={ev.batch_size}"] if ev.batch_size else [])]
     return Workload(name=f"evaluate-{which}", image=train.image, argv=tuple(argv),
                     placement=train.placement, env=train.env, secret_env=train.secret_env,
-                    outputs=(out,), preamble=train.preamble)
+                    outputs=(out,), preamble=train.preamble,
+                    files=runtime.setup("evaluate").files)
+
+
+def planned_eval_workloads(profile: Profile, layout: Layout, runtime: ProgramRuntime,
+                           step: int) -> dict[str, Workload]:
+    """The evaluate stage's two workloads by name (none without eval, or on a backend that
+    cannot run the program)."""
+    if profile.eval is None or not isinstance(runtime, EvalRuntime):
+        return {}
+    base = evaluate_workload(profile, layout, runtime, "base", layout.converted_checkpoint)
+    trained = evaluate_workload(profile, layout, runtime, "trained", layout.actor_params(step))
+    return {base.name: base, trained.name: trained}

@@ -88,10 +88,15 @@ def export_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime, s
 
 
 def planned_workloads(profile: Profile, runtime: ProgramRuntime) -> dict[str, Workload]:
-    """The main workload of each program stage as a plan shows it: the image by its content
-    tag and, for export, the last configured step (at run time: the newest checkpoint)."""
+    """Every workload the program stages submit, by job (the stage, or for evaluate the
+    workload), as a plan shows it: the image by its content tag and, for export and the
+    trained model's evaluation, the last configured step (at run time: the newest
+    checkpoint)."""
+    from flows.core.eval_programs import planned_eval_workloads  # it builds on this module
+
     layout = Layout(profile)
     step = int(profile.train.args.get("num_batches", 0))
     return {"convert": convert_workload(profile, layout, runtime),
             "train": train_workload(profile, layout, runtime),
-            "export": export_workload(profile, layout, runtime, step)}
+            "export": export_workload(profile, layout, runtime, step),
+            **planned_eval_workloads(profile, layout, runtime, step)}

@@ -26,6 +26,19 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class ProgramFile:
+    """A program of ours that a workload runs beside the image's (the evaluation program):
+    shipped with the workload rather than baked into the image, so changing it changes
+    neither the image's digest nor the keys of the stages that ran in that image.
+    ``name`` is the file name the program is found under; ``source`` the repository file it
+    is read from; ``digest`` its content's sha256, which names what the backend ships."""
+
+    name: str
+    source: str  # repository-relative path
+    digest: str
+
+
+@dataclass(frozen=True)
 class Workload:
     name: str
     image: str
@@ -37,6 +50,7 @@ class Workload:
     progress_regex: str | None = None  # a group named "step" drives the progress display
     total_steps: int | None = None
     preamble: tuple[str, ...] = field(default=())  # shell lines the image runs before argv
+    files: tuple[ProgramFile, ...] = ()  # programs shipped beside the image (GKE: a ConfigMap)
 
     def command_line(self) -> str:
         """The argv as one shell-quoted line, for plans and logs (never holds a secret)."""

@@ -29,16 +29,19 @@ LOCAL_PROGRAMS = 4  # the most programs one rehearsal stage runs in sequence
 # Building the image (Cloud Build / docker) and `gcluster deploy` have no profile budget;
 # the longest the tutorial reports for either is well under this.
 UNBUDGETED_GKE_S = 4 * 3600.0
+# JobSets a GKE stage runs one after the other (evaluate: the base's, then the trained's)
+GKE_JOBS = {"convert": 1, "train": 1, "export": 1, "evaluate": 2}
 
 
 def stage_timeout_s(profile: Profile, stage: str) -> float:
     if profile.gke is None:
         assert profile.local is not None
         return LOCAL_PROGRAMS * profile.local.step_timeout_s + SLACK_S
-    if stage not in ("convert", "train", "export"):
+    if stage not in GKE_JOBS:
         return UNBUDGETED_GKE_S
     budgets = budgets_for(profile, stage)
-    return (budgets.queue_s + budgets.run_s) * (budgets.preemptions + 1) + SLACK_S
+    per_job = (budgets.queue_s + budgets.run_s) * (budgets.preemptions + 1)
+    return GKE_JOBS[stage] * per_job + SLACK_S
 
 
 

@@ -24,7 +24,10 @@ parquet set, read like ``prepare_datasets``'s non-split branch (``get_dataset``,
 ``process_data``, the same long-prompt filter and slice).
 
 ``--cpu-rollout`` installs the rehearsal's stand-in for the vLLM rollout
-(train_rl_cpu.py) first; everything else is MaxText's code.
+(train_rl_cpu.py) first; everything else is MaxText's code. On GKE the program runs in the
+post-training image as the head of a Pathways JobSet, like training, and starts the way
+``train_rl.main`` does (``pathwaysutils.initialize()``, which registers the Pathways proxy
+backend when ``JAX_PLATFORMS`` names it and does nothing on CPU).
 
 Usage: evaluate_rl.py --out SCORES.json [--cpu-rollout] [--eval-files F
        --eval-dataset-name N --eval-split S] -- <train_rl arguments>
@@ -182,8 +185,10 @@ def main() -> None:
 
         print(STAND_IN_NOTICE, file=sys.stderr, flush=True)
         install_stand_ins()
+    import pathwaysutils
     from maxtext.trainers.post_train.rl import train_rl
 
+    pathwaysutils.initialize()  # before any device is asked for, as train_rl.main
     with train_rl._tpu_inference_compat_patches():  # what rl_train wraps its body in
         scores = evaluate_checkpoint(args)
     from etils import epath

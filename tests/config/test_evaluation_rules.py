@@ -48,6 +48,12 @@ def test_the_default_rule_is_not_worse_than_the_promoted_model() -> None:
                         environ={}).promotion_rule is None
 
 
-def test_evaluation_on_gke_is_refused_until_its_program_is_in_the_image() -> None:
-    found = problems(TUTORIAL, {**INFRA_OVERRIDES, "eval.batches": "5"})
-    assert "only in the rehearsal" in found["eval"]
+def test_evaluation_on_gke_loads_and_reads_its_held_out_set_from_the_bucket() -> None:
+    profile = load_profile(TUTORIAL, {**INFRA_OVERRIDES, "eval.batches": "5"}, environ={})
+    assert profile.eval is not None and profile.promotion_rule == PromotionRule()
+    for where in ("/data/held-out.parquet", "file:///data/held-out.parquet", "held.parquet"):
+        found = problems(TUTORIAL, {**INFRA_OVERRIDES, "eval.files": where})
+        assert "gs://BUCKET/" in found["eval.files"] and where in found["eval.files"]
+    for where in ("gs://b/held-out/v1.parquet", "hf://datasets/org/set/test.parquet"):
+        assert load_profile(TUTORIAL, {**INFRA_OVERRIDES, "eval.files": where},
+                            environ={}).eval is not None

@@ -20,6 +20,7 @@ from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
+from flows.core.eval_programs import evaluate_workload
 from flows.core.programs import convert_workload, train_workload
 from flows.core.storage import LocalStorage, file_uri
 from tests.fakes.kube_api import FakeApiServer, FakeKube
@@ -55,9 +56,13 @@ def run_stage(server: FakeApiServer, stage: str, tmp: Path, budgets: Budgets = B
               profile: Profile | None = None) -> tuple[Any, ListLogger, str, GkeBackend]:
     logger = ListLogger()
     backend = make_backend(server.url, stage, tmp, logger, budgets, profile)
-    profile = backend.profile
-    workload = (train_workload if stage == "train" else convert_workload)(
-        profile, Layout(profile), backend.runtime)
+    profile, layout = backend.profile, Layout(backend.profile)
+    if stage == "evaluate":  # the trained model's JobSet (the profile must have eval)
+        workload = evaluate_workload(profile, layout, backend.runtime, "trained",
+                                     layout.actor_params(int(profile.train.args["num_batches"])))
+    else:
+        workload = (train_workload if stage == "train" else convert_workload)(
+            profile, layout, backend.runtime)
     log_uri = file_uri(tmp / f"{stage}.log")
     try:
         outcome: Any = backend.run_workload(workload, log_uri)

@@ -41,10 +41,11 @@ from flows.backends.gke.image.step import GkeImage
 from flows.backends.gke.infra.cost import GkePricing
 from flows.backends.gke.infra.step import GkeInfra
 from flows.backends.gke.jobs.common import RUN_LABEL, SPEC_DIGEST, STAGE_LABEL
-from flows.backends.gke.jobs.manifests import GKE_STAGES, stage_run
+from flows.backends.gke.jobs.manifests import GKE_STAGES, job_of, jobs_of, stage_run
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.pathways import HEAD
+from flows.backends.gke.jobs.program_files import program_files_configmap
 from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_with_value
 from flows.backends.gke.planning import GkePlanning
@@ -97,6 +98,7 @@ class GkeBackend(GkePlanning, GkePricing):
         self.logger: StageLogger = logger or logging.getLogger("tpurl")
         self.redactor = redactor or Redactor()
         self.on_progress, self.stage = on_progress, stage
+        self.job = stage  # what the JobSet being run is named after (job_of: stage or workload)
         self._storage = storage
         self.options = options_for(profile)
         self.budgets = budgets or budgets_for(profile, stage)
@@ -122,16 +124,16 @@ class GkeBackend(GkePlanning, GkePricing):
     def clear_leftovers(self, stage: str, directory: str) -> int:
         """Keep the directory for a JobSet of this stage's run that still exists: the run
         reattaches to it (a rerun after the flow process died) and it writes there."""
-        if stage in GKE_STAGES:
-            selector = (f"{STAGE_LABEL}={label_value(stage)},"
-                        f"{RUN_LABEL}={label_value(stage_run(self.profile, stage))}")
-            found = self._call(f"list JobSets of {stage}",
+        for job in jobs_of(stage) if stage in GKE_STAGES else ():
+            selector = (f"{STAGE_LABEL}={label_value(job)},"
+                        f"{RUN_LABEL}={label_value(stage_run(self.profile, job))}")
+            found = self._call(f"list JobSets of {job}",
                                self.cluster.custom.list_namespaced_custom_object,
                                JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace, JOBSETS,
                                label_selector=selector)
             if found.get("items"):
                 self.logger.info("%s: a JobSet of this run exists; its output directory %s is "
-                                 "kept for it", stage, directory)
+                                 "kept for it", job, directory)
                 return 0
         return self.storage.remove_tree(directory, keep=(LOGS_DIR,))
 
@@ -146,8 +148,9 @@ class GkeBackend(GkePlanning, GkePricing):
     # --- the protocol ----------------------------------------------------------------------
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
         started = time.monotonic()
-        desired = render_jobset(workload, self.profile, run=stage_run(self.profile, self.stage),
-                                stage=self.stage, options=self.options)
+        self.job = job_of(self.stage, workload.name)
+        desired = render_jobset(workload, self.profile, run=stage_run(self.profile, self.job),
+                                stage=self.job, options=self.options)
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
                        self._progress(workload))
@@ -157,6 +160,7 @@ class GkeBackend(GkePlanning, GkePricing):
         preempted, preempted_s = 0, 0.0
         try:
             self._apply_secrets(workload)
+            self._ship_programs(workload)
             while True:
                 live, number = self._create_or_attach(desired, sink, number)
                 owned = True
@@ -221,7 +225,7 @@ class GkeBackend(GkePlanning, GkePricing):
 
     def _redacted(self, diagnosis: Diagnosis) -> Diagnosis:
         """Redacted, and naming the one command that collects what a report needs."""
-        run = stage_run(self.profile, self.stage) if self.stage in GKE_STAGES else ""
+        run = stage_run(self.profile, self.job) if self.stage in GKE_STAGES else ""
         bundle = (f"; for a report: tpurl support-bundle {self.profile.name}"
                   + (f" --run {label_value(run)}" if run else ""))
         return replace(diagnosis, summary=self.redactor(diagnosis.summary),
@@ -277,6 +281,23 @@ class GkeBackend(GkePlanning, GkePricing):
                 self._call(f"update Secret {name}", core.replace_namespaced_secret, name, ns,
                            body)
             self.logger.info("Secret %s holds %s (value not shown)", name, ref.describe())
+
+    def _ship_programs(self, workload: Workload) -> None:
+        """Create the ConfigMap of the programs the workload ships (flows/backends/gke/jobs/
+        program_files.py). Named by content and immutable: a 409 means these bytes are there."""
+        if not workload.files:
+            return
+        ns = self.profile.gke.namespace
+        body = program_files_configmap(workload.files, ns)
+        name = body["metadata"]["name"]
+        try:
+            self._call(f"create ConfigMap {name}", self.cluster.core.create_namespaced_config_map,
+                       ns, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise self._api_failure(f"create ConfigMap {name}", exc) from None
+        self.logger.info("ConfigMap %s holds %s, mounted at /tpurl/programs", name,
+                         ", ".join(f"{f.name} ({f.digest})" for f in workload.files))
 
     def _get(self, name: str) -> Obj | None:
         try:

@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from flows.backends.gke.infra.cost import cost_plan, render_caps, render_cost
-from flows.backends.gke.jobs.manifests import GKE_STAGES, write_manifests
+from flows.backends.gke.jobs.manifests import jobs_of, write_manifests
 from flows.backends.gke.watch.budgets import budgets_for
 from flows.backends.gke.watch.waits import render_waits, stage_waits
 from flows.common.issues import Issue
+from flows.config.eval_hours import tpu_stages
 from flows.config.profile import Profile
 from flows.core.retry import RETRY_DELAYS_S
 from flows.core.workload import Workload
@@ -33,7 +34,8 @@ class GkePlanning:
                    else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
 
     def plan_footer(self) -> list[str]:
-        waits = [stage_waits(s, budgets_for(self.profile, s), RETRY_DELAYS_S) for s in GKE_STAGES]
+        waits = [stage_waits(s, budgets_for(self.profile, s), RETRY_DELAYS_S, len(jobs_of(s)))
+                 for s in tpu_stages(self.profile)]
         return ["", *render_cost(cost_plan(self.profile)), *render_caps(self.profile), "",
                 *self._parity(), "", *render_waits(waits)]
 

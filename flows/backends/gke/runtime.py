@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from flows.backends.gke.jobs.program_files import program_path
 from flows.config.data_rules import announced_data_args
 from flows.config.gke import parse_quantity
 from flows.config.hf_scratch import plan_note
 from flows.config.profile import Profile
 from flows.core.backend import Env, ModelSource, ProgramSetup
+from flows.core.eval_programs import eval_program_file
 from flows.core.layout import patched_image_ref
 from flows.core.storage import Storage
 from flows.core.workload import Placement
@@ -41,10 +43,17 @@ class GkeRuntime:
     def dataset_uri(self) -> str | None:
         return self.profile.data.train_files
 
+    def eval_entry(self, scores_path: str, eval_args: list[str]) -> list[str]:
+        """The evaluation program as the pod finds it (shipped beside the image, see
+        flows/backends/gke/jobs/program_files.py); it writes the scores to the bucket."""
+        return ["python3", program_path(eval_program_file().name), "--out", scores_path,
+                *eval_args, "--"]
+
     def setup(self, program: str) -> ProgramSetup:
         """Convert downloads the pinned revision on the CPU pool; training is a Pathways job
-        (CPU head + TPU workers) with the tutorial's preamble; export reads the trained
-        repo's tokenizer from the hub."""
+        (CPU head + TPU workers) with the tutorial's preamble; evaluation runs in the same
+        place as training (its rollouts are training's vLLM engine), with its program shipped
+        beside the image; export reads the trained repo's tokenizer from the hub."""
         gke = self.gke
         if program == "convert":
             notes = ((plan_note(gke.hf_download_gib, parse_quantity(gke.conversion_scratch_memory)),)
@@ -61,6 +70,11 @@ class GkeRuntime:
                                     machine_type=gke.machine_type, num_slices=gke.num_slices,
                                     chips=gke.total_chips),
                 env=PATHWAYS_ENV, preamble=TRAIN_PREAMBLE)
+        if program == "evaluate":  # placement, env and preamble: the train workload's
+            return ProgramSetup(files=(eval_program_file(),), notes=(
+                "the evaluation program (images/rehearsal/evaluate_rl.py) is shipped beside "
+                "the post-training image as an immutable ConfigMap mounted at /tpurl/programs, "
+                "so changing it reruns only this stage",))
         return ProgramSetup()
 
     def accept(self, program: str, storage: Storage) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from flows.backends.gke.backend import GkeBackend
-from flows.backends.gke.jobs.manifests import GKE_STAGES
+from flows.backends.gke.jobs.manifests import GKE_STAGES, jobs_of
 from flows.backends.gke.watch.budgets import Budgets, budgets_for
 from flows.backends.gke.watch.waits import stage_waits
 from flows.config.errors import ProfileError
@@ -59,19 +59,25 @@ def mode_profile(mode: str, **extra: str):
     return tutorial_profile(**settings)
 
 
+@pytest.mark.parametrize("evaluates", [False, True])
 @pytest.mark.parametrize("mode", MODES)
-def test_the_plan_states_the_worst_case_wait_of_every_stage(mode: str) -> None:
+def test_the_plan_states_the_worst_case_wait_of_every_stage(mode: str, evaluates: bool) -> None:
     from flows.pipeline import _TASK_OPTIONS, RETRY_DELAYS_S
 
     assert len(RETRY_DELAYS_S) == _TASK_OPTIONS["retries"]  # the plan counts the real ones
     profile = mode_profile(mode, **{"gke.queue_budget_s": "600",
-                                    "gke.schedule_budget_s": "60"})
+                                    "gke.schedule_budget_s": "60",
+                                    **({"eval.batches": "2"} if evaluates else {})})
     footer = "\n".join(GkeBackend(profile).plan_footer())
-    for stage in GKE_STAGES:
-        waits = stage_waits(stage, budgets_for(profile, stage), RETRY_DELAYS_S)
+    assert ("  evaluate: gives up" in footer) is evaluates
+    for stage in GKE_STAGES[:len(GKE_STAGES) - (not evaluates)]:
+        jobs = len(jobs_of(stage))
+        waits = stage_waits(stage, budgets_for(profile, stage), RETRY_DELAYS_S, jobs)
+        assert waits.jobsets == jobs * (budgets_for(profile, stage).preemptions + 1)
         if mode == "flex-start":  # waits for capacity under the queue budget, not retried
             assert waits.give_up_after_s == 2 * 600
         else:  # admitted, no node: infrastructure, retried twice, 10 s then 60 s apart
             assert waits.give_up_after_s == 3 * (600 + 60) + 70
         assert f"  {stage}: gives up after at most {waits.give_up_after_s / 60:.0f} min" in \
             footer
+        assert f"at most {waits.jobsets} JobSet(s)" in footer

@@ -35,7 +35,7 @@ from tests.fakes.kube_api.scenarios import (
     succeed,
     worker_crashes,
 )
-from tests.support.profiles import fake_hf_token
+from tests.support.profiles import fake_hf_token, tutorial_profile
 
 ROOT = Path(__file__).resolve().parents[3]
 RBAC = ROOT / "deployments/work-pool/rbac.yaml"
@@ -48,7 +48,8 @@ METHOD_VERBS = {"list": {"list", "watch"}, "read": {"get"}, "get": {"get"},
 CLIENT_CALL = re.compile(r"\.(?:core|custom)\.(list|read|get|create|replace|patch|delete)_"
                          r"(namespaced_\w+|cluster_custom_object\w*|node\w*)")
 CORE_RESOURCES = {"namespaced_pod": "pods", "namespaced_pod_log": "pods/log",
-                  "namespaced_event": "events", "namespaced_secret": "secrets", "node": "nodes"}
+                  "namespaced_event": "events", "namespaced_secret": "secrets", "node": "nodes",
+                  "namespaced_config_map": "configmaps"}
 
 
 @pytest.fixture
@@ -71,6 +72,14 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
         outcome, logger, _, backend = run_stage(server, "train", tmp_path)
         assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
     assert backend.clear_leftovers("train", str(tmp_path / "out")) == 0
+
+    # the evaluation ships its program as an immutable ConfigMap: created, then a 409 on rerun
+    evaluating = tutorial_profile(**{"eval.batches": "2"})
+    for _ in range(2):
+        scenario(kube, [(0.1, admit), (0.05, start), (0.1, succeed)])
+        outcome, logger, _, _ = run_stage(server, "evaluate", tmp_path, profile=evaluating)
+        assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
+    assert len(kube.find("configmaps")) == 1
 
     # a JobSet that fails with no disruption seen: the watch asks whether the nodes of the
     # pods still bound exist (watch/monitor.py _node_gone), a cluster-scoped read

@@ -57,17 +57,23 @@ def server(monkeypatch: pytest.MonkeyPatch):
 
 # --- the profile rule and the plan ------------------------------------------------------------
 # tpu-hosts conversion is refused at load with a pool that scales from zero
+@pytest.mark.parametrize("evaluates", [False, True])
 @pytest.mark.parametrize(("mode", "placement"), [*((m, "cpu-pool") for m in CAPACITY_MODES),
                                                  ("reservation", "tpu-hosts")])
-def test_the_caps_estimate_is_the_plans_in_every_mode(mode: str, placement: str) -> None:
-    extra = {"gke.conversion_placement": placement}
+def test_the_caps_estimate_is_the_plans_in_every_mode(mode: str, placement: str,
+                                                       evaluates: bool) -> None:
+    extra = {"gke.conversion_placement": placement,
+             **({"eval.batches": "2"} if evaluates else {})}
     profile = tutorial_profile(**extra) if mode == "reservation" else _mode(mode, **extra)
-    gke = profile.gke
-    assert gke is not None
     plan = cost_plan(profile)
-    assert estimated_run_usd(gke) == pytest.approx(plan.usd)
+    assert estimated_run_usd(profile) == pytest.approx(plan.usd)
     for stage in plan.stages:
-        assert estimated_stage_usd(gke, stage.stage) == pytest.approx(stage.usd)
+        assert estimated_stage_usd(profile, stage.stage) == pytest.approx(stage.usd)
+    evaluate = [s for s in plan.stages if s.stage == "evaluate"]
+    assert len(evaluate) == int(evaluates)
+    if evaluates:  # on the slice in every mode: its rollouts are training's vLLM engine
+        assert evaluate[0].busy_chip_hours == pytest.approx(evaluate[0].hours * 32)
+        assert evaluate[0].usd > 0
 
 
 def _mode(mode: str, **extra: str):
@@ -79,7 +85,7 @@ def _mode(mode: str, **extra: str):
 
 
 def test_a_cap_below_the_estimate_is_refused_naming_the_field_and_the_figure() -> None:
-    estimate = estimated_run_usd(tutorial_profile().gke)  # 32 chips × 5 h × $2.70 = $432
+    estimate = estimated_run_usd(tutorial_profile())  # 32 chips × 5 h × $2.70 = $432
     with pytest.raises(ProfileError) as caught:
         tutorial_profile(**{"gke.max_usd_per_run": "100"})
     issue = next(i for i in caught.value.issues if i.field == "gke.max_usd_per_run")

@@ -18,7 +18,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 Obj = dict[str, Any]
-KINDS = {"pods": ("v1", "Pod"), "secrets": ("v1", "Secret"), "jobs": ("batch/v1", "Job"),
+KINDS = {"pods": ("v1", "Pod"), "secrets": ("v1", "Secret"), "configmaps": ("v1", "ConfigMap"),
+         "jobs": ("batch/v1", "Job"),
          "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
          "workloads": ("kueue.x-k8s.io/v1beta1", "Workload"), "events": ("v1", "Event"),
          "nodes": ("v1", "Node"),
@@ -28,6 +29,17 @@ KINDS = {"pods": ("v1", "Pod"), "secrets": ("v1", "Secret"), "jobs": ("batch/v1"
          "clusterqueues": ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
          "resourceflavors": ("kueue.x-k8s.io/v1beta2", "ResourceFlavor")}
 Script = list[tuple[float, Callable[["FakeKube", str], None]]]
+
+
+# kubernetes pkg/apis/core/validation/validation.go: ValidateConfigMap sums the values'
+# lengths against core.MaxSecretSize; ValidateConfigMapUpdate forbids changing the data (or
+# unsetting immutable) of an immutable ConfigMap or Secret
+CONFIGMAP_MAX = 1024 * 1024
+
+
+def configmap_size(obj: Obj) -> int:
+    return sum(len(str(v).encode()) for v in (obj.get("data") or {}).values()) + sum(
+        len(base64.b64decode(v)) for v in (obj.get("binaryData") or {}).values())
 
 
 def now_iso() -> str:
@@ -141,6 +153,9 @@ class FakeKube:
                 raise ApiError(422, "Invalid", "metadata.name: Required value")
             if (plural, ns, name) in self.objects:
                 raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists')
+            if plural == "configmaps" and (size := configmap_size(obj)) > CONFIGMAP_MAX:
+                raise ApiError(422, "Invalid", f'ConfigMap "{name}" is invalid: []: Too long: '
+                               f"must have at most {CONFIGMAP_MAX} bytes ({size})")
             api_version, kind = KINDS[plural]
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
@@ -170,6 +185,10 @@ class FakeKube:
     def replace(self, plural: str, ns: str, name: str, body: Obj) -> Obj:
         with self.cond:
             old = self.get(plural, ns, name)
+            if plural in ("configmaps", "secrets") and old.get("immutable") and (
+                    body.get("data") != old.get("data") or not body.get("immutable")):
+                raise ApiError(422, "Invalid", f'{KINDS[plural][1]} "{name}" is invalid: data: '
+                               "Forbidden: field is immutable when `immutable` is set")
             sent = body.get("metadata", {}).get("resourceVersion")
             if sent and sent != old["metadata"]["resourceVersion"]:
                 raise ApiError(409, "Conflict", "the object has been modified")

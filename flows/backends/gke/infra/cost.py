@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from flows.config.capacity import CAPACITY_MODES, SCALE_FROM_ZERO, ModePrice
+from flows.config.eval_hours import stage_hours, tpu_stages
 from flows.config.profile import Profile
+from flows.config.spend import ON_SLICE
 
-TPU_STAGES = ("convert", "train", "export")
 HOURS_PER_WEEK = 168.0
 
 
@@ -72,7 +73,7 @@ def busy_chips(profile: Profile, stage: str) -> int:
     """TPU chips a stage's jobs request: conversion/export on the CPU pool request none."""
     gke = profile.gke
     assert gke is not None
-    if stage == "train":
+    if stage in ON_SLICE:  # train, evaluate: Pathways workers on the slice
         return gke.total_chips
     if stage in ("convert", "export"):
         return gke.total_chips if gke.conversion_placement == "tpu-hosts" else 0
@@ -88,8 +89,8 @@ def cost_plan(profile: Profile, capacity: str | None = None) -> CostPlan:
     price = gke.prices.get(mode)  # type: ignore[call-overload]
     rate = price.usd_per_chip_hour if price else 0.0
     stages = []
-    for stage in TPU_STAGES:
-        hours = float(gke.estimated_hours.get(stage, 0.0))
+    for stage in tpu_stages(profile):
+        hours = stage_hours(profile, stage)
         busy = hours * busy_chips(profile, stage)
         held = busy if mode in SCALE_FROM_ZERO else hours * gke.total_chips
         stages.append(StageCost(stage, hours, busy, held, held * rate))
@@ -104,7 +105,8 @@ def compare_capacity(profile: Profile, runs_per_week: float = 1.0) -> list[str]:
     assert gke is not None
     lines = [f"Capacity modes for {gke.total_chips} chips ({gke.machine_type} {gke.topology} "
              f"x{gke.num_slices}), {runs_per_week:g} run(s) a week, estimated hours "
-             + ", ".join(f"{k} {v:g}" for k, v in gke.estimated_hours.items()) + ":",
+             + ", ".join(f"{k} {stage_hours(profile, k):g}" for k in tpu_stages(profile))
+             + ":",
              f"  {'mode':<12} {'held/run':>10} {'$/run':>10} {'idle/week':>11} "
              f"{'$/week':>10}  price"]
     for mode in CAPACITY_MODES:
@@ -128,7 +130,7 @@ def compare_capacity(profile: Profile, runs_per_week: float = 1.0) -> list[str]:
 
 def stage_estimated_chip_hours(profile: Profile, stage: str) -> float:
     """For ``StagePlan.estimated_chip_hours``: the held chip-hours of one stage (0 off GKE)."""
-    if profile.gke is None or stage not in TPU_STAGES:
+    if profile.gke is None or stage not in tpu_stages(profile):
         return 0.0
     return next(s.held_chip_hours for s in cost_plan(profile).stages if s.stage == stage)
 
@@ -187,10 +189,10 @@ def render_caps(profile: Profile) -> list[str]:
     lines = []
     if gke.max_usd_per_run is not None:
         lines.append(f"  spend cap: ${gke.max_usd_per_run:,.2f} per run against the estimate "
-                     f"of ${estimated_run_usd(gke):,.2f}; crossing it deletes the JobSet, keeps "
+                     f"of ${estimated_run_usd(profile):,.2f}; crossing it deletes the JobSet, keeps "
                      "the checkpoints and fails the stage (budget)")
     lines += [f"  spend cap: ${cap:,.2f} for {stage} against its estimate of "
-              f"${estimated_stage_usd(gke, stage):,.2f}"
+              f"${estimated_stage_usd(profile, stage):,.2f}"
               for stage, cap in gke.max_usd_per_stage.items()]
     return lines
 

@@ -14,39 +14,65 @@ from typing import Any
 import yaml
 
 from flows.backends.gke.jobs.options import options_for
+from flows.backends.gke.jobs.program_files import program_files_configmap
 from flows.backends.gke.jobs.render import render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_placeholder
 from flows.config.profile import Profile, SecretRef
+from flows.core.eval_programs import base_eval_key, trained_eval_key
 from flows.core.layout import Layout, convert_key, export_key
 from flows.core.space import write_text
-from flows.core.workload import Workload
+from flows.core.workload import ProgramFile, Workload
 
-GKE_STAGES = ("convert", "train", "export")
+GKE_STAGES = ("convert", "train", "export", "evaluate")
+# A stage that submits more than one workload names each JobSet after the workload: the
+# evaluate stage scores the base and the trained model in two JobSets, each under the key of
+# the score it makes (the base's is shared by every run that trains from that base).
+STAGE_JOBS = {"evaluate": ("evaluate-base", "evaluate-trained")}
 
 
-def stage_run(profile: Profile, stage: str) -> str:
-    """What names a stage's JobSet besides the stage: its content key (train: the run name,
+def job_of(stage: str, workload: str) -> str:
+    """What a JobSet's name and stage label carry: the stage, or the workload where the stage
+    submits several (``STAGE_JOBS``)."""
+    return workload if workload in STAGE_JOBS.get(stage, ()) else stage
+
+
+def jobs_of(stage: str) -> tuple[str, ...]:
+    return STAGE_JOBS.get(stage, (stage,))
+
+
+def stage_run(profile: Profile, job: str) -> str:
+    """What names a job's JobSet besides the job: its content key (train: the run name,
     which is ``rl-<train key>``), so the same configuration always maps to the same JobSet."""
-    if stage == "convert":
+    if job == "convert":
         return convert_key(profile)
-    if stage == "train":
+    if job == "train":
         return Layout(profile).run_name
-    if stage == "export":
+    if job == "export":
         return export_key(profile)
-    raise ValueError(f"stage {stage!r} submits nothing to GKE (one of {', '.join(GKE_STAGES)})")
+    if job == "evaluate-base":
+        return base_eval_key(profile)
+    if job == "evaluate-trained":
+        return trained_eval_key(profile)
+    raise ValueError(f"{job!r} submits nothing to GKE (one of convert, train, export, "
+                     f"{', '.join(STAGE_JOBS['evaluate'])})")
 
 
 def render_all(profile: Profile, workloads: Mapping[str, Workload]) -> list[dict[str, Any]]:
-    """Secrets (placeholders, deduplicated) then one JobSet per stage, in submission order.
-    ``workloads`` are the stages' planned workloads (flows/plan.py ``planned_workloads``)."""
+    """Secrets (placeholders, deduplicated), the shipped programs' ConfigMaps, then one
+    JobSet per job, in submission order. ``workloads`` are the planned workloads by job
+    (flows/core/programs.py ``planned_workloads``)."""
     options = options_for(profile)
     refs: dict[str, SecretRef] = {}
+    shipped: dict[tuple[ProgramFile, ...], None] = {}
     for workload in workloads.values():
         for _, ref in workload.secret_env:
             refs.setdefault(ref.describe(), ref)
+        if workload.files:
+            shipped.setdefault(workload.files)
     objects = [secret_placeholder(ref, options.gke.namespace) for ref in refs.values()]
-    objects += [render_jobset(workload, profile, run=stage_run(profile, stage), stage=stage,
-                              options=options) for stage, workload in workloads.items()]
+    objects += [program_files_configmap(files, options.gke.namespace) for files in shipped]
+    objects += [render_jobset(workload, profile, run=stage_run(profile, job), stage=job,
+                              options=options) for job, workload in workloads.items()]
     return objects
 
 

@@ -30,6 +30,7 @@ from flows.backends.gke.jobs.common import (
     tpu_pod_scheduling,
 )
 from flows.backends.gke.jobs.options import GkeOptions
+from flows.backends.gke.jobs.program_files import mounts, volumes
 from flows.config.profile import Profile
 from flows.core.workload import Workload
 
@@ -107,6 +108,7 @@ def program_container(workload: Workload, opts: GkeOptions) -> dict[str, Any]:
         "env": [*_head_env(), *env, *secret_env(workload, opts)],
         "resources": {"limits": {"cpu": "24", "memory": "100Gi"},
                       "requests": {"cpu": "2", "memory": "8Gi"}},
+        **mounts(workload),
     }
 
 
@@ -147,6 +149,7 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
         "nodeSelector": {NODEPOOL: opts.gke.cpu_pool},
         "initContainers": [proxy_container(profile, opts), resource_manager_container(profile, opts)],
         "containers": [program_container(workload, opts)],
+        **({"volumes": shipped} if (shipped := volumes(workload)) else {}),
     }
     worker_pod = {
         **host_network(),

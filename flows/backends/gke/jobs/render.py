@@ -36,6 +36,7 @@ from flows.backends.gke.jobs.common import (
 from flows.backends.gke.jobs.naming import jobset_name
 from flows.backends.gke.jobs.options import GkeOptions, options_for
 from flows.backends.gke.jobs.pathways import pathways_jobset
+from flows.backends.gke.jobs.program_files import mounts, volumes
 from flows.config.hf_scratch import XET_CHUNK_CACHE_ENV
 from flows.config.profile import Profile
 from flows.core.workload import Workload
@@ -108,7 +109,8 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
         "command": container_command(workload),
         "env": env,
         "resources": {"requests": dict(size), "limits": dict(size)},
-        "volumeMounts": [{"name": "scratch", "mountPath": scratch}],
+        "volumeMounts": [{"name": "scratch", "mountPath": scratch},
+                         *mounts(workload).get("volumeMounts", [])],
     }
     pod = {
         **host_network(),
@@ -118,7 +120,8 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
         "containers": [container],
         "volumes": [{"name": "scratch",
                      "emptyDir": {"medium": "Memory",
-                                  "sizeLimit": opts.gke.conversion_scratch_memory}}],
+                                  "sizeLimit": opts.gke.conversion_scratch_memory}},
+                    *volumes(workload)],
     }
     return {"apiVersion": API_VERSION, "kind": "JobSet",
             "metadata": jobset_metadata(name, profile=profile, options=opts, stage=stage, run=run),
@@ -138,6 +141,7 @@ def tpu_hosts_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, 
         "command": container_command(workload, leader_only=leader_only),
         "env": [*plain_env(workload.env), *secret_env(workload, opts)],
         "resources": {"limits": {"google.com/tpu": str(gke.chips_per_host)}},
+        **mounts(workload),
     }
     pod = {
         **host_network(),
@@ -145,6 +149,7 @@ def tpu_hosts_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, 
         "terminationGracePeriodSeconds": opts.termination_grace_s,
         "containers": [container],
         **tpu_pod_scheduling(profile),
+        **({"volumes": shipped} if (shipped := volumes(workload)) else {}),
     }
     metadata = jobset_metadata(name, profile=profile, options=opts, stage=stage, run=run,
                                annotations={EXCLUSIVE: NODEPOOL})

@@ -35,12 +35,15 @@ class StageWaits:
         return self.attempts * self.per_attempt_s + self.retry_delays_s
 
 
-def stage_waits(stage: str, budgets: Budgets, retry_delays_s: list[float]) -> StageWaits:
+def stage_waits(stage: str, budgets: Budgets, retry_delays_s: list[float],
+                jobs: int = 1) -> StageWaits:
+    """``jobs``: the JobSets the stage runs one after the other (evaluate: base, trained),
+    each with its own preemption budget."""
+    jobsets = jobs * (budgets.preemptions + 1)
     if budgets.waits_for_capacity:  # flex-start: queue-timeout, which is not retried
-        return StageWaits(stage, 1, 2 * budgets.queue_s, 0.0, budgets.preemptions + 1,
-                          budgets.run_s)
+        return StageWaits(stage, 1, 2 * budgets.queue_s, 0.0, jobsets, budgets.run_s)
     return StageWaits(stage, 1 + len(retry_delays_s), budgets.queue_s + budgets.schedule_s,
-                      float(sum(retry_delays_s)), budgets.preemptions + 1, budgets.run_s)
+                      float(sum(retry_delays_s)), jobsets, budgets.run_s)
 
 
 def _hours(seconds: float) -> str:

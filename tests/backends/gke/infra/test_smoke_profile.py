@@ -30,7 +30,7 @@ def test_it_is_the_smallest_multi_host_slice_on_demand_and_capped() -> None:
         ("ct6e-standard-4t", "2x4", 2, 8)
     assert gke.capacity == "on-demand" and gke.reservation is None and gke.scales_from_zero
     assert profile.model.maxtext_name == "qwen3-0.6b"
-    estimate = estimated_run_usd(gke)
+    estimate = estimated_run_usd(profile)
     assert estimate < 10.0 and gke.max_usd_per_run is not None
     assert estimate <= gke.max_usd_per_run < 10.0
     assert sum(gke.estimated_hours.values()) < 0.5  # the stages' share of the 30 minutes

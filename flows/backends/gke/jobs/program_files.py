@@ -1,0 +1,76 @@
+"""Programs of ours shipped to a pod beside the post-training image: one immutable ConfigMap,
+mounted read-only at ``/tpurl/programs``.
+
+Why not bake them into the patched image: the image's digest is an input of every stage that
+runs in it, so a changed evaluation program would rebuild the image and rerun conversion,
+training and export on the slice. A ConfigMap keeps the image (and those keys) as they are;
+the program's digest is in the evaluation's own key instead (flows/core/eval_programs.py).
+
+Why immutable and named by content: two runs that ship the same program share one object, a
+changed program is a new name (a pod never sees a half-updated file, and kubelets need not
+watch it: ``immutable: true``, Kubernetes >= 1.21; an update of its data is then refused,
+``ValidateConfigMapUpdate``), and creating it is idempotent (409 means the same bytes are
+already there). Size: kubernetes pkg/apis/core/validation/validation.go ``ValidateConfigMap``
+sums the values' lengths against ``core.MaxSecretSize`` (1 MiB); the evaluation program is
+about 10 KB, and ``program_files_configmap`` refuses a set that is too large.
+
+Rendering stays pure (the name comes from the digests the Workload carries); only the object
+with its data reads the repository's files, in the plan and at submit time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from flows.backends.gke.jobs.secret_objects import MANAGED_BY
+from flows.common.paths import REPO_ROOT
+from flows.core.workload import ProgramFile, Workload
+
+PROGRAMS_DIR = "/tpurl/programs"
+VOLUME = "tpurl-programs"
+MAX_BYTES = 1024 * 1024  # the sum of a ConfigMap's values (core.MaxSecretSize)
+
+
+def configmap_name(files: tuple[ProgramFile, ...]) -> str:
+    digest = hashlib.sha256("\0".join(f"{f.name}={f.digest}" for f in files).encode())
+    return f"tpurl-programs-{digest.hexdigest()[:12]}"
+
+
+def program_path(name: str) -> str:
+    """Where a shipped program is inside the pod."""
+    return f"{PROGRAMS_DIR}/{name}"
+
+
+def mounts(workload: Workload) -> dict[str, Any]:
+    """The container's share: the programs, read-only (empty without files)."""
+    if not workload.files:
+        return {}
+    return {"volumeMounts": [{"name": VOLUME, "mountPath": PROGRAMS_DIR, "readOnly": True}]}
+
+
+def volumes(workload: Workload) -> list[dict[str, Any]]:
+    """The pod's share: the ConfigMap as a volume; its keys are the file names."""
+    if not workload.files:
+        return []
+    return [{"name": VOLUME, "configMap": {"name": configmap_name(workload.files)}}]
+
+
+def program_files_configmap(files: tuple[ProgramFile, ...], namespace: str) -> dict[str, Any]:
+    """The object to create, with the files' text; refused if it would not fit."""
+    data: dict[str, str] = {}
+    for f in files:
+        raw = (REPO_ROOT / f.source).read_bytes()
+        actual = hashlib.sha256(raw).hexdigest()[:len(f.digest)]
+        if actual != f.digest:  # the file changed since the workload was planned
+            raise ValueError(f"{f.source} changed while the run was planned ({f.digest} → "
+                             f"{actual}); run again so the evaluation's key names these bytes")
+        data[f.name] = raw.decode()
+    size = sum(len(v.encode()) for v in data.values())
+    if size > MAX_BYTES:
+        raise ValueError(f"the programs {', '.join(data)} are {size} bytes, over a ConfigMap's "
+                         f"{MAX_BYTES}")
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": configmap_name(files), "namespace": namespace,
+                         "labels": {"app.kubernetes.io/managed-by": MANAGED_BY}},
+            "immutable": True, "data": data}
