@@ -101,7 +101,7 @@ class EvaluateStage(ProgramStage):
             notes += backend.runtime.setup(self.name).notes
         ev = profile.eval
         assert ev is not None
-        notes += plan_notes(ev.batches * (ev.batch_size or int(profile.train.args.get(
+        notes += plan_notes(profile, ev.batches * (ev.batch_size or int(profile.train.args.get(
             "batch_size", 1))))
         return StageWork(inputs={"base_checkpoint": layout.converted_checkpoint,
                                 "trained_checkpoint": layout.actor_params(step)},

@@ -72,10 +72,26 @@ def test_the_promoted_model_itself_is_unchanged_not_promoted_again() -> None:
 
 
 def test_the_tutorial_estimate_comes_from_its_own_train_estimate() -> None:
-    from flows.core.eval_estimate import STARTUP_H, plan_notes, tutorial_estimate
+    from flows.config import load_profile
+    from flows.config.eval_hours import STARTUP_H
+    from flows.core.eval_estimate import plan_notes, tutorial_estimate
 
     est = tutorial_estimate()  # 50 steps x 8 prompts x 4 generations in 4.0 h on a 4x8 slice
     assert (est.chips, est.rows) == (32, 40)
     assert est.hours_per_model == pytest.approx(STARTUP_H + 40 * 4.0 / 1600)
     assert est.first_run_chip_hours == pytest.approx(2 * est.later_run_chip_hours)
-    assert "22.4 chip-hours" in plan_notes(4)[1]
+    assert "22.4 chip-hours" in plan_notes(load_profile("rehearsal", environ={}), 4)[1]
+
+
+def test_the_gke_plan_notes_the_profiles_own_estimate() -> None:
+    from flows.config.eval_hours import STARTUP_H, stage_hours
+    from flows.core.eval_estimate import plan_notes
+    from tests.support.profiles import tutorial_profile
+
+    derived = tutorial_profile(**{"eval.batches": "2"})  # 16 rows of 1600 completions in 4 h
+    assert stage_hours(derived, "evaluate") == pytest.approx(2 * (STARTUP_H + 16 * 4.0 / 1600))
+    (note,) = plan_notes(derived, 16)
+    assert "0.58 h" in note and "18.6 chip-hours" in note and "derived" in note
+    given = tutorial_profile(**{"eval.batches": "2", "gke.estimated_hours.evaluate": "1.5"})
+    assert stage_hours(given, "evaluate") == 1.5
+    assert "gke.estimated_hours.evaluate" in plan_notes(given, 16)[0]

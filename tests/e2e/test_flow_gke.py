@@ -6,10 +6,12 @@ what catches hand-offs no unit test sees: the pushed digest reaching the JobSets
 bucket holding the lineage, the train resubmission after a preemption resuming under the same
 run name, metrics read from GCS, and a rerun skipping every stage from the bucket alone.
 
-Three flow runs share one world (tests/support/gke_world.py): the first runs everything
+Four flow runs share one world (tests/support/gke_world.py): the first runs everything
 (training is preempted once and resubmitted), the second finds everything done, the third
-changes an export argument and its exporter fails with a traceback that quotes the token. The
-canary HF token is set for all three; afterwards every place it could leak to is read back and
+changes an export argument and its exporter fails with a traceback that quotes the token, the
+fourth adds an eval section: only the evaluate stage runs (two JobSets on the slice, its
+program shipped in a ConfigMap), and the better trained model is promoted in the bucket. The
+canary HF token is set for all four; afterwards every place it could leak to is read back and
 searched.
 """
 
@@ -21,6 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -34,9 +37,13 @@ from tests.support.gke_world import CANARY, GkeWorld
 from tests.support.profiles import TUTORIAL
 from tests.support.results import stage_statuses
 
+ROOT = Path(__file__).resolve().parents[2]
+
 ENCODED = base64.b64encode(CANARY.encode()).decode()
 STAGES = ["image", "infra", "convert", "train", "export"]
 GKE_STAGES = ("convert", "train", "export")
+EVAL = {"eval.batches": "2"}  # the dataset's test split, promotion by the default rule
+BASE_REWARD, TRAINED_REWARD = 0.25, 0.75
 
 
 @dataclass
@@ -50,6 +57,7 @@ class Runs:
     failed: BaseException
     failed_state: State[Any]
     failed_id: UUID
+    evaluated: PipelineResult
     started: datetime
     rerun_requests: list[str]  # API requests of the rerun, less any from a watch thread
     jobsets_after_first: dict[str, int]
@@ -93,8 +101,13 @@ def runs(gke_world: GkeWorld) -> Iterator[Runs]:
     assert failed_state.is_failed(), failed_state
     failed = failed_state.result(raise_on_failure=False)
     assert isinstance(failed, BaseException), failed
-    yield Runs(first, first_id, rerun, rerun_id, failed, failed_state, failed_id, started,
-               rerun_requests, jobsets_after_first, jobsets_after_rerun)
+
+    world.kube.scripts = [programs.evaluate(BASE_REWARD), programs.evaluate(TRAINED_REWARD)]
+    state, _ = _run(world, **EVAL)
+    evaluated = state.result()
+    assert world.kube.scripts == [], "both evaluation JobSets were submitted"
+    yield Runs(first, first_id, rerun, rerun_id, failed, failed_state, failed_id, evaluated,
+               started, rerun_requests, jobsets_after_first, jobsets_after_rerun)
 
 
 def _stage(result: PipelineResult, name: str) -> StageReport:
@@ -174,6 +187,47 @@ def test_a_failed_export_names_its_cause_without_the_token(runs: Runs) -> None:
     assert failure.stage == "export"
     assert failure.diagnosis.category is FailureCategory.USER_ERROR
     assert "HfHubHTTPError: 401 for token ***" in failure.diagnosis.detail
+
+
+def test_evaluation_runs_on_the_slice_with_its_shipped_program_and_promotes(
+        runs: Runs, gke_world: GkeWorld) -> None:
+    from flows.core.layout import Layout
+    from flows.runpage.promotion import pointer_uris
+    from tests.support.profiles import tutorial_profile
+
+    result, world = runs.evaluated, gke_world
+    assert stage_statuses(result) == {**dict.fromkeys(STAGES, "skipped"), "evaluate": "ran"}
+    evaluate = _stage(result, "evaluate")
+    assert [w.name for w in evaluate.workloads] == ["evaluate-base", "evaluate-trained"]
+    assert evaluate.chip_hours > 0  # it held the slice
+    with world.kube.cond:
+        jobsets = [o for _, plural, kind, o in world.kube.history
+                   if plural == "jobsets" and kind == "ADDED"][-2:]
+        configmaps = [o for (plural, _, _), o in world.kube.objects.items()
+                      if plural == "configmaps"]
+    assert [j["metadata"]["labels"]["tpurl/stage"] for j in jobsets] == \
+        ["evaluate-base", "evaluate-trained"]
+    assert all([r["name"] for r in j["spec"]["replicatedJobs"]] == ["pathways-head", "worker"]
+               for j in jobsets)  # on the slice, like training
+    (configmap,) = configmaps
+    program = (ROOT / "images/rehearsal/evaluate_rl.py").read_text()
+    assert configmap["immutable"] is True and configmap["data"] == {"evaluate_rl.py": program}
+    base, trained = world.programs.invocations[-2:]
+    profile = tutorial_profile(**{**world.overrides, **EVAL})
+    layout = Layout(profile)
+    assert base.path("load_parameters_path") == layout.converted_checkpoint.rstrip("/")
+    assert trained.path("load_parameters_path").endswith("/model_params")
+    assert trained.args["num_test_batches"] == "2" and "HF_TOKEN" in trained.env
+    evaluation = result.evaluation
+    assert evaluation is not None
+    assert evaluation["base"]["mean_reward"]["value"] == BASE_REWARD
+    assert evaluation["trained"]["mean_reward"]["value"] == TRAINED_REWARD
+    assert evaluation["decision"]["promoted"] is True
+    pointer_uri = pointer_uris(profile)[0]
+    assert pointer_uri.startswith(f"gs://{world.bucket}/")
+    bucket, _, name = pointer_uri.removeprefix("gs://").partition("/")
+    pointer = json.loads(world.gcs.bucket(bucket).blob(name).download_as_text())
+    assert pointer["model_uri"] == runs.first.artifacts["hf_export"]
 
 
 # --- the canary ------------------------------------------------------------------------------

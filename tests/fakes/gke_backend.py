@@ -18,9 +18,9 @@ from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.client import cluster_at
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
+from flows.core.eval_programs import evaluate_workload
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
-from flows.core.eval_programs import evaluate_workload
 from flows.core.programs import convert_workload, train_workload
 from flows.core.storage import LocalStorage, file_uri
 from tests.fakes.kube_api import FakeApiServer, FakeKube

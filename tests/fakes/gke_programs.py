@@ -18,7 +18,7 @@ import json
 import shlex
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from flows.backends.gke.jobs.pathways import HEAD
@@ -43,15 +43,20 @@ TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_RL = "maxtext.trainers.post_train.rl.train_rl"
 
 TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
+EVALUATE = "evaluate_rl.py"  # our program, run by path from the ConfigMap the pod mounts
 
 
 @dataclass(frozen=True)
 class Invocation:
-    """What the program in the coordinator container was started with."""
+    """What the program in the coordinator container was started with: ``module`` is the
+    ``-m`` module, or for a program run by path (``python3 /dir/prog.py``) that path;
+    ``options`` are the program's own ``--flags`` before a ``--``, ``args`` the MaxText
+    ``key=value`` arguments."""
 
     module: str
     args: dict[str, str]
     env: dict[str, str]
+    options: dict[str, str] = field(default_factory=dict)
 
     def path(self, key: str) -> str:
         """A directory argument as the program uses it (MaxText passes them with a '/')."""
@@ -71,9 +76,15 @@ def invocation(kube: FakeKube, name: str) -> Invocation:
     """Parse the container's shell script and resolve its env as the kubelet would."""
     container = _container(kube.get("jobsets", NS, name))
     script = container["command"][-1]
-    (line,) = [ln for ln in script.splitlines() if ln.startswith("exec python3 -m ")]
+    (line,) = [ln for ln in script.splitlines() if ln.startswith("exec python3 ")]
     words = shlex.split(line)
-    module, rest = words[3], words[4:]
+    by_path = words[2] != "-m"
+    module, rest = (words[2], words[3:]) if by_path else (words[3], words[4:])
+    options: dict[str, str] = {}
+    if by_path and "--" in rest:  # the program's own flags, then the training's arguments
+        own, rest = rest[:rest.index("--")], rest[rest.index("--") + 1:]
+        for flag, value in zip(own[::2], own[1::2], strict=False):
+            options[flag.lstrip("-")] = value
     args = {}
     for word in rest:
         key, _, value = word.lstrip("-").partition("=")
@@ -85,7 +96,29 @@ def invocation(kube: FakeKube, name: str) -> Invocation:
         elif ref := (var.get("valueFrom") or {}).get("secretKeyRef"):
             secret = kube.get("secrets", NS, ref["name"])
             env[var["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
-    return Invocation(module, args, env)
+    return Invocation(module, args, env, options)
+
+
+def mounted_file(kube: FakeKube, name: str, path: str) -> str | None:
+    """The text a container of JobSet ``name`` reads at ``path`` from a ConfigMap volume, as
+    the kubelet projects it (one file per key under the mount path), or None if no mounted
+    ConfigMap has it. A JobSet whose pod names a ConfigMap that does not exist never starts
+    on a real node (the kubelet reports FailedMount): an AssertionError here."""
+    jobset = kube.get("jobsets", NS, name)
+    container = _container(jobset)
+    pod = next(r["template"]["spec"]["template"]["spec"] for r in jobset["spec"]["replicatedJobs"]
+               if r["name"] in (HEAD, MAIN_JOB))
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    for mount in container.get("volumeMounts") or []:
+        prefix = mount["mountPath"].rstrip("/") + "/"
+        source = volumes[mount["name"]].get("configMap")
+        if source is None or not path.startswith(prefix):
+            continue
+        with kube.cond:
+            configmap = kube.objects.get(("configmaps", NS, source["name"]))
+        assert configmap is not None, f"ConfigMap {source['name']} is mounted but does not exist"
+        return (configmap.get("data") or {}).get(path[len(prefix):])
+    return None
 
 
 def tensorboard_events(losses: dict[int, float]) -> bytes:
@@ -168,6 +201,41 @@ class FakePrograms:
             self._put(join(out, "model.safetensors"), safetensors_file())
         return self._program(TO_HUGGINGFACE, write)
 
+    def evaluate_outputs(self, mean_reward: float, correct: int = 2, total: int = 4) -> Action:
+        """The evaluation program: found in the mounted ConfigMap (else python3's own error
+        and exit 2), reads the checkpoint it is given (a missing one fails as orbax does),
+        writes the scores file where ``--out`` says, and exits 0."""
+        def act(kube: FakeKube, name: str) -> None:
+            call = invocation(kube, name)
+            assert call.module.endswith("/" + EVALUATE), call.module
+            text = mounted_file(kube, name, call.module)
+            if text is None or "def evaluate_checkpoint" not in text:
+                say(f"python3: can't open file '{call.module}': [Errno 2] No such file or "
+                    "directory")(kube, name)
+                exit_with(2)(kube, name)
+                return
+            checkpoint = call.path("load_parameters_path")
+            bucket, _, prefix = checkpoint.removeprefix("gs://").partition("/")
+            if not list(self.client.list_blobs(bucket, prefix=prefix + "/", max_results=1)):
+                say("Traceback (most recent call last):", "FileNotFoundError: Checkpoint "
+                    f"path {checkpoint} does not exist")(kube, name)
+                exit_with(1)(kube, name)
+                return
+            self.invocations.append(call)
+            rewards = [mean_reward] * total
+            self._put(call.options["out"], json.dumps({
+                "checkpoint": checkpoint, "total": total, "correct": float(correct),
+                "accuracy_pct": 100.0 * correct / total, "partial_accuracy_pct": 0.0,
+                "format_accuracy_pct": 100.0, "format_correct": float(total),
+                "mean_reward": mean_reward, "rewards": rewards, "eval_mode": "pass",
+                "num_eval_passes": 1, "sampling": call.args.get("eval_sampling_strategy", ""),
+                "trained_rows_checked": 8, "overlap": 0,
+                "questions": [f"held-out question {i}" for i in range(total)]}))
+            say(f"EVAL-SCORES {{\"mean_reward\": {mean_reward}, \"total\": {total}}}")(kube, name)
+            succeed(kube, name)  # here: a program that failed above never exits 0
+        act.__name__ = "write-scores"
+        return act
+
     # --- the scripts, one per JobSet creation ------------------------------------------------
     def convert(self) -> Script:
         return [(0.1, admit), (0.05, start), (0.05, self.echo_token()),
@@ -197,6 +265,10 @@ class FakePrograms:
     def export(self) -> Script:
         return [(0.1, admit), (0.05, start), (0.05, self.echo_token()),
                 (0.05, self.export_outputs()), (0.05, say("saved HF model")), (0.1, succeed)]
+
+    def evaluate(self, mean_reward: float) -> Script:
+        return [(0.1, admit), (0.05, start), (0.05, self.echo_token()),
+                (0.05, self.evaluate_outputs(mean_reward))]
 
     def export_fails(self) -> Script:
         """A user error whose traceback quotes the token: the diagnosis must not."""

@@ -8,7 +8,8 @@ our guesses about it.
 
 What it implements (only what the backend uses, the way the real server does it):
 - pods, secrets, configmaps (core/v1; an immutable one refuses changes with 422, and one
-  over 1 MiB of data is refused, as the API server validates them), jobs (batch/v1), jobsets (jobset.x-k8s.io/v1alpha2), workloads
+  over 1 MiB of data is refused, as the API server validates them), jobs (batch/v1),
+  jobsets (jobset.x-k8s.io/v1alpha2), workloads
   (kueue.x-k8s.io at the versions ``served`` lists, 404 at any other; GET /apis lists
   them as discovery does): create (409 AlreadyExists), get, list, replace, delete (Foreground
   keeps the object with a deletionTimestamp until its dependents are gone), watch.

@@ -4,7 +4,9 @@ and carrying what the tutorial's jobs need (env, images, placement, slices)."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import shlex
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -47,6 +49,12 @@ VARIANTS = [
     ("two-slices", {"gke.num_slices": "2"}),
     ("4x4", {"gke.topology": "4x4"}),
     ("8x8-tpu-hosts", {"gke.topology": "8x8", "gke.conversion_placement": "tpu-hosts"}),
+    ("evaluating", {"eval.batches": "2"}),
+    ("evaluating-two-slices-spot", {"eval.batches": "2", "gke.num_slices": "2",
+                                    "gke.capacity": "spot", "gke.reservation": "",
+                                    "gke.prices.spot.usd_per_chip_hour": "1.0",
+                                    "gke.prices.spot.source": "a quote",
+                                    "gke.prices.spot.as_of": "2026-12-01"}),
 ]
 
 
@@ -61,8 +69,65 @@ def test_every_object_validates(label: str, overrides: dict[str, str]):
                    "spec": rj["template"]["spec"]}
             kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
     for obj in render_all(profile, planned_workloads(profile)):
-        if obj["kind"] == "Secret":
+        if obj["kind"] in ("Secret", "ConfigMap"):
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_evaluation_runs_where_training_runs_with_its_program_mounted() -> None:
+    """Two JobSets (base, trained), each a Pathways job like training's, named by their own
+    score keys, running the program from the one ConfigMap the plan also writes."""
+    from flows.backends.gke.jobs.program_files import PROGRAMS_DIR
+    from flows.core.eval_programs import EVAL_PROGRAM
+
+    profile = tutorial_profile(**{"eval.batches": "2"})
+    jobsets = _jobsets(profile)
+    assert list(jobsets) == ["convert", "train", "export", "evaluate-base", "evaluate-trained"]
+    objects = render_all(profile, planned_workloads(profile))
+    (configmap,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    assert configmap["immutable"] is True
+    assert configmap["data"] == {"evaluate_rl.py": EVAL_PROGRAM.read_text()}
+    train = jobsets["train"]
+    for job in ("evaluate-base", "evaluate-trained"):
+        jobset = jobsets[job]
+        assert jobset["metadata"]["labels"]["tpurl/stage"] == job
+        assert jobset["metadata"]["labels"]["tpurl/run"] == stage_run(profile, job)
+        assert len(jobset["metadata"]["name"]) <= 28
+        assert [rj["name"] for rj in jobset["spec"]["replicatedJobs"]] == \
+            [rj["name"] for rj in train["spec"]["replicatedJobs"]]
+        assert _pods(jobset)["worker"] == _pods(train)["worker"]  # the same slice
+        head = _pods(jobset)["pathways-head"]
+        assert head["volumes"] == [{"name": "tpurl-programs",
+                                    "configMap": {"name": configmap["metadata"]["name"]}}]
+        program = _containers(jobset)["workload-container"]
+        assert program["volumeMounts"] == [{"name": "tpurl-programs", "mountPath": PROGRAMS_DIR,
+                                            "readOnly": True}]
+        script = program["command"][-1]
+        assert f"exec python3 {PROGRAMS_DIR}/evaluate_rl.py --out gs://" in script
+        assert _env(program)["JAX_PLATFORMS"] == _env(_containers(train)["workload-container"])[
+            "JAX_PLATFORMS"]
+    assert stage_run(profile, "evaluate-base") != stage_run(profile, "evaluate-trained")
+    # the jobs without a shipped program mount nothing
+    assert "volumes" not in _pods(train)["pathways-head"]
+
+
+def test_a_changed_program_ships_under_a_new_name_and_a_stale_one_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.backends.gke.jobs import program_files
+    from flows.core.workload import ProgramFile
+
+    (tmp_path / "p.py").write_text("print(1)\n")
+    one = ProgramFile("p.py", "p.py", hashlib.sha256(b"print(1)\n").hexdigest()[:16])
+    two = ProgramFile("p.py", "p.py", hashlib.sha256(b"print(2)\n").hexdigest()[:16])
+    monkeypatch.setattr(program_files, "REPO_ROOT", tmp_path)
+    assert program_files.configmap_name((one,)) != program_files.configmap_name((two,))
+    assert program_files.program_files_configmap((one,), "ns")["data"] == {"p.py": "print(1)\n"}
+    with pytest.raises(ValueError, match="changed while the run was planned"):
+        program_files.program_files_configmap((two,), "ns")
+    (tmp_path / "p.py").write_text("x" * (program_files.MAX_BYTES + 1))
+    big = ProgramFile("p.py", "p.py", hashlib.sha256(b"x" * (program_files.MAX_BYTES + 1))
+                      .hexdigest()[:16])
+    with pytest.raises(ValueError, match="over a ConfigMap's"):
+        program_files.program_files_configmap((big,), "ns")
 
 
 def test_strict_schema_catches_unknown_and_mistyped_fields(profile: Profile):
