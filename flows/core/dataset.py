@@ -66,6 +66,8 @@ def parquet_columns(storage: Storage, uri: str) -> list[str]:
 def dataset_problem(storage: Storage, value: str) -> tuple[str, str] | None:
     """(problem, fix) for ``data.train_files``, or None when MaxText can train on it."""
     uri = dataset_uri(value)
+    if urlparse(uri).scheme == "hf":  # MaxText reads the hub from the pod; no Storage here can
+        return None  # (a gs:// storage refused it as "not a parquet file")
     if "*" in value and urlparse(uri).scheme == "file":
         matches = sorted(glob.glob(urlparse(uri).path))
         if not matches:

@@ -122,3 +122,16 @@ def test_a_bad_dataset_is_refused_before_any_program_runs(tmp_path: Path, column
     assert ("does not exist" if columns is None else "question column") in \
         failed.value.diagnosis.summary
     assert sum(backend.runs.values()) == 1  # the image step only; no MaxText program ran
+
+
+@pytest.mark.parametrize("value", ["hf://datasets/nvidia/OpenMathInstruct-2/data/train.parquet",
+                                   "hf://datasets/org/set/*.parquet"])
+def test_a_hub_dataset_is_left_to_maxtext_on_any_storage(value: str) -> None:
+    """The hub is read in the pod by MaxText: neither the bucket's storage (which refused it
+    as not a parquet file) nor the laptop's can read it, so nothing is refused here."""
+    from flows.backends.gke.gcs import GcsStorage
+    from flows.core.dataset import dataset_problem
+    from flows.core.storage import LocalStorage
+
+    for storage in (LocalStorage(), GcsStorage(client=object())):
+        assert dataset_problem(storage, value) is None
