@@ -35,22 +35,25 @@ class _NoBucket:
         return None
 
 
-def _argv(command: str, mode: str, tmp_path: Path) -> list[str]:
-    sets = {**INFRA_OVERRIDES, **capacity_overrides(mode)}
+def _argv(command: str, mode: str, tmp_path: Path, evaluates: bool = False) -> list[str]:
+    sets = {**INFRA_OVERRIDES, **capacity_overrides(mode),
+            **({"eval.batches": "2"} if evaluates else {})}
     argv = [*command.split(), *[f"--set={k}={v}" for k, v in sets.items()], TUTORIAL]
     if command == "plan --out":
         argv[1:2] = ["--out", str(tmp_path / "plan")]
     return argv
 
 
+@pytest.mark.parametrize("evaluates", [False, True], ids=["five-stages", "with-eval"])
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("mode", CAPACITY_MODES)
-def test_no_command_crashes_in_any_capacity_mode(mode: str, command: str, tmp_path: Path,
-                                                 cloud: Cloud, monkeypatch: pytest.MonkeyPatch,
+def test_no_command_crashes_in_any_capacity_mode(mode: str, command: str, evaluates: bool,
+                                                 tmp_path: Path, cloud: Cloud,
+                                                 monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, _NoBucket()))
     monkeypatch.setenv("HF_TOKEN", "x")
-    code = main(_argv(command, mode, tmp_path))  # an exception here is the failure
+    code = main(_argv(command, mode, tmp_path, evaluates))  # an exception here is the failure
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
     if command == "plan --check":  # a failed check exits 1; the checks themselves ran
@@ -61,8 +64,12 @@ def test_no_command_crashes_in_any_capacity_mode(mode: str, command: str, tmp_pa
         json.loads(out)
     if command == "plan --out":
         assert any((tmp_path / "plan").iterdir())
+        shipped = list((tmp_path / "plan" / "manifests").glob("*-configmap-tpurl-programs-*"))
+        assert len(shipped) == int(evaluates)  # the evaluation program, beside its JobSets
     if command in ("plan", "plan --compare-capacity"):
         assert f"capacity {mode}" in out
+    if command == "plan":  # evaluate holds the slice in every mode: priced and bounded
+        assert ("  evaluate " in out and "evaluate: gives up after" in out) is evaluates
 
 
 @pytest.mark.parametrize("mode", CAPACITY_MODES)
