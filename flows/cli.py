@@ -233,7 +233,13 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
 
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from flows.interrupts import EXIT_INTERRUPTED, Interrupted, install_handlers, private_api
+    from flows.interrupts import (
+        EXIT_INTERRUPTED,
+        ApiUnreachable,
+        Interrupted,
+        install_handlers,
+        private_api,
+    )
 
     install_handlers()
     try:
@@ -251,6 +257,9 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
                 except Exception as exc:
                     print(f"\nrun failed: {render(exc, log)}", file=sys.stderr)
                     return 1
+    except ApiUnreachable as exc:
+        print(f"\nrun failed: [infrastructure] {exc}", file=sys.stderr)
+        return 1
     except (Interrupted, KeyboardInterrupt) as exc:
         loaded = sys.modules.get("flows.pipeline")  # not imported yet when stopped early
         current = getattr(loaded, "CURRENT_STAGE", None)

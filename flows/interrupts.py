@@ -42,6 +42,36 @@ def install_handlers() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupted)
 
 
+class ApiUnreachable(RuntimeError):
+    """The configured Prefect API does not answer: nothing ran. Not a bug of ours, and not
+    the profile's: the URL, or the server behind it."""
+
+
+def require_reachable(url: str, within_s: float = 15.0) -> None:
+    """Ask the configured API's /health before anything runs (Prefect itself would fail the
+    flow's start with 'Failed to reach API', which read as an internal error)."""
+    import time
+
+    import httpx
+
+    deadline, problem = time.monotonic() + within_s, "no answer"
+    while True:
+        try:
+            if httpx.get(f"{url.rstrip('/')}/health", timeout=5.0).status_code == 200:
+                return
+            problem = "it answered /health with an error"
+        except httpx.HTTPError as exc:
+            problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)
+    raise ApiUnreachable(
+        f"the Prefect API at {url} (PREFECT_API_URL) does not answer ({problem}); nothing "
+        "ran.\n  fix: start that server (`prefect server start`) or correct the URL; or unset "
+        "PREFECT_API_URL (`prefect config unset PREFECT_API_URL` if your Prefect profile sets "
+        "it) and tpurl starts a private API for the command")
+
+
 @contextlib.contextmanager
 def private_api(startup_timeout_s: int = 120,
                 while_starting: Callable[[], object] | None = None) -> Iterator[str | None]:
@@ -55,14 +85,14 @@ def private_api(startup_timeout_s: int = 120,
     try:
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
+        if server is not None and PREFECT_API_URL.value():  # named in the Prefect profile
+            server.stop()
+            server = None
+        if server is None:  # a configured server: it must answer before anything runs
+            require_reachable(str(os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value()))
         if while_starting is not None:
             while_starting()
         if server is None:
-            yield None
-            return
-        if PREFECT_API_URL.value():  # a server named in the Prefect profile: use that one
-            server.stop()
-            server = None
             yield None
             return
         server.wait(startup_timeout_s)

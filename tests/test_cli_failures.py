@@ -73,3 +73,24 @@ def test_an_internal_error_keeps_its_traceback_on_the_terminal(tmp_path: Path):
     assert "Traceback" in out and "RuntimeError: a bug of ours" in out
     assert "run failed: [internal-error] RuntimeError: a bug of ours" in done.stderr
     assert "Traceback" in _full_log(done.stderr).read_text()
+
+
+def test_a_configured_api_that_does_not_answer_is_one_message_before_anything_runs(
+        tmp_path: Path) -> None:
+    """Prefect failed the flow's start with 'Failed to reach API', which the CLI called an
+    internal error (a bug of ours); the URL is the user's, and nothing had run."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/api"
+    env = {**_env(tmp_path), "PREFECT_API_URL": url}
+    done = subprocess.run([TPURL, "run", "rehearsal", "--set", f"local.root={tmp_path}/out"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out[-3000:]
+    assert "Traceback" not in out and "internal-error" not in out
+    assert f"run failed: [infrastructure] the Prefect API at {url}" in done.stderr
+    assert "prefect server start" in done.stderr and "unset PREFECT_API_URL" in done.stderr
+    assert not (tmp_path / "out").exists()  # nothing ran
