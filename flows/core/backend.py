@@ -18,6 +18,7 @@ Constructing a backend never does I/O (plans are pure); connections are made on 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -90,6 +91,15 @@ class StageProvider(Protocol):
     def run(self, ctx: StageContext) -> list[WorkloadRun]: ...
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]: ...
+
+
+@runtime_checkable
+class ExclusiveProvider(Protocol):
+    """A StageProvider whose whole stage must not run twice at once on one machine (the
+    rehearsal's venvs, shared by every local profile): ``exclusive`` is held from the
+    done-check to the written record, so a run that waited skips what the other built."""
+
+    def exclusive(self, ctx: StageContext) -> AbstractContextManager[None]: ...
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from flows.config.profile import Profile
-from flows.core.backend import RecordKeeper, StageLogger, WorkloadRun
+from flows.core.backend import ExclusiveProvider, RecordKeeper, StageLogger, WorkloadRun
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.core.lineage import (
@@ -278,6 +278,13 @@ class ProvidedStage(Stage):
 
     @abstractmethod
     def provider(self, backend: Backend) -> StageProvider: ...
+
+    def execute(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> StageOutput:
+        provider = self.provider(ctx.backend)
+        if isinstance(provider, ExclusiveProvider):
+            with provider.exclusive(ctx):
+                return super().execute(ctx, upstream)
+        return super().execute(ctx, upstream)
 
     def plan(self, profile: Profile, backend: Backend) -> StagePlan:
         return stage_plan(self, profile, self.provider(backend).plan())

@@ -9,9 +9,13 @@ deleting the venv reruns the step.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +77,14 @@ class LocalImage:
     def leftover_dirs(self) -> list[str]:
         return []  # a half-built venv is repaired in place (tpurl-installed-lock.txt)
 
+    def exclusive(self, ctx: StageContext) -> contextlib.AbstractContextManager[None]:
+        """The whole stage (is it done? install, patch, verify, record) under the venvs'
+        install lock: two runs on one machine (two local profiles, a test beside a
+        rehearsal) would otherwise install into one venv at once, or restore pristine files
+        under the other's running programs. The one that waited then finds the record of
+        what the other built, and skips."""
+        return install_lock(self.layout.venv_dir(), ctx.logger)
+
     def run(self, ctx: StageContext) -> list[WorkloadRun]:
         local, layout = self.profile.local, self.layout
         assert local is not None
@@ -131,6 +143,29 @@ class LocalImage:
                                              join(logs, f"install-{label}.log"), env))
         write_text(marker, lock.read_text(), "the rehearsal venv's install marker")
         return runs
+
+
+@contextlib.contextmanager
+def install_lock(venv: Path, logger: Any) -> Iterator[None]:
+    """An exclusive lock beside the venvs (released by the kernel if its holder dies)."""
+    path = venv.parent / ".tpurl-install.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            logger.info("waiting for another run's install of the venvs (pid %s) to finish",
+                        handle.read().strip() or "unknown")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _python(venv: Path) -> Path:
