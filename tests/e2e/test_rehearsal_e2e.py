@@ -112,11 +112,12 @@ def test_evaluation_scores_both_models_and_decides_promotion(first_run, root):
     for which in ("trained", "base"):
         scores = json.loads((_path(evaluate.uris["scores" if which == "trained" else
                                                   "base_scores"]) / "scores.json").read_text())
-        assert scores["total"] == 4 and scores["overlap"] == 0  # MaxText's held-out 4 of 64
+        # eval.batches 2 of the 4 rows MaxText holds out of 64, none of them trained on
+        assert scores["total"] == 2 and scores["overlap"] == 0
         assert scores["trained_rows_checked"] == 2
         assert math.isclose(scores["mean_reward"], statistics.mean(scores["rewards"]))
         summary = evaluation[which]
-        assert summary["samples"] == 4
+        assert summary["samples"] == 2
         assert summary["mean_reward"]["low"] <= summary["mean_reward"]["value"] <= \
             summary["mean_reward"]["high"]
     assert evaluation["base"]["checkpoint"].rstrip("/") == \
