@@ -118,7 +118,7 @@ def test_the_plan_shows_both_evaluations(tmp_path: Path) -> None:
     backend = backend_at(tmp_path / "root")
     plan = EVALUATE.plan(backend.profile, backend)
     assert [w.name for w in plan.workloads] == ["evaluate-base", "evaluate-trained"]
-    assert all("evaluate_rl.py" in w.command and "num_test_batches=4" in w.command
+    assert all("evaluate_rl.py" in w.command and "num_test_batches=2" in w.command
                for w in plan.workloads)
     assert "num_test_batches=0" not in plan.workloads[0].command  # the training's is replaced
     assert not (tmp_path / "root").exists()
