@@ -137,12 +137,14 @@ def _impatient_old_lock(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_held_recorded_and_released(api: Api):
-    holder = _holder(api, "plain", 1.0)
+    # held until told: a fixed 1 s hold ended before a loaded CI machine read the record
+    holder = _holder(api, "plain", 600.0, "--until-told")
     _until(holder, "HOLDING")
     assert _slot("plain") == 1
     record = lock._read_record(holder_variable("plain"))
     assert record is not None and record.state == RecordState.LEASED and record.lease_id
     assert record.process["pid"] == holder.pid and record.flow_run_id
+    _tell(holder)
     _until(holder, "DONE")
     assert holder.wait(30) == 0
     assert _slot("plain") == 0
