@@ -19,7 +19,7 @@ REHEARSAL_DIR = IMAGES_DIR / "rehearsal"
 REHEARSAL_LOCK = REHEARSAL_DIR / "requirements.lock"
 HF_CHECK_LOCK = REHEARSAL_DIR / "hf-check-requirements.txt"
 REHEARSAL_SCRIPTS = ("make_tiny_model.py", "make_dataset.py", "rewards.py", "train_rl_cpu.py",
-                     "check_hf_export.py")
+                     "to_huggingface_gc.py", "check_hf_export.py")
 
 
 def file_uri(path: str | Path) -> str:

@@ -5,8 +5,9 @@ Argument order: what the pipeline derives (model, paths, run name) first, then t
 arguments verbatim. Where the program differs by backend (image, model source, launcher,
 placement, environment), the runtime answers with one :class:`~flows.core.backend.ProgramSetup`
 per program; nothing here branches on the backend. The backend's own arguments
-(``ProgramSetup.args``) qualify the model source in convert and export (a hub revision) and
-follow the derived paths in train (tokenizer and data). The HF
+(``ProgramSetup.args``) qualify the model source in convert and export (a hub revision; the
+rehearsal's export also names JAX's shared compilation cache) and follow the derived paths in
+train (tokenizer and data). The HF
 token is never an argument: MaxText 0.2.4 reads ``HF_TOKEN`` from the environment when
 ``hf_access_token`` is not given (configs/pyconfig.py), so the token travels only as a
 secret-backed environment variable.

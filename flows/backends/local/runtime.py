@@ -8,6 +8,7 @@ sampler over the actor; everything else is MaxText's and Tunix's real train_rl.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
@@ -27,6 +28,13 @@ STAND_IN_NOTE = ("rehearsal: the vLLM rollout is replaced by a CPU stand-in that
                  "and Tunix's real code")
 LOCAL_ENV: Env = (("JAX_PLATFORMS", "cpu"), ("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
                   ("TOKENIZERS_PARALLELISM", "false"))
+# Python's bytecode of the venvs, beside them: a venv installed by uv holds no .pyc, and with
+# PYTHONDONTWRITEBYTECODE set (as on this machine) every program recompiled tensorflow, jax,
+# transformers and MaxText from source at each start (to_huggingface's imports: 68 s against
+# 22 s with the bytecode kept, at load ~2). A prefix rather than __pycache__ inside the venvs
+# leaves their files as installed; Python checks each source's mtime, so a patched file is
+# recompiled. Deleting .venvs clears it with the venvs, like the JAX cache below.
+BYTECODE_DIR = "python-bytecode-cache"
 # JAX's persistent compilation cache, beside the venvs: XLA keys each entry by the program,
 # the jax/jaxlib versions and the flags, so every run and output root may share it, and a
 # rerun (a changed reward, learning rate or seed) skips the minutes XLA spends compiling the
@@ -36,6 +44,12 @@ JAX_CACHE_DIR = "jax-compilation-cache"
 
 def rehearsal_script(name: str) -> str:
     return str((REHEARSAL_DIR / name).relative_to(REPO_ROOT))
+
+
+def bytecode_env(venvs: Path) -> Env:
+    """Keep the programs' bytecode under ``venvs`` (BYTECODE_DIR), whatever the caller's
+    PYTHONDONTWRITEBYTECODE (an empty value turns it off)."""
+    return (("PYTHONDONTWRITEBYTECODE", ""), ("PYTHONPYCACHEPREFIX", str(venvs / BYTECODE_DIR)))
 
 
 class LocalRuntime:
@@ -58,10 +72,13 @@ class LocalRuntime:
                 "--out", scores_path, *eval_args, "--"]
 
     def setup(self, program: str) -> ProgramSetup:
-        """Every program shares the CPU environment and JAX's compilation cache; training runs
-        the stand-in launcher; the export is followed by the transformers load check."""
-        cache = self.layout.venv_dir().parent / JAX_CACHE_DIR
-        env = (*LOCAL_ENV, ("JAX_COMPILATION_CACHE_DIR", str(cache)))
+        """Every program shares the CPU environment, JAX's compilation cache and the venvs'
+        bytecode; training runs the stand-in launcher; the export runs MaxText's converter as
+        it is (to_huggingface_gc.py only freezes the imports for the collector) and is
+        followed by the transformers load check."""
+        venvs = self.layout.venv_dir().parent
+        cache = venvs / JAX_CACHE_DIR
+        env = (*LOCAL_ENV, ("JAX_COMPILATION_CACHE_DIR", str(cache)), *bytecode_env(venvs))
         if program == "train":
             dataset = self.dataset_uri()
             assert dataset is not None
@@ -78,8 +95,17 @@ class LocalRuntime:
                     "--export", program_path(self.layout.export_dir),
                     "--original", program_path(self.layout.tiny_model_dir))
             check = Workload(name=HF_CHECK_NAME, image=HF_CHECK_IMAGE, argv=argv,
-                             placement=Placement(kind="cpu"))
-            return ProgramSetup(env=env, checks=(check,))
+                             placement=Placement(kind="cpu"),
+                             env=(*LOCAL_ENV, *bytecode_env(venvs)))
+            # The converter compiles ~650 tiny XLA programs (one slice per layer and expert
+            # index, ~60 ms each): below JAX's 1 s threshold none was kept, and MaxText's
+            # jax_cache_dir (default ~/jax_cache) overrode the shared cache. Kept, a rerun loads
+            # them instead; the converted weights are the same bytes.
+            return ProgramSetup(
+                launcher=("python3", rehearsal_script("to_huggingface_gc.py")),
+                args=(f"jax_cache_dir={cache}",),
+                env=(*env, ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")),
+                checks=(check,))
         return ProgramSetup(env=env)
 
     def accept(self, program: str, storage: Storage) -> dict[str, Any]:
