@@ -29,6 +29,10 @@ if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
     || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 fi
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
+# Every test process (pytest, the CLIs, servers and children the tests start) may leave the
+# bytecode of what it imports in the venv: with PYTHONDONTWRITEBYTECODE set, each of the
+# hundreds of processes compiled Prefect, the Kubernetes and Google clients from source again.
+unset PYTHONDONTWRITEBYTECODE
 if [ -f .venv/uv.env ]; then set -a; . .venv/uv.env; set +a; fi  # uv's sources, for the image stage
 .venv/bin/ruff check flows tests benchmarks images
 if [ $# -gt 0 ]; then
