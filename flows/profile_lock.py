@@ -172,6 +172,12 @@ def _acquire(name: str, variable: str, logger: Any, hold: LockHold) -> str:
         record = _read_record(variable)
         final = bool(record and record.holds() and record.flow_run_id
                      and _run_is_final(record.flow_run_id))
+        if final:  # the slot and record were read before the run was seen final; a holder
+            # releases both before its run ends, so a release in between shows only in a
+            # second reading (a CI run caught a live holder "freed" by that race)
+            slot, again = _read_slot(name), _read_record(variable)
+            if again != record:
+                record, final = again, False
         verdict = rules.judge(slot, record, now, final)
         if verdict.action == "free":
             if _free(name, variable, slot, verdict, logger):
