@@ -5,18 +5,14 @@
 # Without arguments the tests run in tiers, quickest first, each its own pytest run so a
 # failure stops before the long ones (tests/support/tiers.py marks them): ruff, the fast
 # tests (no services), the service-backed ones (fake-gcs-server, a Prefect API, dockerd),
-# then the end-to-end modules of tests/e2e once each; then the coverage of all of them.
-# Beside the fast and services tiers (each a single pytest process, one core) run:
+# then the end-to-end modules of tests/e2e once each, the rehearsal last; then the coverage
+# of all of them. Two things run beside the fast and services tiers, because they mostly
+# wait while those compute (2 cores):
 # - the `realtime` services modules (leases expiring, Prefect servers and CLIs starting),
 #   in two more pytest runs whose output is printed when they end, before the e2e tier;
 # - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
 #   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
-#   the same script, which builds it there if this did not;
-# - the rehearsal lane: the rehearsal venv built by the real image stage, then the rehearsal
-#   end to end (tests/e2e/test_rehearsal_e2e.py, the real MaxText programs on CPU: the
-#   longest module) on the core the tiers leave idle. The services tier starts only once the
-#   venv is built (a module there runs MaxText's decode from it, and two installs of one venv
-#   at once would corrupt it); the lane is waited for after the e2e tier.
+#   the same script, which builds it there if this did not.
 # dockerd and the registry are started once for the whole run (the pytest runs find them up
 # and leave them up) and stopped at the end if this script started them.
 # With arguments, they are passed to one pytest run as they are.
@@ -106,19 +102,7 @@ beside "$LOGS/realtime-lock.log" realtime-lock-lane "${cov[@]}" -m realtime "$LO
 beside "$LOGS/realtime.log" realtime-lane "${cov[@]}" -m "realtime and not e2e" \
   --ignore="$LOCK_TESTS"
 realtime_pids=("${lanes[@]: -2}")
-REHEARSAL_TESTS=tests/e2e/test_rehearsal_e2e.py
-VENV_READY="$LOGS/rehearsal-venv.ready"
-rm -f "$VENV_READY"
-rehearsal_lane() {  # the venv first (its readiness is a file), then the module
-  .venv/bin/python -c "from tests.support.rehearsal import build_rehearsal_image as b; b()" \
-    && touch "$VENV_READY" && "${cov[@]}" "$REHEARSAL_TESTS"
-}
-beside "$LOGS/rehearsal.log" rehearsal-lane rehearsal_lane
-rehearsal_pid=${lanes[-1]}
 timed fast-tier "${cov[@]}" -m "not services and not e2e"
-waited=$SECONDS
-while [ ! -f "$VENV_READY" ] && kill -0 "$rehearsal_pid" 2>/dev/null; do sleep 2; done
-echo "test.sh: the services tier waited $((SECONDS - waited)) s for the rehearsal venv"
 timed services-tier "${cov[@]}" -m "services and not realtime and not e2e"
 failed=0
 for i in 0 1; do
@@ -134,13 +118,7 @@ if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
 fi
-lanes=("$rehearsal_pid")
-timed e2e-tier "${cov[@]}" tests/e2e --ignore="$REHEARSAL_TESTS"
-rc=0
-wait "$rehearsal_pid" || rc=$?
 lanes=()
-echo "---- the rehearsal lane, beside the tiers above ($LOGS/rehearsal.log) ----"
-cat "$LOGS/rehearsal.log"
-[ "$rc" = 0 ] || exit "$rc"
+timed e2e-tier "${cov[@]}" tests/e2e
 .venv/bin/python -m coverage combine -q
 .venv/bin/python scripts/coverage_report.py
