@@ -43,7 +43,14 @@ stop_all() {  # on any exit: the background jobs this script started, then its d
   for pid in "${lanes[@]}"; do
     kill -INT -- "-$pid" 2>/dev/null || true  # pytest's KeyboardInterrupt runs the teardowns
   done
-  for pid in "${lanes[@]}"; do wait "$pid" 2>/dev/null || true; done
+  # 120 s for those teardowns, then KILL: an interrupted pytest was once seen to hang in its
+  # teardown, and an unbounded wait here would hold CI until its own limit
+  local waited=0
+  for pid in "${lanes[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 120 ]; do sleep 1; waited=$((waited + 1)); done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   if [ "$docker_started" = 1 ]; then bash scripts/docker-services.sh stop || true; fi
 }
 trap stop_all EXIT
