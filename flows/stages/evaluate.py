@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flows.config.eval_hours import eval_rows
 from flows.config.profile import Profile
 from flows.core.backend import Backend, StageWork, WorkloadRun
 from flows.core.dataset import dataset_problem
@@ -26,6 +27,7 @@ from flows.core.eval_programs import (
     base_eval_key,
     eval_dir,
     evaluate_workload,
+    planned_eval_workloads,
     scores_uri,
     trained_eval_key,
 )
@@ -92,17 +94,10 @@ class EvaluateStage(ProgramStage):
         if rule is not None:
             notes.append(f"promotion: {rule.metric} of the trained model - {rule.against} >= "
                          f"{rule.min_delta:g}")
-        workloads = []
+        workloads = list(planned_eval_workloads(profile, layout, runtime, step).values())
         if isinstance(runtime, EvalRuntime):
-            workloads = [evaluate_workload(profile, layout, runtime, "base",
-                                           layout.converted_checkpoint),
-                         evaluate_workload(profile, layout, runtime, "trained",
-                                           layout.actor_params(step))]
-            notes += backend.runtime.setup(self.name).notes
-        ev = profile.eval
-        assert ev is not None
-        notes += plan_notes(profile, ev.batches * (ev.batch_size or int(profile.train.args.get(
-            "batch_size", 1))))
+            notes += runtime.setup(self.name).notes
+        notes += plan_notes(profile, eval_rows(profile))
         return StageWork(inputs={"base_checkpoint": layout.converted_checkpoint,
                                 "trained_checkpoint": layout.actor_params(step)},
                         outputs={"scores": scores_uri(layout, "trained"),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from flows.backends.gke.jobs.manifests import GKE_STAGES, jobs_of
 from flows.backends.gke.watch.budgets import budgets_for
 from flows.config.profile import Profile
 from flows.core.retry import RETRY_DELAYS_S
@@ -29,19 +30,17 @@ LOCAL_PROGRAMS = 4  # the most programs one rehearsal stage runs in sequence
 # Building the image (Cloud Build / docker) and `gcluster deploy` have no profile budget;
 # the longest the tutorial reports for either is well under this.
 UNBUDGETED_GKE_S = 4 * 3600.0
-# JobSets a GKE stage runs one after the other (evaluate: the base's, then the trained's)
-GKE_JOBS = {"convert": 1, "train": 1, "export": 1, "evaluate": 2}
 
 
 def stage_timeout_s(profile: Profile, stage: str) -> float:
     if profile.gke is None:
         assert profile.local is not None
         return LOCAL_PROGRAMS * profile.local.step_timeout_s + SLACK_S
-    if stage not in GKE_JOBS:
+    if stage not in GKE_STAGES:
         return UNBUDGETED_GKE_S
     budgets = budgets_for(profile, stage)
     per_job = (budgets.queue_s + budgets.run_s) * (budgets.preemptions + 1)
-    return GKE_JOBS[stage] * per_job + SLACK_S
+    return len(jobs_of(stage)) * per_job + SLACK_S  # its JobSets run one after the other
 
 
 

@@ -98,7 +98,6 @@ class GkeBackend(GkePlanning, GkePricing):
         self.logger: StageLogger = logger or logging.getLogger("tpurl")
         self.redactor = redactor or Redactor()
         self.on_progress, self.stage = on_progress, stage
-        self.job = stage  # what the JobSet being run is named after (job_of: stage or workload)
         self._storage = storage
         self.options = options_for(profile)
         self.budgets = budgets or budgets_for(profile, stage)
@@ -148,9 +147,9 @@ class GkeBackend(GkePlanning, GkePricing):
     # --- the protocol ----------------------------------------------------------------------
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
         started = time.monotonic()
-        self.job = job_of(self.stage, workload.name)
-        desired = render_jobset(workload, self.profile, run=stage_run(self.profile, self.job),
-                                stage=self.job, options=self.options)
+        job = job_of(self.stage, workload.name)
+        desired = render_jobset(workload, self.profile, run=stage_run(self.profile, job),
+                                stage=job, options=self.options)
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
                        self._progress(workload))
@@ -188,7 +187,7 @@ class GkeBackend(GkePlanning, GkePricing):
                         not is_finished(self.monitor.last_jobset if self.monitor else None):
                     self._cancel(name)  # queued or stuck: stop holding quota (never a JobSet
                     # that someone else deleted and may have recreated under the same name)
-                raise StageFailed(self.stage or workload.name, self._redacted(decision.diagnosis),
+                raise StageFailed(self.stage or workload.name, self._redacted(decision.diagnosis, job),
                                   log_uri)
         except StageFailed:
             raise
@@ -223,9 +222,9 @@ class GkeBackend(GkePlanning, GkePricing):
                 report(workload.name, int(m.group("step")), workload.total_steps)
         return progress
 
-    def _redacted(self, diagnosis: Diagnosis) -> Diagnosis:
+    def _redacted(self, diagnosis: Diagnosis, job: str) -> Diagnosis:
         """Redacted, and naming the one command that collects what a report needs."""
-        run = stage_run(self.profile, self.job) if self.stage in GKE_STAGES else ""
+        run = stage_run(self.profile, job) if self.stage in GKE_STAGES else ""
         bundle = (f"; for a report: tpurl support-bundle {self.profile.name}"
                   + (f" --run {label_value(run)}" if run else ""))
         return replace(diagnosis, summary=self.redactor(diagnosis.summary),

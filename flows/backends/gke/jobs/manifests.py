@@ -17,13 +17,14 @@ from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.program_files import program_files_configmap
 from flows.backends.gke.jobs.render import render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_placeholder
+from flows.config.eval_hours import EVALUATE, PROGRAM_STAGES
 from flows.config.profile import Profile, SecretRef
 from flows.core.eval_programs import base_eval_key, trained_eval_key
 from flows.core.layout import Layout, convert_key, export_key
 from flows.core.space import write_text
 from flows.core.workload import ProgramFile, Workload
 
-GKE_STAGES = ("convert", "train", "export", "evaluate")
+GKE_STAGES = (*PROGRAM_STAGES, EVALUATE)
 # A stage that submits more than one workload names each JobSet after the workload: the
 # evaluate stage scores the base and the trained model in two JobSets, each under the key of
 # the score it makes (the base's is shared by every run that trains from that base).

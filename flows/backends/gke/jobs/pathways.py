@@ -108,7 +108,7 @@ def program_container(workload: Workload, opts: GkeOptions) -> dict[str, Any]:
         "env": [*_head_env(), *env, *secret_env(workload, opts)],
         "resources": {"limits": {"cpu": "24", "memory": "100Gi"},
                       "requests": {"cpu": "2", "memory": "8Gi"}},
-        **mounts(workload),
+        **({"volumeMounts": shipped} if (shipped := mounts(workload)) else {}),
     }
 
 

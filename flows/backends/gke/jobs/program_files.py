@@ -42,11 +42,11 @@ def program_path(name: str) -> str:
     return f"{PROGRAMS_DIR}/{name}"
 
 
-def mounts(workload: Workload) -> dict[str, Any]:
-    """The container's share: the programs, read-only (empty without files)."""
+def mounts(workload: Workload) -> list[dict[str, Any]]:
+    """The container's share: the programs, read-only (none without files)."""
     if not workload.files:
-        return {}
-    return {"volumeMounts": [{"name": VOLUME, "mountPath": PROGRAMS_DIR, "readOnly": True}]}
+        return []
+    return [{"name": VOLUME, "mountPath": PROGRAMS_DIR, "readOnly": True}]
 
 
 def volumes(workload: Workload) -> list[dict[str, Any]]:

@@ -110,7 +110,7 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
         "env": env,
         "resources": {"requests": dict(size), "limits": dict(size)},
         "volumeMounts": [{"name": "scratch", "mountPath": scratch},
-                         *mounts(workload).get("volumeMounts", [])],
+                         *mounts(workload)],
     }
     pod = {
         **host_network(),
@@ -141,7 +141,7 @@ def tpu_hosts_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, 
         "command": container_command(workload, leader_only=leader_only),
         "env": [*plain_env(workload.env), *secret_env(workload, opts)],
         "resources": {"limits": {"google.com/tpu": str(gke.chips_per_host)}},
-        **mounts(workload),
+        **({"volumeMounts": shipped} if (shipped := mounts(workload)) else {}),
     }
     pod = {
         **host_network(),
