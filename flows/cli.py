@@ -280,6 +280,8 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     if result.evaluation is not None:
         decision = result.evaluation["decision"]
         print(f"  {'promoted' if decision['promoted'] else 'rejected'}: {decision['reason']}")
+        for note in decision.get("notes", []):
+            print(f"    ({note})")
     from flows.cli_output import final_lines
     from flows.runpage.result import result_uris
 

@@ -27,6 +27,7 @@ from flows.config import Profile, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
 from flows.core.deadline import Deadline
+from flows.core.eval_programs import score_key
 from flows.core.failures import StageFailed, internal_error
 from flows.core.layout import Layout
 from flows.core.retry import RETRY_DELAYS_S
@@ -278,9 +279,12 @@ def _judge(cfg: Profile, backend: Any, evaluated: StageOutput, artifacts: dict[s
     details = evaluated.details
     run = flow_run.name or "run"
     decision, promoted = promote_or_reject(backend.storage, cfg, run, details, artifacts,
-                                           backend.runtime.dataset_uri(), evaluated.key)
-    get_run_logger().info("%s: %s", "promoted" if decision.promoted else "rejected",
-                          decision.reason)
+                                           backend.runtime.dataset_uri(), evaluated.key,
+                                           score_key(cfg))
+    logger = get_run_logger()
+    logger.info("%s: %s", "promoted" if decision.promoted else "rejected", decision.reason)
+    for note in decision.notes:
+        logger.info("promotion: %s", note)
     emit_decision(cfg.name, decision, details, promoted, record.summary() if record else None)
     publish_promotion(cfg.name, comparison_rows(details, promoted, decision),
                       history_rows(read_history(backend.storage, cfg)))

@@ -43,7 +43,7 @@ def test_the_serving_flow_records_the_promoted_model_and_refuses_another(
     evaluation = {"trained": summary(0.5).model_dump(), "base": summary(0.3).model_dump()}
     promote_or_reject(storage, profile, "run-1", evaluation,
                       {"hf_export": "file:///exports/1", "trained_checkpoint": "file:///c/1"},
-                      None, "k")
+                      None, "k", "s")
     served = record_promoted_model("rehearsal", "file:///exports/1", "run-1")
     assert served == pointer_uris(profile)[0].replace("promoted.json", "served.json")
     assert '"model_uri": "file:///exports/1"' in storage.read_text(served)

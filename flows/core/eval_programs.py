@@ -84,6 +84,14 @@ def eval_settings_key(profile: Profile) -> str:
                       file_digest(EVAL_PROGRAM))
 
 
+def score_key(profile: Profile) -> str:
+    """What makes two models' scores comparable: the same held-out rows (the dataset and the
+    evaluation settings decide them), scored by the same program, arguments and image. The
+    promoted pointer keeps it, so a later run knows whether the promoted model's numbers
+    were made on its own held-out set (flows/core/promotion.py)."""
+    return config_key("eval-score", image_key(profile), eval_settings_key(profile))
+
+
 def base_eval_key(profile: Profile) -> str:
     return config_key("eval-base", convert_key(profile), image_key(profile),
                       eval_settings_key(profile))

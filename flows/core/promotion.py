@@ -31,6 +31,7 @@ class PromotedModel(BaseModel):
     promoted_at: str
     metric: str
     eval_key: str = ""
+    score_key: str = ""  # eval_programs.score_key of the scores; "" in pointers made before it
 
 
 class Decision(BaseModel):
@@ -39,6 +40,9 @@ class Decision(BaseModel):
     trained: float
     reference: float
     reference_kind: Literal["base", "promoted"]
+    # "score": trained vs reference on one held-out set; "lift": (trained - base) vs the
+    # promoted model's (promoted - its base), each on its own set (the sets differ)
+    basis: Literal["score", "lift"] = "score"
     delta: float
     min_delta: float
     reason: str
@@ -48,31 +52,51 @@ class Decision(BaseModel):
 
 
 def decide(rule: PromotionRule, trained: ScoreSummary, base: ScoreSummary,
-           promoted: PromotedModel | None, model_uri: str) -> Decision:
+           promoted: PromotedModel | None, model_uri: str, score_key: str) -> Decision:
     """``model_uri`` is this run's export: when it is already the promoted model (an
-    unchanged rerun), the decision stands and nothing moves or is announced again."""
+    unchanged rerun), the decision stands and nothing moves or is announced again.
+    ``score_key`` says which held-out set and scorer this run's scores come from."""
     notes: list[str] = []
+    metric = rule.metric
     if promoted is not None and promoted.model_uri == model_uri:
-        value = trained.metric(rule.metric)
-        return Decision(promoted=True, metric=rule.metric, trained=value, reference=value,
+        value = trained.metric(metric)
+        return Decision(promoted=True, metric=metric, trained=value, reference=value,
                         reference_kind="promoted", delta=0.0, min_delta=rule.min_delta,
                         reason="this run's model is already the promoted one",
                         reference_run=promoted.run, unchanged=True)
+    basis: Literal["score", "lift"] = "score"
     if rule.against == "promoted" and promoted is not None:
-        if promoted.metric != rule.metric:
+        if promoted.metric != metric:
             notes.append(f"the promoted model was chosen on {promoted.metric}; compared on "
-                         f"{rule.metric} now")
-        reference, kind, ref_run = promoted.scores.metric(rule.metric), "promoted", promoted.run
+                         f"{metric} now")
+        kind: Literal["base", "promoted"] = "promoted"
+        ref_run: str | None = promoted.run
+        if promoted.score_key and promoted.score_key == score_key:
+            value, reference = trained.metric(metric), promoted.scores.metric(metric)
+        else:
+            basis = "lift"
+            value = trained.metric(metric) - base.metric(metric)
+            reference = promoted.scores.metric(metric) - promoted.base_scores.metric(metric)
+            why = ("on another held-out set or with other evaluation settings"
+                   if promoted.score_key else "before its held-out set was recorded")
+            notes.append(f"the promoted model (run {promoted.run}) was scored {why}, so its "
+                         "scores are not comparable with this run's: compared by the lift "
+                         "over each one's base model on its own held-out set")
     else:
         if rule.against == "promoted":
             notes.append("nothing is promoted yet: compared with the base model")
-        reference, kind, ref_run = base.metric(rule.metric), "base", None
-    value = trained.metric(rule.metric)
+        value, reference = trained.metric(metric), base.metric(metric)
+        kind, ref_run = "base", None
     delta = value - reference
     passed = delta >= rule.min_delta - 1e-12  # equal within float noise passes a 0 delta
     verdict = "meets" if passed else "misses"
-    reason = (f"{rule.metric} {value:.4f} vs {kind} {reference:.4f}: delta {delta:+.4f} "
-              f"{verdict} min_delta {rule.min_delta:+g}")
-    return Decision(promoted=passed, metric=rule.metric, trained=value, reference=reference,
-                    reference_kind=kind, delta=delta, min_delta=rule.min_delta, reason=reason,
-                    reference_run=ref_run, notes=notes)
+    if basis == "lift":
+        reason = (f"{metric} lift over base {value:+.4f} vs the promoted model's lift "
+                  f"{reference:+.4f}: delta {delta:+.4f} {verdict} min_delta "
+                  f"{rule.min_delta:+g}")
+    else:
+        reason = (f"{metric} {value:.4f} vs {kind} {reference:.4f}: delta {delta:+.4f} "
+                  f"{verdict} min_delta {rule.min_delta:+g}")
+    return Decision(promoted=passed, metric=metric, trained=value, reference=reference,
+                    reference_kind=kind, basis=basis, delta=delta, min_delta=rule.min_delta,
+                    reason=reason, reference_run=ref_run, notes=notes)

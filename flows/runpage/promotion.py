@@ -81,16 +81,18 @@ def dataset_of(profile: Profile, dataset_uri: str | None) -> str:
 
 
 def promote_or_reject(storage: Storage, profile: Profile, run: str, evaluation: dict[str, Any],
-                      artifacts: dict[str, str], dataset_uri: str | None,
-                      eval_key: str) -> tuple[Decision, PromotedModel | None]:
+                      artifacts: dict[str, str], dataset_uri: str | None, eval_key: str,
+                      score_key: str) -> tuple[Decision, PromotedModel | None]:
     """Judge the run by the profile's rule; on a pass, move the pointer. Returns the decision
-    and the model promoted after it (the new one, or the one still promoted)."""
+    and the model promoted after it (the new one, or the one still promoted). ``score_key``
+    (eval_programs.score_key) names the held-out set and scorer of this run's scores; the
+    pointer keeps it so a later run knows whether the numbers compare."""
     rule = profile.promotion_rule
     assert rule is not None
     trained = ScoreSummary.model_validate(evaluation["trained"])
     base = ScoreSummary.model_validate(evaluation["base"])
     current = read_promoted(storage, profile)
-    decision = decide(rule, trained, base, current, artifacts["hf_export"])
+    decision = decide(rule, trained, base, current, artifacts["hf_export"], score_key)
     if not decision.promoted or decision.unchanged:
         return decision, current
     model = PromotedModel(model_uri=artifacts["hf_export"],
@@ -98,7 +100,7 @@ def promote_or_reject(storage: Storage, profile: Profile, run: str, evaluation: 
                           base_scores=base, run=run, dataset=dataset_of(profile, dataset_uri),
                           revision=profile.model.hf_revision,
                           promoted_at=datetime.now(UTC).isoformat(), metric=rule.metric,
-                          eval_key=eval_key)
+                          eval_key=eval_key, score_key=score_key)
     write_promoted(storage, profile, model)
     return decision, model
 
@@ -132,11 +134,15 @@ def comparison_rows(evaluation: dict[str, Any], promoted: PromotedModel | None,
             {"model": "trained (this run)",
              **ScoreSummary.model_validate(evaluation["trained"]).row()}]
     if promoted is not None:
-        rows.append({"model": f"promoted ({promoted.run})", **promoted.scores.row()})
+        # a model promoted by this very decision was scored on this set; an older one may not
+        # have been, and its row says so (its numbers are from its own run's held-out set)
+        elsewhere = decision.basis == "lift" and not decision.promoted
+        label = f"promoted ({promoted.run}{', its own held-out set' if elsewhere else ''})"
+        rows.append({"model": label, **promoted.scores.row()})
     for row in rows:
         row["decision"] = ""
     rows[1]["decision"] = ("promoted" if decision.promoted else "rejected") + \
-        f": {decision.reason}"
+        f": {decision.reason}" + "".join(f" ({note})" for note in decision.notes)
     return rows
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from flows.config.evaluation import PromotionRule
@@ -10,10 +12,12 @@ from flows.core.scores import mean_interval, wilson
 from tests.support.scores import summary
 
 
-def promoted(mean: float, run: str = "run-1", uri: str = "file:///old") -> PromotedModel:
+def promoted(mean: float, run: str = "run-1", uri: str = "file:///old", base: float = 0.1,
+             score_key: str = "s") -> PromotedModel:
     return PromotedModel(model_uri=uri, trained_checkpoint="ckpt", scores=summary(mean),
-                         base_scores=summary(0.1), run=run, dataset="d", revision="main",
-                         promoted_at="2026-12-01T00:00:00+00:00", metric="mean_reward")
+                         base_scores=summary(base), run=run, dataset="d", revision="main",
+                         promoted_at="2026-12-01T00:00:00+00:00", metric="mean_reward",
+                         score_key=score_key)
 
 
 def test_wilson_interval_matches_the_textbook_values() -> None:
@@ -34,8 +38,8 @@ def test_mean_interval_is_normal_and_degenerate_without_spread() -> None:
 
 def test_better_than_base_promotes_and_worse_rejects() -> None:
     rule = PromotionRule(metric="mean_reward", min_delta=0.0, against="base")
-    assert decide(rule, summary(0.6), summary(0.5), None, "file:///new").promoted
-    worse = decide(rule, summary(0.4), summary(0.5), None, "file:///new")
+    assert decide(rule, summary(0.6), summary(0.5), None, "file:///new", "s").promoted
+    worse = decide(rule, summary(0.4), summary(0.5), None, "file:///new", "s")
     assert not worse.promoted and worse.reference_kind == "base"
     assert worse.delta == pytest.approx(-0.1) and "misses" in worse.reason
 
@@ -43,32 +47,77 @@ def test_better_than_base_promotes_and_worse_rejects() -> None:
 def test_against_promoted_uses_the_promoted_model_and_falls_back_to_base() -> None:
     rule = PromotionRule()  # the documented default: mean_reward, 0.0, against promoted
     current = promoted(0.8)
-    beaten = decide(rule, summary(0.7), summary(0.1), current, "file:///new")
+    beaten = decide(rule, summary(0.7), summary(0.1), current, "file:///new", "s")
     assert not beaten.promoted and beaten.reference_kind == "promoted"
     assert beaten.reference == pytest.approx(0.8) and beaten.reference_run == "run-1"
-    first = decide(rule, summary(0.2), summary(0.1), None, "file:///new")
+    first = decide(rule, summary(0.2), summary(0.1), None, "file:///new", "s")
     assert first.promoted and first.reference_kind == "base"
     assert "nothing is promoted yet" in first.notes[0]
 
 
 def test_min_delta_demands_a_margin_and_a_negative_one_is_a_tolerance() -> None:
     margin = PromotionRule(min_delta=0.05, against="base")
-    assert not decide(margin, summary(0.53), summary(0.5), None, "u").promoted
-    assert decide(margin, summary(0.56), summary(0.5), None, "u").promoted
+    assert not decide(margin, summary(0.53), summary(0.5), None, "u", "s").promoted
+    assert decide(margin, summary(0.56), summary(0.5), None, "u", "s").promoted
     tolerant = PromotionRule(min_delta=-0.05, against="base")
-    assert decide(tolerant, summary(0.46), summary(0.5), None, "u").promoted
-    assert decide(PromotionRule(against="base"), summary(0.5), summary(0.5), None, "u").promoted
+    assert decide(tolerant, summary(0.46), summary(0.5), None, "u", "s").promoted
+    assert decide(PromotionRule(against="base"), summary(0.5), summary(0.5), None, "u", "s").promoted
 
 
 def test_accuracy_metric_reads_the_accuracy() -> None:
     rule = PromotionRule(metric="accuracy", against="base")
-    decision = decide(rule, summary(0.1, correct=3), summary(0.9, correct=1), None, "u")
+    decision = decide(rule, summary(0.1, correct=3), summary(0.9, correct=1), None, "u", "s")
     assert decision.promoted and decision.trained == 0.75 and decision.reference == 0.25
 
 
 def test_the_promoted_model_itself_is_unchanged_not_promoted_again() -> None:
-    decision = decide(PromotionRule(), summary(0.5), summary(0.1), promoted(0.5, uri="u"), "u")
+    decision = decide(PromotionRule(), summary(0.5), summary(0.1), promoted(0.5, uri="u"), "u", "s")
     assert decision.promoted and decision.unchanged
+
+
+def test_scores_from_another_held_out_set_are_compared_by_their_lift_over_base() -> None:
+    """A retrain on a new dataset holds out other rows: the promoted model's 0.8 was made on
+    an easy set (its base scored 0.7 there), this run's 0.6 on a hard one (base 0.4). Raw,
+    0.6 < 0.8 would reject a model that improved twice as much; by lift it passes."""
+    rule = PromotionRule()
+    elsewhere = promoted(0.8, base=0.7, score_key="other-set")
+    better = decide(rule, summary(0.6), summary(0.4), elsewhere, "file:///new", "this-set")
+    assert better.promoted and better.basis == "lift" and better.reference_kind == "promoted"
+    assert better.trained == pytest.approx(0.2) and better.reference == pytest.approx(0.1)
+    assert "lift over base +0.2000" in better.reason and "another held-out set" in better.notes[0]
+    # and the converse: a higher raw score on an easier set is no improvement
+    easy = decide(rule, summary(0.9), summary(0.85), promoted(0.5, base=0.1, score_key="x"),
+                  "file:///new", "this-set")
+    assert not easy.promoted and easy.delta == pytest.approx(0.05 - 0.4)
+    # the same set: the raw scores, as before
+    same = decide(rule, summary(0.6), summary(0.4), promoted(0.8, base=0.7, score_key="k"),
+                  "file:///new", "k")
+    assert not same.promoted and same.basis == "score" and same.reference == pytest.approx(0.8)
+
+
+def test_a_pointer_older_than_score_keys_is_compared_by_lift() -> None:
+    old = promoted(0.8, base=0.7, score_key="")
+    decision = decide(PromotionRule(), summary(0.6), summary(0.4), old, "file:///new", "k")
+    assert decision.basis == "lift" and decision.promoted
+    assert "before its held-out set was recorded" in decision.notes[0]
+
+
+def test_the_score_key_follows_the_held_out_set_not_the_training_settings(
+        tmp_path: Path) -> None:
+    from flows.config import load_profile
+    from flows.core.eval_programs import score_key
+
+    def key(**overrides: str) -> str:
+        return score_key(load_profile("rehearsal", {"local.root": str(tmp_path), **overrides},
+                                      environ={}))
+
+    assert key() == key(**{"train.args.learning_rate": "1e-3"})  # scores compare
+    assert key() != key(**{"eval.batches": "3"})  # other rows are scored
+    assert key() != key(**{"eval.sampling": "standard"})  # scored otherwise
+    assert key() != key(**{"train.args.data_template_path": ""})  # other prompts
+    # a retrain's announced dataset (the flow's dataset_uri becomes data.train_files)
+    v1 = key(**{"data.train_files": str(tmp_path / "v1.parquet")})
+    assert v1 != key(**{"data.train_files": str(tmp_path / "v2.parquet")}) and v1 != key()
 
 
 def test_the_tutorial_estimate_comes_from_its_own_train_estimate() -> None:

@@ -128,6 +128,7 @@ def test_a_worse_retrained_model_is_rejected_and_the_pointer_stays(tmp_path: Pat
     """Two runs through the real stages, the second trained worse (its evaluation scores
     below the promoted model): rejected, the pointer and the history unchanged, the export
     kept."""
+    from flows.core.eval_programs import score_key
     from flows.core.storage import LocalStorage
     from flows.runpage.promotion import pointer_uris, promote_or_reject, read_history
 
@@ -137,7 +138,8 @@ def test_a_worse_retrained_model_is_rejected_and_the_pointer_stays(tmp_path: Pat
                      "trained_checkpoint": outputs["train"].uris["actor_checkpoint"]}
         decision, model = promote_or_reject(LocalStorage(), backend.profile, run,
                                             outputs["evaluate"].details, artifacts, None,
-                                            outputs["evaluate"].key)
+                                            outputs["evaluate"].key,
+                                            score_key(backend.profile))
         return decision, model, artifacts
 
     first, promoted, _ = judged(backend_at(tmp_path), "run-1")
