@@ -76,20 +76,30 @@ def _file_part(value: object) -> object:
     return file_digest(path) if isinstance(value, str) and path.is_file() else value
 
 
-def eval_settings_key(profile: Profile) -> str:
+def _scoring_parts(profile: Profile) -> tuple[object, ...]:
+    """The evaluation settings and the training arguments that decide how a row is scored."""
     assert profile.eval is not None
     args = profile.train.args
     picked = {k: _file_part(args[k]) for k in EVAL_ARGS if k in args}
-    return config_key("eval-settings", profile.eval.model_dump(), dataset_key(profile), picked,
-                      file_digest(EVAL_PROGRAM))
+    return profile.eval.model_dump(), picked, file_digest(EVAL_PROGRAM)
+
+
+def eval_settings_key(profile: Profile) -> str:
+    """The base score's settings: the training dataset is part of them even with a declared
+    ``eval.files``, because the program checks those rows against the training rows."""
+    settings, picked, program = _scoring_parts(profile)
+    return config_key("eval-settings", settings, dataset_key(profile), picked, program)
 
 
 def score_key(profile: Profile) -> str:
     """What makes two models' scores comparable: the same held-out rows (the dataset and the
     evaluation settings decide them), scored by the same program, arguments and image. The
     promoted pointer keeps it, so a later run knows whether the promoted model's numbers
-    were made on its own held-out set (flows/core/promotion.py)."""
-    return config_key("eval-score", image_key(profile), eval_settings_key(profile))
+    were made on its own held-out set (flows/core/promotion.py). A declared ``eval.files``
+    is the same rows whatever the run trains on; without it the rows come from the dataset."""
+    assert profile.eval is not None
+    rows = profile.eval.files or dataset_key(profile)
+    return config_key("eval-score", image_key(profile), rows, *_scoring_parts(profile))
 
 
 def base_eval_key(profile: Profile) -> str:

@@ -118,6 +118,10 @@ def test_the_score_key_follows_the_held_out_set_not_the_training_settings(
     # a retrain's announced dataset (the flow's dataset_uri becomes data.train_files)
     v1 = key(**{"data.train_files": str(tmp_path / "v1.parquet")})
     assert v1 != key(**{"data.train_files": str(tmp_path / "v2.parquet")}) and v1 != key()
+    # a declared held-out set is the same rows whatever the run trains on
+    held = {"eval.files": str(tmp_path / "held-out.parquet")}
+    assert key(**held, **{"data.train_files": str(tmp_path / "v1.parquet")}) == \
+        key(**held, **{"data.train_files": str(tmp_path / "v2.parquet")})
 
 
 def test_the_tutorial_estimate_comes_from_its_own_train_estimate() -> None:
