@@ -188,7 +188,8 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
                      dataset_uri: str | None = None,
                      model_revision: str | None = None,
                      announcement: dict[str, Any] | None = None) -> PipelineResult | State:
-    """Run the five stages for a profile: image, infra, convert, train, export.
+    """Run a profile's stages: image, infra, convert, train, export, then evaluate and the
+    promotion decision when the profile has an eval section.
 
     Prefect shows each argument's text below on the run form (it reads this Args section).
 
