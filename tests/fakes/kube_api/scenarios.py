@@ -38,7 +38,7 @@ def _pods(kube: FakeKube, name: str) -> list[Obj]:
 
 def coordinator(kube: FakeKube, name: str) -> str:
     """The pod whose workload-container is the program (Pathways head, or index 0)."""
-    pods = _pods(kube, name)
+    pods = sorted(_pods(kube, name), key=lambda p: bool(p["metadata"].get("deletionTimestamp")))
     for pod in pods:
         if pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "pathways-head":
             return pod["metadata"]["name"]
@@ -64,19 +64,35 @@ def admit(kube: FakeKube, name: str) -> None:
                                           f"Previously: {evicted['message']}"))
         kube.mutate("workloads", NS, wl["metadata"]["name"], admitted)
     kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=False))
+    if any(c["type"] == "Suspended" for c in (js.get("status") or {}).get("conditions") or []):
+        # jobset_controller.go resumeJobsIfNecessary → setJobSetResumedCondition
+        kube.mutate("jobsets", NS, name, lambda o: _set_condition(
+            o, condition("Suspended", "False", "ResumeJobs", "jobset is resumed")))
+    create_children(kube, name)
+
+
+def create_children(kube: FakeKube, name: str) -> None:
+    """The JobSet controller's Jobs of the current attempt (those missing), and their pods."""
+    js = kube.get("jobsets", NS, name)
     owner = [{"kind": "JobSet", "name": name, "uid": js["metadata"]["uid"]}]
+    attempt = str((js.get("status") or {}).get("restarts") or 0)
     for rjob in js["spec"]["replicatedJobs"]:
         spec = rjob["template"]["spec"]
         containers = [c["name"] for c in spec["template"]["spec"]["containers"]]
         for replica in range(rjob.get("replicas", 1)):
             job = f"{name}-{rjob['name']}-{replica}"
+            # jobset_controller.go labelAndAnnotateObject labels the Job and its pod
+            # template alike, with the restart attempt (status.restarts) they belong to
             labels = {"jobset.sigs.k8s.io/jobset-name": name,
                       "jobset.sigs.k8s.io/jobset-uid": js["metadata"]["uid"],
                       "jobset.sigs.k8s.io/replicatedjob-name": rjob["name"],
-                      "jobset.sigs.k8s.io/job-index": str(replica)}
+                      "jobset.sigs.k8s.io/job-index": str(replica),
+                      "jobset.sigs.k8s.io/restart-attempt": attempt}
             if ("jobs", NS, job) not in kube.objects:  # kept, suspended, across an eviction
                 kube.create("jobs", NS, {"metadata": {"name": job, "labels": labels,
                                                       "ownerReferences": owner}, "spec": spec})
+            else:  # resumeJob
+                kube.mutate("jobs", NS, job, lambda o: o["spec"].update(suspend=False))
             for index in range(spec.get("parallelism", 1)):
                 if ("nodes", "", f"node-{index}") not in kube.objects:  # the cpu-np pool
                     kube.create("nodes", "", {"metadata": {"name": f"node-{index}"}})
@@ -96,6 +112,8 @@ def _containers(kube: FakeKube, name: str, state: Obj, phase: str, only: str | N
     head = coordinator(kube, name)
     for pod in _pods(kube, name):
         if coordinator_only and pod["metadata"]["name"] != head:
+            continue
+        if pod["metadata"].get("deletionTimestamp"):  # being stopped: no container starts
             continue
 
         def change(obj: Obj) -> None:
@@ -149,26 +167,66 @@ def evict(kube: FakeKube, name: str) -> None:
     evict_releasing(0.1)(kube, name)
 
 
-def evict_releasing(release_s: float) -> Action:
+# kueue v0.15.2 pkg/scheduler/preemption/preemption.go preemptionMessage (reason InClusterQueue)
+PREEMPTED = ("Preempted to accommodate a workload (UID: 5f0c6b1e, JobUID: 9a2d7c44) due to "
+             "prioritization in the ClusterQueue; preemptor path: /tpu-cq; preemptee path: "
+             "/tpu-cq")
+
+
+def stop_pods(kube: FakeKube, name: str, exit_code: int = 143) -> list[str]:
+    """What a suspended JobSet does to its pods. The JobSet controller suspends its child
+    Jobs and sets Suspended=True (jobset v0.10.1 pkg/controllers/jobset_controller.go
+    suspendJobs, setJobSetSuspendedCondition: reason SuspendedJobs); the Job controller
+    deletes their active pods, removing the tracking finalizer first so they do not count
+    as failures (kubernetes pkg/controller/job/job_controller.go manageJob, deleteJobPods);
+    the kubelet stops each container with SIGTERM (143; 137 once the grace period ran out)
+    and posts the terminal phase before it lets the pod go (pkg/kubelet/status/
+    status_manager.go canBeDeleted: "Delay deletion of pods until the phase is terminal").
+    So a watch sees every stopped pod Failed, with its container's exit code and a
+    deletionTimestamp, before the pod is deleted. Returns the pods' names."""
+    kube.mutate("jobsets", NS, name, lambda o: _set_condition(
+        o, condition("Suspended", "True", "SuspendedJobs", "jobset is suspended")))
+    for job in kube.find("jobs", NS, f"jobset.sigs.k8s.io/jobset-name={name}"):
+        kube.mutate("jobs", NS, job["metadata"]["name"], lambda o: o["spec"].update(suspend=True))
+    return stop_pods_of(kube, name, lambda _pod: True, exit_code)
+
+
+def stop_pods_of(kube: FakeKube, name: str, which: Callable[[Obj], bool],
+                 exit_code: int = 143) -> list[str]:
+    """Deleted pods as the kubelet ends them (see stop_pods); not yet deleted."""
+    pods = [p["metadata"]["name"] for p in _pods(kube, name) if which(p)]
+    for pod in pods:
+        kube.mutate("pods", NS, pod, lambda o: o["metadata"].update(deletionTimestamp=now_iso()))
+
+    def killed(obj: Obj) -> None:
+        obj["status"]["phase"] = "Failed"
+        for status in obj["status"].get("containerStatuses") or []:
+            if "running" in (status.get("state") or {}):
+                status["state"] = {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+    for pod in pods:
+        kube.mutate("pods", NS, pod, killed)
+    return pods
+
+
+def evict_releasing(release_s: float, exit_code: int = 143) -> Action:
     def stop(kube: FakeKube, name: str) -> None:
-        message = "Preempted to accommodate a higher priority Workload"
         wl = _workload(kube, name)
+
+        def evicted(obj: Obj) -> None:
+            # kueue pkg/workload/workload.go Evict, with SetPreemptedCondition
+            _set_condition(obj, condition("Evicted", "True", "Preempted", PREEMPTED))
+            _set_condition(obj, condition("Preempted", "True", "InClusterQueue", PREEMPTED))
         if wl:
-            kube.mutate("workloads", NS, wl["metadata"]["name"], lambda o: _set_condition(
-                o, condition("Evicted", "True", "Preempted", message)))
+            kube.mutate("workloads", NS, wl["metadata"]["name"], evicted)
         kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=True))
-        pods = [p["metadata"]["name"] for p in _pods(kube, name)]
-        for pod in pods:  # the JobSet controller deletes the Jobs: the pods terminate
-            kube.mutate("pods", NS, pod, lambda o: o["metadata"].update(
-                deletionTimestamp=now_iso()))
+        pods = stop_pods(kube, name, exit_code)
         uid = kube.get("jobsets", NS, name)["metadata"]["uid"]
 
         def released(obj: Obj) -> None:
-            _set_condition(obj, condition("QuotaReserved", "False", "Pending",
-                                          "couldn't assign flavors to pod set main: "
-                                          "insufficient unused quota for google.com/tpu in "
-                                          "flavor tpu, 8 more needed"))
-            _set_condition(obj, condition("Requeued", "True", "Preempted", message))
+            # reconciler.go "handle eviction": SetRequeuedCondition (True for Preempted),
+            # UnsetQuotaReservationWithCondition(wl, "Pending", <the eviction message>)
+            _set_condition(obj, condition("Requeued", "True", "Preempted", PREEMPTED))
+            _set_condition(obj, condition("QuotaReserved", "False", "Pending", PREEMPTED))
             _set_condition(obj, condition("Admitted", "False", "NoReservation",
                                           "The workload has no reservation"))
 

@@ -286,6 +286,10 @@ class FakeKube:
         meta = jobset["metadata"]
         if "kueue.x-k8s.io/queue-name" in (meta.get("labels") or {}):
             jobset["spec"]["suspend"] = True
+            # the JobSet controller's first reconcile of a suspended JobSet (jobset v0.10.1
+            # pkg/controllers/jobset_controller.go suspendJobs → setJobSetSuspendedCondition)
+            jobset.setdefault("status", {})["conditions"] = [condition(
+                "Suspended", "True", "SuspendedJobs", "jobset is suspended")]
             uid = meta["uid"]
             self.create("workloads", meta["namespace"], {
                 "metadata": {"name": f"jobset-{meta['name']}-{uid[:5]}",

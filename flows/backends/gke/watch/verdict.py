@@ -113,8 +113,9 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
         pods = [p for p in pods if _pod_name(p) not in gone]
     scaling = events_for(autoscaler_events or [], {_pod_name(p) for p in pods})
     waiting_budget_s = queue_budget_s if waits_for_capacity else schedule_budget_s
-    found = (_program_failed(name, pods, log_tail)
-             or _infrastructure(name, pods, now, waiting_budget_s, pull_errors or {},
+    evidence = [p for p in pods if not _stopped(p, bool(failed))]
+    found = (_program_failed(name, evidence, log_tail)
+             or _infrastructure(name, evidence, now, waiting_budget_s, pull_errors or {},
                                 pull_grace_s, scaling, waits_for_capacity))
     if found:
         return found
@@ -133,6 +134,28 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
         return Verdict(Phase.QUEUED, None, f"{name} is waiting for nodes: "
                        f"{scaling_line(scaling)}")
     return verdict
+
+
+def _stopped(pod: Obj, failed: bool) -> bool:
+    """A pod being deleted was stopped, not failed: a Kueue eviction suspends the JobSet,
+    whose controller suspends its Jobs, whose controller deletes their pods (jobset
+    pkg/controllers/jobset_controller.go suspendJobs; kubernetes pkg/controller/job/
+    job_controller.go deleteJobPods); a failure-policy restart deletes the attempt's Jobs.
+    The kubelet then posts each container's end (SIGTERM's 143, or 137 once the grace
+    period ran out) and the Failed phase before the pod goes (pkg/kubelet/status/
+    status_manager.go canBeDeleted), so the watch sees an exit code the program never
+    chose. While the JobSet has not failed such a pod explains nothing (it is stopping or
+    restarting); once it failed, only a signal's exit is the stop's, any other is kept."""
+    if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    if not failed:
+        return True
+    return any(_killed_by_signal(state) for state in _terminated(pod, WORKLOAD_CONTAINER))
+
+
+def _killed_by_signal(state: Obj) -> bool:
+    return int(state.get("exitCode", 0)) in (128 + 15, 128 + 9) and \
+        state.get("reason") != "OOMKilled"
 
 
 def _unscheduled(pods: list[Obj]) -> bool:
@@ -187,6 +210,14 @@ def _program_failed(name: str, pods: list[Obj], log_tail: list[str]) -> Verdict 
                              "the same configuration will be killed again: raise the memory "
                              "limit or shrink the step (batch, lengths)")
             code = int(state.get("exitCode", 0))
+            if code == 128 + 9:  # not OOMKilled: the runtime says so when the OOM killer did it
+                return _diag(FailureCategory.INFRASTRUCTURE,
+                             f"{name}: {WORKLOAD_CONTAINER} of pod {_pod_name(pod)} was killed "
+                             "(SIGKILL, exit 137) from outside, not by the out-of-memory "
+                             "killer (the container runtime reports OOMKilled for that)",
+                             _tail(log_tail), "a stop whose grace period (30 s, the "
+                             "pods' terminationGracePeriodSeconds) ran out, or the node "
+                             "killed it; retried with backoff")
             if code != 0:
                 returncode = -(code - 128) if code > 128 else code
                 diagnosis = diagnose_exit(name, returncode, log_tail)

@@ -1,0 +1,90 @@
+"""The GKE backend through sequences as the real controllers order them (tests/fakes/kube_api
+scenarios.stop_pods, restarts.py, each citing the upstream file that decides it).
+
+The fake before these played an eviction as "deletionTimestamp, then gone" and had no
+failure-policy restart at all; a cluster's kubelet posts the stopped containers' exit codes
+(143 after SIGTERM, 137 once the grace period ran out) and the Failed phase before it lets
+a deleted pod go, and a JobSet restart counts ``status.restarts`` up before its new Jobs
+exist. Each test failed on the verdict before the fix that came with it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flows.config import Profile
+from flows.core.failures import FailureCategory, StageFailed
+from tests.fakes.gke_backend import jobsets_created, run_stage
+from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.fakes.kube_api.restarts import job_fails
+from tests.fakes.kube_api.scenarios import admit, evict_releasing, say, scenario, start, succeed
+from tests.support.profiles import fake_hf_token, tutorial_profile, with_gke
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("realsequences"))
+    with FakeApiServer(FakeKube()) as srv:
+        yield srv
+
+
+def kept(log_uri: str) -> str:
+    return Path(log_uri.removeprefix("file://")).read_text()
+
+
+@pytest.mark.parametrize("exit_code", [143, 137], ids=["sigterm", "grace-period-ran-out"])
+def test_an_eviction_whose_pods_report_their_stop_keeps_the_same_jobset(
+        server: FakeApiServer, tmp_path: Path, exit_code: int) -> None:
+    """Kueue preempts: the stopped head reports exit 143 (or 137) with a deletionTimestamp
+    before it goes. The verdict read that as the program's end: "was stopped by SIGTERM"
+    (deleted, resubmitted: the queue position lost) or, for 137, "killed (SIGKILL), most
+    likely by the out-of-memory killer", a user error that is not retried."""
+    script = [(0.1, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
+              (0.1, evict_releasing(0.3, exit_code)), (0.3, admit), (0.05, start),
+              (0.05, say("restored checkpoint 1", "step 2")), (0.1, succeed)]
+    kube = scenario(server.kube, script)
+    outcome, logger, log_uri, _ = run_stage(server, "train", tmp_path)
+    assert not isinstance(outcome, StageFailed), outcome
+    assert jobsets_created(kube) == 1 and outcome.submissions == 1
+    assert "restored checkpoint 1" in kept(log_uri)
+    assert any("evicted by Kueue" in line for line in logger.lines), logger.lines
+
+
+def restarting(max_restarts: int) -> Profile:
+    return with_gke(tutorial_profile(), train_max_restarts=max_restarts)
+
+
+@pytest.mark.parametrize("compacted", [False, True], ids=["watched", "410-in-the-restart"])
+def test_a_failure_policy_restart_is_followed_into_the_new_attempt(
+        server: FakeApiServer, tmp_path: Path, compacted: bool) -> None:
+    """A worker Job fails (BackoffLimitExceeded, no rule matches: RestartJobSet): the JobSet
+    counts the restart, deletes the attempt's Jobs (the head reports 143 as it goes), then
+    creates the next attempt's. The verdict failed the stage on the head's 143. With
+    ``compacted`` the watches lose their place in the middle and must list again."""
+    script = [(0.1, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
+              (0.1, job_fails("worker", compact_between=compacted)), (0.5, start),
+              (0.05, say("restored checkpoint 1", "step 2")), (0.1, succeed)]
+    kube = scenario(server.kube, script)
+    outcome, _, log_uri, _ = run_stage(server, "train", tmp_path, profile=restarting(1))
+    assert not isinstance(outcome, StageFailed), outcome
+    assert jobsets_created(kube) == 1 and outcome.submissions == 1
+    jobset = kube.find("jobsets")[0] if kube.find("jobsets") else None
+    assert jobset is None or jobset["status"]["restarts"] == 1
+    assert "restored checkpoint 1" in kept(log_uri)
+
+
+def test_restarts_spent_name_the_jobsets_reason_not_the_stopped_head(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """train_max_restarts 0 (the default): the worker Job's failure fails the JobSet
+    (ReachedMaxRestarts) and the JobSet then deletes the head's Job. The head's 143 is the
+    stop's, not a cause: the diagnosis names the JobSet's reason and its first failed job."""
+    script = [(0.1, admit), (0.05, start), (0.05, say("step 1")), (0.1, job_fails("worker"))]
+    scenario(server.kube, script)
+    outcome, _, _, _ = run_stage(server, "train", tmp_path, profile=restarting(0))
+    assert isinstance(outcome, StageFailed), outcome
+    diagnosis = outcome.diagnosis
+    assert diagnosis.category is FailureCategory.INFRASTRUCTURE, diagnosis
+    assert "ReachedMaxRestarts" in diagnosis.summary and "-worker-0" in diagnosis.summary
+    assert "SIGTERM" not in diagnosis.summary
