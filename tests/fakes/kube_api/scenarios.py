@@ -64,11 +64,40 @@ def admit(kube: FakeKube, name: str) -> None:
                                           f"Previously: {evicted['message']}"))
         kube.mutate("workloads", NS, wl["metadata"]["name"], admitted)
     kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=False))
-    if any(c["type"] == "Suspended" for c in (js.get("status") or {}).get("conditions") or []):
-        # jobset_controller.go resumeJobsIfNecessary → setJobSetResumedCondition
+    if _in_order(js):
+        kube.mutate("jobsets", NS, name, lambda o: _set_condition(o, condition(
+            "StartupPolicyInProgress", "True", "InOrderStartupPolicyInProgress",
+            "in order startup policy is in progress")))
+    else:
+        _resumed(kube, name)
+    create_children(kube, name)
+
+
+def _in_order(js: Obj) -> bool:
+    return ((js.get("spec") or {}).get("startupPolicy") or {}).get(
+        "startupPolicyOrder") == "InOrder"
+
+
+def _resumed(kube: FakeKube, name: str) -> None:
+    """jobset_controller.go resumeJobsIfNecessary → setJobSetResumedCondition: Suspended
+    turns False once every replicated job is resumed. With startupPolicy InOrder it returns
+    early while a replicated job is not started (startup_policy.go allReplicasStarted: its
+    Jobs ready), so a Pathways JobSet stays Suspended=True, spec.suspend false, until all
+    its pods run: while the TPU slice scales up, for one."""
+    js = kube.get("jobsets", NS, name)
+    conds = (js.get("status") or {}).get("conditions") or []
+    if any(c["type"] == "Suspended" and c["status"] == "True" for c in conds):
         kube.mutate("jobsets", NS, name, lambda o: _set_condition(
             o, condition("Suspended", "False", "ResumeJobs", "jobset is resumed")))
-    create_children(kube, name)
+    if _in_order(js):
+        def completed(obj: Obj) -> None:
+            _set_condition(obj, condition("StartupPolicyInProgress", "False",
+                                          "InOrderStartupPolicyInProgress",
+                                          "in order startup policy is in progress"))
+            _set_condition(obj, condition("StartupPolicyCompleted", "True",
+                                          "InOrderStartupPolicyCompleted",
+                                          "in order startup policy has completed"))
+        kube.mutate("jobsets", NS, name, completed)
 
 
 def create_children(kube: FakeKube, name: str) -> None:
@@ -126,6 +155,9 @@ def _containers(kube: FakeKube, name: str, state: Obj, phase: str, only: str | N
 
 def start(kube: FakeKube, name: str) -> None:
     _containers(kube, name, {"running": {"startedAt": now_iso()}}, "Running")
+    js = kube.get("jobsets", NS, name)
+    if _in_order(js) and not js["spec"].get("suspend"):  # every pod runs: all started
+        _resumed(kube, name)
 
 
 def say(*lines: str) -> Action:

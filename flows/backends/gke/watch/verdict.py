@@ -130,7 +130,12 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
     terminating = ran_since_admitted or any(
         (p.get("metadata") or {}).get("deletionTimestamp") for p in pods)
     verdict = _queued_or_running(name, jobset, workload, now, queue_budget_s, terminating)
-    if verdict.phase is Phase.RUNNING and scaling and _unscheduled(pods):
+    # an admitted JobSet whose pods wait for nodes; with startupPolicy InOrder (Pathways) the
+    # JobSet keeps Suspended=True until every pod runs (jobset pkg/controllers/
+    # jobset_controller.go resumeJobsIfNecessary returns before setJobSetResumedCondition)
+    started = not (jobset.get("spec") or {}).get("suspend")
+    if verdict.phase in (Phase.RUNNING, Phase.QUEUED) and started and scaling and \
+            _unscheduled(pods):
         return Verdict(Phase.QUEUED, None, f"{name} is waiting for nodes: "
                        f"{scaling_line(scaling)}")
     return verdict
