@@ -29,12 +29,13 @@ from typing import Any
 from tests.fakes.kube_api.scenarios import (
     NS,
     Action,
+    _fail,
     _pods,
     _set_condition,
     create_children,
     stop_pods_of,
 )
-from tests.fakes.kube_api.store import FakeKube, condition
+from tests.fakes.kube_api.store import FakeKube, condition, jobset_failed
 
 Obj = dict[str, Any]
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
@@ -75,16 +76,9 @@ def job_fails(replicated_job: str, reason: str = "BackoffLimitExceeded",
         status = js.setdefault("status", {})
         counted = int(status.get("restartsCountTowardsMax") or 0)
         if action == "FailJobSet" or counted >= int(policy.get("maxRestarts") or 0):
-            why, text = (("FailJobSetFailurePolicyAction", "applying FailJobSet failure policy "
-                          "action") if action == "FailJobSet" else
-                         ("ReachedMaxRestarts",
-                          "jobset failed due to reaching max number of restarts"))
-
-            def failed(obj: Obj) -> None:
-                _set_condition(obj, condition("Failed", "True", why,
-                                              f"{text} (first failed job: {job})"))
-                obj["status"]["terminalState"] = "Failed"
-            kube.mutate("jobsets", NS, name, failed)
+            why = ("FailJobSetFailurePolicyAction" if action == "FailJobSet"
+                   else "ReachedMaxRestarts")
+            kube.mutate("jobsets", NS, name, lambda o: _fail(o, jobset_failed(why, job)))
             # the next reconcile: "If JobSet is already completed or failed, clean up active
             # child jobs" (jobset_controller.go reconcile → deleteJobs)
             stop_pods_of(kube, name, lambda p: p["metadata"]["labels"].get(

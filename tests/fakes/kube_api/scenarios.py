@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.fakes.kube_api.store import FakeKube, Script, condition, now_iso
+from tests.fakes.kube_api.store import FakeKube, Script, condition, jobset_failed, now_iso
 
 NS = "default"
 Obj = dict[str, Any]
@@ -24,6 +24,20 @@ Action = Callable[[FakeKube, str], None]
 def _set_condition(obj: Obj, cond: Obj) -> None:
     conds = obj.setdefault("status", {}).setdefault("conditions", [])
     conds[:] = [c for c in conds if c["type"] != cond["type"]] + [cond]
+
+
+def _fail(jobset: Obj, cond: Obj) -> None:
+    """failure_policy.go setJobSetFailedCondition: the condition and the terminal state."""
+    _set_condition(jobset, cond)
+    jobset["status"]["terminalState"] = "Failed"
+
+
+def _job_of(kube: FakeKube, pod: str) -> str:
+    """The child Job a pod belongs to (placement.GenJobName: <jobset>-<rjob>-<index>)."""
+    labels = kube.get("pods", NS, pod)["metadata"]["labels"]
+    return (f"{labels['jobset.sigs.k8s.io/jobset-name']}-"
+            f"{labels['jobset.sigs.k8s.io/replicatedjob-name']}-"
+            f"{labels['jobset.sigs.k8s.io/job-index']}")
 
 
 def _workload(kube: FakeKube, name: str) -> Obj | None:
@@ -181,8 +195,9 @@ def exit_with(code: int, reason: str = "Error") -> Action:
     def fail(kube: FakeKube, name: str) -> None:
         _containers(kube, name, {"terminated": {"exitCode": code, "reason": reason}}, "Failed",
                     only="workload-container", coordinator_only=True)
-        kube.mutate("jobsets", NS, name, lambda o: _set_condition(
-            o, condition("Failed", "True", "PodFailurePolicy", "jobset failed: program exited")))
+        head = _job_of(kube, coordinator(kube, name))
+        kube.mutate("jobsets", NS, name, lambda o: _fail(
+            o, jobset_failed("FailJobSetFailurePolicyAction", head)))
     fail.__name__ = f"exit_{code}"
     return fail
 
@@ -347,8 +362,8 @@ def disrupt_and_fail(kube: FakeKube, name: str) -> None:
         kube.mutate("pods", NS, pod["metadata"]["name"], lambda o: _set_condition(
             o, condition("DisruptionTarget", "True", "TerminationByKubelet",
                      "Pod was terminated in response to imminent node shutdown.")))
-    kube.mutate("jobsets", NS, name, lambda o: _set_condition(
-        o, condition("Failed", "True", "FailedJobs", "jobset failed: a job failed")))
+    first = _job_of(kube, _pods(kube, name)[0]["metadata"]["name"])
+    kube.mutate("jobsets", NS, name, lambda o: _fail(o, jobset_failed("ReachedMaxRestarts", first)))
 
 
 def image_pull_backoff(kube: FakeKube, name: str) -> None:
@@ -384,5 +399,5 @@ def worker_crashes(kube: FakeKube, name: str) -> None:
                                                   "message": "pathways worker: fatal"}}
         kube.mutate("pods", NS, pod["metadata"]["name"], crashed)
         break
-    kube.mutate("jobsets", NS, name, lambda o: _set_condition(
-        o, condition("Failed", "True", "FailedJobs", "jobset failed: a job failed")))
+    worker = f"{name}-worker-0"  # backoffLimit spent, no rule matches: RestartJobSet, none left
+    kube.mutate("jobsets", NS, name, lambda o: _fail(o, jobset_failed("ReachedMaxRestarts", worker)))

@@ -328,3 +328,15 @@ class FakeKube:
 def condition(kind: str, status: str, reason: str, message: str = "") -> Obj:
     return {"type": kind, "status": status, "reason": reason, "message": message,
             "lastTransitionTime": now_iso()}
+
+
+# jobset v0.10.1 pkg/constants/constants.go: the Failed condition's reasons and messages,
+# which pkg/controllers/failure_policy.go suffixes with messageWithFirstFailedJob
+JOBSET_FAILED = {"FailJobSetFailurePolicyAction": "applying FailJobSet failure policy action",
+                 "ReachedMaxRestarts": "jobset failed due to reaching max number of restarts",
+                 "FailedJobs": "jobset failed due to one or more job failures"}
+
+
+def jobset_failed(reason: str, first_failed_job: str) -> Obj:
+    return condition("Failed", "True", reason,
+                     f"{JOBSET_FAILED[reason]} (first failed job: {first_failed_job})")

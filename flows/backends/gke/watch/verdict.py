@@ -34,6 +34,7 @@ from typing import Any
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.watch.evictions import CODE as EVICTION_CODE
 from flows.backends.gke.watch.evictions import storage_eviction
+from flows.backends.gke.watch.host_memory import memory_eviction, out_of_memory
 from flows.backends.gke.watch.kueue import blocked, status_line
 from flows.backends.gke.watch.pulls import pull_verdict
 from flows.backends.gke.watch.scaling import events_for, scale_up_failure, scaling_line
@@ -114,7 +115,8 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
     scaling = events_for(autoscaler_events or [], {_pod_name(p) for p in pods})
     waiting_budget_s = queue_budget_s if waits_for_capacity else schedule_budget_s
     evidence = [p for p in pods if not _stopped(p, bool(failed))]
-    found = (_program_failed(name, evidence, log_tail)
+    found = (_host_out_of_memory(name, evidence)
+             or _program_failed(name, evidence, log_tail)
              or _infrastructure(name, evidence, now, waiting_budget_s, pull_errors or {},
                                 pull_grace_s, scaling, waits_for_capacity))
     if found:
@@ -139,6 +141,13 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
         return Verdict(Phase.QUEUED, None, f"{name} is waiting for nodes: "
                        f"{scaling_line(scaling)}")
     return verdict
+
+
+def _host_out_of_memory(name: str, pods: list[Obj]) -> Verdict | None:
+    """Before the program's exit: a head that lost an OOMKilled worker exits with a
+    traceback of its own (watch/host_memory.py)."""
+    found = out_of_memory(name, pods, WORKLOAD_CONTAINER)
+    return Verdict(Phase.FAILED, found, found.summary) if found else None
 
 
 def _stopped(pod: Obj, failed: bool) -> bool:
@@ -171,8 +180,9 @@ def _unscheduled(pods: list[Obj]) -> bool:
 def _is_disrupted(pod: Obj) -> bool:
     status = pod.get("status") or {}
     message = f"{status.get('reason', '')} {status.get('message', '')}"
-    if storage_eviction(message) is not None:
-        return False  # evicted for its own disk use: a sizing error, see _program_failed
+    if storage_eviction(message) is not None or memory_eviction(message) is not None:
+        return False  # evicted for its own disk or memory use: a sizing error, not a
+        # disruption (_program_failed, _host_out_of_memory)
     return bool(condition(pod, "DisruptionTarget")) or any(w in message for w in _MAINTENANCE)
 
 

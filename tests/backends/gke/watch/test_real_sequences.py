@@ -14,12 +14,22 @@ from pathlib import Path
 
 import pytest
 
+from flows.backends.gke.watch.host_memory import CODE as HOST_MEMORY
 from flows.config import Profile
 from flows.core.failures import FailureCategory, StageFailed
 from tests.fakes.gke_backend import jobsets_created, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.fakes.kube_api.host_memory import worker_evicted_for_memory, worker_oom_killed
 from tests.fakes.kube_api.restarts import job_fails
-from tests.fakes.kube_api.scenarios import admit, evict_releasing, say, scenario, start, succeed
+from tests.fakes.kube_api.scenarios import (
+    Action,
+    admit,
+    evict_releasing,
+    say,
+    scenario,
+    start,
+    succeed,
+)
 from tests.support.profiles import fake_hf_token, tutorial_profile, with_gke
 
 
@@ -88,3 +98,21 @@ def test_restarts_spent_name_the_jobsets_reason_not_the_stopped_head(
     assert diagnosis.category is FailureCategory.INFRASTRUCTURE, diagnosis
     assert "ReachedMaxRestarts" in diagnosis.summary and "-worker-0" in diagnosis.summary
     assert "SIGTERM" not in diagnosis.summary
+
+
+@pytest.mark.parametrize("ends", [worker_oom_killed, worker_evicted_for_memory],
+                         ids=["oom-killed", "evicted-for-memory"])
+def test_a_tpu_host_out_of_memory_is_the_sizing_error_it_is(
+        server: FakeApiServer, tmp_path: Path, ends: Action) -> None:
+    """The head's traceback after it lost the worker was the summary ("failed: RuntimeError:
+    pathways workers ... unreachable": fix the traceback), and a memory eviction, marked
+    DisruptionTarget, was resubmitted as a preemption to run out of memory again."""
+    script = [(0.1, admit), (0.05, start), (0.05, say("step 1")), (0.1, ends)]
+    kube = scenario(server.kube, script, script)
+    outcome, _, _, _ = run_stage(server, "train", tmp_path)
+    assert isinstance(outcome, StageFailed), outcome
+    diagnosis = outcome.diagnosis
+    assert diagnosis.category is FailureCategory.USER_ERROR and diagnosis.code == HOST_MEMORY
+    assert "pathways-worker" in diagnosis.summary and "node-" in diagnosis.summary
+    assert "gke.topology" in diagnosis.fix and "train.args" in diagnosis.fix
+    assert jobsets_created(kube) == 1
