@@ -37,7 +37,12 @@ from flows.backends.gke.watch.evictions import storage_eviction
 from flows.backends.gke.watch.host_memory import memory_eviction, out_of_memory
 from flows.backends.gke.watch.kueue import blocked, status_line
 from flows.backends.gke.watch.pulls import pull_verdict
-from flows.backends.gke.watch.scaling import events_for, scale_up_failure, scaling_line
+from flows.backends.gke.watch.scaling import (
+    events_for,
+    no_pool_fits,
+    scale_up_failure,
+    scaling_line,
+)
 from flows.core.failures import Diagnosis, FailureCategory, diagnose_exit
 
 Obj = dict[str, Any]
@@ -117,6 +122,7 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
     evidence = [p for p in pods if not _stopped(p, bool(failed))]
     found = (_host_out_of_memory(name, evidence)
              or _program_failed(name, evidence, log_tail)
+             or _no_pool_fits(name, evidence, now, schedule_budget_s, scaling)
              or _infrastructure(name, evidence, now, waiting_budget_s, pull_errors or {},
                                 pull_grace_s, scaling, waits_for_capacity))
     if found:
@@ -148,6 +154,29 @@ def _host_out_of_memory(name: str, pods: list[Obj]) -> Verdict | None:
     traceback of its own (watch/host_memory.py)."""
     found = out_of_memory(name, pods, WORKLOAD_CONTAINER)
     return Verdict(Phase.FAILED, found, found.summary) if found else None
+
+
+def _no_pool_fits(name: str, pods: list[Obj], now: datetime, budget_s: float,
+                  scaling: list[Obj]) -> Verdict | None:
+    """A pod unschedulable beyond the scheduling budget that the autoscaler says no node
+    group can hold (scaling.no_pool_fits): the profile asks for nodes the cluster does not
+    have. Waiting longer (flex-start's queue budget, hours) or retrying changes nothing."""
+    for pod in pods:
+        scheduled = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                          if c.get("type") == "PodScheduled" and c.get("status") == "False"
+                          and c.get("reason") == "Unschedulable"), None)
+        if not scheduled or _since(scheduled.get("lastTransitionTime"), now) <= budget_s:
+            continue
+        unfit = no_pool_fits(events_for(scaling, {_pod_name(pod)}))
+        if unfit is not None:
+            return _diag(FailureCategory.USER_ERROR,
+                         f"{name}: no node pool can hold pod {_pod_name(pod)}: "
+                         f"{unfit.get('message', '')}", f"    {scheduled.get('message', '')}",
+                         "the pods ask for nodes no node pool of the cluster provides: "
+                         "gke.machine_type, gke.topology and gke.cpu_pool must match the "
+                         "cluster's pools (redeploy the cluster with them, or change the "
+                         "profile); the autoscaler created no node for it")
+    return None
 
 
 def _stopped(pod: Obj, failed: bool) -> bool:

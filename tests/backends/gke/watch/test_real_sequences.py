@@ -9,17 +9,20 @@ exist. Each test failed on the verdict before the fix that came with it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from flows.backends.gke.watch.host_memory import CODE as HOST_MEMORY
+from flows.backends.gke.watch.scaling import no_pool_fits
 from flows.config import Profile
 from flows.core.failures import FailureCategory, StageFailed
-from tests.fakes.gke_backend import jobsets_created, run_stage
+from tests.fakes.gke_backend import BUDGETS, jobsets_created, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.host_memory import worker_evicted_for_memory, worker_oom_killed
+from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
 from tests.fakes.kube_api.restarts import job_fails
 from tests.fakes.kube_api.scenarios import (
     Action,
@@ -30,7 +33,12 @@ from tests.fakes.kube_api.scenarios import (
     start,
     succeed,
 )
-from tests.support.profiles import fake_hf_token, tutorial_profile, with_gke
+from tests.support.profiles import (
+    capacity_overrides,
+    fake_hf_token,
+    tutorial_profile,
+    with_gke,
+)
 
 
 @pytest.fixture
@@ -116,3 +124,46 @@ def test_a_tpu_host_out_of_memory_is_the_sizing_error_it_is(
     assert "pathways-worker" in diagnosis.summary and "node-" in diagnosis.summary
     assert "gke.topology" in diagnosis.fix and "train.args" in diagnosis.fix
     assert jobsets_created(kube) == 1
+
+
+@pytest.mark.parametrize("mode", ["on-demand", "flex-start"])
+def test_a_slice_no_node_pool_can_hold_fails_as_the_mismatch_it_is(
+        server: FakeApiServer, tmp_path: Path, mode: str) -> None:
+    """The autoscaler says why it does not scale up ("pod didn't trigger scale-up: 1
+    node(s) didn't match Pod's node affinity/selector"). The verdict waited out the budget
+    and blamed capacity: on-demand "the node pool lacks capacity ... retried", flex-start
+    the whole queue budget, then "no slice was free in the zone"."""
+    scaler = Autoscaler(server.kube, TpuPool(mismatch=True))
+    try:
+        scenario(server.kube, [(0.05, admit), (0.05, start), (0.1, succeed)])
+        budgets = dataclasses.replace(BUDGETS, schedule_s=0.5, queue_s=20,
+                                      waits_for_capacity=mode == "flex-start")
+        outcome, _, _, _ = run_stage(server, "train", tmp_path, budgets,
+                                     profile=tutorial_profile(**capacity_overrides(mode)))
+    finally:
+        scaler.stop()
+    assert isinstance(outcome, StageFailed), outcome
+    diagnosis = outcome.diagnosis
+    assert diagnosis.category is FailureCategory.USER_ERROR, diagnosis
+    assert "didn't match Pod's node affinity/selector" in diagnosis.summary
+    assert "gke.topology" in diagnosis.fix and "gke.machine_type" in diagnosis.fix
+
+
+@pytest.mark.parametrize(("message", "decides"), [
+    ("pod didn't trigger scale-up: 1 node(s) didn't match Pod's node affinity/selector", True),
+    ("pod didn't trigger scale-up: 2 Insufficient google.com/tpu", True),
+    # ReasonsMessage aggregates node groups in map order: a passing reason anywhere passes
+    ("pod didn't trigger scale-up: 1 node(s) didn't match Pod's node affinity/selector, "
+     "1 max node group size reached", False),
+    ("pod didn't trigger scale-up: 1 in backoff after failed scale-up", False),
+    ("pod didn't trigger scale-up: max total nodes in cluster reached", False),
+    ("pod didn't trigger scale-up: ", False),  # every group skipped as not existing (yet)
+    ("Unschedulable pod didn't trigger scale-up, because it's consuming "
+     "ProvisioningRequest default/train-rl-x", False),  # processors/provreq/pods_filter.go
+])
+def test_only_a_not_triggered_scale_up_with_no_passing_reason_says_no_pool_fits(
+        message: str, decides: bool) -> None:
+    event = {"reason": "NotTriggerScaleUp", "message": message}
+    assert (no_pool_fits([event]) is not None) is decides
+    later = {"reason": "TriggeredScaleUp", "message": "pod triggered scale-up: [...]"}
+    assert no_pool_fits([event, later]) is None  # only the newest event speaks
