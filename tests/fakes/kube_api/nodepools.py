@@ -66,6 +66,9 @@ class TpuPool:
     unneeded_s: float = 0.5
     max_run_s: float | None = None  # flex-start: the nodes' lifetime
     reclaim: Reclaim | None = None  # spot: the race of Reclaim; None: JobSet fails at once
+    # the pool cannot hold the pods (another machine type or topology than they ask for):
+    # the autoscaler never scales it up and says why on every loop
+    mismatch: bool = False
     # what happened, for the tests: (monotonic time, node count) at every change
     history: list[tuple[float, int]] = field(default_factory=list)
 
@@ -126,6 +129,14 @@ class Autoscaler:
             return
         for pod in unbound:
             self._unschedulable(pod)
+        if unbound and self.pool.mismatch:
+            # cluster-autoscaler processors/status/eventing_scale_up_processor.go:
+            # "pod didn't trigger scale-up: " + ReasonsMessage ("<count> <reason>"), the
+            # reason being the scheduler's NodeAffinity predicate on the group's template
+            for pod in unbound:
+                self._event(pod, "Normal", "NotTriggerScaleUp", "pod didn't trigger "
+                            "scale-up: 1 node(s) didn't match Pod's node affinity/selector")
+            return
         if unbound and not self.nodes:
             self._scale_up(unbound, now)
         if self.nodes and unbound:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fakes.kube_api.store import FakeKube, condition
+from tests.fakes.kube_api.store import FakeKube, condition, jobset_failed
 
 NS = "default"
 Obj = dict[str, Any]
@@ -113,8 +113,8 @@ def head_gives_up(kube: FakeKube, name: str) -> None:
 
     def failed(obj: Obj) -> None:
         conds = obj.setdefault("status", {}).setdefault("conditions", [])
-        conds.append(condition("Failed", "True", "FailedJobs",
-                               "jobset failed: rule failOnProgramExit"))
+        conds.append(jobset_failed("FailJobSetFailurePolicyAction", f"{name}-pathways-head-0"))
+        obj["status"]["terminalState"] = "Failed"
     kube.mutate("jobsets", NS, name, failed)
 
 

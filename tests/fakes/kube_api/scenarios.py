@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.fakes.kube_api.store import FakeKube, Script, condition, now_iso
+from tests.fakes.kube_api.store import FakeKube, Script, condition, jobset_failed, now_iso
 
 NS = "default"
 Obj = dict[str, Any]
@@ -24,6 +24,20 @@ Action = Callable[[FakeKube, str], None]
 def _set_condition(obj: Obj, cond: Obj) -> None:
     conds = obj.setdefault("status", {}).setdefault("conditions", [])
     conds[:] = [c for c in conds if c["type"] != cond["type"]] + [cond]
+
+
+def _fail(jobset: Obj, cond: Obj) -> None:
+    """failure_policy.go setJobSetFailedCondition: the condition and the terminal state."""
+    _set_condition(jobset, cond)
+    jobset["status"]["terminalState"] = "Failed"
+
+
+def _job_of(kube: FakeKube, pod: str) -> str:
+    """The child Job a pod belongs to (placement.GenJobName: <jobset>-<rjob>-<index>)."""
+    labels = kube.get("pods", NS, pod)["metadata"]["labels"]
+    return (f"{labels['jobset.sigs.k8s.io/jobset-name']}-"
+            f"{labels['jobset.sigs.k8s.io/replicatedjob-name']}-"
+            f"{labels['jobset.sigs.k8s.io/job-index']}")
 
 
 def _workload(kube: FakeKube, name: str) -> Obj | None:
@@ -38,7 +52,7 @@ def _pods(kube: FakeKube, name: str) -> list[Obj]:
 
 def coordinator(kube: FakeKube, name: str) -> str:
     """The pod whose workload-container is the program (Pathways head, or index 0)."""
-    pods = _pods(kube, name)
+    pods = sorted(_pods(kube, name), key=lambda p: bool(p["metadata"].get("deletionTimestamp")))
     for pod in pods:
         if pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "pathways-head":
             return pod["metadata"]["name"]
@@ -64,19 +78,64 @@ def admit(kube: FakeKube, name: str) -> None:
                                           f"Previously: {evicted['message']}"))
         kube.mutate("workloads", NS, wl["metadata"]["name"], admitted)
     kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=False))
+    if _in_order(js):
+        kube.mutate("jobsets", NS, name, lambda o: _set_condition(o, condition(
+            "StartupPolicyInProgress", "True", "InOrderStartupPolicyInProgress",
+            "in order startup policy is in progress")))
+    else:
+        _resumed(kube, name)
+    create_children(kube, name)
+
+
+def _in_order(js: Obj) -> bool:
+    return ((js.get("spec") or {}).get("startupPolicy") or {}).get(
+        "startupPolicyOrder") == "InOrder"
+
+
+def _resumed(kube: FakeKube, name: str) -> None:
+    """jobset_controller.go resumeJobsIfNecessary → setJobSetResumedCondition: Suspended
+    turns False once every replicated job is resumed. With startupPolicy InOrder it returns
+    early while a replicated job is not started (startup_policy.go allReplicasStarted: its
+    Jobs ready), so a Pathways JobSet stays Suspended=True, spec.suspend false, until all
+    its pods run: while the TPU slice scales up, for one."""
+    js = kube.get("jobsets", NS, name)
+    conds = (js.get("status") or {}).get("conditions") or []
+    if any(c["type"] == "Suspended" and c["status"] == "True" for c in conds):
+        kube.mutate("jobsets", NS, name, lambda o: _set_condition(
+            o, condition("Suspended", "False", "ResumeJobs", "jobset is resumed")))
+    if _in_order(js):
+        def completed(obj: Obj) -> None:
+            _set_condition(obj, condition("StartupPolicyInProgress", "False",
+                                          "InOrderStartupPolicyInProgress",
+                                          "in order startup policy is in progress"))
+            _set_condition(obj, condition("StartupPolicyCompleted", "True",
+                                          "InOrderStartupPolicyCompleted",
+                                          "in order startup policy has completed"))
+        kube.mutate("jobsets", NS, name, completed)
+
+
+def create_children(kube: FakeKube, name: str) -> None:
+    """The JobSet controller's Jobs of the current attempt (those missing), and their pods."""
+    js = kube.get("jobsets", NS, name)
     owner = [{"kind": "JobSet", "name": name, "uid": js["metadata"]["uid"]}]
+    attempt = str((js.get("status") or {}).get("restarts") or 0)
     for rjob in js["spec"]["replicatedJobs"]:
         spec = rjob["template"]["spec"]
         containers = [c["name"] for c in spec["template"]["spec"]["containers"]]
         for replica in range(rjob.get("replicas", 1)):
             job = f"{name}-{rjob['name']}-{replica}"
+            # jobset_controller.go labelAndAnnotateObject labels the Job and its pod
+            # template alike, with the restart attempt (status.restarts) they belong to
             labels = {"jobset.sigs.k8s.io/jobset-name": name,
                       "jobset.sigs.k8s.io/jobset-uid": js["metadata"]["uid"],
                       "jobset.sigs.k8s.io/replicatedjob-name": rjob["name"],
-                      "jobset.sigs.k8s.io/job-index": str(replica)}
+                      "jobset.sigs.k8s.io/job-index": str(replica),
+                      "jobset.sigs.k8s.io/restart-attempt": attempt}
             if ("jobs", NS, job) not in kube.objects:  # kept, suspended, across an eviction
                 kube.create("jobs", NS, {"metadata": {"name": job, "labels": labels,
                                                       "ownerReferences": owner}, "spec": spec})
+            else:  # resumeJob
+                kube.mutate("jobs", NS, job, lambda o: o["spec"].update(suspend=False))
             for index in range(spec.get("parallelism", 1)):
                 if ("nodes", "", f"node-{index}") not in kube.objects:  # the cpu-np pool
                     kube.create("nodes", "", {"metadata": {"name": f"node-{index}"}})
@@ -97,6 +156,8 @@ def _containers(kube: FakeKube, name: str, state: Obj, phase: str, only: str | N
     for pod in _pods(kube, name):
         if coordinator_only and pod["metadata"]["name"] != head:
             continue
+        if pod["metadata"].get("deletionTimestamp"):  # being stopped: no container starts
+            continue
 
         def change(obj: Obj) -> None:
             obj["status"]["phase"] = phase
@@ -108,6 +169,9 @@ def _containers(kube: FakeKube, name: str, state: Obj, phase: str, only: str | N
 
 def start(kube: FakeKube, name: str) -> None:
     _containers(kube, name, {"running": {"startedAt": now_iso()}}, "Running")
+    js = kube.get("jobsets", NS, name)
+    if _in_order(js) and not js["spec"].get("suspend"):  # every pod runs: all started
+        _resumed(kube, name)
 
 
 def say(*lines: str) -> Action:
@@ -131,8 +195,9 @@ def exit_with(code: int, reason: str = "Error") -> Action:
     def fail(kube: FakeKube, name: str) -> None:
         _containers(kube, name, {"terminated": {"exitCode": code, "reason": reason}}, "Failed",
                     only="workload-container", coordinator_only=True)
-        kube.mutate("jobsets", NS, name, lambda o: _set_condition(
-            o, condition("Failed", "True", "PodFailurePolicy", "jobset failed: program exited")))
+        head = _job_of(kube, coordinator(kube, name))
+        kube.mutate("jobsets", NS, name, lambda o: _fail(
+            o, jobset_failed("FailJobSetFailurePolicyAction", head)))
     fail.__name__ = f"exit_{code}"
     return fail
 
@@ -149,26 +214,66 @@ def evict(kube: FakeKube, name: str) -> None:
     evict_releasing(0.1)(kube, name)
 
 
-def evict_releasing(release_s: float) -> Action:
+# kueue v0.15.2 pkg/scheduler/preemption/preemption.go preemptionMessage (reason InClusterQueue)
+PREEMPTED = ("Preempted to accommodate a workload (UID: 5f0c6b1e, JobUID: 9a2d7c44) due to "
+             "prioritization in the ClusterQueue; preemptor path: /tpu-cq; preemptee path: "
+             "/tpu-cq")
+
+
+def stop_pods(kube: FakeKube, name: str, exit_code: int = 143) -> list[str]:
+    """What a suspended JobSet does to its pods. The JobSet controller suspends its child
+    Jobs and sets Suspended=True (jobset v0.10.1 pkg/controllers/jobset_controller.go
+    suspendJobs, setJobSetSuspendedCondition: reason SuspendedJobs); the Job controller
+    deletes their active pods, removing the tracking finalizer first so they do not count
+    as failures (kubernetes pkg/controller/job/job_controller.go manageJob, deleteJobPods);
+    the kubelet stops each container with SIGTERM (143; 137 once the grace period ran out)
+    and posts the terminal phase before it lets the pod go (pkg/kubelet/status/
+    status_manager.go canBeDeleted: "Delay deletion of pods until the phase is terminal").
+    So a watch sees every stopped pod Failed, with its container's exit code and a
+    deletionTimestamp, before the pod is deleted. Returns the pods' names."""
+    kube.mutate("jobsets", NS, name, lambda o: _set_condition(
+        o, condition("Suspended", "True", "SuspendedJobs", "jobset is suspended")))
+    for job in kube.find("jobs", NS, f"jobset.sigs.k8s.io/jobset-name={name}"):
+        kube.mutate("jobs", NS, job["metadata"]["name"], lambda o: o["spec"].update(suspend=True))
+    return stop_pods_of(kube, name, lambda _pod: True, exit_code)
+
+
+def stop_pods_of(kube: FakeKube, name: str, which: Callable[[Obj], bool],
+                 exit_code: int = 143) -> list[str]:
+    """Deleted pods as the kubelet ends them (see stop_pods); not yet deleted."""
+    pods = [p["metadata"]["name"] for p in _pods(kube, name) if which(p)]
+    for pod in pods:
+        kube.mutate("pods", NS, pod, lambda o: o["metadata"].update(deletionTimestamp=now_iso()))
+
+    def killed(obj: Obj) -> None:
+        obj["status"]["phase"] = "Failed"
+        for status in obj["status"].get("containerStatuses") or []:
+            if "running" in (status.get("state") or {}):
+                status["state"] = {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+    for pod in pods:
+        kube.mutate("pods", NS, pod, killed)
+    return pods
+
+
+def evict_releasing(release_s: float, exit_code: int = 143) -> Action:
     def stop(kube: FakeKube, name: str) -> None:
-        message = "Preempted to accommodate a higher priority Workload"
         wl = _workload(kube, name)
+
+        def evicted(obj: Obj) -> None:
+            # kueue pkg/workload/workload.go Evict, with SetPreemptedCondition
+            _set_condition(obj, condition("Evicted", "True", "Preempted", PREEMPTED))
+            _set_condition(obj, condition("Preempted", "True", "InClusterQueue", PREEMPTED))
         if wl:
-            kube.mutate("workloads", NS, wl["metadata"]["name"], lambda o: _set_condition(
-                o, condition("Evicted", "True", "Preempted", message)))
+            kube.mutate("workloads", NS, wl["metadata"]["name"], evicted)
         kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=True))
-        pods = [p["metadata"]["name"] for p in _pods(kube, name)]
-        for pod in pods:  # the JobSet controller deletes the Jobs: the pods terminate
-            kube.mutate("pods", NS, pod, lambda o: o["metadata"].update(
-                deletionTimestamp=now_iso()))
+        pods = stop_pods(kube, name, exit_code)
         uid = kube.get("jobsets", NS, name)["metadata"]["uid"]
 
         def released(obj: Obj) -> None:
-            _set_condition(obj, condition("QuotaReserved", "False", "Pending",
-                                          "couldn't assign flavors to pod set main: "
-                                          "insufficient unused quota for google.com/tpu in "
-                                          "flavor tpu, 8 more needed"))
-            _set_condition(obj, condition("Requeued", "True", "Preempted", message))
+            # reconciler.go "handle eviction": SetRequeuedCondition (True for Preempted),
+            # UnsetQuotaReservationWithCondition(wl, "Pending", <the eviction message>)
+            _set_condition(obj, condition("Requeued", "True", "Preempted", PREEMPTED))
+            _set_condition(obj, condition("QuotaReserved", "False", "Pending", PREEMPTED))
             _set_condition(obj, condition("Admitted", "False", "NoReservation",
                                           "The workload has no reservation"))
 
@@ -257,8 +362,8 @@ def disrupt_and_fail(kube: FakeKube, name: str) -> None:
         kube.mutate("pods", NS, pod["metadata"]["name"], lambda o: _set_condition(
             o, condition("DisruptionTarget", "True", "TerminationByKubelet",
                      "Pod was terminated in response to imminent node shutdown.")))
-    kube.mutate("jobsets", NS, name, lambda o: _set_condition(
-        o, condition("Failed", "True", "FailedJobs", "jobset failed: a job failed")))
+    first = _job_of(kube, _pods(kube, name)[0]["metadata"]["name"])
+    kube.mutate("jobsets", NS, name, lambda o: _fail(o, jobset_failed("ReachedMaxRestarts", first)))
 
 
 def image_pull_backoff(kube: FakeKube, name: str) -> None:
@@ -294,5 +399,5 @@ def worker_crashes(kube: FakeKube, name: str) -> None:
                                                   "message": "pathways worker: fatal"}}
         kube.mutate("pods", NS, pod["metadata"]["name"], crashed)
         break
-    kube.mutate("jobsets", NS, name, lambda o: _set_condition(
-        o, condition("Failed", "True", "FailedJobs", "jobset failed: a job failed")))
+    worker = f"{name}-worker-0"  # backoffLimit spent, no rule matches: RestartJobSet, none left
+    kube.mutate("jobsets", NS, name, lambda o: _fail(o, jobset_failed("ReachedMaxRestarts", worker)))

@@ -286,6 +286,10 @@ class FakeKube:
         meta = jobset["metadata"]
         if "kueue.x-k8s.io/queue-name" in (meta.get("labels") or {}):
             jobset["spec"]["suspend"] = True
+            # the JobSet controller's first reconcile of a suspended JobSet (jobset v0.10.1
+            # pkg/controllers/jobset_controller.go suspendJobs → setJobSetSuspendedCondition)
+            jobset.setdefault("status", {})["conditions"] = [condition(
+                "Suspended", "True", "SuspendedJobs", "jobset is suspended")]
             uid = meta["uid"]
             self.create("workloads", meta["namespace"], {
                 "metadata": {"name": f"jobset-{meta['name']}-{uid[:5]}",
@@ -324,3 +328,15 @@ class FakeKube:
 def condition(kind: str, status: str, reason: str, message: str = "") -> Obj:
     return {"type": kind, "status": status, "reason": reason, "message": message,
             "lastTransitionTime": now_iso()}
+
+
+# jobset v0.10.1 pkg/constants/constants.go: the Failed condition's reasons and messages,
+# which pkg/controllers/failure_policy.go suffixes with messageWithFirstFailedJob
+JOBSET_FAILED = {"FailJobSetFailurePolicyAction": "applying FailJobSet failure policy action",
+                 "ReachedMaxRestarts": "jobset failed due to reaching max number of restarts",
+                 "FailedJobs": "jobset failed due to one or more job failures"}
+
+
+def jobset_failed(reason: str, first_failed_job: str) -> Obj:
+    return condition("Failed", "True", reason,
+                     f"{JOBSET_FAILED[reason]} (first failed job: {first_failed_job})")

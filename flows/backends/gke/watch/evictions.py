@@ -4,12 +4,15 @@ sizes it, so a full disk on GKE reads like one in the rehearsal (category user-e
 
 The kubelet's eviction messages (kubernetes pkg/kubelet/eviction/helpers.go):
 ``nodeLowMessageFmt`` "The node was low on resource: %v. ", ``containerMessageFmt``
-"Container %s was using %s, which exceeds its request of %s. ",
-``containerEphemeralStorageMessageFmt`` "Container %s exceeded its local ephemeral storage
-limit %q. ", ``podEphemeralStorageMessageFmt`` "Pod ephemeral local storage usage exceeds
-the total limit of containers %s. ", ``emptyDirMessageFmt`` "Usage of EmptyDir volume %q
-exceeds the limit %q. ". A node that ran low while the evicted pod stayed within its request
-was filled by someone else: that is a disruption (resubmitted), not a sizing error.
+"Container %s was using %s, request is %s, has larger consumption of %v. " (since
+Kubernetes 1.26, kubernetes#111597; the older "Container %s was using %s, which exceeds its
+request of %s. " is still read), ``podMessageFmt`` "Pod %s was using %s, request is %s, has
+larger consumption of %v. ", ``containerEphemeralStorageMessageFmt`` "Container %s
+exceeded its local ephemeral storage limit %q. ", ``podEphemeralStorageMessageFmt`` "Pod
+ephemeral local storage usage exceeds the total limit of containers %s. ",
+``emptyDirMessageFmt`` "Usage of EmptyDir volume %q exceeds the limit %q. ". A node that ran
+low while the evicted pod stayed within its request was filled by someone else: that is a
+disruption (resubmitted), not a sizing error.
 """
 
 from __future__ import annotations
@@ -23,8 +26,15 @@ _CONTAINER = re.compile(r'Container (\S+) exceeded its local ephemeral storage l
 _POD = re.compile(r"Pod ephemeral local storage usage exceeds the total limit of containers "
                   r"(\S+?)\.?(\s|$)")
 _NODE_LOW = re.compile(r"The node was low on resource: ephemeral-storage")
-_OVER_REQUEST = re.compile(r"Container (\S+) was using (\S+), which exceeds its request of "
-                           r"(\S+?)\.?(\s|$)")
+_OVER_REQUEST = re.compile(r"(Container|Pod) (\S+) was using (\S+), (?:which exceeds its "
+                           r"request of|request is) (\S+?)[.,]?(\s|$)")
+
+
+def over_request(message: str) -> tuple[str, str, str] | None:
+    """("container <name>" or "pod <name>", its usage, its request) of a node-pressure
+    eviction message, or None."""
+    m = _OVER_REQUEST.search(message)
+    return (f"{m.group(1).lower()} {m.group(2)}", m.group(3), m.group(4)) if m else None
 
 SCRATCH_FIX = ("raise gke.conversion_scratch_memory (the memory-backed scratch that holds the "
                "HF download and temporary files; gke.conversion_memory must cover it), or "
@@ -45,7 +55,7 @@ def storage_eviction(message: str) -> tuple[str, str] | None:
                 f"{m.group(2)}", LIMIT_FIX)
     if m := _POD.search(message):
         return f"it outgrew its ephemeral-storage limit of {m.group(1)}", LIMIT_FIX
-    if _NODE_LOW.search(message) and (m := _OVER_REQUEST.search(message)):
-        return (f"the node ran out of disk while container {m.group(1)} used {m.group(2)}, "
-                f"over its request of {m.group(3)}", NODE_FIX)
+    if _NODE_LOW.search(message) and (over := over_request(message)):
+        return (f"the node ran out of disk while {over[0]} used {over[1]}, over its request "
+                f"of {over[2]}", NODE_FIX)
     return None

@@ -43,6 +43,38 @@ def scale_up_failure(events: list[Obj]) -> Obj | None:
     return failures[-1] if failures else None
 
 
+NOT_TRIGGERED = "NotTriggerScaleUp"
+_NOT_TRIGGERED_PREFIX = "pod didn't trigger scale-up:"
+# NotTriggerScaleUp's reasons that pass by themselves (cluster-autoscaler core/scaleup/
+# orchestrator/skippedreasons.go, rejectedreasons.go, orchestrator.go; processors/status/
+# eventing_scale_up_processor.go ReasonsMessage): a back-off, a group at its size, the
+# cluster's node limit. The others are the scheduler's predicates failing on every node
+# group's template node ("node(s) didn't match Pod's node affinity/selector",
+# "Insufficient google.com/tpu", "node(s) had untolerated taint ..."): no group can hold
+# the pod however long it waits.
+_PASSING = ("in backoff after failed scale-up", "max node group size reached",
+            "not ready for scale-up", "max total nodes in cluster reached",
+            "exceeds cluster node count limit", "all-or-nothing")
+
+
+def no_pool_fits(events: list[Obj]) -> Obj | None:
+    """The newest event when it is a NotTriggerScaleUp whose every reason is a node group
+    that cannot hold the pod, else None. The message is "pod didn't trigger scale-up: " +
+    "<count> <reason>" joined by ", " (ReasonsMessage); one without reasons (every group
+    skipped as not existing yet) or any other text (ProvisioningRequest's "Unschedulable
+    pod didn't trigger scale-up, because it's consuming ProvisioningRequest ...") decides
+    nothing."""
+    if not events or events[-1].get("reason") != NOT_TRIGGERED:
+        return None
+    message = str(events[-1].get("message") or "")
+    if not message.startswith(_NOT_TRIGGERED_PREFIX):
+        return None
+    reasons = message.removeprefix(_NOT_TRIGGERED_PREFIX).strip()
+    if not reasons or any(passing in reasons for passing in _PASSING):
+        return None
+    return events[-1]
+
+
 def scaling_line(events: list[Obj]) -> str:
     """One line for the log while pods wait for nodes ("" without autoscaler news)."""
     if not events:

@@ -34,9 +34,15 @@ from typing import Any
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.watch.evictions import CODE as EVICTION_CODE
 from flows.backends.gke.watch.evictions import storage_eviction
+from flows.backends.gke.watch.host_memory import memory_eviction, out_of_memory
 from flows.backends.gke.watch.kueue import blocked, status_line
 from flows.backends.gke.watch.pulls import pull_verdict
-from flows.backends.gke.watch.scaling import events_for, scale_up_failure, scaling_line
+from flows.backends.gke.watch.scaling import (
+    events_for,
+    no_pool_fits,
+    scale_up_failure,
+    scaling_line,
+)
 from flows.core.failures import Diagnosis, FailureCategory, diagnose_exit
 
 Obj = dict[str, Any]
@@ -113,8 +119,11 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
         pods = [p for p in pods if _pod_name(p) not in gone]
     scaling = events_for(autoscaler_events or [], {_pod_name(p) for p in pods})
     waiting_budget_s = queue_budget_s if waits_for_capacity else schedule_budget_s
-    found = (_program_failed(name, pods, log_tail)
-             or _infrastructure(name, pods, now, waiting_budget_s, pull_errors or {},
+    evidence = [p for p in pods if not _stopped(p, bool(failed))]
+    found = (_host_out_of_memory(name, evidence)
+             or _program_failed(name, evidence, log_tail)
+             or _no_pool_fits(name, evidence, now, schedule_budget_s, scaling)
+             or _infrastructure(name, evidence, now, waiting_budget_s, pull_errors or {},
                                 pull_grace_s, scaling, waits_for_capacity))
     if found:
         return found
@@ -129,10 +138,67 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
     terminating = ran_since_admitted or any(
         (p.get("metadata") or {}).get("deletionTimestamp") for p in pods)
     verdict = _queued_or_running(name, jobset, workload, now, queue_budget_s, terminating)
-    if verdict.phase is Phase.RUNNING and scaling and _unscheduled(pods):
+    # an admitted JobSet whose pods wait for nodes; with startupPolicy InOrder (Pathways) the
+    # JobSet keeps Suspended=True until every pod runs (jobset pkg/controllers/
+    # jobset_controller.go resumeJobsIfNecessary returns before setJobSetResumedCondition)
+    started = not (jobset.get("spec") or {}).get("suspend")
+    if verdict.phase in (Phase.RUNNING, Phase.QUEUED) and started and scaling and \
+            _unscheduled(pods):
         return Verdict(Phase.QUEUED, None, f"{name} is waiting for nodes: "
                        f"{scaling_line(scaling)}")
     return verdict
+
+
+def _host_out_of_memory(name: str, pods: list[Obj]) -> Verdict | None:
+    """Before the program's exit: a head that lost an OOMKilled worker exits with a
+    traceback of its own (watch/host_memory.py)."""
+    found = out_of_memory(name, pods, WORKLOAD_CONTAINER)
+    return Verdict(Phase.FAILED, found, found.summary) if found else None
+
+
+def _no_pool_fits(name: str, pods: list[Obj], now: datetime, budget_s: float,
+                  scaling: list[Obj]) -> Verdict | None:
+    """A pod unschedulable beyond the scheduling budget that the autoscaler says no node
+    group can hold (scaling.no_pool_fits): the profile asks for nodes the cluster does not
+    have. Waiting longer (flex-start's queue budget, hours) or retrying changes nothing."""
+    for pod in pods:
+        scheduled = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                          if c.get("type") == "PodScheduled" and c.get("status") == "False"
+                          and c.get("reason") == "Unschedulable"), None)
+        if not scheduled or _since(scheduled.get("lastTransitionTime"), now) <= budget_s:
+            continue
+        unfit = no_pool_fits(events_for(scaling, {_pod_name(pod)}))
+        if unfit is not None:
+            return _diag(FailureCategory.USER_ERROR,
+                         f"{name}: no node pool can hold pod {_pod_name(pod)}: "
+                         f"{unfit.get('message', '')}", f"    {scheduled.get('message', '')}",
+                         "the pods ask for nodes no node pool of the cluster provides: "
+                         "gke.machine_type, gke.topology and gke.cpu_pool must match the "
+                         "cluster's pools (redeploy the cluster with them, or change the "
+                         "profile); the autoscaler created no node for it")
+    return None
+
+
+def _stopped(pod: Obj, failed: bool) -> bool:
+    """A pod being deleted was stopped, not failed: a Kueue eviction suspends the JobSet,
+    whose controller suspends its Jobs, whose controller deletes their pods (jobset
+    pkg/controllers/jobset_controller.go suspendJobs; kubernetes pkg/controller/job/
+    job_controller.go deleteJobPods); a failure-policy restart deletes the attempt's Jobs.
+    The kubelet then posts each container's end (SIGTERM's 143, or 137 once the grace
+    period ran out) and the Failed phase before the pod goes (pkg/kubelet/status/
+    status_manager.go canBeDeleted), so the watch sees an exit code the program never
+    chose. While the JobSet has not failed such a pod explains nothing (it is stopping or
+    restarting); once it failed, only a signal's exit is the stop's, any other is kept."""
+    if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    if not failed:
+        return True
+    return any(_killed_by_signal(state) for state in _terminated(pod, WORKLOAD_CONTAINER))
+
+
+def _killed_by_signal(state: Obj) -> bool:
+    return int(state.get("exitCode", 0)) in (128 + 15, 128 + 9) and \
+        state.get("reason") != "OOMKilled"
 
 
 def _unscheduled(pods: list[Obj]) -> bool:
@@ -143,8 +209,9 @@ def _unscheduled(pods: list[Obj]) -> bool:
 def _is_disrupted(pod: Obj) -> bool:
     status = pod.get("status") or {}
     message = f"{status.get('reason', '')} {status.get('message', '')}"
-    if storage_eviction(message) is not None:
-        return False  # evicted for its own disk use: a sizing error, see _program_failed
+    if storage_eviction(message) is not None or memory_eviction(message) is not None:
+        return False  # evicted for its own disk or memory use: a sizing error, not a
+        # disruption (_program_failed, _host_out_of_memory)
     return bool(condition(pod, "DisruptionTarget")) or any(w in message for w in _MAINTENANCE)
 
 
@@ -187,6 +254,14 @@ def _program_failed(name: str, pods: list[Obj], log_tail: list[str]) -> Verdict 
                              "the same configuration will be killed again: raise the memory "
                              "limit or shrink the step (batch, lengths)")
             code = int(state.get("exitCode", 0))
+            if code == 128 + 9:  # not OOMKilled: the runtime says so when the OOM killer did it
+                return _diag(FailureCategory.INFRASTRUCTURE,
+                             f"{name}: {WORKLOAD_CONTAINER} of pod {_pod_name(pod)} was killed "
+                             "(SIGKILL, exit 137) from outside, not by the out-of-memory "
+                             "killer (the container runtime reports OOMKilled for that)",
+                             _tail(log_tail), "a stop whose grace period (30 s, the "
+                             "pods' terminationGracePeriodSeconds) ran out, or the node "
+                             "killed it; retried with backoff")
             if code != 0:
                 returncode = -(code - 128) if code > 128 else code
                 diagnosis = diagnose_exit(name, returncode, log_tail)

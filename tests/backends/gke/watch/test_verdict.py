@@ -271,3 +271,25 @@ def test_a_node_filled_by_someone_else_is_a_disruption_not_a_sizing_error():
     assert verdict.diagnosis is not None
     assert verdict.diagnosis.code != "storage/ephemeral-storage"
     assert verdict.diagnosis.category is FailureCategory.PREEMPTED
+
+
+# kubernetes pkg/kubelet/eviction/helpers.go containerMessageFmt since 1.26 (kubernetes#111597)
+NODE_LOW_DISK = ("The node was low on resource: ephemeral-storage. Threshold quantity: 4Gi, "
+                 "available: 1Gi. Container workload-container was using 40Gi, request is 16Gi, "
+                 "has larger consumption of ephemeral-storage. ")
+
+
+def test_the_current_kubelets_disk_eviction_text_is_the_storage_error():
+    """The kubelet has written "request is %s, has larger consumption of %v" since 1.26;
+    only the older "which exceeds its request of" was read, so on any current cluster a
+    pod that filled the node's disk carried DisruptionTarget and was resubmitted as
+    preempted, to fill it again."""
+    evicted = pod(phase="Failed", reason="Evicted", message=NODE_LOW_DISK,
+                  conditions=[cond("DisruptionTarget", reason="TerminationByKubelet",
+                                   message=NODE_LOW_DISK)])
+    verdict = diagnose(jobset(cond("Failed", reason="ReachedMaxRestarts")), ADMITTED, [evicted],
+                       [], now=NOW, queue_budget_s=3600)
+    d = verdict.diagnosis
+    assert d is not None and d.category is FailureCategory.USER_ERROR, verdict
+    assert d.code == "storage/ephemeral-storage" and "gke.conversion_ephemeral_storage" in d.fix
+    assert "container workload-container used 40Gi, over its request of 16Gi" in d.summary
