@@ -72,6 +72,16 @@ V6E_DEFAULT_PRICES: dict[str, ModePrice] = {
 }
 
 
+def price_for(prices: dict[CapacityMode, ModePrice], mode: str) -> tuple[ModePrice, str]:
+    """What a pool of capacity ``mode`` bills per chip-hour, and how to say whose price it is:
+    the profile's price for that mode, else the cited on-demand default (spot and flex-start
+    ship none; a pool left by another mode is priced all the same, never at zero)."""
+    if mode in prices:
+        return prices[mode], f"{mode} price"  # type: ignore[index]
+    fallback = prices.get("on-demand") or V6E_DEFAULT_PRICES["on-demand"]
+    return fallback, f"on-demand price: gke.prices has no {mode}"
+
+
 def price_fix(mode: str) -> str:
     return (f"add it to the profile: gke.prices: {{{mode}: {{usd_per_chip_hour: <USD>, "
             "source: <where you read it>, as_of: <YYYY-MM-DD>}} (current figures: "
