@@ -184,6 +184,7 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
                                 "last_apply_ok": bool(result and result.ok)}
         if result and result.ok:
             meta["deployed_at"] = _first_deploy(client, s)
+            meta["capacity"] = s.gke.capacity  # what the pool bills as, for the teardown
         save_deployment(client, s, meta)
     if not result.ok:
         raise classify_deploy_failure(s, result.tail_text(), log)
@@ -204,7 +205,12 @@ def refuse_wrong_pool_shape(s: InfraSettings, edited_text: str) -> None:
 
 
 def _first_deploy(client: Any, s: InfraSettings) -> str:
+    """When the pool of this capacity mode was first deployed: a re-apply keeps the time, a
+    deploy that changed the mode (a new pool: reservation affinity and spot are replaced,
+    not updated) starts it again."""
     old = gcs.read_json(client, s.gke.bucket, s.state_prefix + "deployment.json") or {}
+    if old.get("capacity", s.gke.capacity) != s.gke.capacity:
+        return datetime.now(UTC).isoformat()
     return old.get("deployed_at") or datetime.now(UTC).isoformat()
 
 
