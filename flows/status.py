@@ -52,10 +52,13 @@ class Snapshot:
     bucket_bytes: int | None = None  # None: no bucket
     bucket_objects: int = 0
     unreachable: list[str] = field(default_factory=list)  # what could not be read, and why
+    # gke.reservation's hosts (count, in use); None: no reservation named or none found
+    reservation_hosts: tuple[int, int] | None = None
+    reservation_usd_per_hour: float = 0.0  # its unused hosts: billed too, consumed or not
 
     @property
     def usd_per_hour(self) -> float:
-        return sum(p.usd_per_hour for p in self.pools)
+        return sum(p.usd_per_hour for p in self.pools) + self.reservation_usd_per_hour
 
 
 def _chips_per_node(machine_type: str) -> int:
@@ -130,6 +133,8 @@ def gather(profile: Profile, apis: Any, storage_client: Any, kube: Any | None) -
             snap.pools.append(pool_now(pool, count, price.usd_per_chip_hour, mode))
         else:
             snap.cpu_nodes = (snap.cpu_nodes or 0) + (count or 0)
+    if gke.reservation:
+        _read_reservation(profile, apis, snap)
     try:
         if storage_client.lookup_bucket(gke.bucket) is not None:
             blobs = list(storage_client.list_blobs(gke.bucket))
@@ -138,6 +143,29 @@ def gather(profile: Profile, apis: Any, storage_client: Any, kube: Any | None) -
     except Exception as exc:  # shown, never fatal
         snap.unreachable.append(f"bucket gs://{gke.bucket}: {str(exc).splitlines()[0][:200]}")
     return snap
+
+
+def _read_reservation(profile: Profile, apis: Any, snap: Snapshot) -> None:
+    """The reservation's hosts: Compute Engine bills the unused ones too, while it exists
+    (cloud.google.com/compute/docs/instances/reservations-delete), teardown or not; the ones
+    in use are the pool's nodes, priced above."""
+    from flows.config.capacity import price_for
+
+    gke = profile.gke
+    assert gke is not None and gke.reservation
+    try:
+        found = apis.get_reservation(gke.project, gke.zone, gke.reservation)
+    except Exception as exc:  # shown, never fatal
+        snap.unreachable.append(f"reservation {gke.reservation}: "
+                                f"{str(exc).splitlines()[0][:200]}")
+        return
+    if found is None:
+        return
+    specific = found.get("specificReservation") or {}
+    count, in_use = int(specific.get("count", 0)), int(specific.get("inUseCount", 0))
+    snap.reservation_hosts = (count, in_use)
+    snap.reservation_usd_per_hour = (max(count - in_use, 0) * gke.chips_per_host
+                                     * price_for(gke.prices, "reservation")[0].usd_per_chip_hour)
 
 
 def human_bytes(size: int) -> str:
@@ -179,6 +207,11 @@ def render(profile: Profile, snap: Snapshot, now: datetime | None = None) -> str
                          f"({p.capacity}), {now_text} node(s) now, ${p.usd_per_hour:,.2f}/h")
         if snap.cpu_nodes is not None:
             lines.append(f"  CPU pools: {snap.cpu_nodes} node(s) now (not priced here)")
+    if snap.reservation_hosts is not None:
+        count, in_use = snap.reservation_hosts
+        lines.append(f"  reservation {gke.reservation} ({gke.zone}): {count} host(s), {in_use} "
+                     f"in use; the unused bill too while it exists: "
+                     f"${snap.reservation_usd_per_hour:,.2f}/h")
     running = [j for j in snap.jobsets if j.state in ("queued", "running")]
     for j in running:
         lines.append(f"  JobSet {j.name} ({j.stage}): {j.state} since {j.since}")

@@ -149,3 +149,32 @@ def test_a_pool_left_by_another_mode_is_priced_at_its_own_mode(
     assert "TPU now: $86.40 per hour" in out
     assert ("note: TPU pool gke-tpu-v6e-pool-0 is reservation, the profile's gke.capacity is "
             "spot: the next `tpurl run qwen3-30b-a3b-v6e-32` re-applies the blueprint") in out
+
+
+def test_after_teardown_the_reservation_still_bills_and_status_says_so(
+        cloud: Cloud, gcs: Any, kube: FakeApiServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Deployed on the reservation (its 8 hosts in use: the pool's, priced with the pool),
+    then torn down: the cluster is gone, and the reservation's 8 unused hosts still bill
+    $86.40/h. Status said 'TPU now: $0.00 per hour'."""
+    from flows.backends.gke.infra.destroy import teardown
+
+    profile = infra_profile(**{"gke.bucket": BUCKET})
+    _deploy(profile, cloud, gcs, tmp_path)
+    _nodes(kube.kube, "gke-tpu-v6e-pool-0", 8)
+    overrides = {**INFRA_OVERRIDES, "gke.bucket": BUCKET}
+    capsys.readouterr()
+    _status(TUTORIAL, overrides, cloud, gcs, kube, monkeypatch)
+    out = capsys.readouterr().out
+    assert "reservation my-v6e-res (us-east5-b): 8 host(s), 8 in use; the unused bill too " \
+           "while it exists: $0.00/h" in out
+    assert "TPU now: $86.40 per hour" in out  # the pool's nodes, not counted twice
+
+    teardown(settings_from_profile(profile, cache_dir=tmp_path / "cache"), cloud.apis, gcs,
+             Log())
+    capsys.readouterr()
+    _status(TUTORIAL, overrides, cloud, gcs, kube, monkeypatch)
+    out = capsys.readouterr().out
+    assert "cluster tpurl-v6e (my-proj-123/us-east5): none" in out
+    assert "8 host(s), 0 in use; the unused bill too while it exists: $86.40/h" in out
+    assert "TPU now: $86.40 per hour — you are paying for TPUs right now" in out
