@@ -178,3 +178,14 @@ def test_kueue_tpu_quota_as_terraform_renders_it(mode: str, slices: int) -> None
     assert quota() == 32 * slices
     if mode != "reservation":
         assert quota(drop="capacity-kueue-quota") == 0
+
+
+def test_the_rules_refuse_total_and_zonal_counts_together_and_compact_across_zones() -> None:
+    """gke-node-pool variables.tf: the per-zone autoscaling counts the edits set exclude the
+    total ones; main.tf: COMPACT placement needs exactly one zone (the example's zones)."""
+    settings = dict(expanded_pool("on-demand"), autoscaling_total_max_nodes=8)
+    assert precondition_failures(settings) == [
+        "autoscaling_total_max_nodes (global) is mutually exclusive with "
+        "autoscaling_max_node_count (zonal). Please unset one of them."]
+    assert precondition_failures(dict(expanded_pool("spot"), zones=None)) == [
+        "Compact placement is only available for node pools operating in a single zone."]
