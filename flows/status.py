@@ -31,7 +31,8 @@ class PoolNow:
     configured: str  # "2 nodes" or "0..2 nodes"
     nodes_now: int | None  # from the Kubernetes API; None: not reachable
     chips_per_node: int
-    usd_per_hour: float  # TPU chips billed now at the profile's price
+    usd_per_hour: float  # TPU chips billed now at the price of the pool's own capacity mode
+    capacity: str = "on-demand"  # what the pool bills as (cluster.live_capacity)
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,13 @@ class Snapshot:
     bucket_bytes: int | None = None  # None: no bucket
     bucket_objects: int = 0
     unreachable: list[str] = field(default_factory=list)  # what could not be read, and why
+    # gke.reservation's hosts (count, in use); None: no reservation named or none found
+    reservation_hosts: tuple[int, int] | None = None
+    reservation_usd_per_hour: float = 0.0  # its unused hosts: billed too, consumed or not
 
     @property
     def usd_per_hour(self) -> float:
-        return sum(p.usd_per_hour for p in self.pools)
+        return sum(p.usd_per_hour for p in self.pools) + self.reservation_usd_per_hour
 
 
 def _chips_per_node(machine_type: str) -> int:
@@ -64,9 +68,12 @@ def _chips_per_node(machine_type: str) -> int:
     return machine.chips_per_host if machine else 0
 
 
-def pool_now(pool: Obj, nodes_now: int | None, usd_per_chip_hour: float) -> PoolNow:
+def pool_now(pool: Obj, nodes_now: int | None, usd_per_chip_hour: float,
+             capacity: str = "on-demand") -> PoolNow:
     """Pure: one node pool as the GKE API reports it (container v1 NodePool: autoscaling,
-    initialNodeCount) and the nodes the Kubernetes API lists for it now."""
+    initialNodeCount) and the nodes the Kubernetes API lists for it now, priced at the rate
+    of the mode it bills in (``capacity``), which after a change of gke.capacity is not
+    the profile's."""
     machine = str((pool.get("config") or {}).get("machineType", "?"))
     scaling = pool.get("autoscaling") or {}
     chips = _chips_per_node(machine)
@@ -80,7 +87,7 @@ def pool_now(pool: Obj, nodes_now: int | None, usd_per_chip_hour: float) -> Pool
         static, configured = True, f"{count} nodes"
         billed = nodes_now if nodes_now is not None else count
     return PoolNow(str(pool.get("name", "?")), machine, static, configured, nodes_now, chips,
-                   billed * chips * usd_per_chip_hour)
+                   billed * chips * usd_per_chip_hour, capacity)
 
 
 def jobset_now(jobset: Obj) -> JobSetNow:
@@ -95,6 +102,9 @@ def jobset_now(jobset: Obj) -> JobSetNow:
 
 def gather(profile: Profile, apis: Any, storage_client: Any, kube: Any | None) -> Snapshot:
     """Read-only: GET the cluster, list nodes and JobSets, list the bucket."""
+    from flows.backends.gke.infra.cluster import live_capacity
+    from flows.config.capacity import price_for
+
     gke = profile.gke
     assert gke is not None
     found = apis.get_cluster(gke.project, gke.region, gke.cluster)
@@ -118,9 +128,13 @@ def gather(profile: Profile, apis: Any, storage_client: Any, kube: Any | None) -
             1 for n in nodes if ((n.get("metadata") or {}).get("labels") or {})
             .get(NODE_POOL_LABEL) == name)
         if _chips_per_node(str((pool.get("config") or {}).get("machineType", ""))):
-            snap.pools.append(pool_now(pool, count, gke.usd_per_chip_hour))
+            mode = live_capacity(pool)
+            price, _ = price_for(gke.prices, mode)
+            snap.pools.append(pool_now(pool, count, price.usd_per_chip_hour, mode))
         else:
             snap.cpu_nodes = (snap.cpu_nodes or 0) + (count or 0)
+    if gke.reservation:
+        _read_reservation(profile, apis, snap)
     try:
         if storage_client.lookup_bucket(gke.bucket) is not None:
             blobs = list(storage_client.list_blobs(gke.bucket))
@@ -129,6 +143,29 @@ def gather(profile: Profile, apis: Any, storage_client: Any, kube: Any | None) -
     except Exception as exc:  # shown, never fatal
         snap.unreachable.append(f"bucket gs://{gke.bucket}: {str(exc).splitlines()[0][:200]}")
     return snap
+
+
+def _read_reservation(profile: Profile, apis: Any, snap: Snapshot) -> None:
+    """The reservation's hosts: Compute Engine bills the unused ones too, while it exists
+    (cloud.google.com/compute/docs/instances/reservations-delete), teardown or not; the ones
+    in use are the pool's nodes, priced above."""
+    from flows.config.capacity import price_for
+
+    gke = profile.gke
+    assert gke is not None and gke.reservation
+    try:
+        found = apis.get_reservation(gke.project, gke.zone, gke.reservation)
+    except Exception as exc:  # shown, never fatal
+        snap.unreachable.append(f"reservation {gke.reservation}: "
+                                f"{str(exc).splitlines()[0][:200]}")
+        return
+    if found is None:
+        return
+    specific = found.get("specificReservation") or {}
+    count, in_use = int(specific.get("count", 0)), int(specific.get("inUseCount", 0))
+    snap.reservation_hosts = (count, in_use)
+    snap.reservation_usd_per_hour = (max(count - in_use, 0) * gke.chips_per_host
+                                     * price_for(gke.prices, "reservation")[0].usd_per_chip_hour)
 
 
 def human_bytes(size: int) -> str:
@@ -166,10 +203,15 @@ def render(profile: Profile, snap: Snapshot, now: datetime | None = None) -> str
         for p in snap.pools:
             kind = "static" if p.static else "autoscaled"
             now_text = "?" if p.nodes_now is None else str(p.nodes_now)
-            lines.append(f"  TPU pool {p.name}: {p.machine_type}, {kind} {p.configured}, "
-                         f"{now_text} node(s) now, ${p.usd_per_hour:,.2f}/h")
+            lines.append(f"  TPU pool {p.name}: {p.machine_type}, {kind} {p.configured} "
+                         f"({p.capacity}), {now_text} node(s) now, ${p.usd_per_hour:,.2f}/h")
         if snap.cpu_nodes is not None:
             lines.append(f"  CPU pools: {snap.cpu_nodes} node(s) now (not priced here)")
+    if snap.reservation_hosts is not None:
+        count, in_use = snap.reservation_hosts
+        lines.append(f"  reservation {gke.reservation} ({gke.zone}): {count} host(s), {in_use} "
+                     f"in use; the unused bill too while it exists: "
+                     f"${snap.reservation_usd_per_hour:,.2f}/h")
     running = [j for j in snap.jobsets if j.state in ("queued", "running")]
     for j in running:
         lines.append(f"  JobSet {j.name} ({j.stage}): {j.state} since {j.since}")
@@ -184,6 +226,9 @@ def render(profile: Profile, snap: Snapshot, now: datetime | None = None) -> str
     lines.append(f"  TPU now: ${snap.usd_per_hour:,.2f} per hour"
                  + (" — you are paying for TPUs right now" if snap.usd_per_hour else ""))
     lines += [f"  PROBLEM: {text}" for text in problems(profile, snap)]
+    lines += [f"  note: TPU pool {p.name} is {p.capacity}, the profile's gke.capacity is "
+              f"{gke.capacity}: the next `tpurl run {profile.name}` re-applies the blueprint "
+              "and replaces it" for p in snap.pools if p.capacity != gke.capacity]
     return "\n".join(lines)
 
 

@@ -20,6 +20,7 @@ from flows.backends.gke.infra import clients
 from flows.backends.gke.infra.destroy import TeardownReport, teardown
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.config import Profile, load_profile
+from flows.config.capacity import reservation_kept
 from flows.config.choices import ProfileName
 from flows.core.failures import user_error
 from flows.profile_lock import profile_lock
@@ -76,6 +77,9 @@ def teardown_preview(cfg: Profile, delete_bucket: bool) -> list[str]:
              f"{g.machine_type}, {g.total_chips} chips), its CPU pool, networks and service "
              "accounts (gcluster destroy)",
              f"  the TPU pool costs {rate} at ${g.usd_per_chip_hour:.2f}/chip-hour"]
+    if g.reservation:
+        lines.append("  kept: " + reservation_kept(g.reservation, g.zone, g.project,
+                                                   g.total_chips * g.usd_per_chip_hour))
     if delete_bucket:
         lines.append(f"  bucket gs://{g.bucket} with every checkpoint, export and the "
                      "deployment record: this cannot be undone")

@@ -2,8 +2,9 @@
 
 Four consumption modes, the ones GKE's node pools offer for TPUs (and xpk exposes):
 
-- ``reservation``: the tutorial's. A static pool consumes a specific reservation; it is billed
-  from deploy to teardown whether anything trains or not.
+- ``reservation``: the tutorial's. A static pool consumes a specific reservation, which
+  Compute Engine bills while it exists, whether anything trains or not (teardown removes
+  the pool, not the reservation).
 - ``on-demand``, ``spot``, ``flex-start``: no reservation. The pool autoscales from zero
   nodes, so chips are billed only while a workload holds them. Spot may be preempted at any
   time; flex-start (Dynamic Workload Scheduler) nodes run at most ``max_run_hours`` and need
@@ -70,6 +71,27 @@ V6E_DEFAULT_PRICES: dict[str, ModePrice] = {
     "on-demand": ModePrice(usd_per_chip_hour=2.70, source=_PRICING_PAGE,
                            as_of=date(2024, 12, 11)),
 }
+
+
+def price_for(prices: dict[CapacityMode, ModePrice], mode: str) -> tuple[ModePrice, str]:
+    """What a pool of capacity ``mode`` bills per chip-hour, and how to say whose price it is:
+    the profile's price for that mode, else the cited on-demand default (spot and flex-start
+    ship none; a pool left by another mode is priced all the same, never at zero)."""
+    if mode in prices:
+        return prices[mode], f"{mode} price"  # type: ignore[index]
+    fallback = prices.get("on-demand") or V6E_DEFAULT_PRICES["on-demand"]
+    return fallback, f"on-demand price: gke.prices has no {mode}"
+
+
+def reservation_kept(reservation: str, zone: str, project: str, usd_per_hour: float) -> str:
+    """What a teardown leaves billing in reservation mode: the reservation itself. Compute
+    Engine bills a reservation's hosts while it exists, consumed or not; deleting it is what
+    stops the charge (cloud.google.com/compute/docs/instances/reservations-delete), and it
+    cannot be deleted while a commitment holds it."""
+    return (f"reservation {reservation} in {zone}: Compute Engine bills its hosts while it "
+            f"exists, consumed or not (the pool's ${usd_per_hour:,.2f}/h); to end it: gcloud "
+            f"compute reservations delete {reservation} --zone={zone} --project={project} "
+            "(not while a commitment holds it)")
 
 
 def price_fix(mode: str) -> str:

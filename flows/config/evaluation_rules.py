@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flows.common.issues import Issue
+from flows.config.eval_hours import EVALUATE, stage_hours
 from flows.config.profile import Profile
 
 REMOTE_SCHEMES = ("gs://", "hf://")  # what MaxText's get_dataset reads from inside a pod
@@ -28,4 +29,24 @@ def evaluation_issues(profile: Profile) -> list[Issue]:
                             "evaluation runs in a pod on the cluster, which cannot read a path "
                             "of this machine", "upload the parquet files and give their "
                             "gs://BUCKET/... URI (or hf://datasets/...)", "config/eval-files"))
+    issues += _flex_start_outlived(profile)
     return issues
+
+
+def _flex_start_outlived(profile: Profile) -> list[Issue]:
+    """The evaluate stage holds the slice too, so on flex-start its nodes must outlive it as
+    training's must (flows/config/capacity.py checks training). The stage's estimate counts
+    both models of a first run, one JobSet after the other, on nodes that may stay up between
+    them: flex-start ends a node max_run_duration after it started, whichever job it runs."""
+    gke = profile.gke
+    if gke is None or gke.capacity != "flex-start" or gke.max_run_hours is None:
+        return []
+    hours = stage_hours(profile, EVALUATE)
+    if hours <= gke.max_run_hours:
+        return []
+    return [Issue("gke.max_run_hours", f"{gke.max_run_hours:g} h is shorter than the "
+                  f"estimated evaluation ({hours:g} h, both models): the flex-start nodes "
+                  "would be reclaimed before it ends, every time",
+                  f"raise gke.max_run_hours to at least {hours:g} (at most 168), or lower "
+                  "gke.estimated_hours.evaluate or eval.batches if the estimate is wrong",
+                  "config/flex-start-run")]

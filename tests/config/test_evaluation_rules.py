@@ -57,3 +57,18 @@ def test_evaluation_on_gke_loads_and_reads_its_held_out_set_from_the_bucket() ->
     for where in ("gs://b/held-out/v1.parquet", "hf://datasets/org/set/test.parquet"):
         assert load_profile(TUTORIAL, {**INFRA_OVERRIDES, "eval.files": where},
                             environ={}).eval is not None
+
+
+def test_flex_start_nodes_that_would_end_before_the_evaluation_are_refused() -> None:
+    """Training's estimate was checked against gke.max_run_hours, the evaluation's was not:
+    a 6 h evaluation on flex-start nodes that live 5 h was accepted and reclaimed every time."""
+    from tests.support.profiles import capacity_overrides
+
+    flex = {**INFRA_OVERRIDES, **capacity_overrides("flex-start"), "gke.max_run_hours": "5",
+            "eval.batches": "2"}
+    found = problems(TUTORIAL, {**flex, "gke.estimated_hours.evaluate": "6"})
+    assert "shorter than the estimated evaluation (6 h, both models)" in found[
+        "gke.max_run_hours"]
+    assert "raise gke.max_run_hours to at least 6" in found["gke.max_run_hours"]
+    profile = load_profile(TUTORIAL, {**flex, "gke.estimated_hours.evaluate": "5"}, environ={})
+    assert profile.gke is not None and profile.gke.max_run_hours == 5

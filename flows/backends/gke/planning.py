@@ -31,7 +31,7 @@ class GkePlanning:
         return [f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
                 f"x{gke.num_slices} = {gke.total_chips} chips · capacity {gke.capacity} · "
                 + ("no TPU node while nothing trains" if gke.scales_from_zero
-                   else f"${gke.idle_usd_per_hour:,.2f}/h while the pool exists")]
+                   else f"${gke.idle_usd_per_hour:,.2f}/h while the reservation exists")]
 
     def plan_footer(self) -> list[str]:
         waits = [stage_waits(s, budgets_for(self.profile, s), RETRY_DELAYS_S, len(jobs_of(s)))

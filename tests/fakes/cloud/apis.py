@@ -70,8 +70,20 @@ class FakeGoogleApis:
 
     def get_reservation(self, project: str, zone: str, name: str) -> dict[str, Any] | None:
         self._call("get_reservation")
-        res = self.reservation
-        return copy.deepcopy(res) if res and res.get("name") == name else None
+        res = copy.deepcopy(self.reservation)
+        if not res or res.get("name") != name:
+            return None
+        # Compute Engine counts the reservation's VMs in use: the hosts of every deployed
+        # pool that consumes it (the static pool's nodes, gke-node-pool's node_count)
+        consumed = sum(int(pool.get("initialNodeCount") or 0)
+                       for cluster in fc.load()["clusters"].values()
+                       for pool in cluster.get("nodePools", [])
+                       if any(v.rsplit("/", 1)[-1] == name for v in (
+                           (pool.get("config") or {}).get("reservationAffinity") or {}
+                       ).get("values", [])))
+        specific = res.setdefault("specificReservation", {})
+        specific["inUseCount"] = str(int(specific.get("inUseCount", 0)) + consumed)
+        return res
 
     def region_quotas(self, project: str, region: str) -> list[dict[str, Any]]:
         self._call("region_quotas")

@@ -59,16 +59,21 @@ def expand(settings: dict[str, Any], variables: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def node_pool(settings: dict[str, Any], name: str) -> dict[str, Any]:
-    """The GKE NodePool the module creates from expanded settings."""
+def node_pool(settings: dict[str, Any], name: str, project: str = "") -> dict[str, Any]:
+    """The GKE NodePool the module creates from expanded settings. A specific reservation is
+    consumed by key and full name (modules/compute/gke-node-pool/reservation_definitions.tf:
+    reservation_resource_api_label, "projects/<project>/reservations/<name>", the project
+    defaulting to the deployment's)."""
     affinity = settings.get("reservation_affinity") or {"consume_reservation_type":
                                                           "NO_RESERVATION"}
+    specific = affinity.get("specific_reservations") or []
     config: dict[str, Any] = {
         "machineType": settings.get("machine_type"),
         "reservationAffinity": {
             "consumeReservationType": affinity.get("consume_reservation_type"),
-            **({"values": [r["name"] for r in affinity["specific_reservations"]]}
-               if affinity.get("specific_reservations") else {})},
+            **({"key": "compute.googleapis.com/reservation-name",
+                "values": [f"projects/{r.get('project') or project}/reservations/{r['name']}"
+                           for r in specific]} if specific else {})},
     }
     if settings.get("spot"):
         config["spot"] = True
@@ -95,3 +100,33 @@ def node_pool(settings: dict[str, Any], name: str) -> dict[str, Any]:
             scaling.update(minNodeCount=low or 0, maxNodeCount=high or 0)
         pool["autoscaling"] = scaling
     return pool
+
+
+def tpu_quota(expression: str, variables: dict[str, Any], pools: dict[str, dict[str, Any]]
+              ) -> int:
+    """The Kueue TPU quota the example renders: its ``config_template_vars.tpu_quota``, a
+    product such as ``$(vars.num_slices * gke-tpu-v6e-pool.node_count_static *
+    gke-tpu-v6e-pool.tpu_chips_per_node)``, evaluated as Terraform would: ``node_count_static``
+    is coalesce(static_node_count, initial_node_count, 0) and ``tpu_chips_per_node`` the
+    machine's chips per VM (gke-node-pool outputs.tf). ``pools``: expanded settings by module
+    id. A term it cannot evaluate is an error, as a bad reference is to gcluster."""
+    body = re.fullmatch(r"\$\((.*)\)", expression.strip())
+    if not body:
+        return int(expression)
+    product = 1
+    for term in (t.strip() for t in body.group(1).split("*")):
+        if term.isdigit():
+            product *= int(term)
+        elif term.startswith("vars."):
+            product *= int(variables[term.removeprefix("vars.")])
+        elif term.endswith(".node_count_static"):
+            settings = pools[term.removesuffix(".node_count_static")]
+            product *= int(next((v for v in (settings.get("static_node_count"),
+                                             settings.get("initial_node_count"))
+                                 if v is not None), 0))
+        elif term.endswith(".tpu_chips_per_node"):
+            pool = pools[term.removesuffix(".tpu_chips_per_node")]
+            product *= _chips_per_vm(str(pool.get("machine_type") or ""))
+        else:
+            raise ValueError(f"the fake cannot evaluate {term!r} in {expression!r}")
+    return product

@@ -4,7 +4,9 @@ with their messages, applied to a blueprint module's settings.
 Source: GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool/main.tf
 (``lifecycle { precondition { ... } }`` on google_container_node_pool.node_pool) and
 variables.tf (defaults: spot false, enable_flex_start false, auto_repair true,
-reservation_affinity NO_RESERVATION, static_node_count null). ``terraform apply`` stops with
+reservation_affinity NO_RESERVATION, static_node_count null, autoscaling_total_min_nodes 0
+and _max_nodes 1000, whose validations exclude the per-zone counts), read at develop
+c765092f4, the newest stored version (the project pins v1.103.0). ``terraform apply`` stops with
 the error_message of the first failing precondition; so does this.
 """
 
@@ -27,11 +29,28 @@ def precondition_failures(settings: dict[str, Any]) -> list[str]:
     flex = bool(settings.get("enable_flex_start", False))
     auto_repair = bool(settings.get("auto_repair", True))
     static = settings.get("static_node_count")
+    total_min = settings.get("autoscaling_total_min_nodes", 0)
+    total_max = settings.get("autoscaling_total_max_nodes", 1000)
+    placement = settings.get("placement_policy") or {}
+    zones = settings.get("zones")
     out = []
+    # variables.tf validations (checked before any precondition)
+    if settings.get("autoscaling_min_node_count") is not None and total_min != 0:
+        out.append("autoscaling_total_min_nodes (global) is mutually exclusive with "
+                   "autoscaling_min_node_count (zonal). Please unset one of them.")
+    if settings.get("autoscaling_max_node_count") is not None and total_max != 1000:
+        out.append("autoscaling_total_max_nodes (global) is mutually exclusive with "
+                   "autoscaling_max_node_count (zonal). Please unset one of them.")
+    if static is not None and (total_min != 0 or total_max != 1000):
+        out.append("static_node_count cannot be set with either autoscaling_total_min_nodes "
+                   "or autoscaling_total_max_nodes.")
     if not ((kind != "SPECIFIC_RESERVATION" and specific == 0)
             or (kind == "SPECIFIC_RESERVATION" and specific == 1)):
         out.append("When using NO_RESERVATION or ANY_RESERVATION as the "
                    "`consume_reservation_type`, `specific_reservations` cannot be set.")
+    if placement.get("type") == "COMPACT" and not (isinstance(zones, list) and len(zones) == 1):
+        out.append("Compact placement is only available for node pools operating in a single "
+                   "zone.")
     if flex and auto_repair:
         out.append("enable_flex_start needs node auto_repair set to false.")
     if flex and static is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from flows.backends.gke.infra import bucket as gcs
 from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings
+from flows.config.capacity import price_for
 from flows.core.backend import StageLogger
 from flows.core.failures import infrastructure, user_error
 
@@ -49,29 +50,56 @@ def pool_mismatches(cluster: dict[str, Any], s: InfraSettings) -> list[str]:
     return out
 
 
-def _capacity_mismatches(pool: dict[str, Any], s: InfraSettings) -> list[str]:
-    """Does a live TPU pool match gke.capacity? Fields of the GKE NodePool resource
-    (container v1: config.reservationAffinity, config.spot, config.flexStart, autoscaling)."""
-    name, hosts, gke = pool.get("name", "?"), s.gke.hosts_per_slice, s.gke
-    config = pool.get("config") or {}
+def _reservation_affinity(config: dict[str, Any]) -> tuple[str, list[str]]:
+    """(consumeReservationType, reservation names) of a live pool's node config; the values
+    are "projects/P/reservations/NAME" as gke-node-pool writes them
+    (modules/compute/gke-node-pool/reservation_definitions.tf)."""
     affinity = config.get("reservationAffinity") or {}
     values = [v.rsplit("/", 1)[-1] for v in affinity.get("values", [])]
+    kind = affinity.get("consumeReservationType") or (
+        "SPECIFIC_RESERVATION" if values else "NO_RESERVATION")
+    return str(kind), values
+
+
+def live_capacity(pool: dict[str, Any]) -> str:
+    """The capacity mode a live TPU pool bills in, from its node config: flex-start or spot
+    when the node config says so, reservation when it consumes one, else on-demand."""
+    config = pool.get("config") or {}
+    if config.get("flexStart"):
+        return "flex-start"
+    if config.get("spot"):
+        return "spot"
+    return "on-demand" if _reservation_affinity(config)[0] == "NO_RESERVATION" else "reservation"
+
+
+def _capacity_mismatches(pool: dict[str, Any], s: InfraSettings) -> list[str]:
+    """Does a live TPU pool match gke.capacity? Fields of the GKE NodePool resource
+    (container v1: config.reservationAffinity, config.spot, config.flexStart, autoscaling).
+    Both ways: a pool left by another mode must not pass for this one (an autoscaled spot
+    pool is no reservation, and its slice may be preempted; a static pool bills idle)."""
+    name, hosts, gke = pool.get("name", "?"), s.gke.hosts_per_slice, s.gke
+    config = pool.get("config") or {}
+    kind, values = _reservation_affinity(config)
+    scaling = pool.get("autoscaling") or {}
     out = []
     if not gke.scales_from_zero:
+        if scaling.get("enabled"):
+            out.append(f"pool {name} autoscales, profile's capacity reservation wants a static "
+                       f"pool of {hosts} nodes")
         nodes = pool.get("initialNodeCount")
         if nodes is not None and int(nodes) != hosts:
             out.append(f"pool {name} has {nodes} nodes, profile wants {hosts}")
-        if values and gke.reservation not in values:
-            out.append(f"pool {name} consumes reservation {', '.join(values)}, profile wants "
+        if kind != "SPECIFIC_RESERVATION" or gke.reservation not in values:
+            held = ", ".join(values) if values else f"none ({kind})"
+            out.append(f"pool {name} consumes reservation {held}, profile wants "
                        f"{gke.reservation}")
-        return out
-    if values or affinity.get("consumeReservationType", "NO_RESERVATION") != "NO_RESERVATION":
-        out.append(f"pool {name} consumes a reservation, profile's capacity {gke.capacity} "
-                   "takes none")
-    scaling = pool.get("autoscaling") or {}
-    if not scaling.get("enabled") or int(scaling.get("minNodeCount", 0)) != 0:
-        out.append(f"pool {name} does not scale from zero, profile's capacity {gke.capacity} "
-                   "needs it")
+    else:
+        if values or kind != "NO_RESERVATION":
+            out.append(f"pool {name} consumes a reservation, profile's capacity {gke.capacity} "
+                       "takes none")
+        if not scaling.get("enabled") or int(scaling.get("minNodeCount", 0)) != 0:
+            out.append(f"pool {name} does not scale from zero, profile's capacity "
+                       f"{gke.capacity} needs it")
     if bool(config.get("spot")) != (gke.capacity == "spot"):
         out.append(f"pool {name} has spot={bool(config.get('spot'))}, profile's capacity is "
                    f"{gke.capacity}")
@@ -94,16 +122,12 @@ def wrong_pools(cluster: dict[str, Any], s: InfraSettings) -> list[tuple[str, st
         scaling = pool.get("autoscaling") or {}
         nodes = int(scaling.get("minNodeCount", 0) if scaling.get("enabled")
                     else pool.get("initialNodeCount") or 0)
-        config = pool.get("config") or {}
-        reserved = (config.get("reservationAffinity") or {}).get(
-            "consumeReservationType", "NO_RESERVATION") != "NO_RESERVATION"
-        mode = "spot" if config.get("spot") else "reservation" if reserved else "on-demand"
-        price = s.gke.prices.get(mode) or s.gke.prices["on-demand"]  # a cited default
+        price, whose = price_for(s.gke.prices, live_capacity(pool))
         chips = nodes * s.gke.chips_per_host
         name = pool.get("name", "?")
         out.append((f"pool {name} bills {nodes} nodes x {s.gke.chips_per_host} chips = "
                     f"{chips} chips at ${price.usd_per_chip_hour:.2f}/chip-h = "
-                    f"${chips * price.usd_per_chip_hour:.2f}/h ({mode} price), idle or not",
+                    f"${chips * price.usd_per_chip_hour:.2f}/h ({whose}), idle or not",
                     f"gcloud container node-pools delete {name} --cluster={s.gke.cluster} "
                     f"--location={s.gke.region} --project={s.gke.project} --quiet"))
     return out
@@ -160,6 +184,7 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
                                 "last_apply_ok": bool(result and result.ok)}
         if result and result.ok:
             meta["deployed_at"] = _first_deploy(client, s)
+            meta["capacity"] = s.gke.capacity  # what the pool bills as, for the teardown
         save_deployment(client, s, meta)
     if not result.ok:
         raise classify_deploy_failure(s, result.tail_text(), log)
@@ -180,7 +205,12 @@ def refuse_wrong_pool_shape(s: InfraSettings, edited_text: str) -> None:
 
 
 def _first_deploy(client: Any, s: InfraSettings) -> str:
+    """When the pool of this capacity mode was first deployed: a re-apply keeps the time, a
+    deploy that changed the mode (a new pool: reservation affinity and spot are replaced,
+    not updated) starts it again."""
     old = gcs.read_json(client, s.gke.bucket, s.state_prefix + "deployment.json") or {}
+    if old.get("capacity", s.gke.capacity) != s.gke.capacity:
+        return datetime.now(UTC).isoformat()
     return old.get("deployed_at") or datetime.now(UTC).isoformat()
 
 

@@ -150,8 +150,12 @@ def render_cost(plan: CostPlan) -> list[str]:
     if plan.scales_from_zero:
         lines.append("  idle pool: $0.00 per hour: no TPU node exists while nothing trains")
     else:
-        lines.append(f"  idle pool: ${plan.idle_usd_per_hour:,.2f} per hour from deploy until "
-                     "`tpurl teardown`, busy or not")
+        # Compute Engine bills a reservation's hosts while it exists, consumed or not
+        # (cloud.google.com/compute/docs/instances/reservations-delete: delete it "to stop
+        # incurring charges for its reserved resources"); teardown removes only the pool.
+        lines.append(f"  idle pool: ${plan.idle_usd_per_hour:,.2f} per hour, busy or not, while "
+                     "the reservation exists: `tpurl teardown` removes the pool, not the "
+                     "reservation, which bills until it is deleted")
     return lines
 
 

@@ -22,6 +22,7 @@ from flows.backends.gke.infra.cluster import restore_deployment, save_deployment
 from flows.backends.gke.infra.commands import destroy_argv, render, run
 from flows.backends.gke.infra.cost import pool_chip_hours_since
 from flows.backends.gke.infra.settings import InfraSettings
+from flows.config.capacity import SCALE_FROM_ZERO, price_for, reservation_kept
 from flows.core.backend import StageLogger
 from flows.core.failures import infrastructure, user_error
 
@@ -111,11 +112,19 @@ def _destroy(s: InfraSettings, client: Any, bucket_exists: bool, report: Teardow
     report.removed.append(f"cluster {s.gke.cluster}, its TPU and CPU node pools, networks and "
                           "service accounts (gcluster destroy)")
     now = datetime.now(UTC)
-    if meta and meta.get("deployed_at") and not s.gke.scales_from_zero:
+    # the mode the cluster was deployed in (the record's; older records lack it: the
+    # profile's), not the profile's now: after a switch of gke.capacity without a run, the
+    # pool destroyed here is the old mode's
+    deployed_as = str((meta or {}).get("capacity") or s.gke.capacity)
+    if meta and meta.get("deployed_at") and deployed_as not in SCALE_FROM_ZERO:
         # a pool that scales from zero billed only while training: the runs' results say how
         # much; the static pool billed every hour since deploy
         report.pool_chip_hours = pool_chip_hours_since(meta["deployed_at"], now, s.gke.total_chips)
-        report.pool_usd = report.pool_chip_hours * s.gke.usd_per_chip_hour
+        report.pool_usd = (report.pool_chip_hours
+                           * price_for(s.gke.prices, deployed_as)[0].usd_per_chip_hour)
+    if s.gke.reservation:
+        report.kept.append(reservation_kept(s.gke.reservation, s.gke.zone, s.gke.project,
+                                            s.gke.total_chips * s.gke.usd_per_chip_hour))
     if bucket_exists:
         save_deployment(client, s, {"destroyed_at": now.isoformat(), "last_destroy_ok": True,
                                     "deployed_at": None})

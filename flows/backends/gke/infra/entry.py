@@ -140,7 +140,7 @@ def _capacity_actions(s: InfraSettings) -> list[str]:
     g = s.gke
     if not g.scales_from_zero:
         return [f"TPU pool: static, {g.hosts_per_slice} nodes per slice on reservation "
-                f"{g.reservation} (billed until teardown)"]
+                f"{g.reservation} (billed while the reservation exists)"]
     extra = ""  # each mode's text is built only for that mode: max_run_hours is flex-only
     if g.capacity == "spot":
         extra = ", spot VMs (preemptible)"

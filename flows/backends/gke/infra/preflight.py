@@ -232,7 +232,9 @@ def check_quota(s: InfraSettings, quotas: list[dict[str, Any]] | FactError,
         return result(name, "unknown", f"no {family} TPU quota metric in {s.gke.region}",
                            f"check the TPU quota in {console}; request "
                            f"{s.gke.total_chips} chips if it is missing")
-    held = s.gke.total_chips if _pool_exists(s, cluster) else 0
+    # A static pool of the profile already holds its chips (their usage is ours); a pool that
+    # scales from zero holds none while nothing trains, so its slice still needs headroom.
+    held = s.gke.total_chips if _pool_exists(s, cluster) and not s.gke.scales_from_zero else 0
     best = max(tpu, key=lambda q: float(q.get("limit", 0)) - float(q.get("usage", 0)))
     headroom = float(best.get("limit", 0)) - float(best.get("usage", 0)) + held
     if headroom < s.gke.total_chips:

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from flows.config.profile import Profile
+from flows.config.spend import ON_SLICE
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class Budgets:
     queue_s: float = 6 * 3600.0  # suspended by Kueue this long → queue-timeout
     run_s: float = 24 * 3600.0  # running this long → stalled (the TTL of a Pathways job)
     schedule_s: float = 1800.0  # a pod unschedulable this long → infrastructure
-    waits_for_capacity: bool = False  # flex-start: unschedulable pods wait under queue_s
+    waits_for_capacity: bool = False  # flex-start's slice: unschedulable pods wait under queue_s
     preemptions: int = 3  # resubmissions after a JobSet failed of preemption, per stage, in
     # all: at most preemptions + 1 JobSets are ever created for one stage of one run
     api_s: float = 900.0  # one API call rides out infrastructure faults this long (upgrades)
@@ -33,14 +34,17 @@ def budgets_for(profile: Profile, stage: str) -> Budgets:
     """The profile's budgets (gke.queue_budget_s, gke.run_budget_s or, for training,
     gke.train_run_budget_s, gke.preemption_budget; gke.schedule_budget_s, gke.pull_grace_s,
     gke.api_budget_s, gke.log_drain_s, gke.delete_wait_s from flows/config/watch_budgets.py);
-    unset ones keep the defaults."""
+    unset ones keep the defaults. Only the stages on the slice wait for flex-start capacity:
+    convert and export run on the CPU pool (conversion_placement cpu-pool, which flex-start
+    requires), where an unschedulable pod is no capacity queue but a pool too small or
+    down, to be reported after the scheduling budget and retried like in any other mode."""
     gke, out = profile.gke, Budgets()
     if gke is None:
         return out
     run = gke.train_run_budget_s if stage == "train" else None
     found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
              "preemptions": gke.preemption_budget,
-             "waits_for_capacity": gke.capacity == "flex-start" or None,
+             "waits_for_capacity": (gke.capacity == "flex-start" and stage in ON_SLICE) or None,
              "schedule_s": gke.schedule_budget_s, "pull_grace_s": gke.pull_grace_s,
              "api_s": gke.api_budget_s, "log_drain_s": gke.log_drain_s,
              "delete_wait_s": gke.delete_wait_s}

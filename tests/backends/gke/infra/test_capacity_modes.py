@@ -151,3 +151,41 @@ def test_a_replace_that_finds_nothing_is_an_error_naming_the_edit() -> None:
     with pytest.raises(StageFailed, match=r"edit sa-edit replaces 'storage\.legacyReader'"):
         edit_blueprint(BLUEPRINT_FIXTURE.read_text(), EditContext("project-storage-admin"),
                        [edit])
+
+
+@pytest.mark.parametrize("mode", ["reservation", "on-demand", "spot", "flex-start"])
+@pytest.mark.parametrize("slices", [1, 2])
+def test_kueue_tpu_quota_as_terraform_renders_it(mode: str, slices: int) -> None:
+    """The quota the fake gcluster renders comes from the blueprint's expression: every chip
+    of every slice in each mode, and 0 (nothing admitted) for an autoscaled pool whose quota
+    edit is missing, as gke-node-pool's node_count_static would make it."""
+    from flows.backends.gke.infra.blueprint import load_edits
+    from tests.fakes.cloud.gcluster_expand import tpu_quota
+
+    profile = mode_profile(mode)
+    assert profile.gke is not None
+    variables = {**DEPLOY_VARS, "num_slices": str(slices)}
+
+    def quota(drop: str = "") -> int:
+        edits = [e for e in load_edits() if e.id != drop]
+        doc = YAML(typ="safe").load(edit_blueprint(BLUEPRINT_FIXTURE.read_text(),
+                                                   edit_context(profile.gke), edits))
+        expression = find_module(doc, "workload-manager-install")["settings"]["kueue"][
+            "config_template_vars"]["tpu_quota"]
+        pools = {"gke-tpu-v6e-pool": expand(pool(doc), {**doc["vars"], **variables})}
+        return tpu_quota(expression, {**doc["vars"], **variables}, pools)
+
+    assert quota() == 32 * slices
+    if mode != "reservation":
+        assert quota(drop="capacity-kueue-quota") == 0
+
+
+def test_the_rules_refuse_total_and_zonal_counts_together_and_compact_across_zones() -> None:
+    """gke-node-pool variables.tf: the per-zone autoscaling counts the edits set exclude the
+    total ones; main.tf: COMPACT placement needs exactly one zone (the example's zones)."""
+    settings = dict(expanded_pool("on-demand"), autoscaling_total_max_nodes=8)
+    assert precondition_failures(settings) == [
+        "autoscaling_total_max_nodes (global) is mutually exclusive with "
+        "autoscaling_max_node_count (zonal). Please unset one of them."]
+    assert precondition_failures(dict(expanded_pool("spot"), zones=None)) == [
+        "Compact placement is only available for node pools operating in a single zone."]

@@ -118,3 +118,27 @@ def test_world_open_cidr_is_a_loud_warning(settings: InfraSettings,
     result = _by_name(run_checks(world, gather(apis, world)))["authorized_cidr"]
     assert result.status == "warn" and "whole internet" in result.issue.problem
     assert isinstance(FactError("x"), FactError)
+
+
+def test_an_autoscaled_pool_at_zero_nodes_holds_no_quota(settings: InfraSettings) -> None:
+    """The quota check counted a matching pool's chips as already held, which is right for the
+    reservation's static pool but not for a pool that scales from zero: with the region's 32
+    chips used by someone else, an on-demand slice cannot come up, and the check said ok."""
+    from flows.backends.gke.infra.preflight import check_quota
+
+    on_demand = with_gke(settings, capacity="on-demand", reservation=None)
+    pool = {"name": "gke-tpu-v6e-pool-0", "status": "RUNNING",
+            "config": {"machineType": "ct6e-standard-4t",
+                       "reservationAffinity": {"consumeReservationType": "NO_RESERVATION"}},
+            "autoscaling": {"enabled": True, "maxNodeCount": 8},
+            "placementPolicy": {"tpuTopology": "4x8"}}
+    cluster = {"status": "RUNNING", "nodePools": [pool]}
+    used = [{"metric": "TPU_V6E_SLICE_CHIPS", "limit": 32.0, "usage": 32.0}]
+    result = check_quota(on_demand, used, cluster)
+    assert result.status == "fail" and "0 chips free, 32 needed" in result.issue.problem
+    static = dict(pool, autoscaling={}, initialNodeCount=8, config={
+        "machineType": "ct6e-standard-4t", "reservationAffinity": {
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "values": ["projects/my-proj-123/reservations/my-v6e-res"]}})
+    assert check_quota(settings, used, {"status": "RUNNING", "nodePools": [static]}
+                       ).status == "ok"  # the static pool's own 32 chips are the usage

@@ -22,7 +22,14 @@ from flows.status import human_bytes
 from tests.fakes.cloud import Cloud
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.support.logs import Log
-from tests.support.profiles import SMOKE, SMOKE_REQUIRED, TUTORIAL, infra_profile, smoke_profile
+from tests.support.profiles import (
+    INFRA_OVERRIDES,
+    SMOKE,
+    SMOKE_REQUIRED,
+    TUTORIAL,
+    infra_profile,
+    smoke_profile,
+)
 
 BUCKET = "my-status-bucket"
 
@@ -71,8 +78,9 @@ def test_an_on_demand_run_in_flight_costs_its_nodes_now(
                    monkeypatch)
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "TPU pool gke-tpu-v6e-pool-0: ct6e-standard-4t, autoscaled 0..2 nodes, 2 node(s) " \
-           "now, $21.60/h" in out  # 2 hosts × 4 chips × $2.70
+    assert "TPU pool gke-tpu-v6e-pool-0: ct6e-standard-4t, autoscaled 0..2 nodes (on-demand), " \
+           "2 node(s) now, $21.60/h" in out  # 2 hosts × 4 chips × $2.70
+    assert "note:" not in out  # the pool is the profile's mode
     assert "CPU pools: 1 node(s) now" in out
     assert "JobSet train-rl-abc (train): running since" in out and "other-team" not in out
     blobs = list(gcs.list_blobs(BUCKET))  # ours, and the deployment's saved state
@@ -112,10 +120,61 @@ def test_a_static_pool_in_a_mode_that_scales_from_zero_exits_non_zero(
     capsys.readouterr()
     code = _status(TUTORIAL, overrides, cloud, gcs, kube, monkeypatch)
     out = capsys.readouterr().out
-    assert "static 8 nodes, 8 node(s) now, $86.40/h" in out  # the $86-an-hour slice
+    assert "static 8 nodes (reservation), 8 node(s) now, $86.40/h" in out  # the $86/h slice
     if mode == "on-demand":
         assert code == 1, out
         assert "PROBLEM: TPU pool gke-tpu-v6e-pool-0 is static" in out
         assert "tpurl teardown qwen3-30b-a3b-v6e-32" in out
     else:
         assert code == 0 and "PROBLEM" not in out
+
+
+def test_a_pool_left_by_another_mode_is_priced_at_its_own_mode(
+        cloud: Cloud, gcs: Any, kube: FakeApiServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reservation's static pool, then the profile switched to spot at $1.00/chip-h:
+    the pool still bills 32 chips at the reservation's $2.70, $86.40/h, not the $32.00/h the
+    spot price would make of it, and status says the next run replaces it."""
+    from tests.support.profiles import capacity_overrides
+
+    _deploy(infra_profile(**{"gke.bucket": BUCKET}), cloud, gcs, tmp_path)
+    _nodes(kube.kube, "gke-tpu-v6e-pool-0", 8)
+    overrides = {**INFRA_OVERRIDES, "gke.bucket": BUCKET,
+                 **capacity_overrides("spot")}
+    capsys.readouterr()
+    code = _status(TUTORIAL, overrides, cloud, gcs, kube, monkeypatch)
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "static 8 nodes (reservation), 8 node(s) now, $86.40/h" in out, out
+    assert "TPU now: $86.40 per hour" in out
+    assert ("note: TPU pool gke-tpu-v6e-pool-0 is reservation, the profile's gke.capacity is "
+            "spot: the next `tpurl run qwen3-30b-a3b-v6e-32` re-applies the blueprint") in out
+
+
+def test_after_teardown_the_reservation_still_bills_and_status_says_so(
+        cloud: Cloud, gcs: Any, kube: FakeApiServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Deployed on the reservation (its 8 hosts in use: the pool's, priced with the pool),
+    then torn down: the cluster is gone, and the reservation's 8 unused hosts still bill
+    $86.40/h. Status said 'TPU now: $0.00 per hour'."""
+    from flows.backends.gke.infra.destroy import teardown
+
+    profile = infra_profile(**{"gke.bucket": BUCKET})
+    _deploy(profile, cloud, gcs, tmp_path)
+    _nodes(kube.kube, "gke-tpu-v6e-pool-0", 8)
+    overrides = {**INFRA_OVERRIDES, "gke.bucket": BUCKET}
+    capsys.readouterr()
+    _status(TUTORIAL, overrides, cloud, gcs, kube, monkeypatch)
+    out = capsys.readouterr().out
+    assert "reservation my-v6e-res (us-east5-b): 8 host(s), 8 in use; the unused bill too " \
+           "while it exists: $0.00/h" in out
+    assert "TPU now: $86.40 per hour" in out  # the pool's nodes, not counted twice
+
+    teardown(settings_from_profile(profile, cache_dir=tmp_path / "cache"), cloud.apis, gcs,
+             Log())
+    capsys.readouterr()
+    _status(TUTORIAL, overrides, cloud, gcs, kube, monkeypatch)
+    out = capsys.readouterr().out
+    assert "cluster tpurl-v6e (my-proj-123/us-east5): none" in out
+    assert "8 host(s), 0 in use; the unused bill too while it exists: $86.40/h" in out
+    assert "TPU now: $86.40 per hour — you are paying for TPUs right now" in out

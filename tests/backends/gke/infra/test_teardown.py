@@ -139,3 +139,39 @@ def test_teardown_deployment_never_runs_on_the_kubernetes_pool() -> None:
     (teardown,) = [d for d in deployments if d["entrypoint"].endswith(":teardown_flow")]
     assert teardown["work_pool"]["name"] == "tpurl-process"
     assert teardown["concurrency_limit"]["limit"] == 1
+
+
+def test_teardown_in_reservation_mode_says_the_reservation_still_bills(
+        settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    """Compute Engine bills a reservation while it exists, consumed or not; gcluster destroy
+    removes the pool only, so the report must not leave the user believing billing stopped."""
+    from flows.config import load_profile
+    from flows.teardown import teardown_preview
+
+    _deployed(settings, cloud, gcs)
+    report = teardown(settings, cloud.apis, gcs, Log())
+    text = report.render()
+    assert ("kept     reservation my-v6e-res in us-east5-b: Compute Engine bills its hosts "
+            "while it exists, consumed or not (the pool's $86.40/h); to end it: gcloud compute "
+            "reservations delete my-v6e-res --zone=us-east5-b --project=my-proj-123") in text
+    preview = "\n".join(teardown_preview(load_profile(
+        "qwen3-30b-a3b-v6e-32", INFRA_OVERRIDES, environ={}), delete_bucket=False))
+    assert "kept: reservation my-v6e-res in us-east5-b" in preview
+
+
+def test_teardown_after_a_switch_of_capacity_counts_the_pool_it_destroys(
+        settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    """Deployed as reservation (a static pool, billed since deploy), then the profile set to
+    on-demand without a run: the destroyed pool is still the static one, and its chip-hours
+    are reported; the reverse, an on-demand pool torn down under a reservation profile, held
+    nothing while idle."""
+    from tests.support.profiles import with_gke
+
+    _deployed(settings, cloud, gcs)
+    on_demand = with_gke(settings, capacity="on-demand", reservation=None)
+    report = teardown(on_demand, cloud.apis, gcs, Log())
+    assert report.pool_chip_hours is not None and report.pool_usd is not None
+    assert not any("reservation" in k for k in report.kept)
+
+    _deployed(on_demand, cloud, gcs)
+    assert teardown(settings, cloud.apis, gcs, Log()).pool_chip_hours is None
