@@ -7,7 +7,8 @@ are not: ``rl_post_training``, ``_execute``, the LocalBackend's streaming and di
 run page, the events, Prefect's own logging of a failed task (its traceback and chained
 cause), its state messages and persisted results, and the API database itself.
 
-Two runs: the token from an environment variable (a probe prints it plain, as a Python repr
+Two runs: the token from an environment variable (and another, unnamed by the profile, in
+HUGGING_FACE_HUB_TOKEN, which the local backend passes on to its programs) (a probe prints it plain, as a Python repr
 of os.environ, as JSON, as base64, split over two lines; then a program prints its
 environment like ``env`` and dies with a traceback quoting it), and the token from a Prefect
 Secret block with a trailing newline (as a file-sourced secret has), where the stage code
@@ -40,6 +41,7 @@ pytestmark = pytest.mark.services
 _RNG = random.SystemRandom()
 TOKEN = "hf_" + "".join(_RNG.choice(string.ascii_letters) for _ in range(34))
 BLOCK_TOKEN = "hf_" + "".join(_RNG.choice(string.ascii_letters) for _ in range(34))
+AMBIENT = "".join(_RNG.choice(string.ascii_letters) for _ in range(30))  # no hf_ shape
 TOKEN_VAR = "TPURL_LEAK_PROBE_TOKEN"  # no "__": not read as a profile override
 BLOCK = "leak-probe-token"
 FIVE_STAGES = {"eval": "", "promotion": ""}
@@ -172,6 +174,8 @@ def test_the_token_is_found_nowhere_after_local_runs(
 
     monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(TOKEN_VAR, TOKEN)
+    # a token the profile does not name, that the local backend's programs still inherit
+    monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", AMBIENT)
     Secret(value=BLOCK_TOKEN + "\n").save(BLOCK, overwrite=True)
     root = tmp_path / "root"
 
@@ -195,7 +199,7 @@ def test_the_token_is_found_nowhere_after_local_runs(
     texts["failures"] = "\n".join(
         f"{state.message}\n{state.result(raise_on_failure=False)!r}"
         for state in (env_run, block_run))
-    tokens = {"env token": TOKEN, "block token": BLOCK_TOKEN + "\n"}
+    tokens = {"env token": TOKEN, "block token": BLOCK_TOKEN + "\n", "ambient token": AMBIENT}
     leaks = sorted({f"{label} ({what}) in {where}" for label, token in tokens.items()
                     for what, value in _variants(token).items()
                     for where, text in texts.items() if value in text})
@@ -203,5 +207,6 @@ def test_the_token_is_found_nowhere_after_local_runs(
     # the search was not vacuous: the programs printed it, the flow saw and redacted it
     logs = texts["prefect logs"]
     assert "plain ***" in logs and "HF_TOKEN=***" in logs and "cmdline-hits 0" in logs, logs
+    assert "HUGGING_FACE_HUB_TOKEN=***" in logs
     assert "split ***" in logs and "] *** (end of split)" in logs  # both pieces of it
     assert "401 Client Error" in logs

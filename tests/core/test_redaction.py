@@ -117,3 +117,14 @@ def test_a_log_records_message_and_chained_traceback_are_redacted(
     text = "\n".join(caplog.handler.format(r) for r in caplog.records)
     assert token in str(RuntimeError(token))  # (the source held it)
     assert token not in text and "401 Client Error" in text and "Traceback" in text, text
+
+
+def test_the_registry_credential_and_its_basic_header_are_redacted() -> None:
+    """The Google access token the image stage hands Artifact Registry, as the header
+    docker-py, urllib or an HTTP error's repr would show it."""
+    from flows.backends.gke.image.registry_http import RegistryApi
+
+    access_token = "ya29." + _letters(40)
+    header = RegistryApi(lambda: access_token)._authorization('Basic realm="x"', "p/i")
+    clean = redact(f"request headers: {{'Authorization': '{header}'}} token={access_token}")
+    assert access_token not in clean and header.split()[1] not in clean, clean
