@@ -7,10 +7,10 @@ are not: ``rl_post_training``, ``_execute``, the LocalBackend's streaming and di
 run page, the events, Prefect's own logging of a failed task (its traceback and chained
 cause), its state messages and persisted results, and the API database itself.
 
-Two runs: the token from an environment variable (and another, unnamed by the profile, in
-HUGGING_FACE_HUB_TOKEN, which the local backend passes on to its programs) (a probe prints it plain, as a Python repr
+Two runs: the token from an environment variable (a probe prints it plain, as a Python repr
 of os.environ, as JSON, as base64, split over two lines; then a program prints its
-environment like ``env`` and dies with a traceback quoting it), and the token from a Prefect
+environment like ``env`` and dies with a traceback quoting it; a second token, which the
+profile does not name, sits in HUGGING_FACE_HUB_TOKEN, inherited by the programs), and the token from a Prefect
 Secret block with a trailing newline (as a file-sourced secret has), where the stage code
 itself fails with an HTTP-style error whose URL carries the token.
 """
