@@ -10,9 +10,9 @@ cause), its state messages and persisted results, and the API database itself.
 Two runs: the token from an environment variable (a probe prints it plain, as a Python repr
 of os.environ, as JSON, as base64, split over two lines; then a program prints its
 environment like ``env`` and dies with a traceback quoting it; a second token, which the
-profile does not name, sits in HUGGING_FACE_HUB_TOKEN, inherited by the programs), and the token from a Prefect
-Secret block with a trailing newline (as a file-sourced secret has), where the stage code
-itself fails with an HTTP-style error whose URL carries the token.
+profile does not name, sits in HUGGING_FACE_HUB_TOKEN, inherited by the programs), and the
+token from a Prefect Secret block with a trailing newline (as a file-sourced secret has),
+where the stage code itself fails with an HTTP-style error whose URL carries the token.
 """
 
 from __future__ import annotations

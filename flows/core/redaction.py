@@ -31,8 +31,9 @@ from typing import Any
 REDACTED = "***"
 MIN_LENGTH = 4  # shorter values would blank ordinary words
 FRAGMENT = 8  # a piece of a split token this long is taken to be the token
-SHAPES = (re.compile(r"hf_[A-Za-z0-9]{20,}"), re.compile(r"ya29\.[A-Za-z0-9._-]{20,}"),
-          re.compile(r"(?i)(authorization:\s*bearer\s+)[A-Za-z0-9._~+/=-]{8,}"))
+SHAPES = (("hf_", re.compile(r"hf_[A-Za-z0-9]{20,}")),
+          ("ya29.", re.compile(r"ya29\.[A-Za-z0-9._-]{20,}")),
+          ("earer", re.compile(r"(?i)(authorization:\s*bearer\s+)[A-Za-z0-9._~+/=-]{8,}")))
 _SECRET_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)$")
 
 _lock = threading.Lock()
@@ -94,8 +95,10 @@ def redact(text: str) -> str:
     for value in values:
         if value in text:
             text = text.replace(value, REDACTED)
-    for pattern in SHAPES:
-        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
+    for marker, pattern in SHAPES:  # the marker: a cheap test before the expression
+        if marker in text or marker.upper() in text:
+            text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED,
+                               text)
     if plain:
         text = "\n".join(_redact_pieces(line, plain) for line in text.split("\n"))
     return text
@@ -103,15 +106,18 @@ def redact(text: str) -> str:
 
 def _redact_pieces(line: str, plain: list[str]) -> str:
     for value in plain:
-        for size in range(len(value) - 1, FRAGMENT - 1, -1):
-            if line.endswith(value[:size]):
-                line = line[:-size] + REDACTED
-                break
+        # a line ending with value[:size] ends with value[size-8:size], a piece of value
+        if len(line) >= FRAGMENT and line[-FRAGMENT:] in value:
+            for size in range(len(value) - 1, FRAGMENT - 1, -1):
+                if line.endswith(value[:size]):
+                    line = line[:-size] + REDACTED
+                    break
         stripped = line.lstrip()
-        for size in range(len(value) - 1, FRAGMENT - 1, -1):
-            if stripped.startswith(value[-size:]):
-                line = line[:len(line) - len(stripped)] + REDACTED + stripped[size:]
-                break
+        if len(stripped) >= FRAGMENT and stripped[:FRAGMENT] in value:
+            for size in range(len(value) - 1, FRAGMENT - 1, -1):
+                if stripped.startswith(value[-size:]):
+                    line = line[:len(line) - len(stripped)] + REDACTED + stripped[size:]
+                    break
     return line
 
 
