@@ -18,7 +18,7 @@ a Hugging Face token, Google OAuth access tokens and bearer headers.
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import io
 import json
 import platform
@@ -34,35 +34,24 @@ from pathlib import Path
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.core.secrets import REDACTED, Redactor
+from flows.core.secrets import Redactor
 
 LOG_TAIL_LINES = 500
 STAGE_LOG_TAIL_BYTES = 1_000_000
 RUN_LABEL = "tpurl/run"
-_PATTERNS = (re.compile(r"hf_[A-Za-z0-9]{20,}"), re.compile(r"ya29\.[A-Za-z0-9._-]+"),
-             re.compile(r"(?i)(authorization:\s*bearer\s+)[A-Za-z0-9._~+/=-]+"))
 
 
 def redactor_for(profile: Profile, environ: dict[str, str] | None = None) -> Callable[[str], str]:
-    """Known secret values (and their base64, as a Secret's data holds them) first, then the
-    token shapes, so a value the profile does not reference is caught too."""
+    """The process's redaction (flows/core/redaction.py: known values in every encoding,
+    then the token shapes, so a value the profile does not reference is caught too), with
+    the profile's secret resolved and registered first."""
     from flows.core.secrets import resolve
 
-    known = Redactor()
+    redactor = Redactor()
     if profile.model.hf_token is not None:
-        try:
-            value = resolve(profile.model.hf_token, environ)
-            known.add(value)
-            known.add(base64.b64encode(value.encode()).decode())
-        except Exception:  # unresolvable here: the patterns still apply
-            pass
-
-    def redact(text: str) -> str:
-        text = known(text)
-        for pattern in _PATTERNS:
-            text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
-        return text
-    return redact
+        with contextlib.suppress(Exception):  # unresolvable here: the shapes still apply
+            resolve(profile.model.hf_token, environ)  # registers the value and its forms
+    return redactor
 
 
 class Bundle:

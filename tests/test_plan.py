@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from flows.cli import main
+from flows.common.paths import REPO_ROOT
 from flows.config import load_profile
 from flows.plan import build_plan
 from tests.support.profiles import TUTORIAL, fake_hf_token
@@ -60,3 +63,31 @@ def test_cli_validate_exit_codes(capsys):
     assert main(["validate", TUTORIAL]) == 2
     err = capsys.readouterr().err
     assert "gke.project: is required but not set" in err
+
+
+@pytest.mark.parametrize("source", ["env", "secret_block", "gcp_secret"])
+def test_cli_plan_out_holds_no_token_whatever_its_source(tmp_path, tutorial_overrides, capsys,
+                                                         monkeypatch, source):
+    """`tpurl plan --out` with the token set where the profile points (an environment
+    variable; for a block or Secret Manager, the value is never read by a plan): no file,
+    and nothing printed, holds it or its base64 (only the Secret's placeholder is written)."""
+    import base64
+
+    token = fake_hf_token("PlanOut" + source)
+    monkeypatch.setenv("HF_TOKEN", token)
+    ref = {"env": "HF_TOKEN", "secret_block": "hf-token", "gcp_secret": "hf-token"}[source]
+    shipped = REPO_ROOT / "deployments" / "profiles" / f"{TUTORIAL}.yaml"
+    written = shipped.read_text().replace("hf_token: {env: HF_TOKEN}", f"hf_token: {{{source}: {ref}}}")
+    assert f"{{{source}: {ref}}}" in written
+    profile = tmp_path / f"{TUTORIAL}.yaml"
+    profile.write_text(written)
+    args = [f"--set={k}={v}" for k, v in tutorial_overrides.items()]
+    out = tmp_path / "out"
+    assert main(["plan", str(profile), *args, "--out", str(out)]) == 0
+    texts = {str(p): p.read_text() for p in out.rglob("*") if p.is_file()}
+    texts["printed"] = "".join(capsys.readouterr())
+    encoded = base64.b64encode(token.encode()).decode()
+    assert [w for w, t in texts.items() if token in t or encoded in t] == []
+    secret = next(t for w, t in texts.items() if "01-secret" in w)
+    assert "secretKeyRef" in "".join(texts.values())
+    assert "kind: Secret" in secret and "\ndata:" not in secret and "stringData" not in secret

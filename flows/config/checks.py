@@ -25,6 +25,8 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
              "train": profile.train.args, "export": profile.export.args}
     for step, args in steps.items():
         issues += _reserved_and_secret_args(step, args)
+    issues += _token_literals(profile.model_dump(mode="json", exclude={
+        "model": {"args"}, "convert": {"args"}, "train": {"args"}, "export": {"args"}}), "")
     issues += maxtext_key_issues(profile)
     issues += maxtext_issues(profile)
     issues += data_issues(profile)
@@ -32,6 +34,20 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
     issues += spend_issues(profile)
     issues += evaluation_issues(profile)
     return issues
+
+
+def _token_literals(value: object, path: str) -> list[Issue]:
+    """A token pasted into any text field (a revision, a description, a path) would travel
+    into plans, lineage records, command lines and the run's results: refused, unquoted."""
+    if isinstance(value, str):
+        return [Issue(path, "holds what looks like a Hugging Face token",
+                      "remove it, revoke the token, and use model.hf_token",
+                      "config/secret-literal")] if looks_like_hf_token(value) else []
+    if isinstance(value, dict):
+        return [i for k, v in value.items() for i in _token_literals(v, f"{path}.{k}".lstrip("."))]
+    if isinstance(value, list):
+        return [i for n, v in enumerate(value) for i in _token_literals(v, f"{path}[{n}]")]
+    return []
 
 
 def _reserved_and_secret_args(step: str, args: dict[str, Scalar]) -> list[Issue]:

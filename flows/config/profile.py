@@ -61,6 +61,13 @@ class SecretRef(StrictModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:
+        for source in ("env", "secret_block", "gcp_secret"):  # the value where a name goes
+            if names.looks_like_hf_token(getattr(self, source) or ""):  # (never quoted back)
+                raise FixableValueError(
+                    f"{source} holds what looks like the token itself, not the name of "
+                    "where it is kept. It looks like a live token: revoke it on the hub.",
+                    "put the new token in an environment variable, a Prefect Secret block or "
+                    "Secret Manager and name that, e.g. {env: HF_TOKEN}")
         if sum(v is not None for v in (self.env, self.secret_block, self.gcp_secret)) != 1:
             raise FixableValueError(
                 "give exactly one source for the token",

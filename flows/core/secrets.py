@@ -1,17 +1,18 @@
 """Resolve secret references at the last moment, and keep their values out of every text.
 
-Values are held only in the environment handed to a workload; anything that is logged or
-persisted passes through a Redactor first.
+Values are held only in the environment handed to a workload; every value resolved is
+registered with flows/core/redaction.py, which takes it out of everything logged or kept.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from flows.config.profile import Profile, SecretRef
+from flows.core.redaction import REDACTED, Redactor, register
 
-REDACTED = "***"
+__all__ = ["REDACTED", "Redactor", "SecretUnavailable", "require_secrets", "resolve"]
 
 
 class SecretUnavailable(RuntimeError):
@@ -20,6 +21,14 @@ class SecretUnavailable(RuntimeError):
 
 def resolve(ref: SecretRef, environ: Mapping[str, str] | None = None,
             project: str | None = None) -> str:
+    """The value, registered for redaction (flows/core/redaction.py) before it is returned:
+    whoever holds it next, nothing this process writes shows it."""
+    value = _lookup(ref, environ, project)
+    register(value)
+    return value
+
+
+def _lookup(ref: SecretRef, environ: Mapping[str, str] | None, project: str | None) -> str:
     env = os.environ if environ is None else environ
     if ref.gcp_secret is not None:
         return _from_secret_manager(ref.gcp_secret, project)
@@ -37,22 +46,6 @@ def resolve(ref: SecretRef, environ: Mapping[str, str] | None = None,
         raise SecretUnavailable(f"no Prefect Secret block named {ref.secret_block!r}: create it "
                                 f"with `prefect block create secret` ({exc.__class__.__name__})"
                                 ) from None
-
-
-class Redactor:
-    """Replaces every known secret value (and nothing else) in text."""
-
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
-
-    def add(self, secret: str) -> None:
-        if len(secret) >= 4 and secret not in self._secrets:
-            self._secrets = sorted([*self._secrets, secret], key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        return text
 
 
 def _from_secret_manager(name: str, project: str | None) -> str:

@@ -301,3 +301,26 @@ def test_a_profile_with_two_backend_sections_is_refused(profile, stray, field,
         load_profile(profile, overrides, environ={})
     (issue,) = [i for i in caught.value.issues if i.field == field]
     assert "one backend section" in issue.problem and f"remove the {field}: section" in issue.fix
+
+
+@pytest.mark.parametrize("source", ["env", "secret_block", "gcp_secret"])
+def test_a_token_written_where_its_source_is_named_is_refused_unquoted(source: str) -> None:
+    """`hf_token: {env: hf_...}`: accepted before, and every later error ("the environment
+    variable hf_... is not set", "no Prefect Secret block named 'hf_...'") quoted the token."""
+    token = fake_hf_token("AsSourceName")
+    with pytest.raises(ProfileError) as caught:
+        load_profile("rehearsal", {f"model.hf_token.{source}": token}, environ={})
+    text = f"{caught.value}\n{caught.value!r}"
+    assert token not in text and "model.hf_token" in text and "revoke" in text, text
+
+
+@pytest.mark.parametrize("field", ["model.hf_revision", "model.hf_repo", "description",
+                                   "data.train_files", "local.root"])
+def test_a_token_pasted_into_any_text_field_is_refused_unquoted(field: str) -> None:
+    """A revision, a path or a description travels into plans, lineage records, command
+    lines and results: a token there would reach every one of them."""
+    token = fake_hf_token("PastedField")
+    with pytest.raises(ProfileError) as caught:
+        load_profile("rehearsal", {field: token}, environ={})
+    text = str(caught.value)
+    assert token not in text and f"{field}: holds what looks like a Hugging Face token" in text

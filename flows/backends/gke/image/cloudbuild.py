@@ -34,6 +34,7 @@ from flows.backends.gke.image.cloudbuild_spec import (
 from flows.backends.gke.image.context import build_context, content_tag
 from flows.backends.gke.image.errors import ImageError
 from flows.backends.gke.image.registry_http import RegistryApi, TokenSource, pin_base_remote
+from flows.core.redaction import register
 from flows.core.retry import REGISTRY, OnRetry, RetryPolicy, call_within
 
 
@@ -71,6 +72,7 @@ def default_clients(project: str) -> CloudBuildClients:
 
     def token() -> str | None:
         credentials.refresh(google.auth.transport.requests.Request())
+        register(str(credentials.token))  # out of every text, as the HF token is
         return str(credentials.token)
 
     return CloudBuildClients(cloudbuild_v1.CloudBuildClient(credentials=credentials),

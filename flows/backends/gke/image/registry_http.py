@@ -25,6 +25,7 @@ from collections.abc import Callable
 from docker.utils import parse_repository_tag
 
 from flows.backends.gke.image.errors import BaseImageNotFound, ImageError, RegistryUnavailable
+from flows.core.redaction import register
 from flows.core.retry import InfrastructureFault, OnRetry, RetryPolicy, call_with_retries
 
 # What docker asks for (manifest lists and OCI indexes first), so the digest is the one the
@@ -109,6 +110,8 @@ class RegistryApi:
     def _authorization(self, header: str, path: str) -> str:
         challenge = parse_challenge(header)
         secret = self.token_source() if self.token_source else None
+        if secret:  # the basic credential and its base64 header: out of every text
+            register(f"oauth2accesstoken:{secret}")
         if challenge["scheme"] == "basic":
             if secret is None:
                 raise RegistryRefused("the registry wants credentials and none were given")
@@ -127,6 +130,7 @@ class RegistryApi:
             except urllib.error.HTTPError as exc:
                 raise RegistryRefused(f"the registry's token service refused: HTTP {exc.code}") from exc
             self._bearer[url] = str(body.get("token") or body.get("access_token") or "")
+            register(self._bearer[url])
         return f"Bearer {self._bearer[url]}"
 
 

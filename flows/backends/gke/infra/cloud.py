@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from flows.backends.gke.watch.kueue import KUEUE_VERSIONS  # one order for watch and pre-flight
+from flows.core.redaction import register
 from flows.core.retry import RetryPolicy
 
 ADDONS = {  # what to read on the cluster: (namespace, deployment) of each controller
@@ -238,6 +239,7 @@ class RestGoogleApis:
             from google.auth.transport.requests import Request
 
             credentials.refresh(Request())
+        register(str(credentials.token))  # out of every text, as the HF token is
         return str(credentials.token)
 
     def cloud_build_account(self, project: str, location: str) -> str:

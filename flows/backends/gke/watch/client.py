@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from flows.backends.gke.watch.kueue import KUEUE_VERSIONS, served_kueue_version
 from flows.config.profile import Profile
+from flows.core.redaction import register
 
 JOBSET_GROUP, JOBSET_VERSION, JOBSETS = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 KUEUE_GROUP, WORKLOADS = "kueue.x-k8s.io", "workloads"
@@ -83,7 +84,12 @@ def gcp_token_source(block_name: str) -> TokenSource:
     from prefect_gcp import GcpCredentials
 
     credentials = GcpCredentials.load(block_name)
-    return lambda: str(credentials.get_access_token())
+
+    def token() -> str:
+        value = str(credentials.get_access_token())
+        register(value)  # a bearer token: out of every text, as the HF token is
+        return value
+    return token
 
 
 def _kubernetes_block_config(block_name: str) -> tuple[dict[str, Any], str]:
