@@ -35,6 +35,7 @@ from flows.core.secrets import Redactor, require_secrets
 from flows.core.space import storage_failure
 from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
+from flows.run_log import readable_failures
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
 from flows.runpage.live import StagePage, skipped_state
@@ -206,6 +207,7 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
             runs: the announcements this run serves and those coalesced into it.
     """
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
+    readable_failures()  # the run page's log: a diagnosed failure once, without traceback
     record = served_announcement(announcement)  # a malformed one is refused, field named
     if record is not None and (message := was_coalesced(flow_run.id)):
         get_run_logger().warning("this run was replaced before it started: %s", message)

@@ -13,21 +13,44 @@ from __future__ import annotations
 import os
 import urllib.request
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
 
 from flows.backends.gke.infra import clients
 from flows.backends.gke.infra.destroy import TeardownReport, teardown
 from flows.backends.gke.infra.settings import settings_from_profile
-from flows.config import Profile, load_profile
+from flows.common.issues import Issue
+from flows.config import Profile, ProfileError, load_profile
 from flows.config.capacity import reservation_kept
-from flows.config.choices import ProfileName
+from flows.config.choices import GkeProfileName, gke_profile_names
 from flows.core.failures import user_error
 from flows.profile_lock import profile_lock
+from flows.run_log import readable_failures
 
 
-@flow(name="teardown", persist_result=True, result_serializer="json", validate_parameters=True)
-def teardown_flow(profile: ProfileName, overrides: dict[str, str] | None = None,
+def _run_name() -> str:
+    """``teardown-<profile>[-and-bucket]-<time>``: the run list says what was torn down."""
+    params = flow_run.parameters or {}
+    bucket = "-and-bucket" if params.get("delete_bucket") else ""
+    return f"teardown-{params.get('profile', 'profile')}{bucket}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+
+
+def gke_profile(profile: str, overrides: Mapping[str, str] | None) -> Profile:
+    """The validated profile, refused with the field and the fix unless it runs on GKE."""
+    cfg = load_profile(profile, overrides)
+    if cfg.gke is None:
+        raise ProfileError(cfg.name, [Issue(
+            "profile", f"uses backend {cfg.backend}: it has no cluster to tear down",
+            f"choose a GKE profile ({', '.join(gke_profile_names())}, or a YAML file with "
+            "backend: gke)", "config/not-gke")])
+    return cfg
+
+
+@flow(name="teardown", flow_run_name=_run_name, persist_result=True, result_serializer="json",
+      validate_parameters=True)
+def teardown_flow(profile: GkeProfileName, overrides: dict[str, str] | None = None,
                   delete_bucket: bool = False, confirm_bucket: str | None = None
                   ) -> TeardownReport:
     """Destroy the cluster of PROFILE (restored from the bucket); keep the bucket unless
@@ -43,8 +66,9 @@ def teardown_flow(profile: ProfileName, overrides: dict[str, str] | None = None,
         confirm_bucket: The bucket's name typed again; the bucket is deleted only when it
             matches and delete_bucket is set.
     """
-    cfg = load_profile(profile, overrides)
-    assert cfg.gke is not None, "teardown is for GKE profiles"
+    readable_failures()  # the run page's log: a refusal once, without traceback
+    cfg = gke_profile(profile, overrides)
+    assert cfg.gke is not None
     if (here := current_gke_cluster()) == cfg.gke.cluster:
         raise user_error("infra", f"teardown of {here} is running inside {here} itself",
                          "    KUBERNETES_SERVICE_HOST is set and the GKE metadata names "

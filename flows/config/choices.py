@@ -9,8 +9,23 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import yaml
 from pydantic import Field
 
+from flows.common.paths import PROFILES_DIR
 from flows.config.loading import profile_names
 
+
+def gke_profile_names() -> list[str]:
+    """The shipped profiles on the GKE backend: the only ones a teardown can act on (the
+    rehearsal has no cluster). Read from each file's ``backend`` field, unvalidated: the
+    choice list must not depend on the required gke fields being set."""
+    def backend(name: str) -> object:
+        data = yaml.safe_load((PROFILES_DIR / f"{name}.yaml").read_text())
+        return data.get("backend") if isinstance(data, dict) else None
+
+    return [name for name in profile_names() if backend(name) == "gke"]
+
+
 ProfileName = Annotated[str, Field(json_schema_extra={"enum": profile_names()})]
+GkeProfileName = Annotated[str, Field(json_schema_extra={"enum": gke_profile_names()})]
