@@ -24,11 +24,15 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections import OrderedDict
 from typing import Any
 
 from flows.cli_output import diagnosis_of, render
 
 RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")  # prefect/logging/logging.yml
+# runs whose shown diagnoses are remembered: a served process runs many flows one after the
+# other, and a run's repeats arrive within seconds of its first record
+REMEMBERED_RUNS = 64
 
 
 class _Summary:
@@ -46,18 +50,31 @@ class ReadableFailures(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__("tpurl-readable-failures")
-        # the diagnoses already in the log, by text: the flow re-raises a task's failure
-        # from its state, which may be a copy of the exception object
-        self.shown: set[str] = set()
+        # the diagnoses already in each run's log, by text: the flow re-raises a task's
+        # failure from its state, which may be a copy of the exception object. Per flow run
+        # (both run loggers' records carry ``flow_run_id``, prefect/logging/loggers.py): a
+        # `serve` process runs many flows, and the next run failing the same way must still
+        # show its diagnosis once
+        self.shown: OrderedDict[str, set[str]] = OrderedDict()
+
+    def _first_time(self, record: logging.LogRecord, text: str) -> bool:
+        run = str(getattr(record, "flow_run_id", ""))
+        seen = self.shown.setdefault(run, set())
+        self.shown.move_to_end(run)
+        while len(self.shown) > REMEMBERED_RUNS:
+            self.shown.popitem(last=False)
+        if text in seen:
+            return False
+        seen.add(text)
+        return True
 
     def filter(self, record: logging.LogRecord) -> bool | logging.LogRecord:
         exc = record.exc_info[1] if record.exc_info else None
         found = diagnosis_of(exc) if exc is not None else None
         if found is not None:
             text = render(found, None)
-            if text in self.shown:
+            if not self._first_time(record, text):
                 return False
-            self.shown.add(text)
             shown = copy.copy(record)
             shown.msg, shown.args = text, ()
             shown.exc_info, shown.exc_text = None, None

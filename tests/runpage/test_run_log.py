@@ -74,6 +74,21 @@ def test_a_diagnosed_stage_failure_is_one_readable_message(
     assert not [m for m in logs if m.startswith("Encountered exception")], logs
 
 
+def test_the_next_run_failing_the_same_way_in_the_same_process_still_says_it(
+        prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A `serve` process (or a worker's in-process run) runs many flows: the filter's memory
+    of what it showed is per flow run, so the second run's log has its own diagnosis."""
+    for attempt in ("first", "second"):
+        stage = FailingStage("image", [user_error(
+            "image", "patch 7 no longer applies", "    hunk #2 FAILED", "refresh patch 7",
+            code="image/patch-mismatch")])
+        monkeypatch.setitem(pipeline.STAGE_BY_NAME, "image", stage)
+        state = _run(tmp_path / attempt)
+        logs = _logs(state.state_details.flow_run_id, FLOW_FAILED)
+        told = [m for m in logs if "fix: refresh patch 7" in m]
+        assert len(told) == 1, (attempt, logs)
+
+
 def test_an_internal_error_keeps_its_traceback(
         prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     stage = FailingStage("image", [KeyError("uris")])
