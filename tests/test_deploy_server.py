@@ -1,8 +1,9 @@
 """prefect.yaml against one real `prefect server start`: the process-pool deployments deploy
-with nothing but the venv, a Kubernetes one without TPURL_FLOW_IMAGE is refused in one
-message, each dispatcher's triggers fire only on announcements for its own target,
-notify-on-failure.yaml applies after its one substitution, and the git_clone pull runs a
-process worker's flow run away from any checkout.
+with nothing but the venv (`deploy --all` creates them all before it needs Docker), a
+Kubernetes one without TPURL_FLOW_IMAGE is refused in one message, each dispatcher's triggers
+fire only on announcements for its own target (the README's example among them) and carry
+their descriptions, notify-on-failure.yaml applies after its one substitution, and the
+git_clone pull runs a process worker's flow run away from any checkout.
 
 No Docker here: DOCKER_HOST points at a socket that does not exist, so any build or push
 step would fail. The dispatchers are not run (no worker): an automation's run-deployment
@@ -23,7 +24,13 @@ import pytest
 import yaml
 
 from flows.common.paths import REPO_ROOT
-from tests.support.prefect_server import PrefectServer, prefect_server_in, wait_until
+from tests.support.prefect_server import (
+    PREFECT,
+    PrefectServer,
+    prefect_server_in,
+    wait_until,
+)
+from tests.support.readme import json_block
 
 PROCESS = ["rehearsal", "retrain-rehearsal", "announce-retrain-rehearsal",
            "teardown-qwen3-30b-a3b-v6e-32"]
@@ -48,6 +55,18 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prefect
 
 def _deployments(server: PrefectServer) -> dict[str, dict]:
     return {d["name"]: d for d in server.api("POST", "/deployments/filter", json={}).json()}
+
+
+def test_deploy_all_without_docker_creates_every_docker_free_deployment(prefect_server):
+    """The image variable set but no daemon: `deploy --all` stops at the first image build
+    (prefect/cli/deploy/_core.py stops at a deployment's failure), by then having created
+    every process-pool one, teardown included (this server is fresh: none existed)."""
+    env = {**prefect_server.env, "TPURL_FLOW_IMAGE": "127.0.0.1:9/tpurl/tpurl-flow"}
+    done = subprocess.run([PREFECT, "--no-prompt", "deploy", "--all"], cwd=REPO_ROOT, env=env,
+                          text=True, capture_output=True, timeout=300, check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0 and "Docker is not running" in out, out[-3000:]
+    assert set(_deployments(prefect_server)) == set(PROCESS), out[-3000:]
 
 
 def test_process_pool_deployments_deploy_without_docker_or_the_image_variable(prefect_server):
@@ -109,13 +128,17 @@ def test_an_announcement_starts_its_targets_dispatcher_and_no_other(prefect_serv
             "tpurl: base model announced → retrain-rehearsal",
             "tpurl: dataset announced → qwen3-30b-a3b-v6e-32-retrain",
             "tpurl: base model announced → qwen3-30b-a3b-v6e-32-retrain"} <= names, names
+    described = {t["name"]: t["description"] for d in yaml.safe_load(
+        (REPO_ROOT / "prefect.yaml").read_text())["deployments"] for t in d.get("triggers", [])}
+    assert {a["name"]: a["description"] for a in automations
+            if a["name"] in described} == described  # what the Automations page shows
 
     # Unaddressed (no tpurl.profile label): no target's; then one for each target.
     _announce(prefect_server, "tpurl.dataset.updated", {"prefect.resource.id": "tpurl.dataset.x"},
               {"uri": "gs://b/data/unaddressed.parquet"})
-    _announce(prefect_server, "tpurl.dataset.updated",
-              {"prefect.resource.id": "tpurl.dataset.openmath", "tpurl.profile": "rehearsal"},
-              {"uri": "gs://b/data/for-rehearsal.parquet"})
+    # The README's example, posted as written (a 422 would raise here).
+    prefect_server.api("POST", "/events", content=json_block("announce-dataset"),
+                       headers={"Content-Type": "application/json"})
     _announce(prefect_server, "tpurl.base-model.updated",
               {"prefect.resource.id": "tpurl.base-model.qwen3",
                "tpurl.profile": "qwen3-30b-a3b-v6e-32"}, {"revision": "abc123"})
@@ -123,7 +146,7 @@ def test_an_announcement_starts_its_targets_dispatcher_and_no_other(prefect_serv
                "a dispatcher run of each target")
     served = {profile: sorted((r["parameters"]["kind"], r["parameters"]["value"])
                               for r in _runs(prefect_server, i)) for profile, i in ids.items()}
-    assert served == {"rehearsal": [("dataset", "gs://b/data/for-rehearsal.parquet")],
+    assert served == {"rehearsal": [("dataset", "gs://BUCKET/data/openmath-v7.parquet")],
                       "qwen3-30b-a3b-v6e-32": [("base-model", "abc123")]}
     for run in _runs(prefect_server, ids["rehearsal"]):
         assert run["parameters"]["deployment"] == "rl-post-training/retrain-rehearsal"

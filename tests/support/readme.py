@@ -27,3 +27,15 @@ def blocks(title: str, readme: Path = README) -> dict[str, str]:
     found = {m["name"]: m["body"] for m in _BLOCK.finditer(body)}
     assert len(found) == len(_FENCE.findall(body)), f"a bash block of '{title}' has no marker"
     return found
+
+
+_JSON_BLOCK = re.compile(r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```json\n(?P<body>.*?)```",
+                         re.S)
+
+
+def json_block(name: str, readme: Path = README) -> str:
+    """The text of the ```json block under `<!-- readme: NAME -->`: a body a reader sends
+    as written (an API request's), so a test sends exactly that."""
+    found = [m["body"] for m in _JSON_BLOCK.finditer(readme.read_text()) if m["name"] == name]
+    assert len(found) == 1, f"README has {len(found)} json blocks marked {name!r}"
+    return found[0]

@@ -1,0 +1,102 @@
+"""prefect.yaml read as `prefect deploy` reads it, without a server: the announcement examples
+(README and the file's own comment) are events Prefect's API accepts and each matches exactly
+the trigger meant for it; the Docker-free deployments come first; every trigger's automation
+carries its description.
+
+The checks use Prefect's own models at the pinned version: the API's event schema
+(prefect/server/events/schemas/events.py, the body of POST /api/events: `id` and `occurred`
+required), the server's trigger matching (prefect/server/events/schemas/automations.py,
+EventTrigger.covers) and the deployment trigger schema `prefect deploy` validates triggers
+with (prefect/events/schemas/deployment_triggers.py, via prefect/cli/deploy/_triggers.py).
+tests/test_deploy_server.py posts the README example to a real server.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+import pytest
+import yaml
+from prefect.cli.deploy._triggers import DeploymentTriggerAdapter
+from prefect.server.events.schemas.automations import EventTrigger
+from prefect.server.events.schemas.events import Event
+from pydantic import ValidationError
+
+from flows.common.paths import REPO_ROOT
+from tests.support.readme import json_block
+
+PREFECT_YAML = REPO_ROOT / "prefect.yaml"
+_COMMENT_EXAMPLE = re.compile(r"POST /api/events(?:.*\n)*?((?:  #   .*\n)+)")
+
+
+def _config() -> dict[str, Any]:
+    return yaml.safe_load(PREFECT_YAML.read_text())
+
+
+def _triggers() -> list[tuple[str, dict[str, Any]]]:
+    return [(d["name"], t) for d in _config()["deployments"] for t in d.get("triggers", [])]
+
+
+def _examples() -> dict[str, list[dict[str, Any]]]:
+    comment = _COMMENT_EXAMPLE.search(PREFECT_YAML.read_text())
+    assert comment, "prefect.yaml's announcement example comment is gone"
+    body = "".join(line.removeprefix("  #   ") + "\n" for line in comment[1].splitlines())
+    return {"README": json.loads(json_block("announce-dataset")),
+            "prefect.yaml": json.loads(body)}
+
+
+@pytest.mark.parametrize("where", ["README", "prefect.yaml"])
+def test_the_announcement_examples_are_events_the_api_accepts(where):
+    for body in _examples()[where]:
+        Event.model_validate(body)
+        for field in ("id", "occurred"):  # what made the README's first example a 422
+            with pytest.raises(ValidationError, match=field):
+                Event.model_validate({k: v for k, v in body.items() if k != field})
+
+
+@pytest.mark.parametrize("where", ["README", "prefect.yaml"])
+def test_each_example_matches_only_the_trigger_of_its_profile_and_kind(where):
+    triggers = _triggers()
+    for body in _examples()[where]:
+        received = Event.model_validate(body).receive()
+        covering = [(name, t["parameters"]["kind"]) for name, t in triggers
+                    if EventTrigger(posture="Reactive", match=t["match"],
+                                    expect=set(t["expect"])).covers(received)]
+        kind = body["event"].removeprefix("tpurl.").removesuffix(".updated")
+        assert covering == [("announce-retrain-rehearsal", kind)], (body, covering)
+
+
+def test_an_example_without_the_profile_label_matches_no_trigger():
+    [body, *_] = _examples()["README"]
+    body = {**body, "resource": {"prefect.resource.id": body["resource"]["prefect.resource.id"]}}
+    received = Event.model_validate(body).receive()
+    assert not [t for _, t in _triggers() if EventTrigger(
+        posture="Reactive", match=t["match"], expect=set(t["expect"])).covers(received)]
+
+
+def test_docker_free_deployments_come_before_any_that_builds_the_image():
+    """`prefect deploy --all` stops at its first failure (prefect/cli/deploy/_core.py,
+    _run_multi_deploy): without Docker that is the first image build, so every deployment
+    that needs none must already be behind it."""
+    deployments = _config()["deployments"]
+    builds = ["build" in d or "push" in d for d in deployments]
+    assert True in builds and False in builds
+    first_build = builds.index(True)
+    assert not any(builds[:first_build]) and all(builds[first_build:]), [
+        (d["name"], b) for d, b in zip(deployments, builds, strict=True)]
+    assert "teardown-qwen3-30b-a3b-v6e-32" in [d["name"] for d in deployments[:first_build]]
+
+
+def test_every_trigger_has_a_description_its_automation_carries():
+    triggers = _triggers()
+    assert len(triggers) == 4
+    for deployment, raw in triggers:
+        assert len(raw.get("description", "")) > 80, (deployment, raw["name"])
+        trigger = DeploymentTriggerAdapter.validate_python(raw)
+        trigger.set_deployment_id(uuid.uuid4())
+        automation = trigger.as_automation()
+        assert automation.name == raw["name"]
+        assert automation.description == raw["description"]
