@@ -49,6 +49,7 @@ from flows.announcements.events import announcement_event
 from flows.announcements.model import (
     Announcement,
     AnnouncementError,
+    Kind,
     RunAnnouncement,
     retrain_run_name,
 )
@@ -90,7 +91,7 @@ def _dispatcher_name() -> str:
 
 @flow(name="tpurl-announcement", flow_run_name=_dispatcher_name, validate_parameters=True,
       persist_result=False)
-def dispatch_announcement(deployment: str, kind: str, value: str, event_id: str,
+def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str,
                           occurred: str) -> dict[str, Any]:
     """Queue, coalesce or record one announcement for ``deployment`` ("flow/deployment").
 

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
-KINDS = ("dataset", "base-model")
+# The dispatcher's `kind` parameter is typed by this, so Prefect's run form offers these as a
+# choice and its parameter validation refuses any other before the flow starts.
+Kind = Literal["dataset", "base-model"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
 # The retrain flow's parameter each kind fills.
 PARAMETER = {"dataset": "dataset_uri", "base-model": "model_revision"}
 

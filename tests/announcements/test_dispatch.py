@@ -149,3 +149,34 @@ def test_a_replaced_run_and_the_dispatcher_say_which_run_replaced_which(target):
     assert line.startswith(f"Not run: Coalesced into {new_name} ({second['run']})"), line
     said = logs(dispatcher.state_details.flow_run_id)
     assert f"cancelled waiting run {first['run']}: replaced by {new_name}" in said, said
+
+
+def test_kind_is_a_choice_prefect_offers_and_enforces(target):
+    """The run form shows `kind` as a dropdown (an enum in the parameter schema, which
+    `prefect deploy` computes with parameter_schema, prefect/cli/deploy/_core.py); a run of
+    the deployment with another kind is refused by the server's schema check
+    (prefect/server/api/deployments.py, enforce_parameter_schema), and a direct call by the
+    flow's own parameter validation, before the dispatcher does anything."""
+    from prefect.exceptions import PrefectHTTPStatusError
+    from prefect.utilities.callables import parameter_schema
+
+    schema = parameter_schema(dispatch_announcement).model_dump_for_openapi()
+    assert schema["properties"]["kind"]["enum"] == ["dataset", "base-model"]
+    deployment, target_id = target
+    good = {"deployment": deployment, "kind": "dataset", "value": "gs://b/x.parquet",
+            "event_id": str(uuid.uuid4()), "occurred": str(T0)}
+    with get_client(sync_client=True) as client:
+        flow_id = client.create_flow_from_name("tpurl-announcement")
+        dispatcher = client.create_deployment(
+            flow_id=flow_id, name=f"announce-{uuid.uuid4().hex[:8]}",
+            parameter_openapi_schema=schema, enforce_parameter_schema=True)
+        assert client.create_flow_run_from_deployment(dispatcher, parameters=good).id
+        with pytest.raises(PrefectHTTPStatusError, match="409") as refused:
+            client.create_flow_run_from_deployment(dispatcher, parameters={
+                **good, "kind": "dataset-updated"})
+    assert "kind" in refused.value.response.text and "dataset" in refused.value.response.text
+
+    state = dispatch_announcement(**{**good, "kind": "model"}, return_state=True)
+    assert state.is_failed() and state.message.startswith("Validation of flow parameters"), \
+        state.message
+    assert _runs(target_id) == []  # no retrain run was made
