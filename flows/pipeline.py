@@ -217,7 +217,7 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
         merged["data.train_files"] = dataset_uri
     if model_revision:
         merged["model.hf_revision"] = model_revision
-    cfg = load_profile(profile, merged)  # every check happens before any side effect
+    cfg = load_profile(profile, merged, origin="flow")  # every check before any side effect
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
     if missing := backend_for(cfg).start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)

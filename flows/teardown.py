@@ -39,7 +39,7 @@ def _run_name() -> str:
 
 def gke_profile(profile: str, overrides: Mapping[str, str] | None) -> Profile:
     """The validated profile, refused with the field and the fix unless it runs on GKE."""
-    cfg = load_profile(profile, overrides)
+    cfg = load_profile(profile, overrides, origin="flow")
     if cfg.gke is None:
         raise ProfileError(cfg.name, [Issue(
             "profile", f"uses backend {cfg.backend}: it has no cluster to tear down",

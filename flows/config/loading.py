@@ -11,7 +11,7 @@ import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -24,6 +24,10 @@ from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
 
 ENV_PREFIX = "TPURL_"
+# Where the profile is loaded for: the `tpurl` CLI, or a flow run (a deployment's, the UI's),
+# whose user cannot pass --set but can change the run's `overrides` parameter or the
+# deployment's env. The fix texts of a missing field name what applies there.
+Origin = Literal["cli", "flow"]
 
 
 def profile_names() -> list[str]:
@@ -50,7 +54,7 @@ def resolve_profile_path(name_or_path: str) -> Path:
 
 
 def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
-                 environ: Mapping[str, str] | None = None) -> Profile:
+                 environ: Mapping[str, str] | None = None, origin: Origin = "cli") -> Profile:
     """Return a validated profile or raise ProfileError listing every problem."""
     path = resolve_profile_path(name_or_path)
     try:
@@ -71,14 +75,15 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
             _set_path(data, dotted, value)
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted, value)
-    return validate_profile_data(data, str(path))
+    return validate_profile_data(data, str(path), origin)
 
 
-def validate_profile_data(data: dict[str, Any], source: str) -> Profile:
+def validate_profile_data(data: dict[str, Any], source: str, origin: Origin = "cli") -> Profile:
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(source, _translate(exc) + _reservation_missing(data, exc)) from None
+        raise ProfileError(source, _translate(exc, origin)
+                           + _reservation_missing(data, exc, origin)) from None
     issues = profile_issues(profile, known_patch_ids())
     if issues:
         raise ProfileError(source, issues)
@@ -129,7 +134,16 @@ def _set_path(data: dict[str, Any], dotted: str, value: str) -> None:
     node[parts[-1]] = value
 
 
-def _translate(exc: ValidationError) -> list[Issue]:
+def how_to_set(field: str, origin: Origin) -> str:
+    """The override a user at ``origin`` can make (fix texts end with it)."""
+    env_name = ENV_PREFIX + "__".join(p.upper() for p in field.split("."))
+    if origin == "cli":
+        return f"pass --set {field}=VALUE (or the environment variable {env_name})"
+    return (f'give the run\'s overrides parameter {{"{field}": "VALUE"}} (or set {env_name} in '
+            "the deployment's env: job_variables.env in prefect.yaml)")
+
+
+def _translate(exc: ValidationError, origin: Origin) -> list[Issue]:
     issues = []
     for error in exc.errors():
         loc = [str(p) for p in error["loc"]]
@@ -148,18 +162,17 @@ def _translate(exc: ValidationError) -> list[Issue]:
         elif error["type"] == "extra_forbidden":
             issues.append(Issue(field, "is not a known field", _unknown_fix(loc)))
         elif error["type"] == "missing":
-            env_name = ENV_PREFIX + "__".join(p.upper() for p in loc)
             issues.append(Issue(field, "is required but not set",
-                                      f"set it in the profile, or pass --set {field}=VALUE "
-                                      f"(or the environment variable {env_name})",
-                                      "config/missing"))
+                                f"set it in the profile, or {how_to_set(field, origin)}",
+                                "config/missing"))
         else:
             issues.append(Issue(field, f"{error['msg']} (got {error.get('input')!r})",
                                       "correct the value's type or range as stated"))
     return issues
 
 
-def _reservation_missing(data: dict[str, Any], exc: ValidationError) -> list[Issue]:
+def _reservation_missing(data: dict[str, Any], exc: ValidationError,
+                         origin: Origin) -> list[Issue]:
     """gke.reservation is required by capacity 'reservation' only, so pydantic cannot call it
     missing; when other required fields are missing too, list it with them (one round of
     fixes, not two). The section's own check reports it when everything else is set."""
@@ -171,9 +184,8 @@ def _reservation_missing(data: dict[str, Any], exc: ValidationError) -> list[Iss
     if not any(e["type"] == "missing" and e["loc"][:1] == ("gke",) for e in exc.errors()):
         return []
     return [Issue("gke.reservation", "is required by gke.capacity: reservation but not set",
-                  "set it in the profile, or pass --set gke.reservation=VALUE (or the "
-                  "environment variable TPURL_GKE__RESERVATION); or choose gke.capacity: "
-                  "on-demand, spot or flex-start", "config/missing")]
+                  f"set it in the profile, or {how_to_set('gke.reservation', origin)}; or "
+                  "choose gke.capacity: on-demand, spot or flex-start", "config/missing")]
 
 
 def _unknown_fix(loc: list[str]) -> str:

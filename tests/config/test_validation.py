@@ -216,6 +216,18 @@ def test_missing_required_fields_name_every_way_to_set_them():
     assert "--set gke.project=VALUE" in text and "TPURL_GKE__PROJECT" in text
 
 
+def test_missing_fields_of_a_flow_run_name_its_overrides_parameter_not_the_cli():
+    """A deployment's user cannot pass --set: the run's `overrides` parameter or the
+    deployment's env is what they can change."""
+    with pytest.raises(ProfileError) as caught:
+        load_profile(TUTORIAL, environ={}, origin="flow")
+    missing = {i.field: i.fix for i in caught.value.issues}
+    assert len(missing) == 7 and "--set" not in str(caught.value)
+    for field, fix in missing.items():
+        env_name = "TPURL_" + field.upper().replace(".", "__")
+        assert f'overrides parameter {{"{field}": "VALUE"}}' in fix and env_name in fix, fix
+
+
 def test_environment_then_cli_overrides(tutorial_overrides):
     env = {f"TPURL_{k.upper().replace('.', '__')}": v for k, v in tutorial_overrides.items()}
     profile = load_profile(TUTORIAL, {"gke.cluster": "from-cli"}, environ=env)

@@ -154,6 +154,8 @@ def test_a_teardown_of_the_shipped_deployment_says_each_missing_field_once(
         monkeypatch.setenv(f"TPURL_GKE__{field}", "")
     state = teardown_flow(profile="qwen3-30b-a3b-v6e-32", return_state=True)
     assert state.is_failed() and "gke.project: is required but not set" in state.message
+    assert 'overrides parameter {"gke.project": "VALUE"}' in state.message  # not the CLI's
+    assert "--set" not in state.message, state.message
     logs = _logs(state.state_details.flow_run_id, FLOW_FAILED)
     assert not [m for m in logs if "Traceback" in m or "\\n" in m], logs
     (told,) = [m for m in logs if "gke.project: is required" in m]
