@@ -1,7 +1,8 @@
 """Load a profile: YAML file, then environment overrides, then CLI overrides, then validate.
 
 Precedence follows the usual rule (the closer to the command, the stronger). Overrides use
-dotted paths (``gke.project=my-proj``); in the environment ``TPURL_GKE__PROJECT=my-proj``.
+dotted paths (``gke.project=my-proj``); in the environment ``TPURL_GKE__PROJECT=my-proj``
+(flows/config/env_overrides.py).
 Nothing here touches the cloud: a bad profile fails before any stage runs.
 """
 
@@ -19,11 +20,11 @@ from pydantic import BaseModel, ValidationError
 from flows.common.issues import Issue
 from flows.common.paths import PATCHES_FILE, PROFILES_DIR
 from flows.config.checks import profile_issues
+from flows.config.env_overrides import env_name, env_overrides, model_in
 from flows.config.errors import FixableValueError, ProfileError
 from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
 
-ENV_PREFIX = "TPURL_"
 # Where the profile is loaded for: the `tpurl` CLI, or a flow run (a deployment's, the UI's),
 # whose user cannot pass --set but can change the run's `overrides` parameter or the
 # deployment's env. The fix texts of a missing field name what applies there.
@@ -68,11 +69,11 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
                                                    "start the file with `name: ...`",
                                                    "config/yaml")])
     data = _drop_nulls(raw)
-    env = os.environ if environ is None else environ
-    for key, value in env.items():
-        if key.startswith(ENV_PREFIX) and "__" in key:
-            dotted = key[len(ENV_PREFIX):].lower().replace("__", ".")
-            _set_path(data, dotted, value)
+    from_env, misspelt = env_overrides(os.environ if environ is None else environ)
+    if misspelt:
+        raise ProfileError(str(path), misspelt)
+    for dotted, value in from_env.items():
+        _set_path(data, dotted, value)
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted, value)
     return validate_profile_data(data, str(path), origin)
@@ -136,11 +137,10 @@ def _set_path(data: dict[str, Any], dotted: str, value: str) -> None:
 
 def how_to_set(field: str, origin: Origin) -> str:
     """The override a user at ``origin`` can make (fix texts end with it)."""
-    env_name = ENV_PREFIX + "__".join(p.upper() for p in field.split("."))
     if origin == "cli":
-        return f"pass --set {field}=VALUE (or the environment variable {env_name})"
-    return (f'give the run\'s overrides parameter {{"{field}": "VALUE"}} (or set {env_name} in '
-            "the deployment's env: job_variables.env in prefect.yaml)")
+        return f"pass --set {field}=VALUE (or the environment variable {env_name(field)})"
+    return (f'give the run\'s overrides parameter {{"{field}": "VALUE"}} (or set '
+            f"{env_name(field)} in the deployment's env: job_variables.env in prefect.yaml)")
 
 
 def _translate(exc: ValidationError, origin: Origin) -> list[Issue]:
@@ -195,17 +195,8 @@ def _unknown_fix(loc: list[str]) -> str:
             break
         info = model.model_fields.get(part)
         annotation = info.annotation if info else None
-        model = _model_in(annotation)
+        model = model_in(annotation)
     known = sorted(model.model_fields) if model else []
     close = difflib.get_close_matches(loc[-1], known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     return f"{hint}remove it or use one of: {', '.join(known)}"
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        if isinstance(arg, type) and issubclass(arg, BaseModel):
-            return arg
-    return None
