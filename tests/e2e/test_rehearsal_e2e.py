@@ -132,6 +132,25 @@ def test_evaluation_scores_both_models_and_decides_promotion(first_run, root):
         assert pointer is None
 
 
+def test_the_venv_installed_without_resolving_misses_no_requirement(first_run):
+    """The lock goes in with ``--no-deps`` (tensorflow-cpu for tensorflow): a requirement the
+    lock lost would show only when a program imports it, so the venv's metadata is read."""
+    import subprocess
+
+    from flows.common.paths import REHEARSAL_DIR
+    from tests.support.rehearsal import build_rehearsal_image
+
+    venv = build_rehearsal_image().venv_dir()
+    done = subprocess.run([str(venv / "bin" / "python"), str(REHEARSAL_DIR / "check_closed.py")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = subprocess.run([str(venv / "bin" / "python"), "-c",
+                             "import importlib.metadata as m; print(m.version('tensorflow-cpu'));"
+                             "import importlib.util as u; print(u.find_spec('tensorflow') is not None)"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert listed == ["2.20.0", "True"]
+
+
 def test_rerun_with_nothing_changed_skips_every_stage(first_run, root):
     again = rl_post_training(profile="rehearsal", overrides={"local.root": str(root)})
     assert set(stage_statuses(again).values()) == {"skipped"}

@@ -131,6 +131,11 @@ class LocalImage:
         marker = venv / "tpurl-installed-lock.txt"
         if marker.is_file() and marker.read_text() == lock.read_text() and _python(venv).exists():
             return runs
+        if venv.exists() and marker.is_file():
+            # a changed lock is a new environment: installed over the old one without
+            # resolving, a package the lock dropped or renamed (tensorflow → tensorflow-cpu)
+            # would stay beside its replacement
+            shutil.rmtree(venv)
         if not _python(venv).exists():
             if venv.exists():
                 shutil.rmtree(venv)

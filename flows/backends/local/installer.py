@@ -5,6 +5,9 @@ here), but it does not read pip's configuration, so it is given the package sour
 configured with (scripts/uv_env.py, the one translation of pip.conf that setup.sh uses too).
 Its link mode is ``copy``: the declared patches edit installed files in place, and a
 hard-linked file would carry the patch into uv's cache and every venv made from it.
+Both install a lock exactly as written (``--no-deps``): each lock is complete, and the
+rehearsal's names ``tensorflow-cpu`` where its dependents require ``tensorflow``
+(images/rehearsal/requirements.lock's header).
 """
 
 from __future__ import annotations
@@ -49,10 +52,11 @@ def install_command(python: Path, lock: Path) -> tuple[list[str], dict[str, str]
     """(argv, extra environment) that installs ``lock`` into the venv of ``python``."""
     uv = uv_binary()
     if uv is not None:
-        return ([str(uv), "pip", "install", "--python", str(python), "-r", str(lock)],
+        return ([str(uv), "pip", "install", "--python", str(python), "--no-deps", "-r",
+                 str(lock)],
                 {**uv_sources(), "UV_LINK_MODE": "copy"})
     return ([str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
-             "-r", str(lock)], {})
+             "--no-deps", "-r", str(lock)], {})
 
 
 def installer_name() -> str:
