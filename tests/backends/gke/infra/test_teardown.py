@@ -233,3 +233,25 @@ def test_the_preview_without_a_cluster_read_prices_the_profile_and_says_so() -> 
             "profile's gke.capacity)") in unread
     gone = "\n".join(teardown_preview(profile, False, None, ""))
     assert "no cluster tpurl-v6e found now: no TPU pool bills" in gone
+
+
+def test_an_unreadable_cluster_leaves_the_preview_on_the_profiles_figures(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never fatal: no Google client (the teardown itself then says why, once, with the
+    fix) or a refused read gives the reason the preview prints, and no cluster."""
+    from flows.config import load_profile
+    from flows.core.failures import user_error
+    from flows.teardown import live_cluster
+
+    profile = load_profile("qwen3-30b-a3b-v6e-32", INFRA_OVERRIDES, environ={})
+
+    def no_credentials(s: Any) -> Any:
+        raise user_error("infra", "no Google credentials for the infra stage", "", "login")
+    monkeypatch.setattr(clients, "default_clients", no_credentials)
+    assert live_cluster(profile) == (None, "no Google client here")
+
+    class Denied:
+        def get_cluster(self, *args: str) -> None:
+            raise PermissionError("403 caller lacks container.clusters.get\nmore")
+    monkeypatch.setattr(clients, "default_clients", lambda s: (Denied(), None))
+    assert live_cluster(profile) == (None, "403 caller lacks container.clusters.get")
