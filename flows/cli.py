@@ -194,7 +194,7 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
     the teardown flow on the same private API server as `tpurl run`."""
     from flows.backends.gke.infra.destroy import confirmation_problem
     from flows.backends.gke.infra.settings import settings_from_profile
-    from flows.teardown import teardown_flow, teardown_preview
+    from flows.teardown import live_cluster, teardown_flow, teardown_preview
 
     if profile.gke is None:
         print(f"error: teardown is for GKE profiles; {profile.name} uses backend "
@@ -204,7 +204,8 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
                                        args.confirm_bucket):
         print(f"error: {problem}; nothing was touched", file=sys.stderr)
         return 2
-    print("\n".join(teardown_preview(profile, args.delete_bucket)))
+    # the pools it destroys, priced by the mode each bills in (read-only; unread: the profile's)
+    print("\n".join(teardown_preview(profile, args.delete_bucket, *live_cluster(profile))))
     if not args.yes:
         if not sys.stdin.isatty():
             print("error: not confirmed: stdin is not a terminal; pass --yes to tear down "

@@ -14,6 +14,7 @@ import os
 import urllib.request
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
@@ -23,7 +24,7 @@ from flows.backends.gke.infra.destroy import TeardownReport, teardown
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.common.issues import Issue
 from flows.config import Profile, ProfileError, load_profile
-from flows.config.capacity import reservation_kept
+from flows.config.capacity import price_for, reservation_kept
 from flows.config.choices import GkeProfileName, gke_profile_names
 from flows.core.failures import user_error
 from flows.profile_lock import profile_lock
@@ -84,23 +85,69 @@ def teardown_flow(profile: GkeProfileName, overrides: dict[str, str] | None = No
     return report
 
 
-def teardown_preview(cfg: Profile, delete_bucket: bool) -> list[str]:
+def live_cluster(cfg: Profile) -> tuple[dict[str, Any] | None, str]:
+    """Read-only, for the preview: the GKE cluster as the API reports it now (None: none
+    found), and "" or why it could not be read (never fatal: the preview then prices the
+    profile's mode and says so)."""
+    assert cfg.gke is not None
+    try:
+        apis, _storage = clients.default_clients(settings_from_profile(cfg))
+    except Exception:  # the teardown itself says why, with the fix, if it goes ahead
+        return None, "no Google client here"
+    try:
+        return apis.get_cluster(cfg.gke.project, cfg.gke.region, cfg.gke.cluster), ""
+    except Exception as exc:  # denied, no network: the profile's figures stand
+        return None, (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+
+
+def teardown_preview(cfg: Profile, delete_bucket: bool, cluster: dict[str, Any] | None = None,
+                     unread: str = "no live read asked for") -> list[str]:
     """Pure: what a teardown of ``cfg`` destroys and what that costs per hour now, for the
-    confirmation. The TPU pool's rate follows the capacity mode: a reserved (static) pool
-    bills every hour it exists; a pool that scales from zero bills only while a job holds
-    nodes, so its idle rate is zero and its busy rate is the ceiling."""
+    confirmation. Each live TPU pool of ``cluster`` (``live_cluster``) is priced by the mode
+    it bills in, as `tpurl status` prices it (cluster.live_capacity): after a change of
+    gke.capacity without a run the pool destroyed is the old mode's. A reserved (static)
+    pool bills every hour it exists; a pool that scales from zero bills only while a job
+    holds nodes, so its idle rate is zero and its busy rate is the ceiling. Without a
+    cluster read (``unread`` says why) the profile's mode is priced, and the line says so."""
+    from flows.backends.gke.infra.cluster import live_capacity
+    from flows.config.tpu import TPU_MACHINES
+
+    def chips_per_node(pool: dict[str, Any]) -> int:
+        machine = TPU_MACHINES.get(str((pool.get("config") or {}).get("machineType", "")))
+        return machine.chips_per_host if machine else 0
+
     g = cfg.gke
     assert g is not None, "teardown is for GKE profiles"
-    busy = g.total_chips * g.usd_per_chip_hour
-    rate = (f"${g.idle_usd_per_hour:,.2f}/h (static {g.capacity} pool: billed while it exists)"
-            if not g.scales_from_zero else
-            f"$0.00/h while no job holds TPU nodes, ${busy:,.2f}/h while one does "
-            f"({g.capacity} pool scales from zero)")
     lines = [f"tpurl teardown will destroy, in project {g.project} ({g.region}):",
              f"  cluster {g.cluster}: its TPU pool ({g.num_slices} × {g.topology} "
              f"{g.machine_type}, {g.total_chips} chips), its CPU pool, networks and service "
-             "accounts (gcluster destroy)",
-             f"  the TPU pool costs {rate} at ${g.usd_per_chip_hour:.2f}/chip-hour"]
+             "accounts (gcluster destroy)"]
+    pools = [p for p in (cluster or {}).get("nodePools") or [] if chips_per_node(p)]
+    if cluster is not None and not pools:
+        lines.append(f"  cluster {g.cluster} has no TPU pool now: $0.00/h of TPU")
+    elif cluster is None and not unread:
+        lines.append(f"  no cluster {g.cluster} found now: no TPU pool bills")
+    elif not pools:  # not read: the profile's own pool, at its mode's rate
+        low = 0 if g.scales_from_zero else g.hosts_needed
+        rate = _rate(g.capacity, low, g.hosts_needed, g.chips_per_host, g.usd_per_chip_hour)
+        lines.append(f"  the TPU pool costs {rate} at ${g.usd_per_chip_hour:.2f}/chip-hour "
+                     f"(cluster not read: {unread}; priced at the profile's gke.capacity)")
+    for pool in pools:
+        mode, name = live_capacity(pool), pool.get("name", "?")
+        price, whose = price_for(g.prices, mode)
+        chips = chips_per_node(pool)
+        scaling = pool.get("autoscaling") or {}
+        if scaling.get("enabled"):
+            low = int(scaling.get("minNodeCount", scaling.get("totalMinNodeCount", 0)))
+            high = int(scaling.get("maxNodeCount", scaling.get("totalMaxNodeCount", low)))
+        else:
+            low = high = int(pool.get("initialNodeCount") or 0)
+        lines.append(f"  TPU pool {name} ({mode}, as deployed) costs "
+                     f"{_rate(mode, low, high, chips, price.usd_per_chip_hour)} at "
+                     f"${price.usd_per_chip_hour:.2f}/chip-hour ({whose})")
+        if mode != g.capacity:
+            lines.append(f"  note: pool {name} is {mode}, the profile's gke.capacity is "
+                         f"{g.capacity}: it is priced as the pool it is")
     if g.reservation:
         lines.append("  kept: " + reservation_kept(g.reservation, g.zone, g.project,
                                                    g.total_chips * g.usd_per_chip_hour))
@@ -111,6 +158,18 @@ def teardown_preview(cfg: Profile, delete_bucket: bool) -> list[str]:
         lines.append(f"  kept: bucket gs://{g.bucket} (checkpoints, exports, the deployment "
                      "record)")
     return lines
+
+
+def _rate(mode: str, low: int, high: int, chips: int, usd_per_chip_hour: float) -> str:
+    """A pool's hourly cost: what its lowest node count bills while it exists, and, for a
+    pool that scales, what a job holding every node it may grow to bills."""
+    idle, busy = low * chips * usd_per_chip_hour, high * chips * usd_per_chip_hour
+    if low == high:
+        return f"${idle:,.2f}/h (static {mode} pool: billed while it exists)"
+    if low == 0:
+        return (f"$0.00/h while no job holds TPU nodes, ${busy:,.2f}/h while one does "
+                f"({mode} pool scales from zero)")
+    return f"${idle:,.2f}/h at its {low} nodes, ${busy:,.2f}/h at {high} ({mode} pool)"
 
 
 METADATA_CLUSTER = ("http://metadata.google.internal/computeMetadata/v1/instance/attributes/"

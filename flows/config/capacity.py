@@ -144,3 +144,20 @@ def capacity_problems(mode: str, reservation: str | None, max_run_hours: float |
                     "delete gke.max_run_hours from the profile file or drop its --set, or "
                     "set gke.capacity: flex-start"))
     return out
+
+
+def run_budget_problem(max_run_hours: float | None, field: str, budget_s: float | None,
+                       stage: str) -> tuple[str, str, str] | None:
+    """(field, problem, fix) when a flex-start stage on the slice may run longer, by its watch
+    budget (gke.train_run_budget_s / gke.run_budget_s, per JobSet attempt), than its nodes
+    live: GKE ends a flex-start node max_run_duration after it started, whatever runs on it,
+    so the attempt is cut off (and resubmitted as a disruption) before the budget could
+    bound it, and a plan that promises that long a run is wrong. Only a budget the profile
+    sets is refused; the monitor's default (24 h) is no statement about the run. Pure."""
+    if max_run_hours is None or budget_s is None or budget_s <= max_run_hours * 3600:
+        return None
+    return (field, f"{budget_s:g} s ({budget_s / 3600:g} h) lets the {stage} run longer than "
+            f"gke.max_run_hours ({max_run_hours:g} h): flex-start nodes end after their "
+            "maximum run duration, so no attempt can run that long",
+            f"set gke.{field} to at most {max_run_hours * 3600:g} (gke.max_run_hours x 3600), "
+            f"or raise gke.max_run_hours (at most {FLEX_START_MAX_RUN_HOURS:g})")

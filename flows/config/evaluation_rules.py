@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flows.common.issues import Issue
+from flows.config.capacity import run_budget_problem
 from flows.config.eval_hours import EVALUATE, stage_hours
 from flows.config.profile import Profile
 
@@ -41,10 +42,17 @@ def _flex_start_outlived(profile: Profile) -> list[Issue]:
     gke = profile.gke
     if gke is None or gke.capacity != "flex-start" or gke.max_run_hours is None:
         return []
+    out: list[Issue] = []
+    # the evaluation's watch budget is gke.run_budget_s (watch/budgets.py); with no
+    # train_run_budget_s the section's own rule already refused it for the training
+    if gke.train_run_budget_s and (found := run_budget_problem(
+            gke.max_run_hours, "run_budget_s", gke.run_budget_s, "evaluation")):
+        field, problem, fix = found
+        out.append(Issue(f"gke.{field}", problem, fix, "config/flex-start-run"))
     hours = stage_hours(profile, EVALUATE)
     if hours <= gke.max_run_hours:
-        return []
-    return [Issue("gke.max_run_hours", f"{gke.max_run_hours:g} h is shorter than the "
+        return out
+    return [*out, Issue("gke.max_run_hours", f"{gke.max_run_hours:g} h is shorter than the "
                   f"estimated evaluation ({hours:g} h, both models): the flex-start nodes "
                   "would be reclaimed before it ends, every time",
                   f"raise gke.max_run_hours to at least {hours:g} (at most 168), or lower "

@@ -30,6 +30,7 @@ from flows.config.capacity import (
     ModePrice,
     capacity_problems,
     price_fix,
+    run_budget_problem,
 )
 from flows.config.errors import FixableValueError
 from flows.config.hf_scratch import scratch_problem
@@ -396,6 +397,11 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
         fields (reservation, max_run_hours, preemption_budget) must or must not be set."""
         problems = capacity_problems(self.capacity, self.reservation, self.max_run_hours,
                                      float(self.estimated_hours.get("train", 0.0)))
+        if self.capacity == "flex-start":  # the training's budget (watch/budgets.py)
+            field = "train_run_budget_s" if self.train_run_budget_s else "run_budget_s"
+            if found := run_budget_problem(self.max_run_hours, field, getattr(self, field),
+                                           "training"):
+                problems.append(found)
         if self.capacity not in self.prices:
             problems.insert(0, ("prices", f"no price for capacity {self.capacity!r} in "
                                 "gke.prices", price_fix(self.capacity)))

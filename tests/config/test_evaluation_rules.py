@@ -72,3 +72,19 @@ def test_flex_start_nodes_that_would_end_before_the_evaluation_are_refused() -> 
     assert "raise gke.max_run_hours to at least 6" in found["gke.max_run_hours"]
     profile = load_profile(TUTORIAL, {**flex, "gke.estimated_hours.evaluate": "5"}, environ={})
     assert profile.gke is not None and profile.gke.max_run_hours == 5
+
+
+def test_a_flex_start_evaluation_budget_beyond_the_nodes_lifetime_is_refused() -> None:
+    """The evaluation runs on the slice under gke.run_budget_s: with the training's own
+    budget set, a run_budget_s past the nodes' 12 h was accepted for the evaluation."""
+    from tests.support.profiles import capacity_overrides
+
+    flex = {**INFRA_OVERRIDES, **capacity_overrides("flex-start"), "eval.batches": "2",
+            "gke.train_run_budget_s": "43200", "gke.run_budget_s": str(13 * 3600)}
+    found = problems(TUTORIAL, flex)
+    assert set(found) == {"gke.run_budget_s"}, found
+    assert found["gke.run_budget_s"].startswith("46800 s (13 h) lets the evaluation run "
+                                                "longer than gke.max_run_hours (12 h)")
+    assert "set gke.run_budget_s to at most 43200" in found["gke.run_budget_s"]
+    del flex["eval.batches"]  # no evaluation: the budget bounds the CPU pool's stages only
+    assert load_profile(TUTORIAL, flex, environ={}).gke is not None

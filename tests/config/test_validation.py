@@ -336,3 +336,37 @@ def test_a_token_pasted_into_any_text_field_is_refused_unquoted(field: str) -> N
         load_profile("rehearsal", {field: token}, environ={})
     text = str(caught.value)
     assert token not in text and f"{field}: holds what looks like a Hugging Face token" in text
+
+
+# 12 h nodes (capacity_overrides' max_run_hours); 13 h of watch budget
+LONG_BUDGET = str(13 * 3600)
+
+
+@pytest.mark.parametrize("field", ["gke.train_run_budget_s", "gke.run_budget_s"])
+@pytest.mark.parametrize("mode", ["reservation", "flex-start", "spot", "on-demand"])
+def test_a_flex_start_training_budget_beyond_the_nodes_lifetime_is_refused(
+        mode: str, field: str) -> None:
+    """A flex-start profile could give the training a run budget of 13 h on nodes that end
+    after 12 (gke.max_run_hours): accepted, and no attempt could ever run that long. The
+    training's budget is gke.train_run_budget_s, else gke.run_budget_s; the other modes'
+    nodes have no such end, so the same budget stays theirs to choose."""
+    from tests.support.profiles import INFRA_OVERRIDES, capacity_overrides
+
+    sets = {**INFRA_OVERRIDES, **capacity_overrides(mode), field: LONG_BUDGET}
+    if mode != "flex-start":
+        assert load_profile(TUTORIAL, sets, environ={}).gke is not None
+        return
+    found = _issues(sets)
+    assert set(found) == {field}, found
+    assert found[field] == (
+        "46800 s (13 h) lets the training run longer than gke.max_run_hours (12 h): flex-start "
+        "nodes end after their maximum run duration, so no attempt can run that long || "
+        f"set {field} to at most 43200 (gke.max_run_hours x 3600), or raise "
+        "gke.max_run_hours (at most 168)")
+    fits = load_profile(TUTORIAL, {**sets, field: "43200"}, environ={})
+    assert fits.gke is not None and fits.gke.max_run_hours == 12
+    # a conversion-only budget: train_run_budget_s governs the training, run_budget_s
+    # then bounds convert and export on the CPU pool, where no node lifetime applies
+    if field == "gke.run_budget_s":
+        assert load_profile(TUTORIAL, {**sets, "gke.train_run_budget_s": "43200"},
+                            environ={}).gke is not None

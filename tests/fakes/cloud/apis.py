@@ -30,8 +30,11 @@ class FakeGoogleApis:
             "name": "my-v6e-res", "status": "READY", "specificReservationRequired": True,
             "specificReservation": {"count": "8", "inUseCount": "0", "instanceProperties": {
                 "machineType": "ct6e-standard-4t"}}}
+        # A region's quotas (compute v1 regions.get): the on-demand and the preemptible
+        # (spot) TPU quota are separate metrics, the latter with GCE's PREEMPTIBLE_ prefix
         self.quotas: list[dict[str, Any]] = [
             {"metric": "TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 0.0},
+            {"metric": "PREEMPTIBLE_TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 0.0},
             {"metric": "CPUS", "limit": 1000.0, "usage": 10.0}]
         self.addons: dict[str, Any] = {"jobset": "v0.10.1", "jobset_api_versions": ["v1alpha2"],
                                        "kueue": "v0.15.2"}

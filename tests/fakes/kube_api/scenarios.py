@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tests.fakes.kube_api.placement import NODE_POOL, exclusive_pool, slice_of
 from tests.fakes.kube_api.store import FakeKube, Script, condition, jobset_failed, now_iso
 
 NS = "default"
@@ -136,25 +137,30 @@ def create_children(kube: FakeKube, name: str) -> None:
                                                       "ownerReferences": owner}, "spec": spec})
             else:  # resumeJob
                 kube.mutate("jobs", NS, job, lambda o: o["spec"].update(suspend=False))
+            pool = exclusive_pool(rjob, replica)
             for index in range(spec.get("parallelism", 1)):
-                if ("nodes", "", f"node-{index}") not in kube.objects:  # the cpu-np pool
-                    kube.create("nodes", "", {"metadata": {"name": f"node-{index}"}})
+                node = f"{pool}-node-{index}" if pool else f"node-{index}"  # else cpu-np
+                if ("nodes", "", node) not in kube.objects:
+                    kube.create("nodes", "", {"metadata": {"name": node, "labels": (
+                        {NODE_POOL: pool} if pool else {})}})
                 kube.create("pods", NS, {
                     "metadata": {"name": f"{job}-{index}-x{kube.rv % 100000}",
                                  "labels": {**labels,
                                             "batch.kubernetes.io/job-completion-index": str(index)},
                                  "ownerReferences": owner},
-                    "spec": {"nodeName": f"node-{index}"},
+                    "spec": {"nodeName": node},
                     "status": {"phase": "Pending", "containerStatuses": [
                         {"name": c, "state": {"waiting": {"reason": "ContainerCreating"}}}
                         for c in containers]}})
 
 
 def _containers(kube: FakeKube, name: str, state: Obj, phase: str, only: str | None = None,
-                coordinator_only: bool = False) -> None:
+                coordinator_only: bool = False, slices: set[int] | None = None) -> None:
     head = coordinator(kube, name)
     for pod in _pods(kube, name):
         if coordinator_only and pod["metadata"]["name"] != head:
+            continue
+        if slices is not None and slice_of(pod) not in (None, *slices):
             continue
         if pod["metadata"].get("deletionTimestamp"):  # being stopped: no container starts
             continue

@@ -219,19 +219,36 @@ def _quota_family(s: InfraSettings) -> str:
     return f"V{match.group(1)}{match.group(2).upper()}" if match else s.gke.machine_type.upper()
 
 
+def _quota_kind(s: InfraSettings) -> bool | None:
+    """Which TPU quota the mode's VMs count against: True the preemptible one, False the
+    on-demand one, None either. Compute Engine keeps a separate quota for preemptible
+    (spot) TPUs (cloud.google.com/tpu/docs/quota: "on-demand and preemptible (spot)"),
+    its metric named as the on-demand one with the PREEMPTIBLE_ prefix, as for every other
+    resource (PREEMPTIBLE_CPUS, PREEMPTIBLE_NVIDIA_*_GPUS, PREEMPTIBLE_TPU_LITE_PODSLICE_V5).
+    Flex-start: Cloud TPU's flex-start page asks for preemptible quota; for a GKE node pool
+    that is unconfirmed here, so either metric counts."""
+    return {"spot": True, "flex-start": None}.get(s.gke.capacity, False)
+
+
 def check_quota(s: InfraSettings, quotas: list[dict[str, Any]] | FactError,
                 cluster: Any = None) -> CheckResult:
     name = "tpu-quota"
+    family, kind = _quota_family(s), _quota_kind(s)
+    label = f"{'Preemptible ' if kind else ''}TPU {family.lower()}"
     console = (f"https://console.cloud.google.com/iam-admin/quotas?project={s.gke.project} "
-               f"(filter: TPU {_quota_family(s).lower()}, region {s.gke.region})")
+               f"(filter: {label}, region {s.gke.region})")
     if isinstance(quotas, FactError):
-        return _unknown(name, quotas, f"check the TPU quota in {console}")
-    family = _quota_family(s)
-    tpu = [q for q in quotas if "TPU" in q.get("metric", "") and family in q.get("metric", "")]
+        return _unknown(name, quotas, f"check the {label} quota in {console}")
+    tpu = [q for q in quotas if "TPU" in q.get("metric", "") and family in q.get("metric", "")
+           and kind in (None, str(q.get("metric", "")).startswith("PREEMPTIBLE_"))]
     if not tpu:
-        return result(name, "unknown", f"no {family} TPU quota metric in {s.gke.region}",
-                           f"check the TPU quota in {console}; request "
-                           f"{s.gke.total_chips} chips if it is missing")
+        what = (f"no preemptible {family} TPU quota metric (PREEMPTIBLE_…{family}…)" if kind
+                else f"no {family} TPU quota metric")
+        why = ("; spot VMs count against the preemptible TPU quota, not the on-demand one"
+               if kind else "")
+        return result(name, "unknown", f"{what} in {s.gke.region}{why}",
+                      f"check the {label} quota in {console}; request "
+                      f"{s.gke.total_chips} chips if it is missing")
     # A static pool of the profile already holds its chips (their usage is ours); a pool that
     # scales from zero holds none while nothing trains, so its slice still needs headroom.
     held = s.gke.total_chips if _pool_exists(s, cluster) and not s.gke.scales_from_zero else 0

@@ -83,3 +83,26 @@ def test_the_infra_run_succeeds_in_every_capacity_mode(mode: str, tmp_path: Path
     [pool] = [p for p in cloud.state()["clusters"]["tpurl-v6e"]["nodePools"]
               if p["config"]["machineType"] == "ct6e-standard-4t"]
     assert ("autoscaling" in pool) is (mode != "reservation")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("mode", CAPACITY_MODES)
+def test_a_training_budget_past_the_flex_start_nodes_is_refused_by_every_command(
+        mode: str, command: str, tmp_path: Path, cloud: Cloud, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """13 h of gke.train_run_budget_s on flex-start nodes that live 12 h (capacity_overrides):
+    every command refuses the profile with the field and its fix before it reads anything;
+    in the other modes the budget is the profile's to choose."""
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, _NoBucket()))
+    monkeypatch.setenv("HF_TOKEN", "x")
+    argv = _argv(command, mode, tmp_path)
+    code = main([*argv[:-1], f"--set=gke.train_run_budget_s={13 * 3600}", argv[-1]])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    if mode != "flex-start":
+        assert code in ((0, 1) if command == "plan --check" else (0,)), out + err
+        return
+    assert code == 2, out + err
+    assert "gke.train_run_budget_s: 46800 s (13 h) lets the training run longer" in err, err
+    assert "fix: set gke.train_run_budget_s to at most 43200" in err
+    assert cloud.apis.calls == []  # refused before any cloud read

@@ -142,3 +142,62 @@ def test_an_autoscaled_pool_at_zero_nodes_holds_no_quota(settings: InfraSettings
             "values": ["projects/my-proj-123/reservations/my-v6e-res"]}})
     assert check_quota(settings, used, {"status": "RUNNING", "nodePools": [static]}
                        ).status == "ok"  # the static pool's own 32 chips are the usage
+
+
+ON_DEMAND_METRIC, SPOT_METRIC = "TPU_V6E_SLICE_CHIPS", "PREEMPTIBLE_TPU_V6E_SLICE_CHIPS"
+
+
+def _quota_line(mode: str, apis: FakeGoogleApis, free: dict[str, float]) -> str:
+    """`tpurl plan --check`'s tpu-quota line (entry.check_text) for the region's two TPU
+    metrics, each with ``free`` chips of a 64-chip limit."""
+    from flows.backends.gke.infra.entry import check_text
+    from tests.support.profiles import capacity_profile
+
+    apis.quotas = [{"metric": m, "limit": 64.0, "usage": 64.0 - free[m]}
+                   for m in (ON_DEMAND_METRIC, SPOT_METRIC)]
+    text, _ok = check_text(capacity_profile(mode), apis, None)
+    start = text.index("] tpu-quota:") - 8
+    return text[start:text.find("\n[", start + 1)]
+
+
+# The mode → the metric its VMs count against (None: either, flex-start's is unconfirmed)
+COUNTED = {"reservation": ON_DEMAND_METRIC, "on-demand": ON_DEMAND_METRIC,
+           "spot": SPOT_METRIC, "flex-start": None}
+
+
+@pytest.mark.parametrize("mode", sorted(COUNTED))
+def test_each_mode_checks_the_quota_its_vms_count_against(mode: str,
+                                                          apis: FakeGoogleApis) -> None:
+    """Spot was checked against any v6e metric, the on-demand one included, so a project
+    with on-demand quota and no preemptible quota passed, and its spot slice could never
+    come up (and the other way round for on-demand)."""
+    counted = COUNTED[mode]
+    for full in (ON_DEMAND_METRIC, SPOT_METRIC):
+        line = _quota_line(mode, apis, {ON_DEMAND_METRIC: 0.0, SPOT_METRIC: 0.0, full: 64.0})
+        if counted in (None, full):
+            assert line.startswith(f"[OK     ] tpu-quota: {full}: 64 chips free"), line
+        else:
+            assert line.startswith(f"[FAIL   ] tpu-quota: {counted} in us-east5: 0 chips "
+                                   "free, 32 needed"), line
+            assert f"fix: request a quota increase for {counted} in https://console.cloud" \
+                   ".google.com/iam-admin/quotas?project=my-proj-123" in line, line
+            label = "Preemptible TPU v6e" if mode == "spot" else "TPU v6e"
+            assert f"(filter: {label}, region us-east5)" in line, line
+
+
+def test_spot_without_a_preemptible_metric_says_which_quota_it_needs(
+        apis: FakeGoogleApis) -> None:
+    from flows.backends.gke.infra.preflight import check_quota
+    from flows.backends.gke.infra.settings import settings_from_profile
+    from tests.support.profiles import capacity_profile
+
+    s = settings_from_profile(capacity_profile("spot"))
+    found = check_quota(s, [{"metric": ON_DEMAND_METRIC, "limit": 64.0, "usage": 0.0}])
+    assert found.status == "unknown"
+    assert found.issue.problem == (
+        "no preemptible V6E TPU quota metric (PREEMPTIBLE_…V6E…) in us-east5; spot VMs count "
+        "against the preemptible TPU quota, not the on-demand one")
+    assert found.issue.fix.startswith("check the Preemptible TPU v6e quota in https://console"
+                                      ".cloud.google.com/iam-admin/quotas?project=my-proj-123 "
+                                      "(filter: Preemptible TPU v6e, region us-east5); request "
+                                      "32 chips")

@@ -135,3 +135,23 @@ def test_pool_matching(settings: InfraSettings) -> None:
                                                            settings)[0]
     assert pool_mismatches({"status": "RUNNING", "nodePools": []}, settings) == [
         "0 ct6e-standard-4t node pool(s), profile wants 1"]
+
+
+def test_the_kueue_configuration_carries_the_examples_priority_classes() -> None:
+    """cluster-toolkit's examples/gke-tpu-v6e/kueue-configuration.yaml.tftpl (since #5614,
+    v1.91.0; develop c765092f4) creates five PriorityClasses that ours lacked: a workload
+    that names one (priorityClassName: high, as on the example's cluster) was refused."""
+    import yaml
+
+    from flows.backends.gke.infra.kueue_config import KUEUE_TEMPLATE, render_template
+
+    text = render_template(KUEUE_TEMPLATE.read_text(), {
+        "tpu_quota": "32", "accelerator_type": "tpu-v6e-slice", "namespace": "default"})
+    classes = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "PriorityClass"]
+    assert [(d["apiVersion"], d["metadata"]["name"], d["value"], d["globalDefault"],
+             d["description"]) for d in classes] == [
+        ("scheduling.k8s.io/v1", "very-low", 100, False, "Very Low"),
+        ("scheduling.k8s.io/v1", "low", 250, False, "Low"),
+        ("scheduling.k8s.io/v1", "medium", 500, False, "Medium"),
+        ("scheduling.k8s.io/v1", "high", 750, False, "High"),
+        ("scheduling.k8s.io/v1", "very-high", 1000, False, "Very High")]

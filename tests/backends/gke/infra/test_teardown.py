@@ -175,3 +175,83 @@ def test_teardown_after_a_switch_of_capacity_counts_the_pool_it_destroys(
 
     _deployed(on_demand, cloud, gcs)
     assert teardown(settings, cloud.apis, gcs, Log()).pool_chip_hours is None
+
+
+PRICES = {"gke.prices.spot.usd_per_chip_hour": "1.0", "gke.prices.spot.source": "a quote",
+          "gke.prices.spot.as_of": "2026-12-01",
+          "gke.prices.flex-start.usd_per_chip_hour": "1.5",
+          "gke.prices.flex-start.source": "a quote", "gke.prices.flex-start.as_of": "2026-12-01"}
+# What the pool deployed in each mode bills (8 hosts x 4 chips), at that mode's price
+POOL_RATE = {
+    "reservation": "(reservation, as deployed) costs $86.40/h (static reservation pool: billed "
+                   "while it exists) at $2.70/chip-hour (reservation price)",
+    "on-demand": "(on-demand, as deployed) costs $0.00/h while no job holds TPU nodes, $86.40/h "
+                 "while one does (on-demand pool scales from zero) at $2.70/chip-hour "
+                 "(on-demand price)",
+    "spot": "(spot, as deployed) costs $0.00/h while no job holds TPU nodes, $32.00/h while one "
+            "does (spot pool scales from zero) at $1.00/chip-hour (spot price)",
+    "flex-start": "(flex-start, as deployed) costs $0.00/h while no job holds TPU nodes, "
+                  "$48.00/h while one does (flex-start pool scales from zero) at "
+                  "$1.50/chip-hour (flex-start price)"}
+@pytest.mark.parametrize("deployed", list(POOL_RATE))
+def test_the_teardown_preview_prices_the_pool_it_destroys_by_its_own_mode(
+        deployed: str, tmp_path: Path, cloud: Cloud, gcs: Any,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pool deployed as spot, the profile then set to on-demand without a run: the preview
+    quoted the on-demand rate for the spot pool `tpurl teardown` was about to delete. It now
+    reads the cluster (as `tpurl status` does) and prices each TPU pool by the mode it bills
+    in, whatever the profile's mode (each of the four, one deploy); `tpurl teardown` without
+    --yes and without a terminal stops after the preview."""
+    from flows.backends.gke.infra.entry import run_gke
+    from flows.cli import main
+    from tests.support.profiles import TUTORIAL, capacity_overrides, capacity_profile
+
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "cache"))
+    run_gke(capacity_profile(deployed), Log())
+    for now in POOL_RATE:
+        sets = {**INFRA_OVERRIDES, **capacity_overrides(now), **PRICES}
+        code = main(["teardown", *[f"--set={k}={v}" for k, v in sets.items()], TUTORIAL])
+        out, err = capsys.readouterr()
+        assert code == 2 and "not confirmed" in err, out + err  # nothing was torn down
+        assert cloud.state()["clusters"]  # the cluster is still there
+        [line] = [x for x in out.splitlines() if x.startswith("  TPU pool ")]
+        assert line.endswith(POOL_RATE[deployed]), (now, line)
+        note = (f"is {deployed}, the profile's gke.capacity is {now}: it is priced as the "
+                "pool it is")
+        assert (note in out) is (deployed != now), (now, out)
+
+
+def test_the_preview_without_a_cluster_read_prices_the_profile_and_says_so() -> None:
+    from flows.config import load_profile
+    from flows.teardown import teardown_preview
+
+    profile = load_profile("qwen3-30b-a3b-v6e-32", INFRA_OVERRIDES, environ={})
+    unread = "\n".join(teardown_preview(profile, False, None, "no Google credentials"))
+    assert ("  the TPU pool costs $86.40/h (static reservation pool: billed while it exists) "
+            "at $2.70/chip-hour (cluster not read: no Google credentials; priced at the "
+            "profile's gke.capacity)") in unread
+    gone = "\n".join(teardown_preview(profile, False, None, ""))
+    assert "no cluster tpurl-v6e found now: no TPU pool bills" in gone
+
+
+def test_an_unreadable_cluster_leaves_the_preview_on_the_profiles_figures(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never fatal: no Google client (the teardown itself then says why, once, with the
+    fix) or a refused read gives the reason the preview prints, and no cluster."""
+    from flows.config import load_profile
+    from flows.core.failures import user_error
+    from flows.teardown import live_cluster
+
+    profile = load_profile("qwen3-30b-a3b-v6e-32", INFRA_OVERRIDES, environ={})
+
+    def no_credentials(s: Any) -> Any:
+        raise user_error("infra", "no Google credentials for the infra stage", "", "login")
+    monkeypatch.setattr(clients, "default_clients", no_credentials)
+    assert live_cluster(profile) == (None, "no Google client here")
+
+    class Denied:
+        def get_cluster(self, *args: str) -> None:
+            raise PermissionError("403 caller lacks container.clusters.get\nmore")
+    monkeypatch.setattr(clients, "default_clients", lambda s: (Denied(), None))
+    assert live_cluster(profile) == (None, "403 caller lacks container.clusters.get")
