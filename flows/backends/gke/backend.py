@@ -63,7 +63,7 @@ from flows.backends.gke.watch.client import (
     short_error,
 )
 from flows.backends.gke.watch.logs import LogSink
-from flows.backends.gke.watch.monitor import Monitor, is_finished
+from flows.backends.gke.watch.monitor import DELETED_BY_OPERATOR, Monitor, is_finished
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
@@ -183,10 +183,11 @@ class GkeBackend(GkePlanning, GkePricing):
                     self._delete(name, wait=True)
                     continue
                 assert decision.diagnosis is not None
-                if decision.diagnosis.category is not FailureCategory.CANCELLED and \
+                if decision.diagnosis.code != DELETED_BY_OPERATOR and \
                         not is_finished(self.monitor.last_jobset if self.monitor else None):
-                    self._cancel(name)  # queued or stuck: stop holding quota (never a JobSet
-                    # that someone else deleted and may have recreated under the same name)
+                    self._cancel(name)  # queued or stuck: stop holding quota, and a JobSet
+                    # whose Workload was deactivated must not run unwatched if reactivated
+                    # (never one someone else deleted and may have recreated under the name)
                 raise StageFailed(self.stage or workload.name, self._redacted(decision.diagnosis, job),
                                   log_uri)
         except StageFailed:

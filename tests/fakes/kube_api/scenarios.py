@@ -256,44 +256,10 @@ def stop_pods_of(kube: FakeKube, name: str, which: Callable[[Obj], bool],
 
 
 def evict_releasing(release_s: float, exit_code: int = 143) -> Action:
-    def stop(kube: FakeKube, name: str) -> None:
-        wl = _workload(kube, name)
+    """A preemption, as kueue_evictions.kueue_evicts plays every eviction reason."""
+    from tests.fakes.kube_api.kueue_evictions import kueue_evicts  # it builds on this module
 
-        def evicted(obj: Obj) -> None:
-            # kueue pkg/workload/workload.go Evict, with SetPreemptedCondition
-            _set_condition(obj, condition("Evicted", "True", "Preempted", PREEMPTED))
-            _set_condition(obj, condition("Preempted", "True", "InClusterQueue", PREEMPTED))
-        if wl:
-            kube.mutate("workloads", NS, wl["metadata"]["name"], evicted)
-        kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=True))
-        pods = stop_pods(kube, name, exit_code)
-        uid = kube.get("jobsets", NS, name)["metadata"]["uid"]
-
-        def released(obj: Obj) -> None:
-            # reconciler.go "handle eviction": SetRequeuedCondition (True for Preempted),
-            # UnsetQuotaReservationWithCondition(wl, "Pending", <the eviction message>)
-            _set_condition(obj, condition("Requeued", "True", "Preempted", PREEMPTED))
-            _set_condition(obj, condition("QuotaReserved", "False", "Pending", PREEMPTED))
-            _set_condition(obj, condition("Admitted", "False", "NoReservation",
-                                          "The workload has no reservation"))
-
-        def finish() -> None:  # the pods are gone, the job is no longer active
-            for pod in pods:
-                if ("pods", NS, pod) in kube.objects:
-                    kube.delete("pods", NS, pod)
-            if wl:
-                kube.mutate("workloads", NS, wl["metadata"]["name"], released)
-
-        def release() -> None:
-            time.sleep(release_s)
-            with kube.cond:
-                current = kube.objects.get(("jobsets", NS, name))
-                if kube.closed or current is None or current["metadata"]["uid"] != uid:
-                    return
-                finish()
-        threading.Thread(target=release, daemon=True, name=f"kueue-{name}").start()
-    stop.__name__ = "evict"
-    return stop
+    return kueue_evicts("Preempted", PREEMPTED, release_s, exit_code)
 
 
 def reserve_quota(kube: FakeKube, name: str) -> None:

@@ -59,6 +59,7 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # JobSet's status.restarts at creation on each Job and its pod template (jobset_controller.go)
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+DELETED_BY_OPERATOR = "gke/deleted-by-operator"
 
 
 def is_finished(jobset: Obj | None) -> bool:
@@ -325,7 +326,7 @@ def _deleted(name: str, namespace: str, last: Obj | None) -> Verdict:
         "nothing recreates what was stopped on purpose: run the flow again to start it anew. "
         "Who deleted it is in the cluster's Cloud Audit Logs (Admin Activity, "
         f"protoPayload.resourceName ending namespaces/{namespace}/jobsets/{name})",
-        code="gke/deleted-by-operator"), summary)
+        code=DELETED_BY_OPERATOR), summary)
 
 
 def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:
