@@ -73,7 +73,7 @@ from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.retry import RetryPolicy, call_within, is_infrastructure_fault
-from flows.core.secrets import Redactor, SecretUnavailable, resolve
+from flows.core.secrets import Redactor, SecretTooShort, SecretUnavailable, resolve
 from flows.core.storage import Storage
 from flows.core.workload import Workload
 
@@ -268,7 +268,8 @@ class GkeBackend(GkePlanning, GkePricing):
                 value = resolve(ref, project=self.profile.gke.project if self.profile.gke else None)
             except SecretUnavailable as exc:
                 raise StageFailed(self.stage, Diagnosis(
-                    FailureCategory.USER_ERROR, f"the secret {ref.describe()} is unavailable",
+                    FailureCategory.USER_ERROR, f"the secret {ref.describe()} is "
+                    f"{'not a usable token' if isinstance(exc, SecretTooShort) else 'unavailable'}",
                     f"    {exc}", "set it, then run again; nothing was submitted")) from None
             self.redactor.add(value)
             body = secret_with_value(ref, ns, value, self.options.hf_token_key)
