@@ -130,6 +130,36 @@ def test_an_old_attempts_late_disruption_is_not_the_new_attempts(
     assert jobsets_created(kube) == 1
 
 
+def test_the_pathways_workers_start_after_the_head_as_jobset_in_order_does(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """jobset v0.10.1 resumeJobsIfNecessary (startupPolicy InOrder, as google/pathways-job
+    builds it too): once Kueue unsuspends the JobSet only the head's Job is resumed; the
+    workers' Jobs stay suspended, so no worker pod exists, until the head's pods are
+    ready. The fake made every pod at admission."""
+    seen: dict[str, tuple[list[str], list[bool]]] = {}
+
+    def record(moment: str) -> Action:
+        def look(kube: FakeKube, name: str) -> None:
+            pods = kube.find("pods", "default", f"jobset.sigs.k8s.io/jobset-name={name}")
+            jobs = kube.find("jobs", "default", f"jobset.sigs.k8s.io/jobset-name={name}")
+            seen[moment] = (
+                sorted({f"{p['metadata']['labels']['jobset.sigs.k8s.io/replicatedjob-name']}"
+                        f":{p['status']['phase']}" for p in pods}),
+                [bool(j["spec"].get("suspend")) for j in jobs
+                 if j["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] ==
+                 "worker"])
+        look.__name__ = f"record-{moment}"
+        return look
+
+    script = [(0.1, admit), (0.05, record("admitted")), (0.05, start),
+              (0.05, record("started")), (0.05, say("step 1")), (0.1, succeed)]
+    scenario(server.kube, script)
+    outcome, _, _, _ = run_stage(server, "train", tmp_path)
+    assert not isinstance(outcome, StageFailed), outcome
+    assert seen["admitted"] == (["pathways-head:Pending"], [True]), seen
+    assert seen["started"] == (["pathways-head:Running", "worker:Running"], [False]), seen
+
+
 @pytest.mark.parametrize("ends", [worker_oom_killed, worker_evicted_for_memory],
                          ids=["oom-killed", "evicted-for-memory"])
 def test_a_tpu_host_out_of_memory_is_the_sizing_error_it_is(
