@@ -27,6 +27,7 @@ from flows.config import Profile, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
 from flows.core.deadline import Deadline
+from flows.core.error_redaction import redacting_errors
 from flows.core.eval_programs import score_key
 from flows.core.failures import StageFailed, internal_error
 from flows.core.layout import Layout
@@ -185,6 +186,7 @@ def served_announcement(value: Any) -> RunAnnouncement | None:
 
 @flow(name="rl-post-training", flow_run_name=_run_name, persist_result=True,
       result_serializer="json", validate_parameters=True)
+@redacting_errors
 def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, str] | None = None,
                      dataset_uri: str | None = None,
                      model_revision: str | None = None,

@@ -17,11 +17,13 @@ from prefect import flow, get_run_logger
 
 from flows.backends import backend_for
 from flows.config import load_profile
+from flows.core.error_redaction import redacting_errors
 from flows.core.storage import join
 from flows.runpage.promotion import pointer_uris, read_promoted
 
 
 @flow(name="record-promoted-model")
+@redacting_errors
 def record_promoted_model(profile: str, model_uri: str, run: str = "") -> str:
     """Record the promoted model as the one to serve.
 

@@ -26,6 +26,7 @@ from flows.common.issues import Issue
 from flows.config import Profile, ProfileError, load_profile
 from flows.config.capacity import price_for, reservation_kept
 from flows.config.choices import GkeProfileName, gke_profile_names
+from flows.core.error_redaction import redacting_errors
 from flows.core.failures import user_error
 from flows.profile_lock import profile_lock
 from flows.run_log import readable_failures
@@ -51,6 +52,7 @@ def gke_profile(profile: str, overrides: Mapping[str, str] | None) -> Profile:
 
 @flow(name="teardown", flow_run_name=_run_name, persist_result=True, result_serializer="json",
       validate_parameters=True)
+@redacting_errors
 def teardown_flow(profile: GkeProfileName, overrides: dict[str, str] | None = None,
                   delete_bucket: bool = False, confirm_bucket: str | None = None
                   ) -> TeardownReport:

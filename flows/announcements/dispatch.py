@@ -53,6 +53,7 @@ from flows.announcements.model import (
     RunAnnouncement,
     retrain_run_name,
 )
+from flows.core.error_redaction import redacting_errors
 
 RUNS_READ = 200  # the ledger: the target's newest runs (newest announced per kind is among them)
 LOCK_WAIT_S = 600.0
@@ -91,6 +92,7 @@ def _dispatcher_name() -> str:
 
 @flow(name="tpurl-announcement", flow_run_name=_dispatcher_name, validate_parameters=True,
       persist_result=False)
+@redacting_errors
 def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str,
                           occurred: str) -> dict[str, Any]:
     """Queue, coalesce or record one announcement for ``deployment`` ("flow/deployment").

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 REDACTED = "***"
-MIN_LENGTH = 4  # shorter values would blank ordinary words
+MIN_LENGTH = 4  # shorter values would blank ordinary words: secrets.resolve refuses them
 FRAGMENT = 8  # a piece of a split token this long is taken to be the token
 SHAPES = (("hf_", re.compile(r"hf_[A-Za-z0-9]{20,}")),
           ("ya29.", re.compile(r"ya29\.[A-Za-z0-9._-]{20,}")),

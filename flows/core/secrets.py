@@ -10,13 +10,23 @@ import os
 from collections.abc import Mapping
 
 from flows.config.profile import Profile, SecretRef
-from flows.core.redaction import REDACTED, Redactor, register
+from flows.core.redaction import MIN_LENGTH, REDACTED, Redactor, register
 
-__all__ = ["REDACTED", "Redactor", "SecretUnavailable", "require_secrets", "resolve"]
+__all__ = ["REDACTED", "Redactor", "SecretTooShort", "SecretUnavailable", "require_secrets",
+           "resolve"]
 
 
 class SecretUnavailable(RuntimeError):
     category = "config/secret-unavailable"
+
+
+class SecretTooShort(SecretUnavailable):
+    """The reference resolves to a value too short to be a token: refused rather than used,
+    since the registry cannot redact it (flows/core/redaction.py MIN_LENGTH: blanking every
+    "abc" would mangle every log) and no real token is that short (a placeholder, a
+    truncated export)."""
+
+    category = "config/secret-too-short"
 
 
 def resolve(ref: SecretRef, environ: Mapping[str, str] | None = None,
@@ -24,6 +34,11 @@ def resolve(ref: SecretRef, environ: Mapping[str, str] | None = None,
     """The value, registered for redaction (flows/core/redaction.py) before it is returned:
     whoever holds it next, nothing this process writes shows it."""
     value = _lookup(ref, environ, project)
+    if len(value.strip()) < MIN_LENGTH:
+        raise SecretTooShort(
+            f"{ref.describe()} holds {len(value.strip())} character(s), too short to be a real "
+            f"token and to be kept out of the logs (under {MIN_LENGTH}); set the real token "
+            "there (a Hugging Face token is hf_ and 34 more characters)")
     register(value)
     return value
 
@@ -80,6 +95,9 @@ def require_secrets(profile: Profile, environ: Mapping[str, str] | None = None) 
     env = os.environ if environ is None else environ
     try:
         resolve(ref, env, project=profile.gke.project if profile.gke else None)
+    except SecretTooShort as exc:
+        raise ProfileError(profile.name, [Issue("model.hf_token", f"{ref.describe()} is not a "
+                                                "usable token", str(exc), exc.category)]) from None
     except SecretUnavailable as exc:
         fix = str(exc)
         if ref.env is not None and env.get("KUBERNETES_SERVICE_HOST"):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import random
+import string
+
 import pytest
 
 from flows.config import ProfileError
-from flows.core.secrets import K8S_SECRET, require_secrets
+from flows.config.profile import SecretRef
+from flows.core.redaction import REDACTED, redact
+from flows.core.secrets import K8S_SECRET, SecretTooShort, require_secrets, resolve
 from tests.support.profiles import tutorial_profile
 
 
@@ -38,3 +43,29 @@ def test_the_kubernetes_pool_maps_the_secret_to_the_variable() -> None:
         "containers"][0]["env"]
     assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
         "name": K8S_SECRET, "key": "value", "optional": True}}} in env
+
+
+@pytest.mark.parametrize("value", ["x", "abc", "ab\n", "  abc  "])
+def test_a_token_too_short_to_redact_is_refused_naming_the_field(value: str) -> None:
+    """The registry cannot take a 1-3 character value out of the logs without blanking
+    ordinary words, and no real token is that short: refused before anything runs, never
+    used unredacted."""
+    with pytest.raises(ProfileError) as err:
+        require_secrets(tutorial_profile(), environ={"HF_TOKEN": value})
+    (issue,) = err.value.issues
+    assert issue.field == "model.hf_token" and issue.category == "config/secret-too-short"
+    assert "too short" in issue.fix and "env:HF_TOKEN" in issue.problem
+    # the value itself is not in the message (only its length): another of that length
+    # reads the same
+    other = "".join("q" if c.strip() else c for c in value)
+    with pytest.raises(ProfileError) as again:
+        require_secrets(tutorial_profile(), environ={"HF_TOKEN": other})
+    assert again.value.issues[0].render() == issue.render()
+    with pytest.raises(SecretTooShort):
+        resolve(SecretRef(env="HF_TOKEN"), {"HF_TOKEN": value})
+
+
+def test_the_shortest_accepted_token_is_redacted() -> None:
+    token = "".join(random.SystemRandom().choice(string.ascii_letters) for _ in range(4))
+    assert resolve(SecretRef(env="HF_TOKEN"), {"HF_TOKEN": token}) == token
+    assert redact(f"token={token}.") == f"token={REDACTED}."

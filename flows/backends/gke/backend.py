@@ -63,7 +63,7 @@ from flows.backends.gke.watch.client import (
     short_error,
 )
 from flows.backends.gke.watch.logs import LogSink
-from flows.backends.gke.watch.monitor import Monitor, is_finished
+from flows.backends.gke.watch.monitor import DELETED_BY_OPERATOR, Monitor, is_finished
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
@@ -73,7 +73,7 @@ from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.retry import RetryPolicy, call_within, is_infrastructure_fault
-from flows.core.secrets import Redactor, SecretUnavailable, resolve
+from flows.core.secrets import Redactor, SecretTooShort, SecretUnavailable, resolve
 from flows.core.storage import Storage
 from flows.core.workload import Workload
 
@@ -183,10 +183,11 @@ class GkeBackend(GkePlanning, GkePricing):
                     self._delete(name, wait=True)
                     continue
                 assert decision.diagnosis is not None
-                if decision.diagnosis.category is not FailureCategory.CANCELLED and \
+                if decision.diagnosis.code != DELETED_BY_OPERATOR and \
                         not is_finished(self.monitor.last_jobset if self.monitor else None):
-                    self._cancel(name)  # queued or stuck: stop holding quota (never a JobSet
-                    # that someone else deleted and may have recreated under the same name)
+                    self._cancel(name)  # queued or stuck: stop holding quota, and a JobSet
+                    # whose Workload was deactivated must not run unwatched if reactivated
+                    # (never one someone else deleted and may have recreated under the name)
                 raise StageFailed(self.stage or workload.name, self._redacted(decision.diagnosis, job),
                                   log_uri)
         except StageFailed:
@@ -267,7 +268,8 @@ class GkeBackend(GkePlanning, GkePricing):
                 value = resolve(ref, project=self.profile.gke.project if self.profile.gke else None)
             except SecretUnavailable as exc:
                 raise StageFailed(self.stage, Diagnosis(
-                    FailureCategory.USER_ERROR, f"the secret {ref.describe()} is unavailable",
+                    FailureCategory.USER_ERROR, f"the secret {ref.describe()} is "
+                    f"{'not a usable token' if isinstance(exc, SecretTooShort) else 'unavailable'}",
                     f"    {exc}", "set it, then run again; nothing was submitted")) from None
             self.redactor.add(value)
             body = secret_with_value(ref, ns, value, self.options.hf_token_key)

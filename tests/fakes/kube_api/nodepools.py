@@ -45,7 +45,7 @@ from tests.fakes.kube_api.reclaim import (
     replacement,
     shut_down_by_kubelet,
 )
-from tests.fakes.kube_api.scenarios import NS, disrupt_and_fail
+from tests.fakes.kube_api.scenarios import NS, _resumed, disrupt_and_fail, started
 from tests.fakes.kube_api.store import FakeKube, condition, now_iso
 
 Obj = dict[str, Any]
@@ -297,6 +297,28 @@ class Autoscaler:
             conds[:] = [c for c in conds if c["type"] != "PodScheduled"] + [condition(
                 "PodScheduled", "True", "Scheduled")]
         self.kube.mutate("pods", NS, pod["metadata"]["name"], change)
+        self._kubelet_starts(pod["metadata"]["name"])
+
+    def _kubelet_starts(self, pod: str) -> None:
+        """A worker pod that an InOrder JobSet's start made (scenarios.start: the head ran,
+        the workers' Jobs were resumed) starts once it is bound; with every pod running the
+        JobSet's startup is complete."""
+        obj = self.kube.objects.get(("pods", NS, pod))
+        name = ((obj or {}).get("metadata", {}).get("labels") or {}).get(
+            "jobset.sigs.k8s.io/jobset-name")
+        js = self.kube.objects.get(("jobsets", NS, str(name)))
+        if obj is None or js is None or not any(
+                c["type"] == "StartupPolicyInProgress" and c["status"] == "True"
+                for c in (js.get("status") or {}).get("conditions") or []):
+            return
+
+        def running(o: Obj) -> None:
+            o["status"]["phase"] = "Running"
+            for status in o["status"].get("containerStatuses") or []:
+                status["state"] = {"running": {"startedAt": now_iso()}}
+        self.kube.mutate("pods", NS, pod, running)
+        if all(started(self.kube, str(name), r["name"]) for r in js["spec"]["replicatedJobs"]):
+            _resumed(self.kube, str(name))
 
     def _event(self, pod: Obj, kind: str, reason: str, message: str,
                again: bool = False) -> None:

@@ -127,3 +127,16 @@ def later(delay_s: float, action: Callable[[], None]) -> None:
     timer = threading.Timer(delay_s, action)
     timer.daemon = True
     timer.start()
+
+
+def old_attempt_disrupted(kube: FakeKube, name: str) -> None:
+    """While the attempt a restart ended is still stopping (step 3), its node is shut down:
+    the kubelet marks one of its pods DisruptionTarget. Its restart-attempt label (set when
+    its Job was created: jobset_controller.go labelAndAnnotateObject) is below the JobSet's
+    ``status.restarts`` by now."""
+    current = int(kube.get("jobsets", NS, name)["status"].get("restarts") or 0)
+    old = next(p["metadata"]["name"] for p in _pods(kube, name)
+               if int(p["metadata"]["labels"][RESTART_ATTEMPT]) < current)
+    kube.mutate("pods", NS, old, lambda o: _set_condition(o, condition(
+        "DisruptionTarget", "True", "TerminationByKubelet",
+        "Pod was terminated in response to imminent node shutdown.")))

@@ -116,10 +116,20 @@ def _resumed(kube: FakeKube, name: str) -> None:
 
 
 def create_children(kube: FakeKube, name: str) -> None:
-    """The JobSet controller's Jobs of the current attempt (those missing), and their pods."""
+    """The JobSet controller's Jobs of the current attempt (those missing), and their pods.
+    With startupPolicy InOrder (Pathways: head, then workers) a replicated job's Jobs are
+    resumed, their pods made, only once every Job before it is ready (jobset v0.10.1
+    jobset_controller.go resumeJobsIfNecessary, allReplicasStarted); until then they wait
+    suspended (reconcileReplicatedJobs). ``start`` calls this again for the next."""
     js = kube.get("jobsets", NS, name)
     owner = [{"kind": "JobSet", "name": name, "uid": js["metadata"]["uid"]}]
     attempt = str((js.get("status") or {}).get("restarts") or 0)
+    in_order = _in_order(js) and not js["spec"].get("suspend")
+    waiting = False  # InOrder: a replicated job before this one has not started yet
+    live = {(p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"],
+             p["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"],
+             p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index"))
+            for p in _pods(kube, name) if not p["metadata"].get("deletionTimestamp")}
     for rjob in js["spec"]["replicatedJobs"]:
         spec = rjob["template"]["spec"]
         containers = [c["name"] for c in spec["template"]["spec"]["containers"]]
@@ -134,11 +144,17 @@ def create_children(kube: FakeKube, name: str) -> None:
                       "jobset.sigs.k8s.io/restart-attempt": attempt}
             if ("jobs", NS, job) not in kube.objects:  # kept, suspended, across an eviction
                 kube.create("jobs", NS, {"metadata": {"name": job, "labels": labels,
-                                                      "ownerReferences": owner}, "spec": spec})
-            else:  # resumeJob
+                                                      "ownerReferences": owner},
+                                         "spec": {**spec, "suspend": True} if waiting
+                                         else spec})
+            elif not waiting:  # resumeJob
                 kube.mutate("jobs", NS, job, lambda o: o["spec"].update(suspend=False))
+            if waiting:
+                continue
             pool = exclusive_pool(rjob, replica)
             for index in range(spec.get("parallelism", 1)):
+                if (rjob["name"], str(replica), str(index)) in live:
+                    continue
                 node = f"{pool}-node-{index}" if pool else f"node-{index}"  # else cpu-np
                 if ("nodes", "", node) not in kube.objects:
                     kube.create("nodes", "", {"metadata": {"name": node, "labels": (
@@ -152,6 +168,14 @@ def create_children(kube: FakeKube, name: str) -> None:
                     "status": {"phase": "Pending", "containerStatuses": [
                         {"name": c, "state": {"waiting": {"reason": "ContainerCreating"}}}
                         for c in containers]}})
+        waiting = waiting or (in_order and not started(kube, name, rjob["name"]))
+
+
+def started(kube: FakeKube, name: str, replicated_job: str) -> bool:
+    """startup_policy.go allReplicasStarted, with a Job ready when its pods run."""
+    pods = [p for p in _pods(kube, name) if not p["metadata"].get("deletionTimestamp") and
+            p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == replicated_job]
+    return bool(pods) and all(p["status"].get("phase") == "Running" for p in pods)
 
 
 def _containers(kube: FakeKube, name: str, state: Obj, phase: str, only: str | None = None,
@@ -174,10 +198,21 @@ def _containers(kube: FakeKube, name: str, state: Obj, phase: str, only: str | N
 
 
 def start(kube: FakeKube, name: str) -> None:
+    """The pods' containers start; with InOrder the next replicated job is then resumed
+    and its pods start too, or, under the TPU-pool fake (``kube.action_gate``), when
+    nodepools.py binds them."""
     _containers(kube, name, {"running": {"startedAt": now_iso()}}, "Running")
     js = kube.get("jobsets", NS, name)
-    if _in_order(js) and not js["spec"].get("suspend"):  # every pod runs: all started
-        _resumed(kube, name)
+    if not _in_order(js) or js["spec"].get("suspend"):
+        return
+    while True:
+        before = len(_pods(kube, name))
+        create_children(kube, name)
+        if len(_pods(kube, name)) == before or kube.action_gate is not None:
+            break
+        _containers(kube, name, {"running": {"startedAt": now_iso()}}, "Running")
+    if all(started(kube, name, r["name"]) for r in js["spec"]["replicatedJobs"]):
+        _resumed(kube, name)  # every pod runs: all started
 
 
 def say(*lines: str) -> Action:
@@ -262,44 +297,10 @@ def stop_pods_of(kube: FakeKube, name: str, which: Callable[[Obj], bool],
 
 
 def evict_releasing(release_s: float, exit_code: int = 143) -> Action:
-    def stop(kube: FakeKube, name: str) -> None:
-        wl = _workload(kube, name)
+    """A preemption, as kueue_evictions.kueue_evicts plays every eviction reason."""
+    from tests.fakes.kube_api.kueue_evictions import kueue_evicts  # it builds on this module
 
-        def evicted(obj: Obj) -> None:
-            # kueue pkg/workload/workload.go Evict, with SetPreemptedCondition
-            _set_condition(obj, condition("Evicted", "True", "Preempted", PREEMPTED))
-            _set_condition(obj, condition("Preempted", "True", "InClusterQueue", PREEMPTED))
-        if wl:
-            kube.mutate("workloads", NS, wl["metadata"]["name"], evicted)
-        kube.mutate("jobsets", NS, name, lambda o: o["spec"].update(suspend=True))
-        pods = stop_pods(kube, name, exit_code)
-        uid = kube.get("jobsets", NS, name)["metadata"]["uid"]
-
-        def released(obj: Obj) -> None:
-            # reconciler.go "handle eviction": SetRequeuedCondition (True for Preempted),
-            # UnsetQuotaReservationWithCondition(wl, "Pending", <the eviction message>)
-            _set_condition(obj, condition("Requeued", "True", "Preempted", PREEMPTED))
-            _set_condition(obj, condition("QuotaReserved", "False", "Pending", PREEMPTED))
-            _set_condition(obj, condition("Admitted", "False", "NoReservation",
-                                          "The workload has no reservation"))
-
-        def finish() -> None:  # the pods are gone, the job is no longer active
-            for pod in pods:
-                if ("pods", NS, pod) in kube.objects:
-                    kube.delete("pods", NS, pod)
-            if wl:
-                kube.mutate("workloads", NS, wl["metadata"]["name"], released)
-
-        def release() -> None:
-            time.sleep(release_s)
-            with kube.cond:
-                current = kube.objects.get(("jobsets", NS, name))
-                if kube.closed or current is None or current["metadata"]["uid"] != uid:
-                    return
-                finish()
-        threading.Thread(target=release, daemon=True, name=f"kueue-{name}").start()
-    stop.__name__ = "evict"
-    return stop
+    return kueue_evicts("Preempted", PREEMPTED, release_s, exit_code)
 
 
 def reserve_quota(kube: FakeKube, name: str) -> None:

@@ -35,6 +35,58 @@ def served_kueue_version(group_versions: list[str]) -> str | None:
     """Pure: the version of ``KUEUE_VERSIONS`` to use, of those the API group serves."""
     return next((v for v in KUEUE_VERSIONS if v in group_versions), None)
 
+# What Kueue does after an eviction, by the Evicted condition's reason (kueue v0.15.2
+# apis/kueue/v1beta2/workload_types.go lists them): pkg/controller/jobframework/reconciler.go
+# ("handle eviction") sets Requeued=True only for Preempted and NodeFailures, and
+# Requeued=False with the eviction's reason otherwise; pkg/controller/core/
+# workload_controller.go then re-queues PodsReadyTimeout and AdmissionCheck (Retry) after
+# the back-off in status.requeueState.requeueAt (Requeued=True BackoffFinished), a
+# ClusterQueue/LocalQueue stop once the queue is started again (ClusterQueueRestarted), and
+# a deactivation (spec.active false; reason Deactivated, or DeactivatedDueTo<cause> from
+# workload.Evict's ReasonWithCause) only if spec.active is set true again.
+DEACTIVATED = "Deactivated"
+DEACTIVATED_CODE = "kueue/deactivated"
+_BACKOFF = frozenset({"PodsReadyTimeout", "AdmissionCheck"})
+_REQUEUE = {
+    "PodsReadyTimeout": "Kueue re-queues it after its back-off",
+    "AdmissionCheck": "Kueue re-queues it after its back-off",
+    "ClusterQueueStopped": "Kueue re-queues it only once the ClusterQueue is started again "
+                           "(its stopPolicy cleared)",
+    "LocalQueueStopped": "Kueue re-queues it only once the LocalQueue is started again "
+                         "(its stopPolicy cleared)",
+}
+# the DeactivationTarget reasons workload_controller.go sets (SetDeactivationTarget), and
+# "" for a Workload someone set spec.active false on
+_DEACTIVATIONS: dict[str, tuple[FailureCategory, str, str]] = {
+    "RequeuingLimitExceeded": (
+        FailureCategory.INFRASTRUCTURE,
+        "its pods did not all become ready within Kueue's waitForPodsReady timeout, as "
+        "many times as requeuingStrategy.backoffLimitCount allows",
+        "the slice came up too slowly (capacity, node scale-up, image pulls); the stage is "
+        "retried with a new JobSet. If the slice needs longer, raise waitForPodsReady.timeout "
+        "(or backoffLimitCount) in Kueue's configuration"),
+    "MaximumExecutionTimeExceeded": (
+        FailureCategory.USER_ERROR,
+        "it ran past its maximum execution time (the Workload's "
+        "spec.maximumExecutionTimeSeconds, from the kueue.x-k8s.io/max-exec-time-seconds "
+        "label)",
+        "rerunning would be stopped the same way: raise or remove that limit where it is set "
+        "(a policy that labels the JobSet), or shorten the stage"),
+    "AdmissionCheck": (
+        FailureCategory.INFRASTRUCTURE,
+        "an admission check of its ClusterQueue rejected it (a ProvisioningRequest that "
+        "failed for good, for one)",
+        "the check's message is in the detail (`kubectl describe workload`); the stage is "
+        "retried with a new JobSet: if the check rejects every time, fix its configuration "
+        "(the ClusterQueue's admissionChecks)"),
+    "": (
+        FailureCategory.CANCELLED,
+        "someone or something set its spec.active to false",
+        "nothing re-queues it: run the flow again to start the stage anew. To pause the "
+        "queue instead, hold the ClusterQueue (stopPolicy: Hold) rather than deactivating "
+        "Workloads"),
+}
+
 _RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"resource (?P<what>\S+) unavailable in ClusterQueue"),
      "the pods request {what}, which the ClusterQueue does not cover: add {what} to the "
@@ -100,9 +152,8 @@ def status_line(workload: Obj | None) -> tuple[str, str | None, bool]:
     if _true(workload, "Evicted") and _true(workload, "QuotaReserved"):
         # kueue pkg/controller/jobframework/reconciler.go ("handle eviction") stops the job
         # first and unsets the reservation (Admitted too) only once it is no longer active
-        return (f"evicted by Kueue ({(evicted or {}).get('reason')}: "
-                f"{(evicted or {}).get('message', '')}); its pods are stopping, then Kueue "
-                "re-queues it", (evicted or {}).get("lastTransitionTime"), False)
+        return (f"{_evicted_by(evicted)}; its pods are stopping, then "
+                f"{requeue_of(workload)}", (evicted or {}).get("lastTransitionTime"), False)
     if _true(workload, "Admitted"):
         return "admitted by Kueue, waiting for the JobSet to start", None, True
     if reserved and reserved.get("status") == "True":
@@ -110,10 +161,51 @@ def status_line(workload: Obj | None) -> tuple[str, str | None, bool]:
                 reserved.get("lastTransitionTime"), False)
     why = str((reserved or {}).get("message") or "waiting for Kueue to admit it")
     if evicted and evicted.get("status") == "True":
-        why = (f"evicted by Kueue ({evicted.get('reason')}: {evicted.get('message', '')}); "
-               f"re-queued, {why}")
+        state = "re-queued" if _true(workload, "Requeued") else requeue_of(workload)
+        why = f"{_evicted_by(evicted)}; {state}, {why}"
     # queued since the latest of: pending, evicted, re-queued (an eviction restarts the wait)
     times = [str(c.get("lastTransitionTime")) for c in _conditions(workload)
              if c.get("type") in ("QuotaReserved", "Evicted", "Preempted", "Requeued")
              and c.get("lastTransitionTime")]
     return why, max(times, default=None), False
+
+
+def _evicted_by(evicted: Obj | None) -> str:
+    return (f"evicted by Kueue ({(evicted or {}).get('reason')}: "
+            f"{(evicted or {}).get('message', '')})")
+
+
+def requeue_of(workload: Obj | None) -> str:
+    """Pure: whether and when Kueue puts an evicted Workload back in the queue, by its
+    Evicted reason (see ``_REQUEUE``)."""
+    reason = str((_find(workload, "Evicted") or {}).get("reason") or "")
+    if reason.startswith(DEACTIVATED):
+        return "Kueue does not re-queue a deactivated Workload"
+    until = (((workload or {}).get("status") or {}).get("requeueState") or {}).get("requeueAt")
+    when = _REQUEUE.get(reason, "Kueue re-queues it")
+    return f"{when} (at {until})" if until and reason in _BACKOFF else when
+
+
+def deactivated(name: str, workload: Obj | None) -> Diagnosis | None:
+    """Pure: the verdict on a Workload Kueue deactivated (spec.active false, Evicted reason
+    Deactivated or DeactivatedDueTo<cause>), or None. Kueue never re-queues it
+    (workload_controller.go re-queues only on reactivation, spec.active set true again), so
+    waiting would run out the queue budget for nothing."""
+    evicted = _find(workload, "Evicted")
+    reason = str((evicted or {}).get("reason") or "") if _true(workload, "Evicted") else ""
+    inactive = ((workload or {}).get("spec") or {}).get("active") is False
+    if not (reason.startswith(DEACTIVATED) or inactive):
+        return None
+    cause = reason.removeprefix(DEACTIVATED).removeprefix("DueTo")
+    category, explained, fix = _DEACTIVATIONS.get(cause) or (
+        FailureCategory.CANCELLED, f"Kueue deactivated it ({cause})", _DEACTIVATIONS[""][2])
+    message = str((evicted or {}).get("message") or "spec.active is false")
+    wl_name = (workload or {}).get("metadata", {}).get("name", "?")
+    checks = [f"    admission check {c.get('name')}: {c.get('state')}: {c.get('message', '')}"
+              for c in ((workload or {}).get("status") or {}).get("admissionChecks") or []
+              if c.get("state") in ("Rejected", "Retry")]
+    summary = (f"{DEACTIVATED_CODE}: Kueue deactivated the Workload of {name} ({message}): "
+               f"{explained}; Kueue does not re-queue it")
+    return Diagnosis(category, summary, "\n".join(
+        [f"    Kueue Workload {wl_name}: Evicted=True ({reason or 'not yet'}): {message}",
+         *checks]), fix, code=DEACTIVATED_CODE)

@@ -55,7 +55,11 @@ JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+# jobset v0.10.1 pkg/constants/constants.go RestartsKey: labelAndAnnotateObject puts the
+# JobSet's status.restarts at creation on each Job and its pod template (jobset_controller.go)
+RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+DELETED_BY_OPERATOR = "gke/deleted-by-operator"
 
 
 def is_finished(jobset: Obj | None) -> bool:
@@ -88,7 +92,7 @@ class Monitor:
         self.last_jobset: Obj | None = jobset
         self.noticed_at: float | None = None  # monotonic time the terminal verdict was seen
         self.pull_errors: dict[str, str] = {}  # "pod/container" → last ErrImagePull text
-        # pod → (the JobSet's restart count then, why): disruptions as the watch saw them
+        # pod → (the restart attempt the pod belongs to, why): disruptions as the watch saw them
         self.disruptions: dict[str, tuple[int, str]] = {}
         # seen running since Kueue last admitted it (an eviction un-admits it): a suspension
         # then is a stop, not a start (verdict.diagnose ran_since_admitted)
@@ -134,7 +138,8 @@ class Monitor:
         with self._memory:
             self._remember_pull_errors(pod)
             if (why := disruption_of(pod)) and pod["metadata"]["name"] not in self.disruptions:
-                self.disruptions[pod["metadata"]["name"]] = (_restarts(self.last_jobset), why)
+                self.disruptions[pod["metadata"]["name"]] = (
+                    _attempt_of(pod, self.last_jobset), why)
 
     def _observe_event(self, event: Obj) -> None:
         with self._memory:
@@ -292,6 +297,18 @@ def _restarts(jobset: Obj | None) -> int:
     return int(((jobset or {}).get("status") or {}).get("restarts") or 0)
 
 
+def _attempt_of(pod: Obj, jobset: Obj | None) -> int:
+    """The restart attempt a pod was created for, from its own label: an old attempt's pod
+    is still stopping after ``status.restarts`` grew (the JobSet deletes the old Jobs only
+    in a later reconcile), and a disruption it reports then is that attempt's, not the new
+    one's. The JobSet's count is the guess only for a pod without the label."""
+    label = ((pod.get("metadata") or {}).get("labels") or {}).get(RESTART_ATTEMPT)
+    try:
+        return int(label) if label is not None else _restarts(jobset)
+    except ValueError:
+        return _restarts(jobset)
+
+
 def _deleted(name: str, namespace: str, last: Obj | None) -> Verdict:
     """The JobSet went while this run watched it, and this run deletes only after its watch
     ends: someone else stopped it (kubectl delete, a script). Retrying would bring back a
@@ -309,7 +326,7 @@ def _deleted(name: str, namespace: str, last: Obj | None) -> Verdict:
         "nothing recreates what was stopped on purpose: run the flow again to start it anew. "
         "Who deleted it is in the cluster's Cloud Audit Logs (Admin Activity, "
         f"protoPayload.resourceName ending namespaces/{namespace}/jobsets/{name})",
-        code="gke/deleted-by-operator"), summary)
+        code=DELETED_BY_OPERATOR), summary)
 
 
 def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:

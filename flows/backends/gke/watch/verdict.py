@@ -13,7 +13,8 @@ Order matters, from the most specific evidence to the least:
    not terminal; a Workload that Kueue evicted is not terminal either: Kueue re-queues
    the same Workload by itself (kueue pkg/controller/jobframework/reconciler.go stops the
    job on eviction and the workload controller sets Requeued; pkg/workload/workload.go),
-   keeping its queue position, so it stays queued under the queue budget;
+   keeping its queue position, so it stays queued under the queue budget, unless Kueue
+   deactivated it (kueue.deactivated): that one is never re-queued;
 3. the program's container failed (OOMKilled, non-zero exit with traceback) → user-error,
    unless the log names an infrastructure cause (then infrastructure), via flows.core.failures;
 4. image pulls: a missing image or a refused pull is the user's (it never succeeds); other
@@ -35,7 +36,7 @@ from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.watch.evictions import CODE as EVICTION_CODE
 from flows.backends.gke.watch.evictions import storage_eviction
 from flows.backends.gke.watch.host_memory import memory_eviction, out_of_memory
-from flows.backends.gke.watch.kueue import blocked, status_line
+from flows.backends.gke.watch.kueue import blocked, deactivated, status_line
 from flows.backends.gke.watch.pulls import pull_verdict
 from flows.backends.gke.watch.scaling import (
     events_for,
@@ -131,7 +132,7 @@ def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[
         return _diag(FailureCategory.INFRASTRUCTURE, f"{name} failed: {failed.get('reason')}: "
                      f"{failed.get('message', '')}", _tail(log_tail),
                      "no pod explains it (they may be gone); it is retried with backoff")
-    if stuck := blocked(name, workload):
+    if stuck := deactivated(name, workload) or blocked(name, workload):
         return Verdict(Phase.FAILED, stuck, stuck.summary)
     # a JobSet seen running under this admission and suspended again is being stopped, even
     # before the pods' deletion or the Workload's Evicted reach their watches

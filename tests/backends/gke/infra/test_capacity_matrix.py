@@ -24,7 +24,13 @@ from flows.cli import main
 from flows.config.capacity import CAPACITY_MODES
 from tests.fakes.cloud import Cloud
 from tests.support.logs import Log
-from tests.support.profiles import INFRA_OVERRIDES, TUTORIAL, capacity_overrides, capacity_profile
+from tests.support.profiles import (
+    INFRA_OVERRIDES,
+    TUTORIAL,
+    capacity_overrides,
+    capacity_profile,
+    fake_hf_token,
+)
 
 COMMANDS = ["validate", "plan", "plan --json", "plan --out", "plan --compare-capacity",
             "plan --check"]
@@ -52,7 +58,7 @@ def test_no_command_crashes_in_any_capacity_mode(mode: str, command: str, evalua
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, _NoBucket()))
-    monkeypatch.setenv("HF_TOKEN", "x")
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("capacitymatrix"))
     code = main(_argv(command, mode, tmp_path, evaluates))  # an exception here is the failure
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err

@@ -16,6 +16,7 @@ from tests.fakes.cloud import Cloud
 from tests.fakes.cloud import fakecloud_state as fc
 from tests.fakes.cloud.apis import PATHWAYS
 from tests.support.logs import Log
+from tests.support.profiles import fake_hf_token
 from tests.support.profiles import infra_profile as tutorial_profile
 
 # The shape of the Cluster Toolkit example's Kueue configuration (examples/gke-tpu-v6e/
@@ -232,7 +233,7 @@ def test_cli_plan_check_exits_non_zero_on_a_failure(cloud: Cloud, monkeypatch: p
     monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, NoBucket()))
     argv = ["plan", "qwen3-30b-a3b-v6e-32", *[f"--set={k}={v}" for k, v in OVERRIDES.items()],
             "--check"]
-    monkeypatch.setenv("HF_TOKEN", "x")
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("firstcontact"))
     assert main(argv) == 0
     cloud.apis.permissions.clear()
     assert main(argv) == 1

@@ -23,11 +23,12 @@ from tests.fakes.gke_backend import BUDGETS, jobsets_created, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.host_memory import worker_evicted_for_memory, worker_oom_killed
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
-from tests.fakes.kube_api.restarts import job_fails
+from tests.fakes.kube_api.restarts import job_fails, old_attempt_disrupted
 from tests.fakes.kube_api.scenarios import (
     Action,
     admit,
     evict_releasing,
+    exit_with,
     say,
     scenario,
     start,
@@ -106,6 +107,57 @@ def test_restarts_spent_name_the_jobsets_reason_not_the_stopped_head(
     assert diagnosis.category is FailureCategory.INFRASTRUCTURE, diagnosis
     assert "ReachedMaxRestarts" in diagnosis.summary and "-worker-0" in diagnosis.summary
     assert "SIGTERM" not in diagnosis.summary
+
+
+def test_an_old_attempts_late_disruption_is_not_the_new_attempts(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """A worker Job fails and the JobSet restarts; a pod of the attempt it ended, still
+    stopping, is then marked DisruptionTarget (its node shut down). The watch tagged that
+    disruption with the JobSet's restart count at the time (the new attempt's), so when the
+    new attempt's program failed on its own the stage was "preempted" and resubmitted to
+    fail again; the pod's restart-attempt label says which attempt it was."""
+    script = [(0.1, admit), (0.05, start), (0.05, say("step 1")),
+              (0.1, job_fails("worker")), (0.15, old_attempt_disrupted), (0.4, start),
+              (0.05, say("Traceback (most recent call last):",
+                         "ValueError: num_generations must divide the batch")),
+              (0.1, exit_with(1))]
+    kube = scenario(server.kube, script)
+    outcome, _, _, _ = run_stage(server, "train", tmp_path, profile=restarting(1))
+    assert isinstance(outcome, StageFailed), outcome
+    diagnosis = outcome.diagnosis
+    assert diagnosis.category is FailureCategory.USER_ERROR, diagnosis
+    assert "num_generations" in diagnosis.summary and "disrupted" not in diagnosis.summary
+    assert jobsets_created(kube) == 1
+
+
+def test_the_pathways_workers_start_after_the_head_as_jobset_in_order_does(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """jobset v0.10.1 resumeJobsIfNecessary (startupPolicy InOrder, as google/pathways-job
+    builds it too): once Kueue unsuspends the JobSet only the head's Job is resumed; the
+    workers' Jobs stay suspended, so no worker pod exists, until the head's pods are
+    ready. The fake made every pod at admission."""
+    seen: dict[str, tuple[list[str], list[bool]]] = {}
+
+    def record(moment: str) -> Action:
+        def look(kube: FakeKube, name: str) -> None:
+            pods = kube.find("pods", "default", f"jobset.sigs.k8s.io/jobset-name={name}")
+            jobs = kube.find("jobs", "default", f"jobset.sigs.k8s.io/jobset-name={name}")
+            seen[moment] = (
+                sorted({f"{p['metadata']['labels']['jobset.sigs.k8s.io/replicatedjob-name']}"
+                        f":{p['status']['phase']}" for p in pods}),
+                [bool(j["spec"].get("suspend")) for j in jobs
+                 if j["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] ==
+                 "worker"])
+        look.__name__ = f"record-{moment}"
+        return look
+
+    script = [(0.1, admit), (0.05, record("admitted")), (0.05, start),
+              (0.05, record("started")), (0.05, say("step 1")), (0.1, succeed)]
+    scenario(server.kube, script)
+    outcome, _, _, _ = run_stage(server, "train", tmp_path)
+    assert not isinstance(outcome, StageFailed), outcome
+    assert seen["admitted"] == (["pathways-head:Pending"], [True]), seen
+    assert seen["started"] == (["pathways-head:Running", "worker:Running"], [False]), seen
 
 
 @pytest.mark.parametrize("ends", [worker_oom_killed, worker_evicted_for_memory],
