@@ -14,6 +14,7 @@ from tests.fakes.kube_api.scenarios import (
     _pods,
     _resumed,
     _set_condition,
+    create_children,
 )
 from tests.fakes.kube_api.store import FakeKube, condition, jobset_failed, now_iso
 
@@ -26,6 +27,11 @@ def start_slice(index: int) -> Action:
     failed + ready + succeeded), so a multi-slice JobSet is resumed only once every slice
     runs; the last slice's start resumes it."""
     def up(kube: FakeKube, name: str) -> None:
+        _containers(kube, name, {"running": {"startedAt": now_iso()}}, "Running",
+                    slices={index})
+        # InOrder: the head running resumes the worker Jobs (every slice's at once, as
+        # ``start`` does); only this slice's containers start
+        create_children(kube, name)
         _containers(kube, name, {"running": {"startedAt": now_iso()}}, "Running",
                     slices={index})
         if all(p["status"]["phase"] == "Running" for p in _pods(kube, name)
