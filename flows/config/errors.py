@@ -8,6 +8,7 @@ of its issues (flows/common/issues.py) names the field (as a dotted path the use
 from __future__ import annotations
 
 from flows.common.issues import Issue
+from flows.config.gcp_names import without_tokens
 
 
 class ProfileError(ValueError):
@@ -15,7 +16,9 @@ class ProfileError(ValueError):
 
     def __init__(self, source: str, issues: list[Issue]) -> None:
         self.source = source
-        self.issues = issues
+        # never quoted back: a token pasted into a field is refused without being echoed
+        self.issues = issues = [Issue(without_tokens(i.field), without_tokens(i.problem),
+                                      without_tokens(i.fix), i.category) for i in issues]
         lines = [f"profile {source!r} is invalid ({len(issues)} problem(s)):"]
         lines += [f"  - {issue.render()}" for issue in issues]
         super().__init__("\n".join(lines))

@@ -27,6 +27,7 @@ from flows.core.lineage import (
     UnreadableRecord,
     read_record,
     relative_outputs,
+    verified_identity,
     write_record,
 )
 from flows.core.manifest import build_manifest, manifest_problems
@@ -132,18 +133,18 @@ class Stage(ABC):
 
     def done(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> StageOutput | None:
         """The verified output, or None with the reason logged: no record, a record for
-        other inputs, an unreadable record, or an output that changed since it was verified."""
+        other inputs, an output that changed since it was verified, or an unreadable record
+        over an output that no longer verifies."""
         uri = self.record_uri(ctx)
         try:
             stored = self.read_record(ctx, uri)
         except UnreadableRecord as exc:
-            ctx.logger.warning("%s: %s; running the stage again", self.name, exc)
-            return None
+            return self._reverify(ctx, upstream, uri, exc)
         if stored is None:
             return None
-        if not stored.matches(self.key(ctx.profile), self.input_fingerprints(upstream)):
-            ctx.logger.info("%s: the recorded output was made from other inputs; running",
-                            self.name)
+        if why := stored.mismatch(self.key(ctx.profile), self.input_fingerprints(upstream)):
+            ctx.logger.info("%s: the recorded output was made from other inputs (%s); running",
+                            self.name, why)
             return None
         record = stored.model_copy(update={"outputs": stored.resolved_outputs(ctx.layout.root)})
         if not self.outputs_present(ctx, record):
@@ -160,6 +161,37 @@ class Stage(ABC):
         return StageOutput(stage=self.name, status="skipped", key=stored.key,
                            fingerprint=stored.fingerprint, uris=record.outputs,
                            details=stored.details)
+
+    def _reverify(self, ctx: StageContext, upstream: dict[str, StageOutput], uri: str,
+                  damage: UnreadableRecord) -> StageOutput | None:
+        """A damaged record (torn, garbage-written) says nothing, but only a verified run
+        writes one: the output is verified again. If it passes, the record is rewritten from
+        that verification: the same files give the same identity, so the stages after it
+        stay skipped; if not, this stage runs again and the stages after it with it."""
+        try:
+            uris, details = self.verify(ctx)
+        except StageFailed as exc:
+            ctx.logger.warning("%s: %s, and the output does not verify (%s); running the stage "
+                               "again, and the stages after it with it", self.name, damage,
+                               exc.diagnosis.summary)
+            return None
+        record = self.store_record(ctx, uri, self._record(ctx, upstream, uris, details))
+        ctx.logger.warning("%s: %s; the output verifies, so its record was rewritten from that "
+                           "verification and the stage is skipped (a stage after it runs again "
+                           "only if these files are not the ones it was made from)", self.name,
+                           damage)
+        return StageOutput(stage=self.name, status="skipped", key=record.key,
+                           fingerprint=record.fingerprint, uris=uris, details=details)
+
+    def _record(self, ctx: StageContext, upstream: dict[str, StageOutput], uris: dict[str, str],
+                details: dict[str, Any]) -> LineageRecord:
+        """The record of a verified output: its manifest and the identity it gives."""
+        manifest = {name: build_manifest(ctx.storage, uris[name])
+                    for name in self.content_outputs(ctx) if name in uris}
+        return LineageRecord(stage=self.name, key=self.key(ctx.profile),
+                             inputs=self.input_fingerprints(upstream),
+                             outputs=relative_outputs(uris, ctx.layout.root), details=details,
+                             manifest=manifest, run_id=verified_identity(manifest, details))
 
     def _what_is_left(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> str:
         """What the files about to be cleared are: a verified output that was damaged since
@@ -257,13 +289,8 @@ class Stage(ABC):
         except BaseException:
             self._prune_after_failure(ctx)
             raise
-        manifest = {name: build_manifest(ctx.storage, uris[name])
-                    for name in self.content_outputs(ctx) if name in uris}
-        record = LineageRecord(stage=self.name, key=self.key(ctx.profile),
-                               inputs=self.input_fingerprints(upstream),
-                               outputs=relative_outputs(uris, ctx.layout.root),
-                               details=details, manifest=manifest)
-        record = self.store_record(ctx, self.record_uri(ctx), record)
+        record = self.store_record(ctx, self.record_uri(ctx),
+                                   self._record(ctx, upstream, uris, details))
         wall = time.monotonic() - started
         return StageOutput(stage=self.name, status="ran", key=record.key,
                            fingerprint=record.fingerprint, uris=uris, details=details,

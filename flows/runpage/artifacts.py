@@ -19,6 +19,7 @@ from prefect.artifacts import (
 )
 
 from flows.announcements.model import RunAnnouncement
+from flows.runpage.alignment import per_update, reward_offset
 from flows.runpage.charts import metrics_chart_markdown
 from flows.runpage.lr_schedule import NOTE as LR_NOTE
 from flows.runpage.result import PipelineResult
@@ -143,50 +144,14 @@ METRIC_COLUMNS = {"rewards/train/mean": "reward_mean", "rewards/train/min": "rew
                   "completions/train/mean_length": "completion_length"}
 
 
-REWARD_COLUMNS = frozenset(c for t, c in METRIC_COLUMNS.items()
-                           if t.startswith(("rewards/", "completions/")))
-
-
-def reward_offset(steps: list[dict[str, Any]]) -> int:
-    """1 when the rollout's scalars (rewards, completion length) are logged one step before
-    the update's (loss, KL, ...): rewards at steps 0..n-1, loss at 1..n. Then the reward at
-    step s and the loss at s+1 are one update.
-
-    This is Tunix's own step arithmetic (google-tunix 0.1.7, the rehearsal lock's pin), not
-    a guess from the files: the rollout's metrics (``rewards/*``, ``completions/*``) are
-    buffered under ``RLCluster.global_steps`` as it is *before* the update and written with
-    it (tunix/rl/rl_cluster.py ``buffer_metrics``/``_log_metrics``; the step grows by one
-    in ``sync_weights`` or rl_learner.py's loop after the update), while the update's loss,
-    KL, grad_norm and learning rate are written at ``_train_steps + 1`` (tunix/sft/
-    peft_trainer.py ``_write_train_metrics``: "increment the step by one for logging
-    purpose, because train_step is not incremented until the next model update"; KL comes
-    through tunix/rl/trainer.py ``_post_process_train_step`` into that same buffer). Both
-    counters start at the restored step, so one optimizer update per global step gives the
-    one-step offset. Several updates per global step (mini-batches, ``num_iterations`` > 1)
-    move the loss steps ahead of the reward steps; their ends then no longer line up one
-    apart and the rows stay per step (0)."""
-    reward_steps = [s["step"] for s in steps if s.get("rewards/train/mean") is not None]
-    loss_steps = [s["step"] for s in steps if s.get("actor/train/loss") is not None]
-    if reward_steps and loss_steps and min(loss_steps) == min(reward_steps) + 1 \
-            and max(loss_steps) == max(reward_steps) + 1:
-        return 1
-    return 0
-
-
 def metric_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per GRPO update: the rewards of its rollout beside its loss, even where the
-    two are logged at neighbouring steps (``reward_offset``)."""
-    steps = metrics.get("steps", [])
-    shift = reward_offset(steps)
-    by_step = {s["step"]: s for s in steps}
+    two are logged at neighbouring steps (flows/runpage/alignment.py, as the chart)."""
     rows = []
-    for step in sorted(by_step):
-        if shift and step == min(by_step):
-            continue  # its rewards are in the next row, beside the update they fed
-        row: dict[str, Any] = {"step": step}
+    for update in per_update(metrics.get("steps", []))[0]:
+        row: dict[str, Any] = {"step": update["step"]}
         for tag, column in METRIC_COLUMNS.items():
-            source = by_step.get(step - shift, {}) if column in REWARD_COLUMNS else by_step[step]
-            value = source.get(tag)
+            value = update.get(tag)
             row[column] = round(value, 6) if isinstance(value, float) else value
         rows.append(row)
     return rows

@@ -10,13 +10,15 @@ import base64
 import math
 from typing import Any
 
+from flows.runpage.alignment import per_update
+
 WIDTH, PANEL_HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 200, 64, 24, 28, 30
 COLORS = ("#2563eb", "#dc2626", "#059669", "#d97706")
 
 
-def series(metrics: dict[str, Any], tag: str) -> list[tuple[int, float]]:
+def series(steps: list[dict[str, Any]], tag: str) -> list[tuple[int, float]]:
     points = []
-    for step in metrics.get("steps", []):
+    for step in steps:
         value = step.get(tag)
         if isinstance(value, int | float) and math.isfinite(value):
             points.append((int(step["step"]), float(value)))
@@ -79,7 +81,8 @@ def panel(title: str, lines: dict[str, list[tuple[int, float]]], top: float,
     return parts
 
 
-def line_chart(panels: dict[str, dict[str, list[tuple[int, float]]]]) -> str:
+def line_chart(panels: dict[str, dict[str, list[tuple[int, float]]]],
+               axis: str = "GRPO step (TensorBoard)") -> str:
     """An SVG with one panel per entry (each with its own y-axis), sharing the step axis."""
     drawn = {t: {n: p for n, p in lines.items() if p} for t, lines in panels.items()}
     drawn = {t: lines for t, lines in drawn.items() if lines}
@@ -91,19 +94,23 @@ def line_chart(panels: dict[str, dict[str, list[tuple[int, float]]]]) -> str:
     for index, (title, lines) in enumerate(drawn.items()):
         parts += panel(title, lines, index * PANEL_HEIGHT, (steps[0], steps[-1]))
     parts.append(f'<text x="{WIDTH / 2}" y="{height - 4}" text-anchor="middle" fill="#555">'
-                 'GRPO step (TensorBoard)</text></svg>')
+                 f'{_escape(axis)}</text></svg>')
     return "".join(parts)
 
 
 def metrics_chart_markdown(metrics: dict[str, Any]) -> str | None:
-    """Markdown with the reward and loss panels, or None when there is nothing to draw."""
-    rewards = {name: series(metrics, f"rewards/train/{tag}")
+    """Markdown with the reward and loss panels, or None when there is nothing to draw. The
+    steps are the table's (flows/runpage/alignment.py): a rollout's rewards stand at the
+    update they fed, above its loss."""
+    steps, shift = per_update(metrics.get("steps", []))
+    rewards = {name: series(steps, f"rewards/train/{tag}")
                for name, tag in (("mean", "mean"), ("max", "max"), ("min", "min"))}
-    loss = {"loss": series(metrics, "actor/train/loss")}
+    loss = {"loss": series(steps, "actor/train/loss")}
     panels = {"reward per step": rewards, "actor loss per step": loss}
     if not any(p for lines in panels.values() for p in lines.values()):
         return None
-    svg = line_chart(panels)
+    svg = line_chart(panels, "GRPO update (TensorBoard step of its loss; rewards are its "
+                     "rollout's)" if shift else "GRPO step (TensorBoard)")
     data = base64.b64encode(svg.encode()).decode()
     return f"![reward and loss per step](data:image/svg+xml;base64,{data})"
 

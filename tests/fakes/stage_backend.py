@@ -5,12 +5,18 @@ checkpoints of train_rl, the HF files of to_huggingface), so the real Stage.exec
 lineage records and the real output checks (flows/core/verify.py) decide skip and rerun in
 milliseconds. Faults are injected per workload name: ``damage[name]`` makes the program leave
 an incomplete output, as a program cut short or a converter bug would.
+
+Checkpoints get a data file with a random name, as orbax's OCDBT store names them
+(tensorstore/kvstore/ocdbt/index.rst: ``d/<128-bit random identifier>``), so a rerun's
+checkpoint differs from the last one byte-wise, as a real one does (the lineage identity is
+the content's, flows/core/lineage.py ``verified_identity``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -96,12 +102,15 @@ class FakeStageBackend:
         if workload.name == "convert-hf-to-maxtext":
             items = layout.converted_checkpoint
             self.write(join(items, "params", "x"), "weights")
+            self.write(join(items, "d", uuid.uuid4().hex), "w")  # OCDBT: a run's own name
             if not damaged:
                 self.write(join(items, "_METADATA"), "{}")
         elif workload.name == "train-grpo":
             steps = int(self.profile.train.args.get("num_batches", 1))
             for step in range(1, steps + 1 - int(damaged)):
-                self.write(join(layout.actor_checkpoints, str(step), "model_params", "x"), "w")
+                params = join(layout.actor_checkpoints, str(step), "model_params")
+                self.write(join(params, "x"), "w")
+                self.write(join(params, "d", uuid.uuid4().hex), "w")
         elif workload.name == "export-maxtext-to-hf":
             out = layout.export_dir
             for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):

@@ -133,7 +133,7 @@ def test_identical_series_are_one_line_named_together():
 def test_each_row_holds_one_updates_rewards_and_loss():
     from flows.runpage.artifacts import metric_rows
 
-    # As Tunix 0.1.7 logs them (flows/runpage/artifacts.py reward_offset cites where): the
+    # As Tunix 0.1.7 logs them (flows/runpage/alignment.py reward_offset cites where): the
     # rollout's rewards at the global step before the update, its loss at train step + 1.
     steps = [{"step": 0, "rewards/train/mean": 0.1},
              {"step": 1, "rewards/train/mean": 0.2, "actor/train/loss": 0.5},
@@ -162,3 +162,43 @@ def test_rows_stay_per_step_when_several_updates_share_one_rollout():
     rows = metric_rows({"steps": steps})
     assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
     assert rows[0]["reward_mean"] == 0.0 and rows[1]["loss"] == 1.0
+
+
+def test_the_chart_pairs_rewards_and_loss_as_the_table_does(tmp_path) -> None:
+    """Event files on disk as Tunix 0.1.7 leaves them (rewards at global steps 0-2, loss at
+    train steps 1-3): each reward point of the chart stands above the loss of the update it
+    fed, at the table row's step (before, rewards were drawn at 0-2 and loss at 1-3)."""
+    import base64
+    import re
+
+    from flows.core.storage import LocalStorage, file_uri
+    from flows.runpage.artifacts import metric_rows
+    from flows.runpage.charts import metrics_chart_markdown
+    from flows.runpage.metrics import summarize_run
+
+    def scalar(tag: str, value: float) -> bytes:
+        return pb_field(1, 2, tag.encode()) + pb_field(2, 5, struct.pack("<f", value))
+
+    records = [tf_record(pb_field(3, 2, b"brain.Event:2"))]
+    for step in range(3):
+        for tag, value in (("mean", 0.5 + step / 10), ("max", 0.9 + step / 100),
+                           ("min", 0.1 * step)):
+            records.append(tf_record(tf_event(step, scalar(f"rewards/train/{tag}", value))))
+        records.append(tf_record(tf_event(step + 1, scalar("actor/train/loss", 1.0 / (step + 1)))))
+    (tmp_path / "tensorboard").mkdir()
+    (tmp_path / "tensorboard" / "events.out.tfevents.1.host").write_bytes(b"".join(records))
+    metrics = summarize_run(LocalStorage(), file_uri(tmp_path))
+
+    rows = metric_rows(metrics)
+    assert [(r["step"], r["reward_mean"], r["loss"]) for r in rows] == [
+        (1, 0.5, 1.0), (2, 0.6, 0.5), (3, 0.7, 0.333333)]
+    markdown = metrics_chart_markdown(metrics)
+    assert markdown
+    svg = base64.b64decode(markdown.split(",", 1)[1].rstrip(")")).decode()
+    lines = [[float(p.split(",")[0]) for p in pts.split()]
+             for pts in re.findall(r'<polyline[^>]*points="([^"]*)"', svg)]
+    assert len(lines) == 4  # mean, max, min, loss
+    assert all(xs == lines[-1] for xs in lines) and len(lines[-1]) == len(rows)
+    labels = re.findall(r'text-anchor="middle" fill="#555">(\d+)</text>', svg)
+    assert sorted(set(labels)) == ["1", "2", "3"]  # the table's steps, no step 0
+    assert "rewards are its rollout" in svg

@@ -110,8 +110,9 @@ def test_rerun_starts_from_a_clean_directory_and_keeps_logs(tmp_path: Path, capl
     stale = convert_dir / "0" / "items" / "params" / "stale-from-an-old-attempt"
     stale.write_text("old")
     record = local(backend.layout.record(backend.layout.convert_dir))
-    if damage == "corrupt-record":
+    if damage == "corrupt-record":  # over an output that no longer verifies: it reruns
         record.write_text("{ truncated")
+        (convert_dir / "0" / "items" / "_METADATA").unlink()
     else:
         record.unlink()
     caplog.set_level(logging.INFO)
@@ -120,7 +121,7 @@ def test_rerun_starts_from_a_clean_directory_and_keeps_logs(tmp_path: Path, capl
     assert (convert_dir / "tpurl-logs" / "convert-hf-to-maxtext.log").is_file()
     assert "removed" in caplog.text and "earlier unverified attempt" in caplog.text
     if damage == "corrupt-record":
-        assert "is not a lineage record" in caplog.text
+        assert "is not a lineage record" in caplog.text and "does not verify" in caplog.text
 
 
 def test_training_leftovers_are_kept_as_resume_points(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ CPU pool, Artifact Registry, IAM and the Pathways registry would refuse, refused
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -225,16 +226,44 @@ def test_every_check_names_its_live_object_and_the_check_reads_only(
     assert (fc.load(), cloud.calls()) == before  # no gcloud, gcluster or state change
 
 
-def test_cli_plan_check_exits_non_zero_on_a_failure(cloud: Cloud, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def _plan_check(cloud: Cloud, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                *extra: str) -> int:
+    """`tpurl plan --check` where no Docker daemon answers (DOCKER_HOST names a socket
+    nothing listens on), so the machine's own daemon, or its absence, decides nothing."""
     from flows.cli import main
     from tests.support.profiles import INFRA_OVERRIDES as OVERRIDES
 
     monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, NoBucket()))
-    argv = ["plan", "qwen3-30b-a3b-v6e-32", *[f"--set={k}={v}" for k, v in OVERRIDES.items()],
-            "--check"]
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
     monkeypatch.setenv("HF_TOKEN", fake_hf_token("firstcontact"))
-    assert main(argv) == 0
+    return main(["plan", "qwen3-30b-a3b-v6e-32",
+                 *[f"--set={k}={v}" for k, v in OVERRIDES.items()], *extra, "--check"])
+
+
+def test_cli_plan_check_exits_non_zero_on_a_failure(cloud: Cloud, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    tmp_path: Path) -> None:
+    from tests.fakes.adc_key import write_adc_key
+
+    # no daemon, so image.builder auto builds with Cloud Build: credentials for it are there
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(write_adc_key(tmp_path / "adc")))
+    assert _plan_check(cloud, monkeypatch, tmp_path) == 0
     cloud.apis.permissions.clear()
-    assert main(argv) == 1
+    assert _plan_check(cloud, monkeypatch, tmp_path) == 1
     assert "[FAIL   ] operator-permissions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("builder", "says"), [
+    ("auto", "no Docker daemon answers, so image.builder auto chose Cloud Build, and Cloud "
+             "Build cannot be reached: no Google credentials for Cloud Build"),
+    ("docker", "builder docker, but no Docker daemon answers at unix://"),
+])
+def test_cli_plan_check_reports_a_missing_daemon_as_a_failure(
+        cloud: Cloud, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path, builder: str, says: str) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-adc.json"))
+    assert _plan_check(cloud, monkeypatch, tmp_path, f"--set=image.builder={builder}") == 1
+    out = capsys.readouterr().out
+    [line] = [x for x in out.splitlines() if x.startswith("FAIL start")]
+    assert says in line and "image.builder" in line
+    assert "Traceback" not in out
