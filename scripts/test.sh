@@ -125,7 +125,22 @@ if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
 fi
+# The e2e tier in two lanes: the modules that drive the README's deployments (the flow image
+# built and pushed, `prefect deploy`, process and Kubernetes workers, the announcement
+# retrain on a worker) beside the in-process ones (the GKE world, the smoke profile, the
+# rehearsal module). Each lane is one pytest; the second's output is printed when it ends.
 lanes=()
-timed e2e-tier "${cov[@]}" tests/e2e
+DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
+beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${cov[@]}" "${DEPLOY_E2E[@]}"
+deploy_pid=${lanes[-1]}
+e2e_rc=0
+timed e2e-tier "${cov[@]}" tests/e2e "${DEPLOY_E2E[@]/#/--ignore=}" || e2e_rc=$?
+deploy_rc=0
+wait "$deploy_pid" || deploy_rc=$?
+echo "---- the deployment e2e modules, beside the e2e tier ($LOGS/e2e-deploy.log) ----"
+cat "$LOGS/e2e-deploy.log"
+lanes=()
+[ "$e2e_rc" = 0 ] || exit "$e2e_rc"
+[ "$deploy_rc" = 0 ] || exit "$deploy_rc"
 .venv/bin/python -m coverage combine -q
 .venv/bin/python scripts/coverage_report.py
