@@ -13,6 +13,9 @@
 # - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
 #   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
 #   the same script, which builds it there if this did not.
+# The e2e tier runs in two lanes too: the modules that drive the README's deployments
+# (tests/e2e/test_flow_image.py, test_prefect_deploy.py: docker builds, servers, workers)
+# beside the in-process ones (the GKE world, the smoke profile, the rehearsal module).
 # dockerd and the registry are started once for the whole run (the pytest runs find them up
 # and leave them up) and stopped at the end if this script started them.
 # With arguments, they are passed to one pytest run as they are.
