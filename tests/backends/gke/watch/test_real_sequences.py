@@ -188,7 +188,10 @@ def test_a_slice_no_node_pool_can_hold_fails_as_the_mismatch_it_is(
     scaler = Autoscaler(server.kube, TpuPool(mismatch=True))
     try:
         scenario(server.kube, [(0.05, admit), (0.05, start), (0.1, succeed)])
-        budgets = dataclasses.replace(BUDGETS, schedule_s=0.5, queue_s=20,
+        # the scheduling budget must outlast the autoscaler's NotTriggerScaleUp reaching the
+        # watch (on a cluster it comes within a scan, ~10 s, of a 30 min budget); 0.5 s was
+        # once too short on a loaded machine, and on-demand then blamed capacity
+        budgets = dataclasses.replace(BUDGETS, schedule_s=3.0, queue_s=20,
                                       waits_for_capacity=mode == "flex-start")
         outcome, _, _, _ = run_stage(server, "train", tmp_path, budgets,
                                      profile=tutorial_profile(**capacity_overrides(mode)))
