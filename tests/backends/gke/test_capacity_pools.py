@@ -162,7 +162,9 @@ def _seen(server: FakeApiServer, reason: str, count: int = 1) -> bool:
 
 def test_flex_start_waits_for_capacity_under_the_queue_budget(server, tmp_path: Path) -> None:
     scaler, pool = pool_on(server, stockout=True)
-    budgets = dataclasses.replace(BUDGETS, schedule_s=0.5, queue_s=3.0, waits_for_capacity=True)
+    # the queue budget is far above the 1.5 s the stockout lasts (the run ends as soon as
+    # the nodes come), so a loaded machine's slower scale-up cannot run it out
+    budgets = dataclasses.replace(BUDGETS, schedule_s=0.5, queue_s=20.0, waits_for_capacity=True)
     try:
         scenario(server.kube, RUN)
         started = time.monotonic()
