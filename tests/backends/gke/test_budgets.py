@@ -43,7 +43,9 @@ def test_each_budget_field_sets_the_monitors_budget(budget: str, field: str) -> 
 @pytest.mark.parametrize("value", ["-1", "nope", str(int(WEEK_S) + 1)])
 def test_a_bad_budget_is_refused_naming_the_field(field: str, value: str) -> None:
     if field in ("queue_budget_s", "run_budget_s") and value.isdigit():
-        pytest.skip("a queue or a run may legitimately last longer than a week")
+        # a queue or a run may legitimately last longer than a week: accepted as set
+        assert getattr(tutorial_profile(**{f"gke.{field}": value}).gke, field) == float(value)
+        return
     with pytest.raises(ProfileError) as caught:
         tutorial_profile(**{f"gke.{field}": value})
     assert f"gke.{field}" in str(caught.value)
