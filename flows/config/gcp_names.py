@@ -9,6 +9,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from flows.common.token_shapes import HF_TOKEN, TOKEN_SHAPES
+
 CLUSTER_NAME_MAX = 20  # CLUSTER-gke-wl-sa must fit the 30-character service-account id limit
 _CLUSTER = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
 _PROJECT = re.compile(r"^([a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -98,19 +100,16 @@ def toolkit_version_problem(version: str) -> str | None:
     return None
 
 
-# The token shapes flows/core/redaction.py SHAPES knows (Hugging Face, Google access token).
-_HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
-_TOKEN_SHAPES = re.compile(r"hf_[A-Za-z0-9]{20,}|ya29\.[A-Za-z0-9._-]{20,}")
-
-
 def looks_like_hf_token(value: str) -> bool:
-    return bool(_HF_TOKEN.fullmatch(value.strip()))
+    return bool(HF_TOKEN.fullmatch(value.strip()))
 
 
 def without_tokens(text: str) -> str:
     """The text with every token-shaped value taken out: a refusal that quoted the value
     would carry it to the terminal, and in a flow run to the state message and the logs."""
-    return _TOKEN_SHAPES.sub("***", text)
+    for _marker, shape in TOKEN_SHAPES:
+        text = shape.sub("***", text)
+    return text
 
 
 _SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")

@@ -28,11 +28,12 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from flows.common.token_shapes import TOKEN_SHAPES
+
 REDACTED = "***"
 MIN_LENGTH = 4  # shorter values would blank ordinary words: secrets.resolve refuses them
 FRAGMENT = 8  # a piece of a split token this long is taken to be the token
-SHAPES = (("hf_", re.compile(r"hf_[A-Za-z0-9]{20,}")),
-          ("ya29.", re.compile(r"ya29\.[A-Za-z0-9._-]{20,}")),
+SHAPES = (*TOKEN_SHAPES,
           ("earer", re.compile(r"(?i)(authorization:\s*bearer\s+)[A-Za-z0-9._~+/=-]{8,}")))
 _SECRET_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)$")
 

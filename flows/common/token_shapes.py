@@ -1,0 +1,13 @@
+"""What a credential looks like by itself, whoever holds it: the shapes the log redaction
+blanks (flows/core/redaction.py) and the profile refuses to quote back
+(flows/config/errors.py). One list for both, below config and core, which import each other
+one way only (tests/test_import_graph.py)."""
+
+from __future__ import annotations
+
+import re
+
+HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")  # a Hugging Face user access token
+GOOGLE_ACCESS_TOKEN = re.compile(r"ya29\.[A-Za-z0-9._-]{20,}")  # an OAuth2 access token
+# (marker, pattern): the marker is a cheap substring test before the expression
+TOKEN_SHAPES = (("hf_", HF_TOKEN), ("ya29.", GOOGLE_ACCESS_TOKEN))
