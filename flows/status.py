@@ -61,11 +61,25 @@ class Snapshot:
         return sum(p.usd_per_hour for p in self.pools) + self.reservation_usd_per_hour
 
 
-def _chips_per_node(machine_type: str) -> int:
+def chips_per_node(pool: Obj) -> int:
+    """A node pool's TPU chips per node, by its machine type (0: not a TPU pool)."""
     from flows.config.tpu import TPU_MACHINES
 
-    machine = TPU_MACHINES.get(machine_type)
+    machine = TPU_MACHINES.get(str((pool.get("config") or {}).get("machineType", "")))
     return machine.chips_per_host if machine else 0
+
+
+def node_range(pool: Obj) -> tuple[int, int | None]:
+    """(fewest, most) nodes a node pool holds, as the GKE API reports it (container v1
+    NodePool): its autoscaling bounds (per zone or total; the most None when unset), or its
+    fixed node count twice."""
+    scaling = pool.get("autoscaling") or {}
+    if scaling.get("enabled"):
+        high = scaling.get("maxNodeCount", scaling.get("totalMaxNodeCount"))
+        return (int(scaling.get("minNodeCount", scaling.get("totalMinNodeCount", 0))),
+                None if high is None else int(high))
+    count = int(pool.get("initialNodeCount") or 0)
+    return count, count
 
 
 def pool_now(pool: Obj, nodes_now: int | None, usd_per_chip_hour: float,
@@ -75,17 +89,14 @@ def pool_now(pool: Obj, nodes_now: int | None, usd_per_chip_hour: float,
     of the mode it bills in (``capacity``), which after a change of gke.capacity is not
     the profile's."""
     machine = str((pool.get("config") or {}).get("machineType", "?"))
-    scaling = pool.get("autoscaling") or {}
-    chips = _chips_per_node(machine)
-    if scaling.get("enabled"):
-        low = scaling.get("minNodeCount", scaling.get("totalMinNodeCount", 0))
-        high = scaling.get("maxNodeCount", scaling.get("totalMaxNodeCount", "?"))
-        static, configured = int(low) > 0, f"{low}..{high} nodes"
+    chips = chips_per_node(pool)
+    low, high = node_range(pool)
+    if (pool.get("autoscaling") or {}).get("enabled"):
+        static, configured = low > 0, f"{low}..{'?' if high is None else high} nodes"
         billed = nodes_now or 0
     else:
-        count = int(pool.get("initialNodeCount", 0))
-        static, configured = True, f"{count} nodes"
-        billed = nodes_now if nodes_now is not None else count
+        static, configured = True, f"{low} nodes"
+        billed = nodes_now if nodes_now is not None else low
     return PoolNow(str(pool.get("name", "?")), machine, static, configured, nodes_now, chips,
                    billed * chips * usd_per_chip_hour, capacity)
 
@@ -127,7 +138,7 @@ def gather(profile: Profile, apis: Any, storage_client: Any, kube: Any | None) -
         count = None if nodes is None else sum(
             1 for n in nodes if ((n.get("metadata") or {}).get("labels") or {})
             .get(NODE_POOL_LABEL) == name)
-        if _chips_per_node(str((pool.get("config") or {}).get("machineType", ""))):
+        if chips_per_node(pool):
             mode = live_capacity(pool)
             price, _ = price_for(gke.prices, mode)
             snap.pools.append(pool_now(pool, count, price.usd_per_chip_hour, mode))

@@ -112,11 +112,7 @@ def teardown_preview(cfg: Profile, delete_bucket: bool, cluster: dict[str, Any] 
     holds nodes, so its idle rate is zero and its busy rate is the ceiling. Without a
     cluster read (``unread`` says why) the profile's mode is priced, and the line says so."""
     from flows.backends.gke.infra.cluster import live_capacity
-    from flows.config.tpu import TPU_MACHINES
-
-    def chips_per_node(pool: dict[str, Any]) -> int:
-        machine = TPU_MACHINES.get(str((pool.get("config") or {}).get("machineType", "")))
-        return machine.chips_per_host if machine else 0
+    from flows.status import chips_per_node, node_range
 
     g = cfg.gke
     assert g is not None, "teardown is for GKE profiles"
@@ -138,12 +134,8 @@ def teardown_preview(cfg: Profile, delete_bucket: bool, cluster: dict[str, Any] 
         mode, name = live_capacity(pool), pool.get("name", "?")
         price, whose = price_for(g.prices, mode)
         chips = chips_per_node(pool)
-        scaling = pool.get("autoscaling") or {}
-        if scaling.get("enabled"):
-            low = int(scaling.get("minNodeCount", scaling.get("totalMinNodeCount", 0)))
-            high = int(scaling.get("maxNodeCount", scaling.get("totalMaxNodeCount", low)))
-        else:
-            low = high = int(pool.get("initialNodeCount") or 0)
+        low, most = node_range(pool)
+        high = low if most is None else most
         lines.append(f"  TPU pool {name} ({mode}, as deployed) costs "
                      f"{_rate(mode, low, high, chips, price.usd_per_chip_hour)} at "
                      f"${price.usd_per_chip_hour:.2f}/chip-hour ({whose})")
