@@ -204,7 +204,8 @@ def deactivated(name: str, workload: Obj | None) -> Diagnosis | None:
     checks = [f"    admission check {c.get('name')}: {c.get('state')}: {c.get('message', '')}"
               for c in ((workload or {}).get("status") or {}).get("admissionChecks") or []
               if c.get("state") in ("Rejected", "Retry")]
-    summary = (f"{DEACTIVATED_CODE}: Kueue deactivated the Workload of {name} ({message}): "
+    # the code is the Diagnosis' field (render shows it), never the summary's start
+    summary = (f"Kueue deactivated the Workload of {name} ({message}): "
                f"{explained}; Kueue does not re-queue it")
     return Diagnosis(category, summary, "\n".join(
         [f"    Kueue Workload {wl_name}: Evicted=True ({reason or 'not yet'}): {message}",
