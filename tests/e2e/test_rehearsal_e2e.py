@@ -132,15 +132,15 @@ def test_evaluation_scores_both_models_and_decides_promotion(first_run, root):
         assert pointer is None
 
 
-def test_the_venv_installed_without_resolving_misses_no_requirement(first_run):
+def test_the_venv_installed_without_resolving_misses_no_requirement(first_run,
+                                                                   rehearsal_image):
     """The lock goes in with ``--no-deps`` (tensorflow-cpu for tensorflow): a requirement the
     lock lost would show only when a program imports it, so the venv's metadata is read."""
     import subprocess
 
     from flows.common.paths import REHEARSAL_DIR
-    from tests.support.rehearsal import build_rehearsal_image
 
-    venv = build_rehearsal_image().venv_dir()
+    venv = rehearsal_image.venv_dir()
     done = subprocess.run([str(venv / "bin" / "python"), str(REHEARSAL_DIR / "check_closed.py")],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
