@@ -28,6 +28,8 @@ if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
     || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 fi
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
+# pytest cuts its summary lines to the terminal width outside CI; a log has no terminal
+export COLUMNS="${COLUMNS:-200}"
 # Every test process (pytest, the CLIs, servers and children the tests start) may leave the
 # bytecode of what it imports in the venv: with PYTHONDONTWRITEBYTECODE set, each of the
 # hundreds of processes compiled Prefect, the Kubernetes and Google clients from source again.
@@ -40,6 +42,15 @@ fi
 
 LOGS=.tpurl/test-logs
 mkdir -p "$LOGS"
+rm -f "$LOGS"/*.log
+# A whole run writes about 15 GB here (the MaxText venvs and uv's cache 8, Docker's images
+# 1-9 by storage driver, pytest's temporaries 2): with less free, builds, checkpoints and the
+# Prefect database fail together, so say it first.
+free_gb=$(df -P -BG . | awk 'NR==2 {print int($4)}')
+echo "test.sh: $free_gb GB free where the repository is"
+if [ "$free_gb" -lt 20 ]; then
+  echo "test.sh: WARNING: under 20 GB free; the e2e tier may fail for want of disk" >&2
+fi
 lanes=()
 docker_started=0
 stop_all() {  # on any exit: the background jobs this script started, then its dockerd
@@ -56,7 +67,20 @@ stop_all() {  # on any exit: the background jobs this script started, then its d
   done
   if [ "$docker_started" = 1 ]; then bash scripts/docker-services.sh stop || true; fi
 }
-trap stop_all EXIT
+failure_summary() {  # the end of a failed run's output says what failed and on what machine
+  echo "==== test.sh: the run failed; the failing tests (each tier's log is in $LOGS) ===="
+  grep -h -E '^(FAILED|ERROR) ' "$LOGS"/*.log 2>/dev/null | cut -c1-600 || true
+  echo "---- disk and memory at the end ----"
+  df -h . "${UV_CACHE_DIR:-$HOME/.cache/uv}" /tmp 2>/dev/null | awk '!seen[$0]++' || true
+  free -m 2>/dev/null || true
+}
+on_exit() {
+  local rc=$?
+  stop_all
+  if [ "$rc" != 0 ]; then failure_summary; fi
+  return "$rc"
+}
+trap on_exit EXIT
 timed() {  # timed NAME CMD...: runs CMD, then says how long it took
   local started=$SECONDS rc=0
   "${@:2}" || rc=$?
@@ -112,8 +136,8 @@ beside "$LOGS/realtime-lock.log" realtime-lock-lane "${cov[@]}" -m realtime "$LO
 beside "$LOGS/realtime.log" realtime-lane "${cov[@]}" -m "realtime and not e2e" \
   --ignore="$LOCK_TESTS"
 realtime_pids=("${lanes[@]: -2}")
-timed fast-tier "${cov[@]}" -m "not services and not e2e"
-timed services-tier "${cov[@]}" -m "services and not realtime and not e2e"
+timed fast-tier "${cov[@]}" -m "not services and not e2e" 2>&1 | tee "$LOGS/fast-tier.log"
+timed services-tier "${cov[@]}" -m "services and not realtime and not e2e" 2>&1 | tee "$LOGS/services-tier.log"
 failed=0
 for i in 0 1; do
   log=("$LOGS/realtime-lock.log" "$LOGS/realtime.log")
@@ -137,7 +161,8 @@ DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
 beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${cov[@]}" "${DEPLOY_E2E[@]}"
 deploy_pid=${lanes[-1]}
 e2e_rc=0
-timed e2e-tier "${cov[@]}" tests/e2e "${DEPLOY_E2E[@]/#/--ignore=}" || e2e_rc=$?
+timed e2e-tier "${cov[@]}" tests/e2e "${DEPLOY_E2E[@]/#/--ignore=}" 2>&1 \
+  | tee "$LOGS/e2e.log" || e2e_rc=$?
 deploy_rc=0
 wait "$deploy_pid" || deploy_rc=$?
 echo "---- the deployment e2e modules, beside the e2e tier ($LOGS/e2e-deploy.log) ----"

@@ -70,6 +70,27 @@ def test_tree_patching_is_idempotent_and_reversible(upstream_tree: Path, tmp_pat
         assert (tree / patch.file).read_text() == (upstream_tree / patch.file).read_text()
 
 
+def test_patching_a_hard_linked_install_leaves_the_other_link_pristine(upstream_tree: Path,
+                                                                       tmp_path: Path):
+    """uv installs the rehearsal venv as hard links into its cache (installer.py): a patch
+    or a restore that wrote through the link would patch the cache and every later venv."""
+    import os
+    import shutil
+
+    cache, venv = tmp_path / "uv-cache", tmp_path / "venv"
+    shutil.copytree(upstream_tree, cache)
+    shutil.copytree(cache, venv, copy_function=os.link)
+    roots = {"maxtext": venv, "tunix": venv}
+    patches = load_declarations(PATCHES_FILE)
+    apply_to_tree(roots, patches)
+    restore_tree(roots, patches)
+    apply_to_tree(roots, patches)
+    for patch in patches:
+        assert (cache / patch.file).read_text() == (upstream_tree / patch.file).read_text()
+        assert count_matches((venv / patch.file).read_text(), patch) == 0
+    assert not list(cache.rglob("*.tpurl-orig"))
+
+
 def test_a_moved_pattern_fails_loudly_naming_file_and_pattern(upstream_tree: Path, tmp_path):
     import shutil
 
