@@ -20,14 +20,14 @@ from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
-from flows.backends.local.image import LocalImage
+from flows.backends.local.image import LocalImage, venv_patch_mismatch
 from flows.backends.local.infra import LocalInfra
 from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalRuntime
 from flows.common.issues import Issue
 from flows.common.paths import REPO_ROOT
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
-from flows.core.failures import Diagnosis, StageFailed, diagnose_exit
+from flows.core.failures import Diagnosis, StageFailed, diagnose_exit, user_error
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.processes import ProcessTag, die_with_parent, stop_group
@@ -113,6 +113,14 @@ class LocalBackend:
 
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
         python = self.python_for(workload.image)
+        if workload.image == REHEARSAL_IMAGE and (
+                why := venv_patch_mismatch(self.profile, self.layout.venv_dir())):
+            raise user_error(
+                self.stage or workload.name, "the rehearsal venv was re-patched by another run",
+                f"{why}: {workload.name} would run with patches its image stage did not apply",
+                "give each local profile with its own image.disabled_patches a venv of its own "
+                "(local.venv), or run them one after the other; then run again",
+                code="image/venv-repatched")
         argv = [str(python), *workload.argv[1:]] if workload.argv[0] == "python3" else list(workload.argv)
         env = dict(workload.env)
         for name, ref in workload.secret_env:

@@ -40,8 +40,13 @@ from flows.core.storage import file_uri, join
 
 if TYPE_CHECKING:
     from flows.backends.local.backend import LocalBackend
+    from flows.config.profile import Profile
 
 PATCHED_PACKAGES = ("tunix", "maxtext")
+# The patch set the venv's files carry now, beside them: a venv is shared by every local
+# profile that names it, and another profile's image stage may re-patch it while this run
+# is between programs (see venv_patch_mismatch).
+PATCH_SET_FILE = "tpurl-patch-set.json"
 VERSIONS_PROBE = ("import json, importlib.metadata as m; print(json.dumps({p: m.version(p) for p in "
                   "('maxtext', 'google-tunix', 'jax', 'flax', 'orbax-checkpoint', 'transformers')}))")
 
@@ -92,6 +97,7 @@ class LocalImage:
         venv, check = layout.venv_dir(), layout.hf_check_venv_dir()
         declared = load_declarations(PATCHES_FILE)
         if _python(venv).exists():
+            _record_patch_set(venv, None)  # in flux until the patches below are applied
             restore_tree(_package_roots(venv), declared)  # reinstall over pristine files
         runs = self._ensure_venv("rehearsal", venv, local.venv_python, REHEARSAL_LOCK, logs)
         patches = enabled(declared, self.profile.image.disabled_patches)
@@ -104,6 +110,7 @@ class LocalImage:
                              "update images/post-training/patches.yaml to the new upstream text",
                              code="image/patch-mismatch") from exc
         ctx.logger.info("patched %s", ", ".join(sorted(set(patched))))
+        _record_patch_set(venv, [p.id for p in patches])
         runs += self._ensure_venv("hf-check", check, local.hf_check_python, HF_CHECK_LOCK, logs)
         return runs
 
@@ -171,6 +178,38 @@ def install_lock(venv: Path, logger: Any) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def enabled_patch_ids(profile: Profile) -> list[str]:
+    return sorted(p.id for p in enabled(load_declarations(PATCHES_FILE),
+                                        profile.image.disabled_patches))
+
+
+def _record_patch_set(venv: Path, ids: list[str] | None) -> None:
+    write_text(venv / PATCH_SET_FILE, json.dumps({"patches": None if ids is None else sorted(ids)}),
+               "the rehearsal venv's patch set")
+
+
+def venv_patch_mismatch(profile: Profile, venv: Path) -> str | None:
+    """Why the venv no longer carries this profile's patches, or None.
+
+    The image stage's record says what it applied when it ran; a program started later in
+    the same run would otherwise run, silently, with whatever patch set another profile
+    naming the same venv applied since (or with half of it, while that one is applying).
+    A venv without the file (built before it existed, or not by the image stage) is not
+    judged."""
+    path = venv / PATCH_SET_FILE
+    try:
+        carried = json.loads(path.read_text())["patches"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    wanted = enabled_patch_ids(profile)
+    if carried is None:
+        return f"another run is re-patching {_rel(venv)} now"
+    if sorted(carried) != wanted:
+        return (f"{_rel(venv)} now carries patches {', '.join(carried) or 'none'}; this run's "
+                f"image stage applied {', '.join(wanted) or 'none'}")
+    return None
 
 
 def _python(venv: Path) -> Path:

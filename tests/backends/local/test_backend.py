@@ -137,3 +137,45 @@ def test_a_recycled_pid_is_not_taken_for_an_orphan(backend, tmp_path):
     stale = ProcessTag(me.pid, (me.ticks or 0) + 1, me.host, me.started_at, "probe")
     log.with_suffix(".pid").write_text(stale.to_json())
     backend.run_workload(_workload("print('ran')"), file_uri(log))  # and this test lives on
+
+
+@pytest.mark.parametrize("carried", [None, [], ["some-other-patch"]])
+def test_a_venv_another_run_re_patched_refuses_the_program_before_it_starts(tmp_path, carried):
+    """Two local profiles naming one venv with different image.disabled_patches: the second's
+    image stage re-patches it under the first, whose next program must not run with a
+    patch set its image stage never applied (None: the other run is applying now)."""
+    import json
+
+    from flows.backends.local.image import PATCH_SET_FILE
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    profile = load_profile("rehearsal", {"local.root": str(tmp_path / "root"),
+                                         "local.venv": str(venv)}, environ={})
+    made = LocalBackend(profile, logger=logging.getLogger("tpurl-test"), stage="train")
+    (venv / PATCH_SET_FILE).write_text(json.dumps({"patches": carried}))
+    marker = tmp_path / "ran"
+    with pytest.raises(StageFailed) as failed:
+        made.run_workload(_workload(f"open({str(marker)!r}, 'w')"), file_uri(tmp_path / "x.log"))
+    assert failed.value.diagnosis.code == "image/venv-repatched"
+    assert failed.value.diagnosis.category is FailureCategory.USER_ERROR
+    assert "local.venv" in failed.value.diagnosis.fix
+    assert not marker.exists()
+
+
+def test_a_venv_carrying_this_runs_patch_set_runs_the_program(tmp_path):
+    import json
+
+    from flows.backends.local.image import PATCH_SET_FILE, enabled_patch_ids
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    profile = load_profile("rehearsal", {"local.root": str(tmp_path / "root"),
+                                         "local.venv": str(venv)}, environ={})
+    made = LocalBackend(profile, logger=logging.getLogger("tpurl-test"), stage="train")
+    (venv / PATCH_SET_FILE).write_text(json.dumps({"patches": enabled_patch_ids(profile)}))
+    marker = tmp_path / "ran"
+    made.run_workload(_workload(f"open({str(marker)!r}, 'w')"), file_uri(tmp_path / "x.log"))
+    assert marker.exists()
