@@ -202,6 +202,17 @@ def check_reservation(s: InfraSettings, res: dict[str, Any] | FactError | None,
     if res.get("status", "READY") != "READY":
         return result(name, "fail", f"{s.gke.reservation} is {res.get('status')}",
                            "wait until it is READY (gcloud compute reservations describe)")
+    if res.get("specificReservationRequired") is not True:
+        # gke-node-pool's reservation_definitions.tf keeps only specific_reservation_required
+        # reservations, and main.tf's precondition stops the apply ("Its consumption type must
+        # be \"specific\""); the API's JSON may leave a false out.
+        return result(name, "fail", f"{s.gke.reservation} is consumed automatically by any "
+                      "matching VM (specificReservationRequired is not true); Cluster "
+                      "Toolkit's node pool consumes only a specific reservation and stops the "
+                      "deploy", "use a reservation created with --require-specific-reservation "
+                      f"(gcloud compute reservations create NAME --zone={s.gke.zone} "
+                      "--require-specific-reservation ...), or choose gke.capacity: "
+                      "on-demand, spot or flex-start")
     count, in_use = int(specific.get("count", 0)), int(specific.get("inUseCount", 0))
     free = count - in_use + (s.gke.hosts_needed if _pool_exists(s, cluster) else 0)
     chips = free * s.gke.chips_per_host
