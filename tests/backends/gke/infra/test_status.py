@@ -178,3 +178,31 @@ def test_after_teardown_the_reservation_still_bills_and_status_says_so(
     assert "cluster tpurl-v6e (my-proj-123/us-east5): none" in out
     assert "8 host(s), 0 in use; the unused bill too while it exists: $86.40/h" in out
     assert "TPU now: $86.40 per hour — you are paying for TPUs right now" in out
+
+
+IDLE_RATE = {"reservation": "$86.40", "on-demand": "$0.00", "spot": "$0.00",
+             "flex-start": "$0.00"}
+
+
+@pytest.mark.parametrize("mode", sorted(IDLE_RATE))
+def test_status_and_the_teardown_preview_agree_on_a_pool_whose_nodes_have_not_registered(
+        mode: str, cloud: Cloud, gcs: Any, kube: FakeApiServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Just deployed, no Kubernetes node listed yet. GKE keeps a static pool at its count and
+    its VMs bill from creation, registered or not: status said "static 8 nodes
+    (reservation), 0 node(s) now, $0.00/h" and "TPU now: $0.00" while the teardown preview
+    of the same pool said $86.40/h. A pool that scales from zero bills nothing idle."""
+    from tests.support.profiles import capacity_overrides, capacity_profile
+
+    _deploy(capacity_profile(mode, **{"gke.bucket": BUCKET}), cloud, gcs, tmp_path)
+    overrides = {**INFRA_OVERRIDES, "gke.bucket": BUCKET, **capacity_overrides(mode)}
+    capsys.readouterr()
+    code = _status(TUTORIAL, overrides, cloud, gcs, kube, monkeypatch)
+    teardown_code = main(["teardown", *[f"--set={k}={v}" for k, v in overrides.items()],
+                          TUTORIAL])
+    out = capsys.readouterr().out
+    assert code == 0 and teardown_code == 2, out  # the preview stops: no terminal, no --yes
+    rate = IDLE_RATE[mode]
+    assert f"0 node(s) now, {rate}/h" in out and f"TPU now: {rate} per hour" in out, out
+    [preview] = [x for x in out.splitlines() if x.startswith("  TPU pool ") and "costs" in x]
+    assert f"costs {rate}/h" in preview, preview
