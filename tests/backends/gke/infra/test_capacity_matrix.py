@@ -137,3 +137,22 @@ def test_a_reservation_any_vm_may_consume_fails_the_check_in_reservation_mode_on
     assert code == 1 and line.startswith("[FAIL   ]"), out
     assert "my-v6e-res is consumed automatically by any matching VM" in line
     assert "--require-specific-reservation" in out
+
+
+@pytest.mark.parametrize("slices", [1, 2])
+@pytest.mark.parametrize("mode", CAPACITY_MODES)
+def test_the_pools_are_named_as_gke_node_pool_names_them(
+        mode: str, slices: int, tmp_path: Path, cloud: Cloud, gcs: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One slice: the module's name alone; several: "-<index>" appended (cluster-toolkit
+    modules/compute/gke-node-pool/main.tf, google_container_node_pool.node_pool.name). The
+    fake named a single slice's pool gke-tpu-v6e-pool-0, a pool GKE never has."""
+    assert cloud.apis.reservation is not None
+    cloud.apis.reservation["specificReservation"]["count"] = str(8 * slices)
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "cache"))
+    assert run_gke(capacity_profile(mode, **{"gke.num_slices": str(slices)}), Log()).deployed
+    names = [p["name"] for p in cloud.state()["clusters"]["tpurl-v6e"]["nodePools"]
+             if p["config"]["machineType"] == "ct6e-standard-4t"]
+    assert names == (["gke-tpu-v6e-pool"] if slices == 1 else
+                     ["gke-tpu-v6e-pool-0", "gke-tpu-v6e-pool-1"])

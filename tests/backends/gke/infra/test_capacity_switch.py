@@ -75,7 +75,7 @@ def test_a_flex_start_pool_of_another_lifetime_is_redeployed(
     s = settings_from_profile(profile)
     before = cloud.apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     assert pool_mismatches(before, s) == [
-        "pool gke-tpu-v6e-pool-0 lets its nodes live 4 h, profile's gke.max_run_hours is "
+        "pool gke-tpu-v6e-pool lets its nodes live 4 h, profile's gke.max_run_hours is "
         "12 h (43200 s)"]
 
     report = run_gke(profile, Log())
