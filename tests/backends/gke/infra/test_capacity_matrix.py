@@ -156,3 +156,19 @@ def test_the_pools_are_named_as_gke_node_pool_names_them(
              if p["config"]["machineType"] == "ct6e-standard-4t"]
     assert names == (["gke-tpu-v6e-pool"] if slices == 1 else
                      ["gke-tpu-v6e-pool-0", "gke-tpu-v6e-pool-1"])
+
+
+def test_the_run_stops_at_pre_flight_before_gcluster_on_a_reservation_any_vm_may_consume(
+        tmp_path: Path, cloud: Cloud, gcs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tpurl run`'s infra stage on such a reservation: stopped by pre-flight, no
+    `gcluster deploy` (whose gke-node-pool precondition would have failed minutes in)."""
+    from flows.core.failures import StageFailed
+
+    assert cloud.apis.reservation is not None
+    cloud.apis.reservation["specificReservationRequired"] = False
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(StageFailed) as err:
+        run_gke(capacity_profile("reservation"), Log())
+    assert "pre-flight checks failed" in str(err.value)
+    assert [c for c in cloud.calls("gcluster") if c[0] == "deploy"] == []
