@@ -95,8 +95,12 @@ def pool_now(pool: Obj, nodes_now: int | None, usd_per_chip_hour: float,
         static, configured = low > 0, f"{low}..{'?' if high is None else high} nodes"
         billed = nodes_now or 0
     else:
+        # GKE keeps a static pool at its count: each VM bills from its creation, whether or
+        # not its Kubernetes node has registered yet (booting, NotReady, being repaired), so
+        # the nodes listed now are a floor, never the bill (the teardown preview prices the
+        # same pool at its count: "billed while it exists").
         static, configured = True, f"{low} nodes"
-        billed = nodes_now if nodes_now is not None else low
+        billed = max(nodes_now or 0, low)
     return PoolNow(str(pool.get("name", "?")), machine, static, configured, nodes_now, chips,
                    billed * chips * usd_per_chip_hour, capacity)
 

@@ -63,9 +63,9 @@ def capacity_overrides(mode: str) -> dict[str, str]:
     return extra
 
 
-def capacity_profile(mode: str) -> Profile:
-    """The infra tests' tutorial profile in capacity ``mode``."""
-    return infra_profile(**capacity_overrides(mode))
+def capacity_profile(mode: str, **overrides: str) -> Profile:
+    """The infra tests' tutorial profile in capacity ``mode`` (and any further fields)."""
+    return infra_profile(**{**capacity_overrides(mode), **overrides})
 
 
 SMOKE = "smoke-qwen3-0.6b-v6e-8"

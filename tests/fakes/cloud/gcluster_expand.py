@@ -59,6 +59,15 @@ def expand(settings: dict[str, Any], variables: dict[str, Any]) -> dict[str, Any
     return out
 
 
+def pool_name(settings: dict[str, Any], index: int, slices: int) -> str:
+    """The GKE name of slice ``index``'s pool: the module's ``name`` alone for one slice, with
+    "-<index>" for several (cluster-toolkit modules/compute/gke-node-pool/main.tf,
+    google_container_node_pool.node_pool: name is var.name when max(num_node_pools,
+    num_slices) == 1, else join("-", [var.name, count.index]))."""
+    base = str(settings.get("name") or "gke-tpu-v6e-pool")
+    return base if slices == 1 else f"{base}-{index}"
+
+
 def node_pool(settings: dict[str, Any], name: str, project: str = "") -> dict[str, Any]:
     """The GKE NodePool the module creates from expanded settings. A specific reservation is
     consumed by key and full name (modules/compute/gke-node-pool/reservation_definitions.tf:

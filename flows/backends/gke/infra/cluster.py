@@ -106,7 +106,28 @@ def _capacity_mismatches(pool: dict[str, Any], s: InfraSettings) -> list[str]:
     if bool(config.get("flexStart")) != (gke.capacity == "flex-start"):
         out.append(f"pool {name} has flexStart={bool(config.get('flexStart'))}, profile's "
                    f"capacity is {gke.capacity}")
+    elif gke.capacity == "flex-start" and gke.max_run_hours is not None:
+        out += _lifetime_mismatch(name, config, gke.max_run_hours)
     return out
+
+
+def _lifetime_mismatch(name: str, config: dict[str, Any], max_run_hours: float) -> list[str]:
+    """A flex-start pool's node lifetime against gke.max_run_hours. Why: a pool kept from a
+    deploy with a shorter lifetime would end every training attempt early while the plan
+    promised the profile's hours. gke-node-pool writes max_run_duration as "<seconds>s"
+    (cluster-toolkit modules/compute/gke-node-pool/main.tf, node_config), which GKE returns as
+    config.maxRunDuration (container v1 NodeConfig, a Duration)."""
+    want = int(max_run_hours * 3600)
+    raw = str(config.get("maxRunDuration") or "")
+    try:
+        got: float | None = float(raw.removesuffix("s")) if raw else None
+    except ValueError:
+        got = None
+    if got is not None and int(got) == want:
+        return []
+    held = f"{got / 3600:g} h" if got is not None else f"{raw or 'no'} maximum run duration"
+    return [f"pool {name} lets its nodes live {held}, profile's gke.max_run_hours is "
+            f"{max_run_hours:g} h ({want} s)"]
 
 
 def wrong_pools(cluster: dict[str, Any], s: InfraSettings) -> list[tuple[str, str]]:

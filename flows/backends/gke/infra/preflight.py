@@ -202,6 +202,18 @@ def check_reservation(s: InfraSettings, res: dict[str, Any] | FactError | None,
     if res.get("status", "READY") != "READY":
         return result(name, "fail", f"{s.gke.reservation} is {res.get('status')}",
                            "wait until it is READY (gcloud compute reservations describe)")
+    if res.get("specificReservationRequired") is not True:
+        # gke-node-pool's reservation_definitions.tf keeps only specific_reservation_required
+        # reservations, and main.tf's precondition stops the apply ("Its consumption type must
+        # be \"specific\""); the API's JSON may leave a false out.
+        return result(name, "fail", f"{s.gke.reservation} is consumed automatically by any "
+                      "matching VM (specificReservationRequired is not true); Cluster "
+                      "Toolkit's node pool consumes only a specific reservation and stops the "
+                      "deploy", "use a reservation that only VMs naming it consume (`gcloud compute "
+                      f"reservations describe {s.gke.reservation} --zone={s.gke.zone}` shows "
+                      "specificReservationRequired: true; gcloud's create flag is "
+                      "--require-specific-reservation, your account team makes TPU ones), or "
+                      "choose gke.capacity: on-demand, spot or flex-start")
     count, in_use = int(specific.get("count", 0)), int(specific.get("inUseCount", 0))
     free = count - in_use + (s.gke.hosts_needed if _pool_exists(s, cluster) else 0)
     chips = free * s.gke.chips_per_host
@@ -230,9 +242,12 @@ def _quota_kind(s: InfraSettings) -> bool | None:
     return {"spot": True, "flex-start": None}.get(s.gke.capacity, False)
 
 
-def check_quota(s: InfraSettings, quotas: list[dict[str, Any]] | FactError,
-                cluster: Any = None) -> CheckResult:
+def check_quota(s: InfraSettings, quotas: list[dict[str, Any]] | FactError) -> CheckResult:
     name = "tpu-quota"
+    if not s.gke.scales_from_zero:  # GKE's TPU troubleshooting page, "On-demand or Spot VM
+        # quota": a TPU slice node pool that uses a TPU reservation needs no TPU quota
+        return result(name, "ok", f"capacity reservation: the pool's VMs use "
+                      f"{s.gke.reservation}'s hosts, which need no TPU quota")
     family, kind = _quota_family(s), _quota_kind(s)
     label = f"{'Preemptible ' if kind else ''}TPU {family.lower()}"
     console = (f"https://console.cloud.google.com/iam-admin/quotas?project={s.gke.project} "
@@ -249,11 +264,9 @@ def check_quota(s: InfraSettings, quotas: list[dict[str, Any]] | FactError,
         return result(name, "unknown", f"{what} in {s.gke.region}{why}",
                       f"check the {label} quota in {console}; request "
                       f"{s.gke.total_chips} chips if it is missing")
-    # A static pool of the profile already holds its chips (their usage is ours); a pool that
-    # scales from zero holds none while nothing trains, so its slice still needs headroom.
-    held = s.gke.total_chips if _pool_exists(s, cluster) and not s.gke.scales_from_zero else 0
+    # A pool that scales from zero holds no chips while nothing trains: its slice needs headroom
     best = max(tpu, key=lambda q: float(q.get("limit", 0)) - float(q.get("usage", 0)))
-    headroom = float(best.get("limit", 0)) - float(best.get("usage", 0)) + held
+    headroom = float(best.get("limit", 0)) - float(best.get("usage", 0))
     if headroom < s.gke.total_chips:
         return result(name, "fail", f"{best['metric']} in {s.gke.region}: {headroom:g} chips "
                            f"free, {s.gke.total_chips} needed",
@@ -393,7 +406,7 @@ def run_checks(s: InfraSettings, facts: Facts, planned: Planned | None = None
     extra = (CLOUD_BUILD_API,) if planned.image_builder != "docker" else ()
     results = [check_authorized_cidr(s), check_apis(s, facts.enabled_services, extra),
                check_reservation(s, facts.reservation, facts.cluster),
-               check_quota(s, facts.quotas, facts.cluster)]
+               check_quota(s, facts.quotas)]
     results += check_addons(s, facts.cluster, facts.addons)
     results.append(check_bucket_access(s, facts.project_policy, facts.bucket_policy))
     where = targets(s)

@@ -112,3 +112,63 @@ def test_a_training_budget_past_the_flex_start_nodes_is_refused_by_every_command
     assert "gke.train_run_budget_s: 46800 s (13 h) lets the training run longer" in err, err
     assert "fix: set gke.train_run_budget_s to at most 43200" in err
     assert cloud.apis.calls == []  # refused before any cloud read
+
+
+@pytest.mark.parametrize("mode", CAPACITY_MODES)
+def test_a_reservation_any_vm_may_consume_fails_the_check_in_reservation_mode_only(
+        mode: str, tmp_path: Path, cloud: Cloud, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A reservation made without --require-specific-reservation (Compute Engine's
+    specificReservationRequired false, left out of the JSON) is one gke-node-pool does not
+    count as found (cluster-toolkit modules/compute/gke-node-pool/reservation_definitions.tf,
+    verified_specific_reservations), so its precondition would stop the deploy: pre-flight
+    says so before. The modes that consume no reservation never look at it."""
+    assert cloud.apis.reservation is not None
+    cloud.apis.reservation.pop("specificReservationRequired")
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, _NoBucket()))
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("capacitymatrix"))
+    code = main(_argv("plan --check", mode, tmp_path))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    line = next(x for x in out.splitlines() if "] reservation:" in x)
+    if mode != "reservation":
+        assert line.startswith("[OK") and f"capacity {mode} consumes no reservation" in line
+        return
+    assert code == 1 and line.startswith("[FAIL   ]"), out
+    assert "my-v6e-res is consumed automatically by any matching VM" in line
+    assert "--require-specific-reservation" in out
+
+
+@pytest.mark.parametrize("slices", [1, 2])
+@pytest.mark.parametrize("mode", CAPACITY_MODES)
+def test_the_pools_are_named_as_gke_node_pool_names_them(
+        mode: str, slices: int, tmp_path: Path, cloud: Cloud, gcs: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One slice: the module's name alone; several: "-<index>" appended (cluster-toolkit
+    modules/compute/gke-node-pool/main.tf, google_container_node_pool.node_pool.name). The
+    fake named a single slice's pool gke-tpu-v6e-pool-0, a pool GKE never has."""
+    assert cloud.apis.reservation is not None
+    cloud.apis.reservation["specificReservation"]["count"] = str(8 * slices)
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "cache"))
+    assert run_gke(capacity_profile(mode, **{"gke.num_slices": str(slices)}), Log()).deployed
+    names = [p["name"] for p in cloud.state()["clusters"]["tpurl-v6e"]["nodePools"]
+             if p["config"]["machineType"] == "ct6e-standard-4t"]
+    assert names == (["gke-tpu-v6e-pool"] if slices == 1 else
+                     ["gke-tpu-v6e-pool-0", "gke-tpu-v6e-pool-1"])
+
+
+def test_the_run_stops_at_pre_flight_before_gcluster_on_a_reservation_any_vm_may_consume(
+        tmp_path: Path, cloud: Cloud, gcs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tpurl run`'s infra stage on such a reservation: stopped by pre-flight, no
+    `gcluster deploy` (whose gke-node-pool precondition would have failed minutes in)."""
+    from flows.core.failures import StageFailed
+
+    assert cloud.apis.reservation is not None
+    cloud.apis.reservation["specificReservationRequired"] = False
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(StageFailed) as err:
+        run_gke(capacity_profile("reservation"), Log())
+    assert "pre-flight checks failed" in str(err.value)
+    assert [c for c in cloud.calls("gcluster") if c[0] == "deploy"] == []

@@ -59,3 +59,29 @@ def test_a_reservation_profile_does_not_take_an_autoscaled_pool_for_its_static_o
         "pool p consumes reservation none (NO_RESERVATION), profile wants my-v6e-res",
         "pool p has spot=True, profile's capacity is reservation"]
     assert live_capacity(spot) == "spot"
+
+
+def test_a_flex_start_pool_of_another_lifetime_is_redeployed(
+        tmp_path: Path, cloud: Cloud, gcs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gke.max_run_hours raised from 4 to 12 on a deployed flex-start cluster: the live pool's
+    maxRunDuration (gke-node-pool main.tf writes max_run_duration as "<seconds>s") still ends
+    the nodes after 4 h, so the pool is no match and the blueprint is applied again. What main
+    did: flexStart matched, the deploy was skipped, and every 12 h attempt the plan allowed
+    was cut at 4 h."""
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "cache"))
+    run_gke(capacity_profile("flex-start", **{"gke.max_run_hours": "4"}), Log())
+    profile = capacity_profile("flex-start")  # 12 h
+    s = settings_from_profile(profile)
+    before = cloud.apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
+    assert pool_mismatches(before, s) == [
+        "pool gke-tpu-v6e-pool lets its nodes live 4 h, profile's gke.max_run_hours is "
+        "12 h (43200 s)"]
+
+    report = run_gke(profile, Log())
+
+    assert report.deployed, report.deploy_skipped_reason
+    after = cloud.apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
+    assert pool_mismatches(after, s) == []
+    [pool] = tpu_pools(after, s)
+    assert pool["config"]["maxRunDuration"] == "43200s"

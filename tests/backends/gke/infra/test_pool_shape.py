@@ -106,9 +106,9 @@ def test_a_static_pool_after_deploy_fails_with_its_price_and_removal(
     with pytest.raises(StageFailed) as err:
         provision(_on_demand(tmp_path), cloud.apis, gcs, Log())
     assert "does not scale from zero" in err.value.diagnosis.detail
-    assert ("pool gke-tpu-v6e-pool-0 bills 8 nodes x 4 chips = 32 chips at $2.70/chip-h = "
+    assert ("pool gke-tpu-v6e-pool bills 8 nodes x 4 chips = 32 chips at $2.70/chip-h = "
             "$86.40/h") in err.value.diagnosis.detail
-    assert ("gcloud container node-pools delete gke-tpu-v6e-pool-0 --cluster=tpurl-v6e "
+    assert ("gcloud container node-pools delete gke-tpu-v6e-pool --cluster=tpurl-v6e "
             "--location=us-east5 --project=my-proj-123 --quiet") in err.value.diagnosis.fix
 
 

@@ -66,7 +66,7 @@ def test_an_on_demand_run_in_flight_costs_its_nodes_now(
     profile = smoke_profile(**{"gke.bucket": BUCKET})
     _deploy(profile, cloud, gcs, tmp_path)
     gcs.bucket(BUCKET).blob("qwen3-0.6b/x.bin").upload_from_string(b"\0" * 2048)
-    _nodes(kube.kube, "gke-tpu-v6e-pool-0", 2)  # the slice is up: training holds it
+    _nodes(kube.kube, "gke-tpu-v6e-pool", 2)  # the slice is up: training holds it
     _nodes(kube.kube, "cpu-np", 1)
     kube.kube.create("jobsets", "default", {"metadata": {"name": "train-rl-abc", "labels": {
         "tpurl/stage": "train"}}, "spec": {"suspend": False}})
@@ -78,7 +78,7 @@ def test_an_on_demand_run_in_flight_costs_its_nodes_now(
                    monkeypatch)
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "TPU pool gke-tpu-v6e-pool-0: ct6e-standard-4t, autoscaled 0..2 nodes (on-demand), " \
+    assert "TPU pool gke-tpu-v6e-pool: ct6e-standard-4t, autoscaled 0..2 nodes (on-demand), " \
            "2 node(s) now, $21.60/h" in out  # 2 hosts × 4 chips × $2.70
     assert "note:" not in out  # the pool is the profile's mode
     assert "CPU pools: 1 node(s) now" in out
@@ -111,7 +111,7 @@ def test_a_static_pool_in_a_mode_that_scales_from_zero_exits_non_zero(
     """The tutorial's static pool deployed, then the profile switched to on-demand (an old
     cluster kept by mistake): exit 1 with the fix. Under reservation the same pool is right."""
     _deploy(infra_profile(**{"gke.bucket": BUCKET}), cloud, gcs, tmp_path)
-    _nodes(kube.kube, "gke-tpu-v6e-pool-0", 8)
+    _nodes(kube.kube, "gke-tpu-v6e-pool", 8)
     overrides = {"gke.project": "my-proj-123", "gke.region": "us-east5",
                  "gke.zone": "us-east5-b", "gke.cluster": "tpurl-v6e", "gke.bucket": BUCKET,
                  "gke.authorized_cidr": "203.0.113.0/24"}
@@ -123,7 +123,7 @@ def test_a_static_pool_in_a_mode_that_scales_from_zero_exits_non_zero(
     assert "static 8 nodes (reservation), 8 node(s) now, $86.40/h" in out  # the $86/h slice
     if mode == "on-demand":
         assert code == 1, out
-        assert "PROBLEM: TPU pool gke-tpu-v6e-pool-0 is static" in out
+        assert "PROBLEM: TPU pool gke-tpu-v6e-pool is static" in out
         assert "tpurl teardown qwen3-30b-a3b-v6e-32" in out
     else:
         assert code == 0 and "PROBLEM" not in out
@@ -138,7 +138,7 @@ def test_a_pool_left_by_another_mode_is_priced_at_its_own_mode(
     from tests.support.profiles import capacity_overrides
 
     _deploy(infra_profile(**{"gke.bucket": BUCKET}), cloud, gcs, tmp_path)
-    _nodes(kube.kube, "gke-tpu-v6e-pool-0", 8)
+    _nodes(kube.kube, "gke-tpu-v6e-pool", 8)
     overrides = {**INFRA_OVERRIDES, "gke.bucket": BUCKET,
                  **capacity_overrides("spot")}
     capsys.readouterr()
@@ -147,7 +147,7 @@ def test_a_pool_left_by_another_mode_is_priced_at_its_own_mode(
     assert code == 1, out
     assert "static 8 nodes (reservation), 8 node(s) now, $86.40/h" in out, out
     assert "TPU now: $86.40 per hour" in out
-    assert ("note: TPU pool gke-tpu-v6e-pool-0 is reservation, the profile's gke.capacity is "
+    assert ("note: TPU pool gke-tpu-v6e-pool is reservation, the profile's gke.capacity is "
             "spot: the next `tpurl run qwen3-30b-a3b-v6e-32` re-applies the blueprint") in out
 
 
@@ -161,7 +161,7 @@ def test_after_teardown_the_reservation_still_bills_and_status_says_so(
 
     profile = infra_profile(**{"gke.bucket": BUCKET})
     _deploy(profile, cloud, gcs, tmp_path)
-    _nodes(kube.kube, "gke-tpu-v6e-pool-0", 8)
+    _nodes(kube.kube, "gke-tpu-v6e-pool", 8)
     overrides = {**INFRA_OVERRIDES, "gke.bucket": BUCKET}
     capsys.readouterr()
     _status(TUTORIAL, overrides, cloud, gcs, kube, monkeypatch)
@@ -178,3 +178,31 @@ def test_after_teardown_the_reservation_still_bills_and_status_says_so(
     assert "cluster tpurl-v6e (my-proj-123/us-east5): none" in out
     assert "8 host(s), 0 in use; the unused bill too while it exists: $86.40/h" in out
     assert "TPU now: $86.40 per hour — you are paying for TPUs right now" in out
+
+
+IDLE_RATE = {"reservation": "$86.40", "on-demand": "$0.00", "spot": "$0.00",
+             "flex-start": "$0.00"}
+
+
+@pytest.mark.parametrize("mode", sorted(IDLE_RATE))
+def test_status_and_the_teardown_preview_agree_on_a_pool_whose_nodes_have_not_registered(
+        mode: str, cloud: Cloud, gcs: Any, kube: FakeApiServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Just deployed, no Kubernetes node listed yet. GKE keeps a static pool at its count and
+    its VMs bill from creation, registered or not: status said "static 8 nodes
+    (reservation), 0 node(s) now, $0.00/h" and "TPU now: $0.00" while the teardown preview
+    of the same pool said $86.40/h. A pool that scales from zero bills nothing idle."""
+    from tests.support.profiles import capacity_overrides, capacity_profile
+
+    _deploy(capacity_profile(mode, **{"gke.bucket": BUCKET}), cloud, gcs, tmp_path)
+    overrides = {**INFRA_OVERRIDES, "gke.bucket": BUCKET, **capacity_overrides(mode)}
+    capsys.readouterr()
+    code = _status(TUTORIAL, overrides, cloud, gcs, kube, monkeypatch)
+    teardown_code = main(["teardown", *[f"--set={k}={v}" for k, v in overrides.items()],
+                          TUTORIAL])
+    out = capsys.readouterr().out
+    assert code == 0 and teardown_code == 2, out  # the preview stops: no terminal, no --yes
+    rate = IDLE_RATE[mode]
+    assert f"0 node(s) now, {rate}/h" in out and f"TPU now: {rate} per hour" in out, out
+    [preview] = [x for x in out.splitlines() if x.startswith("  TPU pool ") and "costs" in x]
+    assert f"costs {rate}/h" in preview, preview
