@@ -14,72 +14,26 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from flows.backends.gke.image.cloudbuild_spec import staging_bucket
 from flows.backends.gke.infra import preflight_access as access
 from flows.backends.gke.infra import preflight_cloudbuild as cloudbuild
 from flows.backends.gke.infra.cloud import ApiNotFound, GoogleApis
-from flows.backends.gke.infra.cluster import pool_mismatches
 from flows.backends.gke.infra.iam import ROLES_WITH_BUCKETS_GET, desired_bindings, granted, members
 from flows.backends.gke.infra.kueue_config import planned_kueue, toolkit_cpu_pool
 from flows.backends.gke.infra.preflight_access import Planned
+from flows.backends.gke.infra.preflight_capacity import check_quota, check_reservation
+from flows.backends.gke.infra.preflight_results import CheckResult, FactError, result, unknown
 from flows.backends.gke.infra.settings import InfraSettings
-from flows.common.issues import Issue
 from flows.config.gke import CIDR_FIX
 
-Status = Literal["ok", "warn", "unknown", "fail"]
 REQUIRED_APIS = ("compute.googleapis.com", "container.googleapis.com",
                  "storage.googleapis.com", "iam.googleapis.com",
                  "cloudresourcemanager.googleapis.com", "artifactregistry.googleapis.com")
 CLOUD_BUILD_API = "cloudbuild.googleapis.com"  # required unless image.builder is docker
 MIN_JOBSET = (0, 10)
 MIN_KUEUE = (0, 15)
-
-
-# The profile field each check is about: the field of its Issue.
-CHECK_FIELDS = {"authorized_cidr": "gke.authorized_cidr", "apis": "gke.project",
-                "reservation": "gke.reservation", "tpu-quota": "gke.region",
-                "jobset": "gke.cluster", "kueue": "gke.cluster",
-                "bucket-metadata-access": "gke.iam_mode",
-                "operator-permissions": "gke.project", "artifact-registry": "image.repository",
-                "pathways-images": "gke.pathways_tag", "kueue-admission": "gke.kueue_queue",
-                "cpu-pool-capacity": "gke.conversion_memory",
-                "cloud-build-account": "image.builder"}
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """A check's status and its Issue (category ``preflight/<check>``); for a passing check
-    the issue's ``problem`` is what was found and its ``fix`` is empty or unused."""
-
-    status: Status
-    issue: Issue
-    target: str = ""  # the live object read (or the planned one, before it exists)
-
-    @property
-    def name(self) -> str:
-        return self.issue.category.removeprefix("preflight/")
-
-    def render(self) -> str:
-        line = f"[{self.status.upper():<7}] {self.name}: {self.issue.problem}"
-        if self.target:
-            line += f"\n          checked: {self.target}"
-        fix = self.issue.fix
-        return line + (f"\n          fix: {fix}" if fix and self.status != "ok" else "")
-
-
-def result(name: str, status: Status, found: str, fix: str = "", target: str = ""
-           ) -> CheckResult:
-    return CheckResult(status, Issue(CHECK_FIELDS[name], found, fix, f"preflight/{name}"),
-                       target)
-
-
-@dataclass(frozen=True)
-class FactError:
-    """A fact that could not be read; the check it feeds reports 'unknown' with the reason."""
-
-    message: str
 
 
 @dataclass
@@ -151,10 +105,6 @@ def _policy_or_none(call: Any, *args: Any) -> dict[str, Any]:
         return {"bindings": []}
 
 
-def _unknown(name: str, fact: FactError, fix: str) -> CheckResult:
-    return result(name, "unknown", f"could not be read ({fact.message})", fix)
-
-
 def check_authorized_cidr(s: InfraSettings) -> CheckResult:
     if s.gke.open_to_world:
         return result("authorized_cidr", "warn", f"{s.gke.authorized_cidr} opens the GKE "
@@ -167,111 +117,13 @@ def check_apis(s: InfraSettings, enabled: set[str] | FactError,
     required = (*REQUIRED_APIS, *extra)
     fix_all = f"gcloud services enable {' '.join(required)} --project={s.gke.project}"
     if isinstance(enabled, FactError):
-        return _unknown("apis", enabled, "grant yourself roles/serviceusage.serviceUsageViewer, "
+        return unknown("apis", enabled, "grant yourself roles/serviceusage.serviceUsageViewer, "
                         f"or run: {fix_all}")
     missing = [api for api in required if api not in enabled]
     if missing:
         return result("apis", "fail", f"not enabled: {', '.join(missing)}",
                            f"gcloud services enable {' '.join(missing)} --project={s.gke.project}")
     return result("apis", "ok", "required APIs enabled")
-
-
-def _pool_exists(s: InfraSettings, cluster: Any) -> bool:
-    return isinstance(cluster, dict) and not pool_mismatches(cluster, s)
-
-
-def check_reservation(s: InfraSettings, res: dict[str, Any] | FactError | None,
-                      cluster: Any = None) -> CheckResult:
-    name = "reservation"
-    if s.gke.scales_from_zero:
-        return result(name, "ok", f"capacity {s.gke.capacity} consumes no reservation")
-    listing = (f"gcloud compute reservations list --project={s.gke.project} "
-               f"--filter=zone:{s.gke.zone}")
-    if isinstance(res, FactError):
-        return _unknown(name, res, f"check it yourself: {listing}")
-    if res is None:
-        return result(name, "fail", f"no reservation {s.gke.reservation!r} in {s.gke.zone}",
-                           f"set gke.reservation to one listed by `{listing}` (same zone as "
-                           "gke.zone), or ask your account team for v6e capacity there")
-    specific = res.get("specificReservation") or {}
-    machine = (specific.get("instanceProperties") or {}).get("machineType", "")
-    if machine and machine.rsplit("/", 1)[-1] != s.gke.machine_type:
-        return result(name, "fail", f"{s.gke.reservation} reserves {machine}, not "
-                           f"{s.gke.machine_type}", "use a reservation of the profile's machine "
-                           "type, or change gke.machine_type/topology to match it")
-    if res.get("status", "READY") != "READY":
-        return result(name, "fail", f"{s.gke.reservation} is {res.get('status')}",
-                           "wait until it is READY (gcloud compute reservations describe)")
-    if res.get("specificReservationRequired") is not True:
-        # gke-node-pool's reservation_definitions.tf keeps only specific_reservation_required
-        # reservations, and main.tf's precondition stops the apply ("Its consumption type must
-        # be \"specific\""); the API's JSON may leave a false out.
-        return result(name, "fail", f"{s.gke.reservation} is consumed automatically by any "
-                      "matching VM (specificReservationRequired is not true); Cluster "
-                      "Toolkit's node pool consumes only a specific reservation and stops the "
-                      "deploy", "use a reservation that only VMs naming it consume (`gcloud compute "
-                      f"reservations describe {s.gke.reservation} --zone={s.gke.zone}` shows "
-                      "specificReservationRequired: true; gcloud's create flag is "
-                      "--require-specific-reservation, your account team makes TPU ones), or "
-                      "choose gke.capacity: on-demand, spot or flex-start")
-    count, in_use = int(specific.get("count", 0)), int(specific.get("inUseCount", 0))
-    free = count - in_use + (s.gke.hosts_needed if _pool_exists(s, cluster) else 0)
-    chips = free * s.gke.chips_per_host
-    if free < s.gke.hosts_needed:
-        return result(name, "fail", f"{s.gke.reservation} has {free} free of {count} hosts "
-                           f"({chips} chips); the pool needs {s.gke.hosts_needed} hosts "
-                           f"({s.gke.total_chips} chips)", "free the reservation's hosts (another "
-                           "node pool or VM uses them), or use a larger reservation")
-    return result(name, "ok", f"{s.gke.reservation} in {s.gke.zone}: {free} free hosts "
-                       f"({chips} chips) ≥ {s.gke.total_chips} chips needed")
-
-
-def _quota_family(s: InfraSettings) -> str:
-    match = re.match(r"ct(\d+)([a-z])", s.gke.machine_type)
-    return f"V{match.group(1)}{match.group(2).upper()}" if match else s.gke.machine_type.upper()
-
-
-def _quota_kind(s: InfraSettings) -> bool | None:
-    """Which TPU quota the mode's VMs count against: True the preemptible one, False the
-    on-demand one, None either. Compute Engine keeps a separate quota for preemptible
-    (spot) TPUs (cloud.google.com/tpu/docs/quota: "on-demand and preemptible (spot)"),
-    its metric named as the on-demand one with the PREEMPTIBLE_ prefix, as for every other
-    resource (PREEMPTIBLE_CPUS, PREEMPTIBLE_NVIDIA_*_GPUS, PREEMPTIBLE_TPU_LITE_PODSLICE_V5).
-    Flex-start: Cloud TPU's flex-start page asks for preemptible quota; for a GKE node pool
-    that is unconfirmed here, so either metric counts."""
-    return {"spot": True, "flex-start": None}.get(s.gke.capacity, False)
-
-
-def check_quota(s: InfraSettings, quotas: list[dict[str, Any]] | FactError) -> CheckResult:
-    name = "tpu-quota"
-    if not s.gke.scales_from_zero:  # GKE's TPU troubleshooting page, "On-demand or Spot VM
-        # quota": a TPU slice node pool that uses a TPU reservation needs no TPU quota
-        return result(name, "ok", f"capacity reservation: the pool's VMs use "
-                      f"{s.gke.reservation}'s hosts, which need no TPU quota")
-    family, kind = _quota_family(s), _quota_kind(s)
-    label = f"{'Preemptible ' if kind else ''}TPU {family.lower()}"
-    console = (f"https://console.cloud.google.com/iam-admin/quotas?project={s.gke.project} "
-               f"(filter: {label}, region {s.gke.region})")
-    if isinstance(quotas, FactError):
-        return _unknown(name, quotas, f"check the {label} quota in {console}")
-    tpu = [q for q in quotas if "TPU" in q.get("metric", "") and family in q.get("metric", "")
-           and kind in (None, str(q.get("metric", "")).startswith("PREEMPTIBLE_"))]
-    if not tpu:
-        what = (f"no preemptible {family} TPU quota metric (PREEMPTIBLE_…{family}…)" if kind
-                else f"no {family} TPU quota metric")
-        why = ("; spot VMs count against the preemptible TPU quota, not the on-demand one"
-               if kind else "")
-        return result(name, "unknown", f"{what} in {s.gke.region}{why}",
-                      f"check the {label} quota in {console}; request "
-                      f"{s.gke.total_chips} chips if it is missing")
-    # A pool that scales from zero holds no chips while nothing trains: its slice needs headroom
-    best = max(tpu, key=lambda q: float(q.get("limit", 0)) - float(q.get("usage", 0)))
-    headroom = float(best.get("limit", 0)) - float(best.get("usage", 0))
-    if headroom < s.gke.total_chips:
-        return result(name, "fail", f"{best['metric']} in {s.gke.region}: {headroom:g} chips "
-                           f"free, {s.gke.total_chips} needed",
-                           f"request a quota increase for {best['metric']} in {console}")
-    return result(name, "ok", f"{best['metric']}: {headroom:g} chips free")
 
 
 def version_tuple(version: str | None) -> tuple[int, ...] | None:
@@ -291,7 +143,7 @@ def check_addons(s: InfraSettings, cluster: Any, addons: dict[str, Any] | FactEr
         reason = fact if isinstance(fact, FactError) else FactError("no answer")
         fix = (f"check that this machine is inside gke.authorized_cidr ({s.gke.authorized_cidr}) "
                "and may read the cluster (roles/container.viewer)")
-        return [_unknown("jobset", reason, fix), _unknown("kueue", reason, fix)]
+        return [unknown("jobset", reason, fix), unknown("kueue", reason, fix)]
     out = []
     jobset = version_tuple(addons.get("jobset"))
     served = addons.get("jobset_api_versions") or []
@@ -325,7 +177,7 @@ def check_bucket_access(s: InfraSettings, project_policy: dict[str, Any] | FactE
            "gke.iam_mode: bucket-scoped and rerun the infra stage")
     for fact in (project_policy, bucket_policy):
         if isinstance(fact, FactError):
-            return _unknown(name, fact, "grant yourself roles/iam.securityReviewer to read "
+            return unknown(name, fact, "grant yourself roles/iam.securityReviewer to read "
                             f"IAM policies, or check by hand; otherwise: {fix}")
     assert isinstance(project_policy, dict) and isinstance(bucket_policy, dict)
     lacking = []
@@ -382,8 +234,8 @@ def planned_checks(s: InfraSettings, facts: Facts, planned: Planned) -> list[Che
         reason = cluster if isinstance(cluster, FactError) else facts.kueue
         assert isinstance(reason, FactError)
         fix = f"check that this machine is inside gke.authorized_cidr ({s.gke.authorized_cidr})"
-        return [*out, _unknown("kueue-admission", reason, fix),
-                _unknown("cpu-pool-capacity", reason, fix)]
+        return [*out, unknown("kueue-admission", reason, fix),
+                unknown("cpu-pool-capacity", reason, fix)]
     if cluster is None or facts.kueue is None:  # not deployed yet: what the deploy creates
         kueue, pools = planned_kueue(s), [toolkit_cpu_pool(s)]
         status, found, fix, target = access.check_kueue_admission(s, planned, kueue)

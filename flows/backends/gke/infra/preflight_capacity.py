@@ -1,0 +1,109 @@
+"""Pre-flight's capacity checks: the reservation a reservation profile consumes, and the TPU
+quota each capacity mode's VMs count against (none for a reservation's)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from flows.backends.gke.infra.cluster import pool_mismatches
+from flows.backends.gke.infra.preflight_results import CheckResult, FactError, result, unknown
+from flows.backends.gke.infra.settings import InfraSettings
+
+
+def _pool_exists(s: InfraSettings, cluster: Any) -> bool:
+    return isinstance(cluster, dict) and not pool_mismatches(cluster, s)
+
+
+def check_reservation(s: InfraSettings, res: dict[str, Any] | FactError | None,
+                      cluster: Any = None) -> CheckResult:
+    name = "reservation"
+    if s.gke.scales_from_zero:
+        return result(name, "ok", f"capacity {s.gke.capacity} consumes no reservation")
+    listing = (f"gcloud compute reservations list --project={s.gke.project} "
+               f"--filter=zone:{s.gke.zone}")
+    if isinstance(res, FactError):
+        return unknown(name, res, f"check it yourself: {listing}")
+    if res is None:
+        return result(name, "fail", f"no reservation {s.gke.reservation!r} in {s.gke.zone}",
+                           f"set gke.reservation to one listed by `{listing}` (same zone as "
+                           "gke.zone), or ask your account team for v6e capacity there")
+    specific = res.get("specificReservation") or {}
+    machine = (specific.get("instanceProperties") or {}).get("machineType", "")
+    if machine and machine.rsplit("/", 1)[-1] != s.gke.machine_type:
+        return result(name, "fail", f"{s.gke.reservation} reserves {machine}, not "
+                           f"{s.gke.machine_type}", "use a reservation of the profile's machine "
+                           "type, or change gke.machine_type/topology to match it")
+    if res.get("status", "READY") != "READY":
+        return result(name, "fail", f"{s.gke.reservation} is {res.get('status')}",
+                           "wait until it is READY (gcloud compute reservations describe)")
+    if res.get("specificReservationRequired") is not True:
+        # gke-node-pool's reservation_definitions.tf keeps only specific_reservation_required
+        # reservations, and main.tf's precondition stops the apply ("Its consumption type must
+        # be \"specific\""); the API's JSON may leave a false out.
+        return result(name, "fail", f"{s.gke.reservation} is consumed automatically by any "
+                      "matching VM (specificReservationRequired is not true); Cluster "
+                      "Toolkit's node pool consumes only a specific reservation and stops the "
+                      "deploy", "use a reservation that only VMs naming it consume (`gcloud compute "
+                      f"reservations describe {s.gke.reservation} --zone={s.gke.zone}` shows "
+                      "specificReservationRequired: true; gcloud's create flag is "
+                      "--require-specific-reservation, your account team makes TPU ones), or "
+                      "choose gke.capacity: on-demand, spot or flex-start")
+    count, in_use = int(specific.get("count", 0)), int(specific.get("inUseCount", 0))
+    free = count - in_use + (s.gke.hosts_needed if _pool_exists(s, cluster) else 0)
+    chips = free * s.gke.chips_per_host
+    if free < s.gke.hosts_needed:
+        return result(name, "fail", f"{s.gke.reservation} has {free} free of {count} hosts "
+                           f"({chips} chips); the pool needs {s.gke.hosts_needed} hosts "
+                           f"({s.gke.total_chips} chips)", "free the reservation's hosts (another "
+                           "node pool or VM uses them), or use a larger reservation")
+    return result(name, "ok", f"{s.gke.reservation} in {s.gke.zone}: {free} free hosts "
+                       f"({chips} chips) ≥ {s.gke.total_chips} chips needed")
+
+
+def _quota_family(s: InfraSettings) -> str:
+    match = re.match(r"ct(\d+)([a-z])", s.gke.machine_type)
+    return f"V{match.group(1)}{match.group(2).upper()}" if match else s.gke.machine_type.upper()
+
+
+def _quota_kind(s: InfraSettings) -> bool | None:
+    """Which TPU quota the mode's VMs count against: True the preemptible one, False the
+    on-demand one, None either. Compute Engine keeps a separate quota for preemptible
+    (spot) TPUs (cloud.google.com/tpu/docs/quota: "on-demand and preemptible (spot)"),
+    its metric named as the on-demand one with the PREEMPTIBLE_ prefix, as for every other
+    resource (PREEMPTIBLE_CPUS, PREEMPTIBLE_NVIDIA_*_GPUS, PREEMPTIBLE_TPU_LITE_PODSLICE_V5).
+    Flex-start: Cloud TPU's flex-start page asks for preemptible quota; for a GKE node pool
+    that is unconfirmed here, so either metric counts."""
+    return {"spot": True, "flex-start": None}.get(s.gke.capacity, False)
+
+
+def check_quota(s: InfraSettings, quotas: list[dict[str, Any]] | FactError) -> CheckResult:
+    name = "tpu-quota"
+    if not s.gke.scales_from_zero:  # GKE's TPU troubleshooting page, "On-demand or Spot VM
+        # quota": a TPU slice node pool that uses a TPU reservation needs no TPU quota
+        return result(name, "ok", f"capacity reservation: the pool's VMs use "
+                      f"{s.gke.reservation}'s hosts, which need no TPU quota")
+    family, kind = _quota_family(s), _quota_kind(s)
+    label = f"{'Preemptible ' if kind else ''}TPU {family.lower()}"
+    console = (f"https://console.cloud.google.com/iam-admin/quotas?project={s.gke.project} "
+               f"(filter: {label}, region {s.gke.region})")
+    if isinstance(quotas, FactError):
+        return unknown(name, quotas, f"check the {label} quota in {console}")
+    tpu = [q for q in quotas if "TPU" in q.get("metric", "") and family in q.get("metric", "")
+           and kind in (None, str(q.get("metric", "")).startswith("PREEMPTIBLE_"))]
+    if not tpu:
+        what = (f"no preemptible {family} TPU quota metric (PREEMPTIBLE_…{family}…)" if kind
+                else f"no {family} TPU quota metric")
+        why = ("; spot VMs count against the preemptible TPU quota, not the on-demand one"
+               if kind else "")
+        return result(name, "unknown", f"{what} in {s.gke.region}{why}",
+                      f"check the {label} quota in {console}; request "
+                      f"{s.gke.total_chips} chips if it is missing")
+    # A pool that scales from zero holds no chips while nothing trains: its slice needs headroom
+    best = max(tpu, key=lambda q: float(q.get("limit", 0)) - float(q.get("usage", 0)))
+    headroom = float(best.get("limit", 0)) - float(best.get("usage", 0))
+    if headroom < s.gke.total_chips:
+        return result(name, "fail", f"{best['metric']} in {s.gke.region}: {headroom:g} chips "
+                           f"free, {s.gke.total_chips} needed",
+                           f"request a quota increase for {best['metric']} in {console}")
+    return result(name, "ok", f"{best['metric']}: {headroom:g} chips free")
