@@ -72,11 +72,31 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     from_env, misspelt = env_overrides(os.environ if environ is None else environ)
     if misspelt:
         raise ProfileError(str(path), misspelt)
+    # The environment is the one source a user does not see on the command or in the file:
+    # an issue with a field it set names the variable (dotted path → variable).
+    setters: dict[str, str] = {}
     for dotted, value in from_env.items():
         _set_path(data, dotted, value)
+        setters[dotted] = env_name(dotted)
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted, value)
-    return validate_profile_data(data, str(path), origin)
+        setters.pop(dotted, None)  # the override wins, and is in sight
+    try:
+        return validate_profile_data(data, str(path), origin)
+    except ProfileError as exc:
+        raise ProfileError(exc.source, [_with_setter(i, setters) for i in exc.issues]) from None
+
+
+def _with_setter(issue: Issue, setters: Mapping[str, str]) -> Issue:
+    """A field the file does not have, or a value it does not hold, is searched for in the
+    file first: say which variable set it (never its value: it may be a token)."""
+    matches = [dotted for dotted in setters
+               if issue.field == dotted or issue.field.startswith(dotted + ".")
+               or ("." in issue.field and dotted.startswith(issue.field + "."))]
+    if not matches:
+        return issue
+    setter = setters[max(matches, key=len)]  # gke.zone.x, not gke.zone, for gke.zone's error
+    return Issue(issue.field, f"{issue.problem} (set by {setter})", issue.fix, issue.category)
 
 
 def validate_profile_data(data: dict[str, Any], source: str, origin: Origin = "cli") -> Profile:
@@ -99,11 +119,20 @@ def known_patch_ids() -> list[str]:
 
 
 def parse_override(text: str) -> tuple[str, str]:
+    """``section.field=value`` → (path, value); a path with an empty part names no field."""
     if "=" not in text:
-        raise ProfileError("--set", [Issue("--set", f"{text!r} has no '='",
-                                                 "write --set section.field=value")])
+        key = text.strip() or "FIELD"
+        raise ProfileError("--set", [Issue(f"--set {key}", "has no '=' (a field and no value)",
+                                           f"write --set {key}=VALUE (--set {key}= resets it "
+                                           "to its default)")])
     key, value = text.split("=", 1)
-    return key.strip(), value
+    key = key.strip()
+    if not key or any(not part.strip() for part in key.split(".")):
+        raise ProfileError("--set", [Issue(f"--set {key or '=...'}",
+                                           "names no field (an empty part in the dotted path)",
+                                           "write --set section.field=VALUE, e.g. "
+                                           "--set gke.project=my-proj")])
+    return key, value
 
 
 def _drop_nulls(value: Any) -> Any:
@@ -165,10 +194,28 @@ def _translate(exc: ValidationError, origin: Origin) -> list[Issue]:
             issues.append(Issue(field, "is required but not set",
                                 f"set it in the profile, or {how_to_set(field, origin)}",
                                 "config/missing"))
+        elif loc[-1:] == ["[key]"]:  # a map's key outside the allowed ones (estimated_hours)
+            named = ".".join(loc[:-1])
+            issues.append(Issue(named, f"is not a known key: {error['msg']}",
+                                f"rename it to one the message lists, or remove {named}"))
         else:
             issues.append(Issue(field, f"{error['msg']} (got {error.get('input')!r})",
-                                      "correct the value's type or range as stated"))
+                                _type_fix(field, error["type"], origin)))
     return issues
+
+
+# pydantic's error types for "a mapping was expected" (a section, a map of prices or args)
+_MAPPING_ERRORS = frozenset({"dict_type", "model_type", "model_attributes_type"})
+
+
+def _type_fix(field: str, error_type: str, origin: Origin) -> str:
+    """A wrong type or range: the fix names the field and how to change it, not just 'fix it'."""
+    if error_type in _MAPPING_ERRORS:
+        last = field.rsplit(".", 1)[-1]
+        return (f"write {field} as a mapping of keys and values ({last}: {{KEY: VALUE}} in "
+                f"the profile), or set one key below it: --set {field}.KEY=VALUE")
+    return (f"give {field} a value as the message says: in the profile, or "
+            f"{how_to_set(field, origin)}")
 
 
 def _reservation_missing(data: dict[str, Any], exc: ValidationError,
