@@ -190,6 +190,13 @@ def _translate(exc: ValidationError, origin: Origin) -> list[Issue]:
             issues.append(Issue(field, problem, fix, "config/retired"))
         elif error["type"] == "extra_forbidden":
             issues.append(Issue(field, "is not a known field", _unknown_fix(loc)))
+        elif error["type"] == "missing" and (section := _model_at(loc)) is not None:
+            # a whole section: no --set or variable makes one, the file must have it
+            required = [n for n, info in section.model_fields.items() if info.is_required()]
+            issues.append(Issue(field, "is required but not set",
+                                f"add the {loc[-1]}: section to the profile"
+                                + (f" with {', '.join(f'{field}.{n}' for n in required)}"
+                                   if required else ""), "config/missing"))
         elif error["type"] == "missing":
             issues.append(Issue(field, "is required but not set",
                                 f"set it in the profile, or {how_to_set(field, origin)}",
@@ -235,14 +242,19 @@ def _reservation_missing(data: dict[str, Any], exc: ValidationError,
                   "choose gke.capacity: on-demand, spot or flex-start", "config/missing")]
 
 
-def _unknown_fix(loc: list[str]) -> str:
+def _model_at(loc: list[str]) -> type[BaseModel] | None:
+    """The section model at a field's path (None for a value, or a path that is no field)."""
     model: type[BaseModel] | None = Profile
-    for part in loc[:-1]:
+    for part in loc:
         if model is None:
-            break
+            return None
         info = model.model_fields.get(part)
-        annotation = info.annotation if info else None
-        model = model_in(annotation)
+        model = model_in(info.annotation if info else None)
+    return model
+
+
+def _unknown_fix(loc: list[str]) -> str:
+    model = _model_at(loc[:-1])
     known = sorted(model.model_fields) if model else []
     close = difflib.get_close_matches(loc[-1], known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
