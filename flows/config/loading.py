@@ -220,7 +220,7 @@ def _type_fix(field: str, error_type: str, origin: Origin) -> str:
     if error_type in _MAPPING_ERRORS:
         last = field.rsplit(".", 1)[-1]
         return (f"write {field} as a mapping of keys and values ({last}: {{KEY: VALUE}} in "
-                f"the profile), or set one key below it: --set {field}.KEY=VALUE")
+                f"the profile), or set one key below it: {how_to_set(field + '.KEY', origin)}")
     return (f"give {field} a value as the message says: in the profile, or "
             f"{how_to_set(field, origin)}")
 

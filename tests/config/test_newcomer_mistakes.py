@@ -102,7 +102,7 @@ def assert_fix_is_real(fix: str) -> None:
     for top in TOP.findall(fix):
         assert top in Profile.model_fields or top in SECTIONS, f"{top} in fix {fix!r}"
     for variable in ENV.findall(fix):  # TPURL_GKE__ESTIMATED_HOURS__TRAIN: a map's key
-        dotted = variable.removeprefix("TPURL_").lower().replace("__", ".")
+        dotted = variable.removeprefix("TPURL_").removesuffix("__KEY").lower().replace("__", ".")
         assert field_exists(dotted), f"{variable} in fix {fix!r}"
 
 
@@ -354,3 +354,18 @@ def test_a_token_in_any_text_field_is_never_quoted_back(
     token = fake_hf_token("newcomer")
     rc, err = run_cli(tmp_path, capsys, base(mode), f"{'.'.join(path)}={token}")
     assert rc == 2 and token not in err and token[3:20] not in err
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("field", "value", "flow_fix"), [
+    ("eval", [1], '{"eval.KEY": "VALUE"}'), ("flow_timeout_s", "abc", '{"flow_timeout_s": "VALUE"}')])
+def test_a_flow_runs_fix_names_what_a_flow_run_can_change(mode: str, field: str, value: object,
+                                                          flow_fix: str) -> None:
+    """A flow run's user has no --set: the fix names the run's overrides parameter."""
+    from flows.config.loading import validate_profile_data
+
+    with pytest.raises(ProfileError) as caught:
+        validate_profile_data(put(base(mode), (field,), value), "mine", "flow")
+    [issue] = [i for i in caught.value.issues if i.field == field]
+    assert flow_fix in issue.fix and "--set" not in issue.fix
+    assert_fix_is_real(issue.fix)
