@@ -75,7 +75,7 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     # The environment is the one source a user does not see on the command or in the file:
     # an issue with a field it set names the variable (dotted path → variable).
     setters: dict[str, str] = {}
-    for dotted, value in from_env.items():
+    for dotted, value in _for_backend(from_env, data, overrides or {}).items():
         _set_path(data, dotted, value)
         setters[dotted] = env_name(dotted)
     for dotted, value in (overrides or {}).items():
@@ -85,6 +85,16 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         return validate_profile_data(data, str(path), origin)
     except ProfileError as exc:
         raise ProfileError(exc.source, [_with_setter(i, setters) for i in exc.issues]) from None
+
+
+def _for_backend(from_env: dict[str, str], data: dict[str, Any],
+                 overrides: Mapping[str, str]) -> dict[str, str]:
+    """The environment's overrides, less those of the other backend's section: a shell that
+    exports the GKE fields (TPURL_GKE__PROJECT, ...) for the tutorial also runs the rehearsal,
+    whose profile would otherwise grow a gke section and be refused for its missing fields."""
+    backend = overrides.get("backend") or from_env.get("backend") or data.get("backend")
+    other = {"gke": "local", "local": "gke"}.get(str(backend))
+    return {k: v for k, v in from_env.items() if other is None or k.split(".")[0] != other}
 
 
 def _with_setter(issue: Issue, setters: Mapping[str, str]) -> Issue:

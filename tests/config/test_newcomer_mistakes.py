@@ -369,3 +369,25 @@ def test_a_flow_runs_fix_names_what_a_flow_run_can_change(mode: str, field: str,
     [issue] = [i for i in caught.value.issues if i.field == field]
     assert flow_fix in issue.fix and "--set" not in issue.fix
     assert_fix_is_real(issue.fix)
+
+
+def other_section_fields(mode: str) -> list[pytest.ParameterSet]:
+    other = "gke" if mode == "rehearsal" else "local"
+    return [pytest.param(mode, ".".join(p), id=f"{mode}-{'.'.join(p)}")
+            for p in _leaves(Profile) if p[0] == other]
+
+
+@pytest.mark.parametrize(("mode", "field"), [c for m in MODES for c in other_section_fields(m)])
+def test_the_other_backends_variables_in_the_shell_are_not_the_profiles(
+        mode: str, field: str, tmp_path: Path) -> None:
+    """A shell that exported TPURL_GKE__PROJECT for the tutorial ran `tpurl validate
+    rehearsal` into six 'gke.region: is required' errors: the variable made the local
+    profile a gke section. The other backend's section is not the profile's; --set still is."""
+    from flows.config.env_overrides import env_name
+
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(base(mode), sort_keys=False))
+    profile = load_profile(str(path), environ={env_name(field): "1"})
+    assert (profile.gke is None) == (mode == "rehearsal")
+    with pytest.raises(ProfileError):
+        load_profile(str(path), {field: "1"}, environ={})
