@@ -77,7 +77,8 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     setters: dict[str, str] = {}
     for dotted, value in _for_backend(from_env, data, overrides or {}).items():
         _set_path(data, dotted, value)
-        setters[dotted] = env_name(dotted)
+        if value:  # an empty one unsets: "is required but not set" already names the variable
+            setters[dotted] = env_name(dotted)
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted, value)
         setters.pop(dotted, None)  # the override wins, and is in sight
