@@ -65,17 +65,44 @@ def env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, str], list[Issu
     issues: list[Issue] = []
     top_level = {name for name, info in Profile.model_fields.items()
                  if model_in(info.annotation) is None}
+    sections = {name for name, info in Profile.model_fields.items()
+                if model_in(info.annotation) is not None}
     for variable, value in environ.items():
         if not variable.startswith(ENV_PREFIX):
             continue
         key = variable[len(ENV_PREFIX):].lower()
         if "__" in key:
-            overrides[key.replace("__", ".")] = value
+            if any(not part for part in key.split("__")):  # TPURL_GKE__, TPURL___X: no field
+                issues.append(Issue(variable, "names no field (an empty part between "
+                                    "the '__')", f"name one, e.g. {env_name('gke.project')}; "
+                                    "or unset it", "config/unknown-env"))
+            else:
+                overrides[key.replace("__", ".")] = value
         elif key in top_level:
             overrides[key] = value
-        elif close := difflib.get_close_matches(key, list(_fields()), n=1, cutoff=CLOSE):
-            field = _fields()[close[0]]
+        elif key in sections:
+            issues.append(Issue(variable, f"names the section {key}, not a field, so it "
+                                "would be ignored", f"set one field of it, e.g. "
+                                f"{env_name(_example(key))}; or unset it", "config/unknown-env"))
+        elif meant := _meant(key):
+            listed = " or ".join(f"{env_name(f)} (the field {f})" for f in meant)
             issues.append(Issue(variable, "sets no profile field, so it would be ignored",
-                                f"did you mean {env_name(field)} (the field {field})? rename "
-                                "it, or unset it", "config/unknown-env"))
+                                f"did you mean {listed}? rename it, or unset it",
+                                "config/unknown-env"))
     return overrides, issues
+
+
+def _meant(key: str) -> list[str]:
+    """The fields a single-segment variable was likely meant for: those whose own name it
+    is (TPURL_CAPACITY: the section left out), else the closest by spelling."""
+    by_name = [field for field in _fields().values() if field.rsplit(".", 1)[-1] == key]
+    if by_name:
+        return sorted(by_name)
+    close = difflib.get_close_matches(key, list(_fields()), n=1, cutoff=CLOSE)
+    return [_fields()[close[0]]] if close else []
+
+
+def _example(section: str) -> str:
+    """A field of the section to show in a fix: the first a reader of the tutorial sets."""
+    fields = [f for f in _fields().values() if f.startswith(section + ".")]
+    return next((f for f in ("gke.project", "local.root") if f in fields), fields[0])

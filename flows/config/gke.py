@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -80,6 +80,18 @@ def parse_quantity(text: str | int | float) -> float:
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_is_unset(cls, data: object) -> object:
+        """A field written as "" or spaces means 'not set', as an empty YAML field and
+        ``--set field=`` do: a required one is reported missing (naming how to set it), an
+        optional one takes its default, and no blank name reaches a path, a lock or a
+        command. (Only the model's own fields: MaxText arguments are values, kept as given.)"""
+        if not isinstance(data, dict):
+            return data
+        return {key: value for key, value in data.items()
+                if not (key in cls.model_fields and isinstance(value, str) and not value.strip())}
 
 
 def _check(problem: str | None, fix: str) -> None:
@@ -212,7 +224,10 @@ class GkeCapacity(StrictModel):
     prices: dict[CapacityMode, ModePrice] = Field(
         default_factory=lambda: dict(V6E_DEFAULT_PRICES))
     # evaluate: unset derives it from train's (flows/config/eval_hours.py)
-    estimated_hours: dict[Literal["convert", "train", "export", "evaluate"], float] = Field(
+    # hours a stage holds what it runs on: positive (a zero or negative one would price the
+    # run below its cost and let a spend cap or flex-start's max_run_hours pass unchecked)
+    estimated_hours: dict[Literal["convert", "train", "export", "evaluate"],
+                          Annotated[float, Field(gt=0)]] = Field(
         default_factory=lambda: {"convert": 0.5, "train": 4.0, "export": 0.5})
 
     @field_validator("machine_type")

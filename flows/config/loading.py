@@ -72,11 +72,42 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     from_env, misspelt = env_overrides(os.environ if environ is None else environ)
     if misspelt:
         raise ProfileError(str(path), misspelt)
-    for dotted, value in from_env.items():
+    # The environment is the one source a user does not see on the command or in the file:
+    # an issue with a field it set names the variable (dotted path → variable).
+    setters: dict[str, str] = {}
+    for dotted, value in _for_backend(from_env, data, overrides or {}).items():
         _set_path(data, dotted, value)
+        if value:  # an empty one unsets: "is required but not set" already names the variable
+            setters[dotted] = env_name(dotted)
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted, value)
-    return validate_profile_data(data, str(path), origin)
+        setters.pop(dotted, None)  # the override wins, and is in sight
+    try:
+        return validate_profile_data(data, str(path), origin)
+    except ProfileError as exc:
+        raise ProfileError(exc.source, [_with_setter(i, setters) for i in exc.issues]) from None
+
+
+def _for_backend(from_env: dict[str, str], data: dict[str, Any],
+                 overrides: Mapping[str, str]) -> dict[str, str]:
+    """The environment's overrides, less those of the other backend's section: a shell that
+    exports the GKE fields (TPURL_GKE__PROJECT, ...) for the tutorial also runs the rehearsal,
+    whose profile would otherwise grow a gke section and be refused for its missing fields."""
+    backend = overrides.get("backend") or from_env.get("backend") or data.get("backend")
+    other = {"gke": "local", "local": "gke"}.get(str(backend))
+    return {k: v for k, v in from_env.items() if other is None or k.split(".")[0] != other}
+
+
+def _with_setter(issue: Issue, setters: Mapping[str, str]) -> Issue:
+    """A field the file does not have, or a value it does not hold, is searched for in the
+    file first: say which variable set it (never its value: it may be a token)."""
+    matches = [dotted for dotted in setters
+               if issue.field == dotted or issue.field.startswith(dotted + ".")
+               or ("." in issue.field and dotted.startswith(issue.field + "."))]
+    if not matches:
+        return issue
+    setter = setters[max(matches, key=len)]  # gke.zone.x, not gke.zone, for gke.zone's error
+    return Issue(issue.field, f"{issue.problem} (set by {setter})", issue.fix, issue.category)
 
 
 def validate_profile_data(data: dict[str, Any], source: str, origin: Origin = "cli") -> Profile:
@@ -99,11 +130,20 @@ def known_patch_ids() -> list[str]:
 
 
 def parse_override(text: str) -> tuple[str, str]:
+    """``section.field=value`` → (path, value); a path with an empty part names no field."""
     if "=" not in text:
-        raise ProfileError("--set", [Issue("--set", f"{text!r} has no '='",
-                                                 "write --set section.field=value")])
+        key = text.strip() or "FIELD"
+        raise ProfileError("--set", [Issue(f"--set {key}", "has no '=' (a field and no value)",
+                                           f"write --set {key}=VALUE (--set {key}= resets it "
+                                           "to its default)")])
     key, value = text.split("=", 1)
-    return key.strip(), value
+    key = key.strip()
+    if not key or any(not part.strip() for part in key.split(".")):
+        raise ProfileError("--set", [Issue(f"--set {key or '=...'}",
+                                           "names no field (an empty part in the dotted path)",
+                                           "write --set section.field=VALUE, e.g. "
+                                           "--set gke.project=my-proj")])
+    return key, value
 
 
 def _drop_nulls(value: Any) -> Any:
@@ -161,14 +201,39 @@ def _translate(exc: ValidationError, origin: Origin) -> list[Issue]:
             issues.append(Issue(field, problem, fix, "config/retired"))
         elif error["type"] == "extra_forbidden":
             issues.append(Issue(field, "is not a known field", _unknown_fix(loc)))
+        elif error["type"] == "missing" and (section := _model_at(loc)) is not None:
+            # a whole section: no --set or variable makes one, the file must have it
+            required = [n for n, info in section.model_fields.items() if info.is_required()]
+            issues.append(Issue(field, "is required but not set",
+                                f"add the {loc[-1]}: section to the profile"
+                                + (f" with {', '.join(f'{field}.{n}' for n in required)}"
+                                   if required else ""), "config/missing"))
         elif error["type"] == "missing":
             issues.append(Issue(field, "is required but not set",
                                 f"set it in the profile, or {how_to_set(field, origin)}",
                                 "config/missing"))
+        elif loc[-1:] == ["[key]"]:  # a map's key outside the allowed ones (estimated_hours)
+            named = ".".join(loc[:-1])
+            issues.append(Issue(named, f"is not a known key: {error['msg']}",
+                                f"rename it to one the message lists, or remove {named}"))
         else:
             issues.append(Issue(field, f"{error['msg']} (got {error.get('input')!r})",
-                                      "correct the value's type or range as stated"))
+                                _type_fix(field, error["type"], origin)))
     return issues
+
+
+# pydantic's error types for "a mapping was expected" (a section, a map of prices or args)
+_MAPPING_ERRORS = frozenset({"dict_type", "model_type", "model_attributes_type"})
+
+
+def _type_fix(field: str, error_type: str, origin: Origin) -> str:
+    """A wrong type or range: the fix names the field and how to change it, not just 'fix it'."""
+    if error_type in _MAPPING_ERRORS:
+        last = field.rsplit(".", 1)[-1]
+        return (f"write {field} as a mapping of keys and values ({last}: {{KEY: VALUE}} in "
+                f"the profile), or set one key below it: {how_to_set(field + '.KEY', origin)}")
+    return (f"give {field} a value as the message says: in the profile, or "
+            f"{how_to_set(field, origin)}")
 
 
 def _reservation_missing(data: dict[str, Any], exc: ValidationError,
@@ -188,14 +253,19 @@ def _reservation_missing(data: dict[str, Any], exc: ValidationError,
                   "choose gke.capacity: on-demand, spot or flex-start", "config/missing")]
 
 
-def _unknown_fix(loc: list[str]) -> str:
+def _model_at(loc: list[str]) -> type[BaseModel] | None:
+    """The section model at a field's path (None for a value, or a path that is no field)."""
     model: type[BaseModel] | None = Profile
-    for part in loc[:-1]:
+    for part in loc:
         if model is None:
-            break
+            return None
         info = model.model_fields.get(part)
-        annotation = info.annotation if info else None
-        model = model_in(annotation)
+        model = model_in(info.annotation if info else None)
+    return model
+
+
+def _unknown_fix(loc: list[str]) -> str:
+    model = _model_at(loc[:-1])
     known = sorted(model.model_fields) if model else []
     close = difflib.get_close_matches(loc[-1], known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""

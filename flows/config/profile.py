@@ -10,6 +10,7 @@ learning rate) read them by their MaxText names.
 from __future__ import annotations
 
 import math
+import re
 from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -29,6 +30,7 @@ from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection, StrictModel
 
 Scalar = str | int | float | bool
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 # Arguments the pipeline computes from stage outputs (or from the secret): a profile that
 # sets them would silently fight the pipeline, so they are rejected.
@@ -230,6 +232,17 @@ class Profile(StrictModel):
     flow_timeout_s: float | None = Field(None, gt=0)
     eval: EvalSection | None = None  # the evaluate stage runs when set (flows/config/evaluation.py)
     promotion: PromotionRule | None = None  # default when eval is set: PromotionRule()
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_path_part(cls, v: str) -> str:
+        """The name becomes a directory (tpurl-results/NAME), a lock and a label: one safe
+        path part, never ../ or a slash."""
+        if not _PROFILE_NAME.fullmatch(v):
+            raise FixableValueError(f"{v!r} is not a profile name: letters, digits, '.', '_' "
+                                    "and '-', starting with a letter or digit",
+                                    "name it like the file, e.g. name: my-qwen3-run")
+        return v
 
     @model_validator(mode="after")
     def _backend_sections(self) -> Self:

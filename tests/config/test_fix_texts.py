@@ -31,7 +31,8 @@ def _model(annotation: object) -> type[BaseModel] | None:
 
 
 SECTIONS = {name for name, info in Profile.model_fields.items() if _model(info.annotation)}
-NAMED = re.compile(rf"(?<![\w./-])({'|'.join(sorted(SECTIONS))})\.([a-z_]+)\b")
+# digits too: gke.cluster_toolkit_sha256 was never matched by [a-z_]+ (no \b before "256")
+NAMED = re.compile(rf"(?<![\w./-])({'|'.join(sorted(SECTIONS))})\.([a-z0-9_]+)\b")
 # Names of this shape that are files, not fields: the checkpoint file and a module name.
 NOT_FIELDS = {"model.safetensors", "image.py"}
 
