@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from flows.config.errors import FixableValueError
-from flows.config.gke import StrictModel
+from flows.config.strict import StrictModel
 
 METRICS = ("mean_reward", "accuracy", "format_accuracy")
 Metric = Literal["mean_reward", "accuracy", "format_accuracy"]

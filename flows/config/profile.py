@@ -27,7 +27,8 @@ from flows.common.paths import (
 from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
-from flows.config.gke import GkeSection, StrictModel
+from flows.config.gke import GkeSection
+from flows.config.strict import StrictModel
 
 Scalar = str | int | float | bool
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")

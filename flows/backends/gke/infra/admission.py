@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from flows.config.gke import parse_quantity
+from flows.config.gke_jobs import parse_quantity
 
 NODEPOOL = "cloud.google.com/gke-nodepool"
 quantity = parse_quantity

@@ -1,0 +1,93 @@
+"""The ``gke`` fields of how jobs are placed, sized, kept and watched (``GkeJobs``), and the
+Kubernetes quantities they are written in."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from flows.config.errors import FixableValueError
+from flows.config.hf_scratch import scratch_problem
+from flows.config.strict import StrictModel
+
+_QUANTITY_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+                    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+
+
+def parse_quantity(text: str | int | float) -> float:
+    """A Kubernetes quantity ("16", "500m", "100Gi", "1e3") as a number of units."""
+    match = re.fullmatch(r"([0-9.]+(?:[eE][+-]?\d+)?)([a-zA-Z]*)", str(text).strip())
+    if not match or match.group(2) not in _QUANTITY_SUFFIX:
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    return float(match.group(1)) * _QUANTITY_SUFFIX[match.group(2)]
+
+
+
+class GkeJobs(StrictModel):
+    """How the GKE backend places, sizes, keeps and watches the jobs (tutorial values)."""
+
+    # cpu-pool: one pod on the CPU pool, no TPU held. tpu-hosts: the tutorial's placement
+    # (every host of the slice, only JOB_COMPLETION_INDEX 0 works, 32 chips held for a CPU job).
+    conversion_placement: Literal["cpu-pool", "tpu-hosts"] = "cpu-pool"
+    # Pathways server and proxy must match the JAX of the workload image; upstream defaults to
+    # :latest, which silently changes under a running project. MaxText 0.2.4 pins jax 0.11.0.
+    pathways_tag: str = "jax-0.11.0"
+    # Sized to fit one node of the cpu-np pool the toolkit creates (n4-standard-64: ~244Gi
+    # allocatable memory; default 100 GB boot disk: ~45Gi allocatable ephemeral storage, too
+    # little for the ~61 GB of HF safetensors to_maxtext downloads). So the HF cache and
+    # TMPDIR live on a memory-backed scratch volume (counted in the memory limit). Measured
+    # (tiny model, MaxText 0.2.4): to_maxtext --lazy_load_tensors peaks at 1.6x the
+    # checkpoint above the import baseline → ~98 GB for 61 GB, + 61 GB cache ≈ 150 GiB;
+    # to_huggingface uploads safetensors from memory (no disk), ≤ 2x the checkpoint ≈ 117 GiB.
+    # Guaranteed QoS (request = limit) so the kubelet does not evict the pod first.
+    conversion_cpu: str = "30"
+    conversion_memory: str = "192Gi"
+    conversion_scratch_memory: str = "64Gi"
+    # The HF checkpoint's safetensors, what the scratch must hold (flows/config/hf_scratch.py):
+    # Qwen3-30B-A3B, 30.5B parameters x 2 bytes (bf16) = 61 GB, about 57 GiB.
+    hf_download_gib: float = Field(57.0, gt=0)
+    conversion_ephemeral_storage: str = "16Gi"
+    job_ttl_s: int = Field(3600, ge=0)  # gcluster's default for plain jobs
+    train_ttl_s: int = Field(86400, ge=0)  # gcluster's default for Pathways jobs
+    job_max_restarts: int = Field(1, ge=0)  # gcluster --restarts default
+    train_max_restarts: int = Field(0, ge=0)  # the tutorial: the flow resubmits and resumes
+    # Watch budgets (flows/backends/gke/watch/monitor.py); None: the monitor's defaults.
+    queue_budget_s: float | None = Field(None, gt=0)
+    run_budget_s: float | None = Field(None, gt=0)
+    train_run_budget_s: float | None = Field(None, gt=0)
+    preemption_budget: int | None = Field(None, ge=0)
+
+    @field_validator("conversion_cpu", "conversion_memory", "conversion_scratch_memory",
+                     "conversion_ephemeral_storage")
+    @classmethod
+    def _quantity(cls, v: str) -> str:
+        try:
+            parse_quantity(v)
+        except ValueError:
+            raise FixableValueError(f"{v!r} is not a Kubernetes quantity",
+                                    "write it like 30, 500m, 192Gi") from None
+        return v
+
+    @model_validator(mode="after")
+    def _scratch_in_memory(self) -> Self:
+        if parse_quantity(self.conversion_scratch_memory) >= parse_quantity(self.conversion_memory):
+            raise FixableValueError(
+                f"conversion_scratch_memory {self.conversion_scratch_memory} must be below "
+                f"conversion_memory {self.conversion_memory}: the scratch volume is "
+                "memory-backed and counts against the pod's memory limit",
+                "raise gke.conversion_memory or lower gke.conversion_scratch_memory",
+                field="conversion_scratch_memory")
+        if self.conversion_placement == "cpu-pool" and (problem := scratch_problem(
+                self.hf_download_gib, parse_quantity(self.conversion_scratch_memory))):
+            raise FixableValueError(*problem, field="conversion_scratch_memory")
+        return self
+
+    @field_validator("pathways_tag")
+    @classmethod
+    def _pinned_pathways(cls, v: str) -> str:
+        if v in ("", "latest"):
+            raise FixableValueError("the Pathways images must be pinned, not :latest",
+                                    "set a tag that matches the image's JAX, e.g. jax-0.11.0")
+        return v
