@@ -177,8 +177,11 @@ def _set_path(data: dict[str, Any], dotted: str, value: str) -> None:
 
 def how_to_set(field: str, origin: Origin) -> str:
     """The override a user at ``origin`` can make (fix texts end with it)."""
+    # a key with a "-" (gke.prices.on-demand) makes a variable name no shell can export
+    shell_safe = "-" not in field
     if origin == "cli":
-        return f"pass --set {field}=VALUE (or the environment variable {env_name(field)})"
+        return (f"pass --set {field}=VALUE (or the environment variable {env_name(field)})"
+                if shell_safe else f"pass --set {field}=VALUE")
     return (f'give the run\'s overrides parameter {{"{field}": "VALUE"}} (or set '
             f"{env_name(field)} in the deployment's env: job_variables.env in prefect.yaml)")
 

@@ -68,3 +68,17 @@ def test_every_named_field_exists_in_the_profile_model() -> None:
         if field not in section_fields(section):
             wrong.append(f"{where}:{line}: {name}")
     assert not wrong, "fix texts name fields the profile does not have:\n" + "\n".join(wrong)
+
+
+def test_a_cli_fix_never_offers_a_variable_no_shell_can_export() -> None:
+    """gke.prices.on-demand.source would be TPURL_GKE__PRICES__ON-DEMAND__SOURCE: bash's
+    `export` refuses the name, so the terminal's fix offers --set alone."""
+    import re
+
+    from flows.config.loading import how_to_set
+
+    assert how_to_set("gke.prices.on-demand.source", "cli") == \
+        "pass --set gke.prices.on-demand.source=VALUE"
+    for field in ("gke.project", "gke.prices.spot.usd_per_chip_hour", "flow_timeout_s"):
+        names = re.findall(r"TPURL_\S+", how_to_set(field, "cli"))
+        assert names and all(re.fullmatch(r"TPURL_[A-Z0-9_]+\)?", n) for n in names)
