@@ -11,7 +11,7 @@ import pytest
 from flows.backends.local.backend import LocalBackend
 from flows.backends.local.runtime import REHEARSAL_IMAGE
 from flows.config import load_profile
-from flows.config.profile import SecretRef
+from flows.config.profile import Profile, SecretRef
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.storage import file_uri
 from flows.core.workload import Placement, Workload
@@ -139,6 +139,17 @@ def test_a_recycled_pid_is_not_taken_for_an_orphan(backend, tmp_path):
     backend.run_workload(_workload("print('ran')"), file_uri(log))  # and this test lives on
 
 
+def _own_venv_backend(tmp_path: Path) -> tuple[Path, Profile, LocalBackend]:
+    """A train-stage backend whose rehearsal venv is a directory of the test's own."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    profile = load_profile("rehearsal", {"local.root": str(tmp_path / "root"),
+                                         "local.venv": str(venv)}, environ={})
+    return venv, profile, LocalBackend(profile, logger=logging.getLogger("tpurl-test"),
+                                       stage="train")
+
+
 @pytest.mark.parametrize("carried", [None, [], ["some-other-patch"]])
 def test_a_venv_another_run_re_patched_refuses_the_program_before_it_starts(tmp_path, carried):
     """Two local profiles naming one venv with different image.disabled_patches: the second's
@@ -148,12 +159,7 @@ def test_a_venv_another_run_re_patched_refuses_the_program_before_it_starts(tmp_
 
     from flows.backends.local.image import PATCH_SET_FILE
 
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
-    profile = load_profile("rehearsal", {"local.root": str(tmp_path / "root"),
-                                         "local.venv": str(venv)}, environ={})
-    made = LocalBackend(profile, logger=logging.getLogger("tpurl-test"), stage="train")
+    venv, _profile, made = _own_venv_backend(tmp_path)
     (venv / PATCH_SET_FILE).write_text(json.dumps({"patches": carried}))
     marker = tmp_path / "ran"
     with pytest.raises(StageFailed) as failed:
@@ -169,12 +175,7 @@ def test_a_venv_carrying_this_runs_patch_set_runs_the_program(tmp_path):
 
     from flows.backends.local.image import PATCH_SET_FILE, enabled_patch_ids
 
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
-    profile = load_profile("rehearsal", {"local.root": str(tmp_path / "root"),
-                                         "local.venv": str(venv)}, environ={})
-    made = LocalBackend(profile, logger=logging.getLogger("tpurl-test"), stage="train")
+    venv, profile, made = _own_venv_backend(tmp_path)
     (venv / PATCH_SET_FILE).write_text(json.dumps({"patches": enabled_patch_ids(profile)}))
     marker = tmp_path / "ran"
     made.run_workload(_workload(f"open({str(marker)!r}, 'w')"), file_uri(tmp_path / "x.log"))
