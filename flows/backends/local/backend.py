@@ -119,7 +119,8 @@ class LocalBackend:
                 self.stage or workload.name, "the rehearsal venv was re-patched by another run",
                 f"{why}: {workload.name} would run with patches its image stage did not apply",
                 "give each local profile with its own image.disabled_patches a venv of its own "
-                "(local.venv), or run them one after the other; then run again",
+                "(local.venv), or run them one after the other; a rerun's image stage patches "
+                "the venv back",
                 code="image/venv-repatched")
         argv = [str(python), *workload.argv[1:]] if workload.argv[0] == "python3" else list(workload.argv)
         env = dict(workload.env)

@@ -76,8 +76,17 @@ class LocalImage:
         return join(file_uri(self.layout.venv_dir()), "tpurl-lineage.json")
 
     def present(self, ctx: StageContext, record: LineageRecord) -> bool:
-        return (_python(self.layout.venv_dir()).exists()
-                and _python(self.layout.hf_check_venv_dir()).exists())
+        """Both venvs, and the rehearsal one carrying this profile's patches: the record is
+        one per venv, so another profile's image stage (another patch set), or one that
+        stopped while re-patching, leaves a record this profile still matches over files
+        it never patched."""
+        venv = self.layout.venv_dir()
+        if not (_python(venv).exists() and _python(self.layout.hf_check_venv_dir()).exists()):
+            return False
+        if why := venv_patch_mismatch(self.profile, venv):
+            ctx.logger.warning("image: %s; patching it again", why)
+            return False
+        return True
 
     def leftover_dirs(self) -> list[str]:
         return []  # a half-built venv is repaired in place (tpurl-installed-lock.txt)

@@ -145,7 +145,8 @@ def _own_venv_backend(tmp_path: Path) -> tuple[Path, Profile, LocalBackend]:
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
     profile = load_profile("rehearsal", {"local.root": str(tmp_path / "root"),
-                                         "local.venv": str(venv)}, environ={})
+                                         "local.venv": str(venv),
+                                         "local.hf_check_venv": str(venv)}, environ={})
     return venv, profile, LocalBackend(profile, logger=logging.getLogger("tpurl-test"),
                                        stage="train")
 
@@ -180,3 +181,28 @@ def test_a_venv_carrying_this_runs_patch_set_runs_the_program(tmp_path):
     marker = tmp_path / "ran"
     made.run_workload(_workload(f"open({str(marker)!r}, 'w')"), file_uri(tmp_path / "x.log"))
     assert marker.exists()
+
+
+@pytest.mark.parametrize("carried, done", [(None, False), ([], False),
+                                           (["some-other-patch"], False), ("own", True),
+                                           ("no file", True)])
+def test_the_image_stage_is_not_done_while_the_venv_carries_another_patch_set(
+        tmp_path, carried, done):
+    """The lineage record is one per venv: after another profile's image stage (or one that
+    stopped while re-patching), this profile's record still matches over files it never
+    patched, so the stage must run again and patch them back. A venv without the file (older
+    than it) is judged done, as before."""
+    import json
+
+    from flows.backends.local.image import PATCH_SET_FILE, LocalImage, enabled_patch_ids
+    from flows.core.layout import Layout
+    from flows.core.stage import StageContext
+    from flows.core.storage import LocalStorage
+
+    venv, profile, made = _own_venv_backend(tmp_path)
+    if carried != "no file":
+        ids = enabled_patch_ids(profile) if carried == "own" else carried
+        (venv / PATCH_SET_FILE).write_text(json.dumps({"patches": ids}))
+    ctx = StageContext(profile=profile, layout=Layout(profile), backend=made,
+                       storage=LocalStorage(), logger=logging.getLogger("tpurl-test"))
+    assert LocalImage(made).present(ctx, None) is done  # type: ignore[arg-type]
