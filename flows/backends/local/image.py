@@ -214,7 +214,7 @@ def venv_patch_mismatch(profile: Profile, venv: Path) -> str | None:
         return None
     wanted = enabled_patch_ids(profile)
     if carried is None:
-        return f"another run is re-patching {_rel(venv)} now"
+        return f"{_rel(venv)} is being re-patched by another run, or one stopped while doing so"
     if sorted(carried) != wanted:
         return (f"{_rel(venv)} now carries patches {', '.join(carried) or 'none'}; this run's "
                 f"image stage applied {', '.join(wanted) or 'none'}")
