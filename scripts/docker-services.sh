@@ -123,6 +123,19 @@ stop_pid() {  # stop_pid NAME PIDFILE
   rm -f "$2"
 }
 
+unmount_leftovers() {  # what dockerd mounted under DIR and left (its exec root's netns, overlays)
+  # A dockerd that is killed, or even one stopped cleanly, can leave exec/netns/default and
+  # overlay mounts behind; a mount point cannot be removed, so the clone could not be
+  # deleted after a run. Only mount points under DIR (ours) are touched, deepest first.
+  local mounts
+  mounts="$(awk -v dir="$DIR/" 'index($2, dir) == 1 {print $2}' /proc/self/mounts | sort -r)"
+  [ -n "$mounts" ] || return 0
+  while read -r point; do
+    umount "$point" 2>/dev/null || umount -l "$point" 2>/dev/null \
+      || log "warning: could not unmount $point"
+  done <<<"$mounts"
+}
+
 case "${1:-start}" in
   start)
     install_missing
@@ -133,6 +146,7 @@ case "${1:-start}" in
   stop)
     stop_pid registry "$REGISTRY_PID"
     stop_pid dockerd "$DOCKERD_PID"
+    unmount_leftovers
     ;;
   status)
     docker_ready && registry_ready && echo "dockerd: unix://$SOCK; registry: $REGISTRY_ADDR"

@@ -82,6 +82,13 @@ on_exit() {
   return "$rc"
 }
 trap on_exit EXIT
+counts_summary() {  # every pytest run's `tpurl-counts:` line (tests/support/ci_rules.py), added up
+  awk '$1 == "tpurl-counts:" { for (i = 2; i <= NF; i++) { split($i, kv, "="); n[kv[1]] += kv[2] } }
+       END { printf "test.sh: %d test functions passed (%d cases); %d of them are matrices" \
+             " of 10+ cases (%d cases), so %d functions checked %d cases one by one\n",
+             n["functions"], n["cases"], n["matrices"], n["matrix_cases"],
+             n["functions"] - n["matrices"], n["cases"] - n["matrix_cases"] }' "$LOGS"/*.log
+}
 timed() {  # timed NAME CMD...: runs CMD, then says how long it took
   local started=$SECONDS rc=0
   "${@:2}" || rc=$?
@@ -173,3 +180,4 @@ lanes=()
 [ "$deploy_rc" = 0 ] || exit "$deploy_rc"
 .venv/bin/python -m coverage combine -q
 .venv/bin/python scripts/coverage_report.py
+counts_summary
