@@ -9,7 +9,9 @@ from flows.config.errors import FixableValueError
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # attribute docstrings become field descriptions: validation errors, the JSON schema and
+    # docs/reference/profile.md (flows/reference/profile_page.py) read the same text
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     @model_validator(mode="before")
     @classmethod

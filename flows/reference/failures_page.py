@@ -1,0 +1,64 @@
+"""The failure vocabulary: every category (`FailureCategory`, what the flow does with it)
+and every stable code, found by reading the package's source for string literals shaped
+``<area>/<name>`` whose area is one of the failure areas (``_AREAS``), with the modules that
+hold them. Codes are written where the failure is diagnosed, often through a helper that
+takes the code positionally, so the source's literals are the one complete list.
+Automations match on these strings; they are never renamed."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+from flows.common.paths import REPO_ROOT
+from flows.core.failures import RETRYABLE, FailureCategory
+from flows.reference.markdown import table
+
+PACKAGE = REPO_ROOT / "flows"
+_CODE_SHAPE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-/")
+_AREAS = ("config", "data", "environment", "eval", "gke", "image", "kueue", "storage")
+
+_WHAT_HAPPENS = {
+    FailureCategory.PREEMPTED: "resubmitted, resuming from the newest checkpoint, within the "
+                               "preemption budget",
+    FailureCategory.INFRASTRUCTURE: "retried with backoff (the task's retries)",
+    FailureCategory.QUEUE_TIMEOUT: "the stage fails with Kueue's reason; not retried",
+    FailureCategory.STALLED: "the stage fails with the log tail; not retried",
+    FailureCategory.USER_ERROR: "the stage fails at once with the cause and the log tail",
+    FailureCategory.INTERNAL: "a bug of the pipeline's own: fails with its traceback; report it",
+    FailureCategory.BUDGET: "a spend cap was reached: stopped, not retried",
+    FailureCategory.CANCELLED: "stopped on purpose from outside: never retried",
+}
+
+
+def _is_code(value: object) -> bool:
+    return (isinstance(value, str) and value.count("/") == 1 and set(value) <= _CODE_SHAPE
+            and value.split("/")[0] in _AREAS and all(value.split("/")))
+
+
+def codes_in(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """code → modules (relative to the repository) that set it."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and _is_code(node.value):
+                found[node.value].add(str(path.relative_to(package.parent)))
+    return dict(found)
+
+
+def render() -> str:
+    lines = ["# Failure categories and codes", "",
+             "Generated from `flows/core/failures.py` and the codes set in `flows/` by "
+             "`python -m flows.reference`; do not edit by hand. Every `tpurl.stage.failed` "
+             "event carries `category`, `code`, `summary`, `fix` and `log`.", "",
+             "## Categories", ""]
+    lines += table(["category", "retried", "what the flow does"],
+                   [[f"`{c.value}`", "yes" if c in RETRYABLE else "no", _WHAT_HAPPENS[c]]
+                    for c in FailureCategory])
+    codes = codes_in()
+    lines += ["", "## Codes", "", f"{len(codes)} codes, each finer than its category.", ""]
+    lines += table(["code", "set in"], [[f"`{code}`", ", ".join(f"`{m}`" for m in sorted(mods))]
+                                        for code, mods in sorted(codes.items())])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,33 @@
+"""The file formats a user or another tool reads: the flow's result, a lineage record, the
+promotion pointer; each as the JSON schema of the pydantic model that writes it."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel
+
+from flows.core.lineage import LineageRecord
+from flows.core.promotion import PromotedModel
+from flows.runpage.result import PipelineResult
+
+FORMATS: tuple[tuple[str, type[BaseModel], str], ...] = (
+    ("The flow's result", PipelineResult,
+     "What `rl_post_training` returns and persists: `tpurl run --json` prints it, and it is "
+     "kept beside the outputs (`results/<run>.json`)."),
+    ("A lineage record", LineageRecord,
+     "Written beside each stage's output; the next run skips the stage when it still matches "
+     "(docs/decisions/0003-lineage-beside-outputs.md)."),
+    ("The promoted model", PromotedModel,
+     "The promotion pointer's entry (`promoted.json`), written under the profile's lock."),
+)
+
+
+def render() -> str:
+    lines = ["# File formats", "", "Generated from the pydantic models by `python -m "
+             "flows.reference`; do not edit by hand.", ""]
+    for title, model, what in FORMATS:
+        schema = json.dumps(model.model_json_schema(), indent=2, sort_keys=True)
+        lines += [f"## {title}: `{model.__module__}.{model.__name__}`", "", what, "",
+                  "```json", schema, "```", ""]
+    return "\n".join(lines)

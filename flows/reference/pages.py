@@ -1,0 +1,29 @@
+"""Which page each renderer writes (docs/reference/), and the writer behind
+``python -m flows.reference``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from flows.common.paths import REPO_ROOT
+from flows.reference import cli_page, deployments_page, failures_page, formats_page, profile_page
+
+REFERENCE_DIR = REPO_ROOT / "docs" / "reference"
+PAGES: dict[str, Callable[[], str]] = {
+    "cli.md": cli_page.render,
+    "profile.md": profile_page.render,
+    "deployments.md": deployments_page.render,
+    "failures.md": failures_page.render,
+    "formats.md": formats_page.render,
+}
+
+
+def write(directory: Path = REFERENCE_DIR) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, render in PAGES.items():
+        path = directory / name
+        path.write_text(render())
+        written.append(path)
+    return written

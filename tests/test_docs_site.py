@@ -1,0 +1,27 @@
+"""The docs site builds with `mkdocs build --strict` (issue 33 item 2): a broken link, a
+missing anchor or a page left out of the navigation fails the build, and so this test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from flows.common.paths import REPO_ROOT
+
+
+def test_the_site_builds_strictly_with_every_page_in_the_nav(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                           str(site)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    locations = {doc["location"].split("#")[0] for doc in index["docs"]}
+    for page in sorted((REPO_ROOT / "docs").rglob("*.md")):
+        relative = page.relative_to(REPO_ROOT / "docs").with_suffix("")
+        url = "" if relative.name == "index" else (
+            f"{relative.parent}/" if relative.name == "README" else f"{relative}/")
+        assert url.removeprefix("./") in locations, f"{page} is not in the built site"
