@@ -41,5 +41,5 @@ def render() -> str:
                   "```text", _usage(name, command), "```", ""]
         options = _options(command)
         if options:
-            lines += table(["argument", "what it does"], options) + [""]
+            lines += [*table(["argument", "what it does"], options), ""]
     return "\n".join(lines)
