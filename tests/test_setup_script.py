@@ -1,0 +1,72 @@
+"""`scripts/setup.sh` with nothing to do answers at once, and anything that decides the venv
+(the project's metadata, the script, the interpreter, pip's sources) makes it install again
+(issue 34 item 1). Run on a copy of the scripts beside a venv whose python is this one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from flows.common.paths import REPO_ROOT
+
+UNCHANGED = "orchestrator ready (nothing changed since the last setup)"
+
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "clone"
+    (root / "scripts").mkdir(parents=True)
+    for name in ("scripts/setup.sh", "scripts/uv_env.py", "pyproject.toml"):
+        shutil.copy(REPO_ROOT / name, root / name)
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / ".venv" / "bin" / "python").symlink_to(Path(sys.executable).resolve())
+    return root
+
+
+def _setup(root: Path) -> subprocess.CompletedProcess[str]:
+    # only the tools the script's first lines use, and no python3.12 on PATH: a run that gets
+    # past the unchanged check stops at its first step, whatever this machine has installed
+    tools = root / "tools"
+    tools.mkdir(exist_ok=True)
+    for tool in ("cat", "sha256sum", "cut", "readlink", "rm", "dirname", "echo"):
+        if not (tools / tool).exists():
+            (tools / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
+    env = {**os.environ, "PATH": str(tools), "HOME": str(root)}
+    return subprocess.run([shutil.which("bash") or "/bin/bash", "scripts/setup.sh"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def _stamp_as_a_complete_setup_would(root: Path) -> None:
+    script = (root / "scripts" / "setup.sh").read_text()
+    inputs = script[script.index("setup_inputs() {"):script.index("STAMP=")]
+    subprocess.run(["bash", "-c", f'{inputs}\nsetup_inputs | sha256sum | cut -d" " -f1 '
+                    f'> .venv/.tpurl-setup-stamp'], cwd=root, check=True,
+                   env={**os.environ, "HOME": str(root)})
+
+
+def test_an_unchanged_setup_answers_without_installing(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    _stamp_as_a_complete_setup_would(root)
+    done = _setup(root)
+    assert (done.returncode, done.stdout.strip()) == (0, UNCHANGED), done.stderr
+
+
+def test_a_change_of_what_decides_the_venv_installs_again(tmp_path: Path) -> None:
+    for change in ("pyproject.toml", "scripts/uv_env.py", "pip.conf", "interpreter"):
+        root = _tree(tmp_path / change.replace("/", "-"))
+        _stamp_as_a_complete_setup_would(root)
+        if change == "pip.conf":
+            (root / ".config" / "pip").mkdir(parents=True)
+            (root / ".config" / "pip" / "pip.conf").write_text("[global]\nindex-url = x\n")
+        elif change == "interpreter":
+            (root / ".venv" / "bin" / "python").unlink()
+            (root / ".venv" / "bin" / "python").symlink_to("/usr/bin/true")
+        else:
+            with (root / change).open("a") as file:
+                file.write("\n# changed\n")
+        done = _setup(root)
+        assert UNCHANGED not in done.stdout, change
+        assert "Python 3.12 not found" in done.stderr, (change, done.stderr)
+        assert not (root / ".venv" / ".tpurl-setup-stamp").exists(), change
