@@ -34,8 +34,8 @@ def _setup(root: Path) -> subprocess.CompletedProcess[str]:
         if not (tools / tool).exists():
             (tools / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
     env = {**os.environ, "PATH": str(tools), "HOME": str(root)}
-    return subprocess.run([shutil.which("bash") or "/bin/bash", "scripts/setup.sh"], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run([shutil.which("bash") or "/bin/bash", "scripts/setup.sh"], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=60)
 
 
 def _stamp_as_a_complete_setup_would(root: Path) -> None:
