@@ -2,6 +2,9 @@
 
 Usage: python benchmarks/rerun_overhead.py [--repeat N]
 
+The last rows start `tpurl run` the way it starts now by default: with the API server kept
+between commands (flows/kept_api.py), first starting it, then finding it running.
+
 Measures the pieces a rerun always pays, without the rehearsal venv: `tpurl validate
 rehearsal` as a process, importing the flow module, tpurl's own Prefect API server (start
 until healthy) with Prefect's defaults and with tpurl's ``SERVER_ENV``, and the start as
@@ -18,12 +21,24 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 TPURL = str(Path(sys.executable).with_name("tpurl"))
 ENV = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
 ENV.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+ENV["TPURL_KEEP_API_S"] = "0"  # the rows below measure a server per command; KEPT the kept one
+
+# In a child: `tpurl run`'s start with the kept server (flows/kept_api.py), the flow imported
+# meanwhile; prints the wall time until the API answers with the flow imported.
+KEPT = """
+import time
+t = time.monotonic()
+from flows import interrupts
+with interrupts.private_api(while_starting=lambda: __import__("flows.pipeline")):
+    print(f"{time.monotonic() - t:.1f}")
+"""
 
 # In a child: start the server as tpurl does (or with Prefect's defaults), report the wall
 # time to healthy and the server process's own CPU seconds at that moment.
@@ -74,7 +89,29 @@ def main() -> None:
             print(f"    to healthy: wall {wall} s; the server process's CPU {cpu} s")
         out = timed("tpurl run's start: server boots while the flow imports",
                     [sys.executable, "-c", SERVER, "tpurl", "overlap"])
-        print(f"    to healthy with the flow imported: wall {out.split()[0]} s")
+        per_command = float(out.split()[0])
+        print(f"    to healthy with the flow imported: wall {per_command} s")
+        kept_rows(per_command)
+
+
+def kept_rows(per_command: float) -> None:
+    """The kept server: the first command starts it, the next ones find it running."""
+    with tempfile.TemporaryDirectory() as scratch:
+        kept_env = {**ENV, "TPURL_KEEP_API_S": "600", "TPURL_CACHE_DIR": f"{scratch}/cache",
+                    "PREFECT_HOME": f"{scratch}/home"}
+        try:
+            for attempt in ("first (starts the kept server)", "second (reuses it)",
+                            "third (reuses it)"):
+                before, started = _cpu_children(), time.monotonic()
+                out = subprocess.run([sys.executable, "-c", KEPT], check=True,
+                                     capture_output=True, text=True, env=kept_env).stdout
+                wall, cpu = time.monotonic() - started, _cpu_children() - before
+                print(f"tpurl run's start, kept server, {attempt}: wall {wall:.1f} s, CPU "
+                      f"{cpu:.1f} s, to ready {out.strip()} s; ratio to a server per command "
+                      f"{float(out.strip()) / per_command:.2f} (load {os.getloadavg()[0]:.1f})",
+                      flush=True)
+        finally:
+            subprocess.run([TPURL, "api-server", "stop"], env=kept_env, capture_output=True)
 
 
 if __name__ == "__main__":

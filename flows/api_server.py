@@ -50,9 +50,11 @@ PORT_IN_USE_EXIT = 3  # uvicorn's exit code when the port was taken meanwhile
 class ApiServer:
     """One launched server: ``wait`` until healthy, ``stop`` when done."""
 
-    def __init__(self, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, extra_env: dict[str, str] | None = None, port: int | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.extra_env = SERVER_ENV if extra_env is None else extra_env
-        self.port = _free_port()
+        self.base_env = env  # the environment to start from (default: this process's)
+        self.port = port or free_port()
         self.output_path = _output_path()
         self.process = self._launch()
 
@@ -63,7 +65,8 @@ class ApiServer:
     def _launch(self) -> subprocess.Popen[bytes]:
         spec = importlib.util.find_spec("prefect")
         assert spec is not None and spec.origin is not None, "prefect is not installed"
-        env = {**os.environ, **PREFECT_SERVER_ENV, **self.extra_env}
+        env = {**(os.environ if self.base_env is None else self.base_env), **PREFECT_SERVER_ENV,
+               **self.extra_env}
         if (settings := sys.modules.get("prefect.settings")) is not None:  # set in-process
             env.update(settings.get_current_settings().to_environment_variables(
                 exclude_unset=True))
@@ -91,7 +94,7 @@ class ApiServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() == PORT_IN_USE_EXIT:
-                self.port = _free_port()
+                self.port = free_port()
                 self.process = self._launch()
                 continue
             if self.process.poll() is not None:
@@ -140,7 +143,7 @@ def _open_output(path: Path | None) -> Any:
         return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     for _ in range(50):
         port = random.choice(PORTS)
         with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:

@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     ident.add_argument("profile")
     ident.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     sub.add_parser("profiles", help="list the shipped profiles")
+    kept = sub.add_parser("api-server", help="the Prefect API server tpurl keeps between "
+                          "commands (TPURL_KEEP_API_S seconds after its last use, default 900)",
+                          description="the Prefect API server tpurl keeps between commands "
+                          "(TPURL_KEEP_API_S seconds after its last use, default 900)")
+    kept.add_argument("action", choices=["status", "stop"])
     return parser
 
 
@@ -85,6 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "profiles":
         print("\n".join(profile_names()))
+        return 0
+    if args.command == "api-server":
+        from flows.kept_api import status_lines, stop_all
+
+        print("\n".join(status_lines() if args.action == "status" else stop_all()))
         return 0
     try:
         overrides = dict(parse_override(item) for item in args.set)
@@ -241,6 +251,7 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
         install_handlers,
         private_api,
     )
+    from flows.kept_api import KeptApiError
 
     install_handlers()
     try:
@@ -260,6 +271,9 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
                     return 1
     except ApiUnreachable as exc:
         print(f"\nrun failed: [infrastructure] {exc}", file=sys.stderr)
+        return 1
+    except KeptApiError as exc:
+        print(f"\nrun failed: {exc}", file=sys.stderr)
         return 1
     except (Interrupted, KeyboardInterrupt) as exc:
         loaded = sys.modules.get("flows.pipeline")  # not imported yet when stopped early

@@ -15,10 +15,19 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from flows.api_server import ApiServer
+from flows.kept_api import (
+    KEEP_ENV,
+    KeptServerBusy,
+    Lease,
+    acquire,
+    keep_seconds,
+    stop_keeper,
+)
 
 EXIT_INTERRUPTED = 130
 
@@ -81,12 +90,12 @@ def private_api(startup_timeout_s: int = 120,
     The server is launched before Prefect is imported here, and ``while_starting``
     (importing the flow) runs while it boots in its own process, so a rerun pays the longer
     of the two, not their sum (flows/api_server.py)."""
-    server = None if os.environ.get("PREFECT_API_URL") else ApiServer()
+    server = None if os.environ.get("PREFECT_API_URL") else _own_server()
     try:
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         if server is not None and PREFECT_API_URL.value():  # named in the Prefect profile
-            server.stop()
+            _done_with(server, configured=True)
             server = None
         if server is None:  # a configured server: it must answer before anything runs
             require_reachable(str(os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value()))
@@ -96,6 +105,10 @@ def private_api(startup_timeout_s: int = 120,
             yield None
             return
         server.wait(startup_timeout_s)
+        if isinstance(server, Lease) and server.started_it:
+            print(f"tpurl: started a Prefect API server at {server.api_url}, kept for the next "
+                  f"commands until {server.state.keep_s:.0f} s unused (`tpurl api-server "
+                  f"stop` stops it; {KEEP_ENV}=0: one per command)", file=sys.stderr)
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             os.environ["PREFECT_API_URL"] = server.api_url  # for child processes too
             yield server.api_url
@@ -112,4 +125,29 @@ def private_api(startup_timeout_s: int = 120,
                 EventsWorker.drain_all(timeout=5)
             os.environ.pop("PREFECT_API_URL", None)
             with contextlib.suppress(Exception):
-                server.stop()
+                _done_with(server, configured=False)
+
+
+def _own_server() -> ApiServer | Lease:
+    """The kept server (flows/kept_api.py), or one for this command alone when
+    TPURL_KEEP_API_S is 0."""
+    keep_s = keep_seconds(os.environ)
+    if keep_s <= 0:
+        return ApiServer()
+    try:
+        return acquire(os.environ, keep_s)
+    except KeptServerBusy as exc:  # never replaced under a running command
+        print(f"tpurl: {exc}; this command starts a Prefect API server of its own",
+              file=sys.stderr)
+        return ApiServer()
+
+
+def _done_with(server: ApiServer | Lease, configured: bool) -> None:
+    """A command's own server stops with it; the kept one is released (and stopped only if
+    this command started it for nothing: a server named in the Prefect profile won)."""
+    if isinstance(server, ApiServer):
+        server.stop()
+        return
+    server.release()
+    if configured and server.started_it:
+        stop_keeper(server.state.keeper)

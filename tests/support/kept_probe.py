@@ -1,0 +1,24 @@
+"""A `tpurl` command's use of its API server, alone: `private_api()` as `tpurl run` enters
+it, holding the server ``argv[1]`` seconds, printing the URL it was given (for
+tests/test_kept_api.py, which runs several at once)."""
+
+from __future__ import annotations
+
+import sys
+import time
+import urllib.request
+
+from flows.interrupts import private_api
+
+if __name__ == "__main__":
+    hold_s = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
+    with private_api(startup_timeout_s=600) as url:
+        assert url is not None
+        deadline = time.monotonic() + hold_s
+        while True:  # in use: the server answers throughout
+            with urllib.request.urlopen(f"{url}/health", timeout=10) as answer:
+                assert answer.status == 200
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
+        print(url, flush=True)
