@@ -24,11 +24,15 @@ from flows.config.env_overrides import env_name, env_overrides, model_in
 from flows.config.errors import FixableValueError, ProfileError
 from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
+from flows.config.run_overrides import refused_overrides, tunable_fields
 
-# Where the profile is loaded for: the `tpurl` CLI, or a flow run (a deployment's, the UI's),
-# whose user cannot pass --set but can change the run's `overrides` parameter or the
-# deployment's env. The fix texts of a missing field name what applies there.
-Origin = Literal["cli", "flow"]
+# Where the profile is loaded for: the `tpurl` CLI; a flow called in-process (by `tpurl run`
+# or Python: its caller owns the profile); or a deployment's flow run (the UI's run form, an
+# automation), whose user cannot pass --set and may change only the run-tunable fields
+# through the run's `overrides` parameter (flows/config/run_overrides.py). The fix texts of a
+# missing field name what applies there; in a run, an issue with a field a run parameter
+# set names that parameter, and the message says the run's parameters, not the file, are bad.
+Origin = Literal["cli", "flow", "deployment"]
 
 
 def profile_names() -> list[str]:
@@ -55,8 +59,12 @@ def resolve_profile_path(name_or_path: str) -> Path:
 
 
 def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
-                 environ: Mapping[str, str] | None = None, origin: Origin = "cli") -> Profile:
-    """Return a validated profile or raise ProfileError listing every problem."""
+                 environ: Mapping[str, str] | None = None, origin: Origin = "cli",
+                 parameters: Mapping[str, str] | None = None) -> Profile:
+    """Return a validated profile or raise ProfileError listing every problem.
+
+    ``parameters``: in a run, the run parameter that set an override other than
+    ``overrides`` itself (``{"data.train_files": "dataset_uri"}``), for the messages."""
     path = resolve_profile_path(name_or_path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -79,13 +87,38 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         _set_path(data, dotted, value)
         if value:  # an empty one unsets: "is required but not set" already names the variable
             setters[dotted] = env_name(dotted)
+    by_run: dict[str, str] = {}
+    for dotted in overrides or {}:
+        setters.pop(dotted, None)  # the override wins: on the CLI it is in sight
+        if origin != "cli":  # in a run it is not: name the parameter that set it
+            by_run[dotted] = RUN_SETTER.format((parameters or {}).get(dotted, "overrides"))
+    if origin == "deployment" and (refused := refused_overrides(overrides or {}, data)):
+        tagged = [_with_setter(i, by_run) for i in refused]
+        raise ProfileError(str(path), tagged, header=_run_header(str(path), tagged, by_run))
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted, value)
-        setters.pop(dotted, None)  # the override wins, and is in sight
+    setters.update(by_run)
     try:
         return validate_profile_data(data, str(path), origin)
     except ProfileError as exc:
-        raise ProfileError(exc.source, [_with_setter(i, setters) for i in exc.issues]) from None
+        issues = [_with_setter(i, setters) for i in exc.issues]
+        raise ProfileError(exc.source, issues,
+                           header=_run_header(exc.source, issues, by_run)) from None
+
+
+RUN_SETTER = "the run's {} parameter"
+
+
+def _run_header(source: str, issues: list[Issue], by_run: Mapping[str, str]) -> str | None:
+    """A run whose own parameters are at fault says so, not that the profile file is
+    invalid: the file may be fine, and the run's parameters are what to change."""
+    named = {s for i in issues for s in by_run.values() if f"(set by {s})" in i.problem}
+    if not named:
+        return None
+    whose = " and ".join(sorted(named))
+    if all(any(f"(set by {s})" in i.problem for s in named) for i in issues):
+        return f"{whose} cannot be used with profile {source!r}"
+    return f"profile {source!r} with {whose} is invalid"
 
 
 def _for_backend(from_env: dict[str, str], data: dict[str, Any],
@@ -182,6 +215,9 @@ def how_to_set(field: str, origin: Origin) -> str:
     if origin == "cli":
         return (f"pass --set {field}=VALUE (or the environment variable {env_name(field)})"
                 if shell_safe else f"pass --set {field}=VALUE")
+    if origin == "deployment" and field not in tunable_fields():
+        return (f"set {env_name(field)} in the deployment's env (job_variables.env in "
+                "prefect.yaml): a run's overrides cannot change it")
     return (f'give the run\'s overrides parameter {{"{field}": "VALUE"}} (or set '
             f"{env_name(field)} in the deployment's env: job_variables.env in prefect.yaml)")
 
