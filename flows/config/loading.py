@@ -8,6 +8,7 @@ Nothing here touches the cloud: a bad profile fails before any stage runs.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import os
 from collections.abc import Mapping
@@ -24,7 +25,13 @@ from flows.config.env_overrides import env_name, env_overrides, model_in
 from flows.config.errors import FixableValueError, ProfileError
 from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
-from flows.config.run_overrides import refused_overrides, tunable_fields
+from flows.config.run_overrides import (
+    RUN_SETTER,
+    caused_by_run,
+    refused_overrides,
+    run_header,
+    tunable_fields,
+)
 
 # Where the profile is loaded for: the `tpurl` CLI; a flow called in-process (by `tpurl run`
 # or Python: its caller owns the profile); or a deployment's flow run (the UI's run form, an
@@ -94,7 +101,8 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
             by_run[dotted] = RUN_SETTER.format((parameters or {}).get(dotted, "overrides"))
     if origin == "deployment" and (refused := refused_overrides(overrides or {}, data)):
         tagged = [_with_setter(i, by_run) for i in refused]
-        raise ProfileError(str(path), tagged, header=_run_header(str(path), tagged, by_run))
+        raise ProfileError(str(path), tagged, header=run_header(str(path), tagged, by_run))
+    before_run = copy.deepcopy(data) if by_run else None
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted, value)
     setters.update(by_run)
@@ -102,23 +110,19 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         return validate_profile_data(data, str(path), origin)
     except ProfileError as exc:
         issues = [_with_setter(i, setters) for i in exc.issues]
+        if before_run is not None:  # a check across fields that only the run's values fail
+            issues = caused_by_run(exc.issues, issues, _issues_of(before_run, str(path)),
+                                   by_run)
         raise ProfileError(exc.source, issues,
-                           header=_run_header(exc.source, issues, by_run)) from None
+                           header=run_header(exc.source, issues, by_run)) from None
 
 
-RUN_SETTER = "the run's {} parameter"
-
-
-def _run_header(source: str, issues: list[Issue], by_run: Mapping[str, str]) -> str | None:
-    """A run whose own parameters are at fault says so, not that the profile file is
-    invalid: the file may be fine, and the run's parameters are what to change."""
-    named = {s for i in issues for s in by_run.values() if f"(set by {s})" in i.problem}
-    if not named:
-        return None
-    whose = " and ".join(sorted(named))
-    if all(any(f"(set by {s})" in i.problem for s in named) for i in issues):
-        return f"{whose} cannot be used with profile {source!r}"
-    return f"profile {source!r} with {whose} is invalid"
+def _issues_of(data: dict[str, Any], source: str) -> list[Issue]:
+    try:
+        validate_profile_data(data, source)
+    except ProfileError as exc:
+        return exc.issues
+    return []
 
 
 def _for_backend(from_env: dict[str, str], data: dict[str, Any],

@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Mapping
 from functools import cache
-from typing import Any
+from typing import Any, get_origin
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -48,7 +48,7 @@ def _mark(info: FieldInfo) -> bool | frozenset[str]:
 def _walk(model: type[BaseModel], prefix: tuple[str, ...] = ()
           ) -> Iterator[tuple[str, bool | frozenset[str]]]:
     for name, info in model.model_fields.items():
-        section = model_in(info.annotation)
+        section = _section(info)
         mark = _mark(info)
         if section is None or mark:
             yield ".".join((*prefix, name)), mark
@@ -68,14 +68,24 @@ def tunable_fields() -> tuple[str, ...]:
     return tuple(sorted(paths))
 
 
+def _section(info: FieldInfo) -> type[BaseModel] | None:
+    """The model a field holds as a section; None for a value or a map (even of models:
+    gke.prices holds ModePrice values under keys that are no fields)."""
+    if get_origin(info.annotation) is dict:
+        return None
+    return model_in(info.annotation)
+
+
 def _optional_section(info: FieldInfo) -> bool:
-    return model_in(info.annotation) is not None and info.default is None
+    return _section(info) is not None and info.default is None
 
 
 def refusal(dotted: str, data: Mapping[str, Any]) -> Issue | None:
     """None when a run may set ``dotted`` on a profile whose merged fields are ``data``
     (file and environment), else the issue naming it. Pure."""
     parts = dotted.split(".")
+    if not all(parts):  # "eval..batches", "eval.batches.": an empty part names no field
+        return _unknown(dotted, "")
     model: type[BaseModel] = Profile
     node: Any = data
     for depth, part in enumerate(parts):
@@ -89,14 +99,15 @@ def refusal(dotted: str, data: Mapping[str, Any]) -> Issue | None:
                          "config/fixed-by-deployment")
         mark = _mark(info)
         rest = ".".join(parts[depth + 1:])
-        if mark is True:
-            return None
+        if mark is True:  # a value (or a whole map) a run may set, never a path below it
+            return None if not rest or get_origin(info.annotation) is dict \
+                else _unknown(dotted, ".".join(parts[:depth + 1]))
         if mark:  # a map of which only some keys are tunable (MaxText keys hold dots)
             if rest in mark:
                 return None
             return Issue(dotted, FIXED if rest else f"{FIXED} (a whole map)", FIX,
                          "config/fixed-by-deployment")
-        section = model_in(info.annotation)
+        section = _section(info)
         if section is None or not rest:  # a fixed value, or a whole section (removed by "")
             return Issue(dotted, FIXED, FIX, "config/fixed-by-deployment")
         model = section
@@ -118,3 +129,32 @@ def refused_overrides(overrides: Mapping[str, Any], data: Mapping[str, Any]) -> 
     fields before the run's overrides)."""
     return [issue for key in overrides
             if (issue := refusal(str(key), data)) is not None]
+
+
+# Who set a value in a run: the parameter (overrides, dataset_uri, model_revision), so an
+# error says the run's parameter is at fault, not the profile file (loading.py tags them).
+RUN_SETTER = "the run's {} parameter"
+
+
+def caused_by_run(raw: list[Issue], tagged: list[Issue], before_run: list[Issue],
+                  by_run: Mapping[str, str]) -> list[Issue]:
+    """``tagged`` (``raw`` with their setters named), where an issue no run parameter set
+    but which the profile without the run's values does not have (a check across fields,
+    max_target_length against a run's max_prefill_predict_length) says the run caused it."""
+    had = {(i.field, i.problem) for i in before_run}
+    whose = " and ".join(sorted(set(by_run.values())))
+    return [Issue(t.field, f"{t.problem} (caused by {whose})", t.fix, t.category)
+            if t.problem == r.problem and (r.field, r.problem) not in had else t
+            for r, t in zip(raw, tagged, strict=True)]
+
+
+def run_header(source: str, issues: list[Issue], by_run: Mapping[str, str]) -> str | None:
+    """A run whose own parameters are at fault says so, not that the profile file is
+    invalid: the file may be fine, and the run's parameters are what to change."""
+    named = {s for s in by_run.values() if any(s in i.problem for i in issues)}
+    if not named:
+        return None
+    whose = " and ".join(sorted(named))
+    if all(any(s in i.problem for s in named) for i in issues):
+        return f"{whose} cannot be used with profile {source!r}"
+    return f"profile {source!r} with {whose} is invalid"
