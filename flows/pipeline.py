@@ -218,7 +218,7 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
         get_run_logger().warning("this run was replaced before it started: %s", message)
         return Cancelled(message=f"Not run: {message}")
     merged = dict(overrides or {})
-    given = {}
+    given: dict[str, str] = {}  # the fields set by a parameter other than overrides
     if dataset_uri:
         merged["data.train_files"], given["data.train_files"] = dataset_uri, "dataset_uri"
     if model_revision:
