@@ -66,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
                            "Google service account for the Kubernetes pool (pipe to sh)")
     ident.add_argument("profile")
     ident.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
-    sub.add_parser("profiles", help="list the shipped profiles")
+    listing = sub.add_parser("profiles", help="list the shipped profiles")
+    listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
+                         "deployment's run may change through its overrides parameter")
     kept = sub.add_parser("api-server", help="the Prefect API server tpurl keeps between "
                           "commands (TPURL_KEEP_API_S seconds after its last use, default 900)",
                           description="the Prefect API server tpurl keeps between commands "
@@ -89,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
               "again); nothing was touched", file=sys.stderr)
         return 2
     if args.command == "profiles":
-        print("\n".join(profile_names()))
+        from flows.config.run_overrides import tunable_fields
+
+        print("\n".join(tunable_fields() if args.tunable else profile_names()))
         return 0
     if args.command == "api-server":
         from flows.kept_api import status_lines, stop_all

@@ -37,6 +37,7 @@ from flows.core.space import storage_failure
 from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.run_log import readable_failures
+from flows.run_origin import run_origin
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
 from flows.runpage.live import StagePage, skipped_state
@@ -200,7 +201,9 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
         profile: The profile to run: one shipped under deployments/profiles (from the CLI,
             also a path to a YAML file). It names the model, the cluster and the budgets.
         overrides: Profile fields to change for this run, as "section.field": "value"
-            (e.g. "gke.project": "my-proj"); checked like the profile itself.
+            (e.g. "train.args.learning_rate": "1e-5"); checked like the profile itself. A
+            deployment's run may change only the run-tunable fields (`tpurl profiles
+            --tunable`); images, secrets, backend, cluster, bucket and paths are fixed.
         dataset_uri: Train on this dataset instead of the profile's data.train_files (a
             gs:// or local Parquet file; what a dataset announcement carries).
         model_revision: Start from this base-model revision instead of the profile's
@@ -215,11 +218,13 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
         get_run_logger().warning("this run was replaced before it started: %s", message)
         return Cancelled(message=f"Not run: {message}")
     merged = dict(overrides or {})
+    given: dict[str, str] = {}  # the fields set by a parameter other than overrides
     if dataset_uri:
-        merged["data.train_files"] = dataset_uri
+        merged["data.train_files"], given["data.train_files"] = dataset_uri, "dataset_uri"
     if model_revision:
-        merged["model.hf_revision"] = model_revision
-    cfg = load_profile(profile, merged, origin="flow")  # every check before any side effect
+        merged["model.hf_revision"], given["model.hf_revision"] = model_revision, "model_revision"
+    # every check before any side effect; a deployment's run may change run-tunable fields only
+    cfg = load_profile(profile, merged, origin=run_origin(), parameters=given)
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
     if missing := backend_for(cfg).start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)

@@ -30,6 +30,7 @@ from flows.core.error_redaction import redacting_errors
 from flows.core.failures import user_error
 from flows.profile_lock import profile_lock
 from flows.run_log import readable_failures
+from flows.run_origin import run_origin
 
 
 def _run_name() -> str:
@@ -41,7 +42,7 @@ def _run_name() -> str:
 
 def gke_profile(profile: str, overrides: Mapping[str, str] | None) -> Profile:
     """The validated profile, refused with the field and the fix unless it runs on GKE."""
-    cfg = load_profile(profile, overrides, origin="flow")
+    cfg = load_profile(profile, overrides, origin=run_origin())
     if cfg.gke is None:
         raise ProfileError(cfg.name, [Issue(
             "profile", f"uses backend {cfg.backend}: it has no cluster to tear down",
@@ -62,8 +63,10 @@ def teardown_flow(profile: GkeProfileName, overrides: dict[str, str] | None = No
     Args:
         profile: The GKE profile whose cluster is destroyed (shipped under
             deployments/profiles).
-        overrides: Profile fields, as "section.field": "value"; the gke fields the
-            deployment's env does not set (project, region, zone, cluster, bucket).
+        overrides: Profile fields, as "section.field": "value". A deployment's run may
+            change only the run-tunable fields, none of which a teardown reads: the gke
+            fields (project, region, zone, cluster, bucket) come from the profile and the
+            deployment's env (TPURL_GKE__*), never from a run.
         delete_bucket: Also delete the profile's bucket (checkpoints, exports, results).
             Needs confirm_bucket too.
         confirm_bucket: The bucket's name typed again; the bucket is deleted only when it

@@ -6,11 +6,17 @@ and state messages are read back and searched.
 (flows/cli.py ``main``), so nothing reaches the API. A deployment run's parameters are
 stored by Prefect when the run is created, before the flow body can look at them: that
 cannot be prevented here (NOTES.md), so the flow's refusal must not echo the value either.
+And a deployment's run, executed as a worker executes it, is refused an override of a field
+that is not run-tunable before any side effect, with the field named.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -73,3 +79,71 @@ def test_a_deployment_style_run_stores_the_parameter_but_its_refusal_does_not_qu
     runs, logs = _flow_runs_and_logs()
     assert TOKEN in runs  # the stored parameter: the limit NOTES.md states
     assert "eval.batches" in logs and TOKEN not in logs
+
+
+# A deployment's run, executed as a process worker executes it (`python -m prefect.engine`
+# with PREFECT__FLOW_RUN_ID: prefect 3.9.1 prefect/workers/process.py line 99): its
+# overrides may change run-tunable fields only (flows/config/run_overrides.py).
+DEPLOYMENT_RUNS = {
+    "image": ({"image.base": "docker.io/attacker/evil:1"}, "image.base", "fixed by the "
+              "deployment"),
+    "secret": ({"model.hf_token.env": "PREFECT_API_KEY"}, "model.hf_token.env", "fixed by "
+               "the deployment"),
+    "section": ({"local": ""}, "local", "fixed by the deployment"),
+    "tunable, bad value": ({"eval.batches": "0"}, "eval.batches", "greater than or equal"),
+}
+
+
+def _execute_as_a_worker(run_id: str) -> subprocess.Popen[str]:
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.common.paths import REPO_ROOT
+
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+           "PREFECT__FLOW_RUN_ID": run_id}
+    return subprocess.Popen([sys.executable, "-m", "prefect.engine"], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_a_deployment_s_run_is_refused_what_its_overrides_may_not_change(
+        prefect_api: None) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFilter, LogFilterFlowRunId
+
+    from flows.common.paths import REPO_ROOT
+
+    with get_client(sync_client=True) as client:
+        flow_id = client.create_flow_from_name("rl-post-training")
+        deployment_id = client.create_deployment(
+            flow_id=flow_id, name=f"refused-{uuid.uuid4().hex[:8]}",
+            entrypoint="flows/pipeline.py:rl_post_training",
+            pull_steps=[{"prefect.deployments.steps.set_working_directory": {
+                "directory": str(REPO_ROOT)}}])  # as prefect.yaml's checkout_pull
+        runs = {kind: client.create_flow_run_from_deployment(deployment_id, parameters={
+            "profile": "rehearsal", "overrides": overrides}).id
+            for kind, (overrides, _field, _why) in DEPLOYMENT_RUNS.items()}
+    workers = {kind: _execute_as_a_worker(str(run_id)) for kind, run_id in runs.items()}
+    outputs = {kind: worker.communicate(timeout=600)[0] for kind, worker in workers.items()}
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)
+    with get_client(sync_client=True) as client:
+        for kind, run_id in runs.items():
+            _overrides, field, why = DEPLOYMENT_RUNS[kind]
+            run = client.read_flow_run(run_id)
+            assert run.deployment_id == deployment_id
+            assert run.state is not None and run.state.is_failed(), (kind, outputs[kind])
+            message = run.state.message or ""
+            # the field, why, and that the run's parameter (not the file) is at fault
+            assert f"{field}: " in message and why in message, message
+            assert "the run's overrides parameter cannot be used with profile" in message
+            assert "is invalid" not in message
+            # refused before any side effect: no stage (task run) started, nothing logged
+            # after validation
+            tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(
+                id=FlowRunFilterId(any_=[run_id])))
+            assert tasks == [], kind
+            logs = [log.message for log in client.read_logs(log_filter=LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[run_id])))]
+            assert any(field in line for line in logs), (kind, logs)
+            assert not any("validated" in line for line in logs), (kind, logs)

@@ -14,12 +14,13 @@ from flows.config.gcp_names import without_tokens
 class ProfileError(ValueError):
     """A profile that cannot be used; carries every issue found, not just the first."""
 
-    def __init__(self, source: str, issues: list[Issue]) -> None:
+    def __init__(self, source: str, issues: list[Issue], header: str | None = None) -> None:
         self.source = source
         # never quoted back: a token pasted into a field is refused without being echoed
         self.issues = issues = [Issue(without_tokens(i.field), without_tokens(i.problem),
                                       without_tokens(i.fix), i.category) for i in issues]
-        lines = [f"profile {source!r} is invalid ({len(issues)} problem(s)):"]
+        # header: what is invalid, when not the profile (a run's parameters, loading.py)
+        lines = [f"{header or f'profile {source!r} is invalid'} ({len(issues)} problem(s)):"]
         lines += [f"  - {issue.render()}" for issue in issues]
         super().__init__("\n".join(lines))
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import field_validator
 
 from flows.config.errors import FixableValueError
-from flows.config.strict import StrictModel
+from flows.config.strict import StrictModel, run_tunable
 
 METRICS = ("mean_reward", "accuracy", "format_accuracy")
 Metric = Literal["mean_reward", "accuracy", "format_accuracy"]
@@ -36,9 +36,10 @@ class EvalSection(StrictModel):
     files. Either way the program refuses rows the run trained on.
     """
 
-    batches: int = Field(4, ge=1)  # MaxText's num_test_batches for the evaluation
-    batch_size: int | None = Field(None, ge=1)  # eval_batch_size; default the training's
-    sampling: str = "greedy"  # eval_sampling_strategy
+    # how much is scored and how: evaluation knobs a run may change (the held-out set is not)
+    batches: int = run_tunable(4, ge=1)  # MaxText's num_test_batches for the evaluation
+    batch_size: int | None = run_tunable(None, ge=1)  # eval_batch_size; default the training's
+    sampling: str = run_tunable("greedy")  # eval_sampling_strategy
     files: str | None = None
     dataset_name: str | None = None  # what the declared files hold (default: the training's)
     split: str = "train"  # the split name the declared files are loaded under

@@ -8,6 +8,7 @@ Nothing here touches the cloud: a bad profile fails before any stage runs.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import os
 from collections.abc import Mapping
@@ -24,11 +25,21 @@ from flows.config.env_overrides import env_name, env_overrides, model_in
 from flows.config.errors import FixableValueError, ProfileError
 from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
+from flows.config.run_overrides import (
+    RUN_SETTER,
+    caused_by_run,
+    refused_overrides,
+    run_header,
+    tunable_fields,
+)
 
-# Where the profile is loaded for: the `tpurl` CLI, or a flow run (a deployment's, the UI's),
-# whose user cannot pass --set but can change the run's `overrides` parameter or the
-# deployment's env. The fix texts of a missing field name what applies there.
-Origin = Literal["cli", "flow"]
+# Where the profile is loaded for: the `tpurl` CLI; a flow called in-process (by `tpurl run`
+# or Python: its caller owns the profile); or a deployment's flow run (the UI's run form, an
+# automation), whose user cannot pass --set and may change only the run-tunable fields
+# through the run's `overrides` parameter (flows/config/run_overrides.py). The fix texts of a
+# missing field name what applies there; in a run, an issue with a field a run parameter
+# set names that parameter, and the message says the run's parameters, not the file, are bad.
+Origin = Literal["cli", "flow", "deployment"]
 
 
 def profile_names() -> list[str]:
@@ -55,8 +66,12 @@ def resolve_profile_path(name_or_path: str) -> Path:
 
 
 def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
-                 environ: Mapping[str, str] | None = None, origin: Origin = "cli") -> Profile:
-    """Return a validated profile or raise ProfileError listing every problem."""
+                 environ: Mapping[str, str] | None = None, origin: Origin = "cli",
+                 parameters: Mapping[str, str] | None = None) -> Profile:
+    """Return a validated profile or raise ProfileError listing every problem.
+
+    ``parameters``: in a run, the run parameter that set an override other than
+    ``overrides`` itself (``{"data.train_files": "dataset_uri"}``), for the messages."""
     path = resolve_profile_path(name_or_path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -79,13 +94,35 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         _set_path(data, dotted, value)
         if value:  # an empty one unsets: "is required but not set" already names the variable
             setters[dotted] = env_name(dotted)
+    by_run: dict[str, str] = {}
+    for dotted in overrides or {}:
+        setters.pop(dotted, None)  # the override wins: on the CLI it is in sight
+        if origin != "cli":  # in a run it is not: name the parameter that set it
+            by_run[dotted] = RUN_SETTER.format((parameters or {}).get(dotted, "overrides"))
+    if origin == "deployment" and (refused := refused_overrides(overrides or {}, data)):
+        tagged = [_with_setter(i, by_run) for i in refused]
+        raise ProfileError(str(path), tagged, header=run_header(str(path), tagged, by_run))
+    before_run = copy.deepcopy(data) if by_run else None
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted, value)
-        setters.pop(dotted, None)  # the override wins, and is in sight
+    setters.update(by_run)
     try:
         return validate_profile_data(data, str(path), origin)
     except ProfileError as exc:
-        raise ProfileError(exc.source, [_with_setter(i, setters) for i in exc.issues]) from None
+        issues = [_with_setter(i, setters) for i in exc.issues]
+        if before_run is not None:  # a check across fields that only the run's values fail
+            issues = caused_by_run(exc.issues, issues, _issues_of(before_run, str(path)),
+                                   by_run)
+        raise ProfileError(exc.source, issues,
+                           header=run_header(exc.source, issues, by_run)) from None
+
+
+def _issues_of(data: dict[str, Any], source: str) -> list[Issue]:
+    try:
+        validate_profile_data(data, source)
+    except ProfileError as exc:
+        return exc.issues
+    return []
 
 
 def _for_backend(from_env: dict[str, str], data: dict[str, Any],
@@ -182,6 +219,9 @@ def how_to_set(field: str, origin: Origin) -> str:
     if origin == "cli":
         return (f"pass --set {field}=VALUE (or the environment variable {env_name(field)})"
                 if shell_safe else f"pass --set {field}=VALUE")
+    if origin == "deployment" and field not in tunable_fields():
+        return (f"set {env_name(field)} in the deployment's env (job_variables.env in "
+                "prefect.yaml): a run's overrides cannot change it")
     return (f'give the run\'s overrides parameter {{"{field}": "VALUE"}} (or set '
             f"{env_name(field)} in the deployment's env: job_variables.env in prefect.yaml)")
 

@@ -28,7 +28,7 @@ from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
-from flows.config.strict import StrictModel
+from flows.config.strict import StrictModel, run_tunable
 
 Scalar = str | int | float | bool
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -101,9 +101,10 @@ class LocalSection(StrictModel):
     hf_check_venv: str = ".venvs/hf-check"
     venv_python: str = "3.12"
     hf_check_python: str = "3.11"
-    tiny_model_seed: int = Field(0, ge=0)
-    dataset_rows: int = Field(64, ge=4)
-    dataset_seed: int = Field(0, ge=0)
+    # the rehearsal's generated model and data: training knobs a run may change
+    tiny_model_seed: int = run_tunable(0, ge=0)
+    dataset_rows: int = run_tunable(64, ge=4)
+    dataset_seed: int = run_tunable(0, ge=0)
     step_timeout_s: int = Field(1800, ge=60)
 
     # What the rehearsal's outputs and keys are made of (flows/core/layout.py chains them; the
@@ -135,7 +136,7 @@ class LocalSection(StrictModel):
 class ModelSection(StrictModel):
     maxtext_name: str
     hf_repo: str
-    hf_revision: str = "main"
+    hf_revision: str = run_tunable("main")  # what a base-model announcement carries
     hf_token: SecretRef | None = None
     # Arguments every MaxText program of this model gets (e.g. the rehearsal's tiny sizes).
     args: dict[str, Scalar] = Field(default_factory=dict)
@@ -202,6 +203,24 @@ class StepSection(StrictModel):
     _args_are_scalars = field_validator("args", mode="before")(_scalar_args)
 
 
+# train_rl's numeric knobs (MaxText 0.2.4 names, flows/config/maxtext_keys.json): a run may
+# change these; the other arguments name files, code, templates and parallelism.
+TUNABLE_TRAIN_ARGS = (
+    "learning_rate", "learning_rate_schedule_steps", "warmup_steps_fraction", "num_batches",
+    "num_epoch", "batch_size", "train_micro_batch_size", "max_prefill_predict_length",
+    "max_target_length", "checkpoint_period", "num_test_batches",
+    "gradient_clipping_threshold", "adam_b1", "adam_b2", "adam_weight_decay",
+    "decode_sampling_temperature", "decode_sampling_top_k", "decode_sampling_nucleus_p",
+    "rl.num_generations", "rl.num_iterations", "rl.grpo_beta", "rl.grpo_epsilon",
+    "rl.epsilon_high")
+
+
+class TrainSection(StepSection):
+    """The training step: its arguments, of which the knobs above are run-tunable."""
+
+    args: dict[str, Scalar] = run_tunable(default_factory=dict, keys=TUNABLE_TRAIN_ARGS)
+
+
 class DataSection(StrictModel):
     """Training data beyond what the args name: a file set announced by a dataset event.
 
@@ -210,10 +229,10 @@ class DataSection(StrictModel):
     it is part of the training key, so a new URI retrains and an unchanged one skips.
     """
 
-    train_files: str | None = None
+    train_files: str | None = run_tunable(None)  # what a dataset announcement carries
     # what the files hold, as MaxText names it (drives answer extraction and the eval split;
     # flows/config/data_rules.py); used only when train_files is given
-    dataset_name: str | None = None
+    dataset_name: str | None = run_tunable(None)
 
 
 class Profile(StrictModel):
@@ -225,7 +244,7 @@ class Profile(StrictModel):
     model: ModelSection
     image: ImageSection
     convert: StepSection = StepSection()
-    train: StepSection = StepSection()
+    train: TrainSection = TrainSection()
     export: StepSection = StepSection()
     data: DataSection = DataSection()
     # The most one run may take once it holds the profile's lock; unset: the sum of its

@@ -1,11 +1,34 @@
-"""The base of every profile section: unknown keys refused, values frozen, blanks unset; and
-the one way a validator raises a problem with its fix."""
+"""The base of every profile section: unknown keys refused, values frozen, blanks unset; the
+one way a validator raises a problem with its fix; and the run-tunable mark.
+
+The mark: a field defined with ``run_tunable(...)`` (pydantic's ``Field`` with
+``json_schema_extra={"run_tunable": ...}``) may be changed by a deployment's flow run through
+its ``overrides`` parameter; every other field is fixed by the deployment
+(flows/config/run_overrides.py reads the marks by walking the schema, so the allowed set is
+never a second list). ``keys=`` marks a map of MaxText arguments: only those keys are
+tunable, since other arguments name files, code and paths. The mark also shows in
+``Profile.model_json_schema()``.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flows.config.errors import FixableValueError
+
+RUN_TUNABLE = "run_tunable"
+
+
+def run_tunable(default: Any = ..., *, keys: Iterable[str] | None = None, **field: Any) -> Any:
+    """``Field(default, **field)`` marked run-tunable: the whole field, or only ``keys`` of a
+    map (``default_factory=`` instead of a default works as in ``Field``)."""
+    mark: bool | list[str] = sorted(keys) if keys is not None else True
+    if "default_factory" in field:
+        return Field(json_schema_extra={RUN_TUNABLE: mark}, **field)
+    return Field(default, json_schema_extra={RUN_TUNABLE: mark}, **field)
 
 
 class StrictModel(BaseModel):

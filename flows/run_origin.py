@@ -1,0 +1,21 @@
+"""Who is running the flow: the owner of the profile, or a deployment's run.
+
+A flow called in-process (`tpurl run`, `tpurl teardown`, Python) is its caller's: every
+override is theirs to make. A run of a deployment was created through the Prefect API (the
+run form, `prefect deployment run`, an automation, the announcement dispatcher) by whoever
+can reach it, so its ``overrides`` may change only run-tunable fields
+(flows/config/run_overrides.py). A flow run no deployment owns cannot be started by a
+worker: prefect 3.9.1 prefect/flows.py ``load_flow_from_flow_run`` (line 3248) raises
+"Flow run does not have an associated deployment", so the deployment id decides.
+"""
+
+from __future__ import annotations
+
+from prefect.runtime import deployment
+
+from flows.config.loading import Origin
+
+
+def run_origin() -> Origin:
+    """"deployment" inside a deployment's flow run, else "flow" (an in-process call)."""
+    return "deployment" if deployment.id else "flow"
