@@ -98,7 +98,7 @@ def test_authorized_cidr_is_required_and_world_warns() -> None:
 
 
 def test_iam_plans(settings: InfraSettings) -> None:
-    wanted = desired_bindings(settings)
+    wanted = desired_bindings(with_gke(settings, iam_mode="project-storage-admin"))
     assert [(b.scope, b.member, b.role) for b in wanted] == [
         ("project", "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com",
          "roles/storage.admin"),
@@ -108,7 +108,7 @@ def test_iam_plans(settings: InfraSettings) -> None:
                            {"role": "roles/storage.admin", "members": [wanted[1].member],
                             "condition": {"expression": "false"}}]}
     assert missing_bindings(wanted, policy, {}) == [wanted[1]]  # a conditional grant is not one
-    scoped = desired_bindings(with_gke(settings, iam_mode="bucket-scoped"))
+    scoped = desired_bindings(settings)  # bucket-scoped: the default (issue 37.6)
     assert {(b.scope, b.resource, b.role) for b in scoped} == {
         ("bucket", "my-tpurl-bucket", "roles/storage.objectAdmin"),
         ("bucket", "my-tpurl-bucket", "roles/storage.legacyBucketReader")}
