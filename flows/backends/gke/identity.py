@@ -63,6 +63,8 @@ NEEDS: tuple[Need, ...] = (
     # cloud-build-account); the flow creates the build, uploads the context to the staging
     # bucket (exists() first) and reads the repository (a docker push authenticates with the
     # daemon's credentials). Creating the staging bucket or the repository is infra's.
+    # legacyBucketWriter: storage.buckets.get, objects.list/create/delete on that bucket only
+    # (google-cloud-storage StorageRoles.legacyBucketWriter, the client library's role list).
     Need("image", "cloudbuild.builds.create", "roles/cloudbuild.builds.editor"),
     Need("image", "cloudbuild.builds.get", "roles/cloudbuild.builds.editor"),
     Need("image", "storage.buckets.get", "roles/storage.legacyBucketWriter", "staging"),
