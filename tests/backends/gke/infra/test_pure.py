@@ -155,3 +155,18 @@ def test_the_kueue_configuration_carries_the_examples_priority_classes() -> None
         ("scheduling.k8s.io/v1", "medium", 500, False, "Medium"),
         ("scheduling.k8s.io/v1", "high", 750, False, "High"),
         ("scheduling.k8s.io/v1", "very-high", 1000, False, "Very High")]
+
+
+def test_bucket_scoped_is_the_default_and_the_other_mode_says_what_it_exposes() -> None:
+    """Issue 37.6: the node pool's account gets the pipeline's bucket only unless the profile
+    asks for the tutorial's project-wide storage.admin, which the plan spells out."""
+    from flows.backends.gke.infra.entry import gke_plan_notes
+    from flows.config.gke import GkeSection
+
+    assert GkeSection.model_fields["iam_mode"].default == "bucket-scoped"
+    assert infra_profile().gke.iam_mode == "bucket-scoped"  # the tutorial profile too
+    assert not [n for n in gke_plan_notes(infra_profile()) if "iam_mode" in n]
+    (note,) = [n for n in gke_plan_notes(infra_profile(**{"gke.iam_mode":
+                                                          "project-storage-admin"}))
+               if "iam_mode" in n]
+    assert "every bucket of the project" in note and "Pathways" in note
