@@ -62,9 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     bundle.add_argument("--run", help="only this run's objects and logs (the tpurl/run label "
                         "a failure names)")
     bundle.add_argument("--out", type=Path, help="the archive's path (.tar.gz)")
-    ident = sub.add_parser("flow-identity", help="print the commands that create the flow's "
-                           "Google service account for the Kubernetes pool (pipe to sh)")
+    ident = sub.add_parser("flow-identity", help="print the commands that create the Google "
+                           "identities: infra (deploys the cluster, grants IAM; an operator's, "
+                           "once) and runtime (every scheduled run); pipe to sh")
     ident.add_argument("profile")
+    ident.add_argument("--identity", choices=("both", "runtime", "infra"), default="both",
+                       help="which identity to create (default both)")
     ident.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     listing = sub.add_parser("profiles", help="list the shipped profiles")
     listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
@@ -137,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         if profile.gke is None:
             print("error: flow-identity needs a GKE profile", file=sys.stderr)
             return 2
-        from flows.backends.gke.identity import setup_commands
+        from flows.backends.gke.identity_setup import setup_commands
 
-        print("\n".join(setup_commands(profile.gke)))
+        print("\n".join(setup_commands(profile, args.identity)))
         return 0
     if args.command == "teardown":
         return _teardown(args, profile, overrides)

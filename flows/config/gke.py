@@ -77,7 +77,10 @@ class GkeCluster(StrictModel):
     bucket: str
     reservation: str | None = None  # required by gke.capacity: reservation only
     authorized_cidr: str  # the control plane's allowed sources; required, never implied
-    iam_mode: Literal["project-storage-admin", "bucket-scoped"] = "project-storage-admin"
+    # bucket-scoped by default (issue 37.6): project-storage-admin gives the node pool's and
+    # the workloads' accounts storage.admin on every bucket of the project, reachable from
+    # every pod of the cluster, the privileged host-network Pathways pods included.
+    iam_mode: Literal["project-storage-admin", "bucket-scoped"] = "bucket-scoped"
     cluster_toolkit_version: str = "v1.103.0"
     cluster_toolkit_sha256: str | None = None
     kueue_queue: str = "user-queue"

@@ -40,8 +40,12 @@ async def render_container(pool_name: str, deployment_id: str, flow_run_id: str)
     config.prepare_for_flow_run(flow_run, deployment, flow, pool, worker_name="tpurl-test")
     container = config.job_manifest["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+    pod = config.job_manifest["spec"]["template"]["spec"]
     return {"image": container["image"], "args": container["args"], "env": env,
-            "working_dir": container.get("workingDir")}
+            "working_dir": container.get("workingDir"),
+            "service_account": pod.get("serviceAccountName"),
+            "namespace": config.job_manifest["metadata"].get("namespace"),
+            "config_namespace": config.namespace}
 
 
 if __name__ == "__main__":

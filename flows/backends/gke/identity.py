@@ -1,36 +1,43 @@
-"""The flow's own Google identity on the Kubernetes work pool (issue 18.5): a dedicated
-``tpurl-flow`` Google service account, bound to the ``tpurl-flow`` Kubernetes service account
-(deployments/work-pool/rbac.yaml) through Workload Identity, holding the roles each stage
-calls for and no more.
+"""The two Google identities of a GKE deployment (issue 37.3) and what each must hold.
 
-Why not the blueprint's ``CLUSTER-gke-wl-sa``: the toolkit example grants it logging,
-monitoring, storage, artifactregistry.reader and container.admin only, so from a pod running
-as it pre-flight (compute, IAM, Service Usage), Cloud Build (``cloudbuild.builds.create``) and
-creating the image repository are all refused. And it is the TPU workloads' identity: the
-flow's broader rights do not belong on the training pods.
+- The **runtime** identity, ``tpurl-flow@PROJECT``: every scheduled run uses it (the
+  Kubernetes work pool's pod, bound to the Kubernetes service account ``tpurl-flow`` of
+  deployments/work-pool/rbac.yaml through Workload Identity). It holds what a run calls and
+  no more: its bucket, Cloud Build and its staging bucket, a read of its image repository, a
+  read of the cluster. Its JobSets, Secrets and ConfigMaps are Kubernetes calls, authorised
+  by the namespaced Role, not by Google IAM.
+- The **infra** identity, ``tpurl-infra@PROJECT``: deploys the cluster (gcluster: network,
+  cluster, node pools, service accounts, their project bindings, and the helm charts of
+  Kueue, JobSet and cert-manager) and grants IAM. Used once by an operator (or by a separate
+  infra/teardown deployment on a process worker), never by a scheduled run: its roles
+  (editor, container.admin, projectIamAdmin, which can grant owner) must not sit on a pod
+  whose command, image or environment a flow run's job variables reach.
 
-What each stage calls with the flow's credentials (read from the code):
-- image: Cloud Build (builds.create/get, the default build account's name), its staging
-  bucket (created when missing, the source uploaded), the Artifact Registry repository (get,
-  create when missing);
-- infra: everything the operator needs (preflight_access.OPERATOR_PERMISSIONS: gcluster
-  creates the network, cluster, node pools, service accounts and bindings) plus the reads of
-  pre-flight;
-- convert, train, export: the bucket (lineage records, results, logs). Their JobSets are
-  Kubernetes calls, authorised by the Role, not by Google IAM.
+Why not the blueprint's ``CLUSTER-gke-wl-sa`` for the runtime: the toolkit example grants it
+container.admin and storage.admin (the TPU workloads' rights), and lacks Cloud Build.
 
-Pure: the needs, the one setup command, and the issues of a set of held permissions.
+How a run meets the split: the infra stage of a scheduled run skips on its lineage record
+once the cluster exists (a read: ``container.clusters.get``); when it must deploy, its
+pre-flight tests the infra permissions of whoever runs it (preflight_access.py
+``OPERATOR_PERMISSIONS``) and refuses, naming the infra identity, before anything changes.
+So readiness (flows/backends/gke/readiness.py) tests :data:`NEEDS` (runtime) for every
+stage and pre-flight tests the infra identity's.
+
+Pure: the needs, what a set of held permissions lacks, and the grant for each.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from flows.backends.gke.infra.preflight_access import OPERATOR_PERMISSIONS
 from flows.common.issues import Issue
 from flows.config.gke import GkeSection
 
-FLOW_ACCOUNT = "tpurl-flow"  # the Google and the Kubernetes service account's name
+FLOW_ACCOUNT = "tpurl-flow"    # the runtime identity: the Google and the Kubernetes account
+INFRA_ACCOUNT = "tpurl-infra"  # the infra identity (Google only: it runs outside the cluster)
+
+Scope = Literal["project", "bucket", "staging", "repository"]
 
 
 @dataclass(frozen=True)
@@ -38,24 +45,13 @@ class Need:
     stage: str
     permission: str
     role: str
-    # Where a grant may also sit: "project" only, or the profile's "bucket" / the image
-    # "repository" as well (then a grant on that resource alone is enough: least privilege).
-    scope: str = "project"
+    # Where the grant sits: the project, the profile's bucket, Cloud Build's staging bucket or
+    # the image repository (a grant on that resource alone: least privilege). A project grant
+    # satisfies every scope (testIamPermissions on a resource answers the effective set).
+    scope: Scope = "project"
 
 
-_IMAGE = {
-    "cloudbuild.builds.create": "roles/cloudbuild.builds.editor",
-    "cloudbuild.builds.get": "roles/cloudbuild.builds.editor",
-    "storage.buckets.create": "roles/storage.admin",     # Cloud Build's staging bucket
-    "storage.objects.create": "roles/storage.admin",
-    "artifactregistry.repositories.get": "roles/artifactregistry.admin",
-    "artifactregistry.repositories.create": "roles/artifactregistry.admin",
-}
-_READS = {  # pre-flight's reads (infra/cloud.py) beyond what the operator's roles carry
-    "compute.regions.get": "roles/compute.viewer",
-    "resourcemanager.projects.getIamPolicy": "roles/resourcemanager.projectIamAdmin",
-}
-_PROGRAMS = {
+_PROGRAMS = {  # lineage records, results, logs, checkpoints: the profile's bucket
     "storage.buckets.get": "roles/storage.bucketViewer",
     "storage.objects.get": "roles/storage.objectUser",
     "storage.objects.create": "roles/storage.objectUser",
@@ -63,102 +59,113 @@ _PROGRAMS = {
     "storage.objects.delete": "roles/storage.objectUser",
 }
 NEEDS: tuple[Need, ...] = (
-    *(Need("image", p, r, "repository" if p == "artifactregistry.repositories.get" else
-           "project") for p, r in _IMAGE.items()),
-    *(Need("infra", p, r) for p, r in {**OPERATOR_PERMISSIONS, **_READS}.items()),
+    # image: Cloud Build builds and pushes (with its own account, checked by pre-flight's
+    # cloud-build-account); the flow creates the build, uploads the context to the staging
+    # bucket (exists() first) and reads the repository (a docker push authenticates with the
+    # daemon's credentials). Creating the staging bucket or the repository is infra's.
+    # legacyBucketWriter: storage.buckets.get, objects.list/create/delete on that bucket only
+    # (google-cloud-storage StorageRoles.legacyBucketWriter, the client library's role list).
+    Need("image", "cloudbuild.builds.create", "roles/cloudbuild.builds.editor"),
+    Need("image", "cloudbuild.builds.get", "roles/cloudbuild.builds.editor"),
+    Need("image", "storage.buckets.get", "roles/storage.legacyBucketWriter", "staging"),
+    Need("image", "storage.objects.create", "roles/storage.legacyBucketWriter", "staging"),
+    Need("image", "artifactregistry.repositories.get", "roles/artifactregistry.reader",
+         "repository"),
+    # infra, as a scheduled run meets it: the record says done and the cluster still exists
+    # with the profile's pool (infra/entry.py gke_outputs_present)
+    Need("infra", "container.clusters.get", "roles/container.clusterViewer"),
     *(Need(stage, p, r, "bucket") for stage in ("convert", "train", "export")
       for p, r in _PROGRAMS.items()),
 )
-
-
-# The needs a grant on the resource itself satisfies, read there with testIamPermissions
-# (which answers the effective permissions: inherited from the project or granted on it).
-BUCKET_PERMISSIONS = frozenset(n.permission for n in NEEDS if n.scope == "bucket")
-REPOSITORY_PERMISSIONS = frozenset(n.permission for n in NEEDS if n.scope == "repository")
+SCOPED_PERMISSIONS: dict[str, frozenset[str]] = {
+    scope: frozenset(n.permission for n in NEEDS if n.scope == scope)
+    for scope in ("bucket", "staging", "repository")}
 
 
 def held_with_resources(project: set[str] | frozenset[str], bucket: set[str] | None,
-                        repository: set[str] | None) -> frozenset[str]:
-    """Pure: what the identity holds: the project's answer as permission names, and the
-    bucket's and the repository's as ``bucket:NAME`` / ``repository:NAME``, which satisfy
-    only the needs of that scope (a grant on the profile's bucket is no grant on Cloud
-    Build's staging bucket). None: the resource does not exist yet."""
-    return frozenset({*project, *(f"bucket:{p}" for p in bucket or () if p in BUCKET_PERMISSIONS),
-                      *(f"repository:{p}" for p in repository or ()
-                        if p in REPOSITORY_PERMISSIONS)})
+                        repository: set[str] | None,
+                        staging: set[str] | None = None) -> frozenset[str]:
+    """Pure: what the identity holds: the project's answer as permission names, each
+    resource's as ``SCOPE:NAME``, which satisfies only the needs of that scope (a grant on the
+    profile's bucket is no grant on Cloud Build's staging bucket). None: the resource does
+    not exist yet."""
+    answers = {"bucket": bucket, "staging": staging, "repository": repository}
+    return frozenset({*project, *(f"{scope}:{p}" for scope, found in answers.items()
+                                  for p in found or () if p in SCOPED_PERMISSIONS[scope])})
 
 
 def _holds(need: Need, held: frozenset[str] | set[str]) -> bool:
     return need.permission in held or f"{need.scope}:{need.permission}" in held
 
 
-def bucket_grant_command(gke: GkeSection, role: str) -> str:
-    return (f"gcloud storage buckets add-iam-policy-binding gs://{gke.bucket} "
-            f"--member=serviceAccount:{flow_account(gke)} --role={role}")
-
-
 def flow_account(gke: GkeSection) -> str:
     return f"{FLOW_ACCOUNT}@{gke.project}.iam.gserviceaccount.com"
 
 
-def permissions() -> list[str]:
-    """Every permission the flow's identity must hold on the project (testIamPermissions)."""
-    return sorted({n.permission for n in NEEDS})
+def infra_account(gke: GkeSection) -> str:
+    return f"{INFRA_ACCOUNT}@{gke.project}.iam.gserviceaccount.com"
 
 
-def roles() -> list[str]:
-    return sorted({n.role for n in NEEDS})
+def permissions(scope: Scope = "project") -> list[str]:
+    """What to ask testIamPermissions for on the project (every need: a project grant
+    satisfies all) or on one resource (the needs of that scope)."""
+    return sorted({n.permission for n in NEEDS if scope == "project" or n.scope == scope})
 
 
-def grant_command(gke: GkeSection, role: str) -> str:
-    return (f"gcloud projects add-iam-policy-binding {gke.project} "
-            f"--member=serviceAccount:{flow_account(gke)} --role={role} --condition=None")
+def roles(scope: Scope | None = None) -> list[str]:
+    return sorted({n.role for n in NEEDS if scope is None or n.scope == scope})
 
 
-def setup_commands(gke: GkeSection) -> list[str]:
-    """The one setup (printed by ``tpurl flow-identity PROFILE``; pipe it to sh): the Google
-    service account, its roles on the project, and the Workload Identity binding of the
-    Kubernetes service account ``NAMESPACE/tpurl-flow`` to it."""
-    account = flow_account(gke)
-    return [
-        "set -e",
-        f"gcloud iam service-accounts create {FLOW_ACCOUNT} --project={gke.project} "
-        "--display-name='tpurl flow (Kubernetes work pool)'",
-        *(grant_command(gke, role) for role in roles()),
-        f"gcloud iam service-accounts add-iam-policy-binding {account} "
-        f"--project={gke.project} --role=roles/iam.workloadIdentityUser "
-        f"--member='serviceAccount:{gke.project}.svc.id.goog[{gke.namespace}/{FLOW_ACCOUNT}]'",
-    ]
+def grant_command(gke: GkeSection, need: Need, resource: str, member: str = "") -> str:
+    """The one gcloud line that grants ``need``'s role where its scope says; ``resource``
+    is the staging bucket or the ``LOCATION/NAME`` of the repository when the scope is one
+    of those."""
+    who = f"--member=serviceAccount:{member or flow_account(gke)} --role={need.role}"
+    if need.scope == "bucket":
+        return f"gcloud storage buckets add-iam-policy-binding gs://{gke.bucket} {who}"
+    if need.scope == "staging":
+        return f"gcloud storage buckets add-iam-policy-binding gs://{resource} {who}"
+    if need.scope == "repository":
+        location, _, name = resource.partition("/")
+        return (f"gcloud artifacts repositories add-iam-policy-binding {name} "
+                f"--location={location} --project={gke.project} {who}")
+    return (f"gcloud projects add-iam-policy-binding {gke.project} {who} --condition=None")
 
 
 def _needed(need: Need, builder: str) -> bool:
     """Cloud Build's permissions only where Cloud Build builds (a docker push authenticates
-    with the daemon's credentials, and only the repository is read or created)."""
+    with the daemon's credentials, and only the repository is read)."""
     return not (need.stage == "image" and builder == "docker"
                 and not need.permission.startswith("artifactregistry."))
 
 
 def identity_issues(gke: GkeSection, who: str, held: frozenset[str] | set[str],
-                    builder: str = "cloud-build") -> list[Issue]:
-    """Pure: one issue per stage whose permissions ``who`` (the flow's identity) lacks,
-    naming each permission, its role and the command that grants it. ``builder`` is the one
-    the image stage will use (docker or cloud-build)."""
+                    builder: str = "cloud-build", staging: str = "",
+                    repository: str = "") -> list[Issue]:
+    """Pure: one issue per stage whose runtime permissions ``who`` (the identity the flow
+    runs as) lacks, naming each permission, its role and the command that grants it where
+    least privilege puts it. ``builder`` is the one the image stage will use (docker or
+    cloud-build); ``staging`` and ``repository`` (``LOCATION/NAME``) name the resources."""
     out = []
     for stage in ("image", "infra", "convert", "train", "export"):
         missing = [n for n in NEEDS if n.stage == stage and not _holds(n, held)
                    and _needed(n, builder)]
         if not missing:
             continue
-        lacks = ", ".join(f"{n.permission} (role {n.role})" for n in missing)
-        missing_roles = sorted({n.role for n in missing})
-        grants = "; ".join(grant_command(gke, r) for r in missing_roles)
-        on_bucket = all(n.scope == "bucket" for n in missing)
-        where = (f"project {gke.project} or bucket gs://{gke.bucket}" if on_bucket
-                 else f"project {gke.project}")
-        least = ("; or, on the bucket only: " + "; ".join(
-            bucket_grant_command(gke, r) for r in missing_roles)) if on_bucket else ""
-        out.append(Issue(f"stage {stage}", f"the flow runs as {who}, which lacks {lacks} on "
-                         f"{where}", f"grant them: {grants}{least} (or create the "
-                         f"flow's own account with `tpurl flow-identity PROFILE | sh`)",
+        lacks = ", ".join(f"{n.permission} (role {n.role}{_on(n, gke, staging, repository)})"
+                          for n in missing)
+        grants = "; ".join(dict.fromkeys(
+            grant_command(gke, n, staging if n.scope == "staging" else repository)
+            for n in missing))
+        out.append(Issue(f"stage {stage}", f"the flow runs as {who}, which lacks {lacks}",
+                         f"grant them: {grants} (or create the runtime identity with "
+                         "`tpurl flow-identity PROFILE --identity runtime | sh`)",
                          "environment/flow-identity"))
     return out
+
+
+def _on(need: Need, gke: GkeSection, staging: str, repository: str) -> str:
+    where = {"project": f"project {gke.project}", "bucket": f"gs://{gke.bucket}",
+             "staging": f"gs://{staging or 'PROJECT_cloudbuild'}",
+             "repository": f"repository {repository or 'of image.repository'}"}[need.scope]
+    return f" on {where}"

@@ -18,8 +18,10 @@ What each stage calls (read from the code, not assumed):
   neither needs to be on PATH (the flow image ships gcluster's versions, so a pod fetches
   nothing);
 - convert, train, export: the Kubernetes API, reached through the kube context infra writes;
-- every stage: the Google permissions flows/backends/gke/identity.py lists, held by the
-  identity the flow runs as (read with testIamPermissions from that identity).
+- every stage: the runtime identity's Google permissions (flows/backends/gke/identity.py
+  ``NEEDS``), held by the identity the flow runs as (read with testIamPermissions from that
+  identity). Deploying the cluster is the infra identity's: the infra stage's pre-flight
+  tests those permissions (infra/preflight_access.py) when, and only when, it must deploy.
 
 ``start_issues`` is pure (the facts come in an :class:`Environment`); ``probe`` gathers them.
 """
@@ -29,7 +31,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flows.backends.gke.image.builder import choose_builder, docker_host
 from flows.common.issues import Issue
@@ -91,8 +93,11 @@ def start_issues(profile: Profile, env: Environment) -> list[Issue]:
                             "environment/no-google-credentials"))
     if env.flow_permissions is not None and profile.gke is not None:
         from flows.backends.gke.identity import identity_issues
+        from flows.backends.gke.identity_setup import repository_of, staging_of
 
-        issues += identity_issues(profile.gke, env.flow_identity, env.flow_permissions, builder)
+        repo = repository_of(profile)
+        issues += identity_issues(profile.gke, env.flow_identity, env.flow_permissions, builder,
+                                  staging_of(profile), f"{repo[1]}/{repo[2]}" if repo else "")
     return issues
 
 
@@ -138,30 +143,36 @@ def _flow_permissions(profile: Profile) -> tuple[frozenset[str] | None, str]:
 
 
 def held_permissions(apis: GoogleApis, profile: Profile) -> frozenset[str]:
-    """What the caller holds of identity.NEEDS: on the project, and on the profile's bucket
-    and image repository where they exist (a grant on the resource alone is least
-    privilege, and the project's answer cannot see it)."""
+    """What the caller holds of identity.NEEDS (the runtime identity's): on the project, and
+    on the profile's bucket, Cloud Build's staging bucket and the image repository where they
+    exist (a grant on the resource alone is least privilege, and the project's answer cannot
+    see it)."""
     from flows.backends.gke import identity
-    from flows.backends.gke.infra.cloud import ApiNotFound
-    from flows.backends.gke.infra.preflight_access import ar_repository
-    from flows.core.layout import patched_image_ref
+    from flows.backends.gke.identity_setup import repository_of, staging_of
 
     gke = profile.gke
     assert gke is not None
     project = apis.test_iam_permissions(gke.project, identity.permissions())
-    try:
-        bucket: set[str] | None = apis.bucket_test_iam_permissions(
-            gke.bucket, sorted(identity.BUCKET_PERMISSIONS))
-    except (ApiNotFound, LookupError):
-        bucket = None  # infra creates it; until then only the project's grant counts
+    bucket = _resource_answer(apis.bucket_test_iam_permissions, gke.bucket,
+                              identity.permissions("bucket"))
+    staging = (_resource_answer(apis.bucket_test_iam_permissions, staging_of(profile),
+                                identity.permissions("staging")) if staging_of(profile) else None)
     repository: set[str] | None = None
-    if (found := ar_repository(patched_image_ref(profile).rsplit(":", 1)[0])) is not None:
-        try:
-            repository = apis.repository_test_iam_permissions(
-                *found, sorted(identity.REPOSITORY_PERMISSIONS))
-        except (ApiNotFound, LookupError):
-            repository = None  # the image stage creates it
-    return identity.held_with_resources(project, bucket, repository)
+    if (found := repository_of(profile)) is not None:
+        repository = _resource_answer(apis.repository_test_iam_permissions, *found,
+                                      identity.permissions("repository"))
+    return identity.held_with_resources(project, bucket, repository, staging)
+
+
+def _resource_answer(call: Any, *args: Any) -> set[str] | None:
+    """A resource's testIamPermissions answer; None when it does not exist yet (then only
+    the project's grant counts)."""
+    from flows.backends.gke.infra.cloud import ApiNotFound
+
+    try:
+        return set(call(*args))
+    except (ApiNotFound, LookupError):
+        return None
 
 
 def _session(credentials: object) -> object:

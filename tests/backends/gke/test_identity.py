@@ -1,6 +1,8 @@
-"""The flow's own Google identity on the Kubernetes pool (issue 18.5): a tpurl-flow service
-account with the roles each stage needs, created by one command, checked at start from the
-identity the flow has; a lack refuses naming the permission, the role and the grant."""
+"""The two Google identities (issue 37.3; 18.5 before it): the runtime identity every
+scheduled run uses holds its bucket, Cloud Build, its repository and a read of the cluster,
+and none of the roles that deploy or grant; the infra identity holds those. One command
+creates them; at start the flow's identity is checked against the runtime needs, a lack
+refused naming the permission, the role and the grant where least privilege puts it."""
 
 from __future__ import annotations
 
@@ -10,133 +12,187 @@ import pytest
 import yaml
 
 from flows.backends.gke import identity
-from flows.backends.gke.readiness import Environment, start_issues
+from flows.backends.gke.identity_setup import infra_roles, setup_commands
+from flows.backends.gke.infra.preflight_access import OPERATOR_PERMISSIONS
+from flows.backends.gke.readiness import Environment, held_permissions, start_issues
 from flows.cli import main
+from tests.fakes.cloud.apis import FakeGoogleApis
 from tests.support.profiles import INFRA_OVERRIDES, infra_profile
 
 ROOT = Path(__file__).resolve().parents[3]
 READY = dict(on_path=frozenset({"gcloud"}), docker_daemon=False, docker_host="unix:///x",
              infra_credentials=None, cloud_build_credentials=None, in_kubernetes=True)
 WHO = "tpurl-flow@my-proj-123.iam.gserviceaccount.com"
+REPO = "my-proj-123/us-east5/tpurl"
+STAGING = "my-proj-123_cloudbuild"
 WL_SA = {  # what the toolkit example grants CLUSTER-gke-wl-sa (issue 18.5), as permissions
     "storage.buckets.get", "storage.objects.get", "storage.objects.create",
     "storage.objects.list", "storage.objects.delete", "artifactregistry.repositories.get",
     "container.clusters.get", "container.clusters.create"}
+# Roles that deploy, grant or reach beyond the run's own resources: none is the runtime's.
+POWERFUL = {"roles/editor", "roles/owner", "roles/container.admin",
+            "roles/container.clusterAdmin", "roles/resourcemanager.projectIamAdmin",
+            "roles/storage.admin", "roles/artifactregistry.admin",
+            "roles/iam.serviceAccountAdmin", "roles/iam.serviceAccountUser"}
 
 
-def _env(held: frozenset[str] | None) -> Environment:
-    return Environment(**READY, flow_permissions=held, flow_identity=WHO)
+def _issues(profile, held) -> list:
+    env = Environment(**READY, flow_permissions=frozenset(held), flow_identity=WHO)
+    return [i for i in start_issues(profile, env) if i.category == "environment/flow-identity"]
+
+
+def test_the_runtime_identity_holds_nothing_that_deploys_or_grants() -> None:
+    assert not set(identity.roles()) & POWERFUL
+    runtime = {n.permission for n in identity.NEEDS}
+    for deploys in ("container.clusters.create", "container.clusterRoles.create",
+                    "container.clusterRoleBindings.create",
+                    "resourcemanager.projects.setIamPolicy", "iam.serviceAccounts.create",
+                    "iam.serviceAccounts.actAs", "compute.networks.create",
+                    "storage.buckets.create", "artifactregistry.repositories.create"):
+        assert deploys in OPERATOR_PERMISSIONS and deploys not in runtime, deploys
+    # and the infra identity holds what deploying needs (issue 30.3: container.admin)
+    assert {"roles/container.admin", "roles/resourcemanager.projectIamAdmin"} <= set(
+        infra_roles())
+    assert "roles/container.clusterAdmin" not in infra_roles()
 
 
 @pytest.mark.parametrize("builder", ("auto", "cloud-build", "docker"))
 def test_the_workload_account_is_refused_at_start_naming_permission_role_and_grant(
         builder: str) -> None:
     profile = infra_profile(**{"image.builder": builder})
-    issues = [i for i in start_issues(profile, _env(frozenset(WL_SA)))
-              if i.category == "environment/flow-identity"]
-    stages = {i.field for i in issues}
-    assert {"stage infra", "stage image"} <= stages
-    text = "\n".join(i.render() for i in issues)
-    for need in identity.NEEDS:
-        if need.permission in WL_SA or (builder == "docker" and need.stage == "image"
-                                        and not need.permission.startswith("artifact")):
-            continue
-        assert need.permission in text and f"role {need.role}" in text
-        assert f"--member=serviceAccount:{identity.flow_account(profile.gke)} " \
-               f"--role={need.role}" in text
-    if builder == "docker":  # a docker push needs no Cloud Build permission
-        assert "cloudbuild.builds.create" not in text
+    issues = _issues(profile, WL_SA)
+    if builder == "docker":  # a docker push needs no Cloud Build: the rest it holds
+        assert issues == []
+        return
+    (issue,) = issues
+    assert issue.field == "stage image"
+    text = issue.render()
+    assert "cloudbuild.builds.create (role roles/cloudbuild.builds.editor on project" in text
+    assert (f"gcloud projects add-iam-policy-binding my-proj-123 "
+            f"--member=serviceAccount:{WHO} --role=roles/cloudbuild.builds.editor") in text
+    # the staging bucket's grant is offered on that bucket, not on the project
+    assert "project-wide" not in text and "roles/storage.admin" not in text
+    assert "--identity runtime" in text
 
 
-def test_the_flow_account_holding_every_role_passes_and_unknown_refuses_nothing() -> None:
+def test_the_runtime_identity_holding_its_needs_passes_and_unknown_refuses_nothing() -> None:
     profile = infra_profile()
-    held = frozenset(identity.permissions())
-    assert not [i for i in start_issues(profile, _env(held))
-                if i.category == "environment/flow-identity"]
-    assert not [i for i in start_issues(profile, _env(None))
+    assert _issues(profile, identity.permissions()) == []
+    env = Environment(**READY, flow_permissions=None, flow_identity=WHO)
+    assert not [i for i in start_issues(profile, env)
                 if i.category == "environment/flow-identity"]
 
 
-def test_one_command_creates_the_account_its_roles_and_the_binding(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["flow-identity", "qwen3-30b-a3b-v6e-32",
+def test_grants_on_the_resources_alone_are_seen_and_pass() -> None:
+    """Least privilege: the bucket's, the staging bucket's and the repository's own grants,
+    read with each resource's testIamPermissions (the project's cannot see them)."""
+    profile = infra_profile()
+    fake = FakeGoogleApis()
+    fake.permissions = {n.permission for n in identity.NEEDS if n.scope == "project"}
+    before = {i.field for i in _issues(profile, held_permissions(fake, profile))}
+    assert before == {"stage image", "stage convert", "stage train", "stage export"}
+    fake.bucket_grants[profile.gke.bucket] = set(identity.permissions("bucket"))
+    fake.bucket_grants[STAGING] = set(identity.permissions("staging"))
+    fake.repositories[REPO] = {"name": "tpurl"}
+    fake.repository_grants[REPO] = set(identity.permissions("repository"))
+    assert _issues(profile, held_permissions(fake, profile)) == []
+    assert fake.calls.count("bucket_test_iam_permissions") >= 2
+    assert "repository_test_iam_permissions" in fake.calls
+
+
+def test_a_grant_on_one_resource_never_stands_in_for_another() -> None:
+    """The profile's bucket grants storage.objects.create; Cloud Build's staging bucket is
+    another resource and still lacks it (and a project permission named on a resource is
+    not a project grant)."""
+    held = identity.held_with_resources(
+        {"container.clusters.get"}, {"storage.objects.create", "compute.networks.create"},
+        {"artifactregistry.repositories.create"}, None)
+    assert held == {"container.clusters.get", "bucket:storage.objects.create"}
+    profile = infra_profile(**{"image.builder": "cloud-build"})
+    lacking = {n.permission for n in identity.NEEDS if n.scope == "project"}
+    fake = FakeGoogleApis()
+    fake.permissions = set(lacking)
+    fake.bucket_grants[profile.gke.bucket] = set(identity.permissions("bucket"))
+    fake.bucket_grants[STAGING] = {"storage.buckets.get"}
+    fake.repositories[REPO] = {"name": "tpurl"}
+    fake.repository_grants[REPO] = {"artifactregistry.repositories.get"}
+    (issue,) = _issues(profile, held_permissions(fake, profile))
+    assert issue.field == "stage image"
+    text = issue.render()
+    assert f"storage.objects.create (role roles/storage.legacyBucketWriter on gs://{STAGING})" \
+        in text and "storage.buckets.get" not in text
+    assert (f"gcloud storage buckets add-iam-policy-binding gs://{STAGING} "
+            f"--member=serviceAccount:{WHO} --role=roles/storage.legacyBucketWriter") in text
+
+
+def test_a_bucket_without_the_grants_is_refused_with_the_bucket_level_command() -> None:
+    profile = infra_profile()
+    fake = FakeGoogleApis()
+    fake.permissions = {n.permission for n in identity.NEEDS if n.scope == "project"}
+    fake.bucket_grants[profile.gke.bucket] = {"storage.objects.get"}  # read-only on the bucket
+    fake.bucket_grants[STAGING] = set(identity.permissions("staging"))
+    fake.repositories[REPO] = {"name": "tpurl"}
+    fake.repository_grants[REPO] = set(identity.permissions("repository"))
+    issues = _issues(profile, held_permissions(fake, profile))
+    assert {i.field for i in issues} == {"stage convert", "stage train", "stage export"}
+    text = issues[0].render()
+    assert "storage.objects.get " not in text.split("lacks", 1)[1].split("fix", 1)[0]
+    assert (f"gcloud storage buckets add-iam-policy-binding gs://{profile.gke.bucket} "
+            f"--member=serviceAccount:{WHO} --role=roles/storage.objectUser") in text
+
+
+def _script(capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    argv = ["flow-identity", "qwen3-30b-a3b-v6e-32", *extra,
             *[f"--set={k}={v}" for k, v in INFRA_OVERRIDES.items()]]
     assert main(argv) == 0
-    script = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_one_command_creates_both_identities_each_with_its_own_roles(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    script = _script(capsys)
     project = INFRA_OVERRIDES["gke.project"]
-    assert f"gcloud iam service-accounts create tpurl-flow --project={project}" in script
-    for role in identity.roles():
-        assert f"--role={role} " in script
-    assert (f"--member='serviceAccount:{project}.svc.id.goog[default/tpurl-flow]'"
-            in script and "roles/iam.workloadIdentityUser" in script)
+    runtime, infra = f"tpurl-flow@{project}", f"tpurl-infra@{project}"
+    lines = script.splitlines()
+    assert lines[0] == "set -e"
+    for account in (runtime, infra):  # idempotent: a second run creates nothing twice
+        (create,) = [ln for ln in lines if f"service-accounts describe {account}" in ln]
+        assert " || gcloud iam service-accounts create " in create
+    for role in infra_roles():
+        assert (f"add-iam-policy-binding {project} --member=serviceAccount:"
+                f"{infra}.iam.gserviceaccount.com --role={role} ") in script
+    grants = [ln for ln in lines if f"--member=serviceAccount:{runtime}" in ln]
+    assert {r for r in POWERFUL if any(f"--role={r}" in g for g in grants)} == set()
+    for need in identity.NEEDS:  # each runtime role sits where its scope says, only there
+        where = {"project": f"projects add-iam-policy-binding {project} ",
+                 "bucket": f"buckets add-iam-policy-binding gs://{INFRA_OVERRIDES['gke.bucket']} ",
+                 "staging": f"buckets add-iam-policy-binding gs://{STAGING} ",
+                 "repository": "repositories add-iam-policy-binding tpurl --location=us-east5 "
+                 }[need.scope]
+        assert any(where in g and f"--role={need.role}" in g for g in grants), need
+        assert not any(where not in g and g.endswith(f"--role={need.role}")
+                       for g in grants if need.scope != "project"), need
+    assert (f"--member='serviceAccount:{project}.svc.id.goog[default/tpurl-flow]'" in script
+            and "roles/iam.workloadIdentityUser" in script)
+    # the resources the runtime grants sit on exist first (created only when missing)
+    first_grant = next(i for i, ln in enumerate(lines) if "add-iam-policy-binding gs://" in ln)
+    assert all(any(f"|| gcloud {what} create" in ln for ln in lines[:first_grant])
+               for what in ("storage buckets", "artifacts repositories"))
 
 
-def test_the_kubernetes_service_account_is_annotated_with_the_flow_account() -> None:
+def test_a_flag_chooses_one_identity(capsys: pytest.CaptureFixture[str]) -> None:
+    runtime = _script(capsys, "--identity", "runtime")
+    assert "tpurl-infra" not in runtime and "tpurl-flow" in runtime
+    infra = _script(capsys, "--identity", "infra")
+    assert "tpurl-flow" not in infra and "roles/container.admin" in infra
+    profile = infra_profile()
+    assert setup_commands(profile, "both")[1:] == [
+        *setup_commands(profile, "infra")[1:], *setup_commands(profile, "runtime")[1:]]
+
+
+def test_the_kubernetes_service_account_is_annotated_with_the_runtime_account() -> None:
     docs = list(yaml.safe_load_all((ROOT / "deployments/work-pool/rbac.yaml").read_text()))
     (sa,) = [d for d in docs if d["kind"] == "ServiceAccount"]
     assert sa["metadata"]["name"] == identity.FLOW_ACCOUNT
     assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == \
         "tpurl-flow@PROJECT.iam.gserviceaccount.com"
-
-
-def _held(fake, profile) -> frozenset[str]:
-    from flows.backends.gke.readiness import held_permissions
-
-    return held_permissions(fake, profile)
-
-
-def _issues(profile, held: frozenset[str]) -> list:
-    return [i for i in start_issues(profile, _env(held)) if i.category == "environment/flow-identity"]
-
-
-def test_grants_on_the_bucket_and_the_repository_alone_are_seen_and_pass() -> None:
-    """Least privilege (issue 18.5): storage roles granted on the bucket only and read on the
-    repository only; the project's testIamPermissions cannot see them, the resources' can."""
-    from tests.fakes.cloud.apis import FakeGoogleApis
-
-    profile = infra_profile()
-    fake = FakeGoogleApis()
-    fake.permissions = {n.permission for n in identity.NEEDS if n.scope == "project"}
-    assert {i.field for i in _issues(profile, _held(fake, profile))} == {
-        "stage convert", "stage train", "stage export"}  # no bucket yet: the project decides
-    fake.bucket_grants[profile.gke.bucket] = set(identity.BUCKET_PERMISSIONS)
-    fake.repositories["my-proj-123/us-east5/tpurl"] = {"name": "tpurl"}
-    assert not _issues(profile, _held(fake, profile))
-    assert {"bucket_test_iam_permissions", "repository_test_iam_permissions"} <= set(fake.calls)
-    # the repository's own grant serves the image stage's read, never infra's project need
-    get = "artifactregistry.repositories.get"
-    fake.permissions.discard(get)
-    fake.repository_grants["my-proj-123/us-east5/tpurl"] = {get}
-    held = _held(fake, profile)
-    assert f"repository:{get}" in held
-    assert [i.field for i in _issues(profile, held)] == ["stage infra"]
-
-
-def test_a_bucket_without_the_grants_is_refused_with_the_bucket_level_command() -> None:
-    from tests.fakes.cloud.apis import FakeGoogleApis
-
-    profile = infra_profile()
-    fake = FakeGoogleApis()
-    fake.permissions = {n.permission for n in identity.NEEDS if n.scope == "project"}
-    fake.bucket_grants[profile.gke.bucket] = {"storage.objects.get"}  # read-only on the bucket
-    issues = _issues(profile, _held(fake, profile))
-    assert {i.field for i in issues} == {"stage convert", "stage train", "stage export"}
-    text = issues[0].render()
-    assert "storage.objects.get" not in text.split("lacks", 1)[1].split(" on ", 1)[0]
-    assert f"on project my-proj-123 or bucket gs://{profile.gke.bucket}" in text
-    assert (f"gcloud storage buckets add-iam-policy-binding gs://{profile.gke.bucket} "
-            f"--member=serviceAccount:{identity.flow_account(profile.gke)} "
-            "--role=roles/storage.objectUser") in text
-
-
-def test_a_grant_on_the_bucket_never_stands_in_for_a_project_need() -> None:
-    held = identity.held_with_resources({"compute.regions.get"},
-                                        {"storage.objects.create", "compute.networks.create"},
-                                        {"artifactregistry.repositories.create"})
-    assert held == {"compute.regions.get", "bucket:storage.objects.create"}
-    profile = infra_profile(**{"image.builder": "cloud-build"})
-    lacking = {n.permission for n in identity.NEEDS} - {"storage.objects.create"}
-    issues = _issues(profile, frozenset(lacking) | held)
-    # the profile's bucket grants it, Cloud Build's staging bucket needs it on the project
-    assert [i.field for i in issues] == ["stage image"]
-    assert "storage.objects.create (role roles/storage.admin)" in issues[0].render()

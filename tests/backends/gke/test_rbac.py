@@ -14,6 +14,7 @@ IAM (roles/container.viewer), not by this Role, so they are not part of it.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,3 +121,70 @@ def test_the_role_grants_every_call_the_backend_makes_and_nothing_more(
                 f"{prefix}_{what}: no scenario reaches {resource}")
         else:
             assert what == "namespaced_custom_object", f"{prefix}_{what}: map its resource here"
+
+
+def _secret_rules() -> list[dict]:
+    return [r for r in role_rules(RBAC) if set(r.get("resources") or []) & {"secrets",
+                                                                            "configmaps"}]
+
+
+def test_no_write_on_secrets_or_configmaps_is_unscoped_but_create() -> None:
+    """Issue 37.6: every write verb on secrets and configmaps names the objects it may touch,
+    except ``create``, which RBAC cannot limit by name (the name is in the body: requestinfo
+    leaves it empty, and ResourceNameMatches never matches an empty name against a list) and
+    which cannot overwrite (409 AlreadyExists). The names are the backend's own."""
+    from flows.backends.gke.jobs.naming import secret_name
+    from flows.config.loading import load_profile, profile_names
+    from tests.support.profiles import required_overrides
+
+    for rule in _secret_rules():
+        writes = set(rule["verbs"]) - {"get", "list", "watch"}
+        if writes - {"create"}:
+            assert rule.get("resourceNames"), rule
+        if "create" in writes:
+            assert rule["verbs"] == ["create"], "create shares no rule with a scoped verb"
+    (update,) = [r for r in _secret_rules() if "update" in r["verbs"]]
+    assert update["resources"] == ["secrets"] and update["verbs"] == ["update"]
+    shipped = [load_profile(name, required_overrides(name), environ={})
+               for name in profile_names()]
+    gke = [p for p in shipped if p.gke is not None]
+    assert gke, "no shipped GKE profile"
+    for profile in gke:  # every shipped GKE profile's Secret is one the Role may update
+        assert profile.model.hf_token is not None
+        assert secret_name(profile.model.hf_token.describe()) in update["resourceNames"]
+
+
+def test_another_secret_cannot_be_overwritten(server: FakeApiServer) -> None:
+    """Through the fake API with the Role enforced as the API server does: an update of a
+    Secret the backend does not own is 403; a create of one that exists is 409 (so the
+    unscoped create overwrites nothing); the backend's own Secret may be updated."""
+    from kubernetes import client as k8s
+
+    from flows.backends.gke.jobs.naming import secret_name
+
+    config = k8s.Configuration(host=server.url)
+    core = k8s.CoreV1Api(k8s.ApiClient(config))
+    server.kube.create("secrets", "default", {"apiVersion": "v1", "kind": "Secret",
+                                              "metadata": {"name": "db-password"},
+                                              "stringData": {"value": "s3cret"}})
+    before = copy.deepcopy([s for s in server.kube.find("secrets")
+                            if s["metadata"]["name"] == "db-password"])
+    ours = secret_name("env:HF_TOKEN")
+    attack = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-password"},
+              "stringData": {"value": "attacker"}}
+    with pytest.raises(k8s.ApiException) as err:
+        core.replace_namespaced_secret("db-password", "default", attack)
+    assert err.value.status == 403
+    import json
+
+    message = json.loads(err.value.body)["message"]
+    assert message.startswith('secrets "db-password" is forbidden') and "cannot update" in message
+    with pytest.raises(k8s.ApiException) as err:
+        core.create_namespaced_secret("default", attack)
+    assert err.value.status == 409
+    assert [s for s in server.kube.find("secrets")
+            if s["metadata"]["name"] == "db-password"] == before  # untouched
+    mine = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": ours},
+            "stringData": {"value": "hf_x"}}
+    core.create_namespaced_secret("default", mine)
+    core.replace_namespaced_secret(ours, "default", mine)

@@ -8,7 +8,9 @@ Upstream, what this does:
   requestinfo.go, ``NewRequestInfo``): GET of a named object is ``get``, of a collection
   ``list``, or ``watch`` with ``?watch=true``; POST ``create``; PUT ``update``; PATCH
   ``patch``; DELETE of a named object ``delete``, of a collection ``deletecollection``; a
-  path below the object's name is its subresource (``pods/log``); a list or watch whose
+  path below the object's name is its subresource (``pods/log``); the name comes from the
+  path only, so a create (POST to the collection) has none, and a rule with
+  ``resourceNames`` never grants it; a list or watch whose
   field selector is exactly ``metadata.name=X`` is about the object X (for resourceNames);
 - the rule match (kubernetes pkg/apis/rbac/v1/evaluation_helpers.go: ``VerbMatches``,
   ``APIGroupMatches``, ``ResourceMatches`` on "resource/subresource" or "*/subresource",

@@ -58,8 +58,10 @@ def gke_plan_notes(profile: Profile) -> list[str]:
     if warning := world_open_warning(s.gke):
         notes.append(warning)
     if s.gke.iam_mode == "project-storage-admin":
-        notes.append("iam_mode project-storage-admin (the tutorial's) lets every pod write every "
-                     "bucket of the project; gke.iam_mode: bucket-scoped is recommended")
+        notes.append("iam_mode project-storage-admin (the tutorial's) lets every pod, the "
+                     "privileged host-network Pathways ones included, read, overwrite and "
+                     "delete every bucket of the project; gke.iam_mode: bucket-scoped (the "
+                     "default) grants the pipeline's bucket only")
     notes += render_cost(cost_plan(profile))
     return notes
 

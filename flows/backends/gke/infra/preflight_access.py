@@ -21,19 +21,33 @@ from flows.backends.gke.infra.admission import (
 )
 from flows.backends.gke.infra.settings import InfraSettings
 
-# What the operator running `tpurl run` needs on the project, and the predefined role that
-# grants it. The roles are those cluster-toolkit's examples/gke-tpu-v6e/README.md lists
-# (editor, container.clusterAdmin, iam.serviceAccountAdmin), plus projectIamAdmin (the
-# blueprint's service-account modules and the infra stage bind project roles: editor lacks
-# setIamPolicy) and artifactregistry.admin (the image stage creates the repository).
+# What the infra identity needs on the project (the operator, or tpurl-infra@PROJECT:
+# flows/backends/gke/identity.py; never a scheduled run's runtime identity), and the predefined
+# role that grants it. Cluster Toolkit's examples/gke-tpu-v6e/README.md lists editor,
+# container.clusterAdmin and iam.serviceAccountAdmin, but its kubectl-apply module
+# helm-installs Kueue, JobSet and cert-manager with the deploying identity's own access token
+# (modules/management/kubectl-apply/providers.tf:17-35, cluster-toolkit develop c765092f4),
+# and those charts create ClusterRoles and ClusterRoleBindings, which GKE's IAM authorizer
+# allows only with container.clusterRoles.create / container.clusterRoleBindings.create:
+# in roles/container.admin (container.*), not in container.clusterAdmin (clusters and
+# operations only) nor in editor (a project editor's ClusterRoleBinding create is refused:
+# velero-io/velero#7384). So container.admin, which also carries clusters.create/get, takes
+# clusterAdmin's place. Plus projectIamAdmin (the blueprint's service-account modules and the
+# infra stage bind project roles: editor lacks setIamPolicy), artifactregistry.admin and
+# storage.admin (the repository and the buckets the runtime identity may not create), and the
+# reads of pre-flight itself.
 OPERATOR_PERMISSIONS: dict[str, str] = {
-    "container.clusters.create": "roles/container.clusterAdmin",
-    "container.clusters.get": "roles/container.clusterAdmin",
+    "container.clusters.create": "roles/container.admin",
+    "container.clusters.get": "roles/container.admin",
+    "container.clusterRoles.create": "roles/container.admin",
+    "container.clusterRoleBindings.create": "roles/container.admin",
     "compute.networks.create": "roles/editor",
     "compute.reservations.get": "roles/editor",
+    "compute.regions.get": "roles/editor",
     "iam.serviceAccounts.create": "roles/iam.serviceAccountAdmin",
     "iam.serviceAccounts.actAs": "roles/iam.serviceAccountUser",
     "resourcemanager.projects.setIamPolicy": "roles/resourcemanager.projectIamAdmin",
+    "resourcemanager.projects.getIamPolicy": "roles/resourcemanager.projectIamAdmin",
     "storage.buckets.create": "roles/storage.admin",
     "artifactregistry.repositories.create": "roles/artifactregistry.admin",
     "artifactregistry.repositories.get": "roles/artifactregistry.admin",
@@ -70,6 +84,12 @@ def _grant(s: InfraSettings, roles: list[str]) -> str:
                      f"--member=user:YOU --role={role}" for role in roles)
 
 
+INFRA_IDENTITY_FIX = ("deploying is the infra identity's step, not a scheduled run's: run it "
+                      "once as an operator holding these roles or as tpurl-infra@{project} "
+                      "(`tpurl flow-identity PROFILE --identity infra | sh`); the runtime "
+                      "identity tpurl-flow lacks them on purpose")
+
+
 def check_operator_permissions(s: InfraSettings, held: Any) -> tuple[str, str, str, str]:
     """(status, found, fix, target)."""
     target = f"projects/{s.gke.project} (Resource Manager testIamPermissions)"
@@ -81,7 +101,8 @@ def check_operator_permissions(s: InfraSettings, held: Any) -> tuple[str, str, s
     if missing:
         roles = sorted({OPERATOR_PERMISSIONS[p] for p in missing})
         return ("fail", f"you lack {', '.join(missing)}", f"ask a project owner for "
-                f"{', '.join(roles)}: {_grant(s, roles)}", target)
+                f"{', '.join(roles)}: {_grant(s, roles)}; "
+                + INFRA_IDENTITY_FIX.format(project=s.gke.project), target)
     return ("ok", f"you hold all {len(OPERATOR_PERMISSIONS)} permissions the run needs", "",
             target)
 

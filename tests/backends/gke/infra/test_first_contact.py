@@ -193,8 +193,26 @@ def test_missing_operator_permissions_are_named_with_their_role(cloud: Cloud) ->
     line = _line(text, "operator-permissions")
     assert not ok
     assert "container.clusters.create, resourcemanager.projects.setIamPolicy" in line
-    assert "roles/container.clusterAdmin, roles/resourcemanager.projectIamAdmin" in line
+    assert "roles/container.admin, roles/resourcemanager.projectIamAdmin" in line
+    # whose step it is: the infra identity's, never the runtime one's (issue 37.3)
+    assert "--identity infra" in line and "tpurl-flow lacks them on purpose" in line
     assert "projects/my-proj-123 (Resource Manager testIamPermissions)" in line
+
+
+def test_editor_and_cluster_admin_alone_cannot_install_the_charts(cloud: Cloud) -> None:
+    """Issue 30.3. Cluster Toolkit's kubectl-apply helm-installs Kueue, JobSet and
+    cert-manager with the deploying identity's token (modules/management/kubectl-apply/
+    providers.tf:17-35), and their ClusterRoles/ClusterRoleBindings need
+    container.clusterRoles.create / container.clusterRoleBindings.create, which
+    roles/container.admin carries (container.*) and editor + container.clusterAdmin (the
+    toolkit example README's list) do not: pre-flight refuses before gcluster runs."""
+    cloud.apis.permissions -= {"container.clusterRoles.create",
+                               "container.clusterRoleBindings.create"}
+    text, ok = _check(cloud)
+    line = _line(text, "operator-permissions")
+    assert not ok
+    assert "container.clusterRoles.create, container.clusterRoleBindings.create" in line
+    assert "ask a project owner for roles/container.admin:" in line
 
 
 # --- item 8: the Pathways tag -------------------------------------------------------------

@@ -42,6 +42,7 @@ def _provision(settings: InfraSettings, cloud: Cloud, gcs: Any, log: Log | None 
 
 def test_first_run_runs_the_tutorial_then_a_second_run_runs_nothing(
         settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    settings = with_gke(settings, iam_mode="project-storage-admin")  # the tutorial's, not ours
     report = _provision(settings, cloud, gcs)
     assert report.bucket_created and report.deployed
     assert cloud.calls("gcluster") == [DEPLOY_TAIL]
@@ -112,7 +113,8 @@ def test_world_open_cidr_is_warned_loudly(settings: InfraSettings, cloud: Cloud,
 
 def test_bucket_scoped_mode_grants_on_the_bucket_only(settings: InfraSettings, cloud: Cloud,
                                                       gcs: Any) -> None:
-    scoped = with_gke(settings, iam_mode="bucket-scoped")
+    scoped = settings
+    assert scoped.gke.iam_mode == "bucket-scoped"  # the default, the tutorial profile's too
     report = _provision(scoped, cloud, gcs)
     iam_calls = [c for c in cloud.calls("gcloud") if "add-iam-policy-binding" in c]
     assert all(c[:4] == ["storage", "buckets", "add-iam-policy-binding", "gs://my-tpurl-bucket"]
@@ -134,3 +136,21 @@ def test_a_foreign_cluster_that_differs_is_not_deployed_over(settings: InfraSett
     with pytest.raises(StageFailed, match="no deployment folder was found"):
         _provision(settings, cloud, gcs)
     assert cloud.calls("gcluster") == []
+
+
+def test_the_runtime_identity_cannot_deploy_and_is_told_whose_step_it_is(
+        settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    """Issue 37.3: a scheduled run's identity holds the runtime needs only. When its infra
+    stage must deploy (no cluster yet), pre-flight tests the infra permissions of the caller
+    and refuses, naming the infra identity, before a bucket, a binding or gcluster."""
+    from flows.backends.gke import identity
+
+    cloud.apis.permissions = set(identity.permissions())
+    with pytest.raises(StageFailed) as err:
+        _provision(settings, cloud, gcs)
+    diagnosis = err.value.diagnosis
+    assert diagnosis.category == FailureCategory.USER_ERROR
+    assert "container.clusterRoles.create" in diagnosis.detail
+    assert "tpurl flow-identity PROFILE --identity infra" in diagnosis.detail
+    assert cloud.calls("gcluster") == [] and cloud.calls("gcloud") == []
+    assert list(gcs.list_buckets()) == []

@@ -98,7 +98,7 @@ def test_authorized_cidr_is_required_and_world_warns() -> None:
 
 
 def test_iam_plans(settings: InfraSettings) -> None:
-    wanted = desired_bindings(settings)
+    wanted = desired_bindings(with_gke(settings, iam_mode="project-storage-admin"))
     assert [(b.scope, b.member, b.role) for b in wanted] == [
         ("project", "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com",
          "roles/storage.admin"),
@@ -108,7 +108,7 @@ def test_iam_plans(settings: InfraSettings) -> None:
                            {"role": "roles/storage.admin", "members": [wanted[1].member],
                             "condition": {"expression": "false"}}]}
     assert missing_bindings(wanted, policy, {}) == [wanted[1]]  # a conditional grant is not one
-    scoped = desired_bindings(with_gke(settings, iam_mode="bucket-scoped"))
+    scoped = desired_bindings(settings)  # bucket-scoped: the default (issue 37.6)
     assert {(b.scope, b.resource, b.role) for b in scoped} == {
         ("bucket", "my-tpurl-bucket", "roles/storage.objectAdmin"),
         ("bucket", "my-tpurl-bucket", "roles/storage.legacyBucketReader")}
@@ -155,3 +155,18 @@ def test_the_kueue_configuration_carries_the_examples_priority_classes() -> None
         ("scheduling.k8s.io/v1", "medium", 500, False, "Medium"),
         ("scheduling.k8s.io/v1", "high", 750, False, "High"),
         ("scheduling.k8s.io/v1", "very-high", 1000, False, "Very High")]
+
+
+def test_bucket_scoped_is_the_default_and_the_other_mode_says_what_it_exposes() -> None:
+    """Issue 37.6: the node pool's account gets the pipeline's bucket only unless the profile
+    asks for the tutorial's project-wide storage.admin, which the plan spells out."""
+    from flows.backends.gke.infra.entry import gke_plan_notes
+    from flows.config.gke import GkeSection
+
+    assert GkeSection.model_fields["iam_mode"].default == "bucket-scoped"
+    assert infra_profile().gke.iam_mode == "bucket-scoped"  # the tutorial profile too
+    assert not [n for n in gke_plan_notes(infra_profile()) if "iam_mode" in n]
+    (note,) = [n for n in gke_plan_notes(infra_profile(**{"gke.iam_mode":
+                                                          "project-storage-admin"}))
+               if "iam_mode" in n]
+    assert "every bucket of the project" in note and "Pathways" in note

@@ -1,0 +1,106 @@
+"""``tpurl flow-identity PROFILE [--identity runtime|infra|both]``: the shell script that
+creates the two Google identities of flows/backends/gke/identity.py with their roles.
+
+Run once by someone who may create service accounts and grant roles (a project owner or
+IAM admin); pipe it to sh. Both by default: the infra identity first (it is the one that can
+deploy), then the runtime one, whose grants sit on the resources themselves wherever IAM
+allows it (the bucket, Cloud Build's staging bucket, the image repository), which the script
+creates when missing, so that the grants have something to sit on.
+
+Pure: the lines are computed from the profile; nothing here runs them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from flows.backends.gke import identity
+from flows.backends.gke.image.cloudbuild_spec import staging_bucket
+from flows.backends.gke.infra.preflight_access import OPERATOR_PERMISSIONS, ar_repository
+from flows.config.profile import Profile
+from flows.core.layout import patched_image_ref
+
+Which = Literal["runtime", "infra", "both"]
+
+
+def infra_roles() -> list[str]:
+    """The infra identity's project roles: those behind the permissions pre-flight tests
+    (preflight_access.OPERATOR_PERMISSIONS)."""
+    return sorted(set(OPERATOR_PERMISSIONS.values()))
+
+
+def repository_of(profile: Profile) -> tuple[str, str, str] | None:
+    """(project, location, name) of the image repository when it is Artifact Registry."""
+    return ar_repository(patched_image_ref(profile).rsplit(":", 1)[0])
+
+
+def staging_of(profile: Profile) -> str:
+    """Cloud Build's staging bucket, when the image stage may build with Cloud Build."""
+    assert profile.gke is not None
+    return "" if profile.image.builder == "docker" else staging_bucket(profile.gke.project)
+
+
+def _create_account(email: str, name: str, project: str, title: str) -> str:
+    """Idempotent, like every line of the script: a second run changes nothing."""
+    return (f"gcloud iam service-accounts describe {email} --project={project} >/dev/null 2>&1"
+            f" || gcloud iam service-accounts create {name} --project={project} "
+            f"--display-name='{title}'")
+
+
+def _infra(profile: Profile) -> list[str]:
+    gke = profile.gke
+    assert gke is not None
+    account = identity.infra_account(gke)
+    return [
+        "# the infra identity: deploys the cluster and grants IAM; used once, never by a run",
+        _create_account(account, identity.INFRA_ACCOUNT, gke.project,
+                        "tpurl infra (cluster deploy, IAM; operator only)"),
+        *(f"gcloud projects add-iam-policy-binding {gke.project} "
+          f"--member=serviceAccount:{account} --role={role} --condition=None"
+          for role in infra_roles()),
+        f"# deploy with it: gcloud config set auth/impersonate_service_account {account}",
+        "# (you need roles/iam.serviceAccountTokenCreator on it), then `tpurl run PROFILE` once,",
+        "# or run the infra/teardown deployment's process worker as it",
+    ]
+
+
+def _runtime(profile: Profile) -> list[str]:
+    gke = profile.gke
+    assert gke is not None
+    account = identity.flow_account(gke)
+    staging, repo = staging_of(profile), repository_of(profile)
+    repository = f"{repo[1]}/{repo[2]}" if repo else ""
+    lines = [
+        "# the runtime identity: every scheduled run (its bucket, its repository, the cluster)",
+        _create_account(account, identity.FLOW_ACCOUNT, gke.project,
+                        "tpurl flow (Kubernetes work pool)"),
+        f"gcloud storage buckets describe gs://{gke.bucket} >/dev/null 2>&1 || gcloud storage "
+        f"buckets create gs://{gke.bucket} --project={gke.project} --location={gke.region} "
+        "--uniform-bucket-level-access",
+    ]
+    if staging:
+        lines.append(f"gcloud storage buckets describe gs://{staging} >/dev/null 2>&1 || "
+                     f"gcloud storage buckets create gs://{staging} --project={gke.project} "
+                     f"--location={gke.region} --uniform-bucket-level-access")
+    if repo:
+        lines.append(f"gcloud artifacts repositories describe {repo[2]} --location={repo[1]} "
+                     f"--project={repo[0]} >/dev/null 2>&1 || gcloud artifacts repositories "
+                     f"create {repo[2]} --repository-format=docker --location={repo[1]} "
+                     f"--project={repo[0]}")
+    for need in identity.NEEDS:
+        if (need.scope == "staging" and not staging) or (need.scope == "repository"
+                                                         and not repo):
+            continue  # docker builds; or another registry, used as is
+        resource = staging if need.scope == "staging" else repository
+        lines.append(identity.grant_command(gke, need, resource))
+    lines.append(f"gcloud iam service-accounts add-iam-policy-binding {account} "
+                 f"--project={gke.project} --role=roles/iam.workloadIdentityUser "
+                 f"--member='serviceAccount:{gke.project}.svc.id.goog"
+                 f"[{gke.namespace}/{identity.FLOW_ACCOUNT}]'")
+    return list(dict.fromkeys(lines))  # one line per role and place
+
+
+def setup_commands(profile: Profile, which: Which = "both") -> list[str]:
+    """The script (``set -e`` first): the infra identity, the runtime identity, or both."""
+    return ["set -e", *(_infra(profile) if which in ("infra", "both") else []),
+            *(_runtime(profile) if which in ("runtime", "both") else [])]
