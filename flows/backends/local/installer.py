@@ -60,14 +60,14 @@ def install_command(python: Path, lock: Path, *, hashes: bool = False,
     installers also pick, among the files of a version, only those the lock lists). uv counts
     a constraint file among the requirements there and refuses it for want of a hash, so the
     machine's pip constraints (scripts/uv_env.py, or UV_CONSTRAINT already exported by
-    scripts/rehearse.sh) are replaced by an empty file: a fully pinned lock installed with
-    --no-deps has nothing for them to constrain. ``find_links``: one more folder of
+    scripts/rehearse.sh) are emptied (uv reads an empty UV_CONSTRAINT as none): a fully
+    pinned lock installed with --no-deps has nothing for them to constrain. ``find_links``: one more folder of
     wheels (the tunix wheel, flows/backends/local/tunix_source.py)."""
     extra = [*(["--require-hashes"] if hashes else []),
              *(["--find-links", str(find_links)] if find_links is not None else [])]
     uv = uv_binary()
     if uv is not None:
-        sources = {**uv_sources(), **({"UV_CONSTRAINT": os.devnull} if hashes else {})}
+        sources = {**uv_sources(), **({"UV_CONSTRAINT": ""} if hashes else {})}
         return ([str(uv), "pip", "install", "--python", str(python), "--no-deps", *extra, "-r",
                  str(lock)],
                 {**sources, "UV_LINK_MODE": "hardlink"})

@@ -148,6 +148,10 @@ def test_both_installers_take_the_hashed_lock_and_refuse_a_wrong_wheel(
     lists installs from the find-links folder with --require-hashes; another file of the
     same name and version is refused (the machine's pip constraints do not get in the way)."""
     monkeypatch.setenv("TPURL_INSTALLER", tool)
+    constraints = tmp_path / "constraints.txt"  # as this machine's pip.conf names one
+    constraints.write_text("torch<=2.14.1\n")
+    monkeypatch.setenv("UV_CONSTRAINT", str(constraints))  # as scripts/rehearse.sh exports it
+    monkeypatch.setenv("PIP_CONSTRAINT", str(constraints))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", *(["--without-pip"] if tool == "uv" else []),
                     str(venv)], check=True)
