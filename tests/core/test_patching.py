@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.backends.local.tunix_source import load_pin, resolve_source
-from flows.common.paths import PATCHES_FILE, REHEARSAL_LOCK, REPO_ROOT
+from flows.common.paths import PATCHES_FILE
 from flows.core.patching import (
     PatchDeclaration,
     PatchMismatch,
@@ -20,44 +19,16 @@ from flows.core.patching import (
     load_declarations,
     restore_tree,
 )
-
-CACHE = REPO_ROOT / ".tpurl" / "cache" / "wheels"
-
-
-def _maxtext_wheel() -> Path:
-    wheels = sorted(CACHE.glob("maxtext-0.2.4-*.whl"))
-    if not wheels:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                        "--disable-pip-version-check", "-d", str(CACHE), "maxtext==0.2.4"],
-                       check=True)
-        wheels = sorted(CACHE.glob("maxtext-0.2.4-*.whl"))
-    return wheels[0]
-
-
-def _tunix_wheel() -> Path:
-    """The image's tunix, got as the image stage gets it (flows/backends/local/tunix_source.py):
-    the wheel in $TPURL_WHEEL_DIR with the lock's sha256, or one pip builds from the GitHub
-    commit; neither raises the error that names both."""
-    pin = load_pin(REHEARSAL_LOCK)
-    source = resolve_source(pin)
-    if source.kind == "wheel":
-        assert source.wheel_dir is not None
-        return source.wheel_dir / pin.wheel_name
-    built = CACHE / f"google-tunix-{pin.commit}"
-    if not sorted(built.glob("google_tunix-*.whl")):
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
-                        "--disable-pip-version-check", "-w", str(built),
-                        f"git+{pin.repo_url}@{pin.commit}"], check=True)
-    return sorted(built.glob("google_tunix-*.whl"))[0]
+from tests.support.upstream_wheels import image_tunix_wheel, pypi_wheel
 
 
 @pytest.fixture(scope="session")
 def upstream_tree(tmp_path_factory) -> Path:
     """site-packages-like tree holding the real files: maxtext 0.2.4 from PyPI (pip download,
     cached), tunix at the commit the post-training image installs."""
-    CACHE.mkdir(parents=True, exist_ok=True)
     root = tmp_path_factory.mktemp("site-packages")
-    for package, wheel_path in (("maxtext", _maxtext_wheel()), ("tunix", _tunix_wheel())):
+    for package, wheel_path in (("maxtext", pypi_wheel("maxtext==0.2.4")),
+                                ("tunix", image_tunix_wheel())):
         with zipfile.ZipFile(wheel_path) as wheel:
             for member in wheel.namelist():
                 if member.startswith(f"{package}/") and member.endswith(".py"):
