@@ -81,3 +81,31 @@ def test_a_venv_installed_from_this_lock_needs_no_source(tmp_path: Path,
         image.run(ctx)
     assert "find_spec" in " ".join(map(str, failed.value.cmd))
     assert not (venv / "tpurl-lock-without-tunix.txt").exists()
+
+
+@pytest.mark.parametrize("tool", ["uv", "pip"])
+def test_the_github_way_installs_the_hashed_rest_then_the_commit_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str) -> None:
+    """pip and uv refuse a git requirement in --require-hashes mode, so the GitHub way is two
+    installs: the lock without its google-tunix block, hash-checked, then the commit by
+    itself, --no-deps as the image installs it."""
+    from flows.backends.local.image import _install_steps
+    from flows.backends.local.tunix_source import TUNIX_GITHUB_FILE, TunixSource
+
+    monkeypatch.setenv("TPURL_INSTALLER", tool)
+    python = tmp_path / "venv" / "bin" / "python"
+    (tmp_path / "venv").mkdir()
+    (rest_name, (rest, _)), (tunix_name, (tunix, _)) = _install_steps(
+        python, tmp_path / "venv", REHEARSAL_LOCK, TunixSource("github"))
+    assert (rest_name, tunix_name) == ("", "-tunix")
+    written = Path(rest[rest.index("-r") + 1])
+    assert "--require-hashes" in rest and written.parent == tmp_path / "venv"
+    assert "google-tunix==" not in written.read_text()
+    assert written.read_text().count("--hash=") == REHEARSAL_LOCK.read_text().count("--hash=") - 1
+    assert "--no-deps" in tunix and "--require-hashes" not in tunix
+    assert tunix[tunix.index("-r") + 1] == str(TUNIX_GITHUB_FILE)
+    (wheel_step,) = _install_steps(python, tmp_path / "venv", REHEARSAL_LOCK,
+                                   TunixSource("wheel", tmp_path / "wheels"))
+    argv = wheel_step[1][0]
+    assert "--require-hashes" in argv and argv[argv.index("--find-links") + 1] == \
+        str(tmp_path / "wheels") and argv[argv.index("-r") + 1] == str(REHEARSAL_LOCK)
