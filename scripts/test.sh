@@ -35,6 +35,13 @@ export COLUMNS="${COLUMNS:-200}"
 # hundreds of processes compiled Prefect, the Kubernetes and Google clients from source again.
 unset PYTHONDONTWRITEBYTECODE
 if [ -f .venv/uv.env ]; then set -a; . .venv/uv.env; set +a; fi  # uv's sources, for the image stage
+# The rehearsal venv's tunix is the post-training image's GitHub commit; where GitHub is not
+# reachable (our machines, CI) the image stage takes the wheel built from it from this folder
+# (flows/backends/local/tunix_source.py checks its sha256). A user's machine needs neither.
+if [ -z "${TPURL_WHEEL_DIR:-}" ] && [ -d ../shared/wheels ]; then
+  TPURL_WHEEL_DIR="$(cd ../shared/wheels && pwd)"
+  export TPURL_WHEEL_DIR
+fi
 .venv/bin/ruff check flows tests benchmarks images
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"

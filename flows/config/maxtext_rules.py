@@ -4,7 +4,10 @@ Each rule below is one that the real program enforces when it starts (after the 
 built, the cluster is up and the checkpoint converted: an hour and real money later). The
 comment next to each names the upstream file (paths inside the installed packages
 ``maxtext`` 0.2.4 and ``tunix`` 0.1.7) so a reader can check it against the source and a
-version bump knows what to re-read. Only rules that can be cited are enforced here.
+version bump knows what to re-read. The image's tunix (0.1.8 at commit c4ec573d) was re-read:
+the same checks, at GrpoConfig.__post_init__ (grpo_learner.py:112) and
+RLTrainingConfig.__post_init__ (rl_cluster.py:118; it also checks the new
+max_segments_per_packed_row). Only rules that can be cited are enforced here.
 
 The training program sees ``model.args`` then ``train.args`` (flows/core/programs.py), and
 MaxText's own defaults for every key neither sets (configs/base.yml, configs/post_train/rl.yml).

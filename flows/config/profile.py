@@ -20,6 +20,7 @@ from flows.common.paths import (
     REHEARSAL_DIR,
     REHEARSAL_LOCK,
     REHEARSAL_SCRIPTS,
+    TUNIX_GITHUB_FILE,
     file_digest,
     file_uri,
     repo_relative,
@@ -114,7 +115,8 @@ class LocalSection(StrictModel):
 
     def runtime_identity(self, base_image: str) -> str:
         """The MaxText code that runs is the one the rehearsal lock pins, not a base image."""
-        return f"rehearsal-lock:{file_digest(REHEARSAL_LOCK)}"
+        return (f"rehearsal-lock:{file_digest(REHEARSAL_LOCK)}"
+                f"+{file_digest(TUNIX_GITHUB_FILE)}")
 
     def image_key_parts(self) -> list[object]:
         """The rehearsal's "image" also holds the export checker's venv and our scripts."""

@@ -84,6 +84,41 @@ def tracked_versions(packages: Mapping[str, str]) -> dict[str, str]:
     return {name: have[name] for name in PARITY_PACKAGES if name in have}
 
 
+_GITHUB_ARCHIVE = re.compile(r"/archive/(?P<commit>[0-9a-f]{40})[.](?:zip|tar[.]gz)$")
+
+
+def commit_of(direct_url_json: str | None) -> str | None:
+    """Pure: the commit a distribution was installed from, by its PEP 610 direct_url.json: a
+    VCS install's ``commit_id``, or a GitHub archive named by commit (MaxText 0.2.4's
+    post_train_github_deps.txt installs tunix so); None for an index or wheel install."""
+    try:
+        record = json.loads(direct_url_json or "null")
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    vcs = record.get("vcs_info")
+    commit = vcs.get("commit_id") if isinstance(vcs, dict) else None
+    if isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit):
+        return commit
+    found = _GITHUB_ARCHIVE.search(str(record.get("url", "")))
+    return found["commit"] if found else None
+
+
+def installed_versions() -> dict[str, str]:
+    """What `pip freeze` lists here, read as pip reads it (importlib.metadata), a version
+    installed from a commit written ``VERSION@COMMIT``: tunix's pyproject said 0.1.8 for
+    hundreds of commits, and which one is what the rehearsal parity compares."""
+    import importlib.metadata
+
+    out = {}
+    for dist in importlib.metadata.distributions():
+        if name := dist.metadata["Name"]:
+            commit = commit_of(dist.read_text("direct_url.json"))
+            out[name] = f"{dist.version}@{commit}" if commit else dist.version
+    return out
+
+
 def measured_failure(patch: PatchDeclaration, packages: Mapping[str, str]) -> str | None:
     """Pure: why ``patch`` must not ship in an image with ``packages`` installed, when the
     rehearsal measured it failing with exactly those versions; None otherwise."""

@@ -17,8 +17,9 @@ def reward_offset(steps: list[dict[str, Any]]) -> int:
     the update's (loss, KL, ...): rewards at steps 0..n-1, loss at 1..n. Then the reward at
     step s and the loss at s+1 are one update.
 
-    This is Tunix's own step arithmetic (google-tunix 0.1.7, the rehearsal lock's pin), not
-    a guess from the files: the rollout's metrics (``rewards/*``, ``completions/*``) are
+    This is Tunix's own step arithmetic (google-tunix 0.1.7, and the same at the image's
+    commit c4ec573d, which the rehearsal installs), not a guess from the files: the
+    rollout's metrics (``rewards/*``, ``completions/*``) are
     buffered under ``RLCluster.global_steps`` as it is *before* the update and written with
     it (tunix/rl/rl_cluster.py ``buffer_metrics``/``_log_metrics``; the step grows by one
     in ``sync_weights`` or rl_learner.py's loop after the update), while the update's loss,

@@ -17,7 +17,6 @@ writes DIR/applied.json: which file each patch changed, for the post-push check)
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from patching import PatchMismatch, apply_to_tree, load_declarations
+from patching import PatchMismatch, apply_to_tree, installed_versions, load_declarations
 
 MARKER = "tpurl: PATCH MISMATCH:"
 
@@ -63,9 +62,8 @@ def main(directory: Path) -> int:
     disabled = sorted({p.id for p in declared} - set(wanted))
     for pid in disabled:
         print(f"tpurl: patch {pid} DISABLED by the profile", flush=True)
-    # what `pip freeze` would list, read the way pip reads it (importlib.metadata)
-    installed = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()
-                 if d.metadata["Name"]}
+    # what `pip freeze` would list, read the way pip reads it; tunix as 0.1.8@<commit>
+    installed = installed_versions()
     manifest = {"patches": applied, "disabled": disabled, "python": sys.version.split()[0],
                 "packages": dict(sorted(installed.items()))}
     (directory / "applied.json").write_text(json.dumps(manifest, indent=1) + "\n")

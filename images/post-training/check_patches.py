@@ -28,18 +28,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from patching import count_matches, load_declarations, measured_failure, tracked_versions
+from patching import (
+    count_matches,
+    installed_versions,
+    load_declarations,
+    measured_failure,
+    tracked_versions,
+)
 
 MARKER = "tpurl: PATCH NOT IN EFFECT:"
 MEASURED = "tpurl: PATCH MEASURED FAILING:"
-
-
-def installed() -> dict[str, str]:
-    """What `pip freeze` says in this image (importlib.metadata, as pip reads it)."""
-    import importlib.metadata
-
-    return {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()
-            if d.metadata["Name"]}
 
 
 def main(directory: Path) -> int:
@@ -56,7 +54,7 @@ def main(directory: Path) -> int:
             print(f"{MARKER} patch {patch_id!r} is not in effect in {path}", flush=True)
             return 1
         print(f"tpurl: {patch_id} in effect in {path}", flush=True)
-    packages = installed()
+    packages = installed_versions()  # a commit-installed one as VERSION@COMMIT
     for name, version in tracked_versions(packages).items():
         print(f"tpurl: package {name}=={version}", flush=True)
     for patch_id in wanted:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.common.paths import PATCHES_FILE, REPO_ROOT
+from flows.common.paths import PATCHES_FILE
 from flows.core.patching import (
     PatchDeclaration,
     PatchMismatch,
@@ -19,25 +19,17 @@ from flows.core.patching import (
     load_declarations,
     restore_tree,
 )
-
-WHEELS = {"maxtext": "maxtext==0.2.4", "tunix": "google-tunix==0.1.7"}
-CACHE = REPO_ROOT / ".tpurl" / "cache" / "wheels"
+from tests.support.upstream_wheels import image_tunix_wheel, pypi_wheel
 
 
 @pytest.fixture(scope="session")
 def upstream_tree(tmp_path_factory) -> Path:
-    """site-packages-like tree holding the real files from the wheels (pip download, cached)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
+    """site-packages-like tree holding the real files: maxtext 0.2.4 from PyPI (pip download,
+    cached), tunix at the commit the post-training image installs."""
     root = tmp_path_factory.mktemp("site-packages")
-    for package, requirement in WHEELS.items():
-        name = requirement.split("==")[0].replace("-", "_")
-        wheels = sorted(CACHE.glob(f"{name}-{requirement.split('==')[1]}-*.whl"))
-        if not wheels:
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                            "--disable-pip-version-check", "-d", str(CACHE), requirement],
-                           check=True)
-            wheels = sorted(CACHE.glob(f"{name}-*.whl"))
-        with zipfile.ZipFile(wheels[0]) as wheel:
+    for package, wheel_path in (("maxtext", pypi_wheel("maxtext==0.2.4")),
+                                ("tunix", image_tunix_wheel())):
+        with zipfile.ZipFile(wheel_path) as wheel:
             for member in wheel.namelist():
                 if member.startswith(f"{package}/") and member.endswith(".py"):
                     wheel.extract(member, root)

@@ -1,7 +1,8 @@
 """A stand-in for the tpu_post_training base image, built locally (no hub is reachable).
 
 It carries what the patch step touches, at the paths the real image has: the real upstream
-files of the pinned versions (tunix 0.1.7 in site-packages, MaxText 0.2.4 under
+files of the pinned versions (tunix at the image's commit c4ec573d in site-packages, as
+MaxText 0.2.4's post-training install puts it there; MaxText 0.2.4 under
 /deps/src/maxtext, importable through a .pth like an editable install) and a Python 3.12
 that can run the patch tool (stdlib + PyYAML).
 
@@ -27,10 +28,8 @@ from pathlib import Path
 import docker
 import yaml
 
-from flows.common.paths import REPO_ROOT
+from tests.support.upstream_wheels import image_tunix_wheel, pypi_wheel
 
-WHEELS = {"google-tunix==0.1.7": "tunix", "maxtext==0.2.4": "maxtext"}
-CACHE = REPO_ROOT / ".tpurl" / "cache" / "wheels"
 SITE = "usr/local/lib/python3.12/site-packages"
 PACKAGE_HOME = {"tunix": SITE, "maxtext": "deps/src"}  # where the real image keeps them
 STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip",
@@ -39,19 +38,6 @@ BUSYBOX = Path("/bin/busybox")
 APPLETS = ("sh", "ls", "cat", "env", "grep", "find", "head")
 
 Edit = Callable[[Path], None]
-
-
-def upstream_wheel(requirement: str) -> Path:
-    """The wheel of a pinned requirement, downloaded once into the shared cache."""
-    name, version = requirement.split("==")
-    pattern = f"{name.replace('-', '_')}-{version}-*.whl"
-    wheels = sorted(CACHE.glob(pattern))
-    if not wheels:
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                        "--disable-pip-version-check", "-d", str(CACHE), requirement], check=True)
-        wheels = sorted(CACHE.glob(pattern))
-    return wheels[0]
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -94,9 +80,10 @@ def _python_tree(root: Path) -> None:
 
 
 def _upstream_packages(root: Path) -> None:
-    for requirement, package in WHEELS.items():
+    for package, wheel_path in (("tunix", image_tunix_wheel()),
+                                ("maxtext", pypi_wheel("maxtext==0.2.4"))):
         home = root / PACKAGE_HOME[package]
-        with zipfile.ZipFile(upstream_wheel(requirement)) as wheel:
+        with zipfile.ZipFile(wheel_path) as wheel:
             for member in wheel.namelist():
                 if member.startswith(f"{package}/") and member.endswith(".py"):
                     wheel.extract(member, home)

@@ -41,11 +41,11 @@ class GkePlanning:
 
     def _parity(self) -> list[str]:
         """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""
-        from flows.backends.gke.image.parity import lock_versions, parity_lines
-        from flows.common.paths import PATCHES_FILE, REPO_ROOT
+        from flows.backends.gke.image.parity import parity_lines, read_rehearsal_versions
+        from flows.common.paths import PATCHES_FILE
         from flows.core.patching import enabled, load_declarations
 
-        lock = lock_versions((REPO_ROOT / "images/rehearsal/requirements.lock").read_text())
+        lock = read_rehearsal_versions()
         patches = enabled(load_declarations(PATCHES_FILE), self.profile.image.disabled_patches)
         return parity_lines(self.profile.image.base, lock, None, patches)
 

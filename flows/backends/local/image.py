@@ -1,10 +1,11 @@
 """The rehearsal's "image": pinned venvs built from lock files, with the declared patches.
 
-The MaxText venv (images/rehearsal/requirements.lock) gets the same patch declarations the
-Docker build applies (images/post-training/patches.yaml), reinstalled over pristine copies
-so a changed patch set never double-patches; a second venv (transformers + CPU torch) exists
-only to prove the export loads. The lineage record lives inside the MaxText venv, so
-deleting the venv reruns the step.
+The MaxText venv (images/rehearsal/requirements.lock, every file checked against its hash;
+tunix from the image's GitHub commit or the wheel of it: tunix_source.py) gets the same
+patch declarations the Docker build applies (images/post-training/patches.yaml), reinstalled
+over pristine copies so a changed patch set never double-patches; a second venv
+(transformers + CPU torch) exists only to prove the export loads. The lineage record lives
+inside the MaxText venv, so deleting the venv reruns the step.
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flows.backends.local.installer import install_command, installer_name
+from flows.backends.local.tunix_source import (
+    TUNIX_GITHUB_FILE,
+    WHEEL_DIR_ENV,
+    NoTunixSource,
+    TunixSource,
+    load_pin,
+    lock_without_tunix,
+    resolve_source,
+)
 from flows.common.paths import HF_CHECK_LOCK, PATCHES_FILE, REHEARSAL_LOCK, REPO_ROOT
 from flows.core.backend import StageWork, WorkloadRun
 from flows.core.failures import user_error
@@ -63,8 +73,12 @@ class LocalImage:
         assert profile.local is not None
         venv, check = layout.venv_dir(), layout.hf_check_venv_dir()
         patches = plan_lines(load_declarations(PATCHES_FILE), profile.image.disabled_patches)
+        pin = load_pin(REHEARSAL_LOCK)
         actions = [f"create venv {_rel(venv)} (Python {profile.local.venv_python})",
-                   f"{installer_name()} install -r {_rel(REHEARSAL_LOCK)}", *patches,
+                   f"{installer_name()} install --require-hashes -r {_rel(REHEARSAL_LOCK)}, "
+                   f"with {pin.describe()} as the image installs it (--no-deps): from GitHub "
+                   f"where reachable, else {pin.wheel_name} from ${WHEEL_DIR_ENV} (sha256 "
+                   f"{pin.wheel_sha256[:12]}… checked first)", *patches,
                    f"create venv {_rel(check)} (Python {profile.local.hf_check_python}) and "
                    f"{installer_name()} install -r {_rel(HF_CHECK_LOCK)} (transformers + CPU torch, "
                    "to prove the export loads)"]
@@ -105,10 +119,12 @@ class LocalImage:
         logs = join(file_uri(layout.venv_dir().parent), "tpurl-logs")
         venv, check = layout.venv_dir(), layout.hf_check_venv_dir()
         declared = load_declarations(PATCHES_FILE)
+        tunix = None if _installed(venv, REHEARSAL_LOCKS) else self._tunix_source(ctx)
         if _python(venv).exists():
             _record_patch_set(venv, None)  # in flux until the patches below are applied
             restore_tree(_package_roots(venv), declared)  # reinstall over pristine files
-        runs = self._ensure_venv("rehearsal", venv, local.venv_python, REHEARSAL_LOCK, logs)
+        runs = self._ensure_venv("rehearsal", venv, local.venv_python, REHEARSAL_LOCKS, logs,
+                                 tunix)
         patches = enabled(declared, self.profile.image.disabled_patches)
         for pid, why in self.profile.image.disabled_patches.items():
             ctx.logger.warning("patch %s is DISABLED by the profile: %s", pid, why)
@@ -120,7 +136,8 @@ class LocalImage:
                              code="image/patch-mismatch") from exc
         ctx.logger.info("patched %s", ", ".join(sorted(set(patched))))
         _record_patch_set(venv, [p.id for p in patches])
-        runs += self._ensure_venv("hf-check", check, local.hf_check_python, HF_CHECK_LOCK, logs)
+        runs += self._ensure_venv("hf-check", check, local.hf_check_python, (HF_CHECK_LOCK,),
+                                  logs)
         return runs
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
@@ -137,15 +154,33 @@ class LocalImage:
             if count_matches(text, patch) != 0:
                 raise user_error("image", f"patch {patch.id} is not in effect", patch.file,
                                  f"delete {_rel(venv)} and run again")
-        details = {"versions": json.loads(probe.stdout), "patches": [p.id for p in patches],
+        versions, pin = json.loads(probe.stdout), load_pin(REHEARSAL_LOCK)
+        if versions.get("google-tunix") != pin.version:
+            raise user_error("image", f"the rehearsal venv has google-tunix "
+                             f"{versions.get('google-tunix')}, not {pin.describe()}",
+                             _rel(venv), f"delete {_rel(venv)} and run again")
+        details = {"versions": versions, "tunix": pin.describe(),
+                   "patches": [p.id for p in patches],
                    "disabled_patches": dict(self.profile.image.disabled_patches)}
         return {"image": f"venv:{_rel(venv)}"}, details
 
-    def _ensure_venv(self, label: str, venv: Path, python_version: str, lock: Path,
-                     logs: str) -> list[WorkloadRun]:
+    def _tunix_source(self, ctx: StageContext) -> TunixSource:
+        """Decided before the venv is touched: neither way open is a user error naming both."""
+        pin = load_pin(REHEARSAL_LOCK)
+        try:
+            source = resolve_source(pin)
+        except NoTunixSource as exc:
+            raise user_error("image", "the image's tunix cannot be installed", str(exc),
+                             f"make GitHub reachable, or export {WHEEL_DIR_ENV}=<folder with "
+                             f"{pin.wheel_name}>", code="image/tunix-source") from exc
+        ctx.logger.info("image: installing %s", source.describe(pin))
+        return source
+
+    def _ensure_venv(self, label: str, venv: Path, python_version: str, locks: tuple[Path, ...],
+                     logs: str, tunix: TunixSource | None = None) -> list[WorkloadRun]:
         runs: list[WorkloadRun] = []
         marker = venv / "tpurl-installed-lock.txt"
-        if marker.is_file() and marker.read_text() == lock.read_text() and _python(venv).exists():
+        if _installed(venv, locks):
             return runs
         if venv.exists() and marker.is_file():
             # a changed lock is a new environment: installed over the old one without
@@ -159,11 +194,41 @@ class LocalImage:
             runs.append(self.backend.run_command(
                 f"create-{label}-venv", [python, "-m", "venv", str(venv)],
                 join(logs, f"create-{label}-venv.log"), {"PYENV_VERSION": python_version}))
-        argv, env = install_command(_python(venv), lock)
-        runs.append(self.backend.run_command(f"install-{label}", argv,
-                                             join(logs, f"install-{label}.log"), env))
-        write_text(marker, lock.read_text(), "the rehearsal venv's install marker")
+        for name, (argv, env) in _install_steps(_python(venv), venv, locks[0], tunix):
+            runs.append(self.backend.run_command(f"install-{label}{name}", argv,
+                                                 join(logs, f"install-{label}{name}.log"), env))
+        write_text(marker, _marker_text(locks), "the rehearsal venv's install marker")
         return runs
+
+
+# The rehearsal venv is the lock plus the tunix commit: a new commit is a new venv.
+REHEARSAL_LOCKS = (REHEARSAL_LOCK, TUNIX_GITHUB_FILE)
+
+
+def _marker_text(locks: tuple[Path, ...]) -> str:
+    return "".join(lock.read_text() for lock in locks)
+
+
+def _installed(venv: Path, locks: tuple[Path, ...]) -> bool:
+    marker = venv / "tpurl-installed-lock.txt"
+    return marker.is_file() and marker.read_text() == _marker_text(locks) \
+        and _python(venv).exists()
+
+
+def _install_steps(python: Path, venv: Path, lock: Path, tunix: TunixSource | None
+                   ) -> list[tuple[str, tuple[list[str], dict[str, str]]]]:
+    """The hf-check lock as it is; the rehearsal lock hash-checked, with tunix from the
+    wheel folder (find-links: the lock's hash picks that file) or, without its block, then
+    the GitHub commit by itself with --no-deps (no installer takes a git requirement in
+    --require-hashes mode)."""
+    if tunix is None:
+        return [("", install_command(python, lock))]
+    if tunix.kind == "wheel":
+        return [("", install_command(python, lock, hashes=True, find_links=tunix.wheel_dir))]
+    rest = venv / "tpurl-lock-without-tunix.txt"
+    write_text(rest, lock_without_tunix(lock.read_text()), "the lock without tunix")
+    return [("", install_command(python, rest, hashes=True)),
+            ("-tunix", install_command(python, TUNIX_GITHUB_FILE))]
 
 
 @contextlib.contextmanager

@@ -52,15 +52,27 @@ def uv_sources() -> dict[str, str]:
     return module.uv_environment(module.pip_options(listed), os.environ)
 
 
-def install_command(python: Path, lock: Path) -> tuple[list[str], dict[str, str]]:
-    """(argv, extra environment) that installs ``lock`` into the venv of ``python``."""
+def install_command(python: Path, lock: Path, *, hashes: bool = False,
+                    find_links: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, extra environment) that installs ``lock`` into the venv of ``python``.
+
+    ``hashes``: every file must match a hash the lock lists (``--require-hashes``; both
+    installers also pick, among the files of a version, only those the lock lists). uv counts
+    a constraint file among the requirements there and refuses it for want of a hash, so the
+    machine's pip constraints (scripts/uv_env.py, or UV_CONSTRAINT already exported by
+    scripts/rehearse.sh) are emptied (uv reads an empty UV_CONSTRAINT as none): a fully
+    pinned lock installed with --no-deps has nothing for them to constrain. ``find_links``: one more folder of
+    wheels (the tunix wheel, flows/backends/local/tunix_source.py)."""
+    extra = [*(["--require-hashes"] if hashes else []),
+             *(["--find-links", str(find_links)] if find_links is not None else [])]
     uv = uv_binary()
     if uv is not None:
-        return ([str(uv), "pip", "install", "--python", str(python), "--no-deps", "-r",
+        sources = {**uv_sources(), **({"UV_CONSTRAINT": ""} if hashes else {})}
+        return ([str(uv), "pip", "install", "--python", str(python), "--no-deps", *extra, "-r",
                  str(lock)],
-                {**uv_sources(), "UV_LINK_MODE": "hardlink"})
+                {**sources, "UV_LINK_MODE": "hardlink"})
     return ([str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
-             "--no-deps", "-r", str(lock)], {})
+             "--no-deps", *extra, "-r", str(lock)], {})
 
 
 def installer_name() -> str:

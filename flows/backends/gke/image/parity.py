@@ -25,12 +25,19 @@ STEPS = {"maxtext": "convert, train and export (the MaxText programs)",
          "transformers": "convert and export (Hugging Face checkpoints)",
          "orbax-checkpoint": "convert, train and export (checkpoints)"}
 # Versions known for a base before it is built: MaxText's release names the image
-# (tpu_post_training:0.2.4 is MaxText 0.2.4) and its tpu-post-train extra resolves jax 0.11.0
-# (flows/backends/gke/infra/preflight_access.py KNOWN_IMAGE_JAX). Nothing else is known.
+# (tpu_post_training:0.2.4 is MaxText 0.2.4), its tpu-post-train extra resolves jax 0.11.0
+# (flows/backends/gke/infra/preflight_access.py KNOWN_IMAGE_JAX), and its post-training
+# install takes tunix from a GitHub commit whose pyproject says 0.1.8 (maxtext-v0.2.4
+# src/dependencies/extra_deps/post_train_github_deps.txt:1, installed --no-deps by
+# src/dependencies/scripts/install_post_train_extra_deps.py:99-109). Nothing else is known.
+# A version installed from a commit is written VERSION@COMMIT, as the image's record writes it
+# (flows/core/patching.py installed_versions).
+TUNIX_COMMIT_0_2_4 = "c4ec573d29e4c3a3955b348256d464b119c8a6d1"
 KNOWN_BASE_PACKAGES = {
     "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4":
-        {"maxtext": "0.2.4", "jax": "0.11.0"},
+        {"maxtext": "0.2.4", "jax": "0.11.0", "google-tunix": f"0.1.8@{TUNIX_COMMIT_0_2_4}"},
 }
+_GIT_PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+) @ git\+\S+@(?P<commit>[0-9a-f]{40})$")
 
 
 def lock_versions(lock_text: str) -> dict[str, str]:
@@ -40,6 +47,23 @@ def lock_versions(lock_text: str) -> dict[str, str]:
         if m := re.match(r"^([A-Za-z0-9_.-]+)==([^\s;#]+)", line.strip()):
             out[distribution_key(m[1])] = m[2]
     return out
+
+
+def rehearsal_versions(lock_text: str, github_text: str) -> dict[str, str]:
+    """The rehearsal's versions: the lock's, a package the rehearsal installs from a commit
+    (images/rehearsal/tunix-from-github.txt; its wheel is built from the same commit) as
+    VERSION@COMMIT, so a tunix 0.1.8 of another commit is not taken for the same."""
+    out = lock_versions(lock_text)
+    for line in github_text.splitlines():
+        if (m := _GIT_PIN.match(line.strip())) and (name := distribution_key(m["name"])) in out:
+            out[name] = f"{out[name]}@{m['commit']}"
+    return out
+
+
+def read_rehearsal_versions() -> dict[str, str]:
+    from flows.common.paths import REHEARSAL_LOCK, TUNIX_GITHUB_FILE
+
+    return rehearsal_versions(REHEARSAL_LOCK.read_text(), TUNIX_GITHUB_FILE.read_text())
 
 
 def parity_lines(base: str, lock: Mapping[str, str], image: Mapping[str, str] | None,

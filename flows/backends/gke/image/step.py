@@ -105,12 +105,11 @@ class GkeImage:
         """The image's recorded versions against the rehearsal's lock, logged and shown on
         the run page (both builders record them: verify.py reads the image's manifest, the
         Cloud Build check step returns them as its build step output)."""
-        from flows.backends.gke.image.parity import lock_versions, parity_lines
-        from flows.common.paths import REPO_ROOT
+        from flows.backends.gke.image.parity import parity_lines, read_rehearsal_versions
         from flows.core.patching import enabled
         from flows.runpage.artifacts import publish_parity
 
-        lock = lock_versions((REPO_ROOT / "images/rehearsal/requirements.lock").read_text())
+        lock = read_rehearsal_versions()
         packages = checked.get("packages")
         lines = parity_lines(self.profile.image.base, lock,
                              dict(packages) if isinstance(packages, Mapping) else None,

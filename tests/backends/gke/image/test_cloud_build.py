@@ -235,8 +235,8 @@ def test_the_record_carries_the_images_versions_and_the_run_page_shows_parity(
     assert details["python"] and set(details["patched_files"]) == set(details["patches"])
     (build,) = [b for b in fake_build.builds.values() if repository in str(b.body.get("images"))]
     assert build.body["results"]["buildStepOutputs"][0] == ""  # the docker step wrote none
-    assert "google-tunix: rehearsal 0.1.7, image 0.2.0: the rehearsal does not prove train" \
-        in "\n".join(details["rehearsal_parity"])
+    assert "google-tunix: rehearsal 0.1.8@c4ec573d29e4c3a3955b348256d464b119c8a6d1, image 0.2.0: " \
+        "the rehearsal does not prove train" in "\n".join(details["rehearsal_parity"])
 
     with get_client(sync_client=True) as client:
         found = client.read_artifacts(artifact_filter=ArtifactFilter(
@@ -245,7 +245,7 @@ def test_the_record_carries_the_images_versions_and_the_run_page_shows_parity(
     assert parity.type == "markdown" and parity.description.endswith(f"vs {base}, its record):")
     text = str(parity.data)
     assert text.startswith("### Rehearsal parity\n\n- maxtext: 0.2.4 in both\n")
-    assert "- google-tunix: rehearsal 0.1.7, image 0.2.0: the rehearsal does not prove train" \
-        in text
+    assert "- google-tunix: rehearsal 0.1.8@c4ec573d29e4c3a3955b348256d464b119c8a6d1, image " \
+        "0.2.0: the rehearsal does not prove train" in text
     assert "- vllm: not installed in either" in text  # a record: not "unknown"
     assert "- patch maxtext-adafactor: failed in the rehearsal with google-tunix==0.1.7" in text
