@@ -25,8 +25,14 @@ the resubmission succeeds), operator-delete (kubectl delete jobset mid-run: canc
 worker-crash (a worker fails while the head still runs: no wait for its log), stockout
 (no capacity, the autoscaler retrying after its back-off, for ``--fault-window-s`` as the
 scheduling budget: the cause kept).
+How cost grows with the work (issue 34 item 5): ``slices-1``, ``slices-4``, ``slices-16``
+run the steady case with ``gke.num_slices`` N (the tutorial's 4x8 slice: 8 worker pods per
+slice) for ``--slices-window-s`` (default 60 s) and print, beside requests/minute, the growth
+of the process's resident memory during the run (the fake API lives in the same process:
+see ``_sample_memory``). Goal:
+requests/minute independent of the slice count, memory flat.
 Usage: .venv/bin/python benchmarks/gke_watch.py [--window-s 330] [--fault-window-s 40]
-       [--only steady,503-burst]
+       [--only steady,503-burst] [--slices-window-s 60]
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -47,6 +54,7 @@ os.environ.setdefault("HF_TOKEN", "hf_benchmark_token_not_a_secret")
 
 CASES = ("steady", "stream-aborts", "watch-cuts", "503-burst", "429-retry-after")
 RACES = ("spot-reclaim", "operator-delete", "worker-crash", "stockout")
+SLICES = ("slices-1", "slices-4", "slices-16")
 
 
 def main() -> None:
@@ -54,7 +62,8 @@ def main() -> None:
     parser.add_argument("--window-s", type=float, default=330.0)
     parser.add_argument("--fault-window-s", type=float, default=40.0)
     parser.add_argument("--line-every-s", type=float, default=5.0)
-    parser.add_argument("--only", default=",".join(CASES + RACES))
+    parser.add_argument("--slices-window-s", type=float, default=60.0)
+    parser.add_argument("--only", default=",".join(CASES + RACES + SLICES))
     args = parser.parse_args()
     print(f"{'case':<16} {'window':>7} {'requests/min':>13} {'notice delay':>13} "
           f"{'after write':>12}  goals: <= 2/min (steady), <= 5 s")
@@ -65,6 +74,15 @@ def main() -> None:
             print(f"{case:<16} {'':>7} {rate:>13.2f} {delay * 1000:>10.0f} ms "
                   f"{'stage end':>9} {end * 1000:.0f} ms  {ok}  {verdict}", flush=True)
             continue
+        if case in SLICES:
+            slices = int(case.split("-")[1])
+            rate, delay, raw, kinds = run_case("steady", args.slices_window_s,
+                                               args.line_every_s, slices=slices)
+            print(f"{case:<16} {args.slices_window_s:>6.0f}s {rate:>13.2f} "
+                  f"{delay * 1000:>10.0f} ms {raw * 1000:>9.0f} ms  RSS +"
+                  f"{(PEAK['rss'] - PEAK['base']) / 2**20:.1f} MiB during the run (peak "
+                  f"{PEAK['rss'] / 2**20:.0f} MiB)  {dict(kinds)}", flush=True)
+            continue
         window = args.window_s if case == "steady" else args.fault_window_s
         rate, delay, raw, kinds = run_case(case, window, args.line_every_s)
         ok = ("ok" if delay <= 5.0 and (case != "steady" or rate <= 2.0) else "MISSED")
@@ -72,8 +90,26 @@ def main() -> None:
               f"{raw * 1000:>9.0f} ms  {ok}  {dict(kinds)}", flush=True)
 
 
-def run_case(case: str, window_s: float,
-             line_every_s: float) -> tuple[float, float, float, Counter]:
+PEAK: dict[str, float] = {"base": 0.0, "rss": 0.0}
+
+
+def _rss() -> float:
+    """This process's resident memory in bytes (/proc/self/statm)."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _sample_memory(stop: threading.Event) -> None:
+    """The process's peak RSS while the case runs, sampled every 0.5 s. tracemalloc (to count
+    flows/' allocations alone) crashed this Python 3.12.1 under the fake API's threads, so
+    the figure includes the fake cluster's objects, which grow with the pods: the growth of
+    the flow's own part is at most this."""
+    while not stop.wait(0.5):
+        PEAK["rss"] = max(PEAK["rss"], _rss())
+
+
+def run_case(case: str, window_s: float, line_every_s: float,
+             slices: int = 0) -> tuple[float, float, float, Counter]:
     from flows.backends.gke.backend import GkeBackend
     from flows.backends.gke.watch.client import cluster_at
     from flows.config import load_profile
@@ -107,7 +143,8 @@ def run_case(case: str, window_s: float,
         k.fail_next(10, status=429, retry_after=2)
         k.cut_watches()
 
-    profile = load_profile(TUTORIAL, TUTORIAL_REQUIRED, environ={})
+    sets = {**TUTORIAL_REQUIRED, **({"gke.num_slices": str(slices)} if slices else {})}
+    profile = load_profile(TUTORIAL, sets, environ={})
     step = {"stream-aborts": 1.0, "watch-cuts": 2.0}.get(case, line_every_s)
     extra: dict[str, Callable[[Any, str], None]] = {"stream-aborts": touch, "watch-cuts": cut}
     body: list[tuple[float, Callable[[Any, str], None]]] = []
@@ -122,12 +159,22 @@ def run_case(case: str, window_s: float,
     kube = scenario(FakeKube(), script)
     if case == "stream-aborts":
         kube.drop_watch_every = 1
+    stop_sampling = threading.Event()
+    if slices:
+        PEAK.update(base=_rss(), rss=_rss())
+        sampler = threading.Thread(target=_sample_memory, args=(stop_sampling,), daemon=True)
+        sampler.start()
     with FakeApiServer(kube) as server, tempfile.TemporaryDirectory() as tmp:
         backend = GkeBackend(profile, logger=Quiet(), stage="train",
                              storage=LocalStorage(), cluster=cluster_at(server.url))
         workload = train_workload(profile, Layout(profile), backend.runtime)
         started = time.monotonic()
-        backend.run_workload(workload, file_uri(Path(tmp) / "train.log"))
+        try:
+            backend.run_workload(workload, file_uri(Path(tmp) / "train.log"))
+        finally:
+            if slices:
+                stop_sampling.set()
+                sampler.join()
         succeeded_at = kube.action_times["succeed"]
         steady_from = started + 15.0
         steady = kube.requests_between(steady_from, succeeded_at)
