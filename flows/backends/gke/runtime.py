@@ -3,6 +3,7 @@ and training as a Pathways job (CPU head + TPU workers) with the tutorial's prea
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from flows.backends.gke.jobs.program_files import program_path
@@ -25,6 +26,22 @@ TRAIN_PREAMBLE = (
     "export VLLM_ENABLE_V1_MULTIPROCESSING=0",
 )
 PATHWAYS_ENV: Env = (("JAX_PLATFORMS", "proxy,cpu"), ("ENABLE_PATHWAYS_PERSISTENCE", "1"))
+# MaxText 0.2.4 hands tokenizer_path to transformers' AutoTokenizer.from_pretrained without a
+# revision, so a hub id there reads the repository's default branch, whatever
+# model.hf_revision pins (issue 37.7). The tokenizer's files are fetched at the pinned
+# revision first (HF_TOKEN from the container's environment) and read from this folder.
+TOKENIZER_DIR = "/tmp/tpurl-tokenizer"
+TOKENIZER_FILES = ("*.json", "*.txt", "*.model", "*.tiktoken")  # no weights
+
+
+def tokenizer_preamble(repo: str, revision: str) -> str:
+    """The shell line that downloads the tokenizer of ``repo`` at ``revision`` (quoted once)."""
+    code = ("import sys; from huggingface_hub import snapshot_download; "
+            "snapshot_download(sys.argv[1], revision=sys.argv[2], local_dir=sys.argv[3], "
+            f"allow_patterns={list(TOKENIZER_FILES)!r})")
+    return (shlex.join(["python3", "-c", code, repo, revision, TOKENIZER_DIR])
+            + " || { echo 'tpurl: cannot download the tokenizer at model.hf_revision' >&2; "
+            "exit 1; }")
 
 
 class GkeRuntime:
@@ -61,7 +78,8 @@ class GkeRuntime:
             return ProgramSetup(args=(f"--revision={self.profile.model.hf_revision}",),
                                 notes=notes)
         if program == "train":
-            args = [f"tokenizer_path={self.profile.model.hf_repo}"]
+            model = self.profile.model
+            args = [f"tokenizer_path={TOKENIZER_DIR}"]
             if self.profile.data.train_files:
                 args.append(f"hf_train_files={self.profile.data.train_files}")
             return ProgramSetup(
@@ -69,7 +87,8 @@ class GkeRuntime:
                 placement=Placement(kind="pathways", topology=gke.topology,
                                     machine_type=gke.machine_type, num_slices=gke.num_slices,
                                     chips=gke.total_chips),
-                env=PATHWAYS_ENV, preamble=TRAIN_PREAMBLE)
+                env=PATHWAYS_ENV,
+                preamble=(*TRAIN_PREAMBLE, tokenizer_preamble(model.hf_repo, model.hf_revision)))
         if program == "evaluate":  # placement, env and preamble: the train workload's
             return ProgramSetup(files=(eval_program_file(),), notes=(
                 "the evaluation program (images/rehearsal/evaluate_rl.py) is shipped beside "
