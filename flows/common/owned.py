@@ -14,17 +14,15 @@ enough for the worst case:
   into it. A directory without it (a home, a project, a venv someone made by hand) is
   refused with what to do, never emptied.
 
-Pure apart from the file-system reads it names; imports nothing of ``flows`` but its leaves.
+Pure apart from the file-system reads it names; imports nothing of ``flows`` (the places
+themselves are ``flows.common.paths.tool_places``).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
-
-from flows.common.paths import REPO_ROOT, default_cache_dir
 
 OWNER_MARKER = ".tpurl-owned"
 # Written by our installer after a completed install, before the marker existed: a venv
@@ -41,20 +39,13 @@ class NotOurs(Exception):
         self.why = why
 
 
-def places(environ: dict[str, str] | None = None) -> tuple[Path, ...]:
-    """The directories the tool's own files may live under, resolved."""
-    found = (REPO_ROOT, default_cache_dir(environ), Path(tempfile.gettempdir()))
-    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in found))
-
-
-def place_problem(path: Path, environ: dict[str, str] | None = None) -> str | None:
+def place_problem(path: Path, allowed: tuple[Path, ...]) -> str | None:
     """Why ``path`` may not hold the tool's own files (None: it may).
 
     Resolved with symlinks followed (``realpath``), so a link inside the repository that
-    points at the home directory is judged by where it points; and strictly inside, so the
-    repository, the cache or /tmp themselves are never a venv or an output root."""
+    points at the home directory is judged by where it points; and strictly inside one of
+    ``allowed`` (resolved places), so a place itself is never a venv or an output root."""
     real = Path(os.path.realpath(path))
-    allowed = places(environ)
     for place in allowed:
         if real != place and real.is_relative_to(place):
             return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -46,6 +47,13 @@ def default_cache_dir(environ: dict[str, str] | None = None) -> Path:
         return Path(env["TPURL_CACHE_DIR"])
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tpurl"
+
+
+def tool_places(environ: dict[str, str] | None = None) -> tuple[Path, ...]:
+    """Where the tool's own files may live (flows/common/owned.py), resolved: the
+    repository, the cache directory and the system's temporary directory."""
+    found = (REPO_ROOT, default_cache_dir(environ), Path(tempfile.gettempdir()))
+    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in found))
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")

@@ -24,6 +24,7 @@ from flows.common.paths import (
     file_digest,
     file_uri,
     repo_relative,
+    tool_places,
 )
 from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
@@ -118,7 +119,8 @@ class LocalSection(StrictModel):
                     for field, default in (("root", ".tpurl/rehearsal"),
                                            ("venv", ".venvs/rehearsal"),
                                            ("hf_check_venv", ".venvs/hf-check"))
-                    if (problem := place_problem(repo_relative(getattr(self, field))))]
+                    if (problem := place_problem(repo_relative(getattr(self, field)),
+                                                 tool_places()))]
         if problems:
             first, *rest = problems
             raise FixableValueError(first.problem, first.fix, first.field, tuple(rest))

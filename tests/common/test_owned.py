@@ -17,7 +17,7 @@ from flows.common.owned import (
     place_problem,
     remove_owned,
 )
-from flows.common.paths import REPO_ROOT
+from flows.common.paths import REPO_ROOT, tool_places
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 def test_a_path_outside_the_places_is_refused(world: dict[str, Path], path: str) -> None:
     from flows.common.paths import repo_relative
 
-    problem = place_problem(repo_relative(path))
+    problem = place_problem(repo_relative(path), tool_places())
     assert problem is not None and "not inside the repository" in problem
 
 
@@ -45,18 +45,18 @@ def test_a_path_outside_the_places_is_refused(world: dict[str, Path], path: str)
 def test_a_place_itself_is_refused_and_below_it_is_allowed(world: dict[str, Path],
                                                            which: str) -> None:
     place = {"repo": REPO_ROOT, "cache": world["cache"], "temp": world["temp"]}[which]
-    assert place_problem(place) is not None  # the repository itself is never a venv
-    assert place_problem(place / "venvs" / "rehearsal") is None
+    assert place_problem(place, tool_places()) is not None  # the repository itself is never a venv
+    assert place_problem(place / "venvs" / "rehearsal", tool_places()) is None
 
 
 def test_a_symlink_inside_a_place_that_leads_out_is_refused(world: dict[str, Path]) -> None:
     link = world["cache"] / "venv"
     link.symlink_to(world["home"])
-    problem = place_problem(link)
+    problem = place_problem(link, tool_places())
     assert problem is not None and f"resolves to {world['home']}" in problem
     nested = world["cache"] / "link-dir"
     nested.symlink_to(world["home"], target_is_directory=True)
-    assert place_problem(nested / "rehearsal") is not None  # a link on the way counts too
+    assert place_problem(nested / "rehearsal", tool_places()) is not None  # a link on the way counts too
 
 
 def test_a_directory_without_the_marker_is_never_removed(world: dict[str, Path]) -> None:
