@@ -165,3 +165,16 @@ def test_unreachable_release_gives_manual_instructions(settings: InfraSettings,
     assert "cannot download Cluster Toolkit v1.103.0" in text
     assert "http://127.0.0.1:9/v1.103.0/gcluster_bundle_linux_amd64.tgz" in text
     assert BUNDLE_ENV in text and str(version_dir(s)) in text
+
+
+@pytest.mark.parametrize("name", ["p//tmp/escaped", "p/primary/../../escaped"])
+def test_a_deployment_object_named_outside_its_folder_is_refused(
+        gcs: Any, settings: InfraSettings, tmp_path: Path, name: str) -> None:
+    """Any writer of the bucket names objects: an absolute name after the prefix, or one
+    climbing out, would have the restore write outside the deployment folder."""
+    gcs_ensure(gcs, settings)
+    target = tmp_path / "escaped"
+    gcs.bucket("my-tpurl-bucket").blob(name.replace("/tmp/escaped", str(target))).upload_from_string("x")
+    with pytest.raises(StageFailed, match="outside its folder"):
+        gcs_bucket.download_folder(gcs, "my-tpurl-bucket", "p/", tmp_path / "restored" / "dep")
+    assert not target.exists() and not (tmp_path / "restored" / "escaped").exists()
