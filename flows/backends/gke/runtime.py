@@ -26,10 +26,12 @@ TRAIN_PREAMBLE = (
     "export VLLM_ENABLE_V1_MULTIPROCESSING=0",
 )
 PATHWAYS_ENV: Env = (("JAX_PLATFORMS", "proxy,cpu"), ("ENABLE_PATHWAYS_PERSISTENCE", "1"))
-# MaxText 0.2.4 hands tokenizer_path to transformers' AutoTokenizer.from_pretrained without a
-# revision, so a hub id there reads the repository's default branch, whatever
-# model.hf_revision pins (issue 37.7). The tokenizer's files are fetched at the pinned
-# revision first (HF_TOKEN from the container's environment) and read from this folder.
+# MaxText 0.2.4 hands tokenizer_path (training) and --hf_model_path (to_huggingface,
+# maxtext/checkpoint_conversion/to_huggingface.py: `AutoTokenizer.from_pretrained(
+# FLAGS.hf_model_path or HF_IDS[...])`) to transformers without a revision, so a hub id
+# there reads the repository's default branch, whatever model.hf_revision pins (issue 37.7).
+# The tokenizer's files are fetched at the pinned revision first (HF_TOKEN from the
+# container's environment) and read from this folder.
 TOKENIZER_DIR = "/tmp/tpurl-tokenizer"
 TOKENIZER_FILES = ("*.json", "*.txt", "*.model", "*.tiktoken")  # no weights
 
@@ -70,7 +72,8 @@ class GkeRuntime:
         """Convert downloads the pinned revision on the CPU pool; training is a Pathways job
         (CPU head + TPU workers) with the tutorial's preamble; evaluation runs in the same
         place as training (its rollouts are training's vLLM engine), with its program shipped
-        beside the image; export reads the trained repo's tokenizer from the hub."""
+        beside the image; training and export read the tokenizer downloaded at the pinned
+        revision."""
         gke = self.gke
         if program == "convert":
             notes = ((plan_note(gke.hf_download_gib, parse_quantity(gke.conversion_scratch_memory)),)
@@ -94,6 +97,10 @@ class GkeRuntime:
                 "the evaluation program (images/rehearsal/evaluate_rl.py) is shipped beside "
                 "the post-training image as an immutable ConfigMap mounted at /tpurl/programs, "
                 "so changing it reruns only this stage",))
+        if program == "export":  # to_huggingface reads only the tokenizer there (0.2.4)
+            model = self.profile.model
+            return ProgramSetup(tokenizer=TOKENIZER_DIR,
+                                preamble=(tokenizer_preamble(model.hf_repo, model.hf_revision),))
         return ProgramSetup()
 
     def accept(self, program: str, storage: Storage) -> dict[str, Any]:

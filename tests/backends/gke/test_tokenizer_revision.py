@@ -1,4 +1,4 @@
-"""Training (and the evaluation that reuses its arguments) reads the tokenizer at the pinned
+"""Training (and the evaluation that reuses its arguments) and export read the tokenizer at the pinned
 ``model.hf_revision``, not the hub's default branch (issue 37.7): the preamble line the pod
 runs downloads it at that revision and ``tokenizer_path`` names the folder. The line is run
 here by bash with the recording stand-in of huggingface_hub (tests/fakes/hub_download)."""
@@ -15,7 +15,7 @@ from flows.backends.gke.runtime import TOKENIZER_DIR, GkeRuntime, tokenizer_prea
 from flows.common.paths import REPO_ROOT
 from flows.config import load_profile
 from flows.core.layout import Layout
-from flows.core.programs import train_workload
+from flows.core.programs import export_workload, train_workload
 from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
 PINNED = "0123456789abcdef0123456789abcdef01234567"
@@ -28,6 +28,18 @@ def test_the_train_workload_reads_the_tokenizer_from_the_pinned_download() -> No
     assert f"tokenizer_path={TOKENIZER_DIR}" in workload.argv
     assert not any(a == f"tokenizer_path={profile.model.hf_repo}" for a in workload.argv)
     assert workload.preamble[-1] == tokenizer_preamble(profile.model.hf_repo, PINNED)
+
+
+def test_the_export_bundles_the_tokenizer_of_the_pinned_revision() -> None:
+    """to_huggingface (MaxText 0.2.4) reads only the tokenizer from --hf_model_path
+    (maxtext/checkpoint_conversion/to_huggingface.py: AutoTokenizer.from_pretrained(
+    FLAGS.hf_model_path or HF_IDS[model_key]))."""
+    profile = load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, "model.hf_revision": PINNED},
+                           environ={})
+    workload = export_workload(profile, Layout(profile), GkeRuntime(profile), 50)
+    flags = [a for a in workload.argv if a.startswith("--hf_model_path=")]
+    assert flags == [f"--hf_model_path={TOKENIZER_DIR}"]
+    assert workload.preamble == (tokenizer_preamble(profile.model.hf_repo, PINNED),)
 
 
 def test_the_preamble_downloads_at_the_revision_and_quotes_it_once(tmp_path: Path) -> None:
