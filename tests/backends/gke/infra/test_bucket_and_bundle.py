@@ -158,7 +158,8 @@ def test_bundle_pinned_checksum_is_enforced(cloud, settings: InfraSettings) -> N
 def test_unreachable_release_gives_manual_instructions(settings: InfraSettings,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(BUNDLE_ENV, raising=False)
-    s = settings.model_copy(update={"releases_url": "http://127.0.0.1:9"})
+    s = with_gke(settings, cluster_toolkit_sha256="0" * 64).model_copy(
+        update={"releases_url": "http://127.0.0.1:9"})  # a known checksum: it downloads
     with pytest.raises(StageFailed) as err:
         obtain_bundle(s)
     text = str(err.value)
