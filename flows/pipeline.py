@@ -22,7 +22,7 @@ from prefect.states import Cancelled, State
 from flows.announcements.guard import was_coalesced
 from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
 from flows.backends import backend_for
-from flows.common.paths import default_cache_dir
+from flows.common.paths import default_cache_dir, path_part
 from flows.config import Profile, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
@@ -117,7 +117,8 @@ def _failed(failure: StageFailed) -> dict[str, str]:
 def _keep_traceback(stage_name: str, exc: BaseException, redactor: Redactor) -> str | None:
     """The whole traceback in a file under the cache directory (the output root may be the
     very place that cannot be written); its path goes into the diagnosis."""
-    path = default_cache_dir() / "errors" / f"{flow_run.name or 'run'}-{stage_name}.log"
+    name = path_part(f"{flow_run.name or 'run'}-{stage_name}")  # a run name may hold "../"
+    path = default_cache_dir() / "errors" / f"{name}.log"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(redactor("".join(traceback.format_exception(exc))))

@@ -43,8 +43,12 @@ install_missing() {
   fi
   log "installing ${missing[*]} with apt-get"
   # No init system is expected: keep the packages' service scripts from starting anything.
-  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-  trap 'rm -f /usr/sbin/policy-rc.d' RETURN
+  # A policy-rc.d the machine already has is left alone: removing it after would delete a
+  # file this script did not create.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' RETURN
+  fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
     || { apt-get update >/dev/null && apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }

@@ -8,7 +8,18 @@ out=${1:?usage: scripts/plan_snapshot.sh OUT_DIR}
 tpurl=${TPURL:-.venv/bin/tpurl}
 gke=(--set gke.project=demo-project --set gke.region=us-east5 --set gke.zone=us-east5-b
      --set gke.cluster=demo --set gke.bucket=demo-bucket --set gke.authorized_cidr=203.0.113.7/32)
-rm -rf "$out" && mkdir -p "$out"
+# only a directory this script made (its marker inside) is ever emptied: `plan_snapshot.sh ~`
+# must not remove a home directory (issue 37.1)
+marker=.tpurl-plan-snapshot
+if [ -e "$out" ] || [ -L "$out" ]; then
+  if [ -L "$out" ] || [ ! -f "$out/$marker" ]; then
+    echo "error: $out exists and was not made by this script (no $marker in it);" \
+         "name a new directory" >&2
+    exit 2
+  fi
+  rm -rf "$out"
+fi
+mkdir -p "$out" && touch "$out/$marker"
 snap() {  # name, profile, extra args...
   local name=$1 profile=$2; shift 2
   "$tpurl" plan "$profile" "$@" --out "$out/$name" >"$out/$name.stdout" 2>"$out/$name.err"
@@ -32,4 +43,4 @@ snap gke-flex-start qwen3-30b-a3b-v6e-32 "${gke[@]}" --set gke.capacity=flex-sta
 # shellcheck disable=SC2046
 snap gke-spot qwen3-30b-a3b-v6e-32 "${gke[@]}" --set gke.capacity=spot $(price spot)
 snap gke-on-demand qwen3-30b-a3b-v6e-32 "${gke[@]}" --set gke.capacity=on-demand
-ls "$out"
+ls "$out"  # the marker is a dot file: `diff -r` compares it too, and it is empty

@@ -39,7 +39,7 @@ def _tag(context: Path, **kwargs: str) -> str:
 def test_the_dockerfile_copies_what_the_image_needs():
     sources = deploy_steps.copy_sources((REPO_ROOT / DOCKERFILE).read_text())
     assert {"pyproject.toml", ".", "images/flow/install_cloud_tools.py",
-            "images/flow/requirements.lock"} == set(sources)
+            "deployments/cluster-toolkit.sha256", "images/flow/requirements.lock"} == set(sources)
 
 
 def test_same_content_same_tag_and_the_step_returns_the_build_inputs(context: Path):

@@ -98,3 +98,29 @@ def test_the_installer_checks_gclusters_sha256_and_installs_into_bin(tmp_path: P
     installer.install_hashicorp(tmp_path / "root", "packer", "1.15.0", good)
     binary = tmp_path / "root" / "bin" / "packer"
     assert binary.read_text().endswith("echo packer\n") and binary.stat().st_mode & 0o111
+
+
+def test_the_cluster_toolkit_bundle_is_checked_before_it_is_unpacked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37.7: the image build took the bundle GitHub served unchecked. Its SHA-256
+    comes from the build argument or deployments/cluster-toolkit.sha256; no known value
+    stops the build before the download, a wrong one before the bundle is unpacked."""
+    from tests.fakes.cloud import build_bundle
+
+    installer = _installer()
+    tgz = build_bundle(tmp_path / "releases" / "v1.103.0" / "gcluster_bundle_linux_amd64.tgz")
+    good = hashlib.sha256(tgz.read_bytes()).hexdigest()
+    monkeypatch.setattr(installer, "TOOLKIT_URL", (tmp_path / "releases").as_uri()
+                        + "/{version}/gcluster_bundle_linux_amd64.tgz")
+    with pytest.raises(SystemExit, match="no SHA-256 known"):
+        installer.toolkit_checksum("v1.103.0", "", ROOT / "deployments" / "cluster-toolkit.sha256")
+    table = tmp_path / "sums"
+    table.write_text(f"# c\n{good.upper()}  v1.103.0/gcluster_bundle_linux_amd64.tgz\n")
+    assert installer.toolkit_checksum("v1.103.0", "", table) == good
+    assert installer.toolkit_checksum("v1.103.0", "AB" * 32, table) == "ab" * 32
+    with pytest.raises(SystemExit, match="expected abab"):
+        installer.install_cluster_toolkit(tmp_path / "root", tmp_path / "cache", "v1.103.0",
+                                          "ab" * 32)
+    assert not (tmp_path / "root" / "bin" / "gcluster").exists()
+    installer.install_cluster_toolkit(tmp_path / "root", tmp_path / "cache", "v1.103.0", good)
+    assert (tmp_path / "root" / "bin" / "gcluster").is_file()

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
+from flows.common.paths import path_part
+
 # The dispatcher's `kind` parameter is typed by this, so Prefect's run form offers these as a
 # choice and its parameter validation refuses any other before the flow starts.
 Kind = Literal["dataset", "base-model"]
@@ -148,13 +150,13 @@ class RunAnnouncement:
         """Short text for a run name: the dataset file's name and/or the revision."""
         parts = []
         if (data := self.serves.get("dataset")) is not None:
-            parts.append(data.value.rstrip("/").rsplit("/", 1)[-1])
+            parts.append(path_part(data.value.rstrip("/").rsplit("/", 1)[-1], "data"))
         if (model := self.serves.get("base-model")) is not None:
-            parts.append(f"rev-{model.value[:12]}")
+            parts.append(f"rev-{path_part(model.value[:12], 'x')}")
         return "+".join(parts)
 
 
 def retrain_run_name(profile: str, record: RunAnnouncement | None, stamp: str = "") -> str:
     """The retrain run's name in the UI: the profile and what it was announced for."""
     label = record.label() if record is not None else ""
-    return "-".join(part for part in (profile, label, stamp) if part)
+    return path_part("-".join(part for part in (profile, label, stamp) if part))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -47,3 +49,24 @@ def default_cache_dir(environ: dict[str, str] | None = None) -> Path:
         return Path(env["TPURL_CACHE_DIR"])
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tpurl"
+
+
+def tool_places(environ: dict[str, str] | None = None) -> tuple[Path, ...]:
+    """Where the tool's own files may live (flows/common/owned.py), resolved: the
+    repository, the cache directory and the system's temporary directory."""
+    found = (REPO_ROOT, default_cache_dir(environ), Path(tempfile.gettempdir()))
+    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in found))
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def path_part(text: str, fallback: str = "run", limit: int = 120) -> str:
+    """One safe file-name part made of untrusted text (a run name carrying an announced
+    revision, a dataset's file name): every run of characters other than letters, digits and
+    ``. _ + -`` (slashes, control characters, spaces) becomes one ``-``, leading dots and
+    dashes go (no ``..``, no hidden file, no option), and it is cut to ``limit``
+    characters. Prefect allows ``/`` in run names; issue 37.7 had a revision ``../../x``
+    write result files four directories above their place."""
+    part = re.sub(r"\.{2,}", ".", _UNSAFE.sub("-", text)).lstrip(".-")[:limit].rstrip(".-")
+    return part or fallback

@@ -9,5 +9,8 @@ import re
 
 HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")  # a Hugging Face user access token
 GOOGLE_ACCESS_TOKEN = re.compile(r"ya29\.[A-Za-z0-9._-]{20,}")  # an OAuth2 access token
+# the same token upper-cased by a program (issue 37.7); a digit is required, so a long
+# upper-case constant such as HF_HUB_ENABLE_HF_TRANSFER is not taken for one
+HF_TOKEN_UPPER = re.compile(r"HF_(?=[A-Z]*[0-9])[A-Z0-9]{20,}")
 # (marker, pattern): the marker is a cheap substring test before the expression
-TOKEN_SHAPES = (("hf_", HF_TOKEN), ("ya29.", GOOGLE_ACCESS_TOKEN))
+TOKEN_SHAPES = (("hf_", HF_TOKEN), ("HF_", HF_TOKEN_UPPER), ("ya29.", GOOGLE_ACCESS_TOKEN))

@@ -301,7 +301,11 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
     def infra_key_parts(self) -> tuple[object, ...]:
         # The dict hashed before gke.nodepool_count was folded into gke.num_slices: the same
         # key for every profile whose two counts agreed, so existing deployments keep records.
-        return ("infra-gke", {**self.model_dump(), "nodepool_count": self.num_slices})
+        # The Pathways digests (added later) only when set: a profile without them keeps
+        # the key it had, and its deployment its records.
+        dump = {k: v for k, v in self.model_dump().items()
+                if v is not None or k not in ("pathways_server_digest", "pathways_proxy_digest")}
+        return ("infra-gke", {**dump, "nodepool_count": self.num_slices})
 
     def model_seed(self) -> int | None:
         return None  # the model comes from the hub

@@ -25,6 +25,9 @@ def parse_quantity(text: str | int | float) -> float:
 
 
 
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 class GkeJobs(StrictModel):
     """How the GKE backend places, sizes, keeps and watches the jobs (tutorial values)."""
 
@@ -34,6 +37,12 @@ class GkeJobs(StrictModel):
     # Pathways server and proxy must match the JAX of the workload image; upstream defaults to
     # :latest, which silently changes under a running project. MaxText 0.2.4 pins jax 0.11.0.
     pathways_tag: str = "jax-0.11.0"
+    # Their digests (``sha256:<64 hex>``; issue 37.7): a tag can be moved by whoever owns the
+    # repository, a digest cannot. Set, the images are pulled as TAG@DIGEST; unset, plan
+    # and validate warn. Not shipped: they could not be resolved where this was written;
+    # `gcloud artifacts docker images describe IMAGE:TAG` prints them.
+    pathways_server_digest: str | None = None
+    pathways_proxy_digest: str | None = None
     # Sized to fit one node of the cpu-np pool the toolkit creates (n4-standard-64: ~244Gi
     # allocatable memory; default 100 GB boot disk: ~45Gi allocatable ephemeral storage, too
     # little for the ~61 GB of HF safetensors to_maxtext downloads). So the HF cache and
@@ -83,6 +92,15 @@ class GkeJobs(StrictModel):
                 self.hf_download_gib, parse_quantity(self.conversion_scratch_memory))):
             raise FixableValueError(*problem, field="conversion_scratch_memory")
         return self
+
+    @field_validator("pathways_server_digest", "pathways_proxy_digest")
+    @classmethod
+    def _digest(cls, v: str | None) -> str | None:
+        if v is not None and not DIGEST.fullmatch(v.strip()):
+            raise FixableValueError(f"{v!r} is not an image digest",
+                                    "write sha256: and the 64 hex digits `gcloud artifacts "
+                                    "docker images describe` prints")
+        return v.strip() if v else None
 
     @field_validator("pathways_tag")
     @classmethod

@@ -15,6 +15,7 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from flows.common.owned import place_problem
 from flows.common.paths import (
     HF_CHECK_LOCK,
     REHEARSAL_DIR,
@@ -24,6 +25,7 @@ from flows.common.paths import (
     file_digest,
     file_uri,
     repo_relative,
+    tool_places,
 )
 from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
@@ -107,6 +109,24 @@ class LocalSection(StrictModel):
     dataset_rows: int = run_tunable(64, ge=4)
     dataset_seed: int = run_tunable(0, ge=0)
     step_timeout_s: int = Field(1800, ge=60)
+
+    @model_validator(mode="after")
+    def _own_places(self) -> Self:
+        """The tool creates, rewrites and deletes files under these three: each must lie
+        inside the repository, the cache or the temporary directory (issue 37.1:
+        ``venv: ~`` would have had the image stage delete the home directory)."""
+        problems = [FixableValueError(problem, f"give local.{field} a path inside the "
+                                      f"repository (the default is {default!r}), or under "
+                                      "the cache directory (TPURL_CACHE_DIR)", field=field)
+                    for field, default in (("root", ".tpurl/rehearsal"),
+                                           ("venv", ".venvs/rehearsal"),
+                                           ("hf_check_venv", ".venvs/hf-check"))
+                    if (problem := place_problem(repo_relative(getattr(self, field)),
+                                                 tool_places()))]
+        if problems:
+            first, *rest = problems
+            raise FixableValueError(first.problem, first.fix, first.field, tuple(rest))
+        return self
 
     # What the rehearsal's outputs and keys are made of (flows/core/layout.py chains them; the
     # gke section answers the same questions for GKE).

@@ -141,6 +141,9 @@ class ProgramSetup:
     notes: tuple[str, ...] = ()  # what a user must know about this program here (a stand-in)
     checks: tuple[Workload, ...] = ()  # run after the program; ``accept`` reads their verdicts
     files: tuple[ProgramFile, ...] = ()  # programs of ours it runs that the image lacks
+    # where export reads the tokenizer (``--hf_model_path``), when not the model's own path:
+    # a folder the preamble filled at the pinned revision (issue 37.7)
+    tokenizer: str | None = None
 
 
 class ProgramRuntime(Protocol):

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -24,7 +26,8 @@ from flows.core.storage import Storage, join
 
 FORMAT_VERSION = 1
 RELATIVE = "./"  # an output below the output root, stored relative to it (a moved root works)
-__all__ = ["RECORD_NAME", "LineageRecord", "UnreadableRecord", "read_record",
+STORAGE_SCHEMES = ("file://", "gs://")  # outputs that are files under an output root
+__all__ = ["RECORD_NAME", "LineageRecord", "UnreadableRecord", "linked_out", "outside_root", "read_record",
            "relative_outputs", "verified_identity", "write_record"]
 
 
@@ -69,6 +72,44 @@ class LineageRecord(BaseModel):
         """The outputs as URIs, relative entries taken against the current output root."""
         return {name: join(root, uri[len(RELATIVE):]) if uri.startswith(RELATIVE) else uri
                 for name, uri in self.outputs.items()}
+
+
+def outside_root(outputs: dict[str, str], root: str) -> str | None:
+    """Pure: why a record's outputs leave the output root (None: they do not).
+
+    A record is read from the bucket or the root, which a training pod (or anyone with write
+    access) can write; an output it names outside the root (an absolute URI elsewhere, a
+    ``..`` segment, another bucket) would be handed to the next stage as if this pipeline had
+    verified it (issue 37.5). Entries relative to the root (``./``) must stay below it;
+    absolute storage URIs must be the root or below it. Outputs that are not files (an image
+    reference, ``hf://`` model, ``venv:`` path) are checked by their own stage."""
+    base = root.rstrip("/")
+    for name, uri in outputs.items():
+        if uri.startswith(RELATIVE):
+            rel = uri[len(RELATIVE):]
+            if rel.startswith("/") or ".." in rel.split("/"):
+                return f"output {name} {uri!r} climbs out of the output root"
+        elif uri.startswith(STORAGE_SCHEMES):
+            if uri.rstrip("/") != base and not uri.startswith(base + "/"):
+                return f"output {name} {uri!r} is outside the output root {base}"
+            if ".." in uri[len(base):].split("/"):
+                return f"output {name} {uri!r} climbs out of the output root"
+    return None
+
+
+def linked_out(storage: Storage, outputs: dict[str, str], root: str) -> str | None:
+    """Why a local output, symlinks followed, is not under the output root (None: all are):
+    a link placed in the root that points elsewhere passes :func:`outside_root`'s text check.
+    Object stores have no links (``local_path`` is None there)."""
+    root_path = storage.local_path(root)
+    if root_path is None:
+        return None
+    real_root = os.path.realpath(root_path)
+    for name, uri in outputs.items():
+        path = storage.local_path(uri) if uri.startswith("file://") else None
+        if path is not None and not Path(os.path.realpath(path)).is_relative_to(real_root):
+            return f"output {name} {uri} resolves to {os.path.realpath(path)}, outside {real_root}"
+    return None
 
 
 def verified_identity(manifest: dict[str, Manifest], details: dict[str, Any]) -> str:

@@ -12,6 +12,9 @@ carries size, crc32c and generation, so nothing is downloaded.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from pydantic import BaseModel
 
 from flows.core.storage import FileStat, Storage, join
@@ -63,3 +66,10 @@ def manifest_problems(storage: Storage, uri: str, expected: Manifest) -> list[st
                 (found.digest or storage.digest(_uri(uri, name))) != entry.digest:
             problems.append(f"{shown} was rewritten since it was verified (content differs)")
     return problems
+
+
+def manifest_digest(manifest: Manifest) -> str:
+    """One digest of an output's files (names, sizes, content digests; not stamps, so a
+    copied output keeps it): what the promoted pointer carries for its export."""
+    parts = {name: [entry.size, entry.digest] for name, entry in sorted(manifest.items())}
+    return "sha256:" + hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()

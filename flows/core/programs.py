@@ -81,7 +81,7 @@ def export_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime, s
             f"base_output_directory={program_path(layout.export_dir)}/",
             # Without it 0.2.4 takes the tokenizer of its built-in HF id for the model
             # (Qwen3-30B-A3B-Thinking-2507), not the one of the model that was trained.
-            f"--hf_model_path={runtime.model().path}", *setup.args,
+            f"--hf_model_path={setup.tokenizer or runtime.model().path}", *setup.args,
             *render_args(profile.model.args), *render_args(profile.export.args)]
     return Workload(name="export-maxtext-to-hf", image=runtime.image(image), argv=tuple(argv),
                     placement=setup.placement, env=setup.env, secret_env=_secret_env(profile),

@@ -6,6 +6,10 @@ promoted``; the base model until one is promoted, so a profile's first scored ru
 against where it started). Point estimates are compared: with the few rows a rehearsal
 scores the intervals overlap whatever happens, and the intervals are shown beside the
 decision so a reader sees how sure it is.
+
+The decision is made on scores every time (issue 37.5): a pointer that already names this
+run's export is not evidence (the bucket it lives in is writable by every training pod), so
+such a rerun is judged against its own base score, and is "unchanged" only when it passes.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ class PromotedModel(BaseModel):
     metric: str
     eval_key: str = ""
     score_key: str = ""  # eval_programs.score_key of the scores; "" in pointers made before it
+    # manifest_digest of the export's files when it was promoted ("" in older pointers): the
+    # serving example refuses a pointer whose export no longer matches it (flows/serving.py)
+    export_digest: str = ""
 
 
 class Decision(BaseModel):
@@ -53,17 +60,16 @@ class Decision(BaseModel):
 
 def decide(rule: PromotionRule, trained: ScoreSummary, base: ScoreSummary,
            promoted: PromotedModel | None, model_uri: str, score_key: str) -> Decision:
-    """``model_uri`` is this run's export: when it is already the promoted model (an
-    unchanged rerun), the decision stands and nothing moves or is announced again.
+    """``model_uri`` is this run's export: when it is already the promoted model (a rerun),
+    it is judged against its base and, if it passes, nothing moves or is announced again.
     ``score_key`` says which held-out set and scorer this run's scores come from."""
     notes: list[str] = []
     metric = rule.metric
-    if promoted is not None and promoted.model_uri == model_uri:
-        value = trained.metric(metric)
-        return Decision(promoted=True, metric=metric, trained=value, reference=value,
-                        reference_kind="promoted", delta=0.0, min_delta=rule.min_delta,
-                        reason="this run's model is already the promoted one",
-                        reference_run=promoted.run, unchanged=True)
+    rerun = promoted is not None and promoted.model_uri == model_uri
+    if rerun:  # judged on its own scores, never waved through by the pointer
+        notes.append("this run's model is already the promoted one: judged against its base "
+                     "model's score, not against itself")
+        promoted = None
     basis: Literal["score", "lift"] = "score"
     if rule.against == "promoted" and promoted is not None:
         if promoted.metric != metric:
@@ -83,7 +89,7 @@ def decide(rule: PromotionRule, trained: ScoreSummary, base: ScoreSummary,
                          "scores are not comparable with this run's: compared by the lift "
                          "over each one's base model on its own held-out set")
     else:
-        if rule.against == "promoted":
+        if rule.against == "promoted" and not rerun:
             notes.append("nothing is promoted yet: compared with the base model")
         value, reference = trained.metric(metric), base.metric(metric)
         kind, ref_run = "base", None
@@ -99,4 +105,5 @@ def decide(rule: PromotionRule, trained: ScoreSummary, base: ScoreSummary,
                   f"{verdict} min_delta {rule.min_delta:+g}")
     return Decision(promoted=passed, metric=metric, trained=value, reference=reference,
                     reference_kind=kind, basis=basis, delta=delta, min_delta=rule.min_delta,
-                    reason=reason, reference_run=ref_run, notes=notes)
+                    reason=reason, reference_run=ref_run, unchanged=rerun and passed,
+                    notes=notes)

@@ -11,8 +11,16 @@ and Google use. Every Redactor reads this registry, and so does a log-record fac
 created: a log line written by Prefect itself (a failed task's traceback with its chained
 cause) passes the same point as one written by us.
 
-A token a program printed over two lines is caught by its pieces: a line ending with the
-token's first 8 or more characters, or starting with its last 8 or more, loses them.
+Issue 37.7 added the forms a review still read: hex (either case), every character
+``\\uXXXX``-escaped (either case), and the value upper- or lower-cased.
+
+A token a program printed over two or more lines is caught by its pieces, line by line (the
+local backend and the log sink redact each line as it streams): a line ending with the
+token's first 8 or more characters, or starting with its last 8 or more, loses them, and so
+does any run of 8 or more token characters that is a piece of the token (a middle line of a
+token wrapped over three). A text holding several lines at once (a traceback, a result) is
+also searched for the token with line breaks and indentation between any of its characters,
+so a narrow wrap whose pieces are shorter than 8 is caught there too.
 """
 
 from __future__ import annotations
@@ -40,6 +48,9 @@ _SECRET_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY
 _lock = threading.Lock()
 _values: list[str] = []  # every form of every registered value, longest first
 _plain: list[str] = []  # the values themselves (and stripped), for the split-token pass
+_wrapped: list[re.Pattern[str]] = []  # each plain value with line breaks allowed anywhere
+_WORD = re.compile(rf"[A-Za-z0-9_.~+/=-]{{{FRAGMENT},}}")  # a run that may be a token piece
+_BREAK = r"(?:\r?\n[ \t]*)?"
 
 
 def forms(value: str) -> set[str]:
@@ -49,7 +60,10 @@ def forms(value: str) -> set[str]:
         if len(base) < MIN_LENGTH:
             continue
         out |= {base, json.dumps(base)[1:-1], repr(base)[1:-1],
-                urllib.parse.quote(base, safe=""), urllib.parse.quote_plus(base)}
+                urllib.parse.quote(base, safe=""), urllib.parse.quote_plus(base),
+                base.upper(), base.lower(), base.encode().hex(), base.encode().hex().upper(),
+                "".join(f"\\u{ord(c):04x}" for c in base),
+                "".join(f"\\u{ord(c):04X}" for c in base)}
         out |= _base64_forms(base.encode())
     return {f for f in out if len(f) >= MIN_LENGTH}
 
@@ -78,6 +92,7 @@ def register(value: str) -> None:
         _values[:] = sorted(known | new, key=len, reverse=True)
         _plain[:] = sorted(set(_plain) | {v for v in {value, value.strip()}
                                           if len(v) > FRAGMENT}, key=len, reverse=True)
+        _wrapped[:] = [re.compile(_BREAK.join(map(re.escape, v.strip()))) for v in _plain]
     install_log_redaction()
 
 
@@ -92,7 +107,10 @@ def register_environment(environ: Mapping[str, str] | None = None) -> None:
 
 def redact(text: str) -> str:
     with _lock:
-        values, plain = list(_values), list(_plain)
+        values, plain, wrapped = list(_values), list(_plain), list(_wrapped)
+    if "\n" in text:  # a token wrapped anywhere, in a text that holds all its lines
+        for pattern in wrapped:
+            text = pattern.sub(_blank_keeping_breaks, text)
     for value in values:
         if value in text:
             text = text.replace(value, REDACTED)
@@ -103,6 +121,12 @@ def redact(text: str) -> str:
     if plain:
         text = "\n".join(_redact_pieces(line, plain) for line in text.split("\n"))
     return text
+
+
+def _blank_keeping_breaks(match: re.Match[str]) -> str:
+    """The token's pieces become one REDACTED per line; the line structure stays."""
+    return "\n".join(REDACTED if piece.strip() else piece
+                     for piece in re.split(r"\r?\n", match.group(0)))
 
 
 def _redact_pieces(line: str, plain: list[str]) -> str:
@@ -119,7 +143,9 @@ def _redact_pieces(line: str, plain: list[str]) -> str:
                 if stripped.startswith(value[-size:]):
                     line = line[:len(line) - len(stripped)] + REDACTED + stripped[size:]
                     break
-    return line
+    # a piece from the token's middle (a line of a token wrapped over three or more)
+    return _WORD.sub(lambda m: REDACTED if any(m.group(0) in v for v in plain) else m.group(0),
+                     line)
 
 
 class Redactor:

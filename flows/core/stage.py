@@ -25,6 +25,8 @@ from flows.core.layout import Layout
 from flows.core.lineage import (
     LineageRecord,
     UnreadableRecord,
+    linked_out,
+    outside_root,
     read_record,
     relative_outputs,
     verified_identity,
@@ -147,6 +149,11 @@ class Stage(ABC):
                             self.name, why)
             return None
         record = stored.model_copy(update={"outputs": stored.resolved_outputs(ctx.layout.root)})
+        if why := (outside_root(stored.outputs, ctx.layout.root)
+                   or linked_out(ctx.storage, record.outputs, ctx.layout.root)):
+            ctx.logger.warning("%s: the record is not trusted (%s); running the stage again",
+                               self.name, why)
+            return None
         if not self.outputs_present(ctx, record):
             ctx.logger.warning("%s: the recorded output is gone (%s); running the stage again",
                                self.name, ", ".join(record.outputs.values()))

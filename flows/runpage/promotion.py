@@ -24,6 +24,8 @@ from pydantic import TypeAdapter, ValidationError
 from flows.config.profile import Profile
 from flows.core.failures import user_error
 from flows.core.layout import Layout
+from flows.core.lineage import outside_root
+from flows.core.manifest import build_manifest, manifest_digest
 from flows.core.promotion import Decision, PromotedModel, decide
 from flows.core.scores import ScoreSummary
 from flows.core.storage import Storage, join
@@ -74,6 +76,22 @@ def write_promoted(storage: Storage, profile: Profile, model: PromotedModel) -> 
     storage.write_text(pointer, model.model_dump_json(indent=2))  # last: it is the commit
 
 
+def pointer_problem(storage: Storage, profile: Profile, model: PromotedModel) -> str | None:
+    """Why the pointer cannot be trusted (None: it can): it must carry its scores' key and
+    its export's digest, name an export inside the output root, and that export's files
+    must still give the digest (a training pod can write the bucket, issue 37.5)."""
+    if not model.score_key or not model.export_digest:
+        return ("it carries no " + ("scores' key" if not model.score_key else "export digest")
+                + " (written before pointers were checked, or by hand)")
+    if why := outside_root({"model_uri": model.model_uri}, Layout(profile).root):
+        return why
+    found = manifest_digest(build_manifest(storage, model.model_uri))
+    if found != model.export_digest:
+        return (f"the export {model.model_uri} no longer matches the pointer's digest "
+                f"({found}, the pointer says {model.export_digest})")
+    return None
+
+
 def dataset_of(profile: Profile, dataset_uri: str | None) -> str:
     if dataset_uri:
         return dataset_uri
@@ -92,7 +110,12 @@ def promote_or_reject(storage: Storage, profile: Profile, run: str, evaluation: 
     trained = ScoreSummary.model_validate(evaluation["trained"])
     base = ScoreSummary.model_validate(evaluation["base"])
     current = read_promoted(storage, profile)
-    decision = decide(rule, trained, base, current, artifacts["hf_export"], score_key)
+    why = pointer_problem(storage, profile, current) if current is not None else None
+    reference = None if why else current  # an untrusted pointer is no reference
+    decision = decide(rule, trained, base, reference, artifacts["hf_export"], score_key)
+    if why:
+        decision.notes.insert(0, f"the promoted pointer is not trusted ({why}): judged as if "
+                              "nothing were promoted")
     if not decision.promoted or decision.unchanged:
         return decision, current
     model = PromotedModel(model_uri=artifacts["hf_export"],
@@ -100,7 +123,9 @@ def promote_or_reject(storage: Storage, profile: Profile, run: str, evaluation: 
                           base_scores=base, run=run, dataset=dataset_of(profile, dataset_uri),
                           revision=profile.model.hf_revision,
                           promoted_at=datetime.now(UTC).isoformat(), metric=rule.metric,
-                          eval_key=eval_key, score_key=score_key)
+                          eval_key=eval_key, score_key=score_key,
+                          export_digest=manifest_digest(build_manifest(storage,
+                                                                       artifacts["hf_export"])))
     write_promoted(storage, profile, model)
     return decision, model
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from flows.common.paths import path_part
 from flows.config.profile import Profile
 from flows.core.layout import Layout
 from flows.core.stage import StageOutput, WorkloadRun
@@ -65,7 +66,8 @@ class PipelineResult(BaseModel):
 
 def result_uris(profile: Profile, run_name: str) -> tuple[str, str]:
     base = join(Layout(profile).root, "tpurl-results", profile.name)
-    return join(base, f"{run_name}.json"), join(base, "latest.json")
+    # the run's name is untrusted text (an announced revision is part of it): one safe part
+    return join(base, f"{path_part(run_name)}.json"), join(base, "latest.json")
 
 
 def persist_result(storage: Storage, profile: Profile, run_name: str,

@@ -64,9 +64,30 @@ def install_hashicorp(root: Path, name: str, version: str, sha256: str) -> None:
     archive.unlink()
 
 
-def install_cluster_toolkit(root: Path, cache_dir: Path, version: str) -> None:
+def toolkit_checksum(version: str, given: str, checksums: Path | None) -> str:
+    """The SHA-256 the bundle must have: the build argument, else the repository's line for
+    the version (deployments/cluster-toolkit.sha256); neither: the build stops (a download
+    is never trusted on first use, issue 37.7)."""
+    if given.strip():
+        return given.strip().lower()
+    text = checksums.read_text() if checksums is not None and checksums.is_file() else ""
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and not line.startswith("#") and \
+                words[1] == f"{version}/gcluster_bundle_linux_amd64.tgz":
+            return words[0].lower()
+    raise SystemExit(f"Cluster Toolkit {version}: no SHA-256 known. Pass the build argument "
+                     "CLUSTER_TOOLKIT_SHA256 (from the release page), or add the line to "
+                     "deployments/cluster-toolkit.sha256")
+
+
+def install_cluster_toolkit(root: Path, cache_dir: Path, version: str, sha256: str) -> None:
     bundle = download(TOOLKIT_URL.format(version=version),
                       cache_dir / "cluster-toolkit" / version / "gcluster_bundle_linux_amd64.tgz")
+    actual = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    if actual != sha256:
+        bundle.unlink()
+        raise SystemExit(f"Cluster Toolkit {version}: sha256 {actual}, expected {sha256}")
     with tarfile.open(bundle) as tar:
         member = next(m for m in tar.getmembers() if Path(m.name).name == "gcluster" and m.isfile())
         member.name = "gcluster"
@@ -83,12 +104,16 @@ def main() -> None:
     parser.add_argument("--packer", required=True)
     parser.add_argument("--packer-sha256", required=True)
     parser.add_argument("--cluster-toolkit", required=True)
+    parser.add_argument("--cluster-toolkit-sha256", default="")
+    parser.add_argument("--checksums", type=Path, default=None)
     parser.add_argument("--cache-dir", type=Path, required=True)
     args = parser.parse_args()
+    toolkit_sha256 = toolkit_checksum(args.cluster_toolkit, args.cluster_toolkit_sha256,
+                                      args.checksums)  # before any download
     install_gcloud(args.root, args.gcloud)
     install_hashicorp(args.root, "terraform", args.terraform, args.terraform_sha256)
     install_hashicorp(args.root, "packer", args.packer, args.packer_sha256)
-    install_cluster_toolkit(args.root, args.cache_dir, args.cluster_toolkit)
+    install_cluster_toolkit(args.root, args.cache_dir, args.cluster_toolkit, toolkit_sha256)
 
 
 if __name__ == "__main__":

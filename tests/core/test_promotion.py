@@ -148,3 +148,16 @@ def test_the_gke_plan_notes_the_profiles_own_estimate() -> None:
     given = tutorial_profile(**{"eval.batches": "2", "gke.estimated_hours.evaluate": "1.5"})
     assert stage_hours(given, "evaluate") == 1.5
     assert "gke.estimated_hours.evaluate" in plan_notes(given, 16)[0]
+
+
+def test_a_rerun_of_the_promoted_export_is_still_judged_on_its_scores() -> None:
+    """Issue 37.5: a pointer naming this run's export used to wave it through unjudged (a
+    training pod can write the pointer). Now its own scores decide, against its base."""
+    forged = promoted(0.99, uri="gs://b/export", score_key="s")
+    worse_than_base = decide(PromotionRule(), summary(0.2), summary(0.3), forged,
+                             "gs://b/export", "s")
+    assert not worse_than_base.promoted and not worse_than_base.unchanged
+    assert worse_than_base.reference_kind == "base" and worse_than_base.reference == 0.3
+    assert "already the promoted one" in worse_than_base.notes[0]
+    strict = PromotionRule(min_delta=0.5)
+    assert not decide(strict, summary(0.5), summary(0.3), forged, "gs://b/export", "s").promoted

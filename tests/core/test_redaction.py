@@ -128,3 +128,40 @@ def test_the_registry_credential_and_its_basic_header_are_redacted() -> None:
     header = RegistryApi(lambda: access_token)._authorization('Basic realm="x"', "p/i")
     clean = redact(f"request headers: {{'Authorization': '{header}'}} token={access_token}")
     assert access_token not in clean and header.split()[1] not in clean, clean
+
+
+def test_a_token_wrapped_over_three_or_more_lines_loses_every_piece() -> None:
+    """Issue 37.7: the middle line of a token wrapped over three (13 characters in the
+    review) passed, whether the lines come one by one or in one text."""
+    token = "hf_" + _letters(34)
+    register(token)
+    for width in (13, 9, 5):  # 5: pieces shorter than a fragment, caught in the whole text
+        lines = [token[i:i + width] for i in range(0, len(token), width)]
+        whole = redact("printed: \n" + "\n    ".join(lines) + "\nafter")
+        assert whole.count("\n") == len(lines) + 1  # the line structure stays
+        for i in range(0, len(token) - 4):
+            assert token[i:i + 5] not in whole, (width, whole)
+        assert whole.endswith("\nafter") and whole.startswith("printed: \n")
+        if width >= 8:  # line by line, as the local backend streams them
+            assert all(token[i:i + 8] not in redact(f"[train] {line}")
+                       for line in lines for i in range(len(token) - 8)), lines
+
+
+def test_hex_unicode_escaped_and_case_changed_forms_are_redacted() -> None:
+    token = "hf_" + _letters(34)
+    register(token)
+    for shown in (token.encode().hex(), token.encode().hex().upper(), token.upper(),
+                  token.lower(), "".join(f"\\u{ord(c):04x}" for c in token),
+                  "".join(f"\\u{ord(c):04X}" for c in token)):
+        assert redact(f"value={shown};") == f"value={REDACTED};", shown
+    # an upper-cased token never registered (another process's) is caught by its shape
+    stray = ("hf_" + _letters(30) + "7").upper()
+    assert stray not in redact(f"HF={stray}")
+
+
+def test_the_new_forms_leave_ordinary_words_alone() -> None:
+    register("hf_" + _letters(34))
+    text = ("HF_HUB_ENABLE_HF_TRANSFER=1 HF_HUB_DISABLE_TELEMETRY checkpoint_period "
+            "0123456789abcdef \\u0041\\u0042 deadbeefcafe1234 STEP_TIME_SECONDS learning_rate")
+    assert redact(text) == text
+    assert redact("line one\nline two\n  indented three") == "line one\nline two\n  indented three"

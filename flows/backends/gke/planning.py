@@ -71,4 +71,22 @@ class GkePlanning:
         gke = self.profile.gke
         assert gke is not None
         warning = world_open_warning(gke)
-        return [warning] if warning else []
+        return ([warning] if warning else []) + unpinned_image_warnings(self.profile)
+
+
+def unpinned_image_warnings(profile: Profile) -> list[str]:
+    """Images a GKE run pulls by a tag only (issue 37.7): whoever can push to their
+    repository can change what runs, privileged, on the TPU hosts."""
+    gke = profile.gke
+    assert gke is not None
+    out = []
+    if "@sha256:" not in profile.image.base:
+        out.append(f"WARNING: image.base {profile.image.base} is pinned by tag only; pin it by "
+                   "digest (IMAGE:TAG@sha256:...) so a moved tag cannot change what trains")
+    missing = [f"gke.{f}" for f in ("pathways_server_digest", "pathways_proxy_digest")
+               if getattr(gke, f) is None]
+    if missing:
+        out.append(f"WARNING: the Pathways images ({gke.pathways_tag}) are pulled by tag: set "
+                   f"{' and '.join(missing)} (`gcloud artifacts docker images describe "
+                   "IMAGE:TAG` prints them)")
+    return out

@@ -3,6 +3,7 @@ and training as a Pathways job (CPU head + TPU workers) with the tutorial's prea
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from flows.backends.gke.jobs.program_files import program_path
@@ -25,6 +26,24 @@ TRAIN_PREAMBLE = (
     "export VLLM_ENABLE_V1_MULTIPROCESSING=0",
 )
 PATHWAYS_ENV: Env = (("JAX_PLATFORMS", "proxy,cpu"), ("ENABLE_PATHWAYS_PERSISTENCE", "1"))
+# MaxText 0.2.4 hands tokenizer_path (training) and --hf_model_path (to_huggingface,
+# maxtext/checkpoint_conversion/to_huggingface.py: `AutoTokenizer.from_pretrained(
+# FLAGS.hf_model_path or HF_IDS[...])`) to transformers without a revision, so a hub id
+# there reads the repository's default branch, whatever model.hf_revision pins (issue 37.7).
+# The tokenizer's files are fetched at the pinned revision first (HF_TOKEN from the
+# container's environment) and read from this folder.
+TOKENIZER_DIR = "/tmp/tpurl-tokenizer"
+TOKENIZER_FILES = ("*.json", "*.txt", "*.model", "*.tiktoken")  # no weights
+
+
+def tokenizer_preamble(repo: str, revision: str) -> str:
+    """The shell line that downloads the tokenizer of ``repo`` at ``revision`` (quoted once)."""
+    code = ("import sys; from huggingface_hub import snapshot_download; "
+            "snapshot_download(sys.argv[1], revision=sys.argv[2], local_dir=sys.argv[3], "
+            f"allow_patterns={list(TOKENIZER_FILES)!r})")
+    return (shlex.join(["python3", "-c", code, repo, revision, TOKENIZER_DIR])
+            + " || { echo 'tpurl: cannot download the tokenizer at model.hf_revision' >&2; "
+            "exit 1; }")
 
 
 class GkeRuntime:
@@ -53,7 +72,8 @@ class GkeRuntime:
         """Convert downloads the pinned revision on the CPU pool; training is a Pathways job
         (CPU head + TPU workers) with the tutorial's preamble; evaluation runs in the same
         place as training (its rollouts are training's vLLM engine), with its program shipped
-        beside the image; export reads the trained repo's tokenizer from the hub."""
+        beside the image; training and export read the tokenizer downloaded at the pinned
+        revision."""
         gke = self.gke
         if program == "convert":
             notes = ((plan_note(gke.hf_download_gib, parse_quantity(gke.conversion_scratch_memory)),)
@@ -61,7 +81,8 @@ class GkeRuntime:
             return ProgramSetup(args=(f"--revision={self.profile.model.hf_revision}",),
                                 notes=notes)
         if program == "train":
-            args = [f"tokenizer_path={self.profile.model.hf_repo}"]
+            model = self.profile.model
+            args = [f"tokenizer_path={TOKENIZER_DIR}"]
             if self.profile.data.train_files:
                 args.append(f"hf_train_files={self.profile.data.train_files}")
             return ProgramSetup(
@@ -69,12 +90,17 @@ class GkeRuntime:
                 placement=Placement(kind="pathways", topology=gke.topology,
                                     machine_type=gke.machine_type, num_slices=gke.num_slices,
                                     chips=gke.total_chips),
-                env=PATHWAYS_ENV, preamble=TRAIN_PREAMBLE)
+                env=PATHWAYS_ENV,
+                preamble=(*TRAIN_PREAMBLE, tokenizer_preamble(model.hf_repo, model.hf_revision)))
         if program == "evaluate":  # placement, env and preamble: the train workload's
             return ProgramSetup(files=(eval_program_file(),), notes=(
                 "the evaluation program (images/rehearsal/evaluate_rl.py) is shipped beside "
                 "the post-training image as an immutable ConfigMap mounted at /tpurl/programs, "
                 "so changing it reruns only this stage",))
+        if program == "export":  # to_huggingface reads only the tokenizer there (0.2.4)
+            model = self.profile.model
+            return ProgramSetup(tokenizer=TOKENIZER_DIR,
+                                preamble=(tokenizer_preamble(model.hf_repo, model.hf_revision),))
         return ProgramSetup()
 
     def accept(self, program: str, storage: Storage) -> dict[str, Any]:

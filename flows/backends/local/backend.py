@@ -24,6 +24,7 @@ from flows.backends.local.image import LocalImage, venv_patch_mismatch
 from flows.backends.local.infra import LocalInfra
 from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalRuntime
 from flows.common.issues import Issue
+from flows.common.owned import is_inside
 from flows.common.paths import REPO_ROOT
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
@@ -62,6 +63,17 @@ class LocalBackend:
         self.runtime = LocalRuntime(profile, self.layout)
 
     def clear_leftovers(self, stage: str, directory: str) -> int:
+        """Empty a stage's half-written output, which must lie inside the output root with
+        symlinks followed: a link placed there pointing at another directory would have
+        that directory's files removed (issue 37.1)."""
+        path, root_path = self.storage.local_path(directory), self.storage.local_path(self.layout.root)
+        assert path is not None and root_path is not None
+        if not is_inside(path, root_path):
+            raise user_error(stage, "a leftover directory resolves outside the output root",
+                             f"{path} resolves to {os.path.realpath(path)}, not under "
+                             f"{os.path.realpath(root_path)}; nothing was removed",
+                             f"remove the symbolic link {path} (or what leads to it) yourself",
+                             code="storage/outside-root")
         root = self.storage.local_path(join(directory, LOGS_DIR))
         for tag in sorted(root.glob("*.pid")) if root is not None and root.is_dir() else []:
             self._stop_orphan(tag)

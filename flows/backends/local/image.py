@@ -30,6 +30,7 @@ from flows.backends.local.tunix_source import (
     lock_without_tunix,
     resolve_source,
 )
+from flows.common.owned import OWNER_MARKER, claim, owned, remove_owned
 from flows.common.paths import HF_CHECK_LOCK, PATCHES_FILE, REHEARSAL_LOCK, REPO_ROOT
 from flows.core.backend import StageWork, WorkloadRun
 from flows.core.failures import user_error
@@ -118,6 +119,8 @@ class LocalImage:
         assert local is not None
         logs = join(file_uri(layout.venv_dir().parent), "tpurl-logs")
         venv, check = layout.venv_dir(), layout.hf_check_venv_dir()
+        _refuse_foreign(venv, "local.venv")  # before restore_tree rewrites files in it
+        _refuse_foreign(check, "local.hf_check_venv")
         declared = load_declarations(PATCHES_FILE)
         tunix = None if _installed(venv, REHEARSAL_LOCKS) else self._tunix_source(ctx)
         if _python(venv).exists():
@@ -178,6 +181,8 @@ class LocalImage:
 
     def _ensure_venv(self, label: str, venv: Path, python_version: str, locks: tuple[Path, ...],
                      logs: str, tunix: TunixSource | None = None) -> list[WorkloadRun]:
+        """Install the locks into ``venv``. A directory is only ever removed when it carries
+        our marker (flows/common/owned.py): :func:`_refuse_foreign` ran first."""
         runs: list[WorkloadRun] = []
         marker = venv / "tpurl-installed-lock.txt"
         if _installed(venv, locks):
@@ -186,10 +191,10 @@ class LocalImage:
             # a changed lock is a new environment: installed over the old one without
             # resolving, a package the lock dropped or renamed (tensorflow → tensorflow-cpu)
             # would stay beside its replacement
-            shutil.rmtree(venv)
+            remove_owned(venv)
         if not _python(venv).exists():
-            if venv.exists():
-                shutil.rmtree(venv)
+            remove_owned(venv)  # ours, half-made (no python yet): NotOurs for any other
+            claim(venv)  # the marker goes in before the venv's files
             python = shutil.which(f"python{python_version}") or f"python{python_version}"
             runs.append(self.backend.run_command(
                 f"create-{label}-venv", [python, "-m", "venv", str(venv)],
@@ -229,6 +234,19 @@ def _install_steps(python: Path, venv: Path, lock: Path, tunix: TunixSource | No
     write_text(rest, lock_without_tunix(lock.read_text()), "the lock without tunix")
     return [("", install_command(python, rest, hashes=True)),
             ("-tunix", install_command(python, TUNIX_GITHUB_FILE))]
+
+
+def _refuse_foreign(venv: Path, field: str) -> None:
+    """A venv directory that exists without our marker is someone else's: neither removed
+    nor installed into (issue 37.1)."""
+    if not (venv.exists() or venv.is_symlink()) or owned(venv):
+        return
+    raise user_error("image", f"{field} names a directory tpurl did not create",
+                     f"{_rel(venv)} exists without the marker tpurl writes into the venvs it "
+                     f"creates ({OWNER_MARKER}); it is neither deleted nor installed into",
+                     f"point {field} at a new path (e.g. .venvs/rehearsal-2), or move "
+                     f"{_rel(venv)} away yourself if it is an old venv you no longer need",
+                     code="image/venv-not-ours")
 
 
 @contextlib.contextmanager

@@ -114,7 +114,10 @@ def download_folder(client: Any, bucket: str, prefix: str, local: Path) -> int:
         if not rel or rel.endswith("/"):
             continue
         dest = local / rel
-        if ".." in Path(rel).parts:
+        # an object name is text any writer of the bucket chose (a training pod can): one
+        # with "..", or a second "/" after the prefix (an absolute path: local / "/x" is
+        # "/x"), would be written outside the folder (issue 37.1)
+        if ".." in Path(rel).parts or Path(rel).is_absolute():
             raise user_error("infra", "refusing a deployment object outside its folder", blob.name,
                              f"inspect gs://{bucket}/{prefix}")
         dest.parent.mkdir(parents=True, exist_ok=True)

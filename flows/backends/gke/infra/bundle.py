@@ -2,9 +2,16 @@
 
 Why cache and record a checksum: the bundle holds the ``gcluster`` that owns the Terraform
 state; a different binary on a later run would re-apply with different modules. The first
-download's SHA-256 is recorded beside it, and every later use checks the file still matches
-(and matches ``gke.cluster_toolkit_sha256`` when the profile pins one). GitHub releases are
-the only source; where they cannot be reached the error says how to place the file by hand.
+use's SHA-256 is recorded beside it, and every later use checks the file still matches.
+
+Which checksum a bundle must have, before it is extracted (issue 37.7): the profile's
+``gke.cluster_toolkit_sha256`` if it pins one, else the line the repository ships for the
+version (deployments/cluster-toolkit.sha256). A bundle tpurl downloads itself is refused
+when neither knows the version: whatever a mirror, a proxy or a changed release served
+would otherwise be trusted on first use. A bundle the operator placed by hand
+(``TPURL_GCLUSTER_BUNDLE``, or a file in the cache) with no known checksum is trusted on
+first use, as the operator's own choice, and recorded. GitHub releases are the only
+download source; where they cannot be reached the error says how to place the file by hand.
 """
 
 from __future__ import annotations
@@ -21,10 +28,32 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from flows.backends.gke.infra.settings import BLUEPRINT_EXAMPLE, BUNDLE_NAME, InfraSettings
+from flows.common.paths import REPO_ROOT
 from flows.core.failures import user_error
 from flows.core.space import DiskFull, write_text, writing
 
 BUNDLE_ENV = "TPURL_GCLUSTER_BUNDLE"
+SHIPPED_CHECKSUMS = REPO_ROOT / "deployments" / "cluster-toolkit.sha256"
+
+
+def shipped_checksum(version: str, path: Path | None = None) -> str | None:
+    """The SHA-256 the repository ships for ``version``'s bundle, or None."""
+    path = path or SHIPPED_CHECKSUMS
+    lines = path.read_text().splitlines() if path.is_file() else []
+    for line in lines:
+        words = line.split()
+        if len(words) == 2 and not line.startswith("#") and \
+                words[1] == f"{version}/{BUNDLE_NAME}":
+            return words[0].lower()
+    return None
+
+
+def expected_checksum(s: InfraSettings) -> tuple[str, str] | None:
+    """(sha256, where it comes from) a bundle of the profile's version must have, or None."""
+    if s.gke.cluster_toolkit_sha256:
+        return s.gke.cluster_toolkit_sha256.lower(), "the profile's gke.cluster_toolkit_sha256"
+    shipped = shipped_checksum(s.gke.cluster_toolkit_version)
+    return (shipped, str(SHIPPED_CHECKSUMS.relative_to(REPO_ROOT))) if shipped else None
 
 
 @dataclass(frozen=True)
@@ -80,6 +109,15 @@ def _fetch(s: InfraSettings, tgz: Path) -> None:
         with writing(tgz, "the Cluster Toolkit bundle"):
             shutil.copyfile(manual, tgz)
         return
+    if expected_checksum(s) is None:  # never trust what a download serves on first use
+        raise user_error("infra", f"no checksum is known for Cluster Toolkit "
+                         f"{s.gke.cluster_toolkit_version}; refusing to download it",
+                         f"{SHIPPED_CHECKSUMS.relative_to(REPO_ROOT)} has no line for it and "
+                         "the profile pins no gke.cluster_toolkit_sha256",
+                         "take the SHA-256 from the release page (or `sha256sum` of a bundle "
+                         "you trust) and set gke.cluster_toolkit_sha256, or add the line to "
+                         f"{SHIPPED_CHECKSUMS.relative_to(REPO_ROOT)}; or "
+                         + manual_instructions(s), code="infra/bundle-unverified")
     try:
         _download(s.bundle_url, tgz)
     except DiskFull:
@@ -92,11 +130,10 @@ def _fetch(s: InfraSettings, tgz: Path) -> None:
 
 def _check_digest(s: InfraSettings, tgz: Path, record_path: Path) -> str:
     digest = sha256_of(tgz)
-    if s.gke.cluster_toolkit_sha256 and digest != s.gke.cluster_toolkit_sha256.lower():
+    if (expected := expected_checksum(s)) is not None and digest != expected[0]:
         raise user_error("infra", "the Cluster Toolkit bundle does not match the pinned checksum",
-                         f"{tgz}: sha256 {digest}, profile pins {s.gke.cluster_toolkit_sha256}",
-                         f"delete {tgz} and fetch it again, or correct "
-                         "gke.cluster_toolkit_sha256")
+                         f"{tgz}: sha256 {digest}, {expected[1]} says {expected[0]}",
+                         f"delete {tgz} and fetch it again, or correct {expected[1]}")
     if record_path.is_file():
         recorded = json.loads(record_path.read_text()).get("sha256")
         if recorded != digest:

@@ -27,11 +27,19 @@ class GkeOptions:
 
     @property
     def proxy_image(self) -> str:
-        return f"{self.pathways_repository}/proxy_server:{self.gke.pathways_tag}"
+        return _pinned(f"{self.pathways_repository}/proxy_server:{self.gke.pathways_tag}",
+                       self.gke.pathways_proxy_digest)
 
     @property
     def server_image(self) -> str:
-        return f"{self.pathways_repository}/server:{self.gke.pathways_tag}"
+        return _pinned(f"{self.pathways_repository}/server:{self.gke.pathways_tag}",
+                       self.gke.pathways_server_digest)
+
+
+def _pinned(tagged: str, digest: str | None) -> str:
+    """TAG@DIGEST when the profile pins the digest: the runtime pulls by digest, the tag
+    stays for the reader."""
+    return f"{tagged}@{digest}" if digest else tagged
 
 
 def options_for(profile: Profile) -> GkeOptions:

@@ -1,0 +1,88 @@
+"""What the tool may write and delete on this machine: its places, and the directories it made.
+
+Issue 37.1: ``local.venv: ~`` passed validation, and the image stage removed any venv
+directory without ``bin/python`` — the user's home included. Two rules close it, each alone
+enough for the worst case:
+
+* **Places.** A path a profile names for the tool's own files (``local.root``,
+  ``local.venv``, ``local.hf_check_venv``) must resolve, symlinks followed, strictly inside
+  the repository, the cache directory (``TPURL_CACHE_DIR`` or ``~/.cache/tpurl``) or the
+  system's temporary directory (throwaway rehearsals and tests). ``~``, ``/``, ``..`` out of
+  the repository and a symlink pointing elsewhere are refused at validation.
+* **Ownership.** A directory is removed only when it carries :data:`OWNER_MARKER`, which
+  :func:`claim` writes into a directory it has just created, before anything is installed
+  into it. A directory without it (a home, a project, a venv someone made by hand) is
+  refused with what to do, never emptied.
+
+Pure apart from the file-system reads it names; imports nothing of ``flows`` (the places
+themselves are ``flows.common.paths.tool_places``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+OWNER_MARKER = ".tpurl-owned"
+# Written by our installer after a completed install, before the marker existed: a venv
+# carrying it was built by this tool, so it counts as ours (kept for venvs made earlier).
+LEGACY_MARKERS = ("tpurl-installed-lock.txt",)
+
+
+class NotOurs(Exception):
+    """A directory the tool was about to remove, or write into, that it did not create."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
+def place_problem(path: Path, allowed: tuple[Path, ...]) -> str | None:
+    """Why ``path`` may not hold the tool's own files (None: it may).
+
+    Resolved with symlinks followed (``realpath``), so a link inside the repository that
+    points at the home directory is judged by where it points; and strictly inside one of
+    ``allowed`` (resolved places), so a place itself is never a venv or an output root."""
+    real = Path(os.path.realpath(path))
+    for place in allowed:
+        if real != place and real.is_relative_to(place):
+            return None
+    shown = f"{path} (which resolves to {real})" if str(real) != str(path) else str(path)
+    return (f"{shown} is not inside the repository, the cache directory or the temporary "
+            f"directory ({', '.join(str(p) for p in allowed)}); the tool creates and deletes "
+            "files there")
+
+
+def is_inside(path: Path, root: Path) -> bool:
+    """Whether ``path``, symlinks followed, is ``root`` or below it (``root`` resolved too)."""
+    return Path(os.path.realpath(path)).is_relative_to(Path(os.path.realpath(root)))
+
+
+def claim(directory: Path) -> None:
+    """Create ``directory`` as ours: it must not exist yet (or be empty), and gets the marker
+    before anything else is written into it."""
+    if directory.is_symlink():
+        raise NotOurs(directory, "is a symbolic link; the tool creates its directories itself")
+    directory.mkdir(parents=True, exist_ok=True)
+    if any(p.name != OWNER_MARKER for p in directory.iterdir()):
+        raise NotOurs(directory, "already holds files the tool did not put there")
+    (directory / OWNER_MARKER).write_text("created by tpurl; it may delete this directory\n")
+
+
+def owned(directory: Path) -> bool:
+    """Whether ``directory`` is a real directory (not a link) carrying one of our markers."""
+    if directory.is_symlink() or not directory.is_dir():
+        return False
+    return any((directory / name).is_file() for name in (OWNER_MARKER, *LEGACY_MARKERS))
+
+
+def remove_owned(directory: Path) -> None:
+    """Remove a directory the tool made; refuse (:class:`NotOurs`) any other, touching nothing."""
+    if not directory.exists() and not directory.is_symlink():
+        return
+    if not owned(directory):
+        raise NotOurs(directory, "exists without the tool's marker "
+                      f"({OWNER_MARKER}); the tool never deletes a directory it did not create")
+    shutil.rmtree(directory)
