@@ -22,6 +22,7 @@ from prefect.states import Completed, State
 from flows.core.deadline import DeadlinePassed
 from flows.core.stage import StageOutput
 from flows.runpage.artifacts import slug
+from flows.runpage.cancel import cancelled_by_user, resume_cancel
 from flows.runpage.result import StageReport
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ CONSOLE = "https://console.cloud.google.com/storage/browser/"
 
 
 SKIPPED_SUFFIX = " [skipped]"
+NOT_RUN = "not run"  # a stage after the one a run stopped at
 
 
 def skipped_state(output: StageOutput) -> StageOutput | State:
@@ -65,7 +67,7 @@ def _name_skipped() -> None:
     ctx = TaskRunContext.get()
     if ctx is None or ctx.task_run.name.endswith(SKIPPED_SUFFIX):
         return
-    name = f"{ctx.task.name}{SKIPPED_SUFFIX}"
+    name = f"{ctx.task_run.name}{SKIPPED_SUFFIX}"
     ctx.task_run.name = name
     try:
         with get_client(sync_client=True) as client:
@@ -144,7 +146,8 @@ def stop_explanation(profile: str, stage: str, done: dict[str, StageOutput],
     """The line a cancelled run leaves in its log: what is kept, how to resume (pure)."""
     kept = "; ".join(f"{s} ({', '.join(f'{k}={v}' for k, v in o.uris.items()) or 'done'})"
                      for s, o in done.items()) or "no finished stage"
-    why = "its time bound passed" if isinstance(exc, DeadlinePassed) else type(exc).__name__
+    why = ("its time bound passed" if isinstance(exc, DeadlinePassed) else
+           "cancelled by the user" if cancelled_by_user(exc) else type(exc).__name__)
     partial = ("its checkpoints so far are kept and the next run resumes from the newest"
                if stage in RESUMING_STAGES else
                "its partial output is discarded and the stage runs again")
@@ -179,15 +182,20 @@ class StagePage:
         self.current = stage
         try:
             state = task(*args, return_state=True)
-        except BaseException as exc:  # a cancel (TerminationSignal), Ctrl-C, the run's bound
+        except BaseException as exc:  # a signal without a cancel intent, Ctrl-C, the run's bound
             status = "timedout" if isinstance(exc, DeadlinePassed) else "cancelled"
-            self._set(stage, stage_row(None, stage, status))
+            self._stopped(stage, status)
             self._safely(self._explain_stop, stage, exc)
             raise
         finally:
             self.current = None
+        if state.is_cancelled():  # the user's cancel, caught by the task (runpage/cancel.py)
+            stop = resume_cancel()
+            self._stopped(stage, "cancelled")
+            self._safely(self._explain_stop, stage, stop)
+            raise stop
         if not state.is_completed():
-            self._set(stage, stage_row(None, stage, state.name.lower()))
+            self._stopped(stage, state.name.lower())
             state.result()  # raises the task's exception
             raise RuntimeError(f"{stage} ended {state.name}")  # pragma: no cover - result raised
         output: StageOutput = state.result()
@@ -198,6 +206,16 @@ class StagePage:
             if uri := output.uris.get(uri_key):
                 self._safely(publish_output, self.profile, self.scope, name, uri)
         return output
+
+    def _stopped(self, stage: str, status: str) -> None:
+        """The stage's row says how it ended, and the stages that never started say so
+        instead of staying "pending" (one update of the table)."""
+        self.rows[stage] = stage_row(None, stage, status)
+        for name, row in self.rows.items():
+            if row["status"] == "pending":
+                self.rows[name] = stage_row(None, name, NOT_RUN)
+        if self.table_id is not None:
+            self._safely(self._update)
 
     def _explain_stop(self, stage: str, exc: BaseException) -> None:
         from prefect import get_run_logger
