@@ -49,6 +49,7 @@ from flows.runpage.promotion import (
     promote_or_reject,
     publish_promotion,
     read_history,
+    read_promoted,
 )
 from flows.runpage.result import PipelineResult, StageReport, persist_result
 from flows.stages import STAGE_BY_NAME, stages_for
@@ -275,7 +276,7 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     price = backend.usd_per_chip_hour
     names = [stage.name for stage in stages_for(cfg)]
     page = StagePage(cfg.name, names, deployment.name or "local runs", price,
-                     {s: stage_timeout_s(cfg, s) for s in names})
+                     {s: stage_timeout_s(cfg, s) for s in names}, backend.runtime.dataset_uri())
     evaluation: dict[str, Any] | None = None
     bound = run_timeout_s(cfg, names)  # from the lock on: waiting for it is not stuck
     with profile_lock(cfg.name, logger) as hold, Deadline(
@@ -285,6 +286,12 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
         converted = page.run("convert", convert_checkpoint, cfg, image, infra)
         trained = page.run("train", train_grpo, cfg, image, infra, converted)
         exported = page.run("export", export_hf, cfg, image, infra, trained)
+        # when the export is there, not after evaluation and promotion: a chain on it (a
+        # serving deployment, a copy) starts without waiting for them
+        events.model_exported(cfg.name, {
+            "hf_export": exported.uris["hf_export"],
+            "trained_checkpoint": trained.uris["actor_checkpoint"],
+            **({"announcement": record.summary()} if record else {})})
         outputs = [image, infra, converted, trained, exported]
         artifacts = {"maxtext_checkpoint": converted.uris["maxtext_checkpoint"],
                      "trained_checkpoint": trained.uris["actor_checkpoint"],
@@ -312,9 +319,6 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
         logger.error("result: %s (%s)", failure.diagnosis.summary, failure.diagnosis.fix)
         raise failure from exc
     publish_result(result)
-    events.model_exported(cfg.name, {"hf_export": result.artifacts["hf_export"],
-                                     "trained_checkpoint": result.artifacts["trained_checkpoint"],
-                                     **({"announcement": record.summary()} if record else {})})
     return result
 
 
@@ -323,6 +327,7 @@ def _judge(cfg: Profile, backend: Any, evaluated: StageOutput, artifacts: dict[s
     """The promotion decision for this run's scores: pointer, events, run-page table."""
     details = evaluated.details
     run = flow_run.name or "run"
+    judged_against = read_promoted(backend.storage, cfg)  # before the pointer may move
     decision, promoted = promote_or_reject(backend.storage, cfg, run, details, artifacts,
                                            backend.runtime.dataset_uri(), evaluated.key,
                                            score_key(cfg))
@@ -331,7 +336,7 @@ def _judge(cfg: Profile, backend: Any, evaluated: StageOutput, artifacts: dict[s
     for note in decision.notes:
         logger.info("promotion: %s", note)
     emit_decision(cfg.name, decision, details, promoted, record.summary() if record else None)
-    publish_promotion(cfg.name, comparison_rows(details, promoted, decision),
+    publish_promotion(cfg.name, comparison_rows(details, judged_against, decision),
                       history_rows(read_history(backend.storage, cfg)))
     return {"trained": details["trained"], "base": details["base"],
             "decision": decision.model_dump(),

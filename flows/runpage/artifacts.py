@@ -15,7 +15,6 @@ from prefect.artifacts import (
     create_markdown_artifact,
     create_progress_artifact,
     create_table_artifact,
-    update_progress_artifact,
 )
 
 from flows.announcements.model import RunAnnouncement
@@ -25,6 +24,27 @@ from flows.runpage.lr_schedule import NOTE as LR_NOTE
 from flows.runpage.result import PipelineResult
 
 log = logging.getLogger(__name__)
+
+
+def update_quietly(artifact_id: UUID, data: Any, description: str | None = None) -> None:
+    """Update a live artifact in place without an event per update.
+
+    Prefect's client sends ``prefect.artifact.updated`` after every PATCH, its payload the
+    artifact's whole new data (prefect 3.9.1 client/orchestration/_artifacts/client.py
+    ``update_artifact``; ``update_progress_artifact`` in prefect/artifacts.py goes through
+    it); the server's PATCH itself emits nothing (server/models/artifacts.py
+    ``update_artifact``, which also moves the key's latest version). A run's stage table,
+    outputs list and progress card change a few dozen times (a GKE run's progress card,
+    once per GRPO step), and those events were half of a run's feed. The artifacts, their
+    keys and the page stay as they were; only the repeated events go."""
+    from prefect.client.orchestration import get_client
+
+    body: dict[str, Any] = {"data": data}
+    if description is not None:
+        body["description"] = description
+    with get_client(sync_client=True) as client:
+        client.request("PATCH", "/artifacts/{id}", json=body,  # type: ignore[arg-type]
+                       path_params={"id": artifact_id})
 
 
 def slug(text: str) -> str:
@@ -67,8 +87,7 @@ class TrainingProgress:
                 self.artifact_id = create_progress_artifact(progress=percent,
                                                             description=description)
             else:
-                update_progress_artifact(self.artifact_id, progress=percent,
-                                         description=description)
+                update_quietly(self.artifact_id, percent, description)
         except Exception as exc:
             self.logger.warning("progress artifact not updated: %s", exc)
 

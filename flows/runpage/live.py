@@ -21,7 +21,7 @@ from prefect.states import Completed, State
 
 from flows.core.deadline import DeadlinePassed
 from flows.core.stage import StageOutput
-from flows.runpage.artifacts import slug
+from flows.runpage.artifacts import slug, update_quietly
 from flows.runpage.cancel import cancelled_by_user, resume_cancel
 from flows.runpage.result import StageReport
 
@@ -97,9 +97,12 @@ def uri_markdown(uri: str) -> str:
     return f"[{uri}]({url})" if url else f"`{uri}`"
 
 
-def outputs_markdown(done: dict[str, StageOutput]) -> str:
-    """Every finished stage's outputs in full (the table's cells would cut them off)."""
+def outputs_markdown(done: dict[str, StageOutput], dataset: str | None = None) -> str:
+    """Every finished stage's outputs in full (the table's cells would cut them off), under
+    the dataset the run trains on (an announced one is no stage's output)."""
     lines = ["### Outputs of the stages that ended", ""]
+    if dataset:
+        lines += [f"Training data of this run: {uri_markdown(dataset)}", ""]
     for stage, output in done.items():
         lines.append(f"**{stage}** ({output.status})")
         lines += [f"- {name}: {uri_markdown(uri)}" for name, uri in output.uris.items()]
@@ -142,7 +145,7 @@ RESUMING_STAGES = frozenset({"train"})
 
 
 def stop_explanation(profile: str, stage: str, done: dict[str, StageOutput],
-                     exc: BaseException) -> str:
+                     exc: BaseException, dataset: str | None = None) -> str:
     """The line a cancelled run leaves in its log: what is kept, how to resume (pure)."""
     kept = "; ".join(f"{s} ({', '.join(f'{k}={v}' for k, v in o.uris.items()) or 'done'})"
                      for s, o in done.items()) or "no finished stage"
@@ -151,7 +154,8 @@ def stop_explanation(profile: str, stage: str, done: dict[str, StageOutput],
     partial = ("its checkpoints so far are kept and the next run resumes from the newest"
                if stage in RESUMING_STAGES else
                "its partial output is discarded and the stage runs again")
-    return (f"run stopped during {stage} ({why}). Kept, verified: {kept}. "
+    data = f" Training data: {dataset}." if dataset else ""
+    return (f"run stopped during {stage} ({why}).{data} Kept, verified: {kept}. "
             f"{stage} did not finish: {partial}. To resume, run the same deployment with "
             f"the same parameters again (or `tpurl run {profile}`): finished stages are "
             "skipped. The profile's lock is released.")
@@ -162,8 +166,9 @@ class StagePage:
 
     def __init__(self, profile: str, stages: list[str], scope: str,
                  usd_per_chip_hour: float = 0.0,
-                 timeouts_s: dict[str, float] | None = None) -> None:
+                 timeouts_s: dict[str, float] | None = None, dataset: str | None = None) -> None:
         self.profile, self.scope, self.price = profile, scope, usd_per_chip_hour
+        self.dataset = dataset  # what the run trains on: the profile's, or an announced one
         self.timeouts_s = timeouts_s or {}
         self.done: dict[str, StageOutput] = {}
         self.current: str | None = None  # the stage whose task is running
@@ -221,7 +226,8 @@ class StagePage:
         from prefect import get_run_logger
         from prefect.logging.handlers import APILogHandler
 
-        get_run_logger().warning("%s", stop_explanation(self.profile, stage, self.done, exc))
+        get_run_logger().warning("%s", stop_explanation(self.profile, stage, self.done, exc,
+                                                       self.dataset))
         # Sent now: after a cancel's SIGTERM the process may end before the log worker's
         # next batch goes out, and this line is the one the run page must keep.
         handlers = logging.getLogger("prefect.flow_runs").handlers  # prefect/logging/logging.yml
@@ -237,7 +243,7 @@ class StagePage:
             "time, chip-hours and the names of its outputs (in full in the outputs list)")
 
     def _publish_outputs(self) -> None:
-        text = outputs_markdown(self.done)
+        text = outputs_markdown(self.done, self.dataset)
         if self.outputs_id is None:
             self.outputs_id = create_markdown_artifact(
                 markdown=text, key=f"tpurl-{slug(self.profile)}-outputs",
@@ -256,11 +262,7 @@ class StagePage:
 
     @staticmethod
     def _patch(artifact_id: UUID, data: str) -> None:
-        from prefect.client.orchestration import get_client
-        from prefect.client.schemas.actions import ArtifactUpdate
-
-        get_client(sync_client=True).update_artifact(artifact_id=artifact_id,
-                                                     artifact=ArtifactUpdate(data=data))
+        update_quietly(artifact_id, data)  # no event per update (artifacts.py says why)
 
     @staticmethod
     def _safely(call: Callable[..., Any], *args: Any) -> None:

@@ -34,8 +34,11 @@ def _stage_of(name: str) -> str:
 def test_a_cancel_during_train_ends_it_cancelled_with_the_rest_not_run(server: PrefectServer,
                                                                       tmp_path: Path):
     env = {**server.env, "PYTHONPATH": str(REPO_ROOT)}
+    announced = tmp_path / "data" / "openmath-v9.parquet"  # what an announcement carries
+    announced.parent.mkdir()
+    announced.write_bytes(b"PAR1")
     runner = subprocess.Popen([sys.executable, "-m", "tests.support.cancel_probe",
-                               str(tmp_path / "root")], cwd=REPO_ROOT, env=env, text=True,
+                               str(tmp_path / "root"), str(announced)], cwd=REPO_ROOT, env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               start_new_session=True)
     try:
@@ -81,6 +84,8 @@ def test_a_cancel_during_train_ends_it_cancelled_with_the_rest_not_run(server: P
     table = next(a for a in artifacts if a["key"] == "tpurl-rehearsal-stages")
     rows = table["data"] if isinstance(table["data"], list) else json.loads(table["data"])
     assert [r["status"] for r in rows] == ["skipped", "skipped", "ran", "cancelled", "not run"]
+    listed = next(a for a in artifacts if a["key"] == "tpurl-rehearsal-outputs")["data"]
+    assert f"Training data of this run: `{announced}`" in listed, listed
 
     def cancelled_events() -> list[dict[str, Any]]:  # events reach the API asynchronously
         return server.api("POST", "/events/filter", json={"limit": 50, "filter": {
@@ -96,4 +101,4 @@ def test_a_cancel_during_train_ends_it_cancelled_with_the_rest_not_run(server: P
         "logs": {"flow_run_id": {"any_": [run_id]}}, "limit": 200}).json()]
     assert not [m for m in logs if "Crash detected" in m], logs
     stop = [m for m in logs if m.startswith("run stopped during train (cancelled by the user)")]
-    assert stop and "export" not in stop[0].split("Kept")[0], logs
+    assert stop and f"Training data: {announced}." in stop[0], logs

@@ -3,7 +3,9 @@ test can cancel it as a user does in the UI: through Prefect's own runner, which
 flow's process a cancel intent and then SIGTERM (prefect 3.9.1
 prefect/runner/_cancellation_manager.py ``cancel``).
 
-    python -m tests.support.cancel_probe ROOT    # prints `SERVING <deployment id>`
+    python -m tests.support.cancel_probe ROOT DATASET   # prints `SERVING <deployment id>`
+
+DATASET is the run's ``dataset_uri`` parameter, as a dataset announcement sets it.
 
 The runner starts each flow run in a process of its own from this file's entrypoint, so the
 stand-ins are put in place when the file is imported (there too).
@@ -26,13 +28,13 @@ rl_post_training = pipeline.rl_post_training
 DEPLOYMENT = "cancel-probe"
 
 
-async def serve(root: str) -> None:
+async def serve(root: str, dataset: str) -> None:
     from prefect.deployments.runner import RunnerDeployment
     from prefect.runner import Runner
 
     deployment = RunnerDeployment.from_entrypoint(
         f"{Path(__file__).relative_to(Path.cwd())}:rl_post_training", name=DEPLOYMENT,
-        parameters={"profile": "rehearsal",
+        parameters={"profile": "rehearsal", "dataset_uri": dataset,
                     "overrides": {"local.root": root, "eval": "", "promotion": ""}})
     runner = Runner(name="cancel-probe", query_seconds=1)
     deployment_id = await runner.aadd_deployment(deployment)
@@ -41,4 +43,4 @@ async def serve(root: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(sys.argv[1]))
+    asyncio.run(serve(sys.argv[1], sys.argv[2]))
