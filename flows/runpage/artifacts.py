@@ -11,40 +11,14 @@ import logging
 from typing import Any
 from uuid import UUID
 
-from prefect.artifacts import (
-    create_markdown_artifact,
-    create_progress_artifact,
-    create_table_artifact,
-)
-
 from flows.announcements.model import RunAnnouncement
+from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.alignment import per_update, reward_offset
 from flows.runpage.charts import metrics_chart_markdown
 from flows.runpage.lr_schedule import NOTE as LR_NOTE
 from flows.runpage.result import PipelineResult
 
 log = logging.getLogger(__name__)
-
-
-def update_quietly(artifact_id: UUID, data: Any, description: str | None = None) -> None:
-    """Update a live artifact in place without an event per update.
-
-    Prefect's client sends ``prefect.artifact.updated`` after every PATCH, its payload the
-    artifact's whole new data (prefect 3.9.1 client/orchestration/_artifacts/client.py
-    ``update_artifact``; ``update_progress_artifact`` in prefect/artifacts.py goes through
-    it); the server's PATCH itself emits nothing (server/models/artifacts.py
-    ``update_artifact``, which also moves the key's latest version). A run's stage table,
-    outputs list and progress card change a few dozen times (a GKE run's progress card,
-    once per GRPO step), and those events were half of a run's feed. The artifacts, their
-    keys and the page stay as they were; only the repeated events go."""
-    from prefect.client.orchestration import get_client
-
-    body: dict[str, Any] = {"data": data}
-    if description is not None:
-        body["description"] = description
-    with get_client(sync_client=True) as client:
-        client.request("PATCH", "/artifacts/{id}", json=body,  # type: ignore[arg-type]
-                       path_params={"id": artifact_id})
 
 
 def slug(text: str) -> str:
@@ -84,10 +58,9 @@ class TrainingProgress:
         description = progress_description(workload, step, total)
         try:
             if self.artifact_id is None:
-                self.artifact_id = create_progress_artifact(progress=percent,
-                                                            description=description)
+                self.artifact_id = quiet.create("progress", percent, None, description)
             else:
-                update_quietly(self.artifact_id, percent, description)
+                quiet.update(self.artifact_id, percent, description)
         except Exception as exc:
             self.logger.warning("progress artifact not updated: %s", exc)
 
@@ -106,14 +79,13 @@ def publish_result(result: PipelineResult) -> None:
         rows = metric_rows(result.metrics)
         if rows:
             shifted = reward_offset(result.metrics.get("steps", []))
-            create_table_artifact(table=rows, key=f"{key}-metrics", description=(
+            quiet.create("table", quiet.table_data(rows), f"{key}-metrics", (
                 "Training metrics per GRPO update (TensorBoard)" + (
                     "; rewards and completion length are the rollout's, logged at the "
                     "step before the update" if shifted else "") + "; " + LR_NOTE))
         chart = metrics_chart_markdown(result.metrics)
         if chart:
-            create_markdown_artifact(markdown=chart, key=f"{key}-curves",
-                                     description="Reward and loss per GRPO step")
+            quiet.create("markdown", chart, f"{key}-curves", "Reward and loss per GRPO step")
     except Exception as exc:
         log.warning("artifacts not published: %s", exc)
 
@@ -122,9 +94,9 @@ def publish_parity(profile: str, lines: list[str]) -> None:
     """A markdown artifact: where the rehearsal's lock differs from the image just built
     (flows/backends/gke/image/parity.py), so the run page says what the rehearsal proved."""
     try:
-        create_markdown_artifact(markdown="### Rehearsal parity\n\n" + "\n".join(
+        quiet.create("markdown", "### Rehearsal parity\n\n" + "\n".join(
             f"- {line.strip()}" for line in lines[1:]) + "\n",
-            key=f"tpurl-{slug(profile)}-rehearsal-parity", description=lines[0])
+            f"tpurl-{slug(profile)}-rehearsal-parity", lines[0])
     except Exception as exc:
         log.warning("rehearsal parity artifact not published: %s", exc)
 
@@ -132,10 +104,9 @@ def publish_parity(profile: str, lines: list[str]) -> None:
 def publish_announcement(profile: str, record: RunAnnouncement) -> None:
     """A markdown artifact at the top of the run page: what this run was announced for."""
     try:
-        create_markdown_artifact(markdown=announcement_markdown(record),
-                                 key=f"tpurl-{slug(profile)}-announcement",
-                                 description="The announcements this run serves and the ones "
-                                 "coalesced into it")
+        quiet.create("markdown", announcement_markdown(record),
+                     f"tpurl-{slug(profile)}-announcement",
+                     "The announcements this run serves and the ones coalesced into it")
     except Exception as exc:
         log.warning("announcement artifact not published: %s", exc)
 

@@ -10,18 +10,17 @@ finishes. Publishing is best-effort: a UI nicety never fails a run.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, State
 
 from flows.core.deadline import DeadlinePassed
 from flows.core.stage import StageOutput
-from flows.runpage.artifacts import slug, update_quietly
+from flows.runpage import quiet_artifacts as quiet
+from flows.runpage.artifacts import slug
 from flows.runpage.cancel import cancelled_by_user, resume_cancel
 from flows.runpage.result import StageReport
 
@@ -119,10 +118,9 @@ def publish_output(profile: str, scope: str, name: str, uri: str) -> None:
     description = f"{profile}: {name.replace('_', ' ')}, latest of {scope}"
     url = console_url(uri) or (uri if uri.startswith(("https://", "http://")) else None)
     if url:  # stored as the markdown [uri](url) (prefect/artifacts.py LinkArtifact)
-        create_link_artifact(link=url, link_text=uri, key=key, description=description)
+        quiet.create("markdown", quiet.link_data(url, uri), key, description)
     else:
-        create_markdown_artifact(markdown=output_markdown(name, uri, scope), key=key,
-                                 description=description)
+        quiet.create("markdown", output_markdown(name, uri, scope), key, description)
 
 
 def stage_row(report: StageReport | None, stage: str, status: str = "") -> dict[str, Any]:
@@ -237,17 +235,18 @@ class StagePage:
                 break
 
     def _create(self) -> None:
-        self.table_id = create_table_artifact(
-            table=list(self.rows.values()), key=f"tpurl-{slug(self.profile)}-stages",
-            description=f"Stages of {self.profile}, updated as each starts and ends: status, "
+        self.table_id = quiet.create(
+            "table", quiet.table_data(list(self.rows.values())),
+            f"tpurl-{slug(self.profile)}-stages",
+            f"Stages of {self.profile}, updated as each starts and ends: status, "
             "time, chip-hours and the names of its outputs (in full in the outputs list)")
 
     def _publish_outputs(self) -> None:
         text = outputs_markdown(self.done, self.dataset)
         if self.outputs_id is None:
-            self.outputs_id = create_markdown_artifact(
-                markdown=text, key=f"tpurl-{slug(self.profile)}-outputs",
-                description=f"Every output of {self.profile}'s stages so far, in full")
+            self.outputs_id = quiet.create(
+                "markdown", text, f"tpurl-{slug(self.profile)}-outputs",
+                f"Every output of {self.profile}'s stages so far, in full")
         else:
             self._patch(self.outputs_id, text)
 
@@ -258,11 +257,11 @@ class StagePage:
 
     def _update(self) -> None:
         assert self.table_id is not None
-        self._patch(self.table_id, json.dumps(list(self.rows.values())))
+        self._patch(self.table_id, quiet.table_data(list(self.rows.values())))
 
     @staticmethod
     def _patch(artifact_id: UUID, data: str) -> None:
-        update_quietly(artifact_id, data)  # no event per update (artifacts.py says why)
+        quiet.update(artifact_id, data)  # no event per update (quiet_artifacts.py says why)
 
     @staticmethod
     def _safely(call: Callable[..., Any], *args: Any) -> None:

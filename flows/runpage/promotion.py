@@ -175,13 +175,14 @@ def publish_promotion(profile: str, rows: list[dict[str, Any]],
                       history: list[dict[str, Any]]) -> None:
     """Best-effort, like every run-page artifact."""
     try:
-        from prefect.artifacts import create_table_artifact
+        from flows.runpage import quiet_artifacts as quiet
 
-        create_table_artifact(key=f"tpurl-{profile}-evaluation".lower(), table=rows,
-                              description="Held-out scores (value [95 % interval]): base vs "
-                                          "trained vs promoted, and the decision")
+        quiet.create("table", quiet.table_data(rows), f"tpurl-{profile}-evaluation".lower(),
+                     "Held-out scores (value [95 % interval]): base vs trained vs the model "
+                     "promoted before this run, and the decision")
         if history:
-            create_table_artifact(key=f"tpurl-{profile}-promoted-history".lower(),
-                                  table=history, description="Every promoted model's scores")
+            quiet.create("table", quiet.table_data(history),
+                         f"tpurl-{profile}-promoted-history".lower(),
+                         "Every promoted model's scores")
     except Exception as exc:  # a UI nicety never fails a run
         log.warning("could not publish the evaluation table: %s", exc)
