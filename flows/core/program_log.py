@@ -16,7 +16,9 @@ in the program's log file (``log_uri``); the Prefect log gets:
 - progress: the workload's own step line (its ``progress_regex``) and a progress bar's
   last frame (``100%|``), not its every frame;
 - everything else is counted, by kind, and summarised in one line naming the log file
-  (``ProgramLines.summary``), the configuration dump under its own name.
+  (``ProgramLines.ending``), the configuration dump under its own name; a program that
+  printed only a few such lines (the rehearsal's make-dataset prints one JSON line) has
+  them shown at its end instead of a summary.
 
 The decision is per line and pure (``classify``), so it is tested on captured output.
 """
@@ -43,6 +45,7 @@ EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Interrupt|Exit)\b(?::|$)
 BAR_FRAME = re.compile(r"\d{1,3}%\|")
 BAR_DONE = re.compile(r"\b100%\|")
 CONTINUATION_LIMIT = 40  # lines of one warning or traceback shown after its first line
+FEW = 3  # at most this many hidden lines are shown at the end rather than summarised
 
 KIND_NAMES = {"config": "configuration dump (`Config param …`)",
               "installer": "package installer listing",
@@ -61,13 +64,24 @@ class ProgramLines:
     total: int = 0
     _continuing: int = 0  # lines left of the warning or traceback being shown
     _in_traceback: bool = False
+    _first_hidden: list[str] = field(default_factory=list)
 
     def keep(self, line: str) -> bool:
         kind = self.classify(line)
         self.total += 1
         if kind != "shown":
             self.counts[kind] += 1
+            if len(self._first_hidden) <= FEW:
+                self._first_hidden.append(line)
         return kind == "shown"
+
+    def ending(self, log_uri: str) -> list[str]:
+        """What the run's log gets once the program ended: its few hidden lines as they were
+        (``[name] line``), or the one summary line."""
+        if sum(self.counts.values()) <= FEW:
+            return [f"[{self.name}] {line}" for line in self._first_hidden]
+        summary = self.summary(log_uri)
+        return [summary] if summary else []
 
     def classify(self, line: str) -> Kind:
         """The kind of one line, given the lines before it (a traceback's body is shown)."""

@@ -41,6 +41,7 @@ def test_train_rl_shows_its_warnings_steps_and_end_and_summarises_the_config_dum
     assert any("UserWarning: Pydantic serializer warnings" in line for line in shown)
     assert any("PydanticSerializationUnexpectedValue" in line for line in shown)  # continued
     summary = program.summary(LOG)
+    assert program.ending(LOG) == [summary]
     assert summary == (f"train-grpo: {len(lines) - len(shown):,} of {len(lines):,} output lines "
                        f"not shown here (837 configuration dump (`Config param …`), "
                        f"{program.counts['info']:,} informational); the full output is in {LOG}")
@@ -74,7 +75,16 @@ def test_a_traceback_is_shown_whole_and_a_quiet_program_needs_no_summary():
     shown, program = shown_of("train-grpo", failing)
     assert shown == failing[1:-1]
     assert program.counts == {"config": 1, "info": 1}
-    assert ProgramLines("quiet").summary(LOG) is None
+    # two hidden lines are shown at the end as they were, not summarised
+    assert program.ending(LOG) == [f"[train-grpo] {failing[0]}", f"[train-grpo] {failing[-1]}"]
+    assert ProgramLines("quiet").summary(LOG) is None and ProgramLines("quiet").ending(LOG) == []
+
+
+def test_a_program_of_one_json_line_shows_it():
+    line = '{"out": "/REPO/.tpurl/rehearsal/sources/x/data.parquet", "rows": 64, "seed": 0}'
+    program = ProgramLines("make-dataset")
+    assert not program.keep(line)
+    assert program.ending(LOG) == [f"[make-dataset] {line}"]
 
 
 @given(st.lists(st.text(max_size=80), max_size=60))

@@ -177,8 +177,8 @@ class LocalBackend:
                 tag_path.unlink(missing_ok=True)
         finally:
             log_file.close()
-            if summary := shown.summary(log_uri):
-                self.logger.info("%s", summary)
+            for text in shown.ending(log_uri):
+                self.logger.info("%s", text)
         wall = time.monotonic() - started
         if returncode != 0 or timed_out.is_set():
             diagnosis = self._no_space(name, list(tail), log_path, log_file.full) or \

@@ -92,9 +92,9 @@ class LogSink:
             self.logger.warning("log not kept at %s: %s", self.log_uri, self.redactor(str(exc)))
             return
         with self._lock:
-            summary = self.shown.summary(self.log_uri)
-        if summary:
-            self.logger.info("%s", summary)
+            ending = self.shown.ending(self.log_uri)
+        for text in ending:
+            self.logger.info("%s", text)
 
 
 class LogFollower:
