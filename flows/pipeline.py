@@ -16,6 +16,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
+from prefect.exceptions import TerminationSignal
 from prefect.runtime import deployment, flow_run
 from prefect.states import Cancelled, State
 
@@ -40,6 +41,7 @@ from flows.run_log import readable_failures
 from flows.run_origin import run_origin
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
+from flows.runpage.cancel import cancelled_by_user, cancelled_state
 from flows.runpage.live import StagePage, skipped_state
 from flows.runpage.promotion import (
     comparison_rows,
@@ -48,6 +50,7 @@ from flows.runpage.promotion import (
     promote_or_reject,
     publish_promotion,
     read_history,
+    read_promoted,
 )
 from flows.runpage.result import PipelineResult, StageReport, persist_result
 from flows.stages import STAGE_BY_NAME, stages_for
@@ -106,6 +109,25 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     return output
 
 
+def _stage_task(stage_name: str, profile: Profile,
+                upstream: Mapping[str, StageOutput]) -> StageOutput | State:
+    """A stage task's body: the output (a skip as its named state), or Cancelled when the
+    user cancelled the run while the stage ran (flows/runpage/cancel.py says why the task
+    must catch that itself), with its ``tpurl.stage.cancelled`` event."""
+    started = time.monotonic()
+    try:
+        return skipped_state(_execute(stage_name, profile, upstream))
+    except TerminationSignal as exc:
+        if not cancelled_by_user(exc):
+            raise
+        state = cancelled_state(stage_name)
+        get_run_logger().warning("%s", state.message)
+        events.stage_event("cancelled", profile.name, stage_name, Redactor(),
+                           {"reason": "cancelled by the user",
+                            "duration_s": round(time.monotonic() - started, 3)})
+        return state
+
+
 def _failed(failure: StageFailed) -> dict[str, str]:
     """The payload of every ``tpurl.stage.failed`` event: the diagnosis's fields, the code
     among them (automations match a cause on it, never on words of the summary)."""
@@ -129,45 +151,64 @@ def _keep_traceback(stage_name: str, exc: BaseException, redactor: Redactor) -> 
 
 _TASK_OPTIONS: dict[str, Any] = dict(retries=len(RETRY_DELAYS_S), retry_delay_seconds=RETRY_DELAYS_S,
                                      retry_condition_fn=retry_if_retryable, cache_policy=NONE)
+# What each stage does, per backend where it differs: the rehearsal provisions no cluster.
+TASK_TITLES = {"image": "image: build patched post-training image",
+               "infra": "infra: provision cluster, bucket and inputs",
+               "convert": "convert: HF to MaxText checkpoint",
+               "train": "train: GRPO with train_rl",
+               "export": "export: MaxText to HF model",
+               "evaluate": "evaluate: trained vs base on the held-out set"}
+LOCAL_TITLES = {"infra": "infra: output root, tiny model and dataset"}
 
 
-@task(name="image: build patched post-training image", **_TASK_OPTIONS)
+def task_title(stage: str, backend: str) -> str:
+    return (LOCAL_TITLES if backend == "local" else {}).get(stage, TASK_TITLES[stage])
+
+
+def _titled(stage: str) -> dict[str, Any]:
+    """The task's name and its run's name. The run's name is set (Prefect otherwise appends
+    three characters of the task key, prefect/task_engine.py, which a skipped task run's
+    rename would drop) and names what this backend does."""
+    def run_name(parameters: dict[str, Any]) -> str:
+        return task_title(stage, getattr(parameters.get("profile"), "backend", ""))
+    return dict(name=TASK_TITLES[stage], task_run_name=run_name, **_TASK_OPTIONS)
+
+
+@task(**_titled("image"))
 def build_image(profile: Profile) -> StageOutput | State:
-    return skipped_state(_execute("image", profile, {}))
+    return _stage_task("image", profile, {})
 
 
-@task(name="infra: provision cluster, bucket and inputs", **_TASK_OPTIONS)
+@task(**_titled("infra"))
 def provision_infrastructure(profile: Profile, image: StageOutput) -> StageOutput | State:
-    return skipped_state(_execute("infra", profile, {"image": image}))
+    return _stage_task("infra", profile, {"image": image})
 
 
-@task(name="convert: HF to MaxText checkpoint", **_TASK_OPTIONS)
+@task(**_titled("convert"))
 def convert_checkpoint(profile: Profile, image: StageOutput,
                        infra: StageOutput) -> StageOutput | State:
-    return skipped_state(_execute("convert", profile, {"image": image, "infra": infra}))
+    return _stage_task("convert", profile, {"image": image, "infra": infra})
 
 
-@task(name="train: GRPO with train_rl", **_TASK_OPTIONS)
+@task(**_titled("train"))
 def train_grpo(profile: Profile, image: StageOutput, infra: StageOutput,
                converted: StageOutput) -> StageOutput | State:
-    return skipped_state(_execute("train", profile,
-                                  {"image": image, "infra": infra, "convert": converted}))
+    return _stage_task("train", profile, {"image": image, "infra": infra, "convert": converted})
 
 
-@task(name="export: MaxText to HF model", **_TASK_OPTIONS)
+@task(**_titled("export"))
 def export_hf(profile: Profile, image: StageOutput, infra: StageOutput,
               trained: StageOutput) -> StageOutput | State:
-    return skipped_state(_execute("export", profile,
-                                  {"image": image, "infra": infra, "train": trained}))
+    return _stage_task("export", profile, {"image": image, "infra": infra, "train": trained})
 
 
-@task(name="evaluate: trained vs base on the held-out set", **_TASK_OPTIONS)
+@task(**_titled("evaluate"))
 def evaluate_models(profile: Profile, image: StageOutput, infra: StageOutput,
                     converted: StageOutput, trained: StageOutput,
                     exported: StageOutput) -> StageOutput | State:
-    return skipped_state(_execute("evaluate", profile, {
+    return _stage_task("evaluate", profile, {
         "image": image, "infra": infra, "convert": converted, "train": trained,
-        "export": exported}))
+        "export": exported})
 
 
 def _run_name() -> str:
@@ -241,7 +282,7 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     price = backend.usd_per_chip_hour
     names = [stage.name for stage in stages_for(cfg)]
     page = StagePage(cfg.name, names, deployment.name or "local runs", price,
-                     {s: stage_timeout_s(cfg, s) for s in names})
+                     {s: stage_timeout_s(cfg, s) for s in names}, backend.runtime.dataset_uri())
     evaluation: dict[str, Any] | None = None
     bound = run_timeout_s(cfg, names)  # from the lock on: waiting for it is not stuck
     with profile_lock(cfg.name, logger) as hold, Deadline(
@@ -251,6 +292,12 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
         converted = page.run("convert", convert_checkpoint, cfg, image, infra)
         trained = page.run("train", train_grpo, cfg, image, infra, converted)
         exported = page.run("export", export_hf, cfg, image, infra, trained)
+        # when the export is there, not after evaluation and promotion: a chain on it (a
+        # serving deployment, a copy) starts without waiting for them
+        events.model_exported(cfg.name, {
+            "hf_export": exported.uris["hf_export"],
+            "trained_checkpoint": trained.uris["actor_checkpoint"],
+            **({"announcement": record.summary()} if record else {})})
         outputs = [image, infra, converted, trained, exported]
         artifacts = {"maxtext_checkpoint": converted.uris["maxtext_checkpoint"],
                      "trained_checkpoint": trained.uris["actor_checkpoint"],
@@ -278,9 +325,6 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
         logger.error("result: %s (%s)", failure.diagnosis.summary, failure.diagnosis.fix)
         raise failure from exc
     publish_result(result)
-    events.model_exported(cfg.name, {"hf_export": result.artifacts["hf_export"],
-                                     "trained_checkpoint": result.artifacts["trained_checkpoint"],
-                                     **({"announcement": record.summary()} if record else {})})
     return result
 
 
@@ -289,6 +333,7 @@ def _judge(cfg: Profile, backend: Any, evaluated: StageOutput, artifacts: dict[s
     """The promotion decision for this run's scores: pointer, events, run-page table."""
     details = evaluated.details
     run = flow_run.name or "run"
+    judged_against = read_promoted(backend.storage, cfg)  # before the pointer may move
     decision, promoted = promote_or_reject(backend.storage, cfg, run, details, artifacts,
                                            backend.runtime.dataset_uri(), evaluated.key,
                                            score_key(cfg))
@@ -297,7 +342,7 @@ def _judge(cfg: Profile, backend: Any, evaluated: StageOutput, artifacts: dict[s
     for note in decision.notes:
         logger.info("promotion: %s", note)
     emit_decision(cfg.name, decision, details, promoted, record.summary() if record else None)
-    publish_promotion(cfg.name, comparison_rows(details, promoted, decision),
+    publish_promotion(cfg.name, comparison_rows(details, judged_against, decision),
                       history_rows(read_history(backend.storage, cfg)))
     return {"trained": details["trained"], "base": details["base"],
             "decision": decision.model_dump(),

@@ -46,15 +46,18 @@ TOKEN_VAR = "TPURL_LEAK_PROBE_TOKEN"  # no "__": not read as a profile override
 BLOCK = "leak-probe-token"
 FIVE_STAGES = {"eval": "", "promotion": ""}
 
+# The run's log shows a program's warnings (and the lines that continue them) and only counts
+# its other output (flows/core/program_log.py): the probes print as warnings so that every
+# form of the token also goes through the Prefect log, not only the kept log file.
 PROBE = r"""
 import base64, json, os
 t = os.environ["HF_TOKEN"]
-print("plain", t)
-print("repr", dict(os.environ))
-print("json", json.dumps(dict(os.environ)))
-print("b64", base64.b64encode(t.encode()).decode())
-print("split", t[:17])
-print(t[17:], "(end of split)")
+print("WARNING: plain", t)
+print("WARNING: repr", dict(os.environ))
+print("WARNING: json", json.dumps(dict(os.environ)))
+print("WARNING: b64", base64.b64encode(t.encode()).decode())
+print("WARNING: split", t[:17])
+print(" ", t[17:], "(end of split)")
 hits = []
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
@@ -63,13 +66,13 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
                 hits.append(pid)
     except OSError:
         pass
-print("cmdline-hits", len(hits))
+print("WARNING: cmdline-hits", len(hits))
 """
 
 DUMP_AND_DIE = r"""
 import os
 for key, value in sorted(os.environ.items()):
-    print(f"{key}={value}")
+    print(f"WARNING: {key}={value}")
 def login(env):
     raise PermissionError("401 Unauthorized for token " + env["HF_TOKEN"])
 login(dict(os.environ))
@@ -208,5 +211,5 @@ def test_the_token_is_found_nowhere_after_local_runs(
     logs = texts["prefect logs"]
     assert "plain ***" in logs and "HF_TOKEN=***" in logs and "cmdline-hits 0" in logs, logs
     assert "HUGGING_FACE_HUB_TOKEN=***" in logs
-    assert "split ***" in logs and "] *** (end of split)" in logs  # both pieces of it
+    assert "split ***" in logs and "  *** (end of split)" in logs  # both pieces of it
     assert "401 Client Error" in logs

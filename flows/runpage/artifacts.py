@@ -11,14 +11,8 @@ import logging
 from typing import Any
 from uuid import UUID
 
-from prefect.artifacts import (
-    create_markdown_artifact,
-    create_progress_artifact,
-    create_table_artifact,
-    update_progress_artifact,
-)
-
 from flows.announcements.model import RunAnnouncement
+from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.alignment import per_update, reward_offset
 from flows.runpage.charts import metrics_chart_markdown
 from flows.runpage.lr_schedule import NOTE as LR_NOTE
@@ -64,11 +58,9 @@ class TrainingProgress:
         description = progress_description(workload, step, total)
         try:
             if self.artifact_id is None:
-                self.artifact_id = create_progress_artifact(progress=percent,
-                                                            description=description)
+                self.artifact_id = quiet.create("progress", percent, None, description)
             else:
-                update_progress_artifact(self.artifact_id, progress=percent,
-                                         description=description)
+                quiet.update(self.artifact_id, percent, description)
         except Exception as exc:
             self.logger.warning("progress artifact not updated: %s", exc)
 
@@ -87,14 +79,13 @@ def publish_result(result: PipelineResult) -> None:
         rows = metric_rows(result.metrics)
         if rows:
             shifted = reward_offset(result.metrics.get("steps", []))
-            create_table_artifact(table=rows, key=f"{key}-metrics", description=(
+            quiet.create("table", quiet.table_data(rows), f"{key}-metrics", (
                 "Training metrics per GRPO update (TensorBoard)" + (
                     "; rewards and completion length are the rollout's, logged at the "
                     "step before the update" if shifted else "") + "; " + LR_NOTE))
         chart = metrics_chart_markdown(result.metrics)
         if chart:
-            create_markdown_artifact(markdown=chart, key=f"{key}-curves",
-                                     description="Reward and loss per GRPO step")
+            quiet.create("markdown", chart, f"{key}-curves", "Reward and loss per GRPO step")
     except Exception as exc:
         log.warning("artifacts not published: %s", exc)
 
@@ -103,9 +94,9 @@ def publish_parity(profile: str, lines: list[str]) -> None:
     """A markdown artifact: where the rehearsal's lock differs from the image just built
     (flows/backends/gke/image/parity.py), so the run page says what the rehearsal proved."""
     try:
-        create_markdown_artifact(markdown="### Rehearsal parity\n\n" + "\n".join(
+        quiet.create("markdown", "### Rehearsal parity\n\n" + "\n".join(
             f"- {line.strip()}" for line in lines[1:]) + "\n",
-            key=f"tpurl-{slug(profile)}-rehearsal-parity", description=lines[0])
+            f"tpurl-{slug(profile)}-rehearsal-parity", lines[0])
     except Exception as exc:
         log.warning("rehearsal parity artifact not published: %s", exc)
 
@@ -113,10 +104,9 @@ def publish_parity(profile: str, lines: list[str]) -> None:
 def publish_announcement(profile: str, record: RunAnnouncement) -> None:
     """A markdown artifact at the top of the run page: what this run was announced for."""
     try:
-        create_markdown_artifact(markdown=announcement_markdown(record),
-                                 key=f"tpurl-{slug(profile)}-announcement",
-                                 description="The announcements this run serves and the ones "
-                                 "coalesced into it")
+        quiet.create("markdown", announcement_markdown(record),
+                     f"tpurl-{slug(profile)}-announcement",
+                     "The announcements this run serves and the ones coalesced into it")
     except Exception as exc:
         log.warning("announcement artifact not published: %s", exc)
 

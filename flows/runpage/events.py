@@ -3,11 +3,13 @@
 Names are stable API (automations match on them; never rename):
 - ``tpurl.stage.started|completed|skipped|failed`` for every stage, resource
   ``tpurl.stage.<profile>.<stage>``, payload: URIs, duration, failure category and summary;
+  ``tpurl.stage.cancelled`` for the stage a user's cancel stopped (payload ``reason``,
+  ``duration_s``; flows/runpage/cancel.py);
 - ``tpurl.run.started`` once the profile is validated, resource ``tpurl.run.<profile>``,
   payload ``announcement``: what the run serves and what was coalesced into it (null when
   nobody announced it);
 - ``tpurl.model.exported`` with the HF export URI (and the announcement), resource
-  ``tpurl.model.<profile>``.
+  ``tpurl.model.<profile>``, as soon as the export stage ends (before evaluation).
 Prefect adds the flow run and task run as related resources. Payloads pass the Redactor.
 """
 

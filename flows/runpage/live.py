@@ -10,18 +10,18 @@ finishes. Publishing is best-effort: a UI nicety never fails a run.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, State
 
 from flows.core.deadline import DeadlinePassed
 from flows.core.stage import StageOutput
+from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.artifacts import slug
+from flows.runpage.cancel import cancelled_by_user, resume_cancel
 from flows.runpage.result import StageReport
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,7 @@ CONSOLE = "https://console.cloud.google.com/storage/browser/"
 
 
 SKIPPED_SUFFIX = " [skipped]"
+NOT_RUN = "not run"  # a stage after the one a run stopped at
 
 
 def skipped_state(output: StageOutput) -> StageOutput | State:
@@ -65,7 +66,7 @@ def _name_skipped() -> None:
     ctx = TaskRunContext.get()
     if ctx is None or ctx.task_run.name.endswith(SKIPPED_SUFFIX):
         return
-    name = f"{ctx.task.name}{SKIPPED_SUFFIX}"
+    name = f"{ctx.task_run.name}{SKIPPED_SUFFIX}"
     ctx.task_run.name = name
     try:
         with get_client(sync_client=True) as client:
@@ -95,9 +96,12 @@ def uri_markdown(uri: str) -> str:
     return f"[{uri}]({url})" if url else f"`{uri}`"
 
 
-def outputs_markdown(done: dict[str, StageOutput]) -> str:
-    """Every finished stage's outputs in full (the table's cells would cut them off)."""
+def outputs_markdown(done: dict[str, StageOutput], dataset: str | None = None) -> str:
+    """Every finished stage's outputs in full (the table's cells would cut them off), under
+    the dataset the run trains on (an announced one is no stage's output)."""
     lines = ["### Outputs of the stages that ended", ""]
+    if dataset:
+        lines += [f"Training data of this run: {uri_markdown(dataset)}", ""]
     for stage, output in done.items():
         lines.append(f"**{stage}** ({output.status})")
         lines += [f"- {name}: {uri_markdown(uri)}" for name, uri in output.uris.items()]
@@ -114,10 +118,9 @@ def publish_output(profile: str, scope: str, name: str, uri: str) -> None:
     description = f"{profile}: {name.replace('_', ' ')}, latest of {scope}"
     url = console_url(uri) or (uri if uri.startswith(("https://", "http://")) else None)
     if url:  # stored as the markdown [uri](url) (prefect/artifacts.py LinkArtifact)
-        create_link_artifact(link=url, link_text=uri, key=key, description=description)
+        quiet.create("markdown", quiet.link_data(url, uri), key, description)
     else:
-        create_markdown_artifact(markdown=output_markdown(name, uri, scope), key=key,
-                                 description=description)
+        quiet.create("markdown", output_markdown(name, uri, scope), key, description)
 
 
 def stage_row(report: StageReport | None, stage: str, status: str = "") -> dict[str, Any]:
@@ -140,15 +143,17 @@ RESUMING_STAGES = frozenset({"train"})
 
 
 def stop_explanation(profile: str, stage: str, done: dict[str, StageOutput],
-                     exc: BaseException) -> str:
+                     exc: BaseException, dataset: str | None = None) -> str:
     """The line a cancelled run leaves in its log: what is kept, how to resume (pure)."""
     kept = "; ".join(f"{s} ({', '.join(f'{k}={v}' for k, v in o.uris.items()) or 'done'})"
                      for s, o in done.items()) or "no finished stage"
-    why = "its time bound passed" if isinstance(exc, DeadlinePassed) else type(exc).__name__
+    why = ("its time bound passed" if isinstance(exc, DeadlinePassed) else
+           "cancelled by the user" if cancelled_by_user(exc) else type(exc).__name__)
     partial = ("its checkpoints so far are kept and the next run resumes from the newest"
                if stage in RESUMING_STAGES else
                "its partial output is discarded and the stage runs again")
-    return (f"run stopped during {stage} ({why}). Kept, verified: {kept}. "
+    data = f" Training data: {dataset}." if dataset else ""
+    return (f"run stopped during {stage} ({why}).{data} Kept, verified: {kept}. "
             f"{stage} did not finish: {partial}. To resume, run the same deployment with "
             f"the same parameters again (or `tpurl run {profile}`): finished stages are "
             "skipped. The profile's lock is released.")
@@ -159,8 +164,9 @@ class StagePage:
 
     def __init__(self, profile: str, stages: list[str], scope: str,
                  usd_per_chip_hour: float = 0.0,
-                 timeouts_s: dict[str, float] | None = None) -> None:
+                 timeouts_s: dict[str, float] | None = None, dataset: str | None = None) -> None:
         self.profile, self.scope, self.price = profile, scope, usd_per_chip_hour
+        self.dataset = dataset  # what the run trains on: the profile's, or an announced one
         self.timeouts_s = timeouts_s or {}
         self.done: dict[str, StageOutput] = {}
         self.current: str | None = None  # the stage whose task is running
@@ -179,15 +185,20 @@ class StagePage:
         self.current = stage
         try:
             state = task(*args, return_state=True)
-        except BaseException as exc:  # a cancel (TerminationSignal), Ctrl-C, the run's bound
+        except BaseException as exc:  # a signal without a cancel intent, Ctrl-C, the run's bound
             status = "timedout" if isinstance(exc, DeadlinePassed) else "cancelled"
-            self._set(stage, stage_row(None, stage, status))
+            self._stopped(stage, status)
             self._safely(self._explain_stop, stage, exc)
             raise
         finally:
             self.current = None
+        if state.is_cancelled():  # the user's cancel, caught by the task (runpage/cancel.py)
+            stop = resume_cancel()
+            self._stopped(stage, "cancelled")
+            self._safely(self._explain_stop, stage, stop)
+            raise stop
         if not state.is_completed():
-            self._set(stage, stage_row(None, stage, state.name.lower()))
+            self._stopped(stage, state.name.lower())
             state.result()  # raises the task's exception
             raise RuntimeError(f"{stage} ended {state.name}")  # pragma: no cover - result raised
         output: StageOutput = state.result()
@@ -199,11 +210,22 @@ class StagePage:
                 self._safely(publish_output, self.profile, self.scope, name, uri)
         return output
 
+    def _stopped(self, stage: str, status: str) -> None:
+        """The stage's row says how it ended, and the stages that never started say so
+        instead of staying "pending" (one update of the table)."""
+        self.rows[stage] = stage_row(None, stage, status)
+        for name, row in self.rows.items():
+            if row["status"] == "pending":
+                self.rows[name] = stage_row(None, name, NOT_RUN)
+        if self.table_id is not None:
+            self._safely(self._update)
+
     def _explain_stop(self, stage: str, exc: BaseException) -> None:
         from prefect import get_run_logger
         from prefect.logging.handlers import APILogHandler
 
-        get_run_logger().warning("%s", stop_explanation(self.profile, stage, self.done, exc))
+        get_run_logger().warning("%s", stop_explanation(self.profile, stage, self.done, exc,
+                                                       self.dataset))
         # Sent now: after a cancel's SIGTERM the process may end before the log worker's
         # next batch goes out, and this line is the one the run page must keep.
         handlers = logging.getLogger("prefect.flow_runs").handlers  # prefect/logging/logging.yml
@@ -213,17 +235,18 @@ class StagePage:
                 break
 
     def _create(self) -> None:
-        self.table_id = create_table_artifact(
-            table=list(self.rows.values()), key=f"tpurl-{slug(self.profile)}-stages",
-            description=f"Stages of {self.profile}, updated as each starts and ends: status, "
+        self.table_id = quiet.create(
+            "table", quiet.table_data(list(self.rows.values())),
+            f"tpurl-{slug(self.profile)}-stages",
+            f"Stages of {self.profile}, updated as each starts and ends: status, "
             "time, chip-hours and the names of its outputs (in full in the outputs list)")
 
     def _publish_outputs(self) -> None:
-        text = outputs_markdown(self.done)
+        text = outputs_markdown(self.done, self.dataset)
         if self.outputs_id is None:
-            self.outputs_id = create_markdown_artifact(
-                markdown=text, key=f"tpurl-{slug(self.profile)}-outputs",
-                description=f"Every output of {self.profile}'s stages so far, in full")
+            self.outputs_id = quiet.create(
+                "markdown", text, f"tpurl-{slug(self.profile)}-outputs",
+                f"Every output of {self.profile}'s stages so far, in full")
         else:
             self._patch(self.outputs_id, text)
 
@@ -234,15 +257,11 @@ class StagePage:
 
     def _update(self) -> None:
         assert self.table_id is not None
-        self._patch(self.table_id, json.dumps(list(self.rows.values())))
+        self._patch(self.table_id, quiet.table_data(list(self.rows.values())))
 
     @staticmethod
     def _patch(artifact_id: UUID, data: str) -> None:
-        from prefect.client.orchestration import get_client
-        from prefect.client.schemas.actions import ArtifactUpdate
-
-        get_client(sync_client=True).update_artifact(artifact_id=artifact_id,
-                                                     artifact=ArtifactUpdate(data=data))
+        quiet.update(artifact_id, data)  # no event per update (quiet_artifacts.py says why)
 
     @staticmethod
     def _safely(call: Callable[..., Any], *args: Any) -> None:

@@ -152,18 +152,20 @@ def emit_decision(profile: str, decision: Decision, evaluation: dict[str, Any],
                payload=payload)
 
 
-def comparison_rows(evaluation: dict[str, Any], promoted: PromotedModel | None,
+def comparison_rows(evaluation: dict[str, Any], judged_against: PromotedModel | None,
                     decision: Decision) -> list[dict[str, Any]]:
-    """Base vs trained vs promoted (after the decision), one row per model."""
+    """Base vs trained vs the model promoted *before* the decision (the one this run was
+    judged against; after a promotion the pointer names this run, whose row is above), one
+    row per model."""
     rows = [{"model": "base", **ScoreSummary.model_validate(evaluation["base"]).row()},
             {"model": "trained (this run)",
              **ScoreSummary.model_validate(evaluation["trained"]).row()}]
-    if promoted is not None:
-        # a model promoted by this very decision was scored on this set; an older one may not
-        # have been, and its row says so (its numbers are from its own run's held-out set)
-        elsewhere = decision.basis == "lift" and not decision.promoted
-        label = f"promoted ({promoted.run}{', its own held-out set' if elsewhere else ''})"
-        rows.append({"model": label, **promoted.scores.row()})
+    if judged_against is not None:
+        # judged by lift: its numbers are from its own run's held-out set, and it says so
+        elsewhere = decision.basis == "lift"
+        label = (f"promoted before this run ({judged_against.run}"
+                 f"{', its own held-out set' if elsewhere else ''})")
+        rows.append({"model": label, **judged_against.scores.row()})
     for row in rows:
         row["decision"] = ""
     rows[1]["decision"] = ("promoted" if decision.promoted else "rejected") + \
@@ -198,13 +200,14 @@ def publish_promotion(profile: str, rows: list[dict[str, Any]],
                       history: list[dict[str, Any]]) -> None:
     """Best-effort, like every run-page artifact."""
     try:
-        from prefect.artifacts import create_table_artifact
+        from flows.runpage import quiet_artifacts as quiet
 
-        create_table_artifact(key=f"tpurl-{profile}-evaluation".lower(), table=rows,
-                              description="Held-out scores (value [95 % interval]): base vs "
-                                          "trained vs promoted, and the decision")
+        quiet.create("table", quiet.table_data(rows), f"tpurl-{profile}-evaluation".lower(),
+                     "Held-out scores (value [95 % interval]): base vs trained vs the model "
+                     "promoted before this run, and the decision")
         if history:
-            create_table_artifact(key=f"tpurl-{profile}-promoted-history".lower(),
-                                  table=history, description="Every promoted model's scores")
+            quiet.create("table", quiet.table_data(history),
+                         f"tpurl-{profile}-promoted-history".lower(),
+                         "Every promoted model's scores")
     except Exception as exc:  # a UI nicety never fails a run
         log.warning("could not publish the evaluation table: %s", exc)

@@ -164,7 +164,9 @@ class FakePrograms:
         """A program that prints its environment (a debug dump): the redaction must hold."""
         def act(kube: FakeKube, name: str) -> None:
             token = invocation(kube, name).env["HF_TOKEN"]
-            say(f"environment: HF_TOKEN={token} HF_HOME=/scratch/huggingface")(kube, name)
+            # a warning: the run's log shows those (flows/core/program_log.py)
+            say(f"WARNING: environment: HF_TOKEN={token} HF_HOME=/scratch/huggingface")(
+                kube, name)
         act.__name__ = "echo-token"
         return act
 

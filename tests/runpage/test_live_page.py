@@ -137,8 +137,11 @@ def test_the_page_fills_as_stages_end(prefect_api: None, tmp_path: Path,
     graph = client_graph(run_id)
     labels = {n["label"].split(":")[0]: (n["label"], n["state_type"]) for _, n in graph["nodes"]}
     assert labels["image"] == ("image: build patched post-training image [skipped]", "COMPLETED")
-    assert labels["infra"][0].endswith(" [skipped]")
-    assert not any(labels[s][0].endswith("[skipped]") for s in ("convert", "train", "export"))
+    # the rehearsal's infra names what it does there; every run's name is its title alone
+    # (no hash suffix on the ones that ran, so skipped and run names read alike)
+    assert labels["infra"][0] == "infra: output root, tiny model and dataset [skipped]"
+    assert {s: labels[s][0] for s in ("convert", "train", "export")} == {
+        s: pipeline.task_title(s, "local") for s in ("convert", "train", "export")}
 
 
 def test_the_uis_run_graph_colours_by_state_type_only():
@@ -182,7 +185,7 @@ def test_a_stuck_stage_ends_at_its_timeout_and_the_table_says_so(
         state.result()
     found = _artifacts(state.state_details.flow_run_id)
     assert [r["status"] for r in _table(found["tpurl-rehearsal-stages"])] == \
-        ["skipped", "skipped", "skipped", "timedout", "pending"]
+        ["skipped", "skipped", "skipped", "timedout", "not run"]
 
 
 
@@ -215,4 +218,48 @@ def test_a_cancelled_run_logs_what_was_kept_and_how_to_resume(prefect_api: None,
     assert f"convert (maxtext_checkpoint={KEPT})" in said[0]
     assert "checkpoints so far are kept" in said[0] and "`tpurl run rehearsal`" in said[0]
     table = _table(_artifacts(run_id)["tpurl-rehearsal-stages"])
-    assert [r["status"] for r in table] == ["skipped", "skipped", "ran", "cancelled", "pending"]
+    assert [r["status"] for r in table] == ["skipped", "skipped", "ran", "cancelled", "not run"]
+
+
+class FailingStage(GatedStage):
+    def execute(self, ctx, upstream) -> StageOutput:
+        raise RuntimeError("evaluation broke")
+
+
+def test_the_export_is_announced_when_it_ends_not_after_evaluation(
+        prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`tpurl.model.exported` comes as the export stage ends: a run whose evaluation then
+    fails has already announced its export (it used to be emitted at the run's very end)."""
+    from prefect.client.orchestration import get_client as client_of
+    from prefect.events.filters import EventFilter, EventNameFilter, EventRelatedFilter
+    from prefect.events.worker import EventsWorker
+
+    hf = str(tmp_path / "hf-export")
+    stages = {name: GatedStage(name, "skipped", {}) for name in ("image", "infra")}
+    stages |= {"convert": GatedStage("convert", "ran", {"maxtext_checkpoint": CHECKPOINT}),
+               "train": GatedStage("train", "ran", {"actor_checkpoint": CHECKPOINT + "-a"}),
+               "export": GatedStage("export", "ran", {"hf_export": hf}),
+               "evaluate": FailingStage("evaluate", "ran", {})}
+    monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stages)
+    state = pipeline.rl_post_training(profile="rehearsal", overrides={
+        "local.root": str(tmp_path / "root")}, return_state=True)
+    assert state.is_failed(), state
+    EventsWorker.drain_all(timeout=10)
+    run_id = str(state.state_details.flow_run_id)
+
+    def exported() -> list[Any]:
+        with client_of(sync_client=True) as client:
+            page = client.read_events(filter=EventFilter(
+                event=EventNameFilter(name=["tpurl.model.exported"]),
+                related=EventRelatedFilter(resources_in_roles=[
+                    (f"prefect.flow-run.{run_id}", "flow-run")])), limit=10)
+        return list(page.events)
+
+    [event] = wait_until(exported, 60, "the tpurl.model.exported event")
+    assert event.payload["hf_export"] == hf
+
+
+def test_the_infra_task_is_named_for_what_its_backend_does():
+    assert pipeline.task_title("infra", "local") == "infra: output root, tiny model and dataset"
+    assert pipeline.task_title("infra", "gke") == "infra: provision cluster, bucket and inputs"
+    assert pipeline.task_title("train", "local") == pipeline.task_title("train", "gke")

@@ -65,7 +65,8 @@ def test_a_better_model_moves_the_pointer_and_a_worse_one_does_not(profile) -> N
     assert storage.read_text(pointer_uris(profile)[0]) == before  # the pointer did not move
     assert [m.run for m in read_history(storage, profile)] == ["run-1"]
     rows = comparison_rows(evaluation(0.45), still, worse)
-    assert [r["model"] for r in rows] == ["base", "trained (this run)", "promoted (run-1)"]
+    assert [r["model"] for r in rows] == ["base", "trained (this run)",
+                                          "promoted before this run (run-1)"]
     assert rows[1]["decision"].startswith("rejected")
 
     better, new = promote_or_reject(storage, profile, "run-3", evaluation(0.7), artifacts(3),
@@ -110,19 +111,23 @@ def test_a_retrain_on_another_held_out_set_is_judged_by_lift_and_says_so(profile
                       "file:///data/v1.parquet", "k1", "set-v1")
     assert read_promoted(storage, profile).score_key == "set-v1"
     hard = evaluation(0.6, base=0.4)  # lower raw scores, twice the lift
+    judged_against = read_promoted(storage, profile)
     decision, model = promote_or_reject(storage, profile, "run-2", hard, artifacts(2),
                                         "file:///data/v2.parquet", "k2", "set-v2")
     assert decision.promoted and decision.basis == "lift" and model.run == "run-2"
     assert read_promoted(storage, profile).score_key == "set-v2"
-    rows = comparison_rows(hard, model, decision)
+    rows = comparison_rows(hard, judged_against, decision)
     assert "lift over base" in rows[1]["decision"] and "another held-out set" in rows[1]["decision"]
+    # after a promotion the third row is still the model the run was judged against
+    assert rows[2]["model"] == "promoted before this run (run-1, its own held-out set)"
+    assert rows[2]["mean_reward"] == summary(0.8).row()["mean_reward"]
 
     easy = evaluation(0.95, base=0.9)  # a higher raw score, a smaller lift
     rejected, still = promote_or_reject(storage, profile, "run-3", easy, artifacts(3),
                                         "file:///data/v3.parquet", "k3", "set-v3")
     assert not rejected.promoted and still.run == "run-2"
     rows = comparison_rows(easy, still, rejected)
-    assert rows[2]["model"] == "promoted (run-2, its own held-out set)"
+    assert rows[2]["model"] == "promoted before this run (run-2, its own held-out set)"
 
 
 def test_the_pointer_carries_the_scores_key_and_the_exports_digest(profile) -> None:

@@ -152,7 +152,7 @@ class GkeBackend(GkePlanning, GkePricing):
                                 stage=job, options=self.options)
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
-                       self._progress(workload))
+                       self._progress(workload), workload.progress_regex)
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
         owned = False  # this run submitted or attached to the JobSet
         number = 0  # the submission number of the JobSet being watched

@@ -32,6 +32,7 @@ from flows.core.failures import Diagnosis, StageFailed, diagnose_exit, user_erro
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.processes import ProcessTag, die_with_parent, stop_group
+from flows.core.program_log import ProgramLines
 from flows.core.secrets import Redactor, resolve
 from flows.core.space import LineLog, write_text
 from flows.core.storage import LocalStorage, file_uri, join
@@ -159,6 +160,7 @@ class LocalBackend:
         pattern = re.compile(progress_regex) if progress_regex else None
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         log_file = LineLog(log_path, f"{name}'s log")
+        shown = ProgramLines(name, progress_regex)  # the rest stays in log_file only
         try:
             # its own process group (stopped as a whole), and SIGTERM if this process dies
             proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=full_env, stdout=subprocess.PIPE,
@@ -174,7 +176,8 @@ class LocalBackend:
                     line = self.redactor(raw.rstrip("\n"))
                     log_file.write(line)
                     tail.append(line)
-                    self.logger.info("[%s] %s", name, line)
+                    if shown.keep(line):
+                        self.logger.info("[%s] %s", name, line)
                     if pattern and self.on_progress and (m := pattern.search(line)):
                         self.on_progress(name, int(m.group("step")), total_steps)
                 returncode = proc.wait()
@@ -186,6 +189,8 @@ class LocalBackend:
                 tag_path.unlink(missing_ok=True)
         finally:
             log_file.close()
+            for text in shown.ending(log_uri):
+                self.logger.info("%s", text)
         wall = time.monotonic() - started
         if returncode != 0 or timed_out.is_set():
             diagnosis = self._no_space(name, list(tail), log_path, log_file.full) or \

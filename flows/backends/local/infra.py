@@ -23,7 +23,9 @@ TINY_MODEL_FILES = ("config.json", "model.safetensors.index.json", "tokenizer.js
 
 
 class LocalInfra:
-    content_outputs = ("hf_model", "dataset")
+    # the synthetic dataset is made whatever the run trains on; the one it trains on is named
+    # by the run page (an announced data.train_files is not an output of this stage)
+    content_outputs = ("hf_model", "synthetic_dataset")
 
     def __init__(self, backend: LocalBackend) -> None:
         self.backend = backend
@@ -47,7 +49,7 @@ class LocalInfra:
         layout = self.layout
         return StageWork(
             outputs={"root": layout.root, "hf_model": layout.tiny_model_dir,
-                     "dataset": layout.dataset_file},
+                     "synthetic_dataset": layout.dataset_file},
             actions=[f"create {layout.root}"], workloads=self.source_workloads(),
             notes=["the tiny model and dataset stand in for the hub, which the rehearsal "
                    "never contacts"])
@@ -79,6 +81,6 @@ class LocalInfra:
             raise user_error("infra", "the tiny model is not a Qwen3-MoE", config_text[:500],
                              "check images/rehearsal/make_tiny_model.py")
         return ({"root": layout.root, "hf_model": layout.tiny_model_dir,
-                 "dataset": layout.dataset_file},
+                 "synthetic_dataset": layout.dataset_file},
                 {"num_hidden_layers": config.get("num_hidden_layers"),
                  "num_experts": config.get("num_experts")})

@@ -68,8 +68,10 @@ def assert_no_canary(kube: FakeKube, logger: ListLogger, log_uri: str, outcome: 
     assert len(secrets) == 1 and "stringData" not in secrets[0]
 
 
-TRAIN_OK = [(0.1, admit), (0.05, start), (0.05, say("step 1 loss=1.0", f"token {CANARY}")),
-            (0.1, say("step 2 loss=0.9")), (0.1, succeed)]
+# train_rl's step lines (peft_trainer.py), which the run's log shows (its progress regex)
+TRAIN_OK = [(0.1, admit), (0.05, start),
+            (0.05, say("Train step 1 training loss: 1.0", f"WARNING: token {CANARY}")),
+            (0.1, say("Train step 2 training loss: 0.9")), (0.1, succeed)]
 
 
 def test_success_streams_the_log_and_keeps_it(server: FakeApiServer, tmp_path: Path) -> None:
@@ -78,8 +80,8 @@ def test_success_streams_the_log_and_keeps_it(server: FakeApiServer, tmp_path: P
     assert not isinstance(outcome, StageFailed), outcome
     assert jobsets_created(kube) == 1 and backend.submitted == [outcome_name(kube)]
     kept = Path(log_uri.removeprefix("file://")).read_text()
-    assert "step 2 loss=0.9" in kept and "token ***" in kept
-    assert any("[train" in line and "step 1" in line for line in logger.lines)
+    assert "Train step 2 training loss: 0.9" in kept and "token ***" in kept
+    assert any("[train" in line and "Train step 1" in line for line in logger.lines)
     assert_no_canary(kube, logger, log_uri, outcome)
 
 

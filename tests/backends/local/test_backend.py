@@ -39,7 +39,8 @@ def _workload(code: str, **kw) -> Workload:
 
 def test_output_is_logged_and_kept_with_secrets_redacted(backend, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("CANARY_TOKEN", CANARY)
-    workload = _workload("import os; print('token is', os.environ['HF_TOKEN']); "
+    workload = _workload("import os; print('WARNING: token is', os.environ['HF_TOKEN']); "
+                         "[print(f'Config param k{i}: 1') for i in range(4)]; "
                          "print('TPURL_STEP 1'); print('TPURL_STEP 2')",
                          secret_env=(("HF_TOKEN", SecretRef(env="CANARY_TOKEN")),),
                          progress_regex=r"TPURL_STEP (?P<step>\d+)", total_steps=2)
@@ -48,7 +49,11 @@ def test_output_is_logged_and_kept_with_secrets_redacted(backend, tmp_path, monk
         run = backend.run_workload(workload, log_uri)
     kept = (tmp_path / "logs" / "probe.log").read_text()
     assert "token is ***" in kept and CANARY not in kept
-    assert CANARY not in caplog.text and "token is ***" in caplog.text
+    assert CANARY not in caplog.text and "[probe] WARNING: token is ***" in caplog.text
+    # the run's log shows warnings and steps; the rest is one line naming the kept log
+    assert "[probe] Config param" not in caplog.text and "Config param k3: 1" in kept
+    assert (f"probe: 4 of 7 output lines not shown here (4 configuration dump (`Config param "
+            f"…`)); the full output is in {log_uri}") in caplog.messages
     assert backend.progress == [("probe", 1, 2), ("probe", 2, 2)]
     assert run.wall_s > 0 and run.log_uri == log_uri
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from kubernetes.watch.watch import iter_resp_lines
 
+from flows.core.program_log import ProgramLines
 from flows.core.retry import RetryPolicy
 from flows.core.secrets import Redactor
 from flows.core.stage import StageLogger
@@ -51,8 +52,10 @@ class LogSink:
     """Where followed lines go: the stage logger, a tail for the diagnosis, the full copy."""
 
     def __init__(self, name: str, logger: StageLogger, redactor: Redactor, storage: Storage,
-                 log_uri: str, progress: Callable[[str], None] | None = None) -> None:
+                 log_uri: str, progress: Callable[[str], None] | None = None,
+                 progress_regex: str | None = None) -> None:
         self.name, self.logger, self.redactor = name, logger, redactor
+        self.shown = ProgramLines(name, progress_regex)  # the rest is in the kept log only
         self.storage, self.log_uri, self.progress = storage, log_uri, progress
         self.lines: list[str] = []
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -63,7 +66,9 @@ class LogSink:
         with self._lock:
             self.lines.append(line)
             self.tail.append(line)
-        self.logger.info("[%s] %s", self.name, line)
+            shown = self.shown.keep(line)
+        if shown:
+            self.logger.info("[%s] %s", self.name, line)
         if self.progress:
             self.progress(line)
 
@@ -85,6 +90,11 @@ class LogSink:
             self.storage.write_text(self.log_uri, text)
         except Exception as exc:
             self.logger.warning("log not kept at %s: %s", self.log_uri, self.redactor(str(exc)))
+            return
+        with self._lock:
+            ending = self.shown.ending(self.log_uri)
+        for text in ending:
+            self.logger.info("%s", text)
 
 
 class LogFollower:

@@ -221,8 +221,10 @@ def test_the_status_line_follows_an_eviction_before_the_quota_is_released(
         server: FakeApiServer, tmp_path: Path) -> None:
     """19.8: while Kueue stops an evicted job it keeps the reservation (Admitted=True), and
     the status line said "admitted by Kueue, waiting for the JobSet to start"."""
-    script = [(0.1, admit), (0.05, start), (0.05, say("step 1")), (0.2, evict_releasing(0.6)),
-              (1.0, admit), (0.05, start), (0.05, say("step 2")), (0.1, succeed)]
+    # warnings, which the run's log shows (flows/core/program_log.py), mark the attempts
+    script = [(0.1, admit), (0.05, start), (0.05, say("WARNING: step 1")),
+              (0.2, evict_releasing(0.6)), (1.0, admit), (0.05, start),
+              (0.05, say("WARNING: step 2")), (0.1, succeed)]
     scenario(server.kube, script)
     outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
     assert not isinstance(outcome, StageFailed), outcome
