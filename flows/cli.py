@@ -67,6 +67,18 @@ def _parser() -> argparse.ArgumentParser:
     ident.add_argument("profile")
     ident.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     sub.add_parser("profiles", help="list the shipped profiles")
+    ann = sub.add_parser("announcements", help="what a retrain deployment still owes (due), "
+                         "and dropping a due announcement (the only way one is given up)")
+    verbs = ann.add_subparsers(dest="verb", required=True)
+    for verb, text in (("due", "list the announcements whose run ended without training "
+                               "them; the next queued run trains them"),
+                       ("drop", "never train this due announcement (tags the runs that ended "
+                                "holding it tpurl-dropped:<event id>)")):
+        cmd = verbs.add_parser(verb, help=text, description=text)
+        cmd.add_argument("deployment", help="the retrain deployment, e.g. "
+                         "rl-post-training/retrain-rehearsal")
+        if verb == "drop":
+            cmd.add_argument("event_id", help="the announcement's event id (`due` lists it)")
     return parser
 
 
@@ -86,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "profiles":
         print("\n".join(profile_names()))
         return 0
+    if args.command == "announcements":
+        from flows.announcements.ledger import drop_command, due_command
+
+        if args.verb == "drop":
+            return drop_command(args.deployment, args.event_id)
+        return due_command(args.deployment)
     try:
         overrides = dict(parse_override(item) for item in args.set)
         profile = load_profile(args.profile, overrides)

@@ -83,7 +83,14 @@ def run_view(run: FlowRun) -> RunView:
                    dropped=dropped_ids(run.tags or []))
 
 
-def _ensure_lock(client: SyncPrefectClient, name: str) -> None:
+def read_ledger(client: SyncPrefectClient, deployment_id: UUID) -> list[RunView]:
+    """The target's newest runs: what they hold, trained or left due."""
+    return [run_view(r) for r in client.read_flow_runs(
+        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
+        sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=RUNS_READ)]
+
+
+def ensure_lock(client: SyncPrefectClient, name: str) -> None:
     try:
         client.read_global_concurrency_limit_by_name(name)
     except ObjectNotFound:
@@ -137,11 +144,9 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
                                     "deployment") from None
         admit(target.parameters or {}, new)
         lock = dispatch_lock_name(str(target.id))
-        _ensure_lock(client, lock)
+        ensure_lock(client, lock)
         with concurrency(lock, occupy=1, strict=True, timeout_seconds=LOCK_WAIT_S):
-            runs = [run_view(r) for r in client.read_flow_runs(
-                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[target.id])),
-                sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=RUNS_READ)]
+            runs = read_ledger(client, target.id)
             decision = decide(new, runs)
             where = (str(target.id), deployment)
             names = {r.id: r.name for r in runs}
