@@ -32,6 +32,7 @@ from flows.announcements.model import (
     retrain_run_name,
 )
 from flows.runpage.artifacts import announcement_markdown
+from flows.runpage.markdown_text import md_text
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 REV = "0123456789abcdef0123456789abcdef01234567"
@@ -155,7 +156,7 @@ def test_record_round_trips_through_the_run_parameter():
     assert retrain_run_name("rehearsal", back, "20250601") == \
         "rehearsal-v3.parquet+rev-0123456789ab-20250601"
     text = announcement_markdown(back)
-    assert "gs://b/d/v3.parquet" in text and "Coalesced into this run" in text
+    assert md_text("gs://b/d/v3.parquet") in text and "Coalesced into this run" in text
 
 
 def test_occurred_as_prefect_renders_it_is_accepted():
