@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     ident.add_argument("profile")
     ident.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     sub.add_parser("profiles", help="list the shipped profiles")
+    post = sub.add_parser("announce", help="announce a dataset version or base-model "
+                          "revision to a profile's retrain deployment (POST /api/events)")
+    post.add_argument("profile")
+    what = post.add_mutually_exclusive_group(required=True)
+    what.add_argument("--dataset", help="the dataset's URI or path (a parquet file)")
+    what.add_argument("--revision", help="the base model's 40-hex commit on the hub")
     ann = sub.add_parser("announcements", help="what a retrain deployment still owes (due), "
                          "and dropping a due announcement (the only way one is given up)")
     verbs = ann.add_subparsers(dest="verb", required=True)
@@ -98,6 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "profiles":
         print("\n".join(profile_names()))
         return 0
+    if args.command == "announce":
+        from flows.announcements.announce import announce_command
+
+        try:
+            return announce_command(args.profile, args.dataset, args.revision)
+        except ProfileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.command == "announcements":
         from flows.announcements.ledger import drop_command, due_command
 
