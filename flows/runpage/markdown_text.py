@@ -13,10 +13,13 @@ _ESCAPED = set("\\`*_{}[]()#+!|~:")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 
-def md_text(value: str) -> str:
-    """One line of literal text, safe in a paragraph, a list item or a table cell."""
+def md_text(value: str, in_link: bool = False) -> str:
+    """One line of literal text, safe in a paragraph, a list item or a table cell. ':' is
+    escaped too (so no bare https://… becomes a GFM autolink), except in a link's text,
+    where no link can nest."""
     flat = " ".join(str(value).split())
-    return "".join(_ENTITIES.get(c) or (f"\\{c}" if c in _ESCAPED else c) for c in flat)
+    escaped = _ESCAPED - {":"} if in_link else _ESCAPED
+    return "".join(_ENTITIES.get(c) or (f"\\{c}" if c in escaped else c) for c in flat)
 
 
 def md_code(value: str) -> str:
@@ -34,4 +37,4 @@ def md_code(value: str) -> str:
 
 def md_link(text: str, url: str) -> str:
     """A link whose text is escaped and whose target cannot leave its parentheses."""
-    return f"[{md_text(text)}]({quote(url, safe=':/?=&#%@+,;~')})"
+    return f"[{md_text(text, in_link=True)}]({quote(url, safe=':/?=&#%@+,;~')})"
