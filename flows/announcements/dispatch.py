@@ -104,14 +104,16 @@ def _dispatcher_name() -> str:
     return dispatcher_run_name(params.get("kind", "?"), params.get("value", "?"))
 
 
-def admit(target_parameters: dict[str, Any], new: Announcement) -> None:
+def admit(target_parameters: dict[str, Any], new: Announcement) -> str:
     """Refuse, before any run is made, what the target cannot or may not train: the
     target's profile (with the deployment's own overrides) says its backend and the URI
-    prefixes its announcements may name (flows/announcements/admission.py)."""
+    prefixes its announcements may name (flows/announcements/admission.py). Returns the
+    profile's name (a safe path part, unlike a deployment's `profile` given as a path)."""
     profile = load_profile(str(target_parameters.get("profile", "rehearsal")),
                            target_parameters.get("overrides") or {}, origin="flow")
     if problem := admission_problem(profile, new):
         raise AnnouncementError(problem)
+    return profile.name
 
 
 @flow(name="tpurl-announcement", flow_run_name=_dispatcher_name, validate_parameters=True,
@@ -142,7 +144,7 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
             raise AnnouncementError(f"deployment: {deployment!r} does not exist; fix: pass "
                                     "'<flow name>/<deployment name>' of the retrain "
                                     "deployment") from None
-        admit(target.parameters or {}, new)
+        profile = admit(target.parameters or {}, new)
         lock = dispatch_lock_name(str(target.id))
         ensure_lock(client, lock)
         with concurrency(lock, occupy=1, strict=True, timeout_seconds=LOCK_WAIT_S):
@@ -163,8 +165,7 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
                     (decision.run_id, names.get(decision.run_id, ""), "serving-run")])
                 return {"decision": "superseded", "by": decision.by.event_id,
                         "run": decision.run_id, "trained": decision.trained}
-            return _queue(client, target.id, where, decision,
-                          str((target.parameters or {}).get("profile", "run")), logger)
+            return _queue(client, target.id, where, decision, profile, logger)
 
 
 def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str],

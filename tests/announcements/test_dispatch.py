@@ -14,10 +14,9 @@ from prefect.states import Cancelled, Pending, Running
 
 from flows.announcements.dispatch import dispatch_announcement
 from flows.announcements.guard import was_coalesced
-from tests.announcements.server import REV, T0, announce, ds, runs_of, target
+from tests.support.announcements import REV, T0, announce, ds, runs_of
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
-__all__ = ["target"]  # the fixture, shared with test_dispatch_endings.py
 
 
 def test_announcements_during_a_run_leave_one_waiting_run_with_the_newest(target):

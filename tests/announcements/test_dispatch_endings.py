@@ -11,6 +11,7 @@ prefect/flow_engine.py:886, `Failed(..., name="TimedOut")`)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from uuid import UUID
@@ -25,18 +26,17 @@ from prefect.states import Cancelled, Cancelling, Crashed, Failed, Pending, Runn
 from flows.announcements.dispatch import dispatch_announcement
 from flows.cli import main as tpurl
 from flows.common.paths import PROFILES_DIR
-from tests.announcements.server import (
+from tests.support.announcements import (
     REV,
     T0,
     announce,
     ds,
     make_target,
     runs_of,
-    target,
 )
+from tests.support.readme import json_block
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
-__all__ = ["target"]
 
 ENDINGS: dict[str, list[State]] = {
     "cancel-while-queued": [Cancelled(message="cancelled by a user")],
@@ -181,3 +181,26 @@ def test_the_shipped_tutorial_profile_allows_no_prefix_until_one_is_added(
     message = _refused(deployment, "dataset", "gs://b/data/v7.parquet")
     assert "announcements.allowed_uri_prefixes: none (the default)" in message
     assert "add the directory it publishes to" in message and "gs://b/data/" in message
+
+
+def test_the_readmes_gke_example_queues_a_run_of_its_target(tutorial_overrides, tmp_path):
+    """The README's JSON announcement, dispatched as its trigger would (payload uri, id,
+    occurred) to the tutorial's target once the profile allows gs://BUCKET/data/ as the
+    README says: the run it queues trains that object on the tutorial's profile."""
+    [event] = json.loads(json_block("announce-dataset"))
+    assert event["resource"]["tpurl.profile"] == "qwen3-30b-a3b-v6e-32"
+    raw = yaml.safe_load((PROFILES_DIR / "qwen3-30b-a3b-v6e-32.yaml").read_text())
+    raw["announcements"] = {"allowed_uri_prefixes": ["gs://BUCKET/data/"]}
+    profile = tmp_path / "qwen3-30b-a3b-v6e-32.yaml"
+    profile.write_text(yaml.safe_dump(raw))
+    deployment, deployment_id = make_target({"profile": str(profile),
+                                             "overrides": tutorial_overrides})
+    result = dispatch_announcement(deployment=deployment, kind="dataset",
+                                   value=event["payload"]["uri"], event_id=event["id"],
+                                   occurred=event["occurred"])
+    assert result["decision"] == "queued"
+    [run] = runs_of(deployment_id)
+    assert run.parameters["dataset_uri"] == "gs://BUCKET/data/openmath-v7.parquet"
+    assert run.parameters["announcement"]["serves"]["dataset"]["event_id"] == event["id"]
+    assert run.parameters["overrides"] == tutorial_overrides  # the deployment's kept
+    assert run.name.startswith("qwen3-30b-a3b-v6e-32-openmath-v7.parquet")

@@ -1,5 +1,5 @@
 """A retrain-like target deployment on the test session's Prefect API, and announcing to it
-through the real dispatcher flow (shared by the dispatcher's server tests)."""
+through the real dispatcher flow (the dispatcher's server tests, tests/announcements/)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
-import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 from prefect.client.schemas.objects import ConcurrencyLimitStrategy, ConcurrencyOptions
@@ -25,13 +24,8 @@ def ds(name: str) -> str:
     return f"file://{ANNOUNCED}/{name}"
 
 
-@pytest.fixture
-def target() -> tuple[str, UUID]:
-    """A retrain-like deployment (limit 1, ENQUEUE) of the flow rl-post-training."""
-    return make_target({"profile": "rehearsal"})
-
-
 def make_target(parameters: dict) -> tuple[str, UUID]:
+    """A retrain-like deployment (limit 1, ENQUEUE) of the flow rl-post-training."""
     name = f"retrain-{uuid.uuid4().hex[:8]}"
     with get_client(sync_client=True) as client:
         flow_id = client.create_flow_from_name("rl-post-training")
