@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlparse
 
 from prefect.client.orchestration import get_client
+from prefect.settings import PREFECT_API_URL
 
 from flows.announcements.admission import admission_problem
 from flows.announcements.model import Announcement, AnnouncementError
@@ -48,6 +49,11 @@ def announce_command(profile_name: str, dataset: str | None, revision: str | Non
             raise AnnouncementError(problem)
     except AnnouncementError as exc:
         print(f"error: {exc}; nothing was announced", file=sys.stderr)
+        return 2
+    if not PREFECT_API_URL.value():
+        print("error: PREFECT_API_URL is not set, so there is no API whose automations would "
+              "see the announcement; fix: prefect config set PREFECT_API_URL=http://HOST:4200/api "
+              "(or `prefect cloud login`); nothing was announced", file=sys.stderr)
         return 2
     with get_client(sync_client=True) as client:
         client.request("POST", "/events", json=[body]).raise_for_status()
