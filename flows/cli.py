@@ -77,6 +77,24 @@ def _parser() -> argparse.ArgumentParser:
                           description="the Prefect API server tpurl keeps between commands "
                           "(TPURL_KEEP_API_S seconds after its last use, default 900)")
     kept.add_argument("action", choices=["status", "stop"])
+    post = sub.add_parser("announce", help="announce a dataset version or base-model "
+                          "revision to a profile's retrain deployment (POST /api/events)")
+    post.add_argument("profile")
+    what = post.add_mutually_exclusive_group(required=True)
+    what.add_argument("--dataset", help="the dataset's URI or path (a parquet file)")
+    what.add_argument("--revision", help="the base model's 40-hex commit on the hub")
+    ann = sub.add_parser("announcements", help="what a retrain deployment still owes (due), "
+                         "and dropping a due announcement (the only way one is given up)")
+    verbs = ann.add_subparsers(dest="verb", required=True)
+    for verb, text in (("due", "list the announcements whose run ended without training "
+                               "them; the next queued run trains them"),
+                       ("drop", "never train this due announcement (tags the runs that ended "
+                                "holding it tpurl-dropped:<event id>)")):
+        cmd = verbs.add_parser(verb, help=text, description=text)
+        cmd.add_argument("deployment", help="the retrain deployment, e.g. "
+                         "rl-post-training/retrain-rehearsal")
+        if verb == "drop":
+            cmd.add_argument("event_id", help="the announcement's event id (`due` lists it)")
     return parser
 
 
@@ -103,6 +121,20 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\n".join(status_lines() if args.action == "status" else stop_all()))
         return 0
+    if args.command == "announce":
+        from flows.announcements.announce import announce_command
+
+        try:
+            return announce_command(args.profile, args.dataset, args.revision)
+        except ProfileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.command == "announcements":
+        from flows.announcements.ledger import drop_command, due_command
+
+        if args.verb == "drop":
+            return drop_command(args.deployment, args.event_id)
+        return due_command(args.deployment)
     try:
         overrides = dict(parse_override(item) for item in args.set)
         profile = load_profile(args.profile, overrides)

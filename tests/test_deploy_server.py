@@ -30,8 +30,9 @@ from tests.support.prefect_server import (
     prefect_server_in,
     wait_until,
 )
-from tests.support.readme import json_block
+from tests.support.readme import blocks, json_block
 
+REV = "0123456789abcdef0123456789abcdef01234567"
 PROCESS = ["rehearsal", "retrain-rehearsal", "announce-retrain-rehearsal",
            "teardown-qwen3-30b-a3b-v6e-32"]
 DISPATCHERS = {"rehearsal": "announce-retrain-rehearsal",
@@ -141,13 +142,18 @@ def test_an_announcement_starts_its_targets_dispatcher_and_no_other(prefect_serv
                        headers={"Content-Type": "application/json"})
     _announce(prefect_server, "tpurl.base-model.updated",
               {"prefect.resource.id": "tpurl.base-model.qwen3",
-               "tpurl.profile": "qwen3-30b-a3b-v6e-32"}, {"revision": "abc123"})
-    wait_until(lambda: all(_runs(prefect_server, i) for i in ids.values()), 120,
-               "a dispatcher run of each target")
+               "tpurl.profile": "qwen3-30b-a3b-v6e-32"}, {"revision": REV})
+    local = f"file://{REPO_ROOT}/.tpurl/announced/openmath-v2.parquet"
+    _announce(prefect_server, "tpurl.dataset.updated", {
+        "prefect.resource.id": "tpurl.dataset.openmath", "tpurl.profile": "rehearsal"},
+        {"uri": local})
+    wait_until(lambda: len(_runs(prefect_server, ids["qwen3-30b-a3b-v6e-32"])) == 2 and
+               _runs(prefect_server, ids["rehearsal"]), 120, "the dispatcher runs of each target")
     served = {profile: sorted((r["parameters"]["kind"], r["parameters"]["value"])
                               for r in _runs(prefect_server, i)) for profile, i in ids.items()}
-    assert served == {"rehearsal": [("dataset", "gs://BUCKET/data/openmath-v7.parquet")],
-                      "qwen3-30b-a3b-v6e-32": [("base-model", "abc123")]}
+    assert served == {"rehearsal": [("dataset", local)],
+                      "qwen3-30b-a3b-v6e-32": [("base-model", REV),
+                                               ("dataset", "gs://BUCKET/data/openmath-v7.parquet")]}
     for run in _runs(prefect_server, ids["rehearsal"]):
         assert run["parameters"]["deployment"] == "rl-post-training/retrain-rehearsal"
 
@@ -212,3 +218,57 @@ def test_git_clone_pull_runs_a_worker_away_from_the_checkout(prefect_server, tmp
     # The dispatcher's own refusal: its entrypoint exists only in the clone (the worker and
     # its flow-run directory are outside any checkout), so the code ran from there.
     assert final["type"] == "FAILED" and "does not exist" in (final["message"] or ""), final
+
+
+def test_the_readme_deploys_a_target_with_its_dispatcher_and_triggers_in_one_command(tmp_path):
+    """The README's deploy-announcements block as written, on a fresh API (its `work-pool
+    create` is a new user's first); then `tpurl announce` as the README writes it, and the
+    same event posted twice: Prefect's API answers 204 both times and its triggers skip the
+    id they have seen (prefect/server/events/triggers.py, consumer: event_has_been_seen), so
+    one dispatcher run; a retry under a new id reaches the dispatcher (which calls it a
+    duplicate: tests/announcements/test_dispatch_endings.py)."""
+    (tmp_path / "home").mkdir()
+    with prefect_server_in(tmp_path / "home") as server:
+        block = blocks("Deployments, triggers and the run page")["deploy-announcements"]
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=REPO_ROOT,
+                              env=server.env, text=True, capture_output=True, timeout=600,
+                              check=False)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        deployments = _deployments(server)
+        assert set(deployments) == {"retrain-rehearsal", "announce-retrain-rehearsal"}
+        automations = server.api("POST", "/automations/filter", json={}).json()
+        dispatcher = deployments["announce-retrain-rehearsal"]["id"]
+        assert sorted(a["name"] for a in automations) == [
+            "tpurl: base model announced → retrain-rehearsal",
+            "tpurl: dataset announced → retrain-rehearsal"]
+        assert {action["deployment_id"] for a in automations for action in a["actions"]} == {
+            dispatcher}
+
+        announced = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", "source .venv/bin/activate && tpurl announce "
+             "rehearsal --dataset .tpurl/announced/openmath-v2.parquet"], cwd=REPO_ROOT,
+            env=server.env, text=True, capture_output=True, timeout=300, check=False)
+        assert announced.returncode == 0, announced.stdout + announced.stderr
+        [run] = wait_until(lambda: _runs(server, dispatcher), 120, "the dispatcher's run")
+        assert run["parameters"]["value"] == \
+            f"file://{REPO_ROOT}/.tpurl/announced/openmath-v2.parquet"
+        assert run["parameters"]["deployment"] == "rl-post-training/retrain-rehearsal"
+
+        body = [{"id": str(uuid.uuid4()), "occurred": datetime.now(UTC).isoformat(),
+                 "event": "tpurl.dataset.updated",
+                 "resource": {"prefect.resource.id": "tpurl.dataset.openmath",
+                              "tpurl.profile": "rehearsal"},
+                 "payload": {"uri": f"file://{REPO_ROOT}/.tpurl/announced/v3.parquet"}}]
+        for _ in range(2):
+            assert server.api("POST", "/events", json=body).status_code == 204
+        wait_until(lambda: len(_runs(server, dispatcher)) == 2, 120, "the event's run")
+        retry = [{**body[0], "id": str(uuid.uuid4())}]
+        assert server.api("POST", "/events", json=retry).status_code == 204
+        wait_until(lambda: len(_runs(server, dispatcher)) == 3, 120, "the retry's run")
+        def stored() -> list[str]:  # the event persister writes in batches
+            return [e["id"] for e in server.api("POST", "/events/filter", json={
+                "filter": {"event": {"name": ["tpurl.dataset.updated"]}}}).json()["events"]
+                    if e["id"] == body[0]["id"]]
+
+        assert wait_until(stored, 60, "the event stored") == [body[0]["id"]]  # once
+        assert len(_runs(server, dispatcher)) == 3  # the repeated id started nothing

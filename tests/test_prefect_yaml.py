@@ -29,6 +29,8 @@ from flows.common.paths import REPO_ROOT
 from tests.support.readme import json_block
 
 PREFECT_YAML = REPO_ROOT / "prefect.yaml"
+DISPATCHERS = {"rehearsal": "announce-retrain-rehearsal",
+               "qwen3-30b-a3b-v6e-32": "announce-qwen3-30b-a3b-v6e-32-retrain"}
 _COMMENT_EXAMPLE = re.compile(r"POST /api/events(?:.*\n)*?((?:  #   .*\n)+)")
 
 
@@ -66,7 +68,8 @@ def test_each_example_matches_only_the_trigger_of_its_profile_and_kind(where):
                     if EventTrigger(posture="Reactive", match=t["match"],
                                     expect=set(t["expect"])).covers(received)]
         kind = body["event"].removeprefix("tpurl.").removesuffix(".updated")
-        assert covering == [("announce-retrain-rehearsal", kind)], (body, covering)
+        target = DISPATCHERS[body["resource"]["tpurl.profile"]]
+        assert covering == [(target, kind)], (body, covering)
 
 
 def test_an_example_without_the_profile_label_matches_no_trigger():
@@ -100,3 +103,24 @@ def test_every_trigger_has_a_description_its_automation_carries():
         automation = trigger.as_automation()
         assert automation.name == raw["name"]
         assert automation.description == raw["description"]
+
+
+@pytest.mark.parametrize("object_name", [
+    "data/openmath-v7.parquet",
+    'x.parquet", "tpurl.profile": "rehearsal", "y": "',
+    'x.parquet"}, "related": [{"prefect.resource.id": "a"}], "z": {"',
+    "a\nb\\c</script>.parquet"])
+def test_the_cloud_webhook_template_quotes_the_object_name(object_name):
+    """Rendered as a Jinja template (Prefect Cloud's webhooks are Jinja; `tojson` is Jinja's
+    own filter), the README's template gives one event whose uri is the object's full name
+    and whose other fields no object name can change."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    template = json_block("cloud-webhook")
+    body = {"message": {"attributes": {"bucketId": "my-bucket", "objectId": object_name}}}
+    rendered = ImmutableSandboxedEnvironment().from_string(template).render(body=body)
+    event = json.loads(rendered)
+    assert event["payload"] == {"uri": f"gs://my-bucket/{object_name}"}
+    assert event["resource"] == {"prefect.resource.id": "tpurl.dataset.my-bucket",
+                                 "tpurl.profile": "qwen3-30b-a3b-v6e-32"}
+    assert set(event) == {"event", "resource", "payload"}

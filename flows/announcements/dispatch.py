@@ -36,13 +36,17 @@ from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 from prefect.runtime import flow_run as current_run
 from prefect.states import Cancelled
 
+from flows.announcements.admission import admission_problem
 from flows.announcements.decide import (
+    Dropped,
     Duplicate,
     Queue,
     RunView,
     Superseded,
     coalesced_message,
     decide,
+    dropped_ids,
+    explain,
     phase_of,
 )
 from flows.announcements.events import announcement_event
@@ -51,8 +55,10 @@ from flows.announcements.model import (
     AnnouncementError,
     Kind,
     RunAnnouncement,
+    dispatcher_run_name,
     retrain_run_name,
 )
+from flows.config.loading import load_profile
 from flows.core.error_redaction import redacting_errors
 
 RUNS_READ = 200  # the ledger: the target's newest runs (newest announced per kind is among them)
@@ -73,10 +79,18 @@ def run_view(run: FlowRun) -> RunView:
     return RunView(id=str(run.id), name=run.name,
                    phase=phase_of(state.type.value if state else None,
                                   state.name if state else None),
-                   announcement=announcement)
+                   announcement=announcement, state_name=state.name if state else "",
+                   dropped=dropped_ids(run.tags or []))
 
 
-def _ensure_lock(client: SyncPrefectClient, name: str) -> None:
+def read_ledger(client: SyncPrefectClient, deployment_id: UUID) -> list[RunView]:
+    """The target's newest runs: what they hold, trained or left due."""
+    return [run_view(r) for r in client.read_flow_runs(
+        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
+        sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=RUNS_READ)]
+
+
+def ensure_lock(client: SyncPrefectClient, name: str) -> None:
     try:
         client.read_global_concurrency_limit_by_name(name)
     except ObjectNotFound:
@@ -87,7 +101,19 @@ def _ensure_lock(client: SyncPrefectClient, name: str) -> None:
 
 def _dispatcher_name() -> str:
     params = current_run.parameters or {}
-    return f"announce-{params.get('kind', '?')}-{str(params.get('value', '?'))[-40:]}"
+    return dispatcher_run_name(params.get("kind", "?"), params.get("value", "?"))
+
+
+def admit(target_parameters: dict[str, Any], new: Announcement) -> str:
+    """Refuse, before any run is made, what the target cannot or may not train: the
+    target's profile (with the deployment's own overrides) says its backend and the URI
+    prefixes its announcements may name (flows/announcements/admission.py). Returns the
+    profile's name (a safe path part, unlike a deployment's `profile` given as a path)."""
+    profile = load_profile(str(target_parameters.get("profile", "rehearsal")),
+                           target_parameters.get("overrides") or {}, origin="flow")
+    if problem := admission_problem(profile, new):
+        raise AnnouncementError(problem)
+    return profile.name
 
 
 @flow(name="tpurl-announcement", flow_run_name=_dispatcher_name, validate_parameters=True,
@@ -104,7 +130,9 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
         deployment: The retrain deployment, as "<flow name>/<deployment name>".
         kind: "dataset" (tpurl.dataset.updated) or "base-model" (tpurl.base-model.updated).
         value: The announced dataset URI or base-model revision (the event's payload).
-        event_id: The event's id: a redelivered event is recorded as a duplicate.
+        event_id: The event's id. Prefect's API drops an event whose id it has already
+            received; the same kind, value and occurred under a new id is one announcement
+            here (a duplicate).
         occurred: The event's time (ISO 8601): announcements are ordered by it.
     """
     new = Announcement.of(kind, value, event_id, occurred)  # refused before any side effect
@@ -116,32 +144,28 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
             raise AnnouncementError(f"deployment: {deployment!r} does not exist; fix: pass "
                                     "'<flow name>/<deployment name>' of the retrain "
                                     "deployment") from None
+        profile = admit(target.parameters or {}, new)
         lock = dispatch_lock_name(str(target.id))
-        _ensure_lock(client, lock)
+        ensure_lock(client, lock)
         with concurrency(lock, occupy=1, strict=True, timeout_seconds=LOCK_WAIT_S):
-            runs = [run_view(r) for r in client.read_flow_runs(
-                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[target.id])),
-                sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=RUNS_READ)]
+            runs = read_ledger(client, target.id)
             decision = decide(new, runs)
             where = (str(target.id), deployment)
             names = {r.id: r.name for r in runs}
-            if isinstance(decision, Duplicate):
-                logger.info("%s was handled already (run %s): nothing to do", new.describe(),
-                            names.get(decision.run_id, decision.run_id))
-                announcement_event("duplicate", new, where, {"run": decision.run_id}, [
+            logger.info("%s", explain(decision, names))
+            if isinstance(decision, Duplicate | Dropped):
+                announcement_event(decision.rule, new, where, {
+                    "rule": decision.rule, "run": decision.run_id}, [
                     (decision.run_id, names.get(decision.run_id, ""), "serving-run")])
-                return {"decision": "duplicate", "run": decision.run_id}
+                return {"decision": decision.rule, "run": decision.run_id}
             if isinstance(decision, Superseded):
-                logger.info("%s is older than %s, which run %s serves: superseded, no run",
-                            new.describe(), decision.by.describe(),
-                            names.get(decision.run_id, decision.run_id))
                 announcement_event("superseded", new, where, {
-                    "by": decision.by.to_dict(), "run": decision.run_id}, [
+                    "rule": "superseded", "by": decision.by.to_dict(), "run": decision.run_id,
+                    "trained": decision.trained}, [
                     (decision.run_id, names.get(decision.run_id, ""), "serving-run")])
                 return {"decision": "superseded", "by": decision.by.event_id,
-                        "run": decision.run_id}
-            return _queue(client, target.id, where, decision,
-                          str((target.parameters or {}).get("profile", "run")), logger)
+                        "run": decision.run_id, "trained": decision.trained}
+            return _queue(client, target.id, where, decision, profile, logger)
 
 
 def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str],
@@ -153,6 +177,8 @@ def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str
     new_id, new_name = str(created.id), created.name
     logger.info("queued %s for %s (serves %s)", new_name, new.describe(),
                 "; ".join(a.describe() for a in record.serves.values()))
+    for due in decision.retried:
+        logger.info("%s: %s takes it up", due.describe(), new_name)
     cancelled, kept = [], []
     for old_id in decision.replaces:
         message = coalesced_message(new, new_id, new_name)
@@ -172,10 +198,13 @@ def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str
     announcement_event("queued", new, where, {
         "run": new_id, "run_name": new_name, "serves": record.summary(),
         "coalesced": [a.to_dict() for a in record.coalesced], "replaced_runs": cancelled,
-        "carried_from": decision.carried},
+        "carried_from": decision.carried, "rule": "queued",
+        "retried": [{**d.announcement.to_dict(), "ended_run": d.run_id, "ended": d.ended}
+                    for d in decision.retried]},
         [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]])
     return {"decision": "queued", "run": new_id, "replaced": cancelled,
-            "coalesced": [a.event_id for a in record.coalesced]}
+            "coalesced": [a.event_id for a in record.coalesced],
+            "retried": [d.announcement.event_id for d in decision.retried]}
 
 
 def _cancel_if_waiting(client: SyncPrefectClient, run_id: str, message: str) -> bool:

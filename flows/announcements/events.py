@@ -2,11 +2,17 @@
 became of every announcement (stable names, never renamed):
 
 - ``tpurl.announcement.queued``: a retrain run was created for it (payload: the run, what it
-  serves, what was coalesced into it, the waiting runs it replaces);
+  serves, what was coalesced into it, the waiting runs it replaces, and ``retried``: the due
+  announcements it takes up, with the run that ended without training each);
 - ``tpurl.announcement.coalesced``: an announcement that was waiting was folded into a newer
   run (one event per folded announcement);
-- ``tpurl.announcement.superseded``: it arrived after a newer one of its kind; no run;
-- ``tpurl.announcement.duplicate``: a redelivery of an event already handled; no run.
+- ``tpurl.announcement.superseded``: a newer one of its kind was trained or is held by a
+  waiting or running run (payload ``trained``); no run;
+- ``tpurl.announcement.duplicate``: the same announcement (id, or kind, value and occurred)
+  is held or was trained; no run;
+- ``tpurl.announcement.dropped``: the same announcement was dropped by a user; no run.
+
+Every payload names the ``rule`` that applied (flows/announcements/decide.py).
 
 The resource is the announcement (``tpurl.announcement.<event id>``); related resources are
 the target deployment and the runs concerned (roles ``queued-run``, ``coalesced-run``,
@@ -44,7 +50,8 @@ def _related(deployment_id: str, deployment_name: str,
 def announcement_event(decision: str, item: Announcement, deployment: tuple[str, str],
                        payload: dict[str, Any],
                        runs: list[tuple[str, str, str]] | None = None) -> None:
-    """``decision`` is queued|coalesced|superseded|duplicate; ``runs`` are (id, name, role)."""
+    """``decision`` is queued|coalesced|superseded|duplicate|dropped; ``runs`` are
+    (id, name, role)."""
     emit_event(event=PREFIX + decision, resource=_resource(item),
                related=_related(deployment[0], deployment[1], runs or []),
                payload={**item.to_dict(), **payload})

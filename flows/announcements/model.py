@@ -13,6 +13,7 @@ was announced; nothing else is stored.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
@@ -25,6 +26,9 @@ Kind = Literal["dataset", "base-model"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 # The retrain flow's parameter each kind fills.
 PARAMETER = {"dataset": "dataset_uri", "base-model": "model_revision"}
+
+
+COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class AnnouncementError(ValueError):
@@ -42,6 +46,11 @@ def _parse_time(value: Any, name: str) -> datetime:
                 f"{name}: {value!r} is not an ISO 8601 time; fix: template it as "
                 "\"{{ event.occurred | string }}\" in the trigger's parameters") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def shown(text: str) -> str:
+    """An untrusted value in an error message: quoted, one line, bounded."""
+    return repr(text if len(text) <= 80 else text[:60] + "…" + text[-19:])
 
 
 @dataclass(frozen=True, order=False)
@@ -64,10 +73,26 @@ class Announcement:
             what = "uri" if kind == "dataset" else "revision"
             raise AnnouncementError(f"{where}.value: empty; fix: the event's payload needs a "
                                     f"non-empty '{what}'")
+        if kind == "base-model" and not COMMIT.fullmatch(text.lower()):
+            raise AnnouncementError(
+                f"{where}.value: revision {shown(text)} is not a commit; fix: announce the "
+                "full 40-hex commit id on the hub (a branch, tag or refs/pr/N names whatever "
+                "someone pushes there next, so it is refused)")
+        if kind == "base-model":
+            text = text.lower()
         if not event_id or not str(event_id).strip():
             raise AnnouncementError(f"{where}.event_id: empty; fix: template it as "
                                     "\"{{ event.id | string }}\"")
         return cls(kind, text, str(event_id).strip(), _parse_time(occurred, f"{where}.occurred"))
+
+    @property
+    def identity(self) -> tuple[str, str, datetime]:
+        """What makes two events one announcement whatever their ids: Prefect drops a
+        repeated id itself, but an emitter's retry under a new id is the same announcement."""
+        return (self.kind, self.value, self.occurred)
+
+    def same_as(self, other: Announcement) -> bool:
+        return self.event_id == other.event_id or self.identity == other.identity
 
     @property
     def order(self) -> tuple[datetime, str]:
@@ -154,6 +179,35 @@ class RunAnnouncement:
         if (model := self.serves.get("base-model")) is not None:
             parts.append(f"rev-{path_part(model.value[:12], 'x')}")
         return "+".join(parts)
+
+
+NAME_VALUE_CHARS = 48
+
+
+def name_part(value: str, limit: int = NAME_VALUE_CHARS) -> str:
+    """Untrusted text (a URI, a revision) as a part of a run name: the scheme kept (so gs://
+    and file:// differ), never a '/' (run names end in file names: results, tracebacks),
+    no control characters, and a middle ellipsis when long, keeping the start and the file
+    name at the end."""
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        scheme, rest = "", value
+    rest = "".join("›" if c in "/\\" else ("_" if ord(c) < 32 or c == "\x7f" else c)
+                   for c in rest.strip("/"))
+    if rest in {".", ".."}:
+        rest = rest.replace(".", "_")
+    head = f"{scheme}:" if scheme else ""
+    room = max(limit - len(head), 8)
+    if len(rest) > room:
+        keep_end = (room - 1) * 2 // 3
+        rest = rest[:room - 1 - keep_end] + "…" + rest[-keep_end:]
+    return head + rest
+
+
+def dispatcher_run_name(kind: object, value: object) -> str:
+    """The dispatcher run's name in the UI: what was announced, e.g.
+    ``announce-dataset-gs:bucket›data›openmath-v7.parquet``."""
+    return f"announce-{name_part(str(kind), 12)}-{name_part(str(value))}"
 
 
 def retrain_run_name(profile: str, record: RunAnnouncement | None, stamp: str = "") -> str:

@@ -28,6 +28,7 @@ from flows.common.paths import (
     tool_places,
 )
 from flows.config import gcp_names as names
+from flows.config.announcements import AnnouncementsSection
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
@@ -269,6 +270,8 @@ class Profile(StrictModel):
     train: TrainSection = TrainSection()
     export: StepSection = StepSection()
     data: DataSection = DataSection()
+    # where announced datasets may come from (flows/config/announcements.py); never tunable
+    announcements: AnnouncementsSection = AnnouncementsSection()
     # The most one run may take once it holds the profile's lock; unset: the sum of its
     # stages' bounds, retries included (flows/stages/timeouts.py run_timeout_s).
     flow_timeout_s: float | None = Field(None, gt=0)

@@ -11,11 +11,12 @@ import logging
 from typing import Any
 from uuid import UUID
 
-from flows.announcements.model import RunAnnouncement
+from flows.announcements.model import Announcement, RunAnnouncement
 from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.alignment import per_update, reward_offset
 from flows.runpage.charts import metrics_chart_markdown
 from flows.runpage.lr_schedule import NOTE as LR_NOTE
+from flows.runpage.markdown_text import md_text
 from flows.runpage.result import PipelineResult
 
 log = logging.getLogger(__name__)
@@ -114,16 +115,20 @@ def publish_announcement(profile: str, record: RunAnnouncement) -> None:
 def announcement_markdown(record: RunAnnouncement) -> str:
     lines = ["### Announcements this run serves", "",
              "| kind | value | event | occurred |", "| --- | --- | --- | --- |"]
-    lines += [f"| {a.kind} | `{a.value}` | `{a.event_id}` | {a.occurred.isoformat()} |"
-              for a in record.serves.values()]
+    lines += [_row(a) for a in record.serves.values()]
     if record.coalesced:
         lines += ["", "### Coalesced into this run (never trained on their own)", "",
                   "| kind | value | event | occurred |", "| --- | --- | --- | --- |"]
-        lines += [f"| {a.kind} | `{a.value}` | `{a.event_id}` | {a.occurred.isoformat()} |"
-                  for a in record.coalesced]
+        lines += [_row(a) for a in record.coalesced]
     else:
         lines += ["", "Nothing was coalesced into this run."]
     return "\n".join(lines) + "\n"
+
+
+def _row(item: Announcement) -> str:
+    """Every cell escaped: the value and id come from an unauthenticated emitter."""
+    cells = (item.kind, item.value, item.event_id, item.occurred.isoformat())
+    return "| " + " | ".join(md_text(c) for c in cells) + " |"
 
 
 # The tags a reader wants per step (the rest stays in the result and in TensorBoard).

@@ -22,6 +22,7 @@ from flows.core.stage import StageOutput
 from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.artifacts import slug
 from flows.runpage.cancel import cancelled_by_user, resume_cancel
+from flows.runpage.markdown_text import md_code, md_link, md_text
 from flows.runpage.result import StageReport
 
 log = logging.getLogger(__name__)
@@ -87,13 +88,14 @@ def console_url(uri: str) -> str | None:
 
 def output_markdown(name: str, uri: str, scope: str) -> str:
     """A local output as its path, not a file:// link a browser refuses to open."""
-    return (f"**{name.replace('_', ' ')}** (latest of {scope}):\n\n`{uri}`\n\n"
+    return (f"**{md_text(name.replace('_', ' '))}** (latest of {md_text(scope)}):\n\n"
+            f"{md_code(uri)}\n\n"
             "On the machine that ran the flow.")
 
 
 def uri_markdown(uri: str) -> str:
     url = console_url(uri) or (uri if uri.startswith(("https://", "http://")) else None)
-    return f"[{uri}]({url})" if url else f"`{uri}`"
+    return md_link(uri, url) if url else md_code(uri)
 
 
 def outputs_markdown(done: dict[str, StageOutput], dataset: str | None = None) -> str:

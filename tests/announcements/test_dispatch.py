@@ -5,79 +5,50 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from uuid import UUID
 
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
-from prefect.client.schemas.objects import ConcurrencyLimitStrategy, ConcurrencyOptions
 from prefect.states import Cancelled, Pending, Running
 
 from flows.announcements.dispatch import dispatch_announcement
 from flows.announcements.guard import was_coalesced
+from tests.support.announcements import REV, T0, announce, ds, runs_of
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
-T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def target() -> tuple[str, UUID]:
-    """A retrain-like deployment (limit 1, ENQUEUE) of the flow rl-post-training."""
-    name = f"retrain-{uuid.uuid4().hex[:8]}"
-    with get_client(sync_client=True) as client:
-        flow_id = client.create_flow_from_name("rl-post-training")
-        deployment_id = client.create_deployment(
-            flow_id=flow_id, name=name, parameters={"profile": "rehearsal"},
-            concurrency_limit=1, concurrency_options=ConcurrencyOptions(
-                collision_strategy=ConcurrencyLimitStrategy.ENQUEUE))
-    return f"rl-post-training/{name}", deployment_id
-
-
-def _announce(deployment: str, kind: str, value: str, minute: int,
-              event_id: str | None = None) -> tuple[str, dict]:
-    event_id = event_id or str(uuid.uuid4())
-    return event_id, dispatch_announcement(
-        deployment=deployment, kind=kind, value=value, event_id=event_id,
-        occurred=str(T0 + timedelta(minutes=minute)))
-
-
-def _runs(deployment_id: UUID) -> list:
-    with get_client(sync_client=True) as client:
-        return client.read_flow_runs(deployment_filter=DeploymentFilter(
-            id=DeploymentFilterId(any_=[deployment_id])))
 
 
 def test_announcements_during_a_run_leave_one_waiting_run_with_the_newest(target):
     deployment, deployment_id = target
-    first, result = _announce(deployment, "dataset", "gs://b/v2.parquet", 1)
+    first, result = announce(deployment, "dataset", ds("v2.parquet"), 1)
     assert result["decision"] == "queued"
     running_id = UUID(result["run"])
     with get_client(sync_client=True) as client:  # what the worker does with it
         client.set_flow_run_state(running_id, Pending(), force=True)
         client.set_flow_run_state(running_id, Running(), force=True)
 
-    v3, queued = _announce(deployment, "dataset", "gs://b/v3.parquet", 3)
+    v3, queued = announce(deployment, "dataset", ds("v3.parquet"), 3)
     assert queued["decision"] == "queued" and queued["replaced"] == []
-    rev, merged = _announce(deployment, "base-model", "abc123", 4)
+    rev, merged = announce(deployment, "base-model", REV, 4)
     assert merged["replaced"] == [queued["run"]]
-    _, older = _announce(deployment, "dataset", "gs://b/v2b.parquet", 2)
+    _, older = announce(deployment, "dataset", ds("v2b.parquet"), 2)
     assert older["decision"] == "superseded" and older["by"] == v3
-    _, again = _announce(deployment, "dataset", "gs://b/v3.parquet", 3, event_id=v3)
+    _, again = announce(deployment, "dataset", ds("v3.parquet"), 3, event_id=v3)
     assert again["decision"] == "duplicate"
-    v4, newest = _announce(deployment, "dataset", "gs://b/v4.parquet", 5)
+    v4, newest = announce(deployment, "dataset", ds("v4.parquet"), 5)
     assert newest["coalesced"] == [v3]
 
-    runs = {str(r.id): r for r in _runs(deployment_id)}
+    runs = {str(r.id): r for r in runs_of(deployment_id)}
     assert runs[str(running_id)].state.is_running()
     waiting = [r for r in runs.values() if r.state.is_scheduled()]
     assert [str(r.id) for r in waiting] == [newest["run"]]
     (follow,) = waiting
-    assert follow.parameters["dataset_uri"] == "gs://b/v4.parquet"
-    assert follow.parameters["model_revision"] == "abc123"
+    assert follow.parameters["dataset_uri"] == ds("v4.parquet")
+    assert follow.parameters["model_revision"] == REV
     assert follow.parameters["profile"] == "rehearsal"  # the deployment's own parameters kept
     assert follow.parameters["announcement"]["serves"]["base-model"]["event_id"] == rev
-    assert follow.name.startswith("rehearsal-v4.parquet+rev-abc123")
+    assert follow.name.startswith(f"rehearsal-v4.parquet+rev-{REV[:12]}")
     for replaced in (queued["run"], merged["run"]):
         state = runs[replaced].state
         assert state.is_cancelled() and state.message.startswith("Coalesced into ")
@@ -91,29 +62,29 @@ def test_two_dispatchers_racing_leave_exactly_one_waiting_run(target):
     results: list[dict] = []
     errors: list[BaseException] = []
 
-    def announce(value: str, minute: int) -> None:
+    def dispatch(value: str, minute: int) -> None:
         try:
-            results.append(_announce(deployment, "dataset", value, minute)[1])
+            results.append(announce(deployment, "dataset", value, minute)[1])
         except BaseException as exc:  # reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=announce, args=(f"gs://b/v{i}.parquet", i))
+    threads = [threading.Thread(target=dispatch, args=(ds(f"v{i}.parquet"), i))
                for i in range(1, 4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
     assert not errors, errors
-    waiting = [r for r in _runs(deployment_id) if r.state.is_scheduled()]
+    waiting = [r for r in runs_of(deployment_id) if r.state.is_scheduled()]
     assert len(waiting) == 1, [(r.name, r.state.name) for r in waiting]
-    assert waiting[0].parameters["dataset_uri"] == "gs://b/v3.parquet"
+    assert waiting[0].parameters["dataset_uri"] == ds("v3.parquet")
 
 
 def test_a_run_the_worker_took_just_before_its_cancel_knows_it_was_coalesced(target):
     """Prefect accepts Cancelled on a Pending run and then Running from Cancelled (checked
     here), so the run itself must notice; flows/announcements/guard.py."""
     deployment, _ = target
-    _, old = _announce(deployment, "dataset", "gs://b/v2.parquet", 1)
+    _, old = announce(deployment, "dataset", ds("v2.parquet"), 1)
     with get_client(sync_client=True) as client:
         client.set_flow_run_state(UUID(old["run"]), Pending(), force=True)
         cancel = client.set_flow_run_state(UUID(old["run"]), Cancelled(
@@ -130,9 +101,9 @@ def test_a_replaced_run_and_the_dispatcher_say_which_run_replaced_which(target):
     from prefect.logging.handlers import APILogWorker
 
     deployment, _ = target
-    _, first = _announce(deployment, "dataset", "gs://b/a.parquet", 1)
+    _, first = announce(deployment, "dataset", ds("a.parquet"), 1)
     dispatcher = dispatch_announcement(deployment=deployment, kind="dataset",
-                                       value="gs://b/b.parquet", event_id=str(uuid.uuid4()),
+                                       value=ds("b.parquet"), event_id=str(uuid.uuid4()),
                                        occurred=str(T0 + timedelta(minutes=2)), return_state=True)
     second = dispatcher.result()
     assert second["replaced"] == [first["run"]]
@@ -163,7 +134,7 @@ def test_kind_is_a_choice_prefect_offers_and_enforces(target):
     schema = parameter_schema(dispatch_announcement).model_dump_for_openapi()
     assert schema["properties"]["kind"]["enum"] == ["dataset", "base-model"]
     deployment, target_id = target
-    good = {"deployment": deployment, "kind": "dataset", "value": "gs://b/x.parquet",
+    good = {"deployment": deployment, "kind": "dataset", "value": ds("x.parquet"),
             "event_id": str(uuid.uuid4()), "occurred": str(T0)}
     with get_client(sync_client=True) as client:
         flow_id = client.create_flow_from_name("tpurl-announcement")
@@ -179,4 +150,4 @@ def test_kind_is_a_choice_prefect_offers_and_enforces(target):
     state = dispatch_announcement(**{**good, "kind": "model"}, return_state=True)
     assert state.is_failed() and state.message.startswith("Validation of flow parameters"), \
         state.message
-    assert _runs(target_id) == []  # no retrain run was made
+    assert runs_of(target_id) == []  # no retrain run was made

@@ -1,11 +1,13 @@
 """`prefect deploy`, event-triggered retraining and the run page, against a real server.
 
-The retraining deployment is driven the way users drive it: an event posted to the API runs
-the dispatcher, which creates a retrain run with the announced dataset; a process worker runs
-the rehearsal to the end. Announcements made during that run (an intermediate dataset, a
-revision, the newest dataset) give exactly one follow-up run serving the newest of each kind,
-the others recorded as coalesced (cancelled waiting runs with the message) or superseded.
-The newest dataset re-announces the first run's file, so the follow-up skips every stage.
+The retraining deployment is driven the way users drive it: the README's announce-rehearsal
+block, run as written, makes a dataset version and posts its event; the event runs the
+dispatcher, which creates a retrain run with the announced dataset; a process worker runs
+the rehearsal to the end. Announcements made during that run (an intermediate dataset, then
+the newest) give exactly one follow-up run serving the newest, the intermediate recorded as
+coalesced (a cancelled waiting run with the message) or superseded. The newest re-announces
+the first run's file, so the follow-up skips every stage. (A revision's coalescing is
+tests/announcements/test_dispatch.py's: on the rehearsal a new revision reruns every stage.)
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
+from flows.common.paths import REPO_ROOT
 from flows.config import load_profile
 from flows.stages import stages_for
 from tests.support.flow_image import debian_base_image, deploy_env
 from tests.support.prefect_server import PREFECT, PrefectServer, wait_until
+from tests.support.readme import blocks
 
 pytestmark = pytest.mark.rehearsal
 OUTPUTS = REPO_ROOT / ".tpurl" / "test-outputs"
@@ -51,14 +54,20 @@ def deployed(prefect_server: PrefectServer, docker_client, registry_prefix: str)
     return {d["name"]: d for d in found}
 
 
-@pytest.fixture(scope="module")
-def new_dataset(rehearsal_image, tmp_path_factory) -> Path:
-    """A new dataset version, as a data team would announce it."""
-    out = tmp_path_factory.mktemp("announced") / "openmath-v2.parquet"
-    python = rehearsal_image.venv_dir() / "bin" / "python"
-    subprocess.run([str(python), str(REHEARSAL_DIR / "make_dataset.py"), "--out", str(out),
-                    "--rows", "48", "--seed", "7"], check=True, cwd=REPO_ROOT)
-    return out
+ANNOUNCED = REPO_ROOT / ".tpurl" / "announced"  # the README's block writes here
+
+
+def _announce_as_the_readme_does(server: PrefectServer, rehearsal_image) -> Path:
+    """The README's announce-rehearsal block, as written (the rehearsal venv it calls is the
+    one the session built)."""
+    assert rehearsal_image.venv_dir() == REPO_ROOT / ".venvs" / "rehearsal"
+    block = blocks("Deployments, triggers and the run page")["announce-rehearsal"]
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=REPO_ROOT,
+                          env=server.env, text=True, capture_output=True, timeout=600,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "announced dataset file://" in done.stdout, done.stdout
+    return ANNOUNCED / "openmath-v2.parquet"
 
 
 def _emit(server: PrefectServer, event: str, resource: str, payload: dict,
@@ -98,15 +107,15 @@ def test_deploy_all_creates_every_deployment_with_schedule_and_triggers(deployed
 
 
 def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
-        deployed, prefect_server, new_dataset):
+        deployed, prefect_server, rehearsal_image):
     retrain, dispatcher = deployed["retrain-rehearsal"], deployed["announce-retrain-rehearsal"]
     state = lambda run_id: prefect_server.api("GET", f"/flow_runs/{run_id}").json()["state"]  # noqa: E731
     worker = subprocess.Popen([PREFECT, "worker", "start", "--pool", "tpurl-process"],
                               cwd=REPO_ROOT, env=prefect_server.env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        first_event = _emit(prefect_server, "tpurl.dataset.updated", "tpurl.dataset.openmath",
-                            {"uri": str(new_dataset)})
+        new_dataset = _announce_as_the_readme_does(prefect_server, rehearsal_image)
+        uri = f"file://{new_dataset}"
         try:
             runs = wait_until(lambda: _runs(prefect_server, retrain["id"]), 180,
                          "the dispatcher's retrain run")
@@ -115,24 +124,21 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
                                  ) from None
         assert len(runs) == 1
         first = runs[0]
-        assert first["parameters"]["dataset_uri"] == str(new_dataset)
-        assert first["parameters"]["announcement"]["serves"]["dataset"]["event_id"] == \
-            first_event
+        assert first["parameters"]["dataset_uri"] == uri
+        first_event = first["parameters"]["announcement"]["serves"]["dataset"]["event_id"]
         wait_until(lambda: state(first["id"])["type"] == "RUNNING", 300, "the first run to start")
 
-        # During the run: an intermediate dataset, a revision (the profile's own, so no
-        # stage reruns), then the newest dataset (the first run's file, announced again).
+        # During the run: an intermediate dataset, then the newest (the first run's file,
+        # announced again), so the follow-up skips every stage.
         now = datetime.now(UTC)
         intermediate = _emit(prefect_server, "tpurl.dataset.updated", "tpurl.dataset.openmath",
-                             {"uri": str(new_dataset.with_name("openmath-v3.parquet"))},
+                             {"uri": f"file://{ANNOUNCED}/openmath-v3.parquet"},
                              now + timedelta(seconds=1))
-        revision = _emit(prefect_server, "tpurl.base-model.updated", "tpurl.base-model.qwen3",
-                         {"revision": "main"}, now + timedelta(seconds=2))
         newest = _emit(prefect_server, "tpurl.dataset.updated", "tpurl.dataset.openmath",
-                       {"uri": str(new_dataset)}, now + timedelta(seconds=3))
+                       {"uri": uri}, now + timedelta(seconds=3))
         finished = lambda: [r for r in _runs(prefect_server, dispatcher["id"])  # noqa: E731
                             if r["state"]["type"] in FINAL]
-        done = wait_until(lambda: len(finished()) == 4 and finished(), 600, "the four dispatchers")
+        done = wait_until(lambda: len(finished()) == 3 and finished(), 600, "the three dispatchers")
         assert {r["state"]["type"] for r in done} == {"COMPLETED"}, [r["state"] for r in done]
         assert state(first["id"])["type"] == "RUNNING", "the running run was disturbed"
 
@@ -142,19 +148,17 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
         follow = live[0]
         record = follow["parameters"]["announcement"]
         assert record["serves"]["dataset"]["event_id"] == newest
-        assert record["serves"]["base-model"]["event_id"] == revision
-        assert follow["parameters"]["dataset_uri"] == str(new_dataset)
-        assert follow["parameters"]["model_revision"] == "main"
+        assert follow["parameters"]["dataset_uri"] == uri
         for cancelled in (r for r in others if r["state"]["type"] == "CANCELLED"):
             assert cancelled["state"]["message"].startswith("Coalesced into "), cancelled
         # the dispatchers' events reach the API asynchronously, after their runs complete
         def decided() -> dict[str, set[str]] | None:
             # every dispatcher emits its own decision, in whatever order the lock let them
             # in (the intermediate is superseded when the newest got the lock first), so
-            # wait for all four, not only for the newest
+            # wait for all three, not only for the newest
             found = _announcement_events(prefect_server)
             seen = set().union(*found.values())
-            announced = {first_event, intermediate, revision, newest}
+            announced = {first_event, intermediate, newest}
             return found if newest in found["queued"] and announced <= seen else None
 
         decisions = wait_until(decided, 60, "the dispatchers' events")
@@ -171,7 +175,7 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
     finally:
         worker.terminate()
         worker.wait(timeout=30)
-    _check_follow_up_page(prefect_server, follow["id"], newest, revision)
+    _check_follow_up_page(prefect_server, follow["id"], newest)
     _check_run_page(prefect_server, first["id"])
 
 
@@ -193,14 +197,13 @@ def _announcement_events(server: PrefectServer) -> dict[str, set[str]]:
     found = server.api("POST", "/events/filter", json={"limit": 50, "filter": {
         "event": {"prefix": ["tpurl.announcement."]}}}).json()["events"]
     out: dict[str, set[str]] = {"queued": set(), "coalesced": set(), "superseded": set(),
-                                "duplicate": set()}
+                                "duplicate": set(), "dropped": set()}
     for event in found:
         out[event["event"].rsplit(".", 1)[-1]].add(event["payload"]["event_id"])
     return out
 
 
-def _check_follow_up_page(server: PrefectServer, run_id: str, newest: str,
-                          revision: str) -> None:
+def _check_follow_up_page(server: PrefectServer, run_id: str, newest: str) -> None:
     """The follow-up's page and events say which announcements it serves."""
     def announcement_artifact() -> list[dict]:
         return [a for a in server.api("POST", "/artifacts/filter", json={
@@ -208,7 +211,7 @@ def _check_follow_up_page(server: PrefectServer, run_id: str, newest: str,
             if a["key"] == "tpurl-rehearsal-announcement"]
 
     (artifact,) = wait_until(announcement_artifact, 60, "the follow-up's announcement artifact")
-    assert newest in artifact["data"] and revision in artifact["data"]
+    assert newest in artifact["data"]
 
     def started() -> list[dict]:
         return server.api("POST", "/events/filter", json={"limit": 10, "filter": {
@@ -218,7 +221,6 @@ def _check_follow_up_page(server: PrefectServer, run_id: str, newest: str,
 
     (event,) = wait_until(started, 60, "the follow-up's tpurl.run.started event")
     assert event["payload"]["announcement"]["dataset_event"] == newest
-    assert event["payload"]["announcement"]["base-model_event"] == revision
 
 
 def _check_run_page(server: PrefectServer, run_id: str) -> None:

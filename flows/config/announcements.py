@@ -1,0 +1,45 @@
+"""A profile's ``announcements`` section: which URIs an announcement may name for it.
+
+Open-source Prefect's events endpoint has no authentication, so whoever reaches the API can
+announce a dataset. The profile's author says where its datasets may come from; the
+dispatcher refuses any other URI before a run is made (flows/announcements/admission.py).
+Not a run-tunable field: a run's overrides cannot widen it.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from pydantic import Field, field_validator
+
+from flows.common.paths import file_uri, repo_relative
+from flows.config.errors import FixableValueError
+from flows.config.strict import StrictModel
+
+SCHEMES = ("file", "gs", "hf")
+
+
+class AnnouncementsSection(StrictModel):
+    # URI prefixes ("gs://BUCKET/data/", "hf://datasets/ORG/NAME/", "file:///abs/dir/" or a
+    # directory relative to the repository); an announced dataset must lie under one. Empty
+    # (the default): every dataset announcement is refused, naming this field.
+    allowed_uri_prefixes: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_uri_prefixes")
+    @classmethod
+    def _prefixes(cls, values: list[str]) -> list[str]:
+        out = []
+        for value in values:
+            prefix = value if urlparse(value).scheme else file_uri(repo_relative(value))
+            scheme = urlparse(prefix).scheme
+            if scheme not in SCHEMES or ".." in prefix.split("/"):
+                raise FixableValueError(
+                    f"{value!r} is not a URI prefix an announcement can be checked against",
+                    "give gs://BUCKET/DIR/, hf://datasets/ORG/NAME/, file:///ABS/DIR/ or a "
+                    "directory relative to the repository, without '..'")
+            if scheme in ("gs", "hf") and prefix.count("/") < 3:
+                raise FixableValueError(f"{value!r} names no bucket or repository",
+                                        "write gs://BUCKET/ (or deeper) or "
+                                        "hf://datasets/ORG/NAME/")
+            out.append(prefix if prefix.endswith("/") or scheme != "file" else prefix + "/")
+        return out
