@@ -91,6 +91,11 @@ class SpendMeter:
     _held: bool = field(default=False, repr=False)  # TPU pods held nodes since the last pause
 
     @property
+    def charged_at(self) -> float | None:
+        """The clock time of the last charge (None between submissions)."""
+        return self._last
+
+    @property
     def run_spent_usd(self) -> float:
         return spent_in_run(self.key)
 
