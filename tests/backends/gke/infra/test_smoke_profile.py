@@ -96,3 +96,13 @@ def test_the_plan_renders_in_every_capacity_mode(mode: str) -> None:
     profile = smoke_profile(**extra)
     text = render_text(profile, build_plan(profile))
     assert f"TPU cost, capacity {mode}" in text and "spend cap: $" in text
+
+
+def test_its_queue_budget_is_its_own() -> None:
+    """Kueue admits the smoke run at once when its pool is free; half an hour unadmitted is a
+    wrong queue, not a busy one, and must not hold the operator for the tutorial's 6 h."""
+    from flows.backends.gke.watch.budgets import budgets_for
+    from tests.support.profiles import tutorial_profile
+
+    assert budgets_for(smoke_profile(), "train").queue_s == 1800.0
+    assert budgets_for(tutorial_profile(), "train").queue_s == 6 * 3600.0
