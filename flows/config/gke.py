@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from flows.config import gcp_names as names
 from flows.config.capacity import (
@@ -296,6 +296,10 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
         figure; giving both would leave one of them silently unused."""
         if not isinstance(data, dict) or not data.get("train_timeline"):
             return data
+        try:
+            timeline = TrainTimeline.model_validate(data["train_timeline"])
+        except ValidationError:
+            return data  # the field's own validation names what is wrong in it
         hours = dict(data.get("estimated_hours") or
                      {k: v for k, v in DEFAULT_ESTIMATED_HOURS.items() if k != "train"})
         if "train" in hours:
@@ -303,7 +307,6 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
                 "gke.estimated_hours.train and gke.train_timeline both give training's hours",
                 "remove gke.estimated_hours.train: the timeline's billed phases are the "
                 "estimate", field="estimated_hours")
-        timeline = TrainTimeline.model_validate(data["train_timeline"])
         return {**data, "estimated_hours": {**hours, "train": timeline.train_hours}}
 
     # What GKE's outputs and keys are made of (flows/core/layout.py chains them).

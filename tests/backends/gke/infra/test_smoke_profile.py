@@ -106,3 +106,18 @@ def test_its_queue_budget_is_its_own() -> None:
 
     assert budgets_for(smoke_profile(), "train").queue_s == 1800.0
     assert budgets_for(tutorial_profile(), "train").queue_s == 6 * 3600.0
+
+
+def test_its_training_estimate_is_its_timeline() -> None:
+    """gke.estimated_hours.train is the timeline's billed phases (after the nodes exist);
+    giving both is refused, naming the field."""
+    profile = smoke_profile()
+    gke = profile.gke
+    assert gke is not None and gke.train_timeline is not None
+    billed = gke.train_timeline.minutes(billed=True)
+    assert gke.estimated_hours["train"] == pytest.approx(billed / 60, abs=1e-4)
+    assert gke.train_timeline.minutes(billed=False) == gke.train_timeline.image_pull + \
+        gke.train_timeline.scale_up  # the head's pull and the scale-up bill no TPU
+    with pytest.raises(ProfileError) as caught:
+        smoke_profile(**{"gke.estimated_hours.train": "0.3"})
+    assert [i.field for i in caught.value.issues] == ["gke.estimated_hours"]
