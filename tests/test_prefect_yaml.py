@@ -124,3 +124,32 @@ def test_the_cloud_webhook_template_quotes_the_object_name(object_name):
     assert event["resource"] == {"prefect.resource.id": "tpurl.dataset.my-bucket",
                                  "tpurl.profile": "qwen3-30b-a3b-v6e-32"}
     assert set(event) == {"event", "resource", "payload"}
+
+
+def test_the_gke_retrain_evaluates_and_promotes_and_the_plan_prices_it():
+    """The retrain deployment's overrides give the tutorial profile an eval section valid for
+    GKE: its runs evaluate (on the slice, like training) and promote only a model that is not
+    worse; the plan of that profile prices the evaluation. The weekly stays as the tutorial."""
+    from flows.backends.gke.infra.cost import cost_plan
+    from flows.config import load_profile
+    from flows.plan import build_plan, render_text
+    from tests.support.profiles import required_overrides
+
+    by_name = {d["name"]: d for d in _config()["deployments"]}
+    retrain = by_name["qwen3-30b-a3b-v6e-32-retrain"]["parameters"]
+    weekly = by_name["qwen3-30b-a3b-v6e-32-weekly"]["parameters"]
+    assert "overrides" not in weekly
+    name = retrain["profile"]
+    profile = load_profile(name, {**required_overrides(name), **retrain["overrides"]},
+                           environ={"HF_TOKEN": "hf_not_a_secret_for_the_plan"})
+    rule = profile.promotion_rule
+    assert profile.eval is not None and rule is not None and rule.against == "promoted"
+    evaluate = next(s for s in cost_plan(profile).stages if s.stage == "evaluate")
+    assert evaluate.busy_chip_hours > 0 and evaluate.usd > 0
+    text = render_text(profile, build_plan(profile))
+    assert f"  evaluate  {evaluate.hours:.2f} h  busy {evaluate.busy_chip_hours:7.1f} chip-h" \
+        in text and f"≈ ${evaluate.usd:,.2f}" in text
+    assert "evaluate-trained on pathways" in text and "evaluate-base on pathways" in text
+    plain = load_profile(name, required_overrides(name),
+                         environ={"HF_TOKEN": "hf_not_a_secret_for_the_plan"})
+    assert plain.eval is None  # the weekly, as the tutorial runs it

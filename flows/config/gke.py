@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from flows.config import gcp_names as names
 from flows.config.capacity import (
@@ -36,6 +36,7 @@ from flows.config.errors import FixableValueError
 from flows.config.gke_jobs import GkeJobs
 from flows.config.spend import GkeSpend
 from flows.config.strict import StrictModel, check
+from flows.config.timeline import TrainTimeline
 from flows.config.tpu import (
     TPU_MACHINES,
     TpuMachine,
@@ -45,6 +46,8 @@ from flows.config.tpu import (
 )
 from flows.config.watch_budgets import GkeWatchBudgets
 
+# the tutorial's figures where the profile gives none (a stated train_timeline replaces train)
+DEFAULT_ESTIMATED_HOURS = {"convert": 0.5, "train": 4.0, "export": 0.5}
 CIDR_FIX = ("set gke.authorized_cidr to the network you run kubectl/the flow from, e.g. "
             "--set gke.authorized_cidr=203.0.113.7/32 (`curl ifconfig.me` shows your address); "
             "0.0.0.0/0 works but opens the control plane to the whole internet")
@@ -199,7 +202,7 @@ class GkeCapacity(StrictModel):
     # run below its cost and let a spend cap or flex-start's max_run_hours pass unchecked)
     estimated_hours: dict[Literal["convert", "train", "export", "evaluate"],
                           Annotated[float, Field(gt=0)]] = Field(
-        default_factory=lambda: {"convert": 0.5, "train": 4.0, "export": 0.5})
+        default_factory=lambda: dict(DEFAULT_ESTIMATED_HOURS))
 
     @field_validator("machine_type")
     @classmethod
@@ -287,6 +290,27 @@ class GkeCredentials(StrictModel):
 class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
                  GkeWatchBudgets):
     """The cluster the tutorial builds with Cluster Toolkit, its jobs, and what it costs."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _train_hours_from_timeline(cls, data: object) -> object:
+        """A stated training timeline gives gke.estimated_hours.train (its billed phases),
+        so every reader of the estimate (plan, caps, flex-start's lifetime) sees one
+        figure; giving both would leave one of them silently unused."""
+        if not isinstance(data, dict) or not data.get("train_timeline"):
+            return data
+        try:
+            timeline = TrainTimeline.model_validate(data["train_timeline"])
+        except ValidationError:
+            return data  # the field's own validation names what is wrong in it
+        hours = dict(data.get("estimated_hours") or
+                     {k: v for k, v in DEFAULT_ESTIMATED_HOURS.items() if k != "train"})
+        if "train" in hours:
+            raise FixableValueError(
+                "gke.estimated_hours.train and gke.train_timeline both give training's hours",
+                "remove gke.estimated_hours.train: the timeline's billed phases are the "
+                "estimate", field="estimated_hours")
+        return {**data, "estimated_hours": {**hours, "train": timeline.train_hours}}
 
     # What GKE's outputs and keys are made of (flows/core/layout.py chains them).
     def output_root(self) -> str:

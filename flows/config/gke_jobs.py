@@ -9,6 +9,7 @@ from typing import Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from flows.config.errors import FixableValueError
+from flows.config.gcp_names import env_var_problem
 from flows.config.hf_scratch import scratch_problem
 from flows.config.strict import StrictModel
 
@@ -67,6 +68,20 @@ class GkeJobs(StrictModel):
     run_budget_s: float | None = Field(None, gt=0)
     train_run_budget_s: float | None = Field(None, gt=0)
     preemption_budget: int | None = Field(None, ge=0)
+    # Environment of training (and evaluation, which runs like it) on the slice, over what
+    # MaxText's own RL launch scripts set (flows/backends/gke/runtime.py MAXTEXT_RL_ENV, e.g.
+    # SKIP_JAX_PRECOMPILE=1); a name given here replaces that default. Plain values only: a
+    # secret goes through model.hf_token's kinds of reference, never here.
+    train_env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("train_env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if problem := env_var_problem(name):
+                raise FixableValueError(problem, "name an environment variable, e.g. "
+                                        "SKIP_JAX_PRECOMPILE: \"0\"")
+        return v
 
     @field_validator("conversion_cpu", "conversion_memory", "conversion_scratch_memory",
                      "conversion_ephemeral_storage")

@@ -19,12 +19,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.common.issues import Issue
 from flows.config.eval_hours import stage_hours, tpu_stages
+from flows.config.timeline import TrainTimeline
 
 if TYPE_CHECKING:
     from flows.config.gke import GkeSection
     from flows.config.profile import Profile
 
 SpendStage = Literal["convert", "train", "export", "evaluate"]
+# After a stage's last TPU pod ends its nodes stay, billed, until the cluster autoscaler
+# removes them as unneeded: --scale-down-unneeded-time, 10 minutes by default
+# (kubernetes/autoscaler cluster-autoscaler/config/const.go DefaultScaleDownUnneededTime =
+# 10 * time.Minute; config/flags/flags.go "scale-down-unneeded-time"). GKE runs the
+# autoscaler for the cluster and does not expose the flag; its default "balanced" profile
+# keeps the upstream behaviour (GKE "About cluster autoscaling", autoscaling profiles).
+# The scan interval (10 s) and the VM's deletion add a little more; not counted.
+SCALE_DOWN_TAIL_S = 600.0
 # the stages that hold the slice whatever the capacity mode: their programs run on the TPUs
 ON_SLICE = frozenset({"train", "evaluate"})
 
@@ -36,6 +45,12 @@ class GkeSpend(BaseModel):
 
     max_usd_per_run: float | None = Field(None, gt=0)
     max_usd_per_stage: dict[SpendStage, float] = Field(default_factory=dict)
+    # the cap must stand this fraction above the estimate (0.2: 20 %), so a run a little
+    # slower than planned is not stopped; unset: the estimate itself is the floor
+    spend_margin: float | None = Field(None, ge=0)
+    # training's phases in minutes; when given, gke.estimated_hours.train is their billed sum
+    # (flows/config/timeline.py; GkeSection fills it in)
+    train_timeline: TrainTimeline | None = None
 
 
 def stage_chips_held(gke: GkeSection, stage: str) -> int:
@@ -47,10 +62,27 @@ def stage_chips_held(gke: GkeSection, stage: str) -> int:
     return gke.total_chips if on_tpu else 0
 
 
+def scale_down_tail_h(gke: GkeSection, stage: str) -> float:
+    """Hours the stage's TPU nodes are billed after its pods end: the autoscaler's
+    scale-down delay in a mode that scales from zero; none on a static pool (counted in its
+    wall time) or for a stage that brings no TPU node up."""
+    if not gke.scales_from_zero or not stage_chips_held(gke, stage):
+        return 0.0
+    return SCALE_DOWN_TAIL_S / 3600.0
+
+
+def billed_stage_hours(profile: Profile, stage: str) -> float:
+    """The stage's estimated hours plus the scale-down tail GCP bills after them."""
+    gke = profile.gke
+    assert gke is not None
+    return stage_hours(profile, stage) + scale_down_tail_h(gke, stage)
+
+
 def estimated_stage_usd(profile: Profile, stage: str) -> float:
     gke = profile.gke
     assert gke is not None
-    return stage_hours(profile, stage) * stage_chips_held(gke, stage) * gke.usd_per_chip_hour
+    return billed_stage_hours(profile, stage) * stage_chips_held(gke, stage) * \
+        gke.usd_per_chip_hour
 
 
 def estimated_run_usd(profile: Profile) -> float:
@@ -66,6 +98,12 @@ def spend_issues(profile: Profile) -> list[Issue]:
         return []
     issues = []
     run_cap, estimate = gke.max_usd_per_run, estimated_run_usd(profile)
+    floor = estimate * (1 + (gke.spend_margin or 0.0))
+    if run_cap is not None and estimate <= run_cap < floor:
+        issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is less than "
+                            f"gke.spend_margin {gke.spend_margin:.0%} above the plan's estimate "
+                            f"of ${estimate:,.2f}", f"set gke.max_usd_per_run to at least "
+                            f"{floor:.2f}, or lower gke.spend_margin", "config/spend-cap"))
     if run_cap is not None and run_cap < estimate:
         issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is below the plan's "
                             f"estimate of ${estimate:,.2f} (capacity {gke.capacity}, "

@@ -167,7 +167,15 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
             "questions": sorted(row["question"] for row in held_out)}
 
 
-def main() -> None:
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Our options, then train_rl's arguments through absl's flags exactly as ``app.run``
+    parses them for ``train_rl.main`` (maxtext-v0.2.4 train_rl.py:843-844 ``app.run(main)``;
+    absl app.py ``parse_flags_with_usage``: FLAGS(argv) takes the absl flags the imported
+    libraries define, refuses an unknown ``--flag`` with "FATAL Flags parsing error" and
+    exit 1, and returns the rest, which main hands to the config). Without it FLAGS stay
+    unparsed, and a library reading one raises UnparsedFlagAccessError where training runs."""
+    from absl import app
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="where the scores JSON is written")
     parser.add_argument("--cpu-rollout", action="store_true",
@@ -176,8 +184,13 @@ def main() -> None:
     parser.add_argument("--eval-dataset-name", default="")
     parser.add_argument("--eval-split", default="train")
     parser.add_argument("train_rl_argv", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
-    args.train_rl_argv = [a for a in args.train_rl_argv if a != "--"]
+    args = parser.parse_args(argv[1:])
+    rest = [a for a in args.train_rl_argv if a != "--"]
+    args.train_rl_argv = app.parse_flags_with_usage([argv[0], *rest])[1:]
+    return args
+
+
+def run(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO)
     if args.cpu_rollout:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -198,6 +211,13 @@ def main() -> None:
     out.write_text(json.dumps(scores, indent=1, sort_keys=True))
     summary = {k: v for k, v in scores.items() if k not in ("rewards", "questions")}
     print(RESULT_PREFIX + json.dumps(summary, sort_keys=True), flush=True)
+
+
+def main() -> None:
+    """Started as train_rl is: under absl's app.run (flags parsed, absl logging set up)."""
+    from absl import app
+
+    app.run(run, flags_parser=parse_args)
 
 
 if __name__ == "__main__":

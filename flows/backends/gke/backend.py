@@ -200,6 +200,8 @@ class GkeBackend(GkePlanning, GkePricing):
             raise
         finally:
             sink.save()
+            if self.spend is not None:  # the nodes' scale-down tail, billed after the pods
+                self.spend.pause()
         wall = time.monotonic() - started
         self.logger.info("%s: %s completed in %.1f s after %d submission(s) (log: %s)",
                          workload.name, name, wall, number, log_uri)

@@ -46,6 +46,25 @@ def tokenizer_preamble(repo: str, revision: str) -> str:
             "exit 1; }")
 
 
+# What MaxText 0.2.4's own RL launch scripts set for train_rl on Pathways, unless the profile
+# says otherwise (gke.train_env): SKIP_JAX_PRECOMPILE=1 (maxtext-v0.2.4
+# src/maxtext/trainers/post_train/rl/scripts/run_qwen3_30b_rl.sh:85,
+# run_gptoss_20b_rl.sh:86, tests/end_to_end/tpu/qwen3/30b/test_qwen3_rl.sh:23), without
+# which tpu-inference precompiles every shape bucket when the vLLM engine starts, minutes of
+# billed slice time before the first step. (VLLM_ENABLE_V1_MULTIPROCESSING=0, which the
+# scripts set too, is in TRAIN_PREAMBLE; JAX_PLATFORMS and ENABLE_PATHWAYS_PERSISTENCE in
+# PATHWAYS_ENV.)
+MAXTEXT_RL_ENV: Env = (("SKIP_JAX_PRECOMPILE", "1"),)
+
+
+def train_env(profile: Profile) -> Env:
+    """Pathways' and MaxText's RL environment, with the profile's gke.train_env over it."""
+    assert profile.gke is not None
+    given = profile.gke.train_env
+    defaults = tuple((k, v) for k, v in (*PATHWAYS_ENV, *MAXTEXT_RL_ENV) if k not in given)
+    return (*defaults, *given.items())
+
+
 class GkeRuntime:
     def __init__(self, profile: Profile) -> None:
         assert profile.gke is not None
@@ -90,7 +109,7 @@ class GkeRuntime:
                 placement=Placement(kind="pathways", topology=gke.topology,
                                     machine_type=gke.machine_type, num_slices=gke.num_slices,
                                     chips=gke.total_chips),
-                env=PATHWAYS_ENV,
+                env=train_env(self.profile),
                 preamble=(*TRAIN_PREAMBLE, tokenizer_preamble(model.hf_repo, model.hf_revision)))
         if program == "evaluate":  # placement, env and preamble: the train workload's
             return ProgramSetup(files=(eval_program_file(),), notes=(

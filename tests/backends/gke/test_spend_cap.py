@@ -108,8 +108,14 @@ def test_the_plan_shows_the_cap_against_the_estimate() -> None:
 
 
 # --- the meter, pure --------------------------------------------------------------------------
-BOUND = [{"spec": {"nodeName": "tpu-node-0"}, "status": {"phase": "Running"}}]
-UNBOUND = [{"spec": {"nodeName": ""}, "status": {"phase": "Pending"}}]
+TPU_CONTAINER = [{"name": "pathways-worker", "resources": {"limits": {"google.com/tpu": "4"}}}]
+HEAD = {"spec": {"nodeName": "cpu-np-node-0", "containers": [
+    {"name": "pathways-rm", "resources": {"requests": {"cpu": "8"}}}]},
+    "status": {"phase": "Pending"}}  # pulling its image on cpu-np: no TPU node exists
+BOUND = [HEAD, {"spec": {"nodeName": "tpu-node-0", "containers": TPU_CONTAINER},
+                "status": {"phase": "Running"}}]
+UNBOUND = [HEAD, {"spec": {"nodeName": "", "containers": TPU_CONTAINER},
+                  "status": {"phase": "Pending"}}]
 
 
 def _meter(clock: Clock, static: bool = False, run_cap: float | None = 10.0,
@@ -118,9 +124,12 @@ def _meter(clock: Clock, static: bool = False, run_cap: float | None = 10.0,
                       clock)
 
 
-def test_a_pool_from_zero_is_charged_only_while_a_pod_holds_a_node() -> None:
+def test_a_pool_from_zero_is_charged_only_while_a_tpu_pod_holds_a_node() -> None:
     clock = Clock()
     meter = _meter(clock)
+    assert meter.charge([HEAD]) is None
+    clock.now = 1800.0
+    assert meter.charge([HEAD]) is None and meter.spent_usd == 0.0  # the head alone: no TPU
     assert meter.charge(UNBOUND) is None
     clock.now = 3600.0
     assert meter.charge(UNBOUND) is None and meter.spent_usd == 0.0  # waiting for scale-up
@@ -133,6 +142,29 @@ def test_a_pool_from_zero_is_charged_only_while_a_pod_holds_a_node() -> None:
     assert over is not None and over.category is FailureCategory.BUDGET
     assert "$10.00 of TPU time spent, cap gke.max_usd_per_run $10.00" in over.summary
     assert over.code == "gke/spend-cap" and not over.retryable
+
+
+def test_the_scale_down_tail_is_charged_once_when_the_watch_ends() -> None:
+    """The nodes stay 10 min after the TPU pods end: ``pause`` charges that tail, and a
+    resubmission binding within it is charged only from the tail's end."""
+    clock, key = Clock(), uuid.uuid4().hex
+    meter = SpendMeter("train", 8, 1.0, False, None, None, key, clock, tail_s=600.0)
+    meter.charge(BOUND)
+    clock.now = 1800.0
+    meter.charge(BOUND)  # 8 × 0.5 h
+    assert meter.pause() is None and meter.spent_usd == pytest.approx(4.0 + 8 * 600 / 3600)
+    clock.now = 2100.0  # resubmitted 5 min later: the tail already paid those minutes
+    meter.charge(BOUND)
+    clock.now = 2700.0
+    meter.charge(BOUND)
+    assert spent_in_run(key) == pytest.approx(8 * 2700 / 3600 + 8 * 0 / 3600)
+    meter.pause()
+    meter.pause()  # nothing held since: no second tail
+    assert spent_in_run(key) == pytest.approx(8 * 3300 / 3600)
+    idle = SpendMeter("export", 8, 1.0, False, None, None, uuid.uuid4().hex, clock, tail_s=600.0)
+    idle.charge([HEAD])
+    idle.pause()  # never held a TPU node: no tail
+    assert idle.spent_usd == 0.0
 
 
 def test_a_static_pool_is_charged_without_pods_and_across_submissions() -> None:
@@ -166,9 +198,10 @@ def test_the_run_cap_sums_the_stages_of_one_run() -> None:
 # --- against the fake cluster -----------------------------------------------------------------
 def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
         server: FakeApiServer, tmp_path: Path) -> None:
-    """On-demand pool from zero, the tutorial's 32 chips at $1/chip-h, cap $20: one
-    hour of training (the test moves the clock) spends $32, so the watch stops the stage."""
-    profile = _mode("on-demand", **{"gke.max_usd_per_run": "20",
+    """On-demand pool from zero, the tutorial's 32 chips at $1/chip-h, cap $25: one
+    hour of training (the test moves the clock) spends $32, so the watch stops the stage
+    (the estimate: 0.5 h + the 10 min scale-down tail, × 32 chips = $21.33)."""
+    profile = _mode("on-demand", **{"gke.max_usd_per_run": "25",
                                     "gke.estimated_hours.train": "0.5"})
     scaler = Autoscaler(server.kube, TpuPool())  # the tutorial's 8 hosts, from zero
     checkpoint = tmp_path / "checkpoints" / "actor" / "1" / "model_params"
@@ -196,7 +229,7 @@ def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
         assert isinstance(failure, StageFailed), failure
         d = failure.diagnosis
         assert d.category is FailureCategory.BUDGET and not d.retryable
-        assert "$32.00 of TPU time spent, cap gke.max_usd_per_run $20.00" in d.summary, d.summary
+        assert "$32.00 of TPU time spent, cap gke.max_usd_per_run $25.00" in d.summary, d.summary
         assert "tpurl support-bundle" in d.fix
         assert wait_for(lambda: not server.kube.find("jobsets"))  # deleted: nothing held
         assert wait_for(lambda: not scaler.nodes, 10.0)  # and the slice went away

@@ -14,7 +14,11 @@ What it does, and where the real behaviour is decided:
   1 in backoff after failed scale-up" (kubernetes/autoscaler cluster-autoscaler/FAQ.md,
   "What events are emitted by CA?"; texts as GKE clusters print them).
 - Nodes no running pod needs are removed after ``unneeded_s`` (--scale-down-unneeded-time,
-  10 min by default; seconds here), the whole slice together.
+  10 min by default: kubernetes/autoscaler cluster-autoscaler/config/const.go
+  DefaultScaleDownUnneededTime; seconds here), the whole slice together. Each node carries
+  its creationTimestamp, and ``pool.history`` the clock time of every change, so a test can
+  say what GCP billed: the nodes' lifetime. ``clock`` is the autoscaler's time (a test's
+  clock moves "10 minutes" at once; wall time by default).
 - ``preempt()`` (spot) and a flex-start node's ``max_run_s`` end the nodes: their pods get
   DisruptionTarget "Pod was terminated in response to imminent node shutdown." and the JobSet
   fails (as scenarios.disrupt_and_fail); the replacement pods wait for a new scale-up.
@@ -32,8 +36,10 @@ Containers do not start (the scenario script waits) until the JobSet's TPU pods 
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,8 +82,9 @@ class TpuPool:
 class Autoscaler:
     """Ticks in a thread; ``stop()`` ends it. One TPU pool (the tutorial has one slice)."""
 
-    def __init__(self, kube: FakeKube, pool: TpuPool, tick_s: float = 0.05) -> None:
-        self.kube, self.pool, self.tick_s = kube, pool, tick_s
+    def __init__(self, kube: FakeKube, pool: TpuPool, tick_s: float = 0.05,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.kube, self.pool, self.tick_s, self.clock = kube, pool, tick_s, clock
         self.nodes: list[str] = []
         self.nodes_since = 0.0
         self.provisioning_until: float | None = None
@@ -90,7 +97,7 @@ class Autoscaler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="fake-autoscaler")
         kube.action_gate = self._gate
-        pool.history.append((time.monotonic(), 0))
+        pool.history.append((clock(), 0))
         self._thread.start()
 
     def stop(self) -> None:
@@ -103,6 +110,13 @@ class Autoscaler:
     def peak_nodes(self) -> int:
         return max(n for _, n in self.pool.history)
 
+    def node_seconds(self) -> float:
+        """Node-seconds the pool's nodes existed so far (what GCP bills per VM)."""
+        total, history = 0.0, [*self.pool.history, (self.clock(), 0)]
+        for (since, count), (until, _) in itertools.pairwise(history):
+            total += count * (until - since)
+        return total
+
     def preempt(self) -> None:
         """Spot: GCE reclaims the slice now."""
         with self.kube.cond:
@@ -114,7 +128,7 @@ class Autoscaler:
             with self.kube.cond:
                 if self.kube.closed:
                     return
-                self._tick(time.monotonic())
+                self._tick(self.clock())
 
     def _tick(self, now: float) -> None:
         self._clean_up_finished_jobsets()
@@ -184,8 +198,10 @@ class Autoscaler:
                           for i in range(pool.hosts)]
             self.nodes_since = now
             for node in self.nodes:
-                self.kube.create("nodes", "", {"metadata": {"name": node, "labels": {
-                    TPU_SELECTOR: "tpu-v6e-slice", "cloud.google.com/gke-nodepool": pool.name}}})
+                self.kube.create("nodes", "", {"metadata": {
+                    "name": node, "creationTimestamp": now_iso(), "labels": {
+                        TPU_SELECTOR: "tpu-v6e-slice",
+                        "cloud.google.com/gke-nodepool": pool.name}}})
             pool.history.append((now, len(self.nodes)))
 
     def _scale_down(self, needed: bool, now: float) -> None:
@@ -214,7 +230,7 @@ class Autoscaler:
         for node in lost:
             self.kube.delete("nodes", "", node)
         self.nodes = []
-        self.pool.history.append((time.monotonic(), 0))
+        self.pool.history.append((self.clock(), 0))
         for name in filter(None, jobsets):
             disrupt_and_fail(self.kube, name)
 
@@ -238,7 +254,7 @@ class Autoscaler:
             kube.delete("nodes", "", node)
         self.nodes = []
         self.lost |= set(lost)
-        self.pool.history.append((time.monotonic(), 0))
+        self.pool.history.append((self.clock(), 0))
         for pod in on_lost:  # the worker Job's controller replaces its lost pods
             kube.create("pods", NS, replacement(pod, kube.rv))
         gone = {p["metadata"]["name"] for p in on_lost}

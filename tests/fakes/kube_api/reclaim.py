@@ -61,7 +61,8 @@ def replacement(pod: Obj, rv: int) -> Obj:
     return {"metadata": {"name": f"{meta['name'].rsplit('-x', 1)[0]}-x{rv % 100000}r",
                          "labels": dict(meta.get("labels") or {}),
                          "ownerReferences": list(meta.get("ownerReferences") or [])},
-            "spec": {"nodeName": ""},
+            "spec": {**{k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"},
+                     "nodeName": ""},  # the Job's template again, not yet scheduled
             "status": {"phase": "Pending", "containerStatuses": [
                 {"name": c["name"], "state": {"waiting": {"reason": "ContainerCreating"}}}
                 for c in pod["status"].get("containerStatuses") or []]}}

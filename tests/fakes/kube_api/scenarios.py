@@ -9,6 +9,7 @@ cluster: Workload admitted → JobSet unsuspended → Jobs and pods created → 
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Callable
@@ -164,7 +165,9 @@ def create_children(kube: FakeKube, name: str) -> None:
                                  "labels": {**labels,
                                             "batch.kubernetes.io/job-completion-index": str(index)},
                                  "ownerReferences": owner},
-                    "spec": {"nodeName": node},
+                    # the Job controller's pod is its template's spec (containers with
+                    # their resources: what the spend meter reads), bound by the scheduler
+                    "spec": {**copy.deepcopy(spec["template"]["spec"]), "nodeName": node},
                     "status": {"phase": "Pending", "containerStatuses": [
                         {"name": c, "state": {"waiting": {"reason": "ContainerCreating"}}}
                         for c in containers]}})

@@ -19,6 +19,14 @@ Derived from upstream:
   resource/helpers.go): the containers' sum plus the sidecar init containers
   (restartPolicy Always), at least the largest init-time need.
 - kueue JobSet integration: one pod set per replicatedJob, count = replicas × parallelism.
+- kueue v0.17.1 flavorassigner.go findFlavorForPodSets/flavorSelector: a flavor matches when
+  the pod's nodeSelector and required node affinity, cut to the label keys of the resource
+  group's flavors (``LabelKeys``), select its nodeLabels; flavors are tried in order, one
+  per resource group. pkg/podset/podset.go FromAssignment then copies the nodeLabels of
+  every flavor assigned to the pod set into its pods' nodeSelector: a TPU pod given cpu or
+  memory requests (a namespace LimitRange defaults them) whose cpu comes from a CPU-pool
+  flavor is admitted and then pinned to the CPU pool as well as the TPU pool, so never
+  scheduled (``placement_problems``).
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ class PodSet:
     count: int
     requests: dict[str, float]  # one pod's
     node_selector: dict[str, str] = field(default_factory=dict)
+    # required node affinity: ORed terms of ANDed (key, operator, values)
+    affinity: tuple[tuple[tuple[str, str, tuple[str, ...]], ...], ...] = ()
 
 
 def _container_requests(container: dict[str, Any]) -> dict[str, float]:
@@ -91,8 +101,48 @@ def pod_sets(stage: str, jobset: dict[str, Any]) -> list[PodSet]:
         pod = spec["template"]["spec"]
         count = int(job.get("replicas", 1)) * int(spec.get("parallelism", 1))
         out.append(PodSet(stage, job["name"], count, pod_requests(pod),
-                          dict(pod.get("nodeSelector") or {})))
+                          dict(pod.get("nodeSelector") or {}), _affinity(pod)))
     return out
+
+
+def _affinity(pod: dict[str, Any]) -> tuple[tuple[tuple[str, str, tuple[str, ...]], ...], ...]:
+    required = (((pod.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    return tuple(tuple((e["key"], e["operator"], tuple(e.get("values") or ()))
+                       for e in term.get("matchExpressions") or [])
+                 for term in required.get("nodeSelectorTerms") or [])
+
+
+def _label_keys(group: dict[str, Any], flavors: dict[str, Any]) -> set[str]:
+    """The resource group's LabelKeys: every nodeLabels key of its flavors."""
+    return {k for entry in group.get("flavors") or [] for k in _node_labels(flavors, entry["name"])}
+
+
+def _node_labels(flavors: dict[str, Any], name: str) -> dict[str, str]:
+    return ((flavors.get(name) or {}).get("spec") or {}).get("nodeLabels") or {}
+
+
+def _expression_holds(labels: dict[str, str], key: str, op: str, values: tuple[str, ...]) -> bool:
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    return False  # Gt/Lt on node labels: not used by the pipeline's pods
+
+
+def selects(ps: PodSet, labels: dict[str, str], keys: set[str]) -> bool:
+    """flavorSelector: the pod's node selection, cut to ``keys``, matches a node labelled
+    ``labels``. An affinity term left empty by the cut matches any flavor (terms are ORed)."""
+    if any(labels.get(k) != v for k, v in ps.node_selector.items() if k in keys):
+        return False
+    terms = [[e for e in term if e[0] in keys] for term in ps.affinity]
+    if not terms or any(not term for term in terms):
+        return True
+    return any(all(_expression_holds(labels, *e) for e in term) for term in terms)
 
 
 def _covering_group(cq: dict[str, Any], resource: str) -> dict[str, Any] | None:
@@ -100,14 +150,17 @@ def _covering_group(cq: dict[str, Any], resource: str) -> dict[str, Any] | None:
     return next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
 
 
-def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any]
-                    ) -> str | None:
-    """None if one flavor of the group fits the pod set; else Kueue's reasons."""
+def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
+                    only: str | None = None) -> str | None:
+    """None if one flavor of the group (or the flavor ``only``) fits the pod set; else
+    Kueue's reasons. The label keys are always the whole group's."""
     reasons = []
+    keys = _label_keys(group, flavors)
     for entry in group.get("flavors") or []:
         name = entry["name"]
-        labels = ((flavors.get(name) or {}).get("spec") or {}).get("nodeLabels") or {}
-        if any(ps.node_selector.get(k, v) != v for k, v in labels.items()):
+        if only is not None and name != only:
+            continue
+        if not selects(ps, _node_labels(flavors, name), keys):
             reasons.append(f"flavor {name} doesn't match node affinity")
             continue
         quota = {r["name"]: quantity(r.get("nominalQuota", 0)) for r in entry.get("resources") or []}
@@ -120,6 +173,46 @@ def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any]
                        f"({show(r, ps.requests[r] * ps.count)}) > maximum capacity "
                        f"({show(r, quota.get(r, 0))})")
     return ", ".join(reasons) or "no flavor in the resource group"
+
+
+def assigned_flavor(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any]) -> str | None:
+    """The first flavor of the group that matches the pod set and has its quota."""
+    for entry in group.get("flavors") or []:
+        if _flavor_problem(ps, group, flavors, only=entry["name"]) is None:
+            return str(entry["name"])
+    return None
+
+
+def placement_problems(sets: list[PodSet], cluster_queue: dict[str, Any],
+                       flavors: dict[str, Any]) -> list[str]:
+    """Pod sets Kueue admits but whose pods no node can take: the nodeLabels of every
+    assigned flavor are copied into the pods' nodeSelector (podset.go FromAssignment), so
+    flavors of different node pools pin one pod to both."""
+    out = []
+    for ps in sets:
+        assigned: dict[str, str] = {}  # flavor → the resources it was assigned for
+        for resource in sorted(ps.requests):
+            group = _covering_group(cluster_queue, resource)
+            if group is None or (name := assigned_flavor(ps, group, flavors)) is None:
+                break  # not admitted: admission_problems says why
+            assigned[name] = ", ".join(filter(None, (assigned.get(name), resource)))
+        selector = dict(ps.node_selector)
+        clash = []
+        for name in assigned:
+            for key, value in _node_labels(flavors, name).items():
+                if selector.get(key, value) != value:
+                    clash.append(f"{key}={value} of {name}")
+                selector.setdefault(key, value)
+        accelerator = "cloud.google.com/gke-tpu-accelerator"
+        cpu_pools = [n for n in assigned if NODEPOOL in (labels := _node_labels(flavors, n))
+                     and accelerator not in labels]  # a flavor of a pool without TPUs
+        if clash or (accelerator in ps.node_selector and cpu_pools):
+            labels = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
+            out.append(f"{ps.stage}: pod set {ps.name} is admitted with flavors "
+                       + ", ".join(f"{n} ({r})" for n, r in assigned.items())
+                       + f", and Kueue puts every assigned flavor's node labels on its pods: "
+                       f"{labels}; no node carries them all, so it is never scheduled")
+    return out
 
 
 def admission_problems(sets: list[PodSet], cluster_queue: dict[str, Any],

@@ -18,7 +18,7 @@ from datetime import datetime
 from flows.config.capacity import CAPACITY_MODES, SCALE_FROM_ZERO, ModePrice
 from flows.config.eval_hours import stage_hours, tpu_stages
 from flows.config.profile import Profile
-from flows.config.spend import ON_SLICE
+from flows.config.spend import ON_SLICE, SCALE_DOWN_TAIL_S
 
 HOURS_PER_WEEK = 168.0
 
@@ -30,6 +30,7 @@ class StageCost:
     busy_chip_hours: float  # chips a job of this stage actually asks for
     held_chip_hours: float  # chips billed meanwhile (the whole static pool)
     usd: float              # of the held chip-hours
+    tail_chip_hours: float = 0.0  # held after its pods end, until the autoscaler scales down
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,13 @@ def cost_plan(profile: Profile, capacity: str | None = None) -> CostPlan:
     for stage in tpu_stages(profile):
         hours = stage_hours(profile, stage)
         busy = hours * busy_chips(profile, stage)
-        held = busy if mode in SCALE_FROM_ZERO else hours * gke.total_chips
-        stages.append(StageCost(stage, hours, busy, held, held * rate))
+        # from zero: the stage's nodes stay until the autoscaler removes them as unneeded
+        # (flows/config/spend.py scale_down_tail_h; the same rule, not imported: it takes
+        # the profile's mode, this any mode)
+        tail = (SCALE_DOWN_TAIL_S / 3600.0 * busy_chips(profile, stage)
+                if mode in SCALE_FROM_ZERO else 0.0)
+        held = busy + tail if mode in SCALE_FROM_ZERO else hours * gke.total_chips
+        stages.append(StageCost(stage, hours, busy, held, held * rate, tail))
     idle = 0.0 if mode in SCALE_FROM_ZERO else gke.total_chips * rate
     return CostPlan(gke.total_chips, rate, idle, tuple(stages), mode, price)
 
@@ -148,6 +154,12 @@ def render_cost(plan: CostPlan) -> list[str]:
     lines.append(f"  total    held {plan.held_chip_hours:.1f} chip-h ≈ ${plan.usd:,.2f} "
                  f"(busy {plan.busy_chip_hours:.1f})")
     if plan.scales_from_zero:
+        tail = sum(s.tail_chip_hours for s in plan.stages)
+        if tail:
+            lines.append(f"  after its pods end each TPU stage still pays its nodes for "
+                         f"{SCALE_DOWN_TAIL_S / 60:.0f} min, until the autoscaler removes them as "
+                         f"unneeded (--scale-down-unneeded-time): {tail:.1f} chip-h ≈ "
+                         f"${tail * plan.usd_per_chip_hour:,.2f}, in the total")
         lines.append("  idle pool: $0.00 per hour: no TPU node exists while nothing trains")
     else:
         # Compute Engine bills a reservation's hosts while it exists, consumed or not
@@ -184,16 +196,23 @@ def pool_chip_hours_since(deployed_at: str, now: datetime, chips: int) -> float:
 def render_caps(profile: Profile) -> list[str]:
     """The spend caps beside the estimate they must cover (flows/config/spend.py refuses a cap
     below it when the profile loads)."""
-    from flows.config.spend import estimated_run_usd, estimated_stage_usd
+    from flows.config.spend import estimated_run_usd, estimated_stage_usd, scale_down_tail_h
+    from flows.config.timeline import timeline_lines
 
     gke = profile.gke
     assert gke is not None
+    timeline = (timeline_lines(gke.train_timeline, scale_down_tail_h(gke, "train") * 60)
+                if gke.train_timeline else [])
     if gke.max_usd_per_run is None and not gke.max_usd_per_stage:
-        return ["  spend cap: none (gke.max_usd_per_run stops a run whose TPU time costs more)"]
-    lines = []
+        return [*timeline,
+                "  spend cap: none (gke.max_usd_per_run stops a run whose TPU time costs more)"]
+    lines = timeline
     if gke.max_usd_per_run is not None:
+        estimate = estimated_run_usd(profile)
+        margin = (f" ({gke.max_usd_per_run / estimate - 1:.0%} above it; gke.spend_margin "
+                  f"{gke.spend_margin:.0%})" if gke.spend_margin is not None and estimate else "")
         lines.append(f"  spend cap: ${gke.max_usd_per_run:,.2f} per run against the estimate "
-                     f"of ${estimated_run_usd(profile):,.2f}; crossing it deletes the JobSet, keeps "
+                     f"of ${estimate:,.2f}{margin}; crossing it deletes the JobSet, keeps "
                      "the checkpoints and fails the stage (budget)")
     lines += [f"  spend cap: ${cap:,.2f} for {stage} against its estimate of "
               f"${estimated_stage_usd(profile, stage):,.2f}"

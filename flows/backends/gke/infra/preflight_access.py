@@ -17,6 +17,7 @@ from flows.backends.gke.infra.admission import (
     PodSet,
     admission_problems,
     capacity_problems,
+    placement_problems,
     pool_allocatable,
 )
 from flows.backends.gke.infra.settings import InfraSettings
@@ -181,7 +182,9 @@ def check_kueue_admission(s: InfraSettings, planned: Planned,
     target += f" → ClusterQueue {cq_name}"
     if cq is None:
         return ("fail", f"ClusterQueue {cq_name} does not exist", kueue_fix(s), target)
-    problems = admission_problems(planned.pod_sets, cq, kueue.get("flavors") or {})
+    flavors = kueue.get("flavors") or {}
+    problems = (admission_problems(planned.pod_sets, cq, flavors)
+                or placement_problems(planned.pod_sets, cq, flavors))
     if problems:
         return ("fail", "; ".join(problems), kueue_fix(s), target)
     return ("ok", f"admits all {len(planned.pod_sets)} pod sets (convert, train, export)",

@@ -3,9 +3,17 @@
 Why charged in the watch: the monitor already wakes every tick with the JobSet's pods in hand,
 so the chip-hours held since the last tick cost no API call. Held, as in the plan
 (flows/config/spend.py ``stage_chips_held``): the whole static pool on a reservation from the
-watch's start; in a mode that scales from zero the stage's chips while any of its pods is bound
-to a node (from scale-up to the last pod's end; the autoscaler's scale-down delay after it is
-not seen here and not charged).
+watch's start. In a mode that scales from zero GCP bills the TPU nodes while they exist, and
+they exist from the scale-up a TPU pod triggers until the autoscaler removes them as unneeded.
+So the stage's chips are charged while a pod that requests ``google.com/tpu`` is bound to a
+node: not while only the Pathways head (on cpu-np) is pulling its image or starting, which
+with ``startupPolicyOrder: InOrder`` comes before the TPU workers even exist (jobset v0.10.1
+pkg/controllers/jobset_controller.go resumeJobsIfNecessary). When the watch of a submission
+ends after such pods held the slice, ``pause`` charges the scale-down tail the nodes are billed
+for afterwards (flows/config/spend.py SCALE_DOWN_TAIL_S), and the run's ledger remembers until
+when that is paid, so a next submission or stage that binds the same nodes within the tail is
+not charged twice. A TPU node is bound a moment after it is created: the charge trails GCP's
+by that much (one watch tick against the fake cluster).
 
 The run's total lives in a ledger keyed by the run (the Prefect flow run id, or one per
 process outside a flow): stages run one after another in the flow's process, so the cap per
@@ -22,12 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flows.config.profile import Profile
-from flows.config.spend import stage_chips_held
+from flows.config.spend import SCALE_DOWN_TAIL_S, stage_chips_held
 from flows.core.failures import Diagnosis, FailureCategory
 
 Obj = dict[str, Any]
 _LEDGER: dict[str, float] = {}
+_PAID_UNTIL: dict[str, float] = {}  # run → clock time up to which its TPU nodes are charged
 _LOCK = threading.Lock()
+TPU_RESOURCE = "google.com/tpu"
 
 
 def run_key() -> str:
@@ -45,9 +55,21 @@ def spent_in_run(key: str) -> float:
         return _LEDGER.get(key, 0.0)
 
 
-def _bound(pods: list[Obj]) -> bool:
-    return any((p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase")
-               not in ("Succeeded", "Failed") for p in pods)
+def requests_tpu(pod: Obj) -> bool:
+    """A container asks for TPU chips (limits; requests default to them for an extended
+    resource): only such a pod brings a TPU node up."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        if any(TPU_RESOURCE in (resources.get(k) or {}) for k in ("limits", "requests")):
+            return True
+    return False
+
+
+def holds_tpu(pods: list[Obj]) -> bool:
+    """A TPU pod is bound to a node and has not ended: the slice's nodes exist."""
+    return any(requests_tpu(p) and (p.get("spec") or {}).get("nodeName") and
+               (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+               for p in pods)
 
 
 @dataclass
@@ -63,8 +85,15 @@ class SpendMeter:
     stage_cap: float | None
     key: str = ""
     clock: Callable[[], float] = time.monotonic
+    tail_s: float = 0.0  # billed after the TPU pods end (from zero: SCALE_DOWN_TAIL_S)
     spent_usd: float = 0.0
     _last: float | None = field(default=None, repr=False)
+    _held: bool = field(default=False, repr=False)  # TPU pods held nodes since the last pause
+
+    @property
+    def charged_at(self) -> float | None:
+        """The clock time of the last charge (None between submissions)."""
+        return self._last
 
     @property
     def run_spent_usd(self) -> float:
@@ -74,21 +103,34 @@ class SpendMeter:
         """Add the time since the last call at the chips held now; a diagnosis once a cap is
         crossed (the caller deletes the JobSet)."""
         now = self.clock()
-        held = self.chips if (self.static_pool or _bound(pods)) else 0
+        held = self.static_pool or holds_tpu(pods)
         if self._last is not None and held:
-            usd = held * max(now - self._last, 0.0) / 3600.0 * self.usd_per_chip_hour
-            self.spent_usd += usd
-            with _LOCK:
-                _LEDGER[self.key] = _LEDGER.get(self.key, 0.0) + usd
+            self._add(self._last, now)
+        self._held = self._held or held
         self._last = now
         return self.crossed()
 
-    def pause(self) -> None:
-        """Between submissions nothing is watched: a pool that scales from zero holds nothing
-        then (the failed JobSet's pods are gone), so its next charge starts afresh; a static
-        pool is billed meanwhile, so its clock keeps running."""
-        if not self.static_pool:
-            self._last = None
+    def _add(self, start: float, end: float) -> None:
+        """Charge [start, end), less what the run already paid (a scale-down tail)."""
+        with _LOCK:
+            start = start if self.static_pool else max(start, _PAID_UNTIL.get(self.key, start))
+            usd = self.chips * max(end - start, 0.0) / 3600.0 * self.usd_per_chip_hour
+            self.spent_usd += usd
+            _LEDGER[self.key] = _LEDGER.get(self.key, 0.0) + usd
+            if not self.static_pool:
+                _PAID_UNTIL[self.key] = max(_PAID_UNTIL.get(self.key, end), end)
+
+    def pause(self) -> Diagnosis | None:
+        """A submission's watch ended (the stage's end, or before a resubmission). From zero:
+        if TPU pods held nodes, those nodes stay billed until the autoscaler removes them, so
+        that tail is charged now, and the next charge starts afresh (nothing is watched in
+        between); a static pool is billed meanwhile anyway, so its clock keeps running."""
+        if self.static_pool:
+            return None
+        if self._held and self._last is not None:
+            self._add(self._last, self._last + self.tail_s)
+        self._last, self._held = None, False
+        return self.crossed()
 
     def crossed(self) -> Diagnosis | None:
         run = self.run_spent_usd
@@ -109,7 +151,8 @@ def meter_for(profile: Profile, stage: str, clock: Callable[[], float] = time.mo
     return SpendMeter(stage, stage_chips_held(gke, stage), gke.usd_per_chip_hour,
                       not gke.scales_from_zero, gke.max_usd_per_run,
                       gke.max_usd_per_stage.get(stage),  # type: ignore[call-overload]
-                      run_key() if key is None else key, clock)
+                      run_key() if key is None else key, clock,
+                      SCALE_DOWN_TAIL_S if gke.scales_from_zero else 0.0)
 
 
 def budget_diagnosis(stage: str, spent: float, cap: float, field_name: str,

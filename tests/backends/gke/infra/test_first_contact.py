@@ -74,7 +74,8 @@ def test_the_deploy_stages_a_kueue_configuration_that_admits_every_pod(
         settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
     _deployed(settings, cloud, gcs)
     staged = settings.workdir / "tpurl-kueue-configuration.yaml.tftpl"
-    assert 'coveredResources: ["cpu", "memory", "ephemeral-storage"]' in staged.read_text()
+    assert 'coveredResources: ["google.com/tpu", "cpu", "memory", "ephemeral-storage"]' in \
+        staged.read_text()
     text, ok = _check(cloud)
     line = _line(text, "kueue-admission")
     assert ok and line.startswith("kueue-admission: admits all 4 pod sets"), text
@@ -106,7 +107,8 @@ def test_the_run_reapplies_a_deployment_whose_kueue_does_not_admit_our_pods(
     fc.save(state)
     report = provision(settings, cloud.apis, gcs, Log(), planned=planned_for(tutorial_profile()))
     assert report.deployed and len(cloud.calls("gcluster")) == 2
-    assert 'coveredResources: ["cpu", "memory", "ephemeral-storage"]' in fc.load()["kueue_config"]
+    assert 'coveredResources: ["google.com/tpu", "cpu", "memory", "ephemeral-storage"]' in \
+        fc.load()["kueue_config"]
 
 
 def test_a_missing_local_queue_is_refused(settings: InfraSettings, cloud: Cloud,

@@ -41,8 +41,10 @@ def test_the_plan_renders_its_cost_and_cap(capsys: pytest.CaptureFixture[str]) -
     profile = smoke_profile()
     text = render_text(profile, build_plan(profile))
     assert "autoscaling 0..2 nodes per slice" in "\n".join(gke_plan_actions(profile))
-    assert "total    held 2.0 chip-h ≈ $5.40" in text
-    assert "spend cap: $9.00 per run against the estimate of $5.40" in text
+    assert "total    held 3.1 chip-h ≈ $8.28" in text  # 13 billed min + the 10 min tail
+    assert "1.3 chip-h ≈ $3.60, in the total" in text  # the scale-down tail, said
+    assert "spend cap: $9.95 per run against the estimate of $8.28 (20% above it" in text
+    assert "* first_compiles" in text and "wall 53.0 min, billed 23.0 min" in text
     assert "--instance_type=tpuv6e:2x4" in text or "2x4" in text
 
 
@@ -74,8 +76,9 @@ PRICE = {"usd_per_chip_hour": "1.20", "source": "a quote", "as_of": "2026-12-01"
 @pytest.mark.parametrize("mode", ["on-demand", "spot", "flex-start", "reservation"])
 def test_the_plan_renders_in_every_capacity_mode(mode: str) -> None:
     """Every mode × plan (the on-demand/spot plans crashed on an unset max_run_hours). On a
-    reservation the static pool bills the whole run (8 chips × 0.45 h × $2.70 = $9.72), above
-    the profile's $9 cap: refused at load, naming the cap."""
+    reservation the static pool bills the whole run (8 chips × 0.4167 h × $2.70 = $9.00), which
+    the profile's $9.95 cap does not exceed by its 20 % margin: refused at load, naming the
+    cap."""
     extra: dict[str, str] = {"gke.capacity": mode}
     if mode in ("spot", "flex-start"):
         extra.update({f"gke.prices.{mode}.{k}": v for k, v in PRICE.items()})
@@ -86,8 +89,35 @@ def test_the_plan_renders_in_every_capacity_mode(mode: str) -> None:
         with pytest.raises(ProfileError) as caught:
             smoke_profile(**extra)
         assert [i.field for i in caught.value.issues] == ["gke.max_usd_per_run"]
-        assert "$9.72" in caught.value.issues[0].problem
-        extra["gke.max_usd_per_run"] = "10"
+        assert "gke.spend_margin 20% above the plan's estimate of $9.00" in \
+            caught.value.issues[0].problem
+        assert "at least 10.80" in caught.value.issues[0].fix
+        extra["gke.max_usd_per_run"] = "11"
     profile = smoke_profile(**extra)
     text = render_text(profile, build_plan(profile))
     assert f"TPU cost, capacity {mode}" in text and "spend cap: $" in text
+
+
+def test_its_queue_budget_is_its_own() -> None:
+    """Kueue admits the smoke run at once when its pool is free; half an hour unadmitted is a
+    wrong queue, not a busy one, and must not hold the operator for the tutorial's 6 h."""
+    from flows.backends.gke.watch.budgets import budgets_for
+    from tests.support.profiles import tutorial_profile
+
+    assert budgets_for(smoke_profile(), "train").queue_s == 1800.0
+    assert budgets_for(tutorial_profile(), "train").queue_s == 6 * 3600.0
+
+
+def test_its_training_estimate_is_its_timeline() -> None:
+    """gke.estimated_hours.train is the timeline's billed phases (after the nodes exist);
+    giving both is refused, naming the field."""
+    profile = smoke_profile()
+    gke = profile.gke
+    assert gke is not None and gke.train_timeline is not None
+    billed = gke.train_timeline.minutes(billed=True)
+    assert gke.estimated_hours["train"] == pytest.approx(billed / 60, abs=1e-4)
+    assert gke.train_timeline.minutes(billed=False) == gke.train_timeline.image_pull + \
+        gke.train_timeline.scale_up  # the head's pull and the scale-up bill no TPU
+    with pytest.raises(ProfileError) as caught:
+        smoke_profile(**{"gke.estimated_hours.train": "0.3"})
+    assert [i.field for i in caught.value.issues] == ["gke.estimated_hours"]

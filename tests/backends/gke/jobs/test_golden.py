@@ -11,41 +11,61 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.jobs.manifests import render_all, to_yaml, write_manifests
 from flows.config import Profile
+from flows.core.eval_programs import base_eval_key, trained_eval_key
 from flows.core.layout import convert_key, export_key, image_key, train_key
 from flows.plan import planned_workloads
+from tests.support.profiles import tutorial_profile
 
-GOLDEN = Path(__file__).parents[3] / "golden" / "gke" / "qwen3-30b-a3b-v6e-32"
+GOLDENS = Path(__file__).parents[3] / "golden" / "gke"
+GOLDEN = GOLDENS / "qwen3-30b-a3b-v6e-32"
+# The retrain deployment's profile: the tutorial's with the evaluation prefect.yaml gives it
+# (tests/test_prefect_yaml.py checks that is what the deployment passes).
+RETRAIN = {"eval.batches": "4"}
 
 
 def _normalized(profile: Profile) -> dict[str, str]:
     keys = {image_key(profile): "<image-key>", convert_key(profile): "<convert-key>",
             train_key(profile): "<train-key>", export_key(profile): "<export-key>"}
+    if profile.eval is not None:
+        keys |= {base_eval_key(profile): "<base-eval-key>",
+                 trained_eval_key(profile): "<trained-eval-key>"}
+    objects = render_all(profile, planned_workloads(profile))
+    for obj in objects:  # names hashed from a key or the program's digest
+        stage = obj["metadata"].get("labels", {}).get("tpurl/stage", "")
+        if obj["kind"] == "ConfigMap" or stage.startswith("evaluate"):
+            keys[obj["metadata"]["name"]] = f"<{stage or obj['kind'].lower()}-name>"
     files = {}
-    for obj in render_all(profile, planned_workloads(profile)):
+    for obj in objects:
         if SPEC_DIGEST in obj["metadata"].get("annotations", {}):
             obj["metadata"]["annotations"][SPEC_DIGEST] = "<spec-digest>"
+        if obj["kind"] == "ConfigMap":  # the shipped program: test_render compares its text
+            obj["data"] = {name: "<program text>" for name in obj["data"]}
         text = to_yaml(obj)
-        for value, placeholder in keys.items():
+        for value, placeholder in sorted(keys.items(), key=lambda kv: -len(kv[0])):
             text = text.replace(value, placeholder)
         stage = obj["metadata"].get("labels", {}).get("tpurl/stage", obj["kind"].lower())
         files[f"{stage}.yaml"] = text
     return files
 
 
-def test_golden_manifests(profile: Profile):
-    files = _normalized(profile)
+@pytest.mark.parametrize(("directory", "overrides"), [
+    ("qwen3-30b-a3b-v6e-32", {}), ("qwen3-30b-a3b-v6e-32-retrain", RETRAIN)])
+def test_golden_manifests(directory: str, overrides: dict[str, str]):
+    golden = GOLDENS / directory
+    files = _normalized(tutorial_profile(**overrides))
     if os.environ.get("TPURL_UPDATE_GOLDEN"):
-        GOLDEN.mkdir(parents=True, exist_ok=True)
+        golden.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            (GOLDEN / name).write_text(text)
-    assert sorted(p.name for p in GOLDEN.glob("*.yaml")) == sorted(files)
+            (golden / name).write_text(text)
+    assert sorted(p.name for p in golden.glob("*.yaml")) == sorted(files)
     for name, text in files.items():
-        assert (GOLDEN / name).read_text() == text, f"{name} differs from the golden file"
+        assert (golden / name).read_text() == text, f"{name} differs from the golden file"
 
 
 def test_write_manifests_one_file_per_object(profile: Profile, tmp_path: Path):

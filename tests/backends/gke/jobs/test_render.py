@@ -14,7 +14,7 @@ import pytest
 
 from flows.backends.gke.jobs.manifests import render_all, stage_run
 from flows.backends.gke.jobs.render import render_jobset
-from flows.config import Profile
+from flows.config import Profile, ProfileError
 from flows.plan import planned_workloads
 from tests.support.jobset_schema import KUBERNETES_VERSION, jobset_errors
 from tests.support.profiles import tutorial_profile
@@ -191,12 +191,28 @@ def test_pathways_jobset_shape_and_env(profile: Profile):
     program = _env(containers["workload-container"])
     assert program["JAX_PLATFORMS"] == "proxy,cpu"
     assert program["ENABLE_PATHWAYS_PERSISTENCE"] == "1"
+    # maxtext-v0.2.4 trainers/post_train/rl/scripts/run_qwen3_30b_rl.sh:85 sets it
+    assert program["SKIP_JAX_PRECOMPILE"] == "1"
     assert program["JAX_BACKEND_TARGET"] == "grpc://127.0.0.1:29000"
     assert program["HF_TOKEN"]["secretKeyRef"]["key"] == "value"
     assert "--instance_type=tpuv6e:4x8" in containers["pathways-rm"]["args"]
     for c in ("pathways-proxy", "pathways-rm", "pathways-worker"):
         assert "--gcs_scratch_location=gs://my-tpurl-bucket/pathways/" in containers[c]["args"]
     assert containers["pathways-worker"]["resources"]["limits"] == {"google.com/tpu": "4"}
+
+
+def test_the_profile_overrides_what_maxtexts_scripts_set() -> None:
+    """gke.train_env replaces a default of the same name and adds others; a bad name is
+    refused at load, naming the field."""
+    jobset = _jobsets(tutorial_profile(**{"gke.train_env.SKIP_JAX_PRECOMPILE": "0",
+                                          "gke.train_env.TPU_MIN_LOG_LEVEL": "0"}))["train"]
+    container = _containers(jobset)["workload-container"]
+    env = _env(container)
+    assert env["SKIP_JAX_PRECOMPILE"] == "0" and env["TPU_MIN_LOG_LEVEL"] == "0"
+    assert [e["name"] for e in container["env"]].count("SKIP_JAX_PRECOMPILE") == 1
+    with pytest.raises(ProfileError) as caught:
+        tutorial_profile(**{"gke.train_env.NOT-A-NAME": "1"})
+    assert caught.value.issues[0].field.startswith("gke.train_env")
 
 
 def test_multislice(profile: Profile):

@@ -1,0 +1,72 @@
+"""Training's start-up and run as a stated timeline (``gke.train_timeline``), from which the
+training estimate, and so the spend cap's floor, are built (pure).
+
+Why a timeline rather than one number: on a pool that scales from zero most of a short run's
+wall time is start-up, and only part of it is billed. With the Pathways JobSet's
+``startupPolicyOrder: InOrder`` (jobset v0.10.1 pkg/controllers/jobset_controller.go
+resumeJobsIfNecessary, allReplicasStarted) the TPU workers do not exist until the head, on
+the CPU pool, is ready, which includes pulling the post-training image; only then does the
+TPU pool scale up, and GCP bills the TPU VMs from their creation. So the head's image pull
+and the scale-up take wall time but no TPU money; every phase after the nodes exist does,
+and so does the autoscaler's scale-down tail after the pods end (flows/config/spend.py
+SCALE_DOWN_TAIL_S, counted there, not here). A profile that states its phases lets the plan
+print where the estimate comes from, and a first real run can correct one phase, not a
+total nobody can take apart.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# (field, what happens, billed: the TPU nodes exist meanwhile)
+PHASES: tuple[tuple[str, str, bool], ...] = (
+    ("image_pull", "the Pathways head pulls the post-training image on the CPU pool", False),
+    ("scale_up", "the autoscaler brings the TPU slice up from zero", False),
+    ("pathways_registration", "the workers pull their image and register with the head", True),
+    ("checkpoint_load", "the converted checkpoint is restored", True),
+    ("vllm_start", "the rollout engine (vLLM, tpu-inference) starts", True),
+    ("first_compiles", "the first train and sampling steps compile", True),
+    ("steps", "the training steps", True),
+    ("last_checkpoint", "the last checkpoint is written", True),
+)
+
+
+class TrainTimeline(BaseModel):
+    """Minutes per phase of one training run; every phase must be stated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image_pull: float = Field(ge=0)
+    scale_up: float = Field(ge=0)
+    pathways_registration: float = Field(ge=0)
+    checkpoint_load: float = Field(ge=0)
+    vllm_start: float = Field(ge=0)
+    first_compiles: float = Field(ge=0)
+    steps: float = Field(gt=0)
+    last_checkpoint: float = Field(ge=0)
+
+    def minutes(self, billed: bool | None = None) -> float:
+        """All phases, or only the billed (``True``) or unbilled (``False``) ones."""
+        return sum(getattr(self, name) for name, _, paid in PHASES
+                   if billed is None or paid == billed)
+
+    @property
+    def train_hours(self) -> float:
+        """What ``gke.estimated_hours.train`` means: the hours training holds the slice."""
+        return round(self.minutes(billed=True) / 60.0, 4)
+
+
+def timeline_lines(timeline: TrainTimeline, tail_min: float) -> list[str]:
+    """The plan's account of the training estimate, phase by phase."""
+    lines = ["  training timeline (gke.train_timeline, minutes; * = the TPU nodes exist, "
+             "billed):"]
+    for name, what, billed in PHASES:
+        lines.append(f"    {'*' if billed else ' '} {name:<22} {getattr(timeline, name):5.1f}"
+                     f"  {what}")
+    if tail_min:
+        lines.append(f"    * {'scale-down tail':<22} {tail_min:5.1f}  the autoscaler removes "
+                     "the unneeded nodes")
+    lines.append(f"    wall {timeline.minutes() + tail_min:.1f} min, billed "
+                 f"{timeline.minutes(billed=True) + tail_min:.1f} min "
+                 f"(gke.estimated_hours.train = {timeline.train_hours:g} h, plus the tail)")
+    return lines

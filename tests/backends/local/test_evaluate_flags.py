@@ -1,0 +1,46 @@
+"""The evaluation program starts as train_rl does, under absl's app.run: its own options, then
+train_rl's arguments through absl's flags (maxtext-v0.2.4 train_rl.py:843-844). Run in the
+real rehearsal venv (the stand-in image), whose absl is the image's kind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from flows.common.paths import REHEARSAL_DIR
+
+PROBE = """
+import json, sys
+sys.path.insert(0, {dir!r})
+import evaluate_rl
+from absl import flags
+args = evaluate_rl.parse_args(sys.argv)
+print(json.dumps({{"out": args.out, "rest": args.train_rl_argv,
+                   "parsed": flags.FLAGS.is_parsed(),
+                   "alsologtostderr": flags.FLAGS.alsologtostderr}}))
+"""
+
+
+def _probe(rehearsal_image, *argv: str) -> subprocess.CompletedProcess[str]:
+    python = str(rehearsal_image.venv_dir() / "bin" / "python")
+    return subprocess.run([python, "-c", PROBE.format(dir=str(REHEARSAL_DIR)), *argv],
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_train_rl_arguments_pass_through_absl_as_under_app_run(rehearsal_image) -> None:
+    done = _probe(rehearsal_image, "--out", "gs://b/scores.json", "--",
+                  "model_name=qwen3-0.6b", "--alsologtostderr", "num_batches=4")
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    # absl's own flag is taken by absl (as train_rl's would be), the config's key=value
+    # arguments reach the program in order, and FLAGS are parsed for the libraries
+    assert seen == {"out": "gs://b/scores.json", "rest": ["model_name=qwen3-0.6b",
+                                                          "num_batches=4"],
+                    "parsed": True, "alsologtostderr": True}
+
+
+def test_an_unknown_flag_fails_as_train_rl_would(rehearsal_image) -> None:
+    done = _probe(rehearsal_image, "--out", "x.json", "--", "model_name=m",
+                  "--no_such_flag=1")
+    assert done.returncode == 1
+    assert "FATAL Flags parsing error" in done.stderr and "no_such_flag" in done.stderr
