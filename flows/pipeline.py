@@ -38,7 +38,7 @@ from flows.core.space import storage_failure
 from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.run_log import readable_failures
-from flows.run_origin import run_origin
+from flows.run_origin import deployed_overrides, run_origin
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
 from flows.runpage.cancel import cancelled_by_user, cancelled_state
@@ -266,7 +266,9 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     if model_revision:
         merged["model.hf_revision"], given["model.hf_revision"] = model_revision, "model_revision"
     # every check before any side effect; a deployment's run may change run-tunable fields only
-    cfg = load_profile(profile, merged, origin=run_origin(), parameters=given)
+    origin = run_origin()
+    cfg = load_profile(profile, merged, origin=origin, parameters=given,
+                       deployed=deployed_overrides() if origin == "deployment" else None)
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
     if missing := backend_for(cfg).start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)

@@ -11,6 +11,8 @@ worker: prefect 3.9.1 prefect/flows.py ``load_flow_from_flow_run`` (line 3248) r
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect.runtime import deployment
 
 from flows.config.loading import Origin
@@ -19,3 +21,19 @@ from flows.config.loading import Origin
 def run_origin() -> Origin:
     """"deployment" inside a deployment's flow run, else "flow" (an in-process call)."""
     return "deployment" if deployment.id else "flow"
+
+
+def deployed_overrides() -> dict[str, Any]:
+    """The ``overrides`` parameter the deployment was created with (prefect.yaml's
+    ``parameters``: the deploying operator's, trusted as the profile is), as opposed to the
+    run's. Prefect merges a run's parameters over the deployment's when it creates the run
+    (a run's ``overrides`` replaces the whole dict), and ``prefect.runtime.deployment
+    .parameters`` answers the run's merged ones, so the deployment is read itself."""
+    if not deployment.id:
+        return {}
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        defaults = client.read_deployment(deployment.id).parameters or {}
+    given = defaults.get("overrides")
+    return dict(given) if isinstance(given, dict) else {}

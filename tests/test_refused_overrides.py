@@ -147,3 +147,41 @@ def test_a_deployment_s_run_is_refused_what_its_overrides_may_not_change(
                 flow_run_id=LogFilterFlowRunId(any_=[run_id])))]
             assert any(field in line for line in logs), (kind, logs)
             assert not any("validated" in line for line in logs), (kind, logs)
+
+
+def test_the_deployments_own_overrides_are_its_not_the_runs(prefect_api: None,
+                                                              monkeypatch) -> None:
+    """prefect.yaml's `overrides` (the GKE retrain's `eval.batches`, which adds an eval
+    section a run could not add) are the deploying operator's: read from the deployment on the
+    API, not from the run's merged parameters, and exempt from the run-tunable rule only with
+    the same key and value."""
+    from prefect.client.orchestration import get_client
+
+    from flows.config import ProfileError, load_profile
+    from flows.run_origin import deployed_overrides
+    from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+
+    given = {"eval.batches": "4"}
+    with get_client(sync_client=True) as client:
+        flow_id = client.create_flow_from_name("rl-post-training")
+        deployment_id = client.create_deployment(
+            flow_id=flow_id, name=f"deployed-{uuid.uuid4().hex[:8]}",
+            entrypoint="flows/pipeline.py:rl_post_training",
+            parameters={"profile": TUTORIAL, "overrides": given})
+    monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", str(deployment_id))
+    deployed = deployed_overrides()
+    assert deployed == given
+
+    def load(run_overrides: dict[str, str]):
+        return load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, **run_overrides}, environ={},
+                            origin="deployment", deployed={**TUTORIAL_REQUIRED, **deployed})
+
+    assert load(given).eval is not None  # the deployment's own: the retrain evaluates
+    for run_overrides, field in (({"eval.batches": "1"}, "eval.batches"),
+                                 ({**given, "image.base": "docker.io/attacker/evil:1"},
+                                  "image.base")):
+        with pytest.raises(ProfileError) as refused:
+            load(run_overrides)
+        assert f"{field}: " in str(refused.value)
+    monkeypatch.delenv("PREFECT__RUNTIME__DEPLOYMENT__ID")
+    assert deployed_overrides() == {}  # an in-process call: no deployment

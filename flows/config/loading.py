@@ -67,11 +67,16 @@ def resolve_profile_path(name_or_path: str) -> Path:
 
 def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
                  environ: Mapping[str, str] | None = None, origin: Origin = "cli",
-                 parameters: Mapping[str, str] | None = None) -> Profile:
+                 parameters: Mapping[str, str] | None = None,
+                 deployed: Mapping[str, Any] | None = None) -> Profile:
     """Return a validated profile or raise ProfileError listing every problem.
 
     ``parameters``: in a run, the run parameter that set an override other than
-    ``overrides`` itself (``{"data.train_files": "dataset_uri"}``), for the messages."""
+    ``overrides`` itself (``{"data.train_files": "dataset_uri"}``), for the messages.
+    ``deployed``: in a deployment's run, the ``overrides`` the deployment itself was created
+    with (prefect.yaml, by whoever deploys: as trusted as the profile); an override with the
+    same key and value is the deployment's, not the run's, and the run-tunable rule does not
+    apply to it. Any other key or value is the run's."""
     path = resolve_profile_path(name_or_path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -99,7 +104,9 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         setters.pop(dotted, None)  # the override wins: on the CLI it is in sight
         if origin != "cli":  # in a run it is not: name the parameter that set it
             by_run[dotted] = RUN_SETTER.format((parameters or {}).get(dotted, "overrides"))
-    if origin == "deployment" and (refused := refused_overrides(overrides or {}, data)):
+    from_run = {k: v for k, v in (overrides or {}).items()
+                if k not in (deployed or {}) or (deployed or {})[k] != v}
+    if origin == "deployment" and (refused := refused_overrides(from_run, data)):
         tagged = [_with_setter(i, by_run) for i in refused]
         raise ProfileError(str(path), tagged, header=run_header(str(path), tagged, by_run))
     before_run = copy.deepcopy(data) if by_run else None
