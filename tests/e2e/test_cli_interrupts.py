@@ -3,8 +3,11 @@ console script (.venv/bin/tpurl) in a session of its own, the real programs on C
 
 One pass over the rehearsal: in each stage (image, infra, convert, train, export, evaluate)
 the run is stopped once by Ctrl-C (SIGINT to its process group, as a terminal sends it) and
-once by SIGTERM (to the CLI alone, as `kill` or a supervisor sends it); each rerun skips the
-stages that finished and is stopped in the next one, and the last rerun completes. A stage
+once by SIGTERM (to the CLI alone, as `kill` or a supervisor sends it), and in the image
+stage also once by SIGKILL (as the OOM killer ends it: no cleanup of ours runs; the
+programs and the API server die by their parent-death signal, and the rerun frees the dead
+holder's lock at once); each rerun skips the stages that finished and is stopped in the
+next one, and the last rerun completes. A stage
 is reached by reading the CLI's own output: the signal goes once a program of that stage is
 running (the Prefect task's "<program>: starting" line, and the program's process seen).
 
