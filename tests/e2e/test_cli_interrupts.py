@@ -7,9 +7,9 @@ once by SIGTERM (to the CLI alone, as `kill` or a supervisor sends it), and in t
 stage also once by SIGKILL (as the OOM killer ends it: no cleanup of ours runs; the
 programs and the API server die by their parent-death signal, and the rerun frees the dead
 holder's lock at once); each rerun skips the stages that finished and is stopped in the
-next one, and the last rerun completes. A stage
-is reached by reading the CLI's own output: the signal goes once a program of that stage is
-running (the Prefect task's "<program>: starting" line, and the program's process seen).
+next one, and the last rerun completes. A stage is reached by reading the CLI's own output:
+the signal goes once a program of that stage is running (the Prefect task's "<program>:
+starting" line, and the program's process seen).
 
 After each stop: exit 130 or 143, the one message ("interrupted (SIGINT) during stage X …
 To resume: <the same command>"), nothing left running (every process that descended from
