@@ -6,10 +6,12 @@ from __future__ import annotations
 import threading
 import uuid
 from datetime import timedelta
+from typing import Any
 from uuid import UUID
 
+import httpx
 import pytest
-from prefect.client.orchestration import get_client
+from prefect.client.orchestration import PrefectClient, get_client
 from prefect.states import Cancelled, Pending, Running
 
 from flows.announcements.dispatch import dispatch_announcement
@@ -57,7 +59,80 @@ def test_announcements_during_a_run_leave_one_waiting_run_with_the_newest(target
     assert first and v4
 
 
-def test_two_dispatchers_racing_leave_exactly_one_waiting_run(target):
+class _Window:
+    """The race window of a dispatcher (it has read the target's runs and decides), held
+    open for the first dispatcher to enter it until every other dispatcher is inside it
+    too (nothing kept them out: the race is certain) or the lock turned one away while the
+    first was inside, after all of them had reached the lock. Either way the others tried
+    to enter while it was open, so a missing lock fails the test on every run."""
+
+    def __init__(self, dispatchers: int, lock: str) -> None:
+        self.dispatchers, self.lock = dispatchers, lock
+        self.changed = threading.Condition()
+        self.arrived = self.inside = self.turned_away = 0
+        self.held_open: str | None = None  # why the first one was let go
+
+    def arrive(self) -> None:  # at the lock's door (the dispatcher makes sure it exists)
+        with self.changed:
+            self.arrived += 1
+            self.changed.notify_all()
+
+    def refused(self, names: list[str]) -> None:
+        with self.changed:
+            if self.lock in names and self.inside and self.arrived == self.dispatchers:
+                self.turned_away += 1
+                self.changed.notify_all()
+
+    def enter(self) -> None:
+        with self.changed:
+            self.inside += 1
+            self.changed.notify_all()
+            if self.inside > 1:
+                return
+            if self.changed.wait_for(lambda: self.inside == self.dispatchers or
+                                     self.turned_away > 0, 120):
+                self.held_open = "all inside" if self.inside == self.dispatchers else \
+                    "turned away"
+
+
+@pytest.fixture
+def race_window(target, monkeypatch: pytest.MonkeyPatch) -> _Window:
+    """Three dispatchers' window, through the module's own calls: ``_ensure_lock`` (just
+    before the lock) and ``decide`` (inside it, after the runs were read), and the lock's
+    requests to the server."""
+    from flows.announcements import dispatch
+
+    window = _Window(3, dispatch.dispatch_lock_name(str(target[1])))
+    real_ensure, real_decide = dispatch._ensure_lock, dispatch.decide
+
+    def ensure_lock(client: Any, name: str) -> None:
+        real_ensure(client, name)
+        window.arrive()
+
+    def decide(new: Any, runs: Any) -> Any:
+        window.enter()
+        return real_decide(new, runs)
+
+    async def increment(client: Any, names: list[str], *args: Any, **kwargs: Any) -> Any:
+        """What Prefect's lock asks the server; a 423 is the lock turning one away (prefect
+        3.9.1: the call, prefect/client/orchestration/_concurrency_limits/client.py line
+        727; its retry on 423 after Retry-After, prefect/concurrency/services.py lines
+        172-198)."""
+        try:
+            return await real_increment(client, names, *args, **kwargs)
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code == 423:
+                window.refused(names)
+            raise
+
+    real_increment = PrefectClient.increment_concurrency_slots_with_lease
+    monkeypatch.setattr(dispatch, "_ensure_lock", ensure_lock)
+    monkeypatch.setattr(dispatch, "decide", decide)
+    monkeypatch.setattr(PrefectClient, "increment_concurrency_slots_with_lease", increment)
+    return window
+
+
+def test_two_dispatchers_racing_leave_exactly_one_waiting_run(target, race_window):
     deployment, deployment_id = target
     results: list[dict] = []
     errors: list[BaseException] = []
@@ -75,9 +150,12 @@ def test_two_dispatchers_racing_leave_exactly_one_waiting_run(target):
     for thread in threads:
         thread.join(timeout=120)
     assert not errors, errors
+    assert race_window.held_open is not None, "the window closed on its 120 s bound"
     waiting = [r for r in runs_of(deployment_id) if r.state.is_scheduled()]
-    assert len(waiting) == 1, [(r.name, r.state.name) for r in waiting]
+    assert len(waiting) == 1, ([(r.name, r.state.name) for r in waiting],
+                               race_window.held_open)
     assert waiting[0].parameters["dataset_uri"] == ds("v3.parquet")
+    assert race_window.held_open == "turned away"  # the lock kept the others out
 
 
 def test_a_run_the_worker_took_just_before_its_cancel_knows_it_was_coalesced(target):

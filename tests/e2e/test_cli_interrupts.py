@@ -1,0 +1,279 @@
+"""`tpurl run rehearsal` stopped as a user stops it, in every stage, then resumed: the real
+console script (.venv/bin/tpurl) in a session of its own, the real programs on CPU.
+
+One pass over the rehearsal: in each stage (image, infra, convert, train, export, evaluate)
+the run is stopped once by Ctrl-C (SIGINT to its process group, as a terminal sends it) and
+once by SIGTERM (to the CLI alone, as `kill` or a supervisor sends it), and in the image
+stage also once by SIGKILL (as the OOM killer ends it: no cleanup of ours runs; the
+programs and the API server die by their parent-death signal, and the rerun frees the dead
+holder's lock at once); each rerun skips the stages that finished and is stopped in the
+next one, and the last rerun completes. A stage is reached by reading the CLI's own output:
+the signal goes once a program of that stage is running (the Prefect task's "<program>:
+starting" line, and the program's process seen).
+
+After each stop: exit 130 or 143, the one message ("interrupted (SIGINT) during stage X …
+To resume: <the same command>"), nothing left running (every process that descended from
+the CLI when it was signalled, the sessions of the CLI, its API server and its program, and
+anything started from this test's venvs), and the profile's lock released (its slot is 0 in
+the private API's database, and the rerun takes it without freeing a dead holder).
+
+The venvs are this test's own (under tmp_path), so the image stage has real work (uv
+installs from the warm cache) in every session, whatever the repository's .venvs hold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flows.common.paths import REPO_ROOT
+from flows.profile_lock import lock_name
+
+pytestmark = pytest.mark.rehearsal
+
+TPURL = Path(sys.executable).with_name("tpurl")  # the console script a user runs
+STAGES = ("image", "infra", "convert", "train", "export", "evaluate")
+# Ctrl-C and SIGTERM in every stage; SIGKILL once (what the OOM killer does: no cleanup runs)
+PLAN = [(stage, signum) for stage in STAGES for signum in (
+    (signal.SIGINT, signal.SIGTERM, signal.SIGKILL) if stage == "image" else
+    (signal.SIGINT, signal.SIGTERM))]
+ABORTED = {signal.SIGINT: "Execution was aborted by an interrupt signal",
+           signal.SIGTERM: "Execution was aborted by a termination signal"}
+STAGE_WITHIN_S = 3600.0  # to reach a stage: the stages before it run on CPU first (minutes)
+PROFILE = "rehearsal"
+
+
+def _stat(pid: int) -> tuple[int, int, str] | None:
+    """(parent pid, session id, state) from /proc/PID/stat, None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+    return int(fields[1]), int(fields[3]), fields[0]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _processes() -> dict[int, tuple[int, int, str]]:
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))) is not None:
+            found[int(entry)] = stat
+    return found
+
+
+def _live(table: dict[int, tuple[int, int, str]]) -> dict[int, tuple[int, int, str]]:
+    return {pid: stat for pid, stat in table.items() if stat[2] != "Z"}  # a zombie is dead
+
+
+def _descendants(root: int) -> set[int]:
+    table = _processes()
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, (ppid, _, _) in table.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+class Cli:
+    """One `tpurl run`, its output read as it comes."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        # a session of its own (it is the terminal's foreground group here), with SIGINT
+        # ignored on entry as a background shell would leave it: the CLI must not care
+        self.proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                      signal.SIG_IGN))
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self.lines.append("")  # EOF
+            self._changed.notify_all()
+
+    def wait_for(self, pattern: str, within_s: float) -> re.Match[str]:
+        compiled, seen = re.compile(pattern), 0
+        deadline = time.monotonic() + within_s
+        with self._changed:
+            while True:
+                for line in self.lines[seen:]:
+                    if match := compiled.search(line):
+                        return match
+                seen = len(self.lines)
+                if self.lines and self.lines[-1] == "":
+                    raise AssertionError(f"tpurl ended (rc {self.proc.wait()}) before "
+                                         f"{pattern!r}:\n{self.text()[-4000:]}")
+                left = deadline - time.monotonic()
+                assert left > 0, f"no {pattern!r} within {within_s} s:\n{self.text()[-4000:]}"
+                self._changed.wait(min(left, 5.0))
+
+    def finish(self, within_s: float) -> int:
+        code = self.proc.wait(timeout=within_s)
+        self._reader.join(60)  # the last lines (EOF once nothing holds the pipe)
+        return code
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+@pytest.fixture
+def clis() -> Iterator[list[Cli]]:
+    """A CLI still running after its test (the test failed) is killed with its session,
+    its programs and its API server, so a failure leaves nothing behind."""
+    started: list[Cli] = []
+    yield started
+    for cli in started:
+        if cli.proc.poll() is None:
+            for pid in _descendants(cli.proc.pid):
+                _kill(pid)
+            os.killpg(cli.proc.pid, signal.SIGKILL)
+            cli.proc.wait(30)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _program_of(cli: Cli, within_s: float = 120.0) -> int:
+    """The stage's program: the CLI's child in a session of its own that is not its API
+    server (flows/backends/local/backend.py starts each program so, flows/api_server.py the
+    server)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        table = _live(_processes())
+        for pid, (ppid, sid, _) in table.items():
+            if ppid == cli.proc.pid and sid == pid and "uvicorn" not in _cmdline(pid):
+                return pid
+        time.sleep(0.05)
+    raise AssertionError(f"no program of the stage started:\n{cli.text()[-4000:]}")
+
+
+def _left_running(watched: set[int], sessions: set[int], marker: str) -> list[str]:
+    table = _live(_processes())
+    return [f"{pid} {_cmdline(pid)[:200]}" for pid, (_, sid, _) in table.items()
+            if pid in watched or sid in sessions or marker in _cmdline(pid)]
+
+
+def _all_gone(watched: set[int], sessions: set[int], marker: str, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while (left := _left_running(watched, sessions, marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"still running after the CLI exited: {left}"
+
+
+def _slot(home: Path) -> int:
+    """The profile lock's taken slots in the private API's database (the server is gone)."""
+    with sqlite3.connect(home / "prefect.db") as db:
+        (active,) = db.execute("SELECT active_slots FROM concurrency_limit_v2 WHERE name = ?",
+                               (lock_name(PROFILE),)).fetchone()
+    return int(active)
+
+
+def _stop_in(cli: Cli, stage: str, signum: int) -> tuple[set[int], set[int]]:
+    """Waits until a program of ``stage`` runs, then sends ``signum`` as a user would; the
+    processes and sessions that must be gone afterwards."""
+    cli.wait_for(rf"Task run '{stage}: [^']*' - [\w.-]+: starting `", STAGE_WITHIN_S)
+    program = _program_of(cli)
+    watched = _descendants(cli.proc.pid)
+    table = _processes()
+    sessions = {cli.proc.pid, program} | {table[p][1] for p in watched if p in table}
+    if signum == signal.SIGINT:
+        os.killpg(cli.proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
+    else:
+        os.kill(cli.proc.pid, signum)
+    return watched | {cli.proc.pid}, sessions
+
+
+def _pid_tags(tmp_path: Path) -> list[Path]:
+    """The programs' pid tags (flows/core/processes.py ProcessTag) in the venvs' and the
+    stages' log folders."""
+    return sorted(tmp_path.glob("venvs/tpurl-logs/*.pid")) + \
+        sorted(tmp_path.glob("root/**/tpurl-logs/*.pid"))
+
+
+def _statuses(out: str) -> dict[str, str]:
+    """Each stage's end in the run's output ("<stage> ran in 12.3 s → …", logged by the
+    stage's task: flows/pipeline.py _execute)."""
+    return dict(re.findall(r"Task run '\w+: [^']*' - (\w+) (ran|skipped) in [\d.]+ s", out))
+
+
+def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) -> None:
+    home, venvs = tmp_path / "prefect-home", tmp_path / "venvs"
+    home.mkdir()
+    overrides = [f"local.root={tmp_path / 'root'}", f"local.venv={venvs / 'rehearsal'}",
+                 f"local.hf_check_venv={venvs / 'hf-check'}"]
+    argv = [str(TPURL), "run", PROFILE, *(a for o in overrides for a in ("--set", o))]
+    resume = f"To resume: tpurl run {PROFILE} " + " ".join(f"--set {o}" for o in overrides)
+    # its own Prefect home (the private API's database, the lock in it) and cache (command
+    # logs): never shared with another run on the machine
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update({"PREFECT_HOME": str(home), "TPURL_CACHE_DIR": str(tmp_path / "cache"),
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "COLUMNS": "10000"})
+    finished = 0  # the stages that finished in the runs before this one
+    killed = False  # the run before was SIGKILLed: its lock is left to this run to free
+    started = time.monotonic()
+    for stage, signum in PLAN:
+        cli = Cli(argv, env)
+        clis.append(cli)
+        watched, sessions = _stop_in(cli, stage, signum)
+        code = cli.finish(180)
+        out, name = cli.text(), signal.Signals(signum).name
+        _all_gone(watched, sessions, str(tmp_path), 60)  # SIGKILL: by PR_SET_PDEATHSIG
+        assert f"holding {lock_name(PROFILE)}" in out
+        # a dead holder on this host is freed at once (and only after a SIGKILL)
+        # (its lease died with the private API server, so by the slot: flows/profile_lock.py)
+        freed = re.search(r"which is gone \(its process \(pid \d+\) is no longer running on "
+                          r"this host\): free(d its lease|ing the slot)", out)
+        assert (freed is not None) is killed, out[-4000:]
+        reached = STAGES.index(stage)
+        assert _statuses(out) == {**dict.fromkeys(STAGES[:finished], "skipped"),
+                                  **dict.fromkeys(STAGES[finished:reached], "ran")}, \
+            out[-4000:]  # resumed: what finished before is skipped, not run again
+        finished, killed = reached, signum == signal.SIGKILL
+        if killed:  # nothing ran its cleanup: the slot stays taken, the pid tag stays
+            assert code == -signal.SIGKILL and _slot(home) == 1, out[-4000:]
+            continue
+        assert code == 128 + signum, out[-4000:]
+        assert f"interrupted ({name}) during stage {stage}: its program was stopped" in out
+        assert resume in out, out[-2000:]
+        assert ABORTED[signum] in out  # Prefect recorded how the flow run ended
+        assert _slot(home) == 0, f"the lock was left taken after {name} in {stage}"
+        assert not _pid_tags(tmp_path)  # the program's tag goes with it
+    cli = Cli(argv, env)
+    clis.append(cli)
+    assert cli.finish(STAGE_WITHIN_S) == 0, cli.text()[-4000:]
+    out = cli.text()
+    assert _statuses(out) == {**dict.fromkeys(STAGES[:-1], "skipped"), STAGES[-1]: "ran"}, \
+        out[-3000:]
+    assert "which is gone" not in out and _slot(home) == 0 and not _pid_tags(tmp_path)
+    print(f"\n{len(PLAN)} stops and {len(PLAN) + 1} runs of `tpurl run {PROFILE}` in "
+          f"{time.monotonic() - started:.0f} s")
