@@ -97,13 +97,13 @@ class _Window:
 
 @pytest.fixture
 def race_window(target, monkeypatch: pytest.MonkeyPatch) -> _Window:
-    """Three dispatchers' window, through the module's own calls: ``_ensure_lock`` (just
+    """Three dispatchers' window, through the module's own calls: ``ensure_lock`` (just
     before the lock) and ``decide`` (inside it, after the runs were read), and the lock's
     requests to the server."""
     from flows.announcements import dispatch
 
     window = _Window(3, dispatch.dispatch_lock_name(str(target[1])))
-    real_ensure, real_decide = dispatch._ensure_lock, dispatch.decide
+    real_ensure, real_decide = dispatch.ensure_lock, dispatch.decide
 
     def ensure_lock(client: Any, name: str) -> None:
         real_ensure(client, name)
@@ -126,7 +126,7 @@ def race_window(target, monkeypatch: pytest.MonkeyPatch) -> _Window:
             raise
 
     real_increment = PrefectClient.increment_concurrency_slots_with_lease
-    monkeypatch.setattr(dispatch, "_ensure_lock", ensure_lock)
+    monkeypatch.setattr(dispatch, "ensure_lock", ensure_lock)
     monkeypatch.setattr(dispatch, "decide", decide)
     monkeypatch.setattr(PrefectClient, "increment_concurrency_slots_with_lease", increment)
     return window

@@ -144,16 +144,25 @@ def test_tunable_fields_change_what_the_run_uses() -> None:
 
 def test_what_the_dispatcher_and_prefect_yaml_pass_stays_tunable() -> None:
     """The retrain runs' dataset_uri and model_revision become these two fields
-    (flows/pipeline.py); the shipped deployments pass no overrides at all (their GKE fields
-    come from the deployment's env)."""
+    (flows/pipeline.py); triggers pass no overrides; a deployment's own overrides (the GKE
+    retrain's eval.batches) are the deploying operator's, accepted as the deployment's with
+    the same key and value (load_profile's ``deployed``), however they would be judged as a
+    run's."""
     import yaml
 
     from flows.common.paths import REPO_ROOT
+    from flows.config.loading import load_profile
+    from tests.support.profiles import required_overrides
 
     assert {"data.train_files", "model.hf_revision"} <= set(tunable_fields())
     shipped = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
     for deployment in shipped["deployments"]:
-        assert "overrides" not in (deployment.get("parameters") or {}), deployment["name"]
+        parameters = deployment.get("parameters") or {}
+        if own := parameters.get("overrides"):
+            name = parameters["profile"]
+            required = required_overrides(name)
+            load_profile(name, {**required, **own}, environ={}, origin="deployment",
+                         deployed={**required, **own})
         for trigger in deployment.get("triggers") or []:
             assert "overrides" not in trigger.get("parameters", {}), trigger["name"]
 

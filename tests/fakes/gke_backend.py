@@ -24,7 +24,7 @@ from flows.core.layout import Layout
 from flows.core.programs import convert_workload, train_workload
 from flows.core.storage import LocalStorage, file_uri
 from tests.fakes.kube_api import FakeApiServer, FakeKube
-from tests.support.profiles import tutorial_profile
+from tests.support.profiles import fake_hf_token, tutorial_profile
 
 FAST = WatchSettings(timeout_s=2, read_timeout_s=5, connect_timeout_s=2, max_errors=3,
                      poll_interval_s=0.3, backoff_s=0.05, backoff_cap_s=0.2)
@@ -92,7 +92,7 @@ def prefect_flow_child(url: str, tmp: str) -> None:
 
     os.environ["PREFECT_HOME"] = str(Path(tmp) / "prefect")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ["HF_TOKEN"] = "hf_cancel_token_not_a_secret"
+    os.environ["HF_TOKEN"] = fake_hf_token("u8jzPde0Ig")
     from prefect import flow, task
 
     log_file = Path(tmp) / "child.log"

@@ -27,6 +27,7 @@ from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
 from tests.fakes.kube_api.scenarios import admit, say, scenario, start
 from tests.support.polling import until
+from tests.support.profiles import fake_hf_token
 
 pytestmark = [pytest.mark.services, pytest.mark.realtime]  # the flow child's own Prefect API
 
@@ -52,7 +53,7 @@ def test_a_cancelled_run_leaves_no_tpu_node_behind(tmp_path: Path,
     """The same cancellation against a TPU pool that scales from zero
     (tests/fakes/kube_api/nodepools.py): the JobSet is deleted, its pods go and the
     autoscaler removes the slice."""
-    monkeypatch.setenv("HF_TOKEN", "hf_capacity_test_token_not_a_secret")
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("NnFRIBXuDL"))
     with FakeApiServer(FakeKube()) as server:
         pool = TpuPool()
         scaler = Autoscaler(server.kube, pool)

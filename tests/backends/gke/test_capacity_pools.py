@@ -25,7 +25,7 @@ from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, Reclaim, TpuPool
 from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start, succeed
 from tests.support.polling import until
-from tests.support.profiles import tutorial_profile
+from tests.support.profiles import fake_hf_token, tutorial_profile
 
 PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-12-01"}
 
@@ -40,7 +40,7 @@ def mode_profile(mode: str):
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
-    monkeypatch.setenv("HF_TOKEN", "hf_capacity_test_token_not_a_secret")
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("Qx7kP2mZ9v"))
     with FakeApiServer(FakeKube()) as running:
         yield running
 

@@ -24,7 +24,7 @@ from tests.fakes.gke_backend import ListLogger, jobsets_created, make_backend
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
 from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
-from tests.support.profiles import tutorial_profile
+from tests.support.profiles import fake_hf_token, tutorial_profile
 
 PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-12-01"}
 
@@ -50,7 +50,7 @@ class Clock:
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("HF_TOKEN", "hf_spend_test_token_not_a_secret")
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("AkWvj7FAc9"))
     with FakeApiServer(FakeKube()) as running:
         yield running
 

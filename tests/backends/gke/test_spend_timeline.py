@@ -24,7 +24,7 @@ from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
 from tests.fakes.kube_api.scenarios import NS, admit, start, succeed
 from tests.support.polling import until
-from tests.support.profiles import smoke_profile
+from tests.support.profiles import fake_hf_token, smoke_profile
 
 STEP_S = 30.0  # the fake clock moves this much per watch tick
 
@@ -39,7 +39,7 @@ class Clock:
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("HF_TOKEN", "hf_spend_timeline_token_not_a_secret")
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("QedUStPKR0"))
     with FakeApiServer(FakeKube()) as running:
         yield running
 

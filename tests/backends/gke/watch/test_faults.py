@@ -35,6 +35,7 @@ from tests.fakes.kube_api.scenarios import (
     worker_crashes,
 )
 from tests.support.polling import bare_jobset, until
+from tests.support.profiles import fake_hf_token
 
 WATCH = WatchSettings(timeout_s=5, read_timeout_s=5, connect_timeout_s=1, max_errors=2,
                       poll_interval_s=0.2, backoff_s=0.05, backoff_cap_s=0.1, healthy_s=10)
@@ -46,7 +47,7 @@ NOT_FOUND = ('rpc error: code = NotFound desc = failed to pull and unpack image 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
-    monkeypatch.setenv("HF_TOKEN", "hf_faults_token_not_a_secret")
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("8dKLzdocJ2"))
     with FakeApiServer(FakeKube()) as srv:
         yield srv
 
