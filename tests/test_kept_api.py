@@ -18,6 +18,7 @@ import pytest
 from flows.common.paths import REPO_ROOT
 from flows.core.processes import ProcessTag
 from flows.kept_api import KeptApiError, StateDir, idle_for, keep_seconds, running
+from tests.support.polling import until
 
 pytestmark = [pytest.mark.services, pytest.mark.realtime]
 
@@ -56,15 +57,6 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _until(condition, within_s: float = 60.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return condition()
-
-
 def _stop(env: dict[str, str]) -> None:
     subprocess.run([TPURL, "api-server", "stop"], env=env, capture_output=True, timeout=120)
 
@@ -101,11 +93,11 @@ def test_in_use_it_stays_however_long_and_idle_it_stops(tmp_path: Path) -> None:
     env = _env(tmp_path, keep_s=2)
     try:
         holder = _probe(env, hold_s=12)  # six idle periods, asking the server all along
-        assert _until(lambda: _state(env).read() is not None, 600)
+        assert until(lambda: _state(env).read() is not None, 600)
         url, _ = _finish(holder)  # the probe asserted every answer while it held the server
         state = _state(env).read()
         assert state is not None
-        assert _until(lambda: not running(state.keeper), 60), "the idle keeper did not stop"
+        assert until(lambda: not running(state.keeper), 60), "the idle keeper did not stop"
         assert not _answers(url) and _state(env).read() is None
     finally:
         _stop(env)
@@ -141,7 +133,7 @@ def test_a_stale_server_is_replaced_but_never_under_a_running_command(tmp_path: 
         # other Prefect settings, while another command uses it: that command keeps it, this
         # one gets a server of its own
         holder = _probe(env, hold_s=30)
-        assert _until(lambda: len(folder.users()) == 1, 300)
+        assert until(lambda: len(folder.users()) == 1, 300)
         other = _env(tmp_path, keep_s=600, PREFECT_LOGGING_LEVEL="WARNING")
         own_url, own_err = _finish(_probe(other))
         assert "this command starts a Prefect API server of its own" in own_err

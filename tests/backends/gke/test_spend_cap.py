@@ -24,6 +24,7 @@ from tests.fakes.gke_backend import ListLogger, jobsets_created, make_backend
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
 from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
+from tests.support.fake_clock import Clock
 from tests.support.profiles import fake_hf_token, tutorial_profile
 
 PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-12-01"}
@@ -36,16 +37,6 @@ def wait_for(predicate, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return predicate()
-
-
-class Clock:
-    """Monotonic seconds that move only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

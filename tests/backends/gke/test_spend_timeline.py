@@ -23,18 +23,11 @@ from tests.fakes.gke_backend import ListLogger, make_backend
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
 from tests.fakes.kube_api.scenarios import NS, admit, start, succeed
+from tests.support.fake_clock import Clock
 from tests.support.polling import until
 from tests.support.profiles import fake_hf_token, smoke_profile
 
 STEP_S = 30.0  # the fake clock moves this much per watch tick
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
