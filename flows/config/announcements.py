@@ -24,6 +24,8 @@ class AnnouncementsSection(StrictModel):
     # directory relative to the repository); an announced dataset must lie under one. Empty
     # (the default): every dataset announcement is refused, naming this field.
     allowed_uri_prefixes: list[str] = Field(default_factory=list)
+    """URI prefixes an announced dataset may start with; none: every dataset announcement is
+    refused."""
 
     @field_validator("allowed_uri_prefixes")
     @classmethod

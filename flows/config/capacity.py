@@ -43,11 +43,14 @@ SCALE_FROM_ZERO: frozenset[str] = frozenset({"flex-start", "spot", "on-demand"})
 class ModePrice(BaseModel):
     """One mode's price: USD per chip-hour, where the figure comes from and when it was read."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     usd_per_chip_hour: float = Field(gt=0)
+    """The price of one chip for one hour in this mode."""
     source: str
+    """Where the price comes from (a page or a quote)."""
     as_of: date
+    """The date the price was read."""
 
     @field_validator("source")
     @classmethod

@@ -38,11 +38,17 @@ class EvalSection(StrictModel):
 
     # how much is scored and how: evaluation knobs a run may change (the held-out set is not)
     batches: int = run_tunable(4, ge=1)  # MaxText's num_test_batches for the evaluation
+    """MaxText's num_test_batches for the evaluation."""
     batch_size: int | None = run_tunable(None, ge=1)  # eval_batch_size; default the training's
+    """Rows per evaluation batch."""
     sampling: str = run_tunable("greedy")  # eval_sampling_strategy
+    """MaxText's eval_sampling_strategy (greedy by default)."""
     files: str | None = None
+    """Held-out files to score on (else MaxText's split of the training files)."""
     dataset_name: str | None = None  # what the declared files hold (default: the training's)
+    """What the held-out files hold, as MaxText names it."""
     split: str = "train"  # the split name the declared files are loaded under
+    """The split name the declared files are loaded under."""
 
     @field_validator("sampling")
     @classmethod
@@ -58,8 +64,11 @@ class PromotionRule(StrictModel):
     """Pass when ``trained[metric] - reference[metric] >= min_delta``."""
 
     metric: str = "mean_reward"
+    """The score promotion compares (mean_reward by default)."""
     min_delta: float = 0.0
+    """How much better than the reference the trained model must score."""
     against: str = "promoted"  # base | promoted (falls back to base when none is promoted)
+    """base, or promoted (the current champion; falls back to base)."""
 
     @field_validator("metric")
     @classmethod

@@ -74,21 +74,36 @@ class GkeCluster(StrictModel):
     """Where the pipeline runs (the tutorial's Cluster Toolkit deployment) and who may reach it."""
 
     project: str
+    """The Google Cloud project everything is created in."""
     region: str
+    """The region of the cluster, the bucket and the repository."""
     zone: str
+    """The zone of the TPU pool (one of the region's zones that offers TPU v6e)."""
     cluster: str
+    """The GKE cluster's name; the infra stage deploys it when it does not exist."""
     bucket: str
+    """The bucket for checkpoints, exports, records and results."""
     reservation: str | None = None  # required by gke.capacity: reservation only
+    """The TPU reservation to consume; required with capacity: reservation only."""
     authorized_cidr: str  # the control plane's allowed sources; required, never implied
+    """The sources allowed to reach the control plane (CIDR); required, never implied."""
     # bucket-scoped by default (issue 37.6): project-storage-admin gives the node pool's and
     # the workloads' accounts storage.admin on every bucket of the project, reachable from
     # every pod of the cluster, the privileged host-network Pathways pods included.
     iam_mode: Literal["project-storage-admin", "bucket-scoped"] = "bucket-scoped"
+    """bucket-scoped grants the node pool's account the profile's bucket only;
+    project-storage-admin every bucket of the project."""
     cluster_toolkit_version: str = "v1.103.0"
+    """The Cluster Toolkit release whose gcluster deploys the blueprint."""
     cluster_toolkit_sha256: str | None = None
+    """The SHA-256 of that release's bundle, checked before it is unpacked (else the shipped
+    table's line)."""
     kueue_queue: str = "user-queue"
+    """The Kueue LocalQueue the JobSets are submitted to."""
     namespace: str = "default"
+    """The Kubernetes namespace of the jobs, Secrets and ConfigMaps."""
     cpu_pool: str = "cpu-np"  # the blueprint's CPU node pool (n4-standard-64, 0–100 nodes)
+    """The blueprint's CPU node pool (conversion, the Pathways head)."""
 
     @field_validator("project")
     @classmethod
@@ -189,20 +204,27 @@ class GkeCapacity(StrictModel):
     """
 
     machine_type: str = "ct6e-standard-4t"
+    """The TPU VM type of the slice (ct6e-standard-4t: 4 v6e chips per host)."""
     topology: str = "4x8"
+    """The slice's TPU topology (4x8 = 32 chips)."""
     # One count for the pool and the jobs: the blueprint's num_slices (one node pool per
     # slice), JobSet's worker replicas and Pathways' --instance_count.
     num_slices: int = Field(1, ge=1)
+    """How many slices training spans (multislice over DCN)."""
     capacity: CapacityMode = "reservation"
+    """How the TPU pool is had: reservation, flex-start, spot or on-demand."""
     max_run_hours: float | None = Field(None, gt=0)  # flex-start only: the node's lifetime
+    """Flex-start only: how long its nodes live (at most 168)."""
     prices: dict[CapacityMode, ModePrice] = Field(
         default_factory=lambda: dict(V6E_DEFAULT_PRICES))
+    """The USD per chip-hour of each capacity mode, with its source and date."""
     # evaluate: unset derives it from train's (flows/config/eval_hours.py)
     # hours a stage holds what it runs on: positive (a zero or negative one would price the
     # run below its cost and let a spend cap or flex-start's max_run_hours pass unchecked)
     estimated_hours: dict[Literal["convert", "train", "export", "evaluate"],
                           Annotated[float, Field(gt=0)]] = Field(
         default_factory=lambda: dict(DEFAULT_ESTIMATED_HOURS))
+    """Planned hours per TPU stage: the plan's chip-hours, dollars and bounds."""
 
     @field_validator("machine_type")
     @classmethod
@@ -284,7 +306,10 @@ class GkeCredentials(StrictModel):
     None: the ambient kubeconfig / Application Default Credentials."""
 
     kubernetes_credentials_block: str | None = None
+    """A Prefect block with the cluster's credentials (else the ambient kube config or workload
+    identity)."""
     gcp_credentials_block: str | None = None
+    """A Prefect GcpCredentials block (else Application Default Credentials)."""
 
 
 class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,

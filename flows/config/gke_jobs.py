@@ -35,15 +35,19 @@ class GkeJobs(StrictModel):
     # cpu-pool: one pod on the CPU pool, no TPU held. tpu-hosts: the tutorial's placement
     # (every host of the slice, only JOB_COMPLETION_INDEX 0 works, 32 chips held for a CPU job).
     conversion_placement: Literal["cpu-pool", "tpu-hosts"] = "cpu-pool"
+    """Where the conversions run: the CPU pool (default) or the TPU hosts."""
     # Pathways server and proxy must match the JAX of the workload image; upstream defaults to
     # :latest, which silently changes under a running project. MaxText 0.2.4 pins jax 0.11.0.
     pathways_tag: str = "jax-0.11.0"
+    """The tag of the Pathways server and proxy images."""
     # Their digests (``sha256:<64 hex>``; issue 37.7): a tag can be moved by whoever owns the
     # repository, a digest cannot. Set, the images are pulled as TAG@DIGEST; unset, plan
     # and validate warn. Not shipped: they could not be resolved where this was written;
     # `gcloud artifacts docker images describe IMAGE:TAG` prints them.
     pathways_server_digest: str | None = None
+    """Pull the Pathways server image by this digest (sha256:...)."""
     pathways_proxy_digest: str | None = None
+    """Pull the Pathways proxy image by this digest (sha256:...)."""
     # Sized to fit one node of the cpu-np pool the toolkit creates (n4-standard-64: ~244Gi
     # allocatable memory; default 100 GB boot disk: ~45Gi allocatable ephemeral storage, too
     # little for the ~61 GB of HF safetensors to_maxtext downloads). So the HF cache and
@@ -53,26 +57,41 @@ class GkeJobs(StrictModel):
     # to_huggingface uploads safetensors from memory (no disk), ≤ 2x the checkpoint ≈ 117 GiB.
     # Guaranteed QoS (request = limit) so the kubelet does not evict the pod first.
     conversion_cpu: str = "30"
+    """CPU request of the conversion pod."""
     conversion_memory: str = "192Gi"
+    """Memory request of the conversion pod."""
     conversion_scratch_memory: str = "64Gi"
+    """Size of the conversion's in-memory scratch volume."""
     # The HF checkpoint's safetensors, what the scratch must hold (flows/config/hf_scratch.py):
     # Qwen3-30B-A3B, 30.5B parameters x 2 bytes (bf16) = 61 GB, about 57 GiB.
     hf_download_gib: float = Field(57.0, gt=0)
+    """GiB the base model's download takes (sizes the conversion's scratch)."""
     conversion_ephemeral_storage: str = "16Gi"
+    """Ephemeral storage request of the conversion pod."""
     job_ttl_s: int = Field(3600, ge=0)  # gcluster's default for plain jobs
+    """Seconds a finished JobSet is kept before Kubernetes deletes it."""
     train_ttl_s: int = Field(86400, ge=0)  # gcluster's default for Pathways jobs
+    """Seconds a finished training JobSet is kept."""
     job_max_restarts: int = Field(1, ge=0)  # gcluster --restarts default
+    """JobSet restarts of a conversion before it fails."""
     train_max_restarts: int = Field(0, ge=0)  # the tutorial: the flow resubmits and resumes
+    """JobSet restarts of training (0: the flow resubmits and resumes instead)."""
     # Watch budgets (flows/backends/gke/watch/monitor.py); None: the monitor's defaults.
     queue_budget_s: float | None = Field(None, gt=0)
+    """Seconds a JobSet may wait in Kueue's queue before the stage fails (queue-timeout)."""
     run_budget_s: float | None = Field(None, gt=0)
+    """Seconds one JobSet attempt may run."""
     train_run_budget_s: float | None = Field(None, gt=0)
+    """Seconds one training attempt may run (else run_budget_s)."""
     preemption_budget: int | None = Field(None, ge=0)
+    """How many preemptions a stage resubmits before it fails."""
     # Environment of training (and evaluation, which runs like it) on the slice, over what
     # MaxText's own RL launch scripts set (flows/backends/gke/runtime.py MAXTEXT_RL_ENV, e.g.
     # SKIP_JAX_PRECOMPILE=1); a name given here replaces that default. Plain values only: a
     # secret goes through model.hf_token's kinds of reference, never here.
     train_env: dict[str, str] = Field(default_factory=dict)
+    """Environment of training and evaluation over what MaxText's RL scripts set
+    (SKIP_JAX_PRECOMPILE=1)."""
 
     @field_validator("train_env")
     @classmethod

@@ -63,8 +63,11 @@ class SecretRef(StrictModel):
     """Where a secret comes from. Never the secret itself."""
 
     env: str | None = None
+    """The name of an environment variable holding the token (e.g. HF_TOKEN)."""
     secret_block: str | None = None
-    gcp_secret: str | None = None  # a Secret Manager secret of the profile's project (latest)
+    """The name of a Prefect Secret block holding the token."""
+    gcp_secret: str | None = None
+    """A Secret Manager secret of the profile's project (its latest version)."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:
@@ -101,15 +104,25 @@ class LocalSection(StrictModel):
     """The rehearsal: CPU, local directories, the real MaxText programs in their own venv."""
 
     root: str = ".tpurl/rehearsal"
+    """Where the rehearsal's outputs, records and logs go; inside the repository, the cache
+    or the temp directory."""
     venv: str = ".venvs/rehearsal"
+    """The venv that stands in for the post-training image (MaxText, tunix, the patches)."""
     hf_check_venv: str = ".venvs/hf-check"
+    """The venv that loads the export with transformers (the export's check)."""
     venv_python: str = "3.12"
+    """The Python version of the rehearsal venv (MaxText 0.2.4 needs 3.12)."""
     hf_check_python: str = "3.11"
+    """The Python version of the export check's venv."""
     # the rehearsal's generated model and data: training knobs a run may change
     tiny_model_seed: int = run_tunable(0, ge=0)
+    """The seed of the tiny Qwen3-MoE the infra stage generates."""
     dataset_rows: int = run_tunable(64, ge=4)
+    """Rows of the generated OpenMathInstruct-2-shaped dataset."""
     dataset_seed: int = run_tunable(0, ge=0)
+    """The seed of the generated dataset."""
     step_timeout_s: int = Field(1800, ge=60)
+    """Seconds a rehearsal program may run before it is stopped as stalled."""
 
     @model_validator(mode="after")
     def _own_places(self) -> Self:
@@ -158,11 +171,16 @@ class LocalSection(StrictModel):
 
 class ModelSection(StrictModel):
     maxtext_name: str
+    """MaxText's name of the model (its `model_name`, e.g. qwen3-30b-a3b)."""
     hf_repo: str
-    hf_revision: str = run_tunable("main")  # what a base-model announcement carries
+    """The Hugging Face repository of the base model."""
+    hf_revision: str = run_tunable("main")
+    """The base model's revision on the hub: what a base-model announcement carries (a
+    40-hex commit there)."""
     hf_token: SecretRef | None = None
-    # Arguments every MaxText program of this model gets (e.g. the rehearsal's tiny sizes).
+    """Where the hub token comes from (env, secret_block or gcp_secret), never the token."""
     args: dict[str, Scalar] = Field(default_factory=dict)
+    """Arguments every MaxText program of this model gets (e.g. the rehearsal's tiny sizes)."""
 
     _args_are_scalars = field_validator("args", mode="before")(_scalar_args)
 
@@ -185,13 +203,18 @@ ImageBuilder = Literal["auto", "docker", "cloud-build"]
 
 class ImageSection(StrictModel):
     base: str
+    """The post-training image the patched image is built FROM, pinned by tag or digest."""
     repository: str | None = None
+    """Where the patched image is pushed (an Artifact Registry repository); GKE only."""
     disabled_patches: dict[str, str] = Field(default_factory=dict)
+    """Declared patches (images/post-training/patches.yaml) left out, each with the reason."""
     # GKE only: who builds the patched image. ``docker``: the Docker SDK against a daemon
     # (DOCKER_HOST or the local socket); ``cloud-build``: Google Cloud Build through its client
     # library, no daemon needed (a Kubernetes work pool's pod has none); ``auto``: docker when a
     # daemon answers at the flow's start, else cloud-build (flows/backends/gke/image/builder.py).
     builder: ImageBuilder = "auto"
+    """Who builds the patched image on GKE: docker, cloud-build, or auto (docker when a
+    daemon answers, else Cloud Build)."""
 
     @field_validator("builder", mode="before")
     @classmethod
@@ -222,6 +245,7 @@ class ImageSection(StrictModel):
 
 class StepSection(StrictModel):
     args: dict[str, Scalar] = Field(default_factory=dict)
+    """The MaxText program's own arguments (key=value), checked against its known keys."""
 
     _args_are_scalars = field_validator("args", mode="before")(_scalar_args)
 
@@ -242,6 +266,8 @@ class TrainSection(StepSection):
     """The training step: its arguments, of which the knobs above are run-tunable."""
 
     args: dict[str, Scalar] = run_tunable(default_factory=dict, keys=TUNABLE_TRAIN_ARGS)
+    """train_rl's arguments; a deployment's run may change only the numeric knobs
+    (TUNABLE_TRAIN_ARGS)."""
 
 
 class DataSection(StrictModel):
@@ -252,31 +278,45 @@ class DataSection(StrictModel):
     it is part of the training key, so a new URI retrains and an unchanged one skips.
     """
 
-    train_files: str | None = run_tunable(None)  # what a dataset announcement carries
-    # what the files hold, as MaxText names it (drives answer extraction and the eval split;
-    # flows/config/data_rules.py); used only when train_files is given
+    train_files: str | None = run_tunable(None)
+    """The training files (MaxText's hf_train_files): what a dataset announcement carries."""
     dataset_name: str | None = run_tunable(None)
+    """What the files hold, as MaxText names it (answer extraction, the eval split); used
+    only with train_files."""
 
 
 class Profile(StrictModel):
     name: str
+    """The profile's name: its lock, its labels and its results directory."""
     description: str = ""
+    """One line for people: what this profile is for."""
     backend: Literal["gke", "local"]
+    """gke runs on a GKE TPU slice; local runs the CPU rehearsal."""
     gke: GkeSection | None = None
+    """The GKE backend's settings (required with backend: gke)."""
     local: LocalSection | None = None
+    """The rehearsal's settings (required with backend: local)."""
     model: ModelSection
+    """The base model and how the hub is reached."""
     image: ImageSection
+    """The post-training image and its declared patches."""
     convert: StepSection = StepSection()
+    """The Hugging Face → MaxText conversion (to_maxtext)."""
     train: TrainSection = TrainSection()
+    """GRPO training (train_rl)."""
     export: StepSection = StepSection()
+    """The MaxText → Hugging Face export (to_huggingface)."""
     data: DataSection = DataSection()
-    # where announced datasets may come from (flows/config/announcements.py); never tunable
+    """Training data given as files (announced datasets)."""
     announcements: AnnouncementsSection = AnnouncementsSection()
-    # The most one run may take once it holds the profile's lock; unset: the sum of its
-    # stages' bounds, retries included (flows/stages/timeouts.py run_timeout_s).
+    """Where announced datasets may come from (never run-tunable)."""
     flow_timeout_s: float | None = Field(None, gt=0)
-    eval: EvalSection | None = None  # the evaluate stage runs when set (flows/config/evaluation.py)
-    promotion: PromotionRule | None = None  # default when eval is set: PromotionRule()
+    """The most one run may take once it holds the profile's lock; unset: the sum of its
+    stages' bounds, retries included."""
+    eval: EvalSection | None = None
+    """The evaluate stage and the promotion decision run when this is set."""
+    promotion: PromotionRule | None = None
+    """How a trained model is judged (default when eval is set: PromotionRule())."""
 
     @field_validator("name")
     @classmethod

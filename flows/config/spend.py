@@ -41,16 +41,20 @@ ON_SLICE = frozenset({"train", "evaluate"})
 class GkeSpend(BaseModel):
     """USD caps on the TPU time a run (and optionally each stage) may hold; None: no cap."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     max_usd_per_run: float | None = Field(None, gt=0)
+    """Stop a run whose TPU time would cost more (the budget category)."""
     max_usd_per_stage: dict[SpendStage, float] = Field(default_factory=dict)
+    """The same cap per TPU stage."""
     # the cap must stand this fraction above the estimate (0.2: 20 %), so a run a little
     # slower than planned is not stopped; unset: the estimate itself is the floor
     spend_margin: float | None = Field(None, ge=0)
+    """How far above the estimate max_usd_per_run must be (0.2: 20 %)."""
     # training's phases in minutes; when given, gke.estimated_hours.train is their billed sum
     # (flows/config/timeline.py; GkeSection fills it in)
     train_timeline: TrainTimeline | None = None
+    """Training's phases in minutes; when given, the training estimate is its billed phases."""
 
 
 def stage_chips_held(gke: GkeSection, stage: str) -> int:

@@ -34,16 +34,24 @@ PHASES: tuple[tuple[str, str, bool], ...] = (
 class TrainTimeline(BaseModel):
     """Minutes per phase of one training run; every phase must be stated."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     image_pull: float = Field(ge=0)
+    """Minutes to pull the post-training image (not billed: no TPU node yet)."""
     scale_up: float = Field(ge=0)
+    """Minutes for the TPU pool to scale up from zero (not billed)."""
     pathways_registration: float = Field(ge=0)
+    """Minutes for the workers to register with the Pathways head."""
     checkpoint_load: float = Field(ge=0)
+    """Minutes to load the converted checkpoint."""
     vllm_start: float = Field(ge=0)
+    """Minutes for the vLLM engine to start."""
     first_compiles: float = Field(ge=0)
+    """Minutes of the first XLA compilations."""
     steps: float = Field(gt=0)
+    """Minutes of the training steps."""
     last_checkpoint: float = Field(ge=0)
+    """Minutes to write the last checkpoint."""
 
     def minutes(self, billed: bool | None = None) -> float:
         """All phases, or only the billed (``True``) or unbilled (``False``) ones."""

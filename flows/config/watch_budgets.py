@@ -22,24 +22,29 @@ WEEK_S = 7 * 24 * 3600.0
 class GkeWatchBudgets(BaseModel):
     """Each default with its reason (configured like StrictModel in flows/config/strict.py)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     # Pods admitted but unschedulable this long → infrastructure (retried). 30 min: a
     # scale-up of a whole slice takes minutes; longer means no capacity or a pool too small.
     # flex-start waits under the queue budget instead.
     schedule_budget_s: float = Field(1800.0, gt=0)
+    """Seconds a pod may wait for a node before the stage fails."""
     # An infrastructure fault pulling the image (registry 5xx, reset) this long → infrastructure. 10 min
     # covers kubelet's pull back-off (10 s doubling to 5 min) for two or three attempts.
     pull_grace_s: float = Field(600.0, gt=0)
+    """Seconds an image pull may take before it is a failure."""
     # One Kubernetes API call rides out 5xx/429/resets this long. 15 min: a GKE control
     # plane upgrade makes the API unavailable for a few minutes.
     api_budget_s: float = Field(900.0, gt=0)
+    """Seconds the Kubernetes API may be unreachable before the stage fails."""
     # After a terminal verdict, wait this long for the terminated program's last log lines
     # (the traceback that names the cause); a program still running is not waited for.
     log_drain_s: float = Field(10.0, ge=0)
+    """Seconds to read the last log lines after a JobSet ends."""
     # A Foreground delete must finish before the JobSet is created again. 5 min: the pods'
     # termination grace plus the garbage collector.
     delete_wait_s: float = Field(300.0, gt=0)
+    """Seconds to wait for a deleted JobSet's pods to go."""
 
     @field_validator("schedule_budget_s", "pull_grace_s", "api_budget_s", "log_drain_s",
                      "delete_wait_s")
