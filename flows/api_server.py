@@ -33,6 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +66,8 @@ class ApiServer:
     def _launch(self) -> subprocess.Popen[bytes]:
         spec = importlib.util.find_spec("prefect")
         assert spec is not None and spec.origin is not None, "prefect is not installed"
-        env = {**(os.environ if self.base_env is None else self.base_env), **PREFECT_SERVER_ENV,
-               **self.extra_env}
-        if (settings := sys.modules.get("prefect.settings")) is not None:  # set in-process
-            env.update(settings.get_current_settings().to_environment_variables(
-                exclude_unset=True))
-        env.pop("PREFECT_API_URL", None)
+        env = server_environment(os.environ if self.base_env is None else self.base_env,
+                                 self.extra_env)
         output = _open_output(self.output_path)
         try:
             return self._popen(spec.origin, env, output)
@@ -121,6 +118,18 @@ class ApiServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def server_environment(environ: Mapping[str, str],
+                       extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the server process gets: ``environ`` with Prefect's ephemeral settings and
+    ``extra`` (default ``SERVER_ENV``), the Prefect settings set in this process (a test's
+    or a profile's), and no PREFECT_API_URL (it is the API)."""
+    env = {**environ, **PREFECT_SERVER_ENV, **(SERVER_ENV if extra is None else extra)}
+    if (settings := sys.modules.get("prefect.settings")) is not None:  # set in-process
+        env.update(settings.get_current_settings().to_environment_variables(exclude_unset=True))
+    env.pop("PREFECT_API_URL", None)
+    return env
 
 
 def _output_path() -> Path | None:

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from flows.api_server import PREFECT_SERVER_ENV, SERVER_ENV, ApiServer, free_port
+from flows.api_server import PORT_IN_USE_EXIT, ApiServer, free_port, server_environment
 from flows.common.paths import default_cache_dir
 from flows.core.processes import ProcessTag
 
@@ -67,16 +67,6 @@ def keep_seconds(environ: Mapping[str, str]) -> float:
     if value < 0:
         raise KeptApiError(f"{KEEP_ENV}={text!r} is negative; fix: 0 or more seconds")
     return value
-
-
-def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """What the server process gets: the command's environment with Prefect's ephemeral
-    settings and ours, and the in-process Prefect settings a test or profile set."""
-    env = {**environ, **PREFECT_SERVER_ENV, **SERVER_ENV}
-    if (settings := sys.modules.get("prefect.settings")) is not None:
-        env.update(settings.get_current_settings().to_environment_variables(exclude_unset=True))
-    env.pop("PREFECT_API_URL", None)
-    return env
 
 
 def server_key(env: Mapping[str, str]) -> str:
@@ -344,7 +334,7 @@ def keep(folder: StateDir, port: int, keep_s: float) -> int:
     started = time.time()
     try:
         while not stopping:
-            if server.process.poll() == 3:  # PORT_IN_USE_EXIT: taken meanwhile, move
+            if server.process.poll() == PORT_IN_USE_EXIT:  # taken meanwhile: move
                 server.port = free_port()
                 server.process = server._launch()
                 if (state := folder.read()) is not None and state.keeper.pid == me:
