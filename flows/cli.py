@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "teardown":
         return _teardown(args, profile, overrides)
     if args.command == "plan":
-        from flows.core.space import gib, stage_estimates
+        from flows.core.root_space import stage_estimates
+        from flows.core.safe_writes import gib
         from flows.plan import build_plan, render_text, write_plan
 
         plans = build_plan(profile)
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
 
             print("\n" + "\n".join(compare_capacity(profile)))
         if args.out:
-            from flows.core.space import storage_failure
+            from flows.core.root_space import storage_failure
 
             try:
                 files = write_plan(profile, plans, args.out)
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
 def _local_problems(profile: Profile) -> list[str]:
     """What can be checked here without running anything: a dataset on this machine, and
     an output root on this machine that is writable and has room for the run."""
-    from flows.core.space import root_issues
+    from flows.core.root_space import root_issues
 
     found = [issue.render() for issue in root_issues(profile)]
     if problem := _local_dataset_problem(profile):

@@ -22,7 +22,7 @@ from flows.common.paths import default_cache_dir
 from flows.config.errors import EnvironmentNotReady, ProfileError
 from flows.core.deadline import RunTimedOut
 from flows.core.failures import FailureCategory, StageFailed
-from flows.core.space import FULL_ERRNOS
+from flows.core.safe_writes import FULL_ERRNOS
 from flows.runpage.result import PipelineResult
 
 

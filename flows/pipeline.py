@@ -34,7 +34,7 @@ from flows.core.failures import StageFailed, internal_error
 from flows.core.layout import Layout
 from flows.core.retry import RETRY_DELAYS_S
 from flows.core.secrets import Redactor, require_secrets
-from flows.core.space import storage_failure
+from flows.core.root_space import storage_failure
 from flows.core.stage import StageContext, StageOutput
 from flows.profile_lock import profile_lock
 from flows.run_log import readable_failures

@@ -10,15 +10,15 @@ from pathlib import Path
 
 from flows.backends import backend_for
 from flows.config.profile import Profile
-from flows.core import programs
-from flows.core.space import write_text
+from flows.core import planned_programs
+from flows.core.safe_writes import write_text
 from flows.core.stage import StagePlan
 from flows.core.workload import Workload
 from flows.stages import stages_for
 
 
 def planned_workloads(profile: Profile) -> dict[str, Workload]:
-    return programs.planned_workloads(profile, backend_for(profile).runtime)
+    return planned_programs.planned_workloads(profile, backend_for(profile).runtime)
 
 
 def build_plan(profile: Profile) -> list[StagePlan]:

@@ -116,7 +116,8 @@ def test_our_own_write_on_a_full_disk_is_the_storage_error_with_what_and_where(s
     storage error names the file, what it is, the free and needed space and the fix, and
     no partial file of ours is left."""
     from flows.config import load_profile
-    from flows.core.space import DiskFull, storage_failure
+    from flows.core.root_space import storage_failure
+    from flows.core.safe_writes import DiskFull
     from flows.core.storage import LocalStorage, file_uri
 
     profile = load_profile("rehearsal", {"local.root": str(small_fs / "out")}, environ={})
@@ -141,7 +142,7 @@ def test_a_full_disk_met_by_a_write_we_did_not_route_is_placed_at_the_root(small
     """ENOSPC raised by a buffered write carries no file name: it is still the storage
     error, at the output root, never an internal error."""
     from flows.config import load_profile
-    from flows.core.space import storage_failure
+    from flows.core.root_space import storage_failure
 
     profile = load_profile("rehearsal", {"local.root": str(small_fs / "out")}, environ={})
     (small_fs / "out").mkdir()
@@ -177,7 +178,7 @@ def test_a_log_that_cannot_be_written_stops_neither_the_program_nor_names_the_wr
     from flows.backends.local.backend import LocalBackend
     from flows.config import load_profile
     from flows.core.failures import StageFailed
-    from flows.core.space import DiskFull
+    from flows.core.safe_writes import DiskFull
     from flows.core.storage import file_uri
 
     profile = load_profile("rehearsal", {"local.root": str(small_fs / "out")}, environ={})

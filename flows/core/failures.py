@@ -171,7 +171,7 @@ def storage_error(stage: str, exc: OSError, traceback_file: str | None, *, what:
     """A write the file system refused, as one message with the path and the fix; None for
     an OSError that is not one of those (it stays an internal error). For a full disk the
     caller passes what was being written and the free and needed bytes
-    (flows/core/space.py ``storage_failure``)."""
+    (flows/core/root_space.py ``storage_failure``)."""
     name = errno.errorcode.get(exc.errno or 0, "")
     if name not in STORAGE_ERRNOS or not exc.filename:
         return None

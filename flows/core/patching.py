@@ -18,8 +18,8 @@ from typing import Literal
 
 import yaml
 
-try:  # in the orchestrator: a full disk is the storage error (flows/core/space.py)
-    from flows.core.space import write_text
+try:  # in the orchestrator: a full disk is the storage error (flows/core/safe_writes.py)
+    from flows.core.safe_writes import write_text
 except ImportError:  # in the image build this file is copied alone, without flows/
     def write_text(path: Path, text: str, what: str | None = None) -> None:
         path.write_text(text)

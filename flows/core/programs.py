@@ -86,18 +86,3 @@ def export_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime, s
     return Workload(name="export-maxtext-to-hf", image=runtime.image(image), argv=tuple(argv),
                     placement=setup.placement, env=setup.env, secret_env=_secret_env(profile),
                     outputs=(layout.export_dir,), preamble=setup.preamble)
-
-
-def planned_workloads(profile: Profile, runtime: ProgramRuntime) -> dict[str, Workload]:
-    """Every workload the program stages submit, by job (the stage, or for evaluate the
-    workload), as a plan shows it: the image by its content tag and, for export and the
-    trained model's evaluation, the last configured step (at run time: the newest
-    checkpoint)."""
-    from flows.core.eval_programs import planned_eval_workloads  # it builds on this module
-
-    layout = Layout(profile)
-    step = int(profile.train.args.get("num_batches", 0))
-    return {"convert": convert_workload(profile, layout, runtime),
-            "train": train_workload(profile, layout, runtime),
-            "export": export_workload(profile, layout, runtime, step),
-            **planned_eval_workloads(profile, layout, runtime, step)}

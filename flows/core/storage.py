@@ -15,6 +15,7 @@ from typing import Protocol
 from urllib.parse import urlparse
 
 from flows.common.paths import file_uri
+from flows.core.safe_writes import write_text
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,8 @@ class LocalStorage:
         return path.read_text() if path.is_file() else None
 
     def write_text(self, uri: str, text: str) -> None:
-        from flows.core.space import write_text  # a full disk: DiskFull, what and where
-
-        write_text(self._path(uri), text)  # atomic: a reader never sees half a record
+        # a full disk: DiskFull, what and where; atomic: a reader never sees half a record
+        write_text(self._path(uri), text)
 
     def children(self, uri: str) -> list[str]:
         path = self._path(uri)

@@ -34,7 +34,7 @@ from flows.core.manifest import LOGS_DIR
 from flows.core.processes import ProcessTag, die_with_parent, stop_group
 from flows.core.program_log import ProgramLines
 from flows.core.secrets import Redactor, resolve
-from flows.core.space import LineLog, write_text
+from flows.core.safe_writes import LineLog, write_text
 from flows.core.storage import LocalStorage, file_uri, join
 from flows.core.workload import Workload
 
@@ -207,7 +207,8 @@ class LocalBackend:
         """A full disk (the program's own ENOSPC, or ours writing its log): the attempt's
         partial files go (they could never be output and they keep the disk full), except
         completed training checkpoints, which are resume points (orbax's temporaries go)."""
-        from flows.core.space import free_bytes, no_space_diagnosis, stage_estimates
+        from flows.core.root_space import no_space_diagnosis, stage_estimates
+        from flows.core.safe_writes import free_bytes
         from flows.core.verify import remove_orbax_temporaries
 
         if log_full is not None:

@@ -45,7 +45,7 @@ from flows.core.patching import (
     plan_lines,
     restore_tree,
 )
-from flows.core.space import write_text
+from flows.core.safe_writes import write_text
 from flows.core.stage import StageContext
 from flows.core.storage import file_uri, join
 

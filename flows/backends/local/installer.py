@@ -6,7 +6,7 @@ configured with (scripts/uv_env.py, the one translation of pip.conf that setup.s
 Its link mode is ``hardlink`` (uv's Linux default, set so a user's UV_LINK_MODE does not
 change it): the venv's 3 GB share the disk with uv's cache instead of doubling it, and
 installs take no copy time. The declared patches never write through a link: every write
-of flows/core/patching.py replaces the file (flows/core/space.py `write_text`), so uv's
+of flows/core/patching.py replaces the file (flows/core/safe_writes.py `write_text`), so uv's
 cache keeps the pristine files (tests/core/test_patching.py). Across file systems uv falls
 back to copying.
 Both install a lock exactly as written (``--no-deps``): each lock is complete, and the

@@ -10,7 +10,8 @@ from flows.backends.local.runtime import BYTECODE_DIR, JAX_CACHE_DIR, LocalRunti
 from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
 from flows.config import load_profile
 from flows.core.layout import Layout
-from flows.core.programs import TO_HUGGINGFACE, planned_workloads
+from flows.core.planned_programs import planned_workloads
+from flows.core.programs import TO_HUGGINGFACE
 
 
 def test_every_program_uses_one_cache_beside_the_venvs_for_any_root(tmp_path: Path) -> None:

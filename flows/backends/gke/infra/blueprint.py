@@ -20,7 +20,7 @@ from ruamel.yaml import YAML
 from flows.common.paths import REPO_ROOT
 from flows.config.gke import GkeSection
 from flows.core.failures import user_error
-from flows.core.space import write_text
+from flows.core.safe_writes import write_text
 
 BLUEPRINTS_DIR = REPO_ROOT / "deployments" / "blueprints"
 EDITS_FILE = BLUEPRINTS_DIR / "gke-tpu-v6e-advanced.edits.yaml"

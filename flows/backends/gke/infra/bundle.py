@@ -30,7 +30,7 @@ from pathlib import Path
 from flows.backends.gke.infra.settings import BLUEPRINT_EXAMPLE, BUNDLE_NAME, InfraSettings
 from flows.common.paths import REPO_ROOT
 from flows.core.failures import user_error
-from flows.core.space import DiskFull, write_text, writing
+from flows.core.safe_writes import DiskFull, write_text, writing
 
 BUNDLE_ENV = "TPURL_GCLUSTER_BUNDLE"
 SHIPPED_CHECKSUMS = REPO_ROOT / "deployments" / "cluster-toolkit.sha256"

@@ -74,7 +74,7 @@ def planned_for(profile: Profile) -> Planned:
     from flows.backends.gke.jobs.options import options_for
     from flows.backends.gke.runtime import GkeRuntime
     from flows.core.layout import patched_image_ref
-    from flows.core.programs import planned_workloads
+    from flows.core.planned_programs import planned_workloads
 
     workloads = planned_workloads(profile, GkeRuntime(profile))
     jobsets = [o for o in render_all(profile, workloads) if o.get("kind") == "JobSet"]

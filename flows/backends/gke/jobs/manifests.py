@@ -21,7 +21,7 @@ from flows.config.eval_hours import EVALUATE, PROGRAM_STAGES
 from flows.config.profile import Profile, SecretRef
 from flows.core.eval_programs import base_eval_key, trained_eval_key
 from flows.core.layout import Layout, convert_key, export_key
-from flows.core.space import write_text
+from flows.core.safe_writes import write_text
 from flows.core.workload import ProgramFile, Workload
 
 GKE_STAGES = (*PROGRAM_STAGES, EVALUATE)
@@ -61,7 +61,7 @@ def stage_run(profile: Profile, job: str) -> str:
 def render_all(profile: Profile, workloads: Mapping[str, Workload]) -> list[dict[str, Any]]:
     """Secrets (placeholders, deduplicated), the shipped programs' ConfigMaps, then one
     JobSet per job, in submission order. ``workloads`` are the planned workloads by job
-    (flows/core/programs.py ``planned_workloads``)."""
+    (flows/core/planned_programs.py ``planned_workloads``)."""
     options = options_for(profile)
     refs: dict[str, SecretRef] = {}
     shipped: dict[tuple[ProgramFile, ...], None] = {}

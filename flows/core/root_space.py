@@ -7,25 +7,22 @@ with a 25 % margin; the tiny model has about 58 M parameters (images/rehearsal/
 make_tiny_model.py). A stage whose output directory already exists is counted as needing
 nothing more (a rerun of the same config skips it, or resumes in place).
 
-Our own writes (lineage records, results, logs, plans, pid tags, the files infra and the
-image stage write) go through :func:`write_text` / :func:`writing` here, so a full disk is
-one :class:`DiskFull` naming the path, what it was and the free space, which
-:func:`storage_failure` turns into the storage error; no write site wraps its own.
+It needs the layout (where each stage writes), so it stands apart from the leaf that does
+the writes themselves (flows/core/safe_writes.py); :func:`storage_failure` turns that
+leaf's :class:`~flows.core.safe_writes.DiskFull` into the storage error.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
 from urllib.parse import urlparse
 
 from flows.common.issues import Issue
 from flows.config.profile import Profile
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed, storage_error
+from flows.core.layout import Layout
+from flows.core.safe_writes import FULL_ERRNOS, DiskFull, describe, existing_ancestor, gib
 
 TINY_PARAMS = 58_000_000
 MARGIN = 1.25
@@ -53,32 +50,17 @@ def stage_estimates(profile: Profile) -> dict[str, int]:
 
 
 def _stage_dirs(profile: Profile) -> dict[str, Path]:
-    from flows.core.layout import Layout
-
     layout = Layout(profile)
     return {"infra": _local(layout.sources_dir), "convert": _local(layout.convert_dir),
             "train": _local(layout.train_run_dir), "export": _local(layout.export_dir)}
-
-
-def _existing_ancestor(path: Path) -> Path:
-    path = path.absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def gib(size: float) -> str:
-    return f"{size / 2**30:.2f} GiB"
 
 
 def root_issues(profile: Profile) -> list[Issue]:
     """Why ``local.root`` cannot take this run (read-only, not writable, too small)."""
     if profile.local is None:
         return []
-    from flows.core.layout import Layout
-
     root = _local(Layout(profile).root)
-    where = _existing_ancestor(root)
+    where = existing_ancestor(root)
     stat = os.statvfs(where)
     if stat.f_flag & os.ST_RDONLY:
         return [Issue("local.root", f"{root} is on a read-only file system (at {where})",
@@ -125,96 +107,6 @@ def no_space_diagnosis(workload: str, tail: list[str], stage_dir: Path, free: in
         "storage/ENOSPC")
 
 
-def free_bytes(path: Path) -> int:
-    stat = os.statvfs(_existing_ancestor(path))
-    return stat.f_bavail * stat.f_frsize
-
-
-# --- our own writes ------------------------------------------------------------------------
-
-FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-
-
-class DiskFull(OSError):
-    """A write of ours that the file system refused for lack of space (ENOSPC, EDQUOT): the
-    path, what was being written and the free space at that moment, so the failure can say
-    what to free instead of showing a traceback."""
-
-    def __init__(self, cause: OSError, path: Path, what: str, size: int | None) -> None:
-        code = cause.errno or errno.ENOSPC
-        super().__init__(code, cause.strerror or os.strerror(code), str(path))
-        self.what, self.size, self.free = what, size, free_bytes(path)
-
-
-def describe(path: Path) -> str:
-    """Pure: what a file of ours is, by its name (for a write site that did not say)."""
-    if path.name == "tpurl-lineage.json":
-        return "the stage's lineage record"
-    if "tpurl-results" in path.parts:
-        return "the run's result"
-    if "tpurl-logs" in path.parts:
-        return "a program's log" if path.suffix == ".log" else "a program's pid tag"
-    return "a file of the pipeline's"
-
-
-@contextlib.contextmanager
-def writing(path: Path, what: str | None = None, size: int | None = None) -> Iterator[None]:
-    """Around a write of ours: a full disk becomes :class:`DiskFull` for ``path``."""
-    try:
-        yield
-    except DiskFull:
-        raise
-    except OSError as exc:
-        if exc.errno not in FULL_ERRNOS:
-            raise
-        raise DiskFull(exc, path, what or describe(path), size) from exc
-
-
-def write_text(path: Path, text: str, what: str | None = None) -> None:
-    """Atomically (a reader never sees half a record); on failure the temporary goes, so a
-    full disk keeps no partial file of ours."""
-    tmp = path.with_name(path.name + ".tmp")
-    with writing(path, what, len(text.encode())):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            tmp.write_text(text)
-            tmp.replace(path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-
-
-class LineLog:
-    """A log written line by line that, when the disk fills, stops writing instead of
-    raising: the program it records keeps running to its own end (its own failure says more
-    than ours would), and ``full`` says the log is incomplete and why."""
-
-    def __init__(self, path: Path, what: str | None = None) -> None:
-        self.path, self.what = path, what
-        self.full: DiskFull | None = None
-        with writing(path, what):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file: TextIO = open(path, "w")  # noqa: SIM115 (closed in close())
-
-    def write(self, line: str) -> None:
-        if self.full is not None:
-            return
-        try:
-            with writing(self.path, self.what):
-                self._file.write(line + "\n")
-        except DiskFull as exc:
-            self.full = exc
-            with contextlib.suppress(OSError):
-                self._file.close()
-
-    def close(self) -> None:
-        if self.full is None:
-            try:
-                with writing(self.path, self.what):
-                    self._file.close()
-            except DiskFull as exc:
-                self.full = exc
-
 
 def storage_failure(stage: str, exc: OSError, traceback_file: str | None,
                     profile: Profile | None = None) -> StageFailed | None:
@@ -238,6 +130,4 @@ def storage_failure(stage: str, exc: OSError, traceback_file: str | None,
 
 
 def _root(profile: Profile) -> str:
-    from flows.core.layout import Layout
-
     return Layout(profile).root
