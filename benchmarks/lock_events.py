@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from flows.common.paths import REPO_ROOT
-from flows.profile_lock import holder_variable
+from flows.locking.profile_lock import holder_variable
 from tests.support.prefect_server import prefect_server_in
 
 

@@ -3,7 +3,7 @@
 Usage: python benchmarks/rerun_overhead.py [--repeat N]
 
 The last rows start `tpurl run` the way it starts now by default: with the API server kept
-between commands (flows/kept_api.py), first starting it, then finding it running.
+between commands (flows/console/kept_api.py), first starting it, then finding it running.
 
 Measures the pieces a rerun always pays, without the rehearsal venv: `tpurl validate
 rehearsal` as a process, importing the flow module, tpurl's own Prefect API server (start
@@ -30,12 +30,12 @@ ENV = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
 ENV.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 ENV["TPURL_KEEP_API_S"] = "0"  # the rows below measure a server per command; KEPT the kept one
 
-# In a child: `tpurl run`'s start with the kept server (flows/kept_api.py), the flow imported
+# In a child: `tpurl run`'s start with the kept server (flows/console/kept_api.py), the flow imported
 # meanwhile; prints the wall time until the API answers with the flow imported.
 KEPT = """
 import time
 t = time.monotonic()
-from flows import interrupts
+from flows.console import interrupts
 with interrupts.private_api(while_starting=lambda: __import__("flows.pipeline")):
     print(f"{time.monotonic() - t:.1f}")
 """
@@ -45,7 +45,7 @@ with interrupts.private_api(while_starting=lambda: __import__("flows.pipeline"))
 SERVER = """
 import os, sys, time
 t = time.monotonic()
-from flows import api_server, interrupts
+from flows.console import api_server, interrupts
 if sys.argv[1] == "defaults":
     api_server.SERVER_ENV = {}
 work = (lambda: __import__("flows.pipeline")) if sys.argv[2] == "overlap" else None

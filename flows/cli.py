@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(tunable_fields() if args.tunable else profile_names()))
         return 0
     if args.command == "api-server":
-        from flows.kept_api import status_lines, stop_all
+        from flows.console.kept_api import status_lines, stop_all
 
         print("\n".join(status_lines() if args.action == "status" else stop_all()))
         return 0
@@ -159,12 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
         return 0
     if args.command == "status":
-        from flows.status import status_command
+        from flows.operations.status import status_command
 
         return status_command(profile)
     if args.command == "support-bundle":
         from flows.config.loading import resolve_profile_path
-        from flows.support_bundle import bundle_command
+        from flows.operations.support_bundle import bundle_command
 
         raw = resolve_profile_path(args.profile).read_text()
         return bundle_command(profile, args.run, args.out, raw)
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plan":
         from flows.core.root_space import stage_estimates
         from flows.core.safe_writes import gib
-        from flows.plan import build_plan, render_text, write_plan
+        from flows.operations.plan import build_plan, render_text, write_plan
 
         plans = build_plan(profile)
         if args.json:
@@ -244,7 +244,7 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
     the teardown flow on the same private API server as `tpurl run`."""
     from flows.backends.gke.infra.destroy import confirmation_problem
     from flows.backends.gke.infra.settings import settings_from_profile
-    from flows.teardown import live_cluster, teardown_flow, teardown_preview
+    from flows.operations.teardown import live_cluster, teardown_flow, teardown_preview
 
     if profile.gke is None:
         print(f"error: teardown is for GKE profiles; {profile.name} uses backend "
@@ -266,8 +266,8 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
             print("teardown cancelled; nothing was touched", file=sys.stderr)
             return 1
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from flows.cli_output import command_log, render
-    from flows.interrupts import install_handlers, private_api
+    from flows.console.interrupts import install_handlers, private_api
+    from flows.console.output import command_log, render
 
     install_handlers()
     with command_log("teardown", profile.name, _private()) as log:
@@ -284,14 +284,14 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
 
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from flows.interrupts import (
+    from flows.console.interrupts import (
         EXIT_INTERRUPTED,
         ApiUnreachable,
         Interrupted,
         install_handlers,
         private_api,
     )
-    from flows.kept_api import KeptApiError
+    from flows.console.kept_api import KeptApiError
 
     install_handlers()
     try:
@@ -300,7 +300,7 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
         with private_api(while_starting=lambda: importlib.import_module("flows.pipeline")) \
                 as own_api:
             from flows import pipeline
-            from flows.cli_output import command_log, render
+            from flows.console.output import command_log, render
 
             with command_log("run", profile, own_api is not None) as log:
                 try:
@@ -337,7 +337,7 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
         print(f"  {'promoted' if decision['promoted'] else 'rejected'}: {decision['reason']}")
         for note in decision.get("notes", []):
             print(f"    ({note})")
-    from flows.cli_output import final_lines
+    from flows.console.output import final_lines
     from flows.runpage.result import result_uris
 
     latest = result_uris(load_profile(profile, overrides), "latest")[1]

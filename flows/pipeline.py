@@ -33,12 +33,12 @@ from flows.core.eval_programs import score_key
 from flows.core.failures import StageFailed, internal_error
 from flows.core.layout import Layout
 from flows.core.retry import RETRY_DELAYS_S
-from flows.core.secrets import Redactor, require_secrets
 from flows.core.root_space import storage_failure
+from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
-from flows.profile_lock import profile_lock
-from flows.run_log import readable_failures
-from flows.run_origin import deployed_overrides, run_origin
+from flows.flow_runs.run_log import readable_failures
+from flows.flow_runs.run_origin import deployed_overrides, run_origin
+from flows.locking.profile_lock import profile_lock
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
 from flows.runpage.cancel import cancelled_by_user, cancelled_state

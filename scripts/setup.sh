@@ -63,6 +63,6 @@ fi
 # them once with writing allowed leaves __pycache__ in the venv, which later processes read
 # whatever that variable says; seconds, instead of compiling the whole venv.
 env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -c \
-  "import flows.cli, flows.pipeline, flows.api_server, prefect.server.api.server" >/dev/null 2>&1 || true
+  "import flows.cli, flows.pipeline, flows.console.api_server, prefect.server.api.server" >/dev/null 2>&1 || true
 .venv/bin/python -c "import flows, prefect; print('orchestrator ready: prefect', prefect.__version__)"
 setup_inputs | sha256sum | cut -d' ' -f1 > "$STAMP"  # the next unchanged run skips all of this

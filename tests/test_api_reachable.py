@@ -1,4 +1,4 @@
-"""A configured Prefect API is asked before a command runs anything (flows/interrupts.py)."""
+"""A configured Prefect API is asked before a command runs anything (flows/console/interrupts.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from flows.cli_output import render
-from flows.interrupts import ApiUnreachable, require_reachable
+from flows.console.interrupts import ApiUnreachable, require_reachable
+from flows.console.output import render
 
 
 def _closed_port() -> int:

@@ -22,7 +22,7 @@ FLOWS = ROOT / "flows"
 
 # Layers that must not know the stages or the flow around them.
 LOWER = ("flows.core", "flows.config", "flows.backends")
-UPPER = ("flows.stages", "flows.plan", "flows.pipeline")
+UPPER = ("flows.stages", "flows.operations", "flows.pipeline")
 
 
 def _module_name(path: Path) -> str:
@@ -102,12 +102,12 @@ def _runtime_modules() -> dict[str, set[str]]:
 
 
 def _package(module: str, modules: set[str]) -> str:
-    """The package a module belongs to: flows.backends.gke.infra.entry -> flows.backends.gke."""
+    """The package a module belongs to: flows.backends.gke.infra.infra_stage -> flows.backends.gke."""
     parts = module.split(".")
     if parts[:2] == ["flows", "backends"]:
         return ".".join(parts[:3])
     if len(parts) == 2 and f"{module}" in modules and not (FLOWS / parts[1]).is_dir():
-        return module  # a top-level module (flows.plan, flows.cli) is its own node
+        return module  # a top-level module (flows.pipeline, flows.cli) is its own node
     return ".".join(parts[:2])
 
 

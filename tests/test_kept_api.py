@@ -1,4 +1,4 @@
-"""The Prefect API server kept between `tpurl` commands (flows/kept_api.py, issue 34 item 1):
+"""The Prefect API server kept between `tpurl` commands (flows/console/kept_api.py, issue 34 item 1):
 reused, never two, stopped when idle but never while in use, replaced when stale, shown and
 stopped by `tpurl api-server`. Real servers and real command processes
 (tests/support/kept_probe.py enters `private_api()` as `tpurl run` does)."""
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from flows.common.paths import REPO_ROOT
+from flows.console.kept_api import KeptApiError, StateDir, idle_for, keep_seconds, running
 from flows.core.processes import ProcessTag
-from flows.kept_api import KeptApiError, StateDir, idle_for, keep_seconds, running
 from tests.support.polling import until
 
 pytestmark = [pytest.mark.services, pytest.mark.realtime]

@@ -1,4 +1,4 @@
-"""The waiter's race with a holder that releases normally (flows/profile_lock.py _acquire):
+"""The waiter's race with a holder that releases normally (flows/locking/profile_lock.py _acquire):
 the waiter read the slot (held) and the record (leased), then the holder released both and
 its flow run ended, then the waiter saw the run final and "freed" a live holder's lease (a
 clean-clone CI run caught it: tests/test_profile_lock.py test_record_written_after_the_slot).
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from flows import profile_lock as lock
-from flows.lock_rules import Record, RecordState, Slot
+from flows.locking import profile_lock as lock
+from flows.locking.lock_rules import Record, RecordState, Slot
 
 
 def _record(state: RecordState, updated: float) -> Record:

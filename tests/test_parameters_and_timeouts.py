@@ -9,10 +9,10 @@ from prefect.utilities.callables import parameter_schema
 from flows.announcements.dispatch import dispatch_announcement
 from flows.backends.gke.watch.budgets import budgets_for
 from flows.config import load_profile, profile_names
+from flows.operations.teardown import teardown_flow
 from flows.pipeline import rl_post_training
 from flows.stages import STAGE_BY_NAME
 from flows.stages.timeouts import SLACK_S, stage_timeout_s
-from flows.teardown import teardown_flow
 from tests.support.profiles import TUTORIAL_REQUIRED, required_overrides
 
 

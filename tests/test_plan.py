@@ -9,7 +9,7 @@ import pytest
 from flows.cli import main
 from flows.common.paths import REPO_ROOT
 from flows.config import load_profile
-from flows.plan import build_plan
+from flows.operations.plan import build_plan
 from tests.support.profiles import TUTORIAL, fake_hf_token
 
 

@@ -132,7 +132,7 @@ def test_the_gke_retrain_evaluates_and_promotes_and_the_plan_prices_it():
     worse; the plan of that profile prices the evaluation. The weekly stays as the tutorial."""
     from flows.backends.gke.infra.cost import cost_plan
     from flows.config import load_profile
-    from flows.plan import build_plan, render_text
+    from flows.operations.plan import build_plan, render_text
     from tests.support.profiles import required_overrides
 
     by_name = {d["name"]: d for d in _config()["deployments"]}

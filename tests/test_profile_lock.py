@@ -27,11 +27,11 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from flows import lock_rules as rules
-from flows import profile_lock as lock
 from flows.common.paths import REPO_ROOT
-from flows.lock_rules import Record, RecordState, Slot, judge
-from flows.profile_lock import holder_variable, lock_name, profile_lock
+from flows.locking import lock_rules as rules
+from flows.locking import profile_lock as lock
+from flows.locking.lock_rules import Record, RecordState, Slot, judge
+from flows.locking.profile_lock import holder_variable, lock_name, profile_lock
 from tests.support.net import free_port
 from tests.support.prefect_server import PrefectServer, prefect_server_in, wait_until
 

@@ -158,7 +158,7 @@ def test_the_deployments_own_overrides_are_its_not_the_runs(prefect_api: None,
     from prefect.client.orchestration import get_client
 
     from flows.config import ProfileError, load_profile
-    from flows.run_origin import deployed_overrides
+    from flows.flow_runs.run_origin import deployed_overrides
     from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
     given = {"eval.batches": "4"}

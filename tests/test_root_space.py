@@ -248,7 +248,7 @@ def test_the_commands_log_on_a_full_disk_stops_with_one_line(small_fs: Path, mon
     not logging's traceback per record."""
     import logging
 
-    from flows.cli_output import command_log
+    from flows.console.output import command_log
 
     monkeypatch.setenv("TPURL_CACHE_DIR", str(small_fs / "cache"))
     (small_fs / "cache" / "logs").mkdir(parents=True)

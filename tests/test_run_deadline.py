@@ -21,8 +21,8 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId, TaskRunFilter
 
 from flows import pipeline
-from flows.cli_output import render
 from flows.config import load_profile
+from flows.console.output import render
 from flows.core.deadline import SIGNAL, Deadline, RunTimedOut
 from flows.core.stage import StageOutput
 from flows.stages.timeouts import run_timeout_s, stage_timeout_s, timed_out_message

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from flows.cli_output import _RepeatsOfDiagnosed, final_lines
+from flows.console.output import _RepeatsOfDiagnosed, final_lines
 from flows.runpage.result import PipelineResult
 
 ARTIFACTS = {"maxtext_checkpoint": "file:///r/convert/0/items",

@@ -79,7 +79,7 @@ def test_the_cluster_name_goes_ahead_on_the_private_api(tmp_path: Path):
                   answer="tpurl-v6e")
     out = done.stdout + done.stderr
     assert "cannot be undone" in done.stdout
-    # tpurl's own server (flows/api_server.py), whose output goes to its log, not Prefect's
+    # tpurl's own server (flows/console/api_server.py), whose output goes to its log, not Prefect's
     # stock temporary server (which announces itself on the terminal)
     assert list((tmp_path / "tpurl-cache" / "logs").glob("api-server-*.log")), out
     assert "Starting temporary server" not in out

@@ -11,7 +11,7 @@ from tests.support.tiers import E2E_DIR, SERVICE_FIXTURES
 
 TESTS = Path(__file__).resolve().parent
 # What in a test module starts a Prefect API of its own: a `prefect server start`, a flow
-# child or probe whose private API (flows/interrupts.py) starts with it, a lock holder
+# child or probe whose private API (flows/console/interrupts.py) starts with it, a lock holder
 # process, a `tpurl run`/`teardown` that reaches its private API.
 STARTERS = ("prefect_server_in(", "flow_child(", "tests.support.lock_holder", "private_api(",
             '"run", TUTORIAL', "_tpurl(answer=", "_tpurl(\"--delete-bucket\", \"--confirm-bucket\"")

@@ -133,7 +133,7 @@ def test_the_failed_event_carries_the_diagnosis_code_as_a_field(prefect_api, mon
 def test_the_code_is_a_field_shown_beside_the_summary_never_inside_it():
     """The failed result's text and the CLI's one message show the code; the summary stays
     the sentence a user reads."""
-    from flows.cli_output import render
+    from flows.console.output import render
 
     failed = user_error("image", "patch 3 no longer applies", "    hunk #1 FAILED",
                         "update the patch", code="image/patch-mismatch")

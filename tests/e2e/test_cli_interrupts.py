@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 from flows.common.paths import REPO_ROOT
-from flows.profile_lock import lock_name
+from flows.locking.profile_lock import lock_name
 
 pytestmark = pytest.mark.rehearsal
 
@@ -165,7 +165,7 @@ def _kill(pid: int) -> None:
 
 def _program_of(cli: Cli, within_s: float = 120.0) -> int:
     """The stage's program: the CLI's child in a session of its own that is not its API
-    server (flows/backends/local/backend.py starts each program so, flows/api_server.py the
+    server (flows/backends/local/backend.py starts each program so, flows/console/api_server.py the
     server)."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -250,7 +250,7 @@ def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) ->
         _all_gone(watched, sessions, str(tmp_path), 60)  # SIGKILL: by PR_SET_PDEATHSIG
         assert f"holding {lock_name(PROFILE)}" in out
         # a dead holder on this host is freed at once (and only after a SIGKILL)
-        # (its lease died with the private API server, so by the slot: flows/profile_lock.py)
+        # (its lease died with the private API server, so by the slot: flows/locking/profile_lock.py)
         freed = re.search(r"which is gone \(its process \(pid \d+\) is no longer running on "
                           r"this host\): free(d its lease|ing the slot)", out)
         assert (freed is not None) is killed, out[-4000:]

@@ -112,7 +112,7 @@ def prefect_flow_child(url: str, tmp: str) -> None:
     def pipeline() -> None:
         stage()
 
-    from flows.interrupts import private_api
+    from flows.console.interrupts import private_api
 
     os.environ.pop("PREFECT_API_URL", None)
     # its server dies with this process, even by the runner's SIGTERM; 600 s to start (more

@@ -16,7 +16,7 @@ from prefect.client.schemas.filters import FlowRunFilter, LogFilter, LogFilterFl
 from flows import pipeline
 from flows.core.failures import StageFailed, infrastructure, user_error
 from flows.core.stage import StageOutput
-from flows.run_log import ReadableFailures
+from flows.flow_runs.run_log import ReadableFailures
 from tests.support.prefect_server import wait_until
 
 NO_EVAL = {"eval": "", "promotion": ""}
@@ -147,7 +147,7 @@ def test_the_filter_leaves_the_record_the_other_handlers_see_unchanged():
 def test_a_teardown_of_the_shipped_deployment_says_each_missing_field_once(
         prefect_api: None, monkeypatch: pytest.MonkeyPatch):
     """As prefect.yaml ships it: the gke fields empty in the env, the run refused at validation."""
-    from flows.teardown import teardown_flow
+    from flows.operations.teardown import teardown_flow
 
     for field in ("PROJECT", "REGION", "ZONE", "CLUSTER", "BUCKET", "RESERVATION",
                   "AUTHORIZED_CIDR"):
@@ -166,7 +166,7 @@ def test_a_teardown_of_the_shipped_deployment_says_each_missing_field_once(
 
 
 def test_a_teardown_of_the_rehearsal_is_refused_naming_the_gke_profiles(prefect_api: None):
-    from flows.teardown import teardown_flow
+    from flows.operations.teardown import teardown_flow
 
     state = teardown_flow(profile="rehearsal", return_state=True)
     assert state.is_failed()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flows.core.failures import FailureCategory, StageFailed
-from flows.plan import build_plan
+from flows.operations.plan import build_plan
 from flows.stages import stages_for
 from tests.fakes.stage_backend import ORDER, backend_at, local, run_all, statuses
 

@@ -8,7 +8,7 @@ import sys
 import time
 import urllib.request
 
-from flows.interrupts import private_api
+from flows.console.interrupts import private_api
 
 if __name__ == "__main__":
     hold_s = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0

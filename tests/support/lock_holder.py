@@ -78,7 +78,7 @@ def main() -> None:
     _wrap("update_variable", before=before_record, after=after_release_mark)
     _wrap("delete_variable_by_name", after=after_delete)
 
-    from flows.profile_lock import profile_lock
+    from flows.locking.profile_lock import profile_lock
 
     @flow(name="lock-holder")
     def hold() -> None:

@@ -37,9 +37,9 @@ from kubernetes.client.exceptions import ApiException
 
 from flows.backends.gke import recovery
 from flows.backends.gke.gcs import GcsStorage
-from flows.backends.gke.image.step import GkeImage
+from flows.backends.gke.image.stage_work import GkeImage
 from flows.backends.gke.infra.cost import GkePricing
-from flows.backends.gke.infra.step import GkeInfra
+from flows.backends.gke.infra.stage_work import GkeInfra
 from flows.backends.gke.jobs.common import RUN_LABEL, SPEC_DIGEST, STAGE_LABEL
 from flows.backends.gke.jobs.manifests import GKE_STAGES, job_of, jobs_of, stage_run
 from flows.backends.gke.jobs.naming import label_value
@@ -82,7 +82,7 @@ Obj = dict[str, Any]
 
 class GkeBackend(GkePlanning, GkePricing):
     """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
-    image and infra steps live in image/step.py and infra/step.py, plans in planning.py and
+    image and infra steps live in image/stage_work.py and infra/stage_work.py, plans in planning.py and
     prices in infra/cost.py (GkePricing)."""
 
     name = "gke"

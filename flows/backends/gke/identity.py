@@ -18,7 +18,7 @@ container.admin and storage.admin (the TPU workloads' rights), and lacks Cloud B
 
 How a run meets the split: the infra stage of a scheduled run skips on its lineage record
 once the cluster exists (a read: ``container.clusters.get``); when it must deploy, its
-pre-flight tests the infra permissions of whoever runs it (preflight_access.py
+pre-flight tests the infra permissions of whoever runs it (preflight/access.py
 ``OPERATOR_PERMISSIONS``) and refuses, naming the infra identity, before anything changes.
 So readiness (flows/backends/gke/readiness.py) tests :data:`NEEDS` (runtime) for every
 stage and pre-flight tests the infra identity's.
@@ -72,7 +72,7 @@ NEEDS: tuple[Need, ...] = (
     Need("image", "artifactregistry.repositories.get", "roles/artifactregistry.reader",
          "repository"),
     # infra, as a scheduled run meets it: the record says done and the cluster still exists
-    # with the profile's pool (infra/entry.py gke_outputs_present)
+    # with the profile's pool (infra/infra_stage.py gke_outputs_present)
     Need("infra", "container.clusters.get", "roles/container.clusterViewer"),
     *(Need(stage, p, r, "bucket") for stage in ("convert", "train", "export")
       for p, r in _PROGRAMS.items()),

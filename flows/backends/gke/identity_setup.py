@@ -16,7 +16,7 @@ from typing import Literal
 
 from flows.backends.gke import identity
 from flows.backends.gke.image.cloudbuild_spec import staging_bucket
-from flows.backends.gke.infra.preflight_access import OPERATOR_PERMISSIONS, ar_repository
+from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS, ar_repository
 from flows.config.profile import Profile
 from flows.core.layout import patched_image_ref
 
@@ -25,7 +25,7 @@ Which = Literal["runtime", "infra", "both"]
 
 def infra_roles() -> list[str]:
     """The infra identity's project roles: those behind the permissions pre-flight tests
-    (preflight_access.OPERATOR_PERMISSIONS)."""
+    (preflight/access.py OPERATOR_PERMISSIONS)."""
     return sorted(set(OPERATOR_PERMISSIONS.values()))
 
 

@@ -53,7 +53,7 @@ class GkePlanning:
         return write_manifests(self.profile, workloads, out_dir / "manifests")
 
     def preflight(self) -> tuple[str, bool]:
-        from flows.backends.gke.infra.entry import check_text
+        from flows.backends.gke.infra.infra_stage import check_text
 
         text, ok = check_text(self.profile)
         missing = self.start_issues()  # what the flow would refuse at start, shown here too

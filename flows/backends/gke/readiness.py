@@ -21,7 +21,7 @@ What each stage calls (read from the code, not assumed):
 - every stage: the runtime identity's Google permissions (flows/backends/gke/identity.py
   ``NEEDS``), held by the identity the flow runs as (read with testIamPermissions from that
   identity). Deploying the cluster is the infra identity's: the infra stage's pre-flight
-  tests those permissions (infra/preflight_access.py) when, and only when, it must deploy.
+  tests those permissions (infra/preflight/access.py) when, and only when, it must deploy.
 
 ``start_issues`` is pure (the facts come in an :class:`Environment`); ``probe`` gathers them.
 """

@@ -33,8 +33,8 @@ from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.processes import ProcessTag, die_with_parent, stop_group
 from flows.core.program_log import ProgramLines
-from flows.core.secrets import Redactor, resolve
 from flows.core.safe_writes import LineLog, write_text
+from flows.core.secrets import Redactor, resolve
 from flows.core.storage import LocalStorage, file_uri, join
 from flows.core.workload import Workload
 

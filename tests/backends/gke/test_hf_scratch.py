@@ -13,7 +13,7 @@ import pytest
 
 from flows.backends.gke.jobs.render import render_jobset
 from flows.config import ProfileError
-from flows.plan import build_plan, planned_workloads
+from flows.operations.plan import build_plan, planned_workloads
 from tests.support.profiles import tutorial_profile
 
 

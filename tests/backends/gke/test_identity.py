@@ -13,7 +13,7 @@ import yaml
 
 from flows.backends.gke import identity
 from flows.backends.gke.identity_setup import infra_roles, setup_commands
-from flows.backends.gke.infra.preflight_access import OPERATOR_PERMISSIONS
+from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS
 from flows.backends.gke.readiness import Environment, held_permissions, start_issues
 from flows.cli import main
 from tests.fakes.cloud.apis import FakeGoogleApis

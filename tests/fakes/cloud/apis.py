@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 
 from flows.backends.gke.infra.cloud import ApiDenied, ApiNotFound
-from flows.backends.gke.infra.preflight import CLOUD_BUILD_API, REQUIRED_APIS
-from flows.backends.gke.infra.preflight_access import OPERATOR_PERMISSIONS
+from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS
+from flows.backends.gke.infra.preflight.checks import CLOUD_BUILD_API, REQUIRED_APIS
 from tests.fakes.cloud import fakecloud_state as fc
 
 PATHWAYS = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"

@@ -4,7 +4,7 @@ The build does what the Docker path does (build.py), in the same order: ``docker
 same context with the same build args (network off), then a check step that runs
 ``check_patches.py`` in the image just built, and only then ``images:`` pushes the content
 tag; a tag in the registry therefore always names a built *and* checked image, which is what
-lets the tag be the image stage's lineage record (step.py).
+lets the tag be the image stage's lineage record (stage_work.py).
 
 Source staging follows ``gcloud builds submit`` (googlecloudsdk/command_lib/builds/
 submit_util.py and surface/builds/submit.py): the context as a gzipped tarball at

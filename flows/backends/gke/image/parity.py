@@ -26,7 +26,7 @@ STEPS = {"maxtext": "convert, train and export (the MaxText programs)",
          "orbax-checkpoint": "convert, train and export (checkpoints)"}
 # Versions known for a base before it is built: MaxText's release names the image
 # (tpu_post_training:0.2.4 is MaxText 0.2.4), its tpu-post-train extra resolves jax 0.11.0
-# (flows/backends/gke/infra/preflight_access.py KNOWN_IMAGE_JAX), and its post-training
+# (flows/backends/gke/infra/preflight/access.py KNOWN_IMAGE_JAX), and its post-training
 # install takes tunix from a GitHub commit whose pyproject says 0.1.8 (maxtext-v0.2.4
 # src/dependencies/extra_deps/post_train_github_deps.txt:1, installed --no-deps by
 # src/dependencies/scripts/install_post_train_extra_deps.py:99-109). Nothing else is known.

@@ -15,7 +15,7 @@ from typing import Any
 
 from flows.backends.gke.image.errors import ImageError
 from flows.backends.gke.infra.cloud import ApiDenied
-from flows.backends.gke.infra.preflight_access import ar_repository
+from flows.backends.gke.infra.preflight.access import ar_repository
 
 
 class RepositoryUnavailable(ImageError):

@@ -19,7 +19,8 @@ from flows.backends.gke.infra import iam
 from flows.backends.gke.infra.bucket import ensure_bucket
 from flows.backends.gke.infra.cloud import GoogleApis
 from flows.backends.gke.infra.commands import get_credentials_argv, render, require_executable, run
-from flows.backends.gke.infra.preflight import (
+from flows.backends.gke.infra.preflight.access import Planned
+from flows.backends.gke.infra.preflight.checks import (
     CheckResult,
     check_bucket_access,
     failures,
@@ -27,7 +28,6 @@ from flows.backends.gke.infra.preflight import (
     render_checks,
     run_checks,
 )
-from flows.backends.gke.infra.preflight_access import Planned
 from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
 from flows.core.backend import StageLogger
 from flows.core.failures import infrastructure, user_error

@@ -27,7 +27,7 @@ from flows.core.patching import (
     measured_failure,
     tracked_versions,
 )
-from flows.plan import build_plan, render_text
+from flows.operations.plan import build_plan, render_text
 from tests.support.profiles import tutorial_profile
 
 LOCK = read_rehearsal_versions()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from flows.backends.gke.infra import clients
-from flows.backends.gke.infra.entry import run_gke
+from flows.backends.gke.infra.infra_stage import run_gke
 from flows.cli import main
 from flows.config.capacity import CAPACITY_MODES
 from tests.fakes.cloud import Cloud

@@ -16,7 +16,7 @@ import pytest
 
 from flows.backends.gke.infra import clients
 from flows.backends.gke.infra.cluster import live_capacity, pool_mismatches, tpu_pools
-from flows.backends.gke.infra.entry import run_gke
+from flows.backends.gke.infra.infra_stage import run_gke
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.config.capacity import CAPACITY_MODES
 from tests.fakes.cloud import Cloud

@@ -13,7 +13,7 @@ from flows.backends.gke.infra.cost import (
     stage_estimated_chip_hours,
     stage_held_chip_hours,
 )
-from flows.backends.gke.infra.entry import gke_plan_actions, gke_plan_notes
+from flows.backends.gke.infra.infra_stage import gke_plan_actions, gke_plan_notes
 from tests.support.profiles import INFRA_OVERRIDES, infra_profile
 
 
@@ -61,13 +61,13 @@ def test_plan_lists_exact_commands_with_the_cidr() -> None:
 def test_stage_entry_points_verify_against_the_fake_cloud(settings, cloud, gcs, monkeypatch
                                                           ) -> None:
     from flows.backends.gke.infra import clients
-    from flows.backends.gke.infra.entry import gke_outputs_present, verify_gke
+    from flows.backends.gke.infra.infra_stage import gke_outputs_present, verify_gke
     from flows.backends.gke.infra.provision import provision
     from tests.support.logs import Log
 
     monkeypatch.setenv("TPURL_CACHE_DIR", str(settings.cache_dir))
     monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
-    monkeypatch.setattr("flows.backends.gke.infra.entry.settings_from_profile",
+    monkeypatch.setattr("flows.backends.gke.infra.infra_stage.settings_from_profile",
                         lambda p, **kw: settings)
     assert not gke_outputs_present(infra_profile())
     provision(settings, cloud.apis, gcs, Log())

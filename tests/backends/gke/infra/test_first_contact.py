@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flows.backends.gke.infra import clients
-from flows.backends.gke.infra.entry import check_text, planned_for
+from flows.backends.gke.infra.infra_stage import check_text, planned_for
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import InfraSettings
 from tests.fakes.cloud import Cloud
@@ -143,7 +143,7 @@ def test_200Gi_of_ephemeral_storage_is_refused_on_a_100GB_boot_disk(
 def test_the_convert_scratch_is_memory_backed_and_within_the_memory_limit() -> None:
     from flows.backends.gke.jobs.render import render_jobset
     from flows.config import ProfileError
-    from flows.plan import planned_workloads
+    from flows.operations.plan import planned_workloads
 
     profile = tutorial_profile()
     jobset = render_jobset(planned_workloads(profile)["convert"], profile, run="r",

@@ -26,7 +26,7 @@ from flows.backends.gke.infra.kueue_config import planned_kueue
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.jobs.manifests import render_all
 from flows.config.gke_jobs import parse_quantity
-from flows.plan import planned_workloads
+from flows.operations.plan import planned_workloads
 from tests.support.profiles import smoke_profile, tutorial_profile
 
 # a LimitRange many clusters carry in their namespaces: type Container, defaultRequest

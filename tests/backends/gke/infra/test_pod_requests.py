@@ -11,7 +11,7 @@ pkg/workload/workload.go, totalRequestsFromPodSets → resourcehelpers.PodReques
 from __future__ import annotations
 
 from flows.backends.gke.infra.admission import pod_requests
-from flows.backends.gke.infra.entry import planned_for
+from flows.backends.gke.infra.infra_stage import planned_for
 from tests.support.profiles import tutorial_profile
 
 GI = 2**30

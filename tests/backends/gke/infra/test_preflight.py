@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.backends.gke.infra.preflight import (
+from flows.backends.gke.infra.preflight.checks import (
     FactError,
     check_bucket_access,
     failures,
@@ -125,7 +125,7 @@ def test_an_autoscaled_pool_at_zero_nodes_holds_no_quota(settings: InfraSettings
     """The quota check counted a matching pool's chips as already held, which is right for the
     reservation's static pool but not for a pool that scales from zero: with the region's 32
     chips used by someone else, an on-demand slice cannot come up, and the check said ok."""
-    from flows.backends.gke.infra.preflight import check_quota
+    from flows.backends.gke.infra.preflight.checks import check_quota
 
     on_demand = with_gke(settings, capacity="on-demand", reservation=None)
     pool = {"name": "gke-tpu-v6e-pool-0", "status": "RUNNING",
@@ -149,7 +149,7 @@ ON_DEMAND_METRIC, SPOT_METRIC = "TPU_V6E_SLICE_CHIPS", "PREEMPTIBLE_TPU_V6E_SLIC
 def _quota_line(mode: str, apis: FakeGoogleApis, free: dict[str, float]) -> str:
     """`tpurl plan --check`'s tpu-quota line (entry.check_text) for the region's two TPU
     metrics, each with ``free`` chips of a 64-chip limit."""
-    from flows.backends.gke.infra.entry import check_text
+    from flows.backends.gke.infra.infra_stage import check_text
     from tests.support.profiles import capacity_profile
 
     apis.quotas = [{"metric": m, "limit": 64.0, "usage": 64.0 - free[m]}
@@ -190,7 +190,7 @@ def test_each_mode_checks_the_quota_its_vms_count_against(mode: str,
 
 def test_spot_without_a_preemptible_metric_says_which_quota_it_needs(
         apis: FakeGoogleApis) -> None:
-    from flows.backends.gke.infra.preflight import check_quota
+    from flows.backends.gke.infra.preflight.checks import check_quota
     from flows.backends.gke.infra.settings import settings_from_profile
     from tests.support.profiles import capacity_profile
 

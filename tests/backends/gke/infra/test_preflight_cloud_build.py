@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from flows.backends.gke.infra.entry import check_text
-from flows.backends.gke.infra.preflight import CLOUD_BUILD_API
-from flows.backends.gke.infra.preflight_cloudbuild import NEEDS, check_cloud_build_account
+from flows.backends.gke.infra.infra_stage import check_text
+from flows.backends.gke.infra.preflight.checks import CLOUD_BUILD_API
+from flows.backends.gke.infra.preflight.cloud_build import NEEDS, check_cloud_build_account
 from tests.fakes.cloud import Cloud
 from tests.support.profiles import infra_profile
 

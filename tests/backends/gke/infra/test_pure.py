@@ -160,7 +160,7 @@ def test_the_kueue_configuration_carries_the_examples_priority_classes() -> None
 def test_bucket_scoped_is_the_default_and_the_other_mode_says_what_it_exposes() -> None:
     """Issue 37.6: the node pool's account gets the pipeline's bucket only unless the profile
     asks for the tutorial's project-wide storage.admin, which the plan spells out."""
-    from flows.backends.gke.infra.entry import gke_plan_notes
+    from flows.backends.gke.infra.infra_stage import gke_plan_notes
     from flows.config.gke import GkeSection
 
     assert GkeSection.model_fields["iam_mode"].default == "bucket-scoped"

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from flows.backends.gke.infra.entry import check_text, gke_plan_actions, planned_for
+from flows.backends.gke.infra.infra_stage import check_text, gke_plan_actions, planned_for
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.jobs.manifests import render_all
 from flows.config import ProfileError
 from flows.config.spend import estimated_run_usd
-from flows.plan import build_plan, planned_workloads, render_text
+from flows.operations.plan import build_plan, planned_workloads, render_text
 from tests.fakes.cloud import Cloud
 from tests.support.jobset_schema import jobset_errors
 from tests.support.logs import Log

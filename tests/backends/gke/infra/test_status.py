@@ -1,4 +1,4 @@
-"""`tpurl status` (flows/status.py) against the fake cloud after a real deploy through the infra
+"""`tpurl status` (flows/operations/status.py) against the fake cloud after a real deploy through the infra
 stage's code, and the fake Kubernetes API: what exists, what it costs per hour, read-only, and
 exit 1 for a static TPU pool in a mode that scales from zero. Here (not tests/test_status.py)
 for the fake cloud's fixtures in this folder's conftest."""
@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from flows.backends.gke.infra import clients
-from flows.backends.gke.infra.entry import planned_for
+from flows.backends.gke.infra.infra_stage import planned_for
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.watch import client as kube_client
 from flows.backends.gke.watch.client import cluster_at
 from flows.cli import main
 from flows.config import Profile
-from flows.status import human_bytes
+from flows.operations.status import human_bytes
 from tests.fakes.cloud import Cloud
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.support.logs import Log

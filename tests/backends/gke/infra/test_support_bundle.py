@@ -1,4 +1,4 @@
-"""`tpurl support-bundle` (flows/support_bundle.py) after a deploy through the infra stage's
+"""`tpurl support-bundle` (flows/operations/support_bundle.py) after a deploy through the infra stage's
 code, with a run's objects on the fake Kubernetes API: every source lands in the archive, a
 token canary planted in every source appears nowhere in it (only ***), and every call made
 is a read. Here for the fake cloud's fixtures in this folder's conftest."""
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from flows.backends.gke.infra import clients
-from flows.backends.gke.infra.entry import planned_for
+from flows.backends.gke.infra.infra_stage import planned_for
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import BLUEPRINT_FILE, settings_from_profile
 from flows.backends.gke.watch import client as kube_client

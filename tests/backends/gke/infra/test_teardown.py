@@ -93,7 +93,7 @@ def test_nothing_to_destroy(settings: InfraSettings, cloud: Cloud, gcs: Any) -> 
 def test_teardown_flow(prefect_api: None, settings: InfraSettings, cloud: Cloud, gcs: Any,
                        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
                        ) -> None:
-    from flows.teardown import teardown_flow
+    from flows.operations.teardown import teardown_flow
 
     _deployed(settings, cloud, gcs)
     monkeypatch.setenv("TPURL_CACHE_DIR", str(Path(settings.cache_dir)))
@@ -107,7 +107,7 @@ def test_teardown_flow(prefect_api: None, settings: InfraSettings, cloud: Cloud,
 
 
 def test_teardown_knows_when_it_runs_inside_a_cluster() -> None:
-    from flows.teardown import METADATA_CLUSTER, current_gke_cluster
+    from flows.operations.teardown import METADATA_CLUSTER, current_gke_cluster
 
     asked: list[str] = []
 
@@ -121,8 +121,8 @@ def test_teardown_knows_when_it_runs_inside_a_cluster() -> None:
 
 
 def test_teardown_refuses_to_destroy_the_cluster_it_runs_on(cloud: Cloud, monkeypatch) -> None:
-    from flows import teardown as module
     from flows.core.failures import StageFailed
+    from flows.operations import teardown as module
 
     monkeypatch.setattr(module, "current_gke_cluster", lambda: "tpurl-v6e")
     with pytest.raises(StageFailed, match="running inside tpurl-v6e itself"):
@@ -146,7 +146,7 @@ def test_teardown_in_reservation_mode_says_the_reservation_still_bills(
     """Compute Engine bills a reservation while it exists, consumed or not; gcluster destroy
     removes the pool only, so the report must not leave the user believing billing stopped."""
     from flows.config import load_profile
-    from flows.teardown import teardown_preview
+    from flows.operations.teardown import teardown_preview
 
     _deployed(settings, cloud, gcs)
     report = teardown(settings, cloud.apis, gcs, Log())
@@ -202,7 +202,7 @@ def test_the_teardown_preview_prices_the_pool_it_destroys_by_its_own_mode(
     reads the cluster (as `tpurl status` does) and prices each TPU pool by the mode it bills
     in, whatever the profile's mode (each of the four, one deploy); `tpurl teardown` without
     --yes and without a terminal stops after the preview."""
-    from flows.backends.gke.infra.entry import run_gke
+    from flows.backends.gke.infra.infra_stage import run_gke
     from flows.cli import main
     from tests.support.profiles import TUTORIAL, capacity_overrides, capacity_profile
 
@@ -224,7 +224,7 @@ def test_the_teardown_preview_prices_the_pool_it_destroys_by_its_own_mode(
 
 def test_the_preview_without_a_cluster_read_prices_the_profile_and_says_so() -> None:
     from flows.config import load_profile
-    from flows.teardown import teardown_preview
+    from flows.operations.teardown import teardown_preview
 
     profile = load_profile("qwen3-30b-a3b-v6e-32", INFRA_OVERRIDES, environ={})
     unread = "\n".join(teardown_preview(profile, False, None, "no Google credentials"))
@@ -241,7 +241,7 @@ def test_an_unreadable_cluster_leaves_the_preview_on_the_profiles_figures(
     fix) or a refused read gives the reason the preview prints, and no cluster."""
     from flows.config import load_profile
     from flows.core.failures import user_error
-    from flows.teardown import live_cluster
+    from flows.operations.teardown import live_cluster
 
     profile = load_profile("qwen3-30b-a3b-v6e-32", INFRA_OVERRIDES, environ={})
 

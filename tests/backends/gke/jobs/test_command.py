@@ -12,7 +12,7 @@ import pytest
 
 from flows.backends.gke.jobs.command import container_command
 from flows.core.workload import Placement, Workload
-from flows.plan import planned_workloads
+from flows.operations.plan import planned_workloads
 
 
 def _workload(*argv: str, preamble: tuple[str, ...] = ()) -> Workload:

@@ -19,7 +19,7 @@ from flows.backends.gke.jobs.manifests import render_all, to_yaml, write_manifes
 from flows.config import Profile
 from flows.core.eval_programs import base_eval_key, trained_eval_key
 from flows.core.layout import convert_key, export_key, image_key, train_key
-from flows.plan import planned_workloads
+from flows.operations.plan import planned_workloads
 from tests.support.profiles import tutorial_profile
 
 GOLDENS = Path(__file__).parents[3] / "golden" / "gke"

@@ -15,7 +15,7 @@ import pytest
 from flows.backends.gke.jobs.manifests import render_all, stage_run
 from flows.backends.gke.jobs.render import render_jobset
 from flows.config import Profile, ProfileError
-from flows.plan import planned_workloads
+from flows.operations.plan import planned_workloads
 from tests.support.jobset_schema import KUBERNETES_VERSION, jobset_errors
 from tests.support.profiles import tutorial_profile
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from flows.backends.gke.jobs.manifests import render_all, to_yaml, write_manifests
 from flows.backends.gke.jobs.secret_objects import secret_placeholder, secret_with_value
 from flows.config import Profile
-from flows.plan import planned_workloads
+from flows.operations.plan import planned_workloads
 from tests.support.profiles import fake_hf_token
 
 CANARY = fake_hf_token("CanarySecrets")

@@ -5,7 +5,7 @@ ephemeral server, launched the way prefect 3.9.1 launches it (prefect/server/api
 
 - it runs in a session of its own with a parent-death signal, so a terminal's Ctrl-C does
   not kill it before the flow reports, and it never outlives the command
-  (flows/interrupts.py);
+  (flows/console/interrupts.py);
 - the CLI process does not import ``prefect.server.api.server``: that imports the whole
   server (FastAPI, SQLAlchemy, every router), about 6.5 s of CPU measured
   (benchmarks/rerun_overhead.py), in a process that only starts another and waits; and it

@@ -53,7 +53,7 @@ def render(exc: BaseException, log: Path | None) -> str:
         return f"[{FailureCategory.USER_ERROR}] {found}{where}"
     if isinstance(exc, RunTimedOut):  # the message names the bound, its fields and the fix
         return f"[{FailureCategory.STALLED}] {exc}{where}"
-    from flows.interrupts import ApiUnreachable
+    from flows.console.interrupts import ApiUnreachable
 
     if isinstance(exc, ApiUnreachable):  # the URL or its server; the message has the fix
         return f"[{FailureCategory.INFRASTRUCTURE}] {exc}{where}"

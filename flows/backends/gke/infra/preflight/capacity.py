@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from flows.backends.gke.infra.cluster import pool_mismatches
-from flows.backends.gke.infra.preflight_results import CheckResult, FactError, result, unknown
+from flows.backends.gke.infra.preflight.results import CheckResult, FactError, result, unknown
 from flows.backends.gke.infra.settings import InfraSettings
 
 

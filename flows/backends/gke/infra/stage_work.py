@@ -1,5 +1,5 @@
 """The infra stage on GKE: bucket, Cluster Toolkit blueprint with the IAM edit, deploy, and
-the checks that the result is what the profile asks for (entry.py holds the logic)."""
+the checks that the result is what the profile asks for (infra_stage.py holds the logic)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class GkeInfra:
         self.profile, self.layout = backend.profile, backend.layout
 
     def plan(self) -> StageWork:
-        from flows.backends.gke.infra.entry import gke_plan_actions, gke_plan_notes
+        from flows.backends.gke.infra.infra_stage import gke_plan_actions, gke_plan_notes
 
         profile, gke = self.profile, self.profile.gke
         assert gke is not None
@@ -38,7 +38,7 @@ class GkeInfra:
         return join(self.layout.root, "infra", infra_key(self.profile), "tpurl-lineage.json")
 
     def present(self, ctx: StageContext, record: LineageRecord) -> bool:
-        from flows.backends.gke.infra.entry import gke_outputs_present
+        from flows.backends.gke.infra.infra_stage import gke_outputs_present
 
         return gke_outputs_present(self.profile)  # a teardown since the record: deploy again
 
@@ -46,13 +46,13 @@ class GkeInfra:
         return []
 
     def run(self, ctx: StageContext) -> list[WorkloadRun]:
-        from flows.backends.gke.infra.entry import run_gke
+        from flows.backends.gke.infra.infra_stage import run_gke
 
         run_gke(self.profile, ctx.logger)  # type: ignore[arg-type]
         return []
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
-        from flows.backends.gke.infra.entry import verify_gke
+        from flows.backends.gke.infra.infra_stage import verify_gke
 
         uris, details = verify_gke(self.profile)
         model = self.profile.model

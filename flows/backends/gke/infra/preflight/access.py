@@ -1,8 +1,8 @@
 """Pre-flight checks of what a fresh project refuses: the operator's permissions, the image
 repository, the Pathways images, and whether Kueue and the CPU pool take our pods.
 
-Pure functions from facts (read by flows/backends/gke/infra/preflight.py ``gather``) and the
-plan (``Planned``: what the pipeline will submit, computed from the profile by entry.py) to
+Pure functions from facts (read by flows/backends/gke/infra/preflight/checks.py ``gather``) and the
+plan (``Planned``: what the pipeline will submit, computed from the profile by infra_stage.py) to
 ``CheckResult``s. Each result names the live object it read (``target``) and its fix.
 """
 

@@ -11,7 +11,7 @@ renewing and Prefect's repossessor frees its slot. Prefect keeps leases in the s
 memory, though: when the API restarts (the ephemeral API of a killed `tpurl run` always
 does), every lease is gone and the slot stays taken. So the holder also keeps a record in a
 Prefect Variable (flow run, host, pid and process start time, its lease) and a waiter judges
-it (``flows.lock_rules``): its process is gone on this host, its flow run has finished, or it
+it (``flows.locking.lock_rules``): its process is gone on this host, its flow run has finished, or it
 has been silent for three of its own beats. The record is rewritten only every
 ``LEASED_BEAT_S`` while the lease holds, every ``LOST_LEASE_BEAT_S`` once it is lost.
 
@@ -41,8 +41,8 @@ from prefect.client.schemas.actions import (
 from prefect.exceptions import ObjectNotFound
 from prefect.types._concurrency import ConcurrencyLeaseHolder
 
-from flows import lock_rules as rules
-from flows.lock_rules import Record, RecordState, Slot, Verdict
+from flows.locking import lock_rules as rules
+from flows.locking.lock_rules import Record, RecordState, Slot, Verdict
 from flows.runpage.artifacts import slug
 
 POLL_S = 2.0

@@ -186,7 +186,7 @@ class GkeImage:
     def _ensure_repository(self, repository: str, ctx: StageContext) -> None:
         from flows.backends.gke.image.repository import ensure_repository
         from flows.backends.gke.infra import clients
-        from flows.backends.gke.infra.preflight_access import ar_repository
+        from flows.backends.gke.infra.preflight.access import ar_repository
         from flows.backends.gke.infra.settings import settings_from_profile
 
         if ar_repository(repository) is None:

@@ -3,7 +3,7 @@ server's start-up (9-12 s of CPU importing Prefect's server) each time.
 
 The first `tpurl run` (or `teardown`) without PREFECT_API_URL starts a *keeper*: a small
 process in a session of its own (no terminal signal reaches it, and it outlives the command)
-that launches the same server `flows/api_server.py` launches and stops it, and itself, once
+that launches the same server `flows/console/api_server.py` launches and stops it, and itself, once
 nobody used it for ``TPURL_KEEP_API_S`` seconds (default 900; 0 keeps the old behaviour: a
 server per command that dies with it). Later commands find it through a state file in the
 cache directory and health-check it before use.
@@ -39,8 +39,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from flows.api_server import PORT_IN_USE_EXIT, ApiServer, free_port, server_environment
 from flows.common.paths import default_cache_dir
+from flows.console.api_server import PORT_IN_USE_EXIT, ApiServer, free_port, server_environment
 from flows.core.processes import ProcessTag
 
 KEEP_ENV = "TPURL_KEEP_API_S"
@@ -205,7 +205,7 @@ def _launch_keeper(folder: StateDir, env: dict[str, str], key: str, keep_s: floa
     port = free_port()
     with (folder.root / "keeper.log").open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "flows.kept_api", str(folder.root), str(port),
+            [sys.executable, "-m", "flows.console.kept_api", str(folder.root), str(port),
              str(keep_s)], env=env, start_new_session=True, stdin=subprocess.DEVNULL,
             stdout=log, stderr=subprocess.STDOUT)
     state = KeptState(keeper=ProcessTag.of(process.pid, "tpurl kept API keeper"), port=port,

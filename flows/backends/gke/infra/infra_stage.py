@@ -10,7 +10,7 @@ from flows.backends.gke.infra import clients, iam
 from flows.backends.gke.infra.cloud import GoogleApis
 from flows.backends.gke.infra.commands import deploy_argv, get_credentials_argv, render
 from flows.backends.gke.infra.cost import cost_plan, render_cost
-from flows.backends.gke.infra.preflight_access import Planned
+from flows.backends.gke.infra.preflight.access import Planned
 from flows.backends.gke.infra.provision import InfraReport, preflight, provision
 from flows.backends.gke.infra.settings import (
     BLUEPRINT_EXAMPLE,
@@ -90,7 +90,7 @@ def check_text(profile: Profile, apis: GoogleApis | None = None,
                storage_client: Any = None) -> tuple[str, bool]:
     """For `tpurl plan PROFILE --check`: (printable report, True when nothing failed).
     Reads only (GETs and testIamPermissions); it creates, grants and deploys nothing."""
-    from flows.backends.gke.infra.preflight import failures, render_checks
+    from flows.backends.gke.infra.preflight.checks import failures, render_checks
 
     s = settings_from_profile(profile)
     if apis is None:
@@ -120,7 +120,7 @@ def gke_outputs_present(profile: Profile) -> bool:
 def verify_gke(profile: Profile) -> tuple[dict[str, str], dict[str, Any]]:
     """For the GKE infra step's verify: the pool matches and both accounts can read the bucket."""
     from flows.backends.gke.infra.cluster import pool_mismatches
-    from flows.backends.gke.infra.preflight import check_bucket_access
+    from flows.backends.gke.infra.preflight.checks import check_bucket_access
     from flows.core.failures import user_error
 
     s = settings_from_profile(profile)

@@ -6,7 +6,7 @@ function from those facts to a list of results. ``tpurl plan PROFILE --check`` p
 (each with the live object it read) and exits 1 on a failure; the infra stage refuses to
 deploy while any result is a failure (except a live Kueue configuration that does not admit
 our pods, which the deploy re-applies). The checks of the plan itself (permissions, image
-repository, Pathways images, Kueue admission, CPU-pool fit) live in preflight_access.py.
+repository, Pathways images, Kueue admission, CPU-pool fit) live in access.py.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flows.backends.gke.image.cloudbuild_spec import staging_bucket
-from flows.backends.gke.infra import preflight_access as access
-from flows.backends.gke.infra import preflight_cloudbuild as cloudbuild
 from flows.backends.gke.infra.cloud import ApiNotFound, GoogleApis
 from flows.backends.gke.infra.iam import ROLES_WITH_BUCKETS_GET, desired_bindings, granted, members
 from flows.backends.gke.infra.kueue_config import planned_kueue, toolkit_cpu_pool
-from flows.backends.gke.infra.preflight_access import Planned
-from flows.backends.gke.infra.preflight_capacity import check_quota, check_reservation
-from flows.backends.gke.infra.preflight_results import CheckResult, FactError, result, unknown
+from flows.backends.gke.infra.preflight import access
+from flows.backends.gke.infra.preflight import cloud_build as cloudbuild
+from flows.backends.gke.infra.preflight.access import Planned
+from flows.backends.gke.infra.preflight.capacity import check_quota, check_reservation
+from flows.backends.gke.infra.preflight.results import CheckResult, FactError, result, unknown
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.config.gke import CIDR_FIX
 
@@ -50,7 +50,7 @@ class Facts:
     repository: dict[str, Any] | FactError | None = None
     images: dict[str, bool | FactError] = field(default_factory=dict)
     kueue: dict[str, Any] | FactError | None = None  # None: no cluster to read
-    # Cloud Build's account and the policies that may grant it (preflight_cloudbuild.py);
+    # Cloud Build's account and the policies that may grant it (cloud_build.py);
     # None: not read (image.builder docker)
     cloud_build_account: str | FactError | None = None
     staging_policy: dict[str, Any] | FactError | None = None

@@ -14,7 +14,7 @@ reference) and the narrowest grant as the fix:
 - the build log, ``logging.logEntries.create`` on the project.
 
 Pure: facts in (policies as the IAM APIs return them, or the exception that reading raised),
-``(status, found, fix, target)`` out, like preflight_access.py.
+``(status, found, fix, target)`` out, like access.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from flows.backends.gke.image.cloudbuild_spec import staging_bucket
 from flows.backends.gke.infra.iam import granted
-from flows.backends.gke.infra.preflight_access import ar_repository
+from flows.backends.gke.infra.preflight.access import ar_repository
 
 BUILDER = "roles/cloudbuild.builds.builder"  # the legacy account's role: all three below
 BASIC = {"roles/owner", "roles/editor"}

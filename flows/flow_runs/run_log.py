@@ -11,7 +11,7 @@ profile refused at validation read as 7 problems × 3 copies and two tracebacks.
 This filter sits on Prefect's API log handler only (logging.yml: ``prefect.flow_runs`` and
 ``prefect.task_runs`` → ``api``), so the terminal and `tpurl run`'s log file keep the full
 records. For a failure we diagnosed (a StageFailed that is not an internal error, a profile
-or environment error: ``diagnosis_of`` of flows/cli_output.py, whose text it shows too) the
+or environment error: ``diagnosis_of`` of flows/console/output.py, whose text it shows too) the
 first record becomes the diagnosis as the CLI prints it, with no traceback; its repeats are
 dropped. Every "Finished in state" line keeps the first line of its state's message (the
 whole message is the failure logged once). An undiagnosed failure (our bug)
@@ -27,7 +27,7 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
-from flows.cli_output import diagnosis_of, render
+from flows.console.output import diagnosis_of, render
 
 RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")  # prefect/logging/logging.yml
 # runs whose shown diagnoses are remembered: a served process runs many flows one after the

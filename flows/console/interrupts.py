@@ -5,7 +5,7 @@ Why this module exists: Prefect's ephemeral API server is a child in the CLI's p
 group, so a terminal's Ctrl-C reached it too and it died first; the flow then could not
 report its state, and kept running deaf to the signal. The CLI therefore starts that same
 server (Prefect's ephemeral server, launched as its SubprocessASGIServer does:
-flows/api_server.py) in a session of its own, bound to die with the CLI
+flows/console/api_server.py) in a session of its own, bound to die with the CLI
 (``die_with_parent``), and turns both signals into one exception it handles itself; a
 background shell that started us with SIGINT ignored is overridden on purpose.
 """
@@ -19,8 +19,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flows.api_server import ApiServer
-from flows.kept_api import (
+from flows.console.api_server import ApiServer
+from flows.console.kept_api import (
     KEEP_ENV,
     KeptServerBusy,
     Lease,
@@ -89,7 +89,7 @@ def private_api(startup_timeout_s: int = 120,
 
     The server is launched before Prefect is imported here, and ``while_starting``
     (importing the flow) runs while it boots in its own process, so a rerun pays the longer
-    of the two, not their sum (flows/api_server.py)."""
+    of the two, not their sum (flows/console/api_server.py)."""
     server = None if os.environ.get("PREFECT_API_URL") else _own_server()
     try:
         from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -129,7 +129,7 @@ def private_api(startup_timeout_s: int = 120,
 
 
 def _own_server() -> ApiServer | Lease:
-    """The kept server (flows/kept_api.py), or one for this command alone when
+    """The kept server (flows/console/kept_api.py), or one for this command alone when
     TPURL_KEEP_API_S is 0."""
     keep_s = keep_seconds(os.environ)
     if keep_s <= 0:

@@ -1,5 +1,5 @@
 """Pre-flight's result type: a check's status and its Issue, shared by every check module
-(preflight.py, preflight_capacity.py), so a check module needs no import of the runner."""
+(checks.py, capacity.py, access.py), so a check module needs no import of the runner."""
 
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ def collect(profile: Profile, apis: Any, storage_client: Any, kube: Any | None,
 
 
 def _plan(bundle: Bundle, profile: Profile) -> None:
-    from flows.plan import build_plan, write_plan
+    from flows.operations.plan import build_plan, write_plan
 
     with tempfile.TemporaryDirectory() as tmp:
         for path in write_plan(profile, build_plan(profile), Path(tmp)):
@@ -207,7 +207,7 @@ def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
 
 
 def _preflight(bundle: Bundle, profile: Profile, apis: Any, storage_client: Any) -> None:
-    from flows.backends.gke.infra.entry import check_text
+    from flows.backends.gke.infra.infra_stage import check_text
 
     text, ok = check_text(profile, apis, storage_client)
     bundle.text("preflight.txt", f"{'passed' if ok else 'FAILED'}\n{text}\n")
@@ -263,7 +263,7 @@ def versions() -> dict[str, Any]:
 def bundle_command(profile: Profile, run: str | None, out: Path | None,
                    raw_profile: str = "") -> int:
     """For the CLI: collect, write, print where; 0 even when sources failed (listed inside)."""
-    from flows.status import read_only_clients
+    from flows.operations.status import read_only_clients
 
     opened = read_only_clients(profile, "support-bundle", say_reason=False)
     if opened is None:

@@ -28,9 +28,9 @@ from flows.config.capacity import price_for, reservation_kept
 from flows.config.choices import GkeProfileName, gke_profile_names
 from flows.core.error_redaction import redacting_errors
 from flows.core.failures import user_error
-from flows.profile_lock import profile_lock
-from flows.run_log import readable_failures
-from flows.run_origin import run_origin
+from flows.flow_runs.run_log import readable_failures
+from flows.flow_runs.run_origin import run_origin
+from flows.locking.profile_lock import profile_lock
 
 
 def _run_name() -> str:
@@ -115,7 +115,7 @@ def teardown_preview(cfg: Profile, delete_bucket: bool, cluster: dict[str, Any] 
     holds nodes, so its idle rate is zero and its busy rate is the ceiling. Without a
     cluster read (``unread`` says why) the profile's mode is priced, and the line says so."""
     from flows.backends.gke.infra.cluster import live_capacity
-    from flows.status import chips_per_node, node_range
+    from flows.operations.status import chips_per_node, node_range
 
     g = cfg.gke
     assert g is not None, "teardown is for GKE profiles"

@@ -1,0 +1,2 @@
+"""What both flows (the pipeline and teardown) share about the run they are in: who runs it
+(run_origin.py) and what its Logs tab shows of a diagnosed failure (run_log.py)."""
