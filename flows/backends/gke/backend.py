@@ -45,9 +45,7 @@ from flows.backends.gke.jobs.manifests import GKE_STAGES, job_of, jobs_of, stage
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.pathways import HEAD
-from flows.backends.gke.jobs.program_files import program_files_configmap
 from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
-from flows.backends.gke.jobs.secret_objects import secret_with_value
 from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.recovery import Action
 from flows.backends.gke.runtime import GkeRuntime
@@ -67,13 +65,14 @@ from flows.backends.gke.watch.monitor import DELETED_BY_OPERATOR, Monitor, is_fi
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
+from flows.backends.gke.workload_inputs import apply_secrets, ship_programs
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.retry import RetryPolicy, call_within, is_infrastructure_fault
-from flows.core.secrets import Redactor, SecretTooShort, SecretUnavailable, resolve
+from flows.core.secrets import Redactor
 from flows.core.storage import Storage
 from flows.core.workload import Workload
 
@@ -158,8 +157,8 @@ class GkeBackend(GkePlanning, GkePricing):
         number = 0  # the submission number of the JobSet being watched
         preempted, preempted_s = 0, 0.0
         try:
-            self._apply_secrets(workload)
-            self._ship_programs(workload)
+            apply_secrets(self, workload)
+            ship_programs(self, workload)
             while True:
                 live, number = self._create_or_attach(desired, sink, number)
                 owned = True
@@ -261,46 +260,6 @@ class GkeBackend(GkePlanning, GkePricing):
                 f"the control plane is unavailable or overloaded; retried with backoff for "
                 f"up to {budget:.0f} s"),
             ) from None
-
-    def _apply_secrets(self, workload: Workload) -> None:
-        """Create or update the Secret of each secret env var, from its reference."""
-        core, ns = self.cluster.core, self.profile.gke.namespace
-        for _, ref in workload.secret_env:
-            try:
-                value = resolve(ref, project=self.profile.gke.project if self.profile.gke else None)
-            except SecretUnavailable as exc:
-                raise StageFailed(self.stage, Diagnosis(
-                    FailureCategory.USER_ERROR, f"the secret {ref.describe()} is "
-                    f"{'not a usable token' if isinstance(exc, SecretTooShort) else 'unavailable'}",
-                    f"    {exc}", "set it, then run again; nothing was submitted")) from None
-            self.redactor.add(value)
-            body = secret_with_value(ref, ns, value, self.options.hf_token_key)
-            name = body["metadata"]["name"]
-            try:
-                self._call(f"create Secret {name}", core.create_namespaced_secret, ns, body)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise self._api_failure(f"create Secret {name}", exc) from None
-                self._call(f"update Secret {name}", core.replace_namespaced_secret, name, ns,
-                           body)
-            self.logger.info("Secret %s holds %s (value not shown)", name, ref.describe())
-
-    def _ship_programs(self, workload: Workload) -> None:
-        """Create the ConfigMap of the programs the workload ships (flows/backends/gke/jobs/
-        program_files.py). Named by content and immutable: a 409 means these bytes are there."""
-        if not workload.files:
-            return
-        ns = self.profile.gke.namespace
-        body = program_files_configmap(workload.files, ns)
-        name = body["metadata"]["name"]
-        try:
-            self._call(f"create ConfigMap {name}", self.cluster.core.create_namespaced_config_map,
-                       ns, body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise self._api_failure(f"create ConfigMap {name}", exc) from None
-        self.logger.info("ConfigMap %s holds %s, mounted at /tpurl/programs", name,
-                         ", ".join(f"{f.name} ({f.digest})" for f in workload.files))
 
     def _get(self, name: str) -> Obj | None:
         try:
