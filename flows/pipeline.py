@@ -36,6 +36,8 @@ from flows.core.retry import RETRY_DELAYS_S
 from flows.core.secrets import Redactor, require_secrets
 from flows.core.space import storage_failure
 from flows.core.stage import StageContext, StageOutput
+from flows.integrations.mlflow_run import RunFacts
+from flows.integrations.tracking import report_run
 from flows.profile_lock import profile_lock
 from flows.run_log import readable_failures
 from flows.run_origin import deployed_overrides, run_origin
@@ -45,6 +47,7 @@ from flows.runpage.cancel import cancelled_by_user, cancelled_state
 from flows.runpage.live import StagePage, skipped_state
 from flows.runpage.promotion import (
     comparison_rows,
+    dataset_of,
     emit_decision,
     history_rows,
     promote_or_reject,
@@ -311,7 +314,7 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
             evaluation = _judge(cfg, backend, evaluated, artifacts, record)
     result = PipelineResult(
         profile=cfg.name, backend=cfg.backend, artifacts=artifacts,
-        evaluation=evaluation,
+        evaluation=evaluation, tensorboard_logdir=trained.uris.get("run_dir"),
         stages=[StageReport.of(o, price) for o in outputs],
         chip_hours=sum(o.chip_hours for o in outputs),
         usd=round(sum(o.chip_hours for o in outputs) * price, 2),
@@ -326,6 +329,14 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
             raise
         logger.error("result: %s (%s)", failure.diagnosis.summary, failure.diagnosis.fix)
         raise failure from exc
+    facts = RunFacts(flow_run.name or "run", str(flow_run.id or flow_run.name), {
+        "tpurl.deployment": deployment.name or "local runs",
+        "tpurl.dataset": dataset_of(cfg, backend.runtime.dataset_uri()),
+        "tpurl.revision": cfg.model.hf_revision, "tpurl.image": image.uris.get("image", ""),
+        "tpurl.key": exported.key, "tpurl.train_key": trained.key})
+    if where := report_run(cfg, result, facts, logger.warning):  # never raises: it reports
+        result.tracking = where
+        persist_result(backend.storage, cfg, flow_run.name or "run", result)
     publish_result(result)
     return result
 

@@ -44,7 +44,7 @@ class MlflowTracking(StrictModel):
     """The MLflow experiment the runs go to (created when missing)."""
     token: SecretRef | None = None
     """A bearer token for the server (MLflow's MLFLOW_TRACKING_TOKEN), as a reference."""
-    attempts: int = Field(4, ge=1, le=10)
+    attempts: int = Field(5, ge=1, le=10)
     """How many times a report is tried while the server does not answer, before it is
     given up with a warning (the run itself never fails for it)."""
 
