@@ -36,7 +36,9 @@ from flows.core.retry import RETRY_DELAYS_S
 from flows.core.secrets import Redactor, require_secrets
 from flows.core.space import storage_failure
 from flows.core.stage import StageContext, StageOutput
+from flows.integrations.judged import judged_model
 from flows.integrations.mlflow_run import RunFacts
+from flows.integrations.register import register_judged
 from flows.integrations.tracking import report_run
 from flows.profile_lock import profile_lock
 from flows.run_log import readable_failures
@@ -357,6 +359,11 @@ def _judge(cfg: Profile, backend: Any, evaluated: StageOutput, artifacts: dict[s
     emit_decision(cfg.name, decision, details, promoted, record.summary() if record else None)
     publish_promotion(cfg.name, comparison_rows(details, judged_against, decision),
                       history_rows(read_history(backend.storage, cfg)))
+    registered = None if decision.unchanged else register_judged(
+        cfg, judged_model(cfg, run, str(flow_run.id or run), decision, details, artifacts,
+                          promoted if decision.promoted else None,
+                          backend.runtime.dataset_uri()), backend.storage, logger.warning)
     return {"trained": details["trained"], "base": details["base"],
             "decision": decision.model_dump(),
-            "promoted_model": promoted.model_uri if promoted else None}
+            "promoted_model": promoted.model_uri if promoted else None,
+            **({"registered": registered} if registered else {})}

@@ -78,7 +78,7 @@ class MlflowServer:
         self.process = None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one server for every module that asks (a start is ~1 min)
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
     server = MlflowServer(tmp_path_factory.mktemp("mlflow"), free_port())
     server.start()
