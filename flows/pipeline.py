@@ -24,7 +24,7 @@ from flows.announcements.guard import was_coalesced
 from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
 from flows.backends import backend_for
 from flows.common.paths import default_cache_dir, path_part
-from flows.config import Profile, load_profile
+from flows.config import Profile, ProfileError, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
 from flows.core.deadline import Deadline
@@ -38,6 +38,7 @@ from flows.core.space import storage_failure
 from flows.core.stage import StageContext, StageOutput
 from flows.integrations.judged import judged_model
 from flows.integrations.mlflow_run import RunFacts
+from flows.integrations.preflight import integration_issues
 from flows.integrations.register import register_judged
 from flows.integrations.tracking import report_run
 from flows.profile_lock import profile_lock
@@ -275,6 +276,8 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     cfg = load_profile(profile, merged, origin=origin, parameters=given,
                        deployed=deployed_overrides() if origin == "deployment" else None)
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
+    if problems := integration_issues(cfg):  # a tracker or registry that cannot be reached
+        raise ProfileError(cfg.name, problems)
     if missing := backend_for(cfg).start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)
     logger = get_run_logger()
