@@ -21,6 +21,7 @@ from flows.config.strict import StrictModel
 _TRACKING_URI = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?")
 _VERTEX_TENSORBOARD = re.compile(
     r"projects/[^/\s]+/locations/[a-z0-9-]+/tensorboards/[0-9]+")
+_WANDB_KEY = re.compile(r"(local-)?[0-9a-f]{40}")  # W&B API keys: 40 hex digits
 _WANDB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -87,11 +88,36 @@ class WandbTracking(StrictModel):
 
     @model_validator(mode="after")
     def _key_when_online(self) -> Self:
+        ref = self.api_key
+        if ref is not None and any(_WANDB_KEY.fullmatch(v or "") for v in (ref.env, ref.secret_block,
+                                                                          ref.gcp_secret)):
+            raise FixableValueError("api_key names what looks like the W&B key itself, not where "
+                                    "it is kept. It looks like a live key: revoke it at "
+                                    "wandb.ai/authorize", "put the new key in an environment "
+                                    "variable or a secret and name that, e.g. {env: WANDB_API_KEY}",
+                                    field="api_key")
         if self.mode == "online" and self.api_key is None:
             raise FixableValueError("online W&B logging needs an API key",
                                     "write api_key: {env: WANDB_API_KEY} (or a secret_block / "
                                     "gcp_secret), or mode: offline", field="api_key")
         return self
+
+
+    def environment(self, run_name: str, offline_dir: str | None) -> dict[str, str]:
+        """The training program's W&B settings (the key travels as a secret, not here).
+        wandb.init reads entity and mode from these (wandb/sdk/wandb_settings.py); the
+        project and the run's name are passed by tunix's metrics logger itself
+        (tunix/sft/metrics_logger.py:190-197 at c4ec573d: MetricsLoggerOptions.project_name,
+        "tunix" as MaxText 0.2.4's train_rl leaves it, which wins over WANDB_PROJECT), so
+        WANDB_PROJECT names the profile's project for a trainer that does not set one, and
+        the run is tagged with the pipeline's run name to find it either way."""
+        env = {"WANDB_PROJECT": self.project, "WANDB_MODE": self.mode,
+               "WANDB_RUN_GROUP": run_name, "WANDB_TAGS": "tpurl"}
+        if self.entity:
+            env["WANDB_ENTITY"] = self.entity
+        if offline_dir is not None:
+            env["WANDB_DIR"] = offline_dir
+        return env
 
 
 class TensorBoardTracking(StrictModel):
