@@ -36,6 +36,8 @@ def integration_issues(profile: Profile, environ: Mapping[str, str] | None = Non
                         register.mlflow.token))
     if register is not None and register.hub is not None:
         issues += _secret("promotion.register.hub.token", register.hub.token, environ, project)
+    if tracking.tensorboard is not None and tracking.tensorboard.vertex_tensorboard:
+        issues += _google_credentials("tracking.tensorboard.vertex_tensorboard")
     if register is not None and register.vertex is not None:
         issues += _google_credentials("promotion.register.vertex")
     for field, uri, token in servers:

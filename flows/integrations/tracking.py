@@ -28,4 +28,16 @@ def report_run(profile: Profile, result: PipelineResult, facts: RunFacts,
                         config.attempts, delays_s, warn)
         if ids is not None:
             where["mlflow"] = f"{config.tracking_uri}/#/experiments/{ids[0]}/runs/{ids[1]}"
+    board = profile.tracking.tensorboard
+    if board is not None and board.vertex_tensorboard is not None:
+        from flows.integrations.vertex_tensorboard import upload_run
+
+        run = report("Vertex AI TensorBoard",
+                     lambda: upload_run(board, profile.name, facts.run_name, result), 4,
+                     delays_s, warn)
+        if run is not None:
+            location = board.vertex_tensorboard.split("/")[3]
+            where["vertex-tensorboard"] = (
+                f"https://{location}.tensorboard.googleusercontent.com/experiment/"
+                + run.rsplit("/runs/", 1)[0].replace("/", "+"))
     return where
