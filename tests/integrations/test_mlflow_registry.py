@@ -13,11 +13,10 @@ from flows.core.storage import LocalStorage
 from flows.integrations.judged import judged_model
 from flows.integrations.register import register_judged
 from flows.runpage.promotion import pointer_uris, promote_or_reject
-from tests.support.mlflow_server import MlflowServer, mlflow_server
+from tests.support.mlflow_server import MlflowServer
 from tests.support.scores import summary
 
 pytestmark = [pytest.mark.services, pytest.mark.realtime]
-__all__ = ["mlflow_server"]
 MODEL = "qwen3-grpo"
 
 
@@ -92,3 +91,32 @@ def test_the_serving_example_serves_the_registry_champion_only(
     (export / "model.safetensors").write_bytes(b"swapped")
     with pytest.raises(ValueError, match="no longer matches its registered digest"):
         record_promoted_model("rehearsal", export.as_uri(), "run-9")
+
+
+def test_the_flow_reports_its_run_and_registers_its_promoted_model(
+        mlflow_server: MlflowServer, prefect_api, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real flow (stand-in stages): one MLflow run tagged with the flow run, the model
+    registered as champion, and both linked from the result."""
+    from mlflow import MlflowClient
+
+    from flows import pipeline
+    from tests.integrations.stand_in_stages import stand_ins
+
+    monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stand_ins(tmp_path / "root"))
+    state = pipeline.rl_post_training(profile="rehearsal", overrides={
+        "local.root": str(tmp_path / "root"), "eval.batches": "4",
+        "tracking.mlflow.tracking_uri": mlflow_server.uri, "tracking.mlflow.experiment": "flow",
+        "promotion.register.mlflow.tracking_uri": mlflow_server.uri,
+        "promotion.register.mlflow.model_name": "flow-model"}, return_state=True)
+    assert state.is_completed(), state
+    result = state.result()
+    assert result.evaluation["registered"] == "mlflow:flow-model/1"
+    client = MlflowClient(mlflow_server.uri)
+    [run] = client.search_runs([client.get_experiment_by_name("flow").experiment_id])
+    assert result.tracking["mlflow"].endswith(run.info.run_id)
+    assert run.data.tags["tpurl.flow_run_id"] == str(state.state_details.flow_run_id)
+    assert run.data.tags["tpurl.key"] == "k-export" and run.data.tags["tpurl.decision"] == "promoted"
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "actor/train/loss")] \
+        == [0.9, 0.4]
+    assert client.get_model_version_by_alias("flow-model", "champion").version == "1"

@@ -15,11 +15,10 @@ from flows.integrations.tracking import report_run
 from flows.runpage.metrics import summarize_run
 from flows.runpage.result import PipelineResult, StageReport
 from tests.fakes.gke_programs import tensorboard_events
-from tests.support.mlflow_server import MlflowServer, mlflow_server
+from tests.support.mlflow_server import MlflowServer
 from tests.support.scores import summary
 
 pytestmark = [pytest.mark.services, pytest.mark.realtime]
-__all__ = ["mlflow_server"]
 LOSSES = {1: 0.9, 2: 0.5, 3: 0.25}
 
 
@@ -79,11 +78,29 @@ def test_a_pipeline_run_becomes_one_mlflow_run_with_everything_it_measured(
 
 
 def test_a_server_that_is_down_is_a_warning_and_a_retry_never_a_failure(
-        mlflow_server: MlflowServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The real server stopped: every try fails and is logged, the report gives up and
-    returns nothing; the server back mid-retries: the report lands on a later try."""
+        mlflow_server: MlflowServer, prefect_api, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real server stopped while the run trains: the run completes with its result
+    kept, the report's tries are warnings; the server back mid-retries: the report lands on
+    a later try."""
+    from flows import pipeline
+    from flows.runpage.result import result_uris
+    from tests.integrations.stand_in_stages import stand_ins
+
+    root = tmp_path / "root"
+    monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stand_ins(root, during_train=mlflow_server.stop))
+    overrides = {"local.root": str(root), "tracking.mlflow.tracking_uri": mlflow_server.uri,
+                 "tracking.mlflow.attempts": "2"}
+    state = pipeline.rl_post_training(profile="rehearsal", overrides=overrides,
+                                      return_state=True)
+    assert state.is_completed(), state  # the training is not failed for its report
+    assert state.result().tracking == {}
+    assert not mlflow_server.answers()
+    profile = load_profile("rehearsal", overrides)
+    kept = LocalStorage().read_text(result_uris(profile, _run_name(state))[0])
+    assert kept is not None and '"tracking": {}' in kept
+
     result = _result(tmp_path)
-    mlflow_server.stop()
     warnings: list[str] = []
     assert report_run(_profile(mlflow_server, "down"), result, FACTS, warnings.append,
                       delays_s=(0.1,)) == {}
@@ -98,3 +115,10 @@ def test_a_server_that_is_down_is_a_warning_and_a_retry_never_a_failure(
         mlflow_server.start()  # back while the report retries
         worker.join(timeout=400)
     assert landed.get("mlflow", "").startswith(mlflow_server.uri), warnings
+
+
+def _run_name(state) -> str:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return str(client.read_flow_run(state.state_details.flow_run_id).name)
