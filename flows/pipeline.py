@@ -24,7 +24,7 @@ from flows.announcements.guard import was_coalesced
 from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
 from flows.backends import backend_for
 from flows.common.paths import default_cache_dir, path_part
-from flows.config import Profile, load_profile
+from flows.config import Profile, ProfileError, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
 from flows.core.deadline import Deadline
@@ -38,6 +38,11 @@ from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
 from flows.flow_runs.run_log import readable_failures
 from flows.flow_runs.run_origin import deployed_overrides, run_origin
+from flows.integrations.judged import judged_model
+from flows.integrations.mlflow_run import RunFacts
+from flows.integrations.preflight import integration_issues
+from flows.integrations.register import register_judged
+from flows.integrations.tracking import report_run
 from flows.locking.profile_lock import profile_lock
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
@@ -45,6 +50,7 @@ from flows.runpage.cancel import cancelled_by_user, cancelled_state
 from flows.runpage.live import StagePage, skipped_state
 from flows.runpage.promotion import (
     comparison_rows,
+    dataset_of,
     emit_decision,
     history_rows,
     promote_or_reject,
@@ -270,6 +276,8 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     cfg = load_profile(profile, merged, origin=origin, parameters=given,
                        deployed=deployed_overrides() if origin == "deployment" else None)
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
+    if problems := integration_issues(cfg):  # a tracker or registry that cannot be reached
+        raise ProfileError(cfg.name, problems)
     if missing := backend_for(cfg).start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)
     logger = get_run_logger()
@@ -311,7 +319,7 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
             evaluation = _judge(cfg, backend, evaluated, artifacts, record)
     result = PipelineResult(
         profile=cfg.name, backend=cfg.backend, artifacts=artifacts,
-        evaluation=evaluation,
+        evaluation=evaluation, tensorboard_logdir=trained.uris.get("run_dir"),
         stages=[StageReport.of(o, price) for o in outputs],
         chip_hours=sum(o.chip_hours for o in outputs),
         usd=round(sum(o.chip_hours for o in outputs) * price, 2),
@@ -326,6 +334,14 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
             raise
         logger.error("result: %s (%s)", failure.diagnosis.summary, failure.diagnosis.fix)
         raise failure from exc
+    facts = RunFacts(flow_run.name or "run", str(flow_run.id or flow_run.name), {
+        "tpurl.deployment": deployment.name or "local runs",
+        "tpurl.dataset": dataset_of(cfg, backend.runtime.dataset_uri()),
+        "tpurl.revision": cfg.model.hf_revision, "tpurl.image": image.uris.get("image", ""),
+        "tpurl.key": exported.key, "tpurl.train_key": trained.key})
+    if where := report_run(cfg, result, facts, logger.warning):  # never raises: it reports
+        result.tracking = where
+        persist_result(backend.storage, cfg, flow_run.name or "run", result)
     publish_result(result)
     return result
 
@@ -346,6 +362,11 @@ def _judge(cfg: Profile, backend: Any, evaluated: StageOutput, artifacts: dict[s
     emit_decision(cfg.name, decision, details, promoted, record.summary() if record else None)
     publish_promotion(cfg.name, comparison_rows(details, judged_against, decision),
                       history_rows(read_history(backend.storage, cfg)))
+    registered = None if decision.unchanged else register_judged(
+        cfg, judged_model(cfg, run, str(flow_run.id or run), decision, details, artifacts,
+                          promoted if decision.promoted else None,
+                          backend.runtime.dataset_uri()), backend.storage, logger.warning)
     return {"trained": details["trained"], "base": details["base"],
             "decision": decision.model_dump(),
-            "promoted_model": promoted.model_uri if promoted else None}
+            "promoted_model": promoted.model_uri if promoted else None,
+            **({"registered": registered} if registered else {})}

@@ -8,7 +8,9 @@ passed, never on a bare export. It records ``served.json`` beside the promoted p
 replayed late, after a newer promotion, must not roll serving back. The pointer itself lives
 in a bucket every training pod can write, so it is checked before anything is served: it must
 carry its scores' key and its export's digest, name an export inside the output root, and the
-export's files must still give that digest (issue 37.5).
+export's files must still give that digest (issue 37.5). With an MLflow registry
+(``promotion.register.mlflow``) the registry's ``champion`` alias is what is served instead
+of the pointer, under the same digest rule (issue 35.2).
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ from prefect import flow, get_run_logger
 
 from flows.backends import backend_for
 from flows.config import load_profile
+from flows.config.profile import Profile
+from flows.config.registry import MlflowRegistry
 from flows.core.error_redaction import redacting_errors
-from flows.core.storage import join
+from flows.core.manifest import build_manifest, manifest_digest
+from flows.core.storage import Storage, join
+from flows.integrations.mlflow_registry import champion
 from flows.runpage.promotion import pointer_problem, pointer_uris, read_promoted
 
 
@@ -37,16 +43,43 @@ def record_promoted_model(profile: str, model_uri: str, run: str = "") -> str:
     """
     cfg = load_profile(profile)
     storage = backend_for(cfg).storage
-    current = read_promoted(storage, cfg)
-    if current is None or current.model_uri != model_uri:
-        raise ValueError(f"{model_uri} is not the promoted model of {profile} (the pointer "
-                         f"says {current.model_uri if current else 'nothing'}); not serving it")
-    if why := pointer_problem(storage, cfg, current):
-        raise ValueError(f"the promoted pointer of {profile} is not trusted: {why}; not "
-                         "serving it. Rerun the pipeline to judge and promote the model again")
+    registry = cfg.promotion_rule.register if cfg.promotion_rule else None
+    if registry is not None and registry.mlflow is not None:
+        _check_champion(cfg, storage, registry.mlflow, model_uri)
+    else:
+        _check_pointer(cfg, storage, model_uri)
     served = join(pointer_uris(cfg)[0].rsplit("/", 1)[0], "served.json")
     storage.write_text(served, json.dumps({"model_uri": model_uri, "run": run,
                                            "recorded_at": datetime.now(UTC).isoformat()}))
     get_run_logger().info("would point the serving endpoint at %s; recorded in %s",
                           model_uri, served)
     return served
+
+
+def _check_pointer(cfg: Profile, storage: Storage, model_uri: str) -> None:
+    current = read_promoted(storage, cfg)
+    if current is None or current.model_uri != model_uri:
+        raise ValueError(f"{model_uri} is not the promoted model of {cfg.name} (the pointer "
+                         f"says {current.model_uri if current else 'nothing'}); not serving it")
+    if why := pointer_problem(storage, cfg, current):
+        raise ValueError(f"the promoted pointer of {cfg.name} is not trusted: {why}; not "
+                         "serving it. Rerun the pipeline to judge and promote the model again")
+
+
+def _check_champion(cfg: Profile, storage: Storage, registry: MlflowRegistry,
+                    model_uri: str) -> None:
+    """With an MLflow registry the champion alias is what is served: the URI must be its
+    version's source, and the export's files must still give the digest it was registered
+    with (the same trust rule as the pointer's, issue 37.5)."""
+    version = champion(registry, cfg.gke.project if cfg.gke else None)
+    source = version.tags.get("tpurl.model_uri") if version is not None else None
+    if source != model_uri:
+        raise ValueError(f"{model_uri} is not the champion of {registry.model_name} in the "
+                         f"MLflow registry (the champion is {source or 'nobody yet'}); not "
+                         "serving it")
+    digest = version.tags.get("lineage.export_digest", "")
+    found = manifest_digest(build_manifest(storage, model_uri))
+    if not digest or found != digest:
+        raise ValueError(f"the champion {registry.model_name}/{version.version} is not "
+                         f"trusted: the export {model_uri} no longer matches its registered "
+                         f"digest ({found}, registered {digest or 'none'}); not serving it")

@@ -36,10 +36,12 @@ def test_every_pin_has_hashes():
     assert not [name for name, (_, hashes) in pins.items() if not hashes]
 
 
-def test_the_lock_satisfies_pyproject_and_its_gcp_extra_and_build_system():
+def test_the_lock_satisfies_pyproject_and_its_gcp_and_tracking_extras_and_build_system():
+    """The tracking extra too: a flow pod reports to MLflow and registers models (issue 35)."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     wanted = [*project["project"]["dependencies"],
               *project["project"]["optional-dependencies"]["gcp"],
+              *project["project"]["optional-dependencies"]["tracking"],
               *project["build-system"]["requires"]]
     pins = _pins()
     for text in wanted:

@@ -14,11 +14,13 @@ promoted now (the base model when nothing is promoted yet). ``min_delta`` may be
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 from pydantic import field_validator
 
 from flows.config.errors import FixableValueError
+from flows.config.registry import RegisterSection
 from flows.config.strict import StrictModel, run_tunable
 
 METRICS = ("mean_reward", "accuracy", "format_accuracy")
@@ -60,6 +62,11 @@ class EvalSection(StrictModel):
         return v
 
 
+# ``register`` is the profile's key (issue 35.2). Pydantic warns that it shadows ABCMeta's
+# class-level ``register``; an instance's field value is what every reader gets.
+warnings.filterwarnings("ignore", message='Field name "register" in "PromotionRule"')
+
+
 class PromotionRule(StrictModel):
     """Pass when ``trained[metric] - reference[metric] >= min_delta``."""
 
@@ -69,6 +76,9 @@ class PromotionRule(StrictModel):
     """How much better than the reference the trained model must score."""
     against: str = "promoted"  # base | promoted (falls back to base when none is promoted)
     """base, or promoted (the current champion; falls back to base)."""
+    register: RegisterSection | None = None
+    """A model registry each judged model becomes a version in (MLflow, Vertex AI or the
+    Hugging Face Hub); none by default."""
 
     @field_validator("metric")
     @classmethod

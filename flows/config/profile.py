@@ -32,7 +32,9 @@ from flows.config.announcements import AnnouncementsSection
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
+from flows.config.secret_ref import SecretRef
 from flows.config.strict import StrictModel, run_tunable
+from flows.config.tracking import TrackingSection
 
 Scalar = str | int | float | bool
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -57,47 +59,6 @@ def _scalar_args(value: object) -> object:
                     f"argument {key!r} has a {type(item).__name__} value; MaxText arguments "
                     "are single values", f"write it as one string, e.g. {key}: '...'")
     return value
-
-
-class SecretRef(StrictModel):
-    """Where a secret comes from. Never the secret itself."""
-
-    env: str | None = None
-    """The name of an environment variable holding the token (e.g. HF_TOKEN)."""
-    secret_block: str | None = None
-    """The name of a Prefect Secret block holding the token."""
-    gcp_secret: str | None = None
-    """A Secret Manager secret of the profile's project (its latest version)."""
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Self:
-        for source in ("env", "secret_block", "gcp_secret"):  # the value where a name goes
-            if names.looks_like_hf_token(getattr(self, source) or ""):  # (never quoted back)
-                raise FixableValueError(
-                    f"{source} holds what looks like the token itself, not the name of "
-                    "where it is kept. It looks like a live token: revoke it on the hub.",
-                    "put the new token in an environment variable, a Prefect Secret block or "
-                    "Secret Manager and name that, e.g. {env: HF_TOKEN}")
-        if sum(v is not None for v in (self.env, self.secret_block, self.gcp_secret)) != 1:
-            raise FixableValueError(
-                "give exactly one source for the token",
-                "write {env: HF_TOKEN} (an environment variable name), {secret_block: NAME} "
-                "(a Prefect Secret block) or {gcp_secret: NAME} (GCP Secret Manager)",
-            )
-        if self.gcp_secret is not None and (problem := names.secret_id_problem(self.gcp_secret)):
-            raise FixableValueError(problem, "name the secret as in `gcloud secrets list`")
-        if self.env is not None and (problem := names.env_var_problem(self.env)):
-            raise FixableValueError(problem, "name the variable, e.g. {env: HF_TOKEN}")
-        if self.secret_block is not None and (problem := names.block_name_problem(self.secret_block)):
-            raise FixableValueError(problem, "name a Prefect Secret block, e.g. {secret_block: hf-token}")
-        return self
-
-    def describe(self) -> str:
-        if self.env:
-            return f"env:{self.env}"
-        if self.gcp_secret:
-            return f"gcp-secret-manager:{self.gcp_secret}"
-        return f"prefect-secret:{self.secret_block}"
 
 
 class LocalSection(StrictModel):
@@ -317,6 +278,9 @@ class Profile(StrictModel):
     """The evaluate stage and the promotion decision run when this is set."""
     promotion: PromotionRule | None = None
     """How a trained model is judged (default when eval is set: PromotionRule())."""
+    tracking: TrackingSection = TrackingSection()
+    """Experiment trackers the run also reports to (MLflow, W&B, Vertex AI TensorBoard);
+    none by default."""
 
     @field_validator("name")
     @classmethod

@@ -65,9 +65,16 @@ def train_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime,
             f"load_parameters_path={program_path(layout.converted_checkpoint)}/",
             *setup.args, *render_args(profile.model.args), *render_args(profile.train.args)]
     steps = profile.train.args.get("num_batches")
+    wandb = profile.tracking.wandb
+    env, secrets = setup.env, _secret_env(profile)
+    if wandb is not None:  # tunix's metrics logger writes to W&B itself (docs/tracking-wandb.md)
+        offline = str(program_path(layout.train_run_dir)) if profile.backend == "local" else None
+        env = (*setup.env, *wandb.environment(layout.run_name, offline).items())
+        if wandb.api_key is not None:
+            secrets = (*secrets, ("WANDB_API_KEY", wandb.api_key))
     return Workload(name="train-grpo", image=runtime.image(image), argv=tuple(argv),
-                    placement=setup.placement, env=setup.env,
-                    secret_env=_secret_env(profile), outputs=(layout.actor_checkpoints,),
+                    placement=setup.placement, env=env,
+                    secret_env=secrets, outputs=(layout.actor_checkpoints,),
                     progress_regex=STEP_REGEX,
                     total_steps=int(steps) if steps is not None else None,
                     preamble=setup.preamble)

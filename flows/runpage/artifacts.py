@@ -87,8 +87,25 @@ def publish_result(result: PipelineResult) -> None:
         chart = metrics_chart_markdown(result.metrics)
         if chart:
             quiet.create("markdown", chart, f"{key}-curves", "Reward and loss per GRPO step")
+        for name, (link, text) in tracking_links(result).items():
+            quiet.create("link", quiet.link_data(link, text), f"{key}-{name}", text)
     except Exception as exc:
         log.warning("artifacts not published: %s", exc)
+
+
+def tracking_links(result: PipelineResult) -> dict[str, tuple[str, str]]:
+    """The run page's links out (issue 35.1): the TensorBoard event directory (`tensorboard
+    --logdir` it; on GKE the bucket's browser page), and where the run was also reported."""
+    links: dict[str, tuple[str, str]] = {}
+    logdir = result.tensorboard_logdir
+    if logdir:
+        browse = (f"https://console.cloud.google.com/storage/browser/{logdir[5:]}"
+                  if logdir.startswith("gs://") else logdir)
+        links["tensorboard"] = (browse, f"TensorBoard events: tensorboard --logdir {logdir}")
+    for tracker, where in result.tracking.items():
+        if where.startswith("https://") or where.startswith("http://"):
+            links[tracker] = (where, f"This run in {tracker}")
+    return links
 
 
 def publish_parity(profile: str, lines: list[str]) -> None:

@@ -56,6 +56,10 @@ class PipelineResult(BaseModel):
     # With an eval section: the held-out scores (trained, base), the promotion decision and
     # the model promoted after it (flows/runpage/promotion.py); None without one.
     evaluation: dict[str, Any] | None = None
+    # the training's TensorBoard event directory (gs:// on GKE): `tensorboard --logdir` it
+    tensorboard_logdir: str | None = None
+    # where the run was also reported (issue 35): {"mlflow": run URL, "registry": version}
+    tracking: dict[str, str] = Field(default_factory=dict)
     started_at: str
     finished_at: str
 

@@ -22,7 +22,7 @@ import pytest
 
 SERVICE_FIXTURES = frozenset({"gcs_url", "gcs_east5", "store", "gcs", "prefect_api",
                               "prefect_server", "docker_client", "standin_base",
-                              "rehearsal_image", "gke_world"})
+                              "rehearsal_image", "gke_world", "mlflow_server"})
 E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
 LAST_MODULE = "test_rehearsal_e2e.py"
 FAST, SERVICES, E2E, REHEARSAL = range(4)

@@ -1,0 +1,150 @@
+"""Where a run's curves, walls and costs are also reported (issue 35.1): the ``tracking:``
+section, every part optional and off by default.
+
+Reporting never decides anything: a tracker that is down mid-run is a warning and a retry,
+never a failed stage (flows/integrations/). What can be known before a run starts is checked
+then: the URIs' shapes here, at load; that the server answers and the credentials resolve in
+flows/integrations/preflight.py, before the first stage.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Self
+
+from pydantic import Field, field_validator, model_validator
+
+from flows.config.errors import FixableValueError
+from flows.config.secret_ref import SecretRef
+from flows.config.strict import StrictModel
+
+_TRACKING_URI = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?")
+_VERTEX_TENSORBOARD = re.compile(
+    r"projects/[^/\s]+/locations/[a-z0-9-]+/tensorboards/[0-9]+")
+_WANDB_KEY = re.compile(r"(local-)?[0-9a-f]{40}")  # W&B API keys: 40 hex digits
+_WANDB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def tracking_uri_problem(uri: str) -> str | None:
+    """An MLflow server is reached over HTTP(S); a file store would be written by every
+    worker on its own disk, and a URI with a password in it would be logged."""
+    if not _TRACKING_URI.fullmatch(uri):
+        return f"{uri!r} is not an http(s):// address of an MLflow tracking server"
+    if "@" in uri.split("//", 1)[1].split("/", 1)[0]:
+        return "the address carries credentials; those go in token: {env: MLFLOW_TRACKING_TOKEN}"
+    return None
+
+
+class MlflowTracking(StrictModel):
+    """One MLflow run per pipeline run: tags, per-step training metrics, stage walls,
+    chip-hours, dollars, evaluation scores and the artifacts' URIs."""
+
+    tracking_uri: str
+    """The MLflow tracking server (http(s)://host:port), as MLFLOW_TRACKING_URI would name it."""
+    experiment: str = "tpu-rl-pipeline"
+    """The MLflow experiment the runs go to (created when missing)."""
+    token: SecretRef | None = None
+    """A bearer token for the server (MLflow's MLFLOW_TRACKING_TOKEN), as a reference."""
+    attempts: int = Field(5, ge=1, le=10)
+    """How many times a report is tried while the server does not answer, before it is
+    given up with a warning (the run itself never fails for it)."""
+
+    @field_validator("tracking_uri")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if problem := tracking_uri_problem(v):
+            raise FixableValueError(problem, "write the server's address, e.g. "
+                                    "tracking_uri: http://mlflow.internal:5000")
+        return v.rstrip("/")
+
+
+class WandbTracking(StrictModel):
+    """Tunix's metrics logger writes to W&B itself when the wandb library is in the image
+    and configured: this section configures it (the training program's environment)."""
+
+    project: str
+    """The W&B project the training run is logged to."""
+    entity: str | None = None
+    """The W&B entity (team or user); the API key's default entity when unset."""
+    api_key: SecretRef | None = None
+    """The W&B API key, as a reference (never a value); required unless mode is offline."""
+    mode: str = "online"
+    """online, or offline (written to the run's directory only; `wandb sync` uploads it)."""
+
+    @field_validator("project", "entity")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _WANDB_NAME.fullmatch(v):
+            raise FixableValueError(f"{v!r} is not a W&B project or entity name",
+                                    "use letters, digits, '.', '_' and '-'")
+        return v
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, v: str) -> str:
+        if v not in ("online", "offline"):
+            raise FixableValueError(f"unknown W&B mode {v!r}", "use online or offline")
+        return v
+
+    @model_validator(mode="after")
+    def _key_when_online(self) -> Self:
+        ref = self.api_key
+        if ref is not None and any(_WANDB_KEY.fullmatch(v or "") for v in (ref.env, ref.secret_block,
+                                                                          ref.gcp_secret)):
+            raise FixableValueError("api_key names what looks like the W&B key itself, not where "
+                                    "it is kept. It looks like a live key: revoke it at "
+                                    "wandb.ai/authorize", "put the new key in an environment "
+                                    "variable or a secret and name that, e.g. {env: WANDB_API_KEY}",
+                                    field="api_key")
+        if self.mode == "online" and self.api_key is None:
+            raise FixableValueError("online W&B logging needs an API key",
+                                    "write api_key: {env: WANDB_API_KEY} (or a secret_block / "
+                                    "gcp_secret), or mode: offline", field="api_key")
+        return self
+
+
+    def environment(self, run_name: str, offline_dir: str | None) -> dict[str, str]:
+        """The training program's W&B settings (the key travels as a secret, not here).
+        wandb.init reads entity and mode from these (wandb/sdk/wandb_settings.py); the
+        project and the run's name are passed by tunix's metrics logger itself
+        (tunix/sft/metrics_logger.py:190-197 at c4ec573d: MetricsLoggerOptions.project_name,
+        "tunix" as MaxText 0.2.4's train_rl leaves it, which wins over WANDB_PROJECT), so
+        WANDB_PROJECT names the profile's project for a trainer that does not set one, and
+        the run is tagged with the pipeline's run name to find it either way."""
+        env = {"WANDB_PROJECT": self.project, "WANDB_MODE": self.mode,
+               "WANDB_RUN_GROUP": run_name, "WANDB_TAGS": "tpurl"}
+        if self.entity:
+            env["WANDB_ENTITY"] = self.entity
+        if offline_dir is not None:
+            env["WANDB_DIR"] = offline_dir
+        return env
+
+
+class TensorBoardTracking(StrictModel):
+    """The event directory is always linked from the run page and the result; this names a
+    Vertex AI TensorBoard the GKE run's events are also uploaded to."""
+
+    vertex_tensorboard: str | None = None
+    """A Vertex AI TensorBoard (projects/P/locations/L/tensorboards/ID) to upload to (GKE)."""
+    experiment: str | None = None
+    """The Vertex AI TensorBoard experiment; the profile's name when unset."""
+
+    @field_validator("vertex_tensorboard")
+    @classmethod
+    def _resource(cls, v: str | None) -> str | None:
+        if v is not None and not _VERTEX_TENSORBOARD.fullmatch(v):
+            raise FixableValueError(f"{v!r} is not a Vertex AI TensorBoard resource name",
+                                    "write projects/PROJECT/locations/REGION/tensorboards/ID "
+                                    "(`gcloud ai tensorboards list`)")
+        return v
+
+
+class TrackingSection(StrictModel):
+    """Experiment trackers the run reports to; each is optional, none is on by default."""
+
+    mlflow: MlflowTracking | None = None
+    """An MLflow tracking server."""
+    wandb: WandbTracking | None = None
+    """Weights & Biases, written by tunix's own metrics logger."""
+    tensorboard: TensorBoardTracking | None = None
+    """A Vertex AI TensorBoard experiment for the event files."""

@@ -1,0 +1,87 @@
+"""The Vertex AI Model Registry (issue 35.2): a promoted export becomes a version of one
+model, the export as its artifact URI and the scores as labels.
+
+Over Vertex AI's REST surface (google/cloud/aiplatform/v1/model_service.proto:
+``POST v1/{parent=projects/*/locations/*}/models:upload`` with an ``UploadModelRequest``
+{modelId | parentModel, model}; the answer is a long-running Operation whose response is an
+``UploadModelResponse`` {model, modelVersionId}), through an authorized session: the
+google-auth the GCP extra brings, no aiplatform SDK. The model's id is derived from its
+display name, so the first upload creates it (``modelId``) and every later one adds a
+version to it (``parentModel``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from flows.config.registry import VertexRegistry
+from flows.integrations.judged import JudgedModel
+
+POLL_S = 5.0
+POLL_LIMIT_S = 1800.0
+_LABEL = re.compile(r"[^a-z0-9_-]")
+
+
+def label(text: str) -> str:
+    """Any text as a Vertex label key or value: lowercase letters, digits, _ and -, at most
+    63 characters (a score 0.6125 becomes 0_6125). Pure."""
+    return _LABEL.sub("_", text.lower())[:63]
+
+
+def model_id(display_name: str) -> str:
+    """The model's resource id: [a-z0-9_-], a letter first, at most 63. Pure."""
+    slug = label(display_name).strip("_-") or "model"
+    return (slug if slug[0].isalpha() else f"m-{slug}")[:63]
+
+
+def upload_body(config: VertexRegistry, model: JudgedModel) -> dict[str, Any]:
+    """The UploadModelRequest's ``model``: the export as artifact URI, scores as labels."""
+    labels = {"tpurl-profile": label(model.profile), "tpurl-decision": model.decision,
+              **{label(f"score-{k}"): label(f"{v:.4f}") for k, v in model.scores.items()},
+              **{label(f"base-{k}"): label(f"{v:.4f}") for k, v in model.base_scores.items()}}
+    return {"displayName": config.display_name, "artifactUri": model.export_uri,
+            "containerSpec": {"imageUri": config.serving_image},
+            "labels": labels, "versionDescription": f"{model.run}: {model.reason}"[:1000]}
+
+
+def upload_version(config: VertexRegistry, model: JudgedModel, session: Any = None,
+                   sleep: Any = time.sleep) -> str:
+    """The new version's resource name (``projects/…/models/ID@VERSION``)."""
+    session = session or _authorized_session()
+    api = f"https://{config.location}-aiplatform.googleapis.com/v1"
+    parent = f"projects/{config.project}/locations/{config.location}"
+    mid = model_id(config.display_name)
+    existing = session.get(f"{api}/{parent}/models/{mid}")
+    request: dict[str, Any] = {"model": upload_body(config, model)}
+    if existing.status_code == 404:
+        request["modelId"] = mid
+    else:
+        existing.raise_for_status()
+        request["parentModel"] = f"{parent}/models/{mid}"
+    response = session.post(f"{api}/{parent}/models:upload", json=request)
+    response.raise_for_status()
+    operation = response.json()
+    waited = 0.0
+    while not operation.get("done"):
+        if waited > POLL_LIMIT_S:
+            raise TimeoutError(f"Vertex AI upload {operation.get('name')} not done in "
+                               f"{POLL_LIMIT_S:.0f} s")
+        sleep(POLL_S)
+        waited += POLL_S
+        polled = session.get(f"{api}/{operation['name']}")
+        polled.raise_for_status()
+        operation = polled.json()
+    if "error" in operation:
+        raise RuntimeError(f"Vertex AI upload failed: {operation['error'].get('message')}")
+    result = operation["response"]
+    return f"{result['model']}@{result['modelVersionId']}"
+
+
+def _authorized_session() -> Any:
+    import google.auth
+    from google.auth.transport.requests import AuthorizedSession
+
+    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    return AuthorizedSession(credentials)
