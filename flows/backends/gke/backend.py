@@ -26,6 +26,7 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -36,6 +37,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from flows.backends.gke import recovery
+from flows.backends.gke.capacity_run import CapacityRun, capacity_chain
+from flows.backends.gke.fallback import Attempt, chain_spent, fallback_note, falls_back
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.step import GkeImage
 from flows.backends.gke.infra.cost import GkePricing
@@ -46,7 +49,7 @@ from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.pathways import HEAD
 from flows.backends.gke.jobs.program_files import program_files_configmap
-from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
+from flows.backends.gke.jobs.render import MAIN_JOB
 from flows.backends.gke.jobs.secret_objects import secret_with_value
 from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.recovery import Action
@@ -80,7 +83,7 @@ from flows.core.workload import Workload
 Obj = dict[str, Any]
 
 
-class GkeBackend(GkePlanning, GkePricing):
+class GkeBackend(GkePlanning, GkePricing, CapacityRun):
     """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
     image and infra steps live in image/step.py and infra/step.py, plans in planning.py and
     prices in infra/cost.py (GkePricing)."""
@@ -107,6 +110,7 @@ class GkeBackend(GkePlanning, GkePricing):
         self.log_read_timeout_s = log_read_timeout_s
         self._cluster = cluster
         self.submitted: list[str] = []  # JobSets created by this backend (a create that returned)
+        self.fallbacks = 0  # to the next mode of gke.capacity, in this stage
         self.monitor: Monitor | None = None  # the latest one, for the benchmark and tests
         self.spend: SpendMeter | None = meter_for(profile, stage)  # None: no cap set
         self.image = GkeImage(self)
@@ -148,9 +152,10 @@ class GkeBackend(GkePlanning, GkePricing):
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
         started = time.monotonic()
         job = job_of(self.stage, workload.name)
-        desired = render_jobset(workload, self.profile, run=stage_run(self.profile, job),
-                                stage=job, options=self.options)
+        chain, index = capacity_chain(self.profile), 0
+        desired = self._jobset_for(workload, job, chain[index])
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
+        attempts: list[Attempt] = []
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
                        self._progress(workload), workload.progress_regex)
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
@@ -166,6 +171,7 @@ class GkeBackend(GkePlanning, GkePricing):
                 attempt_started = time.monotonic()
                 verdict = self._watch(live, sink, coordinator)
                 if verdict.phase is Phase.SUCCEEDED:
+                    attempts.append(self._attempt(chain[index], attempt_started, "succeeded"))
                     break
                 assert verdict.diagnosis is not None
                 self.logger.warning("%s: %s", name, verdict.diagnosis.summary)
@@ -173,8 +179,24 @@ class GkeBackend(GkePlanning, GkePricing):
                     preempted += 1
                     preempted_s += time.monotonic() - attempt_started
                 decision = recovery.after_verdict(verdict.diagnosis, name, number,
-                                                  self.budgets.preemptions, ns)
+                                                  self.budgets.preemptions + self.fallbacks, ns)
+                waited = time.monotonic() - started
+                nxt = falls_back(verdict.diagnosis, chain, index, waited, self.budgets.queue_s)
+                if decision.action is not Action.RESUBMIT and nxt is not None:
+                    attempts.append(self._attempt(chain[index], attempt_started, "no-capacity"))
+                    note = fallback_note(self.stage or workload.name, chain, index,
+                                         verdict.diagnosis)
+                    sink.note(note)
+                    self.logger.warning("%s", note)
+                    self._emit_fallback(chain[index], chain[nxt], verdict.diagnosis.summary,
+                                        verdict.diagnosis.code, attempts)
+                    self._delete(name, wait=True)  # never two JobSets of one stage at once
+                    self.fallbacks += 1
+                    index = nxt
+                    desired = self._jobset_for(workload, job, chain[index])
+                    continue
                 if decision.action is Action.RESUBMIT:
+                    attempts.append(self._attempt(chain[index], attempt_started, "preempted"))
                     sink.note(f"preempted; resubmitting {name} ({number + 1}/"
                               f"{self.max_submissions}), resuming from the newest checkpoint")
                     self.logger.warning("%s preempted: resubmitting (submission %d of at most "
@@ -183,6 +205,9 @@ class GkeBackend(GkePlanning, GkePricing):
                     self._delete(name, wait=True)
                     continue
                 assert decision.diagnosis is not None
+                attempts.append(self._attempt(chain[index], attempt_started, "failed"))
+                decision = replace(decision, diagnosis=chain_spent(
+                    decision.diagnosis, chain, attempts, self.budgets.queue_s, waited))
                 if decision.diagnosis.code != DELETED_BY_OPERATOR and \
                         not is_finished(self.monitor.last_jobset if self.monitor else None):
                     self._cancel(name)  # queued or stuck: stop holding quota, and a JobSet
@@ -205,14 +230,19 @@ class GkeBackend(GkePlanning, GkePricing):
         wall = time.monotonic() - started
         self.logger.info("%s: %s completed in %.1f s after %d submission(s) (log: %s)",
                          workload.name, name, wall, number, log_uri)
+        if len(chain) > 1:
+            self.logger.info("%s: capacity: %s", workload.name,
+                             "; ".join(a.line() for a in attempts))
         return WorkloadRun(name=workload.name, wall_s=wall, log_uri=log_uri, submissions=number,
                            preemptions=preempted, preempted_chip_hours=round(
-                               self.held_chip_hours(self.stage or workload.name, preempted_s), 4))
+                               self.held_chip_hours(self.stage or workload.name, preempted_s), 4),
+                           capacity=[dataclasses.asdict(a) for a in attempts])
 
     @property
     def max_submissions(self) -> int:
-        """JobSets ever created for one stage of one run, across retries and restarts."""
-        return self.budgets.preemptions + 1
+        """JobSets ever created for one stage of one run, across retries and restarts: one,
+        one more per preemption, one more per fallback to the next capacity mode."""
+        return self.budgets.preemptions + 1 + self.fallbacks
 
     # --- pieces ----------------------------------------------------------------------------
     def _progress(self, workload: Workload) -> Callable[[str], None] | None:
@@ -317,7 +347,7 @@ class GkeBackend(GkePlanning, GkePricing):
         replaced (its number read from its annotation, so the bound holds across retries)."""
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         digest = desired["metadata"]["annotations"][SPEC_DIGEST]
-        preemptions = self.budgets.preemptions
+        preemptions = self.budgets.preemptions + self.fallbacks
         for _ in range(5):
             decision = recovery.before_create(name, previous, preemptions, ns)
             if decision.diagnosis is not None:

@@ -37,6 +37,7 @@ from flows.backends.gke.watch.client import (
 )
 from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
 from flows.backends.gke.watch.scaling import AUTOSCALER_EVENTS
+from flows.backends.gke.watch.served import Served, served_by, tpu_node_names
 from flows.backends.gke.watch.spend import SpendMeter
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
 from flows.backends.gke.watch.verdict import (
@@ -100,6 +101,8 @@ class Monitor:
         # the autoscaler's events as seen, kept after the API drops them (1 h event TTL)
         self.scaling_events: dict[str, Obj] = {}
         self._nodes_gone: dict[str, bool] = {}  # node → deleted (asked once, on failure)
+        self.served: Served | None = None  # where the slice came up (watch/served.py)
+        self.served_at: float | None = None  # monotonic time its TPU pods were all bound
         self._memory = threading.Lock()  # what the watch threads remember, read by the loop
         self._changed = threading.Event()
         self._log_wake = threading.Event()
@@ -259,7 +262,27 @@ class Monitor:
                         disruptions=disruptions, ran_since_admitted=self._ran_since_admitted)
         if verdict.phase is Phase.RUNNING:
             self._ran_since_admitted = True
+        if self.served is None and verdict.phase is not Phase.FAILED:
+            self._note_served()
         return verdict
+
+    def _note_served(self) -> None:
+        """Once every TPU pod is bound, read its nodes (one GET each, once) and log the
+        zone, mode and pool the slice came up in."""
+        names = tpu_node_names(self._pods())
+        if not names:
+            return
+        nodes = []
+        for node in sorted(names):
+            try:
+                nodes.append(self.cluster.core.read_node(node, _request_timeout=(
+                    self.settings.connect_timeout_s, self.settings.read_timeout_s)))
+            except Exception:  # refused (RBAC) or gone: says nothing
+                continue
+        nodes = [n.to_dict() if hasattr(n, "to_dict") else n for n in nodes]
+        self.served_at = time.monotonic()
+        self.served = served_by(nodes) or Served("", "", "", len(names))
+        self.logger.info("%s: %s", self.name, self.served.line())
 
     def _disruptions(self, jobset: Obj) -> dict[str, str]:
         """The disruptions of the JobSet's current attempt (one its failure policy restarted

@@ -32,6 +32,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from flows.backends.gke.fallback import NO_CAPACITY, NO_FLEX_CAPACITY
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.watch.evictions import CODE as EVICTION_CODE
 from flows.backends.gke.watch.evictions import storage_eviction
@@ -84,8 +85,9 @@ def _tail(lines: list[str]) -> str:
     return "\n".join(f"    {line}" for line in lines[-30:])
 
 
-def _diag(category: FailureCategory, summary: str, detail: str, fix: str) -> Verdict:
-    return Verdict(Phase.FAILED, Diagnosis(category, summary, detail, fix), summary)
+def _diag(category: FailureCategory, summary: str, detail: str, fix: str,
+          code: str = "") -> Verdict:
+    return Verdict(Phase.FAILED, Diagnosis(category, summary, detail, fix, code), summary)
 
 
 def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[str], *,
@@ -317,7 +319,7 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
                              f"    {scheduled.get('message', '')}",
                              "no slice was free in the zone within the queue budget: retry "
                              "later, raise gke.queue_budget_s, or use another zone or a "
-                             "reservation; nothing was spent")
+                             "reservation; nothing was spent", NO_FLEX_CAPACITY)
             if refused is not None:
                 return _diag(FailureCategory.INFRASTRUCTURE,
                              f"{name}: no TPU capacity for pod {_pod_name(pod)}: "
@@ -325,7 +327,8 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
                              f"    {scheduled.get('message', '')}",
                              "the zone has no free slice of this shape now (the autoscaler "
                              "could not create the nodes): retried with backoff; capacity "
-                             "flex-start waits for capacity instead, a reservation holds it")
+                             "flex-start waits for capacity instead, a reservation holds it",
+                             NO_CAPACITY)
             return _diag(FailureCategory.INFRASTRUCTURE,
                          f"{name}: pod {_pod_name(pod)} is unschedulable",
                          f"    {scheduled.get('message', '')}",
