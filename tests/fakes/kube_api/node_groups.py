@@ -234,14 +234,23 @@ class ClusterAutoscaler(Autoscaler):
             "firstTimestamp": now_iso(), "lastTimestamp": now_iso()})
 
 
+# GKE taints every TPU node so only pods that tolerate it land there (GKE's TPU docs; the
+# JobSet's pods tolerate it: flows/backends/gke/jobs/common.py tpu_pod_scheduling)
+TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
+
+
 def regional_groups(zones: list[str], modes: list[str], hosts: int = 8,
+                    accelerator: str = "tpu-v6e-slice", topology: str = "4x4",
                     labels: Callable[[str, str], dict[str, str]] | None = None,
                     taints: Callable[[str], list[Obj]] | None = None,
                     reclaim: Reclaim | None = None, **settings: Any) -> list[NodeGroup]:
     """One group per (mode, zone), modes first in the chain's order, zones in the
-    profile's order (the priority expander's order)."""
+    profile's order (the priority expander's order); its nodes carry the slice's
+    accelerator and topology labels (GKE sets them on every TPU node)."""
     return [NodeGroup(name=f"tpu-{mode}-{zone}", zone=zone, mode=mode, hosts=hosts,
-                      labels=(labels or (lambda m, z: {}))(mode, zone),
-                      taints=(taints or (lambda m: []))(mode),
+                      labels={TPU_SELECTOR: accelerator,
+                              "cloud.google.com/gke-tpu-topology": topology,
+                              **(labels or (lambda m, z: {}))(mode, zone)},
+                      taints=[TPU_TAINT, *(taints or (lambda m: []))(mode)],
                       reclaim=reclaim if mode == "spot" else None, **settings)
             for mode in modes for zone in zones]
