@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from flows.backends.gke.fallback import NO_QUEUED_CAPACITY
 from flows.config.profile import Profile
 from flows.core.failures import StageFailed
 from tests.fakes.gke_backend import BUDGETS, jobsets_created, run_stage
@@ -23,6 +24,7 @@ from tests.fakes.kube_api.node_groups import (
     NodeGroup,
     regional_groups,
 )
+from tests.fakes.kube_api.provisioning import QueuedProvisioning, QueuedSettings
 from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
 from tests.support.polling import until
 from tests.support.profiles import capacity_overrides, fake_hf_token, tutorial_profile
@@ -71,4 +73,57 @@ def test_a_stockout_in_the_first_zone_trains_in_the_second(server, tmp_path: Pat
         assert not [n for n in scaler.tpu_nodes()
                     if n["metadata"]["labels"][ZONE_LABEL] == "us-east5-a"]
     finally:
+        scaler.stop()
+
+
+QUEUED_LABELS = {"cloud.google.com/gke-queued": "true"}
+QUEUED_TAINT = {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"}
+
+
+def queued_on(server: FakeApiServer, profile: Profile, **settings: Any
+              ) -> tuple[ClusterAutoscaler, QueuedProvisioning, NodeGroup]:
+    groups = groups_for(profile, ZONES[:1], ["queued"], labels=lambda m, z: QUEUED_LABELS,
+                        taints=lambda m: [QUEUED_TAINT])
+    scaler = ClusterAutoscaler(server.kube, groups)
+    assert profile.gke is not None
+    dws = QueuedProvisioning(server.kube, scaler, groups[0],
+                             QueuedSettings(queue=profile.gke.kueue_queue, **settings))
+    return scaler, dws, groups[0]
+
+
+def test_queued_provisioning_brings_the_whole_slice_once_capacity_comes(server,
+                                                                         tmp_path: Path) -> None:
+    profile = tutorial_profile(**capacity_overrides("on-demand"))
+    scaler, dws, group = queued_on(server, profile)
+    group.stockouts = [(0.0, scaler.clock() + 1.5)]  # DWS finds the slice after 1.5 s
+    try:
+        scenario(server.kube, RUN)
+        outcome, logger, _log, backend = run_stage(server, "train", tmp_path, profile=profile)
+        assert not isinstance(outcome, StageFailed), outcome
+        assert [n for _, n in group.history][:2] == [0, 8]  # all or nothing: 8 at once
+        requests = server.kube.find("provisioningrequests")
+        assert [r["metadata"]["name"].rsplit("-", 1)[-1] for r in requests] == ["1"]
+        assert any(c["type"] == "Provisioned" for c in requests[0]["status"]["conditions"])
+        assert backend.monitor is not None and backend.monitor.served is not None
+        assert backend.monitor.served.mode == "queued"
+        assert any("waits for queued capacity" in line for line in logger.lines), "\n".join(logger.lines)
+    finally:
+        dws.stop()
+        scaler.stop()
+
+
+def test_queued_provisioning_that_keeps_failing_is_no_capacity(server, tmp_path: Path) -> None:
+    profile = tutorial_profile(**capacity_overrides("on-demand"))
+    scaler, dws, group = queued_on(server, profile, fail_after_s=0.2, backoff_limit=1,
+                                   backoff_s=0.1)
+    group.stockout = True
+    try:
+        scenario(server.kube, RUN)
+        outcome, *_ = run_stage(server, "train", tmp_path, profile=profile)
+        assert isinstance(outcome, StageFailed), outcome
+        assert outcome.diagnosis.code == NO_QUEUED_CAPACITY, outcome.diagnosis
+        assert "after 2 attempt(s)" in outcome.diagnosis.summary
+        assert [n for _, n in group.history] == [0]  # nothing was ever provisioned
+    finally:
+        dws.stop()
         scaler.stop()

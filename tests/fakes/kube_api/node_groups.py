@@ -110,6 +110,8 @@ class ClusterAutoscaler(Autoscaler):
         self._random = random.Random(seed)
         self.attempt: NodeGroup | None = None  # the group being scaled up now
         self.scale_ups: list[tuple[float, str, bool]] = []  # (time, group, succeeded)
+        # groups only a ProvisioningRequest scales (queued provisioning: provisioning.py)
+        self.excluded: set[str] = set()
         for group in groups:
             if group is not groups[0]:
                 group.history.append((clock(), 0))
@@ -162,6 +164,12 @@ class ClusterAutoscaler(Autoscaler):
             return
         self.scale_ups.append((now, group.name, True))
         group.backoff_s = 0.0  # a success resets the group's back-off
+        self.provide(group, now)
+
+    def provide(self, group: NodeGroup, now: float) -> None:
+        """The whole slice's nodes at once, in ``group`` (GKE creates a multi-host slice's
+        VMs together; a ProvisioningRequest's too)."""
+        self.pool = group
         self.generation += 1
         self.nodes = [f"{group.name}-{self.generation:04x}-node-{i}" for i in range(group.hosts)]
         self.nodes_since = now
@@ -172,8 +180,8 @@ class ClusterAutoscaler(Autoscaler):
         group.history.append((now, len(self.nodes)))
 
     def _best_option(self, pods: list[Obj], now: float) -> NodeGroup | None:
-        options = [g for g in self.groups
-                   if not (g.backoff_until is not None and now < g.backoff_until)
+        options = [g for g in self.groups if g.name not in self.excluded
+                   and not (g.backoff_until is not None and now < g.backoff_until)
                    and not g.mismatch and all(fits(p, g) for p in pods)]
         if not options:
             return None
@@ -198,7 +206,8 @@ class ClusterAutoscaler(Autoscaler):
     def _no_option(self, pods: list[Obj], now: float) -> None:
         """Every group that fits is backed off (or none fits): NotTriggerScaleUp with the
         skipped reason (processors/status/eventing_scale_up_processor.go ReasonsMessage)."""
-        fitting = [g for g in self.groups if all(fits(p, g) for p in pods)]
+        fitting = [g for g in self.groups if g.name not in self.excluded
+                   and all(fits(p, g) for p in pods)]
         if fitting:
             message = (f"pod didn't trigger scale-up: {len(fitting)} in backoff after "
                        "failed scale-up")

@@ -48,9 +48,16 @@ def tpu_node_names(pods: list[Obj]) -> set[str] | None:
                                                   or {})
            and not (p.get("metadata") or {}).get("deletionTimestamp")]
     names = {(p.get("spec") or {}).get("nodeName") or "" for p in tpu}
-    if not tpu or "" in names:
+    if not tpu or "" in names or not all(_scheduled(p) for p in tpu):
         return None
     return names
+
+
+def _scheduled(pod: Obj) -> bool:
+    """The scheduler's binding sets PodScheduled=True (kubernetes pkg/scheduler/
+    schedule_one.go, the bind's condition); a nodeName alone may be a stale read."""
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def mode_of(labels: dict[str, str]) -> str:
