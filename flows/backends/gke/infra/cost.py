@@ -86,7 +86,7 @@ def cost_plan(profile: Profile, capacity: str | None = None) -> CostPlan:
     for another one (``tpurl plan --compare-capacity``); pure."""
     gke = profile.gke
     assert gke is not None, "cost plans are for GKE profiles"
-    mode = capacity or gke.capacity
+    mode = capacity or gke.capacity_chain[0]
     price = gke.prices.get(mode)  # type: ignore[call-overload]
     rate = price.usd_per_chip_hour if price else 0.0
     stages = []
