@@ -54,7 +54,7 @@ from flows.backends.gke.jobs.secret_objects import secret_with_value
 from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.recovery import Action
 from flows.backends.gke.runtime import GkeRuntime
-from flows.backends.gke.watch.budgets import Budgets, budgets_for
+from flows.backends.gke.watch.budgets import Budgets, budgets_for, waits_for_capacity
 from flows.backends.gke.watch.client import (
     JOBSET_GROUP,
     JOBSET_VERSION,
@@ -194,6 +194,8 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun):
                     self.fallbacks += 1
                     index = nxt
                     desired = self._jobset_for(workload, job, chain[index])
+                    self.budgets = dataclasses.replace(self.budgets, waits_for_capacity=(
+                        waits_for_capacity(chain[index], self.stage)))
                     continue
                 if decision.action is Action.RESUBMIT:
                     attempts.append(self._attempt(chain[index], attempt_started, "preempted"))

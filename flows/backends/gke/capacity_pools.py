@@ -64,6 +64,12 @@ def pool_kubernetes_labels(mode: str) -> dict[str, str]:
     return {CAPACITY_LABEL: mode}
 
 
+def provider_node_labels(mode: str) -> dict[str, str]:
+    """The label GKE (or the toolkit) itself puts on a ``mode`` node, if any: what a JobSet
+    can select on a pool deployed before ``tpurl/capacity`` existed."""
+    return dict(_PROVIDER_LABELS.get(mode, {}))
+
+
 def pool_node_labels(mode: str) -> dict[str, str]:
     """Every capacity label a node of a ``mode`` pool carries: ours and GKE's (a node also has
     the accelerator, topology, node-pool and zone labels, which do not depend on the mode)."""

@@ -31,12 +31,13 @@ def capacity_chain(profile: Profile) -> tuple[str, ...]:
     """The modes to try, in order (``gke.capacity``: one mode, or a list)."""
     gke = profile.gke
     assert gke is not None
-    chain = getattr(gke, "capacity_chain", None)
-    return tuple(chain) if chain else (gke.capacity,)
+    return tuple(gke.capacity_chain)
 
 
 def in_mode(profile: Profile, mode: str) -> Profile:
-    """The profile as one mode of its chain sees it (its pool, price and budgets)."""
+    """The profile as one mode of its chain sees it: the JobSet rendered from it asks for
+    that mode's pools (jobs/common.py tpu_pod_scheduling, capacity_pools.py). Not
+    revalidated: the chain was, and a mode of it is valid where the chain is."""
     gke = profile.gke
     assert gke is not None
     if gke.capacity == mode:

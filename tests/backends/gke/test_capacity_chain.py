@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from flows.backends.gke.capacity_pools import pool_name, pool_node_labels, pool_taints
 from flows.backends.gke.fallback import NO_QUEUED_CAPACITY
 from flows.config.profile import Profile
 from flows.core.failures import StageFailed
@@ -41,18 +42,28 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
         yield running
 
 
-def groups_for(profile: Profile, zones: list[str], modes: list[str],
-               **settings: Any) -> list[NodeGroup]:
+def groups_for(profile: Profile, **settings: Any) -> list[NodeGroup]:
+    """The cluster the profile's blueprint builds: one autoscaled pool per (mode, zone), with
+    the labels and taints capacity_pools.py names (flows/backends/gke/capacity_pools.py)."""
     gke = profile.gke
     assert gke is not None
-    return regional_groups(zones, modes, hosts=gke.hosts_per_slice,
-                           accelerator=gke.machine.accelerator_label, topology=gke.topology,
-                           **settings)
+    groups = regional_groups(list(gke.zone_order), list(gke.capacity_chain),
+                             hosts=gke.hosts_per_slice,
+                             accelerator=gke.machine.accelerator_label, topology=gke.topology,
+                             labels=lambda mode, zone: pool_node_labels(mode),
+                             taints=pool_taints, **settings)
+    for group in groups:
+        group.name = pool_name(gke, group.mode, group.zone)
+    return groups
+
+
+def chain_profile(chain: str, zones: str = "us-east5-b,us-east5-a") -> Profile:
+    return tutorial_profile(**capacity_overrides(chain), **{"gke.zones": zones})
 
 
 def test_a_stockout_in_the_first_zone_trains_in_the_second(server, tmp_path: Path) -> None:
-    profile = tutorial_profile(**capacity_overrides("on-demand"))
-    groups = groups_for(profile, ZONES[:2], ["on-demand"], provision_s=0.2)
+    profile = chain_profile("on-demand")
+    groups = groups_for(profile, provision_s=0.2)
     groups[0].stockout = True  # hours long: it lasts the whole test
     scaler = ClusterAutoscaler(server.kube, groups)
     try:
@@ -63,37 +74,32 @@ def test_a_stockout_in_the_first_zone_trains_in_the_second(server, tmp_path: Pat
         assert not isinstance(outcome, StageFailed), outcome
         assert jobsets_created(server.kube) == 1
         assert groups[0].failures >= 1  # it was tried, failed, and backed off
-        assert [n for _, n in groups[0].history] == [0]  # no TPU node ever in zone a
-        assert max(n for _, n in groups[1].history) == 8  # the whole slice in zone b
+        assert [n for _, n in groups[0].history] == [0]  # no TPU node ever in zone b
+        assert max(n for _, n in groups[1].history) == 8  # the whole slice in zone a
         assert backend.monitor is not None and backend.monitor.served is not None
-        assert backend.monitor.served.zone == "us-east5-b"
-        assert any("the slice came up in zone us-east5-b" in line for line in logger.lines)
-        assert [a["zone"] for a in outcome.capacity] == ["us-east5-b"]
-        assert until(lambda: not scaler.tpu_nodes())  # scaled back to zero
+        assert backend.monitor.served.zone == "us-east5-a"
+        assert any("the slice came up in zone us-east5-a" in line for line in logger.lines)
+        assert [(a["mode"], a["zone"]) for a in outcome.capacity] == [("on-demand",
+                                                                       "us-east5-a")]
         assert not [n for n in scaler.tpu_nodes()
-                    if n["metadata"]["labels"][ZONE_LABEL] == "us-east5-a"]
+                    if n["metadata"]["labels"][ZONE_LABEL] == "us-east5-b"]
+        assert until(lambda: not scaler.tpu_nodes())  # scaled back to zero
     finally:
         scaler.stop()
 
 
-QUEUED_LABELS = {"cloud.google.com/gke-queued": "true"}
-QUEUED_TAINT = {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"}
-
-
 def queued_on(server: FakeApiServer, profile: Profile, **settings: Any
               ) -> tuple[ClusterAutoscaler, QueuedProvisioning, NodeGroup]:
-    groups = groups_for(profile, ZONES[:1], ["queued"], labels=lambda m, z: QUEUED_LABELS,
-                        taints=lambda m: [QUEUED_TAINT])
+    groups = groups_for(profile)
     scaler = ClusterAutoscaler(server.kube, groups)
-    assert profile.gke is not None
-    dws = QueuedProvisioning(server.kube, scaler, groups[0],
-                             QueuedSettings(queue=profile.gke.kueue_queue, **settings))
-    return scaler, dws, groups[0]
+    queued = next(g for g in groups if g.mode == "queued")
+    dws = QueuedProvisioning(server.kube, scaler, queued, QueuedSettings(**settings))
+    return scaler, dws, queued
 
 
 def test_queued_provisioning_brings_the_whole_slice_once_capacity_comes(server,
                                                                          tmp_path: Path) -> None:
-    profile = tutorial_profile(**capacity_overrides("on-demand"))
+    profile = chain_profile("queued", zones="us-east5-b")
     scaler, dws, group = queued_on(server, profile)
     group.stockouts = [(0.0, scaler.clock() + 1.5)]  # DWS finds the slice after 1.5 s
     try:
@@ -113,7 +119,7 @@ def test_queued_provisioning_brings_the_whole_slice_once_capacity_comes(server,
 
 
 def test_queued_provisioning_that_keeps_failing_is_no_capacity(server, tmp_path: Path) -> None:
-    profile = tutorial_profile(**capacity_overrides("on-demand"))
+    profile = chain_profile("queued", zones="us-east5-b")
     scaler, dws, group = queued_on(server, profile, fail_after_s=0.2, backoff_limit=1,
                                    backoff_s=0.1)
     group.stockout = True

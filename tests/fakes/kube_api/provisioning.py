@@ -50,6 +50,7 @@ from tests.fakes.kube_api.store import FakeKube, condition, now_iso
 
 Obj = dict[str, Any]
 CHECK = "dws-prov"
+QUEUED_LABEL = "cloud.google.com/gke-queued"
 CLASS = "queued-provisioning.gke.io"
 CONSUME = "autoscaling.x-k8s.io/consume-provisioning-request"
 CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
@@ -72,7 +73,7 @@ class Request:
 
 @dataclass
 class QueuedSettings:
-    queue: str = "tpu-queued-lq"  # the LocalQueue whose ClusterQueue has the check
+    queue: str | None = None  # a LocalQueue all of whose Workloads go through the check
     fail_after_s: float = 5.0  # DWS gives up on a request it could not serve this long
     booking_s: float = 2.0  # booked nodes unused this long are released
     backoff_limit: int = 3  # retryStrategy.backoffLimitCount
@@ -121,8 +122,7 @@ class QueuedProvisioning:
 
     def _tick(self, now: float) -> None:
         for wl in self.kube.find("workloads", NS):
-            if wl["spec"].get("queueName") != self.settings.queue or \
-                    wl["spec"].get("active") is False or _finished(wl):
+            if not self._queued(wl) or wl["spec"].get("active") is False or _finished(wl):
                 continue
             name = wl["metadata"]["name"]
             mine = [r for r in self.settings.requests if r.workload == name]
@@ -227,6 +227,20 @@ class QueuedProvisioning:
             obj["status"]["admissionChecks"] = [check]
         self.kube.mutate("workloads", NS, workload, change)
 
+    def _queued(self, wl: Obj) -> bool:
+        """Does the Workload go through the check? Kueue runs a ClusterQueue's check for
+        the flavors it names (admissionChecksStrategy onFlavors): here, the JobSet asks
+        for the queued pools (its TPU pods select the queued label), or its queue is
+        ``settings.queue``."""
+        if self.settings.queue is not None and wl["spec"].get("queueName") == \
+                self.settings.queue:
+            return True
+        owner = (wl["metadata"].get("ownerReferences") or [{}])[0].get("name")
+        js = self.kube.objects.get(("jobsets", NS, str(owner)))
+        return any(QUEUED_LABEL in ((r["template"]["spec"]["template"]["spec"]
+                                     .get("nodeSelector")) or {})
+                   for r in ((js or {}).get("spec") or {}).get("replicatedJobs") or [])
+
     def _admit_gate(self, jobset: str, action: str) -> bool:
         """Kueue admits a Workload only once every admission check is Ready."""
         if action == "admit":
@@ -234,7 +248,7 @@ class QueuedProvisioning:
                 js = self.kube.objects.get(("jobsets", NS, jobset))
                 uid = (js or {}).get("metadata", {}).get("uid")
                 for wl in self.kube.find("workloads", NS, f"kueue.x-k8s.io/job-uid={uid}"):
-                    if wl["spec"].get("queueName") != self.settings.queue:
+                    if not self._queued(wl):
                         continue
                     checks = wl["status"].get("admissionChecks") or []
                     if not checks or any(c["state"] != "Ready" for c in checks):

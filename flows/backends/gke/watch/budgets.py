@@ -44,8 +44,14 @@ def budgets_for(profile: Profile, stage: str) -> Budgets:
     run = gke.train_run_budget_s if stage == "train" else None
     found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
              "preemptions": gke.preemption_budget,
-             "waits_for_capacity": (gke.capacity == "flex-start" and stage in ON_SLICE) or None,
+             "waits_for_capacity": waits_for_capacity(gke.capacity_chain[0], stage) or None,
              "schedule_s": gke.schedule_budget_s, "pull_grace_s": gke.pull_grace_s,
              "api_s": gke.api_budget_s, "log_drain_s": gke.log_drain_s,
              "delete_wait_s": gke.delete_wait_s}
     return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
+
+
+def waits_for_capacity(mode: str, stage: str) -> bool:
+    """A flex-start slice's pods wait for capacity under the queue budget (the stages on
+    the slice only); the chain's fallback sets it for each mode it tries."""
+    return mode == "flex-start" and stage in ON_SLICE

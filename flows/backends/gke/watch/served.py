@@ -18,6 +18,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from flows.backends.gke.capacity_pools import mode_of_node
+
 Obj = dict[str, Any]
 TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 ZONE = "topology.kubernetes.io/zone"
@@ -61,7 +63,10 @@ def _scheduled(pod: Obj) -> bool:
 
 
 def mode_of(labels: dict[str, str]) -> str:
-    return next((mode for label, mode in MODE_LABELS if labels.get(label)), "on-demand")
+    """Our own pool label first (capacity_pools.CAPACITY_LABEL, on every pool the blueprint
+    builds), GKE's marks for a pool deployed before it."""
+    return mode_of_node(labels) or next(
+        (mode for label, mode in MODE_LABELS if labels.get(label)), "on-demand")
 
 
 def served_by(nodes: list[Obj]) -> Served | None:
