@@ -195,7 +195,7 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun):
                     index = nxt
                     desired = self._jobset_for(workload, job, chain[index])
                     self.budgets = dataclasses.replace(self.budgets, waits_for_capacity=(
-                        waits_for_capacity(chain[index], self.stage)))
+                        waits_for_capacity(chain[index], self.stage, index + 1 == len(chain))))
                     continue
                 if decision.action is Action.RESUBMIT:
                     attempts.append(self._attempt(chain[index], attempt_started, "preempted"))

@@ -7,12 +7,15 @@ checkpoint the first attempt wrote; a spot preemption in the fallback mode resum
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from flows.backends.gke import capacity_run
 from flows.backends.gke.capacity_pools import pool_name, pool_node_labels, pool_taints
 from flows.backends.gke.fallback import NO_QUEUED_CAPACITY
 from flows.config.profile import Profile
@@ -133,3 +136,73 @@ def test_queued_provisioning_that_keeps_failing_is_no_capacity(server, tmp_path:
     finally:
         dws.stop()
         scaler.stop()
+
+
+# flex-start's first attempt trains and saves checkpoint 1 until its nodes reach their
+# maximum run; its resubmission finds no flex-start slice in any zone; spot resumes from
+# checkpoint 1, saves checkpoint 2, is preempted, and resumes again from checkpoint 2.
+FIRST = [(0.05, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
+         (30.0, succeed)]
+STOCKED_OUT = [(0.05, admit), (0.05, start), (30.0, succeed)]
+SPOT = [(0.05, admit), (0.05, start), (0.05, say("restored checkpoint 1", "step 2",
+                                                  "saved checkpoint 2")), (30.0, succeed)]
+SPOT_AGAIN = [(0.05, admit), (0.05, start), (0.05, say("restored checkpoint 2", "step 3")),
+              (0.1, succeed)]
+
+
+def test_a_stockout_in_every_zone_falls_back_to_the_next_mode_and_resumes(
+        server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[dict[str, Any]] = []
+    monkeypatch.setattr(capacity_run, "emit_event", lambda **kw: events.append(kw))
+    profile = chain_profile("flex-start,spot")
+    groups = groups_for(profile, provision_s=0.2)
+    flex = [g for g in groups if g.mode == "flex-start"]
+    for group in flex:
+        group.max_run_s = 1.0
+    scaler = ClusterAutoscaler(server.kube, groups)
+
+    def faults() -> None:
+        # once flex-start's slice is up, flex-start has no more capacity in any zone
+        if until(lambda: scaler.nodes and scaler.pool.mode == "flex-start", within_s=60):
+            for group in flex:
+                group.stockout = True
+        # spot's slice is preempted once it saved checkpoint 2
+        if until(lambda: scaler.nodes and scaler.pool.mode == "spot" and any(
+                "saved checkpoint 2" in line for _, line in _head_log(server.kube)),
+                within_s=60):
+            time.sleep(0.5)  # the watch has seen the slice (a cluster never reclaims in ms)
+            scaler.preempt()
+    threading.Thread(target=faults, daemon=True).start()
+    budgets = dataclasses.replace(BUDGETS, schedule_s=1.5, queue_s=60.0)
+    try:
+        scenario(server.kube, FIRST, STOCKED_OUT, SPOT, SPOT_AGAIN)
+        outcome, logger, log_uri, _backend = run_stage(server, "train", tmp_path, budgets,
+                                                       profile=profile)
+        assert not isinstance(outcome, StageFailed), outcome.diagnosis
+        names = {name for (plural, name), _ in server.kube.created.items()
+                 if plural == "jobsets"}
+        assert len(names) == 1 and jobsets_created(server.kube) == 4  # one run name
+        assert [(a["mode"], a["outcome"]) for a in outcome.capacity] == [
+            ("flex-start", "preempted"), ("flex-start", "no-capacity"), ("spot", "preempted"),
+            ("spot", "succeeded")]
+        assert outcome.capacity[1]["zone"] == "" and outcome.capacity[1]["usd"] == 0.0
+        assert outcome.capacity[0]["chip_hours"] > 0 and outcome.capacity[2]["usd"] > 0, (
+            outcome.capacity, logger.lines)
+        assert all(g.failures >= 1 for g in flex)  # every flex-start zone was tried
+        assert outcome.preemptions == 2
+        text = Path(log_uri.removeprefix("file://")).read_text()
+        assert "falling back to spot" in text
+        assert text.index("saved checkpoint 1") < text.index("restored checkpoint 1") < \
+            text.index("saved checkpoint 2") < text.index("restored checkpoint 2")
+        assert [e["event"] for e in events] == ["tpurl.capacity.fallback"]
+        assert events[0]["payload"]["from_mode"] == "flex-start"
+        assert events[0]["payload"]["to_mode"] == "spot"
+        assert any("capacity: flex-start" in line for line in logger.lines)
+        assert until(lambda: not scaler.tpu_nodes())
+    finally:
+        scaler.stop()
+
+
+def _head_log(kube: FakeKube) -> list[tuple[Any, str]]:
+    with kube.cond:
+        return [entry for lines in kube.logs.values() for entry in lines]

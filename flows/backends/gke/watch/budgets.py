@@ -44,14 +44,17 @@ def budgets_for(profile: Profile, stage: str) -> Budgets:
     run = gke.train_run_budget_s if stage == "train" else None
     found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
              "preemptions": gke.preemption_budget,
-             "waits_for_capacity": waits_for_capacity(gke.capacity_chain[0], stage) or None,
+             "waits_for_capacity": waits_for_capacity(
+                 gke.capacity_chain[0], stage, len(gke.capacity_chain) == 1) or None,
              "schedule_s": gke.schedule_budget_s, "pull_grace_s": gke.pull_grace_s,
              "api_s": gke.api_budget_s, "log_drain_s": gke.log_drain_s,
              "delete_wait_s": gke.delete_wait_s}
     return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
 
 
-def waits_for_capacity(mode: str, stage: str) -> bool:
+def waits_for_capacity(mode: str, stage: str, last: bool = True) -> bool:
     """A flex-start slice's pods wait for capacity under the queue budget (the stages on
-    the slice only); the chain's fallback sets it for each mode it tries."""
-    return mode == "flex-start" and stage in ON_SLICE
+    the slice only); the chain's fallback sets it for each mode it tries. A mode with a
+    next one after it (``last`` False) waits the scheduling budget only: the queue budget
+    is the whole chain's (flows/backends/gke/fallback.py)."""
+    return mode == "flex-start" and stage in ON_SLICE and last
