@@ -48,9 +48,8 @@ from flows.backends.gke.jobs.manifests import GKE_STAGES, job_of, jobs_of, stage
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.pathways import HEAD
-from flows.backends.gke.jobs.program_files import program_files_configmap
 from flows.backends.gke.jobs.render import MAIN_JOB
-from flows.backends.gke.jobs.secret_objects import secret_with_value
+from flows.backends.gke.jobset_calls import JobSetCalls
 from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.recovery import Action
 from flows.backends.gke.runtime import GkeRuntime
@@ -76,14 +75,14 @@ from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.retry import RetryPolicy, call_within, is_infrastructure_fault
-from flows.core.secrets import Redactor, SecretTooShort, SecretUnavailable, resolve
+from flows.core.secrets import Redactor
 from flows.core.storage import Storage
 from flows.core.workload import Workload
 
 Obj = dict[str, Any]
 
 
-class GkeBackend(GkePlanning, GkePricing, CapacityRun):
+class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
     """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
     image and infra steps live in image/step.py and infra/step.py, plans in planning.py and
     prices in infra/cost.py (GkePricing)."""
@@ -294,46 +293,6 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun):
                 f"up to {budget:.0f} s"),
             ) from None
 
-    def _apply_secrets(self, workload: Workload) -> None:
-        """Create or update the Secret of each secret env var, from its reference."""
-        core, ns = self.cluster.core, self.profile.gke.namespace
-        for _, ref in workload.secret_env:
-            try:
-                value = resolve(ref, project=self.profile.gke.project if self.profile.gke else None)
-            except SecretUnavailable as exc:
-                raise StageFailed(self.stage, Diagnosis(
-                    FailureCategory.USER_ERROR, f"the secret {ref.describe()} is "
-                    f"{'not a usable token' if isinstance(exc, SecretTooShort) else 'unavailable'}",
-                    f"    {exc}", "set it, then run again; nothing was submitted")) from None
-            self.redactor.add(value)
-            body = secret_with_value(ref, ns, value, self.options.hf_token_key)
-            name = body["metadata"]["name"]
-            try:
-                self._call(f"create Secret {name}", core.create_namespaced_secret, ns, body)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise self._api_failure(f"create Secret {name}", exc) from None
-                self._call(f"update Secret {name}", core.replace_namespaced_secret, name, ns,
-                           body)
-            self.logger.info("Secret %s holds %s (value not shown)", name, ref.describe())
-
-    def _ship_programs(self, workload: Workload) -> None:
-        """Create the ConfigMap of the programs the workload ships (flows/backends/gke/jobs/
-        program_files.py). Named by content and immutable: a 409 means these bytes are there."""
-        if not workload.files:
-            return
-        ns = self.profile.gke.namespace
-        body = program_files_configmap(workload.files, ns)
-        name = body["metadata"]["name"]
-        try:
-            self._call(f"create ConfigMap {name}", self.cluster.core.create_namespaced_config_map,
-                       ns, body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise self._api_failure(f"create ConfigMap {name}", exc) from None
-        self.logger.info("ConfigMap %s holds %s, mounted at /tpurl/programs", name,
-                         ", ".join(f"{f.name} ({f.digest})" for f in workload.files))
-
     def _get(self, name: str) -> Obj | None:
         try:
             return self._call(f"read JobSet {name}", self.cluster.custom.get_namespaced_custom_object,
@@ -400,42 +359,3 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun):
                                self.watch_settings, coordinator, self.log_read_timeout_s,
                                spend=self.spend, kueue_version=version)
         return self.monitor.run()
-
-    def _delete(self, name: str, wait: bool, within_s: float | None = None) -> None:
-        try:
-            self._call(f"delete JobSet {name}", self.cluster.custom.delete_namespaced_custom_object,
-                       JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace, JOBSETS, name,
-                       body={"propagationPolicy": "Foreground"}, within_s=within_s)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise self._api_failure(f"delete JobSet {name}", exc) from None
-        if wait:
-            self._wait_gone(name)
-
-    def _wait_gone(self, name: str) -> None:
-        deadline = time.monotonic() + self.budgets.delete_wait_s
-        while time.monotonic() < deadline:
-            if self._get(name) is None:
-                return
-            time.sleep(min(1.0, self.budgets.tick_s))
-        raise StageFailed(self.stage, Diagnosis(
-            FailureCategory.INFRASTRUCTURE, f"JobSet {name} was not deleted within "
-            f"{self.budgets.delete_wait_s:.0f} s", "    it still has a deletionTimestamp",
-            "a finalizer or a stuck pod holds it; check `kubectl describe jobset`"))
-
-    def _cancel(self, name: str) -> None:
-        """Best effort on the way out (bounded: the stage is over): a failure here must not
-        mask the interruption or the diagnosis."""
-        try:
-            self._delete(name, wait=False, within_s=min(self.budgets.api_s, 30.0))
-        except BaseException as exc:  # never mask the interruption itself
-            self.logger.warning("could not delete JobSet %s: %s; delete it by hand", name,
-                                self.redactor(str(exc)[:300]))
-
-    def _api_failure(self, what: str, exc: ApiException) -> StageFailed:
-        category = (FailureCategory.INFRASTRUCTURE if is_infrastructure_fault(exc)
-                    else FailureCategory.USER_ERROR)
-        return StageFailed(self.stage, Diagnosis(
-            category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",
-            f"    {self.redactor(str(exc.body or '')[:1000])}",
-            "check the cluster's JobSet/Kueue versions (pitfalls 4) and the flow's RBAC"))

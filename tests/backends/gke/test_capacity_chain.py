@@ -173,7 +173,7 @@ def test_a_stockout_in_every_zone_falls_back_to_the_next_mode_and_resumes(
             time.sleep(0.5)  # the watch has seen the slice (a cluster never reclaims in ms)
             scaler.preempt()
     threading.Thread(target=faults, daemon=True).start()
-    budgets = dataclasses.replace(BUDGETS, schedule_s=1.5, queue_s=60.0)
+    budgets = dataclasses.replace(BUDGETS, schedule_s=2.5, queue_s=60.0)
     try:
         scenario(server.kube, FIRST, STOCKED_OUT, SPOT, SPOT_AGAIN)
         outcome, logger, log_uri, _backend = run_stage(server, "train", tmp_path, budgets,
