@@ -37,7 +37,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from flows.backends.gke import recovery
-from flows.backends.gke.capacity_run import CapacityRun, capacity_chain
+from flows.backends.gke.capacity_run import CapacityRun, capacity_chain, step_mode
 from flows.backends.gke.fallback import Attempt, chain_spent, fallback_note, falls_back
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.step import GkeImage
@@ -194,7 +194,8 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
                     index = nxt
                     desired = self._jobset_for(workload, job, chain[index])
                     self.budgets = dataclasses.replace(self.budgets, waits_for_capacity=(
-                        waits_for_capacity(chain[index], self.stage, index + 1 == len(chain))))
+                        waits_for_capacity(step_mode(chain[index]), self.stage,
+                                           index + 1 == len(chain))))
                     continue
                 if decision.action is Action.RESUBMIT:
                     attempts.append(self._attempt(chain[index], attempt_started, "preempted"))

@@ -16,9 +16,11 @@ from typing import Any
 
 from prefect.events import emit_event
 
-from flows.backends.gke.fallback import Attempt
+from flows.backends.gke.capacity_pools import ZONE_LABEL
+from flows.backends.gke.fallback import Attempt, attempts_of
 from flows.backends.gke.jobs.manifests import stage_run
 from flows.backends.gke.jobs.render import render_jobset
+from flows.backends.gke.watch.served import TPU_ACCELERATOR
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE
 from flows.core.workload import Workload
@@ -28,10 +30,27 @@ FALLBACK_EVENT = "tpurl.capacity.fallback"
 
 
 def capacity_chain(profile: Profile) -> tuple[str, ...]:
-    """The modes to try, in order (``gke.capacity``: one mode, or a list)."""
+    """The steps to try, in order: each mode of ``gke.capacity``, or with several slices
+    and zones each ``mode@zone`` (fallback.attempts_of says why)."""
     gke = profile.gke
     assert gke is not None
-    return tuple(gke.capacity_chain)
+    return tuple(f"{mode}@{zone}" if zone else mode for mode, zone in
+                 attempts_of(tuple(gke.capacity_chain), gke.zone_order, gke.num_slices))
+
+
+def step_mode(step: str) -> str:
+    return step.split("@", 1)[0]
+
+
+def pin_zone(jobset: Obj, zone: str) -> Obj:
+    """Every TPU pod of the JobSet in ``zone`` (its nodeSelector; the pods on the CPU pool
+    are left alone)."""
+    for rjob in jobset["spec"]["replicatedJobs"]:
+        pod = rjob["template"]["spec"]["template"]["spec"]
+        selector = pod.get("nodeSelector") or {}
+        if TPU_ACCELERATOR in selector:
+            pod["nodeSelector"] = {**selector, ZONE_LABEL: zone}
+    return jobset
 
 
 def in_mode(profile: Profile, mode: str) -> Profile:
@@ -40,20 +59,26 @@ def in_mode(profile: Profile, mode: str) -> Profile:
     revalidated: the chain was, and a mode of it is valid where the chain is."""
     gke = profile.gke
     assert gke is not None
-    if gke.capacity == mode:
+    chain = tuple(gke.capacity_chain)
+    if chain[0] == mode:
         return profile
-    return profile.model_copy(update={"gke": gke.model_copy(update={"capacity": mode})})
+    # the chain kept, the mode first: the JobSet selects the mode's own pool label, which
+    # only a cluster with a chain has (jobs/common.py tpu_pod_scheduling)
+    first = [mode, *(m for m in chain if m != mode)]
+    return profile.model_copy(update={"gke": gke.model_copy(update={"capacity": first})})
 
 
 class CapacityRun:
     """Mixed into GkeBackend (profile, stage, options, redactor, logger, monitor)."""
 
-    def _jobset_for(self, workload: Workload, job: str, mode: str) -> Obj:
+    def _jobset_for(self, workload: Workload, job: str, step: str) -> Obj:
+        mode, _, zone = step.partition("@")
         profile = in_mode(self.profile, mode)  # type: ignore[attr-defined]
-        return render_jobset(workload, profile, run=stage_run(self.profile, job),  # type: ignore[attr-defined]
-                             stage=job, options=self.options)  # type: ignore[attr-defined]
+        jobset = render_jobset(workload, profile, run=stage_run(self.profile, job),  # type: ignore[attr-defined]
+                               stage=job, options=self.options)  # type: ignore[attr-defined]
+        return pin_zone(jobset, zone) if zone else jobset
 
-    def _attempt(self, mode: str, started: float, outcome: str) -> Attempt:
+    def _attempt(self, step: str, started: float, outcome: str) -> Attempt:
         """What one mode's attempt waited and held, from the watch's record of when its
         slice's pods were bound (Monitor.served_at) and where (Monitor.served)."""
         monitor, end = self.monitor, time.monotonic()  # type: ignore[attr-defined]
@@ -63,6 +88,7 @@ class CapacityRun:
         held_s = end - bound if bound is not None else 0.0
         gke = self.profile.gke  # type: ignore[attr-defined]
         chips = gke.total_chips if self.stage in ON_SLICE else 0  # type: ignore[attr-defined]
+        mode = step_mode(step)
         price = gke.prices.get(mode)
         chip_hours = chips * held_s / 3600
         return Attempt(mode=mode, zone=served.zone if served and bound else "",

@@ -25,6 +25,31 @@ from dataclasses import dataclass
 
 from flows.core.failures import Diagnosis
 
+
+def attempts_of(chain: tuple[str, ...], zones: tuple[str, ...], num_slices: int
+                ) -> tuple[tuple[str, str], ...]:
+    """The (mode, zone) steps of the fallback, in order; zone "" lets the autoscaler pick
+    among the mode's pools of every zone.
+
+    One slice: a mode is one step, and the cluster autoscaler brings the slice up in any zone
+    of it (node-group back-off, then another group: fake in tests/fakes/kube_api/
+    node_groups.py). Several slices (gke.num_slices > 1): each slice is its own pool and the
+    autoscaler scales each pool on its own, so left alone it could bring slice 0 up in one
+    zone and slice 1 in another. Multislice training runs its data-parallel collectives
+    between slices over the data-center network (Cloud TPU "Multislice": slices talk over
+    DCN, inside a slice over ICI), which within a zone is the fabric the slices are built
+    for; across zones it is inter-zone traffic, slower and billed. And Pathways' workers
+    must all come up before its head schedules (JobSet startupPolicy InOrder), so a slice
+    stuck in a stocked-out zone holds the others, billed, for the whole wait. So every
+    slice of a run is in one zone: each (mode, zone) is a step, the JobSet pins the zone
+    (``topology.kubernetes.io/zone``), and a stockout of any slice moves the whole run to
+    the next zone, then the next mode. A reservation is one static pool in gke.zone."""
+    if num_slices <= 1 or len(zones) <= 1:
+        return tuple((mode, "") for mode in chain)
+    return tuple(step for mode in chain for step in (
+        [(mode, "")] if mode == "reservation" else [(mode, zone) for zone in zones]))
+
+
 # Diagnosis codes that mean "this mode has no capacity now" (watch/verdict.py, watch/queued.py)
 NO_CAPACITY = "gke/no-capacity"
 NO_FLEX_CAPACITY = "gke/no-flex-start-capacity"
