@@ -48,6 +48,7 @@ from flows.backends.gke.watch.served import Served, served_by, tpu_node_names
 from flows.backends.gke.watch.spend import SpendMeter
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
 from flows.backends.gke.watch.verdict import (
+    Observation,
     Phase,
     Verdict,
     condition,
@@ -261,14 +262,11 @@ class Monitor:
                        default=None)
         if condition(workload, "Admitted") is None:
             self._ran_since_admitted = False
-        verdict = diagnose(jobset, workload, self._pods(), self.sink.tail_lines(),
-                        now=datetime.now(UTC), queue_budget_s=self.budgets.queue_s,
-                        schedule_budget_s=self.budgets.schedule_s,
-                        pull_errors=self._remembered(self.pull_errors),
-                        pull_grace_s=self.budgets.pull_grace_s,
-                        autoscaler_events=self._scaling_events(),
-                        waits_for_capacity=self.budgets.waits_for_capacity,
-                        disruptions=disruptions, ran_since_admitted=self._ran_since_admitted)
+        verdict = diagnose(Observation(
+            jobset, workload, self._pods(), self.sink.tail_lines(),
+            pull_errors=self._remembered(self.pull_errors),
+            autoscaler_events=self._scaling_events(), disruptions=disruptions,
+            ran_since_admitted=self._ran_since_admitted), self.budgets, datetime.now(UTC))
         verdict = self._queued(verdict, workload)
         if verdict.phase is Phase.RUNNING:
             self._ran_since_admitted = True
