@@ -193,6 +193,9 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
                     self.fallbacks += 1
                     index = nxt
                     desired = self._jobset_for(workload, job, chain[index])
+                    if self.spend is not None:  # the next mode bills at its own price
+                        self.spend.usd_per_chip_hour = self.profile.gke.mode_usd_per_chip_hour(
+                            step_mode(chain[index]))
                     self.budgets = dataclasses.replace(self.budgets, waits_for_capacity=(
                         waits_for_capacity(step_mode(chain[index]), self.stage,
                                            index + 1 == len(chain))))
