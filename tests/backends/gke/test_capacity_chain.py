@@ -28,6 +28,7 @@ from tests.fakes.kube_api.node_groups import (
     NodeGroup,
     regional_groups,
 )
+from tests.fakes.kube_api.nodepools import TPU_SELECTOR
 from tests.fakes.kube_api.provisioning import QueuedProvisioning, QueuedSettings
 from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
 from tests.support.polling import until
@@ -206,3 +207,28 @@ def test_a_stockout_in_every_zone_falls_back_to_the_next_mode_and_resumes(
 def _head_log(kube: FakeKube) -> list[tuple[Any, str]]:
     with kube.cond:
         return [entry for lines in kube.logs.values() for entry in lines]
+
+
+def test_the_fake_autoscaler_backs_a_failing_group_off_exponentially_then_picks_another(
+        ) -> None:
+    """clusterstate's backoffNodeGroup and utils/backoff/exponential_backoff.go, as the fake
+    plays them: per group, doubling to the maximum; the expander picks among the groups not
+    backed off that every pod fits (all or nothing)."""
+    groups = regional_groups(ZONES[:2], ["on-demand", "spot"],
+                             labels=lambda mode, zone: pool_node_labels(mode))
+    scaler = ClusterAutoscaler(FakeKube(), groups, tick_s=3600.0, initial_backoff_s=1.0,
+                               max_backoff_s=4.0)
+    pod = {"metadata": {"name": "worker-0", "uid": "u"}, "spec": {
+        "nodeSelector": {TPU_SELECTOR: "tpu-v6e-slice", **pool_node_labels("on-demand")},
+        "tolerations": [{"key": "google.com/tpu", "operator": "Exists"}]}}
+    try:
+        for failure, backoff in enumerate([1.0, 2.0, 4.0, 4.0]):
+            now = 10.0 * failure  # each failure after the previous back-off ended
+            scaler._failed(groups[0], [pod], now)
+            assert groups[0].backoff_s == backoff
+        assert scaler._best_option([pod], 30.5) is groups[1]  # zone a while b backs off
+        assert scaler._best_option([pod], 34.5) is groups[0]  # b again once it ended
+        spot = {**pod, "spec": {**pod["spec"], "nodeSelector": pool_node_labels("spot")}}
+        assert scaler._best_option([pod, spot], 34.5) is None  # no group holds both
+    finally:
+        scaler.stop()

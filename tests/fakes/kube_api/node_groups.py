@@ -194,8 +194,12 @@ class ClusterAutoscaler(Autoscaler):
         and GKE's FailedScaleUp on the pods."""
         group.failures += 1
         self.scale_ups.append((now, group.name, False))
-        group.backoff_s = (self.initial_backoff_s if not group.backoff_s
-                           else min(2 * group.backoff_s, self.max_backoff_s))
+        # concurrent failures while backed off do not lengthen it (exponential_backoff.go)
+        in_backoff = group.backoff_until is not None and now < group.backoff_until
+        if not group.backoff_s:
+            group.backoff_s = self.initial_backoff_s
+        elif not in_backoff:
+            group.backoff_s = min(2 * group.backoff_s, self.max_backoff_s)
         group.backoff_until = now + group.backoff_s
         for pod in pods:
             self._event(pod, "Warning", "FailedScaleUp",
