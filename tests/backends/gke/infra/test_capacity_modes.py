@@ -15,10 +15,10 @@ from flows.backends.gke.infra.blueprint import (
 )
 from flows.backends.gke.infra.commands import blueprint_vars
 from flows.backends.gke.infra.settings import settings_from_profile
+from flows.config.capacity import CAPACITY_MODES
 from tests.fakes.cloud import BLUEPRINT_FIXTURE
 from tests.fakes.cloud.gcluster_expand import expand, node_pool
 from tests.fakes.cloud.node_pool_rules import precondition_failures
-from flows.config.capacity import CAPACITY_MODES
 from tests.support.profiles import capacity_profile as mode_profile
 
 FROM_ZERO = [m for m in CAPACITY_MODES if m != "reservation"]
