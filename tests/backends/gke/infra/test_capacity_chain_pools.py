@@ -161,3 +161,20 @@ def test_a_chain_over_three_zones_deploys_every_pool_once(
                if "queued" in n)
     again = run_gke(profile, Log())
     assert not again.deployed, "the planned pools were not recognised"
+
+
+def test_pre_flight_checks_the_quota_of_every_mode_of_the_chain():
+    """A mode without quota would wait out its whole budget before the next is tried: the
+    check fails naming it; a reservation in the chain needs none."""
+    from flows.backends.gke.infra.preflight_capacity import check_quota
+
+    s = settings_from_profile(_profile(["reservation", "on-demand", "spot"], list(ZONES)))
+    quotas = [{"metric": "TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 0.0},
+              {"metric": "PREEMPTIBLE_TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 64.0}]
+    found = check_quota(s, quotas)
+    assert found.status == "fail"
+    assert found.issue.problem.startswith("spot: PREEMPTIBLE_TPU_V6E_SLICE_CHIPS in us-east5: "
+                                          "0 chips free, 32 needed")
+    quotas[1]["usage"] = 0.0
+    ok = check_quota(s, quotas)
+    assert ok.status == "ok" and ok.issue.problem.startswith("on-demand: TPU_V6E_SLICE_CHIPS")
