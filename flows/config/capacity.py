@@ -203,6 +203,39 @@ def capacity_problems(chain: str | tuple[str, ...], reservation: str | None,
     return out
 
 
+def section_problems(chain: tuple[str, ...], priced: set[str], preemption_budget: int,
+                     conversion_placement: str) -> list[tuple[str, str, str]]:
+    """(field, problem, fix) of the rest of the GKE section a chain constrains: a price for
+    each mode (first), a preemption budget for spot, conversions off the TPU hosts for a mode
+    that brings TPU nodes up only for training. Pure."""
+    out = [("prices", f"no price for capacity {mode!r} in gke.prices", price_fix(mode))
+           for mode in chain if mode not in priced]
+    if "spot" in chain and preemption_budget == 0:
+        out.append(("preemption_budget", "spot nodes are preempted at any time; "
+                    "with preemption_budget 0 the first preemption fails the run "
+                    "instead of resuming from the newest checkpoint",
+                    "leave gke.preemption_budget unset (3) or set it to 1 or more"))
+    from_zero = [m for m in chain if m in SCALE_FROM_ZERO]
+    if from_zero and conversion_placement == "tpu-hosts":
+        out.append(("conversion_placement", f"capacity {', '.join(from_zero)} brings "
+                    "TPU nodes up only for training; conversion_placement tpu-hosts "
+                    "would scale the whole slice up for a CPU job",
+                    "set gke.conversion_placement: cpu-pool (the default)"))
+    return out
+
+
+def listed_modes(value: object) -> object:
+    """``gke.capacity`` as given → one mode or a list of them: text with commas is a list
+    (--set, environment), a list of one is that mode (so [on-demand] and on-demand are the
+    same profile); an unknown mode is refused naming the modes."""
+    value = split_listed(value)
+    listed = list(value) if isinstance(value, (list, tuple)) else [value]
+    if unknown := [m for m in listed if m not in CAPACITY_MODES]:
+        raise FixableValueError(f"{', '.join(map(repr, unknown))} is not a capacity mode",
+                                CHAIN_FIX)
+    return listed[0] if len(listed) == 1 else listed
+
+
 def run_budget_problem(max_run_hours: float | None, field: str, budget_s: float | None,
                        stage: str) -> tuple[str, str, str] | None:
     """(field, problem, fix) when a flex-start (or queued) stage on the slice may run longer, by its watch

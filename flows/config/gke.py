@@ -24,7 +24,6 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from flows.config import gcp_names as names
 from flows.config.capacity import (
-    CAPACITY_MODES,
     CHAIN_FIX,
     MAX_RUN_MODES,
     SCALE_FROM_ZERO,
@@ -34,12 +33,14 @@ from flows.config.capacity import (
     capacity_problems,
     chain_of,
     chain_problem,
-    price_fix,
+    listed_modes,
     run_budget_problem,
-    split_listed,
+    section_problems,
 )
+from flows.config.credentials import GkeCredentials
 from flows.config.errors import FixableValueError
 from flows.config.gke_jobs import GkeJobs
+from flows.config.retired import RETIRED_KEYS
 from flows.config.spend import GkeSpend
 from flows.config.strict import StrictModel, check
 from flows.config.timeline import TrainTimeline
@@ -52,28 +53,15 @@ from flows.config.tpu import (
 )
 from flows.config.watch_budgets import GkeWatchBudgets
 
+__all__ = ["RETIRED_KEYS", "GkeCapacity", "GkeCluster", "GkeCredentials", "GkeSection"]
+from flows.config.zones import zone_problems, zones_from_text
+
 # the tutorial's figures where the profile gives none (a stated train_timeline replaces train)
 DEFAULT_ESTIMATED_HOURS = {"convert": 0.5, "train": 4.0, "export": 0.5}
 CIDR_FIX = ("set gke.authorized_cidr to the network you run kubectl/the flow from, e.g. "
             "--set gke.authorized_cidr=203.0.113.7/32 (`curl ifconfig.me` shows your address); "
             "0.0.0.0/0 works but opens the control plane to the whole internet")
 
-# Keys a profile may still carry from an earlier version: refused with the key that replaces it.
-RETIRED_KEYS: dict[str, tuple[str, str]] = {
-    "gke.nodepool_count": (
-        "was removed: the slice count is gke.num_slices alone (one TPU node pool per slice; "
-        "two fields let the cluster be built with one count and planned and billed with the "
-        "other)", "remove gke.nodepool_count and set gke.num_slices to the number of slices"),
-    "gke.price_table": (
-        "was replaced by gke.prices: one price per capacity mode, each with its source and "
-        "date", "write gke.prices: {on-demand: {usd_per_chip_hour: 2.70, source: "
-        "https://cloud.google.com/tpu/pricing, as_of: 2024-12-11}} (flows/config/capacity.py "
-        "has the defaults)"),
-    "gke.price_tier": (
-        "was replaced by gke.capacity (reservation | flex-start | spot | on-demand), whose "
-        "price gke.prices gives", "remove gke.price_tier; set gke.capacity, and a committed "
-        "rate as gke.prices.reservation"),
-}
 
 
 class GkeCluster(StrictModel):
@@ -181,49 +169,13 @@ class GkeCluster(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _zone_from_zones(cls, data: object) -> object:
-        """``gke.zones`` as text is a comma list; with zones given, gke.zone may be left out
-        and is the first of them (the zone of the reservation and of today's one pool)."""
-        if not isinstance(data, dict) or "zones" not in data:
-            return data
-        zones = split_listed(data["zones"])
-        if isinstance(zones, str) and zones.strip():
-            zones = [zones.strip()]
-        data = {**data, "zones": zones}
-        if isinstance(zones, list) and zones and isinstance(zones[0], str) \
-                and not str(data.get("zone") or "").strip():
-            data["zone"] = zones[0]
-        return data
+        """gke.zones as text is a comma list; gke.zone, left out, is its first (zones.py)."""
+        return zones_from_text(data) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _zone_in_region(self) -> Self:
-        """gke.zone and every entry of gke.zones a zone of the region (the name check that
-        exists; whether a zone offers v6e is pre-flight's to ask), zones without repeats, and
-        gke.zone the first of gke.zones when both are given."""
-        zone_fix = "pick a zone of the region, e.g. us-east5-b for us-east5"
-        if problem := names.zone_problem(self.zone, self.region):
-            raise FixableValueError(problem, zone_fix, field="zone")
-        if self.zones is None:
-            return self
-        problems: list[FixableValueError] = []
-        if not self.zones:
-            problems.append(FixableValueError(
-                "gke.zones is empty", "list at least one zone, e.g. gke.zones: [us-east5-b, "
-                "us-east5-a], or remove gke.zones to use gke.zone alone", field="zones"))
-        for zone in self.zones:
-            if problem := names.zone_problem(zone, self.region):
-                problems.append(FixableValueError(f"gke.zones: {problem}",
-                                                  f"in gke.zones, {zone_fix}", field="zones"))
-        if repeated := sorted({z for z in self.zones if self.zones.count(z) > 1}):
-            problems.append(FixableValueError(
-                f"gke.zones lists {', '.join(repeated)} more than once",
-                "list each zone once in gke.zones", field="zones"))
-        if self.zones and self.zone != self.zones[0]:
-            problems.append(FixableValueError(
-                f"gke.zone is {self.zone!r} but gke.zones starts with {self.zones[0]!r}: "
-                "gke.zone is the first zone tried (and the reservation's)",
-                f"remove gke.zone (it is then {self.zones[0]}), or put {self.zone} first in "
-                "gke.zones", field="zone"))
-        if problems:
+        """gke.zone and gke.zones: zones of the region, no repeats, gke.zone first (zones.py)."""
+        if problems := zone_problems(self.zone, self.zones, self.region):
             first, *rest = problems
             raise FixableValueError(first.problem, first.fix, first.field, tuple(rest))
         return self
@@ -307,12 +259,7 @@ class GkeCapacity(StrictModel):
     def _capacity_listed(cls, v: object) -> object:
         """Text with commas is a list (--set, environment); a list of one is that mode, so a
         profile that writes [on-demand] is the profile that writes on-demand."""
-        v = split_listed(v)
-        listed = list(v) if isinstance(v, (list, tuple)) else [v]
-        if unknown := [m for m in listed if m not in CAPACITY_MODES]:
-            raise FixableValueError(f"{', '.join(map(repr, unknown))} is not a capacity mode",
-                                    CHAIN_FIX)
-        return listed[0] if len(listed) == 1 else listed
+        return listed_modes(v)
 
     @field_validator("capacity")
     @classmethod
@@ -403,17 +350,6 @@ class GkeCapacity(StrictModel):
         return self.total_chips * self.mode_usd_per_chip_hour("reservation")
 
 
-class GkeCredentials(StrictModel):
-    """Prefect blocks for cluster and Google access (flows/backends/gke/watch/client.py);
-    None: the ambient kubeconfig / Application Default Credentials."""
-
-    kubernetes_credentials_block: str | None = None
-    """A Prefect block with the cluster's credentials (else the ambient kube config or workload
-    identity)."""
-    gcp_credentials_block: str | None = None
-    """A Prefect GcpCredentials block (else Application Default Credentials)."""
-
-
 class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
                  GkeWatchBudgets):
     """The cluster the tutorial builds with Cluster Toolkit, its jobs, and what it costs."""
@@ -478,21 +414,10 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
             if found := run_budget_problem(self.max_run_hours, field, getattr(self, field),
                                            "training"):
                 problems.append(found)
-        for mode in reversed(chain):
-            if mode not in self.prices:
-                problems.insert(0, ("prices", f"no price for capacity {mode!r} in "
-                                    "gke.prices", price_fix(mode)))
-        if "spot" in chain and self.preemption_budget == 0:
-            problems.append(("preemption_budget", "spot nodes are preempted at any time; "
-                             "with preemption_budget 0 the first preemption fails the run "
-                             "instead of resuming from the newest checkpoint",
-                             "leave gke.preemption_budget unset (3) or set it to 1 or more"))
-        from_zero = [m for m in chain if m in SCALE_FROM_ZERO]
-        if from_zero and self.conversion_placement == "tpu-hosts":
-            problems.append(("conversion_placement", f"capacity {', '.join(from_zero)} brings "
-                             "TPU nodes up only for training; conversion_placement tpu-hosts "
-                             "would scale the whole slice up for a CPU job",
-                             "set gke.conversion_placement: cpu-pool (the default)"))
+        rest = section_problems(chain, set(self.prices), self.preemption_budget,
+                                self.conversion_placement)
+        prices = [p for p in rest if p[0] == "prices"]
+        problems = prices + problems + [p for p in rest if p[0] != "prices"]
         if problems:
             first, *rest = (FixableValueError(problem, fix, field=field)
                             for field, problem, fix in problems)

@@ -113,11 +113,7 @@ class TpuPool:
     zone: str
     name: str
     autoscaled: bool
-
-    @property
-    def module_id(self) -> str:
-        """The blueprint module that builds it (the example's id for the first)."""
-        return self.name
+    module_id: str  # the blueprint module that builds it: the example's id for the first
 
     def slice_pools(self, num_slices: int) -> list[str]:
         """The GKE node pools gke-node-pool creates for it (main.tf node_pool ``name``)."""
@@ -139,8 +135,10 @@ def tpu_pools(gke: GkeSection) -> tuple[TpuPool, ...]:
     out: list[TpuPool] = []
     for mode in gke.capacity_chain:
         zones = (gke.zone,) if mode == "reservation" else gke.zone_order
-        out += [TpuPool(mode, zone, pool_name(gke, mode, zone), mode != "reservation")
-                for zone in zones]
+        for zone in zones:
+            name = pool_name(gke, mode, zone)
+            out.append(TpuPool(mode, zone, name, mode != "reservation",
+                               BASE_POOL if not out else name))
     return tuple(out)
 
 
