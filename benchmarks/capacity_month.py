@@ -13,11 +13,25 @@ prints, per mode:
                       (goal <= 1.10)
     $                 held chip-hours at the profile's price for the mode (— if none given)
 
-Prices come from the tutorial profile plus any --price MODE=USD given here (spot and
-flex-start have no cited default). The capacity timings are assumptions (see
-MonthAssumptions); pass your own measurements.
+Then, with stockouts (issue 32; flows/backends/gke/infra/capacity_wait.py: per mode and
+zone, spells of hours, independent between zones), --months months of the same calendar under
+four capacity policies, and for each the time to the slice (p50/p95 over every run, waiting
+not billed), the dollars per trained model, and which mode and zone served:
+
+    one zone on-demand (today)   on-demand in gke.zone; today's stage gives up after 3
+                                 attempts of gke.schedule_budget_s (the share is printed)
+    every zone on-demand         on-demand over the region's zones (--zones)
+    fallback chain               --chain (flex-start, on-demand, spot) over every zone, each
+                                 mode for its budget, then the next, then over again
+    queued provisioning          queued over every zone, the queue budget, then over again
+
+Prices come from the tutorial profile plus any --price MODE=USD given here; spot,
+flex-start and queued have no cited default, and where none is given an ASSUMED fraction of
+the on-demand list price is used and printed as such. The capacity timings and the stockout
+figures are assumptions (MonthAssumptions, capacity_wait.STOCKOUTS); pass your own.
 Usage: .venv/bin/python benchmarks/capacity_month.py [--price spot=1.0 --price flex-start=1.5]
-       [--provision-h 0.25] [--flex-wait-h 1] [--spot-rate 0.05] [--days 30]
+       [--provision-h 0.25] [--flex-wait-h 1] [--spot-rate 0.05] [--days 30] [--months 200]
+       [--out MODE=FRACTION,HOURS ...] [--zones us-east5-b,us-east5-a,us-east5-c]
 """
 
 from __future__ import annotations
@@ -29,9 +43,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from flows.backends.gke.infra.capacity_wait import (
+    STOCKOUTS,
+    ModeStockouts,
+    Step,
+    mode_budget_h,
+)
 from flows.backends.gke.infra.month import MonthAssumptions, simulate
+from flows.backends.gke.infra.policy_month import simulate_policy
 from flows.config import load_profile
 from flows.config.capacity import CAPACITY_MODES
+
+# ASSUMED when --price does not give them: fractions of the on-demand list price (no cited
+# v6e price ships for these modes; read yours from https://cloud.google.com/tpu/pricing)
+ASSUMED_PRICE_FRACTION = {"spot": 0.5, "flex-start": 0.7, "queued": 0.7}
 
 REQUIRED = {"gke.project": "bench-proj", "gke.region": "us-east5", "gke.zone": "us-east5-b",
             "gke.cluster": "bench", "gke.bucket": "bench-bucket", "gke.reservation": "res",
@@ -46,12 +71,20 @@ def main() -> int:
     parser.add_argument("--spot-rate", type=float,
                         default=MonthAssumptions.spot_preemptions_per_h)
     parser.add_argument("--days", type=int, default=MonthAssumptions.days)
+    parser.add_argument("--months", type=int, default=200)
+    parser.add_argument("--zones", default="us-east5-b,us-east5-a,us-east5-c")
+    parser.add_argument("--chain", default="flex-start,on-demand,spot")
+    parser.add_argument("--out", action="append", default=[], metavar="MODE=FRACTION,HOURS",
+                        help="a mode's stockouts: share of time out, mean spell in hours")
     args = parser.parse_args()
 
     profile = load_profile("qwen3-30b-a3b-v6e-32", REQUIRED, environ={})
     assert profile.gke is not None
     prices = {m: p.usd_per_chip_hour for m, p in profile.gke.prices.items()}
-    prices.update({k: float(v) for k, v in (p.split("=", 1) for p in args.price)})
+    given = {k: float(v) for k, v in (p.split("=", 1) for p in args.price)}
+    assumed = {m: f * prices["on-demand"] for m, f in ASSUMED_PRICE_FRACTION.items()
+               if m not in given and m not in prices}
+    prices.update({**assumed, **given})
     hours = profile.gke.estimated_hours
     base = MonthAssumptions(days=args.days, chips=profile.gke.total_chips,
                             train_h=hours["train"], cpu_h=hours["convert"] + hours["export"])
@@ -77,7 +110,52 @@ def main() -> int:
         r = results[mode]
         print(f"{mode}: idle {r.idle_chip_h:.1f} chip-h (static pool {static.idle_chip_h:.1f});"
               f" held / static = {r.held_chip_h / static.held_chip_h:.3f}")
+    if assumed:
+        print("ASSUMED prices (no --price given): " + ", ".join(
+            f"{m} ${v:.2f} ({ASSUMED_PRICE_FRACTION[m]:.0%} of on-demand)"
+            for m, v in assumed.items()))
+    _stockout_policies(args, profile, a, prices)
     return 0
+
+
+def _stockout_policies(args: argparse.Namespace, profile, a: MonthAssumptions,
+                       prices: dict[str, float]) -> None:
+    model = dict(STOCKOUTS)
+    for item in args.out:
+        mode, figures = item.split("=", 1)
+        fraction, hours = (float(x) for x in figures.split(","))
+        model[mode] = ModeStockouts(fraction, hours)
+    zones = tuple(args.zones.split(","))
+    budget = {m: mode_budget_h(profile, m) for m in CAPACITY_MODES}
+    today_gives_up_h = 3 * budget["on-demand"]  # the stage's attempt and its two retries
+    policies = {
+        "one zone on-demand (today)": [Step("on-demand", zones[:1], budget["on-demand"])],
+        "every zone on-demand": [Step("on-demand", zones, budget["on-demand"])],
+        f"fallback chain ({args.chain})": [Step(m, zones, budget[m])
+                                           for m in args.chain.split(",")],
+        "queued provisioning": [Step("queued", zones, budget["queued"])],
+    }
+    print("\nStockouts (ASSUMED, flows/backends/gke/infra/capacity_wait.py; per zone, "
+          "independent): " + "; ".join(f"{m} out {st.out_fraction:.0%} of the time in "
+                                        f"spells of {st.out_mean_h:g} h" for m, st in
+                                        model.items() if st.out_fraction > 0))
+    print("budgets per mode: " + ", ".join(f"{m} {budget[m]:g} h" for m in CAPACITY_MODES
+                                           if m != "reservation")
+          + f"; zones {', '.join(zones)}; {args.months} months of the calendar, "
+          f"the same stockouts for every policy")
+    print(f"{'policy':<46}{'runs':>6}{'p50 h':>7}{'p95 h':>7}{'p99 h':>7}{'mean h':>8}"
+          f"{'$/model':>10}{'preempt':>8}  served by (attempts)")
+    for name, steps in policies.items():
+        r = simulate_policy(name, steps, model, prices, a, args.months)
+        served = ", ".join(f"{k} {v}" for k, v in sorted(r.served.items(),
+                                                         key=lambda kv: -kv[1])[:4])
+        print(f"{name:<46}{r.runs:>6}{r.percentile(0.5):>7.2f}{r.percentile(0.95):>7.2f}"
+              f"{r.percentile(0.99):>7.2f}{r.mean_wait_h:>8.2f}{r.usd_per_model:>10,.2f}"
+              f"{r.preemptions:>8}  {served}")
+        if name.endswith("(today)"):
+            lost = sum(w > today_gives_up_h for w in r.waits_h) / max(r.runs, 1)
+            print(f"{'':<46}today's stage gives up after {today_gives_up_h:g} h: "
+                  f"{lost:.1%} of the runs fail and wait for a rerun")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """How the TPU slice is obtained (``gke.capacity``) and what each way costs per chip-hour.
 
-Four consumption modes, the ones GKE's node pools offer for TPUs (and xpk exposes):
+Five consumption modes, the ones GKE's node pools offer for TPUs (and xpk exposes):
 
 - ``reservation``: the tutorial's. A static pool consumes a specific reservation, which
   Compute Engine bills while it exists, whether anything trains or not (teardown removes
@@ -9,6 +9,15 @@ Four consumption modes, the ones GKE's node pools offer for TPUs (and xpk expose
   nodes, so chips are billed only while a workload holds them. Spot may be preempted at any
   time; flex-start (Dynamic Workload Scheduler) nodes run at most ``max_run_hours`` and need
   node auto-repair off.
+- ``queued``: Dynamic Workload Scheduler's queued provisioning. Kueue's ProvisioningRequest
+  admission check asks GKE for the whole slice and admits the JobSet only once every node of
+  it exists (all or nothing); the pool (``enable_queued_provisioning``) scales from zero and
+  its nodes, like flex-start's, live at most ``max_run_hours``.
+
+``gke.capacity`` may name one mode or an ordered chain of them (``[flex-start, on-demand,
+spot]``): the run starts in the first mode that can be had and falls back, in order, when a
+mode's stockout or queue budget is spent (Kueue does not fall back on a stockout by itself:
+kubernetes-sigs/kueue#2560). Every rule below applies to every mode of the chain.
 
 The rules here are those Cluster Toolkit's gke-node-pool module enforces as Terraform
 preconditions (cluster-toolkit modules/compute/gke-node-pool/main.tf): checking them when the
@@ -29,15 +38,52 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flows.config.errors import FixableValueError
 
-CapacityMode = Literal["reservation", "flex-start", "spot", "on-demand"]
-CAPACITY_MODES: tuple[CapacityMode, ...] = ("reservation", "flex-start", "spot", "on-demand")
+CapacityMode = Literal["reservation", "flex-start", "spot", "on-demand", "queued"]
+CAPACITY_MODES: tuple[CapacityMode, ...] = ("reservation", "flex-start", "spot", "on-demand",
+                                            "queued")
 
 # GKE flex-start: a node obtained through Dynamic Workload Scheduler runs for at most seven
-# days (the node pool's max_run_duration cannot exceed it).
+# days (the node pool's max_run_duration cannot exceed it); queued provisioning's
+# maxRunDurationSeconds has the same ceiling.
 FLEX_START_MAX_RUN_HOURS = 168.0
 
 # Modes whose pool scales to zero between runs (no reservation is held).
-SCALE_FROM_ZERO: frozenset[str] = frozenset({"flex-start", "spot", "on-demand"})
+SCALE_FROM_ZERO: frozenset[str] = frozenset({"flex-start", "spot", "on-demand", "queued"})
+# Modes whose nodes Dynamic Workload Scheduler gives for a bounded time (gke.max_run_hours).
+MAX_RUN_MODES: frozenset[str] = frozenset({"flex-start", "queued"})
+
+CHAIN_FIX = ("write gke.capacity as one mode or an ordered list without repeats, e.g. "
+             "gke.capacity: [flex-start, on-demand, spot] (on the command line: --set "
+             "gke.capacity=flex-start,on-demand,spot); modes: " + ", ".join(CAPACITY_MODES))
+
+
+def chain_of(capacity: str | list[str] | tuple[str, ...]) -> tuple[CapacityMode, ...]:
+    """The ordered modes of ``gke.capacity`` (one mode is a chain of one); pure."""
+    return (capacity,) if isinstance(capacity, str) else tuple(capacity)  # type: ignore[return-value]
+
+
+def split_listed(value: object) -> object:
+    """A list written as text (``--set gke.capacity=flex-start,on-demand``, an environment
+    variable) → the list; anything else unchanged, for the field's own validation."""
+    if isinstance(value, str) and "," in value:
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def chain_problem(chain: tuple[str, ...]) -> str | None:
+    """What is wrong with the chain's shape itself (not its modes' needs); pure.
+
+    Why reservation first: a reservation bills its hosts whether they are used or not, so
+    falling back to it after paying for another mode is never cheaper than starting there;
+    a chain that lists it later is a mistake in the order."""
+    if not chain:
+        return "gke.capacity names no mode"
+    if repeated := sorted({m for m in chain if chain.count(m) > 1}):
+        return f"gke.capacity names {', '.join(repeated)} more than once"
+    if "reservation" in chain and chain[0] != "reservation":
+        return ("gke.capacity lists reservation after another mode: the reservation bills "
+                "whether used or not, so it must be tried first")
+    return None
 
 
 class ModePrice(BaseModel):
@@ -103,55 +149,96 @@ def price_fix(mode: str) -> str:
             "https://cloud.google.com/tpu/pricing)")
 
 
-def capacity_problems(mode: str, reservation: str | None, max_run_hours: float | None,
-                      train_hours: float) -> list[tuple[str, str, str]]:
-    """(field, problem, fix) for a capacity mode and what it needs; pure.
+def capacity_problems(chain: str | tuple[str, ...], reservation: str | None,
+                      max_run_hours: float | None, train_hours: float
+                      ) -> list[tuple[str, str, str]]:
+    """(field, problem, fix) for a capacity chain and what its modes need; pure.
 
     Why each rule: reservation mode pins the pool to a named reservation
-    (SPECIFIC_RESERVATION needs exactly one, gke-node-pool main.tf); spot and flex-start
-    require NO_RESERVATION ("Spot consumption option only works with reservation_affinity
-    consume_reservation_type NO_RESERVATION", "enable_flex_start requires
-    reservation_affinity.consume_reservation_type to be 'NO_RESERVATION'"), and so does
-    on-demand here, because a pool that may also take a reservation would bill it while idle.
+    (SPECIFIC_RESERVATION needs exactly one, gke-node-pool main.tf); spot, flex-start and
+    queued provisioning require NO_RESERVATION ("Spot consumption option only works with
+    reservation_affinity consume_reservation_type NO_RESERVATION", "enable_flex_start requires
+    reservation_affinity.consume_reservation_type to be 'NO_RESERVATION'", "reservation_affinity
+    should be NO_RESERVATION when enable_queued_provisioning is true"), and so does on-demand
+    here, because a pool that may also take a reservation would bill it while idle. A chain
+    with a reservation builds its static pool on it and the other modes' pools without.
     """
+    modes = chain_of(chain)
+    shown = modes[0] if len(modes) == 1 else "[" + ", ".join(modes) + "]"
     out: list[tuple[str, str, str]] = []
-    if mode == "reservation":
+    if "reservation" in modes:
         if not reservation:
             out.append(("reservation", "capacity 'reservation' needs the reservation's name",
                         "set gke.reservation to one listed by `gcloud compute reservations "
-                        "list`, or choose gke.capacity: on-demand, spot or flex-start"))
+                        "list`, or choose gke.capacity: on-demand, spot, flex-start or queued"))
     elif reservation:
-        out.append(("reservation", f"capacity {mode!r} consumes no reservation, but "
+        out.append(("reservation", f"capacity {shown} consumes no reservation, but "
                     f"gke.reservation is {reservation!r} (Cluster Toolkit's node pool refuses "
-                    "a reservation with spot and flex-start)",
+                    "a reservation with spot, flex-start and queued provisioning)",
                     "remove gke.reservation from the profile (or pass --set "
-                    "gke.reservation= to empty it), or set gke.capacity: reservation"))
-    if mode == "flex-start":
+                    "gke.reservation= to empty it), or put reservation first in gke.capacity"))
+    bounded = [m for m in modes if m in MAX_RUN_MODES]
+    if bounded:
+        which = " and ".join(bounded)
         if max_run_hours is None:
-            out.append(("max_run_hours", "flex-start nodes stop after their maximum run "
+            out.append(("max_run_hours", f"{which} nodes stop after their maximum run "
                         "duration; the profile must say how long the training may hold them",
                         f"set gke.max_run_hours (at most {FLEX_START_MAX_RUN_HOURS:g}, above "
                         f"gke.estimated_hours.train = {train_hours:g})"))
         elif max_run_hours > FLEX_START_MAX_RUN_HOURS:
-            out.append(("max_run_hours", f"{max_run_hours:g} h exceeds flex-start's maximum "
+            out.append(("max_run_hours", f"{max_run_hours:g} h exceeds {which}'s maximum "
                         f"of {FLEX_START_MAX_RUN_HOURS:g} h (seven days)",
                         f"set gke.max_run_hours to at most {FLEX_START_MAX_RUN_HOURS:g}"))
         elif max_run_hours < train_hours:
             out.append(("max_run_hours", f"{max_run_hours:g} h is shorter than the estimated "
-                        f"training ({train_hours:g} h): the nodes would be reclaimed before "
-                        "it ends, every time",
+                        f"training ({train_hours:g} h): the {which} nodes would be reclaimed "
+                        "before it ends, every time",
                         "raise gke.max_run_hours, or lower gke.estimated_hours.train if the "
                         "estimate is wrong"))
     elif max_run_hours is not None:
-        out.append(("max_run_hours", f"max_run_hours applies to flex-start only, not {mode!r}",
+        out.append(("max_run_hours", "max_run_hours applies to flex-start and queued only, "
+                    f"not {shown}",
                     "delete gke.max_run_hours from the profile file or drop its --set, or "
-                    "set gke.capacity: flex-start"))
+                    "add flex-start or queued to gke.capacity"))
     return out
+
+
+def section_problems(chain: tuple[str, ...], priced: set[str], preemption_budget: int,
+                     conversion_placement: str) -> list[tuple[str, str, str]]:
+    """(field, problem, fix) of the rest of the GKE section a chain constrains: a price for
+    each mode (first), a preemption budget for spot, conversions off the TPU hosts for a mode
+    that brings TPU nodes up only for training. Pure."""
+    out = [("prices", f"no price for capacity {mode!r} in gke.prices", price_fix(mode))
+           for mode in chain if mode not in priced]
+    if "spot" in chain and preemption_budget == 0:
+        out.append(("preemption_budget", "spot nodes are preempted at any time; "
+                    "with preemption_budget 0 the first preemption fails the run "
+                    "instead of resuming from the newest checkpoint",
+                    "leave gke.preemption_budget unset (3) or set it to 1 or more"))
+    from_zero = [m for m in chain if m in SCALE_FROM_ZERO]
+    if from_zero and conversion_placement == "tpu-hosts":
+        out.append(("conversion_placement", f"capacity {', '.join(from_zero)} brings "
+                    "TPU nodes up only for training; conversion_placement tpu-hosts "
+                    "would scale the whole slice up for a CPU job",
+                    "set gke.conversion_placement: cpu-pool (the default)"))
+    return out
+
+
+def listed_modes(value: object) -> object:
+    """``gke.capacity`` as given → one mode or a list of them: text with commas is a list
+    (--set, environment), a list of one is that mode (so [on-demand] and on-demand are the
+    same profile); an unknown mode is refused naming the modes."""
+    value = split_listed(value)
+    listed = list(value) if isinstance(value, (list, tuple)) else [value]
+    if unknown := [m for m in listed if m not in CAPACITY_MODES]:
+        raise FixableValueError(f"{', '.join(map(repr, unknown))} is not a capacity mode",
+                                CHAIN_FIX)
+    return listed[0] if len(listed) == 1 else listed
 
 
 def run_budget_problem(max_run_hours: float | None, field: str, budget_s: float | None,
                        stage: str) -> tuple[str, str, str] | None:
-    """(field, problem, fix) when a flex-start stage on the slice may run longer, by its watch
+    """(field, problem, fix) when a flex-start (or queued) stage on the slice may run longer, by its watch
     budget (gke.train_run_budget_s / gke.run_budget_s, per JobSet attempt), than its nodes
     live: GKE ends a flex-start node max_run_duration after it started, whatever runs on it,
     so the attempt is cut off (and resubmitted as a disruption) before the budget could
@@ -160,7 +247,7 @@ def run_budget_problem(max_run_hours: float | None, field: str, budget_s: float 
     if max_run_hours is None or budget_s is None or budget_s <= max_run_hours * 3600:
         return None
     return (field, f"{budget_s:g} s ({budget_s / 3600:g} h) lets the {stage} run longer than "
-            f"gke.max_run_hours ({max_run_hours:g} h): flex-start nodes end after their "
-            "maximum run duration, so no attempt can run that long",
+            f"gke.max_run_hours ({max_run_hours:g} h): flex-start and queued nodes end after "
+            "their maximum run duration, so no attempt can run that long",
             f"set gke.{field} to at most {max_run_hours * 3600:g} (gke.max_run_hours x 3600), "
             f"or raise gke.max_run_hours (at most {FLEX_START_MAX_RUN_HOURS:g})")

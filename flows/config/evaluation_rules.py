@@ -35,12 +35,13 @@ def evaluation_issues(profile: Profile) -> list[Issue]:
 
 
 def _flex_start_outlived(profile: Profile) -> list[Issue]:
-    """The evaluate stage holds the slice too, so on flex-start its nodes must outlive it as
+    """The evaluate stage holds the slice too, so on flex-start (or queued, anywhere in the
+    capacity chain) its nodes must outlive it as
     training's must (flows/config/capacity.py checks training). The stage's estimate counts
     both models of a first run, one JobSet after the other, on nodes that may stay up between
     them: flex-start ends a node max_run_duration after it started, whichever job it runs."""
     gke = profile.gke
-    if gke is None or gke.capacity != "flex-start" or gke.max_run_hours is None:
+    if gke is None or not gke.bounded_run or gke.max_run_hours is None:
         return []
     out: list[Issue] = []
     # the evaluation's watch budget is gke.run_budget_s (watch/budgets.py); with no

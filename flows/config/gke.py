@@ -24,16 +24,23 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from flows.config import gcp_names as names
 from flows.config.capacity import (
+    CHAIN_FIX,
+    MAX_RUN_MODES,
     SCALE_FROM_ZERO,
     V6E_DEFAULT_PRICES,
     CapacityMode,
     ModePrice,
     capacity_problems,
-    price_fix,
+    chain_of,
+    chain_problem,
+    listed_modes,
     run_budget_problem,
+    section_problems,
 )
+from flows.config.credentials import GkeCredentials
 from flows.config.errors import FixableValueError
 from flows.config.gke_jobs import GkeJobs
+from flows.config.retired import RETIRED_KEYS
 from flows.config.spend import GkeSpend
 from flows.config.strict import StrictModel, check
 from flows.config.timeline import TrainTimeline
@@ -46,28 +53,15 @@ from flows.config.tpu import (
 )
 from flows.config.watch_budgets import GkeWatchBudgets
 
+__all__ = ["RETIRED_KEYS", "GkeCapacity", "GkeCluster", "GkeCredentials", "GkeSection"]
+from flows.config.zones import zone_problems, zones_from_text
+
 # the tutorial's figures where the profile gives none (a stated train_timeline replaces train)
 DEFAULT_ESTIMATED_HOURS = {"convert": 0.5, "train": 4.0, "export": 0.5}
 CIDR_FIX = ("set gke.authorized_cidr to the network you run kubectl/the flow from, e.g. "
             "--set gke.authorized_cidr=203.0.113.7/32 (`curl ifconfig.me` shows your address); "
             "0.0.0.0/0 works but opens the control plane to the whole internet")
 
-# Keys a profile may still carry from an earlier version: refused with the key that replaces it.
-RETIRED_KEYS: dict[str, tuple[str, str]] = {
-    "gke.nodepool_count": (
-        "was removed: the slice count is gke.num_slices alone (one TPU node pool per slice; "
-        "two fields let the cluster be built with one count and planned and billed with the "
-        "other)", "remove gke.nodepool_count and set gke.num_slices to the number of slices"),
-    "gke.price_table": (
-        "was replaced by gke.prices: one price per capacity mode, each with its source and "
-        "date", "write gke.prices: {on-demand: {usd_per_chip_hour: 2.70, source: "
-        "https://cloud.google.com/tpu/pricing, as_of: 2024-12-11}} (flows/config/capacity.py "
-        "has the defaults)"),
-    "gke.price_tier": (
-        "was replaced by gke.capacity (reservation | flex-start | spot | on-demand), whose "
-        "price gke.prices gives", "remove gke.price_tier; set gke.capacity, and a committed "
-        "rate as gke.prices.reservation"),
-}
 
 
 class GkeCluster(StrictModel):
@@ -78,7 +72,11 @@ class GkeCluster(StrictModel):
     region: str
     """The region of the cluster, the bucket and the repository."""
     zone: str
-    """The zone of the TPU pool (one of the region's zones that offers TPU v6e)."""
+    """The zone of the TPU pool (one of the region's zones that offers TPU v6e); with
+    gke.zones, the first of them (may be left out)."""
+    zones: list[str] | None = None
+    """The zones, in order of preference, whose TPU pools may serve a run (each a zone of the
+    region that offers v6e); unset: gke.zone alone."""
     cluster: str
     """The GKE cluster's name; the infra stage deploys it when it does not exist."""
     bucket: str
@@ -168,12 +166,25 @@ class GkeCluster(StrictModel):
                "use the blueprint's names: namespace default, CPU pool cpu-np")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _zone_from_zones(cls, data: object) -> object:
+        """gke.zones as text is a comma list; gke.zone, left out, is its first (zones.py)."""
+        return zones_from_text(data) if isinstance(data, dict) else data
+
     @model_validator(mode="after")
     def _zone_in_region(self) -> Self:
-        if problem := names.zone_problem(self.zone, self.region):
-            raise FixableValueError(problem, "pick a zone of the region, e.g. us-east5-b for "
-                                    "us-east5", field="zone")
+        """gke.zone and gke.zones: zones of the region, no repeats, gke.zone first (zones.py)."""
+        if problems := zone_problems(self.zone, self.zones, self.region):
+            first, *rest = problems
+            raise FixableValueError(first.problem, first.fix, first.field, tuple(rest))
         return self
+
+    @property
+    def zone_order(self) -> tuple[str, ...]:
+        """The zones a run may be served in, in order of preference: gke.zones, else
+        gke.zone alone."""
+        return tuple(self.zones) if self.zones else (self.zone,)
 
     @property
     def open_to_world(self) -> bool:
@@ -211,10 +222,11 @@ class GkeCapacity(StrictModel):
     # slice), JobSet's worker replicas and Pathways' --instance_count.
     num_slices: int = Field(1, ge=1)
     """How many slices training spans (multislice over DCN)."""
-    capacity: CapacityMode = "reservation"
-    """How the TPU pool is had: reservation, flex-start, spot or on-demand."""
-    max_run_hours: float | None = Field(None, gt=0)  # flex-start only: the node's lifetime
-    """Flex-start only: how long its nodes live (at most 168)."""
+    capacity: CapacityMode | list[CapacityMode] = "reservation"
+    """How the TPU slice is had: reservation, flex-start, spot, on-demand or queued; or an
+    ordered list of them, tried in turn (e.g. [flex-start, on-demand, spot])."""
+    max_run_hours: float | None = Field(None, gt=0)  # flex-start, queued: the node's lifetime
+    """Flex-start and queued only: how long their nodes live (at most 168)."""
     prices: dict[CapacityMode, ModePrice] = Field(
         default_factory=lambda: dict(V6E_DEFAULT_PRICES))
     """The USD per chip-hour of each capacity mode, with its source and date."""
@@ -240,6 +252,19 @@ class GkeCapacity(StrictModel):
         if not topology_is_well_formed(v):
             raise FixableValueError(f"{v!r} is not a topology like '4x8'",
                                     "write the slice shape as AxB, e.g. 4x8 for v6e-32")
+        return v
+
+    @field_validator("capacity", mode="before")
+    @classmethod
+    def _capacity_listed(cls, v: object) -> object:
+        """Text with commas is a list (--set, environment); a list of one is that mode, so a
+        profile that writes [on-demand] is the profile that writes on-demand."""
+        return listed_modes(v)
+
+    @field_validator("capacity")
+    @classmethod
+    def _capacity_chain(cls, v: str | list[str]) -> str | list[str]:
+        check(chain_problem(chain_of(v)), CHAIN_FIX)
         return v
 
     @field_validator("prices", mode="before")
@@ -286,30 +311,43 @@ class GkeCapacity(StrictModel):
         return self.hosts_per_slice * self.num_slices
 
     @property
+    def capacity_chain(self) -> tuple[CapacityMode, ...]:
+        """The capacity modes in the order they are tried (one mode: a chain of one)."""
+        return chain_of(self.capacity)
+
+    def mode_usd_per_chip_hour(self, mode: str) -> float:
+        """The profile's price of one mode of the chain (validation makes sure it has one)."""
+        return self.prices[mode].usd_per_chip_hour  # type: ignore[index]
+
+    @property
     def usd_per_chip_hour(self) -> float:
-        return self.prices[self.capacity].usd_per_chip_hour
+        """The price of the chain's first mode: what a run pays when it is served as hoped."""
+        return self.mode_usd_per_chip_hour(self.capacity_chain[0])
+
+    @property
+    def priciest_mode(self) -> CapacityMode:
+        """The chain's most expensive mode (the first of equals): what a cap must admit, since
+        a run may be served by any mode of the chain."""
+        return max(self.capacity_chain, key=self.mode_usd_per_chip_hour)
+
+    @property
+    def bounded_run(self) -> bool:
+        """True when some mode of the chain gives nodes for max_run_hours only."""
+        return any(m in MAX_RUN_MODES for m in self.capacity_chain)
 
     @property
     def scales_from_zero(self) -> bool:
-        """True when the pool holds no TPU node while nothing trains (no reservation)."""
-        return self.capacity in SCALE_FROM_ZERO
+        """True when no TPU node is held while nothing trains: every mode of the chain scales
+        from zero (a reservation in the chain keeps its static pool)."""
+        return all(m in SCALE_FROM_ZERO for m in self.capacity_chain)
 
     @property
     def idle_usd_per_hour(self) -> float:
-        """What the TPU pool costs per hour while nothing trains: the whole static pool on a
-        reservation, nothing for a pool that scales from zero."""
-        return 0.0 if self.scales_from_zero else self.total_chips * self.usd_per_chip_hour
-
-
-class GkeCredentials(StrictModel):
-    """Prefect blocks for cluster and Google access (flows/backends/gke/watch/client.py);
-    None: the ambient kubeconfig / Application Default Credentials."""
-
-    kubernetes_credentials_block: str | None = None
-    """A Prefect block with the cluster's credentials (else the ambient kube config or workload
-    identity)."""
-    gcp_credentials_block: str | None = None
-    """A Prefect GcpCredentials block (else Application Default Credentials)."""
+        """What the TPU pools cost per hour while nothing trains: the whole static pool on a
+        reservation, nothing for pools that scale from zero."""
+        if "reservation" not in self.capacity_chain:
+            return 0.0
+        return self.total_chips * self.mode_usd_per_chip_hour("reservation")
 
 
 class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
@@ -350,10 +388,11 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
     def infra_key_parts(self) -> tuple[object, ...]:
         # The dict hashed before gke.nodepool_count was folded into gke.num_slices: the same
         # key for every profile whose two counts agreed, so existing deployments keep records.
-        # The Pathways digests (added later) only when set: a profile without them keeps
-        # the key it had, and its deployment its records.
+        # The Pathways digests and gke.zones (added later) only when set: a profile without
+        # them keeps the key it had, and its deployment its records.
         dump = {k: v for k, v in self.model_dump().items()
-                if v is not None or k not in ("pathways_server_digest", "pathways_proxy_digest")}
+                if v is not None or k not in ("pathways_server_digest", "pathways_proxy_digest",
+                                              "zones")}
         return ("infra-gke", {**dump, "nodepool_count": self.num_slices})
 
     def model_seed(self) -> int | None:
@@ -364,28 +403,21 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
 
     @model_validator(mode="after")
     def _capacity_needs(self) -> Self:
-        """Checked across the sub-models: the mode (capacity) decides which cluster and job
-        fields (reservation, max_run_hours, preemption_budget) must or must not be set."""
-        problems = capacity_problems(self.capacity, self.reservation, self.max_run_hours,
+        """Checked across the sub-models: each mode of the chain (capacity) decides which
+        cluster and job fields (reservation, max_run_hours, preemption_budget, prices) must
+        or must not be set; a rule of one mode applies when the mode is anywhere in it."""
+        chain = self.capacity_chain
+        problems = capacity_problems(chain, self.reservation, self.max_run_hours,
                                      float(self.estimated_hours.get("train", 0.0)))
-        if self.capacity == "flex-start":  # the training's budget (watch/budgets.py)
+        if self.bounded_run:  # the training's budget (watch/budgets.py)
             field = "train_run_budget_s" if self.train_run_budget_s else "run_budget_s"
             if found := run_budget_problem(self.max_run_hours, field, getattr(self, field),
                                            "training"):
                 problems.append(found)
-        if self.capacity not in self.prices:
-            problems.insert(0, ("prices", f"no price for capacity {self.capacity!r} in "
-                                "gke.prices", price_fix(self.capacity)))
-        if self.capacity == "spot" and self.preemption_budget == 0:
-            problems.append(("preemption_budget", "spot nodes are preempted at any time; "
-                             "with preemption_budget 0 the first preemption fails the run "
-                             "instead of resuming from the newest checkpoint",
-                             "leave gke.preemption_budget unset (3) or set it to 1 or more"))
-        if self.scales_from_zero and self.conversion_placement == "tpu-hosts":
-            problems.append(("conversion_placement", f"capacity {self.capacity} brings TPU "
-                             "nodes up only for training; conversion_placement tpu-hosts would "
-                             "scale the whole slice up for a CPU job",
-                             "set gke.conversion_placement: cpu-pool (the default)"))
+        rest = section_problems(chain, set(self.prices), self.preemption_budget,
+                                self.conversion_placement)
+        prices = [p for p in rest if p[0] == "prices"]
+        problems = prices + problems + [p for p in rest if p[0] != "prices"]
         if problems:
             first, *rest = (FixableValueError(problem, fix, field=field)
                             for field, problem, fix in problems)

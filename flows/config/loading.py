@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from flows.common.issues import Issue
 from flows.common.paths import PATCHES_FILE, PROFILES_DIR
+from flows.config.capacity import split_listed
 from flows.config.checks import profile_issues
 from flows.config.env_overrides import env_name, env_overrides, model_in
 from flows.config.errors import FixableValueError, ProfileError
@@ -294,13 +295,14 @@ def _reservation_missing(data: dict[str, Any], exc: ValidationError,
     gke = data.get("gke")
     if not isinstance(gke, dict) or gke.get("reservation"):
         return []
-    if str(gke.get("capacity", "reservation")) != "reservation":
+    listed = split_listed(gke.get("capacity", "reservation"))
+    if "reservation" not in (listed if isinstance(listed, list) else [str(listed)]):
         return []
     if not any(e["type"] == "missing" and e["loc"][:1] == ("gke",) for e in exc.errors()):
         return []
     return [Issue("gke.reservation", "is required by gke.capacity: reservation but not set",
                   f"set it in the profile, or {how_to_set('gke.reservation', origin)}; or "
-                  "choose gke.capacity: on-demand, spot or flex-start", "config/missing")]
+                  "choose gke.capacity: on-demand, spot, flex-start or queued", "config/missing")]
 
 
 def _model_at(loc: list[str]) -> type[BaseModel] | None:

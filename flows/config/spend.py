@@ -83,14 +83,17 @@ def billed_stage_hours(profile: Profile, stage: str) -> float:
 
 
 def estimated_stage_usd(profile: Profile, stage: str) -> float:
+    """At the price of the chain's priciest mode (gke.capacity): a run may be served by any
+    mode of it, so a cap must admit the dearest (one mode: its price)."""
     gke = profile.gke
     assert gke is not None
     return billed_stage_hours(profile, stage) * stage_chips_held(gke, stage) * \
-        gke.usd_per_chip_hour
+        gke.mode_usd_per_chip_hour(gke.priciest_mode)
 
 
 def estimated_run_usd(profile: Profile) -> float:
-    """Every stage that holds TPU time in this profile (evaluate too, when it runs)."""
+    """Every stage that holds TPU time in this profile (evaluate too, when it runs), at the
+    chain's priciest mode."""
     return sum(estimated_stage_usd(profile, stage) for stage in tpu_stages(profile))
 
 
@@ -110,8 +113,9 @@ def spend_issues(profile: Profile) -> list[Issue]:
                             f"{floor:.2f}, or lower gke.spend_margin", "config/spend-cap"))
     if run_cap is not None and run_cap < estimate:
         issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is below the plan's "
-                            f"estimate of ${estimate:,.2f} (capacity {gke.capacity}, "
-                            f"{gke.total_chips} chips at ${gke.usd_per_chip_hour:.2f}/chip-h, "
+                            f"estimate of ${estimate:,.2f} (capacity {gke.priciest_mode}, "
+                            f"{gke.total_chips} chips at "
+                            f"${gke.mode_usd_per_chip_hour(gke.priciest_mode):.2f}/chip-h, "
                             "gke.estimated_hours): every run would be stopped",
                             f"set gke.max_usd_per_run to at least {estimate:.2f}, or lower "
                             "gke.estimated_hours if the estimate is wrong", "config/spend-cap"))

@@ -45,6 +45,9 @@ class WorkloadRun(BaseModel):
     preemptions: int = 0  # attempts that ended because the slice was preempted
     preempted_chip_hours: float = 0.0  # held by those attempts: the work since their newest
     # checkpoint is done again, so this bounds what preemption cost
+    # GKE: one entry per attempt (mode, zone, waited_s, held_s, chip_hours, usd, outcome), in
+    # order: which capacity mode and zone trained, and what each fallback waited and cost
+    capacity: list[dict[str, Any]] = []
 
 
 # (workload name, step, total steps or None): how a program's progress reaches the run page

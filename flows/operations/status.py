@@ -199,7 +199,8 @@ def problems(profile: Profile, snap: Snapshot) -> list[str]:
     if not gke.scales_from_zero:
         return []
     return [f"TPU pool {p.name} is static ({p.configured}, ${p.usd_per_hour:,.2f}/h busy or "
-            f"not), but gke.capacity {gke.capacity} should have no TPU node while nothing "
+            f"not), but gke.capacity {', '.join(gke.capacity_chain)} should have no TPU node "
+            "while nothing "
             f"trains. Fix: `tpurl teardown {profile.name}` and rerun (the infra stage deploys "
             "the autoscaled pool), or set gke.capacity: reservation if the pool is meant"
             for p in snap.pools if p.static]
@@ -209,7 +210,8 @@ def render(profile: Profile, snap: Snapshot, now: datetime | None = None) -> str
     gke = profile.gke
     assert gke is not None
     now = now or datetime.now(UTC)
-    lines = [f"{profile.name}: capacity {gke.capacity} at ${gke.usd_per_chip_hour:.2f}/chip-h "
+    lines = [f"{profile.name}: capacity {', '.join(gke.capacity_chain)} at "
+             f"${gke.usd_per_chip_hour:.2f}/chip-h "
              f"({now:%Y-%m-%d %H:%M} UTC)"]
     if snap.cluster is None:
         lines.append(f"  cluster {gke.cluster} ({gke.project}/{gke.region}): none")
@@ -242,8 +244,9 @@ def render(profile: Profile, snap: Snapshot, now: datetime | None = None) -> str
                  + (" — you are paying for TPUs right now" if snap.usd_per_hour else ""))
     lines += [f"  PROBLEM: {text}" for text in problems(profile, snap)]
     lines += [f"  note: TPU pool {p.name} is {p.capacity}, the profile's gke.capacity is "
-              f"{gke.capacity}: the next `tpurl run {profile.name}` re-applies the blueprint "
-              "and replaces it" for p in snap.pools if p.capacity != gke.capacity]
+              f"{', '.join(gke.capacity_chain)}: the next `tpurl run {profile.name}` "
+              "re-applies the blueprint and replaces it" for p in snap.pools
+              if p.capacity not in gke.capacity_chain]
     return "\n".join(lines)
 
 

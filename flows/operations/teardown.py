@@ -130,7 +130,8 @@ def teardown_preview(cfg: Profile, delete_bucket: bool, cluster: dict[str, Any] 
         lines.append(f"  no cluster {g.cluster} found now: no TPU pool bills")
     elif not pools:  # not read: the profile's own pool, at its mode's rate
         low = 0 if g.scales_from_zero else g.hosts_needed
-        rate = _rate(g.capacity, low, g.hosts_needed, g.chips_per_host, g.usd_per_chip_hour)
+        rate = _rate(", ".join(g.capacity_chain), low, g.hosts_needed, g.chips_per_host,
+                     g.usd_per_chip_hour)
         lines.append(f"  the TPU pool costs {rate} at ${g.usd_per_chip_hour:.2f}/chip-hour "
                      f"(cluster not read: {unread}; priced at the profile's gke.capacity)")
     for pool in pools:
@@ -142,9 +143,9 @@ def teardown_preview(cfg: Profile, delete_bucket: bool, cluster: dict[str, Any] 
         lines.append(f"  TPU pool {name} ({mode}, as deployed) costs "
                      f"{_rate(mode, low, high, chips, price.usd_per_chip_hour)} at "
                      f"${price.usd_per_chip_hour:.2f}/chip-hour ({whose})")
-        if mode != g.capacity:
+        if mode not in g.capacity_chain:
             lines.append(f"  note: pool {name} is {mode}, the profile's gke.capacity is "
-                         f"{g.capacity}: it is priced as the pool it is")
+                         f"{', '.join(g.capacity_chain)}: it is priced as the pool it is")
     if g.reservation:
         lines.append("  kept: " + reservation_kept(g.reservation, g.zone, g.project,
                                                    g.total_chips * g.usd_per_chip_hour))

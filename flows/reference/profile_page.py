@@ -68,8 +68,8 @@ _BOUNDS = ((annotated_types.Ge, "≥", "ge"), (annotated_types.Gt, ">", "gt"),
 
 
 def _allowed(info: FieldInfo) -> str:
-    parts = [", ".join(f"`{c}`" for c in _choices(info.annotation))] if _choices(
-        info.annotation) else []
+    choices = list(dict.fromkeys(_choices(info.annotation)))  # one mode or a list of them
+    parts = [", ".join(f"`{c}`" for c in choices)] if choices else []
     for item in info.metadata:
         for kind, sign, attr in _BOUNDS:
             if isinstance(item, kind):

@@ -96,7 +96,7 @@ INVALID = [
     ("cpu-work-on-tpu-from-zero", {"gke.capacity": "on-demand", "gke.reservation": "",
                                    "gke.conversion_placement": "tpu-hosts"},
      "gke.conversion_placement", "CPU job"),
-    ("max-run-off-flex", {"gke.max_run_hours": "10"}, "gke.max_run_hours", "flex-start only"),
+    ("max-run-off-flex", {"gke.max_run_hours": "10"}, "gke.max_run_hours", "flex-start and queued only"),
     ("price-without-source", {"gke.prices.on-demand.usd_per_chip_hour": "2.7",
                               "gke.prices.on-demand.source": " ",
                               "gke.prices.on-demand.as_of": "2026-12-01"},
@@ -360,7 +360,7 @@ def test_a_flex_start_training_budget_beyond_the_nodes_lifetime_is_refused(
     assert set(found) == {field}, found
     assert found[field] == (
         "46800 s (13 h) lets the training run longer than gke.max_run_hours (12 h): flex-start "
-        "nodes end after their maximum run duration, so no attempt can run that long || "
+        "and queued nodes end after their maximum run duration, so no attempt can run that long || "
         f"set {field} to at most 43200 (gke.max_run_hours x 3600), or raise "
         "gke.max_run_hours (at most 168)")
     fits = load_profile(TUTORIAL, {**sets, field: "43200"}, environ={})

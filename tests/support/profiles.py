@@ -51,14 +51,17 @@ QUOTED_PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-
 
 
 def capacity_overrides(mode: str) -> dict[str, str]:
-    """What a profile sets to use capacity ``mode``: no reservation outside reservation mode,
-    a quoted price where none ships, flex-start's max_run_hours."""
+    """What a profile sets to use capacity ``mode`` (or a chain, ``flex-start,on-demand``): no
+    reservation unless the chain has one, a quoted price where none ships, max_run_hours
+    for flex-start and queued."""
+    chain = mode.split(",")
     extra: dict[str, str] = {"gke.capacity": mode}
-    if mode != "reservation":
+    if "reservation" not in chain:
         extra["gke.reservation"] = ""
-        extra.update({f"gke.prices.{mode}.{k}": v for k, v in QUOTED_PRICE.items()
-                      if mode in ("spot", "flex-start")})
-    if mode == "flex-start":
+    for one in chain:
+        if one in ("spot", "flex-start", "queued"):
+            extra.update({f"gke.prices.{one}.{k}": v for k, v in QUOTED_PRICE.items()})
+    if {"flex-start", "queued"} & set(chain):
         extra["gke.max_run_hours"] = "12"
     return extra
 

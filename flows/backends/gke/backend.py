@@ -26,6 +26,7 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -36,6 +37,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from flows.backends.gke import recovery
+from flows.backends.gke.capacity_run import CapacityRun, capacity_chain, step_mode
+from flows.backends.gke.fallback import Attempt, chain_spent, fallback_note, falls_back
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.stage_work import GkeImage
 from flows.backends.gke.infra.cost import GkePricing
@@ -45,11 +48,12 @@ from flows.backends.gke.jobs.manifests import GKE_STAGES, job_of, jobs_of, stage
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.pathways import HEAD
-from flows.backends.gke.jobs.render import MAIN_JOB, render_jobset
+from flows.backends.gke.jobs.render import MAIN_JOB
+from flows.backends.gke.jobset_calls import JobSetCalls
 from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.recovery import Action
 from flows.backends.gke.runtime import GkeRuntime
-from flows.backends.gke.watch.budgets import Budgets, budgets_for
+from flows.backends.gke.watch.budgets import Budgets, budgets_for, waits_for_capacity
 from flows.backends.gke.watch.client import (
     JOBSET_GROUP,
     JOBSET_VERSION,
@@ -65,7 +69,6 @@ from flows.backends.gke.watch.monitor import DELETED_BY_OPERATOR, Monitor, is_fi
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
-from flows.backends.gke.workload_inputs import apply_secrets, ship_programs
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
@@ -79,7 +82,7 @@ from flows.core.workload import Workload
 Obj = dict[str, Any]
 
 
-class GkeBackend(GkePlanning, GkePricing):
+class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
     """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
     image and infra steps live in image/stage_work.py and infra/stage_work.py, plans in planning.py and
     prices in infra/cost.py (GkePricing)."""
@@ -106,6 +109,7 @@ class GkeBackend(GkePlanning, GkePricing):
         self.log_read_timeout_s = log_read_timeout_s
         self._cluster = cluster
         self.submitted: list[str] = []  # JobSets created by this backend (a create that returned)
+        self.fallbacks = 0  # to the next mode of gke.capacity, in this stage
         self.monitor: Monitor | None = None  # the latest one, for the benchmark and tests
         self.spend: SpendMeter | None = meter_for(profile, stage)  # None: no cap set
         self.image = GkeImage(self)
@@ -147,9 +151,10 @@ class GkeBackend(GkePlanning, GkePricing):
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
         started = time.monotonic()
         job = job_of(self.stage, workload.name)
-        desired = render_jobset(workload, self.profile, run=stage_run(self.profile, job),
-                                stage=job, options=self.options)
+        chain, index = capacity_chain(self.profile), 0
+        desired = self._jobset_for(workload, job, chain[index])
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
+        attempts: list[Attempt] = []
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
                        self._progress(workload), workload.progress_regex)
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
@@ -157,14 +162,15 @@ class GkeBackend(GkePlanning, GkePricing):
         number = 0  # the submission number of the JobSet being watched
         preempted, preempted_s = 0, 0.0
         try:
-            apply_secrets(self, workload)
-            ship_programs(self, workload)
+            self._apply_secrets(workload)
+            self._ship_programs(workload)
             while True:
                 live, number = self._create_or_attach(desired, sink, number)
                 owned = True
                 attempt_started = time.monotonic()
                 verdict = self._watch(live, sink, coordinator)
                 if verdict.phase is Phase.SUCCEEDED:
+                    attempts.append(self._attempt(chain[index], attempt_started, "succeeded"))
                     break
                 assert verdict.diagnosis is not None
                 self.logger.warning("%s: %s", name, verdict.diagnosis.summary)
@@ -172,8 +178,30 @@ class GkeBackend(GkePlanning, GkePricing):
                     preempted += 1
                     preempted_s += time.monotonic() - attempt_started
                 decision = recovery.after_verdict(verdict.diagnosis, name, number,
-                                                  self.budgets.preemptions, ns)
+                                                  self.budgets.preemptions + self.fallbacks, ns)
+                waited = time.monotonic() - started
+                nxt = falls_back(verdict.diagnosis, chain, index, waited, self.budgets.queue_s)
+                if decision.action is not Action.RESUBMIT and nxt is not None:
+                    attempts.append(self._attempt(chain[index], attempt_started, "no-capacity"))
+                    note = fallback_note(self.stage or workload.name, chain, index,
+                                         verdict.diagnosis)
+                    sink.note(note)
+                    self.logger.warning("%s", note)
+                    self._emit_fallback(chain[index], chain[nxt], verdict.diagnosis.summary,
+                                        verdict.diagnosis.code, attempts)
+                    self._delete(name, wait=True)  # never two JobSets of one stage at once
+                    self.fallbacks += 1
+                    index = nxt
+                    desired = self._jobset_for(workload, job, chain[index])
+                    if self.spend is not None:  # the next mode bills at its own price
+                        self.spend.usd_per_chip_hour = self.profile.gke.mode_usd_per_chip_hour(
+                            step_mode(chain[index]))
+                    self.budgets = dataclasses.replace(self.budgets, waits_for_capacity=(
+                        waits_for_capacity(step_mode(chain[index]), self.stage,
+                                           index + 1 == len(chain))))
+                    continue
                 if decision.action is Action.RESUBMIT:
+                    attempts.append(self._attempt(chain[index], attempt_started, "preempted"))
                     sink.note(f"preempted; resubmitting {name} ({number + 1}/"
                               f"{self.max_submissions}), resuming from the newest checkpoint")
                     self.logger.warning("%s preempted: resubmitting (submission %d of at most "
@@ -182,6 +210,9 @@ class GkeBackend(GkePlanning, GkePricing):
                     self._delete(name, wait=True)
                     continue
                 assert decision.diagnosis is not None
+                attempts.append(self._attempt(chain[index], attempt_started, "failed"))
+                decision = replace(decision, diagnosis=chain_spent(
+                    decision.diagnosis, chain, attempts, self.budgets.queue_s, waited))
                 if decision.diagnosis.code != DELETED_BY_OPERATOR and \
                         not is_finished(self.monitor.last_jobset if self.monitor else None):
                     self._cancel(name)  # queued or stuck: stop holding quota, and a JobSet
@@ -204,14 +235,19 @@ class GkeBackend(GkePlanning, GkePricing):
         wall = time.monotonic() - started
         self.logger.info("%s: %s completed in %.1f s after %d submission(s) (log: %s)",
                          workload.name, name, wall, number, log_uri)
+        if len(chain) > 1:
+            self.logger.info("%s: capacity: %s", workload.name,
+                             "; ".join(a.line() for a in attempts))
         return WorkloadRun(name=workload.name, wall_s=wall, log_uri=log_uri, submissions=number,
                            preemptions=preempted, preempted_chip_hours=round(
-                               self.held_chip_hours(self.stage or workload.name, preempted_s), 4))
+                               self.held_chip_hours(self.stage or workload.name, preempted_s), 4),
+                           capacity=[dataclasses.asdict(a) for a in attempts])
 
     @property
     def max_submissions(self) -> int:
-        """JobSets ever created for one stage of one run, across retries and restarts."""
-        return self.budgets.preemptions + 1
+        """JobSets ever created for one stage of one run, across retries and restarts: one,
+        one more per preemption, one more per fallback to the next capacity mode."""
+        return self.budgets.preemptions + 1 + self.fallbacks
 
     # --- pieces ----------------------------------------------------------------------------
     def _progress(self, workload: Workload) -> Callable[[str], None] | None:
@@ -276,7 +312,7 @@ class GkeBackend(GkePlanning, GkePricing):
         replaced (its number read from its annotation, so the bound holds across retries)."""
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         digest = desired["metadata"]["annotations"][SPEC_DIGEST]
-        preemptions = self.budgets.preemptions
+        preemptions = self.budgets.preemptions + self.fallbacks
         for _ in range(5):
             decision = recovery.before_create(name, previous, preemptions, ns)
             if decision.diagnosis is not None:
@@ -327,42 +363,3 @@ class GkeBackend(GkePlanning, GkePricing):
                                self.watch_settings, coordinator, self.log_read_timeout_s,
                                spend=self.spend, kueue_version=version)
         return self.monitor.run()
-
-    def _delete(self, name: str, wait: bool, within_s: float | None = None) -> None:
-        try:
-            self._call(f"delete JobSet {name}", self.cluster.custom.delete_namespaced_custom_object,
-                       JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace, JOBSETS, name,
-                       body={"propagationPolicy": "Foreground"}, within_s=within_s)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise self._api_failure(f"delete JobSet {name}", exc) from None
-        if wait:
-            self._wait_gone(name)
-
-    def _wait_gone(self, name: str) -> None:
-        deadline = time.monotonic() + self.budgets.delete_wait_s
-        while time.monotonic() < deadline:
-            if self._get(name) is None:
-                return
-            time.sleep(min(1.0, self.budgets.tick_s))
-        raise StageFailed(self.stage, Diagnosis(
-            FailureCategory.INFRASTRUCTURE, f"JobSet {name} was not deleted within "
-            f"{self.budgets.delete_wait_s:.0f} s", "    it still has a deletionTimestamp",
-            "a finalizer or a stuck pod holds it; check `kubectl describe jobset`"))
-
-    def _cancel(self, name: str) -> None:
-        """Best effort on the way out (bounded: the stage is over): a failure here must not
-        mask the interruption or the diagnosis."""
-        try:
-            self._delete(name, wait=False, within_s=min(self.budgets.api_s, 30.0))
-        except BaseException as exc:  # never mask the interruption itself
-            self.logger.warning("could not delete JobSet %s: %s; delete it by hand", name,
-                                self.redactor(str(exc)[:300]))
-
-    def _api_failure(self, what: str, exc: ApiException) -> StageFailed:
-        category = (FailureCategory.INFRASTRUCTURE if is_infrastructure_fault(exc)
-                    else FailureCategory.USER_ERROR)
-        return StageFailed(self.stage, Diagnosis(
-            category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",
-            f"    {self.redactor(str(exc.body or '')[:1000])}",
-            "check the cluster's JobSet/Kueue versions (pitfalls 4) and the flow's RBAC"))

@@ -28,8 +28,9 @@ class GkePlanning:
     def plan_header(self) -> list[str]:
         gke = self.profile.gke
         assert gke is not None
-        return [f"cluster {gke.cluster} in {gke.zone} · {gke.machine_type} {gke.topology} "
-                f"x{gke.num_slices} = {gke.total_chips} chips · capacity {gke.capacity} · "
+        return [f"cluster {gke.cluster} in {', '.join(gke.zone_order)} · {gke.machine_type} "
+                f"{gke.topology} x{gke.num_slices} = {gke.total_chips} chips · capacity "
+                f"{', '.join(gke.capacity_chain)} · "
                 + ("no TPU node while nothing trains" if gke.scales_from_zero
                    else f"${gke.idle_usd_per_hour:,.2f}/h while the reservation exists")]
 

@@ -70,7 +70,7 @@ def test_the_caps_estimate_is_the_plans_in_every_mode(mode: str, placement: str,
 def _mode(mode: str, **extra: str):
     fields = {"gke.capacity": mode, "gke.reservation": "",
               **{f"gke.prices.{mode}.{k}": v for k, v in PRICE.items()}, **extra}
-    if mode == "flex-start":
+    if mode in ("flex-start", "queued"):
         fields["gke.max_run_hours"] = "5"
     return tutorial_profile(**fields)
 

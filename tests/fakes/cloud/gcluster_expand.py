@@ -12,7 +12,10 @@ Two upstream steps, both in GoogleCloudPlatform/cluster-toolkit (read at develop
 2. Terraform (modules/compute/gke-node-pool/main.tf): ``static_node_set = var.static_node_count
    != null``; a static pool gets ``node_count`` and no ``autoscaling`` block; otherwise
    ``autoscaling { min_node_count, max_node_count, location_policy = "ANY" }``. ``spot``,
-   ``flex_start`` and ``reservation_affinity`` go to the node config.
+   ``flex_start`` and ``reservation_affinity`` go to the node config; ``zones`` to the
+   pool's node_locations; ``kubernetes_labels`` (plus ``cloud.google.com/gke-queued: "true"``
+   with enable_queued_provisioning, main.tf:68-76) to the node config's labels; and
+   enable_queued_provisioning to a ``queued_provisioning { enabled = true }`` block.
 
 The result is written the way the GKE API (container v1 NodePool) reports the pool.
 """
@@ -90,8 +93,15 @@ def node_pool(settings: dict[str, Any], name: str, project: str = "") -> dict[st
         config["flexStart"] = True
     if settings.get("max_run_duration") is not None:
         config["maxRunDuration"] = f"{settings['max_run_duration']}s"
+    queued = settings.get("enable_queued_provisioning") is True
+    labels = {**(settings.get("kubernetes_labels") or {}),
+              **({"cloud.google.com/gke-queued": "true"} if queued else {})}
+    if labels:
+        config["labels"] = labels
     pool: dict[str, Any] = {
         "name": name, "status": "RUNNING", "config": config,
+        **({"locations": list(settings["zones"])} if settings.get("zones") else {}),
+        **({"queuedProvisioning": {"enabled": True}} if queued else {}),
         "management": {"autoRepair": settings.get("auto_repair", True)},
         "placementPolicy": {"type": (settings.get("placement_policy") or {}).get("type"),
                             "tpuTopology": (settings.get("placement_policy") or {}).get(

@@ -27,6 +27,8 @@ def precondition_failures(settings: dict[str, Any]) -> list[str]:
     kind, specific = _affinity(settings)
     spot = bool(settings.get("spot", False))
     flex = bool(settings.get("enable_flex_start", False))
+    queued = bool(settings.get("enable_queued_provisioning", False))
+    is_tpu = str(settings.get("machine_type") or "").lower().startswith(("ct", "tpu"))
     auto_repair = bool(settings.get("auto_repair", True))
     static = settings.get("static_node_count")
     total_min = settings.get("autoscaling_total_min_nodes", 0)
@@ -51,6 +53,16 @@ def precondition_failures(settings: dict[str, Any]) -> list[str]:
     if placement.get("type") == "COMPACT" and not (isinstance(zones, list) and len(zones) == 1):
         out.append("Compact placement is only available for node pools operating in a single "
                    "zone.")
+    # main.tf:403-414 (develop c765092f4): queued provisioning's own preconditions
+    if queued and placement.get("type") == "COMPACT" and not is_tpu:
+        out.append("placement_policy cannot be COMPACT when enable_queued_provisioning is "
+                   "true, unless using TPUs.")
+    if queued and kind != "NO_RESERVATION":
+        out.append("reservation_affinity should be NO_RESERVATION when "
+                   "enable_queued_provisioning is true.")
+    if queued and total_min != 0:
+        out.append("autoscaling_total_min_nodes should be 0 when enable_queued_provisioning "
+                   "is true.")
     if flex and auto_repair:
         out.append("enable_flex_start needs node auto_repair set to false.")
     if flex and static is not None:
@@ -62,6 +74,9 @@ def precondition_failures(settings: dict[str, Any]) -> list[str]:
     if flex and spot:
         out.append("Both enable_flex_start and spot consumption option cannot be set to true "
                    "at the same time.")
+    if queued and spot:  # main.tf:443-446
+        out.append("Both enable_queued_provisioning and spot consumption option cannot be set "
+                   "to true at the same time.")
     if spot and kind != "NO_RESERVATION":
         out.append("Spot consumption option only works with reservation_affinity "
                    "consume_reservation_type NO_RESERVATION.")

@@ -23,6 +23,8 @@ KINDS = {"pods": ("v1", "Pod"), "secrets": ("v1", "Secret"), "configmaps": ("v1"
          "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
          "workloads": ("kueue.x-k8s.io/v1beta1", "Workload"), "events": ("v1", "Event"),
          "nodes": ("v1", "Node"),
+         # cluster-autoscaler apis/provisioningrequest (queued provisioning: provisioning.py)
+         "provisioningrequests": ("autoscaling.x-k8s.io/v1", "ProvisioningRequest"),
          # Kueue's queue objects, read by pre-flight (infra/cloud.py kueue_objects);
          # clusterqueues and resourceflavors are cluster-scoped (namespace "" here)
          "localqueues": ("kueue.x-k8s.io/v1beta2", "LocalQueue"),
@@ -118,7 +120,8 @@ class FakeKube:
         # serves v1beta2 and v1beta1 (kubernetes-sigs/kueue#7304); later Kueue only v1beta2
         # (#14558). JobSet 0.10 serves v1alpha2.
         self.served: dict[str, tuple[str, ...]] = {"kueue.x-k8s.io": ("v1beta2", "v1beta1"),
-                                                   "jobset.x-k8s.io": ("v1alpha2",), "batch": ("v1",)}
+                                                   "jobset.x-k8s.io": ("v1alpha2",), "batch": ("v1",),
+                                                   "autoscaling.x-k8s.io": ("v1",)}
 
     # --- store ---------------------------------------------------------------------------
     def _bump(self, plural: str, kind: str, obj: Obj) -> Obj:

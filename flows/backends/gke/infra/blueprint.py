@@ -10,13 +10,16 @@ example's comments and ``$(vars.x)`` expressions untouched.
 
 from __future__ import annotations
 
+import copy
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
+from flows.backends.gke.capacity_pools import BASE_POOL, tpu_pools
+from flows.backends.gke.infra.kueue_objects import kueue_configuration_text
 from flows.common.paths import REPO_ROOT
 from flows.config.gke import GkeSection
 from flows.core.failures import user_error
@@ -35,7 +38,9 @@ class BlueprintEdit:
     optionally with a file from deployments/blueprints/ staged beside the blueprint); a
     setting edit (``module``/``setting``, a dotted path below ``settings``, with ``set`` or
     ``remove``), whose string values may name facts of the profile ({hosts_per_slice},
-    {max_run_seconds}). ``iam_modes`` and ``capacity_modes`` restrict where an edit applies."""
+    {max_run_seconds}). ``iam_modes`` and ``capacity_modes`` restrict where an edit applies,
+    ``zones_only`` to a profile that lists gke.zones. An edit of the TPU pool module
+    (``gke-tpu-v6e-pool``) applies to every TPU pool of the profile, each in its own mode."""
 
     id: str
     module: str = ""
@@ -50,6 +55,7 @@ class BlueprintEdit:
     capacity_modes: tuple[str, ...] = ()
     set: Any = _UNSET
     remove: bool = False
+    zones_only: bool = False
 
     @property
     def is_setting_edit(self) -> bool:
@@ -62,32 +68,56 @@ def load_edits(path: Path = EDITS_FILE) -> list[BlueprintEdit]:
                           e.get("replaces"), tuple(e.get("iam_modes", ())), e.get("var", ""),
                           e.get("value", ""), e.get("stage", ""), e.get("stage_as", ""),
                           tuple(e.get("capacity_modes", ())), e.get("set", _UNSET),
-                          bool(e.get("remove", False)))
+                          bool(e.get("remove", False)), bool(e.get("zones_only", False)))
             for e in doc["edits"]]
+
+
+POOL_MODULE = BASE_POOL  # the example's TPU pool module (id), which every pool copies
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One TPU pool module of the edited blueprint: its mode, zone, GKE name and module id
+    (flows/backends/gke/capacity_pools.py). The first is the example's own module."""
+
+    mode: str
+    zone: str
+    name: str
+    module_id: str
 
 
 @dataclass(frozen=True)
 class EditContext:
-    """What decides which edits apply, and the facts their values may name."""
+    """What decides which edits apply, and the facts their values may name. ``pools``: the
+    TPU pools in the order tried (none given: the example's one pool, in ``capacity``);
+    ``zones``: gke.zones when the profile lists them; ``staged``: files staged beside the
+    blueprint with their text for this profile (name → text), instead of the shipped file."""
 
     iam_mode: str
     capacity: str = "reservation"
-    facts: tuple[tuple[str, int], ...] = ()
+    facts: tuple[tuple[str, Any], ...] = ()
+    pools: tuple[PoolPlan, ...] = ()
+    zones: tuple[str, ...] = ()
+    staged: tuple[tuple[str, str], ...] = ()
 
 
 def edit_context(gke: GkeSection) -> EditContext:
-    """The profile's modes and the facts the capacity edits name."""
+    """The profile's modes, pools and zones, and the facts the capacity edits name."""
     seconds = int(gke.max_run_hours * 3600) if gke.max_run_hours else 0
-    return EditContext(gke.iam_mode, gke.capacity,
-                       (("hosts_per_slice", gke.hosts_per_slice), ("max_run_seconds", seconds)))
+    pools = tuple(PoolPlan(p.mode, p.zone, p.name, p.module_id) for p in tpu_pools(gke))
+    return EditContext(gke.iam_mode, pools[0].mode,
+                       (("hosts_per_slice", gke.hosts_per_slice), ("max_run_seconds", seconds)),
+                       pools, tuple(gke.zones or ()),
+                       (("kueue-configuration.yaml.tftpl", kueue_configuration_text(gke)),))
 
 
 def _applies(edit: BlueprintEdit, ctx: EditContext) -> bool:
     return ((not edit.iam_modes or ctx.iam_mode in edit.iam_modes)
-            and (not edit.capacity_modes or ctx.capacity in edit.capacity_modes))
+            and (not edit.capacity_modes or ctx.capacity in edit.capacity_modes)
+            and (not edit.zones_only or bool(ctx.zones)))
 
 
-def _fill(value: Any, facts: dict[str, int]) -> Any:
+def _fill(value: Any, facts: dict[str, Any]) -> Any:
     """Facts into an edit's value: a whole "{fact}" becomes the number, else text formatting."""
     if isinstance(value, dict):
         return {k: _fill(v, facts) for k, v in value.items()}
@@ -103,7 +133,7 @@ _FIX = ("update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this 
         "pin gke.cluster_toolkit_version to v1.103.0")
 
 
-def apply_setting_edit(doc: Any, edit: BlueprintEdit, facts: dict[str, int]) -> bool:
+def apply_setting_edit(doc: Any, edit: BlueprintEdit, facts: dict[str, Any]) -> bool:
     """Set or remove one (possibly nested) setting of a module; True if the document changed.
     A ``remove`` of a setting that is not there is an error, not a no-op: the example has
     changed under the edit, and what the edit meant to prevent may now happen another way
@@ -199,15 +229,48 @@ def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
     return True
 
 
+def _pool_modules(doc: Any, ctx: EditContext) -> tuple[PoolPlan, ...]:
+    """The TPU pool modules, made: the example's module is the first pool; each further pool
+    is a copy of it as the example has it (before any edit), inserted after the ones before
+    it, with its own id, GKE name and zone. The first pool stays in $(vars.zone) (gke.zone:
+    the reservation's zone, and zones[0])."""
+    if not ctx.pools:
+        return (PoolPlan(ctx.capacity, "", "", POOL_MODULE),)
+    base = find_module(doc, POOL_MODULE)
+    pristine = copy.deepcopy(base)
+    first = ctx.pools[0]
+    if first.name != POOL_MODULE:
+        base["settings"]["name"] = first.name
+    for group in doc["deployment_groups"]:
+        modules = group.get("modules") or []
+        if any(m is base for m in modules):
+            at = next(i for i, m in enumerate(modules) if m is base)
+            for offset, pool in enumerate(ctx.pools[1:], start=1):
+                clone = copy.deepcopy(pristine)
+                clone["id"] = pool.module_id
+                clone["settings"]["name"] = pool.name
+                clone["settings"]["zones"] = [pool.zone]
+                modules.insert(at + offset, clone)
+    return ctx.pools
+
+
 def edit_blueprint(text: str, iam_mode: str | EditContext,
                    edits: list[BlueprintEdit] | None = None) -> str:
-    """Pure: the example blueprint's text → the edited text for this IAM and capacity mode."""
+    """Pure: the example blueprint's text → the edited text for this IAM mode, capacity
+    chain and zones: one TPU pool module per pool of the context, each edited for its mode."""
     ctx = iam_mode if isinstance(iam_mode, EditContext) else EditContext(iam_mode)
-    facts = dict(ctx.facts)
+    facts = {**dict(ctx.facts), "zones": list(ctx.zones)}
     yaml = _yaml()
     doc = yaml.load(text)
+    pools = _pool_modules(doc, ctx)
     for edit in load_edits() if edits is None else edits:
-        if _applies(edit, ctx):
+        if edit.is_setting_edit and edit.module == POOL_MODULE:
+            for pool in pools:
+                per_pool = replace(ctx, capacity=pool.mode)
+                if _applies(edit, per_pool):
+                    apply_setting_edit(doc, replace(edit, module=pool.module_id),
+                                       {**facts, "capacity": pool.mode})
+        elif _applies(edit, ctx):
             if edit.is_setting_edit:
                 apply_setting_edit(doc, edit, facts)
             else:
@@ -224,8 +287,10 @@ def write_edited(example: Path, dest: Path, iam_mode: str | EditContext) -> Path
     dest.parent.mkdir(parents=True, exist_ok=True)
     edits = load_edits()
     write_text(dest, edit_blueprint(example.read_text(), ctx, edits), "the edited blueprint")
+    staged = dict(ctx.staged)
     for edit in edits:
         if edit.stage and _applies(edit, ctx):
-            write_text(dest.parent / (edit.stage_as or edit.stage),
-                       (BLUEPRINTS_DIR / edit.stage).read_text(), "a file the blueprint stages")
+            text = staged.get(edit.stage) or (BLUEPRINTS_DIR / edit.stage).read_text()
+            write_text(dest.parent / (edit.stage_as or edit.stage), text,
+                       "a file the blueprint stages")
     return dest

@@ -14,6 +14,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flows.backends.gke.capacity_pools import (
+    CAPACITY_LABEL,
+    TpuPool,
+    pool_kubernetes_labels,
+)
+from flows.backends.gke.capacity_pools import tpu_pools as planned_pools
 from flows.backends.gke.infra import bucket as gcs
 from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings
 from flows.config.capacity import price_for
@@ -31,20 +37,50 @@ def tpu_pools(cluster: dict[str, Any], s: InfraSettings) -> list[dict[str, Any]]
             if (p.get("config") or {}).get("machineType") == s.gke.machine_type]
 
 
+def planned_slots(s: InfraSettings) -> list[tuple[str, TpuPool]]:
+    """(GKE pool name, the planned pool) for every TPU node pool the profile's blueprint
+    builds: num_slices per (mode, zone) pool (capacity_pools.py)."""
+    return [(name, pool) for pool in planned_pools(s.gke)
+            for name in pool.slice_pools(s.gke.num_slices)]
+
+
+def matched_pools(cluster: dict[str, Any], s: InfraSettings
+                  ) -> list[tuple[dict[str, Any], TpuPool | None]]:
+    """Each live TPU pool with the planned pool it stands for: by GKE name first, then, in
+    order, the live pools left to the planned ones left (a cluster of one pool is compared as
+    it always was, whatever its pool is called); None: a pool the profile does not plan."""
+    slots = planned_slots(s)
+    live = tpu_pools(cluster, s)
+    by_name = {name: pool for name, pool in slots}
+    taken = {p.get("name") for p in live if p.get("name") in by_name}
+    spare = [pool for name, pool in slots if name not in taken]
+    out: list[tuple[dict[str, Any], TpuPool | None]] = []
+    for pool in live:
+        if pool.get("name") in by_name:
+            out.append((pool, by_name[pool["name"]]))
+        else:
+            out.append((pool, spare.pop(0) if spare else None))
+    return out
+
+
 def pool_mismatches(cluster: dict[str, Any], s: InfraSettings) -> list[str]:
     """Pure: why the cluster's TPU node pools differ from the profile ([] = they match)."""
     out = []
     if cluster.get("status", "RUNNING") != "RUNNING":
         out.append(f"cluster {s.gke.cluster} is {cluster.get('status')}")
-    pools = tpu_pools(cluster, s)
-    if len(pools) != s.gke.num_slices:
-        out.append(f"{len(pools)} {s.gke.machine_type} node pool(s), profile wants {s.gke.num_slices}")
-    for pool in pools:
+    wanted = len(planned_slots(s))
+    pools = matched_pools(cluster, s)
+    if len(pools) != wanted:
+        out.append(f"{len(pools)} {s.gke.machine_type} node pool(s), profile wants {wanted}")
+    for pool, planned in pools:
         name = pool.get("name", "?")
+        if planned is None:
+            out.append(f"pool {name} is none of the profile's TPU pools")
+            continue
         topology = (pool.get("placementPolicy") or {}).get("tpuTopology")
         if topology != s.gke.topology:
             out.append(f"pool {name} has topology {topology}, profile wants {s.gke.topology}")
-        out += _capacity_mismatches(pool, s)
+        out += _capacity_mismatches(pool, s, planned)
         if pool.get("status", "RUNNING") != "RUNNING":
             out.append(f"pool {name} is {pool.get('status')}")
     return out
@@ -62,9 +98,12 @@ def _reservation_affinity(config: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def live_capacity(pool: dict[str, Any]) -> str:
-    """The capacity mode a live TPU pool bills in, from its node config: flex-start or spot
+    """The capacity mode a live TPU pool bills in, from its node config: queued when
+    queued provisioning is on (container v1 NodePool.queuedProvisioning), flex-start or spot
     when the node config says so, reservation when it consumes one, else on-demand."""
     config = pool.get("config") or {}
+    if (pool.get("queuedProvisioning") or {}).get("enabled"):
+        return "queued"
     if config.get("flexStart"):
         return "flex-start"
     if config.get("spot"):
@@ -72,17 +111,33 @@ def live_capacity(pool: dict[str, Any]) -> str:
     return "on-demand" if _reservation_affinity(config)[0] == "NO_RESERVATION" else "reservation"
 
 
-def _capacity_mismatches(pool: dict[str, Any], s: InfraSettings) -> list[str]:
-    """Does a live TPU pool match gke.capacity? Fields of the GKE NodePool resource
-    (container v1: config.reservationAffinity, config.spot, config.flexStart, autoscaling).
-    Both ways: a pool left by another mode must not pass for this one (an autoscaled spot
-    pool is no reservation, and its slice may be preempted; a static pool bills idle)."""
-    name, hosts, gke = pool.get("name", "?"), s.gke.hosts_per_slice, s.gke
+def _capacity_mismatches(pool: dict[str, Any], s: InfraSettings, planned: TpuPool
+                         ) -> list[str]:
+    """Does a live TPU pool match the planned pool of its mode and zone? Fields of the GKE
+    NodePool resource (container v1: config.reservationAffinity, config.spot,
+    config.flexStart, queuedProvisioning, config.labels, locations, autoscaling). Both ways:
+    a pool left by another mode must not pass for this one (an autoscaled spot pool is no
+    reservation, and its slice may be preempted; a static pool bills idle). A pool without
+    the mode's label (one deployed before the label existed) is re-applied: Kueue's flavor
+    of the mode selects it by that label."""
+    name, hosts, gke, mode = pool.get("name", "?"), s.gke.hosts_per_slice, s.gke, planned.mode
     config = pool.get("config") or {}
     kind, values = _reservation_affinity(config)
     scaling = pool.get("autoscaling") or {}
     out = []
-    if not gke.scales_from_zero:
+    labels = config.get("labels") or {}
+    want = pool_kubernetes_labels(mode)
+    if any(labels.get(k) != v for k, v in want.items()):
+        out.append(f"pool {name} has label {CAPACITY_LABEL}={labels.get(CAPACITY_LABEL)}, "
+                   f"profile's {mode} pool wants {want[CAPACITY_LABEL]}")
+    if pool.get("locations") and list(pool["locations"]) != [planned.zone]:
+        out.append(f"pool {name} is in {', '.join(pool['locations'])}, profile's {mode} pool "
+                   f"is in {planned.zone}")
+    queued = bool((pool.get("queuedProvisioning") or {}).get("enabled"))
+    if queued != (mode == "queued"):
+        out.append(f"pool {name} has queuedProvisioning={queued}, profile's capacity is "
+                   f"{mode}")
+    if not planned.autoscaled:
         if scaling.get("enabled"):
             out.append(f"pool {name} autoscales, profile's capacity reservation wants a static "
                        f"pool of {hosts} nodes")
@@ -95,18 +150,18 @@ def _capacity_mismatches(pool: dict[str, Any], s: InfraSettings) -> list[str]:
                        f"{gke.reservation}")
     else:
         if values or kind != "NO_RESERVATION":
-            out.append(f"pool {name} consumes a reservation, profile's capacity {gke.capacity} "
+            out.append(f"pool {name} consumes a reservation, profile's capacity {mode} "
                        "takes none")
         if not scaling.get("enabled") or int(scaling.get("minNodeCount", 0)) != 0:
             out.append(f"pool {name} does not scale from zero, profile's capacity "
-                       f"{gke.capacity} needs it")
-    if bool(config.get("spot")) != (gke.capacity == "spot"):
+                       f"{mode} needs it")
+    if bool(config.get("spot")) != (mode == "spot"):
         out.append(f"pool {name} has spot={bool(config.get('spot'))}, profile's capacity is "
-                   f"{gke.capacity}")
-    if bool(config.get("flexStart")) != (gke.capacity == "flex-start"):
+                   f"{mode}")
+    if bool(config.get("flexStart")) != (mode in ("flex-start", "queued")):
         out.append(f"pool {name} has flexStart={bool(config.get('flexStart'))}, profile's "
-                   f"capacity is {gke.capacity}")
-    elif gke.capacity == "flex-start" and gke.max_run_hours is not None:
+                   f"capacity is {mode}")
+    elif mode == "flex-start" and gke.max_run_hours is not None:
         out += _lifetime_mismatch(name, config, gke.max_run_hours)
     return out
 
@@ -135,8 +190,8 @@ def wrong_pools(cluster: dict[str, Any], s: InfraSettings) -> list[tuple[str, st
     shape misses the profile. Why the figure: a static pool bills every chip from
     the moment it exists, idle or not, and the person reading this decides whether to wait."""
     out = []
-    for pool in tpu_pools(cluster, s):
-        problems = _capacity_mismatches(pool, s)
+    for pool, planned in matched_pools(cluster, s):
+        problems = ["not planned"] if planned is None else _capacity_mismatches(pool, s, planned)
         topology = (pool.get("placementPolicy") or {}).get("tpuTopology")
         if not problems and topology == s.gke.topology:
             continue
@@ -205,7 +260,11 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
                                 "last_apply_ok": bool(result and result.ok)}
         if result and result.ok:
             meta["deployed_at"] = _first_deploy(client, s)
-            meta["capacity"] = s.gke.capacity  # what the pool bills as, for the teardown
+            # what the pools bill as, for the teardown: the chain's first mode as before (a
+            # profile of one mode keeps its record), and every pool this deploy created
+            meta["capacity"] = s.gke.capacity_chain[0]
+            meta["capacity_chain"] = list(s.gke.capacity_chain)
+            meta["tpu_pools"] = [name for name, _ in planned_slots(s)]
         save_deployment(client, s, meta)
     if not result.ok:
         raise classify_deploy_failure(s, result.tail_text(), log)
@@ -219,8 +278,8 @@ def refuse_wrong_pool_shape(s: InfraSettings, edited_text: str) -> None:
     problems = pool_shape_problems(edited_text, s.gke, blueprint_vars(s))
     if problems:
         raise user_error("infra",
-            f"the edited blueprint would not build the TPU pool gke.capacity {s.gke.capacity} "
-            "needs; nothing was deployed",
+            "the edited blueprint would not build the TPU pools gke.capacity "
+            f"{', '.join(s.gke.capacity_chain)} needs; nothing was deployed",
             "; ".join(f"{setting}: {problem}" for setting, problem, _ in problems),
             "; ".join(f"{setting}: {fix}" for setting, _, fix in problems))
 
@@ -230,7 +289,8 @@ def _first_deploy(client: Any, s: InfraSettings) -> str:
     deploy that changed the mode (a new pool: reservation affinity and spot are replaced,
     not updated) starts it again."""
     old = gcs.read_json(client, s.gke.bucket, s.state_prefix + "deployment.json") or {}
-    if old.get("capacity", s.gke.capacity) != s.gke.capacity:
+    chain = list(s.gke.capacity_chain)
+    if old.get("capacity_chain", [old.get("capacity", chain[0])]) != chain:
         return datetime.now(UTC).isoformat()
     return old.get("deployed_at") or datetime.now(UTC).isoformat()
 

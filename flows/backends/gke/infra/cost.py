@@ -86,7 +86,7 @@ def cost_plan(profile: Profile, capacity: str | None = None) -> CostPlan:
     for another one (``tpurl plan --compare-capacity``); pure."""
     gke = profile.gke
     assert gke is not None, "cost plans are for GKE profiles"
-    mode = capacity or gke.capacity
+    mode = capacity or gke.capacity_chain[0]
     price = gke.prices.get(mode)  # type: ignore[call-overload]
     rate = price.usd_per_chip_hour if price else 0.0
     stages = []
@@ -117,7 +117,7 @@ def compare_capacity(profile: Profile, runs_per_week: float = 1.0) -> list[str]:
              f"{'$/week':>10}  price"]
     for mode in CAPACITY_MODES:
         plan = cost_plan(profile, mode)
-        mark = "*" if mode == gke.capacity else " "
+        mark = "*" if mode in gke.capacity_chain else " "
         if plan.price is None:
             lines.append(f" {mark}{mode:<12} {plan.held_chip_hours:8.1f} ch {'—':>10} "
                          f"{plan.idle_chip_hours(runs_per_week):8.1f} ch {'—':>10}  no price: "
@@ -128,9 +128,66 @@ def compare_capacity(profile: Profile, runs_per_week: float = 1.0) -> list[str]:
         lines.append(f" {mark}{mode:<12} {plan.held_chip_hours:8.1f} ch {plan.usd:10,.2f} "
                      f"{idle:8.1f} ch {week:10,.2f}  ${plan.price.usd_per_chip_hour:.2f}/chip-h"
                      f", {plan.price.source}, as of {plan.price.as_of.isoformat()}")
-    lines.append("  (* the profile's gke.capacity; ch = chip-hours. Queueing for capacity is "
-                 "not billed and not included; spot runs may be preempted and resume from "
-                 "the newest checkpoint, repeating the work since it)")
+    lines.append("  (* a mode of the profile's gke.capacity; ch = chip-hours. Queueing for "
+                 "capacity is not billed and not included; spot runs may be preempted and "
+                 "resume from the newest checkpoint, repeating the work since it)")
+    return lines + chain_lines(profile)
+
+
+def chain_lines(profile: Profile) -> list[str]:
+    """The profile's chain of modes over its zones, in the order tried: per mode and zone
+    the price, a run's dollars and the expected wait (capacity_wait.py's stockout model, whose
+    figures are assumptions); per mode the wait over all its zones and the budget after which
+    the next mode is tried; the worst case (every mode waits its budget) and the spend cap
+    against the priciest mode's run. Pure."""
+    from flows.backends.gke.capacity_pools import tpu_pools
+    from flows.backends.gke.infra.capacity_wait import (
+        STOCKOUTS,
+        Step,
+        chain_expected_wait_h,
+        expected_wait_h,
+        miss_probability,
+        mode_budget_h,
+    )
+    from flows.config.spend import estimated_run_usd
+
+    gke = profile.gke
+    assert gke is not None
+    pools = tpu_pools(gke)
+    lines = [f"Fallback chain, capacity {', '.join(gke.capacity_chain)} over zone(s) "
+             f"{', '.join(gke.zone_order)} (tried in this order; a slice is "
+             f"{gke.num_slices} x {gke.topology}, all slices in one zone):",
+             f"  {'mode':<12}{'zone':<14}{'$/chip-h':>9}{'$/run':>11}{'wait here':>11}"
+             f"{'mode waits':>12}{'gives up':>10}"]
+    steps = []
+    for mode in gke.capacity_chain:
+        zones = tuple(p.zone for p in pools if p.mode == mode)
+        budget, st = mode_budget_h(profile, mode), STOCKOUTS[mode]
+        steps.append(Step(mode, zones, budget))
+        plan = cost_plan(profile, mode)
+        for zone in zones:
+            lines.append(f"  {mode:<12}{zone:<14}{plan.usd_per_chip_hour:>9.2f}"
+                         f"{plan.usd:>11,.2f}{expected_wait_h(st, 1, budget):>10.2f}h")
+        lines[-1] += (f"{expected_wait_h(st, len(zones), budget):>11.2f}h"
+                      f"{budget:>9.2f}h" if mode != "reservation" else
+                      f"{'0.00h':>12}{'—':>10}")
+        if mode != "reservation":
+            lines.append(f"  {'':<26}no slice in any of its zones within {budget:g} h: "
+                         f"{miss_probability(st, len(zones), budget):.1%}")
+    worst = sum(step.budget_h for step in steps)
+    priciest = gke.priciest_mode
+    lines.append(f"  expected wait for the slice: {chain_expected_wait_h(steps, STOCKOUTS):.2f} h;"
+                 " worst case, every mode waits its budget: "
+                 + " + ".join(f"{st.budget_h:g}" for st in steps) + f" = {worst:g} h, then "
+                 "the stage fails (no slice in any mode)")
+    estimate = estimated_run_usd(profile)
+    cap = (f"gke.max_usd_per_run ${gke.max_usd_per_run:,.2f}" if gke.max_usd_per_run
+           is not None else "no gke.max_usd_per_run")
+    lines.append(f"  spend cap: {cap} against ${estimate:,.2f}, a run served by the priciest "
+                 f"mode ({priciest}); waiting is not billed")
+    lines.append("  (waits: the stockout model's assumed figures, flows/backends/gke/infra/"
+                 "capacity_wait.py; the budgets: gke.schedule_budget_s, and gke.queue_budget_s "
+                 "for flex-start and queued)")
     return lines
 
 

@@ -18,7 +18,12 @@ from pydantic import BaseModel, Field
 
 from flows.backends.gke.infra import bucket as gcs
 from flows.backends.gke.infra.cloud import GoogleApis
-from flows.backends.gke.infra.cluster import restore_deployment, save_deployment
+from flows.backends.gke.infra.cluster import (
+    planned_slots,
+    restore_deployment,
+    save_deployment,
+    tpu_pools,
+)
 from flows.backends.gke.infra.commands import destroy_argv, render, run
 from flows.backends.gke.infra.cost import pool_chip_hours_since
 from flows.backends.gke.infra.settings import InfraSettings
@@ -58,6 +63,16 @@ def confirmation_problem(s: InfraSettings, delete_bucket: bool, confirm_bucket: 
     return None
 
 
+def foreign_tpu_pools(cluster: dict[str, Any] | None, s: InfraSettings,
+                      meta: dict[str, Any] | None) -> list[str]:
+    """Pure: the cluster's TPU node pools tpurl did not create: neither recorded by a deploy
+    (deployment.json ``tpu_pools``) nor planned for the profile now (a deploy that stopped
+    half-way may have made them before it could record them). ``gcluster destroy`` deletes
+    the cluster with every pool in it, so these would be deleted too."""
+    known = {*((meta or {}).get("tpu_pools") or []), *(name for name, _ in planned_slots(s))}
+    return [str(p.get("name")) for p in tpu_pools(cluster or {}, s) if p.get("name") not in known]
+
+
 def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogger,
              delete_bucket: bool = False, confirm_bucket: str | None = None) -> TeardownReport:
     if problem := confirmation_problem(s, delete_bucket, confirm_bucket):
@@ -69,6 +84,20 @@ def teardown(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogge
     bucket_exists = client.lookup_bucket(s.gke.bucket) is not None
     cluster = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     have_state = (bucket_exists and restore_deployment(client, s)) or s.deployment_dir.is_dir()
+    meta = gcs.read_json(client, s.gke.bucket, s.state_prefix + "deployment.json") \
+        if bucket_exists else None
+    if have_state and (foreign := foreign_tpu_pools(cluster, s, meta)):
+        raise user_error("infra", f"cluster {s.gke.cluster} holds TPU node pool(s) tpurl did "
+                         f"not create: {', '.join(foreign)}; destroying the cluster would "
+                         "delete them too, so nothing was removed",
+                         "not in the deployment record (gs://"
+                         f"{s.gke.bucket}/{s.state_prefix}deployment.json tpu_pools) nor "
+                         "planned for the profile's gke.capacity and gke.zones",
+                         "move their work elsewhere and delete them yourself ("
+                         + "; ".join(f"gcloud container node-pools delete {name} --cluster="
+                                     f"{s.gke.cluster} --location={s.gke.region} --project="
+                                     f"{s.gke.project}" for name in foreign)
+                         + "), then rerun teardown")
     if have_state:
         _destroy(s, client, bucket_exists, report, logger)
     elif cluster is not None:
@@ -115,7 +144,7 @@ def _destroy(s: InfraSettings, client: Any, bucket_exists: bool, report: Teardow
     # the mode the cluster was deployed in (the record's; older records lack it: the
     # profile's), not the profile's now: after a switch of gke.capacity without a run, the
     # pool destroyed here is the old mode's
-    deployed_as = str((meta or {}).get("capacity") or s.gke.capacity)
+    deployed_as = str((meta or {}).get("capacity") or s.gke.capacity_chain[0])
     if meta and meta.get("deployed_at") and deployed_as not in SCALE_FROM_ZERO:
         # a pool that scales from zero billed only while training: the runs' results say how
         # much; the static pool billed every hour since deploy

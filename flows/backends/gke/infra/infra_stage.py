@@ -30,8 +30,9 @@ def gke_plan_actions(profile: Profile) -> list[str]:
         "bucket metadata access, your IAM permissions, the image repository, the Pathways "
         "images, Kueue admission and CPU-pool fit of every pod (tpurl plan --check)",
         f"create gs://{s.gke.bucket} in {s.gke.region} with uniform bucket-level access (if missing)",
-        f"skip the deploy if cluster {s.gke.cluster} exists and its TPU pool matches "
-        f"({s.gke.machine_type} {s.gke.topology} x{s.gke.num_slices}, capacity {s.gke.capacity}"
+        f"skip the deploy if cluster {s.gke.cluster} exists and its TPU pools match "
+        f"({s.gke.machine_type} {s.gke.topology} x{s.gke.num_slices}, capacity "
+        f"{', '.join(s.gke.capacity_chain)} in {', '.join(s.gke.zone_order)}"
         + (f", reservation {s.gke.reservation})" if s.gke.reservation else ")"),
         f"fetch Cluster Toolkit {s.gke.cluster_toolkit_version} ({s.bundle_url}; cached, sha256 "
         "recorded)",
@@ -138,15 +139,23 @@ def verify_gke(profile: Profile) -> tuple[dict[str, str], dict[str, Any]]:
 
 
 def _capacity_actions(s: InfraSettings) -> list[str]:
-    """What the capacity mode's blueprint edits do (deployments/blueprints/*.edits.yaml)."""
-    g = s.gke
-    if not g.scales_from_zero:
-        return [f"TPU pool: static, {g.hosts_per_slice} nodes per slice on reservation "
-                f"{g.reservation} (billed while the reservation exists)"]
-    extra = ""  # each mode's text is built only for that mode: max_run_hours is flex-only
-    if g.capacity == "spot":
-        extra = ", spot VMs (preemptible)"
-    elif g.capacity == "flex-start":
-        extra = f", flex-start (auto-repair off, nodes live at most {g.max_run_hours or 0:g} h)"
-    return [f"TPU pool: no reservation, autoscaling 0..{g.hosts_per_slice} nodes per slice"
-            f"{extra}; Kueue TPU quota from the autoscaling maximum"]
+    """What each capacity mode's blueprint edits do (deployments/blueprints/*.edits.yaml):
+    one line per mode of the chain, in the order tried, with the pools it gets."""
+    from flows.backends.gke.capacity_pools import pools_of_mode
+
+    g, out = s.gke, []
+    for mode in g.capacity_chain:
+        names = ", ".join(f"{p.name} ({p.zone})" for p in pools_of_mode(g, mode))
+        if mode == "reservation":
+            out.append(f"TPU pool {names}: static, {g.hosts_per_slice} nodes per slice on "
+                       f"reservation {g.reservation} (billed while the reservation exists)")
+            continue
+        extra = {"spot": ", spot VMs (preemptible)",
+                 "flex-start": f", flex-start (auto-repair off, nodes live at most "
+                               f"{g.max_run_hours or 0:g} h)",
+                 "queued": f", queued provisioning (Kueue ProvisioningRequest, the slice "
+                           f"whole or not at all; nodes live at most {g.max_run_hours or 0:g} "
+                           "h)"}.get(mode, "")
+        out.append(f"TPU pool(s) {names}: no reservation, autoscaling 0..{g.hosts_per_slice} "
+                   f"nodes per slice{extra}; Kueue flavor {mode} with every slice's chips")
+    return out

@@ -8,23 +8,21 @@ from typing import Any
 
 import yaml
 
-from flows.backends.gke.infra.blueprint import BLUEPRINTS_DIR
+from flows.backends.gke.infra.kueue_objects import (
+    KUEUE_TEMPLATE,
+    kueue_configuration_text,
+    render_template,
+)
 from flows.backends.gke.infra.settings import InfraSettings
 
-KUEUE_TEMPLATE = BLUEPRINTS_DIR / "kueue-configuration.yaml.tftpl"
-
-
-def render_template(text: str, values: dict[str, str]) -> str:
-    """Terraform templatefile's ``${name}`` interpolation, for the names our template uses."""
-    for key, value in values.items():
-        text = text.replace("${" + key + "}", value)
-    return text
+__all__ = ["KUEUE_TEMPLATE", "planned_kueue", "render_template", "toolkit_cpu_pool"]
 
 
 def planned_kueue(s: InfraSettings) -> dict[str, Any]:
     """{"local_queue", "cluster_queue", "flavors"} as the blueprint's kubectl-apply module
-    would create them (its config_template_vars: tpu_quota = every chip of the pool)."""
-    text = render_template(KUEUE_TEMPLATE.read_text(), {
+    would create them from what the blueprint stages for the profile's capacity chain (its
+    config_template_vars: tpu_quota = every chip of the run, per TPU flavor)."""
+    text = render_template(kueue_configuration_text(s.gke), {
         "tpu_quota": str(s.gke.total_chips), "accelerator_type": s.gke.machine.accelerator_label,
         "namespace": s.gke.namespace})
     docs = [d for d in yaml.safe_load_all(text) if d]

@@ -89,7 +89,7 @@ def _train(mode: str, a: MonthAssumptions, rng: random.Random, out: ModeMonth) -
     scales = mode in SCALE_FROM_ZERO
     left, wall = a.train_h, 0.0
     while left > 1e-9:
-        if mode == "flex-start":
+        if mode in ("flex-start", "queued"):  # Dynamic Workload Scheduler's wait
             out.waiting_h += a.flex_wait_h
         if scales:  # the slice boots for this attempt: billed, not training
             out.overhead_chip_h += a.provision_h * a.chips

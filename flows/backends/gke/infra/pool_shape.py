@@ -10,6 +10,10 @@ expandHardwareSettings; a key present with a null value counts as present). A st
 makes gke-node-pool drop its autoscaling block (modules/compute/gke-node-pool/main.tf,
 ``static_node_set``). So a blueprint that merely lacks the setting is a static pool.
 
+Every TPU pool of the profile is checked (one per mode of gke.capacity and zone of
+gke.zones, flows/backends/gke/capacity_pools.py), each against its own mode, and so are its
+zone and its capacity label, which Kueue's flavor of the mode selects.
+
 Pure: the edited text, the profile's GKE section and the deploy vars in, problems out.
 """
 
@@ -20,6 +24,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from flows.backends.gke.capacity_pools import TpuPool, pool_kubernetes_labels, tpu_pools
 from flows.config.gke import GkeSection
 
 POOL_MODULE = "gke-tpu-v6e-pool"
@@ -57,24 +62,36 @@ def expanded_static_count(settings: dict[str, Any], variables: dict[str, Any]
     return chips // (int(per_vm.group(1)) if per_vm else 4), True
 
 
-def _pool_settings(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _modules(text: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """(settings by module id, the blueprint's vars)."""
     doc = YAML(typ="safe").load(text) or {}
+    found = {}
     for group in doc.get("deployment_groups") or []:
         for module in (group or {}).get("modules") or []:
-            if module.get("id") == POOL_MODULE:
-                return dict(module.get("settings") or {}), dict(doc.get("vars") or {})
-    return {}, dict(doc.get("vars") or {})
+            found[str(module.get("id"))] = dict(module.get("settings") or {})
+    return found, dict(doc.get("vars") or {})
 
 
 def pool_shape_problems(text: str, gke: GkeSection, deploy_vars: dict[str, str]
                         ) -> list[tuple[str, str, str]]:
-    """(setting, problem, fix) for each way the expanded TPU pool misses the mode's shape."""
-    settings, bp_vars = _pool_settings(text)
-    if not settings:
-        return [(POOL_MODULE, f"the blueprint has no module {POOL_MODULE!r}",
-                 f"update {_EDITS} for this Cluster Toolkit version")]
+    """(setting, problem, fix) for each way an expanded TPU pool misses its mode's shape."""
+    modules, bp_vars = _modules(text)
     variables = {**bp_vars, **deploy_vars}
-    mode, hosts = gke.capacity, gke.hosts_per_slice
+    out: list[tuple[str, str, str]] = []
+    for pool in tpu_pools(gke):
+        settings = modules.get(pool.module_id)
+        if not settings:
+            out.append((pool.module_id, f"the blueprint has no module {pool.module_id!r} for "
+                        f"the {pool.mode} pool in {pool.zone}",
+                        f"update {_EDITS} for this Cluster Toolkit version"))
+            continue
+        out += _one_pool(pool, settings, variables, gke)
+    return out
+
+
+def _one_pool(pool: TpuPool, settings: dict[str, Any], variables: dict[str, Any],
+              gke: GkeSection) -> list[tuple[str, str, str]]:
+    mode, hosts = pool.mode, gke.hosts_per_slice
     static, filled = expanded_static_count(settings, variables)
     affinity = _resolve(settings.get("reservation_affinity")
                         or {"consume_reservation_type": "NO_RESERVATION"}, variables)
@@ -82,13 +99,23 @@ def pool_shape_problems(text: str, gke: GkeSection, deploy_vars: dict[str, str]
     names = [r.get("name") for r in affinity.get("specific_reservations") or []]
     spot = _resolve(settings.get("spot"), variables) is True
     flex = _resolve(settings.get("enable_flex_start"), variables) is True
+    queued = _resolve(settings.get("enable_queued_provisioning"), variables) is True
     out: list[tuple[str, str, str]] = []
+    module = pool.module_id
 
     def need(ok: bool, setting: str, problem: str, fix: str) -> None:
         if not ok:
-            out.append((f"{POOL_MODULE}.{setting}", problem, f"{fix} ({_EDITS})"))
+            out.append((f"{module}.{setting}", problem, f"{fix} ({_EDITS})"))
 
-    if not gke.scales_from_zero:
+    zones = _resolve(settings.get("zones"), variables)
+    need(zones == [pool.zone], "zones", f"the {mode} pool {pool.name} belongs in "
+         f"{pool.zone}, the blueprint gives {zones}", "one pool per zone of gke.zones")
+    labels = _resolve(settings.get("kubernetes_labels"), variables) or {}
+    want_labels = pool_kubernetes_labels(mode)
+    need(all(labels.get(k) == v for k, v in want_labels.items()), "kubernetes_labels",
+         f"the {mode} pool needs the labels {want_labels} (Kueue's flavor of the mode selects "
+         f"them), the blueprint gives {labels}", "edit capacity-pool-label")
+    if not pool.autoscaled:
         need(static == hosts, "static_node_count",
              f"capacity reservation needs a static pool of {hosts} nodes per slice, the "
              f"blueprint gives {static}", f"set static_node_count to {hosts} or leave it unset")
@@ -115,12 +142,16 @@ def pool_shape_problems(text: str, gke: GkeSection, deploy_vars: dict[str, str]
              f"{names or ''}".rstrip(), "edit capacity-no-reservation")
     need(spot == (mode == "spot"), "spot", f"spot is {spot} for capacity {mode}",
          "edit capacity-spot applies to gke.capacity: spot only")
-    need(flex == (mode == "flex-start"), "enable_flex_start",
+    need(flex == (mode in ("flex-start", "queued")), "enable_flex_start",
          f"enable_flex_start is {flex} for capacity {mode}",
-         "edit capacity-flex-start applies to gke.capacity: flex-start only")
-    if mode == "flex-start":
+         "edit capacity-flex-start applies to gke.capacity: flex-start and queued only")
+    need(queued == (mode == "queued"), "enable_queued_provisioning",
+         f"enable_queued_provisioning is {queued} for capacity {mode}",
+         "edit capacity-queued applies to gke.capacity: queued only")
+    if mode in ("flex-start", "queued"):
         need(_resolve(settings.get("auto_repair"), variables) is False, "auto_repair",
-             "flex-start needs node auto-repair off", "edit capacity-flex-start-no-auto-repair")
+             f"{mode} needs node auto-repair off", "edit capacity-flex-start-no-auto-repair")
+    if mode == "flex-start":
         want = int((gke.max_run_hours or 0) * 3600)
         got = _resolve(settings.get("max_run_duration"), variables)
         need(got == want, "max_run_duration", f"max_run_duration is {got}, gke.max_run_hours "

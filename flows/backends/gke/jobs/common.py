@@ -11,6 +11,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from flows.backends.gke.capacity_pools import (
+    job_node_selector,
+    job_tolerations,
+    provider_node_labels,
+)
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.jobs.secret_objects import MANAGED_BY, secret_env_var
@@ -73,16 +78,25 @@ def secret_env(workload: Workload, options: GkeOptions) -> Env:
 
 
 def tpu_pod_scheduling(profile: Profile) -> dict[str, Any]:
-    """Node selection for TPU hosts, as gcluster writes it (never the default pool)."""
+    """Node selection for TPU hosts, as gcluster writes it (never the default pool), in the
+    pools of the profile's (first) capacity mode: with a chain of modes, the mode's label
+    (capacity_pools.job_node_selector: ``tpurl/capacity`` and GKE's own), so the JobSet of
+    each mode lands on that mode's pools, in whichever zone the autoscaler finds a slice;
+    with one mode only GKE's own label of it (a cluster deployed before the chain existed
+    has pools without ``tpurl/capacity``). The zone is never pinned: the autoscaler picks
+    it (capacity_pools.py, fallback.py)."""
     assert profile.gke is not None
     gke = profile.gke
+    chain = gke.capacity_chain
+    mode = chain[0]
+    selector = job_node_selector(mode) if len(chain) > 1 else provider_node_labels(mode)
     return {
         "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": gke.machine.accelerator_label,
-                         "cloud.google.com/gke-tpu-topology": gke.topology},
+                         "cloud.google.com/gke-tpu-topology": gke.topology, **selector},
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [
                 {"key": NODEPOOL, "operator": "NotIn", "values": ["default-pool"]}]}]}}},
-        "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": job_tolerations(mode),
     }
 
 

@@ -13,21 +13,31 @@ from dataclasses import dataclass
 
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE
+from flows.config.watch_budgets import GkeWatchBudgets
+
+
+def _configured(field_name: str) -> float:
+    """The default of a budget the profile may set (flows/config/watch_budgets.py, where
+    each default has its reason): one place, so the watch and the profile cannot differ."""
+    return float(GkeWatchBudgets.model_fields[field_name].default)
 
 
 @dataclass(frozen=True)
 class Budgets:
+    """Every watch budget with its default: these fields' here, the profile-settable
+    ones' in flows/config/watch_budgets.py (read through ``_configured``)."""
+
     queue_s: float = 6 * 3600.0  # suspended by Kueue this long → queue-timeout
     run_s: float = 24 * 3600.0  # running this long → stalled (the TTL of a Pathways job)
-    schedule_s: float = 1800.0  # a pod unschedulable this long → infrastructure
+    schedule_s: float = _configured("schedule_budget_s")  # unschedulable → infrastructure
     waits_for_capacity: bool = False  # flex-start's slice: unschedulable pods wait under queue_s
     preemptions: int = 3  # resubmissions after a JobSet failed of preemption, per stage, in
     # all: at most preemptions + 1 JobSets are ever created for one stage of one run
-    api_s: float = 900.0  # one API call rides out infrastructure faults this long (upgrades)
-    pull_grace_s: float = 600.0  # an image pull failing on infrastructure this long → fails
+    api_s: float = _configured("api_budget_s")  # one API call rides out 5xx/429 this long
+    pull_grace_s: float = _configured("pull_grace_s")  # a failing image pull → fails
     tick_s: float = 1.0  # budget checks between events; costs no API request
-    log_drain_s: float = 10.0  # after a terminal verdict, wait this long for the last lines
-    delete_wait_s: float = 300.0  # a Foreground delete must finish before re-creating
+    log_drain_s: float = _configured("log_drain_s")  # after a verdict, for the last lines
+    delete_wait_s: float = _configured("delete_wait_s")  # a Foreground delete, to be gone
 
 
 def budgets_for(profile: Profile, stage: str) -> Budgets:
@@ -44,8 +54,17 @@ def budgets_for(profile: Profile, stage: str) -> Budgets:
     run = gke.train_run_budget_s if stage == "train" else None
     found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
              "preemptions": gke.preemption_budget,
-             "waits_for_capacity": (gke.capacity == "flex-start" and stage in ON_SLICE) or None,
+             "waits_for_capacity": waits_for_capacity(
+                 gke.capacity_chain[0], stage, len(gke.capacity_chain) == 1) or None,
              "schedule_s": gke.schedule_budget_s, "pull_grace_s": gke.pull_grace_s,
              "api_s": gke.api_budget_s, "log_drain_s": gke.log_drain_s,
              "delete_wait_s": gke.delete_wait_s}
     return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
+
+
+def waits_for_capacity(mode: str, stage: str, last: bool = True) -> bool:
+    """A flex-start slice's pods wait for capacity under the queue budget (the stages on
+    the slice only); the chain's fallback sets it for each mode it tries. A mode with a
+    next one after it (``last`` False) waits the scheduling budget only: the queue budget
+    is the whole chain's (flows/backends/gke/fallback.py)."""
+    return mode == "flex-start" and stage in ON_SLICE and last

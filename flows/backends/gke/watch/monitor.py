@@ -35,11 +35,20 @@ from flows.backends.gke.watch.client import (
     WORKLOADS,
     Cluster,
 )
+from flows.backends.gke.watch.kueue import DEACTIVATED_CODE
 from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
+from flows.backends.gke.watch.queued import (
+    PR_GROUP,
+    PR_PLURAL,
+    PR_VERSION,
+    queued_diagnosis,
+)
 from flows.backends.gke.watch.scaling import AUTOSCALER_EVENTS
+from flows.backends.gke.watch.served import Served, served_by, tpu_node_names
 from flows.backends.gke.watch.spend import SpendMeter
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
 from flows.backends.gke.watch.verdict import (
+    Observation,
     Phase,
     Verdict,
     condition,
@@ -100,6 +109,10 @@ class Monitor:
         # the autoscaler's events as seen, kept after the API drops them (1 h event TTL)
         self.scaling_events: dict[str, Obj] = {}
         self._nodes_gone: dict[str, bool] = {}  # node → deleted (asked once, on failure)
+        self._requests: list[Obj] = []  # ProvisioningRequests (queued provisioning)
+        self._requests_version = ""  # of the Workload they were listed for
+        self.served: Served | None = None  # where the slice came up (watch/served.py)
+        self.served_at: float | None = None  # monotonic time its TPU pods were all bound
         self._memory = threading.Lock()  # what the watch threads remember, read by the loop
         self._changed = threading.Event()
         self._log_wake = threading.Event()
@@ -249,17 +262,62 @@ class Monitor:
                        default=None)
         if condition(workload, "Admitted") is None:
             self._ran_since_admitted = False
-        verdict = diagnose(jobset, workload, self._pods(), self.sink.tail_lines(),
-                        now=datetime.now(UTC), queue_budget_s=self.budgets.queue_s,
-                        schedule_budget_s=self.budgets.schedule_s,
-                        pull_errors=self._remembered(self.pull_errors),
-                        pull_grace_s=self.budgets.pull_grace_s,
-                        autoscaler_events=self._scaling_events(),
-                        waits_for_capacity=self.budgets.waits_for_capacity,
-                        disruptions=disruptions, ran_since_admitted=self._ran_since_admitted)
+        verdict = diagnose(Observation(
+            jobset, workload, self._pods(), self.sink.tail_lines(),
+            pull_errors=self._remembered(self.pull_errors),
+            autoscaler_events=self._scaling_events(), disruptions=disruptions,
+            ran_since_admitted=self._ran_since_admitted), self.budgets, datetime.now(UTC))
+        verdict = self._queued(verdict, workload)
         if verdict.phase is Phase.RUNNING:
             self._ran_since_admitted = True
+        if self.served is None and verdict.phase is not Phase.FAILED:
+            self._note_served()
         return verdict
+
+    def _queued(self, verdict: Verdict, workload: Obj | None) -> Verdict:
+        """Queued provisioning (watch/queued.py): the ProvisioningRequests name why a
+        JobSet waits, or why Kueue deactivated its Workload. Read (one list) only for a
+        Workload with admission checks, again when the Workload changes."""
+        waiting = verdict.phase is Phase.QUEUED or (verdict.diagnosis is not None and (
+            verdict.diagnosis.code == DEACTIVATED_CODE
+            or verdict.diagnosis.category is FailureCategory.QUEUE_TIMEOUT))
+        if not waiting or not ((workload or {}).get("status") or {}).get("admissionChecks"):
+            return verdict
+        version = str((workload or {}).get("metadata", {}).get("resourceVersion"))
+        if self._requests_version != version:
+            try:
+                self._requests = self.cluster.custom.list_namespaced_custom_object(
+                    PR_GROUP, PR_VERSION, self.namespace, PR_PLURAL, _request_timeout=(
+                        self.settings.connect_timeout_s, self.settings.read_timeout_s)
+                ).get("items") or []
+                self._requests_version = version
+            except Exception:  # the API failing: the ordinary verdict stands this tick
+                return verdict
+        found = queued_diagnosis(self.name, workload, self._requests, datetime.now(UTC),
+                                 self.budgets.queue_s)
+        if found is None:
+            return verdict
+        line, diagnosis = found
+        return (Verdict(Phase.FAILED, diagnosis, diagnosis.summary) if diagnosis
+                else Verdict(Phase.QUEUED, None, line))
+
+    def _note_served(self) -> None:
+        """Once every TPU pod is bound, read its nodes (one GET each, once) and log the
+        zone, mode and pool the slice came up in."""
+        names = tpu_node_names(self._pods())
+        if not names:
+            return
+        nodes = []
+        for node in sorted(names):
+            try:
+                nodes.append(self.cluster.core.read_node(node, _request_timeout=(
+                    self.settings.connect_timeout_s, self.settings.read_timeout_s)))
+            except Exception:  # refused (RBAC) or gone: says nothing
+                continue
+        nodes = [n.to_dict() if hasattr(n, "to_dict") else n for n in nodes]
+        self.served_at = time.monotonic()
+        self.served = served_by(nodes) or Served("", "", "", len(names))
+        self.logger.info("%s: %s", self.name, self.served.line())
 
     def _disruptions(self, jobset: Obj) -> dict[str, str]:
         """The disruptions of the JobSet's current attempt (one its failure policy restarted

@@ -27,12 +27,14 @@ A JobSet that is neither finished nor failing yields ``phase`` queued/running an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from flows.backends.gke.fallback import NO_CAPACITY, NO_FLEX_CAPACITY
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
+from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.evictions import CODE as EVICTION_CODE
 from flows.backends.gke.watch.evictions import storage_eviction
 from flows.backends.gke.watch.host_memory import memory_eviction, out_of_memory
@@ -84,27 +86,44 @@ def _tail(lines: list[str]) -> str:
     return "\n".join(f"    {line}" for line in lines[-30:])
 
 
-def _diag(category: FailureCategory, summary: str, detail: str, fix: str) -> Verdict:
-    return Verdict(Phase.FAILED, Diagnosis(category, summary, detail, fix), summary)
+def _diag(category: FailureCategory, summary: str, detail: str, fix: str,
+          code: str = "") -> Verdict:
+    return Verdict(Phase.FAILED, Diagnosis(category, summary, detail, fix, code), summary)
 
 
-def diagnose(jobset: Obj, workload: Obj | None, pods: list[Obj], log_tail: list[str], *,
-             now: datetime, queue_budget_s: float, schedule_budget_s: float = 1800.0,
-             pull_errors: dict[str, str] | None = None, pull_grace_s: float = 600.0,
-             autoscaler_events: list[Obj] | None = None,
-             waits_for_capacity: bool = False,
-             disruptions: dict[str, str] | None = None,
-             ran_since_admitted: bool = False) -> Verdict:
-    """Classify the observed state of one JobSet (see the module docstring for the order).
+@dataclass(frozen=True)
+class Observation:
+    """What the watch saw of one JobSet, as the API returned it (plain dicts).
     ``pull_errors`` maps "pod/container" to the last ErrImagePull message seen: kubelet's
     ImagePullBackOff message only says "Back-off pulling image" and drops the cause.
-    ``autoscaler_events`` are the cluster autoscaler's events (watch/scaling.py): with them an
-    unschedulable pod is "waiting for nodes" or "no capacity" instead of a scheduler message;
-    ``waits_for_capacity`` (flex-start) keeps waiting for capacity under the queue budget
-    instead of the scheduling budget. ``disruptions`` maps pod → why, for the disruptions
-    the watch saw during this JobSet's current attempt (pods PodGC has deleted since, pods
-    on nodes that are gone): a JobSet that fails after them was preempted, whatever its
-    surviving pods say (the Pathways head exits 1 when it gives up on lost workers)."""
+    ``autoscaler_events`` are the cluster autoscaler's events (watch/scaling.py): with them
+    an unschedulable pod is "waiting for nodes" or "no capacity" instead of a scheduler
+    message. ``disruptions`` maps pod → why, for the disruptions the watch saw during this
+    JobSet's current attempt (pods PodGC has deleted since, pods on nodes that are gone): a
+    JobSet that fails after them was preempted, whatever its surviving pods say (the
+    Pathways head exits 1 when it gives up on lost workers). ``ran_since_admitted``: seen
+    running under the current admission (a suspension then is a stop)."""
+
+    jobset: Obj
+    workload: Obj | None = None
+    pods: list[Obj] = field(default_factory=list)
+    log_tail: list[str] = field(default_factory=list)
+    pull_errors: dict[str, str] = field(default_factory=dict)
+    autoscaler_events: list[Obj] = field(default_factory=list)
+    disruptions: dict[str, str] = field(default_factory=dict)
+    ran_since_admitted: bool = False
+
+
+def diagnose(seen: Observation, budgets: Budgets, now: datetime) -> Verdict:
+    """Classify the observed state of one JobSet (see the module docstring for the order)
+    under the stage's budgets (watch/budgets.py: queue_s, schedule_s, pull_grace_s, and
+    waits_for_capacity: flex-start keeps waiting for capacity under the queue budget instead
+    of the scheduling budget)."""
+    jobset, workload, pods, log_tail = seen.jobset, seen.workload, seen.pods, seen.log_tail
+    queue_budget_s, schedule_budget_s = budgets.queue_s, budgets.schedule_s
+    pull_errors, pull_grace_s = seen.pull_errors, budgets.pull_grace_s
+    waits_for_capacity, disruptions = budgets.waits_for_capacity, seen.disruptions
+    autoscaler_events, ran_since_admitted = seen.autoscaler_events, seen.ran_since_admitted
     name = jobset.get("metadata", {}).get("name", "jobset")
     if condition(jobset, "Completed"):
         return Verdict(Phase.SUCCEEDED, None, f"{name} completed")
@@ -317,7 +336,7 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
                              f"    {scheduled.get('message', '')}",
                              "no slice was free in the zone within the queue budget: retry "
                              "later, raise gke.queue_budget_s, or use another zone or a "
-                             "reservation; nothing was spent")
+                             "reservation; nothing was spent", NO_FLEX_CAPACITY)
             if refused is not None:
                 return _diag(FailureCategory.INFRASTRUCTURE,
                              f"{name}: no TPU capacity for pod {_pod_name(pod)}: "
@@ -325,7 +344,8 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
                              f"    {scheduled.get('message', '')}",
                              "the zone has no free slice of this shape now (the autoscaler "
                              "could not create the nodes): retried with backoff; capacity "
-                             "flex-start waits for capacity instead, a reservation holds it")
+                             "flex-start waits for capacity instead, a reservation holds it",
+                             NO_CAPACITY)
             return _diag(FailureCategory.INFRASTRUCTURE,
                          f"{name}: pod {_pod_name(pod)} is unschedulable",
                          f"    {scheduled.get('message', '')}",

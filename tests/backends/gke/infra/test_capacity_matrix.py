@@ -21,7 +21,7 @@ import pytest
 from flows.backends.gke.infra import clients
 from flows.backends.gke.infra.infra_stage import run_gke
 from flows.cli import main
-from flows.config.capacity import CAPACITY_MODES
+from flows.config.capacity import CAPACITY_MODES, MAX_RUN_MODES
 from tests.fakes.cloud import Cloud
 from tests.support.logs import Log
 from tests.support.profiles import (
@@ -41,9 +41,10 @@ class _NoBucket:
         return None
 
 
-def _argv(command: str, mode: str, tmp_path: Path, evaluates: bool = False) -> list[str]:
+def _argv(command: str, mode: str, tmp_path: Path, evaluates: bool = False,
+          **more: str) -> list[str]:
     sets = {**INFRA_OVERRIDES, **capacity_overrides(mode),
-            **({"eval.batches": "2"} if evaluates else {})}
+            **({"eval.batches": "2"} if evaluates else {}), **more}
     argv = [*command.split(), *[f"--set={k}={v}" for k, v in sets.items()], TUTORIAL]
     if command == "plan --out":
         argv[1:2] = ["--out", str(tmp_path / "plan")]
@@ -105,7 +106,7 @@ def test_a_training_budget_past_the_flex_start_nodes_is_refused_by_every_command
     code = main([*argv[:-1], f"--set=gke.train_run_budget_s={13 * 3600}", argv[-1]])
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
-    if mode != "flex-start":
+    if mode not in MAX_RUN_MODES:
         assert code in ((0, 1) if command == "plan --check" else (0,)), out + err
         return
     assert code == 2, out + err
@@ -172,3 +173,48 @@ def test_the_run_stops_at_pre_flight_before_gcluster_on_a_reservation_any_vm_may
         run_gke(capacity_profile("reservation"), Log())
     assert "pre-flight checks failed" in str(err.value)
     assert [c for c in cloud.calls("gcluster") if c[0] == "deploy"] == []
+
+
+# issue 32: a chain of modes and a list of zones. Every mode alone and two chains, over the
+# region's three zones with gke.zone left out (it is then the first); every command.
+THREE_ZONES = {"gke.zones": "us-east5-b,us-east5-a,us-east5-c", "gke.zone": ""}
+CHAINS = [*CAPACITY_MODES, "flex-start,on-demand,spot", "reservation,queued,on-demand"]
+# what every command refuses before it reads anything, with the field it names
+REFUSED = [({"gke.zones": "us-east5-a,us-east5-b", "gke.zone": "us-east5-b"}, "gke.zone"),
+           ({"gke.zones": "us-east5-b,us-central1-a"}, "gke.zones"),
+           ({"gke.capacity": "on-demand,reservation"}, "gke.capacity")]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("chain", CHAINS)
+def test_no_command_crashes_for_any_chain_over_three_zones(
+        chain: str, command: str, tmp_path: Path, cloud: Cloud,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, _NoBucket()))
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("capacitymatrix"))
+    code = main(_argv(command, chain, tmp_path, **THREE_ZONES))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    if command == "plan --check":
+        assert code in (0, 1) and "pre-flight:" in out, out + err
+        return
+    assert code == 0, out + err
+    if command in ("plan", "plan --compare-capacity"):
+        assert f"capacity {chain.replace(',', ', ')}" in out, out
+    if command == "plan --compare-capacity":
+        for zone in THREE_ZONES["gke.zones"].split(","):
+            assert zone in out, out
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "run"])
+@pytest.mark.parametrize(("sets", "field"), REFUSED)
+def test_a_bad_chain_or_zone_list_is_refused_by_every_command_before_any_read(
+        sets: dict[str, str], field: str, command: str, tmp_path: Path, cloud: Cloud,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, _NoBucket()))
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("capacitymatrix"))
+    code = main(_argv(command, "on-demand", tmp_path, **sets))
+    out, err = capsys.readouterr()
+    assert code == 2 and f"  - {field}: " in err, out + err
+    assert "fix: " in err
+    assert cloud.apis.calls == [] and cloud.calls("gcluster") == []

@@ -15,10 +15,13 @@ from flows.backends.gke.infra.blueprint import (
 )
 from flows.backends.gke.infra.commands import blueprint_vars
 from flows.backends.gke.infra.settings import settings_from_profile
+from flows.config.capacity import CAPACITY_MODES
 from tests.fakes.cloud import BLUEPRINT_FIXTURE
 from tests.fakes.cloud.gcluster_expand import expand, node_pool
 from tests.fakes.cloud.node_pool_rules import precondition_failures
 from tests.support.profiles import capacity_profile as mode_profile
+
+FROM_ZERO = [m for m in CAPACITY_MODES if m != "reservation"]
 
 
 def edited(mode: str) -> dict:
@@ -42,7 +45,7 @@ def expanded_pool(mode: str) -> dict:
     return expand(pool(doc), {**doc["vars"], **DEPLOY_VARS})
 
 
-@pytest.mark.parametrize("mode", ["reservation", "on-demand", "spot", "flex-start"])
+@pytest.mark.parametrize("mode", CAPACITY_MODES)
 def test_every_mode_passes_the_node_pool_preconditions(mode: str) -> None:
     assert precondition_failures(expanded_pool(mode)) == []
 
@@ -64,7 +67,7 @@ def test_reservation_mode_keeps_the_tutorials_static_pool() -> None:
     assert live["initialNodeCount"] == 8 and "autoscaling" not in live
 
 
-@pytest.mark.parametrize("mode", ["on-demand", "spot", "flex-start"])
+@pytest.mark.parametrize("mode", FROM_ZERO)
 def test_modes_without_reservation_scale_one_slice_up_from_zero(mode: str) -> None:
     doc = edited(mode)
     settings = pool(doc)
@@ -72,14 +75,15 @@ def test_modes_without_reservation_scale_one_slice_up_from_zero(mode: str) -> No
     assert settings["static_node_count"] is None  # present and null: gcluster leaves it
     assert (settings["autoscaling_min_node_count"], settings["autoscaling_max_node_count"]) == (0, 8)
     assert settings.get("spot", False) is (mode == "spot")
-    assert settings.get("enable_flex_start", False) is (mode == "flex-start")
+    assert settings.get("enable_flex_start", False) is (mode in ("flex-start", "queued"))
+    assert settings.get("enable_queued_provisioning", False) is (mode == "queued")
     quota = find_module(doc, "workload-manager-install")["settings"]["kueue"][
         "config_template_vars"]["tpu_quota"]
     assert quota == "$(vars.num_slices * 8 * gke-tpu-v6e-pool.tpu_chips_per_node)"
     assert "vars.reservation" not in str(doc["deployment_groups"])
 
 
-@pytest.mark.parametrize("mode", ["on-demand", "spot", "flex-start"])
+@pytest.mark.parametrize("mode", FROM_ZERO)
 def test_after_gclusters_expansion_the_pool_autoscales_from_zero(mode: str) -> None:
     """The defect of issue 18: with the example's pool (no static_node_count) a `remove`
     changed nothing, gcluster filled in 8 and the module built a static, always-billed pool."""
@@ -89,13 +93,27 @@ def test_after_gclusters_expansion_the_pool_autoscales_from_zero(mode: str) -> N
                                    "minNodeCount": 0, "maxNodeCount": 8}
     assert live["config"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
     assert live["config"].get("spot", False) is (mode == "spot")
-    assert live["config"].get("flexStart", False) is (mode == "flex-start")
+    assert live["config"].get("flexStart", False) is (mode in ("flex-start", "queued"))
+    assert ("queuedProvisioning" in live) is (mode == "queued")
+    assert live["config"]["labels"]["tpurl/capacity"] == mode
 
 
 def test_flex_start_turns_auto_repair_off_and_bounds_the_nodes_life() -> None:
     settings = pool(edited("flex-start"))
     assert settings["auto_repair"] is False
     assert settings["max_run_duration"] == 12 * 3600
+
+
+def test_queued_provisioning_leaves_the_lifetime_to_the_provisioning_request() -> None:
+    """The toolkit's queued example: enable_flex_start and enable_queued_provisioning, auto
+    repair off, no max_run_duration (maxRunDurationSeconds is Kueue's ProvisioningRequest
+    parameter, kueue_objects.py)."""
+    settings = pool(edited("queued"))
+    assert settings["auto_repair"] is False and "max_run_duration" not in settings
+    assert precondition_failures(dict(expanded_pool("queued"), spot=True)) == [
+        "Both enable_flex_start and spot consumption option cannot be set to true at the "
+        "same time.", "Both enable_queued_provisioning and spot consumption option cannot be "
+        "set to true at the same time."]
 
 
 def test_the_rules_catch_an_unedited_pool_in_spot_or_flex_mode() -> None:
@@ -153,7 +171,7 @@ def test_a_replace_that_finds_nothing_is_an_error_naming_the_edit() -> None:
                        [edit])
 
 
-@pytest.mark.parametrize("mode", ["reservation", "on-demand", "spot", "flex-start"])
+@pytest.mark.parametrize("mode", CAPACITY_MODES)
 @pytest.mark.parametrize("slices", [1, 2])
 def test_kueue_tpu_quota_as_terraform_renders_it(mode: str, slices: int) -> None:
     """The quota the fake gcluster renders comes from the blueprint's expression: every chip

@@ -55,6 +55,7 @@ def test_a_reservation_profile_does_not_take_an_autoscaled_pool_for_its_static_o
             "autoscaling": {"enabled": True, "maxNodeCount": 8},
             "placementPolicy": {"tpuTopology": "4x8"}}
     assert pool_mismatches({"status": "RUNNING", "nodePools": [spot]}, s) == [
+        "pool p has label tpurl/capacity=None, profile's reservation pool wants reservation",
         "pool p autoscales, profile's capacity reservation wants a static pool of 8 nodes",
         "pool p consumes reservation none (NO_RESERVATION), profile wants my-v6e-res",
         "pool p has spot=True, profile's capacity is reservation"]

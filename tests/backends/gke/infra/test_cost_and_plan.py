@@ -104,8 +104,11 @@ def test_plan_compares_every_mode_with_its_price_source() -> None:
     from flows.backends.gke.infra.cost import compare_capacity
 
     lines = compare_capacity(_spot_priced())
-    table = {line.split()[0].lstrip("*"): line for line in lines[2:-1]}
-    assert set(table) == {"reservation", "flex-start", "spot", "on-demand"}
+    end = next(i for i, line in enumerate(lines) if line.startswith("  (*"))
+    table = {line.split()[0].lstrip("*"): line for line in lines[2:end]}
+    assert set(table) == {"reservation", "flex-start", "spot", "on-demand", "queued"}
+    assert lines[end + 1].startswith("Fallback chain, capacity reservation over zone(s) "
+                                     "us-east5-b")
     assert lines[2].startswith(" *reservation")  # the profile's own mode is marked
     assert "cloud.google.com/tpu/pricing" in table["reservation"]
     assert "a quote, as of 2026-12-01" in table["spot"]

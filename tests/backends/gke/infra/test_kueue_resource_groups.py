@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from flows.backends.gke.capacity_pools import flavor_name
 from flows.backends.gke.infra.admission import (
     admission_problems,
     assigned_flavor,
@@ -54,13 +55,13 @@ def _sets(profile, defaults: dict[str, str] | None):
 # The toolkit's Pathways shape: TPU in one resource group, cpu/memory in another
 # (cluster-toolkit modules/management/kubectl-apply/kueue/kueue-configuration-pathways.yaml.tftpl
 # at 104708037, v1.95.0), as our template had it.
-def _two_groups(kueue: dict[str, Any]) -> dict[str, Any]:
+def _two_groups(kueue: dict[str, Any], tpu_flavor: str) -> dict[str, Any]:
     tpu_quota = next(r["nominalQuota"] for g in kueue["cluster_queue"]["spec"]["resourceGroups"]
-                     for f in g["flavors"] if f["name"] == "tpuv6e-flavor"
+                     for f in g["flavors"] if f["name"] == tpu_flavor
                      for r in f["resources"] if r["name"] == "google.com/tpu")
     return {"spec": {"resourceGroups": [
         {"coveredResources": ["google.com/tpu"], "flavors": [
-            {"name": "tpuv6e-flavor", "resources": [
+            {"name": tpu_flavor, "resources": [
                 {"name": "google.com/tpu", "nominalQuota": tpu_quota}]}]},
         {"coveredResources": ["cpu", "memory", "ephemeral-storage"], "flavors": [
             {"name": "cpu-np-flavor", "resources": [
@@ -76,11 +77,12 @@ def test_two_resource_groups_admit_a_defaulted_tpu_worker_but_pin_it_to_the_cpu_
     sets = _sets(p, LIMIT_RANGE_DEFAULTS)
     worker = next(ps for ps in sets if ps.name == "worker")
     assert worker.requests["cpu"] == parse_quantity("500m") and "google.com/tpu" in worker.requests
-    two = _two_groups(kueue)
+    tpu_flavor = flavor_name(p.gke.capacity_chain[0])
+    two = _two_groups(kueue, tpu_flavor)
     assert admission_problems(sets, two, kueue["flavors"]) == []  # admitted
     (problem,) = placement_problems(sets, two, kueue["flavors"])
     assert "pod set worker is admitted with flavors cpu-np-flavor (cpu, memory), " \
-        "tpuv6e-flavor (google.com/tpu)" in problem, problem
+        f"{tpu_flavor} (google.com/tpu)" in problem, problem
     assert "cloud.google.com/gke-nodepool=cpu-np" in problem and "never scheduled" in problem
     # without the LimitRange the worker asks only for chips: the two groups were fine
     assert placement_problems(_sets(p, None), two, kueue["flavors"]) == []
@@ -99,4 +101,5 @@ def test_the_shipped_template_admits_and_places_every_pod(profile, defaults) -> 
     for ps in sets:  # one flavor per pod: the TPU pods the TPU's, the CPU-pool pods cpu-np's
         on_tpu = "cloud.google.com/gke-tpu-accelerator" in ps.node_selector
         assert assigned_flavor(ps, group, flavors) == (
-            "tpuv6e-flavor" if on_tpu else "cpu-np-flavor"), (ps.stage, ps.name)
+            flavor_name(p.gke.capacity_chain[0]) if on_tpu else "cpu-np-flavor"), (
+                ps.stage, ps.name)

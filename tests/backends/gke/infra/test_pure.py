@@ -72,8 +72,11 @@ def test_blueprint_edit_fails_when_the_setting_is_gone() -> None:
 
 
 def test_shipped_edit_declaration_loads() -> None:
-    edit, kueue, *capacity = load_edits()
+    edit, kueue, label, locations, *capacity = load_edits()
     assert capacity and all(e.capacity_modes for e in capacity)
+    # every pool is labelled with its mode; the cluster's zones only when gke.zones is given
+    assert (label.setting, label.capacity_modes) == ("kubernetes_labels", ())
+    assert locations.zones_only and locations.setting == "system_node_pool_zones"
     assert (edit.module, edit.setting, edit.add) == ("node_pool_service_account",
                                                      "project_roles", "storage.admin")
     assert kueue.var == "kueue_configuration_path" and "ghpc_stage" in kueue.value
@@ -122,7 +125,7 @@ def _cluster(topology: str = "4x8", nodes: int = 8, reservation: str = "my-v6e-r
     return {"status": "RUNNING", "nodePools": [
         {"name": "cpu-np", "config": {"machineType": "n4-standard-64"}},
         {"name": "tpu", "status": "RUNNING", "initialNodeCount": nodes,
-         "config": {"machineType": "ct6e-standard-4t",
+         "config": {"machineType": "ct6e-standard-4t", "labels": {"tpurl/capacity": "reservation"},
                     "reservationAffinity": {"values": [f"projects/p/reservations/{reservation}"]}},
          "placementPolicy": {"tpuTopology": topology}}]}
 

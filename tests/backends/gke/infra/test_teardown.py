@@ -255,3 +255,28 @@ def test_an_unreadable_cluster_leaves_the_preview_on_the_profiles_figures(
             raise PermissionError("403 caller lacks container.clusters.get\nmore")
     monkeypatch.setattr(clients, "default_clients", lambda s: (Denied(), None))
     assert live_cluster(profile) == (None, "403 caller lacks container.clusters.get")
+
+
+def test_teardown_refuses_a_cluster_holding_a_tpu_pool_it_did_not_create(
+        settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
+    """gcluster destroy deletes the cluster with every pool in it: a TPU pool neither in the
+    deployment record (its tpu_pools) nor planned for the profile is someone else's, so
+    nothing is destroyed and the fix names it; the record's and the planned pools are ours."""
+    from tests.fakes.cloud import fakecloud_state as fc
+
+    _deployed(settings, cloud, gcs)
+    state = fc.load()
+    cluster = state["clusters"]["tpurl-v6e"]
+    ours = next(p for p in cluster["nodePools"] if p["name"] == "gke-tpu-v6e-pool")
+    cluster["nodePools"].append({**ours, "name": "team-b-v6e"})
+    fc.save(state)
+    before = len(cloud.calls("gcluster"))
+    with pytest.raises(StageFailed) as err:
+        teardown(settings, cloud.apis, gcs, Log())
+    text = str(err.value)
+    assert "TPU node pool(s) tpurl did not create: team-b-v6e" in text
+    assert "gcloud container node-pools delete team-b-v6e --cluster=tpurl-v6e" in text
+    assert len(cloud.calls("gcluster")) == before and fc.load()["clusters"]
+    cluster["nodePools"].pop()
+    fc.save(state)
+    assert any("gcluster destroy" in r for r in teardown(settings, cloud.apis, gcs, Log()).removed)

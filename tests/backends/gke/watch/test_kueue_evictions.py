@@ -13,14 +13,22 @@ from typing import Any
 
 import pytest
 
+from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.kueue import DEACTIVATED_CODE, status_line
-from flows.backends.gke.watch.verdict import Phase, diagnose
+from flows.backends.gke.watch.verdict import Observation, Phase, Verdict, diagnose
 from flows.core.failures import FailureCategory, StageFailed
 from tests.fakes.gke_backend import BUDGETS, jobsets_created, no_jobsets_left, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.kueue_evictions import deactivate, kueue_evicts
 from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
 from tests.support.profiles import fake_hf_token
+
+
+def judge(jobset: dict[str, Any], workload: dict[str, Any] | None, pods: list[dict[str, Any]],
+          tail: list[str], *, now: datetime, queue_budget_s: float, **seen: Any) -> Verdict:
+    """The verdict on what a watch saw, under the default budgets but the queue budget."""
+    return diagnose(Observation(jobset, workload, pods, tail, **seen),
+                    Budgets(queue_s=queue_budget_s), now)
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 AT = "2026-01-01T11:59:00Z"
@@ -54,7 +62,7 @@ def test_a_re_queued_eviction_waits_and_says_when_kueue_re_queues_it(
         reason: str, message: str, requeued: str, says: str) -> None:
     wl = released(reason, message, requeued,
                   requeueState={"count": 1, "requeueAt": "2026-01-01T12:05:00Z"})
-    verdict = diagnose(JOBSET, wl, [], [], now=NOW, queue_budget_s=3600)
+    verdict = judge(JOBSET, wl, [], [], now=NOW, queue_budget_s=3600)
     assert verdict.phase is Phase.QUEUED, verdict
     assert f"({reason}: {message})" in verdict.reason and says in verdict.reason
     assert ("re-queued," in verdict.reason) is (requeued == "True"), verdict.reason
@@ -71,7 +79,7 @@ def test_a_re_queued_eviction_waits_and_says_when_kueue_re_queues_it(
 def test_a_deactivated_workload_fails_at_once_and_says_it_is_not_re_queued(
         reason: str, category: FailureCategory, names: str) -> None:
     wl = released(reason, "The workload is deactivated", "False")
-    verdict = diagnose(JOBSET, wl, [], [], now=NOW, queue_budget_s=3600)
+    verdict = judge(JOBSET, wl, [], [], now=NOW, queue_budget_s=3600)
     assert verdict.phase is Phase.FAILED and verdict.diagnosis is not None, verdict
     d = verdict.diagnosis
     assert d.category is category and d.code == DEACTIVATED_CODE

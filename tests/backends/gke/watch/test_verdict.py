@@ -9,8 +9,16 @@ from typing import Any
 
 import pytest
 
-from flows.backends.gke.watch.verdict import Phase, diagnose
+from flows.backends.gke.watch.budgets import Budgets
+from flows.backends.gke.watch.verdict import Observation, Phase, Verdict, diagnose
 from flows.core.failures import FailureCategory
+
+
+def judge(jobset: dict[str, Any], workload: dict[str, Any] | None, pods: list[dict[str, Any]],
+          tail: list[str], *, now: datetime, queue_budget_s: float, **seen: Any) -> Verdict:
+    """The verdict on what a watch saw, under the default budgets but the queue budget."""
+    return diagnose(Observation(jobset, workload, pods, tail, **seen),
+                    Budgets(queue_s=queue_budget_s), now)
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LONG_AGO = "2026-01-01T10:00:00Z"  # two hours before NOW
@@ -159,7 +167,7 @@ CASES: list[tuple[str, dict, dict | None, list, list[str], Phase, FailureCategor
 @pytest.mark.parametrize(("label", "js", "wl", "pods", "tail", "phase", "category"), CASES,
                          ids=[c[0] for c in CASES])
 def test_diagnose(label, js, wl, pods, tail, phase, category):
-    verdict = diagnose(js, wl, pods, tail, now=NOW, queue_budget_s=3600)
+    verdict = judge(js, wl, pods, tail, now=NOW, queue_budget_s=3600)
     assert verdict.phase == phase, verdict
     assert (verdict.diagnosis.category if verdict.diagnosis else None) == category, verdict
     if verdict.diagnosis:
@@ -167,14 +175,14 @@ def test_diagnose(label, js, wl, pods, tail, phase, category):
 
 
 def test_user_error_names_the_exception():
-    verdict = diagnose(jobset(), ADMITTED, [pod(containers=[terminated("workload-container", 1)])],
+    verdict = judge(jobset(), ADMITTED, [pod(containers=[terminated("workload-container", 1)])],
                        TRACEBACK, now=NOW, queue_budget_s=3600)
     assert verdict.diagnosis is not None
     assert "ici_fsdp_parallelism" in verdict.diagnosis.summary
 
 
 def test_queue_timeout_carries_kueues_reason():
-    verdict = diagnose(jobset(suspend=True), workload(cond("QuotaReserved", "False", "Pending",
+    verdict = judge(jobset(suspend=True), workload(cond("QuotaReserved", "False", "Pending",
                        "couldn't assign flavors: insufficient quota for google.com/tpu",
                        at=LONG_AGO)), [], [], now=NOW, queue_budget_s=600)
     assert verdict.diagnosis is not None and "insufficient quota" in verdict.diagnosis.summary
@@ -184,7 +192,7 @@ def test_remembered_pull_cause_decides_the_back_off():
     """kubelet's ImagePullBackOff message drops the cause; the monitor passes the last
     ErrImagePull text it saw, so a missing image still fails at once."""
     name = "train-rl-x-pathways-head-0-0"
-    verdict = diagnose(jobset(), ADMITTED, [pod(containers=[waiting(
+    verdict = judge(jobset(), ADMITTED, [pod(containers=[waiting(
         "workload-container", "ImagePullBackOff", 'Back-off pulling image "r/img:1"')])], [],
         now=NOW, queue_budget_s=3600, pull_errors={f"{name}/workload-container": NOT_FOUND})
     assert verdict.diagnosis is not None and verdict.diagnosis.code == "image/not-found"
@@ -192,7 +200,7 @@ def test_remembered_pull_cause_decides_the_back_off():
 
 
 def test_unschedulable_names_queue_resource_and_fix():
-    verdict = diagnose(jobset(suspend=True), pending(
+    verdict = judge(jobset(suspend=True), pending(
         "couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue"),
         [], [], now=NOW, queue_budget_s=3600)
     d = verdict.diagnosis
@@ -204,11 +212,11 @@ def test_status_line_matches_the_phase():
     """Issue 12.8: after admission the line said "is queued: Quota reserved in ..."."""
     admitted = workload(cond("QuotaReserved", message="Quota reserved in ClusterQueue tpu-cq"),
                         cond("Admitted", message="The workload is admitted"))
-    verdict = diagnose(jobset(suspend=True), admitted, [], [], now=NOW, queue_budget_s=3600)
+    verdict = judge(jobset(suspend=True), admitted, [], [], now=NOW, queue_budget_s=3600)
     assert "queued" not in verdict.reason and "Quota reserved" not in verdict.reason
     assert "admitted" in verdict.reason
     reserved = workload(cond("QuotaReserved", message="Quota reserved in ClusterQueue tpu-cq"))
-    verdict = diagnose(jobset(suspend=True), reserved, [], [], now=NOW, queue_budget_s=3600)
+    verdict = judge(jobset(suspend=True), reserved, [], [], now=NOW, queue_budget_s=3600)
     assert "Quota reserved in" not in verdict.reason
 
 
@@ -219,15 +227,15 @@ def test_a_failure_after_disruptions_the_watch_saw_is_a_preemption():
     head = pod(containers=[terminated("workload-container", 1)])
     seen = {"train-rl-x-worker-0-3": "DeletionByPodGC: PodGC: node no longer exists "
                                      "(node gke-tpu-1)"}
-    verdict = diagnose(failed, ADMITTED, [head], TRACEBACK, now=NOW, queue_budget_s=3600,
+    verdict = judge(failed, ADMITTED, [head], TRACEBACK, now=NOW, queue_budget_s=3600,
                        disruptions=seen)
     assert verdict.diagnosis is not None
     assert verdict.diagnosis.category is FailureCategory.PREEMPTED
     assert "DeletionByPodGC" in verdict.diagnosis.summary
-    alone = diagnose(failed, ADMITTED, [head], TRACEBACK, now=NOW, queue_budget_s=3600)
+    alone = judge(failed, ADMITTED, [head], TRACEBACK, now=NOW, queue_budget_s=3600)
     assert alone.diagnosis is not None
     assert alone.diagnosis.category is FailureCategory.USER_ERROR
-    running = diagnose(jobset(), ADMITTED, [pod()], [], now=NOW, queue_budget_s=3600,
+    running = judge(jobset(), ADMITTED, [pod()], [], now=NOW, queue_budget_s=3600,
                        disruptions=seen)
     assert running.phase is Phase.RUNNING  # the JobSet restarts by itself: not terminal
 
@@ -251,7 +259,7 @@ def test_a_pod_evicted_for_its_disk_is_the_storage_error_naming_the_field(messag
     """Issue 20.3 on GKE: a pod out of ephemeral storage (its limit, its scratch volume, or
     the node's disk it overused) is a storage error with the profile field that sizes it,
     not retried as a disruption."""
-    verdict = diagnose(jobset(), ADMITTED, [pod(phase="Failed", reason="Evicted",
+    verdict = judge(jobset(), ADMITTED, [pod(phase="Failed", reason="Evicted",
                                                 message=message)], [], now=NOW,
                        queue_budget_s=3600)
     d = verdict.diagnosis
@@ -263,7 +271,7 @@ def test_a_pod_evicted_for_its_disk_is_the_storage_error_naming_the_field(messag
 def test_a_node_filled_by_someone_else_is_a_disruption_not_a_sizing_error():
     message = ("The node was low on resource: ephemeral-storage. Threshold quantity: 4Gi, "
                "available: 1Gi. ")
-    verdict = diagnose(jobset(cond("Failed", reason="PodFailurePolicy")), ADMITTED,
+    verdict = judge(jobset(cond("Failed", reason="PodFailurePolicy")), ADMITTED,
                        [pod(phase="Failed", reason="Evicted", message=message,
                             conditions=[cond("DisruptionTarget", reason="TerminationByKubelet",
                                              message=message)])], [], now=NOW,
@@ -287,7 +295,7 @@ def test_the_current_kubelets_disk_eviction_text_is_the_storage_error():
     evicted = pod(phase="Failed", reason="Evicted", message=NODE_LOW_DISK,
                   conditions=[cond("DisruptionTarget", reason="TerminationByKubelet",
                                    message=NODE_LOW_DISK)])
-    verdict = diagnose(jobset(cond("Failed", reason="ReachedMaxRestarts")), ADMITTED, [evicted],
+    verdict = judge(jobset(cond("Failed", reason="ReachedMaxRestarts")), ADMITTED, [evicted],
                        [], now=NOW, queue_budget_s=3600)
     d = verdict.diagnosis
     assert d is not None and d.category is FailureCategory.USER_ERROR, verdict

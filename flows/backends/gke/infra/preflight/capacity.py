@@ -1,5 +1,7 @@
 """Pre-flight's capacity checks: the reservation a reservation profile consumes, and the TPU
-quota each capacity mode's VMs count against (none for a reservation's)."""
+quota each capacity mode's VMs count against (none for a reservation's). A chain of modes
+(gke.capacity) is checked mode by mode: a mode without quota would spend its whole wait
+budget before the next mode is tried, so it fails the check, naming the mode."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ def _pool_exists(s: InfraSettings, cluster: Any) -> bool:
 def check_reservation(s: InfraSettings, res: dict[str, Any] | FactError | None,
                       cluster: Any = None) -> CheckResult:
     name = "reservation"
-    if s.gke.scales_from_zero:
-        return result(name, "ok", f"capacity {s.gke.capacity} consumes no reservation")
+    if "reservation" not in s.gke.capacity_chain:
+        return result(name, "ok", f"capacity {', '.join(s.gke.capacity_chain)} consumes no "
+                      "reservation")
     listing = (f"gcloud compute reservations list --project={s.gke.project} "
                f"--filter=zone:{s.gke.zone}")
     if isinstance(res, FactError):
@@ -48,7 +51,7 @@ def check_reservation(s: InfraSettings, res: dict[str, Any] | FactError | None,
                       f"reservations describe {s.gke.reservation} --zone={s.gke.zone}` shows "
                       "specificReservationRequired: true; gcloud's create flag is "
                       "--require-specific-reservation, your account team makes TPU ones), or "
-                      "choose gke.capacity: on-demand, spot or flex-start")
+                      "choose gke.capacity: on-demand, spot, flex-start or queued")
     count, in_use = int(specific.get("count", 0)), int(specific.get("inUseCount", 0))
     free = count - in_use + (s.gke.hosts_needed if _pool_exists(s, cluster) else 0)
     chips = free * s.gke.chips_per_host
@@ -66,24 +69,39 @@ def _quota_family(s: InfraSettings) -> str:
     return f"V{match.group(1)}{match.group(2).upper()}" if match else s.gke.machine_type.upper()
 
 
-def _quota_kind(s: InfraSettings) -> bool | None:
+def _quota_kind(mode: str) -> bool | None:
     """Which TPU quota the mode's VMs count against: True the preemptible one, False the
     on-demand one, None either. Compute Engine keeps a separate quota for preemptible
     (spot) TPUs (cloud.google.com/tpu/docs/quota: "on-demand and preemptible (spot)"),
     its metric named as the on-demand one with the PREEMPTIBLE_ prefix, as for every other
     resource (PREEMPTIBLE_CPUS, PREEMPTIBLE_NVIDIA_*_GPUS, PREEMPTIBLE_TPU_LITE_PODSLICE_V5).
-    Flex-start: Cloud TPU's flex-start page asks for preemptible quota; for a GKE node pool
-    that is unconfirmed here, so either metric counts."""
-    return {"spot": True, "flex-start": None}.get(s.gke.capacity, False)
+    Flex-start and queued provisioning (Dynamic Workload Scheduler): Cloud TPU's flex-start
+    page asks for preemptible quota; for a GKE node pool that is unconfirmed here, so either
+    metric counts."""
+    return {"spot": True, "flex-start": None, "queued": None}.get(mode, False)
 
 
 def check_quota(s: InfraSettings, quotas: list[dict[str, Any]] | FactError) -> CheckResult:
+    """The quota of every mode of the chain that brings VMs up itself (not a reservation's):
+    the first that lacks the slice's chips fails the check; all fine, one line for each."""
     name = "tpu-quota"
-    if not s.gke.scales_from_zero:  # GKE's TPU troubleshooting page, "On-demand or Spot VM
+    modes = [m for m in s.gke.capacity_chain if m != "reservation"]
+    if not modes:  # GKE's TPU troubleshooting page, "On-demand or Spot VM
         # quota": a TPU slice node pool that uses a TPU reservation needs no TPU quota
         return result(name, "ok", f"capacity reservation: the pool's VMs use "
                       f"{s.gke.reservation}'s hosts, which need no TPU quota")
-    family, kind = _quota_family(s), _quota_kind(s)
+    found = [_mode_quota(s, mode, quotas, f"{mode}: " if len(modes) > 1 else "")
+             for mode in modes]
+    if bad := next((r for r in found if r.status != "ok"), None):
+        return bad
+    return result(name, "ok", "; ".join(r.issue.problem for r in found))
+
+
+def _mode_quota(s: InfraSettings, mode: str, quotas: list[dict[str, Any]] | FactError,
+                said: str) -> CheckResult:
+    """One mode's quota; ``said`` names the mode in a chain of several."""
+    name = "tpu-quota"
+    family, kind = _quota_family(s), _quota_kind(mode)
     label = f"{'Preemptible ' if kind else ''}TPU {family.lower()}"
     console = (f"https://console.cloud.google.com/iam-admin/quotas?project={s.gke.project} "
                f"(filter: {label}, region {s.gke.region})")
@@ -96,14 +114,14 @@ def check_quota(s: InfraSettings, quotas: list[dict[str, Any]] | FactError) -> C
                 else f"no {family} TPU quota metric")
         why = ("; spot VMs count against the preemptible TPU quota, not the on-demand one"
                if kind else "")
-        return result(name, "unknown", f"{what} in {s.gke.region}{why}",
+        return result(name, "unknown", f"{said}{what} in {s.gke.region}{why}",
                       f"check the {label} quota in {console}; request "
                       f"{s.gke.total_chips} chips if it is missing")
     # A pool that scales from zero holds no chips while nothing trains: its slice needs headroom
     best = max(tpu, key=lambda q: float(q.get("limit", 0)) - float(q.get("usage", 0)))
     headroom = float(best.get("limit", 0)) - float(best.get("usage", 0))
     if headroom < s.gke.total_chips:
-        return result(name, "fail", f"{best['metric']} in {s.gke.region}: {headroom:g} chips "
-                           f"free, {s.gke.total_chips} needed",
+        return result(name, "fail", f"{said}{best['metric']} in {s.gke.region}: {headroom:g} "
+                           f"chips free, {s.gke.total_chips} needed",
                            f"request a quota increase for {best['metric']} in {console}")
-    return result(name, "ok", f"{best['metric']}: {headroom:g} chips free")
+    return result(name, "ok", f"{said}{best['metric']}: {headroom:g} chips free")

@@ -200,7 +200,7 @@ def targets(s: InfraSettings) -> dict[str, str]:
     return {"authorized_cidr": "the profile's gke.authorized_cidr (no cloud read)",
             "apis": f"projects/{g.project} enabled services (Service Usage API)",
             "reservation": (f"projects/{g.project}/zones/{g.zone}/reservations/{g.reservation}"
-                            if g.reservation else f"none (capacity {g.capacity})"),
+                            if g.reservation else f"none (capacity {', '.join(g.capacity_chain)})"),
             "tpu-quota": f"projects/{g.project}/regions/{g.region} quotas",
             "jobset": f"cluster {g.cluster}: jobset-system/jobset-controller-manager and CRD "
                       "jobsets.jobset.x-k8s.io",

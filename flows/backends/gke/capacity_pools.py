@@ -1,0 +1,152 @@
+"""How a TPU pool of one capacity mode in one zone is named and labelled, and how a JobSet
+asks for a mode: the one table the blueprint edits, Kueue's ResourceFlavors, the JobSet
+renderer and the fake cluster all read, so they cannot disagree.
+
+Why a label of our own (``tpurl/capacity``) on every TPU pool: GKE labels spot nodes
+(``cloud.google.com/gke-spot``), flex-start nodes (``cloud.google.com/gke-flex-start``), and
+Cluster Toolkit labels queued-provisioning nodes (``cloud.google.com/gke-queued``,
+modules/compute/gke-node-pool/main.tf:68-76 at develop c765092f4, "the label is required for
+workloads using nodeSelectors"), but an on-demand node and a reserved node carry no label that
+tells them apart. Kueue's ResourceFlavor matches on ``nodeLabels`` equality only (kueue
+pkg/scheduler/flavorassigner/flavorassigner.go), and copies the chosen flavor's labels into
+the pod's nodeSelector (pkg/podset/podset.go FromAssignment): a flavor per mode needs one key
+whose value is the mode on every pool. The pool sets it through gke-node-pool's
+``kubernetes_labels`` (variables.tf ``kubernetes_labels``, merged into node_config.labels).
+
+Taints: TPU nodes carry ``google.com/tpu`` (the toolkit's tpu-definition module); queued
+provisioning nodes also ``cloud.google.com/gke-queued=true:NoSchedule``, which GKE applies
+(gke-node-pool variables.tf ``enable_queued_provisioning``: "adds the
+cloud.google.com/gke-queued taint"; the toolkit's examples/gke-consumption-options/
+dws-flex-start-queued-provisioning/gke-tpu-v6e/tpu-v6e-test-job.yaml tolerates it, "Mandatory
+for Queued Provisioning"). Spot pools get GKE's ``cloud.google.com/gke-spot=true:NoSchedule``
+only where a taint is asked for; tolerating it costs nothing where it is absent.
+
+Pool names: the reservation's static pool and a lone pool keep the example's name
+(``gke-tpu-v6e-pool``), so a profile of one mode and one zone builds the pool it always did.
+Otherwise ``gke-tpu-v6e-<mode>-<zone suffix>`` (``gke-tpu-v6e-flex-b``): at most 36
+characters with gke-node-pool's per-slice ``-N`` suffix (variables.tf ``name`` validation;
+main.tf names pools ``<name>-<index>`` when num_slices > 1). Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flows.config.capacity import CapacityMode
+from flows.config.gke import GkeSection
+
+CAPACITY_LABEL = "tpurl/capacity"
+QUEUED_LABEL = "cloud.google.com/gke-queued"
+SPOT_LABEL = "cloud.google.com/gke-spot"
+FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+BASE_POOL = "gke-tpu-v6e-pool"  # the example's TPU pool (module id and name)
+
+# The label GKE (or the toolkit, for queued) puts on every node of a pool of the mode.
+_PROVIDER_LABELS: dict[str, dict[str, str]] = {
+    "spot": {SPOT_LABEL: "true"},
+    "flex-start": {FLEX_START_LABEL: "true"},
+    "queued": {QUEUED_LABEL: "true"},
+}
+_TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
+_MODE_TOLERATIONS: dict[str, list[dict[str, str]]] = {
+    "queued": [{"key": QUEUED_LABEL, "operator": "Equal", "value": "true",
+                "effect": "NoSchedule"}],
+    "spot": [{"key": SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
+}
+_SHORT = {"reservation": "res", "on-demand": "od", "spot": "spot", "flex-start": "flex",
+          "queued": "queued"}
+
+
+def pool_kubernetes_labels(mode: str) -> dict[str, str]:
+    """The labels the blueprint sets on a pool of ``mode`` (gke-node-pool kubernetes_labels)."""
+    return {CAPACITY_LABEL: mode}
+
+
+def provider_node_labels(mode: str) -> dict[str, str]:
+    """The label GKE (or the toolkit) itself puts on a ``mode`` node, if any: what a JobSet
+    can select on a pool deployed before ``tpurl/capacity`` existed."""
+    return dict(_PROVIDER_LABELS.get(mode, {}))
+
+
+def pool_node_labels(mode: str) -> dict[str, str]:
+    """Every capacity label a node of a ``mode`` pool carries: ours and GKE's (a node also has
+    the accelerator, topology, node-pool and zone labels, which do not depend on the mode)."""
+    return {**pool_kubernetes_labels(mode), **_PROVIDER_LABELS.get(mode, {})}
+
+
+def pool_taints(mode: str) -> list[dict[str, str]]:
+    """The taints a node of a ``mode`` pool carries beside google.com/tpu (GKE's own)."""
+    if mode == "queued":
+        return [{"key": QUEUED_LABEL, "value": "true", "effect": "NoSchedule"}]
+    return []
+
+
+def job_node_selector(mode: str) -> dict[str, str]:
+    """What a TPU pod of a JobSet meant for ``mode`` adds to its nodeSelector: matches that
+    mode's pools only (and its Kueue flavor only: the flavor's nodeLabels are the same)."""
+    return pool_node_labels(mode)
+
+
+def job_tolerations(mode: str) -> list[dict[str, str]]:
+    """The TPU pod's tolerations for ``mode``: the TPU taint always, the mode's own."""
+    return [dict(_TPU_TOLERATION), *(dict(t) for t in _MODE_TOLERATIONS.get(mode, []))]
+
+
+def flavor_name(mode: str) -> str:
+    """Kueue's ResourceFlavor for ``mode``'s TPU pools (the example's name for reservation,
+    so a reservation cluster's flavor keeps its name)."""
+    return "tpuv6e-flavor" if mode == "reservation" else f"tpuv6e-{_SHORT[mode]}-flavor"
+
+
+def zone_suffix(zone: str) -> str:
+    """``us-east5-b`` → ``b``: what tells the zones of one region apart."""
+    return zone.rsplit("-", 1)[-1]
+
+
+@dataclass(frozen=True)
+class TpuPool:
+    """One TPU node pool (per slice: gke-node-pool makes num_slices pools ``name-i``)."""
+
+    mode: CapacityMode
+    zone: str
+    name: str
+    autoscaled: bool
+    module_id: str  # the blueprint module that builds it: the example's id for the first
+
+    def slice_pools(self, num_slices: int) -> list[str]:
+        """The GKE node pools gke-node-pool creates for it (main.tf node_pool ``name``)."""
+        return [self.name] if num_slices == 1 else [f"{self.name}-{i}"
+                                                    for i in range(num_slices)]
+
+
+def pool_name(gke: GkeSection, mode: str, zone: str) -> str:
+    """The pool of ``mode`` in ``zone`` (see the module's docstring)."""
+    lone = len(gke.capacity_chain) == 1 and len(gke.zone_order) == 1
+    if mode == "reservation" or lone:
+        return BASE_POOL
+    return f"gke-tpu-v6e-{_SHORT[mode]}-{zone_suffix(zone)}"
+
+
+def tpu_pools(gke: GkeSection) -> tuple[TpuPool, ...]:
+    """Every TPU pool the profile's cluster has, in the order tried: per mode of the chain,
+    per zone of gke.zones; a reservation is one static pool in gke.zone (its zone)."""
+    out: list[TpuPool] = []
+    for mode in gke.capacity_chain:
+        zones = (gke.zone,) if mode == "reservation" else gke.zone_order
+        for zone in zones:
+            name = pool_name(gke, mode, zone)
+            out.append(TpuPool(mode, zone, name, mode != "reservation",
+                               BASE_POOL if not out else name))
+    return tuple(out)
+
+
+def pools_of_mode(gke: GkeSection, mode: str) -> tuple[TpuPool, ...]:
+    return tuple(p for p in tpu_pools(gke) if p.mode == mode)
+
+
+def mode_of_node(labels: dict[str, Any]) -> str | None:
+    """Which mode a node serves, from its labels (None: not one of our TPU pools)."""
+    value = labels.get(CAPACITY_LABEL)
+    return str(value) if value else None

@@ -1,0 +1,124 @@
+"""What queued provisioning's ProvisioningRequests say about a JobSet waiting for its slice
+(``gke.capacity: queued``); pure.
+
+Kueue's provisioning admission check (kueue v0.15.2 pkg/controller/admissionchecks/
+provisioning/controller.go syncCheckStates) creates one ProvisioningRequest per attempt,
+named ``<workload>-<check>-<attempt>`` (provisioning.go ProvisioningRequestName), and mirrors
+it in the Workload's ``status.admissionChecks``: Pending while GKE's Dynamic Workload
+Scheduler has Accepted it and looks for capacity, Retry after Failed or BookingExpired
+(a new attempt after a back-off, up to retryStrategy.backoffLimitCount), Rejected past the
+limit or on CapacityRevoked, which deactivates the Workload; Ready once Provisioned (the
+whole slice exists; the pods are admitted onto it). The request's conditions
+(kubernetes/autoscaler cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1/
+types.go: Accepted, Provisioned, Failed, BookingExpired, CapacityRevoked) name the cause;
+the Workload's message alone is Kueue's paraphrase, so the verdict reads the request.
+
+Each state's verdict and fix:
+- Accepted, not Provisioned: queued ("waiting for queued capacity"); past the queue budget
+  queue-timeout, code NO_QUEUED_CAPACITY (the stage falls back to the next mode);
+- Failed, Kueue retrying: queued, naming the attempt and GKE's message;
+- Failed past the retries: infrastructure, code NO_QUEUED_CAPACITY (falls back);
+- BookingExpired past the retries: infrastructure: the slice was there but the pods did not
+  land on it in time (their node selector or tolerations do not match the queued pool);
+- CapacityRevoked: preempted: GKE took the nodes back; resubmitted, resuming from the
+  newest checkpoint.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from flows.backends.gke.fallback import NO_QUEUED_CAPACITY
+from flows.core.failures import Diagnosis, FailureCategory
+
+Obj = dict[str, Any]
+PR_GROUP, PR_VERSION, PR_PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
+BOOKING_EXPIRED_CODE = "gke/queued-booking-expired"
+
+
+def _true(obj: Obj | None, kind: str) -> Obj | None:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or []
+                 if c.get("type") == kind and c.get("status") == "True"), None)
+
+
+def _attempt(request: Obj) -> int:
+    tail = str((request.get("metadata") or {}).get("name", "")).rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def requests_of(workload: Obj | None, requests: list[Obj]) -> list[Obj]:
+    """The Workload's ProvisioningRequests (its name is their prefix), oldest attempt first."""
+    name = ((workload or {}).get("metadata") or {}).get("name")
+    if not name:
+        return []
+    return sorted((r for r in requests if str(r.get("metadata", {}).get("name", ""))
+                   .startswith(f"{name}-")), key=_attempt)
+
+
+def _check_states(workload: Obj | None) -> list[str]:
+    return [str(c.get("state")) for c in
+            ((workload or {}).get("status") or {}).get("admissionChecks") or []]
+
+
+def _since(value: str | None, now: datetime) -> float:
+    if not value:
+        return 0.0
+    return (now - datetime.fromisoformat(value.replace("Z", "+00:00"))).total_seconds()
+
+
+def queued_diagnosis(name: str, workload: Obj | None, requests: list[Obj], now: datetime,
+                     queue_budget_s: float) -> tuple[str, Diagnosis | None] | None:
+    """(a status line, a diagnosis or None) while the JobSet's capacity comes through
+    ProvisioningRequests, or None when none exists (not queued provisioning) or the slice is
+    Provisioned (the ordinary verdict applies)."""
+    mine = requests_of(workload, requests)
+    if not mine:
+        return None
+    last, states = mine[-1], _check_states(workload)
+    attempts = f"{len(mine)} attempt(s)"
+    if revoked := _true(last, "CapacityRevoked"):
+        why = revoked.get("message", "")
+        return f"{name}: queued capacity revoked", Diagnosis(
+            FailureCategory.PREEMPTED, f"{name}: GKE revoked the queued slice "
+            f"(ProvisioningRequest {last['metadata']['name']} CapacityRevoked: {why})",
+            f"    {why}", "the nodes were taken back before maxRunDurationSeconds; "
+            "resubmitted with the same run name, resuming from the newest checkpoint")
+    rejected = "Rejected" in states or ((workload or {}).get("spec") or {}).get("active") is False
+    for kind in ("Failed", "BookingExpired"):
+        cond = _true(last, kind)
+        if cond is None:
+            continue
+        message = str(cond.get("message", ""))
+        if not rejected:
+            return (f"{name} waits for queued capacity: ProvisioningRequest "
+                    f"{last['metadata']['name']} {kind} ({message}); Kueue retries after "
+                    f"its back-off ({attempts} so far)", None)
+        if kind == "Failed":
+            return f"{name}: no queued capacity", Diagnosis(
+                FailureCategory.INFRASTRUCTURE, f"{name}: queued provisioning could not get "
+                f"the slice after {attempts}: {message}", f"    ProvisioningRequest "
+                f"{last['metadata']['name']}: Failed: {message}",
+                "Dynamic Workload Scheduler found no slice of this shape in the zone; the "
+                "next mode of gke.capacity is tried, if any; otherwise retry later or add a "
+                "zone", NO_QUEUED_CAPACITY)
+        return f"{name}: queued booking expired", Diagnosis(
+            FailureCategory.INFRASTRUCTURE, f"{name}: the queued slice was provisioned but its "
+            f"pods did not land on it in time, {attempts}: {message}",
+            f"    ProvisioningRequest {last['metadata']['name']}: BookingExpired: {message}",
+            "the pods must tolerate the cloud.google.com/gke-queued taint and select the "
+            "queued pool; check `kubectl describe pod` for why they stayed Pending",
+            BOOKING_EXPIRED_CODE)
+    if _true(last, "Provisioned"):
+        return None
+    accepted = _true(last, "Accepted")
+    waited = _since(mine[0].get("metadata", {}).get("creationTimestamp"), now)
+    eta = str(((last.get("status") or {}).get("conditions") or [{}])[-1].get("message", ""))
+    if waited > queue_budget_s:
+        return f"{name}: no queued capacity", Diagnosis(
+            FailureCategory.QUEUE_TIMEOUT, f"{name} waited {waited / 60:.0f} min for queued "
+            f"capacity ({attempts}): {eta}", f"    queue budget {queue_budget_s / 60:.0f} min",
+            "Dynamic Workload Scheduler had no slice within the queue budget; the next mode of "
+            "gke.capacity is tried, if any; nothing was spent", NO_QUEUED_CAPACITY)
+    what = "accepted, waiting for capacity" if accepted else "not yet accepted"
+    return f"{name} waits for queued capacity: ProvisioningRequest {what}: {eta}", None

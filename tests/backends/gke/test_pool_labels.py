@@ -1,0 +1,68 @@
+"""flows/backends/gke/capacity_pools.py: each (mode, zone) pool has its own name, and a
+JobSet meant for one mode selects that mode's pools only (issue 32's contract)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from flows.backends.gke.capacity_pools import (
+    BASE_POOL,
+    CAPACITY_LABEL,
+    flavor_name,
+    job_node_selector,
+    job_tolerations,
+    pool_node_labels,
+    pool_taints,
+    tpu_pools,
+)
+from flows.config.capacity import CAPACITY_MODES
+from tests.support.profiles import capacity_profile
+
+ZONES = "us-east5-b,us-east5-a,us-east5-c"
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _tolerated(taint: dict[str, str], tolerations: list[dict[str, str]]) -> bool:
+    return any(t["key"] == taint["key"] and t["effect"] == taint["effect"]
+               and (t["operator"] == "Exists" or t.get("value") == taint["value"])
+               for t in tolerations)
+
+
+@pytest.mark.parametrize(("wanted", "other"), itertools.product(CAPACITY_MODES, repeat=2))
+def test_a_job_for_one_mode_lands_on_that_modes_pools_only(wanted, other):
+    on_own = pool_node_labels(wanted)
+    assert _selects(job_node_selector(wanted), on_own)
+    assert all(_tolerated(t, job_tolerations(wanted)) for t in pool_taints(wanted))
+    if other != wanted:
+        assert not _selects(job_node_selector(wanted), pool_node_labels(other))
+        assert flavor_name(wanted) != flavor_name(other)
+
+
+def test_queued_nodes_are_tainted_and_only_a_queued_job_tolerates_them():
+    (taint,) = pool_taints("queued")
+    assert taint["key"] == "cloud.google.com/gke-queued"
+    assert _tolerated(taint, job_tolerations("queued"))
+    assert not _tolerated(taint, job_tolerations("on-demand"))
+
+
+def test_one_mode_in_one_zone_keeps_the_examples_pool():
+    (pool,) = tpu_pools(capacity_profile("on-demand").gke)
+    assert pool.name == BASE_POOL and pool.autoscaled
+
+
+def test_a_chain_over_zones_has_a_pool_per_mode_and_zone_and_one_reservation_pool():
+    gke = capacity_profile("reservation,flex-start,on-demand", **{"gke.zones": ZONES}).gke
+    pools = tpu_pools(gke)
+    assert [(p.mode, p.zone) for p in pools] == [
+        ("reservation", "us-east5-b"),
+        *[(m, z) for m in ("flex-start", "on-demand") for z in ZONES.split(",")]]
+    assert pools[0].name == BASE_POOL and not pools[0].autoscaled
+    names = [p.name for p in pools]
+    assert len(set(names)) == len(names)
+    assert all(len(n) + len("-99") <= 36 for n in names)  # gke-node-pool's name rule
+    assert all(pool_node_labels(p.mode)[CAPACITY_LABEL] == p.mode for p in pools)
