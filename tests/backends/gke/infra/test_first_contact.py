@@ -70,12 +70,22 @@ def _deployed(settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
 
 # --- item 1: Kueue admission --------------------------------------------------------------
 
+def _covered(text: str) -> list[str]:
+    """The ClusterQueue's one resource group's covered resources, in a Kueue configuration
+    (staged, with its Terraform placeholders, or rendered)."""
+    import yaml
+
+    (cq,) = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "ClusterQueue"]
+    (group,) = cq["spec"]["resourceGroups"]
+    return list(group["coveredResources"])
+
+
 def test_the_deploy_stages_a_kueue_configuration_that_admits_every_pod(
         settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
     _deployed(settings, cloud, gcs)
     staged = settings.workdir / "tpurl-kueue-configuration.yaml.tftpl"
-    assert 'coveredResources: ["google.com/tpu", "cpu", "memory", "ephemeral-storage"]' in \
-        staged.read_text()
+    assert _covered(staged.read_text()) == ["google.com/tpu", "cpu", "memory",
+                                            "ephemeral-storage"]
     text, ok = _check(cloud)
     line = _line(text, "kueue-admission")
     assert ok and line.startswith("kueue-admission: admits all 4 pod sets"), text
@@ -107,8 +117,8 @@ def test_the_run_reapplies_a_deployment_whose_kueue_does_not_admit_our_pods(
     fc.save(state)
     report = provision(settings, cloud.apis, gcs, Log(), planned=planned_for(tutorial_profile()))
     assert report.deployed and len(cloud.calls("gcluster")) == 2
-    assert 'coveredResources: ["google.com/tpu", "cpu", "memory", "ephemeral-storage"]' in \
-        fc.load()["kueue_config"]
+    assert _covered(fc.load()["kueue_config"]) == ["google.com/tpu", "cpu", "memory",
+                                                   "ephemeral-storage"]
 
 
 def test_a_missing_local_queue_is_refused(settings: InfraSettings, cloud: Cloud,
