@@ -151,8 +151,10 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
         started = time.monotonic()
         job = job_of(self.stage, workload.name)
-        chain, index = capacity_chain(self.profile), 0
-        desired = self._jobset_for(workload, job, chain[index])
+        chain = capacity_chain(self.profile)
+        index, desired = self._step_to_resume(workload, job, chain)
+        if index:
+            self._enter_step(chain, index)
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         attempts: list[Attempt] = []
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
@@ -193,12 +195,7 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
                     self.fallbacks += 1
                     index = nxt
                     desired = self._jobset_for(workload, job, chain[index])
-                    if self.spend is not None:  # the next mode bills at its own price
-                        self.spend.usd_per_chip_hour = self.profile.gke.mode_usd_per_chip_hour(
-                            step_mode(chain[index]))
-                    self.budgets = dataclasses.replace(self.budgets, waits_for_capacity=(
-                        waits_for_capacity(step_mode(chain[index]), self.stage,
-                                           index + 1 == len(chain))))
+                    self._enter_step(chain, index)
                     continue
                 if decision.action is Action.RESUBMIT:
                     attempts.append(self._attempt(chain[index], attempt_started, "preempted"))
@@ -296,6 +293,15 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
                 f"the control plane is unavailable or overloaded; retried with backoff for "
                 f"up to {budget:.0f} s"),
             ) from None
+
+    def _enter_step(self, chain: tuple[str, ...], index: int) -> None:
+        """A later step of the capacity chain: its mode's price on the meter, its mode's wait
+        for capacity in the budgets."""
+        if self.spend is not None:  # the next mode bills at its own price
+            self.spend.usd_per_chip_hour = self.profile.gke.mode_usd_per_chip_hour(
+                step_mode(chain[index]))
+        self.budgets = dataclasses.replace(self.budgets, waits_for_capacity=(
+            waits_for_capacity(step_mode(chain[index]), self.stage, index + 1 == len(chain))))
 
     def _get(self, name: str) -> Obj | None:
         try:

@@ -18,6 +18,7 @@ from prefect.events import emit_event
 
 from flows.backends.gke.capacity_pools import ZONE_LABEL
 from flows.backends.gke.fallback import Attempt, attempts_of
+from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.jobs.manifests import stage_run
 from flows.backends.gke.jobs.render import render_jobset
 from flows.backends.gke.watch.served import TPU_ACCELERATOR
@@ -77,6 +78,30 @@ class CapacityRun:
         jobset = render_jobset(workload, profile, run=stage_run(self.profile, job),  # type: ignore[attr-defined]
                                stage=job, options=self.options)  # type: ignore[attr-defined]
         return pin_zone(jobset, zone) if zone else jobset
+
+    def _step_to_resume(self, workload: Workload, job: str, chain: tuple[str, ...]
+                        ) -> tuple[int, Obj]:
+        """Which step of the chain this run starts in, and its JobSet: the first, unless the
+        cluster holds this run's JobSet as a later step rendered it (a flow that died after
+        a fallback): a rerun attaches to what trains instead of refusing it as another
+        configuration (recovery.on_conflict compares spec digests). One read, and only for
+        a chain of more than one step."""
+        first = self._jobset_for(workload, job, chain[0])
+        if len(chain) == 1:
+            return 0, first
+        live = self._get(first["metadata"]["name"])  # type: ignore[attr-defined]
+        theirs = ((live or {}).get("metadata", {}).get("annotations") or {}).get(SPEC_DIGEST)
+        if theirs is None or live is None or live["metadata"].get("deletionTimestamp"):
+            return 0, first
+        for index, step in enumerate(chain[1:], start=1):
+            desired = self._jobset_for(workload, job, step)
+            if desired["metadata"]["annotations"][SPEC_DIGEST] == theirs:
+                self.logger.info("%s: the JobSet of this run is the one step %s of the "  # type: ignore[attr-defined]
+                                 "capacity chain submitted; attaching to it",
+                                 first["metadata"]["name"], step)
+                self.fallbacks = index  # type: ignore[attr-defined]
+                return index, desired
+        return 0, first
 
     def _attempt(self, step: str, started: float, outcome: str) -> Attempt:
         """What one mode's attempt waited and held, from the watch's record of when its

@@ -232,3 +232,32 @@ def test_the_fake_autoscaler_backs_a_failing_group_off_exponentially_then_picks_
         assert scaler._best_option([pod, spot], 34.5) is None  # no group holds both
     finally:
         scaler.stop()
+
+
+def test_a_rerun_after_a_fallback_attaches_to_the_later_modes_jobset(server,
+                                                                      tmp_path: Path) -> None:
+    """The flow process died after falling back to spot: the cluster holds the run's JobSet
+    as the spot step rendered it. The rerun starts in that step and attaches, instead of
+    refusing it as a JobSet of another configuration (recovery.on_conflict)."""
+    from flows.backends.gke import recovery
+    from flows.backends.gke.jobs.manifests import job_of
+    from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS
+    from flows.core.layout import Layout
+    from flows.stages.train import train_workload
+    from tests.fakes.gke_backend import ListLogger, make_backend
+
+    profile = chain_profile("flex-start,spot")
+    scenario(server.kube, [(0.05, admit), (0.05, start), (0.05, say("restored checkpoint 1")),
+                           (1.5, say("step 2")), (0.2, succeed)])
+    earlier = make_backend(server.url, "train", tmp_path, ListLogger(), profile=profile)
+    workload = train_workload(profile, Layout(profile), earlier.runtime)
+    spot = earlier._jobset_for(workload, job_of("train", workload.name), "spot")
+    earlier.cluster.custom.create_namespaced_custom_object(
+        JOBSET_GROUP, JOBSET_VERSION, profile.gke.namespace, JOBSETS,
+        recovery.numbered(spot, 2))
+    outcome, logger, log_uri, backend = run_stage(server, "train", tmp_path, profile=profile)
+    assert not isinstance(outcome, StageFailed), outcome.diagnosis
+    assert jobsets_created(server.kube) == 1 and backend.submitted == []
+    assert any("step spot of the capacity chain" in line for line in logger.lines), logger.lines
+    assert "step 2" in Path(log_uri.removeprefix("file://")).read_text()
+    assert [a["mode"] for a in outcome.capacity] == ["spot"]
