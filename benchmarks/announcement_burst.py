@@ -30,6 +30,7 @@ import time
 import uuid
 from collections import Counter
 from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -145,16 +146,27 @@ def measure(count: int, span: float, limit: int, timeout: float) -> dict[str, An
                 worker.kill()
             worker_log.close()
         retrains = runs_of(server, retrain_id)
-    started_runs = [r for r in dispatchers if r.get("start_time")]
+    started_runs = [r for r in dispatchers if r.get("run_count", 0) > 0]  # entered Running
+    odd = [f"{r['name']}: {r['state']['name']} {(r['state'].get('message') or '')[:300]}"
+           for r in dispatchers if r["state"]["type"] not in {"COMPLETED", "CANCELLED"}]
     waiting = [r for r in retrains if r["state"]["type"] == "SCHEDULED"]
+    created = sorted(datetime.fromisoformat(r["created"]) for r in dispatchers)
+    gaps = [(b - a).total_seconds() for a, b in pairwise(created)]
     newest_held = bool(waiting) and waiting[-1]["parameters"].get("dataset_uri") == uris[-1]
     return {"announcements": count, "span s": span, "worker limit": limit,
             "posting s": posted, "settled wall s": wall,
             "dispatcher runs": len(dispatchers), "dispatcher processes": len(started_runs),
+            "dispatcher runs created over s": (created[-1] - created[0]).total_seconds()
+            if created else 0.0,
+            "largest gap between them s": max(gaps, default=0.0),
             "dispatcher states": dict(Counter(r["state"]["name"] for r in dispatchers)),
             "retrain runs created": len(retrains),
             "retrain states": dict(Counter(r["state"]["name"] for r in retrains)),
             "waiting run holds the newest": newest_held,
+            "announcements held per retrain run": [
+                1 + len((r["parameters"].get("announcement") or {}).get("coalesced", []))
+                for r in retrains],
+            "dispatcher runs not completed or cancelled": odd,
             "server cpu s": server_cpu, "worker+dispatchers cpu s": worker_cpu,
             "load before": round(load0[0], 2), "load after": round(load1[0], 2)}
 
