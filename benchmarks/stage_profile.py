@@ -37,6 +37,8 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 ABSL = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2}\.\d+) ")
 COMPILED = re.compile(r"Finished XLA compilation of .* in ([0-9.e-]+) sec")
+# tracing and lowering to MLIR happen in every process, cache or not
+TRACED = re.compile(r"Finished (?:tracing|jaxpr to MLIR module conversion)[^\n]* in ([0-9.e-]+) sec")
 CACHE_HIT = re.compile(r"[Pp]ersistent compilation cache hit")
 CKPT_IO = re.compile(r"Finished (?:blocking )?(?:load|save) in ([0-9.]+) seconds")
 STAGES = ("train", "export", "evaluate")
@@ -57,12 +59,39 @@ def profile_program(log: Path, wall: float) -> dict[str, float]:
     started = ended - wall
     first = first_absl_time(text, datetime.fromtimestamp(ended).year)
     imports = max(0.0, first - started) if first is not None else 0.0
-    compile_s = sum(float(x) for x in COMPILED.findall(text))
+    compiles = [float(x) for x in COMPILED.findall(text)]
+    compile_s = sum(compiles)
+    trace_s = sum(float(x) for x in TRACED.findall(text))
     io_s = sum(float(x) for x in CKPT_IO.findall(text))
-    return {"wall": wall, "start+imports": imports, "compile": compile_s,
-            "checkpoint io": io_s, "rest": max(0.0, wall - imports - compile_s - io_s),
-            "compiles": float(len(COMPILED.findall(text))),
+    return {"wall": wall, "start+imports": imports, "trace+lower": trace_s,
+            "compile": compile_s, "compile under 1 s": sum(c for c in compiles if c < 1.0),
+            "checkpoint io": io_s,
+            "rest": max(0.0, wall - imports - trace_s - compile_s - io_s),
+            "compiles": float(len(compiles)),
             "cache hits": float(len(CACHE_HIT.findall(text)))}
+
+
+COLUMNS = (("wall", 7), ("start+imports", 9), ("trace+lower", 11), ("compile", 8),
+           ("compile under 1 s", 8), ("checkpoint io", 8), ("rest", 7), ("compiles", 8),
+           ("cache hits", 6))
+HEADER = f"{'program':<24} " + " ".join(f"{k[:w]:>{w}}" for k, w in COLUMNS)
+
+
+def row(name: str, parts: dict[str, float]) -> str:
+    return f"{name:<24} " + " ".join(f"{parts.get(k, float('nan')):{w}.1f}" for k, w in COLUMNS)
+
+
+def reparse(root: Path, saved: Path) -> None:
+    """Print the table again from a saved run's walls and the newest logs under ``root``."""
+    walls = {k.removesuffix(" wall"): v for k, v in json.loads(saved.read_text()).items()
+             if k.endswith(" wall")}
+    print(HEADER)
+    for name, wall in walls.items():
+        logs = sorted(root.glob(f"*/*/*/tpurl-logs/{name}.log"), key=lambda p: p.stat().st_mtime)
+        logs += sorted(root.glob(f"*/*/*/*/tpurl-logs/{name}.log"),
+                       key=lambda p: p.stat().st_mtime)
+        if logs:
+            print(row(name, profile_program(max(logs, key=lambda p: p.stat().st_mtime), wall)))
 
 
 def main() -> None:
@@ -72,7 +101,12 @@ def main() -> None:
                         help="the learning rate to run (default: a new one each time)")
     parser.add_argument("--save", help="write the figures to this JSON file")
     parser.add_argument("--baseline", help="JSON written by --save before: print ratios")
+    parser.add_argument("--reparse", type=Path, help="only print the table of a saved run "
+                        "(its --save JSON) from the newest logs under --root")
     args = parser.parse_args()
+    if args.reparse:
+        reparse(Path(args.root), args.reparse)
+        return
     os.environ["JAX_LOG_COMPILES"] = "1"
 
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
@@ -90,8 +124,7 @@ def main() -> None:
     storage = LocalStorage()
     figures: dict[str, float] = {"flow call": call}
     print(f"learning rate {args.lr}; load average {load0[0]:.1f} before, {load1[0]:.1f} after")
-    print(f"{'program':<24} {'wall':>7} {'start+imp':>9} {'compile':>8} {'ckpt io':>8} "
-          f"{'rest':>7} {'compiles':>8} {'hits':>6}")
+    print(HEADER)
     for stage in result.stages:
         if stage.stage not in STAGES:
             continue
@@ -100,10 +133,7 @@ def main() -> None:
             path = storage.local_path(run.log_uri)
             parts = profile_program(path, run.wall_s) if path and path.exists() else {
                 "wall": run.wall_s}
-            print(f"{run.name:<24} " + " ".join(
-                f"{parts.get(k, float('nan')):{w}.1f}" for k, w in (
-                    ("wall", 7), ("start+imports", 9), ("compile", 8), ("checkpoint io", 8),
-                    ("rest", 7), ("compiles", 8), ("cache hits", 6))))
+            print(row(run.name, parts))
             figures |= {f"{run.name} {k}": v for k, v in parts.items()}
     programs = sum(v for k, v in figures.items() if k.endswith(" wall"))
     figures["programs"] = programs
