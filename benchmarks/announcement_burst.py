@@ -195,7 +195,10 @@ def main() -> None:
     parser.add_argument("--baseline", help="JSON written by --save before: print ratios")
     args = parser.parse_args()
     figures = measure(args.count, args.span, args.limit, args.timeout)
-    before = json.loads(Path(args.baseline).read_text()) if args.baseline else {}
+    if args.save:
+        Path(args.save).write_text(json.dumps(figures, indent=1))
+    baseline = Path(args.baseline) if args.baseline else None
+    before = json.loads(baseline.read_text()) if baseline and baseline.exists() else {}
     for name, value in figures.items():
         then = before.get(name)
         ratio = (f"  (before {then:g}, ratio {value / then:.2f})"
@@ -205,8 +208,6 @@ def main() -> None:
         shown = f"{value:.1f}" if isinstance(value, float) else str(value)
         print(f"{name:<28} {shown}{ratio}")
     print(f"goal: one retrain run created: {'met' if figures['retrain runs created'] == 1 else 'MISSED'}")
-    if args.save:
-        Path(args.save).write_text(json.dumps(figures, indent=1))
 
 
 if __name__ == "__main__":
