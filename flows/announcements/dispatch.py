@@ -37,14 +37,15 @@ from prefect.runtime import flow_run as current_run
 from prefect.states import Cancelled
 
 from flows.announcements.admission import admission_problem
+from flows.announcements.batch import PLANNED, decide_batch
 from flows.announcements.decide import (
+    Decision,
     Dropped,
     Duplicate,
     Queue,
     RunView,
     Superseded,
     coalesced_message,
-    decide,
     dropped_ids,
     explain,
     phase_of,
@@ -58,7 +59,9 @@ from flows.announcements.model import (
     dispatcher_run_name,
     retrain_run_name,
 )
+from flows.announcements.pending import PendingRun, pending_runs, settled_pending
 from flows.config.loading import load_profile
+from flows.config.profile import Profile
 from flows.core.error_redaction import redacting_errors
 
 RUNS_READ = 200  # the ledger: the target's newest runs (newest announced per kind is among them)
@@ -104,16 +107,16 @@ def _dispatcher_name() -> str:
     return dispatcher_run_name(params.get("kind", "?"), params.get("value", "?"))
 
 
-def admit(target_parameters: dict[str, Any], new: Announcement) -> str:
+def admit(target_parameters: dict[str, Any], new: Announcement) -> Profile:
     """Refuse, before any run is made, what the target cannot or may not train: the
     target's profile (with the deployment's own overrides) says its backend and the URI
     prefixes its announcements may name (flows/announcements/admission.py). Returns the
-    profile's name (a safe path part, unlike a deployment's `profile` given as a path)."""
+    profile (its name is a safe path part, unlike a deployment's `profile` given as a path)."""
     profile = load_profile(str(target_parameters.get("profile", "rehearsal")),
                            target_parameters.get("overrides") or {}, origin="flow")
     if problem := admission_problem(profile, new):
         raise AnnouncementError(problem)
-    return profile.name
+    return profile
 
 
 @flow(name="tpurl-announcement", flow_run_name=_dispatcher_name, validate_parameters=True,
@@ -148,24 +151,85 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
         lock = dispatch_lock_name(str(target.id))
         ensure_lock(client, lock)
         with concurrency(lock, occupy=1, strict=True, timeout_seconds=LOCK_WAIT_S):
+            pending = _settled_pending(client, deployment, profile, logger)
             runs = read_ledger(client, target.id)
-            decision = decide(new, runs)
+            items = [new, *(p.announcement for p in pending)]
+            batch = decide_batch(items, runs)
             where = (str(target.id), deployment)
             names = {r.id: r.name for r in runs}
-            logger.info("%s", explain(decision, names))
-            if isinstance(decision, Duplicate | Dropped):
-                announcement_event(decision.rule, new, where, {
-                    "rule": decision.rule, "run": decision.run_id}, [
-                    (decision.run_id, names.get(decision.run_id, ""), "serving-run")])
-                return {"decision": decision.rule, "run": decision.run_id}
-            if isinstance(decision, Superseded):
-                announcement_event("superseded", new, where, {
-                    "rule": "superseded", "by": decision.by.to_dict(), "run": decision.run_id,
-                    "trained": decision.trained}, [
-                    (decision.run_id, names.get(decision.run_id, ""), "serving-run")])
-                return {"decision": "superseded", "by": decision.by.event_id,
-                        "run": decision.run_id, "trained": decision.trained}
-            return _queue(client, target.id, where, decision, profile, logger)
+            queued = (_queue(client, target.id, where, batch.queue, profile.name, logger)
+                      if batch.queue is not None else None)
+            run_id = queued["run"] if queued else ""
+            names[PLANNED] = queued["run_name"] if queued else ""
+            mine = batch.decisions[new.event_id]
+            logger.info("%s", explain(mine, names))
+            decided = _cancel_pending(client, pending, len(items), logger)
+            for item in (new, *decided):  # the others' own dispatchers speak for them
+                _decision_event(batch.decisions[item.event_id], where, names, run_id)
+            if queued is not None and batch.served_by_planned(new.event_id):
+                batched = {"batched": [p.announcement.event_id for p in pending]} if pending else {}
+                return {**{k: v for k, v in queued.items() if k != "run_name"}, **batched}
+            return _decision_result(mine, run_id)
+
+
+def _settled_pending(client: SyncPrefectClient, target: str, profile: Profile,
+                     logger: Any) -> list[PendingRun]:
+    """The other announcements for ``target`` whose dispatcher runs have not finished, once
+    the burst settled; none when this dispatcher was not started by its deployment (run by
+    hand, or called as a function)."""
+    own = client.read_flow_run(UUID(current_run.id)) if current_run.id else None
+    if own is None or own.deployment_id is None:
+        return []
+    deployment_id = own.deployment_id
+
+    def read() -> list[PendingRun]:
+        return pending_runs(client, deployment_id, own.id, target)
+
+    pending = settled_pending(read, own.created, profile.announcements.settle_s, logger.info)
+    # what the target may not train is left to its own dispatcher, which refuses it by name
+    return [p for p in pending if admission_problem(profile, p.announcement) is None]
+
+
+def _cancel_pending(client: SyncPrefectClient, pending: list[PendingRun], batched: int,
+                    logger: Any) -> list[Announcement]:
+    """Cancel the decided dispatcher runs that have not started (after the retrain run
+    exists: a crash before this leaves them to run and find their announcement held)."""
+    me = _dispatcher_name()
+    message = (f"Decided by dispatcher run {me} ({current_run.id}) with {batched - 1} "
+               "other announcement(s): nothing left to do")
+    cancelled = [p.announcement for p in pending
+                 if p.waiting and _cancel_if_waiting(client, p.id, message)]
+    if pending:
+        logger.info("decided %d announcements at once; %d dispatcher run(s) that had not "
+                    "started cancelled", batched, len(cancelled))
+    return cancelled
+
+
+def _decision_event(decision: Decision, where: tuple[str, str], names: dict[str, str],
+                    planned_id: str) -> None:
+    """The event of a decision that queued no run (a queued or coalesced one has its event
+    from _queue)."""
+    if isinstance(decision, Queue):
+        return
+    run = planned_id if decision.run_id == PLANNED else decision.run_id
+    new = decision.announcement
+    if isinstance(decision, Duplicate | Dropped):
+        announcement_event(decision.rule, new, where, {"rule": decision.rule, "run": run},
+                           [(run, names.get(decision.run_id, ""), "serving-run")])
+    else:
+        announcement_event("superseded", new, where, {
+            "rule": "superseded", "by": decision.by.to_dict(), "run": run,
+            "trained": decision.trained},
+            [(run, names.get(decision.run_id, ""), "serving-run")])
+
+
+def _decision_result(decision: Decision, planned_id: str) -> dict[str, Any]:
+    run = planned_id if getattr(decision, "run_id", "") == PLANNED else \
+        getattr(decision, "run_id", "")
+    if isinstance(decision, Superseded):
+        return {"decision": "superseded", "by": decision.by.event_id, "run": run,
+                "trained": decision.trained}
+    return {"decision": decision.rule, "run": run}
 
 
 def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str],
@@ -202,7 +266,7 @@ def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str
         "retried": [{**d.announcement.to_dict(), "ended_run": d.run_id, "ended": d.ended}
                     for d in decision.retried]},
         [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]])
-    return {"decision": "queued", "run": new_id, "replaced": cancelled,
+    return {"decision": "queued", "run": new_id, "run_name": new_name, "replaced": cancelled,
             "coalesced": [a.event_id for a in record.coalesced],
             "retried": [d.announcement.event_id for d in decision.retried]}
 

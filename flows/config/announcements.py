@@ -1,4 +1,5 @@
-"""A profile's ``announcements`` section: which URIs an announcement may name for it.
+"""A profile's ``announcements`` section: which URIs an announcement may name for it, and how
+long a burst of announcements may settle before it is decided.
 
 Open-source Prefect's events endpoint has no authentication, so whoever reaches the API can
 announce a dataset. The profile's author says where its datasets may come from; the
@@ -26,6 +27,14 @@ class AnnouncementsSection(StrictModel):
     allowed_uri_prefixes: list[str] = Field(default_factory=list)
     """URI prefixes an announced dataset may start with; none: every dataset announcement is
     refused."""
+    # A burst of announcements (a pipeline publishing many versions at once) is decided
+    # once, after it settled: the first dispatcher waits until no announcement for the
+    # target came for this long (at most 300 s), then queues one run for all of them
+    # (flows/announcements/pending.py). 0: decide at once (one run per burst still, for the
+    # announcements already there).
+    settle_s: float = Field(30.0, ge=0, le=300)
+    """Seconds without a new announcement before a burst is decided (one retrain run for
+    all of it)."""
 
     @field_validator("allowed_uri_prefixes")
     @classmethod

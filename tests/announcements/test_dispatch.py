@@ -98,20 +98,20 @@ class _Window:
 @pytest.fixture
 def race_window(target, monkeypatch: pytest.MonkeyPatch) -> _Window:
     """Three dispatchers' window, through the module's own calls: ``ensure_lock`` (just
-    before the lock) and ``decide`` (inside it, after the runs were read), and the lock's
+    before the lock) and ``decide_batch`` (inside it, after the runs were read), and the lock's
     requests to the server."""
     from flows.announcements import dispatch
 
     window = _Window(3, dispatch.dispatch_lock_name(str(target[1])))
-    real_ensure, real_decide = dispatch.ensure_lock, dispatch.decide
+    real_ensure, real_decide = dispatch.ensure_lock, dispatch.decide_batch
 
     def ensure_lock(client: Any, name: str) -> None:
         real_ensure(client, name)
         window.arrive()
 
-    def decide(new: Any, runs: Any) -> Any:
+    def decide_batch(items: Any, runs: Any) -> Any:
         window.enter()
-        return real_decide(new, runs)
+        return real_decide(items, runs)
 
     async def increment(client: Any, names: list[str], *args: Any, **kwargs: Any) -> Any:
         """What Prefect's lock asks the server; a 423 is the lock turning one away (prefect
@@ -127,7 +127,7 @@ def race_window(target, monkeypatch: pytest.MonkeyPatch) -> _Window:
 
     real_increment = PrefectClient.increment_concurrency_slots_with_lease
     monkeypatch.setattr(dispatch, "ensure_lock", ensure_lock)
-    monkeypatch.setattr(dispatch, "decide", decide)
+    monkeypatch.setattr(dispatch, "decide_batch", decide_batch)
     monkeypatch.setattr(PrefectClient, "increment_concurrency_slots_with_lease", increment)
     return window
 

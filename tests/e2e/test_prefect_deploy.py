@@ -139,7 +139,12 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
         finished = lambda: [r for r in _runs(prefect_server, dispatcher["id"])  # noqa: E731
                             if r["state"]["type"] in FINAL]
         done = wait_until(lambda: len(finished()) == 3 and finished(), 600, "the three dispatchers")
-        assert {r["state"]["type"] for r in done} == {"COMPLETED"}, [r["state"] for r in done]
+        # a dispatcher that had not started when another decided its announcement with its
+        # own (flows/announcements/pending.py) is cancelled, never started
+        assert all(r["state"]["type"] == "COMPLETED" or (
+            r["state"]["type"] == "CANCELLED"
+            and r["state"]["message"].startswith("Decided by dispatcher run ")) for r in done), \
+            [r["state"] for r in done]
         assert state(first["id"])["type"] == "RUNNING", "the running run was disturbed"
 
         others = [r for r in _runs(prefect_server, retrain["id"]) if r["id"] != first["id"]]

@@ -197,13 +197,19 @@ class LocalImage:
             claim(venv)  # the marker goes in before the venv's files
             python = shutil.which(f"python{python_version}") or f"python{python_version}"
             runs.append(self.backend.run_command(
-                f"create-{label}-venv", [python, "-m", "venv", str(venv)],
+                f"create-{label}-venv", [python, "-m", "venv", *_without_pip(), str(venv)],
                 join(logs, f"create-{label}-venv.log"), {"PYENV_VERSION": python_version}))
         for name, (argv, env) in _install_steps(_python(venv), venv, locks[0], tunix):
             runs.append(self.backend.run_command(f"install-{label}{name}", argv,
                                                  join(logs, f"install-{label}{name}.log"), env))
         write_text(marker, _marker_text(locks), "the rehearsal venv's install marker")
         return runs
+
+
+def _without_pip() -> list[str]:
+    """uv installs from outside the venv: ensurepip's copy of pip in it would be seconds of a
+    fresh clone's image stage for nothing (pip installs need it, so they keep it)."""
+    return ["--without-pip"] if installer_name() == "uv" else []
 
 
 # The rehearsal venv is the lock plus the tunix commit: a new commit is a new venv.

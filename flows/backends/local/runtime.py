@@ -78,7 +78,11 @@ class LocalRuntime:
         followed by the transformers load check."""
         venvs = self.layout.venv_dir().parent
         cache = venvs / JAX_CACHE_DIR
-        env = (*LOCAL_ENV, ("JAX_COMPILATION_CACHE_DIR", str(cache)), *bytecode_env(venvs))
+        # Every compilation kept, not only those over JAX's 1 s default: on CPU most of the
+        # programs' compilations are tiny (the export's ~650 slices; train's and evaluate's
+        # sampling and metric helpers), and a one-field change reruns them all.
+        env = (*LOCAL_ENV, ("JAX_COMPILATION_CACHE_DIR", str(cache)),
+               ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0"), *bytecode_env(venvs))
         if program == "train":
             dataset = self.dataset_uri()
             assert dataset is not None
@@ -98,14 +102,12 @@ class LocalRuntime:
                              placement=Placement(kind="cpu"),
                              env=(*LOCAL_ENV, *bytecode_env(venvs)))
             # The converter compiles ~650 tiny XLA programs (one slice per layer and expert
-            # index, ~60 ms each): below JAX's 1 s threshold none was kept, and MaxText's
-            # jax_cache_dir (default ~/jax_cache) overrode the shared cache. Kept, a rerun loads
-            # them instead; the converted weights are the same bytes.
+            # index, ~60 ms each): below JAX's 1 s threshold none was kept (env above), and
+            # MaxText's jax_cache_dir (default ~/jax_cache) overrode the shared cache. Kept, a
+            # rerun loads them instead; the converted weights are the same bytes.
             return ProgramSetup(
                 launcher=("python3", rehearsal_script("to_huggingface_gc.py")),
-                args=(f"jax_cache_dir={cache}",),
-                env=(*env, ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")),
-                checks=(check,))
+                args=(f"jax_cache_dir={cache}",), env=env, checks=(check,))
         return ProgramSetup(env=env)
 
     def accept(self, program: str, storage: Storage) -> dict[str, Any]:

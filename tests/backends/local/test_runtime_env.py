@@ -22,6 +22,7 @@ def test_every_program_uses_one_cache_beside_the_venvs_for_any_root(tmp_path: Pa
         for name, workload in planned_workloads(profile, LocalRuntime(profile, layout)).items():
             env = dict(workload.env)
             assert env["JAX_PLATFORMS"] == "cpu", name
+            assert env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0", name  # all kept
             dirs.add(env["JAX_COMPILATION_CACHE_DIR"])
         expected = layout.venv_dir().parent / JAX_CACHE_DIR
     assert dirs == {str(expected)}
