@@ -6,8 +6,9 @@
 # failure stops before the long ones (tests/support/tiers.py marks them): ruff, the fast
 # tests (no services), the service-backed ones (fake-gcs-server, a Prefect API, dockerd),
 # then the end-to-end modules of tests/e2e once each, the rehearsal last; then the coverage
-# of all of them. Two things run beside the fast and services tiers, because they mostly
-# wait while those compute (2 cores):
+# of all of them. These run beside the fast tier, because they mostly wait while it
+# computes (2 cores):
+# - the services tier itself (it waits on the servers it starts);
 # - the `realtime` services modules (leases expiring, Prefect servers and CLIs starting),
 #   in two more pytest runs whose output is printed when they end, before the e2e tier;
 # - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
@@ -151,17 +152,25 @@ beside "$LOGS/realtime-lock.log" realtime-lock-lane "${cov[@]}" -m realtime "$LO
 beside "$LOGS/realtime.log" realtime-lane "${cov[@]}" -m "realtime and not e2e" \
   --ignore="$LOCK_TESTS"
 realtime_pids=("${lanes[@]: -2}")
-timed fast-tier "${cov[@]}" -m "not services and not e2e" 2>&1 | tee "$LOGS/fast-tier.log"
-timed services-tier "${cov[@]}" -m "services and not realtime and not e2e" 2>&1 | tee "$LOGS/services-tier.log"
+# The services tier beside the fast one: the fast tier computes on one core, the services
+# tier mostly waits on the servers it starts, so run one after the other they left a core
+# idle for most of ten minutes. Its output is printed when it ends, with the realtime lanes'.
+beside "$LOGS/services-tier.log" services-tier \
+  "${cov[@]}" -m "services and not realtime and not e2e"
+realtime_pids+=("${lanes[-1]}")
+fast_rc=0
+timed fast-tier "${cov[@]}" -m "not services and not e2e" 2>&1 | tee "$LOGS/fast-tier.log" \
+  || fast_rc=$?
 failed=0
-for i in 0 1; do
-  log=("$LOGS/realtime-lock.log" "$LOGS/realtime.log")
+for i in 0 1 2; do
+  log=("$LOGS/realtime-lock.log" "$LOGS/realtime.log" "$LOGS/services-tier.log")
   rc=0
   wait "${realtime_pids[$i]}" || rc=$?
-  echo "---- realtime modules, beside the tiers above (${log[$i]}) ----"
+  echo "---- beside the fast tier (${log[$i]}) ----"
   cat "${log[$i]}"
   [ "$rc" = 0 ] || failed=$rc
 done
+[ "$fast_rc" = 0 ] || exit "$fast_rc"
 [ "$failed" = 0 ] || exit "$failed"
 if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
