@@ -25,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = ROOT / ".tpurl" / "mutation"
+DATA = ("deployments", "images")  # profiles and patches the tests read beside flows/
 KILLED = {"killed", "timeout", "caught by type check", "segfault"}
 
 
@@ -37,11 +38,13 @@ class Module:
 
 MODULES = {
     "announce-decide": Module("flows/announcements/decide.py", (
-        "tests/announcements/test_decide.py", "tests/announcements/test_decide_orderings.py")),
+        "tests/announcements/test_decide.py", "tests/announcements/test_decide_orderings.py",
+        "tests/announcements/test_decide_details.py")),
     "announce-admission": Module("flows/announcements/admission.py", (
         "tests/announcements/test_admission.py",)),
     "announce-guard": Module("flows/announcements/guard.py", (
-        "tests/announcements/test_decide.py",), glue=("was_coalesced",)),
+        "tests/announcements/test_decide.py", "tests/announcements/test_decide_details.py"),
+        glue=("was_coalesced",)),
     "gke-verdict": Module("flows/backends/gke/watch/verdict.py", (
         "tests/backends/gke/watch/test_verdict.py",
         "tests/backends/gke/watch/test_budget_verdicts.py",
@@ -72,6 +75,7 @@ def mutmut_table(module: Module) -> str:
     tests = ", ".join(f'"{t}"' for t in module.tests)
     return ("\n[tool.mutmut]\n"
             'source_paths = ["flows"]\n'
+            f"also_copy = [{', '.join(repr(d).replace(chr(39), chr(34)) for d in DATA)}]\n"
             f'only_mutate = ["{module.path}"]\n'
             f"pytest_add_cli_args_test_selection = [{tests}]\n"
             'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]\n'
@@ -89,7 +93,7 @@ def run_module(name: str, module: Module, children: int, survivors: bool) -> tup
     work = SCRATCH / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    for part in ("flows", "tests"):
+    for part in ("flows", "tests", *DATA):
         shutil.copytree(ROOT / part, work / part,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (work / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text()
