@@ -50,7 +50,7 @@ MODULES = {
         "tests/backends/gke/watch/test_budget_verdicts.py",
         "tests/backends/gke/watch/test_kueue_evictions.py")),
     "gke-recovery": Module("flows/backends/gke/recovery.py", (
-        "tests/backends/gke/test_recovery.py",)),
+        "tests/backends/gke/test_recovery.py", "tests/backends/gke/test_recovery_details.py")),
     "spend-meter": Module("flows/backends/gke/watch/spend.py", (
         "tests/backends/gke/test_spend_cap.py", "tests/backends/gke/test_spend_timeline.py"),
         glue=("run_key", "spent_in_run")),
@@ -59,7 +59,7 @@ MODULES = {
     "promotion": Module("flows/core/promotion.py", ("tests/core/test_promotion.py",)),
     "lineage": Module("flows/core/lineage.py", (
         "tests/core/test_lineage_rules.py", "tests/stages/test_damaged_records.py",
-        "tests/stages/test_record_escapes.py"), glue=("read_record", "write_record")),
+        "tests/stages/test_record_escapes.py")),
     "error-redaction": Module("flows/core/error_redaction.py", (
         "tests/core/test_error_redaction_rules.py",)),
     "redaction": Module("flows/core/redaction.py", ("tests/core/test_redaction.py",),
