@@ -56,7 +56,8 @@ MODULES = {
         glue=("run_key", "spent_in_run")),
     "spend-config": Module("flows/config/spend.py", (
         "tests/backends/gke/test_spend_cap.py", "tests/backends/gke/test_spend_timeline.py")),
-    "promotion": Module("flows/core/promotion.py", ("tests/core/test_promotion.py",)),
+    "promotion": Module("flows/core/promotion.py", (
+        "tests/core/test_promotion.py", "tests/core/test_promotion_rules.py")),
     "lineage": Module("flows/core/lineage.py", (
         "tests/core/test_lineage_rules.py", "tests/stages/test_damaged_records.py",
         "tests/stages/test_record_escapes.py")),
