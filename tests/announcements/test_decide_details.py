@@ -116,3 +116,25 @@ def test_states_missing_a_message_or_a_type_are_not_the_dispatchers_cancellation
     assert coalesced_by(states) is None
     found = SimpleNamespace(type=cancelled, message=f"{COALESCED_PREFIX}y")
     assert coalesced_by([*states, found]) == f"{COALESCED_PREFIX}y"
+
+
+def test_an_item_older_than_what_was_trained_does_not_hide_the_next_item():
+    trained = run("c", "trained", ann("dataset", "d2", 2))
+    other = ann("revision", "r1", 3)
+    due = due_announcements([ended("x", ann("dataset", "d1", 1), other), trained])
+    assert [d.announcement for d in due] == [other]
+
+
+def test_a_run_missing_from_the_names_is_shown_by_its_id():
+    new = ann("dataset", "d1", 1)
+    assert explain(Duplicate(new, "zz"), {}) == (
+        f"rule duplicate: {new.describe()} is the same announcement as one run zz holds or "
+        "trained; no run")
+
+
+def test_each_due_announcement_taken_up_is_listed():
+    first, second = ann("dataset", "d1", 1), ann("revision", "r1", 2)
+    decision = decide(ann("other", "o1", 4), [ended("x", first), ended("y", second)])
+    assert isinstance(decision, Queue) and len(decision.retried) == 2
+    assert explain(decision, {}).endswith(
+        f"; takes up {decision.retried[0].describe()}; takes up {decision.retried[1].describe()}")
