@@ -121,3 +121,19 @@ def test_a_record_round_trips_and_a_damaged_one_is_unreadable_not_missing(tmp_pa
     (tmp_path / "record.json").write_text('{"stage": "train"}')
     with pytest.raises(UnreadableRecord, match=r"is not a lineage record \(1 validation error"):
         read_record(storage, uri)
+
+
+def test_the_identity_is_the_same_in_every_version_of_the_tool():
+    """Stored records carry it: a version that computed it otherwise would rerun every
+    stage after a verified output (so its value is pinned here)."""
+    files = {"b": {"z.bin": FileEntry(size=1, digest="d", stamp="t")},
+             "a": {"y": FileEntry(size=2, digest="e", stamp="t")}}
+    assert verified_identity(files, {}) == "verified:fd589f62cac563b8c46fd66e72f90231"
+    assert verified_identity({}, {"path": Path("/p"), "b": 1, "a": 2}) == (
+        "verified:b172898fad4e96a53ecc6c97285b1bc1")
+
+
+def test_a_root_ending_in_any_character_is_compared_as_written():
+    root = "gs://b/rootX"
+    assert outside_root({"c": f"{root}/x", "r": root}, root) is None
+    assert relative_outputs({"c": f"{root}/x"}, root + "/") == {"c": "./x"}
