@@ -77,12 +77,16 @@ def test_token_shapes_are_blanked_keeping_the_header_before_a_bearer():
 
 @pytest.mark.parametrize("size", [8, 12, 29])
 def test_a_line_ending_with_the_tokens_start_loses_it(token: str, size: int):
+    # glued to a word ("=" is a token character), so no whole-word pass can see the piece
     assert redact("key: " + token[:size]) == f"key: {REDACTED}"
+    assert redact("key=" + token[:size]) == f"key={REDACTED}"
 
 
 @pytest.mark.parametrize("size", [8, 12, 29])
 def test_a_line_starting_with_the_tokens_end_loses_it_keeping_its_indent(token: str, size: int):
     assert redact("    " + token[-size:] + " rest") == f"    {REDACTED} rest"
+    assert redact("    " + token[-size:] + "=rest") == f"    {REDACTED}=rest"
+    assert redact(token[-size:] + "=rest  ") == f"{REDACTED}=rest  "
 
 
 def test_a_middle_piece_of_the_token_is_blanked_and_ordinary_lines_stay(token: str):
