@@ -12,6 +12,7 @@ from flows.backends.gke.infra.cloud import ApiDenied, ApiNotFound
 from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS
 from flows.backends.gke.infra.preflight.checks import CLOUD_BUILD_API, REQUIRED_APIS
 from tests.fakes.cloud import fakecloud_state as fc
+from tests.fakes.cloud.ar_operations import Creations
 
 PATHWAYS = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 
@@ -44,6 +45,8 @@ class FakeGoogleApis:
         # projects.testIamPermissions); the operator holds all of them unless a test says so
         self.permissions: set[str] = set(OPERATOR_PERMISSIONS)
         self.repositories: dict[str, dict[str, Any]] = {}  # "project/location/name" → repo
+        # CreateRepository's long-running operations (tests/fakes/cloud/ar_operations.py)
+        self.creations = Creations()
         # Resource-level testIamPermissions (storage JSON API buckets.testIamPermissions,
         # Artifact Registry repositories.testIamPermissions) answer the *effective*
         # permissions: what the project grants plus what the resource's own policy grants; a
@@ -165,6 +168,7 @@ class FakeGoogleApis:
     def get_repository(self, project: str, location: str,
                        repository: str) -> dict[str, Any] | None:
         self._call("get_repository")
+        self.creations.settle(self.repositories)
         found = self.repositories.get(f"{project}/{location}/{repository}")
         return copy.deepcopy(found)
 
@@ -175,12 +179,16 @@ class FakeGoogleApis:
         if "artifactregistry.repositories.create" not in self.permissions:
             raise ApiDenied("Permission 'artifactregistry.repositories.create' denied")
         key = f"{project}/{location}/{repository}"
-        if key in self.repositories:
+        self.creations.settle(self.repositories)
+        if key in self.repositories or self.creations.being_created(key):
             raise RuntimeError(f"409 ALREADY_EXISTS: the repository {repository} already exists")
-        self.repositories[key] = {
+        return self.creations.start(self.repositories, key, {
             "name": f"projects/{project}/locations/{location}/repositories/{repository}",
-            "format": "DOCKER"}
-        return {"done": True}
+            "format": "DOCKER"})
+
+    def repository_operation(self, name: str) -> dict[str, Any]:
+        self._call("repository_operation")
+        return self.creations.get(self.repositories, name)
 
     def image_exists(self, ref: str) -> bool:
         self._call("image_exists")

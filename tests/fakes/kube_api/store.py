@@ -17,6 +17,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.fakes.kube_api.kueue_workloads import create_workload, script_may_go
+
 Obj = dict[str, Any]
 KINDS = {"pods": ("v1", "Pod"), "secrets": ("v1", "Secret"), "configmaps": ("v1", "ConfigMap"),
          "jobs": ("batch/v1", "Job"),
@@ -108,6 +110,10 @@ class FakeKube:
         # fake autoscaler holds a JobSet's containers until its pods have nodes).
         self.action_gate: Callable[[str, str], bool] | None = None
         self.closed = False
+        # Kueue's reconciler creates a queued JobSet's Workload this long after the JobSet
+        # (tests/fakes/kube_api/kueue_workloads.py); 0: in the JobSet's own write
+        self.workload_delay_s = 0.0
+        self.workloads_pending: set[str] = set()  # JobSet uids whose Workload is not made yet
         # RBAC (tests/fakes/kube_api/rbac.py): None serves everyone, as before; a Role's rules
         # refuse what they do not grant with a 403. ``calls`` records every request's (verb,
         # group, resource) either way.
@@ -293,16 +299,7 @@ class FakeKube:
             # pkg/controllers/jobset_controller.go suspendJobs → setJobSetSuspendedCondition)
             jobset.setdefault("status", {})["conditions"] = [condition(
                 "Suspended", "True", "SuspendedJobs", "jobset is suspended")]
-            uid = meta["uid"]
-            self.create("workloads", meta["namespace"], {
-                "metadata": {"name": f"jobset-{meta['name']}-{uid[:5]}",
-                             "labels": {"kueue.x-k8s.io/job-uid": uid},
-                             "ownerReferences": [{"kind": "JobSet", "name": meta["name"],
-                                                  "uid": uid}]},
-                "spec": {"queueName": meta["labels"]["kueue.x-k8s.io/queue-name"]},
-                "status": {"conditions": [condition("QuotaReserved", "False", "Pending",
-                                                "couldn't assign flavors: insufficient quota "
-                                                "for google.com/tpu")]}})
+            create_workload(self, jobset)
         if self.scripts:
             script = self.scripts.pop(0)
             thread = threading.Thread(target=self._play, args=(script, meta["namespace"],
@@ -314,7 +311,8 @@ class FakeKube:
         for delay, action in script:
             time.sleep(delay)
             label = getattr(action, "__name__", "action")
-            while self.action_gate is not None and not self.action_gate(name, label):
+            while not script_may_go(self, uid) or (
+                    self.action_gate is not None and not self.action_gate(name, label)):
                 with self.cond:
                     current = self.objects.get(("jobsets", ns, name))
                     if self.closed or current is None or current["metadata"]["uid"] != uid:

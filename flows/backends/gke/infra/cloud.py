@@ -57,7 +57,11 @@ class GoogleApis(Protocol):
     def get_repository(self, project: str, location: str,
                        repository: str) -> dict[str, Any] | None: ...
     def create_repository(self, project: str, location: str, repository: str) -> dict[str, Any]:
-        """Create a DOCKER-format Artifact Registry repository (the one write of this seam)."""
+        """Create a DOCKER-format Artifact Registry repository (the one write of this seam):
+        the google.longrunning.Operation that creates it."""
+        ...
+    def repository_operation(self, name: str) -> dict[str, Any]:
+        """The operation ``create_repository`` answered, as it stands now (GetOperation)."""
         ...
     def image_exists(self, ref: str) -> bool:
         """Whether ``host/path:tag`` resolves to a manifest in its registry."""
@@ -220,7 +224,12 @@ class RestGoogleApis:
         response = self.session.post(url, params={"repositoryId": repository}, timeout=60,
                                      json={"format": "DOCKER", "description":
                                            "tpurl post-training images"})
-        return self._json(response, url)  # a long-running operation; creation is quick
+        return self._json(response, url)  # an Operation: image/repository.py waits for it
+
+    def repository_operation(self, name: str) -> dict[str, Any]:
+        # artifactregistry_v1.yaml: google.longrunning.Operations.GetOperation at
+        # get /v1/{name=projects/*/locations/*/operations/*}
+        return self._get(f"https://artifactregistry.googleapis.com/v1/{name}")
 
     def image_exists(self, ref: str) -> bool:
         """Asked through the one registry HEAD client (image/registry_http.py, the image

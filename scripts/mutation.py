@@ -1,0 +1,152 @@
+"""Mutation testing of the pure decision modules (issue 36 item 3), on demand, not in CI.
+
+Each module is mutated by mutmut with only the tests that cover it, in a scratch copy of the
+tree under .tpurl/mutation/<module>/ (mutmut reads its [tool.mutmut] table from the
+pyproject.toml of the directory it runs in, so every module gets its own table there and the
+project's own pyproject.toml stays free of it). The score of a module is the share of its
+mutants a test kills (a timeout counts as killed: the mutant made the tests hang); a mutant no
+test runs counts as surviving. Functions that are I/O glue rather than decisions are listed in
+``glue`` and left out of the score (their mutants are still made; none is hidden).
+
+    scripts/mutation.sh                  # every module
+    scripts/mutation.sh promotion spend  # some; --survivors prints each survivor's diff
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRATCH = ROOT / ".tpurl" / "mutation"
+DATA = ("deployments", "images")  # profiles and patches the tests read beside flows/
+KILLED = {"killed", "timeout", "caught by type check", "segfault"}
+
+
+@dataclass(frozen=True)
+class Module:
+    path: str
+    tests: tuple[str, ...]
+    glue: tuple[str, ...] = field(default=())  # functions that are I/O, not the decision
+
+
+MODULES = {
+    "announce-decide": Module("flows/announcements/decide.py", (
+        "tests/announcements/test_decide.py", "tests/announcements/test_decide_orderings.py",
+        "tests/announcements/test_decide_details.py")),
+    "announce-admission": Module("flows/announcements/admission.py", (
+        "tests/announcements/test_admission.py",)),
+    "announce-guard": Module("flows/announcements/guard.py", (
+        "tests/announcements/test_decide.py", "tests/announcements/test_decide_details.py"),
+        glue=("was_coalesced",)),
+    "gke-verdict": Module("flows/backends/gke/watch/verdict.py", (
+        "tests/backends/gke/watch/test_verdict.py",
+        "tests/backends/gke/watch/test_budget_verdicts.py",
+        "tests/backends/gke/watch/test_kueue_evictions.py")),
+    "gke-recovery": Module("flows/backends/gke/recovery.py", (
+        "tests/backends/gke/test_recovery.py", "tests/backends/gke/test_recovery_details.py")),
+    "spend-meter": Module("flows/backends/gke/watch/spend.py", (
+        "tests/backends/gke/test_spend_cap.py", "tests/backends/gke/test_spend_timeline.py"),
+        glue=("run_key", "spent_in_run")),
+    "spend-config": Module("flows/config/spend.py", (
+        "tests/backends/gke/test_spend_cap.py", "tests/backends/gke/test_spend_timeline.py")),
+    "promotion": Module("flows/core/promotion.py", (
+        "tests/core/test_promotion.py", "tests/core/test_promotion_rules.py")),
+    "lineage": Module("flows/core/lineage.py", (
+        "tests/core/test_lineage_rules.py", "tests/stages/test_damaged_records.py",
+        "tests/stages/test_record_escapes.py")),
+    "error-redaction": Module("flows/core/error_redaction.py", (
+        "tests/core/test_error_redaction_rules.py",)),
+    "redaction": Module("flows/core/redaction.py", (
+        "tests/core/test_redaction.py", "tests/core/test_redaction_rules.py"),
+                        glue=("install_log_redaction",)),
+}
+# mutmut mutates function bodies only: flows/common/token_shapes.py is module-level patterns,
+# so it is mutated through the functions that use them (the "redaction" module's tests).
+
+_NAME = re.compile(r"^\s*(?P<mutant>\S+__mutmut_\d+): (?P<status>.+)$")
+
+
+def mutmut_table(module: Module) -> str:
+    tests = ", ".join(f'"{t}"' for t in module.tests)
+    return ("\n[tool.mutmut]\n"
+            'source_paths = ["flows"]\n'
+            f"also_copy = [{', '.join(repr(d).replace(chr(39), chr(34)) for d in DATA)}]\n"
+            f'only_mutate = ["{module.path}"]\n'
+            f"pytest_add_cli_args_test_selection = [{tests}]\n"
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]\n'
+            "use_git_change_detection = false\n")
+
+
+def function_of(mutant: str) -> str:
+    """``flows.core.promotion.x_decide__mutmut_3`` → decide; a method's mutant
+    (``xǁClassǁmethod__mutmut_1``) → method."""
+    last = mutant.rsplit(".", 1)[-1].rsplit("__mutmut_", 1)[0]
+    return last.split("ǁ")[-1] if "ǁ" in last else last.removeprefix("x_")
+
+
+def run_module(name: str, module: Module, children: int, survivors: bool) -> tuple[int, int]:
+    work = SCRATCH / name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    for part in ("flows", "tests", *DATA):
+        shutil.copytree(ROOT / part, work / part,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (work / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text()
+                                         + mutmut_table(module))
+    mutmut = str(Path(sys.executable).parent / "mutmut")
+    log = work / "mutmut-run.log"
+    with log.open("w") as out:
+        subprocess.run([mutmut, "run", "--max-children", str(children)], cwd=work,
+                       stdout=out, stderr=subprocess.STDOUT, check=False,
+                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    listing = subprocess.run([mutmut, "results", "--all", "true"], cwd=work, text=True,
+                             capture_output=True, check=False).stdout
+    statuses = [(m["mutant"], m["status"].strip()) for line in listing.splitlines()
+                if (m := _NAME.match(line))]
+    if not statuses:
+        raise SystemExit(f"{name}: mutmut produced no mutants; see {log}")
+    scored = [(m, s) for m, s in statuses if function_of(m) not in module.glue]
+    killed = sum(s in KILLED for _, s in scored)
+    left = [(m, s) for m, s in scored if s not in KILLED]
+    print(f"{name:20} {module.path:42} {killed:4}/{len(scored):<4} killed "
+          f"{100 * killed / max(len(scored), 1):5.1f} %"
+          + (f"  (glue left out: {len(statuses) - len(scored)})" if module.glue else ""),
+          flush=True)
+    for mutant, status in left:
+        print(f"    {status:10} {mutant}")
+        if survivors:
+            diff = subprocess.run([mutmut, "show", mutant], cwd=work, text=True,
+                                  capture_output=True, check=False).stdout
+            print("      " + "\n      ".join(diff.strip().splitlines()[2:]))
+    return killed, len(scored)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help=f"of {', '.join(MODULES)} (default: all)")
+    parser.add_argument("--children", type=int, default=2, help="mutants run at once")
+    parser.add_argument("--survivors", action="store_true", help="print each survivor's diff")
+    parser.add_argument("--min-score", type=float, default=90.0,
+                        help="exit 1 when a module scores below this percentage")
+    args = parser.parse_args()
+    if unknown := [m for m in args.modules if m not in MODULES]:
+        parser.error(f"unknown module {', '.join(unknown)}; known: {', '.join(MODULES)}")
+    low = []
+    for name in args.modules or list(MODULES):
+        killed, total = run_module(name, MODULES[name], args.children, args.survivors)
+        if 100 * killed < args.min_score * total:
+            low.append(name)
+    if low:
+        print(f"below {args.min_score:g} %: {', '.join(low)}")
+    return 1 if low else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
