@@ -14,7 +14,7 @@
 # - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
 #   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
 #   the same script, which builds it there if this did not.
-# The e2e tier runs in two lanes too: the modules that drive the README's deployments
+# The e2e tier runs in two lanes too: the modules that drive the docs' deployments
 # (tests/e2e/test_flow_image.py, test_prefect_deploy.py: docker builds, servers, workers)
 # beside the in-process ones (the GKE world, the smoke profile, the rehearsal module).
 # dockerd and the registry are started once for the whole run (the pytest runs find them up
@@ -176,7 +176,7 @@ if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
 fi
-# The e2e tier in two lanes: the modules that drive the README's deployments (the flow image
+# The e2e tier in two lanes: the modules that drive the docs' deployments (the flow image
 # built and pushed, `prefect deploy`, process and Kubernetes workers, the announcement
 # retrain on a worker) beside the in-process ones (the GKE world, the smoke profile, the
 # rehearsal module). Each lane is one pytest; the second's output is printed when it ends.

@@ -1,7 +1,7 @@
 """prefect.yaml against one real `prefect server start`: the process-pool deployments deploy
 with nothing but the venv (`deploy --all` creates them all before it needs Docker), a
 Kubernetes one without TPURL_FLOW_IMAGE is refused in one message, each dispatcher's triggers
-fire only on announcements for its own target (the README's example among them) and carry
+fire only on announcements for its own target (docs/how-to/announce.md's example among them) and carry
 their descriptions, notify-on-failure.yaml applies after its one substitution, and the
 git_clone pull runs a process worker's flow run away from any checkout.
 
@@ -137,8 +137,8 @@ def test_an_announcement_starts_its_targets_dispatcher_and_no_other(prefect_serv
     # Unaddressed (no tpurl.profile label): no target's; then one for each target.
     _announce(prefect_server, "tpurl.dataset.updated", {"prefect.resource.id": "tpurl.dataset.x"},
               {"uri": "gs://b/data/unaddressed.parquet"})
-    # The README's example, posted as written (a 422 would raise here).
-    prefect_server.api("POST", "/events", content=json_block("announce-dataset"),
+    # The docs' example (how-to/announce.md), posted as written (a 422 would raise here).
+    prefect_server.api("POST", "/events", content=json_block("announce-dataset", "how-to/announce.md"),
                        headers={"Content-Type": "application/json"})
     _announce(prefect_server, "tpurl.base-model.updated",
               {"prefect.resource.id": "tpurl.base-model.qwen3",
@@ -220,16 +220,16 @@ def test_git_clone_pull_runs_a_worker_away_from_the_checkout(prefect_server, tmp
     assert final["type"] == "FAILED" and "does not exist" in (final["message"] or ""), final
 
 
-def test_the_readme_deploys_a_target_with_its_dispatcher_and_triggers_in_one_command(tmp_path):
-    """The README's deploy-announcements block as written, on a fresh API (its `work-pool
-    create` is a new user's first); then `tpurl announce` as the README writes it, and the
+def test_the_docs_deploy_a_target_with_its_dispatcher_and_triggers_in_one_command(tmp_path):
+    """docs/how-to/announce.md's deploy-announcements block as written, on a fresh API (its
+    `work-pool create` is a new user's first); then `tpurl announce` as the page writes it, and the
     same event posted twice: Prefect's API answers 204 both times and its triggers skip the
     id they have seen (prefect/server/events/triggers.py, consumer: event_has_been_seen), so
     one dispatcher run; a retry under a new id reaches the dispatcher (which calls it a
     duplicate: tests/announcements/test_dispatch_endings.py)."""
     (tmp_path / "home").mkdir()
     with prefect_server_in(tmp_path / "home") as server:
-        block = blocks("Deployments, triggers and the run page")["deploy-announcements"]
+        block = blocks("how-to/announce.md")["deploy-announcements"]
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=REPO_ROOT,
                               env=server.env, text=True, capture_output=True, timeout=600,
                               check=False)

@@ -24,7 +24,7 @@ def context(tmp_path: Path) -> Path:
     for name in ("pyproject.toml", "README.md", "prefect.yaml", "images/flow/install_cloud_tools.py",
                  "images/flow/requirements.lock",
                  "flows/__init__.py", "flows/pipeline.py", "deployments/profiles/x.yaml",
-                 "tests/test_x.py", ".gitignore", ".venv/lib/site.py",
+                 "tests/test_x.py", "docs/index.md", ".gitignore", ".venv/lib/site.py",
                  "flows/__pycache__/pipeline.cpython-312.pyc"):
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +59,7 @@ def test_a_copied_file_or_the_dockerfile_changes_the_tag(context: Path, changed:
     assert _tag(context) != before
 
 
-@pytest.mark.parametrize("changed", ["tests/test_x.py", ".venv/lib/site.py",
+@pytest.mark.parametrize("changed", ["tests/test_x.py", "docs/index.md", ".venv/lib/site.py",
                                      "flows/__pycache__/pipeline.cpython-312.pyc"])
 def test_dockerignored_files_leave_the_tag(context: Path, changed: str):
     before = _tag(context)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,13 @@ def test_the_site_builds_strictly_with_every_page_in_the_nav(tmp_path: Path) -> 
         url = "" if relative.name == "index" else (
             f"{relative.parent}/" if relative.name == "README" else f"{relative}/")
         assert url.removeprefix("./") in locations, f"{page} is not in the built site"
+
+
+def test_every_link_of_the_readme_names_a_file_of_the_repository() -> None:
+    """The README is the front door into docs/ but not part of the site, so mkdocs does not
+    check its links: a page moved or renamed must not leave it pointing nowhere."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    assert len(targets) >= 10, "the README's links were not found: the search is broken"
+    missing = [t for t in targets if "://" not in t and not (REPO_ROOT / t).is_file()]
+    assert missing == []

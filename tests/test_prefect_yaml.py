@@ -1,14 +1,14 @@
 """prefect.yaml read as `prefect deploy` reads it, without a server: the announcement examples
-(README and the file's own comment) are events Prefect's API accepts and each matches exactly
-the trigger meant for it; the Docker-free deployments come first; every trigger's automation
-carries its description.
+(docs/how-to/announce.md and the file's own comment) are events Prefect's API accepts and
+each matches exactly the trigger meant for it; the Docker-free deployments come first; every
+trigger's automation carries its description.
 
 The checks use Prefect's own models at the pinned version: the API's event schema
 (prefect/server/events/schemas/events.py, the body of POST /api/events: `id` and `occurred`
 required), the server's trigger matching (prefect/server/events/schemas/automations.py,
 EventTrigger.covers) and the deployment trigger schema `prefect deploy` validates triggers
 with (prefect/events/schemas/deployment_triggers.py, via prefect/cli/deploy/_triggers.py).
-tests/test_deploy_server.py posts the README example to a real server.
+tests/test_deploy_server.py posts the docs' example to a real server.
 """
 
 from __future__ import annotations
@@ -46,20 +46,20 @@ def _examples() -> dict[str, list[dict[str, Any]]]:
     comment = _COMMENT_EXAMPLE.search(PREFECT_YAML.read_text())
     assert comment, "prefect.yaml's announcement example comment is gone"
     body = "".join(line.removeprefix("  #   ") + "\n" for line in comment[1].splitlines())
-    return {"README": json.loads(json_block("announce-dataset")),
+    return {"docs": json.loads(json_block("announce-dataset", "how-to/announce.md")),
             "prefect.yaml": json.loads(body)}
 
 
-@pytest.mark.parametrize("where", ["README", "prefect.yaml"])
+@pytest.mark.parametrize("where", ["docs", "prefect.yaml"])
 def test_the_announcement_examples_are_events_the_api_accepts(where):
     for body in _examples()[where]:
         Event.model_validate(body)
-        for field in ("id", "occurred"):  # what made the README's first example a 422
+        for field in ("id", "occurred"):  # what made the first example a 422
             with pytest.raises(ValidationError, match=field):
                 Event.model_validate({k: v for k, v in body.items() if k != field})
 
 
-@pytest.mark.parametrize("where", ["README", "prefect.yaml"])
+@pytest.mark.parametrize("where", ["docs", "prefect.yaml"])
 def test_each_example_matches_only_the_trigger_of_its_profile_and_kind(where):
     triggers = _triggers()
     for body in _examples()[where]:
@@ -73,7 +73,7 @@ def test_each_example_matches_only_the_trigger_of_its_profile_and_kind(where):
 
 
 def test_an_example_without_the_profile_label_matches_no_trigger():
-    [body, *_] = _examples()["README"]
+    [body, *_] = _examples()["docs"]
     body = {**body, "resource": {"prefect.resource.id": body["resource"]["prefect.resource.id"]}}
     received = Event.model_validate(body).receive()
     assert not [t for _, t in _triggers() if EventTrigger(
@@ -112,11 +112,11 @@ def test_every_trigger_has_a_description_its_automation_carries():
     "a\nb\\c</script>.parquet"])
 def test_the_cloud_webhook_template_quotes_the_object_name(object_name):
     """Rendered as a Jinja template (Prefect Cloud's webhooks are Jinja; `tojson` is Jinja's
-    own filter), the README's template gives one event whose uri is the object's full name
-    and whose other fields no object name can change."""
+    own filter), docs/how-to/deploy-prefect-cloud.md's template gives one event whose uri is
+    the object's full name and whose other fields no object name can change."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    template = json_block("cloud-webhook")
+    template = json_block("cloud-webhook", "how-to/deploy-prefect-cloud.md")
     body = {"message": {"attributes": {"bucketId": "my-bucket", "objectId": object_name}}}
     rendered = ImmutableSandboxedEnvironment().from_string(template).render(body=body)
     event = json.loads(rendered)

@@ -1,4 +1,4 @@
-"""The example chained on `tpurl.model.promoted`: the automation the README ships is accepted
+"""The example chained on `tpurl.model.promoted`: the automation docs/how-to/evaluation.md ships is accepted
 by a real Prefect API, and its deployment's flow records only the promoted model."""
 
 from __future__ import annotations

@@ -19,22 +19,23 @@ from prefect.settings import PREFECT_API_URL
 
 from flows.announcements.admission import admission_problem
 from flows.announcements.model import Announcement, AnnouncementError
+from flows.common.event_catalogue import BASE_MODEL_UPDATED, DATASET_UPDATED
 from flows.config import load_profile
 
 
 def announcement_body(profile: str, kind: str, value: str) -> dict[str, object]:
-    """The event, as the README's JSON examples write it."""
+    """The event, as the JSON examples of docs/how-to/announce.md write it."""
     event_id, occurred = str(uuid.uuid4()), datetime.now(UTC).isoformat()
     if kind == "dataset":
         name = os.path.basename(urlparse(value).path.rstrip("/")).split(".")[0] or "data"
-        return {"id": event_id, "occurred": occurred, "event": "tpurl.dataset.updated",
+        return {"id": event_id, "occurred": occurred, "event": DATASET_UPDATED.name,
                 "resource": {"prefect.resource.id": f"tpurl.dataset.{name}",
                              "tpurl.profile": profile},
-                "payload": {"uri": value}}
-    return {"id": event_id, "occurred": occurred, "event": "tpurl.base-model.updated",
+                "payload": DATASET_UPDATED.checked({"uri": value})}
+    return {"id": event_id, "occurred": occurred, "event": BASE_MODEL_UPDATED.name,
             "resource": {"prefect.resource.id": "tpurl.base-model.hub",
                          "tpurl.profile": profile},
-            "payload": {"revision": value}}
+            "payload": BASE_MODEL_UPDATED.checked({"revision": value})}
 
 
 def announce_command(profile_name: str, dataset: str | None, revision: str | None) -> int:

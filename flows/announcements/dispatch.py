@@ -257,7 +257,8 @@ def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str
                        "announcements as well", ", ".join(kept), new_name)
     for item in record.coalesced:
         announcement_event("coalesced", item, where, {
-            "into_run": new_id, "into": new.to_dict(), "replaced_runs": cancelled},
+            "rule": "coalesced", "into_run": new_id, "into": new.to_dict(),
+            "replaced_runs": cancelled},
             [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]])
     announcement_event("queued", new, where, {
         "run": new_id, "run_name": new_name, "serves": record.summary(),

@@ -1,18 +1,7 @@
-"""Events of the dispatcher: one per decision, so an automation or a person can see what
-became of every announcement (stable names, never renamed):
-
-- ``tpurl.announcement.queued``: a retrain run was created for it (payload: the run, what it
-  serves, what was coalesced into it, the waiting runs it replaces, and ``retried``: the due
-  announcements it takes up, with the run that ended without training each);
-- ``tpurl.announcement.coalesced``: an announcement that was waiting was folded into a newer
-  run (one event per folded announcement);
-- ``tpurl.announcement.superseded``: a newer one of its kind was trained or is held by a
-  waiting or running run (payload ``trained``); no run;
-- ``tpurl.announcement.duplicate``: the same announcement (id, or kind, value and occurred)
-  is held or was trained; no run;
-- ``tpurl.announcement.dropped``: the same announcement was dropped by a user; no run.
-
-Every payload names the ``rule`` that applied (flows/announcements/decide.py).
+"""Events of the dispatcher: one per decision, ``tpurl.announcement.queued|coalesced|
+superseded|duplicate|dropped``, so an automation or a person can see what became of every
+announcement. Names and payload keys are in flows/common/event_catalogue.py (stable API);
+every payload names the ``rule`` that applied (flows/announcements/decide.py).
 
 The resource is the announcement (``tpurl.announcement.<event id>``); related resources are
 the target deployment and the runs concerned (roles ``queued-run``, ``coalesced-run``,
@@ -26,8 +15,7 @@ from typing import Any
 from prefect.events import emit_event
 
 from flows.announcements.model import Announcement
-
-PREFIX = "tpurl.announcement."
+from flows.common.event_catalogue import announcement_kind
 
 
 def _resource(item: Announcement) -> dict[str, str]:
@@ -52,6 +40,7 @@ def announcement_event(decision: str, item: Announcement, deployment: tuple[str,
                        runs: list[tuple[str, str, str]] | None = None) -> None:
     """``decision`` is queued|coalesced|superseded|duplicate|dropped; ``runs`` are
     (id, name, role)."""
-    emit_event(event=PREFIX + decision, resource=_resource(item),
+    kind = announcement_kind(decision)
+    emit_event(event=kind.name, resource=_resource(item),
                related=_related(deployment[0], deployment[1], runs or []),
-               payload={**item.to_dict(), **payload})
+               payload=kind.checked({**item.to_dict(), **payload}))

@@ -7,13 +7,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flows.common.paths import REPO_ROOT
-from flows.reference import cli_page, deployments_page, failures_page, formats_page, profile_page
+from flows.reference import (
+    cli_page,
+    deployments_page,
+    events_page,
+    failures_page,
+    formats_page,
+    profile_page,
+)
 
 REFERENCE_DIR = REPO_ROOT / "docs" / "reference"
 PAGES: dict[str, Callable[[], str]] = {
     "cli.md": cli_page.render,
     "profile.md": profile_page.render,
     "deployments.md": deployments_page.render,
+    "events.md": events_page.render,
     "failures.md": failures_page.render,
     "formats.md": formats_page.render,
 }

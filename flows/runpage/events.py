@@ -1,16 +1,7 @@
-"""Events the flow emits, so automations and other deployments can chain on them.
-
-Names are stable API (automations match on them; never rename):
-- ``tpurl.stage.started|completed|skipped|failed`` for every stage, resource
-  ``tpurl.stage.<profile>.<stage>``, payload: URIs, duration, failure category and summary;
-  ``tpurl.stage.cancelled`` for the stage a user's cancel stopped (payload ``reason``,
-  ``duration_s``; flows/runpage/cancel.py);
-- ``tpurl.run.started`` once the profile is validated, resource ``tpurl.run.<profile>``,
-  payload ``announcement``: what the run serves and what was coalesced into it (null when
-  nobody announced it);
-- ``tpurl.model.exported`` with the HF export URI (and the announcement), resource
-  ``tpurl.model.<profile>``, as soon as the export stage ends (before evaluation).
-Prefect adds the flow run and task run as related resources. Payloads pass the Redactor.
+"""Events the flow emits, so automations and other deployments can chain on them:
+``tpurl.stage.*`` for every stage, ``tpurl.run.started`` and ``tpurl.model.exported``.
+Their names, resources and payload keys are in flows/common/event_catalogue.py (stable API;
+docs/reference/events.md); payloads pass the catalogue's key check, then the Redactor.
 """
 
 from __future__ import annotations
@@ -19,11 +10,8 @@ from typing import Any
 
 from prefect.events import emit_event
 
+from flows.common.event_catalogue import MODEL_EXPORTED, RUN_STARTED, stage_kind
 from flows.core.secrets import Redactor
-
-STAGE_EVENT = "tpurl.stage.{status}"
-MODEL_EXPORTED = "tpurl.model.exported"
-RUN_STARTED = "tpurl.run.started"
 
 
 def stage_resource(profile: str, stage: str) -> dict[str, str]:
@@ -34,23 +22,24 @@ def stage_resource(profile: str, stage: str) -> dict[str, str]:
 
 def stage_event(status: str, profile: str, stage: str, redactor: Redactor,
                 payload: dict[str, Any] | None = None) -> None:
-    emit_event(event=STAGE_EVENT.format(status=status), resource=stage_resource(profile, stage),
-               payload=_redact(payload or {}, redactor))
+    kind = stage_kind(status)
+    emit_event(event=kind.name, resource=stage_resource(profile, stage),
+               payload=_redact(kind.checked(payload or {}), redactor))
 
 
 def run_started(profile: str, announcement: dict[str, Any] | None) -> None:
-    emit_event(event=RUN_STARTED,
+    emit_event(event=RUN_STARTED.name,
                resource={"prefect.resource.id": f"tpurl.run.{profile}",
                          "prefect.resource.name": f"{profile} run", "tpurl.profile": profile},
-               payload={"announcement": announcement})
+               payload=RUN_STARTED.checked({"announcement": announcement}))
 
 
 def model_exported(profile: str, uris: dict[str, Any]) -> None:
-    emit_event(event=MODEL_EXPORTED,
+    emit_event(event=MODEL_EXPORTED.name,
                resource={"prefect.resource.id": f"tpurl.model.{profile}",
                          "prefect.resource.name": f"{profile} HF export",
                          "tpurl.profile": profile},
-               payload=dict(uris))
+               payload=MODEL_EXPORTED.checked(uris))
 
 
 def _redact(value: Any, redactor: Redactor) -> Any:

@@ -7,9 +7,8 @@ promoted without the Prefect database. ``promoted-history.json`` beside it lists
 promotion, oldest first. Only a passing decision writes either; a rejected run keeps its
 export and leaves both alone.
 
-Events (stable names, like flows/runpage/events.py): ``tpurl.model.promoted`` (payload: the
-model URI, scores, run, dataset, revision, decision) and ``tpurl.model.rejected`` (the
-scores and the decision), resource ``tpurl.model.<profile>``.
+Events: ``tpurl.model.promoted`` and ``tpurl.model.rejected``, resource
+``tpurl.model.<profile>`` (names and payload keys in flows/common/event_catalogue.py).
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from flows.common.event_catalogue import MODEL_PROMOTED as PROMOTED_EVENT
+from flows.common.event_catalogue import MODEL_REJECTED as REJECTED_EVENT
 from flows.config.profile import Profile
 from flows.core.failures import user_error
 from flows.core.layout import Layout
@@ -30,8 +31,8 @@ from flows.core.promotion import Decision, PromotedModel, decide
 from flows.core.scores import ScoreSummary
 from flows.core.storage import Storage, join
 
-MODEL_PROMOTED = "tpurl.model.promoted"
-MODEL_REJECTED = "tpurl.model.rejected"
+MODEL_PROMOTED = PROMOTED_EVENT.name
+MODEL_REJECTED = REJECTED_EVENT.name
 log = logging.getLogger(__name__)
 _HISTORY = TypeAdapter(list[PromotedModel])
 
@@ -146,10 +147,11 @@ def emit_decision(profile: str, decision: Decision, evaluation: dict[str, Any],
     if decision.promoted and model is not None:
         payload.update(model_uri=model.model_uri, run=model.run, dataset=model.dataset,
                        revision=model.revision)
-    emit_event(event=MODEL_PROMOTED if decision.promoted else MODEL_REJECTED,
+    kind = PROMOTED_EVENT if decision.promoted else REJECTED_EVENT
+    emit_event(event=kind.name,
                resource={"prefect.resource.id": f"tpurl.model.{profile}",
                          "prefect.resource.name": f"{profile} model", "tpurl.profile": profile},
-               payload=payload)
+               payload=kind.checked(payload))
 
 
 def comparison_rows(evaluation: dict[str, Any], judged_against: PromotedModel | None,

@@ -183,11 +183,11 @@ def test_the_shipped_tutorial_profile_allows_no_prefix_until_one_is_added(
     assert "add the directory it publishes to" in message and "gs://b/data/" in message
 
 
-def test_the_readmes_gke_example_queues_a_run_of_its_target(tutorial_overrides, tmp_path):
-    """The README's JSON announcement, dispatched as its trigger would (payload uri, id,
-    occurred) to the tutorial's target once the profile allows gs://BUCKET/data/ as the
-    README says: the run it queues trains that object on the tutorial's profile."""
-    [event] = json.loads(json_block("announce-dataset"))
+def test_the_docs_gke_example_queues_a_run_of_its_target(tutorial_overrides, tmp_path):
+    """The JSON announcement of docs/how-to/announce.md, dispatched as its trigger would
+    (payload uri, id, occurred) to the tutorial's target once the profile allows
+    gs://BUCKET/data/ as the page says: the run it queues trains that object on the tutorial's profile."""
+    [event] = json.loads(json_block("announce-dataset", "how-to/announce.md"))
     assert event["resource"]["tpurl.profile"] == "qwen3-30b-a3b-v6e-32"
     raw = yaml.safe_load((PROFILES_DIR / "qwen3-30b-a3b-v6e-32.yaml").read_text())
     raw["announcements"] = {"allowed_uri_prefixes": ["gs://BUCKET/data/"]}

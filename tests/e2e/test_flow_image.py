@@ -1,16 +1,16 @@
-"""The README's "Deploy and run", as written, from `prefect deploy --all` to a run on each pool.
+"""docs/how-to/deploy-prefect-server.md, as written, from `prefect deploy --all` to a run on each pool.
 
-A fresh `prefect server start` (a new user's API); the README's blocks run through bash with
-the venv the README activates. The deploy runs prefect.yaml's real build/push steps: the flow
+A fresh `prefect server start` (a new user's API); the page's blocks run through bash with
+the venv the page activates. The deploy runs prefect.yaml's real build/push steps: the flow
 image is built FROM a Debian-packages base (scripts/debian-base-image.sh: no image registry is
 reachable here) with CLOUD_TOOLS=0, pushed to the local registry, and the Kubernetes
 deployments get it by digest. Then:
 
-- the process pool: the README's worker runs the teardown deployment to its final state
+- the process pool: the page's worker runs the teardown deployment to its final state
   (failed at validation, as shipped: the GKE fields are empty) and starts a rehearsal run
   (cancelled once running: the full rehearsal through a process worker is
   tests/e2e/test_prefect_deploy.py's);
-- the Kubernetes pool: the README's worker starts and registers with the pool; a run of the
+- the Kubernetes pool: the page's worker starts and registers with the pool; a run of the
   weekly deployment executes in a container of the pushed image by digest, from the pod spec
   prefect-kubernetes renders (tests/support/kube_pod.py says why that is a fair stand-in);
 - without TPURL_FLOW_IMAGE the deploy stops before building, naming the variable and the fix.
@@ -38,7 +38,7 @@ from tests.support.flow_image import debian_base_image, deploy_env
 from tests.support.prefect_server import PrefectServer, prefect_server_in, wait_until
 from tests.support.readme import blocks
 
-TITLE = "Deploy and run"
+PAGE = "how-to/deploy-prefect-server.md"
 KUBERNETES = ("qwen3-30b-a3b-v6e-32-weekly", "qwen3-30b-a3b-v6e-32-retrain")
 PROCESS = ("rehearsal", "retrain-rehearsal", "teardown-qwen3-30b-a3b-v6e-32")
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
@@ -101,7 +101,7 @@ def _logs(server: PrefectServer, run_id: str) -> str:
 
 @pytest.fixture(scope="module")
 def readme() -> dict[str, str]:
-    return blocks(TITLE)
+    return blocks(PAGE)
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def walkthrough(docker_client: docker.DockerClient, registry_prefix: str, readme
         yield Walkthrough(server, env, repository, base, log, {d["name"]: d for d in found}, home)
 
 
-def test_the_readme_marks_every_command_of_the_walkthrough(readme: dict[str, str]):
+def test_the_page_marks_every_command_of_the_walkthrough(readme: dict[str, str]):
     assert set(readme) == {"env", "deploy", "process-worker", "rehearsal-run", "teardown-run",
                            "result-storage", "kubernetes-worker", "kubernetes-run"}
     assert "TPURL_FLOW_IMAGE=" in readme["env"]
@@ -181,7 +181,7 @@ def test_the_weekly_deployment_runs_in_a_container_of_its_image(walkthrough: Wal
     assert "gke.project" in logs + state["message"], (state, logs[-3000:], output[-3000:])
 
 
-def test_the_readme_process_worker_runs_teardown_and_rehearsal(walkthrough: Walkthrough,
+def test_the_pages_process_worker_runs_teardown_and_rehearsal(walkthrough: Walkthrough,
                                                               readme: dict[str, str],
                                                               rehearsal_image: Any):
     server = walkthrough.server
@@ -208,7 +208,7 @@ def test_the_readme_process_worker_runs_teardown_and_rehearsal(walkthrough: Walk
         _stop(worker)
 
 
-def test_the_readme_kubernetes_worker_starts_and_joins_its_pool(walkthrough: Walkthrough,
+def test_the_pages_kubernetes_worker_starts_and_joins_its_pool(walkthrough: Walkthrough,
                                                                readme: dict[str, str]):
     log = walkthrough.home / "kubernetes-worker.log"
     worker = _background(readme["kubernetes-worker"], walkthrough.env, log)

@@ -1,7 +1,7 @@
 """`prefect deploy`, event-triggered retraining and the run page, against a real server.
 
-The retraining deployment is driven the way users drive it: the README's announce-rehearsal
-block, run as written, makes a dataset version and posts its event; the event runs the
+The retraining deployment is driven the way users drive it: the announce-rehearsal block of
+docs/how-to/announce.md, run as written, makes a dataset version and posts its event; the event runs the
 dispatcher, which creates a retrain run with the announced dataset; a process worker runs
 the rehearsal to the end. Announcements made during that run (an intermediate dataset, then
 the newest) give exactly one follow-up run serving the newest, the intermediate recorded as
@@ -54,14 +54,14 @@ def deployed(prefect_server: PrefectServer, docker_client, registry_prefix: str)
     return {d["name"]: d for d in found}
 
 
-ANNOUNCED = REPO_ROOT / ".tpurl" / "announced"  # the README's block writes here
+ANNOUNCED = REPO_ROOT / ".tpurl" / "announced"  # the docs' block writes here
 
 
 def _announce_as_the_readme_does(server: PrefectServer, rehearsal_image) -> Path:
-    """The README's announce-rehearsal block, as written (the rehearsal venv it calls is the
+    """docs/how-to/announce.md's announce-rehearsal block, as written (the rehearsal venv it calls is the
     one the session built)."""
     assert rehearsal_image.venv_dir() == REPO_ROOT / ".venvs" / "rehearsal"
-    block = blocks("Deployments, triggers and the run page")["announce-rehearsal"]
+    block = blocks("how-to/announce.md")["announce-rehearsal"]
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=REPO_ROOT,
                           env=server.env, text=True, capture_output=True, timeout=600,
                           check=False)

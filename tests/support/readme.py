@@ -1,5 +1,7 @@
-"""The README's commands as written: each fenced bash block of a section, by the name in the
-`<!-- readme: NAME ... -->` marker above it, so a test runs exactly what a reader copies."""
+"""The commands of the README and the docs pages as written: each fenced block under a
+`<!-- readme: NAME ... -->` marker, read from the page it lives on, so a test runs exactly
+what a reader copies. A page is named by its path under docs/ (``how-to/announce.md``) or
+is the README itself (``README.md``)."""
 
 from __future__ import annotations
 
@@ -9,33 +11,43 @@ from pathlib import Path
 from flows.common.paths import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
+DOCS = REPO_ROOT / "docs"
 _BLOCK = re.compile(r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```bash\n(?P<body>.*?)```", re.S)
 _FENCE = re.compile(r"^```bash$", re.M)
+_JSON_BLOCK = re.compile(r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```json\n(?P<body>.*?)```",
+                         re.S)
 
 
-def section(title: str, readme: Path = README) -> str:
-    text = readme.read_text()
+def page(name: str) -> Path:
+    """``README.md`` or a page under docs/, refused when it is not there (moved or renamed:
+    the test must follow the text)."""
+    path = README if name == "README.md" else DOCS / name
+    assert path.is_file(), f"{name}: no such page (README.md or a path under docs/)"
+    return path
+
+
+def section(title: str, where: str = "README.md") -> str:
+    """The text under the `## title` heading of the page, up to the next `## ` heading."""
+    text = page(where).read_text()
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start:end if end != -1 else len(text)]
 
 
-def blocks(title: str, readme: Path = README) -> dict[str, str]:
-    """NAME -> the block's text. Every bash block of the section must carry a marker, so no
-    command there goes untested by accident."""
-    body = section(title, readme)
+def blocks(where: str, title: str | None = None) -> dict[str, str]:
+    """NAME -> the block's text, for the page (or one `## title` section of it). Every bash
+    block there must carry a marker, so no command goes untested by accident."""
+    body = page(where).read_text() if title is None else section(title, where)
     found = {m["name"]: m["body"] for m in _BLOCK.finditer(body)}
-    assert len(found) == len(_FENCE.findall(body)), f"a bash block of '{title}' has no marker"
+    assert len(found) == len(_FENCE.findall(body)), (
+        f"a bash block of {where}{f' ({title})' if title else ''} has no marker")
     return found
 
 
-_JSON_BLOCK = re.compile(r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```json\n(?P<body>.*?)```",
-                         re.S)
-
-
-def json_block(name: str, readme: Path = README) -> str:
-    """The text of the ```json block under `<!-- readme: NAME -->`: a body a reader sends
-    as written (an API request's), so a test sends exactly that."""
-    found = [m["body"] for m in _JSON_BLOCK.finditer(readme.read_text()) if m["name"] == name]
-    assert len(found) == 1, f"README has {len(found)} json blocks marked {name!r}"
+def json_block(name: str, where: str) -> str:
+    """The text of the ```json block under `<!-- readme: NAME -->` on the page: a body a
+    reader sends as written (an API request's), so a test sends exactly that."""
+    found = [m["body"] for m in _JSON_BLOCK.finditer(page(where).read_text())
+             if m["name"] == name]
+    assert len(found) == 1, f"{where} has {len(found)} json blocks marked {name!r}"
     return found[0]

@@ -174,7 +174,7 @@ def diagnose_api_error(kind: str, message: str, project: str, region: str) -> Im
         error.code = "image/no-google-credentials"
         error.fix = ("the flow's Google credentials could not be refreshed: run `gcloud "
                      "auth application-default login`, or check the pod's Workload "
-                     "Identity binding (README, 'Identities')")
+                     "Identity binding (docs/how-to/identities.md)")
     else:
         error.fix = "read the message; the request the flow made was refused"
     return error

@@ -1,0 +1,146 @@
+"""Every ``tpurl.*`` event, named once: its resource, its payload keys and when it fires.
+
+Automations, other deployments and people match on these names and keys, so they are stable
+API (never renamed). The modules that emit an event take its name from here and pass its
+payload through :meth:`EventKind.checked`, so a payload that gains or loses a key without
+this catalogue saying so fails in the tests instead of surprising an automation; the events
+reference page (docs/reference/events.md) is rendered from this module.
+Prefect adds the flow run (and task run) that emitted an event as related resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class EventPayloadError(ValueError):
+    """A payload whose keys differ from its event's catalogue entry: a bug of ours."""
+
+
+@dataclass(frozen=True)
+class EventKind:
+    name: str
+    resource: str
+    """The ``prefect.resource.id``, with ``<placeholders>`` for its parts."""
+    labels: tuple[str, ...]
+    """The resource's labels beside its id and name (what a trigger's ``match`` can select)."""
+    required: tuple[str, ...]
+    """Payload keys every such event carries."""
+    optional: tuple[str, ...]
+    """Payload keys present only in some cases (the ``when`` text says which)."""
+    emitter: str
+    """The module that emits it (or, for an announcement, the CLI that posts it)."""
+    when: str
+
+    def checked(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """``payload`` as a dict, after checking its keys against this entry."""
+        keys = set(payload)
+        missing = [key for key in self.required if key not in keys]
+        unknown = sorted(keys - set(self.required) - set(self.optional))
+        if missing or unknown:
+            raise EventPayloadError(
+                f"{self.name}: payload keys differ from flows/common/event_catalogue.py "
+                f"(missing {missing}, not catalogued {unknown}); fix: change the emitter or "
+                "the catalogue entry, then `python -m flows.reference`")
+        return dict(payload)
+
+
+_STAGE = "tpurl.stage.<profile>.<stage>"
+_STAGE_LABELS = ("tpurl.profile", "tpurl.stage")
+_STAGE_EMITTER = "flows/pipeline.py"
+_ANNOUNCEMENT = "tpurl.announcement.<announced event id>"
+_ANNOUNCEMENT_LABELS = ("tpurl.kind", "tpurl.value")
+_ANNOUNCED = ("kind", "value", "event_id", "occurred")
+_DISPATCHER = "flows/announcements/dispatch.py"
+
+STAGE_STARTED = EventKind(
+    "tpurl.stage.started", _STAGE, _STAGE_LABELS, (), (), _STAGE_EMITTER,
+    "A stage's task starts, before it decides whether to skip.")
+STAGE_COMPLETED = EventKind(
+    "tpurl.stage.completed", _STAGE, _STAGE_LABELS, ("uris", "duration_s"), (), _STAGE_EMITTER,
+    "A stage ran and its output was verified; `uris` names its outputs.")
+STAGE_SKIPPED = EventKind(
+    "tpurl.stage.skipped", _STAGE, _STAGE_LABELS, ("uris", "duration_s"), (), _STAGE_EMITTER,
+    "A stage's verified output with matching lineage was already there; nothing ran.")
+STAGE_FAILED = EventKind(
+    "tpurl.stage.failed", _STAGE, _STAGE_LABELS, ("category", "code", "summary", "fix", "log"),
+    (), _STAGE_EMITTER,
+    "A stage failed, once per attempt: match a cause on `code` (docs/reference/failures.md), "
+    "never on the words of `summary`; `log` is the kept log's URI, or empty.")
+STAGE_CANCELLED = EventKind(
+    "tpurl.stage.cancelled", _STAGE, _STAGE_LABELS, ("reason", "duration_s"), (), _STAGE_EMITTER,
+    "A user cancelled the run while this stage ran; its program was stopped.")
+RUN_STARTED = EventKind(
+    "tpurl.run.started", "tpurl.run.<profile>", ("tpurl.profile",), ("announcement",), (),
+    "flows/pipeline.py",
+    "The profile was validated and the run begins; `announcement` is what the run serves and "
+    "what was coalesced into it, null when nobody announced it.")
+MODEL_EXPORTED = EventKind(
+    "tpurl.model.exported", "tpurl.model.<profile>", ("tpurl.profile",),
+    ("hf_export", "trained_checkpoint"), ("announcement",), "flows/pipeline.py",
+    "The export stage ended (ran or skipped), before evaluation: chain a copy or a serving "
+    "step on it. `announcement` when the run serves one.")
+MODEL_PROMOTED = EventKind(
+    "tpurl.model.promoted", "tpurl.model.<profile>", ("tpurl.profile",),
+    ("decision", "scores", "model_uri", "run", "dataset", "revision"), ("announcement",),
+    "flows/runpage/promotion.py",
+    "Evaluation passed the promotion rule and the promoted pointer now names this run's "
+    "export. An unchanged rerun of the promoted model emits nothing.")
+MODEL_REJECTED = EventKind(
+    "tpurl.model.rejected", "tpurl.model.<profile>", ("tpurl.profile",), ("decision", "scores"),
+    ("announcement",), "flows/runpage/promotion.py",
+    "Evaluation did not pass the promotion rule; the export is kept, the pointer left alone.")
+DATASET_UPDATED = EventKind(
+    "tpurl.dataset.updated", "tpurl.dataset.<name>", ("tpurl.profile",), ("uri",), (),
+    "flows/announcements/announce.py",
+    "Announced (by `tpurl announce --dataset`, a webhook or any emitter): a new dataset "
+    "version for the target labelled `tpurl.profile`. Its dispatcher's trigger fires on it.")
+BASE_MODEL_UPDATED = EventKind(
+    "tpurl.base-model.updated", "tpurl.base-model.<name>", ("tpurl.profile",), ("revision",),
+    (), "flows/announcements/announce.py",
+    "Announced (by `tpurl announce --revision` or any emitter): a new base-model revision, a "
+    "full 40-hex commit, for the target labelled `tpurl.profile`.")
+ANNOUNCEMENT_QUEUED = EventKind(
+    "tpurl.announcement.queued", _ANNOUNCEMENT, _ANNOUNCEMENT_LABELS,
+    (*_ANNOUNCED, "rule", "run", "run_name", "serves", "coalesced", "replaced_runs",
+     "carried_from", "retried"), (), _DISPATCHER,
+    "The dispatcher created a retrain run for it; `retried` lists the due announcements that "
+    "run takes up, with the run that ended without training each.")
+ANNOUNCEMENT_COALESCED = EventKind(
+    "tpurl.announcement.coalesced", _ANNOUNCEMENT, _ANNOUNCEMENT_LABELS,
+    (*_ANNOUNCED, "rule", "into_run", "into", "replaced_runs"), (), _DISPATCHER,
+    "A waiting announcement was folded into a newer run (one event per folded announcement).")
+ANNOUNCEMENT_SUPERSEDED = EventKind(
+    "tpurl.announcement.superseded", _ANNOUNCEMENT, _ANNOUNCEMENT_LABELS,
+    (*_ANNOUNCED, "rule", "by", "run", "trained"), (), _DISPATCHER,
+    "A newer announcement of its kind was trained, or is held by a waiting or running run; "
+    "no run.")
+ANNOUNCEMENT_DUPLICATE = EventKind(
+    "tpurl.announcement.duplicate", _ANNOUNCEMENT, _ANNOUNCEMENT_LABELS,
+    (*_ANNOUNCED, "rule", "run"), (), _DISPATCHER,
+    "The same announcement (its id, or its kind, value and occurred) is held or was trained; "
+    "no run.")
+ANNOUNCEMENT_DROPPED = EventKind(
+    "tpurl.announcement.dropped", _ANNOUNCEMENT, _ANNOUNCEMENT_LABELS,
+    (*_ANNOUNCED, "rule", "run"), (), _DISPATCHER,
+    "The same announcement was given up by a user (`tpurl announcements drop`); no run.")
+
+CATALOGUE: tuple[EventKind, ...] = (
+    STAGE_STARTED, STAGE_COMPLETED, STAGE_SKIPPED, STAGE_FAILED, STAGE_CANCELLED, RUN_STARTED,
+    MODEL_EXPORTED, MODEL_PROMOTED, MODEL_REJECTED, DATASET_UPDATED, BASE_MODEL_UPDATED,
+    ANNOUNCEMENT_QUEUED, ANNOUNCEMENT_COALESCED, ANNOUNCEMENT_SUPERSEDED,
+    ANNOUNCEMENT_DUPLICATE, ANNOUNCEMENT_DROPPED)
+BY_NAME: dict[str, EventKind] = {kind.name: kind for kind in CATALOGUE}
+
+
+def stage_kind(status: str) -> EventKind:
+    """``tpurl.stage.<status>``'s entry (started|completed|skipped|failed|cancelled)."""
+    return BY_NAME[f"tpurl.stage.{status}"]
+
+
+def announcement_kind(decision: str) -> EventKind:
+    """``tpurl.announcement.<decision>``'s entry (queued|coalesced|superseded|duplicate|
+    dropped)."""
+    return BY_NAME[f"tpurl.announcement.{decision}"]
