@@ -156,13 +156,15 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
             if isinstance(decision, Duplicate | Dropped):
                 announcement_event(decision.rule, new, where, {
                     "rule": decision.rule, "run": decision.run_id}, [
-                    (decision.run_id, names.get(decision.run_id, ""), "serving-run")])
+                    (decision.run_id, names.get(decision.run_id, ""), "serving-run")],
+                    profile=profile)
                 return {"decision": decision.rule, "run": decision.run_id}
             if isinstance(decision, Superseded):
                 announcement_event("superseded", new, where, {
                     "rule": "superseded", "by": decision.by.to_dict(), "run": decision.run_id,
                     "trained": decision.trained}, [
-                    (decision.run_id, names.get(decision.run_id, ""), "serving-run")])
+                    (decision.run_id, names.get(decision.run_id, ""), "serving-run")],
+                    profile=profile)
                 return {"decision": "superseded", "by": decision.by.event_id,
                         "run": decision.run_id, "trained": decision.trained}
             return _queue(client, target.id, where, decision, profile, logger)
@@ -194,14 +196,16 @@ def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str
     for item in record.coalesced:
         announcement_event("coalesced", item, where, {
             "into_run": new_id, "into": new.to_dict(), "replaced_runs": cancelled},
-            [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]])
+            [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]],
+            profile=profile)
     announcement_event("queued", new, where, {
         "run": new_id, "run_name": new_name, "serves": record.summary(),
         "coalesced": [a.to_dict() for a in record.coalesced], "replaced_runs": cancelled,
         "carried_from": decision.carried, "rule": "queued",
         "retried": [{**d.announcement.to_dict(), "ended_run": d.run_id, "ended": d.ended}
                     for d in decision.retried]},
-        [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]])
+        [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]],
+        profile=profile)
     return {"decision": "queued", "run": new_id, "replaced": cancelled,
             "coalesced": [a.event_id for a in record.coalesced],
             "retried": [d.announcement.event_id for d in decision.retried]}

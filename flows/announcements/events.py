@@ -14,7 +14,8 @@ became of every announcement (stable names, never renamed):
 
 Every payload names the ``rule`` that applied (flows/announcements/decide.py).
 
-The resource is the announcement (``tpurl.announcement.<event id>``); related resources are
+The resource is the announcement (``tpurl.announcement.<event id>``, labelled with the
+target's ``tpurl.profile``); related resources are
 the target deployment and the runs concerned (roles ``queued-run``, ``coalesced-run``,
 ``serving-run``). Prefect adds the dispatcher's own flow run.
 """
@@ -30,10 +31,10 @@ from flows.announcements.model import Announcement
 PREFIX = "tpurl.announcement."
 
 
-def _resource(item: Announcement) -> dict[str, str]:
+def _resource(item: Announcement, profile: str) -> dict[str, str]:
     return {"prefect.resource.id": f"tpurl.announcement.{item.event_id}",
             "prefect.resource.name": f"{item.kind} {item.value}",
-            "tpurl.kind": item.kind, "tpurl.value": item.value}
+            "tpurl.kind": item.kind, "tpurl.value": item.value, "tpurl.profile": profile}
 
 
 def _related(deployment_id: str, deployment_name: str,
@@ -49,9 +50,10 @@ def _related(deployment_id: str, deployment_name: str,
 
 def announcement_event(decision: str, item: Announcement, deployment: tuple[str, str],
                        payload: dict[str, Any],
-                       runs: list[tuple[str, str, str]] | None = None) -> None:
+                       runs: list[tuple[str, str, str]] | None = None, *,
+                       profile: str) -> None:
     """``decision`` is queued|coalesced|superseded|duplicate|dropped; ``runs`` are
-    (id, name, role)."""
-    emit_event(event=PREFIX + decision, resource=_resource(item),
+    (id, name, role); ``profile`` is the target's (the label notifications match on)."""
+    emit_event(event=PREFIX + decision, resource=_resource(item, profile),
                related=_related(deployment[0], deployment[1], runs or []),
                payload={**item.to_dict(), **payload})

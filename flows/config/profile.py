@@ -32,6 +32,7 @@ from flows.config.announcements import AnnouncementsSection
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
+from flows.config.notify import NotifySection
 from flows.config.strict import StrictModel, run_tunable
 
 Scalar = str | int | float | bool
@@ -317,6 +318,9 @@ class Profile(StrictModel):
     """The evaluate stage and the promotion decision run when this is set."""
     promotion: PromotionRule | None = None
     """How a trained model is judged (default when eval is set: PromotionRule())."""
+    notify: NotifySection | None = None
+    """Messages on the events that matter, through a Prefect notification block (off when
+    unset; the deploy creates the automations)."""
 
     @field_validator("name")
     @classmethod
