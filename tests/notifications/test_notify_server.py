@@ -23,6 +23,7 @@ import pytest
 
 from flows.common.paths import REPO_ROOT
 from flows.config.notify import NOTIFY_EVENTS
+from tests.fakes.smtp_server import smtp_server
 from tests.support.prefect_server import PrefectServer, prefect_server_in, wait_until
 from tests.support.profiles import fake_hf_token
 from tests.support.webhook_receiver import Receiver, webhook_receiver
@@ -200,6 +201,39 @@ emit_event(event="tpurl.capacity.fallback",
     message = _one_message(receiver, before, "the fallback message")
     assert message["subject"] == "tpurl rehearsal: capacity fallback"
     assert "from: reservation" in message["text"] and "to: flex-start" in message["text"]
+
+
+def test_an_email_goes_out_through_smtp_with_the_password_only_in_the_login(server, receiver):
+    """Email over SMTP: Prefect 3.9.1 ships no SMTP notification block, but its Slack
+    Webhook block hands a URL that is not a Slack webhook to Apprise as is
+    (prefect/blocks/notifications.py ``SlackWebhook.block_initialization``), and Apprise
+    sends a ``mailto://`` URL by SMTP (apprise/plugins/email/base.py)."""
+    password = fake_hf_token("CanarySmtpPassword")
+    with smtp_server() as mailbox:
+        _python(server, f"""
+from prefect.blocks.notifications import SlackWebhook
+SlackWebhook(url="mailto://alerts:{password}@{mailbox.host}:{mailbox.port}"
+                 "?to=oncall@example.com&from=tpurl@example.com").save("tpurl-test-email")
+""")
+        done = _step(server, {"block": "slack-webhook/tpurl-test-email",
+                              "events": ["capacity-fallback"]})
+        assert done.returncode == 0, done.stderr
+        _emit(server, """
+from prefect.events import emit_event
+emit_event(event="tpurl.capacity.fallback",
+           resource={"prefect.resource.id": "tpurl.capacity.rehearsal",
+                     "tpurl.profile": "rehearsal"},
+           payload={"from": "spot", "to": "on-demand", "reason": "preempted twice"})
+""")
+        wait_until(lambda: mailbox.messages, 90, "the email")
+        time.sleep(SETTLE_S)
+        assert len(mailbox.messages) == 1
+        mail = mailbox.messages[0]
+        assert "Subject: tpurl rehearsal: capacity fallback" in mail
+        assert "To: oncall@example.com" in mail and "from: spot" in mail
+        assert password not in mail and len(mailbox.auth) == 1
+        assert password not in json.dumps(_automations(server)) + done.stdout
+    assert _step(server, {"block": BLOCK}).returncode == 0  # back to the webhook
 
 
 def test_no_event_or_automation_carries_the_secret(server, receiver):
