@@ -27,6 +27,7 @@ from flows.stages import stages_for
 from tests.support.flow_image import debian_base_image, deploy_env
 from tests.support.prefect_server import PREFECT, PrefectServer, wait_until
 from tests.support.readme import blocks
+from tests.support.run_events import GOAL, bookkeeping_share, run_events
 
 pytestmark = pytest.mark.rehearsal
 OUTPUTS = REPO_ROOT / ".tpurl" / "test-outputs"
@@ -176,7 +177,20 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
         worker.terminate()
         worker.wait(timeout=30)
     _check_follow_up_page(prefect_server, follow["id"], newest)
+    _check_bookkeeping_share(prefect_server, first["id"])
     _check_run_page(prefect_server, first["id"])
+
+
+def _check_bookkeeping_share(server: PrefectServer, run_id: str) -> None:
+    """Issue 31.8: a deployment's rehearsal run (trained and evaluated, by a worker, with
+    Prefect's heartbeats) keeps its bookkeeping events (artifact collections, its lock,
+    heartbeats) under a quarter of its events (tests/support/run_events.py counts them;
+    benchmarks/run_events.py prints the same figures)."""
+    events = run_events(server.url, run_id)
+    share, counts = bookkeeping_share(events)
+    assert counts["pipeline"] and counts["run state"], counts
+    assert share < GOAL, (f"{share:.0%} of {len(events)} events are bookkeeping: {counts}; "
+                          f"{sorted(e['event'] for e in events)}")
 
 
 def _dispatcher_report(server: PrefectServer, dispatcher: dict) -> str:
