@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 # checkpoints' links are this run's own (unkeyed): each keyed artifact created costs a
 # prefect.artifact-collection event in the run's feed (quiet_artifacts.py, issue 31.8).
 KEYED_OUTPUTS = frozenset({"hf_export"})
+OUTPUTS_TITLE = "Every output of"  # the outputs list's description starts so
 OUTPUT_LINKS = {"convert": [("maxtext_checkpoint", "maxtext_checkpoint")],
                 "train": [("trained_checkpoint", "actor_checkpoint")],
                 "export": [("hf_export", "hf_export")]}
@@ -251,9 +252,10 @@ class StagePage:
     def _publish_outputs(self) -> None:
         text = outputs_markdown(self.done, self.dataset)
         if self.outputs_id is None:
+            # the run's own (unkeyed): the stage table is the page's keyed entry, and the
+            # export's link keeps "the latest model"; a key costs an event (issue 31.8)
             self.outputs_id = quiet.create(
-                "markdown", text, f"tpurl-{slug(self.profile)}-outputs",
-                f"Every output of {self.profile}'s stages so far, in full")
+                "markdown", text, None, f"{OUTPUTS_TITLE} {self.profile}'s stages so far, in full")
         else:
             self._patch(self.outputs_id, text)
 
