@@ -55,7 +55,8 @@ def _score(expr: str) -> str:
 MODEL_SUBJECT = ("tpurl " + _PROFILE + ": model {% if event.event == 'tpurl.model.promoted' %}"
                  "promoted{% else %}rejected{% endif %}")
 MODEL_BODY = ("{% set d = event.payload.decision %}{% set s = event.payload.scores %}"
-              "Model {% if event.payload.run %}of run {{ event.payload.run }} {% endif %}"
+              "{% set run = event.payload.run or flow_run.name %}"
+              "Model {% if run %}of run {{ run }} {% endif %}"
               "{% if event.event == 'tpurl.model.promoted' %}promoted{% else %}rejected"
               "{% endif %}: {{ d.reason }}\n"
               "{{ d.metric }}: trained " + _score("s.trained[d.metric].value") +
