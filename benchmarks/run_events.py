@@ -1,11 +1,14 @@
 """A run's events by category, to keep the pipeline's own events easy to find (issue 31.8).
 
-Usage: python benchmarks/run_events.py API_URL FLOW_RUN_ID
+Usage: python -m benchmarks.run_events API_URL FLOW_RUN_ID
 
 What counts as the run's (tests/support/run_events.py): its flow and task runs' events, its
 artifacts', its lock's. Prints the count per category and the share of bookkeeping (artifact
 collections, lock, heartbeats); the goal is under a quarter (held by
-tests/e2e/test_prefect_deploy.py on a deployment's rehearsal run). Prints figures only.
+tests/e2e/test_prefect_deploy.py on a deployment's rehearsal run). Heartbeats (one per 180 s)
+and the lock's beat (one per 600 s) grow with the run's length; the rest is per run.
+Run from the repository root as `python -m benchmarks.run_events API_URL FLOW_RUN_ID`.
+Prints figures only.
 """
 
 from __future__ import annotations

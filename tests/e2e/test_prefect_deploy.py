@@ -224,11 +224,15 @@ def _check_bookkeeping_share(server: PrefectServer, run_id: str) -> None:
     """Issue 31.8: a deployment's rehearsal run (trained and evaluated, by a worker, with
     Prefect's heartbeats) keeps its bookkeeping events (artifact collections, its lock,
     heartbeats) under a quarter of its events (tests/support/run_events.py counts them;
-    benchmarks/run_events.py prints the same figures)."""
+    benchmarks/run_events.py prints the same figures). Prefect's heartbeats come every 180 s
+    of the run, so the goal holds for a rehearsal of up to about 9 minutes (CI's is about 5);
+    a machine loaded enough to stretch it further fails this, naming the run's length."""
     events = run_events(server.url, run_id)
     share, counts = bookkeeping_share(events)
     assert counts["pipeline"] and counts["run state"], counts
-    assert share < GOAL, (f"{share:.0%} of {len(events)} events are bookkeeping: {counts}; "
+    run = server.api("GET", f"/flow_runs/{run_id}").json()
+    assert share < GOAL, (f"{share:.0%} of {len(events)} events are bookkeeping: {counts}, "
+                          f"over a run of {run['total_run_time']:.0f} s; "
                           f"{sorted(e['event'] for e in events)}")
 
 
