@@ -200,7 +200,9 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
         worker.terminate()
         worker.wait(timeout=30)
     _check_follow_up_page(prefect_server, follow["id"], newest)
-    _check_one_decision_message(webhook, first["name"])
+    # its name now: the flow renames a run when it starts (pipeline._run_name)
+    _check_one_decision_message(
+        webhook, prefect_server.api("GET", f"/flow_runs/{first['id']}").json()["name"])
     _check_bookkeeping_share(prefect_server, first["id"])
     _check_run_page(prefect_server, first["id"])
 
