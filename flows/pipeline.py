@@ -36,6 +36,7 @@ from flows.core.retry import RETRY_DELAYS_S
 from flows.core.root_space import storage_failure
 from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
+from flows.flow_runs.failure_event import on_run_failed
 from flows.flow_runs.run_log import readable_failures
 from flows.flow_runs.run_origin import deployed_overrides, run_origin
 from flows.integrations.judged import judged_model
@@ -234,7 +235,7 @@ def served_announcement(value: Any) -> RunAnnouncement | None:
 
 
 @flow(name="rl-post-training", flow_run_name=_run_name, persist_result=True,
-      result_serializer="json", validate_parameters=True)
+      result_serializer="json", validate_parameters=True, on_failure=[on_run_failed])
 @redacting_errors
 def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, str] | None = None,
                      dataset_uri: str | None = None,

@@ -165,7 +165,8 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
             logger.info("%s", explain(mine, names))
             decided = _cancel_pending(client, pending, len(items), logger)
             for item in (new, *decided):  # the others' own dispatchers speak for them
-                _decision_event(batch.decisions[item.event_id], where, names, run_id)
+                _decision_event(batch.decisions[item.event_id], where, names, run_id,
+                                profile.name)
             if queued is not None and batch.served_by_planned(new.event_id):
                 batched = {"batched": [p.announcement.event_id for p in pending]} if pending else {}
                 return {**{k: v for k, v in queued.items() if k != "run_name"}, **batched}
@@ -206,7 +207,7 @@ def _cancel_pending(client: SyncPrefectClient, pending: list[PendingRun], batche
 
 
 def _decision_event(decision: Decision, where: tuple[str, str], names: dict[str, str],
-                    planned_id: str) -> None:
+                    planned_id: str, profile: str) -> None:
     """The event of a decision that queued no run (a queued or coalesced one has its event
     from _queue)."""
     if isinstance(decision, Queue):
@@ -215,12 +216,13 @@ def _decision_event(decision: Decision, where: tuple[str, str], names: dict[str,
     new = decision.announcement
     if isinstance(decision, Duplicate | Dropped):
         announcement_event(decision.rule, new, where, {"rule": decision.rule, "run": run},
-                           [(run, names.get(decision.run_id, ""), "serving-run")])
+                           [(run, names.get(decision.run_id, ""), "serving-run")],
+                           profile=profile)
     else:
         announcement_event("superseded", new, where, {
             "rule": "superseded", "by": decision.by.to_dict(), "run": run,
             "trained": decision.trained},
-            [(run, names.get(decision.run_id, ""), "serving-run")])
+            [(run, names.get(decision.run_id, ""), "serving-run")], profile=profile)
 
 
 def _decision_result(decision: Decision, planned_id: str) -> dict[str, Any]:
@@ -259,14 +261,16 @@ def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str
         announcement_event("coalesced", item, where, {
             "rule": "coalesced", "into_run": new_id, "into": new.to_dict(),
             "replaced_runs": cancelled},
-            [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]])
+            [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]],
+            profile=profile)
     announcement_event("queued", new, where, {
         "run": new_id, "run_name": new_name, "serves": record.summary(),
         "coalesced": [a.to_dict() for a in record.coalesced], "replaced_runs": cancelled,
         "carried_from": decision.carried, "rule": "queued",
         "retried": [{**d.announcement.to_dict(), "ended_run": d.run_id, "ended": d.ended}
                     for d in decision.retried]},
-        [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]])
+        [(new_id, new_name, "queued-run"), *[(r, "", "coalesced-run") for r in cancelled]],
+        profile=profile)
     return {"decision": "queued", "run": new_id, "run_name": new_name, "replaced": cancelled,
             "coalesced": [a.event_id for a in record.coalesced],
             "retried": [d.announcement.event_id for d in decision.retried]}

@@ -32,6 +32,7 @@ from flows.config.announcements import AnnouncementsSection
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
+from flows.config.notify import NotifySection
 from flows.config.secret_ref import SecretRef
 from flows.config.strict import StrictModel, run_tunable
 from flows.config.tracking import TrackingSection
@@ -281,6 +282,9 @@ class Profile(StrictModel):
     tracking: TrackingSection = TrackingSection()
     """Experiment trackers the run also reports to (MLflow, W&B, Vertex AI TensorBoard);
     none by default."""
+    notify: NotifySection | None = None
+    """Messages on the events that matter, through a Prefect notification block (off when
+    unset; the deploy creates the automations)."""
 
     @field_validator("name")
     @classmethod

@@ -30,7 +30,11 @@ from flows.core.processes import ProcessTag
 
 LEASE_S = 60.0  # the shortest lease Prefect 3.9.1 grants (increment-with-lease, ge=60)
 RENEW_S = 20.0  # three renewals per lease: two may fail before it expires
-LEASED_BEAT_S = 300.0  # the record's beat while the lease carries liveness
+# The record's beat while the lease carries liveness. It matters only once the API restarted
+# (leases are in its memory) while a holder on another host had died with its run not final:
+# such a record is stale after STALE_BEATS of it (30 min). Each beat is a variable event in the
+# run's feed, so it is slow (issue 31.8: 300 s made a rehearsal's lock a fifth of its noise).
+LEASED_BEAT_S = 600.0
 LOST_LEASE_BEAT_S = 15.0  # the record's beat once the lease is gone
 STALE_BEATS = 3  # a recorded holder silent for this many of its own beats is dead
 # A slot taken with no current record: Prefect's repossessor frees an expired lease within

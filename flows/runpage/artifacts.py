@@ -86,7 +86,9 @@ def publish_result(result: PipelineResult) -> None:
                     "step before the update" if shifted else "") + "; " + LR_NOTE))
         chart = metrics_chart_markdown(result.metrics)
         if chart:
-            quiet.create("markdown", chart, f"{key}-curves", "Reward and loss per GRPO step")
+            # the run's own (unkeyed): the metrics table above keeps the history by its key,
+            # and each keyed artifact costs an artifact-collection event (issue 31.8)
+            quiet.create("markdown", chart, None, "Reward and loss per GRPO step")
         for name, (link, text) in tracking_links(result).items():
             quiet.create("link", quiet.link_data(link, text), f"{key}-{name}", text)
     except Exception as exc:

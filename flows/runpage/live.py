@@ -27,7 +27,12 @@ from flows.runpage.result import StageReport
 
 log = logging.getLogger(__name__)
 
-# Per stage: the outputs a reader opens (artifact name, key in the stage's uris).
+# Per stage: the outputs a reader opens (artifact name, key in the stage's uris). Only the
+# export's link is keyed, as "the latest model of this deployment" on the Artifacts page; the
+# checkpoints' links are this run's own (unkeyed): each keyed artifact created costs a
+# prefect.artifact-collection event in the run's feed (quiet_artifacts.py, issue 31.8).
+KEYED_OUTPUTS = frozenset({"hf_export"})
+OUTPUTS_TITLE = "Every output of"  # the outputs list's description starts so
 OUTPUT_LINKS = {"convert": [("maxtext_checkpoint", "maxtext_checkpoint")],
                 "train": [("trained_checkpoint", "actor_checkpoint")],
                 "export": [("hf_export", "hf_export")]}
@@ -114,9 +119,10 @@ def outputs_markdown(done: dict[str, StageOutput], dataset: str | None = None) -
 
 
 def publish_output(profile: str, scope: str, name: str, uri: str) -> None:
-    """One output under a key per profile *and* deployment (``scope``), so a rehearsal rerun
-    never shows as the latest model of a retrain deployment of the same profile."""
-    key = f"tpurl-{slug(profile)}-{slug(scope)}-{slug(name)}"
+    """One output; the export under a key per profile *and* deployment (``scope``), so a
+    rehearsal rerun never shows as the latest model of a retrain deployment of the same
+    profile; the others on the run's page only (KEYED_OUTPUTS)."""
+    key = f"tpurl-{slug(profile)}-{slug(scope)}-{slug(name)}" if name in KEYED_OUTPUTS else None
     description = f"{profile}: {name.replace('_', ' ')}, latest of {scope}"
     url = console_url(uri) or (uri if uri.startswith(("https://", "http://")) else None)
     if url:  # stored as the markdown [uri](url) (prefect/artifacts.py LinkArtifact)
@@ -246,9 +252,10 @@ class StagePage:
     def _publish_outputs(self) -> None:
         text = outputs_markdown(self.done, self.dataset)
         if self.outputs_id is None:
+            # the run's own (unkeyed): the stage table is the page's keyed entry, and the
+            # export's link keeps "the latest model"; a key costs an event (issue 31.8)
             self.outputs_id = quiet.create(
-                "markdown", text, f"tpurl-{slug(self.profile)}-outputs",
-                f"Every output of {self.profile}'s stages so far, in full")
+                "markdown", text, None, f"{OUTPUTS_TITLE} {self.profile}'s stages so far, in full")
         else:
             self._patch(self.outputs_id, text)
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
+import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -27,6 +30,8 @@ from flows.stages import stages_for
 from tests.support.flow_image import debian_base_image, deploy_env
 from tests.support.prefect_server import PREFECT, PrefectServer, wait_until
 from tests.support.readme import blocks
+from tests.support.run_events import GOAL, bookkeeping_share, run_events
+from tests.support.webhook_receiver import Receiver, webhook_receiver
 
 pytestmark = pytest.mark.rehearsal
 OUTPUTS = REPO_ROOT / ".tpurl" / "test-outputs"
@@ -106,8 +111,27 @@ def test_deploy_all_creates_every_deployment_with_schedule_and_triggers(deployed
     assert targets <= dispatchers, "a trigger starts something other than a dispatcher"
 
 
+@pytest.fixture(scope="module")
+def webhook(prefect_server: PrefectServer) -> Iterator[Receiver]:
+    """The rehearsal profile's notifications to a local receiver: a custom-webhook block and
+    the notify step as a deployment's `notify:` would run it (flows/notifications/apply.py)."""
+    with webhook_receiver() as receiver:
+        code = f"""
+from prefect.blocks.notifications import CustomWebhookNotificationBlock
+from flows.notifications.apply import notification_automations
+CustomWebhookNotificationBlock(name="e2e", url={receiver.url!r},
+    json_data={{"subject": "{{{{subject}}}}", "text": "{{{{body}}}}"}}).save("tpurl-e2e")
+notification_automations("rehearsal", {{"block": "custom-webhook/tpurl-e2e"}})
+"""
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT,
+                              env=prefect_server.env, text=True, capture_output=True,
+                              timeout=300, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        yield receiver
+
+
 def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
-        deployed, prefect_server, rehearsal_image):
+        deployed, prefect_server, rehearsal_image, webhook):
     retrain, dispatcher = deployed["retrain-rehearsal"], deployed["announce-retrain-rehearsal"]
     state = lambda run_id: prefect_server.api("GET", f"/flow_runs/{run_id}").json()["state"]  # noqa: E731
     worker = subprocess.Popen([PREFECT, "worker", "start", "--pool", "tpurl-process"],
@@ -181,7 +205,42 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
         worker.terminate()
         worker.wait(timeout=30)
     _check_follow_up_page(prefect_server, follow["id"], newest)
+    # its name now: the flow renames a run when it starts (pipeline._run_name)
+    _check_one_decision_message(
+        webhook, prefect_server.api("GET", f"/flow_runs/{first['id']}").json()["name"])
+    _check_bookkeeping_share(prefect_server, first["id"])
     _check_run_page(prefect_server, first["id"])
+
+
+def _check_one_decision_message(receiver: Receiver, run_name: str) -> None:
+    """Issue 35.3: the trained-and-evaluated run's promotion decision sends exactly one
+    message, with its scores (the intermediate announcement's coalescing may send its own)."""
+    def mine() -> list[dict]:
+        return [r.json() for r in receiver.snapshot()
+                if f"Model of run {run_name} " in r.json()["text"]]
+    wait_until(mine, 90, "the promotion decision's message")
+    time.sleep(8)  # time for a duplicate to arrive, if there were one
+    found = mine()
+    assert len(found) == 1, found
+    assert found[0]["subject"] in ("tpurl rehearsal: model promoted",
+                                   "tpurl rehearsal: model rejected"), found
+    assert "mean_reward: trained " in found[0]["text"] and ", base " in found[0]["text"]
+
+
+def _check_bookkeeping_share(server: PrefectServer, run_id: str) -> None:
+    """Issue 31.8: a deployment's rehearsal run (trained and evaluated, by a worker, with
+    Prefect's heartbeats) keeps its bookkeeping events (artifact collections, its lock,
+    heartbeats) under a quarter of its events (tests/support/run_events.py counts them;
+    benchmarks/run_events.py prints the same figures). Prefect's heartbeats come every 180 s
+    of the run, so the goal holds for a rehearsal of up to about 9 minutes (CI's is about 5);
+    a machine loaded enough to stretch it further fails this, naming the run's length."""
+    events = run_events(server.url, run_id)
+    share, counts = bookkeeping_share(events)
+    assert counts["pipeline"] and counts["run state"], counts
+    run = server.api("GET", f"/flow_runs/{run_id}").json()
+    assert share < GOAL, (f"{share:.0%} of {len(events)} events are bookkeeping: {counts}, "
+                          f"over a run of {run['total_run_time']:.0f} s; "
+                          f"{sorted(e['event'] for e in events)}")
 
 
 def _dispatcher_report(server: PrefectServer, dispatcher: dict) -> str:

@@ -1,0 +1,130 @@
+"""What each notification says and which events send it: the automations' specs, pure.
+
+One automation per event kind and profile, named ``tpurl-notify <profile>: <kind>``: the
+name is how a redeploy finds it again to update it in place (flows/notifications/apply.py).
+Each trigger matches the profile's own resource and label, so a profile's messages never fire
+on another profile's runs, whichever deployment of it ran. The subject and body are Jinja
+templates the server renders when the event arrives (Prefect 3.9.1's ``send-notification``
+action, prefect/server/events/actions.py ``SendNotification``: ``event`` is the triggering
+event; undefined names render empty, prefect/server/utilities/user_templates.py uses
+``ChainableUndefined``). They read only the event's payload, which the flow has already
+redacted; the block's secret never enters a template.
+
+Events (names are the flows' stable API):
+- run-failed: ``tpurl.run.failed`` (flows/flow_runs/failure_event.py), one per failed run; a spend cap
+  reached is this event with category ``budget`` and says so in its subject;
+- model-decided: ``tpurl.model.promoted`` / ``tpurl.model.rejected``
+  (flows/runpage/promotion.py), the scores of the trained model, its base and the champion;
+- capacity-fallback: ``tpurl.capacity.fallback`` (emitted by the train stage's capacity
+  chain), its payload's fields as they come;
+- retrain-coalesced: ``tpurl.announcement.coalesced`` (flows/announcements/events.py), one
+  per announcement folded into a newer waiting run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flows.config.notify import NotifyEvent
+
+NAME_PREFIX = "tpurl-notify"
+TAG = "tpurl-notify"
+
+_PROFILE = "{{ event.resource['tpurl.profile'] }}"
+
+RUN_FAILED_SUBJECT = (
+    "tpurl " + _PROFILE + ": {% if event.payload.category == 'budget' %}spend cap reached"
+    "{% else %}run failed{% endif %} [{{ event.payload.category }}"
+    "{% if event.payload.code %} {{ event.payload.code }}{% endif %}]")
+RUN_FAILED_BODY = """\
+Run {{ event.payload.run }} of profile """ + _PROFILE + """ failed\
+{% if event.payload.stage %} in stage {{ event.payload.stage }}{% endif %}.
+[{{ event.payload.category }}{% if event.payload.code %} {{ event.payload.code }}{% endif %}] \
+{{ event.payload.summary }}
+Fix: {{ event.payload.fix }}
+Support bundle: {{ event.payload.support_bundle }}
+{% if event.payload.log %}Stage log: {{ event.payload.log }}
+{% endif %}Run: {{ event.payload.url }}"""
+
+def _score(expr: str) -> str:
+    """A score to four places (Jinja's ``format`` filter is Python's ``%``)."""
+    return "{{ '%.4f' | format(" + expr + ") }}"
+
+
+MODEL_SUBJECT = ("tpurl " + _PROFILE + ": model {% if event.event == 'tpurl.model.promoted' %}"
+                 "promoted{% else %}rejected{% endif %}")
+MODEL_BODY = ("{% set d = event.payload.decision %}{% set s = event.payload.scores %}"
+              "{% set run = event.payload.run or flow_run.name %}"
+              "Model {% if run %}of run {{ run }} {% endif %}"
+              "{% if event.event == 'tpurl.model.promoted' %}promoted{% else %}rejected"
+              "{% endif %}: {{ d.reason }}\n"
+              "{{ d.metric }}: trained " + _score("s.trained[d.metric].value") +
+              ", base " + _score("s.base[d.metric].value") +
+              ", champion {% if d.reference_kind == 'promoted' %}" + _score("d.reference") +
+              "{% if d.reference_run %} (run {{ d.reference_run }}){% endif %}"
+              "{% else %}none yet (judged against the base){% endif %}\n"
+              "delta " + _score("d.delta") + " (needed " + _score("d.min_delta") +
+              ", basis {{ d.basis }})\n"
+              "{% if event.payload.model_uri %}Model: {{ event.payload.model_uri }}\n{% endif %}"
+              "{% for note in d.notes %}Note: {{ note }}\n{% endfor %}")
+
+FALLBACK_SUBJECT = "tpurl " + _PROFILE + ": capacity fallback"
+FALLBACK_BODY = ("The run's capacity chain fell back" + " for profile " + _PROFILE + ".\n"
+                 "{% for key, value in event.payload.items() %}{{ key }}: {{ value }}\n"
+                 "{% endfor %}")
+
+COALESCED_SUBJECT = "tpurl " + _PROFILE + ": retrain coalesced"
+COALESCED_BODY = ("Announcement {{ event.payload.kind }} {{ event.payload.value }} (occurred "
+                  "{{ event.payload.occurred }}) was coalesced into the waiting retrain run "
+                  "{{ event.payload.into_run }}, which serves {{ event.payload.into.kind }} "
+                  "{{ event.payload.into.value }}: it will be trained by that run, not by a "
+                  "run of its own.\n"
+                  "{% if event.payload.replaced_runs %}Cancelled waiting runs: "
+                  "{{ event.payload.replaced_runs | join(', ') }}\n{% endif %}")
+
+
+@dataclass(frozen=True)
+class Kind:
+    title: str
+    resource: str  # the prefect.resource.id pattern; {profile} filled in
+    events: tuple[str, ...]
+    subject: str
+    body: str
+
+
+KINDS: dict[NotifyEvent, Kind] = {
+    "run-failed": Kind("run failed", "tpurl.run.{profile}", ("tpurl.run.failed",),
+                       RUN_FAILED_SUBJECT, RUN_FAILED_BODY),
+    "model-decided": Kind("model promoted or rejected", "tpurl.model.{profile}",
+                          ("tpurl.model.promoted", "tpurl.model.rejected"),
+                          MODEL_SUBJECT, MODEL_BODY),
+    "capacity-fallback": Kind("capacity fallback", "tpurl.*", ("tpurl.capacity.fallback",),
+                              FALLBACK_SUBJECT, FALLBACK_BODY),
+    "retrain-coalesced": Kind("retrain coalesced", "tpurl.announcement.*",
+                              ("tpurl.announcement.coalesced",),
+                              COALESCED_SUBJECT, COALESCED_BODY),
+}
+
+
+def automation_name(profile: str, kind: NotifyEvent) -> str:
+    return f"{NAME_PREFIX} {profile}: {kind}"
+
+
+def automation_spec(profile: str, kind: NotifyEvent, block_id: str, block: str) -> dict[str, Any]:
+    """The body of POST /automations (and of PUT /automations/{id}) for one kind."""
+    k = KINDS[kind]
+    return {
+        "name": automation_name(profile, kind),
+        "description": (f"Created by `prefect deploy` from profile {profile}'s notify: section "
+                        f"(block {block}): one message per {k.title}. Redeploying updates it "
+                        "in place; edits made here are overwritten then."),
+        "enabled": True,
+        "tags": [TAG, f"tpurl-profile:{profile}"],
+        "trigger": {"type": "event", "posture": "Reactive",
+                    "match": {"prefect.resource.id": k.resource.format(profile=profile),
+                              "tpurl.profile": profile},
+                    "expect": list(k.events), "threshold": 1, "within": 0},
+        "actions": [{"type": "send-notification", "block_document_id": block_id,
+                     "subject": k.subject, "body": k.body}],
+    }

@@ -1,0 +1,116 @@
+"""The notify section's checks, the run-failed payload and the messages as the server renders
+them (Prefect 3.9.1's own template environment, prefect/server/utilities/user_templates.py,
+the one its send-notification action uses)."""
+
+from __future__ import annotations
+
+import pytest
+from prefect.server.events.schemas.events import ReceivedEvent
+from prefect.server.utilities.user_templates import render_user_template_sync
+
+from flows.config import load_profile
+from flows.config.errors import ProfileError
+from flows.config.notify import NOTIFY_EVENTS
+from flows.core.failures import user_error
+from flows.core.redaction import Redactor
+from flows.flow_runs.failure_event import failure_fields, failure_payload, profile_name
+from flows.notifications.messages import KINDS, automation_spec
+from tests.support.profiles import fake_hf_token
+
+
+def _event(name: str, resource: dict[str, str], payload: dict) -> ReceivedEvent:
+    return ReceivedEvent.model_validate({"occurred": "2026-12-01T06:00:00Z", "event": name,
+                                         "resource": resource, "payload": payload,
+                                         "id": "11111111-1111-4111-8111-111111111111"})
+
+
+def _render(kind: str, event: ReceivedEvent) -> tuple[str, str]:
+    k = KINDS[kind]  # type: ignore[index]
+    return (render_user_template_sync(k.subject, {"event": event}),
+            render_user_template_sync(k.body, {"event": event}))
+
+
+def test_the_section_is_off_by_default_and_all_events_when_given():
+    assert load_profile("rehearsal", environ={}).notify is None
+    profile = load_profile("rehearsal", {"notify.block": "slack-webhook/tpurl-alerts"},
+                           environ={})
+    assert profile.notify is not None and profile.notify.events == list(NOTIFY_EVENTS)
+
+
+@pytest.mark.parametrize("value", ["tpurl-alerts", "https://hooks.slack.com/services/T/B/C",
+                                   "Slack Webhook/alerts", "slack-webhook/"])
+def test_a_block_reference_of_the_wrong_shape_is_refused_without_echo(value):
+    with pytest.raises(ProfileError) as caught:
+        load_profile("rehearsal", {"notify.block": value}, environ={})
+    text = str(caught.value)
+    assert "notify.block" in text and "slack-webhook/tpurl-alerts" in text
+    assert "hooks.slack.com" not in text
+
+
+def test_an_unknown_event_kind_is_refused_naming_the_kinds():
+    with pytest.raises(ProfileError) as caught:
+        load_profile("rehearsal", {"notify.block": "slack-webhook/a",
+                                   "notify.events": '["run-faild"]'}, environ={})
+    assert "notify.events" in str(caught.value)
+
+
+def test_a_stage_failure_becomes_the_payload_with_its_fix_and_no_secret():
+    token = fake_hf_token("FailurePayload")
+    failure = user_error("train", f"bad value near {token}", "detail",
+                         "set train.args.x to a number", code="train/bad-arg")
+    payload = failure_payload(failure, "rehearsal", "rehearsal-20261201", "http://ui/run",
+                              Redactor([token]))
+    assert payload["stage"] == "train" and payload["code"] == "train/bad-arg"
+    assert payload["fix"] == "set train.args.x to a number"
+    assert payload["support_bundle"] == "tpurl support-bundle rehearsal --run rehearsal-20261201"
+    assert token not in str(payload)
+
+
+def test_a_profile_refusal_and_an_undiagnosed_error_have_a_fix_too():
+    try:
+        load_profile("rehearsal", {"train.args.learning_rate": "fast"}, environ={})
+    except ProfileError as exc:
+        fields = failure_fields(exc)
+    assert fields["category"] == "user-error" and fields["code"] == "profile/invalid"
+    assert fields["fix"].startswith("train.args.learning_rate:")
+    internal = failure_fields(RuntimeError("boom"))
+    assert internal["category"] == "internal-error" and "support bundle" in internal["fix"]
+    assert profile_name("deployments/profiles/rehearsal.yaml") == "rehearsal"
+
+
+def test_the_run_failed_message_names_a_spend_cap_and_the_fix():
+    payload = {"stage": "train", "category": "budget", "code": "gke/spend-cap",
+               "summary": "the run reached gke.max_usd_per_run", "fix": "raise the cap",
+               "log": "", "run": "r1", "url": "http://ui/runs/flow-run/1",
+               "support_bundle": "tpurl support-bundle p --run r1"}
+    subject, body = _render("run-failed", _event(
+        "tpurl.run.failed", {"prefect.resource.id": "tpurl.run.p", "tpurl.profile": "p"},
+        payload))
+    assert subject == "tpurl p: spend cap reached [budget gke/spend-cap]"
+    assert body.splitlines() == [
+        "Run r1 of profile p failed in stage train.",
+        "[budget gke/spend-cap] the run reached gke.max_usd_per_run",
+        "Fix: raise the cap", "Support bundle: tpurl support-bundle p --run r1",
+        "Run: http://ui/runs/flow-run/1"]
+
+
+def test_a_rejection_against_the_base_says_there_is_no_champion():
+    interval = {"value": 0.5, "low": 0.4, "high": 0.6}
+    summary = {"samples": 2, "accuracy": interval, "format_accuracy": interval,
+               "mean_reward": interval, "reward_samples": 2, "checkpoint": "c"}
+    decision = {"promoted": False, "metric": "accuracy", "trained": 0.5, "reference": 0.5,
+                "reference_kind": "base", "basis": "score", "delta": 0.0, "min_delta": 0.1,
+                "reason": "not better by 0.1", "reference_run": None, "notes": ["a note"]}
+    subject, body = _render("model-decided", _event(
+        "tpurl.model.rejected", {"prefect.resource.id": "tpurl.model.p", "tpurl.profile": "p"},
+        {"decision": decision, "scores": {"trained": summary, "base": summary}}))
+    assert subject == "tpurl p: model rejected"
+    assert "accuracy: trained 0.5000, base 0.5000, champion none yet" in body
+    assert "Note: a note" in body
+
+
+def test_every_automation_is_scoped_to_its_profile():
+    for kind in NOTIFY_EVENTS:
+        spec = automation_spec("p", kind, "00000000-0000-4000-8000-000000000000", "a/b")
+        assert spec["trigger"]["match"]["tpurl.profile"] == "p"
+        assert spec["name"] == f"tpurl-notify p: {kind}"

@@ -1,0 +1,246 @@
+"""Notifications against a real `prefect server start` (its triggers and actions services
+deliver them), with a local HTTP receiver as the webhook: the deploy step's checks and its
+in-place updates, and one message per event for each kind, none carrying the block's secret.
+
+The block is Prefect 3.9.1's own CustomWebhookNotificationBlock with a secret header value
+(prefect/blocks/notifications.py: ``secrets`` are substituted into the request at send time,
+on the server), so the receiver sees the secret only where the block puts it.
+The run-failed message comes from a real flow run of the rehearsal refused at validation (a
+profile error: seconds, no stage); the others from the very functions the flow and the
+dispatcher emit them with. tests/e2e/test_notify_rehearsal.py does the same with a failed
+stage and a promotion decision of real rehearsal runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from flows.common.paths import REPO_ROOT
+from flows.config.notify import NOTIFY_EVENTS
+from tests.fakes.smtp_server import smtp_server
+from tests.support.prefect_server import PrefectServer, prefect_server_in, wait_until
+from tests.support.profiles import fake_hf_token
+from tests.support.webhook_receiver import Receiver, webhook_receiver
+
+pytestmark = [pytest.mark.services, pytest.mark.realtime]
+
+CANARY = fake_hf_token("CanaryNotifyBlock")
+BLOCK = "custom-webhook/tpurl-test-alerts"
+SETTLE_S = 8  # after the first message: time for a duplicate to arrive, if there were one
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    with prefect_server_in(tmp_path_factory.mktemp("notify-home")) as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def receiver(server: PrefectServer) -> Iterator[Receiver]:
+    with webhook_receiver() as found:
+        _python(server, f"""
+from prefect.blocks.notifications import CustomWebhookNotificationBlock
+CustomWebhookNotificationBlock(
+    name="tpurl-test", url={found.url!r},
+    json_data={{"subject": "{{{{subject}}}}", "text": "{{{{body}}}}"}},
+    headers={{"Authorization": "Bearer {{{{token}}}}"}},
+    secrets={{"token": {CANARY!r}}}).save("tpurl-test-alerts")
+""")
+        yield found
+
+
+def _python(server: PrefectServer, code: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Code in a fresh interpreter against the server (its own events client and settings)."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=server.env,
+                          text=True, capture_output=True, timeout=300, check=False)
+    if check:
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def _step(server: PrefectServer, notify: dict | None) -> subprocess.CompletedProcess:
+    return _python(server, "from flows.notifications.apply import notification_automations as n;"
+                   f"print(n('rehearsal', {notify!r}))", check=False)
+
+
+def _automations(server: PrefectServer) -> list[dict]:
+    return server.api("POST", "/automations/filter", json={}).json()
+
+
+def _one_message(receiver: Receiver, before: int, what: str) -> dict:
+    """Exactly one new POST: the first within 90 s, then none more within SETTLE_S."""
+    wait_until(lambda: len(receiver.snapshot()) > before, 90, what)
+    time.sleep(SETTLE_S)
+    new = receiver.snapshot()[before:]
+    assert len(new) == 1, [r.body for r in new]
+    assert new[0].headers.get("Authorization") == f"Bearer {CANARY}"  # the block's secret, sent
+    assert CANARY not in new[0].body
+    return new[0].json()
+
+
+def test_a_misnamed_block_is_refused_before_any_automation(server, receiver):
+    done = _step(server, {"block": "custom-webhook/tpurl-test-alertz"})
+    assert done.returncode == 1
+    assert "notify.block: no block custom-webhook/tpurl-test-alertz" in done.stderr
+    assert "prefect block create custom-webhook" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert _automations(server) == []
+
+
+def test_a_url_in_place_of_a_block_is_refused_without_echoing_it(server, receiver):
+    url = f"https://hooks.slack.com/services/T0/B0/{CANARY}"
+    done = _step(server, {"block": url})
+    assert done.returncode == 1 and "notify.block" in done.stderr
+    assert CANARY not in done.stdout + done.stderr and "hooks.slack" not in done.stderr
+    assert _automations(server) == []
+
+
+def test_redeploy_updates_the_automations_in_place(server, receiver):
+    first = _step(server, {"block": BLOCK})
+    assert first.returncode == 0, first.stderr
+    ids = {a["name"]: a["id"] for a in _automations(server)}
+    assert set(ids) == {f"tpurl-notify rehearsal: {kind}" for kind in NOTIFY_EVENTS}
+    again = _step(server, {"block": BLOCK})
+    assert "updated automation" in again.stdout and "created" not in again.stdout
+    assert {a["name"]: a["id"] for a in _automations(server)} == ids  # none duplicated
+    fewer = _step(server, {"block": BLOCK, "events": ["run-failed", "model-decided"]})
+    assert fewer.returncode == 0, fewer.stderr
+    assert {a["name"] for a in _automations(server)} == {
+        "tpurl-notify rehearsal: run-failed", "tpurl-notify rehearsal: model-decided"}
+    assert _step(server, {"block": BLOCK}).returncode == 0
+    text = json.dumps(_automations(server)) + first.stdout + again.stdout
+    assert CANARY not in text and "127.0.0.1" not in text  # the block's URL stays in it
+    for automation in _automations(server):
+        match = automation["trigger"]["match"]
+        assert match["tpurl.profile"] == "rehearsal"
+
+
+def test_a_failed_run_sends_one_message_with_the_fix(server, receiver):
+    assert _step(server, {"block": BLOCK}).returncode == 0
+    before = len(receiver.snapshot())
+    done = _python(server, "from flows.pipeline import rl_post_training;"
+                   "rl_post_training(profile='rehearsal', overrides="
+                   "{'train.args.learning_rate': 'fast'})", check=False)
+    assert done.returncode != 0
+    message = _one_message(receiver, before, "the run-failed message")
+    assert message["subject"].startswith("tpurl rehearsal: run failed [user-error profile/invalid]")
+    text = message["text"]
+    assert "Fix: train.args.learning_rate:" in text
+    assert "Support bundle: tpurl support-bundle rehearsal --run " in text
+    assert "Run: http" in text and "/runs/flow-run/" in text
+
+
+def _emit(server: PrefectServer, code: str) -> None:
+    _python(server, "import time\n" + code + "\nfrom prefect.events.worker import EventsWorker\n"
+            "EventsWorker.drain_all()")
+
+
+def test_a_promotion_sends_one_message_with_the_scores(server, receiver):
+    assert _step(server, {"block": BLOCK}).returncode == 0
+    before = len(receiver.snapshot())
+    _emit(server, """
+from flows.core.promotion import Decision
+from flows.runpage.promotion import emit_decision
+def summary(v):
+    i = {"value": v, "low": v - 0.1, "high": v + 0.1}
+    return {"samples": 2, "accuracy": i, "format_accuracy": i, "mean_reward": i,
+            "reward_samples": 2, "checkpoint": "file:///x"}
+d = Decision(promoted=True, metric="mean_reward", trained=0.75, reference=0.5,
+             reference_kind="promoted", delta=0.25, min_delta=0.0, reason="0.75 >= 0.5 + 0.0",
+             reference_run="rehearsal-older")
+class Model:
+    model_uri, run, dataset, revision = "file:///export", "rehearsal-new", "data", "main"
+emit_decision("rehearsal", d, {"trained": summary(0.75), "base": summary(0.25)}, Model(), None)
+""")
+    message = _one_message(receiver, before, "the promotion message")
+    assert message["subject"] == "tpurl rehearsal: model promoted"
+    text = message["text"]
+    assert "Model of run rehearsal-new promoted: 0.75 >= 0.5 + 0.0" in text
+    assert "mean_reward: trained 0.7500, base 0.2500, champion 0.5000 (run rehearsal-older)" \
+        in text
+    assert "Model: file:///export" in text
+
+
+def test_a_coalesced_retrain_and_a_capacity_fallback_send_one_message_each(server, receiver):
+    assert _step(server, {"block": BLOCK}).returncode == 0
+    before = len(receiver.snapshot())
+    _emit(server, """
+from flows.announcements.events import announcement_event
+from flows.announcements.model import Announcement
+old = Announcement.of("dataset", "file:///data/v8.parquet", "11111111-1111-4111-8111-111111111111",
+                      "2026-12-01T06:00:00Z")
+new = Announcement.of("dataset", "file:///data/v9.parquet", "22222222-2222-4222-8222-222222222222",
+                      "2026-12-01T06:05:00Z")
+announcement_event("coalesced", old, ("3f0c0d7e-0000-4000-8000-000000000000",
+                   "rl-post-training/retrain-rehearsal"),
+                   {"into_run": "run-9", "into": new.to_dict(), "replaced_runs": ["run-8"]},
+                   profile="rehearsal")
+# another profile's coalesced announcement: not this profile's message
+announcement_event("coalesced", old, ("3f0c0d7e-0000-4000-8000-000000000001", "x/y"),
+                   {"into_run": "run-9", "into": new.to_dict(), "replaced_runs": []},
+                   profile="qwen3-30b-a3b-v6e-32")
+""")
+    message = _one_message(receiver, before, "the coalesced message")
+    assert message["subject"] == "tpurl rehearsal: retrain coalesced"
+    assert "dataset file:///data/v8.parquet" in message["text"]
+    assert "serves dataset file:///data/v9.parquet" in message["text"]
+    before = len(receiver.snapshot())
+    _emit(server, """
+from prefect.events import emit_event
+emit_event(event="tpurl.capacity.fallback",
+           resource={"prefect.resource.id": "tpurl.capacity.rehearsal",
+                     "tpurl.profile": "rehearsal"},
+           payload={"from": "reservation", "to": "flex-start", "reason": "stockout"})
+""")
+    message = _one_message(receiver, before, "the fallback message")
+    assert message["subject"] == "tpurl rehearsal: capacity fallback"
+    assert "from: reservation" in message["text"] and "to: flex-start" in message["text"]
+
+
+def test_an_email_goes_out_through_smtp_with_the_password_only_in_the_login(server, receiver):
+    """Email over SMTP: Prefect 3.9.1 ships no SMTP notification block, but its Slack
+    Webhook block hands a URL that is not a Slack webhook to Apprise as is
+    (prefect/blocks/notifications.py ``SlackWebhook.block_initialization``), and Apprise
+    sends a ``mailto://`` URL by SMTP (apprise/plugins/email/base.py)."""
+    password = fake_hf_token("CanarySmtpPassword")
+    with smtp_server() as mailbox:
+        _python(server, f"""
+from prefect.blocks.notifications import SlackWebhook
+SlackWebhook(url="mailto://alerts:{password}@{mailbox.host}:{mailbox.port}"
+                 "?to=oncall@example.com&from=tpurl@example.com").save("tpurl-test-email")
+""")
+        done = _step(server, {"block": "slack-webhook/tpurl-test-email",
+                              "events": ["capacity-fallback"]})
+        assert done.returncode == 0, done.stderr
+        _emit(server, """
+from prefect.events import emit_event
+emit_event(event="tpurl.capacity.fallback",
+           resource={"prefect.resource.id": "tpurl.capacity.rehearsal",
+                     "tpurl.profile": "rehearsal"},
+           payload={"from": "spot", "to": "on-demand", "reason": "preempted twice"})
+""")
+        wait_until(lambda: mailbox.messages, 90, "the email")
+        time.sleep(SETTLE_S)
+        assert len(mailbox.messages) == 1
+        mail = mailbox.messages[0]
+        assert "Subject: tpurl rehearsal: capacity fallback" in mail
+        assert "To: oncall@example.com" in mail and "from: spot" in mail
+        assert password not in mail and len(mailbox.auth) == 1
+        assert password not in json.dumps(_automations(server)) + done.stdout
+    assert _step(server, {"block": BLOCK}).returncode == 0  # back to the webhook
+
+
+def test_no_event_or_automation_carries_the_secret(server, receiver):
+    found = server.api("POST", "/events/filter", json={"limit": 50}).json()
+    texts = [json.dumps(found)]
+    while found.get("next_page"):
+        found = server.api("GET", found["next_page"].split("/api", 1)[1]).json()
+        texts.append(json.dumps(found))
+    texts.append(json.dumps(_automations(server)))
+    assert not [t for t in texts if CANARY in t]
