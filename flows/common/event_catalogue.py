@@ -51,7 +51,7 @@ _STAGE = "tpurl.stage.<profile>.<stage>"
 _STAGE_LABELS = ("tpurl.profile", "tpurl.stage")
 _STAGE_EMITTER = "flows/pipeline.py"
 _ANNOUNCEMENT = "tpurl.announcement.<announced event id>"
-_ANNOUNCEMENT_LABELS = ("tpurl.kind", "tpurl.value")
+_ANNOUNCEMENT_LABELS = ("tpurl.kind", "tpurl.value", "tpurl.profile")
 _ANNOUNCED = ("kind", "value", "event_id", "occurred")
 _DISPATCHER = "flows/announcements/dispatch.py"
 
@@ -77,6 +77,21 @@ RUN_STARTED = EventKind(
     "flows/pipeline.py",
     "The profile was validated and the run begins; `announcement` is what the run serves and "
     "what was coalesced into it, null when nobody announced it.")
+RUN_FAILED = EventKind(
+    "tpurl.run.failed", "tpurl.run.<profile>", ("tpurl.profile",),
+    ("stage", "category", "code", "summary", "fix", "log", "run", "url", "support_bundle"), (),
+    "flows/flow_runs/failure_event.py",
+    "A run ended Failed (the flow's on_failure hook), once per run: the diagnosis of the "
+    "stage that failed (`stage` empty when it failed before any stage), the run's name and "
+    "page, and the support-bundle command. A spend cap is category `budget`. Crashed and "
+    "cancelled runs run no hook.")
+CAPACITY_FALLBACK = EventKind(
+    "tpurl.capacity.fallback", _STAGE, _STAGE_LABELS,
+    ("from_mode", "to_mode", "reason", "code", "attempts"), (),
+    "flows/backends/gke/capacity_run.py",
+    "A GKE stage spent a capacity mode's wait (a stockout in every zone, or the queue "
+    "budget) and resubmits the same training in the next mode of `gke.capacity`; "
+    "`attempts` lists each mode's mode, zone, waited_s, held_s, chip_hours, usd and outcome.")
 MODEL_EXPORTED = EventKind(
     "tpurl.model.exported", "tpurl.model.<profile>", ("tpurl.profile",),
     ("hf_export", "trained_checkpoint"), ("announcement",), "flows/pipeline.py",
@@ -129,7 +144,8 @@ ANNOUNCEMENT_DROPPED = EventKind(
 
 CATALOGUE: tuple[EventKind, ...] = (
     STAGE_STARTED, STAGE_COMPLETED, STAGE_SKIPPED, STAGE_FAILED, STAGE_CANCELLED, RUN_STARTED,
-    MODEL_EXPORTED, MODEL_PROMOTED, MODEL_REJECTED, DATASET_UPDATED, BASE_MODEL_UPDATED,
+    RUN_FAILED, CAPACITY_FALLBACK, MODEL_EXPORTED, MODEL_PROMOTED, MODEL_REJECTED,
+    DATASET_UPDATED, BASE_MODEL_UPDATED,
     ANNOUNCEMENT_QUEUED, ANNOUNCEMENT_COALESCED, ANNOUNCEMENT_SUPERSEDED,
     ANNOUNCEMENT_DUPLICATE, ANNOUNCEMENT_DROPPED)
 BY_NAME: dict[str, EventKind] = {kind.name: kind for kind in CATALOGUE}

@@ -22,13 +22,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from flows.common.event_catalogue import RUN_FAILED
 from flows.config.errors import EnvironmentNotReady, ProfileError
 from flows.console.output import diagnosis_of
 from flows.core.deadline import RunTimedOut
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.redaction import Redactor
 
-RUN_FAILED = "tpurl.run.failed"
 INTERNAL_FIX = ("an undiagnosed error, most likely the pipeline's own bug: send the support "
                 "bundle (the command above) with the run's log")
 
@@ -81,7 +81,7 @@ def on_run_failed(flow: Any, flow_run: Any, state: Any) -> None:
     profile = profile_name((flow_run.parameters or {}).get("profile"))
     exc = state.result(raise_on_failure=False)
     url = url_for(flow_run, url_type="ui")
-    emit_event(event=RUN_FAILED,
+    emit_event(event=RUN_FAILED.name,
                resource={"prefect.resource.id": f"tpurl.run.{profile}",
                          "prefect.resource.name": f"{profile} run", "tpurl.profile": profile},
                related=[{"prefect.resource.id": f"prefect.flow-run.{flow_run.id}",

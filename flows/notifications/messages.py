@@ -26,6 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from flows.common.event_catalogue import (
+    ANNOUNCEMENT_COALESCED,
+    CAPACITY_FALLBACK,
+    MODEL_PROMOTED,
+    MODEL_REJECTED,
+    RUN_FAILED,
+)
 from flows.config.notify import NotifyEvent
 
 NAME_PREFIX = "tpurl-notify"
@@ -52,12 +59,13 @@ def _score(expr: str) -> str:
     return "{{ '%.4f' | format(" + expr + ") }}"
 
 
-MODEL_SUBJECT = ("tpurl " + _PROFILE + ": model {% if event.event == 'tpurl.model.promoted' %}"
+MODEL_SUBJECT = ("tpurl " + _PROFILE + ": model {% if event.event == '" +
+                 MODEL_PROMOTED.name + "' %}"
                  "promoted{% else %}rejected{% endif %}")
 MODEL_BODY = ("{% set d = event.payload.decision %}{% set s = event.payload.scores %}"
               "{% set run = event.payload.run or flow_run.name %}"
               "Model {% if run %}of run {{ run }} {% endif %}"
-              "{% if event.event == 'tpurl.model.promoted' %}promoted{% else %}rejected"
+              "{% if event.event == '" + MODEL_PROMOTED.name + "' %}promoted{% else %}rejected"
               "{% endif %}: {{ d.reason }}\n"
               "{{ d.metric }}: trained " + _score("s.trained[d.metric].value") +
               ", base " + _score("s.base[d.metric].value") +
@@ -94,15 +102,15 @@ class Kind:
 
 
 KINDS: dict[NotifyEvent, Kind] = {
-    "run-failed": Kind("run failed", "tpurl.run.{profile}", ("tpurl.run.failed",),
+    "run-failed": Kind("run failed", "tpurl.run.{profile}", (RUN_FAILED.name,),
                        RUN_FAILED_SUBJECT, RUN_FAILED_BODY),
     "model-decided": Kind("model promoted or rejected", "tpurl.model.{profile}",
-                          ("tpurl.model.promoted", "tpurl.model.rejected"),
+                          (MODEL_PROMOTED.name, MODEL_REJECTED.name),
                           MODEL_SUBJECT, MODEL_BODY),
-    "capacity-fallback": Kind("capacity fallback", "tpurl.*", ("tpurl.capacity.fallback",),
+    "capacity-fallback": Kind("capacity fallback", "tpurl.*", (CAPACITY_FALLBACK.name,),
                               FALLBACK_SUBJECT, FALLBACK_BODY),
     "retrain-coalesced": Kind("retrain coalesced", "tpurl.announcement.*",
-                              ("tpurl.announcement.coalesced",),
+                              (ANNOUNCEMENT_COALESCED.name,),
                               COALESCED_SUBJECT, COALESCED_BODY),
 }
 

@@ -22,12 +22,13 @@ from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.jobs.manifests import stage_run
 from flows.backends.gke.jobs.render import render_jobset
 from flows.backends.gke.watch.served import TPU_ACCELERATOR
+from flows.common.event_catalogue import CAPACITY_FALLBACK
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE
 from flows.core.workload import Workload
 
 Obj = dict[str, Any]
-FALLBACK_EVENT = "tpurl.capacity.fallback"
+FALLBACK_EVENT = CAPACITY_FALLBACK.name
 
 
 def capacity_chain(profile: Profile) -> tuple[str, ...]:
@@ -129,11 +130,13 @@ class CapacityRun:
         payload = {"from_mode": from_mode, "to_mode": to_mode,
                    "reason": self.redactor(reason), "code": code,  # type: ignore[attr-defined]
                    "attempts": [dataclasses.asdict(a) for a in attempts]}
+        checked = CAPACITY_FALLBACK.checked(payload)  # a key drifting is our bug: not swallowed
         try:
-            emit_event(event=FALLBACK_EVENT, resource={
+            emit_event(event=CAPACITY_FALLBACK.name, resource={
                 "prefect.resource.id": f"tpurl.stage.{profile}.{stage}",
                 "prefect.resource.name": f"{profile} · {stage}",
-                "tpurl.profile": profile, "tpurl.stage": stage}, payload=payload)
+                "tpurl.profile": profile, "tpurl.stage": stage},
+                payload=checked)
         except Exception as exc:  # the stage goes on without its event
             self.logger.warning("could not emit %s: %s", FALLBACK_EVENT,  # type: ignore[attr-defined]
                                 self.redactor(str(exc)[:200]))  # type: ignore[attr-defined]
