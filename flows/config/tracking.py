@@ -108,9 +108,10 @@ class WandbTracking(StrictModel):
         wandb.init reads entity and mode from these (wandb/sdk/wandb_settings.py); the
         project and the run's name are passed by tunix's metrics logger itself
         (tunix/sft/metrics_logger.py:190-197 at c4ec573d: MetricsLoggerOptions.project_name,
-        "tunix" as MaxText 0.2.4's train_rl leaves it, which wins over WANDB_PROJECT), so
-        WANDB_PROJECT names the profile's project for a trainer that does not set one, and
-        the run is tagged with the pipeline's run name to find it either way."""
+        which wins over WANDB_PROJECT). MaxText 0.2.4's train_rl leaves it "tunix"; the
+        declared patch maxtext-wandb-project (images/post-training/patches.yaml) has it read
+        WANDB_PROJECT, so the profile's project is the run's. The run is also grouped by
+        the pipeline's run name, to find it where that patch is disabled."""
         env = {"WANDB_PROJECT": self.project, "WANDB_MODE": self.mode,
                "WANDB_RUN_GROUP": run_name, "WANDB_TAGS": "tpurl"}
         if self.entity:

@@ -54,6 +54,8 @@ def test_pushed_image_carries_the_patched_files(docker_client: docker.DockerClie
     details = verify_image(docker_client, first_build.ref, PATCHES)
     assert details["patched_files"]["maxtext-adafactor"] == \
         "/deps/src/maxtext/trainers/post_train/rl/utils_rl.py"
+    assert details["patched_files"]["maxtext-wandb-project"] == \
+        "/deps/src/maxtext/trainers/post_train/rl/train_rl.py"
     assert details["patched_files"]["tunix-reshard-chunk-call"].endswith(
         "site-packages/tunix/generate/vllm_sampler.py")
     # And the image's own Python imports the patched code from there.

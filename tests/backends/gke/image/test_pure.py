@@ -49,7 +49,8 @@ def test_disabled_patches_must_be_declared():
         request.patches()
     ok = ImageRequest(base="b:1", repository="r",
                       disabled_patches={"maxtext-adafactor": "testing AdamW on purpose"})
-    assert [p.id for p in ok.patches()] == ["tunix-reshard-chunk-default", "tunix-reshard-chunk-call"]
+    assert [p.id for p in ok.patches()] == ["tunix-reshard-chunk-default", "tunix-reshard-chunk-call",
+                                            "maxtext-wandb-project"]
 
 
 def test_mismatch_message_is_taken_from_the_build_output():
