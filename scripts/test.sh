@@ -181,7 +181,7 @@ fi
 # retrain on a worker) beside the in-process ones (the GKE world, the smoke profile, the
 # rehearsal module). Each lane is one pytest; the second's output is printed when it ends.
 lanes=()
-DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
+DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py tests/e2e/test_wandb_train.py)
 beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${cov[@]}" "${DEPLOY_E2E[@]}"
 deploy_pid=${lanes[-1]}
 e2e_rc=0
