@@ -179,11 +179,13 @@ new = Announcement.of("dataset", "file:///data/v9.parquet", "22222222-2222-4222-
                       "2026-12-01T06:05:00Z")
 announcement_event("coalesced", old, ("3f0c0d7e-0000-4000-8000-000000000000",
                    "rl-post-training/retrain-rehearsal"),
-                   {"into_run": "run-9", "into": new.to_dict(), "replaced_runs": ["run-8"]},
+                   {"rule": "coalesced", "into_run": "run-9", "into": new.to_dict(),
+                    "replaced_runs": ["run-8"]},
                    profile="rehearsal")
 # another profile's coalesced announcement: not this profile's message
 announcement_event("coalesced", old, ("3f0c0d7e-0000-4000-8000-000000000001", "x/y"),
-                   {"into_run": "run-9", "into": new.to_dict(), "replaced_runs": []},
+                   {"rule": "coalesced", "into_run": "run-9", "into": new.to_dict(),
+                    "replaced_runs": []},
                    profile="qwen3-30b-a3b-v6e-32")
 """)
     message = _one_message(receiver, before, "the coalesced message")
