@@ -33,7 +33,7 @@ def test_a_registry_or_tracker_without_its_credentials_is_refused_naming_the_fie
     assert [i.field for i in issues] == ["tracking.wandb.api_key",
                                          "promotion.register.hub.token"]
     assert "WANDB_API_KEY is not set" in issues[0].fix
-    token = fake_hf_token("hub-write")
+    token = fake_hf_token("Wp3Jt8Nv5qB")
     assert integration_issues(profile, environ={"WANDB_API_KEY": "k" * 40,
                                                 "HUB_WRITE_TOKEN": token}) == []
 

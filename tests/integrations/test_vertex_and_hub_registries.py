@@ -57,7 +57,7 @@ def test_a_promoted_export_becomes_a_vertex_model_version_with_scores_as_labels(
 
 def test_a_promoted_export_is_uploaded_to_a_private_hub_revision_and_the_token_stays_out(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    token = fake_hf_token("hub-registry")
+    token = fake_hf_token("Hq7Zr2Lw9xK")
     monkeypatch.setenv("HUB_WRITE_TOKEN", token)
     profile = load_profile("rehearsal", {"eval.batches": "4",
                                          "promotion.register.hub.repo_id": "org/qwen3-grpo",

@@ -30,7 +30,7 @@ from tests.support.webhook_receiver import Receiver, webhook_receiver
 
 pytestmark = [pytest.mark.services, pytest.mark.realtime]
 
-CANARY = fake_hf_token("CanaryNotifyBlock")
+CANARY = fake_hf_token("Nb6Yc1Vz8Lu")
 BLOCK = "custom-webhook/tpurl-test-alerts"
 SETTLE_S = 8  # after the first message: time for a duplicate to arrive, if there were one
 
@@ -210,7 +210,7 @@ def test_an_email_goes_out_through_smtp_with_the_password_only_in_the_login(serv
     Webhook block hands a URL that is not a Slack webhook to Apprise as is
     (prefect/blocks/notifications.py ``SlackWebhook.block_initialization``), and Apprise
     sends a ``mailto://`` URL by SMTP (apprise/plugins/email/base.py)."""
-    password = fake_hf_token("CanarySmtpPassword")
+    password = fake_hf_token("Sm4Tk9Xq2Ro")
     with smtp_server() as mailbox:
         _python(server, f"""
 from prefect.blocks.notifications import SlackWebhook
