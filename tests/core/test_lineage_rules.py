@@ -24,7 +24,7 @@ from flows.core.lineage import (
 from flows.core.manifest import FileEntry
 from flows.core.storage import LocalStorage, file_uri
 
-ROOT = "gs://b/root"
+ROOT = "gs://b/outs"
 
 
 def record(**fields: object) -> LineageRecord:
@@ -62,19 +62,19 @@ def test_the_fingerprint_changes_with_each_part_it_covers():
 def test_outputs_resolve_against_the_current_root_and_are_stored_relative_to_it():
     rec = record(outputs={"ckpt": "./run/c", "image": "example/img:1"})
     assert rec.resolved_outputs("gs://new/") == {"ckpt": "gs://new/run/c", "image": "example/img:1"}
-    assert relative_outputs({"ckpt": "gs://b/root/run/c", "x": "gs://b/rootx/c",
-                             "image": "example/img:1"}, "gs://b/root/") == {
-        "ckpt": "./run/c", "x": "gs://b/rootx/c", "image": "example/img:1"}
+    assert relative_outputs({"ckpt": "gs://b/outs/run/c", "x": "gs://b/outsx/c",
+                             "image": "example/img:1"}, "gs://b/outs/") == {
+        "ckpt": "./run/c", "x": "gs://b/outsx/c", "image": "example/img:1"}
 
 
 @pytest.mark.parametrize(("outputs", "why"), [
     ({"c": "./run/c", "m": "hf://org/m", "v": "venv:/x", "r": f"{ROOT}", "s": f"{ROOT}/"}, None),
     ({"c": "./run/../../x"}, "output c './run/../../x' climbs out of the output root"),
     ({"c": ".//etc/x"}, "output c './/etc/x' climbs out of the output root"),
-    ({"c": "gs://b/other/x"}, "output c 'gs://b/other/x' is outside the output root gs://b/root"),
-    ({"c": "gs://b/rootx/x"}, "output c 'gs://b/rootx/x' is outside the output root gs://b/root"),
+    ({"c": "gs://b/other/x"}, "output c 'gs://b/other/x' is outside the output root gs://b/outs"),
+    ({"c": "gs://b/outsx/x"}, "output c 'gs://b/outsx/x' is outside the output root gs://b/outs"),
     ({"c": f"{ROOT}/a/../../x"}, f"output c '{ROOT}/a/../../x' climbs out of the output root"),
-    ({"c": "file:///etc/x"}, "output c 'file:///etc/x' is outside the output root gs://b/root"),
+    ({"c": "file:///etc/x"}, "output c 'file:///etc/x' is outside the output root gs://b/outs"),
 ])
 def test_outputs_outside_the_root_are_named(outputs, why):
     assert outside_root(outputs, ROOT + "/") == why
@@ -134,6 +134,6 @@ def test_the_identity_is_the_same_in_every_version_of_the_tool():
 
 
 def test_a_root_ending_in_any_character_is_compared_as_written():
-    root = "gs://b/rootX"
+    root = "gs://b/outsX"
     assert outside_root({"c": f"{root}/x", "r": root}, root) is None
     assert relative_outputs({"c": f"{root}/x"}, root + "/") == {"c": "./x"}
