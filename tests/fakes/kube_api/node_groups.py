@@ -150,10 +150,7 @@ class ClusterAutoscaler(Autoscaler):
                 return
             self.attempt, self.pool = group, group
             self.provisioning_until = now + group.provision_s
-            for pod in pods:
-                self._event(pod, "Normal", "TriggeredScaleUp",
-                            f"pod triggered scale-up: [{{{group.name} 0->{group.hosts} "
-                            f"(max: {group.hosts})}}]", again=True)
+            self._triggered(pods, group)
             return
         group = self.attempt
         if self.provisioning_until is None or now < self.provisioning_until:

@@ -172,10 +172,7 @@ class Autoscaler:
                 return
             self.backoff_until = None
             self.provisioning_until = now + pool.provision_s
-            for pod in pods:
-                self._event(pod, "Normal", "TriggeredScaleUp",
-                            f"pod triggered scale-up: [{{{pool.name} 0->{pool.hosts} "
-                            f"(max: {pool.hosts})}}]", again=True)
+            self._triggered(pods, pool)
             return
         if now >= self.provisioning_until and pool.stockout:
             self.provisioning_until = None
@@ -335,6 +332,13 @@ class Autoscaler:
         self.kube.mutate("pods", NS, pod, running)
         if all(started(self.kube, str(name), r["name"]) for r in js["spec"]["replicatedJobs"]):
             _resumed(self.kube, str(name))
+
+    def _triggered(self, pods: list[Obj], pool: Any) -> None:
+        """The autoscaler's TriggeredScaleUp on every pending pod, naming the group it grows."""
+        for pod in pods:
+            self._event(pod, "Normal", "TriggeredScaleUp",
+                        f"pod triggered scale-up: [{{{pool.name} 0->{pool.hosts} "
+                        f"(max: {pool.hosts})}}]", again=True)
 
     def _event(self, pod: Obj, kind: str, reason: str, message: str,
                again: bool = False) -> None:
