@@ -28,7 +28,6 @@ from flows.config.spend import ON_SLICE
 from flows.core.workload import Workload
 
 Obj = dict[str, Any]
-FALLBACK_EVENT = CAPACITY_FALLBACK.name
 
 
 def capacity_chain(profile: Profile) -> tuple[str, ...]:
@@ -138,5 +137,5 @@ class CapacityRun:
                 "tpurl.profile": profile, "tpurl.stage": stage},
                 payload=checked)
         except Exception as exc:  # the stage goes on without its event
-            self.logger.warning("could not emit %s: %s", FALLBACK_EVENT,  # type: ignore[attr-defined]
+            self.logger.warning("could not emit %s: %s", CAPACITY_FALLBACK.name,  # type: ignore[attr-defined]
                                 self.redactor(str(exc)[:200]))  # type: ignore[attr-defined]
