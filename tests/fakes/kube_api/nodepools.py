@@ -132,6 +132,7 @@ class Autoscaler:
 
     def _tick(self, now: float) -> None:
         self._clean_up_finished_jobsets()
+        self._kubelet_removes_deleted_pods()
         pods = [p for p in self.kube.find("pods", NS) if self._wants_tpu(p) and not
                 _finished(p) and not p["metadata"].get("deletionTimestamp")
                 and p["spec"].get("nodeName") not in self.lost]  # orphans never move
@@ -272,6 +273,19 @@ class Autoscaler:
                     self.kube.mutate("pods", NS, pod["metadata"]["name"], lambda o: o[
                         "metadata"].update(deletionTimestamp=now_iso()))
 
+    def _kubelet_removes_deleted_pods(self) -> None:
+        """A pod given a deletionTimestamp on a live node: its kubelet stops the containers
+        and then deletes the pod for good (kubernetes pkg/kubelet/status/status_manager.go:
+        once ``canBeDeleted``, a Delete with grace period 0). So the slice's nodes are empty
+        before the autoscaler can find them unneeded (it runs in the same tick, after this).
+        A pod on a lost node has no kubelet: it waits for PodGC (``Reclaim``)."""
+        for pod in self.kube.find("pods", NS):
+            if pod["metadata"].get("deletionTimestamp") and \
+                    pod["spec"].get("nodeName") in self.nodes:
+                if not _finished(pod):  # SIGTERM: the terminal phase is posted first
+                    self.kube.mutate("pods", NS, pod["metadata"]["name"], _terminated)
+                self.kube.delete("pods", NS, pod["metadata"]["name"])
+
     # --- pods ----------------------------------------------------------------------------
     def _wants_tpu(self, pod: Obj) -> bool:
         labels = pod["metadata"].get("labels") or {}
@@ -368,6 +382,12 @@ class Autoscaler:
                                               f"jobset.sigs.k8s.io/jobset-name={jobset}")
                     if self._wants_tpu(p)]
             return all(p["spec"].get("nodeName") in self.nodes for p in pods)
+
+
+def _terminated(pod: Obj) -> None:
+    pod["status"]["phase"] = "Failed"
+    for status in pod["status"].get("containerStatuses") or []:
+        status["state"] = {"terminated": {"exitCode": 143, "reason": "Error"}}
 
 
 def _finished(pod: Obj) -> bool:

@@ -246,6 +246,10 @@ class _Handler(BaseHTTPRequestHandler):
             with kube.cond:
                 if kube.closed:
                     return self._cut()
+                if plural in kube.held_watches:  # lagging: nothing delivered, cursor kept
+                    pending = []
+                    kube.cond.wait(timeout=0.05)
+                    continue
                 remaining = deadline - time.monotonic()
                 pending = [{"type": t, "object": copy.deepcopy(o)} for rv, p, t, o in kube.history
                            if rv > cursor and p == plural and o["metadata"]["namespace"] == ns

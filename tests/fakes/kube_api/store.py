@@ -114,6 +114,9 @@ class FakeKube:
         # (tests/fakes/kube_api/kueue_workloads.py); 0: in the JobSet's own write
         self.workload_delay_s = 0.0
         self.workloads_pending: set[str] = set()  # JobSet uids whose Workload is not made yet
+        # Watches of these plurals deliver nothing until released (a watch stream that lags
+        # the API server's state, as a client's cache may): reads still see the present.
+        self.held_watches: set[str] = set()
         # RBAC (tests/fakes/kube_api/rbac.py): None serves everyone, as before; a Role's rules
         # refuse what they do not grant with a 403. ``calls`` records every request's (verb,
         # group, resource) either way.

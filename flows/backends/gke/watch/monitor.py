@@ -22,8 +22,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.client import (
@@ -37,6 +35,7 @@ from flows.backends.gke.watch.client import (
 )
 from flows.backends.gke.watch.kueue import DEACTIVATED_CODE
 from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
+from flows.backends.gke.watch.lost_nodes import LostNodes, unfinished
 from flows.backends.gke.watch.queued import (
     PR_GROUP,
     PR_PLURAL,
@@ -108,7 +107,7 @@ class Monitor:
         self._ran_since_admitted = False
         # the autoscaler's events as seen, kept after the API drops them (1 h event TTL)
         self.scaling_events: dict[str, Obj] = {}
-        self._nodes_gone: dict[str, bool] = {}  # node → deleted (asked once, on failure)
+        self.lost_nodes = LostNodes(cluster, self.namespace, settings)  # asked after a failure
         self._requests: list[Obj] = []  # ProvisioningRequests (queued provisioning)
         self._requests_version = ""  # of the Workload they were listed for
         self.served: Served | None = None  # where the slice came up (watch/served.py)
@@ -323,7 +322,13 @@ class Monitor:
         """The disruptions of the JobSet's current attempt (one its failure policy restarted
         is over), and, once it failed with none seen, pods still bound to a node that no
         longer exists: the VM went before the kubelet could post anything and PodGC has
-        not run yet (kubernetes pkg/controller/podgc/gc_controller.go waits 40 s)."""
+        not run yet (kubernetes pkg/controller/podgc/gc_controller.go waits 40 s).
+
+        A pod counts only if a live read, made after its node was found gone, still shows it
+        unfinished on that node: the watch's copy may be older than the node's absence. A
+        program that failed on its own has its pods terminated by a live kubelet and removed
+        before the autoscaler's scale-down removes their nodes (10 min later by default), so
+        reading in that order never mistakes the slice's tidy end for its loss."""
         restarts = _restarts(jobset)
         with self._memory:
             found = {pod: why for pod, (at, why) in self.disruptions.items() if at == restarts}
@@ -331,25 +336,9 @@ class Monitor:
             return found
         for pod in self._pods():
             node = (pod.get("spec") or {}).get("nodeName")
-            phase = (pod.get("status") or {}).get("phase")
-            if node and phase in ("Running", "Pending", "Unknown") and self._node_gone(node):
+            if node and unfinished(pod) and self.lost_nodes.outlived(pod, node):
                 found[pod["metadata"]["name"]] = f"node {node} no longer exists"
         return found
-
-    def _node_gone(self, node: str) -> bool:
-        """One GET per node, only after a failure; a refusal (RBAC) or an error says
-        nothing, so the node counts as present."""
-        if node not in self._nodes_gone:
-            try:
-                self.cluster.core.read_node(node, _request_timeout=(
-                    self.settings.connect_timeout_s, self.settings.read_timeout_s))
-                self._nodes_gone[node] = False
-            except ApiException as exc:
-                self._nodes_gone[node] = exc.status == 404
-            except Exception:
-                self._nodes_gone[node] = False
-        return self._nodes_gone[node]
-
 
 def _restarts(jobset: Obj | None) -> int:
     return int(((jobset or {}).get("status") or {}).get("restarts") or 0)

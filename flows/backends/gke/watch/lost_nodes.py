@@ -1,0 +1,71 @@
+"""Pods that outlived their node: the evidence of a slice lost under a running program.
+
+A spot reclaim or a VM failure can take the nodes before any kubelet posts a thing; the pods
+then stay bound to nodes that no longer exist until PodGC removes them (kubernetes
+pkg/controller/podgc/gc_controller.go, 40 s quarantine). A program that failed on its own
+ends differently: the JobSet controller deletes its Jobs, each live kubelet stops its pods
+and deletes them once their phase is terminal (pkg/kubelet/status/status_manager.go
+``canBeDeleted``), and only then can the cluster autoscaler find the nodes unneeded (10 min
+by default). A watch's copy of the pods may lag both, so a pod counts only if a live read,
+made after its node's 404, still shows it unfinished on that node.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from flows.backends.gke.watch.client import Cluster
+from flows.backends.gke.watch.stream import WatchSettings
+
+Obj = dict[str, Any]
+
+
+def unfinished(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Running", "Pending", "Unknown")
+
+
+class LostNodes:
+    """One GET per node (remembered), then one live GET per pod bound to a missing node."""
+
+    def __init__(self, cluster: Cluster, namespace: str, settings: WatchSettings) -> None:
+        self.cluster, self.namespace, self.settings = cluster, namespace, settings
+        self._gone: dict[str, bool] = {}
+
+    def outlived(self, pod: Obj, node: str) -> bool:
+        """``pod`` (the watch's copy) is still there, unfinished, bound to ``node``, which
+        no longer exists."""
+        return self.node_gone(node) and self._still_on(pod, node)
+
+    def node_gone(self, node: str) -> bool:
+        """A refusal (RBAC) or an error says nothing, so the node counts as present."""
+        if node not in self._gone:
+            try:
+                self.cluster.core.read_node(node, _request_timeout=self._timeout())
+                self._gone[node] = False
+            except ApiException as exc:
+                self._gone[node] = exc.status == 404
+            except Exception:
+                self._gone[node] = False
+        return self._gone[node]
+
+    def _still_on(self, pod: Obj, node: str) -> bool:
+        """The live pod: the same one (uid), bound to ``node``, unfinished. An error other
+        than 404 says nothing new, so the watch's copy stands."""
+        meta = pod["metadata"]
+        try:
+            response = self.cluster.core.read_namespaced_pod(
+                meta["name"], self.namespace, _preload_content=False,
+                _request_timeout=self._timeout())
+            live = json.loads(response.data)
+        except ApiException as exc:
+            return exc.status != 404
+        except Exception:
+            return True
+        return (live.get("metadata") or {}).get("uid") == meta.get("uid") and \
+            (live.get("spec") or {}).get("nodeName") == node and unfinished(live)
+
+    def _timeout(self) -> tuple[float, float]:
+        return (self.settings.connect_timeout_s, self.settings.read_timeout_s)
