@@ -5,7 +5,8 @@ variables are called, what ``--set`` and the deployments' job variables already 
 fields are declared in one model per concern and ``GkeSection`` combines them:
 
 - ``GkeCluster``: where it runs and who may reach it (project ... bucket, CIDR, IAM, Kueue);
-- ``GkeCapacity``: the TPU pool and what it costs (machine, topology, slices, prices);
+- ``GkeCapacity`` (flows/config/gke_capacity.py): the TPU pool and what it costs
+  (machine, topology, slices, capacity modes, prices);
 - ``GkeJobs`` (flows/config/gke_jobs.py): how the jobs are placed, sized, kept and watched
   (TTL, restarts, budgets);
 - ``GkeCredentials``: which Prefect blocks reach the cluster and Google;
@@ -18,46 +19,29 @@ below directly; none keeps a copy with its own default.
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Literal, Self
+from typing import Literal, Self
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import ValidationError, field_validator, model_validator
 
 from flows.config import gcp_names as names
 from flows.config.capacity import (
-    CHAIN_FIX,
-    MAX_RUN_MODES,
-    SCALE_FROM_ZERO,
-    V6E_DEFAULT_PRICES,
-    CapacityMode,
-    ModePrice,
     capacity_problems,
-    chain_of,
-    chain_problem,
-    listed_modes,
     run_budget_problem,
     section_problems,
 )
 from flows.config.credentials import GkeCredentials
 from flows.config.errors import FixableValueError
+from flows.config.gke_capacity import DEFAULT_ESTIMATED_HOURS, GkeCapacity
 from flows.config.gke_jobs import GkeJobs
 from flows.config.retired import RETIRED_KEYS
 from flows.config.spend import GkeSpend
 from flows.config.strict import StrictModel, check
 from flows.config.timeline import TrainTimeline
-from flows.config.tpu import (
-    TPU_MACHINES,
-    TpuMachine,
-    chips_in_topology,
-    supported_topologies,
-    topology_is_well_formed,
-)
 from flows.config.watch_budgets import GkeWatchBudgets
 
 __all__ = ["RETIRED_KEYS", "GkeCapacity", "GkeCluster", "GkeCredentials", "GkeSection"]
 from flows.config.zones import zone_problems, zones_from_text
 
-# the tutorial's figures where the profile gives none (a stated train_timeline replaces train)
-DEFAULT_ESTIMATED_HOURS = {"convert": 0.5, "train": 4.0, "export": 0.5}
 CIDR_FIX = ("set gke.authorized_cidr to the network you run kubectl/the flow from, e.g. "
             "--set gke.authorized_cidr=203.0.113.7/32 (`curl ifconfig.me` shows your address); "
             "0.0.0.0/0 works but opens the control plane to the whole internet")
@@ -205,149 +189,6 @@ class GkeCluster(StrictModel):
     def node_service_account(self) -> str:
         """The blueprint's node pool account (``CLUSTER-gke-np-sa``)."""
         return f"{self.cluster}-gke-np-sa@{self.project}.iam.gserviceaccount.com"
-
-
-class GkeCapacity(StrictModel):
-    """The TPU slices (``num_slices`` of ``topology``), how they are obtained and their price.
-
-    ``capacity`` picks the consumption mode (flows/config/capacity.py): the tutorial's static
-    pool on a reservation, or a pool that scales from zero (on-demand, spot, flex-start).
-    """
-
-    machine_type: str = "ct6e-standard-4t"
-    """The TPU VM type of the slice (ct6e-standard-4t: 4 v6e chips per host)."""
-    topology: str = "4x8"
-    """The slice's TPU topology (4x8 = 32 chips)."""
-    # One count for the pool and the jobs: the blueprint's num_slices (one node pool per
-    # slice), JobSet's worker replicas and Pathways' --instance_count.
-    num_slices: int = Field(1, ge=1)
-    """How many slices training spans (multislice over DCN)."""
-    capacity: CapacityMode | list[CapacityMode] = "reservation"
-    """How the TPU slice is had: reservation, flex-start, spot, on-demand or queued; or an
-    ordered list of them, tried in turn (e.g. [flex-start, on-demand, spot])."""
-    max_run_hours: float | None = Field(None, gt=0)  # flex-start, queued: the node's lifetime
-    """Flex-start and queued only: how long their nodes live (at most 168)."""
-    prices: dict[CapacityMode, ModePrice] = Field(
-        default_factory=lambda: dict(V6E_DEFAULT_PRICES))
-    """The USD per chip-hour of each capacity mode, with its source and date."""
-    # evaluate: unset derives it from train's (flows/config/eval_hours.py)
-    # hours a stage holds what it runs on: positive (a zero or negative one would price the
-    # run below its cost and let a spend cap or flex-start's max_run_hours pass unchecked)
-    estimated_hours: dict[Literal["convert", "train", "export", "evaluate"],
-                          Annotated[float, Field(gt=0)]] = Field(
-        default_factory=lambda: dict(DEFAULT_ESTIMATED_HOURS))
-    """Planned hours per TPU stage: the plan's chip-hours, dollars and bounds."""
-
-    @field_validator("machine_type")
-    @classmethod
-    def _machine(cls, v: str) -> str:
-        if v not in TPU_MACHINES:
-            raise FixableValueError(f"unknown TPU machine type {v!r}",
-                                    f"use one of {', '.join(sorted(TPU_MACHINES))}")
-        return v
-
-    @field_validator("topology")
-    @classmethod
-    def _topology(cls, v: str) -> str:
-        if not topology_is_well_formed(v):
-            raise FixableValueError(f"{v!r} is not a topology like '4x8'",
-                                    "write the slice shape as AxB, e.g. 4x8 for v6e-32")
-        return v
-
-    @field_validator("capacity", mode="before")
-    @classmethod
-    def _capacity_listed(cls, v: object) -> object:
-        """Text with commas is a list (--set, environment); a list of one is that mode, so a
-        profile that writes [on-demand] is the profile that writes on-demand."""
-        return listed_modes(v)
-
-    @field_validator("capacity")
-    @classmethod
-    def _capacity_chain(cls, v: str | list[str]) -> str | list[str]:
-        check(chain_problem(chain_of(v)), CHAIN_FIX)
-        return v
-
-    @field_validator("prices", mode="before")
-    @classmethod
-    def _prices_over_defaults(cls, v: object) -> object:
-        """A profile adds or overrides prices; the cited defaults stay for the other modes."""
-        if isinstance(v, dict):
-            return {**V6E_DEFAULT_PRICES, **v}
-        return v
-
-    @model_validator(mode="after")
-    def _pool_is_consistent(self) -> Self:
-        machine, chips = self.machine, self.chips_per_slice
-        if chips % machine.chips_per_host != 0 or self.topology not in supported_topologies(machine):
-            raise FixableValueError(
-                f"topology {self.topology} ({chips} chips) does not fit {self.machine_type} "
-                f"({machine.chips_per_host} chips per host)",
-                f"{self.machine_type} supports {', '.join(supported_topologies(machine))}",
-                field="topology")
-        return self
-
-    @property
-    def machine(self) -> TpuMachine:
-        return TPU_MACHINES[self.machine_type]
-
-    @property
-    def chips_per_host(self) -> int:
-        return self.machine.chips_per_host
-
-    @property
-    def chips_per_slice(self) -> int:
-        return chips_in_topology(self.topology)
-
-    @property
-    def hosts_per_slice(self) -> int:
-        return self.chips_per_slice // self.chips_per_host
-
-    @property
-    def total_chips(self) -> int:
-        return self.chips_per_slice * self.num_slices
-
-    @property
-    def hosts_needed(self) -> int:
-        return self.hosts_per_slice * self.num_slices
-
-    @property
-    def capacity_chain(self) -> tuple[CapacityMode, ...]:
-        """The capacity modes in the order they are tried (one mode: a chain of one)."""
-        return chain_of(self.capacity)
-
-    def mode_usd_per_chip_hour(self, mode: str) -> float:
-        """The profile's price of one mode of the chain (validation makes sure it has one)."""
-        return self.prices[mode].usd_per_chip_hour  # type: ignore[index]
-
-    @property
-    def usd_per_chip_hour(self) -> float:
-        """The price of the chain's first mode: what a run pays when it is served as hoped."""
-        return self.mode_usd_per_chip_hour(self.capacity_chain[0])
-
-    @property
-    def priciest_mode(self) -> CapacityMode:
-        """The chain's most expensive mode (the first of equals): what a cap must admit, since
-        a run may be served by any mode of the chain."""
-        return max(self.capacity_chain, key=self.mode_usd_per_chip_hour)
-
-    @property
-    def bounded_run(self) -> bool:
-        """True when some mode of the chain gives nodes for max_run_hours only."""
-        return any(m in MAX_RUN_MODES for m in self.capacity_chain)
-
-    @property
-    def scales_from_zero(self) -> bool:
-        """True when no TPU node is held while nothing trains: every mode of the chain scales
-        from zero (a reservation in the chain keeps its static pool)."""
-        return all(m in SCALE_FROM_ZERO for m in self.capacity_chain)
-
-    @property
-    def idle_usd_per_hour(self) -> float:
-        """What the TPU pools cost per hour while nothing trains: the whole static pool on a
-        reservation, nothing for pools that scale from zero."""
-        if "reservation" not in self.capacity_chain:
-            return 0.0
-        return self.total_chips * self.mode_usd_per_chip_hour("reservation")
 
 
 class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
