@@ -199,7 +199,9 @@ class Autoscaler:
                 self.kube.create("nodes", "", {"metadata": {
                     "name": node, "creationTimestamp": now_iso(), "labels": {
                         TPU_SELECTOR: "tpu-v6e-slice",
-                        "cloud.google.com/gke-nodepool": pool.name}}})
+                        "cloud.google.com/gke-nodepool": pool.name,
+                        # every node carries its zone (kubernetes well_known_labels.go)
+                        "topology.kubernetes.io/zone": pool.zone}}})
             pool.history.append((now, len(self.nodes)))
 
     def _scale_down(self, needed: bool, now: float) -> None:
