@@ -36,6 +36,13 @@ STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ens
                "lib2to3", "__pycache__", "tests"}
 BUSYBOX = Path("/bin/busybox")
 APPLETS = ("sh", "ls", "cat", "env", "grep", "find", "head")
+# What a manylinux wheel may take from the system (PEP 599's library list, kept by PEP 600),
+# less the X11/GL/GLib ones: the real base (an Ubuntu-based JAX image) has them, and the
+# wheels the build installs need them (pydantic-core links libgcc_s and librt). Those the
+# host lacks (libnsl is optional in glibc) are left out.
+MANYLINUX_LIBS = ("libgcc_s.so.1", "libstdc++.so.6", "libm.so.6", "libdl.so.2", "librt.so.1",
+                  "libc.so.6", "libnsl.so.1", "libutil.so.1", "libpthread.so.0", "libresolv.so.2")
+HOST_LIB_DIR = Path("/lib/x86_64-linux-gnu")
 
 Edit = Callable[[Path], None]
 
@@ -69,7 +76,8 @@ def _python_tree(root: Path) -> None:
                                              n.startswith(("config-", "_tkinter"))])
     binaries = [home / "bin" / "python3.12",
                 *sorted((root / "usr/local/lib/python3.12/lib-dynload").glob("*.so"))]
-    for lib in _shared_libs(binaries):
+    policy = {HOST_LIB_DIR / name for name in MANYLINUX_LIBS if (HOST_LIB_DIR / name).exists()}
+    for lib in _shared_libs(binaries) | policy:
         if lib.name.startswith("libpython"):
             _copy(lib, root / "lib/x86_64-linux-gnu" / lib.name)
         else:
