@@ -4,7 +4,9 @@ It carries what the patch step touches, at the paths the real image has: the rea
 files of the pinned versions (tunix at the image's commit c4ec573d in site-packages, as
 MaxText 0.2.4's post-training install puts it there; MaxText 0.2.4 under
 /deps/src/maxtext, importable through a .pth like an editable install) and a Python 3.12
-that can run the patch tool (stdlib + PyYAML).
+that can run the patch tool (stdlib + PyYAML), with the system libraries a manylinux wheel may
+assume (the build installs wandb's wheels into it). No pip, as in a minimal base: the build
+runs the locked pip from its wheel either way (images/post-training/install_wheels.py).
 
 Where the Python comes from: no Python image can be pulled, so the host's own 3.12 install
 (``sys.base_prefix``) is copied in (stdlib without tests/tk/idle, lib-dynload, libpython)
