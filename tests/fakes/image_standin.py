@@ -4,7 +4,9 @@ It carries what the patch step touches, at the paths the real image has: the rea
 files of the pinned versions (tunix at the image's commit c4ec573d in site-packages, as
 MaxText 0.2.4's post-training install puts it there; MaxText 0.2.4 under
 /deps/src/maxtext, importable through a .pth like an editable install) and a Python 3.12
-that can run the patch tool (stdlib + PyYAML).
+that can run the patch tool (stdlib + PyYAML), with the system libraries a manylinux wheel may
+assume (the build installs wandb's wheels into it). No pip, as in a minimal base: the build
+runs the locked pip from its wheel either way (images/post-training/install_wheels.py).
 
 Where the Python comes from: no Python image can be pulled, so the host's own 3.12 install
 (``sys.base_prefix``) is copied in (stdlib without tests/tk/idle, lib-dynload, libpython)
@@ -36,6 +38,13 @@ STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ens
                "lib2to3", "__pycache__", "tests"}
 BUSYBOX = Path("/bin/busybox")
 APPLETS = ("sh", "ls", "cat", "env", "grep", "find", "head")
+# What a manylinux wheel may take from the system (PEP 599's library list, kept by PEP 600),
+# less the X11/GL/GLib ones: the real base (an Ubuntu-based JAX image) has them, and the
+# wheels the build installs need them (pydantic-core links libgcc_s and librt). Those the
+# host lacks (libnsl is optional in glibc) are left out.
+MANYLINUX_LIBS = ("libgcc_s.so.1", "libstdc++.so.6", "libm.so.6", "libdl.so.2", "librt.so.1",
+                  "libc.so.6", "libnsl.so.1", "libutil.so.1", "libpthread.so.0", "libresolv.so.2")
+HOST_LIB_DIR = Path("/lib/x86_64-linux-gnu")
 
 Edit = Callable[[Path], None]
 
@@ -69,7 +78,8 @@ def _python_tree(root: Path) -> None:
                                              n.startswith(("config-", "_tkinter"))])
     binaries = [home / "bin" / "python3.12",
                 *sorted((root / "usr/local/lib/python3.12/lib-dynload").glob("*.so"))]
-    for lib in _shared_libs(binaries):
+    policy = {HOST_LIB_DIR / name for name in MANYLINUX_LIBS if (HOST_LIB_DIR / name).exists()}
+    for lib in _shared_libs(binaries) | policy:
         if lib.name.startswith("libpython"):
             _copy(lib, root / "lib/x86_64-linux-gnu" / lib.name)
         else:

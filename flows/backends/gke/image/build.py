@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 from docker.errors import APIError
 
-from flows.backends.gke.image.context import SOURCES, build_context, content_tag
+from flows.backends.gke.image.context import SOURCES, build_context, content_tag, context_for_build
 from flows.backends.gke.image.daemon import connect
 from flows.backends.gke.image.errors import ImageBuildFailed
 from flows.backends.gke.image.registry_daemon import pin_base, push, remote_digest
@@ -95,7 +95,6 @@ def ensure_image(request: ImageRequest, client: docker.DockerClient | None = Non
     client = client or connect()
     patches = request.patches()
     found = found or lookup_docker(request, client, backoff, on_retry)
-    context = build_context(patches, request.sources)
     ids = tuple(p.id for p in patches)
 
     def result(digest: str, built: bool, checked: Mapping[str, object]) -> ImageResult:
@@ -110,6 +109,7 @@ def ensure_image(request: ImageRequest, client: docker.DockerClient | None = Non
     buildargs = {"BASE_IMAGE": found.pinned, "BASE_NAME": request.base,
                  "BASE_DIGEST": found.base_digest, "CONTENT_TAG": found.tag,
                  "PATCH_IDS": ",".join(ids)}  # labels: see the Dockerfile
+    context = context_for_build(patches, request.sources)  # the wheels: only for a build
     with tempfile.TemporaryDirectory(prefix="tpurl-image-") as tmp:
         _build(client, context.write(Path(tmp)), found.tagged, buildargs, log)
     checked = verify_image(client, found.tagged, patches)

@@ -31,7 +31,7 @@ from flows.backends.gke.image.cloudbuild_spec import (
     staged_object,
     staging_bucket,
 )
-from flows.backends.gke.image.context import build_context, content_tag
+from flows.backends.gke.image.context import build_context, content_tag, context_for_build
 from flows.backends.gke.image.errors import ImageError
 from flows.backends.gke.image.registry_http import RegistryApi, TokenSource, pin_base_remote
 from flows.core.redaction import register
@@ -106,7 +106,7 @@ def ensure_image_cloud_build(request: ImageRequest, target: CloudBuildTarget,
         if log:
             log(f"{found.tagged} is already in the registry ({found.existing}); not building")
         return result(found.existing, built=False)
-    context = build_context(patches, request.sources)
+    context = context_for_build(patches, request.sources)
     bucket, obj = staging_bucket(target.project), staged_object(time.time(), uuid.uuid4().hex)
     generation = _stage(clients.storage, bucket, obj, context.tarball(), target.region, log)
     buildargs = {"BASE_IMAGE": found.pinned, "BASE_NAME": request.base,

@@ -7,7 +7,13 @@ registry?" is the same question as "was this exact image already built?":
 - the enabled patch declarations (:func:`flows.core.patching.declarations_digest`; disabling a
   patch in the profile changes the tag),
 - every file of the build context by content: Dockerfile, the apply script, the copy of
-  ``flows/core/patching.py`` it imports, patches.yaml and the list of enabled patch ids.
+  ``flows/core/patching.py`` it imports, patches.yaml, the list of enabled patch ids, and
+  the wheel lock with its install script (``wheels/``).
+
+The wheels themselves (wheels.py) are not hashed again: one enters the context only when its
+sha256 is the lock's, so the lock decides their bytes, and a rerun can ask the registry for
+the tag without having the wheels on the machine (:meth:`BuildContext.with_wheels` adds them
+just before a build).
 
 ``flows.core.layout.image_key`` hashes the base *reference* and the declarations (it must stay
 pure for ``tpurl plan``); the content tag extends it with the digest and the build files,
@@ -22,16 +28,18 @@ import io
 import json
 import tarfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from flows.backends.gke.image.wheels import LOCK_FILE, context_wheels
 from flows.common.paths import IMAGES_DIR, PATCHES_FILE, REPO_ROOT
 from flows.core.patching import PatchDeclaration, declarations_digest
 
-TAG_SCHEME = 1
+TAG_SCHEME = 2  # 2: the wheels/ of W&B logging (issue 35)
 POST_TRAINING_DIR = IMAGES_DIR / "post-training"
 PATCHING_MODULE = REPO_ROOT / "flows" / "core" / "patching.py"
 ENABLED_FILE = "enabled-patches.txt"
+WHEELS_LOCK = "wheels/wandb.lock"
 
 # name in the build context -> source in the repository. The patch tool imports
 # ``patching`` from its own directory: one implementation for the image and the rehearsal.
@@ -41,24 +49,35 @@ SOURCES: Mapping[str, Path] = {
     "check_patches.py": POST_TRAINING_DIR / "check_patches.py",  # the Cloud Build check step
     "patching.py": PATCHING_MODULE,
     "patches.yaml": PATCHES_FILE,
+    WHEELS_LOCK: LOCK_FILE,  # the wheels beside them: BuildContext.with_wheels
+    "wheels/install_wheels.py": POST_TRAINING_DIR / "install_wheels.py",
 }
 
 
 @dataclass(frozen=True)
 class BuildContext:
-    """The exact bytes sent to the daemon, by file name."""
+    """The exact bytes sent to the daemon, by file name: ``files`` (hashed into the content
+    tag) and the lock-checked ``wheels`` (files on disk, decided by the lock in ``files``)."""
 
     files: Mapping[str, bytes]
+    wheels: Mapping[str, Path] = field(default_factory=dict)
 
     def file_digests(self) -> dict[str, str]:
         return {name: hashlib.sha256(data).hexdigest() for name, data in sorted(self.files.items())}
+
+    def with_wheels(self, wheels: Mapping[str, Path]) -> BuildContext:
+        return BuildContext(self.files, dict(wheels))
+
+    def _all(self) -> list[tuple[str, bytes]]:
+        return sorted([*self.files.items(),
+                       *((name, path.read_bytes()) for name, path in self.wheels.items())])
 
     def tarball(self) -> bytes:
         """The context as a gzipped tar (what Cloud Build fetches from GCS as its source):
         fixed owner, mode and time, so the same context is the same bytes."""
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-            for name, data in sorted(self.files.items()):
+            for name, data in self._all():
                 info = tarfile.TarInfo(name)
                 info.size, info.mode, info.mtime = len(data), 0o644, 0
                 tar.addfile(info, io.BytesIO(data))
@@ -66,7 +85,8 @@ class BuildContext:
 
     def write(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
-        for name, data in self.files.items():
+        for name, data in self._all():
+            (directory / name).parent.mkdir(parents=True, exist_ok=True)
             (directory / name).write_bytes(data)
         return directory
 
@@ -90,3 +110,12 @@ def content_tag(base_digest: str, patches: Sequence[PatchDeclaration],
                        "patches": declarations_digest(list(patches)),
                        "files": context.file_digests()}, sort_keys=True).encode()
     return "tpurl-" + hashlib.sha256(blob).hexdigest()[:20]
+
+
+def context_for_build(patches: Sequence[PatchDeclaration],
+                      sources: Mapping[str, Path] = SOURCES) -> BuildContext:
+    """The context a build sends: :func:`build_context` plus the wheels its lock names (found
+    or downloaded, sha256-checked: wheels.py). Only a build needs them, never the tag."""
+    context = build_context(patches, sources)
+    lock = sources.get(WHEELS_LOCK)
+    return context.with_wheels(context_wheels(lock)) if lock is not None else context

@@ -8,7 +8,9 @@ the build naming file and pattern; a registry that is down at first must be retr
 
 from __future__ import annotations
 
+import io
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 
@@ -21,11 +23,15 @@ from flows.backends.gke.image.registry_daemon import push, remote_digest
 from flows.backends.gke.image.verify import verify_image
 from flows.common.paths import PATCHES_FILE
 from flows.core.failures import FailureCategory
+from flows.core.layout import Layout
 from flows.core.patching import count_matches, load_declarations
 from flows.core.retry import RetryPolicy
+from flows.operations.plan import planned_workloads
 from tests.fakes.image_standin import SITE, build_standin, move_pattern, with_distributions
 from tests.support.docker import registry_config
 from tests.support.net import free_port
+from tests.support.profiles import tutorial_profile
+from tests.support.wandb_records import history, run_record
 
 FAST = RetryPolicy(attempts=4, base_s=0.5, factor=2.0)
 PATCHES = load_declarations(PATCHES_FILE)
@@ -70,6 +76,59 @@ def test_pushed_image_carries_the_patched_files(docker_client: docker.DockerClie
         assert count_matches(out, patch) == 0, patch.id
         assert patch.replacement in out
     assert out.count("reshard_chunk_size=4") == 2
+
+
+# What tunix's metrics logger does through metrax's WandbBackend once wandb imports
+# (tunix/sft/metrics_logger.py:189-197 at c4ec573d; google-metrax 0.2.4 metrax/logging/
+# wandb_backend.py:57-76: wandb.init(project, name, anonymous="allow"), wandb.log(..., step),
+# wandb.finish()), with the project MaxText's train_rl passes once the declared patch
+# maxtext-wandb-project is in (images/post-training/patches.yaml). The stand-in base carries
+# tunix's and MaxText's files but not JAX, so the program itself cannot start here.
+LOGGER = """
+import importlib.util, os
+assert importlib.util.find_spec("wandb") is not None  # tunix's try: WandbBackend(...)
+import wandb
+wandb.init(project=os.environ.get("WANDB_PROJECT") or "tunix", name="2026-12-03_10-00-00",
+           anonymous="allow")
+for step, loss in ((1, 0.9), (2, 0.5)):
+    wandb.log({"actor/train/loss": loss}, step=step)
+wandb.finish()
+print(wandb.__version__)
+"""
+
+
+def test_the_image_logs_to_wandb_offline_with_the_gke_training_env(
+        docker_client: docker.DockerClient, first_build: ImageResult, tmp_path: Path):
+    """Issue 35: wandb (0.31.0, from the build context's locked wheels) imports in the
+    pushed image and, given the W&B part of the GKE train workload's env, writes an offline
+    run under the profile's project, entity and run group, with no network."""
+    profile = tutorial_profile(**{"tracking.wandb.project": "qwen3-grpo",
+                                  "tracking.wandb.entity": "my-team",
+                                  "tracking.wandb.mode": "offline"})
+    env = {k: v for k, v in planned_workloads(profile)["train"].env if k.startswith("WANDB_")}
+    assert env["WANDB_MODE"] == "offline"
+    container = docker_client.containers.create(first_build.ref, ["python3", "-c", LOGGER],
+                                                environment=env, working_dir="/tmp",
+                                                network_mode="none")
+    try:
+        container.start()
+        status = container.wait(timeout=300)
+        logs = container.logs().decode()
+        assert status["StatusCode"] == 0, logs
+        stream, _ = container.get_archive("/tmp/wandb")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            files = [m for m in tar if m.isfile() or m.isdir()]  # not its links to logs
+            tar.extractall(tmp_path, members=files, filter="data")
+    finally:
+        container.remove(force=True)
+    assert logs.strip().splitlines()[-1] == "0.31.0"
+    [run_file] = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
+    run = run_record(run_file)
+    assert (run.project, run.entity, run.run_group) == ("qwen3-grpo", "my-team",
+                                                        Layout(profile).run_name)
+    losses = {int(r["_step"]): float(r["actor/train/loss"]) for r in history(run_file)
+              if "actor/train/loss" in r}
+    assert losses == {1: 0.9, 2: 0.5}
 
 
 def test_second_run_skips_with_the_same_digest(docker_client: docker.DockerClient,
