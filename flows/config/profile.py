@@ -316,6 +316,15 @@ class Profile(StrictModel):
             raise FixableValueError("the GKE jobs download from the hub and need a token",
                                     "write hf_token: {env: HF_TOKEN} or {secret_block: NAME}",
                                     field="model.hf_token")
+        wandb = self.tracking.wandb
+        if self.backend == "gke" and wandb is not None and wandb.mode == "offline":
+            # offline, wandb writes its run under the training pod's working directory; the
+            # pod and its files go with the job, so on GKE nothing would be kept
+            raise FixableValueError("W&B offline mode on GKE writes the run inside the "
+                                    "training pod, which is deleted with its job",
+                                    "set tracking.wandb.mode: online with "
+                                    "tracking.wandb.api_key, or keep offline runs to the "
+                                    "rehearsal (backend: local)", field="tracking.wandb.mode")
         if self.backend == "local" and self.image.builder != "auto":
             # cloud-build needs the gke section's project and region; the rehearsal builds a venv
             raise FixableValueError(f"image.builder {self.image.builder!r} applies to the gke "

@@ -104,9 +104,10 @@ def test_the_image_logs_to_wandb_offline_with_the_gke_training_env(
     run under the profile's project, entity and run group, with no network."""
     profile = tutorial_profile(**{"tracking.wandb.project": "qwen3-grpo",
                                   "tracking.wandb.entity": "my-team",
-                                  "tracking.wandb.mode": "offline"})
+                                  "tracking.wandb.api_key.env": "WANDB_API_KEY"})
     env = {k: v for k, v in planned_workloads(profile)["train"].env if k.startswith("WANDB_")}
-    assert env["WANDB_MODE"] == "offline"
+    assert env["WANDB_MODE"] == "online"
+    env["WANDB_MODE"] = "offline"  # no network here: the same calls, kept as files to read
     container = docker_client.containers.create(first_build.ref, ["python3", "-c", LOGGER],
                                                 environment=env, working_dir="/tmp",
                                                 network_mode="none")

@@ -14,6 +14,7 @@ import pytest
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.jobs.manifests import render_all, to_yaml, write_manifests
 from flows.backends.gke.jobs.secret_objects import secret_placeholder
+from flows.config.errors import ProfileError
 from flows.core.layout import Layout
 from flows.operations.plan import planned_workloads
 from tests.support.jobset_schema import KUBERNETES_VERSION, jobset_errors
@@ -68,15 +69,15 @@ def test_the_training_jobset_reads_the_key_from_its_secret_and_the_rest_from_the
         kubernetes_validate.validate(secret, KUBERNETES_VERSION, strict=True)
 
 
-def test_offline_without_a_key_has_no_secret_and_a_profile_without_wandb_no_wandb_env() -> None:
-    profile = tutorial_profile(**{"tracking.wandb.project": "qwen3-grpo",
-                                  "tracking.wandb.mode": "offline"})
-    objects = render_all(profile, planned_workloads(profile))
-    env = _program_env(_by_stage(objects)["train"])
-    assert env["WANDB_MODE"] == "offline" and "WANDB_API_KEY" not in env
-    assert "WANDB_ENTITY" not in env  # the key's default entity
-    assert [o["metadata"]["annotations"]["tpurl/value-source"] for o in objects
-            if o["kind"] == "Secret"] == ["env:HF_TOKEN"]
+def test_offline_mode_on_gke_is_refused_naming_the_field_since_the_pod_keeps_nothing() -> None:
+    with pytest.raises(ProfileError) as refused:
+        tutorial_profile(**{"tracking.wandb.project": "qwen3-grpo",
+                            "tracking.wandb.mode": "offline"})
+    text = str(refused.value)
+    assert "tracking.wandb.mode" in text and "online" in text, text
+
+
+def test_a_profile_without_wandb_has_no_wandb_env() -> None:
     plain = tutorial_profile()
     train = _program_env(_by_stage(render_all(plain, planned_workloads(plain)))["train"])
     assert not [k for k in train if k.startswith("WANDB_")]
