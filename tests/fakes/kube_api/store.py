@@ -114,6 +114,11 @@ class FakeKube:
         # (tests/fakes/kube_api/kueue_workloads.py); 0: in the JobSet's own write
         self.workload_delay_s = 0.0
         self.workloads_pending: set[str] = set()  # JobSet uids whose Workload is not made yet
+        # The garbage collector's lag and a pod's termination (tests/fakes/kube_api/
+        # garbage_collector.py); 0: a delete removes the object and its dependents at once
+        # (a Foreground JobSet delete after deletion_delay_s), as before
+        self.gc_delay_s = 0.0
+        self.pod_grace_s = 0.0
         # Watches of these plurals deliver nothing until released (a watch stream that lags
         # the API server's state, as a client's cache may): reads still see the present.
         self.held_watches: set[str] = set()
@@ -231,6 +236,10 @@ class FakeKube:
             obj = self.objects.get((plural, ns, name))
             if obj is None:
                 raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
+            if self.gc_delay_s > 0:
+                from tests.fakes.kube_api import garbage_collector
+
+                return copy.deepcopy(garbage_collector.delete(self, (plural, ns, name), policy))
             if policy == "Foreground" and plural == "jobsets":
                 if not obj["metadata"].get("deletionTimestamp"):
                     obj["metadata"]["deletionTimestamp"] = now_iso()
