@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.fakes.kube_api import scheduler
 from tests.fakes.kube_api.kueue_workloads import create_workload, script_may_go
 
 Obj = dict[str, Any]
@@ -119,6 +120,10 @@ class FakeKube:
         # (a Foreground JobSet delete after deletion_delay_s), as before
         self.gc_delay_s = 0.0
         self.pod_grace_s = 0.0
+        # kube-scheduler binds a new pod this long after the Job controller made it
+        # (tests/fakes/kube_api/scheduler.py); 0: created bound, as before
+        self.binding_delay_s = 0.0
+        self.binding_pending: set[str] = set()  # uids of pods not bound yet
         # Watches of these plurals deliver nothing until released (a watch stream that lags
         # the API server's state, as a client's cache may): reads still see the present.
         self.held_watches: set[str] = set()
@@ -323,7 +328,7 @@ class FakeKube:
         for delay, action in script:
             time.sleep(delay)
             label = getattr(action, "__name__", "action")
-            while not script_may_go(self, uid) or (
+            while not script_may_go(self, uid) or not scheduler.may_go(self, uid, label) or (
                     self.action_gate is not None and not self.action_gate(name, label)):
                 with self.cond:
                     current = self.objects.get(("jobsets", ns, name))
