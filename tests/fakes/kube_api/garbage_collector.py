@@ -45,11 +45,12 @@ def delete(kube: FakeKube, key: Key, policy: str) -> Obj:
     """The API server's answer to a DELETE when ``kube.gc_delay_s`` is set (under the lock)."""
     obj = kube.objects[key]
     meta = obj["metadata"]
-    if meta.get("deletionTimestamp"):
-        return obj  # already going: a second DELETE changes nothing
     if key[0] == "pods":
         _terminate(kube, key)
-    elif policy == "Foreground":
+        return obj
+    if meta.get("deletionTimestamp"):
+        return obj  # already going: a second DELETE changes nothing
+    if policy == "Foreground":
         meta["deletionTimestamp"] = now_iso()
         meta["finalizers"] = [*(meta.get("finalizers") or []), FOREGROUND]
         kube._bump(key[0], "MODIFIED", obj)
@@ -93,9 +94,14 @@ def _orphans(kube: FakeKube, uid: str) -> None:
 
 def _terminate(kube: FakeKube, key: Key) -> None:
     """A graceful pod deletion: the kubelet stops the containers (143), posts Failed, then
-    the pod is removed ``kube.pod_grace_s`` later."""
+    the pod is removed ``kube.pod_grace_s`` later. A pod a scenario's kubelet already stops
+    (a deletionTimestamp, no removal planned) is removed as well: its kubelet lets it go."""
     pod = kube.objects[key]
-    pod["metadata"]["deletionTimestamp"] = now_iso()
+    uid = pod["metadata"]["uid"]
+    if uid in kube.gc_removing:
+        return  # already going: a second DELETE changes nothing
+    kube.gc_removing.add(uid)
+    pod["metadata"].setdefault("deletionTimestamp", now_iso())
     status = pod.setdefault("status", {})
     if status.get("phase") not in ("Succeeded", "Failed"):
         status["phase"] = "Failed"
@@ -103,7 +109,6 @@ def _terminate(kube: FakeKube, key: Key) -> None:
         if "terminated" not in (container.get("state") or {}):
             container["state"] = {"terminated": {"exitCode": 143, "reason": "Error"}}
     kube._bump("pods", "MODIFIED", pod)
-    uid = pod["metadata"]["uid"]
 
     def gone() -> None:
         with kube.cond:

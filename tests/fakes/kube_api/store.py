@@ -120,6 +120,7 @@ class FakeKube:
         # (a Foreground JobSet delete after deletion_delay_s), as before
         self.gc_delay_s = 0.0
         self.pod_grace_s = 0.0
+        self.gc_removing: set[str] = set()  # uids of pods whose removal is planned
         # kube-scheduler binds a new pod this long after the Job controller made it
         # (tests/fakes/kube_api/scheduler.py); 0: created bound, as before
         self.binding_delay_s = 0.0
