@@ -79,7 +79,8 @@ def test_a_403_right_after_the_infra_stages_grant_is_waited_out_then_the_stage_s
     first attempt's upload comes well before): it is refused, the stage says it waits for
     IAM propagation and resubmits, and succeeds."""
     age = _provisioned(settings, cloud, gcs, monkeypatch)
-    iam = Propagation(delay_s=age + 8.0)
+    iam = cloud.apis.iam
+    iam.delay_s = age + 8.0
     iam.from_state(cloud.state())
     kube = scenario(server.kube, *_attempts(iam, "storage.objects.create", 20))
     budgets = dataclasses.replace(BUDGETS, iam_propagation_s=age + 60.0)
@@ -98,7 +99,7 @@ def test_a_403_for_a_permission_tpurl_did_not_grant_fails_at_once(
     """The bucket roles tpurl grants do not include storage.buckets.update: its 403 is the
     program's error, not a lag, and is not retried."""
     _provisioned(settings, cloud, gcs, monkeypatch)
-    iam = Propagation()
+    iam = cloud.apis.iam  # enforced at once (its default)
     iam.from_state(cloud.state())
     kube = scenario(server.kube, *_attempts(iam, "storage.buckets.update", 3))
     outcome, logger, _, _ = run_stage(server, "train", tmp_path, BUDGETS, infra_profile())
@@ -112,7 +113,8 @@ def test_a_grant_still_refused_after_the_budget_fails_naming_the_role_the_accoun
         settings: InfraSettings, cloud: Cloud, gcs: Any, server: FakeApiServer,
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     age = _provisioned(settings, cloud, gcs, monkeypatch)
-    iam = Propagation(delay_s=3600.0)  # never within the test
+    iam = cloud.apis.iam
+    iam.delay_s = 3600.0  # never within the test
     iam.from_state(cloud.state())
     kube = scenario(server.kube, *_attempts(iam, "storage.objects.create", 12))
     budgets = dataclasses.replace(BUDGETS, iam_propagation_s=age + 2.0)
