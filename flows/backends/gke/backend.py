@@ -42,6 +42,7 @@ from flows.backends.gke.fallback import Attempt, chain_spent, fallback_note, fal
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.stage_work import GkeImage
 from flows.backends.gke.infra.cost import GkePricing
+from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.infra.stage_work import GkeInfra
 from flows.backends.gke.jobs.common import RUN_LABEL, SPEC_DIGEST, STAGE_LABEL
 from flows.backends.gke.jobs.manifests import GKE_STAGES, job_of, jobs_of, stage_run
@@ -256,7 +257,8 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
     @property
     def max_submissions(self) -> int:
         """JobSets ever created for one stage of one run, across retries and restarts: one,
-        one more per preemption, one more per fallback to the next capacity mode."""
+        one more per preemption, per fallback to the next capacity mode and per wait for IAM
+        propagation."""
         return self.budgets.preemptions + 1 + self.extra
 
     @property
@@ -266,8 +268,6 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
 
     def _iam_lag(self, diagnosis: Diagnosis) -> iam_propagation.Outcome | None:
         """A 403 on a grant the infra stage just made (iam_propagation.py)."""
-        from flows.backends.gke.infra.settings import settings_from_profile
-
         path = iam_propagation.grants_path(settings_from_profile(self.profile).workdir)
         return iam_propagation.after_failure(diagnosis, iam_propagation.load(path),
                                              time.time(), self.budgets.iam_propagation_s)
