@@ -45,9 +45,15 @@ class GkeWatchBudgets(BaseModel):
     # termination grace plus the garbage collector.
     delete_wait_s: float = Field(300.0, gt=0)
     """Seconds to wait for a deleted JobSet's pods to go."""
+    # A program refused (GCS 403) a permission of a role the infra stage granted its account
+    # is resubmitted until this long after the grant. 7 min: IAM policy changes "typically
+    # propagate in 2 minutes, but could potentially take 7 minutes or longer" (Google's
+    # access-change-propagation page; flows/backends/gke/iam_propagation.py).
+    iam_propagation_s: float = Field(420.0, gt=0)
+    """Seconds after tpurl's own grant that a 403 on it is waited out."""
 
     @field_validator("schedule_budget_s", "pull_grace_s", "api_budget_s", "log_drain_s",
-                     "delete_wait_s")
+                     "delete_wait_s", "iam_propagation_s")
     @classmethod
     def _at_most_a_week(cls, value: float) -> float:
         if value > WEEK_S:

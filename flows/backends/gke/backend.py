@@ -36,12 +36,13 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from flows.backends.gke import recovery
+from flows.backends.gke import iam_propagation, recovery
 from flows.backends.gke.capacity_run import CapacityRun, capacity_chain, step_mode
 from flows.backends.gke.fallback import Attempt, chain_spent, fallback_note, falls_back
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.image.stage_work import GkeImage
 from flows.backends.gke.infra.cost import GkePricing
+from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.infra.stage_work import GkeInfra
 from flows.backends.gke.jobs.common import RUN_LABEL, SPEC_DIGEST, STAGE_LABEL
 from flows.backends.gke.jobs.manifests import GKE_STAGES, job_of, jobs_of, stage_run
@@ -110,6 +111,7 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
         self._cluster = cluster
         self.submitted: list[str] = []  # JobSets created by this backend (a create that returned)
         self.fallbacks = 0  # to the next mode of gke.capacity, in this stage
+        self.iam_waits = 0  # resubmissions that waited for IAM propagation, in this stage
         self.monitor: Monitor | None = None  # the latest one, for the benchmark and tests
         self.spend: SpendMeter | None = meter_for(profile, stage)  # None: no cap set
         self.image = GkeImage(self)
@@ -176,11 +178,23 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
                     break
                 assert verdict.diagnosis is not None
                 self.logger.warning("%s: %s", name, verdict.diagnosis.summary)
+                if (lag := self._iam_lag(verdict.diagnosis)) is not None and lag.line:
+                    attempts.append(self._attempt(chain[index], attempt_started,
+                                                  "iam-propagation"))
+                    sink.note(lag.line)
+                    self.logger.warning("%s: %s", name, lag.line)
+                    self._delete(name, wait=True)
+                    time.sleep(lag.wait_s)
+                    self.iam_waits += 1
+                    continue
+                if lag is not None and lag.diagnosis is not None:
+                    verdict = replace(verdict, diagnosis=lag.diagnosis)
+                    assert verdict.diagnosis is not None
                 if verdict.diagnosis.category is FailureCategory.PREEMPTED:
                     preempted += 1
                     preempted_s += time.monotonic() - attempt_started
                 decision = recovery.after_verdict(verdict.diagnosis, name, number,
-                                                  self.budgets.preemptions + self.fallbacks, ns)
+                                                  self.budgets.preemptions + self.extra, ns)
                 waited = time.monotonic() - started
                 nxt = falls_back(verdict.diagnosis, chain, index, waited, self.budgets.queue_s)
                 if decision.action is not Action.RESUBMIT and nxt is not None:
@@ -243,8 +257,20 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
     @property
     def max_submissions(self) -> int:
         """JobSets ever created for one stage of one run, across retries and restarts: one,
-        one more per preemption, one more per fallback to the next capacity mode."""
-        return self.budgets.preemptions + 1 + self.fallbacks
+        one more per preemption, per fallback to the next capacity mode and per wait for IAM
+        propagation."""
+        return self.budgets.preemptions + 1 + self.extra
+
+    @property
+    def extra(self) -> int:
+        """Submissions beyond the preemption budget: fallbacks and IAM propagation waits."""
+        return self.fallbacks + self.iam_waits
+
+    def _iam_lag(self, diagnosis: Diagnosis) -> iam_propagation.Outcome | None:
+        """A 403 on a grant the infra stage just made (iam_propagation.py)."""
+        path = iam_propagation.grants_path(settings_from_profile(self.profile).workdir)
+        return iam_propagation.after_failure(diagnosis, iam_propagation.load(path),
+                                             time.time(), self.budgets.iam_propagation_s)
 
     # --- pieces ----------------------------------------------------------------------------
     def _progress(self, workload: Workload) -> Callable[[str], None] | None:
@@ -318,7 +344,7 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
         replaced (its number read from its annotation, so the bound holds across retries)."""
         name, ns = desired["metadata"]["name"], self.profile.gke.namespace
         digest = desired["metadata"]["annotations"][SPEC_DIGEST]
-        preemptions = self.budgets.preemptions + self.fallbacks
+        preemptions = self.budgets.preemptions + self.extra
         for _ in range(5):
             decision = recovery.before_create(name, previous, preemptions, ns)
             if decision.diagnosis is not None:

@@ -21,7 +21,8 @@ from tests.support.profiles import tutorial_profile
 FIELDS = {"queue_s": "queue_budget_s", "run_s": "run_budget_s",
           "schedule_s": "schedule_budget_s", "preemptions": "preemption_budget",
           "api_s": "api_budget_s", "pull_grace_s": "pull_grace_s",
-          "log_drain_s": "log_drain_s", "delete_wait_s": "delete_wait_s"}
+          "log_drain_s": "log_drain_s", "delete_wait_s": "delete_wait_s",
+          "iam_propagation_s": "iam_propagation_s"}
 PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-12-01"}
 MODES = ["reservation", "on-demand", "spot", "flex-start"]
 

@@ -13,6 +13,7 @@ from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS
 from flows.backends.gke.infra.preflight.checks import CLOUD_BUILD_API, REQUIRED_APIS
 from tests.fakes.cloud import fakecloud_state as fc
 from tests.fakes.cloud.ar_operations import Creations
+from tests.fakes.cloud.iam_propagation import Propagation
 
 PATHWAYS = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 
@@ -47,6 +48,9 @@ class FakeGoogleApis:
         self.repositories: dict[str, dict[str, Any]] = {}  # "project/location/name" → repo
         # CreateRepository's long-running operations (tests/fakes/cloud/ar_operations.py)
         self.creations = Creations()
+        # IAM's enforcement of a grant, delay_s after it was made (tests/fakes/cloud/
+        # iam_propagation.py): what a pod running as a granted account is refused meanwhile
+        self.iam = Propagation()
         # Resource-level testIamPermissions (storage JSON API buckets.testIamPermissions,
         # Artifact Registry repositories.testIamPermissions) answer the *effective*
         # permissions: what the project grants plus what the resource's own policy grants; a

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 ENV = "TPURL_FAKE_CLOUD"
@@ -50,3 +51,9 @@ def add_binding(policy: dict, member: str, role: str) -> None:
                 binding["members"].append(member)
             return
     policy["bindings"].append({"role": role, "members": [member]})
+
+
+def stamp_grant(state: dict, member: str, role: str) -> None:
+    """When a binding was made (tests/fakes/cloud/iam_propagation.py: the fake's IAM
+    enforces it only ``delay_s`` later); kept beside the policies, not in them."""
+    state.setdefault("grant_times", {})[f"{member} {role}"] = time.time()

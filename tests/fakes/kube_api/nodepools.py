@@ -52,13 +52,13 @@ from tests.fakes.kube_api.reclaim import (
     shut_down_by_kubelet,
 )
 from tests.fakes.kube_api.scenarios import NS, _resumed, disrupt_and_fail, started
+
+# the control plane's actions need no node; the program's wait for the pods to be bound
+from tests.fakes.kube_api.scheduler import CONTROL_PLANE
 from tests.fakes.kube_api.store import FakeKube, condition, now_iso
 
 Obj = dict[str, Any]
 TPU_SELECTOR = "cloud.google.com/gke-tpu-accelerator"
-# Scenario actions of the control plane, which need no node; every other action is the
-# program's (its containers start, print, exit) and waits for the pods to be bound.
-CONTROL_PLANE = {"admit", "evict", "reserve_quota", "pending", "api_down"}
 
 
 @dataclass

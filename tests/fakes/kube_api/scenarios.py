@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tests.fakes.kube_api import scheduler
 from tests.fakes.kube_api.placement import NODE_POOL, exclusive_pool, slice_of
 from tests.fakes.kube_api.store import FakeKube, Script, condition, jobset_failed, now_iso
 
@@ -160,17 +161,19 @@ def create_children(kube: FakeKube, name: str) -> None:
                 if ("nodes", "", node) not in kube.objects:
                     kube.create("nodes", "", {"metadata": {"name": node, "labels": (
                         {NODE_POOL: pool} if pool else {})}})
-                kube.create("pods", NS, {
+                pod = kube.create("pods", NS, {
                     "metadata": {"name": f"{job}-{index}-x{kube.rv % 100000}",
                                  "labels": {**labels,
                                             "batch.kubernetes.io/job-completion-index": str(index)},
                                  "ownerReferences": owner},
                     # the Job controller's pod is its template's spec (containers with
                     # their resources: what the spend meter reads), bound by the scheduler
-                    "spec": {**copy.deepcopy(spec["template"]["spec"]), "nodeName": node},
+                    "spec": scheduler.unbound(kube, copy.deepcopy(spec["template"]["spec"]),
+                                              node),
                     "status": {"phase": "Pending", "containerStatuses": [
                         {"name": c, "state": {"waiting": {"reason": "ContainerCreating"}}}
                         for c in containers]}})
+                scheduler.bind_later(kube, NS, pod, node)
         waiting = waiting or (in_order and not started(kube, name, rjob["name"]))
 
 

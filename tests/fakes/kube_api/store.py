@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.fakes.kube_api import scheduler
 from tests.fakes.kube_api.kueue_workloads import create_workload, script_may_go
 
 Obj = dict[str, Any]
@@ -114,6 +115,16 @@ class FakeKube:
         # (tests/fakes/kube_api/kueue_workloads.py); 0: in the JobSet's own write
         self.workload_delay_s = 0.0
         self.workloads_pending: set[str] = set()  # JobSet uids whose Workload is not made yet
+        # The garbage collector's lag and a pod's termination (tests/fakes/kube_api/
+        # garbage_collector.py); 0: a delete removes the object and its dependents at once
+        # (a Foreground JobSet delete after deletion_delay_s), as before
+        self.gc_delay_s = 0.0
+        self.pod_grace_s = 0.0
+        self.gc_removing: set[str] = set()  # uids of pods whose removal is planned
+        # kube-scheduler binds a new pod this long after the Job controller made it
+        # (tests/fakes/kube_api/scheduler.py); 0: created bound, as before
+        self.binding_delay_s = 0.0
+        self.binding_pending: set[str] = set()  # uids of pods not bound yet
         # Watches of these plurals deliver nothing until released (a watch stream that lags
         # the API server's state, as a client's cache may): reads still see the present.
         self.held_watches: set[str] = set()
@@ -231,6 +242,10 @@ class FakeKube:
             obj = self.objects.get((plural, ns, name))
             if obj is None:
                 raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
+            if self.gc_delay_s > 0:
+                from tests.fakes.kube_api import garbage_collector
+
+                return copy.deepcopy(garbage_collector.delete(self, (plural, ns, name), policy))
             if policy == "Foreground" and plural == "jobsets":
                 if not obj["metadata"].get("deletionTimestamp"):
                     obj["metadata"]["deletionTimestamp"] = now_iso()
@@ -314,7 +329,7 @@ class FakeKube:
         for delay, action in script:
             time.sleep(delay)
             label = getattr(action, "__name__", "action")
-            while not script_may_go(self, uid) or (
+            while not script_may_go(self, uid) or not scheduler.may_go(self, uid, label) or (
                     self.action_gate is not None and not self.action_gate(name, label)):
                 with self.cond:
                     current = self.objects.get(("jobsets", ns, name))

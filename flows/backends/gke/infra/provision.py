@@ -9,11 +9,14 @@ writes, so a second run on a finished cluster runs no gcluster and no gcloud com
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from flows.backends.gke.iam_propagation import Grant, grants_path
+from flows.backends.gke.iam_propagation import record as record_grants
 from flows.backends.gke.infra import cluster as gke
 from flows.backends.gke.infra import iam
 from flows.backends.gke.infra.bucket import ensure_bucket
@@ -117,10 +120,15 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
 
     project_policy = apis.project_iam_policy(s.gke.project)
     bucket_policy = apis.bucket_iam_policy(s.gke.bucket)
+    fresh: list[Grant] = []
     for binding in iam.missing_bindings(iam.desired_bindings(s), project_policy, bucket_policy):
         _run_ok(binding.argv(), s, f"granting {binding.role} to {binding.member}")
         report.granted.append(f"{binding.role} on {binding.scope} {binding.resource} to "
                               f"{binding.member}")
+        fresh.append(Grant(binding.role, binding.member, f"{binding.scope} {binding.resource}",
+                           time.time()))
+    if fresh:  # the next stages' pods use them first, maybe before IAM has propagated them
+        record_grants(grants_path(s.workdir), fresh)
     for argv in iam.docker_auth_commands(s, docker_config):
         _run_ok(argv, s, f"docker auth for {argv[3]}")
         report.docker_registries.append(argv[3])

@@ -38,16 +38,18 @@ class Budgets:
     tick_s: float = 1.0  # budget checks between events; costs no API request
     log_drain_s: float = _configured("log_drain_s")  # after a verdict, for the last lines
     delete_wait_s: float = _configured("delete_wait_s")  # a Foreground delete, to be gone
+    iam_propagation_s: float = _configured("iam_propagation_s")  # a 403 on tpurl's grant
 
 
 def budgets_for(profile: Profile, stage: str) -> Budgets:
     """The profile's budgets (gke.queue_budget_s, gke.run_budget_s or, for training,
     gke.train_run_budget_s, gke.preemption_budget; gke.schedule_budget_s, gke.pull_grace_s,
-    gke.api_budget_s, gke.log_drain_s, gke.delete_wait_s from flows/config/watch_budgets.py);
-    unset ones keep the defaults. Only the stages on the slice wait for flex-start capacity:
-    convert and export run on the CPU pool (conversion_placement cpu-pool, which flex-start
-    requires), where an unschedulable pod is no capacity queue but a pool too small or
-    down, to be reported after the scheduling budget and retried like in any other mode."""
+    gke.api_budget_s, gke.log_drain_s, gke.delete_wait_s, gke.iam_propagation_s from
+    flows/config/watch_budgets.py); unset ones keep the defaults. Only the stages on the
+    slice wait for flex-start capacity: convert and export run on the CPU pool
+    (conversion_placement cpu-pool, which flex-start requires), where an unschedulable pod
+    is no capacity queue but a pool too small or down, to be reported after the scheduling
+    budget and retried like in any other mode."""
     gke, out = profile.gke, Budgets()
     if gke is None:
         return out
@@ -58,7 +60,7 @@ def budgets_for(profile: Profile, stage: str) -> Budgets:
                  gke.capacity_chain[0], stage, len(gke.capacity_chain) == 1) or None,
              "schedule_s": gke.schedule_budget_s, "pull_grace_s": gke.pull_grace_s,
              "api_s": gke.api_budget_s, "log_drain_s": gke.log_drain_s,
-             "delete_wait_s": gke.delete_wait_s}
+             "delete_wait_s": gke.delete_wait_s, "iam_propagation_s": gke.iam_propagation_s}
     return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
 
 

@@ -1,0 +1,130 @@
+"""IAM propagation after tpurl's own grants: a 403 right after them is waited out, bounded.
+
+Google: "access changes, such as granting a role ... are eventually consistent"; changes
+to an allow policy "typically propagate in 2 minutes, but could potentially take 7 minutes
+or longer" (cloud.google.com/iam/docs/access-change-propagation). The infra stage grants
+the cluster's accounts their storage roles (infra/iam.py, infra/provision.py), and the next
+stages' pods are the first to use them: a convert pod that starts a minute later writes the
+bucket as that account and may be refused with GCS's 403 ("<account> does not have
+storage.objects.create access to the Google Cloud Storage object. Permission
+'storage.objects.create' denied on resource (or it may not exist).", the JSON API's error
+message, which google-cloud-storage and tensorstore both print). Read as a program error
+that is a user error, not retried: the run fails on the cloud's lag.
+
+So the infra stage records what it granted and when (``record``, beside its gcluster work
+directory), and a stage whose program failed on such a 403 asks ``after_failure``: a 403
+naming an account and a permission of a role tpurl granted it less than ``budget_s`` ago is
+waited out (the stage resubmits after a pause, logging that it waits for IAM propagation);
+once the budget is spent it fails naming the role, the account and the fix. A 403 for
+anything tpurl did not just grant fails at once, as before: no blind retries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from flows.core.failures import Diagnosis, FailureCategory
+
+# Google's "potentially 7 minutes": past it the grant is not lagging, it is missing
+BUDGET_S = 7 * 60.0  # the default of gke.iam_propagation_s
+CODE = "gke/iam-not-propagated"
+GRANTS_FILE = "iam-grants.json"
+
+# What each role the infra stage grants allows (predefined roles, cloud.google.com/storage/
+# docs/access-control/iam-roles): a permission outside the role was never granted.
+_ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
+    "roles/storage.admin": ("storage.",),
+    "roles/storage.objectAdmin": ("storage.objects.", "storage.managedFolders.",
+                                  "storage.multipartUploads."),
+    "roles/storage.legacyBucketReader": ("storage.buckets.get", "storage.objects.list"),
+}
+_DENIED = re.compile(r"(?P<email>[\w.+-]+@[\w.-]+) does not have (?P<permission>[a-z]+(?:\.[A-Za-z]+)+) "
+                     r"access")
+
+
+@dataclass(frozen=True)
+class Grant:
+    role: str
+    member: str  # "serviceAccount:EMAIL"
+    resource: str  # "project P" or "bucket B"
+    at: float  # epoch seconds the grant was made
+
+    def allows(self, member: str, permission: str) -> bool:
+        return member == self.member and permission.startswith(
+            _ROLE_PERMISSIONS.get(self.role, ("\0",)))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``after_failure``'s answer: wait ``wait_s`` and resubmit (``line`` says why), or fail
+    with ``diagnosis``."""
+
+    line: str = ""
+    wait_s: float = 0.0
+    diagnosis: Diagnosis | None = None
+
+
+def grants_path(workdir: Path) -> Path:
+    return workdir / GRANTS_FILE
+
+
+def record(path: Path, grants: list[Grant]) -> None:
+    """Add this infra run's grants to those kept (a grant older than the budget says
+    nothing any more and is dropped)."""
+    now = time.time()
+    kept = [g for g in load(path) if now - g.at <= BUDGET_S * 4] + grants
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([asdict(g) for g in kept], indent=1))
+
+
+def load(path: Path) -> list[Grant]:
+    try:
+        return [Grant(**row) for row in json.loads(path.read_text())]
+    except (OSError, ValueError, TypeError):
+        return []  # none recorded (the infra stage ran elsewhere, or long ago)
+
+
+def denial(text: str) -> tuple[str, str] | None:
+    """(member, permission) of the last GCS 403 in ``text``."""
+    found = list(_DENIED.finditer(text))
+    if not found:
+        return None
+    return f"serviceAccount:{found[-1]['email']}", found[-1]["permission"]
+
+
+def after_failure(diagnosis: Diagnosis, grants: list[Grant], now: float,
+                  budget_s: float = BUDGET_S) -> Outcome | None:
+    """Pure: None unless the failure is a 403 for a permission of a role tpurl granted that
+    member (then wait and resubmit within ``budget_s`` of the grant, else fail saying so)."""
+    if diagnosis.category is not FailureCategory.USER_ERROR:
+        return None
+    found = denial(f"{diagnosis.summary}\n{diagnosis.detail}")
+    if found is None:
+        return None
+    member, permission = found
+    grant = max((g for g in grants if g.allows(member, permission)), key=lambda g: g.at,
+                default=None)
+    if grant is None:
+        return None  # not ours to wait for: the 403 stands
+    age = now - grant.at
+    if age < budget_s:
+        return Outcome(line=(
+            f"{permission} was refused to {member}, granted {grant.role} on "
+            f"{grant.resource} {age:.0f} s ago: waiting for IAM propagation (Google: "
+            f"typically 2 min, up to 7) for at most {budget_s - age:.0f} s more, then "
+            "resubmitting"), wait_s=min(budget_s - age, max(budget_s / 14, 1.0)))
+    scope, name = grant.resource.split(" ", 1)
+    check = (f"gcloud storage buckets get-iam-policy gs://{name}" if scope == "bucket"
+             else f"gcloud projects get-iam-policy {name}")
+    return Outcome(diagnosis=Diagnosis(
+        FailureCategory.USER_ERROR,
+        f"{permission} is still refused to {member} {age:.0f} s after tpurl granted it "
+        f"{grant.role} on {grant.resource} (IAM propagation takes up to 7 minutes)",
+        diagnosis.detail,
+        f"check that the binding is there ({check}) and that no deny policy or "
+        f"organization constraint blocks {member}; re-grant {grant.role} if it is "
+        "missing, then rerun", CODE))
