@@ -12,6 +12,16 @@ What counts as the run's (tests/support/run_events.py): its flow and task runs' 
 artifacts', its lock's. Prints the count per category and the share of bookkeeping (artifact
 collections, lock, heartbeats); the goal is under a quarter (held by
 tests/e2e/test_prefect_deploy.py on a deployment's rehearsal run). Prints figures only.
+
+Measured (2-core machine, --run with stand-ins: 30 pipeline and run-state events a run):
+Prefect's 180 s heartbeat and a 600 s lock beat: 17 % at 100 s of training, 25 % at 600 s
+(4 heartbeats, 2 lock writes + 1 beat); the hourly heartbeat and lock beat
+(flows/flow_runs/heartbeat.py, flows/locking/lock_rules.py): 17 % at 100 s and at 600 s.
+Time-driven bookkeeping: 3600/H + 3600/L events an hour (H the heartbeat, L the lock's
+leased beat): 26 an hour before, 2 now; per run a constant B (keyed artifacts, lock record,
+the first heartbeat). With P a run's other events the share is under a quarter while
+3 * (B + 2 * hours) < P: these stand-in runs (B 6, P 30) for 2 h, where 180 s and 600 s
+crossed it after 10 min.
 """
 
 from __future__ import annotations
