@@ -18,6 +18,7 @@ from typing import Any
 from flows.backends import backend_for
 from flows.config import Profile, ProfileError, load_profile, profile_names
 from flows.config.loading import parse_override
+from flows.flow_runs.heartbeat import quiet_heartbeats
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -266,6 +267,7 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
             print("teardown cancelled; nothing was touched", file=sys.stderr)
             return 1
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    quiet_heartbeats(os.environ)
     from flows.console.interrupts import install_handlers, private_api
     from flows.console.output import command_log, render
 
@@ -284,6 +286,7 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
 
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    quiet_heartbeats(os.environ)  # before Prefect is imported (flows/flow_runs/heartbeat.py)
     from flows.console.interrupts import (
         EXIT_INTERRUPTED,
         ApiUnreachable,

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from flows.common.paths import REPO_ROOT
+from flows.flow_runs.heartbeat import HEARTBEAT_S, SETTING
 from tests.support.prefect_server import (
     PREFECT,
     PrefectServer,
@@ -78,7 +79,11 @@ def test_process_pool_deployments_deploy_without_docker_or_the_image_variable(pr
     # their one build step is the notifications' (flows/notifications/apply.py), no Docker
     assert "build_docker_image" not in out and "push steps" not in out, out[-3000:]
     assert "notify: off for profile rehearsal" in out, out[-3000:]
-    assert set(PROCESS) <= set(_deployments(prefect_server))
+    deployed = _deployments(prefect_server)
+    assert set(PROCESS) <= set(deployed)
+    # their flow runs beat once an hour (flows/flow_runs/heartbeat.py), as the worker's env
+    assert {name: deployed[name]["job_variables"]["env"][SETTING] for name in PROCESS} == \
+        dict.fromkeys(PROCESS, str(HEARTBEAT_S))
 
 
 def test_a_kubernetes_deployment_without_the_image_variable_is_one_message(prefect_server):

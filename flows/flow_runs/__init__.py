@@ -1,2 +1,3 @@
 """What both flows (the pipeline and teardown) share about the run they are in: who runs it
-(run_origin.py) and what its Logs tab shows of a diagnosed failure (run_log.py)."""
+(run_origin.py), what its Logs tab shows of a diagnosed failure (run_log.py) and how often it
+tells Prefect it is alive (heartbeat.py)."""

@@ -31,10 +31,12 @@ from flows.core.processes import ProcessTag
 LEASE_S = 60.0  # the shortest lease Prefect 3.9.1 grants (increment-with-lease, ge=60)
 RENEW_S = 20.0  # three renewals per lease: two may fail before it expires
 # The record's beat while the lease carries liveness. It matters only once the API restarted
-# (leases are in its memory) while a holder on another host had died with its run not final:
-# such a record is stale after STALE_BEATS of it (30 min). Each beat is a variable event in the
-# run's feed, so it is slow (issue 31.8: 300 s made a rehearsal's lock a fifth of its noise).
-LEASED_BEAT_S = 600.0
+# (leases are in its memory) while a holder on another host had died with its run not final
+# (a worker marks a run Crashed when its process or pod exits, which makes it final): such a
+# record is stale after STALE_BEATS of it (3 h; the wait says how to break the lock sooner).
+# Each beat is a variable event in the run's feed, one an hour (issue 31.8: at 600 s the beat
+# was 6 of a run's events per hour, beside Prefect's 20 heartbeats; both grow with the run).
+LEASED_BEAT_S = 3600.0
 LOST_LEASE_BEAT_S = 15.0  # the record's beat once the lease is gone
 STALE_BEATS = 3  # a recorded holder silent for this many of its own beats is dead
 # A slot taken with no current record: Prefect's repossessor frees an expired lease within

@@ -5,7 +5,8 @@ Every event of the API from the flow run's start to its end (plus 30 s: the serv
 events asynchronously, and the lock's release lands after the run's last state) about this
 run: its flow run or task runs (as resource or related resource, artifacts included), or its
 profile's lock: the holder record Variable whose value names this run, and the lock's
-concurrency limit.
+concurrency limit (by name: another flow's limits in the same minutes, such as an
+announcement dispatcher's, are that flow's bookkeeping, not this run's).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
+
+from flows.locking.profile_lock import lock_name
 
 BOOKKEEPING = ("artifact", "lock", "heartbeat")
 GOAL = 0.25  # bookkeeping under a quarter of a run's events
@@ -49,6 +52,7 @@ def _read_all(api: str, since: datetime, until: datetime) -> list[dict[str, Any]
 
 def run_events(api: str, run_id: str) -> list[dict[str, Any]]:
     run = httpx.get(f"{api}/flow_runs/{run_id}", timeout=30).json()
+    lock = lock_name(str(run["parameters"].get("profile", "rehearsal")))
     start = datetime.fromisoformat(run["start_time"]) - timedelta(seconds=5)
     end = datetime.fromisoformat(run["end_time"]) + timedelta(seconds=30)
     task_ids = {t["id"] for t in httpx.post(f"{api}/task_runs/filter", json={
@@ -62,7 +66,8 @@ def run_events(api: str, run_id: str) -> list[dict[str, Any]]:
             return True
         if event["event"].startswith("prefect.variable"):  # the holder record names its run
             return run_id in str(event.get("payload", {}).get("value", ""))
-        return category(event) == "lock"
+        return category(event) == "lock" and event["resource"].get(
+            "prefect.resource.name") == lock
 
     return [e for e in _read_all(api, start, end) if about_run(e)]
 
