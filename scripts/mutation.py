@@ -52,9 +52,11 @@ MODULES = {
     "gke-recovery": Module("flows/backends/gke/recovery.py", (
         "tests/backends/gke/test_recovery.py", "tests/backends/gke/test_recovery_details.py")),
     "spend-meter": Module("flows/backends/gke/watch/spend.py", (
+        "tests/backends/gke/watch/test_spend_meter.py",
         "tests/backends/gke/test_spend_cap.py", "tests/backends/gke/test_spend_timeline.py"),
         glue=("run_key", "spent_in_run")),
     "spend-config": Module("flows/config/spend.py", (
+        "tests/config/test_spend_rules.py",
         "tests/backends/gke/test_spend_cap.py", "tests/backends/gke/test_spend_timeline.py")),
     "promotion": Module("flows/core/promotion.py", (
         "tests/core/test_promotion.py", "tests/core/test_promotion_rules.py")),
