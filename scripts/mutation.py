@@ -51,6 +51,7 @@ MODULES = {
     "gke-verdict": Module("flows/backends/gke/watch/verdict.py", (
         "tests/backends/gke/watch/test_verdict.py",
         "tests/backends/gke/watch/test_verdict_details.py",
+        "tests/backends/gke/watch/test_verdict_texts.py",
         "tests/backends/gke/watch/test_budget_verdicts.py",
         f"{_EVICTIONS}::test_a_re_queued_eviction_waits_and_says_when_kueue_re_queues_it",
         f"{_EVICTIONS}::test_a_deactivated_workload_fails_at_once_and_says_it_is_not_re_queued")),

@@ -6,88 +6,33 @@ the table of categories is test_verdict.py."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from flows.backends.gke.fallback import NO_CAPACITY, NO_FLEX_CAPACITY
 from flows.backends.gke.watch.budgets import Budgets
-from flows.backends.gke.watch.verdict import Observation, Phase, Verdict, diagnose, disruption_of
+from flows.backends.gke.watch.verdict import Phase, Verdict, disruption_of
 from flows.core.failures import FailureCategory
-
-NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-NAME = "train-rl-x"
-HEAD = "train-rl-x-pathways-head-0-0"
-WORKER = "train-rl-x-worker-0-0"
-PROGRAM = "workload-container"
-
-
-def ago(seconds: float) -> str:
-    return (NOW - timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
-
-
-def cond(kind: str, status: str = "True", reason: str = "", message: str = "",
-         at_s: float = 60.0) -> dict[str, Any]:
-    return {"type": kind, "status": status, "reason": reason, "message": message,
-            "lastTransitionTime": ago(at_s)}
-
-
-def jobset(*conditions: dict[str, Any], suspend: bool = False,
-           created_s: float = 7200.0) -> dict[str, Any]:
-    return {"metadata": {"name": NAME, "creationTimestamp": ago(created_s)},
-            "spec": {"suspend": suspend}, "status": {"conditions": list(conditions)}}
-
-
-ADMITTED = {"status": {"conditions": [cond("QuotaReserved"), cond("Admitted")]}}
-FAILED = cond("Failed", reason="FailedJobs", message="jobset failed")
-
-
-def pod(name: str = HEAD, conditions: list | None = None, containers: list | None = None,
-        init: list | None = None, deleting: bool = False, node: str | None = "gke-node-1",
-        **status: Any) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "creationTimestamp": ago(7200)}
-    if deleting:
-        meta["deletionTimestamp"] = ago(5)
-    return {"metadata": meta, "spec": {"nodeName": node},
-            "status": {"conditions": conditions or [], "containerStatuses": containers or [],
-                       "initContainerStatuses": init or [], **status}}
-
-
-def ended(name: str, code: int, reason: str = "Error", message: str = "",
-          key: str = "state") -> dict[str, Any]:
-    return {"name": name, key: {"terminated": {"exitCode": code, "reason": reason,
-                                               "message": message}}}
-
-
-def waiting(name: str, reason: str, message: str = "") -> dict[str, Any]:
-    return {"name": name, "state": {"waiting": {"reason": reason, "message": message}}}
-
-
-def unschedulable(name: str = WORKER, for_s: float = 7200.0,
-                  message: str = "0/3 nodes are available: 3 Insufficient google.com/tpu"
-                  ) -> dict[str, Any]:
-    return pod(name, conditions=[cond("PodScheduled", "False", "Unschedulable", message,
-                                      at_s=for_s)], node=None)
-
-
-def event(reason: str, message: str, pod_name: str = WORKER, at_s: float = 60.0) -> dict:
-    return {"reason": reason, "message": message, "involvedObject": {"name": pod_name},
-            "lastTimestamp": ago(at_s)}
-
-
-def judge(js: dict[str, Any], pods: list[dict[str, Any]] | None = None,
-          workload: dict[str, Any] | None = ADMITTED, tail: list[str] | None = None,
-          budgets: Budgets | None = None, **seen: Any) -> Verdict:
-    return diagnose(Observation(js, workload, pods or [], tail or [], **seen),
-                    budgets or Budgets(queue_s=3600.0, schedule_s=1800.0), NOW)
-
-
-def failure(verdict: Verdict) -> tuple[FailureCategory, str, str, str, str]:
-    d = verdict.diagnosis
-    assert verdict.phase is Phase.FAILED and d is not None, verdict
-    assert verdict.reason == d.summary  # the log's line is the summary
-    return d.category, d.summary, d.detail, d.fix, d.code
+from tests.support.verdict_objects import (
+    FAILED,
+    HEAD,
+    NAME,
+    NO_GROUP,
+    PROGRAM,
+    WORKER,
+    ago,
+    cond,
+    ended,
+    event,
+    failure,
+    jobset,
+    judge,
+    pending_workload,
+    pod,
+    unschedulable,
+    waiting,
+)
 
 
 # --- finished, and what a JobSet's conditions count -----------------------------------------
@@ -358,7 +303,6 @@ def test_flex_start_names_the_refusal_or_else_the_autoscalers_last_word() -> Non
     assert summary.endswith("capacity: FailedScaleUp: out of resources")
 
 
-NO_GROUP = ("pod didn't trigger scale-up: 2 node(s) didn't match Pod's node affinity/selector")
 
 
 def test_no_pool_that_can_hold_the_pod_is_the_users_even_for_flex_start() -> None:
@@ -395,15 +339,11 @@ def test_pods_waiting_for_a_scale_up_are_queued_with_the_autoscalers_line() -> N
 
 
 # --- queued, starting, stopping, running ----------------------------------------------------
-def _pending_workload(at_s: float, message: str = "insufficient unused quota") -> dict:
-    return {"spec": {"queueName": "tpu-lq"}, "status": {"conditions": [
-        cond("QuotaReserved", "False", "Pending", message, at_s=at_s)]}}
-
 
 def test_queued_fails_after_the_queue_budget_not_at_it() -> None:
-    assert judge(jobset(suspend=True), workload=_pending_workload(3600)).phase is Phase.QUEUED
+    assert judge(jobset(suspend=True), workload=pending_workload(3600)).phase is Phase.QUEUED
     category, summary, detail, fix, _ = failure(judge(jobset(suspend=True),
-                                                      workload=_pending_workload(3661)))
+                                                      workload=pending_workload(3661)))
     assert category is FailureCategory.QUEUE_TIMEOUT
     assert summary == f"{NAME} waited 61 min in the queue: insufficient unused quota"
     assert detail == "    queue budget 60 min"
@@ -411,7 +351,7 @@ def test_queued_fails_after_the_queue_budget_not_at_it() -> None:
 
 
 def test_queued_within_the_budget_says_what_it_waits_for() -> None:
-    verdict = judge(jobset(suspend=True), workload=_pending_workload(60))
+    verdict = judge(jobset(suspend=True), workload=pending_workload(60))
     assert verdict == Verdict(Phase.QUEUED, None, f"{NAME} is queued: insufficient unused quota")
 
 
@@ -426,7 +366,7 @@ def test_without_a_workload_the_wait_counts_from_the_jobsets_creation() -> None:
 def test_a_suspended_condition_or_an_unadmitted_workload_is_not_running() -> None:
     by_condition = judge(jobset(cond("Suspended"), created_s=60), workload=None)
     assert by_condition.phase is Phase.QUEUED
-    unadmitted = judge(jobset(), workload=_pending_workload(60))
+    unadmitted = judge(jobset(), workload=pending_workload(60))
     assert unadmitted.phase is Phase.QUEUED
     assert judge(jobset(), workload=None).phase is Phase.RUNNING  # no Kueue: runs as it is
 
@@ -446,6 +386,6 @@ def test_suspended_after_running_or_with_pods_terminating_is_stopping() -> None:
 
 
 def test_a_blocked_workload_fails_with_kueues_diagnosis_as_the_line() -> None:
-    blocked = _pending_workload(60, "LocalQueue tpu-lq doesn't exist")
+    blocked = pending_workload(60, "LocalQueue tpu-lq doesn't exist")
     category, _, _, _, code = failure(judge(jobset(suspend=True), workload=blocked))
     assert category is FailureCategory.USER_ERROR and code == "kueue/unschedulable"
