@@ -14,7 +14,6 @@ from flows.common.issues import Issue
 from flows.config import ProfileError
 from flows.config.loading import load_profile
 from flows.config.spend import (
-    SCALE_DOWN_TAIL_S,
     billed_stage_hours,
     estimated_run_usd,
     estimated_stage_usd,
@@ -66,7 +65,6 @@ def test_from_zero_only_the_slices_stages_bill_chips_and_a_scale_down_tail(mode:
     tails = {s: scale_down_tail_h(gke, s) for s in STAGES}
     assert tails == {"convert": 0.0, "train": pytest.approx(TAIL_H), "export": 0.0,
                      "evaluate": pytest.approx(TAIL_H)}
-    assert SCALE_DOWN_TAIL_S == 600.0
 
 
 def test_conversion_on_the_tpu_hosts_is_billed_as_the_slices_work() -> None:
