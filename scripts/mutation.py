@@ -36,6 +36,7 @@ class Module:
     glue: tuple[str, ...] = field(default=())  # functions that are I/O, not the decision
 
 
+_EVICTIONS = "tests/backends/gke/watch/test_kueue_evictions.py"
 MODULES = {
     "announce-decide": Module("flows/announcements/decide.py", (
         "tests/announcements/test_decide.py", "tests/announcements/test_decide_orderings.py",
@@ -45,16 +46,23 @@ MODULES = {
     "announce-guard": Module("flows/announcements/guard.py", (
         "tests/announcements/test_decide.py", "tests/announcements/test_decide_details.py"),
         glue=("was_coalesced",)),
+    # the pure verdict tests only: the fake-API-server tests that also reach diagnose() (the
+    # rest of test_kueue_evictions.py, test_faults.py, ...) made 1095 mutants take hours
     "gke-verdict": Module("flows/backends/gke/watch/verdict.py", (
         "tests/backends/gke/watch/test_verdict.py",
+        "tests/backends/gke/watch/test_verdict_details.py",
+        "tests/backends/gke/watch/test_verdict_texts.py",
         "tests/backends/gke/watch/test_budget_verdicts.py",
-        "tests/backends/gke/watch/test_kueue_evictions.py")),
+        f"{_EVICTIONS}::test_a_re_queued_eviction_waits_and_says_when_kueue_re_queues_it",
+        f"{_EVICTIONS}::test_a_deactivated_workload_fails_at_once_and_says_it_is_not_re_queued")),
     "gke-recovery": Module("flows/backends/gke/recovery.py", (
         "tests/backends/gke/test_recovery.py", "tests/backends/gke/test_recovery_details.py")),
     "spend-meter": Module("flows/backends/gke/watch/spend.py", (
+        "tests/backends/gke/watch/test_spend_meter.py",
         "tests/backends/gke/test_spend_cap.py", "tests/backends/gke/test_spend_timeline.py"),
         glue=("run_key", "spent_in_run")),
     "spend-config": Module("flows/config/spend.py", (
+        "tests/config/test_spend_rules.py",
         "tests/backends/gke/test_spend_cap.py", "tests/backends/gke/test_spend_timeline.py")),
     "promotion": Module("flows/core/promotion.py", (
         "tests/core/test_promotion.py", "tests/core/test_promotion_rules.py")),
