@@ -8,8 +8,11 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/setup.sh
 if ! .venv/bin/python -c "import mutmut" 2>/dev/null; then
   if [ -f .venv/uv.env ] && [ -x .venv/bin/uv ]; then
+    # the lock pins every file by hash; a machine's constraints file (uv.env's
+    # UV_CONSTRAINT, from pip.conf) may hold ranges, which --require-hashes refuses
     # shellcheck disable=SC1091
-    (. .venv/uv.env && .venv/bin/uv pip install --quiet --python .venv/bin/python \
+    (. .venv/uv.env && unset UV_CONSTRAINT && .venv/bin/uv pip install --quiet \
+      --python .venv/bin/python \
       --require-hashes -r scripts/mutation.lock)
   else
     .venv/bin/python -m pip install --quiet --require-hashes -r scripts/mutation.lock
