@@ -72,7 +72,8 @@ MODULES = {
     "error-redaction": Module("flows/core/error_redaction.py", (
         "tests/core/test_error_redaction_rules.py",)),
     "redaction": Module("flows/core/redaction.py", (
-        "tests/core/test_redaction.py", "tests/core/test_redaction_rules.py"),
+        "tests/core/test_redaction.py", "tests/core/test_redaction_rules.py",
+        "tests/core/test_redaction_leaks.py"),
                         glue=("install_log_redaction",)),
 }
 # mutmut mutates function bodies only: flows/common/token_shapes.py is module-level patterns,
