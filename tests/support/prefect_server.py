@@ -18,6 +18,7 @@ from flows.common.paths import REPO_ROOT
 from tests.support.net import free_port
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))
+RETRYABLE = frozenset({408, 429, 502, 503})
 
 
 @dataclass
@@ -30,7 +31,16 @@ class PrefectServer:
                               capture_output=True, timeout=timeout, check=False)
 
     def api(self, method: str, path: str, **kwargs) -> httpx.Response:
-        response = httpx.request(method, f"{self.url}{path}", timeout=30, **kwargs)
+        """One API call, retried as Prefect's own client retries it: the server answers 503
+        for an error a client can retry (prefect 3.9.1 server/api/server.py
+        ``custom_internal_exception_handler``: a SQLite database busy under load), and
+        client/base.py ``send`` retries 408, 429, 502 and 503 with exponential backoff,
+        honouring Retry-After (PREFECT_CLIENT_MAX_RETRIES, 5 by default)."""
+        for attempt in range(6):
+            response = httpx.request(method, f"{self.url}{path}", timeout=30, **kwargs)
+            if response.status_code not in RETRYABLE or attempt == 5:
+                break
+            time.sleep(float(response.headers.get("Retry-After") or 2 ** attempt))
         response.raise_for_status()
         return response
 
