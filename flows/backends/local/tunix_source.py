@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from flows.common.hashed_lock import hashed_pins
 from flows.common.paths import TUNIX_GITHUB_FILE
 
 WHEEL_DIR_ENV = "TPURL_WHEEL_DIR"
 DISTRIBUTION = "google-tunix"
 GITHUB_PROBE_TIMEOUT_S = 20.0
 _LOCK_LINE = re.compile(r"^google-tunix==(?P<version>\S+)\s*\\?\s*$")
-_HASH = re.compile(r"^\s+--hash=sha256:(?P<digest>[0-9a-f]{64})\s*\\?\s*$")
 _GITHUB_LINE = re.compile(r"^google-tunix @ git\+(?P<url>https://\S+?)@(?P<commit>[0-9a-f]{40})$")
 
 
@@ -72,14 +72,9 @@ class NoTunixSource(RuntimeError):
 
 def read_pin(lock_text: str, github_text: str) -> TunixPin:
     """Pure: the pin from the lock's ``google-tunix==V`` block and the git requirement."""
-    lines = lock_text.splitlines()
-    version = digest = None
-    for i, line in enumerate(lines):
-        if m := _LOCK_LINE.match(line):
-            version = m["version"]
-            hashes = [h["digest"] for h in map(_HASH.match, lines[i + 1:i + 3]) if h]
-            digest = hashes[0] if len(hashes) == 1 else None
-            break
+    tunix = [pin for pin in hashed_pins(lock_text) if pin.name == DISTRIBUTION]
+    version = tunix[0].version if len(tunix) == 1 else None
+    digest = tunix[0].digests[0] if len(tunix) == 1 and len(tunix[0].digests) == 1 else None
     if version is None or digest is None:
         raise ValueError("images/rehearsal/requirements.lock needs a 'google-tunix==VERSION' line "
                          "followed by exactly one --hash=sha256:... (the wheel built from the "

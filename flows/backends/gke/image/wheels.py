@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flows.backends.gke.image.errors import ImageError
+from flows.common.hashed_lock import hashed_pins
 from flows.common.paths import IMAGES_DIR, default_cache_dir
 
 LOCK_FILE = IMAGES_DIR / "post-training" / "wandb.lock"
@@ -36,8 +37,6 @@ CONTEXT_DIR = "wheels"
 PLATFORM_ARGS = ("--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
                  "--abi", "cp312", "--platform", "manylinux_2_28_x86_64",
                  "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64")
-_PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)==(?P<version>\S+)\s*\\?\s*$")
-_HASH = re.compile(r"^\s+--hash=sha256:(?P<digest>[0-9a-f]{64})\s*\\?\s*$")
 
 
 @dataclass(frozen=True)
@@ -61,17 +60,12 @@ class WheelsUnavailable(ImageError):
 
 def read_lock(text: str) -> list[LockedWheel]:
     """Pure: the pins of the lock, in order, each with its one hash (the image's file)."""
-    pins: list[tuple[str, str, list[str]]] = []
-    for line in text.splitlines():
-        if match := _PIN.match(line):
-            pins.append((match["name"], match["version"], []))
-        elif (match := _HASH.match(line)) and pins:
-            pins[-1][2].append(match["digest"])
-    bad = [name for name, _, hashes in pins if len(hashes) != 1]
+    pins = hashed_pins(text)
+    bad = [pin.name for pin in pins if len(pin.digests) != 1]
     if bad or not pins:
         raise ValueError(f"{LOCK_FILE.name}: every pin needs exactly one --hash=sha256 line "
                          f"(the image's file); not so for {bad or 'any: no pins'}")
-    return [LockedWheel(name, version, hashes[0]) for name, version, hashes in pins]
+    return [LockedWheel(pin.name, pin.version, pin.digests[0]) for pin in pins]
 
 
 def _digest(path: Path) -> str:
