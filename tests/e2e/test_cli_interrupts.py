@@ -136,7 +136,18 @@ class Cli:
                 self._changed.wait(min(left, 5.0))
 
     def finish(self, within_s: float) -> int:
-        code = self.proc.wait(timeout=within_s)
+        """Its exit code; a CLI still running after ``within_s`` fails the test with its
+        output and every thread's stack (PYTHONFAULTHANDLER prints them on SIGABRT), so a
+        hang explains itself in CI's log."""
+        try:
+            code = self.proc.wait(timeout=within_s)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=30)
+            self._reader.join(30)
+            raise AssertionError(f"tpurl did not exit within {within_s:.0f} s; its output and "
+                                 f"its threads' stacks:\n{self.text()[-12000:]}") from None
         self._reader.join(60)  # the last lines (EOF once nothing holds the pipe)
         return code
 
@@ -237,7 +248,8 @@ def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) ->
     # logs): never shared with another run on the machine
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update({"PREFECT_HOME": str(home), "TPURL_CACHE_DIR": str(tmp_path / "cache"),
-                "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "COLUMNS": "10000"})
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "COLUMNS": "10000",
+                "PYTHONFAULTHANDLER": "1"})  # a hung CLI's stacks (Cli.finish)
     finished = 0  # the stages that finished in the runs before this one
     killed = False  # the run before was SIGKILLed: its lock is left to this run to free
     started = time.monotonic()
