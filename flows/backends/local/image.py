@@ -132,7 +132,7 @@ class LocalImage:
         for pid, why in self.profile.image.disabled_patches.items():
             ctx.logger.warning("patch %s is DISABLED by the profile: %s", pid, why)
         try:
-            patched = apply_to_tree(_package_roots(venv), patches)
+            patched = apply_to_tree(_all_package_roots(venv), patches)
         except PatchMismatch as exc:  # names the file and the pattern
             raise user_error("image", "a declared patch does not apply", str(exc),
                              "update images/post-training/patches.yaml to the new upstream text",
@@ -150,7 +150,7 @@ class LocalImage:
         if probe.returncode != 0:
             raise user_error("image", "the rehearsal venv does not import", probe.stderr[-2000:],
                        f"delete {_rel(venv)} and run again to rebuild it")
-        roots = _package_roots(venv)
+        roots = _all_package_roots(venv)
         patches = enabled(load_declarations(PATCHES_FILE), self.profile.image.disabled_patches)
         for patch in patches:
             text = (roots[patch.file.split("/", 1)[0]] / patch.file).read_text()
@@ -322,9 +322,23 @@ def _rel(path: Path) -> str:
 
 
 def _package_roots(venv: Path) -> dict[str, Path]:
-    code = ("import importlib.util, json, pathlib; print(json.dumps({n: str(pathlib.Path("
-            "importlib.util.find_spec(n).submodule_search_locations[0]).parent) for n in "
-            f"{PATCHED_PACKAGES!r}}}))")
+    """Where the venv's interpreter finds each patched package (site-packages), for the
+    packages it has: a venv whose install was stopped (Ctrl-C, a killed run) may have an
+    interpreter and none or one of them yet, and the rerun's restore must still work; the
+    patch step after the install needs all of them (``_all_package_roots``)."""
+    code = ("import importlib.util, json, pathlib; specs = {n: importlib.util.find_spec(n) "
+            f"for n in {PATCHED_PACKAGES!r}}}; print(json.dumps({{n: str(pathlib.Path("
+            "s.submodule_search_locations[0]).parent) for n, s in specs.items() if s and "
+            "s.submodule_search_locations}))")
     out = subprocess.run([str(_python(venv)), "-c", code], capture_output=True, text=True,
                          check=True, cwd="/")
     return {name: Path(root) for name, root in json.loads(out.stdout).items()}
+
+
+def _all_package_roots(venv: Path) -> dict[str, Path]:
+    """``_package_roots`` once the install is done: a package it lacks is the install's
+    failure, named here rather than as a file-not-found in the patch step."""
+    roots = _package_roots(venv)
+    if missing := [name for name in PATCHED_PACKAGES if name not in roots]:
+        raise RuntimeError(f"the venv {venv} has no {', '.join(missing)} after its install")
+    return roots
