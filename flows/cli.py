@@ -293,6 +293,7 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
         Interrupted,
         install_handlers,
         private_api,
+        received_signal,
     )
     from flows.console.kept_api import KeptApiError
 
@@ -310,6 +311,8 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
                     result = pipeline.rl_post_training(profile=profile,
                                                        overrides=overrides or None)
                 except Exception as exc:
+                    if (signum := received_signal()) is not None:
+                        raise Interrupted(signum) from exc  # what the stop turned into
                     print(f"\nrun failed: {render(exc, log)}", file=sys.stderr)
                     return 1
     except ApiUnreachable as exc:

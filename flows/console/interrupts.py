@@ -40,8 +40,19 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+_RECEIVED: list[int] = []  # the signals this process was stopped by, in order
+
+
 def _raise_interrupted(signum: int, frame: Any) -> None:
+    _RECEIVED.append(signum)
     raise Interrupted(signum)
+
+
+def received_signal() -> int | None:
+    """The first SIGINT/SIGTERM this process received, if any. An interruption can surface
+    as another exception (one that landed inside threading's lock juggling comes out as
+    its RuntimeError, the interrupt as its context): the CLI still reports a stop."""
+    return _RECEIVED[0] if _RECEIVED else None
 
 
 def install_handlers() -> None:

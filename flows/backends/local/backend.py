@@ -161,16 +161,27 @@ class LocalBackend:
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         log_file = LineLog(log_path, f"{name}'s log")
         shown = ProgramLines(name, progress_regex)  # the rest stays in log_file only
+        timed_out = threading.Event()
+        timer: threading.Timer | None = None
+        proc: subprocess.Popen[str] | None = None
         try:
-            # its own process group (stopped as a whole), and SIGTERM if this process dies
-            proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=full_env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                    start_new_session=True, preexec_fn=die_with_parent)
-            write_text(tag_path, ProcessTag.of(proc.pid, name).to_json(), f"{name}'s pid tag")
-            timed_out = threading.Event()
-            timer = threading.Timer(self.timeout_s, _kill_group, (proc, timed_out))
-            timer.start()
+            # From its start an interruption (Ctrl-C lands on any line) stops the program and
+            # removes its tag; the timer is a daemon, so one that an interrupted start left
+            # running can never hold the interpreter's exit (a `tpurl run` that did not
+            # exit after Ctrl-C), and it is cancelled on every way out. (A Ctrl-C inside
+            # Popen's own code, after the fork, leaves a program we have no handle on: its
+            # parent-death signal stops it when this process ends.)
             try:
+                # its own process group (stopped as a whole), SIGTERM if this process dies
+                proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=full_env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, bufsize=1, start_new_session=True,
+                                        preexec_fn=die_with_parent)
+                write_text(tag_path, ProcessTag.of(proc.pid, name).to_json(),
+                           f"{name}'s pid tag")
+                timer = threading.Timer(self.timeout_s, _kill_group, (proc, timed_out))
+                timer.daemon = True
+                timer.start()
                 assert proc.stdout is not None
                 for raw in proc.stdout:
                     line = self.redactor(raw.rstrip("\n"))
@@ -182,10 +193,12 @@ class LocalBackend:
                         self.on_progress(name, int(m.group("step")), total_steps)
                 returncode = proc.wait()
             except BaseException:
-                _kill_group(proc, None)  # cancellation or crash of the flow: leave no orphans
+                if proc is not None:  # cancellation or crash of the flow: leave no orphans
+                    _kill_group(proc, None)
                 raise
             finally:
-                timer.cancel()
+                if timer is not None:
+                    timer.cancel()
                 tag_path.unlink(missing_ok=True)
         finally:
             log_file.close()
