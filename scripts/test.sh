@@ -10,7 +10,7 @@
 # computes (2 cores):
 # - the services tier itself (it waits on the servers it starts);
 # - the `realtime` services modules (leases expiring, Prefect servers and CLIs starting),
-#   in two more pytest runs whose output is printed when they end, before the e2e tier;
+#   in three more pytest runs whose output is printed when they end, before the e2e tier;
 # - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
 #   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
 #   the same script, which builds it there if this did not.
@@ -144,14 +144,19 @@ fi
 # functions no test executed are printed (scripts/coverage_report.py).
 cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
 .venv/bin/python -m coverage erase
-# The realtime modules in two lanes: the profile lock's (it only waits on leases, about four
-# minutes) and the others (each starts a Prefect API: CPU in bursts), so neither outlasts
-# the fast and services tiers.
+# The realtime modules in three lanes: the profile lock's (it only waits on leases, about four
+# minutes) and the others in two, split by their measured durations (each starts a Prefect
+# API or a `tpurl` CLI: CPU in bursts, mostly waiting), so none outlasts the fast and services
+# tiers. The first of the two names its modules; the second takes every other realtime module,
+# so a new one runs there (a listed module that loses its mark runs in the services tier).
 LOCK_TESTS=tests/test_profile_lock.py
+REALTIME_A=(tests/test_heartbeat.py tests/test_kept_api.py tests/test_cli_failures.py
+            tests/backends/gke/test_cancel.py tests/runpage/test_cancel.py)
 beside "$LOGS/realtime-lock.log" realtime-lock-lane "${cov[@]}" -m realtime "$LOCK_TESTS"
-beside "$LOGS/realtime.log" realtime-lane "${cov[@]}" -m "realtime and not e2e" \
-  --ignore="$LOCK_TESTS"
-realtime_pids=("${lanes[@]: -2}")
+beside "$LOGS/realtime-a.log" realtime-a-lane "${cov[@]}" -m realtime "${REALTIME_A[@]}"
+beside "$LOGS/realtime-b.log" realtime-b-lane "${cov[@]}" -m "realtime and not e2e" \
+  --ignore="$LOCK_TESTS" "${REALTIME_A[@]/#/--ignore=}"
+realtime_pids=("${lanes[@]: -3}")
 # The services tier beside the fast one: the fast tier computes on one core, the services
 # tier mostly waits on the servers it starts, so run one after the other they left a core
 # idle for most of ten minutes. Its output is printed when it ends, with the realtime lanes'.
@@ -162,8 +167,9 @@ fast_rc=0
 timed fast-tier "${cov[@]}" -m "not services and not e2e" 2>&1 | tee "$LOGS/fast-tier.log" \
   || fast_rc=$?
 failed=0
-for i in 0 1 2; do
-  log=("$LOGS/realtime-lock.log" "$LOGS/realtime.log" "$LOGS/services-tier.log")
+for i in 0 1 2 3; do
+  log=("$LOGS/realtime-lock.log" "$LOGS/realtime-a.log" "$LOGS/realtime-b.log"
+       "$LOGS/services-tier.log")
   rc=0
   wait "${realtime_pids[$i]}" || rc=$?
   echo "---- beside the fast tier (${log[$i]}) ----"

@@ -33,14 +33,16 @@ def _env(tmp_path: Path, keep_s: float, **extra: str) -> dict[str, str]:
     return env
 
 
-def _probe(env: dict[str, str], hold_s: float = 0.0) -> subprocess.Popen[str]:
+def _probe(env: dict[str, str], hold_s: float | str = 0.0) -> subprocess.Popen[str]:
+    """A command using its API server ``hold_s`` seconds (``"stdin"``: until the test writes
+    a line to it, for a hold that must outlast what the test does meanwhile)."""
     return subprocess.Popen([sys.executable, "-m", "tests.support.kept_probe", str(hold_s)],
-                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _finish(probe: subprocess.Popen[str]) -> tuple[str, str]:
-    out, err = probe.communicate(timeout=900)
+    out, err = probe.communicate("done\n", timeout=900)  # a line releases a "stdin" hold
     assert probe.returncode == 0, err
     return out.strip(), err
 
@@ -132,7 +134,7 @@ def test_a_stale_server_is_replaced_but_never_under_a_running_command(tmp_path: 
         assert first is not None and first.keeper.pid != dead.pid
         # other Prefect settings, while another command uses it: that command keeps it, this
         # one gets a server of its own
-        holder = _probe(env, hold_s=30)
+        holder = _probe(env, hold_s="stdin")  # held until the other command has finished
         assert until(lambda: len(folder.users()) == 1, 300)
         other = _env(tmp_path, keep_s=600, PREFECT_LOGGING_LEVEL="WARNING")
         own_url, own_err = _finish(_probe(other))

@@ -107,9 +107,12 @@ def test_a_server_that_is_down_is_a_warning_and_a_retry_never_a_failure(
     assert len(warnings) == 2 and "retrying" in warnings[0] and "given up" in warnings[1]
 
     landed: dict[str, str] = {}
+    # ten tries, at 0, 10, 20, 30, 45, 60, 90, 120, 150 and 210 s: past the longest restart
+    # (START_TIMEOUT_S); the report lands no later than with tries 30 s apart for a restart
+    # under 150 s, and 10 to 20 s sooner for a quick one
     worker = threading.Thread(target=lambda: landed.update(report_run(
         _profile(mlflow_server, "down", attempts=10), result, FACTS, warnings.append,
-        delays_s=(30.0,))))  # ten tries 30 s apart: the server's restart fits between
+        delays_s=(10.0, 10.0, 10.0, 15.0, 15.0, 30.0, 30.0, 30.0, 60.0))))
     with caplog.at_level(logging.WARNING):
         worker.start()
         mlflow_server.start()  # back while the report retries

@@ -10,8 +10,8 @@ The tier is decided per module (a module's slowest test decides) so a module's
 module-scoped fixtures are set up once. scripts/test.sh runs the tiers as separate pytest
 invocations selected by the markers these tiers add; a plain `pytest` runs them in order.
 A services module that mostly waits on real time (leases expiring, servers and CLIs starting)
-is also marked `realtime`: scripts/test.sh runs those in a second pytest beside the CPU-bound
-tiers, where their waiting costs no wall time.
+is also marked `realtime`: scripts/test.sh runs those in pytest runs of their own (three lanes,
+split by measured durations) beside the CPU-bound tiers, where their waiting costs no wall time.
 """
 
 from __future__ import annotations
