@@ -19,7 +19,7 @@ import pytest
 
 from flows.backends.gke.image import DockerUnavailable, ImageBuildFailed, ImageRequest, connect, ensure_image
 from flows.backends.gke.image.build import ImageResult
-from flows.backends.gke.image.registry_daemon import push, remote_digest
+from flows.backends.gke.image.registry_daemon import pin_base, push, remote_digest
 from flows.backends.gke.image.verify import verify_image
 from flows.common.paths import PATCHES_FILE
 from flows.core.failures import FailureCategory
@@ -206,7 +206,6 @@ def test_a_patch_the_rehearsal_measured_failing_with_the_images_versions_is_refu
 
 def ensure_tag(request: ImageRequest, client: docker.DockerClient) -> str:
     from flows.backends.gke.image.context import build_context, content_tag
-    from flows.backends.gke.image.registry_daemon import pin_base
 
     patches = request.patches()
     _, digest = pin_base(client, request.base, FAST)
@@ -214,10 +213,13 @@ def ensure_tag(request: ImageRequest, client: docker.DockerClient) -> str:
 
 
 def test_push_retries_while_the_registry_is_down(docker_client: docker.DockerClient,
-                                                 first_build: ImageResult, tmp_path: Path):
+                                                 standin_base: str, tmp_path: Path):
+    # The stand-in base, not the built image: push() is the same for any image, and the
+    # base has one layer to upload where the built one adds the wandb install's.
+    _, base_digest = pin_base(docker_client, standin_base, FAST)
     port = free_port()
-    repository = f"127.0.0.1:{port}/tpu-post-training"
-    docker_client.images.get(first_build.ref).tag(repository, "retry")
+    repository = f"127.0.0.1:{port}/tpu-post-training-standin"
+    docker_client.images.get(standin_base).tag(repository, "retry")
     config = registry_config(tmp_path, port)
     retries: list[tuple[int, str]] = []
     registry: list[subprocess.Popen[bytes]] = []
@@ -238,7 +240,7 @@ def test_push_retries_while_the_registry_is_down(docker_client: docker.DockerCli
             process.wait(timeout=10)
     assert retries and retries[0][0] == 1
     assert "connection refused" in retries[0][1]
-    assert digest == first_build.digest  # same manifest, another registry
+    assert digest == base_digest  # same manifest, another registry
 
 
 def test_no_daemon_error_says_where_one_must_come_from(tmp_path: Path,
