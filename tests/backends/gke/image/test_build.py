@@ -19,7 +19,7 @@ import pytest
 
 from flows.backends.gke.image import DockerUnavailable, ImageBuildFailed, ImageRequest, connect, ensure_image
 from flows.backends.gke.image.build import ImageResult
-from flows.backends.gke.image.registry_daemon import push, remote_digest
+from flows.backends.gke.image.registry_daemon import pin_base, push, remote_digest
 from flows.backends.gke.image.verify import verify_image
 from flows.common.paths import PATCHES_FILE
 from flows.core.failures import FailureCategory
@@ -27,7 +27,7 @@ from flows.core.layout import Layout
 from flows.core.patching import count_matches, load_declarations
 from flows.core.retry import RetryPolicy
 from flows.operations.plan import planned_workloads
-from tests.fakes.image_standin import SITE, build_standin, move_pattern, with_distributions
+from tests.fakes.image_standin import OTHER_TUNIX, SITE
 from tests.support.docker import registry_config
 from tests.support.net import free_port
 from tests.support.profiles import tutorial_profile
@@ -55,8 +55,11 @@ def test_first_run_builds_pushes_and_returns_the_digest(first_build: ImageResult
 
 def test_pushed_image_carries_the_patched_files(docker_client: docker.DockerClient,
                                                 first_build: ImageResult):
-    # Forget the local copy, so the check reads what the registry serves.
-    docker_client.images.remove(first_build.tagged, force=True)
+    # Forget the local copy, so the check reads what the registry serves. noprune: its
+    # parent layers stay, the build cache of the later builds on the same base (the wandb step).
+    docker_client.images.remove(first_build.tagged, force=True, noprune=True)
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(first_build.ref)
     details = verify_image(docker_client, first_build.ref, PATCHES)
     assert details["patched_files"]["maxtext-adafactor"] == \
         "/deps/src/maxtext/trainers/post_train/rl/utils_rl.py"
@@ -162,10 +165,8 @@ def test_disabled_patch_is_left_out_of_the_image(docker_client: docker.DockerCli
 
 
 def test_a_moved_pattern_fails_the_build_naming_file_and_pattern(
-        docker_client: docker.DockerClient, registry_prefix: str, tmp_path: Path):
-    moved = build_standin(docker_client, f"{registry_prefix}/standin-moved:0.2.5", tmp_path / "ctx",
-                          edit=move_pattern)
-    request = ImageRequest(base=moved, repository=f"{registry_prefix}/tpu-post-training-moved")
+        docker_client: docker.DockerClient, registry_prefix: str, moved_base: str):
+    request = ImageRequest(base=moved_base, repository=f"{registry_prefix}/tpu-post-training-moved")
     with pytest.raises(ImageBuildFailed) as caught:
         ensure_image(request, docker_client, FAST)
     error = caught.value
@@ -179,35 +180,32 @@ def test_a_moved_pattern_fails_the_build_naming_file_and_pattern(
     assert remote_digest(docker_client, tagged, FAST) is None  # nothing was pushed
 
 
-MEASURED = {"maxtext": "0.2.4", "google-tunix": "0.1.7", "jax": "0.11.0"}
-
-
-@pytest.mark.parametrize("jax", ["0.11.0", "0.12.0"])
+@pytest.mark.parametrize("versions", ["measured", "other-tunix"])
 def test_a_patch_the_rehearsal_measured_failing_with_the_images_versions_is_refused(
-        docker_client: docker.DockerClient, registry_prefix: str, tmp_path: Path, jax: str):
+        docker_client: docker.DockerClient, registry_prefix: str, versions: str,
+        request: pytest.FixtureRequest):
     """Issue 18.10: the image's versions (what pip freeze lists, read in the image at build)
     are recorded with the image; with those the rehearsal measured the Adafactor patch
-    failing, the build is refused before the push; with another jax it is pushed."""
+    failing, the build is refused before the push; with another tunix it is pushed.
+    (The bases are conftest.py's, shared with test_cloud_build.py's builds on them.)"""
     from flows.backends.gke.image.verify import PatchMeasuredFailing
 
-    base = build_standin(docker_client, f"{registry_prefix}/standin-dists:jax-{jax}",
-                         tmp_path / "ctx", edit=with_distributions({**MEASURED, "jax": jax}))
-    request = ImageRequest(base=base, repository=f"{registry_prefix}/tpu-post-training-d{jax}")
-    if jax == "0.11.0":
+    base = request.getfixturevalue(f"{versions.replace('-', '_')}_base")
+    image = ImageRequest(base=base, repository=f"{registry_prefix}/tpu-post-training-{versions}")
+    if versions == "measured":
         with pytest.raises(PatchMeasuredFailing) as caught:
-            ensure_image(request, docker_client, FAST)
+            ensure_image(image, docker_client, FAST)
         assert caught.value.code == "image/patch-measured-failing"
         assert "image.disabled_patches.maxtext-adafactor" in str(caught.value)
-        tagged = f"{request.repository}:{ensure_tag(request, docker_client)}"
+        tagged = f"{image.repository}:{ensure_tag(image, docker_client)}"
         assert remote_digest(docker_client, tagged, FAST) is None  # nothing was pushed
         return
-    result = ensure_image(request, docker_client, FAST)
-    assert result.built and result.checked["packages"] == {**MEASURED, "jax": jax}
+    result = ensure_image(image, docker_client, FAST)
+    assert result.built and result.checked["packages"] == OTHER_TUNIX
 
 
 def ensure_tag(request: ImageRequest, client: docker.DockerClient) -> str:
     from flows.backends.gke.image.context import build_context, content_tag
-    from flows.backends.gke.image.registry_daemon import pin_base
 
     patches = request.patches()
     _, digest = pin_base(client, request.base, FAST)
@@ -215,10 +213,13 @@ def ensure_tag(request: ImageRequest, client: docker.DockerClient) -> str:
 
 
 def test_push_retries_while_the_registry_is_down(docker_client: docker.DockerClient,
-                                                 first_build: ImageResult, tmp_path: Path):
+                                                 standin_base: str, tmp_path: Path):
+    # The stand-in base, not the built image: push() is the same for any image, and the
+    # base has one layer to upload where the built one adds the wandb install's.
+    _, base_digest = pin_base(docker_client, standin_base, FAST)
     port = free_port()
-    repository = f"127.0.0.1:{port}/tpu-post-training"
-    docker_client.images.get(first_build.ref).tag(repository, "retry")
+    repository = f"127.0.0.1:{port}/tpu-post-training-standin"
+    docker_client.images.get(standin_base).tag(repository, "retry")
     config = registry_config(tmp_path, port)
     retries: list[tuple[int, str]] = []
     registry: list[subprocess.Popen[bytes]] = []
@@ -239,7 +240,7 @@ def test_push_retries_while_the_registry_is_down(docker_client: docker.DockerCli
             process.wait(timeout=10)
     assert retries and retries[0][0] == 1
     assert "connection refused" in retries[0][1]
-    assert digest == first_build.digest  # same manifest, another registry
+    assert digest == base_digest  # same manifest, another registry
 
 
 def test_no_daemon_error_says_where_one_must_come_from(tmp_path: Path,

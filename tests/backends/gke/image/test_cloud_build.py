@@ -29,7 +29,7 @@ from flows.common.paths import PATCHES_FILE
 from flows.core.patching import load_declarations
 from flows.core.retry import RetryPolicy
 from tests.fakes.cloud_build import FakeCloudBuild, cloud_build_client
-from tests.fakes.image_standin import build_standin, move_pattern, with_distributions
+from tests.fakes.image_standin import OTHER_TUNIX
 from tests.support.gcs import gcs_client
 
 FAST = RetryPolicy(attempts=3, base_s=0.2, factor=2.0)
@@ -93,7 +93,8 @@ def test_the_build_is_polled_by_its_regional_name_not_its_operation(
 def test_same_tag_and_patched_files_as_the_docker_path(cloud_result: ImageResult,
                                                        docker_client: docker.DockerClient,
                                                        standin_base: str, registry_prefix: str):
-    docker_client.images.remove(cloud_result.tagged, force=True)  # read what the registry serves
+    # read what the registry serves (noprune: the parent layers stay, the Docker path's cache)
+    docker_client.images.remove(cloud_result.tagged, force=True, noprune=True)
     cloud_files = verify_image(docker_client, cloud_result.ref, PATCHES)["patched_files"]
     request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/dk/tpu-post-training")
     docker_result = ensure_image(request, docker_client, FAST)
@@ -112,11 +113,8 @@ def test_second_run_skips_without_submitting(cloud_result: ImageResult, clients:
 
 
 def test_a_failing_step_is_a_build_failure_naming_the_step(
-        clients: CloudBuildClients, docker_client: docker.DockerClient, registry_prefix: str,
-        tmp_path: Any):
-    moved = build_standin(docker_client, f"{registry_prefix}/standin-moved-cb:0.2.4", tmp_path / "ctx",
-                          edit=move_pattern)
-    request = ImageRequest(base=moved, repository=f"{registry_prefix}/cbm/tpu-post-training")
+        clients: CloudBuildClients, registry_prefix: str, moved_base: str):
+    request = ImageRequest(base=moved_base, repository=f"{registry_prefix}/cbm/tpu-post-training")
     with pytest.raises(ImageBuildFailed) as failed:
         ensure_image_cloud_build(request, TARGET, clients, FAST, poll_s=0.2)
     assert 'Build step 0 "gcr.io/cloud-builders/docker" failed' in str(failed.value)
@@ -125,15 +123,12 @@ def test_a_failing_step_is_a_build_failure_naming_the_step(
 
 
 def test_the_check_step_refuses_a_patch_measured_failing_with_the_images_versions(
-        clients: CloudBuildClients, fake_build: FakeCloudBuild, docker_client: docker.DockerClient,
-        registry_prefix: str, tmp_path: Any):
+        clients: CloudBuildClients, fake_build: FakeCloudBuild, registry_prefix: str,
+        measured_base: str):
     """Issue 18.10 on the Cloud Build path: the check step prints the image's versions and
     fails the build (so `images:` never pushes) when the rehearsal measured an enabled patch
-    failing with exactly those."""
-    measured = {"maxtext": "0.2.4", "google-tunix": "0.1.7", "jax": "0.11.0"}
-    base = build_standin(docker_client, f"{registry_prefix}/standin-dists-cb:0.2.4",
-                         tmp_path / "ctx", edit=with_distributions(measured))
-    request = ImageRequest(base=base, repository=f"{registry_prefix}/cbd/tpu-post-training")
+    failing with exactly those (conftest.py's measured_base)."""
+    request = ImageRequest(base=measured_base, repository=f"{registry_prefix}/cbd/tpu-post-training")
     with pytest.raises(ImageError) as failed:
         ensure_image_cloud_build(request, TARGET, clients, FAST, poll_s=0.2)
     assert failed.value.code == "image/patch-not-in-effect"
@@ -195,8 +190,8 @@ def test_the_image_stage_through_cloud_build_keeps_its_record_in_the_registry(
 
 
 def test_the_record_carries_the_images_versions_and_the_run_page_shows_parity(
-        clients: CloudBuildClients, fake_build: FakeCloudBuild, docker_client: docker.DockerClient,
-        registry_prefix: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, prefect_api: None):
+        clients: CloudBuildClients, fake_build: FakeCloudBuild, registry_prefix: str,
+        other_tunix_base: str, monkeypatch: pytest.MonkeyPatch, prefect_api: None):
     """Issue 18.10 on the Cloud Build path: the check step's versions come back as its build
     step output ($BUILDER_OUTPUT/output) into the image stage's record, not only the log, and
     the run page's parity artifact says where the rehearsal's lock differs."""
@@ -214,9 +209,9 @@ def test_the_record_carries_the_images_versions_and_the_run_page_shows_parity(
     from flows.stages.image import ImageStage
     from tests.support.profiles import tutorial_profile
 
-    carried = {"maxtext": "0.2.4", "google-tunix": "0.2.0", "jax": "0.11.0"}
-    base = build_standin(docker_client, f"{registry_prefix}/standin-parity-cb:0.2.4",
-                         tmp_path / "ctx", edit=with_distributions(carried))
+    carried = OTHER_TUNIX
+    assert carried == {"maxtext": "0.2.4", "google-tunix": "0.2.0", "jax": "0.11.0"}
+    base = other_tunix_base
     repository = f"{registry_prefix}/cbp/tpu-post-training"
     profile = tutorial_profile(**{"image.base": base, "image.repository": repository,
                                   "image.builder": "cloud-build"})
