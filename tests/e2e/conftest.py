@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.gcs import gcs_server
 from tests.support.gke_world import REGION, GkeWorld, open_gke_world
-from tests.support.prefect_server import PrefectServer, prefect_server_in
+from tests.support.prefect_server import QUICK_POLLING, PrefectServer, prefect_server_in
 
 
 @pytest.fixture(scope="session")
@@ -31,5 +31,6 @@ def gke_world(prefect_api: None, standin_base: str, registry_prefix: str,
 
 @pytest.fixture(scope="session")
 def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
-    with prefect_server_in(tmp_path_factory.mktemp("prefect-home")) as server:
+    with prefect_server_in(tmp_path_factory.mktemp("prefect-home"),
+                           settings=QUICK_POLLING) as server:
         yield server

@@ -35,7 +35,12 @@ from flows.common.paths import REPO_ROOT
 from flows.deploy_steps import flow_image_tag
 from tests.fakes.adc_key import write_adc_key
 from tests.support.flow_image import debian_base_image, deploy_env
-from tests.support.prefect_server import PrefectServer, prefect_server_in, wait_until
+from tests.support.prefect_server import (
+    QUICK_POLLING,
+    PrefectServer,
+    prefect_server_in,
+    wait_until,
+)
 from tests.support.readme import blocks
 
 PAGE = "how-to/deploy-prefect-server.md"
@@ -109,7 +114,7 @@ def walkthrough(docker_client: docker.DockerClient, registry_prefix: str, readme
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthrough]:
     base = debian_base_image()
     home = tmp_path_factory.mktemp("readme-walkthrough")
-    with prefect_server_in(home) as server:
+    with prefect_server_in(home, settings=QUICK_POLLING) as server:  # its workers poll often
         repository = f"{registry_prefix}/tpurl-flow"
         env = deploy_env(server.env, repository, base)
         done = _bash(readme["deploy"], env, timeout=1800)

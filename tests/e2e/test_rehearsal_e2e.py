@@ -6,23 +6,32 @@ reruns that prove skip-if-done: nothing changed → every stage skipped; a chang
 run also evaluates (MaxText's evaluate_rl on the held-out rows, trained and base) and decides
 promotion; the learning-rate and base-model reruns leave eval out (its lineage is proven in
 tests/stages/test_evaluate.py), since each evaluation program costs minutes on CPU.
+
+The learning-rate rerun also tracks to W&B in offline mode (issue 35.1): its train program is
+MaxText's real ``train_rl`` through tunix's metrics logger, so the W&B proof needs no training
+of its own. Tracking enters no stage's key (flows/core/layout.py train_key), so the rerun
+still proves that the learning rate alone reruns train and export.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
+from flows.config import load_profile
 from flows.core.failures import StageFailed
+from flows.core.layout import Layout
 from flows.pipeline import rl_post_training
 from flows.runpage.result import PipelineResult
 from tests.support.profiles import fake_hf_token
 from tests.support.results import stage_statuses
+from tests.support.wandb_records import history, run_record
 
 NO_EVAL = {"eval": "", "promotion": ""}  # reruns about train/convert lineage only
 
@@ -158,13 +167,53 @@ def test_rerun_with_nothing_changed_skips_every_stage(first_run, root):
     assert all(not s.workloads for s in again.stages)
 
 
-def test_changed_learning_rate_reruns_train_and_export_only(first_run, root):
-    changed = rl_post_training(profile="rehearsal", overrides={
-        "local.root": str(root), "train.args.learning_rate": "2e-3", **NO_EVAL})
+# W&B offline, its key a secret reference (a random one: no file of the run may carry it)
+WANDB = {"tracking.wandb.project": "grpo-rehearsal", "tracking.wandb.mode": "offline",
+         "tracking.wandb.api_key.env": "WB_KEY_FOR_TEST"}
+WANDB_KEY = os.urandom(20).hex()
+LEARNING_RATE = {"train.args.learning_rate": "2e-3"}
+
+
+@pytest.fixture(scope="module")
+def lr_rerun(first_run, root) -> tuple[PipelineResult, Layout]:
+    """The rerun with a changed learning rate, tracked to W&B offline; with its Layout."""
+    outside = {n: os.environ.pop(n) for n in ("WANDB_API_KEY", "WANDB_PROJECT", "WANDB_MODE",
+                                               "WANDB_DIR") if n in os.environ}
+    os.environ["WB_KEY_FOR_TEST"] = WANDB_KEY
+    overrides = {"local.root": str(root), **LEARNING_RATE, **WANDB, **NO_EVAL}
+    try:
+        layout = Layout(load_profile("rehearsal", overrides))
+        return rl_post_training(profile="rehearsal", overrides=overrides), layout
+    finally:
+        os.environ.pop("WB_KEY_FOR_TEST", None)
+        os.environ.update(outside)
+
+
+def test_changed_learning_rate_reruns_train_and_export_only(first_run, lr_rerun):
+    changed, _ = lr_rerun
     assert stage_statuses(changed) == {"image": "skipped", "infra": "skipped", "convert": "skipped",
                                   "train": "ran", "export": "ran"}
     assert changed.artifacts["maxtext_checkpoint"] == first_run.artifacts["maxtext_checkpoint"]
     assert changed.artifacts["trained_checkpoint"] != first_run.artifacts["trained_checkpoint"]
+
+
+def test_the_real_training_logs_to_the_profiles_wandb_project_offline(lr_rerun):
+    """Issue 35.1: the run lands under the profile's project, not tunix's default "tunix":
+    the declared patch maxtext-wandb-project (images/post-training/patches.yaml) passes
+    WANDB_PROJECT to MetricsLoggerOptions (tunix/sft/metrics_logger.py:189-197 at c4ec573d
+    builds the WandbBackend from its project_name)."""
+    _, layout = lr_rerun
+    run_dir = _path(layout.train_run_dir)
+    [run_file] = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+    run = run_record(run_file)
+    assert (run.project, run.run_group) == ("grpo-rehearsal", layout.run_name)
+    rows = [row for row in history(run_file) if any("/" in k for k in row)]
+    steps = {int(float(row["_step"])) for row in rows if "_step" in row}
+    assert rows and steps, history(run_file)
+    logged = {k for row in rows for k in row if not k.startswith("_")}
+    assert any("reward" in k for k in logged) and any("loss" in k for k in logged), logged
+    written = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert not [p for p in written if WANDB_KEY.encode() in p.read_bytes()]
 
 
 def test_changed_base_model_reruns_convert_too(first_run, root):

@@ -45,6 +45,16 @@ class PrefectServer:
         return response
 
 
+# Prefect's own polling, shortened for the e2e deployment tests' workers (their env is
+# the server's): a worker looks for scheduled runs every PREFECT_WORKER_QUERY_SECONDS (10 by
+# default; each run the announcements test waits for is picked up by one), and a run the
+# deployment's ENQUEUE limit turns back is scheduled again after the server's
+# concurrency_slot_wait_seconds (30 by default: the follow-up's start after the first run
+# ends). Both are waits Prefect honours as set; what the runs do and decide is unchanged.
+QUICK_POLLING = {"PREFECT_WORKER_QUERY_SECONDS": "2",
+                 "PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS": "5"}
+
+
 @contextlib.contextmanager
 def prefect_server_in(home: Path, port: int | None = None,
                       settings: dict[str, str] | None = None) -> Iterator[PrefectServer]:
