@@ -218,9 +218,13 @@ def run_schedule(schedule: Schedule, tmp: Path) -> None:
         metered_chip_s = backend.spend.spent_usd * 3600.0
         # per lifetime of a slice: the watch sees its pods bound up to a tick late (or
         # early: it charges from its previous tick), and the charged scale-down tail is the
-        # fake's unneeded time while the nodes go one autoscaler loop or two later
+        # fake's unneeded time while the nodes go one autoscaler loop or two later; and
+        # twice the latest the fake's loop ran on a busy machine (its nodes come before
+        # their pods are bound and go after the meter's tail by that much more: the fake's
+        # timing, not the meter's; a 5-lane CI run saw 1.6 s of it)
         slices = max(1, sum(1 for _, _, ok in scaler.scale_ups if ok))
-        tolerance = slices * gke.total_chips * (2 * TICK_S + UNNEEDED_S + 0.25)
+        tolerance = slices * gke.total_chips * (2 * TICK_S + UNNEEDED_S + 0.25 +
+                                                2 * scaler.late_s)
         assert abs(true_chip_s - metered_chip_s) <= tolerance, (true_chip_s, metered_chip_s,
                                                                context)
 
