@@ -24,22 +24,20 @@ class HashedPin:
     name: str
     version: str
     digests: tuple[str, ...]
-    line: str  # the requirement line as written (its continuation backslash stripped)
 
 
 def hashed_pins(text: str) -> list[HashedPin]:
     """Pure: the lock's ``name==version`` requirements in order, each with its digests.
     A requirement that is not a plain pin starts a block too (its hashes are not a pin's)
     and is left out of the answer."""
-    blocks: list[tuple[re.Match[str] | None, str, list[str]]] = []
+    blocks: list[tuple[re.Match[str] | None, list[str]]] = []
     for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if line[0].isspace():
             if (match := _HASH.match(line)) and blocks:
-                blocks[-1][2].append(match["digest"])
+                blocks[-1][1].append(match["digest"])
             continue
-        requirement = line.rstrip().removesuffix("\\").rstrip()
-        blocks.append((_PIN.match(requirement), requirement, []))
-    return [HashedPin(pin["name"], pin["version"], tuple(digests), requirement)
-            for pin, requirement, digests in blocks if pin is not None]
+        blocks.append((_PIN.match(line), []))
+    return [HashedPin(pin["name"], pin["version"], tuple(digests))
+            for pin, digests in blocks if pin is not None]
