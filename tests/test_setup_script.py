@@ -25,7 +25,7 @@ def _tree(tmp_path: Path) -> Path:
     return root
 
 
-def _setup(root: Path) -> subprocess.CompletedProcess[str]:
+def _setup(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # only the tools the script's first lines use, and no python3.12 on PATH: a run that gets
     # past the unchanged check stops at its first step, whatever this machine has installed
     tools = root / "tools"
@@ -34,15 +34,18 @@ def _setup(root: Path) -> subprocess.CompletedProcess[str]:
         if not (tools / tool).exists():
             (tools / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
     env = {**os.environ, "PATH": str(tools), "HOME": str(root)}
-    return subprocess.run([shutil.which("bash") or "/bin/bash", "scripts/setup.sh"], cwd=root,
+    return subprocess.run([shutil.which("bash") or "/bin/bash", "scripts/setup.sh", *args], cwd=root,
                           env=env, capture_output=True, text=True, timeout=60)
 
 
-def _stamp_as_a_complete_setup_would(root: Path) -> None:
+def _stamp_as_a_complete_setup_would(root: Path, installed: str | None = "dev") -> None:
+    """``installed`` None: a stamp of the hash alone, as setups before the --run mode wrote
+    (they always installed the dev tools)."""
     script = (root / "scripts" / "setup.sh").read_text()
     inputs = script[script.index("setup_inputs() {"):script.index("STAMP=")]
-    subprocess.run(["bash", "-c", f'{inputs}\nsetup_inputs | sha256sum | cut -d" " -f1 '
-                    f'> .venv/.tpurl-setup-stamp'], cwd=root, check=True,
+    what = f' {installed}' if installed else ""
+    subprocess.run(["bash", "-c", f'{inputs}\necho "$(setup_inputs | sha256sum | cut -d" " -f1)'
+                    f'{what}" > .venv/.tpurl-setup-stamp'], cwd=root, check=True,
                    env={**os.environ, "HOME": str(root)})
 
 
@@ -70,3 +73,26 @@ def test_a_change_of_what_decides_the_venv_installs_again(tmp_path: Path) -> Non
         assert UNCHANGED not in done.stdout, change
         assert "Python 3.12 not found" in done.stderr, (change, done.stderr)
         assert not (root / ".venv" / ".tpurl-setup-stamp").exists(), change
+
+
+def test_a_run_setup_serves_the_rehearsal_and_not_the_tests(tmp_path: Path) -> None:
+    """`setup.sh --run` (scripts/rehearse.sh) installs without the dev tools; a venv set up
+    that way answers a --run setup at once, while the full setup (scripts/test.sh) installs
+    the dev tools over it. A venv with the dev tools, or an older hash-only stamp (setups
+    then always installed them), answers both."""
+    for installed, args, unchanged in ((("run", ("--run",), True), ("run", (), False),
+                                        ("dev", ("--run",), True), ("dev", (), True),
+                                        (None, ("--run",), True), (None, (), True))):
+        root = _tree(tmp_path / f"{installed}-{'-'.join(args) or 'full'}")
+        _stamp_as_a_complete_setup_would(root, installed)
+        done = _setup(root, *args)
+        assert (UNCHANGED in done.stdout) == unchanged, (installed, args, done.stdout, done.stderr)
+        if not unchanged:
+            assert "Python 3.12 not found" in done.stderr, (installed, args, done.stderr)
+
+
+def test_an_unknown_setup_argument_is_refused_before_anything(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    done = _setup(root, "--fast")
+    assert done.returncode == 2 and "usage: bash scripts/setup.sh [--run]" in done.stderr
+    assert not (root / ".venv" / ".tpurl-setup-stamp").exists()

@@ -10,14 +10,16 @@ third backend is one more folder under flows/backends/ that implements this prot
   make it, verify it).
 - ``runtime`` is a :class:`ProgramRuntime`: how the three MaxText programs are adapted to the
   place they run (image name, where the model is read from, launcher, placement, env).
-- ``run_workload`` runs one :class:`~flows.core.workload.Workload` to its verdict.
+- ``run_workload`` runs one :class:`~flows.core.workload.Workload` to its verdict;
+  ``run_independent`` runs programs none of which needs another's output (at once where the
+  backend has room, :class:`RunsTogether`).
 
 Constructing a backend never does I/O (plans are pure); connections are made on first use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,6 +187,35 @@ class Running(Protocol):
         """Remove what an unverified attempt left in ``directory`` (logs stay), unless a live
         workload of this stage still writes there; returns the number of files removed."""
         ...
+
+
+@runtime_checkable
+class RunsTogether(Protocol):
+    """A backend with room to run a stage's independent programs at once: the local one (a
+    CPU core each). A GKE slice holds one Pathways job at a time, so there they run in turn."""
+
+    def run_workloads(self, runs: Sequence[tuple[Workload, str]]
+                      ) -> list[WorkloadRun | BaseException]:
+        """Each (workload, log URI) run to its end; each one's run or the exception it
+        ended with, in order. An interruption of the caller stops them all and is raised."""
+        ...
+
+
+def run_independent(backend: Running, runs: Sequence[tuple[Workload, str]]
+                    ) -> list[WorkloadRun | BaseException | None]:
+    """Run programs none of which needs another's output: at once where the backend can
+    (every one runs to its end), else in turn, stopping at the first failure (those after it:
+    None, not run). A failure is returned, not raised: the caller keeps what succeeded."""
+    if isinstance(backend, RunsTogether):
+        return list(backend.run_workloads(runs))
+    outcomes: list[WorkloadRun | BaseException | None] = [None] * len(runs)
+    for index, (workload, log_uri) in enumerate(runs):
+        try:
+            outcomes[index] = backend.run_workload(workload, log_uri)
+        except Exception as exc:
+            outcomes[index] = exc
+            break
+    return outcomes
 
 
 class Pricing(Protocol):

@@ -18,7 +18,7 @@ from typing import Any
 
 from flows.config.eval_hours import eval_rows
 from flows.config.profile import Profile
-from flows.core.backend import Backend, StageWork, WorkloadRun
+from flows.core.backend import Backend, StageWork, WorkloadRun, run_independent
 from flows.core.dataset import dataset_problem
 from flows.core.eval_estimate import plan_notes
 from flows.core.eval_programs import (
@@ -126,26 +126,29 @@ class EvaluateStage(ProgramStage):
             return False
         return True
 
-    def _run_one(self, ctx: StageContext, which: Which, checkpoint: str,
-                 upstream: dict[str, StageOutput]) -> WorkloadRun:
-        workload = evaluate_workload(ctx.profile, ctx.layout, ctx.backend.runtime, which,
-                                     checkpoint, built_image(upstream))
-        try:
-            return ctx.backend.run_workload(workload, ctx.layout.log(eval_dir(ctx.layout, which),
-                                                                     workload.name))
-        except StageFailed as exc:
-            detail = exc.diagnosis.detail or ""
-            if "EVAL-OVERLAP" in detail or "EVAL-EMPTY" in detail:
-                line = next(ln for ln in detail.splitlines() if "EVAL-" in ln)
-                raise user_error(self.name, "the held-out set is not held out" if "OVERLAP" in
-                                 line else "the held-out set is empty", line,
-                                 "declare eval.files with rows the run does not train on, or "
-                                 "remove eval.files to use the dataset's test split",
-                                 code="eval/overlap") from exc
-            raise
+    def _explained(self, failure: BaseException) -> BaseException:
+        """A held-out set that is not held out (or is empty) is the user's to fix; the
+        program says so on a marked line."""
+        if not isinstance(failure, StageFailed):
+            return failure
+        detail = failure.diagnosis.detail or ""
+        if "EVAL-OVERLAP" not in detail and "EVAL-EMPTY" not in detail:
+            return failure
+        line = next(ln for ln in detail.splitlines() if "EVAL-" in ln)
+        explained = user_error(self.name, "the held-out set is not held out" if "OVERLAP" in
+                               line else "the held-out set is empty", line,
+                               "declare eval.files with rows the run does not train on, or "
+                               "remove eval.files to use the dataset's test split",
+                               code="eval/overlap")
+        explained.__cause__ = failure
+        return explained
 
     def run(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> list[WorkloadRun]:
-        runs = []
+        """The base model is scored unless a verified score for its key is kept; the two
+        programs run together where the backend has room (neither needs the other's output),
+        and a base score that finished is kept with its record even if the trained one
+        failed."""
+        checkpoints: dict[Which, str] = {}
         ctx.scratch["base_cached"] = self.cached_base(ctx)
         if ctx.scratch["base_cached"]:
             ctx.logger.info("%s: base score for key %s already verified; reused", self.name,
@@ -155,18 +158,31 @@ class EvaluateStage(ProgramStage):
             if cleared := ctx.backend.clear_leftovers(self.name, base_dir):
                 ctx.logger.warning("%s: removed %d file(s) of an unverified base score in %s",
                                    self.name, cleared, base_dir)
-            runs.append(self._run_one(ctx, "base", upstream["convert"].uris["maxtext_checkpoint"],
-                                      upstream))
-            summary = self._summary(ctx, "base")
-            record = LineageRecord(stage=BASE_STAGE, key=base_eval_key(ctx.profile), inputs={},
-                                   outputs=relative_outputs({"base_scores": base_dir},
-                                                            ctx.layout.root),
-                                   details={"summary": summary.model_dump()},
-                                   manifest={"base_scores": build_manifest(ctx.storage, base_dir)})
-            write_record(ctx.storage, self._base_record_uri(ctx), record)
-        runs.append(self._run_one(ctx, "trained", upstream["train"].uris["actor_checkpoint"],
-                                  upstream))
-        return runs
+            checkpoints["base"] = upstream["convert"].uris["maxtext_checkpoint"]
+        checkpoints["trained"] = upstream["train"].uris["actor_checkpoint"]
+        runs = []
+        for which, checkpoint in checkpoints.items():
+            workload = evaluate_workload(ctx.profile, ctx.layout, ctx.backend.runtime, which,
+                                         checkpoint, built_image(upstream))
+            runs.append((workload, ctx.layout.log(eval_dir(ctx.layout, which), workload.name)))
+        outcomes = dict(zip(checkpoints, run_independent(ctx.backend, runs), strict=True))
+        if isinstance(outcomes.get("base"), WorkloadRun):
+            self._keep_base(ctx)
+        for outcome in outcomes.values():
+            if isinstance(outcome, BaseException):
+                raise self._explained(outcome)
+        return [o for o in outcomes.values() if isinstance(o, WorkloadRun)]
+
+    def _keep_base(self, ctx: StageContext) -> None:
+        """The base score's own record, so later runs from this base reuse it."""
+        base_dir = eval_dir(ctx.layout, "base")
+        summary = self._summary(ctx, "base")
+        record = LineageRecord(stage=BASE_STAGE, key=base_eval_key(ctx.profile), inputs={},
+                               outputs=relative_outputs({"base_scores": base_dir},
+                                                        ctx.layout.root),
+                               details={"summary": summary.model_dump()},
+                               manifest={"base_scores": build_manifest(ctx.storage, base_dir)})
+        write_record(ctx.storage, self._base_record_uri(ctx), record)
 
     def _summary(self, ctx: StageContext, which: Which) -> ScoreSummary:
         uri = scores_uri(ctx.layout, which)

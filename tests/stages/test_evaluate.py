@@ -155,3 +155,42 @@ def test_a_worse_retrained_model_is_rejected_and_the_pointer_stays(tmp_path: Pat
     assert still is not None and still.run == "run-1" and pointer.read_text() == before
     assert [m.run for m in read_history(LocalStorage(), worse.profile)] == ["run-1"]
     assert local(artifacts["hf_export"]).is_dir()  # the rejected export is kept
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["in-turn", "together"])
+def test_a_base_score_that_finished_is_kept_when_the_trained_one_failed(
+        tmp_path: Path, together: bool) -> None:
+    """Both ways a backend runs the two programs (GKE in turn, the rehearsal at once): the
+    trained evaluation's failure fails the stage, the base's finished score is kept with its
+    record, and the rerun scores only the trained model."""
+    from flows.core.failures import diagnose_exit
+
+    backend = backend_at(tmp_path)
+    real = backend.run_workload
+
+    def trained_fails(workload, log_uri):
+        if workload.name == "evaluate-trained":
+            raise StageFailed("evaluate", diagnose_exit(workload.name, 1, ["oom"], False, 60))
+        return real(workload, log_uri)
+
+    backend.run_workload = trained_fails  # type: ignore[method-assign]
+    if together:  # a run together: every program to its end, the trained one failing first
+
+        def at_once(runs):
+            outcomes = []
+            for workload, log_uri in reversed(runs):
+                try:
+                    outcomes.append(trained_fails(workload, log_uri))
+                except StageFailed as exc:
+                    outcomes.append(exc)
+            return outcomes[::-1]
+
+        backend.run_workloads = at_once  # type: ignore[attr-defined]
+    with pytest.raises(StageFailed):
+        run_all(backend, with_eval=True)
+    assert backend.runs["evaluate-base"] == 1
+    layout = backend.layout
+    assert local(layout.record(eval_dir(layout, "base"))).is_file()
+    again = backend_at(tmp_path)
+    assert statuses(run_all(again, with_eval=True))["evaluate"] == "ran"
+    assert again.runs["evaluate-base"] == 0 and again.runs["evaluate-trained"] == 1

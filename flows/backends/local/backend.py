@@ -9,6 +9,7 @@ stage's output, so a failure is explained even after the run is gone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -17,12 +18,13 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from flows.backends.local.image import LocalImage, venv_patch_mismatch
 from flows.backends.local.infra import LocalInfra
 from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalRuntime
+from flows.backends.local.together import Outcome, Started, run_together
 from flows.common.issues import Issue
 from flows.common.owned import is_inside
 from flows.common.paths import REPO_ROOT
@@ -124,7 +126,13 @@ class LocalBackend:
             raise ValueError(f"the local backend has no environment for image {image!r}")
         return venv / "bin" / "python"
 
-    def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
+    def run_workloads(self, runs: Sequence[tuple[Workload, str]]) -> list[Outcome]:
+        """Independent programs of a stage at once (flows/backends/local/together.py)."""
+        return run_together([functools.partial(self.run_workload, workload, log_uri)
+                             for workload, log_uri in runs], lambda proc: _kill_group(proc, None))
+
+    def run_workload(self, workload: Workload, log_uri: str,
+                     on_start: Started | None = None) -> WorkloadRun:
         python = self.python_for(workload.image)
         if workload.image == REHEARSAL_IMAGE and (
                 why := venv_patch_mismatch(self.profile, self.layout.venv_dir())):
@@ -142,11 +150,11 @@ class LocalBackend:
             self.redactor.add(value)
             env[name] = value
         return self.run_command(workload.name, argv, log_uri, env, workload.progress_regex,
-                                workload.total_steps)
+                                workload.total_steps, on_start)
 
     def run_command(self, name: str, argv: list[str], log_uri: str,
                     env: Mapping[str, str] | None = None, progress_regex: str | None = None,
-                    total_steps: int | None = None) -> WorkloadRun:
+                    total_steps: int | None = None, on_start: Started | None = None) -> WorkloadRun:
         log_path = self.storage.local_path(log_uri)
         assert log_path is not None
         tag_path = log_path.with_suffix(".pid")
@@ -177,6 +185,8 @@ class LocalBackend:
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True, bufsize=1, start_new_session=True,
                                         preexec_fn=die_with_parent)
+                if on_start is not None:  # a group running programs together can stop it
+                    on_start(proc)
                 write_text(tag_path, ProcessTag.of(proc.pid, name).to_json(),
                            f"{name}'s pid tag")
                 timer = threading.Timer(self.timeout_s, _kill_group, (proc, timed_out))

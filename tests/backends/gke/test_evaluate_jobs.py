@@ -89,11 +89,12 @@ def test_a_held_out_set_that_overlaps_training_is_the_stages_user_error(
     scenario(server.kube, [(0.1, admit), (0.05, start),
                            (0.05, say("EVAL-OVERLAP 2 of 4 evaluation rows were trained on, "
                                       "e.g. 'What is 2+2?'")), (0.1, exit_with(3))])
-    ctx, _, _, _ = _run(server, tmp_path)
-    stage = EvaluateStage()
+    _, workload, backend, _ = _run(server, tmp_path)
     with pytest.raises(StageFailed) as failed:
-        stage._run_one(ctx, "trained", ctx.layout.actor_params(50), {})
-    diagnosis = failed.value.diagnosis
+        backend.run_workload(workload, file_uri(tmp_path / "trained.log"))
+    explained = EvaluateStage()._explained(failed.value)
+    assert isinstance(explained, StageFailed) and explained.__cause__ is failed.value
+    diagnosis = explained.diagnosis
     assert diagnosis.category is FailureCategory.USER_ERROR
     assert diagnosis.code == "eval/overlap" and "EVAL-OVERLAP 2 of 4" in diagnosis.detail
     assert "eval.files" in diagnosis.fix

@@ -1,0 +1,95 @@
+"""Independent programs of one stage, run at once on this machine.
+
+Why: the rehearsal's first evaluation scores the base model and the trained one, two
+programs that each keep about one core busy; one after the other they left the second
+core of a 2-core machine idle for about 40 s of a fresh clone's first result. On GKE the
+two are Pathways JobSets on one slice and stay one after the other (flows/core/backend.py
+``run_independent``).
+
+Each program runs in the local backend's ``run_command`` in a daemon thread of its own,
+announcing its process as soon as it exists; the caller's thread waits. Whatever
+interrupts the caller's thread (Ctrl-C, the run's deadline, a cancel: signals and their
+exceptions land only there) stops every program started, or about to start, and waits for
+their threads to tidy up (pid tag removed, log closed) before it goes on: no program
+outlives it and no thread can hold the interpreter's exit. A program that fails does not
+stop the others: each ends on its own, so what they finish is verified and kept.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from flows.core.backend import WorkloadRun
+
+Started = Callable[[subprocess.Popen[str]], None]
+# runs one program to its end, calling Started with its process the moment it exists
+Program = Callable[[Started], WorkloadRun]
+Outcome = WorkloadRun | BaseException
+# how long an interrupted group waits for its threads: each program gets SIGTERM, then
+# SIGKILL 10 s later (backend._kill_group), then its thread removes the tag and closes the log
+STOP_WAIT_S = 30.0
+
+
+class NotStarted(RuntimeError):
+    """A program the group was stopped before it started."""
+
+
+class ProgramGroup:
+    """The processes of programs running together, stopped as one."""
+
+    def __init__(self, stop_process: Callable[[subprocess.Popen[str]], None]) -> None:
+        self._lock = threading.Lock()
+        self._processes: list[subprocess.Popen[str]] = []
+        self._stop_process = stop_process
+        self.stopping = False
+
+    def started(self, process: subprocess.Popen[str]) -> None:
+        """Called by a program's thread once its process exists: one started after the group
+        was stopped is stopped at once."""
+        with self._lock:
+            self._processes.append(process)
+            stop_now = self.stopping
+        if stop_now:
+            self._stop_process(process)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopping = True
+            processes = list(self._processes)
+        for process in processes:
+            self._stop_process(process)
+
+
+def run_together(programs: Sequence[Program],
+                 stop_process: Callable[[subprocess.Popen[str]], None]) -> list[Outcome]:
+    """Run ``programs`` at once; each one's WorkloadRun, or the exception it ended with, in
+    their order. An exception in the caller's thread stops them all, then is raised."""
+    outcomes: list[Outcome] = [NotStarted("not started") for _ in programs]
+    group = ProgramGroup(stop_process)
+
+    def work(index: int) -> None:
+        if group.stopping:
+            return
+        try:
+            outcomes[index] = programs[index](group.started)
+        except BaseException as exc:  # handed to the caller's thread, which decides
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True, name=f"program-{i}")
+               for i in range(len(programs))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        group.stop()
+        deadline = time.monotonic() + STOP_WAIT_S
+        for thread in threads:
+            if thread.ident is not None:  # started
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        raise
+    return outcomes
