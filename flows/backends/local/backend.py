@@ -24,7 +24,7 @@ from pathlib import Path
 from flows.backends.local.image import LocalImage, venv_patch_mismatch
 from flows.backends.local.infra import LocalInfra
 from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalRuntime
-from flows.backends.local.together import Outcome, Started, run_together
+from flows.backends.local.together import Outcome, Program, Started, run_together
 from flows.common.issues import Issue
 from flows.common.owned import is_inside
 from flows.common.paths import REPO_ROOT
@@ -128,8 +128,14 @@ class LocalBackend:
 
     def run_workloads(self, runs: Sequence[tuple[Workload, str]]) -> list[Outcome]:
         """Independent programs of a stage at once (flows/backends/local/together.py)."""
-        return run_together([functools.partial(self.run_workload, workload, log_uri)
-                             for workload, log_uri in runs], lambda proc: _kill_group(proc, None))
+        return self.run_together([functools.partial(self.run_workload, workload, log_uri)
+                                  for workload, log_uri in runs])
+
+    def run_together[Result](self, programs: Sequence[Program[Result]]
+                             ) -> list[Result | BaseException]:
+        """``programs`` (each given the callback its run_command calls with its process) at
+        once, stopped as one when the caller is interrupted."""
+        return run_together(programs, lambda proc: _kill_group(proc, None))
 
     def run_workload(self, workload: Workload, log_uri: str,
                      on_start: Started | None = None) -> WorkloadRun:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flows.backends.local.installer import install_command, installer_name
+from flows.backends.local.together import Started
 from flows.backends.local.tunix_source import (
     TUNIX_GITHUB_FILE,
     WHEEL_DIR_ENV,
@@ -126,8 +127,17 @@ class LocalImage:
         if _python(venv).exists():
             _record_patch_set(venv, None)  # in flux until the patches below are applied
             restore_tree(_package_roots(venv), declared)  # reinstall over pristine files
-        runs = self._ensure_venv("rehearsal", venv, local.venv_python, REHEARSAL_LOCKS, logs,
-                                 tunix)
+        # the two venvs share nothing: installed at once (flows/backends/local/together.py)
+        installs = self.backend.run_together([
+            lambda started: self._ensure_venv("rehearsal", venv, local.venv_python,
+                                              REHEARSAL_LOCKS, logs, tunix, started),
+            lambda started: self._ensure_venv("hf-check", check, local.hf_check_python,
+                                              (HF_CHECK_LOCK,), logs, on_start=started)])
+        runs: list[WorkloadRun] = []
+        for outcome in installs:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            runs += outcome
         patches = enabled(declared, self.profile.image.disabled_patches)
         for pid, why in self.profile.image.disabled_patches.items():
             ctx.logger.warning("patch %s is DISABLED by the profile: %s", pid, why)
@@ -139,8 +149,6 @@ class LocalImage:
                              code="image/patch-mismatch") from exc
         ctx.logger.info("patched %s", ", ".join(sorted(set(patched))))
         _record_patch_set(venv, [p.id for p in patches])
-        runs += self._ensure_venv("hf-check", check, local.hf_check_python, (HF_CHECK_LOCK,),
-                                  logs)
         return runs
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:
@@ -180,7 +188,8 @@ class LocalImage:
         return source
 
     def _ensure_venv(self, label: str, venv: Path, python_version: str, locks: tuple[Path, ...],
-                     logs: str, tunix: TunixSource | None = None) -> list[WorkloadRun]:
+                     logs: str, tunix: TunixSource | None = None,
+                     on_start: Started | None = None) -> list[WorkloadRun]:
         """Install the locks into ``venv``. A directory is only ever removed when it carries
         our marker (flows/common/owned.py): :func:`_refuse_foreign` ran first."""
         runs: list[WorkloadRun] = []
@@ -198,10 +207,12 @@ class LocalImage:
             python = shutil.which(f"python{python_version}") or f"python{python_version}"
             runs.append(self.backend.run_command(
                 f"create-{label}-venv", [python, "-m", "venv", *_without_pip(), str(venv)],
-                join(logs, f"create-{label}-venv.log"), {"PYENV_VERSION": python_version}))
+                join(logs, f"create-{label}-venv.log"), {"PYENV_VERSION": python_version},
+                on_start=on_start))
         for name, (argv, env) in _install_steps(_python(venv), venv, locks[0], tunix):
             runs.append(self.backend.run_command(f"install-{label}{name}", argv,
-                                                 join(logs, f"install-{label}{name}.log"), env))
+                                                 join(logs, f"install-{label}{name}.log"), env,
+                                                 on_start=on_start))
         write_text(marker, _marker_text(locks), "the rehearsal venv's install marker")
         return runs
 

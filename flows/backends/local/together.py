@@ -25,8 +25,9 @@ from collections.abc import Callable, Sequence
 from flows.core.backend import WorkloadRun
 
 Started = Callable[[subprocess.Popen[str]], None]
-# runs one program to its end, calling Started with its process the moment it exists
-Program = Callable[[Started], WorkloadRun]
+# a program (or programs one after the other) run to the end, calling Started with each
+# process the moment it exists
+type Program[Result] = Callable[[Started], Result]
 Outcome = WorkloadRun | BaseException
 # how long an interrupted group waits for its threads: each program gets SIGTERM, then
 # SIGKILL 10 s later (backend._kill_group), then its thread removes the tag and closes the log
@@ -63,11 +64,12 @@ class ProgramGroup:
             self._stop_process(process)
 
 
-def run_together(programs: Sequence[Program],
-                 stop_process: Callable[[subprocess.Popen[str]], None]) -> list[Outcome]:
-    """Run ``programs`` at once; each one's WorkloadRun, or the exception it ended with, in
+def run_together[Result](programs: Sequence[Program[Result]],
+                 stop_process: Callable[[subprocess.Popen[str]], None]
+                 ) -> list[Result | BaseException]:
+    """Run ``programs`` at once; what each returned, or the exception it ended with, in
     their order. An exception in the caller's thread stops them all, then is raised."""
-    outcomes: list[Outcome] = [NotStarted("not started") for _ in programs]
+    outcomes: list[Result | BaseException] = [NotStarted("not started") for _ in programs]
     group = ProgramGroup(stop_process)
 
     def work(index: int) -> None:
