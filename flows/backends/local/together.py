@@ -32,6 +32,9 @@ Outcome = WorkloadRun | BaseException
 # how long an interrupted group waits for its threads: each program gets SIGTERM, then
 # SIGKILL 10 s later (backend._kill_group), then its thread removes the tag and closes the log
 STOP_WAIT_S = 30.0
+# how often the caller's thread looks whether the programs are done: a small delay next to
+# programs that run for seconds
+POLL_S = 0.02
 
 
 class NotStarted(RuntimeError):
@@ -71,27 +74,39 @@ def run_together[Result](programs: Sequence[Program[Result]],
     their order. An exception in the caller's thread stops them all, then is raised."""
     outcomes: list[Result | BaseException] = [NotStarted("not started") for _ in programs]
     group = ProgramGroup(stop_process)
+    # Each thread says it is done by setting its flag, and the caller's thread polls the
+    # flags between sleeps: no lock of the caller's is involved that a Ctrl-C could leave in
+    # a wrong state. Thread.join is not used because a Ctrl-C landing in it (CPython 3.12
+    # threading._wait_for_tstate_lock) marks the running thread stopped, so a second join
+    # returns at once while it still runs; an Event is not used because a Ctrl-C landing on
+    # the entry of its Condition's __exit__ leaves the Condition's lock held, and the next
+    # wait on it never returns. Both seen in tests/backends/local/test_together.py.
+    finished = [False for _ in programs]
 
     def work(index: int) -> None:
-        if group.stopping:
-            return
         try:
-            outcomes[index] = programs[index](group.started)
+            if not group.stopping:
+                outcomes[index] = programs[index](group.started)
         except BaseException as exc:  # handed to the caller's thread, which decides
             outcomes[index] = exc
+        finally:
+            finished[index] = True
 
     threads = [threading.Thread(target=work, args=(i,), daemon=True, name=f"program-{i}")
                for i in range(len(programs))]
     try:
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join()
+        while not all(finished):
+            time.sleep(POLL_S)
     except BaseException:
         group.stop()
         deadline = time.monotonic() + STOP_WAIT_S
-        for thread in threads:
-            if thread.ident is not None:  # started
-                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        # a thread not started yet (its start interrupted) still starts, sees the group
+        # stopped and ends at once: waited for only once it has started
+        while (not all(done or thread.ident is None
+                       for done, thread in zip(finished, threads, strict=True))
+               and time.monotonic() < deadline):
+            time.sleep(POLL_S)
         raise
     return outcomes

@@ -18,64 +18,16 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from flows.backends.local import backend as backend_module
 from flows.backends.local.backend import LocalBackend
 from flows.config import load_profile
 from flows.core.storage import file_uri
+from tests.support.interrupt_points import InterruptAt, caused_by_interrupt, marked
 
 RUN_COMMAND = LocalBackend.run_command.__code__
-THREADING = threading.__file__
 WAIT_LINE = next(i for i, line in enumerate(Path(backend_module.__file__).read_text()
                                             .splitlines(), 1) if "returncode = proc.wait()" in line)
-
-
-class InterruptAt:
-    """Raises KeyboardInterrupt at the ``target``-th traced line event; remembers where."""
-
-    def __init__(self, target: int) -> None:
-        self.target, self.seen, self.where = target, 0, ("", 0)
-
-    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if frame.f_code is RUN_COMMAND:
-            return self._line
-        if frame.f_code.co_filename == THREADING:  # on entry, where a signal's handler runs
-            self._count(frame)
-        return None
-
-    def _line(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "line":
-            self._count(frame)
-        return self._line
-
-    def _count(self, frame: FrameType) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self.seen += 1
-            if self.seen == self.target:
-                self.where = (frame.f_code.co_filename, frame.f_lineno)
-                raise KeyboardInterrupt
-
-
-def _caused_by_interrupt(exc: BaseException | None) -> bool:
-    while exc is not None:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-def _marked(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if marker.encode() in handle.read():
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def test_an_interrupt_at_any_line_leaves_no_thread_process_or_tag(tmp_path: Path) -> None:
@@ -88,14 +40,14 @@ def test_an_interrupt_at_any_line_leaves_no_thread_process_or_tag(tmp_path: Path
     for target in range(1, 2000):
         marker = f"tpurl-probe-{uuid.uuid4().hex}"
         argv = ["/bin/sh", "-c", f"echo ready; sleep 30; : {marker}"]  # sh keeps the mark
-        trace = InterruptAt(target)
+        trace = InterruptAt(target, RUN_COMMAND)
         sys.settrace(trace)
         try:
             made.run_command("probe", argv, log_uri)
         except BaseException as exc:  # what the interrupt became
             # a Ctrl-C inside threading's own lock juggling can surface as its RuntimeError
             # (the interrupt as its context): still the interruption, handled as one
-            assert _caused_by_interrupt(exc), f"interrupted at {trace.where}: {exc!r}"
+            assert caused_by_interrupt(exc), f"interrupted at {trace.where}: {exc!r}"
         finally:
             sys.settrace(None)
         assert trace.where != ("", 0), "ran to the end without the interrupt"
@@ -104,7 +56,7 @@ def test_an_interrupt_at_any_line_leaves_no_thread_process_or_tag(tmp_path: Path
                    if not t.daemon and (t.join(2.0) or t.is_alive())]
         assert not holding, f"interrupted at {trace.where}: {holding} would hold the exit"
         deadline = time.monotonic() + 15
-        while (left := _marked(marker)) and time.monotonic() < deadline:
+        while (left := marked(marker)) and time.monotonic() < deadline:
             time.sleep(0.05)
         for pid in left:  # started but not stopped: kill it so the next case starts clean
             os.kill(pid, signal.SIGKILL)

@@ -13,8 +13,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import pytest
 
@@ -26,10 +24,9 @@ from flows.core.backend import WorkloadRun, run_independent
 from flows.core.failures import StageFailed
 from flows.core.storage import file_uri
 from flows.core.workload import Placement, Workload
-from tests.backends.local.test_interrupt_anywhere import _caused_by_interrupt, _marked
+from tests.support.interrupt_points import THREADING, InterruptAt, caused_by_interrupt, marked
 
 RUN_TOGETHER = together.run_together.__code__
-THREADING = threading.__file__
 
 
 def _backend(tmp_path: Path) -> LocalBackend:
@@ -101,15 +98,20 @@ def test_a_backend_without_room_runs_them_in_turn_and_stops_at_a_failure(tmp_pat
 
 def test_ctrl_c_while_they_run_stops_every_program(tmp_path: Path) -> None:
     """A real SIGINT to this process while both programs run: KeyboardInterrupt out of the
-    caller's wait, and every program, tag and thread gone before it is raised."""
+    caller's wait, and every program, tag and thread gone before it is raised. Each program
+    The first program leaves a child that shrugs off SIGTERM and holds its output open for 3 s
+    more, so its thread, the one the caller waits on first, is still reading when the second
+    is done: a wait that returned before every thread was done (an interrupted Thread.join
+    does, CPython 3.12) leaves the first program's child and tag."""
     backend = _backend(tmp_path)
     marker = f"tpurl-together-{uuid.uuid4().hex}"
-    runs = [(_shell(n, f"echo started; sleep 60; : {marker}"), _log(tmp_path, n))
-            for n in ("one", "two")]
+    lingers = {"one": "(trap '' TERM; sleep 3; echo late) &", "two": ""}
+    runs = [(_shell(n, f"trap 'exit 143' TERM; {lingers[n]} echo started; sleep 60 & wait; "
+                       f": {marker}"), _log(tmp_path, n)) for n in ("one", "two")]
 
     def interrupt_once_both_run() -> None:
         deadline = time.monotonic() + 30
-        while len(_marked(marker)) < 2 and time.monotonic() < deadline:
+        while len(marked(marker)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
 
@@ -117,59 +119,37 @@ def test_ctrl_c_while_they_run_stops_every_program(tmp_path: Path) -> None:
     threading.Thread(target=interrupt_once_both_run, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         backend.run_workloads(runs)
-    assert _marked(marker) == []
+    assert marked(marker) == []
     assert not list((tmp_path / "logs").glob("*.pid"))
     assert not [t for t in set(threading.enumerate()) - threads_before
                 if t.name.startswith("program-") and t.is_alive()]
 
 
-class InterruptAt:
-    """KeyboardInterrupt at the ``target``-th line of run_together (or entry into threading
-    code) in the caller's thread, as a signal's handler would raise it."""
-
-    def __init__(self, target: int) -> None:
-        self.target, self.seen, self.where = target, 0, ("", 0)
-
-    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if frame.f_code is RUN_TOGETHER:
-            return self._line
-        if frame.f_code.co_filename == THREADING:
-            self._count(frame)
-        return None
-
-    def _line(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "line":
-            self._count(frame)
-        return self._line
-
-    def _count(self, frame: FrameType) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self.seen += 1
-            if self.seen == self.target:
-                self.where = (frame.f_code.co_filename, frame.f_lineno)
-                raise KeyboardInterrupt
-
-
-def test_an_interrupt_at_any_point_of_the_wait_leaves_nothing(tmp_path: Path) -> None:
+def test_an_interrupt_at_any_point_of_the_wait_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every line of run_together and every entry into threading's code it makes. The wait
+    polls once a second here, not every 20 ms: its loop's lines are the same points each
+    time round, and a hundred rounds of them would only repeat the same cases."""
+    monkeypatch.setattr(together, "POLL_S", 1.0)
     backend = _backend(tmp_path)
     points = []
     for target in range(1, 500):
         marker = f"tpurl-together-{uuid.uuid4().hex}"
         runs = [(_shell(n, f"echo started; sleep 2; : {marker}"), _log(tmp_path, n))
                 for n in ("one", "two")]
-        trace = InterruptAt(target)
+        trace = InterruptAt(target, RUN_TOGETHER)
         sys.settrace(trace)
         try:
             backend.run_workloads(runs)
         except BaseException as exc:
-            assert _caused_by_interrupt(exc), f"interrupted at {trace.where}: {exc!r}"
+            assert caused_by_interrupt(exc), f"interrupted at {trace.where}: {exc!r}"
         finally:
             sys.settrace(None)
         if trace.where == ("", 0):
             break  # ran to its end: every point before it was interrupted
         points.append(trace.where)
         deadline = time.monotonic() + 15
-        while (left := _marked(marker)) and time.monotonic() < deadline:
+        while (left := marked(marker)) and time.monotonic() < deadline:
             time.sleep(0.05)
         for pid in left:
             os.kill(pid, signal.SIGKILL)
