@@ -2,15 +2,21 @@
 # One command from a fresh clone: install, then run every test (the rehearsal end to end
 # included; the first run builds the MaxText venv, a few minutes).
 #
-# Without arguments: ruff, then the tests in lanes, each its own pytest run (tests/support/
-# tiers.py marks them): the fast tests (no services), the service-backed ones (fake-gcs-server,
-# a Prefect API, dockerd), the `realtime` modules (leases expiring, Prefect servers and CLIs
-# starting: they mostly wait) in three lanes, and the end-to-end modules of tests/e2e in
-# three; then the coverage of all of them. The lanes run from a queue, at most five at once,
-# the next starting as soon as one ends (below: why and in which order). The Debian base
-# image of the flow-image tests (scripts/debian-base-image.sh, mostly downloads) is built
-# beside them from the start, so the e2e lanes find it in the registry (only a warm-up: the
-# e2e tests call the same script, which builds it there if this did not).
+# Without arguments the tests run in tiers, quickest first, each its own pytest run so a
+# failure stops before the long ones (tests/support/tiers.py marks them): ruff, the fast
+# tests (no services), the service-backed ones (fake-gcs-server, a Prefect API, dockerd),
+# then the end-to-end modules of tests/e2e once each, the rehearsal last; then the coverage
+# of all of them. These run beside the fast tier, because they mostly wait while it
+# computes (2 cores):
+# - the services tier itself (it waits on the servers it starts);
+# - the `realtime` services modules (leases expiring, Prefect servers and CLIs starting),
+#   in three more pytest runs whose output is printed when they end, before the e2e tier;
+# - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
+#   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
+#   the same script, which builds it there if this did not.
+# The e2e tier runs in two lanes too: the modules that drive the docs' deployments
+# (tests/e2e/test_flow_image.py, test_prefect_deploy.py: docker builds, servers, workers)
+# with the GKE world's (the tutorial and smoke profiles) beside the CLI's and the rehearsal's.
 # dockerd and the registry are started once for the whole run (the pytest runs find them up
 # and leave them up) and stopped at the end if this script started them.
 # With arguments, they are passed to one pytest run as they are.
@@ -138,71 +144,66 @@ fi
 # functions no test executed are printed (scripts/coverage_report.py).
 cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
 .venv/bin/python -m coverage erase
-# The lanes: each one pytest run in the background, its output in $LOGS/<lane>.log, printed
-# when it ends. At most MAX_LANES run at once and the next starts the moment one ends, so the
-# 2 cores stay busy to the end: when the tiers waited for each other, the first phase's tail
-# (the services tier alone) left the CPU 30-70 % idle for about five minutes (sampled from
-# /proc/stat, stop 42). The queue's order is the start order:
-# - the services tier, the fast tier and the three `realtime` lanes first, as before: the
-#   realtime tests mostly wait (leases expiring, servers and CLIs starting), and start
-#   beside the tiers that compute;
-# - then the e2e lanes, the longest first, as slots free up (the realtime lanes end first):
-#   the deployment modules (the flow image built and pushed, `prefect deploy`, workers, the
-#   announcement retrain; the GKE world's tutorial and smoke profiles), the CLI interrupt
-#   test, the rehearsal module. The flow image's Debian base is warmed up beside all this
-#   from the start (the e2e tests build it themselves if it is not there yet).
-# After a failed lane no other starts (those running end), so a failure is reported soon.
-# The realtime modules: the profile lock's (it only waits on leases, about four minutes)
-# and the others in two lanes split by their measured durations. The first names its
-# modules; the second takes every other realtime module, so a new one runs there (a listed
-# module that loses its mark runs in the services tier).
+# The realtime modules in three lanes: the profile lock's (it only waits on leases, about four
+# minutes) and the others in two, split by their measured durations (each starts a Prefect
+# API or a `tpurl` CLI: CPU in bursts, mostly waiting), so none outlasts the fast and services
+# tiers. The first of the two names its modules; the second takes every other realtime module,
+# so a new one runs there (a listed module that loses its mark runs in the services tier).
 LOCK_TESTS=tests/test_profile_lock.py
 REALTIME_A=(tests/test_heartbeat.py tests/test_kept_api.py tests/test_cli_failures.py
             tests/backends/gke/test_cancel.py tests/runpage/test_cancel.py)
-DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py
-            tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py)
-CLI_E2E=tests/e2e/test_cli_interrupts.py
-lane_services-tier() { "${cov[@]}" -m "services and not realtime and not e2e"; }
-lane_fast-tier() { "${cov[@]}" -m "not services and not e2e"; }
-lane_realtime-lock() { "${cov[@]}" -m realtime "$LOCK_TESTS"; }
-lane_realtime-a() { "${cov[@]}" -m realtime "${REALTIME_A[@]}"; }
-lane_realtime-b() {
-  "${cov[@]}" -m "realtime and not e2e" --ignore="$LOCK_TESTS" "${REALTIME_A[@]/#/--ignore=}"
-}
-lane_e2e-deploy() { "${cov[@]}" "${DEPLOY_E2E[@]}"; }
-lane_e2e-cli() { "${cov[@]}" "$CLI_E2E"; }
-lane_e2e-rehearsal() {  # every other e2e module: a new one runs here
-  "${cov[@]}" tests/e2e "${DEPLOY_E2E[@]/#/--ignore=}" --ignore="$CLI_E2E"
-}
-QUEUE=(services-tier fast-tier realtime-lock realtime-a realtime-b
-       e2e-deploy e2e-cli e2e-rehearsal)
-MAX_LANES="${TPURL_TEST_LANES:-5}"
-declare -A running=()  # pid -> lane
+beside "$LOGS/realtime-lock.log" realtime-lock-lane "${cov[@]}" -m realtime "$LOCK_TESTS"
+beside "$LOGS/realtime-a.log" realtime-a-lane "${cov[@]}" -m realtime "${REALTIME_A[@]}"
+beside "$LOGS/realtime-b.log" realtime-b-lane "${cov[@]}" -m "realtime and not e2e" \
+  --ignore="$LOCK_TESTS" "${REALTIME_A[@]/#/--ignore=}"
+realtime_pids=("${lanes[@]: -3}")
+# The services tier beside the fast one: the fast tier computes on one core, the services
+# tier mostly waits on the servers it starts, so run one after the other they left a core
+# idle for most of ten minutes. Its output is printed when it ends, with the realtime lanes'.
+beside "$LOGS/services-tier.log" services-tier \
+  "${cov[@]}" -m "services and not realtime and not e2e"
+realtime_pids+=("${lanes[-1]}")
+fast_rc=0
+timed fast-tier "${cov[@]}" -m "not services and not e2e" 2>&1 | tee "$LOGS/fast-tier.log" \
+  || fast_rc=$?
 failed=0
-next=0
-while [ "$next" -lt "${#QUEUE[@]}" ] || [ "${#running[@]}" -gt 0 ]; do
-  while [ "$failed" = 0 ] && [ "$next" -lt "${#QUEUE[@]}" ] \
-      && [ "${#running[@]}" -lt "$MAX_LANES" ]; do
-    name=${QUEUE[$next]}
-    next=$((next + 1))
-    beside "$LOGS/$name.log" "$name" "lane_$name"
-    running[${lanes[-1]}]=$name
-  done
-  if [ "${#running[@]}" = 0 ]; then break; fi  # a failure left nothing to wait for
-  ended="" rc=0
-  wait -n -p ended "${!running[@]}" || rc=$?
-  name=${running[$ended]}
-  unset "running[$ended]"
-  echo "---- $name ($LOGS/$name.log) ----"
-  cat "$LOGS/$name.log"
-  if [ "$rc" != 0 ]; then failed=$rc; fi
+for i in 0 1 2 3; do
+  log=("$LOGS/realtime-lock.log" "$LOGS/realtime-a.log" "$LOGS/realtime-b.log"
+       "$LOGS/services-tier.log")
+  rc=0
+  wait "${realtime_pids[$i]}" || rc=$?
+  echo "---- beside the fast tier (${log[$i]}) ----"
+  cat "${log[$i]}"
+  [ "$rc" = 0 ] || failed=$rc
 done
+[ "$fast_rc" = 0 ] || exit "$fast_rc"
+[ "$failed" = 0 ] || exit "$failed"
 if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
 fi
+# The e2e tier in two lanes: the modules that drive the docs' deployments (the flow image
+# built and pushed, `prefect deploy`, process and Kubernetes workers, the announcement
+# retrain on a worker) and the GKE world's (the tutorial and smoke profiles against the
+# fakes) beside the CLI's and the rehearsal module. Each lane is one pytest; the second's
+# output is printed when it ends. The GKE modules are in the first lane for balance: the
+# second holds the two longest modules (the CLI interrupts about 450 s, the rehearsal about
+# 550 s), the first was about 870 s with the W&B training, now part of the rehearsal module.
 lanes=()
-[ "$failed" = 0 ] || exit "$failed"
+DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py
+            tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py)
+beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${cov[@]}" "${DEPLOY_E2E[@]}"
+deploy_pid=${lanes[-1]}
+e2e_rc=0
+timed e2e-tier "${cov[@]}" tests/e2e "${DEPLOY_E2E[@]/#/--ignore=}" 2>&1 \
+  | tee "$LOGS/e2e.log" || e2e_rc=$?
+deploy_rc=0
+wait "$deploy_pid" || deploy_rc=$?
+echo "---- the deployment e2e modules, beside the e2e tier ($LOGS/e2e-deploy.log) ----"
+cat "$LOGS/e2e-deploy.log"
+lanes=()
+[ "$e2e_rc" = 0 ] || exit "$e2e_rc"
+[ "$deploy_rc" = 0 ] || exit "$deploy_rc"
 .venv/bin/python -m coverage combine -q
 .venv/bin/python scripts/coverage_report.py
 counts_summary
