@@ -257,13 +257,18 @@ class LocalBackend:
 
 
 def _kill_group(proc: subprocess.Popen[str], flag: threading.Event | None) -> None:
-    if proc.poll() is not None:
-        return
-    if flag is not None:
-        flag.set()
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
+    """Stop a program's process group: its leader gets SIGTERM and 10 s to end, then what is
+    left of the group gets SIGKILL. Why the second signal even when the leader ended: a
+    child the program forked as the SIGTERM came (the kernel restarts that fork after the
+    signal, so the child never got it) or one that ignores SIGTERM keeps the program's
+    output open, and the thread reading it would wait for it (seen: a `sleep 60` left by a
+    shell stopped in the middle of starting it)."""
+    if proc.poll() is None:
+        if flag is not None:
+            flag.set()
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError):  # none left: the group is gone
+        os.killpg(proc.pid, signal.SIGKILL)

@@ -98,20 +98,24 @@ def test_a_backend_without_room_runs_them_in_turn_and_stops_at_a_failure(tmp_pat
 
 def test_ctrl_c_while_they_run_stops_every_program(tmp_path: Path) -> None:
     """A real SIGINT to this process while both programs run: KeyboardInterrupt out of the
-    caller's wait, and every program, tag and thread gone before it is raised. Each program
-    The first program leaves a child that shrugs off SIGTERM and holds its output open for 3 s
-    more, so its thread, the one the caller waits on first, is still reading when the second
-    is done: a wait that returned before every thread was done (an interrupted Thread.join
-    does, CPython 3.12) leaves the first program's child and tag."""
+    caller's wait, and every program, tag and thread gone before it is raised. The first
+    program leaves a child in a session of its own (the group's signals miss it) that holds
+    its output open for 3 s more, so its thread, the one the caller waits on first, is
+    still reading when the second is done: a wait that returned before every thread was
+    done (an interrupted Thread.join does, CPython 3.12) leaves the first program's tag. The
+    second leaves a child in its group that ignores SIGTERM and would hold its output for a
+    minute: the group's SIGKILL, once the program has ended, takes it."""
     backend = _backend(tmp_path)
     marker = f"tpurl-together-{uuid.uuid4().hex}"
-    lingers = {"one": "(trap '' TERM; sleep 3; echo late) &", "two": ""}
+    lingers = {"one": "setsid sh -c 'sleep 3; echo late' &",
+               "two": "(trap '' TERM; sleep 60) &"}
     runs = [(_shell(n, f"trap 'exit 143' TERM; {lingers[n]} echo started; sleep 60 & wait; "
-                       f": {marker}"), _log(tmp_path, n)) for n in ("one", "two")]
+                       f": {marker}-{n}"), _log(tmp_path, n)) for n in ("one", "two")]
 
     def interrupt_once_both_run() -> None:
         deadline = time.monotonic() + 30
-        while len(marked(marker)) < 2 and time.monotonic() < deadline:
+        while (not (marked(f"{marker}-one") and marked(f"{marker}-two"))
+               and time.monotonic() < deadline):
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
 
