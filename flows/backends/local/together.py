@@ -29,8 +29,9 @@ Started = Callable[[subprocess.Popen[str]], None]
 # process the moment it exists
 type Program[Result] = Callable[[Started], Result]
 Outcome = WorkloadRun | BaseException
-# how long an interrupted group waits for its threads: each program gets SIGTERM, then
-# SIGKILL 10 s later (backend._kill_group), then its thread removes the tag and closes the log
+# how long an interrupted group waits for its threads: each program gets SIGTERM, then what
+# is left of its group SIGKILL once it ended or 10 s later (backend._kill_group), then its
+# thread removes the tag and closes the log
 STOP_WAIT_S = 30.0
 # how often the caller's thread looks whether the programs are done: a small delay next to
 # programs that run for seconds
