@@ -368,6 +368,25 @@ def pull_fails(message: str, backoff_s: float = 10.0, cap_s: float = 300.0) -> A
     return fail
 
 
+def once_its_pods_are_watched(action: Action, timeout_s: float = 60.0) -> Action:
+    """``action`` once a client has listed this JobSet's pods (a list, or a watch from now).
+    On a cluster, kubelet's first pull comes seconds after the JobSet's create (the JobSet
+    and Job controllers, the scheduler, the node's sync), long after the monitor lists the
+    pods; the fake's scripts come 0.1 s apart, which a loaded machine can outrun. Runs
+    under the store's lock, which ``cond.wait`` releases while it waits."""
+    def gated(kube: FakeKube, name: str) -> None:
+        selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+        deadline = time.monotonic() + timeout_s
+        while not any(plural == "pods" and selector in labels
+                      for plural, labels in kube.listed):
+            if kube.closed or time.monotonic() >= deadline:
+                return
+            kube.cond.wait(timeout=0.05)
+        action(kube, name)
+    gated.__name__ = getattr(action, "__name__", "action")
+    return gated
+
+
 def disrupt_and_fail(kube: FakeKube, name: str) -> None:
     """A host is preempted: its pod gets DisruptionTarget (kubelet/taint manager), the Job
     fails and the JobSet, its restarts spent, is Failed (jobset controller)."""

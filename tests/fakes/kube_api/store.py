@@ -97,6 +97,9 @@ class FakeKube:
         self.history_floor = 0  # watches from an RV below this get 410 Gone
         self.history_limit, self.deletion_delay_s = history_limit, deletion_delay_s
         self.requests: list[tuple[float, str, str]] = []
+        # (plural, labelSelector) of every list served, a watch from "now" included: what a
+        # client has seen from (its state was read under the lock, after the write before it)
+        self.listed: list[tuple[str, str]] = []
         self.created: Counter[tuple[str, str]] = Counter()
         self.logs: dict[tuple[str, str, str], list[tuple[datetime, str]]] = {}
         self.scripts: list[Script] = []  # one per JobSet creation, run in order

@@ -25,6 +25,7 @@ from tests.fakes.kube_api.scenarios import (
     admit,
     api_down,
     evict_releasing,
+    once_its_pods_are_watched,
     pending,
     pull_fails,
     reserve_quota,
@@ -160,7 +161,8 @@ def test_a_5xx_burst_before_the_create_is_ridden_out_honouring_retry_after(
 def test_an_image_that_does_not_exist_is_a_configuration_error(
         server: FakeApiServer, tmp_path: Path) -> None:
     """12.5: the code before called it retryable infrastructure (a JobSet per retry)."""
-    kube = scenario(server.kube, [(0.1, admit), (0.1, pull_fails(NOT_FOUND))])
+    kube = scenario(server.kube, [(0.1, admit),
+                                  (0.1, once_its_pods_are_watched(pull_fails(NOT_FOUND)))])
     began = time.monotonic()
     outcome, *_ = run_stage(server, "convert", tmp_path)
     assert isinstance(outcome, StageFailed)
@@ -177,7 +179,8 @@ def test_the_pull_cause_posted_once_is_remembered_from_the_watch(
     then only "Back-off pulling image". Only the monitor's memory of every pod version it
     watched (Monitor._remember_pull_errors) can name the cause: with a grace longer than
     the run budget, a monitor that does not remember it never decides on the image."""
-    scenario(server.kube, [(0.1, admit), (0.1, pull_fails(NOT_FOUND))])
+    scenario(server.kube, [(0.1, admit),
+                           (0.1, once_its_pods_are_watched(pull_fails(NOT_FOUND)))])
     budgets = dataclasses.replace(BUDGETS, pull_grace_s=3600, run_s=5)
     outcome, _logger, _log, backend = run_stage(server, "convert", tmp_path, budgets)
     assert isinstance(outcome, StageFailed)
