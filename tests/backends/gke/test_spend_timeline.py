@@ -93,6 +93,14 @@ def test_a_slow_pull_and_scale_up_cost_nothing_and_the_meter_matches_the_nodes(
         assert until(lambda: scaler.provisioning_until is not None)  # TriggeredScaleUp
         _advance(clock, meter, 600)  # the slice comes up from zero
         assert until(lambda: len(scaler.nodes) == gke.hosts_per_slice)
+        # the Job controller creates a worker unbound; it names a node only once the
+        # autoscaler made it (a pod named a node that never existed: a lagging watch showed
+        # the meter a slice that was not there, and it charged a tick too many)
+        with server.kube.cond:
+            named = {o["spec"].get("nodeName") for _, plural, _, o in server.kube.history
+                     if plural == "pods" and o["metadata"]["labels"].get(
+                         "jobset.sigs.k8s.io/replicatedjob-name") == "worker"}
+        assert named - {None, ""} == set(scaler.nodes), named
         assert meter.spent_usd <= gke.total_chips * STEP_S / 3600 * gke.usd_per_chip_hour
         _advance(clock, meter, timeline.minutes(billed=True) * 60)  # registration → last save
         with server.kube.cond:

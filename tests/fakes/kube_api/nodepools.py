@@ -54,11 +54,10 @@ from tests.fakes.kube_api.reclaim import (
 from tests.fakes.kube_api.scenarios import NS, _resumed, disrupt_and_fail, started
 
 # the control plane's actions need no node; the program's wait for the pods to be bound
-from tests.fakes.kube_api.scheduler import CONTROL_PLANE
+from tests.fakes.kube_api.scheduler import CONTROL_PLANE, TPU_SELECTOR
 from tests.fakes.kube_api.store import FakeKube, condition, now_iso
 
 Obj = dict[str, Any]
-TPU_SELECTOR = "cloud.google.com/gke-tpu-accelerator"
 
 
 @dataclass
@@ -98,6 +97,7 @@ class Autoscaler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="fake-autoscaler")
         kube.action_gate = self._gate
+        kube.tpu_pool_binds = True  # its TPU pods are created unbound (scheduler.unbound)
         pool.history.append((clock(), 0))
         self._thread.start()
 
@@ -105,6 +105,7 @@ class Autoscaler:
         self._stop.set()
         self._thread.join(2)
         self.kube.action_gate = None
+        self.kube.tpu_pool_binds = False
 
     # --- what tests ask -----------------------------------------------------------------
     @property

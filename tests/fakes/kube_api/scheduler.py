@@ -26,13 +26,20 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 # what the control plane does to a JobSet before any pod runs: no binding needed
 CONTROL_PLANE = {"admit", "evict", "reserve_quota", "pending", "api_down"}
+TPU_SELECTOR = "cloud.google.com/gke-tpu-accelerator"  # a TPU pod's node selector key
 
 
 def unbound(kube: FakeKube, spec: Obj, node: str) -> Obj:
     """The pod's spec as the Job controller creates it: bound now without a delay, else
-    unbound (the node is the one the scheduler will pick)."""
+    unbound (the node is the one the scheduler will pick). A pod the TPU-pool fake places
+    (``kube.tpu_pool_binds``: its node selector names a TPU accelerator) is created unbound:
+    the fake binds it to a node it made; created bound to a node that never existed, it
+    looked like a pod holding a TPU node until the fake's next tick, and a watch that lagged
+    showed the spend meter a slice that was not there."""
+    if kube.tpu_pool_binds and TPU_SELECTOR in (spec.get("nodeSelector") or {}):
+        return dict(spec)
     if kube.binding_delay_s <= 0 or kube.action_gate is not None:
-        return {**spec, "nodeName": node}  # (the TPU-pool fake binds its own pods)
+        return {**spec, "nodeName": node}  # (the TPU-pool fakes bind their own pods)
     return dict(spec)
 
 

@@ -113,6 +113,8 @@ class FakeKube:
         # Asked before each scenario action, outside the lock: False holds the script (the
         # fake autoscaler holds a JobSet's containers until its pods have nodes).
         self.action_gate: Callable[[str, str], bool] | None = None
+        # the TPU-pool fake (nodepools.py) binds TPU pods itself, to the nodes it makes
+        self.tpu_pool_binds = False
         self.closed = False
         # Kueue's reconciler creates a queued JobSet's Workload this long after the JobSet
         # (tests/fakes/kube_api/kueue_workloads.py); 0: in the JobSet's own write
