@@ -11,11 +11,19 @@ next one, and the last rerun completes. A stage is reached by reading the CLI's 
 the signal goes once a program of that stage is running (the Prefect task's "<program>:
 starting" line, and the program's process seen).
 
+The image stage's runs each start an API server of their own (TPURL_KEEP_API_S=0: the
+server dies with the CLI, by its parent-death signal after a SIGKILL); from the infra stage
+on the runs share the kept server, as a user's commands do by default (flows/console/
+kept_api.py), which is also SIGKILLed once more in the train stage: its lease of the dead
+holder lives on in the kept server and the rerun frees it at once. The kept server is
+stopped by `tpurl api-server stop` at the end.
+
 After each stop: exit 130 or 143, the one message ("interrupted (SIGINT) during stage X …
-To resume: <the same command>"), nothing left running (every process that descended from
-the CLI when it was signalled, the sessions of the CLI, its API server and its program, and
-anything started from this test's venvs), and the profile's lock released (its slot is 0 in
-the private API's database, and the rerun takes it without freeing a dead holder).
+To resume: <the same command>"), nothing left running but the kept server (every process
+that descended from the CLI when it was signalled, the sessions of the CLI, its own API
+server and its program, and anything started from this test's venvs), and the profile's
+lock released (its slot is 0 in the API's database, and the rerun takes it without freeing
+a dead holder).
 
 The venvs are this test's own (under tmp_path), so the image stage has real work (uv
 installs from the warm cache) in every session, whatever the repository's .venvs hold.
@@ -24,6 +32,7 @@ installs from the warm cache) in every session, whatever the repository's .venvs
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -44,10 +53,14 @@ pytestmark = pytest.mark.rehearsal
 
 TPURL = Path(sys.executable).with_name("tpurl")  # the console script a user runs
 STAGES = ("image", "infra", "convert", "train", "export", "evaluate")
-# Ctrl-C and SIGTERM in every stage; SIGKILL once (what the OOM killer does: no cleanup runs)
+# Ctrl-C and SIGTERM in every stage; SIGKILL (what the OOM killer does: no cleanup runs)
+# once with the command's own API server, once with the kept one
+KILLED_IN = {"image", "train"}
 PLAN = [(stage, signum) for stage in STAGES for signum in (
-    (signal.SIGINT, signal.SIGTERM, signal.SIGKILL) if stage == "image" else
+    (signal.SIGINT, signal.SIGTERM, signal.SIGKILL) if stage in KILLED_IN else
     (signal.SIGINT, signal.SIGTERM))]
+OWN_SERVER_STAGES = {"image"}  # TPURL_KEEP_API_S=0 there; the kept server after
+KEEP_API_S = "900"  # the default: the kept server outlives every stop of the test
 ABORTED = {signal.SIGINT: "Execution was aborted by an interrupt signal",
            signal.SIGTERM: "Execution was aborted by a termination signal"}
 STAGE_WITHIN_S = 3600.0  # to reach a stage: the stages before it run on CPU first (minutes)
@@ -156,9 +169,10 @@ class Cli:
 
 
 @pytest.fixture
-def clis() -> Iterator[list[Cli]]:
+def clis(tmp_path: Path) -> Iterator[list[Cli]]:
     """A CLI still running after its test (the test failed) is killed with its session,
-    its programs and its API server, so a failure leaves nothing behind."""
+    its programs and its API server, and the kept server with its keeper, so a failure
+    leaves nothing behind."""
     started: list[Cli] = []
     yield started
     for cli in started:
@@ -167,6 +181,8 @@ def clis() -> Iterator[list[Cli]]:
                 _kill(pid)
             os.killpg(cli.proc.pid, signal.SIGKILL)
             cli.proc.wait(30)
+    for pid in _kept_server(tmp_path / "cache"):
+        _kill(pid)
 
 
 def _kill(pid: int) -> None:
@@ -175,46 +191,60 @@ def _kill(pid: int) -> None:
 
 
 def _program_of(cli: Cli, within_s: float = 120.0) -> int:
-    """The stage's program: the CLI's child in a session of its own that is not its API
-    server (flows/backends/local/backend.py starts each program so, flows/console/api_server.py the
-    server)."""
+    """The stage's program: the CLI's child in a session of its own that is neither its API
+    server nor the kept server's keeper (flows/backends/local/backend.py starts each program
+    so, flows/console/api_server.py the server, flows/console/kept_api.py the keeper)."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         table = _live(_processes())
         for pid, (ppid, sid, _) in table.items():
-            if ppid == cli.proc.pid and sid == pid and "uvicorn" not in _cmdline(pid):
+            command = _cmdline(pid)
+            if ppid == cli.proc.pid and sid == pid and "uvicorn" not in command \
+                    and "flows.console.kept_api" not in command:
                 return pid
         time.sleep(0.05)
     raise AssertionError(f"no program of the stage started:\n{cli.text()[-4000:]}")
 
 
-def _left_running(watched: set[int], sessions: set[int], marker: str) -> list[str]:
+def _kept_server(cache: Path) -> set[int]:
+    """The kept server's keeper and everything under it (its own session and the API
+    server it runs): what is meant to outlive a command."""
+    keepers = {json.loads(state.read_text())["keeper"]["pid"]
+               for state in cache.glob("api-server/*/state.json")}
+    return {pid for keeper in keepers for pid in {keeper} | _descendants(keeper)}
+
+
+def _left_running(watched: set[int], sessions: set[int], marker: str,
+                  kept: set[int]) -> list[str]:
     table = _live(_processes())
     return [f"{pid} {_cmdline(pid)[:200]}" for pid, (_, sid, _) in table.items()
-            if pid in watched or sid in sessions or marker in _cmdline(pid)]
+            if pid not in kept and (pid in watched or sid in sessions or marker in _cmdline(pid))]
 
 
-def _all_gone(watched: set[int], sessions: set[int], marker: str, within_s: float) -> None:
+def _all_gone(watched: set[int], sessions: set[int], marker: str, within_s: float,
+              kept: set[int] = frozenset()) -> None:
     deadline = time.monotonic() + within_s
-    while (left := _left_running(watched, sessions, marker)) and time.monotonic() < deadline:
+    while (left := _left_running(watched, sessions, marker, kept)) and \
+            time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left, f"still running after the CLI exited: {left}"
 
 
 def _slot(home: Path) -> int:
-    """The profile lock's taken slots in the private API's database (the server is gone)."""
+    """The profile lock's taken slots in the API's database (read beside a kept server)."""
     with sqlite3.connect(home / "prefect.db") as db:
         (active,) = db.execute("SELECT active_slots FROM concurrency_limit_v2 WHERE name = ?",
                                (lock_name(PROFILE),)).fetchone()
     return int(active)
 
 
-def _stop_in(cli: Cli, stage: str, signum: int) -> tuple[set[int], set[int]]:
+def _stop_in(cli: Cli, stage: str, signum: int, cache: Path) -> tuple[set[int], set[int]]:
     """Waits until a program of ``stage`` runs, then sends ``signum`` as a user would; the
-    processes and sessions that must be gone afterwards."""
+    processes and sessions that must be gone afterwards (the kept server's are not)."""
     cli.wait_for(rf"Task run '{stage}: [^']*' - [\w.-]+: starting `", STAGE_WITHIN_S)
     program = _program_of(cli)
-    watched = _descendants(cli.proc.pid)
+    kept = _kept_server(cache)
+    watched = _descendants(cli.proc.pid) - kept
     table = _processes()
     sessions = {cli.proc.pid, program} | {table[p][1] for p in watched if p in table}
     if signum == signal.SIGINT:
@@ -250,16 +280,21 @@ def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) ->
     env.update({"PREFECT_HOME": str(home), "TPURL_CACHE_DIR": str(tmp_path / "cache"),
                 "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "COLUMNS": "10000",
                 "PYTHONFAULTHANDLER": "1"})  # a hung CLI's stacks (Cli.finish)
+    cache = tmp_path / "cache"
     finished = 0  # the stages that finished in the runs before this one
     killed = False  # the run before was SIGKILLed: its lock is left to this run to free
     started = time.monotonic()
     for stage, signum in PLAN:
+        env["TPURL_KEEP_API_S"] = "0" if stage in OWN_SERVER_STAGES else KEEP_API_S
         cli = Cli(argv, env)
         clis.append(cli)
-        watched, sessions = _stop_in(cli, stage, signum)
+        watched, sessions = _stop_in(cli, stage, signum, cache)
         code = cli.finish(180)
         out, name = cli.text(), signal.Signals(signum).name
-        _all_gone(watched, sessions, str(tmp_path), 60)  # SIGKILL: by PR_SET_PDEATHSIG
+        kept = _kept_server(cache)
+        assert bool(kept) == (stage not in OWN_SERVER_STAGES), (stage, kept)
+        # SIGKILL: the program and an own API server by PR_SET_PDEATHSIG
+        _all_gone(watched, sessions, str(tmp_path), 60, kept)
         assert f"holding {lock_name(PROFILE)}" in out
         # a dead holder on this host is freed at once (and only after a SIGKILL)
         # (its lease died with the private API server, so by the slot: flows/locking/profile_lock.py)
@@ -287,5 +322,11 @@ def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) ->
     assert _statuses(out) == {**dict.fromkeys(STAGES[:-1], "skipped"), STAGES[-1]: "ran"}, \
         out[-3000:]
     assert "which is gone" not in out and _slot(home) == 0 and not _pid_tags(tmp_path)
+    kept = _kept_server(cache)
+    stop = subprocess.run([str(TPURL), "api-server", "stop"], cwd=REPO_ROOT, env=env,
+                          text=True, capture_output=True, timeout=60, check=False)
+    assert stop.returncode == 0 and "stopped the kept Prefect API server" in stop.stdout, \
+        stop.stdout + stop.stderr
+    _all_gone(kept, set(), str(tmp_path), 30)
     print(f"\n{len(PLAN)} stops and {len(PLAN) + 1} runs of `tpurl run {PROFILE}` in "
           f"{time.monotonic() - started:.0f} s")
