@@ -8,9 +8,10 @@
 # then the end-to-end modules of tests/e2e once each, the rehearsal last; then the coverage
 # of all of them. These run beside the fast tier, because they mostly wait while it
 # computes (2 cores):
-# - the services tier itself (it waits on the servers it starts);
+# - the services tier itself (it waits on the servers it starts), but for its image builds;
 # - the `realtime` services modules (leases expiring, Prefect servers and CLIs starting),
 #   in three more pytest runs whose output is printed when they end, before the e2e tier;
+#   the profile lock's run also takes the services tier's image builds (dockerd);
 # - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
 #   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
 #   the same script, which builds it there if this did not.
@@ -149,10 +150,15 @@ cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
 # API or a `tpurl` CLI: CPU in bursts, mostly waiting), so none outlasts the fast and services
 # tiers. The first of the two names its modules; the second takes every other realtime module,
 # so a new one runs there (a listed module that loses its mark runs in the services tier).
+# The profile lock's lane also takes the image-stage modules that build with dockerd (about
+# 150 s of the services tier, which was the first phase's longest at about 600 s): the lock's
+# tests leave the CPU idle while they wait. Every module there is a services one.
 LOCK_TESTS=tests/test_profile_lock.py
+IMAGE_BUILDS=tests/backends/gke/image
 REALTIME_A=(tests/test_heartbeat.py tests/test_kept_api.py tests/test_cli_failures.py
             tests/backends/gke/test_cancel.py tests/runpage/test_cancel.py)
-beside "$LOGS/realtime-lock.log" realtime-lock-lane "${cov[@]}" -m realtime "$LOCK_TESTS"
+beside "$LOGS/realtime-lock.log" lock-and-image-builds-lane "${cov[@]}" \
+  -m "services and not e2e" "$LOCK_TESTS" "$IMAGE_BUILDS"
 beside "$LOGS/realtime-a.log" realtime-a-lane "${cov[@]}" -m realtime "${REALTIME_A[@]}"
 beside "$LOGS/realtime-b.log" realtime-b-lane "${cov[@]}" -m "realtime and not e2e" \
   --ignore="$LOCK_TESTS" "${REALTIME_A[@]/#/--ignore=}"
@@ -161,7 +167,7 @@ realtime_pids=("${lanes[@]: -3}")
 # tier mostly waits on the servers it starts, so run one after the other they left a core
 # idle for most of ten minutes. Its output is printed when it ends, with the realtime lanes'.
 beside "$LOGS/services-tier.log" services-tier \
-  "${cov[@]}" -m "services and not realtime and not e2e"
+  "${cov[@]}" -m "services and not realtime and not e2e" --ignore="$IMAGE_BUILDS"
 realtime_pids+=("${lanes[-1]}")
 fast_rc=0
 timed fast-tier "${cov[@]}" -m "not services and not e2e" 2>&1 | tee "$LOGS/fast-tier.log" \
