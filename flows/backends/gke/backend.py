@@ -66,7 +66,8 @@ from flows.backends.gke.watch.client import (
     short_error,
 )
 from flows.backends.gke.watch.logs import LogSink
-from flows.backends.gke.watch.monitor import DELETED_BY_OPERATOR, Monitor, is_finished
+from flows.backends.gke.watch.monitor import Monitor, is_finished
+from flows.backends.gke.watch.monitor_verdicts import DELETED_BY_OPERATOR
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition

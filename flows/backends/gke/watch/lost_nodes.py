@@ -7,7 +7,9 @@ ends differently: the JobSet controller deletes its Jobs, each live kubelet stop
 and deletes them once their phase is terminal (pkg/kubelet/status/status_manager.go
 ``canBeDeleted``), and only then can the cluster autoscaler find the nodes unneeded (10 min
 by default). A watch's copy of the pods may lag both, so a pod counts only if a live read,
-made after its node's 404, still shows it unfinished on that node.
+made after its node's 404, still shows it unfinished on that node; and once the JobSet
+failed its pods are read live too (``pods``): the disruption the pod watch has not
+delivered yet is there.
 """
 
 from __future__ import annotations
@@ -67,6 +69,17 @@ class LostNodes:
         live = items[0]
         return (live.get("metadata") or {}).get("uid") == meta.get("uid") and \
             (live.get("spec") or {}).get("nodeName") == node and unfinished(live)
+
+    def pods(self, selector: str) -> list[Obj]:
+        """The pods ``selector`` matches as the API serves them now (the watch's copies
+        may lag); none when the read fails, so the watch's copies stand."""
+        try:
+            response = self.cluster.core.list_namespaced_pod(
+                self.namespace, label_selector=selector, _preload_content=False,
+                _request_timeout=self._timeout())
+            return list(json.loads(response.data).get("items") or [])
+        except Exception:
+            return []
 
     def _timeout(self) -> tuple[float, float]:
         return (self.settings.connect_timeout_s, self.settings.read_timeout_s)

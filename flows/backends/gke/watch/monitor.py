@@ -36,6 +36,7 @@ from flows.backends.gke.watch.client import (
 from flows.backends.gke.watch.kueue import DEACTIVATED_CODE
 from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
 from flows.backends.gke.watch.lost_nodes import LostNodes, unfinished
+from flows.backends.gke.watch.monitor_verdicts import api_down, deleted_from_outside, stalled
 from flows.backends.gke.watch.queued import (
     PR_GROUP,
     PR_PLURAL,
@@ -54,7 +55,7 @@ from flows.backends.gke.watch.verdict import (
     diagnose,
     disruption_of,
 )
-from flows.core.failures import Diagnosis, FailureCategory
+from flows.core.failures import FailureCategory
 from flows.core.stage import StageLogger
 
 Obj = dict[str, Any]
@@ -67,7 +68,6 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # JobSet's status.restarts at creation on each Job and its pod template (jobset_controller.go)
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
-DELETED_BY_OPERATOR = "gke/deleted-by-operator"
 
 
 def is_finished(jobset: Obj | None) -> bool:
@@ -141,7 +141,11 @@ class Monitor:
         self._log_wake.set()
 
     def _pods(self) -> list[Obj]:
-        return [p for p in self.pods.snapshot()
+        return self._mine(self.pods.snapshot())
+
+    def _mine(self, pods: list[Obj]) -> list[Obj]:
+        """Those of this JobSet (by uid), not of an earlier one of the same name."""
+        return [p for p in pods
                 if (p["metadata"].get("labels") or {}).get(JOBSET_UID, self.uid) == self.uid]
 
     def _observe_pod(self, pod: Obj) -> None:
@@ -202,7 +206,7 @@ class Monitor:
                 budget = self.budgets.queue_s if created_suspended else self.budgets.run_s
                 if time.monotonic() - began > budget:
                     self.noticed_at = time.monotonic()
-                    return _api_down(self.name, budget, self._failing() or "no answer")
+                    return api_down(self.name, budget, self._failing() or "no answer")
                 continue
             verdict = self._observe()
             if self.spend and verdict.phase in (Phase.QUEUED, Phase.RUNNING) and \
@@ -211,13 +215,13 @@ class Monitor:
             if verdict.phase is Phase.RUNNING:
                 running_since = running_since or time.monotonic()
                 if time.monotonic() - running_since > self.budgets.run_s:
-                    verdict = _stalled(self.name, self.budgets.run_s, self.sink.tail_lines())
+                    verdict = stalled(self.name, self.budgets.run_s, self.sink.tail_lines())
             category = verdict.diagnosis.category if verdict.diagnosis else None
             if category in (FailureCategory.QUEUE_TIMEOUT, FailureCategory.STALLED) and \
                     (failing := self._failing()):
                 budget = (self.budgets.queue_s if category is FailureCategory.QUEUE_TIMEOUT
                           else self.budgets.run_s)
-                verdict = _api_down(self.name, budget, failing)
+                verdict = api_down(self.name, budget, failing)
             if verdict.reason != last_reason and verdict.phase in (Phase.QUEUED, Phase.RUNNING):
                 self.logger.info("%s", verdict.reason)
                 last_reason = verdict.reason
@@ -253,7 +257,7 @@ class Monitor:
     def _observe(self) -> Verdict:
         jobset = self.jobsets.get(self.name)
         if jobset is None or jobset["metadata"]["uid"] != self.uid:
-            return _deleted(self.name, self.namespace, self.last_jobset)
+            return deleted_from_outside(self.name, self.namespace, self.last_jobset)
         self.last_jobset = jobset
         disruptions = self._disruptions(jobset)
         workloads = self.workloads.snapshot()
@@ -329,16 +333,26 @@ class Monitor:
         program that failed on its own has its pods terminated by a live kubelet and removed
         before the autoscaler's scale-down removes their nodes (10 min later by default), so
         reading in that order never mistakes the slice's tidy end for its loss."""
-        restarts = _restarts(jobset)
-        with self._memory:
-            found = {pod: why for pod, (at, why) in self.disruptions.items() if at == restarts}
-        if found or not condition(jobset, "Failed"):
+        if (found := self._seen_disrupted(jobset)) or not condition(jobset, "Failed"):
             return found
-        for pod in self._pods():
+        # the pod watch is a stream of its own and may lag the JobSet's: the pods as they
+        # are now, read once the JobSet failed, may carry the disruption it has not delivered
+        live = self._mine(self.lost_nodes.pods(f"{JOBSET_NAME}={self.name}"))
+        for pod in live:
+            self._observe_pod(pod)
+        if found := self._seen_disrupted(jobset):
+            return found
+        for pod in live or self._pods():
             node = (pod.get("spec") or {}).get("nodeName")
             if node and unfinished(pod) and self.lost_nodes.outlived(pod, node):
                 found[pod["metadata"]["name"]] = f"node {node} no longer exists"
         return found
+
+    def _seen_disrupted(self, jobset: Obj) -> dict[str, str]:
+        restarts = _restarts(jobset)
+        with self._memory:
+            return {pod: why for pod, (at, why) in self.disruptions.items() if at == restarts}
+
 
 def _restarts(jobset: Obj | None) -> int:
     return int(((jobset or {}).get("status") or {}).get("restarts") or 0)
@@ -354,40 +368,3 @@ def _attempt_of(pod: Obj, jobset: Obj | None) -> int:
         return int(label) if label is not None else _restarts(jobset)
     except ValueError:
         return _restarts(jobset)
-
-
-def _deleted(name: str, namespace: str, last: Obj | None) -> Verdict:
-    """The JobSet went while this run watched it, and this run deletes only after its watch
-    ends: someone else stopped it (kubectl delete, a script). Retrying would bring back a
-    slice someone stopped on purpose, so it is cancelled, not retried. The object says when
-    (its deletionTimestamp, once a deletion waits for dependents) but never who: the API
-    server records the caller only in its audit log."""
-    stamp = ((last or {}).get("metadata") or {}).get("deletionTimestamp")
-    when = (stamp.replace("T", " ").removesuffix("Z") if stamp
-            else datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S"))
-    summary = (f"{name} was deleted from outside the flow at {when} UTC; the stage is "
-               "cancelled, not retried")
-    return Verdict(Phase.FAILED, Diagnosis(
-        FailureCategory.CANCELLED, summary,
-        f"    the JobSet disappeared while it was watched (deletionTimestamp: {stamp or 'not seen'})",
-        "nothing recreates what was stopped on purpose: run the flow again to start it anew. "
-        "Who deleted it is in the cluster's Cloud Audit Logs (Admin Activity, "
-        f"protoPayload.resourceName ending namespaces/{namespace}/jobsets/{name})",
-        code=DELETED_BY_OPERATOR), summary)
-
-
-def _stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:
-    summary = f"{name} ran longer than its budget of {budget_s / 3600:.1f} h"
-    return Verdict(Phase.FAILED, Diagnosis(
-        FailureCategory.STALLED, summary, "\n".join(f"    {line}" for line in tail[-30:]),
-        "look at the last log lines for a hang (GRPO can stall, tunix #2196); raise "
-        "gke.run_budget_s if the job is just slow"), summary)
-
-
-def _api_down(name: str, budget_s: float, error: str) -> Verdict:
-    summary = (f"the Kubernetes API failed while {name} was watched: its budget of "
-               f"{budget_s:.0f} s ran out with no usable answer ({error})")
-    return Verdict(Phase.FAILED, Diagnosis(
-        FailureCategory.INFRASTRUCTURE, summary, f"    last error: {error}",
-        "the control plane was unavailable (an upgrade, an outage, RBAC on watch); the JobSet "
-        "is deleted and the stage retried"), summary)

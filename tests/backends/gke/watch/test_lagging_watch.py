@@ -22,7 +22,7 @@ from flows.core.failures import FailureCategory, StageFailed
 from tests.fakes.gke_backend import BUDGETS, jobsets_created, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
-from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start
+from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start, succeed
 from tests.support.polling import until
 from tests.support.profiles import fake_hf_token, tutorial_profile
 
@@ -77,5 +77,42 @@ def test_a_program_that_failed_is_its_own_failure_though_the_nodes_went_before_t
         assert outcome.diagnosis.category is not FailureCategory.PREEMPTED, logger.lines
         assert jobsets_created(server.kube) == 1, logger.lines  # never trained again
         assert not any("preempted" in line for line in logger.lines), logger.lines
+    finally:
+        scaler.stop()
+
+
+def released(*plurals: str):
+    def release(kube: FakeKube, _name: str) -> None:
+        kube.held_watches.difference_update(plurals)
+    release.__name__ = "release"
+    return release
+
+
+def test_a_preemption_the_pod_watch_has_not_delivered_is_still_a_preemption(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """The slice is reclaimed (DisruptionTarget on the pods, then the JobSet Failed, as
+    scenarios.disrupt_and_fail writes them) while the pod watch lags from before the workers
+    were bound: the JobSet watch delivers Failed first, and the watch's copies hold no pod on
+    a lost node. A CI run under load met it (test_capacity_pools.py, the scenario takes well
+    under a second): the backend called the reclaim the program's failure and did not
+    resume. Read live once the JobSet failed, the pods say preempted; the resubmission
+    resumes."""
+    scaler = Autoscaler(server.kube, TpuPool())
+
+    def reclaim(kube: FakeKube, _name: str) -> None:
+        scaler.preempt()
+    reclaim.__name__ = "reclaim"
+    try:
+        scenario(server.kube,
+                 [(0.05, admit), (0.0, hold("pods")), (0.05, start),
+                  (0.05, say("step 1", "saved checkpoint 1")), (0.3, reclaim)],
+                 [(0.0, released("pods")), (0.05, admit), (0.05, start),
+                  (0.05, say("restored checkpoint 1")), (0.1, succeed)])
+        profile = tutorial_profile(**{"gke.capacity": "spot", "gke.reservation": "",
+                                      **{f"gke.prices.spot.{k}": v for k, v in PRICE.items()}})
+        outcome, logger, *_ = run_stage(server, "train", tmp_path, BUDGETS, profile=profile)
+        assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
+        assert jobsets_created(server.kube) == 2, logger.lines  # resumed once
+        assert any("preempted" in line for line in logger.lines), logger.lines
     finally:
         scaler.stop()
