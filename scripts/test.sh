@@ -15,9 +15,9 @@
 # - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
 #   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
 #   the same script, which builds it there if this did not.
-# The e2e tier runs in two lanes too: the modules that drive the docs' deployments
-# (tests/e2e/test_flow_image.py, test_prefect_deploy.py: docker builds, servers, workers)
-# with the GKE world's (the tutorial and smoke profiles) beside the CLI's and the rehearsal's.
+# The e2e tier runs in three lanes too: the modules that drive the docs' deployments
+# (tests/e2e/test_flow_image.py, test_prefect_deploy.py: docker builds, servers, workers);
+# the CLI's interrupts with the GKE world's (the tutorial and smoke profiles); the rehearsal's.
 # dockerd and the registry are started once for the whole run (the pytest runs find them up
 # and leave them up) and stopped at the end if this script started them.
 # With arguments, they are passed to one pytest run as they are.
@@ -188,28 +188,33 @@ if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
 fi
-# The e2e tier in two lanes: the modules that drive the docs' deployments (the flow image
+# The e2e tier in three lanes: the modules that drive the docs' deployments (the flow image
 # built and pushed, `prefect deploy`, process and Kubernetes workers, the announcement
-# retrain on a worker) and the GKE world's (the tutorial and smoke profiles against the
-# fakes) beside the CLI's and the rehearsal module. Each lane is one pytest; the second's
-# output is printed when it ends. The GKE modules are in the first lane for balance: the
-# second holds the two longest modules (the CLI interrupts about 450 s, the rehearsal about
-# 550 s), the first was about 870 s with the W&B training, now part of the rehearsal module.
+# retrain on a worker: about 610 s); the CLI's interrupts (about 330 s) with the GKE world's
+# (the tutorial and smoke profiles against the fakes, about 70 s); and the rest of tests/e2e,
+# the rehearsal module (about 400 s) and any new module, whose output is printed as it runs.
+# Two lanes, the CLI's and the rehearsal's one after the other, took 805 s beside 680 s.
 lanes=()
-DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py
-            tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py)
+DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
+CLI_E2E=(tests/e2e/test_cli_interrupts.py tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py)
 beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${cov[@]}" "${DEPLOY_E2E[@]}"
-deploy_pid=${lanes[-1]}
+beside "$LOGS/e2e-cli.log" e2e-cli-lane "${cov[@]}" "${CLI_E2E[@]}"
+e2e_pids=("${lanes[@]}")
 e2e_rc=0
-timed e2e-tier "${cov[@]}" tests/e2e "${DEPLOY_E2E[@]/#/--ignore=}" 2>&1 \
-  | tee "$LOGS/e2e.log" || e2e_rc=$?
-deploy_rc=0
-wait "$deploy_pid" || deploy_rc=$?
-echo "---- the deployment e2e modules, beside the e2e tier ($LOGS/e2e-deploy.log) ----"
-cat "$LOGS/e2e-deploy.log"
+timed e2e-tier "${cov[@]}" tests/e2e "${DEPLOY_E2E[@]/#/--ignore=}" "${CLI_E2E[@]/#/--ignore=}" \
+  2>&1 | tee "$LOGS/e2e.log" || e2e_rc=$?
+beside_rc=0
+for i in 0 1; do
+  log=("$LOGS/e2e-deploy.log" "$LOGS/e2e-cli.log")
+  rc=0
+  wait "${e2e_pids[$i]}" || rc=$?
+  echo "---- beside the e2e tier (${log[$i]}) ----"
+  cat "${log[$i]}"
+  [ "$rc" = 0 ] || beside_rc=$rc
+done
 lanes=()
 [ "$e2e_rc" = 0 ] || exit "$e2e_rc"
-[ "$deploy_rc" = 0 ] || exit "$deploy_rc"
+[ "$beside_rc" = 0 ] || exit "$beside_rc"
 .venv/bin/python -m coverage combine -q
 .venv/bin/python scripts/coverage_report.py
 counts_summary
