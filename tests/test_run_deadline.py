@@ -29,6 +29,9 @@ from flows.stages.timeouts import run_timeout_s, stage_timeout_s, timed_out_mess
 from tests.runpage.test_live_page import GatedStage, _artifacts, _table
 from tests.support.prefect_server import wait_until
 
+# Mostly waiting for the 30 s bound to pass: a realtime lane's, beside the CPU-bound tiers
+pytestmark = [pytest.mark.services, pytest.mark.realtime]
+
 # The stuck program: starts a child of its own, says both pids, then sleeps without end.
 STUCK = ("import os, subprocess, sys, time\n"
          "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(900)'])\n"
