@@ -26,7 +26,10 @@ lock released (its slot is 0 in the API's database, and the rerun takes it witho
 a dead holder).
 
 The venvs are this test's own (under tmp_path), so the image stage has real work (uv
-installs from the warm cache) in every session, whatever the repository's .venvs hold.
+installs from the warm cache) in every session, whatever the repository's .venvs hold. The
+programs' JAX compilation cache beside them is the repository's (a link), as a user's next
+rehearsal finds the one its earlier runs kept: compiling is not what this test is about,
+and the CI's e2e lanes, which share the CPU, need not compile the same programs twice.
 """
 
 from __future__ import annotations
@@ -46,7 +49,10 @@ from pathlib import Path
 
 import pytest
 
+from flows.backends.local.runtime import JAX_CACHE_DIR
 from flows.common.paths import REPO_ROOT
+from flows.config import load_profile
+from flows.core.layout import Layout
 from flows.locking.profile_lock import lock_name
 
 pytestmark = pytest.mark.rehearsal
@@ -270,6 +276,10 @@ def _statuses(out: str) -> dict[str, str]:
 def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) -> None:
     home, venvs = tmp_path / "prefect-home", tmp_path / "venvs"
     home.mkdir()
+    shared = Layout(load_profile(PROFILE, {}, environ={})).venv_dir().parent / JAX_CACHE_DIR
+    shared.mkdir(parents=True, exist_ok=True)
+    venvs.mkdir()
+    (venvs / JAX_CACHE_DIR).symlink_to(shared, target_is_directory=True)
     overrides = [f"local.root={tmp_path / 'root'}", f"local.venv={venvs / 'rehearsal'}",
                  f"local.hf_check_venv={venvs / 'hf-check'}"]
     argv = [str(TPURL), "run", PROFILE, *(a for o in overrides for a in ("--set", o))]
