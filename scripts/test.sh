@@ -114,6 +114,20 @@ beside() {  # beside LOG NAME CMD...: `timed NAME CMD` in the background, output
   set +m
   lanes+=($!)
 }
+gathered=0
+gather() {  # gather WHAT PID:LOG...: waits for each lane and prints its log; $gathered is the
+  # exit code of a lane that failed (0 if none)
+  local what=$1 pair rc
+  shift
+  gathered=0
+  for pair in "$@"; do
+    rc=0
+    wait "${pair%%:*}" || rc=$?
+    echo "---- beside the $what (${pair#*:}) ----"
+    cat "${pair#*:}"
+    [ "$rc" = 0 ] || gathered=$rc
+  done
+}
 
 # dockerd + registry for every pytest run (each finds them up and leaves them up). The
 # tests export DOCKER_HOST themselves where they use it (tests/support/docker.py).
@@ -172,16 +186,10 @@ realtime_pids+=("${lanes[-1]}")
 fast_rc=0
 timed fast-tier "${cov[@]}" -m "not services and not e2e" 2>&1 | tee "$LOGS/fast-tier.log" \
   || fast_rc=$?
-failed=0
-for i in 0 1 2 3; do
-  log=("$LOGS/realtime-lock.log" "$LOGS/realtime-a.log" "$LOGS/realtime-b.log"
-       "$LOGS/services-tier.log")
-  rc=0
-  wait "${realtime_pids[$i]}" || rc=$?
-  echo "---- beside the fast tier (${log[$i]}) ----"
-  cat "${log[$i]}"
-  [ "$rc" = 0 ] || failed=$rc
-done
+gather "fast tier" "${realtime_pids[0]}:$LOGS/realtime-lock.log" \
+  "${realtime_pids[1]}:$LOGS/realtime-a.log" "${realtime_pids[2]}:$LOGS/realtime-b.log" \
+  "${realtime_pids[3]}:$LOGS/services-tier.log"
+failed=$gathered
 [ "$fast_rc" = 0 ] || exit "$fast_rc"
 [ "$failed" = 0 ] || exit "$failed"
 if [ -n "$base_pid" ]; then
@@ -203,15 +211,8 @@ e2e_pids=("${lanes[@]}")
 e2e_rc=0
 timed e2e-tier "${cov[@]}" tests/e2e "${DEPLOY_E2E[@]/#/--ignore=}" "${CLI_E2E[@]/#/--ignore=}" \
   2>&1 | tee "$LOGS/e2e.log" || e2e_rc=$?
-beside_rc=0
-for i in 0 1; do
-  log=("$LOGS/e2e-deploy.log" "$LOGS/e2e-cli.log")
-  rc=0
-  wait "${e2e_pids[$i]}" || rc=$?
-  echo "---- beside the e2e tier (${log[$i]}) ----"
-  cat "${log[$i]}"
-  [ "$rc" = 0 ] || beside_rc=$rc
-done
+gather "e2e tier" "${e2e_pids[0]}:$LOGS/e2e-deploy.log" "${e2e_pids[1]}:$LOGS/e2e-cli.log"
+beside_rc=$gathered
 lanes=()
 [ "$e2e_rc" = 0 ] || exit "$e2e_rc"
 [ "$beside_rc" = 0 ] || exit "$beside_rc"

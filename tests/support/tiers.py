@@ -11,7 +11,8 @@ module-scoped fixtures are set up once. scripts/test.sh runs the tiers as separa
 invocations selected by the markers these tiers add; a plain `pytest` runs them in order.
 A services module that mostly waits on real time (leases expiring, servers and CLIs starting)
 is also marked `realtime`: scripts/test.sh runs those in pytest runs of their own (three lanes,
-split by measured durations) beside the CPU-bound tiers, where their waiting costs no wall time.
+split by measured durations; the first also takes the image builds) beside the CPU-bound
+tiers, where their waiting costs no wall time.
 """
 
 from __future__ import annotations
