@@ -196,12 +196,13 @@ if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
 fi
-# The e2e tier in three lanes: the modules that drive the docs' deployments (the flow image
-# built and pushed, `prefect deploy`, process and Kubernetes workers, the announcement
-# retrain on a worker: about 610 s); the CLI's interrupts (about 330 s) with the GKE world's
-# (the tutorial and smoke profiles against the fakes, about 70 s); and the rest of tests/e2e,
-# the rehearsal module (about 400 s) and any new module, whose output is printed as it runs.
-# Two lanes, the CLI's and the rehearsal's one after the other, took 805 s beside 680 s.
+# The e2e tier in three lanes (durations of a clean-clone CI, stop 43): the modules that
+# drive the docs' deployments (the flow image built and pushed, `prefect deploy`, process
+# and Kubernetes workers, the announcement retrain on a worker: 612 s); the CLI's interrupts
+# with the GKE world's (the tutorial and smoke profiles against the fakes: 548 s); and the
+# rest of tests/e2e, the rehearsal module and any new module, whose output is printed as it
+# runs (634 s). Two lanes, the CLI's and the rehearsal's one after the other, took 805 s
+# beside 680 s.
 lanes=()
 DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
 CLI_E2E=(tests/e2e/test_cli_interrupts.py tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py)

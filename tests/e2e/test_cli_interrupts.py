@@ -274,7 +274,7 @@ def _statuses(out: str) -> dict[str, str]:
 
 
 def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) -> None:
-    home, venvs = tmp_path / "prefect-home", tmp_path / "venvs"
+    home, venvs, cache = tmp_path / "prefect-home", tmp_path / "venvs", tmp_path / "cache"
     home.mkdir()
     shared = Layout(load_profile(PROFILE, {}, environ={})).venv_dir().parent / JAX_CACHE_DIR
     shared.mkdir(parents=True, exist_ok=True)
@@ -287,10 +287,9 @@ def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) ->
     # its own Prefect home (the private API's database, the lock in it) and cache (command
     # logs): never shared with another run on the machine
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update({"PREFECT_HOME": str(home), "TPURL_CACHE_DIR": str(tmp_path / "cache"),
+    env.update({"PREFECT_HOME": str(home), "TPURL_CACHE_DIR": str(cache),
                 "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "COLUMNS": "10000",
                 "PYTHONFAULTHANDLER": "1"})  # a hung CLI's stacks (Cli.finish)
-    cache = tmp_path / "cache"
     finished = 0  # the stages that finished in the runs before this one
     killed = False  # the run before was SIGKILLed: its lock is left to this run to free
     started = time.monotonic()

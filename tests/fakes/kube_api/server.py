@@ -189,7 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
                          if p == plural and n == ns and matches(
                              o, query.get("labelSelector"), query.get("fieldSelector"))]
                 rv = kube.rv
-                kube.listed.append((plural, query.get("labelSelector") or ""))
+                kube.listed.add((plural, query.get("labelSelector") or ""))
                 kube.cond.notify_all()
             api_version, kind = KINDS[plural]
             return self._send(200, {"apiVersion": api_version, "kind": f"{kind}List",
@@ -234,7 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
                            for (p, n, _), o in sorted(kube.objects.items())
                            if p == plural and n == ns and matches(o, labels, fields)]
                 cursor = kube.rv
-                kube.listed.append((plural, labels or ""))
+                kube.listed.add((plural, labels or ""))
                 kube.cond.notify_all()
             else:
                 cursor = int(start_rv)

@@ -99,7 +99,7 @@ class FakeKube:
         self.requests: list[tuple[float, str, str]] = []
         # (plural, labelSelector) of every list served, a watch from "now" included: what a
         # client has seen from (its state was read under the lock, after the write before it)
-        self.listed: list[tuple[str, str]] = []
+        self.listed: set[tuple[str, str]] = set()
         self.created: Counter[tuple[str, str]] = Counter()
         self.logs: dict[tuple[str, str, str], list[tuple[datetime, str]]] = {}
         self.scripts: list[Script] = []  # one per JobSet creation, run in order
