@@ -98,10 +98,16 @@ counts_summary() {  # every pytest run's `tpurl-counts:` line (tests/support/ci_
              n["functions"], n["cases"], n["matrices"], n["matrix_cases"],
              n["functions"] - n["matrices"], n["cases"] - n["matrix_cases"] }' "$LOGS"/*.log
 }
-timed() {  # timed NAME CMD...: runs CMD, then says how long it took
-  local started=$SECONDS rc=0
+timed() {  # timed NAME CMD...: runs CMD, then says how long it took and the CPU time of
+  # it and every process it waited for (user + system; each call runs in a subshell of its
+  # own, a fork whose children's times start at zero): the CPU is what lanes share
+  local started=$SECONDS rc=0 cpu record="$LOGS/.times.$BASHPID"
   "${@:2}" || rc=$?
-  echo "test.sh: $1 took $((SECONDS - started)) s (exit $rc)"
+  times >"$record"  # a builtin with a redirection: no fork (a pipe would read a subshell's)
+  cpu=$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/)
+          n += t[1] * 60 + t[2] }; printf "%.0f", n }' "$record")
+  rm -f "$record"
+  echo "test.sh: $1 took $((SECONDS - started)) s (exit $rc; CPU $cpu s)"
   return "$rc"
 }
 beside() {  # beside LOG NAME CMD...: `timed NAME CMD` in the background, output to LOG
