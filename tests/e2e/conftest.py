@@ -1,6 +1,7 @@
-"""Fixtures of the end-to-end modules: the GKE world (tests/support/gke_world.py) and a real
-`prefect server start` (tests/support/prefect_server.py). Each is skipped only where its
-service cannot be started (dockerd: the rule of tests/support/docker.py)."""
+"""Fixtures of the end-to-end modules: the GKE world (tests/support/gke_world.py) and the
+deployment page's `prefect deploy --all` on a real `prefect server start`
+(tests/support/page_deployment.py). Each is skipped only where its service cannot be started
+(dockerd: the rule of tests/support/docker.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from tests.support.gcs import gcs_server
 from tests.support.gke_world import REGION, GkeWorld, open_gke_world
-from tests.support.prefect_server import QUICK_POLLING, PrefectServer, prefect_server_in
+from tests.support.page_deployment import Walkthrough, deployed_by_the_page
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +31,9 @@ def gke_world(prefect_api: None, standin_base: str, registry_prefix: str,
 
 
 @pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
-    with prefect_server_in(tmp_path_factory.mktemp("prefect-home"),
-                           settings=QUICK_POLLING) as server:
-        yield server
+def walkthrough(docker_client, registry_prefix: str,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthrough]:
+    """The page's deploy, once per session (the flow image built and pushed once)."""
+    with deployed_by_the_page(tmp_path_factory.mktemp("readme-walkthrough"),
+                              registry_prefix) as deployed:
+        yield deployed

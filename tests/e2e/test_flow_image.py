@@ -1,7 +1,9 @@
 """docs/how-to/deploy-prefect-server.md, as written, from `prefect deploy --all` to a run on each pool.
 
 A fresh `prefect server start` (a new user's API); the page's blocks run through bash with
-the venv the page activates. The deploy runs prefect.yaml's real build/push steps: the flow
+the venv the page activates. The deploy and its server are the session's (tests/support/
+page_deployment.py): tests/e2e/test_prefect_deploy.py's retraining runs on them too, as a
+user's one deploy serves both pages. The deploy runs prefect.yaml's real build/push steps: the flow
 image is built FROM a Debian-packages base (scripts/debian-base-image.sh: no image registry is
 reachable here) with CLOUD_TOOLS=0, pushed to the local registry, and the Kubernetes
 deployments get it by digest. Then:
@@ -20,49 +22,30 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage as gcs
 
 from flows.common.paths import REPO_ROOT
 from flows.deploy_steps import flow_image_tag
-from tests.fakes.adc_key import write_adc_key
-from tests.support.flow_image import debian_base_image, deploy_env
-from tests.support.prefect_server import (
-    QUICK_POLLING,
-    PrefectServer,
-    prefect_server_in,
-    wait_until,
-)
+from flows.runpage.result import RESULT_FOLDER
+from tests.fakes.adc_key import key_identity, write_adc_key
+from tests.fakes.oauth_token import token_endpoint
+from tests.support.page_deployment import PAGE, Walkthrough, page_bash
+from tests.support.prefect_server import PrefectServer, wait_until
 from tests.support.readme import blocks
 
-PAGE = "how-to/deploy-prefect-server.md"
 KUBERNETES = ("qwen3-30b-a3b-v6e-32-weekly", "qwen3-30b-a3b-v6e-32-retrain")
 PROCESS = ("rehearsal", "retrain-rehearsal", "teardown-qwen3-30b-a3b-v6e-32")
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
-
-
-@dataclass
-class Walkthrough:
-    server: PrefectServer
-    env: dict[str, str]
-    repository: str
-    base_image: str
-    deploy_log: str
-    deployments: dict[str, dict[str, Any]]
-    home: Path
-
-
-def _bash(script: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=REPO_ROOT, env=env,
-                          text=True, capture_output=True, timeout=timeout, check=False)
 
 
 def _background(script: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -109,21 +92,6 @@ def readme() -> dict[str, str]:
     return blocks(PAGE)
 
 
-@pytest.fixture(scope="module")
-def walkthrough(docker_client: docker.DockerClient, registry_prefix: str, readme: dict[str, str],
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthrough]:
-    base = debian_base_image()
-    home = tmp_path_factory.mktemp("readme-walkthrough")
-    with prefect_server_in(home, settings=QUICK_POLLING) as server:  # its workers poll often
-        repository = f"{registry_prefix}/tpurl-flow"
-        env = deploy_env(server.env, repository, base)
-        done = _bash(readme["deploy"], env, timeout=1800)
-        log = done.stdout + done.stderr
-        assert done.returncode == 0, log[-4000:]
-        found = server.api("POST", "/deployments/filter", json={}).json()
-        yield Walkthrough(server, env, repository, base, log, {d["name"]: d for d in found}, home)
-
-
 def test_the_page_marks_every_command_of_the_walkthrough(readme: dict[str, str]):
     assert set(readme) == {"env", "deploy", "process-worker", "rehearsal-run", "teardown-run",
                            "result-storage", "kubernetes-worker", "kubernetes-run"}
@@ -148,42 +116,64 @@ def test_deploy_builds_pushes_and_names_the_image_by_digest(walkthrough: Walkthr
 
 def test_the_weekly_deployment_runs_in_a_container_of_its_image(walkthrough: Walkthrough,
                                                                 readme: dict[str, str],
-                                                                docker_client: docker.DockerClient):
+                                                                docker_client: docker.DockerClient,
+                                                                gcs_url: str):
+    """The weekly run in a container of the image, its Prefect result written to the bucket
+    the page's result-storage block names: on fake-gcs-server (STORAGE_EMULATOR_HOST, which
+    google-cloud-storage reads), the credentials refreshed at a local stand-in of Google's
+    token endpoint (the key file's token_uri). Without them the failed run's result write
+    retried against unreachable Google hosts for 120 s before the run could end."""
     server, deployment = walkthrough.server, walkthrough.deployments[KUBERNETES[0]]
-    # The user's Application Default Credentials (prefect-gcp's GcpCredentials reads them).
-    adc = write_adc_key(walkthrough.home / "adc.json")
-    done = _bash(readme["result-storage"], {**walkthrough.env, "GOOGLE_APPLICATION_CREDENTIALS": str(adc)})
-    assert done.returncode == 0, done.stdout + done.stderr
-    run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run", json={}).json()
-    rendered = subprocess.run(
-        [sys.executable, "-m", "tests.support.kube_pod", "tpurl-kubernetes", deployment["id"],
-         run["id"]], cwd=REPO_ROOT, env=server.env, capture_output=True, text=True, check=True)
-    pod = json.loads(rendered.stdout)
-    assert pod["image"] == deployment["job_variables"]["image"]
-    assert pod["args"] == ["prefect", "flow-run", "execute"]
-    assert pod["env"]["PREFECT__FLOW_RUN_ID"] == run["id"]
-    assert pod["env"]["TPURL_GKE__PROJECT"] == ""  # the pool's env, from prefect.yaml
-    docker_client.images.pull(pod["image"])  # from the registry, by digest, as a kubelet does
-    # The pod reaches the API at an address of the cluster; here that is the host's 127.0.0.1.
-    # Its Google credentials come from Workload Identity (the tpurl-flow service account) on
-    # GKE; here the same fake key file stands in (prefect-gcp loads the results block's
-    # GcpCredentials before the flow starts, and crashes the run without any).
-    env = {**pod["env"], "PREFECT_API_URL": server.url,
-           "GOOGLE_APPLICATION_CREDENTIALS": "/var/run/tpurl/adc.json"}
-    container = docker_client.containers.run(
-        pod["image"], command=pod["args"], environment=env, network_mode="host", detach=True,
-        volumes={str(adc): {"bind": "/var/run/tpurl/adc.json", "mode": "ro"}})
-    try:
-        container.wait(timeout=600)
-        output = container.logs().decode(errors="replace")
-    finally:
-        container.remove(force=True)
+    bucket = re.search(r"gke\.bucket=(\S+)", readme["result-storage"]).group(1)  # type: ignore[union-attr]
+    storage = gcs.Client(project="my-proj", credentials=AnonymousCredentials(),
+                         client_options={"api_endpoint": gcs_url})
+    if storage.lookup_bucket(bucket) is None:
+        storage.create_bucket(bucket)
+    with token_endpoint() as google_tokens:
+        # The user's Application Default Credentials (prefect-gcp's GcpCredentials reads them).
+        adc = write_adc_key(walkthrough.home / "adc.json", token_uri=google_tokens.url)
+        google_tokens.know(*key_identity(adc))
+        done = page_bash(readme["result-storage"],
+                         {**walkthrough.env, "GOOGLE_APPLICATION_CREDENTIALS": str(adc)})
+        assert done.returncode == 0, done.stdout + done.stderr
+        run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
+                         json={}).json()
+        rendered = subprocess.run(
+            [sys.executable, "-m", "tests.support.kube_pod", "tpurl-kubernetes",
+             deployment["id"], run["id"]], cwd=REPO_ROOT, env=server.env, capture_output=True,
+            text=True, check=True)
+        pod = json.loads(rendered.stdout)
+        assert pod["image"] == deployment["job_variables"]["image"]
+        assert pod["args"] == ["prefect", "flow-run", "execute"]
+        assert pod["env"]["PREFECT__FLOW_RUN_ID"] == run["id"]
+        assert pod["env"]["TPURL_GKE__PROJECT"] == ""  # the pool's env, from prefect.yaml
+        docker_client.images.pull(pod["image"])  # from the registry, by digest, as a kubelet does
+        # The pod reaches the API at an address of the cluster; here that is the host's
+        # 127.0.0.1. Its Google credentials come from Workload Identity (the tpurl-flow service
+        # account) on GKE; here the same fake key file stands in (prefect-gcp loads the results
+        # block's GcpCredentials before the flow starts, and crashes the run without any).
+        env = {**pod["env"], "PREFECT_API_URL": server.url,
+               "GOOGLE_APPLICATION_CREDENTIALS": "/var/run/tpurl/adc.json",
+               "STORAGE_EMULATOR_HOST": gcs_url}
+        container = docker_client.containers.run(
+            pod["image"], command=pod["args"], environment=env, network_mode="host",
+            detach=True, volumes={str(adc): {"bind": "/var/run/tpurl/adc.json", "mode": "ro"}})
+        try:
+            container.wait(timeout=600)
+            output = container.logs().decode(errors="replace")
+        finally:
+            container.remove(force=True)
     state = _final(server, run["id"], 60)
     logs = _logs(server, run["id"])
     # The image ran the real entrypoint from /opt/tpurl: the flow validated the profile with
     # the pod's env and refused it, naming the empty fields, before touching anything.
     assert state["type"] == "FAILED", output[-3000:]
     assert "gke.project" in logs + state["message"], (state, logs[-3000:], output[-3000:])
+    # ...and Prefect kept the failure's result where the block points, with a token the key
+    # earned (no write went out unauthenticated)
+    written = [b.name for b in storage.list_blobs(bucket, prefix=f"{RESULT_FOLDER}/")]
+    assert written and google_tokens.issued, (written, output[-3000:])
+    assert "Failed to write result" not in output, output[-3000:]
 
 
 def test_the_pages_process_worker_runs_teardown_and_rehearsal(walkthrough: Walkthrough,
@@ -194,14 +184,14 @@ def test_the_pages_process_worker_runs_teardown_and_rehearsal(walkthrough: Walkt
                          walkthrough.home / "process-worker.log")
     try:
         teardown = walkthrough.deployments["teardown-qwen3-30b-a3b-v6e-32"]
-        done = _bash(readme["teardown-run"], walkthrough.env, timeout=600)
+        done = page_bash(readme["teardown-run"], walkthrough.env, timeout=600)
         [run] = _runs_of(server, teardown["id"])
         state = _final(server, run["id"], 120)
         assert state["type"] == "FAILED", done.stdout[-3000:]
         assert "gke.project" in _logs(server, run["id"]) + state["message"]
 
         rehearsal = walkthrough.deployments["rehearsal"]
-        done = _bash(readme["rehearsal-run"], walkthrough.env)
+        done = page_bash(readme["rehearsal-run"], walkthrough.env)
         assert done.returncode == 0, done.stdout + done.stderr
         [run] = _runs_of(server, rehearsal["id"])
         wait_until(lambda: _state(server, run["id"])["type"] == "RUNNING", 300,
@@ -228,7 +218,7 @@ def test_the_pages_kubernetes_worker_starts_and_joins_its_pool(walkthrough: Walk
 
 def test_deploy_without_the_image_variable_stops_naming_it(walkthrough: Walkthrough):
     env = {k: v for k, v in walkthrough.env.items() if k != "TPURL_FLOW_IMAGE"}
-    done = _bash("source .venv/bin/activate && prefect --no-prompt deploy --all", env)
+    done = page_bash("source .venv/bin/activate && prefect --no-prompt deploy --all", env)
     out = done.stdout + done.stderr
     assert done.returncode != 0
     assert "TPURL_FLOW_IMAGE is not set" in out and "fix: export TPURL_FLOW_IMAGE=" in out, out[-3000:]

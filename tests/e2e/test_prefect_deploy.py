@@ -8,6 +8,8 @@ the newest) give exactly one follow-up run serving the newest, the intermediate 
 coalesced (a cancelled waiting run with the message) or superseded. The newest re-announces
 the first run's file, so the follow-up skips every stage. (A revision's coalescing is
 tests/announcements/test_dispatch.py's: on the rehearsal a new revision reruns every stage.)
+The server and deployments are those the deployment page's walkthrough made in this session
+(tests/support/page_deployment.py, one `prefect deploy --all`), with its runs on them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from flows.common.event_catalogue import MODEL_PROMOTED
 from flows.common.paths import REPO_ROOT
 from flows.config import load_profile
 from flows.stages import stages_for
-from tests.support.flow_image import debian_base_image, deploy_env
+from tests.support.page_deployment import Walkthrough
 from tests.support.prefect_server import PREFECT, PrefectServer, wait_until
 from tests.support.readme import blocks
 from tests.support.run_events import bookkeeping_share, run_events
@@ -36,7 +38,6 @@ from tests.support.webhook_receiver import Receiver, webhook_receiver
 
 pytestmark = pytest.mark.rehearsal
 OUTPUTS = REPO_ROOT / ".tpurl" / "test-outputs"
-TEMPLATE = REPO_ROOT / "deployments" / "work-pool" / "kubernetes-base-job-template.json"
 DEPLOYMENTS = {"rehearsal", "retrain-rehearsal", "announce-retrain-rehearsal",
                "qwen3-30b-a3b-v6e-32-weekly", "qwen3-30b-a3b-v6e-32-retrain",
                "announce-qwen3-30b-a3b-v6e-32-retrain", "teardown-qwen3-30b-a3b-v6e-32"}
@@ -44,20 +45,15 @@ FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
 @pytest.fixture(scope="module")
-def deployed(prefect_server: PrefectServer, docker_client, registry_prefix: str) -> dict[str, dict]:
-    """Every deployment, after prefect.yaml's build/push of the flow image (a layer-cache hit
-    when tests/e2e/test_flow_image.py built it in this session)."""
-    for args in (["work-pool", "create", "tpurl-process", "--type", "process"],
-                 ["work-pool", "create", "tpurl-kubernetes", "--type", "kubernetes",
-                  "--base-job-template", str(TEMPLATE)]):
-        done = prefect_server.cli(*args)
-        assert done.returncode == 0, done.stdout + done.stderr
-    env = deploy_env(prefect_server.env, f"{registry_prefix}/tpurl-flow", debian_base_image())
-    done = subprocess.run([PREFECT, "--no-prompt", "deploy", "--all"], cwd=REPO_ROOT, env=env,
-                          text=True, capture_output=True, timeout=1800, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    found = prefect_server.api("POST", "/deployments/filter", json={}).json()
-    return {d["name"]: d for d in found}
+def prefect_server(walkthrough: Walkthrough) -> PrefectServer:
+    """The server the deployment page deployed to (tests/e2e/conftest.py): the work pools and
+    every deployment of prefect.yaml, the flow image built and pushed once per session."""
+    return walkthrough.server
+
+
+@pytest.fixture(scope="module")
+def deployed(walkthrough: Walkthrough) -> dict[str, dict]:
+    return walkthrough.deployments
 
 
 ANNOUNCED = REPO_ROOT / ".tpurl" / "announced"  # the docs' block writes here

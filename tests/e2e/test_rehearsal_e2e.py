@@ -2,10 +2,11 @@
 
 One module-scoped first run (cold outputs; the venvs are built on first use and reused), then
 reruns that prove skip-if-done: nothing changed → every stage skipped; a changed learning rate
-→ train and export only; a changed base model → infra, convert, train and export. The first
-run also evaluates (MaxText's evaluate_rl on the held-out rows, trained and base) and decides
-promotion; the learning-rate and base-model reruns leave eval out (its lineage is proven in
-tests/stages/test_evaluate.py), since each evaluation program costs minutes on CPU.
+→ train and export only; a changed base model → infra and convert again (then a train given a
+bad value fails at once with its cause). The first run also evaluates (MaxText's evaluate_rl
+on the held-out rows, trained and base) and decides promotion; the learning-rate and
+base-model reruns leave eval out (its lineage is proven in tests/stages/test_evaluate.py),
+since each evaluation program costs minutes on CPU.
 
 The learning-rate rerun also tracks to W&B in offline mode (issue 35.1): its train program is
 MaxText's real ``train_rl`` through tunix's metrics logger, so the W&B proof needs no training
@@ -216,25 +217,31 @@ def test_the_real_training_logs_to_the_profiles_wandb_project_offline(lr_rerun):
     assert not [p for p in written if WANDB_KEY.encode() in p.read_bytes()]
 
 
-def test_changed_base_model_reruns_convert_too(first_run, root):
-    changed = rl_post_training(profile="rehearsal", overrides={
-        "local.root": str(root), "local.tiny_model_seed": "1", **NO_EVAL})
-    assert stage_statuses(changed) == {"image": "skipped", "infra": "ran", "convert": "ran",
-                                  "train": "ran", "export": "ran"}
-    assert changed.artifacts["maxtext_checkpoint"] != first_run.artifacts["maxtext_checkpoint"]
-
-
-def test_a_program_error_fails_at_once_with_its_cause_and_keeps_the_log(first_run, root):
-    # a name MaxText knows with a value only its own config model refuses (an unknown name
-    # is refused at validation now, before anything runs: tests/config/test_maxtext_keys.py)
+def test_a_changed_base_model_reconverts_and_a_train_error_then_fails_at_once(first_run, root):
+    """Two proofs, one run (a second MaxText train and export on CPU cost minutes and prove
+    nothing more: that a changed base reruns every stage after convert is
+    tests/stages/test_execute.py's, in milliseconds). Another tiny model (its seed) makes
+    infra write new sources and convert a new MaxText checkpoint from them; the train that
+    follows is given a name MaxText knows with a value only its own config model refuses (an
+    unknown name is refused at validation, before anything runs:
+    tests/config/test_maxtext_keys.py), and fails at once with its cause, keeping its log."""
+    overrides = {"local.root": str(root), "local.tiny_model_seed": "1",
+                 "train.args.warmup_steps_fraction": "not-a-number", **NO_EVAL}
     with pytest.raises(StageFailed) as caught:
-        rl_post_training(profile="rehearsal", overrides={
-            "local.root": str(root), "train.args.warmup_steps_fraction": "not-a-number",
-            **NO_EVAL})
+        rl_post_training(profile="rehearsal", overrides=overrides)
     failure = caught.value
     assert failure.stage == "train" and failure.diagnosis.category == "user-error"
     assert "warmup_steps_fraction" in failure.diagnosis.detail
     assert failure.log_uri and _path(failure.log_uri).is_file()
+
+    layout = Layout(load_profile("rehearsal", overrides))
+    converted = _path(layout.converted_checkpoint)
+    assert converted != _path(first_run.artifacts["maxtext_checkpoint"])
+    assert any(converted.iterdir()), "convert wrote the new base's checkpoint"
+    assert _path(layout.record(layout.convert_dir)).is_file()
+    assert (_path(layout.tiny_model_dir) / "config.json").is_file()
+    first_sources = Layout(load_profile("rehearsal", {"local.root": str(root)})).sources_dir
+    assert layout.sources_dir != first_sources
 
 
 DECISIONS = ("tpurl.model.promoted", "tpurl.model.rejected")

@@ -14,12 +14,23 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 
-def write_adc_key(path: Path, project: str = "my-proj") -> Path:
+def write_adc_key(path: Path, project: str = "my-proj",
+                  token_uri: str = "https://oauth2.googleapis.com/token") -> Path:
+    """``token_uri``: where the credentials refresh (tests/fakes/oauth_token.py serves one)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
     path.write_text(json.dumps({
         "type": "service_account", "project_id": project, "private_key_id": "0" * 40,
         "private_key": pem, "client_email": f"tpurl-test@{project}.iam.gserviceaccount.com",
-        "client_id": "1" * 21, "token_uri": "https://oauth2.googleapis.com/token"}))
+        "client_id": "1" * 21, "token_uri": token_uri}))
     return path
+
+
+def key_identity(path: Path) -> tuple[rsa.RSAPublicKey, str]:
+    """The public half of a key file written above and its service account's e-mail: what
+    Google's token endpoint checks a grant against."""
+    info = json.loads(path.read_text())
+    key = serialization.load_pem_private_key(info["private_key"].encode(), password=None)
+    assert isinstance(key, rsa.RSAPrivateKey)
+    return key.public_key(), info["client_email"]

@@ -44,6 +44,19 @@ def test_changed_training_config_reruns_only_train_and_export(tmp_path: Path) ->
                                           "convert": "skipped", "train": "ran", "export": "ran"}
 
 
+def test_changed_base_model_reruns_convert_and_everything_after_it(tmp_path: Path) -> None:
+    """The rule tests/e2e/test_rehearsal_e2e.py proves with MaxText up to the train that
+    follows the new convert; here through export, every stage's program counted."""
+    first = backend_at(tmp_path)
+    run_all(first)
+    changed = backend_at(tmp_path, **{"local.tiny_model_seed": "1"})
+    assert statuses(run_all(changed)) == {"image": "skipped", "infra": "ran",
+                                          "convert": "ran", "train": "ran", "export": "ran"}
+    assert changed.layout.converted_checkpoint != first.layout.converted_checkpoint
+    assert changed.layout.export_dir != first.layout.export_dir
+    assert changed.runs["convert-hf-to-maxtext"] == 1
+
+
 def test_missing_output_reruns_that_stage_and_what_depends_on_it(tmp_path: Path) -> None:
     backend = backend_at(tmp_path)
     run_all(backend)

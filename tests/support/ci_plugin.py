@@ -4,10 +4,24 @@ them into an inner pytest run (tests/test_ci_rules.py) exactly as the suite's co
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 
 from tests.support.ci_rules import ci_skip_message, count, in_ci, summary_lines
+from tests.support.cpu_by_module import cpu_seconds, module_of, report_lines
+
+_CPU_BY_MODULE: Counter[str] = Counter()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Each test's CPU (setup, call and teardown), added to its module's."""
+    before = cpu_seconds()
+    try:
+        return (yield)
+    finally:
+        _CPU_BY_MODULE[module_of(item.nodeid)] += cpu_seconds() - before
 
 
 @pytest.hookimpl(wrapper=True)
@@ -28,4 +42,8 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if passed:
         terminalreporter.section("what passed")
         for line in summary_lines(count(passed)):
+            terminalreporter.write_line(line)
+    if lines := report_lines(_CPU_BY_MODULE):
+        terminalreporter.section("CPU by module")
+        for line in lines:
             terminalreporter.write_line(line)

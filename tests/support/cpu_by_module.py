@@ -1,0 +1,34 @@
+"""The CPU each test module used, for the end of a pytest run: on two cores shared by the
+tiers and lanes of scripts/test.sh, the wall time of a test says little (it waits while
+others compute) and its CPU says what it costs the run.
+
+Per test: user + system time of this process and of the children it reaped (servers, CLIs,
+programs: counted when waited for), summed by module. A child reaped in a later test is
+counted there; daemons that are never reaped (dockerd, a kept API server) are not counted."""
+
+from __future__ import annotations
+
+import resource
+from collections import Counter
+
+
+def cpu_seconds() -> float:
+    """This process's CPU so far, and that of every child it has reaped."""
+    own, children = (resource.getrusage(who) for who in
+                     (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def report_lines(by_module: Counter[str], top: int = 12) -> list[str]:
+    """The modules that used the most CPU, with their share of the run's."""
+    total = sum(by_module.values())
+    if total <= 0:
+        return []
+    lines = [f"{total:.0f} s of CPU in {len(by_module)} modules; the most:"]
+    for module, seconds in by_module.most_common(top):
+        lines.append(f"{seconds:8.1f} s {seconds / total:4.0%}  {module}")
+    return lines
