@@ -202,13 +202,13 @@ if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
 fi
-# The e2e tier in three lanes (durations of a clean-clone CI, stop 43): the modules that
-# drive the docs' deployments (the flow image built and pushed, `prefect deploy`, process
-# and Kubernetes workers, the announcement retrain on a worker: 612 s); the CLI's interrupts
-# with the GKE world's (the tutorial and smoke profiles against the fakes: 548 s); and the
-# rest of tests/e2e, the rehearsal module and any new module, whose output is printed as it
-# runs (634 s). Two lanes, the CLI's and the rehearsal's one after the other, took 805 s
-# beside 680 s.
+# The e2e tier in three lanes (a clean-clone CI, stop 44, before its cuts: wall and CPU): the
+# modules that drive the docs' deployments (one flow image built and pushed by one `prefect
+# deploy`, process and Kubernetes workers, the announcement retrain on a worker: 646 s, CPU
+# 327 s); the CLI's interrupts with the GKE world's (the tutorial and smoke profiles against
+# the fakes: 530 s, CPU 327 s); and the rest of tests/e2e, the rehearsal module and any new
+# module, whose output is printed as it runs (674 s, CPU 505 s). Two lanes, the CLI's and the
+# rehearsal's one after the other, took 805 s beside 680 s.
 lanes=()
 DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
 CLI_E2E=(tests/e2e/test_cli_interrupts.py tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py)

@@ -206,6 +206,11 @@ def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
     clock, logger = Clock(), ListLogger()
     backend = make_backend(server.url, "train", tmp_path, logger, profile=profile)
     backend.spend = meter_for(profile, "train", clock=clock, key=uuid.uuid4().hex)
+    assert backend.spend is not None
+    # the test's clock moves time; the pods' record (wall-clock, whole seconds as the API
+    # writes it) would add the real second the fake takes to bind them
+    started = float(int(time.time()))
+    backend.spend.wall = lambda: started
     workload = train_workload(profile, Layout(profile), backend.runtime)
     outcome: list[object] = []
     runner = threading.Thread(target=lambda: outcome.append(_run(backend, workload, tmp_path)))
@@ -235,3 +240,58 @@ def _run(backend, workload, tmp: Path) -> object:
         return backend.run_workload(workload, file_uri(tmp / "train.log"))
     except StageFailed as exc:
         return exc
+
+
+def _ended_worker(bound_at: str, finished_at: str | None) -> dict:
+    state = {"exitCode": 0, "reason": "Completed", "startedAt": bound_at}
+    if finished_at:
+        state["finishedAt"] = finished_at
+    return {"metadata": {"uid": f"worker-{bound_at}-{finished_at}"},
+            "spec": {"nodeName": "tpu-node-0", "containers": TPU_CONTAINER},
+            "status": {"phase": "Succeeded", "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": bound_at}],
+                "containerStatuses": [{"name": "pathways-worker",
+                                       "state": {"terminated": state}}]}}
+
+
+def test_a_slice_that_lived_between_two_looks_is_charged_from_its_pods_record() -> None:
+    """Bound, run and ended while the watch was away (dropped, 5xx): the pods' own record
+    (PodScheduled's time, the container's finishedAt) gives the half hour, charged once, and
+    the scale-down tail after it; a record without its end charges nothing (no guess)."""
+    clock = Clock()
+    meter = SpendMeter("train", 8, 1.0, False, None, None, uuid.uuid4().hex, clock, tail_s=600.0)
+    meter.charge(UNBOUND)
+    clock.now = 7200.0
+    ended = [HEAD, _ended_worker("2026-12-04T10:00:00Z", "2026-12-04T10:30:00Z")]
+    meter.charge(ended)
+    assert meter.spent_usd == pytest.approx(4.0)  # 8 chips × 0.5 h
+    clock.now = 7260.0
+    meter.charge(ended)  # seen again: nothing more
+    assert meter.spent_usd == pytest.approx(4.0)
+    meter.pause()
+    assert meter.spent_usd == pytest.approx(4.0 + 8 * 600 / 3600)
+
+    partial = SpendMeter("train", 8, 1.0, False, None, None, uuid.uuid4().hex, clock, 600.0)
+    partial.charge([HEAD, _ended_worker("2026-12-04T10:00:00Z", None)])
+    partial.pause()
+    assert partial.spent_usd == 0.0
+
+
+def test_a_slice_seen_holding_is_charged_by_the_ticks_not_again_by_its_record() -> None:
+    """Seen bound at the first look (the record's binding is that moment), then ended an hour
+    later by its record while the ticks charged half an hour up to the last look: the record
+    does not charge the pod a second time."""
+    clock = Clock()
+    meter = SpendMeter("train", 8, 1.0, False, None, None, uuid.uuid4().hex, clock)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    running = _ended_worker(now, None)
+    running["status"]["phase"] = "Running"
+    meter.charge([HEAD, running])
+    clock.now = 1800.0
+    meter.charge([HEAD, running])
+    ended = _ended_worker(now, "2099-01-01T00:00:00Z")
+    ended["metadata"] = running["metadata"]  # the same pod, now ended
+    clock.now = 1860.0
+    meter.charge([HEAD, ended])
+    # the ticks' half hour (the record's binding is whole seconds: at most 1 s more)
+    assert meter.spent_usd == pytest.approx(4.0, abs=8 * 1.0 / 3600)

@@ -31,7 +31,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from tests.fakes.kube_api.store import now_iso
+from tests.fakes.kube_api.store import now_iso, terminated
 
 if TYPE_CHECKING:
     from tests.fakes.kube_api.store import FakeKube
@@ -107,7 +107,7 @@ def _terminate(kube: FakeKube, key: Key) -> None:
         status["phase"] = "Failed"
     for container in status.get("containerStatuses") or []:
         if "terminated" not in (container.get("state") or {}):
-            container["state"] = {"terminated": {"exitCode": 143, "reason": "Error"}}
+            container["state"] = terminated(143, "Error", container.get("state"))
     kube._bump("pods", "MODIFIED", pod)
 
     def gone() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.fakes.kube_api.reclaim import head_gives_up, later
 from tests.fakes.kube_api.scenarios import NS, _pods, _set_condition
-from tests.fakes.kube_api.store import FakeKube, condition
+from tests.fakes.kube_api.store import FakeKube, condition, terminated
 
 Obj = dict[str, Any]
 # kubernetes pkg/kubelet/eviction/helpers.go: nodeLowMessageFmt, thresholdMetMessageFmt,
@@ -48,6 +48,6 @@ def worker_evicted_for_memory(kube: FakeKube, name: str) -> None:
         _set_condition(obj, condition("DisruptionTarget", "True", "TerminationByKubelet",
                                       MEMORY_EVICTION))
         for status in obj["status"].get("containerStatuses") or []:
-            status["state"] = {"terminated": {"exitCode": 137, "reason": "Error"}}
+            status["state"] = terminated(137, "Error", status.get("state"))
     kube.mutate("pods", NS, _first_worker(kube, name), evicted)
     _then_head_gives_up(kube, name)

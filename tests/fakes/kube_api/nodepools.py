@@ -55,7 +55,7 @@ from tests.fakes.kube_api.scenarios import NS, _resumed, disrupt_and_fail, start
 
 # the control plane's actions need no node; the program's wait for the pods to be bound
 from tests.fakes.kube_api.scheduler import CONTROL_PLANE, TPU_SELECTOR
-from tests.fakes.kube_api.store import FakeKube, condition, now_iso
+from tests.fakes.kube_api.store import FakeKube, condition, now_iso, terminated
 
 Obj = dict[str, Any]
 
@@ -397,7 +397,7 @@ class Autoscaler:
 def _terminated(pod: Obj) -> None:
     pod["status"]["phase"] = "Failed"
     for status in pod["status"].get("containerStatuses") or []:
-        status["state"] = {"terminated": {"exitCode": 143, "reason": "Error"}}
+        status["state"] = terminated(143, "Error", status.get("state"))
 
 
 def _finished(pod: Obj) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fakes.kube_api.store import FakeKube, condition, jobset_failed
+from tests.fakes.kube_api.store import FakeKube, condition, jobset_failed, terminated
 
 NS = "default"
 Obj = dict[str, Any]
@@ -53,7 +53,7 @@ def shut_down_by_kubelet(pod: Obj) -> None:
         "DisruptionTarget", "True", "TerminationByKubelet",
         "Pod was terminated in response to imminent node shutdown.")]
     for container in status.get("containerStatuses") or []:
-        container["state"] = {"terminated": {"exitCode": 143, "reason": "Error"}}
+        container["state"] = terminated(143, "Error", container.get("state"))
 
 
 def replacement(pod: Obj, rv: int) -> Obj:
@@ -109,7 +109,7 @@ def head_gives_up(kube: FakeKube, name: str) -> None:
             obj["status"]["phase"] = "Failed"
             for container in obj["status"].get("containerStatuses") or []:
                 if container["name"] == "workload-container":
-                    container["state"] = {"terminated": {"exitCode": 1, "reason": "Error"}}
+                    container["state"] = terminated(1, "Error", container.get("state"))
         kube.mutate("pods", NS, pod["metadata"]["name"], exited)
 
     def failed(obj: Obj) -> None:

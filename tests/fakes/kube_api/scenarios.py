@@ -17,7 +17,14 @@ from typing import Any
 
 from tests.fakes.kube_api import scheduler
 from tests.fakes.kube_api.placement import NODE_POOL, exclusive_pool, slice_of
-from tests.fakes.kube_api.store import FakeKube, Script, condition, jobset_failed, now_iso
+from tests.fakes.kube_api.store import (
+    FakeKube,
+    Script,
+    condition,
+    jobset_failed,
+    now_iso,
+    terminated,
+)
 
 NS = "default"
 Obj = dict[str, Any]
@@ -229,7 +236,7 @@ def say(*lines: str) -> Action:
 
 def succeed(kube: FakeKube, name: str) -> None:
     """The program exits 0; the JobSet completes (successPolicy on the head); Kueue finishes."""
-    _containers(kube, name, {"terminated": {"exitCode": 0, "reason": "Completed"}}, "Succeeded",
+    _containers(kube, name, terminated(0, "Completed"), "Succeeded",
                 only="workload-container", coordinator_only=True)
     kube.mutate("jobsets", NS, name, lambda o: _set_condition(
         o, condition("Completed", "True", "AllJobsCompleted", "jobset completed successfully")))
@@ -240,7 +247,7 @@ def succeed(kube: FakeKube, name: str) -> None:
 
 def exit_with(code: int, reason: str = "Error") -> Action:
     def fail(kube: FakeKube, name: str) -> None:
-        _containers(kube, name, {"terminated": {"exitCode": code, "reason": reason}}, "Failed",
+        _containers(kube, name, terminated(code, reason), "Failed",
                     only="workload-container", coordinator_only=True)
         head = _job_of(kube, coordinator(kube, name))
         kube.mutate("jobsets", NS, name, lambda o: _fail(
@@ -296,7 +303,7 @@ def stop_pods_of(kube: FakeKube, name: str, which: Callable[[Obj], bool],
         obj["status"]["phase"] = "Failed"
         for status in obj["status"].get("containerStatuses") or []:
             if "running" in (status.get("state") or {}):
-                status["state"] = {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+                status["state"] = terminated(exit_code, "Error", status["state"])
     for pod in pods:
         kube.mutate("pods", NS, pod, killed)
     return pods

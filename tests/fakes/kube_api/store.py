@@ -51,6 +51,15 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def terminated(exit_code: int, reason: str, before: Obj | None = None) -> Obj:
+    """A container's state once it ended, as the kubelet writes it (k8s.io/api core/v1
+    ContainerStateTerminated): exit code, reason, and when it started (from its running
+    state, if it had one) and finished."""
+    started = ((before or {}).get("running") or {}).get("startedAt")
+    return {"terminated": {"exitCode": exit_code, "reason": reason, "finishedAt": now_iso(),
+                           **({"startedAt": started} if started else {})}}
+
+
 class ApiError(Exception):
     def __init__(self, code: int, reason: str, message: str) -> None:
         super().__init__(message)

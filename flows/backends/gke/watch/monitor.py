@@ -227,7 +227,17 @@ class Monitor:
                 last_reason = verdict.reason
             if verdict.phase in (Phase.SUCCEEDED, Phase.FAILED):
                 self.noticed_at = time.monotonic()
+                self._last_charge()
                 return self._settle(verdict)
+
+    def _last_charge(self) -> None:
+        """The submission's end: the slice is charged up to now from its pods as the API
+        serves them (one read). The ticks charge only while the JobSet runs, through the
+        watch's copies; a short stage can bind, run and end in a watch gap (dropped, the API
+        answering 5xx) or behind a lagging pod watch, and was charged nothing."""
+        if self.spend is not None:
+            live = self._mine(self.lost_nodes.pods(f"{JOBSET_NAME}={self.name}"))
+            self.spend.charge(live or self._pods())
 
     def _settle(self, verdict: Verdict) -> Verdict:
         """Let the log follower read the program's last lines, then diagnose again with them:

@@ -15,6 +15,13 @@ when that is paid, so a next submission or stage that binds the same nodes withi
 not charged twice. A TPU node is bound a moment after it is created: the charge trails GCP's
 by that much (one watch tick against the fake cluster).
 
+The watch can miss a slice's whole life: a short stage whose pods were bound, ran and ended
+while the watch was down (dropped, the API answering 5xx) shows them only as ended on the
+relist. Kubernetes keeps a finished Job's pods with their record (PodScheduled's
+lastTransitionTime from the binding, each container's state.terminated.finishedAt from the
+kubelet), so such pods are charged from that record: from the earliest binding to the latest
+end, once, and the scale-down tail after them as for a slice seen.
+
 The run's total lives in a ledger keyed by the run (the Prefect flow run id, or one per
 process outside a flow): stages run one after another in the flow's process, so the cap per
 run is the sum over its stages and over resubmissions and Prefect retries of each. The clock is
@@ -27,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from flows.config.profile import Profile
@@ -65,11 +73,56 @@ def requests_tpu(pod: Obj) -> bool:
     return False
 
 
+def _bound_tpu(pod: Obj) -> bool:
+    return requests_tpu(pod) and bool((pod.get("spec") or {}).get("nodeName"))
+
+
+def _ended(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _uid(pod: Obj) -> str:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+
+
 def holds_tpu(pods: list[Obj]) -> bool:
     """A TPU pod is bound to a node and has not ended: the slice's nodes exist."""
-    return any(requests_tpu(p) and (p.get("spec") or {}).get("nodeName") and
-               (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-               for p in pods)
+    return any(_bound_tpu(p) and not _ended(p) for p in pods)
+
+
+def _api_time(stamp: object) -> float | None:
+    """An API object's RFC 3339 time (metav1.Time: whole seconds, "Z") as a Unix time."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _bound_at(pod: Obj) -> float | None:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return _api_time(next((c.get("lastTransitionTime") for c in conditions
+                           if c.get("type") == "PodScheduled" and c.get("status") == "True"),
+                          None))
+
+
+def _finished_at(pod: Obj) -> float | None:
+    ends = [_api_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+            for c in (pod.get("status") or {}).get("containerStatuses") or []]
+    return None if not ends or None in ends else max(e for e in ends if e is not None)
+
+
+def held_by_record(pods: list[Obj], wall_now: float) -> tuple[float, float] | None:
+    """When the given TPU pods held their nodes by their own record, as Unix times: from the
+    earliest binding (PodScheduled=True) to the latest container end, or to now while one
+    runs; None when the record is incomplete (nothing is guessed)."""
+    bound = [_bound_at(p) for p in pods]
+    ends = [_finished_at(p) if _ended(p) else wall_now for p in pods]
+    if not pods or None in bound or None in ends:
+        return None
+    return min(b for b in bound if b is not None), max(e for e in ends if e is not None)
 
 
 @dataclass
@@ -86,9 +139,11 @@ class SpendMeter:
     key: str = ""
     clock: Callable[[], float] = time.monotonic
     tail_s: float = 0.0  # billed after the TPU pods end (from zero: SCALE_DOWN_TAIL_S)
+    wall: Callable[[], float] = time.time  # the pods' record is in the API's wall-clock time
     spent_usd: float = 0.0
     _last: float | None = field(default=None, repr=False)
     _held: bool = field(default=False, repr=False)  # TPU pods held nodes since the last pause
+    _seen: set[str] = field(default_factory=set, repr=False)  # TPU pods charged or seen bound
 
     @property
     def charged_at(self) -> float | None:
@@ -104,11 +159,30 @@ class SpendMeter:
         crossed (the caller deletes the JobSet)."""
         now = self.clock()
         held = self.static_pool or holds_tpu(pods)
+        if not self.static_pool:
+            self._charge_unseen(pods, now)
         if self._last is not None and held:
             self._add(self._last, now)
         self._held = self._held or held
         self._last = now
         return self.crossed()
+
+    def _charge_unseen(self, pods: list[Obj], now: float) -> None:
+        """TPU pods first seen bound, with none seen holding since the last pause: the slice
+        may have come up (and even ended) between two looks, so it is charged from the pods'
+        record, placed on the meter's clock; the tick then adds only what the record has not
+        (the run's paid-until mark)."""
+        new = [p for p in pods if _bound_tpu(p) and _uid(p) not in self._seen]
+        self._seen.update(_uid(p) for p in new)
+        if not new or self._held:  # the slice was seen: its ticks charge it
+            return
+        wall_now = self.wall()
+        if (span := held_by_record(new, wall_now)) is None:
+            return
+        start, end = (now - max(0.0, wall_now - t) for t in span)
+        if end > start:
+            self._add(start, end)
+            self._held = True  # its nodes' scale-down tail is billed after it
 
     def _add(self, start: float, end: float) -> None:
         """Charge [start, end), less what the run already paid (a scale-down tail)."""

@@ -18,8 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from flows.backends.gke.watch.spend import SpendMeter, requests_tpu
 from flows.core.failures import FailureCategory, StageFailed
-from tests.fakes.gke_backend import BUDGETS, jobsets_created, run_stage
+from flows.core.layout import Layout
+from flows.core.programs import train_workload
+from flows.core.storage import file_uri
+from tests.fakes.gke_backend import BUDGETS, ListLogger, jobsets_created, make_backend, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
 from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start, succeed
@@ -114,5 +118,51 @@ def test_a_preemption_the_pod_watch_has_not_delivered_is_still_a_preemption(
         assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
         assert jobsets_created(server.kube) == 2, logger.lines  # resumed once
         assert any("preempted" in line for line in logger.lines), logger.lines
+    finally:
+        scaler.stop()
+
+
+def once_the_slice_is_bound(kube: FakeKube, _name: str) -> None:
+    """Waits (in the scenario's thread) until the pool bound every TPU worker, then a second
+    more: the slice held for at least that long before the program ends."""
+    kube.cond.release()  # the script runs its action under the store's lock
+    try:
+        assert until(lambda: (workers := [p for p in kube.find("pods") if requests_tpu(p)])
+                     and all(p["spec"].get("nodeName") for p in workers), within_s=30)
+        time.sleep(1.0)
+    finally:
+        kube.cond.acquire()
+
+
+def test_a_slice_bound_behind_a_lagging_watch_is_charged_from_its_binding(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """The JobSet and pod watches deliver nothing from admission until the slice has been
+    bound for a second (a CI run's fault schedule dropped them for that long), then the
+    program succeeds: the ticks went on with the watch's stale copies, so charging from the
+    previous tick charged a fraction of what GCP billed. The pods' record (PodScheduled's
+    time, written at the binding) charges the slice from its binding."""
+    scaler = Autoscaler(server.kube, TpuPool())
+    try:
+        scenario(server.kube, [
+            (0.05, admit), (0.0, hold("jobsets", "pods")), (0.05, start),
+            (0.05, say("step 1")), (0.0, once_the_slice_is_bound),
+            (0.0, released("jobsets", "pods")), (0.3, succeed)])
+        profile = tutorial_profile(**{"gke.capacity": "spot", "gke.reservation": "",
+                                      **{f"gke.prices.spot.{k}": v for k, v in PRICE.items()}})
+        logger = ListLogger()
+        backend = make_backend(server.url, "train", tmp_path, logger, BUDGETS, profile)
+        gke = profile.gke
+        assert gke is not None
+        meter = SpendMeter("train", gke.total_chips, 1.0, False, None, None,
+                           key=str(tmp_path))
+        backend.spend = meter
+        backend.run_workload(train_workload(profile, Layout(profile), backend.runtime),
+                             file_uri(tmp_path / "train.log"))
+        # held the second before the release and the 0.3 s after it (the binding is written
+        # in whole seconds: up to one more), never more than the nodes lived
+        charged_chip_s = meter.spent_usd * 3600
+        assert charged_chip_s >= gke.total_chips * 1.2, (meter, logger.lines)
+        assert charged_chip_s <= scaler.node_seconds() * gke.chips_per_host + \
+            gke.total_chips * 1.0, (meter, scaler.node_seconds())
     finally:
         scaler.stop()
