@@ -59,7 +59,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.support.net import free_port
+from tests.support.net import free_port, send_json
 
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 BUILDER_OUTPUT = "/builder/outputs"  # where a step's $BUILDER_OUTPUT points
@@ -113,12 +113,7 @@ class FakeCloudBuild:
                 pass
 
             def _send(self, code: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, code, payload)
 
             def do_POST(self) -> None:
                 path = urllib.parse.urlparse(self.path).path

@@ -43,6 +43,7 @@ from urllib.parse import parse_qs, urlparse
 
 from tests.fakes.kube_api.rbac import allowed, attributes, forbidden_message
 from tests.fakes.kube_api.store import KINDS, ApiError, FakeKube, Obj, matches
+from tests.support.net import send_json
 
 _CORE = re.compile(r"^/api/v1/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?(/log)?$")
 # Cluster-scoped core resources (nodes) live at /api/v1/<plural>[/<name>], without a namespace
@@ -62,14 +63,8 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _send(self, code: int, body: Obj, retry_after: float | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        if retry_after is not None:
-            self.send_header("Retry-After", f"{retry_after:g}")
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, code, body,
+                  {"Retry-After": f"{retry_after:g}"} if retry_after is not None else None)
 
     def _body(self) -> Obj:
         return json.loads(self._raw) if self._raw else {}

@@ -6,7 +6,6 @@ the requests session, its status handling and the JSON decoding are the real one
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +16,7 @@ import pytest
 import requests
 
 from flows.backends.gke.infra.cloud import ApiDenied, RestGoogleApis
+from tests.support.net import send_json
 
 CLUSTER = "/v1/projects/p/locations/r/clusters/c"
 RESERVATION = "/compute/v1/projects/p/zones/z/reservations/res"
@@ -32,12 +32,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         status, body = ((403, {"error": "denied"}) if path in self.denied
                         else (200, FOUND[path]) if path in FOUND else (404, {"error": "nope"}))
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, body)
 
     def log_message(self, *args: Any) -> None:
         pass
