@@ -232,9 +232,9 @@ class Monitor:
 
     def _last_charge(self) -> None:
         """The submission's end: the slice is charged up to now from its pods as the API
-        serves them (one read). The ticks charge only while the JobSet runs, through the
-        watch's copies; a short stage can bind, run and end in a watch gap (dropped, the API
-        answering 5xx) or behind a lagging pod watch, and was charged nothing."""
+        serves them (one read), with their record (spend.py). The ticks charge only while
+        the JobSet runs, through the watch's copies, which a watch gap (dropped, the API
+        answering 5xx) or a lagging pod watch can leave without the slice ever bound."""
         if self.spend is not None:
             live = self._mine(self.lost_nodes.pods(f"{JOBSET_NAME}={self.name}"))
             self.spend.charge(live or self._pods())

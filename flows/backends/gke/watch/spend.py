@@ -15,12 +15,13 @@ when that is paid, so a next submission or stage that binds the same nodes withi
 not charged twice. A TPU node is bound a moment after it is created: the charge trails GCP's
 by that much (one watch tick against the fake cluster).
 
-The watch can miss a slice's whole life: a short stage whose pods were bound, ran and ended
-while the watch was down (dropped, the API answering 5xx) shows them only as ended on the
-relist. Kubernetes keeps a finished Job's pods with their record (PodScheduled's
-lastTransitionTime from the binding, each container's state.terminated.finishedAt from the
-kubelet), so such pods are charged from that record: from the earliest binding to the latest
-end, once, and the scale-down tail after them as for a slice seen.
+The watch's copies can miss when a slice came up: the ticks go on while a watch is dropped,
+the API answers 5xx or the pod watch lags, so pods first seen bound (or already ended) were
+bound some time before. A pod carries that record (PodScheduled's lastTransitionTime from the
+binding; each container's state.terminated.finishedAt from the kubelet, whole seconds), so
+when no pod of the submission was seen holding yet, the slice is charged from it: from the
+earliest binding to now, or to the latest end, once, and the scale-down tail after it as for
+a slice seen. A slice whose pods were also deleted within the gap leaves no record here.
 
 The run's total lives in a ledger keyed by the run (the Prefect flow run id, or one per
 process outside a flow): stages run one after another in the flow's process, so the cap per
