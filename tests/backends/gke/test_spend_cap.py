@@ -264,12 +264,13 @@ def test_a_slice_that_lived_between_two_looks_is_charged_from_its_pods_record() 
     clock.now = 7200.0
     ended = [HEAD, _ended_worker("2026-12-04T10:00:00Z", "2026-12-04T10:30:00Z")]
     meter.charge(ended)
-    assert meter.spent_usd == pytest.approx(4.0)  # 8 chips × 0.5 h
+    held = 8 * 1799 / 3600  # 8 chips × 0.5 h, the binding's whole second rounded up
+    assert meter.spent_usd == pytest.approx(held)
     clock.now = 7260.0
     meter.charge(ended)  # seen again: nothing more
-    assert meter.spent_usd == pytest.approx(4.0)
+    assert meter.spent_usd == pytest.approx(held)
     meter.pause()
-    assert meter.spent_usd == pytest.approx(4.0 + 8 * 600 / 3600)
+    assert meter.spent_usd == pytest.approx(held + 8 * 600 / 3600)
 
     partial = SpendMeter("train", 8, 1.0, False, None, None, uuid.uuid4().hex, clock, 600.0)
     partial.charge([HEAD, _ended_worker("2026-12-04T10:00:00Z", None)])
@@ -293,5 +294,4 @@ def test_a_slice_seen_holding_is_charged_by_the_ticks_not_again_by_its_record() 
     ended["metadata"] = running["metadata"]  # the same pod, now ended
     clock.now = 1860.0
     meter.charge([HEAD, ended])
-    # the ticks' half hour (the record's binding is whole seconds: at most 1 s more)
-    assert meter.spent_usd == pytest.approx(4.0, abs=8 * 1.0 / 3600)
+    assert meter.spent_usd == pytest.approx(4.0)  # the ticks' half hour

@@ -180,7 +180,11 @@ class SpendMeter:
         wall_now = self.wall()
         if (span := held_by_record(new, wall_now)) is None:
             return
-        start, end = (now - max(0.0, wall_now - t) for t in span)
+        # the record is in whole seconds: a binding at t happened in [t, t + 1), so t + 1
+        # never charges a second the slice did not hold (nor does an end read as t)
+        start, end = (now - max(0.0, wall_now - t) for t in (span[0] + 1.0, span[1]))
+        if holds_tpu(new):  # still held: the tick charges from the previous look on
+            end = min(end, self._last) if self._last is not None else start
         if end > start:
             self._add(start, end)
             self._held = True  # its nodes' scale-down tail is billed after it
