@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from flows.backends.gke.watch.verdict import condition
 from flows.config.profile import Profile
 from flows.config.spend import SCALE_DOWN_TAIL_S, stage_chips_held
 from flows.core.failures import Diagnosis, FailureCategory
@@ -103,10 +104,7 @@ def _api_time(stamp: object) -> float | None:
 
 
 def _bound_at(pod: Obj) -> float | None:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return _api_time(next((c.get("lastTransitionTime") for c in conditions
-                           if c.get("type") == "PodScheduled" and c.get("status") == "True"),
-                          None))
+    return _api_time((condition(pod, "PodScheduled") or {}).get("lastTransitionTime"))
 
 
 def _finished_at(pod: Obj) -> float | None:
@@ -170,9 +168,9 @@ class SpendMeter:
 
     def _charge_unseen(self, pods: list[Obj], now: float) -> None:
         """TPU pods first seen bound, with none seen holding since the last pause: the slice
-        may have come up (and even ended) between two looks, so it is charged from the pods'
-        record, placed on the meter's clock; the tick then adds only what the record has not
-        (the run's paid-until mark)."""
+        may have come up (and even ended) between two looks, so what the looks missed is
+        charged from the pods' record, placed on the meter's clock: up to the previous look
+        while they run (the tick charges from there), up to their end once ended."""
         new = [p for p in pods if _bound_tpu(p) and _uid(p) not in self._seen]
         self._seen.update(_uid(p) for p in new)
         if not new or self._held:  # the slice was seen: its ticks charge it
