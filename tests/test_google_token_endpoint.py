@@ -54,7 +54,7 @@ def test_an_expired_or_misaddressed_assertion_is_refused(tmp_path: Path):
                 "assertion": assertion}
         assert endpoint.answer(form)[0] == 200
         status, body = endpoint.answer({**form, "grant_type": "client_credentials"})
-        assert (status, body["error"]) == (400, "invalid_grant")
+        assert (status, body["error"]) == (400, "unsupported_grant_type")
         # an hour and a minute later: past the assertion's exp (an hour)
         assert grant_problem(form, *key_identity(path), now=time.time() + 3660)
         credentials = _credentials(path)

@@ -75,6 +75,8 @@ class TokenEndpoint:
         key = self.keys.get(email or "")
         problem = ("Invalid JWT Signature." if key is None or email is None
                    else grant_problem(form, key, email, time.time()))
+        if problem == "unsupported_grant_type":  # RFC 6749 5.2: its own error code
+            return 400, {"error": problem}
         if problem is not None:
             return 400, {"error": "invalid_grant", "error_description": problem}
         token = f"ya29.fake-{len(self.issued)}"
