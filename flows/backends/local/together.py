@@ -17,6 +17,7 @@ stop the others: each ends on its own, so what they finish is verified and kept.
 
 from __future__ import annotations
 
+import contextvars
 import subprocess
 import threading
 import time
@@ -93,7 +94,13 @@ def run_together[Result](programs: Sequence[Program[Result]],
         finally:
             finished[index] = True
 
-    threads = [threading.Thread(target=work, args=(i,), daemon=True, name=f"program-{i}")
+    # Each thread runs in a copy of the caller's context: the Prefect API a `tpurl run` uses
+    # lives in a contextvar (flows/console/interrupts.py private_api), and a thread started
+    # bare logs through Prefect's root settings instead. Those name no API, so the first log
+    # line of a program made Prefect start a temporary server of its own for the rest of the
+    # run (seconds of CPU), and after a Ctrl-C its log worker held the exit for 20-30 s.
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(work, i),
+                                daemon=True, name=f"program-{i}")
                for i in range(len(programs))]
     try:
         for thread in threads:

@@ -12,6 +12,7 @@ Every line passes the Redactor before it is logged, kept or diagnosed.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import re
 import threading
@@ -118,7 +119,10 @@ class LogFollower:
         self._finished_uid: str | None = None
         self._stop = threading.Event()
         self._response: Any = None
-        self._thread = threading.Thread(target=self._run, name="log-follower", daemon=True)
+        # in the caller's context: the stage logger sends to the Prefect API that context
+        # names (flows/backends/local/together.py says what a bare thread did instead)
+        self._thread = threading.Thread(target=contextvars.copy_context().run,
+                                        args=(self._run,), name="log-follower", daemon=True)
 
     def start(self) -> LogFollower:
         self._thread.start()

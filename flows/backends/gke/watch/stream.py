@@ -24,6 +24,7 @@ while the API fails, within ``max(backoff_cap_s, poll_interval_s)`` of it answer
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import threading
@@ -88,7 +89,10 @@ class ObjectWatch:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._response: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"watch-{label}", daemon=True)
+        # in the caller's context: ``warn`` may be the stage logger, which sends to the
+        # Prefect API that context names (flows/backends/local/together.py: a bare thread's)
+        self._thread = threading.Thread(target=contextvars.copy_context().run,
+                                        args=(self._run,), name=f"watch-{label}", daemon=True)
 
     # --- public --------------------------------------------------------------------------
     def start(self) -> ObjectWatch:
