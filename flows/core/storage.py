@@ -104,8 +104,11 @@ class LocalStorage:
         if not root.is_dir():
             return 0
         removed = 0
-        below = sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
-                       reverse=True)
+        # a link is never followed: it is an entry of its directory, not a directory of the
+        # tree (a venv's lib64 → lib, left dangling once an interrupted attempt's empty lib
+        # went, made the tidy fail; a link to a directory elsewhere must not be pruned into)
+        below = sorted((p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()),
+                       key=lambda p: len(p.parts), reverse=True)
         for directory in [*below, root]:
             if not any(directory.iterdir()):
                 directory.rmdir()
