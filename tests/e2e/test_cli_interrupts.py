@@ -71,6 +71,9 @@ ABORTED = {signal.SIGINT: "Execution was aborted by an interrupt signal",
            signal.SIGTERM: "Execution was aborted by a termination signal"}
 STAGE_WITHIN_S = 3600.0  # to reach a stage: the stages before it run on CPU first (minutes)
 PROFILE = "rehearsal"
+# what Prefect logs when a client finds no API and starts one (prefect/server/api/server.py
+# SubprocessASGIServer.start, prefect 3.9.1)
+TEMPORARY_SERVER = "Starting temporary server"
 
 
 def _stat(pid: int) -> tuple[int, int, str] | None:
@@ -305,6 +308,10 @@ def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) ->
         # SIGKILL: the program and an own API server by PR_SET_PDEATHSIG
         _all_gone(watched, sessions, str(tmp_path), 60, kept)
         assert f"holding {lock_name(PROFILE)}" in out
+        # every log went to the run's API: none started a server of Prefect's own (a thread
+        # that lost the run's settings did, and its log worker held the exit 20-30 s)
+        assert TEMPORARY_SERVER not in out and "APILogWorker" not in out, out[-4000:]
+        assert "could not tidy" not in out, out[-4000:]  # a half-made venv tidies too
         # a dead holder on this host is freed at once (and only after a SIGKILL)
         # (its lease died with the private API server, so by the slot: flows/locking/profile_lock.py)
         freed = re.search(r"which is gone \(its process \(pid \d+\) is no longer running on "
@@ -331,6 +338,7 @@ def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) ->
     assert _statuses(out) == {**dict.fromkeys(STAGES[:-1], "skipped"), STAGES[-1]: "ran"}, \
         out[-3000:]
     assert "which is gone" not in out and _slot(home) == 0 and not _pid_tags(tmp_path)
+    assert TEMPORARY_SERVER not in out, out[-4000:]
     kept = _kept_server(cache)
     stop = subprocess.run([str(TPURL), "api-server", "stop"], cwd=REPO_ROOT, env=env,
                           text=True, capture_output=True, timeout=60, check=False)
