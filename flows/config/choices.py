@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import yaml
 from pydantic import Field
 
 from flows.common.paths import PROFILES_DIR
+from flows.common.yaml_text import load_yaml
 from flows.config.loading import profile_names
 
 
@@ -21,7 +21,7 @@ def gke_profile_names() -> list[str]:
     rehearsal has no cluster). Read from each file's ``backend`` field, unvalidated: the
     choice list must not depend on the required gke fields being set."""
     def backend(name: str) -> object:
-        data = yaml.safe_load((PROFILES_DIR / f"{name}.yaml").read_text())
+        data = load_yaml((PROFILES_DIR / f"{name}.yaml").read_text())
         return data.get("backend") if isinstance(data, dict) else None
 
     return [name for name in profile_names() if backend(name) == "gke"]

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from flows.common.issues import Issue
 from flows.common.paths import PATCHES_FILE, PROFILES_DIR
+from flows.common.yaml_text import load_yaml
 from flows.config.capacity import split_listed
 from flows.config.checks import profile_issues
 from flows.config.env_overrides import env_name, env_overrides, model_in
@@ -80,7 +81,7 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     apply to it. Any other key or value is the run's."""
     path = resolve_profile_path(name_or_path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except yaml.YAMLError as exc:
         raise ProfileError(str(path), [Issue("profile", f"is not valid YAML: {exc}",
                                                    "fix the YAML syntax at the position shown",
@@ -170,7 +171,7 @@ def validate_profile_data(data: dict[str, Any], source: str, origin: Origin = "c
 def known_patch_ids() -> list[str]:
     if not PATCHES_FILE.is_file():
         return []
-    declared = yaml.safe_load(PATCHES_FILE.read_text()) or {}
+    declared = load_yaml(PATCHES_FILE.read_text()) or {}
     return [p["id"] for p in declared.get("patches", [])]
 
 

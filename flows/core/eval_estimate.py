@@ -14,9 +14,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from flows.common.paths import REPO_ROOT
+from flows.common.yaml_text import load_yaml
 from flows.config.eval_hours import completions_trained, hours_per_model, stage_hours
 from flows.config.profile import Profile
 
@@ -45,7 +44,7 @@ class EvalEstimate:
 def tutorial_estimate(path: Path = TUTORIAL_PROFILE,
                       test_batches: int = RL_DEFAULT_TEST_BATCHES) -> EvalEstimate:
     """The tutorial profile as shipped (its YAML, whose required fields are unset)."""
-    data = yaml.safe_load(path.read_text())
+    data = load_yaml(path.read_text())
     args, gke = data["train"]["args"], data["gke"]
     chips = math.prod(int(d) for d in str(gke["topology"]).split("x")) * int(
         gke.get("num_slices", 1))

@@ -24,9 +24,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from flows.common.yaml_text import load_yaml
 from flows.config.errors import FixableValueError
 from flows.config.loading import resolve_profile_path
 from flows.config.notify import BLOCK_FIX, NOTIFY_EVENTS, NotifySection
@@ -39,7 +39,7 @@ class NotifyRefused(ValueError):
 
 def section_of(profile: str, notify: Mapping[str, Any] | None) -> tuple[str, NotifySection | None]:
     """The profile's name and the section that applies (the deployment's wins)."""
-    data = yaml.safe_load(resolve_profile_path(profile).read_text()) or {}
+    data = load_yaml(resolve_profile_path(profile).read_text()) or {}
     name = str(data.get("name") or profile)
     raw = notify if notify else data.get("notify")
     where = "the step's notify" if notify else f"profile {name}'s notify"

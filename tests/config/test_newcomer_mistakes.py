@@ -10,6 +10,7 @@ user edits a copy (tests/support/profiles.py fills the same fields through --set
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 
 from flows import cli
 from flows.common.paths import PROFILES_DIR
+from flows.common.yaml_text import load_yaml
 from flows.config import ProfileError, load_profile
 from flows.config.env_overrides import _leaves, model_in
 from flows.config.profile import Profile
@@ -29,11 +31,22 @@ MODES = ("on-demand", "spot", "reservation", "flex-start", "rehearsal")
 GKE_MODES = MODES[:4]
 
 
+@functools.cache
+def _shipped(name: str) -> dict[str, Any]:
+    return load_yaml((PROFILES_DIR / f"{name}.yaml").read_text())
+
+
+def _dump(data: Any, sort_keys: bool = False) -> str:
+    """The file a user's edit leaves (libyaml's emitter: the tests write thousands)."""
+    return yaml.dump(data, Dumper=yaml.CSafeDumper, sort_keys=sort_keys)
+
+
 def base(mode: str) -> dict[str, Any]:
-    """The profile a user has filled in for ``mode`` (the rehearsal needs nothing)."""
+    """The profile a user has filled in for ``mode`` (the rehearsal needs nothing): a fresh
+    copy each time (the shipped file is parsed once; the tests edit what they get)."""
     if mode == "rehearsal":
-        return yaml.safe_load((PROFILES_DIR / "rehearsal.yaml").read_text())
-    data = yaml.safe_load((PROFILES_DIR / "qwen3-30b-a3b-v6e-32.yaml").read_text())
+        return copy.deepcopy(_shipped("rehearsal"))
+    data = copy.deepcopy(_shipped("qwen3-30b-a3b-v6e-32"))
     gke = {k: v for k, v in data["gke"].items() if v is not None}
     gke.update({k.split(".", 1)[1]: v for k, v in TUTORIAL_REQUIRED.items()}, capacity=mode)
     if mode != "reservation":
@@ -65,7 +78,7 @@ def run_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], data: Any, *sets
             command: str = "validate", text: str | None = None) -> tuple[int, str]:
     """`tpurl COMMAND FILE --set ...` on a copied profile; exit status and stderr."""
     path = tmp_path / "mine.yaml"
-    path.write_text(text if text is not None else yaml.safe_dump(data, sort_keys=False))
+    path.write_text(text if text is not None else _dump(data, sort_keys=False))
     rc = cli.main([command, str(path), *(a for s in sets for a in ("--set", s))])
     err = capsys.readouterr().err
     assert "Traceback" not in err
@@ -109,7 +122,7 @@ def assert_fix_is_real(fix: str) -> None:
 def issues_of(data: dict[str, Any], tmp_path: Path, environ: dict[str, str] | None = None,
               **sets: str) -> dict[str, tuple[str, str]]:
     path = tmp_path / "mine.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(_dump(data, sort_keys=False))
     with pytest.raises(ProfileError) as caught:
         load_profile(str(path), sets, environ=environ or {})
     for issue in caught.value.issues:
@@ -223,7 +236,7 @@ def test_a_blank_field_in_the_file_means_unset(mode: str, path: tuple[str, ...],
     data = put(base(mode), path, blank)
     dotted = ".".join(path)
     path_file = tmp_path / "mine.yaml"
-    path_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    path_file.write_text(_dump(data, sort_keys=False))
     try:
         profile = load_profile(str(path_file), environ={})
     except ProfileError as exc:
@@ -309,7 +322,7 @@ def test_a_set_of_an_unknown_path_names_it(mode: str, item: str, tmp_path: Path)
 def test_a_set_value_yaml_would_retype_is_kept_as_text(mode: str, field: str, value: str,
                                                        tmp_path: Path) -> None:
     path = tmp_path / "mine.yaml"
-    path.write_text(yaml.safe_dump(base(mode), sort_keys=False))
+    path.write_text(_dump(base(mode), sort_keys=False))
     profile = load_profile(str(path), {field: value}, environ={})
     node: Any = profile
     for part in field.split("."):
@@ -391,7 +404,7 @@ def test_the_other_backends_variables_in_the_shell_are_not_the_profiles(
     from flows.config.env_overrides import env_name
 
     path = tmp_path / "mine.yaml"
-    path.write_text(yaml.safe_dump(base(mode), sort_keys=False))
+    path.write_text(_dump(base(mode), sort_keys=False))
     profile = load_profile(str(path), environ={env_name(field): "1"})
     assert (profile.gke is None) == (mode == "rehearsal")
     with pytest.raises(ProfileError):
