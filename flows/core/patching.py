@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from flows.common.yaml_text import load_yaml
+import yaml
 
 try:  # in the orchestrator: a full disk is the storage error (flows/core/safe_writes.py)
     from flows.core.safe_writes import write_text
@@ -63,7 +63,7 @@ class PatchMismatch(RuntimeError):
 
 
 def load_declarations(path: Path) -> list[PatchDeclaration]:
-    data = load_yaml(path.read_text()) or {}
+    data = yaml.safe_load(path.read_text()) or {}
     patches = [PatchDeclaration(**{**entry, "failed_in_rehearsal": {
         str(k): str(v) for k, v in (entry.get("failed_in_rehearsal") or {}).items()}})
         for entry in data.get("patches", [])]
