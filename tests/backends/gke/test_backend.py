@@ -225,7 +225,9 @@ def test_watch_relists_after_410_gone(server: FakeApiServer, tmp_path: Path) -> 
 
 def test_queued_beyond_budget_is_a_queue_timeout(server: FakeApiServer, tmp_path: Path) -> None:
     kube = scenario(server.kube, [])  # Kueue never admits it
-    budgets = Budgets(**{**BUDGETS.__dict__, "queue_s": 1.0})
+    # 3 s: the fake Kueue's Workload, whose condition the reason is read from, must exist
+    # before the budget ends (1 s was once too few on a 2-core machine under CI's load)
+    budgets = Budgets(**{**BUDGETS.__dict__, "queue_s": 3.0})
     outcome, logger, log_uri, _ = run_stage(server, "convert", tmp_path, budgets)
     assert isinstance(outcome, StageFailed)
     assert outcome.diagnosis.category is FailureCategory.QUEUE_TIMEOUT
