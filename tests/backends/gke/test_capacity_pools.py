@@ -61,7 +61,9 @@ RESUMED = [(0.05, admit), (0.05, start), (0.05, say("restored checkpoint 1")), (
 
 def test_training_scales_the_slice_up_from_zero_and_back_after_success(server, tmp_path: Path
                                                                        ) -> None:
-    scaler, pool = pool_on(server)
+    # the nodes take 2 s to come (minutes on GKE): the monitor's look at the pending pod must
+    # fall inside it to report the scale-up (0.3 s was once too short under CI's load)
+    scaler, pool = pool_on(server, provision_s=2.0)
     try:
         scenario(server.kube, RUN)
         outcome, logger, _log, _backend = run_stage(server, "train", tmp_path,
