@@ -22,7 +22,6 @@ ends the wait at once.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import threading
 import time
 import uuid
@@ -41,6 +40,7 @@ from prefect.client.schemas.actions import (
 from prefect.exceptions import ObjectNotFound
 from prefect.types._concurrency import ConcurrencyLeaseHolder
 
+from flows.common.threads import context_thread
 from flows.locking import lock_rules as rules
 from flows.locking.lock_rules import Record, RecordState, Slot, Verdict
 from flows.runpage.artifacts import slug
@@ -112,8 +112,7 @@ class _Holding:
         self.stop = threading.Event()
         # in the caller's context: the API settings may live in a contextvar (as in Prefect's
         # own lease renewal thread, prefect/concurrency/_leases.py)
-        self.thread = threading.Thread(target=contextvars.copy_context().run,
-                                       args=(self._beat,), daemon=True, name=f"{name}-lease")
+        self.thread = context_thread(self._beat, name=f"{name}-lease")
 
     def record(self) -> None:
         _write_record(self.variable, self.me)

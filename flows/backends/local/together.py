@@ -17,12 +17,12 @@ stop the others: each ends on its own, so what they finish is verified and kept.
 
 from __future__ import annotations
 
-import contextvars
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
 
+from flows.common.threads import context_thread
 from flows.core.backend import WorkloadRun
 
 Started = Callable[[subprocess.Popen[str]], None]
@@ -94,14 +94,8 @@ def run_together[Result](programs: Sequence[Program[Result]],
         finally:
             finished[index] = True
 
-    # Each thread runs in a copy of the caller's context: the Prefect API a `tpurl run` uses
-    # lives in a contextvar (flows/console/interrupts.py private_api), and a thread started
-    # bare logs through Prefect's root settings instead. Those name no API, so the first log
-    # line of a program made Prefect start a temporary server of its own for the rest of the
-    # run (seconds of CPU), and after a Ctrl-C its log worker held the exit for 20-30 s.
-    threads = [threading.Thread(target=contextvars.copy_context().run, args=(work, i),
-                                daemon=True, name=f"program-{i}")
-               for i in range(len(programs))]
+    # in the caller's context: the programs log to the run's Prefect API (flows/common/threads.py)
+    threads = [context_thread(work, i, name=f"program-{i}") for i in range(len(programs))]
     try:
         for thread in threads:
             thread.start()

@@ -12,7 +12,6 @@ Every line passes the Redactor before it is logged, kept or diagnosed.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import math
 import re
 import threading
@@ -23,6 +22,7 @@ from typing import Any
 
 from kubernetes.watch.watch import iter_resp_lines
 
+from flows.common.threads import context_thread
 from flows.core.program_log import ProgramLines
 from flows.core.retry import RetryPolicy
 from flows.core.secrets import Redactor
@@ -119,10 +119,8 @@ class LogFollower:
         self._finished_uid: str | None = None
         self._stop = threading.Event()
         self._response: Any = None
-        # in the caller's context: the stage logger sends to the Prefect API that context
-        # names (flows/backends/local/together.py says what a bare thread did instead)
-        self._thread = threading.Thread(target=contextvars.copy_context().run,
-                                        args=(self._run,), name="log-follower", daemon=True)
+        # in the caller's context: the stage logger sends to the run's Prefect API
+        self._thread = context_thread(self._run, name="log-follower")
 
     def start(self) -> LogFollower:
         self._thread.start()

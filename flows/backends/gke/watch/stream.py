@@ -24,7 +24,6 @@ while the API fails, within ``max(backoff_cap_s, poll_interval_s)`` of it answer
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import logging
 import threading
@@ -37,6 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from flows.backends.gke.watch.client import short_error
+from flows.common.threads import context_thread
 from flows.core.retry import RetryPolicy
 
 Obj = dict[str, Any]
@@ -89,10 +89,8 @@ class ObjectWatch:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._response: Any = None
-        # in the caller's context: ``warn`` may be the stage logger, which sends to the
-        # Prefect API that context names (flows/backends/local/together.py: a bare thread's)
-        self._thread = threading.Thread(target=contextvars.copy_context().run,
-                                        args=(self._run,), name=f"watch-{label}", daemon=True)
+        # in the caller's context: ``warn`` may be the stage logger (the run's Prefect API)
+        self._thread = context_thread(self._run, name=f"watch-{label}")
 
     # --- public --------------------------------------------------------------------------
     def start(self) -> ObjectWatch:
