@@ -15,7 +15,8 @@ stage logger).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -40,38 +41,32 @@ def test_programs_run_together_see_the_runs_api(run_api: str) -> None:
     assert seen == [run_api] * 3
 
 
-def test_a_watch_thread_sees_the_runs_api(run_api: str) -> None:
+def _seen_from_its_thread(make: Callable[[Callable[..., None]], Any]) -> set[str | None]:
+    """Starts what ``make`` builds around a callback its thread calls; the API that callback
+    saw."""
     seen: list[str | None] = []
     called = threading.Event()
 
-    def lister(**_: object) -> None:
+    def callback(*_: object, **__: object) -> None:
         seen.append(PREFECT_API_URL.value())
-        called.set()
-        raise ConnectionError("no cluster here")
+        called.set()  # returns nothing: a watch retries its list, a follower its pod
 
-    watch = ObjectWatch("jobsets", lister, lambda: None,
-                        WatchSettings(backoff_s=0.05, backoff_cap_s=0.1), lambda text: None)
-    watch.start()
+    running = make(callback)
+    running.start()
     try:
         assert called.wait(10)
     finally:
-        watch.stop()
-    assert seen and set(seen) == {run_api}
+        running.stop()
+    return set(seen)
+
+
+def test_a_watch_thread_sees_the_runs_api(run_api: str) -> None:
+    assert _seen_from_its_thread(lambda lister: ObjectWatch(
+        "jobsets", lister, lambda: None, WatchSettings(backoff_s=0.05, backoff_cap_s=0.1),
+        lambda text: None)) == {run_api}
 
 
 def test_the_log_followers_thread_sees_the_runs_api(run_api: str) -> None:
-    seen: list[str | None] = []
-    called = threading.Event()
-
-    def pod() -> None:
-        seen.append(PREFECT_API_URL.value())
-        called.set()
-
-    follower = LogFollower(core=None, namespace="default", container="main", pod=pod,
-                           sink=None, wake=threading.Event())  # type: ignore[arg-type]
-    follower.start()
-    try:
-        assert called.wait(10)
-    finally:
-        follower.stop()
-    assert seen and set(seen) == {run_api}
+    assert _seen_from_its_thread(lambda pod: LogFollower(
+        core=None, namespace="default", container="main", pod=pod, sink=None,  # type: ignore[arg-type]
+        wake=threading.Event())) == {run_api}
