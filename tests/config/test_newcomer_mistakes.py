@@ -36,9 +36,10 @@ def _shipped(name: str) -> dict[str, Any]:
     return load_yaml((PROFILES_DIR / f"{name}.yaml").read_text())
 
 
-def _dump(data: Any, sort_keys: bool = False) -> str:
-    """The file a user's edit leaves (libyaml's emitter: the tests write thousands)."""
-    return yaml.dump(data, Dumper=yaml.CSafeDumper, sort_keys=sort_keys)
+def _dump(data: Any) -> str:
+    """The file a user's edit leaves, keys in their order (libyaml's emitter: the tests
+    write thousands)."""
+    return yaml.dump(data, Dumper=yaml.CSafeDumper, sort_keys=False)
 
 
 def base(mode: str) -> dict[str, Any]:
@@ -78,7 +79,7 @@ def run_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], data: Any, *sets
             command: str = "validate", text: str | None = None) -> tuple[int, str]:
     """`tpurl COMMAND FILE --set ...` on a copied profile; exit status and stderr."""
     path = tmp_path / "mine.yaml"
-    path.write_text(text if text is not None else _dump(data, sort_keys=False))
+    path.write_text(text if text is not None else _dump(data))
     rc = cli.main([command, str(path), *(a for s in sets for a in ("--set", s))])
     err = capsys.readouterr().err
     assert "Traceback" not in err
@@ -122,7 +123,7 @@ def assert_fix_is_real(fix: str) -> None:
 def issues_of(data: dict[str, Any], tmp_path: Path, environ: dict[str, str] | None = None,
               **sets: str) -> dict[str, tuple[str, str]]:
     path = tmp_path / "mine.yaml"
-    path.write_text(_dump(data, sort_keys=False))
+    path.write_text(_dump(data))
     with pytest.raises(ProfileError) as caught:
         load_profile(str(path), sets, environ=environ or {})
     for issue in caught.value.issues:
@@ -236,7 +237,7 @@ def test_a_blank_field_in_the_file_means_unset(mode: str, path: tuple[str, ...],
     data = put(base(mode), path, blank)
     dotted = ".".join(path)
     path_file = tmp_path / "mine.yaml"
-    path_file.write_text(_dump(data, sort_keys=False))
+    path_file.write_text(_dump(data))
     try:
         profile = load_profile(str(path_file), environ={})
     except ProfileError as exc:
@@ -322,7 +323,7 @@ def test_a_set_of_an_unknown_path_names_it(mode: str, item: str, tmp_path: Path)
 def test_a_set_value_yaml_would_retype_is_kept_as_text(mode: str, field: str, value: str,
                                                        tmp_path: Path) -> None:
     path = tmp_path / "mine.yaml"
-    path.write_text(_dump(base(mode), sort_keys=False))
+    path.write_text(_dump(base(mode)))
     profile = load_profile(str(path), {field: value}, environ={})
     node: Any = profile
     for part in field.split("."):
@@ -404,7 +405,7 @@ def test_the_other_backends_variables_in_the_shell_are_not_the_profiles(
     from flows.config.env_overrides import env_name
 
     path = tmp_path / "mine.yaml"
-    path.write_text(_dump(base(mode), sort_keys=False))
+    path.write_text(_dump(base(mode)))
     profile = load_profile(str(path), environ={env_name(field): "1"})
     assert (profile.gke is None) == (mode == "rehearsal")
     with pytest.raises(ProfileError):
