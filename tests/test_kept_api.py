@@ -19,6 +19,7 @@ from flows.common.paths import REPO_ROOT
 from flows.console.kept_api import KeptApiError, StateDir, idle_for, keep_seconds, running
 from flows.core.processes import ProcessTag
 from tests.support.polling import until
+from tests.support.prefect_database import seed_home
 
 pytestmark = [pytest.mark.services, pytest.mark.realtime]
 
@@ -27,6 +28,7 @@ TPURL = str(Path(sys.executable).with_name("tpurl"))
 
 
 def _env(tmp_path: Path, keep_s: float, **extra: str) -> dict[str, str]:
+    seed_home(tmp_path / "prefect-home")  # migrated: tests/support/prefect_database.py
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(TPURL_KEEP_API_S=str(keep_s), TPURL_CACHE_DIR=str(tmp_path / "cache"),
                PREFECT_HOME=str(tmp_path / "prefect-home"), PYTHONPATH=str(REPO_ROOT), **extra)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from flows.common.paths import REPO_ROOT
+from tests.support.prefect_database import seed_home
 from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
 TPURL = str(Path(sys.executable).with_name("tpurl"))
@@ -24,7 +25,8 @@ pytestmark = [pytest.mark.services, pytest.mark.realtime]  # `tpurl teardown` st
 @pytest.fixture(autouse=True)
 def _own_prefect_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each `tpurl` here gets a PREFECT_HOME of its test: its private API's database is never
-    shared with another run on the machine."""
+    shared with another run on the machine (it starts migrated: tests/support/prefect_database.py)."""
+    seed_home(tmp_path / "prefect-home")
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
     monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "tpurl-cache"))
 

@@ -54,6 +54,7 @@ from flows.common.paths import REPO_ROOT
 from flows.config import load_profile
 from flows.core.layout import Layout
 from flows.locking.profile_lock import lock_name
+from tests.support.prefect_database import seed_home
 
 pytestmark = pytest.mark.rehearsal
 
@@ -278,7 +279,7 @@ def _statuses(out: str) -> dict[str, str]:
 
 def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) -> None:
     home, venvs, cache = tmp_path / "prefect-home", tmp_path / "venvs", tmp_path / "cache"
-    home.mkdir()
+    seed_home(home)  # migrated: tests/support/prefect_database.py
     shared = Layout(load_profile(PROFILE, {}, environ={})).venv_dir().parent / JAX_CACHE_DIR
     shared.mkdir(parents=True, exist_ok=True)
     venvs.mkdir()

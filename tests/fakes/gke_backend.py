@@ -24,6 +24,7 @@ from flows.core.layout import Layout
 from flows.core.programs import convert_workload, train_workload
 from flows.core.storage import LocalStorage, file_uri
 from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.support.prefect_database import seed_home
 from tests.support.profiles import fake_hf_token, tutorial_profile
 
 FAST = WatchSettings(timeout_s=2, read_timeout_s=5, connect_timeout_s=2, max_errors=3,
@@ -93,6 +94,7 @@ def prefect_flow_child(url: str, tmp: str) -> None:
     os.environ["PREFECT_HOME"] = str(Path(tmp) / "prefect")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ["HF_TOKEN"] = fake_hf_token("u8jzPde0Ig")
+    seed_home(Path(tmp) / "prefect")  # migrated: tests/support/prefect_database.py
     from prefect import flow, task
 
     log_file = Path(tmp) / "child.log"
