@@ -4,8 +4,10 @@ behind them lives in tests/support/ and tests/fakes/."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
+from unittest import mock
 
 import docker
 import pytest
@@ -38,15 +40,23 @@ def tutorial_overrides() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def prefect_api():
-    """A real Prefect API (ephemeral server, SQLite) for the whole session. Its start-up may
-    take minutes on a loaded 2-core machine (a fresh database is migrated): the bound is
-    generous, and costs nothing once the server answers."""
+    """A real Prefect API (ephemeral server, SQLite) for the whole session, started as
+    `tpurl run` starts its own (flows/console/api_server.py ``SERVER_ENV``: no block
+    auto-registration, which imports every installed collection first, half of a start's
+    CPU). Its database starts migrated (tests/support/prefect_database.py); its start-up may
+    still take a minute on a loaded 2-core machine: the bound is generous, and costs nothing
+    once it answers."""
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=600), temporary_settings(
-        {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
-    ):
+    from flows.console.api_server import SERVER_ENV
+    from tests.support.prefect_database import seeded_test_harness
+
+    with contextlib.ExitStack() as stack:
+        # the server process takes this process's environment when it starts, and only then
+        with mock.patch.dict(os.environ, SERVER_ENV), seeded_test_harness():
+            stack.enter_context(prefect_test_harness(server_startup_timeout=600))
+        stack.enter_context(temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}))
         yield
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,9 +14,10 @@ from typing import Any
 import httpx
 
 from flows.common.paths import REPO_ROOT
+from flows.console.api_server import SERVER_ENV
 from tests.support.net import free_port
+from tests.support.prefect_database import PREFECT, seed_home
 
-PREFECT = str(Path(sys.executable).with_name("prefect"))
 RETRYABLE = frozenset({408, 429, 502, 503})
 
 
@@ -55,17 +55,31 @@ QUICK_POLLING = {"PREFECT_WORKER_QUERY_SECONDS": "2",
                  "PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS": "5"}
 
 
+# prefect 3.9.1 server/api/server.py add_block_types, and its memo, which imports every
+# collection before it looks whether registration is on: `tpurl run`'s own server's settings
+SKIP_BLOCK_REGISTRATION = dict(SERVER_ENV)
+
+
 @contextlib.contextmanager
 def prefect_server_in(home: Path, port: int | None = None,
                       settings: dict[str, str] | None = None) -> Iterator[PrefectServer]:
     """A server with its own PREFECT_HOME, healthy before it is handed out (the same
-    ``home`` and ``port`` again: the same API restarted)."""
+    ``home`` and ``port`` again: the same API restarted). A fresh home starts with a migrated
+    database (tests/support/prefect_database.py).
+
+    Block types are not auto-registered at start-up (``SKIP_BLOCK_REGISTRATION``): that
+    imports every installed collection first (prefect-gcp's Google clients,
+    prefect-kubernetes, prefect-docker), half of a start's CPU. A user's server registers
+    them; the pipeline relies on none being there: each block it or a test saves registers
+    its own type (``Block.save``), which these servers then prove."""
+    seed_home(home)
     port = port or free_port()
     url = f"http://127.0.0.1:{port}/api"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update({"PREFECT_HOME": str(home), "PREFECT_API_URL": url,
                 "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "true",
-                "PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_SERVER_API_PORT": str(port)})
+                "PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_SERVER_API_PORT": str(port),
+                **SKIP_BLOCK_REGISTRATION})
     env.update(settings or {})
     log = open(home / "server.log", "a")  # noqa: SIM115 - closed at teardown
     server = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port",
