@@ -158,11 +158,13 @@ def test_a_slice_bound_behind_a_lagging_watch_is_charged_from_its_binding(
         backend.spend = meter
         backend.run_workload(train_workload(profile, Layout(profile), backend.runtime),
                              file_uri(tmp_path / "train.log"))
-        # held the 2 s before the release and the 0.3 s after it, less up to a second (the
-        # binding is written in whole seconds, read as the second's end), never more than
-        # the nodes lived
+        # held the 2 s before the release, less up to a second (the binding is written in
+        # whole seconds, read as the second's end), never more than the nodes lived. The
+        # 0.3 s after the release may fall between two looks, the pods gone at the second
+        # (a loaded CI run: looks 0.32 s apart): on a cluster the scale-down tail the meter
+        # charges from its last look covers it (0 here)
         charged_chip_s = meter.spent_usd * 3600
-        assert charged_chip_s >= gke.total_chips * 1.2, (meter, logger.lines)
+        assert charged_chip_s >= gke.total_chips * 0.95, (meter, logger.lines)
         assert charged_chip_s <= scaler.node_seconds() * gke.chips_per_host + \
             gke.total_chips * 1.0, (meter, scaler.node_seconds())
     finally:
