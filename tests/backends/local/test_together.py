@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,19 @@ from flows.core.workload import Placement, Workload
 from tests.support.interrupt_points import THREADING, InterruptAt, caused_by_interrupt, marked
 
 RUN_TOGETHER = together.run_together.__code__
+
+
+@pytest.fixture
+def python_ctrl_c() -> Iterator[None]:
+    """Python's own Ctrl-C handler for the test, whatever this process inherited: a pytest
+    started in the background of a non-interactive shell (`cmd &`, as a CI script may be)
+    ignores SIGINT from its start, and a SIGINT to it does nothing (seen: the programs ran
+    their 60 s, no KeyboardInterrupt)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _backend(tmp_path: Path) -> LocalBackend:
@@ -96,6 +110,7 @@ def test_a_backend_without_room_runs_them_in_turn_and_stops_at_a_failure(tmp_pat
     assert ran == ["first", "second"]
 
 
+@pytest.mark.usefixtures("python_ctrl_c")
 def test_ctrl_c_while_they_run_stops_every_program(tmp_path: Path) -> None:
     """A real SIGINT to this process while both programs run: KeyboardInterrupt out of the
     caller's wait, and every program, tag and thread gone before it is raised. The first
@@ -112,17 +127,26 @@ def test_ctrl_c_while_they_run_stops_every_program(tmp_path: Path) -> None:
     runs = [(_shell(n, f"trap 'exit 143' TERM; {lingers[n]} echo started; sleep 60 & wait; "
                        f": {marker}-{n}"), _log(tmp_path, n)) for n in ("one", "two")]
 
+    began, sent = time.monotonic(), []
+
     def interrupt_once_both_run() -> None:
-        deadline = time.monotonic() + 30
-        while (not (marked(f"{marker}-one") and marked(f"{marker}-two"))
+        deadline = began + 30
+        while (not (both := marked(f"{marker}-one") and marked(f"{marker}-two"))
                and time.monotonic() < deadline):
             time.sleep(0.05)
+        sent.append((round(time.monotonic() - began, 2), bool(both)))
         os.kill(os.getpid(), signal.SIGINT)
 
     threads_before = set(threading.enumerate())
     threading.Thread(target=interrupt_once_both_run, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
+    try:
         backend.run_workloads(runs)
+    except KeyboardInterrupt:
+        pass
+    else:  # seen once in a loaded CI run (60 s: both programs ran to their end)
+        pytest.fail(f"no KeyboardInterrupt after {time.monotonic() - began:.1f} s; SIGINT sent "
+                    f"at (s, both running): {sent or 'never'}; SIGINT's handler now: "
+                    f"{signal.getsignal(signal.SIGINT)}")
     assert marked(marker) == []
     assert not list((tmp_path / "logs").glob("*.pid"))
     assert not [t for t in set(threading.enumerate()) - threads_before
