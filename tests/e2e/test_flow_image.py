@@ -21,9 +21,7 @@ deployments get it by digest. Then:
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +39,7 @@ from tests.fakes.adc_key import key_identity, write_adc_key
 from tests.fakes.oauth_token import token_endpoint
 from tests.support.page_deployment import PAGE, Walkthrough, page_bash
 from tests.support.prefect_server import PrefectServer, wait_until
+from tests.support.process_group import stop_group
 from tests.support.readme import blocks
 
 KUBERNETES = ("qwen3-30b-a3b-v6e-32-weekly", "qwen3-30b-a3b-v6e-32-retrain")
@@ -53,18 +52,6 @@ def _background(script: str, env: dict[str, str], log: Path) -> subprocess.Popen
         return subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=REPO_ROOT,
                                 env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-
-
 
 
 def _state(server: PrefectServer, run_id: str) -> dict[str, Any]:
@@ -200,7 +187,7 @@ def test_the_pages_process_worker_runs_teardown_and_rehearsal(walkthrough: Walkt
                    json={"state": {"type": "CANCELLING"}, "force": True})
         assert _final(server, run["id"], 120)["type"] == "CANCELLED"
     finally:
-        _stop(worker)
+        stop_group(worker)
 
 
 def test_the_pages_kubernetes_worker_starts_and_joins_its_pool(walkthrough: Walkthrough,
@@ -213,7 +200,7 @@ def test_the_pages_kubernetes_worker_starts_and_joins_its_pool(walkthrough: Walk
             f"a worker of tpurl-kubernetes ({log})")
         assert workers and worker.poll() is None, log.read_text()[-3000:]
     finally:
-        _stop(worker)
+        stop_group(worker)
 
 
 def test_deploy_without_the_image_variable_stops_naming_it(walkthrough: Walkthrough):

@@ -32,6 +32,7 @@ from flows.config import load_profile
 from flows.stages import stages_for
 from tests.support.page_deployment import Walkthrough
 from tests.support.prefect_server import PREFECT, PrefectServer, wait_until
+from tests.support.process_group import stop_group
 from tests.support.readme import blocks
 from tests.support.run_events import bookkeeping_share, run_events
 from tests.support.webhook_receiver import Receiver, webhook_receiver
@@ -199,8 +200,7 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
             "type"] in FINAL else None, 1800, "the follow-up run")  # trains and evaluates
         assert follow_final == "COMPLETED", state(follow["id"])
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop_group(worker)
     _check_follow_up_page(prefect_server, follow["id"], newest)
     # its name now: the flow renames a run when it starts (pipeline._run_name)
     _check_one_decision_message(
