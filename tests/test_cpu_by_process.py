@@ -1,0 +1,52 @@
+"""scripts/cpu_by_process.py: processes sorted into kinds by their command line, summed per
+kind within a window, and a real recording that sees a busy child's CPU."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from flows.common.paths import REPO_ROOT
+from scripts.cpu_by_process import kind_of, totals
+
+
+def test_each_kind_is_named_by_its_command_line() -> None:
+    venv = "/repo/.venv/bin/python"
+    assert kind_of(f"{venv} -m coverage run --parallel-mode -m pytest -m x", "python") == \
+        "pytest runner"
+    assert kind_of("/repo/.venvs/rehearsal/bin/python /repo/images/rehearsal/train_rl_cpu.py "
+                   "model_name=x", "python") == "MaxText program: train_rl_cpu.py"
+    assert kind_of(f"{venv} -m uvicorn --app-dir x --factory prefect.server.api.server:"
+                   "create_app --host 127.0.0.1", "python") == "Prefect server"
+    assert kind_of("/repo/.venv/bin/python /repo/.venv/bin/prefect server start --port 1",
+                   "prefect") == "Prefect server"
+    assert kind_of("/repo/.venv/bin/python /repo/.venv/bin/prefect worker start --pool p",
+                   "prefect") == "Prefect worker"
+    assert kind_of("", "kdamond.0") == "other: kdamond.0"
+
+
+def test_totals_count_the_processes_first_seen_in_the_window() -> None:
+    records = [{"cmd": "prefect server start", "comm": "p", "first": 1.0, "cpu": 10.0},
+               {"cmd": "prefect server start", "comm": "p", "first": 5.0, "cpu": 4.0},
+               {"cmd": "bash x", "comm": "bash", "first": 2.0, "cpu": 1.0},
+               {"cmd": "bash y", "comm": "bash", "first": 9.0, "cpu": 7.0}]
+    assert totals(records, until=6.0) == [("Prefect server", 14.0, 2), ("other: bash", 1.0, 1)]
+    assert totals(records, since=3.0) == [("other: bash", 7.0, 1), ("Prefect server", 4.0, 1)]
+
+
+def test_a_recording_sees_a_busy_child(tmp_path: Path) -> None:
+    out = tmp_path / "cpu.json"
+    recorder = subprocess.Popen([sys.executable, str(REPO_ROOT / "scripts/cpu_by_process.py"),
+                                 "record", str(out)])
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 3\n"
+                             "while time.time() < end: pass\n# tpurl-cpu-probe"])
+    busy.wait(timeout=60)
+    time.sleep(0.5)
+    recorder.send_signal(signal.SIGTERM)
+    assert recorder.wait(timeout=30) == 0
+    mine = [r for r in json.loads(out.read_text()) if "tpurl-cpu-probe" in r["cmd"]]
+    assert len(mine) == 1 and mine[0]["cpu"] >= 1.0, mine
