@@ -70,16 +70,16 @@ class LostNodes:
         return (live.get("metadata") or {}).get("uid") == meta.get("uid") and \
             (live.get("spec") or {}).get("nodeName") == node and unfinished(live)
 
-    def pods(self, selector: str) -> list[Obj]:
+    def pods(self, selector: str) -> list[Obj] | None:
         """The pods ``selector`` matches as the API serves them now (the watch's copies
-        may lag); none when the read fails, so the watch's copies stand."""
+        may lag); None when the read fails, so the watch's copies stand."""
         try:
             response = self.cluster.core.list_namespaced_pod(
                 self.namespace, label_selector=selector, _preload_content=False,
                 _request_timeout=self._timeout())
             return list(json.loads(response.data).get("items") or [])
         except Exception:
-            return []
+            return None
 
     def _timeout(self) -> tuple[float, float]:
         return (self.settings.connect_timeout_s, self.settings.read_timeout_s)

@@ -45,7 +45,7 @@ from flows.backends.gke.watch.queued import (
 )
 from flows.backends.gke.watch.scaling import AUTOSCALER_EVENTS
 from flows.backends.gke.watch.served import Served, served_by, tpu_node_names
-from flows.backends.gke.watch.spend import SpendMeter
+from flows.backends.gke.watch.spend import BoundPods, SpendMeter
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
 from flows.backends.gke.watch.verdict import (
     Observation,
@@ -55,7 +55,7 @@ from flows.backends.gke.watch.verdict import (
     diagnose,
     disruption_of,
 )
-from flows.core.failures import FailureCategory
+from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.stage import StageLogger
 
 Obj = dict[str, Any]
@@ -93,6 +93,7 @@ class Monitor:
                  kueue_version: str = KUEUE_VERSIONS[0]) -> None:
         self.cluster, self.sink, self.logger = cluster, sink, logger
         self.spend = spend  # the stage's spend cap (watch/spend.py), charged every tick
+        self.bound = BoundPods()  # TPU pods seen bound, deleted ones too (spend.py)
         self.budgets, self.settings = budgets, settings
         meta = jobset["metadata"]
         self.name, self.namespace, self.uid = meta["name"], meta["namespace"], meta["uid"]
@@ -151,6 +152,8 @@ class Monitor:
     def _observe_pod(self, pod: Obj) -> None:
         """Sees every version of every pod the watch delivers, not only the newest: what
         kubelet posts for an instant (a pull's cause) is kept here."""
+        if self._mine([pod]):
+            self.bound.note(pod)
         with self._memory:
             self._remember_pull_errors(pod)
             if (why := disruption_of(pod)) and pod["metadata"]["name"] not in self.disruptions:
@@ -210,7 +213,7 @@ class Monitor:
                 continue
             verdict = self._observe()
             if self.spend and verdict.phase in (Phase.QUEUED, Phase.RUNNING) and \
-                    (over := self.spend.charge(self._pods())):
+                    (over := self._charge(self._pods())):
                 verdict = Verdict(Phase.FAILED, over, over.summary)
             if verdict.phase is Phase.RUNNING:
                 running_since = running_since or time.monotonic()
@@ -236,8 +239,17 @@ class Monitor:
         the JobSet runs, through the watch's copies, which a watch gap (dropped, the API
         answering 5xx) or a lagging pod watch can leave without the slice ever bound."""
         if self.spend is not None:
-            live = self._mine(self.lost_nodes.pods(f"{JOBSET_NAME}={self.name}"))
-            self.spend.charge(live or self._pods())
+            live = self.lost_nodes.pods(f"{JOBSET_NAME}={self.name}")
+            if live is not None and self.spend.slice_unseen:
+                # a slice that came and went behind a lagging pod watch has its record only
+                # in the versions the watch has yet to deliver (spend.py BoundPods)
+                self.pods.catch_up(live, self.budgets.log_drain_s)
+            self._charge(self._mine(live or []) or self._pods())
+
+    def _charge(self, pods: list[Obj]) -> Diagnosis | None:
+        """Charge the meter with the pods there are and those seen bound that are gone."""
+        assert self.spend is not None
+        return self.spend.charge(pods, self.bound.gone(pods))
 
     def _settle(self, verdict: Verdict) -> Verdict:
         """Let the log follower read the program's last lines, then diagnose again with them:
@@ -347,7 +359,7 @@ class Monitor:
             return found
         # the pod watch is a stream of its own and may lag the JobSet's: the pods as they
         # are now, read once the JobSet failed, may carry the disruption it has not delivered
-        live = self._mine(self.lost_nodes.pods(f"{JOBSET_NAME}={self.name}"))
+        live = self._mine(self.lost_nodes.pods(f"{JOBSET_NAME}={self.name}") or [])
         for pod in live:
             self._observe_pod(pod)
         if found := self._seen_disrupted(jobset):

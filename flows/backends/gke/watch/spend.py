@@ -21,7 +21,12 @@ bound some time before. A pod carries that record (PodScheduled's lastTransition
 binding; each container's state.terminated.finishedAt from the kubelet, whole seconds), so
 when no pod of the submission was seen holding yet, the slice is charged from it: from the
 earliest binding to now, or to the latest end, once, and the scale-down tail after it as for
-a slice seen. A slice whose pods were also deleted within the gap leaves no record here.
+a slice seen. A slice whose pods were also deleted between two looks (the JobSet controller
+deletes a finished JobSet's active Jobs, and their kubelets the pods, within a second) is
+charged the same way from the last version the watch delivered of each (``BoundPods``: the
+stream delivers every version, the DELETED one too), ended at its containers' finishedAt or,
+without one, at its deletionTimestamp. Only a slice bound and deleted while the pod watch
+itself was away (a relist lists the living) leaves no record here.
 
 The run's total lives in a ledger keyed by the run (the Prefect flow run id, or one per
 process outside a flow): stages run one after another in the flow's process, so the cap per
@@ -113,15 +118,51 @@ def _finished_at(pod: Obj) -> float | None:
     return None if not ends or None in ends else max(e for e in ends if e is not None)
 
 
-def held_by_record(pods: list[Obj], wall_now: float) -> tuple[float, float] | None:
+def _end_of(pod: Obj, wall_now: float, gone: bool) -> float | None:
+    """When a pod stopped holding its node by its record: now while it runs; its containers'
+    last finishedAt once ended; a deleted one without it, its deletionTimestamp (the end of
+    its grace period, when the kubelet kills what is left: kubernetes apiserver
+    pkg/registry/rest/delete.go BeforeDelete), never later than now."""
+    if not gone and not _ended(pod):
+        return wall_now
+    if (finished := _finished_at(pod)) is not None or not gone:
+        return finished
+    deleting = _api_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return None if deleting is None else min(deleting, wall_now)
+
+
+def held_by_record(pods: list[Obj], wall_now: float,
+                   gone: frozenset[str] = frozenset()) -> tuple[float, float] | None:
     """When the given TPU pods held their nodes by their own record, as Unix times: from the
-    earliest binding (PodScheduled=True) to the latest container end, or to now while one
-    runs; None when the record is incomplete (nothing is guessed)."""
+    earliest binding (PodScheduled=True) to the latest end (``_end_of``; the pods whose uid is
+    in ``gone`` were deleted), or to now while one runs; None when the record is incomplete
+    (nothing is guessed)."""
     bound = [_bound_at(p) for p in pods]
-    ends = [_finished_at(p) if _ended(p) else wall_now for p in pods]
+    ends = [_end_of(p, wall_now, _uid(p) in gone) for p in pods]
     if not pods or None in bound or None in ends:
         return None
     return min(b for b in bound if b is not None), max(e for e in ends if e is not None)
+
+
+class BoundPods:
+    """The last version the pod watch delivered of each TPU pod it saw bound in one
+    submission, kept after the pod is deleted: a slice bound, ended and deleted between two
+    looks has its record only here. Fed from the watch's thread, read from the monitor's."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, Obj] = {}
+        self._lock = threading.Lock()
+
+    def note(self, pod: Obj) -> None:
+        if _bound_tpu(pod):
+            with self._lock:
+                self._pods[_uid(pod)] = pod
+
+    def gone(self, present: list[Obj]) -> list[Obj]:
+        """Those seen bound that ``present`` (the pods as the API has them) no longer has."""
+        here = {_uid(p) for p in present}
+        with self._lock:
+            return [p for uid, p in self._pods.items() if uid not in here]
 
 
 @dataclass
@@ -150,38 +191,48 @@ class SpendMeter:
         return self._last
 
     @property
+    def slice_unseen(self) -> bool:
+        """From zero, no TPU pod seen holding since the last pause: what the slice cost, if
+        it came up at all, is still to be read from its pods' record."""
+        return not self.static_pool and not self._held
+
+    @property
     def run_spent_usd(self) -> float:
         return spent_in_run(self.key)
 
-    def charge(self, pods: list[Obj]) -> Diagnosis | None:
+    def charge(self, pods: list[Obj], gone: list[Obj] | None = None) -> Diagnosis | None:
         """Add the time since the last call at the chips held now; a diagnosis once a cap is
-        crossed (the caller deletes the JobSet)."""
+        crossed (the caller deletes the JobSet). ``gone``: TPU pods once seen bound that the
+        API no longer has (``BoundPods.gone``), in their last version."""
         now = self.clock()
         held = self.static_pool or holds_tpu(pods)
         if not self.static_pool:
-            self._charge_unseen(pods, now)
+            self._charge_unseen(pods, gone or [], now)
         if self._last is not None and held:
             self._add(self._last, now)
         self._held = self._held or held
         self._last = now
         return self.crossed()
 
-    def _charge_unseen(self, pods: list[Obj], now: float) -> None:
+    def _charge_unseen(self, pods: list[Obj], gone: list[Obj], now: float) -> None:
         """TPU pods first seen bound, with none seen holding since the last pause: the slice
-        may have come up (and even ended) between two looks, so what the looks missed is
-        charged from the pods' record, placed on the meter's clock: up to the previous look
-        while they run (the tick charges from there), up to their end once ended."""
-        new = [p for p in pods if _bound_tpu(p) and _uid(p) not in self._seen]
+        may have come up (and even ended, or gone) between two looks, so what the looks
+        missed is charged from the pods' record, placed on the meter's clock: up to the
+        previous look while they run (the tick charges from there), up to their end once
+        ended or deleted."""
+        gone_uids = frozenset(_uid(p) for p in gone)
+        present = [p for p in pods if _uid(p) not in gone_uids]
+        new = [p for p in [*present, *gone] if _bound_tpu(p) and _uid(p) not in self._seen]
         self._seen.update(_uid(p) for p in new)
         if not new or self._held:  # the slice was seen: its ticks charge it
             return
         wall_now = self.wall()
-        if (span := held_by_record(new, wall_now)) is None:
+        if (span := held_by_record(new, wall_now, gone_uids)) is None:
             return
         # the record is in whole seconds: a binding at t happened in [t, t + 1), so t + 1
         # never charges a second the slice did not hold (nor does an end read as t)
         start, end = (now - max(0.0, wall_now - t) for t in (span[0] + 1.0, span[1]))
-        if holds_tpu(new):  # still held: the tick charges from the previous look on
+        if holds_tpu([p for p in new if _uid(p) not in gone_uids]):  # the tick charges on
             end = min(end, self._last) if self._last is not None else start
         if end > start:
             self._add(start, end)

@@ -113,6 +113,17 @@ class ObjectWatch:
         with self._lock:
             return self.objects.get(name)
 
+    def catch_up(self, live: list[Obj], within_s: float) -> bool:
+        """Wait until the copies are ``live``, a list just read with this watch's own
+        selector (the same objects at the same resourceVersion): every version the stream
+        had to deliver up to that read has then been delivered, and seen by ``observe``.
+        False when that has not happened within ``within_s``."""
+        want, deadline = _versions(live), time.monotonic() + within_s
+        while _versions(self.snapshot()) != want:
+            if time.monotonic() >= deadline or self._stop.wait(0.05):
+                return False
+        return True
+
     # --- the loop ------------------------------------------------------------------------
     def _run(self) -> None:
         streak = 0
@@ -223,3 +234,6 @@ class ObjectWatch:
         self.observe(obj)
         self.on_change()
 
+
+def _versions(objects: list[Obj]) -> dict[str, str]:
+    return {o["metadata"]["name"]: str(o["metadata"].get("resourceVersion")) for o in objects}

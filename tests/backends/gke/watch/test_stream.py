@@ -63,3 +63,35 @@ def test_repeated_errors_fall_back_to_polling_then_recover(server: FakeApiServer
         assert until(lambda: not watch.polling)  # back to watching after good polls
     finally:
         watch.stop()
+
+
+def test_catch_up_waits_for_every_version_up_to_a_live_read(server: FakeApiServer) -> None:
+    """The stream lags (the fake holds its events): a live read already has the object
+    deleted, the copies still the first version. ``catch_up`` returns once the stream has
+    delivered the changes and the deletion, with ``observe`` having seen each version, and
+    says False when the stream never catches up within its bound."""
+    custom = cluster_at(server.url).custom
+    lister = functools.partial(custom.list_namespaced_custom_object, JOBSET_GROUP,
+                               JOBSET_VERSION, "default", JOBSETS)
+    seen: list[str] = []
+    watch = ObjectWatch("jobsets", lister, lambda: None, SETTINGS, print,
+                        observe=lambda o: seen.append(o["metadata"]["resourceVersion"]))
+    watch.start()
+    try:
+        assert until(watch.synced.is_set)
+        server.kube.create("jobsets", "default", bare_jobset("e"))
+        assert until(lambda: watch.get("e") is not None)
+        with server.kube.cond:
+            server.kube.held_watches.add("jobsets")
+        server.kube.mutate("jobsets", "default", "e", lambda o: o.setdefault("status", {}))
+        server.kube.delete("jobsets", "default", "e")
+        server.kube.create("jobsets", "default", bare_jobset("f"))
+        live = lister()["items"]
+        assert not watch.catch_up(live, 0.3)  # held: the copies still have the first "e"
+        with server.kube.cond:
+            server.kube.held_watches.discard("jobsets")
+        assert watch.catch_up(live, 10.0)
+        assert [o["metadata"]["name"] for o in watch.snapshot()] == ["f"]
+        assert len(seen) >= 4  # e added, e changed, e deleted, f added
+    finally:
+        watch.stop()
