@@ -12,6 +12,7 @@ from unittest import mock
 import docker
 import pytest
 
+from tests.support.ctrl_c import restore_ctrl_c
 from tests.support.docker import docker_services, session_registry_prefix, standin_image
 from tests.support.gcs import GCS_BUCKET, gcs_client, gcs_server
 from tests.support.profiles import TUTORIAL_REQUIRED
@@ -24,6 +25,10 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TPURL_KEEP_API_S", "0")
 # CI=true turns skips into failures; the summary counts functions and cases apart
 pytest_plugins = ["tests.support.ci_plugin"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    restore_ctrl_c()  # a run started in a shell's background (tests/support/ctrl_c.py)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks

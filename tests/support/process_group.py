@@ -1,7 +1,8 @@
 """Stopping a long-lived helper process a test started in a session of its own (a Prefect
 worker, a docs script): SIGTERM to its whole group, as a service manager stops it, then
-SIGKILL once it has had its grace. Its shutdown is not what the tests assert; under a
-loaded CI machine's CPU a worker's graceful stop was seen to take over 30 s."""
+SIGKILL once it has had its grace. Its shutdown is not what the tests assert. A worker's
+stop that took over 30 s, then always the whole grace, in CI was a worker started with
+SIGINT ignored (tests/support/ctrl_c.py): a few seconds since."""
 
 from __future__ import annotations
 

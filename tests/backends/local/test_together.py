@@ -12,7 +12,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,19 +27,6 @@ from flows.core.workload import Placement, Workload
 from tests.support.interrupt_points import THREADING, InterruptAt, caused_by_interrupt, marked
 
 RUN_TOGETHER = together.run_together.__code__
-
-
-@pytest.fixture
-def python_ctrl_c() -> Iterator[None]:
-    """Python's own Ctrl-C handler for the test, whatever this process inherited: a pytest
-    started in the background of a non-interactive shell (`cmd &`, as a CI script may be)
-    ignores SIGINT from its start, and a SIGINT to it does nothing (seen: the programs ran
-    their 60 s, no KeyboardInterrupt)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _backend(tmp_path: Path) -> LocalBackend:
@@ -110,7 +96,6 @@ def test_a_backend_without_room_runs_them_in_turn_and_stops_at_a_failure(tmp_pat
     assert ran == ["first", "second"]
 
 
-@pytest.mark.usefixtures("python_ctrl_c")
 def test_ctrl_c_while_they_run_stops_every_program(tmp_path: Path) -> None:
     """A real SIGINT to this process while both programs run: KeyboardInterrupt out of the
     caller's wait, and every program, tag and thread gone before it is raised. The first
