@@ -221,8 +221,7 @@ class SpendMeter:
         previous look while they run (the tick charges from there), up to their end once
         ended or deleted."""
         gone_uids = frozenset(_uid(p) for p in gone)
-        present = [p for p in pods if _uid(p) not in gone_uids]
-        new = [p for p in [*present, *gone] if _bound_tpu(p) and _uid(p) not in self._seen]
+        new = [p for p in [*pods, *gone] if _bound_tpu(p) and _uid(p) not in self._seen]
         self._seen.update(_uid(p) for p in new)
         if not new or self._held:  # the slice was seen: its ticks charge it
             return
