@@ -12,6 +12,7 @@ purpose, every time.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,20 +48,32 @@ def hold(*plurals: str):
     return held
 
 
+@contextlib.contextmanager
+def unlocked(kube: FakeKube) -> Iterator[None]:
+    """A scenario's action runs under the store's lock: one that waits for the fake
+    cluster's controllers lets it go meanwhile."""
+    kube.cond.release()
+    try:
+        yield
+    finally:
+        kube.cond.acquire()
+
+
+def tpu_workers(kube: FakeKube) -> list[dict]:
+    return [p for p in kube.find("pods") if requests_tpu(p)]
+
+
 def release_after_the_slice_is_gone(scaler: Autoscaler):
     """Waits (in the scenario's thread) until the autoscaler removed the nodes, then lets the
     JobSet watch deliver its Failed condition while the pod watch still lags a moment."""
     def release(kube: FakeKube, _name: str) -> None:
-        kube.cond.release()  # the script runs its action under the store's lock
-        try:
+        with unlocked(kube):
             assert until(lambda: not scaler.nodes and scaler.peak_nodes == 8, within_s=30)
             with kube.cond:
                 kube.held_watches.discard("jobsets")
             time.sleep(0.3)
             with kube.cond:
                 kube.held_watches.discard("pods")
-        finally:
-            kube.cond.acquire()
     release.__name__ = "release"
     return release
 
@@ -126,26 +139,19 @@ def bound_for(seconds: float):
     """Waits (in the scenario's thread) until the pool bound every TPU worker, then
     ``seconds`` more: the slice held for at least that long before the program ends."""
     def once_the_slice_is_bound(kube: FakeKube, _name: str) -> None:
-        kube.cond.release()  # the script runs its action under the store's lock
-        try:
-            assert until(lambda: (workers := [p for p in kube.find("pods") if requests_tpu(p)])
+        with unlocked(kube):
+            assert until(lambda: (workers := tpu_workers(kube))
                          and all(p["spec"].get("nodeName") for p in workers), within_s=30)
             time.sleep(seconds)
-        finally:
-            kube.cond.acquire()
     return once_the_slice_is_bound
 
 
 def release_once_the_workers_are_gone(kube: FakeKube, _name: str) -> None:
     """Waits until the JobSet controller's clean-up and the kubelets deleted every TPU worker
     (tests/fakes/kube_api/nodepools.py), then lets both watches deliver what they held."""
-    kube.cond.release()
-    try:
-        assert until(lambda: not [p for p in kube.find("pods") if requests_tpu(p)],
-                     within_s=30)
-    finally:
-        kube.cond.acquire()
-    kube.held_watches.difference_update(("jobsets", "pods"))
+    with unlocked(kube):
+        assert until(lambda: not tpu_workers(kube), within_s=30)
+    released("jobsets", "pods")(kube, _name)
 
 
 HELD_S = 3.0
