@@ -54,8 +54,8 @@ if {restore}:
     restore_ctrl_c()
 from prefect.utilities.processutils import setup_signal_handlers_worker
 setup_signal_handlers_worker(os.getpid(), "the test worker", print)
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # inside the try: a SIGTERM right after it is still caught
     time.sleep(30)
     print("slept on")
 except KeyboardInterrupt:
