@@ -95,6 +95,7 @@ def record(out: Path, every_s: float = 2.0, write_every_s: float = 30.0) -> None
             out.write_text(json.dumps(list(seen.values())))
             written = time.monotonic()
         time.sleep(every_s)
+    _sample(seen, began, ticks)  # the processes still alive at the stop, to their last tick
     out.write_text(json.dumps(list(seen.values())))
 
 

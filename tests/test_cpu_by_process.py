@@ -38,15 +38,37 @@ def test_totals_count_the_processes_first_seen_in_the_window() -> None:
     assert totals(records, since=3.0) == [("other: bash", 7.0, 1), ("Prefect server", 4.0, 1)]
 
 
+def _wait_until_it_catches_sigterm(pid: int) -> None:
+    """A SIGTERM before the recorder's handler is in place would kill it unwritten."""
+    bit = 1 << (signal.SIGTERM - 1)
+    for _ in range(600):
+        status = Path(f"/proc/{pid}/status").read_text()
+        caught = next(line.split()[1] for line in status.splitlines()
+                      if line.startswith("SigCgt:"))
+        if int(caught, 16) & bit:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the recorder never set its SIGTERM handler")
+
+
 def test_a_recording_sees_a_busy_child(tmp_path: Path) -> None:
+    """The child burns 1.5 s of its own CPU (not of wall time: two cores shared with other
+    lanes gave a 3 s busy loop 0.73 s) and stays alive until the recorder has stopped, whose
+    last sample reads it to its last tick."""
     out = tmp_path / "cpu.json"
     recorder = subprocess.Popen([sys.executable, str(REPO_ROOT / "scripts/cpu_by_process.py"),
                                  "record", str(out)])
-    busy = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 3\n"
-                             "while time.time() < end: pass\n# tpurl-cpu-probe"])
-    busy.wait(timeout=60)
-    time.sleep(0.5)
-    recorder.send_signal(signal.SIGTERM)
-    assert recorder.wait(timeout=30) == 0
+    busy = subprocess.Popen([sys.executable, "-c", "import time\n"
+                             "while time.process_time() < 1.5: pass\n"
+                             "print('burnt', flush=True)\ntime.sleep(120)\n# tpurl-cpu-probe"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert busy.stdout is not None and busy.stdout.readline().strip() == "burnt"
+        _wait_until_it_catches_sigterm(recorder.pid)
+        recorder.send_signal(signal.SIGTERM)
+        assert recorder.wait(timeout=30) == 0
+    finally:
+        busy.kill()
+        busy.wait(timeout=30)
     mine = [r for r in json.loads(out.read_text()) if "tpurl-cpu-probe" in r["cmd"]]
-    assert len(mine) == 1 and mine[0]["cpu"] >= 1.0, mine
+    assert len(mine) == 1 and mine[0]["cpu"] >= 1.4, mine  # /proc counts whole ticks
