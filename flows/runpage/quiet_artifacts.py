@@ -12,6 +12,12 @@ rehearsal run's stage table, outputs list, progress card and result tables made 
 82 events, burying the pipeline's own ``tpurl.*`` events. Here the same artifacts (type,
 key, data as Prefect formats it, linked to the flow and task run) are written with the same
 API calls, minus the client's events; the collection events still mark each keyed one.
+
+They are written inside a flow or task run only. A stage executed on its own (a test, a
+library caller) has no run page, and no API either unless one is configured: Prefect's client
+would then start a temporary server of its own for the write (prefect 3.9.1
+client/orchestration/__init__.py ``get_client``, ephemeral mode), seconds of CPU and a
+process left until the interpreter exits, to store a page nobody can open.
 """
 
 from __future__ import annotations
@@ -41,13 +47,16 @@ def link_data(link: str, text: str) -> str:
 
 
 def create(kind: str, data: Any, key: str | None = None,
-           description: str | None = None) -> UUID:
+           description: str | None = None) -> UUID | None:
     """POST /artifacts/ with the run ids of the current context (as Prefect's helpers do,
-    prefect/utilities/context.py ``get_task_and_flow_run_ids``); the new artifact's id."""
+    prefect/utilities/context.py ``get_task_and_flow_run_ids``); the new artifact's id, or
+    None outside a run (nothing written: see the module's docstring)."""
     from prefect.client.orchestration import get_client
     from prefect.utilities.context import get_task_and_flow_run_ids
 
     task_run_id, flow_run_id = get_task_and_flow_run_ids()
+    if task_run_id is None and flow_run_id is None:
+        return None
     body = {"type": kind, "data": data, "key": key, "description": description,
             "task_run_id": str(task_run_id) if task_run_id else None,
             "flow_run_id": str(flow_run_id) if flow_run_id else None}
