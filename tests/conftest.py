@@ -24,7 +24,8 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # outlive the test that started it (tests/test_kept_api.py sets its own)
 os.environ.setdefault("TPURL_KEEP_API_S", "0")
 # CI=true turns skips into failures; the summary counts functions and cases apart
-pytest_plugins = ["tests.support.ci_plugin"]
+# a Prefect temporary server a test started by accident fails it (tests/support/temporary_server.py)
+pytest_plugins = ["tests.support.ci_plugin", "tests.support.temporary_server"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
