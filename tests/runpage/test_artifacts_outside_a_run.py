@@ -25,11 +25,19 @@ def test_outside_a_run_nothing_is_written_and_no_server_starts() -> None:
 @pytest.mark.temporary_server
 def test_the_guard_sees_a_server_prefect_started_for_want_of_an_api() -> None:
     """Prefect's own object as its client makes it (keyed by no port), holding a real process
-    as its start would; Prefect's stop ends it."""
-    server = SubprocessASGIServer()
-    server.server_process = subprocess.Popen(["sleep", "60"])
+    as its start would; Prefect's stop ends it. The class keeps one object per key, and the
+    test harness's server stands under no key too while it runs: it is set aside, or this
+    test would take it over and orphan its process."""
+    standing = SubprocessASGIServer._instances.pop(None, None)
     try:
-        assert id(server) in temporary_servers()
+        server = SubprocessASGIServer()
+        assert server is not standing
+        server.server_process = subprocess.Popen(["sleep", "60"])
+        try:
+            assert id(server) in temporary_servers()
+        finally:
+            server.stop()
+        assert id(server) not in temporary_servers()
     finally:
-        server.stop()
-    assert id(server) not in temporary_servers()
+        if standing is not None:
+            SubprocessASGIServer._instances[None] = standing
