@@ -189,7 +189,8 @@ def test_a_control_plane_that_stays_down_is_infrastructure(server: FakeApiServer
     server.kube.fail_next(10_000)  # never answers: the first call gives up at api_s (3 s)
     began = time.monotonic()
     outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
-    assert time.monotonic() - began < BUDGETS.api_s + 1
+    # given up at api_s, not at a 30 s budget (the margin rides out a loaded CI machine)
+    assert time.monotonic() - began < BUDGETS.api_s + 5
     assert isinstance(outcome, StageFailed)
     assert outcome.diagnosis.category is FailureCategory.INFRASTRUCTURE and \
         outcome.diagnosis.retryable

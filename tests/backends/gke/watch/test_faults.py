@@ -136,7 +136,8 @@ def test_an_api_that_fails_from_the_create_on_fails_within_the_budget(
     began = time.monotonic()
     outcome, *_ = _in_thread(lambda: run_stage(server, "convert", tmp_path, budgets), 20)
     assert isinstance(outcome, StageFailed), outcome
-    assert time.monotonic() - began < 2.0 + BUDGETS.api_s + 2
+    # within the budgets, not the 30 s of the default ones (the margin rides out a loaded CI)
+    assert time.monotonic() - began < 2.0 + BUDGETS.api_s + 5
     d = outcome.diagnosis
     assert d.category is FailureCategory.INFRASTRUCTURE and "503" in d.summary
 
