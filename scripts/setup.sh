@@ -30,8 +30,9 @@ setup_inputs() {
   cat /etc/pip.conf /etc/xdg/pip/pip.conf "$HOME/.config/pip/pip.conf" "$HOME/.pip/pip.conf" \
     2>/dev/null || true
 }
+inputs_hash() { setup_inputs | sha256sum | cut -d' ' -f1; }
 STAMP=.venv/.tpurl-setup-stamp
-stamp="$(setup_inputs | sha256sum | cut -d' ' -f1)"
+stamp="$(inputs_hash)"
 if [ -x "$(readlink -f .venv/bin/python 2>/dev/null || echo /nonexistent)" ] && [ -f "$STAMP" ]; then
   read -r had_hash had_set < "$STAMP" || true
   if [ "$had_hash" = "$stamp" ] && { [ "${had_set:-dev}" = dev ] || [ "$had_set" = "$WANT" ]; }; then
@@ -79,4 +80,4 @@ env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -c \
 .venv/bin/python -c "import flows, prefect; print('orchestrator ready: prefect', prefect.__version__)"
 # the next unchanged run skips all of this: the inputs read again now that the venv exists
 # (read before it, its interpreter was missing, and the first rerun reinstalled: 6 s)
-echo "$(setup_inputs | sha256sum | cut -d' ' -f1) $WANT" > "$STAMP"
+echo "$(inputs_hash) $WANT" > "$STAMP"

@@ -44,8 +44,8 @@ def _stamp_as_a_complete_setup_would(root: Path, installed: str | None = "dev") 
     script = (root / "scripts" / "setup.sh").read_text()
     inputs = script[script.index("setup_inputs() {"):script.index("STAMP=")]
     what = f' {installed}' if installed else ""
-    subprocess.run(["bash", "-c", f'{inputs}\necho "$(setup_inputs | sha256sum | cut -d" " -f1)'
-                    f'{what}" > .venv/.tpurl-setup-stamp'], cwd=root, check=True,
+    subprocess.run(["bash", "-c", f'{inputs}\necho "$(inputs_hash){what}" > '
+                    '.venv/.tpurl-setup-stamp'], cwd=root, check=True,
                    env={**os.environ, "HOME": str(root)})
 
 
