@@ -7,11 +7,11 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from flows.common.paths import REPO_ROOT
 from scripts.cpu_by_process import kind_of, totals
+from tests.support.prefect_server import wait_until
 
 
 def test_each_kind_is_named_by_its_command_line() -> None:
@@ -38,17 +38,11 @@ def test_totals_count_the_processes_first_seen_in_the_window() -> None:
     assert totals(records, since=3.0) == [("other: bash", 7.0, 1), ("Prefect server", 4.0, 1)]
 
 
-def _wait_until_it_catches_sigterm(pid: int) -> None:
+def _catches_sigterm(pid: int) -> bool:
     """A SIGTERM before the recorder's handler is in place would kill it unwritten."""
-    bit = 1 << (signal.SIGTERM - 1)
-    for _ in range(600):
-        status = Path(f"/proc/{pid}/status").read_text()
-        caught = next(line.split()[1] for line in status.splitlines()
-                      if line.startswith("SigCgt:"))
-        if int(caught, 16) & bit:
-            return
-        time.sleep(0.05)
-    raise AssertionError("the recorder never set its SIGTERM handler")
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught, 16) & 1 << (signal.SIGTERM - 1))
 
 
 def test_a_recording_sees_a_busy_child(tmp_path: Path) -> None:
@@ -64,7 +58,7 @@ def test_a_recording_sees_a_busy_child(tmp_path: Path) -> None:
                             stdout=subprocess.PIPE, text=True)
     try:
         assert busy.stdout is not None and busy.stdout.readline().strip() == "burnt"
-        _wait_until_it_catches_sigterm(recorder.pid)
+        wait_until(lambda: _catches_sigterm(recorder.pid), 30, "the recorder's SIGTERM handler")
         recorder.send_signal(signal.SIGTERM)
         assert recorder.wait(timeout=30) == 0
     finally:
