@@ -4,7 +4,7 @@ kind (Prefect servers, pytest runners, the MaxText programs, dockerd, ...).
 
 Why: scripts/test.sh prints each lane's CPU and pytest each module's, but neither counts
 what no test waits for (servers, dockerd, a worker's flow runs), and on two saturated cores
-only less CPU shortens a run. Decision 0018 (stop 46) was measured with it:
+only less CPU shortens a run. The test servers' share in decision 0018 was measured with it:
 
     python3 scripts/cpu_by_process.py record /tmp/cpu.json &   # then: CI=true bash .ci/run
     kill %1; python3 scripts/cpu_by_process.py report /tmp/cpu.json --until 940
