@@ -1,5 +1,5 @@
 """Benchmark: a burst of dataset announcements for one target against a real `prefect server
-start` (issue 34 item 5): what the dispatching costs as the announcements pile up.
+start`: what the dispatching costs as the announcements pile up.
 
 Deploys prefect.yaml's retrain-rehearsal and announce-retrain-rehearsal (`prefect deploy`, its
 triggers included) on a fresh server, starts a process worker on the dispatchers' work queue,

@@ -1,4 +1,4 @@
-"""How findable the documentation is (issue 33): README lines, pages of the site, profile
+"""How findable the documentation is: README lines, pages of the site, profile
 fields with a description, and which page of the built site answers each of five questions
 a new user asks, found by grep of the site's search index as a reader's search box would.
 

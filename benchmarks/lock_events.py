@@ -1,4 +1,4 @@
-"""Events the per-profile lock puts in Prefect's feed while one run holds it (issue 21.4).
+"""Events the per-profile lock puts in Prefect's feed while one run holds it.
 
 Usage: python benchmarks/lock_events.py [HOLD_S]   (default 120)
 

@@ -1,4 +1,4 @@
-"""What an unchanged rerun of the rehearsal costs outside its (skipped) stages (issue 20.5).
+"""What an unchanged rerun of the rehearsal costs outside its (skipped) stages.
 
 Usage: python benchmarks/rerun_overhead.py [--repeat N]
 

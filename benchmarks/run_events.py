@@ -1,4 +1,4 @@
-"""A run's events by category, to keep the pipeline's own events easy to find (issue 31.8).
+"""A run's events by category, to keep the pipeline's own events easy to find.
 
 Usage (from the repository root):
   python -m benchmarks.run_events API_URL FLOW_RUN_ID      an existing run's events

@@ -1,4 +1,4 @@
-"""Benchmark: where a one-field change's time goes (issue 34 item 2), per program of train,
+"""Benchmark: where a one-field change's time goes, per program of train,
 export and evaluate: process start and imports, XLA compilation, checkpoint I/O, the rest.
 
 Runs the rehearsal flow in-process on an output root that already holds a finished

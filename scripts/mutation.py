@@ -1,4 +1,4 @@
-"""Mutation testing of the pure decision modules (issue 36 item 3), on demand, not in CI.
+"""Mutation testing of the pure decision modules, on demand, not in CI.
 
 Each module is mutated by mutmut with only the tests that cover it, in a scratch copy of the
 tree under .tpurl/mutation/<module>/ (mutmut reads its [tool.mutmut] table from the

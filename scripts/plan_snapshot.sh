@@ -9,7 +9,7 @@ tpurl=${TPURL:-.venv/bin/tpurl}
 gke=(--set gke.project=demo-project --set gke.region=us-east5 --set gke.zone=us-east5-b
      --set gke.cluster=demo --set gke.bucket=demo-bucket --set gke.authorized_cidr=203.0.113.7/32)
 # only a directory this script made (its marker inside) is ever emptied: `plan_snapshot.sh ~`
-# must not remove a home directory (issue 37.1)
+# must not remove a home directory
 marker=.tpurl-plan-snapshot
 if [ -e "$out" ] || [ -L "$out" ]; then
   if [ -L "$out" ] || [ ! -f "$out/$marker" ]; then

@@ -67,7 +67,7 @@ def install_hashicorp(root: Path, name: str, version: str, sha256: str) -> None:
 def toolkit_checksum(version: str, given: str, checksums: Path | None) -> str:
     """The SHA-256 the bundle must have: the build argument, else the repository's line for
     the version (deployments/cluster-toolkit.sha256); neither: the build stops (a download
-    is never trusted on first use, issue 37.7)."""
+    is never trusted on first use)."""
     if given.strip():
         return given.strip().lower()
     text = checksums.read_text() if checksums is not None and checksums.is_file() else ""
