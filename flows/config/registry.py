@@ -38,9 +38,8 @@ class MlflowRegistry(StrictModel):
     @field_validator("tracking_uri")
     @classmethod
     def _http(cls, v: str) -> str:
-        if problem := tracking_uri_problem(v):
-            raise FixableValueError(problem, "write the server's address, e.g. "
-                                    "tracking_uri: http://mlflow.internal:5000")
+        if found := tracking_uri_problem(v):
+            raise FixableValueError(*found)
         return v.rstrip("/")
 
     @field_validator("model_name")
