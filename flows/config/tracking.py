@@ -17,11 +17,11 @@ from pydantic import Field, field_validator, model_validator
 from flows.config.errors import FixableValueError
 from flows.config.secret_ref import SecretRef
 from flows.config.strict import StrictModel
+from flows.config.wandb_key import looks_like_wandb_key
 
 _TRACKING_URI = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?")
 _VERTEX_TENSORBOARD = re.compile(
     r"projects/[^/\s]+/locations/[a-z0-9-]+/tensorboards/[0-9]+")
-_WANDB_KEY = re.compile(r"(local-)?[0-9a-f]{40}")  # W&B API keys: 40 hex digits
 _WANDB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -125,8 +125,8 @@ class WandbTracking(StrictModel):
     @model_validator(mode="after")
     def _key_when_online(self) -> Self:
         ref = self.api_key
-        if ref is not None and any(_WANDB_KEY.fullmatch(v or "") for v in (ref.env, ref.secret_block,
-                                                                          ref.gcp_secret)):
+        if ref is not None and any(looks_like_wandb_key(v or "") for v in (
+                ref.env, ref.secret_block, ref.gcp_secret)):
             raise FixableValueError("api_key names what looks like the W&B key itself, not where "
                                     "it is kept. It looks like a live key: revoke it at "
                                     "wandb.ai/authorize", "put the new key in an environment "
@@ -147,9 +147,16 @@ class WandbTracking(StrictModel):
         which wins over WANDB_PROJECT). MaxText 0.2.4's train_rl leaves it "tunix"; the
         declared patch maxtext-wandb-project (images/post-training/patches.yaml) has it read
         WANDB_PROJECT, so the profile's project is the run's. The run is also grouped by
-        the pipeline's run name, to find it where that patch is disabled."""
+        the pipeline's run name, to find it where that patch is disabled.
+
+        W&B's console capture is off (WANDB_CONSOLE, the ``console`` setting of wandb 0.31.0's
+        wandb/sdk/wandb_settings.py: "off" disables it; its default "auto" becomes "wrap",
+        which copies everything the program prints into the run's output.log and uploads
+        it). A program prints what it is given, tokens included, and W&B is outside the
+        pipeline's redaction; the program's output is kept, redacted, in the run's own log
+        (flows/core/program_log.py)."""
         env = {"WANDB_PROJECT": self.project, "WANDB_MODE": self.mode,
-               "WANDB_RUN_GROUP": run_name, "WANDB_TAGS": "tpurl"}
+               "WANDB_RUN_GROUP": run_name, "WANDB_TAGS": "tpurl", "WANDB_CONSOLE": "off"}
         if self.entity:
             env["WANDB_ENTITY"] = self.entity
         if offline_dir is not None:
