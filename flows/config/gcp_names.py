@@ -108,7 +108,7 @@ def without_tokens(text: str) -> str:
     """The text with every token-shaped value taken out: a refusal that quoted the value
     would carry it to the terminal, and in a flow run to the state message and the logs."""
     for _marker, shape in TOKEN_SHAPES:
-        text = shape.sub("***", text)
+        text = shape.sub(lambda m: (m.group(1) if m.groups() else "") + "***", text)
     return text
 
 

@@ -38,9 +38,8 @@ class MlflowRegistry(StrictModel):
     @field_validator("tracking_uri")
     @classmethod
     def _http(cls, v: str) -> str:
-        if problem := tracking_uri_problem(v):
-            raise FixableValueError(problem, "write the server's address, e.g. "
-                                    "tracking_uri: http://mlflow.internal:5000")
+        if found := tracking_uri_problem(v):
+            raise FixableValueError(*found)
         return v.rstrip("/")
 
     @field_validator("model_name")
@@ -83,9 +82,12 @@ class HubRegistry(StrictModel):
     """A Hugging Face Hub model repository: each promoted export uploaded as a revision."""
 
     repo_id: str
-    """The hub repository (owner/name); created private when missing."""
+    """The hub repository (owner/name); created when missing, private unless private: false.
+    Only the model's files are uploaded (config, tokenizer, the safetensors weights)."""
     private: bool = True
-    """Whether the repository is created private (it is by default)."""
+    """Whether the models stay private (the default): a missing repository is created private,
+    and a public one is refused (nothing uploaded). false creates a missing repository public
+    and uploads into either. An existing repository's visibility is never changed."""
     token: SecretRef
     """The hub token with write access, as a reference (never a value)."""
 

@@ -17,21 +17,58 @@ from pydantic import Field, field_validator, model_validator
 from flows.config.errors import FixableValueError
 from flows.config.secret_ref import SecretRef
 from flows.config.strict import StrictModel
+from flows.config.wandb_key import looks_like_wandb_key
 
 _TRACKING_URI = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?")
 _VERTEX_TENSORBOARD = re.compile(
     r"projects/[^/\s]+/locations/[a-z0-9-]+/tensorboards/[0-9]+")
-_WANDB_KEY = re.compile(r"(local-)?[0-9a-f]{40}")  # W&B API keys: 40 hex digits
 _WANDB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-def tracking_uri_problem(uri: str) -> str | None:
-    """An MLflow server is reached over HTTP(S); a file store would be written by every
-    worker on its own disk, and a URI with a password in it would be logged."""
+CREDENTIALS_FIX = ("write the address without them (e.g. tracking_uri: https://mlflow.corp) and "
+                   "give a token as a secret reference, token: {env: MLFLOW_TRACKING_TOKEN} (or "
+                   "secret_block / gcp_secret); a user and password go in MLflow's own "
+                   "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD where the flow runs. "
+                   "Rotate the credential: it was written where others can read it")
+ADDRESS_FIX = "write the server's address, e.g. tracking_uri: http://mlflow.internal:5000"
+
+
+def shown_uri(uri: str) -> str:
+    """The URI as a message may quote it: whatever stands before an '@' in the address and
+    everything after a '?' or '#' blanked, since either may be a credential. Pure."""
+    scheme, sep, rest = uri.partition("://")
+    if sep:
+        authority, slash, path = rest.partition("/")
+        if "@" in authority:
+            authority = "***@" + authority.rsplit("@", 1)[1]
+        uri = f"{scheme}://{authority}{slash}{path}"
+    for mark in "?#":
+        if mark in uri:
+            uri = uri.split(mark, 1)[0] + f"{mark}***"
+    return uri
+
+
+def tracking_uri_problem(uri: str) -> tuple[str, str] | None:
+    """(problem, fix) of an address that is not an MLflow server's; never the address as
+    written when it may hold a credential (a refusal is printed, and in a run logged).
+
+    An MLflow server is reached over HTTP(S); a file store would be written by every worker on
+    its own disk. Credentials in the address (``user:password@``, ``token@``, a query's
+    ``?token=``) are refused: the address is logged, linked from the run page and kept in
+    the result, where the token would be too. A query string or fragment has no place in it
+    anyway: MLflow appends its API paths to the address as it is
+    (mlflow/utils/rest_utils.py 3.17.2: ``url = f"{cleaned_hostname}{endpoint}"``)."""
+    authority = uri.partition("://")[2].split("/", 1)[0]
+    if "@" in authority:
+        return ("the address carries credentials (before the '@'); they would be logged and "
+                f"kept with every run's link: {shown_uri(uri)!r}", CREDENTIALS_FIX)
+    if "?" in uri or "#" in uri:
+        return ("the address carries a query string or fragment, where a token would be logged "
+                "and kept with every run's link, and which MLflow would put before its API "
+                f"paths: {shown_uri(uri)!r}", CREDENTIALS_FIX)
     if not _TRACKING_URI.fullmatch(uri):
-        return f"{uri!r} is not an http(s):// address of an MLflow tracking server"
-    if "@" in uri.split("//", 1)[1].split("/", 1)[0]:
-        return "the address carries credentials; those go in token: {env: MLFLOW_TRACKING_TOKEN}"
+        return (f"{shown_uri(uri)!r} is not an http(s):// address of an MLflow tracking server",
+                ADDRESS_FIX)
     return None
 
 
@@ -52,9 +89,8 @@ class MlflowTracking(StrictModel):
     @field_validator("tracking_uri")
     @classmethod
     def _http(cls, v: str) -> str:
-        if problem := tracking_uri_problem(v):
-            raise FixableValueError(problem, "write the server's address, e.g. "
-                                    "tracking_uri: http://mlflow.internal:5000")
+        if found := tracking_uri_problem(v):
+            raise FixableValueError(*found)
         return v.rstrip("/")
 
 
@@ -89,8 +125,8 @@ class WandbTracking(StrictModel):
     @model_validator(mode="after")
     def _key_when_online(self) -> Self:
         ref = self.api_key
-        if ref is not None and any(_WANDB_KEY.fullmatch(v or "") for v in (ref.env, ref.secret_block,
-                                                                          ref.gcp_secret)):
+        if ref is not None and any(looks_like_wandb_key(v or "") for v in (
+                ref.env, ref.secret_block, ref.gcp_secret)):
             raise FixableValueError("api_key names what looks like the W&B key itself, not where "
                                     "it is kept. It looks like a live key: revoke it at "
                                     "wandb.ai/authorize", "put the new key in an environment "
@@ -111,9 +147,16 @@ class WandbTracking(StrictModel):
         which wins over WANDB_PROJECT). MaxText 0.2.4's train_rl leaves it "tunix"; the
         declared patch maxtext-wandb-project (images/post-training/patches.yaml) has it read
         WANDB_PROJECT, so the profile's project is the run's. The run is also grouped by
-        the pipeline's run name, to find it where that patch is disabled."""
+        the pipeline's run name, to find it where that patch is disabled.
+
+        W&B's console capture is off (WANDB_CONSOLE, the ``console`` setting of wandb 0.31.0's
+        wandb/sdk/wandb_settings.py: "off" disables it; its default "auto" becomes "wrap",
+        which copies everything the program prints into the run's output.log and uploads
+        it). A program prints what it is given, tokens included, and W&B is outside the
+        pipeline's redaction; the program's output is kept, redacted, in the run's own log
+        (flows/core/program_log.py)."""
         env = {"WANDB_PROJECT": self.project, "WANDB_MODE": self.mode,
-               "WANDB_RUN_GROUP": run_name, "WANDB_TAGS": "tpurl"}
+               "WANDB_RUN_GROUP": run_name, "WANDB_TAGS": "tpurl", "WANDB_CONSOLE": "off"}
         if self.entity:
             env["WANDB_ENTITY"] = self.entity
         if offline_dir is not None:

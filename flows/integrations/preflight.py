@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from flows.common.issues import Issue
 from flows.config.profile import Profile
 from flows.config.secret_ref import SecretRef
+from flows.config.wandb_key import wandb_key_problem
 from flows.core.secrets import SecretUnavailable, resolve
 
 TIMEOUT_S = 10.0
@@ -28,7 +29,8 @@ def integration_issues(profile: Profile, environ: Mapping[str, str] | None = Non
     if tracking.mlflow is not None:
         servers.append(("tracking.mlflow", tracking.mlflow.tracking_uri, tracking.mlflow.token))
     if tracking.wandb is not None and tracking.wandb.api_key is not None:
-        issues += _secret("tracking.wandb.api_key", tracking.wandb.api_key, environ, project)
+        issues += _secret("tracking.wandb.api_key", tracking.wandb.api_key, environ, project,
+                          _wandb_key_shape)
     rule = profile.promotion_rule
     register = rule.register if rule is not None else None
     if register is not None and register.mlflow is not None:
@@ -63,13 +65,25 @@ def unreachable(uri: str) -> str | None:
 
 
 def _secret(field: str, ref: SecretRef, environ: Mapping[str, str] | None,
-            project: str | None) -> list[Issue]:
+            project: str | None,
+            shape: Callable[[SecretRef, str], Issue | None] | None = None) -> list[Issue]:
     try:
-        resolve(ref, environ, project)
+        value = resolve(ref, environ, project)
     except SecretUnavailable as exc:
         return [Issue(field, f"{ref.describe()} is not available where the flow runs",
                       str(exc), exc.category)]
-    return []
+    found = shape(ref, value) if shape is not None else None
+    return [Issue(field, found.problem, found.fix, found.category)] if found else []
+
+
+def _wandb_key_shape(ref: SecretRef, value: str) -> Issue | None:
+    """A value wandb would refuse at ``wandb.init``, in the training program, hours in."""
+    if (problem := wandb_key_problem(value)) is None:  # wandb reads it as it is
+        return None
+    return Issue("", f"{ref.describe()} does not hold a W&B API key wandb accepts: {problem}",
+                 "put the key from wandb.ai/authorize there as it is (a current key starts "
+                 "wandb_v1_ and has 86 characters, a legacy one 40 hex digits, an on-prem "
+                 "server's a prefix such as local-)", "config/secret-invalid")
 
 
 def _google_credentials(field: str) -> list[Issue]:

@@ -8,6 +8,15 @@ Over Vertex AI's REST surface (google/cloud/aiplatform/v1/model_service.proto:
 google-auth the GCP extra brings, no aiplatform SDK. The model's id is derived from its
 display name, so the first upload creates it (``modelId``) and every later one adds a
 version to it (``parentModel``).
+
+An upload is made once per flow run, however often it is tried: a try whose request the
+service carried out but whose answer was lost (a timeout, a dropped connection) must not
+leave a second version behind when ``reporting.report`` tries again. Every version carries
+the flow run's id as the label ``tpurl-flow-run``, and before uploading, the model's versions
+with that label are looked up (``GET v1/{model}:listVersions`` with ``filter=
+labels.tpurl-flow-run="ID"``, every page; model_service.proto ListModelVersionsRequest): one
+found is the answer. A try made while the first one's operation is still running finds
+nothing yet; the label then tells the two versions apart.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from flows.integrations.judged import JudgedModel
 POLL_S = 5.0
 POLL_LIMIT_S = 1800.0
 _LABEL = re.compile(r"[^a-z0-9_-]")
+RUN_LABEL = "tpurl-flow-run"
 
 
 def label(text: str) -> str:
@@ -39,6 +49,7 @@ def model_id(display_name: str) -> str:
 def upload_body(config: VertexRegistry, model: JudgedModel) -> dict[str, Any]:
     """The UploadModelRequest's ``model``: the export as artifact URI, scores as labels."""
     labels = {"tpurl-profile": label(model.profile), "tpurl-decision": model.decision,
+              RUN_LABEL: label(model.flow_run_id), "tpurl-run": label(model.run),
               **{label(f"score-{k}"): label(f"{v:.4f}") for k, v in model.scores.items()},
               **{label(f"base-{k}"): label(f"{v:.4f}") for k, v in model.base_scores.items()}}
     return {"displayName": config.display_name, "artifactUri": model.export_uri,
@@ -60,6 +71,8 @@ def upload_version(config: VertexRegistry, model: JudgedModel, session: Any = No
     else:
         existing.raise_for_status()
         request["parentModel"] = f"{parent}/models/{mid}"
+        if made := _version_of_run(session, f"{api}/{parent}/models/{mid}", model.flow_run_id):
+            return made
     response = session.post(f"{api}/{parent}/models:upload", json=request)
     response.raise_for_status()
     operation = response.json()
@@ -77,6 +90,21 @@ def upload_version(config: VertexRegistry, model: JudgedModel, session: Any = No
         raise RuntimeError(f"Vertex AI upload failed: {operation['error'].get('message')}")
     result = operation["response"]
     return f"{result['model']}@{result['modelVersionId']}"
+
+
+def _version_of_run(session: Any, model_url: str, flow_run_id: str) -> str | None:
+    """``name@version`` of the model's version an earlier try of this flow run made."""
+    params = {"filter": f'labels.{RUN_LABEL}="{label(flow_run_id)}"'}
+    while True:
+        page = session.get(f"{model_url}:listVersions", params=params)
+        page.raise_for_status()
+        body = page.json()
+        for version in body.get("models", []):
+            if version.get("labels", {}).get(RUN_LABEL) == label(flow_run_id):
+                return f"{version['name'].split('@', 1)[0]}@{version['versionId']}"
+        if not (token := body.get("nextPageToken")):
+            return None
+        params = {**params, "pageToken": token}
 
 
 def _authorized_session() -> Any:

@@ -5,7 +5,11 @@ Over Vertex AI's TensorboardService REST surface (googleapis google/cloud/aiplat
 tensorboard_service.proto and tensorboard_data.proto): create the experiment
 (``POST {tensorboard}/experiments?tensorboardExperimentId=``; 409 when it exists) and the
 run (``POST {experiment}/runs?tensorboardRunId=``), one SCALAR time series per tag
-(``POST {run}/timeSeries`` {displayName, valueType}), then the points
+(``POST {run}/timeSeries`` {displayName, valueType}; a display name the run has is 409),
+the run's series read first (``GET {run}/timeSeries``, every page: the service returns 50
+a page unless asked otherwise and the rest behind ``nextPageToken``, which is sent back as
+``pageToken`` until none comes, as the SDK's ListTensorboardTimeSeriesPager does), then the
+points
 (``POST {run}:write`` {timeSeriesData: [{tensorboardTimeSeriesId, valueType, values:
 [{step, wallTime, scalar: {value}}]}]}, at most 5000 points a request). The points are the
 result's per-step metrics, decoded from the same event files the run page reads; repeated
@@ -55,10 +59,8 @@ def upload_run(config: TensorBoardTracking, profile: str, run_name: str,
     run = f"{experiment}/runs/{resource_id(run_name)}"
     _create(session, f"{api}/{experiment}/runs", {"tensorboardRunId": run.rsplit("/", 1)[1]},
             {"displayName": run_name})
-    existing = session.get(f"{api}/{run}/timeSeries")
-    existing.raise_for_status()
     series = {s["displayName"]: s["name"].rsplit("/", 1)[1]
-              for s in existing.json().get("tensorboardTimeSeries", [])}
+              for s in _every_series(session, f"{api}/{run}/timeSeries")}
     data = []
     for tag, points in series_points(result, result.finished_at).items():
         if tag not in series:
@@ -84,6 +86,21 @@ def _create(session: Any, url: str, params: dict[str, str], body: dict[str, Any]
     response = session.post(url, params=params, json=body)
     if response.status_code != 409:  # already there: a rerun or a retry
         response.raise_for_status()
+
+
+def _every_series(session: Any, url: str) -> list[dict[str, Any]]:
+    """Every page of the run's time series; a retry that saw only the first 50 would create
+    the 51st again, which the service refuses."""
+    found: list[dict[str, Any]] = []
+    params: dict[str, str] = {}
+    while True:
+        page = session.get(url, params=params)
+        page.raise_for_status()
+        body = page.json()
+        found += body.get("tensorboardTimeSeries", [])
+        if not (token := body.get("nextPageToken")):
+            return found
+        params = {"pageToken": token}
 
 
 def _write(session: Any, url: str, batch: list[dict[str, Any]]) -> None:

@@ -40,7 +40,7 @@ def test_a_registry_or_tracker_without_its_credentials_is_refused_naming_the_fie
 
 @pytest.mark.parametrize(("field", "value", "fix"), [
     ("tracking.mlflow.tracking_uri", "file:///tmp/mlruns", "server's address"),
-    ("tracking.mlflow.tracking_uri", "https://user:pw@mlflow.example", "server's address"),
+    ("tracking.mlflow.tracking_uri", "https://user:pw@mlflow.example", "MLFLOW_TRACKING_TOKEN"),
     ("tracking.wandb.project", "grpo", "api_key"),  # online without a key
     ("tracking.tensorboard.vertex_tensorboard", "my-board", "tensorboards/ID"),
     ("promotion.register.hub.repo_id", "../x", "owner/name"),

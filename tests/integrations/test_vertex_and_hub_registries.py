@@ -65,14 +65,16 @@ def test_a_promoted_export_is_uploaded_to_a_private_hub_revision_and_the_token_s
     export = tmp_path / "export"
     export.mkdir()
     (export / "model.safetensors").write_bytes(b"weights")
-    (export / "config.json").write_text("{}")
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (export / name).write_text("{}")
     hub = FakeHub()
     config = profile.promotion_rule.register.hub
     where = upload_revision(config, _judged(export.as_uri()), LocalStorage(), None, hub.api)
     repo = hub.repos["org/qwen3-grpo"]
     assert repo.private and where == f"org/qwen3-grpo@{repo.commits[-1]}"
     branch = branch_name("rehearsal-20261203-100000")
-    assert repo.branches[branch] == {"model.safetensors": b"weights", "config.json": b"{}"}
+    assert repo.branches[branch] == {"model.safetensors": b"weights", "config.json": b"{}",
+                                     "tokenizer.json": b"{}", "tokenizer_config.json": b"{}"}
     assert repo.branches["main"] == {}  # a revision, not main
     assert hub.tokens == [token] and redact(f"x {token} y") != f"x {token} y"  # registered
 

@@ -1,7 +1,7 @@
 """Issue 35.1: the training program's W&B settings, with the real wandb library in offline
 mode: the run's metrics land in the offline run directory beside the training's outputs,
 under the profile's entity, grouped by the pipeline's run, and the API key is in none of
-the files."""
+the files, nor is anything the program prints (W&B's console capture is off)."""
 
 from __future__ import annotations
 
@@ -60,3 +60,44 @@ def test_the_training_programs_metrics_land_in_the_offline_run_directory(
     assert {s: float(r["actor/train/loss"]) for s, r in steps.items()} == {1: .9, 2: .5, 3: .25}
     written = [p for p in run_dir.rglob("*") if p.is_file()]
     assert written and not [p for p in written if key.encode() in p.read_bytes()]
+
+
+# The same trainer, printing what a program may print: its environment's token, on stdout,
+# on stderr, written to the file descriptors directly and through logging.
+PRINTING_TRAINER = """
+import logging, os, sys
+import wandb
+wandb.init(project="tunix", name="2026-12-03_10-00-00", anonymous="allow")
+token = os.environ["PRINTED_TOKEN"]
+print("loaded token", token, flush=True)
+print("stderr token", token, file=sys.stderr, flush=True)
+os.write(1, f"fd token {token}\\n".encode())
+os.write(2, f"fd2 token {token}\\n".encode())
+logging.getLogger("trainer").warning("logged token %s", token)
+wandb.log({"actor/train/loss": 0.5}, step=1)
+print("loaded token", token, flush=True)
+wandb.finish()
+"""
+
+
+def test_what_the_training_program_prints_never_reaches_the_offline_runs_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "hf" + "_" + os.urandom(17).hex()
+    monkeypatch.setenv("TPURL_LOCAL__ROOT", str(tmp_path))
+    profile = load_profile("rehearsal", {"tracking.wandb.project": "grpo",
+                                         "tracking.wandb.mode": "offline"})
+    layout = Layout(profile)
+    env = dict(train_workload(profile, layout, backend_for(profile).runtime).env)
+    assert env["WANDB_CONSOLE"] == "off"
+    run_dir = Path(env["WANDB_DIR"])
+    run_dir.mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-c", PRINTING_TRAINER], capture_output=True,
+                          env={**os.environ, **env, "PRINTED_TOKEN": token}, check=True,
+                          timeout=300)
+    assert done.stdout.count(token.encode()) == 3  # the program's own output still has it
+    [run_file] = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+    assert [float(r["actor/train/loss"]) for r in history(run_file) if "actor/train/loss" in r] \
+        == [0.5]
+    written = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert not [p for p in written if token.encode() in p.read_bytes()]
+    assert not [p for p in written if p.name == "output.log"]

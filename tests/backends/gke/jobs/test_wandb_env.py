@@ -45,7 +45,7 @@ def test_the_training_jobset_reads_the_key_from_its_secret_and_the_rest_from_the
     env = _program_env(jobsets["train"])
     assert {k: v for k, v in env.items() if k.startswith("WANDB_") and k != "WANDB_API_KEY"} == {
         "WANDB_PROJECT": "qwen3-grpo", "WANDB_ENTITY": "my-team", "WANDB_MODE": "online",
-        "WANDB_RUN_GROUP": Layout(profile).run_name, "WANDB_TAGS": "tpurl"}
+        "WANDB_RUN_GROUP": Layout(profile).run_name, "WANDB_TAGS": "tpurl", "WANDB_CONSOLE": "off"}
     assert profile.tracking.wandb is not None and profile.tracking.wandb.api_key is not None
     wandb_secret = secret_placeholder(profile.tracking.wandb.api_key, profile.gke.namespace)
     assert env["WANDB_API_KEY"] == {"secretKeyRef": {"name": wandb_secret["metadata"]["name"],
