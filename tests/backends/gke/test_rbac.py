@@ -152,19 +152,21 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
 
 
 def _train_in(mode: str, tmp_path: Path, rules: list[dict[str, Any]] | None = None,
-              **queued: Any) -> tuple[Any, FakeKube, list[str]]:
+              capacity_comes: bool = True, **queued: Any
+              ) -> tuple[Any, FakeKube, list[str]]:
     """One train stage in capacity ``mode`` (a mode or a chain) on a cluster with its pools
     (tests/fakes/kube_api/node_groups.py; queued provisioning's DWS, provisioning.py), the
-    shipped Role enforced (or ``rules`` in its place); the outcome and the fake's record."""
+    shipped Role enforced (or ``rules`` in its place); the outcome, the fake's record and
+    the stage's log. Queued capacity comes once the watch has listed the requests, unless
+    ``capacity_comes`` is False or ``queued`` (DWS's settings) are given: then never."""
     profile = tutorial_profile(**capacity_overrides(mode), **{"gke.zones": "us-east5-b"})
     with FakeApiServer(enforcing(rules)) as srv:
         if "queued" in mode:
             scaler, dws, group = queued_on(srv, profile, **queued)
             group.stockout = True
-            if not queued:  # DWS finds the slice once the watch has asked why it waits
+            if capacity_comes and not queued:  # after the watch asked why the JobSet waits
                 threading.Thread(target=_capacity_once_asked, args=(srv.kube, group),
                                  daemon=True).start()
-            # else every attempt fails: no queued capacity, the next mode of the chain
         else:
             scaler, dws = ClusterAutoscaler(srv.kube, groups_for(profile, provision_s=0.2)), None
         try:
@@ -275,7 +277,8 @@ def test_a_refused_provisioning_request_list_is_diagnosed_not_a_queue_timeout(
     as the API server does), and the queued wait ends at once naming the permission and the
     fix, instead of waiting out the queue budget as if the API were failing."""
     monkeypatch.setenv("HF_TOKEN", fake_hf_token("CANARYrbac"))
-    outcome, kube, lines = _train_in("queued", tmp_path, rules=_without("autoscaling.x-k8s.io"))
+    outcome, kube, lines = _train_in("queued", tmp_path, rules=_without("autoscaling.x-k8s.io"),
+                                     capacity_comes=False)
     assert PR_LIST in kube.denied, (
         outcome, lines)
     assert isinstance(outcome, StageFailed), outcome
