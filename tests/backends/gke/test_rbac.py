@@ -401,3 +401,26 @@ def test_another_secret_cannot_be_overwritten(server: FakeApiServer) -> None:
             "stringData": {"value": "hf_x"}}
     core.create_namespaced_secret("default", mine)
     core.replace_namespaced_secret(ours, "default", mine)
+
+
+def test_the_plan_names_every_secret_a_run_writes_and_whether_the_role_may_replace_it(
+        ) -> None:
+    """`tpurl plan`: each Secret the run writes (by name, with its source and the jobs that
+    write it), the shipped Role's verdict on it, and for a source the Role does not name,
+    the fix; never a value (the plan reads no secret)."""
+    from flows.backends.gke.jobs.naming import secret_name
+    from flows.operations.plan import build_plan, render_text
+
+    tracked = tutorial_profile(**tracking_overrides())
+    text = render_text(tracked, build_plan(tracked))
+    for source, jobs in (("env:HF_TOKEN", "convert, train, export"),
+                         ("env:WANDB_API_KEY", "train")):
+        assert (f"  {secret_name(source)}: {source}, written by {jobs}; the shipped Role may "
+                "replace it") in text, text
+    keyless = {k: v for k, v in tracking_overrides().items() if ".api_key." not in k}
+    other = tutorial_profile(**keyless, **{"tracking.wandb.api_key.secret_block":
+                                           "team-wandb-key"})
+    text = render_text(other, build_plan(other))
+    name = secret_name("prefect-secret:team-wandb-key")
+    assert (f"  {name}: prefect-secret:team-wandb-key, written by train; NOT in the Role's "
+            f"secrets update rule: add {name} to its resourceNames") in text, text
