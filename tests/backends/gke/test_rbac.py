@@ -308,6 +308,21 @@ def test_a_refused_watch_of_core_objects_is_diagnosed(tmp_path: Path,
     assert 'events (the core API group) in namespace default' in outcome.diagnosis.summary
 
 
+def test_a_refused_leftover_check_is_diagnosed(tmp_path: Path) -> None:
+    """Before a stage clears its output directory it lists the run's JobSets: refused, the
+    stage fails naming the grant, not with the client's exception."""
+    rules = copy.deepcopy(role_rules(RBAC))
+    for rule in rules:
+        if rule.get("resources") == ["jobsets"]:
+            rule["verbs"].remove("list")
+    with FakeApiServer(enforcing(rules)) as srv:
+        backend = make_backend(srv.url, "train", tmp_path, ListLogger())
+        with pytest.raises(StageFailed) as failed:
+            backend.clear_leftovers("train", str(tmp_path / "out"))
+    assert failed.value.diagnosis.code == FORBIDDEN_CODE, failed.value.diagnosis
+    assert 'list jobsets (API group "jobset.x-k8s.io")' in failed.value.diagnosis.summary
+
+
 def _secret_rules() -> list[dict]:
     return [r for r in role_rules(RBAC) if set(r.get("resources") or []) & {"secrets",
                                                                             "configmaps"}]
