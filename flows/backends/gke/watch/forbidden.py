@@ -73,7 +73,8 @@ def denied_by(exc: BaseException) -> Denied | None:
 def forbidden_diagnosis(what: str, denied: Denied) -> Diagnosis:
     """The stage's failure for a refused call made to ``what`` (e.g. "list the JobSet's
     ProvisioningRequests"). Not retried: the same identity is refused the same way."""
-    needs = denied.permission if denied.verb else "a permission the API server did not name"
+    needs = (denied.permission if denied.verb
+             else "a permission (HTTP 403, its message names none)")
     secret = denied.resource == "secrets" and denied.verb == "update"
     fix = (f"apply {RBAC_MANIFEST} (kubectl apply -f {RBAC_MANIFEST}), whose Role and "
            "ClusterRole grant every call the flow makes, to the flow's service account, "

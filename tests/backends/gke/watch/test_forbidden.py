@@ -49,7 +49,8 @@ def test_a_403_of_another_shape_still_counts_and_other_errors_do_not() -> None:
     odd.body = b"forbidden by a webhook"
     denied = denied_by(odd)
     assert denied is not None and denied.message == "forbidden by a webhook"
-    assert "a permission the API server did not name" in forbidden_diagnosis("x", denied).summary
+    assert "a permission (HTTP 403, its message names none)" in forbidden_diagnosis(
+        "x", denied).summary
     for status in (401, 404, 409, 500):
         assert denied_by(ApiException(status=status)) is None
     assert denied_by(ConnectionError("reset")) is None
