@@ -6,7 +6,9 @@ Faked, at the narrowest seams the project already has:
 - infra: the fake ``gcloud``/``gcluster`` executables on PATH sharing one state file with the
   fake GoogleApis (tests/fakes/cloud), returned by ``flows.backends.gke.infra.clients.default_clients``;
 - cluster: the HTTP fake Kubernetes API (tests/fakes/kube_api), returned by
-  ``flows.backends.gke.backend.connect``; its scenario scripts play the programs
+  ``flows.backends.gke.backend.connect``, enforcing the shipped Role and ClusterRole
+  (deployments/work-pool/rbac.yaml) with the one name a user of another token source adds,
+  as `tpurl plan` tells them (``world_rbac``); its scenario scripts play the programs
   (tests/fakes/gke_programs.py);
 - budgets and watch timings of the GKE backend, shortened so the test takes seconds.
 """
@@ -27,6 +29,7 @@ import pytest
 from flows.backends.gke import backend as gke_backend
 from flows.backends.gke.infra import clients as infra_clients
 from flows.backends.gke.infra.settings import InfraSettings
+from flows.backends.gke.jobs.naming import secret_name
 from flows.backends.gke.watch.budgets import Budgets, budgets_for
 from flows.backends.gke.watch.client import Cluster, cluster_at
 from flows.backends.gke.watch.stream import WatchSettings
@@ -34,6 +37,7 @@ from flows.config.profile import Profile
 from tests.fakes.cloud import BIN, FakeGoogleApis, build_bundle
 from tests.fakes.gke_programs import FakePrograms
 from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.fakes.kube_api.rbac import role_rules
 from tests.support.gcs import gcs_client
 from tests.support.profiles import TUTORIAL_REQUIRED, fake_hf_token
 
@@ -42,6 +46,22 @@ TOKEN_VAR = "TPURL_E2E_GKE_HF_TOKEN"  # no "__": not read as a profile override
 REGION = "us-east5"
 FAST_WATCH = WatchSettings(timeout_s=5, read_timeout_s=10, connect_timeout_s=2, max_errors=3,
                            poll_interval_s=0.3, backoff_s=0.05, backoff_cap_s=0.2)
+
+
+RBAC = Path(__file__).resolve().parents[2] / "deployments" / "work-pool" / "rbac.yaml"
+
+
+def world_rbac() -> FakeKube:
+    """A fake API that refuses what the shipped Role and ClusterRole do not grant, the
+    Role's Secret update rule also naming the world's token Secret (its source is a
+    variable of the test's, not the shipped profiles' ``env:HF_TOKEN``)."""
+    kube = FakeKube()
+    kube.rbac_rules = role_rules(RBAC)
+    for rule in kube.rbac_rules:
+        if rule.get("resources") == ["secrets"] and rule.get("resourceNames"):
+            rule["resourceNames"] = [*rule["resourceNames"], secret_name(f"env:{TOKEN_VAR}")]
+    kube.rbac_cluster_rules = role_rules(RBAC, kind="ClusterRole")
+    return kube
 
 
 @dataclass
@@ -80,7 +100,7 @@ def open_gke_world(home: Path, standin_base: str, registry_prefix: str, gcs_url:
         # the backend's budgets, read from the profile as in production
         "gke.queue_budget_s": "30", "gke.run_budget_s": "60", "gke.preemption_budget": "2"}
     apis = FakeGoogleApis()
-    with pytest.MonkeyPatch.context() as mp, FakeApiServer(FakeKube()) as server:
+    with pytest.MonkeyPatch.context() as mp, FakeApiServer(world_rbac()) as server:
         mp.setenv(TOKEN_VAR, CANARY)
         mp.setenv("STORAGE_EMULATOR_HOST", gcs_url)
         mp.setenv("TPURL_FAKE_CLOUD", str(cloud))

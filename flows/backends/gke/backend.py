@@ -132,10 +132,13 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
         for job in jobs_of(stage) if stage in GKE_STAGES else ():
             selector = (f"{STAGE_LABEL}={label_value(job)},"
                         f"{RUN_LABEL}={label_value(stage_run(self.profile, job))}")
-            found = self._call(f"list JobSets of {job}",
-                               self.cluster.custom.list_namespaced_custom_object,
-                               JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace, JOBSETS,
-                               label_selector=selector)
+            try:
+                found = self._call(f"list JobSets of {job}",
+                                   self.cluster.custom.list_namespaced_custom_object,
+                                   JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace,
+                                   JOBSETS, label_selector=selector)
+            except ApiException as exc:  # a 403 names the grant (watch/forbidden.py)
+                raise self._api_failure(f"list JobSets of {job}", exc) from None
             if found.get("items"):
                 self.logger.info("%s: a JobSet of this run exists; its output directory %s is "
                                  "kept for it", job, directory)

@@ -13,6 +13,7 @@ from kubernetes.client.exceptions import ApiException
 from flows.backends.gke.jobs.program_files import program_files_configmap
 from flows.backends.gke.jobs.secret_objects import secret_with_value
 from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS
+from flows.backends.gke.watch.forbidden import denied_by, forbidden_diagnosis
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.retry import is_infrastructure_fault
 from flows.core.secrets import SecretTooShort, SecretUnavailable, resolve
@@ -54,8 +55,11 @@ class JobSetCalls:
             except ApiException as exc:
                 if exc.status != 409:
                     raise self._api_failure(f"create Secret {name}", exc) from None
-                self._call(f"update Secret {name}", core.replace_namespaced_secret, name, ns,
-                           body)
+                try:
+                    self._call(f"update Secret {name}", core.replace_namespaced_secret, name,
+                               ns, body)
+                except ApiException as again:
+                    raise self._api_failure(f"update Secret {name}", again) from None
             self.logger.info("Secret %s holds %s (value not shown)", name, ref.describe())
 
     def _ship_programs(self, workload: Workload) -> None:
@@ -107,6 +111,9 @@ class JobSetCalls:
                                 self.redactor(str(exc)[:300]))
 
     def _api_failure(self, what: str, exc: ApiException) -> StageFailed:
+        """A call the API refused: a 403 names the missing grant (watch/forbidden.py)."""
+        if (denied := denied_by(exc)) is not None:
+            return StageFailed(self.stage, forbidden_diagnosis(what, denied))
         category = (FailureCategory.INFRASTRUCTURE if is_infrastructure_fault(exc)
                     else FailureCategory.USER_ERROR)
         return StageFailed(self.stage, Diagnosis(

@@ -13,17 +13,21 @@ from pathlib import Path
 
 from flows.backends.gke.infra.cost import cost_plan, render_caps, render_cost
 from flows.backends.gke.jobs.manifests import jobs_of, write_manifests
+from flows.backends.gke.secret_grants import plan_lines, shipped_replaceable
 from flows.backends.gke.watch.budgets import budgets_for
 from flows.backends.gke.watch.waits import render_waits, stage_waits
 from flows.common.issues import Issue
 from flows.config.eval_hours import tpu_stages
 from flows.config.profile import Profile
+from flows.core.backend import ProgramRuntime
+from flows.core.planned_programs import planned_workloads
 from flows.core.retry import RETRY_DELAYS_S
 from flows.core.workload import Workload
 
 
 class GkePlanning:
     profile: Profile
+    runtime: ProgramRuntime
 
     def plan_header(self) -> list[str]:
         gke = self.profile.gke
@@ -38,7 +42,15 @@ class GkePlanning:
         waits = [stage_waits(s, budgets_for(self.profile, s), RETRY_DELAYS_S, len(jobs_of(s)))
                  for s in tpu_stages(self.profile)]
         return ["", *render_cost(cost_plan(self.profile)), *render_caps(self.profile), "",
-                *self._parity(), "", *render_waits(waits)]
+                *self._parity(), "", *render_waits(waits), "", *self._secrets()]
+
+    def _secrets(self) -> list[str]:
+        """Every Secret the run writes, and whether the shipped Role may replace it
+        (secret_grants.py)."""
+        gke = self.profile.gke
+        assert gke is not None
+        return plan_lines(planned_workloads(self.profile, self.runtime), gke.namespace,
+                          shipped_replaceable())
 
     def _parity(self) -> list[str]:
         """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""

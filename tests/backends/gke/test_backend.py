@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from flows.backends.gke.watch.budgets import Budgets
+from flows.backends.gke.watch.forbidden import FORBIDDEN_CODE
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.programs import convert_workload, train_workload
@@ -206,6 +207,7 @@ def test_a_refused_call_is_not_retried_and_is_the_users(server: FakeApiServer,
     outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
     assert isinstance(outcome, StageFailed)
     assert outcome.diagnosis.category is FailureCategory.USER_ERROR
+    assert outcome.diagnosis.code == FORBIDDEN_CODE
     assert "HTTP 403" in outcome.diagnosis.summary
     assert not any("retry " in line for line in logger.lines)
 

@@ -1,33 +1,50 @@
 """The flow pod's Role (deployments/work-pool/rbac.yaml) is derived from the code: the GKE
-backend runs against the fake API with that Role enforced the way the API server enforces it
-(tests/fakes/kube_api/rbac.py), every request's (verb, group, resource) is recorded, and the
-Role must grant each one and nothing more (issue 18.4: without core ``events`` list/watch
-every autoscaler poll was a 403 and a stockout looked like an RBAC failure).
+backend runs against the fake API with that Role and ClusterRole enforced the way the API
+server enforces them (tests/fakes/kube_api/rbac.py), every request's (API group, resource
+[/subresource], verb) is recorded, and the Role must grant each one and nothing more. The
+runs cover every capacity mode of flows/config/capacity.py (queued provisioning's wait reads
+ProvisioningRequests, a group of its own), a fallback from one mode to the next, reruns (the
+Secrets replaced, the JobSet reattached), a failed JobSet (its nodes read) and an interrupted
+stage (its JobSet deleted).
 
-What the scenarios below cover is checked against the source: every Kubernetes client call
-in flows/backends/gke must be one whose verb the recorded calls contain, so a new call that
-no scenario exercises fails here instead of on a real cluster. Pre-flight's cluster reads
-(flows/backends/gke/infra/cloud.py ``RestGoogleApis._kube``: controller Deployments, the
-JobSet CRD, Kueue queues and flavors) go with the Google identity's token, authorised by
-IAM (roles/container.viewer), not by this Role, so they are not part of it.
+What the runs cover is checked against the source: every Kubernetes client call in
+flows/backends/gke, with the API group and resource its arguments name, must be one the runs
+made, so a new call that no run exercises fails here instead of on a real cluster.
+Pre-flight's cluster reads (flows/backends/gke/infra/cloud.py ``RestGoogleApis._kube``:
+controller Deployments, the JobSet CRD, Kueue queues and flavors) go with the Google
+identity's token, authorised by IAM (roles/container.viewer), not by this Role, so they are
+not part of it.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
+import dataclasses
+import importlib
+import json
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from flows.core.failures import StageFailed
+from flows.backends.gke import capacity_run
+from flows.backends.gke.secret_grants import shipped_replaceable, written_secrets
+from flows.backends.gke.watch.forbidden import FORBIDDEN_CODE
+from flows.config.capacity import CAPACITY_MODES
+from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
+from flows.core.planned_programs import planned_workloads
 from flows.core.programs import convert_workload
 from flows.core.storage import file_uri
-from tests.fakes.gke_backend import ListLogger, make_backend, run_stage
+from tests.backends.gke.test_capacity_chain import groups_for, queued_on
+from tests.fakes.gke_backend import BUDGETS, ListLogger, make_backend, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
-from tests.fakes.kube_api.rbac import granted, role_rules
+from tests.fakes.kube_api.node_groups import ClusterAutoscaler, NodeGroup
+from tests.fakes.kube_api.rbac import Call, granted, role_rules
 from tests.fakes.kube_api.scenarios import (
     admit,
     say,
@@ -36,41 +53,72 @@ from tests.fakes.kube_api.scenarios import (
     succeed,
     worker_crashes,
 )
-from tests.support.profiles import fake_hf_token, tutorial_profile
+from tests.support.polling import until
+from tests.support.profiles import capacity_overrides, fake_hf_token, tutorial_profile
 
 ROOT = Path(__file__).resolve().parents[3]
 RBAC = ROOT / "deployments/work-pool/rbac.yaml"
 GKE_SOURCE = ROOT / "flows/backends/gke"
-# kubernetes client method prefix → the RBAC verb its request carries (requestinfo.go);
-# a list_* call feeds a list+watch cache (flows/backends/gke/watch/stream.py), so both.
-METHOD_VERBS = {"list": {"list", "watch"}, "read": {"get"}, "get": {"get"},
-                "create": {"create"}, "replace": {"update"}, "patch": {"patch"},
-                "delete": {"delete"}}
-CLIENT_CALL = re.compile(r"\.(?:core|custom)\.(list|read|get|create|replace|patch|delete)_"
-                         r"(namespaced_\w+|cluster_custom_object\w*|node\w*)")
+WANDB_DOC = ROOT / "docs/integrations/wandb.md"
+# kubernetes client method → the RBAC verb its request carries (requestinfo.go); a list
+# handed to functools.partial feeds a list+watch cache (flows/backends/gke/watch/stream.py),
+# so it is both
+METHOD = re.compile(r"(list|read|get|create|replace|patch|delete)_(namespaced_\w+|node)")
+METHOD_VERBS = {"list": "list", "read": "get", "get": "get", "create": "create",
+                "replace": "update", "patch": "patch", "delete": "delete"}
 CORE_RESOURCES = {"namespaced_pod": "pods", "namespaced_pod_log": "pods/log",
                   "namespaced_event": "events", "namespaced_secret": "secrets", "node": "nodes",
                   "namespaced_config_map": "configmaps"}
+PR_LIST = ("autoscaling.x-k8s.io", "provisioningrequests", "list")
+RUN = [(0.05, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
+       (0.1, succeed)]
+
+
+def enforcing(rules: list[dict[str, Any]] | None = None) -> FakeKube:
+    """A fake API that refuses what the shipped Role and ClusterRole (or ``rules`` in the
+    Role's place) do not grant."""
+    kube = FakeKube()
+    kube.rbac_rules = role_rules(RBAC) if rules is None else rules
+    kube.rbac_cluster_rules = role_rules(RBAC, kind="ClusterRole")
+    return kube
+
+
+def wandb_key(label: str) -> str:
+    """A value shaped like a W&B API key (40 hex digits), built at run time."""
+    return (label.encode().hex() + "0" * 40)[:40]
 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
     monkeypatch.setenv("HF_TOKEN", fake_hf_token("CANARYrbac"))
-    kube = FakeKube()
-    kube.rbac_rules = role_rules(RBAC)
-    kube.rbac_cluster_rules = role_rules(RBAC, kind="ClusterRole")
-    with FakeApiServer(kube) as srv:
+    monkeypatch.setenv("WANDB_API_KEY", wandb_key("rbac"))
+    with FakeApiServer(enforcing()) as srv:
         yield srv
 
 
+def tracking_overrides() -> dict[str, str]:
+    """The ``tracking:`` section docs/integrations/wandb.md shows, as --set overrides."""
+    block = re.search(r"```yaml\n(tracking:.*?)```", WANDB_DOC.read_text(), re.S)
+    assert block, f"{WANDB_DOC} shows no tracking section"
+    import yaml
+
+    def flat(prefix: str, value: Any) -> dict[str, str]:
+        if isinstance(value, dict):
+            return {k: v for key, item in value.items() for k, v in flat(f"{prefix}.{key}",
+                                                                           item).items()}
+        return {prefix: str(value)}
+    return flat("tracking", yaml.safe_load(block[1])["tracking"])
+
+
 def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
-    """Every path of the backend that talks to the cluster: submit and watch to success,
-    rerun (Secret exists → update; JobSet exists → read, reattach), the leftover check, and an
-    interrupted stage (delete)."""
+    """The paths of the backend besides capacity: submit and watch to success, rerun
+    (Secrets exist → update, the W&B key's too; JobSet exists → read, reattach), the
+    leftover check, the evaluation's ConfigMap, a failed JobSet, an interrupted stage."""
     kube = scenario(server.kube, [(0.1, admit), (0.05, start), (0.05, say("step 1")),
                                   (0.1, succeed)])
+    tracked = tutorial_profile(**tracking_overrides())
     for _ in range(2):
-        outcome, logger, _, backend = run_stage(server, "train", tmp_path)
+        outcome, logger, _, backend = run_stage(server, "train", tmp_path, profile=tracked)
         assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
     assert backend.clear_leftovers("train", str(tmp_path / "out")) == 0
 
@@ -87,6 +135,7 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
     scenario(kube, [(0.1, admit), (0.05, start), (0.05, worker_crashes)])
     outcome, logger, _, _ = run_stage(server, "export", tmp_path)
     assert isinstance(outcome, StageFailed), logger.lines
+    assert outcome.diagnosis.code != FORBIDDEN_CODE, outcome.diagnosis
 
     scenario(kube, [(0.1, admit), (0.05, start)])
 
@@ -102,25 +151,176 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
         backend.run_workload(workload, file_uri(tmp_path / "c.log"))
 
 
+def _train_in(mode: str, tmp_path: Path, rules: list[dict[str, Any]] | None = None,
+              capacity_comes: bool = True, **queued: Any
+              ) -> tuple[Any, FakeKube, list[str]]:
+    """One train stage in capacity ``mode`` (a mode or a chain) on a cluster with its pools
+    (tests/fakes/kube_api/node_groups.py; queued provisioning's DWS, provisioning.py), the
+    shipped Role enforced (or ``rules`` in its place); the outcome, the fake's record and
+    the stage's log. Queued capacity comes once the watch has listed the requests, unless
+    ``capacity_comes`` is False or ``queued`` (DWS's settings) are given: then never."""
+    profile = tutorial_profile(**capacity_overrides(mode), **{"gke.zones": "us-east5-b"})
+    with FakeApiServer(enforcing(rules)) as srv:
+        if "queued" in mode:
+            scaler, dws, group = queued_on(srv, profile, **queued)
+            group.stockout = True
+            if capacity_comes and not queued:  # after the watch asked why the JobSet waits
+                threading.Thread(target=_capacity_once_asked, args=(srv.kube, group),
+                                 daemon=True).start()
+        else:
+            scaler, dws = ClusterAutoscaler(srv.kube, groups_for(profile, provision_s=0.2)), None
+        try:
+            scenario(srv.kube, RUN, RUN)
+            outcome, logger, _, _ = run_stage(srv, "train", tmp_path / mode.replace(",", "-"),
+                                              dataclasses.replace(BUDGETS, schedule_s=30.0),
+                                              profile=profile)
+        finally:
+            if dws is not None:
+                dws.stop()
+            scaler.stop()
+        return outcome, srv.kube, logger.lines
+
+
+def _capacity_once_asked(kube: FakeKube, group: NodeGroup) -> None:
+    if until(lambda: PR_LIST in kube.calls, within_s=60):
+        group.stockout = False
+
+
+@pytest.fixture(scope="module")
+def capacity_runs(tmp_path_factory: pytest.TempPathFactory
+                  ) -> dict[str, tuple[Any, FakeKube, list[str]]]:
+    """A train stage in every capacity mode, and one whose queued provisioning keeps failing
+    so it falls back to on-demand, each under the shipped Role."""
+    tmp = tmp_path_factory.mktemp("capacity")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HF_TOKEN", fake_hf_token("CANARYrbac"))
+        # the fallback's event goes to the run's Prefect API, which these stages have not
+        env.setattr(capacity_run, "emit_event", lambda **_: None)
+        runs = {mode: _train_in(mode, tmp) for mode in CAPACITY_MODES}
+        runs["queued,on-demand"] = _train_in("queued,on-demand", tmp, fail_after_s=0.2,
+                                             backoff_limit=1, backoff_s=0.1)
+    return runs
+
+
+@pytest.mark.parametrize("mode", [*CAPACITY_MODES, "queued,on-demand"])
+def test_every_capacity_mode_trains_under_the_shipped_role(
+        capacity_runs: dict[str, tuple[Any, FakeKube, list[str]]], mode: str) -> None:
+    outcome, kube, lines = capacity_runs[mode]
+    assert not isinstance(outcome, StageFailed), (outcome, lines)
+    assert kube.denied == set(), f"the Role refused {sorted(kube.denied)}"
+    if "queued" in mode:
+        assert PR_LIST in kube.calls
+    if mode == "queued,on-demand":
+        assert [(a["mode"], a["outcome"]) for a in outcome.capacity] == [
+            ("queued", "no-capacity"), ("on-demand", "succeeded")], outcome.capacity
+
+
+def source_calls() -> set[Call]:
+    """Every (group, resource, verb) the Kubernetes client calls in flows/backends/gke make:
+    the method names the verb (and a core resource); a custom object's group and plural are
+    its first and fourth arguments, read from the module's constants. A call's arguments
+    follow the method where it is called, passed to ``functools.partial`` (a watch's list,
+    so list and watch) or to the backend's ``_call``."""
+    found: set[Call] = set()
+    for path in sorted(GKE_SOURCE.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("")
+                                                  .parts))
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            for position, node in [(-1, call.func), *enumerate(call.args)]:
+                if not (isinstance(node, ast.Attribute) and (m := METHOD.fullmatch(node.attr))
+                        and ast.unparse(node.value).split(".")[-1] in ("core", "custom")):
+                    continue
+                args = call.args[position + 1:]
+                partial = position >= 0 and ast.unparse(call.func).endswith("partial")
+                verbs = {"list", "watch"} if partial and m[1] == "list" else {METHOD_VERBS[m[1]]}
+                if m[2].endswith("custom_object"):
+                    group, plural = (_value(module, args[i]) for i in (0, 3))
+                    resource = plural
+                else:
+                    group, resource = "", CORE_RESOURCES[m[2]]
+                found |= {(group, resource, verb) for verb in verbs}
+    return found
+
+
+def _value(module: Any, node: ast.expr) -> str:
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    assert isinstance(node, ast.Name), f"{module.__name__}: {ast.unparse(node)} is no constant"
+    return str(getattr(module, node.id))
+
+
 def test_the_role_grants_every_call_the_backend_makes_and_nothing_more(
-        server: FakeApiServer, tmp_path: Path) -> None:
+        server: FakeApiServer, tmp_path: Path,
+        capacity_runs: dict[str, tuple[Any, FakeKube, list[str]]]) -> None:
     _exercise(server, tmp_path)
+    kubes = [server.kube, *(kube for _, kube, _ in capacity_runs.values())]
+    calls: set[Call] = set().union(*(kube.calls for kube in kubes))
+    denied: set[Call] = set().union(*(kube.denied for kube in kubes))
+    assert denied == set(), f"the Role refused {sorted(denied)}"
     role = granted(role_rules(RBAC)) | granted(role_rules(RBAC, kind="ClusterRole"))
-    calls = server.kube.calls
     assert calls - role == set(), f"the Role lacks {sorted(calls - role)}"
     assert role - calls == set(), f"the Role grants unused {sorted(role - calls)}"
-    # and the scenarios reach every client call in the source
-    used = {(m[1], m[2]) for path in sorted(GKE_SOURCE.rglob("*.py"))
-            for m in CLIENT_CALL.finditer(path.read_text())}
-    assert used, "no Kubernetes client calls found: the pattern is stale"
-    verbs = {verb for verb, _, _ in server.kube.calls}
-    for prefix, what in sorted(used):
-        assert METHOD_VERBS[prefix] <= verbs, f"{prefix}_{what}: no scenario makes this call"
-        if (resource := CORE_RESOURCES.get(what)) is not None:
-            assert {(v, "", resource) for v in METHOD_VERBS[prefix]} & server.kube.calls, (
-                f"{prefix}_{what}: no scenario reaches {resource}")
-        else:
-            assert what == "namespaced_custom_object", f"{prefix}_{what}: map its resource here"
+    # and the runs reach every client call in the source, by group, resource and verb
+    made = source_calls()
+    assert PR_LIST in made, "stale pattern"
+    assert made - calls == set(), f"no run makes {sorted(made - calls)}"
+
+
+def _without(group: str) -> list[dict[str, Any]]:
+    return [r for r in role_rules(RBAC) if group not in (r.get("apiGroups") or [])]
+
+
+def test_a_refused_provisioning_request_list_is_diagnosed_not_a_queue_timeout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Role without the ProvisioningRequests rule: every list is a 403 (the fake answers
+    as the API server does), and the queued wait ends at once naming the permission and the
+    fix, instead of waiting out the queue budget as if the API were failing."""
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("CANARYrbac"))
+    outcome, kube, lines = _train_in("queued", tmp_path, rules=_without("autoscaling.x-k8s.io"),
+                                     capacity_comes=False)
+    assert PR_LIST in kube.denied, (
+        outcome, lines)
+    assert isinstance(outcome, StageFailed), outcome
+    diagnosis = outcome.diagnosis
+    assert diagnosis.code == FORBIDDEN_CODE, diagnosis
+    assert diagnosis.category is FailureCategory.USER_ERROR
+    assert "list provisioningrequests (API group \"autoscaling.x-k8s.io\")" in diagnosis.summary
+    assert "kubectl apply -f deployments/work-pool/rbac.yaml" in diagnosis.fix
+    assert "is forbidden: User" in diagnosis.detail
+    assert not kube.find("jobsets"), "the refused stage's JobSet was left behind"
+
+
+def test_a_refused_watch_of_core_objects_is_diagnosed(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for a core resource: a Role without events list/watch (the autoscaler's
+    events) fails the stage naming it, not as the API failing once the run budget is out."""
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("CANARYrbac"))
+    rules = copy.deepcopy(role_rules(RBAC))
+    for rule in rules:
+        if "events" in (rule.get("resources") or []):
+            rule["resources"].remove("events")
+    with FakeApiServer(enforcing(rules)) as srv:
+        scenario(srv.kube, [(0.05, admit), (0.05, start), (30.0, succeed)])
+        outcome, logger, _, _ = run_stage(srv, "train", tmp_path)
+    assert isinstance(outcome, StageFailed), logger.lines
+    assert outcome.diagnosis.code == FORBIDDEN_CODE, outcome.diagnosis
+    assert 'events (the core API group) in namespace default' in outcome.diagnosis.summary
+
+
+def test_a_refused_leftover_check_is_diagnosed(tmp_path: Path) -> None:
+    """Before a stage clears its output directory it lists the run's JobSets: refused, the
+    stage fails naming the grant, not with the client's exception."""
+    rules = copy.deepcopy(role_rules(RBAC))
+    for rule in rules:
+        if rule.get("resources") == ["jobsets"]:
+            rule["verbs"].remove("list")
+    with FakeApiServer(enforcing(rules)) as srv:
+        backend = make_backend(srv.url, "train", tmp_path, ListLogger())
+        with pytest.raises(StageFailed) as failed:
+            backend.clear_leftovers("train", str(tmp_path / "out"))
+    assert failed.value.diagnosis.code == FORBIDDEN_CODE, failed.value.diagnosis
+    assert 'list jobsets (API group "jobset.x-k8s.io")' in failed.value.diagnosis.summary
 
 
 def _secret_rules() -> list[dict]:
@@ -128,12 +328,14 @@ def _secret_rules() -> list[dict]:
                                                                             "configmaps"}]
 
 
-def test_no_write_on_secrets_or_configmaps_is_unscoped_but_create() -> None:
-    """Issue 37.6: every write verb on secrets and configmaps names the objects it may touch,
-    except ``create``, which RBAC cannot limit by name (the name is in the body: requestinfo
-    leaves it empty, and ResourceNameMatches never matches an empty name against a list) and
-    which cannot overwrite (409 AlreadyExists). The names are the backend's own."""
-    from flows.backends.gke.jobs.naming import secret_name
+def test_every_secret_a_shipped_or_tracking_profile_writes_may_be_replaced() -> None:
+    """Every write verb on secrets and configmaps names the objects it may touch, except
+    ``create``, which RBAC cannot limit by name (the name is in the body: requestinfo leaves
+    it empty, and ResourceNameMatches never matches an empty name against a list) and which
+    cannot overwrite (409 AlreadyExists). And every Secret a shipped GKE profile writes,
+    with the tracking section docs/integrations/wandb.md shows or without, is one the Role
+    lets the flow replace (secret_grants.py: what `tpurl plan` lists)."""
+    from flows.backends.gke.runtime import GkeRuntime
     from flows.config.loading import load_profile, profile_names
     from tests.support.profiles import required_overrides
 
@@ -145,13 +347,41 @@ def test_no_write_on_secrets_or_configmaps_is_unscoped_but_create() -> None:
             assert rule["verbs"] == ["create"], "create shares no rule with a scoped verb"
     (update,) = [r for r in _secret_rules() if "update" in r["verbs"]]
     assert update["resources"] == ["secrets"] and update["verbs"] == ["update"]
-    shipped = [load_profile(name, required_overrides(name), environ={})
-               for name in profile_names()]
-    gke = [p for p in shipped if p.gke is not None]
-    assert gke, "no shipped GKE profile"
-    for profile in gke:  # every shipped GKE profile's Secret is one the Role may update
-        assert profile.model.hf_token is not None
-        assert secret_name(profile.model.hf_token.describe()) in update["resourceNames"]
+    allowed = shipped_replaceable()
+    assert allowed == frozenset(update["resourceNames"])
+    written: set[str] = set()
+    for name in profile_names():
+        for extra in ({}, tracking_overrides()):
+            profile = load_profile(name, {**required_overrides(name), **extra}, environ={})
+            if profile.gke is not None:
+                written |= set(written_secrets(planned_workloads(profile,
+                                                                 GkeRuntime(profile))))
+    assert written, "no shipped GKE profile writes a Secret"
+    assert len(written) >= 2, "the tracking section's W&B key is not among them"
+    assert written <= allowed, f"the Role may not replace {sorted(written - allowed)}"
+
+
+def test_a_secret_the_role_may_not_replace_fails_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second train stage with a W&B key whose Secret the Role does not name: the create
+    is a 409, the replace a 403, and the stage fails before submitting anything, naming the
+    permission and where to add the name."""
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("CANARYrbac"))
+    monkeypatch.setenv("OTHER_WANDB_KEY", wandb_key("other"))
+    profile = tutorial_profile(**{**tracking_overrides(),
+                                  "tracking.wandb.api_key.env": "OTHER_WANDB_KEY"})
+    with FakeApiServer(enforcing()) as srv:
+        scenario(srv.kube, [(0.05, admit), (0.05, start), (0.1, succeed)])
+        first, logger, _, _ = run_stage(srv, "train", tmp_path, profile=profile)
+        assert not isinstance(first, StageFailed), (first, logger.lines)
+        submitted = len(srv.kube.find("jobsets"))
+        second, _, _, _ = run_stage(srv, "train", tmp_path, profile=profile)
+        assert len(srv.kube.find("jobsets")) == submitted
+    assert isinstance(second, StageFailed), second
+    assert second.diagnosis.code == FORBIDDEN_CODE, second.diagnosis
+    assert "update secrets (the core API group)" in second.diagnosis.summary
+    assert "tpurl plan PROFILE" in second.diagnosis.fix
+    assert wandb_key("other") not in str(second)
 
 
 def test_another_secret_cannot_be_overwritten(server: FakeApiServer) -> None:
@@ -175,8 +405,6 @@ def test_another_secret_cannot_be_overwritten(server: FakeApiServer) -> None:
     with pytest.raises(k8s.ApiException) as err:
         core.replace_namespaced_secret("db-password", "default", attack)
     assert err.value.status == 403
-    import json
-
     message = json.loads(err.value.body)["message"]
     assert message.startswith('secrets "db-password" is forbidden') and "cannot update" in message
     with pytest.raises(k8s.ApiException) as err:
@@ -188,3 +416,26 @@ def test_another_secret_cannot_be_overwritten(server: FakeApiServer) -> None:
             "stringData": {"value": "hf_x"}}
     core.create_namespaced_secret("default", mine)
     core.replace_namespaced_secret(ours, "default", mine)
+
+
+def test_the_plan_names_every_secret_a_run_writes_and_whether_the_role_may_replace_it(
+        ) -> None:
+    """`tpurl plan`: each Secret the run writes (by name, with its source and the jobs that
+    write it), the shipped Role's verdict on it, and for a source the Role does not name,
+    the fix; never a value (the plan reads no secret)."""
+    from flows.backends.gke.jobs.naming import secret_name
+    from flows.operations.plan import build_plan, render_text
+
+    tracked = tutorial_profile(**tracking_overrides())
+    text = render_text(tracked, build_plan(tracked))
+    for source, jobs in (("env:HF_TOKEN", "convert, train, export"),
+                         ("env:WANDB_API_KEY", "train")):
+        assert (f"  {secret_name(source)}: {source}, written by {jobs}; the shipped Role may "
+                "replace it") in text, text
+    keyless = {k: v for k, v in tracking_overrides().items() if ".api_key." not in k}
+    other = tutorial_profile(**keyless, **{"tracking.wandb.api_key.secret_block":
+                                           "team-wandb-key"})
+    text = render_text(other, build_plan(other))
+    name = secret_name("prefect-secret:team-wandb-key")
+    assert (f"  {name}: prefect-secret:team-wandb-key, written by train; NOT in the Role's "
+            f"secrets update rule: add {name} to its resourceNames") in text, text

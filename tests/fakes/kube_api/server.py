@@ -20,9 +20,10 @@ What it implements (only what the backend uses, the way the real server does it)
   400 while the container waits to start.
 - faults: ``fail_next(n)`` (5xx bursts), ``drop_watch_every`` (cut streams after N events),
   ``drop_log_every`` (cut log streams after N lines).
-- RBAC: with ``rbac_rules`` set (a Role's rules), a request they do not grant gets the API
-  server's 403 (tests/fakes/kube_api/rbac.py); every request's (verb, group, resource) is
-  recorded in ``calls``.
+- RBAC: with ``rbac_rules`` set (a Role's rules, beside ``rbac_cluster_rules``), a request
+  they do not grant gets the API server's 403 (tests/fakes/kube_api/rbac.py), core and
+  custom resources alike; every request's (group, resource[/subresource], verb) is recorded
+  in ``calls``, the refused ones in ``denied``.
 Controllers are not simulated; a scenario (scripts of timed actions in the tests) drives state
 with the helpers in tests/fakes/kube_api/scenarios.py, as Kueue and JobSet would.
 """
@@ -41,7 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tests.fakes.kube_api.rbac import allowed, attributes, forbidden_message
+from tests.fakes.kube_api.rbac import allowed, attributes, forbidden
 from tests.fakes.kube_api.store import KINDS, ApiError, FakeKube, Obj, matches
 from tests.support.net import send_json
 
@@ -157,11 +158,14 @@ class _Handler(BaseHTTPRequestHandler):
         attrs = attributes(method, group, plural, ns, name, subresource, query)
         with kube.cond:
             kube.calls.add(attrs.call)
-            rules = kube.rbac_rules
-            if rules is not None and not ns:  # cluster-scoped: only a ClusterRole grants it
-                rules = kube.rbac_cluster_rules
-        if rules is not None and not allowed(rules, attrs):
-            raise ApiError(403, "Forbidden", forbidden_message(kube.rbac_user, attrs))
+            if kube.rbac_rules is None:
+                return
+            # a ClusterRole's rules apply everywhere, a Role's only in its namespace
+            rules = [*kube.rbac_cluster_rules, *(kube.rbac_rules if ns else [])]
+            if allowed(rules, attrs):
+                return
+            kube.denied.add(attrs.call)
+        raise forbidden(kube.rbac_user, attrs)
 
     def _resource(self, method: str, plural: str, ns: str, name: str | None,
                   query: dict[str, str]) -> None:

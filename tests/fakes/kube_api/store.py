@@ -61,13 +61,16 @@ def terminated(exit_code: int, reason: str, before: Obj | None = None) -> Obj:
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None
+                 ) -> None:
         super().__init__(message)
         self.code, self.reason, self.message = code, reason, message
+        self.details = details
 
     def status(self) -> Obj:
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "code": self.code}
+        status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                  "message": self.message, "reason": self.reason, "code": self.code}
+        return status | ({"details": self.details} if self.details is not None else {})
 
 
 def matches(obj: Obj, labels: str | None, fields: str | None) -> bool:
@@ -143,13 +146,15 @@ class FakeKube:
         # the API server's state, as a client's cache may): reads still see the present.
         self.held_watches: set[str] = set()
         # RBAC (tests/fakes/kube_api/rbac.py): None serves everyone, as before; a Role's rules
-        # refuse what they do not grant with a 403. ``calls`` records every request's (verb,
-        # group, resource) either way.
+        # refuse what they do not grant with a 403. ``calls`` records every request's (group,
+        # resource[/subresource], verb) either way, ``denied`` those refused.
         self.rbac_rules: list[dict[str, Any]] | None = None
-        # a ClusterRole's rules: with RBAC on, the only grant of a cluster-scoped request
+        # a ClusterRole's rules (bound by a ClusterRoleBinding): with RBAC on, they grant in
+        # every namespace and are the only grant of a cluster-scoped request
         self.rbac_cluster_rules: list[dict[str, Any]] = []
         self.rbac_user = "system:serviceaccount:default:tpurl-flow"
         self.calls: set[tuple[str, str, str]] = set()
+        self.denied: set[tuple[str, str, str]] = set()
         # The versions each API group serves (discovery, and a 404 for any other): Kueue 0.15
         # serves v1beta2 and v1beta1 (kubernetes-sigs/kueue#7304); later Kueue only v1beta2
         # (#14558). JobSet 0.10 serves v1alpha2.

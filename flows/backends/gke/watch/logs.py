@@ -22,6 +22,7 @@ from typing import Any
 
 from kubernetes.watch.watch import iter_resp_lines
 
+from flows.backends.gke.watch.forbidden import Denied, denied_by
 from flows.common.threads import context_thread
 from flows.core.program_log import ProgramLines
 from flows.core.retry import RetryPolicy
@@ -117,6 +118,7 @@ class LogFollower:
         self._last: tuple[datetime, int] | None = None
         self._seen: set[tuple[tuple[datetime, int], str]] = set()
         self._finished_uid: str | None = None
+        self.denied: Denied | None = None  # a 403 (watch/forbidden.py): ends the stage
         self._stop = threading.Event()
         self._response: Any = None
         # in the caller's context: the stage logger sends to the run's Prefect API
@@ -164,9 +166,10 @@ class LogFollower:
                     self._finished_uid = uid
                     continue
                 streak = 0 if got else streak + 1
-            except Exception:  # reconnect below; the watches decide the outcome
+            except Exception as exc:  # reconnect below; the watches decide the outcome
                 if self._stop.is_set():
                     return
+                self.denied = denied_by(exc) or self.denied
                 streak += 1
             # quick after a cut (lines may still come), slower while the API keeps failing;
             # a pod change (e.g. the container terminated) wakes it at once

@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from flows.backends.gke.watch.client import Cluster
+from flows.backends.gke.watch.forbidden import Denied, denied_by
 from flows.backends.gke.watch.stream import WatchSettings
 
 Obj = dict[str, Any]
@@ -35,6 +36,8 @@ class LostNodes:
     def __init__(self, cluster: Cluster, namespace: str, settings: WatchSettings) -> None:
         self.cluster, self.namespace, self.settings = cluster, namespace, settings
         self._gone: dict[str, bool] = {}
+        # a 403 on either read (watch/forbidden.py): the monitor ends the stage on it
+        self.denied: Denied | None = None
 
     def outlived(self, pod: Obj, node: str) -> bool:
         """``pod`` (the watch's copy) is still there, unfinished, bound to ``node``, which
@@ -42,12 +45,14 @@ class LostNodes:
         return self.node_gone(node) and self._still_on(pod, node)
 
     def node_gone(self, node: str) -> bool:
-        """A refusal (RBAC) or an error says nothing, so the node counts as present."""
+        """An error says nothing, so the node counts as present; a refusal (RBAC) is kept
+        in ``denied`` besides."""
         if node not in self._gone:
             try:
                 self.cluster.core.read_node(node, _request_timeout=self._timeout())
                 self._gone[node] = False
             except ApiException as exc:
+                self.denied = denied_by(exc) or self.denied
                 self._gone[node] = exc.status == 404
             except Exception:
                 self._gone[node] = False
@@ -62,7 +67,8 @@ class LostNodes:
                 self.namespace, field_selector=f"metadata.name={meta['name']}",
                 _preload_content=False, _request_timeout=self._timeout())
             items = json.loads(response.data).get("items") or []
-        except Exception:
+        except Exception as exc:
+            self.denied = denied_by(exc) or self.denied
             return True
         if not items:
             return False
@@ -78,7 +84,8 @@ class LostNodes:
                 self.namespace, label_selector=selector, _preload_content=False,
                 _request_timeout=self._timeout())
             return list(json.loads(response.data).get("items") or [])
-        except Exception:
+        except Exception as exc:
+            self.denied = denied_by(exc) or self.denied
             return None
 
     def _timeout(self) -> tuple[float, float]:

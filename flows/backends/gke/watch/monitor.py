@@ -11,7 +11,9 @@ hours; running costs chips and is bounded by how long the job should take. Every
 kept on the wall clock whatever the API does: before the first list arrives the JobSet's
 phase is unknown, so the budget of the phase it was created or found in applies (queue while
 suspended, run otherwise), and a budget that runs out while the watches fail is diagnosed
-as the API's failure (infrastructure), naming the error, not as a queue timeout.
+as the API's failure (infrastructure), naming the error, not as a queue timeout. A 403 on
+any read is none of these: the flow's identity lacks a grant, which no wait cures, so the
+stage ends at the next tick with the permission and the fix (watch/forbidden.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from flows.backends.gke.watch.client import (
     WORKLOADS,
     Cluster,
 )
+from flows.backends.gke.watch.forbidden import Denied, denied_by, forbidden_diagnosis
 from flows.backends.gke.watch.kueue import DEACTIVATED_CODE
 from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
 from flows.backends.gke.watch.lost_nodes import LostNodes, unfinished
@@ -111,6 +114,7 @@ class Monitor:
         self.lost_nodes = LostNodes(cluster, self.namespace, settings)  # asked after a failure
         self._requests: list[Obj] = []  # ProvisioningRequests (queued provisioning)
         self._requests_version = ""  # of the Workload they were listed for
+        self._denied: list[tuple[str, Denied]] = []  # the loop's own reads refused (403)
         self.served: Served | None = None  # where the slice came up (watch/served.py)
         self.served_at: float | None = None  # monotonic time its TPU pods were all bound
         self._memory = threading.Lock()  # what the watch threads remember, read by the loop
@@ -205,6 +209,8 @@ class Monitor:
         while True:
             self._changed.wait(self.budgets.tick_s)
             self._changed.clear()
+            if (refused := self._refused()) is not None:
+                return self._end_refused(refused)
             if not self.jobsets.synced.is_set():
                 budget = self.budgets.queue_s if created_suspended else self.budgets.run_s
                 if time.monotonic() - began > budget:
@@ -212,6 +218,8 @@ class Monitor:
                     return api_down(self.name, budget, self._failing() or "no answer")
                 continue
             verdict = self._observe()
+            if (refused := self._refused()) is not None:
+                return self._end_refused(refused)
             if self.spend and verdict.phase in (Phase.QUEUED, Phase.RUNNING) and \
                     (over := self._charge(self._pods())):
                 verdict = Verdict(Phase.FAILED, over, over.summary)
@@ -232,6 +240,20 @@ class Monitor:
                 self.noticed_at = time.monotonic()
                 self._last_charge()
                 return self._settle(verdict)
+
+    def _refused(self) -> Diagnosis | None:
+        """The first read of this watch the API server refused with 403, diagnosed."""
+        sources = [*((f"list and watch the run's {w.label}", w.denied) for w in self.watches),
+                   ("read the program's log", self.follower.denied),
+                   ("read the pods and nodes of a JobSet that failed", self.lost_nodes.denied),
+                   *self._denied]
+        return next((forbidden_diagnosis(what, denied) for what, denied in sources
+                     if denied is not None), None)
+
+    def _end_refused(self, refused: Diagnosis) -> Verdict:
+        self.noticed_at = time.monotonic()
+        self._last_charge()
+        return Verdict(Phase.FAILED, refused, refused.summary)
 
     def _last_charge(self) -> None:
         """The submission's end: the slice is charged up to now from its pods as the API
@@ -316,7 +338,10 @@ class Monitor:
                         self.settings.connect_timeout_s, self.settings.read_timeout_s)
                 ).get("items") or []
                 self._requests_version = version
-            except Exception:  # the API failing: the ordinary verdict stands this tick
+            except Exception as exc:  # the API failing: the ordinary verdict stands this tick
+                if (denied := denied_by(exc)) is not None:  # refused: the loop ends on it
+                    self._denied.append(("list the ProvisioningRequests of queued "
+                                         "provisioning", denied))
                 return verdict
         found = queued_diagnosis(self.name, workload, self._requests, datetime.now(UTC),
                                  self.budgets.queue_s)
@@ -337,7 +362,9 @@ class Monitor:
             try:
                 nodes.append(self.cluster.core.read_node(node, _request_timeout=(
                     self.settings.connect_timeout_s, self.settings.read_timeout_s)))
-            except Exception:  # refused (RBAC) or gone: says nothing
+            except Exception as exc:  # gone: says nothing; refused: the loop ends on it
+                if (denied := denied_by(exc)) is not None:
+                    self._denied.append(("read the nodes the slice came up on", denied))
                 continue
         nodes = [n.to_dict() if hasattr(n, "to_dict") else n for n in nodes]
         self.served_at = time.monotonic()

@@ -13,7 +13,8 @@ orchestrator that treats a broken stream as a failed job marks healthy runs cras
 - after ``max_errors`` such failures in a row it also lists every ``poll_interval_s`` so the
   state stays fresh, and keeps trying to watch after each list (one good stream ends it);
 - never raises: errors are counted, logged and retried with capped backoff. Deciding that a
-  run failed is the diagnosis' job, from object state, never from a transport error.
+  run failed is the diagnosis' job, from object state, never from a transport error; a 403
+  is kept apart (``denied``), since no retry gets past it (watch/forbidden.py).
 
 Cost: one request per ``timeout_s`` per watch while nothing breaks (the server ends a watch
 at ``timeoutSeconds``), which is what keeps a long training run under 2 requests/minute.
@@ -36,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from flows.backends.gke.watch.client import short_error
+from flows.backends.gke.watch.forbidden import Denied, denied_by
 from flows.common.threads import context_thread
 from flows.core.retry import RetryPolicy
 
@@ -85,6 +87,9 @@ class ObjectWatch:
         self.polling = False
         self.rv: str | None = None  # the last version delivered: where a new stream resumes
         self.last_error = ""  # the latest failure while it lasts ("" once a stream is good)
+        # a 403: no retry will get past it, so the watch's owner ends the stage on it
+        # (watch/forbidden.py); the watch itself keeps trying, as for any error
+        self.denied: Denied | None = None
         self._delivered, self._lasted = 0, 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -139,6 +144,7 @@ class ObjectWatch:
                     return
                 self.errors += 1
                 self.last_error = short_error(exc)
+                self.denied = denied_by(exc) or self.denied
                 if status_of(exc) == 410:
                     self.rv = None
                 if self._delivered or self._lasted >= self.settings.healthy_s:
@@ -168,6 +174,7 @@ class ObjectWatch:
         except Exception as again:
             self.errors += 1
             self.last_error = short_error(again)
+            self.denied = denied_by(again) or self.denied
             if status_of(again) == 410:
                 self.rv = None
         return self.settings.poll_interval_s

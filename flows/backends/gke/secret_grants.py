@@ -1,0 +1,89 @@
+"""The Kubernetes Secrets a run writes, and whether the shipped Role lets the flow replace them.
+
+Each secret reference of a workload (``secret_env``: the HF token, the W&B key) becomes one
+Secret named by its source, not by the run (jobs/naming.py ``secret_name``), created at
+submit time or, when a stage or run before created it, replaced with the current value
+(jobset_calls.py). Named Secrets that are replaced, rather than per-run Secrets created and
+deleted, because of what each asks of the flow's Role (deployments/work-pool/rbac.yaml):
+
+- a replace can be limited to the names it needs (``update`` with ``resourceNames``), so the
+  flow may overwrite its own Secrets and no other; ``create`` cannot be limited by name but
+  cannot overwrite either (409 AlreadyExists);
+- per-run names are unknown when the Role is written, so their ``delete`` could not be
+  limited by name: the flow could delete every Secret of the namespace, a wider grant than
+  replacing three named ones. And a per-run Secret must outlive the flow process (a
+  reattached run's pods, a JobSet restarting its pods, read it at start), so a flow killed
+  outright leaves it behind holding the token, where a named one is simply reused.
+
+The price of names: a source the Role does not name gets 409 then 403 on its second write
+(watch/forbidden.py diagnoses it). So the plan lists every Secret the run writes and says
+which ones the shipped Role may replace (``plan_lines``). Pure, but for reading the manifest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import yaml
+
+from flows.backends.gke.jobs.naming import secret_name
+from flows.common.paths import REPO_ROOT
+from flows.core.workload import Workload
+
+RBAC_FILE = REPO_ROOT / "deployments" / "work-pool" / "rbac.yaml"
+RBAC_SHOWN = "deployments/work-pool/rbac.yaml"
+ROLE = "tpurl-flow"
+
+
+def written_secrets(workloads: Mapping[str, Workload]) -> dict[str, tuple[str, list[str]]]:
+    """Secret name → (the source it holds, the jobs that write it), in the jobs' order."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    for job, workload in workloads.items():
+        for _, ref in workload.secret_env:
+            source = ref.describe()
+            jobs = found.setdefault(secret_name(source), (source, []))[1]
+            if job not in jobs:
+                jobs.append(job)
+    return found
+
+
+def replaceable(documents: Iterable[object], role: str = ROLE) -> frozenset[str] | None:
+    """The Secret names the Role ``role`` may update (its rules on secrets with the verb
+    ``update``); None when one of them names no resourceNames (any Secret)."""
+    names: set[str] = set()
+    for doc in documents:
+        if not (isinstance(doc, dict) and doc.get("kind") == "Role"
+                and (doc.get("metadata") or {}).get("name") == role):
+            continue
+        for rule in doc.get("rules") or []:
+            if not ({"", "*"} & set(rule.get("apiGroups") or [])
+                    and {"secrets", "*"} & set(rule.get("resources") or [])
+                    and {"update", "*"} & set(rule.get("verbs") or [])):
+                continue
+            if not rule.get("resourceNames"):
+                return None
+            names |= set(rule["resourceNames"])
+    return frozenset(names)
+
+
+def shipped_replaceable(path: Path = RBAC_FILE) -> frozenset[str] | None:
+    return replaceable(yaml.safe_load_all(path.read_text()))
+
+
+def plan_lines(workloads: Mapping[str, Workload], namespace: str,
+               allowed: frozenset[str] | None) -> list[str]:
+    """What ``tpurl plan`` prints: every Secret the run writes, what it holds, who writes
+    it, and whether the shipped Role may replace it."""
+    written = written_secrets(workloads)
+    if not written:
+        return []
+    lines = [f"Secrets the run writes in namespace {namespace} (created, or replaced when an "
+             f"earlier stage or run wrote them; {RBAC_SHOWN} must let the flow update each):"]
+    for name, (source, jobs) in written.items():
+        granted = allowed is None or name in allowed
+        verdict = ("the shipped Role may replace it" if granted else
+                   f"NOT in the Role's secrets update rule: add {name} to its resourceNames "
+                   "and apply the file, or the second stage that writes it fails (403)")
+        lines.append(f"  {name}: {source}, written by {', '.join(jobs)}; {verdict}")
+    return lines
