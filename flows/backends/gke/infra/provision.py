@@ -102,6 +102,12 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
                 bucket.location)
 
     current = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
+    if current is not None and (unlabelled := gke.unlabelled_pools(current, s)):
+        raise user_error("infra", "a TPU pool lacks its capacity label, which re-applying "
+                         "the blueprint cannot add; nothing was deployed",
+                         "; ".join(why for why, _ in unlabelled),
+                         "add the label in place (the pool and its nodes stay): "
+                         + "; ".join(cmd for _, cmd in unlabelled) + "; then rerun")
     mismatches = gke.pool_mismatches(current, s) if current is not None else ["no cluster"]
     mismatches += [f"Kueue does not admit the pipeline's pods ({c.issue.problem})"
                    for c in stale_kueue]
