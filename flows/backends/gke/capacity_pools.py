@@ -142,6 +142,16 @@ def tpu_pools(gke: GkeSection) -> tuple[TpuPool, ...]:
     return tuple(out)
 
 
+def slice_zone(gke: GkeSection, mode: str) -> str | None:
+    """The zone a ``mode`` slice comes up in when only one is possible: a reservation's
+    (gke.zone), or the one zone of gke.zones; None when the autoscaler picks among several.
+    What the Pathways head is placed by (jobs/pathways.py): in the slice's zone, its gRPC
+    traffic to the workers stays inside the zone."""
+    if mode == "reservation" or len(gke.zone_order) == 1:
+        return gke.zone
+    return None
+
+
 def pools_of_mode(gke: GkeSection, mode: str) -> tuple[TpuPool, ...]:
     return tuple(p for p in tpu_pools(gke) if p.mode == mode)
 

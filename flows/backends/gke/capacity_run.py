@@ -20,6 +20,7 @@ from flows.backends.gke.capacity_pools import ZONE_LABEL
 from flows.backends.gke.fallback import Attempt, attempts_of
 from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.jobs.manifests import stage_run
+from flows.backends.gke.jobs.pathways import HEAD as PATHWAYS_HEAD
 from flows.backends.gke.jobs.render import render_jobset
 from flows.backends.gke.watch.served import TPU_ACCELERATOR
 from flows.common.event_catalogue import CAPACITY_FALLBACK
@@ -44,12 +45,12 @@ def step_mode(step: str) -> str:
 
 
 def pin_zone(jobset: Obj, zone: str) -> Obj:
-    """Every TPU pod of the JobSet in ``zone`` (its nodeSelector; the pods on the CPU pool
-    are left alone)."""
+    """Every TPU pod of the JobSet in ``zone`` (its nodeSelector), and the Pathways head
+    with them (jobs/pathways.py says why); other pods on the CPU pool are left alone."""
     for rjob in jobset["spec"]["replicatedJobs"]:
         pod = rjob["template"]["spec"]["template"]["spec"]
         selector = pod.get("nodeSelector") or {}
-        if TPU_ACCELERATOR in selector:
+        if TPU_ACCELERATOR in selector or rjob.get("name") == PATHWAYS_HEAD:
             pod["nodeSelector"] = {**selector, ZONE_LABEL: zone}
     return jobset
 

@@ -12,11 +12,14 @@ message, which google-cloud-storage and tensorstore both print). Read as a progr
 that is a user error, not retried: the run fails on the cloud's lag.
 
 So the infra stage records what it granted and when (``record``, beside its gcluster work
-directory), and a stage whose program failed on such a 403 asks ``after_failure``: a 403
-naming an account and a permission of a role tpurl granted it less than ``budget_s`` ago is
-waited out (the stage resubmits after a pause, logging that it waits for IAM propagation);
+directory): its own gcloud grants, and after a deploy the project roles the blueprint's
+Terraform bound to the cluster's service accounts (infra/blueprint.py
+service_account_roles: storage.admin or storage.objectViewer, artifactregistry.reader, ...),
+which are as new to IAM as its own; and a stage whose program failed on such a 403 asks
+``after_failure``: a 403 naming an account and a permission of a role granted it less than
+``budget_s`` ago is waited out (the stage resubmits after a pause, logging that it waits for IAM propagation);
 once the budget is spent it fails naming the role, the account and the fix. A 403 for
-anything tpurl did not just grant fails at once, as before: no blind retries.
+anything not just granted fails at once: no blind retries.
 """
 
 from __future__ import annotations
@@ -34,13 +37,22 @@ BUDGET_S = 7 * 60.0  # the default of gke.iam_propagation_s
 CODE = "gke/iam-not-propagated"
 GRANTS_FILE = "iam-grants.json"
 
-# What each role the infra stage grants allows (predefined roles, cloud.google.com/storage/
-# docs/access-control/iam-roles): a permission outside the role was never granted.
+# What each role the infra stage or its Terraform grants allows (predefined roles,
+# cloud.google.com/storage/docs/access-control/iam-roles, cloud.google.com/artifact-registry/
+# docs/access-control): a permission outside the role was never granted. The blueprint's
+# logging and monitoring roles are recorded too but never produce Cloud Storage's 403.
 _ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "roles/storage.admin": ("storage.",),
     "roles/storage.objectAdmin": ("storage.objects.", "storage.managedFolders.",
                                   "storage.multipartUploads."),
+    "roles/storage.objectViewer": ("storage.objects.get", "storage.objects.list",
+                                   "storage.managedFolders.get",
+                                   "storage.managedFolders.list"),
     "roles/storage.legacyBucketReader": ("storage.buckets.get", "storage.objects.list"),
+    "roles/artifactregistry.reader": (
+        "artifactregistry.repositories.downloadArtifacts", "artifactregistry.repositories.get",
+        "artifactregistry.repositories.list", "artifactregistry.dockerimages.get",
+        "artifactregistry.dockerimages.list"),
 }
 _DENIED = re.compile(r"(?P<email>[\w.+-]+@[\w.-]+) does not have (?P<permission>[a-z]+(?:\.[A-Za-z]+)+) "
                      r"access")

@@ -134,6 +134,9 @@ def test_queued_provisioning_that_keeps_failing_is_no_capacity(server, tmp_path:
         assert outcome.diagnosis.code == NO_QUEUED_CAPACITY, outcome.diagnosis
         assert "after 2 attempt(s)" in outcome.diagnosis.summary
         assert [n for _, n in group.history] == [0]  # nothing was ever provisioned
+        # Kueue deleted the superseded first attempt; the watch counted it from the name
+        assert [r["metadata"]["name"].rsplit("-", 1)[-1]
+                for r in server.kube.find("provisioningrequests")] == ["2"]
     finally:
         dws.stop()
         scaler.stop()

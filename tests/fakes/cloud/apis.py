@@ -38,6 +38,14 @@ class FakeGoogleApis:
             {"metric": "TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 0.0},
             {"metric": "PREEMPTIBLE_TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 0.0},
             {"metric": "CPUS", "limit": 1000.0, "usage": 10.0}]
+        # Which zones list each machine type (compute v1 machineTypes.aggregatedList with a
+        # name filter): ct6e-standard-4t where Cloud TPU documents v6e ("TPU regions and
+        # zones", cloud.google.com/tpu/docs/regions-zones, read 2026-12-05), plus us-east5-c,
+        # which the API lists while the documentation marks its v6e single-tenant
+        self.machine_type_zones: dict[str, set[str]] = {
+            machine: {"us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "us-east5-c",
+                      "europe-west4-a", "asia-northeast1-b"}
+            for machine in ("ct6e-standard-1t", "ct6e-standard-4t", "ct6e-standard-8t")}
         self.addons: dict[str, Any] = {"jobset": "v0.10.1", "jobset_api_versions": ["v1alpha2"],
                                        "kueue": "v0.15.2"}
         self.denied: set[str] = set()  # method names that raise PermissionError
@@ -98,6 +106,10 @@ class FakeGoogleApis:
     def region_quotas(self, project: str, region: str) -> list[dict[str, Any]]:
         self._call("region_quotas")
         return copy.deepcopy(self.quotas)
+
+    def zones_offering(self, project: str, machine_type: str) -> set[str]:
+        self._call("zones_offering")
+        return set(self.machine_type_zones.get(machine_type, set()))
 
     def legacy_cloud_build_sa(self) -> str:
         return f"{self.number}@cloudbuild.gserviceaccount.com"

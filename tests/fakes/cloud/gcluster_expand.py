@@ -18,6 +18,15 @@ Two upstream steps, both in GoogleCloudPlatform/cluster-toolkit (read at develop
    enable_queued_provisioning to a ``queued_provisioning { enabled = true }`` block.
 
 The result is written the way the GKE API (container v1 NodePool) reports the pool.
+
+3. A re-apply over a pool that exists (``kept_labels``): gke-node-pool's
+   ``lifecycle { ignore_changes = [node_config[0].labels, initial_node_count, ...] }``
+   (modules/compute/gke-node-pool/main.tf:309-316 at v1.95.0 104708037, :322 at develop
+   c765092f4) makes Terraform plan no change for new ``kubernetes_labels``: a pool kept (not
+   replaced) keeps the labels it was created with. A pool is replaced when a field the
+   google provider marks ForceNew changes (node_config.spot, flex_start,
+   reservation_affinity, machine_type; placement_policy; queued_provisioning); then the new
+   pool has the new labels.
 """
 
 from __future__ import annotations
@@ -119,6 +128,25 @@ def node_pool(settings: dict[str, Any], name: str, project: str = "") -> dict[st
             scaling.update(minNodeCount=low or 0, maxNodeCount=high or 0)
         pool["autoscaling"] = scaling
     return pool
+
+
+_REPLACING_CONFIG = ("machineType", "spot", "flexStart", "reservationAffinity")
+
+
+def kept_labels(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` as GKE holds it after the apply: with ``old``'s node labels when Terraform
+    updates the existing pool in place (see 3. above), as planned when it replaces it."""
+    if old is None:
+        return new
+    before, after = old.get("config") or {}, new.get("config") or {}
+    replaced = any(before.get(k) != after.get(k) for k in _REPLACING_CONFIG) or any(
+        old.get(k) != new.get(k) for k in ("placementPolicy", "queuedProvisioning"))
+    if replaced:
+        return new
+    config = {k: v for k, v in after.items() if k != "labels"}
+    if before.get("labels"):
+        config["labels"] = dict(before["labels"])
+    return {**new, "config": config}
 
 
 def tpu_quota(expression: str, variables: dict[str, Any], pools: dict[str, dict[str, Any]]

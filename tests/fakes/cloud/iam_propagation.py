@@ -22,12 +22,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-# The storage roles the infra stage grants and what they allow (predefined roles,
+# The storage roles the infra stage and its Terraform grant and what they allow (predefined roles,
 # cloud.google.com/storage/docs/access-control/iam-roles)
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "roles/storage.admin": ("storage.",),
     "roles/storage.objectAdmin": ("storage.objects.",),
     "roles/storage.legacyBucketReader": ("storage.buckets.get", "storage.objects.list"),
+    # the blueprint's node pool account keeps it in bucket-scoped mode (its Terraform grant)
+    "roles/storage.objectViewer": ("storage.objects.get", "storage.objects.list"),
 }
 
 

@@ -20,6 +20,13 @@ Kueue's side (kubernetes-sigs/kueue v0.15.2 pkg/controller/admissionchecks/provi
   - Provisioned: Ready, with the pod annotations ``autoscaling.x-k8s.io/consume-provisioning-
     request`` and ``autoscaling.x-k8s.io/provisioning-class-name`` (podSetUpdates);
   - Accepted only: Pending, the Provisioned condition's message (GKE's ETA) copied.
+  Each reconcile of an active Workload also deletes its ProvisioningRequests other than each
+  check's newest attempt (kueue v0.17.1 pkg/controller/admissionchecks/provisioning/
+  controller.go: Reconcile calls deleteUnusedProvisioningRequests with activeOrLastPRForChecks,
+  the highest attempt per check; v0.15.2 controller.go:160 the same), so once attempt N+1
+  exists attempt N is gone: a watch never sees the whole history (``_delete_superseded``).
+  An evicted or finished Workload is not reconciled (the same Reconcile returns early), so a
+  deactivated Workload keeps its last request.
   A Rejected check deactivates the Workload (pkg/controller/core/workload_controller.go:592
   ``SetDeactivationTarget(wl, "AdmissionCheck", "Admission check(s): [..], were rejected")``),
   which evicts it (Evicted=True, reason DeactivatedDueToAdmissionCheck) and stops the job.
@@ -126,6 +133,7 @@ class QueuedProvisioning:
                 continue
             name = wl["metadata"]["name"]
             mine = [r for r in self.settings.requests if r.workload == name]
+            self._delete_superseded(mine)
             if not mine:
                 self._reserve(wl)
                 self._create(name, 1, now)
@@ -135,6 +143,12 @@ class QueuedProvisioning:
                 self._create(name, req.attempt + 1, now)
                 continue
             self._serve(wl, req, now)
+
+    def _delete_superseded(self, mine: list[Request]) -> None:
+        """deleteUnusedProvisioningRequests: every request but the newest attempt goes."""
+        for old in mine[:-1]:
+            if ("provisioningrequests", NS, old.name) in self.kube.objects:
+                self.kube.delete("provisioningrequests", NS, old.name)
 
     def _reserve(self, wl: Obj) -> None:
         def reserved(obj: Obj) -> None:

@@ -294,3 +294,29 @@ def write_edited(example: Path, dest: Path, iam_mode: str | EditContext) -> Path
             write_text(dest.parent / (edit.stage_as or edit.stage), text,
                        "a file the blueprint stages")
     return dest
+
+
+SERVICE_ACCOUNT_MODULE = "modules/project/service-account"
+
+
+def service_account_roles(text: str, deployment: str, project: str) -> list[tuple[str, str]]:
+    """Pure: (member, role) of every project role the blueprint's Terraform grants, the
+    IAM the deploy itself makes beside tpurl's gcloud grants (infra/iam.py). Cluster
+    Toolkit's modules/project/service-account (main.tf at develop c765092f4) names its
+    account ``<deployment_name>-<name>`` (``prefix = var.deployment_name``, ``names =
+    [var.name]``) and binds each ``project_roles`` entry as ``roles/<role>`` on the
+    project. Why it matters: those bindings propagate as slowly as any other (the IAM
+    propagation wait, flows/backends/gke/iam_propagation.py, covers them too)."""
+    doc = _yaml().load(text)
+    out: list[tuple[str, str]] = []
+    for group in (doc or {}).get("deployment_groups") or []:
+        for module in (group or {}).get("modules") or []:
+            if module.get("source") != SERVICE_ACCOUNT_MODULE:
+                continue
+            settings = module.get("settings") or {}
+            name = settings.get("name")
+            if not name:
+                continue
+            member = f"serviceAccount:{deployment}-{name}@{project}.iam.gserviceaccount.com"
+            out += [(member, f"roles/{role}") for role in settings.get("project_roles") or []]
+    return out

@@ -41,6 +41,10 @@ class GoogleApis(Protocol):
     def get_cluster(self, project: str, location: str, cluster: str) -> dict[str, Any] | None: ...
     def get_reservation(self, project: str, zone: str, name: str) -> dict[str, Any] | None: ...
     def region_quotas(self, project: str, region: str) -> list[dict[str, Any]]: ...
+    def zones_offering(self, project: str, machine_type: str) -> set[str]:
+        """The zones whose Compute Engine lists ``machine_type`` (``gcloud compute
+        machine-types list --filter=name=MACHINE``): where a pool of it can exist at all."""
+        ...
     def project_iam_policy(self, project: str) -> dict[str, Any]: ...
     def bucket_iam_policy(self, bucket: str) -> dict[str, Any]: ...
     def addon_versions(self, cluster: dict[str, Any]) -> dict[str, Any]:
@@ -152,6 +156,26 @@ class RestGoogleApis:
     def region_quotas(self, project: str, region: str) -> list[dict[str, Any]]:
         url = f"https://compute.googleapis.com/compute/v1/projects/{project}/regions/{region}"
         return list(self._get(url).get("quotas", []))
+
+    def zones_offering(self, project: str, machine_type: str) -> set[str]:
+        # compute v1 machineTypes.aggregatedList: items is keyed "zones/ZONE", each scope
+        # with its machineTypes or, where the filter matched none, a NO_RESULTS_ON_PAGE
+        # warning instead; paged by nextPageToken
+        url = (f"https://compute.googleapis.com/compute/v1/projects/{project}/aggregated/"
+               "machineTypes")
+        zones: set[str] = set()
+        token = None
+        while True:
+            params = {"filter": f"name = {machine_type}", "maxResults": 500}
+            if token:
+                params["pageToken"] = token
+            page = self._get(url, params=params)
+            for scope, found in (page.get("items") or {}).items():
+                if any(m.get("name") == machine_type for m in found.get("machineTypes") or []):
+                    zones.add(scope.removeprefix("zones/"))
+            token = page.get("nextPageToken")
+            if not token:
+                return zones
 
     def project_iam_policy(self, project: str) -> dict[str, Any]:
         url = f"https://cloudresourcemanager.googleapis.com/v1/projects/{project}:getIamPolicy"

@@ -185,6 +185,43 @@ def _lifetime_mismatch(name: str, config: dict[str, Any], max_run_hours: float) 
             f"{max_run_hours:g} h ({want} s)"]
 
 
+def unlabelled_pools(cluster: dict[str, Any], s: InfraSettings) -> list[tuple[str, str]]:
+    """Pure: (why, the command that fixes it) for each live TPU pool that bills in its planned
+    mode and zone but lacks that mode's ``tpurl/capacity`` label, e.g. one created before
+    the label existed. Why a re-apply cannot fix it: gke-node-pool ignores changes to the
+    node labels (modules/compute/gke-node-pool/main.tf ``lifecycle { ignore_changes =
+    [node_config[0].labels, ...] }``, cluster-toolkit v1.95.0 main.tf:309-316), so Terraform
+    keeps the pool as it is, and Kueue's flavor of the mode, which selects by the label,
+    never places a pod there. A pool of another mode, topology or zone is replaced by the
+    re-apply (its ForceNew fields change) and gets the label then. GKE updates a pool's
+    Kubernetes labels in place (``gcloud container node-pools update --node-labels``, which
+    replaces the pool's user labels: the command keeps the others)."""
+    out = []
+    for pool, planned in matched_pools(cluster, s):
+        if planned is None:
+            continue
+        config = pool.get("config") or {}
+        labels = dict(config.get("labels") or {})
+        want = pool_kubernetes_labels(planned.mode)
+        if all(labels.get(k) == v for k, v in want.items()):
+            continue
+        same_place = ((pool.get("placementPolicy") or {}).get("tpuTopology") == s.gke.topology
+                      and list(pool.get("locations") or [planned.zone]) == [planned.zone])
+        if live_capacity(pool) != planned.mode or not same_place:
+            continue
+        name = pool.get("name", "?")
+        wanted = ",".join(f"{k}={v}" for k, v in sorted({**labels, **want}.items()))
+        out.append((f"pool {name} ({planned.mode} in {planned.zone}) has "
+                    f"{CAPACITY_LABEL}={labels.get(CAPACITY_LABEL)}, not "
+                    f"{want[CAPACITY_LABEL]}: re-applying the blueprint would not change it "
+                    "(Cluster Toolkit's node-pool module ignores label changes), and Kueue "
+                    f"places no {planned.mode} pod on it without the label",
+                    f"gcloud container node-pools update {name} --cluster={s.gke.cluster} "
+                    f"--location={s.gke.region} --project={s.gke.project} "
+                    f"--node-labels={wanted}"))
+    return out
+
+
 def wrong_pools(cluster: dict[str, Any], s: InfraSettings) -> list[tuple[str, str]]:
     """Pure: (what it bills per hour now, the command that removes it) for each TPU pool whose
     shape misses the profile. Why the figure: a static pool bills every chip from

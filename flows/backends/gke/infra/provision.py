@@ -31,7 +31,7 @@ from flows.backends.gke.infra.preflight.checks import (
     render_checks,
     run_checks,
 )
-from flows.backends.gke.infra.settings import InfraSettings, world_open_warning
+from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings, world_open_warning
 from flows.core.backend import StageLogger
 from flows.core.failures import infrastructure, user_error
 
@@ -102,15 +102,23 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
                 bucket.location)
 
     current = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
+    if current is not None and (unlabelled := gke.unlabelled_pools(current, s)):
+        raise user_error("infra", "a TPU pool lacks its capacity label, which re-applying "
+                         "the blueprint cannot add; nothing was deployed",
+                         "; ".join(why for why, _ in unlabelled),
+                         "add the label in place (the pool and its nodes stay): "
+                         + "; ".join(cmd for _, cmd in unlabelled) + "; then rerun")
     mismatches = gke.pool_mismatches(current, s) if current is not None else ["no cluster"]
     mismatches += [f"Kueue does not admit the pipeline's pods ({c.issue.problem})"
                    for c in stale_kueue]
+    terraform_grants: list[Grant] = []  # a deploy's Terraform bindings, new to IAM
     if not mismatches:
         report.deploy_skipped_reason = "cluster exists and its TPU pool matches the profile"
         logger.info("cluster %s: %s; not deploying", s.gke.cluster, report.deploy_skipped_reason)
     else:
         _deploy(s, apis, client, current, mismatches, logger)
         report.deployed = True
+        terraform_grants = _blueprint_grants(s)
         if planned is not None and planned.pod_sets:
             _require_admission(s, apis, client, planned)
 
@@ -120,7 +128,7 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
 
     project_policy = apis.project_iam_policy(s.gke.project)
     bucket_policy = apis.bucket_iam_policy(s.gke.bucket)
-    fresh: list[Grant] = []
+    fresh: list[Grant] = list(terraform_grants)
     for binding in iam.missing_bindings(iam.desired_bindings(s), project_policy, bucket_policy):
         _run_ok(binding.argv(), s, f"granting {binding.role} to {binding.member}")
         report.granted.append(f"{binding.role} on {binding.scope} {binding.resource} to "
@@ -139,6 +147,19 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
         raise user_error("infra", "the cluster's accounts still cannot read the bucket's metadata",
                          access.issue.problem, access.issue.fix)
     return report
+
+
+def _blueprint_grants(s: InfraSettings) -> list[Grant]:
+    """The project roles the deploy's Terraform granted (blueprint.service_account_roles),
+    stamped when the deploy ended: no later than IAM began to propagate them."""
+    from flows.backends.gke.infra.blueprint import service_account_roles
+
+    path = s.workdir / BLUEPRINT_FILE
+    if not path.is_file():
+        return []
+    at = time.time()
+    return [Grant(role, member, f"project {s.gke.project}", at) for member, role in
+            service_account_roles(path.read_text(), s.gke.cluster, s.gke.project)]
 
 
 def _require_admission(s: InfraSettings, apis: GoogleApis, client: Any, planned: Planned

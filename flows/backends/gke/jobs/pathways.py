@@ -6,12 +6,21 @@ differences: the images are pinned (upstream defaults to :latest), the program t
 proxy at grpc://127.0.0.1:29000 as MaxText's own recipes do (the head uses hostNetwork and
 the proxy is in the same pod, so no DNS race with the headless service, pitfalls 11), and the
 HF token is an env var from a Secret instead of a command-line argument.
+
+The head runs on the CPU pool, which spans the cluster's zones: left alone, the scheduler
+may place it in another zone than its slice, and every call between the proxy, the resource
+manager and the workers then crosses zones (slower, and inter-zone traffic is billed). So
+when the slice's zone is known before it exists (a reservation's pool, a profile of one
+zone: capacity_pools.slice_zone) the head selects it by ``topology.kubernetes.io/zone``;
+when the zone is chosen per attempt (several slices over several zones, capacity_run.py)
+the same pin is set on the head and the workers together.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from flows.backends.gke.capacity_pools import ZONE_LABEL, slice_zone
 from flows.backends.gke.jobs.command import container_command
 from flows.backends.gke.jobs.common import (
     API_VERSION,
@@ -142,11 +151,12 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
     assert profile.gke is not None
     gke = profile.gke
     hosts = gke.hosts_per_slice
+    zone = slice_zone(gke, gke.capacity_chain[0])
     head_pod = {
         **host_network(),
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
-        "nodeSelector": {NODEPOOL: opts.gke.cpu_pool},
+        "nodeSelector": {NODEPOOL: opts.gke.cpu_pool, **({ZONE_LABEL: zone} if zone else {})},
         "initContainers": [proxy_container(profile, opts), resource_manager_container(profile, opts)],
         "containers": [program_container(workload, opts)],
         **({"volumes": shipped} if (shipped := volumes(workload)) else {}),

@@ -13,6 +13,15 @@ whole slice exists; the pods are admitted onto it). The request's conditions
 types.go: Accepted, Provisioned, Failed, BookingExpired, CapacityRevoked) name the cause;
 the Workload's message alone is Kueue's paraphrase, so the verdict reads the request.
 
+Kueue keeps only each check's newest attempt: every reconcile deletes the Workload's other
+ProvisioningRequests (kueue v0.17.1 controller.go deleteUnusedProvisioningRequests, after
+activeOrLastPRForChecks picks the highest attempt; v0.15.2 the same). So the list may hold
+attempt 3 alone: the attempt count is read from the newest request's name, and the time
+queued from the Workload's QuotaReserved condition (Kueue creates the first request only
+after it), never from the oldest request still listed. A request that vanished is neither a
+failure nor a success: the newest one listed decides, and with none listed while the check
+is Pending or Retry the JobSet is still waiting for Kueue's next attempt.
+
 Each state's verdict and fix:
 - Accepted, not Provisioned: queued ("waiting for queued capacity"); past the queue budget
   queue-timeout, code NO_QUEUED_CAPACITY (the stage falls back to the next mode);
@@ -67,16 +76,46 @@ def _since(value: str | None, now: datetime) -> float:
     return (now - datetime.fromisoformat(value.replace("Z", "+00:00"))).total_seconds()
 
 
+def _queued_since(workload: Obj | None, mine: list[Obj]) -> str | None:
+    """When the wait began: the Workload's QuotaReserved time, or the oldest request listed
+    when that is earlier (older attempts may have been deleted)."""
+    reserved = _true(workload, "QuotaReserved")
+    stamps = [str(v) for v in ([(reserved or {}).get("lastTransitionTime")] + [
+        (r.get("metadata") or {}).get("creationTimestamp") for r in mine]) if v]
+    return min(stamps, key=lambda v: datetime.fromisoformat(v.replace("Z", "+00:00")),
+               default=None)
+
+
+def _waiting_for_next_attempt(name: str, workload: Obj | None, now: datetime,
+                              queue_budget_s: float) -> tuple[str, Diagnosis | None] | None:
+    """No request listed: Kueue is between attempts (or has not made the first) while its
+    check is Pending or Retry; anything else is not ours to judge."""
+    states = _check_states(workload)
+    since = _queued_since(workload, [])
+    if not states or since is None or not set(states) <= {"Pending", "Retry"}:
+        return None
+    waited = _since(since, now)
+    if waited > queue_budget_s:
+        return f"{name}: no queued capacity", Diagnosis(
+            FailureCategory.QUEUE_TIMEOUT, f"{name} waited {waited / 60:.0f} min for queued "
+            "capacity; Kueue lists no ProvisioningRequest for it now",
+            f"    queue budget {queue_budget_s / 60:.0f} min",
+            "Dynamic Workload Scheduler had no slice within the queue budget; the next mode of "
+            "gke.capacity is tried, if any; nothing was spent", NO_QUEUED_CAPACITY)
+    return (f"{name} waits for queued capacity: Kueue's next ProvisioningRequest is not "
+            "listed yet", None)
+
+
 def queued_diagnosis(name: str, workload: Obj | None, requests: list[Obj], now: datetime,
                      queue_budget_s: float) -> tuple[str, Diagnosis | None] | None:
     """(a status line, a diagnosis or None) while the JobSet's capacity comes through
-    ProvisioningRequests, or None when none exists (not queued provisioning) or the slice is
-    Provisioned (the ordinary verdict applies)."""
+    ProvisioningRequests, or None when it does not (no admission check waiting, no request)
+    or the slice is Provisioned (the ordinary verdict applies)."""
     mine = requests_of(workload, requests)
     if not mine:
-        return None
+        return _waiting_for_next_attempt(name, workload, now, queue_budget_s)
     last, states = mine[-1], _check_states(workload)
-    attempts = f"{len(mine)} attempt(s)"
+    attempts = f"{max(len(mine), _attempt(last))} attempt(s)"
     if revoked := _true(last, "CapacityRevoked"):
         why = revoked.get("message", "")
         return f"{name}: queued capacity revoked", Diagnosis(
@@ -112,7 +151,7 @@ def queued_diagnosis(name: str, workload: Obj | None, requests: list[Obj], now: 
     if _true(last, "Provisioned"):
         return None
     accepted = _true(last, "Accepted")
-    waited = _since(mine[0].get("metadata", {}).get("creationTimestamp"), now)
+    waited = _since(_queued_since(workload, mine), now)
     eta = str(((last.get("status") or {}).get("conditions") or [{}])[-1].get("message", ""))
     if waited > queue_budget_s:
         return f"{name}: no queued capacity", Diagnosis(

@@ -144,19 +144,24 @@ class _NoBucket:
         return None
 
 
-def test_a_chain_over_three_zones_deploys_every_pool_once(
+# Dynamic Workload Scheduler's v6e zones of us-east5 (preflight/zones.py DWS_ZONES): a
+# flex-start or queued pool elsewhere is refused before the deploy
+DWS_ZONES = ("us-east5-b", "us-east5-a")
+
+
+def test_a_chain_over_the_zones_deploys_every_pool_once(
         tmp_path: Path, cloud: Cloud, gcs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
     monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "cache"))
-    profile = _profile(["reservation", "flex-start", "queued"], list(ZONES))
+    profile = _profile(["reservation", "flex-start", "queued"], list(DWS_ZONES))
     s = settings_from_profile(profile)
     assert run_gke(profile, Log()).deployed
     live = cloud.apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     assert pool_mismatches(live, s) == []
     tpu = {p["name"]: p for p in live["nodePools"] if p["name"] != "cpu-np"}
     assert set(tpu) == {p.name for p in tpu_pools(profile.gke)}
-    assert len(tpu) == 1 + 2 * len(ZONES)
-    assert live["locations"] == list(ZONES)
+    assert len(tpu) == 1 + 2 * len(DWS_ZONES)
+    assert live["locations"] == list(DWS_ZONES)
     assert all(p["queuedProvisioning"] == {"enabled": True} for n, p in tpu.items()
                if "queued" in n)
     again = run_gke(profile, Log())

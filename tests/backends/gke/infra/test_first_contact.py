@@ -47,7 +47,7 @@ spec: {clusterQueue: cluster-queue}
 READS = {"project_number", "enabled_services", "get_cluster", "get_reservation",
          "region_quotas", "project_iam_policy", "bucket_iam_policy", "addon_versions",
          "kueue_objects", "test_iam_permissions", "get_repository", "image_exists",
-         "cloud_build_account", "repository_iam_policy"}
+         "cloud_build_account", "repository_iam_policy", "zones_offering"}
 
 
 class NoBucket:
@@ -250,7 +250,7 @@ def test_every_check_names_its_live_object_and_the_check_reads_only(
     text, ok = _check(cloud)
     assert not ok
     blocks = text.split("\n[")[1:]
-    assert len(blocks) == 13 and all("\n          checked: " in b for b in blocks), text
+    assert len(blocks) == 14 and all("\n          checked: " in b for b in blocks), text
     assert all("fix: " in b for b in blocks if b.startswith("FAIL"))
     assert set(cloud.apis.calls) <= READS
     assert (fc.load(), cloud.calls()) == before  # no gcloud, gcluster or state change

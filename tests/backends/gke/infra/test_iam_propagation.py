@@ -30,6 +30,7 @@ from tests.support.profiles import fake_hf_token, infra_profile
 
 BUCKET = "my-tpurl-bucket"
 WL = "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"
+NP = "serviceAccount:tpurl-v6e-gke-np-sa@my-proj-123.iam.gserviceaccount.com"
 WAITS = "waiting for IAM propagation"
 
 
@@ -53,11 +54,13 @@ def _provisioned(settings: InfraSettings, cloud: Cloud, gcs: Any,
     return time.time() - min(cloud.state()["grant_times"].values())
 
 
-def _program(iam: Propagation, permission: str) -> Callable[[FakeKube, str], None]:
-    """The stage's program writes its output to the bucket as the workload account: the
-    upload is refused (the traceback, exit 1) while IAM refuses it, else it succeeds."""
+def _program(iam: Propagation, permission: str, member: str = WL
+             ) -> Callable[[FakeKube, str], None]:
+    """The stage's program writes its output to the bucket as ``member`` (the workload
+    account unless said): the upload is refused (the traceback, exit 1) while IAM refuses
+    it, else it succeeds."""
     def writes(kube: FakeKube, name: str) -> None:
-        refused = iam.refusal(WL, permission, BUCKET, "tpurl/out/0/items/manifest.ocdbt")
+        refused = iam.refusal(member, permission, BUCKET, "tpurl/out/0/items/manifest.ocdbt")
         if refused:
             say(*refused)(kube, name)
             exit_with(1)(kube, name)
@@ -68,8 +71,8 @@ def _program(iam: Propagation, permission: str) -> Callable[[FakeKube, str], Non
     return writes
 
 
-def _attempts(iam: Propagation, permission: str, count: int) -> list[Any]:
-    return [[(0.05, admit), (0.05, start), (0.05, _program(iam, permission))]] * count
+def _attempts(iam: Propagation, permission: str, count: int, member: str = WL) -> list[Any]:
+    return [[(0.05, admit), (0.05, start), (0.05, _program(iam, permission, member))]] * count
 
 
 def test_a_403_right_after_the_infra_stages_grant_is_waited_out_then_the_stage_succeeds(
@@ -97,12 +100,14 @@ def test_a_403_right_after_the_infra_stages_grant_is_waited_out_then_the_stage_s
 def test_a_403_for_a_permission_tpurl_did_not_grant_fails_at_once(
         settings: InfraSettings, cloud: Cloud, gcs: Any, server: FakeApiServer,
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bucket roles tpurl grants do not include storage.buckets.update: its 403 is the
-    program's error, not a lag, and is not retried."""
+    """No role the node pool account was just granted (the bucket roles tpurl grants, the
+    blueprint's storage.objectViewer) includes storage.buckets.update: its 403 is the
+    program's error, not a lag, and is not retried. (The workload account's blueprint
+    storage.admin would include it.)"""
     _provisioned(settings, cloud, gcs, monkeypatch)
     iam = cloud.apis.iam  # enforced at once (its default)
     iam.from_state(cloud.state())
-    kube = scenario(server.kube, *_attempts(iam, "storage.buckets.update", 3))
+    kube = scenario(server.kube, *_attempts(iam, "storage.buckets.update", 3, NP))
     outcome, logger, _, _ = run_stage(server, "train", tmp_path, BUDGETS, infra_profile())
     assert isinstance(outcome, StageFailed), outcome
     assert outcome.diagnosis.category is FailureCategory.USER_ERROR
@@ -128,3 +133,26 @@ def test_a_grant_still_refused_after_the_budget_fails_naming_the_role_the_accoun
     assert f"gcloud storage buckets get-iam-policy gs://{BUCKET}" in diagnosis.fix
     assert any(WAITS in line for line in logger.lines)
     assert jobsets_created(kube) == iam.refused >= 2
+
+
+def test_the_blueprints_terraform_grants_are_waited_out_too(
+        settings: InfraSettings, cloud: Cloud, gcs: Any, server: FakeApiServer,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node pool account reads the bucket by the blueprint's own storage.objectViewer
+    (Cluster Toolkit's service-account module binds its project_roles in the same deploy):
+    a read refused while that binding propagates is waited out like tpurl's own grants.
+    Without the deploy's grants in the record, the 403 failed the stage at once."""
+    age = _provisioned(settings, cloud, gcs, monkeypatch)
+    recorded = {(g.role, g.member, g.resource) for g in load(grants_path(settings.workdir))}
+    assert ("roles/storage.objectViewer", NP, "project my-proj-123") in recorded
+    assert ("roles/storage.admin", WL, "project my-proj-123") in recorded
+    iam = cloud.apis.iam
+    iam.delay_s = age + 20.0
+    iam.from_state(cloud.state())
+    kube = scenario(server.kube, *_attempts(iam, "storage.objects.get", 20, NP))
+    budgets = dataclasses.replace(BUDGETS, iam_propagation_s=age + 60.0)
+    outcome, logger, _, _ = run_stage(server, "train", tmp_path, budgets, infra_profile())
+    assert not isinstance(outcome, StageFailed), outcome
+    assert iam.refused >= 1 and jobsets_created(kube) == iam.refused + 1
+    waits = [line for line in logger.lines if WAITS in line]
+    assert waits and "storage.objects.get was refused to " + NP in waits[0]

@@ -34,7 +34,7 @@ def test_all_good(settings: InfraSettings, apis: FakeGoogleApis) -> None:
     assert failures(results) == []
     assert {r.name for r in results} == {"authorized_cidr", "apis", "reservation", "tpu-quota",
                                          "jobset", "kueue", "bucket-metadata-access",
-                                         "operator-permissions"}
+                                         "operator-permissions", "zone-capacity"}
 
 
 FAILURES = {

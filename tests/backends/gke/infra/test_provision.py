@@ -24,13 +24,12 @@ DEPLOY_TAIL = [
     "project_id=my-proj-123,deployment_name=tpurl-v6e,region=us-east5,zone=us-east5-b,"
     "num_slices=1,tpu_topology=4x8,authorized_cidr=203.0.113.0/24,reservation=my-v6e-res",
     "--download-dependencies", "-l", "IGNORE", "--auto-approve", "-w"]
+# The tutorial's storage.admin for both accounts is the blueprint's own (its workload
+# account's project_roles, and the node pool account's after the tutorial's edit): Terraform
+# binds it, so tpurl's gcloud has nothing left to grant
 GCLOUD_FIRST_RUN = [
     ["container", "clusters", "get-credentials", "tpurl-v6e", "--region=us-east5",
      "--project=my-proj-123"],
-    ["projects", "add-iam-policy-binding", "my-proj-123", f"--member={WL}",
-     "--role=roles/storage.admin", "--condition=None", "--quiet"],
-    ["projects", "add-iam-policy-binding", "my-proj-123", f"--member={NP}",
-     "--role=roles/storage.admin", "--condition=None", "--quiet"],
     ["auth", "configure-docker", "gcr.io", "--quiet"],
     ["auth", "configure-docker", "us-east5-docker.pkg.dev", "--quiet"],
 ]

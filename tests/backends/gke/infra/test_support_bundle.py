@@ -37,7 +37,7 @@ OVERRIDES = {**SMOKE_REQUIRED, "gke.bucket": BUCKET, "description": f"smoke {CAN
 READS = {"project_number", "enabled_services", "get_cluster", "get_reservation",
          "region_quotas", "project_iam_policy", "bucket_iam_policy", "addon_versions",
          "kueue_objects", "test_iam_permissions", "get_repository", "image_exists",
-         "cloud_build_account", "repository_iam_policy"}
+         "cloud_build_account", "repository_iam_policy", "zones_offering"}
 
 
 @pytest.fixture

@@ -177,7 +177,8 @@ def test_pathways_jobset_shape_and_env(profile: Profile):
     assert spec["failurePolicy"]["maxRestarts"] == 0
     assert spec["ttlSecondsAfterFinished"] == 86400
     pods = _pods(jobset)
-    assert pods["pathways-head"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
+    assert pods["pathways-head"]["nodeSelector"] == {  # in the reservation's zone, as its slice
+        "cloud.google.com/gke-nodepool": "cpu-np", "topology.kubernetes.io/zone": "us-east5-b"}
     assert all(c["restartPolicy"] == "Always" for c in pods["pathways-head"]["initContainers"])
     containers = _containers(jobset)
     assert set(containers) == set(PATHWAYS_CONTAINERS)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flows.backends.gke.fallback import NO_CAPACITY_CODES
 from flows.backends.gke.watch.queued import queued_diagnosis
@@ -68,3 +70,71 @@ def test_a_provisioned_slice_or_no_request_leaves_the_ordinary_verdict() -> None
     assert queued_diagnosis("train-rl", workload("Pending"), [], NOW, 3600) is None
     other = [{"metadata": {"name": "jobset-other-12345-dws-prov-1"}}]
     assert queued_diagnosis("train-rl", workload("Pending"), other, NOW, 3600) is None
+
+
+def reserved(state: str, ago_s: float, active: bool = True) -> dict:
+    """A Workload whose quota was reserved ``ago_s`` ago (Kueue makes the first request
+    only then), its check in ``state``."""
+    wl = workload(state, active)
+    wl["status"]["conditions"] = [{"type": "QuotaReserved", "status": "True",
+                                   "lastTransitionTime": stamp(ago_s)}]
+    return wl
+
+
+def test_the_wait_counts_from_quota_reservation_when_older_attempts_were_deleted() -> None:
+    """Kueue deletes every attempt but the newest (kueue v0.17.1 controller.go
+    deleteUnusedProvisioningRequests): the newest, made a minute ago, is all that is
+    listed after two hours of waiting."""
+    only_third = [request(3, ACCEPTED, ago_s=60)]
+    found = queued_diagnosis("train-rl", reserved("Pending", 7200), only_third, NOW, 3600)
+    assert found is not None and found[1] is not None
+    assert found[1].category is FailureCategory.QUEUE_TIMEOUT
+    assert "waited 120 min" in found[1].summary and "(3 attempt(s))" in found[1].summary
+
+
+def test_a_vanished_request_is_a_wait_not_a_failure_nor_a_success() -> None:
+    """No request listed while the check is Pending or Retry: Kueue is between attempts."""
+    line, diagnosis = queued_diagnosis("train-rl", reserved("Retry", 60), [], NOW, 3600) or (
+        "", "no verdict")
+    assert diagnosis is None and "waits for queued capacity" in line
+    late = queued_diagnosis("train-rl", reserved("Pending", 7200), [], NOW, 3600)
+    assert late is not None and late[1] is not None
+    assert late[1].category is FailureCategory.QUEUE_TIMEOUT
+    # a Ready or Rejected check without its request: the ordinary verdict decides
+    assert queued_diagnosis("train-rl", reserved("Ready", 60), [], NOW, 3600) is None
+    assert queued_diagnosis("train-rl", reserved("Rejected", 60, active=False), [], NOW,
+                            3600) is None
+
+
+FAILED = ("Failed", "no capacity")
+LAST_STATES = {
+    "accepted": ("Pending", (ACCEPTED,)),
+    "failed-retrying": ("Retry", (ACCEPTED, FAILED)),
+    "failed-rejected": ("Rejected", (ACCEPTED, FAILED)),
+    "provisioned": ("Ready", (ACCEPTED, ("Provisioned", "ok"))),
+    "revoked": ("Rejected", (ACCEPTED, ("Provisioned", "ok"), ("CapacityRevoked", "taken"))),
+}
+
+
+@given(attempts=st.integers(1, 5), last=st.sampled_from(sorted(LAST_STATES)),
+       kept=st.lists(st.booleans(), min_size=4, max_size=4), order=st.randoms())
+def test_whichever_older_attempts_were_deleted_the_verdict_is_the_same(
+        attempts: int, last: str, kept: list[bool], order) -> None:
+    """Kueue deletes superseded requests whenever it next reconciles: a list read at any
+    moment holds the newest attempt and any subset of the older ones, in any order."""
+    state, conds = LAST_STATES[last]
+    every = [request(i, ACCEPTED, FAILED, ago_s=600 - i) for i in range(1, attempts)]
+    every.append(request(attempts, *conds, ago_s=600 - attempts))
+    listed = [r for r, keep in zip(every[:-1], kept, strict=False) if keep] + [every[-1]]
+    order.shuffle(listed)
+    wl = reserved(state, 600, active=state != "Rejected")
+    whole = queued_diagnosis("train-rl", wl, every, NOW, 3600)
+    seen = queued_diagnosis("train-rl", wl, listed, NOW, 3600)
+    assert (whole is None) == (seen is None)
+    if whole is None or seen is None:
+        return
+    assert seen[0] == whole[0]
+    assert (seen[1] is None) == (whole[1] is None)
+    if seen[1] is not None and whole[1] is not None:
+        assert (seen[1].category, seen[1].code, seen[1].summary) == (
+            whole[1].category, whole[1].code, whole[1].summary)

@@ -25,6 +25,7 @@ from flows.backends.gke.infra.preflight import cloud_build as cloudbuild
 from flows.backends.gke.infra.preflight.access import Planned
 from flows.backends.gke.infra.preflight.capacity import check_quota, check_reservation
 from flows.backends.gke.infra.preflight.results import CheckResult, FactError, result, unknown
+from flows.backends.gke.infra.preflight.zones import check_zone_modes
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.config.gke import CIDR_FIX
 
@@ -41,6 +42,8 @@ class Facts:
     enabled_services: set[str] | FactError = field(default_factory=set)
     reservation: dict[str, Any] | FactError | None = None
     quotas: list[dict[str, Any]] | FactError = field(default_factory=list)
+    # the zones offering the profile's machine type (None: not read, the check is skipped)
+    zones_offering: set[str] | FactError | None = None
     cluster: dict[str, Any] | FactError | None = None
     addons: dict[str, Any] | FactError | None = None
     project_policy: dict[str, Any] | FactError = field(default_factory=dict)
@@ -91,6 +94,7 @@ def gather(apis: GoogleApis, s: InfraSettings, bucket_exists: bool = True,
         reservation=(_read(apis.get_reservation, s.gke.project, s.gke.zone, s.gke.reservation)
                      if s.gke.reservation else None),
         quotas=_read(apis.region_quotas, s.gke.project, s.gke.region),
+        zones_offering=_read(apis.zones_offering, s.gke.project, s.gke.machine_type),
         cluster=cluster, addons=addons,
         project_policy=_read(apis.project_iam_policy, s.gke.project),
         bucket_policy=_read(apis.bucket_iam_policy, s.gke.bucket) if bucket_exists else {})
@@ -202,6 +206,8 @@ def targets(s: InfraSettings) -> dict[str, str]:
             "reservation": (f"projects/{g.project}/zones/{g.zone}/reservations/{g.reservation}"
                             if g.reservation else f"none (capacity {', '.join(g.capacity_chain)})"),
             "tpu-quota": f"projects/{g.project}/regions/{g.region} quotas",
+            "zone-capacity": f"projects/{g.project} machine types named {g.machine_type} per "
+                             "zone, and the documented flex-start zones",
             "jobset": f"cluster {g.cluster}: jobset-system/jobset-controller-manager and CRD "
                       "jobsets.jobset.x-k8s.io",
             "kueue": f"cluster {g.cluster}: kueue-system/kueue-controller-manager",
@@ -259,6 +265,8 @@ def run_checks(s: InfraSettings, facts: Facts, planned: Planned | None = None
     results = [check_authorized_cidr(s), check_apis(s, facts.enabled_services, extra),
                check_reservation(s, facts.reservation, facts.cluster),
                check_quota(s, facts.quotas)]
+    if facts.zones_offering is not None:
+        results.append(check_zone_modes(s, facts.zones_offering))
     results += check_addons(s, facts.cluster, facts.addons)
     results.append(check_bucket_access(s, facts.project_policy, facts.bucket_policy))
     where = targets(s)
