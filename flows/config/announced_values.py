@@ -70,8 +70,9 @@ def _shape_problem(uri: str) -> str | None:
         return "is not written scheme://… with a lowercase scheme"
     _host, _slash, path = rest.partition("/")
     segments = path.split("/")
-    if any(s in (".", "..") for s in segments):
-        return "has a '.' or '..' segment"
+    for dots in ("..", "."):
+        if dots in segments:
+            return f"has a {dots!r} segment"
     if any(s == "" for s in segments[:-1]):
         return "has an empty path segment ('//')"
     return None
@@ -90,7 +91,7 @@ def dataset_uri_problem(value: str, backend: str, prefixes: list[str], profile: 
                 "(one line, no '..', '//', '%', '?' or '#')")
     scheme = uri.partition("://")[0]
     if scheme not in READABLE[backend]:
-        return (f"{shown(value)} is a {scheme}:// URI, which the profile {profile} (backend "
+        return (f"{shown(value)} is a {scheme}:// URI, which the target profile {profile} (backend "
                 f"{backend}) cannot read; fix: {verb} {WHAT_IT_READS[backend]}")
     if scheme == "hf" and (revision := _hub_revision(uri)) is not None and \
             revision_problem(revision) is not None:

@@ -30,7 +30,7 @@ def _run(overrides: dict[str, str], environ: dict[str, str] | None = None,
     ("data.train_files", f"file://{REPO_ROOT}/.tpurl/announced-untrusted/v3.parquet",
      "is under no prefix"),
     ("data.train_files", f"file://{REPO_ROOT}/.tpurl/announced/../secret.parquet",
-     "has a '.' or '..' segment"),
+     "has a '..' segment"),
     ("data.train_files", "v3.parquet", "is a relative path"),
 ])
 @pytest.mark.parametrize("route", ["parameter", "overrides"])
