@@ -42,6 +42,7 @@ KEY_PREFIX = "tpurl-queued-"
 # The dispatcher writes the record right after the run exists; a worker may start the run
 # meanwhile, so the run waits this long for it before it refuses its parameter.
 RECORD_WAIT_S = 30.0
+PAGE = 200
 
 
 def record_key(run_id: str) -> str:
@@ -83,8 +84,13 @@ def vouched_runs(client: SyncPrefectClient, deployment_id: str,
     wanted = dict(runs)
     if not wanted:
         return set()
-    artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
-        key=ArtifactFilterKey(any_=[record_key(r) for r in wanted])))
+    keys = ArtifactFilter(key=ArtifactFilterKey(any_=[record_key(r) for r in wanted]))
+    artifacts: list[Any] = []
+    while True:  # the API answers at most a page (200) per read
+        page = client.read_artifacts(artifact_filter=keys, limit=PAGE, offset=len(artifacts))
+        artifacts += page
+        if len(page) < PAGE:
+            break
     makers = {a.flow_run_id for a in artifacts if a.flow_run_id is not None}
     dispatchers = _dispatcher_runs(client, makers)
     return {run_id for run_id, announcement in wanted.items() for a in artifacts
