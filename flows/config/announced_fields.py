@@ -55,9 +55,10 @@ def trusted_values(file_data: Mapping[str, Any],
     out: dict[str, set[Any]] = {}
     for dotted in RULES:
         written = value_at(file_data, dotted)
-        values = {_default(dotted) if written is None else written}
+        values = [_default(dotted) if written is None else written]
         if deployed and dotted in deployed:
-            values.add(deployed[dotted])
+            values.append(deployed[dotted])
+        # as text: a file may hold a list or a number there (validation names it later)
         out[dotted] = {str(v) if v is not None else None for v in values}
     return out
 
