@@ -118,8 +118,10 @@ def _hub_revision(uri: str) -> str | None:
 def prefix_problem(prefix: str) -> str | None:
     """Why ``prefix`` (a URI, already absolute) names no directory a URI can be checked
     against, or None. Refused: what ``_shape_problem`` refuses, glob characters, an unknown
-    scheme, a gs:// bucket or hf:// repository missing or not lowercase (GCS bucket names
-    are lowercase, so another spelling names nothing), a file:// URI with a host."""
+    scheme, a gs:// bucket or hf:// dataset organisation missing, a file:// URI with a host.
+    A bucket is compared as written: GCS bucket names are lowercase and GCS does not fold
+    case, so a spelling with capitals (the docs' BUCKET) matches no object another spelling
+    names."""
     if problem := _shape_problem(as_directory(prefix)):
         return problem
     if found := [c for c in GLOB if c in prefix]:
@@ -130,8 +132,8 @@ def prefix_problem(prefix: str) -> str | None:
     host = rest.partition("/")[0]
     if scheme == "file" and host:
         return f"names the host {host!r} (a file:// prefix is file:///ABS/DIR/)"
-    if scheme == "gs" and (not host or host != host.lower()):
-        return "names no bucket, or a bucket with capitals (GCS bucket names are lowercase)"
+    if scheme == "gs" and not host:
+        return "names no bucket"
     if scheme == "hf" and (rest.split("/")[0] != "datasets" or
                            len([p for p in rest.split("/") if p]) < 2):
         return "names no dataset organisation (hf://datasets/ORG/ or hf://datasets/ORG/NAME/)"

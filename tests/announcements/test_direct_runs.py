@@ -27,6 +27,7 @@ from prefect.states import Cancelled, Completed
 
 from flows.announcements.decide import DROPPED_TAG, due_announcements
 from flows.announcements.dispatch import read_ledger
+from flows.announcements.record import refusal
 from flows.common.paths import REPO_ROOT
 from tests.support.announcements import ANNOUNCED, announce, ds
 
@@ -119,3 +120,9 @@ def test_direct_runs_are_refused_and_leave_the_real_announcement_due(prefect_api
     # and the next announcement's run takes the real one up
     _, follow = announce(deployment, "base-model", "ab" * 20, 2)
     assert follow["decision"] == "queued" and follow["retried"] == [event_id]
+    with get_client(sync_client=True) as client:  # the dispatcher's run is its own
+        run = client.read_flow_run(UUID(follow["run"]))
+        assert refusal(client, str(run.id), str(deployment_id),
+                       run.parameters["announcement"], wait_s=0) is None
+        assert refusal(client, str(runs["forged"]), str(deployment_id),
+                       run.parameters["announcement"], wait_s=0) is not None

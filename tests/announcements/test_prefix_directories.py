@@ -109,7 +109,7 @@ def test_a_prefix_without_a_trailing_slash_is_a_directory():
 
 
 @pytest.mark.parametrize(("prefix", "problem"), [
-    ("gs://Corp-Data/", "bucket with capitals"),
+    ("gs:///data/", "names no bucket"),
     ("gs://b/data/../", "'..' segment"),
     ("gs://b//data/", "empty path segment"),
     ("gs://b/data%2F/", "'%'"),
