@@ -22,6 +22,7 @@ from prefect.states import Cancelled, State
 
 from flows.announcements.guard import was_coalesced
 from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
+from flows.announcements.record import announcement_refusal
 from flows.backends import backend_for
 from flows.common.paths import default_cache_dir, path_part
 from flows.config import Profile, ProfileError, load_profile
@@ -254,15 +255,23 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
             deployment's run may change only the run-tunable fields (`tpurl profiles
             --tunable`); images, secrets, backend, cluster, bucket and paths are fixed.
         dataset_uri: Train on this dataset instead of the profile's data.train_files (a
-            gs:// or local Parquet file; what a dataset announcement carries).
+            gs:// or local Parquet file; what a dataset announcement carries). A
+            deployment's run is refused one outside the profile's
+            announcements.allowed_uri_prefixes.
         model_revision: Start from this base-model revision instead of the profile's
-            model.hf_revision (a hub commit; what a base-model announcement carries).
+            model.hf_revision (what a base-model announcement carries). A deployment's run
+            is refused anything but a full 40-hex commit.
         announcement: Leave empty. Set by the dispatcher (flows/announcements/) on retrain
-            runs: the announcements this run serves and those coalesced into it.
+            runs: the announcements this run serves and those coalesced into it. A run the
+            dispatcher did not record as its own is refused it.
     """
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
     readable_failures()  # the run page's log: a diagnosed failure once, without traceback
     record = served_announcement(announcement)  # a malformed one is refused, field named
+    # only the dispatcher hands a run announcements (flows/announcements/record.py)
+    if record is not None and (forged := announcement_refusal(flow_run.id, deployment.id,
+                                                              announcement)):
+        raise AnnouncementError(forged)
     if record is not None and (message := was_coalesced(flow_run.id)):
         get_run_logger().warning("this run was replaced before it started: %s", message)
         return Cancelled(message=f"Not run: {message}")

@@ -60,6 +60,7 @@ from flows.announcements.model import (
     retrain_run_name,
 )
 from flows.announcements.pending import PendingRun, pending_runs, settled_pending
+from flows.announcements.record import vouched_runs, write_record
 from flows.config.loading import load_profile
 from flows.config.profile import Profile
 from flows.core.error_redaction import redacting_errors
@@ -72,10 +73,13 @@ def dispatch_lock_name(deployment_id: str) -> str:
     return f"tpurl-announce-{deployment_id}"
 
 
-def run_view(run: FlowRun) -> RunView:
+def run_view(run: FlowRun, vouched: bool) -> RunView:
+    """What ``run`` holds; only a run a dispatcher recorded (``vouched``,
+    flows/announcements/record.py) holds announcements or drops them: another run's
+    ``announcement`` parameter and tags were set by whoever created it."""
     raw = (run.parameters or {}).get("announcement")
     try:
-        announcement = RunAnnouncement.from_dict(raw) if raw else None
+        announcement = RunAnnouncement.from_dict(raw) if raw and vouched else None
     except AnnouncementError:
         announcement = None  # a run we cannot read is not ours to merge or cancel
     state = run.state
@@ -83,14 +87,18 @@ def run_view(run: FlowRun) -> RunView:
                    phase=phase_of(state.type.value if state else None,
                                   state.name if state else None),
                    announcement=announcement, state_name=state.name if state else "",
-                   dropped=dropped_ids(run.tags or []))
+                   dropped=dropped_ids(run.tags or []) if vouched else frozenset())
 
 
 def read_ledger(client: SyncPrefectClient, deployment_id: UUID) -> list[RunView]:
     """The target's newest runs: what they hold, trained or left due."""
-    return [run_view(r) for r in client.read_flow_runs(
+    runs = client.read_flow_runs(
         deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
-        sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=RUNS_READ)]
+        sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=RUNS_READ)
+    vouched = vouched_runs(client, str(deployment_id), [
+        (str(r.id), (r.parameters or {}).get("announcement")) for r in runs
+        if (r.parameters or {}).get("announcement")])
+    return [run_view(r, str(r.id) in vouched) for r in runs]
 
 
 def ensure_lock(client: SyncPrefectClient, name: str) -> None:
@@ -241,6 +249,14 @@ def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str
         deployment_id, parameters=record.parameters(), name=retrain_run_name(profile, record),
         idempotency_key=f"tpurl-announcement-{new.event_id}", tags=["tpurl-announcement"])
     new_id, new_name = str(created.id), created.name
+    handed = record.parameters()["announcement"]
+    if (created.parameters or {}).get("announcement") != handed:
+        # the idempotency key named a run someone else created first, with other parameters
+        raise AnnouncementError(
+            f"event_id: run {new_name} ({new_id}) of the target already holds the idempotency "
+            f"key tpurl-announcement-{new.event_id} with another announcement; fix: announce "
+            "again under a new event id")
+    write_record(client, str(current_run.id), new_id, str(deployment_id), handed)
     logger.info("queued %s for %s (serves %s)", new_name, new.describe(),
                 "; ".join(a.describe() for a in record.serves.values()))
     for due in decision.retried:
@@ -279,7 +295,7 @@ def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str
 def _cancel_if_waiting(client: SyncPrefectClient, run_id: str, message: str) -> bool:
     """Cancel a run only while it has not started (see the module's race note)."""
     run = client.read_flow_run(UUID(run_id))
-    if run_view(run).phase != "waiting":
+    if run_view(run, vouched=False).phase != "waiting":
         return False
     result = client.set_flow_run_state(UUID(run_id), Cancelled(message=message), force=False)
     return result.state is not None and result.state.is_cancelled()

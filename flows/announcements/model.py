@@ -13,12 +13,12 @@ was announced; nothing else is stored.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from flows.common.paths import path_part
+from flows.config.announced_values import COMMIT, shown
 
 # The dispatcher's `kind` parameter is typed by this, so Prefect's run form offers these as a
 # choice and its parameter validation refuses any other before the flow starts.
@@ -27,8 +27,6 @@ KINDS: tuple[Kind, ...] = get_args(Kind)
 # The retrain flow's parameter each kind fills.
 PARAMETER = {"dataset": "dataset_uri", "base-model": "model_revision"}
 
-
-COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class AnnouncementError(ValueError):
@@ -46,11 +44,6 @@ def _parse_time(value: Any, name: str) -> datetime:
                 f"{name}: {value!r} is not an ISO 8601 time; fix: template it as "
                 "\"{{ event.occurred | string }}\" in the trigger's parameters") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def shown(text: str) -> str:
-    """An untrusted value in an error message: quoted, one line, bounded."""
-    return repr(text if len(text) <= 80 else text[:60] + "…" + text[-19:])
 
 
 @dataclass(frozen=True, order=False)

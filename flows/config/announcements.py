@@ -4,7 +4,10 @@ long a burst of announcements may settle before it is decided.
 Open-source Prefect's events endpoint has no authentication, so whoever reaches the API can
 announce a dataset. The profile's author says where its datasets may come from; the
 dispatcher refuses any other URI before a run is made (flows/announcements/admission.py).
-Not a run-tunable field: a run's overrides cannot widen it.
+Not a run-tunable field: a run's overrides cannot widen it. Each prefix is kept as a
+directory (a trailing ``/`` added: ``gs://corp-data/datasets`` must not admit
+``gs://corp-data/datasets-untrusted/…``); the rules themselves are
+flows/config/announced_values.py.
 """
 
 from __future__ import annotations
@@ -14,10 +17,9 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator
 
 from flows.common.paths import file_uri, repo_relative
+from flows.config.announced_values import as_directory, prefix_problem
 from flows.config.errors import FixableValueError
 from flows.config.strict import StrictModel
-
-SCHEMES = ("file", "gs", "hf")
 
 
 class AnnouncementsSection(StrictModel):
@@ -39,18 +41,19 @@ class AnnouncementsSection(StrictModel):
     @field_validator("allowed_uri_prefixes")
     @classmethod
     def _prefixes(cls, values: list[str]) -> list[str]:
+        """Each prefix as the directory it names (a trailing '/' added, the scheme in
+        lowercase), so a URI is inside it by whole path segments."""
         out = []
         for value in values:
             prefix = value if urlparse(value).scheme else file_uri(repo_relative(value))
-            scheme = urlparse(prefix).scheme
-            if scheme not in SCHEMES or ".." in prefix.split("/"):
+            scheme, sep, rest = prefix.partition("://")
+            prefix = as_directory(scheme.lower() + sep + rest)
+            if problem := prefix_problem(prefix):
                 raise FixableValueError(
-                    f"{value!r} is not a URI prefix an announcement can be checked against",
+                    f"{value!r} {problem}: not a directory an announced URI can be checked "
+                    "against",
                     "give gs://BUCKET/DIR/, hf://datasets/ORG/NAME/, file:///ABS/DIR/ or a "
-                    "directory relative to the repository, without '..'")
-            if scheme in ("gs", "hf") and prefix.count("/") < 3:
-                raise FixableValueError(f"{value!r} names no bucket or repository",
-                                        "write gs://BUCKET/ (or deeper) or "
-                                        "hf://datasets/ORG/NAME/")
-            out.append(prefix if prefix.endswith("/") or scheme != "file" else prefix + "/")
+                    "directory relative to the repository, written plainly (no '..', '//', "
+                    "'%', '?', '#' or glob characters)")
+            out.append(prefix)
         return out

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from flows.common.issues import Issue
 from flows.common.paths import PATCHES_FILE, PROFILES_DIR
 from flows.common.yaml_text import load_yaml
+from flows.config.announced_fields import trusted_values, unvouched_issues
 from flows.config.capacity import split_listed
 from flows.config.checks import profile_issues
 from flows.config.env_overrides import env_name, env_overrides, model_in
@@ -91,6 +92,7 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
                                                    "start the file with `name: ...`",
                                                    "config/yaml")])
     data = _drop_nulls(raw)
+    trusted = trusted_values(data, deployed)  # the file's and the deployment's own values
     from_env, misspelt = env_overrides(os.environ if environ is None else environ)
     if misspelt:
         raise ProfileError(str(path), misspelt)
@@ -116,7 +118,7 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         _set_path(data, dotted, value)
     setters.update(by_run)
     try:
-        return validate_profile_data(data, str(path), origin)
+        profile = validate_profile_data(data, str(path), origin)
     except ProfileError as exc:
         issues = [_with_setter(i, setters) for i in exc.issues]
         if before_run is not None:  # a check across fields that only the run's values fail
@@ -124,6 +126,12 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
                                    by_run)
         raise ProfileError(exc.source, issues,
                            header=run_header(exc.source, issues, by_run)) from None
+    # a dataset or revision a deployment's run brought passes an announcement's rules
+    # (flows/config/announced_fields.py); the CLI and an in-process call are the owner's
+    if origin == "deployment" and (unvouched := unvouched_issues(profile, trusted)):
+        issues = [_with_setter(i, setters) for i in unvouched]
+        raise ProfileError(str(path), issues, header=run_header(str(path), issues, by_run))
+    return profile
 
 
 def _issues_of(data: dict[str, Any], source: str) -> list[Issue]:

@@ -23,12 +23,18 @@ def run_origin() -> Origin:
     return "deployment" if deployment.id else "flow"
 
 
+# The retrain flow's parameters that set a profile field (flows/pipeline.py).
+FIELD_PARAMETERS = {"dataset_uri": "data.train_files", "model_revision": "model.hf_revision"}
+
+
 def deployed_overrides() -> dict[str, Any]:
     """The ``overrides`` parameter the deployment was created with (prefect.yaml's
     ``parameters``: the deploying operator's, trusted as the profile is), as opposed to the
-    run's. Prefect merges a run's parameters over the deployment's when it creates the run
-    (a run's ``overrides`` replaces the whole dict), and ``prefect.runtime.deployment
-    .parameters`` answers the run's merged ones, so the deployment is read itself."""
+    run's, with the deployment's own ``dataset_uri`` and ``model_revision`` as the fields
+    they set (FIELD_PARAMETERS). Prefect merges a run's parameters over the deployment's
+    when it creates the run (a run's ``overrides`` replaces the whole dict), and
+    ``prefect.runtime.deployment.parameters`` answers the run's merged ones, so the
+    deployment is read itself."""
     if not deployment.id:
         return {}
     from prefect.client.orchestration import get_client
@@ -36,4 +42,7 @@ def deployed_overrides() -> dict[str, Any]:
     with get_client(sync_client=True) as client:
         defaults = client.read_deployment(deployment.id).parameters or {}
     given = defaults.get("overrides")
-    return dict(given) if isinstance(given, dict) else {}
+    fields = dict(given) if isinstance(given, dict) else {}
+    fields.update({field: defaults[name] for name, field in FIELD_PARAMETERS.items()
+                   if defaults.get(name)})
+    return fields

@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from flows.announcements.admission import admission_problem, normalised_uri
+from flows.announcements.admission import admission_problem
 from flows.announcements.model import Announcement
+from flows.config.announced_values import as_uri
 from flows.config.announcements import AnnouncementsSection
 from flows.config.profile import Profile
 from tests.support.profiles import tutorial_profile
@@ -30,11 +31,11 @@ def dataset(value: str, kind: str = "dataset") -> Announcement:
 @pytest.mark.parametrize(("value", "expected"), [
     ("gs://b/x.parquet", "gs://b/x.parquet"),
     ("/data/x.parquet", "file:///data/x.parquet"),
-    ("/data/./y/../x.parquet", "file:///data/x.parquet"),
+    ("/data/./y/../x.parquet", "file:///data/./y/../x.parquet"),
     ("data/x.parquet", None),
 ])
-def test_a_uri_is_compared_as_written_a_path_as_a_normalised_file_uri(value, expected):
-    assert normalised_uri(value) == expected
+def test_a_uri_is_compared_as_written_a_path_as_a_file_uri_never_normalised(value, expected):
+    assert as_uri(value) == expected
 
 
 @pytest.mark.parametrize(("backend", "value", "prefix"), [
@@ -55,7 +56,8 @@ def test_control_characters_are_refused_first():
     for bad in ("gs://b/data/x\n.parquet", "gs://b/data/x\x7f", "gs://b/data/\x1fx"):
         why = admission_problem(target("gke", "gs://b/"), dataset(bad))
         assert why is not None and why.startswith("announcement.value: ")
-        assert "holds control characters; fix: announce the URI as one line" in why
+        assert "holds control characters; fix: announce the object's own URI, written " \
+            "plainly (one line" in why
     assert admission_problem(target("gke", "gs://b/"), dataset("gs://b/ x~.parquet")) is None
 
 
@@ -68,8 +70,11 @@ def test_a_relative_path_is_refused_naming_what_the_backend_reads():
 
 def test_a_dot_dot_segment_is_refused_even_under_an_allowed_prefix():
     why = admission_problem(target("gke", "gs://b/data/"), dataset("gs://b/data/../x.parquet"))
-    assert why == ("announcement.value: 'gs://b/data/../x.parquet' has a '..' segment; fix: "
-                   "announce the object's own URI")
+    assert why == ("announcement.value: 'gs://b/data/../x.parquet' has a '..' segment; "
+                   "fix: announce the object's own URI, written plainly (one line, "
+                   "no '..', '//', '%', '?' or '#')")
+    why = admission_problem(target("local", "file:///data/"), dataset("/data/y/../x.parquet"))
+    assert why is not None and "has a '..' segment" in why
     assert admission_problem(target("gke", "gs://b/data/"),
                              dataset("gs://b/data/..x/y.parquet")) is None
 

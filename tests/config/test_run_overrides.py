@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from flows.common.paths import REPO_ROOT
 from flows.config import Profile, ProfileError, load_profile, profile_names
 from flows.config.env_overrides import env_name, model_in
 from flows.config.maxtext_keys import unknown_key
@@ -128,16 +129,20 @@ def test_the_cli_and_the_environment_keep_every_field() -> None:
                         origin="flow").image.base == evil
 
 
+# inside the rehearsal's announcements.allowed_uri_prefixes, as a run's dataset must be
+ANNOUNCED_V8 = f"file://{REPO_ROOT}/.tpurl/announced/v8.parquet"
+
+
 def test_tunable_fields_change_what_the_run_uses() -> None:
     profile = _as_run("rehearsal", {
         "train.args.learning_rate": "5e-4", "train.args.rl.num_generations": "4",
         "model.hf_revision": "0123456789abcdef0123456789abcdef01234567",
-        "data.train_files": "/tmp/v8.parquet", "eval.batches": "3",
+        "data.train_files": ANNOUNCED_V8, "eval.batches": "3",
         "local.dataset_rows": "32"})
     assert profile.train.args["learning_rate"] == "5e-4"
     assert profile.train.args["rl.num_generations"] == "4"
     assert profile.model.hf_revision.startswith("0123")
-    assert profile.data.train_files == "/tmp/v8.parquet"
+    assert profile.data.train_files == ANNOUNCED_V8
     assert profile.eval is not None and profile.eval.batches == 3
     assert profile.local is not None and profile.local.dataset_rows == 32
 
