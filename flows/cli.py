@@ -73,11 +73,11 @@ def _parser() -> argparse.ArgumentParser:
     listing = sub.add_parser("profiles", help="list the shipped profiles")
     listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
                          "deployment's run may change through its overrides parameter")
-    kept = sub.add_parser("api-server", help="the Prefect API server tpurl keeps between "
-                          "commands (TPURL_KEEP_API_S seconds after its last use, default 900)",
-                          description="the Prefect API server tpurl keeps between commands "
-                          "(TPURL_KEEP_API_S seconds after its last use, default 900)")
-    kept.add_argument("action", choices=["status", "stop"])
+    text = ("a Prefect API server kept between commands, only yours to use (start: kept "
+            "TPURL_KEEP_API_S seconds after its last use, default 900; without it each "
+            "command starts its own, or none when nothing will run)")
+    kept = sub.add_parser("api-server", help=text, description=text)
+    kept.add_argument("action", choices=["start", "status", "stop"])
     post = sub.add_parser("announce", help="announce a dataset version or base-model "
                           "revision to a profile's retrain deployment (POST /api/events)")
     post.add_argument("profile")
@@ -118,8 +118,15 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(tunable_fields() if args.tunable else profile_names()))
         return 0
     if args.command == "api-server":
-        from flows.console.kept_api import status_lines, stop_all
+        from flows.console.kept_api import KeptApiError, start_command, status_lines, stop_all
 
+        if args.action == "start":
+            try:
+                print("\n".join(start_command(os.environ)))
+            except KeptApiError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            return 0
         print("\n".join(status_lines() if args.action == "status" else stop_all()))
         return 0
     if args.command == "announce":
