@@ -13,12 +13,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flows.backends import backend_for
 from flows.config import Profile, ProfileError, load_profile, profile_names
 from flows.config.loading import parse_override
 from flows.flow_runs.heartbeat import quiet_heartbeats
+
+if TYPE_CHECKING:
+    from flows.runpage.result import PipelineResult
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -294,6 +297,7 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     quiet_heartbeats(os.environ)  # before Prefect is imported (flows/flow_runs/heartbeat.py)
+    from flows.console.finished import finished_result
     from flows.console.interrupts import (
         EXIT_INTERRUPTED,
         ApiUnreachable,
@@ -306,6 +310,12 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
 
     install_handlers()
     try:
+        # nothing would run: the last result, and no API server (flows/console/finished.py)
+        if (finished := finished_result(load_profile(profile, overrides))) is not None:
+            print(f"{finished.profile}: every stage is done (its verified output unchanged); "
+                  "nothing ran and no Prefect API server was started",
+                  file=sys.stderr if as_json else sys.stdout)
+            return _report(finished, profile, overrides, as_json, None)
         # tpurl's own API server is launched first; Prefect and the flow module (seconds of
         # imports) load while it boots
         with private_api(while_starting=lambda: importlib.import_module("flows.pipeline")) \
@@ -337,6 +347,13 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
               "and the profile's lock released. Finished stages keep their verified outputs; "
               f"training resumes from its newest checkpoint. To resume: {again}", file=sys.stderr)
         return 128 + exc.signum if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
+    return _report(result, profile, overrides, as_json, log)
+
+
+def _report(result: PipelineResult, profile: str, overrides: dict[str, str], as_json: bool,
+            log: Path | None) -> int:
+    """What a finished `tpurl run` prints: the result as JSON, or its stages, decision and
+    URIs."""
     if as_json:
         print(result.model_dump_json(indent=2))
         return 0
