@@ -1,7 +1,7 @@
 """tpurl's own Prefect API server for one command (`tpurl run`, `tpurl teardown`): Prefect's
 ephemeral server, launched the way prefect 3.9.1 launches it (prefect/server/api/server.py
-``SubprocessASGIServer``: the same uvicorn command, environment, port range and
-``/api/health`` check), with three differences, each for a reason:
+``SubprocessASGIServer``: the same uvicorn command, environment and ``/api/health`` check),
+with these differences, each for a reason:
 
 - it runs in a session of its own with a parent-death signal, so a terminal's Ctrl-C does
   not kill it before the flow reports, and it never outlives the command
