@@ -368,3 +368,13 @@ def test_the_listener_table_is_read_as_the_kernel_prints_it() -> None:
         "       0 4343 1 0000000000000000 20 4 30 10 -1\n")
     found = listeners(table)
     assert [(e.port, e.uid, e.inode) for e in found] == [(8080, 1000, 4242)]
+
+
+def test_the_auth_string_is_redacted_wherever_it_would_be_logged() -> None:
+    """The CLI puts it in its environment for its children (PREFECT_API_AUTH_STRING): a
+    log line that quoted it would hand it to whoever reads the log."""
+    from flows.core.redaction import redact, register_environment
+
+    token = "tpurl-" + os.urandom(16).hex()
+    register_environment({"PREFECT_API_AUTH_STRING": token})
+    assert token not in redact(f"GET /api/flows Authorization: {token}")
