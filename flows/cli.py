@@ -310,8 +310,10 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
 
     install_handlers()
     try:
-        # nothing would run: the last result, and no API server (flows/console/finished.py)
-        if (finished := finished_result(load_profile(profile, overrides))) is not None:
+        # nothing would run: the last result, and no API server (flows/console/finished.py);
+        # a configured API gets the flow run it may be watching for
+        if not os.environ.get("PREFECT_API_URL") and (
+                finished := finished_result(load_profile(profile, overrides))) is not None:
             print(f"{finished.profile}: every stage is done (its verified output unchanged); "
                   "nothing ran and no Prefect API server was started",
                   file=sys.stderr if as_json else sys.stdout)
