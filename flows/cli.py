@@ -121,12 +121,18 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(tunable_fields() if args.tunable else profile_names()))
         return 0
     if args.command == "api-server":
-        from flows.console.kept_api import KeptApiError, start_command, status_lines, stop_all
+        from flows.console.kept_api import (
+            KeptApiError,
+            KeptServerBusy,
+            start_command,
+            status_lines,
+            stop_all,
+        )
 
         if args.action == "start":
             try:
                 print("\n".join(start_command(os.environ)))
-            except KeptApiError as exc:
+            except (KeptApiError, KeptServerBusy) as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1
             return 0
