@@ -32,3 +32,4 @@ def test_a_profile_with_no_output_yet_goes_to_the_flow(tmp_path: Path) -> None:
     profile = load_profile("rehearsal", {"local.root": str(tmp_path / "root")})
     assert finished_result(profile) is None
     assert not (tmp_path / "root" / "tpurl-results").exists()  # it wrote nothing
+

@@ -15,6 +15,8 @@ Kept narrow on purpose, so the answer is the flow's:
   rewrites those, under the profile's lock), nor is one whose inputs fail their check;
 - the local backend only: a GKE stage's ``done`` asks the cluster, under the flow's retries
   and deadlines;
+- no tracker and no notification configured: the flow reports every run to those, a
+  rerun too, and only the flow does;
 - the image stage is asked under its install lock, as the flow asks it (another run may be
   installing into the venv);
 - any error is "not known to be done": the flow then runs and says what it finds.
@@ -63,7 +65,9 @@ def _done(stage: Stage, ctx: StageContext, upstream: dict[str, StageOutput]) -> 
 
 def finished_result(profile: Profile) -> PipelineResult | None:
     """The last result, its stages marked skipped, when nothing would run; else None."""
-    if profile.backend != "local":
+    tracking = profile.tracking
+    if profile.backend != "local" or profile.notify is not None or any(
+            (tracking.mlflow, tracking.wandb, tracking.tensorboard)):
         return None
     started = time.monotonic()
     logger = _Silent()

@@ -181,6 +181,10 @@ def test_an_unchanged_rerun_from_the_cli_needs_no_api_server(first_run, root):
     finished = finished_result(profile)
     assert finished is not None and finished.artifacts == first_run.artifacts
     assert {s.status for s in finished.stages} == {"skipped"}
+    # a tracker hears of every run, a rerun too: only the flow reports
+    tracked = load_profile("rehearsal", {"local.root": str(root), "tracking.wandb.project": "p",
+                                         "tracking.wandb.mode": "offline"})
+    assert finished_result(tracked) is None
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL",
                                                              "TPURL_KEEP_API_S")}
     done = subprocess.run([str(Path(sys.executable).with_name("tpurl")), "run", "rehearsal",
