@@ -2,8 +2,9 @@
 
 Usage: python benchmarks/rerun_overhead.py [--repeat N]
 
-The last rows start `tpurl run` the way it starts now by default: with the API server kept
-between commands (flows/console/kept_api.py), first starting it, then finding it running.
+The last rows start `tpurl run` with the API server kept between commands, as when the user
+asks for one (flows/console/kept_api.py), first starting it, then finding it running. An
+unchanged rerun starts none (flows/console/finished.py).
 
 Measures the pieces a rerun always pays, without the rehearsal venv: `tpurl validate
 rehearsal` as a process, importing the flow module, tpurl's own Prefect API server (start

@@ -13,12 +13,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flows.backends import backend_for
 from flows.config import Profile, ProfileError, load_profile, profile_names
 from flows.config.loading import parse_override
 from flows.flow_runs.heartbeat import quiet_heartbeats
+
+if TYPE_CHECKING:
+    from flows.runpage.result import PipelineResult
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,11 +76,11 @@ def _parser() -> argparse.ArgumentParser:
     listing = sub.add_parser("profiles", help="list the shipped profiles")
     listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
                          "deployment's run may change through its overrides parameter")
-    kept = sub.add_parser("api-server", help="the Prefect API server tpurl keeps between "
-                          "commands (TPURL_KEEP_API_S seconds after its last use, default 900)",
-                          description="the Prefect API server tpurl keeps between commands "
-                          "(TPURL_KEEP_API_S seconds after its last use, default 900)")
-    kept.add_argument("action", choices=["status", "stop"])
+    text = ("a Prefect API server kept between commands, only yours to use (start: kept "
+            "TPURL_KEEP_API_S seconds after its last use, default 900; without it each "
+            "command starts its own, or none when nothing will run)")
+    kept = sub.add_parser("api-server", help=text, description=text)
+    kept.add_argument("action", choices=["start", "status", "stop"])
     post = sub.add_parser("announce", help="announce a dataset version or base-model "
                           "revision to a profile's retrain deployment (POST /api/events)")
     post.add_argument("profile")
@@ -118,8 +121,21 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(tunable_fields() if args.tunable else profile_names()))
         return 0
     if args.command == "api-server":
-        from flows.console.kept_api import status_lines, stop_all
+        from flows.console.kept_api import (
+            KeptApiError,
+            KeptServerBusy,
+            start_command,
+            status_lines,
+            stop_all,
+        )
 
+        if args.action == "start":
+            try:
+                print("\n".join(start_command(os.environ)))
+            except (KeptApiError, KeptServerBusy) as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            return 0
         print("\n".join(status_lines() if args.action == "status" else stop_all()))
         return 0
     if args.command == "announce":
@@ -287,6 +303,7 @@ def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, s
 def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     quiet_heartbeats(os.environ)  # before Prefect is imported (flows/flow_runs/heartbeat.py)
+    from flows.console.finished import finished_result
     from flows.console.interrupts import (
         EXIT_INTERRUPTED,
         ApiUnreachable,
@@ -299,6 +316,14 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
 
     install_handlers()
     try:
+        # nothing would run: the last result, and no API server (flows/console/finished.py);
+        # a configured API gets the flow run it may be watching for
+        if not os.environ.get("PREFECT_API_URL") and (
+                finished := finished_result(load_profile(profile, overrides))) is not None:
+            print(f"{finished.profile}: every stage is done (its verified output unchanged); "
+                  "nothing ran and no Prefect API server was started",
+                  file=sys.stderr if as_json else sys.stdout)
+            return _report(finished, profile, overrides, as_json, None)
         # tpurl's own API server is launched first; Prefect and the flow module (seconds of
         # imports) load while it boots
         with private_api(while_starting=lambda: importlib.import_module("flows.pipeline")) \
@@ -330,6 +355,13 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
               "and the profile's lock released. Finished stages keep their verified outputs; "
               f"training resumes from its newest checkpoint. To resume: {again}", file=sys.stderr)
         return 128 + exc.signum if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
+    return _report(result, profile, overrides, as_json, log)
+
+
+def _report(result: PipelineResult, profile: str, overrides: dict[str, str], as_json: bool,
+            log: Path | None) -> int:
+    """What a finished `tpurl run` prints: the result as JSON, or its stages, decision and
+    URIs."""
     if as_json:
         print(result.model_dump_json(indent=2))
         return 0

@@ -20,8 +20,8 @@ from tests.support.rehearsal import build_rehearsal_image
 from tests.support.tiers import order_and_mark
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-# a Prefect API server per `tpurl` command, as before flows/console/kept_api.py: a kept one would
-# outlive the test that started it (tests/test_kept_api.py sets its own)
+# a Prefect API server per `tpurl` command whatever the shell that started the tests sets: a
+# kept one would outlive the test that started it (tests/test_kept_api.py sets its own)
 os.environ.setdefault("TPURL_KEEP_API_S", "0")
 # CI=true turns skips into failures; the summary counts functions and cases apart
 # a Prefect temporary server a test started by accident fails it (tests/support/temporary_server.py)

@@ -61,13 +61,16 @@ def broken(profile: str, overrides=None):
     raise RuntimeError("a bug of ours")
 
 pipeline.rl_post_training = broken
-sys.exit(cli.main(["run", "rehearsal"]))
+sys.exit(cli.main(["run", "rehearsal", "--set", f"local.root={sys.argv[1]}"]))
 """
 
 
 def test_an_internal_error_keeps_its_traceback_on_the_terminal(tmp_path: Path):
-    done = subprocess.run([sys.executable, "-c", INTERNAL], cwd=REPO_ROOT, env=_env(tmp_path),
-                          capture_output=True, text=True, timeout=600, check=False)
+    # an output root of its own: the repository's may hold a finished rehearsal, which
+    # `tpurl run` reports without running the flow (flows/console/finished.py)
+    done = subprocess.run([sys.executable, "-c", INTERNAL, str(tmp_path / "out")],
+                          cwd=REPO_ROOT, env=_env(tmp_path), capture_output=True, text=True,
+                          timeout=600, check=False)
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-3000:]
     assert "Traceback" in out and "RuntimeError: a bug of ours" in out

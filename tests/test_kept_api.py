@@ -1,7 +1,8 @@
-"""The Prefect API server kept between `tpurl` commands (flows/console/kept_api.py, issue 34 item 1):
-reused, never two, stopped when idle but never while in use, replaced when stale, shown and
-stopped by `tpurl api-server`. Real servers and real command processes
-(tests/support/kept_probe.py enters `private_api()` as `tpurl run` does)."""
+"""The Prefect API server kept between `tpurl` commands when the user asks for one
+(flows/console/kept_api.py; TPURL_KEEP_API_S set here): reused, never two, stopped when idle
+but never while in use, replaced when stale, shown and stopped by `tpurl api-server`. Real
+servers and real command processes (tests/support/kept_probe.py enters `private_api()` as
+`tpurl run` does). Who may use it: tests/test_api_access.py."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tests.support.prefect_database import seed_home
 pytestmark = [pytest.mark.services, pytest.mark.realtime]
 
 STARTED = "tpurl: started a Prefect API server at"
+KEEP = "TPURL_KEEP_API_S"
 TPURL = str(Path(sys.executable).with_name("tpurl"))
 
 
@@ -131,7 +133,8 @@ def test_a_stale_server_is_replaced_but_never_under_a_running_command(tmp_path: 
         dead = ProcessTag(pid=int(gone.stdout), ticks=1, host=os.uname().nodename,
                           started_at=0.0, what="tpurl kept API keeper")
         (folder.root / "state.json").write_text(json.dumps(
-            {"keeper": dead.__dict__, "port": 1, "key": "old", "keep_s": 600}))
+            {"keeper": dead.__dict__, "port": 1, "key": "old", "keep_s": 600,
+             "auth_string": "old"}))
         url, err = _finish(_probe(env))
         assert STARTED in err and _answers(url)
         first = folder.read()
@@ -156,7 +159,8 @@ def test_a_stale_server_is_replaced_but_never_under_a_running_command(tmp_path: 
 
 
 def test_a_bad_keep_time_names_the_variable_and_the_fix() -> None:
-    assert keep_seconds({}) == 900 and keep_seconds({"TPURL_KEEP_API_S": " 0 "}) == 0
+    assert keep_seconds({}) == 0 and keep_seconds({"TPURL_KEEP_API_S": " 0 "}) == 0
+    assert keep_seconds({}, default=900) == 900 and keep_seconds({KEEP: "60"}) == 60
     for bad in ("15m", "-1"):
         with pytest.raises(KeptApiError, match=r"TPURL_KEEP_API_S.*fix"):
             keep_seconds({"TPURL_KEEP_API_S": bad})

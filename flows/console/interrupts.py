@@ -29,6 +29,8 @@ from flows.console.kept_api import (
     stop_keeper,
 )
 
+CLIENT_SETTINGS = ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING")  # what a private API sets
+
 EXIT_INTERRUPTED = 130
 
 
@@ -103,7 +105,7 @@ def private_api(startup_timeout_s: int = 120,
     of the two, not their sum (flows/console/api_server.py)."""
     server = None if os.environ.get("PREFECT_API_URL") else _own_server()
     try:
-        from prefect.settings import PREFECT_API_URL, temporary_settings
+        from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
         if server is not None and PREFECT_API_URL.value():  # named in the Prefect profile
             _done_with(server, configured=True)
@@ -119,9 +121,11 @@ def private_api(startup_timeout_s: int = 120,
         if isinstance(server, Lease) and server.started_it:
             print(f"tpurl: started a Prefect API server at {server.api_url}, kept for the next "
                   f"commands until {server.state.keep_s:.0f} s unused (`tpurl api-server "
-                  f"stop` stops it; {KEEP_ENV}=0: one per command)", file=sys.stderr)
-        with temporary_settings({PREFECT_API_URL: server.api_url}):
-            os.environ["PREFECT_API_URL"] = server.api_url  # for child processes too
+                  f"stop` stops it; unset {KEEP_ENV}: one per command)", file=sys.stderr)
+        client = server.client_env  # the URL and this server's auth string
+        with temporary_settings({PREFECT_API_URL: client["PREFECT_API_URL"],
+                                 PREFECT_API_AUTH_STRING: client["PREFECT_API_AUTH_STRING"]}):
+            os.environ.update(client)  # for child processes too (environment, never argv)
             yield server.api_url
     finally:
         if server is not None:
@@ -134,23 +138,24 @@ def private_api(startup_timeout_s: int = 120,
 
                 APILogWorker.drain_all(timeout=5)
                 EventsWorker.drain_all(timeout=5)
-            os.environ.pop("PREFECT_API_URL", None)
+            for name in CLIENT_SETTINGS:
+                os.environ.pop(name, None)
             with contextlib.suppress(Exception):
                 _done_with(server, configured=False)
 
 
 def _own_server() -> ApiServer | Lease:
-    """The kept server (flows/console/kept_api.py), or one for this command alone when
-    TPURL_KEEP_API_S is 0."""
+    """The kept server (flows/console/kept_api.py) when the user asked for one (started by
+    `tpurl api-server start`, or TPURL_KEEP_API_S set: started now if none runs); else one
+    for this command alone, which dies with it."""
     keep_s = keep_seconds(os.environ)
-    if keep_s <= 0:
-        return ApiServer()
     try:
-        return acquire(os.environ, keep_s)
+        lease = acquire(os.environ, keep_s, start=keep_s > 0)
     except KeptServerBusy as exc:  # never replaced under a running command
         print(f"tpurl: {exc}; this command starts a Prefect API server of its own",
               file=sys.stderr)
         return ApiServer()
+    return lease if lease is not None else ApiServer()
 
 
 def _done_with(server: ApiServer | Lease, configured: bool) -> None:

@@ -43,7 +43,7 @@ MIN_LENGTH = 4  # shorter values would blank ordinary words: secrets.resolve ref
 FRAGMENT = 8  # a piece of a split token this long is taken to be the token
 SHAPES = (*TOKEN_SHAPES,
           ("earer", re.compile(r"(?i)(authorization:\s*bearer\s+)[A-Za-z0-9._~+/=-]{8,}")))
-_SECRET_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)$")
+_SECRET_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|AUTH_STRING)$")
 
 _lock = threading.Lock()
 _values: list[str] = []  # every form of every registered value, longest first

@@ -133,15 +133,18 @@ class Stage(ABC):
         that resumes from its leftovers (training checkpoints) lists none."""
         return []
 
-    def done(self, ctx: StageContext, upstream: dict[str, StageOutput]) -> StageOutput | None:
+    def done(self, ctx: StageContext, upstream: dict[str, StageOutput],
+             readonly: bool = False) -> StageOutput | None:
         """The verified output, or None with the reason logged: no record, a record for
         other inputs, an output that changed since it was verified, or an unreadable record
-        over an output that no longer verifies."""
+        over an output that no longer verifies. ``readonly``: also None where the answer
+        would need a write (a damaged record rewritten, a manifest backfilled), which only
+        the flow makes, under the profile's lock (flows/console/finished.py asks so)."""
         uri = self.record_uri(ctx)
         try:
             stored = self.read_record(ctx, uri)
         except UnreadableRecord as exc:
-            return self._reverify(ctx, upstream, uri, exc)
+            return None if readonly else self._reverify(ctx, upstream, uri, exc)
         if stored is None:
             return None
         if why := stored.mismatch(self.key(ctx.profile), self.input_fingerprints(upstream)):
@@ -163,7 +166,7 @@ class Stage(ABC):
             ctx.logger.warning("%s: the output changed since it was verified (%s); running the "
                                "stage again", self.name, "; ".join(problems[:5]))
             return None
-        if unlisted and not self._backfill(ctx, stored, record, unlisted, uri):
+        if unlisted and (readonly or not self._backfill(ctx, stored, record, unlisted, uri)):
             return None
         return StageOutput(stage=self.name, status="skipped", key=stored.key,
                            fingerprint=stored.fingerprint, uris=record.outputs,

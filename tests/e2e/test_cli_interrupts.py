@@ -13,10 +13,10 @@ starting" line, and the program's process seen).
 
 The image stage's runs each start an API server of their own (TPURL_KEEP_API_S=0: the
 server dies with the CLI, by its parent-death signal after a SIGKILL); from the infra stage
-on the runs share the kept server, as a user's commands do by default (flows/console/
-kept_api.py), which is also SIGKILLed once more in the train stage: its lease of the dead
-holder lives on in the kept server and the rerun frees it at once. The kept server is
-stopped by `tpurl api-server stop` at the end.
+on the runs share the kept server, as a user's commands do once they ask for one
+(TPURL_KEEP_API_S set; flows/console/kept_api.py), which is also SIGKILLed once more in the
+train stage: its lease of the dead holder lives on in the kept server and the rerun frees it
+at once. The kept server is stopped by `tpurl api-server stop` at the end.
 
 After each stop: exit 130 or 143, the one message ("interrupted (SIGINT) during stage X …
 To resume: <the same command>"), nothing left running but the kept server (every process
@@ -67,7 +67,7 @@ PLAN = [(stage, signum) for stage in STAGES for signum in (
     (signal.SIGINT, signal.SIGTERM, signal.SIGKILL) if stage in KILLED_IN else
     (signal.SIGINT, signal.SIGTERM))]
 OWN_SERVER_STAGES = {"image"}  # TPURL_KEEP_API_S=0 there; the kept server after
-KEEP_API_S = "900"  # the default: the kept server outlives every stop of the test
+KEEP_API_S = "900"  # asked for: the kept server outlives every stop of the test
 ABORTED = {signal.SIGINT: "Execution was aborted by an interrupt signal",
            signal.SIGTERM: "Execution was aborted by a termination signal"}
 STAGE_WITHIN_S = 3600.0  # to reach a stage: the stages before it run on CPU first (minutes)

@@ -168,6 +168,33 @@ def test_rerun_with_nothing_changed_skips_every_stage(first_run, root):
     assert all(not s.workloads for s in again.stages)
 
 
+def test_an_unchanged_rerun_from_the_cli_needs_no_api_server(first_run, root):
+    """`tpurl run` finds every stage done from files and reports the last result: no server
+    started, none left (flows/console/finished.py)."""
+    import subprocess
+    import sys
+
+    from flows.common.paths import REPO_ROOT
+    from flows.console.finished import finished_result
+
+    profile = load_profile("rehearsal", {"local.root": str(root)})
+    finished = finished_result(profile)
+    assert finished is not None and finished.artifacts == first_run.artifacts
+    assert {s.status for s in finished.stages} == {"skipped"}
+    # a tracker hears of every run, a rerun too: only the flow reports
+    tracked = load_profile("rehearsal", {"local.root": str(root), "tracking.wandb.project": "p",
+                                         "tracking.wandb.mode": "offline"})
+    assert finished_result(tracked) is None
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL",
+                                                             "TPURL_KEEP_API_S")}
+    done = subprocess.run([str(Path(sys.executable).with_name("tpurl")), "run", "rehearsal",
+                           "--set", f"local.root={root}"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "nothing ran and no Prefect API server was started" in done.stdout
+    assert "api-server" not in done.stderr
+
+
 # W&B offline, its key a secret reference (a random one: no file of the run may carry it)
 WANDB = {"tracking.wandb.project": "grpo-rehearsal", "tracking.wandb.mode": "offline",
          "tracking.wandb.api_key.env": "WB_KEY_FOR_TEST"}
