@@ -232,6 +232,10 @@ def _run_name() -> str:
                             f"{datetime.now(UTC):%Y%m%d-%H%M%S}")
 
 
+# The profile a deployment that declares none runs (and a bare `rl_post_training()` call)
+DEFAULT_PROFILE = "rehearsal"
+
+
 def served_announcement(value: Any) -> RunAnnouncement | None:
     return RunAnnouncement.from_dict(value) if value else None
 
@@ -239,7 +243,7 @@ def served_announcement(value: Any) -> RunAnnouncement | None:
 @flow(name="rl-post-training", flow_run_name=_run_name, persist_result=True,
       result_serializer="json", validate_parameters=True, on_failure=[on_run_failed])
 @redacting_errors
-def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, str] | None = None,
+def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str, str] | None = None,
                      dataset_uri: str | None = None,
                      model_revision: str | None = None,
                      announcement: dict[str, Any] | None = None) -> PipelineResult | State:
@@ -267,7 +271,7 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     # a deployment's run: its job variables and profile only repeat the deployment's
     origin = run_origin()
     declared = deployment_declared()
-    refuse_run_choices(declared, {"profile": profile})
+    refuse_run_choices(declared, {"profile": profile}, default_profile=DEFAULT_PROFILE)
     record = served_announcement(announcement)  # a malformed one is refused, field named
     if record is not None and (message := was_coalesced(flow_run.id)):
         get_run_logger().warning("this run was replaced before it started: %s", message)

@@ -43,11 +43,16 @@ def test_each_variable_the_run_chose_is_named_never_its_value() -> None:
     assert {i.category for i in issues} == {"config/fixed-by-deployment"}
 
 
-def test_a_deployment_without_a_profile_leaves_it_to_the_run_only_where_allowed() -> None:
+def test_a_deployment_without_a_profile_runs_the_flows_default_or_the_events() -> None:
     bare = Declared({}, {})
-    assert _named(refused_choices({}, bare, {"profile": "rehearsal"}, profile_fixed=True)) == [
-        "profile"]
-    assert refused_choices({}, bare, {"profile": "rehearsal"}, profile_fixed=False) == []
+    assert refused_choices({}, bare, {"profile": "rehearsal"}, profile_fixed=True,
+                           default_profile="rehearsal") == []
+    for default in ("rehearsal", None):  # teardown's profile has no default
+        assert _named(refused_choices({}, bare, {"profile": "qwen3-30b-a3b-v6e-32"},
+                                      profile_fixed=True, default_profile=default)) == ["profile"]
+    # serving: the automation passes the promoted event's profile
+    assert refused_choices({}, bare, {"profile": "qwen3-30b-a3b-v6e-32"},
+                           profile_fixed=False) == []
 
 
 @given(st.dictionaries(st.sampled_from(["PREFECT_FLOWS_HEARTBEAT_FREQUENCY",

@@ -38,11 +38,13 @@ NO_PROFILE_FIX = "give the deployment a profile (parameters.profile in prefect.y
 
 
 def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
-                    run_parameters: Mapping[str, Any], *, profile_fixed: bool) -> list[Issue]:
+                    run_parameters: Mapping[str, Any], *, profile_fixed: bool,
+                    default_profile: str | None = None) -> list[Issue]:
     """One issue per job variable the run sets to anything but the deployment's value, and
     for a ``profile`` other than the deployment's. ``profile_fixed``: the flow's profile is
-    the deployment's (the pipeline, teardown); False where a run's profile comes from an
-    event (serving), so only a declared one binds. Pure."""
+    the deployment's (the pipeline, teardown): the one it declares, else the flow's
+    ``default_profile`` (a deployment that declares none runs that); False where a run's
+    profile comes from an event (serving), so only a declared one binds. Pure."""
     issues: list[Issue] = []
     declared_env = declared.env
     for name, value in sorted(run_job_variables.items()):
@@ -57,9 +59,12 @@ def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
             issues.append(Issue("profile", "is the deployment's: a run may not choose another "
                                 f"profile than {declared.parameters['profile']!r}",
                                 PROFILE_FIX, CATEGORY))
-    elif profile_fixed:
-        issues.append(Issue("profile", "is declared by no parameter of this deployment, so "
-                            "each run would choose it", NO_PROFILE_FIX, CATEGORY))
+    elif profile_fixed and (default_profile is None
+                            or run_parameters.get("profile") != default_profile):
+        runs = f"runs the flow's default {default_profile!r}" if default_profile else \
+            "has none"
+        issues.append(Issue("profile", f"is the deployment's, which declares none and so "
+                            f"{runs}: a run may not choose another", NO_PROFILE_FIX, CATEGORY))
     return issues
 
 
@@ -71,14 +76,15 @@ def _variable(name: str, declared: bool) -> Issue:
 
 
 def refuse_run_choices(declared: Declared, parameters: Mapping[str, Any], *,
-                       profile_fixed: bool = True) -> None:
+                       profile_fixed: bool = True, default_profile: str | None = None) -> None:
     """Raise, naming each variable, when this deployment's run chose its own job variables
     or profile. Called first in each flow, before any side effect; nothing to check in an
     in-process call (no deployment: the caller owns the profile)."""
     if not deployment.id:
         return
     if issues := refused_choices(dict(flow_run.job_variables or {}), declared, parameters,
-                                 profile_fixed=profile_fixed):
+                                 profile_fixed=profile_fixed,
+                                 default_profile=default_profile):
         raise ProfileError(str(parameters.get("profile", "")), issues,
                            header=f"this run of deployment {deployment.name!r} chose what "
                            "only the deployment may")
