@@ -37,9 +37,11 @@ from flows.core.retry import RETRY_DELAYS_S
 from flows.core.root_space import storage_failure
 from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
+from flows.deployed.declared import deployment_declared
+from flows.deployed.run_choices import refuse_run_choices
 from flows.flow_runs.failure_event import on_run_failed
 from flows.flow_runs.run_log import readable_failures
-from flows.flow_runs.run_origin import deployed_overrides, run_origin
+from flows.flow_runs.run_origin import run_origin
 from flows.integrations.judged import judged_model
 from flows.integrations.mlflow_run import RunFacts
 from flows.integrations.preflight import integration_issues
@@ -231,6 +233,10 @@ def _run_name() -> str:
                             f"{datetime.now(UTC):%Y%m%d-%H%M%S}")
 
 
+# The profile a deployment that declares none runs (and a bare `rl_post_training()` call)
+DEFAULT_PROFILE = "rehearsal"
+
+
 def served_announcement(value: Any) -> RunAnnouncement | None:
     return RunAnnouncement.from_dict(value) if value else None
 
@@ -238,7 +244,7 @@ def served_announcement(value: Any) -> RunAnnouncement | None:
 @flow(name="rl-post-training", flow_run_name=_run_name, persist_result=True,
       result_serializer="json", validate_parameters=True, on_failure=[on_run_failed])
 @redacting_errors
-def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, str] | None = None,
+def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str, str] | None = None,
                      dataset_uri: str | None = None,
                      model_revision: str | None = None,
                      announcement: dict[str, Any] | None = None) -> PipelineResult | State:
@@ -267,6 +273,10 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     """
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
     readable_failures()  # the run page's log: a diagnosed failure once, without traceback
+    # a deployment's run: its job variables and profile only repeat the deployment's
+    origin = run_origin()
+    declared = deployment_declared()
+    refuse_run_choices(declared, {"profile": profile}, default_profile=DEFAULT_PROFILE)
     record = served_announcement(announcement)  # a malformed one is refused, field named
     # only the dispatcher hands a run announcements (flows/announcements/record.py)
     if record is not None and (forged := announcement_refusal(flow_run.id, deployment.id,
@@ -282,9 +292,8 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     if model_revision:
         merged["model.hf_revision"], given["model.hf_revision"] = model_revision, "model_revision"
     # every check before any side effect; a deployment's run may change run-tunable fields only
-    origin = run_origin()
     cfg = load_profile(profile, merged, origin=origin, parameters=given,
-                       deployed=deployed_overrides() if origin == "deployment" else None)
+                       deployed=declared.overrides, deployed_env=declared.env)
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
     if problems := integration_issues(cfg):  # a tracker or registry that cannot be reached
         raise ProfileError(cfg.name, problems)

@@ -27,6 +27,9 @@ from flows.config.registry import MlflowRegistry
 from flows.core.error_redaction import redacting_errors
 from flows.core.manifest import build_manifest, manifest_digest
 from flows.core.storage import Storage, join
+from flows.deployed.declared import deployment_declared
+from flows.deployed.run_choices import refuse_run_choices
+from flows.flow_runs.run_origin import run_origin
 from flows.integrations.mlflow_registry import champion
 from flows.runpage.promotion import pointer_problem, pointer_uris, read_promoted
 
@@ -41,7 +44,13 @@ def record_promoted_model(profile: str, model_uri: str, run: str = "") -> str:
         model_uri: The promoted HF export (the event's payload model_uri).
         run: The flow run that produced it (the event's payload run).
     """
-    cfg = load_profile(profile)
+    # A deployment's run: its job variables only repeat the deployment's, a profile the
+    # deployment declares binds (the automation passes the event's otherwise), and TPURL_
+    # fields of the environment the deployment did not set obey the run-tunable rule.
+    origin = run_origin()
+    declared = deployment_declared()
+    refuse_run_choices(declared, {"profile": profile}, profile_fixed=False)
+    cfg = load_profile(profile, origin=origin, deployed_env=declared.env)
     storage = backend_for(cfg).storage
     registry = cfg.promotion_rule.register if cfg.promotion_rule else None
     if registry is not None and registry.mlflow is not None:

@@ -1,20 +1,25 @@
-"""The Kubernetes work pool's base job template exposes to a run only what a run may change
-(issue 37.3): the command, the service account and the namespace are fixed, not variables,
-and the schema refuses any variable it does not list. Against one real `prefect server
-start`: Prefect validates a flow run's job variables against the pool's variables schema
+"""The work pools' base job templates expose to a run only what a deployment may set: the
+command, the working directory, the cluster config, the service account and the namespace are
+fixed, not variables, the env names are listed, and the schema refuses any other variable.
+A run's ``cluster_config`` on Prefect's own Kubernetes template runs a kubeconfig's exec
+plugin in the worker's process; on the shipped one it is never rendered. Against one real
+`prefect server start`: Prefect validates a flow run's job variables against the pool's variables schema
 when the run is created (prefect/server/api/validation.py
 ``validate_job_variables_for_deployment_flow_run``, prefect 3.9.1), and the pod is rendered
 by prefect-kubernetes' own job configuration (tests/support/kube_pod.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from flows.common.paths import REPO_ROOT
 from tests.support.prefect_server import PrefectServer, prefect_server_in
@@ -22,17 +27,86 @@ from tests.support.prefect_server import PrefectServer, prefect_server_in
 pytestmark = [pytest.mark.services, pytest.mark.realtime]
 
 TEMPLATE = REPO_ROOT / "deployments/work-pool/kubernetes-base-job-template.json"
+PROCESS_TEMPLATE = REPO_ROOT / "deployments/work-pool/process-base-job-template.json"
 IMAGE = "127.0.0.1:5000/tpurl/tpurl-flow@sha256:" + "a" * 64
 
 
-def test_the_template_has_no_variable_for_what_runs_or_as_whom() -> None:
-    template = json.loads(TEMPLATE.read_text())
+FIXED = ("command", "service_account_name", "namespace", "cluster_config", "working_dir")
+
+
+@pytest.mark.parametrize("template_path", [TEMPLATE, PROCESS_TEMPLATE], ids=["kubernetes",
+                                                                          "process"])
+def test_the_template_has_no_variable_for_what_runs_where_or_as_whom(template_path) -> None:
+    template = json.loads(template_path.read_text())
     variables = template["variables"]
-    assert not {"command", "service_account_name", "namespace"} & set(variables["properties"])
+    assert not set(FIXED) & set(variables["properties"])
     assert variables["additionalProperties"] is False
+    assert variables["properties"]["env"]["additionalProperties"] is False
     placeholders = json.dumps(template["job_configuration"])
-    for name in ("command", "service_account_name", "namespace"):
+    for name in FIXED:
         assert "{{ " + name + " }}" not in placeholders
+    # the worker's own command and cluster: none rendered (a fixed namespace is a constant)
+    assert not {"command", "working_dir", "cluster_config"} & set(template["job_configuration"])
+
+
+def test_every_env_name_a_deployment_sets_is_one_its_pool_lists() -> None:
+    """prefect.yaml's job_variables.env names are in the pool's template (or the deploy is
+    refused), and the two templates list the same names."""
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    listed = {path.stem: set(json.loads(path.read_text())["variables"]["properties"]["env"][
+        "properties"]) for path in (TEMPLATE, PROCESS_TEMPLATE)}
+    assert len({frozenset(names) for names in listed.values()}) == 1
+    for deployment in config["deployments"]:
+        env = (deployment["work_pool"].get("job_variables") or {}).get("env") or {}
+        assert set(env) <= listed["kubernetes-base-job-template"], deployment["name"]
+
+
+def _exec_kubeconfig(marker: Path) -> dict:
+    """A kubeconfig whose user is an exec credential plugin (kubernetes_asyncio/config/
+    kube_config.py ``load_from_exec_plugin``, run while the client is configured): the
+    plugin writes ``marker`` and answers an ExecCredential."""
+    credential = json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1",
+                             "kind": "ExecCredential", "status": {"token": "t"}})
+    return {"apiVersion": "v1", "kind": "Config", "current-context": "x",
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+            "users": [{"name": "u", "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "sh",
+                "args": ["-c", f"id > {marker}; echo '{credential}'"]}}}]}
+
+
+async def _configure_client(template: dict, values: dict) -> object:
+    """What the Kubernetes worker does with a run (prefect_kubernetes/worker.py, 0.8.0):
+    renders the job configuration from the pool's template and the run's variables, then
+    configures its client from it (``_get_configured_kubernetes_client``: a rendered
+    cluster_config is loaded as the run gave it)."""
+    from prefect_kubernetes.worker import KubernetesWorker, KubernetesWorkerJobConfiguration
+
+    config = await KubernetesWorkerJobConfiguration.from_template_and_values(template, values)
+    if config.cluster_config is not None:
+        worker = KubernetesWorker(work_pool_name="tpurl-kubernetes")
+        async with worker._get_configured_kubernetes_client(config):
+            pass
+    return config.cluster_config
+
+
+def test_a_runs_cluster_config_runs_its_command_on_prefects_template_and_not_on_ours(
+        deployed: tuple[PrefectServer, dict], tmp_path: Path) -> None:
+    """The rendering resolves variables and block references through the API, as the
+    worker's does: the module's server."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect_kubernetes.worker import KubernetesWorker
+
+    marker = tmp_path / "ran"
+    values = {"image": IMAGE, "cluster_config": {"config": _exec_kubeconfig(marker),
+                                                 "context_name": "x"}}
+    stock = KubernetesWorker.get_default_base_job_template()
+    with temporary_settings({PREFECT_API_URL: deployed[0].url}):
+        assert asyncio.run(_configure_client(stock, values)) is not None
+        assert marker.is_file() and "uid=" in marker.read_text()  # the attack, for real
+        marker.unlink()
+        assert asyncio.run(_configure_client(json.loads(TEMPLATE.read_text()), values)) is None
+    assert not marker.exists()
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +127,10 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prefect
     {"service_account_name": "default"},
     {"namespace": "kube-system"},
     {"args": ["sh"]},
+    {"cluster_config": {"config": {}, "context_name": "x"}},
+    {"env": {"PYTHONPATH": "/tmp"}},
+    {"env": {"PREFECT_API_URL": "http://127.0.0.1:9/api"}},
+    {"env": {"TPURL_IMAGE__BASE": "attacker/image:latest"}},
 ])
 def test_a_run_naming_a_fixed_field_is_refused_at_creation(
         deployed: tuple[PrefectServer, dict], variables: dict) -> None:

@@ -64,6 +64,8 @@ from flows.announcements.record import vouched_runs, write_record
 from flows.config.loading import load_profile
 from flows.config.profile import Profile
 from flows.core.error_redaction import redacting_errors
+from flows.deployed.declared import deployment_declared
+from flows.deployed.run_choices import refuse_run_choices
 
 RUNS_READ = 200  # the ledger: the target's newest runs (newest announced per kind is among them)
 LOCK_WAIT_S = 600.0
@@ -146,6 +148,8 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
             here (a duplicate).
         occurred: The event's time (ISO 8601): announcements are ordered by it.
     """
+    # a deployment's run: its job variables only repeat the deployment's
+    refuse_run_choices(deployment_declared(), {}, profile_fixed=False)
     new = Announcement.of(kind, value, event_id, occurred)  # refused before any side effect
     logger = get_run_logger()
     with get_client(sync_client=True) as client:

@@ -71,7 +71,8 @@ def resolve_profile_path(name_or_path: str) -> Path:
 def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
                  environ: Mapping[str, str] | None = None, origin: Origin = "cli",
                  parameters: Mapping[str, str] | None = None,
-                 deployed: Mapping[str, Any] | None = None) -> Profile:
+                 deployed: Mapping[str, Any] | None = None,
+                 deployed_env: Mapping[str, Any] | None = None) -> Profile:
     """Return a validated profile or raise ProfileError listing every problem.
 
     ``parameters``: in a run, the run parameter that set an override other than
@@ -79,7 +80,10 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     ``deployed``: in a deployment's run, the ``overrides`` the deployment itself was created
     with (prefect.yaml, by whoever deploys: as trusted as the profile); an override with the
     same key and value is the deployment's, not the run's, and the run-tunable rule does not
-    apply to it. Any other key or value is the run's."""
+    apply to it. Any other key or value is the run's. ``deployed_env``: likewise the
+    deployment's ``job_variables.env``; in a deployment's run a TPURL_ field the environment
+    sets with another name or value (the worker's inherited environment, which the
+    deployment's owner does not see) obeys the same run-tunable rule."""
     path = resolve_profile_path(name_or_path)
     try:
         raw = load_yaml(path.read_text())
@@ -99,7 +103,11 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     # The environment is the one source a user does not see on the command or in the file:
     # an issue with a field it set names the variable (dotted path → variable).
     setters: dict[str, str] = {}
-    for dotted, value in _for_backend(from_env, data, overrides or {}).items():
+    env_fields = _for_backend(from_env, data, overrides or {})
+    if origin == "deployment" and (refused := _refused_env(env_fields, data, deployed_env)):
+        raise ProfileError(str(path), refused, header=f"the environment of this deployment's "
+                           f"run cannot be used with profile {str(path)!r}")
+    for dotted, value in env_fields.items():
         _set_path(data, dotted, value)
         if value:  # an empty one unsets: "is required but not set" already names the variable
             setters[dotted] = env_name(dotted)
@@ -132,6 +140,17 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         issues = [_with_setter(i, setters) for i in unvouched]
         raise ProfileError(str(path), issues, header=run_header(str(path), issues, by_run))
     return profile
+
+
+def _refused_env(env_fields: Mapping[str, str], data: Mapping[str, Any],
+                 deployed_env: Mapping[str, Any] | None) -> list[Issue]:
+    """The environment's profile fields a deployment's run may not have: those the
+    deployment's own env does not set to the same value and a run may not change."""
+    declared = deployed_env or {}
+    from_run = {dotted: value for dotted, value in env_fields.items()
+                if declared.get(env_name(dotted)) != value}
+    return [_with_setter(issue, {issue.field: env_name(issue.field)})
+            for issue in refused_overrides(from_run, data)]
 
 
 def _issues_of(data: dict[str, Any], source: str) -> list[Issue]:

@@ -4,9 +4,10 @@ A flow called in-process (`tpurl run`, `tpurl teardown`, Python) is its caller's
 override is theirs to make. A run of a deployment was created through the Prefect API (the
 run form, `prefect deployment run`, an automation, the announcement dispatcher) by whoever
 can reach it, so its ``overrides`` may change only run-tunable fields
-(flows/config/run_overrides.py). A flow run no deployment owns cannot be started by a
-worker: prefect 3.9.1 prefect/flows.py ``load_flow_from_flow_run`` (line 3248) raises
-"Flow run does not have an associated deployment", so the deployment id decides.
+(flows/config/run_overrides.py), and its job variables and ``profile`` only repeat what the
+deployment declared (flows/deployed/run_choices.py). A flow run no deployment owns cannot be
+started by a worker: prefect 3.9.1 prefect/flows.py ``load_flow_from_flow_run`` (line 3248)
+raises "Flow run does not have an associated deployment", so the deployment id decides.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from prefect.runtime import deployment
 
 from flows.config.loading import Origin
+from flows.deployed.declared import deployment_declared
 
 
 def run_origin() -> Origin:
@@ -28,21 +30,12 @@ FIELD_PARAMETERS = {"dataset_uri": "data.train_files", "model_revision": "model.
 
 
 def deployed_overrides() -> dict[str, Any]:
-    """The ``overrides`` parameter the deployment was created with (prefect.yaml's
-    ``parameters``: the deploying operator's, trusted as the profile is), as opposed to the
+    """The ``overrides`` parameter the deployment was created with (flows/deployed/
+    declared.py: the deploying operator's, trusted as the profile is), as opposed to the
     run's, with the deployment's own ``dataset_uri`` and ``model_revision`` as the fields
-    they set (FIELD_PARAMETERS). Prefect merges a run's parameters over the deployment's
-    when it creates the run (a run's ``overrides`` replaces the whole dict), and
-    ``prefect.runtime.deployment.parameters`` answers the run's merged ones, so the
-    deployment is read itself."""
-    if not deployment.id:
-        return {}
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as client:
-        defaults = client.read_deployment(deployment.id).parameters or {}
-    given = defaults.get("overrides")
-    fields = dict(given) if isinstance(given, dict) else {}
-    fields.update({field: defaults[name] for name, field in FIELD_PARAMETERS.items()
-                   if defaults.get(name)})
+    they set (FIELD_PARAMETERS)."""
+    declared = deployment_declared()
+    fields = declared.overrides
+    fields.update({field: declared.parameters[name] for name, field in FIELD_PARAMETERS.items()
+                   if declared.parameters.get(name)})
     return fields

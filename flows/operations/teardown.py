@@ -28,6 +28,8 @@ from flows.config.capacity import price_for, reservation_kept
 from flows.config.choices import GkeProfileName, gke_profile_names
 from flows.core.error_redaction import redacting_errors
 from flows.core.failures import user_error
+from flows.deployed.declared import deployment_declared
+from flows.deployed.run_choices import refuse_run_choices
 from flows.flow_runs.run_log import readable_failures
 from flows.flow_runs.run_origin import run_origin
 from flows.locking.profile_lock import profile_lock
@@ -41,8 +43,14 @@ def _run_name() -> str:
 
 
 def gke_profile(profile: str, overrides: Mapping[str, str] | None) -> Profile:
-    """The validated profile, refused with the field and the fix unless it runs on GKE."""
-    cfg = load_profile(profile, overrides, origin=run_origin())
+    """The validated profile, refused with the field and the fix unless it runs on GKE. A
+    deployment's run is first held to its deployment's job variables and profile
+    (flows/flow_runs/run_choices.py): a run choosing another cluster would destroy it."""
+    origin = run_origin()
+    declared = deployment_declared()
+    refuse_run_choices(declared, {"profile": profile})
+    cfg = load_profile(profile, overrides, origin=origin, deployed=declared.overrides,
+                       deployed_env=declared.env)
     if cfg.gke is None:
         raise ProfileError(cfg.name, [Issue(
             "profile", f"uses backend {cfg.backend}: it has no cluster to tear down",

@@ -1,0 +1,49 @@
+"""What a deployment itself declares (prefect.yaml's ``parameters`` and ``job_variables``),
+read through the Prefect API inside one of its runs.
+
+The deployment's owner wrote them, as trusted as the profile; a run of it was created by
+whoever can reach the API. Prefect merges a run's parameters over the deployment's when it
+creates the run (a run's ``overrides`` replaces the whole dict), and
+``prefect.runtime.deployment.parameters`` answers the merged ones; a worker lays a run's job
+variables over the deployment's (prefect 3.9.1 prefect/workers/base.py ``_get_configuration``:
+the run's ``env`` keys over the deployment's, any other variable replaced). So the
+deployment is read itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefect.runtime import deployment
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What the deployment itself was created with (prefect.yaml's ``parameters`` and
+    ``job_variables``, by whoever deploys: as trusted as the profile), as opposed to what a
+    run of it was given. Empty outside a deployment's run."""
+
+    parameters: dict[str, Any] = field(default_factory=dict)
+    job_variables: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        given = self.parameters.get("overrides")
+        return dict(given) if isinstance(given, dict) else {}
+
+    @property
+    def env(self) -> dict[str, Any]:
+        given = self.job_variables.get("env")
+        return dict(given) if isinstance(given, dict) else {}
+
+
+def deployment_declared() -> Declared:
+    """The running deployment's declarations; empty outside a deployment's run."""
+    if not deployment.id:
+        return Declared()
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        read = client.read_deployment(deployment.id)
+    return Declared(dict(read.parameters or {}), dict(read.job_variables or {}))

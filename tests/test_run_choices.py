@@ -1,0 +1,89 @@
+"""What a deployment's run may choose, pure: its job variables and profile only repeat the
+deployment's (flows/deployed/run_choices.py), and a TPURL_ profile field of the flow's
+environment that the deployment's env does not set obeys the run-tunable rule
+(flows/config/loading.py). The same rules on a real server and worker:
+tests/test_run_choices_on_a_worker.py."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flows.config import ProfileError, load_profile
+from flows.deployed.declared import Declared
+from flows.deployed.run_choices import refused_choices
+
+TEARDOWN = Declared({"profile": "qwen3-30b-a3b-v6e-32", "delete_bucket": False},
+                    {"env": {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "3600",
+                             "TPURL_GKE__CLUSTER": ""}})
+
+
+def _named(issues) -> list[str]:
+    return [issue.field for issue in issues]
+
+
+def test_a_run_repeating_its_deployment_is_refused_nothing() -> None:
+    assert refused_choices({}, TEARDOWN, {"profile": "qwen3-30b-a3b-v6e-32"},
+                           profile_fixed=True) == []
+    assert refused_choices({"env": {"TPURL_GKE__CLUSTER": ""}}, TEARDOWN,
+                           {"profile": "qwen3-30b-a3b-v6e-32"}, profile_fixed=True) == []
+
+
+def test_each_variable_the_run_chose_is_named_never_its_value() -> None:
+    issues = refused_choices({"env": {"TPURL_GKE__CLUSTER": "someone-elses",
+                                      "HF_TOKEN": "hf_secretvalue"},
+                              "command": "sh -c id", "working_dir": "/tmp"},
+                             TEARDOWN, {"profile": "smoke-qwen3-0.6b-v6e-8"}, profile_fixed=True)
+    assert _named(issues) == ["job_variables.command", "job_variables.env.HF_TOKEN",
+                              "job_variables.env.TPURL_GKE__CLUSTER",
+                              "job_variables.working_dir", "profile"]
+    text = " ".join(f"{i.problem} {i.fix}" for i in issues)
+    assert "someone-elses" not in text and "hf_secretvalue" not in text and "sh -c" not in text
+    assert {i.category for i in issues} == {"config/fixed-by-deployment"}
+
+
+def test_a_deployment_without_a_profile_runs_the_flows_default_or_the_events() -> None:
+    bare = Declared({}, {})
+    assert refused_choices({}, bare, {"profile": "rehearsal"}, profile_fixed=True,
+                           default_profile="rehearsal") == []
+    for default in ("rehearsal", None):  # teardown's profile has no default
+        assert _named(refused_choices({}, bare, {"profile": "qwen3-30b-a3b-v6e-32"},
+                                      profile_fixed=True, default_profile=default)) == ["profile"]
+    # serving: the automation passes the promoted event's profile
+    assert refused_choices({}, bare, {"profile": "qwen3-30b-a3b-v6e-32"},
+                           profile_fixed=False) == []
+
+
+@given(st.dictionaries(st.sampled_from(["PREFECT_FLOWS_HEARTBEAT_FREQUENCY",
+                                        "TPURL_GKE__CLUSTER", "TPURL_GKE__BUCKET", "PYTHONPATH"]),
+                       st.sampled_from(["", "3600", "x"]), max_size=4))
+def test_an_env_entry_passes_exactly_when_the_deployment_declared_it_so(env) -> None:
+    named = _named(refused_choices({"env": env}, TEARDOWN, {"profile": "qwen3-30b-a3b-v6e-32"},
+                                   profile_fixed=True))
+    declared = TEARDOWN.env
+    assert named == sorted(f"job_variables.env.{k}" for k, v in env.items()
+                           if declared.get(k, object()) != v)
+
+
+def test_an_undeclared_tpurl_field_in_a_deployments_run_obeys_the_run_tunable_rule() -> None:
+    environ = {"TPURL_IMAGE__BASE": "attacker/image:latest"}
+    with pytest.raises(ProfileError) as err:
+        load_profile("rehearsal", environ=environ, origin="deployment", deployed_env={})
+    assert "image.base" in str(err.value) and "TPURL_IMAGE__BASE" in str(err.value)
+    assert "attacker/image" not in str(err.value)
+    # the deployment's own env, same name and value: the deployment's, not the run's
+    load_profile("rehearsal", environ=environ, origin="deployment", deployed_env=environ)
+    # a run-tunable field from the environment is a run's to change
+    load_profile("rehearsal", environ={"TPURL_TRAIN__ARGS__LEARNING_RATE": "2e-6"},
+                 origin="deployment", deployed_env={})
+    # the owner's own call (CLI, `tpurl run`, Python) stays unrestricted
+    load_profile("rehearsal", environ=environ, origin="flow")
+
+
+def test_a_declared_name_with_another_value_is_the_runs() -> None:
+    with pytest.raises(ProfileError) as err:
+        load_profile("rehearsal", environ={"TPURL_MODEL__HF_TOKEN__SECRET_BLOCK": "theirs"},
+                     origin="deployment",
+                     deployed_env={"TPURL_MODEL__HF_TOKEN__SECRET_BLOCK": "ours"})
+    assert "model.hf_token" in str(err.value) and "theirs" not in str(err.value)
