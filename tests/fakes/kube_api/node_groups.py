@@ -174,7 +174,7 @@ class ClusterAutoscaler(Autoscaler):
         for node in self.nodes:
             self.kube.create("nodes", "", {"metadata": {
                 "name": node, "creationTimestamp": now_iso(), "labels": group.node_labels()},
-                "spec": {"taints": list(group.taints)}})
+                "spec": {"taints": list(group.taints)}}, self._stamp())
         group.history.append((now, len(self.nodes)))
 
     def _best_option(self, pods: list[Obj], now: float) -> NodeGroup | None:

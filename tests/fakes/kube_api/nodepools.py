@@ -52,6 +52,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.fakes.kube_api.reclaim import (
@@ -94,8 +95,12 @@ class Autoscaler:
 
     def __init__(self, kube: FakeKube, pool: TpuPool, tick_s: float = 0.05,
                  clock: Callable[[], float] = time.monotonic,
-                 delay_after_add_s: float = 0.0) -> None:
+                 delay_after_add_s: float = 0.0,
+                 wall: Callable[[], float] | None = None) -> None:
         self.kube, self.pool, self.tick_s, self.clock = kube, pool, tick_s, clock
+        # a test that moves ``clock`` gives the wall-clock time it stands for: the nodes'
+        # creationTimestamp then says when they were made in the test's time
+        self.wall = wall
         self.delay_after_add_s = delay_after_add_s  # --scale-down-delay-after-add, scaled
         self.last_scale_up: float | None = None  # lastScaleUpTime, the cluster's
         self.nodes: list[str] = []
@@ -230,8 +235,14 @@ class Autoscaler:
                         TPU_SELECTOR: "tpu-v6e-slice",
                         "cloud.google.com/gke-nodepool": pool.name,
                         # every node carries its zone (kubernetes well_known_labels.go)
-                        "topology.kubernetes.io/zone": pool.zone}}})
+                        "topology.kubernetes.io/zone": pool.zone}}}, self._stamp())
             pool.history.append((now, len(self.nodes)))
+
+    def _stamp(self) -> str | None:
+        """A new node's creationTimestamp in the test's time, when it moves the clock."""
+        if self.wall is None:
+            return None
+        return datetime.fromtimestamp(self.wall(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def _scale_down(self, needed: bool, now: float) -> None:
         if not self.nodes or needed:
