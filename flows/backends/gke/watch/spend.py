@@ -1,19 +1,22 @@
 """What a stage has spent on TPU time so far, charged as the watch goes, against the caps.
 
-Why charged in the watch: the monitor already wakes every tick with the JobSet's pods in hand,
-so the chip-hours held since the last tick cost no API call. Held, as in the plan
-(flows/config/spend.py ``stage_chips_held``): the whole static pool on a reservation from the
-watch's start. In a mode that scales from zero GCP bills the TPU nodes while they exist, and
-they exist from the scale-up a TPU pod triggers until the autoscaler removes them as unneeded.
-So the stage's chips are charged while a pod that requests ``google.com/tpu`` is bound to a
-node: not while only the Pathways head (on cpu-np) is pulling its image or starting, which
-with ``startupPolicyOrder: InOrder`` comes before the TPU workers even exist (jobset v0.10.1
-pkg/controllers/jobset_controller.go resumeJobsIfNecessary). When the watch of a submission
-ends after such pods held the slice, ``pause`` charges the scale-down tail the nodes are billed
-for afterwards (flows/config/spend.py SCALE_DOWN_TAIL_S), and the run's ledger remembers until
-when that is paid, so a next submission or stage that binds the same nodes within the tail is
-not charged twice. A TPU node is bound a moment after it is created: the charge trails GCP's
-by that much (one watch tick against the fake cluster).
+Why charged in the watch: the monitor already wakes every tick, so the caps are checked
+without an API call of their own. Held, as in the plan (flows/config/spend.py
+``stage_chips_held``): the whole static pool on a reservation from the watch's start. In a
+mode that scales from zero GCP bills each TPU VM from its creation to its deletion, so the
+run's TPU nodes are charged for their lifetimes, each at its pool's mode's price
+(``charge_nodes``; the node watch and its record: watch/tpu_nodes.py, started by
+watch/node_charges.py): the nodes of a JobSet deleted mid scale-up, and those the autoscaler
+keeps after the pods end (unneeded time, then the delay after the cluster's last scale-up),
+which the watch goes on charging after the stage until they are gone, for at most the tail
+the plan counts. A chain that starts with a reservation charges its static pool as such and
+its later steps' nodes at their own prices. The run's ledger remembers up to when each node
+is paid, so stages and submissions that see the same node never charge it twice.
+
+Until the node watch has listed the nodes (a cluster whose RBAC refuses it), the stage's
+chips are charged while a pod that requests ``google.com/tpu`` is bound to a node, and a
+fixed scale-down tail (SCALE_DOWN_TAIL_S, the bound) after such pods end, in ``pause``:
+what follows describes that record.
 
 The watch's copies can miss when a slice came up: the ticks go on while a watch is dropped,
 the API answers 5xx or the pod watch lags, so pods first seen bound (or already ended) were
