@@ -120,3 +120,24 @@ def test_its_training_estimate_is_its_timeline() -> None:
     with pytest.raises(ProfileError) as caught:
         smoke_profile(**{"gke.estimated_hours.train": "0.3"})
     assert [i.field for i in caught.value.issues] == ["gke.estimated_hours"]
+
+
+def test_with_queued_capacity_the_heads_start_is_billed() -> None:
+    """Queued provisioning's slice exists from the ProvisioningRequest's Provisioned on and
+    its workers start with the head, so the head's image pull holds the billed slice: the
+    estimate (and the cap's floor) count it; the wait for the request is still unbilled."""
+    from flows.config.timeline import timeline_lines
+
+    prices = {f"gke.prices.queued.{k}": v for k, v in PRICE.items()}
+    queued = smoke_profile(**{"gke.capacity": "queued", "gke.max_run_hours": "2",
+                              "gke.max_usd_per_run": "100", **prices})
+    gke = queued.gke
+    assert gke is not None and gke.train_timeline is not None
+    timeline = gke.train_timeline
+    assert gke.estimated_hours["train"] == pytest.approx(
+        (timeline.minutes(billed=True) + timeline.image_pull) / 60, abs=1e-4)
+    lines = "\n".join(timeline_lines(timeline, 20.0, slice_first=True))
+    assert "* image_pull" in lines and "  scale_up" in lines and "* scale_up" not in lines
+    on_demand = smoke_profile().gke
+    assert on_demand is not None and on_demand.estimated_hours["train"] == pytest.approx(
+        timeline.minutes(billed=True) / 60, abs=1e-4)
