@@ -30,6 +30,7 @@ feeds it, the monitor's ticks read it.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from flows.backends.gke.capacity_pools import CAPACITY_LABEL
 from flows.backends.gke.watch.stream import Lister, ObjectWatch, WatchSettings
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 
 
@@ -162,13 +164,18 @@ class NodeWatch:
             deadline = time.monotonic() + bound_s
             while waiting() and time.monotonic() < deadline:
                 time.sleep(poll_s)
-            if self.nodes.any_live():
-                live = sorted(life.name for life in self.nodes.lifetimes() if life.gone is None)
-                self.warn(f"TPU nodes {', '.join(live)} still exist {bound_s / 60:g} min "
-                          "after the stage: charged up to now, no longer watched (`tpurl "
-                          "status PROFILE` shows what the pools hold)")
-            self.on_seen()
-            self.stop()
+            try:
+                if self.nodes.any_live():
+                    live = sorted(life.name for life in self.nodes.lifetimes()
+                                  if life.gone is None)
+                    self.warn(f"TPU nodes {', '.join(live)} still exist {bound_s / 60:g} min "
+                              "after the stage: charged up to now, no longer watched (`tpurl "
+                              "status PROFILE` shows what the pools hold)")
+                self.on_seen()
+            except Exception:  # the run's logger may be gone by now: the charge is kept
+                log.debug("the TPU nodes' last charge after the stage failed", exc_info=True)
+            finally:
+                self.stop()
         thread = threading.Thread(target=until_gone, daemon=True, name="tpu-nodes-tail")
         thread.start()
         return thread
