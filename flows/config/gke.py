@@ -28,6 +28,7 @@ from flows.config.capacity import (
     capacity_problems,
     run_budget_problem,
     section_problems,
+    split_listed,
 )
 from flows.config.credentials import GkeCredentials
 from flows.config.errors import FixableValueError
@@ -214,7 +215,8 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
                 "gke.estimated_hours.train and gke.train_timeline both give training's hours",
                 "remove gke.estimated_hours.train: the timeline's billed phases are the "
                 "estimate", field="estimated_hours")
-        return {**data, "estimated_hours": {**hours, "train": timeline.train_hours}}
+        return {**data, "estimated_hours": {**hours, "train": timeline.train_hours(
+            slice_first=_queued_in(data.get("capacity")))}}
 
     # What GKE's outputs and keys are made of (flows/core/layout.py chains them).
     def output_root(self) -> str:
@@ -264,3 +266,11 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
                             for field, problem, fix in problems)
             raise FixableValueError(first.problem, first.fix, first.field, tuple(rest))
         return self
+
+
+def _queued_in(capacity: object) -> bool:
+    """Queued provisioning is a mode of the chain as given (one mode, a list, or text with
+    commas): its slice is billed through the head's start (flows/config/timeline.py), and a
+    run may be served by any mode of the chain, so the estimate must admit it."""
+    listed = split_listed(capacity)
+    return "queued" in (listed if isinstance(listed, (list, tuple)) else [listed])

@@ -27,13 +27,20 @@ if TYPE_CHECKING:
 
 SpendStage = Literal["convert", "train", "export", "evaluate"]
 # After a stage's last TPU pod ends its nodes stay, billed, until the cluster autoscaler
-# removes them as unneeded: --scale-down-unneeded-time, 10 minutes by default
-# (kubernetes/autoscaler cluster-autoscaler/config/const.go DefaultScaleDownUnneededTime =
-# 10 * time.Minute; config/flags/flags.go "scale-down-unneeded-time"). GKE runs the
-# autoscaler for the cluster and does not expose the flag; its default "balanced" profile
+# removes them: once unneeded for --scale-down-unneeded-time, and not within
+# --scale-down-delay-after-add of any scale-up in the cluster, 10 minutes each by default
+# (kubernetes/autoscaler cluster-autoscaler/main.go flags; core/static_autoscaler.go RunOnce
+# tracks the unneeded nodes every loop and skips the removal while lastScaleUpTime +
+# ScaleDownDelayAfterAdd is after now). The CPU pool scales up for the next stage right
+# after training, so the delay runs from then; a scale-up just before the unneeded time is
+# up holds the nodes for both: the tail is at most their sum, and that bound is what the
+# plan and the cap count (the meter charges what the nodes really live). GKE runs the
+# autoscaler for the cluster and does not expose the flags; its default "balanced" profile
 # keeps the upstream behaviour (GKE "About cluster autoscaling", autoscaling profiles).
 # The scan interval (10 s) and the VM's deletion add a little more; not counted.
-SCALE_DOWN_TAIL_S = 600.0
+SCALE_DOWN_UNNEEDED_S = 600.0
+SCALE_DOWN_DELAY_AFTER_ADD_S = 600.0
+SCALE_DOWN_TAIL_S = SCALE_DOWN_UNNEEDED_S + SCALE_DOWN_DELAY_AFTER_ADD_S
 # the stages that hold the slice whatever the capacity mode: their programs run on the TPUs
 ON_SLICE = frozenset({"train", "evaluate"})
 
@@ -67,8 +74,8 @@ def stage_chips_held(gke: GkeSection, stage: str) -> int:
 
 
 def scale_down_tail_h(gke: GkeSection, stage: str) -> float:
-    """Hours the stage's TPU nodes are billed after its pods end: the autoscaler's
-    scale-down delay in a mode that scales from zero; none on a static pool (counted in its
+    """Hours the stage's TPU nodes are billed after its pods end, at most: the autoscaler's
+    scale-down delays in a mode that scales from zero; none on a static pool (counted in its
     wall time) or for a stage that brings no TPU node up."""
     if not gke.scales_from_zero or not stage_chips_held(gke, stage):
         return 0.0

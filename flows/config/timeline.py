@@ -9,16 +9,20 @@ the CPU pool, is ready, which includes pulling the post-training image; only the
 TPU pool scale up, and GCP bills the TPU VMs from their creation. So the head's image pull
 and the scale-up take wall time but no TPU money; every phase after the nodes exist does,
 and so does the autoscaler's scale-down tail after the pods end (flows/config/spend.py
-SCALE_DOWN_TAIL_S, counted there, not here). A profile that states its phases lets the plan
-print where the estimate comes from, and a first real run can correct one phase, not a
-total nobody can take apart.
+SCALE_DOWN_TAIL_S, counted there, not here). Queued provisioning is the exception: the
+slice's nodes exist once the ProvisioningRequest is Provisioned, before Kueue admits the
+JobSet, and its workers start with the head (flows/backends/gke/jobs/pathways.py
+startup_order), so the head's image pull is billed there; the wait for the request is not.
+A profile that states its phases lets the plan print where the estimate comes from, and a
+first real run can correct one phase, not a total nobody can take apart.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# (field, what happens, billed: the TPU nodes exist meanwhile)
+# (field, what happens, billed: the TPU nodes exist meanwhile; with queued capacity the
+# head's image pull is billed too: HEAD_START)
 PHASES: tuple[tuple[str, str, bool], ...] = (
     ("image_pull", "the Pathways head pulls the post-training image on the CPU pool", False),
     ("scale_up", "the autoscaler brings the TPU slice up from zero", False),
@@ -29,6 +33,16 @@ PHASES: tuple[tuple[str, str, bool], ...] = (
     ("steps", "the training steps", True),
     ("last_checkpoint", "the last checkpoint is written", True),
 )
+
+
+HEAD_START = "image_pull"  # billed when the slice exists before the head starts (queued)
+
+
+def is_billed(phase: str, slice_first: bool) -> bool:
+    """Whether GCP bills the slice through ``phase``; ``slice_first``: the nodes exist before
+    the head starts (queued provisioning)."""
+    paid = next(p for name, _, p in PHASES if name == phase)
+    return paid or (slice_first and phase == HEAD_START)
 
 
 class TrainTimeline(BaseModel):
@@ -53,28 +67,33 @@ class TrainTimeline(BaseModel):
     last_checkpoint: float = Field(ge=0)
     """Minutes to write the last checkpoint."""
 
-    def minutes(self, billed: bool | None = None) -> float:
+    def minutes(self, billed: bool | None = None, slice_first: bool = False) -> float:
         """All phases, or only the billed (``True``) or unbilled (``False``) ones."""
-        return sum(getattr(self, name) for name, _, paid in PHASES
-                   if billed is None or paid == billed)
+        return sum(getattr(self, name) for name, _, _ in PHASES
+                   if billed is None or is_billed(name, slice_first) == billed)
 
-    @property
-    def train_hours(self) -> float:
+    def train_hours(self, slice_first: bool = False) -> float:
         """What ``gke.estimated_hours.train`` means: the hours training holds the slice."""
-        return round(self.minutes(billed=True) / 60.0, 4)
+        return round(self.minutes(billed=True, slice_first=slice_first) / 60.0, 4)
 
 
-def timeline_lines(timeline: TrainTimeline, tail_min: float) -> list[str]:
-    """The plan's account of the training estimate, phase by phase."""
+def timeline_lines(timeline: TrainTimeline, tail_min: float,
+                   slice_first: bool = False) -> list[str]:
+    """The plan's account of the training estimate, phase by phase; ``slice_first``: queued
+    capacity, whose slice is billed through the head's start."""
     lines = ["  training timeline (gke.train_timeline, minutes; * = the TPU nodes exist, "
              "billed):"]
-    for name, what, billed in PHASES:
-        lines.append(f"    {'*' if billed else ' '} {name:<22} {getattr(timeline, name):5.1f}"
-                     f"  {what}")
+    for name, what, _ in PHASES:
+        paid = is_billed(name, slice_first)
+        note = " (queued: the booked slice waits, billed)" if paid and name == HEAD_START \
+            and slice_first else ""
+        lines.append(f"    {'*' if paid else ' '} {name:<22} {getattr(timeline, name):5.1f}"
+                     f"  {what}{note}")
     if tail_min:
-        lines.append(f"    * {'scale-down tail':<22} {tail_min:5.1f}  the autoscaler removes "
-                     "the unneeded nodes")
+        lines.append(f"    * {'scale-down tail':<22} {tail_min:5.1f}  at most, until the "
+                     "autoscaler removes the unneeded nodes")
+    hours = timeline.train_hours(slice_first)
     lines.append(f"    wall {timeline.minutes() + tail_min:.1f} min, billed "
-                 f"{timeline.minutes(billed=True) + tail_min:.1f} min "
-                 f"(gke.estimated_hours.train = {timeline.train_hours:g} h, plus the tail)")
+                 f"{timeline.minutes(True, slice_first) + tail_min:.1f} min "
+                 f"(gke.estimated_hours.train = {hours:g} h, plus the tail)")
     return lines

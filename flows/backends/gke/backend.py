@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -68,8 +69,10 @@ from flows.backends.gke.watch.client import (
 from flows.backends.gke.watch.logs import LogSink
 from flows.backends.gke.watch.monitor import Monitor, is_finished
 from flows.backends.gke.watch.monitor_verdicts import DELETED_BY_OPERATOR
+from flows.backends.gke.watch.node_charges import scale_up_triggered_at, watch_run_nodes
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
+from flows.backends.gke.watch.tpu_nodes import NodeWatch
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
@@ -114,6 +117,8 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
         self.fallbacks = 0  # to the next mode of gke.capacity, in this stage
         self.iam_waits = 0  # resubmissions that waited for IAM propagation, in this stage
         self.monitor: Monitor | None = None  # the latest one, for the benchmark and tests
+        # the watch of the run's TPU nodes after the stage, until they are gone (for tests)
+        self.node_tail: threading.Thread | None = None
         self.spend: SpendMeter | None = meter_for(profile, stage)  # None: no cap set
         self.image = GkeImage(self)
         self.infra = GkeInfra(self)
@@ -169,7 +174,10 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
         owned = False  # this run submitted or attached to the JobSet
         number = 0  # the submission number of the JobSet being watched
         preempted, preempted_s = 0, 0.0
+        nodes: NodeWatch | None = None  # the run's TPU nodes, charged while they live
         try:
+            nodes = watch_run_nodes(self.spend, self.profile, self.cluster, self.watch_settings,
+                                    lambda line: self.logger.warning("%s", line))
             self._apply_secrets(workload)
             self._ship_programs(workload)
             while True:
@@ -247,6 +255,11 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
             sink.save()
             if self.spend is not None:  # the nodes' scale-down tail, billed after the pods
                 self.spend.pause()
+            if nodes is not None and self.spend is not None:  # charged until they are gone
+                triggered = scale_up_triggered_at(
+                    self.monitor.scaling_events_seen() if self.monitor else [], name)
+                self.node_tail = nodes.linger(self.spend.tail_s, self.budgets.tick_s,
+                                              triggered)
         wall = time.monotonic() - started
         self.logger.info("%s: %s completed in %.1f s after %d submission(s) (log: %s)",
                          workload.name, name, wall, number, log_uri)
@@ -327,7 +340,9 @@ class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
     def _enter_step(self, chain: tuple[str, ...], index: int) -> None:
         """A later step of the capacity chain: its mode's price on the meter, its mode's wait
         for capacity in the budgets."""
-        if self.spend is not None:  # the next mode bills at its own price
+        if self.spend is not None and not self.spend.static_pool:
+            # the next mode bills at its own price (a node by its pool's label; a chain's
+            # reservation keeps its static pool's price: it bills on meanwhile)
             self.spend.usd_per_chip_hour = self.profile.gke.mode_usd_per_chip_hour(
                 step_mode(chain[index]))
         self.budgets = dataclasses.replace(self.budgets, waits_for_capacity=(

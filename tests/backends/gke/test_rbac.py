@@ -122,6 +122,14 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
         assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
     assert backend.clear_leftovers("train", str(tmp_path / "out")) == 0
 
+    # a spend cap on a pool that scales from zero: the meter lists and watches the run's TPU
+    # nodes, cluster-scoped (watch/tpu_nodes.py)
+    capped = tutorial_profile(**capacity_overrides("on-demand"),
+                              **{"gke.max_usd_per_run": "2000"})
+    scenario(kube, [(0.1, admit), (0.05, start), (0.1, succeed)])
+    outcome, logger, _, _ = run_stage(server, "train", tmp_path, profile=capped)
+    assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
+
     # the evaluation ships its program as an immutable ConfigMap: created, then a 409 on rerun
     evaluating = tutorial_profile(**{"eval.batches": "2"})
     for _ in range(2):

@@ -189,12 +189,14 @@ def test_the_run_cap_sums_the_stages_of_one_run() -> None:
 # --- against the fake cluster -----------------------------------------------------------------
 def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
         server: FakeApiServer, tmp_path: Path) -> None:
-    """On-demand pool from zero, the tutorial's 32 chips at $1/chip-h, cap $25: one
-    hour of training (the test moves the clock) spends $32, so the watch stops the stage
-    (the estimate: 0.5 h + the 10 min scale-down tail, × 32 chips = $21.33)."""
-    profile = _mode("on-demand", **{"gke.max_usd_per_run": "25",
+    """On-demand pool from zero, the tutorial's 32 chips at $1/chip-h, cap $30: one
+    hour of the slice's nodes (the test moves the clock) costs $32, so the watch stops the
+    stage (the estimate: 0.5 h + the 20 min scale-down tail bound, × 32 chips = $26.67)."""
+    profile = _mode("on-demand", **{"gke.max_usd_per_run": "30",
                                     "gke.estimated_hours.train": "0.5"})
-    scaler = Autoscaler(server.kube, TpuPool())  # the tutorial's 8 hosts, from zero
+    # the test's time: the nodes' creationTimestamp and the meter's wall clock move with it
+    wall_now = [float(int(time.time()))]
+    scaler = Autoscaler(server.kube, TpuPool(), wall=lambda: wall_now[0])  # 8 hosts, from 0
     checkpoint = tmp_path / "checkpoints" / "actor" / "1" / "model_params"
 
     def save_checkpoint(kube: FakeKube, name: str) -> None:
@@ -207,10 +209,7 @@ def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
     backend = make_backend(server.url, "train", tmp_path, logger, profile=profile)
     backend.spend = meter_for(profile, "train", clock=clock, key=uuid.uuid4().hex)
     assert backend.spend is not None
-    # the test's clock moves time; the pods' record (wall-clock, whole seconds as the API
-    # writes it) would add the real second the fake takes to bind them
-    started = float(int(time.time()))
-    backend.spend.wall = lambda: started
+    backend.spend.wall = lambda: wall_now[0]
     workload = train_workload(profile, Layout(profile), backend.runtime)
     outcome: list[object] = []
     runner = threading.Thread(target=lambda: outcome.append(_run(backend, workload, tmp_path)))
@@ -219,13 +218,14 @@ def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
         assert wait_for(checkpoint.is_dir, 10.0)  # the slice is up, training has saved step 1
         assert backend.spend is not None and backend.spend.spent_usd == 0.0  # no time passed
         clock.now = 3600.0
+        wall_now[0] += 3600.0
         runner.join(20.0)
         assert not runner.is_alive()
         (failure,) = outcome
         assert isinstance(failure, StageFailed), failure
         d = failure.diagnosis
         assert d.category is FailureCategory.BUDGET and not d.retryable
-        assert "$32.00 of TPU time spent, cap gke.max_usd_per_run $25.00" in d.summary, d.summary
+        assert "$32.00 of TPU time spent, cap gke.max_usd_per_run $30.00" in d.summary, d.summary
         assert "tpurl support-bundle" in d.fix
         assert wait_for(lambda: not server.kube.find("jobsets"))  # deleted: nothing held
         assert wait_for(lambda: not scaler.nodes, 10.0)  # and the slice went away

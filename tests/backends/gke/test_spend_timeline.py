@@ -1,8 +1,10 @@
 """The smoke run's start-up against its spend cap, on the fake cluster with a clock the test
 moves: the Pathways head pulls its image for 20 minutes on the CPU pool, then (JobSet InOrder:
 the workers exist only once the head runs) the TPU pool scales up from zero in 10 minutes,
-training runs, and the autoscaler removes the nodes 10 minutes after the pods end. GCP bills
-the TPU nodes while they exist; the meter must charge that, not the head's wait."""
+training runs, the CPU pool scales up for the export, and the autoscaler removes the nodes
+10 minutes after that (unneeded, and the delay after the cluster's last scale-up). GCP bills
+the TPU nodes while they exist; the meter must charge that (their lifetimes, through the
+node watch), not the head's wait."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
-from flows.config.spend import SCALE_DOWN_TAIL_S
+from flows.config.spend import SCALE_DOWN_DELAY_AFTER_ADD_S, SCALE_DOWN_UNNEEDED_S
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.core.programs import train_workload
@@ -61,12 +63,19 @@ def test_a_slow_pull_and_scale_up_cost_nothing_and_the_meter_matches_the_nodes(
     gke, timeline = profile.gke, profile.gke.train_timeline  # type: ignore[union-attr]
     assert gke is not None and timeline is not None and gke.max_usd_per_run is not None
     clock = Clock()
-    pool = TpuPool(hosts=gke.hosts_per_slice, provision_s=600.0, unneeded_s=SCALE_DOWN_TAIL_S)
-    scaler = Autoscaler(server.kube, pool, clock=clock)
+    began = float(int(time.time()))  # the wall-clock time the test's clock starts at
+
+    def wall() -> float:
+        return began + clock.now
+    pool = TpuPool(hosts=gke.hosts_per_slice, provision_s=600.0,
+                   unneeded_s=SCALE_DOWN_UNNEEDED_S)
+    scaler = Autoscaler(server.kube, pool, clock=clock,
+                        delay_after_add_s=SCALE_DOWN_DELAY_AFTER_ADD_S, wall=wall)
     logger = ListLogger()
     backend = make_backend(server.url, "train", tmp_path, logger, profile=profile)
     meter = backend.spend = meter_for(profile, "train", clock=clock, key=uuid.uuid4().hex)
     assert meter is not None
+    meter.wall = wall
     workload = train_workload(profile, Layout(profile), backend.runtime)
     outcome: list[object] = []
 
@@ -108,18 +117,21 @@ def test_a_slow_pull_and_scale_up_cost_nothing_and_the_meter_matches_the_nodes(
         runner.join(30.0)
         assert not runner.is_alive()
         assert not isinstance(outcome[0], StageFailed), outcome[0]  # no budget failure
-        _advance(clock, meter, SCALE_DOWN_TAIL_S + STEP_S, watching=False)
+        scaler.scaled_up_elsewhere()  # cpu-np, for the export
+        _advance(clock, meter, SCALE_DOWN_DELAY_AFTER_ADD_S + STEP_S, watching=False)
         assert until(lambda: not scaler.nodes)  # the autoscaler removed the unneeded slice
+        assert backend.node_tail is not None
+        backend.node_tail.join(10.0)  # the node watch has seen them go
         billed = (scaler.node_seconds() * gke.chips_per_host / 3600 * gke.usd_per_chip_hour)
         tick = gke.total_chips * STEP_S / 3600 * gke.usd_per_chip_hour
         assert billed == pytest.approx(meter.spent_usd, abs=tick), (billed, meter.spent_usd)
         assert meter.spent_usd < gke.max_usd_per_run
-        # the nodes lived from the scale-up's end to 10 min after the pods: the head's 20 min
-        # and the scale-up's 10 min were never billed
+        # the nodes lived from the scale-up's end to 10 min after the pods (and cpu-np's
+        # scale-up): the head's 20 min and the scale-up's 10 min were never billed
         assert [n for _, n in pool.history] == [0, gke.hosts_per_slice, 0]
         (_, _), (up, _), (down, _) = pool.history
         assert up == pytest.approx((20 + 10) * 60, abs=STEP_S)
         assert down - up == pytest.approx(
-            timeline.minutes(billed=True) * 60 + SCALE_DOWN_TAIL_S, abs=STEP_S)
+            timeline.minutes(billed=True) * 60 + SCALE_DOWN_UNNEEDED_S, abs=2 * STEP_S)
     finally:
         scaler.stop()

@@ -104,7 +104,7 @@ class ClusterAutoscaler(Autoscaler):
     def __init__(self, kube: FakeKube, groups: list[NodeGroup], tick_s: float = 0.05,
                  clock: Callable[[], float] = time.monotonic, expander: str = "priority",
                  initial_backoff_s: float = 0.2, max_backoff_s: float = 1.2,
-                 seed: int = 0) -> None:
+                 seed: int = 0, delay_after_add_s: float = 0.0) -> None:
         self.groups, self.expander = groups, expander
         self.initial_backoff_s, self.max_backoff_s = initial_backoff_s, max_backoff_s
         self._random = random.Random(seed)
@@ -115,7 +115,7 @@ class ClusterAutoscaler(Autoscaler):
         for group in groups:
             if group is not groups[0]:
                 group.history.append((clock(), 0))
-        super().__init__(kube, groups[0], tick_s, clock)
+        super().__init__(kube, groups[0], tick_s, clock, delay_after_add_s)
 
     # --- what tests ask -------------------------------------------------------------------
     def group(self, mode: str, zone: str) -> NodeGroup:
@@ -150,6 +150,7 @@ class ClusterAutoscaler(Autoscaler):
                 return
             self.attempt, self.pool = group, group
             self.provisioning_until = now + group.provision_s
+            self.last_scale_up = now  # static_autoscaler.go: ScaleUpSuccessful, the resize
             self._triggered(pods, group)
             return
         group = self.attempt
@@ -173,7 +174,7 @@ class ClusterAutoscaler(Autoscaler):
         for node in self.nodes:
             self.kube.create("nodes", "", {"metadata": {
                 "name": node, "creationTimestamp": now_iso(), "labels": group.node_labels()},
-                "spec": {"taints": list(group.taints)}})
+                "spec": {"taints": list(group.taints)}}, self._stamp())
         group.history.append((now, len(self.nodes)))
 
     def _best_option(self, pods: list[Obj], now: float) -> NodeGroup | None:

@@ -15,10 +15,21 @@ What it does, and where the real behaviour is decided:
   "What events are emitted by CA?"; texts as GKE clusters print them).
 - Nodes no running pod needs are removed after ``unneeded_s`` (--scale-down-unneeded-time,
   10 min by default: kubernetes/autoscaler cluster-autoscaler/config/const.go
-  DefaultScaleDownUnneededTime; seconds here), the whole slice together. Each node carries
+  DefaultScaleDownUnneededTime; seconds here), the whole slice together, and never within
+  ``delay_after_add_s`` of the last scale-up anywhere in the cluster
+  (--scale-down-delay-after-add, 10 min by default: cluster-autoscaler/main.go;
+  core/static_autoscaler.go RunOnce sets ``lastScaleUpTime`` when a scale-up is
+  triggered, keeps tracking the unneeded nodes every loop, and skips the removal while
+  ``lastScaleUpTime + ScaleDownDelayAfterAdd`` is after now). ``scaled_up_elsewhere``
+  is another node group's scale-up (cpu-np's for the next stage). Each node carries
   its creationTimestamp, and ``pool.history`` the clock time of every change, so a test can
   say what GCP billed: the nodes' lifetime. ``clock`` is the autoscaler's time (a test's
   clock moves "10 minutes" at once; wall time by default).
+- A triggered scale-up is carried out even when its pods are gone by then (their JobSet
+  deleted by a fallback, a cap or Ctrl-C): the autoscaler resized the node group
+  (core/scaleup/orchestrator/executor.go executeScaleUp → NodeGroup.IncreaseSize, a GCE
+  managed instance group resize) and nothing cancels it; the nodes come up idle and go
+  as unneeded.
 - ``preempt()`` (spot) and a flex-start node's ``max_run_s`` end the nodes: their pods get
   DisruptionTarget "Pod was terminated in response to imminent node shutdown." and the JobSet
   fails (as scenarios.disrupt_and_fail); the replacement pods wait for a new scale-up.
@@ -41,6 +52,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.fakes.kube_api.reclaim import (
@@ -82,8 +94,15 @@ class Autoscaler:
     """Ticks in a thread; ``stop()`` ends it. One TPU pool (the tutorial has one slice)."""
 
     def __init__(self, kube: FakeKube, pool: TpuPool, tick_s: float = 0.05,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 delay_after_add_s: float = 0.0,
+                 wall: Callable[[], float] | None = None) -> None:
         self.kube, self.pool, self.tick_s, self.clock = kube, pool, tick_s, clock
+        # a test that moves ``clock`` gives the wall-clock time it stands for: the nodes'
+        # creationTimestamp then says when they were made in the test's time
+        self.wall = wall
+        self.delay_after_add_s = delay_after_add_s  # --scale-down-delay-after-add, scaled
+        self.last_scale_up: float | None = None  # lastScaleUpTime, the cluster's
         self.nodes: list[str] = []
         self.nodes_since = 0.0
         self.provisioning_until: float | None = None
@@ -118,6 +137,12 @@ class Autoscaler:
         for (since, count), (until, _) in itertools.pairwise(history):
             total += count * (until - since)
         return total
+
+    def scaled_up_elsewhere(self) -> None:
+        """Another node group of the cluster scaled up now (cpu-np for the next stage):
+        lastScaleUpTime is the cluster's, so the TPU nodes wait out the delay after it."""
+        with self.kube.cond:
+            self.last_scale_up = self.clock()
 
     def preempt(self) -> None:
         """Spot: GCE reclaims the slice now."""
@@ -160,8 +185,8 @@ class Autoscaler:
                 self._event(pod, "Normal", "NotTriggerScaleUp", "pod didn't trigger "
                             "scale-up: 1 node(s) didn't match Pod's node affinity/selector")
             return
-        if unbound and not self.nodes:
-            self._scale_up(unbound, now)
+        if (unbound or self.provisioning_until is not None) and not self.nodes:
+            self._scale_up(unbound, now)  # a triggered scale-up completes without its pods
         if self.nodes and unbound:
             for pod in unbound:
                 self._bind(pod)
@@ -181,6 +206,7 @@ class Autoscaler:
                 return
             self.backoff_until = None
             self.provisioning_until = now + pool.provision_s
+            self.last_scale_up = now
             self._triggered(pods, pool)
             return
         if now >= self.provisioning_until and pool.stockout:
@@ -209,15 +235,23 @@ class Autoscaler:
                         TPU_SELECTOR: "tpu-v6e-slice",
                         "cloud.google.com/gke-nodepool": pool.name,
                         # every node carries its zone (kubernetes well_known_labels.go)
-                        "topology.kubernetes.io/zone": pool.zone}}})
+                        "topology.kubernetes.io/zone": pool.zone}}}, self._stamp())
             pool.history.append((now, len(self.nodes)))
+
+    def _stamp(self) -> str | None:
+        """A new node's creationTimestamp in the test's time, when it moves the clock."""
+        if self.wall is None:
+            return None
+        return datetime.fromtimestamp(self.wall(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def _scale_down(self, needed: bool, now: float) -> None:
         if not self.nodes or needed:
             self.unneeded_since = None
             return
         self.unneeded_since = self.unneeded_since or now
-        if now - self.unneeded_since >= self.pool.unneeded_s:
+        cooling = self.last_scale_up is not None and \
+            now - self.last_scale_up < self.delay_after_add_s
+        if now - self.unneeded_since >= self.pool.unneeded_s and not cooling:
             for node in self.nodes:
                 self.kube.delete("nodes", "", node)
             self.nodes, self.unneeded_since = [], None

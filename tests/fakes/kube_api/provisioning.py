@@ -16,7 +16,12 @@ Kueue's side (kubernetes-sigs/kueue v0.15.2 pkg/controller/admissionchecks/provi
     1800 s); past it Rejected with the PR's message;
   - CapacityRevoked on an active, unfinished Workload: Rejected (the nodes are gone);
   - BookingExpired before the Workload is admitted: retried like Failed; once admitted,
-    ignored (the pods are on the nodes);
+    ignored: no new request, no state change (kueue v0.17.1 pkg/controller/
+    admissionchecks/provisioning/controller.go: syncOwnedProvisionRequest creates the next
+    attempt only for ``isFailed(req) || (isBookingExpired(req) && !workload.IsAdmitted(wl))``
+    and syncCheckStates acts on BookingExpired only ``if !workload.IsAdmitted(wl)``). A
+    queued pool gets nodes only through a request, so pods of an admitted Workload whose
+    booking lapsed before they were bound wait for nodes that never come;
   - Provisioned: Ready, with the pod annotations ``autoscaling.x-k8s.io/consume-provisioning-
     request`` and ``autoscaling.x-k8s.io/provisioning-class-name`` (podSetUpdates);
   - Accepted only: Pending, the Provisioned condition's message (GKE's ETA) copied.
@@ -39,7 +44,11 @@ Failed, BookingExpired, CapacityRevoked; GKE's "Queued provisioning" documentati
 request is Accepted, waits in DWS's queue while the zone has no capacity, then the whole
 slice's nodes are created at once (all or nothing) in the queued pool and Provisioned=True.
 A request that cannot be served within its wait is Failed; nodes booked but unused for
-``booking_s`` (GKE: 10 min) are released, BookingExpired; nodes taken back before the end
+``booking_s`` (GKE: 10 min) after Provisioned (types.go: BookingExpired "had Provisioned
+condition before and capacity reservation time is expired") are released, BookingExpired,
+whether Kueue has admitted the Workload or not: the booking is the autoscaler's, which
+knows nothing of admission, and is kept only by pods bound to the nodes (GKE: the pods
+that consume the request); nodes taken back before the end
 of ``maxRunDurationSeconds`` are CapacityRevoked. The queued pool's nodes carry the
 ``cloud.google.com/gke-queued`` taint, and the cluster autoscaler never scales that pool for
 an ordinary pending pod (only for a ProvisioningRequest).
@@ -139,7 +148,12 @@ class QueuedProvisioning:
                 self._create(name, 1, now)
                 continue
             req = mine[-1]
-            if req.state in ("Failed", "BookingExpired") and now >= self.retry_at.get(name, 0):
+            # syncOwnedProvisionRequest: a next attempt after Failed, or after BookingExpired
+            # only while the Workload is not admitted ("if the workload is Admitted we don't
+            # want to retry on BookingExpired")
+            retried = req.state == "Failed" or (req.state == "BookingExpired" and
+                                                _condition_true(wl, "Admitted") is None)
+            if retried and now >= self.retry_at.get(name, 0):
                 self._create(name, req.attempt + 1, now)
                 continue
             self._serve(wl, req, now)
@@ -177,6 +191,7 @@ class QueuedProvisioning:
         settings, name = self.settings, wl["metadata"]["name"]
         if req.state == "Accepted":
             if not self.group.out_of_stock(now) and not self.scaler.nodes:
+                self.scaler.last_scale_up = now  # the request's scale-up is one too
                 self.scaler.provide(self.group, now)  # the whole slice, at once
                 req.state, req.provisioned_at = "Provisioned", now
                 self._condition(req, "Provisioned", "True", "Provisioned",
@@ -189,12 +204,12 @@ class QueuedProvisioning:
                 self._failed(name, req, FAILED_MESSAGE, "failure", now)
             return
         if req.state == "Provisioned" and req.provisioned_at is not None and \
-                now - req.provisioned_at >= settings.booking_s and \
-                _condition_true(wl, "Admitted") is None:
+                now - req.provisioned_at >= settings.booking_s and not self._consumed():
             req.state = "BookingExpired"
             self._condition(req, "BookingExpired", "True", "BookingExpired", EXPIRED_MESSAGE)
             self.scaler._end_nodes("booking expired")
-            self._failed(name, req, EXPIRED_MESSAGE, "booking expired", now)
+            if _condition_true(wl, "Admitted") is None:  # admitted: Kueue ignores it
+                self._failed(name, req, EXPIRED_MESSAGE, "booking expired", now)
         if req.state == "Revoked" and _condition_true(wl, "Evicted") is None:
             self._check(name, "Rejected", REVOKED_MESSAGE)
             self._deactivate(name)
@@ -223,6 +238,12 @@ class QueuedProvisioning:
         owner = (self.kube.objects[("workloads", NS, workload)]["metadata"]
                  ["ownerReferences"][0]["name"])
         self.kube.mutate("jobsets", NS, owner, lambda o: o["spec"].update(suspend=True))
+
+    def _consumed(self) -> bool:
+        """A pod is bound to the booked nodes: the booking is used."""
+        nodes = set(self.scaler.nodes) if self.scaler.pool is self.group else set()
+        return any((p.get("spec") or {}).get("nodeName") in nodes
+                   for p in self.kube.find("pods", NS))
 
     # --- objects ---------------------------------------------------------------------------
     def _condition(self, req: Request, kind: str, status: str, reason: str,

@@ -186,7 +186,9 @@ class FakeKube:
             self.cut_generation += 1
             self.cond.notify_all()
 
-    def create(self, plural: str, ns: str, body: Obj) -> Obj:
+    def create(self, plural: str, ns: str, body: Obj, created: str | None = None) -> Obj:
+        """``created``: the creationTimestamp, for an object a fake makes in a test's moved
+        time (the API server sets it to now)."""
         with self.cond:
             obj = copy.deepcopy(body)
             meta = obj.setdefault("metadata", {})
@@ -201,7 +203,8 @@ class FakeKube:
             api_version, kind = KINDS[plural]
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
-            meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now_iso())
+            meta.update(namespace=ns, uid=str(uuid.uuid4()),
+                        creationTimestamp=created or now_iso())
             if plural == "secrets" and "stringData" in obj:
                 data = obj.setdefault("data", {})
                 for key, value in obj.pop("stringData").items():

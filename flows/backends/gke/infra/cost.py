@@ -213,9 +213,10 @@ def render_cost(plan: CostPlan) -> list[str]:
     if plan.scales_from_zero:
         tail = sum(s.tail_chip_hours for s in plan.stages)
         if tail:
-            lines.append(f"  after its pods end each TPU stage still pays its nodes for "
-                         f"{SCALE_DOWN_TAIL_S / 60:.0f} min, until the autoscaler removes them as "
-                         f"unneeded (--scale-down-unneeded-time): {tail:.1f} chip-h ≈ "
+            lines.append(f"  after its pods end each TPU stage still pays its nodes for up "
+                         f"to {SCALE_DOWN_TAIL_S / 60:.0f} min, until the autoscaler removes "
+                         "them (--scale-down-unneeded-time, then --scale-down-delay-after-add "
+                         f"after the cluster's last scale-up): {tail:.1f} chip-h ≈ "
                          f"${tail * plan.usd_per_chip_hour:,.2f}, in the total")
         lines.append("  idle pool: $0.00 per hour: no TPU node exists while nothing trains")
     else:
@@ -258,7 +259,8 @@ def render_caps(profile: Profile) -> list[str]:
 
     gke = profile.gke
     assert gke is not None
-    timeline = (timeline_lines(gke.train_timeline, scale_down_tail_h(gke, "train") * 60)
+    timeline = (timeline_lines(gke.train_timeline, scale_down_tail_h(gke, "train") * 60,
+                               "queued" in gke.capacity_chain)
                 if gke.train_timeline else [])
     if gke.max_usd_per_run is None and not gke.max_usd_per_stage:
         return [*timeline,

@@ -146,6 +146,26 @@ def worker_container(profile: Profile, opts: GkeOptions) -> dict[str, Any]:
     }
 
 
+def startup_order(profile: Profile) -> str:
+    """InOrder (the head ready, then the workers: jobset v0.10.1 jobset_controller.go
+    resumeJobsIfNecessary, startup_policy.go allReplicasStarted), as google/pathways-job
+    builds it, except when the JobSet's capacity is queued provisioning: then the slice's
+    nodes exist before anything starts (Kueue admits only once the ProvisioningRequest is
+    Provisioned: autoscaler apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go), so
+    InOrder would leave the whole slice idle, billed, through the head's image pull; and if
+    the booking lapsed before the workers were made and bound, Kueue, the Workload admitted,
+    ignores BookingExpired and asks for nothing new (kueue v0.17.1 pkg/controller/
+    admissionchecks/provisioning/controller.go syncOwnedProvisionRequest), while a queued
+    pool gets nodes only through a request: the workers would wait for nodes that never
+    come. AnyOrder makes the workers with the head, so they bind to the booked nodes at
+    admission. The workers find the head by its DNS name, published before it is ready
+    (``publishNotReadyAddresses``); a worker that gives up on a resource manager not yet up
+    restarts in place (restartPolicy OnFailure, within the worker Job's backoffLimit): that
+    its wait outlasts the head's image pull is for the first queued run to confirm."""
+    assert profile.gke is not None
+    return "AnyOrder" if profile.gke.capacity_chain[0] == "queued" else "InOrder"
+
+
 def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, name: str,
                     run: str, stage: str) -> dict[str, Any]:
     assert profile.gke is not None
@@ -183,7 +203,7 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
         "ttlSecondsAfterFinished": opts.gke.train_ttl_s,
         "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
         "coordinator": {"replicatedJob": HEAD},
-        "startupPolicy": {"startupPolicyOrder": "InOrder"},
+        "startupPolicy": {"startupPolicyOrder": startup_order(profile)},
         "successPolicy": {"operator": "All", "targetReplicatedJobs": [HEAD]},
         "failurePolicy": failure_policy(opts.gke.train_max_restarts, "Recreate"),
         "replicatedJobs": [head, worker],

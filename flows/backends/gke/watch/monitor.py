@@ -185,6 +185,10 @@ class Monitor:
         with self._memory:
             return list(self.scaling_events.values())
 
+    def scaling_events_seen(self) -> list[Obj]:
+        """The autoscaler's events as seen, for the spend meter after the watch."""
+        return self._scaling_events()
+
     def _failing(self) -> str:
         """The error of a watch that is failing now, or ""."""
         return next((f"{w.label}: {w.last_error}" for w in self.watches if w.last_error), "")

@@ -1,19 +1,22 @@
 """What a stage has spent on TPU time so far, charged as the watch goes, against the caps.
 
-Why charged in the watch: the monitor already wakes every tick with the JobSet's pods in hand,
-so the chip-hours held since the last tick cost no API call. Held, as in the plan
-(flows/config/spend.py ``stage_chips_held``): the whole static pool on a reservation from the
-watch's start. In a mode that scales from zero GCP bills the TPU nodes while they exist, and
-they exist from the scale-up a TPU pod triggers until the autoscaler removes them as unneeded.
-So the stage's chips are charged while a pod that requests ``google.com/tpu`` is bound to a
-node: not while only the Pathways head (on cpu-np) is pulling its image or starting, which
-with ``startupPolicyOrder: InOrder`` comes before the TPU workers even exist (jobset v0.10.1
-pkg/controllers/jobset_controller.go resumeJobsIfNecessary). When the watch of a submission
-ends after such pods held the slice, ``pause`` charges the scale-down tail the nodes are billed
-for afterwards (flows/config/spend.py SCALE_DOWN_TAIL_S), and the run's ledger remembers until
-when that is paid, so a next submission or stage that binds the same nodes within the tail is
-not charged twice. A TPU node is bound a moment after it is created: the charge trails GCP's
-by that much (one watch tick against the fake cluster).
+Why charged in the watch: the monitor already wakes every tick, so the caps are checked
+without an API call of their own. Held, as in the plan (flows/config/spend.py
+``stage_chips_held``): the whole static pool on a reservation from the watch's start. In a
+mode that scales from zero GCP bills each TPU VM from its creation to its deletion, so the
+run's TPU nodes are charged for their lifetimes, each at its pool's mode's price
+(``charge_nodes``; the node watch and its record: watch/tpu_nodes.py, started by
+watch/node_charges.py): the nodes of a JobSet deleted mid scale-up, and those the autoscaler
+keeps after the pods end (unneeded time, then the delay after the cluster's last scale-up),
+which the watch goes on charging after the stage until they are gone, for at most the tail
+the plan counts. A chain that starts with a reservation charges its static pool as such and
+its later steps' nodes at their own prices. The run's ledger remembers up to when each node
+is paid, so stages and submissions that see the same node never charge it twice.
+
+Until the node watch has listed the nodes (a cluster whose RBAC refuses it), the stage's
+chips are charged while a pod that requests ``google.com/tpu`` is bound to a node, and a
+fixed scale-down tail (SCALE_DOWN_TAIL_S, the bound) after such pods end, in ``pause``:
+what follows describes that record.
 
 The watch's copies can miss when a slice came up: the ticks go on while a watch is dropped,
 the API answers 5xx or the pod watch lags, so pods first seen bound (or already ended) were
@@ -43,7 +46,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from flows.backends.gke.watch.tpu_nodes import TpuNodes
 from flows.backends.gke.watch.verdict import condition
+from flows.config.capacity import SCALE_FROM_ZERO
 from flows.config.profile import Profile
 from flows.config.spend import SCALE_DOWN_TAIL_S, stage_chips_held
 from flows.core.failures import Diagnosis, FailureCategory
@@ -51,6 +56,8 @@ from flows.core.failures import Diagnosis, FailureCategory
 Obj = dict[str, Any]
 _LEDGER: dict[str, float] = {}
 _PAID_UNTIL: dict[str, float] = {}  # run → clock time up to which its TPU nodes are charged
+# run → node → wall time up to which that node is charged (node lifetimes, tpu_nodes.py)
+_NODE_PAID: dict[str, dict[str, float]] = {}
 _LOCK = threading.Lock()
 TPU_RESOURCE = "google.com/tpu"
 
@@ -181,6 +188,12 @@ class SpendMeter:
     tail_s: float = 0.0  # billed after the TPU pods end (from zero: SCALE_DOWN_TAIL_S)
     wall: Callable[[], float] = time.time  # the pods' record is in the API's wall-clock time
     spent_usd: float = 0.0
+    # the run's TPU nodes (tpu_nodes.py), once a node watch feeds them: their lifetimes are
+    # what is charged for the pools that scale from zero, each node at its mode's price
+    nodes: TpuNodes | None = field(default=None, repr=False)
+    chips_per_node: int = 0
+    node_prices: dict[str, float] = field(default_factory=dict)
+    _since_wall: float = field(default=0.0, repr=False)  # nodes are charged from here on
     _last: float | None = field(default=None, repr=False)
     _held: bool = field(default=False, repr=False)  # TPU pods held nodes since the last pause
     _seen: set[str] = field(default_factory=set, repr=False)  # TPU pods charged or seen bound
@@ -191,10 +204,44 @@ class SpendMeter:
         return self._last
 
     @property
+    def by_nodes(self) -> bool:
+        """The node watch has listed the run's TPU nodes: their lifetimes are charged, not
+        the pods' (a cluster whose RBAC refuses the node list leaves the pods' record)."""
+        return self.nodes is not None and self.nodes.synced
+
+    def attach_nodes(self, nodes: TpuNodes, chips_per_node: int,
+                     node_prices: dict[str, float]) -> None:
+        """Charge the pools that scale from zero by ``nodes``' lifetimes from now on."""
+        self.nodes, self.chips_per_node = nodes, chips_per_node
+        self.node_prices, self._since_wall = dict(node_prices), self.wall()
+
+    def charge_nodes(self) -> Diagnosis | None:
+        """Charge every run node up to now (or its end), less what the run already paid for
+        it: the node watch calls this on every change, the monitor on every tick, a stage's
+        watch after its end, each charging each node-second once."""
+        if not self.by_nodes:
+            return None
+        assert self.nodes is not None
+        now = self.wall()
+        with _LOCK:
+            paid = _NODE_PAID.setdefault(self.key, {})
+            for life in self.nodes.lifetimes():
+                start = max(life.created, self._since_wall, paid.get(life.name, life.created))
+                end = now if life.gone is None else life.gone
+                if end <= start:
+                    continue
+                price = self.node_prices.get(life.mode, self.usd_per_chip_hour)
+                usd = self.chips_per_node * (end - start) / 3600.0 * price
+                self.spent_usd += usd
+                _LEDGER[self.key] = _LEDGER.get(self.key, 0.0) + usd
+                paid[life.name] = end
+        return self.crossed()
+
+    @property
     def slice_unseen(self) -> bool:
         """From zero, no TPU pod seen holding since the last pause: what the slice cost, if
-        it came up at all, is still to be read from its pods' record."""
-        return not self.static_pool and not self._held
+        it came up at all, is still to be read from its pods' record (not with the nodes')."""
+        return not self.static_pool and not self._held and not self.by_nodes
 
     @property
     def run_spent_usd(self) -> float:
@@ -205,6 +252,11 @@ class SpendMeter:
         crossed (the caller deletes the JobSet). ``gone``: TPU pods once seen bound that the
         API no longer has (``BoundPods.gone``), in their last version."""
         now = self.clock()
+        if self.by_nodes:
+            self.charge_nodes()
+            if not self.static_pool:  # a chain's reservation is charged as its static pool
+                self._last = now
+                return self.crossed()
         held = self.static_pool or holds_tpu(pods)
         if not self.static_pool:
             self._charge_unseen(pods, gone or [], now)
@@ -254,6 +306,9 @@ class SpendMeter:
         between); a static pool is billed meanwhile anyway, so its clock keeps running."""
         if self.static_pool:
             return None
+        if self.by_nodes:  # the nodes are charged while they live, not by a guessed tail
+            self._last, self._held = None, False
+            return self.charge_nodes()
         if self._held and self._last is not None:
             self._add(self._last, self._last + self.tail_s)
         self._last, self._held = None, False
@@ -275,11 +330,21 @@ def meter_for(profile: Profile, stage: str, clock: Callable[[], float] = time.mo
     gke = profile.gke
     if gke is None or (gke.max_usd_per_run is None and stage not in gke.max_usd_per_stage):
         return None
+    prices = node_prices(profile)
     return SpendMeter(stage, stage_chips_held(gke, stage), gke.usd_per_chip_hour,
                       not gke.scales_from_zero, gke.max_usd_per_run,
                       gke.max_usd_per_stage.get(stage),  # type: ignore[call-overload]
                       run_key() if key is None else key, clock,
-                      SCALE_DOWN_TAIL_S if gke.scales_from_zero else 0.0)
+                      SCALE_DOWN_TAIL_S if prices else 0.0, node_prices=prices)
+
+
+def node_prices(profile: Profile) -> dict[str, float]:
+    """Each mode of the chain that scales from zero at its own price: a node is charged at
+    its pool's mode (its ``tpurl/capacity`` label), whichever step of the chain runs."""
+    gke = profile.gke
+    assert gke is not None
+    return {mode: gke.mode_usd_per_chip_hour(mode) for mode in gke.capacity_chain
+            if mode in SCALE_FROM_ZERO}
 
 
 def budget_diagnosis(stage: str, spent: float, cap: float, field_name: str,

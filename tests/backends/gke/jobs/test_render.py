@@ -246,3 +246,20 @@ def test_labels_queue_and_determinism(profile: Profile):
         if obj["kind"] == "JobSet":
             assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "user-queue"
             assert len(obj["metadata"]["name"]) <= 28
+
+
+@pytest.mark.parametrize(("chain", "order"), [
+    ("on-demand", "InOrder"), ("spot,on-demand", "InOrder"), ("queued", "AnyOrder"),
+    ("queued,on-demand", "AnyOrder"), ("on-demand,queued", "InOrder")])
+def test_queued_capacity_starts_the_workers_with_the_head(chain: str, order: str) -> None:
+    """A queued slice exists, billed, before Kueue admits the JobSet, and its booking lapses
+    if no pod uses it in time: the workers start with the head (AnyOrder) so they bind at
+    admission; every other mode keeps Pathways' InOrder (the head first, then the slice
+    scales up). The order follows the chain's first mode, the one the JobSet is rendered for
+    (capacity_run.in_mode puts the step's mode first)."""
+    from tests.support.profiles import capacity_overrides
+
+    profile = tutorial_profile(**capacity_overrides(chain))
+    jobset = _jobsets(profile)["train"]
+    assert jobset["spec"]["startupPolicy"] == {"startupPolicyOrder": order}
+    assert not jobset_errors(jobset)

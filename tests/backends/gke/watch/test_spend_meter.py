@@ -349,7 +349,7 @@ def test_a_from_zero_meter_charges_the_slices_stages_and_the_tail() -> None:
     convert = meter_for(profile, "convert", key="run-2")
     assert train is not None and convert is not None
     assert (train.chips, train.usd_per_chip_hour, train.static_pool, train.tail_s) == \
-        (32, 1.5, False, 600.0)
+        (32, 1.5, False, 1200.0)  # the tail bound: unneeded + delay after add
     assert (train.run_cap, train.stage_cap) == (500.0, 400.0)
     assert (convert.chips, convert.stage_cap) == (0, None)  # the CPU pool: no TPU chips
 

@@ -1,0 +1,63 @@
+"""A stage's spend meter fed by the run's TPU nodes: the node watch that charges their
+lifetimes (watch/tpu_nodes.py) started for a stage and kept after it until the nodes are
+gone or the teardown tail the plan counts has passed (flows/config/spend.py
+SCALE_DOWN_TAIL_S).
+
+A stage that ends while its slice scales up (its JobSet deleted by a fallback, the cap or
+Ctrl-C) still gets the slice: the autoscaler resized the node group, and the VMs come up
+idle and stay until removed as unneeded. So when the autoscaler's last TriggeredScaleUp for
+the JobSet's pods (the monitor keeps its events) came after every node seen, the nodes are
+waited for too, within the same bound."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from flows.backends.gke.watch.client import Cluster
+from flows.backends.gke.watch.spend import SpendMeter
+from flows.backends.gke.watch.stream import WatchSettings
+from flows.backends.gke.watch.tpu_nodes import (
+    NodeWatch,
+    TpuNodes,
+    belongs_to_run,
+    run_node_selector,
+)
+from flows.config.capacity import SCALE_FROM_ZERO
+from flows.config.profile import Profile
+
+
+def watch_run_nodes(spend: SpendMeter | None, profile: Profile, cluster: Cluster,
+                    settings: WatchSettings, warn: Callable[[str], None]) -> NodeWatch | None:
+    """Start charging ``spend`` by the run's TPU nodes, for a stage whose jobs bring TPU
+    nodes up in a mode that scales from zero; None when there is nothing to watch."""
+    gke = profile.gke
+    assert gke is not None
+    modes = frozenset(m for m in gke.capacity_chain if m in SCALE_FROM_ZERO)
+    if spend is None or not spend.chips or not modes:
+        return None
+    nodes = TpuNodes(functools.partial(belongs_to_run, modes=modes,
+                                       unlabelled=gke.scales_from_zero), wall=spend.wall)
+    spend.attach_nodes(nodes, gke.chips_per_host, spend.node_prices)
+    lister = functools.partial(cluster.core.list_node,
+                               label_selector=run_node_selector(gke.machine.accelerator_label))
+    return NodeWatch(nodes, lister, settings, warn, spend.charge_nodes).start()
+
+
+def scale_up_triggered_at(events: list[dict[str, Any]], jobset: str) -> float | None:
+    """When the autoscaler last triggered a scale-up for a pod of ``jobset`` (its
+    TriggeredScaleUp event's lastTimestamp, wall-clock), or None."""
+    times = []
+    for event in events:
+        pod = str((event.get("involvedObject") or {}).get("name") or "")
+        stamp = event.get("lastTimestamp") or event.get("firstTimestamp")
+        if event.get("reason") != "TriggeredScaleUp" or not pod.startswith(f"{jobset}-") or \
+                not isinstance(stamp, str):
+            continue
+        try:
+            times.append(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+        except ValueError:
+            continue
+    return max(times, default=None)

@@ -1,0 +1,181 @@
+"""The run's TPU nodes as a node watch sees them: when each was created and when it went, which
+is what Compute Engine bills a TPU VM for.
+
+Why nodes, not the pods bound to them: GCP bills a VM from RUNNING to its deletion, whoever
+runs on it. The cluster autoscaler creates a slice's nodes for pending TPU pods and keeps
+them after the pods are gone: it removes a node only once it has been unneeded for
+``--scale-down-unneeded-time`` and no scale-up anywhere in the cluster happened within
+``--scale-down-delay-after-add`` (both 10 min by default: kubernetes/autoscaler
+cluster-autoscaler/main.go flags; core/static_autoscaler.go RunOnce updates the unneeded
+nodes every loop, then skips the removal while ``lastScaleUpTime + ScaleDownDelayAfterAdd``
+is after now). The CPU pool's scale-up for the next stage lands right after training, so
+that delay runs out after the TPU pods ended. A scale-up that was triggered goes on after
+its JobSet is deleted (a fallback, a cap, Ctrl-C): the autoscaler resized the node group and
+the VMs come up all the same, idle, until removed as unneeded. None of that has a pod.
+
+Which nodes are the run's: those carrying its TPU pools' labels, the accelerator GKE puts on
+every TPU node and ``tpurl/capacity`` of a mode of the chain that scales from zero
+(flows/backends/gke/capacity_pools.py); a node without our label (a lone pool deployed
+before it existed) is the run's when the profile scales from zero at all. One profile's
+cluster runs one run at a time (the profile lock), so every such node is this run's. A node
+created before the meter started is charged from the meter's start: its earlier life was
+another run's.
+
+Times are wall-clock Unix seconds: a node's creationTimestamp (whole seconds, so its
+creation is taken one second later, never charging a second it did not exist) and, for its
+end, the moment the watch first saw it gone (a DELETED event, or a relist without it): no
+earlier than the deletion, by the watch's delay. Pure but for the clock; the watch thread
+feeds it, the monitor's ticks read it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from flows.backends.gke.capacity_pools import CAPACITY_LABEL
+from flows.backends.gke.watch.stream import Lister, ObjectWatch, WatchSettings
+
+Obj = dict[str, Any]
+log = logging.getLogger(__name__)
+TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """One node's life as seen: created (wall), gone (wall; None while it exists), its mode."""
+
+    name: str
+    created: float
+    gone: float | None
+    mode: str
+
+
+def _created_at(node: Obj) -> float | None:
+    stamp = (node.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def run_node_selector(accelerator: str) -> str:
+    """The label selector the node watch lists with: every TPU node of the slice's kind (the
+    capacity label is checked per node: a selector cannot say "one of these modes" to every
+    API server the same way)."""
+    return f"{TPU_ACCELERATOR_LABEL}={accelerator}"
+
+
+def belongs_to_run(node: Obj, modes: frozenset[str], unlabelled: bool) -> bool:
+    """A node of one of the run's pools: its ``tpurl/capacity`` is a metered mode, or it has
+    none and ``unlabelled`` (the profile scales from zero, so its lone pool is the run's)."""
+    mode = ((node.get("metadata") or {}).get("labels") or {}).get(CAPACITY_LABEL)
+    return mode in modes if mode is not None else unlabelled
+
+
+class TpuNodes:
+    """Every run node the watch has shown, with its lifetime so far."""
+
+    def __init__(self, belongs: Callable[[Obj], bool],
+                 wall: Callable[[], float] = time.time) -> None:
+        self.belongs, self.wall = belongs, wall
+        self._lives: dict[str, Lifetime] = {}
+        self._lock = threading.Lock()
+        self.synced = False  # a first list arrived: absence means gone
+
+    def seen(self, nodes: list[Obj]) -> None:
+        """The watch's current copies (after every change): new nodes start, missing ones
+        end now."""
+        now = self.wall()
+        with self._lock:
+            here = set()
+            for node in nodes:
+                if not self.belongs(node):
+                    continue
+                meta = node.get("metadata") or {}
+                key = str(meta.get("uid") or meta.get("name"))
+                here.add(key)
+                if key not in self._lives:
+                    created = _created_at(node)
+                    # whole seconds: a node created at t existed from some time in [t, t + 1)
+                    start = now if created is None else min(created + 1.0, now)
+                    mode = str((meta.get("labels") or {}).get(CAPACITY_LABEL, ""))
+                    self._lives[key] = Lifetime(str(meta.get("name")), start, None, mode)
+            for key, life in list(self._lives.items()):
+                if life.gone is None and key not in here:
+                    self._lives[key] = Lifetime(life.name, life.created, now, life.mode)
+            self.synced = True
+
+    def lifetimes(self) -> list[Lifetime]:
+        with self._lock:
+            return list(self._lives.values())
+
+    def created_since(self, wall: float) -> bool:
+        """A node created in or after the second ``wall`` (the events' whole seconds; a
+        node's start is its creationTimestamp + 1, so strictly later)."""
+        with self._lock:
+            return any(life.created > wall for life in self._lives.values())
+
+    def any_live(self) -> bool:
+        with self._lock:
+            return any(life.gone is None for life in self._lives.values())
+
+
+class NodeWatch:
+    """Lists and watches the run's TPU nodes into ``nodes`` and calls ``on_seen`` after each
+    change (the meter charges then, so the nodes are charged between submissions and after
+    the stage too, when no monitor ticks). ``linger`` keeps it after the stage: the nodes
+    are billed until the autoscaler removes them, so they are watched until none lives, or
+    for at most the teardown tail the plan counts (then what is left is reported)."""
+
+    def __init__(self, nodes: TpuNodes, lister: Lister, settings: WatchSettings,
+                 warn: Callable[[str], None], on_seen: Callable[[], object]) -> None:
+        self.nodes, self.on_seen, self.warn = nodes, on_seen, warn
+        self.watch = ObjectWatch("tpu-nodes", lister, self._changed, settings, warn)
+
+    def _changed(self) -> None:
+        self.nodes.seen(self.watch.snapshot())
+        self.on_seen()
+
+    def start(self) -> NodeWatch:
+        self.watch.start()
+        return self
+
+    def stop(self) -> None:
+        self.watch.stop()
+
+    def linger(self, bound_s: float, poll_s: float,
+               expected_after: float | None = None) -> threading.Thread:
+        """After the stage: charge on until no run node lives or ``bound_s`` has passed;
+        ``expected_after``: a scale-up was triggered then (wall-clock), so until a node
+        created since then has come and gone, too."""
+        def waiting() -> bool:
+            return self.nodes.any_live() or (expected_after is not None and
+                                             not self.nodes.created_since(expected_after))
+
+        def until_gone() -> None:
+            deadline = time.monotonic() + bound_s
+            while waiting() and time.monotonic() < deadline:
+                time.sleep(poll_s)
+            try:
+                if self.nodes.any_live():
+                    live = sorted(life.name for life in self.nodes.lifetimes()
+                                  if life.gone is None)
+                    self.warn(f"TPU nodes {', '.join(live)} still exist {bound_s / 60:g} min "
+                              "after the stage: charged up to now, no longer watched (`tpurl "
+                              "status PROFILE` shows what the pools hold)")
+                self.on_seen()
+            except Exception:  # the run's logger may be gone by now: the charge is kept
+                log.debug("the TPU nodes' last charge after the stage failed", exc_info=True)
+            finally:
+                self.stop()
+        thread = threading.Thread(target=until_gone, daemon=True, name="tpu-nodes-tail")
+        thread.start()
+        return thread
