@@ -41,7 +41,7 @@ from flows.core.planned_programs import planned_workloads
 from flows.core.programs import convert_workload
 from flows.core.storage import file_uri
 from tests.backends.gke.test_capacity_chain import groups_for, queued_on
-from tests.fakes.gke_backend import BUDGETS, ListLogger, make_backend, run_stage
+from tests.fakes.gke_backend import BUDGETS, ListLogger, make_backend, no_jobsets_left, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.node_groups import ClusterAutoscaler, NodeGroup
 from tests.fakes.kube_api.rbac import Call, granted, role_rules
@@ -123,7 +123,11 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
     assert backend.clear_leftovers("train", str(tmp_path / "out")) == 0
 
     # a spend cap on a pool that scales from zero: the meter lists and watches the run's TPU
-    # nodes, cluster-scoped (watch/tpu_nodes.py)
+    # nodes, cluster-scoped (watch/tpu_nodes.py). Another configuration of the same stage:
+    # the finished JobSet of the runs above goes first, as an operator would delete it
+    for finished in kube.find("jobsets"):
+        kube.delete("jobsets", "default", finished["metadata"]["name"])
+    assert no_jobsets_left(kube)
     capped = tutorial_profile(**capacity_overrides("on-demand"),
                               **{"gke.max_usd_per_run": "2000"})
     scenario(kube, [(0.1, admit), (0.05, start), (0.1, succeed)])
