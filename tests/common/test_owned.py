@@ -133,7 +133,7 @@ def test_a_marker_counts_only_with_the_owner_of_the_directory(world: dict[str, P
     (mine / "sub").mkdir()
     (mine / "sub" / "theirs.txt").write_text("x")
     other.own(mine / "sub" / "theirs.txt")
-    with pytest.raises(NotOurs, match="theirs.txt, which belongs to"):
+    with pytest.raises(NotOurs, match=r"theirs\.txt, which belongs to"):
         remove_owned(mine)
     assert (mine / "sub" / "theirs.txt").exists()
 
