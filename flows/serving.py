@@ -22,6 +22,7 @@ from prefect import flow, get_run_logger
 
 from flows.backends import backend_for
 from flows.config import load_profile
+from flows.config.loading import require_profile_name
 from flows.config.profile import Profile
 from flows.config.registry import MlflowRegistry
 from flows.core.error_redaction import redacting_errors
@@ -37,11 +38,13 @@ def record_promoted_model(profile: str, model_uri: str, run: str = "") -> str:
     """Record the promoted model as the one to serve.
 
     Args:
-        profile: The profile whose model was promoted (the event's tpurl.profile label).
+        profile: The profile whose model was promoted (the event's tpurl.profile label): a
+            shipped profile's name, never a path.
         model_uri: The promoted HF export (the event's payload model_uri).
         run: The flow run that produced it (the event's payload run).
     """
-    cfg = load_profile(profile)
+    # an event's label or a run form's field: a shipped profile's name, never a path
+    cfg = load_profile(str(require_profile_name(profile)))
     storage = backend_for(cfg).storage
     registry = cfg.promotion_rule.register if cfg.promotion_rule else None
     if registry is not None and registry.mlflow is not None:
