@@ -14,3 +14,62 @@ GOOGLE_ACCESS_TOKEN = re.compile(r"ya29\.[A-Za-z0-9._-]{20,}")  # an OAuth2 acce
 HF_TOKEN_UPPER = re.compile(r"HF_(?=[A-Z]*[0-9])[A-Z0-9]{20,}")
 # (marker, pattern): the marker is a cheap substring test before the expression
 TOKEN_SHAPES = (("hf_", HF_TOKEN), ("HF_", HF_TOKEN_UPPER), ("ya29.", GOOGLE_ACCESS_TOKEN))
+
+# What a program's output may put inside a token it prints: ANSI escape sequences (colour and
+# cursor codes a terminal-aware logger inserts, ECMA-48 CSI and OSC), blanks and colons
+# (groupings such as "hf_abcd efgh ..." or "hf:abcd:..."). Line breaks are handled apart
+# (flows/core/redaction.py: a token wrapped over lines).
+ANSI_ESCAPE = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])"
+SEPARATOR = re.compile(rf"(?:{ANSI_ESCAPE}|[ \t:])")
+GAP = rf"(?:{ANSI_ESCAPE}|[ \t:])*"  # any separators, or none
+_GAP1 = rf"(?:{ANSI_ESCAPE}|[ \t:])+"
+
+
+def _split(prefix: str, joiner: str, body: str, longest: int) -> re.Pattern[str]:
+    """``prefix``, ``joiner`` and a body of 20 to ``longest`` characters (then to the end of
+    the piece it is in), with separators anywhere; the joiner may be replaced by one."""
+    head = GAP.join(map(re.escape, prefix))
+    return re.compile(rf"{head}(?:{GAP}{re.escape(joiner)}{GAP}|{_GAP1})"
+                      rf"(?:{body}{GAP}){{19,{longest - 1}}}{body}+")
+
+
+# The shapes above with separators inside: (marker, pattern, the same without separators,
+# the body's longest length). The body is capped at the length the issuer gives (34 for a
+# Hugging Face token), so the words after a token are not taken for more of it.
+SPLIT_TOKEN_SHAPES = (
+    ("hf", _split("hf", "_", "[A-Za-z0-9]", 34), re.compile(r"hf_?([A-Za-z0-9]{20,})"), 34),
+    ("ya29", _split("ya29", ".", "[A-Za-z0-9._-]", 200),
+     re.compile(r"ya29\.?([A-Za-z0-9._-]{20,})"), 200))
+_TRAILING_ESCAPES = re.compile(rf"(?:{ANSI_ESCAPE})+$")
+
+
+def starts_a_word(text: str, start: int) -> bool:
+    """Whether ``text[start:]`` begins a word: escape codes before it do not count, so a
+    token coloured from its first character is still one ("<ESC>[0mhf_...")."""
+    if start == 0 or not text[start - 1].isalnum():
+        return True
+    before = text[max(0, start - 64):start]
+    if "\x1b" not in before:
+        return False
+    return not _TRAILING_ESCAPES.sub("", before)[-1:].isalnum()
+
+
+def random_looking(body: str) -> bool:
+    """At least a fifth of ``body`` upper-case and a fifth lower-case letters: what a token
+    drawn uniformly from letters and digits has but for a chance under 1 %, and English
+    prose, lower-case with a few capitals, does not."""
+    upper = sum(c.isupper() for c in body)
+    lower = sum(c.islower() for c in body)
+    return upper * 5 >= len(body) and lower * 5 >= len(body)
+
+
+def token_like(split: str, marker: str) -> bool:
+    """Whether a match of a SPLIT_TOKEN_SHAPES pattern is a token rather than prose.
+
+    Split by escape codes alone it is the token shape as it stands. Split by blanks or
+    colons it could be words ("hf_revision: main is not a commit of ..."), so it must look
+    drawn at random (:func:`random_looking`)."""
+    plain = re.sub(ANSI_ESCAPE, "", split)
+    if not re.search(r"[ \t:]", plain):
+        return True
+    return random_looking(SEPARATOR.sub("", plain)[len(marker):].lstrip("_."))
