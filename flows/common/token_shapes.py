@@ -12,8 +12,17 @@ GOOGLE_ACCESS_TOKEN = re.compile(r"ya29\.[A-Za-z0-9._-]{20,}")  # an OAuth2 acce
 # the same token upper-cased by a program (issue 37.7); a digit is required, so a long
 # upper-case constant such as HF_HUB_ENABLE_HF_TRANSFER is not taken for one
 HF_TOKEN_UPPER = re.compile(r"HF_(?=[A-Z]*[0-9])[A-Z0-9]{20,}")
+# Webhook URLs are the secret themselves (whoever has one can post): the host stays, the
+# path that authorizes goes (Slack's and Discord's documented forms, Microsoft Teams').
+SLACK_WEBHOOK = re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]{8,}")
+DISCORD_WEBHOOK = re.compile(r"(discord(?:app)?\.com/api/webhooks/)[A-Za-z0-9/_-]{8,}")
+TEAMS_WEBHOOK = re.compile(r"(\.webhook\.office\.com/)[^\s\"'<>]{8,}")
+# a password in a URL (an MLflow or webhook address with credentials): the user stays
+URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^@\s/]{4,}(?=@)")
 # (marker, pattern): the marker is a cheap substring test before the expression
-TOKEN_SHAPES = (("hf_", HF_TOKEN), ("HF_", HF_TOKEN_UPPER), ("ya29.", GOOGLE_ACCESS_TOKEN))
+TOKEN_SHAPES = (("hf_", HF_TOKEN), ("HF_", HF_TOKEN_UPPER), ("ya29.", GOOGLE_ACCESS_TOKEN),
+                ("hooks.slack.com/", SLACK_WEBHOOK), ("/api/webhooks/", DISCORD_WEBHOOK),
+                (".webhook.office.com/", TEAMS_WEBHOOK), ("://", URL_PASSWORD))
 
 # What a program's output may put inside a token it prints: ANSI escape sequences (colour and
 # cursor codes a terminal-aware logger inserts, ECMA-48 CSI and OSC), blanks and colons
