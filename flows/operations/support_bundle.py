@@ -279,19 +279,22 @@ def _image(bundle: Bundle, profile: Profile, storage_client: Any, run: str | Non
 def log_dirs(profile: Profile, run: str | None) -> list[str]:
     """The object prefixes of this profile's stage logs: the stage directories its layout
     names (flows/core/layout.py; content-keyed, so another profile's or another
-    configuration's directory is another path), the training run's being ``run``'s when
-    one is named. Nothing else in the bucket is read: other profiles' logs and runs share
-    it, and the output root, but are not this profile's to send."""
+    configuration's directory is another path). With ``run`` (a tpurl/run label, which is a
+    stage's content key, flows/backends/gke/jobs/manifests.py ``stage_run``: ``rl-<key>``
+    for training), the directories of that key under each of this profile's stage folders
+    instead. Nothing else in the bucket is read: other profiles' logs and runs share it,
+    and the output root, but are not this profile's to send."""
     from flows.core.eval_programs import eval_dir
     from flows.core.layout import Layout
     from flows.core.manifest import LOGS_DIR
     from flows.core.storage import join
 
     layout = Layout(profile)
-    train = join(layout.train_base, run) if run else layout.train_run_dir
-    dirs = [layout.sources_dir, layout.convert_dir, train, layout.export_dir]
+    dirs = [layout.sources_dir, layout.convert_dir, layout.train_run_dir, layout.export_dir]
     if profile.eval is not None:
         dirs += [eval_dir(layout, "base"), eval_dir(layout, "trained")]
+    if run is not None:  # the same stage folders, the run's key in place of the current one
+        dirs = [join(d.rsplit("/", 1)[0], run) for d in dirs]
     return [join(d, LOGS_DIR).split("://", 1)[-1].partition("/")[2] + "/" for d in dirs]
 
 
