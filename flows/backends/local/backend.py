@@ -211,6 +211,7 @@ class LocalBackend:
                     on_start(proc)
                 write_text(tag_path, ProcessTag.of(proc.pid, name, mark).to_json(),
                            f"{name}'s pid tag")
+                tag_path.chmod(0o600)  # the mark is the proof: for this user's eyes only
                 timer = threading.Timer(self.timeout_s, _kill_group, (proc, timed_out))
                 timer.daemon = True
                 timer.start()
