@@ -38,7 +38,7 @@ from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
 from flows.flow_runs.failure_event import on_run_failed
 from flows.flow_runs.run_log import readable_failures
-from flows.flow_runs.run_origin import deployed_overrides, run_origin
+from flows.flow_runs.run_origin import deployed_overrides, deployed_profile, run_origin
 from flows.integrations.judged import judged_model
 from flows.integrations.mlflow_run import RunFacts
 from flows.integrations.preflight import integration_issues
@@ -275,7 +275,8 @@ def rl_post_training(profile: ProfileName = "rehearsal", overrides: dict[str, st
     # every check before any side effect; a deployment's run may change run-tunable fields only
     origin = run_origin()
     cfg = load_profile(profile, merged, origin=origin, parameters=given,
-                       deployed=deployed_overrides() if origin == "deployment" else None)
+                       deployed=deployed_overrides() if origin == "deployment" else None,
+                       deployed_profile=deployed_profile())
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
     if problems := integration_issues(cfg):  # a tracker or registry that cannot be reached
         raise ProfileError(cfg.name, problems)

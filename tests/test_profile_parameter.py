@@ -1,8 +1,9 @@
 """A run created through the Prefect API takes its profile by name, never by path
 (flows/config/loading.py ``require_profile_name``): the serving flow always, the pipeline
-and the teardown in a deployment's run, the announcement dispatcher for the retrain
-deployment it targets. A path there would make the worker read any YAML file it can read
-and trust it as the operator's profile. Proven on a real Prefect API, with each flow run
+and the teardown in a deployment's run unless the path is the deployment's own `profile`
+(the operator's, as the dispatcher's retrain runs pass it on). A path from a run's creator
+would make the worker read any YAML file it can read and trust it as the operator's
+profile. Proven on a real Prefect API, with each flow run
 executed as a process worker executes it, and a real planted profile file at the path."""
 
 from __future__ import annotations
@@ -51,19 +52,15 @@ def test_a_deployment_run_refuses_a_path_an_in_process_call_takes_it(tmp_path: P
     for given in (str(planted), relative):
         with pytest.raises(ProfileError, match="never a path"):
             load_profile(given, {"local.root": str(tmp_path)}, origin="deployment")
-
-
-def test_the_dispatcher_refuses_a_retrain_deployment_whose_profile_is_a_path(
-        tmp_path: Path) -> None:
-    from flows.announcements.dispatch import admit
-    from flows.announcements.model import Announcement
-
-    planted = tmp_path / "planted.yaml"
-    planted.write_text((PROFILES_DIR / "rehearsal.yaml").read_text())
-    new = Announcement.of("dataset", "file:///data/x.parquet", "e1", "2026-01-01T00:00:00+00:00")
-    with pytest.raises(ProfileError) as refused:
-        admit({"profile": str(planted)}, new)
-    assert "profile (the retrain deployment's parameter): " in str(refused.value)
+        # another deployment's own path is no licence for this one's runs
+        with pytest.raises(ProfileError, match="never a path"):
+            load_profile(given, {"local.root": str(tmp_path)}, origin="deployment",
+                         deployed_profile=str(tmp_path / "other.yaml"))
+    # the deployment's own `profile` (prefect.yaml, the operator's) is as trusted as the file:
+    # the dispatcher's retrain runs of a target deployed with a path pass it on unchanged
+    root = {"local.root": str(tmp_path)}  # the deployment's own overrides, as prefect.yaml's
+    assert load_profile(str(planted), root, origin="deployment", deployed=root,
+                        deployed_profile=str(planted)).name
 
 
 @pytest.mark.services

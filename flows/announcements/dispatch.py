@@ -60,7 +60,7 @@ from flows.announcements.model import (
     retrain_run_name,
 )
 from flows.announcements.pending import PendingRun, pending_runs, settled_pending
-from flows.config.loading import load_profile, require_profile_name
+from flows.config.loading import load_profile
 from flows.config.profile import Profile
 from flows.core.error_redaction import redacting_errors
 
@@ -111,13 +111,12 @@ def admit(target_parameters: dict[str, Any], new: Announcement) -> Profile:
     """Refuse, before any run is made, what the target cannot or may not train: the
     target's profile (with the deployment's own overrides) says its backend and the URI
     prefixes its announcements may name (flows/announcements/admission.py). Returns the
-    profile. The target's ``profile`` parameter is taken as a shipped profile's name only:
-    the retrain run the dispatcher creates is a deployment's run, which refuses a path
-    (flows/config/loading.py require_profile_name), so a path is refused here first, before
-    any run is made."""
-    path = require_profile_name(target_parameters.get("profile", "rehearsal"),
-                                "profile (the retrain deployment's parameter)")
-    profile = load_profile(str(path), target_parameters.get("overrides") or {}, origin="flow")
+    profile. ``target_parameters`` are the target deployment's own, read from the API (set
+    by whoever deployed it, as trusted as prefect.yaml): its ``profile`` may be a path, which
+    the retrain run, passing the same value, is allowed too (flows/config/loading.py
+    load_profile ``deployed_profile``); a run's own parameters never reach here."""
+    profile = load_profile(str(target_parameters.get("profile", "rehearsal")),
+                           target_parameters.get("overrides") or {}, origin="flow")
     if problem := admission_problem(profile, new):
         raise AnnouncementError(problem)
     return profile

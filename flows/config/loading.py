@@ -70,7 +70,8 @@ def require_profile_name(value: object, parameter: str = "profile") -> Path:
     A run created through the Prefect API (the run form, an automation, an event's label,
     another deployment's parameters) is anyone's who can reach the API: a path there would
     make the flow read any YAML file the worker can read, and trust it as the operator's
-    profile. Only the shipped names are taken, before anything else is read."""
+    profile. Only the shipped names are taken, before anything else is read (a deployment's
+    own ``profile``, set by whoever deployed it, is the operator's: load_profile exempts it)."""
     text = value if isinstance(value, str) else repr(value)
     names = ", ".join(profile_names())
     problem = profile_name_problem(text) if isinstance(value, str) else \
@@ -112,7 +113,8 @@ def resolve_profile_path(name_or_path: str) -> Path:
 def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
                  environ: Mapping[str, str] | None = None, origin: Origin = "cli",
                  parameters: Mapping[str, str] | None = None,
-                 deployed: Mapping[str, Any] | None = None) -> Profile:
+                 deployed: Mapping[str, Any] | None = None,
+                 deployed_profile: str | None = None) -> Profile:
     """Return a validated profile or raise ProfileError listing every problem.
 
     ``parameters``: in a run, the run parameter that set an override other than
@@ -123,9 +125,12 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     apply to it. Any other key or value is the run's.
 
     In a deployment's run ``name_or_path`` must be a shipped profile's name
-    (:func:`require_profile_name`)."""
-    path = (require_profile_name(name_or_path) if origin == "deployment"
-            else resolve_profile_path(name_or_path))
+    (:func:`require_profile_name`), unless it is ``deployed_profile``: the ``profile`` the
+    deployment itself was created with (prefect.yaml, the operator's, trusted as the file)."""
+    if origin == "deployment" and name_or_path != deployed_profile:
+        path = require_profile_name(name_or_path)
+    else:
+        path = resolve_profile_path(name_or_path)
     try:
         raw = load_yaml(path.read_text())
     except yaml.YAMLError as exc:

@@ -37,3 +37,16 @@ def deployed_overrides() -> dict[str, Any]:
         defaults = client.read_deployment(deployment.id).parameters or {}
     given = defaults.get("overrides")
     return dict(given) if isinstance(given, dict) else {}
+
+
+def deployed_profile() -> str | None:
+    """The ``profile`` parameter the deployment itself was created with (prefect.yaml's, the
+    deploying operator's), or None: the one value of a deployment run's ``profile`` that may
+    be a path (flows/config/loading.py ``require_profile_name``), as trusted as the file."""
+    if not deployment.id:
+        return None
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        given = (client.read_deployment(deployment.id).parameters or {}).get("profile")
+    return given if isinstance(given, str) else None

@@ -29,7 +29,7 @@ from flows.config.choices import GkeProfileName, gke_profile_names
 from flows.core.error_redaction import redacting_errors
 from flows.core.failures import user_error
 from flows.flow_runs.run_log import readable_failures
-from flows.flow_runs.run_origin import run_origin
+from flows.flow_runs.run_origin import deployed_profile, run_origin
 from flows.locking.profile_lock import profile_lock
 
 
@@ -42,7 +42,8 @@ def _run_name() -> str:
 
 def gke_profile(profile: str, overrides: Mapping[str, str] | None) -> Profile:
     """The validated profile, refused with the field and the fix unless it runs on GKE."""
-    cfg = load_profile(profile, overrides, origin=run_origin())
+    cfg = load_profile(profile, overrides, origin=run_origin(),
+                       deployed_profile=deployed_profile())
     if cfg.gke is None:
         raise ProfileError(cfg.name, [Issue(
             "profile", f"uses backend {cfg.backend}: it has no cluster to tear down",
