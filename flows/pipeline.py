@@ -41,7 +41,7 @@ from flows.deployed.declared import deployment_declared
 from flows.deployed.run_choices import refuse_run_choices
 from flows.flow_runs.failure_event import on_run_failed
 from flows.flow_runs.run_log import readable_failures
-from flows.flow_runs.run_origin import run_origin
+from flows.flow_runs.run_origin import deployed_fields, run_origin
 from flows.integrations.judged import judged_model
 from flows.integrations.mlflow_run import RunFacts
 from flows.integrations.preflight import integration_issues
@@ -293,7 +293,8 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
         merged["model.hf_revision"], given["model.hf_revision"] = model_revision, "model_revision"
     # every check before any side effect; a deployment's run may change run-tunable fields only
     cfg = load_profile(profile, merged, origin=origin, parameters=given,
-                       deployed=declared.overrides, deployed_env=declared.env)
+                       deployed=deployed_fields(declared), deployed_env=declared.env,
+                       deployed_profile=declared.profile)
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
     if problems := integration_issues(cfg):  # a tracker or registry that cannot be reached
         raise ProfileError(cfg.name, problems)

@@ -22,6 +22,7 @@ from prefect import flow, get_run_logger
 
 from flows.backends import backend_for
 from flows.config import load_profile
+from flows.config.loading import require_profile_name
 from flows.config.profile import Profile
 from flows.config.registry import MlflowRegistry
 from flows.core.error_redaction import redacting_errors
@@ -40,7 +41,8 @@ def record_promoted_model(profile: str, model_uri: str, run: str = "") -> str:
     """Record the promoted model as the one to serve.
 
     Args:
-        profile: The profile whose model was promoted (the event's tpurl.profile label).
+        profile: The profile whose model was promoted (the event's tpurl.profile label): a
+            shipped profile's name, never a path.
         model_uri: The promoted HF export (the event's payload model_uri).
         run: The flow run that produced it (the event's payload run).
     """
@@ -50,6 +52,8 @@ def record_promoted_model(profile: str, model_uri: str, run: str = "") -> str:
     origin = run_origin()
     declared = deployment_declared()
     refuse_run_choices(declared, {"profile": profile}, profile_fixed=False)
+    # an event's label or a run form's field: a shipped profile's name, never a path
+    require_profile_name(profile)
     cfg = load_profile(profile, origin=origin, deployed_env=declared.env)
     storage = backend_for(cfg).storage
     registry = cfg.promotion_rule.register if cfg.promotion_rule else None

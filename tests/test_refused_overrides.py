@@ -13,15 +13,13 @@ that is not run-tunable before any side effect, with the field named.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.support.profiles import fake_hf_token
+from tests.support.worker_run import execute_as_a_worker
 
 pytestmark = pytest.mark.services
 
@@ -81,9 +79,8 @@ def test_a_deployment_style_run_stores_the_parameter_but_its_refusal_does_not_qu
     assert "eval.batches" in logs and TOKEN not in logs
 
 
-# A deployment's run, executed as a process worker executes it (`python -m prefect.engine`
-# with PREFECT__FLOW_RUN_ID: prefect 3.9.1 prefect/workers/process.py line 99): its
-# overrides may change run-tunable fields only (flows/config/run_overrides.py).
+# A deployment's run, executed as a process worker executes it (tests/support/worker_run.py):
+# its overrides may change run-tunable fields only (flows/config/run_overrides.py).
 DEPLOYMENT_RUNS = {
     "image": ({"image.base": "docker.io/attacker/evil:1"}, "image.base", "fixed by the "
               "deployment"),
@@ -92,17 +89,6 @@ DEPLOYMENT_RUNS = {
     "section": ({"local": ""}, "local", "fixed by the deployment"),
     "tunable, bad value": ({"eval.batches": "0"}, "eval.batches", "greater than or equal"),
 }
-
-
-def _execute_as_a_worker(run_id: str) -> subprocess.Popen[str]:
-    from prefect.settings import PREFECT_API_URL
-
-    from flows.common.paths import REPO_ROOT
-
-    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()),
-           "PREFECT__FLOW_RUN_ID": run_id}
-    return subprocess.Popen([sys.executable, "-m", "prefect.engine"], cwd=REPO_ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def test_a_deployment_s_run_is_refused_what_its_overrides_may_not_change(
@@ -122,7 +108,7 @@ def test_a_deployment_s_run_is_refused_what_its_overrides_may_not_change(
         runs = {kind: client.create_flow_run_from_deployment(deployment_id, parameters={
             "profile": "rehearsal", "overrides": overrides}).id
             for kind, (overrides, _field, _why) in DEPLOYMENT_RUNS.items()}
-    workers = {kind: _execute_as_a_worker(str(run_id)) for kind, run_id in runs.items()}
+    workers = {kind: execute_as_a_worker(str(run_id)) for kind, run_id in runs.items()}
     outputs = {kind: worker.communicate(timeout=600)[0] for kind, worker in workers.items()}
     from prefect.logging.handlers import APILogWorker
 

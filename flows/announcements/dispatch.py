@@ -121,7 +121,10 @@ def admit(target_parameters: dict[str, Any], new: Announcement) -> Profile:
     """Refuse, before any run is made, what the target cannot or may not train: the
     target's profile (with the deployment's own overrides) says its backend and the URI
     prefixes its announcements may name (flows/announcements/admission.py). Returns the
-    profile (its name is a safe path part, unlike a deployment's `profile` given as a path)."""
+    profile. ``target_parameters`` are the target deployment's own, read from the API (set
+    by whoever deployed it, as trusted as prefect.yaml): its ``profile`` may be a path, which
+    the retrain run, passing the same value, is allowed too (flows/config/loading.py
+    load_profile ``deployed_profile``); a run's own parameters never reach here."""
     profile = load_profile(str(target_parameters.get("profile", "rehearsal")),
                            target_parameters.get("overrides") or {}, origin="flow")
     if problem := admission_problem(profile, new):

@@ -13,6 +13,11 @@ enough for the worst case:
   :func:`claim` writes into a directory it has just created, before anything is installed
   into it. A directory without it (a home, a project, a venv someone made by hand) is
   refused with what to do, never emptied.
+* **Owner.** The marker is a file anyone who can write the directory can make, so it counts
+  only together with who owns what: the directory and its marker must belong to the user
+  running the tool, and before a removal nothing inside may belong to another user. Another
+  local user who plants a marker in a directory of theirs (or makes a directory of ours
+  hold their files) gets a refusal, never a deletion, even when the tool runs as root.
 
 Pure apart from the file-system reads it names; imports nothing of ``flows`` (the places
 themselves are ``flows.common.paths.tool_places``).
@@ -21,6 +26,7 @@ themselves are ``flows.common.paths.tool_places``).
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 from pathlib import Path
 
@@ -28,6 +34,22 @@ OWNER_MARKER = ".tpurl-owned"
 # Written by our installer after a completed install, before the marker existed: a venv
 # carrying it was built by this tool, so it counts as ours (kept for venvs made earlier).
 LEGACY_MARKERS = ("tpurl-installed-lock.txt",)
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _foreign(path: Path) -> str | None:
+    """Why ``path`` (not followed) is not the running user's, or None."""
+    uid = path.lstat().st_uid
+    if uid != os.geteuid():
+        return (f"belongs to {_owner(uid)}, not to {_owner(os.geteuid())} that runs tpurl; "
+                "the tool never deletes or writes into another user's files")
+    return None
 
 
 class NotOurs(Exception):
@@ -66,23 +88,51 @@ def claim(directory: Path) -> None:
     if directory.is_symlink():
         raise NotOurs(directory, "is a symbolic link; the tool creates its directories itself")
     directory.mkdir(parents=True, exist_ok=True)
+    if why := _foreign(directory):
+        raise NotOurs(directory, why)
     if any(p.name != OWNER_MARKER for p in directory.iterdir()):
         raise NotOurs(directory, "already holds files the tool did not put there")
-    (directory / OWNER_MARKER).write_text("created by tpurl; it may delete this directory\n")
+    marker = directory / OWNER_MARKER
+    if marker.is_symlink() or (marker.exists() and _foreign(marker)):
+        raise NotOurs(directory, f"holds a {OWNER_MARKER} the tool did not write")
+    marker.write_text("created by tpurl; it may delete this directory\n")
+
+
+def ownership_problem(directory: Path) -> str | None:
+    """Why ``directory`` is not one the tool made (None: it is): a real directory (not a
+    link) of the running user, carrying one of our markers, a regular file of that user."""
+    if directory.is_symlink() or not directory.is_dir():
+        return "is not a directory (a symbolic link, a file or nothing)"
+    if why := _foreign(directory):
+        return why
+    markers = [directory / name for name in (OWNER_MARKER, *LEGACY_MARKERS)]
+    found = [m for m in markers if m.is_file() and not m.is_symlink()]
+    if not found:
+        return (f"exists without the tool's marker ({OWNER_MARKER}); the tool never deletes a "
+                "directory it did not create")
+    if all(_foreign(m) for m in found):
+        return f"its {found[0].name} {_foreign(found[0])}"
+    return None
 
 
 def owned(directory: Path) -> bool:
-    """Whether ``directory`` is a real directory (not a link) carrying one of our markers."""
-    if directory.is_symlink() or not directory.is_dir():
-        return False
-    return any((directory / name).is_file() for name in (OWNER_MARKER, *LEGACY_MARKERS))
+    """Whether ``directory`` is ours: see :func:`ownership_problem`."""
+    return ownership_problem(directory) is None
+
+
+def _foreign_inside(directory: Path) -> str | None:
+    """The first entry below ``directory`` (links not followed) of another user, if any."""
+    for top, dirs, files in os.walk(directory):
+        for name in (*dirs, *files):
+            if why := _foreign(Path(top) / name):
+                return f"holds {Path(top) / name}, which {why}"
+    return None
 
 
 def remove_owned(directory: Path) -> None:
     """Remove a directory the tool made; refuse (:class:`NotOurs`) any other, touching nothing."""
     if not directory.exists() and not directory.is_symlink():
         return
-    if not owned(directory):
-        raise NotOurs(directory, "exists without the tool's marker "
-                      f"({OWNER_MARKER}); the tool never deletes a directory it did not create")
+    if (why := ownership_problem(directory)) or (why := _foreign_inside(directory)):
+        raise NotOurs(directory, why)
     shutil.rmtree(directory)

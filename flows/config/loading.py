@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +50,56 @@ def profile_names() -> list[str]:
     return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
 
 
+# A shipped profile's name (deployments/profiles/NAME.yaml): letters, digits and '.', '-', '_'
+# inside it; no separator, no leading dot, so it can only name a file of that folder.
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
+
+
+def profile_name_problem(value: str) -> str | None:
+    """Why ``value`` is not a profile's name but a path or something else (None: a name).
+    Pure: whether the profile exists is resolve_profile_path's question."""
+    if not _PROFILE_NAME.fullmatch(value) or ".." in value:
+        return f"{value!r} is not a profile name (a name has no '/', '\\', '..' or leading '.')"
+    if value.endswith((".yaml", ".yml")):
+        return f"{value!r} is a file name, not a profile name"
+    return None
+
+
+def require_profile_name(value: object, parameter: str = "profile") -> Path:
+    """The shipped profile ``value`` names, or ProfileError naming ``parameter``.
+
+    A run created through the Prefect API (the run form, an automation, an event's label,
+    another deployment's parameters) is anyone's who can reach the API: a path there would
+    make the flow read any YAML file the worker can read, and trust it as the operator's
+    profile. Only the shipped names are taken, before anything else is read (a deployment's
+    own ``profile``, set by whoever deployed it, is the operator's: load_profile exempts it)."""
+    text = value if isinstance(value, str) else repr(value)
+    names = ", ".join(profile_names())
+    problem = profile_name_problem(text) if isinstance(value, str) else \
+        f"{text} is not a profile name"
+    if problem is not None:
+        raise ProfileError(parameter, [Issue(
+            parameter, f"{problem}: a run created through the Prefect API takes a profile by "
+            "name only, never a path", f"give one of: {names} (a profile of your own is "
+            "deployed by adding it to deployments/profiles and deploying again; `tpurl run "
+            "FILE.yaml` runs a file locally)", "config/profile-not-a-name")],
+            header=f"run parameter {parameter!r} is invalid")
+    return shipped_profile_path(text)
+
+
+def shipped_profile_path(name: str) -> Path:
+    """deployments/profiles/NAME.yaml, or ProfileError naming the closest shipped name."""
+    path = PROFILES_DIR / f"{name}.yaml"
+    if not path.is_file():
+        close = difflib.get_close_matches(name, profile_names(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ProfileError(name, [Issue(
+            "profile", f"no profile named {name!r}{hint}",
+            f"use one of: {', '.join(profile_names())}, or a path to a YAML file",
+            "config/not-found")])
+    return path
+
+
 def resolve_profile_path(name_or_path: str) -> Path:
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
@@ -57,22 +108,15 @@ def resolve_profile_path(name_or_path: str) -> Path:
                 "profile", f"no file at {candidate}", "give an existing YAML file or a name "
                 f"from deployments/profiles: {', '.join(profile_names())}", "config/not-found")])
         return candidate
-    path = PROFILES_DIR / f"{name_or_path}.yaml"
-    if not path.is_file():
-        close = difflib.get_close_matches(name_or_path, profile_names(), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ProfileError(name_or_path, [Issue(
-            "profile", f"no profile named {name_or_path!r}{hint}",
-            f"use one of: {', '.join(profile_names())}, or a path to a YAML file",
-            "config/not-found")])
-    return path
+    return shipped_profile_path(name_or_path)
 
 
 def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
                  environ: Mapping[str, str] | None = None, origin: Origin = "cli",
                  parameters: Mapping[str, str] | None = None,
                  deployed: Mapping[str, Any] | None = None,
-                 deployed_env: Mapping[str, Any] | None = None) -> Profile:
+                 deployed_env: Mapping[str, Any] | None = None,
+                 deployed_profile: str | None = None) -> Profile:
     """Return a validated profile or raise ProfileError listing every problem.
 
     ``parameters``: in a run, the run parameter that set an override other than
@@ -83,8 +127,15 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     apply to it. Any other key or value is the run's. ``deployed_env``: likewise the
     deployment's ``job_variables.env``; in a deployment's run a TPURL_ field the environment
     sets with another name or value (the worker's inherited environment, which the
-    deployment's owner does not see) obeys the same run-tunable rule."""
-    path = resolve_profile_path(name_or_path)
+    deployment's owner does not see) obeys the same run-tunable rule.
+
+    In a deployment's run ``name_or_path`` must be a shipped profile's name
+    (:func:`require_profile_name`), unless it is ``deployed_profile``: the ``profile`` the
+    deployment itself was created with (prefect.yaml, the operator's, trusted as the file)."""
+    if origin == "deployment" and name_or_path != deployed_profile:
+        path = require_profile_name(name_or_path)
+    else:
+        path = resolve_profile_path(name_or_path)
     try:
         raw = load_yaml(path.read_text())
     except yaml.YAMLError as exc:

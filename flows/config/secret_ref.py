@@ -4,9 +4,10 @@ the last moment (flows/core/secrets.py) and redacted wherever it could show."""
 
 from __future__ import annotations
 
-from typing import Self
+from collections.abc import Iterator
+from typing import Any, Self
 
-from pydantic import model_validator
+from pydantic import BaseModel, model_validator
 
 from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
@@ -52,3 +53,20 @@ class SecretRef(StrictModel):
         if self.gcp_secret:
             return f"gcp-secret-manager:{self.gcp_secret}"
         return f"prefect-secret:{self.secret_block}"
+
+
+def secret_refs(value: Any, at: str = "") -> Iterator[tuple[str, SecretRef]]:
+    """Every secret reference below ``value`` (a profile, any section), with its dotted
+    field: whatever names a secret is found, including a section added later, so nothing
+    that redacts by the profile's references (the support bundle) misses one."""
+    if isinstance(value, SecretRef):
+        yield at, value
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from secret_refs(getattr(value, name), f"{at}.{name}" if at else name)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from secret_refs(item, f"{at}.{key}" if at else str(key))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from secret_refs(item, f"{at}[{index}]")

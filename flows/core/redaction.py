@@ -21,6 +21,13 @@ does any run of 8 or more token characters that is a piece of the token (a middl
 token wrapped over three). A text holding several lines at once (a traceback, a result) is
 also searched for the token with line breaks and indentation between any of its characters,
 so a narrow wrap whose pieces are shorter than 8 is caught there too.
+
+A token with separators inside a line (ANSI colour codes a logger put in, blanks or colons
+grouping it: flows/common/token_shapes.py ``SEPARATOR``) is caught too: a registered value
+wherever its characters appear in order with only separators between them, and the token
+shapes with separators anywhere, the joiner included (``hf:abcd:...``). Split by blanks or
+colons a shape could be prose, so it must also look drawn at random (``token_like``):
+field names and sentences after ``hf_`` stay as they are.
 """
 
 from __future__ import annotations
@@ -36,7 +43,15 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from flows.common.token_shapes import TOKEN_SHAPES
+from flows.common.token_shapes import (
+    GAP,
+    SEPARATOR,
+    SPLIT_TOKEN_SHAPES,
+    TOKEN_SHAPES,
+    random_looking,
+    starts_a_word,
+    token_like,
+)
 
 REDACTED = "***"
 MIN_LENGTH = 4  # shorter values would blank ordinary words: secrets.resolve refuses them
@@ -49,6 +64,8 @@ _lock = threading.Lock()
 _values: list[str] = []  # every form of every registered value, longest first
 _plain: list[str] = []  # the values themselves (and stripped), for the split-token pass
 _wrapped: list[re.Pattern[str]] = []  # each plain value with line breaks allowed anywhere
+# each plain value without separators, and with separators allowed anywhere
+_separated: list[tuple[str, re.Pattern[str]]] = []
 _WORD = re.compile(rf"[A-Za-z0-9_.~+/=-]{{{FRAGMENT},}}")  # a run that may be a token piece
 _BREAK = r"(?:\r?\n[ \t]*)?"
 
@@ -93,6 +110,9 @@ def register(value: str) -> None:
         _plain[:] = sorted(set(_plain) | {v for v in {value, value.strip()}
                                           if len(v) > FRAGMENT}, key=len, reverse=True)
         _wrapped[:] = [re.compile(_BREAK.join(map(re.escape, v.strip()))) for v in _plain]
+        _separated[:] = [(bare, re.compile(GAP.join(map(re.escape, bare)))) for bare in
+                         dict.fromkeys(SEPARATOR.sub("", v.strip()) for v in _plain)
+                         if len(bare) > FRAGMENT]
     install_log_redaction()
 
 
@@ -108,18 +128,42 @@ def register_environment(environ: Mapping[str, str] | None = None) -> None:
 def redact(text: str) -> str:
     with _lock:
         values, plain, wrapped = list(_values), list(_plain), list(_wrapped)
+        separated = list(_separated)
     if "\n" in text:  # a token wrapped anywhere, in a text that holds all its lines
         for pattern in wrapped:
             text = pattern.sub(_blank_keeping_breaks, text)
     for value in values:
         if value in text:
             text = text.replace(value, REDACTED)
+    text = _redact_separated(text, separated)
     for marker, pattern in SHAPES:  # the marker: a cheap test before the expression
         if marker in text or marker.upper() in text:
             text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED,
                                text)
     if plain:
         text = "\n".join(_redact_pieces(line, plain) for line in text.split("\n"))
+    return text
+
+
+def _redact_separated(text: str, separated: list[tuple[str, re.Pattern[str]]]) -> str:
+    """A token with escape codes, blanks or colons inside it (``hf_ab<ESC>[0mcd...``,
+    ``hf_abcd efgh ...``, ``hf:abcd:...``): a registered value wherever its characters
+    appear in order with only separators between them, a token shape when what it holds
+    looks drawn at random (flows/common/token_shapes.py ``token_like``)."""
+    bare = SEPARATOR.sub("", text)
+    if bare == text:  # nothing separates anything: the passes around this one suffice
+        return text
+    for value, pattern in separated:
+        if value in bare:  # the cheap test: its characters in order, separators dropped
+            text = pattern.sub(REDACTED, text)
+    escaped = "\x1b" in text
+    for marker, pattern, unseparated, longest in SPLIT_TOKEN_SHAPES:
+        # the cheap test: with the separators dropped, a candidate that may be a token
+        if marker not in bare or not any(escaped or random_looking(m.group(1)[:longest])
+                                         for m in unseparated.finditer(bare)):
+            continue
+        text = pattern.sub(lambda m, k=marker, t=text: REDACTED if starts_a_word(
+            t, m.start()) and token_like(m.group(0), k) else m.group(0), text)
     return text
 
 

@@ -33,6 +33,13 @@ class Declared:
         return dict(given) if isinstance(given, dict) else {}
 
     @property
+    def profile(self) -> str | None:
+        """The ``profile`` the deployment declares: the one value of a run's ``profile``
+        that may be a path (flows/config/loading.py ``require_profile_name``)."""
+        given = self.parameters.get("profile")
+        return given if isinstance(given, str) else None
+
+    @property
     def env(self) -> dict[str, Any]:
         given = self.job_variables.get("env")
         return dict(given) if isinstance(given, dict) else {}

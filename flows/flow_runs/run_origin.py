@@ -17,7 +17,7 @@ from typing import Any
 from prefect.runtime import deployment
 
 from flows.config.loading import Origin
-from flows.deployed.declared import deployment_declared
+from flows.deployed.declared import Declared, deployment_declared
 
 
 def run_origin() -> Origin:
@@ -29,13 +29,18 @@ def run_origin() -> Origin:
 FIELD_PARAMETERS = {"dataset_uri": "data.train_files", "model_revision": "model.hf_revision"}
 
 
-def deployed_overrides() -> dict[str, Any]:
-    """The ``overrides`` parameter the deployment was created with (flows/deployed/
-    declared.py: the deploying operator's, trusted as the profile is), as opposed to the
-    run's, with the deployment's own ``dataset_uri`` and ``model_revision`` as the fields
-    they set (FIELD_PARAMETERS)."""
-    declared = deployment_declared()
+def deployed_fields(declared: Declared) -> dict[str, Any]:
+    """The profile fields a deployment itself sets (pure): its ``overrides`` parameter, with
+    its own ``dataset_uri`` and ``model_revision`` as the fields they set
+    (FIELD_PARAMETERS). prefect.yaml's, the deploying operator's, trusted as the profile is,
+    as opposed to the run's."""
     fields = declared.overrides
     fields.update({field: declared.parameters[name] for name, field in FIELD_PARAMETERS.items()
                    if declared.parameters.get(name)})
     return fields
+
+
+def deployed_overrides() -> dict[str, Any]:
+    """:func:`deployed_fields` of the running deployment (read through the API,
+    flows/deployed/declared.py); empty outside a deployment's run."""
+    return deployed_fields(deployment_declared())

@@ -34,24 +34,67 @@ from pathlib import Path
 from typing import Any
 
 from flows.config.profile import Profile
+from flows.config.secret_ref import secret_refs
 from flows.core.secrets import Redactor
 
 LOG_TAIL_LINES = 500
 STAGE_LOG_TAIL_BYTES = 1_000_000
 RUN_LABEL = "tpurl/run"
+# a Kubernetes label value (what the tpurl/run label holds), and so one path segment
+RUN_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){0,61}(?<!\.)[A-Za-z0-9]?")
 
 
 def redactor_for(profile: Profile, environ: dict[str, str] | None = None) -> Callable[[str], str]:
     """The process's redaction (flows/core/redaction.py: known values in every encoding,
     then the token shapes, so a value the profile does not reference is caught too), with
-    the profile's secret resolved and registered first."""
+    every secret the profile references resolved and registered first: each SecretRef
+    wherever it is (the hub token, a W&B key, an MLflow token, a registry's token; found by
+    walking the profile, flows/config/secret_ref.py ``secret_refs``), and the notification
+    block's webhook URL or password, read from the Prefect API the profile's runs use."""
     from flows.core.secrets import resolve
 
     redactor = Redactor()
-    if profile.model.hf_token is not None:
+    project = profile.gke.project if profile.gke else None
+    api = _prefect_api_configured()
+    for _field, ref in secret_refs(profile):
+        if ref.secret_block is not None and not api:
+            continue  # no API to read the block from (and no temporary one is started)
         with contextlib.suppress(Exception):  # unresolvable here: the shapes still apply
-            resolve(profile.model.hf_token, environ)  # registers the value and its forms
+            resolve(ref, environ, project)  # registers the value and its forms
+    if profile.notify is not None and api:
+        with contextlib.suppress(Exception):  # a block gone or unreadable: shapes still apply
+            _register_block_secrets(profile.notify.block)
     return redactor
+
+
+def _prefect_api_configured() -> bool:
+    from prefect.settings import PREFECT_API_URL
+
+    return bool(PREFECT_API_URL.value())
+
+
+def _register_block_secrets(reference: str) -> None:
+    """Every secret field of the notification block (``TYPE/NAME``), and every URL in it:
+    a webhook URL is the credential itself, even where the block keeps it as plain text."""
+    from prefect.blocks.core import Block
+
+    from flows.core.redaction import register
+
+    block = Block.load(reference)
+    for value in _block_strings(block.model_dump(context={"include_secrets": True})):
+        register(value)
+
+
+def _block_strings(value: Any) -> list[str]:
+    """The secret and URL strings of a block's fields (nested dicts and lists included)."""
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _block_strings(item)]
+    if isinstance(value, list | tuple):
+        return [s for item in value for s in _block_strings(item)]
+    if hasattr(value, "get_secret_value"):
+        return _block_strings(value.get_secret_value()) or [str(value.get_secret_value())]
+    text = str(value) if value is not None and not isinstance(value, bool | int | float) else ""
+    return [text] if "://" in text or "@" in text else []
 
 
 class Bundle:
@@ -152,7 +195,7 @@ def collect(profile: Profile, apis: Any, storage_client: Any, kube: Any | None,
     bundle.source("preflight", lambda: _preflight(bundle, profile, apis, storage_client))
     bundle.source("image", lambda: _image(bundle, profile, storage_client, run))
     bundle.source("versions", lambda: bundle.json("versions.json", versions()))
-    bundle.source("stage logs", lambda: _stage_logs(bundle, gke.bucket, storage_client, run))
+    bundle.source("stage logs", lambda: _stage_logs(bundle, profile, storage_client, run))
     return bundle
 
 
@@ -233,14 +276,35 @@ def _image(bundle: Bundle, profile: Profile, storage_client: Any, run: str | Non
         bundle.text(f"results/{blob.name.removeprefix(prefix)}", blob.download_as_text())
 
 
-def _stage_logs(bundle: Bundle, bucket: str, storage_client: Any, run: str | None) -> None:
+def log_dirs(profile: Profile, run: str | None) -> list[str]:
+    """The object prefixes of this profile's stage logs: the stage directories its layout
+    names (flows/core/layout.py; content-keyed, so another profile's or another
+    configuration's directory is another path). With ``run`` (a tpurl/run label, which is a
+    stage's content key, flows/backends/gke/jobs/manifests.py ``stage_run``: ``rl-<key>``
+    for training), the directories of that key under each of this profile's stage folders
+    instead. Nothing else in the bucket is read: other profiles' logs and runs share it,
+    and the output root, but are not this profile's to send."""
+    from flows.core.eval_programs import eval_dir
+    from flows.core.layout import Layout
     from flows.core.manifest import LOGS_DIR
+    from flows.core.storage import join
 
-    for blob in storage_client.list_blobs(bucket):
-        if f"/{LOGS_DIR}/" not in f"/{blob.name}" or (run and run not in blob.name):
-            continue
-        data = blob.download_as_bytes()[-STAGE_LOG_TAIL_BYTES:]
-        bundle.text(f"logs/stages/{blob.name}", data.decode("utf-8", "replace"))
+    layout = Layout(profile)
+    dirs = [layout.sources_dir, layout.convert_dir, layout.train_run_dir, layout.export_dir]
+    if profile.eval is not None:
+        dirs += [eval_dir(layout, "base"), eval_dir(layout, "trained")]
+    if run is not None:  # the same stage folders, the run's key in place of the current one
+        dirs = [join(d.rsplit("/", 1)[0], run) for d in dirs]
+    return [join(d, LOGS_DIR).split("://", 1)[-1].partition("/")[2] + "/" for d in dirs]
+
+
+def _stage_logs(bundle: Bundle, profile: Profile, storage_client: Any, run: str | None) -> None:
+    gke = profile.gke
+    assert gke is not None
+    for prefix in dict.fromkeys(log_dirs(profile, run)):
+        for blob in storage_client.list_blobs(gke.bucket, prefix=prefix):
+            data = blob.download_as_bytes()[-STAGE_LOG_TAIL_BYTES:]
+            bundle.text(f"logs/stages/{blob.name}", data.decode("utf-8", "replace"))
 
 
 def versions() -> dict[str, Any]:
@@ -265,6 +329,11 @@ def bundle_command(profile: Profile, run: str | None, out: Path | None,
     """For the CLI: collect, write, print where; 0 even when sources failed (listed inside)."""
     from flows.operations.status import read_only_clients
 
+    if run is not None and not RUN_NAME.fullmatch(run):
+        print(f"error: --run: {run!r} is not a run's name; fix: give the tpurl/run label a "
+              "failure names (letters, digits, '-', '_', '.'; e.g. rl-0123456789ab)",
+              file=sys.stderr)
+        return 2
     opened = read_only_clients(profile, "support-bundle", say_reason=False)
     if opened is None:
         return 2

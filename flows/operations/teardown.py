@@ -45,12 +45,13 @@ def _run_name() -> str:
 def gke_profile(profile: str, overrides: Mapping[str, str] | None) -> Profile:
     """The validated profile, refused with the field and the fix unless it runs on GKE. A
     deployment's run is first held to its deployment's job variables and profile
-    (flows/flow_runs/run_choices.py): a run choosing another cluster would destroy it."""
+    (flows/deployed/run_choices.py): a run choosing another cluster would destroy it."""
     origin = run_origin()
     declared = deployment_declared()
     refuse_run_choices(declared, {"profile": profile})
     cfg = load_profile(profile, overrides, origin=origin, deployed=declared.overrides,
-                       deployed_env=declared.env)
+                       deployed_env=declared.env,
+                       deployed_profile=declared.profile)
     if cfg.gke is None:
         raise ProfileError(cfg.name, [Issue(
             "profile", f"uses backend {cfg.backend}: it has no cluster to tear down",

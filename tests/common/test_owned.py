@@ -4,6 +4,7 @@ places; a directory without the marker is never removed, whatever it holds (issu
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from flows.common.owned import (
     remove_owned,
 )
 from flows.common.paths import REPO_ROOT, tool_places
+from tests.support.other_user import other_user
 
 
 @pytest.fixture
@@ -95,3 +97,62 @@ def test_claiming_a_directory_that_holds_files_is_refused(world: dict[str, Path]
     link.symlink_to(world["temp"])
     with pytest.raises(NotOurs, match="symbolic link"):
         claim(link)
+
+
+def test_a_marker_counts_only_with_the_owner_of_the_directory(world: dict[str, Path]) -> None:
+    """Another local user's directory, marker and all, is never removed, even by root; nor
+    is a directory of ours whose marker another user planted, nor one of ours holding
+    another user's files."""
+    other = other_user()
+    theirs = world["temp"] / "theirs"
+    theirs.mkdir()
+    (theirs / OWNER_MARKER).write_text("planted\n")
+    (theirs / "work.txt").write_text("their work")
+    other.own(theirs, theirs / OWNER_MARKER, theirs / "work.txt")
+    with pytest.raises(NotOurs, match=r"belongs to uid \d+ \(nobody\)"):
+        remove_owned(theirs)
+    assert not owned(theirs) and (theirs / "work.txt").read_text() == "their work"
+    with pytest.raises(NotOurs, match="belongs to"):
+        claim(theirs)
+
+    # our directory, opened to everyone, where the other user plants the marker
+    shared = world["temp"] / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "notes.txt").write_text("ours")
+    marker = shared / OWNER_MARKER
+    marker.write_text("planted\n")
+    other.own(marker)
+    with pytest.raises(NotOurs, match=f"its {OWNER_MARKER} belongs to"):
+        remove_owned(shared)
+    assert (shared / "notes.txt").read_text() == "ours"
+
+    # a directory we made, into which another user's file found its way
+    mine = world["cache"] / "mine"
+    claim(mine)
+    (mine / "sub").mkdir()
+    (mine / "sub" / "theirs.txt").write_text("x")
+    other.own(mine / "sub" / "theirs.txt")
+    with pytest.raises(NotOurs, match=r"theirs\.txt, which belongs to"):
+        remove_owned(mine)
+    assert (mine / "sub" / "theirs.txt").exists()
+
+
+def test_a_directory_made_by_another_user_process_is_refused(tmp_path: Path) -> None:
+    """The other user's own process, not a chown: it makes a directory with our marker in a
+    sticky, world-writable place (like /tmp), and the tool refuses to claim or remove it."""
+    other = other_user()
+    place = Path(tempfile.mkdtemp(dir="/tmp", prefix="tpurl-shared-"))
+    try:
+        place.chmod(0o1777)
+        venv = place / "venv"
+        other.run(["sh", "-c", f"mkdir {venv} && echo planted > {venv / OWNER_MARKER} "
+                   f"&& echo theirs > {venv / 'data'}"])
+        assert venv.stat().st_uid == other.uid
+        with pytest.raises(NotOurs, match="belongs to"):
+            remove_owned(venv)
+        with pytest.raises(NotOurs, match="belongs to"):
+            claim(venv)
+        assert (venv / "data").read_text() == "theirs\n"
+    finally:
+        shutil.rmtree(place)

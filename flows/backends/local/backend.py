@@ -33,7 +33,14 @@ from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, StageFailed, diagnose_exit, user_error
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
-from flows.core.processes import ProcessTag, die_with_parent, stop_group
+from flows.core.processes import (
+    MARK_ENV,
+    ProcessTag,
+    die_with_parent,
+    file_owner_problem,
+    new_mark,
+    stop_group,
+)
 from flows.core.program_log import ProgramLines
 from flows.core.safe_writes import LineLog, write_text
 from flows.core.secrets import Redactor, resolve
@@ -89,10 +96,18 @@ class LocalBackend:
             return
         tag = ProcessTag.from_json(tag_path.read_text())
         if tag is not None and tag.alive():
-            self.logger.warning("%s is still running from a run that died (pid %d, started %s); "
-                                "stopping it before running again", tag.what, tag.pid,
-                                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(tag.started_at)))
-            stop_group(tag.pid)
+            if why := file_owner_problem(tag_path) or tag.not_ours():
+                # a tag planted (or stale) must never make tpurl signal another process
+                self.logger.warning("%s names pid %d, which tpurl did not start (%s): not "
+                                    "signalled; if it is a program of an earlier run still "
+                                    "writing here, stop it yourself (kill -TERM -%d)",
+                                    tag_path, tag.pid, why, tag.pid)
+            else:
+                self.logger.warning("%s is still running from a run that died (pid %d, started "
+                                    "%s); stopping it before running again", tag.what, tag.pid,
+                                    time.strftime("%Y-%m-%d %H:%M:%S",
+                                                  time.localtime(tag.started_at)))
+                stop_group(tag.pid)
         tag_path.unlink(missing_ok=True)
 
     def estimated_chip_hours(self, stage: str) -> float:
@@ -168,7 +183,8 @@ class LocalBackend:
         if log_path.exists():  # the log of an earlier attempt explains its failure: keep it
             log_path.replace(log_path.with_suffix(".previous.log"))
         full_env = {k: v for k, v in os.environ.items() if not _DROP_ENV.match(k)}
-        full_env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
+        mark = new_mark()  # what proves to a later run that the tagged process is this one
+        full_env.update({"PYTHONUNBUFFERED": "1", **(env or {}), MARK_ENV: mark})
         self.logger.info("%s: starting `%s`", name, self.redactor(" ".join(argv)))
         started = time.monotonic()
         pattern = re.compile(progress_regex) if progress_regex else None
@@ -193,8 +209,9 @@ class LocalBackend:
                                         preexec_fn=die_with_parent)
                 if on_start is not None:  # a group running programs together can stop it
                     on_start(proc)
-                write_text(tag_path, ProcessTag.of(proc.pid, name).to_json(),
+                write_text(tag_path, ProcessTag.of(proc.pid, name, mark).to_json(),
                            f"{name}'s pid tag")
+                tag_path.chmod(0o600)  # the mark is the proof: for this user's eyes only
                 timer = threading.Timer(self.timeout_s, _kill_group, (proc, timed_out))
                 timer.daemon = True
                 timer.start()

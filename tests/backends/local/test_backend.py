@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from flows.config.profile import Profile, SecretRef
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.storage import file_uri
 from flows.core.workload import Placement, Workload
+from tests.support.other_user import other_user
 from tests.support.profiles import fake_hf_token
 
 CANARY = fake_hf_token("canaryLocal")
@@ -116,14 +120,14 @@ def test_secret_manager_reference_reads_the_latest_version(monkeypatch):
 def test_a_live_orphan_of_the_same_output_is_stopped_before_the_rerun(backend, tmp_path, caplog):
     """What a SIGKILLed run without PR_SET_PDEATHSIG (another machine's kernel, a container
     runtime) would leave: the program still running, its tag beside the log."""
-    import subprocess
-
-    from flows.core.processes import ProcessTag
+    from flows.core.processes import MARK_ENV, ProcessTag, new_mark
 
     log = tmp_path / "out" / "tpurl-logs" / "probe.log"
     log.parent.mkdir(parents=True)
-    orphan = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    log.with_suffix(".pid").write_text(ProcessTag.of(orphan.pid, "probe").to_json())
+    mark = new_mark()  # as run_command starts its programs: marked, in a session of their own
+    orphan = subprocess.Popen(["sleep", "600"], start_new_session=True,
+                              env={**os.environ, MARK_ENV: mark})
+    log.with_suffix(".pid").write_text(ProcessTag.of(orphan.pid, "probe", mark).to_json())
     caplog.set_level(logging.INFO)
     run = backend.run_workload(_workload("print('ran')"), file_uri(log))
     orphan.wait(timeout=15)  # stopped (stop_group reaps it, so its status reads 0 here)
@@ -211,3 +215,43 @@ def test_the_image_stage_is_not_done_while_the_venv_carries_another_patch_set(
     ctx = StageContext(profile=profile, layout=Layout(profile), backend=made,
                        storage=LocalStorage(), logger=logging.getLogger("tpurl-test"))
     assert LocalImage(made).present(ctx, None) is done  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def bystanders() -> Iterator[tuple[subprocess.Popen[str], subprocess.Popen[str]]]:
+    """Two processes tpurl did not start, each leading a group of its own: another local
+    user's, and one of this user's (a shell, a daemon) started without tpurl's mark."""
+    other = other_user()
+    theirs = other.popen(["sleep", "600"])
+    mine = subprocess.Popen(["sleep", "600"], start_new_session=True, text=True)
+    try:
+        yield theirs, mine
+    finally:
+        for process in (theirs, mine):
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("tag_owner", ["us", "another user"])
+def test_a_planted_pid_tag_never_makes_tpurl_signal_a_process_it_did_not_start(
+        backend, tmp_path, caplog, bystanders, tag_owner):
+    """Tags written as an attacker can: the right start time (/proc/PID/stat is readable by
+    everyone), host and uid, even a guessed mark; the file ours (planted through a path we
+    write) or another user's. Neither process is signalled, and the run goes on."""
+    from flows.core.processes import ProcessTag, process_uid
+
+    other = other_user()
+    out = tmp_path / "out" / "tpurl-logs"
+    out.mkdir(parents=True)
+    for index, victim in enumerate(bystanders):
+        log = out / f"probe{index}.log"
+        tag = ProcessTag.of(victim.pid, "probe", mark="0" * 32)
+        assert tag.uid == process_uid(victim.pid) and tag.alive()
+        log.with_suffix(".pid").write_text(tag.to_json())
+        if tag_owner == "another user":
+            other.own(log.with_suffix(".pid"))
+        caplog.set_level(logging.INFO)
+        run = backend.run_workload(_workload("print('ran')"), file_uri(log))
+        assert run.name == "probe"
+        assert victim.poll() is None, f"{victim.args} was signalled"
+        assert "which tpurl did not start" in caplog.text

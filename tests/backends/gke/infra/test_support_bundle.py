@@ -174,3 +174,74 @@ def test_an_unreachable_cluster_still_writes_a_bundle_that_says_so(
         assert errors is not None and b"kubernetes: not reachable" in errors.read()
     assert {"profile/resolved.json", "plan/plan.txt", "preflight.txt"} <= names
     assert "see errors.txt" in capsys.readouterr().out
+
+
+# Secrets of every kind the profile can reference, none shaped like a known token: only
+# resolving the profile's references (and reading its notification block) redacts them.
+WANDB_KEY = "wandbkey" + "5f3a9c2e71b04d86a1c9e7f2b3d4c5a6e7f8091a"
+MLFLOW_TOKEN = "mlflowtok-Zq8XwPn3RtYu6VbKm2LsDf"
+SECRET_BLOCK_VALUE = "blockvalue-Hj7KmN2pQr5StUv8WxYz"
+WEBHOOK = "https://alerts.example.com/hooks/tpurl-Ab3Cd5Ef7Gh9Jk2Mn4"
+SECRETS = (CANARY, WANDB_KEY, MLFLOW_TOKEN, SECRET_BLOCK_VALUE, WEBHOOK)
+
+
+def test_the_bundle_redacts_every_referenced_secret_and_holds_only_the_profiles_logs(
+        prefect_api: None, cloud: Cloud, gcs: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The W&B key, the MLflow token, a registry token from a Prefect Secret block and the
+    notification block's webhook URL are printed by the run's programs into its logs; the
+    bundle shows none of them in any form. And the bucket also holds another profile's logs
+    (another model, another training configuration of the same model: its own key): the
+    bundle holds this profile's logs only."""
+    import uuid
+
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+    from prefect.blocks.system import Secret
+
+    from flows.core.layout import Layout
+
+    suffix = uuid.uuid4().hex[:8]
+    Secret(value=SECRET_BLOCK_VALUE).save(f"hub-{suffix}")
+    CustomWebhookNotificationBlock(name="alerts", url=WEBHOOK).save(f"hook-{suffix}")
+    monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_TOKEN", CANARY)
+    monkeypatch.setenv("TPURL_TEST_WANDB", WANDB_KEY)
+    monkeypatch.setenv("TPURL_TEST_MLFLOW", MLFLOW_TOKEN)
+    overrides = {**SMOKE_REQUIRED, "gke.bucket": BUCKET, "eval.batches": "1",
+                 "gke.max_usd_per_run": "50",
+                 "tracking.wandb.project": "tpurl", "tracking.wandb.api_key.env": "TPURL_TEST_WANDB",
+                 "tracking.mlflow.tracking_uri": "http://127.0.0.1:9",
+                 "tracking.mlflow.token.env": "TPURL_TEST_MLFLOW",
+                 "promotion.register.hub.repo_id": "my-org/qwen3-grpo",
+                 "promotion.register.hub.token.secret_block": f"hub-{suffix}",
+                 "notify.block": f"custom-webhook/hook-{suffix}"}
+    profile = smoke_profile(**overrides)
+    provision(settings_from_profile(profile), cloud.apis, gcs, Log(),
+              planned=planned_for(profile))
+    bucket = gcs.bucket(BUCKET)
+    own = Layout(profile).log(Layout(profile).train_run_dir, "train-grpo")
+    own_name = own.removeprefix(f"gs://{BUCKET}/")
+    printed = "\n".join(f"leaked {s}" for s in SECRETS)
+    bucket.blob(own_name).upload_from_string(f"own run\n{printed}\n")
+    others = ["qwen3-0.6b/trained/rl-ffffffffffff/tpurl-logs/train-grpo.log",
+              "qwen3-30b-a3b/max-text-format/0123456789ab/tpurl-logs/convert.log",
+              f"{own_name.rsplit('/tpurl-logs/', 1)[0]}-other/tpurl-logs/train-grpo.log"]
+    for name in others:
+        bucket.blob(name).upload_from_string("another profile's log\n")
+    monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, gcs))
+
+    def unreachable(profile: Any) -> Any:
+        raise RuntimeError("no cluster in this test")
+    monkeypatch.setattr(kube_client, "connect", unreachable)
+    out = tmp_path / "bundle.tar.gz"
+    code = main(["support-bundle", SMOKE, *[f"--set={k}={v}" for k, v in overrides.items()],
+                 "--out", str(out)])
+    assert code == 0, capsys.readouterr()
+    with tarfile.open(out) as tar:
+        files = {m.name.split("/", 1)[1]: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
+                 for m in tar.getmembers() if m.isfile()}
+    stage_logs = {name for name in files if name.startswith("logs/stages/")}
+    leaks = {(name, secret[:12]) for name, text in files.items() for secret in SECRETS
+             if any(f in text for f in forms(secret))}
+    assert (stage_logs, leaks) == ({f"logs/stages/{own_name}"}, set())
+    assert files[f"logs/stages/{own_name}"].count("leaked ***") == len(SECRETS)
