@@ -55,6 +55,20 @@ def test_a_deployment_without_a_profile_runs_the_flows_default_or_the_events() -
                            profile_fixed=False) == []
 
 
+def test_a_run_deletes_the_bucket_only_when_its_deployment_declares_it() -> None:
+    asks = {"profile": "qwen3-30b-a3b-v6e-32", "delete_bucket": True}
+    refused = refused_choices({}, TEARDOWN, asks, profile_fixed=True,
+                              destructive=("delete_bucket",))
+    assert _named(refused) == ["delete_bucket"]
+    assert "--delete-bucket" in refused[0].fix and "parameters.delete_bucket" in refused[0].fix
+    deleting = Declared({**TEARDOWN.parameters, "delete_bucket": True}, TEARDOWN.job_variables)
+    assert refused_choices({}, deleting, asks, profile_fixed=True,
+                           destructive=("delete_bucket",)) == []
+    # keeping the bucket is always a run's to choose
+    assert refused_choices({}, deleting, {**asks, "delete_bucket": False}, profile_fixed=True,
+                           destructive=("delete_bucket",)) == []
+
+
 @given(st.dictionaries(st.sampled_from(["PREFECT_FLOWS_HEARTBEAT_FREQUENCY",
                                         "TPURL_GKE__CLUSTER", "TPURL_GKE__BUCKET", "PYTHONPATH"]),
                        st.sampled_from(["", "3600", "x"]), max_size=4))

@@ -35,16 +35,22 @@ VARIABLE_FIX = ("leave it out of the run's job variables; a deployment's owner s
 PROFILE_FIX = ("run the deployment of that profile, or deploy one for it (parameters.profile "
                "in prefect.yaml); `tpurl run PROFILE` runs any profile from a checkout")
 NO_PROFILE_FIX = "give the deployment a profile (parameters.profile in prefect.yaml) and deploy again"
+DESTRUCTIVE_FIX = ("run `tpurl teardown PROFILE --delete-bucket` from a workstation, or deploy "
+                   "a teardown whose parameters declare it (parameters.{name}: true in "
+                   "prefect.yaml)")
 
 
 def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
                     run_parameters: Mapping[str, Any], *, profile_fixed: bool,
-                    default_profile: str | None = None) -> list[Issue]:
+                    default_profile: str | None = None,
+                    destructive: tuple[str, ...] = ()) -> list[Issue]:
     """One issue per job variable the run sets to anything but the deployment's value, and
     for a ``profile`` other than the deployment's. ``profile_fixed``: the flow's profile is
     the deployment's (the pipeline, teardown): the one it declares, else the flow's
     ``default_profile`` (a deployment that declares none runs that); False where a run's
-    profile comes from an event (serving), so only a declared one binds. Pure."""
+    profile comes from an event (serving), so only a declared one binds. ``destructive``:
+    flag parameters that delete what the deployment's owner keeps (the teardown's
+    ``delete_bucket``); a run may set one only when the deployment declares it true. Pure."""
     issues: list[Issue] = []
     declared_env = declared.env
     for name, value in sorted(run_job_variables.items()):
@@ -65,6 +71,11 @@ def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
             "has none"
         issues.append(Issue("profile", f"is the deployment's, which declares none and so "
                             f"{runs}: a run may not choose another", NO_PROFILE_FIX, CATEGORY))
+    issues += [Issue(name, "deletes what the deployment does not declare deleted: a run may "
+                     "set it only when the deployment does", DESTRUCTIVE_FIX.format(name=name),
+                     CATEGORY)
+               for name in destructive
+               if run_parameters.get(name) and declared.parameters.get(name) is not True]
     return issues
 
 
@@ -76,7 +87,8 @@ def _variable(name: str, declared: bool) -> Issue:
 
 
 def refuse_run_choices(declared: Declared, parameters: Mapping[str, Any], *,
-                       profile_fixed: bool = True, default_profile: str | None = None) -> None:
+                       profile_fixed: bool = True, default_profile: str | None = None,
+                       destructive: tuple[str, ...] = ()) -> None:
     """Raise, naming each variable, when this deployment's run chose its own job variables
     or profile. Called first in each flow, before any side effect; nothing to check in an
     in-process call (no deployment: the caller owns the profile)."""
@@ -84,7 +96,8 @@ def refuse_run_choices(declared: Declared, parameters: Mapping[str, Any], *,
         return
     if issues := refused_choices(dict(flow_run.job_variables or {}), declared, parameters,
                                  profile_fixed=profile_fixed,
-                                 default_profile=default_profile):
+                                 default_profile=default_profile,
+                                 destructive=destructive):
         raise ProfileError(str(parameters.get("profile", "")), issues,
                            header=f"this run of deployment {deployment.name!r} chose what "
                            "only the deployment may")

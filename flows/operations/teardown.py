@@ -42,13 +42,15 @@ def _run_name() -> str:
     return f"teardown-{params.get('profile', 'profile')}{bucket}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
 
 
-def gke_profile(profile: str, overrides: Mapping[str, str] | None) -> Profile:
+def gke_profile(profile: str, overrides: Mapping[str, str] | None,
+                delete_bucket: bool = False) -> Profile:
     """The validated profile, refused with the field and the fix unless it runs on GKE. A
     deployment's run is first held to its deployment's job variables and profile
     (flows/deployed/run_choices.py): a run choosing another cluster would destroy it."""
     origin = run_origin()
     declared = deployment_declared()
-    refuse_run_choices(declared, {"profile": profile})
+    refuse_run_choices(declared, {"profile": profile, "delete_bucket": delete_bucket},
+                       destructive=("delete_bucket",))
     cfg = load_profile(profile, overrides, origin=origin, deployed=declared.overrides,
                        deployed_env=declared.env,
                        deployed_profile=declared.profile)
@@ -77,12 +79,13 @@ def teardown_flow(profile: GkeProfileName, overrides: dict[str, str] | None = No
             fields (project, region, zone, cluster, bucket) come from the profile and the
             deployment's env (TPURL_GKE__*), never from a run.
         delete_bucket: Also delete the profile's bucket (checkpoints, exports, results).
-            Needs confirm_bucket too.
+            Needs confirm_bucket too. A deployment's run may set it only when the
+            deployment itself declares it (parameters.delete_bucket in prefect.yaml).
         confirm_bucket: The bucket's name typed again; the bucket is deleted only when it
             matches and delete_bucket is set.
     """
     readable_failures()  # the run page's log: a refusal once, without traceback
-    cfg = gke_profile(profile, overrides)
+    cfg = gke_profile(profile, overrides, delete_bucket)
     assert cfg.gke is not None
     if (here := current_gke_cluster()) == cfg.gke.cluster:
         raise user_error("infra", f"teardown of {here} is running inside {here} itself",
