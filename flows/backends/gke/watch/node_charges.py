@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
+from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.client import Cluster
 from flows.backends.gke.watch.spend import SpendMeter
 from flows.backends.gke.watch.stream import WatchSettings
@@ -53,11 +53,9 @@ def scale_up_triggered_at(events: list[dict[str, Any]], jobset: str) -> float | 
     for event in events:
         pod = str((event.get("involvedObject") or {}).get("name") or "")
         stamp = event.get("lastTimestamp") or event.get("firstTimestamp")
+        at = api_time(stamp)
         if event.get("reason") != "TriggeredScaleUp" or not pod.startswith(f"{jobset}-") or \
-                not isinstance(stamp, str):
+                at is None:
             continue
-        try:
-            times.append(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
-        except ValueError:
-            continue
+        times.append(at)
     return max(times, default=None)

@@ -43,9 +43,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
+from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.tpu_nodes import TpuNodes
 from flows.backends.gke.watch.verdict import condition
 from flows.config.capacity import SCALE_FROM_ZERO
@@ -105,22 +105,13 @@ def holds_tpu(pods: list[Obj]) -> bool:
     return any(_bound_tpu(p) and not _ended(p) for p in pods)
 
 
-def _api_time(stamp: object) -> float | None:
-    """An API object's RFC 3339 time (metav1.Time: whole seconds, "Z") as a Unix time."""
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
 
 def _bound_at(pod: Obj) -> float | None:
-    return _api_time((condition(pod, "PodScheduled") or {}).get("lastTransitionTime"))
+    return api_time((condition(pod, "PodScheduled") or {}).get("lastTransitionTime"))
 
 
 def _finished_at(pod: Obj) -> float | None:
-    ends = [_api_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+    ends = [api_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
             for c in (pod.get("status") or {}).get("containerStatuses") or []]
     return None if not ends or None in ends else max(e for e in ends if e is not None)
 
@@ -134,7 +125,7 @@ def _end_of(pod: Obj, wall_now: float, gone: bool) -> float | None:
         return wall_now
     if (finished := _finished_at(pod)) is not None or not gone:
         return finished
-    deleting = _api_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+    deleting = api_time((pod.get("metadata") or {}).get("deletionTimestamp"))
     return None if deleting is None else min(deleting, wall_now)
 
 

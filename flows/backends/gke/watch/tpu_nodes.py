@@ -35,10 +35,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from flows.backends.gke.capacity_pools import CAPACITY_LABEL
+from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.stream import Lister, ObjectWatch, WatchSettings
 
 Obj = dict[str, Any]
@@ -55,15 +55,6 @@ class Lifetime:
     gone: float | None
     mode: str
 
-
-def _created_at(node: Obj) -> float | None:
-    stamp = (node.get("metadata") or {}).get("creationTimestamp")
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def run_node_selector(accelerator: str) -> str:
@@ -103,7 +94,7 @@ class TpuNodes:
                 key = str(meta.get("uid") or meta.get("name"))
                 here.add(key)
                 if key not in self._lives:
-                    created = _created_at(node)
+                    created = api_time((node.get("metadata") or {}).get("creationTimestamp"))
                     # whole seconds: a node created at t existed from some time in [t, t + 1)
                     start = now if created is None else min(created + 1.0, now)
                     mode = str((meta.get("labels") or {}).get(CAPACITY_LABEL, ""))
