@@ -203,10 +203,13 @@ def _flow_container(template: dict) -> dict:
 
 
 def _rendered_pod(server: PrefectServer, pool: str, deployment_id: str, run_id: str) -> dict:
-    rendered = subprocess.run(
-        [sys.executable, "-m", "tests.support.kube_pod", pool, deployment_id, run_id],
-        cwd=REPO_ROOT, env=server.env, capture_output=True, text=True, check=True)
-    return json.loads(rendered.stdout)
+    """The run's pod as the Kubernetes worker renders it (tests/support/kube_pod.py)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from tests.support.kube_pod import render_container
+
+    with temporary_settings({PREFECT_API_URL: server.url}):
+        return asyncio.run(render_container(pool, deployment_id, run_id))
 
 
 def test_a_runs_image_is_the_pods_image_with_an_image_variable_and_refused_on_ours(
