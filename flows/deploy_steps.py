@@ -11,7 +11,13 @@ deployment that names a moving tag runs whatever the tag points at when the pod 
   Dockerfile itself and the build args (base image reference, CLOUD_TOOLS). Same content,
   same tag: a rerun rebuilds nothing new and pushes no new tag.
 - ``pushed_digest`` (after the push) asks the registry for the manifest digest of that tag
-  and returns ``image_by_digest`` (``repo@sha256:...``), which the Kubernetes deployments use.
+  and returns ``image_by_digest`` (``repo@sha256:...``).
+- ``pin_pool_image`` (after ``pushed_digest``) writes that reference into the Kubernetes
+  pool's base job template as a fixed value. Prefect validates a run's job variables against
+  the pool's variables schema but cannot tell them from the deployment's, so an ``image``
+  variable would let anyone who may create a flow run start a pod of any image as the flow's
+  service account. The shipped template has no ``image`` variable (``additionalProperties``
+  false: the API refuses a run naming one); the pinned digest also rules out an older build.
 
 prefect.yaml references their outputs as ``{{ <step id>.<key> }}``: prefect's ``run_steps``
 stores each step's returned dict under its ``id`` (prefect/deployments/steps/core.py), and
@@ -20,7 +26,9 @@ stores each step's returned dict under its ``id`` (prefect/deployments/steps/cor
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
 import re
 import shlex
 import sys
@@ -35,6 +43,7 @@ IMAGE_FIX = (f"fix: export {IMAGE_ENV}=REGION-docker.pkg.dev/PROJECT/tpurl/tpurl
              "repository the Kubernetes pool pulls from; no tag: the tag is computed from "
              "content), or 127.0.0.1:5000/tpurl-flow with scripts/docker-services.sh locally, "
              "then run `prefect deploy` again")
+FLOW_CONTAINER = "prefect-job"
 _REPOSITORY = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 
 
@@ -154,3 +163,74 @@ def pushed_digest(image_name: str, tag: str) -> dict[str, str]:
         data = client.images.get_registry_data(f"{image_name}:{tag}")
     digest = str(data.id)
     return {"image_name": image_name, "digest": digest, "image_by_digest": by_digest(image_name, digest)}
+
+
+def pinned_template(template: Mapping[str, Any], image: str) -> dict[str, Any]:
+    """``template`` with its flow container's image fixed to ``image`` and no ``image``
+    variable; nothing else changes. The container is found by name, not by a ``{{ image }}``
+    placeholder, so a later deploy replaces the digest an earlier one pinned."""
+    pinned = copy.deepcopy(dict(template))
+    try:
+        containers = pinned["job_configuration"]["job_manifest"]["spec"]["template"]["spec"][
+            "containers"]
+        flow = next(c for c in containers if c.get("name") == FLOW_CONTAINER)
+    except (KeyError, TypeError, StopIteration):
+        raise FlowImageError(
+            f"the work pool's base job template has no container named {FLOW_CONTAINER!r} "
+            "under job_configuration.job_manifest.spec.template.spec.containers. fix: `prefect "
+            "work-pool update tpurl-kubernetes --base-job-template "
+            "deployments/work-pool/kubernetes-base-job-template.json`, then deploy again"
+        ) from None
+    flow["image"] = image
+    variables = pinned.get("variables") or {}
+    (variables.get("properties") or {}).pop("image", None)
+    if "image" in (variables.get("required") or []):
+        variables["required"] = [name for name in variables["required"] if name != "image"]
+    if re.search(r"\{\{\s*image\s*\}\}", json.dumps(pinned["job_configuration"])):
+        raise FlowImageError(
+            "the work pool's base job template renders the image variable outside the "
+            f"{FLOW_CONTAINER!r} container, where a run could set it. fix: `prefect work-pool "
+            "update tpurl-kubernetes --base-job-template "
+            "deployments/work-pool/kubernetes-base-job-template.json`, then deploy again")
+    return pinned
+
+
+def check_pinnable(repository: str, image_by_digest: str) -> str:
+    """The reference to pin: ``TPURL_FLOW_IMAGE``'s repository by a sha256 digest."""
+    name = check_repository(repository)
+    if not re.fullmatch(re.escape(name) + r"@sha256:[0-9a-f]{64}", image_by_digest.strip()):
+        raise FlowImageError(f"the image to pin, {image_by_digest!r}, is not {IMAGE_ENV}={name} "
+                             f"by sha256 digest. fix: pin what pushed_digest returned "
+                             f"(image_by_digest: \"{{{{ flow-image-digest.image_by_digest }}}}\")")
+    return image_by_digest.strip()
+
+
+def pin_pool_image(repository: str, image_by_digest: str,
+                   work_pool: str = "tpurl-kubernetes") -> dict[str, str]:
+    """prefect.yaml push step (after ``pushed_digest``): fixes the flow image by digest in
+    ``work_pool``'s base job template, through the API `prefect deploy` talks to.
+
+    Refusals end `prefect deploy` with their message alone, before the pool is touched (see
+    ``flow_image_tag`` for why a SystemExit)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolUpdate
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        image = check_pinnable(repository, image_by_digest)
+        with get_client(sync_client=True) as client:
+            try:
+                pool = client.read_work_pool(work_pool)
+            except ObjectNotFound:
+                raise FlowImageError(
+                    f"work pool {work_pool!r} does not exist. fix: `prefect work-pool create "
+                    f"{work_pool} --type kubernetes --base-job-template "
+                    "deployments/work-pool/kubernetes-base-job-template.json`, then deploy "
+                    "again") from None
+            template = pinned_template(pool.base_job_template, image)
+            if template != pool.base_job_template:
+                client.update_work_pool(work_pool, WorkPoolUpdate(base_job_template=template))
+    except FlowImageError as exc:
+        print(f"Refused: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    return {"work_pool": work_pool, "image": image}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -99,3 +100,66 @@ def test_by_digest_refuses_what_is_not_a_digest():
     assert deploy_steps.by_digest("r/x", "sha256:" + "b" * 64) == "r/x@sha256:" + "b" * 64
     with pytest.raises(FlowImageError):
         deploy_steps.by_digest("r/x", "latest")
+
+
+SHIPPED_TEMPLATE = REPO_ROOT / "deployments/work-pool/kubernetes-base-job-template.json"
+PINNED = "127.0.0.1:5000/tpurl-flow@sha256:" + "c" * 64
+
+
+def _flow_container(template: dict) -> dict:
+    return template["job_configuration"]["job_manifest"]["spec"]["template"]["spec"][
+        "containers"][0]
+
+
+def _with_an_image_variable(template: dict) -> dict:
+    """The template shape Prefect ships: the container renders a run's ``image`` variable."""
+    shaped = json.loads(json.dumps(template))
+    _flow_container(shaped)["image"] = "{{ image }}"
+    shaped["variables"]["properties"]["image"] = {"type": "string"}
+    shaped["variables"]["required"] = ["image"]
+    return shaped
+
+
+def test_pinning_fixes_the_flow_containers_image_and_changes_nothing_else():
+    shipped = json.loads(SHIPPED_TEMPLATE.read_text())
+    pinned = deploy_steps.pinned_template(shipped, PINNED)
+    assert _flow_container(pinned)["image"] == PINNED
+    _flow_container(pinned)["image"] = _flow_container(shipped)["image"]
+    assert pinned == shipped
+    assert deploy_steps.pinned_template(deploy_steps.pinned_template(shipped, PINNED),
+                                        "r/x@sha256:" + "d" * 64) == deploy_steps.pinned_template(
+        shipped, "r/x@sha256:" + "d" * 64)  # a later deploy replaces the earlier digest
+
+
+def test_pinning_a_template_with_an_image_variable_removes_the_variable_only():
+    shipped = json.loads(SHIPPED_TEMPLATE.read_text())
+    pinned = deploy_steps.pinned_template(_with_an_image_variable(shipped), PINNED)
+    assert "image" not in pinned["variables"]["properties"]
+    assert pinned["variables"]["required"] == []
+    del pinned["variables"]["required"]
+    assert pinned == deploy_steps.pinned_template(shipped, PINNED)
+
+
+def test_a_template_rendering_the_image_elsewhere_or_without_the_flow_container_is_refused():
+    shipped = json.loads(SHIPPED_TEMPLATE.read_text())
+    sidecar = json.loads(json.dumps(shipped))
+    sidecar["job_configuration"]["job_manifest"]["spec"]["template"]["spec"][
+        "containers"].append({"name": "sidecar", "image": "{{ image }}"})
+    with pytest.raises(FlowImageError, match=r"outside the 'prefect-job' container.*fix: "):
+        deploy_steps.pinned_template(sidecar, PINNED)
+    _flow_container(shipped)["name"] = "renamed"
+    with pytest.raises(FlowImageError, match=r"no container named 'prefect-job'.*fix: "):
+        deploy_steps.pinned_template(shipped, PINNED)
+
+
+@pytest.mark.parametrize(("repository", "image", "says"), [
+    ("", PINNED, "TPURL_FLOW_IMAGE is not set"),
+    ("127.0.0.1:5000/tpurl-flow", "127.0.0.1:5000/tpurl-flow:c-0123", "by sha256 digest"),
+    ("127.0.0.1:5000/tpurl-flow", "docker.io/attacker/evil@sha256:" + "c" * 64,
+     "by sha256 digest"),
+    ("127.0.0.1:5000/tpurl-flow", "", "by sha256 digest")])
+def test_only_the_flow_repository_by_digest_is_pinned(repository: str, image: str, says: str):
+    with pytest.raises(FlowImageError, match=says) as caught:
+        deploy_steps.check_pinnable(repository, image)
+    assert "fix: " in str(caught.value)
+    assert deploy_steps.check_pinnable("127.0.0.1:5000/tpurl-flow", PINNED) == PINNED

@@ -1,6 +1,10 @@
 """The work pools' base job templates expose to a run only what a deployment may set: the
-command, the working directory, the cluster config, the service account and the namespace are
-fixed, not variables, the env names are listed, and the schema refuses any other variable.
+command, the working directory, the cluster config, the service account, the namespace and
+the image are fixed, not variables, the env names are listed, and the schema refuses any other
+variable. The image is the flow image by digest, which `prefect deploy` writes into the
+Kubernetes pool's template (flows/deploy_steps.py ``pin_pool_image``, run here as prefect's
+``run_steps`` runs prefect.yaml's step): a run's ``image`` would start a pod of any image as
+the flow's service account.
 A run's ``cluster_config`` on Prefect's own Kubernetes template runs a kubeconfig's exec
 plugin in the worker's process; on the shipped one it is never rendered. Against one real
 `prefect server start`: Prefect validates a flow run's job variables against the pool's variables schema
@@ -28,10 +32,40 @@ pytestmark = [pytest.mark.services, pytest.mark.realtime]
 
 TEMPLATE = REPO_ROOT / "deployments/work-pool/kubernetes-base-job-template.json"
 PROCESS_TEMPLATE = REPO_ROOT / "deployments/work-pool/process-base-job-template.json"
-IMAGE = "127.0.0.1:5000/tpurl/tpurl-flow@sha256:" + "a" * 64
+REPOSITORY = "127.0.0.1:5000/tpurl/tpurl-flow"
+IMAGE = REPOSITORY + "@sha256:" + "a" * 64
+ATTACKER_IMAGE = "docker.io/attacker/image:latest"
 
 
-FIXED = ("command", "service_account_name", "namespace", "cluster_config", "working_dir")
+FIXED = ("command", "service_account_name", "namespace", "cluster_config", "working_dir",
+         "image")
+
+# prefect.yaml's pin step, run by prefect's own ``run_steps`` (prefect/deployments/steps/
+# core.py: its inputs templated from the upstream step outputs and the environment, as
+# `prefect deploy` does), with pushed_digest's output as the upstream.
+RUN_PIN_STEP = """
+import asyncio, json, sys
+import yaml
+from prefect.deployments.steps.core import run_steps
+config = yaml.safe_load(open("prefect.yaml"))
+step = next(s for s in config["definitions"]["flow_image_push"]
+            if "flows.deploy_steps.pin_pool_image" in s)
+upstream = {"flow-image-digest": {"image_by_digest": sys.argv[1]}}
+print(json.dumps(asyncio.run(run_steps([step], upstream))))
+"""
+
+
+def _pin(server: PrefectServer, image: str, repository: str | None = REPOSITORY
+         ) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in server.env.items() if k != "TPURL_FLOW_IMAGE"}
+    if repository is not None:
+        env["TPURL_FLOW_IMAGE"] = repository
+    return subprocess.run([sys.executable, "-c", RUN_PIN_STEP, image], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def _pool_template(server: PrefectServer, pool: str = "tpurl-kubernetes") -> dict:
+    return server.api("GET", f"/work_pools/{pool}").json()["base_job_template"]
 
 
 @pytest.mark.parametrize("template_path", [TEMPLATE, PROCESS_TEMPLATE], ids=["kubernetes",
@@ -115,10 +149,12 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prefect
         done = server.cli("work-pool", "create", "tpurl-kubernetes", "--type", "kubernetes",
                           "--base-job-template", str(TEMPLATE))
         assert done.returncode == 0, done.stdout + done.stderr
+        pinned = _pin(server, IMAGE)
+        assert pinned.returncode == 0, pinned.stdout + pinned.stderr
         flow = server.api("POST", "/flows/", json={"name": "rl-post-training"}).json()
         deployment = server.api("POST", "/deployments/", json={
             "name": "weekly", "flow_id": flow["id"], "work_pool_name": "tpurl-kubernetes",
-            "job_variables": {"image": IMAGE, "env": {"TPURL_GKE__PROJECT": ""}}}).json()
+            "job_variables": {"env": {"TPURL_GKE__PROJECT": ""}}}).json()
         yield server, deployment
 
 
@@ -131,6 +167,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prefect
     {"env": {"PYTHONPATH": "/tmp"}},
     {"env": {"PREFECT_API_URL": "http://127.0.0.1:9/api"}},
     {"env": {"TPURL_IMAGE__BASE": "attacker/image:latest"}},
+    {"image": ATTACKER_IMAGE},
+    {"image": REPOSITORY + "@sha256:" + "0" * 64},  # an older build of the flow image
 ])
 def test_a_run_naming_a_fixed_field_is_refused_at_creation(
         deployed: tuple[PrefectServer, dict], variables: dict) -> None:
@@ -157,3 +195,109 @@ def test_a_run_gets_the_fixed_command_account_and_namespace(
     assert pod["service_account"] == "tpurl-flow"
     assert pod["namespace"] == pod["config_namespace"] == "default"
     assert pod["image"] == IMAGE
+
+
+def _flow_container(template: dict) -> dict:
+    return template["job_configuration"]["job_manifest"]["spec"]["template"]["spec"][
+        "containers"][0]
+
+
+def _rendered_pod(server: PrefectServer, pool: str, deployment_id: str, run_id: str) -> dict:
+    """The run's pod as the Kubernetes worker renders it (tests/support/kube_pod.py)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from tests.support.kube_pod import render_container
+
+    with temporary_settings({PREFECT_API_URL: server.url}):
+        return asyncio.run(render_container(pool, deployment_id, run_id))
+
+
+def test_a_runs_image_is_the_pods_image_with_an_image_variable_and_refused_on_ours(
+        deployed: tuple[PrefectServer, dict]) -> None:
+    """The attack, for real, on a pool whose template renders an ``image`` variable (the
+    shipped template given one, as Prefect's own Kubernetes template has): the API accepts
+    the run and the worker's rendering starts the attacker's image as tpurl-flow. On the
+    pinned pool the API refuses the run, and a run's pod has the pinned digest."""
+    server, deployment = deployed
+    with_variable = json.loads(TEMPLATE.read_text())
+    _flow_container(with_variable)["image"] = "{{ image }}"
+    with_variable["variables"]["properties"]["image"] = {"type": "string"}
+    server.api("POST", "/work_pools/", json={"name": "image-variable", "type": "kubernetes",
+                                             "base_job_template": with_variable})
+    exposed = server.api("POST", "/deployments/", json={
+        "name": "image-variable", "flow_id": deployment["flow_id"],
+        "work_pool_name": "image-variable", "job_variables": {"image": IMAGE}}).json()
+    attack = server.api("POST", f"/deployments/{exposed['id']}/create_flow_run",
+                        json={"job_variables": {"image": ATTACKER_IMAGE}}).json()
+    pod = _rendered_pod(server, "image-variable", exposed["id"], attack["id"])
+    assert (pod["image"], pod["service_account"]) == (ATTACKER_IMAGE, "tpurl-flow")
+
+    with pytest.raises(httpx.HTTPStatusError) as err:
+        server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
+                   json={"job_variables": {"image": ATTACKER_IMAGE}})
+    assert err.value.response.status_code == 422
+    run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
+                     json={}).json()
+    assert _rendered_pod(server, "tpurl-kubernetes", deployment["id"], run["id"])["image"] == IMAGE
+
+
+def test_an_image_in_stored_job_variables_is_not_rendered(
+        deployed: tuple[PrefectServer, dict]) -> None:
+    """Variables the API did not validate against the pinned template (a deployment made
+    while the pool had an ``image`` variable, a run created by the scheduler from it) reach
+    the worker's rendering and change nothing: the template renders no variable there."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect_kubernetes.worker import KubernetesWorkerJobConfiguration
+
+    server, _ = deployed
+    with temporary_settings({PREFECT_API_URL: server.url}):
+        config = asyncio.run(KubernetesWorkerJobConfiguration.from_template_and_values(
+            _pool_template(server), {"image": ATTACKER_IMAGE}))
+    assert config.job_manifest["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+
+
+def test_a_deployment_setting_an_image_is_refused_so_prefect_yaml_sets_none(
+        deployed: tuple[PrefectServer, dict]) -> None:
+    server, deployment = deployed
+    with pytest.raises(httpx.HTTPStatusError) as err:
+        server.api("POST", "/deployments/", json={
+            "name": "own-image", "flow_id": deployment["flow_id"],
+            "work_pool_name": "tpurl-kubernetes", "job_variables": {"image": ATTACKER_IMAGE}})
+    assert err.value.response.status_code == 422
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    for each in config["deployments"]:
+        assert "image" not in (each["work_pool"].get("job_variables") or {}), each["name"]
+    push = [next(iter(step)) for step in config["definitions"]["flow_image_push"]]
+    assert push[-2:] == ["flows.deploy_steps.pushed_digest", "flows.deploy_steps.pin_pool_image"]
+
+
+def test_a_later_deploy_replaces_the_digest_and_nothing_else(
+        deployed: tuple[PrefectServer, dict]) -> None:
+    server, _ = deployed
+    newer = REPOSITORY + "@sha256:" + "b" * 64
+    try:
+        done = _pin(server, newer)
+        assert done.returncode == 0, done.stdout + done.stderr
+        template = _pool_template(server)
+        assert _flow_container(template)["image"] == newer
+        _flow_container(template)["image"] = _flow_container(json.loads(TEMPLATE.read_text()))[
+            "image"]
+        assert template == json.loads(TEMPLATE.read_text())
+    finally:
+        assert _pin(server, IMAGE).returncode == 0
+
+
+@pytest.mark.parametrize(("repository", "image", "says"), [
+    (None, IMAGE, "Refused: TPURL_FLOW_IMAGE is not set"),
+    (REPOSITORY, ATTACKER_IMAGE.replace(":latest", "@sha256:" + "a" * 64), "by sha256 digest"),
+])
+def test_the_pin_step_refuses_with_the_fix_and_leaves_the_pool(
+        deployed: tuple[PrefectServer, dict], repository: str | None, image: str,
+        says: str) -> None:
+    server, _ = deployed
+    before = _pool_template(server)
+    done = _pin(server, image, repository)
+    assert done.returncode == 1
+    assert says in done.stderr and "fix: " in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert _pool_template(server) == before

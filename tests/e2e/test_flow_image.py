@@ -85,15 +85,24 @@ def test_the_page_marks_every_command_of_the_walkthrough(readme: dict[str, str])
     assert "TPURL_FLOW_IMAGE=" in readme["env"]
 
 
+def _pinned_image(walkthrough: Walkthrough) -> str:
+    """The flow container's image in the Kubernetes pool's template, as `deploy` wrote it."""
+    pool = walkthrough.server.api("GET", "/work_pools/tpurl-kubernetes").json()
+    assert "image" not in pool["base_job_template"]["variables"]["properties"]
+    return pool["base_job_template"]["job_configuration"]["job_manifest"]["spec"]["template"][
+        "spec"]["containers"][0]["image"]
+
+
 def test_deploy_builds_pushes_and_names_the_image_by_digest(walkthrough: Walkthrough,
                                                            docker_client: docker.DockerClient):
     expected = flow_image_tag(walkthrough.repository, base_image=walkthrough.base_image,
                               cloud_tools="0", context=str(REPO_ROOT))
     pushed = docker_client.images.get_registry_data(expected["image"])
     by_digest = f"{walkthrough.repository}@{pushed.id}"
-    for name in KUBERNETES:
-        assert walkthrough.deployments[name]["job_variables"]["image"] == by_digest, name
-    for name in PROCESS:
+    # pinned in the Kubernetes pool's template (flows/deploy_steps.py pin_pool_image), never a
+    # job variable a run could set
+    assert _pinned_image(walkthrough) == by_digest
+    for name in (*KUBERNETES, *PROCESS):
         assert "image" not in (walkthrough.deployments[name]["job_variables"] or {}), name
     image = docker_client.images.get(by_digest)
     assert image.attrs["Config"]["User"] == "tpurl"
@@ -130,7 +139,7 @@ def test_the_weekly_deployment_runs_in_a_container_of_its_image(walkthrough: Wal
              deployment["id"], run["id"]], cwd=REPO_ROOT, env=server.env, capture_output=True,
             text=True, check=True)
         pod = json.loads(rendered.stdout)
-        assert pod["image"] == deployment["job_variables"]["image"]
+        assert pod["image"] == _pinned_image(walkthrough)
         assert pod["args"] == ["prefect", "flow-run", "execute"]
         assert pod["env"]["PREFECT__FLOW_RUN_ID"] == run["id"]
         assert pod["env"]["TPURL_GKE__PROJECT"] == ""  # the pool's env, from prefect.yaml
