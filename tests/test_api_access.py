@@ -217,9 +217,15 @@ def test_the_commands_server_answers_only_its_user_and_no_web_page(
         for path in ("/events/in", "/events/out", "/logs/out"):
             assert _websocket_refuses(url, path, None), path
             assert _websocket_refuses(url, path, "a guess"), path
-        # nothing was created; the user still reads the secret with the auth string
-        assert json.loads(_ask(url, "POST", "/flow_runs/count", {}, mine)[2]) == 0
-        assert json.loads(_ask(url, "POST", "/automations/filter", {}, mine)[2]) == []
+        # nothing was created; the user still reads the secret with the auth string. (In a
+        # test session the server shares the session harness's database, whose runs and
+        # automations are other tests': only the attack's own are counted.)
+        victims = {"flows": {"id": {"any_": [flow_id]}}}
+        assert json.loads(_ask(url, "POST", "/flow_runs/count", victims, mine)[2]) == 0
+        automations = json.loads(_ask(url, "POST", "/automations/filter", {}, mine)[2])
+        assert [a for a in automations if a.get("name") == "evil"] == []
+        _ask(url, "POST", "/flow_runs/", {"flow_id": flow_id}, mine)  # the count counts
+        assert json.loads(_ask(url, "POST", "/flow_runs/count", victims, mine)[2]) == 1
         _, _, blocks = _ask(url, "POST", "/block_documents/filter", {"include_secrets": True},
                             mine)
         assert HF_TOKEN in blocks
