@@ -35,7 +35,8 @@ def _environ(name: str) -> dict[str, str]:
 
 
 def _as_run(name: str, overrides: dict[str, Any]) -> Profile:
-    return load_profile(name, overrides, environ=_environ(name), origin="deployment")
+    env = _environ(name)  # the deployment's own job_variables.env, as prefect.yaml declares
+    return load_profile(name, overrides, environ=env, origin="deployment", deployed_env=env)
 
 
 def _schema_paths(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
@@ -122,8 +123,9 @@ def test_the_review_s_attacks_are_refused_naming_the_field(name: str,
 def test_the_cli_and_the_environment_keep_every_field() -> None:
     evil = "docker.io/attacker/evil:1"
     assert load_profile("rehearsal", {"image.base": evil}, environ={}).image.base == evil
-    assert load_profile("rehearsal", environ={"TPURL_IMAGE__BASE": evil},
-                        origin="deployment").image.base == evil
+    # a deployment's own env (its job_variables.env) is its owner's
+    assert load_profile("rehearsal", environ={"TPURL_IMAGE__BASE": evil}, origin="deployment",
+                        deployed_env={"TPURL_IMAGE__BASE": evil}).image.base == evil
     # an in-process call of the flow (`tpurl run`, Python) is its owner's too
     assert load_profile("rehearsal", {"image.base": evil}, environ={},
                         origin="flow").image.base == evil
@@ -263,7 +265,8 @@ ERROR_KINDS = {
 def test_an_error_a_run_s_overrides_caused_names_that_parameter(kind: str) -> None:
     name, overrides, origin = ERROR_KINDS[kind]
     with pytest.raises(ProfileError) as refused:
-        load_profile(name, overrides, environ=_environ(name), origin=origin)
+        load_profile(name, overrides, environ=_environ(name), origin=origin,
+                     deployed_env=_environ(name))
     message = str(refused.value)
     assert message.startswith("the run's overrides parameter cannot be used with profile")
     assert "is invalid" not in message

@@ -81,5 +81,5 @@ def test_the_plan_lists_every_mode_and_zone_the_worst_case_and_the_cap():
                                             for z in ZONES]
     text = "\n".join(lines)
     assert "worst case, every mode waits its budget: 6 + 0.5 + 0.5 = 7 h" in text
-    assert "spend cap: gke.max_usd_per_run $500.00 against $360.00" in text
+    assert "spend cap: gke.max_usd_per_run $500.00 against $374.40" in text
     assert "priciest mode (on-demand)" in text
