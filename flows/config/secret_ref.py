@@ -12,6 +12,7 @@ from pydantic import BaseModel, model_validator
 from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
 from flows.config.strict import StrictModel
+from flows.config.wandb_key import looks_like_wandb_key
 
 
 class SecretRef(StrictModel):
@@ -33,6 +34,13 @@ class SecretRef(StrictModel):
                     "where it is kept. It looks like a live token: revoke it on the hub.",
                     "put the new token in an environment variable, a Prefect Secret block or "
                     "Secret Manager and name that, e.g. {env: HF_TOKEN}")
+            if looks_like_wandb_key(getattr(self, source) or ""):  # checked before its name
+                raise FixableValueError(  # rules, whose messages quote the value
+                    f"{source} holds what looks like a W&B API key itself, not the name of "
+                    "where it is kept. It looks like a live key: revoke it at "
+                    "wandb.ai/authorize",
+                    "put the new key in an environment variable or a secret and name that, "
+                    "e.g. {env: WANDB_API_KEY}")
         if sum(v is not None for v in (self.env, self.secret_block, self.gcp_secret)) != 1:
             raise FixableValueError(
                 "give exactly one source for the token",
