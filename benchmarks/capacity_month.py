@@ -13,7 +13,7 @@ prints, per mode:
                       (goal <= 1.10)
     $                 held chip-hours at the profile's price for the mode (— if none given)
 
-Then, with stockouts (issue 32; flows/backends/gke/infra/capacity_wait.py: per mode and
+Then, with stockouts (flows/backends/gke/infra/capacity_wait.py: per mode and
 zone, spells of hours, independent between zones), --months months of the same calendar under
 four capacity policies, and for each the time to the slice (p50/p95 over every run, waiting
 not billed), the dollars per trained model, and which mode and zone served:

@@ -25,7 +25,7 @@ the resubmission succeeds), operator-delete (kubectl delete jobset mid-run: canc
 worker-crash (a worker fails while the head still runs: no wait for its log), stockout
 (no capacity, the autoscaler retrying after its back-off, for ``--fault-window-s`` as the
 scheduling budget: the cause kept).
-How cost grows with the work (issue 34 item 5): ``slices-1``, ``slices-4``, ``slices-16``
+How cost grows with the work: ``slices-1``, ``slices-4``, ``slices-16``
 run the steady case with ``gke.num_slices`` N (the tutorial's 4x8 slice: 8 worker pods per
 slice) for ``--slices-window-s`` (default 60 s) and print, beside requests/minute, the growth
 of the flow process's resident memory during the run (the fake API runs in a process of its

@@ -8,9 +8,9 @@ passed, never on a bare export. It records ``served.json`` beside the promoted p
 replayed late, after a newer promotion, must not roll serving back. The pointer itself lives
 in a bucket every training pod can write, so it is checked before anything is served: it must
 carry its scores' key and its export's digest, name an export inside the output root, and the
-export's files must still give that digest (issue 37.5). With an MLflow registry
+export's files must still give that digest. With an MLflow registry
 (``promotion.register.mlflow``) the registry's ``champion`` alias is what is served instead
-of the pointer, under the same digest rule (issue 35.2).
+of the pointer, under the same digest rule.
 """
 
 from __future__ import annotations

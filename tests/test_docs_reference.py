@@ -1,4 +1,4 @@
-"""The reference pages are what the code renders now (issue 33 item 3): a change of the CLI,
+"""The reference pages are what the code renders now: a change of the CLI,
 a profile field, prefect.yaml, a failure code or a file format that is not regenerated
 (`python -m flows.reference`) fails here, naming the page."""
 

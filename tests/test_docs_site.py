@@ -1,4 +1,4 @@
-"""The docs site builds with `mkdocs build --strict` (issue 33 item 2): a broken link, a
+"""The docs site builds with `mkdocs build --strict`: a broken link, a
 missing anchor or a page left out of the navigation fails the build, and so this test."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The flow image's Terraform and Packer are what the pinned gcluster resolves, so gcluster
-downloads neither in a pod (issue 18.7: the image had Terraform 1.9.8, older than the 1.12.2
+downloads neither in a pod (the image had Terraform 1.9.8, older than the 1.12.2
 gcluster pins, and no Packer, so a pod would download both at run time, needing egress).
 
 Tested as data: the CLOUD_TOOLS=1 image cannot be built here (HashiCorp's, Google's and

@@ -37,7 +37,7 @@ def test_every_pin_has_hashes():
 
 
 def test_the_lock_satisfies_pyproject_and_its_gcp_and_tracking_extras_and_build_system():
-    """The tracking extra too: a flow pod reports to MLflow and registers models (issue 35)."""
+    """The tracking extra too: a flow pod reports to MLflow and registers models."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     wanted = [*project["project"]["dependencies"],
               *project["project"]["optional-dependencies"]["gcp"],

@@ -1,6 +1,6 @@
 """A flow run's ``overrides={"local.venv": "~"}`` (what a deployment run's parameters carry)
 is refused by the real flow on a real Prefect API before any stage, and the home directory
-keeps its files (issue 37.1)."""
+keeps its files."""
 
 from __future__ import annotations
 

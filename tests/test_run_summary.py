@@ -1,4 +1,4 @@
-"""What a finished `tpurl run` ends with (issue 20.5): the result file, the logs, the three
+"""What a finished `tpurl run` ends with: the result file, the logs, the three
 artifact URIs and the final reward and loss; no link to an API that dies with the command."""
 
 from __future__ import annotations

@@ -1,2 +1,2 @@
 """Announcements of new datasets and base-model revisions, and the dispatcher that turns
-each into at most one waiting retrain run (issue 11: no announcement is lost)."""
+each into at most one waiting retrain run (no announcement is lost)."""

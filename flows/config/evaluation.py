@@ -1,4 +1,4 @@
-"""The held-out evaluation and the promotion rule of a profile (issue 24).
+"""The held-out evaluation and the promotion rule of a profile.
 
 ``eval`` turns the evaluate stage on: after export, the trained model and the base model it
 started from are scored on a held-out set with the training's own reward functions
@@ -62,7 +62,7 @@ class EvalSection(StrictModel):
         return v
 
 
-# ``register`` is the profile's key (issue 35.2). Pydantic warns that it shadows ABCMeta's
+# ``register`` is the profile's key. Pydantic warns that it shadows ABCMeta's
 # class-level ``register``; an instance's field value is what every reader gets.
 warnings.filterwarnings("ignore", message='Field name "register" in "PromotionRule"')
 

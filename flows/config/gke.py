@@ -70,7 +70,7 @@ class GkeCluster(StrictModel):
     """The TPU reservation to consume; required with capacity: reservation only."""
     authorized_cidr: str  # the control plane's allowed sources; required, never implied
     """The sources allowed to reach the control plane (CIDR); required, never implied."""
-    # bucket-scoped by default (issue 37.6): project-storage-admin gives the node pool's and
+    # bucket-scoped by default: project-storage-admin gives the node pool's and
     # the workloads' accounts storage.admin on every bucket of the project, reachable from
     # every pod of the cluster, the privileged host-network Pathways pods included.
     iam_mode: Literal["project-storage-admin", "bucket-scoped"] = "bucket-scoped"

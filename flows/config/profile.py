@@ -89,7 +89,7 @@ class LocalSection(StrictModel):
     @model_validator(mode="after")
     def _own_places(self) -> Self:
         """The tool creates, rewrites and deletes files under these three: each must lie
-        inside the repository, the cache or the temporary directory (issue 37.1:
+        inside the repository, the cache or the temporary directory (
         ``venv: ~`` would have had the image stage delete the home directory)."""
         problems = [FixableValueError(problem, f"give local.{field} a path inside the "
                                       f"repository (the default is {default!r}), or under "

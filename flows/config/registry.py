@@ -1,4 +1,4 @@
-"""Where a judged model is registered (issue 35.2): ``promotion.register:``, one registry.
+"""Where a judged model is registered: ``promotion.register:``, one registry.
 
 A promoted model becomes a version there; with MLflow a rejected one is registered too,
 with its decision, but never gets the ``champion`` alias. The shapes are checked here, at

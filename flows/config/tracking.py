@@ -1,4 +1,4 @@
-"""Where a run's curves, walls and costs are also reported (issue 35.1): the ``tracking:``
+"""Where a run's curves, walls and costs are also reported: the ``tracking:``
 section, every part optional and off by default.
 
 Reporting never decides anything: a tracker that is down mid-run is a warning and a retry,

@@ -1,4 +1,4 @@
-"""The GKE watch's budgets that had no profile field (issue 19.4): how long a stage waits on
+"""The GKE watch's budgets that had no profile field: how long a stage waits on
 the cluster before it gives up. A mixin of ``GkeSection`` (flows/config/gke.py), kept in its
 own module so the cluster, capacity and job fields change without touching it.
 

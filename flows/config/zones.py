@@ -1,5 +1,5 @@
 """``gke.zone`` and ``gke.zones``: which zones of the region a run may be served in, in
-order of preference (issue 32). Pure rules, applied by ``GkeCluster`` (flows/config/gke.py).
+order of preference. Pure rules, applied by ``GkeCluster`` (flows/config/gke.py).
 
 ``gke.zones`` lists the region's zones whose TPU pools may serve a run (one pool per
 capacity mode and zone, flows/backends/gke/capacity_pools.py); ``gke.zone`` stays valid

@@ -147,7 +147,7 @@ class ProgramSetup:
     checks: tuple[Workload, ...] = ()  # run after the program; ``accept`` reads their verdicts
     files: tuple[ProgramFile, ...] = ()  # programs of ours it runs that the image lacks
     # where export reads the tokenizer (``--hf_model_path``), when not the model's own path:
-    # a folder the preamble filled at the pinned revision (issue 37.7)
+    # a folder the preamble filled at the pinned revision
     tokenizer: str | None = None
 
 

@@ -80,7 +80,7 @@ def outside_root(outputs: dict[str, str], root: str) -> str | None:
     A record is read from the bucket or the root, which a training pod (or anyone with write
     access) can write; an output it names outside the root (an absolute URI elsewhere, a
     ``..`` segment, another bucket) would be handed to the next stage as if this pipeline had
-    verified it (issue 37.5). Entries relative to the root (``./``) must stay below it;
+    verified it. Entries relative to the root (``./``) must stay below it;
     absolute storage URIs must be the root or below it. Outputs that are not files (an image
     reference, ``hf://`` model, ``venv:`` path) are checked by their own stage."""
     base = root.rstrip("/")

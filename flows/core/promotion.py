@@ -7,7 +7,7 @@ against where it started). Point estimates are compared: with the few rows a reh
 scores the intervals overlap whatever happens, and the intervals are shown beside the
 decision so a reader sees how sure it is.
 
-The decision is made on scores every time (issue 37.5): a pointer that already names this
+The decision is made on scores every time: a pointer that already names this
 run's export is not evidence (the bucket it lives in is writable by every training pod), so
 such a rerun is judged against its own base score, and is "unchanged" only when it passes.
 """

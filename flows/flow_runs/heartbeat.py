@@ -1,4 +1,4 @@
-"""How often a flow run of this product tells Prefect it is alive (issue 31.8).
+"""How often a flow run of this product tells Prefect it is alive.
 
 Prefect's flow engine emits a ``prefect.flow-run.heartbeat`` event every
 ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds (default 180) from a thread of the flow's

@@ -1,4 +1,4 @@
-"""A Hugging Face Hub repository as the registry (issue 35.2): a promoted export is
+"""A Hugging Face Hub repository as the registry: a promoted export is
 uploaded as a revision, a branch named after the run, of a repository created private
 unless the profile says otherwise. The token is the profile's reference, resolved here and
 registered for redaction (flows/core/secrets.py).

@@ -1,4 +1,4 @@
-"""The MLflow Model Registry (issue 35.2): every judged model a version of the profile's
+"""The MLflow Model Registry: every judged model a version of the profile's
 registered model, the promoted one moved under the alias ``champion``.
 
 A version's source is the export's URI; its tags carry the scores, the lineage and the

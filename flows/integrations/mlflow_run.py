@@ -1,4 +1,4 @@
-"""One MLflow run per pipeline run (issue 35.1): named as the flow run, tagged with what
+"""One MLflow run per pipeline run: named as the flow run, tagged with what
 identifies it, holding the training metrics per step, the stage walls, chip-hours and
 dollars, the evaluation scores and the artifacts' URIs.
 

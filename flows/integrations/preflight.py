@@ -1,5 +1,5 @@
 """Before the first stage: each integration the profile names can be reached and has its
-credentials, or the run is refused with the field and the fix (issue 35: validated at load,
+credentials, or the run is refused with the field and the fix (validated at load,
 before any side effect). A tracker that goes down later is only a warning (reporting.py);
 one that cannot be reached at the start is a mistake in the profile or the network, and
 finding out after hours of training would lose the report for nothing.

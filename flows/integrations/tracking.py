@@ -1,4 +1,4 @@
-"""The run's report to the profile's trackers once its result is kept (issue 35.1).
+"""The run's report to the profile's trackers once its result is kept.
 
 Called by the flow after the result is persisted, so a tracker that is down costs nothing
 but its copy: each tracker is tried with retries (reporting.report) and a failure is a

@@ -1,4 +1,4 @@
-"""The Vertex AI Model Registry (issue 35.2): a promoted export becomes a version of one
+"""The Vertex AI Model Registry: a promoted export becomes a version of one
 model, the export as its artifact URI and the scores as labels.
 
 Over Vertex AI's REST surface (google/cloud/aiplatform/v1/model_service.proto:

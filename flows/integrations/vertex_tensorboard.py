@@ -1,4 +1,4 @@
-"""The run's training curves into a Vertex AI TensorBoard experiment (issue 35.1), when the
+"""The run's training curves into a Vertex AI TensorBoard experiment, when the
 profile names one (``tracking.tensorboard.vertex_tensorboard``).
 
 Over Vertex AI's TensorboardService REST surface (googleapis google/cloud/aiplatform/v1/

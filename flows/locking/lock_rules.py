@@ -34,7 +34,7 @@ RENEW_S = 20.0  # three renewals per lease: two may fail before it expires
 # (leases are in its memory) while a holder on another host had died with its run not final
 # (a worker marks a run Crashed when its process or pod exits, which makes it final): such a
 # record is stale after STALE_BEATS of it (3 h; the wait says how to break the lock sooner).
-# Each beat is a variable event in the run's feed, one an hour (issue 31.8: at 600 s the beat
+# Each beat is a variable event in the run's feed, one an hour (at 600 s the beat
 # was 6 of a run's events per hour, beside Prefect's 20 heartbeats; both grow with the run).
 LEASED_BEAT_S = 3600.0
 LOST_LEASE_BEAT_S = 15.0  # the record's beat once the lease is gone

@@ -87,7 +87,7 @@ def publish_result(result: PipelineResult) -> None:
         chart = metrics_chart_markdown(result.metrics)
         if chart:
             # the run's own (unkeyed): the metrics table above keeps the history by its key,
-            # and each keyed artifact costs an artifact-collection event (issue 31.8)
+            # and each keyed artifact costs an artifact-collection event
             quiet.create("markdown", chart, None, "Reward and loss per GRPO step")
         for name, (link, text) in tracking_links(result).items():
             quiet.create("link", quiet.link_data(link, text), f"{key}-{name}", text)
@@ -96,7 +96,7 @@ def publish_result(result: PipelineResult) -> None:
 
 
 def tracking_links(result: PipelineResult) -> dict[str, tuple[str, str]]:
-    """The run page's links out (issue 35.1): the TensorBoard event directory (`tensorboard
+    """The run page's links out: the TensorBoard event directory (`tensorboard
     --logdir` it; on GKE the bucket's browser page), and where the run was also reported."""
     links: dict[str, tuple[str, str]] = {}
     logdir = result.tensorboard_logdir

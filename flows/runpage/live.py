@@ -253,7 +253,7 @@ class StagePage:
         text = outputs_markdown(self.done, self.dataset)
         if self.outputs_id is None:
             # the run's own (unkeyed): the stage table is the page's keyed entry, and the
-            # export's link keeps "the latest model"; a key costs an event (issue 31.8)
+            # export's link keeps "the latest model"; a key costs an event
             self.outputs_id = quiet.create(
                 "markdown", text, None, f"{OUTPUTS_TITLE} {self.profile}'s stages so far, in full")
         else:

@@ -58,7 +58,7 @@ class PipelineResult(BaseModel):
     evaluation: dict[str, Any] | None = None
     # the training's TensorBoard event directory (gs:// on GKE): `tensorboard --logdir` it
     tensorboard_logdir: str | None = None
-    # where the run was also reported (issue 35): {"mlflow": run URL, "registry": version}
+    # where the run was also reported: {"mlflow": run URL, "registry": version}
     tracking: dict[str, str] = Field(default_factory=dict)
     started_at: str
     finished_at: str

@@ -1,4 +1,4 @@
-"""The event catalogue is the one list of `tpurl.*` events (issue 33 item 3): the emitters take
+"""The event catalogue is the one list of `tpurl.*` events: the emitters take
 their names from it and their payloads pass its key check, and every trigger the repository
 ships expects an event it lists. docs/reference/events.md is rendered from it
 (tests/test_docs_reference.py checks the committed page)."""

@@ -1,6 +1,6 @@
 """The tool's places and its ownership marker (flows/common/owned.py), on real directories:
 a home directory, ``/``, the repository itself and a symlink that leads out are refused as
-places; a directory without the marker is never removed, whatever it holds (issue 37.1)."""
+places; a directory without the marker is never removed, whatever it holds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Names built from untrusted text become one safe path part (issue 37.7): a run name carrying
+"""Names built from untrusted text become one safe path part: a run name carrying
 an announced revision ``../../x`` used to write the result and traceback files four
 directories above their place. Property-tested over any text, then against real files."""
 

@@ -1,4 +1,4 @@
-"""gke.zones and a chain of capacity modes (issue 32): what a profile may say, what it is
+"""gke.zones and a chain of capacity modes: what a profile may say, what it is
 refused for (naming the field and the fix), and the values every layer reads
 (``zone_order``, ``capacity_chain``). One test per rule; the modes and zone-list shapes
 are generated (hypothesis) where the rule must hold for all of them."""

@@ -1,4 +1,4 @@
-"""Every fix text that names a profile field names one the profile model has (issue 19.3).
+"""Every fix text that names a profile field names one the profile model has.
 
 The missing-LocalQueue diagnosis told users to "set gke.local_queue", which `tpurl validate`
 refuses (the field is gke.kueue_queue). Fix texts are built from string constants (plain or

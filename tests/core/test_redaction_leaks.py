@@ -1,5 +1,5 @@
 """Leaks flows/core/redaction.py must still stop that tests/core/test_redaction.py and
-test_redaction_rules.py did not pin (issue 36.3, found by mutation testing): base64 of a token
+test_redaction_rules.py did not pin (found by mutation testing): base64 of a token
 inside a longer encoding with the text before it kept, passwords with spaces, slashes and
 punctuation, several tokens where one holds the other, upper-cased headers, glued line
 pieces in a text of several lines, and log records' tracebacks and stacks as logging prints

@@ -8,7 +8,7 @@ on the held-out rows, trained and base) and decides promotion; the learning-rate
 base-model reruns leave eval out (its lineage is proven in tests/stages/test_evaluate.py),
 since each evaluation program costs minutes on CPU.
 
-The learning-rate rerun also tracks to W&B in offline mode (issue 35.1): its train program is
+The learning-rate rerun also tracks to W&B in offline mode: its train program is
 MaxText's real ``train_rl`` through tunix's metrics logger, so the W&B proof needs no training
 of its own. Tracking enters no stage's key (flows/core/layout.py train_key), so the rerun
 still proves that the learning rate alone reruns train and export.

@@ -1,4 +1,4 @@
-"""Values from an announcement on the run page (issue 37.4): each attack an emitter could
+"""Values from an announcement on the run page: each attack an emitter could
 post as a dataset URI or event id renders as its own text, checked with a CommonMark parser
 with GFM tables (markdown-it-py, installed with Prefect's rich) on the very markdown the
 artifacts publish."""

@@ -1,6 +1,6 @@
 """The promoted pointer beside the results: moved by a pass only, never by a worse model; it
 carries its scores' key and its export's digest, and a pointer that no longer matches the
-export (or names one outside the root) is not taken as the reference (issue 37.5). Real files
+export (or names one outside the root) is not taken as the reference. Real files
 under a real output root; the same rules on fake-gcs-server at the end."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A lineage record that points outside its output root is not trusted (issue 37.5): the
+"""A lineage record that points outside its output root is not trusted: the
 record is read from the root or the bucket, which a training pod can write, and its outputs
 are handed to the next stage (convert's checkpoint becomes training's load_parameters_path).
 A record naming a copy elsewhere (absolute), climbing out with ``..``, or reaching it through

@@ -1,4 +1,4 @@
-"""What a CI run may not do quietly, and how its test counts are told (issue 36 items 5, 6).
+"""What a CI run may not do quietly, and how its test counts are told.
 
 - A skip is a test that proved nothing. Outside CI a skip says what the machine lacks (no
   root to mount a tmpfs, no apt-get for dockerd); under ``CI=true`` the same test must run,

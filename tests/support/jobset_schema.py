@@ -21,7 +21,7 @@ KUBERNETES_VERSION = "1.33.0"
 def _strict(schema: Any) -> Any:
     """The CRD schema with unknown fields rejected, as the API server does with strict field
     validation (kubectl's default): a structural schema prunes them silently otherwise, which
-    is how a typo or a field of a newer JobSet would go unnoticed (pitfalls 4)."""
+    is how a typo or a field of a newer JobSet would go unnoticed."""
     if isinstance(schema, dict):
         out = {key: _strict(value) for key, value in schema.items()}
         if ("properties" in out and "additionalProperties" not in out

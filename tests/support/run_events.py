@@ -1,4 +1,4 @@
-"""A run's events by category, so the pipeline's own events stay easy to find (issue 31.8):
+"""A run's events by category, so the pipeline's own events stay easy to find:
 shared by benchmarks/run_events.py (figures) and the e2e test that holds the goal.
 
 Every event of the API from the flow run's start to its end (plus 30 s: the server stores

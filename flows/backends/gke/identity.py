@@ -1,4 +1,4 @@
-"""The two Google identities of a GKE deployment (issue 37.3) and what each must hold.
+"""The two Google identities of a GKE deployment and what each must hold.
 
 - The **runtime** identity, ``tpurl-flow@PROJECT``: every scheduled run uses it (the
   Kubernetes work pool's pod, bound to the Kubernetes service account ``tpurl-flow`` of

@@ -119,4 +119,4 @@ class JobSetCalls:
         return StageFailed(self.stage, Diagnosis(
             category, f"the Kubernetes API refused to {what}: HTTP {exc.status} {exc.reason}",
             f"    {self.redactor(str(exc.body or '')[:1000])}",
-            "check the cluster's JobSet/Kueue versions (pitfalls 4) and the flow's RBAC"))
+            "check the cluster's JobSet/Kueue versions and the flow's RBAC"))

@@ -88,7 +88,7 @@ class GkePlanning:
 
 
 def unpinned_image_warnings(profile: Profile) -> list[str]:
-    """Images a GKE run pulls by a tag only (issue 37.7): whoever can push to their
+    """Images a GKE run pulls by a tag only: whoever can push to their
     repository can change what runs, privileged, on the TPU hosts."""
     gke = profile.gke
     assert gke is not None

@@ -29,7 +29,7 @@ PATHWAYS_ENV: Env = (("JAX_PLATFORMS", "proxy,cpu"), ("ENABLE_PATHWAYS_PERSISTEN
 # MaxText 0.2.4 hands tokenizer_path (training) and --hf_model_path (to_huggingface,
 # maxtext/checkpoint_conversion/to_huggingface.py: `AutoTokenizer.from_pretrained(
 # FLAGS.hf_model_path or HF_IDS[...])`) to transformers without a revision, so a hub id
-# there reads the repository's default branch, whatever model.hf_revision pins (issue 37.7).
+# there reads the repository's default branch, whatever model.hf_revision pins.
 # The tokenizer's files are fetched at the pinned revision first (HF_TOKEN from the
 # container's environment) and read from this folder.
 TOKENIZER_DIR = "/tmp/tpurl-tokenizer"

@@ -75,7 +75,7 @@ class LocalBackend:
     def clear_leftovers(self, stage: str, directory: str) -> int:
         """Empty a stage's half-written output, which must lie inside the output root with
         symlinks followed: a link placed there pointing at another directory would have
-        that directory's files removed (issue 37.1)."""
+        that directory's files removed."""
         path, root_path = self.storage.local_path(directory), self.storage.local_path(self.layout.root)
         assert path is not None and root_path is not None
         if not is_inside(path, root_path):

@@ -255,7 +255,7 @@ def _install_steps(python: Path, venv: Path, lock: Path, tunix: TunixSource | No
 
 def _refuse_foreign(venv: Path, field: str) -> None:
     """A venv directory that exists without our marker is someone else's: neither removed
-    nor installed into (issue 37.1)."""
+    nor installed into."""
     if not (venv.exists() or venv.is_symlink()) or owned(venv):
         return
     raise user_error("image", f"{field} names a directory tpurl did not create",

@@ -1,5 +1,5 @@
 """The convert pod's HF download fits its memory-backed scratch, with the hf-xet chunk cache
-counted (issue 18 item 9), and the plan shows the arithmetic.
+counted, and the plan shows the arithmetic.
 
 hf-xet keeps a chunk cache under HF_HOME (huggingface_hub: HF_XET_CACHE = HF_HOME/xet) of
 HF_XET_CHUNK_CACHE_SIZE_BYTES; its default is 10_000_000_000 in hf_xet builds up to 1.2.0 and

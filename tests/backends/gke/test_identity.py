@@ -1,4 +1,4 @@
-"""The two Google identities (issue 37.3; 18.5 before it): the runtime identity every
+"""The two Google identities (18.5 before it): the runtime identity every
 scheduled run uses holds its bucket, Cloud Build, its repository and a read of the cluster,
 and none of the roles that deploy or grant; the infra identity holds those. One command
 creates them; at start the flow's identity is checked against the runtime needs, a lack
@@ -25,7 +25,7 @@ READY = dict(on_path=frozenset({"gcloud"}), docker_daemon=False, docker_host="un
 WHO = "tpurl-flow@my-proj-123.iam.gserviceaccount.com"
 REPO = "my-proj-123/us-east5/tpurl"
 STAGING = "my-proj-123_cloudbuild"
-WL_SA = {  # what the toolkit example grants CLUSTER-gke-wl-sa (issue 18.5), as permissions
+WL_SA = {  # what the toolkit example grants CLUSTER-gke-wl-sa, as permissions
     "storage.buckets.get", "storage.objects.get", "storage.objects.create",
     "storage.objects.list", "storage.objects.delete", "artifactregistry.repositories.get",
     "container.clusters.get", "container.clusters.create"}
@@ -50,7 +50,7 @@ def test_the_runtime_identity_holds_nothing_that_deploys_or_grants() -> None:
                     "iam.serviceAccounts.actAs", "compute.networks.create",
                     "storage.buckets.create", "artifactregistry.repositories.create"):
         assert deploys in OPERATOR_PERMISSIONS and deploys not in runtime, deploys
-    # and the infra identity holds what deploying needs (issue 30.3: container.admin)
+    # and the infra identity holds what deploying needs (container.admin)
     assert {"roles/container.admin", "roles/resourcemanager.projectIamAdmin"} <= set(
         infra_roles())
     assert "roles/container.clusterAdmin" not in infra_roles()

@@ -1,4 +1,4 @@
-"""Images a GKE run pulls (issue 37.7): the Pathways server and proxy are pulled as
+"""Images a GKE run pulls: the Pathways server and proxy are pulled as
 TAG@DIGEST when the profile pins their digests; a tag-only base or Pathways image is named
 in `tpurl validate`'s warnings with the fix; a malformed digest is refused; a profile that
 pins nothing keeps its infra key (its deployment keeps its records)."""

@@ -1,5 +1,5 @@
 """flows/backends/gke/capacity_pools.py: each (mode, zone) pool has its own name, and a
-JobSet meant for one mode selects that mode's pools only (issue 32's contract)."""
+JobSet meant for one mode selects that mode's pools only."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Training (and the evaluation that reuses its arguments) and export read the tokenizer at the pinned
-``model.hf_revision``, not the hub's default branch (issue 37.7): the preamble line the pod
+``model.hf_revision``, not the hub's default branch: the preamble line the pod
 runs downloads it at that revision and ``tokenizer_path`` names the folder. The line is run
 here by bash with the recording stand-in of huggingface_hub (tests/fakes/hub_download)."""
 

@@ -1,4 +1,4 @@
-"""The rehearsal's tunix is the image's (issue 30.2) and its lock is hash-checked (issue 37.7).
+"""The rehearsal's tunix is the image's and its lock is hash-checked.
 
 MaxText maxtext-v0.2.4 installs tunix from GitHub commit c4ec573d with --no-deps
 (src/dependencies/extra_deps/post_train_github_deps.txt:1,
@@ -54,7 +54,7 @@ def test_the_lock_pins_the_images_commit_and_the_wheel_built_from_it() -> None:
 
 def test_every_requirement_of_the_lock_carries_a_hash() -> None:
     """--require-hashes style: pip and uv refuse the lock otherwise; tensorflow-cpu replaces
-    tensorflow, PyPI's tunix 0.1.7 is gone, and wandb is in (issue 35: tunix's metrics logger
+    tensorflow, PyPI's tunix 0.1.7 is gone, and wandb is in (tunix's metrics logger
     writes to W&B only where it imports)."""
     text = REHEARSAL_LOCK.read_text()
     requirements = [b for b in re.split(r"\n(?=[A-Za-z0-9])", text) if not b.startswith("#")]

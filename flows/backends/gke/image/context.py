@@ -35,7 +35,7 @@ from flows.backends.gke.image.wheels import LOCK_FILE, context_wheels
 from flows.common.paths import IMAGES_DIR, PATCHES_FILE, REPO_ROOT
 from flows.core.patching import PatchDeclaration, declarations_digest
 
-TAG_SCHEME = 2  # 2: the wheels/ of W&B logging (issue 35)
+TAG_SCHEME = 2  # 2: the wheels/ of W&B logging
 POST_TRAINING_DIR = IMAGES_DIR / "post-training"
 PATCHING_MODULE = REPO_ROOT / "flows" / "core" / "patching.py"
 ENABLED_FILE = "enabled-patches.txt"

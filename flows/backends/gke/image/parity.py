@@ -1,4 +1,4 @@
-"""Where the CPU rehearsal proves the real run, and where it does not (issue 18.10).
+"""Where the CPU rehearsal proves the real run, and where it does not.
 
 The rehearsal runs the real MaxText programs from the versions of
 images/rehearsal/requirements.lock; the real run uses whatever the post-training image

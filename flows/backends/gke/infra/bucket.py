@@ -116,7 +116,7 @@ def download_folder(client: Any, bucket: str, prefix: str, local: Path) -> int:
         dest = local / rel
         # an object name is text any writer of the bucket chose (a training pod can): one
         # with "..", or a second "/" after the prefix (an absolute path: local / "/x" is
-        # "/x"), would be written outside the folder (issue 37.1)
+        # "/x"), would be written outside the folder
         if ".." in Path(rel).parts or Path(rel).is_absolute():
             raise user_error("infra", "refusing a deployment object outside its folder", blob.name,
                              f"inspect gs://{bucket}/{prefix}")

@@ -4,7 +4,7 @@ Why cache and record a checksum: the bundle holds the ``gcluster`` that owns the
 state; a different binary on a later run would re-apply with different modules. The first
 use's SHA-256 is recorded beside it, and every later use checks the file still matches.
 
-Which checksum a bundle must have, before it is extracted (issue 37.7): the profile's
+Which checksum a bundle must have, before it is extracted: the profile's
 ``gke.cluster_toolkit_sha256`` if it pins one, else the line the repository ships for the
 version (deployments/cluster-toolkit.sha256). A bundle tpurl downloads itself is refused
 when neither knows the version: whatever a mirror, a proxy or a changed release served

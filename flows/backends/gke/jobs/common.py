@@ -102,7 +102,7 @@ def tpu_pod_scheduling(profile: Profile) -> dict[str, Any]:
 
 def host_network() -> dict[str, Any]:
     """hostNetwork as the tutorial: the pods then act as the node service account, which the
-    tutorial grants storage.admin (pitfalls 15); Pathways needs it for its ports anyway."""
+    tutorial grants storage.admin; Pathways needs it for its ports anyway."""
     return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
 
 

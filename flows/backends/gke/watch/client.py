@@ -1,6 +1,6 @@
 """Cluster access the Prefect way, as a thin seam the tests replace with the fake API.
 
-Order (issue 5): a prefect-kubernetes ``KubernetesCredentials`` block when the profile names
+Order: a prefect-kubernetes ``KubernetesCredentials`` block when the profile names
 one (``gke.kubernetes_credentials_block``), else in-cluster config (the flow runs in a pod of
 a Kubernetes work pool), else the kubeconfig context that ``gcloud container clusters
 get-credentials`` writes for the profile's cluster, ``gke_<project>_<region>_<cluster>``.

@@ -4,7 +4,7 @@ Three watches (flows/backends/gke/watch/stream.py) keep the objects current and 
 change; the loop asks the pure diagnosis (flows/backends/gke/watch/verdict.py) what the state means. It
 also wakes every ``tick_s`` with no API call, so the budgets (time queued, time running) are
 enforced even when nothing changes. Kueue's pending reason is logged when it changes, so the
-UI says why a run waits (pitfalls 3).
+UI says why a run waits.
 
 Budgets are separate on purpose: waiting for quota costs nothing and may legitimately take
 hours; running costs chips and is bounded by how long the job should take. Every budget is

@@ -2,7 +2,7 @@
 
 Why not ``kubernetes.watch.Watch`` in a loop: long watches go stale silently, and an
 orchestrator that treats a broken stream as a failed job marks healthy runs crashed
-(pitfalls 2, Prefect #7743/#8050). So this watch:
+(Prefect #7743/#8050). So this watch:
 - lists once, then watches from the list's resourceVersion, and resumes from the last
   resourceVersion it delivered (events or BOOKMARKs) when a stream ends or breaks: the
   position lives on the watch, not in the stream, so an exception mid-stream loses nothing
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class WatchSettings:
     timeout_s: int = 300  # server-side watch length: one request per watch per timeout_s
-    read_timeout_s: float = 360.0  # no byte for this long = a stale stream (pitfall 2)
+    read_timeout_s: float = 360.0  # no byte for this long = a stale stream
     connect_timeout_s: float = 10.0
     max_errors: int = 3  # consecutive empty failures before also polling
     poll_interval_s: float = 4.0  # while polling: a list, then a watch attempt, this often
@@ -139,7 +139,7 @@ class ObjectWatch:
                 self._stream()
                 streak, self.last_error = 0, ""
                 continue
-            except Exception as exc:  # a watch error alone never fails the stage (pitfalls 2)
+            except Exception as exc:  # a watch error alone never fails the stage
                 if self._stop.is_set():
                     return
                 self.errors += 1

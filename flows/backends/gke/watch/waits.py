@@ -1,5 +1,5 @@
 """How long each GKE stage can wait on the cluster before it gives up, Prefect's retries
-included: pure, for the plan (issue 19.4: a stockout waited 30 min per attempt, about 90 with
+included: pure, for the plan (a stockout waited 30 min per attempt, about 90 with
 two retries, and nothing said so).
 
 Which verdicts Prefect retries decides the arithmetic (flows/core/failures.py RETRYABLE):

@@ -1,4 +1,4 @@
-"""Rehearsal parity (issue 18.10): the plan says where the rehearsal's lock differs from the
+"""Rehearsal parity: the plan says where the rehearsal's lock differs from the
 post-training image and what the rehearsal therefore does not prove; a patch the rehearsal
 measured failing with the versions an image carries is refused (pure parts; the builds that
 refuse it are in test_build.py and test_cloud_build.py)."""

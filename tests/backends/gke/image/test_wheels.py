@@ -1,4 +1,4 @@
-"""The post-training image's W&B wheels (issue 35): the lock matches the rehearsal's, the
+"""The post-training image's W&B wheels: the lock matches the rehearsal's, the
 files reach the build context only by their locked sha256, the in-build installer refuses
 what the lock does not name, and the content tag needs no wheel. (The real build installing
 them on the stand-in base: test_build.py.)"""

@@ -1,4 +1,4 @@
-"""A chain of capacity modes over several zones (issue 32): the edited blueprint has one TPU
+"""A chain of capacity modes over several zones: the edited blueprint has one TPU
 pool module per (mode, zone) that passes gke-node-pool's preconditions after gcluster's
 expansion, the cluster's node locations hold every zone, Kueue gets a flavor per mode in the
 chain's order with queued's admission check on its flavor only, and a deploy against the fake

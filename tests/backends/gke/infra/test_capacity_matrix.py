@@ -1,5 +1,5 @@
 """Every capacity mode x every command on the tutorial profile: no combination ends in a
-traceback (issue 18: `tpurl plan` crashed for on-demand and spot while `validate` called the
+traceback (`tpurl plan` crashed for on-demand and spot while `validate` called the
 profile valid).
 
 Commands through the CLI's own ``main`` (validate, plan, plan --json, plan --out,

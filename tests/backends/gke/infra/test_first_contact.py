@@ -1,4 +1,4 @@
-"""First contact with the tutorial's cluster and a fresh project (issue 10): what Kueue, the
+"""First contact with the tutorial's cluster and a fresh project: what Kueue, the
 CPU pool, Artifact Registry, IAM and the Pathways registry would refuse, refused by
 `tpurl plan --check` first, with the fix; and what the deploy creates so they do not."""
 
@@ -206,7 +206,7 @@ def test_missing_operator_permissions_are_named_with_their_role(cloud: Cloud) ->
     assert not ok
     assert "container.clusters.create, resourcemanager.projects.setIamPolicy" in line
     assert "roles/container.admin, roles/resourcemanager.projectIamAdmin" in line
-    # whose step it is: the infra identity's, never the runtime one's (issue 37.3)
+    # whose step it is: the infra identity's, never the runtime one's
     assert "--identity infra" in line and "tpurl-flow lacks them on purpose" in line
     assert "projects/my-proj-123 (Resource Manager testIamPermissions)" in line
 

@@ -1,5 +1,5 @@
 """Pre-flight reads Kueue's queues at the version the cluster serves, v1beta2 first, the same
-order as the watch (issue 18.8; KUEUE_VERSIONS in flows/backends/gke/watch/kueue.py): the
+order as the watch (KUEUE_VERSIONS in flows/backends/gke/watch/kueue.py): the
 real RestGoogleApis.kueue_objects against the fake Kubernetes API, which serves only the
 versions it is told to and 404s the others, as an API server does for an unserved CRD
 version. The session routes the cluster endpoint to the fake (no TLS here)."""

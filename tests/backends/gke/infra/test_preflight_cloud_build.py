@@ -1,4 +1,4 @@
-"""Pre-flight of the Cloud Build path (issue 18.6): cloudbuild.googleapis.com is required
+"""Pre-flight of the Cloud Build path: cloudbuild.googleapis.com is required
 unless image.builder is docker, and the account Cloud Build runs as (the project's default
 build service account) must read the staged source, push to the repository and write logs.
 

@@ -111,7 +111,7 @@ def test_iam_plans(settings: InfraSettings) -> None:
                            {"role": "roles/storage.admin", "members": [wanted[1].member],
                             "condition": {"expression": "false"}}]}
     assert missing_bindings(wanted, policy, {}) == [wanted[1]]  # a conditional grant is not one
-    scoped = desired_bindings(settings)  # bucket-scoped: the default (issue 37.6)
+    scoped = desired_bindings(settings)  # bucket-scoped: the default
     assert {(b.scope, b.resource, b.role) for b in scoped} == {
         ("bucket", "my-tpurl-bucket", "roles/storage.objectAdmin"),
         ("bucket", "my-tpurl-bucket", "roles/storage.legacyBucketReader")}

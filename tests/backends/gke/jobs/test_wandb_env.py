@@ -1,4 +1,4 @@
-"""W&B on GKE (issue 35): the training JobSet carries the profile's W&B settings as plain env
+"""W&B on GKE: the training JobSet carries the profile's W&B settings as plain env
 and the API key only as a reference to the Secret the plan creates for it; valid against
 Kubernetes' own schemas and the JobSet CRD, and no key value anywhere in the manifests."""
 

@@ -1,4 +1,4 @@
-"""Pre-flight of the Cloud Build path (issue 18.6): the account Cloud Build runs the build as
+"""Pre-flight of the Cloud Build path: the account Cloud Build runs the build as
 must read the staged source, push to the image repository and write the build's logs.
 
 Which account: the project's default build service account, read from Cloud Build itself
