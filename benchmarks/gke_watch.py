@@ -1,5 +1,5 @@
 """Benchmark: Kubernetes API traffic while a JobSet runs, and how fast its end is noticed,
-in steady state and under each fault of issue 12.
+in steady state and under each fault the watch must survive.
 
 Runs the real GkeBackend (default watch settings and budgets) against the fake API of
 tests/fakes/kube_api over HTTP. The JobSet is admitted, starts, prints a log line every few
@@ -17,23 +17,21 @@ WatchSettings.timeout_s = 300 s, so the reconnects of a long run are counted); t
 while objects keep changing), watch-cuts (every open stream dropped every 2 s with no event),
 503-burst (2 s before completion every stream drops and the next 20 requests get 503),
 429-retry-after (the same with 10 answers of 429 and Retry-After: 2).
-The races of issue 19, each with the default watch settings and a failure verdict, where the
-notice delay runs from the write that decides the verdict to the verdict, and "stage end"
-to run_workload's return (so a wait after the verdict shows): spot-reclaim (a spot slice
-goes silently, PodGC deletes its pods, then the Pathways head gives up: preempted, and
-the resubmission succeeds), operator-delete (kubectl delete jobset mid-run: cancelled),
-worker-crash (a worker fails while the head still runs: no wait for its log), stockout
-(no capacity, the autoscaler retrying after its back-off, for ``--fault-window-s`` as the
-scheduling budget: the cause kept).
-How cost grows with the work: ``slices-1``, ``slices-4``, ``slices-16``
-run the steady case with ``gke.num_slices`` N (the tutorial's 4x8 slice: 8 worker pods per
-slice) for ``--slices-window-s`` (default 60 s) and print, beside requests/minute, the growth
-of the flow process's resident memory during the run (the fake API runs in a process of its
-own: ``_serve_fake``). Goal:
-requests/minute independent of the slice count, memory flat.
-Usage: .venv/bin/python benchmarks/gke_watch.py [--window-s 330] [--fault-window-s 40]
-       [--only steady,503-burst] [--slices-window-s 60]
-"""
+The races a real cluster's controllers produce, each with the default watch settings and a
+failure verdict, where the notice delay runs from the write that decides the verdict to the
+verdict, and "stage end" to run_workload's return (so a wait after the verdict shows):
+spot-reclaim (a spot slice goes silently, PodGC deletes its pods, then the Pathways head
+gives up: preempted, and the resubmission succeeds), operator-delete (kubectl delete jobset
+mid-run: cancelled), worker-crash (a worker fails while the head still runs: no wait for its
+log), stockout (no capacity, the autoscaler retrying after its back-off, for
+``--fault-window-s`` as the scheduling budget: the cause kept). How cost grows with the
+work: ``slices-1``, ``slices-4``, ``slices-16`` run the steady case with ``gke.num_slices``
+N (the tutorial's 4x8 slice: 8 worker pods per slice) for ``--slices-window-s`` (default 60
+s) and print, beside requests/minute, the growth of the flow process's resident memory
+during the run (the fake API runs in a process of its own: ``_serve_fake``). Goal:
+requests/minute independent of the slice count, memory flat. Usage: .venv/bin/python
+benchmarks/gke_watch.py [--window-s 330] [--fault-window-s 40] [--only steady,503-burst]
+[--slices-window-s 60] """
 
 from __future__ import annotations
 
@@ -216,7 +214,7 @@ def run_case(case: str, window_s: float, line_every_s: float,
 
 def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
     """(requests/min over the run, notice delay, stage end after the deciding write, the
-    verdict) for one race of issue 19."""
+    verdict) for one race."""
     import dataclasses
 
     from flows.backends.gke.backend import GkeBackend
