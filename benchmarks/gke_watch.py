@@ -24,14 +24,16 @@ spot-reclaim (a spot slice goes silently, PodGC deletes its pods, then the Pathw
 gives up: preempted, and the resubmission succeeds), operator-delete (kubectl delete jobset
 mid-run: cancelled), worker-crash (a worker fails while the head still runs: no wait for its
 log), stockout (no capacity, the autoscaler retrying after its back-off, for
-``--fault-window-s`` as the scheduling budget: the cause kept). How cost grows with the
-work: ``slices-1``, ``slices-4``, ``slices-16`` run the steady case with ``gke.num_slices``
-N (the tutorial's 4x8 slice: 8 worker pods per slice) for ``--slices-window-s`` (default 60
-s) and print, beside requests/minute, the growth of the flow process's resident memory
-during the run (the fake API runs in a process of its own: ``_serve_fake``). Goal:
-requests/minute independent of the slice count, memory flat. Usage: .venv/bin/python
-benchmarks/gke_watch.py [--window-s 330] [--fault-window-s 40] [--only steady,503-burst]
-[--slices-window-s 60] """
+``--fault-window-s`` as the scheduling budget: the cause kept).
+How cost grows with the work: ``slices-1``, ``slices-4``, ``slices-16``
+run the steady case with ``gke.num_slices`` N (the tutorial's 4x8 slice: 8 worker pods per
+slice) for ``--slices-window-s`` (default 60 s) and print, beside requests/minute, the growth
+of the flow process's resident memory during the run (the fake API runs in a process of its
+own: ``_serve_fake``). Goal:
+requests/minute independent of the slice count, memory flat.
+Usage: .venv/bin/python benchmarks/gke_watch.py [--window-s 330] [--fault-window-s 40]
+       [--only steady,503-burst] [--slices-window-s 60]
+"""
 
 from __future__ import annotations
 
