@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from unittest import mock
 
@@ -37,6 +38,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Fast tests first, then service-backed ones, then the end-to-end modules (the
     rehearsal last); marks them `services`/`e2e` for `-m` (tests/support/tiers.py)."""
     order_and_mark(items)
+
+
+@pytest.fixture(autouse=True)
+def _end_node_tails() -> Iterator[None]:
+    """A GKE stage keeps watching its TPU nodes after it ends (they are billed until the
+    autoscaler removes them); once the test is over its fake API server is gone, so such a
+    watch would poll a closed port for the rest of the session, warning on every try."""
+    yield
+    if (tails := sys.modules.get("flows.backends.gke.watch.tpu_nodes")) is not None:
+        tails.end_tails()
 
 
 @pytest.fixture

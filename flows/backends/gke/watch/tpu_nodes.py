@@ -44,6 +44,11 @@ from flows.backends.gke.watch.stream import Lister, ObjectWatch, WatchSettings
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+# the node watches kept after their stage, so a process that outlives its runs (a test
+# session, a worker serving runs in-process) can end them rather than let them poll an API
+# that may be gone: see ``end_tails``
+_TAILS: set[NodeWatch] = set()
+_TAILS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,7 @@ class NodeWatch:
                  warn: Callable[[str], None], on_seen: Callable[[], object]) -> None:
         self.nodes, self.on_seen, self.warn = nodes, on_seen, warn
         self.watch = ObjectWatch("tpu-nodes", lister, self._changed, settings, warn)
+        self._ended = threading.Event()  # set by ``end_tails``: charge now and stop
 
     def _changed(self) -> None:
         self.nodes.seen(self.watch.snapshot())
@@ -154,7 +160,8 @@ class NodeWatch:
         def until_gone() -> None:
             deadline = time.monotonic() + bound_s
             while waiting() and time.monotonic() < deadline:
-                time.sleep(poll_s)
+                if self._ended.wait(poll_s):
+                    break
             try:
                 if self.nodes.any_live():
                     live = sorted(life.name for life in self.nodes.lifetimes()
@@ -167,6 +174,27 @@ class NodeWatch:
                 log.debug("the TPU nodes' last charge after the stage failed", exc_info=True)
             finally:
                 self.stop()
+                with _TAILS_LOCK:
+                    _TAILS.discard(self)
+        with _TAILS_LOCK:
+            _TAILS.add(self)
         thread = threading.Thread(target=until_gone, daemon=True, name="tpu-nodes-tail")
         thread.start()
         return thread
+
+
+def end_tails(join_s: float = 5.0) -> int:
+    """End every node watch still kept after its stage: each charges what it saw up to now,
+    reports the nodes still alive, and stops. Why: a tail polls the cluster's API for up to
+    the teardown tail; a process that goes on after the run (the next run served in the same
+    process, a test session whose fake API server is gone) must not keep them polling.
+    Returns how many were ended."""
+    with _TAILS_LOCK:
+        tails = list(_TAILS)
+    for tail in tails:
+        tail._ended.set()
+    deadline = time.monotonic() + join_s
+    for tail in tails:
+        while tail in _TAILS and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return len(tails)

@@ -213,7 +213,8 @@ def test_a_workload_kueue_cannot_admit_fails_at_once(server: FakeApiServer, tmp_
 
 def test_the_status_line_follows_the_phase(server: FakeApiServer, tmp_path: Path) -> None:
     """12.8: after admission the code before logged "is queued: Quota reserved in ..."."""
-    script = [(0.1, reserve_quota), (0.4, admit), (0.05, start), (0.05, say("step 1")),
+    # admitted for a second: the monitor ticks while it is, however loaded the machine
+    script = [(0.1, reserve_quota), (0.4, admit), (1.0, start), (0.05, say("step 1")),
               (0.1, succeed)]
     scenario(server.kube, script)
     outcome, logger, _, _ = run_stage(server, "convert", tmp_path)
