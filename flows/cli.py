@@ -155,10 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         overrides = dict(parse_override(item) for item in args.set)
         profile = load_profile(args.profile, overrides)
+        backend = backend_for(profile)  # a GKE profile without the cloud libraries: which
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    backend = backend_for(profile)
     for warning in backend.validation_warnings():
         print(warning, file=sys.stderr)
     if args.command in ("validate", "plan", "run") and (problems := _local_problems(profile)):

@@ -3,7 +3,10 @@
 # (`bash scripts/setup.sh`), or with what running the pipeline needs and nothing more
 # (`bash scripts/setup.sh --run`, what scripts/rehearse.sh calls: a fresh clone's first
 # rehearsal does not wait for the test, cloud and docs tools, 110 packages instead of 228,
-# about 10 s less with uv's cache empty). A venv set up with the dev tools serves both.
+# about 10 s less with uv's cache empty), or with that and the cloud libraries a GKE profile
+# needs to be validated, planned and run (`bash scripts/setup.sh --gke`: the `gcp` extra, the
+# Kubernetes and Google Cloud clients). A venv set up with the dev tools serves all three; one
+# set up for GKE also serves a rehearsal.
 # The MaxText rehearsal environment is not installed here: the pipeline's image stage builds
 # it (images/rehearsal/requirements.lock), exactly as it would build the image on GKE.
 #
@@ -16,7 +19,9 @@ export PYENV_VERSION="${PYENV_VERSION:-3.12}"
 case "${1:-}" in
   "") WANT=dev ;;
   --run) WANT=run ;;
-  *) echo "usage: bash scripts/setup.sh [--run]  (--run: without the dev tools)" >&2; exit 2 ;;
+  --gke) WANT=gke ;;
+  *) echo "usage: bash scripts/setup.sh [--run | --gke]  (--run: without the dev tools;" \
+       "--gke: with the cloud libraries, without the dev tools)" >&2; exit 2 ;;
 esac
 
 # Nothing to do when nothing that decides the venv changed since the last complete setup:
@@ -35,7 +40,8 @@ STAMP=.venv/.tpurl-setup-stamp
 stamp="$(inputs_hash)"
 if [ -x "$(readlink -f .venv/bin/python 2>/dev/null || echo /nonexistent)" ] && [ -f "$STAMP" ]; then
   read -r had_hash had_set < "$STAMP" || true
-  if [ "$had_hash" = "$stamp" ] && { [ "${had_set:-dev}" = dev ] || [ "$had_set" = "$WANT" ]; }; then
+  if [ "$had_hash" = "$stamp" ] && { [ "${had_set:-dev}" = dev ] || [ "$had_set" = "$WANT" ] \
+       || { [ "$had_set" = gke ] && [ "$WANT" = run ]; }; }; then
     echo "orchestrator ready (nothing changed since the last setup)"
     exit 0
   fi
@@ -56,7 +62,7 @@ pip_install() {  # pip's "Location … is ignored" warnings for this machine's f
     | { grep -v "^WARNING: Location" || true; }
 }
 
-if [ "$WANT" = dev ]; then PROJECT=".[dev]"; else PROJECT="."; fi
+case "$WANT" in dev) PROJECT=".[dev]" ;; gke) PROJECT=".[gcp]" ;; *) PROJECT="." ;; esac
 uv_install() {
   [ "${TPURL_INSTALLER:-uv}" = uv ] || return 1
   [ -x .venv/bin/uv ] && .venv/bin/uv --version 2>/dev/null | grep -q "^uv $UV_VERSION" \

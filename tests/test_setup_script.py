@@ -78,10 +78,14 @@ def test_a_change_of_what_decides_the_venv_installs_again(tmp_path: Path) -> Non
 def test_a_run_setup_serves_the_rehearsal_and_not_the_tests(tmp_path: Path) -> None:
     """`setup.sh --run` (scripts/rehearse.sh) installs without the dev tools; a venv set up
     that way answers a --run setup at once, while the full setup (scripts/test.sh) installs
-    the dev tools over it. A venv with the dev tools, or an older hash-only stamp (setups
-    then always installed them), answers both."""
+    the dev tools over it, and `setup.sh --gke` the cloud libraries. A venv set up for GKE
+    answers a --run setup too. A venv with the dev tools, or an older hash-only stamp (setups
+    then always installed them), answers all three."""
     for installed, args, unchanged in ((("run", ("--run",), True), ("run", (), False),
                                         ("dev", ("--run",), True), ("dev", (), True),
+                                        ("dev", ("--gke",), True), ("gke", ("--gke",), True),
+                                        ("gke", ("--run",), True), ("gke", (), False),
+                                        ("run", ("--gke",), False),
                                         (None, ("--run",), True), (None, (), True))):
         root = _tree(tmp_path / f"{installed}-{'-'.join(args) or 'full'}")
         _stamp_as_a_complete_setup_would(root, installed)
@@ -94,7 +98,7 @@ def test_a_run_setup_serves_the_rehearsal_and_not_the_tests(tmp_path: Path) -> N
 def test_an_unknown_setup_argument_is_refused_before_anything(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     done = _setup(root, "--fast")
-    assert done.returncode == 2 and "usage: bash scripts/setup.sh [--run]" in done.stderr
+    assert done.returncode == 2 and "usage: bash scripts/setup.sh [--run | --gke]" in done.stderr
     assert not (root / ".venv" / ".tpurl-setup-stamp").exists()
 
 

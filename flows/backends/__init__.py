@@ -6,8 +6,11 @@ line below. Imports are deferred so a rehearsal never loads the Kubernetes or GC
 
 from __future__ import annotations
 
+import sys
 from urllib.parse import urlparse
 
+from flows.common.issues import Issue
+from flows.config.errors import EnvironmentNotReady
 from flows.config.profile import Profile
 from flows.core.backend import Backend, ProgressCallback, StageLogger
 from flows.core.secrets import Redactor
@@ -19,14 +22,36 @@ def backend_for(profile: Profile, *, logger: StageLogger | None = None,
                 stage: str = "") -> Backend:
     """The profile's backend for one stage (or for a plan, with no stage: it does no I/O)."""
     if profile.backend == "gke":
-        from flows.backends.gke.backend import GkeBackend
-
+        try:
+            from flows.backends.gke.backend import GkeBackend
+        except ModuleNotFoundError as missing:
+            raise gcp_extra_missing(profile.name, missing) from None
         return GkeBackend(profile, logger=logger, redactor=redactor, on_progress=on_progress,
                           stage=stage)
     from flows.backends.local.backend import LocalBackend
 
     return LocalBackend(profile, logger=logger, redactor=redactor, on_progress=on_progress,
                         stage=stage)
+
+
+# the top-level modules of pyproject.toml's `gcp` extra, which `setup.sh --run` leaves out
+GCP_EXTRA_MODULES = frozenset({"kubernetes", "google", "prefect_gcp", "prefect_kubernetes",
+                               "docker", "prefect_docker"})
+
+
+def gcp_extra_missing(profile: str, missing: ModuleNotFoundError) -> EnvironmentNotReady:
+    """A GKE profile where the cloud libraries were not installed (a venv set up for the
+    rehearsal): the one command that installs them, rather than the import's traceback. An
+    import of anything else that fails is a bug of ours and propagates as it is."""
+    top = (missing.name or "").split(".")[0]
+    if top not in GCP_EXTRA_MODULES:
+        raise missing
+    return EnvironmentNotReady(profile, [Issue(
+        "backend", f"a GKE profile needs the cloud libraries, and the Python package "
+        f"`{missing.name}` is not installed in {sys.prefix}",
+        "install them with `bash scripts/setup.sh --gke` (the project with its `gcp` extra; "
+        "`bash scripts/setup.sh` installs them with the dev tools)",
+        "environment/no-gke-libraries")])
 
 
 def storage_for(uri: str) -> Storage:
