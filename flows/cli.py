@@ -73,6 +73,15 @@ def _parser() -> argparse.ArgumentParser:
     ident.add_argument("--identity", choices=("both", "runtime", "infra"), default="both",
                        help="which identity to create (default both)")
     ident.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    text = ("what this machine has for the profiles, and what is missing with its fix: "
+            "Python, the cloud libraries, the Prefect API and its work pools, and per profile "
+            "its programs, credentials, secrets and integrations (read-only); exit 1 if "
+            "anything is missing, 2 if a profile cannot be read")
+    check = sub.add_parser("check", help=text, description=text)
+    check.add_argument("profile", nargs="*", help="profiles to check (none: the machine and "
+                       "the Prefect API only)")
+    check.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                       help="override a field of every profile checked")
     listing = sub.add_parser("profiles", help="list the shipped profiles")
     listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
                          "deployment's run may change through its overrides parameter")
@@ -115,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --delete-bucket needs --confirm-bucket NAME (the bucket's name typed "
               "again); nothing was touched", file=sys.stderr)
         return 2
+    if args.command == "check":
+        from flows.operations.check import check_command
+
+        return check_command(args.profile, args.set)
     if args.command == "profiles":
         from flows.config.run_overrides import tunable_fields
 

@@ -1,0 +1,134 @@
+"""`tpurl check`: every missing prerequisite is a FAIL line with its code and fix, never a
+traceback, and the exit code says the worst (0 present, 1 missing, 2 unreadable profile).
+The CLI runs for real in a subprocess whose PATH, environment and importable packages are
+those of a machine missing each thing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows.deploy_steps import pinned_template
+from flows.operations.check import POOLS, WORK_POOL_TEMPLATES, prefect_findings
+from tests.support.profiles import TUTORIAL_REQUIRED
+
+SMOKE = "smoke-qwen3-0.6b-v6e-8"
+FIELDS = [part for field, value in TUTORIAL_REQUIRED.items() if field != "gke.reservation"
+          for part in ("--set", f"{field}={value}")]
+DIGEST = "us-docker.pkg.dev/p/r/tpurl-flow@sha256:" + "a" * 64
+
+
+def _check(tmp_path: Path, *argv: str, path: str = "", hide: tuple[str, ...] = (),
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`tpurl check ARGV` with PATH ``path`` (the venv's bin only by default), no Google
+    credentials, and the top-level modules ``hide`` not importable."""
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("TPURL_", "PREFECT_API", "GOOGLE_", "CLOUDSDK", "DOCKER_"))
+             and k not in ("HF_TOKEN", "KUBERNETES_SERVICE_HOST")}
+    clean |= {"PATH": path or str(Path(sys.executable).parent), "HOME": str(tmp_path),
+              "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock", **(env or {})}
+    code = (f"import sys\nfor name in {hide!r}: sys.modules[name] = None\n"
+            "from flows.cli import main\nraise SystemExit(main(sys.argv[1:]))")
+    return subprocess.run([sys.executable, "-c", code, "check", *argv], env=clean,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_machine_without_the_cloud_tools_gets_each_fix_and_exit_1(tmp_path: Path) -> None:
+    done = _check(tmp_path, SMOKE, *FIELDS)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr + done.stdout
+    out = done.stdout
+    for code in ("environment/no-gcloud", "environment/no-google-credentials",
+                 "config/secret-unavailable", "infra/bundle-unverified"):
+        assert f"[{code}]" in out, (code, out)
+    assert "FAIL gke-gcloud-auth-plugin" in out and "gcloud components install" in out
+    assert "ok   profile: valid (backend gke)" in out
+    # every FAIL line has its fix on the next line
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("FAIL"):
+            assert lines[i + 1].lstrip().startswith("fix: "), line
+
+
+def test_the_token_set_is_found_and_never_printed(tmp_path: Path) -> None:
+    token = "hf_" + "Q" * 34
+    done = _check(tmp_path, SMOKE, *FIELDS, env={"HF_TOKEN": token})
+    assert "ok   model.hf_token: env:HF_TOKEN resolves here" in done.stdout, done.stdout
+    assert token not in done.stdout + done.stderr
+
+
+def test_without_the_cloud_libraries_the_gke_profile_names_the_setup(tmp_path: Path) -> None:
+    done = _check(tmp_path, SMOKE, *FIELDS, hide=("kubernetes",))
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "[environment/no-gke-libraries]" in done.stdout
+    assert "bash scripts/setup.sh --gke" in done.stdout
+    assert "--   gcp libraries: not installed (kubernetes)" in done.stdout
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_a_profile_that_cannot_be_read_exits_2_naming_its_fields(tmp_path: Path) -> None:
+    done = _check(tmp_path, SMOKE)  # the six fields a user fills in are empty
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "FAIL gke.project [config/missing]" in done.stdout, done.stdout
+    done = _check(tmp_path, "no-such-profile")
+    assert done.returncode == 2 and "[config/not-found]" in done.stdout, done.stdout
+
+
+def test_the_rehearsal_needs_its_two_interpreters(tmp_path: Path) -> None:
+    bare = _check(tmp_path, "rehearsal")  # PATH: the venv's bin alone, no python3.11
+    assert bare.returncode == 1, (bare.stdout, bare.stderr)
+    assert "FAIL export check venv" in bare.stdout and "local.hf_check_python" in bare.stdout
+    full = _check(tmp_path, "rehearsal", path=os.environ["PATH"])
+    assert "ok   rehearsal venv" in full.stdout and "ok   export check venv" in full.stdout, (
+        full.stdout)
+
+
+def test_no_profile_checks_the_machine_and_the_api_only(tmp_path: Path) -> None:
+    done = _check(tmp_path, env={"PREFECT_API_URL": "http://127.0.0.1:9/api"})
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "FAIL API: http://127.0.0.1:9/api does not answer" in done.stdout
+    assert "profile" not in done.stdout.split("name profiles")[0].split("prefect:")[1]
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_work_pools_are_checked_against_the_shipped_templates() -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate, WorkPoolUpdate
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL
+
+    url = str(PREFECT_API_URL.value())
+    kinds = {"tpurl-process": "process", "tpurl-kubernetes": "kubernetes"}
+
+    def pools() -> dict[str, str]:
+        return {f.what.removeprefix("work pool "): ("ok" if f.ok else "FAIL" if f.ok is False
+                                                    else "--")
+                for f in prefect_findings(url) if f.what.startswith("work pool")}
+
+    with get_client(sync_client=True) as client:
+        for pool in kinds:  # another test of the session's API may have made them
+            with contextlib.suppress(ObjectNotFound):
+                client.delete_work_pool(pool)
+        assert pools() == {"tpurl-process": "--", "tpurl-kubernetes": "--"}  # none yet
+        for pool, kind in kinds.items():  # Prefect's default templates: a run sets the command
+            client.create_work_pool(WorkPoolCreate(name=pool, type=kind))
+        assert pools() == {"tpurl-process": "FAIL", "tpurl-kubernetes": "FAIL"}
+        for pool, template_file in POOLS.items():
+            shipped = json.loads((WORK_POOL_TEMPLATES / template_file).read_text())
+            if kinds[pool] == "kubernetes":  # as `prefect deploy` leaves it: the image pinned
+                shipped = pinned_template(shipped, DIGEST)
+            client.update_work_pool(pool, WorkPoolUpdate(base_job_template=shipped))
+        assert pools() == {"tpurl-process": "ok", "tpurl-kubernetes": "ok"}
+        tampered = pinned_template(json.loads(
+            (WORK_POOL_TEMPLATES / POOLS["tpurl-kubernetes"]).read_text()), DIGEST)
+        tampered["variables"]["properties"]["namespace"] = {"type": "string"}
+        client.update_work_pool("tpurl-kubernetes", WorkPoolUpdate(base_job_template=tampered))
+        assert pools()["tpurl-kubernetes"] == "FAIL"
+        for pool in kinds:
+            client.delete_work_pool(pool)
