@@ -26,7 +26,8 @@ from prefect.server.events.schemas.events import Event
 from pydantic import ValidationError
 
 from flows.common.paths import REPO_ROOT
-from tests.support.readme import json_block
+from flows.config import profile_names
+from tests.support.readme import json_block, yaml_block
 
 PREFECT_YAML = REPO_ROOT / "prefect.yaml"
 DISPATCHERS = {"rehearsal": "announce-retrain-rehearsal",
@@ -155,3 +156,43 @@ def test_the_gke_retrain_evaluates_and_promotes_and_the_plan_prices_it():
     plain = load_profile(name, required_overrides(name),
                          environ={"HF_TOKEN": "hf_not_a_secret_for_the_plan"})
     assert plain.eval is None  # the weekly, as the tutorial runs it
+
+
+def test_the_docs_own_retrain_pair_pasted_into_prefect_yaml_serves_only_its_profile():
+    """docs/how-to/deploy-prefect-cloud.md's pair for the smoke profile, pasted at the end of
+    `deployments:` as the page says (it uses the file's anchors): valid deployment triggers,
+    aimed at its own retrain deployment, and the webhook's event for that profile reaches its
+    dispatcher alone, while the tutorial's event still reaches only the tutorial's."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    pasted = yaml.safe_load(PREFECT_YAML.read_text().rstrip("\n") + "\n\n"
+                            + yaml_block("own-retrain-pair", "how-to/deploy-prefect-cloud.md"))
+    deployments = {d["name"]: d for d in pasted["deployments"]}
+    retrain = deployments["smoke-qwen3-0.6b-v6e-8-retrain"]
+    dispatcher = deployments["announce-smoke-qwen3-0.6b-v6e-8-retrain"]
+    profile = retrain["parameters"]["profile"]
+    assert profile in profile_names()
+    assert retrain["work_pool"] == deployments["qwen3-30b-a3b-v6e-32-retrain"]["work_pool"]
+    tutorial_trigger = deployments["announce-qwen3-30b-a3b-v6e-32-retrain"]["triggers"][0]
+    for raw in dispatcher["triggers"]:
+        trigger = DeploymentTriggerAdapter.validate_python(raw)
+        trigger.set_deployment_id(uuid.uuid4())
+        assert trigger.as_automation().description == raw["description"]
+        assert raw["parameters"]["deployment"] == f"rl-post-training/{retrain['name']}"
+        assert raw["match"]["tpurl.profile"] == profile
+        assert set(raw["parameters"]) == set(tutorial_trigger["parameters"])
+
+    template = json_block("cloud-webhook", "how-to/deploy-prefect-cloud.md")
+    body = {"message": {"attributes": {"bucketId": "corp-data",
+                                       "objectId": "datasets/openmath-v8.parquet"}}}
+    triggers = [(d["name"], t) for d in pasted["deployments"] for t in d.get("triggers", [])]
+    for label, dispatcher_name in ((profile, dispatcher["name"]),
+                                   ("qwen3-30b-a3b-v6e-32", DISPATCHERS["qwen3-30b-a3b-v6e-32"])):
+        event = json.loads(ImmutableSandboxedEnvironment().from_string(
+            template.replace('"qwen3-30b-a3b-v6e-32"', json.dumps(label))).render(body=body))
+        received = Event.model_validate(
+            {**event, "id": str(uuid.uuid4()), "occurred": "2026-12-05T06:00:00Z"}).receive()
+        covering = [name for name, t in triggers
+                    if EventTrigger(posture="Reactive", match=t["match"],
+                                    expect=set(t["expect"])).covers(received)]
+        assert covering == [dispatcher_name], (label, covering)

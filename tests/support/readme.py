@@ -16,6 +16,8 @@ _BLOCK = re.compile(r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```bash\n(?P<bod
 _FENCE = re.compile(r"^```bash$", re.M)
 _JSON_BLOCK = re.compile(r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```json\n(?P<body>.*?)```",
                          re.S)
+_YAML_BLOCK = re.compile(r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```yaml\n(?P<body>.*?)```",
+                         re.S)
 
 
 def page(name: str) -> Path:
@@ -50,4 +52,13 @@ def json_block(name: str, where: str) -> str:
     found = [m["body"] for m in _JSON_BLOCK.finditer(page(where).read_text())
              if m["name"] == name]
     assert len(found) == 1, f"{where} has {len(found)} json blocks marked {name!r}"
+    return found[0]
+
+
+def yaml_block(name: str, where: str) -> str:
+    """The text of the ```yaml block under `<!-- readme: NAME -->` on the page: lines a
+    reader pastes into a file as written, so a test reads exactly that."""
+    found = [m["body"] for m in _YAML_BLOCK.finditer(page(where).read_text())
+             if m["name"] == name]
+    assert len(found) == 1, f"{where} has {len(found)} yaml blocks marked {name!r}"
     return found[0]
