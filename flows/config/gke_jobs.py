@@ -40,7 +40,7 @@ class GkeJobs(StrictModel):
     # :latest, which silently changes under a running project. MaxText 0.2.4 pins jax 0.11.0.
     pathways_tag: str = "jax-0.11.0"
     """The tag of the Pathways server and proxy images."""
-    # Their digests (``sha256:<64 hex>``; issue 37.7): a tag can be moved by whoever owns the
+    # Their digests (``sha256:<64 hex>``): a tag can be moved by whoever owns the
     # repository, a digest cannot. Set, the images are pulled as TAG@DIGEST; unset, plan
     # and validate warn. Not shipped: they could not be resolved where this was written;
     # `gcloud artifacts docker images describe IMAGE:TAG` prints them.
