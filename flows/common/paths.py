@@ -52,7 +52,7 @@ def default_cache_dir(environ: dict[str, str] | None = None) -> Path:
 
 
 def tool_places(environ: dict[str, str] | None = None) -> tuple[Path, ...]:
-    """Where the tool's own files may live (flows/common/owned.py), resolved: the
+    """Where the tool's own files may live (flows/common/ownership.py), resolved: the
     repository, the cache directory and the system's temporary directory."""
     found = (REPO_ROOT, default_cache_dir(environ), Path(tempfile.gettempdir()))
     return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in found))

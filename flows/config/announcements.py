@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 from flows.common.paths import file_uri, repo_relative
 from flows.config.announced_values import as_directory, prefix_problem
 from flows.config.errors import FixableValueError
-from flows.config.strict import StrictModel
+from flows.config.section_base import StrictModel
 
 
 class AnnouncementsSection(StrictModel):
