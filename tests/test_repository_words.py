@@ -14,6 +14,7 @@ in ``ALLOWED`` with the reason it is not a reference.
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,18 +68,27 @@ class Hit:
         return f"{self.path}:{self.line_number}: {self.kind}: {self.line.strip()}"
 
 
+def _candidates(root: Path) -> list[Path]:
+    """The tracked files under SCANNED (git's list, so a scratch file of one's own is not
+    judged), or every file there when ``root`` is no git checkout (an exported tree)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--", *SCANNED], cwd=root,
+                            capture_output=True, check=False)
+    if listed.returncode == 0 and listed.stdout:
+        return [root / name for name in sorted(listed.stdout.decode().split("\0")) if name]
+    return [path for name in SCANNED
+            for path in ([root / name] if (root / name).is_file()
+                         else sorted((root / name).rglob("*")))]
+
+
 def scanned_files(root: Path) -> list[Path]:
     files: list[Path] = []
-    for name in SCANNED:
-        top = root / name
-        candidates = [top] if top.is_file() else sorted(top.rglob("*"))
-        for path in candidates:
-            relative = path.relative_to(root).as_posix()
-            if (not path.is_file() or SKIPPED_DIRS & set(path.parts)
-                    or relative.startswith(VENDORED) or relative == SELF
-                    or path.suffix not in TEXT_SUFFIXES):
-                continue
-            files.append(path)
+    for path in _candidates(root):
+        relative = path.relative_to(root).as_posix()
+        if (not path.is_file() or SKIPPED_DIRS & set(path.relative_to(root).parts)
+                or relative.startswith(VENDORED) or relative == SELF
+                or path.suffix not in TEXT_SUFFIXES):
+            continue
+        files.append(path)
     return files
 
 
@@ -141,3 +151,13 @@ def test_the_patterns_catch_each_kind_and_spare_upstream_citations() -> None:
               "time.sleep(0.5)", "127.0.0.1:5000", "spend_margin 0.2: 20 %"]
     for line in spared:
         assert hits_in("x.py", line) == [], line
+
+
+def test_the_scan_reads_every_kind_of_project_file() -> None:
+    """A scan that read nothing would pass: it reads code, tests, docs, notes and scripts."""
+    scanned = {path.relative_to(ROOT).as_posix() for path in scanned_files(ROOT)}
+    for expected in ("flows/pipeline.py", "tests/conftest.py", "docs/architecture.md",
+                     "docs/decisions/0018-ci-tiers-and-lanes.md", "NOTES.md", "README.md",
+                     "scripts/test.sh", "images/post-training/Dockerfile", "pyproject.toml"):
+        assert expected in scanned, expected
+    assert SELF not in scanned and not any(p.startswith(VENDORED) for p in scanned)
