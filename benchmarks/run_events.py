@@ -18,9 +18,9 @@ Prefect's 180 s heartbeat and a 600 s lock beat: 17 % at 100 s of training, 25 %
 (4 heartbeats, 2 lock writes + 1 beat); the hourly heartbeat and lock beat
 (flows/flow_runs/heartbeat.py, flows/locking/lock_rules.py): 17 % at 100 s and at 600 s.
 Time-driven bookkeeping: 3600/H + 3600/L events an hour (H the heartbeat, L the lock's
-leased beat): 26 an hour before, 2 now; per run a constant B (keyed artifacts, lock record,
-the first heartbeat). With P a run's other events the share is under a quarter while
-3 * (B + 2 * hours) < P: these stand-in runs (B 6, P 30) for 2 h, where 180 s and 600 s
+leased beat): 26 an hour with 180 s and 600 s, 2 with the hourly beats; per run a constant B
+(keyed artifacts, lock record, the first heartbeat). With P a run's other events the share is
+under a quarter while 3 * (B + 2 * hours) < P: these stand-in runs (B 6, P 30) for 2 h, where 180 s and 600 s
 crossed it after 10 min.
 """
 

@@ -42,7 +42,7 @@ from flows.deployed.run_choices import refuse_run_choices
 from flows.flow_runs.failure_event import on_run_failed
 from flows.flow_runs.run_log import readable_failures
 from flows.flow_runs.run_origin import deployed_fields, run_origin
-from flows.integrations.judged import judged_model
+from flows.integrations.judged_model import judged_model
 from flows.integrations.mlflow_run import RunFacts
 from flows.integrations.preflight import integration_issues
 from flows.integrations.register import register_judged

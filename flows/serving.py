@@ -83,7 +83,8 @@ def _check_champion(cfg: Profile, storage: Storage, registry: MlflowRegistry,
                     model_uri: str) -> None:
     """With an MLflow registry the champion alias is what is served: the URI must be its
     version's source, and the export's files must still give the digest it was registered
-    with (the same trust rule as the pointer's, issue 37.5)."""
+    with (the same trust rule as the pointer's: a training pod can
+    write the bucket)."""
     version = champion(registry, cfg.gke.project if cfg.gke else None)
     source = version.tags.get("tpurl.model_uri") if version is not None else None
     if source != model_uri:

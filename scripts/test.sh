@@ -170,9 +170,9 @@ cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
 # API or a `tpurl` CLI: CPU in bursts, mostly waiting), so none outlasts the fast and services
 # tiers. The first of the two names its modules; the second takes every other realtime module,
 # so a new one runs there (a listed module that loses its mark runs in the services tier).
-# The services tier is the first phase's longest (653 s beside the fast tier's 556 s, stop 44),
-# so the lanes that end first take some of its modules (each a services one, run by its
-# path; the services tier ignores them): the profile lock's lane the image-stage modules
+# The services tier is the first phase's longest (653 s beside the fast tier's 556 s in a
+# clean-clone CI run of 2026-12-04), so the lanes that end first take some of its modules (each
+# a services one, run by its path; the services tier ignores them): the profile lock's lane the image-stage modules
 # that build with dockerd and the deploy-server module (the lock's tests leave the CPU idle
 # while they wait), the first realtime lane the stand-in rollout's MaxText decode.
 LOCK_TESTS=tests/test_profile_lock.py
@@ -207,7 +207,7 @@ if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
 fi
-# The e2e tier in three lanes (a clean-clone CI, stop 44, before its cuts: wall and CPU): the
+# The e2e tier in three lanes (a clean-clone CI run of 2026-12-04, without its cuts: wall and CPU): the
 # modules that drive the docs' deployments (one flow image built and pushed by one `prefect
 # deploy`, process and Kubernetes workers, the announcement retrain on a worker: 646 s, CPU
 # 327 s); the CLI's interrupts with the GKE world's (the tutorial and smoke profiles against

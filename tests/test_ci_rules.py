@@ -1,4 +1,5 @@
-"""Issue 36 items 5 and 6, through a real inner pytest run with the suite's own plugin."""
+"""Under CI=true a skip fails naming what it needed, and the summary counts test functions and
+cases apart: through a real inner pytest run with the suite's own plugin."""
 
 from __future__ import annotations
 

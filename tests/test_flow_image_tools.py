@@ -102,7 +102,7 @@ def test_the_installer_checks_gclusters_sha256_and_installs_into_bin(tmp_path: P
 
 def test_the_cluster_toolkit_bundle_is_checked_before_it_is_unpacked(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 37.7: the image build took the bundle GitHub served unchecked. Its SHA-256
+    """The image build never takes the bundle GitHub serves unchecked: its SHA-256
     comes from the build argument or deployments/cluster-toolkit.sha256; no known value
     stops the build before the download, a wrong one before the bundle is unpacked."""
     from tests.fakes.cloud import build_bundle

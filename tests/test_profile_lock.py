@@ -131,8 +131,9 @@ def _updates(api: Api, resource_name: str) -> list[dict]:
 
 @pytest.fixture(autouse=True)
 def _impatient_old_lock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lock before issue 20 freed an unrecorded slot after STALE_AFTER_S of the waiter's
-    own waiting; 3 s makes its race show in seconds. The current lock has no such knob."""
+    """A lock that freed an unrecorded slot after STALE_AFTER_S of the waiter's own waiting
+    would race; 3 s makes that race show in seconds when these tests run against such a lock
+    (a mutant or a regression). This lock has no such knob."""
     monkeypatch.setattr(lock, "STALE_AFTER_S", 3.0, raising=False)
 
 
@@ -249,7 +250,7 @@ def test_a_live_holder_is_waited_for_and_named(api: Api, caplog, monkeypatch):
 
 
 def test_no_event_per_beat(api: Api):
-    """Issue 21.4: a holder held for 40 s (two beats of the lock before) writes its record
+    """A holder held for 40 s (two beats of a record rewritten every 20 s) writes its record
     twice (leased, released), so the events feed gets one variable update, not one per
     beat."""
     holder = _holder(api, "quiet", 40.0)

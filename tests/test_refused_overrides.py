@@ -24,7 +24,7 @@ from tests.support.worker_run import execute_as_a_worker
 pytestmark = pytest.mark.services
 
 TOKEN = fake_hf_token("RefusedOverride")
-# a field that refuses token literals, and ones whose type errors used to quote the value
+# a field that refuses token literals, and ones whose type errors would quote the value
 FIELDS = ("model.hf_revision", "eval.batches", "image.builder", "train.args.learning_rate")
 
 

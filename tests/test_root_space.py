@@ -1,6 +1,6 @@
 """`tpurl validate`, `plan` and `run` refuse an output root that is read-only or too small
 for the stages that will run, before anything starts: real `tpurl` processes, a real small
-tmpfs (20.4)."""
+tmpfs."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Against one real `prefect server start` and real process workers, with prefect.yaml's
 `rehearsal` and teardown deployments deployed as the docs deploy them:
 
-- on a pool made with Prefect's default process template (what the docs created before),
+- on a pool made with Prefect's default process template (what `prefect work-pool create`
+  makes without a template),
   a run's ``command`` job variable runs as the worker's user: the attack is real;
 - on `tpurl-process` made with deployments/work-pool/process-base-job-template.json, the API
   refuses at creation a run naming ``command``, ``working_dir`` or an env name the template
@@ -109,7 +110,7 @@ def _logs(world: dict[str, Any], run_id: str) -> str:
 
 
 def test_prefects_default_template_runs_a_runs_command_on_the_worker(world, tmp_path):
-    """The attack, on the pool the docs used to create: the marker is written by the
+    """The attack, on a pool of Prefect's default process template: the marker is written by the
     worker's child, as the worker's user, with the worker's environment."""
     marker = tmp_path / "ran"
     run = _create(world, "default", job_variables={

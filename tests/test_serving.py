@@ -66,7 +66,7 @@ def test_the_serving_flow_records_the_promoted_model_and_refuses_another(
 
 def test_the_serving_flow_refuses_a_pointer_that_no_longer_matches_its_export(
         prefect_api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 37.5: the bucket is writable by every training pod. Swapped weights under the
+    """The bucket is writable by every training pod. Swapped weights under the
     promoted export, or a pointer rewritten without its digest, are not served."""
     from flows.serving import record_promoted_model
 

@@ -1,6 +1,6 @@
 """`scripts/setup.sh` with nothing to do answers at once, and anything that decides the venv
-(the project's metadata, the script, the interpreter, pip's sources) makes it install again
-(issue 34 item 1). Run on a copy of the scripts beside a venv whose python is this one."""
+(the project's metadata, the script, the interpreter, pip's sources) makes it install again.
+Run on a copy of the scripts beside a venv whose python is this one."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def test_other_os_errors_stay_internal() -> None:
 
 
 def test_a_refused_file_is_named_as_a_file(tmp_path: Path) -> None:
-    """Issue 20.7: an unreadable lineage record names the file, not the directory's mode."""
+    """An unreadable lineage record names the file, not the directory's mode."""
     record = tmp_path / "lineage.json"
     record.write_text("{}")
     failure = storage_error("convert", PermissionError(errno.EACCES, "Permission denied",

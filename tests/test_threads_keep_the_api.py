@@ -23,7 +23,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from flows.backends.gke.watch.logs import LogFollower
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
-from flows.backends.local.together import run_together
+from flows.backends.local.program_group import run_together
 
 RUN_API = "http://127.0.0.1:9/api"  # only ever named, never called
 

@@ -4,7 +4,7 @@ made (pure).
 A dataset URI must be one the target's backend can read and lie inside one of the profile's
 ``announcements.allowed_uri_prefixes`` (the events endpoint has no authentication, so the
 profile's author says where datasets may come from); the rules are
-flows/config/announced_values.py, which the profile loader applies as well to a deployment
+flows/config/uri_and_revision_rules.py, which the profile loader applies as well to a deployment
 run's own ``dataset_uri`` and ``model_revision``. A base-model revision is checked where the
 announcement is read (a 40-hex commit, flows/announcements/model.py).
 """
@@ -12,8 +12,8 @@ announcement is read (a 40-hex commit, flows/announcements/model.py).
 from __future__ import annotations
 
 from flows.announcements.model import Announcement
-from flows.config.announced_values import dataset_uri_problem
 from flows.config.profile import Profile
+from flows.config.uri_and_revision_rules import dataset_uri_problem
 
 
 def admission_problem(profile: Profile, item: Announcement) -> str | None:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from flows.common.paths import path_part
-from flows.config.announced_values import COMMIT, shown
+from flows.config.uri_and_revision_rules import COMMIT, shown
 
 # The dispatcher's `kind` parameter is typed by this, so Prefect's run form offers these as a
 # choice and its parameter validation refuses any other before the flow starts.

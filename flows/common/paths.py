@@ -52,7 +52,7 @@ def default_cache_dir(environ: dict[str, str] | None = None) -> Path:
 
 
 def tool_places(environ: dict[str, str] | None = None) -> tuple[Path, ...]:
-    """Where the tool's own files may live (flows/common/owned.py), resolved: the
+    """Where the tool's own files may live (flows/common/ownership.py), resolved: the
     repository, the cache directory and the system's temporary directory."""
     found = (REPO_ROOT, default_cache_dir(environ), Path(tempfile.gettempdir()))
     return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in found))
@@ -66,7 +66,7 @@ def path_part(text: str, fallback: str = "run", limit: int = 120) -> str:
     revision, a dataset's file name): every run of characters other than letters, digits and
     ``. _ + -`` (slashes, control characters, spaces) becomes one ``-``, leading dots and
     dashes go (no ``..``, no hidden file, no option), and it is cut to ``limit``
-    characters. Prefect allows ``/`` in run names; issue 37.7 had a revision ``../../x``
-    write result files four directories above their place."""
+    characters. Prefect allows ``/`` in run names: an announced revision ``../../x``
+    would otherwise write result files four directories above their place."""
     part = re.sub(r"\.{2,}", ".", _UNSAFE.sub("-", text)).lstrip(".-")[:limit].rstrip(".-")
     return part or fallback

@@ -7,7 +7,7 @@ dispatcher refuses any other URI before a run is made (flows/announcements/admis
 Not a run-tunable field: a run's overrides cannot widen it. Each prefix is kept as a
 directory (a trailing ``/`` added: ``gs://corp-data/datasets`` must not admit
 ``gs://corp-data/datasets-untrusted/…``); the rules themselves are
-flows/config/announced_values.py.
+flows/config/uri_and_revision_rules.py.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator
 
 from flows.common.paths import file_uri, repo_relative
-from flows.config.announced_values import as_directory, prefix_problem
 from flows.config.errors import FixableValueError
-from flows.config.strict import StrictModel
+from flows.config.section_base import StrictModel
+from flows.config.uri_and_revision_rules import as_directory, prefix_problem
 
 
 class AnnouncementsSection(StrictModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flows.config.strict import StrictModel
+from flows.config.section_base import StrictModel
 
 
 class GkeCredentials(StrictModel):

@@ -21,7 +21,7 @@ from pydantic import field_validator
 
 from flows.config.errors import FixableValueError
 from flows.config.registry import RegisterSection
-from flows.config.strict import StrictModel, run_tunable
+from flows.config.section_base import StrictModel, run_tunable
 
 METRICS = ("mean_reward", "accuracy", "format_accuracy")
 Metric = Literal["mean_reward", "accuracy", "format_accuracy"]

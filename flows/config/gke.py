@@ -34,9 +34,9 @@ from flows.config.credentials import GkeCredentials
 from flows.config.errors import FixableValueError
 from flows.config.gke_capacity import DEFAULT_ESTIMATED_HOURS, GkeCapacity
 from flows.config.gke_jobs import GkeJobs
-from flows.config.retired import RETIRED_KEYS
+from flows.config.retired_keys import RETIRED_KEYS
+from flows.config.section_base import StrictModel, check
 from flows.config.spend import GkeSpend
-from flows.config.strict import StrictModel, check
 from flows.config.timeline import TrainTimeline
 from flows.config.watch_budgets import GkeWatchBudgets
 

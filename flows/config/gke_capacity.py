@@ -24,7 +24,7 @@ from flows.config.capacity import (
     listed_modes,
 )
 from flows.config.errors import FixableValueError
-from flows.config.strict import StrictModel, check
+from flows.config.section_base import StrictModel, check
 from flows.config.tpu import (
     TPU_MACHINES,
     TpuMachine,

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from flows.config.errors import FixableValueError
 from flows.config.gcp_names import env_var_problem
 from flows.config.hf_scratch import scratch_problem
-from flows.config.strict import StrictModel
+from flows.config.section_base import StrictModel
 
 _QUANTITY_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
                     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
@@ -40,7 +40,7 @@ class GkeJobs(StrictModel):
     # :latest, which silently changes under a running project. MaxText 0.2.4 pins jax 0.11.0.
     pathways_tag: str = "jax-0.11.0"
     """The tag of the Pathways server and proxy images."""
-    # Their digests (``sha256:<64 hex>``; issue 37.7): a tag can be moved by whoever owns the
+    # Their digests (``sha256:<64 hex>``): a tag can be moved by whoever owns the
     # repository, a digest cannot. Set, the images are pulled as TAG@DIGEST; unset, plan
     # and validate warn. Not shipped: they could not be resolved where this was written;
     # `gcloud artifacts docker images describe IMAGE:TAG` prints them.

@@ -5,7 +5,7 @@ a memory-backed emptyDir (flows/backends/gke/jobs/render.py). When it fills, the
 fails with "No space left on device" half-way through a 57 GiB transfer. Besides the files,
 hf-xet keeps a chunk cache under HF_HOME (huggingface_hub: HF_XET_CACHE = HF_HOME/xet) of
 HF_XET_CHUNK_CACHE_SIZE_BYTES: 10_000_000_000 by default in hf_xet up to 1.2.0, 0 from 1.3.0
-(built with the no-default-cache feature: huggingface/xet-core #559, hf_xet/Cargo.toml,
+(built with the no-default-cache feature: huggingface/xet-core#559, hf_xet/Cargo.toml,
 xet_runtime/src/config/groups/chunk_cache.rs). The image's hf_xet version is not known here,
 so the pod pins the cache to 0 (a download reads each chunk once; the cache would only take
 memory) and the arithmetic counts it at that value.

@@ -22,7 +22,6 @@ from pydantic import BaseModel, ValidationError
 from flows.common.issues import Issue
 from flows.common.paths import PATCHES_FILE, PROFILES_DIR
 from flows.common.yaml_text import load_yaml
-from flows.config.announced_fields import trusted_values, unvouched_issues
 from flows.config.capacity import split_listed
 from flows.config.checks import profile_issues
 from flows.config.env_overrides import env_name, env_overrides, model_in
@@ -36,6 +35,7 @@ from flows.config.run_overrides import (
     run_header,
     tunable_fields,
 )
+from flows.config.unvouched_values import trusted_values, unvouched_issues
 
 # Where the profile is loaded for: the `tpurl` CLI; a flow called in-process (by `tpurl run`
 # or Python: its caller owns the profile); or a deployment's flow run (the UI's run form, an
@@ -186,7 +186,7 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         raise ProfileError(exc.source, issues,
                            header=run_header(exc.source, issues, by_run)) from None
     # a dataset or revision a deployment's run brought passes an announcement's rules
-    # (flows/config/announced_fields.py); the CLI and an in-process call are the owner's
+    # (flows/config/unvouched_values.py); the CLI and an in-process call are the owner's
     if origin == "deployment" and (unvouched := unvouched_issues(profile, trusted)):
         issues = [_with_setter(i, setters) for i in unvouched]
         raise ProfileError(str(path), issues, header=run_header(str(path), issues, by_run))

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from flows.config.errors import FixableValueError
-from flows.config.strict import StrictModel
+from flows.config.section_base import StrictModel
 
 NotifyEvent = Literal["run-failed", "model-decided", "capacity-fallback", "retrain-coalesced"]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("run-failed", "model-decided", "capacity-fallback",

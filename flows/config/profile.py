@@ -15,7 +15,7 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from flows.common.owned import place_problem
+from flows.common.ownership import place_problem
 from flows.common.paths import (
     HF_CHECK_LOCK,
     REHEARSAL_DIR,
@@ -34,7 +34,7 @@ from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
 from flows.config.notify import NotifySection
 from flows.config.secret_ref import SecretRef
-from flows.config.strict import StrictModel, run_tunable
+from flows.config.section_base import StrictModel, run_tunable
 from flows.config.tracking import TrackingSection
 
 Scalar = str | int | float | bool

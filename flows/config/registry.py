@@ -15,7 +15,7 @@ from pydantic import field_validator, model_validator
 
 from flows.config.errors import FixableValueError
 from flows.config.secret_ref import SecretRef
-from flows.config.strict import StrictModel
+from flows.config.section_base import StrictModel
 from flows.config.tracking import tracking_uri_problem
 
 _MLFLOW_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,254}")

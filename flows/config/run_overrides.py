@@ -3,7 +3,7 @@
 Whoever can create a flow run of a deployment (the UI's run form, `prefect deployment run`,
 an automation) sets its ``overrides`` parameter; the deployment's owner wrote the profile and
 its env. So such a run may change only the fields the profile's models mark with
-``run_tunable`` (flows/config/strict.py explains the mark): training and evaluation knobs
+``run_tunable`` (flows/config/section_base.py explains the mark): training and evaluation knobs
 and the dataset and revision an announcement carries. Everything else (images, secret
 references, the backend and its sections, project, cluster, bucket, identities, local
 paths) is fixed by the deployment, and an override of it is refused naming the field, before
@@ -28,7 +28,7 @@ from pydantic.fields import FieldInfo
 from flows.common.issues import Issue
 from flows.config.env_overrides import model_in
 from flows.config.profile import Profile
-from flows.config.strict import RUN_TUNABLE
+from flows.config.section_base import RUN_TUNABLE
 
 FIXED = "is fixed by the deployment (a run's overrides may change only run-tunable fields)"
 FIX = ("change it in the profile (or the deployment's TPURL_ env: job_variables.env in "

@@ -11,7 +11,7 @@ from pydantic import BaseModel, model_validator
 
 from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
-from flows.config.strict import StrictModel
+from flows.config.section_base import StrictModel
 from flows.config.wandb_key import looks_like_wandb_key
 
 

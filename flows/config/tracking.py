@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from flows.config.errors import FixableValueError
 from flows.config.secret_ref import SecretRef
-from flows.config.strict import StrictModel
+from flows.config.section_base import StrictModel
 from flows.config.wandb_key import looks_like_wandb_key
 
 _TRACKING_URI = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?")

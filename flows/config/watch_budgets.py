@@ -20,7 +20,7 @@ WEEK_S = 7 * 24 * 3600.0
 
 
 class GkeWatchBudgets(BaseModel):
-    """Each default with its reason (configured like StrictModel in flows/config/strict.py)."""
+    """Each default with its reason (configured like StrictModel in flows/config/section_base.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 

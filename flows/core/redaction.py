@@ -11,8 +11,8 @@ and Google use. Every Redactor reads this registry, and so does a log-record fac
 created: a log line written by Prefect itself (a failed task's traceback with its chained
 cause) passes the same point as one written by us.
 
-Issue 37.7 added the forms a review still read: hex (either case), every character
-``\\uXXXX``-escaped (either case), and the value upper- or lower-cased.
+It also takes the forms a secret takes when a program re-encodes it: hex (either case), every
+character ``\\uXXXX``-escaped (either case), and the value upper- or lower-cased.
 
 A token a program printed over two or more lines is caught by its pieces, line by line (the
 local backend and the log sink redact each line as it streams): a line ending with the

@@ -1,11 +1,10 @@
 """One retry policy and one answer to "is this failure worth another attempt?".
 
-Why one module: the pipeline used to decide what is an infrastructure fault in four places (the
-Kubernetes API calls, the registry, the bucket check, the log of a local program) with three
-retry loops, and they drifted (one retried connection errors, another did not; one waited 1 s,
-one 2 s). Every caller now asks :func:`is_infrastructure_fault` and waits by a
-:class:`RetryPolicy`, so a change of what counts as an infrastructure fault, or of the timings,
-is made here once.
+Why one module: four places decide what is an infrastructure fault (the Kubernetes API
+calls, the registry, the bucket check, the log of a local program), and separate answers
+drift (one retrying connection errors, another not; one waiting 1 s, one 2 s). Every caller
+asks :func:`is_infrastructure_fault` and waits by a :class:`RetryPolicy`, so a change of what
+counts as an infrastructure fault, or of the timings, is made here once.
 
 What counts as an infrastructure fault (the word of the category it becomes,
 ``FailureCategory.INFRASTRUCTURE``): an answer that says "try later" (HTTP 429 and the 5xx of

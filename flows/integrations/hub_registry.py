@@ -37,7 +37,7 @@ from flows.config.registry import HubRegistry
 from flows.core.secrets import resolve
 from flows.core.storage import Storage, join
 from flows.core.verify import SAFETENSORS_INDEX, SINGLE_SAFETENSORS, hf_export_shards
-from flows.integrations.judged import JudgedModel
+from flows.integrations.judged_model import JudgedModel
 
 # What transformers reads of a model besides its weights (configuration_utils,
 # tokenization_utils_base's file names): the config, the generation config, and the

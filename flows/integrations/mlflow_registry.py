@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.config.registry import MlflowRegistry
-from flows.integrations.judged import JudgedModel
+from flows.integrations.judged_model import JudgedModel
 from flows.integrations.mlflow_client import mlflow_client
 
 CHAMPION = "champion"

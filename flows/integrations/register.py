@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from flows.config.profile import Profile
 from flows.core.storage import Storage
-from flows.integrations.judged import JudgedModel
+from flows.integrations.judged_model import JudgedModel
 from flows.integrations.reporting import DELAYS_S, report
 
 ATTEMPTS = 4

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from flows.config.registry import VertexRegistry
-from flows.integrations.judged import JudgedModel
+from flows.integrations.judged_model import JudgedModel
 
 POLL_S = 5.0
 POLL_LIMIT_S = 1800.0

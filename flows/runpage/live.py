@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # Per stage: the outputs a reader opens (artifact name, key in the stage's uris). Only the
 # export's link is keyed, as "the latest model of this deployment" on the Artifacts page; the
 # checkpoints' links are this run's own (unkeyed): each keyed artifact created costs a
-# prefect.artifact-collection event in the run's feed (quiet_artifacts.py, issue 31.8).
+# prefect.artifact-collection event in the run's feed (quiet_artifacts.py).
 KEYED_OUTPUTS = frozenset({"hf_export"})
 OUTPUTS_TITLE = "Every output of"  # the outputs list's description starts so
 OUTPUT_LINKS = {"convert": [("maxtext_checkpoint", "maxtext_checkpoint")],

@@ -80,7 +80,7 @@ def write_promoted(storage: Storage, profile: Profile, model: PromotedModel) -> 
 def pointer_problem(storage: Storage, profile: Profile, model: PromotedModel) -> str | None:
     """Why the pointer cannot be trusted (None: it can): it must carry its scores' key and
     its export's digest, name an export inside the output root, and that export's files
-    must still give the digest (a training pod can write the bucket, issue 37.5)."""
+    must still give the digest (a training pod can write the bucket, so a pointer alone proves nothing)."""
     if not model.score_key or not model.export_digest:
         return ("it carries no " + ("scores' key" if not model.score_key else "export digest")
                 + " (written before pointers were checked, or by hand)")

@@ -1,7 +1,7 @@
 """Compare the stand-in rollout's cached decode with its uncached one on the same weights.
 
 Why: the stand-in (train_rl_cpu.py) samples through MaxText's autoregressive mode and its
-KV cache; the uncached path (the whole sequence recomputed for every token, the old way)
+KV cache; the uncached path (the whole sequence recomputed for every token)
 is the reference it must agree with. Greedy decoding on identical weights must give the
 same tokens; the wall times of both give the rollout's tokens/s before and after.
 

@@ -9,9 +9,9 @@ import pytest
 
 from flows.announcements.admission import admission_problem
 from flows.announcements.model import Announcement
-from flows.config.announced_values import as_uri
 from flows.config.announcements import AnnouncementsSection
 from flows.config.profile import Profile
+from flows.config.uri_and_revision_rules import as_uri
 from tests.support.profiles import tutorial_profile
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

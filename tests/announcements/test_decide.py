@@ -193,7 +193,7 @@ def test_the_run_recognises_the_dispatchers_cancellation_in_its_history():
 
 @pytest.mark.parametrize("ended", ["Cancelled", "Crashed", "Failed", "TimedOut"])
 def test_a_run_that_ended_without_training_leaves_its_announcement_due(ended):
-    """Issue 31.1: v9's run was cancelled (or crashed, failed, timed out); an older v8 then
+    """v9's run was cancelled (or crashed, failed, timed out); an older v8 then
     arriving is not superseded "by" v9: the next run trains v9, with v8 folded into it."""
     v9 = ann("dataset", "v9", 9)
     gone = replace(run("c9", "ended", v9), state_name=ended)

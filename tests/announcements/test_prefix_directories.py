@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows.config.announced_values import dataset_uri_problem
 from flows.config.announcements import AnnouncementsSection
 from flows.config.errors import FixableValueError
+from flows.config.uri_and_revision_rules import dataset_uri_problem
 
 SEGMENT = st.text(alphabet="abcdefxyz0189-_", min_size=1, max_size=6)
 # pieces an attacker strings together after a prefix, or in place of part of it

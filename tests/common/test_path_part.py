@@ -1,5 +1,5 @@
 """Names built from untrusted text become one safe path part: a run name carrying
-an announced revision ``../../x`` used to write the result and traceback files four
+an announced revision ``../../x`` must not write the result and traceback files four
 directories above their place. Property-tested over any text, then against real files."""
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ def test_a_misspelt_section_path_is_refused_by_validation():
 
 
 def _tpurl_names_in_the_code() -> list[str]:
-    """The brief's `grep -rhoE "TPURL_[A-Z_]+" flows scripts`, plus images/ and tests/."""
+    """Every TPURL_ name the code reads or sets (`git grep -hoE "TPURL_[A-Z0-9_]+"` over
+    flows, scripts, images, tests and prefect.yaml)."""
     found = subprocess.run(["git", "grep", "-hoE", r"TPURL_[A-Z0-9_]+", "--", "flows",
                             "scripts", "images", "tests", "prefect.yaml",
                             # the misspellings these two name on purpose, as examples

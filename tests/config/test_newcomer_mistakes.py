@@ -231,9 +231,9 @@ def str_leaves(mode: str) -> list[tuple[str, ...]]:
 @pytest.mark.parametrize("blank", ["", "  "])
 def test_a_blank_field_in_the_file_means_unset(mode: str, path: tuple[str, ...], blank: str,
                                                tmp_path: Path) -> None:
-    """A name written as "" was accepted as a name: a profile named '' kept its results in
-    tpurl-results/ itself, local.root '' put the rehearsal's outputs in the repository's
-    root. Now "" is what an empty field and `--set field=` are: unset."""
+    """An empty string is what an empty field and `--set field=` are: unset. Taken as a name, a profile
+    named '' would keep its results in tpurl-results/ itself, and local.root '' would put the
+    rehearsal's outputs in the repository's root."""
     data = put(base(mode), path, blank)
     dotted = ".".join(path)
     path_file = tmp_path / "mine.yaml"

@@ -244,7 +244,7 @@ def test_no_override_dict_changes_a_field_that_is_not_tunable(
     assert all(key in tunable_fields() for key in overrides)
 
 
-# ---- issue 31 item 7: an error caused by a run's parameter says so, for every kind ----
+# ---- an error caused by a run's parameter says so, for every kind --------------------
 
 ERROR_KINDS = {
     "type": ("rehearsal", {"eval.batches": "x"}, "deployment"),

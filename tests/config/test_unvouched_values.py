@@ -1,5 +1,5 @@
 """A deployment's run that brings its own dataset or base-model revision passes an
-announcement's rules in the profile loader (flows/config/announced_fields.py), by every
+announcement's rules in the profile loader (flows/config/unvouched_values.py), by every
 route a run has: ``dataset_uri``/``model_revision``, ``overrides``, a ``TPURL_`` variable. The
 profile file's and the deployment's own values are trusted; the owner's CLI and an
 in-process call are not checked."""
@@ -10,7 +10,7 @@ import pytest
 
 from flows.common.paths import REPO_ROOT
 from flows.config import ProfileError, load_profile
-from flows.config.announced_fields import CATEGORY
+from flows.config.unvouched_values import CATEGORY
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 INSIDE = f"file://{REPO_ROOT}/.tpurl/announced/v3.parquet"  # the rehearsal's allowed prefix

@@ -304,7 +304,8 @@ def test_the_fix_for_removing_a_field_says_how() -> None:
 ], ids=["gke-with-local", "local-with-gke"])
 def test_a_profile_with_two_backend_sections_is_refused(profile, stray, field,
                                                         tutorial_overrides):
-    """A GKE profile with a stray local: section used to get the rehearsal's infra key."""
+    """A profile has one backend section: a GKE profile with a stray local: section would
+    otherwise get the rehearsal's infra key."""
     overrides = {**tutorial_overrides, **stray} if stray else {
         k: v for k, v in tutorial_overrides.items() if k.startswith("gke.")}
     if profile == "rehearsal":

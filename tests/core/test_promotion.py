@@ -151,8 +151,8 @@ def test_the_gke_plan_notes_the_profiles_own_estimate() -> None:
 
 
 def test_a_rerun_of_the_promoted_export_is_still_judged_on_its_scores() -> None:
-    """Issue 37.5: a pointer naming this run's export used to wave it through unjudged (a
-    training pod can write the pointer). Now its own scores decide, against its base."""
+    """A pointer naming this run's export does not wave it through unjudged (a training pod
+    can write the pointer): its own scores decide, against its base."""
     forged = promoted(0.99, uri="gs://b/export", score_key="s")
     worse_than_base = decide(PromotionRule(), summary(0.2), summary(0.3), forged,
                              "gs://b/export", "s")

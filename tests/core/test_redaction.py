@@ -131,8 +131,8 @@ def test_the_registry_credential_and_its_basic_header_are_redacted() -> None:
 
 
 def test_a_token_wrapped_over_three_or_more_lines_loses_every_piece() -> None:
-    """Issue 37.7: the middle line of a token wrapped over three (13 characters in the
-    review) passed, whether the lines come one by one or in one text."""
+    """Every line of a token wrapped over three or more (13, 9 or 5 characters a line) is
+    redacted, the middle ones too, whether the lines come one by one or in one text."""
     token = "hf_" + _letters(34)
     register(token)
     for width in (13, 9, 5):  # 5: pieces shorter than a fragment, caught in the whole text

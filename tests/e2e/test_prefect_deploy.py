@@ -210,7 +210,7 @@ def test_announcements_during_a_run_give_one_follow_up_on_the_newest(
 
 
 def _check_one_decision_message(receiver: Receiver, run_name: str) -> None:
-    """Issue 35.3: the trained-and-evaluated run's promotion decision sends exactly one
+    """The trained-and-evaluated run's promotion decision sends exactly one
     message, with its scores (the intermediate announcement's coalescing may send its own)."""
     def mine() -> list[dict]:
         return [r.json() for r in receiver.snapshot()
@@ -225,17 +225,17 @@ def _check_one_decision_message(receiver: Receiver, run_name: str) -> None:
 
 
 def _check_bookkeeping_share(server: PrefectServer, run_id: str) -> None:
-    """Issue 31.8: the bookkeeping a deployment's rehearsal run adds to its event feed
+    """The bookkeeping a deployment's rehearsal run adds to its event feed
     (tests/support/run_events.py counts it; benchmarks/run_events.py prints the same figures)
-    stays where issue 31's work left it: at most 6 artifact-collection events (the keyed
-    artifacts: stage table, export, metrics, evaluation, history), whatever the run's length.
-    The lock's events are printed, not bounded (the 7 and 8 once seen here counted every
-    concurrency limit's events in the run's minutes: the three dispatchers run meanwhile
-    acquire and release their own; tests/support/run_events.py now counts this run's). The time-
-    driven bookkeeping is one Prefect heartbeat an hour (prefect.yaml's env,
-    flows/flow_runs/heartbeat.py) and one lock beat an hour (flows/locking/lock_rules.py):
-    benchmarks/run_events.py measured the goal of under a quarter met (see its docstring);
-    here the share is printed, not asserted, until this test has measured it too."""
+    stays bounded: at most 6 artifact-collection events (the keyed artifacts: stage table,
+    export, metrics, evaluation, history), whatever the run's length. The lock's events are
+    printed, not bounded (a count over the run's minutes would take in every concurrency
+    limit's events: the three dispatchers run meanwhile acquire and release their own;
+    tests/support/run_events.py counts this run's only). The time-driven bookkeeping is one
+    Prefect heartbeat an hour (prefect.yaml's env, flows/flow_runs/heartbeat.py) and one lock
+    beat an hour (flows/locking/lock_rules.py): benchmarks/run_events.py measured the goal of
+    under a quarter met (see its docstring); here the share is printed, not asserted, until
+    this test has measured it too."""
     events = run_events(server.url, run_id)
     share, counts = bookkeeping_share(events)
     assert counts["pipeline"] and counts["run state"], counts
@@ -246,7 +246,7 @@ def _check_bookkeeping_share(server: PrefectServer, run_id: str) -> None:
     # depends on the scores: flows/runpage/promotion.py publish_promotion)
     promoted = any(e["event"] == MODEL_PROMOTED.name for e in events)
     assert counts["artifact"] <= 6 + promoted, (
-        f"{counts}: more bookkeeping than issue 31 left; "
+        f"{counts}: more artifact events than the keyed artifacts make; "
         f"{sorted(e['event'] for e in events)}")
 
 

@@ -226,7 +226,7 @@ def test_changed_learning_rate_reruns_train_and_export_only(first_run, lr_rerun)
 
 
 def test_the_real_training_logs_to_the_profiles_wandb_project_offline(lr_rerun):
-    """Issue 35.1: the run lands under the profile's project, not tunix's default "tunix":
+    """The run lands under the profile's project, not tunix's default "tunix":
     the declared patch maxtext-wandb-project (images/post-training/patches.yaml) passes
     WANDB_PROJECT to MetricsLoggerOptions (tunix/sft/metrics_logger.py:189-197 at c4ec573d
     builds the WandbBackend from its project_name)."""

@@ -33,9 +33,10 @@ What it does, as the service does for the calls the image stage makes:
   ``response`` on success, or with ``error`` (code 2, "Build failed; check build logs for
   details") when the build did not succeed.
 - ``GET /v1/{name=projects/*/locations/*/builds/*}``: the Build (projects.locations.builds.get,
-  which answers for regional builds, #11079). ``fail_build_reads`` (HTTP codes) answers the
-  next reads with those errors first (503: the service's "The service is currently
-  unavailable.", 403: PERMISSION_DENIED), for the poll's error handling.
+  which answers for regional builds, googleapis/google-cloud-python#11079).
+  ``fail_build_reads`` (HTTP codes) answers the next reads with those errors first (503: the
+  service's "The service is currently unavailable.", 403: PERMISSION_DENIED), for the poll's
+  error handling.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class FakeCloudBuild:
         self.builds: dict[str, FakeBuild] = {}
         self.operations: dict[str, str] = {}  # operation name -> build id
         self.requests: list[tuple[str, str]] = []
-        self.operations_answer = False  # see the module docstring (#12123)
+        self.operations_answer = False  # see the module docstring
         self.fail_build_reads: list[int] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", free_port()), self._handler())

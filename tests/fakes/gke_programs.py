@@ -247,7 +247,7 @@ class FakePrograms:
 
     def train_preempted(self) -> Script:
         """Runs to step 10, saves actor/10, then its host is preempted and the JobSet fails
-        (a Kueue eviction would keep the same JobSet: issue 12.6)."""
+        (a Kueue eviction would keep the same JobSet: Kueue re-queues it)."""
         return [(0.1, admit), (0.05, start), (0.05, self.echo_token()),
                 (0.05, say("Train step 9 training loss: 0.910000 perplexity: 2.48")),
                 (0.05, self.train_checkpoint(10)), (0.05, say("Saving checkpoint at step 10")),

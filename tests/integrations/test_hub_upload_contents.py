@@ -15,7 +15,7 @@ from flows.config import load_profile
 from flows.config.registry import HubRegistry
 from flows.core.storage import LocalStorage
 from flows.integrations.hub_registry import HubUploadRefused, branch_name, upload_revision
-from flows.integrations.judged import JudgedModel
+from flows.integrations.judged_model import JudgedModel
 from flows.integrations.register import register_judged
 from tests.fakes.hub_api import FakeHub, HubRepo
 from tests.support.gcs import GCS_BUCKET

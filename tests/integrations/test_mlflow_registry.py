@@ -1,4 +1,4 @@
-"""Issue 35.2: judged models in a real MLflow Model Registry (SQLite), the champion alias
+"""Judged models in a real MLflow Model Registry (SQLite), the champion alias
 on the promoted one only, and the serving example reading the champion."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from flows.config import load_profile
 from flows.core.promotion import Decision
 from flows.core.storage import LocalStorage
-from flows.integrations.judged import judged_model
+from flows.integrations.judged_model import judged_model
 from flows.integrations.register import register_judged
 from flows.runpage.promotion import pointer_uris, promote_or_reject
 from tests.support.mlflow_server import MlflowServer

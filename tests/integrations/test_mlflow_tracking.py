@@ -1,4 +1,4 @@
-"""Issue 35.1: one MLflow run per pipeline run, against a real `mlflow server` (SQLite)."""
+"""One MLflow run per pipeline run, against a real `mlflow server` (SQLite)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 35: an integration that cannot work is refused before the first stage, with the
+"""An integration that cannot work is refused before the first stage, with the
 field and the fix."""
 
 from __future__ import annotations

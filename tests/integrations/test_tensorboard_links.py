@@ -1,4 +1,4 @@
-"""Issue 35.1: the event directory linked from the run page and the result, and the curves
+"""The event directory linked from the run page and the result, and the curves
 uploaded to a Vertex AI TensorBoard experiment at its client seam."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 35.2: Vertex AI Model Registry and Hugging Face Hub registration at their client
+"""Vertex AI Model Registry and Hugging Face Hub registration at their client
 seams, with the request shapes those services document (tests/fakes cite them)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from flows.config import load_profile
 from flows.core.redaction import redact
 from flows.core.storage import LocalStorage
 from flows.integrations.hub_registry import branch_name, upload_revision
-from flows.integrations.judged import JudgedModel
+from flows.integrations.judged_model import JudgedModel
 from flows.integrations.register import register_judged
 from flows.integrations.vertex_registry import label, upload_version
 from tests.fakes.hub_api import FakeHub

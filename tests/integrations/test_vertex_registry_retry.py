@@ -9,7 +9,7 @@ import pytest
 from flows.config import load_profile
 from flows.core.storage import LocalStorage
 from flows.integrations import vertex_registry
-from flows.integrations.judged import JudgedModel
+from flows.integrations.judged_model import JudgedModel
 from flows.integrations.register import register_judged
 from tests.fakes.vertex_models import VertexModels
 

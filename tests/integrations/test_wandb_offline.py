@@ -1,4 +1,4 @@
-"""Issue 35.1: the training program's W&B settings, with the real wandb library in offline
+"""The training program's W&B settings, with the real wandb library in offline
 mode: the run's metrics land in the offline run directory beside the training's outputs,
 under the profile's entity, grouped by the pipeline's run, and the API key is in none of
 the files, nor is anything the program prints (W&B's console capture is off)."""

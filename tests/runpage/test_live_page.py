@@ -236,7 +236,7 @@ class FailingStage(GatedStage):
 def test_the_export_is_announced_when_it_ends_not_after_evaluation(
         prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """`tpurl.model.exported` comes as the export stage ends: a run whose evaluation then
-    fails has already announced its export (it used to be emitted at the run's very end)."""
+    fails has already announced its export (not only at the run's very end)."""
     from prefect.client.orchestration import get_client as client_of
     from prefect.events.filters import EventFilter, EventNameFilter, EventRelatedFilter
     from prefect.events.worker import EventsWorker

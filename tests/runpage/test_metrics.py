@@ -42,7 +42,7 @@ def test_chart_draws_reward_and_loss_and_skips_missing_values():
     assert metrics_chart_markdown({"steps": []}) is None
 
 
-# --- issue 19.7: record CRCs, and metrics that never fail a stage --------------------------
+# --- record CRCs, and metrics that never fail a stage --------------------------------------
 
 def _events(*steps: int) -> bytes:
     records = [tf_record(pb_field(3, 2, b"brain.Event:2"))]
@@ -71,8 +71,8 @@ def test_corrupted_truncated_and_malformed_files_are_skipped_counted_and_reporte
         tmp_path) -> None:
     """Real files on disk, as a training leaves them: one intact, one with a flipped byte
     inside a record, one cut off mid-record (a killed writer), one of garbage, and one whose
-    record has valid CRCs but a payload that is not an Event (the code before raised
-    IndexError / struct.error from TrainStage.verify, failing a finished training)."""
+    record has valid CRCs but a payload that is not an Event. None may raise (IndexError or
+    struct.error from TrainStage.verify would fail a finished training)."""
     from flows.core.storage import LocalStorage, file_uri
     from flows.runpage.metrics import summarize_run
 

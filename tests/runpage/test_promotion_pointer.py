@@ -182,7 +182,7 @@ def test_a_pointer_without_its_keys_is_untrusted(profile) -> None:
 
 
 def test_a_pointer_forged_to_name_this_runs_export_does_not_promote_it(profile) -> None:
-    """The short-cut of issue 37.5: a pod writes promoted.json naming the export this run is
+    """A pod writes promoted.json naming the export this run is
     about to make, with flattering scores. The run is judged on its own scores anyway."""
     storage = LocalStorage()
     promote_or_reject(storage, profile, "run-1", evaluation(0.5), artifacts(1), None, "k", "s")

@@ -145,7 +145,7 @@ def test_a_failed_stage_leaves_no_empty_directories_but_keeps_its_logs(tmp_path:
 
 
 def test_a_damaged_verified_output_is_cleared_as_what_it_was(tmp_path: Path, caplog) -> None:
-    """Issue 20.7: files of a verified output that changed since are not called "what an
+    """Files of a verified output that changed since are not called "what an
     unverified attempt left"."""
     backend = backend_at(tmp_path)
     run_all(backend)

@@ -1,6 +1,6 @@
 """A Ctrl-C at a chosen point of the caller's thread, for tests that interrupt code at every
 point it can be interrupted (tests/backends/local/test_interrupt_anywhere.py,
-test_together.py).
+test_program_group.py).
 
 A signal's handler runs where Python checks for one: at a line of Python code, on entering
 a function. ``InterruptAt`` is a trace function (``sys.settrace``) that counts those events

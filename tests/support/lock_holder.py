@@ -70,7 +70,7 @@ def main() -> None:
             say("RELEASING")
             time.sleep(opts.pause_release)
 
-    def after_delete(args: Any, kwargs: Any) -> None:  # the lock before issue 20
+    def after_delete(args: Any, kwargs: Any) -> None:  # a lock that releases by deleting its record
         say("RELEASING")
         time.sleep(opts.pause_release)
 

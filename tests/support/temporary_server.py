@@ -3,12 +3,12 @@
 Prefect's client, asked for an API none is configured for, starts a server of its own (prefect
 3.9.1 client/orchestration/__init__.py ``get_client``: ``SubprocessASGIServer()``, keyed by no
 port, kept in the class's instances and stopped only at the interpreter's exit). In the product
-that is a fault: a thread that lost `tpurl run`'s API did it at every rehearsal until stop 45,
-and the run-page artifacts of a stage run on its own did it in the tests
-(flows/runpage/quiet_artifacts.py). It costs seconds of CPU and a process until the session
-ends, and nothing fails. The test harness's server (``prefect_test_harness``) is keyed by its
-port and is not one of them. A test that means to start one says so with the
-``temporary_server`` mark.
+that is a fault: a thread without `tpurl run`'s API setting (a contextvar: flows/common/threads.py
+starts threads in their starter's context) would do it at every rehearsal, and the run-page
+artifacts of a stage run on its own would do it in the tests (flows/runpage/quiet_artifacts.py).
+It costs seconds of CPU and a process until the session ends, and nothing fails. The test
+harness's server (``prefect_test_harness``) is keyed by its port and is not one of them. A test
+that means to start one says so with the ``temporary_server`` mark.
 """
 
 from __future__ import annotations

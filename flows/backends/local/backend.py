@@ -23,10 +23,10 @@ from pathlib import Path
 
 from flows.backends.local.image import LocalImage, venv_patch_mismatch
 from flows.backends.local.infra import LocalInfra
+from flows.backends.local.program_group import Outcome, Program, Started, run_together
 from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalRuntime
-from flows.backends.local.together import Outcome, Program, Started, run_together
 from flows.common.issues import Issue
-from flows.common.owned import is_inside
+from flows.common.ownership import is_inside
 from flows.common.paths import REPO_ROOT
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
@@ -142,7 +142,7 @@ class LocalBackend:
         return venv / "bin" / "python"
 
     def run_workloads(self, runs: Sequence[tuple[Workload, str]]) -> list[Outcome]:
-        """Independent programs of a stage at once (flows/backends/local/together.py)."""
+        """Independent programs of a stage at once (flows/backends/local/program_group.py)."""
         return self.run_together([functools.partial(self.run_workload, workload, log_uri)
                                   for workload, log_uri in runs])
 

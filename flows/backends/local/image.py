@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flows.backends.local.installer import install_command, installer_name
-from flows.backends.local.together import Started
+from flows.backends.local.program_group import Started
 from flows.backends.local.tunix_source import (
     TUNIX_GITHUB_FILE,
     WHEEL_DIR_ENV,
@@ -31,7 +31,7 @@ from flows.backends.local.tunix_source import (
     lock_without_tunix,
     resolve_source,
 )
-from flows.common.owned import OWNER_MARKER, claim, owned, remove_owned
+from flows.common.ownership import OWNER_MARKER, claim, owned, remove_owned
 from flows.common.paths import HF_CHECK_LOCK, PATCHES_FILE, REHEARSAL_LOCK, REPO_ROOT
 from flows.core.backend import StageWork, WorkloadRun
 from flows.core.failures import user_error
@@ -127,7 +127,7 @@ class LocalImage:
         if _python(venv).exists():
             _record_patch_set(venv, None)  # in flux until the patches below are applied
             restore_tree(_package_roots(venv), declared)  # reinstall over pristine files
-        # the two venvs share nothing: installed at once (flows/backends/local/together.py)
+        # the two venvs share nothing: installed at once (flows/backends/local/program_group.py)
         installs = self.backend.run_together([
             lambda started: self._ensure_venv("rehearsal", venv, local.venv_python,
                                               REHEARSAL_LOCKS, logs, tunix, started),
@@ -191,7 +191,7 @@ class LocalImage:
                      logs: str, tunix: TunixSource | None = None,
                      on_start: Started | None = None) -> list[WorkloadRun]:
         """Install the locks into ``venv``. A directory is only ever removed when it carries
-        our marker (flows/common/owned.py): :func:`_refuse_foreign` ran first."""
+        our marker (flows/common/ownership.py): :func:`_refuse_foreign` ran first."""
         runs: list[WorkloadRun] = []
         marker = venv / "tpurl-installed-lock.txt"
         if _installed(venv, locks):

@@ -92,8 +92,8 @@ def outcome_name(kube: FakeKube) -> str:
 
 
 def test_kueue_eviction_keeps_the_same_jobset(server: FakeApiServer, tmp_path: Path) -> None:
-    """Issue 12.6: Kueue re-queues an evicted Workload by itself; deleting and resubmitting
-    lost the queue position (the code before created a second JobSet here)."""
+    """Kueue re-queues an evicted Workload by itself: the backend keeps the same JobSet,
+    since deleting and resubmitting it would lose the queue position."""
     script = [(0.1, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
               (0.1, evict), (0.3, admit), (0.05, start),
               (0.05, say("restored checkpoint 1", "step 2")), (0.1, succeed)]
@@ -127,8 +127,8 @@ def test_a_failed_preempted_jobset_is_resubmitted(server: FakeApiServer,
 
 def test_jobsets_per_stage_are_bounded_across_retries(server: FakeApiServer,
                                                       tmp_path: Path) -> None:
-    """Issue 12.6: every submission preempted, three task attempts (Prefect's retries): at
-    most preemptions + 1 JobSets in all (the code before created that many per attempt)."""
+    """Every submission preempted, three task attempts (Prefect's retries): at most
+    preemptions + 1 JobSets in all, not that many per attempt."""
     failing = [(0.1, admit), (0.05, start), (0.1, disrupt_and_fail)]
     kube = scenario(server.kube, *[failing] * 9)
     budgets = Budgets(**{**BUDGETS.__dict__, "preemptions": 1})
@@ -142,8 +142,8 @@ def test_jobsets_per_stage_are_bounded_across_retries(server: FakeApiServer,
 
 def test_a_jobset_an_operator_deleted_is_not_resubmitted(server: FakeApiServer,
                                                          tmp_path: Path) -> None:
-    """19.5: a `kubectl delete jobset` mid-run was classed retryable infrastructure, so
-    Prefect's retry recreated what an operator had stopped on purpose."""
+    """A `kubectl delete jobset` mid-run is a cancel, not retryable infrastructure, so
+    Prefect's retry never recreates what an operator stopped on purpose."""
     kube = scenario(server.kube, [(0.1, admit), (0.05, start), (0.05, say("step 1")),
                                   (0.2, operator_deletes)])
     outcome, logger, log_uri, _ = run_stage(server, "train", tmp_path)

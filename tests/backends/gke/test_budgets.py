@@ -1,6 +1,6 @@
-"""Issue 19.4: every watch budget is a validated profile field, and the plan says how long
-each stage can wait, Prefect's retries included (a stockout cost 30 min per attempt, about
-90 with two retries, from a budget no profile could set)."""
+"""Every watch budget is a validated profile field, and the plan says how long each stage
+can wait, Prefect's retries included (a stockout costs the queue budget per attempt: 30 min
+is about 90 with two retries, so a profile must be able to set it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 32's proof against the fake regional cluster (tests/fakes/kube_api/node_groups.py):
+"""The capacity chain and zones against the fake regional cluster (tests/fakes/kube_api/node_groups.py):
 one autoscaled TPU pool per (capacity mode, zone); a stockout in a zone backs its pool off
 and the autoscaler brings the slice up in another zone; a stockout in every zone of a mode
 makes the train stage fall back to the next mode of gke.capacity, resuming from the

@@ -1,4 +1,4 @@
-"""Issue 32.5: the capacity chain's train stage under random fault schedules, against the fake
+"""The capacity chain's train stage under random fault schedules, against the fake
 regional cluster (tests/fakes/kube_api/node_groups.py): stockouts per zone and mode, spot
 reclaims, Kueue evictions, API 5xx bursts, dropped watches and deleted nodes, in any order and
 at any time. For every schedule:

@@ -131,9 +131,9 @@ def test_no_capacity_fails_with_the_autoscalers_message_and_holds_nothing(server
 @pytest.mark.parametrize("mode", ["on-demand", "flex-start"])
 def test_the_stockout_cause_survives_the_autoscalers_next_attempt(server, tmp_path: Path,
                                                                   mode: str) -> None:
-    """19.2: the budget ends while the autoscaler retries after its back-off: the newer
-    TriggeredScaleUp hid the FailedScaleUp, so the summary was the generic "the node pool
-    lacks capacity" (flex-start: it quoted the newest event instead of the cause)."""
+    """The budget ends while the autoscaler retries after its back-off: the summary names the
+    FailedScaleUp's cause although a newer TriggeredScaleUp follows it, not the generic "the
+    node pool lacks capacity" (nor, on flex-start, the newest event's words)."""
     # first attempt fails at 0.2 s; the next starts 1.1 s later (a later second, so its
     # TriggeredScaleUp is the newest event) and is still provisioning when the budget ends
     # (2 to 3 s: lastTransitionTime has whole seconds)
@@ -234,9 +234,9 @@ def preempt_once_it_ran(server: FakeApiServer, scaler: Autoscaler) -> None:
 ], ids=["kubelet-then-podgc", "podgc-only", "node-gone-only"])
 def test_a_spot_reclaim_the_program_notices_late_is_a_preemption(server, tmp_path: Path,
                                                                   reclaim: Reclaim) -> None:
-    """19.1: when the Pathways head gave up on its lost workers (its own timeout) after
-    PodGC had deleted them, the verdict saw only the head's exit and called it a user
-    error: not retried, the run failed. The disruption is remembered as the watch saw it."""
+    """The Pathways head gives up on its lost workers (its own timeout) after PodGC deleted
+    them: the disruption is remembered as the watch saw it, so the verdict is a preemption
+    (retried), not a user error read from the head's exit alone."""
     scaler, _pool = pool_on(server, reclaim=reclaim)
     try:
         scenario(server.kube, INTERRUPTED, RESUMED)

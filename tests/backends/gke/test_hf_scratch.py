@@ -3,7 +3,7 @@ counted, and the plan shows the arithmetic.
 
 hf-xet keeps a chunk cache under HF_HOME (huggingface_hub: HF_XET_CACHE = HF_HOME/xet) of
 HF_XET_CHUNK_CACHE_SIZE_BYTES; its default is 10_000_000_000 in hf_xet builds up to 1.2.0 and
-0 from 1.3.0, which builds with the no-default-cache feature (huggingface/xet-core #559;
+0 from 1.3.0, which builds with the no-default-cache feature (huggingface/xet-core#559;
 hf_xet/Cargo.toml, xet_runtime/src/config/groups/chunk_cache.rs). The image's hf_xet is not
 known here, so the pod pins it to 0."""
 

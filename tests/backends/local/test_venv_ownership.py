@@ -1,4 +1,4 @@
-"""The attack of issue 37.1 against the real image stage, backend and CLI: ``local.venv``
+"""Attacks on what the tool may delete, against the real image stage, backend and CLI: ``local.venv``
 naming a home directory (by ``--set``, by a flow run's overrides, or by a symlink), a venv
 path that holds someone's files without our marker, and a leftover directory that is a link
 out of the output root. Each is refused; every file survives."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from flows.backends.local.backend import LocalBackend
-from flows.common.owned import OWNER_MARKER
+from flows.common.ownership import OWNER_MARKER
 from flows.common.paths import REPO_ROOT
 from flows.config import load_profile
 from flows.config.errors import ProfileError
@@ -42,7 +42,8 @@ def _context(backend: LocalBackend) -> StageContext:
 @pytest.mark.parametrize("field", ["local.venv", "local.hf_check_venv"])
 def test_the_image_stage_refuses_a_venv_path_holding_files_it_did_not_create(
         tmp_path: Path, field: str) -> None:
-    """No bin/python in it: the stage used to `rmtree` it and build a venv in its place."""
+    """No bin/python in it and no marker of ours: the stage refuses it rather than `rmtree`
+    it and build a venv in its place."""
     foreign = _precious(tmp_path / "someones-dir")
     profile = load_profile("rehearsal", {"local.root": str(tmp_path / "root"),
                                          field: str(foreign)}, environ={})

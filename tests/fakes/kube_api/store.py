@@ -157,7 +157,7 @@ class FakeKube:
         self.denied: set[tuple[str, str, str]] = set()
         # The versions each API group serves (discovery, and a 404 for any other): Kueue 0.15
         # serves v1beta2 and v1beta1 (kubernetes-sigs/kueue#7304); later Kueue only v1beta2
-        # (#14558). JobSet 0.10 serves v1alpha2.
+        # (kubernetes-sigs/kueue#14558). JobSet 0.10 serves v1alpha2.
         self.served: dict[str, tuple[str, ...]] = {"kueue.x-k8s.io": ("v1beta2", "v1beta1"),
                                                    "jobset.x-k8s.io": ("v1alpha2",), "batch": ("v1",),
                                                    "autoscaling.x-k8s.io": ("v1",)}

@@ -166,9 +166,10 @@ def _run_build(builds: Any, target: CloudBuildTarget, body: dict[str, Any], log:
     the client polls the long-running operation without the location routing header, and the
     service answers ``404 Requested entity was not found`` while the build carries on
     (googleapis/google-cloud-python#12123, closed without a fix; the same client's
-    ``get_build`` on ``projects/P/locations/R/builds/ID`` answers, as #11079 shows). The
-    create response's metadata already holds the Build (BuildOperationMetadata), so the
-    operation is never read. Every call is inside the error mapping (``diagnose_api_error``).
+    ``get_build`` on ``projects/P/locations/R/builds/ID`` answers, as
+    googleapis/google-cloud-python#11079 shows). The create response's metadata already holds
+    the Build (BuildOperationMetadata), so the operation is never read. Every call is inside
+    the error mapping (``diagnose_api_error``).
     """
     from google.cloud.devtools import cloudbuild_v1
 

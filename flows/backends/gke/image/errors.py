@@ -61,8 +61,9 @@ class PushFailed(ImageError):
 
 
 class RegistryUnavailable(ImageError):
-    """A registry lookup (the base's digest, the content tag) kept failing on infrastructure faults. It
-    used to escape as a bare retry signal and be reported as the user's fault."""
+    """A registry lookup (the base's digest, the content tag) kept failing on infrastructure faults: its
+    own code and category, so it is retried as infrastructure and never read as the user's
+    fault."""
 
     code = "image/registry-unavailable"
     failure_category = FailureCategory.INFRASTRUCTURE

@@ -13,7 +13,7 @@ kubernetes/autoscaler cluster-autoscaler/clusterstate: node-group backoff 5 min 
 The numbers are assumptions, not measurements. No public source gives TPU v6e stockout
 rates: Compute Engine's capacity advice API, which scores obtainability per zone, does not
 cover TPUs (cloud.google.com/compute/docs/instances/view-vm-availability, "Limitations");
-issue 32 reports GKE's FailedScaleUp in a zone lasting hours; the spot availability traces
+operators report GKE's FailedScaleUp for TPUs in a zone lasting hours; the spot availability traces
 behind "Can't Be Late" (NSDI '24, github.com/skypilot-org/spot-traces, GPUs on AWS and GCP)
 show unavailability in spells of hours, independent enough between zones that failing over
 helps. Replace the figures with your own: the benchmark takes them as options.

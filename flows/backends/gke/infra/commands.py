@@ -2,7 +2,7 @@
 
 Why pure argv builders: the exact commands are the contract with the tutorial, so tests assert
 them verbatim and ``tpurl plan`` prints the very same lists. Why one runner: every command
-runs with stdin closed (gcluster prompts on stdin and dies on EOF, pitfall 12; closing it
+runs with stdin closed (gcluster prompts on stdin and dies on EOF; closing it
 turns a hidden prompt into an immediate, diagnosable failure instead of a hang), its output
 is kept in a log file and its tail lands in the error.
 """

@@ -7,7 +7,7 @@ Two modes (``gke.iam_mode``):
 - ``bucket-scoped`` (recommended, least privilege): roles/storage.objectAdmin plus
   roles/storage.legacyBucketReader on the pipeline's bucket only. legacyBucketReader is there
   for ``storage.buckets.get``: without it MaxText/Orbax report a misleading "bucket not found"
-  (objectAdmin lacks that permission; pitfalls.md #8).
+  (objectAdmin lacks that permission).
 
 Idempotent by reading first: only missing bindings are granted, so a second run changes
 nothing and runs no gcloud command.

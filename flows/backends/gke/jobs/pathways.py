@@ -1,10 +1,10 @@
 """The Pathways training JobSet: a CPU head (proxy and resource-manager native sidecars, then
 the training program) plus TPU workers, one replicated Job per slice.
 
-As `gcluster job submit --pathways` builds it (research/gke-jobset.md), with three deliberate
+As Cluster Toolkit's `gcluster job submit --pathways` builds it, with three deliberate
 differences: the images are pinned (upstream defaults to :latest), the program talks to the
 proxy at grpc://127.0.0.1:29000 as MaxText's own recipes do (the head uses hostNetwork and
-the proxy is in the same pod, so no DNS race with the headless service, pitfalls 11), and the
+the proxy is in the same pod, so no DNS race with the headless service), and the
 HF token is an env var from a Secret instead of a command-line argument.
 
 The head runs on the CPU pool, which spans the cluster's zones: left alone, the scheduler

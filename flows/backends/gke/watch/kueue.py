@@ -25,8 +25,9 @@ from flows.core.failures import Diagnosis, FailureCategory
 Obj = dict[str, Any]
 CODE = "kueue/unschedulable"
 # The Kueue API versions we read, preferred first. Kueue 0.15 serves v1beta2 beside v1beta1
-# (kubernetes-sigs/kueue#7304), 0.16 stores v1beta2 (#8020), and v1beta1 is set unserved
-# after that (#14558, tracked in #13957): v1beta2 whenever it is served, v1beta1 only on a
+# (kubernetes-sigs/kueue#7304), 0.16 stores v1beta2 (kubernetes-sigs/kueue#8020), and
+# v1beta1 is set unserved after that (kubernetes-sigs/kueue#14558,
+# tracked in kubernetes-sigs/kueue#13957): v1beta2 whenever it is served, v1beta1 only on a
 # cluster whose Kueue predates it. Pre-flight (infra/cloud.py) reads in the same order.
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 

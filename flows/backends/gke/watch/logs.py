@@ -1,6 +1,6 @@
 """The coordinator's log: followed into the stage logger, redacted, kept in full at log_uri.
 
-Why here and not `kubectl logs -f`: logs vanish with the pod (TTL, preemption; pitfalls 13),
+Why here and not `kubectl logs -f`: logs vanish with the pod (its TTL, a preemption),
 so the flow keeps its own copy, and a dropped stream must neither lose nor repeat lines. The
 follower asks for timestamps and, after a disconnect, resumes with ``sinceSeconds`` reaching a
 margin before the last line it kept (the Python client has no ``sinceTime``; the margin

@@ -45,7 +45,7 @@ def stalled(name: str, budget_s: float, tail: list[str]) -> Verdict:
     summary = f"{name} ran longer than its budget of {duration(budget_s)}"
     return Verdict(Phase.FAILED, Diagnosis(
         FailureCategory.STALLED, summary, "\n".join(f"    {line}" for line in tail[-30:]),
-        "look at the last log lines for a hang (GRPO can stall, tunix #2196); raise "
+        "look at the last log lines for a hang (GRPO can stall, google/tunix#2196); raise "
         "gke.run_budget_s if the job is just slow"), summary)
 
 

@@ -1,5 +1,5 @@
-"""Where a training's slice came up: the zone, the capacity mode and the node pool, read from
-the nodes its TPU pods were bound to (pure).
+"""Which zone, capacity mode and node pool served a training's slice (hence ``served``), read
+from the nodes its TPU pods were bound to (pure).
 
 With several zones (``gke.zones``) and modes (``gke.capacity`` as a chain) the cluster
 autoscaler decides where a slice comes up (flows/backends/gke/fallback.py), so the run says

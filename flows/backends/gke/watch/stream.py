@@ -2,7 +2,7 @@
 
 Why not ``kubernetes.watch.Watch`` in a loop: long watches go stale silently, and an
 orchestrator that treats a broken stream as a failed job marks healthy runs crashed
-(Prefect #7743/#8050). So this watch:
+(PrefectHQ/prefect#7743 and PrefectHQ/prefect#8050). So this watch:
 - lists once, then watches from the list's resourceVersion, and resumes from the last
   resourceVersion it delivered (events or BOOKMARKs) when a stream ends or breaks: the
   position lives on the watch, not in the stream, so an exception mid-stream loses nothing

@@ -102,7 +102,7 @@ print(wandb.__version__)
 
 def test_the_image_logs_to_wandb_offline_with_the_gke_training_env(
         docker_client: docker.DockerClient, first_build: ImageResult, tmp_path: Path):
-    """Issue 35: wandb (0.31.0, from the build context's locked wheels) imports in the
+    """wandb (0.31.0, from the build context's locked wheels) imports in the
     pushed image and, given the W&B part of the GKE train workload's env, writes an offline
     run under the profile's project, entity and run group, with no network."""
     profile = tutorial_profile(**{"tracking.wandb.project": "qwen3-grpo",
@@ -184,7 +184,7 @@ def test_a_moved_pattern_fails_the_build_naming_file_and_pattern(
 def test_a_patch_the_rehearsal_measured_failing_with_the_images_versions_is_refused(
         docker_client: docker.DockerClient, registry_prefix: str, versions: str,
         request: pytest.FixtureRequest):
-    """Issue 18.10: the image's versions (what pip freeze lists, read in the image at build)
+    """The image's versions (what pip freeze lists, read in the image at build)
     are recorded with the image; with those the rehearsal measured the Adafactor patch
     failing, the build is refused before the push; with another tunix it is pushed.
     (The bases are conftest.py's, shared with test_cloud_build.py's builds on them.)"""

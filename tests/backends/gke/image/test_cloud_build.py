@@ -52,7 +52,8 @@ def clients(fake_build: FakeCloudBuild, gcs_url: str) -> CloudBuildClients:
 @pytest.fixture(scope="module")
 def cloud_result(clients: CloudBuildClients, fake_build: FakeCloudBuild, standin_base: str,
                  registry_prefix: str) -> ImageResult:
-    """The regional build's operation answers 404 (the fake's default, #12123) and the first
+    """The regional build's operation answers 404 (the fake's default,
+    googleapis/google-cloud-python#12123) and the first
     read of the build a 503: neither may lose the build."""
     request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/cb/tpu-post-training")
     fake_build.fail_build_reads = [503]
@@ -78,9 +79,9 @@ def test_cloud_build_builds_checks_and_pushes_by_digest(cloud_result: ImageResul
 
 def test_the_build_is_polled_by_its_regional_name_not_its_operation(
         cloud_result: ImageResult, fake_build: FakeCloudBuild, clients: CloudBuildClients):
-    """Issue 18.3: the operation of a regional build is a 404 while the build runs on
-    (googleapis/google-cloud-python#12123); the old `while not operation.done()` raised it
-    outside the error mapping. The build is read by projects/P/locations/R/builds/ID."""
+    """The operation of a regional build is a 404 while the build runs on
+    (googleapis/google-cloud-python#12123), which a `while not operation.done()` would raise
+    outside the error mapping: the build is read by projects/P/locations/R/builds/ID."""
     from google.api_core import exceptions
 
     (build,) = fake_build.builds.values()
@@ -125,7 +126,7 @@ def test_a_failing_step_is_a_build_failure_naming_the_step(
 def test_the_check_step_refuses_a_patch_measured_failing_with_the_images_versions(
         clients: CloudBuildClients, fake_build: FakeCloudBuild, registry_prefix: str,
         measured_base: str):
-    """Issue 18.10 on the Cloud Build path: the check step prints the image's versions and
+    """On the Cloud Build path the check step prints the image's versions and
     fails the build (so `images:` never pushes) when the rehearsal measured an enabled patch
     failing with exactly those (conftest.py's measured_base)."""
     request = ImageRequest(base=measured_base, repository=f"{registry_prefix}/cbd/tpu-post-training")
@@ -192,7 +193,7 @@ def test_the_image_stage_through_cloud_build_keeps_its_record_in_the_registry(
 def test_the_record_carries_the_images_versions_and_the_run_page_shows_parity(
         clients: CloudBuildClients, fake_build: FakeCloudBuild, registry_prefix: str,
         other_tunix_base: str, monkeypatch: pytest.MonkeyPatch, prefect_api: None):
-    """Issue 18.10 on the Cloud Build path: the check step's versions come back as its build
+    """On the Cloud Build path the check step's versions come back as its build
     step output ($BUILDER_OUTPUT/output) into the image stage's record, not only the log, and
     the run page's parity artifact says where the rehearsal's lock differs."""
     import logging

@@ -102,9 +102,9 @@ def _error_kinds() -> list[BaseException]:
 
 @pytest.mark.parametrize("exc", _error_kinds(), ids=lambda e: type(e).__name__)
 def test_every_cloud_build_call_error_maps_to_a_diagnosis_with_a_fix(exc: BaseException):
-    """Issue 18.3: the poll sat outside the error mapping; now every failure of a call is
-    mapped (_run_build's ``api``), so each kind must come out as a diagnosis with a fix, and
-    one the retry machinery calls an infrastructure fault must come out retryable."""
+    """Every failure of a call, the poll's too, is mapped (_run_build's ``api``), so each kind
+    must come out as a diagnosis with a fix, and one the retry machinery calls an
+    infrastructure fault must come out retryable."""
     from flows.core.retry import is_infrastructure_fault
 
     error = diagnose_api_error(type(exc).__name__, str(getattr(exc, "message", None) or exc),

@@ -114,8 +114,8 @@ def test_bundle_is_downloaded_checksummed_and_cached(release_server, settings: I
 
 def test_a_download_without_a_known_checksum_is_refused_before_it_starts(
         release_server, settings: InfraSettings, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 37.7: trust on first use took whatever the release URL served. Neither the
-    profile nor deployments/cluster-toolkit.sha256 knows v1.103.0 here: nothing is fetched."""
+    """No trust on first use (it would take whatever the release URL served): neither the
+    profile nor deployments/cluster-toolkit.sha256 knows v1.103.0 here, so nothing is fetched."""
     monkeypatch.delenv(BUNDLE_ENV, raising=False)
     url, _ = release_server
     s = settings.model_copy(update={"releases_url": url})

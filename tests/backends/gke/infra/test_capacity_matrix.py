@@ -175,7 +175,7 @@ def test_the_run_stops_at_pre_flight_before_gcluster_on_a_reservation_any_vm_may
     assert [c for c in cloud.calls("gcluster") if c[0] == "deploy"] == []
 
 
-# issue 32: a chain of modes and a list of zones. Every mode alone and two chains, over the
+# A chain of modes and a list of zones. Every mode alone and two chains, over the
 # region's three zones with gke.zone left out (it is then the first); every command.
 THREE_ZONES = {"gke.zones": "us-east5-b,us-east5-a,us-east5-c", "gke.zone": ""}
 CHAINS = [*CAPACITY_MODES, "flex-start,on-demand,spot", "reservation,queued,on-demand"]

@@ -51,7 +51,7 @@ def test_every_mode_passes_the_node_pool_preconditions(mode: str) -> None:
 
 
 def test_the_fixture_has_the_upstream_examples_pool_without_a_static_count() -> None:
-    """Since cluster-toolkit #5557 the example's TPU pool has no static_node_count and no
+    """Since GoogleCloudPlatform/cluster-toolkit#5557 the example's TPU pool has no static_node_count and no
     autoscaling settings; gcluster fills the count in from the topology."""
     settings = pool(YAML(typ="safe").load(BLUEPRINT_FIXTURE.read_text()))
     assert not {"static_node_count", "autoscaling_min_node_count", "autoscaling_max_node_count",
@@ -85,8 +85,9 @@ def test_modes_without_reservation_scale_one_slice_up_from_zero(mode: str) -> No
 
 @pytest.mark.parametrize("mode", FROM_ZERO)
 def test_after_gclusters_expansion_the_pool_autoscales_from_zero(mode: str) -> None:
-    """The defect of issue 18: with the example's pool (no static_node_count) a `remove`
-    changed nothing, gcluster filled in 8 and the module built a static, always-billed pool."""
+    """With the example's pool (no static_node_count) a `remove` of the key changes nothing:
+    gcluster fills in 8 and the module builds a static, always-billed pool. The edits' explicit
+    null survives the expansion, so the pool autoscales from zero."""
     live = node_pool(expanded_pool(mode), "p")
     assert "initialNodeCount" not in live
     assert live["autoscaling"] == {"enabled": True, "locationPolicy": "ANY",

@@ -68,7 +68,7 @@ def _deployed(settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
     provision(settings, cloud.apis, gcs, Log(), planned=planned_for(tutorial_profile()))
 
 
-# --- item 1: Kueue admission --------------------------------------------------------------
+# --- Kueue admission -----------------------------------------------------------------------
 
 def _covered(text: str) -> list[str]:
     """The ClusterQueue's one resource group's covered resources, in a Kueue configuration
@@ -128,7 +128,7 @@ def test_a_missing_local_queue_is_refused(settings: InfraSettings, cloud: Cloud,
     assert not ok and "LocalQueue default/other-queue" in _line(text, "kueue-admission")
 
 
-# --- item 2: CPU pool capacity ------------------------------------------------------------
+# --- CPU pool capacity ---------------------------------------------------------------------
 
 def test_requests_fit_the_cpu_pool_the_toolkit_creates(settings: InfraSettings, cloud: Cloud,
                                                        gcs: Any) -> None:
@@ -166,7 +166,7 @@ def test_the_convert_scratch_is_memory_backed_and_within_the_memory_limit() -> N
         tutorial_profile(**{"gke.conversion_memory": "lots"})
 
 
-# --- item 3: Artifact Registry ------------------------------------------------------------
+# --- Artifact Registry ---------------------------------------------------------------------
 
 def test_preflight_refuses_a_missing_repository_it_may_not_create(cloud: Cloud) -> None:
     text, ok = _check(cloud)
@@ -196,7 +196,7 @@ def test_the_image_stage_creates_the_repository_once(cloud: Cloud) -> None:
     assert "roles/artifactregistry.admin" in err.value.diagnosis.fix
 
 
-# --- item 4: operator permissions ---------------------------------------------------------
+# --- operator permissions ------------------------------------------------------------------
 
 def test_missing_operator_permissions_are_named_with_their_role(cloud: Cloud) -> None:
     cloud.apis.permissions -= {"resourcemanager.projects.setIamPolicy",
@@ -212,7 +212,7 @@ def test_missing_operator_permissions_are_named_with_their_role(cloud: Cloud) ->
 
 
 def test_editor_and_cluster_admin_alone_cannot_install_the_charts(cloud: Cloud) -> None:
-    """Issue 30.3. Cluster Toolkit's kubectl-apply helm-installs Kueue, JobSet and
+    """Cluster Toolkit's kubectl-apply helm-installs Kueue, JobSet and
     cert-manager with the deploying identity's token (modules/management/kubectl-apply/
     providers.tf:17-35), and their ClusterRoles/ClusterRoleBindings need
     container.clusterRoles.create / container.clusterRoleBindings.create, which
@@ -227,7 +227,7 @@ def test_editor_and_cluster_admin_alone_cannot_install_the_charts(cloud: Cloud) 
     assert "ask a project owner for roles/container.admin:" in line
 
 
-# --- item 8: the Pathways tag -------------------------------------------------------------
+# --- the Pathways tag ----------------------------------------------------------------------
 
 def test_the_pathways_tag_must_exist_and_match_the_images_jax(cloud: Cloud) -> None:
     text, ok = _check(cloud)
@@ -239,7 +239,7 @@ def test_the_pathways_tag_must_exist_and_match_the_images_jax(cloud: Cloud) -> N
     assert not ok and "set gke.pathways_tag: jax-0.11.0" in _line(text, "pathways-images")
 
 
-# --- item 9: every check says what it read; --check exits non-zero and mutates nothing ------
+# --- every check says what it read; --check exits non-zero and mutates nothing ---------------
 
 def test_every_check_names_its_live_object_and_the_check_reads_only(
         settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:

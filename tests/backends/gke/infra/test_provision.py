@@ -139,7 +139,7 @@ def test_a_foreign_cluster_that_differs_is_not_deployed_over(settings: InfraSett
 
 def test_the_runtime_identity_cannot_deploy_and_is_told_whose_step_it_is(
         settings: InfraSettings, cloud: Cloud, gcs: Any) -> None:
-    """Issue 37.3: a scheduled run's identity holds the runtime needs only. When its infra
+    """A scheduled run's identity holds the runtime needs only. When its infra
     stage must deploy (no cluster yet), pre-flight tests the infra permissions of the caller
     and refuses, naming the infra identity, before a bucket, a binding or gcluster."""
     from flows.backends.gke import identity

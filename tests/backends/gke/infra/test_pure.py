@@ -141,9 +141,10 @@ def test_pool_matching(settings: InfraSettings) -> None:
 
 
 def test_the_kueue_configuration_carries_the_examples_priority_classes() -> None:
-    """cluster-toolkit's examples/gke-tpu-v6e/kueue-configuration.yaml.tftpl (since #5614,
-    v1.91.0; develop c765092f4) creates five PriorityClasses that ours lacked: a workload
-    that names one (priorityClassName: high, as on the example's cluster) was refused."""
+    """cluster-toolkit's examples/gke-tpu-v6e/kueue-configuration.yaml.tftpl (since
+    GoogleCloudPlatform/cluster-toolkit#5614, v1.91.0; develop c765092f4) creates five
+    PriorityClasses, and ours carries them: without them a workload that names one
+    (priorityClassName: high, as on the example's cluster) is refused."""
     import yaml
 
     from flows.backends.gke.infra.kueue_config import KUEUE_TEMPLATE, render_template
@@ -161,7 +162,7 @@ def test_the_kueue_configuration_carries_the_examples_priority_classes() -> None
 
 
 def test_bucket_scoped_is_the_default_and_the_other_mode_says_what_it_exposes() -> None:
-    """Issue 37.6: the node pool's account gets the pipeline's bucket only unless the profile
+    """The node pool's account gets the pipeline's bucket only unless the profile
     asks for the tutorial's project-wide storage.admin, which the plan spells out."""
     from flows.backends.gke.infra.infra_stage import gke_plan_notes
     from flows.config.gke import GkeSection

@@ -37,7 +37,8 @@ def test_it_is_the_smallest_multi_host_slice_on_demand_and_capped() -> None:
 
 
 def test_the_plan_renders_its_cost_and_cap(capsys: pytest.CaptureFixture[str]) -> None:
-    """On-demand capacity: the plan used to crash formatting an unset max_run_hours."""
+    """On-demand capacity: the plan renders with max_run_hours unset (its formatting must not
+    assume the field)."""
     profile = smoke_profile()
     text = render_text(profile, build_plan(profile))
     assert "autoscaling 0..2 nodes per slice" in "\n".join(gke_plan_actions(profile))
@@ -75,7 +76,7 @@ PRICE = {"usd_per_chip_hour": "1.20", "source": "a quote", "as_of": "2026-12-01"
 
 @pytest.mark.parametrize("mode", ["on-demand", "spot", "flex-start", "reservation"])
 def test_the_plan_renders_in_every_capacity_mode(mode: str) -> None:
-    """Every mode × plan (the on-demand/spot plans crashed on an unset max_run_hours). On a
+    """Every mode × plan (the on-demand and spot plans with max_run_hours unset too). On a
     reservation the static pool bills the whole run (8 chips × 0.4167 h × $2.70 = $9.00): a
     $10 cap does not exceed it by the 20 % margin, refused at load naming the cap; the
     profile's own cap does."""

@@ -198,7 +198,7 @@ def test_the_teardown_preview_prices_the_pool_it_destroys_by_its_own_mode(
         deployed: str, tmp_path: Path, cloud: Cloud, gcs: Any,
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A pool deployed as spot, the profile then set to on-demand without a run: the preview
-    quoted the on-demand rate for the spot pool `tpurl teardown` was about to delete. It now
+    must not quote the on-demand rate for the spot pool `tpurl teardown` is about to delete. It
     reads the cluster (as `tpurl status` does) and prices each TPU pool by the mode it bills
     in, whatever the profile's mode (each of the four, one deploy); `tpurl teardown` without
     --yes and without a terminal stops after the preview."""

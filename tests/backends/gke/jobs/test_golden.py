@@ -1,6 +1,7 @@
-"""Golden manifests for the tutorial profile (tests/golden/gke/), checked by hand against
-research/gke-jobset.md. Content keys and the image tag are replaced by placeholders so the
-files change only when the *shape* changes, not whenever a patch or argument moves a hash.
+"""Golden manifests for the tutorial profile (tests/golden/gke/), checked by hand against the
+JobSet that Cluster Toolkit's `gcluster job submit --pathways` builds. Content keys and the
+image tag are replaced by placeholders so the files change only when the *shape* changes, not
+whenever a patch or argument moves a hash.
 
 Regenerate after an intended change: TPURL_UPDATE_GOLDEN=1 pytest tests/backends/gke/jobs/test_golden.py,
 then read the diff.

@@ -1,7 +1,7 @@
-"""Issue 12: the GKE backend through faults the fake API produces, one test per defect.
+"""The GKE backend through faults the fake API produces, one test per fault.
 
-Each test names the defect it pins; each failed on the code before the fix (see the
-commit message / report for how)."""
+Each test makes the fault happen against the fake API and says in its docstring what a
+backend without the defence would do instead, so the assertion is read as that defence."""
 
 from __future__ import annotations
 
@@ -62,12 +62,12 @@ def watch_of(server: FakeApiServer, seen: list[tuple[str, str]],
                                                       o["metadata"]["resourceVersion"])))
 
 
-# --- 1 + 2: a stream that breaks mid-way ---------------------------------------------------
+# --- a stream that breaks mid-way -----------------------------------------------------------
 
 def test_a_broken_stream_resumes_after_the_last_event_it_delivered(
         server: FakeApiServer) -> None:
-    """12.1: more events pending than one stream delivers before it breaks. The code before
-    restarted from the version it started with: it replayed the same two events forever."""
+    """More events pending than one stream delivers before it breaks: a watch that restarted
+    from the version it started with would replay the same two events forever."""
     seen: list[tuple[str, str]] = []
     warnings: list[str] = []
     watch = watch_of(server, seen, warnings).start()
@@ -84,7 +84,8 @@ def test_a_broken_stream_resumes_after_the_last_event_it_delivered(
 
 
 def test_streams_that_delivered_events_are_no_failures(server: FakeApiServer) -> None:
-    """12.2: the code before counted every broken stream, so three fell back to polling."""
+    """A stream that delivered events before it broke is no failure: counting every broken
+    stream would fall back to polling after three."""
     seen: list[tuple[str, str]] = []
     warnings: list[str] = []
     watch = watch_of(server, seen, warnings).start()
@@ -101,8 +102,8 @@ def test_streams_that_delivered_events_are_no_failures(server: FakeApiServer) ->
 
 
 def test_polling_keeps_trying_to_watch(server: FakeApiServer) -> None:
-    """12.2: while polling, a watch is tried after every poll, so events flow again as soon as
-    the API answers (the code before polled for poll_rounds before trying)."""
+    """While polling, a watch is tried after every poll, so events flow again as soon as
+    the API answers (not after poll_rounds more polls)."""
     seen: list[tuple[str, str]] = []
     warnings: list[str] = []
     server.kube.fail_next(6)
@@ -117,7 +118,7 @@ def test_polling_keeps_trying_to_watch(server: FakeApiServer) -> None:
         watch.stop()
 
 
-# --- 3 + 4: budgets on the wall clock, API retries ------------------------------------------
+# --- budgets on the wall clock, API retries -------------------------------------------------
 
 def _in_thread(fn: Any, within_s: float) -> Any:
     box: list[Any] = []
@@ -130,7 +131,8 @@ def _in_thread(fn: Any, within_s: float) -> Any:
 
 def test_an_api_that_fails_from_the_create_on_fails_within_the_budget(
         server: FakeApiServer, tmp_path: Path) -> None:
-    """12.3: no budget applied before the first list; the code before waited forever."""
+    """The budgets hold from the create on: an API down before the first list fails the
+    stage within them instead of waiting forever."""
     scenario(server.kube, [(0.0, api_down)])
     budgets = Budgets(**{**BUDGETS.__dict__, "queue_s": 2.0, "run_s": 2.0})
     began = time.monotonic()
@@ -144,9 +146,10 @@ def test_an_api_that_fails_from_the_create_on_fails_within_the_budget(
 
 def test_a_5xx_burst_before_the_create_is_ridden_out_honouring_retry_after(
         server: FakeApiServer, tmp_path: Path) -> None:
-    """12.4: the code before gave up after 5 attempts and ignored Retry-After."""
+    """A burst of 429s and 503s before the create is ridden out within the API budget, each
+    429 waited by its Retry-After (a fixed five attempts would give up on this burst)."""
     server.kube.fail_next(2, status=429, retry_after=0.5)
-    server.kube.fail_next(4)  # six failures in all: more than the five attempts before
+    server.kube.fail_next(4)  # six failures in all: more than a fixed five attempts
     kube = scenario(server.kube, [(0.1, admit), (0.05, start), (0.1, succeed)])
     budgets = Budgets(**{**BUDGETS.__dict__, "api_s": 20.0})  # a burst of minutes, scaled down
     outcome, logger, _, _ = run_stage(server, "convert", tmp_path, budgets)
@@ -157,11 +160,12 @@ def test_a_5xx_burst_before_the_create_is_ridden_out_honouring_retry_after(
     assert sum("429" in r and "in 0.5 s" in r for r in retries) == 2  # Retry-After honoured
 
 
-# --- 5, 7, 8: diagnoses from the cluster's own words ----------------------------------------
+# --- diagnoses from the cluster's own words ------------------------------------------------
 
 def test_an_image_that_does_not_exist_is_a_configuration_error(
         server: FakeApiServer, tmp_path: Path) -> None:
-    """12.5: the code before called it retryable infrastructure (a JobSet per retry)."""
+    """A pull of an image that does not exist is the user's error, not retryable
+    infrastructure (which would submit a JobSet per retry)."""
     kube = scenario(server.kube, [(0.1, admit),
                                   (0.1, once_its_pods_are_watched(pull_fails(NOT_FOUND)))])
     began = time.monotonic()
@@ -176,7 +180,7 @@ def test_an_image_that_does_not_exist_is_a_configuration_error(
 
 def test_the_pull_cause_posted_once_is_remembered_from_the_watch(
         server: FakeApiServer, tmp_path: Path) -> None:
-    """19.6: kubelet posts ErrImagePull's cause once per pull attempt (10 s or more apart),
+    """Kubelet posts ErrImagePull's cause once per pull attempt (10 s or more apart),
     then only "Back-off pulling image". Only the monitor's memory of every pod version it
     watched (Monitor._remember_pull_errors) can name the cause: with a grace longer than
     the run budget, a monitor that does not remember it never decides on the image."""
@@ -198,7 +202,8 @@ def test_the_pull_cause_posted_once_is_remembered_from_the_watch(
 ])
 def test_a_workload_kueue_cannot_admit_fails_at_once(server: FakeApiServer, tmp_path: Path,
                                                      message: str, names: str) -> None:
-    """12.7: the code before waited out the whole queue budget (30 s here)."""
+    """Kueue's words for a workload it cannot admit end the stage at once, naming what is
+    missing, instead of after the whole queue budget (30 s here)."""
     reason = "Inadmissible" if "LocalQueue" in message else "Pending"
     kube = scenario(server.kube, [(0.1, pending(message, reason))])
     began = time.monotonic()
@@ -212,7 +217,7 @@ def test_a_workload_kueue_cannot_admit_fails_at_once(server: FakeApiServer, tmp_
 
 
 def test_the_status_line_follows_the_phase(server: FakeApiServer, tmp_path: Path) -> None:
-    """12.8: after admission the code before logged "is queued: Quota reserved in ..."."""
+    """Once admitted, the status line says so, never "is queued: Quota reserved in ..."."""
     # admitted for a second: the monitor ticks while it is, however loaded the machine
     script = [(0.1, reserve_quota), (0.4, admit), (1.0, start), (0.05, say("step 1")),
               (0.1, succeed)]
@@ -225,8 +230,8 @@ def test_the_status_line_follows_the_phase(server: FakeApiServer, tmp_path: Path
 
 def test_the_status_line_follows_an_eviction_before_the_quota_is_released(
         server: FakeApiServer, tmp_path: Path) -> None:
-    """19.8: while Kueue stops an evicted job it keeps the reservation (Admitted=True), and
-    the status line said "admitted by Kueue, waiting for the JobSet to start"."""
+    """While Kueue stops an evicted job it keeps the reservation (Admitted=True): the status
+    line says the job was evicted, not "admitted by Kueue, waiting for the JobSet to start"."""
     # warnings, which the run's log shows (flows/core/program_log.py), mark the attempts
     script = [(0.1, admit), (0.05, start), (0.05, say("WARNING: step 1")),
               (0.2, evict_releasing(0.6)), (1.0, admit), (0.05, start),
@@ -247,8 +252,8 @@ def test_the_status_line_follows_an_eviction_before_the_quota_is_released(
 
 def test_no_wait_for_the_log_of_a_coordinator_that_never_terminated(
         server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """19.8: after a verdict the stage waited log_drain_s (10 s) for the log of a head
-    whose program was still running (a worker crashed): that log cannot end."""
+    """After a verdict the stage does not wait log_drain_s (10 s) for the log of a head
+    whose program is still running (a worker crashed): that log cannot end."""
     from flows.backends.gke.watch.logs import LogFollower
 
     waits: list[float] = []

@@ -1,6 +1,6 @@
-"""The watch reads Kueue Workloads at the version the cluster serves, v1beta2 first (issue
-18.8): Kueue serves v1beta2 since 0.15 and stops serving v1beta1 later
-(kubernetes-sigs/kueue#7304, #14558, #13957); the fake API serves what ``served`` lists and
+"""The watch reads Kueue Workloads at the version the cluster serves, v1beta2 first: Kueue
+serves v1beta2 since 0.15 and stops serving v1beta1 later (kubernetes-sigs/kueue#7304,
+kubernetes-sigs/kueue#14558, kubernetes-sigs/kueue#13957); the fake API serves what ``served`` lists and
 answers any other version with the API server's 404."""
 
 from __future__ import annotations

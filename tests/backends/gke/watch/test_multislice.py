@@ -1,8 +1,8 @@
 """The watch of a training JobSet on two slices (gke.num_slices: 2): the Pathways worker
 replicated job has one Job per slice, each on its own node pool (tests/fakes/kube_api/
 placement.py, after jobset's exclusive placement), and the JobSet is resumed only once every
-slice runs (startupPolicy InOrder; tests/fakes/kube_api/slices.py). Until now every watch
-test ran one slice, though profiles may ask for more."""
+slice runs (startupPolicy InOrder; tests/fakes/kube_api/slices.py). The other watch tests
+run one slice, and profiles may ask for more."""
 
 from __future__ import annotations
 

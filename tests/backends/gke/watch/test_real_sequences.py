@@ -1,11 +1,11 @@
 """The GKE backend through sequences as the real controllers order them (tests/fakes/kube_api
 scenarios.stop_pods, restarts.py, each citing the upstream file that decides it).
 
-The fake before these played an eviction as "deletionTimestamp, then gone" and had no
-failure-policy restart at all; a cluster's kubelet posts the stopped containers' exit codes
-(143 after SIGTERM, 137 once the grace period ran out) and the Failed phase before it lets
-a deleted pod go, and a JobSet restart counts ``status.restarts`` up before its new Jobs
-exist. Each test failed on the verdict before the fix that came with it."""
+A cluster's kubelet posts the stopped containers' exit codes (143 after SIGTERM, 137 once
+the grace period ran out) and the Failed phase before it lets a deleted pod go, and a
+JobSet restart counts ``status.restarts`` up before its new Jobs exist: an eviction played
+as "deletionTimestamp, then gone", or no failure-policy restart at all, would hide what
+each verdict here must read."""
 
 from __future__ import annotations
 

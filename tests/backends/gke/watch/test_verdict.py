@@ -209,7 +209,8 @@ def test_unschedulable_names_queue_resource_and_fix():
 
 
 def test_status_line_matches_the_phase():
-    """Issue 12.8: after admission the line said "is queued: Quota reserved in ..."."""
+    """Once admitted, the line says so, never "is queued: Quota reserved in ..."; with the
+    quota only reserved it does not quote Kueue's reservation message either."""
     admitted = workload(cond("QuotaReserved", message="Quota reserved in ClusterQueue tpu-cq"),
                         cond("Admitted", message="The workload is admitted"))
     verdict = judge(jobset(suspend=True), admitted, [], [], now=NOW, queue_budget_s=3600)
@@ -221,8 +222,9 @@ def test_status_line_matches_the_phase():
 
 
 def test_a_failure_after_disruptions_the_watch_saw_is_a_preemption():
-    """19.1: PodGC deleted the disrupted workers before the head gave up; only the head's
-    exit is left in the JobSet's pods, and that alone reads as the user's fault."""
+    """PodGC deleted the disrupted workers before the head gave up; only the head's exit
+    is left in the JobSet's pods, which alone would read as the user's fault: the
+    disruptions the watch saw make it a preemption."""
     failed = jobset(cond("Failed", reason="FailedJobs"))
     head = pod(containers=[terminated("workload-container", 1)])
     seen = {"train-rl-x-worker-0-3": "DeletionByPodGC: PodGC: node no longer exists "
@@ -256,7 +258,7 @@ def test_a_failure_after_disruptions_the_watch_saw_is_a_preemption():
 ])
 def test_a_pod_evicted_for_its_disk_is_the_storage_error_naming_the_field(message, outgrew,
                                                                           field):
-    """Issue 20.3 on GKE: a pod out of ephemeral storage (its limit, its scratch volume, or
+    """On GKE, a pod out of ephemeral storage (its limit, its scratch volume, or
     the node's disk it overused) is a storage error with the profile field that sizes it,
     not retried as a disruption."""
     verdict = judge(jobset(), ADMITTED, [pod(phase="Failed", reason="Evicted",

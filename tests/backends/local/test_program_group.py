@@ -1,4 +1,4 @@
-"""Programs run together by the local backend (flows/backends/local/together.py), with real
+"""Programs run together by the local backend (flows/backends/local/program_group.py), with real
 processes: they do run at once (each waits for a file the other writes, so one after the
 other would never end), a failure leaves the other to finish, and an interruption of the
 caller's thread, wherever it lands, leaves no program, pid tag or thread behind."""
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.backends.local import together
+from flows.backends.local import program_group
 from flows.backends.local.backend import LocalBackend
 from flows.backends.local.runtime import REHEARSAL_IMAGE
 from flows.config import load_profile
@@ -26,7 +26,7 @@ from flows.core.storage import file_uri
 from flows.core.workload import Placement, Workload
 from tests.support.interrupt_points import THREADING, InterruptAt, caused_by_interrupt, marked
 
-RUN_TOGETHER = together.run_together.__code__
+RUN_TOGETHER = program_group.run_together.__code__
 
 
 def _backend(tmp_path: Path) -> LocalBackend:
@@ -143,7 +143,7 @@ def test_an_interrupt_at_any_point_of_the_wait_leaves_nothing(
     """Every line of run_together and every entry into threading's code it makes. The wait
     polls once a second here, not every 20 ms: its loop's lines are the same points each
     time round, and a hundred rounds of them would only repeat the same cases."""
-    monkeypatch.setattr(together, "POLL_S", 1.0)
+    monkeypatch.setattr(program_group, "POLL_S", 1.0)
     backend = _backend(tmp_path)
     points = []
     for target in range(1, 500):
@@ -182,7 +182,7 @@ def test_an_interrupt_at_any_point_of_the_wait_leaves_nothing(
 def test_a_program_that_starts_after_the_group_stopped_is_stopped_at_once() -> None:
     """The race no line of the caller's thread shows: a program's thread past its check,
     its process appearing just after an interruption stopped the group."""
-    group = together.ProgramGroup(lambda proc: proc.terminate())
+    group = program_group.ProgramGroup(lambda proc: proc.terminate())
     group.stop()
     late = subprocess.Popen(["sleep", "60"])
     try:

@@ -82,7 +82,7 @@ def run_together[Result](programs: Sequence[Program[Result]],
     # threading._wait_for_tstate_lock) marks the running thread stopped, so a second join
     # returns at once while it still runs; an Event is not used because a Ctrl-C landing on
     # the entry of its Condition's __exit__ leaves the Condition's lock held, and the next
-    # wait on it never returns. Both seen in tests/backends/local/test_together.py.
+    # wait on it never returns. Both seen in tests/backends/local/test_program_group.py.
     finished = [False for _ in programs]
 
     def work(index: int) -> None:

@@ -1,4 +1,4 @@
-"""The tool's places and its ownership marker (flows/common/owned.py), on real directories:
+"""The tool's places and its ownership marker (flows/common/ownership.py), on real directories:
 a home directory, ``/``, the repository itself and a symlink that leads out are refused as
 places; a directory without the marker is never removed, whatever it holds."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.common.owned import (
+from flows.common.ownership import (
     OWNER_MARKER,
     NotOurs,
     claim,

@@ -1,8 +1,8 @@
 """What the tool may write and delete on this machine: its places, and the directories it made.
 
-Issue 37.1: ``local.venv: ~`` passed validation, and the image stage removed any venv
-directory without ``bin/python`` — the user's home included. Two rules close it, each alone
-enough for the worst case:
+Why: the image stage removes a venv directory it finds without ``bin/python`` and builds it
+again, so a profile naming ``local.venv: ~`` would otherwise have it remove the user's home.
+Two rules close it, each alone enough for the worst case:
 
 * **Places.** A path a profile names for the tool's own files (``local.root``,
   ``local.venv``, ``local.hf_check_venv``) must resolve, symlinks followed, strictly inside

@@ -1,6 +1,6 @@
-"""A deployment's run may bring its own dataset and base-model revision (the retrain flow's
-``dataset_uri`` and ``model_revision``, or its ``overrides``); those values pass the same
-rules as an announcement (flows/config/announced_values.py), whoever created the run: the
+"""Unvouched values: the dataset and base-model revision a deployment's run brings itself (the
+retrain flow's ``dataset_uri`` and ``model_revision``, or its ``overrides``) pass the same
+rules as an announcement (flows/config/uri_and_revision_rules.py), whoever created the run: the
 dispatcher, the UI's run form, `prefect deployment run`, an API client. Checked by the
 profile loader, so no route into a retrain run skips them.
 
@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flows.common.issues import Issue
-from flows.config.announced_values import dataset_uri_problem, revision_problem
 from flows.config.profile import Profile
+from flows.config.uri_and_revision_rules import dataset_uri_problem, revision_problem
 
 CATEGORY = "config/unvouched-value"
 REVISION, DATASET = "model.hf_revision", "data.train_files"
