@@ -47,12 +47,12 @@ from flows.backends.gke.infra.capacity_wait import (
     STOCKOUTS,
     ModeStockouts,
     Step,
-    mode_budget_h,
 )
 from flows.backends.gke.infra.month import MonthAssumptions, simulate
 from flows.backends.gke.infra.policy_month import simulate_policy
 from flows.config import load_profile
 from flows.config.capacity import CAPACITY_MODES
+from flows.core.budgets import mode_budget_h
 
 # ASSUMED when --price does not give them: fractions of the on-demand list price (no cited
 # v6e price ships for these modes; read yours from https://cloud.google.com/tpu/pricing)

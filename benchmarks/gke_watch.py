@@ -220,9 +220,9 @@ def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
     import dataclasses
 
     from flows.backends.gke.backend import GkeBackend
-    from flows.backends.gke.watch.budgets import Budgets
     from flows.backends.gke.watch.client import cluster_at
     from flows.config import load_profile
+    from flows.core.budgets import Budgets
     from flows.core.failures import StageFailed
     from flows.core.layout import Layout
     from flows.core.programs import train_workload

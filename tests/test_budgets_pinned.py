@@ -9,14 +9,12 @@ import dataclasses
 
 import pytest
 
-from flows.backends.gke.infra.capacity_wait import mode_budget_h
+from flows.backends import run_timeout_s, stage_timeout_s
 from flows.backends.gke.jobs.manifests import jobs_of
-from flows.backends.gke.watch.budgets import budgets_for
-from flows.backends.gke.watch.waits import stage_waits
 from flows.config import Profile, load_profile
+from flows.core.budgets import budgets_for, mode_budget_h, stage_waits
 from flows.core.retry import RETRY_DELAYS_S
 from flows.stages import stages_for
-from flows.stages.timeouts import run_timeout_s, stage_timeout_s
 from tests.support.profiles import TUTORIAL, required_overrides
 
 SMOKE = "smoke-qwen3-0.6b-v6e-8"

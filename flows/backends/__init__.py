@@ -2,14 +2,19 @@
 
 ``backend_for`` is the only place that chooses one; a third backend is a folder here plus a
 line below. Imports are deferred so a rehearsal never loads the Kubernetes or GCS clients.
+``stage_timeout_s`` and ``run_timeout_s`` are the flow's time bounds for a profile: each asks
+the profile's backend through the protocol (``Timing``), whose answer flows/core/budgets.py
+computes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from urllib.parse import urlparse
 
 from flows.config.profile import Profile
 from flows.core.backend import Backend, ProgressCallback, StageLogger
+from flows.core.budgets import run_bound_s
 from flows.core.secrets import Redactor
 from flows.core.storage import LocalStorage, Storage
 
@@ -27,6 +32,18 @@ def backend_for(profile: Profile, *, logger: StageLogger | None = None,
 
     return LocalBackend(profile, logger=logger, redactor=redactor, on_progress=on_progress,
                         stage=stage)
+
+
+def stage_timeout_s(profile: Profile, stage: str) -> float:
+    """How long the task of ``stage`` may run before Prefect ends it."""
+    return backend_for(profile).stage_timeout_s(stage)
+
+
+def run_timeout_s(profile: Profile, stages: Iterable[str]) -> float:
+    """The run's own bound (flows/core/deadline.py enforces it): flow_timeout_s, or every
+    attempt of each of ``stages`` (flows/core/budgets.py ``run_bound_s``)."""
+    backend = backend_for(profile)
+    return run_bound_s(profile, [backend.stage_timeout_s(stage) for stage in stages])
 
 
 def storage_for(uri: str) -> Storage:

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from flows.backends.gke.backend import GkeBackend
-from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.client import cluster_at
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
+from flows.core.budgets import Budgets
 from flows.core.eval_programs import evaluate_workload
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout

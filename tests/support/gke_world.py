@@ -30,10 +30,10 @@ from flows.backends.gke import backend as gke_backend
 from flows.backends.gke.infra import clients as infra_clients
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.backends.gke.jobs.naming import secret_name
-from flows.backends.gke.watch.budgets import Budgets, budgets_for
 from flows.backends.gke.watch.client import Cluster, cluster_at
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
+from flows.core.budgets import Budgets, budgets_for
 from tests.fakes.cloud import BIN, FakeGoogleApis, build_bundle
 from tests.fakes.gke_programs import FakePrograms
 from tests.fakes.kube_api import FakeApiServer, FakeKube

@@ -27,10 +27,6 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from flows.backends.gke.watch.budgets import budgets_for
-from flows.config.capacity import MAX_RUN_MODES
-from flows.config.profile import Profile
-
 
 @dataclass(frozen=True)
 class ModeStockouts:
@@ -58,16 +54,6 @@ STOCKOUTS: dict[str, ModeStockouts] = {
     "queued": ModeStockouts(0.15, 4.0),
 }
 BACKOFF_MIN_H, BACKOFF_MAX_H = 5 / 60, 30 / 60  # the autoscaler's node-group backoff
-
-
-def mode_budget_h(profile: Profile, mode: str) -> float:
-    """How long the train stage waits for a slice in ``mode`` before the next mode: the queue
-    budget for Dynamic Workload Scheduler's modes (they wait for capacity by design), the
-    scheduling budget for the others (a FailedScaleUp is a stockout); none on a reservation."""
-    if mode == "reservation":
-        return 0.0
-    budgets = budgets_for(profile, "train")
-    return (budgets.queue_s if mode in MAX_RUN_MODES else budgets.schedule_s) / 3600.0
 
 
 def miss_probability(st: ModeStockouts, zones: int, budget_h: float) -> float:
