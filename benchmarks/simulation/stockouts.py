@@ -22,6 +22,13 @@ from flows.backends.gke.infra.capacity_wait import ModeStockouts, Step
 BACKOFF_MIN_H, BACKOFF_MAX_H = 5 / 60, 30 / 60  # the autoscaler's node-group backoff
 
 
+def in_mean_h(st: ModeStockouts) -> float:
+    """Mean in-stock spell that gives ``out_fraction``: D (1 - p) / p."""
+    if st.out_fraction <= 0:
+        return math.inf
+    return st.out_mean_h * (1 - st.out_fraction) / st.out_fraction
+
+
 @dataclass
 class Stockouts:
     """A sampled calendar of out-of-stock spells per (mode, zone), over ``horizon_h``."""
@@ -39,7 +46,7 @@ class Stockouts:
         t = 0.0
         down = rng.random() < st.out_fraction  # the stationary state at time 0
         while t < self.horizon_h:
-            length = rng.expovariate(1 / (st.out_mean_h if down else st.in_mean_h))
+            length = rng.expovariate(1 / (st.out_mean_h if down else in_mean_h(st)))
             if down:
                 out.append((t, t + length))
             t += length

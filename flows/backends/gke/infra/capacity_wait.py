@@ -33,13 +33,6 @@ class ModeStockouts:
     out_fraction: float  # long-run share of time the zone has no slice for this mode
     out_mean_h: float  # mean length of an out-of-stock spell
 
-    @property
-    def in_mean_h(self) -> float:
-        """Mean in-stock spell that gives ``out_fraction``: D (1 - p) / p."""
-        if self.out_fraction <= 0:
-            return math.inf
-        return self.out_mean_h * (1 - self.out_fraction) / self.out_fraction
-
 
 # ASSUMED (see the module's docstring): on-demand v6e-32 out 30 % of the time in a zone in
 # spells of 6 h; spot 40 %, 6 h; Dynamic Workload Scheduler (flex-start, queued) draws on
