@@ -10,13 +10,11 @@ computes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from urllib.parse import urlparse
 
 from flows.config.profile import Profile
 from flows.core.backend import Backend, ProgressCallback, StageLogger
 from flows.core.budgets import run_bound_s
 from flows.core.secrets import Redactor
-from flows.core.storage import LocalStorage, Storage
 
 
 def backend_for(profile: Profile, *, logger: StageLogger | None = None,
@@ -45,14 +43,3 @@ def run_timeout_s(profile: Profile, stages: Iterable[str]) -> float:
     backend = backend_for(profile)
     return run_bound_s(profile, [backend.stage_timeout_s(stage) for stage in stages])
 
-
-def storage_for(uri: str) -> Storage:
-    """Storage by URI scheme, for readers that hold a URI rather than a profile."""
-    scheme = urlparse(uri).scheme
-    if scheme == "file":
-        return LocalStorage()
-    if scheme == "gs":
-        from flows.backends.gke.gcs import GcsStorage
-
-        return GcsStorage()
-    raise ValueError(f"no storage for {scheme}:// URIs: use gs:// (GCP) or file:// (rehearsal)")
