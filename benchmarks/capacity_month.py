@@ -1,6 +1,6 @@
 """Benchmark: a month of the weekly schedule plus event-triggered retrains, per capacity mode.
 
-Runs flows/backends/gke/infra/month.py (a discrete-event simulation, pure) for each mode and
+Runs benchmarks/simulation/month.py (a discrete-event simulation, pure) for each mode and
 prints, per mode:
 
     runs              training runs in the month (announcements during a run coalesce)
@@ -43,16 +43,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.simulation.month import MonthAssumptions, simulate
+from benchmarks.simulation.policy_month import simulate_policy
 from flows.backends.gke.infra.capacity_wait import (
     STOCKOUTS,
     ModeStockouts,
     Step,
-    mode_budget_h,
 )
-from flows.backends.gke.infra.month import MonthAssumptions, simulate
-from flows.backends.gke.infra.policy_month import simulate_policy
 from flows.config import load_profile
 from flows.config.capacity import CAPACITY_MODES
+from flows.core.budgets import mode_budget_h
 
 # ASSUMED when --price does not give them: fractions of the on-demand list price (no cited
 # v6e price ships for these modes; read yours from https://cloud.google.com/tpu/pricing)

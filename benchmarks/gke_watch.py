@@ -163,11 +163,11 @@ def _serve_fake(case: str, window_s: float, line_every_s: float, conn: Connectio
 def run_case(case: str, window_s: float, line_every_s: float,
              slices: int = 0) -> tuple[float, float, float, Counter]:
     from flows.backends.gke.backend import GkeBackend
-    from flows.backends.gke.watch.client import cluster_at
     from flows.config import load_profile
     from flows.core.layout import Layout
     from flows.core.programs import train_workload
     from flows.core.storage import LocalStorage, file_uri
+    from tests.support.cluster import cluster_at
     from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
     class Quiet:
@@ -220,9 +220,8 @@ def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
     import dataclasses
 
     from flows.backends.gke.backend import GkeBackend
-    from flows.backends.gke.watch.budgets import Budgets
-    from flows.backends.gke.watch.client import cluster_at
     from flows.config import load_profile
+    from flows.core.budgets import Budgets
     from flows.core.failures import StageFailed
     from flows.core.layout import Layout
     from flows.core.programs import train_workload
@@ -238,6 +237,7 @@ def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
         succeed,
         worker_crashes,
     )
+    from tests.support.cluster import cluster_at
     from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
     class Quiet:

@@ -23,11 +23,12 @@ from prefect.states import Cancelled, State
 from flows.announcements.guard import was_coalesced
 from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
 from flows.announcements.record import announcement_refusal
-from flows.backends import backend_for
+from flows.backends import backend_for, run_timeout_s, stage_timeout_s
 from flows.common.paths import default_cache_dir, path_part
 from flows.config import Profile, ProfileError, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
+from flows.core.budgets import timed_out_message
 from flows.core.deadline import Deadline
 from flows.core.error_redaction import redacting_errors
 from flows.core.eval_programs import score_key
@@ -64,7 +65,6 @@ from flows.runpage.promotion import (
 )
 from flows.runpage.result import PipelineResult, StageReport, persist_result
 from flows.stages import STAGE_BY_NAME, stages_for
-from flows.stages.timeouts import run_timeout_s, stage_timeout_s, timed_out_message
 
 
 def retry_if_retryable(task: Any, task_run: Any, state: State) -> bool:

@@ -206,3 +206,17 @@ def test_the_leaf_package_imports_nothing_of_flows() -> None:
     modules = _modules()
     assert {m: sorted(t) for m, t in modules.items()
             if m.startswith("flows.common") and t} == {}
+
+
+@pytest.mark.parametrize("asker", ["flows.stages", "flows.core"])
+def test_stages_and_core_ask_a_backend_only_through_the_protocol(asker: str) -> None:
+    """A stage (and the model under it) reaches a backend through flows/core/backend.py's
+    protocol, never by importing one's modules: what differs per backend, such as how long a
+    stage may run, is a protocol question (``Timing``)."""
+    offending = sorted(
+        f"{module} imports {target}"
+        for module, targets in _modules().items()
+        if module == asker or module.startswith(asker + ".")
+        for target in targets
+        if target.startswith("flows.backends."))
+    assert offending == []

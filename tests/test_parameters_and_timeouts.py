@@ -1,5 +1,5 @@
 """What the run form shows (every parameter described, the shipped profiles as choices) and
-the stage timeouts derived from each profile's budgets (flows/stages/timeouts.py)."""
+the stage timeouts derived from each profile's budgets (flows/core/budgets.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import pytest
 from prefect.utilities.callables import parameter_schema
 
 from flows.announcements.dispatch import dispatch_announcement
-from flows.backends.gke.watch.budgets import budgets_for
+from flows.backends import stage_timeout_s
 from flows.config import load_profile, profile_names
+from flows.core.budgets import SLACK_S, budgets_for
 from flows.operations.teardown import teardown_flow
 from flows.pipeline import rl_post_training
 from flows.stages import STAGE_BY_NAME
-from flows.stages.timeouts import SLACK_S, stage_timeout_s
 from tests.support.profiles import TUTORIAL_REQUIRED, required_overrides
 
 

@@ -144,7 +144,8 @@ def test_the_deployments_own_overrides_are_its_not_the_runs(prefect_api: None,
     from prefect.client.orchestration import get_client
 
     from flows.config import ProfileError, load_profile
-    from flows.flow_runs.run_origin import deployed_overrides
+    from flows.deployed.declared import deployment_declared
+    from flows.flow_runs.run_origin import deployed_fields
     from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
     given = {"eval.batches": "4"}
@@ -155,7 +156,7 @@ def test_the_deployments_own_overrides_are_its_not_the_runs(prefect_api: None,
             entrypoint="flows/pipeline.py:rl_post_training",
             parameters={"profile": TUTORIAL, "overrides": given})
     monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", str(deployment_id))
-    deployed = deployed_overrides()
+    deployed = deployed_fields(deployment_declared())  # as the flow reads it
     assert deployed == given
 
     def load(run_overrides: dict[str, str]):
@@ -170,4 +171,4 @@ def test_the_deployments_own_overrides_are_its_not_the_runs(prefect_api: None,
             load(run_overrides)
         assert f"{field}: " in str(refused.value)
     monkeypatch.delenv("PREFECT__RUNTIME__DEPLOYMENT__ID")
-    assert deployed_overrides() == {}  # an in-process call: no deployment
+    assert deployed_fields(deployment_declared()) == {}  # an in-process call: no deployment

@@ -1,4 +1,5 @@
-"""The run's own time bound (flows/core/deadline.py, flows/stages/timeouts.py run_timeout_s).
+"""The run's own time bound (flows/core/deadline.py; flows/backends ``run_timeout_s``, from
+flows/core/budgets.py).
 
 On a real Prefect API: the real flow with a train stage that runs a real program (and its
 child) that sleeps, a tiny ``flow_timeout_s``, and what a user then sees: the run ended by
@@ -21,11 +22,12 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId, TaskRunFilter
 
 from flows import pipeline
+from flows.backends import run_timeout_s, stage_timeout_s
 from flows.config import load_profile
 from flows.console.output import render
+from flows.core.budgets import timed_out_message
 from flows.core.deadline import SIGNAL, Deadline, RunTimedOut
 from flows.core.stage import StageOutput
-from flows.stages.timeouts import run_timeout_s, stage_timeout_s, timed_out_message
 from tests.runpage.test_live_page import GatedStage, _artifacts, _table
 from tests.support.prefect_server import wait_until
 

@@ -2,19 +2,22 @@
 
 ``backend_for`` is the only place that chooses one; a third backend is a folder here plus a
 line below. Imports are deferred so a rehearsal never loads the Kubernetes or GCS clients.
+``stage_timeout_s`` and ``run_timeout_s`` are the flow's time bounds for a profile: each asks
+the profile's backend through the protocol (``Timing``), whose answer flows/core/budgets.py
+computes.
 """
 
 from __future__ import annotations
 
 import sys
-from urllib.parse import urlparse
+from collections.abc import Iterable
 
 from flows.common.issues import Issue
 from flows.config.errors import EnvironmentNotReady
 from flows.config.profile import Profile
 from flows.core.backend import Backend, ProgressCallback, StageLogger
+from flows.core.budgets import run_bound_s
 from flows.core.secrets import Redactor
-from flows.core.storage import LocalStorage, Storage
 
 
 def backend_for(profile: Profile, *, logger: StageLogger | None = None,
@@ -54,13 +57,14 @@ def gcp_extra_missing(profile: str, missing: ModuleNotFoundError) -> Environment
         "environment/no-gke-libraries")])
 
 
-def storage_for(uri: str) -> Storage:
-    """Storage by URI scheme, for readers that hold a URI rather than a profile."""
-    scheme = urlparse(uri).scheme
-    if scheme == "file":
-        return LocalStorage()
-    if scheme == "gs":
-        from flows.backends.gke.gcs import GcsStorage
+def stage_timeout_s(profile: Profile, stage: str) -> float:
+    """How long the task of ``stage`` may run before Prefect ends it."""
+    return backend_for(profile).stage_timeout_s(stage)
 
-        return GcsStorage()
-    raise ValueError(f"no storage for {scheme}:// URIs: use gs:// (GCP) or file:// (rehearsal)")
+
+def run_timeout_s(profile: Profile, stages: Iterable[str]) -> float:
+    """The run's own bound (flows/core/deadline.py enforces it): flow_timeout_s, or every
+    attempt of each of ``stages`` (flows/core/budgets.py ``run_bound_s``)."""
+    backend = backend_for(profile)
+    return run_bound_s(profile, [backend.stage_timeout_s(stage) for stage in stages])
+

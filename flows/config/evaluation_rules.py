@@ -44,7 +44,7 @@ def _flex_start_outlived(profile: Profile) -> list[Issue]:
     if gke is None or not gke.bounded_run or gke.max_run_hours is None:
         return []
     out: list[Issue] = []
-    # the evaluation's watch budget is gke.run_budget_s (watch/budgets.py); with no
+    # the evaluation's watch budget is gke.run_budget_s (flows/core/budgets.py); with no
     # train_run_budget_s the section's own rule already refused it for the training
     if gke.train_run_budget_s and (found := run_budget_problem(
             gke.max_run_hours, "run_budget_s", gke.run_budget_s, "evaluation")):

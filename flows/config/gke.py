@@ -252,7 +252,7 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
         chain = self.capacity_chain
         problems = capacity_problems(chain, self.reservation, self.max_run_hours,
                                      float(self.estimated_hours.get("train", 0.0)))
-        if self.bounded_run:  # the training's budget (watch/budgets.py)
+        if self.bounded_run:  # the training's budget (flows/core/budgets.py)
             field = "train_run_budget_s" if self.train_run_budget_s else "run_budget_s"
             if found := run_budget_problem(self.max_run_hours, field, getattr(self, field),
                                            "training"):

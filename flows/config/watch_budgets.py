@@ -3,11 +3,11 @@ the cluster before it gives up. A mixin of ``GkeSection`` (flows/config/gke.py),
 own module so the cluster, capacity and job fields change without touching it.
 
 The older budget fields (``queue_budget_s``, ``run_budget_s``, ``train_run_budget_s``,
-``preemption_budget``) stay in ``GkeJobs``; their defaults live in the watch
-(flows/backends/gke/watch/budgets.py ``Budgets``, which reads the defaults below from
-here): 6 h queued (quota frees up by itself and costs nothing while waiting), 24 h running
-(the TTL of a Pathways job), 3 resubmissions after a preemption. The worst-case wait of
-each stage, Prefect's retries included, is in the plan (flows/backends/gke/watch/waits.py).
+``preemption_budget``) stay in ``GkeJobs``; their defaults live with every other time
+budget (flows/core/budgets.py ``Budgets``, which reads the defaults below from here): 6 h
+queued (quota frees up by itself and costs nothing while waiting), 24 h running (the TTL of
+a Pathways job), 3 resubmissions after a preemption. The worst-case wait of each stage,
+Prefect's retries included, is in the plan (flows/core/budgets.py ``stage_waits``).
 """
 
 from __future__ import annotations

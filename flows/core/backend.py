@@ -10,6 +10,8 @@ third backend is one more folder under flows/backends/ that implements this prot
   make it, verify it).
 - ``runtime`` is a :class:`ProgramRuntime`: how the three MaxText programs are adapted to the
   place they run (image name, where the model is read from, launcher, placement, env).
+- ``stage_timeout_s`` says how long a stage's task may run here (:class:`Timing`), computed
+  in flows/core/budgets.py from this backend's own facts;
 - ``run_workload`` runs one :class:`~flows.core.workload.Workload` to its verdict;
   ``run_independent`` runs programs none of which needs another's output (at once where the
   backend has room, :class:`RunsTogether`).
@@ -259,9 +261,20 @@ class Planning(Protocol):
         ...
 
 
-class Backend(Running, Pricing, Planning, Protocol):
+class Timing(Protocol):
+    """How long a stage may take here: the flow's task timeouts and the run's bound ask the
+    backend (flows/backends/__init__.py ``stage_timeout_s``), never its internals."""
+
+    def stage_timeout_s(self, stage: str) -> float:
+        """Seconds a task of ``stage`` may run before Prefect ends it: the most this
+        backend's own watch lets the stage's programs take, plus slack (the arithmetic:
+        flows/core/budgets.py)."""
+        ...
+
+
+class Backend(Running, Pricing, Planning, Timing, Protocol):
     """Everything a stage needs from the world, for one profile and one stage at a time:
-    the two steps it implements whole, how its programs run, and the three concerns above."""
+    the two steps it implements whole, how its programs run, and the four concerns above."""
 
     name: str
 

@@ -7,7 +7,7 @@ the bound. Why not Prefect's mechanism either (``AlarmCancelScope``, SIGALRM, in
 prefect/_internal/concurrency/cancellation.py): a process has one real-time timer, and
 while an alarm handler is installed ``cancel_sync_after`` gives every task timeout inside a
 ``WatcherThreadCancelScope`` instead, whose injected exception cannot interrupt a blocking
-read, so the stages' own timeouts (flows/stages/timeouts.py) would stop working.
+read, so the stages' own timeouts (flows/core/budgets.py) would stop working.
 
 So a timer thread sends SIGUSR1 to the thread that entered the bound (``pthread_kill``: a
 signal another thread receives would not interrupt the main thread's blocking read or wait),

@@ -1,8 +1,8 @@
 """Output storage addressed by URI: ``file://`` in the rehearsal, ``gs://`` on GCP.
 
 Stages only speak URIs, so the same stage code decides skip/verify on a laptop and on GCS.
-The GCS implementation lives with the GKE backend (flows/backends/gke/gcs.py);
-``flows.backends.storage_for`` picks one by URI scheme.
+The GCS implementation lives with the GKE backend (flows/backends/gke/gcs.py); a stage
+reaches either through its backend's ``storage``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any
 from prefect.runtime import deployment
 
 from flows.config.loading import Origin
-from flows.deployed.declared import Declared, deployment_declared
+from flows.deployed.declared import Declared
 
 
 def run_origin() -> Origin:
@@ -39,8 +39,3 @@ def deployed_fields(declared: Declared) -> dict[str, Any]:
                    if declared.parameters.get(name)})
     return fields
 
-
-def deployed_overrides() -> dict[str, Any]:
-    """:func:`deployed_fields` of the running deployment (read through the API,
-    flows/deployed/declared.py); empty outside a deployment's run."""
-    return deployed_fields(deployment_declared())

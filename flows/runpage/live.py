@@ -186,7 +186,7 @@ class StagePage:
     def run(self, stage: str, task: Callable[..., Any], *args: Any) -> StageOutput:
         """Run ``task`` (a Prefect task returning a StageOutput or a Skipped state) with the
         table saying so; its failure is re-raised after the table shows it. A stage with a
-        timeout (flows/stages/timeouts.py) runs under it."""
+        timeout (flows/core/budgets.py) runs under it."""
         self._set(stage, stage_row(None, stage, "running"))
         if stage in self.timeouts_s:
             task = task.with_options(timeout_seconds=self.timeouts_s[stage])  # type: ignore[attr-defined]

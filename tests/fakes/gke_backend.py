@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from flows.backends.gke.backend import GkeBackend
-from flows.backends.gke.watch.budgets import Budgets
-from flows.backends.gke.watch.client import cluster_at
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
+from flows.core.budgets import Budgets
 from flows.core.eval_programs import evaluate_workload
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.core.programs import convert_workload, train_workload
 from flows.core.storage import LocalStorage, file_uri
 from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.support.cluster import cluster_at
 from tests.support.prefect_database import seed_home
 from tests.support.profiles import fake_hf_token, tutorial_profile
 

@@ -30,14 +30,15 @@ from flows.backends.gke import backend as gke_backend
 from flows.backends.gke.infra import clients as infra_clients
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.backends.gke.jobs.naming import secret_name
-from flows.backends.gke.watch.budgets import Budgets, budgets_for
-from flows.backends.gke.watch.client import Cluster, cluster_at
+from flows.backends.gke.watch.client import Cluster
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
+from flows.core.budgets import Budgets, budgets_for
 from tests.fakes.cloud import BIN, FakeGoogleApis, build_bundle
 from tests.fakes.gke_programs import FakePrograms
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.rbac import role_rules
+from tests.support.cluster import cluster_at
 from tests.support.gcs import gcs_client
 from tests.support.profiles import TUTORIAL_REQUIRED, fake_hf_token
 

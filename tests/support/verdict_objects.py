@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.verdict import Observation, Phase, Verdict, diagnose
+from flows.core.budgets import Budgets
 from flows.core.failures import FailureCategory
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

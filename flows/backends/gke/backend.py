@@ -55,7 +55,7 @@ from flows.backends.gke.jobset_calls import JobSetCalls
 from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.recovery import Action
 from flows.backends.gke.runtime import GkeRuntime
-from flows.backends.gke.watch.budgets import Budgets, budgets_for, waits_for_capacity
+from flows.backends.gke.timing import GkeTiming
 from flows.backends.gke.watch.client import (
     JOBSET_GROUP,
     JOBSET_VERSION,
@@ -76,6 +76,7 @@ from flows.backends.gke.watch.tpu_nodes import NodeWatch
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
+from flows.core.budgets import Budgets, budgets_for, waits_for_capacity
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
@@ -87,7 +88,7 @@ from flows.core.workload import Workload
 Obj = dict[str, Any]
 
 
-class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):
+class GkeBackend(GkePlanning, GkePricing, GkeTiming, CapacityRun, JobSetCalls):
     """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
     image and infra steps live in image/stage_work.py and infra/stage_work.py, plans in planning.py and
     prices in infra/cost.py (GkePricing)."""

@@ -30,10 +30,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+# Google's "potentially 7 minutes" (gke.iam_propagation_s): past it the grant is not lagging,
+# it is missing
+from flows.core.budgets import IAM_PROPAGATION_S as BUDGET_S
 from flows.core.failures import Diagnosis, FailureCategory
 
-# Google's "potentially 7 minutes": past it the grant is not lagging, it is missing
-BUDGET_S = 7 * 60.0  # the default of gke.iam_propagation_s
 CODE = "gke/iam-not-propagated"
 GRANTS_FILE = "iam-grants.json"
 

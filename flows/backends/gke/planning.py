@@ -14,12 +14,11 @@ from pathlib import Path
 from flows.backends.gke.infra.cost import cost_plan, render_caps, render_cost
 from flows.backends.gke.jobs.manifests import jobs_of, write_manifests
 from flows.backends.gke.secret_grants import plan_lines, shipped_replaceable
-from flows.backends.gke.watch.budgets import budgets_for
-from flows.backends.gke.watch.waits import render_waits, stage_waits
 from flows.common.issues import Issue
 from flows.config.eval_hours import tpu_stages
 from flows.config.profile import Profile
 from flows.core.backend import ProgramRuntime
+from flows.core.budgets import budgets_for, render_waits, stage_waits
 from flows.core.planned_programs import planned_workloads
 from flows.core.retry import RETRY_DELAYS_S
 from flows.core.workload import Workload

@@ -30,6 +30,7 @@ from flows.common.ownership import is_inside
 from flows.common.paths import REPO_ROOT
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
+from flows.core.budgets import local_stage_timeout_s
 from flows.core.failures import Diagnosis, StageFailed, diagnose_exit, user_error
 from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
@@ -109,6 +110,9 @@ class LocalBackend:
                                                   time.localtime(tag.started_at)))
                 stop_group(tag.pid)
         tag_path.unlink(missing_ok=True)
+
+    def stage_timeout_s(self, stage: str) -> float:
+        return local_stage_timeout_s(self.profile)
 
     def estimated_chip_hours(self, stage: str) -> float:
         return 0.0

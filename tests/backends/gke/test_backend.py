@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.forbidden import FORBIDDEN_CODE
+from flows.core.budgets import Budgets
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.programs import convert_workload, train_workload

@@ -10,10 +10,9 @@ import pytest
 
 from flows.backends.gke.backend import GkeBackend
 from flows.backends.gke.jobs.manifests import GKE_STAGES, jobs_of
-from flows.backends.gke.watch.budgets import Budgets, budgets_for
-from flows.backends.gke.watch.waits import stage_waits
 from flows.config.errors import ProfileError
 from flows.config.watch_budgets import WEEK_S
+from flows.core.budgets import Budgets, budgets_for, stage_waits
 from tests.support.profiles import tutorial_profile
 
 # Budgets field → the profile field that sets it (tick_s is the check period, not a budget;

@@ -147,9 +147,9 @@ def chain_lines(profile: Profile) -> list[str]:
         chain_expected_wait_h,
         expected_wait_h,
         miss_probability,
-        mode_budget_h,
     )
     from flows.config.spend import estimated_run_usd
+    from flows.core.budgets import mode_budget_h
 
     gke = profile.gke
     assert gke is not None

@@ -131,13 +131,6 @@ def connect(profile: Profile, environ: Mapping[str, str] | None = None,
     return Cluster.of(k8s.ApiClient(configuration), how)
 
 
-def cluster_at(url: str) -> Cluster:
-    """A client for an API server at ``url`` with no authentication (tests, the benchmark)."""
-    configuration = k8s.Configuration()
-    configuration.host = url
-    return Cluster.of(k8s.ApiClient(configuration), f"API at {url}")
-
-
 def short_error(exc: BaseException) -> str:
     """An API error in a few words (status and reason), for warnings and summaries."""
     if isinstance(exc, ApiException):

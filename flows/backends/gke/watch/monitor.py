@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
-from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.client import (
     JOBSET_GROUP,
     JOBSET_VERSION,
@@ -58,6 +57,7 @@ from flows.backends.gke.watch.verdict import (
     diagnose,
     disruption_of,
 )
+from flows.core.budgets import Budgets
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.stage import StageLogger
 

@@ -19,7 +19,6 @@ from typing import Any
 
 Obj = dict[str, Any]
 AUTOSCALER_EVENTS = "involvedObject.kind=Pod,source=cluster-autoscaler"
-SCALING_UP = "TriggeredScaleUp"
 SCALE_UP_FAILED = "FailedScaleUp"
 
 

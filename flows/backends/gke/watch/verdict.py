@@ -34,7 +34,6 @@ from typing import Any
 
 from flows.backends.gke.fallback import NO_CAPACITY, NO_FLEX_CAPACITY
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
-from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.evictions import CODE as EVICTION_CODE
 from flows.backends.gke.watch.evictions import storage_eviction
 from flows.backends.gke.watch.host_memory import memory_eviction, out_of_memory
@@ -46,6 +45,7 @@ from flows.backends.gke.watch.scaling import (
     scale_up_failure,
     scaling_line,
 )
+from flows.core.budgets import Budgets
 from flows.core.failures import Diagnosis, FailureCategory, diagnose_exit
 
 Obj = dict[str, Any]
@@ -116,7 +116,7 @@ class Observation:
 
 def diagnose(seen: Observation, budgets: Budgets, now: datetime) -> Verdict:
     """Classify the observed state of one JobSet (see the module docstring for the order)
-    under the stage's budgets (watch/budgets.py: queue_s, schedule_s, pull_grace_s, and
+    under the stage's budgets (flows/core/budgets.py: queue_s, schedule_s, pull_grace_s, and
     waits_for_capacity: flex-start keeps waiting for capacity under the queue budget instead
     of the scheduling budget)."""
     jobset, workload, pods, log_tail = seen.jobset, seen.workload, seen.pods, seen.log_tail

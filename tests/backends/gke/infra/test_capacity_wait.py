@@ -1,5 +1,5 @@
 """The stockout model behind `tpurl plan --compare-capacity`'s chain and the month benchmark
-(flows/backends/gke/infra/capacity_wait.py, policy_month.py): its closed forms, the seeded
+(flows/backends/gke/infra/capacity_wait.py; benchmarks/simulation/): its closed forms, the seeded
 simulation of a policy, and the plan's lines for a chain over zones."""
 
 from __future__ import annotations
@@ -9,19 +9,18 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.simulation.month import MonthAssumptions
+from benchmarks.simulation.policy_month import simulate_policy
+from benchmarks.simulation.stockouts import Stockouts, time_to_slice
 from flows.backends.gke.infra.capacity_wait import (
     STOCKOUTS,
     ModeStockouts,
     Step,
-    Stockouts,
     chain_expected_wait_h,
     expected_wait_h,
     miss_probability,
-    time_to_slice,
 )
 from flows.backends.gke.infra.cost import chain_lines
-from flows.backends.gke.infra.month import MonthAssumptions
-from flows.backends.gke.infra.policy_month import simulate_policy
 from tests.support.profiles import capacity_profile
 
 ZONES = ("us-east5-b", "us-east5-a", "us-east5-c")

@@ -1,10 +1,10 @@
-"""The month simulation behind benchmarks/capacity_month.py (flows/backends/gke/infra/month.py)."""
+"""The month simulation behind benchmarks/capacity_month.py (benchmarks/simulation/month.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from flows.backends.gke.infra.month import MonthAssumptions, run_starts, simulate
+from benchmarks.simulation.month import MonthAssumptions, run_starts, simulate
 
 A = MonthAssumptions()
 

@@ -101,7 +101,7 @@ def test_the_plan_renders_in_every_capacity_mode(mode: str) -> None:
 def test_its_queue_budget_is_its_own() -> None:
     """Kueue admits the smoke run at once when its pool is free; half an hour unadmitted is a
     wrong queue, not a busy one, and must not hold the operator for the tutorial's 6 h."""
-    from flows.backends.gke.watch.budgets import budgets_for
+    from flows.core.budgets import budgets_for
     from tests.support.profiles import tutorial_profile
 
     assert budgets_for(smoke_profile(), "train").queue_s == 1800.0

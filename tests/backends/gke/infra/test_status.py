@@ -15,12 +15,12 @@ from flows.backends.gke.infra.infra_stage import planned_for
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.watch import client as kube_client
-from flows.backends.gke.watch.client import cluster_at
 from flows.cli import main
 from flows.config import Profile
 from flows.operations.status import human_bytes
 from tests.fakes.cloud import Cloud
 from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.support.cluster import cluster_at
 from tests.support.logs import Log
 from tests.support.profiles import (
     INFRA_OVERRIDES,

@@ -19,12 +19,12 @@ from flows.backends.gke.infra.infra_stage import planned_for
 from flows.backends.gke.infra.provision import provision
 from flows.backends.gke.infra.settings import BLUEPRINT_FILE, settings_from_profile
 from flows.backends.gke.watch import client as kube_client
-from flows.backends.gke.watch.client import cluster_at
 from flows.cli import main
 from flows.core.redaction import forms
 from tests.fakes.cloud import Cloud
 from tests.fakes.cloud import fakecloud_state as fc
 from tests.fakes.kube_api import FakeApiServer, FakeKube
+from tests.support.cluster import cluster_at
 from tests.support.logs import Log
 from tests.support.profiles import SMOKE, SMOKE_REQUIRED, fake_hf_token, smoke_profile
 

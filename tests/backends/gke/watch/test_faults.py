@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from flows.backends.gke.watch.budgets import Budgets
-from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, cluster_at
+from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
+from flows.core.budgets import Budgets
 from flows.core.failures import FailureCategory, StageFailed
 from tests.fakes.gke_backend import BUDGETS, jobsets_created, no_jobsets_left, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
@@ -35,6 +35,7 @@ from tests.fakes.kube_api.scenarios import (
     succeed,
     worker_crashes,
 )
+from tests.support.cluster import cluster_at
 from tests.support.polling import bare_jobset, until
 from tests.support.profiles import fake_hf_token
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.kueue import DEACTIVATED_CODE, status_line
 from flows.backends.gke.watch.verdict import Observation, Phase, Verdict, diagnose
+from flows.core.budgets import Budgets
 from flows.core.failures import FailureCategory, StageFailed
 from tests.fakes.gke_backend import BUDGETS, jobsets_created, no_jobsets_left, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube

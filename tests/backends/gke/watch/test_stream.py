@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import time
 
-from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS, cluster_at
+from flows.backends.gke.watch.client import JOBSET_GROUP, JOBSET_VERSION, JOBSETS
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
 from tests.fakes.kube_api import FakeApiServer
+from tests.support.cluster import cluster_at
 from tests.support.polling import bare_jobset, until
 
 SETTINGS = WatchSettings(timeout_s=1, read_timeout_s=3, connect_timeout_s=1, max_errors=2,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from flows.backends.gke.watch.budgets import Budgets
 from flows.backends.gke.watch.verdict import Observation, Phase, Verdict, diagnose
+from flows.core.budgets import Budgets
 from flows.core.failures import FailureCategory
 
 

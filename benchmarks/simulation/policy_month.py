@@ -3,12 +3,12 @@ how long each run waits for its slice, which mode and zone serve it, and what ea
 model costs. Pure and seeded; benchmarks/capacity_month.py prints it.
 
 A run asks for its slice when it starts (the calendar of month.py: the weekly schedule plus
-coalesced retrains) and gets it as capacity_wait.time_to_slice says; the slice boots
+coalesced retrains) and gets it as stockouts.time_to_slice says; the slice boots
 (``provision_h``, billed), trains, and stays billed for the autoscaler's scale-down delay.
 A spot slice may be preempted (``spot_preemptions_per_h``); the stage then resubmits the same
 training through the same policy from its first mode, resuming from the newest checkpoint,
 and the work since it is paid twice. Waiting is not billed. Every month draws its own
-stockouts (independent per mode and zone, capacity_wait.Stockouts).
+stockouts (independent per mode and zone, stockouts.Stockouts).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from flows.backends.gke.infra.capacity_wait import ModeStockouts, Step, Stockouts, time_to_slice
-from flows.backends.gke.infra.month import MonthAssumptions, run_starts
+from benchmarks.simulation.month import MonthAssumptions, run_starts
+from benchmarks.simulation.stockouts import Stockouts, time_to_slice
+from flows.backends.gke.infra.capacity_wait import ModeStockouts, Step
 
 
 @dataclass
