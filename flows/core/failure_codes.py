@@ -96,7 +96,7 @@ CATALOGUE: tuple[Symptom, ...] = (
             "instead."),
     Symptom("config/unknown-arg", When.START,
             f"{_PROFILE} `convert.args.KEY` (or train, export, model) `is not an argument of "
-            "PROGRAM in maxtext 0.2.4 (it would stop at start-up)`, often with `did you mean "
+            "PROGRAM in maxtext-0.2.4 (it would stop at start-up)`, often with `did you mean "
             "...?`.",
             "Rename or remove the key; the accepted names are MaxText's config fields. A "
             "`--flag` key must be a flag of that step's script."),
@@ -363,8 +363,9 @@ CATALOGUE: tuple[Symptom, ...] = (
             "batch size, sequence and generation lengths) or spread it over more hosts "
             "(`gke.topology`, `gke.num_slices`)."),
     Symptom("storage/ephemeral-storage", When.STAGE,
-            "`[user-error storage/ephemeral-storage]`: a pod evicted for its disk: its volume "
-            "or container outgrew its limit, or the node ran out of disk.",
+            "`[user-error storage/ephemeral-storage] stage STAGE: JOBSET: pod POD was evicted "
+            "for disk: ...`: its volume or container outgrew its limit, or the node ran out "
+            "of disk.",
             "Raise the field the `fix:` line names: `gke.conversion_scratch_memory` (with "
             "`gke.conversion_memory` to cover it) or `gke.hf_download_gib` for the download, "
             "`gke.conversion_ephemeral_storage` for the pod's disk."),
@@ -471,12 +472,14 @@ CATALOGUE: tuple[Symptom, ...] = (
             "Announce a full commit hash, or a dataset URI under an allowed prefix (or add "
             "the prefix to `announcements.allowed_uri_prefixes` and deploy again)."),
     Symptom("config/fixed-by-deployment", When.ANNOUNCEMENTS,
-            "A deployment's run is refused at its start: `FIELD: ...` fixed by the "
-            "deployment (a run's override of a field it may not change, or job variables "
-            "that are not the deployment's).",
-            "Leave it out of the run's parameters and job variables; the deployment's owner "
-            "changes it in prefect.yaml and deploys again. The fields a run may change are "
-            "listed in the `fix:` line."),
+            "A deployment's run is refused at its start: `FIELD: is fixed by the deployment "
+            "(a run's overrides may change only run-tunable fields)`, or a job variable that "
+            "`differs from the deployment's value`, or a `profile` other than the "
+            "deployment's.",
+            "Leave it out of the run's parameters and job variables: the deployment's owner "
+            "changes it in the profile or prefect.yaml and deploys again, or run it yourself "
+            "with `tpurl run PROFILE --set`. `tpurl profiles --tunable` lists what a run may "
+            "change."),
     # --- the local rehearsal -------------------------------------------------------------
     Symptom("image/tunix-source", When.LOCAL,
             "`[user-error image/tunix-source] stage image: the image's tunix cannot be "

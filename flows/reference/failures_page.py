@@ -23,6 +23,8 @@ _AREAS = ("config", "data", "environment", "eval", "gke", "image", "infra", "kue
 # the one code set from a value rather than a literal: flows/core/failures.py storage_error
 _STORAGE_MODULE = "flows/core/failures.py"
 TROUBLESHOOTING = "troubleshooting.md"
+# modules that describe codes rather than set them: their literals say nothing of the source
+_DESCRIBING = ("core/failure_codes.py", "reference/")
 
 _WHAT_HAPPENS = {
     FailureCategory.PREEMPTED: "resubmitted, resuming from the newest checkpoint, within the "
@@ -46,6 +48,8 @@ def codes_in(package: Path = PACKAGE) -> dict[str, set[str]]:
     """code → modules (relative to the repository) that set it."""
     found: dict[str, set[str]] = defaultdict(set)
     for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).as_posix().startswith(_DESCRIBING):
+            continue
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and _is_code(node.value):

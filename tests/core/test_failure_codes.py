@@ -95,3 +95,14 @@ def test_the_how_to_pages_name_only_fields_and_commands_that_exist(page: Path) -
     text = page.read_text()
     assert unknown_fields(text) == [], f"{page.name} names profile fields that do not exist"
     assert unknown_commands(text) == [], f"{page.name} names tpurl commands that do not exist"
+
+
+def test_the_catalogue_and_the_pages_that_describe_codes_do_not_count_as_setting_them(
+        tmp_path: Path) -> None:
+    package = tmp_path / "flows"
+    for module, code in (("core/failure_codes.py", "gke/described"),
+                         ("reference/troubleshooting_page.py", "gke/linked"),
+                         ("backends/x.py", "gke/set-here")):
+        (package / module).parent.mkdir(parents=True, exist_ok=True)
+        (package / module).write_text(f'CODE = "{code}"\n')
+    assert set(failures_page.codes_in(package)) == {"gke/set-here"}
