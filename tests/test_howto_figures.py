@@ -1,5 +1,5 @@
 """Figures the how-to pages take from the code, recomputed: a month of retraining per
-capacity mode (benchmarks/capacity_month.py, run as the page says) and the support bundle's
+capacity mode (the page's benchmarks/capacity_month.py block, run as written) and the support bundle's
 limits (flows/operations/support_bundle.py). A change of the code or its assumptions that
 is not carried to the page fails here, naming the page."""
 
@@ -7,20 +7,22 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 from flows.common.paths import REPO_ROOT
 from flows.config.capacity import CAPACITY_MODES
 from flows.operations.support_bundle import LOG_TAIL_LINES, STAGE_LOG_TAIL_BYTES
+from tests.support.readme import blocks
 
 HOW_TO = REPO_ROOT / "docs" / "how-to"
 
 
 def _month_lines() -> list[str]:
-    """The benchmark's month per mode (its first block: the stockout policies after it do not
-    change these lines, so one month of them is enough)."""
-    done = subprocess.run([sys.executable, "benchmarks/capacity_month.py", "--months", "1"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=True)
+    """The page's command block, run as a reader's terminal runs it; its month per mode (the
+    first block of the output, before the stockout policies)."""
+    script = blocks("how-to/month-cost.md")["capacity-month"]
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     return done.stdout.split("\n\nStockouts", 1)[0].splitlines()
 
 
