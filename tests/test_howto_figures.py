@@ -47,3 +47,13 @@ def test_the_support_bundle_page_states_its_limits() -> None:
     page = " ".join((HOW_TO / "support-bundle.md").read_text().split())
     assert f"the last {LOG_TAIL_LINES} lines of each container" in page
     assert f"the last {STAGE_LOG_TAIL_BYTES:,} bytes of each" in page
+
+
+def test_the_secrets_page_names_the_secrets_the_code_writes() -> None:
+    from flows.backends.gke.jobs.naming import secret_name
+    from flows.core.secrets import K8S_SECRET
+
+    page = (HOW_TO / "rotate-secrets.md").read_text()
+    for source in ("env:HF_TOKEN", "prefect-secret:hf-token", "env:WANDB_API_KEY"):
+        assert f"`{secret_name(source)}`" in page, source
+    assert f"`{K8S_SECRET}`" in page
