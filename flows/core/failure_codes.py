@@ -198,7 +198,7 @@ CATALOGUE: tuple[Symptom, ...] = (
             f"{_ENV} `stage STAGE: the flow runs as ACCOUNT, which lacks PERMISSION (role "
             "ROLE ...)`.",
             "Run the grant commands the `fix:` line prints, or create the runtime identity "
-            "with `tpurl flow-identity PROFILE --identity runtime | sh` (Identities and IAM)."),
+            "with `tpurl flow-identity PROFILE --identity runtime | sh`."),
     Symptom("profile/invalid", When.RUN,
             "The `tpurl.run.failed` event (and a notification, if `notify` is set) of a run "
             "whose profile was refused at its start: its summary is the profile error's first "
@@ -285,7 +285,7 @@ CATALOGUE: tuple[Symptom, ...] = (
             "`[user-error image/no-google-credentials] stage image: no Google credentials for "
             "Cloud Build`, or the credentials could not be refreshed.",
             "Run `gcloud auth application-default login`, or check the pod's Workload Identity "
-            "binding (Identities and IAM)."),
+            "binding."),
     Symptom("image/cloud-build-denied", When.IMAGE,
             "`[user-error image/cloud-build-denied] stage image: Cloud Build API: "
             "PermissionDenied: ...`.",

@@ -25,6 +25,7 @@ SEE_ALSO: dict[str, tuple[str, str]] = {
     "gke/no-flex-start-capacity": ("Choose capacity", "../how-to/capacity.md"),
     "gke/no-queued-capacity": ("Choose capacity", "../how-to/capacity.md"),
     "environment/flow-identity": ("Identities and IAM", "../how-to/identities.md"),
+    "image/no-google-credentials": ("Identities and IAM", "../how-to/identities.md"),
     "image/error": ("Send a support bundle", "../how-to/support-bundle.md"),
     "run/timed-out": ("Stop, rerun and resume", "../how-to/stop-and-resume.md"),
 }
