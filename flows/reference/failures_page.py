@@ -12,12 +12,19 @@ from collections import defaultdict
 from pathlib import Path
 
 from flows.common.paths import REPO_ROOT
-from flows.core.failures import RETRYABLE, FailureCategory
+from flows.core.failure_codes import by_code
+from flows.core.failures import RETRYABLE, STORAGE_ERRNOS, FailureCategory
 from flows.reference.markdown import table
 
 PACKAGE = REPO_ROOT / "flows"
 _CODE_SHAPE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-/")
-_AREAS = ("config", "data", "environment", "eval", "gke", "image", "kueue", "storage")
+_AREAS = ("config", "data", "environment", "eval", "gke", "image", "infra", "kueue", "profile",
+          "run", "storage")
+# the one code set from a value rather than a literal: flows/core/failures.py storage_error
+_STORAGE_MODULE = "flows/core/failures.py"
+TROUBLESHOOTING = "troubleshooting.md"
+# modules that describe codes rather than set them: their literals say nothing of the source
+_DESCRIBING = ("core/failure_codes.py", "reference/")
 
 _WHAT_HAPPENS = {
     FailureCategory.PREEMPTED: "resubmitted, resuming from the newest checkpoint, within the "
@@ -41,6 +48,8 @@ def codes_in(package: Path = PACKAGE) -> dict[str, set[str]]:
     """code → modules (relative to the repository) that set it."""
     found: dict[str, set[str]] = defaultdict(set)
     for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).as_posix().startswith(_DESCRIBING):
+            continue
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and _is_code(node.value):
@@ -48,17 +57,37 @@ def codes_in(package: Path = PACKAGE) -> dict[str, set[str]]:
     return dict(found)
 
 
+def formatted_codes() -> dict[str, set[str]]:
+    """code → modules for the codes built from a value (``storage/<errno name>``, one per
+    file-system refusal ``storage_error`` diagnoses), which no literal spells out."""
+    return {f"storage/{name}": {_STORAGE_MODULE} for name in STORAGE_ERRNOS}
+
+
+def all_codes(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Every code the package sets: its literals and the formatted ones."""
+    return {**codes_in(package), **formatted_codes()}
+
+
+def _entry_link(code: str) -> str:
+    entry = by_code().get(code)
+    return f"[what to do]({TROUBLESHOOTING}#{entry.anchor})" if entry else ""
+
+
 def render() -> str:
     lines = ["# Failure categories and codes", "",
-             "Generated from `flows/core/failures.py` and the codes set in `flows/` by "
+             "Generated from `flows/core/failures.py`, `flows/core/failure_codes.py` and the "
+             "codes set in `flows/` by "
              "`python -m flows.reference`; do not edit by hand. Every `tpurl.stage.failed` "
              "event carries `category`, `code`, `summary`, `fix` and `log`.", "",
              "## Categories", ""]
     lines += table(["category", "retried", "what the flow does"],
                    [[f"`{c.value}`", "yes" if c in RETRYABLE else "no", _WHAT_HAPPENS[c]]
                     for c in FailureCategory])
-    codes = codes_in()
-    lines += ["", "## Codes", "", f"{len(codes)} codes, each finer than its category.", ""]
-    lines += table(["code", "set in"], [[f"`{code}`", ", ".join(f"`{m}`" for m in sorted(mods))]
-                                        for code, mods in sorted(codes.items())])
+    codes = all_codes()
+    lines += ["", "## Codes", "", f"{len(codes)} codes, each finer than its category; each "
+              f"links to what is seen and what to do ([troubleshooting]({TROUBLESHOOTING})).",
+              ""]
+    lines += table(["code", "set in", "symptom and fix"],
+                   [[f"`{code}`", ", ".join(f"`{m}`" for m in sorted(mods)), _entry_link(code)]
+                    for code, mods in sorted(codes.items())])
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from flows.reference import (
     failures_page,
     formats_page,
     profile_page,
+    troubleshooting_page,
 )
 
 REFERENCE_DIR = REPO_ROOT / "docs" / "reference"
@@ -24,6 +25,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "events.md": events_page.render,
     "failures.md": failures_page.render,
     "formats.md": formats_page.render,
+    "troubleshooting.md": troubleshooting_page.render,
 }
 
 
