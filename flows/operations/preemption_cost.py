@@ -29,10 +29,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from flows.backends.gke.watch.budgets import budgets_for
 from flows.config.profile import Profile
 from flows.config.spend import estimated_run_usd
 from flows.config.timeline import is_billed
+from flows.core.budgets import budgets_for
 
 # maxtext/configs/post_train/rl.yml (MaxText 0.2.4): checkpoint_period: 50
 RL_CHECKPOINT_PERIOD = 50
