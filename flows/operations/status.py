@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from flows.common.api_objects import Obj
 from flows.config.profile import Profile
 
-Obj = dict[str, Any]
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 STAGE_LABEL = "tpurl/stage"
 EXIT_STATIC_POOL = 1

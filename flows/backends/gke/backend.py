@@ -74,6 +74,7 @@ from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.tpu_nodes import NodeWatch
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
+from flows.common.api_objects import Obj
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
@@ -83,8 +84,6 @@ from flows.core.retry import RetryPolicy, call_within, is_infrastructure_fault
 from flows.core.secrets import Redactor
 from flows.core.storage import Storage
 from flows.core.workload import Workload
-
-Obj = dict[str, Any]
 
 
 class GkeBackend(GkePlanning, GkePricing, CapacityRun, JobSetCalls):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
 
 from prefect.events import emit_event
 
@@ -23,12 +22,11 @@ from flows.backends.gke.jobs.manifests import stage_run
 from flows.backends.gke.jobs.pathways import HEAD as PATHWAYS_HEAD
 from flows.backends.gke.jobs.render import render_jobset
 from flows.backends.gke.watch.served import TPU_ACCELERATOR
+from flows.common.api_objects import Obj
 from flows.common.event_catalogue import CAPACITY_FALLBACK
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE
 from flows.core.workload import Workload
-
-Obj = dict[str, Any]
 
 
 def capacity_chain(profile: Profile) -> tuple[str, ...]:

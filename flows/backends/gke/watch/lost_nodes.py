@@ -15,15 +15,13 @@ delivered yet is there.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from flows.backends.gke.watch.client import Cluster
 from flows.backends.gke.watch.forbidden import Denied, denied_by
 from flows.backends.gke.watch.stream import WatchSettings
-
-Obj = dict[str, Any]
+from flows.common.api_objects import Obj
 
 
 def unfinished(pod: Obj) -> bool:

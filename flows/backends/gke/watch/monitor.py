@@ -22,7 +22,6 @@ import functools
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.watch.budgets import Budgets
@@ -58,10 +57,10 @@ from flows.backends.gke.watch.verdict import (
     diagnose,
     disruption_of,
 )
+from flows.common.api_objects import Obj
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.stage import StageLogger
 
-Obj = dict[str, Any]
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"

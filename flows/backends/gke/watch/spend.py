@@ -43,17 +43,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.tpu_nodes import TpuNodes
 from flows.backends.gke.watch.verdict import condition
+from flows.common.api_objects import Obj
 from flows.config.capacity import SCALE_FROM_ZERO
 from flows.config.profile import Profile
 from flows.config.spend import SCALE_DOWN_TAIL_S, stage_chips_held
 from flows.core.failures import Diagnosis, FailureCategory
 
-Obj = dict[str, Any]
 _LEDGER: dict[str, float] = {}
 _PAID_UNTIL: dict[str, float] = {}  # run → clock time up to which its TPU nodes are charged
 # run → node → wall time up to which that node is charged (node lifetimes, tpu_nodes.py)
