@@ -71,6 +71,9 @@ def in_mode(profile: Profile, mode: str) -> Profile:
 class CapacityRun:
     """Mixed into GkeBackend (profile, stage, options, redactor, logger, monitor)."""
 
+    # The type checker reads this class alone, without the GkeBackend attributes it uses:
+    # hence the attr-defined ignores on those uses below.
+
     def _jobset_for(self, workload: Workload, job: str, step: str) -> Obj:
         mode, _, zone = step.partition("@")
         profile = in_mode(self.profile, mode)  # type: ignore[attr-defined]
@@ -98,7 +101,7 @@ class CapacityRun:
                 self.logger.info("%s: the JobSet of this run is the one step %s of the "  # type: ignore[attr-defined]
                                  "capacity chain submitted; attaching to it",
                                  first["metadata"]["name"], step)
-                self.fallbacks = index  # type: ignore[attr-defined]
+                self.fallbacks = index
                 return index, desired
         return 0, first
 

@@ -118,7 +118,7 @@ class Stockouts:
     spells: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)
 
     def _sample(self, mode: str, zone: str) -> list[tuple[float, float]]:
-        st, out = self.model[mode], []
+        st, out = self.model[mode], list[tuple[float, float]]()
         if st.out_fraction <= 0:
             return out
         rng = random.Random(f"{self.seed}-{mode}-{zone}")

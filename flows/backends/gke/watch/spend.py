@@ -323,6 +323,7 @@ def meter_for(profile: Profile, stage: str, clock: Callable[[], float] = time.mo
     prices = node_prices(profile)
     return SpendMeter(stage, stage_chips_held(gke, stage), gke.usd_per_chip_hour,
                       not gke.scales_from_zero, gke.max_usd_per_run,
+                      # any stage's name: the caps are keyed by the TPU stages' only
                       gke.max_usd_per_stage.get(stage),  # type: ignore[call-overload]
                       run_key() if key is None else key, clock,
                       SCALE_DOWN_TAIL_S if prices else 0.0, node_prices=prices)

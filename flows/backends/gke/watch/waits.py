@@ -15,6 +15,7 @@ Which verdicts Prefect retries decides the arithmetic (flows/core/failures.py RE
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flows.backends.gke.watch.budgets import Budgets
@@ -35,7 +36,7 @@ class StageWaits:
         return self.attempts * self.per_attempt_s + self.retry_delays_s
 
 
-def stage_waits(stage: str, budgets: Budgets, retry_delays_s: list[float],
+def stage_waits(stage: str, budgets: Budgets, retry_delays_s: Sequence[float],
                 jobs: int = 1) -> StageWaits:
     """``jobs``: the JobSets the stage runs one after the other (evaluate: base, trained),
     each with its own preemption budget."""
