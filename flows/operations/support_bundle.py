@@ -201,7 +201,8 @@ def collect(profile: Profile, apis: Any, storage_client: Any, kube: Any | None,
     bundle.source("preflight", lambda: _preflight(bundle, profile, apis, storage_client))
     bundle.source("image", lambda: _image(bundle, profile, storage_client, run))
     bundle.source("versions", lambda: bundle.json("versions.json", versions()))
-    bundle.source("stage logs", lambda: _stage_logs(bundle, profile, storage_client, run))
+    bundle.source("stage logs", lambda: _stage_logs(bundle, storage_client, gke.bucket,
+                                                    log_dirs(profile, run)))
     return bundle
 
 
@@ -308,11 +309,9 @@ def log_dirs(profile: Profile, run: str | None) -> list[str]:
     return [join(d, LOGS_DIR).split("://", 1)[-1].partition("/")[2] + "/" for d in dirs]
 
 
-def _stage_logs(bundle: Bundle, profile: Profile, storage_client: Any, run: str | None) -> None:
-    gke = profile.gke
-    assert gke is not None
-    for prefix in dict.fromkeys(log_dirs(profile, run)):
-        for blob in storage_client.list_blobs(gke.bucket, prefix=prefix):
+def _stage_logs(bundle: Bundle, storage_client: Any, bucket: str, prefixes: list[str]) -> None:
+    for prefix in dict.fromkeys(prefixes):
+        for blob in storage_client.list_blobs(bucket, prefix=prefix):
             data = blob.download_as_bytes()[-STAGE_LOG_TAIL_BYTES:]
             bundle.text(f"logs/stages/{blob.name}", data.decode("utf-8", "replace"))
 
