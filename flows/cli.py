@@ -8,10 +8,13 @@ profile, 1 the run failed.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +24,18 @@ from flows.config.loading import parse_override
 from flows.flow_runs.heartbeat import quiet_heartbeats
 
 if TYPE_CHECKING:
+    from flows.core.backend import Backend
     from flows.runpage.result import PipelineResult
+
+# What each subcommand's parser names as its `func` (argparse's set_defaults): main calls it
+# with the parsed arguments and returns its exit code.
+type Command = Callable[[argparse.Namespace], int]
+# A command on a loaded profile (`_with_profile` loads and checks it first)
+type ProfileCommand = Callable[[argparse.Namespace, _Loaded], int]
+
+
+def _on_profile(command: ProfileCommand, local_checks: bool = False) -> Command:
+    return functools.partial(_with_profile, command, local_checks)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                        ("run", "run the pipeline flow (Prefect's ephemeral API unless "
                                "PREFECT_API_URL is set)")):
         cmd = sub.add_parser(name, help=text, description=text)
+        cmd.set_defaults(func=_on_profile(
+            {"validate": _validate, "plan": _plan, "run": _run_command}[name], local_checks=True))
         cmd.add_argument("profile", help=f"one of {', '.join(profile_names())}, or a path")
         cmd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                          help="override a profile field, e.g. --set gke.project=my-proj")
@@ -48,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("--json", action="store_true", help="print the result as JSON")
     down = sub.add_parser("teardown", help="destroy the profile's cluster (the bucket is kept "
                           "unless --delete-bucket and --confirm-bucket NAME)")
+    down.set_defaults(func=_teardown_command)
     down.add_argument("profile")
     down.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     down.add_argument("--delete-bucket", action="store_true", help="also delete the bucket")
@@ -56,12 +73,13 @@ def _parser() -> argparse.ArgumentParser:
                       help="do not ask (scripts); without it a terminal is asked to confirm")
     results = sub.add_parser("result-storage", help="create the GcsBucket block that keeps "
                              "Prefect's flow results in the profile's bucket")
+    results.set_defaults(func=_on_profile(_result_storage))
     results.add_argument("profile")
     results.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
-    _add_profile_command(sub, "status", "what exists now for the profile and what it costs "
+    _add_profile_command(sub, "status", _status, "what exists now for the profile and what it costs "
                          "per hour (read-only); exit 1 if a static TPU pool exists where none "
                          "should")
-    bundle = _add_profile_command(sub, "support-bundle", "write one archive with what a "
+    bundle = _add_profile_command(sub, "support-bundle", _support_bundle, "write one archive with what a "
                                   "failed run needs for a report (read-only, secrets redacted)")
     bundle.add_argument("--run", help="only this run's objects and logs (the tpurl/run label "
                         "a failure names)")
@@ -69,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     ident = sub.add_parser("flow-identity", help="print the commands that create the Google "
                            "identities: infra (deploys the cluster, grants IAM; an operator's, "
                            "once) and runtime (every scheduled run); pipe to sh")
+    ident.set_defaults(func=_on_profile(_flow_identity))
     ident.add_argument("profile")
     ident.add_argument("--identity", choices=("both", "runtime", "infra"), default="both",
                        help="which identity to create (default both)")
@@ -82,22 +101,27 @@ def _parser() -> argparse.ArgumentParser:
                        "the Prefect API only)")
     check.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a field of every profile checked")
+    check.set_defaults(func=_check)
     listing = sub.add_parser("profiles", help="list the shipped profiles")
+    listing.set_defaults(func=_profiles)
     listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
                          "deployment's run may change through its overrides parameter")
     text = ("a Prefect API server kept between commands, only yours to use (start: kept "
             "TPURL_KEEP_API_S seconds after its last use, default 900; without it each "
             "command starts its own, or none when nothing will run)")
     kept = sub.add_parser("api-server", help=text, description=text)
+    kept.set_defaults(func=_api_server)
     kept.add_argument("action", choices=["start", "status", "stop"])
     post = sub.add_parser("announce", help="announce a dataset version or base-model "
                           "revision to a profile's retrain deployment (POST /api/events)")
+    post.set_defaults(func=_announce)
     post.add_argument("profile")
     what = post.add_mutually_exclusive_group(required=True)
     what.add_argument("--dataset", help="the dataset's URI or path (a parquet file)")
     what.add_argument("--revision", help="the base model's 40-hex commit on the hub")
     ann = sub.add_parser("announcements", help="what a retrain deployment still owes (due), "
                          "and dropping a due announcement (the only way one is given up)")
+    ann.set_defaults(func=_announcements)
     verbs = ann.add_subparsers(dest="verb", required=True)
     for verb, text in (("due", "list the announcements whose run ended without training "
                                "them; the next queued run trains them"),
@@ -111,8 +135,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_profile_command(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
+def _add_profile_command(sub: Any, name: str, command: ProfileCommand,
+                         text: str) -> argparse.ArgumentParser:
     cmd = sub.add_parser(name, help=text, description=text)
+    cmd.set_defaults(func=_on_profile(command))
     cmd.add_argument("profile")
     cmd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     return cmd
@@ -120,129 +146,178 @@ def _add_profile_command(sub: Any, name: str, text: str) -> argparse.ArgumentPar
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "teardown" and args.delete_bucket and not args.confirm_bucket:
-        print("error: --delete-bucket needs --confirm-bucket NAME (the bucket's name typed "
-              "again); nothing was touched", file=sys.stderr)
-        return 2
-    if args.command == "check":
-        from flows.operations.check import check_command
+    command: Command = args.func
+    return command(args)
 
-        return check_command(args.profile, args.set)
-    if args.command == "profiles":
-        from flows.config.run_overrides import tunable_fields
 
-        print("\n".join(tunable_fields() if args.tunable else profile_names()))
-        return 0
-    if args.command == "api-server":
-        from flows.console.kept_api import (
-            KeptApiError,
-            KeptServerBusy,
-            start_command,
-            status_lines,
-            stop_all,
-        )
+def _check(args: argparse.Namespace) -> int:
+    from flows.operations.check import check_command
 
-        if args.action == "start":
-            try:
-                print("\n".join(start_command(os.environ)))
-            except (KeptApiError, KeptServerBusy) as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 1
-            return 0
-        print("\n".join(status_lines() if args.action == "status" else stop_all()))
-        return 0
-    if args.command == "announce":
-        from flows.announcements.announce import announce_command
+    return check_command(args.profile, args.set)
 
+
+def _profiles(args: argparse.Namespace) -> int:
+    from flows.config.run_overrides import tunable_fields
+
+    print("\n".join(tunable_fields() if args.tunable else profile_names()))
+    return 0
+
+
+def _api_server(args: argparse.Namespace) -> int:
+    from flows.console.kept_api import (
+        KeptApiError,
+        KeptServerBusy,
+        start_command,
+        status_lines,
+        stop_all,
+    )
+
+    if args.action == "start":
         try:
-            return announce_command(args.profile, args.dataset, args.revision)
-        except ProfileError as exc:
+            print("\n".join(start_command(os.environ)))
+        except (KeptApiError, KeptServerBusy) as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if args.command == "announcements":
-        from flows.announcements.ledger import drop_command, due_command
+            return 1
+        return 0
+    print("\n".join(status_lines() if args.action == "status" else stop_all()))
+    return 0
 
-        if args.verb == "drop":
-            return drop_command(args.deployment, args.event_id)
-        return due_command(args.deployment)
+
+def _announce(args: argparse.Namespace) -> int:
+    from flows.announcements.announce import announce_command
+
+    try:
+        return announce_command(args.profile, args.dataset, args.revision)
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _announcements(args: argparse.Namespace) -> int:
+    from flows.announcements.ledger import drop_command, due_command
+
+    if args.verb == "drop":
+        return drop_command(args.deployment, args.event_id)
+    return due_command(args.deployment)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What a profile command works on: the profile with its ``--set`` overrides applied,
+    and its backend (whose validation warnings were printed)."""
+
+    profile: Profile
+    overrides: dict[str, str]
+    backend: Backend
+
+
+def _with_profile(command: ProfileCommand, local_checks: bool, args: argparse.Namespace) -> int:
+    """Load the profile (a bad one: exit 2), print its backend's warnings, refuse it when
+    ``local_checks`` find a problem on this machine (validate, plan, run), then run
+    ``command``."""
     try:
         overrides = dict(parse_override(item) for item in args.set)
         profile = load_profile(args.profile, overrides)
-        backend = backend_for(profile)  # a GKE profile without the cloud libraries: which
+        # a GKE profile without the cloud libraries: EnvironmentNotReady, a ProfileError
+        backend = backend_for(profile)
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for warning in backend.validation_warnings():
         print(warning, file=sys.stderr)
-    if args.command in ("validate", "plan", "run") and (problems := _local_problems(profile)):
+    if local_checks and (problems := _local_problems(profile)):
         listed = "".join(f"\n  - {p}" for p in problems)
         print(f"error: profile {args.profile!r} is invalid ({len(problems)} problem(s)):"
               f"{listed}", file=sys.stderr)
         return 2
-    if args.command == "validate":
-        print(f"profile {profile.name} is valid (backend {profile.backend})")
-        return 0
-    if args.command == "result-storage":
-        from flows.runpage.result import ensure_gcs_result_storage
+    return command(args, _Loaded(profile, overrides, backend))
 
-        slug = ensure_gcs_result_storage(profile)
-        print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
-        return 0
-    if args.command == "status":
-        from flows.operations.status import status_command
 
-        return status_command(profile)
-    if args.command == "support-bundle":
-        from flows.config.loading import resolve_profile_path
-        from flows.operations.support_bundle import bundle_command
+def _validate(args: argparse.Namespace, loaded: _Loaded) -> int:
+    print(f"profile {loaded.profile.name} is valid (backend {loaded.profile.backend})")
+    return 0
 
-        raw = resolve_profile_path(args.profile).read_text()
-        return bundle_command(profile, args.run, args.out, raw)
-    if args.command == "flow-identity":
-        if profile.gke is None:
-            print("error: flow-identity needs a GKE profile", file=sys.stderr)
-            return 2
-        from flows.backends.gke.identity_setup import setup_commands
 
-        print("\n".join(setup_commands(profile, args.identity)))
-        return 0
-    if args.command == "teardown":
-        return _teardown(args, profile, overrides)
-    if args.command == "plan":
-        from flows.core.root_space import stage_estimates
-        from flows.core.safe_writes import gib
-        from flows.operations.plan import build_plan, render_text, write_plan
+def _result_storage(args: argparse.Namespace, loaded: _Loaded) -> int:
+    from flows.runpage.result import ensure_gcs_result_storage
 
-        plans = build_plan(profile)
-        if args.json:
-            print(json.dumps([p.model_dump() for p in plans], indent=2))
-        else:
-            print(render_text(profile, plans))
-            if estimates := stage_estimates(profile):
-                print("\ndisk under local.root (estimated): " + ", ".join(
-                    f"{stage} {gib(size)}" for stage, size in estimates.items()))
-        if args.compare_capacity and profile.gke is not None:
-            from flows.backends.gke.infra.cost import compare_capacity
+    slug = ensure_gcs_result_storage(loaded.profile)
+    print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
+    return 0
 
-            print("\n" + "\n".join(compare_capacity(profile)))
-        if args.out:
-            from flows.core.root_space import storage_failure
 
-            try:
-                files = write_plan(profile, plans, args.out)
-            except OSError as exc:  # a full or read-only disk: the path and the fix
-                if (failure := storage_failure("plan", exc, None)) is None:
-                    raise
-                print(f"error: {failure.diagnosis.summary}\n  fix: "
-                      f"{failure.diagnosis.fix}", file=sys.stderr)
-                return 1
-            print(f"\nwrote {len(files)} files to {args.out}", file=sys.stderr)
-        if args.check:
-            text, ok = backend.preflight()
-            print("\n" + text)
-            return 0 if ok else 1
-        return 0
-    return _run(args.profile, overrides, args.json)
+def _status(args: argparse.Namespace, loaded: _Loaded) -> int:
+    from flows.operations.status import status_command
+
+    return status_command(loaded.profile)
+
+
+def _support_bundle(args: argparse.Namespace, loaded: _Loaded) -> int:
+    from flows.config.loading import resolve_profile_path
+    from flows.operations.support_bundle import bundle_command
+
+    raw = resolve_profile_path(args.profile).read_text()
+    return bundle_command(loaded.profile, args.run, args.out, raw)
+
+
+def _flow_identity(args: argparse.Namespace, loaded: _Loaded) -> int:
+    if loaded.profile.gke is None:
+        print("error: flow-identity needs a GKE profile", file=sys.stderr)
+        return 2
+    from flows.backends.gke.identity_setup import setup_commands
+
+    print("\n".join(setup_commands(loaded.profile, args.identity)))
+    return 0
+
+
+def _teardown_command(args: argparse.Namespace) -> int:
+    """``--delete-bucket`` without its confirmation is refused before the profile is read."""
+    if args.delete_bucket and not args.confirm_bucket:
+        print("error: --delete-bucket needs --confirm-bucket NAME (the bucket's name typed "
+              "again); nothing was touched", file=sys.stderr)
+        return 2
+    return _with_profile(_teardown, False, args)
+
+
+def _plan(args: argparse.Namespace, loaded: _Loaded) -> int:
+    from flows.core.root_space import stage_estimates
+    from flows.core.safe_writes import gib
+    from flows.operations.plan import build_plan, render_text, write_plan
+
+    profile = loaded.profile
+    plans = build_plan(profile)
+    if args.json:
+        print(json.dumps([p.model_dump() for p in plans], indent=2))
+    else:
+        print(render_text(profile, plans))
+        if estimates := stage_estimates(profile):
+            print("\ndisk under local.root (estimated): " + ", ".join(
+                f"{stage} {gib(size)}" for stage, size in estimates.items()))
+    if args.compare_capacity and profile.gke is not None:
+        from flows.backends.gke.infra.cost import compare_capacity
+
+        print("\n" + "\n".join(compare_capacity(profile)))
+    if args.out:
+        from flows.core.root_space import storage_failure
+
+        try:
+            files = write_plan(profile, plans, args.out)
+        except OSError as exc:  # a full or read-only disk: the path and the fix
+            if (failure := storage_failure("plan", exc, None)) is None:
+                raise
+            print(f"error: {failure.diagnosis.summary}\n  fix: "
+                  f"{failure.diagnosis.fix}", file=sys.stderr)
+            return 1
+        print(f"\nwrote {len(files)} files to {args.out}", file=sys.stderr)
+    if args.check:
+        text, ok = loaded.backend.preflight()
+        print("\n" + text)
+        return 0 if ok else 1
+    return 0
+
+
+def _run_command(args: argparse.Namespace, loaded: _Loaded) -> int:
+    return _run(args.profile, loaded.overrides, args.json)
 
 
 def _local_problems(profile: Profile) -> list[str]:
@@ -269,9 +344,10 @@ def _local_dataset_problem(profile: Profile) -> str | None:
     return f"{FIELD}: {found[0]}\n    fix: {found[1]}" if found else None
 
 
-def _teardown(args: argparse.Namespace, profile: Profile, overrides: dict[str, str]) -> int:
+def _teardown(args: argparse.Namespace, loaded: _Loaded) -> int:
     """Show what goes and what it costs, ask on a terminal (``--yes`` for scripts), then run
     the teardown flow on the same private API server as `tpurl run`."""
+    profile, overrides = loaded.profile, loaded.overrides
     from flows.backends.gke.infra.destroy import confirmation_problem
     from flows.backends.gke.infra.settings import settings_from_profile
     from flows.operations.teardown import live_cluster, teardown_flow, teardown_preview
@@ -368,6 +444,11 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
               "and the profile's lock released. Finished stages keep their verified outputs; "
               f"training resumes from its newest checkpoint. To resume: {again}", file=sys.stderr)
         return 128 + exc.signum if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
+    from flows.runpage.result import PipelineResult
+
+    # the flow ends a run it did not start as a Cancelled state, which a call raises (caught
+    # above): what a call returns is the result
+    assert isinstance(result, PipelineResult)
     return _report(result, profile, overrides, as_json, log)
 
 

@@ -87,7 +87,7 @@ def _check_champion(cfg: Profile, storage: Storage, registry: MlflowRegistry,
     write the bucket)."""
     version = champion(registry, cfg.gke.project if cfg.gke else None)
     source = version.tags.get("tpurl.model_uri") if version is not None else None
-    if source != model_uri:
+    if version is None or source != model_uri:
         raise ValueError(f"{model_uri} is not the champion of {registry.model_name} in the "
                          f"MLflow registry (the champion is {source or 'nobody yet'}); not "
                          "serving it")

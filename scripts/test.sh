@@ -3,7 +3,7 @@
 # included; the first run builds the MaxText venv, a few minutes).
 #
 # Without arguments the tests run in tiers, quickest first, each its own pytest run so a
-# failure stops before the long ones (tests/support/tiers.py marks them): ruff, the fast
+# failure stops before the long ones (tests/support/tiers.py marks them): ruff and mypy, the fast
 # tests (no services), the service-backed ones (fake-gcs-server, a Prefect API, dockerd),
 # then the end-to-end modules of tests/e2e once each, the rehearsal last; then the coverage
 # of all of them. These run beside the fast tier, because they mostly wait while it
@@ -45,6 +45,9 @@ if [ -z "${TPURL_WHEEL_DIR:-}" ] && [ -d ../shared/wheels ]; then
   export TPURL_WHEEL_DIR
 fi
 .venv/bin/ruff check flows tests benchmarks images
+# the type checker over flows/ ([tool.mypy] in pyproject.toml); its cache (.mypy_cache) makes
+# tests/test_type_check.py, which runs it again under pytest, a re-check of seconds
+.venv/bin/mypy
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi

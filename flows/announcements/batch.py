@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from flows.announcements.decide import Decision, Queue, RunView, decide
+from flows.announcements.decide import Decision, Due, Queue, RunView, decide
 from flows.announcements.model import Announcement
 
 PLANNED = "planned-run"  # stands for the run the dispatcher will create
@@ -41,7 +41,7 @@ def decide_batch(items: Iterable[Announcement], runs: list[RunView]) -> Batch:
     ledger, decisions = list(runs), {}
     last: Queue | None = None
     replaced: list[str] = []
-    retried: dict[str, object] = {}
+    retried: dict[str, Due] = {}
     for item in sorted(unique.values(), key=lambda a: a.order):
         decision = decide(item, ledger)
         decisions[item.event_id] = decision
@@ -58,5 +58,5 @@ def decide_batch(items: Iterable[Announcement], runs: list[RunView]) -> Batch:
         return Batch(decisions)
     carried = {kind: run for kind, run in last.carried.items() if run != PLANNED}
     queue = replace(last, replaces=tuple(replaced), carried=carried,
-                    retried=tuple(retried.values()))  # type: ignore[arg-type]
+                    retried=tuple(retried.values()))
     return Batch(decisions, queue)

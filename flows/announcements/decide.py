@@ -137,8 +137,8 @@ def _newest(items: Iterable[tuple[Announcement, str]]) -> dict[str, tuple[Announ
 
 def held_or_trained(runs: list[RunView]) -> dict[str, tuple[Announcement, str]]:
     """The newest announcement of each kind that a waiting, running or completed run serves."""
-    return _newest((a, r.id) for r in runs if r.holds
-                   for a in r.announcement.serves.values())  # type: ignore[union-attr]
+    return _newest((a, r.id) for r in runs if r.holds and r.announcement is not None
+                   for a in r.announcement.serves.values())
 
 
 def _all_dropped(runs: list[RunView]) -> dict[str, str]:

@@ -30,6 +30,7 @@ from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate, LogCreate
 from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.responses import OrchestrationResult
 from prefect.client.schemas.sorting import FlowRunSort
 from prefect.concurrency.sync import concurrency
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
@@ -88,7 +89,7 @@ def run_view(run: FlowRun, vouched: bool) -> RunView:
     return RunView(id=str(run.id), name=run.name,
                    phase=phase_of(state.type.value if state else None,
                                   state.name if state else None),
-                   announcement=announcement, state_name=state.name if state else "",
+                   announcement=announcement, state_name=(state.name or "") if state else "",
                    dropped=dropped_ids(run.tags or []) if vouched else frozenset())
 
 
@@ -304,7 +305,8 @@ def _cancel_if_waiting(client: SyncPrefectClient, run_id: str, message: str) -> 
     run = client.read_flow_run(UUID(run_id))
     if run_view(run, vouched=False).phase != "waiting":
         return False
-    result = client.set_flow_run_state(UUID(run_id), Cancelled(message=message), force=False)
+    result: OrchestrationResult[object] = client.set_flow_run_state(
+        UUID(run_id), Cancelled(message=message), force=False)
     return result.state is not None and result.state.is_cancelled()
 
 
@@ -312,8 +314,10 @@ def _log_to_run(client: SyncPrefectClient, run_id: str, message: str) -> None:
     """A line in the replaced run's own log: it never starts, so nothing else would say in
     its Logs tab why it is Cancelled (best-effort: the state message says it too)."""
     try:
-        client.create_logs([LogCreate(name="tpurl.announcements", level=logging.INFO,
-                                      message=message, timestamp=datetime.now(UTC),
-                                      flow_run_id=UUID(run_id))])
+        # validated from a mapping: pydantic takes the datetime, which Prefect's annotation
+        # (its own DateTime type) does not say
+        client.create_logs([LogCreate.model_validate(
+            {"name": "tpurl.announcements", "level": logging.INFO, "message": message,
+             "timestamp": datetime.now(UTC), "flow_run_id": UUID(run_id)})])
     except Exception as exc:
         logging.getLogger(__name__).warning("log of run %s not written: %s", run_id, exc)

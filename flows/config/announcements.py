@@ -34,7 +34,7 @@ class AnnouncementsSection(StrictModel):
     # target came for this long (at most 300 s), then queues one run for all of them
     # (flows/announcements/pending.py). 0: decide at once (one run per burst still, for the
     # announcements already there).
-    settle_s: float = Field(30.0, ge=0, le=300)
+    settle_s: float = Field(default=30.0, ge=0, le=300)
     """Seconds without a new announcement before a burst is decided (one retrain run for
     all of it)."""
 

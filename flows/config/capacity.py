@@ -31,8 +31,9 @@ change spot prices once a month) and must be given by the profile to be compared
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -41,6 +42,12 @@ from flows.config.errors import FixableValueError
 CapacityMode = Literal["reservation", "flex-start", "spot", "on-demand", "queued"]
 CAPACITY_MODES: tuple[CapacityMode, ...] = ("reservation", "flex-start", "spot", "on-demand",
                                             "queued")
+
+
+def is_capacity_mode(value: str) -> TypeGuard[CapacityMode]:
+    """Whether ``value`` (a node pool's label, a command-line choice) names a capacity mode,
+    so the prices keyed by mode can be asked for it."""
+    return value in CAPACITY_MODES
 
 # GKE flex-start: a node obtained through Dynamic Workload Scheduler runs for at most seven
 # days (the node pool's max_run_duration cannot exceed it); queued provisioning's
@@ -57,9 +64,9 @@ CHAIN_FIX = ("write gke.capacity as one mode or an ordered list without repeats,
              "gke.capacity=flex-start,on-demand,spot); modes: " + ", ".join(CAPACITY_MODES))
 
 
-def chain_of(capacity: str | list[str] | tuple[str, ...]) -> tuple[CapacityMode, ...]:
+def chain_of(capacity: CapacityMode | Sequence[CapacityMode]) -> tuple[CapacityMode, ...]:
     """The ordered modes of ``gke.capacity`` (one mode is a chain of one); pure."""
-    return (capacity,) if isinstance(capacity, str) else tuple(capacity)  # type: ignore[return-value]
+    return (capacity,) if isinstance(capacity, str) else tuple(capacity)
 
 
 def split_listed(value: object) -> object:
@@ -114,7 +121,7 @@ _PRICING_PAGE = "https://cloud.google.com/tpu/pricing (TPU v6e, US regions, list
 # (December 2024): on-demand $2.70, 1-year commitment $1.89, 3-year $1.22 per chip-hour. A
 # reservation without a commitment is billed at the on-demand rate; a profile with a
 # committed-use discount sets its reservation price to the committed rate.
-V6E_DEFAULT_PRICES: dict[str, ModePrice] = {
+V6E_DEFAULT_PRICES: dict[CapacityMode, ModePrice] = {
     "reservation": ModePrice(usd_per_chip_hour=2.70, source=_PRICING_PAGE + "; a reservation "
                              "without commitment bills at on-demand", as_of=date(2024, 12, 11)),
     "on-demand": ModePrice(usd_per_chip_hour=2.70, source=_PRICING_PAGE,
@@ -126,8 +133,8 @@ def price_for(prices: dict[CapacityMode, ModePrice], mode: str) -> tuple[ModePri
     """What a pool of capacity ``mode`` bills per chip-hour, and how to say whose price it is:
     the profile's price for that mode, else the cited on-demand default (spot and flex-start
     ship none; a pool left by another mode is priced all the same, never at zero)."""
-    if mode in prices:
-        return prices[mode], f"{mode} price"  # type: ignore[index]
+    if is_capacity_mode(mode) and mode in prices:
+        return prices[mode], f"{mode} price"
     fallback = prices.get("on-demand") or V6E_DEFAULT_PRICES["on-demand"]
     return fallback, f"on-demand price: gke.prices has no {mode}"
 
@@ -149,7 +156,7 @@ def price_fix(mode: str) -> str:
             "https://cloud.google.com/tpu/pricing)")
 
 
-def capacity_problems(chain: str | tuple[str, ...], reservation: str | None,
+def capacity_problems(chain: CapacityMode | tuple[CapacityMode, ...], reservation: str | None,
                       max_run_hours: float | None, train_hours: float
                       ) -> list[tuple[str, str, str]]:
     """(field, problem, fix) for a capacity chain and what its modes need; pure.
@@ -203,7 +210,7 @@ def capacity_problems(chain: str | tuple[str, ...], reservation: str | None,
     return out
 
 
-def section_problems(chain: tuple[str, ...], priced: set[str], preemption_budget: int,
+def section_problems(chain: tuple[str, ...], priced: set[str], preemption_budget: int | None,
                      conversion_placement: str) -> list[tuple[str, str, str]]:
     """(field, problem, fix) of the rest of the GKE section a chain constrains: a price for
     each mode (first), a preemption budget for spot, conversions off the TPU hosts for a mode

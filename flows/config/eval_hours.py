@@ -60,6 +60,7 @@ def stage_hours(profile: Profile, stage: str) -> float:
     """``gke.estimated_hours.<stage>``; for evaluate, when unset, the derived estimate."""
     gke = profile.gke
     assert gke is not None
+    # any stage's name: the map is keyed by the TPU stages' only, so another gets None
     given = gke.estimated_hours.get(stage)  # type: ignore[call-overload]
     if given is not None:
         return float(given)

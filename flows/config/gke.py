@@ -262,9 +262,9 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
         prices = [p for p in rest if p[0] == "prices"]
         problems = prices + problems + [p for p in rest if p[0] != "prices"]
         if problems:
-            first, *rest = (FixableValueError(problem, fix, field=field)
-                            for field, problem, fix in problems)
-            raise FixableValueError(first.problem, first.fix, first.field, tuple(rest))
+            first, *others = (FixableValueError(problem, fix, field=field)
+                              for field, problem, fix in problems)
+            raise FixableValueError(first.problem, first.fix, first.field, tuple(others))
         return self
 
 

@@ -21,6 +21,7 @@ from flows.config.capacity import (
     ModePrice,
     chain_of,
     chain_problem,
+    is_capacity_mode,
     listed_modes,
 )
 from flows.config.errors import FixableValueError
@@ -34,7 +35,9 @@ from flows.config.tpu import (
 )
 
 # the tutorial's figures where the profile gives none (a stated train_timeline replaces train)
-DEFAULT_ESTIMATED_HOURS = {"convert": 0.5, "train": 4.0, "export": 0.5}
+# the stages that hold TPU chips, each with its planned hours
+HourlyStage = Literal["convert", "train", "export", "evaluate"]
+DEFAULT_ESTIMATED_HOURS: dict[HourlyStage, float] = {"convert": 0.5, "train": 4.0, "export": 0.5}
 
 
 class GkeCapacity(StrictModel):
@@ -63,8 +66,7 @@ class GkeCapacity(StrictModel):
     # evaluate: unset derives it from train's (flows/config/eval_hours.py)
     # hours a stage holds what it runs on: positive (a zero or negative one would price the
     # run below its cost and let a spend cap or flex-start's max_run_hours pass unchecked)
-    estimated_hours: dict[Literal["convert", "train", "export", "evaluate"],
-                          Annotated[float, Field(gt=0)]] = Field(
+    estimated_hours: dict[HourlyStage, Annotated[float, Field(gt=0)]] = Field(
         default_factory=lambda: dict(DEFAULT_ESTIMATED_HOURS))
     """Planned hours per TPU stage: the plan's chip-hours, dollars and bounds."""
 
@@ -93,7 +95,8 @@ class GkeCapacity(StrictModel):
 
     @field_validator("capacity")
     @classmethod
-    def _capacity_chain(cls, v: str | list[str]) -> str | list[str]:
+    def _capacity_chain(cls, v: CapacityMode | list[CapacityMode]
+                        ) -> CapacityMode | list[CapacityMode]:
         check(chain_problem(chain_of(v)), CHAIN_FIX)
         return v
 
@@ -147,7 +150,9 @@ class GkeCapacity(StrictModel):
 
     def mode_usd_per_chip_hour(self, mode: str) -> float:
         """The profile's price of one mode of the chain (validation makes sure it has one)."""
-        return self.prices[mode].usd_per_chip_hour  # type: ignore[index]
+        if not is_capacity_mode(mode):
+            raise KeyError(mode)
+        return self.prices[mode].usd_per_chip_hour
 
     @property
     def usd_per_chip_hour(self) -> float:

@@ -16,6 +16,7 @@ MaxText's own defaults for every key neither sets (configs/base.yml, configs/pos
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict
 
 from flows.common.issues import Issue
 from flows.config.profile import Profile, Scalar, parallelism_product
@@ -31,8 +32,17 @@ DCN_DEFAULTS = {f"dcn_{axis}_parallelism": -1 if axis == "data" else 1 for axis 
 # maxtext/configs/post_train/rl.yml: defaults of the RL cluster keys.
 ROLLOUT_DEFAULTS = {"rollout_data_parallelism": -1, "rollout_tensor_parallelism": 1,
                     "rollout_expert_parallelism": 1}
-RL_DEFAULTS = {"trainer_devices_fraction": 0.5, "sampler_devices_fraction": 0.5,
-               "chips_per_vm": 4, "use_pathways": True}
+
+
+class _RlDefaults(TypedDict):
+    trainer_devices_fraction: float
+    sampler_devices_fraction: float
+    chips_per_vm: int
+    use_pathways: bool
+
+
+RL_DEFAULTS = _RlDefaults(trainer_devices_fraction=0.5, sampler_devices_fraction=0.5,
+                          chips_per_vm=4, use_pathways=True)
 # Keys that replace the default mesh or device split (rl.yml: num_trainer_slices and
 # num_samplers_slices default -1, the single-config split): the mesh rules cannot model them.
 CUSTOM_MESH_KEYS = ("mesh_axes", "ici_parallelism", "dcn_parallelism", "custom_mesh",

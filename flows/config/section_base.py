@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.config import JsonValue
 
 from flows.config.errors import FixableValueError
 
@@ -25,7 +26,7 @@ RUN_TUNABLE = "run_tunable"
 def run_tunable(default: Any = ..., *, keys: Iterable[str] | None = None, **field: Any) -> Any:
     """``Field(default, **field)`` marked run-tunable: the whole field, or only ``keys`` of a
     map (``default_factory=`` instead of a default works as in ``Field``)."""
-    mark: bool | list[str] = sorted(keys) if keys is not None else True
+    mark: JsonValue = list[JsonValue](sorted(keys)) if keys is not None else True
     if "default_factory" in field:
         return Field(json_schema_extra={RUN_TUNABLE: mark}, **field)
     return Field(default, json_schema_extra={RUN_TUNABLE: mark}, **field)

@@ -46,6 +46,8 @@ def value_at(data: Mapping[str, Any], dotted: str) -> Any:
 def _default(dotted: str) -> Any:
     section, name = dotted.split(".")
     annotation = Profile.model_fields[section].annotation
+    # the announced fields' sections are models; pydantic types a field's annotation as any
+    # type or none
     return annotation.model_fields[name].default  # type: ignore[union-attr]
 
 

@@ -81,8 +81,10 @@ def finished_result(profile: Profile) -> PipelineResult | None:
             if found is None:
                 return None
             outputs[stage.name] = found
-        latest = PipelineResult.model_validate_json(
-            backend.storage.read_text(result_uris(profile, "latest")[1]))
+        latest_text = backend.storage.read_text(result_uris(profile, "latest")[1])
+        if latest_text is None:
+            return None
+        latest = PipelineResult.model_validate_json(latest_text)
     except Exception:  # not known to be done: the flow runs and reports what it finds
         return None
     if [(s.stage, s.uris) for s in latest.stages] != [(o.stage, o.uris)

@@ -398,8 +398,8 @@ def stop_all(cache: Path | None = None) -> list[str]:
                      f"killed the kept Prefect API server's keeper (pid {state.keeper.pid})")
     root = (cache or default_cache_dir()) / "api-server"
     for path in sorted(root.glob("*/state.json")) if root.is_dir() else []:
-        if (state := StateDir(path.parent).read()) is not None:
-            StateDir(path.parent).forget(state.keeper.pid)
+        if (recorded := StateDir(path.parent).read()) is not None:
+            StateDir(path.parent).forget(recorded.keeper.pid)
     return lines or ["no kept Prefect API server is running"]
 
 

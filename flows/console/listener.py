@@ -54,7 +54,7 @@ def listening_on(port: int, proc: Path = Path("/proc")) -> list[Listener]:
 
 def socket_inodes(pid: int, proc: Path = Path("/proc")) -> set[int]:
     """The inodes of the sockets ``pid`` holds (empty when it is gone or not ours to read)."""
-    inodes = set()
+    inodes: set[int] = set()
     try:
         entries = list((proc / str(pid) / "fd").iterdir())
     except OSError:

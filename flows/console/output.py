@@ -144,11 +144,12 @@ def command_log(command: str, profile: str, private_api: bool) -> Iterator[Path 
     ensure_logging_setup()  # Prefect's console handler exists before it is filtered
 
     folder = default_cache_dir() / "logs"
-    path: Path | None = folder / f"{command}-{profile.replace('/', '_')}-" \
-                                 f"{time.strftime('%Y%m%d-%H%M%S')}.log"
+    wanted = folder / f"{command}-{profile.replace('/', '_')}-" \
+                      f"{time.strftime('%Y%m%d-%H%M%S')}.log"
+    path: Path | None = wanted
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler | None = _LogFile(path, encoding="utf-8")
+        handler: logging.Handler | None = _LogFile(wanted, encoding="utf-8")
     except OSError:
         handler, path = None, None
     root = logging.getLogger()

@@ -103,6 +103,7 @@ class Deadline:
         if self._signalled:
             # The timer has ended, so a signal it sent has been delivered (and ignored:
             # disarmed) before the previous handler comes back.
+            # what signal.signal returned on entry, a handler it takes back
             signal.signal(SIGNAL, self._previous)  # type: ignore[arg-type]
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,

@@ -79,5 +79,7 @@ def redacting_errors[F: Callable[..., Any]](fn: F) -> F:
                 raise
             raise clean from None
 
+    # what inspect (and so Prefect) reads as the wrapper's parameters; typeshed's function
+    # type has no such attribute
     wrapper.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # wraps(fn) keeps fn's call: F, as typed

@@ -40,7 +40,7 @@ import re
 import threading
 import traceback
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from flows.common.token_shapes import (
@@ -162,9 +162,18 @@ def _redact_separated(text: str, separated: list[tuple[str, re.Pattern[str]]]) -
         if marker not in bare or not any(escaped or random_looking(m.group(1)[:longest])
                                          for m in unseparated.finditer(bare)):
             continue
-        text = pattern.sub(lambda m, k=marker, t=text: REDACTED if starts_a_word(
-            t, m.start()) and token_like(m.group(0), k) else m.group(0), text)
+        text = pattern.sub(_token_replacement(text, marker), text)
     return text
+
+
+def _token_replacement(text: str, marker: str) -> Callable[[re.Match[str]], str]:
+    """What a split-token shape's match in ``text`` becomes: REDACTED when it starts a word
+    and looks like a token of that ``marker``, else itself."""
+    def replace(match: re.Match[str]) -> str:
+        if starts_a_word(text, match.start()) and token_like(match.group(0), marker):
+            return REDACTED
+        return match.group(0)
+    return replace
 
 
 def _blank_keeping_breaks(match: re.Match[str]) -> str:

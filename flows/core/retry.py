@@ -72,7 +72,7 @@ class InfrastructureFault(RuntimeError):
 def _optional(module: str, name: str) -> type[BaseException] | None:
     """An exception type of an optional dependency, or None when it is not installed."""
     try:
-        return getattr(import_module(module), name)  # type: ignore[no-any-return]
+        return getattr(import_module(module), name)
     except (ImportError, AttributeError):
         return None
 

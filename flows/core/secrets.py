@@ -55,8 +55,13 @@ def _lookup(ref: SecretRef, environ: Mapping[str, str] | None, project: str | No
         return value
     from prefect.blocks.system import Secret
 
+    assert ref.secret_block is not None, "a SecretRef names exactly one source"
     try:
-        return str(Secret.load(ref.secret_block).get())
+        block = Secret.load(ref.secret_block)
+        # typed as the block or a coroutine (Prefect's async dispatch): called from sync
+        # code, as here, it is the block
+        assert isinstance(block, Secret)
+        return str(block.get())
     except ValueError as exc:
         raise SecretUnavailable(f"no Prefect Secret block named {ref.secret_block!r}: create it "
                                 f"with `prefect block create secret` ({exc.__class__.__name__})"

@@ -89,7 +89,7 @@ class StageContext:
 
 def plan_workload(workload: Workload) -> PlannedWorkload:
     placement = workload.placement
-    where = placement.kind
+    where: str = placement.kind
     if placement.topology:
         where += f" {placement.machine_type} {placement.topology} x{placement.num_slices}"
     return PlannedWorkload(

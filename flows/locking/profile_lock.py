@@ -37,8 +37,8 @@ from prefect.client.schemas.actions import (
     VariableCreate,
     VariableUpdate,
 )
+from prefect.client.schemas.objects import ConcurrencyLeaseHolder
 from prefect.exceptions import ObjectNotFound
-from prefect.types._concurrency import ConcurrencyLeaseHolder
 
 from flows.common.threads import context_thread
 from flows.locking import lock_rules as rules

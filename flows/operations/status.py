@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from flows.common.api_objects import Obj
+from flows.config.gke import GkeSection
 from flows.config.profile import Profile
 
-Obj = dict[str, Any]
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 STAGE_LABEL = "tpurl/stage"
 EXIT_STATIC_POOL = 1
@@ -149,7 +150,7 @@ def gather(profile: Profile, apis: Any, storage_client: Any, kube: Any | None) -
         else:
             snap.cpu_nodes = (snap.cpu_nodes or 0) + (count or 0)
     if gke.reservation:
-        _read_reservation(profile, apis, snap)
+        _read_reservation(gke, gke.reservation, apis, snap)
     try:
         if storage_client.lookup_bucket(gke.bucket) is not None:
             blobs = list(storage_client.list_blobs(gke.bucket))
@@ -160,18 +161,16 @@ def gather(profile: Profile, apis: Any, storage_client: Any, kube: Any | None) -
     return snap
 
 
-def _read_reservation(profile: Profile, apis: Any, snap: Snapshot) -> None:
+def _read_reservation(gke: GkeSection, reservation: str, apis: Any, snap: Snapshot) -> None:
     """The reservation's hosts: Compute Engine bills the unused ones too, while it exists
     (cloud.google.com/compute/docs/instances/reservations-delete), teardown or not; the ones
     in use are the pool's nodes, priced above."""
     from flows.config.capacity import price_for
 
-    gke = profile.gke
-    assert gke is not None and gke.reservation
     try:
-        found = apis.get_reservation(gke.project, gke.zone, gke.reservation)
+        found = apis.get_reservation(gke.project, gke.zone, reservation)
     except Exception as exc:  # shown, never fatal
-        snap.unreachable.append(f"reservation {gke.reservation}: "
+        snap.unreachable.append(f"reservation {reservation}: "
                                 f"{str(exc).splitlines()[0][:200]}")
         return
     if found is None:

@@ -19,6 +19,7 @@ a Hugging Face token, Google OAuth access tokens and bearer headers.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import platform
@@ -81,6 +82,9 @@ def _register_block_secrets(reference: str) -> None:
     from flows.core.redaction import register
 
     block = Block.load(reference)
+    # typed as the block or a coroutine (Prefect's async dispatch): called from sync code,
+    # as here, it is the block
+    assert isinstance(block, Block)
     for value in _block_strings(block.model_dump(context={"include_secrets": True})):
         register(value)
 
@@ -101,7 +105,9 @@ class Bundle:
     """The archive's files, collected source by source; a failing source is noted, not fatal."""
 
     def __init__(self, redact: Callable[[str], str]) -> None:
-        self.redact, self.files, self.errors = redact, {}, []  # type: ignore[var-annotated]
+        self.redact = redact
+        self.files: dict[str, str] = {}
+        self.errors: list[str] = []
 
     def text(self, path: str, content: str) -> None:
         self.files[path] = self.redact(content)
@@ -195,7 +201,8 @@ def collect(profile: Profile, apis: Any, storage_client: Any, kube: Any | None,
     bundle.source("preflight", lambda: _preflight(bundle, profile, apis, storage_client))
     bundle.source("image", lambda: _image(bundle, profile, storage_client, run))
     bundle.source("versions", lambda: bundle.json("versions.json", versions()))
-    bundle.source("stage logs", lambda: _stage_logs(bundle, profile, storage_client, run))
+    bundle.source("stage logs", lambda: _stage_logs(bundle, storage_client, gke.bucket,
+                                                    log_dirs(profile, run)))
     return bundle
 
 
@@ -239,10 +246,14 @@ def _kubernetes(bundle: Bundle, kube: Any, ns: str, run: str | None) -> None:
         name = pod["metadata"]["name"]
         for container in (pod.get("spec") or {}).get("containers") or []:
             cname = container["name"]
-            bundle.source(f"log {name}/{cname}", lambda n=name, c=cname: bundle.text(
-                f"logs/pods/{n}/{c}.log", _tail(_raw(kube.core.read_namespaced_pod_log,
-                                                     n, ns, container=c,
-                                                     tail_lines=LOG_TAIL_LINES))))
+            bundle.source(f"log {name}/{cname}", functools.partial(
+                _pod_log, bundle, kube, ns, name, cname))
+
+
+def _pod_log(bundle: Bundle, kube: Any, ns: str, pod: str, container: str) -> None:
+    bundle.text(f"logs/pods/{pod}/{container}.log", _tail(_raw(
+        kube.core.read_namespaced_pod_log, pod, ns, container=container,
+        tail_lines=LOG_TAIL_LINES)))
 
 
 def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
@@ -298,11 +309,9 @@ def log_dirs(profile: Profile, run: str | None) -> list[str]:
     return [join(d, LOGS_DIR).split("://", 1)[-1].partition("/")[2] + "/" for d in dirs]
 
 
-def _stage_logs(bundle: Bundle, profile: Profile, storage_client: Any, run: str | None) -> None:
-    gke = profile.gke
-    assert gke is not None
-    for prefix in dict.fromkeys(log_dirs(profile, run)):
-        for blob in storage_client.list_blobs(gke.bucket, prefix=prefix):
+def _stage_logs(bundle: Bundle, storage_client: Any, bucket: str, prefixes: list[str]) -> None:
+    for prefix in dict.fromkeys(prefixes):
+        for blob in storage_client.list_blobs(bucket, prefix=prefix):
             data = blob.download_as_bytes()[-STAGE_LOG_TAIL_BYTES:]
             bundle.text(f"logs/stages/{blob.name}", data.decode("utf-8", "replace"))
 

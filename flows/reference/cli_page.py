@@ -35,7 +35,7 @@ def _options(command: argparse.ArgumentParser) -> list[list[str]]:
 def render() -> str:
     parser = _parser()
     lines = ["# CLI: `tpurl`", "", "Generated from `flows/cli.py` by `python -m flows.reference`;"
-             " do not edit by hand.", "", "```text", parser.description.strip(), "```", ""]
+             " do not edit by hand.", "", "```text", (parser.description or "").strip(), "```", ""]
     for name, command in _subcommands(parser).items():
         lines += [f"## `tpurl {name}`", "", cell(command.description or ""), "",
                   "```text", _usage(name, command), "```", ""]

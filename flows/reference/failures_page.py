@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from collections import defaultdict
 from pathlib import Path
+from typing import TypeGuard
 
 from flows.common.paths import REPO_ROOT
 from flows.core.failure_codes import by_code
@@ -39,7 +40,7 @@ _WHAT_HAPPENS = {
 }
 
 
-def _is_code(value: object) -> bool:
+def _is_code(value: object) -> TypeGuard[str]:
     return (isinstance(value, str) and value.count("/") == 1 and set(value) <= _CODE_SHAPE
             and value.split("/")[0] in _AREAS and all(value.split("/")))
 

@@ -81,6 +81,7 @@ def _default(info: FieldInfo) -> str:
     if info.is_required():
         return "required"
     if info.default_factory is not None:
+        # the profile's factories take no argument; pydantic's type allows one taking the data
         value = info.default_factory()  # type: ignore[call-arg]
     elif info.default is PydanticUndefined:
         return ""

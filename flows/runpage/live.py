@@ -189,6 +189,7 @@ class StagePage:
         timeout (flows/core/budgets.py) runs under it."""
         self._set(stage, stage_row(None, stage, "running"))
         if stage in self.timeouts_s:
+            # a Prefect task, which this page's signature types as any callable
             task = task.with_options(timeout_seconds=self.timeouts_s[stage])  # type: ignore[attr-defined]
         self.current = stage
         try:

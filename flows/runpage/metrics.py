@@ -118,6 +118,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
     pos = 0
     while pos < len(buf):
+        value: int | bytes  # what the wire type says: a varint, or the field's bytes
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
         if wire == 0:

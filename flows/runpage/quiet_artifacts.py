@@ -61,7 +61,7 @@ def create(kind: str, data: Any, key: str | None = None,
             "task_run_id": str(task_run_id) if task_run_id else None,
             "flow_run_id": str(flow_run_id) if flow_run_id else None}
     with get_client(sync_client=True) as client:
-        response = client.request("POST", "/artifacts/",  # type: ignore[arg-type]
+        response = client.request("POST", "/artifacts/",
                                   json={k: v for k, v in body.items() if v is not None})
         response.raise_for_status()
     return UUID(response.json()["id"])
@@ -75,6 +75,6 @@ def update(artifact_id: UUID, data: Any, description: str | None = None) -> None
     if description is not None:
         body["description"] = description
     with get_client(sync_client=True) as client:
-        response = client.request("PATCH", "/artifacts/{id}", json=body,  # type: ignore[arg-type]
+        response = client.request("PATCH", "/artifacts/{id}", json=body,
                                   path_params={"id": artifact_id})
         response.raise_for_status()

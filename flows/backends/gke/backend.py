@@ -74,6 +74,8 @@ from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.tpu_nodes import NodeWatch
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
+from flows.common.api_objects import Obj
+from flows.config.gke import GkeSection
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.budgets import Budgets, budgets_for, waits_for_capacity
@@ -84,8 +86,6 @@ from flows.core.retry import RetryPolicy, call_within, is_infrastructure_fault
 from flows.core.secrets import Redactor
 from flows.core.storage import Storage
 from flows.core.workload import Workload
-
-Obj = dict[str, Any]
 
 
 class GkeBackend(GkePlanning, GkePricing, GkeTiming, CapacityRun, JobSetCalls):
@@ -102,6 +102,7 @@ class GkeBackend(GkePlanning, GkePricing, GkeTiming, CapacityRun, JobSetCalls):
                  watch_settings: WatchSettings | None = None, api_attempts: int = 0,
                  api_backoff_s: float = 1.0, log_read_timeout_s: float = 300.0) -> None:
         assert profile.gke is not None
+        self.gke: GkeSection = profile.gke  # the section its calls read (namespace, prices)
         self.profile, self.layout = profile, Layout(profile)
         self.logger: StageLogger = logger or logging.getLogger("tpurl")
         self.redactor = redactor or Redactor()
@@ -141,7 +142,7 @@ class GkeBackend(GkePlanning, GkePricing, GkeTiming, CapacityRun, JobSetCalls):
             try:
                 found = self._call(f"list JobSets of {job}",
                                    self.cluster.custom.list_namespaced_custom_object,
-                                   JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace,
+                                   JOBSET_GROUP, JOBSET_VERSION, self.gke.namespace,
                                    JOBSETS, label_selector=selector)
             except ApiException as exc:  # a 403 names the grant (watch/forbidden.py)
                 raise self._api_failure(f"list JobSets of {job}", exc) from None
@@ -167,7 +168,7 @@ class GkeBackend(GkePlanning, GkePricing, GkeTiming, CapacityRun, JobSetCalls):
         index, desired = self._step_to_resume(workload, job, chain)
         if index:
             self._enter_step(chain, index)
-        name, ns = desired["metadata"]["name"], self.profile.gke.namespace
+        name, ns = desired["metadata"]["name"], self.gke.namespace
         attempts: list[Attempt] = []
         sink = LogSink(workload.name, self.logger, self.redactor, self.storage, log_uri,
                        self._progress(workload), workload.progress_regex)
@@ -202,7 +203,7 @@ class GkeBackend(GkePlanning, GkePricing, GkeTiming, CapacityRun, JobSetCalls):
                     continue
                 if lag is not None and lag.diagnosis is not None:
                     verdict = replace(verdict, diagnosis=lag.diagnosis)
-                    assert verdict.diagnosis is not None
+                assert verdict.diagnosis is not None
                 if verdict.diagnosis.category is FailureCategory.PREEMPTED:
                     preempted += 1
                     preempted_s += time.monotonic() - attempt_started
@@ -237,6 +238,7 @@ class GkeBackend(GkePlanning, GkePricing, GkeTiming, CapacityRun, JobSetCalls):
                 attempts.append(self._attempt(chain[index], attempt_started, "failed"))
                 decision = replace(decision, diagnosis=chain_spent(
                     decision.diagnosis, chain, attempts, self.budgets.queue_s, waited))
+                assert decision.diagnosis is not None
                 if decision.diagnosis.code != DELETED_BY_OPERATOR and \
                         not is_finished(self.monitor.last_jobset if self.monitor else None):
                     self._cancel(name)  # queued or stuck: stop holding quota, and a JobSet
@@ -344,7 +346,7 @@ class GkeBackend(GkePlanning, GkePricing, GkeTiming, CapacityRun, JobSetCalls):
         if self.spend is not None and not self.spend.static_pool:
             # the next mode bills at its own price (a node by its pool's label; a chain's
             # reservation keeps its static pool's price: it bills on meanwhile)
-            self.spend.usd_per_chip_hour = self.profile.gke.mode_usd_per_chip_hour(
+            self.spend.usd_per_chip_hour = self.gke.mode_usd_per_chip_hour(
                 step_mode(chain[index]))
         self.budgets = dataclasses.replace(self.budgets, waits_for_capacity=(
             waits_for_capacity(step_mode(chain[index]), self.stage, index + 1 == len(chain))))
@@ -352,7 +354,7 @@ class GkeBackend(GkePlanning, GkePricing, GkeTiming, CapacityRun, JobSetCalls):
     def _get(self, name: str) -> Obj | None:
         try:
             return self._call(f"read JobSet {name}", self.cluster.custom.get_namespaced_custom_object,
-                              JOBSET_GROUP, JOBSET_VERSION, self.profile.gke.namespace, JOBSETS, name)
+                              JOBSET_GROUP, JOBSET_VERSION, self.gke.namespace, JOBSETS, name)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -362,7 +364,7 @@ class GkeBackend(GkePlanning, GkePricing, GkeTiming, CapacityRun, JobSetCalls):
         """The JobSet to watch and its submission number: created as ``previous + 1``, or an
         existing one of the same spec attached to, or a failed one of an earlier attempt
         replaced (its number read from its annotation, so the bound holds across retries)."""
-        name, ns = desired["metadata"]["name"], self.profile.gke.namespace
+        name, ns = desired["metadata"]["name"], self.gke.namespace
         digest = desired["metadata"]["annotations"][SPEC_DIGEST]
         preemptions = self.budgets.preemptions + self.extra
         for _ in range(5):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
 
 from prefect.events import emit_event
 
@@ -23,12 +22,11 @@ from flows.backends.gke.jobs.manifests import stage_run
 from flows.backends.gke.jobs.pathways import HEAD as PATHWAYS_HEAD
 from flows.backends.gke.jobs.render import render_jobset
 from flows.backends.gke.watch.served import TPU_ACCELERATOR
+from flows.common.api_objects import Obj
 from flows.common.event_catalogue import CAPACITY_FALLBACK
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE
 from flows.core.workload import Workload
-
-Obj = dict[str, Any]
 
 
 def capacity_chain(profile: Profile) -> tuple[str, ...]:
@@ -73,6 +71,9 @@ def in_mode(profile: Profile, mode: str) -> Profile:
 class CapacityRun:
     """Mixed into GkeBackend (profile, stage, options, redactor, logger, monitor)."""
 
+    # The type checker reads this class alone, without the GkeBackend attributes it uses:
+    # hence the attr-defined ignores on those uses below.
+
     def _jobset_for(self, workload: Workload, job: str, step: str) -> Obj:
         mode, _, zone = step.partition("@")
         profile = in_mode(self.profile, mode)  # type: ignore[attr-defined]
@@ -100,7 +101,7 @@ class CapacityRun:
                 self.logger.info("%s: the JobSet of this run is the one step %s of the "  # type: ignore[attr-defined]
                                  "capacity chain submitted; attaching to it",
                                  first["metadata"]["name"], step)
-                self.fallbacks = index  # type: ignore[attr-defined]
+                self.fallbacks = index
                 return index, desired
         return 0, first
 

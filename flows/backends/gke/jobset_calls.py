@@ -19,8 +19,6 @@ from flows.core.retry import is_infrastructure_fault
 from flows.core.secrets import SecretTooShort, SecretUnavailable, resolve
 from flows.core.workload import Workload
 
-Obj = dict[str, Any]
-
 
 class JobSetCalls:
     """Needs GkeBackend's profile, cluster, options, redactor, logger, budgets, stage,

@@ -178,7 +178,7 @@ def _resource_answer(call: Any, *args: Any) -> set[str] | None:
 def _session(credentials: object) -> object:
     from google.auth.transport.requests import AuthorizedSession
 
-    return AuthorizedSession(credentials)  # type: ignore[arg-type]
+    return AuthorizedSession(credentials)
 
 
 def _infra_credentials(profile: Profile) -> str | None:

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.watch.monitor import is_finished
 from flows.backends.gke.watch.verdict import condition
+from flows.common.api_objects import Obj
 from flows.core.failures import Diagnosis, FailureCategory
 
-Obj = dict[str, Any]
 SUBMISSION = "tpurl/submission"  # annotation: which submission of this stage a JobSet is
 
 

@@ -25,7 +25,7 @@ TINY_MODEL_FILES = ("config.json", "model.safetensors.index.json", "tokenizer.js
 class LocalInfra:
     # the synthetic dataset is made whatever the run trains on; the one it trains on is named
     # by the run page (an announced data.train_files is not an output of this stage)
-    content_outputs = ("hf_model", "synthetic_dataset")
+    content_outputs: tuple[str, ...] = ("hf_model", "synthetic_dataset")
 
     def __init__(self, backend: LocalBackend) -> None:
         self.backend = backend

@@ -159,7 +159,7 @@ class GkeImage:
                     ctx.scratch[LOOKUP] = lookup(self._request(), RegistryApi(token))
             except ImageError as exc:
                 raise StageFailed("image", exc.diagnosis) from exc
-        return ctx.scratch[LOOKUP]  # type: ignore[no-any-return]
+        return ctx.scratch[LOOKUP]
 
     def _cloud_clients(self) -> Any:
         from flows.backends.gke.image import cloudbuild

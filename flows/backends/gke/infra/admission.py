@@ -207,11 +207,11 @@ def placement_problems(sets: list[PodSet], cluster_queue: dict[str, Any],
         cpu_pools = [n for n in assigned if NODEPOOL in (labels := _node_labels(flavors, n))
                      and accelerator not in labels]  # a flavor of a pool without TPUs
         if clash or (accelerator in ps.node_selector and cpu_pools):
-            labels = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
+            pinned = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
             out.append(f"{ps.stage}: pod set {ps.name} is admitted with flavors "
                        + ", ".join(f"{n} ({r})" for n, r in assigned.items())
                        + f", and Kueue puts every assigned flavor's node labels on its pods: "
-                       f"{labels}; no node carries them all, so it is never scheduled")
+                       f"{pinned}; no node carries them all, so it is never scheduled")
     return out
 
 
@@ -222,6 +222,7 @@ def admission_problems(sets: list[PodSet], cluster_queue: dict[str, Any],
     for ps in sets:
         for resource in sorted(ps.requests):
             group = _covering_group(cluster_queue, resource)
+            reason: str | None
             if group is None:
                 reason = f"resource {resource} unavailable in ClusterQueue"
             elif (reason := _flavor_problem(ps, group, flavors)) is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from flows.config.capacity import CAPACITY_MODES, SCALE_FROM_ZERO, ModePrice
+from flows.config.capacity import CAPACITY_MODES, SCALE_FROM_ZERO, ModePrice, is_capacity_mode
 from flows.config.eval_hours import stage_hours, tpu_stages
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE, SCALE_DOWN_TAIL_S
@@ -87,7 +87,7 @@ def cost_plan(profile: Profile, capacity: str | None = None) -> CostPlan:
     gke = profile.gke
     assert gke is not None, "cost plans are for GKE profiles"
     mode = capacity or gke.capacity_chain[0]
-    price = gke.prices.get(mode)  # type: ignore[call-overload]
+    price = gke.prices.get(mode) if is_capacity_mode(mode) else None
     rate = price.usd_per_chip_hour if price else 0.0
     stages = []
     for stage in tpu_stages(profile):

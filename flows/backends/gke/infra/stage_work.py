@@ -48,7 +48,7 @@ class GkeInfra:
     def run(self, ctx: StageContext) -> list[WorkloadRun]:
         from flows.backends.gke.infra.infra_stage import run_gke
 
-        run_gke(self.profile, ctx.logger)  # type: ignore[arg-type]
+        run_gke(self.profile, ctx.logger)
         return []
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:

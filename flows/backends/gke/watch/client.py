@@ -77,7 +77,9 @@ def with_bearer_token(configuration: k8s.Configuration, token: TokenSource) -> N
         cfg.api_key_prefix = {"authorization": "Bearer"}
 
     refresh(configuration)
-    configuration.refresh_api_key_hook = refresh
+    # kubernetes' Configuration declares the hook only by setting it to None in __init__
+    # (so its inferred type is None); get_api_key_with_prefix calls it with the configuration
+    configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
 
 
 def gcp_token_source(block_name: str) -> TokenSource:

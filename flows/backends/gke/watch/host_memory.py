@@ -20,12 +20,11 @@ and the node, with the fields that change what each host holds.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from flows.backends.gke.watch.evictions import over_request
+from flows.common.api_objects import Obj
 from flows.core.failures import Diagnosis, FailureCategory
 
-Obj = dict[str, Any]
 CODE = "gke/host-memory"
 _NODE_LOW = re.compile(r"The node was low on resource: memory")
 FIX = ("the same configuration runs out of host memory again: make each host hold less "

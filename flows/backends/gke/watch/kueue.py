@@ -18,11 +18,10 @@ only hides a configuration error, so they fail the stage at once. The texts are 
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from flows.common.api_objects import Obj
 from flows.core.failures import Diagnosis, FailureCategory
 
-Obj = dict[str, Any]
 CODE = "kueue/unschedulable"
 # The Kueue API versions we read, preferred first. Kueue 0.15 serves v1beta2 beside v1beta1
 # (kubernetes-sigs/kueue#7304), 0.16 stores v1beta2 (kubernetes-sigs/kueue#8020), and

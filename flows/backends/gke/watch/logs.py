@@ -23,6 +23,7 @@ from typing import Any
 from kubernetes.watch.watch import iter_resp_lines
 
 from flows.backends.gke.watch.forbidden import Denied, denied_by
+from flows.common.api_objects import Obj
 from flows.common.threads import context_thread
 from flows.core.program_log import ProgramLines
 from flows.core.retry import RetryPolicy
@@ -30,7 +31,6 @@ from flows.core.secrets import Redactor
 from flows.core.stage import StageLogger
 from flows.core.storage import Storage
 
-Obj = dict[str, Any]
 TAIL_LINES = 60
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z$")
 

@@ -15,15 +15,14 @@ delivered yet is there.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from kubernetes.client.exceptions import ApiException
+from urllib3 import BaseHTTPResponse
 
 from flows.backends.gke.watch.client import Cluster
 from flows.backends.gke.watch.forbidden import Denied, denied_by
 from flows.backends.gke.watch.stream import WatchSettings
-
-Obj = dict[str, Any]
+from flows.common.api_objects import Obj
 
 
 def unfinished(pod: Obj) -> bool:
@@ -66,7 +65,7 @@ class LostNodes:
             response = self.cluster.core.list_namespaced_pod(
                 self.namespace, field_selector=f"metadata.name={meta['name']}",
                 _preload_content=False, _request_timeout=self._timeout())
-            items = json.loads(response.data).get("items") or []
+            items = _json_body(response).get("items") or []
         except Exception as exc:
             self.denied = denied_by(exc) or self.denied
             return True
@@ -83,10 +82,17 @@ class LostNodes:
             response = self.cluster.core.list_namespaced_pod(
                 self.namespace, label_selector=selector, _preload_content=False,
                 _request_timeout=self._timeout())
-            return list(json.loads(response.data).get("items") or [])
+            return list(_json_body(response).get("items") or [])
         except Exception as exc:
             self.denied = denied_by(exc) or self.denied
             return None
 
     def _timeout(self) -> tuple[float, float]:
         return (self.settings.connect_timeout_s, self.settings.read_timeout_s)
+
+
+def _json_body(response: object) -> Obj:
+    """The JSON of a call made with ``_preload_content=False``: the client then returns
+    urllib3's response, whatever model its annotation names."""
+    assert isinstance(response, BaseHTTPResponse)
+    return json.loads(response.data)

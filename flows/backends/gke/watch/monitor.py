@@ -22,7 +22,6 @@ import functools
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.watch.client import (
@@ -57,11 +56,11 @@ from flows.backends.gke.watch.verdict import (
     diagnose,
     disruption_of,
 )
+from flows.common.api_objects import Obj
 from flows.core.budgets import Budgets
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.stage import StageLogger
 
-Obj = dict[str, Any]
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -337,10 +336,11 @@ class Monitor:
         version = str((workload or {}).get("metadata", {}).get("resourceVersion"))
         if self._requests_version != version:
             try:
-                self._requests = self.cluster.custom.list_namespaced_custom_object(
+                listed = self.cluster.custom.list_namespaced_custom_object(
                     PR_GROUP, PR_VERSION, self.namespace, PR_PLURAL, _request_timeout=(
-                        self.settings.connect_timeout_s, self.settings.read_timeout_s)
-                ).get("items") or []
+                        self.settings.connect_timeout_s, self.settings.read_timeout_s))
+                assert isinstance(listed, dict)  # a list's JSON, typed `object` by the client
+                self._requests = listed.get("items") or []
                 self._requests_version = version
             except Exception as exc:  # the API failing: the ordinary verdict stands this tick
                 if (denied := denied_by(exc)) is not None:  # refused: the loop ends on it
@@ -361,16 +361,16 @@ class Monitor:
         names = tpu_node_names(self._pods())
         if not names:
             return
-        nodes = []
+        read = []
         for node in sorted(names):
             try:
-                nodes.append(self.cluster.core.read_node(node, _request_timeout=(
+                read.append(self.cluster.core.read_node(node, _request_timeout=(
                     self.settings.connect_timeout_s, self.settings.read_timeout_s)))
             except Exception as exc:  # gone: says nothing; refused: the loop ends on it
                 if (denied := denied_by(exc)) is not None:
                     self._denied.append(("read the nodes the slice came up on", denied))
                 continue
-        nodes = [n.to_dict() if hasattr(n, "to_dict") else n for n in nodes]
+        nodes = [n.to_dict() for n in read]
         self.served_at = time.monotonic()
         self.served = served_by(nodes) or Served("", "", "", len(names))
         self.logger.info("%s: %s", self.name, self.served.line())

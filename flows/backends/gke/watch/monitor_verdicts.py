@@ -5,12 +5,11 @@ usably. Pure: each builds the words, the category and the fix of one case."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from flows.backends.gke.watch.verdict import Phase, Verdict
+from flows.common.api_objects import Obj
 from flows.core.failures import Diagnosis, FailureCategory
 
-Obj = dict[str, Any]
 DELETED_BY_OPERATOR = "gke/deleted-by-operator"
 
 

@@ -36,12 +36,11 @@ Each state's verdict and fix:
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from flows.backends.gke.fallback import NO_QUEUED_CAPACITY
+from flows.common.api_objects import Obj
 from flows.core.failures import Diagnosis, FailureCategory
 
-Obj = dict[str, Any]
 PR_GROUP, PR_VERSION, PR_PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
 BOOKING_EXPIRED_CODE = "gke/queued-booking-expired"
 

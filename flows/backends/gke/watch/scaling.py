@@ -15,9 +15,8 @@ Events (kubernetes pkg/apis/core/v1/conversion.go: involvedObject.kind, source).
 
 from __future__ import annotations
 
-from typing import Any
+from flows.common.api_objects import Obj
 
-Obj = dict[str, Any]
 AUTOSCALER_EVENTS = "involvedObject.kind=Pod,source=cluster-autoscaler"
 SCALE_UP_FAILED = "FailedScaleUp"
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from flows.backends.gke.capacity_pools import mode_of_node
+from flows.common.api_objects import Obj
 
-Obj = dict[str, Any]
 TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 ZONE = "topology.kubernetes.io/zone"
 NODE_POOL = "cloud.google.com/gke-nodepool"

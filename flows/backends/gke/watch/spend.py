@@ -43,17 +43,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.tpu_nodes import TpuNodes
 from flows.backends.gke.watch.verdict import condition
+from flows.common.api_objects import Obj
 from flows.config.capacity import SCALE_FROM_ZERO
 from flows.config.profile import Profile
 from flows.config.spend import SCALE_DOWN_TAIL_S, stage_chips_held
 from flows.core.failures import Diagnosis, FailureCategory
 
-Obj = dict[str, Any]
 _LEDGER: dict[str, float] = {}
 _PAID_UNTIL: dict[str, float] = {}  # run → clock time up to which its TPU nodes are charged
 # run → node → wall time up to which that node is charged (node lifetimes, tpu_nodes.py)
@@ -324,6 +323,7 @@ def meter_for(profile: Profile, stage: str, clock: Callable[[], float] = time.mo
     prices = node_prices(profile)
     return SpendMeter(stage, stage_chips_held(gke, stage), gke.usd_per_chip_hour,
                       not gke.scales_from_zero, gke.max_usd_per_run,
+                      # any stage's name: the caps are keyed by the TPU stages' only
                       gke.max_usd_per_stage.get(stage),  # type: ignore[call-overload]
                       run_key() if key is None else key, clock,
                       SCALE_DOWN_TAIL_S if prices else 0.0, node_prices=prices)

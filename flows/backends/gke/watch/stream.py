@@ -38,10 +38,10 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from flows.backends.gke.watch.client import short_error
 from flows.backends.gke.watch.forbidden import Denied, denied_by
+from flows.common.api_objects import Obj
 from flows.common.threads import context_thread
 from flows.core.retry import RetryPolicy
 
-Obj = dict[str, Any]
 Lister = Callable[..., Any]  # a kubernetes list call: accepts watch=, resource_version=, ...
 log = logging.getLogger(__name__)
 

@@ -35,13 +35,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from flows.backends.gke.capacity_pools import CAPACITY_LABEL
 from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.stream import Lister, ObjectWatch, WatchSettings
+from flows.common.api_objects import Obj
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 # the node watches kept after their stage, so a process that outlives its runs (a test

@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 from flows.backends.gke.fallback import NO_CAPACITY, NO_FLEX_CAPACITY
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
@@ -45,10 +44,10 @@ from flows.backends.gke.watch.scaling import (
     scale_up_failure,
     scaling_line,
 )
+from flows.common.api_objects import Obj
 from flows.core.budgets import Budgets
 from flows.core.failures import Diagnosis, FailureCategory, diagnose_exit
 
-Obj = dict[str, Any]
 _PULL = frozenset({"ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "RegistryUnavailable"})
 _CONFIG = frozenset({"CreateContainerConfigError", "InvalidImageName", "CreateContainerError"})
 _MAINTENANCE = ("maintenance", "NodeShutdown", "node shutdown", "Node is shutting down")

@@ -20,6 +20,7 @@ from flows.backends.gke.infra.admission import (
     placement_problems,
     pool_allocatable,
 )
+from flows.backends.gke.infra.preflight.results import Status
 from flows.backends.gke.infra.settings import InfraSettings
 
 # What the infra identity needs on the project (the operator, or tpurl-infra@PROJECT:
@@ -91,7 +92,7 @@ INFRA_IDENTITY_FIX = ("deploying is the infra identity's step, not a scheduled r
                       "identity tpurl-flow lacks them on purpose")
 
 
-def check_operator_permissions(s: InfraSettings, held: Any) -> tuple[str, str, str, str]:
+def check_operator_permissions(s: InfraSettings, held: Any) -> tuple[Status, str, str, str]:
     """(status, found, fix, target)."""
     target = f"projects/{s.gke.project} (Resource Manager testIamPermissions)"
     if isinstance(held, Exception) or not isinstance(held, set):
@@ -109,7 +110,7 @@ def check_operator_permissions(s: InfraSettings, held: Any) -> tuple[str, str, s
 
 
 def check_artifact_registry(planned: Planned, repo: Any,
-                            can_create: bool) -> tuple[str, str, str, str]:
+                            can_create: bool) -> tuple[Status, str, str, str]:
     where = ar_repository(planned.image_repository)
     if where is None:
         return ("ok", f"{planned.image_repository} is not in Artifact Registry: not checked",
@@ -135,7 +136,7 @@ def check_artifact_registry(planned: Planned, repo: Any,
 
 
 def check_pathways_images(s: InfraSettings, planned: Planned,
-                          found: dict[str, Any]) -> tuple[str, str, str, str]:
+                          found: dict[str, Any]) -> tuple[Status, str, str, str]:
     target = ", ".join(planned.pathways_images)
     tag = s.gke.pathways_tag
     missing = [ref for ref in planned.pathways_images if found.get(ref) is False]
@@ -170,7 +171,7 @@ def kueue_fix(s: InfraSettings) -> str:
 
 
 def check_kueue_admission(s: InfraSettings, planned: Planned,
-                          kueue: dict[str, Any]) -> tuple[str, str, str, str]:
+                          kueue: dict[str, Any]) -> tuple[Status, str, str, str]:
     lq = kueue.get("local_queue")
     target = f"LocalQueue {s.gke.namespace}/{s.gke.kueue_queue}"
     if lq is None:
@@ -192,7 +193,7 @@ def check_kueue_admission(s: InfraSettings, planned: Planned,
 
 
 def check_cpu_pool(s: InfraSettings, planned: Planned,
-                   pools: list[dict[str, Any]]) -> tuple[str, str, str, str]:
+                   pools: list[dict[str, Any]]) -> tuple[Status, str, str, str]:
     names = sorted({ps.node_selector.get("cloud.google.com/gke-nodepool", "")
                     for ps in planned.pod_sets} - {""})
     target = "node pool(s) " + ", ".join(names)

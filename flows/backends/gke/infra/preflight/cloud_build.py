@@ -25,6 +25,7 @@ from typing import Any
 from flows.backends.gke.image.cloudbuild_spec import staging_bucket
 from flows.backends.gke.infra.iam import granted
 from flows.backends.gke.infra.preflight.access import ar_repository
+from flows.backends.gke.infra.preflight.results import Status
 
 BUILDER = "roles/cloudbuild.builds.builder"  # the legacy account's role: all three below
 BASIC = {"roles/owner", "roles/editor"}
@@ -76,14 +77,14 @@ def grant_command(need: Need, project: str, account: str, image_repository: str)
 
 def check_cloud_build_account(project: str, builder: str, image_repository: str,
                               account: Any, project_policy: Any, staging_policy: Any,
-                              repository_policy: Any) -> tuple[str, str, str, str]:
+                              repository_policy: Any) -> tuple[Status, str, str, str]:
     """(status, found, fix, target). ``builder`` is image.builder: docker does not use Cloud
     Build (ok), cloud-build must (fail), auto uses it where no daemon answers (warn)."""
     target = (f"projects/{project} Cloud Build default service account, its roles on "
               f"projects/{project}, gs://{staging_bucket(project)} and {image_repository}")
     if builder == "docker":
         return ("ok", "image.builder is docker: Cloud Build is not used", "", target)
-    short = "fail" if builder == "cloud-build" else "warn"
+    short: Status = "fail" if builder == "cloud-build" else "warn"
     when = "" if builder == "cloud-build" else " (image.builder auto uses Cloud Build where " \
         "no Docker daemon answers)"
     if isinstance(account, Exception):
