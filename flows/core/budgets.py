@@ -42,7 +42,7 @@ which verdicts Prefect retries (flows/core/failures.py RETRYABLE):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from flows.config.capacity import MAX_RUN_MODES
@@ -93,14 +93,23 @@ def budgets_for(profile: Profile, stage: str) -> Budgets:
     if gke is None:
         return out
     run = gke.train_run_budget_s if stage == "train" else None
-    found = {"queue_s": gke.queue_budget_s, "run_s": run or gke.run_budget_s,
-             "preemptions": gke.preemption_budget,
-             "waits_for_capacity": waits_for_capacity(
-                 gke.capacity_chain[0], stage, len(gke.capacity_chain) == 1) or None,
-             "schedule_s": gke.schedule_budget_s, "pull_grace_s": gke.pull_grace_s,
-             "api_s": gke.api_budget_s, "log_drain_s": gke.log_drain_s,
-             "delete_wait_s": gke.delete_wait_s, "iam_propagation_s": gke.iam_propagation_s}
-    return dataclasses.replace(out, **{k: v for k, v in found.items() if v is not None})
+    return dataclasses.replace(
+        out, queue_s=_set_or(gke.queue_budget_s, out.queue_s),
+        run_s=_set_or(run or gke.run_budget_s, out.run_s),
+        preemptions=_set_or(gke.preemption_budget, out.preemptions),
+        waits_for_capacity=waits_for_capacity(
+            gke.capacity_chain[0], stage, len(gke.capacity_chain) == 1) or out.waits_for_capacity,
+        schedule_s=_set_or(gke.schedule_budget_s, out.schedule_s),
+        pull_grace_s=_set_or(gke.pull_grace_s, out.pull_grace_s),
+        api_s=_set_or(gke.api_budget_s, out.api_s),
+        log_drain_s=_set_or(gke.log_drain_s, out.log_drain_s),
+        delete_wait_s=_set_or(gke.delete_wait_s, out.delete_wait_s),
+        iam_propagation_s=_set_or(gke.iam_propagation_s, out.iam_propagation_s))
+
+
+def _set_or[T](value: T | None, default: T) -> T:
+    """The profile's value where it sets one (None: unset), else the default."""
+    return default if value is None else value
 
 
 def waits_for_capacity(mode: str, stage: str, last: bool = True) -> bool:
@@ -136,7 +145,7 @@ class StageWaits:
         return self.attempts * self.per_attempt_s + self.retry_delays_s
 
 
-def stage_waits(stage: str, budgets: Budgets, retry_delays_s: list[float],
+def stage_waits(stage: str, budgets: Budgets, retry_delays_s: Sequence[float],
                 jobs: int = 1) -> StageWaits:
     """How long a GKE stage can wait on the cluster, Prefect's retries included (the rule is
     in the module's docstring). ``jobs``: the JobSets the stage runs one after the other

@@ -23,8 +23,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from flows.common.api_objects import Obj
 from flows.common.issues import Issue
 from flows.common.paths import REPO_ROOT
 from flows.config.errors import ProfileError
@@ -91,7 +91,7 @@ def configured_api_url() -> str:
 
 
 def prefect_findings(api_url: str,
-                     read_pool: Callable[[str], dict[str, Any] | None] | None = None
+                     read_pool: Callable[[str], Obj | None] | None = None
                      ) -> list[Finding]:
     """The Prefect API deployments use and, when it answers, whether its work pools hold the
     shipped templates (whose variables a run cannot use to run a command or reach another
@@ -122,8 +122,8 @@ def _reason(exc: BaseException) -> str:
     return str(getattr(exc, "reason", "") or exc) or type(exc).__name__
 
 
-def _pool_reader() -> Callable[[str], dict[str, Any] | None]:
-    def read(name: str) -> dict[str, Any] | None:
+def _pool_reader() -> Callable[[str], Obj | None]:
+    def read(name: str) -> Obj | None:
         from prefect.client.orchestration import get_client
         from prefect.exceptions import ObjectNotFound
 
@@ -136,7 +136,7 @@ def _pool_reader() -> Callable[[str], dict[str, Any] | None]:
 
 
 def _pool_finding(pool: str, template_file: str,
-                  read: Callable[[str], dict[str, Any] | None]) -> Finding:
+                  read: Callable[[str], Obj | None]) -> Finding:
     create = (f"`prefect work-pool create {pool} --type "
               f"{'kubernetes' if 'kubernetes' in pool else 'process'} --base-job-template "
               f"deployments/work-pool/{template_file}`")
@@ -157,7 +157,7 @@ def _pool_finding(pool: str, template_file: str,
                        " --type kubernetes", "").replace(" --type process", ""))
 
 
-def shipped_template(pool: str, template_file: str, template: Mapping[str, Any]) -> bool:
+def shipped_template(pool: str, template_file: str, template: Obj) -> bool:
     """Pure but for reading the shipped file: ``template`` is the shipped one, or (the
     Kubernetes pool) the shipped one with the flow image `prefect deploy` pinned in it."""
     shipped = json.loads((WORK_POOL_TEMPLATES / template_file).read_text())
@@ -234,11 +234,13 @@ def _local_findings(profile: Profile) -> list[Finding]:
     """The interpreters the rehearsal's two venvs are created with (unless they exist)."""
     from flows.core.layout import Layout
 
-    layout = Layout(profile)
+    layout, local = Layout(profile), profile.local
+    if local is None:  # a local profile always has its section; nothing to check without it
+        return []
     found = []
     for label, venv, version in (
-            ("rehearsal venv", layout.venv_dir(), profile.local.venv_python),
-            ("export check venv", layout.hf_check_venv_dir(), profile.local.hf_check_python)):
+            ("rehearsal venv", layout.venv_dir(), local.venv_python),
+            ("export check venv", layout.hf_check_venv_dir(), local.hf_check_python)):
         if (venv / "bin" / "python").exists():
             found.append(Finding(profile.name, label, True, f"{venv} exists"))
             continue
