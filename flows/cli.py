@@ -38,20 +38,32 @@ def _on_profile(command: ProfileCommand, local_checks: bool = False) -> Command:
     return functools.partial(_with_profile, command, local_checks)
 
 
+def _version() -> str:
+    """The installed project's version (pyproject.toml's, as the install recorded it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tpu-rl-pipeline")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown (not installed: bash scripts/setup.sh)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tpurl", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
+                        help="print tpurl's version (CHANGELOG.md says what each changed)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("validate", "check a profile; touches nothing"),
                        ("plan", "print stages, workload commands, URIs and chip-hours"),
-                       ("run", "run the pipeline flow (Prefect's ephemeral API unless "
-                               "PREFECT_API_URL is set)")):
+                       ("run", "run the pipeline flow: on the Prefect API PREFECT_API_URL names "
+                               "when set, else on a private API server of its own (or the "
+                               "one `tpurl api-server start` keeps), or on none when every "
+                               "stage's output is already there")):
         cmd = sub.add_parser(name, help=text, description=text)
         cmd.set_defaults(func=_on_profile(
             {"validate": _validate, "plan": _plan, "run": _run_command}[name], local_checks=True))
-        cmd.add_argument("profile", help=f"one of {', '.join(profile_names())}, or a path")
-        cmd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                         help="override a profile field, e.g. --set gke.project=my-proj")
+        _profile_arguments(cmd)
         if name == "plan":
             cmd.add_argument("--out", type=Path, help="also write the plan as files here")
             cmd.add_argument("--check", action="store_true",
@@ -62,20 +74,16 @@ def _parser() -> argparse.ArgumentParser:
                                   "(GKE profiles)")
         if name == "run":
             cmd.add_argument("--json", action="store_true", help="print the result as JSON")
-    down = sub.add_parser("teardown", help="destroy the profile's cluster (the bucket is kept "
-                          "unless --delete-bucket and --confirm-bucket NAME)")
+    down = _described(sub, "teardown", "destroy the profile's cluster (the bucket is kept "
+                      "unless --delete-bucket and --confirm-bucket NAME)")
     down.set_defaults(func=_teardown_command)
-    down.add_argument("profile")
-    down.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    _profile_arguments(down)
     down.add_argument("--delete-bucket", action="store_true", help="also delete the bucket")
     down.add_argument("--confirm-bucket", metavar="NAME", help="the bucket's name, typed again")
     down.add_argument("--yes", action="store_true",
                       help="do not ask (scripts); without it a terminal is asked to confirm")
-    results = sub.add_parser("result-storage", help="create the GcsBucket block that keeps "
-                             "Prefect's flow results in the profile's bucket")
-    results.set_defaults(func=_on_profile(_result_storage))
-    results.add_argument("profile")
-    results.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    _add_profile_command(sub, "result-storage", _result_storage, "create the GcsBucket block "
+                         "that keeps Prefect's flow results in the profile's bucket")
     _add_profile_command(sub, "status", _status, "what exists now for the profile and what it costs "
                          "per hour (read-only); exit 1 if a static TPU pool exists where none "
                          "should")
@@ -84,14 +92,12 @@ def _parser() -> argparse.ArgumentParser:
     bundle.add_argument("--run", help="only this run's objects and logs (the tpurl/run label "
                         "a failure names)")
     bundle.add_argument("--out", type=Path, help="the archive's path (.tar.gz)")
-    ident = sub.add_parser("flow-identity", help="print the commands that create the Google "
-                           "identities: infra (deploys the cluster, grants IAM; an operator's, "
-                           "once) and runtime (every scheduled run); pipe to sh")
-    ident.set_defaults(func=_on_profile(_flow_identity))
-    ident.add_argument("profile")
+    ident = _add_profile_command(sub, "flow-identity", _flow_identity, "print the commands "
+                                 "that create the Google identities: infra (deploys the "
+                                 "cluster, grants IAM; an operator's, once) and runtime (every "
+                                 "scheduled run); pipe to sh")
     ident.add_argument("--identity", choices=("both", "runtime", "infra"), default="both",
                        help="which identity to create (default both)")
-    ident.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     text = ("what this machine has for the profiles, and what is missing with its fix: "
             "Python, the cloud libraries, the Prefect API and its work pools, and per profile "
             "its programs, credentials, secrets and integrations (read-only); exit 1 if "
@@ -102,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a field of every profile checked")
     check.set_defaults(func=_check)
-    listing = sub.add_parser("profiles", help="list the shipped profiles")
+    listing = _described(sub, "profiles", "list the shipped profiles")
     listing.set_defaults(func=_profiles)
     listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
                          "deployment's run may change through its overrides parameter")
@@ -111,18 +117,20 @@ def _parser() -> argparse.ArgumentParser:
             "command starts its own, or none when nothing will run)")
     kept = sub.add_parser("api-server", help=text, description=text)
     kept.set_defaults(func=_api_server)
-    kept.add_argument("action", choices=["start", "status", "stop"])
-    post = sub.add_parser("announce", help="announce a dataset version or base-model "
-                          "revision to a profile's retrain deployment (POST /api/events)")
+    kept.add_argument("action", choices=["start", "status", "stop"],
+                      help="start one (or say which answers), say which are kept, stop them")
+    post = _described(sub, "announce", "announce a dataset version or base-model revision to "
+                      "a profile's retrain deployment (POST /api/events)")
     post.set_defaults(func=_announce)
-    post.add_argument("profile")
+    post.add_argument("profile", help="the profile whose retrain deployment trains it (the "
+                      "event's tpurl.profile label)")
     what = post.add_mutually_exclusive_group(required=True)
     what.add_argument("--dataset", help="the dataset's URI or path (a parquet file)")
     what.add_argument("--revision", help="the base model's 40-hex commit on the hub")
-    ann = sub.add_parser("announcements", help="what a retrain deployment still owes (due), "
-                         "and dropping a due announcement (the only way one is given up)")
+    ann = _described(sub, "announcements", "what a retrain deployment still owes (due), and "
+                     "dropping a due announcement (the only way one is given up)")
     ann.set_defaults(func=_announcements)
-    verbs = ann.add_subparsers(dest="verb", required=True)
+    verbs = ann.add_subparsers(dest="verb", required=True, metavar="{due,drop}")
     for verb, text in (("due", "list the announcements whose run ended without training "
                                "them; the next queued run trains them"),
                        ("drop", "never train this due announcement (tags the runs that ended "
@@ -135,12 +143,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _described(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
+    """A subcommand whose one text is both its line in `tpurl --help` and its own `--help`
+    description (and the CLI reference's)."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
+    return parser
+
+
+def _profile_arguments(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("profile", help=f"one of {', '.join(profile_names())}, or a path")
+    cmd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                     help="override a profile field, e.g. --set gke.project=my-proj")
+
+
 def _add_profile_command(sub: Any, name: str, command: ProfileCommand,
                          text: str) -> argparse.ArgumentParser:
-    cmd = sub.add_parser(name, help=text, description=text)
+    cmd = _described(sub, name, text)
     cmd.set_defaults(func=_on_profile(command))
-    cmd.add_argument("profile")
-    cmd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    _profile_arguments(cmd)
     return cmd
 
 

@@ -37,9 +37,16 @@ def render() -> str:
     lines = ["# CLI: `tpurl`", "", "Generated from `flows/cli.py` by `python -m flows.reference`;"
              " do not edit by hand.", "", "```text", (parser.description or "").strip(), "```", ""]
     for name, command in _subcommands(parser).items():
-        lines += [f"## `tpurl {name}`", "", cell(command.description or ""), "",
-                  "```text", _usage(name, command), "```", ""]
-        options = _options(command)
-        if options:
-            lines += [*table(["argument", "what it does"], options), ""]
+        lines += _section("##", f"tpurl {name}", command)
+        for verb, nested in _subcommands(command).items():  # `tpurl announcements due|drop`
+            lines += _section("###", f"tpurl {name} {verb}", nested)
     return "\n".join(lines)
+
+
+def _section(level: str, title: str, command: argparse.ArgumentParser) -> list[str]:
+    lines = [f"{level} `{title}`", "", cell(command.description or ""), "",
+             "```text", _usage(title, command), "```", ""]
+    options = _options(command)
+    if options:
+        lines += [*table(["argument", "what it does"], options), ""]
+    return lines
