@@ -50,3 +50,23 @@ def test_every_failure_code_found_is_listed_with_where_it_is_set(tmp_path) -> No
     module.parent.mkdir()
     module.write_text('A = "image/new-cause"\nB = "application/json"\nC = "gke/"\n')
     assert set(failures_page.codes_in(tmp_path / "flows")) == {"image/new-cause"}
+
+
+def test_what_an_unset_field_means_names_optional_fields_that_default_to_nothing() -> None:
+    """The profile page's "unset: …" texts belong to fields that exist and whose model
+    default is None (else the page would hide a real default behind a computed one)."""
+    from flows.reference.profile_page import _default, rows, unset_means
+
+    paths = {row.path: row for row in rows()}
+    for path, text in unset_means().items():
+        assert path in paths, f"{path}: no such profile field"
+        assert paths[path].default == text
+    from flows.config.profile import Profile
+
+    for path in unset_means():
+        model: type = Profile
+        *parents, leaf = path.split(".")
+        for part in parents:  # the section's model inside its `X | None`
+            optional = model.model_fields[part].annotation
+            model = next(a for a in optional.__args__ if a is not type(None))
+        assert _default(model.model_fields[leaf]) == "", path  # None: nothing but computed

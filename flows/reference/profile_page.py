@@ -96,12 +96,33 @@ def _default(info: FieldInfo) -> str:
     return "" if value is None else f"`{value!r}`" if not isinstance(value, str) else f"`{value}`"
 
 
+def unset_means() -> dict[str, str]:
+    """What the code does for an optional field left unset, where that is a value the code
+    computes rather than "nothing": read from the constants the code uses, so the page says
+    what a run does (tests/test_docs_reference.py checks every key is such a field)."""
+    from flows.core.budgets import Budgets
+
+    return {
+        "gke.queue_budget_s": f"unset: `{Budgets.queue_s:g}` ({Budgets.queue_s / 3600:g} h)",
+        "gke.run_budget_s": f"unset: `{Budgets.run_s:g}` ({Budgets.run_s / 3600:g} h)",
+        "gke.train_run_budget_s": "unset: `gke.run_budget_s`",
+        "gke.preemption_budget": f"unset: `{Budgets.preemptions}`",
+        "gke.spend_margin": "unset: `0` (the cap may equal the estimate)",
+        "gke.zones": "unset: `[gke.zone]`",
+        "flow_timeout_s": "unset: every attempt of each stage, retries included (`tpurl plan` "
+                          "prints it)",
+        "eval.batch_size": "unset: not passed to MaxText (its own default applies)",
+    }
+
+
 def rows(model: type[BaseModel] = Profile, prefix: str = "") -> list[FieldRow]:
     found = []
+    computed = unset_means()
     for name, info in model.model_fields.items():
         key = info.alias or name
         path = f"{prefix}{key}"
-        found.append(FieldRow(path, _type_name(info.annotation), _default(info),
+        found.append(FieldRow(path, _type_name(info.annotation),
+                              computed.get(path) or _default(info),
                               _allowed(info), info.description or ""))
         keyed = typing.get_origin(info.annotation) is dict
         for inner in _models_in(info.annotation):
