@@ -165,8 +165,10 @@ class NodeWatch:
                 if self.nodes.any_live():
                     live = sorted(life.name for life in self.nodes.lifetimes()
                                   if life.gone is None)
-                    self.warn(f"TPU nodes {', '.join(live)} still exist {bound_s / 60:g} min "
-                              "after the stage: charged up to now, no longer watched (`tpurl "
+                    when = ("when the run ended" if self._ended.is_set() else
+                            f"{bound_s / 60:g} min after the stage")
+                    self.warn(f"TPU nodes {', '.join(live)} still exist {when}: charged up to "
+                              "now, no longer watched; the autoscaler removes idle ones (`tpurl "
                               "status PROFILE` shows what the pools hold)")
                 self.on_seen()
             except Exception:  # the run's logger may be gone by now: the charge is kept

@@ -30,7 +30,7 @@ def test_a_kept_node_watch_ends_on_request_with_its_last_charge_and_the_nodes_le
     tail.join(2.0)
     assert not tail.is_alive() and time.monotonic() - began < 2.0
     assert charges, "the last charge was not made"
-    assert any("gke-tpu-a1 still exist" in line for line in warnings), warnings
+    assert any("gke-tpu-a1 still exist when the run ended" in line for line in warnings), warnings
     assert not any(t.name == "watch-tpu-nodes" and t.is_alive() for t in threading.enumerate())
     assert end_tails() == 0  # nothing is kept any more
 
