@@ -32,7 +32,9 @@ What is measured (dynamic, over a real run):
 - Printed: **hops** (changes of module along the walk), the distinct modules and packages
   on the walk (a package is a module's dotted parent: ``flows.runpage.live`` is in
   ``flows.runpage``), the down-path hops of each stage's first backend call, and the
-  distinct ``flows`` modules and packages any call of the run entered (its breadth).
+  distinct ``flows`` modules and packages any call of the run entered (its breadth), and
+  the side calls: the modules off the walk that any call from a module on the walk entered
+  (what the walk's modules lean on: the backend's choice, events, the page, the lock).
   ``--walk`` prints the walk itself.
 
 The figure is about the code's shape, not its speed: the run's wall time is printed only to
@@ -97,8 +99,8 @@ class Recorder:
     entered: set[str] = field(default_factory=set)
     stage_calls: list[list[Frame]] = field(default_factory=list)  # per Stage.execute
     landmarks: dict[str, list[Frame]] = field(default_factory=dict)
-    # per frame (by serial): the other modules its own calls entered
-    calls_out: dict[int, set[str]] = field(default_factory=dict)
+    # (caller's module, callee's module) of every call from one flows module into another
+    edges: set[tuple[str, str]] = field(default_factory=set)
     _in_stage: bool = False
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -109,7 +111,7 @@ class Recorder:
             self.serial += 1
             entry = (self.serial, module, frame.f_code.co_name)
             if self.stack and self.stack[-1][1] != module:
-                self.calls_out.setdefault(self.stack[-1][0], set()).add(module)
+                self.edges.add((self.stack[-1][1], module))
             self.stack.append(entry)
             self.ids.append(id(frame))
             self.entered.add(module)
@@ -290,12 +292,9 @@ def report(m: Measured, show_walk: bool) -> None:
     print(f"  hops (entry → stage's backend call → result kept → result shown): {hops(steps)}")
     print(f"  of which entry → stage's backend call: {hops(down)}")
     print(f"  distinct modules on the walk: {len(modules)}, packages: {len(packages)}")
-    on_walk = {frame for stack in r.landmarks.values() for frame in stack}
-    edges = {(m, out) for serial, m, _ in on_walk for out in r.calls_out.get(serial, ())}
-    fan = {out for _, out in edges} - modules
-    print(f"  side calls: modules off the walk that its frames call into: {len(fan)} "
-          f"(packages {len({package_of(m) for m in fan})}), cross-module edges from the "
-          f"walk: {len(edges)}")
+    fan = {callee for caller, callee in r.edges if caller in modules} - modules
+    print(f"  side calls: modules off the walk that the walk's modules call into: {len(fan)} "
+          f"(packages {len({package_of(m) for m in fan})})")
     per_stage = [hops([module for _, module, _ in s]) for s in r.stage_calls if s]
     print(f"  entry → backend call, per stage ({len(per_stage)} stages): {per_stage}")
     flows_entered = {m for m in r.entered if m != BACKEND}

@@ -21,7 +21,7 @@ from flows.config.loading import parse_override
 from flows.flow_runs.heartbeat import quiet_heartbeats
 
 if TYPE_CHECKING:
-    from flows.runpage.result import PipelineResult
+    from flows.run.result import PipelineResult
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"profile {profile.name} is valid (backend {profile.backend})")
         return 0
     if args.command == "result-storage":
-        from flows.runpage.result import ensure_gcs_result_storage
+        from flows.run.result import ensure_gcs_result_storage
 
         slug = ensure_gcs_result_storage(profile)
         print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
@@ -376,7 +376,7 @@ def _report(result: PipelineResult, profile: str, overrides: dict[str, str], as_
         for note in decision.get("notes", []):
             print(f"    ({note})")
     from flows.console.output import final_lines
-    from flows.runpage.result import result_uris
+    from flows.run.result import result_uris
 
     latest = result_uris(load_profile(profile, overrides), "latest")[1]
     print("\n".join(final_lines(result, latest, log)))
