@@ -19,7 +19,8 @@ What is measured (dynamic, over a real run):
 - The profiler keeps, for the main thread, the stack of frames whose code is under
   ``flows/`` (frames of anything else, Prefect's engines among them, are transparent: a
   ``flows`` function called by Prefect counts as called by the nearest ``flows`` frame
-  below it). Frames of the instant backend count as one module, ``<backend>``.
+  below it). Frames of the instant backend count as one module, ``<backend>``. A module's
+  body run by an import is not a call and is transparent too.
 - Three landmarks, each the stack at the moment it is first called:
   1. the stage's backend call: the first call into the backend from inside
      ``Stage.execute`` (flows/core/stage.py) of the first stage;
@@ -106,7 +107,7 @@ class Recorder:
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
         if event == "call":
             module = module_of(frame.f_code.co_filename)
-            if module is None:
+            if module is None or frame.f_code.co_name == "<module>":  # an import, not a call
                 return
             self.serial += 1
             entry = (self.serial, module, frame.f_code.co_name)

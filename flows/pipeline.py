@@ -276,7 +276,6 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
             runs: the announcements this run serves and those coalesced into it. A run the
             dispatcher did not record as its own is refused it.
     """
-    readable_failures()  # the run page's log: a diagnosed failure once, without traceback
     run = prepare(profile, overrides, dataset_uri, model_revision, announcement)
     if isinstance(run, State):  # replaced by a newer run before it started
         return run
@@ -312,6 +311,7 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
     origin, the profile with the run's parameters, secrets, trackers and what this
     environment lacks. Cancelled (returned, not raised) when a newer run replaced this one."""
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
+    readable_failures()  # the run page's log: a diagnosed failure once, without traceback
     # a deployment's run: its job variables and profile only repeat the deployment's
     origin = run_origin()
     declared = deployment_declared()
