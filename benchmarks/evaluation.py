@@ -19,7 +19,7 @@ from pathlib import Path
 
 from flows.config import load_profile
 from flows.core.eval_estimate import tutorial_estimate
-from flows.runpage.result import PipelineResult, result_uris
+from flows.run.result import PipelineResult, result_uris
 
 
 def _last_full_run(folder: Path) -> PipelineResult | None:

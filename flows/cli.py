@@ -25,7 +25,7 @@ from flows.flow_runs.heartbeat import quiet_heartbeats
 
 if TYPE_CHECKING:
     from flows.core.backend import Backend
-    from flows.runpage.result import PipelineResult
+    from flows.run.result import PipelineResult
 
 # What each subcommand's parser names as its `func` (argparse's set_defaults): main calls it
 # with the parsed arguments and returns its exit code.
@@ -259,7 +259,7 @@ def _validate(args: argparse.Namespace, loaded: _Loaded) -> int:
 
 
 def _result_storage(args: argparse.Namespace, loaded: _Loaded) -> int:
-    from flows.runpage.result import ensure_gcs_result_storage
+    from flows.run.result import ensure_gcs_result_storage
 
     slug = ensure_gcs_result_storage(loaded.profile)
     print(f"created {slug}; set PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK={slug} on the work pool")
@@ -464,7 +464,7 @@ def _run(profile: str, overrides: dict[str, str], as_json: bool) -> int:
               "and the profile's lock released. Finished stages keep their verified outputs; "
               f"training resumes from its newest checkpoint. To resume: {again}", file=sys.stderr)
         return 128 + exc.signum if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
-    from flows.runpage.result import PipelineResult
+    from flows.run.result import PipelineResult
 
     # the flow ends a run it did not start as a Cancelled state, which a call raises (caught
     # above): what a call returns is the result
@@ -490,7 +490,7 @@ def _report(result: PipelineResult, profile: str, overrides: dict[str, str], as_
         for note in decision.get("notes", []):
             print(f"    ({note})")
     from flows.console.output import final_lines
-    from flows.runpage.result import result_uris
+    from flows.run.result import result_uris
 
     latest = result_uris(load_profile(profile, overrides), "latest")[1]
     print("\n".join(final_lines(result, latest, log)))

@@ -3,7 +3,10 @@
 image → infra → convert → train → export. Each task asks its stage whether a verified output
 is already there (skip), otherwise runs it and verifies it. Tasks retry only failures that
 are diagnosed as retryable (infrastructure, preemption); a user error fails at once with its
-cause. The flow validates the profile before the first task, so a bad profile touches nothing.
+cause. The flow is three steps: ``prepare`` (every check before any side effect, so a bad
+profile touches nothing; the run's backend built once), ``run_stages`` (the tasks in order
+under the profile's lock and the run's bound, each under its timeout, the run page told how
+each ends) and ``finish`` (the result kept, reported and shown).
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import Task, flow, get_run_logger, task
 from prefect.cache_policies import NONE
 from prefect.exceptions import TerminationSignal
 from prefect.runtime import deployment, flow_run
@@ -23,13 +27,14 @@ from prefect.states import Cancelled, State
 from flows.announcements.guard import was_coalesced
 from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
 from flows.announcements.record import announcement_refusal
-from flows.backends import backend_for, run_timeout_s, stage_timeout_s
+from flows.backends import backend_for, end_background_watches
 from flows.common.paths import default_cache_dir, path_part
 from flows.config import Profile, ProfileError, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
-from flows.core.budgets import timed_out_message
-from flows.core.deadline import Deadline
+from flows.core.backend import Backend
+from flows.core.budgets import run_bound_s, timed_out_message
+from flows.core.deadline import Deadline, DeadlinePassed
 from flows.core.error_redaction import redacting_errors
 from flows.core.eval_programs import score_key
 from flows.core.failures import StageFailed, internal_error
@@ -49,9 +54,10 @@ from flows.integrations.preflight import integration_issues
 from flows.integrations.register import register_judged
 from flows.integrations.tracking import report_run
 from flows.locking.profile_lock import profile_lock
+from flows.run.cancel import cancelled_by_user, cancelled_state, resume_cancel
+from flows.run.result import PipelineResult, StageReport, persist_result
 from flows.runpage import events
 from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
-from flows.runpage.cancel import cancelled_by_user, cancelled_state
 from flows.runpage.live import StagePage, skipped_state
 from flows.runpage.promotion import (
     comparison_rows,
@@ -63,7 +69,6 @@ from flows.runpage.promotion import (
     read_history,
     read_promoted,
 )
-from flows.runpage.result import PipelineResult, StageReport, persist_result
 from flows.stages import STAGE_BY_NAME, stages_for
 
 
@@ -122,7 +127,7 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
 def _stage_task(stage_name: str, profile: Profile,
                 upstream: Mapping[str, StageOutput]) -> StageOutput | State:
     """A stage task's body: the output (a skip as its named state), or Cancelled when the
-    user cancelled the run while the stage ran (flows/runpage/cancel.py says why the task
+    user cancelled the run while the stage ran (flows/run/cancel.py says why the task
     must catch that itself), with its ``tpurl.stage.cancelled`` event."""
     started = time.monotonic()
     try:
@@ -271,6 +276,40 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
             runs: the announcements this run serves and those coalesced into it. A run the
             dispatcher did not record as its own is refused it.
     """
+    run = prepare(profile, overrides, dataset_uri, model_revision, announcement)
+    if isinstance(run, State):  # replaced by a newer run before it started
+        return run
+    return finish(run, run_stages(run))
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run whose every check passed before any side effect: its profile, its one backend
+    (for the run's own questions: storage, price, dataset; each stage's task builds the
+    backend of its stage, bound to the task's logger) and the announcements it serves."""
+
+    cfg: Profile
+    backend: Backend
+    record: RunAnnouncement | None
+    started: float  # time.monotonic() at the flow's start
+    started_at: str
+
+
+@dataclass(frozen=True)
+class RanStages:
+    """What the stages left: each stage's output in order, the evaluation and promotion
+    decision (with an eval section) and the time spent waiting for the profile's lock."""
+
+    outputs: dict[str, StageOutput]
+    evaluation: dict[str, Any] | None
+    lock_wait_s: float
+
+
+def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | None,
+            model_revision: str | None, announcement: dict[str, Any] | None) -> PreparedRun | State:
+    """Every check before any side effect: the deployment's own choices, the announcement's
+    origin, the profile with the run's parameters, secrets, trackers and what this
+    environment lacks. Cancelled (returned, not raised) when a newer run replaced this one."""
     started, started_at = time.monotonic(), datetime.now(UTC).isoformat()
     readable_failures()  # the run page's log: a diagnosed failure once, without traceback
     # a deployment's run: its job variables and profile only repeat the deployment's
@@ -298,7 +337,8 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
     if problems := integration_issues(cfg):  # a tracker or registry that cannot be reached
         raise ProfileError(cfg.name, problems)
-    if missing := backend_for(cfg).start_issues():  # gcloud, a daemon, credentials
+    backend = backend_for(cfg)
+    if missing := backend.start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
@@ -307,46 +347,99 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
                     f"; coalesced: {', '.join(a.describe() for a in record.coalesced)}"
                     if record.coalesced else "")
         publish_announcement(cfg.name, record)
+    return PreparedRun(cfg, backend, record, started, started_at)
+
+
+def run_stages(run: PreparedRun) -> RanStages:
+    """The stages in order under the profile's lock and the run's bound, each through its
+    task (``_run_stage``), then the evaluation's promotion decision under the same lock."""
+    cfg, record = run.cfg, run.record
     events.run_started(cfg.name, record.summary() if record else None)
-    backend = backend_for(cfg)
-    price = backend.usd_per_chip_hour
     names = [stage.name for stage in stages_for(cfg)]
-    page = StagePage(cfg.name, names, deployment.name or "local runs", price,
-                     {s: stage_timeout_s(cfg, s) for s in names}, backend.runtime.dataset_uri())
+    page = StagePage(cfg.name, names, deployment.name or "local runs",
+                     run.backend.runtime.dataset_uri())
     evaluation: dict[str, Any] | None = None
-    bound = run_timeout_s(cfg, names)  # from the lock on: waiting for it is not stuck
-    with profile_lock(cfg.name, logger) as hold, Deadline(
+    # from the lock on: waiting for it is not stuck
+    bound = run_bound_s(cfg, [run.backend.stage_timeout_s(name) for name in names])
+    with profile_lock(cfg.name, get_run_logger()) as hold, Deadline(
             bound, lambda: timed_out_message(cfg, bound, page.current)):
-        image = page.run("image", build_image, cfg)
-        infra = page.run("infra", provision_infrastructure, cfg, image)
-        converted = page.run("convert", convert_checkpoint, cfg, image, infra)
-        trained = page.run("train", train_grpo, cfg, image, infra, converted)
-        exported = page.run("export", export_hf, cfg, image, infra, trained)
+        image = _run_stage(page, run.backend, "image", build_image, cfg)
+        infra = _run_stage(page, run.backend, "infra", provision_infrastructure, cfg, image)
+        converted = _run_stage(page, run.backend, "convert", convert_checkpoint, cfg, image,
+                               infra)
+        trained = _run_stage(page, run.backend, "train", train_grpo, cfg, image, infra,
+                             converted)
+        exported = _run_stage(page, run.backend, "export", export_hf, cfg, image, infra,
+                              trained)
         # when the export is there, not after evaluation and promotion: a chain on it (a
         # serving deployment, a copy) starts without waiting for them
         events.model_exported(cfg.name, {
             "hf_export": exported.uris["hf_export"],
             "trained_checkpoint": trained.uris["actor_checkpoint"],
             **({"announcement": record.summary()} if record else {})})
-        outputs = [image, infra, converted, trained, exported]
-        artifacts = {"maxtext_checkpoint": converted.uris["maxtext_checkpoint"],
-                     "trained_checkpoint": trained.uris["actor_checkpoint"],
-                     "hf_export": exported.uris["hf_export"]}
+        outputs = {"image": image, "infra": infra, "convert": converted, "train": trained,
+                   "export": exported}
         if cfg.eval is not None:  # judged under the lock: the pointer is the profile's
-            evaluated = page.run("evaluate", evaluate_models, cfg, image, infra, converted,
-                                 trained, exported)
-            outputs.append(evaluated)
-            evaluation = _judge(cfg, backend, evaluated, artifacts, record)
+            evaluated = _run_stage(page, run.backend, "evaluate", evaluate_models, cfg, image,
+                                   infra, converted, trained, exported)
+            outputs["evaluate"] = evaluated
+            evaluation = _judge(cfg, run.backend, evaluated, _artifacts(outputs), record)
+    return RanStages(outputs, evaluation, round(hold.waited_s, 3))
+
+
+def _run_stage(page: StagePage, backend: Backend, stage: str,
+               task: Task[..., StageOutput | State], *args: Any) -> StageOutput:
+    """One stage's task under its timeout (the run's backend answers it), the page told how it
+    starts and ends; its failure is re-raised after the page shows it. A user's cancel,
+    which the task caught and ended Cancelled (flows/run/cancel.py), is raised again here
+    as the signal, so the flow engine ends the run Cancelled."""
+    page.started(stage)
+    timed = task.with_options(timeout_seconds=backend.stage_timeout_s(stage))
+    try:
+        # return_state=True: Prefect's typing of a task called so names its result's type too
+        state = timed(*args, return_state=True)
+        if not isinstance(state, State):
+            raise TypeError(f"{stage}: the task returned {type(state).__name__}, not a state")
+    except BaseException as exc:  # a signal without a cancel intent, Ctrl-C, the run's bound
+        page.stopped(stage, "timedout" if isinstance(exc, DeadlinePassed) else "cancelled", exc)
+        raise
+    if state.is_cancelled():  # the user's cancel, caught by the task
+        stop = resume_cancel()
+        page.stopped(stage, "cancelled", stop)
+        raise stop
+    if not state.is_completed():
+        page.stopped(stage, (state.name or state.type.value).lower())
+        state.result()  # raises the task's exception
+        raise RuntimeError(f"{stage} ended {state.name}")  # pragma: no cover - result raised
+    output: StageOutput = state.result()
+    page.ended(stage, output, StageReport.of(output, backend.usd_per_chip_hour))
+    return output
+
+
+def _artifacts(outputs: Mapping[str, StageOutput]) -> dict[str, str]:
+    """The run's three model artifacts, as the result and the promotion name them."""
+    return {"maxtext_checkpoint": outputs["convert"].uris["maxtext_checkpoint"],
+            "trained_checkpoint": outputs["train"].uris["actor_checkpoint"],
+            "hf_export": outputs["export"].uris["hf_export"]}
+
+
+def finish(run: PreparedRun, ran: RanStages) -> PipelineResult:
+    """The result: built from the stages' outputs, kept beside them, reported to the
+    profile's trackers (never raising) and shown on the run page."""
+    cfg, backend, outputs = run.cfg, run.backend, ran.outputs
+    price = backend.usd_per_chip_hour
+    trained, exported = outputs["train"], outputs["export"]
+    chip_hours = sum(o.chip_hours for o in outputs.values())
     result = PipelineResult(
-        profile=cfg.name, backend=cfg.backend, artifacts=artifacts,
-        evaluation=evaluation, tensorboard_logdir=trained.uris.get("run_dir"),
-        stages=[StageReport.of(o, price) for o in outputs],
-        chip_hours=sum(o.chip_hours for o in outputs),
-        usd=round(sum(o.chip_hours for o in outputs) * price, 2),
+        profile=cfg.name, backend=cfg.backend, artifacts=_artifacts(outputs),
+        evaluation=ran.evaluation, tensorboard_logdir=trained.uris.get("run_dir"),
+        stages=[StageReport.of(o, price) for o in outputs.values()],
+        chip_hours=chip_hours, usd=round(chip_hours * price, 2),
         metrics=trained.details.get("metrics", {}),
-        wall_s=time.monotonic() - started, lock_wait_s=round(hold.waited_s, 3),
-        started_at=started_at,
+        wall_s=time.monotonic() - run.started, lock_wait_s=ran.lock_wait_s,
+        started_at=run.started_at,
         finished_at=datetime.now(UTC).isoformat())
+    logger = get_run_logger()
     try:
         persist_result(backend.storage, cfg, flow_run.name or "run", result)
     except OSError as exc:  # a full or read-only root: the storage error, not a traceback
@@ -357,16 +450,20 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
     facts = RunFacts(flow_run.name or "run", str(flow_run.id or flow_run.name), {
         "tpurl.deployment": deployment.name or "local runs",
         "tpurl.dataset": dataset_of(cfg, backend.runtime.dataset_uri()),
-        "tpurl.revision": cfg.model.hf_revision, "tpurl.image": image.uris.get("image", ""),
+        "tpurl.revision": cfg.model.hf_revision,
+        "tpurl.image": outputs["image"].uris.get("image", ""),
         "tpurl.key": exported.key, "tpurl.train_key": trained.key})
     if where := report_run(cfg, result, facts, logger.warning):  # never raises: it reports
         result.tracking = where
         persist_result(backend.storage, cfg, flow_run.name or "run", result)
     publish_result(result)
+    # a GKE run's TPU nodes are charged while they live, by watches kept after each stage;
+    # the run ends them now, saying which nodes still exist (still billed until removed)
+    end_background_watches()
     return result
 
 
-def _judge(cfg: Profile, backend: Any, evaluated: StageOutput, artifacts: dict[str, str],
+def _judge(cfg: Profile, backend: Backend, evaluated: StageOutput, artifacts: dict[str, str],
            record: RunAnnouncement | None) -> dict[str, Any]:
     """The promotion decision for this run's scores: pointer, events, run-page table."""
     details = evaluated.details

@@ -9,10 +9,10 @@ import dataclasses
 
 import pytest
 
-from flows.backends import run_timeout_s, stage_timeout_s
+from flows.backends import backend_for
 from flows.backends.gke.jobs.manifests import jobs_of
 from flows.config import Profile, load_profile
-from flows.core.budgets import budgets_for, mode_budget_h, stage_waits
+from flows.core.budgets import budgets_for, mode_budget_h, run_bound_s, stage_waits
 from flows.core.retry import RETRY_DELAYS_S
 from flows.stages import stages_for
 from tests.support.profiles import TUTORIAL, required_overrides
@@ -46,8 +46,9 @@ def test_each_stage_timeout_and_the_run_bound_are_unchanged(
     profile = _profile(name, **dict(extra))
     stages, run = BOUNDS[(name, extra)]
     names = [stage.name for stage in stages_for(profile)]
-    assert {stage: stage_timeout_s(profile, stage) for stage in names} == stages
-    assert run_timeout_s(profile, names) == run
+    backend = backend_for(profile)  # as the flow asks: the run's one backend
+    assert {stage: backend.stage_timeout_s(stage) for stage in names} == stages
+    assert run_bound_s(profile, [backend.stage_timeout_s(stage) for stage in names]) == run
 
 
 DEFAULTS = {"queue_s": 6 * H, "run_s": 24 * H, "schedule_s": 1800.0,

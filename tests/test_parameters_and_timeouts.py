@@ -7,13 +7,18 @@ import pytest
 from prefect.utilities.callables import parameter_schema
 
 from flows.announcements.dispatch import dispatch_announcement
-from flows.backends import stage_timeout_s
-from flows.config import load_profile, profile_names
+from flows.backends import backend_for
+from flows.config import Profile, load_profile, profile_names
 from flows.core.budgets import SLACK_S, budgets_for
 from flows.operations.teardown import teardown_flow
 from flows.pipeline import rl_post_training
 from flows.stages import STAGE_BY_NAME
 from tests.support.profiles import TUTORIAL_REQUIRED, required_overrides
+
+
+def stage_timeout_s(profile: Profile, stage: str) -> float:
+    """As the flow asks it: of the run's backend."""
+    return backend_for(profile).stage_timeout_s(stage)
 
 
 @pytest.mark.parametrize("flow", [rl_post_training, teardown_flow, dispatch_announcement])

@@ -1,4 +1,4 @@
-"""The run's own time bound (flows/core/deadline.py; flows/backends ``run_timeout_s``, from
+"""The run's own time bound (flows/core/deadline.py; flows/core/budgets.py ``run_bound_s``, from
 flows/core/budgets.py).
 
 On a real Prefect API: the real flow with a train stage that runs a real program (and its
@@ -22,10 +22,10 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId, TaskRunFilter
 
 from flows import pipeline
-from flows.backends import run_timeout_s, stage_timeout_s
-from flows.config import load_profile
+from flows.backends import backend_for
+from flows.config import Profile, load_profile
 from flows.console.output import render
-from flows.core.budgets import timed_out_message
+from flows.core.budgets import run_bound_s, timed_out_message
 from flows.core.deadline import SIGNAL, Deadline, RunTimedOut
 from flows.core.stage import StageOutput
 from tests.runpage.test_live_page import GatedStage, _artifacts, _table
@@ -39,6 +39,16 @@ STUCK = ("import os, subprocess, sys, time\n"
          "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(900)'])\n"
          "print('PIDS', os.getpid(), child.pid, flush=True)\n"
          "time.sleep(900)\n")
+
+
+def stage_timeout_s(profile: Profile, stage: str) -> float:
+    """As the flow asks it: of the run's backend."""
+    return backend_for(profile).stage_timeout_s(stage)
+
+
+def run_timeout_s(profile: Profile, stages: list[str]) -> float:
+    backend = backend_for(profile)
+    return run_bound_s(profile, [backend.stage_timeout_s(stage) for stage in stages])
 
 
 class StuckTrain:

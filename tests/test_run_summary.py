@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from flows.console.output import _RepeatsOfDiagnosed, final_lines
-from flows.runpage.result import PipelineResult
+from flows.run.result import PipelineResult
 
 ARTIFACTS = {"maxtext_checkpoint": "file:///r/convert/0/items",
              "trained_checkpoint": "file:///r/train/actor", "hf_export": "file:///r/export"}

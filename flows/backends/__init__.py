@@ -2,21 +2,18 @@
 
 ``backend_for`` is the only place that chooses one; a third backend is a folder here plus a
 line below. Imports are deferred so a rehearsal never loads the Kubernetes or GCS clients.
-``stage_timeout_s`` and ``run_timeout_s`` are the flow's time bounds for a profile: each asks
-the profile's backend through the protocol (``Timing``), whose answer flows/core/budgets.py
-computes.
+A stage's time bound is asked of the backend through the protocol (``Timing``), whose answer
+flows/core/budgets.py computes.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
 
 from flows.common.issues import Issue
 from flows.config.errors import EnvironmentNotReady
 from flows.config.profile import Profile
 from flows.core.backend import Backend, ProgressCallback, StageLogger
-from flows.core.budgets import run_bound_s
 from flows.core.secrets import Redactor
 
 
@@ -57,14 +54,10 @@ def gcp_extra_missing(profile: str, missing: ModuleNotFoundError) -> Environment
         "environment/no-gke-libraries")])
 
 
-def stage_timeout_s(profile: Profile, stage: str) -> float:
-    """How long the task of ``stage`` may run before Prefect ends it."""
-    return backend_for(profile).stage_timeout_s(stage)
-
-
-def run_timeout_s(profile: Profile, stages: Iterable[str]) -> float:
-    """The run's own bound (flows/core/deadline.py enforces it): flow_timeout_s, or every
-    attempt of each of ``stages`` (flows/core/budgets.py ``run_bound_s``)."""
-    backend = backend_for(profile)
-    return run_bound_s(profile, [backend.stage_timeout_s(stage) for stage in stages])
-
+def end_background_watches() -> int:
+    """End what a backend keeps watching after its stages (a GKE stage's TPU nodes, charged
+    until the autoscaler removes them) once the run is over, so each says what it saw and
+    none polls the cluster for a run that has ended. Only a backend that was loaded can have
+    any: a rehearsal never imports the Kubernetes client for this."""
+    tails = sys.modules.get("flows.backends.gke.watch.tpu_nodes")
+    return tails.end_tails() if tails is not None else 0

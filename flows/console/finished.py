@@ -32,7 +32,7 @@ from flows.config import Profile
 from flows.core.backend import ExclusiveProvider
 from flows.core.layout import Layout
 from flows.core.stage import ProvidedStage, Stage, StageContext, StageOutput
-from flows.runpage.result import PipelineResult, StageReport, result_uris
+from flows.run.result import PipelineResult, StageReport, result_uris
 from flows.stages import stages_for
 
 # each stage's upstream, as flows/pipeline.py's stage tasks pass it (a test holds them equal)

@@ -23,7 +23,7 @@ from flows.config.errors import EnvironmentNotReady, ProfileError
 from flows.core.deadline import RunTimedOut
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.safe_writes import FULL_ERRNOS
-from flows.runpage.result import PipelineResult
+from flows.run.result import PipelineResult
 
 
 def diagnosis_of(exc: BaseException | None) -> StageFailed | ProfileError | None:

@@ -18,7 +18,7 @@ from datetime import datetime
 
 from flows.config.tracking import MlflowTracking
 from flows.integrations.mlflow_client import mlflow_client
-from flows.runpage.result import PipelineResult
+from flows.run.result import PipelineResult
 
 BATCH = 1000  # MLflow's log_batch takes at most 1000 metrics (mlflow/utils/validation.py)
 _KEY = re.compile(r"[^A-Za-z0-9_\-./ ]")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from flows.config.profile import Profile
 from flows.integrations.mlflow_run import RunFacts, log_pipeline_run
 from flows.integrations.reporting import DELAYS_S, report
-from flows.runpage.result import PipelineResult
+from flows.run.result import PipelineResult
 
 
 def report_run(profile: Profile, result: PipelineResult, facts: RunFacts,

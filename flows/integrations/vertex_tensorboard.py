@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from flows.config.tracking import TensorBoardTracking
-from flows.runpage.result import PipelineResult
+from flows.run.result import PipelineResult
 
 MAX_POINTS = 5000
 _ID = re.compile(r"[^a-z0-9-]")

@@ -276,7 +276,7 @@ def _image(bundle: Bundle, profile: Profile, storage_client: Any, run: str | Non
                                          "disabled_patches": profile.image.disabled_patches})
     if PATCHES_FILE.is_file():
         bundle.text("image/patches.yaml", PATCHES_FILE.read_text())
-    from flows.runpage.result import result_uris
+    from flows.run.result import result_uris
 
     latest = result_uris(profile, "latest")[1]  # gs://bucket/<root>/tpurl-results/<profile>/…
     bucket, _, name = latest.removeprefix("gs://").partition("/")

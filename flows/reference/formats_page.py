@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from flows.core.lineage import LineageRecord
 from flows.core.promotion import PromotedModel
-from flows.runpage.result import PipelineResult
+from flows.run.result import PipelineResult
 
 FORMATS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("The flow's result", PipelineResult,

@@ -12,12 +12,12 @@ from typing import Any
 from uuid import UUID
 
 from flows.announcements.model import Announcement, RunAnnouncement
+from flows.run.result import PipelineResult
 from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.alignment import per_update, reward_offset
 from flows.runpage.charts import metrics_chart_markdown
 from flows.runpage.lr_schedule import NOTE as LR_NOTE
 from flows.runpage.markdown_text import md_text
-from flows.runpage.result import PipelineResult
 
 log = logging.getLogger(__name__)
 

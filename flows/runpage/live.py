@@ -1,7 +1,8 @@
 """The run page while the run goes on: the stage table and each stage's outputs as it ends.
 
 On GKE a run lasts hours; a page that fills only at the end hides the checkpoint URIs the
-whole time. So the flow runs each stage's task through ``StagePage.run``: the table (made
+whole time. So the flow tells a ``StagePage`` when each stage starts and how it ends (the
+page only shows; running the task, its timeout and a cancel are the flow's): the table (made
 once, all stages pending) is updated in place when a stage starts and ends (Prefect's
 ``PATCH /artifacts/{id}`` also moves the key's latest version, prefect/server/models/
 artifacts.py ``update_artifact``), and a stage's outputs are published the moment it
@@ -19,11 +20,11 @@ from prefect.states import Completed, State
 
 from flows.core.deadline import DeadlinePassed
 from flows.core.stage import StageOutput
+from flows.run.cancel import cancelled_by_user
+from flows.run.result import StageReport
 from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.artifacts import slug
-from flows.runpage.cancel import cancelled_by_user, resume_cancel
 from flows.runpage.markdown_text import md_code, md_link, md_text
-from flows.runpage.result import StageReport
 
 log = logging.getLogger(__name__)
 
@@ -171,11 +172,9 @@ class StagePage:
     """The stage table and outputs of one run, kept current as its stages end."""
 
     def __init__(self, profile: str, stages: list[str], scope: str,
-                 usd_per_chip_hour: float = 0.0,
-                 timeouts_s: dict[str, float] | None = None, dataset: str | None = None) -> None:
-        self.profile, self.scope, self.price = profile, scope, usd_per_chip_hour
+                 dataset: str | None = None) -> None:
+        self.profile, self.scope = profile, scope
         self.dataset = dataset  # what the run trains on: the profile's, or an announced one
-        self.timeouts_s = timeouts_s or {}
         self.done: dict[str, StageOutput] = {}
         self.current: str | None = None  # the stage whose task is running
         self.rows = {s: stage_row(None, s, "pending") for s in stages}
@@ -183,41 +182,30 @@ class StagePage:
         self.outputs_id: UUID | None = None
         self._safely(self._create)
 
-    def run(self, stage: str, task: Callable[..., Any], *args: Any) -> StageOutput:
-        """Run ``task`` (a Prefect task returning a StageOutput or a Skipped state) with the
-        table saying so; its failure is re-raised after the table shows it. A stage with a
-        timeout (flows/core/budgets.py) runs under it."""
-        self._set(stage, stage_row(None, stage, "running"))
-        if stage in self.timeouts_s:
-            # a Prefect task, which this page's signature types as any callable
-            task = task.with_options(timeout_seconds=self.timeouts_s[stage])  # type: ignore[attr-defined]
+    def started(self, stage: str) -> None:
+        """The table says the stage runs."""
         self.current = stage
-        try:
-            state = task(*args, return_state=True)
-        except BaseException as exc:  # a signal without a cancel intent, Ctrl-C, the run's bound
-            status = "timedout" if isinstance(exc, DeadlinePassed) else "cancelled"
-            self._stopped(stage, status)
-            self._safely(self._explain_stop, stage, exc)
-            raise
-        finally:
-            self.current = None
-        if state.is_cancelled():  # the user's cancel, caught by the task (runpage/cancel.py)
-            stop = resume_cancel()
-            self._stopped(stage, "cancelled")
-            self._safely(self._explain_stop, stage, stop)
-            raise stop
-        if not state.is_completed():
-            self._stopped(stage, state.name.lower())
-            state.result()  # raises the task's exception
-            raise RuntimeError(f"{stage} ended {state.name}")  # pragma: no cover - result raised
-        output: StageOutput = state.result()
+        self._set(stage, stage_row(None, stage, "running"))
+
+    def ended(self, stage: str, output: StageOutput, report: StageReport) -> None:
+        """The stage's row and the outputs list show what it made (a skip too), and its
+        output links are published."""
+        self.current = None
         self.done[stage] = output
-        self._set(stage, stage_row(StageReport.of(output, self.price), stage))
+        self._set(stage, stage_row(report, stage))
         self._safely(self._publish_outputs)
         for name, uri_key in OUTPUT_LINKS.get(stage, []):
             if uri := output.uris.get(uri_key):
                 self._safely(publish_output, self.profile, self.scope, name, uri)
-        return output
+
+    def stopped(self, stage: str, status: str, why: BaseException | None = None) -> None:
+        """The stage ended ``status`` (cancelled, timedout, failed, …) and the stages after
+        it did not run; with ``why`` (the stop that ended the run) the log says what is kept
+        and how to resume."""
+        self.current = None
+        self._stopped(stage, status)
+        if why is not None:
+            self._safely(self._explain_stop, stage, why)
 
     def _stopped(self, stage: str, status: str) -> None:
         """The stage's row says how it ended, and the stages that never started say so

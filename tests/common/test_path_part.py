@@ -16,7 +16,7 @@ from flows.announcements.model import Announcement, RunAnnouncement, retrain_run
 from flows.common.paths import path_part
 from flows.config import load_profile
 from flows.core.storage import LocalStorage
-from flows.runpage.result import PipelineResult, persist_result
+from flows.run.result import PipelineResult, persist_result
 
 
 def _safe(part: str) -> None:

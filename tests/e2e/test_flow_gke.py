@@ -33,7 +33,7 @@ from prefect.states import State
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.redaction import forms
 from flows.pipeline import rl_post_training
-from flows.runpage.result import PipelineResult, StageReport
+from flows.run.result import PipelineResult, StageReport
 from tests.support.gke_world import CANARY, GkeWorld
 from tests.support.profiles import TUTORIAL
 from tests.support.results import stage_statuses

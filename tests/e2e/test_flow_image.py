@@ -34,7 +34,7 @@ from google.cloud import storage as gcs
 
 from flows.common.paths import REPO_ROOT
 from flows.deploy_steps import flow_image_tag
-from flows.runpage.result import RESULT_FOLDER
+from flows.run.result import RESULT_FOLDER
 from tests.fakes.adc_key import key_identity, write_adc_key
 from tests.fakes.oauth_token import token_endpoint
 from tests.support.page_deployment import PAGE, Walkthrough, page_bash

@@ -29,7 +29,7 @@ from flows.config import load_profile
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.pipeline import rl_post_training
-from flows.runpage.result import PipelineResult
+from flows.run.result import PipelineResult
 from tests.support.profiles import fake_hf_token
 from tests.support.results import stage_statuses
 from tests.support.wandb_records import history, run_record

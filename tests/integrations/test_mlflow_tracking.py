@@ -12,8 +12,8 @@ from flows.config import load_profile
 from flows.core.storage import LocalStorage
 from flows.integrations.mlflow_run import RunFacts
 from flows.integrations.tracking import report_run
+from flows.run.result import PipelineResult, StageReport
 from flows.runpage.metrics import summarize_run
-from flows.runpage.result import PipelineResult, StageReport
 from tests.fakes.gke_programs import tensorboard_events
 from tests.support.mlflow_server import MlflowServer
 from tests.support.scores import summary
@@ -84,7 +84,7 @@ def test_a_server_that_is_down_is_a_warning_and_a_retry_never_a_failure(
     kept, the report's tries are warnings; the server back mid-retries: the report lands on
     a later try."""
     from flows import pipeline
-    from flows.runpage.result import result_uris
+    from flows.run.result import result_uris
     from tests.integrations.stand_in_stages import stand_ins
 
     root = tmp_path / "root"

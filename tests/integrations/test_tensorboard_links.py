@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from flows.config import load_profile
 from flows.integrations.vertex_tensorboard import MAX_POINTS, upload_run
+from flows.run.result import PipelineResult
 from flows.runpage.artifacts import tracking_links
-from flows.runpage.result import PipelineResult
 from tests.fakes.vertex_tensorboard import DEFAULT_PAGE, VertexTensorboard
 
 BOARD = "projects/my-proj-123/locations/us-east5/tensorboards/42"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flows.runpage.result import PipelineResult
+from flows.run.result import PipelineResult
 
 
 def stage_statuses(result: PipelineResult) -> dict[str, str]:

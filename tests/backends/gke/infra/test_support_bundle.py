@@ -89,7 +89,7 @@ def _plant(cloud: Cloud, gcs: Any, kube: FakeKube, tmp: Path) -> None:
                                       "involvedObject": {"name": "train-x-head-0"}})
     kube.create("nodes", "", {"metadata": {"name": "n0", "labels": {"note": "x"}}})
     # the persisted run result (the image record) and a stage's kept log
-    root = f"tpurl-results/{SMOKE}/"  # flows/runpage/results.py result_uris
+    root = f"tpurl-results/{SMOKE}/"  # flows/run/result.py result_uris
     bucket.blob(root + "latest.json").upload_from_string(json.dumps(
         {"stages": [{"stage": "image", "uris": {"image": "r@sha256:1"}}], "note": CANARY}))
     bucket.blob(f"qwen3-0.6b/trained/{RUN}/tpurl-logs/train-grpo.log").upload_from_string(

@@ -11,8 +11,8 @@ task engine handles every ``TerminationSignal`` as a crash (prefect/task_engine.
 ``except TerminationSignal`` → ``handle_crash``: "Crash detected! Execution was aborted by
 a termination signal."). So the stage's task catches the signal itself when the intent is
 a cancel and returns a Cancelled state (a task returning a State ends in it,
-prefect/states.py ``return_value_to_state``); the stage page then raises a
-``TerminationSignal`` again in the flow's body, where the flow engine ends the run
+prefect/states.py ``return_value_to_state``); the flow (flows/pipeline.py ``_run_stage``)
+then raises a ``TerminationSignal`` again in its body, where the flow engine ends the run
 Cancelled as it would have. A SIGTERM without a cancel intent (the machine shutting down, a
 crash) still ends the task Crashed.
 """

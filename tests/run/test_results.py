@@ -9,7 +9,7 @@ from google.auth.credentials import AnonymousCredentials
 
 from flows.backends.gke.gcs import GcsStorage
 from flows.config import load_profile
-from flows.runpage.result import (
+from flows.run.result import (
     RESULT_FOLDER,
     PipelineResult,
     StageReport,
