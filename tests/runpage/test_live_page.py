@@ -23,6 +23,7 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter
 
 from flows import pipeline
+from flows.backends.local.backend import LocalBackend
 from flows.common.paths import REPO_ROOT
 from flows.core.stage import StageOutput
 from flows.runpage.live import OUTPUTS_TITLE, console_url, output_markdown, skipped_state
@@ -181,7 +182,7 @@ def test_a_stuck_stage_ends_at_its_timeout_and_the_table_says_so(
     stages |= {"train": GatedStage("train", "ran", {}, never),
                "export": GatedStage("export", "ran", {"hf_export": str(tmp_path)})}
     monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stages)
-    monkeypatch.setattr(pipeline, "stage_timeout_s", lambda cfg, stage: 3.0)
+    monkeypatch.setattr(LocalBackend, "stage_timeout_s", lambda self, stage: 3.0)
     try:
         state = pipeline.rl_post_training(profile="rehearsal", overrides={
             "local.root": str(tmp_path / "root"), **FIVE_STAGES}, return_state=True)
