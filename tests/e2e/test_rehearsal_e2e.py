@@ -193,6 +193,15 @@ def test_an_unchanged_rerun_from_the_cli_needs_no_api_server(first_run, root):
     assert done.returncode == 0, done.stderr
     assert "nothing ran and no Prefect API server was started" in done.stdout
     assert "api-server" not in done.stderr
+    # the README's sample of what a rehearsal prints has the shape of what this one printed:
+    # every line but the live run's own log line and the promotion's (its decision may differ)
+    from tests.support.readme import line_shape, text_block
+
+    printed = done.stdout.splitlines()
+    for line in text_block("rehearsal-output", "README.md").splitlines():
+        if line.strip().startswith(("logs:", "rejected:", "promoted:", "(")):
+            continue
+        assert any(line_shape(line).fullmatch(out) for out in printed), (line, printed)
 
 
 # W&B offline, its key a secret reference (a random one: no file of the run may carry it)

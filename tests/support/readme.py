@@ -62,3 +62,36 @@ def yaml_block(name: str, where: str) -> str:
              if m["name"] == name]
     assert len(found) == 1, f"{where} has {len(found)} yaml blocks marked {name!r}"
     return found[0]
+
+
+_TEXT_BLOCK = re.compile(r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```text\n(?P<body>.*?)```",
+                         re.S)
+
+
+def text_block(name: str, where: str) -> str:
+    """The text of the ```text block under `<!-- readme: NAME -->` on the page: what a
+    command prints, shown to a reader, so a test compares a real run's output with it."""
+    found = [m["body"] for m in _TEXT_BLOCK.finditer(page(where).read_text())
+             if m["name"] == name]
+    assert len(found) == 1, f"{where} has {len(found)} text blocks marked {name!r}"
+    return found[0]
+
+
+def line_shape(line: str) -> re.Pattern[str]:
+    """A printed line's shape: its words as written, any number where it has a number, any
+    URI or path where it has one, either stage status and either promotion decision."""
+    parts = re.split(r"(file://\S+|/\S+\.log|-?[+]?[\d][\d.,]*|\b(?:ran|skipped)\b"
+                     r"|\b(?:rejected|promoted)\b)", line)
+    pattern = ""
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            pattern += re.escape(part).replace("\\ ", " ")
+        elif part.startswith(("file://", "/")):
+            pattern += r"\S+"
+        elif part in ("ran", "skipped"):
+            pattern += "(?:ran|skipped)"
+        elif part in ("rejected", "promoted"):
+            pattern += "(?:rejected|promoted)"
+        else:
+            pattern += r"[-+]?[\d][\d.,]*"
+    return re.compile(r"\s*".join(pattern.split(" ")) if "  " in line else pattern)
