@@ -74,6 +74,11 @@ def export_key(profile: Profile) -> str:
                       runtime_identity(profile))
 
 
+# under a profile's output root: its results (`<run>.json`, `latest.json`) and its promotion
+# pointer (`promoted.json`, `promoted-history.json`), in a folder of the profile's name
+RESULTS_DIR = "tpurl-results"
+
+
 @dataclass(frozen=True)
 class Layout:
     """All URIs of one profile's run."""

@@ -7,19 +7,24 @@ import json
 
 from pydantic import BaseModel
 
+from flows.core.layout import RESULTS_DIR
 from flows.core.lineage import LineageRecord
 from flows.core.promotion import PromotedModel
 from flows.run.result import PipelineResult
+from flows.runpage.promotion import HISTORY_FILE, POINTER_FILE
 
+_KEPT = (f"`{RESULTS_DIR}/<profile>/`, under the profile's output root (the bucket on GKE, "
+         "`local.root` in a rehearsal)")
 FORMATS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("The flow's result", PipelineResult,
      "What `rl_post_training` returns and persists: `tpurl run --json` prints it, and it is "
-     "kept beside the outputs (`results/<run>.json`)."),
+     f"kept as `<run>.json` and `latest.json` in {_KEPT}."),
     ("A lineage record", LineageRecord,
      "Written beside each stage's output; the next run skips the stage when it still matches "
      "(docs/decisions/0003-lineage-beside-outputs.md)."),
     ("The promoted model", PromotedModel,
-     "The promotion pointer's entry (`promoted.json`), written under the profile's lock."),
+     f"The promotion pointer's entry: `{POINTER_FILE}` in {_KEPT}, each earlier one in "
+     f"`{HISTORY_FILE}` beside it; written under the profile's lock."),
 )
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from flows.common.paths import path_part
 from flows.config.profile import Profile
-from flows.core.layout import Layout
+from flows.core.layout import RESULTS_DIR, Layout
 from flows.core.stage import StageOutput, WorkloadRun
 from flows.core.storage import Storage, join
 
@@ -69,7 +69,7 @@ class PipelineResult(BaseModel):
 
 
 def result_uris(profile: Profile, run_name: str) -> tuple[str, str]:
-    base = join(Layout(profile).root, "tpurl-results", profile.name)
+    base = join(Layout(profile).root, RESULTS_DIR, profile.name)
     # the run's name is untrusted text (an announced revision is part of it): one safe part
     return join(base, f"{path_part(run_name)}.json"), join(base, "latest.json")
 

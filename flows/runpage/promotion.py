@@ -24,7 +24,7 @@ from flows.common.event_catalogue import MODEL_PROMOTED as PROMOTED_EVENT
 from flows.common.event_catalogue import MODEL_REJECTED as REJECTED_EVENT
 from flows.config.profile import Profile
 from flows.core.failures import user_error
-from flows.core.layout import Layout
+from flows.core.layout import RESULTS_DIR, Layout
 from flows.core.lineage import outside_root
 from flows.core.manifest import build_manifest, manifest_digest
 from flows.core.promotion import Decision, PromotedModel, decide
@@ -35,11 +35,12 @@ MODEL_PROMOTED = PROMOTED_EVENT.name
 MODEL_REJECTED = REJECTED_EVENT.name
 log = logging.getLogger(__name__)
 _HISTORY = TypeAdapter(list[PromotedModel])
+POINTER_FILE, HISTORY_FILE = "promoted.json", "promoted-history.json"
 
 
 def pointer_uris(profile: Profile) -> tuple[str, str]:
-    base = join(Layout(profile).root, "tpurl-results", profile.name)
-    return join(base, "promoted.json"), join(base, "promoted-history.json")
+    base = join(Layout(profile).root, RESULTS_DIR, profile.name)
+    return join(base, POINTER_FILE), join(base, HISTORY_FILE)
 
 
 def read_promoted(storage: Storage, profile: Profile) -> PromotedModel | None:
