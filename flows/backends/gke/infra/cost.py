@@ -17,6 +17,7 @@ from datetime import datetime
 
 from flows.config.capacity import CAPACITY_MODES, SCALE_FROM_ZERO, ModePrice
 from flows.config.eval_hours import stage_hours, tpu_stages
+from flows.config.gke import GkeSection
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE, SCALE_DOWN_TAIL_S
 
@@ -281,14 +282,14 @@ def render_caps(profile: Profile) -> list[str]:
 
 class GkePricing:
     """The Pricing members of the Backend protocol (flows/core/backend.py) on GKE, here beside
-    the money they come from; GkeBackend (backend.py) inherits them."""
+    the money they come from; GkeBackend (backend.py) holds one and answers through it."""
 
-    profile: Profile
+    def __init__(self, profile: Profile, gke: GkeSection) -> None:
+        self.profile, self.gke = profile, gke
 
     @property
     def usd_per_chip_hour(self) -> float:
-        assert self.profile.gke is not None
-        return self.profile.gke.usd_per_chip_hour
+        return self.gke.usd_per_chip_hour
 
     def estimated_chip_hours(self, stage: str) -> float:
         return stage_estimated_chip_hours(self.profile, stage)
