@@ -233,6 +233,7 @@ class GkeBackend:
                 run.owned = True
                 attempt_started = time.monotonic()
                 verdict = self._watch(live, sink, coordinator)
+                self._note_failure(run, verdict, attempt_started)
                 state = self._state(run, verdict, workload, started, attempt_started)
                 action = next_action(verdict, state)
                 run.attempts.append(replace(state.attempt, outcome=action.outcome))
@@ -277,16 +278,20 @@ class GkeBackend:
             self._enter_step(step)
         return StageRun(step=step, desired=desired)
 
+    def _note_failure(self, run: StageRun, verdict: Verdict, attempt_started: float) -> None:
+        """A failure is logged; a preemption is counted with the time its attempt held the
+        slice, whatever follows it (the run's report says what preemptions cost)."""
+        if verdict.diagnosis is None:
+            return
+        self.logger.warning("%s: %s", run.name, verdict.diagnosis.summary)
+        if verdict.diagnosis.category is FailureCategory.PREEMPTED:
+            run.preemptions += 1
+            run.preempted_s += time.monotonic() - attempt_started
+
     def _state(self, run: StageRun, verdict: Verdict, workload: Workload, started: float,
                attempt_started: float) -> RunState:
-        """What ``next_action`` decides on; a failure is logged, preemptions are counted and
-        the infra stage's grants are read (only for a failure: a success needs none)."""
-        failed = verdict.diagnosis is not None
-        if verdict.diagnosis is not None:
-            self.logger.warning("%s: %s", run.name, verdict.diagnosis.summary)
-            if verdict.diagnosis.category is FailureCategory.PREEMPTED:
-                run.preemptions += 1
-                run.preempted_s += time.monotonic() - attempt_started
+        """What ``next_action`` decides on: the run so far, this attempt as measured, and
+        for a failure the infra stage's grants (a success needs none read)."""
         return RunState(
             name=run.name, namespace=self.gke.namespace, stage=self.stage or workload.name,
             steps=self.capacity.steps, index=run.step, submission=run.submission,
@@ -295,7 +300,8 @@ class GkeBackend:
             queue_budget_s=self.budgets.queue_s, attempts=tuple(run.attempts),
             attempt=self.capacity.attempt(self.capacity.steps[run.step], attempt_started,
                                           self.monitor),
-            grants=self._recorded_grants() if failed else (), now=time.time(),
+            grants=self._recorded_grants() if verdict.diagnosis is not None else (),
+            now=time.time(),
             iam_budget_s=self.budgets.iam_propagation_s)
 
     def _fall_back(self, run: StageRun, action: FallBack, sink: LogSink, workload: Workload,
