@@ -126,7 +126,7 @@ class CapacityRun:
         held_s = end - bound if bound is not None else 0.0
         chips = self.gke.total_chips if self.stage in ON_SLICE else 0
         mode = step_mode(step)
-        price = self.gke.prices.get(mode)
+        price = self.gke.prices.get(mode)  # type: ignore[call-overload]  # a step's mode is one of CapacityMode's
         chip_hours = chips * held_s / 3600
         return Attempt(mode=mode, zone=served.zone if served and bound else "",
                        waited_s=round((bound or end) - started, 3), held_s=round(held_s, 3),

@@ -168,12 +168,13 @@ class JobSetClient:
                          ", ".join(f"{f.name} ({f.digest})" for f in workload.files))
 
     # --- every call ------------------------------------------------------------------------
-    def call[T](self, what: str, fn: Callable[..., T], *args: Any,
-                within_s: float | None = None, **kwargs: Any) -> T:
+    def call(self, what: str, fn: Callable[..., Any], *args: Any,
+             within_s: float | None = None, **kwargs: Any) -> Any:
         """One API call, retried with backoff (Retry-After honoured) on 5xx/429/connection
         errors (flows.core.retry) for ``within_s``: by default ``Budgets.api_s`` but never
         longer than the queue budget, so an API that stays down fails the stage within its
-        budget. Other errors (404, 409, 422) are the caller's to interpret."""
+        budget. Other errors (404, 409, 422) are the caller's to interpret. The answer is
+        the client's, untyped (the API's JSON as dicts)."""
         budget = within_s if within_s is not None else min(self.budgets.api_s,
                                                           self.budgets.queue_s)
         policy = RetryPolicy(attempts=self.api_attempts, base_s=self.api_backoff_s, max_s=30.0)
