@@ -1,6 +1,7 @@
-"""The capacity chain of one GKE stage as the backend runs it: the JobSet of each mode, the
-record of each mode's attempt, and the event of each fallback. The decisions are
-fallback.py's (pure); this mixin of GkeBackend keeps backend.py to the protocol.
+"""The capacity chain of one GKE stage as the backend runs it: the JobSet of each step, the
+step a rerun resumes in, the record of each step's attempt, and the event of each fallback.
+Whether to fall back is next_action.py's decision (pure); GkeBackend holds one CapacityRun
+per stage and asks it for the rest.
 
 Event ``tpurl.capacity.fallback`` (stable name, beside the ``tpurl.stage.*`` events of
 flows/runpage/events.py), resource ``tpurl.stage.<profile>.<stage>``, payload: ``from_mode``,
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 from prefect.events import emit_event
 
@@ -19,21 +21,25 @@ from flows.backends.gke.capacity_pools import ZONE_LABEL
 from flows.backends.gke.fallback import Attempt, attempts_of
 from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.jobs.manifests import stage_run
+from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.jobs.pathways import HEAD as PATHWAYS_HEAD
 from flows.backends.gke.jobs.render import render_jobset
+from flows.backends.gke.section import gke_section
+from flows.backends.gke.watch.monitor import Monitor
 from flows.backends.gke.watch.served import TPU_ACCELERATOR
 from flows.common.api_objects import Obj
 from flows.common.event_catalogue import CAPACITY_FALLBACK
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE
+from flows.core.backend import StageLogger
+from flows.core.secrets import Redactor
 from flows.core.workload import Workload
 
 
 def capacity_chain(profile: Profile) -> tuple[str, ...]:
     """The steps to try, in order: each mode of ``gke.capacity``, or with several slices
     and zones each ``mode@zone`` (fallback.attempts_of says why)."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     return tuple(f"{mode}@{zone}" if zone else mode for mode, zone in
                  attempts_of(tuple(gke.capacity_chain), gke.zone_order, gke.num_slices))
 
@@ -57,8 +63,7 @@ def in_mode(profile: Profile, mode: str) -> Profile:
     """The profile as one mode of its chain sees it: the JobSet rendered from it asks for
     that mode's pools (jobs/common.py tpu_pod_scheduling, capacity_pools.py). Not
     revalidated: the chain was, and a mode of it is valid where the chain is."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     chain = tuple(gke.capacity_chain)
     if chain[0] == mode:
         return profile
@@ -69,67 +74,69 @@ def in_mode(profile: Profile, mode: str) -> Profile:
 
 
 class CapacityRun:
-    """Mixed into GkeBackend (profile, stage, options, redactor, logger, monitor)."""
+    """One stage's walk along its capacity chain (``steps``, from ``capacity_chain``)."""
 
-    # The type checker reads this class alone, without the GkeBackend attributes it uses:
-    # hence the attr-defined ignores on those uses below.
+    def __init__(self, profile: Profile, *, stage: str, options: GkeOptions,
+                 redactor: Redactor, logger: StageLogger) -> None:
+        self.profile, self.gke = profile, options.gke
+        self.stage, self.options = stage, options
+        self.redactor, self.logger = redactor, logger
+        self.steps = capacity_chain(profile)
 
-    def _jobset_for(self, workload: Workload, job: str, step: str) -> Obj:
+    def jobset_for(self, workload: Workload, job: str, step: str) -> Obj:
+        """The JobSet of ``job`` as ``step`` (``mode`` or ``mode@zone``) runs it."""
         mode, _, zone = step.partition("@")
-        profile = in_mode(self.profile, mode)  # type: ignore[attr-defined]
-        jobset = render_jobset(workload, profile, run=stage_run(self.profile, job),  # type: ignore[attr-defined]
-                               stage=job, options=self.options)  # type: ignore[attr-defined]
+        jobset = render_jobset(workload, in_mode(self.profile, mode),
+                               run=stage_run(self.profile, job), stage=job, options=self.options)
         return pin_zone(jobset, zone) if zone else jobset
 
-    def _step_to_resume(self, workload: Workload, job: str, chain: tuple[str, ...]
-                        ) -> tuple[int, Obj]:
+    def step_to_resume(self, workload: Workload, job: str,
+                       read: Callable[[str], Obj | None]) -> tuple[int, Obj]:
         """Which step of the chain this run starts in, and its JobSet: the first, unless the
         cluster holds this run's JobSet as a later step rendered it (a flow that died after
         a fallback): a rerun attaches to what trains instead of refusing it as another
-        configuration (recovery.on_conflict compares spec digests). One read, and only for
-        a chain of more than one step."""
-        first = self._jobset_for(workload, job, chain[0])
-        if len(chain) == 1:
+        configuration (recovery.on_conflict compares spec digests). One ``read`` of the
+        JobSet, and only for a chain of more than one step."""
+        first = self.jobset_for(workload, job, self.steps[0])
+        if len(self.steps) == 1:
             return 0, first
-        live = self._get(first["metadata"]["name"])  # type: ignore[attr-defined]
+        live = read(first["metadata"]["name"])
         theirs = ((live or {}).get("metadata", {}).get("annotations") or {}).get(SPEC_DIGEST)
         if theirs is None or live is None or live["metadata"].get("deletionTimestamp"):
             return 0, first
-        for index, step in enumerate(chain[1:], start=1):
-            desired = self._jobset_for(workload, job, step)
+        for index, step in enumerate(self.steps[1:], start=1):
+            desired = self.jobset_for(workload, job, step)
             if desired["metadata"]["annotations"][SPEC_DIGEST] == theirs:
-                self.logger.info("%s: the JobSet of this run is the one step %s of the "  # type: ignore[attr-defined]
+                self.logger.info("%s: the JobSet of this run is the one step %s of the "
                                  "capacity chain submitted; attaching to it",
                                  first["metadata"]["name"], step)
-                self.fallbacks = index
                 return index, desired
         return 0, first
 
-    def _attempt(self, step: str, started: float, outcome: str) -> Attempt:
-        """What one mode's attempt waited and held, from the watch's record of when its
-        slice's pods were bound (Monitor.served_at) and where (Monitor.served)."""
-        monitor, end = self.monitor, time.monotonic()  # type: ignore[attr-defined]
+    def attempt(self, step: str, started: float, monitor: Monitor | None) -> Attempt:
+        """What one step's attempt waited and held (its outcome not yet known), from the
+        watch's record of when its slice's pods were bound (Monitor.served_at) and where
+        (Monitor.served)."""
+        end = time.monotonic()
         served = monitor.served if monitor is not None else None
         served_at = monitor.served_at if monitor is not None else None
         bound = served_at if served_at is not None and served_at >= started else None
         held_s = end - bound if bound is not None else 0.0
-        gke = self.profile.gke  # type: ignore[attr-defined]
-        chips = gke.total_chips if self.stage in ON_SLICE else 0  # type: ignore[attr-defined]
+        chips = self.gke.total_chips if self.stage in ON_SLICE else 0
         mode = step_mode(step)
-        price = gke.prices.get(mode)
+        price = self.gke.prices.get(mode)  # type: ignore[call-overload]  # a step's mode is one of CapacityMode's
         chip_hours = chips * held_s / 3600
         return Attempt(mode=mode, zone=served.zone if served and bound else "",
                        waited_s=round((bound or end) - started, 3), held_s=round(held_s, 3),
                        chip_hours=round(chip_hours, 6),
-                       usd=round(chip_hours * price.usd_per_chip_hour, 4) if price else 0.0,
-                       outcome=outcome)
+                       usd=round(chip_hours * price.usd_per_chip_hour, 4) if price else 0.0)
 
-    def _emit_fallback(self, from_mode: str, to_mode: str, reason: str, code: str,
-                       attempts: list[Attempt]) -> None:
+    def emit_fallback(self, from_step: str, to_step: str, reason: str, code: str,
+                      attempts: list[Attempt]) -> None:
         """Best effort: an event that cannot be sent must not fail the stage."""
-        profile, stage = self.profile.name, self.stage  # type: ignore[attr-defined]
-        payload = {"from_mode": from_mode, "to_mode": to_mode,
-                   "reason": self.redactor(reason), "code": code,  # type: ignore[attr-defined]
+        profile, stage = self.profile.name, self.stage
+        payload = {"from_mode": from_step, "to_mode": to_step,
+                   "reason": self.redactor(reason), "code": code,
                    "attempts": [dataclasses.asdict(a) for a in attempts]}
         checked = CAPACITY_FALLBACK.checked(payload)  # a key drifting is our bug: not swallowed
         try:
@@ -139,5 +146,5 @@ class CapacityRun:
                 "tpurl.profile": profile, "tpurl.stage": stage},
                 payload=checked)
         except Exception as exc:  # the stage goes on without its event
-            self.logger.warning("could not emit %s: %s", CAPACITY_FALLBACK.name,  # type: ignore[attr-defined]
-                                self.redactor(str(exc)[:200]))  # type: ignore[attr-defined]
+            self.logger.warning("could not emit %s: %s", CAPACITY_FALLBACK.name,
+                                self.redactor(str(exc)[:200]))

@@ -1,4 +1,6 @@
-"""When a capacity mode cannot be had, train in the next one (pure decisions and records).
+"""When a capacity mode cannot be had, train in the next one: the chain's steps, the codes
+that mean "no capacity" and the record of each step's attempt (pure; the decision to fall
+back is next_action.py's).
 
 Kueue does not fall back between flavors on a stockout (kubernetes-sigs/kueue#2560): its
 flavor fungibility (ClusterQueue ``flavorFungibility`` whenCanBorrow/whenCanPreempt, kueue
@@ -11,7 +13,7 @@ followed by the next mode of ``gke.capacity``, with the same run name, so train_
 from its newest checkpoint. The JobSet of the spent mode is deleted and seen gone before the
 next is created: never two JobSets of one stage at once.
 
-Every other verdict keeps its meaning (recovery.py): a preemption resubmits in the same
+Every other verdict keeps its meaning (next_action.py): a preemption resubmits in the same
 mode (the slice was there; it may come back), a program error fails the stage.
 
 The whole chain shares one stage budget: a fallback is taken only while the stage has waited
@@ -22,8 +24,6 @@ own queue budget, not by the sum of every mode's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from flows.core.failures import Diagnosis
 
 
 def attempts_of(chain: tuple[str, ...], zones: tuple[str, ...], num_slices: int
@@ -74,36 +74,3 @@ class Attempt:
         return (f"{self.mode}{where}: waited {self.waited_s:.0f} s, held the slice "
                 f"{self.held_s:.0f} s ({self.chip_hours:.3f} chip-h, ${self.usd:.2f}), "
                 f"{self.outcome}")
-
-
-def falls_back(diagnosis: Diagnosis, chain: tuple[str, ...], index: int, waited_s: float,
-               stage_budget_s: float) -> int | None:
-    """The index of the mode to try next, or None to keep the diagnosis: only a lack of
-    capacity falls back, only while a next mode exists and the stage budget is not spent."""
-    if diagnosis.code not in NO_CAPACITY_CODES or index + 1 >= len(chain):
-        return None
-    if waited_s >= stage_budget_s:
-        return None
-    return index + 1
-
-
-def fallback_note(stage: str, chain: tuple[str, ...], index: int, diagnosis: Diagnosis) -> str:
-    """The log line (and the event's message) of one fallback."""
-    return (f"{stage}: no capacity in {chain[index]} ({diagnosis.summary}); falling back to "
-            f"{chain[index + 1]} ({index + 2} of {len(chain)} in gke.capacity), resuming from "
-            "the newest checkpoint")
-
-
-def chain_spent(diagnosis: Diagnosis, chain: tuple[str, ...], attempts: list[Attempt],
-                stage_budget_s: float, waited_s: float) -> Diagnosis:
-    """The last mode's diagnosis, saying every mode was tried (or the stage budget ran out)."""
-    if len(chain) <= 1 or diagnosis.code not in NO_CAPACITY_CODES:
-        return diagnosis
-    tried = "; ".join(a.line() for a in attempts)
-    why = (f"the stage budget of {stage_budget_s:.0f} s ran out after {waited_s:.0f} s"
-           if waited_s >= stage_budget_s and len(attempts) < len(chain)
-           else f"all {len(chain)} modes of gke.capacity were tried")
-    return Diagnosis(diagnosis.category, f"{diagnosis.summary} ({why})",
-                     f"{diagnosis.detail}\n    tried: {tried}",
-                     diagnosis.fix + "; add a zone (gke.zones) or a mode (gke.capacity) to "
-                     "the chain, or raise gke.queue_budget_s", diagnosis.code)

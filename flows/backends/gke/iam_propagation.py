@@ -16,8 +16,9 @@ directory): its own gcloud grants, and after a deploy the project roles the blue
 Terraform bound to the cluster's service accounts (infra/blueprint.py
 service_account_roles: storage.admin or storage.objectViewer, artifactregistry.reader, ...),
 which are as new to IAM as its own; and a stage whose program failed on such a 403 asks
-``after_failure``: a 403 naming an account and a permission of a role granted it less than
-``budget_s`` ago is waited out (the stage resubmits after a pause, logging that it waits for IAM propagation);
+next_action.py (``iam_lag``, pure, on the grants ``load`` read here): a 403 naming an account
+and a permission of a role granted it less than ``budget_s`` ago is waited out (the stage
+resubmits after a pause, logging that it waits for IAM propagation);
 once the budget is spent it fails naming the role, the account and the fix. A 403 for
 anything not just granted fails at once: no blind retries.
 """
@@ -33,7 +34,6 @@ from pathlib import Path
 # Google's "potentially 7 minutes" (gke.iam_propagation_s): past it the grant is not lagging,
 # it is missing
 from flows.core.budgets import IAM_PROPAGATION_S as BUDGET_S
-from flows.core.failures import Diagnosis, FailureCategory
 
 CODE = "gke/iam-not-propagated"
 GRANTS_FILE = "iam-grants.json"
@@ -71,16 +71,6 @@ class Grant:
             _ROLE_PERMISSIONS.get(self.role, ("\0",)))
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """``after_failure``'s answer: wait ``wait_s`` and resubmit (``line`` says why), or fail
-    with ``diagnosis``."""
-
-    line: str = ""
-    wait_s: float = 0.0
-    diagnosis: Diagnosis | None = None
-
-
 def grants_path(workdir: Path) -> Path:
     return workdir / GRANTS_FILE
 
@@ -107,37 +97,3 @@ def denial(text: str) -> tuple[str, str] | None:
     if not found:
         return None
     return f"serviceAccount:{found[-1]['email']}", found[-1]["permission"]
-
-
-def after_failure(diagnosis: Diagnosis, grants: list[Grant], now: float,
-                  budget_s: float = BUDGET_S) -> Outcome | None:
-    """Pure: None unless the failure is a 403 for a permission of a role tpurl granted that
-    member (then wait and resubmit within ``budget_s`` of the grant, else fail saying so)."""
-    if diagnosis.category is not FailureCategory.USER_ERROR:
-        return None
-    found = denial(f"{diagnosis.summary}\n{diagnosis.detail}")
-    if found is None:
-        return None
-    member, permission = found
-    grant = max((g for g in grants if g.allows(member, permission)), key=lambda g: g.at,
-                default=None)
-    if grant is None:
-        return None  # not ours to wait for: the 403 stands
-    age = now - grant.at
-    if age < budget_s:
-        return Outcome(line=(
-            f"{permission} was refused to {member}, granted {grant.role} on "
-            f"{grant.resource} {age:.0f} s ago: waiting for IAM propagation (Google: "
-            f"typically 2 min, up to 7) for at most {budget_s - age:.0f} s more, then "
-            "resubmitting"), wait_s=min(budget_s - age, max(budget_s / 14, 1.0)))
-    scope, name = grant.resource.split(" ", 1)
-    check = (f"gcloud storage buckets get-iam-policy gs://{name}" if scope == "bucket"
-             else f"gcloud projects get-iam-policy {name}")
-    return Outcome(diagnosis=Diagnosis(
-        FailureCategory.USER_ERROR,
-        f"{permission} is still refused to {member} {age:.0f} s after tpurl granted it "
-        f"{grant.role} on {grant.resource} (IAM propagation takes up to 7 minutes)",
-        diagnosis.detail,
-        f"check that the binding is there ({check}) and that no deny policy or "
-        f"organization constraint blocks {member}; re-grant {grant.role} if it is "
-        "missing, then rerun", CODE))

@@ -17,6 +17,7 @@ from typing import Literal
 from flows.backends.gke import identity
 from flows.backends.gke.image.cloudbuild_spec import staging_bucket
 from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS, ar_repository
+from flows.backends.gke.section import gke_section
 from flows.config.profile import Profile
 from flows.core.layout import patched_image_ref
 
@@ -36,8 +37,8 @@ def repository_of(profile: Profile) -> tuple[str, str, str] | None:
 
 def staging_of(profile: Profile) -> str:
     """Cloud Build's staging bucket, when the image stage may build with Cloud Build."""
-    assert profile.gke is not None
-    return "" if profile.image.builder == "docker" else staging_bucket(profile.gke.project)
+    return ("" if profile.image.builder == "docker"
+            else staging_bucket(gke_section(profile).project))
 
 
 def _create_account(email: str, name: str, project: str, title: str) -> str:
@@ -48,8 +49,7 @@ def _create_account(email: str, name: str, project: str, title: str) -> str:
 
 
 def _infra(profile: Profile) -> list[str]:
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     account = identity.infra_account(gke)
     return [
         "# the infra identity: deploys the cluster and grants IAM; used once, never by a run",
@@ -65,8 +65,7 @@ def _infra(profile: Profile) -> list[str]:
 
 
 def _runtime(profile: Profile) -> list[str]:
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     account = identity.flow_account(gke)
     staging, repo = staging_of(profile), repository_of(profile)
     repository = f"{repo[1]}/{repo[2]}" if repo else ""

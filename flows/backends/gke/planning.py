@@ -3,7 +3,7 @@ and writes, and the read-only checks of ``tpurl plan --check`` and ``validate``.
 
 Apart from backend.py, which runs workloads, because none of this touches a cluster: a plan
 builds the backend and calls only these and the prices (``GkePricing``, infra/cost.py, beside
-the money it comes from).
+the money it comes from). GkeBackend holds one GkePlanning and answers the protocol through it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from pathlib import Path
 from flows.backends.gke.infra.cost import cost_plan, render_caps, render_cost
 from flows.backends.gke.jobs.manifests import jobs_of, write_manifests
 from flows.backends.gke.secret_grants import plan_lines, shipped_replaceable
+from flows.backends.gke.section import gke_section
 from flows.common.issues import Issue
 from flows.config.eval_hours import tpu_stages
+from flows.config.gke import GkeSection
 from flows.config.profile import Profile
 from flows.core.backend import ProgramRuntime
 from flows.core.budgets import budgets_for, render_waits, stage_waits
@@ -25,12 +27,14 @@ from flows.core.workload import Workload
 
 
 class GkePlanning:
-    profile: Profile
-    runtime: ProgramRuntime
+    """What a plan of a GKE profile prints, writes and checks, from the profile and the
+    program runtime (the workloads whose Secrets the plan lists)."""
+
+    def __init__(self, profile: Profile, gke: GkeSection, runtime: ProgramRuntime) -> None:
+        self.profile, self.gke, self.runtime = profile, gke, runtime
 
     def plan_header(self) -> list[str]:
-        gke = self.profile.gke
-        assert gke is not None
+        gke = self.gke
         return [f"cluster {gke.cluster} in {', '.join(gke.zone_order)} · {gke.machine_type} "
                 f"{gke.topology} x{gke.num_slices} = {gke.total_chips} chips · capacity "
                 f"{', '.join(gke.capacity_chain)} · "
@@ -46,9 +50,7 @@ class GkePlanning:
     def _secrets(self) -> list[str]:
         """Every Secret the run writes, and whether the shipped Role may replace it
         (secret_grants.py)."""
-        gke = self.profile.gke
-        assert gke is not None
-        return plan_lines(planned_workloads(self.profile, self.runtime), gke.namespace,
+        return plan_lines(planned_workloads(self.profile, self.runtime), self.gke.namespace,
                           shipped_replaceable())
 
     def _parity(self) -> list[str]:
@@ -80,17 +82,14 @@ class GkePlanning:
     def validation_warnings(self) -> list[str]:
         from flows.backends.gke.infra.settings import world_open_warning
 
-        gke = self.profile.gke
-        assert gke is not None
-        warning = world_open_warning(gke)
+        warning = world_open_warning(self.gke)
         return ([warning] if warning else []) + unpinned_image_warnings(self.profile)
 
 
 def unpinned_image_warnings(profile: Profile) -> list[str]:
     """Images a GKE run pulls by a tag only: whoever can push to their
     repository can change what runs, privileged, on the TPU hosts."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     out = []
     if "@sha256:" not in profile.image.base:
         out.append(f"WARNING: image.base {profile.image.base} is pinned by tag only; pin it by "

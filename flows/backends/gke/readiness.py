@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flows.backends.gke.image.builder import choose_builder, docker_host
+from flows.backends.gke.section import gke_section
 from flows.common.issues import Issue
 from flows.config.profile import Profile
 
@@ -125,7 +126,6 @@ def _flow_permissions(profile: Profile) -> tuple[frozenset[str] | None, str]:
     permissions; (None, why) when it cannot be read, which refuses nothing here: the
     credentials check above and pre-flight report that."""
 
-    assert profile.gke is not None
     try:
         import google.auth
 
@@ -150,8 +150,7 @@ def held_permissions(apis: GoogleApis, profile: Profile) -> frozenset[str]:
     from flows.backends.gke import identity
     from flows.backends.gke.identity_setup import repository_of, staging_of
 
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     project = apis.test_iam_permissions(gke.project, identity.permissions())
     bucket = _resource_answer(apis.bucket_test_iam_permissions, gke.bucket,
                               identity.permissions("bucket"))
@@ -197,9 +196,8 @@ def _cloud_build_credentials(profile: Profile) -> str | None:
     from flows.backends.gke.image import cloudbuild
     from flows.backends.gke.image.errors import ImageError
 
-    assert profile.gke is not None
     try:
-        cloudbuild.default_clients(profile.gke.project)
+        cloudbuild.default_clients(gke_section(profile).project)
     except ImageError as exc:
         return str(exc).splitlines()[0]
     return None

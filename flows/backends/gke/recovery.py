@@ -1,11 +1,12 @@
-"""What to do with a stage's JobSet: create it, attach to it, resubmit it or refuse (pure).
+"""Before a stage watches its JobSet: create it, attach to it, resubmit it or refuse (pure).
 
 Kept apart from the backend that does the calls (backend.py) the way SkyPilot keeps its
 recovery strategies (sky/jobs/recovery_strategy.py) apart from the jobs controller that runs
 them: the decisions are the part
 that must be right in every case (a rerun after the flow died, a retry after a failure, a
 preemption, a JobSet of another configuration), so each is a pure function of what the
-cluster answered, tested case by case (tests/backends/gke/test_recovery.py).
+cluster answered, tested case by case (tests/backends/gke/test_recovery.py). What follows a
+verdict of the JobSet watched is next_action.py's.
 
 The bound they keep: at most ``max_submissions`` (``gke.preemption_budget`` + 1) JobSets are
 ever created for one stage of one run, across Prefect's retries and flow restarts, because
@@ -106,15 +107,3 @@ def on_conflict(live: Obj | None, desired: Obj, previous: int, preemptions: int,
                             budget_spent(name, number, None, preemptions, namespace))
         return Decision(Action.RESUBMIT, number)
     return Decision(Action.ATTACH, number)
-
-
-def after_verdict(diagnosis: Diagnosis, name: str, number: int, preemptions: int,
-                  namespace: str) -> Decision:
-    """The watched JobSet failed: a preemption is resubmitted while the bound allows;
-    anything else (and a preemption past the bound) is refused with its diagnosis."""
-    if diagnosis.category is FailureCategory.PREEMPTED:
-        if number < preemptions + 1:
-            return Decision(Action.RESUBMIT, number)
-        return Decision(Action.REFUSE, number,
-                        budget_spent(name, number, diagnosis, preemptions, namespace))
-    return Decision(Action.REFUSE, number, diagnosis)

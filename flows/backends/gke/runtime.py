@@ -7,6 +7,7 @@ import shlex
 from typing import Any
 
 from flows.backends.gke.jobs.program_files import program_path
+from flows.backends.gke.section import gke_section
 from flows.config.data_rules import announced_data_args
 from flows.config.gke_jobs import parse_quantity
 from flows.config.hf_scratch import plan_note
@@ -59,16 +60,14 @@ MAXTEXT_RL_ENV: Env = (("SKIP_JAX_PRECOMPILE", "1"),)
 
 def train_env(profile: Profile) -> Env:
     """Pathways' and MaxText's RL environment, with the profile's gke.train_env over it."""
-    assert profile.gke is not None
-    given = profile.gke.train_env
+    given = gke_section(profile).train_env
     defaults = tuple((k, v) for k, v in (*PATHWAYS_ENV, *MAXTEXT_RL_ENV) if k not in given)
     return (*defaults, *given.items())
 
 
 class GkeRuntime:
     def __init__(self, profile: Profile) -> None:
-        assert profile.gke is not None
-        self.profile, self.gke = profile, profile.gke
+        self.profile, self.gke = profile, gke_section(profile)
 
     def image(self, built: str | None) -> str:
         """The image stage's pushed digest; before it ran (plans), the content tag."""

@@ -3,7 +3,7 @@
 Each secret reference of a workload (``secret_env``: the HF token, the W&B key) becomes one
 Secret named by its source, not by the run (jobs/naming.py ``secret_name``), created at
 submit time or, when a stage or run before created it, replaced with the current value
-(jobset_calls.py). Named Secrets that are replaced, rather than per-run Secrets created and
+(jobset_client.py). Named Secrets that are replaced, rather than per-run Secrets created and
 deleted, because of what each asks of the flow's Role (deployments/work-pool/rbac.yaml):
 
 - a replace can be limited to the names it needs (``update`` with ``resourceNames``), so the

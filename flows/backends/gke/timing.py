@@ -9,11 +9,6 @@ from flows.config.profile import Profile
 from flows.core.budgets import gke_stage_timeout_s
 
 
-class GkeTiming:
-    """Needs GkeBackend's profile."""
-
-    profile: Profile
-
-    def stage_timeout_s(self, stage: str) -> float:
-        jobsets = len(jobs_of(stage)) if stage in GKE_STAGES else 0
-        return gke_stage_timeout_s(self.profile, stage, jobsets)
+def stage_timeout_s(profile: Profile, stage: str) -> float:
+    jobsets = len(jobs_of(stage)) if stage in GKE_STAGES else 0
+    return gke_stage_timeout_s(profile, stage, jobsets)

@@ -254,7 +254,7 @@ def test_a_rerun_after_a_fallback_attaches_to_the_later_modes_jobset(server,
                            (1.5, say("step 2")), (0.2, succeed)])
     earlier = make_backend(server.url, "train", tmp_path, ListLogger(), profile=profile)
     workload = train_workload(profile, Layout(profile), earlier.runtime)
-    spot = earlier._jobset_for(workload, job_of("train", workload.name), "spot")
+    spot = earlier.capacity.jobset_for(workload, job_of("train", workload.name), "spot")
     earlier.cluster.custom.create_namespaced_custom_object(
         JOBSET_GROUP, JOBSET_VERSION, profile.gke.namespace, JOBSETS,
         recovery.numbered(spot, 2))

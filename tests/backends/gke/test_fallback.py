@@ -1,8 +1,10 @@
-"""The capacity chain's decisions (flows/backends/gke/fallback.py) case by case, and the
+"""The capacity chain's decisions (flows/backends/gke/next_action.py) case by case, and the
 JobSet each step renders (capacity_run.py): the mode's pools, and with several slices the
 zone pinned so every slice comes up in one zone."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 
@@ -14,15 +16,16 @@ from flows.backends.gke.fallback import (
     NO_QUEUED_CAPACITY,
     Attempt,
     attempts_of,
-    chain_spent,
-    falls_back,
 )
 from flows.backends.gke.jobs.options import options_for
+from flows.backends.gke.next_action import chain_spent, falls_back
 from flows.backends.gke.runtime import GkeRuntime
 from flows.backends.gke.watch.served import TPU_ACCELERATOR
+from flows.config.profile import Profile
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.layout import Layout
 from flows.core.programs import train_workload
+from flows.core.secrets import Redactor
 from tests.support.profiles import capacity_overrides, tutorial_profile
 
 CHAIN = ("flex-start", "on-demand", "spot")
@@ -64,9 +67,9 @@ def test_one_slice_lets_the_autoscaler_pick_the_zone_several_slices_pin_one() ->
     assert attempts_of(("spot",), zones[:1], 2) == (("spot", ""),)
 
 
-class Renders(CapacityRun):
-    def __init__(self, profile) -> None:
-        self.profile, self.options = profile, options_for(profile)
+def renderer(profile: Profile) -> CapacityRun:
+    return CapacityRun(profile, stage="train", options=options_for(profile),
+                       redactor=Redactor(), logger=logging.getLogger("tpurl"))
 
 
 def tpu_selectors(jobset: dict) -> list[dict]:
@@ -85,16 +88,16 @@ def test_each_step_renders_the_jobset_for_its_mode_and_zone() -> None:
     assert steps == ("on-demand@us-east5-b", "on-demand@us-east5-a", "spot@us-east5-b",
                      "spot@us-east5-a")
     workload = train_workload(profile, Layout(profile), GkeRuntime(profile))
-    renders = Renders(profile)
+    renders = renderer(profile)
     for step in steps:
         mode, _, zone = step.partition("@")
-        jobset = renders._jobset_for(workload, "train", step)
+        jobset = renders.jobset_for(workload, "train", step)
         selectors = tpu_selectors(jobset)
         assert selectors and all(s[CAPACITY_LABEL] == mode and s[ZONE_LABEL] == zone
                                  for s in selectors), selectors
     one = tutorial_profile(**capacity_overrides("on-demand,spot"),
                            **{"gke.zones": "us-east5-b,us-east5-a"})
-    jobset = Renders(one)._jobset_for(train_workload(one, Layout(one), GkeRuntime(one)),
+    jobset = renderer(one).jobset_for(train_workload(one, Layout(one), GkeRuntime(one)),
                                       "train", "spot")
     assert all(ZONE_LABEL not in s and s[CAPACITY_LABEL] == "spot"
                for s in tpu_selectors(jobset))

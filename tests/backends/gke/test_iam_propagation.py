@@ -1,12 +1,13 @@
-"""flows/backends/gke/iam_propagation.py, pure: which failures are a lag of tpurl's own grant
-(waited out within the budget, then a failure naming it) and which are not (None: the
-failure stands as it was)."""
+"""flows/backends/gke/iam_propagation.py's record and next_action.py's iam_lag, pure: which
+failures are a lag of tpurl's own grant (waited out within the budget, then a failure naming
+it) and which are not (None: the failure stands as it was)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from flows.backends.gke.iam_propagation import CODE, Grant, after_failure, load, record
+from flows.backends.gke.iam_propagation import CODE, Grant, load, record
+from flows.backends.gke.next_action import iam_lag
 from flows.core.failures import Diagnosis, FailureCategory
 
 WL = "tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"
@@ -24,11 +25,11 @@ def _refused(email: str = WL, permission: str = "storage.objects.create") -> str
 
 
 def test_a_refusal_of_a_fresh_grant_waits_and_one_past_the_budget_fails_naming_it() -> None:
-    waiting = after_failure(_failed(_refused()), [GRANT], now=1060.0, budget_s=420.0)
+    waiting = iam_lag(_failed(_refused()), [GRANT], now=1060.0, budget_s=420.0)
     assert waiting is not None and waiting.diagnosis is None
     assert "waiting for IAM propagation" in waiting.line and "60 s ago" in waiting.line
     assert waiting.wait_s == 30.0  # a fourteenth of 7 min between resubmissions
-    spent = after_failure(_failed(_refused()), [GRANT], now=1000.0 + 421.0, budget_s=420.0)
+    spent = iam_lag(_failed(_refused()), [GRANT], now=1000.0 + 421.0, budget_s=420.0)
     assert spent is not None and spent.diagnosis is not None and not spent.line
     assert spent.diagnosis.code == CODE
     assert "roles/storage.objectAdmin on bucket b1" in spent.diagnosis.summary
@@ -41,8 +42,8 @@ def test_what_tpurl_did_not_grant_is_no_lag() -> None:
                       _failed(_refused(permission="storage.buckets.delete")),  # not the role's
                       _failed(_refused(), FailureCategory.INFRASTRUCTURE),  # retried anyway
                       _failed("404 Not Found")):  # no 403 at all
-        assert after_failure(diagnosis, [GRANT], now=1010.0) is None
-    assert after_failure(_failed(_refused()), [], now=1010.0) is None  # nothing recorded
+        assert iam_lag(diagnosis, [GRANT], now=1010.0) is None
+    assert iam_lag(_failed(_refused()), [], now=1010.0) is None  # nothing recorded
 
 
 def test_the_record_keeps_recent_grants_and_reads_nothing_from_a_missing_file(

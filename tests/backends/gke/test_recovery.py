@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.backends.gke import recovery
+from flows.backends.gke import next_action, recovery
 from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.recovery import SUBMISSION, Action
 from flows.core.failures import Diagnosis, FailureCategory
@@ -84,15 +84,15 @@ CRASHED = Diagnosis(FailureCategory.USER_ERROR, "train_rl exited 1", "", "read t
 
 
 def test_a_preemption_is_resubmitted_while_the_bound_allows():
-    assert recovery.after_verdict(PREEMPTED, NAME, 1, BUDGET, NS).action is Action.RESUBMIT
-    assert recovery.after_verdict(PREEMPTED, NAME, 2, BUDGET, NS).action is Action.RESUBMIT
-    spent = recovery.after_verdict(PREEMPTED, NAME, 3, BUDGET, NS)
+    assert next_action.after_verdict(PREEMPTED, NAME, 1, BUDGET, NS).action is Action.RESUBMIT
+    assert next_action.after_verdict(PREEMPTED, NAME, 2, BUDGET, NS).action is Action.RESUBMIT
+    spent = next_action.after_verdict(PREEMPTED, NAME, 3, BUDGET, NS)
     assert spent.action is Action.REFUSE and spent.diagnosis is not None
     assert spent.diagnosis.code == "gke/submission-budget"
     assert "the slice was preempted" in spent.diagnosis.detail  # the last failure is kept
 
 
 def test_any_other_failure_is_raised_as_diagnosed():
-    assert recovery.after_verdict(CRASHED, NAME, 1, BUDGET, NS) == recovery.Decision(
+    assert next_action.after_verdict(CRASHED, NAME, 1, BUDGET, NS) == recovery.Decision(
         Action.REFUSE, 1, CRASHED)
-    assert recovery.after_verdict(CRASHED, NAME, 1, 0, NS).diagnosis is CRASHED
+    assert next_action.after_verdict(CRASHED, NAME, 1, 0, NS).diagnosis is CRASHED

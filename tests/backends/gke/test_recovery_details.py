@@ -3,7 +3,7 @@ refusal carries and the budget diagnosis' exact text (what the user reads to fix
 
 from __future__ import annotations
 
-from flows.backends.gke import recovery
+from flows.backends.gke import next_action, recovery
 from flows.backends.gke.recovery import Action, Decision
 from flows.core.failures import Diagnosis, FailureCategory
 from tests.backends.gke.test_recovery import BUDGET, DESIRED, NAME, NS, live
@@ -41,6 +41,6 @@ def test_another_configuration_is_refused_with_the_number_so_far_and_the_fix():
 
 def test_a_preemption_is_resubmitted_with_its_number_then_refused_naming_it():
     preempted = Diagnosis(FailureCategory.PREEMPTED, "slice preempted", "", "")
-    assert recovery.after_verdict(preempted, NAME, 2, BUDGET, NS) == Decision(Action.RESUBMIT, 2)
-    assert recovery.after_verdict(preempted, NAME, 3, BUDGET, NS) == Decision(
+    assert next_action.after_verdict(preempted, NAME, 2, BUDGET, NS) == Decision(Action.RESUBMIT, 2)
+    assert next_action.after_verdict(preempted, NAME, 3, BUDGET, NS) == Decision(
         Action.REFUSE, 3, spent(3, "slice preempted"))

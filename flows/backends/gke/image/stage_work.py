@@ -33,7 +33,7 @@ class GkeImage:
     content_outputs: tuple[str, ...] = ()
 
     def __init__(self, backend: GkeBackend) -> None:
-        self.profile, self.layout = backend.profile, backend.layout
+        self.profile, self.gke, self.layout = backend.profile, backend.gke, backend.layout
 
     def plan(self) -> StageWork:
         profile = self.profile
@@ -164,10 +164,8 @@ class GkeImage:
     def _cloud_clients(self) -> Any:
         from flows.backends.gke.image import cloudbuild
 
-        gke = self.profile.gke
-        assert gke is not None
         if not hasattr(self, "_clients"):
-            self._clients = cloudbuild.default_clients(gke.project)
+            self._clients = cloudbuild.default_clients(self.gke.project)
         return self._clients
 
     def _ensure(self, request: ImageRequest, ctx: StageContext) -> Any:
@@ -178,8 +176,7 @@ class GkeImage:
             return ensure_image(request, connect(), log=ctx.logger.info, found=found)
         from flows.backends.gke.image.cloudbuild import CloudBuildTarget, ensure_image_cloud_build
 
-        gke = self.profile.gke
-        assert gke is not None
+        gke = self.gke
         return ensure_image_cloud_build(request, CloudBuildTarget(gke.project, gke.region),
                                         self._cloud_clients(), log=ctx.logger.info, found=found)
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from flows.backends.gke.section import gke_section
 from flows.config.capacity import CAPACITY_MODES, SCALE_FROM_ZERO, ModePrice, is_capacity_mode
 from flows.config.eval_hours import stage_hours, tpu_stages
+from flows.config.gke import GkeSection
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE, SCALE_DOWN_TAIL_S
 
@@ -72,8 +74,7 @@ class CostPlan:
 
 def busy_chips(profile: Profile, stage: str) -> int:
     """TPU chips a stage's jobs request: conversion/export on the CPU pool request none."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     if stage in ON_SLICE:  # train, evaluate: Pathways workers on the slice
         return gke.total_chips
     if stage in ("convert", "export"):
@@ -84,8 +85,7 @@ def busy_chips(profile: Profile, stage: str) -> int:
 def cost_plan(profile: Profile, capacity: str | None = None) -> CostPlan:
     """Per-stage estimate from ``gke.estimated_hours`` for the profile's capacity mode, or
     for another one (``tpurl plan --compare-capacity``); pure."""
-    gke = profile.gke
-    assert gke is not None, "cost plans are for GKE profiles"
+    gke = gke_section(profile)
     mode = capacity or gke.capacity_chain[0]
     price = gke.prices.get(mode) if is_capacity_mode(mode) else None
     rate = price.usd_per_chip_hour if price else 0.0
@@ -107,8 +107,7 @@ def cost_plan(profile: Profile, capacity: str | None = None) -> CostPlan:
 def compare_capacity(profile: Profile, runs_per_week: float = 1.0) -> list[str]:
     """Every mode side by side for this profile: held chip-hours and dollars per run, idle
     chip-hours and dollars per week, and where each price comes from; pure."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     lines = [f"Capacity modes for {gke.total_chips} chips ({gke.machine_type} {gke.topology} "
              f"x{gke.num_slices}), {runs_per_week:g} run(s) a week, estimated hours "
              + ", ".join(f"{k} {stage_hours(profile, k):g}" for k in tpu_stages(profile))
@@ -151,8 +150,7 @@ def chain_lines(profile: Profile) -> list[str]:
     from flows.config.spend import estimated_run_usd
     from flows.core.budgets import mode_budget_h
 
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     pools = tpu_pools(gke)
     lines = [f"Fallback chain, capacity {', '.join(gke.capacity_chain)} over zone(s) "
              f"{', '.join(gke.zone_order)} (tried in this order; a slice is "
@@ -257,8 +255,7 @@ def render_caps(profile: Profile) -> list[str]:
     from flows.config.spend import estimated_run_usd, estimated_stage_usd, scale_down_tail_h
     from flows.config.timeline import timeline_lines
 
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     timeline = (timeline_lines(gke.train_timeline, scale_down_tail_h(gke, "train") * 60,
                                "queued" in gke.capacity_chain)
                 if gke.train_timeline else [])
@@ -281,14 +278,14 @@ def render_caps(profile: Profile) -> list[str]:
 
 class GkePricing:
     """The Pricing members of the Backend protocol (flows/core/backend.py) on GKE, here beside
-    the money they come from; GkeBackend (backend.py) inherits them."""
+    the money they come from; GkeBackend (backend.py) holds one and answers through it."""
 
-    profile: Profile
+    def __init__(self, profile: Profile, gke: GkeSection) -> None:
+        self.profile, self.gke = profile, gke
 
     @property
     def usd_per_chip_hour(self) -> float:
-        assert self.profile.gke is not None
-        return self.profile.gke.usd_per_chip_hour
+        return self.gke.usd_per_chip_hour
 
     def estimated_chip_hours(self, stage: str) -> float:
         return stage_estimated_chip_hours(self.profile, stage)

@@ -19,13 +19,12 @@ class GkeInfra:
     content_outputs: tuple[str, ...] = ()
 
     def __init__(self, backend: GkeBackend) -> None:
-        self.profile, self.layout = backend.profile, backend.layout
+        self.profile, self.gke, self.layout = backend.profile, backend.gke, backend.layout
 
     def plan(self) -> StageWork:
         from flows.backends.gke.infra.infra_stage import gke_plan_actions, gke_plan_notes
 
-        profile, gke = self.profile, self.profile.gke
-        assert gke is not None
+        profile, gke = self.profile, self.gke
         model = profile.model
         return StageWork(
             outputs={"root": self.layout.root, "cluster": f"{gke.project}/{gke.zone}/{gke.cluster}",

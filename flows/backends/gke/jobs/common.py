@@ -19,6 +19,7 @@ from flows.backends.gke.capacity_pools import (
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.jobs.secret_objects import MANAGED_BY, secret_env_var
+from flows.backends.gke.section import gke_section
 from flows.config.profile import Profile
 from flows.core.workload import Workload
 
@@ -38,13 +39,13 @@ def jobset_metadata(name: str, *, profile: Profile, options: GkeOptions, stage: 
                     annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """Labels a rerun and the watcher select on; the gcluster label keeps `gcluster job list`
     showing our JobSets next to the tutorial's."""
-    assert profile.gke is not None
+    gke = gke_section(profile)
     return {
         "name": name,
         "namespace": options.gke.namespace,
         "labels": {
             "gcluster.google.com/workload": name,
-            QUEUE_LABEL: profile.gke.kueue_queue,
+            QUEUE_LABEL: gke.kueue_queue,
             "app.kubernetes.io/managed-by": MANAGED_BY,
             STAGE_LABEL: label_value(stage),
             RUN_LABEL: label_value(run),
@@ -85,8 +86,7 @@ def tpu_pod_scheduling(profile: Profile) -> dict[str, Any]:
     with one mode only GKE's own label of it (a cluster deployed before the chain existed
     has pools without ``tpurl/capacity``). The zone is never pinned: the autoscaler picks
     it (capacity_pools.py, fallback.py)."""
-    assert profile.gke is not None
-    gke = profile.gke
+    gke = gke_section(profile)
     chain = gke.capacity_chain
     mode = chain[0]
     selector = job_node_selector(mode) if len(chain) > 1 else provider_node_labels(mode)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flows.backends.gke.section import gke_section
 from flows.config.gke import GkeSection
 from flows.config.profile import Profile
 
@@ -43,5 +44,4 @@ def _pinned(tagged: str, digest: str | None) -> str:
 
 
 def options_for(profile: Profile) -> GkeOptions:
-    assert profile.gke is not None, "GKE job options are for GKE profiles"
-    return GkeOptions(profile.gke)
+    return GkeOptions(gke_section(profile))

@@ -40,6 +40,7 @@ from flows.backends.gke.jobs.common import (
 )
 from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.jobs.program_files import mounts, volumes
+from flows.backends.gke.section import gke_section
 from flows.config.profile import Profile
 from flows.core.workload import Workload
 
@@ -56,13 +57,12 @@ SHARED_ENV = (
 
 
 def scratch_location(profile: Profile) -> str:
-    assert profile.gke is not None
-    return f"gs://{profile.gke.bucket}/pathways/"
+    return f"gs://{gke_section(profile).bucket}/pathways/"
 
 
 def instance_type(profile: Profile) -> str:
-    assert profile.gke is not None
-    return f"{profile.gke.machine.pathways_instance_prefix}:{profile.gke.topology}"
+    gke = gke_section(profile)
+    return f"{gke.machine.pathways_instance_prefix}:{gke.topology}"
 
 
 def _head_env() -> Env:
@@ -84,7 +84,7 @@ def proxy_container(profile: Profile, opts: GkeOptions) -> dict[str, Any]:
 
 
 def resource_manager_container(profile: Profile, opts: GkeOptions) -> dict[str, Any]:
-    assert profile.gke is not None
+    gke = gke_section(profile)
     return {
         "name": "pathways-rm",
         "image": opts.server_image,
@@ -92,7 +92,7 @@ def resource_manager_container(profile: Profile, opts: GkeOptions) -> dict[str, 
         "args": [f"--server_port={RM_PORT}",
                  f"--gcs_scratch_location={scratch_location(profile)}",
                  "--node_type=resource_manager",
-                 f"--instance_count={profile.gke.num_slices}",
+                 f"--instance_count={gke.num_slices}",
                  f"--instance_type={instance_type(profile)}"],
         "env": [field_env("REPLICATED_JOB_NAME",
                           "metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']"),
@@ -122,7 +122,7 @@ def program_container(workload: Workload, opts: GkeOptions) -> dict[str, Any]:
 
 
 def worker_container(profile: Profile, opts: GkeOptions) -> dict[str, Any]:
-    assert profile.gke is not None
+    gke = gke_section(profile)
     labels = "metadata.labels['jobset.sigs.k8s.io/{}']"
     annotations = "metadata.annotations['jobset.sigs.k8s.io/{}']"
     return {
@@ -142,7 +142,7 @@ def worker_container(profile: Profile, opts: GkeOptions) -> dict[str, Any]:
                 {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": "$(PATHWAYS_HEAD)"},
                 *plain_env(SHARED_ENV)],
         "ports": [{"containerPort": WORKER_PORT, "protocol": "TCP"}],
-        "resources": {"limits": {"google.com/tpu": str(profile.gke.chips_per_host)}},
+        "resources": {"limits": {"google.com/tpu": str(gke.chips_per_host)}},
     }
 
 
@@ -162,14 +162,12 @@ def startup_order(profile: Profile) -> str:
     (``publishNotReadyAddresses``); a worker that gives up on a resource manager not yet up
     restarts in place (restartPolicy OnFailure, within the worker Job's backoffLimit): that
     its wait outlasts the head's image pull is for the first queued run to confirm."""
-    assert profile.gke is not None
-    return "AnyOrder" if profile.gke.capacity_chain[0] == "queued" else "InOrder"
+    return "AnyOrder" if gke_section(profile).capacity_chain[0] == "queued" else "InOrder"
 
 
 def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, name: str,
                     run: str, stage: str) -> dict[str, Any]:
-    assert profile.gke is not None
-    gke = profile.gke
+    gke = gke_section(profile)
     hosts = gke.hosts_per_slice
     zone = slice_zone(gke, gke.capacity_chain[0])
     head_pod = {

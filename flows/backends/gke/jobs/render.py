@@ -37,6 +37,7 @@ from flows.backends.gke.jobs.naming import jobset_name
 from flows.backends.gke.jobs.options import GkeOptions, options_for
 from flows.backends.gke.jobs.pathways import pathways_jobset
 from flows.backends.gke.jobs.program_files import mounts, volumes
+from flows.backends.gke.section import gke_section
 from flows.config.hf_scratch import XET_CHUNK_CACHE_ENV
 from flows.config.profile import Profile
 from flows.core.workload import Workload
@@ -132,8 +133,7 @@ def tpu_hosts_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, 
                      run: str, stage: str, leader_only: bool) -> dict[str, Any]:
     """Every host of the slice(s), as the tutorial's plain job; ``leader_only`` makes hosts
     other than index 0 exit at once (the tutorial's CPU-only conversion on TPU hosts)."""
-    assert profile.gke is not None
-    gke = profile.gke
+    gke = gke_section(profile)
     hosts = gke.hosts_per_slice
     container = {
         "name": WORKLOAD_CONTAINER,

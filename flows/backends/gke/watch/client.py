@@ -28,6 +28,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from flows.backends.gke.section import gke_section
 from flows.backends.gke.watch.kueue import KUEUE_VERSIONS, served_kueue_version
 from flows.config.profile import Profile
 from flows.core.redaction import register
@@ -66,8 +67,7 @@ def kueue_version(cluster: Cluster) -> str:
 
 def kubeconfig_context(profile: Profile) -> str:
     """The context name gcloud writes for a regional cluster (Cluster Toolkit's are)."""
-    assert profile.gke is not None
-    return profile.gke.kube_context
+    return gke_section(profile).kube_context
 
 
 def with_bearer_token(configuration: k8s.Configuration, token: TokenSource) -> None:
@@ -109,8 +109,7 @@ def connect(profile: Profile, environ: Mapping[str, str] | None = None,
     """The cluster of the profile, reached as the module docstring describes."""
     env = os.environ if environ is None else environ
     configuration = k8s.Configuration()
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     if block := gke.kubernetes_credentials_block:
         config_dict, context = _kubernetes_block_config(block)
         k8s_config.load_kube_config_from_dict(config_dict, context=context,

@@ -15,6 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from flows.backends.gke.section import gke_section
 from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.client import Cluster
 from flows.backends.gke.watch.spend import SpendMeter
@@ -33,8 +34,7 @@ def watch_run_nodes(spend: SpendMeter | None, profile: Profile, cluster: Cluster
                     settings: WatchSettings, warn: Callable[[str], None]) -> NodeWatch | None:
     """Start charging ``spend`` by the run's TPU nodes, for a stage whose jobs bring TPU
     nodes up in a mode that scales from zero; None when there is nothing to watch."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     modes = frozenset(m for m in gke.capacity_chain if m in SCALE_FROM_ZERO)
     if spend is None or not spend.chips or not modes:
         return None

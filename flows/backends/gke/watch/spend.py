@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from flows.backends.gke.section import gke_section
 from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.tpu_nodes import TpuNodes
 from flows.backends.gke.watch.verdict import condition
@@ -332,8 +333,7 @@ def meter_for(profile: Profile, stage: str, clock: Callable[[], float] = time.mo
 def node_prices(profile: Profile) -> dict[str, float]:
     """Each mode of the chain that scales from zero at its own price: a node is charged at
     its pool's mode (its ``tpurl/capacity`` label), whichever step of the chain runs."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     return {mode: gke.mode_usd_per_chip_hour(mode) for mode in gke.capacity_chain
             if mode in SCALE_FROM_ZERO}
 
