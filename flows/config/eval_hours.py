@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flows.config.gke_section import gke_section
+
 if TYPE_CHECKING:
     from flows.config.profile import Profile
 
@@ -49,8 +51,7 @@ def eval_rows(profile: Profile) -> int:
 
 def derived_eval_hours(profile: Profile) -> float:
     """Both models' evaluation (a base's first run), from the training estimate."""
-    assert profile.gke is not None and profile.eval is not None
-    train_h = float(profile.gke.estimated_hours.get("train", 0.0))
+    train_h = float(gke_section(profile).estimated_hours.get("train", 0.0))
     per_model = hours_per_model(train_h, completions_trained(dict(profile.train.args)),
                                 eval_rows(profile))
     return round(2 * per_model, 4)
@@ -58,8 +59,7 @@ def derived_eval_hours(profile: Profile) -> float:
 
 def stage_hours(profile: Profile, stage: str) -> float:
     """``gke.estimated_hours.<stage>``; for evaluate, when unset, the derived estimate."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     # any stage's name: the map is keyed by the TPU stages' only, so another gets None
     given = gke.estimated_hours.get(stage)  # type: ignore[call-overload]
     if given is not None:

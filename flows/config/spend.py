@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.common.issues import Issue
 from flows.config.eval_hours import stage_hours, tpu_stages
+from flows.config.gke_section import gke_section
 from flows.config.timeline import TrainTimeline
 
 if TYPE_CHECKING:
@@ -84,16 +85,14 @@ def scale_down_tail_h(gke: GkeSection, stage: str) -> float:
 
 def billed_stage_hours(profile: Profile, stage: str) -> float:
     """The stage's estimated hours plus the scale-down tail GCP bills after them."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     return stage_hours(profile, stage) + scale_down_tail_h(gke, stage)
 
 
 def estimated_stage_usd(profile: Profile, stage: str) -> float:
     """At the price of the chain's priciest mode (gke.capacity): a run may be served by any
     mode of it, so a cap must admit the dearest (one mode: its price)."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     return billed_stage_hours(profile, stage) * stage_chips_held(gke, stage) * \
         gke.mode_usd_per_chip_hour(gke.priciest_mode)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flows.common.paths import PATCHES_FILE, repo_relative
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.lineage import RECORD_NAME, config_key
 from flows.core.patching import declarations_digest, enabled, load_declarations
@@ -34,8 +35,8 @@ def patched_image_ref(profile: Profile) -> str:
     if profile.image.repository:
         repository = profile.image.repository
     else:
-        assert profile.gke is not None
-        repository = (f"{profile.gke.region}-docker.pkg.dev/{profile.gke.project}/tpurl/"
+        gke = gke_section(profile)
+        repository = (f"{gke.region}-docker.pkg.dev/{gke.project}/tpurl/"
                       "tpu-post-training")
     return f"{repository}:{image_key(profile)}"
 

@@ -28,6 +28,7 @@ from flows.common.api_objects import Obj
 from flows.common.issues import Issue
 from flows.common.paths import REPO_ROOT
 from flows.config.errors import ProfileError
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 
 WORK_POOL_TEMPLATES = REPO_ROOT / "deployments" / "work-pool"
@@ -211,8 +212,7 @@ def _gke_findings(profile: Profile) -> list[Finding]:
     from flows.backends.gke.infra.bundle import expected_checksum
     from flows.backends.gke.infra.settings import settings_from_profile
 
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     found = [Finding(profile.name, GKE_AUTH_PLUGIN, shutil.which(GKE_AUTH_PLUGIN) is not None,
                      "on PATH" if shutil.which(GKE_AUTH_PLUGIN) else
                      "not on PATH (the kubeconfig `gcloud container clusters get-credentials` "

@@ -17,6 +17,7 @@ from typing import Any
 
 from flows.common.api_objects import Obj
 from flows.config.gke import GkeSection
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -121,8 +122,7 @@ def gather(profile: Profile, apis: Any, storage_client: Any, kube: Any | None) -
     from flows.backends.gke.infra.cluster import live_capacity
     from flows.config.capacity import price_for
 
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     found = apis.get_cluster(gke.project, gke.region, gke.cluster)
     snap = Snapshot(cluster=None if found is None else str(found.get("status", "RUNNING")))
     nodes: list[Obj] | None = None
@@ -193,8 +193,7 @@ def human_bytes(size: int) -> str:
 
 def problems(profile: Profile, snap: Snapshot) -> list[str]:
     """A static TPU pool in a mode that scales from zero bills every chip while idle."""
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     if not gke.scales_from_zero:
         return []
     return [f"TPU pool {p.name} is static ({p.configured}, ${p.usd_per_hour:,.2f}/h busy or "
@@ -206,8 +205,7 @@ def problems(profile: Profile, snap: Snapshot) -> list[str]:
 
 
 def render(profile: Profile, snap: Snapshot, now: datetime | None = None) -> str:
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     now = now or datetime.now(UTC)
     lines = [f"{profile.name}: capacity {', '.join(gke.capacity_chain)} at "
              f"${gke.usd_per_chip_hour:.2f}/chip-h "

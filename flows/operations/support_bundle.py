@@ -34,6 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.config.secret_ref import secret_refs
 from flows.core.secrets import Redactor
@@ -164,8 +165,7 @@ def collect(profile: Profile, apis: Any, storage_client: Any, kube: Any | None,
             environ: dict[str, str] | None = None) -> Bundle:
     from flows.backends.gke.infra.settings import BLUEPRINT_FILE, settings_from_profile
 
-    gke = profile.gke
-    assert gke is not None
+    gke = gke_section(profile)
     s = settings_from_profile(profile)
     bundle = Bundle(redactor_for(profile, environ))
     bundle.json("bundle.json", {"profile": profile.name, "run": run, "created":

@@ -26,6 +26,7 @@ from flows.common.issues import Issue
 from flows.config import Profile, ProfileError, load_profile
 from flows.config.capacity import price_for, reservation_kept
 from flows.config.choices import GkeProfileName, gke_profile_names
+from flows.config.gke_section import gke_section
 from flows.core.error_redaction import redacting_errors
 from flows.core.failures import user_error
 from flows.deployed.declared import deployment_declared
@@ -86,8 +87,7 @@ def teardown_flow(profile: GkeProfileName, overrides: dict[str, str] | None = No
     """
     readable_failures()  # the run page's log: a refusal once, without traceback
     cfg = gke_profile(profile, overrides, delete_bucket)
-    assert cfg.gke is not None
-    if (here := current_gke_cluster()) == cfg.gke.cluster:
+    if (here := current_gke_cluster()) == gke_section(cfg).cluster:
         raise user_error("infra", f"teardown of {here} is running inside {here} itself",
                          "    KUBERNETES_SERVICE_HOST is set and the GKE metadata names "
                          f"cluster {here}", "run the teardown deployment on the process pool "
@@ -106,13 +106,13 @@ def live_cluster(cfg: Profile) -> tuple[dict[str, Any] | None, str]:
     """Read-only, for the preview: the GKE cluster as the API reports it now (None: none
     found), and "" or why it could not be read (never fatal: the preview then prices the
     profile's mode and says so)."""
-    assert cfg.gke is not None
+    gke = gke_section(cfg)
     try:
         apis, _storage = clients.default_clients(settings_from_profile(cfg))
     except Exception:  # the teardown itself says why, with the fix, if it goes ahead
         return None, "no Google client here"
     try:
-        return apis.get_cluster(cfg.gke.project, cfg.gke.region, cfg.gke.cluster), ""
+        return apis.get_cluster(gke.project, gke.region, gke.cluster), ""
     except Exception as exc:  # denied, no network: the profile's figures stand
         return None, (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 

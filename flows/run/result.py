@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from flows.common.paths import path_part
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.layout import RESULTS_DIR, Layout
 from flows.core.stage import StageOutput, WorkloadRun
@@ -88,9 +89,9 @@ def ensure_gcs_result_storage(profile: Profile, block_name: str = RESULT_BLOCK,
     """Create or update the GcsBucket block for Prefect's results; return its slug."""
     from prefect_gcp import GcpCredentials, GcsBucket
 
-    assert profile.gke is not None, "Prefect result storage in GCS is for GKE profiles"
-    name = credentials_block or profile.gke.gcp_credentials_block
-    credentials = GcpCredentials.load(name) if name else GcpCredentials(project=profile.gke.project)
-    GcsBucket(bucket=profile.gke.bucket, bucket_folder=RESULT_FOLDER,
+    gke = gke_section(profile)  # Prefect result storage in GCS is for GKE profiles
+    name = credentials_block or gke.gcp_credentials_block
+    credentials = GcpCredentials.load(name) if name else GcpCredentials(project=gke.project)
+    GcsBucket(bucket=gke.bucket, bucket_folder=RESULT_FOLDER,
               gcp_credentials=credentials).save(block_name, overwrite=True)
     return f"gcs-bucket/{block_name}"

@@ -70,7 +70,6 @@ from flows.backends.gke.next_action import (
 )
 from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.runtime import GkeRuntime
-from flows.backends.gke.section import gke_section
 from flows.backends.gke.timing import stage_timeout_s
 from flows.backends.gke.watch.client import Cluster, connect, kueue_version
 from flows.backends.gke.watch.logs import LogSink
@@ -83,6 +82,7 @@ from flows.backends.gke.watch.tpu_nodes import NodeWatch
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
 from flows.common.api_objects import Obj
 from flows.common.issues import Issue
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.backend import ProgressCallback, StageLogger, WorkloadRun
 from flows.core.budgets import Budgets, budgets_for, waits_for_capacity

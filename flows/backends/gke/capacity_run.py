@@ -24,11 +24,11 @@ from flows.backends.gke.jobs.manifests import stage_run
 from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.jobs.pathways import HEAD as PATHWAYS_HEAD
 from flows.backends.gke.jobs.render import render_jobset
-from flows.backends.gke.section import gke_section
 from flows.backends.gke.watch.monitor import Monitor
 from flows.backends.gke.watch.served import TPU_ACCELERATOR
 from flows.common.api_objects import Obj
 from flows.common.event_catalogue import CAPACITY_FALLBACK
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE
 from flows.core.backend import StageLogger

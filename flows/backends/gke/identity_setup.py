@@ -17,7 +17,7 @@ from typing import Literal
 from flows.backends.gke import identity
 from flows.backends.gke.image.cloudbuild_spec import staging_bucket
 from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS, ar_repository
-from flows.backends.gke.section import gke_section
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.layout import patched_image_ref
 

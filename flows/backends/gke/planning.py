@@ -14,10 +14,10 @@ from pathlib import Path
 from flows.backends.gke.infra.cost import cost_plan, render_caps, render_cost
 from flows.backends.gke.jobs.manifests import jobs_of, write_manifests
 from flows.backends.gke.secret_grants import plan_lines, shipped_replaceable
-from flows.backends.gke.section import gke_section
 from flows.common.issues import Issue
 from flows.config.eval_hours import tpu_stages
 from flows.config.gke import GkeSection
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.backend import ProgramRuntime
 from flows.core.budgets import budgets_for, render_waits, stage_waits

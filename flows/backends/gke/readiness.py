@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flows.backends.gke.image.builder import choose_builder, docker_host
-from flows.backends.gke.section import gke_section
 from flows.common.issues import Issue
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ import shlex
 from typing import Any
 
 from flows.backends.gke.jobs.program_files import program_path
-from flows.backends.gke.section import gke_section
 from flows.config.data_rules import announced_data_args
 from flows.config.gke_jobs import parse_quantity
+from flows.config.gke_section import gke_section
 from flows.config.hf_scratch import plan_note
 from flows.config.profile import Profile
 from flows.core.backend import Env, ModelSource, ProgramSetup

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from flows.backends.gke.section import gke_section
 from flows.config.capacity import CAPACITY_MODES, SCALE_FROM_ZERO, ModePrice, is_capacity_mode
 from flows.config.eval_hours import stage_hours, tpu_stages
 from flows.config.gke import GkeSection
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE, SCALE_DOWN_TAIL_S
 

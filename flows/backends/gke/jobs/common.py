@@ -19,7 +19,7 @@ from flows.backends.gke.capacity_pools import (
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.jobs.secret_objects import MANAGED_BY, secret_env_var
-from flows.backends.gke.section import gke_section
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.workload import Workload
 

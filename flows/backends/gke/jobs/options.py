@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flows.backends.gke.section import gke_section
 from flows.config.gke import GkeSection
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 
 PATHWAYS_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"

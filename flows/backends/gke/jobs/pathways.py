@@ -40,7 +40,7 @@ from flows.backends.gke.jobs.common import (
 )
 from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.jobs.program_files import mounts, volumes
-from flows.backends.gke.section import gke_section
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.workload import Workload
 

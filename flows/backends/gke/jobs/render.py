@@ -37,7 +37,7 @@ from flows.backends.gke.jobs.naming import jobset_name
 from flows.backends.gke.jobs.options import GkeOptions, options_for
 from flows.backends.gke.jobs.pathways import pathways_jobset
 from flows.backends.gke.jobs.program_files import mounts, volumes
-from flows.backends.gke.section import gke_section
+from flows.config.gke_section import gke_section
 from flows.config.hf_scratch import XET_CHUNK_CACHE_ENV
 from flows.config.profile import Profile
 from flows.core.workload import Workload

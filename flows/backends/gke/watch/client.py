@@ -28,8 +28,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from flows.backends.gke.section import gke_section
 from flows.backends.gke.watch.kueue import KUEUE_VERSIONS, served_kueue_version
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.redaction import register
 

@@ -15,7 +15,6 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from flows.backends.gke.section import gke_section
 from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.client import Cluster
 from flows.backends.gke.watch.spend import SpendMeter
@@ -27,6 +26,7 @@ from flows.backends.gke.watch.tpu_nodes import (
     run_node_selector,
 )
 from flows.config.capacity import SCALE_FROM_ZERO
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 
 

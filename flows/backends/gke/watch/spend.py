@@ -44,12 +44,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from flows.backends.gke.section import gke_section
 from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.tpu_nodes import TpuNodes
 from flows.backends.gke.watch.verdict import condition
 from flows.common.api_objects import Obj
 from flows.config.capacity import SCALE_FROM_ZERO
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.config.spend import SCALE_DOWN_TAIL_S, stage_chips_held
 from flows.core.failures import Diagnosis, FailureCategory
