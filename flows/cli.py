@@ -310,6 +310,11 @@ def _plan(args: argparse.Namespace, loaded: _Loaded) -> int:
         print(json.dumps([p.model_dump() for p in plans], indent=2))
     else:
         print(render_text(profile, plans))
+        if profile.gke is not None:  # whether the cap leaves room for a preemption
+            from flows.operations.preemption_cost import cost_lines, preemption_cost
+
+            print("\nOne preemption of training (docs/how-to/preemption-cost.md):\n" + "\n".join(
+                f"  {line}" for line in cost_lines(preemption_cost(profile))))
         if estimates := stage_estimates(profile):
             print("\ndisk under local.root (estimated): " + ", ".join(
                 f"{stage} {gib(size)}" for stage, size in estimates.items()))

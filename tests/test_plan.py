@@ -92,3 +92,23 @@ def test_cli_plan_out_holds_no_token_whatever_its_source(tmp_path, tutorial_over
     secret = next(t for w, t in texts.items() if "01-secret" in w)
     assert "secretKeyRef" in "".join(texts.values())
     assert "kind: Secret" in secret and "\ndata:" not in secret and "stringData" not in secret
+
+
+@pytest.mark.parametrize("name", ["smoke-qwen3-0.6b-v6e-8", TUTORIAL])
+def test_a_gke_plan_says_what_one_preemption_costs_and_whether_the_cap_leaves_room(
+        name, tutorial_overrides, capsys, monkeypatch):
+    """The smoke profile's cap ($14.50 over an $11.88 estimate) leaves no room for one
+    preemption: the plan says so before the run, where the cap would otherwise stop a run
+    that could have recovered."""
+    from flows.operations.preemption_cost import cost_lines, preemption_cost
+
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("plan"))
+    fields = {k: v for k, v in tutorial_overrides.items()
+              if name == TUTORIAL or k != "gke.reservation"}
+    assert main(["plan", name, *[f"--set={k}={v}" for k, v in fields.items()]]) == 0
+    out = capsys.readouterr().out
+    expected = cost_lines(preemption_cost(load_profile(name, fields, environ={})))
+    assert "One preemption of training" in out
+    assert all(f"  {line}" in out.splitlines() for line in expected), (expected, out[-1500:])
+    if name != TUTORIAL:
+        assert "not enough for one preemption (the cap stops the run)" in out
