@@ -10,12 +10,13 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
 from flows.deploy_steps import pinned_template
-from flows.operations.check import POOLS, WORK_POOL_TEMPLATES, prefect_findings
+from flows.operations.check import POOLS, WORK_POOL_TEMPLATES, Finding, prefect_findings
 from tests.support.profiles import TUTORIAL_REQUIRED
 
 SMOKE = "smoke-qwen3-0.6b-v6e-8"
@@ -132,3 +133,27 @@ def test_work_pools_are_checked_against_the_shipped_templates() -> None:
         assert pools()["tpurl-kubernetes"] == "FAIL"
         for pool in kinds:
             client.delete_work_pool(pool)
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_the_notification_block_a_profile_names_is_asked_of_the_api() -> None:
+    """As the deploy step asks it (flows/notifications/apply.py): missing, then created."""
+    from prefect.blocks.notifications import SlackWebhook
+
+    from flows.operations.check import profile_findings
+
+    name = f"tpurl-check-{uuid.uuid4().hex[:8]}"
+    overrides = {"notify.block": f"slack-webhook/{name}"}
+
+    def notify(api_answers: bool = True) -> Finding:
+        found, readable = profile_findings("rehearsal", overrides, {}, api_answers)
+        assert readable
+        [finding] = [f for f in found if f.what == "notify.block"]
+        return finding
+
+    assert notify(api_answers=False).ok is None  # no API: not checked, not failed
+    missing = notify()
+    assert (missing.ok, missing.code) == (False, "config/notify-block"), missing
+    assert "prefect block create slack-webhook" in missing.fix
+    SlackWebhook(url="http://127.0.0.1:9/hook").save(name)  # type: ignore[arg-type]
+    assert notify().ok is True

@@ -141,6 +141,12 @@ CATALOGUE: tuple[Symptom, ...] = (
             "`promotion.register.mlflow.tracking_uri`).",
             "Start the MLflow server or correct the address (it must be reachable from where "
             "the flow runs), or remove the section."),
+    Symptom("config/notify-block", When.START,
+            "`tpurl check PROFILE` prints `FAIL notify.block [config/notify-block]: no block "
+            "TYPE/NAME on the Prefect API` (or `... is not a notification block`); "
+            "`prefect deploy` refuses the same.",
+            "Create the block (`prefect block create slack-webhook`, the URL stored in it) on "
+            "the API the deployments use, or correct `notify.block` (TYPE/NAME)."),
     Symptom("config/spend-cap", When.CAPACITY,
             f"{_PROFILE} `gke.max_usd_per_run: $X is below the plan's estimate of $Y ...: "
             "every run would be stopped` (or less than `gke.spend_margin` above it, or a "

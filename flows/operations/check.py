@@ -177,8 +177,8 @@ def shipped_template(pool: str, template_file: str, template: Obj) -> bool:
     return pinned_template(shipped, str(image)) == dict(template)
 
 
-def profile_findings(name: str, overrides: Mapping[str, str],
-                     environ: Mapping[str, str]) -> tuple[list[Finding], bool]:
+def profile_findings(name: str, overrides: Mapping[str, str], environ: Mapping[str, str],
+                     api_answers: bool = False) -> tuple[list[Finding], bool]:
     """(what the profile needs here and whether it is found, the profile could be read)."""
     from flows.backends import backend_for
     from flows.config import load_profile
@@ -205,6 +205,7 @@ def profile_findings(name: str, overrides: Mapping[str, str],
                                 "the rest)")))
     found += _secret_findings(profile, environ)
     found += _integration_findings(profile, environ)
+    found += _notify_findings(profile, api_answers)
     return found, True
 
 
@@ -295,6 +296,30 @@ def _integration_findings(profile: Profile, environ: Mapping[str, str]) -> list[
                     "their secrets resolve")]
 
 
+def _notify_findings(profile: Profile, api_answers: bool) -> list[Finding]:
+    """The notification block the profile's ``notify`` names, asked of the Prefect API the
+    deployments use, as the deploy step asks it (flows/notifications/apply.py)."""
+    section = profile.notify
+    if section is None:
+        return [Finding(profile.name, "notify.block", None, "the profile sends no messages")]
+    if not api_answers:
+        return [Finding(profile.name, "notify.block", None, f"{section.block}: not checked "
+                        "without a Prefect API that answers (above)")]
+    from prefect.client.orchestration import get_client
+
+    from flows.notifications.apply import NotifyRefused, check_block
+
+    try:
+        with get_client(sync_client=True) as client:
+            check_block(client, section)
+    except NotifyRefused as refused:
+        problem, _, fix = str(refused).removeprefix("notify.block: ").partition("; fix: ")
+        return [Finding(profile.name, "notify.block", False, problem, fix,
+                        "config/notify-block")]
+    return [Finding(profile.name, "notify.block", True, f"{section.block} exists and can "
+                    "notify")]
+
+
 def named_integrations(profile: Profile) -> list[str]:
     """Pure: the profile's sections that reach a tracker or registry."""
     tracking, rule = profile.tracking, profile.promotion_rule
@@ -318,11 +343,12 @@ def check_command(profiles: Sequence[str], sets: Sequence[str],
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    blocks: list[tuple[str, list[Finding]]] = [
-        ("machine", machine_findings()), ("prefect", prefect_findings(configured_api_url()))]
+    api = prefect_findings(configured_api_url())
+    blocks: list[tuple[str, list[Finding]]] = [("machine", machine_findings()), ("prefect", api)]
+    api_answers = any(f.what == "API" and f.ok for f in api)
     readable = True
     for name in profiles:
-        found, ok = profile_findings(name, overrides, env)
+        found, ok = profile_findings(name, overrides, env, api_answers)
         readable = readable and ok
         blocks.append((f"profile {name}", found))
     for title, found in blocks:
