@@ -181,7 +181,7 @@ cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
 LOCK_TESTS=tests/test_profile_lock.py
 LOCK_LANE_SERVICES=(tests/backends/gke/image tests/test_deploy_server.py)
 REALTIME_A=(tests/test_heartbeat.py tests/test_kept_api.py tests/test_cli_failures.py
-            tests/backends/gke/test_cancel.py tests/runpage/test_cancel.py
+            tests/backends/gke/test_cancel.py tests/run/test_cancel.py
             tests/backends/local/test_standin_rollout.py)
 beside "$LOGS/realtime-lock.log" profile-lock-lane "${cov[@]}" \
   -m "services and not e2e" "$LOCK_TESTS" "${LOCK_LANE_SERVICES[@]}"

@@ -40,3 +40,16 @@ def test_a_module_that_starts_a_prefect_api_is_a_services_module():
 def test_realtime_modules_are_services_modules():
     marked = [m for m in _modules() if "pytest.mark.realtime" in m.read_text()]
     assert marked and all("pytest.mark.services" in m.read_text() for m in marked), marked
+
+
+def test_every_test_path_the_test_script_names_exists() -> None:
+    """scripts/test.sh runs some modules by path in lanes of their own: a module moved or
+    renamed would end that lane with "file or directory not found" (and its tests unrun)."""
+    import re
+
+    from flows.common.paths import REPO_ROOT
+
+    script = (REPO_ROOT / "scripts" / "test.sh").read_text()
+    named = set(re.findall(r"\btests/[\w/]+(?:\.py)?", script))
+    assert "tests/test_profile_lock.py" in named
+    assert not [path for path in sorted(named) if not (REPO_ROOT / path).exists()]
