@@ -82,12 +82,21 @@ def test_a_profile_that_cannot_be_read_exits_2_naming_its_fields(tmp_path: Path)
 
 
 def test_the_rehearsal_needs_its_two_interpreters(tmp_path: Path) -> None:
-    bare = _check(tmp_path, "rehearsal")  # PATH: the venv's bin alone, no python3.11
+    """Venvs not made yet (the checkout's may exist: other tests build them) need their
+    Python; made ones need nothing more."""
+    fresh = ["--set", f"local.venv={tmp_path / 'venvs' / 'rehearsal'}",
+             "--set", f"local.hf_check_venv={tmp_path / 'venvs' / 'hf-check'}"]
+    bare = _check(tmp_path, "rehearsal", *fresh)  # PATH: the venv's bin alone, no python3.11
     assert bare.returncode == 1, (bare.stdout, bare.stderr)
     assert "FAIL export check venv" in bare.stdout and "local.hf_check_python" in bare.stdout
-    full = _check(tmp_path, "rehearsal", path=os.environ["PATH"])
-    assert "ok   rehearsal venv" in full.stdout and "ok   export check venv" in full.stdout, (
-        full.stdout)
+    full = _check(tmp_path, "rehearsal", *fresh, path=os.environ["PATH"])
+    assert "ok   rehearsal venv: Python 3.12 found" in full.stdout, full.stdout
+    assert "ok   export check venv: Python 3.11 found" in full.stdout, full.stdout
+    made = tmp_path / "venvs" / "hf-check" / "bin"
+    made.mkdir(parents=True)
+    (made / "python").symlink_to(sys.executable)
+    done = _check(tmp_path, "rehearsal", *fresh)
+    assert f"ok   export check venv: {made.parent} exists" in done.stdout, done.stdout
 
 
 def test_no_profile_checks_the_machine_and_the_api_only(tmp_path: Path) -> None:
