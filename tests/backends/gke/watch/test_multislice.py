@@ -63,7 +63,8 @@ def test_the_watch_says_running_only_once_every_slice_runs(server: FakeApiServer
         start_slice(1)(kube, name)
 
     script: list[tuple[float, Action]] = [
-        (0.05, admit), (0.05, start_slice(0)), (0.6, second_slice),
+        # one slice up for 2 s: the watch says so on a tick in it, however loaded the machine
+        (0.05, admit), (0.05, start_slice(0)), (2.0, second_slice),
         (0.3, say("step 1", "saved checkpoint 1")), (0.1, succeed)]
     scenario(server.kube, script)
     outcome = _train(server, tmp_path, logger)
