@@ -93,5 +93,5 @@ def line_shape(line: str) -> re.Pattern[str]:
         elif part in ("rejected", "promoted"):
             pattern += "(?:rejected|promoted)"
         else:
-            pattern += r"[-+]?[\d][\d.,]*"
+            pattern += r"[-+]?[\d][\d.,]*(?:e[-+]?\d+)?"
     return re.compile(r"\s*".join(pattern.split(" ")) if "  " in line else pattern)
