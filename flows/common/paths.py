@@ -22,7 +22,9 @@ REHEARSAL_LOCK = REHEARSAL_DIR / "requirements.lock"
 # the tunix commit the rehearsal installs beside the lock (flows/backends/local/tunix_source.py)
 TUNIX_GITHUB_FILE = REHEARSAL_DIR / "tunix-from-github.txt"
 HF_CHECK_LOCK = REHEARSAL_DIR / "hf-check-requirements.txt"
-REHEARSAL_SCRIPTS = ("make_tiny_model.py", "make_dataset.py", "rewards.py", "train_rl_cpu.py",
+# the rehearsal's programs, part of what its "image" is (its reward is the profile's recipe,
+# keyed by content in the training's key instead)
+REHEARSAL_SCRIPTS = ("make_tiny_model.py", "make_dataset.py", "train_rl_cpu.py",
                      "to_huggingface_gc.py", "check_hf_export.py")
 
 

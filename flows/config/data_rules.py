@@ -48,7 +48,8 @@ def data_issues(profile: Profile) -> list[Issue]:
     name = effective_dataset_name(profile)
     template = str(args.get("data_template_path") or RL_DEFAULT_TEMPLATE)
     expected = TEMPLATES.get(name)
-    if data.train_files and expected and not template.endswith(expected):
+    if data.train_files and expected and profile.recipe.chat_template is None \
+            and not template.endswith(expected):
         issues.append(Issue("train.args.data_template_path", f"is {template!r}, which does not "
                             f"match the dataset {name}", f"use maxtext/examples/chat_templates/"
                             f"{expected}", "config/data-inconsistent"))

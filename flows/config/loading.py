@@ -28,6 +28,7 @@ from flows.config.env_overrides import env_name, env_overrides, model_in
 from flows.config.errors import FixableValueError, ProfileError
 from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
+from flows.config.recipe import anchor_recipe_paths
 from flows.config.run_overrides import (
     RUN_SETTER,
     caused_by_run,
@@ -172,9 +173,10 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     if origin == "deployment" and (refused := refused_overrides(from_run, data)):
         tagged = [_with_setter(i, by_run) for i in refused]
         raise ProfileError(str(path), tagged, header=run_header(str(path), tagged, by_run))
-    before_run = copy.deepcopy(data) if by_run else None
+    before_run = anchor_recipe_paths(copy.deepcopy(data), path.parent) if by_run else None
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted, value)
+    data = anchor_recipe_paths(data, path.parent)
     setters.update(by_run)
     try:
         profile = validate_profile_data(data, str(path), origin)

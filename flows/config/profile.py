@@ -33,6 +33,7 @@ from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
 from flows.config.notify import NotifySection
+from flows.config.recipe import RecipeSection, recipe_args_problem
 from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel, run_tunable
 from flows.config.tracking import TrackingSection
@@ -270,6 +271,9 @@ class Profile(StrictModel):
     """The MaxText → Hugging Face export (to_huggingface)."""
     data: DataSection = DataSection()
     """Training data given as files (announced datasets)."""
+    recipe: RecipeSection = RecipeSection()
+    """The team's reward functions, dataset processor and chat template (unset: MaxText's
+    built-in recipe); fixed by the deployment, like the image."""
     announcements: AnnouncementsSection = AnnouncementsSection()
     """Where announced datasets may come from (never run-tunable)."""
     flow_timeout_s: float | None = Field(None, gt=0)
@@ -296,6 +300,12 @@ class Profile(StrictModel):
                                     "and '-', starting with a letter or digit",
                                     "name it like the file, e.g. name: my-qwen3-run")
         return v
+
+    @model_validator(mode="after")
+    def _recipe_only_in_recipe(self) -> Self:
+        if problem := recipe_args_problem(self.train.args, self.recipe):
+            raise problem
+        return self
 
     @model_validator(mode="after")
     def _backend_sections(self) -> Self:

@@ -148,6 +148,9 @@ class ProgramSetup:
     notes: tuple[str, ...] = ()  # what a user must know about this program here (a stand-in)
     checks: tuple[Workload, ...] = ()  # run after the program; ``accept`` reads their verdicts
     files: tuple[ProgramFile, ...] = ()  # programs of ours it runs that the image lacks
+    # where the backend puts a workload's shipped files (GKE: the ConfigMap's mount); None:
+    # the program reads them where they are (the rehearsal)
+    shipped_dir: str | None = None
     # where export reads the tokenizer (``--hf_model_path``), when not the model's own path:
     # a folder the preamble filled at the pinned revision
     tokenizer: str | None = None

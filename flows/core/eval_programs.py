@@ -28,6 +28,7 @@ from flows.core.layout import (
 from flows.core.lineage import config_key
 from flows.core.manifest import LOGS_DIR
 from flows.core.programs import train_entry, train_workload
+from flows.core.recipe_files import recipe_key_parts
 from flows.core.storage import join, program_path
 from flows.core.workload import ProgramFile, Workload
 
@@ -81,14 +82,14 @@ def _scoring_parts(profile: Profile) -> tuple[object, ...]:
     assert profile.eval is not None
     args = profile.train.args
     picked = {k: _file_part(args[k]) for k in EVAL_ARGS if k in args}
-    return profile.eval.model_dump(), picked, file_digest(EVAL_PROGRAM)
+    return profile.eval.model_dump(), picked, file_digest(EVAL_PROGRAM), *recipe_key_parts(profile)
 
 
 def eval_settings_key(profile: Profile) -> str:
     """The base score's settings: the training dataset is part of them even with a declared
     ``eval.files``, because the program checks those rows against the training rows."""
-    settings, picked, program = _scoring_parts(profile)
-    return config_key("eval-settings", settings, dataset_key(profile), picked, program)
+    settings, picked, program, *recipe = _scoring_parts(profile)
+    return config_key("eval-settings", settings, dataset_key(profile), picked, program, *recipe)
 
 
 def score_key(profile: Profile) -> str:
@@ -152,7 +153,16 @@ def evaluate_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime,
     return Workload(name=f"evaluate-{which}", image=train.image, argv=tuple(argv),
                     placement=train.placement, env=train.env, secret_env=train.secret_env,
                     outputs=(out,), preamble=train.preamble,
-                    files=runtime.setup("evaluate").files)
+                    files=_merged(runtime.setup("evaluate").files, train.files))
+
+
+def _merged(*groups: tuple[ProgramFile, ...]) -> tuple[ProgramFile, ...]:
+    """The evaluation program and the training's recipe files, each once."""
+    seen: dict[str, ProgramFile] = {}
+    for group in groups:
+        for file in group:
+            seen.setdefault(file.name, file)
+    return tuple(seen.values())
 
 
 def planned_eval_workloads(profile: Profile, layout: Layout, runtime: ProgramRuntime,

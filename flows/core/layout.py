@@ -16,6 +16,7 @@ from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.lineage import RECORD_NAME, config_key
 from flows.core.patching import declarations_digest, enabled, load_declarations
+from flows.core.recipe_files import recipe_key_parts
 from flows.core.storage import join
 
 
@@ -67,7 +68,7 @@ def dataset_key(profile: Profile) -> str:
 
 def train_key(profile: Profile) -> str:
     return config_key("train", convert_key(profile), profile.train.args, image_key(profile),
-                      dataset_key(profile))
+                      dataset_key(profile), *recipe_key_parts(profile))
 
 
 def export_key(profile: Profile) -> str:

@@ -7,7 +7,7 @@ placement, environment), the runtime answers with one :class:`~flows.core.backen
 per program; nothing here branches on the backend. The backend's own arguments
 (``ProgramSetup.args``) qualify the model source in convert and export (a hub revision; the
 rehearsal's export also names JAX's shared compilation cache) and follow the derived paths in
-train (tokenizer and data). The HF
+train (tokenizer and data), and the recipe's arguments come last (flows/core/recipe_files.py). The HF
 token is never an argument: MaxText 0.2.4 reads ``HF_TOKEN`` from the environment when
 ``hf_access_token`` is not given (configs/pyconfig.py), so the token travels only as a
 secret-backed environment variable.
@@ -18,6 +18,7 @@ from __future__ import annotations
 from flows.config.profile import Profile
 from flows.core.backend import ProgramRuntime, ProgramSetup
 from flows.core.layout import Layout
+from flows.core.recipe_files import recipe_args, recipe_env, shipped_files
 from flows.core.storage import program_path
 from flows.core.workload import Workload, render_args
 
@@ -63,13 +64,14 @@ def train_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime,
             f"base_output_directory={program_path(layout.train_base)}/",
             f"model_name={profile.model.maxtext_name}",
             f"load_parameters_path={program_path(layout.converted_checkpoint)}/",
-            *setup.args, *render_args(profile.model.args), *render_args(profile.train.args)]
+            *setup.args, *render_args(profile.model.args), *render_args(profile.train.args),
+            *recipe_args(profile, setup.shipped_dir)]
     steps = profile.train.args.get("num_batches")
     wandb = profile.tracking.wandb
-    env, secrets = setup.env, _secret_env(profile)
+    env, secrets = (*setup.env, *recipe_env(profile, setup.shipped_dir)), _secret_env(profile)
     if wandb is not None:  # tunix's metrics logger writes to W&B itself (docs/tracking-wandb.md)
         offline = str(program_path(layout.train_run_dir)) if profile.backend == "local" else None
-        env = (*setup.env, *wandb.environment(layout.run_name, offline).items())
+        env = (*env, *wandb.environment(layout.run_name, offline).items())
         if wandb.api_key is not None:
             secrets = (*secrets, ("WANDB_API_KEY", wandb.api_key))
     return Workload(name="train-grpo", image=runtime.image(image), argv=tuple(argv),
@@ -77,7 +79,8 @@ def train_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime,
                     secret_env=secrets, outputs=(layout.actor_checkpoints,),
                     progress_regex=STEP_REGEX,
                     total_steps=int(steps) if steps is not None else None,
-                    preamble=setup.preamble)
+                    preamble=setup.preamble,
+                    files=shipped_files(profile) if setup.shipped_dir else ())
 
 
 def export_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime, step: int,

@@ -27,14 +27,14 @@ class Placement:
 
 @dataclass(frozen=True)
 class ProgramFile:
-    """A program of ours that a workload runs beside the image's (the evaluation program):
+    """A file of ours a workload runs beside the image's (the evaluation program, a recipe):
     shipped with the workload rather than baked into the image, so changing it changes
     neither the image's digest nor the keys of the stages that ran in that image.
     ``name`` is the file name the program is found under; ``source`` the repository file it
     is read from; ``digest`` its content's sha256, which names what the backend ships."""
 
     name: str
-    source: str  # repository-relative path
+    source: str  # repository-relative, or absolute (a recipe file kept beside its profile)
     digest: str
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from flows.backends.gke.jobs.program_files import program_path
+from flows.backends.gke.jobs.program_files import PROGRAMS_DIR, program_path
 from flows.config.data_rules import announced_data_args
 from flows.config.gke_jobs import parse_quantity
 from flows.config.gke_section import gke_section
@@ -108,10 +108,10 @@ class GkeRuntime:
                 placement=Placement(kind="pathways", topology=gke.topology,
                                     machine_type=gke.machine_type, num_slices=gke.num_slices,
                                     chips=gke.total_chips),
-                env=train_env(self.profile),
+                env=train_env(self.profile), shipped_dir=PROGRAMS_DIR,
                 preamble=(*TRAIN_PREAMBLE, tokenizer_preamble(model.hf_repo, model.hf_revision)))
         if program == "evaluate":  # placement, env and preamble: the train workload's
-            return ProgramSetup(files=(eval_program_file(),), notes=(
+            return ProgramSetup(files=(eval_program_file(),), shipped_dir=PROGRAMS_DIR, notes=(
                 "the evaluation program (images/rehearsal/evaluate_rl.py) is shipped beside "
                 "the post-training image as an immutable ConfigMap mounted at /tpurl/programs, "
                 "so changing it reruns only this stage",))

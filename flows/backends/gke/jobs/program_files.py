@@ -60,11 +60,11 @@ def program_files_configmap(files: tuple[ProgramFile, ...], namespace: str) -> d
     """The object to create, with the files' text; refused if it would not fit."""
     data: dict[str, str] = {}
     for f in files:
-        raw = (REPO_ROOT / f.source).read_bytes()
+        raw = (REPO_ROOT / f.source).read_bytes()  # an absolute source stays as it is
         actual = hashlib.sha256(raw).hexdigest()[:len(f.digest)]
         if actual != f.digest:  # the file changed since the workload was planned
             raise ValueError(f"{f.source} changed while the run was planned ({f.digest} → "
-                             f"{actual}); run again so the evaluation's key names these bytes")
+                             f"{actual}); run again so the stage's key names these bytes")
         data[f.name] = raw.decode()
     size = sum(len(v.encode()) for v in data.values())
     if size > MAX_BYTES:

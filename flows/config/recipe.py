@@ -1,0 +1,181 @@
+"""The team's recipe: its reward functions, its dataset processor and its chat template.
+
+These are the files an RL team changes every week. MaxText 0.2.4's ``train_rl`` takes each of
+them by path (``trainers/post_train/rl/train_rl.py``): ``reward_functions_path`` with
+``reward_functions`` replaces the built-in reward stack (``build_reward_fns``),
+``dataset_processor_path`` names a file whose ``process_data`` replaces the built-in one
+(``prepare_datasets``), and ``data_template_path`` names the JSON template a question is
+framed with (``instruction_data_processing.load_data_template_from_file``). The profile names
+the files; the pipeline ships them to wherever the programs run (flows/core/recipe_files.py)
+and keys the training by their content, so a changed reward trains again and an unchanged one
+does not.
+
+Every field is optional: an unset one keeps MaxText's built-in part of the recipe (the
+tutorial's). The paths are the profile owner's: relative to the profile's own file when the
+file is there, else to the repository (``anchor_recipe_paths``). The recipe is never
+run-tunable: it is code, and a deployment's run cannot choose code.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import field_validator
+
+from flows.common.paths import REPO_ROOT
+from flows.config.errors import FixableValueError
+from flows.config.section_base import StrictModel
+
+# The train_rl arguments a recipe sets: a profile's train.args may not set them as well.
+REWARDS_FILE_ARG = "reward_functions_path"
+REWARDS_NAMES_ARG = "reward_functions"
+PROCESSOR_ARG = "dataset_processor_path"
+TEMPLATE_ARG = "data_template_path"
+RECIPE_FIELD_OF_ARG = {REWARDS_FILE_ARG: "recipe.rewards.file",
+                       REWARDS_NAMES_ARG: "recipe.rewards.functions",
+                       PROCESSOR_ARG: "recipe.dataset_processor"}
+# MaxText reads a data template only from a .json file (load_data_template_from_file returns
+# None for any other suffix, and prepare_datasets then stops with "Data template is required").
+TEMPLATE_SUFFIX = ".json"
+# the recipe's paths, as dotted profile fields (what anchor_recipe_paths rewrites)
+PATH_FIELDS = (("rewards", "file"), ("dataset_processor",), ("chat_template",))
+
+
+def recipe_path(text: str) -> Path:
+    """Where a recipe file is: an absolute path as given, a relative one under the repository
+    (a profile's loader has already anchored the ones that sit beside the profile)."""
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+def _file_problem(text: str, suffixes: tuple[str, ...]) -> str | None:
+    path = recipe_path(text)
+    if not path.is_file():
+        return (f"{text!r} is not a file (looked for {path}; a relative path is read beside "
+                "the profile's file, else in the repository)")
+    if path.suffix not in suffixes:
+        return f"{text!r} is not a {' or '.join(suffixes)} file"
+    return None
+
+
+class RewardsRecipe(StrictModel):
+    """The reward functions that replace MaxText's built-in stack, summed per completion."""
+
+    file: str
+    """A Python file of the profile owner's defining the reward functions."""
+    functions: tuple[str, ...]
+    """The functions of ``file`` to use, in order (``--set recipe.rewards.functions=a,b``).
+    MaxText calls each as ``fn(prompts=..., completions=..., tmvp_config=..., **kwargs)``;
+    each returns one number per completion."""
+
+    @field_validator("file")
+    @classmethod
+    def _a_python_file(cls, v: str) -> str:
+        if problem := _file_problem(v, (".py",)):
+            raise FixableValueError(problem, "give the path of your reward file, e.g. "
+                                             "recipe.rewards.file=recipes/my_rewards.py")
+        return v
+
+    @field_validator("functions", mode="before")
+    @classmethod
+    def _comma_list(cls, v: object) -> object:
+        """``a,b`` (the CLI's and the environment's form) is the list [a, b]."""
+        if isinstance(v, str):
+            return tuple(part.strip() for part in v.split(",") if part.strip())
+        return v
+
+    @field_validator("functions")
+    @classmethod
+    def _python_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise FixableValueError("names no function", "list the reward functions to use: "
+                                    "recipe.rewards.functions=exact_match,length_penalty")
+        bad = [name for name in v if not name.isidentifier() or keyword.iskeyword(name)]
+        if bad:
+            raise FixableValueError(f"{', '.join(map(repr, bad))} is not a Python function "
+                                    "name", "name the functions as the file defines them, "
+                                    "separated by commas: recipe.rewards.functions=a,b")
+        if len(set(v)) != len(v):
+            raise FixableValueError("names a function twice (its reward would count twice)",
+                                    "list each function once")
+        return v
+
+
+class RecipeSection(StrictModel):
+    """A team's own reward functions, dataset processor and chat template (each optional;
+    unset keeps MaxText's built-in part)."""
+
+    rewards: RewardsRecipe | None = None
+    """Reward functions replacing MaxText's built-in math rewards (unset: the built-in ones)."""
+    dataset_processor: str | None = None
+    """A Python file defining ``process_data(dataset_name, tokenizer, template, config, x)``,
+    which turns a dataset row into a prompt and an answer (unset: MaxText's own)."""
+    chat_template: str | None = None
+    """A JSON data template (``SYSTEM_PROMPT`` and ``TEMPLATE``) framing each question
+    (unset: ``train.args.data_template_path``, or MaxText's default)."""
+
+    @field_validator("dataset_processor")
+    @classmethod
+    def _a_processor_file(cls, v: str | None) -> str | None:
+        if v is not None and (problem := _file_problem(v, (".py",))):
+            raise FixableValueError(problem, "give the path of your processor, e.g. "
+                                             "recipe.dataset_processor=recipes/process.py")
+        return v
+
+    @field_validator("chat_template")
+    @classmethod
+    def _a_template_file(cls, v: str | None) -> str | None:
+        if v is not None and (problem := _file_problem(v, (TEMPLATE_SUFFIX,))):
+            raise FixableValueError(problem, "give the path of your JSON template (MaxText "
+                                             "reads only .json), e.g. "
+                                             "recipe.chat_template=recipes/template.json")
+        return v
+
+    def is_builtin(self) -> bool:
+        """Nothing of the team's own: MaxText's built-in recipe (the tutorial's)."""
+        return self.rewards is None and self.dataset_processor is None \
+            and self.chat_template is None
+
+
+def recipe_args_problem(args: Mapping[str, object], recipe: RecipeSection) -> FixableValueError | None:
+    """train.args that name recipe files would reach a pod that cannot see them, and would
+    bypass the recipe's key: they are set through ``recipe`` instead. A built-in template
+    inside the image (``data_template_path: maxtext/examples/...``) stays an argument, unless
+    the recipe names its own."""
+    for arg, field in RECIPE_FIELD_OF_ARG.items():
+        if arg in args:
+            return FixableValueError(f"train.args.{arg} names recipe code the pipeline does not "
+                                     "ship", f"set {field} instead and remove train.args.{arg}",
+                                     field="train")
+    if TEMPLATE_ARG in args and recipe.chat_template is not None:
+        return FixableValueError("both train.args.data_template_path and recipe.chat_template "
+                                 "name a template", "keep recipe.chat_template and remove "
+                                 "train.args.data_template_path", field="train")
+    return None
+
+
+def anchor_recipe_paths(data: dict[str, Any], profile_dir: Path) -> dict[str, Any]:
+    """The recipe's relative paths that name a file beside the profile, made absolute; the
+    others stay as given (read under the repository). So a team keeps its recipe next to its
+    profile wherever that is, and the shipped profiles name repository files."""
+    recipe = data.get("recipe")
+    if not isinstance(recipe, dict):
+        return data
+    anchored = dict(recipe)
+    for field_path in PATH_FIELDS:
+        holder: dict[str, Any] = anchored
+        for part in field_path[:-1]:
+            inner = holder.get(part)
+            if not isinstance(inner, dict):
+                break
+            holder[part] = holder = dict(inner)
+        else:
+            value = holder.get(field_path[-1])
+            if isinstance(value, str) and value.strip() and not Path(value).expanduser().is_absolute():
+                beside = profile_dir / value
+                if beside.is_file():
+                    holder[field_path[-1]] = str(beside.resolve())
+    return {**data, "recipe": anchored}
