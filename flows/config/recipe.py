@@ -40,6 +40,11 @@ RECIPE_FIELD_OF_ARG = {REWARDS_FILE_ARG: "recipe.rewards.file",
 # MaxText reads a data template only from a .json file (load_data_template_from_file returns
 # None for any other suffix, and prepare_datasets then stops with "Data template is required").
 TEMPLATE_SUFFIX = ".json"
+# Tunix 0.1.8 logs each reward function's mean as rewards/<mode>/<its name>, beside its own
+# rewards/<mode>/{sum,mean,min,max} (reward_manager.py _calculate_scalar_reward_log_metrics)
+# and GRPO's rewards/<mode>/score/* (grpo_learner.py): a function of one of these names would
+# overwrite, or be overwritten by, the totals every chart reads.
+TAKEN_METRIC_NAMES = frozenset({"sum", "mean", "min", "max", "score"})
 # the recipe's paths, as dotted profile fields (what anchor_recipe_paths rewrites)
 PATH_FIELDS = (("rewards", "file"), ("dataset_processor",), ("chat_template",))
 
@@ -98,6 +103,11 @@ class RewardsRecipe(StrictModel):
             raise FixableValueError(f"{', '.join(map(repr, bad))} is not a Python function "
                                     "name", "name the functions as the file defines them, "
                                     "separated by commas: recipe.rewards.functions=a,b")
+        if taken := sorted(TAKEN_METRIC_NAMES.intersection(v)):
+            raise FixableValueError(f"{', '.join(map(repr, taken))} is the name of a reward total "
+                                    "Tunix logs (rewards/train/<name>): the function's own curve "
+                                    "would overwrite it", "rename the function in the file and "
+                                    "here, e.g. exact_match instead of score")
         if len(set(v)) != len(v):
             raise FixableValueError("names a function twice (its reward would count twice)",
                                     "list each function once")
