@@ -12,7 +12,8 @@ does not.
 
 Every field is optional: an unset one keeps MaxText's built-in part of the recipe (the
 tutorial's). The paths are the profile owner's: relative to the profile's own file when the
-file is there, else to the repository (``anchor_recipe_paths``). The recipe is never
+file is there, else to the current directory (a path given with ``--set``), else to the
+repository (``anchor_recipe_paths``). The recipe is never
 run-tunable: it is code, and a deployment's run cannot choose code.
 """
 
@@ -60,7 +61,7 @@ def _file_problem(text: str, suffixes: tuple[str, ...]) -> str | None:
     path = recipe_path(text)
     if not path.is_file():
         return (f"{text!r} is not a file (looked for {path}; a relative path is read beside "
-                "the profile's file, else in the repository)")
+                "the profile's file, else in the current directory, else in the repository)")
     if path.suffix not in suffixes:
         return f"{text!r} is not a {' or '.join(suffixes)} file"
     return None
@@ -167,10 +168,14 @@ def recipe_args_problem(args: Mapping[str, object], recipe: RecipeSection) -> Fi
     return None
 
 
-def anchor_recipe_paths(data: dict[str, Any], profile_dir: Path) -> dict[str, Any]:
-    """The recipe's relative paths that name a file beside the profile, made absolute; the
-    others stay as given (read under the repository). So a team keeps its recipe next to its
-    profile wherever that is, and the shipped profiles name repository files."""
+def anchor_recipe_paths(data: dict[str, Any], profile_dir: Path,
+                        cwd: Path | None = None) -> dict[str, Any]:
+    """The recipe's relative paths that name a file beside the profile, or else in ``cwd``
+    (the current directory), made absolute; the others stay as given (read under the
+    repository). So a team keeps its recipe next to its profile wherever that is, a path on
+    the command line means what it means in a shell, and the shipped profiles name repository
+    files."""
+    places = (profile_dir, Path.cwd() if cwd is None else cwd)
     recipe = data.get("recipe")
     if not isinstance(recipe, dict):
         return data
@@ -185,7 +190,8 @@ def anchor_recipe_paths(data: dict[str, Any], profile_dir: Path) -> dict[str, An
         else:
             value = holder.get(field_path[-1])
             if isinstance(value, str) and value.strip() and not Path(value).expanduser().is_absolute():
-                beside = profile_dir / value
-                if beside.is_file():
-                    holder[field_path[-1]] = str(beside.resolve())
+                found = next((place / value for place in places
+                              if (place / value).is_file()), None)
+                if found is not None:
+                    holder[field_path[-1]] = str(found.resolve())
     return {**data, "recipe": anchored}
