@@ -40,3 +40,16 @@ def test_the_ui_link_of_a_private_api_is_not_printed():
                                "View at http://127.0.0.1:8936/runs/flow-run/x", None, None)
     assert not _RepeatsOfDiagnosed(private_api=True).filter(record)
     assert _RepeatsOfDiagnosed(private_api=False).filter(record)  # a server that stays
+
+
+def test_each_reward_function_prints_its_curve_by_its_own_name():
+    """Tunix logs a recipe's functions beside its totals (rewards/train/mean, …/score/mean):
+    the functions print, the totals do not."""
+    steps = [{"step": 0, "rewards/train/mean": 0.25, "rewards/train/exact_match": 0.0,
+              "rewards/train/length_penalty": -0.0125, "rewards/train/score/mean": 0.25},
+             {"step": 1, "rewards/train/mean": 0.5, "rewards/train/exact_match": 0.5,
+              "rewards/train/length_penalty": -0.01, "actor/train/loss": 0.1}]
+    lines = final_lines(_result(steps), "u", None)
+    assert "  exact_match per step: 0, 0.5" in lines
+    assert "  length_penalty per step: -0.0125, -0.01" in lines
+    assert not any(line.lstrip().startswith(("mean ", "score", "sum ")) for line in lines)

@@ -17,9 +17,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from flows.common.paths import default_cache_dir
 from flows.config.errors import EnvironmentNotReady, ProfileError
+from flows.config.recipe import TAKEN_METRIC_NAMES
 from flows.core.deadline import RunTimedOut
 from flows.core.failures import FailureCategory, StageFailed
 from flows.core.safe_writes import FULL_ERRNOS
@@ -60,10 +62,24 @@ def render(exc: BaseException, log: Path | None) -> str:
     return f"[{FailureCategory.INTERNAL}] {type(exc).__name__}: {exc}{where}"
 
 
+def reward_curves(steps: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Pure: each reward function's mean per logged step, by the function's name. Tunix logs
+    one as ``rewards/train/<name>`` beside the totals (flows/config/recipe.py names those), so
+    a recipe's own functions show as they are called."""
+    curves: dict[str, list[float]] = {}
+    for step in steps:
+        for tag, value in step.items():
+            parts = tag.split("/")
+            if len(parts) == 3 and parts[:2] == ["rewards", "train"] \
+                    and parts[2] not in TAKEN_METRIC_NAMES and isinstance(value, int | float):
+                curves.setdefault(parts[2], []).append(float(value))
+    return curves
+
+
 def final_lines(result: PipelineResult, result_uri: str, log: Path | None) -> list[str]:
     """Pure: what a finished `tpurl run` ends with: the result file, the logs, the three
-    artifact URIs and the training's final reward and loss (no UI link: with tpurl's own
-    API server it dies with the command)."""
+    artifact URIs, the training's final reward and loss, and each reward function's curve
+    (no UI link: with tpurl's own API server it dies with the command)."""
     lines = [f"  {name}: {uri}" for name, uri in result.artifacts.items()]
     steps = result.metrics.get("steps", [])
     reward = next((s for s in reversed(steps) if "rewards/train/mean" in s), None)
@@ -74,6 +90,8 @@ def final_lines(result: PipelineResult, result_uri: str, log: Path | None) -> li
                  f"loss {loss['actor/train/loss']:.4g} (step {loss['step']})"
                  if loss else "no loss logged"]
         lines.append(f"  training ended with {', '.join(parts)}")
+    lines += [f"  {name} per step: {', '.join(f'{v:.4g}' for v in values)}"
+              for name, values in reward_curves(steps).items()]
     lines.append(f"  result: {result_uri}")
     lines.append(f"  logs: {log or 'not kept'} (each stage's program log is in tpurl-logs/ "
                  "beside its output)")
