@@ -6,12 +6,20 @@ deployment page's `prefect deploy --all` on a real `prefect server start`
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.gcs import gcs_server
 from tests.support.gke_world import REGION, GkeWorld, open_gke_world
 from tests.support.page_deployment import Walkthrough, deployed_by_the_page
+
+
+@pytest.fixture(scope="session")
+def rehearsal_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The rehearsal's output root, one per session: the recipe tutorial's runs find the
+    conversion the rehearsal's first run made there, as a reader's do in .tpurl/rehearsal."""
+    return tmp_path_factory.mktemp("rehearsal-root")
 
 
 @pytest.fixture(scope="session")

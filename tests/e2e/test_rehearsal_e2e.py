@@ -44,8 +44,8 @@ def _path(uri: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("rehearsal-root")
+def root(rehearsal_root: Path) -> Path:
+    return rehearsal_root
 
 
 CANARY = fake_hf_token("CanaryRehearsal")

@@ -64,6 +64,19 @@ def yaml_block(name: str, where: str) -> str:
     return found[0]
 
 
+_PYTHON_BLOCK = re.compile(
+    r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```python\n(?P<body>.*?)```", re.S)
+
+
+def python_block(name: str, where: str) -> str:
+    """The text of the ```python block under `<!-- readme: NAME -->` on the page: a file a
+    reader saves as written, so a test saves exactly that."""
+    found = [m["body"] for m in _PYTHON_BLOCK.finditer(page(where).read_text())
+             if m["name"] == name]
+    assert len(found) == 1, f"{where} has {len(found)} python blocks marked {name!r}"
+    return found[0]
+
+
 _TEXT_BLOCK = re.compile(r"<!-- readme: (?P<name>[\w-]+)[^>]*-->\s*\n```text\n(?P<body>.*?)```",
                          re.S)
 
