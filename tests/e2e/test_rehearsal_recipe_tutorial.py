@@ -137,7 +137,10 @@ def test_one_changed_line_trains_again_and_converts_nothing(first, changed):
 def test_the_same_command_again_skips_every_stage(changed, run: Run, rehearsal_root: Path):
     done = run("recipe-run")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "nothing ran" in done.stdout
+    stage_lines = [line.split() for line in done.stdout.splitlines()
+                   if line.startswith("  ") and len(line.split()) == 4 and line.split()[3] == "s"]
+    assert {words[1] for words in stage_lines} == {"skipped"}, done.stdout
+    assert len(stage_lines) == 6, done.stdout
     assert _latest(rehearsal_root)["artifacts"] == changed[1]["artifacts"]
 
 
