@@ -32,6 +32,7 @@ from flows.config.announcements import AnnouncementsSection
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
+from flows.config.limits import limit, limits, matches
 from flows.config.notify import NotifySection
 from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel, run_tunable
@@ -52,6 +53,7 @@ RESERVED_ARGS: dict[str, frozenset[str]] = {
 }
 
 
+@limit("every value a single string, number or boolean (no list, map or null)")
 def _scalar_args(value: object) -> object:
     if isinstance(value, dict):
         for key, item in value.items():
@@ -87,6 +89,8 @@ class LocalSection(StrictModel):
     """Seconds a rehearsal program may run before it is stopped as stalled."""
 
     @model_validator(mode="after")
+    @limits({place: "inside the repository, the cache directory or the temporary directory"
+             for place in ("root", "venv", "hf_check_venv")})
     def _own_places(self) -> Self:
         """The tool creates, rewrites and deletes files under these three: each must lie
         inside the repository, the cache or the temporary directory (
@@ -148,6 +152,7 @@ class ModelSection(StrictModel):
 
     @field_validator("hf_token", mode="before")
     @classmethod
+    @limit("a reference ({env: NAME}, {secret_block: NAME} or {gcp_secret: NAME}), never the token")
     def _token_is_reference(cls, v: object) -> object:
         if isinstance(v, str):
             live = names.looks_like_hf_token(v)
@@ -160,6 +165,7 @@ class ModelSection(StrictModel):
 
 
 IMAGE_BUILDERS = ("auto", "docker", "cloud-build")
+MIN_REASON = 10  # characters: a sentence, not "broken" or "n/a"
 ImageBuilder = Literal["auto", "docker", "cloud-build"]
 
 
@@ -180,6 +186,7 @@ class ImageSection(StrictModel):
 
     @field_validator("builder", mode="before")
     @classmethod
+    @limit(f"one of {', '.join(IMAGE_BUILDERS)}")
     def _known_builder(cls, v: object) -> object:
         if v not in IMAGE_BUILDERS:
             raise FixableValueError(f"unknown image builder {v!r}",
@@ -188,6 +195,7 @@ class ImageSection(StrictModel):
 
     @field_validator("base")
     @classmethod
+    @limit("pinned by a tag or an @sha256: digest (never an implied :latest)")
     def _pinned(cls, v: str) -> str:
         last = v.rsplit("/", 1)[-1]
         if "@sha256:" not in v and ":" not in last:
@@ -197,9 +205,10 @@ class ImageSection(StrictModel):
 
     @field_validator("disabled_patches")
     @classmethod
+    @limit(f"each patch with a reason of at least {MIN_REASON} characters")
     def _reasons(cls, v: dict[str, str]) -> dict[str, str]:
         for patch_id, reason in v.items():
-            if len(reason.strip()) < 10:
+            if len(reason.strip()) < MIN_REASON:
                 raise FixableValueError(f"patch {patch_id!r} is disabled without a reason",
                                         "say why in a sentence: disabled_patches: {ID: 'why'}")
         return v
@@ -288,6 +297,7 @@ class Profile(StrictModel):
 
     @field_validator("name")
     @classmethod
+    @limit(f"letters, digits, '.', '_' and '-', starting with a letter or digit; {matches(_PROFILE_NAME)}")
     def _name_is_a_path_part(cls, v: str) -> str:
         """The name becomes a directory (tpurl-results/NAME), a lock and a label: one safe
         path part, never ../ or a slash."""
@@ -298,6 +308,11 @@ class Profile(StrictModel):
         return v
 
     @model_validator(mode="after")
+    @limits({"gke": "required with backend: gke, not with local",
+             "local": "required with backend: local, not with gke",
+             "model.hf_token": "required with backend: gke",
+             "tracking.wandb.mode": "not offline with backend: gke",
+             "image.builder": "auto with backend: local"})
     def _backend_sections(self) -> Self:
         if self.gke is not None and self.local is not None:
             other = "local" if self.backend == "gke" else "gke"
