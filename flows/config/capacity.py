@@ -247,8 +247,7 @@ CAPACITY_LIMITS: dict[str, list[str]] = {
     "run_budget_s": ["with flex-start or queued and no gke.train_run_budget_s: at most "
                      "gke.max_run_hours x 3600"],
 }
-CHAIN_LIMIT = ("one mode or a list with no repeats; reservation, when listed, first (text "
-               "with commas is a list)")
+CHAIN_LIMIT = "one mode or a list with no repeats; reservation, when listed, first"
 
 def listed_modes(value: object) -> object:
     """``gke.capacity`` as given → one mode or a list of them: text with commas is a list

@@ -33,6 +33,19 @@ def test_every_validator_of_the_profile_declares_its_limit() -> None:
                          f"@reshapes(WHY) (one that refuses nothing) above the def: {missing}")
 
 
+def test_only_a_validator_that_runs_before_the_field_s_checks_may_claim_to_reshape() -> None:
+    """``@reshapes`` says a validator refuses nothing; one that runs after pydantic's own
+    checks exists to refuse something, so it must declare what."""
+    for model in _sections():
+        decorators = model.__pydantic_decorators__
+        for group in (decorators.field_validators, decorators.model_validators):
+            for name, validator in group.items():
+                declared = declaration(validator.func)
+                if declared is not None and declared.reshapes:
+                    assert validator.info.mode == "before", f"{model.__qualname__}.{name}"
+                    assert not declared.limits
+
+
 def test_the_validators_counted_are_the_profile_s_own() -> None:
     """The walk above sees every field and model validator of the sections: one that
     pydantic holds but the walk missed would go unchecked."""
