@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from flows.common.paths import REPO_ROOT
 from flows.config import profile_names
-from tests.support.readme import json_block, yaml_block
+from tests.support.readme import heredoc, json_block, yaml_block
 
 PREFECT_YAML = REPO_ROOT / "prefect.yaml"
 DISPATCHERS = {"rehearsal": "announce-retrain-rehearsal",
@@ -119,7 +119,7 @@ def test_the_cloud_webhook_template_quotes_the_object_name(object_name):
     the object's full name and whose other fields no object name can change."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    template = json_block("cloud-webhook", "how-to/deploy-prefect-cloud.md")
+    template = heredoc("cloud-webhook", "how-to/deploy-prefect-cloud.md")[1]
     body = {"message": {"attributes": {"bucketId": "my-bucket", "objectId": object_name}}}
     rendered = ImmutableSandboxedEnvironment().from_string(template).render(body=body)
     event = json.loads(rendered)
@@ -182,7 +182,7 @@ def test_the_docs_own_retrain_pair_pasted_into_prefect_yaml_serves_only_its_prof
         assert raw["match"]["tpurl.profile"] == profile
         assert set(raw["parameters"]) == set(tutorial_trigger["parameters"])
 
-    template = json_block("cloud-webhook", "how-to/deploy-prefect-cloud.md")
+    template = heredoc("cloud-webhook", "how-to/deploy-prefect-cloud.md")[1]
     body = {"message": {"attributes": {"bucketId": "corp-data",
                                        "objectId": "datasets/openmath-v8.parquet"}}}
     triggers = [(d["name"], t) for d in pasted["deployments"] for t in d.get("triggers", [])]

@@ -18,8 +18,9 @@ from pydantic import Field, field_validator
 
 from flows.common.paths import file_uri, repo_relative
 from flows.config.errors import FixableValueError
+from flows.config.limits import limit
 from flows.config.section_base import StrictModel
-from flows.config.uri_and_revision_rules import as_directory, prefix_problem
+from flows.config.uri_and_revision_rules import SCHEMES, as_directory, prefix_problem
 
 
 class AnnouncementsSection(StrictModel):
@@ -40,6 +41,8 @@ class AnnouncementsSection(StrictModel):
 
     @field_validator("allowed_uri_prefixes")
     @classmethod
+    @limit(f"each a directory URI ({', '.join(SCHEMES)}: gs://BUCKET/DIR/, hf://datasets/ORG/, "
+           "file:///ABS/DIR/) or a directory of the repository; no glob characters")
     def _prefixes(cls, values: list[str]) -> list[str]:
         """Each prefix as the directory it names (a trailing '/' added, the scheme in
         lowercase), so a URI is inside it by whole path segments."""

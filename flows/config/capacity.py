@@ -38,6 +38,7 @@ from typing import Literal, TypeGuard
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flows.config.errors import FixableValueError
+from flows.config.limits import limit
 
 CapacityMode = Literal["reservation", "flex-start", "spot", "on-demand", "queued"]
 CAPACITY_MODES: tuple[CapacityMode, ...] = ("reservation", "flex-start", "spot", "on-demand",
@@ -107,6 +108,7 @@ class ModePrice(BaseModel):
 
     @field_validator("source")
     @classmethod
+    @limit("not blank")
     def _source(cls, v: str) -> str:
         if not v.strip():
             raise FixableValueError("a price needs its source",
@@ -230,6 +232,22 @@ def section_problems(chain: tuple[str, ...], priced: set[str], preemption_budget
                     "set gke.conversion_placement: cpu-pool (the default)"))
     return out
 
+
+# What capacity_problems, section_problems and run_budget_problem refuse, in words for the
+# profile page (GkeSection._capacity_needs declares these: flows/config/limits.py).
+CAPACITY_LIMITS: dict[str, list[str]] = {
+    "reservation": ["required when gke.capacity holds reservation; not set otherwise"],
+    "max_run_hours": [f"required with flex-start or queued, not set without; at most "
+                      f"{FLEX_START_MAX_RUN_HOURS:g} and at least gke.estimated_hours.train"],
+    "prices": ["a price for every mode of gke.capacity"],
+    "preemption_budget": ["not 0 when gke.capacity holds spot"],
+    "conversion_placement": ["cpu-pool when gke.capacity holds a mode that scales from zero "
+                             f"({', '.join(sorted(SCALE_FROM_ZERO))})"],
+    "train_run_budget_s": ["with flex-start or queued: at most gke.max_run_hours x 3600"],
+    "run_budget_s": ["with flex-start or queued and no gke.train_run_budget_s: at most "
+                     "gke.max_run_hours x 3600"],
+}
+CHAIN_LIMIT = "one mode or a list with no repeats; reservation, when listed, first"
 
 def listed_modes(value: object) -> object:
     """``gke.capacity`` as given → one mode or a list of them: text with commas is a list

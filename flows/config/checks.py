@@ -13,6 +13,7 @@ from flows.common.issues import Issue
 from flows.config.data_rules import data_issues
 from flows.config.evaluation_rules import evaluation_issues
 from flows.config.gcp_names import looks_like_hf_token
+from flows.config.limits import limits
 from flows.config.maxtext_keys import maxtext_key_issues
 from flows.config.maxtext_rules import maxtext_issues
 from flows.config.profile import RESERVED_ARGS, Profile, Scalar
@@ -36,6 +37,7 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
     return issues
 
 
+@limits({"": "no text field holds what looks like a Hugging Face token"})
 def _token_literals(value: object, path: str) -> list[Issue]:
     """A token pasted into any text field (a revision, a description, a path) would travel
     into plans, lineage records, command lines and the run's results: refused, unquoted."""
@@ -50,6 +52,9 @@ def _token_literals(value: object, path: str) -> list[Issue]:
     return []
 
 
+@limits({f"{step}.args": f"none of the keys the pipeline sets ({', '.join(sorted(keys))}); "
+                         "no value that looks like a Hugging Face token"
+          for step, keys in RESERVED_ARGS.items()})
 def _reserved_and_secret_args(step: str, args: dict[str, Scalar]) -> list[Issue]:
     issues = []
     for key, value in args.items():
@@ -66,7 +71,15 @@ def _reserved_and_secret_args(step: str, args: dict[str, Scalar]) -> list[Issue]
     return issues
 
 
+@limits({"image.disabled_patches": "each key a patch declared in images/post-training/patches.yaml"})
 def _patch_issues(profile: Profile, known: set[str]) -> list[Issue]:
     return [Issue(f"image.disabled_patches.{patch_id}", "names no declared patch",
                         f"use one of: {', '.join(sorted(known))}")
             for patch_id in profile.image.disabled_patches if patch_id not in known]
+
+
+# Every rule profile_issues applies, each carrying the limits it enforces
+# (flows/config/limits.py): docs/reference/profile.md lists them beside their fields, and
+# tests/config/test_limits.py fails when profile_issues calls a rule missing here.
+RULES = (_reserved_and_secret_args, _token_literals, maxtext_key_issues, maxtext_issues,
+         data_issues, _patch_issues, spend_issues, evaluation_issues)

@@ -13,6 +13,7 @@ these rules refuse the combinations MaxText would silently misread.
 from __future__ import annotations
 
 from flows.common.issues import Issue
+from flows.config.limits import limits
 from flows.config.profile import Profile
 
 RL_DEFAULT_DATASET = "openai/gsm8k"  # maxtext/configs/post_train/rl.yml
@@ -29,6 +30,11 @@ def effective_dataset_name(profile: Profile) -> str:
     return str(named) if named else (profile.data.dataset_name or RL_DEFAULT_DATASET)
 
 
+@limits({"data.dataset_name": ["required with data.train_files (unless train.args.dataset_name "
+                                "is set); not different from train.args.dataset_name"],
+         "train.args": [f"with data.train_files: data_template_path the dataset's template "
+                        f"({', '.join(f'{k}: {v}' for k, v in TEMPLATES.items())}); "
+                        "eval_dataset_name the dataset's own, or hf_eval_files given"]})
 def data_issues(profile: Profile) -> list[Issue]:
     data, args = profile.data, profile.train.args
     issues: list[Issue] = []

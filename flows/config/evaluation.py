@@ -20,11 +20,13 @@ from typing import Literal
 from pydantic import field_validator
 
 from flows.config.errors import FixableValueError
+from flows.config.limits import limit
 from flows.config.registry import RegisterSection
 from flows.config.section_base import StrictModel, run_tunable
 
 METRICS = ("mean_reward", "accuracy", "format_accuracy")
 Metric = Literal["mean_reward", "accuracy", "format_accuracy"]
+REFERENCES = ("base", "promoted")  # what a trained model is compared with
 SAMPLING = ("greedy", "standard", "liberal")  # rl.yml generation_configs
 
 
@@ -54,6 +56,7 @@ class EvalSection(StrictModel):
 
     @field_validator("sampling")
     @classmethod
+    @limit(f"one of {', '.join(SAMPLING)}")
     def _known_sampling(cls, v: str) -> str:
         if v not in SAMPLING:
             raise FixableValueError(f"unknown sampling strategy {v!r}",
@@ -82,6 +85,7 @@ class PromotionRule(StrictModel):
 
     @field_validator("metric")
     @classmethod
+    @limit(f"one of {', '.join(METRICS)}")
     def _known_metric(cls, v: str) -> str:
         if v not in METRICS:
             raise FixableValueError(f"unknown metric {v!r}", f"use one of {', '.join(METRICS)}")
@@ -89,8 +93,9 @@ class PromotionRule(StrictModel):
 
     @field_validator("against")
     @classmethod
+    @limit(f"one of {', '.join(REFERENCES)}")
     def _known_reference(cls, v: str) -> str:
-        if v not in ("base", "promoted"):
+        if v not in REFERENCES:
             raise FixableValueError(f"unknown reference {v!r}",
                                     "use base (the model the run started from) or promoted "
                                     "(the profile's promoted model; base until one exists)")

@@ -5,11 +5,19 @@ from __future__ import annotations
 from flows.common.issues import Issue
 from flows.config.capacity import run_budget_problem
 from flows.config.eval_hours import EVALUATE, stage_hours
+from flows.config.limits import limits
 from flows.config.profile import Profile
 
 REMOTE_SCHEMES = ("gs://", "hf://")  # what MaxText's get_dataset reads from inside a pod
 
 
+@limits({"promotion": "only with an eval section",
+         "eval.files": ["not data.train_files",
+                        f"with backend: gke, a bucket or hub URI ({', '.join(REMOTE_SCHEMES)})"],
+         "gke.max_run_hours": "with flex-start or queued and eval: at least the evaluation's "
+                              "estimate (both models)",
+         "gke.run_budget_s": "with flex-start or queued, eval and gke.train_run_budget_s: at "
+                             "most gke.max_run_hours x 3600"})
 def evaluation_issues(profile: Profile) -> list[Issue]:
     """Cross-field rules: promotion needs scores; a declared set is not the training set and,
     on GKE, is where the evaluation pod can read it."""

@@ -21,6 +21,22 @@ _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
 _ENV_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BLOCK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _VERSION = re.compile(r"^v[0-9]+\.[0-9]+\.[0-9]+$")
+# The rules above in words: the refusals say them, and the profile page shows them beside
+# the fields they check (flows/config/limits.py).
+CLUSTER_NAME_LIMIT = (f"at most {CLUSTER_NAME_MAX} characters: lowercase letters, digits and "
+                      "hyphens, starting with a letter and ending with a letter or digit")
+BUCKET_NAME_LIMIT = ("a bare bucket name (no gs://) of 3 to 63 lowercase letters, digits, '-', "
+                     "'_' and '.', starting and ending with a letter or digit; not an IP "
+                     "address, not starting with 'goog' nor holding 'google'")
+PROJECT_ID_LIMIT = "6-30 lowercase letters, digits or hyphens, starting with a letter"
+REGION_LIMIT = "a region name like 'us-east5'"
+ZONE_LIMIT = "a zone name like 'us-east5-b'"
+DNS_LABEL_LIMIT = ("lowercase letters, digits and hyphens, starting with a letter, at most 63 "
+                   "characters")
+ENV_VAR_LIMIT = "an environment variable name: letters, digits and '_', not starting with a digit"
+BLOCK_NAME_LIMIT = "lowercase letters, digits, hyphens"
+TOOLKIT_VERSION_LIMIT = "a Cluster Toolkit release tag like 'v1.103.0'"
+SECRET_ID_LIMIT = "letters, digits, - and _"
 
 
 def cluster_name_problem(name: str) -> str | None:
@@ -55,21 +71,21 @@ def bucket_name_problem(name: str) -> str | None:
 
 def project_id_problem(project: str) -> str | None:
     if not _PROJECT.match(project):
-        return (f"{project!r} is not a Google Cloud project ID: 6-30 lowercase letters, digits "
-                "or hyphens, starting with a letter (the ID, not the display name or number)")
+        return (f"{project!r} is not a Google Cloud project ID: {PROJECT_ID_LIMIT} (the ID, "
+                "not the display name or number)")
     return None
 
 
 def region_problem(region: str) -> str | None:
     if not _REGION.match(region):
-        return f"{region!r} is not a region name like 'us-east5'"
+        return f"{region!r} is not {REGION_LIMIT}"
     return None
 
 
 def zone_problem(zone: str, region: str | None) -> str | None:
     match = _ZONE.match(zone)
     if not match:
-        return f"{zone!r} is not a zone name like 'us-east5-b'"
+        return f"{zone!r} is not {ZONE_LIMIT}"
     if region is not None and match.group(1) != region:
         return f"zone {zone!r} is not in region {region!r}"
     return None
@@ -77,8 +93,7 @@ def zone_problem(zone: str, region: str | None) -> str | None:
 
 def dns_label_problem(value: str, what: str) -> str | None:
     if not _DNS_LABEL.match(value):
-        return (f"{value!r} is not a valid {what}: lowercase letters, digits and hyphens, "
-                "starting with a letter, at most 63 characters")
+        return f"{value!r} is not a valid {what}: {DNS_LABEL_LIMIT}"
     return None
 
 
@@ -90,13 +105,13 @@ def env_var_problem(name: str) -> str | None:
 
 def block_name_problem(name: str) -> str | None:
     if not _BLOCK_NAME.match(name):
-        return f"{name!r} is not a Prefect block name (lowercase letters, digits, hyphens)"
+        return f"{name!r} is not a Prefect block name ({BLOCK_NAME_LIMIT})"
     return None
 
 
 def toolkit_version_problem(version: str) -> str | None:
     if not _VERSION.match(version):
-        return f"{version!r} is not a Cluster Toolkit release tag like 'v1.103.0'"
+        return f"{version!r} is not {TOOLKIT_VERSION_LIMIT}"
     return None
 
 
@@ -117,5 +132,5 @@ _SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 
 def secret_id_problem(name: str) -> str | None:
     if not _SECRET_ID.match(name):
-        return f"{name!r} is not a Secret Manager secret id (letters, digits, - and _)"
+        return f"{name!r} is not a Secret Manager secret id ({SECRET_ID_LIMIT})"
     return None

@@ -25,6 +25,7 @@ from pydantic import ValidationError, field_validator, model_validator
 
 from flows.config import gcp_names as names
 from flows.config.capacity import (
+    CAPACITY_LIMITS,
     capacity_problems,
     run_budget_problem,
     section_problems,
@@ -34,6 +35,7 @@ from flows.config.credentials import GkeCredentials
 from flows.config.errors import FixableValueError
 from flows.config.gke_capacity import DEFAULT_ESTIMATED_HOURS, GkeCapacity
 from flows.config.gke_jobs import GkeJobs
+from flows.config.limits import limit, limits, reshapes
 from flows.config.retired_keys import RETIRED_KEYS
 from flows.config.section_base import StrictModel, check
 from flows.config.spend import GkeSpend
@@ -90,30 +92,35 @@ class GkeCluster(StrictModel):
 
     @field_validator("project")
     @classmethod
+    @limit(names.PROJECT_ID_LIMIT)
     def _project(cls, v: str) -> str:
         check(names.project_id_problem(v), "use the project ID shown by `gcloud projects list`")
         return v
 
     @field_validator("region")
     @classmethod
+    @limit(names.REGION_LIMIT)
     def _region(cls, v: str) -> str:
         check(names.region_problem(v), "v6e regions include us-east5, us-east1, us-central1")
         return v
 
     @field_validator("cluster")
     @classmethod
+    @limit(names.CLUSTER_NAME_LIMIT)
     def _cluster(cls, v: str) -> str:
         check(names.cluster_name_problem(v), "choose a shorter lowercase name, e.g. 'tpurl-v6e'")
         return v
 
     @field_validator("bucket")
     @classmethod
+    @limit(names.BUCKET_NAME_LIMIT)
     def _bucket(cls, v: str) -> str:
         check(names.bucket_name_problem(v), "pick a bucket name such as 'my-project-tpurl'")
         return v
 
     @field_validator("reservation")
     @classmethod
+    @limit(f"a reservation name: {names.DNS_LABEL_LIMIT}")
     def _reservation(cls, v: str | None) -> str | None:
         if not v:
             return None  # whether the mode needs one is GkeSection's check
@@ -123,6 +130,7 @@ class GkeCluster(StrictModel):
 
     @field_validator("authorized_cidr")
     @classmethod
+    @limit("a CIDR range such as 203.0.113.0/24 (0.0.0.0/0 opens the control plane to all)")
     def _cidr(cls, v: str) -> str:
         try:
             ipaddress.ip_network(v.strip(), strict=False)
@@ -133,12 +141,14 @@ class GkeCluster(StrictModel):
 
     @field_validator("cluster_toolkit_version")
     @classmethod
+    @limit(names.TOOLKIT_VERSION_LIMIT)
     def _toolkit(cls, v: str) -> str:
         check(names.toolkit_version_problem(v), "use a release tag such as v1.103.0")
         return v
 
     @field_validator("kueue_queue")
     @classmethod
+    @limit(names.DNS_LABEL_LIMIT)
     def _queue(cls, v: str) -> str:
         check(names.dns_label_problem(v, "Kueue LocalQueue name"),
                "the blueprint's queue is 'user-queue'")
@@ -146,6 +156,7 @@ class GkeCluster(StrictModel):
 
     @field_validator("namespace", "cpu_pool")
     @classmethod
+    @limit(names.DNS_LABEL_LIMIT)
     def _dns(cls, v: str) -> str:
         check(names.dns_label_problem(v, "Kubernetes name"),
                "use the blueprint's names: namespace default, CPU pool cpu-np")
@@ -153,11 +164,14 @@ class GkeCluster(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
+    @reshapes("text with commas is a list of zones; gke.zone left out is its first")
     def _zone_from_zones(cls, data: object) -> object:
         """gke.zones as text is a comma list; gke.zone, left out, is its first (zones.py)."""
         return zones_from_text(data) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
+    @limits({"zone": f"{names.ZONE_LIMIT}, in gke.region", "zones": [
+        f"each {names.ZONE_LIMIT}, in gke.region; no repeats; gke.zone first"]})
     def _zone_in_region(self) -> Self:
         """gke.zone and gke.zones: zones of the region, no repeats, gke.zone first (zones.py)."""
         if problems := zone_problems(self.zone, self.zones, self.region):
@@ -198,6 +212,8 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
 
     @model_validator(mode="before")
     @classmethod
+    @limits({"estimated_hours": "no train entry when gke.train_timeline is given (its billed "
+                                "phases are the training's hours)"})
     def _train_hours_from_timeline(cls, data: object) -> object:
         """A stated training timeline gives gke.estimated_hours.train (its billed phases),
         so every reader of the estimate (plan, caps, flex-start's lifetime) sees one
@@ -245,6 +261,7 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
         return None  # the hub's dataset, named in the args
 
     @model_validator(mode="after")
+    @limits(CAPACITY_LIMITS)
     def _capacity_needs(self) -> Self:
         """Checked across the sub-models: each mode of the chain (capacity) decides which
         cluster and job fields (reservation, max_run_hours, preemption_budget, prices) must

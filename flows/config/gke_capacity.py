@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from flows.config.capacity import (
     CHAIN_FIX,
+    CHAIN_LIMIT,
     MAX_RUN_MODES,
     SCALE_FROM_ZERO,
     V6E_DEFAULT_PRICES,
@@ -25,6 +26,7 @@ from flows.config.capacity import (
     listed_modes,
 )
 from flows.config.errors import FixableValueError
+from flows.config.limits import limit, limits, reshapes
 from flows.config.section_base import StrictModel, check
 from flows.config.tpu import (
     TPU_MACHINES,
@@ -72,6 +74,7 @@ class GkeCapacity(StrictModel):
 
     @field_validator("machine_type")
     @classmethod
+    @limit(f"one of {', '.join(sorted(TPU_MACHINES))}")
     def _machine(cls, v: str) -> str:
         if v not in TPU_MACHINES:
             raise FixableValueError(f"unknown TPU machine type {v!r}",
@@ -80,6 +83,7 @@ class GkeCapacity(StrictModel):
 
     @field_validator("topology")
     @classmethod
+    @limit("a slice shape AxB (or AxBxC), e.g. 4x8")
     def _topology(cls, v: str) -> str:
         if not topology_is_well_formed(v):
             raise FixableValueError(f"{v!r} is not a topology like '4x8'",
@@ -88,6 +92,7 @@ class GkeCapacity(StrictModel):
 
     @field_validator("capacity", mode="before")
     @classmethod
+    @limit("each an allowed mode; text with commas is a list, a list of one that mode")
     def _capacity_listed(cls, v: object) -> object:
         """Text with commas is a list (--set, environment); a list of one is that mode, so a
         profile that writes [on-demand] is the profile that writes on-demand."""
@@ -95,6 +100,7 @@ class GkeCapacity(StrictModel):
 
     @field_validator("capacity")
     @classmethod
+    @limit(CHAIN_LIMIT)
     def _capacity_chain(cls, v: CapacityMode | list[CapacityMode]
                         ) -> CapacityMode | list[CapacityMode]:
         check(chain_problem(chain_of(v)), CHAIN_FIX)
@@ -102,6 +108,7 @@ class GkeCapacity(StrictModel):
 
     @field_validator("prices", mode="before")
     @classmethod
+    @reshapes("a profile's prices add to or replace the cited defaults")
     def _prices_over_defaults(cls, v: object) -> object:
         """A profile adds or overrides prices; the cited defaults stay for the other modes."""
         if isinstance(v, dict):
@@ -109,6 +116,9 @@ class GkeCapacity(StrictModel):
         return v
 
     @model_validator(mode="after")
+    @limits({"topology": "one the machine type supports: " + "; ".join(
+        f"{name} {', '.join(supported_topologies(machine))}"
+        for name, machine in TPU_MACHINES.items())})
     def _pool_is_consistent(self) -> Self:
         machine, chips = self.machine, self.chips_per_slice
         if chips % machine.chips_per_host != 0 or self.topology not in supported_topologies(machine):

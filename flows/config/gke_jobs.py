@@ -9,8 +9,9 @@ from typing import Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from flows.config.errors import FixableValueError
-from flows.config.gcp_names import env_var_problem
+from flows.config.gcp_names import ENV_VAR_LIMIT, env_var_problem
 from flows.config.hf_scratch import scratch_problem
+from flows.config.limits import limit, limits
 from flows.config.section_base import StrictModel
 
 _QUANTITY_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
@@ -95,6 +96,7 @@ class GkeJobs(StrictModel):
 
     @field_validator("train_env")
     @classmethod
+    @limit(f"keys: {ENV_VAR_LIMIT}")
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
         for name in v:
             if problem := env_var_problem(name):
@@ -105,6 +107,7 @@ class GkeJobs(StrictModel):
     @field_validator("conversion_cpu", "conversion_memory", "conversion_scratch_memory",
                      "conversion_ephemeral_storage")
     @classmethod
+    @limit("a Kubernetes quantity such as 30, 500m, 192Gi")
     def _quantity(cls, v: str) -> str:
         try:
             parse_quantity(v)
@@ -114,6 +117,9 @@ class GkeJobs(StrictModel):
         return v
 
     @model_validator(mode="after")
+    @limits({"conversion_scratch_memory": [
+        "below gke.conversion_memory",
+        "with cpu-pool placement: room for the download of gke.hf_download_gib"]})
     def _scratch_in_memory(self) -> Self:
         if parse_quantity(self.conversion_scratch_memory) >= parse_quantity(self.conversion_memory):
             raise FixableValueError(
@@ -129,6 +135,7 @@ class GkeJobs(StrictModel):
 
     @field_validator("pathways_server_digest", "pathways_proxy_digest")
     @classmethod
+    @limit("sha256: and 64 hex digits")
     def _digest(cls, v: str | None) -> str | None:
         if v is not None and not DIGEST.fullmatch(v.strip()):
             raise FixableValueError(f"{v!r} is not an image digest",
@@ -138,6 +145,7 @@ class GkeJobs(StrictModel):
 
     @field_validator("pathways_tag")
     @classmethod
+    @limit("a tag, not latest")
     def _pinned_pathways(cls, v: str) -> str:
         if v in ("", "latest"):
             raise FixableValueError("the Pathways images must be pinned, not :latest",

@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from flows.common.issues import Issue
+from flows.config.limits import limits
 from flows.config.profile import Profile
 
 KEYS_FILE = Path(__file__).with_name("maxtext_keys.json")
@@ -59,6 +60,9 @@ def unknown_key(key: str, program: str) -> list[str] | None:
     return [f"{head}.{n}" for n in difflib.get_close_matches(sub, sorted(nested[head]), 3, 0.7)]
 
 
+@limits({f"{step}.args": "each key an argument of the MaxText program it is passed to, at the "
+                         "pinned version (flows/config/maxtext_keys.json); a --flag one the "
+                         "script accepts" for step in STEP_PROGRAMS})
 def maxtext_key_issues(profile: Profile) -> list[Issue]:
     steps = {"model": profile.model.args, "convert": profile.convert.args,
              "train": profile.train.args, "export": profile.export.args}

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TypedDict
 
 from flows.common.issues import Issue
+from flows.config.limits import limits
 from flows.config.profile import Profile, Scalar, parallelism_product
 
 # maxtext/configs/base.yml: ici_*/dcn_* defaults for the axes of the default mesh_axes
@@ -87,6 +88,46 @@ class _Args:
         return True if text in _TRUE else False if text in _FALSE else None
 
 
+def _whole(value: float) -> bool:
+    return value == int(value)
+
+
+# (key, problem, fix, holds): the GRPO knobs' rules; the problem is also the profile page's
+# limit of train.args (MAXTEXT_LIMITS).
+GRPO_CHECKS: list[tuple[str, str, str, Callable[[float], bool]]] = [
+    # tunix/rl/grpo/grpo_learner.py GrpoConfig.__post_init__: num_generations must be > 1.
+    ("num_generations", "must be at least 2: GRPO compares completions of one prompt",
+     "set train.args.num_generations to 2 or more", lambda v: v >= 2 and _whole(v)),
+    # Project rules (not upstream start-up checks): a step count and rate that mean nothing.
+    ("learning_rate", "must be a positive number", "e.g. learning_rate: '3e-6'",
+     lambda v: v > 0),
+    # tunix/rl/rl_cluster.py RLTrainingConfig.__post_init__: mini_batch_size (MaxText's
+    # batch_size, maxtext/trainers/post_train/rl/train_rl.py) must be a positive integer.
+    ("batch_size", "must be a positive whole number", "e.g. batch_size: 1",
+     lambda v: v >= 1 and _whole(v)),
+    # maxtext/configs/types.py RLDataset: num_batches ge=1.
+    ("num_batches", "must be a positive whole number (training steps)",
+     "e.g. num_batches: 2", lambda v: v >= 1 and _whole(v)),
+    ("checkpoint_period", "must be a positive whole number", "e.g. checkpoint_period: 1",
+     lambda v: v >= 1 and _whole(v)),
+]
+MICRO_BATCH_KEYS = ("train_micro_batch_size", "rollout_micro_batch_size")
+FRACTION_KEYS = ("trainer_devices_fraction", "sampler_devices_fraction")
+# What these rules refuse, as the profile page shows it under train.args (the training
+# program reads model.args and train.args together): flows/config/limits.py.
+MAXTEXT_LIMITS = {"train.args": [
+    *(f"{key}: {problem.removeprefix('must be ').partition(':')[0]}"
+      for key, problem, _fix, _ok in GRPO_CHECKS),
+    "max_target_length above max_prefill_predict_length",
+    f"{' and '.join(MICRO_BATCH_KEYS)} positive or -1; batch_size a multiple of "
+    "train_micro_batch_size",
+    f"{' and '.join(FRACTION_KEYS)} in (0, 1]",
+    "ici_*/dcn_*/rollout_*_parallelism whole numbers ≥ 1 or -1 (at most one -1 per mesh); "
+    "the ICI axes multiply to the devices per slice, the DCN axes to the slices, the "
+    "rollout axes to (or into) the sampler's devices"]}
+
+
+@limits(MAXTEXT_LIMITS)
 def maxtext_issues(profile: Profile) -> list[Issue]:
     args = _Args(profile)
     return [*_grpo_issues(args), *_batch_issues(args), *_fraction_issues(args),
@@ -95,25 +136,7 @@ def maxtext_issues(profile: Profile) -> list[Issue]:
 
 def _grpo_issues(args: _Args) -> list[Issue]:
     issues = []
-    whole: Callable[[float], bool] = lambda v: v == int(v)  # noqa: E731
-    checks: list[tuple[str, str, str, Callable[[float], bool]]] = [
-        # tunix/rl/grpo/grpo_learner.py GrpoConfig.__post_init__: num_generations must be > 1.
-        ("num_generations", "must be at least 2: GRPO compares completions of one prompt",
-         "set train.args.num_generations to 2 or more", lambda v: v >= 2 and whole(v)),
-        # Project rules (not upstream start-up checks): a step count and rate that mean nothing.
-        ("learning_rate", "must be a positive number", "e.g. learning_rate: '3e-6'",
-         lambda v: v > 0),
-        # tunix/rl/rl_cluster.py RLTrainingConfig.__post_init__: mini_batch_size (MaxText's
-        # batch_size, maxtext/trainers/post_train/rl/train_rl.py) must be a positive integer.
-        ("batch_size", "must be a positive whole number", "e.g. batch_size: 1",
-         lambda v: v >= 1 and whole(v)),
-        # maxtext/configs/types.py RLDataset: num_batches ge=1.
-        ("num_batches", "must be a positive whole number (training steps)",
-         "e.g. num_batches: 2", lambda v: v >= 1 and whole(v)),
-        ("checkpoint_period", "must be a positive whole number", "e.g. checkpoint_period: 1",
-         lambda v: v >= 1 and whole(v)),
-    ]
-    for key, problem, fix, ok in checks:
+    for key, problem, fix, ok in GRPO_CHECKS:
         name = args.key(key)
         try:
             value = args.number(key)
@@ -146,7 +169,7 @@ def _batch_issues(args: _Args) -> list[Issue]:
         batch = args.whole("batch_size", 1)
     except ValueError:
         return []  # reported by _grpo_issues
-    for key in ("train_micro_batch_size", "rollout_micro_batch_size"):
+    for key in MICRO_BATCH_KEYS:
         try:
             micro = args.whole(key, -1)
         except ValueError:
@@ -169,7 +192,7 @@ def _batch_issues(args: _Args) -> list[Issue]:
 def _fraction_issues(args: _Args) -> list[Issue]:
     """maxtext/configs/types.py RLCluster: trainer/sampler_devices_fraction gt=0.0, le=1.0."""
     issues = []
-    for key in ("trainer_devices_fraction", "sampler_devices_fraction"):
+    for key in FRACTION_KEYS:
         try:
             value = args.number(key)
         except ValueError:

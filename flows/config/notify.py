@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from flows.config.errors import FixableValueError
+from flows.config.limits import limit, matches
 from flows.config.section_base import StrictModel
 
 NotifyEvent = Literal["run-failed", "model-decided", "capacity-fallback", "retrain-coalesced"]
@@ -41,6 +42,7 @@ class NotifySection(StrictModel):
 
     @field_validator("block")
     @classmethod
+    @limit(f"a block reference TYPE/NAME, no URL or secret; {matches(_BLOCK_REF)}")
     def _block_reference(cls, value: str) -> str:
         if "://" in value or "@" in value or not _BLOCK_REF.match(value):
             # never echoed: a webhook URL pasted here is the secret itself
@@ -50,6 +52,7 @@ class NotifySection(StrictModel):
 
     @field_validator("events")
     @classmethod
+    @limit("at least one event (repeats are dropped)")
     def _no_repeats(cls, values: list[NotifyEvent]) -> list[NotifyEvent]:
         if not values:
             raise FixableValueError("lists no event", "remove the notify: section to send "

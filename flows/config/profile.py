@@ -32,6 +32,7 @@ from flows.config.announcements import AnnouncementsSection
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
+from flows.config.limits import limit, limits, matches
 from flows.config.notify import NotifySection
 from flows.config.recipe import RecipeSection, recipe_args_problem
 from flows.config.secret_ref import SecretRef
@@ -53,6 +54,7 @@ RESERVED_ARGS: dict[str, frozenset[str]] = {
 }
 
 
+@limit("every value a single string, number or boolean (no list, map or null)")
 def _scalar_args(value: object) -> object:
     if isinstance(value, dict):
         for key, item in value.items():
@@ -88,6 +90,8 @@ class LocalSection(StrictModel):
     """Seconds a rehearsal program may run before it is stopped as stalled."""
 
     @model_validator(mode="after")
+    @limits({place: "inside the repository, the cache directory or the temporary directory"
+             for place in ("root", "venv", "hf_check_venv")})
     def _own_places(self) -> Self:
         """The tool creates, rewrites and deletes files under these three: each must lie
         inside the repository, the cache or the temporary directory (
@@ -149,6 +153,7 @@ class ModelSection(StrictModel):
 
     @field_validator("hf_token", mode="before")
     @classmethod
+    @limit("a reference ({env: NAME}, {secret_block: NAME} or {gcp_secret: NAME}), never the token")
     def _token_is_reference(cls, v: object) -> object:
         if isinstance(v, str):
             live = names.looks_like_hf_token(v)
@@ -161,6 +166,7 @@ class ModelSection(StrictModel):
 
 
 IMAGE_BUILDERS = ("auto", "docker", "cloud-build")
+MIN_REASON = 10  # characters: a sentence, not "broken" or "n/a"
 ImageBuilder = Literal["auto", "docker", "cloud-build"]
 
 
@@ -181,6 +187,7 @@ class ImageSection(StrictModel):
 
     @field_validator("builder", mode="before")
     @classmethod
+    @limit(f"one of {', '.join(IMAGE_BUILDERS)}")
     def _known_builder(cls, v: object) -> object:
         if v not in IMAGE_BUILDERS:
             raise FixableValueError(f"unknown image builder {v!r}",
@@ -189,6 +196,7 @@ class ImageSection(StrictModel):
 
     @field_validator("base")
     @classmethod
+    @limit("pinned by a tag or an @sha256: digest (never an implied :latest)")
     def _pinned(cls, v: str) -> str:
         last = v.rsplit("/", 1)[-1]
         if "@sha256:" not in v and ":" not in last:
@@ -198,9 +206,10 @@ class ImageSection(StrictModel):
 
     @field_validator("disabled_patches")
     @classmethod
+    @limit(f"each patch with a reason of at least {MIN_REASON} characters")
     def _reasons(cls, v: dict[str, str]) -> dict[str, str]:
         for patch_id, reason in v.items():
-            if len(reason.strip()) < 10:
+            if len(reason.strip()) < MIN_REASON:
                 raise FixableValueError(f"patch {patch_id!r} is disabled without a reason",
                                         "say why in a sentence: disabled_patches: {ID: 'why'}")
         return v
@@ -292,6 +301,7 @@ class Profile(StrictModel):
 
     @field_validator("name")
     @classmethod
+    @limit(f"letters, digits, '.', '_' and '-', starting with a letter or digit; {matches(_PROFILE_NAME)}")
     def _name_is_a_path_part(cls, v: str) -> str:
         """The name becomes a directory (tpurl-results/NAME), a lock and a label: one safe
         path part, never ../ or a slash."""
@@ -302,12 +312,20 @@ class Profile(StrictModel):
         return v
 
     @model_validator(mode="after")
+    @limits({"train.args": "no reward_functions_path, reward_functions or "
+                           "dataset_processor_path (the recipe's fields set them); no "
+                           "data_template_path with recipe.chat_template"})
     def _recipe_only_in_recipe(self) -> Self:
         if problem := recipe_args_problem(self.train.args, self.recipe):
             raise problem
         return self
 
     @model_validator(mode="after")
+    @limits({"gke": "required with backend: gke, not with local",
+             "local": "required with backend: local, not with gke",
+             "model.hf_token": "required with backend: gke",
+             "tracking.wandb.mode": "not offline with backend: gke",
+             "image.builder": "auto with backend: local"})
     def _backend_sections(self) -> Self:
         if self.gke is not None and self.local is not None:
             other = "local" if self.backend == "gke" else "gke"

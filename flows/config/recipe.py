@@ -28,6 +28,7 @@ from pydantic import field_validator
 
 from flows.common.paths import REPO_ROOT
 from flows.config.errors import FixableValueError
+from flows.config.limits import limit, reshapes
 from flows.config.section_base import StrictModel
 
 # The train_rl arguments a recipe sets: a profile's train.args may not set them as well.
@@ -79,6 +80,8 @@ class RewardsRecipe(StrictModel):
 
     @field_validator("file")
     @classmethod
+    @limit("an existing .py file (beside the profile, in the current directory or in the "
+           "repository)")
     def _a_python_file(cls, v: str) -> str:
         if problem := _file_problem(v, (".py",)):
             raise FixableValueError(problem, "give the path of your reward file, e.g. "
@@ -87,6 +90,7 @@ class RewardsRecipe(StrictModel):
 
     @field_validator("functions", mode="before")
     @classmethod
+    @reshapes("a,b is the list [a, b]")
     def _comma_list(cls, v: object) -> object:
         """``a,b`` (the CLI's and the environment's form) is the list [a, b]."""
         if isinstance(v, str):
@@ -95,6 +99,8 @@ class RewardsRecipe(StrictModel):
 
     @field_validator("functions")
     @classmethod
+    @limit(f"one or more Python function names, each once, none of "
+           f"{', '.join(sorted(TAKEN_METRIC_NAMES))}")
     def _python_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         if not v:
             raise FixableValueError("names no function", "list the reward functions to use: "
@@ -130,6 +136,8 @@ class RecipeSection(StrictModel):
 
     @field_validator("dataset_processor")
     @classmethod
+    @limit("an existing .py file (beside the profile, in the current directory or in the "
+           "repository)")
     def _a_processor_file(cls, v: str | None) -> str | None:
         if v is not None and (problem := _file_problem(v, (".py",))):
             raise FixableValueError(problem, "give the path of your processor, e.g. "
@@ -138,6 +146,8 @@ class RecipeSection(StrictModel):
 
     @field_validator("chat_template")
     @classmethod
+    @limit(f"an existing {TEMPLATE_SUFFIX} file (beside the profile, in the current directory "
+           "or in the repository)")
     def _a_template_file(cls, v: str | None) -> str | None:
         if v is not None and (problem := _file_problem(v, (TEMPLATE_SUFFIX,))):
             raise FixableValueError(problem, "give the path of your JSON template (MaxText "

@@ -14,9 +14,10 @@ from typing import Self
 from pydantic import field_validator, model_validator
 
 from flows.config.errors import FixableValueError
+from flows.config.limits import limit, limits, matches
 from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel
-from flows.config.tracking import tracking_uri_problem
+from flows.config.tracking import TRACKING_URI_LIMIT, tracking_uri_problem
 
 _MLFLOW_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,254}")
 _HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
@@ -37,6 +38,7 @@ class MlflowRegistry(StrictModel):
 
     @field_validator("tracking_uri")
     @classmethod
+    @limit(TRACKING_URI_LIMIT)
     def _http(cls, v: str) -> str:
         if found := tracking_uri_problem(v):
             raise FixableValueError(*found)
@@ -44,6 +46,7 @@ class MlflowRegistry(StrictModel):
 
     @field_validator("model_name")
     @classmethod
+    @limit(f"letters, digits, spaces, '.', '_' and '-'; {matches(_MLFLOW_MODEL)}")
     def _name(cls, v: str) -> str:
         if not _MLFLOW_MODEL.fullmatch(v):
             raise FixableValueError(f"{v!r} is not a registered model name",
@@ -64,6 +67,9 @@ class VertexRegistry(StrictModel):
     """The serving container the model versions name (Vertex's containerSpec.imageUri)."""
 
     @model_validator(mode="after")
+    @limits({"project": matches(_GCP_PROJECT), "location": matches(_REGION),
+             "display_name": f"up to 128 letters, digits, spaces, '.', '_', '-'; "
+                             f"{matches(_VERTEX_NAME)}"})
     def _names(self) -> Self:
         if not _GCP_PROJECT.fullmatch(self.project):
             raise FixableValueError(f"{self.project!r} is not a GCP project id",
@@ -93,6 +99,7 @@ class HubRegistry(StrictModel):
 
     @field_validator("repo_id")
     @classmethod
+    @limit(f"owner/name, no '..'; {matches(_HUB_REPO)}")
     def _repo(cls, v: str) -> str:
         if not _HUB_REPO.fullmatch(v) or ".." in v:
             raise FixableValueError(f"{v!r} is not a hub repository id",
@@ -111,6 +118,7 @@ class RegisterSection(StrictModel):
     """A Hugging Face Hub repository."""
 
     @model_validator(mode="after")
+    @limits({"": "exactly one of mlflow, vertex, hub"})
     def _exactly_one(self) -> Self:
         if sum(r is not None for r in (self.mlflow, self.vertex, self.hub)) != 1:
             raise FixableValueError("name exactly one registry",

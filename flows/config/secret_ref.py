@@ -11,6 +11,7 @@ from pydantic import BaseModel, model_validator
 
 from flows.config import gcp_names as names
 from flows.config.errors import FixableValueError
+from flows.config.limits import limits
 from flows.config.section_base import StrictModel
 from flows.config.wandb_key import looks_like_wandb_key
 
@@ -26,6 +27,10 @@ class SecretRef(StrictModel):
     """A Secret Manager secret of the profile's project (its latest version)."""
 
     @model_validator(mode="after")
+    @limits({"": "exactly one of env, secret_block, gcp_secret",
+             "env": f"{names.ENV_VAR_LIMIT}; not a token or key itself",
+             "secret_block": f"a block name: {names.BLOCK_NAME_LIMIT}; not a token or key itself",
+             "gcp_secret": f"a secret id: {names.SECRET_ID_LIMIT}; not a token or key itself"})
     def _exactly_one(self) -> Self:
         for source in ("env", "secret_block", "gcp_secret"):  # the value where a name goes
             if names.looks_like_hf_token(getattr(self, source) or ""):  # (never quoted back)

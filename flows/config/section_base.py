@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.config import JsonValue
 
 from flows.config.errors import FixableValueError
+from flows.config.limits import reshapes
 
 RUN_TUNABLE = "run_tunable"
 
@@ -39,6 +40,7 @@ class StrictModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    @reshapes("a blank value (\"\" or spaces) is unset")
     def _blank_is_unset(cls, data: object) -> object:
         """A field written as "" or spaces means 'not set', as an empty YAML field and
         ``--set field=`` do: a required one is reported missing (naming how to set it), an

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.common.issues import Issue
 from flows.config.eval_hours import stage_hours, tpu_stages
 from flows.config.gke_section import gke_section
+from flows.config.limits import limits
 from flows.config.timeline import TrainTimeline
 
 if TYPE_CHECKING:
@@ -103,6 +104,9 @@ def estimated_run_usd(profile: Profile) -> float:
     return sum(estimated_stage_usd(profile, stage) for stage in tpu_stages(profile))
 
 
+@limits({"gke.max_usd_per_run": "at least the plan's estimate, plus gke.spend_margin",
+         "gke.max_usd_per_stage": "each cap above 0 and at least its stage's estimate; only "
+                                  "stages the profile runs"})
 def spend_issues(profile: Profile) -> list[Issue]:
     """A cap below the estimate it guards, or a stage cap above the run's: refused, with the
     figures and both ways out (raise the cap, or fix the estimate)."""

@@ -15,6 +15,7 @@ from typing import Self
 from pydantic import Field, field_validator, model_validator
 
 from flows.config.errors import FixableValueError
+from flows.config.limits import limit, limits, matches
 from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel
 from flows.config.wandb_key import looks_like_wandb_key
@@ -23,6 +24,9 @@ _TRACKING_URI = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?")
 _VERTEX_TENSORBOARD = re.compile(
     r"projects/[^/\s]+/locations/[a-z0-9-]+/tensorboards/[0-9]+")
 _WANDB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+WANDB_MODES = ("online", "offline")
+# what tracking_uri_problem refuses, in words (the profile page shows it: flows/config/limits.py)
+TRACKING_URI_LIMIT = "an http(s):// address, no credentials, query string or fragment"
 
 
 CREDENTIALS_FIX = ("write the address without them (e.g. tracking_uri: https://mlflow.corp) and "
@@ -88,6 +92,7 @@ class MlflowTracking(StrictModel):
 
     @field_validator("tracking_uri")
     @classmethod
+    @limit(TRACKING_URI_LIMIT)
     def _http(cls, v: str) -> str:
         if found := tracking_uri_problem(v):
             raise FixableValueError(*found)
@@ -109,6 +114,7 @@ class WandbTracking(StrictModel):
 
     @field_validator("project", "entity")
     @classmethod
+    @limit(f"letters, digits, '.', '_' and '-'; {matches(_WANDB_NAME)}")
     def _name(cls, v: str | None) -> str | None:
         if v is not None and not _WANDB_NAME.fullmatch(v):
             raise FixableValueError(f"{v!r} is not a W&B project or entity name",
@@ -117,12 +123,14 @@ class WandbTracking(StrictModel):
 
     @field_validator("mode")
     @classmethod
+    @limit(f"one of {', '.join(WANDB_MODES)}")
     def _known_mode(cls, v: str) -> str:
-        if v not in ("online", "offline"):
+        if v not in WANDB_MODES:
             raise FixableValueError(f"unknown W&B mode {v!r}", "use online or offline")
         return v
 
     @model_validator(mode="after")
+    @limits({"api_key": "required when mode is online; names where the key is kept, not the key"})
     def _key_when_online(self) -> Self:
         ref = self.api_key
         if ref is not None and any(looks_like_wandb_key(v or "") for v in (
@@ -175,6 +183,7 @@ class TensorBoardTracking(StrictModel):
 
     @field_validator("vertex_tensorboard")
     @classmethod
+    @limit(f"a Vertex AI TensorBoard resource name; {matches(_VERTEX_TENSORBOARD)}")
     def _resource(cls, v: str | None) -> str | None:
         if v is not None and not _VERTEX_TENSORBOARD.fullmatch(v):
             raise FixableValueError(f"{v!r} is not a Vertex AI TensorBoard resource name",

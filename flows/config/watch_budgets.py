@@ -15,6 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flows.config.errors import FixableValueError
+from flows.config.limits import limit
 
 WEEK_S = 7 * 24 * 3600.0
 
@@ -55,6 +56,7 @@ class GkeWatchBudgets(BaseModel):
     @field_validator("schedule_budget_s", "pull_grace_s", "api_budget_s", "log_drain_s",
                      "delete_wait_s", "iam_propagation_s")
     @classmethod
+    @limit(f"≤ {WEEK_S:.0f} (a week)")
     def _at_most_a_week(cls, value: float) -> float:
         if value > WEEK_S:
             raise FixableValueError(

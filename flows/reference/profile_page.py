@@ -1,23 +1,30 @@
-"""The profile page: every field of `flows.config.Profile` with its type, default, allowed
-values and description, walked from the pydantic models themselves.
+"""The profile page: every field of `flows.config.Profile` with its type, default, limits
+and description, walked from the pydantic models themselves.
 
 A field's description is written where the field is defined (an attribute docstring, read
 by pydantic through ``use_attribute_docstrings``, or ``Field(description=...)``), so the same
-text reaches this page and the JSON schema. The page counts the fields that have none."""
+text reaches this page and the JSON schema. The page counts the fields that have none.
+
+A field's limits are what validation refuses, read from where each check is declared: a
+pydantic constraint from the field's metadata (``Field(gt=0)``, ``min_length``, a pattern,
+a ``Literal``'s choices), a check written as code from the text it carries
+(flows/config/limits.py), the model validators' and the ``tpurl validate`` rules'
+(flows/config/checks.py ``RULES``) by the field paths they name."""
 
 from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from flows.config import Profile
+from flows.config.limits import declaration, model_limits
 from flows.reference.markdown import cell, table
 
 
@@ -26,7 +33,7 @@ class FieldRow:
     path: str
     type: str
     default: str
-    allowed: str
+    limits: str
     description: str
 
 
@@ -63,18 +70,43 @@ def _choices(annotation: Any) -> list[str]:
     return []
 
 
-_BOUNDS = ((annotated_types.Ge, "≥", "ge"), (annotated_types.Gt, ">", "gt"),
-           (annotated_types.Le, "≤", "le"), (annotated_types.Lt, "<", "lt"))
+LIMIT_SEPARATOR = " · "  # between a field's limits (their own texts may hold ";")
+_SIGNS = {"gt": ">", "ge": "≥", "lt": "<", "le": "≤", "multiple_of": "a multiple of",
+          "min_length": "length ≥", "max_length": "length ≤"}
 
 
-def _allowed(info: FieldInfo) -> str:
+def _constraint(item: object) -> list[str]:
+    """One metadata entry of a field as the limits it sets: pydantic's bounds and lengths
+    (annotated_types), a pattern and the rest of its general metadata (each set key shown,
+    so a constraint this table does not name still reaches the page)."""
+    shown = []
+    for key, value in vars(item).items() if hasattr(item, "__dict__") else (
+            (slot, getattr(item, slot)) for slot in getattr(item, "__slots__", ())):
+        if value is None:
+            continue
+        if key == "pattern":
+            shown.append(f"matches `{value}`")
+        else:
+            shown.append(f"{_SIGNS[key]} {value}" if key in _SIGNS else f"{key}: {value}")
+    return shown
+
+
+def _metadata(annotation: Any) -> list[object]:
+    """Constraints inside the annotation (``list[Annotated[str, Field(min_length=1)]]``)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        _, *extra = typing.get_args(annotation)
+        found = [m for e in extra for m in (e.metadata if isinstance(e, FieldInfo) else [e])]
+        return found + _metadata(typing.get_args(annotation)[0])
+    return [m for arg in typing.get_args(annotation) for m in _metadata(arg)]
+
+
+def constraints(info: FieldInfo) -> list[str]:
+    """The limits pydantic enforces on a field, read from its own declaration."""
     choices = list(dict.fromkeys(_choices(info.annotation)))  # one mode or a list of them
     parts = [", ".join(f"`{c}`" for c in choices)] if choices else []
-    for item in info.metadata:
-        for kind, sign, attr in _BOUNDS:
-            if isinstance(item, kind):
-                parts.append(f"{sign} {getattr(item, attr)}")
-    return "; ".join(parts)
+    for item in [*info.metadata, *_metadata(info.annotation)]:
+        parts += _constraint(item)
+    return parts
 
 
 def _default(info: FieldInfo) -> str:
@@ -115,30 +147,68 @@ def unset_means() -> dict[str, str]:
     }
 
 
-def rows(model: type[BaseModel] = Profile, prefix: str = "") -> list[FieldRow]:
+def _sections(model: type[BaseModel], prefix: str) -> Iterator[tuple[type[BaseModel], str]]:
+    """The model and every section model below it, each with its fields' path prefix."""
+    yield model, prefix
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{info.alias or name}"
+        keyed = typing.get_origin(info.annotation) is dict
+        for inner in _models_in(info.annotation):
+            yield from _sections(inner, f"{path}.<key>." if keyed else f"{path}.")
+
+
+def declared_limits(model: type[BaseModel] = Profile) -> dict[str, list[str]]:
+    """The limits the checks written as code declare, by field path ("" for the whole
+    profile): each model's validators (their paths relative to it; "" is the section itself),
+    then, for the profile, the `tpurl validate` rules (their paths from the profile)."""
+    from flows.config.checks import RULES
+
+    found: dict[str, list[str]] = {}
+    for section, prefix in _sections(model, ""):
+        for relative, texts in model_limits(section).items():
+            path = f"{prefix}{relative}" if relative else prefix.removesuffix(".")
+            found.setdefault(path, []).extend(texts)
+    if model is Profile:
+        for rule in RULES:
+            if declared := declaration(rule):
+                for path, text in declared.limits:
+                    found.setdefault(path, []).append(text)
+    return found
+
+
+def rows(model: type[BaseModel] = Profile, prefix: str = "",
+         declared: dict[str, list[str]] | None = None) -> list[FieldRow]:
     found = []
     computed = unset_means()
+    declared = declared_limits(model) if declared is None else declared
     for name, info in model.model_fields.items():
         key = info.alias or name
         path = f"{prefix}{key}"
+        limits = [*constraints(info), *dict.fromkeys(declared.get(path, []))]
         found.append(FieldRow(path, _type_name(info.annotation),
                               computed.get(path) or _default(info),
-                              _allowed(info), info.description or ""))
+                              LIMIT_SEPARATOR.join(limits), info.description or ""))
         keyed = typing.get_origin(info.annotation) is dict
         for inner in _models_in(info.annotation):
-            found += rows(inner, f"{path}.<key>." if keyed else f"{path}.")
+            found += rows(inner, f"{path}.<key>." if keyed else f"{path}.", declared)
     return found
 
 
 def render() -> str:
     fields = rows()
     described = sum(1 for f in fields if f.description)
+    limited = sum(1 for f in fields if f.limits)
+    whole = "; ".join(declared_limits().get("", []))
     lines = ["# Profile fields", "",
              "Generated from `flows/config` by `python -m flows.reference`; do not edit by hand."
              " A profile is a YAML file under `deployments/profiles/`; `--set FIELD=VALUE` and "
              "`TPURL_SECTION__FIELD` set a field for one command.", "",
-             f"{len(fields)} fields, {described} with a description.", ""]
-    lines += table(["field", "type", "default", "allowed", "description"],
-                   [[f"`{f.path}`", cell(f.type), cell(f.default), cell(f.allowed),
+             "The limits are what `tpurl validate` (and every command that loads the profile) "
+             "refuses, each read from the check that enforces it: a field's own constraint, "
+             "the section's checks across fields, and the rules across the profile. Across "
+             f"the whole profile: {whole}.", "",
+             f"{len(fields)} fields, {described} with a description, {limited} with limits.", ""]
+    lines += table(["field", "type", "default", "limits", "description"],
+                   [[f"`{f.path}`", cell(f.type), cell(f.default), cell(f.limits),
                      cell(f.description)] for f in fields])
     return "\n".join(lines) + "\n"

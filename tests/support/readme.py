@@ -108,3 +108,16 @@ def line_shape(line: str) -> re.Pattern[str]:
         else:
             pattern += r"[-+]?[\d][\d.,]*(?:e[-+]?\d+)?"
     return re.compile(r"\s*".join(pattern.split(" ")) if "  " in line else pattern)
+
+
+_HEREDOC = re.compile(r"^cat > (?P<file>\S+) <<'(?P<end>\w+)'\n(?P<body>.*?)^(?P=end)$", re.S | re.M)
+
+
+def heredoc(name: str, where: str) -> tuple[str, str]:
+    """(file, text) of the one ``cat > FILE <<'END'`` of the bash block under
+    `<!-- readme: NAME -->`: a file the reader writes as the page shows it, so a test reads
+    exactly what that command writes."""
+    found = _HEREDOC.findall(blocks(where)[name])
+    assert len(found) == 1, f"{where}: block {name!r} writes {len(found)} files with a heredoc"
+    file, _end, body = found[0]
+    return file, body

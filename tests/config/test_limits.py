@@ -1,0 +1,169 @@
+"""Every limit a profile check enforces is declared beside the check and shown on the profile
+page: a validator or rule without a declared limit fails here, naming it, and so does a
+declared limit that names no field or that the committed page does not show."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import textwrap
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from flows.config import Profile, checks
+from flows.config.limits import declaration, limit, limits, matches, reshapes, undeclared
+from flows.reference import profile_page
+from flows.reference.markdown import cell
+from flows.reference.pages import REFERENCE_DIR
+
+
+def _sections() -> list[type[BaseModel]]:
+    return list(dict.fromkeys(model for model, _prefix in profile_page._sections(Profile, "")))
+
+
+def test_every_validator_of_the_profile_declares_its_limit() -> None:
+    models = _sections()
+    assert len(models) >= 20  # the walk reaches the nested sections (gke.prices.<key>, ...)
+    missing = [name for model in models for name in undeclared(model)]
+    assert not missing, ("these validators declare no limit; put @limit(TEXT) (a field "
+                         "validator), @limits({PATH: TEXT}) (a model validator) or "
+                         f"@reshapes(WHY) (one that refuses nothing) above the def: {missing}")
+
+
+def test_only_a_validator_that_runs_before_the_field_s_checks_may_claim_to_reshape() -> None:
+    """``@reshapes`` says a validator refuses nothing; one that runs after pydantic's own
+    checks exists to refuse something, so it must declare what."""
+    for model in _sections():
+        decorators = model.__pydantic_decorators__
+        for group in (decorators.field_validators, decorators.model_validators):
+            for name, validator in group.items():
+                declared = declaration(validator.func)
+                if declared is not None and declared.reshapes:
+                    assert validator.info.mode == "before", f"{model.__qualname__}.{name}"
+                    assert not declared.limits
+
+
+def test_the_validators_counted_are_the_profile_s_own() -> None:
+    """The walk above sees every field and model validator of the sections: one that
+    pydantic holds but the walk missed would go unchecked."""
+    validators = {f"{m.__qualname__}.{name}" for m in _sections()
+                  for group in (m.__pydantic_decorators__.field_validators,
+                                m.__pydantic_decorators__.model_validators)
+                  for name in group}
+    assert {"Profile._name_is_a_path_part", "GkeSection._project", "GkeSection._capacity_needs",
+            "ModePrice._source", "SecretRef._exactly_one", "NotifySection._no_repeats",
+            "WandbTracking._key_when_online"} <= validators
+    assert len(validators) >= 60
+
+
+def _called(function: object) -> set[str]:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))  # type: ignore[arg-type]
+    return {node.func.id for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+
+
+def test_every_rule_tpurl_validate_applies_is_declared_with_its_limits() -> None:
+    """profile_issues' rules are the ones checks.RULES lists (which the page reads), and
+    each declares the limits it enforces."""
+    rules = {rule.__name__: rule for rule in checks.RULES}
+    called = {name for name in _called(checks.profile_issues)
+              if inspect.isfunction(getattr(checks, name, None))}
+    assert called == set(rules), ("profile_issues calls rules that checks.RULES does not "
+                                  f"list (or the other way): {called ^ set(rules)}")
+    for name, rule in rules.items():
+        declared = declaration(rule)
+        assert declared is not None and declared.limits, f"{name} declares no limit"
+
+
+def test_every_declared_limit_names_a_field_and_the_page_shows_it() -> None:
+    page = (REFERENCE_DIR / "profile.md").read_text()
+    lines = {line.split(" | ")[0].removeprefix("| ").strip("`"): line
+             for line in page.splitlines() if line.startswith("| `")}
+    declared = profile_page.declared_limits()
+    assert len(declared) >= 60 and "" in declared
+    for path, texts in declared.items():
+        where = page.split("| field |")[0] if path == "" else lines.get(path)
+        assert where is not None, f"{path!r}: a declared limit names no profile field"
+        for text in texts:
+            assert cell(text) in where, f"{path}: the page does not show {text!r}"
+
+
+def test_every_pydantic_constraint_is_on_the_page() -> None:
+    """A Field(gt=…), le, a Literal's choices: each field that has one shows it."""
+    rows = {row.path: row for row in profile_page.rows()}
+    assert "> 0" in rows["gke.schedule_budget_s"].limits
+    assert rows["announcements.settle_s"].limits.startswith("≥ 0 · ≤ 300")
+    assert "> 0" in rows["gke.estimated_hours"].limits  # inside dict[..., Annotated[float, ...]]
+    assert rows["backend"].limits == "`gke`, `local`"
+    for model, prefix in profile_page._sections(Profile, ""):
+        for name, info in model.model_fields.items():
+            path = f"{prefix}{info.alias or name}"
+            for shown in profile_page.constraints(info):
+                assert shown in rows[path].limits, (path, shown)
+
+
+class _Example(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
+    code: str = Field("ab", min_length=2, max_length=8, pattern=r"^[a-z]+$")
+    step: float = Field(0.5, multiple_of=0.5, ge=0)
+    mode: Literal["a", "b"] = "a"
+    tags: list[str] = Field(default_factory=list)
+    other: str = "x"
+
+    @field_validator("tags")
+    @classmethod
+    @limit("no tag twice")
+    def _unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("a tag is repeated")
+        return v
+
+    @field_validator("other", mode="before")
+    @classmethod
+    @reshapes("a number becomes its text")
+    def _text(cls, v: object) -> object:
+        return str(v)
+
+    @model_validator(mode="after")
+    @limits({"other": ["not the code", "set when mode is b"]})
+    def _apart(self) -> _Example:
+        return self
+
+
+def test_a_model_s_constraints_and_declared_limits_become_its_rows() -> None:
+    rows = {row.path: row.limits for row in profile_page.rows(_Example)}
+    assert rows == {"code": "length ≥ 2 · length ≤ 8 · matches `^[a-z]+$`",
+                    "step": "≥ 0 · a multiple of 0.5", "mode": "`a`, `b`",
+                    "tags": "no tag twice", "other": "not the code · set when mode is b"}
+    assert undeclared(_Example) == []
+
+
+def test_a_validator_without_a_declared_limit_is_named() -> None:
+    class Bare(BaseModel):
+        size: int = 1
+
+        @field_validator("size")
+        @classmethod
+        def _small(cls, v: int) -> int:
+            if v > 9:
+                raise ValueError("too big")
+            return v
+
+        @model_validator(mode="after")
+        def _fine(self) -> Bare:
+            return self
+
+    assert [name.rsplit(".", 1)[-1] for name in undeclared(Bare)] == ["_small", "_fine"]
+
+
+@pytest.mark.parametrize("value", ["my-run", "a.b_c-1"])
+def test_a_pattern_limit_is_the_pattern_the_check_matches(value: str) -> None:
+    """The profile name's shown pattern is the regular expression its validator uses."""
+    from flows.config.profile import _PROFILE_NAME
+
+    shown = matches(_PROFILE_NAME)
+    assert re.fullmatch(shown.removeprefix("matches `").removesuffix("`"), value)
+    assert shown in {row.path: row for row in profile_page.rows()}["name"].limits
