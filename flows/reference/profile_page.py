@@ -53,6 +53,8 @@ def _type_name(annotation: Any) -> str:
         names = [_type_name(a) for a in typing.get_args(annotation) if a is not type(None)]
         optional = type(None) in typing.get_args(annotation)
         return " or ".join(dict.fromkeys(names)) + (" (optional)" if optional else "")
+    if origin is tuple and typing.get_args(annotation)[1:] == (Ellipsis,):
+        return f"list of {_type_name(typing.get_args(annotation)[0])}"  # YAML writes a list
     if origin is not None:
         args = ", ".join(_type_name(a) for a in typing.get_args(annotation))
         return f"{getattr(origin, '__name__', str(origin))}[{args}]"
