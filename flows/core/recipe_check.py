@@ -145,7 +145,7 @@ def _issue(found: Mapping[str, object], python: Path) -> Issue:
     line = found.get("line")
     line = line if isinstance(line, int) else None
     message = str(found["message"])
-    problem = message if file in message else f"{_where(file, line)}: {message}"
+    problem = f"{_where(file, line)}: {message}"
     return Issue(f"recipe.{part}", problem, _fix(kind, part, file, line, python),
                  CODES.get(kind, "config/recipe-unchecked"))
 
@@ -176,12 +176,12 @@ def _unfinished(run: ProbeRun, stdout: str, stderr: str, timed_out: bool,
     file, part = str(last.get("file")), str(last.get("part"))
     if timed_out:
         found = {"kind": "timeout", "part": part, "file": file,
-                 "message": f"{file} did not finish importing within {run.timeout_s:g} s"}
+                 "message": f"did not finish importing within {run.timeout_s:g} s"}
     else:
         tail = stderr.strip()[-600:]
         found = {"kind": "import-raised", "part": part, "file": file,
-                 "message": f"importing {file} ended the process (exit {returncode}) before "
-                            f"it could be checked{': ' + tail if tail else ''}"}
+                 "message": f"importing it ended the process (exit {returncode}) before it "
+                            f"could be checked{': ' + tail if tail else ''}"}
     return RecipeCheck(issues=(_issue(found, run.python),))
 
 

@@ -237,12 +237,11 @@ def check_functions(path: str, names: dict[str, Defined], open_ended: bool,
         if found is None:
             if not open_ended:
                 problems.append(Problem(REWARD_FUNCTIONS, "no-function", path, None,
-                                        f"{path} defines no function {name!r}"
-                                        f"{_closest(name, names)}"))
+                                        f"defines no function {name!r}{_closest(name, names)}"))
         elif found.callable is False:
             problems.append(Problem(REWARD_FUNCTIONS, "not-callable", path, found.line,
-                                    f"{name!r} in {path} is a value of type {found.kind}, "
-                                    "not a function"))
+                                    f"{name!r} is a value of type {found.kind}, not a "
+                                    "function"))
         elif found.signature is not None and (
                 why := reward_signature_problem(found.signature)):
             problems.append(Problem(REWARD_FUNCTIONS, "signature", path, found.line,
@@ -255,13 +254,12 @@ def check_processor(path: str, names: dict[str, Defined], open_ended: bool) -> l
     if found is None:
         if open_ended:
             return []
-        return [Problem(PROCESSOR, "no-function", path, None, f"{path} defines no function "
+        return [Problem(PROCESSOR, "no-function", path, None, "defines no function "
                         f"{PROCESS_DATA!r}{_closest(PROCESS_DATA, names)}; MaxText calls "
                         f"process_data({', '.join(PROCESS_DATA_ARGS)}) for each row")]
     if found.callable is False:
         return [Problem(PROCESSOR, "not-callable", path, found.line,
-                        f"{PROCESS_DATA!r} in {path} is a value of type {found.kind}, not a "
-                        "function")]
+                        f"{PROCESS_DATA!r} is a value of type {found.kind}, not a function")]
     if found.signature is not None and (why := processor_signature_problem(found.signature)):
         return [Problem(PROCESSOR, "signature", path, found.line, f"process_data {why}")]
     return []
@@ -276,7 +274,7 @@ def _format_problem(key: str, value: object, fields: tuple[str, ...]) -> str | N
     """Why ``value.format(**fields)`` fails as MaxText calls it, or None."""
     filled = ", ".join("{" + f + "}" for f in fields)
     if not isinstance(value, str):
-        return f"{key} is a {type(value).__name__}, not text"
+        return f"{key} is {type(value).__name__} {value!r}, not text"
     try:
         value.format(**{field: f"<{field}>" for field in fields})
     except KeyError as exc:
@@ -298,32 +296,32 @@ def check_template(path: str, own_processor: bool) -> list[Problem]:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
-        return [Problem(TEMPLATE, "template", path, None, f"{path} cannot be read: {exc}")]
+        return [Problem(TEMPLATE, "template", path, None, f"cannot be read: {exc}")]
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        return [Problem(TEMPLATE, "template", path, exc.lineno, f"{path} is not valid JSON "
+        return [Problem(TEMPLATE, "template", path, exc.lineno, "is not valid JSON "
                         f"({exc.msg} at line {exc.lineno} column {exc.colno}); MaxText would "
                         "load no template and stop with \"Data template is required\"")]
     if not isinstance(data, dict):
-        return [Problem(TEMPLATE, "template", path, 1, f"{path} holds a JSON "
+        return [Problem(TEMPLATE, "template", path, None, "holds a JSON "
                         f"{type(data).__name__}, not an object with SYSTEM_PROMPT and TEMPLATE")]
     severity = "warning" if own_processor else "problem"
     problems = []
     for key, fields in TEMPLATE_FIELDS.items():
         if key not in data:
-            problems.append(Problem(TEMPLATE, "template", path, None, f"{path} has no {key} "
+            problems.append(Problem(TEMPLATE, "template", path, None, f"has no {key} "
                                     "(MaxText's process_data formats every question with "
                                     "SYSTEM_PROMPT and TEMPLATE)", severity))
         elif why := _format_problem(key, data[key], fields):
-            problems.append(Problem(TEMPLATE, "template", path, _key_line(text, key),
-                                    f"{path}: {why}", severity))
+            problems.append(Problem(TEMPLATE, "template", path, _key_line(text, key), why,
+                                    severity))
     template = data.get("TEMPLATE")
     if isinstance(template, str) and not problems:
         used = {field for _, field, _, _ in string.Formatter().parse(template) if field}
         if "question" not in used:
             problems.append(Problem(TEMPLATE, "template", path, _key_line(text, "TEMPLATE"),
-                                    f"{path}: TEMPLATE has no {{question}}, so every prompt "
+                                    "TEMPLATE has no {question}, so every prompt "
                                     "would be the same text", severity))
     return problems
 
@@ -336,15 +334,11 @@ def _team_line(tb: traceback.StackSummary, path: str) -> int | None:
     return mine[-1] if mine else None
 
 
-def _where(path: str, line: int | None) -> str:
-    return f"{path}:{line}" if line else path
-
-
 def _syntax_problem(part: str, path: str, exc: BaseException) -> Problem:
     line = getattr(exc, "lineno", None)
     message = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
     return Problem(part, "syntax", path, line if isinstance(line, int) else None,
-                   f"{_where(path, line)}: {type(exc).__name__}: {message}")
+                   f"{type(exc).__name__}: {message}")
 
 
 def _compiled(part: str, path: str) -> tuple[ast.Module | None, list[Problem]]:
@@ -352,7 +346,7 @@ def _compiled(part: str, path: str) -> tuple[ast.Module | None, list[Problem]]:
         with open(path, "rb") as f:
             source = f.read()
     except OSError as exc:
-        return None, [Problem(part, "unreadable", path, None, f"{path} cannot be read: {exc}")]
+        return None, [Problem(part, "unreadable", path, None, f"cannot be read: {exc}")]
     try:
         tree = ast.parse(source, path)
         compile(tree, path, "exec")
@@ -367,19 +361,17 @@ def _announce(out: TextIO, part: str, path: str) -> None:
 
 def _import_problem(part: str, path: str, exc: BaseException) -> Problem:
     line = _team_line(traceback.extract_tb(exc.__traceback__), path)
-    where = _where(path, line)
     if isinstance(exc, ModuleNotFoundError):
         return Problem(part, "missing-module", path, line,
-                       f"{where} imports {exc.name!r}, which the environment that runs the "
-                       f"recipe does not have ({exc})")
+                       f"imports {exc.name!r}, which the environment that runs the recipe does "
+                       f"not have ({exc})")
     if isinstance(exc, SyntaxError) and exc.filename != path:  # in a module it imports
-        return Problem(part, "import-raised", path, line, f"{where}: importing it raised "
+        return Problem(part, "import-raised", path, line, "importing it raised "
                        f"SyntaxError in {exc.filename}:{exc.lineno}: {exc.msg}")
     if isinstance(exc, SystemExit):
-        return Problem(part, "import-raised", path, line,
-                       f"{where}: importing it called exit({exc.code!r})")
+        return Problem(part, "import-raised", path, line, f"importing it called exit({exc.code!r})")
     return Problem(part, "import-raised", path, line,
-                   f"{where}: importing it raised {type(exc).__name__}: {exc}")
+                   f"importing it raised {type(exc).__name__}: {exc}")
 
 
 def _imported(part: str, path: str, module_name: str,
@@ -392,7 +384,7 @@ def _imported(part: str, path: str, module_name: str,
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         return None, [Problem(part, "import-raised", path, None,
-                              f"{path} cannot be imported as a Python file")]
+                              "cannot be imported as a Python file")]
     module = importlib.util.module_from_spec(spec)
     try:
         with contextlib.redirect_stdout(sys.stderr):
