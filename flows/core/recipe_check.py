@@ -205,6 +205,9 @@ def run_probe(run: ProbeRun, arguments: list[str]) -> tuple[RecipeCheck, list[st
         timed_out = True
         stop_group(child.pid, grace_s=1.0)  # the whole group: a file may start children
         stdout, stderr = child.communicate()
+    except BaseException:  # interrupted: the child's session gets no Ctrl-C of its own
+        stop_group(child.pid, grace_s=1.0)
+        raise
     reports = _marked(stdout, REPORT_MARK)
     if timed_out or not reports:
         return _unfinished(run, stdout, stderr, timed_out, child.returncode), []

@@ -58,6 +58,13 @@ PROCESSOR, TEMPLATE = "dataset_processor", "chat_template"
 # One call as MaxText and Tunix make it (the values only need to bind).
 REWARD_CALL: dict[str, object] = {"prompts": ["p"], "completions": ["c"], "tmvp_config": None,
                                   "mode": "train", "question": "q", "answer": "a"}
+# Tunix 0.1.8 (rl/reward_manager.py) also passes a parameter named like a field of the
+# algorithm's config (GRPOConfig, rl/grpo/grpo_learner.py) its value, so such a parameter is
+# filled though no column carries it.
+ALGO_CONFIG_FIELDS = ("algo_variant", "advantage_estimator", "policy_loss_fn", "loss_agg_mode",
+                      "reward_manager", "loss_algo", "num_generations", "num_iterations", "beta",
+                      "kl_loss_mode", "epsilon", "use_rollout_logps", "sampler_is",
+                      "sampler_is_threshold", "kl_clamp_value")
 REWARD_CALL_TEXT = ("fn(prompts=..., completions=..., tmvp_config=..., mode=..., question=..., "
                     "answer=..., and the dataset's other columns)")
 PROCESS_DATA = "process_data"
@@ -89,8 +96,9 @@ def reward_signature_problem(signature: inspect.Signature) -> str | None:
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
         return (f"has no **kwargs, so it cannot take the call MaxText makes, {REWARD_CALL_TEXT}"
                 "; add **kwargs to its parameters")
+    filled = {name: None for name in ALGO_CONFIG_FIELDS if name in signature.parameters}
     try:
-        signature.bind(**REWARD_CALL)
+        signature.bind(**REWARD_CALL, **filled)
     except TypeError as exc:
         return (f"cannot take the call MaxText makes, {REWARD_CALL_TEXT}: {exc}; take those "
                 "by keyword and give any other parameter a default")
@@ -120,11 +128,18 @@ class Defined:
     kind: str
 
 
-def _imported_names(module: ModuleType, path: str) -> dict[str, Defined]:
+def _imported_names(module: ModuleType, path: str, wanted: list[str]) -> dict[str, Defined]:
+    """The module's names, and those of ``wanted`` its ``__getattr__`` serves (MaxText asks
+    with ``getattr``)."""
     found = {}
-    for name, value in vars(module).items():
-        if name.startswith("__"):
-            continue
+    values = {name: value for name, value in vars(module).items() if not name.startswith("__")}
+    for name in wanted:
+        if name not in values:
+            try:
+                values[name] = getattr(module, name)
+            except Exception:  # whatever the module's __getattr__ raises: not served
+                continue
+    for name, value in values.items():
         if not callable(value):
             found[name] = Defined(False, None, None, type(value).__name__)
             continue
@@ -374,7 +389,7 @@ def _import_problem(part: str, path: str, exc: BaseException) -> Problem:
                    f"importing it raised {type(exc).__name__}: {exc}")
 
 
-def _imported(part: str, path: str, module_name: str,
+def _imported(part: str, path: str, module_name: str, wanted: list[str],
               out: TextIO) -> tuple[dict[str, Defined] | None, list[Problem]]:
     """Import as ``load_custom_callable`` does; the team's prints go to stderr."""
     tree, problems = _compiled(part, path)
@@ -393,7 +408,7 @@ def _imported(part: str, path: str, module_name: str,
         return None, [_import_problem(part, path, exc)]
     lines = {name: d.line for name, d in read_names(tree)[0].items()}
     return {name: d if d.line is not None else replace(d, line=lines.get(name))
-            for name, d in _imported_names(module, path).items()}, []
+            for name, d in _imported_names(module, path, wanted).items()}, []
 
 
 def _read(part: str, path: str) -> tuple[tuple[dict[str, Defined], bool] | None, list[Problem]]:
@@ -413,7 +428,8 @@ def check(rewards: str | None, functions: list[str], processor: str | None,
             read, found = _read(part, path)
             names, open_ended = read if read is not None else (None, False)
         else:
-            names, found = _imported(part, path, module_name, out)
+            wanted = functions if part == REWARDS_FILE else [PROCESS_DATA]
+            names, found = _imported(part, path, module_name, wanted, out)
             open_ended = False  # imported: getattr answers what the module serves
         problems += found
         if names is None:

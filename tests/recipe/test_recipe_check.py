@@ -136,6 +136,17 @@ def test_a_file_beside_the_rewards_is_not_importable_as_under_maxtext(tmp_path: 
     assert f"{path}:1: imports 'helpers'" in issue.problem
 
 
+def test_a_reward_served_by_the_modules_getattr_is_found(tmp_path: Path) -> None:
+    """MaxText asks with getattr, so a module __getattr__ (the rehearsal's own reward guard
+    serves its functions so) counts once imported; read statically it cannot be judged."""
+    path = _write(tmp_path, "rewards.py", "def _score(prompts, completions, **kwargs):\n"
+                  "    return []\n\n\ndef __getattr__(name):\n    if name == 'served':\n"
+                  "        return _score\n    raise AttributeError(name)\n")
+    for static in (False, True):
+        assert probe(rewards=path, functions="served", static=static) == RecipeCheck()
+    assert only(probe(rewards=path, functions="other")).category == "config/recipe-no-function"
+
+
 @pytest.mark.parametrize(("line", "shown"), [
     ("LIMIT = 1 / 0", "raised ZeroDivisionError: division by zero"),
     ("import sys; sys.exit(3)", "called exit(3)"),
@@ -206,7 +217,8 @@ def test_a_reward_signature_maxtext_cannot_call_is_refused(tmp_path: Path, stati
 @pytest.mark.parametrize("static", MODES)
 @pytest.mark.parametrize("signature", ["prompts, completions, **kwargs",
                                        "*args, **kwargs",
-                                       "prompts, completions, weight=1.0, *, mode='train', **kw"])
+                                       "prompts, completions, weight=1.0, *, mode='train', **kw",
+                                       "prompts, completions, num_generations, beta, **kwargs"])
 def test_a_reward_signature_maxtext_can_call_passes(tmp_path: Path, static: bool,
                                                     signature: str) -> None:
     path = _write(tmp_path, "rewards.py", f"def score({signature}):\n    return []\n")
