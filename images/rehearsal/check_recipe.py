@@ -128,6 +128,13 @@ class Defined:
     kind: str
 
 
+def _unwrapped(value: object) -> object:
+    try:
+        return inspect.unwrap(value)  # type: ignore[arg-type]
+    except ValueError:  # a __wrapped__ chain that loops
+        return value
+
+
 def _imported_names(module: ModuleType, path: str, wanted: list[str]) -> dict[str, Defined]:
     """The module's names, and those of ``wanted`` its ``__getattr__`` serves (MaxText asks
     with ``getattr``)."""
@@ -149,10 +156,12 @@ def _imported_names(module: ModuleType, path: str, wanted: list[str]) -> dict[st
         except (TypeError, ValueError):  # a builtin or a class without one
             signature = None
         line = None
-        code = getattr(inspect.unwrap(value), "__code__", None)
+        inner = _unwrapped(value)
+        code = getattr(inner, "__code__", None)
         if code is not None and os.path.abspath(code.co_filename) == os.path.abspath(path):
             line = code.co_firstlineno
-        found[name] = Defined(True, line, signature, type(value).__name__)
+        kind = "function" if inspect.isfunction(inner) else type(value).__name__
+        found[name] = Defined(True, line, signature, kind)
     return found
 
 
@@ -240,8 +249,11 @@ def _closest(name: str, names: dict[str, Defined]) -> str:
     match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
     if match:
         return f" (did you mean {match[0]!r}?)"
-    public = sorted(n for n in candidates if not n.startswith("_"))
-    return f" (it defines {', '.join(public[:8])})" if public else " (it defines no function)"
+    # the functions of the file's own (a line in it), not what it imports
+    own = sorted(n for n, d in names.items()
+                 if d.callable and d.line is not None and d.kind in ("function", "lambda")
+                 and not n.startswith("_"))
+    return f" (it defines {', '.join(own[:8])})" if own else " (it defines no function)"
 
 
 def check_functions(path: str, names: dict[str, Defined], open_ended: bool,
@@ -407,7 +419,7 @@ def _imported(part: str, path: str, module_name: str, wanted: list[str],
     except BaseException as exc:  # anything the team's code raises (exit included) is theirs
         return None, [_import_problem(part, path, exc)]
     lines = {name: d.line for name, d in read_names(tree)[0].items()}
-    return {name: d if d.line is not None else replace(d, line=lines.get(name))
+    return {name: d if d.callable else replace(d, line=lines.get(name))
             for name, d in _imported_names(module, path, wanted).items()}, []
 
 

@@ -377,6 +377,19 @@ def test_validate_refuses_a_broken_recipe_with_its_messages(
     assert "fix: correct the syntax at" in err
 
 
+def test_tpurl_check_lists_the_recipe_as_a_finding(tmp_path: Path) -> None:
+    from flows.operations.check import _recipe_findings
+
+    rewards = _write(tmp_path, "rewards.py", GOOD_REWARD)
+    fields = {"recipe.rewards.file": str(rewards), "local.venv": str(tmp_path / "no-venv")}
+    broken = _recipe_findings(_profile(**fields, **{"recipe.rewards.functions": "exact"}))
+    assert [(f.what, f.ok, f.code) for f in broken] == [
+        ("recipe.rewards.functions", False, "config/recipe-no-function")]
+    good = _recipe_findings(_profile(**fields, **{"recipe.rewards.functions": "exact_match"}))
+    assert [(f.what, f.ok) for f in good] == [("recipe", True), ("recipe", None)]
+    assert "were not checked" in good[1].detail
+
+
 def test_the_flow_start_refuses_a_broken_recipe_before_any_side_effect(
         prefect_api: None, tmp_path: Path) -> None:
     """The real flow on a Prefect API: prepare() refuses the recipe with the same issue
