@@ -249,7 +249,7 @@ def check_recipe(profile: Profile, timeout_s: float = IMPORT_TIMEOUT_S) -> Recip
     if not arguments:
         return RecipeCheck()
     python = venv_python(profile)
-    code = profile.recipe.rewards is not None or profile.recipe.dataset_processor is not None
+    has_code = profile.recipe.rewards is not None or profile.recipe.dataset_processor is not None
     why_static = f"no environment that mirrors the post-training image here ({python} is absent)"
     if python.is_file():
         run = ProbeRun(python, static=False, require=IMAGE_MODULES, timeout_s=timeout_s)
@@ -264,7 +264,7 @@ def check_recipe(profile: Profile, timeout_s: float = IMPORT_TIMEOUT_S) -> Recip
             return _checked[key]
     static = ProbeRun(Path(sys.executable), static=True, timeout_s=timeout_s)
     result, _ = run_probe(static, arguments)
-    if code:
+    if has_code:
         result = RecipeCheck(result.issues, (
             *result.warnings, f"warning: recipe: the imports of its Python files were not "
             f"checked: {why_static}; {_BUILD_VENV}, then `tpurl validate` imports them as "
