@@ -346,14 +346,19 @@ def _run_command(args: argparse.Namespace, loaded: _Loaded) -> int:
 
 
 def _local_problems(profile: Profile) -> list[str]:
-    """What can be checked here without running anything: a dataset on this machine, and
-    an output root on this machine that is writable and has room for the run."""
+    """What can be checked here without running anything: a dataset on this machine, an
+    output root on this machine that is writable and has room for the run, and the recipe's
+    files imported as MaxText will (its warnings printed: imports left unchecked)."""
+    from flows.core.recipe_check import check_recipe
     from flows.core.root_space import root_issues
 
     found = [issue.render() for issue in root_issues(profile)]
     if problem := _local_dataset_problem(profile):
         found.append(problem)
-    return found
+    recipe = check_recipe(profile)
+    for warning in recipe.warnings:
+        print(warning, file=sys.stderr)
+    return found + [issue.render() for issue in recipe.issues]
 
 
 def _local_dataset_problem(profile: Profile) -> str | None:

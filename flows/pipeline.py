@@ -39,6 +39,7 @@ from flows.core.error_redaction import redacting_errors
 from flows.core.eval_programs import score_key
 from flows.core.failures import StageFailed, internal_error
 from flows.core.layout import Layout
+from flows.core.recipe_check import check_recipe
 from flows.core.retry import RETRY_DELAYS_S
 from flows.core.root_space import storage_failure
 from flows.core.secrets import Redactor, require_secrets
@@ -337,6 +338,11 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
     require_secrets(cfg)  # a token missing where the flow runs fails here, not in a pod
     if problems := integration_issues(cfg):  # a tracker or registry that cannot be reached
         raise ProfileError(cfg.name, problems)
+    recipe = check_recipe(cfg)  # the team's files imported as MaxText will, in a child
+    for warning in recipe.warnings:
+        get_run_logger().warning("%s", warning)
+    if recipe.issues:
+        raise ProfileError(cfg.name, list(recipe.issues))
     backend = backend_for(cfg)
     if missing := backend.start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)

@@ -112,6 +112,61 @@ CATALOGUE: tuple[Symptom, ...] = (
             "wrongly.",
             "Name the dataset once, in `data.dataset_name` (the files' dataset, e.g. "
             "nvidia/OpenMathInstruct-2), and use the chat template the message names."),
+    Symptom("config/recipe-syntax", When.START,
+            f"{_PROFILE} `recipe.rewards.file: FILE:LINE: SyntaxError: ...` (or "
+            "`recipe.dataset_processor`); a deployment's run refuses it at its start the same "
+            "way.",
+            "Correct the file at the line shown (`python -m py_compile FILE` shows it too)."),
+    Symptom("config/recipe-missing-module", When.START,
+            f"{_PROFILE} `recipe.rewards.file: FILE:LINE imports 'NAME', which the "
+            "environment that runs the recipe does not have`: the file was imported in the "
+            "rehearsal venv, which has what the post-training image has.",
+            "Import only what the image has (MaxText 0.2.4, Tunix, JAX, NumPy, the standard "
+            "library), or put the code in the file itself: only the recipe's own files travel "
+            "with it, never the folder beside them."),
+    Symptom("config/recipe-import-error", When.START,
+            f"{_PROFILE} `recipe.rewards.file: FILE:LINE: importing it raised TYPE: ...` (or "
+            "`called exit(...)`, or `ended the process`): the file's top level fails before "
+            "MaxText can call anything in it.",
+            "Make the file import cleanly; the `fix:` line gives the command that reproduces "
+            "it with the rehearsal venv's Python."),
+    Symptom("config/recipe-import-timeout", When.START,
+            f"{_PROFILE} `recipe.rewards.file: FILE did not finish importing within N s` (or "
+            "`recipe.dataset_processor`).",
+            "Do no work at import time (a loop, a download, loading a model): move it into "
+            "the functions, or under `if __name__ == '__main__':`."),
+    Symptom("config/recipe-no-function", When.START,
+            f"{_PROFILE} `recipe.rewards.functions: FILE defines no function 'NAME' (did you "
+            "mean 'OTHER'?)`, `'NAME' in FILE is a value of type T, not a function`, or "
+            "`recipe.dataset_processor: FILE defines no function 'process_data'`.",
+            "Correct the name in `recipe.rewards.functions` (the message names the closest "
+            "one the file defines), or define the function."),
+    Symptom("config/recipe-signature", When.START,
+            f"{_PROFILE} `recipe.rewards.functions: FILE:LINE: reward function 'NAME' has no "
+            "**kwargs` or `cannot take the call MaxText makes, fn(prompts=..., "
+            "completions=..., tmvp_config=..., mode=..., question=..., answer=...)`, or "
+            "`recipe.dataset_processor: ... process_data cannot take MaxText's call`.",
+            "Define a reward function as `def NAME(prompts, completions, tmvp_config=None, "
+            "**kwargs)` (the dataset's columns arrive in kwargs) and the processor as `def "
+            "process_data(dataset_name, tokenizer, template, config, x)`."),
+    Symptom("config/recipe-template", When.START,
+            f"{_PROFILE} `recipe.chat_template: FILE is not valid JSON (...)`, `holds a JSON "
+            "list, not an object`, `has no TEMPLATE`, or `SYSTEM_PROMPT has the placeholder "
+            "{NAME}, which MaxText does not fill`. With a `recipe.dataset_processor` of your "
+            "own the key and placeholder findings are printed as warnings only (your "
+            "process_data gets the template as it is).",
+            "Make the template a JSON object whose SYSTEM_PROMPT uses only "
+            "{reasoning_start_token}, {reasoning_end_token}, {solution_start_token} and "
+            "{solution_end_token}, and whose TEMPLATE uses {system_prompt} and {question}; a "
+            "literal brace is written {{ or }}."),
+    Symptom("config/recipe-unchecked", When.START,
+            f"{_PROFILE} `recipe.rewards.file: ...` naming a problem the check could not "
+            "classify. Not a refusal: the line `warning: recipe: the imports of its Python "
+            "files were not checked` means no rehearsal venv is on this machine, so the files "
+            "were only read (syntax, names, signatures, template).",
+            "For the warning: build the venv (`bash scripts/rehearse.sh`, whose first stage "
+            "builds it) and validate again. For an unclassified problem: report it with the "
+            "output."),
     Symptom("config/secret-literal", When.START,
             f"{_PROFILE} `FIELD: holds what looks like a Hugging Face token` (the value is "
             "never quoted back).",

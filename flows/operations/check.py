@@ -204,6 +204,7 @@ def profile_findings(name: str, overrides: Mapping[str, str], environ: Mapping[s
                                 "permissions)" if profile.gke else "(the rehearsal installs "
                                 "the rest)")))
     found += _secret_findings(profile, environ)
+    found += _recipe_findings(profile)
     found += _integration_findings(profile, environ)
     found += _notify_findings(profile, api_answers)
     return found, True
@@ -280,6 +281,23 @@ def _secret_findings(profile: Profile, environ: Mapping[str, str]) -> list[Findi
     except ProfileError as exc:
         return [_from_issue(profile.name, i) for i in exc.issues]
     return [Finding(profile.name, "model.hf_token", True, f"{ref.describe()} resolves here")]
+
+
+def _recipe_findings(profile: Profile) -> list[Finding]:
+    """The recipe's files, imported as MaxText will where the rehearsal venv is (else read,
+    with the warning that says what was left unchecked)."""
+    from flows.core.recipe_check import check_recipe
+
+    if profile.recipe.is_builtin():
+        return [Finding(profile.name, "recipe", None, "MaxText's built-in one (nothing of "
+                        "the team's to check)")]
+    result = check_recipe(profile)
+    if result.issues:
+        return [_from_issue(profile.name, i) for i in result.issues]
+    found = [Finding(profile.name, "recipe", True, "its files load and MaxText can call "
+                     "what they define")]
+    return found + [Finding(profile.name, "recipe", None, w.removeprefix("warning: "))
+                    for w in result.warnings]
 
 
 def _integration_findings(profile: Profile, environ: Mapping[str, str]) -> list[Finding]:
