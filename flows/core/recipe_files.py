@@ -37,9 +37,10 @@ from flows.config.recipe import (
 from flows.core.workload import ProgramFile
 
 GUARD_PROGRAM = REHEARSAL_DIR / "reward_guard.py"
-# what the guard reads: the team's reward file, and the names MaxText will ask it for
-REWARDS_FILE_ENV = "TPURL_RECIPE_REWARDS_FILE"
-REWARDS_NAMES_ENV = "TPURL_RECIPE_REWARD_FUNCTIONS"
+# what the guard reads: the team's reward file, and the names MaxText will ask it for (not
+# TPURL_ names: those are the profile's overrides, flows/config/env_overrides.py)
+REWARDS_FILE_ENV = "REWARD_GUARD_FILE"
+REWARDS_NAMES_ENV = "REWARD_GUARD_FUNCTIONS"
 # the marked line the guard prints before it stops the program
 REWARD_ERROR_MARK = "RECIPE-REWARD-ERROR"
 # the names the files travel under (GKE's ConfigMap keys)

@@ -9,7 +9,7 @@ list of the wrong length; a NaN, a string or a numpy array of another shape eith
 inside numpy or silently poisons the advantages.
 
 So this module answers MaxText's ``getattr`` (PEP 562 ``__getattr__``) with the team's
-function, loaded from the file ``TPURL_RECIPE_REWARDS_FILE`` names and wrapped: a call that
+function, loaded from the file ``REWARD_GUARD_FILE`` names and wrapped: a call that
 raises, or returns anything but one finite number per completion, prints one line marked
 ``RECIPE-REWARD-ERROR`` with a JSON body naming the function and the problem, then raises.
 The pipeline reads that line as the user's error (never retried). The wrapper keeps the
@@ -32,8 +32,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-FILE_ENV = "TPURL_RECIPE_REWARDS_FILE"
-NAMES_ENV = "TPURL_RECIPE_REWARD_FUNCTIONS"
+FILE_ENV = "REWARD_GUARD_FILE"
+NAMES_ENV = "REWARD_GUARD_FUNCTIONS"
 MARK = "RECIPE-REWARD-ERROR"
 
 _loaded: ModuleType | None = None

@@ -147,7 +147,7 @@ def test_the_same_command_again_skips_every_stage(changed, run: Run, rehearsal_r
 def test_the_gke_plan_says_where_the_file_goes(run: Run):
     done = run("recipe-plan")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "TPURL_RECIPE_REWARDS_FILE=/tpurl/programs/recipe_rewards.py" in done.stdout
+    assert "REWARD_GUARD_FILE=/tpurl/programs/recipe_rewards.py" in done.stdout
     assert f"reward_functions={FUNCTION}" in done.stdout
     assert "reward_functions_path=/tpurl/programs/reward_guard.py" in done.stdout
 
