@@ -147,13 +147,13 @@ def recipe_args_problem(args: Mapping[str, object], recipe: RecipeSection) -> Fi
     the recipe names its own."""
     for arg, field in RECIPE_FIELD_OF_ARG.items():
         if arg in args:
-            return FixableValueError(f"train.args.{arg} names recipe code the pipeline does not "
-                                     "ship", f"set {field} instead and remove train.args.{arg}",
-                                     field="train")
+            return FixableValueError("names recipe code the pipeline does not ship (nor key "
+                                     f"by its content)", f"set {field} instead and remove "
+                                     f"train.args.{arg}", field=f"train.args.{arg}")
     if TEMPLATE_ARG in args and recipe.chat_template is not None:
-        return FixableValueError("both train.args.data_template_path and recipe.chat_template "
-                                 "name a template", "keep recipe.chat_template and remove "
-                                 "train.args.data_template_path", field="train")
+        return FixableValueError("names a template, and so does recipe.chat_template",
+                                 "keep recipe.chat_template and remove "
+                                 f"train.args.{TEMPLATE_ARG}", field=f"train.args.{TEMPLATE_ARG}")
     return None
 
 
