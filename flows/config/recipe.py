@@ -148,7 +148,7 @@ def recipe_args_problem(args: Mapping[str, object], recipe: RecipeSection) -> Fi
     for arg, field in RECIPE_FIELD_OF_ARG.items():
         if arg in args:
             return FixableValueError("names recipe code the pipeline does not ship (nor key "
-                                     f"by its content)", f"set {field} instead and remove "
+                                     "by its content)", f"set {field} instead and remove "
                                      f"train.args.{arg}", field=f"train.args.{arg}")
     if TEMPLATE_ARG in args and recipe.chat_template is not None:
         return FixableValueError("names a template, and so does recipe.chat_template",

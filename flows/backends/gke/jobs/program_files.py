@@ -35,6 +35,11 @@ VOLUME = "tpurl-programs"
 MAX_BYTES = CONFIGMAP_MAX_BYTES  # a profile over it is refused at validation already
 
 
+class ShippedFileRefused(ValueError):
+    """A file a workload ships is not what the run planned: edited, removed or grown past
+    the ConfigMap's limit since. The user's doing (a recipe is edited in place), not ours."""
+
+
 def configmap_name(files: tuple[ProgramFile, ...]) -> str:
     digest = hashlib.sha256("\0".join(f"{f.name}={f.digest}" for f in files).encode())
     return f"tpurl-programs-{digest.hexdigest()[:12]}"
@@ -60,23 +65,24 @@ def volumes(workload: Workload) -> list[dict[str, Any]]:
 
 
 def program_files_configmap(files: tuple[ProgramFile, ...], namespace: str) -> dict[str, Any]:
-    """The object to create, with the files' text; refused if it would not fit."""
+    """The object to create, with the files' text; refused (``ShippedFileRefused``) if a file
+    is not the one planned or the set would not fit."""
     data: dict[str, str] = {}
     for f in files:
         try:
             raw = (REPO_ROOT / f.source).read_bytes()  # an absolute source stays as it is
         except OSError as exc:  # moved or removed since the workload was planned
-            raise ValueError(f"{f.source} cannot be read ({exc.strerror or exc}); it was "
+            raise ShippedFileRefused(f"{f.source} cannot be read ({exc.strerror or exc}); it was "
                              "there when the run was planned: restore it, or change the "
                              "profile and run again") from None
         actual = hashlib.sha256(raw).hexdigest()[:len(f.digest)]
         if actual != f.digest:  # the file changed since the workload was planned
-            raise ValueError(f"{f.source} changed while the run was planned ({f.digest} → "
+            raise ShippedFileRefused(f"{f.source} changed while the run was planned ({f.digest} → "
                              f"{actual}); run again so the stage's key names these bytes")
         data[f.name] = raw.decode()
     size = sum(len(v.encode()) for v in data.values())
     if size > MAX_BYTES:
-        raise ValueError(f"the programs {', '.join(data)} are {size} bytes, over a ConfigMap's "
+        raise ShippedFileRefused(f"the programs {', '.join(data)} are {size} bytes, over a ConfigMap's "
                          f"{MAX_BYTES}")
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": configmap_name(files), "namespace": namespace,
