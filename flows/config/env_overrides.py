@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from flows.common.issues import Issue
 from flows.config.profile import Profile
+from flows.config.recipe import PROGRAM_ENV
 
 ENV_PREFIX = "TPURL_"
 # How close (difflib's ratio) a variable's name must be to a field's to be taken for a
@@ -68,7 +69,7 @@ def env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, str], list[Issu
     sections = {name for name, info in Profile.model_fields.items()
                 if model_in(info.annotation) is not None}
     for variable, value in environ.items():
-        if not variable.startswith(ENV_PREFIX):
+        if not variable.startswith(ENV_PREFIX) or variable in PROGRAM_ENV:
             continue
         key = variable[len(ENV_PREFIX):].lower()
         if "__" in key:

@@ -37,6 +37,13 @@ TEMPLATE_ARG = "data_template_path"
 RECIPE_FIELD_OF_ARG = {REWARDS_FILE_ARG: "recipe.rewards.file",
                        REWARDS_NAMES_ARG: "recipe.rewards.functions",
                        PROCESSOR_ARG: "recipe.dataset_processor"}
+# What the pipeline gives the reward guard in the program's environment: the team's reward
+# file where the program sees it, and the names (images/rehearsal/reward_guard.py). Never a
+# profile field, though spelt like one: the environment's overrides pass them by
+# (flows/config/env_overrides.py), so a rehearsal's program that inherits them is not refused.
+REWARDS_FILE_ENV = "TPURL_RECIPE_REWARDS_FILE"
+REWARDS_NAMES_ENV = "TPURL_RECIPE_REWARD_FUNCTIONS"
+PROGRAM_ENV = frozenset({REWARDS_FILE_ENV, REWARDS_NAMES_ENV})
 # MaxText reads a data template only from a .json file (load_data_template_from_file returns
 # None for any other suffix, and prepare_datasets then stops with "Data template is required").
 TEMPLATE_SUFFIX = ".json"

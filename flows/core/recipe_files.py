@@ -30,16 +30,17 @@ from flows.config.profile import Profile
 from flows.config.recipe import (
     PROCESSOR_ARG,
     REWARDS_FILE_ARG,
+    REWARDS_FILE_ENV,
     REWARDS_NAMES_ARG,
+    REWARDS_NAMES_ENV,
     TEMPLATE_ARG,
     recipe_path,
 )
 from flows.core.workload import ProgramFile
 
 GUARD_PROGRAM = REWARD_GUARD
-# what the guard reads: the team's reward file, and the names MaxText will ask it for
-REWARDS_FILE_ENV = "TPURL_RECIPE_REWARDS_FILE"
-REWARDS_NAMES_ENV = "TPURL_RECIPE_REWARD_FUNCTIONS"
+# what the guard reads (REWARDS_FILE_ENV, REWARDS_NAMES_ENV) is named in flows/config/recipe.py,
+# whose environment overrides must pass those names by
 # the marked line the guard prints before it stops the program
 REWARD_ERROR_MARK = "RECIPE-REWARD-ERROR"
 # the names the files travel under (GKE's ConfigMap keys)

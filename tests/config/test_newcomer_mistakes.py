@@ -156,7 +156,8 @@ def scalar_leaves(mode: str) -> list[tuple[str, ...]]:
     other = "gke" if mode == "rehearsal" else "local"
     return [p for p in _leaves(Profile) if p[0] != other
             and p[-1] not in ("args", "prices", "estimated_hours", "disabled_patches",
-                              "allowed_uri_prefixes", "train_env", "events")]  # a list, a map
+                              "allowed_uri_prefixes", "train_env", "events",
+                              "functions")]  # a list, a map
 
 
 def put(data: dict[str, Any], path: tuple[str, ...], value: object) -> dict[str, Any]:
