@@ -22,6 +22,11 @@ REHEARSAL_LOCK = REHEARSAL_DIR / "requirements.lock"
 # the tunix commit the rehearsal installs beside the lock (flows/backends/local/tunix_source.py)
 TUNIX_GITHUB_FILE = REHEARSAL_DIR / "tunix-from-github.txt"
 HF_CHECK_LOCK = REHEARSAL_DIR / "hf-check-requirements.txt"
+# programs of ours a GKE workload ships beside the image (flows/backends/gke/jobs/
+# program_files.py): the evaluation program, and the guard in front of a recipe's rewards.
+# Here, not beside their users, so a profile's check can weigh them before anything ships.
+EVAL_PROGRAM = REHEARSAL_DIR / "evaluate_rl.py"
+REWARD_GUARD = REHEARSAL_DIR / "reward_guard.py"
 # the rehearsal's programs, part of what its "image" is (its reward is the profile's recipe,
 # keyed by content in the training's key instead)
 REHEARSAL_SCRIPTS = ("make_tiny_model.py", "make_dataset.py", "train_rl_cpu.py",
@@ -40,7 +45,14 @@ def repo_relative(path: str) -> Path:
 
 @cache
 def file_digest(path: Path) -> str:
-    """A short content hash of a repository file that is part of a key ("absent" if none)."""
+    """A short content hash of a repository file that is part of a key ("absent" if none);
+    read once per process: the repository's files do not change under a run."""
+    return content_digest(path)
+
+
+def content_digest(path: Path) -> str:
+    """``file_digest`` read afresh each time: for a user's file that may be edited between
+    two runs of one process (a recipe's reward file), whose key must follow its bytes."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "absent"
 
 

@@ -17,6 +17,7 @@ from flows.config.limits import limits
 from flows.config.maxtext_keys import maxtext_key_issues
 from flows.config.maxtext_rules import maxtext_issues
 from flows.config.profile import RESERVED_ARGS, Profile, Scalar
+from flows.config.recipe_limits import recipe_limit_issues
 from flows.config.spend import spend_issues
 
 
@@ -34,6 +35,7 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
     issues += _patch_issues(profile, set(known_patches))
     issues += spend_issues(profile)
     issues += evaluation_issues(profile)
+    issues += recipe_limit_issues(profile)
     return issues
 
 

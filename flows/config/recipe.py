@@ -39,6 +39,11 @@ TEMPLATE_ARG = "data_template_path"
 RECIPE_FIELD_OF_ARG = {REWARDS_FILE_ARG: "recipe.rewards.file",
                        REWARDS_NAMES_ARG: "recipe.rewards.functions",
                        PROCESSOR_ARG: "recipe.dataset_processor"}
+# What the pipeline gives the reward guard in the program's environment: the team's reward
+# file where the program sees it, and the names (images/rehearsal/reward_guard.py). Not
+# TPURL_ names: those are the profile's overrides (flows/config/env_overrides.py).
+REWARDS_FILE_ENV = "REWARD_GUARD_FILE"
+REWARDS_NAMES_ENV = "REWARD_GUARD_FUNCTIONS"
 # MaxText reads a data template only from a .json file (load_data_template_from_file returns
 # None for any other suffix, and prepare_datasets then stops with "Data template is required").
 TEMPLATE_SUFFIX = ".json"
@@ -168,13 +173,13 @@ def recipe_args_problem(args: Mapping[str, object], recipe: RecipeSection) -> Fi
     the recipe names its own."""
     for arg, field in RECIPE_FIELD_OF_ARG.items():
         if arg in args:
-            return FixableValueError(f"train.args.{arg} names recipe code the pipeline does not "
-                                     "ship", f"set {field} instead and remove train.args.{arg}",
-                                     field="train")
+            return FixableValueError("names recipe code the pipeline does not ship (nor key "
+                                     "by its content)", f"set {field} instead and remove "
+                                     f"train.args.{arg}", field=f"train.args.{arg}")
     if TEMPLATE_ARG in args and recipe.chat_template is not None:
-        return FixableValueError("both train.args.data_template_path and recipe.chat_template "
-                                 "name a template", "keep recipe.chat_template and remove "
-                                 "train.args.data_template_path", field="train")
+        return FixableValueError("names a template, and so does recipe.chat_template",
+                                 "keep recipe.chat_template and remove "
+                                 f"train.args.{TEMPLATE_ARG}", field=f"train.args.{TEMPLATE_ARG}")
     return None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, runtime_checkable
 
-from flows.common.paths import REHEARSAL_DIR, REPO_ROOT, file_digest
+from flows.common.paths import EVAL_PROGRAM, REPO_ROOT, file_digest
 from flows.config.profile import Profile
 from flows.core.backend import ProgramRuntime
 from flows.core.layout import (
@@ -34,8 +34,8 @@ from flows.core.workload import ProgramFile, Workload
 
 # The evaluation program serves both backends: the rehearsal runs it from the repository,
 # GKE ships it to the pod beside the post-training image (ProgramFile; a ConfigMap there).
-# It stays beside train_rl_cpu.py, whose CPU rollout it installs with --cpu-rollout.
-EVAL_PROGRAM = REHEARSAL_DIR / "evaluate_rl.py"
+# It stays beside train_rl_cpu.py, whose CPU rollout it installs with --cpu-rollout
+# (EVAL_PROGRAM, flows/common/paths.py).
 SCORES_FILE = "scores.json"
 Which = Literal["base", "trained"]
 

@@ -412,6 +412,13 @@ CATALOGUE: tuple[Symptom, ...] = (
             "deployments/work-pool/rbac.yaml`), then run again. For a Secret it may not "
             "update: add the name `tpurl plan PROFILE` lists under \"Secrets\" to the Role's "
             "rule."),
+    Symptom("gke/shipped-file-changed", When.STAGE,
+            "`[user-error gke/shipped-file-changed] stage STAGE: a file WORKLOAD ships is not "
+            "the one the run planned`, with the file's path: a recipe file (recipe.rewards.file, "
+            "recipe.dataset_processor, recipe.chat_template) was edited, moved or removed "
+            "between the plan and the submission. Nothing was submitted.",
+            "Leave the file as you want it and run again: the new run's keys name its bytes, "
+            "so an edited reward trains again and an unchanged one is found done."),
     Symptom("gke/deleted-by-operator", When.STAGE,
             "`[cancelled gke/deleted-by-operator] stage STAGE: JOBSET was deleted from outside "
             "the flow at TIME UTC; the stage is cancelled, not retried`.",

@@ -25,28 +25,29 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from flows.common.paths import REHEARSAL_DIR, REPO_ROOT, file_digest
+from flows.common.paths import REPO_ROOT, REWARD_GUARD, content_digest, file_digest
 from flows.config.profile import Profile
 from flows.config.recipe import (
     PROCESSOR_ARG,
     REWARDS_FILE_ARG,
+    REWARDS_FILE_ENV,
     REWARDS_NAMES_ARG,
+    REWARDS_NAMES_ENV,
     TEMPLATE_ARG,
     recipe_path,
 )
 from flows.core.workload import ProgramFile
 
-GUARD_PROGRAM = REHEARSAL_DIR / "reward_guard.py"
-# what the guard reads: the team's reward file, and the names MaxText will ask it for (not
-# TPURL_ names: those are the profile's overrides, flows/config/env_overrides.py)
-REWARDS_FILE_ENV = "REWARD_GUARD_FILE"
-REWARDS_NAMES_ENV = "REWARD_GUARD_FUNCTIONS"
+GUARD_PROGRAM = REWARD_GUARD
+# what the guard reads (REWARDS_FILE_ENV, REWARDS_NAMES_ENV) is named in flows/config/recipe.py
 # the marked line the guard prints before it stops the program
 REWARD_ERROR_MARK = "RECIPE-REWARD-ERROR"
 # the names the files travel under (GKE's ConfigMap keys)
 SHIPPED_NAMES = {"rewards": "recipe_rewards.py", "dataset_processor": "recipe_processor.py",
                  "chat_template": "recipe_template.json"}
 BUILTIN = "builtin"
+FIELD_OF_ROLE = {"rewards": "recipe.rewards.file", "dataset_processor": "recipe.dataset_processor",
+                 "chat_template": "recipe.chat_template"}
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,9 @@ class RecipeFile:
 
 def _file(role: str, text: str) -> RecipeFile:
     path = recipe_path(text)
-    return RecipeFile(role=role, path=str(path), digest=file_digest(path))
+    # never cached: the team edits the file in place, and a long-lived process (a worker
+    # serving deployments, a test session) must key each run by the bytes it ships
+    return RecipeFile(role=role, path=str(path), digest=content_digest(path))
 
 
 def recipe_files(profile: Profile) -> tuple[RecipeFile, ...]:
@@ -142,6 +145,17 @@ def recipe_env(profile: Profile, program_dir: str | None) -> tuple[tuple[str, st
     file = _file("rewards", rewards.file).shipped()
     where = file.source if program_dir is None else f"{program_dir}/{file.name}"
     return ((REWARDS_FILE_ENV, where), (REWARDS_NAMES_ENV, ",".join(rewards.functions)))
+
+
+def recipe_destinations(profile: Profile, program_dir: str) -> tuple[str, ...]:
+    """Where each of the recipe's files is read from and where the program finds it, one
+    line each (the plan prints them); none for MaxText's built-in recipe."""
+    lines = [f"{FIELD_OF_ROLE[f.role]} {f.path} → {program_dir}/{SHIPPED_NAMES[f.role]}"
+             for f in recipe_files(profile)]
+    if profile.recipe.rewards is not None:
+        lines.append(f"reward_functions_path → {program_dir}/{GUARD_PROGRAM.name}, the guard "
+                     f"that loads {program_dir}/{SHIPPED_NAMES['rewards']}")
+    return tuple(lines)
 
 
 def recipe_summary(profile: Profile) -> dict[str, object]:

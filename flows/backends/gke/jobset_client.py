@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from flows.backends.gke.jobs.program_files import program_files_configmap
+from flows.backends.gke.jobs.program_files import ShippedFileRefused, program_files_configmap
 from flows.backends.gke.jobs.secret_objects import secret_with_value
 from flows.backends.gke.watch.client import (
     JOBSET_GROUP,
@@ -155,7 +155,14 @@ class JobSetClient:
         if not workload.files:
             return
         ns = self.namespace
-        body = program_files_configmap(workload.files, ns)
+        try:
+            body = program_files_configmap(workload.files, ns)
+        except ShippedFileRefused as exc:  # a recipe edited after the plan: nothing submitted
+            raise StageFailed(self.stage, Diagnosis(
+                FailureCategory.USER_ERROR, f"a file {workload.name} ships is not the one the "
+                "run planned", f"    {exc}", "run again once the file is as you want it: "
+                "the new run is keyed by its bytes; nothing was submitted",
+                "gke/shipped-file-changed")) from None
         name = body["metadata"]["name"]
         try:
             self.call(f"create ConfigMap {name}", self._cluster().core.create_namespaced_config_map,

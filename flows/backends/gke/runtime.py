@@ -15,6 +15,7 @@ from flows.config.profile import Profile
 from flows.core.backend import Env, ModelSource, ProgramSetup
 from flows.core.eval_programs import eval_program_file
 from flows.core.layout import patched_image_ref
+from flows.core.recipe_files import recipe_destinations
 from flows.core.storage import Storage
 from flows.core.workload import Placement
 
@@ -109,17 +110,28 @@ class GkeRuntime:
                                     machine_type=gke.machine_type, num_slices=gke.num_slices,
                                     chips=gke.total_chips),
                 env=train_env(self.profile), shipped_dir=PROGRAMS_DIR,
-                preamble=(*TRAIN_PREAMBLE, tokenizer_preamble(model.hf_repo, model.hf_revision)))
+                preamble=(*TRAIN_PREAMBLE, tokenizer_preamble(model.hf_repo, model.hf_revision)),
+                notes=self._recipe_notes("training"))
         if program == "evaluate":  # placement, env and preamble: the train workload's
             return ProgramSetup(files=(eval_program_file(),), shipped_dir=PROGRAMS_DIR, notes=(
                 "the evaluation program (images/rehearsal/evaluate_rl.py) is shipped beside "
                 "the post-training image as an immutable ConfigMap mounted at /tpurl/programs, "
-                "so changing it reruns only this stage",))
+                "so changing it reruns only this stage", *self._recipe_notes("evaluation")))
         if program == "export":  # to_huggingface reads only the tokenizer there (0.2.4)
             model = self.profile.model
             return ProgramSetup(tokenizer=TOKENIZER_DIR,
                                 preamble=(tokenizer_preamble(model.hf_repo, model.hf_revision),))
         return ProgramSetup()
+
+    def _recipe_notes(self, workload: str) -> tuple[str, ...]:
+        """Where the recipe's files go: the plan says it, so a team sees its own file named
+        before a slice is held."""
+        where = recipe_destinations(self.profile, PROGRAMS_DIR)
+        if not where:
+            return ()
+        return (f"the recipe ships with the {workload} in its immutable ConfigMap, mounted "
+                f"read-only at {PROGRAMS_DIR}: {'; '.join(where)}; a changed file changes the "
+                "training's key",)
 
     def accept(self, program: str, storage: Storage) -> dict[str, Any]:
         return {}  # no checks of its own

@@ -12,7 +12,9 @@ watch it: ``immutable: true``, Kubernetes >= 1.21; an update of its data is then
 ``ValidateConfigMapUpdate``), and creating it is idempotent (409 means the same bytes are
 already there). Size: kubernetes pkg/apis/core/validation/validation.go ``ValidateConfigMap``
 sums the values' lengths against ``core.MaxSecretSize`` (1 MiB); the evaluation program is
-about 10 KB, and ``program_files_configmap`` refuses a set that is too large.
+about 10 KB; a recipe too large for it is refused when the profile is read
+(flows/config/recipe_limits.py), and ``program_files_configmap`` still refuses a set that
+grew too large since.
 
 Rendering stays pure (the name comes from the digests the Workload carries); only the object
 with its data reads the repository's files, in the plan and at submit time.
@@ -25,11 +27,17 @@ from typing import Any
 
 from flows.backends.gke.jobs.secret_objects import MANAGED_BY
 from flows.common.paths import REPO_ROOT
+from flows.config.recipe_limits import CONFIGMAP_MAX_BYTES
 from flows.core.workload import ProgramFile, Workload
 
 PROGRAMS_DIR = "/tpurl/programs"
 VOLUME = "tpurl-programs"
-MAX_BYTES = 1024 * 1024  # the sum of a ConfigMap's values (core.MaxSecretSize)
+MAX_BYTES = CONFIGMAP_MAX_BYTES  # a profile over it is refused at validation already
+
+
+class ShippedFileRefused(ValueError):
+    """A file a workload ships is not what the run planned: edited, removed or grown past
+    the ConfigMap's limit since. The user's doing (a recipe is edited in place), not ours."""
 
 
 def configmap_name(files: tuple[ProgramFile, ...]) -> str:
@@ -57,18 +65,24 @@ def volumes(workload: Workload) -> list[dict[str, Any]]:
 
 
 def program_files_configmap(files: tuple[ProgramFile, ...], namespace: str) -> dict[str, Any]:
-    """The object to create, with the files' text; refused if it would not fit."""
+    """The object to create, with the files' text; refused (``ShippedFileRefused``) if a file
+    is not the one planned or the set would not fit."""
     data: dict[str, str] = {}
     for f in files:
-        raw = (REPO_ROOT / f.source).read_bytes()  # an absolute source stays as it is
+        try:
+            raw = (REPO_ROOT / f.source).read_bytes()  # an absolute source stays as it is
+        except OSError as exc:  # moved or removed since the workload was planned
+            raise ShippedFileRefused(f"{f.source} cannot be read ({exc.strerror or exc}); it was "
+                             "there when the run was planned: restore it, or change the "
+                             "profile and run again") from None
         actual = hashlib.sha256(raw).hexdigest()[:len(f.digest)]
         if actual != f.digest:  # the file changed since the workload was planned
-            raise ValueError(f"{f.source} changed while the run was planned ({f.digest} → "
+            raise ShippedFileRefused(f"{f.source} changed while the run was planned ({f.digest} → "
                              f"{actual}); run again so the stage's key names these bytes")
         data[f.name] = raw.decode()
     size = sum(len(v.encode()) for v in data.values())
     if size > MAX_BYTES:
-        raise ValueError(f"the programs {', '.join(data)} are {size} bytes, over a ConfigMap's "
+        raise ShippedFileRefused(f"the programs {', '.join(data)} are {size} bytes, over a ConfigMap's "
                          f"{MAX_BYTES}")
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": configmap_name(files), "namespace": namespace,
