@@ -84,4 +84,4 @@ def _patch_issues(profile: Profile, known: set[str]) -> list[Issue]:
 # (flows/config/limits.py): docs/reference/profile.md lists them beside their fields, and
 # tests/config/test_limits.py fails when profile_issues calls a rule missing here.
 RULES = (_reserved_and_secret_args, _token_literals, maxtext_key_issues, maxtext_issues,
-         data_issues, _patch_issues, spend_issues, evaluation_issues)
+         data_issues, _patch_issues, spend_issues, evaluation_issues, recipe_limit_issues)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from flows.common.issues import Issue
 from flows.common.paths import EVAL_PROGRAM, REWARD_GUARD
+from flows.config.limits import limits
 from flows.config.profile import Profile
 from flows.config.recipe import recipe_path
 
@@ -50,6 +51,9 @@ def _size(path: Path) -> int:
         return 0
 
 
+@limits({field: "on GKE: UTF-8 text; with the other shipped files at most 1 MiB (a "
+                "ConfigMap's data)" for field in ("recipe.rewards.file", "recipe.dataset_processor",
+                                                 "recipe.chat_template")})
 def recipe_limit_issues(profile: Profile) -> list[Issue]:
     """A GKE profile's recipe files that are not UTF-8 text, and, when the ConfigMap would be
     over its limit, one issue at the largest file naming every file's size."""

@@ -98,7 +98,8 @@ def test_a_relative_path_beside_the_profile_is_anchored_there(recipe_dir: Path) 
 
 
 def test_a_relative_path_not_beside_the_profile_is_read_under_the_repository(
-        recipe_dir: Path) -> None:
+        recipe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # not the current directory's either
     path = _profile_beside(recipe_dir, "  rewards:\n    file: images/rehearsal/rewards.py\n"
                                        "    functions: [ascii_fraction_reward]")
     profile = load_profile(str(path), environ={})
@@ -184,3 +185,14 @@ def test_a_run_cannot_set_any_recipe_field(name: str, field: str, value: str) ->
     named = {i.field: i.problem for i in refused.value.issues}
     assert list(named) == [field]
     assert FIXED in named[field]
+
+
+def test_a_relative_path_on_the_command_line_is_read_from_the_current_directory(
+        recipe_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--set recipe.rewards.file=rewards.py` means what it means in a shell: the file in
+    the directory the command runs in, when none of that name sits beside the profile."""
+    monkeypatch.chdir(recipe_dir)
+    profile = load_profile("rehearsal", {"recipe.rewards.file": "rewards.py",
+                                         "recipe.rewards.functions": "a"}, environ={})
+    assert profile.recipe.rewards is not None
+    assert profile.recipe.rewards.file == str((recipe_dir / "rewards.py").resolve())
