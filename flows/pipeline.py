@@ -70,7 +70,13 @@ from flows.runpage.promotion import (
     read_history,
     read_promoted,
 )
-from flows.spending.team_spend import RunSpend, record_estimates, record_metered, start_check
+from flows.spending.team_spend import (
+    RunSpend,
+    record_estimates,
+    record_failed,
+    record_metered,
+    start_check,
+)
 from flows.stages import STAGE_BY_NAME, stages_for
 
 
@@ -417,7 +423,10 @@ def _run_stage(page: StagePage, run: PreparedRun, stage: str,
             raise TypeError(f"{stage}: the task returned {type(state).__name__}, not a state")
     except BaseException as exc:  # a signal without a cancel intent, Ctrl-C, the run's bound
         page.stopped(stage, "timedout" if isinstance(exc, DeadlinePassed) else "cancelled", exc)
+        _ledger_failed(run, stage)
         raise
+    if not state.is_completed():  # failed, cancelled, timed out: what its meters charged
+        _ledger_failed(run, stage)
     if state.is_cancelled():  # the user's cancel, caught by the task
         stop = resume_cancel()
         page.stopped(stage, "cancelled", stop)
@@ -432,6 +441,19 @@ def _run_stage(page: StagePage, run: PreparedRun, stage: str,
     if run.spend is not None and stage not in ("image", "infra"):  # the estimate's stages
         record_metered(run.spend, backend.storage, report)
     return output
+
+
+def _ledger_failed(run: PreparedRun, stage: str) -> None:
+    """A stage that ended without a result: its metered spend into the team's ledger. A
+    ledger that cannot be written must not hide the stage's own failure: a warning."""
+    if run.spend is None:
+        return
+    try:
+        record_failed(run.spend, run.backend.storage, stage, run.backend.usd_per_chip_hour)
+    except Exception as exc:
+        get_run_logger().warning("the spend of stage %s could not be written to team %s's "
+                                 "ledger under %s (its estimate keeps counting): %s", stage,
+                                 run.spend.team.name, run.spend.root, exc)
 
 
 def _artifacts(outputs: Mapping[str, StageOutput]) -> dict[str, str]:

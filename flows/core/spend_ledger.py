@@ -10,14 +10,15 @@ run, stage, sequence and kind, so two writers never overwrite each other: a writ
 finds its name taken takes the next sequence.
 
 Each (run, stage) has two kinds of entries: the plan's ``estimate``, written before the
-run's first stage, and ``metered``, the stage's spend as the run measured it once the stage
-ended (the run result's ``usd``/``chip_hours``). The rule that keeps spend neither lost nor
+run's first TPU stage, and ``metered``, the stage's spend as the run measured it once the
+stage ended (the run result's ``usd``/``chip_hours``; for a stage that failed, what its spend
+meters charged). The rule that keeps spend neither lost nor
 counted twice (``final_spend``): a (run, stage) counts its metered figure when it has one,
 else its estimate. A metered figure is the stage's whole spend so far, not an increment, so
 of several metered entries the one with the highest sequence counts (a write retried after
-a lost reply, or a figure updated later, never adds up). A stage still running, or one that
-failed before its figure was metered, counts its estimate: a team is never told it has more
-left than it may.
+a lost reply, or a figure updated later, never adds up). A stage still running, or one whose
+run died before its figure was written, counts its estimate: a team is never told it has
+more left than it may.
 
 A run's entries are filed under the UTC month the run started in, so a run across midnight
 of the month's last day charges one month, where its estimate was counted.

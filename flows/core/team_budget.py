@@ -75,6 +75,9 @@ class Allowance:
 
 
 _GRANTED: dict[str, Allowance] = {}
+# (run, stage) → dollars its meters charged, over every attempt and resubmission: what a
+# stage that fails spent, which its result never reports
+_STAGE_SPENT: dict[tuple[str, str], float] = {}
 _LOCK = threading.Lock()
 
 
@@ -91,3 +94,15 @@ def allowance_for(run: str) -> Allowance | None:
 def release(run: str) -> None:
     with _LOCK:
         _GRANTED.pop(run, None)
+
+
+def add_stage_spend(run: str, stage: str, usd: float) -> None:
+    """The spend meter's charge, kept per stage for the ledger of a stage that fails."""
+    with _LOCK:
+        _STAGE_SPENT[run, stage] = _STAGE_SPENT.get((run, stage), 0.0) + usd
+
+
+def stage_spent(run: str, stage: str) -> float | None:
+    """What the meters of the run's stage charged; None: no meter ran for it."""
+    with _LOCK:
+        return _STAGE_SPENT.get((run, stage))

@@ -3,7 +3,7 @@ ledger, read-only.
 
 Spend by team, profile, stage and capacity mode, each (run, stage) counted once by the
 ledger's rule (flows/core/spend_ledger.py: metered replaces the estimate; a stage still
-running or failed counts its estimate, shown as "in flight"), and dollars per promoted model
+running counts its estimate, shown as "in flight"), and dollars per promoted model
 and per evaluation where the month has them: a profile's month spend divided by the models
 its promotion history promoted that month, and by its runs that evaluated (a metered
 evaluate stage). Why divide the profile's whole spend: the runs that were rejected paid for
@@ -111,7 +111,7 @@ def render(costs: TeamCosts, profile: str | None = None) -> list[str]:
         lines.append(f"  {costs.runs} run(s), {costs.chip_hours:,.1f} chip-hours")
     if costs.in_flight_usd:
         lines.append(f"  of it ${costs.in_flight_usd:,.2f} at the plan's estimate (stages "
-                     "running, or failed before their spend was metered)")
+                     "running, or whose run ended before their spend was written)")
     for title, table in (("profile", costs.by_profile), ("stage", costs.by_stage),
                          ("capacity", costs.by_capacity)):
         if table:

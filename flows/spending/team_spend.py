@@ -9,8 +9,9 @@ A bucket that does not exist yet holds no spend.
 
 The run writes only to its own root, and only after its infra stage (on GKE the bucket may
 not exist before it); infra and image hold no TPU, so nothing they spend goes unrecorded.
-A stage that fails keeps its estimate in the ledger: the month is never told it has more
-left than it may.
+A stage that fails, is stopped or times out writes what its spend meters charged (over every
+attempt); one no meter watched keeps its estimate: the month is never told it has more left
+than it may.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from flows.config.spend import stage_estimates
 from flows.config.teams import Team, Teams, load_teams
 from flows.core.spend_ledger import LedgerEntry, append, month_of, now_iso, read_month
 from flows.core.storage import Storage
-from flows.core.team_budget import Allowance, TeamMonth, grant, refusal, team_month
+from flows.core.team_budget import (
+    Allowance,
+    TeamMonth,
+    grant,
+    refusal,
+    stage_spent,
+    team_month,
+)
 from flows.run.result import StageReport
 
 
@@ -43,6 +51,7 @@ class RunSpend:
     root: str  # the run's own output root: its ledger entries go here
     estimate_mode: str  # the capacity mode estimates are priced at (the chain's priciest)
     metered_mode: str  # the mode the result's usd is priced at (the chain's first)
+    key: str = ""  # the flow run's id: the spend meter's and the allowance's key
 
 
 def output_root(profile: Profile) -> str:
@@ -106,7 +115,7 @@ def start_check(profile: Profile, run: str, run_name: str, teams: Teams | None =
     gke = profile.gke
     return RunSpend(team, profile.name, run or run_name, run_name, month, output_root(profile),
                     gke.priciest_mode if gke else "local",
-                    gke.capacity_chain[0] if gke else "local")
+                    gke.capacity_chain[0] if gke else "local", run)
 
 
 def _entry(spend: RunSpend, stage: str, usd: float, chip_hours: float, kind: str,
@@ -123,6 +132,19 @@ def record_estimates(spend: RunSpend, profile: Profile, storage: Storage) -> lis
     return [append(storage, spend.root, _entry(spend, stage, usd, hours, "estimate",
                                                spend.estimate_mode))
             for stage, (usd, hours) in stage_estimates(profile).items()]
+
+
+def record_failed(spend: RunSpend, storage: Storage, stage: str,
+                  usd_per_chip_hour: float) -> LedgerEntry | None:
+    """A stage that failed, was stopped or timed out reports no result: what its spend
+    meters charged (every attempt's) replaces its estimate. None: no meter ran for it (the
+    rehearsal, or a stage that never reached the cluster), so its estimate keeps counting."""
+    usd = stage_spent(spend.key, stage)
+    if usd is None:
+        return None
+    hours = usd / usd_per_chip_hour if usd_per_chip_hour else 0.0
+    return append(storage, spend.root, _entry(spend, stage, usd, hours, "metered",
+                                              spend.metered_mode))
 
 
 def record_metered(spend: RunSpend, storage: Storage, report: StageReport) -> LedgerEntry:

@@ -21,10 +21,16 @@ from flows.config.teams import Team, Teams
 from flows.core.failures import FailureCategory
 from flows.core.spend_ledger import LedgerEntry, append, month_of, read_month
 from flows.core.storage import LocalStorage, Storage
-from flows.core.team_budget import Allowance, allowance_for, grant
+from flows.core.team_budget import Allowance, allowance_for, grant, team_month
 from flows.pipeline import prepare
 from flows.run.result import StageReport
-from flows.spending.team_spend import RunSpend, record_estimates, record_metered, start_check
+from flows.spending.team_spend import (
+    RunSpend,
+    record_estimates,
+    record_failed,
+    record_metered,
+    start_check,
+)
 from tests.support.fake_clock import Clock
 from tests.support.gcs import GCS_BUCKET
 from tests.support.profiles import TUTORIAL, tutorial_profile
@@ -142,3 +148,29 @@ def test_a_run_with_a_team_allowance_gets_a_meter_without_any_cap() -> None:
     grant(key, Allowance("tutorial", "2026-12", 50.0))
     meter = meter_for(profile, "train", key=key)
     assert meter is not None and meter.team == Allowance("tutorial", "2026-12", 50.0)
+
+
+def test_a_stage_that_fails_writes_what_its_meters_charged_over_every_attempt(
+        tmp_path: Path) -> None:
+    """A stage stopped mid-run reports no result: the meters of both its attempts charged
+    $16 + $4, and that replaces its $345.60 estimate in the month; a stage no meter
+    watched keeps its estimate."""
+    profile = tutorial_profile()
+    key, clock = uuid.uuid4().hex, Clock()
+    spend = RunSpend(Team(name="tutorial", usd_per_month=1000.0, profiles=(TUTORIAL,)),
+                     TUTORIAL, key, "run-4", "2026-12", file_uri(tmp_path), "reservation",
+                     "reservation", key)
+    storage = LocalStorage()
+    estimates = record_estimates(spend, profile, storage)
+    for hours in (2.0, 0.5):  # two attempts of train, each with its own meter
+        meter = SpendMeter("train", 8, 1.0, True, None, None, key, clock)
+        meter.charge([])
+        clock.now += hours * HOUR
+        meter.charge([])
+    failed = record_failed(spend, storage, "train", 1.0)
+    assert failed is not None and failed.usd == 20.0 and failed.chip_hours == 20.0
+    assert record_failed(spend, storage, "export", 1.0) is None
+    month = team_month("tutorial", "2026-12", 1000.0, read_month(storage, spend.root,
+                                                                 "2026-12"))
+    by_stage = {e.stage: e.usd for e in estimates}
+    assert month.spent_usd == pytest.approx(by_stage["convert"] + 20.0 + by_stage["export"])

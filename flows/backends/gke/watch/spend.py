@@ -53,7 +53,7 @@ from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.config.spend import SCALE_DOWN_TAIL_S, stage_chips_held
 from flows.core.failures import Diagnosis, FailureCategory
-from flows.core.team_budget import STOPPED, Allowance, allowance_for
+from flows.core.team_budget import STOPPED, Allowance, add_stage_spend, allowance_for
 
 _LEDGER: dict[str, float] = {}
 _PAID_UNTIL: dict[str, float] = {}  # run → clock time up to which its TPU nodes are charged
@@ -229,6 +229,7 @@ class SpendMeter:
                 usd = self.chips_per_node * (end - start) / 3600.0 * price
                 self.spent_usd += usd
                 _LEDGER[self.key] = _LEDGER.get(self.key, 0.0) + usd
+                add_stage_spend(self.key, self.stage, usd)
                 paid[life.name] = end
         return self.crossed()
 
@@ -291,6 +292,7 @@ class SpendMeter:
             usd = self.chips * max(end - start, 0.0) / 3600.0 * self.usd_per_chip_hour
             self.spent_usd += usd
             _LEDGER[self.key] = _LEDGER.get(self.key, 0.0) + usd
+            add_stage_spend(self.key, self.stage, usd)
             if not self.static_pool:
                 _PAID_UNTIL[self.key] = max(_PAID_UNTIL.get(self.key, end), end)
 
