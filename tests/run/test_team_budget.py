@@ -22,7 +22,7 @@ from flows.core.failures import FailureCategory
 from flows.core.spend_ledger import LedgerEntry, append, month_of, read_month
 from flows.core.storage import LocalStorage, Storage
 from flows.core.team_budget import Allowance, allowance_for, grant, team_month
-from flows.pipeline import prepare
+from flows.pipeline import rl_post_training
 from flows.run.result import StageReport
 from flows.spending.team_spend import (
     RunSpend,
@@ -47,18 +47,22 @@ def _spent(storage: Storage, root: str, team: str, usd: float, run: str = "earli
 
 
 def test_the_flows_start_refuses_a_run_whose_team_has_spent_its_month(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through ``prepare``, the flow's start: the rehearsal's team spent $12 of its $10; the
-    run is refused with the figures and the three ways out, and nothing was written."""
+        prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real flow on a Prefect API, refused in ``prepare``, its start: the rehearsal's
+    team spent $12 of its $10; the run fails with the figures and the three ways out, and
+    nothing was written."""
     root = tmp_path / "root"
     teams = tmp_path / "teams.yaml"
     teams.write_text("teams:\n  lab:\n    usd_per_month: 10\n    profiles: [rehearsal]\n")
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
     _spent(LocalStorage(), file_uri(root), "lab", 12.0)
     before = sorted(p for p in root.rglob("*"))
-    with pytest.raises(ProfileError) as refused:
-        prepare("rehearsal", {"local.root": str(root)}, None, None, None)
-    [issue] = refused.value.issues
+    state = rl_post_training(profile="rehearsal", overrides={"local.root": str(root)},
+                             return_state=True)
+    assert state.is_failed(), state
+    refused = state.result(raise_on_failure=False)
+    assert isinstance(refused, ProfileError), refused
+    [issue] = refused.issues
     assert issue.category == "config/team-budget"
     assert issue.field == "teams.lab.usd_per_month"
     assert "estimated at $0.00" in issue.problem and "$0.00 left of its $10.00" in issue.problem
