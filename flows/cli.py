@@ -108,6 +108,16 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a field of every profile checked")
     check.set_defaults(func=_check)
+    costs = _described(sub, "costs", "a team's TPU spend this month from its spend ledger, by "
+                       "profile, stage and capacity mode, with dollars per promoted model and "
+                       "per evaluation (read-only)")
+    costs.set_defaults(func=_costs)
+    costs.add_argument("target", nargs="?", metavar="TEAM|PROFILE", help="a team of the "
+                       "teams file (deployments/teams.yaml), or a profile of one (none: "
+                       "every team)")
+    costs.add_argument("--month", metavar="YYYY-MM", help="the calendar month, UTC (default: "
+                       "this one)")
+    costs.add_argument("--json", action="store_true", help="print the month as JSON")
     listing = _described(sub, "profiles", "list the shipped profiles")
     listing.set_defaults(func=_profiles)
     listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
@@ -174,6 +184,12 @@ def _check(args: argparse.Namespace) -> int:
     from flows.operations.check import check_command
 
     return check_command(args.profile, args.set)
+
+
+def _costs(args: argparse.Namespace) -> int:
+    from flows.operations.costs import costs_command
+
+    return costs_command(args.target, args.month, args.json)
 
 
 def _profiles(args: argparse.Namespace) -> int:

@@ -70,6 +70,13 @@ from flows.runpage.promotion import (
     read_history,
     read_promoted,
 )
+from flows.spending.team_spend import (
+    RunSpend,
+    record_estimates,
+    record_failed,
+    record_metered,
+    start_check,
+)
 from flows.stages import STAGE_BY_NAME, stages_for
 
 
@@ -294,6 +301,7 @@ class PreparedRun:
     record: RunAnnouncement | None
     started: float  # time.monotonic() at the flow's start
     started_at: str
+    spend: RunSpend | None = None  # the team whose month the run spends (None: no team)
 
 
 @dataclass(frozen=True)
@@ -346,14 +354,18 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
     backend = backend_for(cfg)
     if missing := backend.start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)
+    # the team's month: refused here when the estimate exceeds what is left (reads only)
+    spend = start_check(cfg, str(flow_run.id or ""), flow_run.name or "run")
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
+    if spend is not None:
+        logger.info("team %s: spends its budget for %s", spend.team.name, spend.month)
     if record is not None:
         logger.info("serves %s%s", "; ".join(a.describe() for a in record.serves.values()),
                     f"; coalesced: {', '.join(a.describe() for a in record.coalesced)}"
                     if record.coalesced else "")
         publish_announcement(cfg.name, record)
-    return PreparedRun(cfg, backend, record, started, started_at)
+    return PreparedRun(cfg, backend, record, started, started_at, spend)
 
 
 def run_stages(run: PreparedRun) -> RanStages:
@@ -369,13 +381,15 @@ def run_stages(run: PreparedRun) -> RanStages:
     bound = run_bound_s(cfg, [run.backend.stage_timeout_s(name) for name in names])
     with profile_lock(cfg.name, get_run_logger()) as hold, Deadline(
             bound, lambda: timed_out_message(cfg, bound, page.current)):
-        image = _run_stage(page, run.backend, "image", build_image, cfg)
-        infra = _run_stage(page, run.backend, "infra", provision_infrastructure, cfg, image)
-        converted = _run_stage(page, run.backend, "convert", convert_checkpoint, cfg, image,
+        image = _run_stage(page, run, "image", build_image, cfg)
+        infra = _run_stage(page, run, "infra", provision_infrastructure, cfg, image)
+        if run.spend is not None:  # the output root exists now (on GKE, the bucket)
+            record_estimates(run.spend, cfg, run.backend.storage)
+        converted = _run_stage(page, run, "convert", convert_checkpoint, cfg, image,
                                infra)
-        trained = _run_stage(page, run.backend, "train", train_grpo, cfg, image, infra,
+        trained = _run_stage(page, run, "train", train_grpo, cfg, image, infra,
                              converted)
-        exported = _run_stage(page, run.backend, "export", export_hf, cfg, image, infra,
+        exported = _run_stage(page, run, "export", export_hf, cfg, image, infra,
                               trained)
         # when the export is there, not after evaluation and promotion: a chain on it (a
         # serving deployment, a copy) starts without waiting for them
@@ -386,19 +400,20 @@ def run_stages(run: PreparedRun) -> RanStages:
         outputs = {"image": image, "infra": infra, "convert": converted, "train": trained,
                    "export": exported}
         if cfg.eval is not None:  # judged under the lock: the pointer is the profile's
-            evaluated = _run_stage(page, run.backend, "evaluate", evaluate_models, cfg, image,
+            evaluated = _run_stage(page, run, "evaluate", evaluate_models, cfg, image,
                                    infra, converted, trained, exported)
             outputs["evaluate"] = evaluated
             evaluation = _judge(cfg, run.backend, evaluated, _artifacts(outputs), record)
     return RanStages(outputs, evaluation, round(hold.waited_s, 3))
 
 
-def _run_stage(page: StagePage, backend: Backend, stage: str,
+def _run_stage(page: StagePage, run: PreparedRun, stage: str,
                task: Task[..., StageOutput | State], *args: Any) -> StageOutput:
     """One stage's task under its timeout (the run's backend answers it), the page told how it
     starts and ends; its failure is re-raised after the page shows it. A user's cancel,
     which the task caught and ended Cancelled (flows/run/cancel.py), is raised again here
     as the signal, so the flow engine ends the run Cancelled."""
+    backend = run.backend
     page.started(stage)
     timed = task.with_options(timeout_seconds=backend.stage_timeout_s(stage))
     try:
@@ -408,7 +423,10 @@ def _run_stage(page: StagePage, backend: Backend, stage: str,
             raise TypeError(f"{stage}: the task returned {type(state).__name__}, not a state")
     except BaseException as exc:  # a signal without a cancel intent, Ctrl-C, the run's bound
         page.stopped(stage, "timedout" if isinstance(exc, DeadlinePassed) else "cancelled", exc)
+        _ledger_failed(run, stage)
         raise
+    if not state.is_completed():  # failed, cancelled, timed out: what its meters charged
+        _ledger_failed(run, stage)
     if state.is_cancelled():  # the user's cancel, caught by the task
         stop = resume_cancel()
         page.stopped(stage, "cancelled", stop)
@@ -418,8 +436,24 @@ def _run_stage(page: StagePage, backend: Backend, stage: str,
         state.result()  # raises the task's exception
         raise RuntimeError(f"{stage} ended {state.name}")  # pragma: no cover - result raised
     output: StageOutput = state.result()
-    page.ended(stage, output, StageReport.of(output, backend.usd_per_chip_hour))
+    report = StageReport.of(output, backend.usd_per_chip_hour)
+    page.ended(stage, output, report)
+    if run.spend is not None and stage not in ("image", "infra"):  # the estimate's stages
+        record_metered(run.spend, backend.storage, report)
     return output
+
+
+def _ledger_failed(run: PreparedRun, stage: str) -> None:
+    """A stage that ended without a result: its metered spend into the team's ledger. A
+    ledger that cannot be written must not hide the stage's own failure: a warning."""
+    if run.spend is None:
+        return
+    try:
+        record_failed(run.spend, run.backend.storage, stage, run.backend.usd_per_chip_hour)
+    except Exception as exc:
+        get_run_logger().warning("the spend of stage %s could not be written to team %s's "
+                                 "ledger under %s (its estimate keeps counting): %s", stage,
+                                 run.spend.team.name, run.spend.root, exc)
 
 
 def _artifacts(outputs: Mapping[str, StageOutput]) -> dict[str, str]:

@@ -8,6 +8,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from unittest import mock
 
 import docker
@@ -24,6 +25,10 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # a Prefect API server per `tpurl` command whatever the shell that started the tests sets: a
 # kept one would outlive the test that started it (tests/test_kept_api.py sets its own)
 os.environ.setdefault("TPURL_KEEP_API_S", "0")
+# no team budgets unless a test names its teams file: the shipped one puts the tutorial's
+# profiles in a team, whose month the session's runs would otherwise spend
+# (tests/support/teams-none.yaml; subprocesses and workers inherit it)
+os.environ.setdefault("TPURL_TEAMS_FILE", str(Path(__file__).parent / "support" / "teams-none.yaml"))
 # CI=true turns skips into failures; the summary counts functions and cases apart
 # a Prefect temporary server a test started by accident fails it (tests/support/temporary_server.py)
 pytest_plugins = ["tests.support.ci_plugin", "tests.support.temporary_server"]

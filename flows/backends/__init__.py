@@ -15,6 +15,7 @@ from flows.config.errors import EnvironmentNotReady
 from flows.config.profile import Profile
 from flows.core.backend import Backend, ProgressCallback, StageLogger
 from flows.core.secrets import Redactor
+from flows.core.storage import LocalStorage, Storage
 
 
 def backend_for(profile: Profile, *, logger: StageLogger | None = None,
@@ -32,6 +33,16 @@ def backend_for(profile: Profile, *, logger: StageLogger | None = None,
 
     return LocalBackend(profile, logger=logger, redactor=redactor, on_progress=on_progress,
                         stage=stage)
+
+
+def storage_for(uri: str) -> Storage:
+    """The storage that reads ``uri``: GCS for gs://, the local disk for file:// (a team's
+    ledger spans the roots of its profiles, on either)."""
+    if uri.startswith("gs://"):
+        from flows.backends.gke.gcs import GcsStorage
+
+        return GcsStorage()
+    return LocalStorage()
 
 
 # the top-level modules of pyproject.toml's `gcp` extra, which `setup.sh --run` leaves out

@@ -104,6 +104,18 @@ def estimated_run_usd(profile: Profile) -> float:
     return sum(estimated_stage_usd(profile, stage) for stage in tpu_stages(profile))
 
 
+def stage_estimates(profile: Profile) -> dict[str, tuple[float, float]]:
+    """Each TPU stage's (usd, chip-hours) as the plan estimates them, at the chain's priciest
+    mode: what the spend ledger records before the run's first TPU stage. A profile without
+    a gke section spends nothing it pays for (the rehearsal): none."""
+    if profile.gke is None:
+        return {}
+    gke = gke_section(profile)
+    return {stage: (estimated_stage_usd(profile, stage),
+                    billed_stage_hours(profile, stage) * stage_chips_held(gke, stage))
+            for stage in tpu_stages(profile)}
+
+
 @limits({"gke.max_usd_per_run": "at least the plan's estimate, plus gke.spend_margin",
          "gke.max_usd_per_stage": "each cap above 0 and at least its stage's estimate; only "
                                   "stages the profile runs"})

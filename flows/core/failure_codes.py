@@ -210,6 +210,21 @@ CATALOGUE: tuple[Symptom, ...] = (
             "Raise the cap to the figure the `fix:` line gives, or correct "
             "`gke.estimated_hours` (or `gke.train_timeline`) if the estimate is wrong; "
             "`tpurl plan PROFILE` prints the estimate."),
+    Symptom("config/team-budget", When.CAPACITY,
+            "`tpurl run` (or a deployment's run) refuses at the flow's start, before any "
+            "stage, with `teams.TEAM.usd_per_month: a run of PROFILE is estimated at $E, and "
+            "team TEAM has $L left of its $B for YYYY-MM (spent $S, ...)`.",
+            "Raise `teams.TEAM.usd_per_month` in the teams file (deployments/teams.yaml) to "
+            "at least the figure the `fix:` line gives, or wait for the next month (UTC), or "
+            "lower the run's size (`train.args.num_batches`, `gke.estimated_hours`); `tpurl "
+            "costs TEAM` shows what the month went on."),
+    Symptom("config/teams-file", When.START,
+            "`tpurl run` and `tpurl costs` refuse with `the teams file PATH is invalid` and "
+            "the line `teams.TEAM.FIELD: problem` (a budget not above 0, an unknown key, a "
+            "profile in two teams or no shipped profile).",
+            "Correct the line the message names in deployments/teams.yaml (or the file "
+            "TPURL_TEAMS_FILE names): each team has `usd_per_month` and `profiles`, and a "
+            "profile belongs to one team at most."),
     Symptom("config/flex-start-run", When.CAPACITY,
             f"{_PROFILE} `gke.max_run_hours: N h is shorter than the estimated evaluation` "
             "(or a run budget longer than the flex-start node lifetime).",
@@ -503,6 +518,14 @@ CATALOGUE: tuple[Symptom, ...] = (
             "Raise `gke.max_usd_per_run` (or the stage's cap) if the run just needs longer, or "
             "lower the work (`train.args.num_batches`); the next run resumes from the newest "
             "checkpoint."),
+    Symptom("gke/team-budget", When.CAPACITY,
+            "`[budget gke/team-budget] stage STAGE stopped: this run spent $X of TPU time, "
+            "all that team TEAM had left of YYYY-MM when it started ($L)`; the JobSet was "
+            "deleted, checkpoints are kept, nothing is retried.",
+            "`tpurl costs TEAM` shows what the month went on. Raise "
+            "`teams.TEAM.usd_per_month` in deployments/teams.yaml, or wait for the next month "
+            "(UTC), or lower the work (`train.args.num_batches`); the next run resumes from "
+            "the newest checkpoint."),
     # --- evaluation and promotion --------------------------------------------------------
     Symptom("config/eval-missing", When.EVALUATION,
             f"{_PROFILE} `promotion: is set but there is no eval section, so nothing is "

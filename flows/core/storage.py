@@ -8,7 +8,9 @@ reaches either through its backend's ``storage``.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -32,6 +34,10 @@ class Storage(Protocol):
     def exists(self, uri: str) -> bool: ...
     def read_text(self, uri: str) -> str | None: ...
     def write_text(self, uri: str, text: str) -> None: ...
+    def create_text(self, uri: str, text: str) -> bool:
+        """Write ``uri`` only if nothing is there, atomically; False (nothing written) when
+        something is: a record two writers may race for is never overwritten."""
+        ...
     def children(self, uri: str) -> list[str]: ...
     def files_under(self, uri: str) -> list[str]: ...
     def read_bytes(self, uri: str) -> bytes | None: ...
@@ -86,6 +92,21 @@ class LocalStorage:
     def write_text(self, uri: str, text: str) -> None:
         # a full disk: DiskFull, what and where; atomic: a reader never sees half a record
         write_text(self._path(uri), text)
+
+    def create_text(self, uri: str, text: str) -> bool:
+        """Written whole beside, then hard-linked into place: link(2) fails with EEXIST when
+        the name is taken, so a reader never sees half a record and a concurrent writer of
+        the same name (a thread or another process) loses instead of overwriting."""
+        path = self._path(uri)
+        spare = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+        write_text(spare, text)
+        try:
+            os.link(spare, path)
+        except FileExistsError:
+            return False
+        finally:
+            spare.unlink(missing_ok=True)
+        return True
 
     def children(self, uri: str) -> list[str]:
         path = self._path(uri)

@@ -14,7 +14,7 @@ import contextlib
 from pathlib import Path
 from urllib.parse import urlparse
 
-from google.api_core.exceptions import NotFound
+from google.api_core.exceptions import NotFound, PreconditionFailed
 from google.api_core.retry import Retry
 from google.cloud import storage as gcs
 
@@ -80,6 +80,16 @@ class GcsStorage:
         self._blob(uri).upload_from_string(
             text, content_type="text/plain; charset=utf-8",
             if_generation_match=if_generation_match, retry=WRITE_RETRY)
+
+    def create_text(self, uri: str, text: str) -> bool:
+        """Only if absent: ifGenerationMatch=0 makes GCS refuse (412) the upload when an
+        object of that name exists, so a concurrent writer never overwrites another's record.
+        A retried upload whose first try landed meets its own object: False, nothing lost."""
+        try:
+            self.write_text(uri, text, if_generation_match=0)
+        except PreconditionFailed:
+            return False
+        return True
 
     def files_under(self, uri: str) -> list[str]:
         """Every object below a prefix (recursive), as gs:// URIs."""

@@ -53,6 +53,7 @@ from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.config.spend import SCALE_DOWN_TAIL_S, stage_chips_held
 from flows.core.failures import Diagnosis, FailureCategory
+from flows.core.team_budget import STOPPED, Allowance, add_stage_spend, allowance_for
 
 _LEDGER: dict[str, float] = {}
 _PAID_UNTIL: dict[str, float] = {}  # run → clock time up to which its TPU nodes are charged
@@ -188,6 +189,9 @@ class SpendMeter:
     _last: float | None = field(default=None, repr=False)
     _held: bool = field(default=False, repr=False)  # TPU pods held nodes since the last pause
     _seen: set[str] = field(default_factory=set, repr=False)  # TPU pods charged or seen bound
+    # what the run's team had left of its month when the run started (team_budget.py): the
+    # run stops once its own spend reaches it; None: the profile is in no team
+    team: Allowance | None = None
 
     @property
     def charged_at(self) -> float | None:
@@ -225,6 +229,7 @@ class SpendMeter:
                 usd = self.chips_per_node * (end - start) / 3600.0 * price
                 self.spent_usd += usd
                 _LEDGER[self.key] = _LEDGER.get(self.key, 0.0) + usd
+                add_stage_spend(self.key, self.stage, usd)
                 paid[life.name] = end
         return self.crossed()
 
@@ -287,6 +292,7 @@ class SpendMeter:
             usd = self.chips * max(end - start, 0.0) / 3600.0 * self.usd_per_chip_hour
             self.spent_usd += usd
             _LEDGER[self.key] = _LEDGER.get(self.key, 0.0) + usd
+            add_stage_spend(self.key, self.stage, usd)
             if not self.static_pool:
                 _PAID_UNTIL[self.key] = max(_PAID_UNTIL.get(self.key, end), end)
 
@@ -312,22 +318,28 @@ class SpendMeter:
                                     f"gke.max_usd_per_stage.{self.stage}", run)
         if self.run_cap is not None and run >= self.run_cap:
             return budget_diagnosis(self.stage, run, self.run_cap, "gke.max_usd_per_run", run)
+        if self.team is not None and run >= self.team.left_usd:
+            return team_diagnosis(self.stage, run, self.team)
         return None
 
 
 def meter_for(profile: Profile, stage: str, clock: Callable[[], float] = time.monotonic,
               key: str | None = None) -> SpendMeter | None:
-    """The stage's meter, or None when the profile sets no cap (nothing to enforce)."""
+    """The stage's meter, or None when the profile sets no cap and its run was granted no
+    team allowance (nothing to enforce)."""
     gke = profile.gke
-    if gke is None or (gke.max_usd_per_run is None and stage not in gke.max_usd_per_stage):
+    key = run_key() if key is None else key
+    team = allowance_for(key)
+    if gke is None or (gke.max_usd_per_run is None and stage not in gke.max_usd_per_stage
+                       and team is None):
         return None
     prices = node_prices(profile)
     return SpendMeter(stage, stage_chips_held(gke, stage), gke.usd_per_chip_hour,
                       not gke.scales_from_zero, gke.max_usd_per_run,
                       # any stage's name: the caps are keyed by the TPU stages' only
                       gke.max_usd_per_stage.get(stage),  # type: ignore[call-overload]
-                      run_key() if key is None else key, clock,
-                      SCALE_DOWN_TAIL_S if prices else 0.0, node_prices=prices)
+                      key, clock, SCALE_DOWN_TAIL_S if prices else 0.0, node_prices=prices,
+                      team=team)
 
 
 def node_prices(profile: Profile) -> dict[str, float]:
@@ -349,3 +361,16 @@ def budget_diagnosis(stage: str, spent: float, cap: float, field_name: str,
         f"the JobSet was deleted so nothing holds the slice; checkpoints already written are "
         f"kept and the next run resumes from the newest. Raise {field_name} if the run just "
         "needs longer, or lower the work (num_batches)", code="gke/spend-cap")
+
+
+def team_diagnosis(stage: str, run_spent: float, team: Allowance) -> Diagnosis:
+    """The run spent what its team had left of the month when it started."""
+    return Diagnosis(
+        FailureCategory.BUDGET, f"stage {stage} stopped: this run spent ${run_spent:,.2f} of "
+        f"TPU time, all that team {team.team} had left of {team.month} when it started "
+        f"(${team.left_usd:,.2f})",
+        "    the team's month is in the spend ledger: tpurl costs " + team.team,
+        f"the JobSet was deleted so nothing holds the slice; checkpoints already written are "
+        f"kept and the next run resumes from the newest. Raise teams.{team.team}.usd_per_month "
+        "in the teams file (deployments/teams.yaml), or wait for the next month (UTC), or "
+        "lower the work (train.args.num_batches)", code=STOPPED)

@@ -1,0 +1,124 @@
+"""Teams: named groups of profiles with a budget in dollars per calendar month (UTC).
+
+Where a team is declared: one file, ``deployments/teams.yaml`` (``TPURL_TEAMS_FILE`` names
+another), not a ``team:`` field in each profile. Why the file: a budget is the platform's
+decision, not the profile author's; one file shows every team's budget and members at once,
+so "each profile in at most one team" is checked in one place, and a run's overrides (which
+may change run-tunable profile fields) can never move a run into a team with money left.
+A profile named by no team runs without a team budget (its per-run cap still applies).
+
+The file is validated whole before any run uses it: an unknown key, a budget that is not a
+positive number, a profile named twice or a name that is no shipped profile is refused with
+the field (``teams.NAME.usd_per_month``) and its fix. Pure: reads the file, nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from flows.common.issues import Issue
+from flows.common.paths import REPO_ROOT
+from flows.common.yaml_text import load_yaml
+from flows.config.errors import ProfileError
+from flows.config.loading import profile_name_problem, profile_names
+
+TEAMS_FILE = REPO_ROOT / "deployments" / "teams.yaml"
+TEAMS_ENV = "TPURL_TEAMS_FILE"
+CATEGORY = "config/teams-file"
+
+
+class Team(BaseModel):
+    """One team: its monthly budget and the profiles whose runs spend it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = ""  # filled from the file's key
+    usd_per_month: float = Field(gt=0)
+    """Dollars of TPU time the team's runs may spend per calendar month (UTC)."""
+    profiles: tuple[str, ...] = Field(min_length=1)
+    """The profiles (names under deployments/profiles) whose runs are the team's."""
+
+
+class Teams(BaseModel):
+    """Every team of the platform, by name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    teams: dict[str, Team] = Field(default_factory=dict)
+
+    def team_of(self, profile: str) -> Team | None:
+        """The team whose budget a run of ``profile`` spends (None: no team budget)."""
+        return next((t for t in self.teams.values() if profile in t.profiles), None)
+
+    def named(self, name: str) -> Team | None:
+        return self.teams.get(name)
+
+
+def teams_path() -> Path:
+    return Path(os.environ.get(TEAMS_ENV) or TEAMS_FILE)
+
+
+def load_teams(path: Path | None = None) -> Teams:
+    """The teams file, validated; no file: no teams. A bad file: ProfileError naming each
+    field and its fix."""
+    path = path or teams_path()
+    if not path.is_file():
+        return Teams()
+    try:
+        raw = load_yaml(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise _invalid(path, [Issue("teams", f"is not valid YAML: {exc}",
+                                    f"correct the YAML of {path}", CATEGORY)]) from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("teams", {}), dict):
+        raise _invalid(path, [Issue("teams", "must be a mapping of team name to "
+                                    "{usd_per_month, profiles}", "write `teams: {NAME: "
+                                    "{usd_per_month: 500, profiles: [PROFILE]}}`", CATEGORY)])
+    named = {str(k): {**v, "name": str(k)} if isinstance(v, dict) else v
+             for k, v in (raw.get("teams") or {}).items()}
+    try:
+        teams = Teams.model_validate({**raw, "teams": named})
+    except ValidationError as exc:
+        raise _invalid(path, [Issue(".".join(["teams", *(str(p) for p in e["loc"][1:])])
+                                    if e["loc"][:1] == ("teams",) else ".".join(
+                                        str(p) for p in e["loc"]) or "teams", e["msg"],
+                                    _fix(e["loc"]), CATEGORY) for e in exc.errors()]) from None
+    if issues := membership_issues(teams, profile_names()):
+        raise _invalid(path, issues)
+    return teams
+
+
+def membership_issues(teams: Teams, shipped: list[str]) -> list[Issue]:
+    """Pure: a profile in two teams, or a member that is no shipped profile's name."""
+    issues: list[Issue] = []
+    owner: dict[str, str] = {}
+    for team in teams.teams.values():
+        for index, profile in enumerate(team.profiles):
+            field = f"teams.{team.name}.profiles.{index}"
+            if (problem := profile_name_problem(profile)) or profile not in shipped:
+                issues.append(Issue(field, problem or f"{profile!r} is no profile under "
+                                    "deployments/profiles", "name a profile of "
+                                    f"deployments/profiles ({', '.join(shipped)})", CATEGORY))
+            elif profile in owner:
+                issues.append(Issue(field, f"{profile} is already in team {owner[profile]}: a "
+                                    "profile spends one team's budget", f"remove it from "
+                                    f"team {team.name} or from team {owner[profile]}", CATEGORY))
+            else:
+                owner[profile] = team.name
+    return issues
+
+
+def _fix(loc: tuple[int | str, ...]) -> str:
+    last = str(loc[-1]) if loc else ""
+    if last == "usd_per_month":
+        return "give the team's monthly budget in dollars, a number above 0 (e.g. 500)"
+    if last == "profiles" or (len(loc) > 1 and str(loc[-2]) == "profiles"):
+        return "list the team's profile names, e.g. profiles: [smoke-qwen3-0.6b-v6e-8]"
+    return "a team has only usd_per_month and profiles; remove the key or correct its spelling"
+
+
+def _invalid(path: Path, issues: list[Issue]) -> ProfileError:
+    return ProfileError(str(path), issues, header=f"the teams file {path} is invalid")

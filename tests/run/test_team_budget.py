@@ -1,0 +1,180 @@
+"""A team's month at a run's start and during it (flows/spending/team_spend.py,
+flows/core/team_budget.py, the meter of flows/backends/gke/watch/spend.py): a run whose
+estimate exceeds what its team has left is refused by the flow's start path before any
+side effect, with the figures and the fix; one that may start is granted what was left, and
+the spend watch stops its stage once the run has spent it. The ledgers are real files and a
+real fake-gcs-server."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from flows.backends.gke.watch.spend import SpendMeter, meter_for
+from flows.common.paths import file_uri
+from flows.config.errors import ProfileError
+from flows.config.spend import estimated_run_usd
+from flows.config.teams import Team, Teams
+from flows.core.failures import FailureCategory
+from flows.core.spend_ledger import LedgerEntry, append, month_of, read_month
+from flows.core.storage import LocalStorage, Storage
+from flows.core.team_budget import Allowance, allowance_for, grant, team_month
+from flows.pipeline import rl_post_training
+from flows.run.result import StageReport
+from flows.spending.team_spend import (
+    RunSpend,
+    record_estimates,
+    record_failed,
+    record_metered,
+    start_check,
+)
+from tests.support.fake_clock import Clock
+from tests.support.gcs import GCS_BUCKET
+from tests.support.profiles import TUTORIAL, tutorial_profile
+
+HOUR = 3600.0
+
+
+def _spent(storage: Storage, root: str, team: str, usd: float, run: str = "earlier-run") -> None:
+    """Another run of the team, earlier this month, metered at ``usd``."""
+    append(storage, root, LedgerEntry.model_validate({
+        "team": team, "profile": "other", "run": run, "stage": "train",
+        "capacity": "on-demand", "usd": usd, "chip_hours": usd / 2.7, "kind": "metered",
+        "time": datetime.now(UTC).isoformat(), "month": month_of(datetime.now(UTC))}))
+
+
+def test_the_flows_start_refuses_a_run_whose_team_has_spent_its_month(
+        prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real flow on a Prefect API, refused in ``prepare``, its start: the rehearsal's
+    team spent $12 of its $10; the run fails with the figures and the three ways out, and
+    nothing was written."""
+    root = tmp_path / "root"
+    teams = tmp_path / "teams.yaml"
+    teams.write_text("teams:\n  lab:\n    usd_per_month: 10\n    profiles: [rehearsal]\n")
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
+    _spent(LocalStorage(), file_uri(root), "lab", 12.0)
+    before = sorted(p for p in root.rglob("*"))
+    state = rl_post_training(profile="rehearsal", overrides={"local.root": str(root)},
+                             return_state=True)
+    assert state.is_failed(), state
+    refused = state.result(raise_on_failure=False)
+    assert isinstance(refused, ProfileError), refused
+    [issue] = refused.issues
+    assert issue.category == "config/team-budget"
+    assert issue.field == "teams.lab.usd_per_month"
+    assert "estimated at $0.00" in issue.problem and "$0.00 left of its $10.00" in issue.problem
+    assert "spent $12.00" in issue.problem and "nothing was started" in issue.problem
+    assert "to at least 12.00" in issue.fix and "next month" in issue.fix
+    assert "lower the run's size" in issue.fix
+    assert sorted(p for p in root.rglob("*")) == before  # no side effect
+
+
+def _tutorial_team(store, budget: float) -> tuple[Teams, str]:
+    teams = Teams(teams={"tutorial": Team(name="tutorial", usd_per_month=budget,
+                                          profiles=(TUTORIAL,))})
+    return teams, f"gs://{GCS_BUCKET}"
+
+
+def test_a_gke_run_estimated_above_what_is_left_is_refused_with_the_figures(store) -> None:
+    """The tutorial's run, estimated by the plan at $432, when its team has $300 left of
+    $500 (another run spent $200, in the profile's bucket on fake-gcs-server)."""
+    profile = tutorial_profile(**{"gke.bucket": GCS_BUCKET})
+    teams, root = _tutorial_team(store, 500.0)
+    _spent(store, root, "tutorial", 200.0)
+    estimate = estimated_run_usd(profile)
+    run = uuid.uuid4().hex
+    with pytest.raises(ProfileError) as refused:
+        start_check(profile, run, "run-1", teams)
+    [issue] = refused.value.issues
+    assert f"estimated at ${estimate:,.2f}" in issue.problem
+    assert "$300.00 left of its $500.00" in issue.problem and "spent $200.00" in issue.problem
+    assert f"to at least {200 + estimate:.2f}" in issue.fix
+    assert allowance_for(run) is None  # nothing granted
+
+
+def test_a_run_that_fits_is_granted_what_was_left_and_writes_its_spend_to_its_bucket(
+        store) -> None:
+    """Granted $800 - estimate fits; its estimates, then a stage's metered figure, go into
+    the profile's bucket, and the month counts the metered figure instead of the estimate."""
+    profile = tutorial_profile(**{"gke.bucket": GCS_BUCKET})
+    teams, root = _tutorial_team(store, 1000.0)
+    _spent(store, root, "tutorial", 200.0)
+    run = uuid.uuid4().hex
+    spend = start_check(profile, run, "run-2", teams)
+    assert isinstance(spend, RunSpend) and spend.root == root
+    assert allowance_for(run) == Allowance("tutorial", spend.month, 800.0)
+    estimates = record_estimates(spend, profile, store)
+    assert {e.stage for e in estimates} == {"convert", "train", "export"}
+    record_metered(spend, store, StageReport(stage="train", status="completed",
+                                             duration_s=1.0, chip_hours=10.0, uris={},
+                                             usd=27.0))
+    month = start_check(profile, uuid.uuid4().hex, "run-3", Teams(teams={"tutorial": Team(
+        name="tutorial", usd_per_month=10_000.0, profiles=(TUTORIAL,))}))
+    assert month is not None
+    by_stage = {e.stage: e for e in read_month(store, root, spend.month) if e.run == run}
+    assert by_stage.keys() == {"convert", "train", "export"}
+    left = allowance_for(month.run)
+    assert left is not None
+    spent = 200.0 + 27.0 + estimates[0].usd + estimates[2].usd  # train: metered, not estimated
+    assert left.left_usd == pytest.approx(10_000.0 - spent, abs=0.01)
+
+
+# --- the stop mid-run -------------------------------------------------------------------
+def test_the_spend_watch_stops_a_stage_when_the_run_spent_what_its_team_had_left() -> None:
+    """Like the per-run cap: the meter charges held chip-hours and crosses once the run's
+    spend reaches the allowance granted at its start; the diagnosis names the team's month
+    and its fix."""
+    clock, key = Clock(), uuid.uuid4().hex
+    meter = SpendMeter("train", 8, 1.0, True, None, None, key, clock,
+                       team=Allowance("tutorial", "2026-12", 20.0))
+    assert meter.charge([]) is None
+    clock.now += 2 * HOUR  # 8 chips × 2 h × $1 = $16 < $20
+    assert meter.charge([]) is None
+    clock.now += 0.5 * HOUR  # $20: all that was left
+    stop = meter.charge([])
+    assert stop is not None and stop.category == FailureCategory.BUDGET
+    assert stop.code == "gke/team-budget"
+    assert "this run spent $20.00" in stop.summary and "team tutorial" in stop.summary
+    assert "2026-12" in stop.summary and "($20.00)" in stop.summary
+    assert "teams.tutorial.usd_per_month" in stop.fix and "next month" in stop.fix
+
+
+def test_a_run_with_a_team_allowance_gets_a_meter_without_any_cap() -> None:
+    """The tutorial profile sets no gke.max_usd_per_run: without a team nothing is metered;
+    with one, every stage's meter carries the allowance."""
+    profile = tutorial_profile()
+    assert profile.gke is not None and profile.gke.max_usd_per_run is None
+    key = uuid.uuid4().hex
+    assert meter_for(profile, "train", key=key) is None
+    grant(key, Allowance("tutorial", "2026-12", 50.0))
+    meter = meter_for(profile, "train", key=key)
+    assert meter is not None and meter.team == Allowance("tutorial", "2026-12", 50.0)
+
+
+def test_a_stage_that_fails_writes_what_its_meters_charged_over_every_attempt(
+        tmp_path: Path) -> None:
+    """A stage stopped mid-run reports no result: the meters of both its attempts charged
+    $16 + $4, and that replaces its $345.60 estimate in the month; a stage no meter
+    watched keeps its estimate."""
+    profile = tutorial_profile()
+    key, clock = uuid.uuid4().hex, Clock()
+    spend = RunSpend(Team(name="tutorial", usd_per_month=1000.0, profiles=(TUTORIAL,)),
+                     TUTORIAL, key, "run-4", "2026-12", file_uri(tmp_path), "reservation",
+                     "reservation", key)
+    storage = LocalStorage()
+    estimates = record_estimates(spend, profile, storage)
+    for hours in (2.0, 0.5):  # two attempts of train, each with its own meter
+        meter = SpendMeter("train", 8, 1.0, True, None, None, key, clock)
+        meter.charge([])
+        clock.now += hours * HOUR
+        meter.charge([])
+    failed = record_failed(spend, storage, "train", 1.0)
+    assert failed is not None and failed.usd == 20.0 and failed.chip_hours == 20.0
+    assert record_failed(spend, storage, "export", 1.0) is None
+    month = team_month("tutorial", "2026-12", 1000.0, read_month(storage, spend.root,
+                                                                 "2026-12"))
+    by_stage = {e.stage: e.usd for e in estimates}
+    assert month.spent_usd == pytest.approx(by_stage["convert"] + 20.0 + by_stage["export"])
