@@ -1,5 +1,7 @@
-"""Checks that span fields: reserved and secret-looking arguments, patches, and MaxText's
-start-up rules (flows/config/maxtext_rules.py).
+"""Checks that span fields: reserved and secret-looking arguments, patches, MaxText's
+start-up rules (flows/config/maxtext_rules.py), the model's conversion both ways
+(flows/config/maxtext_models.py) and whether its training fits the slice
+(flows/config/fit_rules.py).
 
 Pure functions of a parsed profile returning every issue found, so one `tpurl validate`
 shows all problems at once instead of one per try.
@@ -12,9 +14,11 @@ from collections.abc import Iterable
 from flows.common.issues import Issue
 from flows.config.data_rules import data_issues
 from flows.config.evaluation_rules import evaluation_issues
+from flows.config.fit_rules import fit_issues
 from flows.config.gcp_names import looks_like_hf_token
 from flows.config.limits import limits
 from flows.config.maxtext_keys import maxtext_key_issues
+from flows.config.maxtext_models import model_name_issues
 from flows.config.maxtext_rules import maxtext_issues
 from flows.config.profile import RESERVED_ARGS, Profile, Scalar
 from flows.config.recipe_limits import recipe_limit_issues
@@ -31,6 +35,8 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
         "model": {"args"}, "convert": {"args"}, "train": {"args"}, "export": {"args"}}), "")
     issues += maxtext_key_issues(profile)
     issues += maxtext_issues(profile)
+    issues += model_name_issues(profile)
+    issues += fit_issues(profile)
     issues += data_issues(profile)
     issues += _patch_issues(profile, set(known_patches))
     issues += spend_issues(profile)
@@ -84,4 +90,5 @@ def _patch_issues(profile: Profile, known: set[str]) -> list[Issue]:
 # (flows/config/limits.py): docs/reference/profile.md lists them beside their fields, and
 # tests/config/test_limits.py fails when profile_issues calls a rule missing here.
 RULES = (_reserved_and_secret_args, _token_literals, maxtext_key_issues, maxtext_issues,
-         data_issues, _patch_issues, spend_issues, evaluation_issues, recipe_limit_issues)
+         model_name_issues, fit_issues, data_issues, _patch_issues, spend_issues,
+         evaluation_issues, recipe_limit_issues)

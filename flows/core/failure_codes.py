@@ -100,6 +100,21 @@ CATALOGUE: tuple[Symptom, ...] = (
             "...?`.",
             "Rename or remove the key; the accepted names are MaxText's config fields. A "
             "`--flag` key must be a flag of that step's script."),
+    Symptom("config/unconvertible-model", When.START,
+            f"{_PROFILE} `model.maxtext_name: 'NAME' is not a model MaxText 0.2.4 converts "
+            "both ways`, with the names it does convert.",
+            "Set `model.maxtext_name` to one of the listed names and `model.hf_repo` to that "
+            "model's Hugging Face repository (a fine-tune of the same architecture converts "
+            "under the base model's name)."),
+    Symptom("config/does-not-fit", When.START,
+            f"{_PROFILE} `gke.topology: MODEL cannot train on MACHINE TOPOLOGY`, with the "
+            "estimate part by part (weights, reference, AdamW moments, gradients, "
+            "activations; the rollout's weights and KV cache), the total and what the slice "
+            "holds.",
+            "Set `gke.topology` (and `gke.machine_type`) to the slice the message names, or "
+            "choose a smaller `model.maxtext_name`, or lower `train.args.batch_size` or "
+            "`train.args.max_target_length`. docs/how-to/profiles.md states the estimate's "
+            "formula."),
     Symptom("config/unknown-env", When.START,
             f"{_PROFILE} `TPURL_...: sets no profile field, so it would be ignored` (or names "
             "a section, or has an empty part between the `__`).",

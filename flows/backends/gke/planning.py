@@ -81,9 +81,10 @@ class GkePlanning:
 
     def validation_warnings(self) -> list[str]:
         from flows.backends.gke.infra.settings import world_open_warning
+        from flows.config.fit_rules import fit_warning
 
-        warning = world_open_warning(self.gke)
-        return ([warning] if warning else []) + unpinned_image_warnings(self.profile)
+        found = [world_open_warning(self.gke), fit_warning(self.profile)]
+        return [w for w in found if w] + unpinned_image_warnings(self.profile)
 
 
 def unpinned_image_warnings(profile: Profile) -> list[str]:

@@ -1,0 +1,229 @@
+"""Will GRPO training fit the slice? An estimate from the model's numbers, before any spend.
+
+Pure functions: a model's parameter count from its architecture, and the HBM train_rl needs
+on a slice, each part named. What MaxText 0.2.4 does, read from its source:
+
+- Devices (utils/model_creation_utils.py ``setup_configs_and_devices``): on one slice with
+  Pathways (rl.yml ``use_pathways: true``) and at least two VMs (devices // ``chips_per_vm``),
+  the first ``trainer_devices_fraction`` of the chips train and the last
+  ``sampler_devices_fraction`` run the vLLM rollout; otherwise both share every chip, and
+  vLLM takes ``hbm_utilization_vllm`` of each chip's HBM (Tunix's rollout config,
+  trainers/post_train/rl/train_rl.py ``rollout_vllm_hbm_utilization``). With
+  ``num_trainer_slices``/``num_samplers_slices`` the roles take whole slices.
+- Weights: rl.yml sets ``weight_dtype: bfloat16`` (base.yml's float32 is for pre-training);
+  the trainer keeps the actor and a separate reference model (``create_models_and_meshes``
+  loads the reference with ``from_pretrained`` and clones the actor from it), both in
+  ``weight_dtype``.
+- Optimizer (trainers/post_train/rl/utils_rl.py ``get_optimizer``): ``optax.adamw`` without
+  ``mu_dtype``, so both moments take the parameters' dtype (the profile's ``mu_dtype`` does
+  not reach it) and there is no float32 master copy: the parameters are the bf16 weights.
+  Gradients are one more copy in the same dtype.
+- Activations, per token of a training micro-batch (``train_micro_batch_size`` prompts, else
+  ``batch_size``, × ``rl.num_generations`` × ``max_target_length``), conservative with
+  remat (rl.yml's ``custom`` policy offloads layer inputs to the host; ``full`` keeps them):
+  every layer's input (L·D bf16), one layer recomputed with its gradient
+  (2 · (4D + (2Hq + 2Hkv)·hd + 3·F_active) bf16, F_active the dense MLP width or
+  experts_per_tok·moe width), its attention scores and probabilities (2 · Hq·S float32,
+  rl.yml's ``dot_product`` attention) and the logits with their gradient (2 · V float32).
+- Rollout: the sampler's weights in ``weight_dtype`` and the KV cache of one rollout batch
+  (prompts × generations sequences of ``max_target_length + kv_cache_buffer`` tokens,
+  2·L·Hkv·hd bf16 per token) must fit vLLM's ``hbm_utilization_vllm`` share.
+
+Every part is summed over the role's chips as if perfectly sharded: the estimate can say a
+run fits that then fails on one chip, never the other way round for the parts it counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from flows.config.maxtext_models import Architecture
+
+# HBM per chip, bytes, as Google's TPU pages give it (https://cloud.google.com/tpu/docs/v6e,
+# /v5p, /tpu7x: 32 GB, 95 GB, 192 GB). Decimal gigabytes: the smaller reading of "GB".
+# v5p and tpu7x are here for the estimate only; tpu.py lists the machine types a profile may
+# name, and those are v6e.
+HBM_BYTES_PER_CHIP: dict[str, int] = {"v6e": 32 * 10**9, "v5p": 95 * 10**9,
+                                      "tpu7x": 192 * 10**9}
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "int8": 1}
+ACTIVATION_BYTES = 2  # MaxText's ``dtype: bfloat16`` (base.yml) for activations and KV cache
+LOGIT_BYTES = 4  # the loss's log-softmax runs in float32
+TIGHT = 0.85  # above this share of what the slice holds: a warning, not a refusal
+
+Verdict = Literal["fits", "tight", "no-fit"]
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    total: int
+    active: int  # per token: the routed experts a token uses instead of all of them
+
+
+def _mlp(arch: Architecture, width: int) -> int:
+    return (3 if arch.gated_mlp else 2) * arch.base_emb_dim * width
+
+
+def parameter_count(arch: Architecture) -> ParameterCount:
+    """Embeddings V·D (twice unless ``logits_via_embedding`` ties the output to them);
+    per layer: attention D·hd·(2Hq + 2Hkv) (+ biases (Hq + 2Hkv)·hd, + q/k norms 2·hd),
+    two norms 2·D, and either a dense MLP (3·D·F gated, 2·D·F not) or E experts of width
+    F_moe plus the shared ones and a router D·E; the first ``first_num_dense_layers`` layers
+    of an MoE model are dense; a final norm D. The formula is that of text-only GQA
+    decoders (Llama, Qwen2/3, Qwen3-MoE, Mixtral): MLA, linear attention, Gemma's layer pairs
+    and vision towers are not in it (``estimated`` says which models it holds for)."""
+    d, layers = arch.base_emb_dim, arch.base_num_decoder_layers
+    hq, hkv, hd = arch.base_num_query_heads, arch.base_num_kv_heads, arch.head_dim
+    attention = d * hd * (2 * hq + 2 * hkv)
+    attention += (hq + 2 * hkv) * hd if arch.attention_bias else 0
+    attention += 2 * hd if arch.use_qk_norm else 0
+    per_layer = attention + 2 * d
+    embeddings = arch.vocab_size * d * (1 if arch.logits_via_embedding else 2) + d
+    dense = per_layer + _mlp(arch, arch.base_mlp_dim)
+    if arch.num_experts <= 1:
+        total = embeddings + layers * dense
+        return ParameterCount(total, total)
+    moe_width = arch.base_moe_mlp_dim if arch.base_moe_mlp_dim > 0 else arch.base_mlp_dim
+    expert = _mlp(arch, moe_width)
+    shared = arch.shared_experts * expert
+    moe_layers = layers - arch.first_num_dense_layers
+    base = embeddings + arch.first_num_dense_layers * dense
+    common = moe_layers * (per_layer + shared + d * arch.num_experts)
+    return ParameterCount(base + common + moe_layers * arch.num_experts * expert,
+                          base + common + moe_layers * arch.num_experts_per_tok * expert)
+
+
+# decoder blocks whose layers parameter_count describes (MaxText configs/models/*.yml);
+# not Gemma: gemma2 counts its local/global layer pairs as one decoder layer, and the gemma3
+# checkpoints carry a vision tower the formula leaves out
+ESTIMATED_BLOCKS = frozenset({"llama2", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"})
+
+
+def estimated(name: str, arch: Architecture) -> bool:
+    """Whether the estimate's formula describes this model (a vision-language model's
+    tower and other attention kinds are not counted, so their verdict would be a guess)."""
+    return (arch.decoder_block in ESTIMATED_BLOCKS and arch.attention_type == "global"
+            and "-vl-" not in name and "omni" not in name)
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What the training run sets that moves the footprint (train.args over rl.yml)."""
+
+    weight_bytes: int
+    batch_size: int  # prompts per training micro-batch
+    rollout_batch_size: int  # prompts per rollout batch
+    num_generations: int
+    max_target_length: int
+    kv_cache_buffer: int
+    hbm_utilization_vllm: float
+    trainer_devices_fraction: float
+    sampler_devices_fraction: float
+    chips_per_vm: int
+    use_pathways: bool
+    num_trainer_slices: int
+    num_samplers_slices: int
+
+
+@dataclass(frozen=True)
+class SliceShape:
+    generation: str  # a key of HBM_BYTES_PER_CHIP
+    chips_per_slice: int
+    num_slices: int = 1
+
+
+@dataclass(frozen=True)
+class Side:
+    """One role's footprint: its parts in bytes, and what its chips hold for them."""
+
+    role: str
+    parts: tuple[tuple[str, int], ...]
+    chips: int
+    holds: int
+
+    @property
+    def needs(self) -> int:
+        return sum(size for _, size in self.parts)
+
+    @property
+    def share(self) -> float:
+        return self.needs / self.holds if self.holds else float("inf")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    params: ParameterCount
+    trainer: Side
+    sampler: Side
+
+    @property
+    def share(self) -> float:
+        return max(self.trainer.share, self.sampler.share)
+
+    @property
+    def verdict(self) -> Verdict:
+        return "no-fit" if self.share > 1 else "tight" if self.share > TIGHT else "fits"
+
+
+def _roles(shape: RunShape, slice_: SliceShape) -> tuple[int, int, bool]:
+    """Trainer chips, sampler chips, and whether they share chips (model_creation_utils)."""
+    chips = slice_.chips_per_slice * slice_.num_slices
+    if shape.num_trainer_slices > 0 and shape.num_samplers_slices > 0:
+        return (shape.num_trainer_slices * slice_.chips_per_slice,
+                shape.num_samplers_slices * slice_.chips_per_slice, False)
+    if shape.use_pathways and chips // max(shape.chips_per_vm, 1) >= 2:
+        return (int(chips * shape.trainer_devices_fraction),
+                int(chips * shape.sampler_devices_fraction), False)
+    return chips, chips, True
+
+
+def activation_bytes_per_token(arch: Architecture, max_target_length: int) -> int:
+    d, hd = arch.base_emb_dim, arch.head_dim
+    hq, hkv = arch.base_num_query_heads, arch.base_num_kv_heads
+    moe_width = arch.base_moe_mlp_dim if arch.base_moe_mlp_dim > 0 else arch.base_mlp_dim
+    width = (arch.base_mlp_dim if arch.num_experts <= 1
+             else (arch.num_experts_per_tok + arch.shared_experts) * moe_width)
+    layer_inputs = arch.base_num_decoder_layers * d * ACTIVATION_BYTES
+    one_layer = 2 * (4 * d + (2 * hq + 2 * hkv) * hd + 3 * width) * ACTIVATION_BYTES
+    scores = 2 * hq * max_target_length * 4
+    logits = 2 * arch.vocab_size * LOGIT_BYTES
+    return layer_inputs + one_layer + scores + logits
+
+
+def kv_bytes_per_token(arch: Architecture) -> int:
+    return 2 * arch.base_num_decoder_layers * arch.base_num_kv_heads * arch.head_dim * \
+        ACTIVATION_BYTES
+
+
+def estimate(arch: Architecture, shape: RunShape, slice_: SliceShape) -> Estimate:
+    params = parameter_count(arch)
+    hbm = HBM_BYTES_PER_CHIP[slice_.generation]
+    trainer_chips, sampler_chips, shared = _roles(shape, slice_)
+    weights = params.total * shape.weight_bytes
+    tokens = shape.batch_size * shape.num_generations * shape.max_target_length
+    trainer = Side("trainer", (
+        ("actor weights", weights), ("reference weights", weights),
+        ("AdamW moments (2, weight dtype)", 2 * weights), ("gradients", weights),
+        ("activations", tokens * activation_bytes_per_token(arch, shape.max_target_length))),
+        trainer_chips,
+        int(trainer_chips * hbm * ((1 - shape.hbm_utilization_vllm) if shared else 1)))
+    sequences = shape.rollout_batch_size * shape.num_generations
+    kv_tokens = sequences * (shape.max_target_length + shape.kv_cache_buffer)
+    sampler = Side("rollout", (("rollout weights", weights),
+                               ("KV cache", kv_tokens * kv_bytes_per_token(arch))),
+                   sampler_chips, int(sampler_chips * hbm * shape.hbm_utilization_vllm))
+    return Estimate(params, trainer, sampler)
+
+
+def gib(size: int) -> str:
+    return f"{size / 2**30:,.1f} GiB"
+
+
+def describe(est: Estimate) -> str:
+    """The estimate part by part, for a refusal or a warning."""
+    def side(s: Side) -> str:
+        parts = ", ".join(f"{name} {gib(size)}" for name, size in s.parts)
+        return (f"{s.role} on {s.chips} chip(s): {parts}; total {gib(s.needs)} of "
+                f"{gib(s.holds)} ({s.share:.0%})")
+    return (f"{est.params.total / 1e9:,.2f}B parameters ({est.params.active / 1e9:,.2f}B "
+            f"active); {side(est.trainer)}; {side(est.sampler)}")

@@ -1,0 +1,152 @@
+"""The fit check on a GKE profile: refused when training cannot fit the slice, warned when tight.
+
+The estimate (flows/config/fit.py) reads the model's numbers from the pinned MaxText's data
+(flows/config/maxtext_models.json) with the profile's ``model.args`` and ``train.args`` over
+them, train_rl's settings from ``train.args`` over rl.yml's defaults, and the slice from
+``gke.machine_type``, ``gke.topology`` and ``gke.num_slices``. A refusal names each part, the
+total, what the slice holds, and the smallest slice of the same generation that would hold
+it, so the reader changes one field instead of paying for a slice that runs out of memory
+after the image build, the cluster and the conversion.
+"""
+
+from __future__ import annotations
+
+from flows.common.issues import Issue
+from flows.config.fit import (
+    DTYPE_BYTES,
+    HBM_BYTES_PER_CHIP,
+    Estimate,
+    RunShape,
+    SliceShape,
+    describe,
+    estimate,
+    estimated,
+)
+from flows.config.limits import limits
+from flows.config.maxtext_models import architecture, convertible_models, rl_defaults
+from flows.config.profile import Profile, Scalar
+from flows.config.tpu import (
+    TPU_MACHINES,
+    TpuMachine,
+    chips_in_topology,
+    supported_topologies,
+    topology_is_well_formed,
+)
+
+FIT_FIX_FIELDS = ("gke.topology", "gke.machine_type", "model.maxtext_name",
+                  "train.args.batch_size", "train.args.train_micro_batch_size",
+                  "train.args.max_target_length", "train.args.hbm_utilization_vllm")
+
+
+def generation_of(machine: TpuMachine) -> str:
+    """``tpu-v6e-slice`` → ``v6e``: the key of the HBM table."""
+    return machine.accelerator_label.removeprefix("tpu-").removesuffix("-slice")
+
+
+def _arg(args: dict[str, Scalar], defaults: dict[str, Scalar], *keys: str) -> Scalar:
+    for key in keys:
+        if key in args:
+            return args[key]
+    return defaults[keys[-1]]
+
+
+def _positive(value: Scalar, fallback: Scalar) -> int:
+    number = int(float(str(value)))
+    return number if number > 0 else int(float(str(fallback)))
+
+
+def run_shape(train_args: dict[str, Scalar]) -> RunShape:
+    """train_rl's settings that move the footprint: ``train_args`` over rl.yml's defaults
+    (MaxText accepts the GRPO keys flat and under ``rl.``)."""
+    d = rl_defaults()
+    batch = _arg(train_args, d, "batch_size")
+    weight_dtype = str(_arg(train_args, d, "weight_dtype"))
+    return RunShape(
+        weight_bytes=DTYPE_BYTES.get(weight_dtype, 4),
+        batch_size=_positive(_arg(train_args, d, "train_micro_batch_size"), batch),
+        rollout_batch_size=_positive(_arg(train_args, d, "rollout_micro_batch_size"), batch),
+        num_generations=int(float(str(_arg(train_args, d, "num_generations",
+                                           "rl.num_generations")))),
+        max_target_length=int(float(str(_arg(train_args, d, "max_target_length")))),
+        kv_cache_buffer=int(float(str(_arg(train_args, d, "kv_cache_buffer")))),
+        hbm_utilization_vllm=float(str(_arg(train_args, d, "hbm_utilization_vllm"))),
+        trainer_devices_fraction=float(str(_arg(train_args, d, "trainer_devices_fraction"))),
+        sampler_devices_fraction=float(str(_arg(train_args, d, "sampler_devices_fraction"))),
+        chips_per_vm=int(float(str(_arg(train_args, d, "chips_per_vm")))),
+        use_pathways=str(_arg(train_args, d, "use_pathways")).lower() in ("true", "1"),
+        num_trainer_slices=int(float(str(_arg(train_args, d, "num_trainer_slices")))),
+        num_samplers_slices=int(float(str(_arg(train_args, d, "num_samplers_slices")))),
+    )
+
+
+def smallest_fitting(profile: Profile, shape: RunShape) -> tuple[str, str] | None:
+    """(machine type, topology) of the fewest chips of the profile's generation on which the
+    estimate fits, with the profile's ``gke.num_slices``; None when no listed slice does."""
+    gke = profile.gke
+    assert gke is not None
+    generation = generation_of(TPU_MACHINES[gke.machine_type])
+    arch = architecture(profile.model.maxtext_name, {**profile.model.args, **profile.train.args})
+    candidates = sorted((chips_in_topology(t), m.machine_type, t)
+                         for m in TPU_MACHINES.values() if generation_of(m) == generation
+                         for t in supported_topologies(m))
+    for chips, machine_type, topology in candidates:
+        slice_ = SliceShape(generation, chips, gke.num_slices)
+        if estimate(arch, shape, slice_).verdict != "no-fit":
+            return machine_type, topology
+    return None
+
+
+def profile_estimate(profile: Profile) -> Estimate | None:
+    """The estimate for a GKE profile, or None when it cannot be made: another backend, a
+    model or slice other checks refuse, or a model the formula does not describe."""
+    gke = profile.gke
+    name = profile.model.maxtext_name
+    if (profile.backend != "gke" or gke is None or name not in convertible_models()
+            or gke.machine_type not in TPU_MACHINES or not topology_is_well_formed(gke.topology)):
+        return None
+    generation = generation_of(TPU_MACHINES[gke.machine_type])
+    if generation not in HBM_BYTES_PER_CHIP:
+        return None
+    overrides = {**profile.model.args, **profile.train.args}
+    try:
+        arch = architecture(name, overrides)
+        shape = run_shape(profile.train.args)
+    except ValueError:
+        return None  # a number that is not one: maxtext_rules names it
+    if not estimated(name, arch):
+        return None
+    return estimate(arch, shape, SliceShape(generation, chips_in_topology(gke.topology),
+                                            gke.num_slices))
+
+
+@limits({"gke.topology": "large enough for the model's GRPO training: actor and reference "
+                         "weights, AdamW moments, gradients and activations on the trainer's "
+                         "chips, the rollout's weights and KV cache in vLLM's HBM share "
+                         "(flows/config/fit.py)"})
+def fit_issues(profile: Profile) -> list[Issue]:
+    est = profile_estimate(profile)
+    if est is None or est.verdict != "no-fit":
+        return []
+    gke = profile.gke
+    assert gke is not None
+    smallest = smallest_fitting(profile, run_shape(profile.train.args))
+    where = (f"set gke.machine_type={smallest[0]} and gke.topology={smallest[1]} (the smallest "
+             f"{generation_of(TPU_MACHINES[gke.machine_type])} slice it fits)"
+             if smallest else f"no listed {generation_of(TPU_MACHINES[gke.machine_type])} "
+                              "slice holds it: set gke.num_slices higher")
+    return [Issue("gke.topology",
+                  f"{profile.model.maxtext_name} cannot train on {gke.machine_type} "
+                  f"{gke.topology} × {gke.num_slices}: {describe(est)}",
+                  f"{where}; or a smaller model.maxtext_name; or lower train.args.batch_size "
+                  "(train_micro_batch_size), train.args.max_target_length, or rebalance "
+                  "train.args.hbm_utilization_vllm", "config/does-not-fit")]
+
+
+def fit_warning(profile: Profile) -> str | None:
+    """A warning when the estimate uses more than TIGHT of what the slice holds: it may
+    still fit (the estimate is conservative), but a longer target or a larger batch will not."""
+    est = profile_estimate(profile)
+    if est is None or est.verdict != "tight":
+        return None
+    return (f"WARNING: {profile.model.maxtext_name} is tight on this slice ({est.share:.0%} of "
+            f"what it holds): {describe(est)}")

@@ -1,0 +1,189 @@
+"""The fit check: parameter counts against published sizes, verdicts on shipped and refused
+profiles, and a verdict that more chips never turns from fit to no-fit."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flows.config.fit import (
+    HBM_BYTES_PER_CHIP,
+    RunShape,
+    SliceShape,
+    estimate,
+    estimated,
+    parameter_count,
+)
+from flows.config.fit_rules import fit_warning, profile_estimate, run_shape
+from flows.config.loading import ProfileError, load_profile
+from flows.config.maxtext_models import architecture, convertible_models, hf_repo_of
+from flows.config.tpu import TPU_MACHINES, chips_in_topology, supported_topologies
+from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+
+SMOKE = "smoke-qwen3-0.6b-v6e-8"
+ON_DEMAND = {**TUTORIAL_REQUIRED, "gke.reservation": ""}
+
+# Published sizes (billions, total and active), from each model's card on the hub
+# (Qwen3 technical report table; Llama 3.1 and Mixtral model cards).
+PUBLISHED = {
+    "qwen3-0.6b": (0.6, 0.6), "qwen3-8b": (8.2, 8.2), "qwen3-14b": (14.8, 14.8),
+    "qwen3-32b": (32.8, 32.8), "qwen3-30b-a3b": (30.5, 3.3), "qwen3-235b-a22b": (235.0, 22.0),
+    "llama3.1-8b": (8.0, 8.0), "llama3.1-70b": (70.6, 70.6), "llama3.1-405b": (405.9, 405.9),
+    "mixtral-8x7b": (46.7, 12.9), "qwen2.5-7b": (7.61, 7.61),
+}
+# convertible models whose architecture the formula does not describe (MLA, linear attention,
+# Gemma's layer pairs, vision towers): listed so a regenerated file that adds one is noticed
+NOT_ESTIMATED = {
+    "deepseek2-16b", "deepseek3-671b", "deepseek3.2-671b", "deepseek4-284b", "gemma2-27b",
+    "gemma2-2b", "gemma2-9b", "gemma3-12b", "gemma3-27b", "gemma3-4b", "gemma4-26b",
+    "gemma4-31b", "gemma4-e2b", "gemma4-e4b", "gpt-oss-120b", "gpt-oss-20b",
+    "qwen3-next-80b-a3b", "qwen3-vl-2b", "qwen3-vl-30b-a3b", "qwen3-vl-4b", "qwen3.5-35b-a3b",
+    "qwen3.5-397b-a17b",
+}
+_NAME_SIZE = re.compile(r"-(\d+(?:\.\d+)?)b(?:-a(\d+(?:\.\d+)?)b)?(?:-|$)")
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_the_count_is_the_published_size(name: str) -> None:
+    count = parameter_count(architecture(name))
+    total, active = PUBLISHED[name]
+    assert count.total / 1e9 == pytest.approx(total, rel=0.02)
+    assert count.active / 1e9 == pytest.approx(active, rel=0.03)
+
+
+def test_the_estimated_models_are_the_formulas() -> None:
+    assert {n for n in convertible_models() if not estimated(n, architecture(n))} == NOT_ESTIMATED
+
+
+@pytest.mark.parametrize("name", [n for n in convertible_models() if n not in NOT_ESTIMATED])
+def test_every_estimated_model_is_near_the_size_its_name_gives(name: str) -> None:
+    """Names round (qwen2.5-7b is 7.61B, qwen3-30b-a3b's active part 3.35B): 10 % on the
+    total, 15 % on the active part."""
+    count = parameter_count(architecture(name))
+    found = _NAME_SIZE.search(name)
+    if found is None:  # mixtral-8x7b: the name holds no total
+        pytest.skip(f"{name} carries no size")
+    assert count.total / 1e9 == pytest.approx(float(found[1]), rel=0.10)
+    if found[2]:
+        assert count.active / 1e9 == pytest.approx(float(found[2]), rel=0.15)
+
+
+def test_a_model_lists_its_repository_and_converter_config() -> None:
+    assert hf_repo_of("qwen3-0.6b") == "Qwen/Qwen3-0.6B"
+    assert "qwen3-235b-a22b" in convertible_models()
+    assert "qwen3-1.7b" not in convertible_models()  # in PARAM_MAPPING, not in HF_IDS
+
+
+def _smoke_shape(**changes: int) -> RunShape:
+    shape = run_shape(load_profile(SMOKE, ON_DEMAND, environ={}).train.args)
+    return RunShape(**{**shape.__dict__, **changes})
+
+
+VERDICTS = [  # model, machine type, topology, batch, expected
+    ("qwen3-0.6b", "ct6e-standard-4t", "2x4", 4, "fits"),
+    ("qwen3-0.6b", "ct6e-standard-1t", "1x1", 4, "fits"),
+    ("qwen3-30b-a3b", "ct6e-standard-4t", "4x8", 8, "fits"),
+    ("qwen3-30b-a3b", "ct6e-standard-4t", "2x4", 8, "no-fit"),
+    ("qwen3-235b-a22b", "ct6e-standard-4t", "2x4", 4, "no-fit"),
+    ("qwen3-235b-a22b", "ct6e-standard-4t", "8x16", 4, "no-fit"),
+    ("qwen3-235b-a22b", "ct6e-standard-4t", "16x16", 4, "fits"),
+    ("llama3.1-8b", "ct6e-standard-4t", "2x4", 4, "fits"),
+    ("llama3.1-8b", "ct6e-standard-8t", "2x4", 4, "fits"),
+    ("llama3.1-70b", "ct6e-standard-4t", "4x4", 4, "no-fit"),
+    ("llama3.1-70b", "ct6e-standard-4t", "4x8", 4, "no-fit"),
+    ("llama3.1-70b", "ct6e-standard-4t", "8x8", 4, "fits"),
+    ("qwen3-8b", "ct6e-standard-4t", "2x4", 16, "tight"),  # 87 % of the trainer's 4 chips
+    ("mixtral-8x7b", "ct6e-standard-4t", "4x8", 4, "tight"),
+    ("qwen3-8b", "ct6e-standard-4t", "2x2", 4, "no-fit"),
+]
+
+
+@pytest.mark.parametrize(("name", "machine_type", "topology", "batch", "expected"), VERDICTS,
+                         ids=[f"{v[0]}-{v[2]}-b{v[3]}" for v in VERDICTS])
+def test_verdicts(name: str, machine_type: str, topology: str, batch: int,
+                  expected: str) -> None:
+    shape = _smoke_shape(batch_size=batch, rollout_batch_size=batch)
+    slice_ = SliceShape("v6e", chips_in_topology(topology))
+    assert TPU_MACHINES[machine_type]
+    assert estimate(architecture(name), shape, slice_).verdict == expected
+
+
+def test_the_shipped_gke_profiles_fit() -> None:
+    tutorial = profile_estimate(load_profile(TUTORIAL, TUTORIAL_REQUIRED, environ={}))
+    smoke = profile_estimate(load_profile(SMOKE, ON_DEMAND, environ={}))
+    assert tutorial is not None and tutorial.verdict == "fits"
+    assert smoke is not None and smoke.verdict == "fits"
+
+
+def test_235b_on_eight_chips_is_refused_naming_the_numbers_and_the_slice() -> None:
+    with pytest.raises(ProfileError) as caught:
+        load_profile(SMOKE, {**ON_DEMAND, "model.maxtext_name": "qwen3-235b-a22b",
+                             "model.hf_repo": "Qwen/Qwen3-235B-A22B"}, environ={})
+    [issue] = [i for i in caught.value.issues if i.category == "config/does-not-fit"]
+    assert issue.field == "gke.topology"
+    assert "235.09B parameters" in issue.problem and "trainer on 4 chip(s)" in issue.problem
+    assert "of 119.2 GiB" in issue.problem  # 4 chips × 32 GB
+    assert "gke.topology=16x16" in issue.fix and "train.args.batch_size" in issue.fix
+
+
+def test_a_model_that_does_not_convert_is_refused_naming_those_that_do() -> None:
+    with pytest.raises(ProfileError) as caught:
+        load_profile(SMOKE, {**ON_DEMAND, "model.maxtext_name": "qwen3-1.7b"}, environ={})
+    [issue] = [i for i in caught.value.issues if i.category == "config/unconvertible-model"]
+    assert issue.field == "model.maxtext_name"
+    assert "qwen3-0.6b" in issue.fix and "qwen3-235b-a22b" in issue.fix
+
+
+def test_model_args_judge_the_model_at_its_overridden_size() -> None:
+    """The rehearsal's tiny Qwen3-MoE keeps qwen3-30b-a3b's name; its model.args set the
+    numbers MaxText builds (override_model_config), so its count is the tiny one."""
+    rehearsal = load_profile("rehearsal", environ={})
+    tiny = parameter_count(architecture(rehearsal.model.maxtext_name, rehearsal.model.args))
+    assert tiny.total < 0.1e9  # 58M: the vocabulary and 48 layers of 128 tiny experts
+    assert profile_estimate(rehearsal) is None  # a local run: no slice to judge
+    shrunk = {f"model.args.{k}": str(v) for k, v in rehearsal.model.args.items()}
+    est = profile_estimate(load_profile(SMOKE, {**ON_DEMAND, **shrunk,
+                                                "model.maxtext_name": "qwen3-235b-a22b"},
+                                        environ={}))
+    assert est is not None and est.verdict == "fits"
+    assert est.params.total < 0.5e9
+
+
+def test_a_tight_profile_is_warned_not_refused() -> None:
+    tight = load_profile(SMOKE, {**ON_DEMAND, "model.maxtext_name": "qwen3-8b",
+                                 "model.hf_repo": "Qwen/Qwen3-8B",
+                                 "train.args.batch_size": "16",
+                                 "train.args.train_micro_batch_size": "16"}, environ={})
+    warning = fit_warning(tight)
+    assert warning is not None and "tight" in warning and "GiB" in warning
+    assert fit_warning(load_profile(SMOKE, ON_DEMAND, environ={})) is None
+
+
+def test_hbm_per_chip_is_the_documented_figure() -> None:
+    assert HBM_BYTES_PER_CHIP == {"v6e": 32e9, "v5p": 95e9, "tpu7x": 192e9}
+
+
+_ESTIMATED = sorted(n for n in convertible_models() if n not in NOT_ESTIMATED)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(_ESTIMATED), batch=st.integers(1, 64),
+       generations=st.integers(2, 16), length=st.integers(128, 8192),
+       utilization=st.floats(0.3, 0.9), num_slices=st.integers(1, 4),
+       generation=st.sampled_from(sorted(HBM_BYTES_PER_CHIP)))
+def test_more_chips_never_turn_a_fit_into_no_fit(name: str, batch: int, generations: int,
+                                                 length: int, utilization: float,
+                                                 num_slices: int, generation: str) -> None:
+    shape = _smoke_shape(batch_size=batch, rollout_batch_size=batch,
+                         num_generations=generations, max_target_length=length)
+    shape = RunShape(**{**shape.__dict__, "hbm_utilization_vllm": utilization})
+    arch = architecture(name)
+    for machine in TPU_MACHINES.values():
+        chips = sorted({chips_in_topology(t) for t in supported_topologies(machine)})
+        verdicts = [estimate(arch, shape, SliceShape(generation, c, num_slices)).verdict
+                    for c in chips]
+        fitted = [v != "no-fit" for v in verdicts]
+        assert fitted == sorted(fitted), (machine.machine_type, chips, verdicts)
