@@ -23,14 +23,16 @@ on a slice, each part named. What MaxText 0.2.4 does, read from its source:
   remat (rl.yml's ``custom`` policy offloads layer inputs to the host; ``full`` keeps them):
   every layer's input (L·D bf16), one layer recomputed with its gradient
   (2 · (4D + (2Hq + 2Hkv)·hd + 3·F_active) bf16, F_active the dense MLP width or
-  experts_per_tok·moe width), its attention scores and probabilities (2 · Hq·S float32,
-  rl.yml's ``dot_product`` attention) and the logits with their gradient (2 · V float32).
+  experts_per_tok·moe width), its attention scores and probabilities (2 · Hq·S bf16:
+  rl.yml's ``dot_product`` attention, base.yml's ``float32_qk_product: false``) and the
+  logits (V bf16) with their float32 log-softmax (V float32).
 - Rollout: the sampler's weights in ``weight_dtype`` and the KV cache of one rollout batch
   (prompts × generations sequences of ``max_target_length + kv_cache_buffer`` tokens,
   2·L·Hkv·hd bf16 per token) must fit vLLM's ``hbm_utilization_vllm`` share.
 
-Every part is summed over the role's chips as if perfectly sharded: the estimate can say a
-run fits that then fails on one chip, never the other way round for the parts it counts.
+Every part is summed over the role's chips as if perfectly sharded. The weights, moments and
+gradients are certain (``floor``): a role whose chips cannot hold them is refused. The
+activations and the KV cache are upper bounds: past TIGHT of a role's HBM they warn.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ HBM_BYTES_PER_CHIP: dict[str, int] = {"v6e": 32 * 10**9, "v5p": 95 * 10**9,
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "int8": 1}
 ACTIVATION_BYTES = 2  # MaxText's ``dtype: bfloat16`` (base.yml) for activations and KV cache
 LOGIT_BYTES = 4  # the loss's log-softmax runs in float32
-TIGHT = 0.85  # above this share of what the slice holds: a warning, not a refusal
+TIGHT = 0.85  # above this share of what a role's chips hold: a warning, not a refusal
 
 Verdict = Literal["fits", "tight", "no-fit"]
 
@@ -133,21 +135,36 @@ class SliceShape:
 
 
 @dataclass(frozen=True)
+class Part:
+    name: str
+    size: int  # bytes over the role's chips
+    certain: bool  # held whatever the batch: weights, moments, gradients
+
+
+@dataclass(frozen=True)
 class Side:
-    """One role's footprint: its parts in bytes, and what its chips hold for them."""
+    """One role's footprint: its parts, and what its chips hold for them."""
 
     role: str
-    parts: tuple[tuple[str, int], ...]
+    parts: tuple[Part, ...]
     chips: int
     holds: int
 
     @property
     def needs(self) -> int:
-        return sum(size for _, size in self.parts)
+        return sum(p.size for p in self.parts)
+
+    @property
+    def floor(self) -> int:
+        return sum(p.size for p in self.parts if p.certain)
 
     @property
     def share(self) -> float:
         return self.needs / self.holds if self.holds else float("inf")
+
+    @property
+    def floor_share(self) -> float:
+        return self.floor / self.holds if self.holds else float("inf")
 
 
 @dataclass(frozen=True)
@@ -162,7 +179,12 @@ class Estimate:
 
     @property
     def verdict(self) -> Verdict:
-        return "no-fit" if self.share > 1 else "tight" if self.share > TIGHT else "fits"
+        """no-fit when the certain parts alone exceed a role's HBM (the run cannot load);
+        tight when the conservative total passes TIGHT of it (activations and KV cache are
+        upper bounds, so a total past 100 % warns rather than refuses)."""
+        if max(self.trainer.floor_share, self.sampler.floor_share) > 1:
+            return "no-fit"
+        return "tight" if self.share > TIGHT else "fits"
 
 
 def _roles(shape: RunShape, slice_: SliceShape) -> tuple[int, int, bool]:
@@ -185,8 +207,8 @@ def activation_bytes_per_token(arch: Architecture, max_target_length: int) -> in
              else (arch.num_experts_per_tok + arch.shared_experts) * moe_width)
     layer_inputs = arch.base_num_decoder_layers * d * ACTIVATION_BYTES
     one_layer = 2 * (4 * d + (2 * hq + 2 * hkv) * hd + 3 * width) * ACTIVATION_BYTES
-    scores = 2 * hq * max_target_length * 4
-    logits = 2 * arch.vocab_size * LOGIT_BYTES
+    scores = 2 * hq * max_target_length * ACTIVATION_BYTES
+    logits = arch.vocab_size * (ACTIVATION_BYTES + LOGIT_BYTES)
     return layer_inputs + one_layer + scores + logits
 
 
@@ -202,15 +224,17 @@ def estimate(arch: Architecture, shape: RunShape, slice_: SliceShape) -> Estimat
     weights = params.total * shape.weight_bytes
     tokens = shape.batch_size * shape.num_generations * shape.max_target_length
     trainer = Side("trainer", (
-        ("actor weights", weights), ("reference weights", weights),
-        ("AdamW moments (2, weight dtype)", 2 * weights), ("gradients", weights),
-        ("activations", tokens * activation_bytes_per_token(arch, shape.max_target_length))),
+        Part("actor weights", weights, True), Part("reference weights", weights, True),
+        Part("AdamW moments (2, weight dtype)", 2 * weights, True),
+        Part("gradients", weights, True),
+        Part("activations", tokens * activation_bytes_per_token(arch, shape.max_target_length),
+             False)),
         trainer_chips,
         int(trainer_chips * hbm * ((1 - shape.hbm_utilization_vllm) if shared else 1)))
     sequences = shape.rollout_batch_size * shape.num_generations
     kv_tokens = sequences * (shape.max_target_length + shape.kv_cache_buffer)
-    sampler = Side("rollout", (("rollout weights", weights),
-                               ("KV cache", kv_tokens * kv_bytes_per_token(arch))),
+    sampler = Side("rollout", (Part("rollout weights", weights, True),
+                               Part("KV cache", kv_tokens * kv_bytes_per_token(arch), False)),
                    sampler_chips, int(sampler_chips * hbm * shape.hbm_utilization_vllm))
     return Estimate(params, trainer, sampler)
 
@@ -222,7 +246,7 @@ def gib(size: int) -> str:
 def describe(est: Estimate) -> str:
     """The estimate part by part, for a refusal or a warning."""
     def side(s: Side) -> str:
-        parts = ", ".join(f"{name} {gib(size)}" for name, size in s.parts)
+        parts = ", ".join(f"{p.name} {gib(p.size)}" for p in s.parts)
         return (f"{s.role} on {s.chips} chip(s): {parts}; total {gib(s.needs)} of "
                 f"{gib(s.holds)} ({s.share:.0%})")
     return (f"{est.params.total / 1e9:,.2f}B parameters ({est.params.active / 1e9:,.2f}B "

@@ -21,6 +21,7 @@ from flows.config.fit import (
     describe,
     estimate,
     estimated,
+    gib,
 )
 from flows.config.limits import limits
 from flows.config.maxtext_models import architecture, convertible_models, rl_defaults
@@ -32,10 +33,6 @@ from flows.config.tpu import (
     supported_topologies,
     topology_is_well_formed,
 )
-
-FIT_FIX_FIELDS = ("gke.topology", "gke.machine_type", "model.maxtext_name",
-                  "train.args.batch_size", "train.args.train_micro_batch_size",
-                  "train.args.max_target_length", "train.args.hbm_utilization_vllm")
 
 
 def generation_of(machine: TpuMachine) -> str:
@@ -134,19 +131,29 @@ def fit_issues(profile: Profile) -> list[Issue]:
              f"{generation_of(TPU_MACHINES[gke.machine_type])} slice it fits)"
              if smallest else f"no listed {generation_of(TPU_MACHINES[gke.machine_type])} "
                               "slice holds it: set gke.num_slices higher")
+    short = max((est.trainer, est.sampler), key=lambda side: side.floor_share)
+    share = ("train.args.trainer_devices_fraction" if short.role == "trainer"
+             else "train.args.sampler_devices_fraction or train.args.hbm_utilization_vllm")
     return [Issue("gke.topology",
                   f"{profile.model.maxtext_name} cannot train on {gke.machine_type} "
-                  f"{gke.topology} × {gke.num_slices}: {describe(est)}",
-                  f"{where}; or a smaller model.maxtext_name; or lower train.args.batch_size "
-                  "(train_micro_batch_size), train.args.max_target_length, or rebalance "
-                  "train.args.hbm_utilization_vllm", "config/does-not-fit")]
+                  f"{gke.topology} × {gke.num_slices}: the {short.role}'s weights"
+                  f"{' and optimizer state' if short.role == 'trainer' else ''} alone need "
+                  f"{gib(short.floor)}, its {short.chips} chip(s) hold {gib(short.holds)}; "
+                  f"{describe(est)}",
+                  f"{where}; or a smaller model.maxtext_name; or give the {short.role} more "
+                  f"of the slice ({share})", "config/does-not-fit")]
 
 
 def fit_warning(profile: Profile) -> str | None:
-    """A warning when the estimate uses more than TIGHT of what the slice holds: it may
-    still fit (the estimate is conservative), but a longer target or a larger batch will not."""
+    """A warning when the conservative total passes TIGHT of what a role's chips hold while
+    the certain parts fit: it may still run (activations are an upper bound), or run out of
+    memory at the first step, after the slice is paid for."""
     est = profile_estimate(profile)
     if est is None or est.verdict != "tight":
         return None
-    return (f"WARNING: {profile.model.maxtext_name} is tight on this slice ({est.share:.0%} of "
-            f"what it holds): {describe(est)}")
+    over = ("may not fit: the conservative total passes" if est.share > 1
+            else "is tight on this slice: the conservative total is")
+    return (f"WARNING: {profile.model.maxtext_name} {over} {est.share:.0%} of what a role's "
+            f"chips hold (the weights fit; activations and KV cache are upper bounds): "
+            f"{describe(est)}. Lower train.args.train_micro_batch_size (or batch_size) or "
+            "train.args.max_target_length, or set a larger gke.topology")

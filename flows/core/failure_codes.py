@@ -107,12 +107,14 @@ CATALOGUE: tuple[Symptom, ...] = (
             "model's Hugging Face repository (a fine-tune of the same architecture converts "
             "under the base model's name)."),
     Symptom("config/does-not-fit", When.START,
-            f"{_PROFILE} `gke.topology: MODEL cannot train on MACHINE TOPOLOGY`, with the "
-            "estimate part by part (weights, reference, AdamW moments, gradients, "
-            "activations; the rollout's weights and KV cache), the total and what the slice "
-            "holds.",
+            f"{_PROFILE} `gke.topology: MODEL cannot train on MACHINE TOPOLOGY: the "
+            "trainer's weights and optimizer state alone need ...`, with the estimate part by "
+            "part (weights, reference, AdamW moments, gradients, activations; the rollout's "
+            "weights and KV cache), the total and what the slice holds.",
             "Set `gke.topology` (and `gke.machine_type`) to the slice the message names, or "
-            "choose a smaller `model.maxtext_name`, or lower `train.args.batch_size` or "
+            "choose a smaller `model.maxtext_name`, or give the short role more of the slice "
+            "(`train.args.trainer_devices_fraction`). A warning instead (the activations may "
+            "not fit) is answered by a lower `train.args.batch_size` or "
             "`train.args.max_target_length`. docs/how-to/profiles.md states the estimate's "
             "formula."),
     Symptom("config/unknown-env", When.START,
