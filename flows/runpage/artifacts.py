@@ -12,12 +12,15 @@ from typing import Any
 from uuid import UUID
 
 from flows.announcements.model import Announcement, RunAnnouncement
+from flows.config.profile import Profile
+from flows.core.recipe_files import recipe_summary
 from flows.run.result import PipelineResult
 from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.alignment import per_update, reward_offset
 from flows.runpage.charts import metrics_chart_markdown
 from flows.runpage.lr_schedule import NOTE as LR_NOTE
 from flows.runpage.markdown_text import md_text
+from flows.runpage.recipe import recipe_label, recipe_markdown
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +122,17 @@ def publish_parity(profile: str, lines: list[str]) -> None:
             f"tpurl-{slug(profile)}-rehearsal-parity", lines[0])
     except Exception as exc:
         log.warning("rehearsal parity artifact not published: %s", exc)
+
+
+def publish_recipe(profile: Profile) -> None:
+    """The Recipe section at the run's start, so a run that fails in training shows it too
+    (flows/runpage/recipe.py says why it is there)."""
+    try:
+        summary = recipe_summary(profile)
+        quiet.create("markdown", recipe_markdown(summary), f"tpurl-{slug(profile.name)}-recipe",
+                     f"Recipe: {recipe_label(summary)}")
+    except Exception as exc:  # a UI nicety never fails a run
+        log.warning("recipe artifact not published: %s", exc)
 
 
 def publish_announcement(profile: str, record: RunAnnouncement) -> None:
