@@ -60,10 +60,14 @@ class TrainStage(ProgramStage):
             ctx.logger.info("resuming run %s from actor checkpoint %d", ctx.layout.run_name,
                             existing)
         try:
-            return [ctx.backend.run_workload(workload, ctx.layout.log(ctx.layout.train_run_dir,
-                                                                      workload.name))]
+            run = ctx.backend.run_workload(workload, ctx.layout.log(ctx.layout.train_run_dir,
+                                                                    workload.name))
         except StageFailed as exc:  # a broken reward function is the team's, never retried
-            raise explain_reward_failure(self.name, exc, ctx.storage.read_text)  # noqa: B904
+            explained = explain_reward_failure(self.name, exc, ctx.storage.read_text)
+            if explained is exc:
+                raise
+            raise explained from exc
+        return [run]
 
     def _prune_after_failure(self, ctx: StageContext) -> None:
         """A failed attempt's half-written checkpoints (orbax temporaries) go, whatever the

@@ -100,6 +100,10 @@ def test_grpo_ran_two_steps_with_varying_rewards(first_run):
     assert len(steps) >= 2, first_run.metrics
     reward_tags = [t for t in first_run.metrics["tags"] if "reward" in t.lower()]
     assert reward_tags, first_run.metrics["tags"]
+    # the recipe's function, served through the guard under its own name (functools.wraps),
+    # is logged by Tunix as its own tag and named in the result
+    assert first_run.recipe["reward_functions"] == ["ascii_fraction_reward"], first_run.recipe
+    assert "rewards/train/ascii_fraction_reward" in reward_tags, reward_tags
     for step in steps:
         for key, value in step.items():
             if key != "step" and value is not None:
@@ -329,7 +333,8 @@ def test_events_artifacts_and_no_secret_anywhere(first_run, root):
             key=ArtifactFilterKey(like_="tpurl-rehearsal-")))
         keys = {a.key for a in artifacts}
         assert {"tpurl-rehearsal-stages", "tpurl-rehearsal-local-runs-hf-export",
-                "tpurl-rehearsal-metrics", "tpurl-rehearsal-evaluation"} <= keys, keys
+                "tpurl-rehearsal-metrics", "tpurl-rehearsal-evaluation",
+                "tpurl-rehearsal-recipe"} <= keys, keys
         texts = [first_run.model_dump_json(), str(names),
                  *(e.model_dump_json() for e in events),
                  *(str(a.data) for a in artifacts)]
