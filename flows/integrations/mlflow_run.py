@@ -89,7 +89,8 @@ def run_tags(result: PipelineResult, facts: RunFacts) -> dict[str, str]:
     recipe = result.recipe
     if recipe.get("digest"):
         tags["tpurl.recipe"] = str(recipe["digest"])
-        tags["tpurl.reward_functions"] = ",".join(map(str, recipe.get("reward_functions", [])))
+        tags["tpurl.reward_functions"] = ",".join(
+            map(str, recipe.get("reward_functions", []))) or "builtin"
     decision = (result.evaluation or {}).get("decision") or {}
     if decision:
         tags["tpurl.decision"] = "promoted" if decision.get("promoted") else "rejected"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import statistics
 from pathlib import Path
 from urllib.parse import urlparse
@@ -282,6 +283,29 @@ def test_a_changed_base_model_reconverts_and_a_train_error_then_fails_at_once(fi
     assert (_path(layout.tiny_model_dir) / "config.json").is_file()
     first_sources = Layout(load_profile("rehearsal", {"local.root": str(root)})).sources_dir
     assert layout.sources_dir != first_sources
+
+
+def test_a_broken_reward_function_fails_train_at_once_naming_it(first_run, root, tmp_path):
+    """A recipe whose function returns one score too few, through the real train_rl and
+    the guard: Tunix would sum what it got; the guard stops the program on its marked line,
+    and the train stage makes that the user's error naming the function. The traceback
+    through JAX and Tunix after the line is longer than the tail a diagnosis keeps, so this
+    also proves the line is read from the whole log. Image, infra and convert are the first
+    run's, skipped; the train fails at its first rollout."""
+    team = tmp_path / "team_rewards.py"
+    team.write_text("def short_by_one(prompts, completions, **kwargs):\n"
+                    "    return [0.5] * (len(completions) - 1)\n")
+    overrides = {"local.root": str(root), "recipe.rewards.file": str(team),
+                 "recipe.rewards.functions": "short_by_one", **NO_EVAL}
+    with pytest.raises(StageFailed) as caught:
+        rl_post_training(profile="rehearsal", overrides=overrides)
+    diagnosis = caught.value.diagnosis
+    assert caught.value.stage == "train" and diagnosis.category == "user-error"
+    assert diagnosis.code == "recipe/reward" and not diagnosis.retryable
+    said = re.fullmatch(r"the recipe's reward function short_by_one: returned (\d+) scores "
+                        r"for (\d+) completions", diagnosis.summary)
+    assert said and int(said[1]) == int(said[2]) - 1, diagnosis.summary
+    assert caught.value.log_uri and _path(caught.value.log_uri).is_file()
 
 
 DECISIONS = ("tpurl.model.promoted", "tpurl.model.rejected")
