@@ -40,6 +40,7 @@ from flows.core.eval_programs import score_key
 from flows.core.failures import StageFailed, internal_error
 from flows.core.layout import Layout
 from flows.core.recipe_check import check_recipe
+from flows.core.recipe_files import recipe_summary
 from flows.core.retry import RETRY_DELAYS_S
 from flows.core.root_space import storage_failure
 from flows.core.secrets import Redactor, require_secrets
@@ -58,7 +59,12 @@ from flows.locking.profile_lock import profile_lock
 from flows.run.cancel import cancelled_by_user, cancelled_state, resume_cancel
 from flows.run.result import PipelineResult, StageReport, persist_result
 from flows.runpage import events
-from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_result
+from flows.runpage.artifacts import (
+    TrainingProgress,
+    publish_announcement,
+    publish_recipe,
+    publish_result,
+)
 from flows.runpage.live import StagePage, skipped_state
 from flows.runpage.promotion import (
     comparison_rows,
@@ -69,6 +75,7 @@ from flows.runpage.promotion import (
     publish_promotion,
     read_history,
     read_promoted,
+    scored_recipe,
 )
 from flows.spending.team_spend import (
     RunSpend,
@@ -365,6 +372,7 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
                     f"; coalesced: {', '.join(a.describe() for a in record.coalesced)}"
                     if record.coalesced else "")
         publish_announcement(cfg.name, record)
+    publish_recipe(cfg)
     return PreparedRun(cfg, backend, record, started, started_at, spend)
 
 
@@ -473,6 +481,9 @@ def finish(run: PreparedRun, ran: RanStages) -> PipelineResult:
     result = PipelineResult(
         profile=cfg.name, backend=cfg.backend, artifacts=_artifacts(outputs),
         evaluation=ran.evaluation, tensorboard_logdir=trained.uris.get("run_dir"),
+        # what the training's record says it trained with (a skip's record from before
+        # recipes were recorded: the profile's, which the train key matched)
+        recipe=trained.details.get("recipe") or recipe_summary(cfg),
         stages=[StageReport.of(o, price) for o in outputs.values()],
         chip_hours=chip_hours, usd=round(chip_hours * price, 2),
         metrics=trained.details.get("metrics", {}),
@@ -517,13 +528,14 @@ def _judge(cfg: Profile, backend: Backend, evaluated: StageOutput, artifacts: di
     for note in decision.notes:
         logger.info("promotion: %s", note)
     emit_decision(cfg.name, decision, details, promoted, record.summary() if record else None)
-    publish_promotion(cfg.name, comparison_rows(details, judged_against, decision),
+    recipe = scored_recipe(details, cfg)
+    publish_promotion(cfg.name, comparison_rows(details, judged_against, decision, recipe),
                       history_rows(read_history(backend.storage, cfg)))
     registered = None if decision.unchanged else register_judged(
         cfg, judged_model(cfg, run, str(flow_run.id or run), decision, details, artifacts,
                           promoted if decision.promoted else None,
                           backend.runtime.dataset_uri()), backend.storage, logger.warning)
-    return {"trained": details["trained"], "base": details["base"],
+    return {"trained": details["trained"], "base": details["base"], "recipe": recipe,
             "decision": decision.model_dump(),
             "promoted_model": promoted.model_uri if promoted else None,
             **({"registered": registered} if registered else {})}

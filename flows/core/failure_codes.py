@@ -311,6 +311,16 @@ CATALOGUE: tuple[Symptom, ...] = (
             "`flow_timeout_s` in the profile (or `--set flow_timeout_s=SECONDS`), or raise "
             "the GKE budgets it is made of (`gke.queue_budget_s`, `gke.run_budget_s`, "
             "`gke.train_run_budget_s`, `gke.preemption_budget`)."),
+    Symptom("recipe/reward", When.RUN,
+            "`[user-error recipe/reward] stage train: the recipe's reward function NAME: "
+            "PROBLEM` (or stage evaluate), where PROBLEM is `raised ERROR: ...`, `returned "
+            "TYPE, not a list of one number per completion`, `returned N scores for M "
+            "completions` or `score I is nan, not a finite number`; or `the recipe's reward "
+            "file could not be loaded`. The program's log holds the line "
+            "`RECIPE-REWARD-ERROR {...}`. Not retried.",
+            "Fix the function in the file `recipe.rewards.file` names: called as "
+            "`fn(prompts=..., completions=..., **columns)`, it returns one finite number per "
+            "completion and never raises. Then run again; the changed file trains again."),
     # --- building the image --------------------------------------------------------------
     Symptom("image/patch-mismatch", When.IMAGE,
             "`[user-error image/patch-mismatch] stage image: a declared patch does not apply` "

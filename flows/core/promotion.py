@@ -39,6 +39,10 @@ class PromotedModel(BaseModel):
     # manifest_digest of the export's files when it was promoted ("" in older pointers): the
     # serving example refuses a pointer whose export no longer matches it (flows/serving.py)
     export_digest: str = ""
+    # the recipe its scores were made under (recipe_files.recipe_digest and the reward
+    # functions' names; "" and [] in pointers made before recipes were recorded)
+    recipe_digest: str = ""
+    reward_functions: list[str] = Field(default_factory=list)
 
 
 class Decision(BaseModel):
@@ -59,10 +63,13 @@ class Decision(BaseModel):
 
 
 def decide(rule: PromotionRule, trained: ScoreSummary, base: ScoreSummary,
-           promoted: PromotedModel | None, model_uri: str, score_key: str) -> Decision:
+           promoted: PromotedModel | None, model_uri: str, score_key: str,
+           recipe_digest: str = "") -> Decision:
     """``model_uri`` is this run's export: when it is already the promoted model (a rerun),
     it is judged against its base and, if it passes, nothing moves or is announced again.
-    ``score_key`` says which held-out set and scorer this run's scores come from."""
+    ``score_key`` says which held-out set and scorer this run's scores come from; it holds
+    the recipe's digest (``recipe_digest``, this run's), since the mean reward is the sum of
+    the recipe's reward functions."""
     notes: list[str] = []
     metric = rule.metric
     rerun = promoted is not None and promoted.model_uri == model_uri
@@ -83,11 +90,22 @@ def decide(rule: PromotionRule, trained: ScoreSummary, base: ScoreSummary,
             basis = "lift"
             value = trained.metric(metric) - base.metric(metric)
             reference = promoted.scores.metric(metric) - promoted.base_scores.metric(metric)
-            why = ("on another held-out set or with other evaluation settings"
-                   if promoted.score_key else "before its held-out set was recorded")
-            notes.append(f"the promoted model (run {promoted.run}) was scored {why}, so its "
-                         "scores are not comparable with this run's: compared by the lift "
-                         "over each one's base model on its own held-out set")
+            if recipe_changed(promoted, recipe_digest):
+                notes.append(
+                    f"the recipe changed since the promoted model (run {promoted.run}) was "
+                    f"scored: it was scored under recipe {promoted.recipe_digest} "
+                    f"({_functions(promoted.reward_functions)}), this run under "
+                    f"{recipe_digest}, so their scores are not comparable: compared by the "
+                    "lift over each one's base model, each base scored under its own recipe; "
+                    "if this run is promoted, its scores start a new comparison basis that "
+                    "later runs of this recipe are compared on by score")
+            else:
+                why = ("on another held-out set, with other evaluation settings or under "
+                       "another recipe" if promoted.score_key
+                       else "before its held-out set was recorded")
+                notes.append(f"the promoted model (run {promoted.run}) was scored {why}, so "
+                             "its scores are not comparable with this run's: compared by the "
+                             "lift over each one's base model on its own held-out set")
     else:
         if rule.against == "promoted" and not rerun:
             notes.append("nothing is promoted yet: compared with the base model")
@@ -107,3 +125,14 @@ def decide(rule: PromotionRule, trained: ScoreSummary, base: ScoreSummary,
                     reference_kind=kind, basis=basis, delta=delta, min_delta=rule.min_delta,
                     reason=reason, reference_run=ref_run, unchanged=rerun and passed,
                     notes=notes)
+
+
+def recipe_changed(promoted: PromotedModel, recipe_digest: str) -> bool:
+    """Was the promoted model scored under another recipe than ``recipe_digest``? Only
+    when both are known: a pointer made before recipes were recorded says nothing."""
+    return bool(promoted.recipe_digest and recipe_digest
+                and promoted.recipe_digest != recipe_digest)
+
+
+def _functions(names: list[str]) -> str:
+    return f"reward functions {', '.join(names)}" if names else "MaxText's built-in rewards"

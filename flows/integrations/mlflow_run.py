@@ -7,6 +7,13 @@ the training's TensorBoard events (flows/runpage/metrics.py), so the two never d
 A retried report finds the run it made before by the flow run's id (tag
 ``tpurl.flow_run_id``) and logs the same rows again with the same timestamps, which MLflow
 stores once; a retry never makes a second run.
+
+The recipe: each reward function's mean per step is also logged under the function's own
+name (``reward.<name>``), so a team compares one function across runs without knowing
+Tunix's tag; the recipe's digest and function names are params (what the run was made
+with, which MLflow's run comparison lines up) and tags (which its search filters on). A
+param is written once and never changed, and a retry writes the same values, which MLflow
+accepts.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from datetime import datetime
 from flows.config.tracking import MlflowTracking
 from flows.integrations.mlflow_client import mlflow_client
 from flows.run.result import PipelineResult
+from flows.runpage.metrics import logged_tags, reward_function_tag, reward_functions_logged
 
 BATCH = 1000  # MLflow's log_batch takes at most 1000 metrics (mlflow/utils/validation.py)
 _KEY = re.compile(r"[^A-Za-z0-9_\-./ ]")
@@ -39,13 +47,24 @@ def metric_key(name: str) -> str:
     return _KEY.sub("_", name)
 
 
+def reward_function_keys(result: PipelineResult) -> dict[str, str]:
+    """TensorBoard tag → MLflow key (``reward.<function name>``) of each reward function's
+    mean per step (the recipe's functions first, then any other the events name). Pure."""
+    functions = [str(f) for f in result.recipe.get("reward_functions") or []]
+    return {reward_function_tag(name): metric_key(f"reward.{name}")
+            for name in reward_functions_logged(logged_tags(result.metrics), functions)}
+
+
 def metric_rows(result: PipelineResult) -> Iterator[tuple[str, float, int]]:
     """(key, value, step) for everything numeric the run has. Pure."""
+    by_function = reward_function_keys(result)
     for row in result.metrics.get("steps", []):
         step = int(row.get("step", 0))
         for tag, value in row.items():
             if tag != "step" and isinstance(value, int | float):
                 yield metric_key(tag), float(value), step
+                if tag in by_function:
+                    yield by_function[tag], float(value), step
     for stage in result.stages:
         yield f"stage.{stage.stage}.wall_s", stage.duration_s, 0
         yield f"stage.{stage.stage}.chip_hours", stage.chip_hours, 0
@@ -67,6 +86,11 @@ def run_tags(result: PipelineResult, facts: RunFacts) -> dict[str, str]:
     tags.update({f"tpurl.artifact.{name}": uri for name, uri in result.artifacts.items()})
     if result.tensorboard_logdir:
         tags["tpurl.tensorboard_logdir"] = result.tensorboard_logdir
+    recipe = result.recipe
+    if recipe.get("digest"):
+        tags["tpurl.recipe"] = str(recipe["digest"])
+        tags["tpurl.reward_functions"] = ",".join(
+            map(str, recipe.get("reward_functions", []))) or "builtin"
     decision = (result.evaluation or {}).get("decision") or {}
     if decision:
         tags["tpurl.decision"] = "promoted" if decision.get("promoted") else "rejected"
@@ -74,12 +98,27 @@ def run_tags(result: PipelineResult, facts: RunFacts) -> dict[str, str]:
     return tags
 
 
+def run_params(result: PipelineResult) -> dict[str, str]:
+    """What the run was made with, as MLflow params: the recipe's digest, its reward
+    functions in order, and each file's digest (its path is the owner's machine's, a tag
+    would not compare). Empty for a result made before recipes were recorded. Pure."""
+    recipe = result.recipe
+    if not recipe.get("digest"):
+        return {}
+    params = {"recipe_digest": str(recipe["digest"]),
+              "reward_functions": ",".join(map(str, recipe.get("reward_functions", [])))
+              or "builtin"}
+    for role, file in (recipe.get("files") or {}).items():
+        params[f"recipe_{role}_digest"] = str(file.get("digest", ""))
+    return params
+
+
 def log_pipeline_run(config: MlflowTracking, result: PipelineResult, facts: RunFacts,
                      project: str | None = None) -> tuple[str, str]:
     """Create (or find) the run, log everything, mark it finished; returns the experiment's
     and the run's ids.
     Idempotent, so reporting.report may call it again after a failure."""
-    from mlflow.entities import Metric, RunTag
+    from mlflow.entities import Metric, Param, RunTag
 
     client = mlflow_client(config.tracking_uri, config.token, project)
     experiment = client.get_experiment_by_name(config.experiment)
@@ -91,7 +130,8 @@ def log_pipeline_run(config: MlflowTracking, result: PipelineResult, facts: RunF
               client.create_run(experiment_id, run_name=facts.run_name,
                                 start_time=_ms(result.started_at)).info.run_id)
     at = _ms(result.finished_at)
-    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in run_tags(result, facts).items()])
+    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in run_tags(result, facts).items()],
+                     params=[Param(k, v) for k, v in run_params(result).items()])
     metrics = [Metric(key, value, at, step) for key, value, step in metric_rows(result)]
     for start in range(0, len(metrics), BATCH):
         client.log_batch(run_id, metrics=metrics[start:start + BATCH])

@@ -20,7 +20,7 @@ from flows.reference.markdown import table
 PACKAGE = REPO_ROOT / "flows"
 _CODE_SHAPE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-/")
 _AREAS = ("config", "data", "environment", "eval", "gke", "image", "infra", "kueue", "profile",
-          "run", "storage")
+          "recipe", "run", "storage")
 # the one code set from a value rather than a literal: flows/core/failures.py storage_error
 _STORAGE_MODULE = "flows/core/failures.py"
 TROUBLESHOOTING = "troubleshooting.md"

@@ -57,6 +57,9 @@ class PipelineResult(BaseModel):
     # With an eval section: the held-out scores (trained, base), the promotion decision and
     # the model promoted after it (flows/runpage/promotion.py); None without one.
     evaluation: dict[str, Any] | None = None
+    # the recipe the model was trained with (flows/core/recipe_files.py recipe_summary: its
+    # digest, reward function names, files with digests); {} in results made before it
+    recipe: dict[str, Any] = Field(default_factory=dict)
     # the training's TensorBoard event directory (gs:// on GKE): `tensorboard --logdir` it
     tensorboard_logdir: str | None = None
     # where the run was also reported: {"mlflow": run URL, "registry": version}

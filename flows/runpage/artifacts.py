@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import contextvars
 import logging
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
 from flows.announcements.model import Announcement, RunAnnouncement
+from flows.config.profile import Profile
+from flows.core.recipe_files import recipe_summary
 from flows.run.result import PipelineResult
 from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.alignment import per_update, reward_offset
 from flows.runpage.charts import metrics_chart_markdown
 from flows.runpage.lr_schedule import NOTE as LR_NOTE
 from flows.runpage.markdown_text import md_text
+from flows.runpage.metrics import logged_tags, reward_function_tag, reward_functions_logged
+from flows.runpage.recipe import recipe_label, recipe_markdown
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +82,16 @@ def publish_result(result: PipelineResult) -> None:
     stage's outputs are already on the page, flows/runpage/live.py)."""
     key = f"tpurl-{slug(result.profile)}"
     try:
-        rows = metric_rows(result.metrics)
+        functions = result.recipe.get("reward_functions") or []
+        rows = metric_rows(result.metrics, functions)
         if rows:
             shifted = reward_offset(result.metrics.get("steps", []))
             quiet.create("table", quiet.table_data(rows), f"{key}-metrics", (
-                "Training metrics per GRPO update (TensorBoard)" + (
+                "Training metrics per GRPO update (TensorBoard); each reward function's "
+                f"mean is the column of its name ({recipe_label(result.recipe)})" + (
                     "; rewards and completion length are the rollout's, logged at the "
                     "step before the update" if shifted else "") + "; " + LR_NOTE))
-        chart = metrics_chart_markdown(result.metrics)
+        chart = metrics_chart_markdown(result.metrics, functions)
         if chart:
             # the run's own (unkeyed): the metrics table above keeps the history by its key,
             # and each keyed artifact costs an artifact-collection event
@@ -119,6 +126,17 @@ def publish_parity(profile: str, lines: list[str]) -> None:
             f"tpurl-{slug(profile)}-rehearsal-parity", lines[0])
     except Exception as exc:
         log.warning("rehearsal parity artifact not published: %s", exc)
+
+
+def publish_recipe(profile: Profile) -> None:
+    """The Recipe section at the run's start, so a run that fails in training shows it too
+    (flows/runpage/recipe.py says why it is there)."""
+    try:
+        summary = recipe_summary(profile)
+        quiet.create("markdown", recipe_markdown(summary), f"tpurl-{slug(profile.name)}-recipe",
+                     f"Recipe: {recipe_label(summary)}")
+    except Exception as exc:  # a UI nicety never fails a run
+        log.warning("recipe artifact not published: %s", exc)
 
 
 def publish_announcement(profile: str, record: RunAnnouncement) -> None:
@@ -158,13 +176,23 @@ METRIC_COLUMNS = {"rewards/train/mean": "reward_mean", "rewards/train/min": "rew
                   "completions/train/mean_length": "completion_length"}
 
 
-def metric_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+def reward_columns(metrics: dict[str, Any], functions: Sequence[str] = ()) -> dict[str, str]:
+    """tag → column for each reward function's mean: the column is the function's own name,
+    unless that is already a column (``loss``), then ``reward <name>``. Pure."""
+    taken = {"step", *METRIC_COLUMNS.values()}
+    return {reward_function_tag(name): f"reward {name}" if name in taken else name
+            for name in reward_functions_logged(logged_tags(metrics), functions)}
+
+
+def metric_rows(metrics: dict[str, Any], functions: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One row per GRPO update: the rewards of its rollout beside its loss, even where the
-    two are logged at neighbouring steps (flows/runpage/alignment.py, as the chart)."""
+    two are logged at neighbouring steps (flows/runpage/alignment.py, as the chart), and
+    each reward function's mean under its name (``functions``: the recipe's, first)."""
     rows = []
+    columns = {**METRIC_COLUMNS, **reward_columns(metrics, functions)}
     for update in per_update(metrics.get("steps", []))[0]:
         row: dict[str, Any] = {"step": update["step"]}
-        for tag, column in METRIC_COLUMNS.items():
+        for tag, column in columns.items():
             value = update.get(tag)
             row[column] = round(value, 6) if isinstance(value, float) else value
         rows.append(row)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from flows.runpage.alignment import per_update
+from flows.runpage.metrics import logged_tags, reward_function_tag, reward_functions_logged
 
 WIDTH, PANEL_HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 200, 64, 24, 28, 30
 COLORS = ("#2563eb", "#dc2626", "#059669", "#d97706")
@@ -98,15 +100,22 @@ def line_chart(panels: dict[str, dict[str, list[tuple[int, float]]]],
     return "".join(parts)
 
 
-def metrics_chart_markdown(metrics: dict[str, Any]) -> str | None:
-    """Markdown with the reward and loss panels, or None when there is nothing to draw. The
-    steps are the table's (flows/runpage/alignment.py): a rollout's rewards stand at the
-    update they fed, above its loss."""
+def metrics_chart_markdown(metrics: dict[str, Any], functions: Sequence[str] = ()) -> str | None:
+    """Markdown with the reward and loss panels, or None when there is nothing to draw; with
+    a panel of each reward function's mean, a series named by the function
+    (``functions``: the recipe's, first), when the events hold them. The steps are the
+    table's (flows/runpage/alignment.py): a rollout's rewards stand at the update they fed,
+    above its loss."""
     steps, shift = per_update(metrics.get("steps", []))
     rewards = {name: series(steps, f"rewards/train/{tag}")
                for name, tag in (("mean", "mean"), ("max", "max"), ("min", "min"))}
     loss = {"loss": series(steps, "actor/train/loss")}
-    panels = {"reward per step": rewards, "actor loss per step": loss}
+    panels = {"reward per step": rewards}
+    by_function = {name: series(steps, reward_function_tag(name))
+                   for name in reward_functions_logged(logged_tags(metrics), functions)}
+    if by_function:
+        panels["mean reward per function per step"] = by_function
+    panels["actor loss per step"] = loss
     if not any(p for lines in panels.values() for p in lines.values()):
         return None
     svg = line_chart(panels, "GRPO update (TensorBoard step of its loss; rewards are its "

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,3 +250,35 @@ def summarize_run(storage: Storage, run_dir: str,
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+# What Tunix 0.1.8 logs of the rewards, per step: the aggregates over every function's sum
+# (rl/reward_manager.py ``_calculate_scalar_reward_log_metrics``: rewards/sum, mean, min,
+# max) and each function's mean as ``rewards/<fn.__name__>``, which rl/rl_cluster.py
+# ``_log_metrics`` splits at its first "/" into a prefix and a name, and the metrics logger
+# writes as ``<prefix>/<mode>/<name>`` (sft/metrics_logger.py ``log``).
+REWARD_AGGREGATES = frozenset({"sum", "mean", "min", "max"})
+
+
+def reward_function_tag(name: str, mode: str = "train") -> str:
+    """The TensorBoard tag of one reward function's mean per step (Tunix's, above)."""
+    return f"rewards/{mode}/{name}"
+
+
+def logged_tags(metrics: dict[str, Any]) -> set[str]:
+    """Every tag of a ``summarize_run`` summary (its ``tags``, else its steps' keys)."""
+    steps = metrics.get("steps", [])
+    return set(metrics.get("tags") or {tag for step in steps for tag in step}) - {"step"}
+
+
+def reward_functions_logged(tags: Iterable[str], functions: Sequence[str] = (),
+                            mode: str = "train") -> list[str]:
+    """The reward functions whose mean per step the events hold: the recipe's
+    (``functions``) in its order, then any other the events name (MaxText's built-in
+    functions, when the recipe names none). Pure. A function named like an aggregate
+    (``mean``) cannot be told from it and is left out: its tag is the aggregate's."""
+    prefix = f"rewards/{mode}/"
+    found = {tag[len(prefix):] for tag in tags if tag.startswith(prefix)}
+    found = {name for name in found if name and "/" not in name} - REWARD_AGGREGATES
+    ordered = [name for name in functions if name in found]
+    return ordered + sorted(found - set(ordered))

@@ -27,9 +27,11 @@ from flows.core.failures import user_error
 from flows.core.layout import RESULTS_DIR, Layout
 from flows.core.lineage import outside_root
 from flows.core.manifest import build_manifest, manifest_digest
-from flows.core.promotion import Decision, PromotedModel, decide
+from flows.core.promotion import Decision, PromotedModel, decide, recipe_changed
+from flows.core.recipe_files import recipe_summary
 from flows.core.scores import ScoreSummary
 from flows.core.storage import Storage, join
+from flows.runpage.recipe import recipe_label
 
 MODEL_PROMOTED = PROMOTED_EVENT.name
 MODEL_REJECTED = REJECTED_EVENT.name
@@ -111,10 +113,12 @@ def promote_or_reject(storage: Storage, profile: Profile, run: str, evaluation: 
     assert rule is not None
     trained = ScoreSummary.model_validate(evaluation["trained"])
     base = ScoreSummary.model_validate(evaluation["base"])
+    recipe = scored_recipe(evaluation, profile)
     current = read_promoted(storage, profile)
     why = pointer_problem(storage, profile, current) if current is not None else None
     reference = None if why else current  # an untrusted pointer is no reference
-    decision = decide(rule, trained, base, reference, artifacts["hf_export"], score_key)
+    decision = decide(rule, trained, base, reference, artifacts["hf_export"], score_key,
+                      str(recipe.get("digest", "")))
     if why:
         decision.notes.insert(0, f"the promoted pointer is not trusted ({why}): judged as if "
                               "nothing were promoted")
@@ -126,10 +130,25 @@ def promote_or_reject(storage: Storage, profile: Profile, run: str, evaluation: 
                           revision=profile.model.hf_revision,
                           promoted_at=datetime.now(UTC).isoformat(), metric=rule.metric,
                           eval_key=eval_key, score_key=score_key,
+                          recipe_digest=str(recipe.get("digest", "")),
+                          reward_functions=[str(f) for f in recipe.get("reward_functions", [])],
                           export_digest=manifest_digest(build_manifest(storage,
                                                                        artifacts["hf_export"])))
     write_promoted(storage, profile, model)
     return decision, model
+
+
+def scored_recipe(evaluation: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    """The recipe the scores were made under: the evaluate stage's record says it; one
+    recorded before it did was keyed by the same recipe (its key holds the digest), so the
+    profile's is that one."""
+    recorded = evaluation.get("recipe")
+    return dict(recorded) if isinstance(recorded, dict) else recipe_summary(profile)
+
+
+def pointer_recipe(model: PromotedModel) -> dict[str, Any]:
+    """A promoted model's recipe in the summary's shape (no digest: not recorded)."""
+    return {"digest": model.recipe_digest, "reward_functions": model.reward_functions}
 
 
 def emit_decision(profile: str, decision: Decision, evaluation: dict[str, Any],
@@ -156,29 +175,39 @@ def emit_decision(profile: str, decision: Decision, evaluation: dict[str, Any],
 
 
 def comparison_rows(evaluation: dict[str, Any], judged_against: PromotedModel | None,
-                    decision: Decision) -> list[dict[str, Any]]:
+                    decision: Decision, recipe: dict[str, Any] | None = None,
+                    ) -> list[dict[str, Any]]:
     """Base vs trained vs the model promoted *before* the decision (the one this run was
     judged against; after a promotion the pointer names this run, whose row is above), one
-    row per model."""
-    rows = [{"model": "base", **ScoreSummary.model_validate(evaluation["base"]).row()},
+    row per model, each with the recipe its scores were made under (``recipe``: this run's,
+    the base's too; the mean reward is the sum of the recipe's reward functions). The
+    decision names the recipe as well."""
+    mine = recipe if recipe is not None else evaluation.get("recipe")
+    ours = recipe_label(mine)
+    rows = [{"model": "base", **ScoreSummary.model_validate(evaluation["base"]).row(),
+             "recipe": ours},
             {"model": "trained (this run)",
-             **ScoreSummary.model_validate(evaluation["trained"]).row()}]
+             **ScoreSummary.model_validate(evaluation["trained"]).row(), "recipe": ours}]
     if judged_against is not None:
         # judged by lift: its numbers are from its own run's held-out set, and it says so
         elsewhere = decision.basis == "lift"
+        changed = recipe_changed(judged_against, str((mine or {}).get("digest", "")))
         label = (f"promoted before this run ({judged_against.run}"
-                 f"{', its own held-out set' if elsewhere else ''})")
-        rows.append({"model": label, **judged_against.scores.row()})
+                 f"{', another recipe' if changed else ''}"
+                 f"{', its own held-out set' if elsewhere and not changed else ''})")
+        rows.append({"model": label, **judged_against.scores.row(),
+                     "recipe": recipe_label(pointer_recipe(judged_against))})
     for row in rows:
         row["decision"] = ""
     rows[1]["decision"] = ("promoted" if decision.promoted else "rejected") + \
-        f": {decision.reason}" + "".join(f" ({note})" for note in decision.notes)
+        f" under {ours}: {decision.reason}" + "".join(f" ({note})" for note in decision.notes)
     return rows
 
 
 def history_rows(history: list[PromotedModel]) -> list[dict[str, Any]]:
     return [{"promoted_at": m.promoted_at, "run": m.run, "metric": m.metric,
-             **m.scores.row(), "model_uri": m.model_uri} for m in history]
+             **m.scores.row(), "recipe": recipe_label(pointer_recipe(m)),
+             "model_uri": m.model_uri} for m in history]
 
 
 def promoted_lines(storage: Storage, profile: Profile) -> list[str]:
@@ -196,6 +225,7 @@ def promoted_lines(storage: Storage, profile: Profile) -> list[str]:
     return [f"promoted model: {model.model_uri}",
             f"  run {model.run} at {model.promoted_at}, dataset {model.dataset}, revision "
             f"{model.revision}", f"  scores ({model.scores.samples} held-out rows): {scores}",
+            f"  scored under {recipe_label(pointer_recipe(model))}",
             f"  pointer {pointer}"]
 
 
@@ -207,7 +237,8 @@ def publish_promotion(profile: str, rows: list[dict[str, Any]],
 
         quiet.create("table", quiet.table_data(rows), f"tpurl-{profile}-evaluation".lower(),
                      "Held-out scores (value [95 % interval]): base vs trained vs the model "
-                     "promoted before this run, and the decision")
+                     "promoted before this run, the recipe each was scored under, and the "
+                     "decision")
         if history:
             quiet.create("table", quiet.table_data(history),
                          f"tpurl-{profile}-promoted-history".lower(),

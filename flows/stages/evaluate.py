@@ -14,6 +14,7 @@ one of either makes the stage run again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flows.config.eval_hours import eval_rows
@@ -41,6 +42,8 @@ from flows.core.lineage import (
     write_record,
 )
 from flows.core.manifest import LOGS_DIR, build_manifest, manifest_problems
+from flows.core.recipe_files import recipe_summary
+from flows.core.reward_failures import explain_reward_failure
 from flows.core.scores import ScoreSummary, parse_scores, summarize
 from flows.core.stage import ProgramStage, StageContext, StageOutput, built_image
 
@@ -126,11 +129,17 @@ class EvaluateStage(ProgramStage):
             return False
         return True
 
-    def _explained(self, failure: BaseException) -> BaseException:
-        """A held-out set that is not held out (or is empty) is the user's to fix; the
-        program says so on a marked line."""
+    def _explained(self, failure: BaseException,
+                   read_log: Callable[[str], str | None] | None = None) -> BaseException:
+        """A held-out set that is not held out (or is empty), and a reward function of the
+        recipe that broke its contract (the evaluation's mean reward calls the training's
+        functions), are the user's to fix; the program says so on a marked line. ``read_log``
+        (the stage's storage) finds a marked line the log tail no longer holds."""
         if not isinstance(failure, StageFailed):
             return failure
+        reward = explain_reward_failure(self.name, failure, read_log or (lambda uri: None))
+        if reward is not failure:
+            return reward
         detail = failure.diagnosis.detail or ""
         if "EVAL-OVERLAP" not in detail and "EVAL-EMPTY" not in detail:
             return failure
@@ -170,7 +179,7 @@ class EvaluateStage(ProgramStage):
             self._keep_base(ctx)
         for outcome in outcomes.values():
             if isinstance(outcome, BaseException):
-                raise self._explained(outcome)
+                raise self._explained(outcome, ctx.storage.read_text)
         return [o for o in outcomes.values() if isinstance(o, WorkloadRun)]
 
     def _keep_base(self, ctx: StageContext) -> None:
@@ -201,7 +210,9 @@ class EvaluateStage(ProgramStage):
         trained, base = self._summary(ctx, "trained"), self._summary(ctx, "base")
         details: dict[str, Any] = {"trained": trained.model_dump(), "base": base.model_dump(),
                                    "base_key": base_eval_key(ctx.profile),
-                                   "held_out": held_out_description(ctx.profile)}
+                                   "held_out": held_out_description(ctx.profile),
+                                   # the mean reward is the recipe's functions' sum: named
+                                   "recipe": recipe_summary(ctx.profile)}
         if "base_cached" in ctx.scratch:
             details["base_cached"] = ctx.scratch["base_cached"]
         return ({"scores": eval_dir(ctx.layout, "trained"),

@@ -11,9 +11,11 @@ from typing import Any
 
 from flows.config.profile import Profile
 from flows.core.backend import Backend, StageWork, WorkloadRun
-from flows.core.failures import user_error
+from flows.core.failures import StageFailed, user_error
 from flows.core.layout import Layout, train_key
 from flows.core.programs import train_workload
+from flows.core.recipe_files import recipe_summary
+from flows.core.reward_failures import explain_reward_failure
 from flows.core.stage import (
     ProgramStage,
     StageContext,
@@ -57,8 +59,15 @@ class TrainStage(ProgramStage):
         if existing is not None:
             ctx.logger.info("resuming run %s from actor checkpoint %d", ctx.layout.run_name,
                             existing)
-        return [ctx.backend.run_workload(workload, ctx.layout.log(ctx.layout.train_run_dir,
-                                                                  workload.name))]
+        try:
+            run = ctx.backend.run_workload(workload, ctx.layout.log(ctx.layout.train_run_dir,
+                                                                    workload.name))
+        except StageFailed as exc:  # a broken reward function is the team's, never retried
+            explained = explain_reward_failure(self.name, exc, ctx.storage.read_text)
+            if explained is exc:
+                raise
+            raise explained from exc
+        return [run]
 
     def _prune_after_failure(self, ctx: StageContext) -> None:
         """A failed attempt's half-written checkpoints (orbax temporaries) go, whatever the
@@ -87,5 +96,8 @@ class TrainStage(ProgramStage):
                              "training stopped early; read the train log")
         summary = summarize_run(ctx.storage, layout.train_run_dir,  # metrics never fail it
                                 warn=lambda text: ctx.logger.warning("%s", text))
+        # the recipe it trained with, by content: the run page, the result and the trackers
+        # show which reward functions made these metrics
         return ({"run_dir": layout.train_run_dir, "actor_checkpoint": layout.actor_params(step)},
-                {"newest_step": step, "metrics": summary})
+                {"newest_step": step, "metrics": summary,
+                 "recipe": recipe_summary(ctx.profile)})

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import statistics
 from pathlib import Path
 from urllib.parse import urlparse
@@ -100,6 +101,10 @@ def test_grpo_ran_two_steps_with_varying_rewards(first_run):
     assert len(steps) >= 2, first_run.metrics
     reward_tags = [t for t in first_run.metrics["tags"] if "reward" in t.lower()]
     assert reward_tags, first_run.metrics["tags"]
+    # the recipe's function, served through the guard under its own name (functools.wraps),
+    # is logged by Tunix as its own tag and named in the result
+    assert first_run.recipe["reward_functions"] == ["ascii_fraction_reward"], first_run.recipe
+    assert "rewards/train/ascii_fraction_reward" in reward_tags, reward_tags
     for step in steps:
         for key, value in step.items():
             if key != "step" and value is not None:
@@ -280,6 +285,29 @@ def test_a_changed_base_model_reconverts_and_a_train_error_then_fails_at_once(fi
     assert layout.sources_dir != first_sources
 
 
+def test_a_broken_reward_function_fails_train_at_once_naming_it(first_run, root, tmp_path):
+    """A recipe whose function returns one score too few, through the real train_rl and
+    the guard: Tunix would sum what it got; the guard stops the program on its marked line,
+    and the train stage makes that the user's error naming the function. The traceback
+    through JAX and Tunix after the line is longer than the tail a diagnosis keeps, so this
+    also proves the line is read from the whole log. Image, infra and convert are the first
+    run's, skipped; the train fails at its first rollout."""
+    team = tmp_path / "team_rewards.py"
+    team.write_text("def short_by_one(prompts, completions, **kwargs):\n"
+                    "    return [0.5] * (len(completions) - 1)\n")
+    overrides = {"local.root": str(root), "recipe.rewards.file": str(team),
+                 "recipe.rewards.functions": "short_by_one", **NO_EVAL}
+    with pytest.raises(StageFailed) as caught:
+        rl_post_training(profile="rehearsal", overrides=overrides)
+    diagnosis = caught.value.diagnosis
+    assert caught.value.stage == "train" and diagnosis.category == "user-error"
+    assert diagnosis.code == "recipe/reward" and not diagnosis.retryable
+    said = re.fullmatch(r"the recipe's reward function short_by_one: returned (\d+) scores "
+                        r"for (\d+) completions", diagnosis.summary)
+    assert said and int(said[1]) == int(said[2]) - 1, diagnosis.summary
+    assert caught.value.log_uri and _path(caught.value.log_uri).is_file()
+
+
 DECISIONS = ("tpurl.model.promoted", "tpurl.model.rejected")
 
 
@@ -329,7 +357,8 @@ def test_events_artifacts_and_no_secret_anywhere(first_run, root):
             key=ArtifactFilterKey(like_="tpurl-rehearsal-")))
         keys = {a.key for a in artifacts}
         assert {"tpurl-rehearsal-stages", "tpurl-rehearsal-local-runs-hf-export",
-                "tpurl-rehearsal-metrics", "tpurl-rehearsal-evaluation"} <= keys, keys
+                "tpurl-rehearsal-metrics", "tpurl-rehearsal-evaluation",
+                "tpurl-rehearsal-recipe"} <= keys, keys
         texts = [first_run.model_dump_json(), str(names),
                  *(e.model_dump_json() for e in events),
                  *(str(a.data) for a in artifacts)]

@@ -4,7 +4,10 @@ Each "program" writes what the real one leaves behind (the orbax layout of to_ma
 checkpoints of train_rl, the HF files of to_huggingface), so the real Stage.execute, the real
 lineage records and the real output checks (flows/core/verify.py) decide skip and rerun in
 milliseconds. Faults are injected per workload name: ``damage[name]`` makes the program leave
-an incomplete output, as a program cut short or a converter bug would.
+an incomplete output, as a program cut short or a converter bug would; ``failing[name]``
+makes it print those lines and exit 1, diagnosed from its log tail as the local backend does
+(flows/backends/local/backend.py ``run_workload``: the whole output in the log, the last
+``TAIL_LINES`` through ``diagnose_exit``).
 
 Checkpoints get a data file with a random name, as orbax's OCDBT store names them
 (tensorstore/kvstore/ocdbt/index.rst: ``d/<128-bit random identifier>``), so a rerun's
@@ -22,10 +25,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from flows.backends.local.backend import TAIL_LINES
 from flows.backends.local.runtime import LocalRuntime
 from flows.config import load_profile
 from flows.config.profile import Profile
 from flows.core.backend import ProgramSetup, StageWork, WorkloadRun
+from flows.core.failures import StageFailed, diagnose_exit
 from flows.core.layout import Layout
 from flows.core.lineage import LineageRecord
 from flows.core.manifest import LOGS_DIR
@@ -88,6 +93,7 @@ class FakeStageBackend:
         self.image, self.infra = MarkerStep(self, "image"), MarkerStep(self, "infra")
         self.runs: Counter[str] = Counter()
         self.damage: set[str] = set()
+        self.failing: dict[str, list[str]] = {}  # workload name -> what it prints, exit 1
         # what each evaluation "program" scores: mean reward (and accuracy) per model
         self.scores: dict[str, float] = {"evaluate-base": 0.40, "evaluate-trained": 0.55}
         self.logger = logging.getLogger("tpurl-tests")
@@ -97,6 +103,10 @@ class FakeStageBackend:
 
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
         self.runs[workload.name] += 1
+        if (printed := self.failing.get(workload.name)) is not None:
+            self.write(log_uri, "\n".join([workload.command_line(), *printed]) + "\n")
+            raise StageFailed(workload.name.split("-")[0], diagnose_exit(workload.name, 1,
+                                                           printed[-TAIL_LINES:]), log_uri)
         damaged = workload.name in self.damage
         layout = self.layout
         if workload.name == "convert-hf-to-maxtext":

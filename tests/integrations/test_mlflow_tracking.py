@@ -125,3 +125,37 @@ def _run_name(state) -> str:
 
     with get_client(sync_client=True) as client:
         return str(client.read_flow_run(state.state_details.flow_run_id).name)
+
+
+def test_each_reward_function_and_the_recipe_are_logged_by_name(
+        mlflow_server: MlflowServer, tmp_path: Path) -> None:
+    """A recipe of two functions: each one's mean per step under ``reward.<its name>`` (and
+    under Tunix's own tag), the recipe's digest and functions as params and tags."""
+    from mlflow import MlflowClient
+
+    from flows.core.recipe_files import recipe_summary
+    from tests.support.tfevents import reward_function_events
+
+    run_dir = tmp_path / "train" / "rl-r"
+    (run_dir / "tensorboard").mkdir(parents=True)
+    (run_dir / "tensorboard" / "events.out.tfevents.1.host").write_bytes(reward_function_events(
+        {"exact_answer": [0.0, 0.25, 0.5], "short_answer": [0.5, 0.625, 0.75]}))
+    profile = _profile(mlflow_server, "recipes")
+    recipe = {**recipe_summary(profile), "reward_functions": ["exact_answer", "short_answer"]}
+    result = _result(tmp_path).model_copy(update={
+        "metrics": summarize_run(LocalStorage(), run_dir.as_uri()), "recipe": recipe})
+    facts = RunFacts("rehearsal-recipe", "flow-run-recipe", {})
+    assert report_run(profile, result, facts, delays_s=(0.1,))
+    assert report_run(profile, result, facts, delays_s=(0.1,))  # a retry: same params, accepted
+
+    client = MlflowClient(mlflow_server.uri)
+    [run] = client.search_runs([client.get_experiment_by_name("recipes").experiment_id])
+    for name, means in (("exact_answer", [0.0, 0.25, 0.5]), ("short_answer", [0.5, 0.625, 0.75])):
+        history = client.get_metric_history(run.info.run_id, f"reward.{name}")
+        assert sorted((m.step, m.value) for m in history) == list(enumerate(means))
+        assert len(client.get_metric_history(run.info.run_id, f"rewards/train/{name}")) == 3
+    params, tags = run.data.params, run.data.tags
+    assert params["recipe_digest"] == tags["tpurl.recipe"] == recipe["digest"] != "builtin"
+    assert params["reward_functions"] == tags["tpurl.reward_functions"] == \
+        "exact_answer,short_answer"
+    assert params["recipe_rewards_digest"] == recipe["files"]["rewards"]["digest"]

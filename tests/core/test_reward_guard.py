@@ -1,0 +1,167 @@
+"""The guard in front of a recipe's reward functions (images/rehearsal/reward_guard.py), run
+as MaxText runs it: loaded from its file, asked for each name with ``getattr``
+(``utils_rl.load_custom_callable``), and called as Tunix 0.1.8 calls a reward function
+(``rl/reward_manager.py``: ``fn(prompts=..., completions=..., mode=..., **columns)``). Its
+marked line is read back by the stages' parser (flows/core/reward_failures.py), so the two
+ends of the contract are tested against each other."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from flows.core.recipe_files import (
+    GUARD_PROGRAM,
+    REWARD_ERROR_MARK,
+    REWARDS_FILE_ENV,
+    REWARDS_NAMES_ENV,
+)
+from flows.core.reward_failures import reward_error
+
+TEAM_FILE = '''
+import math
+
+def raises(prompts, completions, **kwargs):
+    raise KeyError("answer")
+
+def says_text(prompts, completions, **kwargs):
+    return "1.0"
+
+def too_few(prompts, completions, **kwargs):
+    return [1.0] * (len(completions) - 1)
+
+def not_finite(prompts, completions, **kwargs):
+    return [0.5, math.nan, 0.5][:len(completions)]
+
+def a_bool(prompts, completions, **kwargs):
+    return [True for _ in completions]
+
+def good(prompts: list[str], completions: list[str], answer: list[str] | None = None,
+         **kwargs) -> list[float]:
+    """The team's docstring."""
+    return [float(len(c)) for c in completions]
+
+def as_array(prompts, completions, **kwargs):
+    import numpy
+    return numpy.arange(len(completions), dtype=numpy.float32)
+
+def nested(prompts, completions, **kwargs):
+    import numpy
+    return numpy.ones((len(completions), 2))
+'''
+NAMES = "raises,says_text,too_few,not_finite,a_bool,good,as_array,nested"
+CALL: dict[str, Any] = {"prompts": ["p1", "p2", "p3"], "completions": ["a", "bb", "ccc"],
+                        "mode": "train", "answer": ["1", "2", "3"]}
+
+
+@pytest.fixture
+def guard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """A fresh import of the guard file (its loaded team module is per import), as
+    MaxText's ``load_custom_callable`` imports the file ``reward_functions_path`` names."""
+    team = tmp_path / "team_rewards.py"
+    team.write_text(TEAM_FILE)
+    monkeypatch.setenv(REWARDS_FILE_ENV, str(team))
+    monkeypatch.setenv(REWARDS_NAMES_ENV, NAMES)
+    spec = importlib.util.spec_from_file_location(f"guard_{tmp_path.name}", GUARD_PROGRAM)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("raises", "raised KeyError: 'answer'"),
+    ("says_text", "returned str, not a list of one number per completion (3)"),
+    ("too_few", "returned 2 scores for 3 completions"),
+    ("not_finite", "score 1 is nan, not a finite number"),
+    ("a_bool", "score 0 is bool True, not a number"),
+    ("nested", "score 0 is list [1.0, 1.0], not a number"),
+])
+def test_a_broken_function_stops_on_a_marked_line_naming_it(
+        guard: ModuleType, capsys: pytest.CaptureFixture[str], name: str, problem: str) -> None:
+    function = getattr(guard, name)
+    with pytest.raises(guard.RecipeRewardError, match=name):
+        function(**CALL)
+    printed = capsys.readouterr().err
+    assert reward_error(printed) == (name, problem)
+    (line,) = [ln for ln in printed.splitlines() if REWARD_ERROR_MARK in ln]
+    assert json.loads(line.split(REWARD_ERROR_MARK, 1)[1]) == {"function": name,
+                                                               "problem": problem}
+
+
+def test_a_good_function_keeps_its_name_and_signature(guard: ModuleType,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Tunix logs ``rewards/<mode>/<fn.__name__>`` and inspects the signature for the
+    columns it passes: the wrapper must look like the team's function to both."""
+    team = guard._team_module()
+    wrapped = guard.good
+    assert wrapped.__name__ == "good" and wrapped.__doc__ == "The team's docstring."
+    assert inspect.signature(wrapped) == inspect.signature(team.good)
+    assert list(inspect.signature(wrapped).parameters) == ["prompts", "completions", "answer",
+                                                           "kwargs"]
+    assert wrapped(**CALL) == [1.0, 2.0, 3.0]  # a plain list, no numpy involved
+    assert guard.as_array(**CALL) == [0.0, 1.0, 2.0]  # an array of the right length passes
+    assert REWARD_ERROR_MARK not in capsys.readouterr().err
+
+
+def test_only_the_listed_names_are_served(guard: ModuleType,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(REWARDS_NAMES_ENV, "good")
+    with pytest.raises(AttributeError):
+        _ = guard.raises
+    assert guard.good(**CALL) == [1.0, 2.0, 3.0]
+
+
+def test_a_listed_name_the_file_lacks_is_reported(guard: ModuleType,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(REWARDS_NAMES_ENV, "absent")
+    with pytest.raises(guard.RecipeRewardError):
+        _ = guard.absent
+    found = reward_error(capsys.readouterr().err)
+    assert found is not None and found[0] == "absent" and "defines no function absent" in found[1]
+
+
+def test_the_program_stops_with_the_line_in_its_output(tmp_path: Path) -> None:
+    """A real process, as train_rl runs: the guard's import by path, a broken call, the line
+    on stderr and a non-zero exit, the way the backends see it."""
+    team = tmp_path / "team_rewards.py"
+    team.write_text(TEAM_FILE)
+    script = ("import importlib.util, sys\n"
+              f"spec = importlib.util.spec_from_file_location('guard', {str(GUARD_PROGRAM)!r})\n"
+              "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+              "module.too_few(prompts=['p'] * 4, completions=['c'] * 4, mode='train')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={REWARDS_FILE_ENV: str(team), REWARDS_NAMES_ENV: NAMES},
+                          timeout=60, check=False)
+    assert done.returncode != 0
+    assert reward_error(done.stderr) == ("too_few", "returned 3 scores for 4 completions")
+    assert "RecipeRewardError: reward function too_few" in done.stderr
+
+
+def test_a_team_file_that_does_not_import_is_reported(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      ) -> None:
+    team = tmp_path / "broken.py"
+    team.write_text("import not_a_module_anywhere\n")
+    monkeypatch.setenv(REWARDS_FILE_ENV, str(team))
+    monkeypatch.setenv(REWARDS_NAMES_ENV, "good")
+    spec = importlib.util.spec_from_file_location("guard_broken", GUARD_PROGRAM)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(module.RecipeRewardError):
+        _ = module.good
+    found = reward_error(capsys.readouterr().err)
+    assert found is not None and found[0] == "(loading)"
+    assert "ModuleNotFoundError" in found[1]
+
