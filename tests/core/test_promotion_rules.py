@@ -42,7 +42,7 @@ def test_the_same_held_out_set_compares_scores_with_the_promoted_model() -> None
 
 
 @pytest.mark.parametrize(("key", "why"), [
-    ("other", "on another held-out set or with other evaluation settings"),
+    ("other", "on another held-out set, with other evaluation settings or under another recipe"),
     ("", "before its held-out set was recorded"),
 ])
 def test_another_held_out_set_compares_lifts_and_says_why(key: str, why: str) -> None:
