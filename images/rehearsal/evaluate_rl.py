@@ -160,6 +160,8 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
             "partial_accuracy_pct": float(partial), "format_accuracy_pct": float(format_accuracy),
             "format_correct": round(float(format_accuracy) * int(total) / 100.0, 6),
             "mean_reward": float(mean_reward), "rewards": recorder.samples,
+            # the functions that scored, as MaxText built them (a recipe's through its guard)
+            "reward_functions": [str(getattr(fn, "__name__", fn)) for fn in reward_fns],
             "eval_mode": str(getattr(config, "eval_mode", "pass")),
             "num_eval_passes": int(config.num_eval_passes),
             "sampling": str(config.eval_sampling_strategy),

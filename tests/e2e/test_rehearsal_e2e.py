@@ -131,6 +131,8 @@ def test_evaluation_scores_both_models_and_decides_promotion(first_run, root):
         assert scores["total"] == 2 and scores["overlap"] == 0
         assert scores["trained_rows_checked"] == 2
         assert math.isclose(scores["mean_reward"], statistics.mean(scores["rewards"]))
+        # both models judged by the recipe's function (through its guard), not MaxText's own
+        assert scores["reward_functions"] == ["ascii_fraction_reward"], scores
         summary = evaluation[which]
         assert summary["samples"] == 2
         assert summary["mean_reward"]["low"] <= summary["mean_reward"]["value"] <= \
@@ -214,15 +216,19 @@ WANDB = {"tracking.wandb.project": "grpo-rehearsal", "tracking.wandb.mode": "off
          "tracking.wandb.api_key.env": "WB_KEY_FOR_TEST"}
 WANDB_KEY = os.urandom(20).hex()
 LEARNING_RATE = {"train.args.learning_rate": "2e-3"}
+# a dataset processor of the team's: it enters the training's key, as the learning rate does
+PROCESSOR = Path(__file__).parents[1] / "support" / "recipes" / "delegating_processor.py"
 
 
 @pytest.fixture(scope="module")
 def lr_rerun(first_run, root) -> tuple[PipelineResult, Layout]:
-    """The rerun with a changed learning rate, tracked to W&B offline; with its Layout."""
+    """The rerun with a changed learning rate and a dataset processor of the team's, tracked
+    to W&B offline; with its Layout."""
     outside = {n: os.environ.pop(n) for n in ("WANDB_API_KEY", "WANDB_PROJECT", "WANDB_MODE",
                                                "WANDB_DIR") if n in os.environ}
     os.environ["WB_KEY_FOR_TEST"] = WANDB_KEY
-    overrides = {"local.root": str(root), **LEARNING_RATE, **WANDB, **NO_EVAL}
+    overrides = {"local.root": str(root), **LEARNING_RATE, **WANDB, **NO_EVAL,
+                 "recipe.dataset_processor": str(PROCESSOR)}
     try:
         layout = Layout(load_profile("rehearsal", overrides))
         return rl_post_training(profile="rehearsal", overrides=overrides), layout
@@ -237,6 +243,15 @@ def test_changed_learning_rate_reruns_train_and_export_only(first_run, lr_rerun)
                                   "train": "ran", "export": "ran"}
     assert changed.artifacts["maxtext_checkpoint"] == first_run.artifacts["maxtext_checkpoint"]
     assert changed.artifacts["trained_checkpoint"] != first_run.artifacts["trained_checkpoint"]
+
+
+def test_the_teams_dataset_processor_is_the_one_maxtext_used(lr_rerun):
+    """MaxText's prepare_datasets logs the file whose process_data it loaded: the recipe's,
+    where the rehearsal reads it."""
+    changed, layout = lr_rerun
+    assert changed.recipe["files"]["dataset_processor"]["path"] == str(PROCESSOR)
+    log = _path(layout.log(layout.train_run_dir, "train-grpo")).read_text()
+    assert f"using custom process_data from {PROCESSOR}" in log
 
 
 def test_the_real_training_logs_to_the_profiles_wandb_project_offline(lr_rerun):

@@ -47,7 +47,8 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 VARIANTS = [
     ("tutorial", {}),
     ("two-slices", {"gke.num_slices": "2"}),
-    ("4x4", {"gke.topology": "4x4"}),
+    ("4x4", {"gke.topology": "4x4", "model.maxtext_name": "qwen3-8b",  # 30B fits no 4x4
+             "model.hf_repo": "Qwen/Qwen3-8B"}),
     ("8x8-tpu-hosts", {"gke.topology": "8x8", "gke.conversion_placement": "tpu-hosts"}),
     ("evaluating", {"eval.batches": "2"}),
     ("evaluating-two-slices-spot", {"eval.batches": "2", "gke.num_slices": "2",
