@@ -131,6 +131,19 @@ V6E_DEFAULT_PRICES: dict[CapacityMode, ModePrice] = {
 }
 
 
+# The cited defaults of each generation (flows/config/tpu.py's keys). v5p and tpu7x have
+# none: Google's pricing page (https://cloud.google.com/tpu/pricing) as it could be read on
+# 2026-12-06 showed the v2–v4 tables only, so no figure is put here for them. A profile on
+# them states its own prices (gke.prices, with source and date), and the plan's comparison
+# of generations says "price unknown" for a mode without one.
+GENERATION_PRICES: dict[str, dict[CapacityMode, ModePrice]] = {"v6e": V6E_DEFAULT_PRICES}
+
+
+def default_prices(generation: str) -> dict[CapacityMode, ModePrice]:
+    """The cited prices a profile on ``generation`` starts from (none for an unpriced one)."""
+    return dict(GENERATION_PRICES.get(generation, {}))
+
+
 def price_for(prices: dict[CapacityMode, ModePrice], mode: str) -> tuple[ModePrice, str]:
     """What a pool of capacity ``mode`` bills per chip-hour, and how to say whose price it is:
     the profile's price for that mode, else the cited on-demand default (spot and flex-start
