@@ -150,8 +150,13 @@ def price_for(prices: dict[CapacityMode, ModePrice], mode: str) -> tuple[ModePri
     ship none; a pool left by another mode is priced all the same, never at zero)."""
     if is_capacity_mode(mode) and mode in prices:
         return prices[mode], f"{mode} price"
-    fallback = prices.get("on-demand") or V6E_DEFAULT_PRICES["on-demand"]
-    return fallback, f"on-demand price: gke.prices has no {mode}"
+    if "on-demand" in prices or not prices:
+        fallback = prices.get("on-demand") or V6E_DEFAULT_PRICES["on-demand"]
+        return fallback, f"on-demand price: gke.prices has no {mode}"
+    # a generation without a cited on-demand price (flows/config/tpu.py): the dearest the
+    # profile gives, never v6e's figure for another generation's chips
+    dearest = max(prices, key=lambda m: prices[m].usd_per_chip_hour)
+    return prices[dearest], f"{dearest} price, the dearest of gke.prices: it has no {mode}"
 
 
 def reservation_kept(reservation: str, zone: str, project: str, usd_per_hour: float) -> str:

@@ -32,6 +32,7 @@ class TpuGeneration:
     peak_bf16_tflops: float  # per chip, Google's architecture page
     quota_family: str  # the part of Compute Engine's TPU quota metric that names it
     blueprint_example: str  # Cluster Toolkit's example this generation's node pool copies
+    flavor_prefix: str  # Kueue's TPU ResourceFlavor: <prefix>-flavor, <prefix>-<mode>-flavor
 
 
 # Sources, read 2026-12-06:
@@ -52,14 +53,16 @@ class TpuGeneration:
 #   gke-tpu-v6e-advanced.yaml and examples/gke-tpu-7x/gke-tpu-7x-advanced.yaml (its pool uses
 #   a HIGH_THROUGHPUT workload_policy of accelerator_topology instead of tpu_topology, as GKE's
 #   Ironwood page says: "This policy replaces the --tpu-topology flag"); no v5p example ships.
+# - Kueue flavor names: each example's kueue-configuration.yaml.tftpl names its TPU
+#   ResourceFlavor tpuv6e-flavor and tpu7x-flavor; v5p's, with no example, follows v6e's form.
 TPU_GENERATIONS: dict[str, TpuGeneration] = {
     g.name: g
     for g in (
         TpuGeneration("v6e", "tpu-v6e-slice", "tpuv6e", 32 * 10**9, 918.0, "V6E",
-                      "examples/gke-tpu-v6e/gke-tpu-v6e-advanced.yaml"),
-        TpuGeneration("v5p", "tpu-v5p-slice", "tpuv5", 95 * 10**9, 459.0, "V5P", ""),
+                      "examples/gke-tpu-v6e/gke-tpu-v6e-advanced.yaml", "tpuv6e"),
+        TpuGeneration("v5p", "tpu-v5p-slice", "tpuv5", 95 * 10**9, 459.0, "V5P", "", "tpuv5p"),
         TpuGeneration("tpu7x", "tpu7x", "tpu7x", 192 * 10**9, 2307.0, "TPU7X",
-                      "examples/gke-tpu-7x/gke-tpu-7x-advanced.yaml"),
+                      "examples/gke-tpu-7x/gke-tpu-7x-advanced.yaml", "tpu7x"),
     )
 }
 

@@ -117,3 +117,33 @@ def test_preflight_says_whether_the_blueprint_builds_the_generations_pool(
     if status == "fail":
         assert found is not None and found.issue.field == "gke.machine_type"
         assert "workload policy" in found.issue.problem and "2x2x1" in found.issue.fix
+
+
+@pytest.mark.parametrize("generation", sorted(SLICES))
+def test_kueue_flavors_and_quota_follow_the_generation(generation: str) -> None:
+    """The TPU flavors' node labels (what Kueue admits the pods onto) and the quota metric
+    family pre-flight looks for are the generation's, from the table."""
+    from flows.backends.gke.infra.kueue_config import planned_kueue
+    from flows.backends.gke.infra.preflight.capacity import _quota_family
+    from flows.backends.gke.infra.settings import settings_from_profile
+
+    s = settings_from_profile(load_profile(TUTORIAL, _overrides(TUTORIAL, generation),
+                                           environ={}))
+    facts = TPU_GENERATIONS[generation]
+    kueue = planned_kueue(s)
+    tpu = {name: f for name, f in kueue["flavors"].items() if name != "cpu-np-flavor"}
+    assert list(tpu) == [f"{facts.flavor_prefix}-flavor"]  # the tutorial's reservation
+    assert tpu[f"{facts.flavor_prefix}-flavor"]["spec"]["nodeLabels"][
+        "cloud.google.com/gke-tpu-accelerator"] == facts.accelerator_label
+    queued = [f["name"] for g in kueue["cluster_queue"]["spec"]["resourceGroups"]
+              for f in g["flavors"]]
+    assert f"{facts.flavor_prefix}-flavor" in queued
+    assert _quota_family(s) == facts.quota_family
+
+
+def test_a_left_pool_of_an_unpriced_generation_is_not_priced_at_v6e_rates() -> None:
+    from flows.config.capacity import ModePrice, price_for
+
+    quote = ModePrice(usd_per_chip_hour=4.0, source="a quote", as_of="2026-12-01")
+    price, said = price_for({"reservation": quote}, "spot")
+    assert price == quote and said.startswith("reservation price")
