@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("--compare-capacity", action="store_true",
                              help="also compare the capacity modes' TPU chip-hours and dollars "
                                   "(GKE profiles)")
+            cmd.add_argument("--compare-tpu", action="store_true",
+                             help="also compare the TPU generations (v6e, v5p, tpu7x) that fit "
+                                  "the model: chips, $/hour per capacity mode, estimated "
+                                  "training time and $ per run (GKE profiles)")
         if name == "run":
             cmd.add_argument("--json", action="store_true", help="print the result as JSON")
     down = _described(sub, "teardown", "destroy the profile's cluster (the bucket is kept "
@@ -338,6 +342,10 @@ def _plan(args: argparse.Namespace, loaded: _Loaded) -> int:
         from flows.backends.gke.infra.cost import compare_capacity
 
         print("\n" + "\n".join(compare_capacity(profile)))
+    if args.compare_tpu and profile.gke is not None:
+        from flows.operations.compare_tpu import compare_tpu
+
+        print("\n" + "\n".join(compare_tpu(profile)))
     if args.out:
         from flows.core.root_space import storage_failure
 

@@ -131,14 +131,32 @@ V6E_DEFAULT_PRICES: dict[CapacityMode, ModePrice] = {
 }
 
 
+# The cited defaults of each generation (flows/config/tpu.py's keys). v5p and tpu7x have
+# none: Google's pricing page (https://cloud.google.com/tpu/pricing) as it could be read on
+# 2026-12-06 showed the v2–v4 tables only, so no figure is put here for them. A profile on
+# them states its own prices (gke.prices, with source and date), and the plan's comparison
+# of generations says "price unknown" for a mode without one.
+GENERATION_PRICES: dict[str, dict[CapacityMode, ModePrice]] = {"v6e": V6E_DEFAULT_PRICES}
+
+
+def default_prices(generation: str) -> dict[CapacityMode, ModePrice]:
+    """The cited prices a profile on ``generation`` starts from (none for an unpriced one)."""
+    return dict(GENERATION_PRICES.get(generation, {}))
+
+
 def price_for(prices: dict[CapacityMode, ModePrice], mode: str) -> tuple[ModePrice, str]:
     """What a pool of capacity ``mode`` bills per chip-hour, and how to say whose price it is:
     the profile's price for that mode, else the cited on-demand default (spot and flex-start
     ship none; a pool left by another mode is priced all the same, never at zero)."""
     if is_capacity_mode(mode) and mode in prices:
         return prices[mode], f"{mode} price"
-    fallback = prices.get("on-demand") or V6E_DEFAULT_PRICES["on-demand"]
-    return fallback, f"on-demand price: gke.prices has no {mode}"
+    if "on-demand" in prices or not prices:
+        fallback = prices.get("on-demand") or V6E_DEFAULT_PRICES["on-demand"]
+        return fallback, f"on-demand price: gke.prices has no {mode}"
+    # a generation without a cited on-demand price (flows/config/tpu.py): the dearest the
+    # profile gives, never v6e's figure for another generation's chips
+    dearest = max(prices, key=lambda m: prices[m].usd_per_chip_hour)
+    return prices[dearest], f"{dearest} price, the dearest of gke.prices: it has no {mode}"
 
 
 def reservation_kept(reservation: str, zone: str, project: str, usd_per_hour: float) -> str:

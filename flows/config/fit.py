@@ -41,13 +41,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from flows.config.maxtext_models import Architecture
+from flows.config.tpu import TPU_GENERATIONS
 
-# HBM per chip, bytes, as Google's TPU pages give it (https://cloud.google.com/tpu/docs/v6e,
-# /v5p, /tpu7x: 32 GB, 95 GB, 192 GB). Decimal gigabytes: the smaller reading of "GB".
-# v5p and tpu7x are here for the estimate only; tpu.py lists the machine types a profile may
-# name, and those are v6e.
-HBM_BYTES_PER_CHIP: dict[str, int] = {"v6e": 32 * 10**9, "v5p": 95 * 10**9,
-                                      "tpu7x": 192 * 10**9}
+# HBM per chip, bytes: the generation table's (flows/config/tpu.py, where each is cited)
+HBM_BYTES_PER_CHIP: dict[str, int] = {name: g.hbm_bytes_per_chip
+                                      for name, g in TPU_GENERATIONS.items()}
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "int8": 1}
 ACTIVATION_BYTES = 2  # MaxText's ``dtype: bfloat16`` (base.yml) for activations and KV cache
 LOGIT_BYTES = 4  # the loss's log-softmax runs in float32

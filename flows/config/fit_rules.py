@@ -36,8 +36,8 @@ from flows.config.tpu import (
 
 
 def generation_of(machine: TpuMachine) -> str:
-    """``tpu-v6e-slice`` → ``v6e``: the key of the HBM table."""
-    return machine.accelerator_label.removeprefix("tpu-").removesuffix("-slice")
+    """The machine's generation (``v6e``): the key of the HBM table."""
+    return machine.generation
 
 
 def _arg(args: dict[str, Scalar], defaults: dict[str, Scalar], *keys: str) -> Scalar:

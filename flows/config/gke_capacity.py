@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from flows.config.capacity import (
     CHAIN_FIX,
@@ -22,6 +22,7 @@ from flows.config.capacity import (
     ModePrice,
     chain_of,
     chain_problem,
+    default_prices,
     is_capacity_mode,
     listed_modes,
 )
@@ -40,6 +41,11 @@ from flows.config.tpu import (
 # the stages that hold TPU chips, each with its planned hours
 HourlyStage = Literal["convert", "train", "export", "evaluate"]
 DEFAULT_ESTIMATED_HOURS: dict[HourlyStage, float] = {"convert": 0.5, "train": 4.0, "export": 0.5}
+
+
+class _DefaultPrices(dict[CapacityMode, ModePrice]):
+    """The field's default, told apart from a profile's own prices by its type: the default
+    is replaced by the machine type's generation's cited prices."""
 
 
 class GkeCapacity(StrictModel):
@@ -63,7 +69,7 @@ class GkeCapacity(StrictModel):
     max_run_hours: float | None = Field(None, gt=0)  # flex-start, queued: the node's lifetime
     """Flex-start and queued only: how long their nodes live (at most 168)."""
     prices: dict[CapacityMode, ModePrice] = Field(
-        default_factory=lambda: dict(V6E_DEFAULT_PRICES))
+        default_factory=lambda: _DefaultPrices(V6E_DEFAULT_PRICES), validate_default=True)
     """The USD per chip-hour of each capacity mode, with its source and date."""
     # evaluate: unset derives it from train's (flows/config/eval_hours.py)
     # hours a stage holds what it runs on: positive (a zero or negative one would price the
@@ -108,11 +114,19 @@ class GkeCapacity(StrictModel):
 
     @field_validator("prices", mode="before")
     @classmethod
-    @reshapes("a profile's prices add to or replace the cited defaults")
-    def _prices_over_defaults(cls, v: object) -> object:
-        """A profile adds or overrides prices; the cited defaults stay for the other modes."""
+    @reshapes("a profile's prices add to or replace the cited defaults of its machine type's "
+              "generation (none for v5p and tpu7x)")
+    def _prices_over_defaults(cls, v: object, info: ValidationInfo) -> object:
+        """A profile adds or overrides prices; the cited defaults of the machine type's
+        generation stay for the other modes. The field's default is v6e's: a profile naming
+        another generation and no prices starts from that generation's (maybe none), never
+        from v6e's figures."""
+        machine = TPU_MACHINES.get(str(info.data.get("machine_type", "")))
+        if isinstance(v, _DefaultPrices):  # the profile gives none
+            v = {}
         if isinstance(v, dict):
-            return {**V6E_DEFAULT_PRICES, **v}
+            base = default_prices(machine.generation) if machine else dict(V6E_DEFAULT_PRICES)
+            return {**base, **v}
         return v
 
     @model_validator(mode="after")

@@ -25,7 +25,7 @@ INVALID = [
     ("zone-not-in-region", {"gke.zone": "us-central1-b"}, "gke.zone", "not in region"),
     ("topology-malformed", {"gke.topology": "4-8"}, "gke.topology", "like '4x8'"),
     ("topology-unsupported", {"gke.topology": "3x5"}, "gke.topology", "supports"),
-    ("machine-unknown", {"gke.machine_type": "ct5p-hightpu-4t"}, "gke.machine_type",
+    ("machine-unknown", {"gke.machine_type": "ct5lp-hightpu-4t"}, "gke.machine_type",
      "unknown TPU machine"),
     ("slices-zero", {"gke.num_slices": "0"}, "gke.num_slices", "greater than or equal to 1"),
     ("toolkit-version", {"gke.cluster_toolkit_version": "1.103"}, "gke.cluster_toolkit_version",

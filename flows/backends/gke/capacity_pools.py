@@ -35,6 +35,7 @@ from typing import Any
 
 from flows.config.capacity import CapacityMode
 from flows.config.gke import GkeSection
+from flows.config.tpu import TPU_GENERATIONS
 
 CAPACITY_LABEL = "tpurl/capacity"
 QUEUED_LABEL = "cloud.google.com/gke-queued"
@@ -94,10 +95,12 @@ def job_tolerations(mode: str) -> list[dict[str, str]]:
     return [dict(_TPU_TOLERATION), *(dict(t) for t in _MODE_TOLERATIONS.get(mode, []))]
 
 
-def flavor_name(mode: str) -> str:
-    """Kueue's ResourceFlavor for ``mode``'s TPU pools (the example's name for reservation,
-    so a reservation cluster's flavor keeps its name)."""
-    return "tpuv6e-flavor" if mode == "reservation" else f"tpuv6e-{_SHORT[mode]}-flavor"
+def flavor_name(mode: str, generation: str = "v6e") -> str:
+    """Kueue's ResourceFlavor for ``mode``'s TPU pools of ``generation`` (the example's name
+    for reservation, so a reservation cluster's flavor keeps its name; the prefix is the
+    generation's, flows/config/tpu.py)."""
+    prefix = TPU_GENERATIONS[generation].flavor_prefix
+    return f"{prefix}-flavor" if mode == "reservation" else f"{prefix}-{_SHORT[mode]}-flavor"
 
 
 def zone_suffix(zone: str) -> str:

@@ -60,13 +60,14 @@ def _header(text: str) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def _tpu_flavor(template: dict[str, Any], mode: str, accelerator: str) -> dict[str, Any]:
+def _tpu_flavor(template: dict[str, Any], mode: str, accelerator: str, generation: str
+                ) -> dict[str, Any]:
     spec = template.get("spec") or {}
     tolerations = [*(spec.get("tolerations") or []),
                    *({"effect": t["effect"], "key": t["key"], "operator": "Equal",
                       "value": t["value"]} for t in pool_taints(mode))]
     return {"apiVersion": template["apiVersion"], "kind": "ResourceFlavor",
-            "metadata": {"name": flavor_name(mode)},
+            "metadata": {"name": flavor_name(mode, generation)},
             "spec": {"nodeLabels": {"cloud.google.com/gke-tpu-accelerator": accelerator,
                                     **pool_node_labels(mode)},
                      "tolerations": tolerations}}
@@ -98,31 +99,33 @@ def kueue_documents(text: str, gke: GkeSection) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for doc in docs:
         if doc is template:
-            out += [_tpu_flavor(template, mode, accelerator) for mode in chain]
+            out += [_tpu_flavor(template, mode, accelerator, gke.machine.generation)
+                    for mode in chain]
             if "queued" in chain:
                 out += _queued_objects(template["apiVersion"], gke)
             continue
         if doc["kind"] == "ClusterQueue":
-            doc = _with_chain_flavors(doc, chain)
+            doc = _with_chain_flavors(doc, chain, gke.machine.generation)
         out.append(doc)
     return out
 
 
-def _with_chain_flavors(cq: dict[str, Any], chain: tuple[str, ...]) -> dict[str, Any]:
+def _with_chain_flavors(cq: dict[str, Any], chain: tuple[str, ...], generation: str
+                        ) -> dict[str, Any]:
     spec = dict(cq["spec"])
     groups = []
     for group in spec.get("resourceGroups") or []:
         flavors = []
         for entry in group.get("flavors") or []:
             if entry["name"] == TEMPLATE_FLAVOR:  # one per mode, in the chain's order
-                flavors += [{**entry, "name": flavor_name(mode)} for mode in chain]
+                flavors += [{**entry, "name": flavor_name(mode, generation)} for mode in chain]
             else:
                 flavors.append(entry)
         groups.append({**group, "flavors": flavors})
     spec["resourceGroups"] = groups
     if "queued" in chain:
         spec["admissionChecksStrategy"] = {"admissionChecks": [
-            {"name": ADMISSION_CHECK, "onFlavors": [flavor_name("queued")]}]}
+            {"name": ADMISSION_CHECK, "onFlavors": [flavor_name("queued", generation)]}]}
     return {**cq, "spec": spec}
 
 

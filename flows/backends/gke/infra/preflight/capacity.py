@@ -5,7 +5,6 @@ budget before the next mode is tried, so it fails the check, naming the mode."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from flows.backends.gke.infra.cluster import pool_mismatches
@@ -65,8 +64,8 @@ def check_reservation(s: InfraSettings, res: dict[str, Any] | FactError | None,
 
 
 def _quota_family(s: InfraSettings) -> str:
-    match = re.match(r"ct(\d+)([a-z])", s.gke.machine_type)
-    return f"V{match.group(1)}{match.group(2).upper()}" if match else s.gke.machine_type.upper()
+    """The generation's part of the TPU quota metric's name (flows/config/tpu.py)."""
+    return s.gke.machine.facts.quota_family
 
 
 def _quota_kind(mode: str) -> bool | None:

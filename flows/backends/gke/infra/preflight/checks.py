@@ -24,6 +24,7 @@ from flows.backends.gke.infra.preflight import access
 from flows.backends.gke.infra.preflight import cloud_build as cloudbuild
 from flows.backends.gke.infra.preflight.access import Planned
 from flows.backends.gke.infra.preflight.capacity import check_quota, check_reservation
+from flows.backends.gke.infra.preflight.generation import check_generation
 from flows.backends.gke.infra.preflight.results import CheckResult, FactError, result, unknown
 from flows.backends.gke.infra.preflight.zones import check_zone_modes
 from flows.backends.gke.infra.settings import InfraSettings
@@ -267,6 +268,8 @@ def run_checks(s: InfraSettings, facts: Facts, planned: Planned | None = None
                check_quota(s, facts.quotas)]
     if facts.zones_offering is not None:
         results.append(check_zone_modes(s, facts.zones_offering))
+    if (generation := check_generation(s)) is not None:
+        results.append(generation)
     results += check_addons(s, facts.cluster, facts.addons)
     results.append(check_bucket_access(s, facts.project_policy, facts.bucket_policy))
     where = targets(s)

@@ -101,8 +101,8 @@ def check_zone_modes(s: InfraSettings, offering: set[str] | FactError) -> CheckR
               and mode not in SINGLE_TENANT_ZONES.get(accelerator, {}).get(zone, (mode,))]
     if tenant:
         return result(NAME, "warn", f"{machine}: {', '.join(tenant)}: Google documents this "
-                      "zone's TPU v6e as single-tenant (capacity set aside for particular "
-                      "customers); an ordinary project's pool there may never get a slice",
+                      f"zone's TPU {g.machine.generation} as single-tenant (capacity set aside "
+                      "for particular customers); an ordinary project's pool there may never get a slice",
                       "keep the zone only if your account team confirmed capacity there; "
                       "otherwise remove it from gke.zones")
     pairs = ", ".join(f"({m}, {z})" for m, z in asked_pairs(s))

@@ -1,0 +1,149 @@
+"""TPU generations as data (flows/config/tpu.py): every generation × shipped GKE profile
+validates, plans and renders JobSets that pass the JobSet CRD and Kubernetes' schemas with the
+generation's labels and Pathways instance type; ``plan --compare-tpu`` on the tutorial."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from flows.backends.gke.jobs.manifests import stage_run
+from flows.backends.gke.jobs.render import render_jobset
+from flows.cli import main
+from flows.config import ProfileError, load_profile
+from flows.config.fit import HBM_BYTES_PER_CHIP
+from flows.config.tpu import TPU_GENERATIONS, TPU_MACHINES, chips_in_topology
+from flows.operations.plan import build_plan, planned_workloads
+from tests.support.jobset_schema import KUBERNETES_VERSION, jobset_errors
+from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+
+SMOKE = "smoke-qwen3-0.6b-v6e-8"
+# a slice of each generation that holds the tutorial's Qwen3-30B-A3B training
+SLICES = {"v6e": ("ct6e-standard-4t", "4x8"), "v5p": ("ct5p-hightpu-4t", "2x4x4"),
+          "tpu7x": ("tpu7x-standard-4t", "2x2x4")}
+# the smoke profile's 0.6B model fits one host, and its gke.max_usd_per_run admits no more
+SMOKE_SLICES = {"v6e": ("ct6e-standard-4t", "2x4"), "v5p": ("ct5p-hightpu-4t", "2x2x1"),
+                "tpu7x": ("tpu7x-standard-4t", "2x2x1")}
+# the unpriced generations need the profile's own price (a quote), as a team would give it
+QUOTE = {"gke.prices.reservation.usd_per_chip_hour": "3.0",
+         "gke.prices.reservation.source": "a quote", "gke.prices.reservation.as_of": "2026-12-01",
+         "gke.prices.on-demand.usd_per_chip_hour": "3.0",
+         "gke.prices.on-demand.source": "a quote", "gke.prices.on-demand.as_of": "2026-12-01"}
+
+
+def _overrides(profile: str, generation: str) -> dict[str, str]:
+    machine_type, topology = (SMOKE_SLICES if profile == SMOKE else SLICES)[generation]
+    base = dict(TUTORIAL_REQUIRED)
+    if profile == SMOKE:
+        base.pop("gke.reservation")
+    return {**base, "gke.machine_type": machine_type, "gke.topology": topology,
+            **({} if generation == "v6e" else QUOTE)}
+
+
+def test_the_fit_estimate_reads_the_generation_table() -> None:
+    assert {name: g.hbm_bytes_per_chip
+                                  for name, g in TPU_GENERATIONS.items()} == HBM_BYTES_PER_CHIP
+    assert {m.generation for m in TPU_MACHINES.values()} == set(TPU_GENERATIONS)
+
+
+@pytest.mark.parametrize("profile", [TUTORIAL, SMOKE])
+@pytest.mark.parametrize("generation", sorted(SLICES))
+def test_every_generation_validates_plans_and_renders(profile: str, generation: str) -> None:
+    loaded = load_profile(profile, _overrides(profile, generation), environ={})
+    gke = loaded.gke
+    assert gke is not None and gke.machine.generation == generation
+    assert build_plan(loaded)
+    facts = TPU_GENERATIONS[generation]
+    for stage, workload in planned_workloads(loaded).items():
+        jobset = render_jobset(workload, loaded, run=stage_run(loaded, stage), stage=stage)
+        assert jobset_errors(jobset) == [], (generation, stage)
+        text = repr(jobset)
+        for rj in jobset["spec"]["replicatedJobs"]:
+            job: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job",
+                                   "metadata": {"name": f"{jobset['metadata']['name']}-x-0"},
+                                   "spec": rj["template"]["spec"]}
+            kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
+        if stage in ("train", "evaluate"):
+            assert f"'cloud.google.com/gke-tpu-accelerator': '{facts.accelerator_label}'" in text
+            assert f"--instance_type={facts.pathways_instance_prefix}:{gke.topology}" in text
+
+
+def test_an_unpriced_generation_asks_the_profile_for_its_price() -> None:
+    overrides = {k: v for k, v in _overrides(TUTORIAL, "v5p").items()
+                 if not k.startswith("gke.prices")}
+    with pytest.raises(ProfileError) as err:
+        load_profile(TUTORIAL, overrides, environ={})
+    assert "no price for capacity 'reservation'" in str(err.value)
+
+
+def test_v6e_keeps_its_cited_prices() -> None:
+    loaded = load_profile(TUTORIAL, dict(TUTORIAL_REQUIRED), environ={})
+    assert loaded.gke is not None and loaded.gke.usd_per_chip_hour == 2.70
+
+
+def test_compare_tpu_on_the_tutorial(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [f"--set={k}={v}" for k, v in TUTORIAL_REQUIRED.items()]
+    assert main(["plan", TUTORIAL, *args, "--compare-tpu"]) == 0
+    out = capsys.readouterr().out
+    part = out[out.index("TPU generations for qwen3-30b-a3b"):]
+    # the profile's own slice: 32 v6e chips at the cited $2.70, 4 h as the profile says
+    assert ("ct6e-standard-4t 4x8: 32 chips, ≈ 4.0 h training; reservation $86.40/h ≈ "
+            "$345.60/run") in part
+    # v5p 32 chips: half v6e's peak per chip, so twice the hours; no cited price
+    assert "ct5p-hightpu-4t 2x4x4: 32 chips, ≈ 8.0 h training; reservation price unknown" in part
+    # tpu7x 16 chips: 32 × 918 / (16 × 2307) × 4 h
+    assert f"tpu7x-standard-4t 2x2x4: 16 chips, ≈ {4 * 32 * 918 / (16 * 2307):.1f} h" in part
+    assert "on-demand price unknown" in part and "(as of 2024-12-11)" in part
+    # smaller slices the estimate refuses are not offered
+    assert "ct6e-standard-4t 4x4:" not in part and chips_in_topology("4x4") == 16
+
+
+@pytest.mark.parametrize(("profile", "generation", "status"),
+                         [(TUTORIAL, "v6e", None), (TUTORIAL, "v5p", "warn"),
+                          (SMOKE, "tpu7x", "ok"), (TUTORIAL, "tpu7x", "fail")])
+def test_preflight_says_whether_the_blueprint_builds_the_generations_pool(
+        profile: str, generation: str, status: str | None) -> None:
+    """The blueprint copies Cluster Toolkit's v6e example (tpu_topology); a multi-host
+    Ironwood pool needs a workload policy instead (flows/backends/gke/infra/preflight/
+    generation.py), so pre-flight refuses it before the cluster is paid for."""
+    from flows.backends.gke.infra.preflight.generation import check_generation
+    from flows.backends.gke.infra.settings import settings_from_profile
+
+    found = check_generation(settings_from_profile(load_profile(
+        profile, _overrides(profile, generation), environ={})))
+    assert (found.status if found else None) == status
+    if status == "fail":
+        assert found is not None and found.issue.field == "gke.machine_type"
+        assert "workload policy" in found.issue.problem and "2x2x1" in found.issue.fix
+
+
+@pytest.mark.parametrize("generation", sorted(SLICES))
+def test_kueue_flavors_and_quota_follow_the_generation(generation: str) -> None:
+    """The TPU flavors' node labels (what Kueue admits the pods onto) and the quota metric
+    family pre-flight looks for are the generation's, from the table."""
+    from flows.backends.gke.infra.kueue_config import planned_kueue
+    from flows.backends.gke.infra.preflight.capacity import _quota_family
+    from flows.backends.gke.infra.settings import settings_from_profile
+
+    s = settings_from_profile(load_profile(TUTORIAL, _overrides(TUTORIAL, generation),
+                                           environ={}))
+    facts = TPU_GENERATIONS[generation]
+    kueue = planned_kueue(s)
+    tpu = {name: f for name, f in kueue["flavors"].items() if name != "cpu-np-flavor"}
+    assert list(tpu) == [f"{facts.flavor_prefix}-flavor"]  # the tutorial's reservation
+    assert tpu[f"{facts.flavor_prefix}-flavor"]["spec"]["nodeLabels"][
+        "cloud.google.com/gke-tpu-accelerator"] == facts.accelerator_label
+    queued = [f["name"] for g in kueue["cluster_queue"]["spec"]["resourceGroups"]
+              for f in g["flavors"]]
+    assert f"{facts.flavor_prefix}-flavor" in queued
+    assert _quota_family(s) == facts.quota_family
+
+
+def test_a_left_pool_of_an_unpriced_generation_is_not_priced_at_v6e_rates() -> None:
+    from flows.config.capacity import ModePrice, price_for
+
+    quote = ModePrice(usd_per_chip_hour=4.0, source="a quote", as_of="2026-12-01")
+    price, said = price_for({"reservation": quote}, "spot")
+    assert price == quote and said.startswith("reservation price")
