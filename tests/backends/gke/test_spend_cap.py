@@ -20,6 +20,7 @@ from flows.core.failures import FailureCategory, StageFailed
 from flows.core.layout import Layout
 from flows.core.programs import train_workload
 from flows.core.storage import file_uri
+from flows.core.team_budget import Allowance, grant, release
 from tests.fakes.gke_backend import ListLogger, jobsets_created, make_backend
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
@@ -232,6 +233,53 @@ def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
         assert (checkpoint / "_METADATA").is_file()  # the resume point is kept
         assert jobsets_created(server.kube) == 1  # a budget verdict is never resubmitted
     finally:
+        scaler.stop()
+
+
+def test_a_team_month_spent_stops_the_stage_like_the_cap(server: FakeApiServer,
+                                                          tmp_path: Path) -> None:
+    """No per-run cap, but the run's team had $20 left at its start (flows/core/team_budget.py
+    grant): one hour of the tutorial's 32 chips at $1/chip-h spends $32, so the same watch
+    stops the stage with the team's code, deletes the JobSet, keeps the checkpoint and never
+    resubmits."""
+    profile = _mode("on-demand", **{"gke.estimated_hours.train": "0.5"})
+    assert profile.gke is not None and profile.gke.max_usd_per_run is None
+    wall_now = [float(int(time.time()))]
+    scaler = Autoscaler(server.kube, TpuPool(), wall=lambda: wall_now[0])
+    checkpoint = tmp_path / "checkpoints" / "actor" / "1" / "model_params"
+
+    def save_checkpoint(kube: FakeKube, name: str) -> None:
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "_METADATA").write_text("{}")
+
+    scenario(server.kube, [(0.05, admit), (0.05, start), (0.05, say("Train step 1")),
+                           (0.05, save_checkpoint), (30.0, succeed)])
+    clock, logger, key = Clock(), ListLogger(), uuid.uuid4().hex
+    grant(key, Allowance("tutorial", "2026-12", 20.0))
+    backend = make_backend(server.url, "train", tmp_path, logger, profile=profile)
+    backend.spend = meter_for(profile, "train", clock=clock, key=key)
+    assert backend.spend is not None
+    backend.spend.wall = lambda: wall_now[0]
+    workload = train_workload(profile, Layout(profile), backend.runtime)
+    outcome: list[object] = []
+    runner = threading.Thread(target=lambda: outcome.append(_run(backend, workload, tmp_path)))
+    try:
+        runner.start()
+        assert wait_for(checkpoint.is_dir, 10.0)
+        clock.now = 3600.0
+        wall_now[0] += 3600.0
+        runner.join(20.0)
+        assert not runner.is_alive()
+        (failure,) = outcome
+        assert isinstance(failure, StageFailed), failure
+        d = failure.diagnosis
+        assert d.category is FailureCategory.BUDGET and not d.retryable
+        assert d.code == "gke/team-budget" and "team tutorial" in d.summary, d.summary
+        assert wait_for(lambda: not server.kube.find("jobsets"))
+        assert (checkpoint / "_METADATA").is_file()
+        assert jobsets_created(server.kube) == 1
+    finally:
+        release(key)
         scaler.stop()
 
 
