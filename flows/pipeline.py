@@ -56,6 +56,7 @@ from flows.integrations.preflight import integration_issues
 from flows.integrations.register import register_judged
 from flows.integrations.tracking import report_run
 from flows.locking.profile_lock import profile_lock
+from flows.operations.team_view import publish_team_view
 from flows.run.cancel import cancelled_by_user, cancelled_state, resume_cancel
 from flows.run.result import PipelineResult, StageReport, persist_result
 from flows.runpage import events
@@ -508,6 +509,8 @@ def finish(run: PreparedRun, ran: RanStages) -> PipelineResult:
         result.tracking = where
         persist_result(backend.storage, cfg, flow_run.name or "run", result)
     publish_result(result)
+    if run.spend is not None:  # the team's view and this run's line of its month
+        publish_team_view(run.spend.team, run.spend.month, cfg, run.spend.run, result.usd)
     # a GKE run's TPU nodes are charged while they live, by watches kept after each stage;
     # the run ends them now, saying which nodes still exist (still billed until removed)
     end_background_watches()
