@@ -295,7 +295,14 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
     run = prepare(profile, overrides, dataset_uri, model_revision, announcement)
     if isinstance(run, State):  # replaced by a newer run before it started
         return run
-    return finish(run, run_stages(run))
+    try:
+        ran = run_stages(run)
+    except Exception:  # a failed stage: the team's view still shows the run and its spend
+        if run.spend is not None:
+            publish_team_view(run.spend.team, run.spend.month, run.cfg, run.spend.run, None,
+                              "Failed")
+        raise
+    return finish(run, ran)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,11 @@ a version as it ends. Why here and not on the run page module: the spend is the 
 ``tpurl costs`` computes (flows/operations/costs.py ``team_costs``), read the same way, so
 the view and the command never disagree.
 
-Building the markdown is pure (``team_markdown``, ``run_cost_line``); reading the ledgers,
-pointers and run states and writing the artifacts is ``publish_team_view``'s, best-effort:
-a view that cannot be written logs a warning and never fails the run.
+A run that fails in a stage writes the view too (its spend so far, as the ledger counts it);
+one stopped by a signal or its time bound does not: it is ending, and the next run's view
+shows it. Building the markdown is pure (``team_markdown``, ``run_cost_line``); reading the
+ledgers, pointers and run states and writing the artifacts is ``publish_team_view``'s,
+best-effort: a view that cannot be written logs a warning and never fails the run.
 """
 
 from __future__ import annotations
@@ -187,10 +189,10 @@ def run_statuses(runs: list[str]) -> dict[str, str]:
             for r in found}
 
 
-def build_view(team: Team, month: str, own: Profile, run: str,
+def build_view(team: Team, month: str, own: Profile, run: str, status: str = "Completed",
                statuses: Mapping[str, str] | None = None) -> TeamView:
-    """Read the team's month and champions; ``run`` (the flow run id) is shown as completed,
-    as it is when the flow ends past its last stage."""
+    """Read the team's month and champions; ``run`` (the flow run id) is shown as
+    ``status``, the state the flow is about to end in (the API still says Running)."""
     costs = team_costs(team, month, own=own)
     try:
         found = dict(statuses) if statuses is not None else run_statuses(list(costs.by_run))
@@ -198,16 +200,20 @@ def build_view(team: Team, month: str, own: Profile, run: str,
         log.warning("team view: the runs' states were not read: %s", exc)
         found = {}
     if run:
-        found[run] = "Completed"
+        found[run] = status
     return TeamView(costs, team.profiles, found, [champion_of(n, own) for n in team.profiles],
                     run)
 
 
-def publish_team_view(team: Team, month: str, own: Profile, run: str, run_usd: float) -> None:
-    """Best-effort: the team's view under its key, and the run page's cost line."""
+def publish_team_view(team: Team, month: str, own: Profile, run: str, run_usd: float | None,
+                      status: str = "Completed") -> None:
+    """Best-effort: the team's view under its key, and the run page's cost line.
+    ``run_usd``: the run result's dollars; None (a run that failed has no result): what
+    the ledger counts for the run."""
     try:
-        view = build_view(team, month, own, run)
-        quiet.create("markdown", run_cost_line(run_usd, view.costs), None,
+        view = build_view(team, month, own, run, status)
+        usd = view.costs.by_run.get(run, 0.0) if run_usd is None else run_usd
+        quiet.create("markdown", run_cost_line(usd, view.costs), None,
                      f"This run's cost and team {team.name}'s month")
         quiet.create("markdown", team_markdown(view), team_key(team.name),
                      f"Team {team.name}: spend of {month}, its runs and each member's champion")

@@ -66,3 +66,26 @@ def test_the_run_writes_its_teams_view_and_its_cost_line(
     [line] = [a for a in mine if (a.description or "").startswith("This run's cost")]
     assert str(line.data).startswith(f"This run cost $0.00; team Lab A has $2.50 left of its "
                                      f"$10.00 for {month}")
+
+
+def test_a_run_that_fails_in_a_stage_still_shows_in_its_teams_view(
+        prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    teams = tmp_path / "teams.yaml"
+    teams.write_text("teams:\n  broken:\n    usd_per_month: 5\n    profiles: [rehearsal]\n")
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
+    ckpt = file_uri(tmp_path / "ckpt")
+    stages = {"image": InstantStage("image", {}), "infra": InstantStage("infra", {}),
+              "convert": InstantStage("convert", {"maxtext_checkpoint": ckpt}),
+              "train": InstantStage("train", {}, fails=True)}
+    monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stages)
+    state = pipeline.rl_post_training(
+        profile="rehearsal", overrides={"local.root": str(tmp_path / "root"), "eval": "",
+                                        "promotion": ""}, return_state=True)
+    assert state.is_failed(), state
+    with get_client(sync_client=True) as client:
+        run_name = client.read_flow_run(state.state_details.flow_run_id).name
+        [view] = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=["team-broken"])))
+    text = str(view.data)
+    assert "Budget $5.00 · spent $0.00 · left $5.00" in text, text
+    assert f"| {md_text(run_name)} (this run) | Failed | $0.00 |" in text, text
