@@ -56,6 +56,7 @@ from flows.integrations.preflight import integration_issues
 from flows.integrations.register import register_judged
 from flows.integrations.tracking import report_run
 from flows.locking.profile_lock import profile_lock
+from flows.operations.team_view import publish_team_view
 from flows.run.cancel import cancelled_by_user, cancelled_state, resume_cancel
 from flows.run.result import PipelineResult, StageReport, persist_result
 from flows.runpage import events
@@ -294,7 +295,14 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
     run = prepare(profile, overrides, dataset_uri, model_revision, announcement)
     if isinstance(run, State):  # replaced by a newer run before it started
         return run
-    return finish(run, run_stages(run))
+    try:
+        ran = run_stages(run)
+    except Exception:  # a failed stage: the team's view still shows the run and its spend
+        if run.spend is not None:
+            publish_team_view(run.spend.team, run.spend.month, run.cfg, run.spend.run, None,
+                              "Failed")
+        raise
+    return finish(run, ran)
 
 
 @dataclass(frozen=True)
@@ -508,6 +516,8 @@ def finish(run: PreparedRun, ran: RanStages) -> PipelineResult:
         result.tracking = where
         persist_result(backend.storage, cfg, flow_run.name or "run", result)
     publish_result(result)
+    if run.spend is not None:  # the team's view and this run's line of its month
+        publish_team_view(run.spend.team, run.spend.month, cfg, run.spend.run, result.usd)
     # a GKE run's TPU nodes are charged while they live, by watches kept after each stage;
     # the run ends them now, saying which nodes still exist (still billed until removed)
     end_background_watches()

@@ -26,6 +26,7 @@ from typing import Any
 from flows.backends import storage_for
 from flows.config.errors import ProfileError
 from flows.config.loading import load_profile
+from flows.config.profile import Profile
 from flows.config.teams import Team, Teams, load_teams
 from flows.core.spend_ledger import LedgerEntry, final_spend, month_of
 from flows.runpage.promotion import read_history
@@ -51,6 +52,9 @@ class TeamCosts:
     per_promoted: dict[str, dict[str, float]] = field(default_factory=dict)
     per_evaluation: dict[str, dict[str, float]] = field(default_factory=dict)
     unread: dict[str, str] = field(default_factory=dict)  # member → why its ledger was not read
+    # per run of the shown profiles: its dollars, and (profile, run name) to name it by
+    by_run: dict[str, float] = field(default_factory=dict)
+    run_labels: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def left_usd(self) -> float:
@@ -84,6 +88,8 @@ def summarize(team: Team, month: str, entries: list[LedgerEntry], promoted: dict
         if profile is not None and entry.profile != profile:
             continue
         runs.add(entry.run)
+        costs.by_run[entry.run] = costs.by_run.get(entry.run, 0.0) + entry.usd
+        costs.run_labels[entry.run] = (entry.profile, entry.run_name or entry.run)
         costs.chip_hours += entry.chip_hours
         costs.in_flight_usd += entry.usd if entry.kind == "estimate" else 0.0
         for table, key in ((costs.by_profile, entry.profile), (costs.by_stage, entry.stage),
@@ -128,21 +134,25 @@ def render(costs: TeamCosts, profile: str | None = None) -> list[str]:
     return lines
 
 
-def promoted_in(name: str, month: str) -> int:
-    """Models the profile's promotion history promoted in ``month`` (0 when unreadable)."""
+def promoted_in(name: str, month: str, own: Profile | None = None) -> int:
+    """Models the profile's promotion history promoted in ``month`` (0 when unreadable);
+    ``own``: the running profile as the run loaded it (its overrides may move its root)."""
     try:
-        profile = load_profile(name)
+        profile = own if own is not None and own.name == name else load_profile(name)
     except ProfileError:
         return 0
     storage = storage_for(profile.section.output_root())
     return sum(1 for m in read_history(storage, profile) if m.promoted_at.startswith(month))
 
 
-def team_costs(team: Team, month: str, profile: str | None = None) -> TeamCosts:
-    """Read every member's ledger and promotion history (read-only) and summarize."""
-    roots, unread = member_roots(team)
+def team_costs(team: Team, month: str, profile: str | None = None,
+               own: Profile | None = None) -> TeamCosts:
+    """Read every member's ledger and promotion history (read-only) and summarize; ``own``:
+    a running member's profile as its run loaded it (its ledger is under that root)."""
+    roots, unread = member_roots(team, own)
     entries = [e for root in roots for e in read_root(root, month)]
-    promoted = {name: promoted_in(name, month) for name in team.profiles if name not in unread}
+    promoted = {name: promoted_in(name, month, own) for name in team.profiles
+                if name not in unread}
     costs = summarize(team, month, entries, promoted, profile)
     costs.unread = unread
     return costs
