@@ -75,7 +75,7 @@ def gather(apis: GoogleApis, s: InfraSettings, bucket_exists: bool = True,
     addons = kueue = None
     if isinstance(cluster, dict):
         addons = _read(apis.addon_versions, cluster)
-        kueue = _read(apis.kueue_objects, cluster, s.gke.namespace, s.gke.kueue_queue)
+        kueue = _read(apis.kueue_objects, cluster, s.gke.namespace, s.queue)
     where = access.ar_repository(planned.image_repository)
     builds = planned.image_builder != "docker" and bool(planned.image_repository)
     return Facts(
