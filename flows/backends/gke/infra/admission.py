@@ -145,9 +145,24 @@ def selects(ps: PodSet, labels: dict[str, str], keys: set[str]) -> bool:
     return any(all(_expression_holds(labels, *e) for e in term) for term in terms)
 
 
+def reach(resource: dict[str, Any], in_cohort: bool) -> float:
+    """The most of a resource one workload of the ClusterQueue can ever hold: kueue v0.17.1
+    pkg/cache/scheduler/resource_node.go potentialAvailable, min(nominalQuota +
+    borrowingLimit, the cohort's quota). Out of a cohort: the nominal quota. In a cohort
+    without a borrowing limit the cohort's quota bounds it, which one ClusterQueue does not
+    show: no bound here (infinite)."""
+    nominal = quantity(resource.get("nominalQuota", 0))
+    if not in_cohort:
+        return nominal
+    limit = resource.get("borrowingLimit")
+    return float("inf") if limit is None else nominal + quantity(limit)
+
+
 def _covering_group(cq: dict[str, Any], resource: str) -> dict[str, Any] | None:
-    groups = (cq.get("spec") or {}).get("resourceGroups") or []
-    return next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
+    spec = cq.get("spec") or {}
+    groups = spec.get("resourceGroups") or []
+    group = next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
+    return {**group, "_cohort": bool(spec.get("cohortName"))} if group is not None else None
 
 
 def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
@@ -156,6 +171,7 @@ def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
     Kueue's reasons. The label keys are always the whole group's."""
     reasons = []
     keys = _label_keys(group, flavors)
+    cohort = bool(group.get("_cohort"))
     for entry in group.get("flavors") or []:
         name = entry["name"]
         if only is not None and name != only:
@@ -163,7 +179,7 @@ def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
         if not selects(ps, _node_labels(flavors, name), keys):
             reasons.append(f"flavor {name} doesn't match node affinity")
             continue
-        quota = {r["name"]: quantity(r.get("nominalQuota", 0)) for r in entry.get("resources") or []}
+        quota = {r["name"]: reach(r, cohort) for r in entry.get("resources") or []}
         short = [r for r in group.get("coveredResources") or []
                  if ps.requests.get(r, 0) * ps.count > quota.get(r, 0)]
         if not short:
