@@ -2,8 +2,8 @@
 borrows: the stage log names the borrower ("waiting: team-b borrows 16 of 32 chips"), read
 from the ClusterQueues' status.flavorsUsage, then follows the JobSet once Kueue admits it.
 The Workload's pending message and the ClusterQueues are what tests/fakes/kueue_cohort.py
-(Kueue's decision) writes, in the order Kueue writes them: QuotaReserved=False (Pending) first, then QuotaReserved=True and
-Admitted=True on admission."""
+(Kueue's decision) writes, in the order Kueue writes them: QuotaReserved=False (Pending)
+first, then QuotaReserved=True and Admitted=True on admission."""
 
 from __future__ import annotations
 
