@@ -144,7 +144,7 @@ class _NoAliases(yaml.SafeDumper):
 
 
 def cluster_team_quotas(gke: GkeSection) -> dict[str, TeamQuota]:
-    """The teams file's quotas on this profile's cluster (its ``gke.total_chips``, the chips
+    """The teams file's quotas on this profile's cluster (its total TPU chips, the chips
     the blueprint's TPU pool holds); a file that does not fit: ProfileError."""
     return checked_quotas(load_teams(), gke.total_chips, {})
 

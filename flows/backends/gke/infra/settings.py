@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from flows.backends.gke.infra.team_quota import checked_quotas
 from flows.backends.gke.team_queues import team_queue_name
 from flows.common.paths import default_cache_dir
 from flows.config.gke import GkeCluster, GkeSection
@@ -76,7 +77,10 @@ def settings_from_profile(profile: Profile, *, cache_dir: Path | None = None,
     if profile.gke is None:
         raise user_error("infra", "infra settings need a GKE profile", f"backend {profile.backend}",
                          "use a profile with backend: gke")
-    team = load_teams().team_of(profile.name)
+    teams = load_teams()
+    team = teams.team_of(profile.name)
+    if team is not None:  # a split the cluster cannot hold, or a run its team never could
+        checked_quotas(teams, profile.gke.total_chips, {profile.name: profile.gke.total_chips})
     return InfraSettings(
         gke=profile.gke, cache_dir=cache_dir or default_cache_dir(),
         team_queue=team_queue_name(team.name) if team else None,

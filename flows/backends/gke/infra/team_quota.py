@@ -11,7 +11,7 @@ The chips the teams that set ``tpu_chips`` leave are shared evenly by the rest (
 remainder of the division goes to the first teams in file order, so no chip is lost).
 
 Why the default borrowing limit is "every other team's chips": a single run needs the whole
-slice (``gke.total_chips``), which an even part never holds, so a team must be able to
+slice (every chip of the profile), which an even part never holds, so a team must be able to
 borrow the rest while the others are idle. A team that must never take another's idle chips
 says ``borrowing_limit_chips: 0``.
 """

@@ -97,6 +97,17 @@ def test_a_run_above_its_teams_reach_is_refused_naming_the_borrowing_limit(
     assert "at least 16" in issue.fix
 
 
+def test_the_infra_settings_refuse_a_run_its_team_could_never_hold(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(_teams(tmp_path, (
+        f"teams:\n  a: {{usd_per_month: 5, profiles: [{TUTORIAL}], borrowing_limit_chips: 0}}\n"
+        f"  b: {{usd_per_month: 5, profiles: [{SMOKE}]}}\n"))))
+    with pytest.raises(ProfileError) as exc:
+        settings_from_profile(tutorial_profile(), cache_dir=tmp_path)
+    [issue] = exc.value.issues
+    assert issue.field == "teams.a.borrowing_limit_chips" and "never admit" in issue.problem
+
+
 def _staged(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[dict]:
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(_teams(tmp_path, TWO_TEAMS)))
     gke = tutorial_profile().gke
