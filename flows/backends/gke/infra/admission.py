@@ -159,19 +159,20 @@ def reach(resource: dict[str, Any], in_cohort: bool) -> float:
 
 
 def _covering_group(cq: dict[str, Any], resource: str) -> dict[str, Any] | None:
-    spec = cq.get("spec") or {}
-    groups = spec.get("resourceGroups") or []
-    group = next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
-    return {**group, "_cohort": bool(spec.get("cohortName"))} if group is not None else None
+    groups = (cq.get("spec") or {}).get("resourceGroups") or []
+    return next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
+
+
+def _in_cohort(cq: dict[str, Any]) -> bool:
+    return bool((cq.get("spec") or {}).get("cohortName"))
 
 
 def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
-                    only: str | None = None) -> str | None:
+                    only: str | None = None, cohort: bool = False) -> str | None:
     """None if one flavor of the group (or the flavor ``only``) fits the pod set; else
     Kueue's reasons. The label keys are always the whole group's."""
     reasons = []
     keys = _label_keys(group, flavors)
-    cohort = bool(group.get("_cohort"))
     for entry in group.get("flavors") or []:
         name = entry["name"]
         if only is not None and name != only:
@@ -191,10 +192,11 @@ def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
     return ", ".join(reasons) or "no flavor in the resource group"
 
 
-def assigned_flavor(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any]) -> str | None:
+def assigned_flavor(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
+                    cohort: bool = False) -> str | None:
     """The first flavor of the group that matches the pod set and has its quota."""
     for entry in group.get("flavors") or []:
-        if _flavor_problem(ps, group, flavors, only=entry["name"]) is None:
+        if _flavor_problem(ps, group, flavors, only=entry["name"], cohort=cohort) is None:
             return str(entry["name"])
     return None
 
@@ -209,7 +211,8 @@ def placement_problems(sets: list[PodSet], cluster_queue: dict[str, Any],
         assigned: dict[str, str] = {}  # flavor → the resources it was assigned for
         for resource in sorted(ps.requests):
             group = _covering_group(cluster_queue, resource)
-            if group is None or (name := assigned_flavor(ps, group, flavors)) is None:
+            if group is None or (name := assigned_flavor(
+                    ps, group, flavors, _in_cohort(cluster_queue))) is None:
                 break  # not admitted: admission_problems says why
             assigned[name] = ", ".join(filter(None, (assigned.get(name), resource)))
         selector = dict(ps.node_selector)
@@ -241,7 +244,8 @@ def admission_problems(sets: list[PodSet], cluster_queue: dict[str, Any],
             reason: str | None
             if group is None:
                 reason = f"resource {resource} unavailable in ClusterQueue"
-            elif (reason := _flavor_problem(ps, group, flavors)) is None:
+            elif (reason := _flavor_problem(ps, group, flavors,
+                                            cohort=_in_cohort(cluster_queue))) is None:
                 continue
             out.append(f"{ps.stage}: couldn't assign flavors to pod set {ps.name}: {reason}")
             break  # Kueue reports the first resource that fails per pod set
