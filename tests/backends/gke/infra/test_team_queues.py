@@ -12,9 +12,11 @@ import pytest
 import yaml
 
 from flows.backends.gke.infra.admission import admission_problems, pod_sets
+from flows.backends.gke.infra.cloud import RestGoogleApis
 from flows.backends.gke.infra.kueue_config import planned_kueue
 from flows.backends.gke.infra.kueue_objects import kueue_configuration_text
 from flows.backends.gke.infra.preflight.access import check_kueue_admission
+from flows.backends.gke.infra.preflight.team_queues import check_team_queues
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.infra.team_quota import TeamQuota, checked_quotas, team_quotas
 from flows.backends.gke.jobs.manifests import render_all
@@ -22,6 +24,8 @@ from flows.backends.gke.team_queues import INTERACTIVE, PRIORITY_LABEL, SCHEDULE
 from flows.config.errors import ProfileError
 from flows.config.teams import Teams, load_teams
 from flows.operations.plan import planned_workloads
+from tests.backends.gke.infra.test_kueue_objects_version import CLUSTER, Routed
+from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.support.kueue_schema import kueue_errors
 from tests.support.profiles import SMOKE, TUTORIAL, tutorial_profile
 
@@ -216,3 +220,31 @@ def test_preflight_fails_when_the_cluster_lacks_the_teams_queue(
         s, None, {"local_queue": None, "cluster_queue": None, "flavors": {}})  # type: ignore[arg-type]
     assert status == "fail" and "team-research" in target
     assert "deployments/teams.yaml" in fix
+
+
+def test_preflight_reads_the_teams_queues_and_compares_them_with_the_file(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The real RestGoogleApis.kueue_objects against the fake Kubernetes API holding the
+    queues the blueprint rendered: as rendered, ok; a teams file changed since (the team's
+    chips), a warning naming the flavor; gone, a failure."""
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(_teams(tmp_path, TWO_TEAMS)))
+    s = settings_from_profile(tutorial_profile(), cache_dir=tmp_path)
+    rendered = planned_kueue(s)
+    kube = FakeKube()
+    kube.create("localqueues", s.gke.namespace, rendered["local_queue"])
+    kube.create("clusterqueues", "", rendered["cluster_queue"])
+    for flavor in rendered["flavors"].values():
+        kube.create("resourceflavors", "", flavor)
+    with FakeApiServer(kube) as server:
+        apis = RestGoogleApis(Routed(server.url))
+        live = apis.kueue_objects(CLUSTER, s.gke.namespace, s.queue)
+        assert check_team_queues("team-research", live, rendered)[:2] == (
+            "ok", "as the teams file renders them")
+        monkeypatch.setenv("TPURL_TEAMS_FILE", str(_teams(tmp_path, TWO_TEAMS.replace(
+            "tpu_chips: 8", "tpu_chips: 16"))))
+        status, found, fix, _ = check_team_queues("team-research", live, planned_kueue(s))
+        assert status == "warn" and "24 chips + borrowing 8, the file gives 16 + 16" in found
+        assert "re-apply the blueprint" in fix
+        kube.delete("clusterqueues", "", "team-research")
+        live = apis.kueue_objects(CLUSTER, s.gke.namespace, s.queue)
+        assert check_team_queues("team-research", live, rendered)[0] == "fail"

@@ -25,6 +25,7 @@ from flows.backends.gke.infra.preflight import cloud_build as cloudbuild
 from flows.backends.gke.infra.preflight.access import Planned
 from flows.backends.gke.infra.preflight.capacity import check_quota, check_reservation
 from flows.backends.gke.infra.preflight.results import CheckResult, FactError, result, unknown
+from flows.backends.gke.infra.preflight.team_queues import check_team_queues
 from flows.backends.gke.infra.preflight.zones import check_zone_modes
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.config.gke import CIDR_FIX
@@ -253,6 +254,9 @@ def planned_checks(s: InfraSettings, facts: Facts, planned: Planned) -> list[Che
         return out
     out.append(result("kueue-admission", *access.check_kueue_admission(
         s, planned, facts.kueue)))
+    if s.team_queue:
+        out.append(result("team-queues", *check_team_queues(s.team_queue, facts.kueue,
+                                                            planned_kueue(s))))
     out.append(result("cpu-pool-capacity", *access.check_cpu_pool(
         s, planned, list(cluster.get("nodePools") or []))))
     return out

@@ -19,7 +19,8 @@ CHECK_FIELDS = {"authorized_cidr": "gke.authorized_cidr", "apis": "gke.project",
                 "operator-permissions": "gke.project", "artifact-registry": "image.repository",
                 "pathways-images": "gke.pathways_tag", "kueue-admission": "gke.kueue_queue",
                 "cpu-pool-capacity": "gke.conversion_memory",
-                "cloud-build-account": "image.builder", "zone-capacity": "gke.zones"}
+                "cloud-build-account": "image.builder", "zone-capacity": "gke.zones",
+                "team-queues": "teams"}
 
 
 @dataclass(frozen=True)
