@@ -41,6 +41,16 @@ class Team(BaseModel):
     """Dollars of TPU time the team's runs may spend per calendar month (UTC)."""
     profiles: tuple[str, ...] = Field(min_length=1)
     """The profiles (names under deployments/profiles) whose runs are the team's."""
+    tpu_chips: int | None = Field(default=None, gt=0)
+    """TPU chips the team's Kueue ClusterQueue is guaranteed (its nominal quota in every TPU
+    flavor). Unset: an even part of what the cluster's chips leave after the teams that set
+    it (flows/backends/gke/team_quota.py says why even)."""
+    borrowing_limit_chips: int | None = Field(default=None, ge=0)
+    """Chips above ``tpu_chips`` the team may borrow from the other teams' unused quota.
+    Unset: all the others' chips (idle quota is never wasted); 0: never borrows."""
+    fair_weight: float = Field(default=1.0, gt=0)
+    """Kueue's fairSharing.weight: a team of weight 2 may hold twice the borrowed share of a
+    team of weight 1 before the other's workloads go first."""
 
 
 class Teams(BaseModel):
@@ -115,9 +125,18 @@ def _fix(loc: tuple[int | str, ...]) -> str:
     last = str(loc[-1]) if loc else ""
     if last == "usd_per_month":
         return "give the team's monthly budget in dollars, a number above 0 (e.g. 500)"
+    if last == "tpu_chips":
+        return "give the chips the team is guaranteed, a whole number above 0, or remove it " \
+            "for an even part of the cluster's chips"
+    if last == "borrowing_limit_chips":
+        return "give the chips the team may borrow above its own, a whole number (0: none), " \
+            "or remove it to let it borrow every idle chip"
+    if last == "fair_weight":
+        return "give a number above 0 (1 is every team's default; 2 is a double share)"
     if last == "profiles" or (len(loc) > 1 and str(loc[-2]) == "profiles"):
         return "list the team's profile names, e.g. profiles: [smoke-qwen3-0.6b-v6e-8]"
-    return "a team has only usd_per_month and profiles; remove the key or correct its spelling"
+    return ("a team has only usd_per_month, profiles, tpu_chips, borrowing_limit_chips and "
+            "fair_weight; remove the key or correct its spelling")
 
 
 def _invalid(path: Path, issues: list[Issue]) -> ProfileError:

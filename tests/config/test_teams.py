@@ -52,8 +52,9 @@ def test_an_unknown_key_or_profile_is_refused(tmp_path: Path) -> None:
     issues = _refused(tmp_path, "teams:\n  a: {usd_per_month: 5, profiles: [rehearsal], "
                                 "budget: 3}\n")
     assert [(f, fx) for f, _, fx in issues] == [("teams.a.budget", "a team has only "
-                                                 "usd_per_month and profiles; remove the key "
-                                                 "or correct its spelling")]
+                                                 "usd_per_month, profiles, tpu_chips, "
+                                                 "borrowing_limit_chips and fair_weight; "
+                                                 "remove the key or correct its spelling")]
     [(field, problem, fix)] = _refused(tmp_path, "teams:\n  a: {usd_per_month: 5, "
                                                  "profiles: [no-such-profile]}\n")
     assert field == "teams.a.profiles.0" and "no profile under deployments/profiles" in problem

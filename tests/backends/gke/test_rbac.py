@@ -47,14 +47,21 @@ from tests.fakes.kube_api.node_groups import ClusterAutoscaler, NodeGroup
 from tests.fakes.kube_api.rbac import Call, granted, role_rules
 from tests.fakes.kube_api.scenarios import (
     admit,
+    pending,
     say,
     scenario,
     start,
     succeed,
     worker_crashes,
 )
+from tests.fakes.kueue_cohort import Cohort, Queue
 from tests.support.polling import until
-from tests.support.profiles import capacity_overrides, fake_hf_token, tutorial_profile
+from tests.support.profiles import (
+    TUTORIAL,
+    capacity_overrides,
+    fake_hf_token,
+    tutorial_profile,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 RBAC = ROOT / "deployments/work-pool/rbac.yaml"
@@ -134,6 +141,8 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
     outcome, logger, _, _ = run_stage(server, "train", tmp_path, profile=capped)
     assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
 
+    _behind_a_borrower(server, kube, tmp_path)
+
     # the evaluation ships its program as an immutable ConfigMap: created, then a 409 on rerun
     evaluating = tutorial_profile(**{"eval.batches": "2"})
     for _ in range(2):
@@ -161,6 +170,31 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
     workload = convert_workload(backend.profile, Layout(backend.profile), backend.runtime)
     with pytest.raises(KeyboardInterrupt):
         backend.run_workload(workload, file_uri(tmp_path / "c.log"))
+
+
+def _behind_a_borrower(server: FakeApiServer, kube: FakeKube, tmp_path: Path) -> None:
+    """A team's train stage waiting for chips another team borrows: the watch lists the
+    ClusterQueues, cluster-scoped (watch/kueue_cohort.py)."""
+    for finished in kube.find("jobsets"):
+        kube.delete("jobsets", "default", finished["metadata"]["name"])
+    assert no_jobsets_left(kube)
+    cohort = Cohort("tpu-on-demand", {"team-a": Queue("team-a", 16, 16),
+                                      "team-b": Queue("team-b", 16, 16)})
+    cohort.submit("b-run", "team-b", 32)
+    cohort.schedule()
+    ours = cohort.submit("a-run", "team-a", 16)
+    assert cohort.schedule() == []
+    [why] = [c["message"] for c in cohort.workload_object(ours)["status"]["conditions"]]
+    for cq in cohort.cluster_queue_objects("tpurl-cluster"):
+        kube.create("clusterqueues", "", cq)
+    teams = tmp_path / "teams.yaml"
+    teams.write_text(f"teams:\n  a: {{usd_per_month: 5000, profiles: [{TUTORIAL}]}}\n")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TPURL_TEAMS_FILE", str(teams))
+        scenario(kube, [(0.05, pending(why)), (1.0, admit), (0.05, start), (0.1, succeed)])
+        outcome, logger, _, _ = run_stage(server, "train", tmp_path)
+    assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
+    assert any("team-b borrows 16 of 32 chips" in line for line in logger.lines), logger.lines
 
 
 def _train_in(mode: str, tmp_path: Path, rules: list[dict[str, Any]] | None = None,

@@ -145,13 +145,30 @@ def selects(ps: PodSet, labels: dict[str, str], keys: set[str]) -> bool:
     return any(all(_expression_holds(labels, *e) for e in term) for term in terms)
 
 
+def reach(resource: dict[str, Any], in_cohort: bool) -> float:
+    """The most of a resource one workload of the ClusterQueue can ever hold: kueue v0.17.1
+    pkg/cache/scheduler/resource_node.go potentialAvailable, min(nominalQuota +
+    borrowingLimit, the cohort's quota). Out of a cohort: the nominal quota. In a cohort
+    without a borrowing limit the cohort's quota bounds it, which one ClusterQueue does not
+    show: no bound here (infinite)."""
+    nominal = quantity(resource.get("nominalQuota", 0))
+    if not in_cohort:
+        return nominal
+    limit = resource.get("borrowingLimit")
+    return float("inf") if limit is None else nominal + quantity(limit)
+
+
 def _covering_group(cq: dict[str, Any], resource: str) -> dict[str, Any] | None:
     groups = (cq.get("spec") or {}).get("resourceGroups") or []
     return next((g for g in groups if resource in (g.get("coveredResources") or [])), None)
 
 
+def _in_cohort(cq: dict[str, Any]) -> bool:
+    return bool((cq.get("spec") or {}).get("cohortName"))
+
+
 def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
-                    only: str | None = None) -> str | None:
+                    only: str | None = None, cohort: bool = False) -> str | None:
     """None if one flavor of the group (or the flavor ``only``) fits the pod set; else
     Kueue's reasons. The label keys are always the whole group's."""
     reasons = []
@@ -163,7 +180,7 @@ def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
         if not selects(ps, _node_labels(flavors, name), keys):
             reasons.append(f"flavor {name} doesn't match node affinity")
             continue
-        quota = {r["name"]: quantity(r.get("nominalQuota", 0)) for r in entry.get("resources") or []}
+        quota = {r["name"]: reach(r, cohort) for r in entry.get("resources") or []}
         short = [r for r in group.get("coveredResources") or []
                  if ps.requests.get(r, 0) * ps.count > quota.get(r, 0)]
         if not short:
@@ -175,10 +192,11 @@ def _flavor_problem(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
     return ", ".join(reasons) or "no flavor in the resource group"
 
 
-def assigned_flavor(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any]) -> str | None:
+def assigned_flavor(ps: PodSet, group: dict[str, Any], flavors: dict[str, Any],
+                    cohort: bool = False) -> str | None:
     """The first flavor of the group that matches the pod set and has its quota."""
     for entry in group.get("flavors") or []:
-        if _flavor_problem(ps, group, flavors, only=entry["name"]) is None:
+        if _flavor_problem(ps, group, flavors, only=entry["name"], cohort=cohort) is None:
             return str(entry["name"])
     return None
 
@@ -193,7 +211,8 @@ def placement_problems(sets: list[PodSet], cluster_queue: dict[str, Any],
         assigned: dict[str, str] = {}  # flavor → the resources it was assigned for
         for resource in sorted(ps.requests):
             group = _covering_group(cluster_queue, resource)
-            if group is None or (name := assigned_flavor(ps, group, flavors)) is None:
+            if group is None or (name := assigned_flavor(
+                    ps, group, flavors, _in_cohort(cluster_queue))) is None:
                 break  # not admitted: admission_problems says why
             assigned[name] = ", ".join(filter(None, (assigned.get(name), resource)))
         selector = dict(ps.node_selector)
@@ -225,7 +244,8 @@ def admission_problems(sets: list[PodSet], cluster_queue: dict[str, Any],
             reason: str | None
             if group is None:
                 reason = f"resource {resource} unavailable in ClusterQueue"
-            elif (reason := _flavor_problem(ps, group, flavors)) is None:
+            elif (reason := _flavor_problem(ps, group, flavors,
+                                            cohort=_in_cohort(cluster_queue))) is None:
                 continue
             out.append(f"{ps.stage}: couldn't assign flavors to pod set {ps.name}: {reason}")
             break  # Kueue reports the first resource that fails per pod set

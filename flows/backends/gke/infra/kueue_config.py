@@ -29,7 +29,7 @@ def planned_kueue(s: InfraSettings) -> dict[str, Any]:
     by_kind: dict[str, dict[str, Any]] = {}
     for doc in docs:
         by_kind.setdefault(doc["kind"], {})[doc["metadata"]["name"]] = doc
-    lq = by_kind.get("LocalQueue", {}).get(s.gke.kueue_queue)
+    lq = by_kind.get("LocalQueue", {}).get(s.queue)
     cq = by_kind.get("ClusterQueue", {}).get(lq["spec"]["clusterQueue"]) if lq else None
     return {"local_queue": lq, "cluster_queue": cq, "flavors": by_kind.get("ResourceFlavor", {})}
 

@@ -28,6 +28,8 @@ What Kueue does with flavors in chain order, and what it does not:
   passes its parameters into every ProvisioningRequest it creates (kueue v0.17.1
   pkg/controller/admissionchecks/provisioning/controller.go:280, parametersKueueToProvisioning),
   among them ``maxRunDurationSeconds``: gke.max_run_hours, the nodes' lifetime.
+- Teams (deployments/teams.yaml): each gets its own ClusterQueue in the cluster's cohort and
+  a LocalQueue, after the profile's own objects (infra/team_kueue.py says how and why).
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ from typing import Any
 import yaml
 
 from flows.backends.gke.capacity_pools import flavor_name, pool_node_labels, pool_taints
+from flows.backends.gke.infra.team_kueue import team_objects
+from flows.backends.gke.infra.team_quota import TeamQuota, checked_quotas
 from flows.common.paths import REPO_ROOT
 from flows.config.gke import GkeSection
+from flows.config.teams import load_teams
 
 KUEUE_TEMPLATE = REPO_ROOT / "deployments" / "blueprints" / "kueue-configuration.yaml.tftpl"
 TEMPLATE_FLAVOR = "tpuv6e-flavor"  # the template's one TPU flavor
@@ -88,9 +93,11 @@ def _queued_objects(api: str, gke: GkeSection) -> list[dict[str, Any]]:
                                  "maxRunDurationSeconds": str(seconds)}}}]
 
 
-def kueue_documents(text: str, gke: GkeSection) -> list[dict[str, Any]]:
-    """The template's documents for the profile's chain; ``${name}`` placeholders are kept
-    (as TPURLVAR_name_TPURLVAR) for Terraform's templatefile to fill."""
+def kueue_documents(text: str, gke: GkeSection,
+                    quotas: dict[str, TeamQuota] | None = None) -> list[dict[str, Any]]:
+    """The template's documents for the profile's chain, then the teams' queues (``quotas``,
+    none by default); ``${name}`` placeholders are kept (as TPURLVAR_name_TPURLVAR) for
+    Terraform's templatefile to fill."""
     docs = [d for d in yaml.safe_load_all(_PLACEHOLDER.sub(r"TPURLVAR_\1_TPURLVAR", text)) if d]
     template = next(d for d in docs if d["kind"] == "ResourceFlavor"
                     and d["metadata"]["name"] == TEMPLATE_FLAVOR)
@@ -107,6 +114,9 @@ def kueue_documents(text: str, gke: GkeSection) -> list[dict[str, Any]]:
         if doc["kind"] == "ClusterQueue":
             doc = _with_chain_flavors(doc, chain, gke.machine.generation)
         out.append(doc)
+    base = next((d for d in out if d["kind"] == "ClusterQueue"), None)
+    if quotas and base is not None:
+        out += team_objects(base, quotas, gke.cluster, gke.namespace)
     return out
 
 
@@ -136,11 +146,20 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
-def kueue_configuration_text(gke: GkeSection, text: str | None = None) -> str:
-    """What the blueprint stages as tpurl-kueue-configuration.yaml.tftpl for this profile."""
+def cluster_team_quotas(gke: GkeSection) -> dict[str, TeamQuota]:
+    """The teams file's quotas on this profile's cluster (its total TPU chips, the chips
+    the blueprint's TPU pool holds); a file that does not fit: ProfileError."""
+    return checked_quotas(load_teams(), gke.total_chips, {})
+
+
+def kueue_configuration_text(gke: GkeSection, text: str | None = None,
+                             quotas: dict[str, TeamQuota] | None = None) -> str:
+    """What the blueprint stages as tpurl-kueue-configuration.yaml.tftpl for this profile:
+    with the teams file's queues unless ``quotas`` is given."""
     text = KUEUE_TEMPLATE.read_text() if text is None else text
-    body = yaml.dump_all(kueue_documents(text, gke), Dumper=_NoAliases, sort_keys=False,
-                         width=4096)
+    quotas = cluster_team_quotas(gke) if quotas is None else quotas
+    body = yaml.dump_all(kueue_documents(text, gke, quotas), Dumper=_NoAliases,
+                         sort_keys=False, width=4096)
     return _header(text) + _SENTINEL.sub(r"${\1}", body)
 
 

@@ -4,7 +4,9 @@ The profile is the single source of every GKE setting (flows/config/gke.py): thi
 a reference to ``profile.gke``, never a copy of its fields, and adds only what the machine
 decides (the cache folder from the environment, a Cluster Toolkit releases mirror) and the
 paths derived from them. Infra code reads ``s.gke.<field>`` and the section's derived values
-(``total_chips``, ``hosts_needed``, service accounts, ``idle_usd_per_hour``).
+(``total_chips``, ``hosts_needed``, service accounts, ``idle_usd_per_hour``), and the
+LocalQueue the profile's JobSets name: its team's (deployments/teams.yaml) or
+``gke.kueue_queue``, the one pre-flight must find.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from flows.backends.gke.infra.team_quota import checked_quotas
+from flows.backends.gke.team_queues import team_queue_name
 from flows.common.paths import default_cache_dir
 from flows.config.gke import GkeCluster, GkeSection
 from flows.config.profile import Profile
+from flows.config.teams import load_teams
 from flows.core.failures import user_error
 
 RELEASES_URL = "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download"
@@ -31,6 +36,13 @@ class InfraSettings(BaseModel):
     gke: GkeSection
     cache_dir: Path
     releases_url: str = RELEASES_URL
+    team_queue: str | None = None
+    """The team's LocalQueue (None: the profile is in no team)."""
+
+    @property
+    def queue(self) -> str:
+        """The LocalQueue the profile's JobSets are labelled with (jobs/common.py)."""
+        return self.team_queue or self.gke.kueue_queue
 
     @property
     def state_prefix(self) -> str:
@@ -65,7 +77,12 @@ def settings_from_profile(profile: Profile, *, cache_dir: Path | None = None,
     if profile.gke is None:
         raise user_error("infra", "infra settings need a GKE profile", f"backend {profile.backend}",
                          "use a profile with backend: gke")
+    teams = load_teams()
+    team = teams.team_of(profile.name)
+    if team is not None:  # a split the cluster cannot hold, or a run its team never could
+        checked_quotas(teams, profile.gke.total_chips, {profile.name: profile.gke.total_chips})
     return InfraSettings(
         gke=profile.gke, cache_dir=cache_dir or default_cache_dir(),
+        team_queue=team_queue_name(team.name) if team else None,
         releases_url=releases_url or os.environ.get("TPURL_GCLUSTER_RELEASES_URL")
         or RELEASES_URL)

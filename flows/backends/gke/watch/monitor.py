@@ -35,6 +35,7 @@ from flows.backends.gke.watch.client import (
 )
 from flows.backends.gke.watch.forbidden import Denied, denied_by, forbidden_diagnosis
 from flows.backends.gke.watch.kueue import DEACTIVATED_CODE
+from flows.backends.gke.watch.kueue_cohort import cohort_wait
 from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
 from flows.backends.gke.watch.lost_nodes import LostNodes, unfinished
 from flows.backends.gke.watch.monitor_verdicts import api_down, deleted_from_outside, stalled
@@ -113,6 +114,9 @@ class Monitor:
         self.lost_nodes = LostNodes(cluster, self.namespace, settings)  # asked after a failure
         self._requests: list[Obj] = []  # ProvisioningRequests (queued provisioning)
         self._requests_version = ""  # of the Workload they were listed for
+        self._kueue_version = kueue_version
+        self._cohort_line: str | None = None  # who borrows the chips it waits for
+        self._cohort_version = ""  # of the Workload the ClusterQueues were listed for
         self._denied: list[tuple[str, Denied]] = []  # the loop's own reads refused (403)
         self.served: Served | None = None  # where the slice came up (watch/served.py)
         self.served_at: float | None = None  # monotonic time its TPU pods were all bound
@@ -317,7 +321,7 @@ class Monitor:
             pull_errors=self._remembered(self.pull_errors),
             autoscaler_events=self._scaling_events(), disruptions=disruptions,
             ran_since_admitted=self._ran_since_admitted), self.budgets, datetime.now(UTC))
-        verdict = self._queued(verdict, workload)
+        verdict = self._cohort(self._queued(verdict, workload), workload)
         if verdict.phase is Phase.RUNNING:
             self._ran_since_admitted = True
         if self.served is None and verdict.phase is not Phase.FAILED:
@@ -354,6 +358,40 @@ class Monitor:
         line, diagnosis = found
         return (Verdict(Phase.FAILED, diagnosis, diagnosis.summary) if diagnosis
                 else Verdict(Phase.QUEUED, None, line))
+
+    def _cohort(self, verdict: Verdict, workload: Obj | None) -> Verdict:
+        """A team's JobSet waiting for chips another team of its cohort borrows: the queued
+        line names the borrower (watch/kueue_cohort.py). The ClusterQueues are listed (one
+        cluster-scoped list) only for a Workload short of unused TPU quota, again when the
+        Workload changes. A team's LocalQueue and ClusterQueue share their name
+        (team_queues.py), so the Workload's queueName names its ClusterQueue."""
+        message = verdict.reason
+        if verdict.phase is not Phase.QUEUED or "insufficient unused quota" not in message:
+            return verdict
+        version = str((workload or {}).get("metadata", {}).get("resourceVersion"))
+        if self._cohort_version != version:
+            try:
+                listed = self.cluster.custom.list_cluster_custom_object(
+                    KUEUE_GROUP, self._kueue_version, "clusterqueues", _request_timeout=(
+                        self.settings.connect_timeout_s, self.settings.read_timeout_s))
+                assert isinstance(listed, dict)  # a list's JSON, typed `object` by the client
+                queue = str(((workload or {}).get("spec") or {}).get("queueName") or "")
+                self._cohort_line = cohort_wait(workload, queue, listed.get("items") or [])
+                self._cohort_version = version
+            except Exception as exc:  # the API failing: the ordinary verdict stands this tick
+                if denied_by(exc) is not None:  # refused (a Role from before teams had
+                    # queues): the line is a courtesy, not worth failing the stage for
+                    self._cohort_version = version
+                    self._cohort_line = None
+                    self.logger.warning(
+                        "%s: cannot list ClusterQueues (%s): re-apply deployments/work-pool/"
+                        "rbac.yaml to see which team borrows the chips it waits for",
+                        self.name, exc.__class__.__name__)
+                return verdict
+        if self._cohort_line is None:
+            return verdict
+        return Verdict(Phase.QUEUED, None, f"{self.name} is queued, {self._cohort_line} "
+                       f"({message.removeprefix(f'{self.name} is queued: ')})")
 
     def _note_served(self) -> None:
         """Once every TPU pod is bound, read its nodes (one GET each, once) and log the

@@ -173,11 +173,13 @@ def kueue_fix(s: InfraSettings) -> str:
 def check_kueue_admission(s: InfraSettings, planned: Planned,
                           kueue: dict[str, Any]) -> tuple[Status, str, str, str]:
     lq = kueue.get("local_queue")
-    target = f"LocalQueue {s.gke.namespace}/{s.gke.kueue_queue}"
+    target = f"LocalQueue {s.gke.namespace}/{s.queue}"
     if lq is None:
         return ("fail", "does not exist: every JobSet would wait unadmitted",
-                f"set gke.kueue_queue to a LocalQueue of namespace {s.gke.namespace} "
-                "(kubectl get localqueues -A), or re-apply the blueprint", target)
+                ("re-apply the blueprint: it creates the team's LocalQueue and ClusterQueue "
+                 "from deployments/teams.yaml" if s.team_queue else
+                 f"set gke.kueue_queue to a LocalQueue of namespace {s.gke.namespace} "
+                 "(kubectl get localqueues -A), or re-apply the blueprint"), target)
     cq_name = (lq.get("spec") or {}).get("clusterQueue")
     cq = kueue.get("cluster_queue")
     target += f" → ClusterQueue {cq_name}"

@@ -26,6 +26,7 @@ from flows.backends.gke.infra.preflight.access import Planned
 from flows.backends.gke.infra.preflight.capacity import check_quota, check_reservation
 from flows.backends.gke.infra.preflight.generation import check_generation
 from flows.backends.gke.infra.preflight.results import CheckResult, FactError, result, unknown
+from flows.backends.gke.infra.preflight.team_queues import check_team_queues
 from flows.backends.gke.infra.preflight.zones import check_zone_modes
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.config.gke import CIDR_FIX
@@ -76,7 +77,7 @@ def gather(apis: GoogleApis, s: InfraSettings, bucket_exists: bool = True,
     addons = kueue = None
     if isinstance(cluster, dict):
         addons = _read(apis.addon_versions, cluster)
-        kueue = _read(apis.kueue_objects, cluster, s.gke.namespace, s.gke.kueue_queue)
+        kueue = _read(apis.kueue_objects, cluster, s.gke.namespace, s.queue)
     where = access.ar_repository(planned.image_repository)
     builds = planned.image_builder != "docker" and bool(planned.image_repository)
     return Facts(
@@ -254,6 +255,9 @@ def planned_checks(s: InfraSettings, facts: Facts, planned: Planned) -> list[Che
         return out
     out.append(result("kueue-admission", *access.check_kueue_admission(
         s, planned, facts.kueue)))
+    if s.team_queue:
+        out.append(result("team-queues", *check_team_queues(s.team_queue, facts.kueue,
+                                                            planned_kueue(s))))
     out.append(result("cpu-pool-capacity", *access.check_cpu_pool(
         s, planned, list(cluster.get("nodePools") or []))))
     return out
