@@ -122,6 +122,19 @@ def _parser() -> argparse.ArgumentParser:
     costs.add_argument("--month", metavar="YYYY-MM", help="the calendar month, UTC (default: "
                        "this one)")
     costs.add_argument("--json", action="store_true", help="print the month as JSON")
+    back = _described(sub, "rollback", "make an earlier promoted model the champion again: "
+                      "the pointer, the MLflow alias champion, a rollback entry appended to "
+                      "the promotion history and a tpurl.model.rolled-back event; every check "
+                      "before any change (exit 2: refused, nothing changed)")
+    back.set_defaults(func=_rollback)
+    _profile_arguments(back)
+    back.add_argument("--to", metavar="RUN", help="the promoted run to restore (default: the "
+                      "one promoted before the current champion)")
+    back.add_argument("--reason", required=True, help="why, in a few words (kept in the "
+                      "history, sent in the event)")
+    back.add_argument("--by", help="who rolls back (default: the OS user)")
+    back.add_argument("--dry-run", action="store_true", help="print what would change; "
+                      "change nothing")
     listing = _described(sub, "profiles", "list the shipped profiles")
     listing.set_defaults(func=_profiles)
     listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
@@ -194,6 +207,18 @@ def _costs(args: argparse.Namespace) -> int:
     from flows.operations.costs import costs_command
 
     return costs_command(args.target, args.month, args.json)
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    from flows.operations.rollback import rollback_command
+
+    try:
+        overrides = dict(parse_override(item) for item in args.set)
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return rollback_command(args.profile, overrides, args.to, args.reason, args.by,
+                            args.dry_run)
 
 
 def _profiles(args: argparse.Namespace) -> int:

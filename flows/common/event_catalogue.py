@@ -107,6 +107,15 @@ MODEL_REJECTED = EventKind(
     "tpurl.model.rejected", "tpurl.model.<profile>", ("tpurl.profile",), ("decision", "scores"),
     ("announcement",), "flows/runpage/promotion.py",
     "Evaluation did not pass the promotion rule; the export is kept, the pointer left alone.")
+MODEL_ROLLED_BACK = EventKind(
+    "tpurl.model.rolled-back", "tpurl.model.<profile>", ("tpurl.profile",),
+    ("from_run", "to_run", "model_uri", "by", "reason", "at"), ("mlflow_version",),
+    "flows/operations/rollback.py",
+    "`tpurl rollback` made an earlier promoted model the champion again: the pointer names "
+    "run `to_run`'s export `model_uri` (before: run `from_run`), a rollback entry was "
+    "appended to promoted-history.json with who (`by`), when (`at`, ISO 8601 UTC) and why "
+    "(`reason`); `mlflow_version` is the version the MLflow alias champion now names, when "
+    "the profile registers in MLflow.")
 DATASET_UPDATED = EventKind(
     "tpurl.dataset.updated", "tpurl.dataset.<name>", ("tpurl.profile",), ("uri",), (),
     "flows/announcements/announce.py",
@@ -145,6 +154,7 @@ ANNOUNCEMENT_DROPPED = EventKind(
 CATALOGUE: tuple[EventKind, ...] = (
     STAGE_STARTED, STAGE_COMPLETED, STAGE_SKIPPED, STAGE_FAILED, STAGE_CANCELLED, RUN_STARTED,
     RUN_FAILED, CAPACITY_FALLBACK, MODEL_EXPORTED, MODEL_PROMOTED, MODEL_REJECTED,
+    MODEL_ROLLED_BACK,
     DATASET_UPDATED, BASE_MODEL_UPDATED,
     ANNOUNCEMENT_QUEUED, ANNOUNCEMENT_COALESCED, ANNOUNCEMENT_SUPERSEDED,
     ANNOUNCEMENT_DUPLICATE, ANNOUNCEMENT_DROPPED)

@@ -22,8 +22,19 @@ from flows.config.evaluation import PromotionRule
 from flows.core.scores import ScoreSummary
 
 
+class Rollback(BaseModel):
+    """Who made an earlier promoted model the champion again, when, why, and from which."""
+
+    from_run: str  # the champion's run before the rollback
+    by: str
+    at: str  # ISO 8601, UTC
+    reason: str
+
+
 class PromotedModel(BaseModel):
-    """The profile's promoted pointer: what is served, and where it came from."""
+    """The profile's promoted pointer: what is served, and where it came from. In the
+    history an entry is a promotion, or a rollback naming the earlier model it restored
+    (its fields copied from that model's promotion, ``rollback`` saying who and why)."""
 
     model_uri: str  # the HF export
     trained_checkpoint: str
@@ -43,6 +54,8 @@ class PromotedModel(BaseModel):
     # functions' names; "" and [] in pointers made before recipes were recorded)
     recipe_digest: str = ""
     reward_functions: list[str] = Field(default_factory=list)
+    kind: Literal["promotion", "rollback"] = "promotion"
+    rollback: Rollback | None = None
 
 
 class Decision(BaseModel):

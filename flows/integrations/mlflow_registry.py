@@ -93,5 +93,23 @@ def champion(config: MlflowRegistry, project: str | None = None) -> Any | None:
         raise
 
 
+def promoted_version(config: MlflowRegistry, run: str, project: str | None = None) -> str | None:
+    """The number of the version that ``run``'s promotion registered (tags ``tpurl.run`` and
+    ``tpurl.decision`` = promoted, as :func:`version_tags` writes them), newest first; None
+    when the registry holds none, so a rollback can refuse before it changes anything."""
+    client = mlflow_client(config.tracking_uri, config.token, project)
+    found = [v for v in client.search_model_versions(f"name = '{_quoted(config.model_name)}'")
+             if v.tags.get("tpurl.run") == run and v.tags.get("tpurl.decision") == "promoted"]
+    if not found:
+        return None
+    return str(max(found, key=lambda v: int(v.version)).version)
+
+
+def move_champion(config: MlflowRegistry, version: str, project: str | None = None) -> None:
+    """Point the alias ``champion`` at ``version`` (a rollback; the version is kept)."""
+    client = mlflow_client(config.tracking_uri, config.token, project)
+    client.set_registered_model_alias(config.model_name, CHAMPION, version)
+
+
 def _quoted(name: str) -> str:
     return name.replace("'", "\\'")

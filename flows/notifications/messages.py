@@ -17,6 +17,8 @@ Events (names are the flows' stable API):
   (flows/runpage/promotion.py), the scores of the trained model, its base and the champion;
 - capacity-fallback: ``tpurl.capacity.fallback`` (emitted by the train stage's capacity
   chain), its payload's fields as they come;
+- model-rolled-back: ``tpurl.model.rolled-back`` (flows/operations/rollback.py), who rolled
+  back from which run to which, and why;
 - retrain-coalesced: ``tpurl.announcement.coalesced`` (flows/announcements/events.py), one
   per announcement folded into a newer waiting run.
 """
@@ -31,6 +33,7 @@ from flows.common.event_catalogue import (
     CAPACITY_FALLBACK,
     MODEL_PROMOTED,
     MODEL_REJECTED,
+    MODEL_ROLLED_BACK,
     RUN_FAILED,
 )
 from flows.config.notify import NotifyEvent
@@ -91,6 +94,14 @@ COALESCED_BODY = ("Announcement {{ event.payload.kind }} {{ event.payload.value 
                   "{% if event.payload.replaced_runs %}Cancelled waiting runs: "
                   "{{ event.payload.replaced_runs | join(', ') }}\n{% endif %}")
 
+ROLLED_BACK_SUBJECT = "tpurl " + _PROFILE + ": model rolled back to run {{ event.payload.to_run }}"
+ROLLED_BACK_BODY = ("{{ event.payload.by }} rolled the champion of " + _PROFILE + " back from "
+                    "run {{ event.payload.from_run }} to run {{ event.payload.to_run }} at "
+                    "{{ event.payload.at }}.\nReason: {{ event.payload.reason }}\n"
+                    "Model: {{ event.payload.model_uri }}\n"
+                    "{% if event.payload.mlflow_version %}MLflow champion: version "
+                    "{{ event.payload.mlflow_version }}\n{% endif %}")
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -112,6 +123,9 @@ KINDS: dict[NotifyEvent, Kind] = {
     "retrain-coalesced": Kind("retrain coalesced", "tpurl.announcement.*",
                               (ANNOUNCEMENT_COALESCED.name,),
                               COALESCED_SUBJECT, COALESCED_BODY),
+    "model-rolled-back": Kind("rollback of the champion", "tpurl.model.{profile}",
+                              (MODEL_ROLLED_BACK.name,), ROLLED_BACK_SUBJECT,
+                              ROLLED_BACK_BODY),
 }
 
 

@@ -142,7 +142,8 @@ def promoted_in(name: str, month: str, own: Profile | None = None) -> int:
     except ProfileError:
         return 0
     storage = storage_for(profile.section.output_root())
-    return sum(1 for m in read_history(storage, profile) if m.promoted_at.startswith(month))
+    return sum(1 for m in read_history(storage, profile)
+               if m.kind == "promotion" and m.promoted_at.startswith(month))
 
 
 def team_costs(team: Team, month: str, profile: str | None = None,

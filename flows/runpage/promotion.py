@@ -1,11 +1,8 @@
-"""The promoted pointer beside the results, the promotion events and the run page's table.
+"""The promotion decision, its events and the run page's table.
 
-The pointer is ``tpurl-results/<profile>/promoted.json`` in the profile's output root (the
-bucket on GKE, the local root in the rehearsal), written through the same Storage as the
-outputs, so a serving deployment, a notebook or ``gcloud storage cat`` reads what is
-promoted without the Prefect database. ``promoted-history.json`` beside it lists every
-promotion, oldest first. Only a passing decision writes either; a rejected run keeps its
-export and leaves both alone.
+The pointer ``promoted.json`` and ``promoted-history.json`` beside it are read and written
+by flows/core/promotion_store.py (re-exported here for the callers that judge a run). Only a
+passing decision writes either; a rejected run keeps its export and leaves both alone.
 
 Events: ``tpurl.model.promoted`` and ``tpurl.model.rejected``, resource
 ``tpurl.model.<profile>`` (names and payload keys in flows/common/event_catalogue.py).
@@ -13,71 +10,31 @@ Events: ``tpurl.model.promoted`` and ``tpurl.model.rejected``, resource
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
 from flows.common.event_catalogue import MODEL_PROMOTED as PROMOTED_EVENT
 from flows.common.event_catalogue import MODEL_REJECTED as REJECTED_EVENT
 from flows.config.profile import Profile
-from flows.core.failures import user_error
-from flows.core.layout import RESULTS_DIR, Layout
+from flows.core.layout import Layout
 from flows.core.lineage import outside_root
 from flows.core.manifest import build_manifest, manifest_digest
 from flows.core.promotion import Decision, PromotedModel, decide, recipe_changed
+from flows.core.promotion_store import HISTORY_FILE as HISTORY_FILE
+from flows.core.promotion_store import POINTER_FILE as POINTER_FILE
+from flows.core.promotion_store import pointer_uris as pointer_uris
+from flows.core.promotion_store import read_history as read_history
+from flows.core.promotion_store import read_promoted as read_promoted
+from flows.core.promotion_store import write_promoted as write_promoted
 from flows.core.recipe_files import recipe_summary
 from flows.core.scores import ScoreSummary
-from flows.core.storage import Storage, join
+from flows.core.storage import Storage
 from flows.runpage.recipe import recipe_label
 
 MODEL_PROMOTED = PROMOTED_EVENT.name
 MODEL_REJECTED = REJECTED_EVENT.name
 log = logging.getLogger(__name__)
-_HISTORY = TypeAdapter(list[PromotedModel])
-POINTER_FILE, HISTORY_FILE = "promoted.json", "promoted-history.json"
-
-
-def pointer_uris(profile: Profile) -> tuple[str, str]:
-    base = join(Layout(profile).root, RESULTS_DIR, profile.name)
-    return join(base, POINTER_FILE), join(base, HISTORY_FILE)
-
-
-def read_promoted(storage: Storage, profile: Profile) -> PromotedModel | None:
-    """The promoted model, or None when nothing is promoted. A damaged pointer stops the
-    decision: judging against nothing could promote a worse model."""
-    uri = pointer_uris(profile)[0]
-    text = storage.read_text(uri)
-    if text is None:
-        return None
-    try:
-        return PromotedModel.model_validate_json(text)
-    except ValidationError as exc:
-        raise user_error("evaluate", "the promoted pointer is unreadable", f"{uri}: "
-                         f"{str(exc).splitlines()[0]}", "restore it from promoted-history.json "
-                         "beside it (its last entry), or delete it to judge against the base "
-                         "model", code="eval/pointer-unreadable") from exc
-
-
-def read_history(storage: Storage, profile: Profile) -> list[PromotedModel]:
-    text = storage.read_text(pointer_uris(profile)[1])
-    if not text:
-        return []
-    try:
-        return _HISTORY.validate_json(text)
-    except ValidationError:
-        log.warning("promoted-history.json is unreadable; starting a new history")
-        return []
-
-
-def write_promoted(storage: Storage, profile: Profile, model: PromotedModel) -> None:
-    pointer, history_uri = pointer_uris(profile)
-    history = [*read_history(storage, profile), model]
-    storage.write_text(history_uri, json.dumps(_HISTORY.dump_python(history, mode="json"),
-                                               indent=1))
-    storage.write_text(pointer, model.model_dump_json(indent=2))  # last: it is the commit
 
 
 def pointer_problem(storage: Storage, profile: Profile, model: PromotedModel) -> str | None:

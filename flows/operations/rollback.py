@@ -1,0 +1,158 @@
+"""`tpurl rollback PROFILE [--to RUN] --reason TEXT`: make an earlier promoted model the
+champion again, everywhere the promotion wrote.
+
+Every check comes before any change: the history, the target (flows/core/rollback.py), the
+target's export still in storage with the digest it was promoted with, and, where the
+profile registers models in MLflow, the version its promotion registered. Then, in this
+order: the MLflow alias ``champion`` (idempotent: a rollback that stops after it changes
+nothing a rerun would not), the history and the pointer (flows/core/promotion_store.py, the
+pointer last), and the event ``tpurl.model.rolled-back`` on the Prefect API, which the
+profile's notify automation (notify.events: model-rolled-back) turns into a message.
+The Hub needs nothing: a promotion uploads each run's model to a branch named after the run
+(flows/integrations/hub_registry.py) and marks no champion there, so the restored run's
+branch is as it was. Vertex AI is refused for now: moving the pointer but not its default
+version would leave the two naming different models.
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from flows.backends import storage_for
+from flows.common.event_catalogue import MODEL_ROLLED_BACK
+from flows.config import ProfileError, load_profile
+from flows.config.profile import Profile
+from flows.core.manifest import build_manifest, manifest_digest
+from flows.core.promotion import PromotedModel
+from flows.core.promotion_store import read_history, read_promoted, write_promoted
+from flows.core.rollback import RollbackRefused, choose_target, current_champion, rollback_entry
+from flows.core.storage import Storage
+
+
+@dataclass(frozen=True)
+class RollbackPlan:
+    """What a rollback changes: the entry appended (and pointed at) and the MLflow version
+    the alias moves to (None: the profile registers in no MLflow)."""
+
+    current: PromotedModel
+    entry: PromotedModel
+    mlflow_version: str | None
+
+    def lines(self) -> list[str]:
+        rb = self.entry.rollback
+        assert rb is not None
+        out = [f"champion: run {self.current.run} ({self.current.model_uri})",
+               f"  -> run {self.entry.run} ({self.entry.model_uri}), promoted "
+               f"{self.entry.promoted_at}",
+               f"by {rb.by} at {rb.at}: {rb.reason}",
+               "pointer and promoted-history.json: a rollback entry appended, the pointer "
+               "names it"]
+        if self.mlflow_version is not None:
+            out.append(f"MLflow alias champion -> version {self.mlflow_version}")
+        out.append(f"event {MODEL_ROLLED_BACK.name} on the Prefect API (the profile's "
+                   "notify automation sends it on)")
+        return out
+
+
+def plan_rollback(storage: Storage, profile: Profile, to_run: str | None, reason: str,
+                  by: str, at: str | None = None) -> RollbackPlan:
+    """Every check, read-only; RollbackRefused names the field and the fix."""
+    registry = profile.promotion_rule.register if profile.promotion_rule else None
+    if registry is not None and registry.vertex is not None:
+        raise RollbackRefused("promotion.register.vertex: `tpurl rollback` does not move Vertex "
+                              "AI's default version yet, and moving the pointer alone would "
+                              "leave Vertex AI serving another model than the pointer names; "
+                              "fix: set the earlier version as the default on its Vertex AI "
+                              "model page, then copy its entry of promoted-history.json into "
+                              "promoted.json (docs/how-to/rollback.md)")
+    history = read_history(storage, profile)
+    current = current_champion(history, read_promoted(storage, profile))
+    target = choose_target(history, current, to_run)
+    if not storage.files_under(target.model_uri):
+        raise RollbackRefused(f"--to: run {target.run}'s export {target.model_uri} is gone from "
+                              "storage; fix: name another promoted run, or restore the export "
+                              "there first")
+    if target.export_digest:
+        found = manifest_digest(build_manifest(storage, target.model_uri))
+        if found != target.export_digest:
+            raise RollbackRefused(f"--to: run {target.run}'s export {target.model_uri} changed "
+                                  f"since it was promoted (digest {found}, promoted as "
+                                  f"{target.export_digest}); fix: name another promoted run, "
+                                  "or restore the export's files")
+    version = None
+    if registry is not None and registry.mlflow is not None:
+        from flows.integrations.mlflow_registry import promoted_version
+
+        project = profile.gke.project if profile.gke else None
+        version = promoted_version(registry.mlflow, target.run, project)
+        if version is None:
+            raise RollbackRefused(f"promotion.register.mlflow: model {registry.mlflow.model_name}"
+                                  f" has no version promoted by run {target.run}; fix: name a "
+                                  "run registered there with --to")
+    entry = rollback_entry(target, current, by, reason,
+                           at or datetime.now(UTC).isoformat())
+    return RollbackPlan(current, entry, version)
+
+
+def apply_rollback(storage: Storage, profile: Profile, plan: RollbackPlan) -> None:
+    """The registry's alias, then the history and pointer; the event is the caller's."""
+    registry = profile.promotion_rule.register if profile.promotion_rule else None
+    if plan.mlflow_version is not None and registry is not None and registry.mlflow:
+        from flows.integrations.mlflow_registry import move_champion
+
+        move_champion(registry.mlflow, plan.mlflow_version,
+                      profile.gke.project if profile.gke else None)
+    write_promoted(storage, profile, plan.entry)
+
+
+def rolled_back_event(profile: str, plan: RollbackPlan) -> dict[str, Any]:
+    """The event's body (POST /api/events), its payload checked against the catalogue."""
+    rb = plan.entry.rollback
+    assert rb is not None
+    payload: dict[str, Any] = {"from_run": rb.from_run, "to_run": plan.entry.run,
+                               "model_uri": plan.entry.model_uri, "by": rb.by,
+                               "reason": rb.reason, "at": rb.at}
+    if plan.mlflow_version is not None:
+        payload["mlflow_version"] = plan.mlflow_version
+    return {"id": str(uuid.uuid4()), "occurred": rb.at, "event": MODEL_ROLLED_BACK.name,
+            "resource": {"prefect.resource.id": f"tpurl.model.{profile}",
+                         "prefect.resource.name": f"{profile} model", "tpurl.profile": profile},
+            "payload": MODEL_ROLLED_BACK.checked(payload)}
+
+
+def post_event(body: dict[str, Any]) -> bool:
+    """Post the event to the Prefect API PREFECT_API_URL names; False when none is set."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        return False
+    with get_client(sync_client=True) as client:
+        client.request("POST", "/events", json=[body]).raise_for_status()
+    return True
+
+
+def rollback_command(target: str, overrides: dict[str, str], to_run: str | None, reason: str,
+                     by: str | None, dry_run: bool) -> int:
+    """Exit 0 done (or the dry run printed), 2 refused before any change."""
+    try:
+        profile = load_profile(target, overrides)
+        storage = storage_for(profile.section.output_root())
+        plan = plan_rollback(storage, profile, to_run, reason, by or getpass.getuser())
+    except (ProfileError, RollbackRefused) as exc:
+        print(f"error: {exc}; nothing was changed", file=sys.stderr)
+        return 2
+    if dry_run:
+        print("\n".join(["dry run, nothing changed; a rollback would:", *plan.lines()]))
+        return 0
+    apply_rollback(storage, profile, plan)
+    print("\n".join(["rolled back:", *plan.lines()]))
+    if not post_event(rolled_back_event(profile.name, plan)):
+        print(f"note: PREFECT_API_URL is not set, so no {MODEL_ROLLED_BACK.name} event was "
+              "sent (no notification either)", file=sys.stderr)
+    return 0

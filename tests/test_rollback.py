@@ -1,0 +1,194 @@
+"""`tpurl rollback` on real files under a real output root: two promoted runs (judged by the
+real promotion rule over real exports), the pointer and history after a rollback, each
+refusal before any change, the dry run, and over any sequence of promotions and rollbacks a
+history that only grows with the pointer equal to its last entry. The MLflow alias is
+tested against a real server in tests/integrations/test_mlflow_registry.py, the event and
+its message against a real Prefect server in tests/notifications/test_notify_server.py."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flows.cli import main
+from flows.config import load_profile
+from flows.config.profile import Profile
+from flows.core.promotion_store import pointer_uris, read_history, read_promoted
+from flows.core.rollback import RollbackRefused
+from flows.core.storage import LocalStorage, file_uri
+from flows.operations.rollback import apply_rollback, plan_rollback, rolled_back_event
+from flows.runpage.promotion import promote_or_reject
+from tests.support.scores import summary
+
+
+def _export(root: Path, run: str) -> str:
+    export = root / "exports" / run
+    export.mkdir(parents=True, exist_ok=True)
+    (export / "model.safetensors").write_bytes(run.encode() * 8)
+    (export / "config.json").write_text('{"model_type": "qwen3_moe"}')
+    return file_uri(export)
+
+
+def _judge(profile: Profile, root: Path, run: str, mean: float) -> bool:
+    """The real rule over a real export: True when the run was promoted."""
+    evaluation = {"trained": summary(mean).model_dump(), "base": summary(0.1).model_dump()}
+    artifacts = {"hf_export": _export(root, run), "trained_checkpoint": f"file:///c/{run}"}
+    decision, _ = promote_or_reject(LocalStorage(), profile, run, evaluation, artifacts, None,
+                                    "eval-key", "score-key")
+    return decision.promoted
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Profile:
+    return load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={})
+
+
+@pytest.fixture
+def two(profile: Profile, tmp_path: Path) -> Profile:
+    """run-1 promoted, run-2 rejected (worse), run-3 promoted (better): the champion."""
+    assert _judge(profile, tmp_path, "run-1", 0.5)
+    assert not _judge(profile, tmp_path, "run-2", 0.2)
+    assert _judge(profile, tmp_path, "run-3", 0.7)
+    return profile
+
+
+def _files(profile: Profile) -> tuple[str | None, str | None]:
+    storage = LocalStorage()
+    return tuple(storage.read_text(uri) for uri in pointer_uris(profile))  # type: ignore[return-value]
+
+
+def test_rollback_restores_the_earlier_model_and_appends_who_when_why(
+        two: Profile, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rollback", "rehearsal", "--set", f"local.root={tmp_path}",
+                 "--reason", "regressed on the canary", "--by", "oncall"]) == 0
+    storage = LocalStorage()
+    pointer = read_promoted(storage, two)
+    history = read_history(storage, two)
+    assert pointer is not None and pointer.run == "run-1" and pointer.kind == "rollback"
+    assert [(m.run, m.kind) for m in history] == [
+        ("run-1", "promotion"), ("run-3", "promotion"), ("run-1", "rollback")]
+    assert history[-1] == pointer
+    assert pointer.rollback is not None
+    assert (pointer.rollback.from_run, pointer.rollback.by, pointer.rollback.reason) == (
+        "run-3", "oncall", "regressed on the canary")
+    assert pointer.rollback.at.endswith("+00:00")
+    assert pointer.model_uri == history[0].model_uri
+    assert pointer.export_digest == history[0].export_digest
+    out = capsys.readouterr()
+    assert "champion: run run-3" in out.out and "-> run run-1" in out.out
+    assert "no tpurl.model.rolled-back event was sent" in out.err  # no API in this test
+
+
+def test_the_default_target_walks_back_and_the_by_default_is_the_os_user(
+        two: Profile, tmp_path: Path) -> None:
+    import getpass
+
+    assert _judge(two, tmp_path, "run-4", 0.9)
+    storage = LocalStorage()
+    for expected in ("run-3", "run-1"):
+        plan = plan_rollback(storage, two, None, "why", getpass.getuser())
+        assert plan.entry.run == expected
+        apply_rollback(storage, two, plan)
+    with pytest.raises(RollbackRefused, match="nothing was promoted before the champion"):
+        plan_rollback(storage, two, None, "why", "me")
+
+
+def test_a_dry_run_prints_the_change_and_changes_nothing(
+        two: Profile, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = _files(two)
+    assert main(["rollback", "rehearsal", "--set", f"local.root={tmp_path}",
+                 "--to", "run-1", "--reason", "check", "--dry-run"]) == 0
+    assert _files(two) == before
+    out = capsys.readouterr().out
+    assert out.startswith("dry run, nothing changed")
+    assert "-> run run-1" in out
+
+
+@pytest.mark.parametrize(("to", "words"), [
+    ("run-9", "--to: run run-9 was never promoted"),
+    ("run-2", "--to: run run-2 was never promoted"),  # rejected: not a candidate
+    ("run-3", "--to: run run-3 is the current champion already"),
+])
+def test_a_bad_target_is_refused_before_any_change(
+        two: Profile, tmp_path: Path, to: str, words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    before = _files(two)
+    assert main(["rollback", "rehearsal", "--set", f"local.root={tmp_path}",
+                 "--to", to, "--reason", "r"]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "fix: name" in err and "nothing was changed" in err
+    assert "promoted: run-1, run-3" in err
+    assert _files(two) == before
+
+
+def test_no_history_is_refused(profile: Profile, tmp_path: Path,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rollback", "rehearsal", "--set", f"local.root={tmp_path}",
+                 "--reason", "r"]) == 2
+    err = capsys.readouterr().err
+    assert "promoted-history.json: there is no promotion history" in err and "fix:" in err
+
+
+def test_an_export_gone_or_changed_is_refused(two: Profile, tmp_path: Path) -> None:
+    storage = LocalStorage()
+    before = _files(two)
+    (tmp_path / "exports" / "run-1" / "model.safetensors").write_bytes(b"other weights")
+    with pytest.raises(RollbackRefused, match="changed since it was promoted"):
+        plan_rollback(storage, two, "run-1", "r", "me")
+    shutil.rmtree(tmp_path / "exports" / "run-1")
+    with pytest.raises(RollbackRefused, match=r"--to: run run-1's export .* is gone"):
+        plan_rollback(storage, two, "run-1", "r", "me")
+    assert _files(two) == before
+
+
+def test_an_empty_reason_and_a_vertex_registry_are_refused(two: Profile, tmp_path: Path) -> None:
+    with pytest.raises(RollbackRefused, match="--reason: empty"):
+        plan_rollback(LocalStorage(), two, "run-1", "  ", "me")
+    vertex = load_profile("rehearsal", {
+        "local.root": str(tmp_path), "promotion.register.vertex.project": "my-proj-123",
+        "promotion.register.vertex.location": "us-central1",
+        "promotion.register.vertex.display_name": "Qwen3 GRPO",
+        "promotion.register.vertex.serving_image": "us-docker.pkg.dev/vertex-ai/v/vllm:latest"},
+        environ={})
+    with pytest.raises(RollbackRefused, match=r"promotion\.register\.vertex: .*fix:"):
+        plan_rollback(LocalStorage(), vertex, "run-1", "r", "me")
+
+
+def test_the_event_payload_is_the_catalogued_one(two: Profile) -> None:
+    plan = plan_rollback(LocalStorage(), two, "run-1", "r", "me")
+    body = rolled_back_event("rehearsal", plan)
+    assert body["event"] == "tpurl.model.rolled-back"
+    assert body["resource"]["prefect.resource.id"] == "tpurl.model.rehearsal"
+    assert body["payload"] == {"from_run": "run-3", "to_run": "run-1",
+                               "model_uri": plan.entry.model_uri, "by": "me", "reason": "r",
+                               "at": plan.entry.rollback.at}  # type: ignore[union-attr]
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.one_of(st.floats(0.0, 1.0), st.none()), min_size=1, max_size=8))
+def test_any_sequence_only_grows_the_history_and_the_pointer_is_its_last_entry(
+        tmp_path_factory: pytest.TempPathFactory, steps: list[float | None]) -> None:
+    """A float: a run judged with that mean reward; None: a rollback to the default target
+    (refused when there is none, which changes nothing)."""
+    root = tmp_path_factory.mktemp("seq")
+    profile = load_profile("rehearsal", {"local.root": str(root)}, environ={})
+    storage = LocalStorage()
+    for n, step in enumerate(steps):
+        before = read_history(storage, profile)
+        if step is None:
+            try:
+                apply_rollback(storage, profile, plan_rollback(storage, profile, None, "r", "me"))
+            except RollbackRefused:
+                assert read_history(storage, profile) == before
+                continue
+        else:
+            _judge(profile, root, f"run-{n}", step)
+        history = read_history(storage, profile)
+        assert history[:len(before)] == before  # appended to, never rewritten
+        assert len(history) - len(before) in (0, 1)
+        if history:
+            assert read_promoted(storage, profile) == history[-1]
