@@ -19,27 +19,9 @@ from flows.config import load_profile
 from flows.config.profile import Profile
 from flows.core.promotion_store import pointer_uris, read_history, read_promoted
 from flows.core.rollback import RollbackRefused
-from flows.core.storage import LocalStorage, file_uri
+from flows.core.storage import LocalStorage
 from flows.operations.rollback import apply_rollback, plan_rollback, rolled_back_event
-from flows.runpage.promotion import promote_or_reject
-from tests.support.scores import summary
-
-
-def _export(root: Path, run: str) -> str:
-    export = root / "exports" / run
-    export.mkdir(parents=True, exist_ok=True)
-    (export / "model.safetensors").write_bytes(run.encode() * 8)
-    (export / "config.json").write_text('{"model_type": "qwen3_moe"}')
-    return file_uri(export)
-
-
-def _judge(profile: Profile, root: Path, run: str, mean: float) -> bool:
-    """The real rule over a real export: True when the run was promoted."""
-    evaluation = {"trained": summary(mean).model_dump(), "base": summary(0.1).model_dump()}
-    artifacts = {"hf_export": _export(root, run), "trained_checkpoint": f"file:///c/{run}"}
-    decision, _ = promote_or_reject(LocalStorage(), profile, run, evaluation, artifacts, None,
-                                    "eval-key", "score-key")
-    return decision.promoted
+from tests.support.promoted import judge as _judge
 
 
 @pytest.fixture

@@ -120,3 +120,49 @@ def test_the_flow_reports_its_run_and_registers_its_promoted_model(
     assert [m.value for m in client.get_metric_history(run.info.run_id, "actor/train/loss")] \
         == [0.9, 0.4]
     assert client.get_model_version_by_alias("flow-model", "champion").version == "1"
+
+
+def test_a_rollback_moves_the_champion_alias_back_to_the_earlier_version(
+        mlflow_server: MlflowServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two promoted runs registered, then `tpurl rollback --to` the first: the alias, the
+    pointer and the history name it, and both versions are kept."""
+    from mlflow import MlflowClient
+
+    from flows.cli import main
+    from flows.core.promotion_store import read_history, read_promoted
+
+    model = "qwen3-grpo-rollback"
+    monkeypatch.setenv("TPURL_LOCAL__ROOT", str(tmp_path))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    profile = load_profile("rehearsal", {"eval.batches": "4",
+                                         "promotion.register.mlflow.tracking_uri":
+                                             mlflow_server.uri,
+                                         "promotion.register.mlflow.model_name": model})
+    storage = LocalStorage()
+    for run, mean in (("run-1", 0.6), ("run-2", 0.8)):
+        decision, judged, _ = _judge(profile, tmp_path, run, mean)
+        assert decision.promoted
+        assert register_judged(profile, judged, storage) is not None
+    client = MlflowClient(mlflow_server.uri)
+    assert client.get_model_version_by_alias(model, "champion").version == "2"
+    args = ["rollback", "rehearsal", "--set", f"promotion.register.mlflow.tracking_uri="
+            f"{mlflow_server.uri}", "--set", f"promotion.register.mlflow.model_name={model}",
+            "--reason", "canary errors", "--by", "oncall"]
+    assert main([*args, "--to", "run-1", "--dry-run"]) == 0
+    assert "MLflow alias champion -> version 1" in capsys.readouterr().out
+    assert client.get_model_version_by_alias(model, "champion").version == "2"  # dry: untouched
+    assert main([*args, "--to", "run-1"]) == 0
+    champion = client.get_model_version_by_alias(model, "champion")
+    assert champion.version == "1" and champion.tags["tpurl.run"] == "run-1"
+    assert {v.version for v in client.search_model_versions(f"name = '{model}'")} == {"1", "2"}
+    pointer = read_promoted(storage, profile)
+    assert pointer is not None and pointer.run == "run-1" and pointer.kind == "rollback"
+    assert [m.kind for m in read_history(storage, profile)] == ["promotion", "promotion",
+                                                                  "rollback"]
+    # run-2 was never registered as promoted under another model name: refused, unchanged
+    other = [*args[:4], "--set", "promotion.register.mlflow.model_name=another", *args[6:]]
+    assert main([*other, "--to", "run-2"]) == 2
+    assert "promotion.register.mlflow: model another has no version promoted by run run-2" \
+        in capsys.readouterr().err
+    assert read_promoted(storage, profile) == pointer

@@ -7,8 +7,9 @@ The block is Prefect 3.9.1's own CustomWebhookNotificationBlock with a secret he
 on the server), so the receiver sees the secret only where the block puts it.
 The run-failed message comes from a real flow run of the rehearsal refused at validation (a
 profile error: seconds, no stage); the others from the very functions the flow and the
-dispatcher emit them with. tests/e2e/test_notify_rehearsal.py does the same with a failed
-stage and a promotion decision of real rehearsal runs.
+dispatcher emit them with; the rollback's from `tpurl rollback` itself.
+tests/e2e/test_notify_rehearsal.py does the same with a failed stage and a promotion decision
+of real rehearsal runs.
 """
 
 from __future__ import annotations
@@ -203,6 +204,35 @@ emit_event(event="tpurl.capacity.fallback",
     message = _one_message(receiver, before, "the fallback message")
     assert message["subject"] == "tpurl rehearsal: capacity fallback"
     assert "from: reservation" in message["text"] and "to: flex-start" in message["text"]
+
+
+def test_a_rollback_sends_one_message_and_its_event_is_on_the_api(server, receiver, tmp_path):
+    """`tpurl rollback` run as an operator runs it (PREFECT_API_URL set): the event is on
+    the API with its catalogued payload, and the notify automation sends one message."""
+    from flows.config import load_profile
+    from tests.support.promoted import judge
+
+    profile = load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={})
+    assert judge(profile, tmp_path, "run-1", 0.5) and judge(profile, tmp_path, "run-2", 0.7)
+    assert _step(server, {"block": BLOCK}).returncode == 0
+    before = len(receiver.snapshot())
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "rollback", "rehearsal", "--set",
+                           f"local.root={tmp_path}", "--reason", "canary 5xx", "--by",
+                           "oncall"], cwd=REPO_ROOT, env=server.env, text=True,
+                          capture_output=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no tpurl.model.rolled-back event" not in done.stderr
+    message = _one_message(receiver, before, "the rollback message")
+    assert message["subject"] == "tpurl rehearsal: model rolled back to run run-1"
+    text = message["text"]
+    assert "oncall rolled the champion of rehearsal back from run run-2 to run run-1" in text
+    assert "Reason: canary 5xx" in text and "Model: file://" in text
+    found = server.api("POST", "/events/filter", json={"limit": 50, "filter": {
+        "event": {"name": ["tpurl.model.rolled-back"]}}}).json()["events"]
+    assert len(found) == 1
+    assert found[0]["resource"]["prefect.resource.id"] == "tpurl.model.rehearsal"
+    assert {k: found[0]["payload"][k] for k in ("from_run", "to_run", "by", "reason")} == {
+        "from_run": "run-2", "to_run": "run-1", "by": "oncall", "reason": "canary 5xx"}
 
 
 def test_an_email_goes_out_through_smtp_with_the_password_only_in_the_login(server, receiver):
