@@ -98,7 +98,7 @@ def test_docker_free_deployments_come_before_any_that_builds_the_image():
 
 def test_every_trigger_has_a_description_its_automation_carries():
     triggers = _triggers()
-    assert len(triggers) == 4
+    assert len(triggers) == 5
     for deployment, raw in triggers:
         assert len(raw.get("description", "")) > 80, (deployment, raw["name"])
         trigger = DeploymentTriggerAdapter.validate_python(raw)
@@ -196,3 +196,31 @@ def test_the_docs_own_retrain_pair_pasted_into_prefect_yaml_serves_only_its_prof
                     if EventTrigger(posture="Reactive", match=t["match"],
                                     expect=set(t["expect"])).covers(received)]
         assert covering == [dispatcher_name], (label, covering)
+
+
+def test_the_rollback_automation_ships_disabled_and_runs_the_rollback_flow_on_a_regression():
+    """The regression example of the file's comment is an event the API accepts; it matches
+    the rollback trigger only (disabled), whose parameters are the flow's and render from
+    the event's payload."""
+    import inspect
+
+    from flows.operations.rollback_flow import rollback_flow
+
+    [deployment] = [d for d in _config()["deployments"]
+                    if d["name"] == "rollback-qwen3-30b-a3b-v6e-32"]
+    assert deployment["entrypoint"] == "flows/operations/rollback_flow.py:rollback_flow"
+    [trigger] = deployment["triggers"]
+    assert trigger["enabled"] is False
+    assert trigger["expect"] == ["tpurl.model.regressed"]
+    assert set(trigger["parameters"]) <= set(inspect.signature(rollback_flow.fn).parameters)
+    comment = re.search(r"POST /api/events\n((?:  #   .*\n)+)(?=  # The same rollback)",
+                        PREFECT_YAML.read_text())
+    assert comment, "prefect.yaml's regression example comment is gone"
+    body = json.loads("".join(line.removeprefix("  #   ") + "\n"
+                              for line in comment[1].splitlines()))[0]
+    body["id"] = str(uuid.uuid4())
+    received = Event.model_validate(body).receive()
+    covering = [name for name, t in _triggers() if EventTrigger(
+        posture="Reactive", match=t["match"], expect=set(t["expect"])).covers(received)]
+    assert covering == ["rollback-qwen3-30b-a3b-v6e-32"]
+    assert set(body["payload"]) <= {"run", "reason", "source", "metric", "value"}

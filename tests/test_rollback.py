@@ -174,3 +174,22 @@ def test_any_sequence_only_grows_the_history_and_the_pointer_is_its_last_entry(
         assert len(history) - len(before) in (0, 1)
         if history:
             assert read_promoted(storage, profile) == history[-1]
+
+
+def test_the_rollback_flow_rolls_back_only_while_the_regressed_run_is_the_champion(
+        two: Profile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The automation's flow (called as its function: the trigger and deployment are
+    checked in tests/test_prefect_yaml.py): a stale regression changes nothing."""
+    from flows.operations.rollback_flow import rollback_flow
+
+    monkeypatch.setenv("TPURL_LOCAL__ROOT", str(tmp_path))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    before = _files(two)
+    with pytest.raises(RollbackRefused, match="regressed_run: run run-1 is not the champion"):
+        rollback_flow.fn("rehearsal", "canary", regressed_run="run-1")
+    assert _files(two) == before
+    lines = rollback_flow.fn("rehearsal", "canary", regressed_run="run-3", by="automation")
+    assert "  -> run run-1" in "\n".join(lines)
+    pointer = read_promoted(LocalStorage(), two)
+    assert pointer is not None and pointer.rollback is not None
+    assert (pointer.run, pointer.rollback.by) == ("run-1", "automation")

@@ -116,6 +116,14 @@ MODEL_ROLLED_BACK = EventKind(
     "appended to promoted-history.json with who (`by`), when (`at`, ISO 8601 UTC) and why "
     "(`reason`); `mlflow_version` is the version the MLflow alias champion now names, when "
     "the profile registers in MLflow.")
+MODEL_REGRESSED = EventKind(
+    "tpurl.model.regressed", "tpurl.model.<profile>", ("tpurl.profile",), ("run", "reason"),
+    ("source", "metric", "value"), "docs/how-to/rollback.md",
+    "Announced (POST /api/events by any emitter: an evaluation of the served model, a "
+    "failed serving canary): the champion of run `run` regressed, `reason` saying how; "
+    "`source` names the emitter, `metric` and `value` the measurement when there is one. "
+    "The shipped rollback automation (disabled) runs the rollback flow on it, which rolls "
+    "back only while `run` is still the champion.")
 DATASET_UPDATED = EventKind(
     "tpurl.dataset.updated", "tpurl.dataset.<name>", ("tpurl.profile",), ("uri",), (),
     "flows/announcements/announce.py",
@@ -154,7 +162,7 @@ ANNOUNCEMENT_DROPPED = EventKind(
 CATALOGUE: tuple[EventKind, ...] = (
     STAGE_STARTED, STAGE_COMPLETED, STAGE_SKIPPED, STAGE_FAILED, STAGE_CANCELLED, RUN_STARTED,
     RUN_FAILED, CAPACITY_FALLBACK, MODEL_EXPORTED, MODEL_PROMOTED, MODEL_REJECTED,
-    MODEL_ROLLED_BACK,
+    MODEL_ROLLED_BACK, MODEL_REGRESSED,
     DATASET_UPDATED, BASE_MODEL_UPDATED,
     ANNOUNCEMENT_QUEUED, ANNOUNCEMENT_COALESCED, ANNOUNCEMENT_SUPERSEDED,
     ANNOUNCEMENT_DUPLICATE, ANNOUNCEMENT_DROPPED)

@@ -26,6 +26,15 @@ def current_champion(history: list[PromotedModel],
     return pointer if pointer is not None else history[-1]
 
 
+def regression_problem(current: PromotedModel, regressed_run: str | None) -> None:
+    """Refuse a rollback asked for a regression of a model that is no longer the champion:
+    an announcement that arrives after another promotion or rollback must not undo it."""
+    if regressed_run and regressed_run != current.run:
+        raise RollbackRefused(f"regressed_run: run {regressed_run} is not the champion (run "
+                              f"{current.run} is), so its regression calls for no rollback; "
+                              "fix: nothing, or roll back by hand with `tpurl rollback`")
+
+
 def choose_target(history: list[PromotedModel], current: PromotedModel,
                   to_run: str | None) -> PromotedModel:
     """The promotion entry to restore (``to_run``'s, or the one before the champion's)."""

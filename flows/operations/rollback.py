@@ -30,7 +30,13 @@ from flows.config.profile import Profile
 from flows.core.manifest import build_manifest, manifest_digest
 from flows.core.promotion import PromotedModel
 from flows.core.promotion_store import read_history, read_promoted, write_promoted
-from flows.core.rollback import RollbackRefused, choose_target, current_champion, rollback_entry
+from flows.core.rollback import (
+    RollbackRefused,
+    choose_target,
+    current_champion,
+    regression_problem,
+    rollback_entry,
+)
 from flows.core.storage import Storage
 
 
@@ -60,8 +66,10 @@ class RollbackPlan:
 
 
 def plan_rollback(storage: Storage, profile: Profile, to_run: str | None, reason: str,
-                  by: str, at: str | None = None) -> RollbackPlan:
-    """Every check, read-only; RollbackRefused names the field and the fix."""
+                  by: str, at: str | None = None,
+                  regressed_run: str | None = None) -> RollbackPlan:
+    """Every check, read-only; RollbackRefused names the field and the fix. With
+    ``regressed_run`` (the automation's), only when that run is the champion."""
     registry = profile.promotion_rule.register if profile.promotion_rule else None
     if registry is not None and registry.vertex is not None:
         raise RollbackRefused("promotion.register.vertex: `tpurl rollback` does not move Vertex "
@@ -72,6 +80,7 @@ def plan_rollback(storage: Storage, profile: Profile, to_run: str | None, reason
                               "promoted.json (docs/how-to/rollback.md)")
     history = read_history(storage, profile)
     current = current_champion(history, read_promoted(storage, profile))
+    regression_problem(current, regressed_run)
     target = choose_target(history, current, to_run)
     if not storage.files_under(target.model_uri):
         raise RollbackRefused(f"--to: run {target.run}'s export {target.model_uri} is gone from "
@@ -108,6 +117,13 @@ def apply_rollback(storage: Storage, profile: Profile, plan: RollbackPlan) -> No
         move_champion(registry.mlflow, plan.mlflow_version,
                       profile.gke.project if profile.gke else None)
     write_promoted(storage, profile, plan.entry)
+
+
+def carry_out(storage: Storage, profile: Profile, plan: RollbackPlan) -> bool:
+    """Apply the plan and post its event; False when no Prefect API was there to take it.
+    The one path of both `tpurl rollback` and the rollback flow."""
+    apply_rollback(storage, profile, plan)
+    return post_event(rolled_back_event(profile.name, plan))
 
 
 def rolled_back_event(profile: str, plan: RollbackPlan) -> dict[str, Any]:
@@ -150,9 +166,9 @@ def rollback_command(target: str, overrides: dict[str, str], to_run: str | None,
     if dry_run:
         print("\n".join(["dry run, nothing changed; a rollback would:", *plan.lines()]))
         return 0
-    apply_rollback(storage, profile, plan)
+    posted = carry_out(storage, profile, plan)
     print("\n".join(["rolled back:", *plan.lines()]))
-    if not post_event(rolled_back_event(profile.name, plan)):
+    if not posted:
         print(f"note: PREFECT_API_URL is not set, so no {MODEL_ROLLED_BACK.name} event was "
               "sent (no notification either)", file=sys.stderr)
     return 0

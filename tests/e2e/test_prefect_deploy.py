@@ -41,7 +41,8 @@ pytestmark = pytest.mark.rehearsal
 OUTPUTS = REPO_ROOT / ".tpurl" / "test-outputs"
 DEPLOYMENTS = {"rehearsal", "retrain-rehearsal", "announce-retrain-rehearsal",
                "qwen3-30b-a3b-v6e-32-weekly", "qwen3-30b-a3b-v6e-32-retrain",
-               "announce-qwen3-30b-a3b-v6e-32-retrain", "teardown-qwen3-30b-a3b-v6e-32"}
+               "announce-qwen3-30b-a3b-v6e-32-retrain", "teardown-qwen3-30b-a3b-v6e-32",
+               "rollback-qwen3-30b-a3b-v6e-32"}
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
