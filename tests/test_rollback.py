@@ -193,3 +193,14 @@ def test_the_rollback_flow_rolls_back_only_while_the_regressed_run_is_the_champi
     pointer = read_promoted(LocalStorage(), two)
     assert pointer is not None and pointer.rollback is not None
     assert (pointer.run, pointer.rollback.by) == ("run-1", "automation")
+
+
+def test_a_promotion_between_plan_and_apply_stops_the_rollback(two: Profile,
+                                                              tmp_path: Path) -> None:
+    storage = LocalStorage()
+    plan = plan_rollback(storage, two, "run-1", "r", "me")
+    assert _judge(two, tmp_path, "run-5", 0.95)
+    after = _files(two)
+    with pytest.raises(RollbackRefused, match=r"promoted-history\.json: it changed since"):
+        apply_rollback(storage, two, plan)
+    assert _files(two) == after

@@ -48,6 +48,7 @@ class RollbackPlan:
     current: PromotedModel
     entry: PromotedModel
     mlflow_version: str | None
+    history_size: int  # entries when planned: a promotion since then stops the rollback
 
     def lines(self) -> list[str]:
         rb = self.entry.rollback
@@ -105,11 +106,17 @@ def plan_rollback(storage: Storage, profile: Profile, to_run: str | None, reason
                                   "run registered there with --to")
     entry = rollback_entry(target, current, by, reason,
                            at or datetime.now(UTC).isoformat())
-    return RollbackPlan(current, entry, version)
+    return RollbackPlan(current, entry, version, len(history))
 
 
 def apply_rollback(storage: Storage, profile: Profile, plan: RollbackPlan) -> None:
-    """The registry's alias, then the history and pointer; the event is the caller's."""
+    """The registry's alias, then the history and pointer; the event is the caller's.
+    A history that grew since the plan (a promotion meanwhile) refuses first: the plan's
+    champion and target may no longer be the right ones."""
+    if len(read_history(storage, profile)) != plan.history_size:
+        raise RollbackRefused("promoted-history.json: it changed since the rollback was "
+                              "planned (a promotion or another rollback meanwhile); fix: run "
+                              "the rollback again (--dry-run first) to see the champion now")
     registry = profile.promotion_rule.register if profile.promotion_rule else None
     if plan.mlflow_version is not None and registry is not None and registry.mlflow:
         from flows.integrations.mlflow_registry import move_champion
@@ -166,7 +173,11 @@ def rollback_command(target: str, overrides: dict[str, str], to_run: str | None,
     if dry_run:
         print("\n".join(["dry run, nothing changed; a rollback would:", *plan.lines()]))
         return 0
-    posted = carry_out(storage, profile, plan)
+    try:
+        posted = carry_out(storage, profile, plan)
+    except RollbackRefused as exc:  # the history grew since the plan: checked before changes
+        print(f"error: {exc}; nothing was changed", file=sys.stderr)
+        return 2
     print("\n".join(["rolled back:", *plan.lines()]))
     if not posted:
         print(f"note: PREFECT_API_URL is not set, so no {MODEL_ROLLED_BACK.name} event was "
