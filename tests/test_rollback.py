@@ -1,7 +1,8 @@
 """`tpurl rollback` on real files under a real output root: two promoted runs (judged by the
 real promotion rule over real exports), the pointer and history after a rollback, each
 refusal before any change, the dry run, and over any sequence of promotions and rollbacks a
-history that only grows with the pointer equal to its last entry. The MLflow alias is
+history that only grows with the pointer equal to its last entry; the same on
+fake-gcs-server. The MLflow alias is
 tested against a real server in tests/integrations/test_mlflow_registry.py, the event and
 its message against a real Prefect server in tests/notifications/test_notify_server.py."""
 
@@ -21,6 +22,7 @@ from flows.core.promotion_store import pointer_uris, read_history, read_promoted
 from flows.core.rollback import RollbackRefused
 from flows.core.storage import LocalStorage
 from flows.operations.rollback import apply_rollback, plan_rollback, rolled_back_event
+from flows.runpage.promotion import promote_or_reject
 from tests.support.promoted import judge as _judge
 
 
@@ -204,3 +206,32 @@ def test_a_promotion_between_plan_and_apply_stops_the_rollback(two: Profile,
     with pytest.raises(RollbackRefused, match=r"promoted-history\.json: it changed since"):
         apply_rollback(storage, two, plan)
     assert _files(two) == after
+
+
+def test_a_rollback_on_gcs_restores_the_pointer_and_refuses_a_deleted_export(store) -> None:
+    """fake-gcs-server: the same rollback over a bucket, and an export whose objects were
+    deleted refused before any change."""
+    from tests.support.gcs import GCS_BUCKET
+    from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+    from tests.support.scores import summary
+
+    gke = load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, "gke.bucket": GCS_BUCKET,
+                                  "eval.batches": "2"}, environ={})
+    for n, mean in ((1, 0.5), (2, 0.7), (3, 0.9)):
+        export = f"gs://{GCS_BUCKET}/qwen3/hf/export-{n}"
+        for name, data in (("model.safetensors", f"weights {n}"), ("config.json", "{}")):
+            store.write_text(f"{export}/{name}", data)
+        evaluation = {"trained": summary(mean).model_dump(), "base": summary(0.1).model_dump()}
+        arts = {"hf_export": export, "trained_checkpoint": f"gs://{GCS_BUCKET}/ckpt"}
+        decision, _ = promote_or_reject(store, gke, f"run-{n}", evaluation, arts, None, "k", "s")
+        assert decision.promoted
+    store.remove_tree(f"gs://{GCS_BUCKET}/qwen3/hf/export-2")
+    before = [store.read_text(uri) for uri in pointer_uris(gke)]
+    with pytest.raises(RollbackRefused, match=r"run run-2.s export .* is gone"):
+        plan_rollback(store, gke, None, "r", "me")
+    assert [store.read_text(uri) for uri in pointer_uris(gke)] == before
+    apply_rollback(store, gke, plan_rollback(store, gke, "run-1", "r", "me"))
+    pointer = read_promoted(store, gke)
+    history = read_history(store, gke)
+    assert pointer is not None and pointer.run == "run-1" and history[-1] == pointer
+    assert [m.kind for m in history] == ["promotion"] * 3 + ["rollback"]
