@@ -2,9 +2,9 @@
 real promotion rule over real exports), the pointer and history after a rollback, each
 refusal before any change, the dry run, and over any sequence of promotions and rollbacks a
 history that only grows with the pointer equal to its last entry; the same on
-fake-gcs-server. The MLflow alias is
-tested against a real server in tests/integrations/test_mlflow_registry.py, the event and
-its message against a real Prefect server in tests/notifications/test_notify_server.py."""
+fake-gcs-server. The MLflow alias is tested against a real server in
+tests/integrations/test_mlflow_registry.py, the event and its message against a real
+Prefect server in tests/notifications/test_notify_server.py."""
 
 from __future__ import annotations
 
@@ -235,3 +235,14 @@ def test_a_rollback_on_gcs_restores_the_pointer_and_refuses_a_deleted_export(sto
     history = read_history(store, gke)
     assert pointer is not None and pointer.run == "run-1" and history[-1] == pointer
     assert [m.kind for m in history] == ["promotion"] * 3 + ["rollback"]
+
+
+def test_a_rollback_is_not_counted_as_a_promotion_in_the_month_costs(
+        two: Profile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.operations.costs import promoted_in
+
+    monkeypatch.setenv("TPURL_LOCAL__ROOT", str(tmp_path))
+    month = read_history(LocalStorage(), two)[0].promoted_at[:7]
+    assert promoted_in("rehearsal", month) == 2
+    apply_rollback(LocalStorage(), two, plan_rollback(LocalStorage(), two, "run-1", "r", "me"))
+    assert promoted_in("rehearsal", month) == 2
