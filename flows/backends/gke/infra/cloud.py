@@ -17,6 +17,11 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from flows.backends.gke.infra.preflight.team_queues import (
+    KUEUE_MANAGER_CONFIG,
+    KUEUE_MANAGER_CONFIG_KEY,
+    KUEUE_SYSTEM,
+)
 from flows.backends.gke.watch.kueue import KUEUE_VERSIONS  # one order for watch and pre-flight
 from flows.core.redaction import register
 from flows.core.retry import RetryPolicy
@@ -226,7 +231,13 @@ class RestGoogleApis:
                     for flavor in group.get("flavors") or []:
                         if (found := get(f"{api}/resourceflavors/{flavor['name']}")) is not None:
                             flavors[flavor["name"]] = found
-                return {"local_queue": lq, "cluster_queue": cq, "flavors": flavors}
+                # Kueue's own configuration: whether fair sharing is on (team_queues.py)
+                config_map = get(f"/api/v1/namespaces/{KUEUE_SYSTEM}/configmaps/"
+                                 f"{KUEUE_MANAGER_CONFIG}")
+                manager_config = ((config_map or {}).get("data") or {}).get(
+                    KUEUE_MANAGER_CONFIG_KEY)
+                return {"local_queue": lq, "cluster_queue": cq, "flavors": flavors,
+                        "manager_config": manager_config}
         return {"local_queue": None, "cluster_queue": None, "flavors": {}}
 
     def test_iam_permissions(self, project: str, permissions: list[str]) -> set[str]:

@@ -16,7 +16,14 @@ from flows.backends.gke.infra.cloud import RestGoogleApis
 from flows.backends.gke.infra.kueue_config import planned_kueue
 from flows.backends.gke.infra.kueue_objects import kueue_configuration_text
 from flows.backends.gke.infra.preflight.access import check_kueue_admission
-from flows.backends.gke.infra.preflight.team_queues import check_team_queues
+from flows.backends.gke.infra.preflight.team_queues import (
+    FAIR_SHARING_FIX,
+    KUEUE_MANAGER_CONFIG,
+    KUEUE_MANAGER_CONFIG_KEY,
+    KUEUE_SYSTEM,
+    check_team_queues,
+    fair_sharing_on,
+)
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.infra.team_quota import TeamQuota, checked_quotas, team_quotas
 from flows.backends.gke.jobs.manifests import render_all
@@ -235,6 +242,7 @@ def test_preflight_reads_the_teams_queues_and_compares_them_with_the_file(
     kube.create("clusterqueues", "", rendered["cluster_queue"])
     for flavor in rendered["flavors"].values():
         kube.create("resourceflavors", "", flavor)
+    kube.create("configmaps", KUEUE_SYSTEM, _manager_config(FAIR_V1BETA2))
     with FakeApiServer(kube) as server:
         apis = RestGoogleApis(Routed(server.url))
         live = apis.kueue_objects(CLUSTER, s.gke.namespace, s.queue)
@@ -248,3 +256,51 @@ def test_preflight_reads_the_teams_queues_and_compares_them_with_the_file(
         kube.delete("clusterqueues", "", "team-research")
         live = apis.kueue_objects(CLUSTER, s.gke.namespace, s.queue)
         assert check_team_queues("team-research", live, rendered)[0] == "fail"
+
+
+# Kueue v0.17.1's configuration as its manifests ship it (config/components/manager
+# controller_manager_config.yaml), with the fair-sharing section on or left out
+FAIR_V1BETA2 = ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+                "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, "
+                "LessThanInitialShare]\n")
+NO_FAIR = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwebhook:\n  port: 9443\n"
+
+
+def _manager_config(text: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": KUEUE_MANAGER_CONFIG, "namespace": KUEUE_SYSTEM},
+            "data": {KUEUE_MANAGER_CONFIG_KEY: text}}
+
+
+@pytest.mark.parametrize(("text", "on"), [
+    (FAIR_V1BETA2, True), (NO_FAIR, False), (None, None), ("{not yaml", None),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta1\nfairSharing:\n  enable: true\n", True),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta1\nfairSharing:\n  preemptionStrategies: []\n",
+     False),
+    ("apiVersion: config.kueue.x-k8s.io/v1beta2\nfairSharing:\n  enable: false\n", False)])
+def test_fair_sharing_is_read_from_kueues_own_configuration(text: str | None,
+                                                            on: bool | None) -> None:
+    assert fair_sharing_on(text) is on
+
+
+def test_a_cluster_without_fair_sharing_is_warned_with_the_edit_that_turns_it_on(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Through the real RestGoogleApis: Kueue's configuration as shipped (no fairSharing)
+    makes the teams' weights order nothing; the warning gives the ConfigMap's edit. Not
+    readable, the line says so and judges nothing."""
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(_teams(tmp_path, TWO_TEAMS)))
+    s = settings_from_profile(tutorial_profile(), cache_dir=tmp_path)
+    rendered = planned_kueue(s)
+    kube = FakeKube()
+    kube.create("localqueues", s.gke.namespace, rendered["local_queue"])
+    kube.create("clusterqueues", "", rendered["cluster_queue"])
+    with FakeApiServer(kube) as server:
+        apis = RestGoogleApis(Routed(server.url))
+        status, found, _fix, _ = check_team_queues(
+            "team-research", apis.kueue_objects(CLUSTER, s.gke.namespace, s.queue), rendered)
+        assert status == "ok" and "fair sharing unknown" in found
+        kube.create("configmaps", KUEUE_SYSTEM, _manager_config(NO_FAIR))
+        status, found, fix, _ = check_team_queues(
+            "team-research", apis.kueue_objects(CLUSTER, s.gke.namespace, s.queue), rendered)
+    assert status == "warn" and "weights order nothing" in found
+    assert fix == FAIR_SHARING_FIX and "kueue-system/kueue-manager-config" in fix

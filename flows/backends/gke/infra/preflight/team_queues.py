@@ -10,16 +10,52 @@ from. It warns rather than fails: the run can still be admitted, only not as the
 Compared: the LocalQueue's ClusterQueue, and of the ClusterQueue the fields fair queues set
 (infra/team_kueue.py): cohortName, fairSharing.weight, preemption, and per flavor the TPU
 nominalQuota and borrowingLimit (kueue v0.17.1 apis/kueue/v1beta2/clusterqueue_types.go).
+
+And Kueue's own configuration: the teams' weights order admission and preemption only when
+it has a ``fairSharing`` section (kueue v0.17.1 apis/config/v1beta2 configuration_types.go
+``Configuration.FairSharing``; in v1beta1 the section also needs ``enable: true``), which
+Kueue's manifests ship commented out and the blueprint does not set. Without it the cohort
+still lends and reclaims, by classical preemption, and the weights do nothing: a warning,
+with the edit that turns it on. A configuration that cannot be read is said, not judged.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from flows.backends.gke.infra.preflight.results import Status
 from flows.config.gke_jobs import parse_quantity
 
 TPU = "google.com/tpu"
+# where Kueue's manifests keep its configuration (config/components/manager)
+KUEUE_SYSTEM = "kueue-system"
+KUEUE_MANAGER_CONFIG = "kueue-manager-config"
+KUEUE_MANAGER_CONFIG_KEY = "controller_manager_config.yaml"
+FAIR_SHARING_FIX = (
+    f"add to {KUEUE_MANAGER_CONFIG_KEY} in ConfigMap {KUEUE_SYSTEM}/{KUEUE_MANAGER_CONFIG}: "
+    "`fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare, "
+    "LessThanInitialShare]}` (with config.kueue.x-k8s.io/v1beta1 also `enable: true`), then "
+    f"`kubectl -n {KUEUE_SYSTEM} rollout restart deployment kueue-controller-manager`")
+
+
+def fair_sharing_on(config_text: str | None) -> bool | None:
+    """Pure: is fair sharing on in Kueue's configuration text? None: not read, or not YAML."""
+    if config_text is None:
+        return None
+    try:
+        config = yaml.safe_load(config_text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(config, dict):
+        return None
+    section = config.get("fairSharing")
+    if not isinstance(section, dict):
+        return False
+    if str(config.get("apiVersion", "")).endswith("/v1beta1"):
+        return section.get("enable") is True
+    return section.get("enable", True) is not False
 
 
 def _tpu_quotas(cq: dict[str, Any]) -> dict[str, tuple[float, float | None]]:
@@ -79,8 +115,17 @@ def check_team_queues(team_queue: str, live: dict[str, Any], rendered: dict[str,
         return ("fail", "the team's queues are not on the cluster: its JobSets would wait "
                 "unadmitted", "re-apply the blueprint (`tpurl run` does when it deploys): it "
                 "creates every team's queues from deployments/teams.yaml", target)
+    fair = fair_sharing_on(live.get("manager_config"))
     if differences := queue_differences(live, rendered):
         return ("warn", "differ from the teams file: " + "; ".join(differences),
                 "re-apply the blueprint so Kueue admits by the file's numbers (or revert "
-                "deployments/teams.yaml)", target)
-    return ("ok", "as the teams file renders them", "", target)
+                "deployments/teams.yaml)" + ("; and " + FAIR_SHARING_FIX if fair is False
+                                             else ""), target)
+    if fair is False:
+        return ("warn", "as the teams file renders them, but Kueue's configuration has no "
+                "fair sharing: the teams' weights order nothing (the cohort still lends and "
+                "reclaims)", FAIR_SHARING_FIX, target)
+    unread = "" if fair is not None or "manager_config" not in live else \
+        f" (Kueue's configuration {KUEUE_SYSTEM}/{KUEUE_MANAGER_CONFIG} not read: fair " \
+        "sharing unknown)"
+    return ("ok", "as the teams file renders them" + unread, "", target)
