@@ -47,8 +47,12 @@ def _files(profile: Profile) -> tuple[str | None, str | None]:
 
 def test_rollback_restores_the_earlier_model_and_appends_who_when_why(
         two: Profile, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["rollback", "rehearsal", "--set", f"local.root={tmp_path}",
-                 "--reason", "regressed on the canary", "--by", "oncall"]) == 0
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    # no Prefect API (a session's other tests may have set one): the rollback says no event
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert main(["rollback", "rehearsal", "--set", f"local.root={tmp_path}",
+                     "--reason", "regressed on the canary", "--by", "oncall"]) == 0
     storage = LocalStorage()
     pointer = read_promoted(storage, two)
     history = read_history(storage, two)
@@ -128,17 +132,55 @@ def test_an_export_gone_or_changed_is_refused(two: Profile, tmp_path: Path) -> N
     assert _files(two) == before
 
 
-def test_an_empty_reason_and_a_vertex_registry_are_refused(two: Profile, tmp_path: Path) -> None:
+def test_an_empty_reason_is_refused(two: Profile) -> None:
     with pytest.raises(RollbackRefused, match="--reason: empty"):
         plan_rollback(LocalStorage(), two, "run-1", "  ", "me")
-    vertex = load_profile("rehearsal", {
-        "local.root": str(tmp_path), "promotion.register.vertex.project": "my-proj-123",
-        "promotion.register.vertex.location": "us-central1",
-        "promotion.register.vertex.display_name": "Qwen3 GRPO",
-        "promotion.register.vertex.serving_image": "us-docker.pkg.dev/vertex-ai/v/vllm:latest"},
-        environ={})
-    with pytest.raises(RollbackRefused, match=r"promotion\.register\.vertex: .*fix:"):
-        plan_rollback(LocalStorage(), vertex, "run-1", "r", "me")
+
+
+VERTEX = {"promotion.register.vertex.project": "my-proj-123",
+          "promotion.register.vertex.location": "us-central1",
+          "promotion.register.vertex.display_name": "Qwen3 GRPO",
+          "promotion.register.vertex.serving_image": "us-docker.pkg.dev/vertex-ai/v/vllm:latest"}
+
+
+def test_vertex_ai_s_champion_alias_moves_back_with_the_pointer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each promotion uploads its version and puts the alias champion on it (off the one
+    before: tests/fakes/vertex_models.py refuses an alias held twice); a rollback moves it
+    to the restored run's version; a run never uploaded there is refused before any change."""
+    from flows.integrations import vertex_registry
+    from flows.integrations.judged_model import JudgedModel
+    from flows.integrations.register import register_judged
+    from tests.fakes.vertex_models import VertexModels
+
+    service = VertexModels()
+    monkeypatch.setattr(vertex_registry, "_authorized_session", lambda: service)
+    monkeypatch.setattr(vertex_registry, "POLL_S", 0.0)
+    # run-0 was promoted before the profile registered in Vertex AI: never uploaded there
+    assert _judge(load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={}),
+                  tmp_path, "run-0", 0.3)
+    profile = load_profile("rehearsal", {"local.root": str(tmp_path), **VERTEX}, environ={})
+    for run, mean in (("run-1", 0.5), ("run-3", 0.7)):
+        assert _judge(profile, tmp_path, run, mean)
+        pointer = read_promoted(LocalStorage(), profile)
+        assert pointer is not None
+        model = JudgedModel(profile="rehearsal", run=run, flow_run_id=f"flow-{run}",
+                            export_uri=pointer.model_uri, promoted=True, reason="better",
+                            scores={"mean_reward": mean}, base_scores={"mean_reward": 0.1})
+        assert register_judged(profile, model, LocalStorage(), print, delays_s=(0.0,))
+    name = "projects/my-proj-123/locations/us-central1/models/qwen3_grpo"
+    assert service.get(f"https://x/v1/{name}@champion").json()["versionId"] == "2"
+    before = _files(profile)
+    with pytest.raises(RollbackRefused, match=r"promotion\.register\.vertex: .* run-0"):
+        plan_rollback(LocalStorage(), profile, "run-0", "r", "me")
+    assert _files(profile) == before
+    plan = plan_rollback(LocalStorage(), profile, "run-1", "canary regressed", "oncall")
+    assert plan.vertex_version == f"{name}@1"
+    assert f"Vertex AI alias champion -> {name}@1" in plan.lines()
+    apply_rollback(LocalStorage(), profile, plan)
+    assert service.get(f"https://x/v1/{name}@champion").json()["versionId"] == "1"
+    assert service.get(f"https://x/v1/{name}@2").json()["versionAliases"] == []
+    assert read_promoted(LocalStorage(), profile).run == "run-1"  # type: ignore[union-attr]
 
 
 def test_the_event_payload_is_the_catalogued_one(two: Profile) -> None:

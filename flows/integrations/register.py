@@ -40,10 +40,10 @@ def register_judged(profile: Profile, model: JudgedModel, storage: Storage,
     if not model.promoted:
         return None
     if section.vertex is not None:
-        from flows.integrations.vertex_registry import upload_version
+        from flows.integrations.vertex_registry import promote_version
 
         vertex = section.vertex
-        return report("Vertex AI Model Registry", lambda: upload_version(vertex, model),
+        return report("Vertex AI Model Registry", lambda: promote_version(vertex, model),
                       ATTEMPTS, delays_s, warn)
     assert section.hub is not None
     from flows.integrations.hub_registry import upload_revision

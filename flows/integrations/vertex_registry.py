@@ -17,6 +17,14 @@ with that label are looked up (``GET v1/{model}:listVersions`` with ``filter=
 labels.tpurl-flow-run="ID"``, every page; model_service.proto ListModelVersionsRequest): one
 found is the answer. A try made while the first one's operation is still running finds
 nothing yet; the label then tells the two versions apart.
+
+The champion is the version alias ``champion`` (google/cloud/aiplatform/v1/model.proto
+``version_aliases``: unique within a model; google/cloud/aiplatform/v1/model_service.proto
+``MergeVersionAliases`` POST v1/{name=projects/*/locations/*/models/*}:mergeVersionAliases
+with ``versionAliases``, a ``-`` prefix removing one), so a server reads ``models/ID@champion`` and a rollback moves it back. Moving it takes
+it off the version that holds it first, then puts it on the new one: whether Vertex AI moves
+an alias given to a second version or refuses it is not documented, and this order is right
+under either. A rerun after a failure in between finds the alias on no version and adds it.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ POLL_S = 5.0
 POLL_LIMIT_S = 1800.0
 _LABEL = re.compile(r"[^a-z0-9_-]")
 RUN_LABEL = "tpurl-flow-run"
+CHAMPION_ALIAS = "champion"
 
 
 def label(text: str) -> str:
@@ -90,6 +99,65 @@ def upload_version(config: VertexRegistry, model: JudgedModel, session: Any = No
         raise RuntimeError(f"Vertex AI upload failed: {operation['error'].get('message')}")
     result = operation["response"]
     return f"{result['model']}@{result['modelVersionId']}"
+
+
+def promote_version(config: VertexRegistry, model: JudgedModel, session: Any = None,
+                    sleep: Any = time.sleep) -> str:
+    """Upload the promoted export (once per flow run) and make it the champion."""
+    session = session or _authorized_session()
+    name = upload_version(config, model, session, sleep)
+    move_champion(config, name, session)
+    return name
+
+
+def _api(config: VertexRegistry) -> str:
+    return f"https://{config.location}-aiplatform.googleapis.com/v1"
+
+
+def model_name(config: VertexRegistry) -> str:
+    return (f"projects/{config.project}/locations/{config.location}/models/"
+            f"{model_id(config.display_name)}")
+
+
+def promoted_version(config: VertexRegistry, run: str, session: Any = None) -> str | None:
+    """``name@version`` of the newest version a run's promotion uploaded (its ``tpurl-run``
+    label), or None: what a rollback to that run moves the champion to."""
+    session = session or _authorized_session()
+    url = f"{_api(config)}/{model_name(config)}"
+    params = {"filter": f'labels.tpurl-run="{label(run)}"'}
+    found: list[int] = []
+    while True:
+        page = session.get(f"{url}:listVersions", params=params)
+        if page.status_code == 404:
+            return None
+        page.raise_for_status()
+        body = page.json()
+        found += [int(v["versionId"]) for v in body.get("models", [])
+                  if v.get("labels", {}).get("tpurl-run") == label(run)
+                  and v.get("labels", {}).get("tpurl-decision") == "promoted"]
+        if not (token := body.get("nextPageToken")):
+            break
+        params = {**params, "pageToken": token}
+    return f"{model_name(config)}@{max(found)}" if found else None
+
+
+def move_champion(config: VertexRegistry, version: str, session: Any = None) -> None:
+    """Put the ``champion`` alias on ``version`` (``name@ID``), off the version holding it."""
+    session = session or _authorized_session()
+    api = _api(config)
+    name, _, version_id = version.partition("@")
+    holder = session.get(f"{api}/{name}@{CHAMPION_ALIAS}")
+    if holder.status_code != 404:
+        holder.raise_for_status()
+        held = str(holder.json().get("versionId", ""))
+        if held == version_id:
+            return
+        off = session.post(f"{api}/{name}@{held}:mergeVersionAliases",
+                           json={"versionAliases": [f"-{CHAMPION_ALIAS}"]})
+        off.raise_for_status()
+    on = session.post(f"{api}/{version}:mergeVersionAliases",
+                      json={"versionAliases": [CHAMPION_ALIAS]})
+    on.raise_for_status()
 
 
 def _version_of_run(session: Any, model_url: str, flow_run_id: str) -> str | None:

@@ -10,8 +10,9 @@ pointer last), and the event ``tpurl.model.rolled-back`` on the Prefect API, whi
 profile's notify automation (notify.events: model-rolled-back) turns into a message.
 The Hub needs nothing: a promotion uploads each run's model to a branch named after the run
 (flows/integrations/hub_registry.py) and marks no champion there, so the restored run's
-branch is as it was. Vertex AI is refused for now: moving the pointer but not its default
-version would leave the two naming different models.
+branch is as it was. In Vertex AI the champion is the version alias ``champion``
+(flows/integrations/vertex_registry.py); a rollback moves it to the version the restored
+run's promotion uploaded, before the history and pointer, like MLflow's alias.
 """
 
 from __future__ import annotations
@@ -42,13 +43,14 @@ from flows.core.storage import Storage
 
 @dataclass(frozen=True)
 class RollbackPlan:
-    """What a rollback changes: the entry appended (and pointed at) and the MLflow version
-    the alias moves to (None: the profile registers in no MLflow)."""
+    """What a rollback changes: the entry appended (and pointed at), and the registry version
+    the champion alias moves to (None: the profile registers in no MLflow / Vertex AI)."""
 
     current: PromotedModel
     entry: PromotedModel
     mlflow_version: str | None
     history_size: int  # entries when planned: a promotion since then stops the rollback
+    vertex_version: str | None = None  # projects/…/models/ID@VERSION
 
     def lines(self) -> list[str]:
         rb = self.entry.rollback
@@ -61,6 +63,8 @@ class RollbackPlan:
                "names it"]
         if self.mlflow_version is not None:
             out.append(f"MLflow alias champion -> version {self.mlflow_version}")
+        if self.vertex_version is not None:
+            out.append(f"Vertex AI alias champion -> {self.vertex_version}")
         out.append(f"event {MODEL_ROLLED_BACK.name} on the Prefect API (the profile's "
                    "notify automation sends it on)")
         return out
@@ -72,13 +76,6 @@ def plan_rollback(storage: Storage, profile: Profile, to_run: str | None, reason
     """Every check, read-only; RollbackRefused names the field and the fix. With
     ``regressed_run`` (the automation's), only when that run is the champion."""
     registry = profile.promotion_rule.register if profile.promotion_rule else None
-    if registry is not None and registry.vertex is not None:
-        raise RollbackRefused("promotion.register.vertex: `tpurl rollback` does not move Vertex "
-                              "AI's default version yet, and moving the pointer alone would "
-                              "leave Vertex AI serving another model than the pointer names; "
-                              "fix: set the earlier version as the default on its Vertex AI "
-                              "model page, then copy its entry of promoted-history.json into "
-                              "promoted.json (docs/how-to/rollback.md)")
     history = read_history(storage, profile)
     current = current_champion(history, read_promoted(storage, profile))
     regression_problem(current, regressed_run)
@@ -104,9 +101,18 @@ def plan_rollback(storage: Storage, profile: Profile, to_run: str | None, reason
             raise RollbackRefused(f"promotion.register.mlflow: model {registry.mlflow.model_name}"
                                   f" has no version promoted by run {target.run}; fix: name a "
                                   "run registered there with --to")
+    vertex_version = None
+    if registry is not None and registry.vertex is not None:
+        from flows.integrations.vertex_registry import promoted_version as vertex_promoted
+
+        vertex_version = vertex_promoted(registry.vertex, target.run)
+        if vertex_version is None:
+            raise RollbackRefused(f"promotion.register.vertex: model "
+                                  f"{registry.vertex.display_name!r} has no version promoted by "
+                                  f"run {target.run}; fix: name a run uploaded there with --to")
     entry = rollback_entry(target, current, by, reason,
                            at or datetime.now(UTC).isoformat())
-    return RollbackPlan(current, entry, version, len(history))
+    return RollbackPlan(current, entry, version, len(history), vertex_version)
 
 
 def apply_rollback(storage: Storage, profile: Profile, plan: RollbackPlan) -> None:
@@ -123,6 +129,10 @@ def apply_rollback(storage: Storage, profile: Profile, plan: RollbackPlan) -> No
 
         move_champion(registry.mlflow, plan.mlflow_version,
                       profile.gke.project if profile.gke else None)
+    if plan.vertex_version is not None and registry is not None and registry.vertex:
+        from flows.integrations import vertex_registry
+
+        vertex_registry.move_champion(registry.vertex, plan.vertex_version)
     write_promoted(storage, profile, plan.entry)
 
 

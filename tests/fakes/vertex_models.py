@@ -11,6 +11,13 @@ unless set here, nextPageToken sent back as pageToken). Responses behave like
 requests.Response (status_code, json, raise_for_status), as google.auth's AuthorizedSession
 returns them.
 
+Version aliases (google/cloud/aiplatform/v1/model.proto ``version_aliases``, unique within a model): ``GetModel`` of
+``name@ALIAS`` or ``name@VERSION`` answers that version, with its ``versionAliases``;
+``MergeVersionAliases`` POST v1/{name@VERSION}:mergeVersionAliases {versionAliases} adds
+each alias and removes each ``-alias``, answering the Model. An alias another version holds
+is refused (400 FAILED_PRECONDITION): the documentation does not say whether Vertex AI moves
+it or refuses, and the stricter answer is the one code must survive.
+
 ``answers_lost``: that many uploads are carried out by the service and then their answer
 never reaches the client, which sees requests' ReadTimeout (what AuthorizedSession, a
 requests.Session, raises when the server is slower than the timeout): the failure a retry
@@ -59,10 +66,46 @@ class VertexModels:
             return Response(200, dict(operation))
         if name in self.models:
             return Response(200, {"name": name, **self.models[name][-1]})
+        if "@" in name and (found := self._version(name)) is not None:
+            return Response(200, found)
         return Response(404, {"error": {"code": 404, "status": "NOT_FOUND"}})
+
+    def _version(self, reference: str) -> dict[str, Any] | None:
+        """The version ``name@ID`` or ``name@ALIAS`` names, as GetModel answers it."""
+        name, _, which = reference.partition("@")
+        for number, model in enumerate(self.models.get(name, []), start=1):
+            if which == str(number) or which in model.get("versionAliases", []):
+                return {"name": name, "versionId": str(number),
+                        "versionAliases": list(model.get("versionAliases", [])), **model}
+        return None
+
+    def _merge_aliases(self, reference: str, aliases: list[str]) -> Response:
+        name, _, number = reference.partition("@")
+        versions = self.models.get(name, [])
+        if not number.isdigit() or not 1 <= int(number) <= len(versions):
+            return Response(404, {"error": {"code": 404, "status": "NOT_FOUND"}})
+        mine = versions[int(number) - 1].setdefault("versionAliases", [])
+        for alias in aliases:
+            if alias.startswith("-"):
+                if alias[1:] in mine:
+                    mine.remove(alias[1:])
+                continue
+            held = [n for n, v in enumerate(versions, start=1)
+                    if alias in v.get("versionAliases", []) and n != int(number)]
+            if held:
+                return Response(400, {"error": {"code": 400, "status": "FAILED_PRECONDITION",
+                                                "message": f"alias {alias} is used by version "
+                                                           f"{held[0]}"}})
+            if alias not in mine:
+                mine.append(alias)
+        return Response(200, self._version(reference) or {})
 
     def post(self, url: str, json: dict[str, Any] | None = None, **_: Any) -> Response:
         self.requests.append(("POST", url, json))
+        if url.endswith(":mergeVersionAliases"):
+            assert json is not None
+            return self._merge_aliases(url.split("/v1/", 1)[1].removesuffix(
+                ":mergeVersionAliases"), list(json["versionAliases"]))
         assert url.endswith("/models:upload") and json is not None
         parent = url.split("/v1/", 1)[1].removesuffix("/models:upload")
         if "parentModel" in json:
