@@ -109,6 +109,19 @@ def _logs(world: dict[str, Any], run_id: str) -> str:
     return "\n".join(entry["message"] for entry in found)
 
 
+def _logs_once_they_hold(world: dict[str, Any], run_id: str, text: str,
+                         timeout_s: float = 60.0) -> str:
+    """The run's logs once ``text`` is among them (or as they are after ``timeout_s``): the
+    flow process ships its last records to the API as it exits, which can be after the API
+    already shows the run's final state."""
+    deadline = time.monotonic() + timeout_s
+    logs = _logs(world, run_id)
+    while text not in logs and time.monotonic() < deadline:
+        time.sleep(0.5)
+        logs = _logs(world, run_id)
+    return logs
+
+
 def test_prefects_default_template_runs_a_runs_command_on_the_worker(world, tmp_path):
     """The attack, on a pool of Prefect's default process template: the marker is written by the
     worker's child, as the worker's user, with the worker's environment."""
@@ -167,7 +180,7 @@ def test_the_flow_refuses_a_run_that_chose_its_own_value(world, name, body, name
     run = _create(world, name, **body)
     assert run.status_code == 201, run.text
     final = _final(world, run.json()["id"])
-    logs = _logs(world, run.json()["id"])
+    logs = _logs_once_they_hold(world, run.json()["id"], "chose what only the deployment may")
     assert final["type"] == "FAILED", final
     assert f"{named}:" in logs, logs[-3000:]
     assert "chose what only the deployment may" in logs, logs[-3000:]
@@ -187,7 +200,7 @@ def test_a_run_that_repeats_its_deployment_reaches_the_profiles_validation(world
     run = _create(world, TEARDOWN, **body)
     assert run.status_code == 201, run.text
     final = _final(world, run.json()["id"])
-    logs = _logs(world, run.json()["id"])
+    logs = _logs_once_they_hold(world, run.json()["id"], "is required but not set")
     assert final["type"] == "FAILED", final
     assert "chose what only the deployment may" not in logs, logs[-3000:]
     assert "gke.project: is required but not set" in logs, logs[-3000:]
