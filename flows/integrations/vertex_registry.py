@@ -21,10 +21,11 @@ nothing yet; the label then tells the two versions apart.
 The champion is the version alias ``champion`` (google/cloud/aiplatform/v1/model.proto
 ``version_aliases``: unique within a model; google/cloud/aiplatform/v1/model_service.proto
 ``MergeVersionAliases`` POST v1/{name=projects/*/locations/*/models/*}:mergeVersionAliases
-with ``versionAliases``, a ``-`` prefix removing one), so a server reads ``models/ID@champion`` and a rollback moves it back. Moving it takes
-it off the version that holds it first, then puts it on the new one: whether Vertex AI moves
-an alias given to a second version or refuses it is not documented, and this order is right
-under either. A rerun after a failure in between finds the alias on no version and adds it.
+with ``versionAliases``, a ``-`` prefix removing one), so a server reads
+``models/ID@champion`` and a rollback moves it back. Moving it takes it off the version that
+holds it first, then puts it on the new one: whether Vertex AI moves an alias given to a
+second version or refuses it is not documented, and this order is right under either. A
+rerun after a failure in between finds the alias on no version and adds it.
 """
 
 from __future__ import annotations

@@ -11,10 +11,11 @@ unless set here, nextPageToken sent back as pageToken). Responses behave like
 requests.Response (status_code, json, raise_for_status), as google.auth's AuthorizedSession
 returns them.
 
-Version aliases (google/cloud/aiplatform/v1/model.proto ``version_aliases``, unique within a model): ``GetModel`` of
-``name@ALIAS`` or ``name@VERSION`` answers that version, with its ``versionAliases``;
-``MergeVersionAliases`` POST v1/{name@VERSION}:mergeVersionAliases {versionAliases} adds
-each alias and removes each ``-alias``, answering the Model. An alias another version holds
+Version aliases (google/cloud/aiplatform/v1/model.proto ``version_aliases``, unique within
+a model): ``GetModel`` of ``name@ALIAS`` or ``name@VERSION`` answers that version, with
+its ``versionAliases``; ``MergeVersionAliases`` POST
+v1/{name@VERSION}:mergeVersionAliases {versionAliases} adds each alias and removes each
+``-alias``, answering the Model. An alias another version holds
 is refused (400 FAILED_PRECONDITION): the documentation does not say whether Vertex AI moves
 it or refuses, and the stricter answer is the one code must survive.
 
