@@ -17,8 +17,7 @@ from tests.support.page_deployment import Walkthrough, deployed_by_the_page
 
 @pytest.fixture(scope="session")
 def rehearsal_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The rehearsal's output root, one per session: the recipe tutorial's runs find the
-    conversion the rehearsal's first run made there, as a reader's do in .tpurl/rehearsal."""
+    """The recipe tutorial's output root, one per session (the reader's .tpurl/rehearsal)."""
     return tmp_path_factory.mktemp("rehearsal-root")
 
 

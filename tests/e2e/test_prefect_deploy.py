@@ -106,8 +106,14 @@ def test_deploy_all_creates_every_deployment_with_schedule_and_triggers(deployed
     expects = {e for a in automations for e in a["trigger"].get("expect", [])}
     assert {"tpurl.dataset.updated", "tpurl.base-model.updated"} <= expects
     dispatchers = {deployed[n]["id"] for n in DEPLOYMENTS if n.startswith("announce-")}
+    rollbacks = {deployed[n]["id"] for n in DEPLOYMENTS if n.startswith("rollback-")}
     targets = {action.get("deployment_id") for a in automations for action in a["actions"]}
-    assert targets <= dispatchers, "a trigger starts something other than a dispatcher"
+    assert targets <= dispatchers | rollbacks, "a trigger starts something other than a " \
+        "dispatcher or a rollback"
+    # the rollback's trigger ships disabled: an operator turns it on (docs/how-to/rollback.md)
+    for automation in automations:
+        if {action.get("deployment_id") for action in automation["actions"]} & rollbacks:
+            assert automation["enabled"] is False, automation["name"]
 
 
 @pytest.fixture(scope="module")
@@ -228,8 +234,8 @@ def _check_one_decision_message(receiver: Receiver, run_name: str) -> None:
 def _check_bookkeeping_share(server: PrefectServer, run_id: str) -> None:
     """The bookkeeping a deployment's rehearsal run adds to its event feed
     (tests/support/run_events.py counts it; benchmarks/run_events.py prints the same figures)
-    stays bounded: at most 6 artifact-collection events (the keyed artifacts: stage table,
-    export, metrics, evaluation, history), whatever the run's length. The lock's events are
+    stays bounded: at most 7 artifact-collection events (the keyed artifacts: stage table,
+    export, metrics, evaluation, history, recipe), whatever the run's length. The lock's events are
     printed, not bounded (a count over the run's minutes would take in every concurrency
     limit's events: the three dispatchers run meanwhile acquire and release their own;
     tests/support/run_events.py counts this run's only). The time-driven bookkeeping is one
@@ -243,10 +249,11 @@ def _check_bookkeeping_share(server: PrefectServer, run_id: str) -> None:
     run = server.api("GET", f"/flow_runs/{run_id}").json()
     print(f"bookkeeping: {share:.0%} of {len(events)} events over a run of "
           f"{run['total_run_time']:.0f} s: {dict(counts)}")
-    # six keyed artifacts, and the promoted-history table once a model was promoted (it
-    # depends on the scores: flows/runpage/promotion.py publish_promotion)
+    # seven keyed artifacts (the recipe's among them: flows/runpage/artifacts.py
+    # publish_recipe), and the promoted-history table once a model was promoted (it depends
+    # on the scores: flows/runpage/promotion.py publish_promotion)
     promoted = any(e["event"] == MODEL_PROMOTED.name for e in events)
-    assert counts["artifact"] <= 6 + promoted, (
+    assert counts["artifact"] <= 7 + promoted, (
         f"{counts}: more artifact events than the keyed artifacts make; "
         f"{sorted(e['event'] for e in events)}")
 

@@ -45,8 +45,10 @@ def _path(uri: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def root(rehearsal_root: Path) -> Path:
-    return rehearsal_root
+def root(tmp_path_factory) -> Path:
+    """A root of this module's own: its first run proves a cold start, whichever module of
+    the session ran before it."""
+    return tmp_path_factory.mktemp("rehearsal-root")
 
 
 CANARY = fake_hf_token("CanaryRehearsal")
