@@ -188,16 +188,13 @@ def test_the_run_cap_sums_the_stages_of_one_run() -> None:
 
 
 # --- against the fake cluster -----------------------------------------------------------------
-def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
-        server: FakeApiServer, tmp_path: Path) -> None:
-    """On-demand pool from zero, the tutorial's 32 chips at $1/chip-h, cap $30: one
-    hour of the slice's nodes (the test moves the clock) costs $32, so the watch stops the
-    stage (the estimate: 0.5 h + the 20 min scale-down tail bound, × 32 chips = $26.67)."""
-    profile = _mode("on-demand", **{"gke.max_usd_per_run": "30",
-                                    "gke.estimated_hours.train": "0.5"})
-    # the test's time: the nodes' creationTimestamp and the meter's wall clock move with it
+def _an_hour_on_the_slice(server: FakeApiServer, tmp_path: Path, profile,
+                          key: str) -> tuple[object, Autoscaler, Path]:
+    """Train on an on-demand pool from zero (8 hosts) until step 1's checkpoint, then move
+    the test's clock an hour (the nodes' creationTimestamp and the meter's wall clock with
+    it): the stage's outcome, the autoscaler (the caller stops it) and the checkpoint."""
     wall_now = [float(int(time.time()))]
-    scaler = Autoscaler(server.kube, TpuPool(), wall=lambda: wall_now[0])  # 8 hosts, from 0
+    scaler = Autoscaler(server.kube, TpuPool(), wall=lambda: wall_now[0])
     checkpoint = tmp_path / "checkpoints" / "actor" / "1" / "model_params"
 
     def save_checkpoint(kube: FakeKube, name: str) -> None:
@@ -206,9 +203,9 @@ def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
 
     scenario(server.kube, [(0.05, admit), (0.05, start), (0.05, say("Train step 1")),
                            (0.05, save_checkpoint), (30.0, succeed)])
-    clock, logger = Clock(), ListLogger()
-    backend = make_backend(server.url, "train", tmp_path, logger, profile=profile)
-    backend.spend = meter_for(profile, "train", clock=clock, key=uuid.uuid4().hex)
+    clock = Clock()
+    backend = make_backend(server.url, "train", tmp_path, ListLogger(), profile=profile)
+    backend.spend = meter_for(profile, "train", clock=clock, key=key)
     assert backend.spend is not None
     backend.spend.wall = lambda: wall_now[0]
     workload = train_workload(profile, Layout(profile), backend.runtime)
@@ -216,13 +213,29 @@ def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
     runner = threading.Thread(target=lambda: outcome.append(_run(backend, workload, tmp_path)))
     try:
         runner.start()
-        assert wait_for(checkpoint.is_dir, 10.0)  # the slice is up, training has saved step 1
-        assert backend.spend is not None and backend.spend.spent_usd == 0.0  # no time passed
+        assert wait_for(checkpoint.is_dir, 10.0)  # the slice is up, training saved step 1
+        assert backend.spend.spent_usd == 0.0  # no time passed
         clock.now = 3600.0
         wall_now[0] += 3600.0
         runner.join(20.0)
         assert not runner.is_alive()
         (failure,) = outcome
+    except BaseException:
+        scaler.stop()
+        raise
+    return failure, scaler, checkpoint
+
+
+def test_crossing_the_cap_deletes_the_jobset_keeps_checkpoints_and_fails_budget(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """On-demand pool from zero, the tutorial's 32 chips at $1/chip-h, cap $30: one
+    hour of the slice's nodes (the test moves the clock) costs $32, so the watch stops the
+    stage (the estimate: 0.5 h + the 20 min scale-down tail bound, × 32 chips = $26.67)."""
+    profile = _mode("on-demand", **{"gke.max_usd_per_run": "30",
+                                    "gke.estimated_hours.train": "0.5"})
+    failure, scaler, checkpoint = _an_hour_on_the_slice(server, tmp_path, profile,
+                                                        uuid.uuid4().hex)
+    try:
         assert isinstance(failure, StageFailed), failure
         d = failure.diagnosis
         assert d.category is FailureCategory.BUDGET and not d.retryable
@@ -244,43 +257,22 @@ def test_a_team_month_spent_stops_the_stage_like_the_cap(server: FakeApiServer,
     resubmits."""
     profile = _mode("on-demand", **{"gke.estimated_hours.train": "0.5"})
     assert profile.gke is not None and profile.gke.max_usd_per_run is None
-    wall_now = [float(int(time.time()))]
-    scaler = Autoscaler(server.kube, TpuPool(), wall=lambda: wall_now[0])
-    checkpoint = tmp_path / "checkpoints" / "actor" / "1" / "model_params"
-
-    def save_checkpoint(kube: FakeKube, name: str) -> None:
-        checkpoint.mkdir(parents=True)
-        (checkpoint / "_METADATA").write_text("{}")
-
-    scenario(server.kube, [(0.05, admit), (0.05, start), (0.05, say("Train step 1")),
-                           (0.05, save_checkpoint), (30.0, succeed)])
-    clock, logger, key = Clock(), ListLogger(), uuid.uuid4().hex
+    key = uuid.uuid4().hex
     grant(key, Allowance("tutorial", "2026-12", 20.0))
-    backend = make_backend(server.url, "train", tmp_path, logger, profile=profile)
-    backend.spend = meter_for(profile, "train", clock=clock, key=key)
-    assert backend.spend is not None
-    backend.spend.wall = lambda: wall_now[0]
-    workload = train_workload(profile, Layout(profile), backend.runtime)
-    outcome: list[object] = []
-    runner = threading.Thread(target=lambda: outcome.append(_run(backend, workload, tmp_path)))
     try:
-        runner.start()
-        assert wait_for(checkpoint.is_dir, 10.0)
-        clock.now = 3600.0
-        wall_now[0] += 3600.0
-        runner.join(20.0)
-        assert not runner.is_alive()
-        (failure,) = outcome
-        assert isinstance(failure, StageFailed), failure
-        d = failure.diagnosis
-        assert d.category is FailureCategory.BUDGET and not d.retryable
-        assert d.code == "gke/team-budget" and "team tutorial" in d.summary, d.summary
-        assert wait_for(lambda: not server.kube.find("jobsets"))
-        assert (checkpoint / "_METADATA").is_file()
-        assert jobsets_created(server.kube) == 1
+        failure, scaler, checkpoint = _an_hour_on_the_slice(server, tmp_path, profile, key)
+        try:
+            assert isinstance(failure, StageFailed), failure
+            d = failure.diagnosis
+            assert d.category is FailureCategory.BUDGET and not d.retryable
+            assert d.code == "gke/team-budget" and "team tutorial" in d.summary, d.summary
+            assert wait_for(lambda: not server.kube.find("jobsets"))
+            assert (checkpoint / "_METADATA").is_file()
+            assert jobsets_created(server.kube) == 1
+        finally:
+            scaler.stop()
     finally:
         release(key)
-        scaler.stop()
 
 
 def _run(backend, workload, tmp: Path) -> object:
