@@ -142,8 +142,8 @@ def recipe_env(profile: Profile, program_dir: str | None) -> tuple[tuple[str, st
     rewards = profile.recipe.rewards
     if rewards is None:
         return ()
-    file = _file("rewards", rewards.file).shipped()
-    where = file.source if program_dir is None else f"{program_dir}/{file.name}"
+    where = (str(recipe_path(rewards.file)) if program_dir is None
+             else f"{program_dir}/{SHIPPED_NAMES['rewards']}")
     return ((REWARDS_FILE_ENV, where), (REWARDS_NAMES_ENV, ",".join(rewards.functions)))
 
 
