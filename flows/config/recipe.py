@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import field_validator
 
 from flows.common.paths import REPO_ROOT
+from flows.config.capacity import split_listed
 from flows.config.errors import FixableValueError
 from flows.config.limits import limit, reshapes
 from flows.config.section_base import StrictModel
@@ -98,9 +99,8 @@ class RewardsRecipe(StrictModel):
     @reshapes("a,b is the list [a, b]")
     def _comma_list(cls, v: object) -> object:
         """``a,b`` (the CLI's and the environment's form) is the list [a, b]."""
-        if isinstance(v, str):
-            return tuple(part.strip() for part in v.split(",") if part.strip())
-        return v
+        listed = split_listed(v)  # the capacity chain's reading of a list written as text
+        return (listed.strip(),) if isinstance(listed, str) else listed
 
     @field_validator("functions")
     @classmethod
