@@ -229,6 +229,15 @@ def test_preflight_fails_when_the_cluster_lacks_the_teams_queue(
     assert "deployments/teams.yaml" in fix
 
 
+def _cluster_holding(s, rendered: dict) -> FakeKube:
+    """A fake cluster holding the team's LocalQueue and ClusterQueue as the blueprint
+    rendered them."""
+    kube = FakeKube()
+    kube.create("localqueues", s.gke.namespace, rendered["local_queue"])
+    kube.create("clusterqueues", "", rendered["cluster_queue"])
+    return kube
+
+
 def test_preflight_reads_the_teams_queues_and_compares_them_with_the_file(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The real RestGoogleApis.kueue_objects against the fake Kubernetes API holding the
@@ -237,9 +246,7 @@ def test_preflight_reads_the_teams_queues_and_compares_them_with_the_file(
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(_teams(tmp_path, TWO_TEAMS)))
     s = settings_from_profile(tutorial_profile(), cache_dir=tmp_path)
     rendered = planned_kueue(s)
-    kube = FakeKube()
-    kube.create("localqueues", s.gke.namespace, rendered["local_queue"])
-    kube.create("clusterqueues", "", rendered["cluster_queue"])
+    kube = _cluster_holding(s, rendered)
     for flavor in rendered["flavors"].values():
         kube.create("resourceflavors", "", flavor)
     kube.create("configmaps", KUEUE_SYSTEM, _manager_config(FAIR_V1BETA2))
@@ -291,9 +298,7 @@ def test_a_cluster_without_fair_sharing_is_warned_with_the_edit_that_turns_it_on
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(_teams(tmp_path, TWO_TEAMS)))
     s = settings_from_profile(tutorial_profile(), cache_dir=tmp_path)
     rendered = planned_kueue(s)
-    kube = FakeKube()
-    kube.create("localqueues", s.gke.namespace, rendered["local_queue"])
-    kube.create("clusterqueues", "", rendered["cluster_queue"])
+    kube = _cluster_holding(s, rendered)
     with FakeApiServer(kube) as server:
         apis = RestGoogleApis(Routed(server.url))
         status, found, _fix, _ = check_team_queues(
