@@ -147,15 +147,20 @@ def test_threads_on_local_files_lose_and_overwrite_nothing(tmp_path: Path) -> No
     assert not [p for p in tmp_path.rglob(".*")]  # no spare file left behind
 
 
-def test_processes_on_local_files_lose_and_overwrite_nothing(tmp_path: Path) -> None:
-    root = file_uri(tmp_path)
+def _processes(root: str, writers: int, each: int) -> None:
+    """``writers`` spawned processes, each writing ``each`` entries under ``root``."""
     spawn = multiprocessing.get_context("spawn")
-    procs = [spawn.Process(target=_write_many, args=(root, w, 5)) for w in range(4)]
+    procs = [spawn.Process(target=_write_many, args=(root, w, each)) for w in range(writers)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
+
+
+def test_processes_on_local_files_lose_and_overwrite_nothing(tmp_path: Path) -> None:
+    root = file_uri(tmp_path)
+    _processes(root, 4, 5)
     _check_all_there(LocalStorage(), root, 4, 5)
 
 
@@ -182,13 +187,7 @@ def test_threads_on_fake_gcs_lose_and_overwrite_nothing(store) -> None:
 
 def test_processes_on_fake_gcs_lose_and_overwrite_nothing(store) -> None:
     root = f"gs://{GCS_BUCKET}"
-    spawn = multiprocessing.get_context("spawn")
-    procs = [spawn.Process(target=_write_many, args=(root, w, 3)) for w in range(3)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
+    _processes(root, 3, 3)
     _check_all_there(store, root, 3, 3)
 
 
