@@ -9,7 +9,9 @@ on a slice, each part named. What MaxText 0.2.4 does, read from its source:
   ``sampler_devices_fraction`` run the vLLM rollout; otherwise both share every chip, and
   vLLM takes ``hbm_utilization_vllm`` of each chip's HBM (Tunix's rollout config,
   trainers/post_train/rl/train_rl.py ``rollout_vllm_hbm_utilization``). With
-  ``num_trainer_slices``/``num_samplers_slices`` the roles take whole slices.
+  ``num_trainer_slices``/``num_samplers_slices`` the roles take whole slices. The split is
+  of JAX devices (two per tpu7x chip, flows/config/tpu.py), so ``chips_per_vm`` counts
+  devices, as MaxText's tpu7x script sets it (run_qwen3_30b_rl.sh ``chips_per_vm=8``).
 - Weights: rl.yml sets ``weight_dtype: bfloat16`` (base.yml's float32 is for pre-training);
   the trainer keeps the actor and a separate reference model (``create_models_and_meshes``
   loads the reference with ``from_pretrained`` and clones the actor from it), both in
@@ -60,31 +62,55 @@ class ParameterCount:
     active: int  # per token: the routed experts a token uses instead of all of them
 
 
-def _mlp(arch: Architecture, width: int) -> int:
+def mlp_parameters(arch: Architecture, width: int) -> int:
     return (3 if arch.gated_mlp else 2) * arch.base_emb_dim * width
 
 
-def parameter_count(arch: Architecture) -> ParameterCount:
-    """Embeddings V·D (twice unless ``logits_via_embedding`` ties the output to them);
-    per layer: attention D·hd·(2Hq + 2Hkv) (+ biases (Hq + 2Hkv)·hd, + q/k norms 2·hd),
-    two norms 2·D, and either a dense MLP (3·D·F gated, 2·D·F not) or E experts of width
-    F_moe plus the shared ones and a router D·E; the first ``first_num_dense_layers`` layers
-    of an MoE model are dense; a final norm D. The formula is that of text-only GQA
-    decoders (Llama, Qwen2/3, Qwen3-MoE, Mixtral): MLA, linear attention, Gemma's layer pairs
-    and vision towers are not in it (``estimated`` says which models it holds for)."""
-    d, layers = arch.base_emb_dim, arch.base_num_decoder_layers
+def _gemma3(arch: Architecture) -> bool:
+    return arch.decoder_block == "gemma3"
+
+
+def attention_parameters(arch: Architecture) -> int:
+    """One layer's attention: D·hd·(2Hq + 2Hkv) (+ biases (Hq + 2Hkv)·hd, + q/k norms 2·hd).
+    MaxText's Gemma 3 layer passes ``use_qk_norm=True`` itself (models/gemma3.py
+    Gemma3DecoderLayer), whatever the YAML's ``use_qk_norm`` says."""
     hq, hkv, hd = arch.base_num_query_heads, arch.base_num_kv_heads, arch.head_dim
-    attention = d * hd * (2 * hq + 2 * hkv)
+    attention = arch.base_emb_dim * hd * (2 * hq + 2 * hkv)
     attention += (hq + 2 * hkv) * hd if arch.attention_bias else 0
-    attention += 2 * hd if arch.use_qk_norm else 0
-    per_layer = attention + 2 * d
-    embeddings = arch.vocab_size * d * (1 if arch.logits_via_embedding else 2) + d
-    dense = per_layer + _mlp(arch, arch.base_mlp_dim)
+    attention += 2 * hd if arch.use_qk_norm or _gemma3(arch) else 0
+    return attention
+
+
+def layer_norm_parameters(arch: Architecture) -> int:
+    """One layer's RMSNorm scales: 2·D, or 4·D for Gemma 3, which adds a norm after the
+    attention and after the MLP (its YAMLs set use_post_attn_norm and use_post_ffw_norm)."""
+    return (4 if _gemma3(arch) else 2) * arch.base_emb_dim
+
+
+def embedding_parameters(arch: Architecture) -> int:
+    """V·D, twice unless ``logits_via_embedding`` ties the output layer to the embedding
+    (Gemma's 262k vocabulary is one table of V·D)."""
+    return arch.vocab_size * arch.base_emb_dim * (1 if arch.logits_via_embedding else 2)
+
+
+def parameter_count(arch: Architecture) -> ParameterCount:
+    """Embeddings (``embedding_parameters``) and a final norm D; per layer: attention
+    (``attention_parameters``), norms (``layer_norm_parameters``) and either a dense MLP
+    (3·D·F gated, 2·D·F not) or E experts of width F_moe plus the shared ones and a router
+    D·E; the first ``first_num_dense_layers`` layers of an MoE model are dense. The formula
+    is that of text-only GQA decoders (Llama, Qwen2/3, Qwen3-MoE, Mixtral) and of Gemma 3's
+    text decoder (its sliding-window and global layers hold the same weights; the vision
+    tower is built only with ``use_multimodal``): MLA, linear attention, Gemma 2's layer
+    pairs and vision towers are not in it (``estimated`` says which models it holds for)."""
+    d, layers = arch.base_emb_dim, arch.base_num_decoder_layers
+    per_layer = attention_parameters(arch) + layer_norm_parameters(arch)
+    embeddings = embedding_parameters(arch) + d
+    dense = per_layer + mlp_parameters(arch, arch.base_mlp_dim)
     if arch.num_experts <= 1:
         total = embeddings + layers * dense
         return ParameterCount(total, total)
     moe_width = arch.base_moe_mlp_dim if arch.base_moe_mlp_dim > 0 else arch.base_mlp_dim
-    expert = _mlp(arch, moe_width)
+    expert = mlp_parameters(arch, moe_width)
     shared = arch.shared_experts * expert
     moe_layers = layers - arch.first_num_dense_layers
     base = embeddings + arch.first_num_dense_layers * dense
@@ -94,9 +120,11 @@ def parameter_count(arch: Architecture) -> ParameterCount:
 
 
 # decoder blocks whose layers parameter_count describes (MaxText configs/models/*.yml);
-# not Gemma: gemma2 counts its local/global layer pairs as one decoder layer, and the gemma3
-# checkpoints carry a vision tower the formula leaves out
-ESTIMATED_BLOCKS = frozenset({"llama2", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"})
+# gemma3 as text only (train_rl builds no vision tower unless use_multimodal, which
+# profile_estimate does not judge); not gemma2, which counts its local/global layer pairs as
+# one decoder layer, nor gemma4's per-layer embeddings and mixed head sizes
+ESTIMATED_BLOCKS = frozenset({"llama2", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe",
+                              "gemma3"})
 
 
 def estimated(name: str, arch: Architecture) -> bool:
@@ -185,8 +213,10 @@ class Estimate:
         return "tight" if self.share > TIGHT else "fits"
 
 
-def _roles(shape: RunShape, slice_: SliceShape) -> tuple[int, int, bool]:
-    """Trainer chips, sampler chips, and whether they share chips (model_creation_utils)."""
+def roles(shape: RunShape, slice_: SliceShape) -> tuple[int, int, bool]:
+    """Trainer and sampler units, and whether they share them (model_creation_utils
+    ``setup_configs_and_devices``), for a slice counted in ``chips_per_slice`` units: the
+    estimate passes JAX devices (and ``chips_per_vm`` counts devices, as MaxText's does)."""
     chips = slice_.chips_per_slice * slice_.num_slices
     if shape.num_trainer_slices > 0 and shape.num_samplers_slices > 0:
         return (shape.num_trainer_slices * slice_.chips_per_slice,
@@ -217,8 +247,12 @@ def kv_bytes_per_token(arch: Architecture) -> int:
 
 def estimate(arch: Architecture, shape: RunShape, slice_: SliceShape) -> Estimate:
     params = parameter_count(arch)
-    hbm = HBM_BYTES_PER_CHIP[slice_.generation]
-    trainer_chips, sampler_chips, shared = _roles(shape, slice_)
+    # train_rl splits JAX devices, two per tpu7x chip (flows/config/tpu.py): the split is
+    # made in devices, as model_creation_utils makes it, and each device holds its half
+    generation = TPU_GENERATIONS[slice_.generation]
+    per_chip, hbm = generation.devices_per_chip, generation.hbm_bytes_per_device
+    trainer_devices, sampler_devices, shared = roles(shape, SliceShape(
+        slice_.generation, slice_.chips_per_slice * per_chip, slice_.num_slices))
     weights = params.total * shape.weight_bytes
     tokens = shape.batch_size * shape.num_generations * shape.max_target_length
     trainer = Side("trainer", (
@@ -227,13 +261,14 @@ def estimate(arch: Architecture, shape: RunShape, slice_: SliceShape) -> Estimat
         Part("gradients", weights, True),
         Part("activations", tokens * activation_bytes_per_token(arch, shape.max_target_length),
              False)),
-        trainer_chips,
-        int(trainer_chips * hbm * ((1 - shape.hbm_utilization_vllm) if shared else 1)))
+        trainer_devices // per_chip,
+        int(trainer_devices * hbm * ((1 - shape.hbm_utilization_vllm) if shared else 1)))
     sequences = shape.rollout_batch_size * shape.num_generations
     kv_tokens = sequences * (shape.max_target_length + shape.kv_cache_buffer)
     sampler = Side("rollout", (Part("rollout weights", weights, True),
                                Part("KV cache", kv_tokens * kv_bytes_per_token(arch), False)),
-                   sampler_chips, int(sampler_chips * hbm * shape.hbm_utilization_vllm))
+                   sampler_devices // per_chip,
+                   int(sampler_devices * hbm * shape.hbm_utilization_vllm))
     return Estimate(params, trainer, sampler)
 
 

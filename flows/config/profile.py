@@ -371,7 +371,11 @@ class Profile(StrictModel):
 
     @property
     def total_devices(self) -> int:
-        return self.gke.total_chips if self.gke else 1
+        """The JAX devices train_rl splits and meshes: chips × the generation's devices per
+        chip (two on tpu7x, flows/config/tpu.py), one CPU device in the rehearsal."""
+        if self.gke is None:
+            return 1
+        return self.gke.total_chips * self.gke.machine.facts.devices_per_chip
 
     @property
     def num_slices(self) -> int:

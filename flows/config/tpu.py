@@ -33,6 +33,11 @@ class TpuGeneration:
     quota_family: str  # the part of Compute Engine's TPU quota metric that names it
     blueprint_example: str  # Cluster Toolkit's example this generation's node pool copies
     flavor_prefix: str  # Kueue's TPU ResourceFlavor: <prefix>-flavor, <prefix>-<mode>-flavor
+    devices_per_chip: int = 1  # JAX devices a chip shows: what train_rl splits and shards
+
+    @property
+    def hbm_bytes_per_device(self) -> int:
+        return self.hbm_bytes_per_chip // self.devices_per_chip
 
 
 # Sources, read 2026-12-06:
@@ -55,6 +60,10 @@ class TpuGeneration:
 #   Ironwood page says: "This policy replaces the --tpu-topology flag"); no v5p example ships.
 # - Kueue flavor names: each example's kueue-configuration.yaml.tftpl names its TPU
 #   ResourceFlavor tpuv6e-flavor and tpu7x-flavor; v5p's, with no example, follows v6e's form.
+# - JAX devices per chip: MaxText 0.2.4's own RL scripts. run_qwen3_30b_rl.sh on tpu7x-128
+#   (64 chips, 4 per tpu7x-standard-4t VM) sets chips_per_vm=8 and rollout data 16 × tensor 4
+#   = 64 sampler devices, half of 128: two devices a chip. run_gptoss_20b_rl.sh on v5p-64
+#   (32 chips, megacore) sets chips_per_vm=4 and data 2 × tensor 8 = 16, half of 32: one.
 TPU_GENERATIONS: dict[str, TpuGeneration] = {
     g.name: g
     for g in (
@@ -62,7 +71,8 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
                       "examples/gke-tpu-v6e/gke-tpu-v6e-advanced.yaml", "tpuv6e"),
         TpuGeneration("v5p", "tpu-v5p-slice", "tpuv5", 95 * 10**9, 459.0, "V5P", "", "tpuv5p"),
         TpuGeneration("tpu7x", "tpu7x", "tpu7x", 192 * 10**9, 2307.0, "TPU7X",
-                      "examples/gke-tpu-7x/gke-tpu-7x-advanced.yaml", "tpu7x"),
+                      "examples/gke-tpu-7x/gke-tpu-7x-advanced.yaml", "tpu7x",
+                      devices_per_chip=2),
     )
 }
 

@@ -9,11 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows.common.paths import REPO_ROOT
+from flows.common.paths import PROFILES_DIR, REPO_ROOT
+from flows.common.yaml_text import load_yaml
 from flows.config.fit import (
     HBM_BYTES_PER_CHIP,
     RunShape,
     SliceShape,
+    embedding_parameters,
     estimate,
     estimated,
     gib,
@@ -23,24 +25,28 @@ from flows.config.fit_rules import fit_warning, profile_estimate, run_shape
 from flows.config.loading import ProfileError, load_profile
 from flows.config.maxtext_models import architecture, convertible_models, hf_repo_of
 from flows.config.tpu import TPU_MACHINES, chips_in_topology, supported_topologies
-from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED, required_overrides
 
 SMOKE = "smoke-qwen3-0.6b-v6e-8"
 ON_DEMAND = {**TUTORIAL_REQUIRED, "gke.reservation": ""}
 
 # Published sizes (billions, total and active), from each model's card on the hub
-# (Qwen3 technical report table; Llama 3.1 and Mixtral model cards).
+# (Qwen3 technical report table; Llama 3.1 and Mixtral model cards; Gemma 3's text decoder:
+# the Gemma 3 technical report's Table 1, embedding + non-embedding parameters, the SigLIP
+# vision tower's 417M left out as train_rl builds it only with use_multimodal).
 PUBLISHED = {
+    "gemma3-4b": (0.675 + 3.209, 0.675 + 3.209), "gemma3-12b": (1.012 + 10.759, 1.012 + 10.759),
+    "gemma3-27b": (1.416 + 25.600, 1.416 + 25.600), "llama3.1-8b": (8.03, 8.03),
     "qwen3-0.6b": (0.6, 0.6), "qwen3-8b": (8.2, 8.2), "qwen3-14b": (14.8, 14.8),
     "qwen3-32b": (32.8, 32.8), "qwen3-30b-a3b": (30.5, 3.3), "qwen3-235b-a22b": (235.0, 22.0),
-    "llama3.1-8b": (8.0, 8.0), "llama3.1-70b": (70.6, 70.6), "llama3.1-405b": (405.9, 405.9),
+    "llama3.1-70b": (70.6, 70.6), "llama3.1-405b": (405.9, 405.9),
     "mixtral-8x7b": (46.7, 12.9), "qwen2.5-7b": (7.61, 7.61),
 }
 # convertible models whose architecture the formula does not describe (MLA, linear attention,
 # Gemma's layer pairs, vision towers): listed so a regenerated file that adds one is noticed
 NOT_ESTIMATED = {
     "deepseek2-16b", "deepseek3-671b", "deepseek3.2-671b", "deepseek4-284b", "gemma2-27b",
-    "gemma2-2b", "gemma2-9b", "gemma3-12b", "gemma3-27b", "gemma3-4b", "gemma4-26b",
+    "gemma2-2b", "gemma2-9b", "gemma4-26b",
     "gemma4-31b", "gemma4-e2b", "gemma4-e4b", "gpt-oss-120b", "gpt-oss-20b",
     "qwen3-next-80b-a3b", "qwen3-vl-2b", "qwen3-vl-30b-a3b", "qwen3-vl-4b", "qwen3.5-35b-a3b",
     "qwen3.5-397b-a17b",
@@ -54,6 +60,19 @@ def test_the_count_is_the_published_size(name: str) -> None:
     total, active = PUBLISHED[name]
     assert count.total / 1e9 == pytest.approx(total, rel=0.02)
     assert count.active / 1e9 == pytest.approx(active, rel=0.03)
+
+
+# The Gemma 3 report's non-embedding parameters (millions): the layers alone, where the
+# formula's Gemma 3 terms (q/k norms, four norms a layer) live; the embedding's figure there
+# counts a few more rows than MaxText's 262,144 (the converter pads or truncates to them).
+GEMMA3_NON_EMBEDDING = {"gemma3-4b": 3209, "gemma3-12b": 10759, "gemma3-27b": 25600}
+
+
+@pytest.mark.parametrize("name", sorted(GEMMA3_NON_EMBEDDING))
+def test_gemma3_layers_are_the_reports(name: str) -> None:
+    arch = architecture(name)
+    layers = parameter_count(arch).total - embedding_parameters(arch) - arch.base_emb_dim
+    assert layers / 1e6 == pytest.approx(GEMMA3_NON_EMBEDDING[name], rel=0.001)
 
 
 def test_the_estimated_models_are_the_formulas() -> None:
@@ -207,7 +226,11 @@ def test_more_chips_never_turn_a_fit_into_no_fit(name: str, batch: int, generati
 def test_the_profiles_page_holds_the_shipped_profiles_estimates() -> None:
     """docs/how-to/profiles.md quotes each shipped GKE profile's estimate: recomputed here."""
     page = (REPO_ROOT / "docs" / "how-to" / "profiles.md").read_text()
-    for profile, overrides in ((TUTORIAL, TUTORIAL_REQUIRED), (SMOKE, ON_DEMAND)):
+    shipped = [p.stem for p in PROFILES_DIR.glob("*.yaml")
+               if load_yaml(p.read_text()).get("backend") == "gke"]
+    assert len(shipped) >= 4
+    for profile in shipped:
+        overrides = required_overrides(profile)
         est = profile_estimate(load_profile(profile, overrides, environ={}))
         assert est is not None
         for side in (est.trainer, est.sampler):
