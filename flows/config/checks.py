@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from flows.common.issues import Issue
 from flows.config.data_rules import data_issues
 from flows.config.evaluation_rules import evaluation_issues
-from flows.config.fit_rules import fit_issues
+from flows.config.fit_rules import fit_issues, rollout_issues
 from flows.config.gcp_names import looks_like_hf_token
 from flows.config.limits import limits
 from flows.config.maxtext_keys import maxtext_key_issues
@@ -37,6 +37,7 @@ def profile_issues(profile: Profile, known_patches: Iterable[str]) -> list[Issue
     issues += maxtext_issues(profile)
     issues += model_name_issues(profile)
     issues += fit_issues(profile)
+    issues += rollout_issues(profile)
     issues += data_issues(profile)
     issues += _patch_issues(profile, set(known_patches))
     issues += spend_issues(profile)
@@ -90,5 +91,5 @@ def _patch_issues(profile: Profile, known: set[str]) -> list[Issue]:
 # (flows/config/limits.py): docs/reference/profile.md lists them beside their fields, and
 # tests/config/test_limits.py fails when profile_issues calls a rule missing here.
 RULES = (_reserved_and_secret_args, _token_literals, maxtext_key_issues, maxtext_issues,
-         model_name_issues, fit_issues, data_issues, _patch_issues, spend_issues,
+         model_name_issues, fit_issues, rollout_issues, data_issues, _patch_issues, spend_issues,
          evaluation_issues, recipe_limit_issues)

@@ -24,8 +24,16 @@ from flows.config.fit import (
     gib,
 )
 from flows.config.limits import limits
-from flows.config.maxtext_models import architecture, convertible_models, rl_defaults
+from flows.config.maxtext_models import (
+    Architecture,
+    architecture,
+    convertible_models,
+    rl_defaults,
+)
 from flows.config.profile import Profile, Scalar
+from flows.config.rollout import DEFAULT_PARALLELISM, RolloutCheck
+from flows.config.rollout import check as check_rollout
+from flows.config.rollout import describe as describe_rollout
 from flows.config.tpu import (
     TPU_MACHINES,
     TpuMachine,
@@ -93,9 +101,10 @@ def smallest_fitting(profile: Profile, shape: RunShape) -> tuple[str, str] | Non
     return None
 
 
-def profile_estimate(profile: Profile) -> Estimate | None:
-    """The estimate for a GKE profile, or None when it cannot be made: another backend, a
-    model or slice other checks refuse, or a model the formula does not describe."""
+def _judged(profile: Profile) -> tuple[Architecture, RunShape, SliceShape] | None:
+    """The model's numbers, the run's settings and the slice, or None when the estimate
+    cannot be made: another backend, a model or slice other checks refuse, a model the
+    formula does not describe, or a vision tower (``use_multimodal``) it leaves out."""
     gke = profile.gke
     name = profile.model.maxtext_name
     if (profile.backend != "gke" or gke is None or name not in convertible_models()
@@ -105,6 +114,8 @@ def profile_estimate(profile: Profile) -> Estimate | None:
     if generation not in HBM_BYTES_PER_CHIP:
         return None
     overrides = {**profile.model.args, **profile.train.args}
+    if str(overrides.get("use_multimodal", "false")).lower() in ("true", "1"):
+        return None
     try:
         arch = architecture(name, overrides)
         shape = run_shape(profile.train.args)
@@ -112,8 +123,13 @@ def profile_estimate(profile: Profile) -> Estimate | None:
         return None  # a number that is not one: maxtext_rules names it
     if not estimated(name, arch):
         return None
-    return estimate(arch, shape, SliceShape(generation, chips_in_topology(gke.topology),
-                                            gke.num_slices))
+    return arch, shape, SliceShape(generation, chips_in_topology(gke.topology), gke.num_slices)
+
+
+def profile_estimate(profile: Profile) -> Estimate | None:
+    """The estimate for a GKE profile, or None when it cannot be made (``_judged``)."""
+    judged = _judged(profile)
+    return None if judged is None else estimate(*judged)
 
 
 @limits({"gke.topology": "large enough for the model's GRPO training: actor and reference "
@@ -144,7 +160,80 @@ def fit_issues(profile: Profile) -> list[Issue]:
                   f"of the slice ({share})", "config/does-not-fit")]
 
 
+def rollout_sizes(profile: Profile) -> tuple[int, int, int] | None:
+    """The profile's rollout (tensor, data, expert) parallelism over rl.yml's defaults; None
+    when one is not a number (maxtext_rules names it)."""
+    args = {**profile.model.args, **profile.train.args}
+    try:
+        tensor, data, expert = (int(float(str(args.get(f"rollout_{axis}_parallelism", default))))
+                                for axis, default in DEFAULT_PARALLELISM.items())
+    except ValueError:
+        return None
+    return tensor, data, expert
+
+
+def rollout_check(profile: Profile) -> RolloutCheck | None:
+    """The profile's rollout on its own slice; None when the slice itself does not fit
+    (fit_issues says so first) or the sizes do not resolve (maxtext_rules names them)."""
+    judged = _judged(profile)
+    sizes = rollout_sizes(profile)
+    if judged is None or sizes is None or estimate(*judged).verdict == "no-fit":
+        return None
+    return check_rollout(*judged, sizes)
+
+
+def _rollout_fix(check: RolloutCheck) -> str:
+    if check.derived is not None:
+        return (f"set {check.derived.as_args()} (the smallest vLLM replica whose tensor "
+                "parallelism divides the heads and that holds this model and a rollout "
+                "batch on this slice's sampler devices)")
+    return ("give the rollout more devices: a larger gke.topology, or more of the slice "
+            "(train.args.sampler_devices_fraction)")
+
+
+ROLLOUT_FIELD = "train.args.rollout_tensor_parallelism"
+
+
+@limits({"train.args": "rollout_tensor_parallelism divides the model's query and KV heads; "
+                      "with rollout_data/expert_parallelism and hbm_utilization_vllm it leaves "
+                      "each sampler device room for its part of the weights and one "
+                      "sequence's KV cache (flows/config/rollout.py)"})
+def rollout_issues(profile: Profile) -> list[Issue]:
+    check = rollout_check(profile)
+    if check is None:
+        return []
+    name, issues = profile.model.maxtext_name, []
+    if check.heads is not None:
+        issues.append(Issue(ROLLOUT_FIELD, f"{check.heads}: vLLM shards both over its "
+                            "tensor-parallel devices", _rollout_fix(check),
+                            "config/rollout-does-not-fit"))
+    if check.given.verdict == "no-fit":
+        issues.append(Issue(ROLLOUT_FIELD, f"{name}'s vLLM rollout cannot start: "
+                            f"{describe_rollout(check.given, check.sampler)}",
+                            _rollout_fix(check), "config/rollout-does-not-fit"))
+    return issues
+
+
+def rollout_warning(profile: Profile) -> str | None:
+    """A warning when a replica's share of a rollout batch passes TIGHT of vLLM's share: it
+    runs, decoding the batch in waves, each a full pass of the sampler's time."""
+    check = rollout_check(profile)
+    if check is None or check.heads is not None or check.given.verdict != "waves":
+        return None
+    return (f"WARNING: {profile.model.maxtext_name}'s rollout batch may not fit vLLM's share "
+            f"at once ({check.given.share:.0%}; it then decodes in waves): "
+            f"{describe_rollout(check.given, check.sampler)}. Lower "
+            f"train.args.rollout_micro_batch_size, or {_rollout_fix(check)}")
+
+
 def fit_warning(profile: Profile) -> str | None:
+    """The slice's warning and the rollout's, one a line (``_slice_warning``,
+    ``rollout_warning``)."""
+    found = [w for w in (_slice_warning(profile), rollout_warning(profile)) if w]
+    return "\n".join(found) or None
+
+
+def _slice_warning(profile: Profile) -> str | None:
     """A warning when the conservative total passes TIGHT of what a role's chips hold while
     the certain parts fit: it may still run (activations are an upper bound), or run out of
     memory at the first step, after the slice is paid for."""

@@ -117,6 +117,18 @@ CATALOGUE: tuple[Symptom, ...] = (
             "not fit) is answered by a lower `train.args.batch_size` or "
             "`train.args.max_target_length`. docs/how-to/profiles.md states the estimate's "
             "formula."),
+    Symptom("config/rollout-does-not-fit", When.START,
+            f"{_PROFILE} `train.args.rollout_tensor_parallelism: MODEL's vLLM rollout cannot "
+            "start: each of the N sampler device(s) (tensor T × data D × expert E) holds ...`, "
+            "or `rollout tensor parallelism T does not divide the model's H query and K KV "
+            "heads`: vLLM keeps a whole copy of the weights in each data-parallel replica, "
+            "so a slice the fit check accepts can still leave a replica too few devices.",
+            "Set the values the message derives (`train.args.rollout_tensor_parallelism`, "
+            "`rollout_data_parallelism`, `hbm_utilization_vllm`: the smallest tensor "
+            "parallelism that divides the heads and holds the weights and a rollout batch's "
+            "KV cache), or give the rollout more devices. A warning instead (the batch is "
+            "decoded in waves) is answered by a lower `train.args.rollout_micro_batch_size` "
+            "or the same derived values. flows/config/rollout.py states the arithmetic."),
     Symptom("config/unknown-env", When.START,
             f"{_PROFILE} `TPURL_...: sets no profile field, so it would be ignored` (or names "
             "a section, or has an empty part between the `__`).",

@@ -2,8 +2,10 @@
 
 For every generation of flows/config/tpu.py, the smallest slices (the profile's
 ``gke.num_slices`` of them) on which the fit estimate (flows/config/fit.py) does not refuse
-the model, each with its chips, dollars per hour per capacity mode, an estimated training
-time and dollars per training run. Pure: the profile in, lines out; nothing is asked of the
+the model, each with its chips, the rollout settings that hold the model there
+(flows/config/rollout.py: a tpu7x chip is two devices, a v5p chip holds three v6e chips'
+weights), dollars per hour per capacity mode, an estimated training time and dollars per
+training run. Pure: the profile in, lines out; nothing is asked of the
 cloud.
 
 The training time is scaled from the profile's own figure (``gke.estimated_hours.train`` on
@@ -21,10 +23,12 @@ from dataclasses import dataclass
 
 from flows.config.capacity import CAPACITY_MODES, CapacityMode, ModePrice, default_prices
 from flows.config.fit import SliceShape, estimate, estimated
-from flows.config.fit_rules import run_shape
+from flows.config.fit_rules import rollout_sizes, run_shape
 from flows.config.gke_section import gke_section
 from flows.config.maxtext_models import architecture, convertible_models
 from flows.config.profile import Profile
+from flows.config.rollout import RolloutCheck
+from flows.config.rollout import check as check_rollout
 from flows.config.tpu import (
     TPU_GENERATIONS,
     chips_in_topology,
@@ -45,6 +49,7 @@ class Candidate:
     topology: str
     chips: int  # over all of the profile's slices
     verdict: str  # fits or tight
+    rollout: str  # the rollout settings that hold the model there
     train_hours: float
     prices: dict[CapacityMode, ModePrice]  # the modes with a known price
 
@@ -74,6 +79,7 @@ def candidates(profile: Profile) -> list[Candidate] | str:
     if not estimated(name, arch):
         return f"the fit estimate does not describe {name} (flows/config/fit.py ESTIMATED_BLOCKS)"
     shape = run_shape(profile.train.args)
+    sizes = rollout_sizes(profile) or (1, -1, 1)
     own = gke.machine.facts.peak_bf16_tflops * gke.total_chips
     hours = float(gke.estimated_hours.get("train", 0.0))
     out: list[Candidate] = []
@@ -88,11 +94,29 @@ def candidates(profile: Profile) -> list[Candidate] | str:
             if est.verdict == "no-fit":
                 continue
             chips = per_slice * gke.num_slices
+            slice_ = SliceShape(generation, per_slice, gke.num_slices)
             out.append(Candidate(generation, machine_type, topology, chips, est.verdict,
+                                 _rollout(check_rollout(arch, shape, slice_, sizes)),
                                  hours * own / (facts.peak_bf16_tflops * chips),
                                  _prices(profile, generation)))
             shown += 1
     return out
+
+
+def _rollout(found: RolloutCheck | None) -> str:
+    """The profile's rollout settings when they hold the model on the slice, else the ones
+    flows/config/rollout.py derives for it."""
+    if found is not None and found.holds:
+        p = found.given.parallelism
+        expert = f" × expert {p.expert}" if p.expert > 1 else ""
+        return f"rollout as set (tensor {p.tensor} × data {p.data}{expert})"
+    derived = found.derived if found is not None else None
+    if derived is None:
+        return "rollout: set its parallelism for this slice (none derived)"
+    p = derived.parallelism
+    expert = f" × expert {p.expert}" if p.expert > 1 else ""
+    return (f"rollout needs tensor {p.tensor} × data {p.data}{expert} at "
+            f"hbm_utilization_vllm {derived.utilization:g}")
 
 
 def _mode_cost(c: Candidate, mode: CapacityMode) -> str:
@@ -127,7 +151,7 @@ def compare_tpu(profile: Profile) -> list[str]:
                               if mode != "queued")
             tight = " (tight: activations may not fit)" if c.verdict == "tight" else ""
             lines.append(f"    {c.machine_type} {c.topology}: {c.chips} chips{tight}, "
-                         f"≈ {c.train_hours:.1f} h training; {modes}")
+                         f"≈ {c.train_hours:.1f} h training; {c.rollout}; {modes}")
     sources = sorted({f"{p.source} (as of {p.as_of})" for c in found
                       for p in c.prices.values()})
     lines += [f"  price source: {s}" for s in sources]
