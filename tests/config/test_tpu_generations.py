@@ -1,6 +1,7 @@
 """TPU generations as data (flows/config/tpu.py): every generation × shipped GKE profile
-validates, plans and renders JobSets that pass the JobSet CRD and Kubernetes' schemas with the
-generation's labels and Pathways instance type; ``plan --compare-tpu`` on the tutorial."""
+(each file of deployments/profiles/ with backend gke) validates, plans and renders JobSets
+that pass the JobSet CRD and Kubernetes' schemas with the generation's labels and Pathways
+instance type; ``plan --compare-tpu`` on the tutorial."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from flows.backends.gke.jobs.manifests import stage_run
 from flows.backends.gke.jobs.render import render_jobset
 from flows.cli import main
+from flows.common.paths import PROFILES_DIR
 from flows.config import ProfileError, load_profile
 from flows.config.fit import HBM_BYTES_PER_CHIP
 from flows.config.tpu import TPU_GENERATIONS, TPU_MACHINES, chips_in_topology
@@ -31,15 +34,38 @@ QUOTE = {"gke.prices.reservation.usd_per_chip_hour": "3.0",
          "gke.prices.reservation.source": "a quote", "gke.prices.reservation.as_of": "2026-12-01",
          "gke.prices.on-demand.usd_per_chip_hour": "3.0",
          "gke.prices.on-demand.source": "a quote", "gke.prices.on-demand.as_of": "2026-12-01"}
+# every shipped GKE profile, so a new one is checked on every generation without a list here
+GKE_PROFILES = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")
+                      if yaml.safe_load(p.read_text()).get("backend") == "gke")
+
+
+def _slice(profile: str, generation: str) -> tuple[str, str]:
+    """The tutorial's and the smoke run's chosen slices; for the others, the profile's own
+    slice on its generation, and elsewhere the one the tutorial uses there (all of them
+    smaller models than its 30B)."""
+    if profile == SMOKE:
+        return SMOKE_SLICES[generation]
+    raw = yaml.safe_load((PROFILES_DIR / f"{profile}.yaml").read_text())["gke"]
+    if profile != TUTORIAL and TPU_MACHINES[raw["machine_type"]].generation == generation:
+        return raw["machine_type"], raw["topology"]
+    return SLICES[generation]
 
 
 def _overrides(profile: str, generation: str) -> dict[str, str]:
-    machine_type, topology = (SMOKE_SLICES if profile == SMOKE else SLICES)[generation]
+    machine_type, topology = _slice(profile, generation)
     base = dict(TUTORIAL_REQUIRED)
-    if profile == SMOKE:
+    raw = yaml.safe_load((PROFILES_DIR / f"{profile}.yaml").read_text())["gke"]
+    if raw.get("capacity", "reservation") != "reservation":
         base.pop("gke.reservation")
-    return {**base, "gke.machine_type": machine_type, "gke.topology": topology,
-            **({} if generation == "v6e" else QUOTE)}
+    moved = {} if (machine_type, topology) == (raw["machine_type"], raw["topology"]) else {
+        "gke.machine_type": machine_type, "gke.topology": topology}
+    if profile != TUTORIAL and moved:
+        # the rollout's data parallelism follows the slice: -1 lets train_rl fill it in
+        moved["train.args.rollout_data_parallelism"] = "-1"
+    if profile not in (TUTORIAL, SMOKE) and moved:
+        # the profile's spend cap is its own slice's; the quoted price moves the estimate
+        moved["gke.max_usd_per_run"] = "100000"
+    return {**base, **moved, **({} if generation == "v6e" else QUOTE)}
 
 
 def test_the_fit_estimate_reads_the_generation_table() -> None:
@@ -48,7 +74,11 @@ def test_the_fit_estimate_reads_the_generation_table() -> None:
     assert {m.generation for m in TPU_MACHINES.values()} == set(TPU_GENERATIONS)
 
 
-@pytest.mark.parametrize("profile", [TUTORIAL, SMOKE])
+def test_the_new_profiles_are_among_those_checked() -> None:
+    assert {TUTORIAL, SMOKE, "llama3.1-8b-v6e-16", "gemma3-12b-v6e-16"} <= set(GKE_PROFILES)
+
+
+@pytest.mark.parametrize("profile", GKE_PROFILES)
 @pytest.mark.parametrize("generation", sorted(SLICES))
 def test_every_generation_validates_plans_and_renders(profile: str, generation: str) -> None:
     loaded = load_profile(profile, _overrides(profile, generation), environ={})
@@ -89,10 +119,12 @@ def test_compare_tpu_on_the_tutorial(capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     part = out[out.index("TPU generations for qwen3-30b-a3b"):]
     # the profile's own slice: 32 v6e chips at the cited $2.70, 4 h as the profile says
-    assert ("ct6e-standard-4t 4x8: 32 chips, ≈ 4.0 h training; reservation $86.40/h ≈ "
-            "$345.60/run") in part
+    # and its own rollout settings, which hold the model there
+    assert ("ct6e-standard-4t 4x8: 32 chips, ≈ 4.0 h training; rollout as set (tensor 1 × "
+            "data 4 × expert 4); reservation $86.40/h ≈ $345.60/run") in part
     # v5p 32 chips: half v6e's peak per chip, so twice the hours; no cited price
-    assert "ct5p-hightpu-4t 2x4x4: 32 chips, ≈ 8.0 h training; reservation price unknown" in part
+    assert ("ct5p-hightpu-4t 2x4x4: 32 chips, ≈ 8.0 h training; rollout as set (tensor 1 × "
+            "data 4 × expert 4); reservation price unknown") in part
     # tpu7x 16 chips: 32 × 918 / (16 × 2307) × 4 h
     assert f"tpu7x-standard-4t 2x2x4: 16 chips, ≈ {4 * 32 * 918 / (16 * 2307):.1f} h" in part
     assert "on-demand price unknown" in part and "(as of 2024-12-11)" in part

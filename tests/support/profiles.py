@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from flows.backends.gke.infra.settings import InfraSettings
+from flows.common.paths import PROFILES_DIR
+from flows.common.yaml_text import load_yaml
 from flows.config import Profile, load_profile
 from flows.config.gke import GkeSection
 
@@ -83,5 +85,10 @@ def smoke_profile(**overrides: str) -> Profile:
 
 def required_overrides(name: str) -> dict[str, str]:
     """What a shipped profile leaves for the user to fill in (its empty fields), per profile:
-    the rehearsal none, the smoke profile no reservation, the others the tutorial's."""
-    return dict({"rehearsal": {}, SMOKE: SMOKE_REQUIRED}.get(name, TUTORIAL_REQUIRED))
+    the rehearsal none; a GKE profile the tutorial's, without the reservation unless its
+    capacity consumes one (the smoke, Llama and Gemma profiles run on demand)."""
+    if name == "rehearsal":
+        return {}
+    gke = load_yaml((PROFILES_DIR / f"{name}.yaml").read_text()).get("gke") or {}
+    chain = str(gke.get("capacity") or "reservation").split(",")
+    return dict(TUTORIAL_REQUIRED if "reservation" in chain else SMOKE_REQUIRED)
