@@ -1,5 +1,5 @@
 """The vLLM rollout's settings per (model, slice): what one sampler device holds, and the
-tensor parallelism and HBM share that make it hold the model.
+tensor and expert parallelism and HBM share that make it hold the model.
 
 The slice-level fit (flows/config/fit.py) asks whether a slice could train the model at all,
 every part spread evenly over the role's chips. The rollout does not spread evenly: vLLM
@@ -17,7 +17,8 @@ each read where MaxText 0.2.4 reads it:
 - What a device holds: the rollout's mesh follows configs/inference/vllm.yml's
   ``logical_axis_rules``: ``vocab`` and ``embed_vocab`` map to no axis, so the embedding
   table (and an untied output layer) sits whole on every device; ``heads``/``q_heads``/
-  ``kv_heads`` shard over ``model`` × ``expert``, ``mlp`` over ``model``, experts (``exp``)
+  ``kv_heads`` shard over ``model`` × ``expert`` (``attention_shards``: over ``model`` alone,
+  the rest copied, when the product does not divide the heads), ``mlp`` over ``model``, experts (``exp``)
   over ``expert`` and their width (``mlp_moe``) over ``model``, the KV cache
   (``cache_heads``/``paged_kv_heads``) over ``expert`` × ``model``; ``model`` is the tensor
   parallelism and ``expert`` the expert parallelism.
