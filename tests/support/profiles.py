@@ -4,6 +4,7 @@ One place for them so every test directory loads the same tutorial profile."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from flows.backends.gke.infra.settings import InfraSettings
@@ -84,11 +85,14 @@ def smoke_profile(**overrides: str) -> Profile:
 
 
 def required_overrides(name: str) -> dict[str, str]:
-    """What a shipped profile leaves for the user to fill in (its empty fields), per profile:
-    the rehearsal none; a GKE profile the tutorial's, without the reservation unless its
-    capacity consumes one (the smoke, Llama and Gemma profiles run on demand)."""
-    if name == "rehearsal":
+    """What a shipped profile leaves for the user to fill in (its empty fields), per profile
+    name or file path: a local one (the rehearsal) none; a GKE profile the tutorial's,
+    without the reservation unless its capacity consumes one (the smoke, Llama and Gemma
+    profiles run on demand)."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) else PROFILES_DIR / f"{name}.yaml"
+    text = load_yaml(path.read_text())
+    if text.get("backend") == "local":
         return {}
-    gke = load_yaml((PROFILES_DIR / f"{name}.yaml").read_text()).get("gke") or {}
+    gke = text.get("gke") or {}
     chain = str(gke.get("capacity") or "reservation").split(",")
     return dict(TUTORIAL_REQUIRED if "reservation" in chain else SMOKE_REQUIRED)
