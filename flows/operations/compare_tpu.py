@@ -27,7 +27,7 @@ from flows.config.fit_rules import rollout_sizes, run_shape
 from flows.config.gke_section import gke_section
 from flows.config.maxtext_models import architecture, convertible_models
 from flows.config.profile import Profile
-from flows.config.rollout import RolloutCheck
+from flows.config.rollout import Derived, RolloutCheck, derive, sampler
 from flows.config.rollout import check as check_rollout
 from flows.config.tpu import (
     TPU_GENERATIONS,
@@ -96,23 +96,26 @@ def candidates(profile: Profile) -> list[Candidate] | str:
             chips = per_slice * gke.num_slices
             slice_ = SliceShape(generation, per_slice, gke.num_slices)
             out.append(Candidate(generation, machine_type, topology, chips, est.verdict,
-                                 _rollout(check_rollout(arch, shape, slice_, sizes)),
+                                 _rollout(check_rollout(arch, shape, slice_, sizes),
+                                          derive(arch, shape, sampler(shape, slice_))),
                                  hours * own / (facts.peak_bf16_tflops * chips),
                                  _prices(profile, generation)))
             shown += 1
     return out
 
 
-def _rollout(found: RolloutCheck | None) -> str:
+def _rollout(found: RolloutCheck | None, fresh: Derived | None) -> str:
     """The profile's rollout settings when they hold the model on the slice, else the ones
-    flows/config/rollout.py derives for it."""
+    flows/config/rollout.py derives for it: from the profile's expert parallelism where its
+    sizes resolve on this slice's sampler devices, else (``fresh``) from none of them, since
+    a split written for another slice's device count says nothing about this one's."""
     if found is not None and found.holds:
         p = found.given.parallelism
         expert = f" × expert {p.expert}" if p.expert > 1 else ""
         return f"rollout as set (tensor {p.tensor} × data {p.data}{expert})"
-    derived = found.derived if found is not None else None
+    derived = found.derived if found is not None else fresh
     if derived is None:
-        return "rollout: set its parallelism for this slice (none derived)"
+        return "rollout: no tensor × data × expert split holds the weights and one sequence"
     p = derived.parallelism
     expert = f" × expert {p.expert}" if p.expert > 1 else ""
     return (f"rollout needs tensor {p.tensor} × data {p.data}{expert} at "

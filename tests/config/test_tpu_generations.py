@@ -20,9 +20,10 @@ from flows.config.fit import HBM_BYTES_PER_CHIP
 from flows.config.tpu import TPU_GENERATIONS, TPU_MACHINES, chips_in_topology
 from flows.operations.plan import build_plan, planned_workloads
 from tests.support.jobset_schema import KUBERNETES_VERSION, jobset_errors
-from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED, required_overrides
 
 SMOKE = "smoke-qwen3-0.6b-v6e-8"
+LLAMA = "llama3.1-8b-v6e-16"
 # a slice of each generation that holds the tutorial's Qwen3-30B-A3B training
 SLICES = {"v6e": ("ct6e-standard-4t", "4x8"), "v5p": ("ct5p-hightpu-4t", "2x4x4"),
           "tpu7x": ("tpu7x-standard-4t", "2x2x4")}
@@ -130,6 +131,20 @@ def test_compare_tpu_on_the_tutorial(capsys: pytest.CaptureFixture[str]) -> None
     assert "on-demand price unknown" in part and "(as of 2024-12-11)" in part
     # smaller slices the estimate refuses are not offered
     assert "ct6e-standard-4t 4x4:" not in part and chips_in_topology("4x4") == 16
+
+
+def test_compare_tpu_derives_a_rollout_where_the_profiles_split_does_not_resolve(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The Llama profile's tensor 2 × data 4 is written for its 8 sampler devices: on a slice
+    of another size it resolves to nothing, and the comparison derives a split for that
+    slice rather than leaving the reader without one."""
+    args = [f"--set={k}={v}" for k, v in required_overrides(LLAMA).items()]
+    assert main(["plan", LLAMA, *args, "--compare-tpu"]) == 0
+    out = capsys.readouterr().out
+    part = out[out.index("TPU generations for llama3.1-8b"):]
+    assert "ct6e-standard-4t 4x4: 16 chips, ≈ 2.0 h training; rollout as set (tensor 2" in part
+    assert "ct5p-hightpu-4t 2x4x4: 32 chips, ≈ 2.0 h training; rollout needs tensor" in part
+    assert "none derived" not in part and "no tensor × data × expert split" not in part
 
 
 @pytest.mark.parametrize(("profile", "generation", "status"),
