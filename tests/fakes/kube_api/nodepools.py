@@ -68,6 +68,7 @@ from tests.fakes.kube_api.scenarios import NS, _resumed, disrupt_and_fail, start
 # the control plane's actions need no node; the program's wait for the pods to be bound
 from tests.fakes.kube_api.scheduler import CONTROL_PLANE, TPU_SELECTOR
 from tests.fakes.kube_api.store import FakeKube, condition, now_iso, terminated
+from tests.fakes.kube_api.tpu_nodes import gke_tpu_labels
 
 Obj = dict[str, Any]
 
@@ -77,6 +78,9 @@ class TpuPool:
     name: str = "gke-tpu-v6e-pool"
     hosts: int = 8
     zone: str = "us-east5-b"
+    # what GKE labels the nodes by (tpu_nodes.gke_tpu_labels): the tutorial's slice
+    machine_type: str = "ct6e-standard-4t"
+    topology: str = "4x8"
     stockout: bool = False
     provision_s: float = 0.3
     scale_up_backoff_s: float = 0.2  # after a failed scale-up (5 min on a cluster)
@@ -88,6 +92,10 @@ class TpuPool:
     mismatch: bool = False
     # what happened, for the tests: (monotonic time, node count) at every change
     history: list[tuple[float, int]] = field(default_factory=list)
+
+    def node_labels(self) -> dict[str, str]:
+        """GKE's labels on a node of this pool (tpu_nodes.py)."""
+        return gke_tpu_labels(self.machine_type, self.topology, self.name, self.zone)
 
 
 class Autoscaler:
@@ -231,11 +239,10 @@ class Autoscaler:
             self.nodes_since = now
             for node in self.nodes:
                 self.kube.create("nodes", "", {"metadata": {
-                    "name": node, "creationTimestamp": now_iso(), "labels": {
-                        TPU_SELECTOR: "tpu-v6e-slice",
-                        "cloud.google.com/gke-nodepool": pool.name,
-                        # every node carries its zone (kubernetes well_known_labels.go)
-                        "topology.kubernetes.io/zone": pool.zone}}}, self._stamp())
+                    "name": node, "creationTimestamp": now_iso(),
+                    # GKE's TPU labels, its node pool and its zone (kubernetes
+                    # well_known_labels.go): tpu_nodes.py
+                    "labels": pool.node_labels()}}, self._stamp())
             pool.history.append((now, len(self.nodes)))
 
     def _stamp(self) -> str | None:
