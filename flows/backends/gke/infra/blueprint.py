@@ -26,7 +26,7 @@ from flows.core.failures import user_error
 from flows.core.safe_writes import write_text
 
 BLUEPRINTS_DIR = REPO_ROOT / "deployments" / "blueprints"
-EDITS_FILE = BLUEPRINTS_DIR / "gke-tpu-v6e-advanced.edits.yaml"
+EDITS_FILE = BLUEPRINTS_DIR / "tpu-cluster.edits.yaml"
 
 
 _UNSET = object()
@@ -150,7 +150,7 @@ def _fill(value: Any, facts: dict[str, Any]) -> Any:
     return value
 
 
-_FIX = ("update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this version, or "
+_FIX = ("update deployments/blueprints/tpu-cluster.edits.yaml for this version, or "
         "pin gke.cluster_toolkit_version to v1.103.0")
 
 
@@ -167,7 +167,7 @@ def apply_setting_edit(doc: Any, edit: BlueprintEdit, facts: dict[str, Any]) -> 
     if not isinstance(node, dict):
         raise user_error("infra", f"module {edit.module!r} has no setting {edit.setting!r} (edit "
                          f"{edit.id})", "the Cluster Toolkit example changed",
-                         "update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for "
+                         "update deployments/blueprints/tpu-cluster.edits.yaml for "
                          "this version, or pin gke.cluster_toolkit_version to v1.103.0")
     if edit.remove:
         if leaf not in node:
@@ -189,7 +189,7 @@ def apply_var_edit(doc: Any, edit: BlueprintEdit) -> bool:
         raise user_error("infra", f"the blueprint has no var {edit.var!r} (edit {edit.id})",
                          f"vars present: {', '.join(map(str, variables or {})) or '(none)'}",
                          "the Cluster Toolkit example changed: update "
-                         "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this "
+                         "deployments/blueprints/tpu-cluster.edits.yaml for this "
                          "version, or pin gke.cluster_toolkit_version to v1.103.0")
     if variables[edit.var] == edit.value:
         return False
@@ -219,7 +219,7 @@ def find_module(doc: Any, module_id: str, edit_id: str = "") -> Any:
                      + (f" (edit {edit_id})" if edit_id else ""),
                      f"module ids present: {', '.join(ids) or '(none)'}",
                      "the Cluster Toolkit example changed: update "
-                     "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this version, "
+                     "deployments/blueprints/tpu-cluster.edits.yaml for this version, "
                      "or pin gke.cluster_toolkit_version to v1.103.0")
 
 
@@ -303,7 +303,7 @@ def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
         raise user_error("infra", f"module {edit.module!r} has no list setting {edit.setting!r} "
                          f"(edit {edit.id})",
                          f"settings keys: {', '.join(map(str, settings or {})) or '(none)'}",
-                         "update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml")
+                         "update deployments/blueprints/tpu-cluster.edits.yaml")
     if edit.add in values:
         return False
     if edit.replaces and edit.replaces not in values:

@@ -27,8 +27,7 @@ from ruamel.yaml import YAML
 from flows.backends.gke.capacity_pools import TpuPool, pool_kubernetes_labels, tpu_pools
 from flows.config.gke import GkeSection
 
-POOL_MODULE = "gke-tpu-v6e-pool"
-_EDITS = "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml"
+_EDITS = "deployments/blueprints/tpu-cluster.edits.yaml"
 _VAR = re.compile(r"^\$\(vars\.([A-Za-z0-9_]+)\)$")
 
 
