@@ -193,3 +193,26 @@ def test_a_pool_of_another_generation_never_takes_the_slice() -> None:
         assert fits(pod, own[0])
     finally:
         scaler.stop()
+
+
+def test_the_train_stage_says_no_pool_holds_a_slice_of_another_generation(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """A v5p profile's train stage on a cluster whose one TPU pool is the tutorial's v6e
+    slice (the one-pool fake, nodepools.py): the pool never scales up, no pod is bound, and
+    the stage fails as a user error naming the pod no pool can hold."""
+    from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
+
+    pool = TpuPool(hosts=2, topology="2x4")
+    scaler = Autoscaler(server.kube, pool)
+    try:
+        scenario(server.kube, [(0.05, admit), (0.05, start), (0.1, succeed)])
+        budgets = dataclasses.replace(BUDGETS, schedule_s=3.0)
+        outcome, *_ = run_stage(server, "train", tmp_path, budgets,
+                                profile=generation_profile("v5p"))
+        assert isinstance(outcome, StageFailed), outcome
+        assert "no node pool can hold pod" in str(outcome)
+        assert [n for _, n in pool.history] == [0]
+        assert not [p for p in server.kube.find("pods", NS) if p["spec"].get("nodeName")
+                    and TPU_SELECTOR in (p["spec"].get("nodeSelector") or {})]
+    finally:
+        scaler.stop()

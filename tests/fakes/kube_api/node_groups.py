@@ -54,8 +54,6 @@ class NodeGroup(TpuPool):
     ``cloud.google.com/gke-queued`` taint, ``topology.kubernetes.io/zone``)."""
 
     mode: str = "on-demand"
-    labels: dict[str, str] = field(default_factory=dict)
-    taints: list[Obj] = field(default_factory=list)
     # (from, until) on the autoscaler's clock: no capacity for this group then
     stockouts: list[tuple[float, float]] = field(default_factory=list)
     failures: int = 0  # failed scale-ups, for the tests
@@ -64,11 +62,6 @@ class NodeGroup(TpuPool):
 
     def out_of_stock(self, now: float) -> bool:
         return self.stockout or any(start <= now < end for start, end in self.stockouts)
-
-    def node_labels(self) -> dict[str, str]:
-        """GKE's labels for the pool's machine type and topology (tpu_nodes.py), with the
-        pool's own (the blueprint's kubernetes_labels, GKE's capacity-mode labels)."""
-        return {**super().node_labels(), **self.labels}
 
 
 def fits(pod: Obj, group: NodeGroup) -> bool:
@@ -158,6 +151,11 @@ class ClusterAutoscaler(Autoscaler):
                 "name": node, "creationTimestamp": now_iso(), "labels": group.node_labels()},
                 "spec": {"taints": list(group.taints)}}, self._stamp())
         group.history.append((now, len(self.nodes)))
+
+    def _refused(self, pods: list[Obj]) -> list[Obj]:
+        """None here: the expander picks a group every pod fits (``_best_option``) and
+        ``_bind`` refuses a pod the slice's group does not fit."""
+        return []
 
     def _bind(self, pod: Obj) -> None:
         """kube-scheduler binds a pod only to a node it fits (tpu_nodes.fits): a pod whose

@@ -12,6 +12,12 @@ Labels, decided by the pool's machine type and slice topology, never by what a p
   TPU nodes by these two labels, as XPK does (AI-Hypercomputer/xpk 367c838
   src/xpk/core/workload.py, src/xpk/core/ray.py).
 - ``cloud.google.com/gke-nodepool`` and ``topology.kubernetes.io/zone`` on every node.
+- by capacity mode (``MODE_LABELS``): ``cloud.google.com/gke-spot: "true"`` on Spot VM nodes
+  and ``cloud.google.com/gke-flex-start: "true"`` on flex-start nodes, which GKE sets (its
+  Spot VMs and flex-start pages select them by these); ``cloud.google.com/gke-queued: "true"``
+  on queued-provisioning nodes, which Cluster Toolkit's gke-node-pool adds to
+  kubernetes_labels (main.tf locals, "the label is required for workloads using
+  nodeSelectors").
 Taint: ``google.com/tpu=present:NoSchedule`` on every TPU node (tpu-definition main.tf
 ``tpu_taint``).
 
@@ -31,6 +37,9 @@ TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
+MODE_LABELS = {"spot": {"cloud.google.com/gke-spot": "true"},
+               "flex-start": {"cloud.google.com/gke-flex-start": "true"},
+               "queued": {"cloud.google.com/gke-queued": "true"}}
 ACCELERATOR_BY_FAMILY = {"ct4p": "tpu-v4-podslice", "ct5lp": "tpu-v5-lite-podslice",
                          "ct5p": "tpu-v5p-slice", "ct6e": "tpu-v6e-slice", "tpu7x": "tpu7x"}
 
