@@ -33,6 +33,7 @@ class TpuGeneration:
     quota_family: str  # the part of Compute Engine's TPU quota metric that names it
     blueprint_example: str  # Cluster Toolkit's example this generation's node pool copies
     flavor_prefix: str  # Kueue's TPU ResourceFlavor: <prefix>-flavor, <prefix>-<mode>-flavor
+    pool_prefix: str  # the TPU node pools' GKE names: <prefix>-pool, <prefix>-<mode>-<zone>
     devices_per_chip: int = 1  # JAX devices a chip shows: what train_rl splits and shards
 
     @property
@@ -64,14 +65,19 @@ class TpuGeneration:
 #   (64 chips, 4 per tpu7x-standard-4t VM) sets chips_per_vm=8 and rollout data 16 × tensor 4
 #   = 64 sampler devices, half of 128: two devices a chip. run_gptoss_20b_rl.sh on v5p-64
 #   (32 chips, megacore) sets chips_per_vm=4 and data 2 × tensor 8 = 16, half of 32: one.
+# - pool names: each example's TPU pool is <prefix>-pool, gke-tpu-v6e-pool and gke-tpu-7x-pool;
+#   v5p's follows v6e's form. v6e's is also the name every v6e cluster deployed so far has:
+#   a renamed pool is a new Terraform resource, which Cluster Toolkit would create after
+#   destroying the old one (flows/backends/gke/capacity_pools.py).
 TPU_GENERATIONS: dict[str, TpuGeneration] = {
     g.name: g
     for g in (
         TpuGeneration("v6e", "tpu-v6e-slice", "tpuv6e", 32 * 10**9, 918.0, "V6E",
-                      "examples/gke-tpu-v6e/gke-tpu-v6e-advanced.yaml", "tpuv6e"),
-        TpuGeneration("v5p", "tpu-v5p-slice", "tpuv5", 95 * 10**9, 459.0, "V5P", "", "tpuv5p"),
+                      "examples/gke-tpu-v6e/gke-tpu-v6e-advanced.yaml", "tpuv6e", "gke-tpu-v6e"),
+        TpuGeneration("v5p", "tpu-v5p-slice", "tpuv5", 95 * 10**9, 459.0, "V5P", "", "tpuv5p",
+                      "gke-tpu-v5p"),
         TpuGeneration("tpu7x", "tpu7x", "tpu7x", 192 * 10**9, 2307.0, "TPU7X",
-                      "examples/gke-tpu-7x/gke-tpu-7x-advanced.yaml", "tpu7x",
+                      "examples/gke-tpu-7x/gke-tpu-7x-advanced.yaml", "tpu7x", "gke-tpu-7x",
                       devices_per_chip=2),
     )
 }

@@ -149,21 +149,20 @@ def test_compare_tpu_derives_a_rollout_where_the_profiles_split_does_not_resolve
 
 @pytest.mark.parametrize(("profile", "generation", "status"),
                          [(TUTORIAL, "v6e", None), (TUTORIAL, "v5p", "warn"),
-                          (SMOKE, "tpu7x", "ok"), (TUTORIAL, "tpu7x", "fail")])
+                          (SMOKE, "tpu7x", "ok"), (TUTORIAL, "tpu7x", "ok")])
 def test_preflight_says_whether_the_blueprint_builds_the_generations_pool(
         profile: str, generation: str, status: str | None) -> None:
     """The blueprint copies Cluster Toolkit's v6e example (tpu_topology); a multi-host
-    Ironwood pool needs a workload policy instead (flows/backends/gke/infra/preflight/
-    generation.py), so pre-flight refuses it before the cluster is paid for."""
+    Ironwood pool gets the workload policy its edits add instead (flows/backends/gke/infra/
+    preflight/generation.py), and the line says so."""
     from flows.backends.gke.infra.preflight.generation import check_generation
     from flows.backends.gke.infra.settings import settings_from_profile
 
     found = check_generation(settings_from_profile(load_profile(
         profile, _overrides(profile, generation), environ={})))
     assert (found.status if found else None) == status
-    if status == "fail":
-        assert found is not None and found.issue.field == "gke.machine_type"
-        assert "workload policy" in found.issue.problem and "2x2x1" in found.issue.fix
+    if generation == "tpu7x" and profile == TUTORIAL:
+        assert found is not None and "HIGH_THROUGHPUT workload policy" in found.issue.problem
 
 
 @pytest.mark.parametrize("generation", sorted(SLICES))

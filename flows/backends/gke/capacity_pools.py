@@ -21,11 +21,17 @@ dws-flex-start-queued-provisioning/gke-tpu-v6e/tpu-v6e-test-job.yaml tolerates i
 for Queued Provisioning"). Spot pools get GKE's ``cloud.google.com/gke-spot=true:NoSchedule``
 only where a taint is asked for; tolerating it costs nothing where it is absent.
 
-Pool names: the reservation's static pool and a lone pool keep the example's name
-(``gke-tpu-v6e-pool``), so a profile of one mode and one zone builds the pool it always did.
-Otherwise ``gke-tpu-v6e-<mode>-<zone suffix>`` (``gke-tpu-v6e-flex-b``): at most 36
-characters with gke-node-pool's per-slice ``-N`` suffix (variables.tf ``name`` validation;
-main.tf names pools ``<name>-<index>`` when num_slices > 1). Pure.
+Pool names carry the generation's prefix (flows/config/tpu.py ``pool_prefix``: gke-tpu-v6e,
+gke-tpu-v5p, gke-tpu-7x, as Cluster Toolkit's examples name their pools). The reservation's
+static pool and a lone pool are ``<prefix>-pool`` (for v6e the example's ``gke-tpu-v6e-pool``,
+so a profile of one mode and one zone builds the pool it always did). Otherwise
+``<prefix>-<mode>-<zone suffix>`` (``gke-tpu-v6e-flex-b``): at most 36 characters with
+gke-node-pool's per-slice ``-N`` suffix (variables.tf ``name`` validation; main.tf names pools
+``<name>-<index>`` when num_slices > 1). The names are persisted: a pool's name (and the
+module id of every pool after the first, which is its name) is its Terraform address, and a
+renamed one is destroyed and created anew by the next deploy, so v6e's stay as they were.
+The first pool's module id is always the example's (``BASE_POOL``), whose settings the other
+pools copy. Pure.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ QUEUED_LABEL = "cloud.google.com/gke-queued"
 SPOT_LABEL = "cloud.google.com/gke-spot"
 FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
 ZONE_LABEL = "topology.kubernetes.io/zone"
-BASE_POOL = "gke-tpu-v6e-pool"  # the example's TPU pool (module id and name)
+BASE_POOL = "gke-tpu-v6e-pool"  # the example's TPU pool module id (and v6e's pool name)
 
 # The label GKE (or the toolkit, for queued) puts on every node of a pool of the mode.
 _PROVIDER_LABELS: dict[str, dict[str, str]] = {
@@ -126,10 +132,11 @@ class TpuPool:
 
 def pool_name(gke: GkeSection, mode: str, zone: str) -> str:
     """The pool of ``mode`` in ``zone`` (see the module's docstring)."""
+    prefix = gke.machine.facts.pool_prefix
     lone = len(gke.capacity_chain) == 1 and len(gke.zone_order) == 1
     if mode == "reservation" or lone:
-        return BASE_POOL
-    return f"gke-tpu-v6e-{_SHORT[mode]}-{zone_suffix(zone)}"
+        return f"{prefix}-pool"
+    return f"{prefix}-{_SHORT[mode]}-{zone_suffix(zone)}"
 
 
 def tpu_pools(gke: GkeSection) -> tuple[TpuPool, ...]:

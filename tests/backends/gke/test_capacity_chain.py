@@ -53,7 +53,7 @@ def groups_for(profile: Profile, **settings: Any) -> list[NodeGroup]:
     assert gke is not None
     groups = regional_groups(list(gke.zone_order), list(gke.capacity_chain),
                              hosts=gke.hosts_per_slice,
-                             accelerator=gke.machine.accelerator_label, topology=gke.topology,
+                             machine_type=gke.machine_type, topology=gke.topology,
                              labels=lambda mode, zone: pool_node_labels(mode),
                              taints=pool_taints, **settings)
     for group in groups:

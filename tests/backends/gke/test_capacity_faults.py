@@ -194,7 +194,7 @@ def live_jobsets_at_most_one(kube: FakeKube) -> bool:
 def groups_for(profile: Any, schedule: Schedule, clock: Callable[[], float]) -> list[NodeGroup]:
     gke = profile.gke
     groups = regional_groups(list(ZONES), list(schedule.chain), hosts=gke.hosts_per_slice,
-                             accelerator=gke.machine.accelerator_label, topology=gke.topology,
+                             machine_type=gke.machine_type, topology=gke.topology,
                              labels=lambda mode, zone: pool_node_labels(mode),
                              taints=pool_taints, provision_s=0.15, unneeded_s=UNNEEDED_S)
     now = clock()

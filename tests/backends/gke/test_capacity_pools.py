@@ -24,6 +24,7 @@ from tests.fakes.gke_backend import (
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, Reclaim, TpuPool
 from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start, succeed
+from tests.fakes.kube_api.tpu_nodes import MODE_LABELS
 from tests.support.polling import until
 from tests.support.profiles import fake_hf_token, tutorial_profile
 
@@ -45,8 +46,11 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
         yield running
 
 
-def pool_on(server: FakeApiServer, **settings) -> tuple[Autoscaler, TpuPool]:
-    pool = TpuPool(**settings)
+def pool_on(server: FakeApiServer, mode: str = "on-demand", **settings
+            ) -> tuple[Autoscaler, TpuPool]:
+    """The tutorial's slice as a pool of ``mode``, its nodes labelled as GKE labels that mode's
+    (tpu_nodes.MODE_LABELS)."""
+    pool = TpuPool(labels=dict(MODE_LABELS.get(mode, {})), **settings)
     return Autoscaler(server.kube, pool), pool
 
 
@@ -63,7 +67,7 @@ def test_training_scales_the_slice_up_from_zero_and_back_after_success(server, t
                                                                        ) -> None:
     # the nodes take 2 s to come (minutes on GKE): the monitor's look at the pending pod must
     # fall inside it to report the scale-up (0.3 s was once too short under CI's load)
-    scaler, pool = pool_on(server, provision_s=2.0)
+    scaler, pool = pool_on(server, "on-demand", provision_s=2.0)
     try:
         scenario(server.kube, RUN)
         outcome, logger, _log, _backend = run_stage(server, "train", tmp_path,
@@ -79,7 +83,7 @@ def test_training_scales_the_slice_up_from_zero_and_back_after_success(server, t
 
 
 def test_cpu_work_never_brings_tpu_nodes_up(server, tmp_path: Path) -> None:
-    scaler, pool = pool_on(server)
+    scaler, pool = pool_on(server, "on-demand")
     try:
         scenario(server.kube, RUN)
         outcome, *_ = run_stage(server, "convert", tmp_path, profile=mode_profile("on-demand"))
@@ -90,7 +94,7 @@ def test_cpu_work_never_brings_tpu_nodes_up(server, tmp_path: Path) -> None:
 
 
 def test_a_failed_run_leaves_no_tpu_node_behind(server, tmp_path: Path) -> None:
-    scaler, _pool = pool_on(server)
+    scaler, _pool = pool_on(server, "spot")
     try:
         scenario(server.kube, [(0.05, admit), (0.05, start),
                                (0.05, say("Traceback (most recent call last):",
@@ -108,7 +112,7 @@ def test_a_failed_run_leaves_no_tpu_node_behind(server, tmp_path: Path) -> None:
 
 def test_no_capacity_fails_with_the_autoscalers_message_and_holds_nothing(server,
                                                                          tmp_path: Path) -> None:
-    scaler, _pool = pool_on(server, stockout=True)
+    scaler, _pool = pool_on(server, "on-demand", stockout=True)
     # 2 s: the first attempt fails after 0.3 s, and the budget may end a second early (the
     # PodScheduled lastTransitionTime has whole seconds)
     budgets = dataclasses.replace(BUDGETS, schedule_s=2.0)
@@ -137,7 +141,7 @@ def test_the_stockout_cause_survives_the_autoscalers_next_attempt(server, tmp_pa
     # first attempt fails at 0.2 s; the next starts 1.1 s later (a later second, so its
     # TriggeredScaleUp is the newest event) and is still provisioning when the budget ends
     # (2 to 3 s: lastTransitionTime has whole seconds)
-    scaler, pool = pool_on(server, stockout=True, provision_s=0.2, scale_up_backoff_s=1.1)
+    scaler, pool = pool_on(server, mode, stockout=True, provision_s=0.2, scale_up_backoff_s=1.1)
     flex = mode == "flex-start"
     budgets = dataclasses.replace(BUDGETS, schedule_s=3.0, queue_s=3.0 if flex else 30,
                                   waits_for_capacity=flex)
@@ -161,7 +165,7 @@ def _seen(server: FakeApiServer, reason: str, count: int = 1) -> bool:
 
 
 def test_flex_start_waits_for_capacity_under_the_queue_budget(server, tmp_path: Path) -> None:
-    scaler, pool = pool_on(server, stockout=True)
+    scaler, pool = pool_on(server, "flex-start", stockout=True)
     # the queue budget is far above the 1.5 s the stockout lasts (the run ends as soon as
     # the nodes come), so a loaded machine's slower scale-up cannot run it out
     budgets = dataclasses.replace(BUDGETS, schedule_s=0.5, queue_s=20.0, waits_for_capacity=True)
@@ -179,7 +183,7 @@ def test_flex_start_waits_for_capacity_under_the_queue_budget(server, tmp_path: 
 
 def test_flex_start_gives_up_after_the_queue_budget_with_nothing_spent(server,
                                                                       tmp_path: Path) -> None:
-    scaler, _pool = pool_on(server, stockout=True)
+    scaler, _pool = pool_on(server, "flex-start", stockout=True)
     budgets = dataclasses.replace(BUDGETS, schedule_s=0.5, queue_s=1.5, waits_for_capacity=True)
     try:
         scenario(server.kube, RUN)
@@ -194,7 +198,7 @@ def test_flex_start_gives_up_after_the_queue_budget_with_nothing_spent(server,
 
 def test_flex_start_nodes_end_at_their_maximum_run_and_training_resumes(server,
                                                                        tmp_path: Path) -> None:
-    scaler, pool = pool_on(server, max_run_s=1.0)
+    scaler, pool = pool_on(server, "flex-start", max_run_s=1.0)
     try:
         scenario(server.kube, INTERRUPTED, RESUMED)
         outcome, *_ = run_stage(server, "train", tmp_path, profile=mode_profile("flex-start"))
@@ -206,7 +210,7 @@ def test_flex_start_nodes_end_at_their_maximum_run_and_training_resumes(server,
 
 
 def test_spot_preemption_resumes_and_is_reported(server, tmp_path: Path) -> None:
-    scaler, _pool = pool_on(server)
+    scaler, _pool = pool_on(server, "spot")
     try:
         scenario(server.kube, INTERRUPTED, RESUMED)
         preempt_once_it_ran(server, scaler)
@@ -237,7 +241,7 @@ def test_a_spot_reclaim_the_program_notices_late_is_a_preemption(server, tmp_pat
     """The Pathways head gives up on its lost workers (its own timeout) after PodGC deleted
     them: the disruption is remembered as the watch saw it, so the verdict is a preemption
     (retried), not a user error read from the head's exit alone."""
-    scaler, _pool = pool_on(server, reclaim=reclaim)
+    scaler, _pool = pool_on(server, "spot", reclaim=reclaim)
     try:
         scenario(server.kube, INTERRUPTED, RESUMED)
         preempt_once_it_ran(server, scaler)

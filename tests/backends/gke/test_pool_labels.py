@@ -66,3 +66,26 @@ def test_a_chain_over_zones_has_a_pool_per_mode_and_zone_and_one_reservation_poo
     assert len(set(names)) == len(names)
     assert all(len(n) + len("-99") <= 36 for n in names)  # gke-node-pool's name rule
     assert all(pool_node_labels(p.mode)[CAPACITY_LABEL] == p.mode for p in pools)
+
+
+@pytest.mark.parametrize(("machine_type", "topology", "prefix"),
+                         [("ct6e-standard-4t", "4x8", "gke-tpu-v6e"),
+                          ("ct5p-hightpu-4t", "2x4x4", "gke-tpu-v5p"),
+                          ("tpu7x-standard-4t", "2x2x4", "gke-tpu-7x")])
+def test_pool_names_carry_the_generation_and_v6e_keeps_its_deployed_names(
+        machine_type: str, topology: str, prefix: str) -> None:
+    """A pool's name is its Terraform address: v6e's stay the names deployed clusters have
+    (a rename would destroy and recreate the pool); the others name their generation, as
+    Cluster Toolkit's examples do (gke-tpu-7x-pool). The first pool's module is always the
+    example's, which the others copy."""
+    quote = {f"gke.prices.{mode}.{k}": v for mode in ("reservation", "on-demand")
+             for k, v in {"usd_per_chip_hour": "3.0", "source": "a quote",
+                          "as_of": "2026-12-01"}.items()}
+    gke = capacity_profile("reservation,on-demand", **{
+        "gke.zones": "us-east5-b,us-east5-a", "gke.machine_type": machine_type,
+        "gke.topology": topology, **quote}).gke
+    pools = tpu_pools(gke)
+    assert [p.name for p in pools] == [f"{prefix}-pool", f"{prefix}-od-b", f"{prefix}-od-a"]
+    assert [p.module_id for p in pools] == [BASE_POOL, f"{prefix}-od-b", f"{prefix}-od-a"]
+    if prefix == "gke-tpu-v6e":
+        assert pools[0].name == BASE_POOL == "gke-tpu-v6e-pool"

@@ -67,7 +67,7 @@ def test_a_slow_pull_and_scale_up_cost_nothing_and_the_meter_matches_the_nodes(
 
     def wall() -> float:
         return began + clock.now
-    pool = TpuPool(hosts=gke.hosts_per_slice, provision_s=600.0,
+    pool = TpuPool(hosts=gke.hosts_per_slice, topology=gke.topology, provision_s=600.0,
                    unneeded_s=SCALE_DOWN_UNNEEDED_S)
     scaler = Autoscaler(server.kube, pool, clock=clock,
                         delay_after_add_s=SCALE_DOWN_DELAY_AFTER_ADD_S, wall=wall)

@@ -34,6 +34,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+if __package__:  # imported by the tests as tests.fakes.cloud.gcluster_expand
+    from tests.fakes.cloud import resource_policy
+else:  # by the fake gcluster, which puts this folder on sys.path (bin/gcluster)
+    import resource_policy
+
 _VAR = re.compile(r"^\$\(vars\.([A-Za-z0-9_]+)\)$")
 
 
@@ -53,13 +58,17 @@ def _chips_per_vm(machine_type: str) -> int:
     return int(m.group(1)) if m else 4  # defaultAcceleratorsPerVM
 
 
-def expand(settings: dict[str, Any], variables: dict[str, Any]) -> dict[str, Any]:
-    """expandHardwareSettings on one module's settings (vars resolved)."""
+def expand(settings: dict[str, Any], variables: dict[str, Any],
+           used_topology: str | None = None) -> dict[str, Any]:
+    """expandHardwareSettings on one module's settings (vars resolved). ``used_topology``: a
+    used module's workload_policy.accelerator_topology, where hardware.go looks last
+    (extractTopologyFromWorkloadPolicy; tests/fakes/cloud/resource_policy.py)."""
     out = resolve(dict(settings), variables)
     if "static_node_count" in settings:
         return out
     machine = str(out.get("machine_type") or "")
-    topology = out.get("tpu_topology") or (out.get("placement_policy") or {}).get("tpu_topology")
+    topology = out.get("tpu_topology") or (out.get("placement_policy") or {}).get(
+        "tpu_topology") or used_topology
     if not topology or not (machine.lower().startswith("ct") or "tpu" in machine.lower()):
         return out
     if out.get("enable_flex_start") is True:
@@ -114,7 +123,11 @@ def node_pool(settings: dict[str, Any], name: str, project: str = "") -> dict[st
         "management": {"autoRepair": settings.get("auto_repair", True)},
         "placementPolicy": {"type": (settings.get("placement_policy") or {}).get("type"),
                             "tpuTopology": (settings.get("placement_policy") or {}).get(
-                                "tpu_topology")}}
+                                "tpu_topology"),
+                            # main.tf placement_policy.policy_name (a used resource policy's)
+                            **({"policyName": settings["placement_policy"]["name"]}
+                               if (settings.get("placement_policy") or {}).get("name")
+                               else {})}}
     static = settings.get("static_node_count")
     if static is not None:
         pool["initialNodeCount"] = int(static)
@@ -177,3 +190,27 @@ def tpu_quota(expression: str, variables: dict[str, Any], pools: dict[str, dict[
         else:
             raise ValueError(f"the fake cannot evaluate {term!r} in {expression!r}")
     return product
+
+
+def deployed_pools(doc: dict[str, Any], variables: dict[str, Any]
+                   ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """(each gke-node-pool module's settings as gcluster hands them to Terraform, by module
+    id; what gcluster or Terraform refuses first). Every resource-policy module is checked
+    as its variables.tf and main.tf would, a ``use`` of a module the blueprint lacks is
+    refused (expand.go validateModuleReference), and a pool takes a used policy's
+    placement_policy and topology (resource_policy.py)."""
+    modules = {m["id"]: m for g in doc["deployment_groups"] for m in g.get("modules") or []}
+    policies = {mid: resolve(m.get("settings") or {}, variables) for mid, m in modules.items()
+                if m.get("source") == resource_policy.SOURCE}
+    refused = [p for mid, settings in policies.items()
+               for p in resource_policy.problems(mid, settings)]
+    refused += [f"{mid}.use: {u!r}: module not found" for mid, m in modules.items()
+                for u in m.get("use") or [] if u not in modules]
+    pools = {}
+    for mid, module in modules.items():
+        if module.get("source") == "modules/compute/gke-node-pool":
+            used = [policies[u] for u in module.get("use") or [] if u in policies]
+            pools[mid] = resource_policy.apply_use(
+                expand(module.get("settings") or {}, variables,
+                       resource_policy.used_topology(used)), used)
+    return pools, refused

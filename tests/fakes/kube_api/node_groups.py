@@ -36,13 +36,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.fakes.kube_api import tpu_nodes
 from tests.fakes.kube_api.nodepools import TPU_SELECTOR, Autoscaler, TpuPool
 from tests.fakes.kube_api.reclaim import Reclaim
 from tests.fakes.kube_api.store import FakeKube, now_iso
+from tests.fakes.kube_api.tpu_nodes import NODEPOOL_LABEL, TPU_TAINT, ZONE_LABEL
 
 Obj = dict[str, Any]
-ZONE_LABEL = "topology.kubernetes.io/zone"
-NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+__all__ = ["NODEPOOL_LABEL", "TPU_SELECTOR", "ZONE_LABEL", "ClusterAutoscaler", "NodeGroup",
+           "fits", "regional_groups"]
 
 
 @dataclass
@@ -52,8 +54,6 @@ class NodeGroup(TpuPool):
     ``cloud.google.com/gke-queued`` taint, ``topology.kubernetes.io/zone``)."""
 
     mode: str = "on-demand"
-    labels: dict[str, str] = field(default_factory=dict)
-    taints: list[Obj] = field(default_factory=list)
     # (from, until) on the autoscaler's clock: no capacity for this group then
     stockouts: list[tuple[float, float]] = field(default_factory=list)
     failures: int = 0  # failed scale-ups, for the tests
@@ -63,37 +63,11 @@ class NodeGroup(TpuPool):
     def out_of_stock(self, now: float) -> bool:
         return self.stockout or any(start <= now < end for start, end in self.stockouts)
 
-    def node_labels(self) -> dict[str, str]:
-        return {TPU_SELECTOR: "tpu-v6e-slice", NODEPOOL_LABEL: self.name, ZONE_LABEL: self.zone,
-                **self.labels}
-
 
 def fits(pod: Obj, group: NodeGroup) -> bool:
-    """The scheduler's predicates on the group's template node (NodeAffinity on
-    nodeSelector, TaintToleration; kubernetes pkg/scheduler/framework/plugins), which the
-    autoscaler runs in its simulation of a scale-up."""
-    spec = pod.get("spec") or {}
-    labels = group.node_labels()
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    tolerations = spec.get("tolerations") or []
-    return all(_tolerated(taint, tolerations) for taint in group.taints
-               if taint.get("effect") in ("NoSchedule", "NoExecute"))
-
-
-def _tolerated(taint: Obj, tolerations: list[Obj]) -> bool:
-    """k8s.io/api core/v1 toleration.go ToleratesTaint: same key (or empty key with Exists),
-    same effect (or empty), Exists or an equal value."""
-    for tol in tolerations:
-        if tol.get("effect") and tol["effect"] != taint.get("effect"):
-            continue
-        if tol.get("key") and tol["key"] != taint.get("key"):
-            continue
-        if not tol.get("key") and tol.get("operator") != "Exists":
-            continue
-        if tol.get("operator") == "Exists" or tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
+    """The scheduler's predicates on the group's template node, which the autoscaler runs in
+    its simulation of a scale-up (tpu_nodes.fits)."""
+    return tpu_nodes.fits(pod, group.node_labels(), group.taints)
 
 
 class ClusterAutoscaler(Autoscaler):
@@ -112,6 +86,7 @@ class ClusterAutoscaler(Autoscaler):
         self.scale_ups: list[tuple[float, str, bool]] = []  # (time, group, succeeded)
         # groups only a ProvisioningRequest scales (queued provisioning: provisioning.py)
         self.excluded: set[str] = set()
+        self.refused: set[str] = set()  # pods the scheduler would not bind to the slice
         for group in groups:
             if group is not groups[0]:
                 group.history.append((clock(), 0))
@@ -176,6 +151,21 @@ class ClusterAutoscaler(Autoscaler):
                 "name": node, "creationTimestamp": now_iso(), "labels": group.node_labels()},
                 "spec": {"taints": list(group.taints)}}, self._stamp())
         group.history.append((now, len(self.nodes)))
+
+    def _refused(self, pods: list[Obj]) -> list[Obj]:
+        """None here: the expander picks a group every pod fits (``_best_option``) and
+        ``_bind`` refuses a pod the slice's group does not fit."""
+        return []
+
+    def _bind(self, pod: Obj) -> None:
+        """kube-scheduler binds a pod only to a node it fits (tpu_nodes.fits): a pod whose
+        nodeSelector or tolerations the slice's nodes do not meet stays Pending,
+        Unschedulable, however many nodes are idle."""
+        if not fits(pod, self.pool):
+            self.refused.add(pod["metadata"]["name"])
+            self._unschedulable(pod)
+            return
+        super()._bind(pod)
 
     def _best_option(self, pods: list[Obj], now: float) -> NodeGroup | None:
         options = [g for g in self.groups if g.name not in self.excluded
@@ -245,23 +235,19 @@ class ClusterAutoscaler(Autoscaler):
             "firstTimestamp": now_iso(), "lastTimestamp": now_iso()})
 
 
-# GKE taints every TPU node so only pods that tolerate it land there (GKE's TPU docs; the
-# JobSet's pods tolerate it: flows/backends/gke/jobs/common.py tpu_pod_scheduling)
-TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
-
-
 def regional_groups(zones: list[str], modes: list[str], hosts: int = 8,
-                    accelerator: str = "tpu-v6e-slice", topology: str = "4x4",
+                    machine_type: str = "ct6e-standard-4t", topology: str = "4x8",
                     labels: Callable[[str, str], dict[str, str]] | None = None,
                     taints: Callable[[str], list[Obj]] | None = None,
                     reclaim: Reclaim | None = None, **settings: Any) -> list[NodeGroup]:
     """One group per (mode, zone), modes first in the chain's order, zones in the
-    profile's order (the priority expander's order); its nodes carry the slice's
-    accelerator and topology labels (GKE sets them on every TPU node)."""
+    profile's order (the priority expander's order); its nodes carry the labels GKE sets for
+    the pool's machine type and topology (tpu_nodes.py) and the TPU taint, GKE's on every TPU
+    node (the JobSet's pods tolerate it: flows/backends/gke/jobs/common.py
+    tpu_pod_scheduling)."""
     return [NodeGroup(name=f"tpu-{mode}-{zone}", zone=zone, mode=mode, hosts=hosts,
-                      labels={TPU_SELECTOR: accelerator,
-                              "cloud.google.com/gke-tpu-topology": topology,
-                              **(labels or (lambda m, z: {}))(mode, zone)},
+                      machine_type=machine_type, topology=topology,
+                      labels=(labels or (lambda m, z: {}))(mode, zone),
                       taints=[TPU_TAINT, *(taints or (lambda m: []))(mode)],
                       reclaim=reclaim if mode == "spot" else None, **settings)
             for mode in modes for zone in zones]

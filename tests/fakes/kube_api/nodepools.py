@@ -42,6 +42,10 @@ What it does, and where the real behaviour is decided:
   the orphaned pods after its quarantine, the Job controller replaces the worker pods, and
   the Pathways head gives up on its lost workers after its own timeout, which is what
   fails the JobSet.
+- The nodes carry the labels and taint GKE gives a pool of the pool's machine type and
+  topology (tpu_nodes.py), with the pool's own ``labels`` (its capacity mode's). A pod they
+  do not fit (nodeSelector, tolerations) is never bound and never scales the pool up:
+  NotTriggerScaleUp "didn't match Pod's node affinity/selector", as with ``mismatch``.
 Containers do not start (the scenario script waits) until the JobSet's TPU pods are bound.
 """
 
@@ -68,6 +72,7 @@ from tests.fakes.kube_api.scenarios import NS, _resumed, disrupt_and_fail, start
 # the control plane's actions need no node; the program's wait for the pods to be bound
 from tests.fakes.kube_api.scheduler import CONTROL_PLANE, TPU_SELECTOR
 from tests.fakes.kube_api.store import FakeKube, condition, now_iso, terminated
+from tests.fakes.kube_api.tpu_nodes import TPU_TAINT, fits, gke_tpu_labels
 
 Obj = dict[str, Any]
 
@@ -77,6 +82,13 @@ class TpuPool:
     name: str = "gke-tpu-v6e-pool"
     hosts: int = 8
     zone: str = "us-east5-b"
+    # what GKE labels the nodes by (tpu_nodes.gke_tpu_labels): the tutorial's slice
+    machine_type: str = "ct6e-standard-4t"
+    topology: str = "4x8"
+    # the pool's further node labels (its capacity mode's: tpu_nodes.MODE_LABELS; the
+    # blueprint's kubernetes_labels) and its nodes' taints (GKE's TPU taint)
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[Obj] = field(default_factory=lambda: [dict(TPU_TAINT)])
     stockout: bool = False
     provision_s: float = 0.3
     scale_up_backoff_s: float = 0.2  # after a failed scale-up (5 min on a cluster)
@@ -88,6 +100,11 @@ class TpuPool:
     mismatch: bool = False
     # what happened, for the tests: (monotonic time, node count) at every change
     history: list[tuple[float, int]] = field(default_factory=list)
+
+    def node_labels(self) -> dict[str, str]:
+        """GKE's labels on a node of this pool (tpu_nodes.py), with the pool's own."""
+        return {**gke_tpu_labels(self.machine_type, self.topology, self.name, self.zone),
+                **self.labels}
 
 
 class Autoscaler:
@@ -177,11 +194,13 @@ class Autoscaler:
             return
         for pod in unbound:
             self._unschedulable(pod)
-        if unbound and self.pool.mismatch:
+        refused = unbound if self.pool.mismatch else self._refused(unbound)
+        if refused:
             # cluster-autoscaler processors/status/eventing_scale_up_processor.go:
             # "pod didn't trigger scale-up: " + ReasonsMessage ("<count> <reason>"), the
-            # reason being the scheduler's NodeAffinity predicate on the group's template
-            for pod in unbound:
+            # reason being the scheduler's NodeAffinity predicate on the group's template;
+            # kube-scheduler binds none of them to the pool's nodes either
+            for pod in refused:
                 self._event(pod, "Normal", "NotTriggerScaleUp", "pod didn't trigger "
                             "scale-up: 1 node(s) didn't match Pod's node affinity/selector")
             return
@@ -231,11 +250,11 @@ class Autoscaler:
             self.nodes_since = now
             for node in self.nodes:
                 self.kube.create("nodes", "", {"metadata": {
-                    "name": node, "creationTimestamp": now_iso(), "labels": {
-                        TPU_SELECTOR: "tpu-v6e-slice",
-                        "cloud.google.com/gke-nodepool": pool.name,
-                        # every node carries its zone (kubernetes well_known_labels.go)
-                        "topology.kubernetes.io/zone": pool.zone}}}, self._stamp())
+                    "name": node, "creationTimestamp": now_iso(),
+                    # GKE's TPU labels, its node pool and its zone (kubernetes
+                    # well_known_labels.go): tpu_nodes.py
+                    "labels": pool.node_labels()},
+                    "spec": {"taints": [dict(t) for t in pool.taints]}}, self._stamp())
             pool.history.append((now, len(self.nodes)))
 
     def _stamp(self) -> str | None:
@@ -331,6 +350,11 @@ class Autoscaler:
                 self.kube.delete("pods", NS, pod["metadata"]["name"])
 
     # --- pods ----------------------------------------------------------------------------
+    def _refused(self, pods: list[Obj]) -> list[Obj]:
+        """The pods the pool's nodes cannot take (tpu_nodes.fits on the pool's template node:
+        its labels and taints), which neither the autoscaler nor the scheduler acts on."""
+        return [p for p in pods if not fits(p, self.pool.node_labels(), self.pool.taints)]
+
     def _wants_tpu(self, pod: Obj) -> bool:
         labels = pod["metadata"].get("labels") or {}
         job = (f"{labels.get('jobset.sigs.k8s.io/jobset-name')}-"

@@ -26,7 +26,7 @@ from flows.core.failures import user_error
 from flows.core.safe_writes import write_text
 
 BLUEPRINTS_DIR = REPO_ROOT / "deployments" / "blueprints"
-EDITS_FILE = BLUEPRINTS_DIR / "gke-tpu-v6e-advanced.edits.yaml"
+EDITS_FILE = BLUEPRINTS_DIR / "tpu-cluster.edits.yaml"
 
 
 _UNSET = object()
@@ -39,8 +39,14 @@ class BlueprintEdit:
     setting edit (``module``/``setting``, a dotted path below ``settings``, with ``set`` or
     ``remove``), whose string values may name facts of the profile ({hosts_per_slice},
     {max_run_seconds}). ``iam_modes`` and ``capacity_modes`` restrict where an edit applies,
-    ``zones_only`` to a profile that lists gke.zones. An edit of the TPU pool module
-    (``gke-tpu-v6e-pool``) applies to every TPU pool of the profile, each in its own mode."""
+    ``zones_only`` to a profile that lists gke.zones, ``generations`` to the profile's TPU
+    generations and ``multi_host_only`` to a slice of several hosts. An ``add_module`` edit
+    inserts a module (``module`` given whole) before the module ``before``; a ``use`` edit
+    adds a module id to a module's ``use`` list and drops the settings in ``drops``, which
+    would otherwise win over the used module's outputs (gcluster skips an output whose
+    input is set explicitly: cluster-toolkit pkg/config/expand.go useModule). An edit of
+    the TPU pool module (``POOL_MODULE``) applies to every TPU pool of the profile, each in
+    its own mode."""
 
     id: str
     module: str = ""
@@ -56,6 +62,12 @@ class BlueprintEdit:
     set: Any = _UNSET
     remove: bool = False
     zones_only: bool = False
+    generations: tuple[str, ...] = ()
+    multi_host_only: bool = False
+    add_module: dict[str, Any] | None = None
+    before: str = ""
+    use: str = ""
+    drops: tuple[str, ...] = ()
 
     @property
     def is_setting_edit(self) -> bool:
@@ -68,7 +80,10 @@ def load_edits(path: Path = EDITS_FILE) -> list[BlueprintEdit]:
                           e.get("replaces"), tuple(e.get("iam_modes", ())), e.get("var", ""),
                           e.get("value", ""), e.get("stage", ""), e.get("stage_as", ""),
                           tuple(e.get("capacity_modes", ())), e.get("set", _UNSET),
-                          bool(e.get("remove", False)), bool(e.get("zones_only", False)))
+                          bool(e.get("remove", False)), bool(e.get("zones_only", False)),
+                          tuple(e.get("generations", ())), bool(e.get("multi_host_only", False)),
+                          e.get("add_module"), e.get("before", ""), e.get("use", ""),
+                          tuple(e.get("drops", ())))
             for e in doc["edits"]]
 
 
@@ -91,7 +106,8 @@ class EditContext:
     """What decides which edits apply, and the facts their values may name. ``pools``: the
     TPU pools in the order tried (none given: the example's one pool, in ``capacity``);
     ``zones``: gke.zones when the profile lists them; ``staged``: files staged beside the
-    blueprint with their text for this profile (name → text), instead of the shipped file."""
+    blueprint with their text for this profile (name → text), instead of the shipped file;
+    ``generation`` and ``multi_host``: the slice's TPU generation and whether it spans hosts."""
 
     iam_mode: str
     capacity: str = "reservation"
@@ -99,6 +115,8 @@ class EditContext:
     pools: tuple[PoolPlan, ...] = ()
     zones: tuple[str, ...] = ()
     staged: tuple[tuple[str, str], ...] = ()
+    generation: str = "v6e"
+    multi_host: bool = False
 
 
 def edit_context(gke: GkeSection) -> EditContext:
@@ -108,13 +126,16 @@ def edit_context(gke: GkeSection) -> EditContext:
     return EditContext(gke.iam_mode, pools[0].mode,
                        (("hosts_per_slice", gke.hosts_per_slice), ("max_run_seconds", seconds)),
                        pools, tuple(gke.zones or ()),
-                       (("kueue-configuration.yaml.tftpl", kueue_configuration_text(gke)),))
+                       (("kueue-configuration.yaml.tftpl", kueue_configuration_text(gke)),),
+                       gke.machine.generation, gke.hosts_per_slice > 1)
 
 
 def _applies(edit: BlueprintEdit, ctx: EditContext) -> bool:
     return ((not edit.iam_modes or ctx.iam_mode in edit.iam_modes)
             and (not edit.capacity_modes or ctx.capacity in edit.capacity_modes)
-            and (not edit.zones_only or bool(ctx.zones)))
+            and (not edit.zones_only or bool(ctx.zones))
+            and (not edit.generations or ctx.generation in edit.generations)
+            and (not edit.multi_host_only or ctx.multi_host))
 
 
 def _fill(value: Any, facts: dict[str, Any]) -> Any:
@@ -129,7 +150,7 @@ def _fill(value: Any, facts: dict[str, Any]) -> Any:
     return value
 
 
-_FIX = ("update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this version, or "
+_FIX = ("update deployments/blueprints/tpu-cluster.edits.yaml for this version, or "
         "pin gke.cluster_toolkit_version to v1.103.0")
 
 
@@ -146,7 +167,7 @@ def apply_setting_edit(doc: Any, edit: BlueprintEdit, facts: dict[str, Any]) -> 
     if not isinstance(node, dict):
         raise user_error("infra", f"module {edit.module!r} has no setting {edit.setting!r} (edit "
                          f"{edit.id})", "the Cluster Toolkit example changed",
-                         "update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for "
+                         "update deployments/blueprints/tpu-cluster.edits.yaml for "
                          "this version, or pin gke.cluster_toolkit_version to v1.103.0")
     if edit.remove:
         if leaf not in node:
@@ -168,7 +189,7 @@ def apply_var_edit(doc: Any, edit: BlueprintEdit) -> bool:
         raise user_error("infra", f"the blueprint has no var {edit.var!r} (edit {edit.id})",
                          f"vars present: {', '.join(map(str, variables or {})) or '(none)'}",
                          "the Cluster Toolkit example changed: update "
-                         "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this "
+                         "deployments/blueprints/tpu-cluster.edits.yaml for this "
                          "version, or pin gke.cluster_toolkit_version to v1.103.0")
     if variables[edit.var] == edit.value:
         return False
@@ -198,8 +219,71 @@ def find_module(doc: Any, module_id: str, edit_id: str = "") -> Any:
                      + (f" (edit {edit_id})" if edit_id else ""),
                      f"module ids present: {', '.join(ids) or '(none)'}",
                      "the Cluster Toolkit example changed: update "
-                     "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml for this version, "
+                     "deployments/blueprints/tpu-cluster.edits.yaml for this version, "
                      "or pin gke.cluster_toolkit_version to v1.103.0")
+
+
+def apply_add_module(doc: Any, edit: BlueprintEdit) -> bool:
+    """Insert ``edit.add_module`` before the module ``edit.before``, in its group. A module
+    of that id already there is the edit applied before if equal, else an error: the
+    example now has a module of that id of its own, which the edit would shadow."""
+    assert edit.add_module is not None
+    module_id = str(edit.add_module.get("id"))
+    found = _module_or_none(doc, module_id)
+    if found is not None:
+        if _plain(found) == edit.add_module:
+            return False
+        raise user_error("infra", f"edit {edit.id} adds module {module_id!r}, which the "
+                         "blueprint already has with other settings",
+                         "the Cluster Toolkit example changed", _FIX)
+    anchor = find_module(doc, edit.before, edit.id)
+    for group in doc["deployment_groups"]:
+        modules = group.get("modules") or []
+        for at, module in enumerate(modules):
+            if module is anchor:
+                modules.insert(at, copy.deepcopy(edit.add_module))
+                return True
+    return False  # find_module found it in a group, so this is not reached
+
+
+def apply_use_edit(doc: Any, edit: BlueprintEdit) -> bool:
+    """Add ``edit.use`` to the module's ``use`` list and drop ``edit.drops`` from its
+    settings (an explicit setting wins over a used module's output, expand.go useModule)."""
+    if _module_or_none(doc, edit.use) is None:
+        raise user_error("infra", f"edit {edit.id} makes {edit.module!r} use {edit.use!r}, "
+                         "which the blueprint does not have",
+                         "an add_module edit before it must add that module", _FIX)
+    module = find_module(doc, edit.module, edit.id)
+    changed = False
+    uses = module.get("use")
+    if uses is None:
+        module["use"] = uses = []
+    if edit.use not in uses:
+        uses.append(edit.use)
+        changed = True
+    settings = module.get("settings") or {}
+    for setting in edit.drops:
+        if setting in settings:
+            settings.pop(setting)
+            changed = True
+    return changed
+
+
+def _module_or_none(doc: Any, module_id: str) -> Any:
+    for group in doc.get("deployment_groups") or []:
+        for module in (group or {}).get("modules") or []:
+            if module.get("id") == module_id:
+                return module
+    return None
+
+
+def _plain(node: Any) -> Any:
+    """ruamel's round-trip nodes as plain dicts and lists, to compare with loaded edits."""
+    if isinstance(node, dict):
+        return {str(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    return node
 
 
 def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
@@ -208,6 +292,10 @@ def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
         return apply_setting_edit(doc, edit, {})
     if edit.var:
         return apply_var_edit(doc, edit)
+    if edit.add_module is not None:
+        return apply_add_module(doc, edit)
+    if edit.use:
+        return apply_use_edit(doc, edit)
     module = find_module(doc, edit.module, edit.id)
     settings = module.get("settings")
     values = settings.get(edit.setting) if isinstance(settings, dict) else None
@@ -215,7 +303,7 @@ def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
         raise user_error("infra", f"module {edit.module!r} has no list setting {edit.setting!r} "
                          f"(edit {edit.id})",
                          f"settings keys: {', '.join(map(str, settings or {})) or '(none)'}",
-                         "update deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml")
+                         "update deployments/blueprints/tpu-cluster.edits.yaml")
     if edit.add in values:
         return False
     if edit.replaces and edit.replaces not in values:
@@ -264,10 +352,14 @@ def edit_blueprint(text: str, iam_mode: str | EditContext,
     doc = yaml.load(text)
     pools = _pool_modules(doc, ctx)
     for edit in load_edits() if edits is None else edits:
-        if edit.is_setting_edit and edit.module == POOL_MODULE:
+        if (edit.is_setting_edit or edit.use) and edit.module == POOL_MODULE:
             for pool in pools:
                 per_pool = replace(ctx, capacity=pool.mode)
-                if _applies(edit, per_pool):
+                if not _applies(edit, per_pool):
+                    continue
+                if edit.use:
+                    apply_use_edit(doc, replace(edit, module=pool.module_id))
+                else:
                     apply_setting_edit(doc, replace(edit, module=pool.module_id),
                                        {**facts, "capacity": pool.mode})
         elif _applies(edit, ctx):

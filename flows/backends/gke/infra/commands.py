@@ -21,12 +21,19 @@ from flows.core.failures import user_error
 
 def blueprint_vars(s: InfraSettings) -> dict[str, str]:
     """The blueprint's required vars, in the tutorial's order; the reservation only in
-    reservation mode (the other modes' edits leave no reference to it)."""
+    reservation mode (the other modes' edits leave no reference to it). Then the machine
+    type and the accelerator label of the profile's generation: the example's vars default
+    to v6e's (machine_type: ct6e-standard-4t, accelerator_type: tpu-v6e-slice, which its
+    Kueue template puts in the TPU flavor's nodeLabels), so without them a v5p or tpu7x
+    profile would deploy a v6e pool and a flavor no node of its own matches. For v6e they
+    are the example's own values: a cluster deployed without them plans no change."""
     out = {"project_id": s.gke.project, "deployment_name": s.gke.cluster, "region": s.gke.region,
            "zone": s.gke.zone, "num_slices": str(s.gke.num_slices), "tpu_topology": s.gke.topology,
            "authorized_cidr": s.gke.authorized_cidr}
     if s.gke.reservation:
         out["reservation"] = s.gke.reservation
+    out["machine_type"] = s.gke.machine_type
+    out["accelerator_type"] = s.gke.machine.accelerator_label
     return out
 
 

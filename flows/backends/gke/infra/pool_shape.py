@@ -27,8 +27,7 @@ from ruamel.yaml import YAML
 from flows.backends.gke.capacity_pools import TpuPool, pool_kubernetes_labels, tpu_pools
 from flows.config.gke import GkeSection
 
-POOL_MODULE = "gke-tpu-v6e-pool"
-_EDITS = "deployments/blueprints/gke-tpu-v6e-advanced.edits.yaml"
+_EDITS = "deployments/blueprints/tpu-cluster.edits.yaml"
 _VAR = re.compile(r"^\$\(vars\.([A-Za-z0-9_]+)\)$")
 
 
@@ -42,15 +41,21 @@ def _resolve(value: Any, variables: dict[str, Any]) -> Any:
     return value
 
 
-def expanded_static_count(settings: dict[str, Any], variables: dict[str, Any]
-                          ) -> tuple[int | None, bool]:
-    """(static_node_count after gcluster's expansion, True if gcluster filled it in)."""
+def expanded_static_count(settings: dict[str, Any], variables: dict[str, Any],
+                          used: tuple[dict[str, Any], ...] = ()) -> tuple[int | None, bool]:
+    """(static_node_count after gcluster's expansion, True if gcluster filled it in).
+    ``used``: the settings of the modules the pool ``use``s, where gcluster also looks for
+    the topology (a workload policy's accelerator_topology: hardware.go
+    extractTopologyFromWorkloadPolicy)."""
     if "static_node_count" in settings:
         value = _resolve(settings["static_node_count"], variables)
         return (None if value is None else int(value)), False
     machine = str(_resolve(settings.get("machine_type"), variables) or "")
     placement = _resolve(settings.get("placement_policy") or {}, variables)
     topology = _resolve(settings.get("tpu_topology"), variables) or placement.get("tpu_topology")
+    for other in used:
+        policy = _resolve(other.get("workload_policy") or {}, variables)
+        topology = topology or policy.get("accelerator_topology")
     is_tpu = machine.lower().startswith("ct") or "tpu" in machine.lower()
     if not topology or not is_tpu or _resolve(settings.get("enable_flex_start"),
                                               variables) is True:
@@ -62,20 +67,22 @@ def expanded_static_count(settings: dict[str, Any], variables: dict[str, Any]
     return chips // (int(per_vm.group(1)) if per_vm else 4), True
 
 
-def _modules(text: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """(settings by module id, the blueprint's vars)."""
+def _modules(text: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any],
+                                  dict[str, tuple[str, ...]]]:
+    """(settings by module id, the blueprint's vars, the ids each module uses)."""
     doc = YAML(typ="safe").load(text) or {}
-    found = {}
+    found, uses = {}, {}
     for group in doc.get("deployment_groups") or []:
         for module in (group or {}).get("modules") or []:
             found[str(module.get("id"))] = dict(module.get("settings") or {})
-    return found, dict(doc.get("vars") or {})
+            uses[str(module.get("id"))] = tuple(str(u) for u in module.get("use") or ())
+    return found, dict(doc.get("vars") or {}), uses
 
 
 def pool_shape_problems(text: str, gke: GkeSection, deploy_vars: dict[str, str]
                         ) -> list[tuple[str, str, str]]:
     """(setting, problem, fix) for each way an expanded TPU pool misses its mode's shape."""
-    modules, bp_vars = _modules(text)
+    modules, bp_vars, uses = _modules(text)
     variables = {**bp_vars, **deploy_vars}
     out: list[tuple[str, str, str]] = []
     for pool in tpu_pools(gke):
@@ -85,14 +92,45 @@ def pool_shape_problems(text: str, gke: GkeSection, deploy_vars: dict[str, str]
                         f"the {pool.mode} pool in {pool.zone}",
                         f"update {_EDITS} for this Cluster Toolkit version"))
             continue
-        out += _one_pool(pool, settings, variables, gke)
+        used = tuple(modules.get(u, {}) for u in uses.get(pool.module_id, ()))
+        out += _one_pool(pool, settings, variables, gke, used)
     return out
 
 
+def _placement_problems(pool: TpuPool, settings: dict[str, Any], variables: dict[str, Any],
+                        gke: GkeSection, used: tuple[dict[str, Any], ...]
+                        ) -> list[tuple[str, str, str]]:
+    """How the pool gets its slice's shape: tpu_topology in its own placement_policy, or, for
+    a multi-host Ironwood slice, a used HIGH_THROUGHPUT workload policy of that topology and
+    no placement_policy of its own, which would win over the policy's output (GKE's Ironwood
+    page; gcluster pkg/config/expand.go useModule)."""
+    where = f"{pool.module_id}.placement_policy"
+    own = _resolve(settings.get("placement_policy") or {}, variables)
+    policies = [_resolve(u.get("workload_policy") or {}, variables) for u in used
+                if u.get("workload_policy")]
+    if gke.machine.generation == "tpu7x" and gke.hosts_per_slice > 1:
+        fix = f"edits tpu7x-workload-policy and tpu7x-pool-uses-workload-policy ({_EDITS})"
+        if not any(p.get("type") == "HIGH_THROUGHPUT"
+                   and p.get("accelerator_topology") == gke.topology for p in policies):
+            return [(where, f"a multi-host tpu7x pool needs a HIGH_THROUGHPUT workload policy "
+                     f"of accelerator_topology {gke.topology}; the pool uses {policies or 'none'}",
+                     fix)]
+        if own:
+            return [(where, "the pool sets placement_policy itself, which wins over its "
+                     f"workload policy's (gcluster useModule): {own}", fix)]
+        return []
+    if own.get("tpu_topology") != gke.topology:
+        return [(where, f"the pool's tpu_topology is {own.get('tpu_topology')}, the profile's "
+                 f"gke.topology {gke.topology}", f"keep the example's placement_policy "
+                 f"({_EDITS})")]
+    return []
+
+
 def _one_pool(pool: TpuPool, settings: dict[str, Any], variables: dict[str, Any],
-              gke: GkeSection) -> list[tuple[str, str, str]]:
+              gke: GkeSection, used: tuple[dict[str, Any], ...] = ()
+              ) -> list[tuple[str, str, str]]:
     mode, hosts = pool.mode, gke.hosts_per_slice
-    static, filled = expanded_static_count(settings, variables)
+    static, filled = expanded_static_count(settings, variables, used)
     affinity = _resolve(settings.get("reservation_affinity")
                         or {"consume_reservation_type": "NO_RESERVATION"}, variables)
     kind = affinity.get("consume_reservation_type")
@@ -100,7 +138,7 @@ def _one_pool(pool: TpuPool, settings: dict[str, Any], variables: dict[str, Any]
     spot = _resolve(settings.get("spot"), variables) is True
     flex = _resolve(settings.get("enable_flex_start"), variables) is True
     queued = _resolve(settings.get("enable_queued_provisioning"), variables) is True
-    out: list[tuple[str, str, str]] = []
+    out = _placement_problems(pool, settings, variables, gke, used)
     module = pool.module_id
 
     def need(ok: bool, setting: str, problem: str, fix: str) -> None:

@@ -26,6 +26,9 @@ from flows.core.failures import user_error
 
 RELEASES_URL = "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download"
 BUNDLE_NAME = "gcluster_bundle_linux_amd64.tgz"
+# Every generation's cluster is this example edited (deployments/blueprints/
+# tpu-cluster.edits.yaml; the machine type and accelerator label are deploy vars), written
+# under the example's own name, which the tutorial deploys: the name says where it came from.
 BLUEPRINT_EXAMPLE = "examples/gke-tpu-v6e/gke-tpu-v6e-advanced.yaml"
 BLUEPRINT_FILE = "gke-tpu-v6e-advanced.yaml"
 

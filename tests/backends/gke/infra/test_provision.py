@@ -22,7 +22,8 @@ NP = "serviceAccount:tpurl-v6e-gke-np-sa@my-proj-123.iam.gserviceaccount.com"
 DEPLOY_TAIL = [
     "deploy", "gke-tpu-v6e-advanced.yaml", "--vars",
     "project_id=my-proj-123,deployment_name=tpurl-v6e,region=us-east5,zone=us-east5-b,"
-    "num_slices=1,tpu_topology=4x8,authorized_cidr=203.0.113.0/24,reservation=my-v6e-res",
+    "num_slices=1,tpu_topology=4x8,authorized_cidr=203.0.113.0/24,reservation=my-v6e-res,"
+    "machine_type=ct6e-standard-4t,accelerator_type=tpu-v6e-slice",
     "--download-dependencies", "-l", "IGNORE", "--auto-approve", "-w"]
 # The tutorial's storage.admin for both accounts is the blueprint's own (its workload
 # account's project_roles, and the node pool account's after the tutorial's edit): Terraform

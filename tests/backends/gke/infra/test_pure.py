@@ -24,7 +24,8 @@ def test_deploy_argv_is_the_tutorials(settings: InfraSettings) -> None:
     assert deploy_argv(settings) == [
         "gcluster", "deploy", "gke-tpu-v6e-advanced.yaml", "--vars",
         "project_id=my-proj-123,deployment_name=tpurl-v6e,region=us-east5,zone=us-east5-b,"
-        "num_slices=1,tpu_topology=4x8,authorized_cidr=203.0.113.0/24,reservation=my-v6e-res",
+        "num_slices=1,tpu_topology=4x8,authorized_cidr=203.0.113.0/24,reservation=my-v6e-res,"
+        "machine_type=ct6e-standard-4t,accelerator_type=tpu-v6e-slice",
         "--download-dependencies", "-l", "IGNORE", "--auto-approve", "-w"]
     assert destroy_argv(settings) == ["gcluster", "destroy", "tpurl-v6e", "--auto-approve",
         "--download-dependencies"]
@@ -72,8 +73,15 @@ def test_blueprint_edit_fails_when_the_setting_is_gone() -> None:
 
 
 def test_shipped_edit_declaration_loads() -> None:
-    edit, kueue, label, locations, *capacity = load_edits()
+    edit, kueue, label, locations, *rest = load_edits()
+    capacity = [e for e in rest if not e.generations]
     assert capacity and all(e.capacity_modes for e in capacity)
+    # the generation's own edits: a multi-host Ironwood pool's workload policy
+    policy, use = [e for e in rest if e.generations]
+    assert policy.generations == use.generations == ("tpu7x",)
+    assert policy.multi_host_only and use.multi_host_only
+    assert policy.add_module is not None and use.use == policy.add_module["id"]
+    assert use.drops == ("placement_policy",)
     # every pool is labelled with its mode; the cluster's zones only when gke.zones is given
     assert (label.setting, label.capacity_modes) == ("kubernetes_labels", ())
     assert locations.zones_only and locations.setting == "system_node_pool_zones"

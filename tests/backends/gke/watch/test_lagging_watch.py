@@ -28,10 +28,16 @@ from tests.fakes.gke_backend import BUDGETS, ListLogger, jobsets_created, make_b
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
 from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start, succeed
+from tests.fakes.kube_api.tpu_nodes import MODE_LABELS
 from tests.support.polling import until
 from tests.support.profiles import fake_hf_token, tutorial_profile
 
 PRICE = {"usd_per_chip_hour": "1.0", "source": "a quote", "as_of": "2026-12-01"}
+
+
+def spot_pool() -> TpuPool:
+    """The tutorial's slice as a spot pool: its nodes carry GKE's spot label."""
+    return TpuPool(labels=dict(MODE_LABELS["spot"]))
 
 
 @pytest.fixture
@@ -80,7 +86,7 @@ def release_after_the_slice_is_gone(scaler: Autoscaler):
 
 def test_a_program_that_failed_is_its_own_failure_though_the_nodes_went_before_the_watch_saw_it(
         server: FakeApiServer, tmp_path: Path) -> None:
-    scaler = Autoscaler(server.kube, TpuPool())
+    scaler = Autoscaler(server.kube, spot_pool())
     try:
         scenario(server.kube, [
             (0.05, admit), (0.05, start),
@@ -114,7 +120,7 @@ def test_a_preemption_the_pod_watch_has_not_delivered_is_still_a_preemption(
     under a second): the backend called the reclaim the program's failure and did not
     resume. Read live once the JobSet failed, the pods say preempted; the resubmission
     resumes."""
-    scaler = Autoscaler(server.kube, TpuPool())
+    scaler = Autoscaler(server.kube, spot_pool())
 
     def reclaim(kube: FakeKube, _name: str) -> None:
         scaler.preempt()
@@ -171,7 +177,7 @@ def test_a_slice_bound_behind_a_lagging_watch_is_charged_from_its_binding(
     from the previous tick charged a fraction of what GCP billed, and nothing at all in the
     second order. The pods' record (PodScheduled's time, written at the binding; the last
     version the watch delivered of a deleted pod) charges the slice from its binding."""
-    scaler = Autoscaler(server.kube, TpuPool())
+    scaler = Autoscaler(server.kube, spot_pool())
     try:
         scenario(server.kube, [
             (0.05, admit), (0.0, hold("jobsets", "pods")), (0.05, start),
