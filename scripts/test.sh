@@ -219,7 +219,8 @@ fi
 # rehearsal's one after the other, took 805 s beside 680 s.
 lanes=()
 DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
-CLI_E2E=(tests/e2e/test_cli_interrupts.py tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py)
+CLI_E2E=(tests/e2e/test_cli_interrupts.py tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py
+         tests/e2e/test_rehearsal_families.py)
 beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${cov[@]}" "${DEPLOY_E2E[@]}"
 beside "$LOGS/e2e-cli.log" e2e-cli-lane "${cov[@]}" "${CLI_E2E[@]}"
 e2e_pids=("${lanes[@]}")

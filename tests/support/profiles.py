@@ -83,5 +83,7 @@ def smoke_profile(**overrides: str) -> Profile:
 
 def required_overrides(name: str) -> dict[str, str]:
     """What a shipped profile leaves for the user to fill in (its empty fields), per profile:
-    the rehearsal none, the smoke profile no reservation, the others the tutorial's."""
-    return dict({"rehearsal": {}, SMOKE: SMOKE_REQUIRED}.get(name, TUTORIAL_REQUIRED))
+    the rehearsals none, the smoke profile no reservation, the others the tutorial's."""
+    if name == "rehearsal" or name.startswith("rehearsal-"):
+        return {}
+    return dict({SMOKE: SMOKE_REQUIRED}.get(name, TUTORIAL_REQUIRED))
