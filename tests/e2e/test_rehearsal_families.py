@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import resource
-import sys
 import time
 from pathlib import Path
 from urllib.parse import urlparse
@@ -50,13 +49,15 @@ def _children_cpu() -> float:
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def family_run(request, prefect_api, tmp_path_factory) -> tuple[str, PipelineResult]:
     """One run of the family's profile in a root of its own; its wall and CPU seconds (the
-    programs are this process's children) are printed for the lane's log."""
+    programs are this process's children) are written to the lane's log."""
     profile = request.param
     root = tmp_path_factory.mktemp(profile)
     wall, cpu = time.monotonic(), _children_cpu()
     result = rl_post_training(profile=profile, overrides={"local.root": str(root), **NO_EVAL})
-    print(f"\n{profile} ({FAMILIES[profile]}): wall {time.monotonic() - wall:.0f} s, programs' "
-          f"CPU {_children_cpu() - cpu:.0f} s", file=sys.__stderr__, flush=True)
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():  # into the lane's log, past pytest's capture
+        print(f"\n{profile} ({FAMILIES[profile]}): wall {time.monotonic() - wall:.0f} s, "
+              f"programs' CPU {_children_cpu() - cpu:.0f} s", flush=True)
     return profile, result
 
 
