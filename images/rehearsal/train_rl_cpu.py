@@ -216,15 +216,20 @@ def _build_rollout_class() -> type:
                 out = jnp.zeros((prompt.shape[0], gen_len), jnp.int32).at[:, 0].set(tok)
                 true_len = seg.sum(axis=-1)
 
+                # The whole state travels through the loop, not the caches alone: Gemma 3's
+                # scanned blocks write their parameters and RNG counts back after each call,
+                # which cannot go into a Variable of the outer trace.
                 def body(i: Any, carry: Any) -> Any:
-                    cache, tok, out = carry
-                    step = nnx.merge(graphdef, params, cache, rest)
+                    state, tok, out = carry
+                    step = nnx.merge(graphdef, *state)
                     logits = step(tok[:, None], (true_len + i - 1)[:, None],
                                   model_mode=MODEL_MODE_AUTOREGRESSIVE)
                     tok = pick(logits[:, -1], keys[i])
-                    return nnx.state(step, nnx.Cache), tok, out.at[:, i].set(tok)
+                    state = nnx.split(step, nnx.Param, nnx.Cache, ...)[1:]
+                    return state, tok, out.at[:, i].set(tok)
 
-                _, _, out = jax.lax.fori_loop(1, gen_len, body, (nnx.state(model, nnx.Cache), tok, out))
+                state = nnx.split(model, nnx.Param, nnx.Cache, ...)[1:]
+                _, _, out = jax.lax.fori_loop(1, gen_len, body, (state, tok, out))
                 return out
 
             self._decoder = ((top_k, temperature), jax.jit(run))

@@ -1,9 +1,12 @@
-"""The rehearsal of each other conversion family, for real: Qwen3 dense and Llama 3.1.
+"""The rehearsal of each other conversion family, for real: Qwen3 dense, Llama 3.1, Gemma 3.
 
 MaxText's converters map each family's checkpoint differently (Qwen3 dense ties its output
-head to the embedding and normalises queries and keys per head; Llama has neither), so the
-rehearsal of Qwen3-MoE (tests/e2e/test_rehearsal_e2e.py) proves nothing of them. Here each
-family's profile (deployments/profiles/rehearsal-qwen3.yaml, rehearsal-llama.yaml) runs once
+head to the embedding and normalises queries and keys per head; Llama has neither; Gemma 3's
+text model sits inside a multimodal checkpoint, with sandwich norms stored as scale - 1, a
+scaled embedding, and layers scanned in blocks of six plus a remainder), so the rehearsal of
+Qwen3-MoE (tests/e2e/test_rehearsal_e2e.py) proves nothing of them. Here each family's
+profile (deployments/profiles/rehearsal-qwen3.yaml, rehearsal-llama.yaml, rehearsal-gemma.yaml)
+runs once
 through the flow: infra builds the tiny model, then MaxText's real to_maxtext, two GRPO steps
 of train_rl and to_huggingface, and transformers loads the export as the family's class.
 
@@ -34,7 +37,8 @@ from tests.support.results import stage_statuses
 pytestmark = pytest.mark.rehearsal
 
 NO_EVAL = {"eval": "", "promotion": ""}
-FAMILIES = {"rehearsal-qwen3": "qwen3-0.6b", "rehearsal-llama": "llama3.1-8b"}
+FAMILIES = {"rehearsal-qwen3": "qwen3-0.6b", "rehearsal-llama": "llama3.1-8b",
+            "rehearsal-gemma": "gemma3-4b"}
 
 
 def _path(uri: str) -> Path:
@@ -74,7 +78,7 @@ def test_the_tiny_model_is_the_familys_structure(family_run):
     infra = next(s for s in result.stages if s.stage == "infra")
     config = json.loads((_path(infra.uris["hf_model"]) / "config.json").read_text())
     assert config["model_type"] == REHEARSAL_MODELS[FAMILIES[profile]].model_type
-    assert config["hidden_size"] == 64
+    assert config.get("text_config", config)["hidden_size"] == 64
 
 
 def test_the_export_loads_as_the_familys_class_with_trained_weights(family_run):

@@ -52,21 +52,26 @@ def test_the_builder_builds_exactly_the_models_the_orchestrator_accepts():
 @pytest.mark.parametrize("name", sorted(REHEARSAL_MODELS))
 def test_structure_is_the_pinned_models(name):
     fam, arch = BUILDER.FAMILIES[name], PINNED[name]["architecture"]
-    assert fam.num_layers == arch["base_num_decoder_layers"] == fam.config["num_hidden_layers"]
-    assert fam.vocab == arch["vocab_size"] == fam.config["vocab_size"]
+    text = fam.config.get("text_config", fam.config)  # Gemma 3's is inside a multimodal one
+    assert fam.num_layers == arch["base_num_decoder_layers"] == text["num_hidden_layers"]
+    assert fam.vocab == arch["vocab_size"] == text["vocab_size"]
     assert fam.num_experts == (arch["num_experts"] if arch["num_experts"] > 1 else 0)
     assert fam.tied_embeddings == arch["logits_via_embedding"] == \
-        fam.config["tie_word_embeddings"]
-    assert fam.qk_norm == bool(arch.get("use_qk_norm"))
+        fam.config.get("tie_word_embeddings", True)  # transformers' default, Gemma 3's
+    # Gemma 3's decoder block normalises queries and keys whatever use_qk_norm says
+    # (GEMMA3_MAXTEXT_TO_HF_PARAM_MAPPING maps query_norm and key_norm)
+    assert fam.qk_norm == (bool(arch.get("use_qk_norm")) or arch["decoder_block"] == "gemma3")
     names = BUILDER.tensor_names(fam)
     assert len(names) == len(set(names))
     assert ("lm_head.weight" in names) != fam.tied_embeddings
-    layers = {n.split(".")[2] for n in names if n.startswith("model.layers.")}
+    layers = {n.removeprefix(f"{fam.prefix}layers.").split(".")[0] for n in names
+              if n.startswith(f"{fam.prefix}layers.")}
     assert layers == {str(i) for i in range(arch["base_num_decoder_layers"])}
 
 
 # Layer 0's tensors under the names MaxText 0.2.4's param_mapping.py reads
-# (QWEN_MAXTEXT_TO_HF_PARAM_MAPPING for both Qwen3s, LLAMA31_MAXTEXT_TO_HF_PARAM_MAPPING).
+# (QWEN_MAXTEXT_TO_HF_PARAM_MAPPING for both Qwen3s, LLAMA31_MAXTEXT_TO_HF_PARAM_MAPPING, and
+# GEMMA3_MAXTEXT_TO_HF_PARAM_MAPPING under model.language_model.).
 ATTENTION = {"input_layernorm.weight", "post_attention_layernorm.weight",
              "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
              "self_attn.o_proj.weight"}
@@ -77,32 +82,34 @@ LAYER_0 = {
         f"mlp.experts.{e}.{w}_proj.weight" for e in range(128) for w in ("gate", "up", "down")},
     "qwen3-0.6b": ATTENTION | QK_NORM | DENSE_MLP,
     "llama3.1-8b": ATTENTION | DENSE_MLP,
+    "gemma3-4b": ATTENTION | QK_NORM | DENSE_MLP | {"pre_feedforward_layernorm.weight",
+                                                     "post_feedforward_layernorm.weight"},
 }
 
 
 @pytest.mark.parametrize("name", sorted(LAYER_0))
 def test_layer_tensors_carry_the_names_the_param_mapping_reads(name):
     fam = BUILDER.FAMILIES[name]
-    assert {n.removeprefix("model.layers.0.") for n, _ in BUILDER.layer_shapes(fam, 0)} == \
-        LAYER_0[name]
+    prefix = f"{fam.prefix}layers.0."
+    assert {n.removeprefix(prefix) for n, _ in BUILDER.layer_shapes(fam, 0)} == LAYER_0[name]
 
 
 def test_an_unknown_model_is_refused_by_name():
     with pytest.raises(SystemExit) as err:
-        BUILDER.family("gemma3-4b")
-    assert "model.maxtext_name 'gemma3-4b'" in str(err.value)
-    assert str(err.value).endswith("builds qwen3-30b-a3b, qwen3-0.6b, llama3.1-8b")
+        BUILDER.family("qwen3-8b")
+    assert "model.maxtext_name 'qwen3-8b'" in str(err.value)
+    assert str(err.value).endswith("builds qwen3-30b-a3b, qwen3-0.6b, llama3.1-8b, gemma3-4b")
 
 
 def test_a_rehearsal_of_a_model_it_cannot_build_is_refused_before_anything_runs():
     with pytest.raises(ProfileError) as err:
-        load_profile("rehearsal", {"model.maxtext_name": "gemma3-4b"}, environ={})
+        load_profile("rehearsal", {"model.maxtext_name": "qwen3-8b"}, environ={})
     text = str(err.value)
-    assert "model.maxtext_name" in text and "cannot build a tiny model of 'gemma3-4b'" in text
+    assert "model.maxtext_name" in text and "cannot build a tiny model of 'qwen3-8b'" in text
     assert "rehearsal-llama" in text
 
 
-@pytest.mark.parametrize("profile", ["rehearsal-qwen3", "rehearsal-llama"])
+@pytest.mark.parametrize("profile", ["rehearsal-qwen3", "rehearsal-llama", "rehearsal-gemma"])
 def test_each_family_profile_is_the_rehearsal_but_for_its_model(profile):
     """Every setting the rehearsal's comments justify is shared; only the model differs."""
     base = load_profile("rehearsal", {}, environ={}).model_dump()
