@@ -134,12 +134,14 @@ def _build_rollout_class() -> type:
             total = prompt_len + gen_len
 
             def run(state: Any, tokens: Any, rng: Any) -> Any:
+                # the state travels through the loop (see _decode_fn: Gemma 3 writes it back)
                 def body(i: Any, carry: Any) -> Any:
-                    toks, key_ = carry
+                    toks, key_, state = carry
                     mask = (toks != pad).astype(jnp.int32)
                     positions = jnp.clip(jnp.cumsum(mask, axis=-1) - 1, 0, None)
                     model = nnx.merge(graphdef, state)
                     logits, _ = model(toks, positions=positions, cache=None, attention_mask=None)
+                    state = nnx.split(model)[1]
                     pos = prompt_len + i - 1
                     step_logits = jax.lax.dynamic_index_in_dim(logits, pos, axis=1, keepdims=False)
                     step_logits = step_logits.astype(jnp.float32)
@@ -153,9 +155,9 @@ def _build_rollout_class() -> type:
                         nxt = jnp.argmax(step_logits, axis=-1)
                     nxt = nxt.astype(toks.dtype)
                     toks = jax.lax.dynamic_update_index_in_dim(toks, nxt, prompt_len + i, axis=1)
-                    return toks, key_
+                    return toks, key_, state
 
-                out, _ = jax.lax.fori_loop(0, gen_len, body, (tokens, rng))
+                out, _, _ = jax.lax.fori_loop(0, gen_len, body, (tokens, rng, state))
                 return out[:, prompt_len:total]
 
             fn = jax.jit(run)
