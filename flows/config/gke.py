@@ -244,7 +244,8 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
     def image_key_parts(self) -> list[object]:
         return []  # the image key is the base and the patches alone
 
-    def infra_key_parts(self) -> tuple[object, ...]:
+    def infra_key_parts(self, maxtext_name: str = "") -> tuple[object, ...]:
+        del maxtext_name  # the cluster, bucket and node pools are the same whatever trains
         # The dict hashed before gke.nodepool_count was folded into gke.num_slices: the same
         # key for every profile whose two counts agreed, so existing deployments keep records.
         # The Pathways digests and gke.zones (added later) only when set: a profile without

@@ -35,6 +35,7 @@ from flows.config.gke import GkeSection
 from flows.config.limits import limit, limits, matches
 from flows.config.notify import NotifySection
 from flows.config.recipe import RecipeSection, recipe_args_problem
+from flows.config.rehearsal_models import REHEARSAL_MODELS
 from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel, run_tunable
 from flows.config.tracking import TrackingSection
@@ -81,7 +82,7 @@ class LocalSection(StrictModel):
     """The Python version of the export check's venv."""
     # the rehearsal's generated model and data: training knobs a run may change
     tiny_model_seed: int = run_tunable(0, ge=0)
-    """The seed of the tiny Qwen3-MoE the infra stage generates."""
+    """The seed of the tiny model (model.maxtext_name's structure) the infra stage generates."""
     dataset_rows: int = run_tunable(64, ge=4)
     """Rows of the generated OpenMathInstruct-2-shaped dataset."""
     dataset_seed: int = run_tunable(0, ge=0)
@@ -124,8 +125,10 @@ class LocalSection(StrictModel):
         return [file_digest(HF_CHECK_LOCK),
                 *(file_digest(REHEARSAL_DIR / name) for name in REHEARSAL_SCRIPTS)]
 
-    def infra_key_parts(self) -> tuple[object, ...]:
-        return ("infra-local", self.tiny_model_seed, self.dataset_rows, self.dataset_seed,
+    def infra_key_parts(self, maxtext_name: str) -> tuple[object, ...]:
+        """The tiny model is the named model's structure (images/rehearsal/make_tiny_model.py)."""
+        return ("infra-local", maxtext_name, self.tiny_model_seed, self.dataset_rows,
+                self.dataset_seed,
                 file_digest(REHEARSAL_DIR / "make_tiny_model.py"),
                 file_digest(REHEARSAL_DIR / "make_dataset.py"))
 
@@ -359,6 +362,22 @@ class Profile(StrictModel):
                                     "backend only (the rehearsal's image is a local venv)",
                                     "remove image.builder from this profile",
                                     field="image.builder")
+        return self
+
+    @model_validator(mode="after")
+    @limits({"model.maxtext_name": "with backend: local, one the rehearsal builds a tiny "
+                                   f"model of ({', '.join(REHEARSAL_MODELS)})"})
+    def _rehearsal_builds_the_model(self) -> Self:
+        """The rehearsal converts a tiny checkpoint of the model's own structure, built only
+        for the families flows/config/rehearsal_models.py lists: another name would fail
+        minutes later inside MaxText's converter."""
+        name = self.model.maxtext_name
+        if self.backend == "local" and name not in REHEARSAL_MODELS:
+            raise FixableValueError(
+                f"the rehearsal cannot build a tiny model of {name!r}",
+                f"set model.maxtext_name to one of {', '.join(REHEARSAL_MODELS)} (each has a "
+                "profile: rehearsal, rehearsal-qwen3, rehearsal-llama, rehearsal-gemma), or "
+                "train this model on GKE (backend: gke)", field="model.maxtext_name")
         return self
 
     @property

@@ -14,6 +14,7 @@ from pathlib import Path
 from flows.common.paths import PATCHES_FILE, repo_relative
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
+from flows.config.rehearsal_models import rehearsal_model
 from flows.core.lineage import RECORD_NAME, config_key
 from flows.core.patching import declarations_digest, enabled, load_declarations
 from flows.core.recipe_files import recipe_key_parts
@@ -43,7 +44,7 @@ def patched_image_ref(profile: Profile) -> str:
 
 
 def infra_key(profile: Profile) -> str:
-    return config_key(*profile.section.infra_key_parts())
+    return config_key(*profile.section.infra_key_parts(profile.model.maxtext_name))
 
 
 def model_source_key(profile: Profile) -> str:
@@ -111,7 +112,7 @@ class Layout:
 
     @property
     def tiny_model_dir(self) -> str:
-        return join(self.sources_dir, "tiny-qwen3-moe")
+        return join(self.sources_dir, rehearsal_model(self.profile.model.maxtext_name).directory)
 
     @property
     def dataset_file(self) -> str:

@@ -11,8 +11,9 @@ the model, and this machine carries a CPU build of torch 2.13.0 for Python 3.11 
 torch, so this check runs in ``.venvs/hf-check`` (see ``hf-check-requirements.txt``).
 
 What it does:
-1. ``AutoModelForCausalLM.from_pretrained(--export)`` and asserts the class is
-   ``Qwen3MoeForCausalLM``;
+1. ``AutoModelForCausalLM.from_pretrained(--export)`` and asserts the class is the
+   model family's (``--expect-class``, the backend passes the one of ``model.maxtext_name``:
+   ``Qwen3MoeForCausalLM`` by default);
 2. greedily generates a few tokens from a short prompt with the export's tokenizer;
 3. compares every tensor of the export's safetensors files with the original's
    (same names and shapes required; values compared in float32) and counts those
@@ -36,7 +37,7 @@ import json
 import sys
 from pathlib import Path
 
-EXPECTED_CLASS = "Qwen3MoeForCausalLM"
+DEFAULT_CLASS = "Qwen3MoeForCausalLM"
 
 
 def fail(msg: str) -> None:
@@ -83,15 +84,15 @@ def compare(export: Path, original: Path, tol: float) -> tuple[int, int, float]:
     return len(old), changed, max_diff
 
 
-def generate(export: Path, new_tokens: int) -> tuple[str, int]:
+def generate(export: Path, new_tokens: int, expected: str) -> tuple[str, int]:
     """Load with transformers, assert the class, and greedily generate ``new_tokens``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(str(export), dtype=torch.float32)
     arch = type(model).__name__
-    if arch != EXPECTED_CLASS:
-        fail(f"export loads as {arch}, expected {EXPECTED_CLASS}")
+    if arch != expected:
+        fail(f"export loads as {arch}, expected {expected}")
     tok = AutoTokenizer.from_pretrained(str(export))
     inputs = tok("What is 2 + 3?", return_tensors="pt")
     with torch.no_grad():
@@ -102,8 +103,9 @@ def generate(export: Path, new_tokens: int) -> tuple[str, int]:
     return arch, generated
 
 
-def import_and_freeze() -> None:
-    """Import torch and transformers' Qwen3-MoE path up front, then ``gc.freeze()`` them.
+def import_and_freeze(expected: str) -> None:
+    """Import torch and transformers' path for the expected class up front, then
+    ``gc.freeze()`` them.
 
     Why: loading the export makes ~900k short-lived Python objects (transformers deep-copies
     a weight converter for each of the 18,432 expert tensors), so the collector runs full
@@ -114,9 +116,10 @@ def import_and_freeze() -> None:
     import safetensors.torch  # noqa: F401
     import torch  # noqa: F401
     import transformers
-    from transformers.models.qwen3_moe import modeling_qwen3_moe  # noqa: F401
 
-    _ = transformers.AutoModelForCausalLM, transformers.AutoTokenizer  # their lazy imports
+    # their lazy imports; an unknown class name is reported by the load itself
+    _ = transformers.AutoModelForCausalLM, transformers.AutoTokenizer
+    getattr(transformers, expected, None)
     gc.enable()
     gc.freeze()
 
@@ -126,6 +129,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", type=Path, required=True, help="directory written by to_huggingface")
     parser.add_argument("--original", type=Path, required=True, help="the HF checkpoint that was converted")
+    parser.add_argument("--expect-class", default=DEFAULT_CLASS,
+                        help=f"the transformers class the export must load as (default {DEFAULT_CLASS})")
     parser.add_argument("--new-tokens", type=int, default=4, help="tokens to generate (default 4)")
     parser.add_argument(
         "--tolerance",
@@ -139,8 +144,8 @@ def main() -> None:
         if not d.is_dir():
             fail(f"not a directory: {d}")
     try:
-        import_and_freeze()
-        arch, generated = generate(args.export, args.new_tokens)
+        import_and_freeze(args.expect_class)
+        arch, generated = generate(args.export, args.new_tokens, args.expect_class)
         total, changed, max_diff = compare(args.export, args.original, args.tolerance)
     except SystemExit:
         raise

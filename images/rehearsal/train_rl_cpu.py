@@ -134,12 +134,14 @@ def _build_rollout_class() -> type:
             total = prompt_len + gen_len
 
             def run(state: Any, tokens: Any, rng: Any) -> Any:
+                # the state travels through the loop (see _decode_fn: Gemma 3 writes it back)
                 def body(i: Any, carry: Any) -> Any:
-                    toks, key_ = carry
+                    toks, key_, state = carry
                     mask = (toks != pad).astype(jnp.int32)
                     positions = jnp.clip(jnp.cumsum(mask, axis=-1) - 1, 0, None)
                     model = nnx.merge(graphdef, state)
                     logits, _ = model(toks, positions=positions, cache=None, attention_mask=None)
+                    state = nnx.split(model)[1]
                     pos = prompt_len + i - 1
                     step_logits = jax.lax.dynamic_index_in_dim(logits, pos, axis=1, keepdims=False)
                     step_logits = step_logits.astype(jnp.float32)
@@ -153,9 +155,9 @@ def _build_rollout_class() -> type:
                         nxt = jnp.argmax(step_logits, axis=-1)
                     nxt = nxt.astype(toks.dtype)
                     toks = jax.lax.dynamic_update_index_in_dim(toks, nxt, prompt_len + i, axis=1)
-                    return toks, key_
+                    return toks, key_, state
 
-                out, _ = jax.lax.fori_loop(0, gen_len, body, (tokens, rng))
+                out, _, _ = jax.lax.fori_loop(0, gen_len, body, (tokens, rng, state))
                 return out[:, prompt_len:total]
 
             fn = jax.jit(run)
@@ -216,15 +218,20 @@ def _build_rollout_class() -> type:
                 out = jnp.zeros((prompt.shape[0], gen_len), jnp.int32).at[:, 0].set(tok)
                 true_len = seg.sum(axis=-1)
 
+                # The whole state travels through the loop, not the caches alone: Gemma 3's
+                # scanned blocks write their parameters and RNG counts back after each call,
+                # which cannot go into a Variable of the outer trace.
                 def body(i: Any, carry: Any) -> Any:
-                    cache, tok, out = carry
-                    step = nnx.merge(graphdef, params, cache, rest)
+                    state, tok, out = carry
+                    step = nnx.merge(graphdef, *state)
                     logits = step(tok[:, None], (true_len + i - 1)[:, None],
                                   model_mode=MODEL_MODE_AUTOREGRESSIVE)
                     tok = pick(logits[:, -1], keys[i])
-                    return nnx.state(step, nnx.Cache), tok, out.at[:, i].set(tok)
+                    state = nnx.split(step, nnx.Param, nnx.Cache, ...)[1:]
+                    return state, tok, out.at[:, i].set(tok)
 
-                _, _, out = jax.lax.fori_loop(1, gen_len, body, (nnx.state(model, nnx.Cache), tok, out))
+                state = nnx.split(model, nnx.Param, nnx.Cache, ...)[1:]
+                _, _, out = jax.lax.fori_loop(1, gen_len, body, (state, tok, out))
                 return out
 
             self._decoder = ((top_k, temperature), jax.jit(run))

@@ -86,7 +86,7 @@ def smoke_profile(**overrides: str) -> Profile:
 
 def required_overrides(name: str) -> dict[str, str]:
     """What a shipped profile leaves for the user to fill in (its empty fields), per profile
-    name or file path: a local one (the rehearsal) none; a GKE profile the tutorial's,
+    name or file path: a local one (the rehearsals) none; a GKE profile the tutorial's,
     without the reservation unless its capacity consumes one (the smoke, Llama and Gemma
     profiles run on demand)."""
     path = Path(name) if name.endswith((".yaml", ".yml")) else PROFILES_DIR / f"{name}.yaml"

@@ -1,5 +1,6 @@
 """The rehearsal's infrastructure: an output directory, plus stand-ins for what the hub would
-serve (a tiny Qwen3-MoE checkpoint and an OpenMathInstruct-2-shaped dataset), built
+serve (a tiny checkpoint of ``model.maxtext_name``'s structure, flows/config/rehearsal_models.py,
+and an OpenMathInstruct-2-shaped dataset), built
 deterministically by scripts that run in the rehearsal venv. Nothing contacts a hub.
 """
 
@@ -9,6 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from flows.backends.local.runtime import REHEARSAL_IMAGE, rehearsal_script
+from flows.config.rehearsal_models import rehearsal_model
 from flows.core.backend import StageWork, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.lineage import LineageRecord
@@ -38,7 +40,7 @@ class LocalInfra:
             Workload(name="make-tiny-model", image=REHEARSAL_IMAGE, placement=Placement("cpu"),
                      argv=("python3", rehearsal_script("make_tiny_model.py"), "--out",
                            program_path(layout.tiny_model_dir), "--seed",
-                           str(local.tiny_model_seed))),
+                           str(local.tiny_model_seed), "--model", self.profile.model.maxtext_name)),
             Workload(name="make-dataset", image=REHEARSAL_IMAGE, placement=Placement("cpu"),
                      argv=("python3", rehearsal_script("make_dataset.py"), "--out",
                            program_path(layout.dataset_file), "--rows", str(local.dataset_rows),
@@ -77,10 +79,11 @@ class LocalInfra:
                              "read the make-tiny-model / make-dataset logs beside them")
         config_text = ctx.storage.read_text(join(layout.tiny_model_dir, "config.json")) or "{}"
         config = json.loads(config_text)
-        if config.get("model_type") != "qwen3_moe":
-            raise user_error("infra", "the tiny model is not a Qwen3-MoE", config_text[:500],
-                             "check images/rehearsal/make_tiny_model.py")
+        expected = rehearsal_model(self.profile.model.maxtext_name).model_type
+        if config.get("model_type") != expected:
+            raise user_error("infra", f"the tiny model's model_type is not {expected!r}",
+                             config_text[:500], "check images/rehearsal/make_tiny_model.py")
         return ({"root": layout.root, "hf_model": layout.tiny_model_dir,
                  "synthetic_dataset": layout.dataset_file},
-                {"num_hidden_layers": config.get("num_hidden_layers"),
+                {"model_type": expected, "num_hidden_layers": config.get("num_hidden_layers"),
                  "num_experts": config.get("num_experts")})

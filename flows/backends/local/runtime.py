@@ -1,5 +1,6 @@
 """How the MaxText programs run in the rehearsal: the pinned venv plays the image, a tiny
-Qwen3-MoE built by the infra step plays the hub model, and a launcher stands in for vLLM.
+model of ``model.maxtext_name``'s structure built by the infra step plays the hub model, and a
+launcher stands in for vLLM.
 
 The launcher (images/rehearsal/train_rl_cpu.py) replaces only the rollout engine with a CPU
 sampler over the actor; everything else is MaxText's and Tunix's real train_rl.
@@ -14,6 +15,7 @@ from typing import Any
 from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
 from flows.config.data_rules import announced_data_args
 from flows.config.profile import Profile
+from flows.config.rehearsal_models import rehearsal_model
 from flows.core.backend import Env, ModelSource, ProgramSetup
 from flows.core.failures import user_error
 from flows.core.layout import Layout
@@ -97,7 +99,8 @@ class LocalRuntime:
         if program == "export":
             argv = ("python3", rehearsal_script("check_hf_export.py"),
                     "--export", program_path(self.layout.export_dir),
-                    "--original", program_path(self.layout.tiny_model_dir))
+                    "--original", program_path(self.layout.tiny_model_dir),
+                    "--expect-class", self.expected_class())
             check = Workload(name=HF_CHECK_NAME, image=HF_CHECK_IMAGE, argv=argv,
                              placement=Placement(kind="cpu"),
                              env=(*LOCAL_ENV, *bytecode_env(venvs)))
@@ -110,6 +113,10 @@ class LocalRuntime:
                 args=(f"jax_cache_dir={cache}",), env=env, checks=(check,))
         return ProgramSetup(env=env)
 
+    def expected_class(self) -> str:
+        """The transformers class the export of this profile's model must load as."""
+        return rehearsal_model(self.profile.model.maxtext_name).hf_class
+
     def accept(self, program: str, storage: Storage) -> dict[str, Any]:
         """The export's load check printed one JSON report: right class, and weights that
         moved."""
@@ -121,7 +128,7 @@ class LocalRuntime:
             raise user_error("export", "the load check printed no report", log[-2000:],
                            "run images/rehearsal/check_hf_export.py by hand")
         report = json.loads(reports[-1])
-        if report.get("architecture") != "Qwen3MoeForCausalLM":
+        if report.get("architecture") != self.expected_class():
             raise user_error("export", "transformers loaded the export as the wrong class",
                            json.dumps(report), "check the export's config.json")
         if not report.get("tensors_changed"):

@@ -3,7 +3,8 @@ same greedy tokens as recomputing the whole sequence for every token, on the sam
 
 Runs images/rehearsal/decode_check.py in the real rehearsal venv with the rehearsal profile's
 own model and train arguments (so a profile change that breaks the cache is caught), on two
-decoder layers of random float32 weights instead of 48 to keep it short.
+decoder layers of random float32 weights instead of 48 to keep it short; and the same for
+Gemma 3's profile, whose scanned blocks write their state back inside the decode loops.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+
+import pytest
 
 from flows.common.paths import REHEARSAL_DIR
 from flows.config import load_profile
@@ -22,15 +25,18 @@ DECODE_KEYS = ("scan_layers", "hardware", "skip_jax_distributed_system", "use_pa
                "batch_size", "rl.num_generations")
 
 
-def test_cached_decode_gives_the_uncached_tokens(rehearsal_image) -> None:
-    profile = load_profile("rehearsal", environ={})
+# Gemma 3 with seven layers: one scanned block of six (whose call writes the parameters and
+# RNG counts back, which the stand-in's loops must carry) and one of the remainder.
+@pytest.mark.parametrize(("name", "layers"), [("rehearsal", 2), ("rehearsal-gemma", 7)])
+def test_cached_decode_gives_the_uncached_tokens(rehearsal_image, name: str, layers: int) -> None:
+    profile = load_profile(name, environ={})
     train = {k: v for k, v in profile.train.args.items() if k in DECODE_KEYS}
     argv = [str(rehearsal_image.venv_dir() / "bin" / "python"),
             # no timed repeat: the tokens of the first calls are compared (the timings,
             # which a repeat steadies, are benchmarks/rollout.py's)
             str(REHEARSAL_DIR / "decode_check.py"), "--repeats", "0",
             f"model_name={profile.model.maxtext_name}", *render_args(profile.model.args),
-            *render_args(train), "base_num_decoder_layers=2",
+            *render_args(train), f"base_num_decoder_layers={layers}",
             # float32: in bfloat16 the two summation orders may flip a near-tie late in a
             # long decode (measured at 48 layers: 13 of 16 tokens equal; 16 in float32)
             "dtype=float32", "weight_dtype=float32"]
