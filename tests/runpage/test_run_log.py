@@ -171,5 +171,9 @@ def test_a_teardown_of_the_rehearsal_is_refused_naming_the_gke_profiles(prefect_
     state = teardown_flow(profile="rehearsal", return_state=True)
     assert state.is_failed()
     assert "profile: uses backend local: it has no cluster to tear down" in state.message
-    assert "choose a GKE profile (qwen3-30b-a3b-v6e-32, smoke-qwen3-0.6b-v6e-8" in state.message
+    from flows.config.choices import gke_profile_names
+
+    shipped = ", ".join(gke_profile_names())
+    assert "qwen3-30b-a3b-v6e-32" in shipped and "rehearsal" not in shipped
+    assert f"choose a GKE profile ({shipped}, or a YAML file" in state.message
     assert "AssertionError" not in state.message
