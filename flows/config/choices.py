@@ -12,8 +12,8 @@ from typing import Annotated
 from pydantic import Field
 
 from flows.common.paths import PROFILES_DIR
-from flows.common.yaml_text import load_yaml
 from flows.config.loading import profile_names
+from flows.config.profile_file import read_profile_file
 
 
 def gke_profile_names() -> list[str]:
@@ -21,8 +21,7 @@ def gke_profile_names() -> list[str]:
     rehearsal has no cluster). Read from each file's ``backend`` field, unvalidated: the
     choice list must not depend on the required gke fields being set."""
     def backend(name: str) -> object:
-        data = load_yaml((PROFILES_DIR / f"{name}.yaml").read_text())
-        return data.get("backend") if isinstance(data, dict) else None
+        return read_profile_file(PROFILES_DIR / f"{name}.yaml").get("backend")
 
     return [name for name in profile_names() if backend(name) == "gke"]
 

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from flows.common.issues import Issue
@@ -28,6 +27,7 @@ from flows.config.env_overrides import env_name, env_overrides, model_in
 from flows.config.errors import FixableValueError, ProfileError
 from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
+from flows.config.profile_file import read_profile_file
 from flows.config.recipe import anchor_recipe_paths
 from flows.config.run_overrides import (
     RUN_SETTER,
@@ -137,17 +137,7 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         path = require_profile_name(name_or_path)
     else:
         path = resolve_profile_path(name_or_path)
-    try:
-        raw = load_yaml(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ProfileError(str(path), [Issue("profile", f"is not valid YAML: {exc}",
-                                                   "fix the YAML syntax at the position shown",
-                                                   "config/yaml")]) from None
-    if not isinstance(raw, dict):
-        raise ProfileError(str(path), [Issue("profile", "is not a mapping of fields",
-                                                   "start the file with `name: ...`",
-                                                   "config/yaml")])
-    data = _drop_nulls(raw)
+    data = _drop_nulls(read_profile_file(path))
     trusted = trusted_values(data, deployed)  # the file's and the deployment's own values
     from_env, misspelt = env_overrides(os.environ if environ is None else environ)
     if misspelt:

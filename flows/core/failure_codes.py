@@ -71,6 +71,11 @@ CATALOGUE: tuple[Symptom, ...] = (
             "file at PATH`.",
             "Use a shipped name (`tpurl profiles` lists them) or the path of an existing YAML "
             "file."),
+    Symptom("config/extends", When.START,
+            f"{_PROFILE} `extends: makes a loop: a.yaml → b.yaml → a.yaml`, `extends: must be a "
+            "profile's name or a YAML file's path`, or a chain of more than five profiles.",
+            "Name a shipped profile (`extends: rehearsal`) or a YAML file beside this one, and "
+            "let the last base of the chain name none."),
     Symptom("config/profile-not-a-name", When.START,
             "A run created through the Prefect API (a deployment's run, a schedule) fails at "
             "its start with `run parameter 'profile' is invalid`: it takes a profile by name "

@@ -26,10 +26,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from flows.common.yaml_text import load_yaml
 from flows.config.errors import FixableValueError
 from flows.config.loading import resolve_profile_path
 from flows.config.notify import BLOCK_FIX, NOTIFY_EVENTS, NotifySection
+from flows.config.profile_file import read_profile_file
 from flows.notifications.messages import TAG, automation_name, automation_spec
 
 
@@ -39,7 +39,7 @@ class NotifyRefused(ValueError):
 
 def section_of(profile: str, notify: Mapping[str, Any] | None) -> tuple[str, NotifySection | None]:
     """The profile's name and the section that applies (the deployment's wins)."""
-    data = load_yaml(resolve_profile_path(profile).read_text()) or {}
+    data = read_profile_file(resolve_profile_path(profile))
     name = str(data.get("name") or profile)
     raw = notify if notify else data.get("notify")
     where = "the step's notify" if notify else f"profile {name}'s notify"

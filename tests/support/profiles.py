@@ -9,9 +9,9 @@ from typing import Any
 
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.common.paths import PROFILES_DIR
-from flows.common.yaml_text import load_yaml
 from flows.config import Profile, load_profile
 from flows.config.gke import GkeSection
+from flows.config.profile_file import read_profile_file
 
 TUTORIAL = "qwen3-30b-a3b-v6e-32"
 TUTORIAL_REQUIRED = {
@@ -90,7 +90,7 @@ def required_overrides(name: str) -> dict[str, str]:
     without the reservation unless its capacity consumes one (the smoke, Llama and Gemma
     profiles run on demand)."""
     path = Path(name) if name.endswith((".yaml", ".yml")) else PROFILES_DIR / f"{name}.yaml"
-    text = load_yaml(path.read_text())
+    text = read_profile_file(path)
     if text.get("backend") == "local":
         return {}
     gke = text.get("gke") or {}
