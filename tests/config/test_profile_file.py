@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,11 +22,17 @@ mappings = st.dictionaries(keys, trees, max_size=3)
 
 
 @given(mappings, mappings, mappings)
-def test_merging_is_pure_associative_and_the_file_wins(a, b, c):
-    """Associative: a chain of bases gives the same profile however it is grouped, so a base
-    that itself extends another means what reading the three files in order means."""
+def test_a_chain_reads_as_each_file_over_the_ones_before_it(a, b, c):
+    """Three files, c extending b extending a, read as a, then b over it, then c over that.
+    (Not however grouped: merging is not associative when a middle file replaces a mapping
+    with a value and a later one writes a mapping there again.)"""
     before = repr((a, b, c))
-    assert merged(merged(a, b), c) == merged(a, merged(b, c))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "a.yaml").write_text(yaml.safe_dump(a))
+        (root / "b.yaml").write_text(yaml.safe_dump({"extends": "a.yaml", **b}))
+        (root / "c.yaml").write_text(yaml.safe_dump({"extends": "b.yaml", **c}))
+        assert read_profile_file(root / "c.yaml") == merged(merged(a, b), c)
     assert merged(a, {}) == a and merged({}, b) == b
     assert repr((a, b, c)) == before  # neither argument changed
     out = merged(a, b)
