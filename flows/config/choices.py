@@ -12,8 +12,7 @@ from typing import Annotated
 from pydantic import Field
 
 from flows.common.paths import PROFILES_DIR
-from flows.config.loading import profile_names
-from flows.config.profile_file import read_profile_file
+from flows.config.profile_file import profile_names, read_profile_file
 
 
 def gke_profile_names() -> list[str]:

@@ -27,7 +27,7 @@ from flows.config.env_overrides import env_name, env_overrides, model_in
 from flows.config.errors import FixableValueError, ProfileError
 from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
-from flows.config.profile_file import read_profile_file
+from flows.config.profile_file import profile_names, read_profile_file
 from flows.config.recipe import anchor_recipe_paths
 from flows.config.run_overrides import (
     RUN_SETTER,
@@ -45,10 +45,6 @@ from flows.config.unvouched_values import trusted_values, unvouched_issues
 # missing field name what applies there; in a run, an issue with a field a run parameter
 # set names that parameter, and the message says the run's parameters, not the file, are bad.
 Origin = Literal["cli", "flow", "deployment"]
-
-
-def profile_names() -> list[str]:
-    return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
 
 
 # A shipped profile's name (deployments/profiles/NAME.yaml): letters, digits and '.', '-', '_'

@@ -32,6 +32,11 @@ EXTENDS = "extends"
 MAX_BASES = 4
 
 
+def profile_names() -> list[str]:
+    """The shipped profiles' names: the files of deployments/profiles."""
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+
+
 def read_profile_file(path: Path) -> dict[str, Any]:
     """The profile's fields as its file and its bases give them (not yet validated), or
     ProfileError naming the file, the field and the fix."""
@@ -94,9 +99,8 @@ def _read(path: Path, below: tuple[Path, ...]) -> dict[str, Any]:
             "extend the base of your base directly, or copy the fields you need",
             "config/extends")])
     if not base.is_file():
-        shipped = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
         raise ProfileError(str(path), [Issue(
             EXTENDS, f"names {reference!r}, and there is no file at {base}",
-            f"use one of the shipped profiles ({', '.join(shipped)}) or the path of a YAML "
+            f"use one of the shipped profiles ({', '.join(profile_names())}) or the path of a YAML "
             "file beside this one", "config/not-found")])
     return merged(anchor_recipe_paths(_read(base, chain), base.parent), raw)

@@ -24,7 +24,8 @@ from flows.common.issues import Issue
 from flows.common.paths import REPO_ROOT
 from flows.common.yaml_text import load_yaml
 from flows.config.errors import ProfileError
-from flows.config.loading import profile_name_problem, profile_names
+from flows.config.loading import profile_name_problem
+from flows.config.profile_file import profile_names
 
 TEAMS_FILE = REPO_ROOT / "deployments" / "teams.yaml"
 TEAMS_ENV = "TPURL_TEAMS_FILE"
