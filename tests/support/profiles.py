@@ -4,13 +4,12 @@ One place for them so every test directory loads the same tutorial profile."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from flows.backends.gke.infra.settings import InfraSettings
-from flows.common.paths import PROFILES_DIR
 from flows.config import Profile, load_profile
 from flows.config.gke import GkeSection
+from flows.config.loading import resolve_profile_path
 from flows.config.profile_file import read_profile_file
 
 TUTORIAL = "qwen3-30b-a3b-v6e-32"
@@ -89,8 +88,7 @@ def required_overrides(name: str) -> dict[str, str]:
     name or file path: a local one (the rehearsals) none; a GKE profile the tutorial's,
     without the reservation unless its capacity consumes one (the smoke, Llama and Gemma
     profiles run on demand)."""
-    path = Path(name) if name.endswith((".yaml", ".yml")) else PROFILES_DIR / f"{name}.yaml"
-    text = read_profile_file(path)
+    text = read_profile_file(resolve_profile_path(name))
     if text.get("backend") == "local":
         return {}
     gke = text.get("gke") or {}
