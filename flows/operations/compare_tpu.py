@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flows.config.capacity import CAPACITY_MODES, CapacityMode, ModePrice, default_prices
-from flows.config.fit import SliceShape, estimate, estimated
+from flows.config.fit import RunShape, SliceShape, estimate, estimated
 from flows.config.fit_rules import rollout_sizes, run_shape
 from flows.config.gke_section import gke_section
-from flows.config.maxtext_models import architecture, convertible_models
+from flows.config.maxtext_models import Architecture, architecture, convertible_models
 from flows.config.profile import Profile
-from flows.config.rollout import Derived, RolloutCheck, derive, sampler
+from flows.config.rollout import RolloutCheck, derive, sampler
 from flows.config.rollout import check as check_rollout
 from flows.config.tpu import (
     TPU_GENERATIONS,
@@ -97,23 +97,25 @@ def candidates(profile: Profile) -> list[Candidate] | str:
             slice_ = SliceShape(generation, per_slice, gke.num_slices)
             out.append(Candidate(generation, machine_type, topology, chips, est.verdict,
                                  _rollout(check_rollout(arch, shape, slice_, sizes),
-                                          derive(arch, shape, sampler(shape, slice_))),
+                                          arch, shape, slice_),
                                  hours * own / (facts.peak_bf16_tflops * chips),
                                  _prices(profile, generation)))
             shown += 1
     return out
 
 
-def _rollout(found: RolloutCheck | None, fresh: Derived | None) -> str:
+def _rollout(found: RolloutCheck | None, arch: Architecture, shape: RunShape,
+             slice_: SliceShape) -> str:
     """The profile's rollout settings when they hold the model on the slice, else the ones
     flows/config/rollout.py derives for it: from the profile's expert parallelism where its
-    sizes resolve on this slice's sampler devices, else (``fresh``) from none of them, since
+    sizes resolve on this slice's sampler devices, else from none of them, since
     a split written for another slice's device count says nothing about this one's."""
     if found is not None and found.holds:
         p = found.given.parallelism
         expert = f" × expert {p.expert}" if p.expert > 1 else ""
         return f"rollout as set (tensor {p.tensor} × data {p.data}{expert})"
-    derived = found.derived if found is not None else fresh
+    derived = (found.derived if found is not None
+               else derive(arch, shape, sampler(shape, slice_)))
     if derived is None:
         return "rollout: no tensor × data × expert split holds the weights and one sequence"
     p = derived.parallelism
