@@ -61,10 +61,6 @@ class Family:
     """What one MaxText model needs of its tiny checkpoint: the real structure, shrunk widths."""
 
     maxtext_name: str
-    hf_class: str  # what transformers must load the export as
-    num_layers: int  # MaxText's built-in table's, never fewer
-    vocab: int
-    num_experts: int  # 0 for a dense MLP
     qk_norm: bool  # Qwen3 normalises queries and keys per head
     tied_embeddings: bool  # no lm_head.weight: the logits reuse the embedding
     config: dict[str, object]
@@ -73,6 +69,33 @@ class Family:
     prefix: str = "model."  # where the text model's tensors live
     sandwich_norms: bool = False  # Gemma 3 also normalises before and after the MLP
     norm_init: float = 1.0  # Gemma 3 stores RMSNorm scales as (scale - 1), so zeros
+
+    # The structure is read from the config the checkpoint ships, so the tensors written
+    # and the config.json that describes them cannot disagree.
+    @property
+    def _text(self) -> dict[str, object]:
+        """The text model's config: Gemma 3's sits under text_config, the others' is the top."""
+        inner = self.config.get("text_config")
+        return inner if isinstance(inner, dict) else self.config
+
+    @property
+    def hf_class(self) -> str:
+        """What transformers must load the export as."""
+        return str(self.config["architectures"][0])  # type: ignore[index]
+
+    @property
+    def num_layers(self) -> int:
+        """MaxText's built-in table's, never fewer."""
+        return int(self._text["num_hidden_layers"])  # type: ignore[call-overload]
+
+    @property
+    def vocab(self) -> int:
+        return int(self._text["vocab_size"])  # type: ignore[call-overload]
+
+    @property
+    def num_experts(self) -> int:
+        """0 for a dense MLP."""
+        return int(self._text.get("num_experts", 0))  # type: ignore[call-overload]
 
 
 # The keys of Qwen/Qwen3-30B-A3B's config.json, with the widths shrunk.
@@ -288,15 +311,15 @@ GEMMA3_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}")
 
 FAMILIES: dict[str, Family] = {
-    "qwen3-30b-a3b": Family("qwen3-30b-a3b", "Qwen3MoeForCausalLM", 48, 151936, 128, True,
-                            False, QWEN3_MOE_CONFIG, QWEN3_GENERATION_CONFIG, "qwen3"),
-    "qwen3-0.6b": Family("qwen3-0.6b", "Qwen3ForCausalLM", 28, 151936, 0, True, True,
-                         QWEN3_DENSE_CONFIG, QWEN3_GENERATION_CONFIG, "qwen3"),
-    "llama3.1-8b": Family("llama3.1-8b", "LlamaForCausalLM", 32, 128256, 0, False, False,
-                          LLAMA31_CONFIG, LLAMA31_GENERATION_CONFIG, "llama3"),
-    "gemma3-4b": Family("gemma3-4b", "Gemma3ForConditionalGeneration", 34, 262144, 0, True,
-                        True, GEMMA3_CONFIG, GEMMA3_GENERATION_CONFIG, "gemma3",
-                        prefix="model.language_model.", sandwich_norms=True, norm_init=0.0),
+    "qwen3-30b-a3b": Family("qwen3-30b-a3b", True, False, QWEN3_MOE_CONFIG,
+                            QWEN3_GENERATION_CONFIG, "qwen3"),
+    "qwen3-0.6b": Family("qwen3-0.6b", True, True, QWEN3_DENSE_CONFIG, QWEN3_GENERATION_CONFIG,
+                         "qwen3"),
+    "llama3.1-8b": Family("llama3.1-8b", False, False, LLAMA31_CONFIG, LLAMA31_GENERATION_CONFIG,
+                          "llama3"),
+    "gemma3-4b": Family("gemma3-4b", True, True, GEMMA3_CONFIG, GEMMA3_GENERATION_CONFIG,
+                        "gemma3", prefix="model.language_model.", sandwich_norms=True,
+                        norm_init=0.0),
 }
 
 
