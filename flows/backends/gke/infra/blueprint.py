@@ -167,8 +167,7 @@ def apply_setting_edit(doc: Any, edit: BlueprintEdit, facts: dict[str, Any]) -> 
     if not isinstance(node, dict):
         raise user_error("infra", f"module {edit.module!r} has no setting {edit.setting!r} (edit "
                          f"{edit.id})", "the Cluster Toolkit example changed",
-                         "update deployments/blueprints/tpu-cluster.edits.yaml for "
-                         "this version, or pin gke.cluster_toolkit_version to v1.103.0")
+                         _FIX)
     if edit.remove:
         if leaf not in node:
             raise user_error("infra", f"edit {edit.id} removes {edit.module}.{edit.setting}, which the "
@@ -188,9 +187,7 @@ def apply_var_edit(doc: Any, edit: BlueprintEdit) -> bool:
     if not isinstance(variables, dict) or edit.var not in variables:
         raise user_error("infra", f"the blueprint has no var {edit.var!r} (edit {edit.id})",
                          f"vars present: {', '.join(map(str, variables or {})) or '(none)'}",
-                         "the Cluster Toolkit example changed: update "
-                         "deployments/blueprints/tpu-cluster.edits.yaml for this "
-                         "version, or pin gke.cluster_toolkit_version to v1.103.0")
+                         f"the Cluster Toolkit example changed: {_FIX}")
     if variables[edit.var] == edit.value:
         return False
     variables[edit.var] = edit.value
@@ -209,18 +206,15 @@ def find_module(doc: Any, module_id: str, edit_id: str = "") -> Any:
     if not isinstance(groups, list):
         raise user_error("infra", "the blueprint has no deployment_groups list",
                          "expected a Cluster Toolkit blueprint", "check the bundle's example file")
-    ids = []
-    for group in groups:
-        for module in (group or {}).get("modules") or []:
-            ids.append(str(module.get("id")))
-            if module.get("id") == module_id:
-                return module
+    found = _module_or_none(doc, module_id)
+    if found is not None:
+        return found
+    ids = [str(module.get("id")) for group in groups
+           for module in (group or {}).get("modules") or []]
     raise user_error("infra", f"module {module_id!r} not found in the blueprint"
                      + (f" (edit {edit_id})" if edit_id else ""),
                      f"module ids present: {', '.join(ids) or '(none)'}",
-                     "the Cluster Toolkit example changed: update "
-                     "deployments/blueprints/tpu-cluster.edits.yaml for this version, "
-                     "or pin gke.cluster_toolkit_version to v1.103.0")
+                     f"the Cluster Toolkit example changed: {_FIX}")
 
 
 def apply_add_module(doc: Any, edit: BlueprintEdit) -> bool:
