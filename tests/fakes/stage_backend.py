@@ -29,7 +29,8 @@ from flows.backends.local.backend import TAIL_LINES
 from flows.backends.local.runtime import LocalRuntime
 from flows.config import load_profile
 from flows.config.profile import Profile
-from flows.core.backend import ProgramSetup, StageWork, WorkloadRun
+from flows.core.backend import ProgramRuntime, ProgramSetup, StageWork, WorkloadRun
+from flows.core.budgets import local_stage_timeout_s
 from flows.core.failures import StageFailed, diagnose_exit
 from flows.core.layout import Layout
 from flows.core.lineage import LineageRecord
@@ -86,10 +87,11 @@ class FakeStageBackend:
     name = "fake"
     usd_per_chip_hour = 0.0
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, storage: Storage | None = None,
+                 runtime: ProgramRuntime | None = None) -> None:
         self.profile, self.layout = profile, Layout(profile)
-        self.storage = LocalStorage()
-        self.runtime = QuietRuntime(profile, self.layout)
+        self.storage = storage or LocalStorage()
+        self.runtime = runtime or QuietRuntime(profile, self.layout)
         self.image, self.infra = MarkerStep(self, "image"), MarkerStep(self, "infra")
         self.runs: Counter[str] = Counter()
         self.damage: set[str] = set()
@@ -150,6 +152,9 @@ class FakeStageBackend:
 
     def clear_leftovers(self, stage: str, directory: str) -> int:
         return self.storage.remove_tree(directory, keep=(LOGS_DIR,))
+
+    def stage_timeout_s(self, stage: str) -> float:
+        return local_stage_timeout_s(self.profile)
 
     def estimated_chip_hours(self, stage: str) -> float:
         return 0.0
