@@ -93,9 +93,18 @@ def check_text(profile: Profile, apis: GoogleApis | None = None,
     Reads only (GETs and testIamPermissions); it creates, grants and deploys nothing."""
     from flows.backends.gke.infra.preflight.checks import failures, render_checks
 
+    from flows.backends.gke.infra.preflight.results import result
+    from flows.core.failures import StageFailed
+
     s = settings_from_profile(profile)
     if apis is None:
-        apis, storage_client = clients.default_clients(s)
+        try:
+            apis, storage_client = clients.default_clients(s)
+        except StageFailed as failed:  # no credentials or no client: nothing can be read
+            d = failed.diagnosis
+            results = [result("credentials", "fail", f"{d.summary} ({d.detail[:160]})",
+                              d.fix)]
+            return render_checks(results), False
     results = preflight(s, apis, storage_client, planned_for(profile))
     return render_checks(results), not failures(results)
 

@@ -297,3 +297,24 @@ def test_cli_plan_check_reports_a_missing_daemon_as_a_failure(
     [line] = [x for x in out.splitlines() if x.startswith("FAIL start")]
     assert says in line and "image.builder" in line
     assert "Traceback" not in out
+
+
+def test_cli_plan_check_without_google_credentials_ends_in_its_fail_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """The real client factory, with Application Default Credentials pointing at nothing: the
+    check reads nothing and says so as a check, with the fix, not as google.auth's traceback."""
+    from flows.cli import main
+    from tests.support.profiles import INFRA_OVERRIDES as OVERRIDES
+
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-adc.json"))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("nocredentials"))
+    code = main(["plan", "qwen3-30b-a3b-v6e-32",
+                 *[f"--set={k}={v}" for k, v in OVERRIDES.items()], "--check"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "Traceback" not in out
+    [line] = [x for x in out.splitlines() if x.startswith("[FAIL   ] credentials:")]
+    assert "no Google credentials" in line
+    assert "fix: run `gcloud auth application-default login`" in out

@@ -20,7 +20,8 @@ CHECK_FIELDS = {"authorized_cidr": "gke.authorized_cidr", "apis": "gke.project",
                 "pathways-images": "gke.pathways_tag", "kueue-admission": "gke.kueue_queue",
                 "cpu-pool-capacity": "gke.conversion_memory",
                 "cloud-build-account": "image.builder", "zone-capacity": "gke.zones",
-                "tpu-generation": "gke.machine_type", "team-queues": "teams"}
+                "tpu-generation": "gke.machine_type", "team-queues": "teams",
+                "credentials": "gke.project"}
 
 
 @dataclass(frozen=True)
