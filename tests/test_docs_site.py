@@ -36,3 +36,17 @@ def test_every_link_of_the_readme_names_a_file_of_the_repository() -> None:
     assert len(targets) >= 10, "the README's links were not found: the search is broken"
     missing = [t for t in targets if "://" not in t and not (REPO_ROOT / t).is_file()]
     assert missing == []
+
+
+def test_the_readme_and_the_docs_index_reach_every_guide() -> None:
+    """A guide the site's navigation lists but neither front door names is found only by
+    someone already browsing the site: every tutorial, how-to and integration page is linked
+    from the README (as ``docs/…``) and from the docs' index (relative to docs/)."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    index = (REPO_ROOT / "docs" / "index.md").read_text()
+    guides = [p.relative_to(REPO_ROOT / "docs").as_posix()
+              for folder in ("tutorials", "how-to", "integrations")
+              for p in sorted((REPO_ROOT / "docs" / folder).glob("*.md"))]
+    assert len(guides) > 10
+    assert [g for g in guides if f"(docs/{g}" not in readme] == []
+    assert [g for g in guides if f"]({g}" not in index] == []
