@@ -50,3 +50,30 @@ def test_the_readme_and_the_docs_index_reach_every_guide() -> None:
     assert len(guides) > 10
     assert [g for g in guides if f"(docs/{g}" not in readme] == []
     assert [g for g in guides if f"]({g}" not in index] == []
+
+
+def test_the_deploy_guide_lists_every_deployment_prefect_yaml_ships() -> None:
+    """The guide's table is prose beside the generated reference: a deployment added to
+    prefect.yaml must get its row, and a removed one must lose it."""
+    import yaml
+
+    shipped = {d["name"] for d in
+               yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())["deployments"]}
+    guide = (REPO_ROOT / "docs" / "how-to" / "deploy-prefect-server.md").read_text()
+    rows = set(re.findall(r"^\| `([a-z0-9-]+)` \|", guide, flags=re.MULTILINE))
+    assert rows == shipped
+
+
+def test_every_count_of_the_capacity_modes_in_prose_is_the_codes() -> None:
+    """"The four modes" was written when there were four; the fifth (queued) came later. Any
+    number written before "modes" in the docs or the README is the length of the code's list."""
+    from flows.config.capacity import CAPACITY_MODES
+
+    words = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
+    counts = {(page.name, m.group(0)): words.get(m.group(1).lower(), 0) or int(m.group(1))
+              for page in pages
+              for m in re.finditer(r"\b(two|three|four|five|six|seven|eight|\d+) "
+                                   r"(?:capacity )?modes\b", page.read_text(), re.IGNORECASE)}
+    assert counts, "no count of the modes was found: the search is broken"
+    assert {k: v for k, v in counts.items() if v != len(CAPACITY_MODES)} == {}
