@@ -77,3 +77,13 @@ def test_every_count_of_the_capacity_modes_in_prose_is_the_codes() -> None:
                                    r"(?:capacity )?modes\b", page.read_text(), re.IGNORECASE)}
     assert counts, "no count of the modes was found: the search is broken"
     assert {k: v for k, v in counts.items() if v != len(CAPACITY_MODES)} == {}
+
+
+def test_the_readmes_rehearsal_time_agrees_with_its_sample() -> None:
+    """The README states the rehearsal's time as a range and shows a real run's output: the
+    sample's own time must lie in that range, and the sentence must name it."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    low, high = re.search(r"The rehearsal takes (\d+)½ to (\d+)\s+minutes", readme).groups()
+    done = float(re.search(r"rehearsal: done in ([\d.]+) s", readme).group(1))
+    assert (int(low) + 0.5) * 60 <= done <= int(high) * 60
+    assert f"took {round(done)} s" in " ".join(readme.split())
