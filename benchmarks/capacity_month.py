@@ -50,9 +50,11 @@ from flows.backends.gke.infra.capacity_wait import (
     ModeStockouts,
     Step,
 )
+from flows.backends.gke.infra.preflight.zones import pair_problem
 from flows.config import load_profile
 from flows.config.capacity import CAPACITY_MODES
 from flows.core.budgets import mode_budget_h
+from flows.operations.preemption_cost import preemption_cost
 
 # ASSUMED when --price does not give them: fractions of the on-demand list price (no cited
 # v6e price ships for these modes; read yours from https://cloud.google.com/tpu/pricing)
@@ -86,8 +88,10 @@ def main() -> int:
                if m not in given and m not in prices}
     prices.update({**assumed, **given})
     hours = profile.gke.estimated_hours
+    lost = preemption_cost(profile)  # the work a preemption repeats: the profile's period
     base = MonthAssumptions(days=args.days, chips=profile.gke.total_chips,
-                            train_h=hours["train"], cpu_h=hours["convert"] + hours["export"])
+                            train_h=hours["train"], cpu_h=hours["convert"] + hours["export"],
+                            checkpoint_every_h=lost.checkpoint_period * lost.step_min / 60)
     a = dataclasses.replace(base, provision_h=args.provision_h, flex_wait_h=args.flex_wait_h,
                             spot_preemptions_per_h=args.spot_rate)
     results = {mode: simulate(mode, a) for mode in CAPACITY_MODES}
@@ -126,14 +130,20 @@ def _stockout_policies(args: argparse.Namespace, profile, a: MonthAssumptions,
         fraction, hours = (float(x) for x in figures.split(","))
         model[mode] = ModeStockouts(fraction, hours)
     zones = tuple(args.zones.split(","))
+    accelerator = profile.gke.machine.accelerator_label
+
+    def serving(mode: str) -> tuple[str, ...]:
+        """The zones the product lets ``mode`` use (pre-flight refuses the others)."""
+        return tuple(z for z in zones if pair_problem(mode, z, accelerator, set(zones)) is None)
+
     budget = {m: mode_budget_h(profile, m) for m in CAPACITY_MODES}
     today_gives_up_h = 3 * budget["on-demand"]  # the stage's attempt and its two retries
     policies = {
         "one zone on-demand (today)": [Step("on-demand", zones[:1], budget["on-demand"])],
         "every zone on-demand": [Step("on-demand", zones, budget["on-demand"])],
-        f"fallback chain ({args.chain})": [Step(m, zones, budget[m])
-                                           for m in args.chain.split(",")],
-        "queued provisioning": [Step("queued", zones, budget["queued"])],
+        f"fallback chain ({args.chain})": [Step(m, serving(m), budget[m])
+                                           for m in args.chain.split(",") if serving(m)],
+        "queued provisioning": [Step("queued", serving("queued"), budget["queued"])],
     }
     print("\nStockouts (ASSUMED, flows/backends/gke/infra/capacity_wait.py; per zone, "
           "independent): " + "; ".join(f"{m} out {st.out_fraction:.0%} of the time in "
