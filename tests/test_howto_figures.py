@@ -57,3 +57,20 @@ def test_the_secrets_page_names_the_secrets_the_code_writes() -> None:
     for source in ("env:HF_TOKEN", "prefect-secret:hf-token", "env:WANDB_API_KEY"):
         assert f"`{secret_name(source)}`" in page, source
     assert f"`{K8S_SECRET}`" in page
+
+
+def test_the_shipped_team_budget_pays_for_the_month_page_s_runs() -> None:
+    """The tutorial team's budget is sized for its profile's month as the month page counts
+    it (the weekly schedule plus the retrains an announcement starts), at the plan's estimate
+    per run: a smaller budget would refuse a run the page says the month holds."""
+    from benchmarks.simulation.month import MonthAssumptions, simulate
+    from flows.config import load_profile
+    from flows.config.spend import estimated_run_usd
+    from flows.config.teams import TEAMS_FILE, load_teams
+    from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+
+    profile = load_profile(TUTORIAL, TUTORIAL_REQUIRED, environ={})
+    runs = simulate("on-demand", MonthAssumptions()).runs
+    team = load_teams(TEAMS_FILE).team_of(profile.name)  # the shipped file, not the tests'
+    assert team is not None
+    assert team.usd_per_month >= runs * estimated_run_usd(profile)
