@@ -85,3 +85,40 @@ def test_bad_arguments_are_refused_naming_them(lab: Path, capsys) -> None:
     assert "'nobody' is neither a team of the teams file (teams: lab)" in capsys.readouterr().err
     assert main(["costs", "--month", "11-2026"]) == 2
     assert "--month: '11-2026' is not a month; give it as YYYY-MM" in capsys.readouterr().err
+
+
+def test_a_ledger_not_read_makes_the_figures_bounds_never_zero(
+        lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A second member whose bucket cannot be read (no Google credentials: the real client
+    fails as it does on a laptop without `gcloud auth`): its spend is unknown, so the team's
+    figures are a bound, said so, and the reason is printed instead of a traceback."""
+    from tests.support.profiles import SMOKE_REQUIRED, fake_hf_token
+
+    teams = tmp_path / "teams.yaml"
+    teams.write_text("teams:\n  lab:\n    usd_per_month: 100\n"
+                     "    profiles: [rehearsal, smoke-qwen3-0.6b-v6e-8]\n")
+    for field, value in SMOKE_REQUIRED.items():
+        monkeypatch.setenv("TPURL_" + field.upper().replace(".", "__"), value)
+    monkeypatch.setenv("HF_TOKEN", fake_hf_token("costsunread"))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-adc.json"))
+    assert main(["costs", "lab", "--month", MONTH]) == 0
+    out = capsys.readouterr().out
+    assert "Traceback" not in out
+    assert "spent at least $58.00, left at most $42.00 (1 ledger(s) not read, below)" in out
+    assert "not read: the ledger under gs://" in out
+    assert main(["costs", "lab", "--month", MONTH, "--json"]) == 0
+    [month] = json.loads(capsys.readouterr().out)
+    assert month["complete"] is False and len(month["unread"]) == 1
+
+
+def test_with_no_ledger_read_the_spend_is_unknown_not_zero(tmp_path: Path, capsys,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    teams = tmp_path / "teams.yaml"
+    teams.write_text("teams:\n  lab:\n    usd_per_month: 100\n"
+                     "    profiles: [smoke-qwen3-0.6b-v6e-8]\n")
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
+    assert main(["costs", "lab", "--month", MONTH]) == 0  # the profile's gke fields unset
+    out = capsys.readouterr().out
+    assert "spent unknown: 1 ledger(s) not read" in out and "spent $0.00" not in out
+    assert "not read: smoke-qwen3-0.6b-v6e-8's ledger (it does not load here" in out

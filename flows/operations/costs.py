@@ -68,7 +68,7 @@ class TeamCosts:
                 "by_profile": _rounded(self.by_profile), "by_stage": _rounded(self.by_stage),
                 "by_capacity": _rounded(self.by_capacity),
                 "per_promoted_model": self.per_promoted, "per_evaluation": self.per_evaluation,
-                "unread": self.unread}
+                "unread": self.unread, "complete": not self.unread}
 
 
 def _rounded(values: dict[str, float]) -> dict[str, float]:
@@ -108,8 +108,8 @@ def summarize(team: Team, month: str, entries: list[LedgerEntry], promoted: dict
 
 def render(costs: TeamCosts, profile: str | None = None) -> list[str]:
     """The month as lines: the team's total against its budget, then each breakdown."""
-    lines = [f"team {costs.team} · {costs.month} · budget ${costs.budget_usd:,.2f}: spent "
-             f"${costs.spent_usd:,.2f}, left ${costs.left_usd:,.2f}"]
+    lines = [f"team {costs.team} · {costs.month} · budget ${costs.budget_usd:,.2f}: "
+             + _headline(costs)]
     if profile is not None:
         lines.append(f"profile {profile}: ${sum(costs.by_profile.values()):,.2f} in "
                      f"{costs.runs} run(s), {costs.chip_hours:,.1f} chip-hours")
@@ -130,8 +130,21 @@ def render(costs: TeamCosts, profile: str | None = None) -> list[str]:
         lines.append(f"  {name}: ${figures['usd_each']:,.2f} per evaluation "
                      f"({figures['evaluations']:g} evaluated)")
     for name, why in sorted(costs.unread.items()):
-        lines.append(f"  not read: {name}'s ledger ({why})")
+        where = f"the ledger under {name}" if "://" in name else f"{name}'s ledger"
+        lines.append(f"  not read: {where} ({why})")
     return lines
+
+
+def _headline(costs: TeamCosts) -> str:
+    """Spent and left, as far as they are known: a ledger not read may hold spend, so the
+    figures are then a lower and an upper bound, and with nothing read, unknown."""
+    if not costs.unread:
+        return f"spent ${costs.spent_usd:,.2f}, left ${costs.left_usd:,.2f}"
+    if not costs.spent_usd and not costs.runs:
+        return (f"spent unknown: {len(costs.unread)} ledger(s) not read (below), none "
+                "read holds spend this month")
+    return (f"spent at least ${costs.spent_usd:,.2f}, left at most ${costs.left_usd:,.2f} "
+            f"({len(costs.unread)} ledger(s) not read, below)")
 
 
 def promoted_in(name: str, month: str, own: Profile | None = None) -> int:
@@ -142,8 +155,11 @@ def promoted_in(name: str, month: str, own: Profile | None = None) -> int:
     except ProfileError:
         return 0
     storage = storage_for(profile.section.output_root())
-    return sum(1 for m in read_history(storage, profile)
-               if m.kind == "promotion" and m.promoted_at.startswith(month))
+    try:
+        history = read_history(storage, profile)
+    except _storage_errors():  # its ledger's root is unreadable too, and says why
+        return 0
+    return sum(1 for m in history if m.kind == "promotion" and m.promoted_at.startswith(month))
 
 
 def team_costs(team: Team, month: str, profile: str | None = None,
@@ -151,12 +167,29 @@ def team_costs(team: Team, month: str, profile: str | None = None,
     """Read every member's ledger and promotion history (read-only) and summarize; ``own``:
     a running member's profile as its run loaded it (its ledger is under that root)."""
     roots, unread = member_roots(team, own)
-    entries = [e for root in roots for e in read_root(root, month)]
+    entries: list[LedgerEntry] = []
+    for root in roots:
+        try:
+            entries += read_root(root, month)
+        except _storage_errors() as exc:  # no credentials, no access: said, not a traceback
+            unread[root] = f"{type(exc).__name__}: {str(exc)[:160]}"
     promoted = {name: promoted_in(name, month, own) for name in team.profiles
                 if name not in unread}
     costs = summarize(team, month, entries, promoted, profile)
     costs.unread = unread
     return costs
+
+
+def _storage_errors() -> tuple[type[BaseException], ...]:
+    """What reading a ledger raises when the storage cannot be read (a disk's OSError; with
+    the cloud libraries, google.auth's missing credentials and the API's refusals)."""
+    errors: tuple[type[BaseException], ...] = (OSError,)
+    try:
+        from google.api_core.exceptions import GoogleAPIError
+        from google.auth.exceptions import GoogleAuthError
+    except ImportError:
+        return errors
+    return (*errors, GoogleAuthError, GoogleAPIError)
 
 
 def chosen(teams: Teams, target: str | None) -> tuple[list[Team], str | None] | str:

@@ -92,7 +92,6 @@ def check_text(profile: Profile, apis: GoogleApis | None = None,
     """For `tpurl plan PROFILE --check`: (printable report, True when nothing failed).
     Reads only (GETs and testIamPermissions); it creates, grants and deploys nothing."""
     from flows.backends.gke.infra.preflight.checks import failures, render_checks
-
     from flows.backends.gke.infra.preflight.results import result
     from flows.core.failures import StageFailed
 
