@@ -31,6 +31,9 @@ slice) for ``--slices-window-s`` (default 60 s) and print, beside requests/minut
 of the flow process's resident memory during the run (the fake API runs in a process of its
 own: ``_serve_fake``). Goal:
 requests/minute independent of the slice count, memory flat.
+Each race must end in its verdict (``RACE_VERDICTS``): the exit code is 1 when one does not,
+so the quick run in the tests (short windows) catches a race that no longer measures what it
+names; the timings are only printed.
 Usage: .venv/bin/python benchmarks/gke_watch.py [--window-s 330] [--fault-window-s 40]
        [--only steady,503-burst] [--slices-window-s 60]
 """
@@ -57,9 +60,15 @@ os.environ.setdefault("HF_TOKEN", "hf_benchmark_token_not_a_secret")
 CASES = ("steady", "stream-aborts", "watch-cuts", "503-burst", "429-retry-after")
 RACES = ("spot-reclaim", "operator-delete", "worker-crash", "stockout")
 SLICES = ("slices-1", "slices-4", "slices-16")
+# What each race must end in, whatever its timing: a race that ends otherwise no longer
+# measures what it names (the exit code says so; the figures are only printed).
+RACE_VERDICTS = {"spot-reclaim": "succeeded after 2 submission(s)",
+                 "operator-delete": "cancelled: ",
+                 "worker-crash": "infrastructure: ",
+                 "stockout": "infrastructure: "}
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window-s", type=float, default=330.0)
     parser.add_argument("--fault-window-s", type=float, default=40.0)
@@ -70,6 +79,7 @@ def main() -> None:
     print(f"{'case':<16} {'window':>7} {'requests/min':>13} {'notice delay':>13} "
           f"{'after write':>12}  goals: <= 2/min (steady), <= 5 s")
     cases = args.only.split(",")
+    wrong: list[str] = []
     if any(case in SLICES for case in cases):
         # The first backend run of the process imports and caches what later ones reuse (82
         # MiB when a slices case came first): run one unprinted, so each slice count's growth
@@ -79,6 +89,9 @@ def main() -> None:
         if case in RACES:
             rate, delay, end, verdict = run_race(case, args.fault_window_s)
             ok = "ok" if delay <= 5.0 else "MISSED"
+            if not verdict.startswith(RACE_VERDICTS[case]):
+                ok = f"WRONG VERDICT (expected {RACE_VERDICTS[case]!r})"
+                wrong.append(case)
             print(f"{case:<16} {'':>7} {rate:>13.2f} {delay * 1000:>10.0f} ms "
                   f"{'stage end':>9} {end * 1000:.0f} ms  {ok}  {verdict}", flush=True)
             continue
@@ -96,6 +109,9 @@ def main() -> None:
         ok = ("ok" if delay <= 5.0 and (case != "steady" or rate <= 2.0) else "MISSED")
         print(f"{case:<16} {window:>6.0f}s {rate:>13.2f} {delay * 1000:>10.0f} ms "
               f"{raw * 1000:>9.0f} ms  {ok}  {dict(kinds)}", flush=True)
+    if wrong:
+        print(f"races that ended otherwise than they should: {', '.join(wrong)}")
+    return 1 if wrong else 0
 
 
 PEAK: dict[str, float] = {"base": 0.0, "rss": 0.0}
@@ -237,6 +253,7 @@ def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
         succeed,
         worker_crashes,
     )
+    from tests.fakes.kube_api.tpu_nodes import MODE_LABELS
     from tests.support.cluster import cluster_at
     from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
@@ -272,7 +289,8 @@ def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
     kube = scenario(FakeKube(), *scripts)
     scaler = None
     if case in ("spot-reclaim", "stockout"):
-        pool = TpuPool(reclaim=Reclaim(kubelet_posts=False, pod_gc_s=4.0,
+        pool = TpuPool(labels=dict(MODE_LABELS["spot"]),  # the spot pool's nodes, as GKE's
+                       reclaim=Reclaim(kubelet_posts=False, pod_gc_s=4.0,
                                        program_gives_up_s=6.0),
                        stockout=case == "stockout", scale_up_backoff_s=5.0)
         scaler = Autoscaler(kube, pool)
@@ -314,4 +332,4 @@ def _kind(path: str) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
