@@ -85,14 +85,13 @@ def _profile_beside(tmp_path: Path, recipe_yaml: str) -> Path:
 def test_a_relative_path_beside_the_profile_is_anchored_there(recipe_dir: Path) -> None:
     path = _profile_beside(recipe_dir, "  rewards:\n    file: rewards.py\n    functions: [a, b]\n"
                                        "  chat_template: template.json")
-    no_arg = {"train.args.data_template_path": ""}  # the recipe's template replaces it
-    profile = load_profile(str(path), no_arg, environ={})
+    profile = load_profile(str(path), environ={})
     assert profile.recipe.rewards is not None
     assert profile.recipe.rewards.file == str((recipe_dir / "rewards.py").resolve())
     assert profile.recipe.chat_template == str((recipe_dir / "template.json").resolve())
     # a --set path is anchored the same way
     shutil.copy(recipe_dir / "rewards.py", recipe_dir / "other.py")
-    other = load_profile(str(path), {**no_arg, "recipe.rewards.file": "other.py"}, environ={})
+    other = load_profile(str(path), {"recipe.rewards.file": "other.py"}, environ={})
     assert other.recipe.rewards is not None
     assert other.recipe.rewards.file == str((recipe_dir / "other.py").resolve())
 
