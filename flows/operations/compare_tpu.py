@@ -2,11 +2,12 @@
 
 For every generation of flows/config/tpu.py, the smallest slices (the profile's
 ``gke.num_slices`` of them) on which the fit estimate (flows/config/fit.py) does not refuse
-the model, each with its chips, the rollout settings that hold the model there
-(flows/config/rollout.py: a tpu7x chip is two devices, a v5p chip holds three v6e chips'
-weights), dollars per hour per capacity mode, an estimated training time and dollars per
-training run. Pure: the profile in, lines out; nothing is asked of the
-cloud.
+the model and a rollout split holds it, each with its chips, every setting the profile
+changes to train there (flows/config/slice_move.py: the rollout split that holds the model,
+a tpu7x chip being two devices and a v5p chip holding three v6e chips' weights, and the
+training mesh's axes fitted to the slice's devices, so the profile with them validates),
+dollars per hour per capacity mode, an estimated training time and dollars per training run.
+Pure: the profile in, lines out; nothing is asked of the cloud.
 
 The training time is scaled from the profile's own figure (``gke.estimated_hours.train`` on
 its slice) by the slice's total peak bf16 compute, THROUGHPUT_BASIS: a GRPO step is matrix
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 from flows.config.capacity import CAPACITY_MODES, CapacityMode, ModePrice, default_prices
 from flows.config.fit import SliceShape, estimate, estimated
-from flows.config.fit_rules import run_shape
+from flows.config.fit_inputs import run_shape
 from flows.config.gke_section import gke_section
 from flows.config.maxtext_models import architecture, convertible_models
 from flows.config.profile import Profile
