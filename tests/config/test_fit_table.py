@@ -181,12 +181,14 @@ SLICES = sorted(f"{m.machine_type} {t}" for m in TPU_MACHINES.values()
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(profile=st.sampled_from(GKE_PROFILES), slice_=st.sampled_from(SLICES),
-       model_=st.sampled_from([{}, QWEN235, LLAMA70, GEMMA27, model("qwen3-8b", "Qwen/Qwen3-8B")]))
+       model_=st.sampled_from([{}, QWEN235, LLAMA70, GEMMA27, model("qwen3-8b", "Qwen/Qwen3-8B")]),
+       num_slices=st.sampled_from(["1", "2"]))
 def test_every_slice_the_fit_check_names_validates_with_its_changes(
-        profile: str, slice_: str, model_: dict[str, str]) -> None:
-    """A profile moved to any slice (of any generation, with any of these models): where the
-    fit check refuses it, the settings its fix names, applied as they are, validate."""
-    moved = {**model_, **on(*_slice_of(slice_))}
+        profile: str, slice_: str, model_: dict[str, str], num_slices: str) -> None:
+    """A profile moved to any slice (of any generation, with any of these models, one slice
+    or two): where the fit check refuses it, the settings its fix names, applied as they
+    are, validate."""
+    moved = {**model_, **on(*_slice_of(slice_)), "gke.num_slices": num_slices}
     try:
         load_profile(profile, {**_base(profile), **moved}, environ={})
     except ProfileError as caught:
@@ -202,12 +204,15 @@ def test_every_slice_the_fit_check_names_validates_with_its_changes(
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(profile=st.sampled_from(GKE_PROFILES), slice_=st.sampled_from(SLICES),
-       model_=st.sampled_from([{}, GEMMA4B, LLAMA70, model("qwen3-8b", "Qwen/Qwen3-8B")]))
+       model_=st.sampled_from([{}, GEMMA4B, LLAMA70, model("qwen3-8b", "Qwen/Qwen3-8B")]),
+       num_slices=st.sampled_from(["1", "2"]))
 def test_every_slice_compare_tpu_suggests_validates_with_its_changes(
-        profile: str, slice_: str, model_: dict[str, str]) -> None:
-    """Whatever slice and model the profile starts from, every slice ``plan --compare-tpu``
-    lists, with the changes it names there (mesh and rollout), validates."""
-    start = {**_base(profile), **model_, **on(*_slice_of(slice_)), **QUOTE}
+        profile: str, slice_: str, model_: dict[str, str], num_slices: str) -> None:
+    """Whatever slice, model and slice count the profile starts from, every slice
+    ``plan --compare-tpu`` lists, with the changes it names there (mesh and rollout),
+    validates."""
+    start = {**_base(profile), **model_, **on(*_slice_of(slice_)), **QUOTE,
+             "gke.num_slices": num_slices}
     try:
         loaded = load_profile(profile, start, environ={})
     except ProfileError:
@@ -298,11 +303,9 @@ def test_each_profile_on_each_generation_names_its_smallest_slice(profile: str,
                           environ={})
     move = smallest_move(loaded)
     assert move is not None
-    quote = {} if generation == "v6e" else QUOTE
     load_profile(profile, {**_base(profile), **on(machine_type, topology), **move},
                  environ={})
     below = [s for s in _slices(generation) if s[0] < chips_in_topology(move["gke.topology"])]
     if below:
         [issue] = _fit_issues(profile, on(below[-1][1], below[-1][2]))
         assert _named(issue.fix) == move, issue.fix
-    assert quote is not None
