@@ -32,7 +32,7 @@ from flows.config.announcements import AnnouncementsSection
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
-from flows.config.limits import limit, limits, matches
+from flows.config.limits import limit, limits, matches, reshapes
 from flows.config.notify import NotifySection
 from flows.config.recipe import RecipeSection, recipe_args_problem, without_replaced_template
 from flows.config.rehearsal_models import REHEARSAL_MODELS
@@ -316,6 +316,7 @@ class Profile(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
+    @reshapes("recipe.chat_template takes the place of train.args.data_template_path")
     def _recipe_template_replaces_the_argument(cls, data: object) -> object:
         return without_replaced_template(data)
 
