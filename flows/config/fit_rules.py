@@ -52,8 +52,8 @@ def fit_issues(profile: Profile) -> list[Issue]:
     short = max((est.trainer, est.sampler), key=lambda side: side.floor_share)
     return [Issue("gke.topology",
                   f"{profile.model.maxtext_name} cannot train on {gke.machine_type} "
-                  f"{gke.topology} × {gke.num_slices}: the {short.role}'s weights"
-                  f"{' and optimizer state' if short.role == 'trainer' else ''} alone need "
+                  f"{gke.topology} × {gke.num_slices}: the {short.role}'s "
+                  f"{', '.join(p.name for p in short.parts if p.certain)} alone need "
                   f"{gib(short.floor)}, its {short.chips} chip(s) hold {gib(short.holds)}; "
                   f"{describe(est)}",
                   f"{where}; or a smaller model.maxtext_name", "config/does-not-fit")]
