@@ -6,9 +6,17 @@ on a slice, each part named. What MaxText 0.2.4 does, read from its source:
 - Devices (utils/model_creation_utils.py ``setup_configs_and_devices``): on one slice with
   Pathways (rl.yml ``use_pathways: true``) and at least two VMs (devices // ``chips_per_vm``),
   the first ``trainer_devices_fraction`` of the chips train and the last
-  ``sampler_devices_fraction`` run the vLLM rollout; otherwise both share every chip, and
-  vLLM takes ``hbm_utilization_vllm`` of each chip's HBM (Tunix's rollout config,
-  trainers/post_train/rl/train_rl.py ``rollout_vllm_hbm_utilization``). With
+  ``sampler_devices_fraction`` run the vLLM rollout; otherwise both share every chip. vLLM's
+  share is ``hbm_utilization_vllm`` of each chip's HBM (Tunix's rollout config,
+  trainers/post_train/rl/train_rl.py ``rollout_vllm_hbm_utilization``), and tpu-inference
+  counts every byte already on the chips inside it: its worker
+  (vllm-project/tpu-inference tpu_inference/worker/tpu_worker.py
+  ``determine_available_memory``) caps the devices' summed HBM limit at
+  ``gpu_memory_utilization`` and gives the KV cache that cap less the HBM in use. Tunix 0.1.8
+  (rl/rl_cluster.py ``RLCluster.__init__``) loads the actor and the reference before it
+  starts the rollout engine and builds the actor's trainer (its AdamW moments) after, so on
+  shared chips the trainer's two copies of the weights sit inside vLLM's share, beside
+  vLLM's own, and the moments, gradients and activations take the rest. With
   ``num_trainer_slices``/``num_samplers_slices`` the roles take whole slices. The split is
   of JAX devices (two per tpu7x chip, flows/config/tpu.py), so ``chips_per_vm`` counts
   devices, as MaxText's tpu7x script sets it (run_qwen3_30b_rl.sh ``chips_per_vm=8``).
@@ -255,8 +263,11 @@ def estimate(arch: Architecture, shape: RunShape, slice_: SliceShape) -> Estimat
         slice_.generation, slice_.chips_per_slice * per_chip, slice_.num_slices))
     weights = params.total * shape.weight_bytes
     tokens = shape.batch_size * shape.num_generations * shape.max_target_length
+    # the actor and the reference: the trainer's on its own chips, inside vLLM's share on
+    # shared ones (tpu-inference counts what is loaded before it starts: module docstring)
+    resident = (Part("actor weights", weights, True), Part("reference weights", weights, True))
     trainer = Side("trainer", (
-        Part("actor weights", weights, True), Part("reference weights", weights, True),
+        *(() if shared else resident),
         Part("AdamW moments (2, weight dtype)", 2 * weights, True),
         Part("gradients", weights, True),
         Part("activations", tokens * activation_bytes_per_token(arch, shape.max_target_length),
@@ -265,7 +276,8 @@ def estimate(arch: Architecture, shape: RunShape, slice_: SliceShape) -> Estimat
         int(trainer_devices * hbm * ((1 - shape.hbm_utilization_vllm) if shared else 1)))
     sequences = shape.rollout_batch_size * shape.num_generations
     kv_tokens = sequences * (shape.max_target_length + shape.kv_cache_buffer)
-    sampler = Side("rollout", (Part("rollout weights", weights, True),
+    sampler = Side("rollout", (*(resident if shared else ()),
+                               Part("rollout weights", weights, True),
                                Part("KV cache", kv_tokens * kv_bytes_per_token(arch), False)),
                    sampler_devices // per_chip,
                    int(sampler_devices * hbm * shape.hbm_utilization_vllm))

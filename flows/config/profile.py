@@ -32,9 +32,9 @@ from flows.config.announcements import AnnouncementsSection
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
-from flows.config.limits import limit, limits, matches
+from flows.config.limits import limit, limits, matches, reshapes
 from flows.config.notify import NotifySection
-from flows.config.recipe import RecipeSection, recipe_args_problem
+from flows.config.recipe import RecipeSection, recipe_args_problem, without_replaced_template
 from flows.config.rehearsal_models import REHEARSAL_MODELS
 from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel, run_tunable
@@ -314,12 +314,18 @@ class Profile(StrictModel):
                                     "name it like the file, e.g. name: my-qwen3-run")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    @reshapes("recipe.chat_template takes the place of train.args.data_template_path")
+    def _recipe_template_replaces_the_argument(cls, data: object) -> object:
+        return without_replaced_template(data)
+
     @model_validator(mode="after")
     @limits({"train.args": "no reward_functions_path, reward_functions or "
-                           "dataset_processor_path (the recipe's fields set them); no "
-                           "data_template_path with recipe.chat_template"})
+                           "dataset_processor_path (the recipe's fields set them); "
+                           "data_template_path gives way to recipe.chat_template"})
     def _recipe_only_in_recipe(self) -> Self:
-        if problem := recipe_args_problem(self.train.args, self.recipe):
+        if problem := recipe_args_problem(self.train.args):
             raise problem
         return self
 

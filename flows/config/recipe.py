@@ -166,21 +166,37 @@ class RecipeSection(StrictModel):
             and self.chat_template is None
 
 
-def recipe_args_problem(args: Mapping[str, object], recipe: RecipeSection) -> FixableValueError | None:
+def recipe_args_problem(args: Mapping[str, object]) -> FixableValueError | None:
     """train.args that name recipe files would reach a pod that cannot see them, and would
     bypass the recipe's key: they are set through ``recipe`` instead. A built-in template
-    inside the image (``data_template_path: maxtext/examples/...``) stays an argument, unless
-    the recipe names its own."""
+    inside the image (``data_template_path: maxtext/examples/...``) stays an argument; a
+    recipe's own template takes its place (``without_replaced_template``)."""
     for arg, field in RECIPE_FIELD_OF_ARG.items():
         if arg in args:
             return FixableValueError("names recipe code the pipeline does not ship (nor key "
                                      "by its content)", f"set {field} instead and remove "
                                      f"train.args.{arg}", field=f"train.args.{arg}")
-    if TEMPLATE_ARG in args and recipe.chat_template is not None:
-        return FixableValueError("names a template, and so does recipe.chat_template",
-                                 "keep recipe.chat_template and remove "
-                                 f"train.args.{TEMPLATE_ARG}", field=f"train.args.{TEMPLATE_ARG}")
     return None
+
+
+def without_replaced_template(data: object) -> object:
+    """A profile's raw data with ``train.args.data_template_path`` left out when
+    ``recipe.chat_template`` names the team's template: the recipe's template takes the
+    profile's place, so a team adds its template to any shipped profile (each names MaxText's
+    built-in template) without also removing the profile's. Read before the sections are
+    built, so the train key, the rendered arguments and every check see one template."""
+    if not isinstance(data, dict):
+        return data
+    recipe, train = data.get("recipe"), data.get("train")
+    template = (recipe.chat_template if isinstance(recipe, RecipeSection)
+                else recipe.get("chat_template") if isinstance(recipe, dict) else None)
+    if not (isinstance(template, str) and template.strip()) or not isinstance(train, dict):
+        return data
+    args = train.get("args")
+    if not isinstance(args, dict) or TEMPLATE_ARG not in args:
+        return data
+    kept = {k: v for k, v in args.items() if k != TEMPLATE_ARG}
+    return {**data, "train": {**train, "args": kept}}
 
 
 def anchor_recipe_paths(data: dict[str, Any], profile_dir: Path,

@@ -25,7 +25,10 @@ each read where MaxText 0.2.4 reads it:
 - The share: train_rl.py passes ``hbm_utilization_vllm`` (rl.yml 0.72) as Tunix's
   ``rollout_vllm_hbm_utilization``, vLLM's share of each device's HBM for its weights and
   KV cache; the cache holds ``kv_cache_size = max_target_length + kv_cache_buffer`` tokens a
-  sequence (train_rl.py ``RolloutConfig``). vLLM refuses to start when the weights leave no
+  sequence (train_rl.py ``RolloutConfig``). On devices the trainer shares, its actor and
+  reference weights are loaded before vLLM starts and tpu-inference counts them inside the
+  same share (flows/config/fit.py's module docstring: tpu_inference/worker/tpu_worker.py
+  ``determine_available_memory``). vLLM refuses to start when the weights leave no
   room for one such sequence; when a replica's share of a rollout batch (``batch_size`` or
   ``rollout_micro_batch_size`` prompts × ``rl.num_generations``, over the data-parallel
   replicas) needs more, it decodes the batch in waves: slower, not fatal.
@@ -54,6 +57,7 @@ from flows.config.fit import (
     kv_bytes_per_token,
     layer_norm_parameters,
     mlp_parameters,
+    parameter_count,
     roles,
 )
 from flows.config.maxtext_models import Architecture
@@ -99,16 +103,22 @@ class Sampler:
     devices: int
     shared: bool  # the trainer uses the same devices (one VM, or no Pathways)
     hbm_per_device: int
+    resident: int = 0  # bytes a device already holds when vLLM starts: the trainer's weights
 
 
-def sampler(shape: RunShape, slice_: SliceShape) -> Sampler:
-    """The sampler's JAX devices on this slice (model_creation_utils' split, in devices)."""
+def sampler(shape: RunShape, slice_: SliceShape, arch: Architecture | None = None) -> Sampler:
+    """The sampler's JAX devices on this slice (model_creation_utils' split, in devices). On
+    devices the trainer shares, its actor and reference weights (``arch``'s) are already
+    loaded when vLLM starts, and tpu-inference counts them inside vLLM's share
+    (flows/config/fit.py's module docstring)."""
     generation = TPU_GENERATIONS[slice_.generation]
     per_chip = generation.devices_per_chip
     in_devices = SliceShape(slice_.generation, slice_.chips_per_slice * per_chip,
                             slice_.num_slices)
     _trainer, devices, shared = roles(shape, in_devices)
-    return Sampler(devices, shared, generation.hbm_bytes_per_device)
+    resident = (2 * parameter_count(arch).total * shape.weight_bytes // max(devices, 1)
+                if shared and arch is not None else 0)
+    return Sampler(devices, shared, generation.hbm_bytes_per_device, resident)
 
 
 def attention_shards(arch: Architecture, p: Parallelism) -> int:
@@ -155,10 +165,12 @@ class RolloutFootprint:
     one_sequence: int  # the KV cache of one sequence of kv_cache_size tokens
     batch: int  # the KV cache of the replica's share of one rollout batch
     holds: int  # utilization × HBM per device
+    resident: int = 0  # the trainer's weights on a shared device, inside the same share
 
     @property
     def share(self) -> float:
-        return (self.weights + self.batch) / self.holds if self.holds else float("inf")
+        used = self.resident + self.weights + self.batch
+        return used / self.holds if self.holds else float("inf")
 
     @property
     def verdict(self) -> RolloutVerdict:
@@ -167,7 +179,7 @@ class RolloutFootprint:
         several rounds). A profile's own values are judged against the whole share, as the
         tutorial's are set (its Qwen3-30B-A3B replica fills 93 % of it); a derived value
         keeps TIGHT of it (``derive``), a margin for vLLM's own working memory."""
-        if self.weights + self.one_sequence > self.holds:
+        if self.resident + self.weights + self.one_sequence > self.holds:
             return "no-fit"
         return "waves" if self.share > 1 else "fits"
 
@@ -180,7 +192,7 @@ def footprint(arch: Architecture, shape: RunShape, sampler_: Sampler, p: Paralle
     sequences = math.ceil(shape.rollout_batch_size * shape.num_generations / p.data)
     return RolloutFootprint(p, share, weights_per_device(arch, shape.weight_bytes, p),
                             sequence * per_token, sequences * sequence * per_token,
-                            int(sampler_.hbm_per_device * share))
+                            int(sampler_.hbm_per_device * share), sampler_.resident)
 
 
 def head_issue(arch: Architecture, tensor: int) -> str | None:
@@ -240,7 +252,7 @@ def derive(arch: Architecture, shape: RunShape, sampler_: Sampler,
         return None
     p = options[-1]
     found = footprint(arch, shape, sampler_, p)
-    needed = (found.weights + found.batch) / TIGHT / sampler_.hbm_per_device
+    needed = (found.resident + found.weights + found.batch) / TIGHT / sampler_.hbm_per_device
     utilization = min(MAX_UTILIZATION, math.ceil(needed * 20) / 20)
     if not sampler_.shared and utilization > shape.hbm_utilization_vllm:
         raised = footprint(arch, shape, sampler_, p, utilization)
@@ -254,8 +266,10 @@ def derive(arch: Architecture, shape: RunShape, sampler_: Sampler,
 def describe(found: RolloutFootprint, sampler_: Sampler) -> str:
     """One sampler device's bytes, for a refusal or a warning."""
     p = found.parallelism
+    trainer = (f"{gib(found.resident)} of the trainer's actor and reference weights (it "
+               "shares the device), " if found.resident else "")
     return (f"each of the {sampler_.devices} sampler device(s) (tensor {p.tensor} × data "
-            f"{p.data} × expert {p.expert}) holds {gib(found.weights)} of weights, "
+            f"{p.data} × expert {p.expert}) holds {trainer}{gib(found.weights)} of weights, "
             f"{gib(found.one_sequence)} of KV cache for one sequence and {gib(found.batch)} "
             f"for its share of a rollout batch, of the {gib(found.holds)} vLLM may use "
             f"(hbm_utilization_vllm {found.utilization:g} of {gib(sampler_.hbm_per_device)})")
@@ -280,7 +294,7 @@ def check(arch: Architecture, shape: RunShape, slice_: SliceShape,
           sizes: tuple[int, int, int]) -> RolloutCheck | None:
     """The rollout's (tensor, data, expert) ``sizes`` judged on ``slice_``; None when they
     do not resolve against its sampler devices (flows/config/maxtext_rules.py names that)."""
-    where = sampler(shape, slice_)
+    where = sampler(shape, slice_, arch)
     given = resolve(*sizes, where.devices)
     if given is None:
         return None

@@ -2,11 +2,12 @@
 
 For every generation of flows/config/tpu.py, the smallest slices (the profile's
 ``gke.num_slices`` of them) on which the fit estimate (flows/config/fit.py) does not refuse
-the model, each with its chips, the rollout settings that hold the model there
-(flows/config/rollout.py: a tpu7x chip is two devices, a v5p chip holds three v6e chips'
-weights), dollars per hour per capacity mode, an estimated training time and dollars per
-training run. Pure: the profile in, lines out; nothing is asked of the
-cloud.
+the model and a rollout split holds it, each with its chips, every setting the profile
+changes to train there (flows/config/slice_move.py: the rollout split that holds the model,
+a tpu7x chip being two devices and a v5p chip holding three v6e chips' weights, and the
+training mesh's axes fitted to the slice's devices, so the profile with them validates),
+dollars per hour per capacity mode, an estimated training time and dollars per training run.
+Pure: the profile in, lines out; nothing is asked of the cloud.
 
 The training time is scaled from the profile's own figure (``gke.estimated_hours.train`` on
 its slice) by the slice's total peak bf16 compute, THROUGHPUT_BASIS: a GRPO step is matrix
@@ -22,13 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flows.config.capacity import CAPACITY_MODES, CapacityMode, ModePrice, default_prices
-from flows.config.fit import RunShape, SliceShape, estimate, estimated
-from flows.config.fit_rules import rollout_sizes, run_shape
+from flows.config.fit import SliceShape, estimate, estimated
+from flows.config.fit_inputs import run_shape
 from flows.config.gke_section import gke_section
-from flows.config.maxtext_models import Architecture, architecture, convertible_models
+from flows.config.maxtext_models import architecture, convertible_models
 from flows.config.profile import Profile
-from flows.config.rollout import RolloutCheck, derive, sampler
-from flows.config.rollout import check as check_rollout
+from flows.config.rollout import DEFAULT_PARALLELISM, resolve, sampler
+from flows.config.slice_move import slice_changes
 from flows.config.tpu import (
     TPU_GENERATIONS,
     chips_in_topology,
@@ -49,6 +50,7 @@ class Candidate:
     topology: str
     chips: int  # over all of the profile's slices
     verdict: str  # fits or tight
+    changes: dict[str, str]  # every field the profile changes to train there (slice_move)
     rollout: str  # the rollout settings that hold the model there
     train_hours: float
     prices: dict[CapacityMode, ModePrice]  # the modes with a known price
@@ -79,7 +81,6 @@ def candidates(profile: Profile) -> list[Candidate] | str:
     if not estimated(name, arch):
         return f"the fit estimate does not describe {name} (flows/config/fit.py ESTIMATED_BLOCKS)"
     shape = run_shape(profile.train.args)
-    sizes = rollout_sizes(profile) or (1, -1, 1)
     own = gke.machine.facts.peak_bf16_tflops * gke.total_chips
     hours = float(gke.estimated_hours.get("train", 0.0))
     out: list[Candidate] = []
@@ -90,38 +91,41 @@ def candidates(profile: Profile) -> list[Candidate] | str:
         for per_slice, machine_type, topology in slices:
             if shown == SLICES_SHOWN:
                 break
+            changes = slice_changes(profile, machine_type, topology)
+            if changes is None:
+                continue  # the estimate refuses it, or no rollout split holds the model
             est = estimate(arch, shape, SliceShape(generation, per_slice, gke.num_slices))
-            if est.verdict == "no-fit":
-                continue
             chips = per_slice * gke.num_slices
-            slice_ = SliceShape(generation, per_slice, gke.num_slices)
             out.append(Candidate(generation, machine_type, topology, chips, est.verdict,
-                                 _rollout(check_rollout(arch, shape, slice_, sizes),
-                                          arch, shape, slice_),
+                                 changes, _rollout(profile, changes, sampler(
+                                     shape, SliceShape(generation, per_slice, gke.num_slices),
+                                     arch).devices, shape.hbm_utilization_vllm),
                                  hours * own / (facts.peak_bf16_tflops * chips),
                                  _prices(profile, generation)))
             shown += 1
     return out
 
 
-def _rollout(found: RolloutCheck | None, arch: Architecture, shape: RunShape,
-             slice_: SliceShape) -> str:
-    """The profile's rollout settings when they hold the model on the slice, else the ones
-    flows/config/rollout.py derives for it: from the profile's expert parallelism where its
-    sizes resolve on this slice's sampler devices, else from none of them, since
-    a split written for another slice's device count says nothing about this one's."""
-    if found is not None and found.holds:
-        p = found.given.parallelism
-        expert = f" × expert {p.expert}" if p.expert > 1 else ""
-        return f"rollout as set (tensor {p.tensor} × data {p.data}{expert})"
-    derived = (found.derived if found is not None
-               else derive(arch, shape, sampler(shape, slice_)))
-    if derived is None:
-        return "rollout: no tensor × data × expert split holds the weights and one sequence"
-    p = derived.parallelism
-    expert = f" × expert {p.expert}" if p.expert > 1 else ""
-    return (f"rollout needs tensor {p.tensor} × data {p.data}{expert} at "
-            f"hbm_utilization_vllm {derived.utilization:g}")
+def _rollout(profile: Profile, changes: dict[str, str], devices: int,
+             utilization: float) -> str:
+    """The profile's rollout split where it holds the model on the slice, else the one
+    flows/config/rollout.py derives there, resolved on the slice's ``devices`` sampler
+    devices; then the training mesh's axes that change."""
+    args = {**profile.model.args, **profile.train.args}
+    sizes = [int(float(changes.get(f"train.args.rollout_{axis}_parallelism",
+                                   str(args.get(f"rollout_{axis}_parallelism", default)))))
+             for axis, default in DEFAULT_PARALLELISM.items()]
+    tensor, data, expert = sizes
+    p = resolve(tensor, data, expert, devices)
+    shown = ("tensor × data × expert as set" if p is None else
+             f"tensor {p.tensor} × data {p.data}{f' × expert {p.expert}' if p.expert > 1 else ''}")
+    share = changes.get("train.args.hbm_utilization_vllm", f"{utilization:g}")
+    derived = "train.args.rollout_tensor_parallelism" in changes
+    text = (f"rollout needs {shown} at hbm_utilization_vllm {share}" if derived
+            else f"rollout as set ({shown})")
+    mesh = [f"{k.removeprefix('train.args.')}={v}" for k, v in changes.items()
+            if k.startswith("train.args.ici_")]
+    return f"{text}; mesh {', '.join(mesh)}" if mesh else text
 
 
 def _mode_cost(c: Candidate, mode: CapacityMode) -> str:

@@ -6,14 +6,20 @@ naming that slice."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from flows.common.issues import Issue
 from flows.common.paths import PROFILES_DIR
-from flows.config.fit_rules import fit_warning, rollout_check, run_shape, smallest_fitting
+from flows.config.fit_rules import fit_warning, rollout_check
 from flows.config.loading import ProfileError, load_profile
+from flows.config.slice_move import fitted_ici, smallest_move
 from flows.config.tpu import TPU_GENERATIONS, TPU_MACHINES, chips_in_topology, supported_topologies
+from flows.operations.compare_tpu import candidates
 from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
 SMOKE = "smoke-qwen3-0.6b-v6e-8"
@@ -158,19 +164,148 @@ def _fit_issues(profile: str, overrides: dict[str, str]) -> list[Issue]:
     return []
 
 
+def _named(fix: str) -> dict[str, str]:
+    """The settings a fix's first clause names (``set a=b, c=d (why)``), to apply them."""
+    first = fix.split(";")[0].split("(")[0]
+    return dict(re.findall(r"([a-z_][a-z_.0-9]*)=([^\s,;()]+)", first))
+
+
+def _slice_of(label: str) -> tuple[str, str]:
+    machine_type, topology = label.split(" ")
+    return machine_type, topology
+
+
+SLICES = sorted(f"{m.machine_type} {t}" for m in TPU_MACHINES.values()
+                for t in supported_topologies(m))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(profile=st.sampled_from(GKE_PROFILES), slice_=st.sampled_from(SLICES),
+       model_=st.sampled_from([{}, QWEN235, LLAMA70, GEMMA27, model("qwen3-8b", "Qwen/Qwen3-8B")]),
+       num_slices=st.sampled_from(["1", "2"]))
+def test_every_slice_the_fit_check_names_validates_with_its_changes(
+        profile: str, slice_: str, model_: dict[str, str], num_slices: str) -> None:
+    """A profile moved to any slice (of any generation, with any of these models, one slice
+    or two): where the fit check refuses it, the settings its fix names, applied as they
+    are, validate."""
+    moved = {**model_, **on(*_slice_of(slice_)), "gke.num_slices": num_slices}
+    try:
+        load_profile(profile, {**_base(profile), **moved}, environ={})
+    except ProfileError as caught:
+        refusals = [i for i in caught.issues if i.category == "config/does-not-fit"]
+        if not refusals or "slice holds it" in refusals[0].fix:
+            return
+        named = _named(refusals[0].fix)
+        assert {"gke.machine_type", "gke.topology"} <= set(named), refusals[0].fix
+        generation = TPU_MACHINES[named["gke.machine_type"]].generation
+        load_profile(profile, {**_base(profile), **moved, **named,
+                               **({} if generation == "v6e" else QUOTE)}, environ={})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(profile=st.sampled_from(GKE_PROFILES), slice_=st.sampled_from(SLICES),
+       model_=st.sampled_from([{}, GEMMA4B, LLAMA70, model("qwen3-8b", "Qwen/Qwen3-8B")]),
+       num_slices=st.sampled_from(["1", "2"]))
+def test_every_slice_compare_tpu_suggests_validates_with_its_changes(
+        profile: str, slice_: str, model_: dict[str, str], num_slices: str) -> None:
+    """Whatever slice, model and slice count the profile starts from, every slice
+    ``plan --compare-tpu`` lists, with the changes it names there (mesh and rollout),
+    validates."""
+    start = {**_base(profile), **model_, **on(*_slice_of(slice_)), **QUOTE,
+             "gke.num_slices": num_slices}
+    try:
+        loaded = load_profile(profile, start, environ={})
+    except ProfileError:
+        return  # the start itself is refused (a model that does not fit this slice)
+    found = candidates(loaded)
+    assert not isinstance(found, str)
+    for c in found:
+        load_profile(profile, {**start, **c.changes}, environ={})
+
+
+@pytest.mark.parametrize(("axes", "devices", "changed"), [
+    ({"ici_fsdp_parallelism": -1, "ici_tensor_parallelism": 2, "ici_expert_parallelism": 4},
+     (16, 16), {}),
+    ({"ici_fsdp_parallelism": -1, "ici_tensor_parallelism": 2, "ici_expert_parallelism": 4},
+     (4, 4), {"ici_expert_parallelism": 2}),
+    ({"ici_fsdp_parallelism": 2, "ici_tensor_parallelism": 4}, (8, 8), {}),
+    ({"ici_fsdp_parallelism": 2, "ici_tensor_parallelism": 4}, (4, 4),
+     {"ici_fsdp_parallelism": -1}),
+    ({"ici_fsdp_parallelism": -1, "ici_data_parallelism": -1}, (4, 4), None),
+])
+def test_the_mesh_keeps_the_axes_that_fit(axes: dict[str, int], devices: tuple[int, ...],
+                                          changed: dict[str, int] | None) -> None:
+    assert fitted_ici(axes, devices) == changed
+
+
+def test_the_v5p_slice_compare_tpu_lists_for_the_tutorial_comes_with_its_mesh() -> None:
+    """Eight v5p chips give the tutorial's trainer 4 devices: its tensor 2 × expert 4 mesh is
+    fitted to them, and the profile with the changes validates."""
+    loaded = load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, **QUOTE}, environ={})
+    found = candidates(loaded)
+    assert not isinstance(found, str)
+    [v5p8] = [c for c in found if (c.machine_type, c.topology) == ("ct5p-hightpu-4t", "2x2x2")]
+    assert v5p8.changes["train.args.ici_expert_parallelism"] == "2"
+    assert "mesh ici_expert_parallelism=2" in v5p8.rollout
+    load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, **QUOTE, "gke.max_usd_per_run": "100000",
+                            **v5p8.changes}, environ={})
+
+
+# MaxText's single-host RL tutorial (docs/tutorials/posttraining/rl.md): Llama 3.1 8B on one
+# v6e-8 VM with chips_per_vm=8 and rl.yml's defaults otherwise (rollout tensor 1, data -1,
+# hbm_utilization_vllm 0.72, batch_size 1, num_generations 2, max_target_length 1024)
+MAXTEXT_TUTORIAL = {"gke.machine_type": "ct6e-standard-8t", "gke.topology": "2x4",
+                    "train.args.chips_per_vm": "8", "train.args.rollout_tensor_parallelism": "1",
+                    "train.args.rollout_data_parallelism": "-1",
+                    "train.args.hbm_utilization_vllm": "0.72", "train.args.batch_size": "1",
+                    "train.args.train_micro_batch_size": "-1",
+                    "train.args.rollout_micro_batch_size": "-1",
+                    "train.args.num_generations": "2", "train.args.max_target_length": "1024"}
+
+
+def test_llama_8b_on_one_v6e_8_host_as_maxtexts_tutorial_runs_it() -> None:
+    """The trainer shares the host's 8 chips with vLLM: its actor and reference weights count
+    inside vLLM's 0.72 share beside vLLM's own (tpu-inference's worker counts the HBM in use),
+    its moments and gradients take the other 0.28. It fits."""
+    from flows.config.fit_rules import profile_estimate
+
+    loaded = load_profile(LLAMA, {**_base(LLAMA), **MAXTEXT_TUTORIAL}, environ={})
+    est = profile_estimate(loaded)
+    assert est is not None and est.verdict != "no-fit"
+    assert [p.name for p in est.sampler.parts][:2] == ["actor weights", "reference weights"]
+    check = rollout_check(loaded)
+    assert check is not None and check.given.verdict != "no-fit"
+    assert check.sampler.shared and check.given.resident > 0
+
+
+def test_one_host_short_of_the_trainers_weights_is_refused() -> None:
+    """Boundary: the same host at a share that leaves vLLM too little beside the trainer's
+    weights (0.55 × 32 GB < 4 + 16 GB a device) is refused, naming the rollout's fix."""
+    _, issues = judge(LLAMA, {**MAXTEXT_TUTORIAL, "train.args.hbm_utilization_vllm": "0.55"})
+    [issue] = issues
+    assert issue.category == "config/rollout-does-not-fit"
+    assert "trainer's actor and reference weights" in issue.problem
+    assert "train.args.rollout_tensor_parallelism=" in issue.fix
+    loaded = load_profile(LLAMA, {**_base(LLAMA), **MAXTEXT_TUTORIAL,
+                                  "train.args.hbm_utilization_vllm": "0.55",
+                                  **_named(issue.fix)}, environ={})
+    assert loaded.gke is not None
+
+
 @pytest.mark.parametrize("profile", GKE_PROFILES)
 @pytest.mark.parametrize("generation", sorted(TPU_GENERATIONS))
 def test_each_profile_on_each_generation_names_its_smallest_slice(profile: str,
                                                                   generation: str) -> None:
-    """On every generation: the slice smallest_fitting names holds the profile's training,
-    and the largest smaller one is refused with that slice in its fix."""
+    """On every generation: the slice smallest_move names holds the profile's training with
+    the changes it names, and the largest smaller one is refused naming those changes."""
     _, machine_type, topology = _slices(generation)[-1]
     loaded = load_profile(profile, {**_base(profile), **on(machine_type, topology)},
                           environ={})
-    smallest = smallest_fitting(loaded, run_shape(loaded.train.args))
-    assert smallest is not None
-    assert _fit_issues(profile, on(*smallest)) == []
-    below = [s for s in _slices(generation) if s[0] < chips_in_topology(smallest[1])]
+    move = smallest_move(loaded)
+    assert move is not None
+    load_profile(profile, {**_base(profile), **on(machine_type, topology), **move},
+                 environ={})
+    below = [s for s in _slices(generation) if s[0] < chips_in_topology(move["gke.topology"])]
     if below:
         [issue] = _fit_issues(profile, on(below[-1][1], below[-1][2]))
-        assert f"gke.machine_type={smallest[0]} and gke.topology={smallest[1]}" in issue.fix
+        assert _named(issue.fix) == move, issue.fix

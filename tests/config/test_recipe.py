@@ -85,14 +85,13 @@ def _profile_beside(tmp_path: Path, recipe_yaml: str) -> Path:
 def test_a_relative_path_beside_the_profile_is_anchored_there(recipe_dir: Path) -> None:
     path = _profile_beside(recipe_dir, "  rewards:\n    file: rewards.py\n    functions: [a, b]\n"
                                        "  chat_template: template.json")
-    no_arg = {"train.args.data_template_path": ""}  # the recipe's template replaces it
-    profile = load_profile(str(path), no_arg, environ={})
+    profile = load_profile(str(path), environ={})
     assert profile.recipe.rewards is not None
     assert profile.recipe.rewards.file == str((recipe_dir / "rewards.py").resolve())
     assert profile.recipe.chat_template == str((recipe_dir / "template.json").resolve())
     # a --set path is anchored the same way
     shutil.copy(recipe_dir / "rewards.py", recipe_dir / "other.py")
-    other = load_profile(str(path), {**no_arg, "recipe.rewards.file": "other.py"}, environ={})
+    other = load_profile(str(path), {"recipe.rewards.file": "other.py"}, environ={})
     assert other.recipe.rewards is not None
     assert other.recipe.rewards.file == str((recipe_dir / "other.py").resolve())
 
@@ -130,8 +129,6 @@ def test_a_relative_path_not_beside_the_profile_is_read_under_the_repository(
      "recipe.dataset_processor="),
     ({"recipe.chat_template": "{d}/rewards.py"}, "recipe.chat_template", "is not a .json file",
      "MaxText reads only .json"),
-    ({"recipe.chat_template": "{d}/template.json"}, "train.args.data_template_path",
-     "recipe.chat_template", "remove train.args.data_template_path"),
     ({"train.args.reward_functions_path": "{d}/rewards.py"}, "train.args.reward_functions_path",
      "recipe code", "set recipe.rewards.file instead"),
     ({"train.args.reward_functions": "a"}, "train.args.reward_functions", "recipe code",
@@ -151,11 +148,22 @@ def test_a_mistake_is_refused_naming_the_field_and_the_fix(
     assert problem in said and fix in how, issues[field]
 
 
-def test_a_template_of_the_recipe_replaces_the_argument_once_it_is_removed(
-        recipe_dir: Path) -> None:
-    profile = load_profile("rehearsal", {"recipe.chat_template": str(recipe_dir / "template.json"),
-                                         "train.args.data_template_path": ""}, environ={})
-    assert profile.recipe.chat_template == str(recipe_dir / "template.json")
+@pytest.mark.parametrize("name", profile_names())
+def test_a_recipe_template_takes_each_shipped_profiles_place(recipe_dir: Path,
+                                                             name: str) -> None:
+    """Every shipped profile names MaxText's built-in template; a team's recipe template
+    replaces it, and the training program is given the recipe's template alone."""
+    from flows.operations.plan import planned_workloads
+
+    template = str(recipe_dir / "template.json")
+    profile = load_profile(name, {**required_overrides(name), "recipe.chat_template": template},
+                           environ={})
+    assert profile.recipe.chat_template == template
+    assert "data_template_path" not in profile.train.args
+    argv = planned_workloads(profile)["train"].argv
+    given_ = [a for a in argv if a.startswith("data_template_path=")]
+    assert len(given_) == 1 and given_[0].endswith("template.json"), given_
+    assert "openmathinstruct2_rl.json" not in " ".join(argv)
 
 
 # --- a deployment's run -------------------------------------------------------------------

@@ -142,8 +142,11 @@ def test_compare_tpu_derives_a_rollout_where_the_profiles_split_does_not_resolve
     assert main(["plan", LLAMA, *args, "--compare-tpu"]) == 0
     out = capsys.readouterr().out
     part = out[out.index("TPU generations for llama3.1-8b"):]
-    assert "ct6e-standard-4t 4x4: 16 chips, ≈ 2.0 h training; rollout as set (tensor 2" in part
-    assert "ct5p-hightpu-4t 2x4x4: 32 chips, ≈ 2.0 h training; rollout needs tensor" in part
+    # one VM of 4 chips: the trainer shares them, and a replica of tensor 4 holds the model
+    assert ("ct6e-standard-4t 2x2: 4 chips (tight: activations may not fit), ≈ 8.0 h "
+            "training; rollout needs tensor 4 × data 1") in part
+    assert "tpu7x-standard-4t 2x2x2: 8 chips, ≈ 1.6 h training; rollout as set (tensor 2" in part
+    assert "ct5p-hightpu-4t 2x2x2: 8 chips, ≈ 8.0 h training; rollout needs tensor" in part
     assert "none derived" not in part and "no tensor × data × expert split" not in part
 
 

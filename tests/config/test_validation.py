@@ -150,7 +150,10 @@ def test_rule_names_the_field_and_the_fix(case, overrides, field, fix, tutorial_
 
 
 @pytest.mark.parametrize("overrides", [
-    {"train.args.use_pathways": "false", "train.args.ici_fsdp_parallelism": "4"},  # no split
+    # no split: the trainer shares the 32 devices, and its weights sit inside vLLM's share,
+    # so a replica spreads the experts over 8 devices (the rollout check's own fix)
+    {"train.args.use_pathways": "false", "train.args.ici_fsdp_parallelism": "4",
+     "train.args.rollout_data_parallelism": "4", "train.args.rollout_expert_parallelism": "8"},
     {"train.args.train_micro_batch_size": "4"},
     {"train.args.rollout_data_parallelism": "4"},  # 4 × 1 × 4 = the 16 sampler devices
     {"gke.num_slices": "2"},  # dcn_data_parallelism defaults to -1: fills the 2 slices

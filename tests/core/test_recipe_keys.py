@@ -83,7 +83,6 @@ def test_the_order_of_the_functions_is_part_of_the_training() -> None:
 def test_a_changed_processor_or_template_trains_again(first: str, second: str) -> None:
     if first == second:
         return
-    no_arg = {"train.args.data_template_path": ""}  # the recipe's template replaces it
     with _folder() as folder:
         processor, template = folder / "process.py", folder / "template.json"
         keys = []
@@ -92,7 +91,7 @@ def test_a_changed_processor_or_template_trains_again(first: str, second: str) -
             template.write_text(TEMPLATE)
             with_processor = _keys({"recipe.dataset_processor": str(processor)})
             template.write_text(text)
-            with_template = _keys({**no_arg, "recipe.chat_template": str(template)})
+            with_template = _keys({"recipe.chat_template": str(template)})
             keys.append((with_processor, with_template))
     for one, two in zip(keys[0], keys[1], strict=True):
         assert one["train"] != two["train"]

@@ -55,8 +55,7 @@ def recipe_dir(tmp_path: Path) -> Path:
 def _full(folder: Path) -> dict[str, str]:
     return {"recipe.rewards.file": str(folder / "rewards.py"), "recipe.rewards.functions": "a,b",
             "recipe.dataset_processor": str(folder / "process.py"),
-            "recipe.chat_template": str(folder / "template.json"),
-            "train.args.data_template_path": ""}
+            "recipe.chat_template": str(folder / "template.json")}
 
 
 def _profile(folder: Path, **more: str) -> Profile:
@@ -132,7 +131,7 @@ def test_every_object_of_a_recipe_passes_strict_validation(recipe_dir: Path) -> 
     ({"recipe.rewards.file": "rewards.py", "recipe.rewards.functions": "a"},
      {"reward_guard.py", "recipe_rewards.py"}),
     ({"recipe.dataset_processor": "process.py"}, {"recipe_processor.py"}),
-    ({"recipe.chat_template": "template.json", "train.args.data_template_path": ""},
+    ({"recipe.chat_template": "template.json"},
      {"recipe_template.json"}),
 ])
 def test_only_the_files_the_recipe_names_are_shipped(recipe_dir: Path, only: dict[str, str],
