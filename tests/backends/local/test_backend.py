@@ -135,17 +135,31 @@ def test_a_live_orphan_of_the_same_output_is_stopped_before_the_rerun(backend, t
     assert run.name == "probe" and not log.with_suffix(".pid").exists()
 
 
-def test_a_recycled_pid_is_not_taken_for_an_orphan(backend, tmp_path):
-    import os
-
-    from flows.core.processes import ProcessTag
+def test_a_recycled_pid_is_not_taken_for_an_orphan(backend, tmp_path, caplog):
+    """A tag whose pid now belongs to another process (started at another time than the tag
+    records, as after a reboot or pid wrap): that process is left alone, even though it is
+    marked and leads a session as the tag's program would, and the program runs."""
+    from flows.core.processes import MARK_ENV, ProcessTag, new_mark
 
     log = tmp_path / "out" / "tpurl-logs" / "probe.log"
     log.parent.mkdir(parents=True)
-    me = ProcessTag.of(os.getpid(), "probe")
-    stale = ProcessTag(me.pid, (me.ticks or 0) + 1, me.host, me.started_at, "probe")
-    log.with_suffix(".pid").write_text(stale.to_json())
-    backend.run_workload(_workload("print('ran')"), file_uri(log))  # and this test lives on
+    mark = new_mark()
+    other = subprocess.Popen(["sleep", "600"], start_new_session=True,
+                             env={**os.environ, MARK_ENV: mark})
+    try:
+        real = ProcessTag.of(other.pid, "probe", mark)
+        recycled = ProcessTag(real.pid, (real.ticks or 0) + 1, real.host, real.started_at,
+                              "probe")
+        log.with_suffix(".pid").write_text(recycled.to_json())
+        caplog.set_level(logging.INFO)
+        run = backend.run_workload(_workload("print('ran')"), file_uri(log))
+        assert other.poll() is None, "a process the tag does not describe was signalled"
+        assert "still running from a run that died" not in caplog.text
+        assert run.name == "probe" and "ran" in log.read_text()
+        assert not log.with_suffix(".pid").exists()  # the stale tag is gone with the run
+    finally:
+        other.kill()
+        other.wait(timeout=15)
 
 
 def _own_venv_backend(tmp_path: Path) -> tuple[Path, Profile, LocalBackend]:
