@@ -139,6 +139,8 @@ def test_a_recycled_pid_is_not_taken_for_an_orphan(backend, tmp_path, caplog):
     """A tag whose pid now belongs to another process (started at another time than the tag
     records, as after a reboot or pid wrap): that process is left alone, even though it is
     marked and leads a session as the tag's program would, and the program runs."""
+    from dataclasses import replace
+
     from flows.core.processes import MARK_ENV, ProcessTag, new_mark
 
     log = tmp_path / "out" / "tpurl-logs" / "probe.log"
@@ -148,8 +150,7 @@ def test_a_recycled_pid_is_not_taken_for_an_orphan(backend, tmp_path, caplog):
                              env={**os.environ, MARK_ENV: mark})
     try:
         real = ProcessTag.of(other.pid, "probe", mark)
-        recycled = ProcessTag(real.pid, (real.ticks or 0) + 1, real.host, real.started_at,
-                              "probe")
+        recycled = replace(real, ticks=(real.ticks or 0) + 1)  # all else is the process's
         log.with_suffix(".pid").write_text(recycled.to_json())
         caplog.set_level(logging.INFO)
         run = backend.run_workload(_workload("print('ran')"), file_uri(log))
