@@ -9,19 +9,40 @@ from typing import Any
 import yaml
 
 from flows.backends.gke.infra.cloud import ApiDenied, ApiNotFound
-from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS
-from flows.backends.gke.infra.preflight.checks import CLOUD_BUILD_API, REQUIRED_APIS
 from tests.fakes.cloud import fakecloud_state as fc
 from tests.fakes.cloud.ar_operations import Creations
 from tests.fakes.cloud.iam_propagation import Propagation
 
 PATHWAYS = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
+CLOUD_BUILD_API = "cloudbuild.googleapis.com"
+# The fake's own facts, written from Google's documentation and never imported from the
+# product, so that a check the product gets wrong (an API or permission it forgets, or asks
+# for needlessly) can disagree with the project these describe.
+# A project set up as the tutorial sets it up: Cluster Toolkit's GKE blueprints enable
+# Compute Engine, GKE, Cloud Storage, IAM and Resource Manager (modules/project/service-
+# enablement, the blueprints' `services`), the image stage Artifact Registry and Cloud Build.
+TUTORIAL_PROJECT_SERVICES = frozenset({
+    "compute.googleapis.com", "container.googleapis.com", "storage.googleapis.com",
+    "iam.googleapis.com", "cloudresourcemanager.googleapis.com",
+    "artifactregistry.googleapis.com", CLOUD_BUILD_API})
+# What the tutorial's operator (project Owner) is found to hold when testIamPermissions asks
+# for what a deploy does: create the cluster and its RBAC, the network, the service accounts
+# and their grants, the bucket and the image repository (IAM's permission reference,
+# cloud.google.com/iam/docs/permissions-reference, each permission's name as listed there).
+OWNER_HOLDS = frozenset({
+    "container.clusters.create", "container.clusters.get", "container.clusterRoles.create",
+    "container.clusterRoleBindings.create", "compute.networks.create",
+    "compute.reservations.get", "compute.regions.get", "iam.serviceAccounts.create",
+    "iam.serviceAccounts.actAs", "resourcemanager.projects.setIamPolicy",
+    "resourcemanager.projects.getIamPolicy", "storage.buckets.create",
+    "artifactregistry.repositories.create", "artifactregistry.repositories.get",
+    "serviceusage.services.list"})
 
 
 class FakeGoogleApis:
     def __init__(self) -> None:
         self.number = "0"  # fake-gcs-server reports projectNumber 0
-        self.services: set[str] = {*REQUIRED_APIS, CLOUD_BUILD_API}
+        self.services: set[str] = set(TUTORIAL_PROJECT_SERVICES)
         # Cloud Build's default account (projects.locations.getDefaultServiceAccount): the
         # legacy one, which Cloud Build grants roles/cloudbuild.builds.builder on the project
         # when the API is enabled; a test may name another (the Compute default account of
@@ -52,7 +73,7 @@ class FakeGoogleApis:
         self.calls: list[str] = []
         # testIamPermissions answers the subset held (cloudresourcemanager v1
         # projects.testIamPermissions); the operator holds all of them unless a test says so
-        self.permissions: set[str] = set(OPERATOR_PERMISSIONS)
+        self.permissions: set[str] = set(OWNER_HOLDS)
         self.repositories: dict[str, dict[str, Any]] = {}  # "project/location/name" → repo
         # CreateRepository's long-running operations (tests/fakes/cloud/ar_operations.py)
         self.creations = Creations()
