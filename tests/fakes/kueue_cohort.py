@@ -67,6 +67,30 @@ class Cohort:
     workloads: list[Pending] = field(default_factory=list)
     admissions: list[str] = field(default_factory=list)  # workload names, in order
 
+    @classmethod
+    def from_cluster_queues(cls, objects: list[dict[str, Any]], flavor: str) -> Cohort:
+        """The cohort Kueue builds from ClusterQueue objects as applied (the rendered
+        documents, not the numbers behind them): each queue's ``google.com/tpu`` quota in
+        ``flavor`` (clusterqueue_types.go ResourceQuota: nominalQuota, borrowingLimit unset
+        meaning no limit) and its ``spec.fairSharing.weight`` (unset: 1)."""
+        queues: dict[str, Queue] = {}
+        for cq in objects:
+            if cq.get("kind") != "ClusterQueue":
+                continue
+            spec, name = cq["spec"], cq["metadata"]["name"]
+            for group in spec.get("resourceGroups") or []:
+                for fq in group.get("flavors") or []:
+                    if fq["name"] != flavor:
+                        continue
+                    for resource in fq.get("resources") or []:
+                        if resource["name"] == TPU:
+                            limit = resource.get("borrowingLimit")
+                            weight = (spec.get("fairSharing") or {}).get("weight", 1)
+                            queues[name] = Queue(name, int(resource["nominalQuota"]),
+                                                 None if limit is None else int(limit),
+                                                 float(weight))
+        return cls(flavor, queues)
+
     @property
     def quota(self) -> int:
         return sum(q.nominal for q in self.queues.values())

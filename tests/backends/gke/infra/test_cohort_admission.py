@@ -13,27 +13,36 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flows.backends.gke.capacity_pools import flavor_name
+from flows.backends.gke.infra.kueue_objects import KUEUE_TEMPLATE, kueue_documents
 from flows.backends.gke.infra.team_quota import team_quotas
-from flows.backends.gke.team_queues import team_queue_name
 from flows.backends.gke.watch.kueue import status_line
 from flows.backends.gke.watch.kueue_cohort import cohort_wait
+from flows.config import load_profile
 from flows.config.teams import load_teams
 from tests.fakes.kueue_cohort import Cohort, Queue
-from tests.support.profiles import SMOKE, TUTORIAL
+from tests.support.profiles import SMOKE, TUTORIAL, TUTORIAL_REQUIRED
 
-FLAVOR = "tpu-on-demand"
 CLUSTER = 32
 
 
 def _cohort(tmp_path: Path, a: str = "", b: str = "") -> Cohort:
-    """Teams a and b of a 32-chip cluster, as the teams file renders them."""
+    """Teams a and b of the tutorial's 32-chip cluster on demand, from the ClusterQueues the
+    deploy stages for them (the product's rendering of the teams file, read by the fake as
+    Kueue reads the applied objects), so a quota rendered wrong admits wrong here."""
     path = tmp_path / "teams.yaml"
     path.write_text(f"teams:\n  a: {{usd_per_month: 5, profiles: [{TUTORIAL}]{a}}}\n"
                     f"  b: {{usd_per_month: 5, profiles: [{SMOKE}]{b}}}\n")
-    quotas = team_quotas(load_teams(path), CLUSTER)
-    return Cohort(FLAVOR, {team_queue_name(q.team): Queue(team_queue_name(q.team), q.nominal,
-                                                          q.borrowing_limit, q.weight)
-                           for q in quotas.values()})
+    gke = load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, "gke.capacity": "on-demand",
+                                  "gke.reservation": ""}, environ={}).gke
+    assert gke is not None and gke.total_chips == CLUSTER
+    objects = kueue_documents(KUEUE_TEMPLATE.read_text(), gke,
+                              team_quotas(load_teams(path), CLUSTER))
+    flavor = flavor_name("on-demand", gke.machine.generation)
+    cohort = Cohort.from_cluster_queues(
+        [o for o in objects if o["metadata"]["name"] in ("team-a", "team-b")], flavor)
+    assert set(cohort.queues) == {"team-a", "team-b"}
+    return cohort
 
 
 def test_a_team_within_its_nominal_quota_is_admitted(tmp_path: Path) -> None:
@@ -119,7 +128,7 @@ def test_no_order_of_submissions_breaks_a_limit(submissions: list[tuple[str, int
                                                 limits: tuple[int | None, ...],
                                                 fair: bool) -> None:
     nominal = {"team-a": 16, "team-b": 8, "team-c": 8}
-    cohort = Cohort(FLAVOR, {name: Queue(name, chips, limit) for (name, chips), limit
+    cohort = Cohort("tpu-on-demand", {name: Queue(name, chips, limit) for (name, chips), limit
                              in zip(nominal.items(), limits, strict=True)})
     for index, (queue, chips, priority, finish_one) in enumerate(submissions):
         cohort.submit(f"w{index}", queue, chips, priority)
