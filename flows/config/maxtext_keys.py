@@ -21,7 +21,8 @@ from flows.config.limits import limits
 from flows.config.profile import Profile
 
 KEYS_FILE = Path(__file__).with_name("maxtext_keys.json")
-# which program reads each step's args (flows/stages/programs.py); model.args reach all three
+# which program reads each step's args (the workloads of flows.core.programs); model.args reach
+# all three
 STEP_PROGRAMS = {"model": ("train_rl", "checkpoint_conversion"), "train": ("train_rl",),
                  "convert": ("checkpoint_conversion",), "export": ("checkpoint_conversion",)}
 PROGRAM_NAMES = {"train_rl": "train_rl (GRPO)",

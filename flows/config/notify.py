@@ -6,7 +6,7 @@ named by ``<block type slug>/<block name>`` (``slack-webhook/tpurl-alerts``,
 secret field Prefect keeps on the server, never in the profile, prefect.yaml, an event or a
 log. Here only the reference's shape is checked (a pasted URL or token is refused without
 being echoed); whether the block exists and can notify is asked of the API by the deploy
-step (flows/notifications/deploy.py) before it creates anything. Not run-tunable: a run's
+step (flows.notifications.apply) before it creates anything. Not run-tunable: a run's
 overrides cannot redirect alerts.
 """
 

@@ -45,7 +45,7 @@ class Team(BaseModel):
     tpu_chips: int | None = Field(default=None, gt=0)
     """TPU chips the team's Kueue ClusterQueue is guaranteed (its nominal quota in every TPU
     flavor). Unset: an even part of what the cluster's chips leave after the teams that set
-    it (flows/backends/gke/team_quota.py says why even)."""
+    it (flows.backends.gke.infra.team_quota says why even)."""
     borrowing_limit_chips: int | None = Field(default=None, ge=0)
     """Chips above ``tpu_chips`` the team may borrow from the other teams' unused quota.
     Unset: all the others' chips (idle quota is never wasted); 0: never borrows."""

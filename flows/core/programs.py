@@ -69,7 +69,7 @@ def train_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime,
     steps = profile.train.args.get("num_batches")
     wandb = profile.tracking.wandb
     env, secrets = (*setup.env, *recipe_env(profile, setup.shipped_dir)), _secret_env(profile)
-    if wandb is not None:  # tunix's metrics logger writes to W&B itself (docs/tracking-wandb.md)
+    if wandb is not None:  # tunix's metrics logger writes to W&B itself (docs/integrations/wandb.md)
         offline = str(program_path(layout.train_run_dir)) if profile.backend == "local" else None
         env = (*env, *wandb.environment(layout.run_name, offline).items())
         if wandb.api_key is not None:

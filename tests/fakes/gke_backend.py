@@ -1,5 +1,5 @@
 """Running GkeBackend against the fake API in tests: short budgets, fast watch settings, a
-logger that keeps its lines. Shared by tests/gke/test_backend.py and test_faults.py."""
+logger that keeps its lines. Shared by the GKE backend's tests."""
 
 from __future__ import annotations
 

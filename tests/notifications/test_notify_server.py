@@ -8,7 +8,7 @@ on the server), so the receiver sees the secret only where the block puts it.
 The run-failed message comes from a real flow run of the rehearsal refused at validation (a
 profile error: seconds, no stage); the others from the very functions the flow and the
 dispatcher emit them with; the rollback's from `tpurl rollback` itself.
-tests/e2e/test_notify_rehearsal.py does the same with a failed stage and a promotion decision
+tests/e2e/test_prefect_deploy.py does the same with a failed stage and a promotion decision
 of real rehearsal runs.
 """
 

@@ -1,6 +1,6 @@
 """`tpurl status` (flows/operations/status.py) against the fake cloud after a real deploy through the infra
 stage's code, and the fake Kubernetes API: what exists, what it costs per hour, read-only, and
-exit 1 for a static TPU pool in a mode that scales from zero. Here (not tests/test_status.py)
+exit 1 for a static TPU pool in a mode that scales from zero. Here (not in the CLI's status tests)
 for the fake cloud's fixtures in this folder's conftest."""
 
 from __future__ import annotations
