@@ -1,6 +1,7 @@
-"""`tpurl costs` (flows/operations/costs.py) on a real ledger in a rehearsal profile's output
-root: the month by team, profile, stage and capacity mode, each (run, stage) counted once,
-what is still at its estimate, and dollars per promoted model and per evaluation."""
+"""`tpurl costs` (flows/operations/costs.py) on a real ledger under the teams file's
+ledger_root: the month by team, profile, stage and capacity mode, each (run, stage) counted
+once, what is still at its estimate, dollars per promoted model and per evaluation, what the
+ledger holds that is refused, and a ledger that cannot be read."""
 
 from __future__ import annotations
 
@@ -35,11 +36,13 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ledger: run a finished (train and evaluate metered, replacing their estimates), run b
     still training (its estimate counts), and one entry of another team."""
     teams = tmp_path / "teams.yaml"
-    teams.write_text("teams:\n  lab:\n    usd_per_month: 100\n    profiles: [rehearsal]\n")
+    uri = file_uri(tmp_path / "ledger")
+    teams.write_text(f"ledger_root: {uri}\nteams:\n  lab:\n    usd_per_month: 100\n"
+                     "    profiles: [rehearsal]\n")
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
     root = tmp_path / "root"
     monkeypatch.setenv("TPURL_LOCAL__ROOT", str(root))
-    storage, uri = LocalStorage(), file_uri(root)
+    storage = LocalStorage()
     for entry in [_entry("a", "train", "estimate", 30.0), _entry("a", "evaluate", "estimate", 6.0),
                   _entry("a", "train", "metered", 24.0), _entry("a", "evaluate", "metered", 4.0),
                   _entry("b", "train", "estimate", 30.0, capacity="spot"),
@@ -85,3 +88,24 @@ def test_bad_arguments_are_refused_naming_them(lab: Path, capsys) -> None:
     assert "'nobody' is neither a team of the teams file (teams: lab)" in capsys.readouterr().err
     assert main(["costs", "--month", "11-2026"]) == 2
     assert "--month: '11-2026' is not a month; give it as YYYY-MM" in capsys.readouterr().err
+
+
+def test_what_the_ledger_refuses_is_named_and_not_counted(lab: Path, capsys) -> None:
+    """An entry with negative dollars, one naming another team filed in lab's month, and
+    one naming run a filed in another run's directory: each named, none counted."""
+    storage, month = LocalStorage(), lab.parent / "ledger" / "tpurl-spend" / "lab" / MONTH
+    forged = {"negative": _entry("z", "train", "metered", 1.0).model_dump() | {"usd": -50.0},
+              "other-team": _entry("y", "train", "metered", 70.0, team="other").model_dump(),
+              "not-its-run": _entry("a", "train", "metered", 0.0).model_dump() | {"sequence": 7}}
+    for run, data in forged.items():
+        storage.create_text(file_uri(month / "runs" / run / f"train-{data['sequence']:05d}-"
+                                     "metered.json"), json.dumps(data))
+    assert main(["costs", "lab", "--month", MONTH]) == 0
+    out = capsys.readouterr().out
+    assert "spent $58.00, left $42.00" in out  # as before the forged entries
+    assert "runs/negative/train-00000-metered.json (usd: Input should be greater than or " \
+        "equal to 0)" in out
+    assert "runs/other-team/train-00000-metered.json (names team 'other' in team 'lab'" in out
+    assert "runs/not-its-run/train-00007-metered.json (names run 'a' but lies in run " \
+        "'not-its-run'" in out
+

@@ -1,6 +1,10 @@
 """`tpurl costs [TEAM|PROFILE] [--month YYYY-MM] [--json]`: a team's month from its spend
 ledger, read-only.
 
+The ledger is the team's ``ledger_root``; what it holds that is refused (negative or
+non-finite dollars, another team's name, an entry not filed where it says) is named, never
+counted, and a ledger that cannot be read is said so (exit 1), never shown as an empty month.
+
 Spend by team, profile, stage and capacity mode, each (run, stage) counted once by the
 ledger's rule (flows/core/spend_ledger.py: metered replaces the estimate; a stage still
 running counts its estimate, shown as "in flight"), and dollars per promoted model
@@ -30,7 +34,7 @@ from flows.config.profile import Profile
 from flows.config.teams import Team, Teams, load_teams
 from flows.core.spend_ledger import LedgerEntry, final_spend, month_of
 from flows.runpage.promotion import read_history
-from flows.spending.team_spend import member_roots, read_root
+from flows.spending.team_spend import LedgerUnreadable, read_team
 
 MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 
@@ -51,7 +55,8 @@ class TeamCosts:
     by_capacity: dict[str, float] = field(default_factory=dict)
     per_promoted: dict[str, dict[str, float]] = field(default_factory=dict)
     per_evaluation: dict[str, dict[str, float]] = field(default_factory=dict)
-    unread: dict[str, str] = field(default_factory=dict)  # member → why its ledger was not read
+    unread: dict[str, str] = field(default_factory=dict)  # ledger → why it was not read
+    refused: dict[str, str] = field(default_factory=dict)  # ledger object → why not counted
     # per run of the shown profiles: its dollars, and (profile, run name) to name it by
     by_run: dict[str, float] = field(default_factory=dict)
     run_labels: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -68,7 +73,7 @@ class TeamCosts:
                 "by_profile": _rounded(self.by_profile), "by_stage": _rounded(self.by_stage),
                 "by_capacity": _rounded(self.by_capacity),
                 "per_promoted_model": self.per_promoted, "per_evaluation": self.per_evaluation,
-                "unread": self.unread}
+                "unread": self.unread, "refused": self.refused}
 
 
 def _rounded(values: dict[str, float]) -> dict[str, float]:
@@ -130,7 +135,9 @@ def render(costs: TeamCosts, profile: str | None = None) -> list[str]:
         lines.append(f"  {name}: ${figures['usd_each']:,.2f} per evaluation "
                      f"({figures['evaluations']:g} evaluated)")
     for name, why in sorted(costs.unread.items()):
-        lines.append(f"  not read: {name}'s ledger ({why})")
+        lines.append(f"  not read: the ledger {name} ({why}); the month above is unknown")
+    for name, why in sorted(costs.refused.items()):
+        lines.append(f"  refused, not counted: {name} ({why})")
     return lines
 
 
@@ -148,14 +155,18 @@ def promoted_in(name: str, month: str, own: Profile | None = None) -> int:
 
 def team_costs(team: Team, month: str, profile: str | None = None,
                own: Profile | None = None) -> TeamCosts:
-    """Read every member's ledger and promotion history (read-only) and summarize; ``own``:
-    a running member's profile as its run loaded it (its ledger is under that root)."""
-    roots, unread = member_roots(team, own)
-    entries = [e for root in roots for e in read_root(root, month)]
-    promoted = {name: promoted_in(name, month, own) for name in team.profiles
-                if name not in unread}
-    costs = summarize(team, month, entries, promoted, profile)
-    costs.unread = unread
+    """Read the team's ledger and its members' promotion histories (read-only) and
+    summarize; ``own``: a running member's profile as its run loaded it (its promotion
+    history is under its root)."""
+    try:
+        state = read_team(team, month)
+    except LedgerUnreadable as exc:
+        costs = summarize(team, month, [], {}, profile)
+        costs.unread = {team.ledger_root or f"teams.{team.name}.ledger_root": str(exc)}
+        return costs
+    promoted = {name: promoted_in(name, month, own) for name in team.profiles}
+    costs = summarize(team, month, list(state.entries), promoted, profile)
+    costs.refused = dict(state.refused)
     return costs
 
 
@@ -173,7 +184,8 @@ def chosen(teams: Teams, target: str | None) -> tuple[list[Team], str | None] | 
 
 
 def costs_command(target: str | None, month: str | None, as_json: bool) -> int:
-    """Print the month; 2 on a bad argument or teams file (nothing read)."""
+    """Print the month; 2 on a bad argument or teams file (nothing read), 1 when a team's
+    ledger could not be read."""
     if month is not None and not MONTH.fullmatch(month):
         print(f"error: --month: {month!r} is not a month; give it as YYYY-MM (e.g. 2026-12)",
               file=sys.stderr)
@@ -194,4 +206,4 @@ def costs_command(target: str | None, month: str | None, as_json: bool) -> int:
     else:
         print("\n\n".join("\n".join(render(c, picked[1])) for c in shown)
               or "no teams: the teams file (deployments/teams.yaml) declares none")
-    return 0
+    return 1 if any(c.unread for c in shown) else 0

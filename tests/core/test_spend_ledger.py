@@ -96,7 +96,7 @@ def test_any_interleaving_of_writers_totals_what_each_stage_finally_spent(
         queue = queues[data.draw(st.integers(0, len(queues) - 1))]
         append(storage, root, queue.pop(0))
         queues = [q for q in queues if q]
-    entries = read_month(storage, root, MONTH)
+    entries = list(read_month(storage, root, "t", MONTH).entries)
     order.shuffle(entries)
     assert len(entries) == sum(1 + len(m) for s in plan.values() for _, _, m in s)
     assert total_usd(entries) == pytest.approx(_expected(plan))
@@ -122,7 +122,7 @@ def _gcs() -> Storage:
 
 
 def _check_all_there(storage: Storage, root: str, writers: int, count: int) -> None:
-    entries = read_month(storage, root, MONTH)
+    entries = read_month(storage, root, "t", MONTH).entries
     shared = [e for e in entries if e.run == "shared"]
     assert len(shared) == writers * count  # every colliding writer got its own name
     assert sorted(e.sequence for e in shared) == list(range(writers * count))
@@ -195,4 +195,4 @@ def test_entries_are_named_by_run_stage_sequence_and_kind(tmp_path: Path) -> Non
     root = file_uri(tmp_path)
     placed = append(LocalStorage(), root, _entry("flow-run-id", "train", "estimate", 1.0))
     assert entry_uri(root, placed, placed.sequence).endswith(
-        "/tpurl-spend/2026-12/flow-run-id/train-00000-estimate.json")
+        "/tpurl-spend/t/2026-12/runs/flow-run-id/train-00000-estimate.json")

@@ -1,6 +1,7 @@
 """The real flow on a real Prefect API writes its team's ledger: with the rehearsal profile in
-a team, each stage after infra leaves its metered entry under the output root, named by the
-flow run; a stage that fails leaves none (its estimate, if it had one, keeps counting).
+a team, each stage after infra leaves its metered entry under the team's ledger root (never
+the output root), named by the flow run; a stage that fails leaves none (its estimate, if it
+had one, keeps counting).
 Stand-in stages return at once (as tests/runpage/test_live_page.py does), so no program
 runs; the rehearsal prices its chip-hours at $0."""
 
@@ -31,10 +32,12 @@ class InstantStage:
                            chip_hours=2.0)
 
 
-def test_each_stage_after_infra_leaves_its_metered_spend_under_the_output_root(
+def test_each_stage_after_infra_leaves_its_metered_spend_under_the_ledger_root(
         prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     teams = tmp_path / "teams.yaml"
-    teams.write_text("teams:\n  lab:\n    usd_per_month: 10\n    profiles: [rehearsal]\n")
+    ledger = file_uri(tmp_path / "ledger")
+    teams.write_text(f"ledger_root: {ledger}\nteams:\n  lab:\n    usd_per_month: 10\n"
+                     "    profiles: [rehearsal]\n")
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
     root = tmp_path / "root"
     ckpt = file_uri(tmp_path / "ckpt")
@@ -48,7 +51,8 @@ def test_each_stage_after_infra_leaves_its_metered_spend_under_the_output_root(
                                       return_state=True)
     assert state.is_failed(), state  # the evaluation broke
     run = str(state.state_details.flow_run_id)
-    entries = read_month(LocalStorage(), file_uri(root), month_of(state.timestamp))
+    entries = read_month(LocalStorage(), ledger, "lab", month_of(state.timestamp)).entries
+    assert not (root / "tpurl-spend").exists()
     assert {(e.stage, e.kind) for e in entries} == {
         ("convert", "metered"), ("train", "metered"), ("export", "metered")}
     assert {(e.team, e.profile, e.run, e.capacity, e.chip_hours, e.usd) for e in entries} == {
