@@ -22,7 +22,7 @@ from flows.config.teams import Team, Teams
 from flows.core.failures import FailureCategory
 from flows.core.spend_ledger import LedgerEntry, append, month_of, read_month, take_place
 from flows.core.storage import LocalStorage, Storage
-from flows.core.team_budget import Allowance, allowance_for, grant, team_month
+from flows.core.team_budget import RECHECK_S, Allowance, allowance_for, grant, team_month
 from flows.operations.costs import team_costs
 from flows.pipeline import rl_post_training
 from flows.run.result import StageReport
@@ -239,3 +239,35 @@ def test_a_ledger_that_cannot_be_read_refuses_the_start_naming_it(store) -> None
         issue.problem and "could not be read" in issue.problem
     costs = team_costs(teams.teams["tutorial"], month_of(datetime.now(UTC)))
     assert list(costs.unread) == [root]
+
+
+def test_the_watch_reads_the_month_again_and_stops_when_a_run_ahead_spent_more(
+        tmp_path: Path) -> None:
+    """Two runs fit by their plans with $20 to spare; the later's watch was granted what the
+    first left. The first's train is then metered at its estimate plus one whole run: the
+    later's watch does not read the ledger on every tick, but within RECHECK_S it does, and
+    stops the stage at what is now left ($20)."""
+    profile = tutorial_profile()
+    estimate = estimated_run_usd(profile)
+    teams, root = _tutorial_team(file_uri(tmp_path), 2 * estimate + 20.0)
+    ahead = start_check(profile, uuid.uuid4().hex, "ahead", teams)
+    later = start_check(profile, uuid.uuid4().hex, "later", teams)
+    assert ahead is not None and later is not None
+    granted = allowance_for(later.key)
+    assert granted is not None and granted.left_usd == pytest.approx(estimate + 20.0)
+    clock = Clock()
+    meter = SpendMeter("train", 8, 1.0, True, None, None, later.key, clock, team=granted)
+    assert meter.charge([]) is None
+    clock.now += 3 * HOUR  # $24 of the $452 granted; the ledger is read again: no change
+    assert meter.charge([]) is None
+    train = next(e for e in read_month(LocalStorage(), root, "tutorial", ahead.month).entries
+                 if e.run == ahead.run and e.stage == "train")
+    record_metered(ahead, LocalStorage(), StageReport(
+        stage="train", status="completed", duration_s=1.0, chip_hours=1.0, uris={},
+        usd=train.usd + estimate))
+    clock.now += 60.0  # read again only every RECHECK_S
+    assert meter.charge([]) is None
+    clock.now += RECHECK_S
+    stop = meter.charge([])
+    assert stop is not None and stop.code == "gke/team-budget", stop
+    assert "runs ahead of it left" in stop.summary and "($20.00)" in stop.summary
