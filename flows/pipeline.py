@@ -82,6 +82,7 @@ from flows.spending.team_spend import (
     RunSpend,
     record_failed,
     record_metered,
+    settle,
     stage_check,
     start_check,
 )
@@ -300,6 +301,7 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
         ran = run_stages(run)
     except Exception:  # a failed stage: the team's view still shows the run and its spend
         if run.spend is not None:
+            _ledger_failed(run, None)  # the stages it never started: $0
             publish_team_view(run.spend.team, run.spend.month, run.cfg, run.spend.run, None,
                               "Failed")
         raise
@@ -459,17 +461,22 @@ def _run_stage(page: StagePage, run: PreparedRun, stage: str,
     return output
 
 
-def _ledger_failed(run: PreparedRun, stage: str) -> None:
-    """A stage that ended without a result: its metered spend into the team's ledger. A
-    ledger that cannot be written must not hide the stage's own failure: a warning."""
+def _ledger_failed(run: PreparedRun, stage: str | None) -> None:
+    """A stage that ended without a result (None: the run failed outside any stage): its
+    metered spend, and $0 for the stages the run now never starts, into the team's ledger.
+    A ledger that cannot be written must not hide the run's own failure: a warning."""
     if run.spend is None:
         return
     try:
+        if stage is None:
+            settle(run.spend, storage_for(run.spend.root))
+            return
         record_failed(run.spend, storage_for(run.spend.root), stage,
                       run.backend.usd_per_chip_hour)
     except Exception as exc:
-        get_run_logger().warning("the spend of stage %s could not be written to team %s's "
-                                 "ledger under %s (its estimate keeps counting): %s", stage,
+        get_run_logger().warning("the spend of %s could not be written to team %s's "
+                                 "ledger under %s (its estimates keep counting): %s",
+                                 f"stage {stage}" if stage else "the stages not started",
                                  run.spend.team.name, run.spend.root, exc)
 
 
