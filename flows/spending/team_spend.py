@@ -5,9 +5,10 @@ why the checks after the start count only the runs ahead).
 
 Where a team's spend is: its ``ledger_root`` (the teams file's), one place every member's
 runs write and read, which no training pod can write (docs/decisions/
-0023-ledger-only-the-flow-writes.md). A team without one, or one inside the run's own output
-root, refuses the run before any side effect; so does a ledger that cannot be read, naming
-it: a month that cannot be read is never taken for an empty one. A ``file://`` directory not
+0023-ledger-only-the-flow-writes.md). A team without one, or one inside the output root of
+the run's profile or of another of the teams file, refuses the run before any side effect;
+so does a ledger that cannot be read, naming it: a month that cannot be read is never taken
+for an empty one. A ``file://`` directory not
 made yet holds no spend (the first entry makes it); a bucket that does not exist is refused.
 
 The run writes its estimates and takes its place in the month's order in ``prepare``, before
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from flows.backends import storage_for
 from flows.common.issues import Issue
 from flows.config.errors import ProfileError
+from flows.config.loading import load_profile
 from flows.config.profile import Profile
 from flows.config.spend import stage_estimates
 from flows.config.teams import Team, Teams, load_teams
@@ -81,9 +83,10 @@ def output_root(profile: Profile) -> str:
     return profile.section.output_root()
 
 
-def ledger_issue(team: Team, profile: Profile) -> Issue | None:
-    """The team has no ledger root, or one a training pod of this run could write (at or
-    inside the run's output root). None: the ledger is the flow's alone."""
+def ledger_issue(team: Team, profile: Profile, teams: Teams | None = None) -> Issue | None:
+    """The team has no ledger root, or one a training pod could write: at or inside the run's
+    output root, or that of any profile of the teams file that loads here. None: as far as
+    the roots tell, the ledger is the flow's alone (the grants on it are the operator's)."""
     field_name = f"teams.{team.name}.ledger_root"
     fix = ("set ledger_root in the teams file (deployments/teams.yaml) to a gs://BUCKET only "
            "the flow's identity writes (no profile's bucket), or file:///PATH for local runs")
@@ -91,11 +94,26 @@ def ledger_issue(team: Team, profile: Profile) -> Issue | None:
     if root is None:
         return Issue(field_name, f"team {team.name} has no ledger for its spend, so its "
                      "budget cannot be enforced; nothing was started", fix, LEDGER)
-    outputs = output_root(profile).rstrip("/")
-    if root == outputs or root.startswith(outputs + "/") or outputs.startswith(root + "/"):
-        return Issue(field_name, f"{root} shares {profile.name}'s output root {outputs}, "
-                     "which the run's training pods write; nothing was started", fix, LEDGER)
+    for name, outputs in _output_roots(profile, teams):
+        if root == outputs or root.startswith(outputs + "/") or outputs.startswith(root + "/"):
+            return Issue(field_name, f"{root} shares {name}'s output root {outputs}, which "
+                         "its training pods write; nothing was started", fix, LEDGER)
     return None
+
+
+def _output_roots(profile: Profile, teams: Teams | None) -> list[tuple[str, str]]:
+    """The run's output root, then those of the teams file's other profiles that load here
+    (one whose project or bucket is given elsewhere cannot be told, and is left out)."""
+    roots = [(profile.name, output_root(profile).rstrip("/"))]
+    names = sorted({n for t in (teams.teams.values() if teams else ()) for n in t.profiles})
+    for name in names:
+        if name == profile.name:
+            continue
+        try:
+            roots.append((name, output_root(load_profile(name)).rstrip("/")))
+        except ProfileError:
+            continue
+    return roots
 
 
 def read_ledger(root: str, team: str, month: str,
@@ -140,7 +158,7 @@ def plan_start(profile: Profile, run: str, run_name: str, teams: Teams | None = 
     team = teams.team_of(profile.name)
     if team is None:
         return None
-    if (issue := ledger_issue(team, profile)) is not None:
+    if (issue := ledger_issue(team, profile, teams)) is not None:
         raise ProfileError(profile.name, [issue], header=_header(profile, team))
     assert team.ledger_root is not None
     month = month_of(now or datetime.now(UTC))

@@ -209,20 +209,26 @@ def test_a_stage_that_fails_writes_what_its_meters_charged_over_every_attempt(
 
 # --- the ledger is the flow's -----------------------------------------------------------
 def test_a_team_without_a_ledger_of_its_own_is_refused_and_the_fix_starts_it(
-        tmp_path: Path) -> None:
-    """No ledger_root, or one inside the profile's bucket (which its pods write): refused
-    before anything is written, naming the field; the fix applied (a bucket of its own), the
-    run starts."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ledger_root, one inside the profile's bucket (which its pods write), or one inside
+    another member's output root (the rehearsal's, whose training writes it): refused before
+    anything is written, naming the field; the fix applied (a place of its own), the run
+    starts."""
+    monkeypatch.setenv("TPURL_LOCAL__ROOT", str(tmp_path / "root"))
     profile = tutorial_profile(**{"gke.bucket": GCS_BUCKET})
     for root, said in ((None, "has no ledger for its spend"),
-                       (f"gs://{GCS_BUCKET}/ledger", "which the run's training pods write")):
+                       (f"gs://{GCS_BUCKET}/ledger", f"shares {TUTORIAL}'s output root"),
+                       (file_uri(tmp_path / "root" / "ledger"),
+                        "shares rehearsal's output root")):
         teams = Teams(teams={"tutorial": Team(name="tutorial", usd_per_month=1e6,
-                                              profiles=(TUTORIAL,), ledger_root=root)})
+                                              profiles=(TUTORIAL, "rehearsal"),
+                                              ledger_root=root)})
         with pytest.raises(ProfileError) as refused:
             start_check(profile, uuid.uuid4().hex, "run", teams)
         [issue] = refused.value.issues
-        assert issue.category == "config/team-ledger" and said in issue.problem
+        assert issue.category == "config/team-ledger" and said in issue.problem, issue
         assert issue.field == "teams.tutorial.ledger_root" and "ledger_root" in issue.fix
+        assert not (tmp_path / "root").exists()
     fixed, _ = _tutorial_team(file_uri(tmp_path / "ledger"), 1e6)
     assert start_check(profile, uuid.uuid4().hex, "run", fixed) is not None
 
