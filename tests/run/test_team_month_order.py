@@ -130,3 +130,10 @@ def test_a_run_ahead_that_spent_more_than_planned_stops_the_later_at_its_next_st
     ledger = read_month(LocalStorage(), root, "lab", later.spend.month)
     mine = {(e.stage, e.kind): e.usd for e in ledger.entries if e.run == later.key}
     assert mine[("export", "metered")] == 0.0 and mine[("train", "metered")] == 0.0
+    # the fix applied: the budget raised, the next run starts and passes its stages' checks
+    raised = Teams(teams={"lab": teams.teams["lab"].model_copy(
+        update={"usd_per_month": budget + 2 * ESTIMATE})})
+    again = Run(raised)
+    for _ in range(4):  # plan, reserve, check:convert, meter:convert
+        again.step()
+    assert not again.stopped and again.metered == ["convert"]
