@@ -27,7 +27,7 @@ from prefect.states import Cancelled, State
 from flows.announcements.guard import was_coalesced
 from flows.announcements.model import AnnouncementError, RunAnnouncement, retrain_run_name
 from flows.announcements.record import announcement_refusal
-from flows.backends import backend_for, end_background_watches
+from flows.backends import backend_for, end_background_watches, storage_for
 from flows.common.paths import default_cache_dir, path_part
 from flows.config import Profile, ProfileError, load_profile
 from flows.config.choices import ProfileName
@@ -80,9 +80,10 @@ from flows.runpage.promotion import (
 )
 from flows.spending.team_spend import (
     RunSpend,
-    record_estimates,
     record_failed,
     record_metered,
+    settle,
+    stage_check,
     start_check,
 )
 from flows.stages import STAGE_BY_NAME, stages_for
@@ -115,6 +116,7 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
                        storage=backend.storage, logger=logger, redactor=redactor)
     events.stage_event("started", profile.name, stage_name, redactor)
     try:
+        stage_check(str(flow_run.id or ""), stage_name)  # the team's month, read again
         output = stage.execute(ctx, dict(upstream))
     except StageFailed as exc:
         events.stage_event("failed", profile.name, stage_name, redactor, _failed(exc))
@@ -299,6 +301,7 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
         ran = run_stages(run)
     except Exception:  # a failed stage: the team's view still shows the run and its spend
         if run.spend is not None:
+            _ledger_failed(run, None)  # the stages it never started: $0
             publish_team_view(run.spend.team, run.spend.month, run.cfg, run.spend.run, None,
                               "Failed")
         raise
@@ -369,7 +372,8 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
     backend = backend_for(cfg)
     if missing := backend.start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)
-    # the team's month: refused here when the estimate exceeds what is left (reads only)
+    # the team's month: refused when the estimate exceeds what is left, else the estimate
+    # is written to the team's ledger first of all the run's side effects
     spend = start_check(cfg, str(flow_run.id or ""), flow_run.name or "run")
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
@@ -399,8 +403,6 @@ def run_stages(run: PreparedRun) -> RanStages:
             bound, lambda: timed_out_message(cfg, bound, page.current)):
         image = _run_stage(page, run, "image", build_image, cfg)
         infra = _run_stage(page, run, "infra", provision_infrastructure, cfg, image)
-        if run.spend is not None:  # the output root exists now (on GKE, the bucket)
-            record_estimates(run.spend, cfg, run.backend.storage)
         converted = _run_stage(page, run, "convert", convert_checkpoint, cfg, image,
                                infra)
         trained = _run_stage(page, run, "train", train_grpo, cfg, image, infra,
@@ -455,20 +457,26 @@ def _run_stage(page: StagePage, run: PreparedRun, stage: str,
     report = StageReport.of(output, backend.usd_per_chip_hour)
     page.ended(stage, output, report)
     if run.spend is not None and stage not in ("image", "infra"):  # the estimate's stages
-        record_metered(run.spend, backend.storage, report)
+        record_metered(run.spend, storage_for(run.spend.root), report)
     return output
 
 
-def _ledger_failed(run: PreparedRun, stage: str) -> None:
-    """A stage that ended without a result: its metered spend into the team's ledger. A
-    ledger that cannot be written must not hide the stage's own failure: a warning."""
+def _ledger_failed(run: PreparedRun, stage: str | None) -> None:
+    """A stage that ended without a result (None: the run failed outside any stage): its
+    metered spend, and $0 for the stages the run now never starts, into the team's ledger.
+    A ledger that cannot be written must not hide the run's own failure: a warning."""
     if run.spend is None:
         return
     try:
-        record_failed(run.spend, run.backend.storage, stage, run.backend.usd_per_chip_hour)
+        if stage is None:
+            settle(run.spend, storage_for(run.spend.root))
+            return
+        record_failed(run.spend, storage_for(run.spend.root), stage,
+                      run.backend.usd_per_chip_hour)
     except Exception as exc:
-        get_run_logger().warning("the spend of stage %s could not be written to team %s's "
-                                 "ledger under %s (its estimate keeps counting): %s", stage,
+        get_run_logger().warning("the spend of %s could not be written to team %s's "
+                                 "ledger under %s (its estimates keep counting): %s",
+                                 f"stage {stage}" if stage else "the stages not started",
                                  run.spend.team.name, run.spend.root, exc)
 
 

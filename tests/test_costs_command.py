@@ -1,6 +1,7 @@
-"""`tpurl costs` (flows/operations/costs.py) on a real ledger in a rehearsal profile's output
-root: the month by team, profile, stage and capacity mode, each (run, stage) counted once,
-what is still at its estimate, and dollars per promoted model and per evaluation."""
+"""`tpurl costs` (flows/operations/costs.py) on a real ledger under the teams file's
+ledger_root: the month by team, profile, stage and capacity mode, each (run, stage) counted
+once, what is still at its estimate, dollars per promoted model and per evaluation, what the
+ledger holds that is refused, and a ledger that cannot be read."""
 
 from __future__ import annotations
 
@@ -35,11 +36,13 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ledger: run a finished (train and evaluate metered, replacing their estimates), run b
     still training (its estimate counts), and one entry of another team."""
     teams = tmp_path / "teams.yaml"
-    teams.write_text("teams:\n  lab:\n    usd_per_month: 100\n    profiles: [rehearsal]\n")
+    uri = file_uri(tmp_path / "ledger")
+    teams.write_text(f"ledger_root: {uri}\nteams:\n  lab:\n    usd_per_month: 100\n"
+                     "    profiles: [rehearsal]\n")
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
     root = tmp_path / "root"
     monkeypatch.setenv("TPURL_LOCAL__ROOT", str(root))
-    storage, uri = LocalStorage(), file_uri(root)
+    storage = LocalStorage()
     for entry in [_entry("a", "train", "estimate", 30.0), _entry("a", "evaluate", "estimate", 6.0),
                   _entry("a", "train", "metered", 24.0), _entry("a", "evaluate", "metered", 4.0),
                   _entry("b", "train", "estimate", 30.0, capacity="spot"),
@@ -87,38 +90,41 @@ def test_bad_arguments_are_refused_naming_them(lab: Path, capsys) -> None:
     assert "--month: '11-2026' is not a month; give it as YYYY-MM" in capsys.readouterr().err
 
 
-def test_a_ledger_not_read_makes_the_figures_bounds_never_zero(
+def test_a_ledger_that_cannot_be_read_makes_the_spend_unknown_never_zero(
         lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    """A second member whose bucket cannot be read (no Google credentials: the real client
-    fails as it does on a laptop without `gcloud auth`): its spend is unknown, so the team's
-    figures are a bound, said so, and the reason is printed instead of a traceback."""
-    from tests.support.profiles import SMOKE_REQUIRED, fake_hf_token
-
+    """The team's ledger in a bucket that cannot be read (no Google credentials: the real
+    client fails as it does on a laptop without `gcloud auth`): the month is unknown and
+    said so, with the reason instead of a traceback, and the JSON says it is not complete."""
     teams = tmp_path / "teams.yaml"
-    teams.write_text("teams:\n  lab:\n    usd_per_month: 100\n"
-                     "    profiles: [rehearsal, smoke-qwen3-0.6b-v6e-8]\n")
-    for field, value in SMOKE_REQUIRED.items():
-        monkeypatch.setenv("TPURL_" + field.upper().replace(".", "__"), value)
-    monkeypatch.setenv("HF_TOKEN", fake_hf_token("costsunread"))
+    teams.write_text("teams:\n  lab:\n    usd_per_month: 100\n    profiles: [rehearsal]\n"
+                     "    ledger_root: gs://lab-ledger-bucket\n")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-adc.json"))
+    assert main(["costs", "lab", "--month", MONTH]) == 1
+    out = capsys.readouterr().out
+    assert "Traceback" not in out and "spent $0.00" not in out
+    assert "spent unknown: the team's ledger was not read (below)" in out
+    assert "not read: the ledger gs://lab-ledger-bucket (" in out
+    assert main(["costs", "lab", "--month", MONTH, "--json"]) == 1
+    [month] = json.loads(capsys.readouterr().out)
+    assert month["complete"] is False and list(month["unread"]) == ["gs://lab-ledger-bucket"]
+
+
+def test_what_the_ledger_refuses_is_named_and_not_counted(lab: Path, capsys) -> None:
+    """An entry with negative dollars, one naming another team filed in lab's month, and
+    one naming run a filed in another run's directory: each named, none counted."""
+    storage, month = LocalStorage(), lab.parent / "ledger" / "tpurl-spend" / "lab" / MONTH
+    forged = {"negative": _entry("z", "train", "metered", 1.0).model_dump() | {"usd": -50.0},
+              "other-team": _entry("y", "train", "metered", 70.0, team="other").model_dump(),
+              "not-its-run": _entry("a", "train", "metered", 0.0).model_dump() | {"sequence": 7}}
+    for run, data in forged.items():
+        storage.create_text(file_uri(month / "runs" / run / f"train-{data['sequence']:05d}-"
+                                     "metered.json"), json.dumps(data))
     assert main(["costs", "lab", "--month", MONTH]) == 0
     out = capsys.readouterr().out
-    assert "Traceback" not in out
-    assert "spent at least $58.00, left at most $42.00 (1 ledger(s) not read, below)" in out
-    assert "not read: the ledger under gs://" in out
-    assert main(["costs", "lab", "--month", MONTH, "--json"]) == 0
-    [month] = json.loads(capsys.readouterr().out)
-    assert month["complete"] is False and len(month["unread"]) == 1
+    assert "spent $58.00, left $42.00" in out  # as before the forged entries
+    assert "runs/negative/train-00000-metered.json (usd: Input should be greater than or " \
+        "equal to 0)" in out
+    assert "runs/other-team/train-00000-metered.json (names team 'other' in team 'lab'" in out
+    assert "runs/not-its-run/train-00007-metered.json (names run 'a' but lies in run " \
+        "'not-its-run'" in out
 
-
-def test_with_no_ledger_read_the_spend_is_unknown_not_zero(tmp_path: Path, capsys,
-                                                             monkeypatch: pytest.MonkeyPatch
-                                                             ) -> None:
-    teams = tmp_path / "teams.yaml"
-    teams.write_text("teams:\n  lab:\n    usd_per_month: 100\n"
-                     "    profiles: [smoke-qwen3-0.6b-v6e-8]\n")
-    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
-    assert main(["costs", "lab", "--month", MONTH]) == 0  # the profile's gke fields unset
-    out = capsys.readouterr().out
-    assert "spent unknown: 1 ledger(s) not read" in out and "spent $0.00" not in out
-    assert "not read: smoke-qwen3-0.6b-v6e-8's ledger (it does not load here" in out

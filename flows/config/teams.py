@@ -7,6 +7,11 @@ so "each profile in at most one team" is checked in one place, and a run's overr
 may change run-tunable profile fields) can never move a run into a team with money left.
 A profile named by no team runs without a team budget (its per-run cap still applies).
 
+Where a team's spend is kept: ``ledger_root`` (the file's, or a team's own), a ``gs://`` bucket
+or ``file://`` directory that only the flow writes, never an output root a training pod can
+write (docs/decisions/0023-ledger-only-the-flow-writes.md). A run of a team without one is
+refused at its start, naming the field.
+
 The file is validated whole before any run uses it: an unknown key, a budget that is not a
 positive number, a profile named twice or a name that is no shipped profile is refused with
 the field (``teams.NAME.usd_per_month``) and its fix. Pure: reads the file, nothing else.
@@ -18,7 +23,7 @@ import os
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flows.common.issues import Issue
 from flows.common.paths import REPO_ROOT
@@ -52,6 +57,14 @@ class Team(BaseModel):
     fair_weight: float = Field(default=1.0, gt=0)
     """Kueue's fairSharing.weight: a team of weight 2 may hold twice the borrowed share of a
     team of weight 1 before the other's workloads go first."""
+    ledger_root: str | None = None
+    """Where the team's spend ledger is kept (gs://BUCKET[/PREFIX] or file:///PATH): a place
+    only the flow's identity writes. Unset: the file's ``ledger_root``."""
+
+    @field_validator("ledger_root")
+    @classmethod
+    def _ledger_uri(cls, value: str | None) -> str | None:
+        return _ledger_uri(value)
 
 
 class Teams(BaseModel):
@@ -60,6 +73,13 @@ class Teams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     teams: dict[str, Team] = Field(default_factory=dict)
+    ledger_root: str | None = None
+    """Every team's spend ledger, unless a team names its own (``teams.NAME.ledger_root``)."""
+
+    @field_validator("ledger_root")
+    @classmethod
+    def _ledger_uri(cls, value: str | None) -> str | None:
+        return _ledger_uri(value)
 
     def team_of(self, profile: str) -> Team | None:
         """The team whose budget a run of ``profile`` spends (None: no team budget)."""
@@ -67,6 +87,18 @@ class Teams(BaseModel):
 
     def named(self, name: str) -> Team | None:
         return self.teams.get(name)
+
+
+def _ledger_uri(value: str | None) -> str | None:
+    """A ledger root is a gs:// bucket (and prefix) or a file:// directory, without ``..``."""
+    if value is None:
+        return None
+    text = value.strip().rstrip("/")
+    if not ((text.startswith("gs://") and len(text) > 5) or text.startswith("file:///")):
+        raise ValueError(f"{value!r} is no gs://BUCKET or file:///PATH")
+    if ".." in text.split("/"):
+        raise ValueError(f"{value!r} holds a '..' segment")
+    return text
 
 
 def teams_path() -> Path:
@@ -90,6 +122,9 @@ def load_teams(path: Path | None = None) -> Teams:
                                     "{usd_per_month: 500, profiles: [PROFILE]}}`", CATEGORY)])
     named = {str(k): {**v, "name": str(k)} if isinstance(v, dict) else v
              for k, v in (raw.get("teams") or {}).items()}
+    shared = raw.get("ledger_root")  # a team without its own keeps the file's
+    named = {k: {**v, "ledger_root": v.get("ledger_root") or shared} if isinstance(v, dict)
+             else v for k, v in named.items()}
     try:
         teams = Teams.model_validate({**raw, "teams": named})
     except ValidationError as exc:
@@ -132,12 +167,15 @@ def _fix(loc: tuple[int | str, ...]) -> str:
     if last == "borrowing_limit_chips":
         return "give the chips the team may borrow above its own, a whole number (0: none), " \
             "or remove it to let it borrow every idle chip"
+    if last == "ledger_root":
+        return ("give a gs://BUCKET (a bucket only the flow's identity writes, no profile's "
+                "bucket) or file:///PATH (local runs), without '..'")
     if last == "fair_weight":
         return "give a number above 0 (1 is every team's default; 2 is a double share)"
     if last == "profiles" or (len(loc) > 1 and str(loc[-2]) == "profiles"):
         return "list the team's profile names, e.g. profiles: [smoke-qwen3-0.6b-v6e-8]"
-    return ("a team has only usd_per_month, profiles, tpu_chips, borrowing_limit_chips and "
-            "fair_weight; remove the key or correct its spelling")
+    return ("a team has only usd_per_month, profiles, tpu_chips, borrowing_limit_chips, "
+            "fair_weight and ledger_root; remove the key or correct its spelling")
 
 
 def _invalid(path: Path, issues: list[Issue]) -> ProfileError:

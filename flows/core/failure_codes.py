@@ -252,13 +252,25 @@ CATALOGUE: tuple[Symptom, ...] = (
             "at least the figure the `fix:` line gives, or wait for the next month (UTC), or "
             "lower the run's size (`train.args.num_batches`, `gke.estimated_hours`); `tpurl "
             "costs TEAM` shows what the month went on."),
+    Symptom("config/team-ledger", When.START,
+            "`tpurl run` (or a deployment's run) refuses at the flow's start, before any "
+            "stage, with `teams.TEAM.ledger_root: team TEAM has no ledger for its spend` (or "
+            "`... shares PROFILE's output root`, or `team TEAM's ledger URI could not be "
+            "read`); a TPU stage whose start cannot read it fails `[budget "
+            "config/team-ledger] stage STAGE not started`.",
+            "Set `ledger_root` in the teams file (deployments/teams.yaml) to a gs:// bucket "
+            "only the flow's identity writes, no profile's bucket (file:///PATH for local "
+            "runs); create that bucket and grant the flow's identity roles/storage."
+            "objectViewer and roles/storage.objectCreator on it. `tpurl costs TEAM` says "
+            "whether the ledger reads."),
     Symptom("config/teams-file", When.START,
             "`tpurl run` and `tpurl costs` refuse with `the teams file PATH is invalid` and "
             "the line `teams.TEAM.FIELD: problem` (a budget not above 0, an unknown key, a "
             "profile in two teams or no shipped profile).",
             "Correct the line the message names in deployments/teams.yaml (or the file "
             "TPURL_TEAMS_FILE names): each team has `usd_per_month` and `profiles`, and a "
-            "profile belongs to one team at most."),
+            "profile belongs to one team at most; `ledger_root` is a gs://BUCKET or "
+            "file:///PATH."),
     Symptom("config/flex-start-run", When.CAPACITY,
             f"{_PROFILE} `gke.max_run_hours: N h is shorter than the estimated evaluation` "
             "(or a run budget longer than the flex-start node lifetime).",
@@ -320,6 +332,16 @@ CATALOGUE: tuple[Symptom, ...] = (
             "program, a daemon or credentials for a stage (the `environment/...` codes).",
             "`tpurl check PROFILE` on the machine or in the pool the run used lists what is "
             "missing, each with its fix."),
+    Symptom("run/team-budget", When.CAPACITY,
+            "`[budget run/team-budget] stage STAGE not started: this run counts $X (spent, "
+            "and estimated for the stages to come) and team TEAM's runs that started before "
+            "it this month left $L of its $B for YYYY-MM`: a run ahead of it spent more than "
+            "its plan said, or the budget was lowered. The stages it did not start are "
+            "written to the ledger at $0.",
+            "`tpurl costs TEAM` shows what the month went on. Wait for the runs before it to "
+            "end, or for the next month (UTC), raise `teams.TEAM.usd_per_month` in "
+            "deployments/teams.yaml, or lower the work (`train.args.num_batches`); the next "
+            "run resumes from the newest checkpoint."),
     Symptom("run/timed-out", When.RUN,
             "`[stalled]` and a message naming the run's bound (`flow_timeout_s`, or the sum of "
             "its stages' budgets) and the stage that was running; the `tpurl.run.failed` event "
@@ -564,7 +586,7 @@ CATALOGUE: tuple[Symptom, ...] = (
             "checkpoint."),
     Symptom("gke/team-budget", When.CAPACITY,
             "`[budget gke/team-budget] stage STAGE stopped: this run spent $X of TPU time, "
-            "all that team TEAM had left of YYYY-MM when it started ($L)`; the JobSet was "
+            "all that team TEAM's runs ahead of it left of YYYY-MM ($L)`; the JobSet was "
             "deleted, checkpoints are kept, nothing is retried.",
             "`tpurl costs TEAM` shows what the month went on. Raise "
             "`teams.TEAM.usd_per_month` in deployments/teams.yaml, or wait for the next month "

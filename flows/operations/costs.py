@@ -1,6 +1,10 @@
 """`tpurl costs [TEAM|PROFILE] [--month YYYY-MM] [--json]`: a team's month from its spend
 ledger, read-only.
 
+The ledger is the team's ``ledger_root``; what it holds that is refused (negative or
+non-finite dollars, another team's name, an entry not filed where it says) is named, never
+counted, and a ledger that cannot be read is said so (exit 1), never shown as an empty month.
+
 Spend by team, profile, stage and capacity mode, each (run, stage) counted once by the
 ledger's rule (flows/core/spend_ledger.py: metered replaces the estimate; a stage still
 running counts its estimate, shown as "in flight"), and dollars per promoted model
@@ -30,7 +34,7 @@ from flows.config.profile import Profile
 from flows.config.teams import Team, Teams, load_teams
 from flows.core.spend_ledger import LedgerEntry, final_spend, month_of
 from flows.runpage.promotion import read_history
-from flows.spending.team_spend import member_roots, read_root
+from flows.spending.team_spend import LedgerUnreadable, read_team
 
 MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
 
@@ -51,7 +55,8 @@ class TeamCosts:
     by_capacity: dict[str, float] = field(default_factory=dict)
     per_promoted: dict[str, dict[str, float]] = field(default_factory=dict)
     per_evaluation: dict[str, dict[str, float]] = field(default_factory=dict)
-    unread: dict[str, str] = field(default_factory=dict)  # member → why its ledger was not read
+    unread: dict[str, str] = field(default_factory=dict)  # ledger → why it was not read
+    refused: dict[str, str] = field(default_factory=dict)  # ledger object → why not counted
     # per run of the shown profiles: its dollars, and (profile, run name) to name it by
     by_run: dict[str, float] = field(default_factory=dict)
     run_labels: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -68,7 +73,7 @@ class TeamCosts:
                 "by_profile": _rounded(self.by_profile), "by_stage": _rounded(self.by_stage),
                 "by_capacity": _rounded(self.by_capacity),
                 "per_promoted_model": self.per_promoted, "per_evaluation": self.per_evaluation,
-                "unread": self.unread, "complete": not self.unread}
+                "unread": self.unread, "refused": self.refused, "complete": not self.unread}
 
 
 def _rounded(values: dict[str, float]) -> dict[str, float]:
@@ -130,21 +135,18 @@ def render(costs: TeamCosts, profile: str | None = None) -> list[str]:
         lines.append(f"  {name}: ${figures['usd_each']:,.2f} per evaluation "
                      f"({figures['evaluations']:g} evaluated)")
     for name, why in sorted(costs.unread.items()):
-        where = f"the ledger under {name}" if "://" in name else f"{name}'s ledger"
-        lines.append(f"  not read: {where} ({why})")
+        lines.append(f"  not read: the ledger {name} ({why})")
+    for name, why in sorted(costs.refused.items()):
+        lines.append(f"  refused, not counted: {name} ({why})")
     return lines
 
 
 def _headline(costs: TeamCosts) -> str:
-    """Spent and left, as far as they are known: a ledger not read may hold spend, so the
-    figures are then a lower and an upper bound, and with nothing read, unknown."""
-    if not costs.unread:
-        return f"spent ${costs.spent_usd:,.2f}, left ${costs.left_usd:,.2f}"
-    if not costs.spent_usd and not costs.runs:
-        return (f"spent unknown: {len(costs.unread)} ledger(s) not read (below), none "
-                "read holds spend this month")
-    return (f"spent at least ${costs.spent_usd:,.2f}, left at most ${costs.left_usd:,.2f} "
-            f"({len(costs.unread)} ledger(s) not read, below)")
+    """Spent and left, when the ledger was read: an unread ledger may hold any spend, so the
+    figures are then unknown, never $0.00."""
+    if costs.unread:
+        return "spent unknown: the team's ledger was not read (below)"
+    return f"spent ${costs.spent_usd:,.2f}, left ${costs.left_usd:,.2f}"
 
 
 def promoted_in(name: str, month: str, own: Profile | None = None) -> int:
@@ -157,32 +159,31 @@ def promoted_in(name: str, month: str, own: Profile | None = None) -> int:
     storage = storage_for(profile.section.output_root())
     try:
         history = read_history(storage, profile)
-    except _storage_errors():  # its ledger's root is unreadable too, and says why
+    except _storage_errors():  # no credentials or access: no promotion counted, not a traceback
         return 0
     return sum(1 for m in history if m.kind == "promotion" and m.promoted_at.startswith(month))
 
 
 def team_costs(team: Team, month: str, profile: str | None = None,
                own: Profile | None = None) -> TeamCosts:
-    """Read every member's ledger and promotion history (read-only) and summarize; ``own``:
-    a running member's profile as its run loaded it (its ledger is under that root)."""
-    roots, unread = member_roots(team, own)
-    entries: list[LedgerEntry] = []
-    for root in roots:
-        try:
-            entries += read_root(root, month)
-        except _storage_errors() as exc:  # no credentials, no access: said, not a traceback
-            unread[root] = f"{type(exc).__name__}: {str(exc)[:160]}"
-    promoted = {name: promoted_in(name, month, own) for name in team.profiles
-                if name not in unread}
-    costs = summarize(team, month, entries, promoted, profile)
-    costs.unread = unread
+    """Read the team's ledger and its members' promotion histories (read-only) and
+    summarize; ``own``: a running member's profile as its run loaded it (its promotion
+    history is under its root)."""
+    try:
+        state = read_team(team, month)
+    except LedgerUnreadable as exc:
+        costs = summarize(team, month, [], {}, profile)
+        costs.unread = {team.ledger_root or f"teams.{team.name}.ledger_root": str(exc)}
+        return costs
+    promoted = {name: promoted_in(name, month, own) for name in team.profiles}
+    costs = summarize(team, month, list(state.entries), promoted, profile)
+    costs.refused = dict(state.refused)
     return costs
 
 
 def _storage_errors() -> tuple[type[BaseException], ...]:
-    """What reading a ledger raises when the storage cannot be read (a disk's OSError; with
-    the cloud libraries, google.auth's missing credentials and the API's refusals)."""
+    """What reading an output root raises when the storage cannot be read (a disk's OSError;
+    with the cloud libraries, google.auth's missing credentials and the API's refusals)."""
     errors: tuple[type[BaseException], ...] = (OSError,)
     try:
         from google.api_core.exceptions import GoogleAPIError
@@ -206,7 +207,8 @@ def chosen(teams: Teams, target: str | None) -> tuple[list[Team], str | None] | 
 
 
 def costs_command(target: str | None, month: str | None, as_json: bool) -> int:
-    """Print the month; 2 on a bad argument or teams file (nothing read)."""
+    """Print the month; 2 on a bad argument or teams file (nothing read), 1 when a team's
+    ledger could not be read."""
     if month is not None and not MONTH.fullmatch(month):
         print(f"error: --month: {month!r} is not a month; give it as YYYY-MM (e.g. 2026-12)",
               file=sys.stderr)
@@ -227,4 +229,4 @@ def costs_command(target: str | None, month: str | None, as_json: bool) -> int:
     else:
         print("\n\n".join("\n".join(render(c, picked[1])) for c in shown)
               or "no teams: the teams file (deployments/teams.yaml) declares none")
-    return 0
+    return 1 if any(c.unread for c in shown) else 0

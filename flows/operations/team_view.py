@@ -100,7 +100,10 @@ def team_markdown(view: TeamView) -> str:
             lines += [f"| {_cell(k)} | {_money(v)} |" for k, v in sorted(table.items())]
             lines.append("")
     for name, why in sorted(c.unread.items()):
-        lines.append(f"- not read: {md_text(name)}'s ledger ({md_text(why)})")
+        lines.append(f"- not read: the ledger {md_text(name)} ({md_text(why)}); the month "
+                     "above is unknown")
+    for name, why in sorted(c.refused.items()):
+        lines.append(f"- refused, not counted: {md_text(name)} ({md_text(why)})")
     lines += [f"#### Runs of {c.month}", ""]
     if c.by_run:
         lines += ["| profile | run | status | cost |", "| --- | --- | --- | ---: |"]

@@ -53,9 +53,25 @@ def test_an_unknown_key_or_profile_is_refused(tmp_path: Path) -> None:
                                 "budget: 3}\n")
     assert [(f, fx) for f, _, fx in issues] == [("teams.a.budget", "a team has only "
                                                  "usd_per_month, profiles, tpu_chips, "
-                                                 "borrowing_limit_chips and fair_weight; "
-                                                 "remove the key or correct its spelling")]
+                                                 "borrowing_limit_chips, fair_weight and "
+                                                 "ledger_root; remove the key or correct its spelling")]
     [(field, problem, fix)] = _refused(tmp_path, "teams:\n  a: {usd_per_month: 5, "
                                                  "profiles: [no-such-profile]}\n")
     assert field == "teams.a.profiles.0" and "no profile under deployments/profiles" in problem
     assert "rehearsal" in fix
+
+
+def test_a_ledger_root_is_a_bucket_or_a_directory_and_a_team_inherits_the_files(
+        tmp_path: Path) -> None:
+    path = tmp_path / "teams.yaml"
+    path.write_text("ledger_root: gs://corp-ledger/\nteams:\n  a: {usd_per_month: 5, "
+                    "profiles: [rehearsal]}\n  b: {usd_per_month: 5, profiles: "
+                    "[smoke-qwen3-0.6b-v6e-8], ledger_root: 'file:///srv/ledger'}\n")
+    teams = load_teams(path)
+    assert teams.teams["a"].ledger_root == "gs://corp-ledger"
+    assert teams.teams["b"].ledger_root == "file:///srv/ledger"
+    for bad in ("corp-ledger", "gs://", "file:///srv/../etc"):
+        [(field, problem, fix)] = _refused(tmp_path, "teams:\n  a: {usd_per_month: 5, "
+                                           "profiles: [rehearsal], ledger_root: "
+                                           f"'{bad}'}}\n")
+        assert field == "teams.a.ledger_root" and "gs://BUCKET" in fix, (bad, problem)

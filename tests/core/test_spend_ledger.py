@@ -22,6 +22,7 @@ from flows.core.spend_ledger import (
     entry_uri,
     final_spend,
     read_month,
+    take_place,
     total_usd,
 )
 from flows.core.storage import LocalStorage, Storage
@@ -96,7 +97,7 @@ def test_any_interleaving_of_writers_totals_what_each_stage_finally_spent(
         queue = queues[data.draw(st.integers(0, len(queues) - 1))]
         append(storage, root, queue.pop(0))
         queues = [q for q in queues if q]
-    entries = read_month(storage, root, MONTH)
+    entries = list(read_month(storage, root, "t", MONTH).entries)
     order.shuffle(entries)
     assert len(entries) == sum(1 + len(m) for s in plan.values() for _, _, m in s)
     assert total_usd(entries) == pytest.approx(_expected(plan))
@@ -122,7 +123,7 @@ def _gcs() -> Storage:
 
 
 def _check_all_there(storage: Storage, root: str, writers: int, count: int) -> None:
-    entries = read_month(storage, root, MONTH)
+    entries = read_month(storage, root, "t", MONTH).entries
     shared = [e for e in entries if e.run == "shared"]
     assert len(shared) == writers * count  # every colliding writer got its own name
     assert sorted(e.sequence for e in shared) == list(range(writers * count))
@@ -195,4 +196,30 @@ def test_entries_are_named_by_run_stage_sequence_and_kind(tmp_path: Path) -> Non
     root = file_uri(tmp_path)
     placed = append(LocalStorage(), root, _entry("flow-run-id", "train", "estimate", 1.0))
     assert entry_uri(root, placed, placed.sequence).endswith(
-        "/tpurl-spend/2026-12/flow-run-id/train-00000-estimate.json")
+        "/tpurl-spend/t/2026-12/runs/flow-run-id/train-00000-estimate.json")
+
+
+# --- places in the month's order --------------------------------------------------------
+def _take_places(storage: Storage, root: str, runs: list[str]) -> None:
+    counter = iter(runs)
+    _threads(lambda: take_place(storage, root, "t", MONTH, next(counter)), len(runs))
+    order = read_month(storage, root, "t", MONTH).order
+    assert sorted(order) == sorted(runs)  # every run got a place
+    assert sorted(order.values()) == list(range(len(runs)))  # each its own number
+
+
+def test_runs_racing_for_places_each_get_their_own_on_local_files(tmp_path: Path) -> None:
+    _take_places(LocalStorage(), file_uri(tmp_path), [f"run-{n}" for n in range(8)])
+
+
+def test_runs_racing_for_places_each_get_their_own_on_fake_gcs(store) -> None:
+    _take_places(store, f"gs://{GCS_BUCKET}", [f"run-{n}" for n in range(6)])
+
+
+def test_a_place_of_another_team_or_month_is_refused(tmp_path: Path) -> None:
+    root, storage = file_uri(tmp_path), LocalStorage()
+    take_place(storage, root, "t", MONTH, "mine")
+    forged = f"{root}/tpurl-spend/t/{MONTH}/order/00001.json"
+    storage.create_text(forged, '{"run": "x", "team": "u", "month": "2026-12", "time": ""}')
+    read = read_month(storage, root, "t", MONTH)
+    assert read.order == {"mine": 0} and "a place of team 'u'" in read.refused[forged]

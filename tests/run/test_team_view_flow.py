@@ -30,11 +30,13 @@ from tests.run.test_team_ledger_flow import InstantStage
 def test_the_run_writes_its_teams_view_and_its_cost_line(
         prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     teams = tmp_path / "teams.yaml"
-    teams.write_text("teams:\n  Lab A:\n    usd_per_month: 10\n    profiles: [rehearsal]\n")
+    ledger = file_uri(tmp_path / "ledger")
+    teams.write_text(f"ledger_root: {ledger}\nteams:\n  Lab A:\n    usd_per_month: 10\n"
+                     "    profiles: [rehearsal]\n")
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
     root = tmp_path / "root"
     month = month_of(datetime.now(UTC))
-    append(LocalStorage(), file_uri(root), LedgerEntry.model_validate({
+    append(LocalStorage(), ledger, LedgerEntry.model_validate({
         "team": "Lab A", "profile": "rehearsal", "run": "earlier-run", "stage": "train",
         "capacity": "local", "usd": 7.5, "chip_hours": 1.0, "kind": "metered",
         "time": datetime.now(UTC).isoformat(), "month": month, "run_name": "rehearsal-earlier"}))
@@ -71,7 +73,8 @@ def test_the_run_writes_its_teams_view_and_its_cost_line(
 def test_a_run_that_fails_in_a_stage_still_shows_in_its_teams_view(
         prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     teams = tmp_path / "teams.yaml"
-    teams.write_text("teams:\n  broken:\n    usd_per_month: 5\n    profiles: [rehearsal]\n")
+    teams.write_text(f"ledger_root: {file_uri(tmp_path / 'ledger')}\nteams:\n  broken:\n"
+                     "    usd_per_month: 5\n    profiles: [rehearsal]\n")
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
     ckpt = file_uri(tmp_path / "ckpt")
     stages = {"image": InstantStage("image", {}), "infra": InstantStage("infra", {}),

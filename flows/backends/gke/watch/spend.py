@@ -53,7 +53,7 @@ from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.config.spend import SCALE_DOWN_TAIL_S, stage_chips_held
 from flows.core.failures import Diagnosis, FailureCategory
-from flows.core.team_budget import STOPPED, Allowance, add_stage_spend, allowance_for
+from flows.core.team_budget import STOPPED, Allowance, add_stage_spend, allowance_for, recheck
 
 _LEDGER: dict[str, float] = {}
 _PAID_UNTIL: dict[str, float] = {}  # run → clock time up to which its TPU nodes are charged
@@ -189,8 +189,9 @@ class SpendMeter:
     _last: float | None = field(default=None, repr=False)
     _held: bool = field(default=False, repr=False)  # TPU pods held nodes since the last pause
     _seen: set[str] = field(default_factory=set, repr=False)  # TPU pods charged or seen bound
-    # what the run's team had left of its month when the run started (team_budget.py): the
-    # run stops once its own spend reaches it; None: the profile is in no team
+    # what the runs of its team ahead of this one left of the month (team_budget.py), read
+    # again at most every RECHECK_S: the run stops once its own spend reaches it; None: the
+    # profile is in no team
     team: Allowance | None = None
 
     @property
@@ -318,8 +319,10 @@ class SpendMeter:
                                     f"gke.max_usd_per_stage.{self.stage}", run)
         if self.run_cap is not None and run >= self.run_cap:
             return budget_diagnosis(self.stage, run, self.run_cap, "gke.max_usd_per_run", run)
-        if self.team is not None and run >= self.team.left_usd:
-            return team_diagnosis(self.stage, run, self.team)
+        if self.team is not None:
+            self.team = recheck(self.key, self.clock()) or self.team
+            if run >= self.team.left_usd:
+                return team_diagnosis(self.stage, run, self.team)
         return None
 
 
@@ -364,10 +367,10 @@ def budget_diagnosis(stage: str, spent: float, cap: float, field_name: str,
 
 
 def team_diagnosis(stage: str, run_spent: float, team: Allowance) -> Diagnosis:
-    """The run spent what its team had left of the month when it started."""
+    """The run spent what the runs of its team ahead of it left of the month."""
     return Diagnosis(
         FailureCategory.BUDGET, f"stage {stage} stopped: this run spent ${run_spent:,.2f} of "
-        f"TPU time, all that team {team.team} had left of {team.month} when it started "
+        f"TPU time, all that team {team.team}'s runs ahead of it left of {team.month} "
         f"(${team.left_usd:,.2f})",
         "    the team's month is in the spend ledger: tpurl costs " + team.team,
         f"the JobSet was deleted so nothing holds the slice; checkpoints already written are "
