@@ -65,6 +65,7 @@ from flows.backends.gke.next_action import (
     Finish,
     Resubmit,
     RunState,
+    Submissions,
     WaitForIam,
     next_action,
 )
@@ -105,6 +106,7 @@ class StageRun:
     attempts: list[Attempt] = field(default_factory=list)
     preemptions: int = 0
     preempted_s: float = 0.0  # held by the preempted attempts
+    submissions: Submissions = field(default_factory=lambda: Submissions(0))  # the bound
 
     @property
     def name(self) -> str:
@@ -143,8 +145,6 @@ class GkeBackend:
         self.capacity = CapacityRun(profile, stage=stage, options=self.options,
                                     redactor=self.redactor, logger=self.logger)
         self.submitted: list[str] = []  # JobSets created by this backend (a create that returned)
-        self.fallbacks = 0  # to the next step of the capacity chain, in this stage
-        self.iam_waits = 0  # resubmissions that waited for IAM propagation, in this stage
         self.monitor: Monitor | None = None  # the latest one, for the benchmark and tests
         # the watch of the run's TPU nodes after the stage, until they are gone (for tests)
         self.node_tail: threading.Thread | None = None
@@ -231,7 +231,7 @@ class GkeBackend:
             self.jobsets.apply_secrets(workload)
             self.jobsets.ship_programs(workload)
             while True:
-                live, run.submission = self._create_or_attach(run.desired, sink, run.submission)
+                live, run.submission = self._create_or_attach(run, sink)
                 run.owned = True
                 attempt_started = time.monotonic()
                 verdict = self._watch(live, sink, coordinator)
@@ -247,7 +247,7 @@ class GkeBackend:
                         self.logger.warning("%s: %s", run.name, line)
                         self.jobsets.delete(run.name, wait=True)
                         time.sleep(wait_s)
-                        self.iam_waits += 1
+                        run.submissions = run.submissions.after_iam_wait()
                     case Resubmit(note=note, line=line):
                         sink.note(note)
                         self.logger.warning("%s", line)
@@ -275,10 +275,11 @@ class GkeBackend:
         """The step this run starts in: a later one when the cluster holds this run's JobSet
         as that step rendered it (capacity_run.py step_to_resume)."""
         step, desired = self.capacity.step_to_resume(workload, job, self.jobsets.get)
+        submissions = Submissions(self.budgets.preemptions)
         if step:
-            self.fallbacks = step
+            submissions = submissions.after_fallback(step)
             self._enter_step(step)
-        return StageRun(step=step, desired=desired)
+        return StageRun(step=step, desired=desired, submissions=submissions)
 
     def _note_failure(self, run: StageRun, verdict: Verdict, attempt_started: float) -> None:
         """A failure is logged; a preemption is counted with the time its attempt held the
@@ -297,8 +298,7 @@ class GkeBackend:
         return RunState(
             name=run.name, namespace=self.gke.namespace, stage=self.stage or workload.name,
             steps=self.capacity.steps, index=run.step, submission=run.submission,
-            preemption_budget=self.budgets.preemptions, fallbacks=self.fallbacks,
-            iam_waits=self.iam_waits, waited_s=time.monotonic() - started,
+            submissions=run.submissions, waited_s=time.monotonic() - started,
             queue_budget_s=self.budgets.queue_s, attempts=tuple(run.attempts),
             attempt=self.capacity.attempt(self.capacity.steps[run.step], attempt_started,
                                           self.monitor),
@@ -316,7 +316,7 @@ class GkeBackend:
         self.capacity.emit_fallback(steps[run.step], steps[action.index], action.reason.summary,
                                     action.reason.code, run.attempts)
         self.jobsets.delete(run.name, wait=True)
-        self.fallbacks += 1
+        run.submissions = run.submissions.after_fallback()
         run.step = action.index
         run.desired = self.capacity.jobset_for(workload, job, steps[run.step])
         self._enter_step(run.step)
@@ -353,18 +353,6 @@ class GkeBackend:
                 self.held_chip_hours(self.stage or workload.name, run.preempted_s), 4),
             capacity=[dataclasses.asdict(a) for a in run.attempts])
 
-    @property
-    def max_submissions(self) -> int:
-        """JobSets ever created for one stage of one run, across retries and restarts: one,
-        one more per preemption, per fallback to the next capacity step and per wait for IAM
-        propagation."""
-        return self.budgets.preemptions + 1 + self.extra
-
-    @property
-    def extra(self) -> int:
-        """Submissions beyond the preemption budget: fallbacks and IAM propagation waits."""
-        return self.fallbacks + self.iam_waits
-
     def _recorded_grants(self) -> tuple[Grant, ...]:
         """What the infra stage granted and when (iam_propagation.py)."""
         return tuple(load(grants_path(settings_from_profile(self.profile).workdir)))
@@ -400,13 +388,14 @@ class GkeBackend:
         self.budgets = dataclasses.replace(
             self.budgets, waits_for_capacity=waits_for_capacity(mode, self.stage, last))
 
-    def _create_or_attach(self, desired: Obj, sink: LogSink, previous: int) -> tuple[Obj, int]:
+    def _create_or_attach(self, run: StageRun, sink: LogSink) -> tuple[Obj, int]:
         """The JobSet to watch and its submission number: created as ``previous + 1``, or an
         existing one of the same spec attached to, or a failed one of an earlier attempt
         replaced (its number read from its annotation, so the bound holds across retries)."""
+        desired, previous = run.desired, run.submission
         name, ns = desired["metadata"]["name"], self.gke.namespace
         digest = desired["metadata"]["annotations"][SPEC_DIGEST]
-        preemptions = self.budgets.preemptions + self.extra
+        preemptions = run.submissions.resubmissions
         for _ in range(5):
             decision = recovery.before_create(name, previous, preemptions, ns)
             if decision.diagnosis is not None:
@@ -416,7 +405,7 @@ class GkeBackend:
             if created is not None:
                 self.submitted.append(name)
                 self.logger.info("submitted JobSet %s (spec %s, submission %d of at most %d)",
-                                 name, digest, number, self.max_submissions)
+                                 name, digest, number, run.submissions.most)
                 return created, number
             live = self.jobsets.get(name)
             decision = recovery.on_conflict(live, desired, previous, preemptions, ns)

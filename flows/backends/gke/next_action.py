@@ -30,7 +30,7 @@ not fall back between flavors on a stockout (fallback.py says why), any other fa
 fail the same way in the next mode. Why the whole chain shares the stage's queue budget: the
 worst case of a chain is bounded by the stage's budget, not by the sum of every step's.
 
-The bound on submissions (recovery.py): at most ``max_submissions`` JobSets are ever created
+The bound on submissions (recovery.py): at most ``Submissions.most`` JobSets are ever created
 for one stage of one run, across Prefect's retries and flow restarts.
 """
 
@@ -48,6 +48,34 @@ from flows.core.failures import Diagnosis, FailureCategory
 
 
 @dataclass(frozen=True)
+class Submissions:
+    """The stage's count of what widens its bound on JobSets: the preemption budget, and the
+    fallbacks and IAM waits taken so far (each a further submission). The run loop keeps one
+    (its ``StageRun``) and hands it to every decision, so the bound is said once."""
+
+    preemption_budget: int  # gke.preemption_budget
+    fallbacks: int = 0  # taken in this stage (or the step a rerun resumed in)
+    iam_waits: int = 0  # resubmissions that waited for IAM propagation in this stage
+
+    @property
+    def resubmissions(self) -> int:
+        """Submissions after the first: one per preemption, fallback and IAM wait."""
+        return self.preemption_budget + self.fallbacks + self.iam_waits
+
+    @property
+    def most(self) -> int:
+        """JobSets ever created for one stage of one run."""
+        return self.resubmissions + 1
+
+    def after_fallback(self, step: int | None = None) -> Submissions:
+        """One fallback more (or, resuming a rerun in ``step``, that many taken)."""
+        return replace(self, fallbacks=self.fallbacks + 1 if step is None else step)
+
+    def after_iam_wait(self) -> Submissions:
+        return replace(self, iam_waits=self.iam_waits + 1)
+
+
+@dataclass(frozen=True)
 class RunState:
     """What the run knows when a verdict arrives."""
 
@@ -57,9 +85,7 @@ class RunState:
     steps: tuple[str, ...]  # the capacity chain (capacity_run.capacity_chain)
     index: int  # the step the verdict is of
     submission: int  # the number of the JobSet watched (recovery.submission_of)
-    preemption_budget: int  # gke.preemption_budget
-    fallbacks: int  # taken in this stage (or the step a rerun resumed in)
-    iam_waits: int  # resubmissions that waited for IAM propagation in this stage
+    submissions: Submissions  # the stage's bound so far
     waited_s: float  # since the stage's run began
     queue_budget_s: float  # the stage's, shared by the whole chain
     attempt: Attempt  # this step's attempt as measured, its outcome not yet set
@@ -67,17 +93,6 @@ class RunState:
     grants: tuple[Grant, ...] = ()  # what the infra stage granted (iam_propagation.load)
     now: float = 0.0  # epoch seconds, for the grants' age
     iam_budget_s: float = BUDGET_S  # gke.iam_propagation_s
-
-    @property
-    def extra(self) -> int:
-        """Submissions beyond the preemption budget: fallbacks and IAM propagation waits."""
-        return self.fallbacks + self.iam_waits
-
-    @property
-    def max_submissions(self) -> int:
-        """JobSets ever created for one stage of one run: one, one more per preemption, per
-        fallback to the next capacity step and per wait for IAM propagation."""
-        return self.preemption_budget + 1 + self.extra
 
 
 @dataclass(frozen=True)
@@ -156,10 +171,10 @@ def _preempted(verdict: Verdict, state: RunState) -> Action | None:
         return None
     following = state.submission + 1
     return Resubmit(
-        note=(f"preempted; resubmitting {state.name} ({following}/{state.max_submissions}), "
+        note=(f"preempted; resubmitting {state.name} ({following}/{state.submissions.most}), "
               "resuming from the newest checkpoint"),
         line=(f"{state.name} preempted: resubmitting (submission {following} of at most "
-              f"{state.max_submissions}); the program resumes from its newest checkpoint"))
+              f"{state.submissions.most}); the program resumes from its newest checkpoint"))
 
 
 def _no_capacity(verdict: Verdict, state: RunState) -> Action | None:
@@ -193,7 +208,7 @@ def _diagnosis(verdict: Verdict) -> Diagnosis:
 
 def _after_verdict(verdict: Verdict, state: RunState) -> Decision:
     return after_verdict(_diagnosis(verdict), state.name, state.submission,
-                         state.preemption_budget + state.extra, state.namespace)
+                         state.submissions.resubmissions, state.namespace)
 
 
 # --- the rules the cases apply -------------------------------------------------------------

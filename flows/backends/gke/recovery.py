@@ -8,7 +8,7 @@ preemption, a JobSet of another configuration), so each is a pure function of wh
 cluster answered, tested case by case (tests/backends/gke/test_recovery.py). What follows a
 verdict of the JobSet watched is next_action.py's.
 
-The bound they keep: at most ``max_submissions`` (``gke.preemption_budget`` + 1) JobSets are
+The bound they keep: at most ``Submissions.most`` (``gke.preemption_budget`` + 1) JobSets are
 ever created for one stage of one run, across Prefect's retries and flow restarts, because
 each JobSet carries its submission number (annotation ``tpurl/submission``) and an attach
 reads it back.

@@ -33,6 +33,7 @@ from flows.backends.gke.next_action import (
     Finish,
     Resubmit,
     RunState,
+    Submissions,
     WaitForIam,
     next_action,
 )
@@ -65,7 +66,7 @@ def state(**changes: object) -> RunState:
     """Step 1 of 3, first submission, preemption budget 2, a minute into an hour's budget,
     tpurl's grant made 60 s ago."""
     base = RunState(name=NAME, namespace=NS, stage="train", steps=CHAIN, index=0, submission=1,
-                    preemption_budget=2, fallbacks=0, iam_waits=0, waited_s=60.0,
+                    submissions=Submissions(2), waited_s=60.0,
                     queue_budget_s=3600.0, attempt=Attempt("flex-start", waited_s=60.0),
                     grants=(GRANT,), now=1060.0, iam_budget_s=420.0)
     return replace(base, **changes)  # type: ignore[arg-type]  # keyword names checked by replace
@@ -95,7 +96,8 @@ ROWS = [
     Row("preempted: the last submission the bound allows", PREEMPTED, state(submission=2),
         Resubmit, "(3/3)"),
     Row("preempted: fallbacks and IAM waits raise the bound", PREEMPTED,
-        state(submission=4, fallbacks=1, iam_waits=1), Resubmit, "(5/5)"),
+        state(submission=4, submissions=Submissions(2, fallbacks=1, iam_waits=1)), Resubmit,
+        "(5/5)"),
     Row("preemptions-spent", PREEMPTED, state(submission=3), Fail,
         "submitted 3 time(s), the most this stage may", "gke/submission-budget"),
     Row("no-capacity: the next step", NO_SLICE, state(), FallBack,
@@ -187,7 +189,7 @@ def states(draw: st.DrawFn) -> RunState:
     fallbacks, iam_waits = draw(st.integers(0, 3)), draw(st.integers(0, 3))
     return state(steps=steps, index=draw(st.integers(0, len(steps) - 1)),
                  submission=draw(st.integers(1, budget + 2 + fallbacks + iam_waits)),
-                 preemption_budget=budget, fallbacks=fallbacks, iam_waits=iam_waits,
+                 submissions=Submissions(budget, fallbacks, iam_waits),
                  waited_s=draw(st.floats(0, 7200)), queue_budget_s=3600.0,
                  grants=draw(st.sampled_from([(), (GRANT,)])),
                  now=GRANT.at + draw(st.floats(0, 900)))
@@ -204,7 +206,7 @@ def test_the_rules_hold_over_the_state_space(verdict: Verdict, run: RunState) ->
     assert diagnosis is not None and not isinstance(action, Finish)
     if isinstance(action, Resubmit):
         assert diagnosis.category is FailureCategory.PREEMPTED
-        assert run.submission < run.max_submissions
+        assert run.submission < run.submissions.most
     if isinstance(action, FallBack):
         assert diagnosis.code in NO_CAPACITY_CODES and action.index == run.index + 1
         assert action.index < len(run.steps) and run.waited_s < run.queue_budget_s
@@ -212,7 +214,7 @@ def test_the_rules_hold_over_the_state_space(verdict: Verdict, run: RunState) ->
         assert diagnosis.category is FailureCategory.USER_ERROR and run.grants
         assert run.now - GRANT.at < run.iam_budget_s and 0 < action.wait_s <= run.iam_budget_s
     if diagnosis.category is FailureCategory.PREEMPTED and \
-            run.submission < run.max_submissions:
+            run.submission < run.submissions.most:
         assert isinstance(action, Resubmit)  # a preemption under the bound always resubmits
     if isinstance(action, Fail) and diagnosis.code not in NO_CAPACITY_CODES \
             and diagnosis.category is not FailureCategory.PREEMPTED \
@@ -228,17 +230,18 @@ def test_any_run_ends_within_its_submission_bound(verdicts: list[Verdict], budge
     """Carry each action out as the run loop does (a resubmission, a fallback or an IAM
     wait is the next submission; time passes): the run ends by the verdicts it is given or
     fails, and never submits more than the bound its fallbacks and waits make."""
-    run = state(steps=CHAIN[:length], preemption_budget=budget, waited_s=0.0)
+    run = state(steps=CHAIN[:length], submissions=Submissions(budget), waited_s=0.0)
     for verdict in verdicts:
         action = next_action(verdict, run)
         if isinstance(action, Fail):
             break
-        assert run.submission + 1 <= run.max_submissions + (
+        assert run.submission + 1 <= run.submissions.most + (
             1 if isinstance(action, FallBack | WaitForIam) else 0)
         run = replace(run, submission=run.submission + 1, waited_s=run.waited_s + 600.0,
                       now=run.now + 60.0,
                       index=action.index if isinstance(action, FallBack) else run.index,
-                      fallbacks=run.fallbacks + isinstance(action, FallBack),
-                      iam_waits=run.iam_waits + isinstance(action, WaitForIam))
-    assert run.submission <= run.max_submissions
+                      submissions=run.submissions.after_fallback()
+                      if isinstance(action, FallBack) else run.submissions.after_iam_wait()
+                      if isinstance(action, WaitForIam) else run.submissions)
+    assert run.submission <= run.submissions.most
     assert run.submission <= budget + 1 + (length - 1) + 7  # IAM waits end with the budget
