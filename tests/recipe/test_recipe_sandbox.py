@@ -236,6 +236,38 @@ def test_an_import_error_is_reported_from_inside_the_sandbox(tmp_path: Path,
     assert run_probe(run, ["--rewards", str(rewards), "--functions", "f"]) == (RecipeCheck(), [])
 
 
+# --- plan and check import only when asked -------------------------------------------------
+
+def test_plan_and_check_read_the_recipe_unless_asked_to_import_it(
+        tmp_path: Path, image_venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file whose import fails passes a read; `--import-recipe`, which the warning names,
+    imports it in the sandbox and finds the failure, as validate does."""
+    from flows.config import load_profile
+    from flows.operations.check import _recipe_findings
+
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text("raise RuntimeError('ran at import')\n\n\n"
+                       "def exact_match(prompts, completions, **kwargs):\n"
+                       "    return [1.0 for _ in completions]\n")
+    teams = Teams(rewards, rewards, tmp_path)
+    args = _validate_args(teams, image_venv, tmp_path, "exact_match")[1:]
+    assert main(["plan", *args]) == 0
+    err = capsys.readouterr().err
+    assert "`tpurl plan` reads them without running the team's code; `tpurl plan " \
+           "--import-recipe` or `tpurl validate` imports them" in err
+    assert main(["plan", *args, "--import-recipe"]) == 2
+    assert "importing it raised RuntimeError: ran at import" in capsys.readouterr().err
+
+    fields = dict(a.split("=", 1) for a in args[2::2])
+    profile = load_profile("rehearsal", fields, environ={})
+    read = _recipe_findings(profile)
+    assert [(f.what, f.ok) for f in read] == [("recipe", True), ("recipe", None)]
+    assert "`tpurl check --import-recipe`" in read[1].detail
+    imported = _recipe_findings(profile, import_recipe=True)
+    assert [(f.what, f.ok, f.code) for f in imported] == [
+        ("recipe.rewards.file", False, "config/recipe-import-error")]
+
+
 # --- a user who is not root ----------------------------------------------------------------
 
 # uid 1000 in a user namespace, below one whose limit of user namespaces is LIMIT: 1 leaves
