@@ -136,8 +136,9 @@ def _fix(kind: str, part: str, file: str, line: int | None, python: Path) -> str
                 "recipe's own files travel with it, not the folder around them")
     if kind in ("import-raised", "unreadable"):
         return (f"make importing {file} succeed (it runs where MaxText loads it, before "
-                f"training); `{python} -I -c \"import runpy; runpy.run_path('{file}')\"` "
-                "reproduces it")
+                "training; the check imports it in a sandbox with no network, an empty home "
+                f"and only the recipe's files); `{python} -I -c \"import runpy; "
+                f"runpy.run_path('{file}')\"` reproduces it")
     if kind == "timeout":
         return ("do no work at import (a loop, a download, loading a model): move it into the "
                 "functions, or under `if __name__ == '__main__':`")

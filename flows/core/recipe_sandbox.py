@@ -38,8 +38,9 @@ NOBODY_ID = 65534  # the kernel's overflow id, when the system names no `nobody`
 # the check's PATH inside: the system's programs, bound read-only from the machine's
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 USERNS_HINT = ("Linux user namespaces for an account other than root: sysctl "
-               "user.max_user_namespaces above 0, and on Ubuntu 23.10 and later "
-               "kernel.apparmor_restrict_unprivileged_userns=0")
+               "user.max_user_namespaces above 0 (older Debian: kernel.unprivileged_userns_clone"
+               "=1; Ubuntu 23.10 and later: kernel.apparmor_restrict_unprivileged_userns=0), "
+               "or `tpurl validate` on a machine that has them")
 
 
 class SandboxUnavailable(Exception):
