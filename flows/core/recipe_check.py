@@ -42,10 +42,10 @@ from flows.config.recipe import recipe_path
 from flows.core.processes import die_with_parent, stop_group
 from flows.core.recipe_sandbox import (
     SANDBOX_PATH,
-    USERNS_HINT,
     SandboxUnavailable,
     launcher_env,
     sandbox_failure,
+    sandbox_needs,
     sandboxed_command,
     strip_ready,
     unavailable_here,
@@ -310,7 +310,7 @@ def check_recipe(profile: Profile, timeout_s: float = IMPORT_TIMEOUT_S, *,
             result, missing = run_probe(run, arguments)
         except SandboxUnavailable as exc:
             why_static = (f"this machine cannot isolate the team's code to import it ({exc}); "
-                          f"importing needs {USERNS_HINT}")
+                          f"importing needs {sandbox_needs(os.geteuid())}")
         else:
             if not missing:
                 _checked[key] = result

@@ -43,6 +43,16 @@ USERNS_HINT = ("Linux user namespaces for an account other than root: sysctl "
                "or `tpurl validate` on a machine that has them")
 
 
+ROOT_HINT = ("namespaces, which root makes with CAP_SYS_ADMIN (a container started without "
+             "it, or whose seccomp profile refuses unshare, cannot), or `tpurl validate` on a "
+             "machine that can")
+
+
+def sandbox_needs(euid: int) -> str:
+    """What the machine must allow for the sandbox, for the account that runs tpurl."""
+    return ROOT_HINT if euid == 0 else USERNS_HINT
+
+
 class SandboxUnavailable(Exception):
     """This machine cannot isolate the recipe's code; the message says what failed."""
 

@@ -13,6 +13,7 @@ from flows.core.recipe_sandbox import (
     NAMESPACES,
     READY_MARK,
     sandbox_failure,
+    sandbox_needs,
     sandboxed_command,
     strip_ready,
 )
@@ -55,3 +56,8 @@ def test_only_the_launchers_first_line_says_the_sandbox_was_made() -> None:
     # a check's output that prints the mark later cannot claim a sandbox that was not made
     assert sandbox_failure(f"something\n{READY_MARK}\n", "", 1) == "unshare exited 1 with no output"
     assert strip_ready(f"something\n{READY_MARK}\n") == f"something\n{READY_MARK}\n"
+
+
+def test_what_the_sandbox_needs_is_told_to_root_and_to_other_accounts_apart() -> None:
+    assert "user.max_user_namespaces" in sandbox_needs(1000)
+    assert "CAP_SYS_ADMIN" in sandbox_needs(0)

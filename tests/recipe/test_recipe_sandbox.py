@@ -15,8 +15,9 @@ real venv made here with stand-in ``maxtext`` and ``tunix`` packages, so these t
 wait for the rehearsal's venv. Two teams: team A's recipe sits beside team B's attack.
 
 A user without root runs the same CLI as uid 1000 in a user namespace made here (where
-``user.max_user_namespaces`` can be 0, as a machine that disables them sets it): the sandbox
-then cannot be made, the recipe is read instead of imported, and the warning says why.
+``user.max_user_namespaces`` can be 0, as a machine that disables them sets it), and root
+without CAP_SYS_ADMIN as in a container: where the sandbox cannot be made, the recipe is
+read instead of imported, and the warning says why.
 """
 
 from __future__ import annotations
@@ -297,31 +298,41 @@ def test_plan_and_check_read_the_recipe_unless_asked_to_import_it(
         ("recipe.rewards.file", False, "config/recipe-import-error")]
 
 
-# --- a user who is not root ----------------------------------------------------------------
+# --- other accounts, other machines ---------------------------------------------------------
 
 # uid 1000 in a user namespace, below one whose limit of user namespaces is LIMIT: 1 leaves
 # none for the sandbox (as on a machine that sets user.max_user_namespaces to 0), 2 one
 _AS_USER = ("unshare --user --map-root-user sh -c 'echo {limit} > "
             "/proc/sys/user/max_user_namespaces && exec unshare --user --map-user=1000 "
             "--map-group=1000 \"$@\"' sh \"$@\"")
+# root without CAP_SYS_ADMIN, as in a container started without it
+_ROOT_IN_A_CONTAINER = ("setpriv", "--bounding-set=-sys_admin", "--inh-caps=-all", "--")
+MACHINES = {
+    "user-namespaces": (("sh", "-c", _AS_USER.format(limit=2), "sh"), None),
+    "no-user-namespaces": (("sh", "-c", _AS_USER.format(limit=1), "sh"), "user namespaces"),
+    "root-without-cap-sys-admin": (_ROOT_IN_A_CONTAINER, "CAP_SYS_ADMIN"),
+}
 
 
-@pytest.mark.parametrize("userns", [pytest.param(True, id="user-namespaces"),
-                                    pytest.param(False, id="no-user-namespaces")])
-def test_a_user_without_root_is_sandboxed_or_told_the_imports_were_not_checked(
-        tmp_path: Path, receiver: Receiver, image_venv: Path, userns: bool) -> None:
+@pytest.mark.parametrize("machine", list(MACHINES))
+def test_where_no_sandbox_can_be_made_the_recipe_is_read_and_the_warning_says_why(
+        tmp_path: Path, receiver: Receiver, image_venv: Path, machine: str) -> None:
+    """A user who is not root, with user namespaces and without, and root in a container
+    that cannot make namespaces: imported in the sandbox, or read and told why; never
+    imported outside it."""
     if os.geteuid() != 0:
-        pytest.skip("makes a user namespace with a limit of its own, as root")
+        pytest.skip("makes the other accounts and machines with namespaces and capabilities "
+                    "of its own, as root")
+    wrapper, missing = MACHINES[machine]
     teams = _teams(tmp_path, receiver.port, os.getpid(), image_venv)
-    wrapper = ("sh", "-c", _AS_USER.format(limit=2 if userns else 1), "sh")
     done = _tpurl(_validate_args(teams, image_venv, tmp_path, "exact_match,exact_mach2"),
                   _secret_env(teams.home), wrapper)
     assert receiver.received == [], f"the recipe sent {_secrets_in(receiver.received)}"
     assert not [path for path in teams.planted if path.exists()]
     assert done.returncode == 2, done.stderr
     assert "defines no function 'exact_mach2'" in done.stderr
-    if userns:
+    if missing is None:
         assert "were not checked" not in done.stderr, done.stderr
     else:
         assert "were not checked: this machine cannot isolate" in done.stderr, done.stderr
-        assert "user namespaces" in done.stderr
+        assert missing in done.stderr, done.stderr
