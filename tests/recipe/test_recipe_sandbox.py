@@ -266,6 +266,32 @@ def test_no_process_the_recipe_starts_outlives_the_check(tmp_path: Path,
     assert left == []
 
 
+def test_the_flows_start_imports_the_recipe_in_the_sandbox(
+        prefect_api: None, tmp_path: Path, receiver: Receiver, image_venv: Path) -> None:
+    """The flow's own check at its start (what a process pool's worker runs, holding the
+    workspace's API key) goes through the same sandbox: nothing arrives, nothing is written,
+    and a module the file imports after its theft, which only an import finds, refuses the
+    run before any stage."""
+    from flows.config import ProfileError
+    from flows.pipeline import rl_post_training
+
+    teams = _teams(tmp_path, receiver.port, os.getpid(), image_venv)
+    teams.attack.write_text(teams.attack.read_text() + "\nimport tpurl_no_such_module\n")
+    root = tmp_path / "root"
+    state = rl_post_training(profile="rehearsal", overrides={
+        "recipe.rewards.file": str(teams.attack),
+        "recipe.rewards.functions": "exact_match", "local.venv": str(image_venv),
+        "local.root": str(root), "local.hf_check_venv": str(tmp_path / "hf-check")},
+        return_state=True)
+    assert receiver.received == [], f"the recipe sent {_secrets_in(receiver.received)}"
+    assert not [path for path in teams.planted if path.exists()]
+    error = state.result(raise_on_failure=False)
+    assert isinstance(error, ProfileError), error
+    assert [(i.field, i.category) for i in error.issues] == [
+        ("recipe.rewards.file", "config/recipe-missing-module")]
+    assert not root.exists() or not any(root.iterdir())
+
+
 # --- plan and check import only when asked -------------------------------------------------
 
 def test_plan_and_check_read_the_recipe_unless_asked_to_import_it(
