@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("--check", action="store_true",
                              help="also run the pre-flight checks against the cloud (read-only)")
             cmd.add_argument("--json", action="store_true", help="print the plan as JSON")
+            cmd.add_argument("--import-recipe", action="store_true",
+                             help="import the recipe's Python files in the sandbox, as "
+                                  "validate does (without it they are only read)")
             cmd.add_argument("--compare-capacity", action="store_true",
                              help="also compare the capacity modes' TPU chip-hours and dollars "
                                   "(GKE profiles)")
@@ -111,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
                        "the Prefect API only)")
     check.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a field of every profile checked")
+    check.add_argument("--import-recipe", action="store_true",
+                       help="import each profile's recipe files in the sandbox, as validate "
+                            "does (without it they are only read)")
     check.set_defaults(func=_check)
     costs = _described(sub, "costs", "a team's TPU spend this month from its spend ledger, by "
                        "profile, stage and capacity mode, with dollars per promoted model and "
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
 def _check(args: argparse.Namespace) -> int:
     from flows.operations.check import check_command
 
-    return check_command(args.profile, args.set)
+    return check_command(args.profile, args.set, import_recipe=args.import_recipe)
 
 
 def _costs(args: argparse.Namespace) -> int:
@@ -290,7 +296,7 @@ def _with_profile(command: ProfileCommand, local_checks: bool, args: argparse.Na
         return 2
     for warning in backend.validation_warnings():
         print(warning, file=sys.stderr)
-    if local_checks and (problems := _local_problems(profile)):
+    if local_checks and (problems := _local_problems(profile, _recipe_unimported(args))):
         listed = "".join(f"\n  - {p}" for p in problems)
         print(f"error: profile {args.profile!r} is invalid ({len(problems)} problem(s)):"
               f"{listed}", file=sys.stderr)
@@ -394,17 +400,28 @@ def _run_command(args: argparse.Namespace, loaded: _Loaded) -> int:
     return _run(args.profile, loaded.overrides, args.json)
 
 
-def _local_problems(profile: Profile) -> list[str]:
-    """What can be checked here without running anything: a dataset on this machine, an
-    output root on this machine that is writable and has room for the run, and the recipe's
-    files imported as MaxText will (its warnings printed: imports left unchecked)."""
+def _recipe_unimported(args: argparse.Namespace) -> str | None:
+    """Why the command only reads the recipe's files (the warning's words), or None: it
+    imports them. `tpurl plan` imports the team's code only when asked; validate and run
+    always do, in the sandbox."""
+    if args.command == "plan" and not args.import_recipe:
+        return ("`tpurl plan` reads them without running the team's code; `tpurl plan "
+                "--import-recipe` or `tpurl validate` imports them in a sandbox as MaxText will")
+    return None
+
+
+def _local_problems(profile: Profile, recipe_unimported: str | None = None) -> list[str]:
+    """What can be checked here without running anything of ours: a dataset on this machine,
+    an output root on this machine that is writable and has room for the run, and the
+    recipe's files imported in the sandbox as MaxText will, or read when
+    ``recipe_unimported`` says why (its warnings printed: imports left unchecked)."""
     from flows.core.recipe_check import check_recipe
     from flows.core.root_space import root_issues
 
     found = [issue.render() for issue in root_issues(profile)]
     if problem := _local_dataset_problem(profile):
         found.append(problem)
-    recipe = check_recipe(profile)
+    recipe = check_recipe(profile, unimported=recipe_unimported)
     for warning in recipe.warnings:
         print(warning, file=sys.stderr)
     return found + [issue.render() for issue in recipe.issues]

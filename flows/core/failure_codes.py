@@ -161,9 +161,11 @@ CATALOGUE: tuple[Symptom, ...] = (
     Symptom("config/recipe-import-error", When.START,
             f"{_PROFILE} `recipe.rewards.file: FILE:LINE: importing it raised TYPE: ...` (or "
             "`called exit(...)`, or `ended the process`): the file's top level fails before "
-            "MaxText can call anything in it.",
-            "Make the file import cleanly; the `fix:` line gives the command that reproduces "
-            "it with the rehearsal venv's Python."),
+            "MaxText can call anything in it. The check imports it in a sandbox: no network, "
+            "an empty home, none of your files but the recipe's.",
+            "Make the file import cleanly, doing no reads of your files or the network at "
+            "import (do them inside the functions); the `fix:` line gives the command that "
+            "reproduces it with the rehearsal venv's Python."),
     Symptom("config/recipe-import-timeout", When.START,
             f"{_PROFILE} `recipe.rewards.file: FILE did not finish importing within N s` (or "
             "`recipe.dataset_processor`).",
@@ -196,10 +198,16 @@ CATALOGUE: tuple[Symptom, ...] = (
     Symptom("config/recipe-unchecked", When.START,
             f"{_PROFILE} `recipe.rewards.file: ...` naming a problem the check could not "
             "classify. Not a refusal: the line `warning: recipe: the imports of its Python "
-            "files were not checked` means no rehearsal venv is on this machine, so the files "
-            "were only read (syntax, names, signatures, template).",
-            "For the warning: build the venv (`bash scripts/rehearse.sh`, whose first stage "
-            "builds it) and validate again. For an unclassified problem: report it with the "
+            "files were not checked: REASON` means the files were only read (syntax, names, "
+            "signatures, template), never run: no rehearsal venv is on this machine, or it "
+            "cannot make the sandbox the import runs in (`this machine cannot isolate the "
+            "team's code`: not Linux, or user namespaces disabled for the account), or "
+            "`tpurl plan` or `tpurl check` ran without `--import-recipe`.",
+            "For the warning, what REASON names: build the venv (`bash scripts/rehearse.sh`, "
+            "whose first stage builds it) and validate again; allow user namespaces (sysctl "
+            "`user.max_user_namespaces` above 0; on Ubuntu 23.10 and later "
+            "`kernel.apparmor_restrict_unprivileged_userns=0`) or validate on a machine that "
+            "does; or add `--import-recipe`. For an unclassified problem: report it with the "
             "output."),
     Symptom("config/secret-literal", When.START,
             f"{_PROFILE} `FIELD: holds what looks like a Hugging Face token` (the value is "

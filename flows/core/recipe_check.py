@@ -7,23 +7,30 @@ converted: a slice held for nothing. The checks that find these need the team's 
 where it will run, so they run in a child process, the probe images/rehearsal/check_recipe.py,
 under the interpreter that mirrors the post-training image (the rehearsal venv), never in this
 process: the team's code at import time would otherwise run beside the flow's credentials, and
-would be judged against the orchestrator's packages rather than the image's. The child gets a
-time limit (a file that loops at import is a problem of its own, named) and an environment
-without this process's variables (no token is in its reach).
+would be judged against the orchestrator's packages rather than the image's. A child of its
+own is not enough: it could read this process's environment through /proc, the account's
+files and the network. So a probe that imports runs in a sandbox (flows/core/recipe_sandbox.py:
+no network, a /proc without this process or its parents, a root holding only the system, the
+venv and a copy of the recipe's files, no privileges) with a time limit (a file that loops at
+import is a problem of its own, named).
 
-Without that venv (a machine that only drives GKE), the same probe reads the files instead
-(``--static``, under this interpreter): syntax, the functions and their signatures from the
-syntax tree, the template; a warning then says the imports were not checked and what builds
-the environment that checks them.
+Without that venv (a machine that only drives GKE), where the machine cannot make the sandbox
+(user namespaces disabled), or when the command was not asked to import (`tpurl plan` and
+`tpurl check` without ``--import-recipe``), the same probe reads the files instead
+(``--static``, under this interpreter, nothing of the team's run): syntax, the functions and
+their signatures from the syntax tree, the template; a warning then says the imports were not
+checked, why, and what makes them checked.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +40,16 @@ from flows.common.paths import REHEARSAL_DIR, repo_relative
 from flows.config.profile import LocalSection, Profile
 from flows.config.recipe import recipe_path
 from flows.core.processes import die_with_parent, stop_group
+from flows.core.recipe_sandbox import (
+    SANDBOX_PATH,
+    SandboxUnavailable,
+    launcher_env,
+    sandbox_failure,
+    sandbox_needs,
+    sandboxed_command,
+    strip_ready,
+    unavailable_here,
+)
 
 PROBE = REHEARSAL_DIR / "check_recipe.py"
 DEFAULT_VENV = str(LocalSection.model_fields["venv"].default)
@@ -45,8 +62,10 @@ IMPORT_TIMEOUT_S = 90.0
 # What the venv must have to stand in for the image (a half-built one would blame the team's
 # imports for what the venv lacks)
 IMAGE_MODULES = ("maxtext", "tunix")
-# What the probe's environment keeps of this process's: enough to run Python, nothing secret.
+# What the reading probe's environment keeps of this process's: enough to run Python, nothing
+# secret (the importing one gets the sandbox's own, flows/core/recipe_sandbox.py).
 _KEPT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "USER")
+_FILE_FLAGS = ("--rewards", "--processor", "--template")
 _BUILD_VENV = ("`bash scripts/rehearse.sh` (or `tpurl run rehearsal`) builds it in its image "
                "stage")
 
@@ -117,8 +136,9 @@ def _fix(kind: str, part: str, file: str, line: int | None, python: Path) -> str
                 "recipe's own files travel with it, not the folder around them")
     if kind in ("import-raised", "unreadable"):
         return (f"make importing {file} succeed (it runs where MaxText loads it, before "
-                f"training); `{python} -I -c \"import runpy; runpy.run_path('{file}')\"` "
-                "reproduces it")
+                "training; the check imports it in a sandbox with no network, an empty home "
+                f"and only the recipe's files); `{python} -I -c \"import runpy; "
+                f"runpy.run_path('{file}')\"` reproduces it")
     if kind == "timeout":
         return ("do no work at import (a loop, a download, loading a model): move it into the "
                 "functions, or under `if __name__ == '__main__':`")
@@ -185,13 +205,33 @@ def _unfinished(run: ProbeRun, stdout: str, stderr: str, timed_out: bool,
     return RecipeCheck(issues=(_issue(found, run.python),))
 
 
+def _recipe_files(arguments: list[str]) -> list[Path]:
+    """The files the probe's arguments name (what the sandbox copies in)."""
+    return [Path(value) for flag, value in itertools.pairwise(arguments)
+            if flag in _FILE_FLAGS]
+
+
 def run_probe(run: ProbeRun, arguments: list[str]) -> tuple[RecipeCheck, list[str]]:
     """The probe's findings as issues and warnings, and the modules the interpreter lacked
-    of ``run.require`` (then it checked nothing)."""
-    command = [str(run.python), "-I", str(PROBE), *arguments, *(["--static"] if run.static else []),
-               *(arg for module in run.require for arg in ("--require", module))]
-    env = {name: os.environ[name] for name in _KEPT_ENV if name in os.environ}
-    env["JAX_PLATFORMS"] = "cpu"  # a file that imports JAX looks for no accelerator here
+    of ``run.require`` (then it checked nothing). A probe that imports runs in the sandbox
+    (flows/core/recipe_sandbox.py), or not at all: :class:`SandboxUnavailable` says why."""
+    probe = [str(PROBE), *arguments, *(["--static"] if run.static else []),
+             *(arg for module in run.require for arg in ("--require", module))]
+    if run.static:  # reads the files, runs none of them
+        env = {name: os.environ[name] for name in _KEPT_ENV if name in os.environ}
+        return _run_child(run, [str(run.python), "-I", *probe], env, sandboxed=False)
+    if why := unavailable_here():
+        raise SandboxUnavailable(why)
+    env = {"PATH": SANDBOX_PATH, "LANG": os.environ.get("LANG", "C.UTF-8"),
+           "TMPDIR": "/tmp", "JAX_PLATFORMS": "cpu"}  # JAX looks for no accelerator
+    with tempfile.TemporaryDirectory(prefix="tpurl-recipe-root-") as root:
+        command = sandboxed_command(run.python, probe, [PROBE, *_recipe_files(arguments)],
+                                    env, Path(root), os.geteuid())
+        return _run_child(run, command, launcher_env(), sandboxed=True)
+
+
+def _run_child(run: ProbeRun, command: list[str], env: dict[str, str],
+               sandboxed: bool) -> tuple[RecipeCheck, list[str]]:
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, errors="replace", env=env,
@@ -208,6 +248,10 @@ def run_probe(run: ProbeRun, arguments: list[str]) -> tuple[RecipeCheck, list[st
     except BaseException:  # interrupted: the child's session gets no Ctrl-C of its own
         stop_group(child.pid, grace_s=1.0)
         raise
+    if sandboxed:
+        if not timed_out and (failed := sandbox_failure(stdout, stderr, child.returncode)):
+            raise SandboxUnavailable(failed)
+        stdout = strip_ready(stdout)
     reports = _marked(stdout, REPORT_MARK)
     if timed_out or not reports:
         return _unfinished(run, stdout, stderr, timed_out, child.returncode), []
@@ -240,33 +284,43 @@ def _content_key(profile: Profile, run: ProbeRun) -> tuple[object, ...]:
 _checked: dict[tuple[object, ...], RecipeCheck] = {}
 
 
-def check_recipe(profile: Profile, timeout_s: float = IMPORT_TIMEOUT_S) -> RecipeCheck:
-    """The recipe's problems: imported under the rehearsal venv when it is here (and whole),
-    else read statically under this interpreter with a warning. MaxText's built-in recipe has
-    nothing to check. A recipe already checked in this process, byte for byte under the same
-    interpreter, is not checked again (`tpurl run` validates, then its flow starts)."""
+def check_recipe(profile: Profile, timeout_s: float = IMPORT_TIMEOUT_S, *,
+                 unimported: str | None = None) -> RecipeCheck:
+    """The recipe's problems: imported in the sandbox under the rehearsal venv when it is here
+    (and whole), else read statically under this interpreter with a warning; read too when
+    the machine cannot make the sandbox, or when the command was not asked to import
+    (``unimported`` says so, in the words the warning ends with). MaxText's built-in recipe
+    has nothing to check. A recipe already checked in this process, byte for byte under the
+    same interpreter, is not checked again (`tpurl run` validates, then its flow starts)."""
     arguments = probe_arguments(profile)
     if not arguments:
         return RecipeCheck()
     python = venv_python(profile)
     has_code = profile.recipe.rewards is not None or profile.recipe.dataset_processor is not None
-    why_static = f"no environment that mirrors the post-training image here ({python} is absent)"
-    if python.is_file():
+    why_static = (f"no environment that mirrors the post-training image here ({python} is "
+                  f"absent); {_BUILD_VENV}, then `tpurl validate` imports them as MaxText will")
+    if unimported is not None:
+        why_static = unimported
+    elif python.is_file():
         run = ProbeRun(python, static=False, require=IMAGE_MODULES, timeout_s=timeout_s)
         key = _content_key(profile, run)
-        if key not in _checked:
+        if key in _checked:
+            return _checked[key]
+        try:
             result, missing = run_probe(run, arguments)
+        except SandboxUnavailable as exc:
+            why_static = (f"this machine cannot isolate the team's code to import it ({exc}); "
+                          f"importing needs {sandbox_needs(os.geteuid())}")
+        else:
             if not missing:
                 _checked[key] = result
                 return result
-            why_static = f"{python} lacks {', '.join(missing)} (a venv not fully built)"
-        else:
-            return _checked[key]
+            why_static = (f"{python} lacks {', '.join(missing)} (a venv not fully built); "
+                          f"{_BUILD_VENV}, then `tpurl validate` imports them as MaxText will")
     static = ProbeRun(Path(sys.executable), static=True, timeout_s=timeout_s)
     result, _ = run_probe(static, arguments)
     if has_code:
         result = RecipeCheck(result.issues, (
-            *result.warnings, f"warning: recipe: the imports of its Python files were not "
-            f"checked: {why_static}; {_BUILD_VENV}, then `tpurl validate` imports them as "
-            "MaxText will"))
+            *result.warnings, "warning: recipe: the imports of its Python files were not "
+            f"checked: {why_static}"))
     return result

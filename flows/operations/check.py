@@ -178,8 +178,10 @@ def shipped_template(pool: str, template_file: str, template: Obj) -> bool:
 
 
 def profile_findings(name: str, overrides: Mapping[str, str], environ: Mapping[str, str],
-                     api_answers: bool = False) -> tuple[list[Finding], bool]:
-    """(what the profile needs here and whether it is found, the profile could be read)."""
+                     api_answers: bool = False, import_recipe: bool = False,
+                     ) -> tuple[list[Finding], bool]:
+    """(what the profile needs here and whether it is found, the profile could be read);
+    the recipe's files are imported in the sandbox only with ``import_recipe``."""
     from flows.backends import backend_for
     from flows.config import load_profile
 
@@ -204,7 +206,7 @@ def profile_findings(name: str, overrides: Mapping[str, str], environ: Mapping[s
                                 "permissions)" if profile.gke else "(the rehearsal installs "
                                 "the rest)")))
     found += _secret_findings(profile, environ)
-    found += _recipe_findings(profile)
+    found += _recipe_findings(profile, import_recipe)
     found += _integration_findings(profile, environ)
     found += _notify_findings(profile, api_answers)
     return found, True
@@ -283,15 +285,18 @@ def _secret_findings(profile: Profile, environ: Mapping[str, str]) -> list[Findi
     return [Finding(profile.name, "model.hf_token", True, f"{ref.describe()} resolves here")]
 
 
-def _recipe_findings(profile: Profile) -> list[Finding]:
-    """The recipe's files, imported as MaxText will where the rehearsal venv is (else read,
-    with the warning that says what was left unchecked)."""
+def _recipe_findings(profile: Profile, import_recipe: bool = False) -> list[Finding]:
+    """The recipe's files, read; with ``import_recipe`` imported in the sandbox as MaxText
+    will where the rehearsal venv is (else read, with the warning that says what was left
+    unchecked)."""
     from flows.core.recipe_check import check_recipe
 
     if profile.recipe.is_builtin():
         return [Finding(profile.name, "recipe", None, "MaxText's built-in one (nothing of "
                         "the team's to check)")]
-    result = check_recipe(profile)
+    result = check_recipe(profile, unimported=None if import_recipe else (
+        "`tpurl check` reads them without running the team's code; `tpurl check "
+        "--import-recipe` or `tpurl validate` imports them in a sandbox as MaxText will"))
     if result.issues:
         return [_from_issue(profile.name, i) for i in result.issues]
     found = [Finding(profile.name, "recipe", True, "its files load and MaxText can call "
@@ -351,8 +356,9 @@ def named_integrations(profile: Profile) -> list[str]:
 
 
 def check_command(profiles: Sequence[str], sets: Sequence[str],
-                  environ: Mapping[str, str] | None = None) -> int:
-    """Prints the findings, one block per target; the exit code says the worst of them."""
+                  environ: Mapping[str, str] | None = None, import_recipe: bool = False) -> int:
+    """Prints the findings, one block per target; the exit code says the worst of them.
+    A profile's recipe is imported (in the sandbox) only with ``import_recipe``."""
     from flows.config.loading import parse_override
 
     env = os.environ if environ is None else environ
@@ -366,7 +372,7 @@ def check_command(profiles: Sequence[str], sets: Sequence[str],
     api_answers = any(f.what == "API" and f.ok for f in api)
     readable = True
     for name in profiles:
-        found, ok = profile_findings(name, overrides, env, api_answers)
+        found, ok = profile_findings(name, overrides, env, api_answers, import_recipe)
         readable = readable and ok
         blocks.append((f"profile {name}", found))
     for title, found in blocks:
