@@ -94,3 +94,18 @@ def family_args(args: Mapping[str, Any]) -> dict[str, Any]:
     keyed = run_args(args)
     keyed.pop(SCHEDULE_KEY, None)
     return keyed
+
+
+def lower_work_fix(args: Mapping[str, Any]) -> str:
+    """What a stop for spend says about training less, so that following it continues the
+    stopped run: the length the user picks, and the schedule the run trained with (a
+    schedule left to follow the length would change with it, and the run with it)."""
+    try:
+        schedule: int | None = schedule_steps(args)
+    except ValueError:
+        schedule = None
+    keep = (f" and train.args.{SCHEDULE_ARG}: {schedule} (the schedule this run trains with)"
+            if schedule else "")
+    return (f"or lower the work: set train.args.{LENGTH_ARG} to the steps you want (at least "
+            f"the newest saved step){keep}; the next run continues this one from its newest "
+            "checkpoint")

@@ -38,8 +38,8 @@ from flows.core.storage import Storage, join
 from flows.core.verify import newest_actor_step, remove_orbax_temporaries, saved_actor_steps
 from flows.runpage.metrics import summarize_run
 
-SHORTER_THAN_SAVED = "train/shorter-than-saved"
-SCHEDULE_FOLLOWS_LENGTH = "train/schedule-follows-length"
+SHORTER_THAN_SAVED = "config/shorter-than-saved"
+SCHEDULE_FOLLOWS_LENGTH = "config/schedule-follows-length"
 
 
 class TrainStage(ProgramStage):

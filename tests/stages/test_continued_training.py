@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.core.continuation import lower_work_fix
 from flows.core.failures import StageFailed
 from flows.stages.train import SCHEDULE_FOLLOWS_LENGTH, SHORTER_THAN_SAVED
 from tests.fakes.stage_backend import backend_at, local, run_all, statuses
@@ -87,18 +88,22 @@ def test_a_run_shorter_than_its_saved_steps_is_refused_naming_them(tmp_path: Pat
 
 
 def test_a_run_stopped_early_continues_when_its_length_is_lowered(tmp_path: Path) -> None:
-    """What a spend cap's fix asks: the run of 5 stopped after step 2 (the fake program
-    stops there); the same run with num_batches 4 and the schedule it had continues from
-    step 2."""
+    """What a spend stop's fix asks (gke/watch/spend.py, its text from lower_work_fix): the
+    run of 5 stopped with step 2 its newest; the same run with num_batches 4 and the
+    schedule the fix names continues from step 2."""
     stopped = backend_at(tmp_path, **{"train.args.num_batches": "5"})
     stopped.damage.add("train-grpo")  # leaves steps 1-4 only
     with pytest.raises(StageFailed):
         run_all(stopped)
     shutil.rmtree(local(stopped.layout.actor_checkpoints) / "4")
     shutil.rmtree(local(stopped.layout.actor_checkpoints) / "3")
-    failure = _refusal(tmp_path, **{"train.args.num_batches": "4"})
-    keep, _ = _fix_settings(failure)
+    said = lower_work_fix(stopped.profile.train.args)  # what the stop's fix line says
+    (keep,) = [{f"train.args.{n}": v} for n, v in
+               re.findall(r"train\.args\.([\w.]+): (\d+)", said)]
     assert keep == {"train.args.learning_rate_schedule_steps": "5"}
+    # lowering the length alone is refused with the same setting
+    failure = _refusal(tmp_path, **{"train.args.num_batches": "4"})
+    assert _fix_settings(failure)[0] == keep
     lowered = backend_at(tmp_path, **{"train.args.num_batches": "4"}, **keep)
     assert statuses(run_all(lowered)) == CONTINUED
     assert lowered.trained == [(2, 4)]
