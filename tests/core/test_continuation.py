@@ -19,6 +19,7 @@ from flows.core.continuation import (
     train_steps,
 )
 from flows.core.layout import Layout, export_key, family_key, run_key, train_key
+from tests.support.profiles import tutorial_profile
 
 
 def _profile(**train_args: str):
@@ -120,3 +121,15 @@ def test_a_value_that_is_no_number_keys_every_argument_as_given() -> None:
     """MaxText refuses it when the run starts; the key must not fail before that."""
     args = {"num_batches": "2", "warmup_steps_fraction": "x", "num_epoch": "many"}
     assert run_args(args) == args
+
+
+def test_the_tutorials_run_keeps_its_name_whatever_its_length() -> None:
+    """`tpurl plan --set train.args.num_batches=40` on the tutorial profile, whose schedule is
+    set (learning_rate_schedule_steps 100): the same run, so a spend stop's "lower
+    num_batches" continues it."""
+    names = {Layout(tutorial_profile(**{"train.args.num_batches": n})).run_name
+             for n in ("50", "40", "60")}
+    assert len(names) == 1
+    other = tutorial_profile(**{"train.args.num_batches": "40",
+                                "train.args.learning_rate": "1e-5"})
+    assert Layout(other).run_name not in names
