@@ -10,9 +10,12 @@ A training run is named by a key of everything that shapes its steps (flows/core
   rows, repeated ``num_epoch`` times. With ``num_epoch`` 1 the first k batches are the same
   whatever ``num_batches`` is; with more epochs the second epoch starts at a row that moves
   with ``num_batches``, so ``num_batches`` stays in the key then. On resume tunix 0.1.8's
-  ``RLLearner`` fast-forwards the iterator past the batches the restored step already took
-  (``rl/rl_learner.py``: "Fast forwarded %d micro-batches"), so the continued run trains on
-  the batches it has not seen.
+  ``RLLearner`` fast-forwards the iterator by the restored trainer's micro-steps
+  (``rl/rl_learner.py``: "Fast forwarded %d micro-batches"; ``sft/peft_trainer.py``
+  ``iter_steps`` = train_steps x gradient accumulation). That is the micro-batches the
+  earlier run drew when ``rl.num_iterations`` is 1, so the continued run trains on the
+  batches it has not seen; with more iterations the trainer steps several times per batch
+  and the fast-forward skips batches never trained on, so ``num_batches`` stays in the key.
 - the learning rate: MaxText's ``utils_rl.get_optimizer`` builds a warmup-cosine schedule
   over ``learning_rate_schedule_steps`` when that is set, otherwise over ``train_steps``
   (``configs/types.py``: ``num_batches * rl.num_iterations * train_fraction * num_epoch``);
@@ -68,9 +71,13 @@ def schedule_follows_length(args: Mapping[str, Any]) -> bool:
     return explicit_schedule(args) is None
 
 
-def data_order_follows_length(args: Mapping[str, Any]) -> bool:
-    """True when the batches' order depends on num_batches (more than one epoch)."""
-    return _number(args, "num_epoch") != 1
+def batches_follow_length(args: Mapping[str, Any]) -> bool:
+    """True when a run of another length would not take the earlier run's batches from
+    where it stopped: more than one epoch (the second starts at a row that moves with
+    num_batches), or more than one GRPO iteration per batch (tunix 0.1.8's resume
+    fast-forwards the iterator by the trainer's step count, ``rl.num_iterations`` steps per
+    batch, so it would skip batches never trained on)."""
+    return _number(args, "num_epoch") != 1 or _number(args, "rl.num_iterations") != 1
 
 
 def run_args(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,7 +85,7 @@ def run_args(args: Mapping[str, Any]) -> dict[str, Any]:
     steps do not depend on it, the schedule by its length in steps. A value that is no
     number (MaxText refuses it when the run starts) keys every argument as given."""
     try:
-        schedule, order_follows = schedule_steps(args), data_order_follows_length(args)
+        schedule, order_follows = schedule_steps(args), batches_follow_length(args)
     except ValueError:
         return dict(args)
     keyed = {name: value for name, value in args.items() if name != SCHEDULE_ARG}

@@ -19,7 +19,7 @@ from flows.core.backend import Backend, StageWork, WorkloadRun
 from flows.core.continuation import (
     LENGTH_ARG,
     SCHEDULE_ARG,
-    data_order_follows_length,
+    batches_follow_length,
     schedule_follows_length,
     schedule_steps,
 )
@@ -170,7 +170,7 @@ def refuse_schedule_change(stage: str, profile: Profile, layout: Layout,
     learning rate of the steps it took. Say which; the profile chooses."""
     args = profile.train.args
     try:
-        if not schedule_follows_length(args) or data_order_follows_length(args):
+        if not schedule_follows_length(args) or batches_follow_length(args):
             return
         own = schedule_steps(args)
     except ValueError:  # a value that is no number: MaxText refuses it when it starts

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from flows.config import load_profile
 from flows.config.profile import TUNABLE_TRAIN_ARGS
 from flows.core.continuation import (
-    data_order_follows_length,
+    batches_follow_length,
     run_args,
     schedule_follows_length,
     schedule_steps,
@@ -77,7 +77,7 @@ def test_the_schedule_is_keyed_by_its_length_whichever_argument_set_it() -> None
 def test_with_more_than_one_epoch_the_length_stays_in_the_key() -> None:
     """The second epoch starts at a row that moves with num_batches (train_rl
     prepare_datasets): the batches differ, so it is another run."""
-    assert data_order_follows_length({"num_epoch": 2})
+    assert batches_follow_length({"num_epoch": 2})
     a = _keys(num_batches="2", num_epoch="2", learning_rate_schedule_steps="9")
     b = _keys(num_batches="3", num_epoch="2", learning_rate_schedule_steps="9")
     assert a[0] != b[0]
@@ -94,6 +94,16 @@ OTHER_VALUES = {"learning_rate": "3e-4", "warmup_steps_fraction": "0.3", "num_ep
                 "rl.grpo_epsilon": "0.3", "rl.epsilon_high": "0.4",
                 "learning_rate_schedule_steps": "9", "data_shuffle_seed": "7",
                 "train_fraction": "0.5"}
+
+
+def test_with_more_than_one_grpo_iteration_the_length_stays_in_the_key() -> None:
+    """tunix's resume skips rl.num_iterations batches per batch trained: another length
+    would train on other batches than a single run of it, so it is another run."""
+    assert batches_follow_length({"rl.num_iterations": 2})
+    assert not batches_follow_length({"rl.num_iterations": 1, "num_epoch": "1"})
+    a = _keys(num_batches="2", **{"rl.num_iterations": "2"}, learning_rate_schedule_steps="9")
+    b = _keys(num_batches="3", **{"rl.num_iterations": "2"}, learning_rate_schedule_steps="9")
+    assert a[0] != b[0]
 
 
 def test_every_tunable_argument_but_the_length_has_a_changed_value_here() -> None:
