@@ -12,6 +12,7 @@ schedule that follows the length).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from flows.config.profile import Profile
@@ -39,6 +40,7 @@ from flows.core.verify import newest_actor_step, remove_orbax_temporaries, saved
 from flows.runpage.metrics import summarize_run
 
 SHORTER_THAN_SAVED = "config/shorter-than-saved"
+RUN_NAME = re.compile(r"rl-[0-9a-f]{12}")  # Layout.run_name's form
 SCHEDULE_FOLLOWS_LENGTH = "config/schedule-follows-length"
 
 
@@ -177,15 +179,17 @@ def refuse_schedule_change(stage: str, profile: Profile, layout: Layout,
         return
     family = family_key(profile)
     for name in sorted(storage.children(layout.train_base)):
-        if name == layout.run_name or not name.startswith("rl-"):
+        if name == layout.run_name or not RUN_NAME.fullmatch(name):
             continue
         card = _read_card(storage, join(layout.train_base, name, RUN_CARD_NAME))
-        if card is None or card.get("family") != family:
+        earlier = card.get("schedule_steps") if card else None
+        # what the bucket holds is untrusted: only a whole number reaches the fix text
+        if card is None or card.get("family") != family or type(earlier) is not int \
+                or earlier <= 0:
             continue
         step = newest_actor_step(storage, join(layout.train_base, name, "checkpoints", "actor"))
         if step is None:
             continue
-        earlier = card.get("schedule_steps")
         raise user_error(
             stage, f"run {name} of this training saved step {step} with a learning-rate "
             f"schedule of {earlier} steps; this run's schedule follows its own length "

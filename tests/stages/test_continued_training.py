@@ -7,6 +7,7 @@ the run that follows does what it said. The rehearsal e2e module proves the same
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -107,3 +108,17 @@ def test_a_run_stopped_early_continues_when_its_length_is_lowered(tmp_path: Path
     lowered = backend_at(tmp_path, **{"train.args.num_batches": "4"}, **keep)
     assert statuses(run_all(lowered)) == CONTINUED
     assert lowered.trained == [(2, 4)]
+
+
+@pytest.mark.parametrize("planted", ["not-a-number; rm -rf ~", 2.5, -3, True, None])
+def test_a_run_card_that_is_no_whole_number_never_reaches_the_fix(tmp_path: Path,
+                                                                   planted: object) -> None:
+    """The bucket is untrusted: a card whose schedule is not a whole number above 0 is
+    passed over, and the run trains from step 0 instead of printing what it says."""
+    first = backend_at(tmp_path)
+    run_all(first)
+    card = local(first.layout.run_card)
+    written = json.loads(card.read_text())
+    card.write_text(json.dumps({**written, "schedule_steps": planted}))
+    longer = backend_at(tmp_path, **{"train.args.num_batches": "3"})
+    assert statuses(run_all(longer))["train"] == "ran" and longer.trained == [(0, 3)]
