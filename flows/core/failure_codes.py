@@ -252,6 +252,24 @@ CATALOGUE: tuple[Symptom, ...] = (
             "Raise the cap to the figure the `fix:` line gives, or correct "
             "`gke.estimated_hours` (or `gke.train_timeline`) if the estimate is wrong; "
             "`tpurl plan PROFILE` prints the estimate."),
+    Symptom("config/schedule-follows-length", When.START,
+            "`[user-error config/schedule-follows-length] stage train: run rl-KEY of this "
+            "training saved step K with a learning-rate schedule of S steps; this run's "
+            "schedule follows its own length (T steps), so it would train from step 0`: a "
+            "run that differs from an earlier one in `train.args.num_batches` only, while "
+            "the profile leaves `train.args.learning_rate_schedule_steps` unset (MaxText "
+            "then spans the schedule over the run's own length). Nothing ran.",
+            "Set `train.args.learning_rate_schedule_steps` to S (the `fix:` line gives it) "
+            "to continue that run from step K with its schedule, or to T to train a new run "
+            "from step 0 with a schedule of its own (docs/how-to/stop-and-resume.md)."),
+    Symptom("config/shorter-than-saved", When.START,
+            "`[user-error config/shorter-than-saved] stage train: run rl-KEY has saved steps "
+            "A, B, ...: train_rl would continue from step N, beyond num_batches L`: the run "
+            "asked for fewer steps than its directory already holds, and that length itself "
+            "was not saved (train_rl restores the newest checkpoint). Nothing ran.",
+            "Set `train.args.num_batches` to a saved step the `fix:` line lists (that step "
+            "is used as it is, nothing trains), or to the newest or more to continue "
+            "training."),
     Symptom("config/team-budget", When.CAPACITY,
             "`tpurl run` (or a deployment's run) refuses at the flow's start, before any "
             "stage, with `teams.TEAM.usd_per_month: a run of PROFILE is estimated at $E, and "
@@ -589,17 +607,24 @@ CATALOGUE: tuple[Symptom, ...] = (
             "`[budget gke/spend-cap] stage STAGE stopped: $X of TPU time spent, cap "
             "gke.max_usd_per_run $Y` (or `gke.max_usd_per_stage.STAGE`); the JobSet was "
             "deleted, checkpoints are kept, nothing is retried.",
-            "Raise `gke.max_usd_per_run` (or the stage's cap) if the run just needs longer, or "
-            "lower the work (`train.args.num_batches`); the next run resumes from the newest "
-            "checkpoint."),
+            "Raise `gke.max_usd_per_run` (or the stage's cap) if the run just needs longer, "
+            "then run again: the run resumes from its newest checkpoint. Or lower the work: "
+            "set `train.args.num_batches` to the steps you want (at least the newest saved "
+            "step) and keep the learning-rate schedule the stopped run had "
+            "(`train.args.learning_rate_schedule_steps`: its value, or the stopped run's "
+            "`num_batches` when the profile left it unset); the run then continues from its "
+            "newest checkpoint (docs/how-to/stop-and-resume.md)."),
     Symptom("gke/team-budget", When.CAPACITY,
             "`[budget gke/team-budget] stage STAGE stopped: this run spent $X of TPU time, "
             "all that team TEAM's runs ahead of it left of YYYY-MM ($L)`; the JobSet was "
             "deleted, checkpoints are kept, nothing is retried.",
             "`tpurl costs TEAM` shows what the month went on. Raise "
             "`teams.TEAM.usd_per_month` in deployments/teams.yaml, or wait for the next month "
-            "(UTC), or lower the work (`train.args.num_batches`); the next run resumes from "
-            "the newest checkpoint."),
+            "(UTC), then run again: the run resumes from its newest checkpoint. Or lower the "
+            "work: set `train.args.num_batches` to the steps you want (at least the newest "
+            "saved step) and keep the stopped run's learning-rate schedule "
+            "(`train.args.learning_rate_schedule_steps`: its value, or the stopped run's "
+            "`num_batches` when unset); the run continues from its newest checkpoint."),
     # --- evaluation and promotion --------------------------------------------------------
     Symptom("config/eval-missing", When.EVALUATION,
             f"{_PROFILE} `promotion: is set but there is no eval section, so nothing is "

@@ -15,6 +15,7 @@ from flows.common.paths import PATCHES_FILE, repo_relative
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.config.rehearsal_models import rehearsal_model
+from flows.core.continuation import family_args, run_args
 from flows.core.lineage import RECORD_NAME, config_key
 from flows.core.patching import declarations_digest, enabled, load_declarations
 from flows.core.recipe_files import recipe_key_parts
@@ -68,8 +69,24 @@ def dataset_key(profile: Profile) -> str:
 
 
 def train_key(profile: Profile) -> str:
+    """What the trained model is: every train argument, its length too."""
     return config_key("train", convert_key(profile), profile.train.args, image_key(profile),
                       dataset_key(profile), *recipe_key_parts(profile))
+
+
+def run_key(profile: Profile) -> str:
+    """What the training run's steps are, without how many it takes (continuation.py): a
+    run that differs from an earlier one only in length continues it in the same run
+    directory."""
+    return config_key("train-run", convert_key(profile), run_args(profile.train.args),
+                      image_key(profile), dataset_key(profile), *recipe_key_parts(profile))
+
+
+def family_key(profile: Profile) -> str:
+    """What runs differing only in length and learning-rate schedule share: how a run
+    whose schedule follows its own length finds the earlier run it could continue."""
+    return config_key("train-family", convert_key(profile), family_args(profile.train.args),
+                      image_key(profile), dataset_key(profile), *recipe_key_parts(profile))
 
 
 def export_key(profile: Profile) -> str:
@@ -80,6 +97,8 @@ def export_key(profile: Profile) -> str:
 # under a profile's output root: its results (`<run>.json`, `latest.json`) and its promotion
 # pointer (`promoted.json`, `promoted-history.json`), in a folder of the profile's name
 RESULTS_DIR = "tpurl-results"
+# in a training run's directory: its family, length and schedule (Layout.run_card)
+RUN_CARD_NAME = "tpurl-run.json"
 
 
 @dataclass(frozen=True)
@@ -134,7 +153,7 @@ class Layout:
 
     @property
     def run_name(self) -> str:
-        return f"rl-{train_key(self.profile)}"
+        return f"rl-{run_key(self.profile)}"
 
     @property
     def train_run_dir(self) -> str:
@@ -143,6 +162,12 @@ class Layout:
     @property
     def actor_checkpoints(self) -> str:
         return join(self.train_run_dir, "checkpoints", "actor")
+
+    @property
+    def run_card(self) -> str:
+        """What the run trains, written before it starts: how a later run of the same
+        training with another schedule finds it (flows/stages/train.py)."""
+        return join(self.train_run_dir, RUN_CARD_NAME)
 
     def actor_params(self, step: int) -> str:
         return join(self.actor_checkpoints, str(step), "model_params")

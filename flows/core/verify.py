@@ -34,6 +34,12 @@ def newest_actor_step(storage: Storage, actor_dir: str) -> int | None:
                 None)
 
 
+def saved_actor_steps(storage: Storage, actor_dir: str) -> list[int]:
+    """Every ``checkpoints/actor/<step>`` that has model_params, lowest first."""
+    steps = sorted(int(n) for n in storage.children(actor_dir) if n.isdigit())
+    return [s for s in steps if storage.exists(join(actor_dir, str(s), "model_params"))]
+
+
 # orbax-checkpoint 0.12 (the rehearsal lock's 0.12.2) saves a step into
 # ``<final>.orbax-checkpoint-tmp`` and renames it to ``<final>`` once complete
 # (orbax/checkpoint/_src/path/atomicity_types.py TMP_DIR_SUFFIX, atomicity.py

@@ -2,16 +2,18 @@
 
 One module-scoped first run (cold outputs; the venvs are built on first use and reused), then
 reruns that prove skip-if-done: nothing changed → every stage skipped; a changed learning rate
-→ train and export only; a changed base model → infra and convert again (then a train given a
-bad value fails at once with its cause). The first run also evaluates (MaxText's evaluate_rl
-on the held-out rows, trained and base) and decides promotion; the learning-rate and
-base-model reruns leave eval out (its lineage is proven in tests/stages/test_evaluate.py),
-since each evaluation program costs minutes on CPU.
+→ train and export only, then the same training asked for one step more continues that run
+(refused first with the schedule that continues it); a changed base model → infra and
+convert again (then a train given a bad value fails at once with its cause). The first run
+also evaluates (MaxText's evaluate_rl on the held-out rows, trained and base) and decides
+promotion; the learning-rate, continued and base-model reruns leave eval out (its lineage is
+proven in tests/stages/test_evaluate.py), since each evaluation program costs minutes on CPU.
 
 The learning-rate rerun also tracks to W&B in offline mode: its train program is
 MaxText's real ``train_rl`` through tunix's metrics logger, so the W&B proof needs no training
 of its own. Tracking enters no stage's key (flows/core/layout.py train_key), so the rerun
-still proves that the learning rate alone reruns train and export.
+still proves that the learning rate alone reruns train and export, and the continued run,
+untracked, is the same training.
 """
 
 from __future__ import annotations
@@ -222,6 +224,12 @@ LEARNING_RATE = {"train.args.learning_rate": "2e-3"}
 PROCESSOR = Path(__file__).parents[1] / "support" / "recipes" / "delegating_processor.py"
 
 
+def _lr_overrides(root: Path) -> dict[str, str]:
+    """What keys the learning-rate rerun's training (tracking keys nothing)."""
+    return {"local.root": str(root), **LEARNING_RATE, **NO_EVAL,
+            "recipe.dataset_processor": str(PROCESSOR)}
+
+
 @pytest.fixture(scope="module")
 def lr_rerun(first_run, root) -> tuple[PipelineResult, Layout]:
     """The rerun with a changed learning rate and a dataset processor of the team's, tracked
@@ -229,8 +237,7 @@ def lr_rerun(first_run, root) -> tuple[PipelineResult, Layout]:
     outside = {n: os.environ.pop(n) for n in ("WANDB_API_KEY", "WANDB_PROJECT", "WANDB_MODE",
                                                "WANDB_DIR") if n in os.environ}
     os.environ["WB_KEY_FOR_TEST"] = WANDB_KEY
-    overrides = {"local.root": str(root), **LEARNING_RATE, **WANDB, **NO_EVAL,
-                 "recipe.dataset_processor": str(PROCESSOR)}
+    overrides = {**_lr_overrides(root), **WANDB}
     try:
         layout = Layout(load_profile("rehearsal", overrides))
         return rl_post_training(profile="rehearsal", overrides=overrides), layout
@@ -273,6 +280,58 @@ def test_the_real_training_logs_to_the_profiles_wandb_project_offline(lr_rerun):
     assert any("reward" in k for k in logged) and any("loss" in k for k in logged), logged
     written = [p for p in run_dir.rglob("*") if p.is_file()]
     assert not [p for p in written if WANDB_KEY.encode() in p.read_bytes()]
+
+
+# tunix 0.1.8 rl_cluster.py logs each step's prompts: which rows a step trained on
+PROMPTS = re.compile(r"Rollout string metric prompts: (.*)")
+TRAIN_STEP = re.compile(r"Train step (\d+) training loss")
+
+
+@pytest.fixture(scope="module")
+def continued_run(lr_rerun, root) -> tuple[PipelineResult, Layout, StageFailed, str]:
+    """The learning-rate rerun's training (2 batches) asked for 3. The rehearsal leaves the
+    schedule to MaxText, which spans it over the run's length, so the first attempt is
+    refused before anything runs; the run with the setting its fix names continues the
+    2-step run. With the refusal and the 2-step run's log (the continued run's replaces it)."""
+    _, layout = lr_rerun
+    earlier_log = _path(layout.log(layout.train_run_dir, "train-grpo")).read_text()
+    longer = {**_lr_overrides(root), "train.args.num_batches": "3"}
+    with pytest.raises(StageFailed) as caught:
+        rl_post_training(profile="rehearsal", overrides=longer)
+    name, value = re.findall(r"train\.args\.([\w.]+): (\d+)", caught.value.diagnosis.fix)[0]
+    fixed = {**longer, f"train.args.{name}": value}
+    return (rl_post_training(profile="rehearsal", overrides=fixed),
+            Layout(load_profile("rehearsal", fixed)), caught.value, earlier_log)
+
+
+def test_a_longer_run_is_refused_naming_the_schedule_that_continues_it(lr_rerun, continued_run):
+    _, layout = lr_rerun
+    _, _, refusal, _ = continued_run
+    assert refusal.stage == "train" and refusal.diagnosis.code == "config/schedule-follows-length"
+    assert layout.run_name in refusal.diagnosis.summary
+    assert "train.args.learning_rate_schedule_steps: 2 to continue run" in refusal.diagnosis.fix
+
+
+def test_the_continued_run_trains_one_step_on_the_next_batch(lr_rerun, continued_run):
+    """2 steps, then 3: the same run directory, one step trained (its log and checkpoints),
+    on a row neither earlier step trained on (tunix fast-forwarded its iterator past the two
+    batches the restored step took), and the lineage names the run and step it continued."""
+    _, layout = lr_rerun
+    result, longer, _, earlier_log = continued_run
+    assert stage_statuses(result) == {"image": "skipped", "infra": "skipped",
+                                      "convert": "skipped", "train": "ran", "export": "ran"}
+    assert longer.train_run_dir == layout.train_run_dir
+    assert result.artifacts["trained_checkpoint"] == longer.actor_params(3)
+    saved = sorted(p.name for p in _path(layout.actor_checkpoints).iterdir())
+    assert saved == ["2", "3"]
+    log = _path(longer.log(longer.train_run_dir, "train-grpo")).read_text()
+    assert TRAIN_STEP.findall(earlier_log) == ["1", "2"] and TRAIN_STEP.findall(log) == ["3"]
+    assert "Fast forwarded 2 micro-batches" in log
+    seen, new = PROMPTS.findall(earlier_log), PROMPTS.findall(log)
+    assert len(seen) == 2 and len(new) == 1 and new[0] not in seen
+    record = json.loads(_path(longer.record(longer.train_run_dir)).read_text())
+    assert record["details"]["continued"] == {"run": layout.run_name, "from_step": 2,
+                                              "steps_trained": 1}
 
 
 def test_a_changed_base_model_reconverts_and_a_train_error_then_fails_at_once(first_run, root):

@@ -37,6 +37,7 @@ from flows.core.lineage import LineageRecord
 from flows.core.manifest import LOGS_DIR
 from flows.core.stage import StageContext, StageOutput
 from flows.core.storage import LocalStorage, Storage, join
+from flows.core.verify import newest_actor_step
 from flows.core.workload import Workload
 from flows.stages import STAGES, stages_for
 
@@ -94,6 +95,7 @@ class FakeStageBackend:
         self.runtime = runtime or QuietRuntime(profile, self.layout)
         self.image, self.infra = MarkerStep(self, "image"), MarkerStep(self, "infra")
         self.runs: Counter[str] = Counter()
+        self.trained: list[tuple[int, int]] = []  # per train program: (from step, to step)
         self.damage: set[str] = set()
         self.failing: dict[str, list[str]] = {}  # workload name -> what it prints, exit 1
         # what each evaluation "program" scores: mean reward (and accuracy) per model
@@ -118,8 +120,12 @@ class FakeStageBackend:
             if not damaged:
                 self.write(join(items, "_METADATA"), "{}")
         elif workload.name == "train-grpo":
+            # train_rl restores the newest checkpoint of its run directory and trains on
+            # to num_batches (tunix 0.1.8 sft/peft_trainer.py maybe_restore, rl_learner.py)
             steps = int(self.profile.train.args.get("num_batches", 1))
-            for step in range(1, steps + 1 - int(damaged)):
+            start = newest_actor_step(self.storage, layout.actor_checkpoints) or 0
+            self.trained.append((start, steps))
+            for step in range(start + 1, steps + 1 - int(damaged)):
                 params = join(layout.actor_checkpoints, str(step), "model_params")
                 self.write(join(params, "x"), "w")
                 self.write(join(params, "d", uuid.uuid4().hex), "w")

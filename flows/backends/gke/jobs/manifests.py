@@ -43,7 +43,10 @@ def jobs_of(stage: str) -> tuple[str, ...]:
 
 def stage_run(profile: Profile, job: str) -> str:
     """What names a job's JobSet besides the job: its content key (train: the run name,
-    which is ``rl-<train key>``), so the same configuration always maps to the same JobSet."""
+    ``rl-<run key>``), so the same configuration always maps to the same JobSet. Runs of
+    one training that differ in length share the train JobSet's name, as they share its
+    directory: one writes there at a time, and the spec digest tells them apart (a JobSet
+    of another length still there is refused, recovery.py on_conflict)."""
     if job == "convert":
         return convert_key(profile)
     if job == "train":

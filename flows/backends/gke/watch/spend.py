@@ -52,6 +52,7 @@ from flows.config.capacity import SCALE_FROM_ZERO
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.config.spend import SCALE_DOWN_TAIL_S, stage_chips_held
+from flows.core.continuation import lower_work_fix
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.team_budget import STOPPED, Allowance, add_stage_spend, allowance_for, recheck
 
@@ -164,6 +165,13 @@ class BoundPods:
             return [p for uid, p in self._pods.items() if uid not in here]
 
 
+# what a stop says about training less when the profile is not at hand; meter_for gives
+# the run's own (flows/core/continuation.py lower_work_fix: its schedule named)
+LOWER_WORK = ("or lower the work: set train.args.num_batches to the steps you want (at least the "
+              "newest saved step) and keep the run's train.args.learning_rate_schedule_steps; "
+              "the next run continues this one from its newest checkpoint")
+
+
 @dataclass
 class SpendMeter:
     """One stage of one run: charges held chip-hours × price; ``charge`` says when a cap is
@@ -193,6 +201,7 @@ class SpendMeter:
     # again at most every RECHECK_S: the run stops once its own spend reaches it; None: the
     # profile is in no team
     team: Allowance | None = None
+    lower_work: str = LOWER_WORK  # a stop's fix for training less (continuation.py)
 
     @property
     def charged_at(self) -> float | None:
@@ -316,13 +325,14 @@ class SpendMeter:
         run = self.run_spent_usd
         if self.stage_cap is not None and self.spent_usd >= self.stage_cap:
             return budget_diagnosis(self.stage, self.spent_usd, self.stage_cap,
-                                    f"gke.max_usd_per_stage.{self.stage}", run)
+                                    f"gke.max_usd_per_stage.{self.stage}", run, self.lower_work)
         if self.run_cap is not None and run >= self.run_cap:
-            return budget_diagnosis(self.stage, run, self.run_cap, "gke.max_usd_per_run", run)
+            return budget_diagnosis(self.stage, run, self.run_cap, "gke.max_usd_per_run", run,
+                                    self.lower_work)
         if self.team is not None:
             self.team = recheck(self.key, self.clock()) or self.team
             if run >= self.team.left_usd:
-                return team_diagnosis(self.stage, run, self.team)
+                return team_diagnosis(self.stage, run, self.team, self.lower_work)
         return None
 
 
@@ -342,7 +352,7 @@ def meter_for(profile: Profile, stage: str, clock: Callable[[], float] = time.mo
                       # any stage's name: the caps are keyed by the TPU stages' only
                       gke.max_usd_per_stage.get(stage),  # type: ignore[call-overload]
                       key, clock, SCALE_DOWN_TAIL_S if prices else 0.0, node_prices=prices,
-                      team=team)
+                      team=team, lower_work=lower_work_fix(profile.train.args))
 
 
 def node_prices(profile: Profile) -> dict[str, float]:
@@ -354,7 +364,7 @@ def node_prices(profile: Profile) -> dict[str, float]:
 
 
 def budget_diagnosis(stage: str, spent: float, cap: float, field_name: str,
-                     run_spent: float) -> Diagnosis:
+                     run_spent: float, lower_work: str = LOWER_WORK) -> Diagnosis:
     summary = (f"stage {stage} stopped: ${spent:,.2f} of TPU time spent, cap {field_name} "
                f"${cap:,.2f}")
     return Diagnosis(
@@ -363,10 +373,11 @@ def budget_diagnosis(stage: str, spent: float, cap: float, field_name: str,
         "mode's price, as the watch saw them)",
         f"the JobSet was deleted so nothing holds the slice; checkpoints already written are "
         f"kept and the next run resumes from the newest. Raise {field_name} if the run just "
-        "needs longer, or lower the work (num_batches)", code="gke/spend-cap")
+        f"needs longer, {lower_work}", code="gke/spend-cap")
 
 
-def team_diagnosis(stage: str, run_spent: float, team: Allowance) -> Diagnosis:
+def team_diagnosis(stage: str, run_spent: float, team: Allowance,
+                   lower_work: str = LOWER_WORK) -> Diagnosis:
     """The run spent what the runs of its team ahead of it left of the month."""
     return Diagnosis(
         FailureCategory.BUDGET, f"stage {stage} stopped: this run spent ${run_spent:,.2f} of "
@@ -375,5 +386,5 @@ def team_diagnosis(stage: str, run_spent: float, team: Allowance) -> Diagnosis:
         "    the team's month is in the spend ledger: tpurl costs " + team.team,
         f"the JobSet was deleted so nothing holds the slice; checkpoints already written are "
         f"kept and the next run resumes from the newest. Raise teams.{team.team}.usd_per_month "
-        "in the teams file (deployments/teams.yaml), or wait for the next month (UTC), or "
-        "lower the work (train.args.num_batches)", code=STOPPED)
+        f"in the teams file (deployments/teams.yaml), or wait for the next month (UTC), "
+        f"{lower_work}", code=STOPPED)

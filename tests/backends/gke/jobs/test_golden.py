@@ -19,7 +19,7 @@ from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.jobs.manifests import render_all, to_yaml, write_manifests
 from flows.config import Profile
 from flows.core.eval_programs import base_eval_key, trained_eval_key
-from flows.core.layout import convert_key, export_key, image_key, train_key
+from flows.core.layout import convert_key, export_key, image_key, run_key, train_key
 from flows.operations.plan import planned_workloads
 from tests.support.profiles import tutorial_profile
 
@@ -32,7 +32,8 @@ RETRAIN = {"eval.batches": "4"}
 
 def _normalized(profile: Profile) -> dict[str, str]:
     keys = {image_key(profile): "<image-key>", convert_key(profile): "<convert-key>",
-            train_key(profile): "<train-key>", export_key(profile): "<export-key>"}
+            train_key(profile): "<train-key>", run_key(profile): "<run-key>",
+            export_key(profile): "<export-key>"}
     if profile.eval is not None:
         keys |= {base_eval_key(profile): "<base-eval-key>",
                  trained_eval_key(profile): "<trained-eval-key>"}

@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from flows.backends.gke.watch.spend import (
+    LOWER_WORK,
     SpendMeter,
     budget_diagnosis,
     holds_tpu,
@@ -304,8 +305,8 @@ def test_the_budget_diagnosis_says_what_was_spent_and_both_ways_out() -> None:
                         "capacity mode's price, as the watch saw them)")
     assert d.fix == ("the JobSet was deleted so nothing holds the slice; checkpoints already "
                      "written are kept and the next run resumes from the newest. Raise "
-                     "gke.max_usd_per_stage.evaluate if the run just needs longer, or lower "
-                     "the work (num_batches)")
+                     "gke.max_usd_per_stage.evaluate if the run just needs longer, "
+                     f"{LOWER_WORK}")
 
 
 # --- which meter a profile gets ---------------------------------------------------------------
