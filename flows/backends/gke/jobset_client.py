@@ -39,15 +39,17 @@ class JobSetClient:
     """The calls of one stage in one namespace. ``cluster`` is asked on each call, so a
     stage whose output is already there never connects. ``budgets`` bounds the calls
     (``api_s``, ``queue_s``) and the wait for a deletion (``delete_wait_s``, ``tick_s``);
+    ``secret_owner`` is whose Secrets the stage writes (jobs/secret_objects.py);
     ``api_attempts`` caps the attempts of one call (0: only the time budget bounds them)."""
 
     def __init__(self, cluster: Callable[[], Cluster], *, namespace: str, project: str,
                  stage: str, budgets: Budgets, redactor: Redactor, logger: StageLogger,
-                 hf_token_key: str, api_attempts: int = 0, api_backoff_s: float = 1.0) -> None:
+                 hf_token_key: str, secret_owner: str, api_attempts: int = 0,
+                 api_backoff_s: float = 1.0) -> None:
         self._cluster = cluster
         self.namespace, self.project, self.stage = namespace, project, stage
         self.budgets, self.redactor, self.logger = budgets, redactor, logger
-        self.hf_token_key = hf_token_key
+        self.hf_token_key, self.secret_owner = hf_token_key, secret_owner
         self.api_attempts, self.api_backoff_s = api_attempts, api_backoff_s
 
     # --- JobSets ---------------------------------------------------------------------------
@@ -124,7 +126,8 @@ class JobSetClient:
 
     # --- what the JobSet mounts ------------------------------------------------------------
     def apply_secrets(self, workload: Workload) -> None:
-        """Create or update the Secret of each secret env var, from its reference."""
+        """Create or update the Secret of each secret env var, from its reference: the
+        owner's own Secret of that source (another team's is another name, never written)."""
         core, ns = self._cluster().core, self.namespace
         for _, ref in workload.secret_env:
             try:
@@ -135,7 +138,7 @@ class JobSetClient:
                     f"{'not a usable token' if isinstance(exc, SecretTooShort) else 'unavailable'}",
                     f"    {exc}", "set it, then run again; nothing was submitted")) from None
             self.redactor.add(value)
-            body = secret_with_value(ref, ns, value, self.hf_token_key)
+            body = secret_with_value(ref, ns, self.secret_owner, value, self.hf_token_key)
             name = body["metadata"]["name"]
             try:
                 self.call(f"create Secret {name}", core.create_namespaced_secret, ns, body)
