@@ -485,6 +485,15 @@ CATALOGUE: tuple[Symptom, ...] = (
             "between the plan and the submission. Nothing was submitted.",
             "Leave the file as you want it and run again: the new run's keys name its bytes, "
             "so an edited reward trains again and an unchanged one is found done."),
+    Symptom("gke/configmap-not-ours", When.STAGE,
+            "`[user-error gke/configmap-not-ours] stage STAGE: the namespace holds a ConfigMap "
+            "NAME that is not the programs this run ships`: a ConfigMap of the name the run "
+            "computes from its programs' bytes exists with other content, or is not immutable "
+            "(it could be edited after the check). The run would mount it; nothing was "
+            "submitted.",
+            "See who created it (`kubectl get configmap NAME -o yaml`: its labels and "
+            "creationTimestamp). The tool never deletes what it may not have written: if it "
+            "is no one's, `kubectl delete configmap NAME -n NAMESPACE` and run again."),
     Symptom("gke/deleted-by-operator", When.STAGE,
             "`[cancelled gke/deleted-by-operator] stage STAGE: JOBSET was deleted from outside "
             "the flow at TIME UTC; the stage is cancelled, not retried`.",

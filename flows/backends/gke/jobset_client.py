@@ -154,7 +154,12 @@ class JobSetClient:
 
     def ship_programs(self, workload: Workload) -> None:
         """Create the ConfigMap of the programs the workload ships (flows/backends/gke/jobs/
-        program_files.py). Named by content and immutable: a 409 means these bytes are there."""
+        program_files.py). Named by content and immutable; on a 409 the one there is read and
+        used only if it holds exactly these bytes, immutable (a rerun's, or anyone's with the
+        same bytes: either way what the pods mount can never be other than what was
+        planned). Anything else under the name (other bytes, a mutable object someone may
+        edit later) fails the stage naming it, and is left as it is: the name is computable
+        by whoever may create ConfigMaps in the namespace, so it proves nothing."""
         if not workload.files:
             return
         ns = self.namespace
@@ -173,8 +178,35 @@ class JobSetClient:
         except ApiException as exc:
             if exc.status != 409:
                 raise self.api_failure(f"create ConfigMap {name}", exc) from None
+            self._same_programs(body)
         self.logger.info("ConfigMap %s holds %s, mounted at /tpurl/programs", name,
                          ", ".join(f"{f.name} ({f.digest})" for f in workload.files))
+
+    def _same_programs(self, ours: Obj) -> None:
+        """The ConfigMap already under ``ours``' name holds ``ours``' data and nothing else,
+        immutable; else StageFailed naming it (nothing submitted, nothing deleted)."""
+        name, ns = ours["metadata"]["name"], self.namespace
+        try:
+            there: Any = self.call(f"read ConfigMap {name}",
+                                   self._cluster().core.read_namespaced_config_map, name, ns)
+        except ApiException as exc:
+            raise self.api_failure(f"read ConfigMap {name}", exc) from None
+        found = there.to_dict() if hasattr(there, "to_dict") else dict(there)
+        problems = []
+        if (found.get("data") or {}) != ours["data"] or found.get("binary_data",
+                                                                   found.get("binaryData")):
+            problems.append("its files are not the ones this run ships")
+        if found.get("immutable") is not True:
+            problems.append("it is not immutable, so it could be changed after this check")
+        if not problems:
+            return
+        raise StageFailed(self.stage, Diagnosis(
+            FailureCategory.USER_ERROR, f"the namespace holds a ConfigMap {name} that is not the "
+            f"programs this run ships ({'; '.join(problems)})",
+            f"    ConfigMap {ns}/{name}: the name is computed from the programs' bytes; the "
+            "pods would mount whatever it holds", f"see who created it (`kubectl get configmap "
+            f"{name} -n {ns} -o yaml`); if it is no one's, `kubectl delete configmap {name} -n "
+            f"{ns}` and run again; nothing was submitted", "gke/configmap-not-ours"))
 
     # --- every call ------------------------------------------------------------------------
     def call(self, what: str, fn: Callable[..., Any], *args: Any,

@@ -150,7 +150,8 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
 
     _behind_a_borrower(server, kube, tmp_path)
 
-    # the evaluation ships its program as an immutable ConfigMap: created, then a 409 on rerun
+    # the evaluation ships its program as an immutable ConfigMap: created, then on rerun a
+    # 409, and the one there read and compared (jobset_client.py ship_programs)
     evaluating = tutorial_profile(**{"eval.batches": "2"})
     for _ in range(2):
         scenario(kube, [(0.1, admit), (0.05, start), (0.1, succeed)])
