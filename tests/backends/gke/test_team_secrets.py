@@ -12,7 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from flows.backends.gke.jobs.secret_objects import secret_env_var, secret_with_value
+from flows.config.profile import SecretRef
 from tests.backends.gke.test_rbac import tracking_overrides, wandb_key
 from tests.fakes.gke_backend import run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
@@ -32,7 +36,7 @@ def two_teams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     yield
 
 
-def _mounted(kube: FakeKube, skip: set[str] = frozenset()) -> tuple[set[str], set[str]]:
+def _mounted(kube: FakeKube, skip: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
     """(the JobSets' names but ``skip``, the Secrets their pods read their environment from)."""
     jobsets = {j["metadata"]["name"]: j for j in kube.find("jobsets")}
     names: set[str] = set()
@@ -85,7 +89,7 @@ def test_a_second_teams_run_neither_replaces_nor_mounts_the_first_teams_secrets(
         scenario(srv.kube, RUN)
         second, logger, _, _ = run_stage(srv, "train", tmp_path / "b", profile=b)
         assert not isinstance(second, Exception), (second, logger.lines)
-        b_jobsets, b_secrets = _mounted(srv.kube, skip=a_jobsets)
+        b_jobsets, b_secrets = _mounted(srv.kube, skip=frozenset(a_jobsets))
         assert b_jobsets, "team B's run submitted no JobSet"
         assert _values(srv.kube, a_secrets) == before, "team B's run replaced team A's Secret"
         assert not b_secrets & a_secrets, f"team B's pods read team A's {b_secrets & a_secrets}"
@@ -110,3 +114,27 @@ def test_the_plan_lists_the_teams_own_secrets_and_that_the_role_must_name_them(
     allowed = shipped_replaceable()
     assert allowed is not None and secret_name("team:tutorial", "env:HF_TOKEN") in allowed
     assert not any(name in text for name in allowed), "the plan names another owner's Secret"
+
+
+OWNERS = ("team:a", "team:b", "profile:a", "profile:team-a")
+SOURCES = (SecretRef(env="HF_TOKEN"), SecretRef(env="WANDB_API_KEY"),
+           SecretRef(secret_block="hf-token"))
+
+
+@given(st.lists(st.tuples(st.sampled_from(OWNERS), st.sampled_from(range(len(SOURCES))),
+                          st.integers(0, 3)), max_size=12))
+def test_in_any_order_of_writes_each_owner_mounts_its_own_last_value(writes):
+    """Runs of several owners (two teams, a lone profile named like one of them) write
+    their sources in any order: the Secret each owner's pods mount holds that owner's last
+    value of that source, whatever the others wrote since. Pure: the namespace as a dict of
+    name to value, written as the backend writes (create or replace by name)."""
+    namespace: dict[str, str] = {}
+    last: dict[tuple[str, int], str] = {}
+    for owner, source, value in writes:
+        text = f"{owner}-{source}-{value}"
+        body = secret_with_value(SOURCES[source], "default", owner, text, "value")
+        namespace[body["metadata"]["name"]] = body["stringData"]["value"]
+        last[(owner, source)] = text
+        for (who, which), expected in last.items():
+            mounted = secret_env_var("X", SOURCES[which], who, "value")
+            assert namespace[mounted["valueFrom"]["secretKeyRef"]["name"]] == expected
