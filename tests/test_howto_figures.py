@@ -55,7 +55,7 @@ def test_the_secrets_page_names_the_secrets_the_code_writes() -> None:
 
     page = (HOW_TO / "rotate-secrets.md").read_text()
     for source in ("env:HF_TOKEN", "prefect-secret:hf-token", "env:WANDB_API_KEY"):
-        assert f"`{secret_name(source)}`" in page, source
+        assert f"`{secret_name('team:tutorial', source)}`" in page, source
     assert f"`{K8S_SECRET}`" in page
 
 

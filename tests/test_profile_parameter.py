@@ -45,8 +45,9 @@ def test_shipped_names_are_taken_and_unknown_names_get_the_closest() -> None:
 def test_a_deployment_run_refuses_a_path_an_in_process_call_takes_it(tmp_path: Path) -> None:
     """`tpurl run FILE.yaml` calls the flow in-process: its caller owns the file. A
     deployment's run does not, and a name is all it may give."""
-    planted = tmp_path / "planted.yaml"
-    planted.write_text((PROFILES_DIR / "rehearsal.yaml").read_text())
+    planted = tmp_path / "planted.yaml"  # the rehearsal's fields, named by its own file
+    planted.write_text((PROFILES_DIR / "rehearsal.yaml").read_text().replace(
+        "\nname: rehearsal\n", "\n"))
     relative = os.path.relpath(planted, REPO_ROOT)
     assert load_profile(str(planted), {"local.root": str(tmp_path)}, origin="flow").name
     for given in (str(planted), relative):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import difflib
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -27,7 +26,13 @@ from flows.config.env_overrides import env_name, env_overrides, model_in
 from flows.config.errors import FixableValueError, ProfileError
 from flows.config.gke import RETIRED_KEYS
 from flows.config.profile import Profile
-from flows.config.profile_file import profile_names, read_profile_file
+from flows.config.profile_file import (
+    loop_issue,
+    profile_name_problem,
+    profile_names,
+    read_profile_file,
+    symlink_loop,
+)
 from flows.config.recipe import anchor_recipe_paths
 from flows.config.run_overrides import (
     RUN_SETTER,
@@ -45,21 +50,6 @@ from flows.config.unvouched_values import trusted_values, unvouched_issues
 # missing field name what applies there; in a run, an issue with a field a run parameter
 # set names that parameter, and the message says the run's parameters, not the file, are bad.
 Origin = Literal["cli", "flow", "deployment"]
-
-
-# A shipped profile's name (deployments/profiles/NAME.yaml): letters, digits and '.', '-', '_'
-# inside it; no separator, no leading dot, so it can only name a file of that folder.
-_PROFILE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
-
-
-def profile_name_problem(value: str) -> str | None:
-    """Why ``value`` is not a profile's name but a path or something else (None: a name).
-    Pure: whether the profile exists is resolve_profile_path's question."""
-    if not _PROFILE_NAME.fullmatch(value) or ".." in value:
-        return f"{value!r} is not a profile name (a name has no '/', '\\', '..' or leading '.')"
-    if value.endswith((".yaml", ".yml")):
-        return f"{value!r} is a file name, not a profile name"
-    return None
 
 
 def require_profile_name(value: object, parameter: str = "profile") -> Path:
@@ -99,6 +89,8 @@ def shipped_profile_path(name: str) -> Path:
 
 def resolve_profile_path(name_or_path: str) -> Path:
     candidate = Path(name_or_path)
+    if symlink_loop(candidate):
+        raise ProfileError(name_or_path, [loop_issue(candidate, "profile")])
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
         if not candidate.is_file():
             raise ProfileError(name_or_path, [Issue(
@@ -164,6 +156,9 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         _set_path(data, dotted, value)
     data = anchor_recipe_paths(data, path.parent)
     setters.update(by_run)
+    setter = setters.get("name") or ("--set name" if "name" in (overrides or {}) else None)
+    if (named := own_name(data, path, setter)) is not None:
+        raise ProfileError(str(path), [named], header=run_header(str(path), [named], by_run))
     try:
         profile = validate_profile_data(data, str(path), origin)
     except ProfileError as exc:
@@ -179,6 +174,25 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
         issues = [_with_setter(i, setters) for i in unvouched]
         raise ProfileError(str(path), issues, header=run_header(str(path), issues, by_run))
     return profile
+
+
+def own_name(data: dict[str, Any], path: Path, setter: str | None) -> Issue | None:
+    """Set ``data``'s name to the file's stem, its own: the name picks the team (budget and
+    queue), the profile lock and the promotion pointer, so it is never a base's (dropped
+    when read, profile_file.py), a line that names another profile, or an override. A file
+    or override naming another is refused (None: named); ``setter`` names what set the
+    name when it was not the file (an override, a variable). Changes ``data``."""
+    stem = path.stem
+    written = data.get("name")
+    if written is None or written == stem:
+        data["name"] = stem
+        return None
+    fix = (f"drop {setter} (a profile's name is its file's: {stem})" if setter else
+           f"write name: {stem} or drop the line, or rename the file to {written}.yaml if it "
+           "is that profile")
+    return Issue("name", f"is {written!r}, and a profile's name is its file's stem ({stem!r}): "
+                 "the name picks the team, the lock and the promotion pointer", fix,
+                 "config/profile-name")
 
 
 def _refused_env(env_fields: Mapping[str, str], data: Mapping[str, Any],

@@ -11,10 +11,18 @@ drops nulls before validating). A base's recipe paths are anchored at the base's
 directory first, so a file beside the base is still found from a profile elsewhere. Each
 reader of a profile's fields (the loader, the notify deploy step, the choice lists) reads
 them here, so no reader sees a different profile than the run does.
+
+A profile's name is its own, never its base's: the name picks the team (its budget and
+Kueue queue), the profile lock and the promotion pointer, so a base's ``name`` is dropped
+before the merge (the loader then takes the file's stem, ``loading.own_name``), and
+``extends: NAME`` reads only a file of deployments/profiles. A loop of symbolic links is
+refused naming the file, like a loop of ``extends``.
 """
 
 from __future__ import annotations
 
+import errno
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +38,38 @@ EXTENDS = "extends"
 # A chain longer than this is a design mistake, not a need: each level is a file to read to
 # know what runs.
 MAX_BASES = 4
+NAME = "name"
+
+# A shipped profile's name (deployments/profiles/NAME.yaml): letters, digits and '.', '-', '_'
+# inside it; no separator, no leading dot, so it can only name a file of that folder.
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
+
+
+def profile_name_problem(value: str) -> str | None:
+    """Why ``value`` is not a profile's name but a path or something else (None: a name).
+    Pure: whether the profile exists is resolve_profile_path's question."""
+    if not _PROFILE_NAME.fullmatch(value) or ".." in value:
+        return f"{value!r} is not a profile name (a name has no '/', '\\', '..' or leading '.')"
+    if value.endswith((".yaml", ".yml")):
+        return f"{value!r} is a file name, not a profile name"
+    return None
+
+
+def symlink_loop(path: Path) -> bool:
+    """Whether ``path`` is (or passes through) a loop of symbolic links."""
+    try:
+        path.resolve(strict=True)
+    except RuntimeError:  # pathlib's "Symlink loop from ..." (Python 3.12)
+        return True
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def loop_issue(path: Path, field: str) -> Issue:
+    return Issue(field, f"{path} is a loop of symbolic links (each points on to the next and "
+                 "back), not a file", "point the link at the profile's YAML file, or replace "
+                 "it by the file", "config/extends" if field == EXTENDS else "config/not-found")
 
 
 def profile_names() -> list[str]:
@@ -56,13 +96,27 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 def base_path(reference: str, child: Path) -> Path:
     """Where ``extends: REFERENCE`` points: a path (it ends in .yaml or .yml) read beside the
-    file that names it, else a shipped profile's name."""
+    file that names it, else a shipped profile's name, a file of deployments/profiles and
+    nowhere else (ProfileError for a name that is a path, or a link out of the folder)."""
     if reference.endswith((".yaml", ".yml")):
-        return (child.parent / reference).resolve()
-    return PROFILES_DIR / f"{reference}.yaml"
+        return child.parent / reference
+    shipped = ", ".join(profile_names())
+    fix = (f"write extends: NAME, one of the shipped profiles ({shipped}), or extends: "
+           "FILE.yaml for a file beside this one")
+    if (problem := profile_name_problem(reference)) is not None:
+        raise ProfileError(str(child), [Issue(EXTENDS, problem, fix, "config/extends")])
+    path = PROFILES_DIR / f"{reference}.yaml"
+    if not symlink_loop(path) and path.exists() and \
+            not path.resolve().is_relative_to(PROFILES_DIR.resolve()):
+        raise ProfileError(str(child), [Issue(
+            EXTENDS, f"names {reference!r}, whose file {path} links out of {PROFILES_DIR}",
+            fix, "config/extends")])
+    return path
 
 
 def _parsed(path: Path) -> dict[str, Any]:
+    if symlink_loop(path):
+        raise ProfileError(str(path), [loop_issue(path, "profile")])
     try:
         raw = load_yaml(path.read_text())
     except yaml.YAMLError as exc:
@@ -71,7 +125,8 @@ def _parsed(path: Path) -> dict[str, Any]:
                                              "config/yaml")]) from None
     if not isinstance(raw, dict):
         raise ProfileError(str(path), [Issue("profile", "is not a mapping of fields",
-                                             "start the file with `name: ...`",
+                                             "write the fields as a mapping (`extends: NAME`, "
+                                             "`backend: ...`)",
                                              "config/yaml")])
     return raw
 
@@ -87,6 +142,9 @@ def _read(path: Path, below: tuple[Path, ...]) -> dict[str, Any]:
             "write extends: NAME (a shipped profile, e.g. extends: rehearsal) or extends: "
             "FILE.yaml (beside this file)", "config/extends")])
     base = base_path(reference.strip(), path)
+    if symlink_loop(base):
+        raise ProfileError(str(path), [loop_issue(base, EXTENDS)])
+    base = base.resolve()
     chain = (*below, path.resolve())
     if base.resolve() in chain:
         names = " → ".join(p.name for p in (*chain, base))
@@ -103,4 +161,6 @@ def _read(path: Path, below: tuple[Path, ...]) -> dict[str, Any]:
             EXTENDS, f"names {reference!r}, and there is no file at {base}",
             f"use one of the shipped profiles ({', '.join(profile_names())}) or the path of a YAML "
             "file beside this one", "config/not-found")])
-    return merged(anchor_recipe_paths(_read(base, chain), base.parent), raw)
+    inherited = _read(base, chain)
+    inherited.pop(NAME, None)  # the base's name is the base's own
+    return merged(anchor_recipe_paths(inherited, base.parent), raw)

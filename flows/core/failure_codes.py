@@ -64,18 +64,25 @@ CATALOGUE: tuple[Symptom, ...] = (
     Symptom("config/yaml", When.START,
             f"{_PROFILE} `profile: is not valid YAML: ...` (with the line and column) or "
             "`profile: is not a mapping of fields`.",
-            "Fix the YAML at the position shown; a profile file is a mapping that starts with "
-            "`name: ...`."),
+            "Fix the YAML at the position shown; a profile file is a mapping of fields "
+            "(`extends: NAME`, `backend: ...`), named by its file."),
     Symptom("config/not-found", When.START,
-            f"{_PROFILE} `profile: no profile named 'X' (did you mean 'Y'?)` or `profile: no "
-            "file at PATH`.",
+            f"{_PROFILE} `profile: no profile named 'X' (did you mean 'Y'?)`, `profile: no "
+            "file at PATH` or `profile: PATH is a loop of symbolic links`.",
             "Use a shipped name (`tpurl profiles` lists them) or the path of an existing YAML "
-            "file."),
+            "file (a link pointing at it, not at itself)."),
     Symptom("config/extends", When.START,
             f"{_PROFILE} `extends: makes a loop: a.yaml → b.yaml → a.yaml`, `extends: must be a "
-            "profile's name or a YAML file's path`, or a chain of more than five profiles.",
+            "profile's name or a YAML file's path`, `extends: '../x' is not a profile name`, "
+            "`extends: ... is a loop of symbolic links`, or a chain of more than five profiles.",
             "Name a shipped profile (`extends: rehearsal`) or a YAML file beside this one, and "
             "let the last base of the chain name none."),
+    Symptom("config/profile-name", When.START,
+            f"{_PROFILE} `name: is 'X', and a profile's name is its file's stem ('Y')`: the "
+            "file (or an override, or a variable) names another profile than its own.",
+            "Drop the `name:` line (the name is the file's stem) or write the stem there; "
+            "a file that is profile X is named X.yaml. An override of `name` is refused: the "
+            "name picks the team, the lock and the promotion pointer."),
     Symptom("config/profile-not-a-name", When.START,
             "A run created through the Prefect API (a deployment's run, a schedule) fails at "
             "its start with `run parameter 'profile' is invalid`: it takes a profile by name "
@@ -526,6 +533,15 @@ CATALOGUE: tuple[Symptom, ...] = (
             "between the plan and the submission. Nothing was submitted.",
             "Leave the file as you want it and run again: the new run's keys name its bytes, "
             "so an edited reward trains again and an unchanged one is found done."),
+    Symptom("gke/configmap-not-ours", When.STAGE,
+            "`[user-error gke/configmap-not-ours] stage STAGE: the namespace holds a ConfigMap "
+            "NAME that is not the programs this run ships`: a ConfigMap of the name the run "
+            "computes from its programs' bytes exists with other content, or is not immutable "
+            "(it could be edited after the check). The run would mount it; nothing was "
+            "submitted.",
+            "See who created it (`kubectl get configmap NAME -o yaml`: its labels and "
+            "creationTimestamp). The tool never deletes what it may not have written: if it "
+            "is no one's, `kubectl delete configmap NAME -n NAMESPACE` and run again."),
     Symptom("gke/deleted-by-operator", When.STAGE,
             "`[cancelled gke/deleted-by-operator] stage STAGE: JOBSET was deleted from outside "
             "the flow at TIME UTC; the stage is cancelled, not retried`.",

@@ -39,8 +39,9 @@ class NotifyRefused(ValueError):
 
 def section_of(profile: str, notify: Mapping[str, Any] | None) -> tuple[str, NotifySection | None]:
     """The profile's name and the section that applies (the deployment's wins)."""
-    data = read_profile_file(resolve_profile_path(profile))
-    name = str(data.get("name") or profile)
+    path = resolve_profile_path(profile)
+    data = read_profile_file(path)
+    name = path.stem  # a profile's name is its file's (flows/config/loading.py own_name)
     raw = notify if notify else data.get("notify")
     where = "the step's notify" if notify else f"profile {name}'s notify"
     if not raw:

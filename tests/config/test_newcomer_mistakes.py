@@ -44,10 +44,12 @@ def _dump(data: Any) -> str:
 
 def base(mode: str) -> dict[str, Any]:
     """The profile a user has filled in for ``mode`` (the rehearsal needs nothing): a fresh
-    copy each time (the shipped file is parsed once; the tests edit what they get)."""
+    copy each time (the shipped file is parsed once; the tests edit what they get), without
+    the shipped file's ``name`` line: the copy's name is its own file's stem."""
     if mode == "rehearsal":
-        return copy.deepcopy(_shipped("rehearsal"))
-    data = copy.deepcopy(_shipped("qwen3-30b-a3b-v6e-32"))
+        return {k: v for k, v in copy.deepcopy(_shipped("rehearsal")).items() if k != "name"}
+    data = {k: v for k, v in copy.deepcopy(_shipped("qwen3-30b-a3b-v6e-32")).items()
+            if k != "name"}
     gke = {k: v for k, v in data["gke"].items() if v is not None}
     gke.update({k.split(".", 1)[1]: v for k, v in TUTORIAL_REQUIRED.items()}, capacity=mode)
     if mode != "reservation":
@@ -323,7 +325,7 @@ def test_a_set_of_an_unknown_path_names_it(mode: str, item: str, tmp_path: Path)
     ("model.hf_revision", "0x1f")])
 def test_a_set_value_yaml_would_retype_is_kept_as_text(mode: str, field: str, value: str,
                                                        tmp_path: Path) -> None:
-    path = tmp_path / "mine.yaml"
+    path = tmp_path / f"{value if field == 'name' else 'mine'}.yaml"  # a name is the file's
     path.write_text(_dump(base(mode)))
     profile = load_profile(str(path), {field: value}, environ={})
     node: Any = profile

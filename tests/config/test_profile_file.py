@@ -137,3 +137,69 @@ def test_validate_shows_the_merged_profile(tmp_path, capsys):
                   "train:\n  args:\n    learning_rate: 5e-3\n")
     assert main(["validate", str(mine)]) == 0
     assert "is valid" in capsys.readouterr().out
+
+
+# A profile's name is its own: the file's stem. The name picks the team (its budget and
+# queue), the profile lock and the promotion pointer, so a name taken from a base, a line or
+# an override would charge a run to another team and take its lock.
+
+def test_a_file_that_extends_another_teams_profile_is_named_by_its_own_stem(
+        tmp_path, monkeypatch):
+    """A file extending the tutorial's profile without a name of its own: the base's name
+    does not pass on, so the run is not the tutorial team's."""
+    from flows.config.teams import TEAMS_ENV, TEAMS_FILE, load_teams
+
+    monkeypatch.setenv(TEAMS_ENV, str(TEAMS_FILE))
+    mine = _write(tmp_path / "borrowed.yaml", f"extends: {TUTORIAL}\n")
+    profile = load_profile(str(mine), TUTORIAL_REQUIRED, environ={})
+    assert profile.name == "borrowed"
+    assert load_teams().team_of(profile.name) is None
+    assert load_teams().team_of(TUTORIAL) is not None  # the base's is a team's
+
+
+@pytest.mark.parametrize("how", ["line", "override"])
+def test_a_name_other_than_the_files_stem_is_refused(tmp_path, how):
+    text = f"extends: {TUTORIAL}\n" + (f"name: {TUTORIAL}\n" if how == "line" else "")
+    mine = _write(tmp_path / "mine.yaml", text)
+    extra = {"name": TUTORIAL} if how == "override" else {}
+    with pytest.raises(ProfileError) as err:
+        load_profile(str(mine), {**TUTORIAL_REQUIRED, **extra}, environ={})
+    (issue,) = err.value.issues
+    assert issue.field == "name" and issue.category == "config/profile-name", issue
+    assert "mine" in issue.problem and TUTORIAL in issue.problem
+    # following the fix: the line gone (or the name of the file written), the file loads
+    _write(tmp_path / "mine.yaml", f"extends: {TUTORIAL}\nname: mine\n")
+    assert load_profile(str(mine), TUTORIAL_REQUIRED, environ={}).name == "mine"
+
+
+def test_extends_by_name_stays_in_the_profiles_folder(tmp_path):
+    """``extends: NAME`` with a path in the name (no .yaml ending) is refused, not read from
+    outside deployments/profiles."""
+    import os
+
+    from flows.common.paths import PROFILES_DIR
+
+    planted = _write(tmp_path / "planted.yaml", (PROFILES_DIR / f"{TUTORIAL}.yaml").read_text()
+                     .replace("max_usd_per_run", "max_usd_per_run_was"))
+    escape = os.path.relpath(planted.with_suffix(""), PROFILES_DIR)
+    assert escape.startswith("..")
+    mine = _write(tmp_path / "mine.yaml", f"extends: {escape}\n")
+    with pytest.raises(ProfileError) as err:
+        load_profile(str(mine), TUTORIAL_REQUIRED, environ={})
+    (issue,) = err.value.issues
+    assert issue.field == "extends" and issue.category == "config/extends", issue
+    assert "not a profile name" in issue.problem
+
+
+@pytest.mark.parametrize("where", ["the profile", "its base"])
+def test_a_symlink_loop_is_a_clear_error(tmp_path, where):
+    (tmp_path / "a.yaml").symlink_to("b.yaml")
+    (tmp_path / "b.yaml").symlink_to("a.yaml")
+    target = tmp_path / "a.yaml"
+    if where == "its base":
+        target = _write(tmp_path / "mine.yaml", "extends: a.yaml\n")
+    with pytest.raises(ProfileError) as err:
+        load_profile(str(target), {}, environ={})
+    (issue,) = err.value.issues
+    assert "symbolic links" in issue.problem and "a.yaml" in issue.problem, issue
+    assert issue.category in ("config/extends", "config/not-found"), issue

@@ -169,6 +169,7 @@ def test_retired_key_is_refused_in_a_file_too(tmp_path: Path, tutorial_overrides
 
     data = yaml.safe_load((PROFILES_DIR / f"{TUTORIAL}.yaml").read_text())
     data["gke"]["nodepool_count"] = 1
+    data["name"] = "old"
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ProfileError) as caught:
@@ -265,16 +266,18 @@ def test_shipped_profiles_are_valid(tutorial_overrides):
 
 
 def test_written_profile_round_trips(tmp_path: Path, tutorial_overrides):
-    """A user's copy of a profile, with fields filled in, loads by path."""
+    """A user's copy of a profile, with fields filled in, loads by path, named by its file."""
     from flows.common.paths import PROFILES_DIR
 
     data = yaml.safe_load((PROFILES_DIR / f"{TUTORIAL}.yaml").read_text())
     for dotted, value in tutorial_overrides.items():
         section, key = dotted.split(".")
         data[section][key] = value
+    del data["name"]
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert load_profile(str(path), environ={}).gke.bucket == "my-tpurl-bucket"
+    mine = load_profile(str(path), environ={})
+    assert mine.gke.bucket == "my-tpurl-bucket" and mine.name == "mine"
 
 
 def _issues(overrides: dict[str, str]) -> dict[str, str]:

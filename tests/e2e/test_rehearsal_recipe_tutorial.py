@@ -152,6 +152,7 @@ def test_the_profile_block_keeps_the_recipe_beside_the_profile(reader_dir: Path)
     page's recipe block; its relative path is read beside the profile."""
     data = yaml.safe_load((PROFILES_DIR / "rehearsal.yaml").read_text())
     data.update(yaml.safe_load(yaml_block("recipe-profile", PAGE)))
+    data.pop("name")  # the reader's file is named by its own stem
     (reader_dir / "my-rehearsal.yaml").write_text(yaml.safe_dump(data))
     (reader_dir / "my-recipe").mkdir(exist_ok=True)
     (reader_dir / "my-recipe" / "rewards.py").write_text(python_block("recipe-rewards", PAGE))

@@ -53,7 +53,8 @@ def test_validate_refuses_a_profile_file_with_a_password_in_the_address_without_
         tmp_path: Path) -> None:
     secret = _secret()
     profile = tmp_path / "mine.yaml"
-    profile.write_text((PROFILES_DIR / "rehearsal.yaml").read_text()
+    profile.write_text((PROFILES_DIR / "rehearsal.yaml").read_text().replace(
+        "\nname: rehearsal\n", "\n")
                        + f"\ntracking:\n  mlflow:\n    tracking_uri: https://ci-bot:{secret}"
                          "@mlflow.corp\n")
     done = subprocess.run([str(Path(sys.executable).with_name("tpurl")), "validate",

@@ -30,6 +30,7 @@ from flows.backends.gke import backend as gke_backend
 from flows.backends.gke.infra import clients as infra_clients
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.backends.gke.jobs.naming import secret_name
+from flows.backends.gke.jobs.secret_objects import secret_owner
 from flows.backends.gke.watch.client import Cluster
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
@@ -40,7 +41,7 @@ from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.rbac import role_rules
 from tests.support.cluster import cluster_at
 from tests.support.gcs import gcs_client
-from tests.support.profiles import TUTORIAL_REQUIRED, fake_hf_token
+from tests.support.profiles import SMOKE, TUTORIAL, TUTORIAL_REQUIRED, fake_hf_token
 
 CANARY = fake_hf_token("CanaryGke")
 TOKEN_VAR = "TPURL_E2E_GKE_HF_TOKEN"  # no "__": not read as a profile override
@@ -52,15 +53,28 @@ FAST_WATCH = WatchSettings(timeout_s=5, read_timeout_s=10, connect_timeout_s=2, 
 RBAC = Path(__file__).resolve().parents[2] / "deployments" / "work-pool" / "rbac.yaml"
 
 
+def naming_session_secrets(rules: list[dict[str, Any]],
+                           sources: tuple[str, ...] = ("env:HF_TOKEN", "env:WANDB_API_KEY"),
+                           ) -> list[dict[str, Any]]:
+    """The Role's rules, its Secret update rule also naming the tutorial's and the smoke
+    profile's Secrets of ``sources`` as the session's teams file owns them, as an operator
+    adds the names `tpurl plan` lists: that file puts them in no team (tests/conftest.py),
+    so their Secrets are each profile's own, which the shipped Role, written for the shipped
+    tutorial team, does not name."""
+    extra = [secret_name(secret_owner(profile), source) for profile in (TUTORIAL, SMOKE)
+             for source in sources]
+    for rule in rules:
+        if rule.get("resources") == ["secrets"] and rule.get("resourceNames"):
+            rule["resourceNames"] = [*rule["resourceNames"], *extra]
+    return rules
+
+
 def world_rbac() -> FakeKube:
     """A fake API that refuses what the shipped Role and ClusterRole do not grant, the
     Role's Secret update rule also naming the world's token Secret (its source is a
     variable of the test's, not the shipped profiles' ``env:HF_TOKEN``)."""
     kube = FakeKube()
-    kube.rbac_rules = role_rules(RBAC)
-    for rule in kube.rbac_rules:
-        if rule.get("resources") == ["secrets"] and rule.get("resourceNames"):
-            rule["resourceNames"] = [*rule["resourceNames"], secret_name(f"env:{TOKEN_VAR}")]
+    kube.rbac_rules = naming_session_secrets(role_rules(RBAC), (f"env:{TOKEN_VAR}",))
     kube.rbac_cluster_rules = role_rules(RBAC, kind="ClusterRole")
     return kube
 

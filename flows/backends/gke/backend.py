@@ -140,7 +140,8 @@ class GkeBackend:
         self.jobsets = JobSetClient(
             lambda: self.cluster, namespace=self.gke.namespace, project=self.gke.project,
             stage=stage, budgets=self.budgets, redactor=self.redactor, logger=self.logger,
-            hf_token_key=self.options.hf_token_key, api_attempts=api_attempts,
+            hf_token_key=self.options.hf_token_key, secret_owner=self.options.secret_owner,
+            api_attempts=api_attempts,
             api_backoff_s=api_backoff_s)
         self.capacity = CapacityRun(profile, stage=stage, options=self.options,
                                     redactor=self.redactor, logger=self.logger)

@@ -39,15 +39,17 @@ class JobSetClient:
     """The calls of one stage in one namespace. ``cluster`` is asked on each call, so a
     stage whose output is already there never connects. ``budgets`` bounds the calls
     (``api_s``, ``queue_s``) and the wait for a deletion (``delete_wait_s``, ``tick_s``);
+    ``secret_owner`` is whose Secrets the stage writes (jobs/secret_objects.py);
     ``api_attempts`` caps the attempts of one call (0: only the time budget bounds them)."""
 
     def __init__(self, cluster: Callable[[], Cluster], *, namespace: str, project: str,
                  stage: str, budgets: Budgets, redactor: Redactor, logger: StageLogger,
-                 hf_token_key: str, api_attempts: int = 0, api_backoff_s: float = 1.0) -> None:
+                 hf_token_key: str, secret_owner: str, api_attempts: int = 0,
+                 api_backoff_s: float = 1.0) -> None:
         self._cluster = cluster
         self.namespace, self.project, self.stage = namespace, project, stage
         self.budgets, self.redactor, self.logger = budgets, redactor, logger
-        self.hf_token_key = hf_token_key
+        self.hf_token_key, self.secret_owner = hf_token_key, secret_owner
         self.api_attempts, self.api_backoff_s = api_attempts, api_backoff_s
 
     # --- JobSets ---------------------------------------------------------------------------
@@ -124,7 +126,8 @@ class JobSetClient:
 
     # --- what the JobSet mounts ------------------------------------------------------------
     def apply_secrets(self, workload: Workload) -> None:
-        """Create or update the Secret of each secret env var, from its reference."""
+        """Create or update the Secret of each secret env var, from its reference: the
+        owner's own Secret of that source (another team's is another name, never written)."""
         core, ns = self._cluster().core, self.namespace
         for _, ref in workload.secret_env:
             try:
@@ -135,7 +138,7 @@ class JobSetClient:
                     f"{'not a usable token' if isinstance(exc, SecretTooShort) else 'unavailable'}",
                     f"    {exc}", "set it, then run again; nothing was submitted")) from None
             self.redactor.add(value)
-            body = secret_with_value(ref, ns, value, self.hf_token_key)
+            body = secret_with_value(ref, ns, self.secret_owner, value, self.hf_token_key)
             name = body["metadata"]["name"]
             try:
                 self.call(f"create Secret {name}", core.create_namespaced_secret, ns, body)
@@ -151,7 +154,12 @@ class JobSetClient:
 
     def ship_programs(self, workload: Workload) -> None:
         """Create the ConfigMap of the programs the workload ships (flows/backends/gke/jobs/
-        program_files.py). Named by content and immutable: a 409 means these bytes are there."""
+        program_files.py). Named by content and immutable; on a 409 the one there is read and
+        used only if it holds exactly these bytes, immutable (a rerun's, or anyone's with the
+        same bytes: either way what the pods mount can never be other than what was
+        planned). Anything else under the name (other bytes, a mutable object someone may
+        edit later) fails the stage naming it, and is left as it is: the name is computable
+        by whoever may create ConfigMaps in the namespace, so it proves nothing."""
         if not workload.files:
             return
         ns = self.namespace
@@ -170,8 +178,35 @@ class JobSetClient:
         except ApiException as exc:
             if exc.status != 409:
                 raise self.api_failure(f"create ConfigMap {name}", exc) from None
+            self._same_programs(body)
         self.logger.info("ConfigMap %s holds %s, mounted at /tpurl/programs", name,
                          ", ".join(f"{f.name} ({f.digest})" for f in workload.files))
+
+    def _same_programs(self, ours: Obj) -> None:
+        """The ConfigMap already under ``ours``' name holds ``ours``' data and nothing else,
+        immutable; else StageFailed naming it (nothing submitted, nothing deleted)."""
+        name, ns = ours["metadata"]["name"], self.namespace
+        try:
+            there: Any = self.call(f"read ConfigMap {name}",
+                                   self._cluster().core.read_namespaced_config_map, name, ns)
+        except ApiException as exc:
+            raise self.api_failure(f"read ConfigMap {name}", exc) from None
+        found = there.to_dict() if hasattr(there, "to_dict") else dict(there)
+        problems = []
+        if (found.get("data") or {}) != ours["data"] or found.get("binary_data",
+                                                                   found.get("binaryData")):
+            problems.append("its files are not the ones this run ships")
+        if found.get("immutable") is not True:
+            problems.append("it is not immutable, so it could be changed after this check")
+        if not problems:
+            return
+        raise StageFailed(self.stage, Diagnosis(
+            FailureCategory.USER_ERROR, f"the namespace holds a ConfigMap {name} that is not the "
+            f"programs this run ships ({'; '.join(problems)})",
+            f"    ConfigMap {ns}/{name}: the name is computed from the programs' bytes; the "
+            "pods would mount whatever it holds", f"see who created it (`kubectl get configmap "
+            f"{name} -n {ns} -o yaml`); if it is no one's, `kubectl delete configmap {name} -n "
+            f"{ns}` and run again; nothing was submitted", "gke/configmap-not-ours"))
 
     # --- every call ------------------------------------------------------------------------
     def call(self, what: str, fn: Callable[..., Any], *args: Any,

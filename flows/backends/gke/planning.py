@@ -13,6 +13,7 @@ from pathlib import Path
 
 from flows.backends.gke.infra.cost import cost_plan, render_caps, render_cost
 from flows.backends.gke.jobs.manifests import jobs_of, write_manifests
+from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.secret_grants import plan_lines, shipped_replaceable
 from flows.common.issues import Issue
 from flows.config.eval_hours import tpu_stages
@@ -51,7 +52,7 @@ class GkePlanning:
         """Every Secret the run writes, and whether the shipped Role may replace it
         (secret_grants.py)."""
         return plan_lines(planned_workloads(self.profile, self.runtime), self.gke.namespace,
-                          shipped_replaceable())
+                          options_for(self.profile).secret_owner, shipped_replaceable())
 
     def _parity(self) -> list[str]:
         """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""

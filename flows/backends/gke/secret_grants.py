@@ -1,17 +1,18 @@
 """The Kubernetes Secrets a run writes, and whether the shipped Role lets the flow replace them.
 
 Each secret reference of a workload (``secret_env``: the HF token, the W&B key) becomes one
-Secret named by its source, not by the run (jobs/naming.py ``secret_name``), created at
-submit time or, when a stage or run before created it, replaced with the current value
-(jobset_client.py). Named Secrets that are replaced, rather than per-run Secrets created and
-deleted, because of what each asks of the flow's Role (deployments/work-pool/rbac.yaml):
+Secret named by its owner (the profile's team, else the profile) and its source, not by the
+run (jobs/naming.py ``secret_name``), created at submit time or, when a stage or run of the
+same owner before created it, replaced with the current value (jobset_client.py). Named
+Secrets that are replaced, rather than per-run Secrets created and deleted, because of what
+each asks of the flow's Role (deployments/work-pool/rbac.yaml):
 
 - a replace can be limited to the names it needs (``update`` with ``resourceNames``), so the
   flow may overwrite its own Secrets and no other; ``create`` cannot be limited by name but
   cannot overwrite either (409 AlreadyExists);
 - per-run names are unknown when the Role is written, so their ``delete`` could not be
   limited by name: the flow could delete every Secret of the namespace, a wider grant than
-  replacing three named ones. And a per-run Secret must outlive the flow process (a
+  replacing a few named ones. And a per-run Secret must outlive the flow process (a
   reattached run's pods, a JobSet restarting its pods, read it at start), so a flow killed
   outright leaves it behind holding the token, where a named one is simply reused.
 
@@ -36,13 +37,15 @@ RBAC_SHOWN = "deployments/work-pool/rbac.yaml"
 ROLE = "tpurl-flow"
 
 
-def written_secrets(workloads: Mapping[str, Workload]) -> dict[str, tuple[str, list[str]]]:
-    """Secret name → (the source it holds, the jobs that write it), in the jobs' order."""
+def written_secrets(workloads: Mapping[str, Workload],
+                    owner: str) -> dict[str, tuple[str, list[str]]]:
+    """Secret name → (the source it holds, the jobs that write it), in the jobs' order, for
+    the run's owner (jobs/secret_objects.py ``secret_owner``: its team, else the profile)."""
     found: dict[str, tuple[str, list[str]]] = {}
     for job, workload in workloads.items():
         for _, ref in workload.secret_env:
             source = ref.describe()
-            jobs = found.setdefault(secret_name(source), (source, []))[1]
+            jobs = found.setdefault(secret_name(owner, source), (source, []))[1]
             if job not in jobs:
                 jobs.append(job)
     return found
@@ -71,15 +74,16 @@ def shipped_replaceable(path: Path = RBAC_FILE) -> frozenset[str] | None:
     return replaceable(yaml.safe_load_all(path.read_text()))
 
 
-def plan_lines(workloads: Mapping[str, Workload], namespace: str,
+def plan_lines(workloads: Mapping[str, Workload], namespace: str, owner: str,
                allowed: frozenset[str] | None) -> list[str]:
     """What ``tpurl plan`` prints: every Secret the run writes, what it holds, who writes
     it, and whether the shipped Role may replace it."""
-    written = written_secrets(workloads)
+    written = written_secrets(workloads, owner)
     if not written:
         return []
-    lines = [f"Secrets the run writes in namespace {namespace} (created, or replaced when an "
-             f"earlier stage or run wrote them; {RBAC_SHOWN} must let the flow update each):"]
+    lines = [f"Secrets the run writes in namespace {namespace}, {owner}'s own (created, or "
+             f"replaced when an earlier stage or run of {owner} wrote them; {RBAC_SHOWN} must "
+             "let the flow update each):"]
     for name, (source, jobs) in written.items():
         granted = allowed is None or name in allowed
         verdict = ("the shipped Role may replace it" if granted else

@@ -55,6 +55,7 @@ from tests.fakes.kube_api.scenarios import (
     worker_crashes,
 )
 from tests.fakes.kueue_cohort import Cohort, Queue
+from tests.support.gke_world import naming_session_secrets
 from tests.support.polling import until
 from tests.support.profiles import (
     TUTORIAL,
@@ -81,11 +82,17 @@ RUN = [(0.05, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1"))
        (0.1, succeed)]
 
 
+def shipped_role() -> list[dict[str, Any]]:
+    """The shipped Role's rules, naming the Secrets of this session's profiles too
+    (tests/support/gke_world.py ``naming_session_secrets``)."""
+    return naming_session_secrets(role_rules(RBAC))
+
+
 def enforcing(rules: list[dict[str, Any]] | None = None) -> FakeKube:
     """A fake API that refuses what the shipped Role and ClusterRole (or ``rules`` in the
     Role's place) do not grant."""
     kube = FakeKube()
-    kube.rbac_rules = role_rules(RBAC) if rules is None else rules
+    kube.rbac_rules = shipped_role() if rules is None else rules
     kube.rbac_cluster_rules = role_rules(RBAC, kind="ClusterRole")
     return kube
 
@@ -143,7 +150,8 @@ def _exercise(server: FakeApiServer, tmp_path: Path) -> None:
 
     _behind_a_borrower(server, kube, tmp_path)
 
-    # the evaluation ships its program as an immutable ConfigMap: created, then a 409 on rerun
+    # the evaluation ships its program as an immutable ConfigMap: created, then on rerun a
+    # 409, and the one there read and compared (jobset_client.py ship_programs)
     evaluating = tutorial_profile(**{"eval.batches": "2"})
     for _ in range(2):
         scenario(kube, [(0.1, admit), (0.05, start), (0.1, succeed)])
@@ -314,7 +322,7 @@ def test_the_role_grants_every_call_the_backend_makes_and_nothing_more(
 
 
 def _without(group: str) -> list[dict[str, Any]]:
-    return [r for r in role_rules(RBAC) if group not in (r.get("apiGroups") or [])]
+    return [r for r in shipped_role() if group not in (r.get("apiGroups") or [])]
 
 
 def test_a_refused_provisioning_request_list_is_diagnosed_not_a_queue_timeout(
@@ -342,7 +350,7 @@ def test_a_refused_watch_of_core_objects_is_diagnosed(tmp_path: Path,
     """The same for a core resource: a Role without events list/watch (the autoscaler's
     events) fails the stage naming it, not as the API failing once the run budget is out."""
     monkeypatch.setenv("HF_TOKEN", fake_hf_token("CANARYrbac"))
-    rules = copy.deepcopy(role_rules(RBAC))
+    rules = shipped_role()
     for rule in rules:
         if "events" in (rule.get("resources") or []):
             rule["resources"].remove("events")
@@ -357,7 +365,7 @@ def test_a_refused_watch_of_core_objects_is_diagnosed(tmp_path: Path,
 def test_a_refused_leftover_check_is_diagnosed(tmp_path: Path) -> None:
     """Before a stage clears its output directory it lists the run's JobSets: refused, the
     stage fails naming the grant, not with the client's exception."""
-    rules = copy.deepcopy(role_rules(RBAC))
+    rules = shipped_role()
     for rule in rules:
         if rule.get("resources") == ["jobsets"]:
             rule["verbs"].remove("list")
@@ -374,15 +382,19 @@ def _secret_rules() -> list[dict]:
                                                                             "configmaps"}]
 
 
-def test_every_secret_a_shipped_or_tracking_profile_writes_may_be_replaced() -> None:
+def test_every_secret_a_shipped_or_tracking_profile_writes_may_be_replaced(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Every write verb on secrets and configmaps names the objects it may touch, except
     ``create``, which RBAC cannot limit by name (the name is in the body: requestinfo leaves
     it empty, and ResourceNameMatches never matches an empty name against a list) and which
     cannot overwrite (409 AlreadyExists). And every Secret a shipped GKE profile writes,
     with the tracking section docs/integrations/wandb.md shows or without, is one the Role
-    lets the flow replace (secret_grants.py: what `tpurl plan` lists)."""
+    lets the flow replace (secret_grants.py: what `tpurl plan` lists), each owned as the
+    shipped teams file says (the tutorial team's, the lone Llama and Gemma profiles')."""
+    from flows.backends.gke.jobs.options import options_for
     from flows.backends.gke.runtime import GkeRuntime
     from flows.config.loading import load_profile, profile_names
+    from flows.config.teams import TEAMS_ENV, TEAMS_FILE
     from tests.support.profiles import required_overrides
 
     for rule in _secret_rules():
@@ -396,12 +408,13 @@ def test_every_secret_a_shipped_or_tracking_profile_writes_may_be_replaced() -> 
     allowed = shipped_replaceable()
     assert allowed == frozenset(update["resourceNames"])
     written: set[str] = set()
+    monkeypatch.setenv(TEAMS_ENV, str(TEAMS_FILE))
     for name in profile_names():
         for extra in ({}, tracking_overrides()):
             profile = load_profile(name, {**required_overrides(name), **extra}, environ={})
             if profile.gke is not None:
-                written |= set(written_secrets(planned_workloads(profile,
-                                                                 GkeRuntime(profile))))
+                written |= set(written_secrets(planned_workloads(profile, GkeRuntime(profile)),
+                                               options_for(profile).secret_owner))
     assert written, "no shipped GKE profile writes a Secret"
     assert len(written) >= 2, "the tracking section's W&B key is not among them"
     assert written <= allowed, f"the Role may not replace {sorted(written - allowed)}"
@@ -445,7 +458,7 @@ def test_another_secret_cannot_be_overwritten(server: FakeApiServer) -> None:
                                               "stringData": {"value": "s3cret"}})
     before = copy.deepcopy([s for s in server.kube.find("secrets")
                             if s["metadata"]["name"] == "db-password"])
-    ours = secret_name("env:HF_TOKEN")
+    ours = secret_name("team:tutorial", "env:HF_TOKEN")
     attack = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-password"},
               "stringData": {"value": "attacker"}}
     with pytest.raises(k8s.ApiException) as err:
@@ -465,23 +478,27 @@ def test_another_secret_cannot_be_overwritten(server: FakeApiServer) -> None:
 
 
 def test_the_plan_names_every_secret_a_run_writes_and_whether_the_role_may_replace_it(
-        ) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """`tpurl plan`: each Secret the run writes (by name, with its source and the jobs that
     write it), the shipped Role's verdict on it, and for a source the Role does not name,
-    the fix; never a value (the plan reads no secret)."""
+    the fix; never a value (the plan reads no secret). With the shipped teams file: the
+    tutorial team's Secrets."""
     from flows.backends.gke.jobs.naming import secret_name
+    from flows.config.teams import TEAMS_ENV, TEAMS_FILE
     from flows.operations.plan import build_plan, render_text
+
+    monkeypatch.setenv(TEAMS_ENV, str(TEAMS_FILE))
 
     tracked = tutorial_profile(**tracking_overrides())
     text = render_text(tracked, build_plan(tracked))
     for source, jobs in (("env:HF_TOKEN", "convert, train, export"),
                          ("env:WANDB_API_KEY", "train")):
-        assert (f"  {secret_name(source)}: {source}, written by {jobs}; the shipped Role may "
-                "replace it") in text, text
+        assert (f"  {secret_name('team:tutorial', source)}: {source}, written by {jobs}; the "
+                "shipped Role may replace it") in text, text
     keyless = {k: v for k, v in tracking_overrides().items() if ".api_key." not in k}
     other = tutorial_profile(**keyless, **{"tracking.wandb.api_key.secret_block":
                                            "team-wandb-key"})
     text = render_text(other, build_plan(other))
-    name = secret_name("prefect-secret:team-wandb-key")
+    name = secret_name("team:tutorial", "prefect-secret:team-wandb-key")
     assert (f"  {name}: prefect-secret:team-wandb-key, written by train; NOT in the Role's "
             f"secrets update rule: add {name} to its resourceNames") in text, text

@@ -88,7 +88,8 @@ def field_env(name: str, path: str) -> dict[str, Any]:
 
 
 def secret_env(workload: Workload, options: GkeOptions) -> Env:
-    return [secret_env_var(name, ref, options.hf_token_key) for name, ref in workload.secret_env]
+    return [secret_env_var(name, ref, options.secret_owner, options.hf_token_key)
+            for name, ref in workload.secret_env]
 
 
 def tpu_pod_scheduling(profile: Profile) -> dict[str, Any]:

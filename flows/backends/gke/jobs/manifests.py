@@ -73,7 +73,8 @@ def render_all(profile: Profile, workloads: Mapping[str, Workload]) -> list[dict
             refs.setdefault(ref.describe(), ref)
         if workload.files:
             shipped.setdefault(workload.files)
-    objects = [secret_placeholder(ref, options.gke.namespace) for ref in refs.values()]
+    objects = [secret_placeholder(ref, options.gke.namespace, options.secret_owner)
+               for ref in refs.values()]
     objects += [program_files_configmap(files, options.gke.namespace) for files in shipped]
     objects += [render_jobset(workload, profile, run=stage_run(profile, job), stage=job,
                               options=options) for job, workload in workloads.items()]

@@ -55,14 +55,19 @@ def jobset_name(run: str, stage: str) -> str:
     return f"{head}--{_digest(stage, run)}"
 
 
-def secret_name(source: str) -> str:
-    """The Secret holding one secret source (``env:HF_TOKEN``, ``prefect-secret:hf-token``).
+def secret_name(owner: str, source: str) -> str:
+    """The Secret holding one secret source (``env:HF_TOKEN``, ``prefect-secret:hf-token``)
+    for one owner (``team:NAME``, or ``profile:NAME`` for a profile in no team).
 
-    Keyed by the *source*, not the run: every run reading the same source shares one Secret,
-    which the backend updates to the current value before submitting.
+    Keyed by the owner and the source, not the run: every run of one team reading the same
+    source shares one Secret, which the backend updates to the current value before
+    submitting; another team's runs write and mount another Secret, so a second team's value
+    never replaces the first's (a queued or restarted pod reads its Secret when it starts).
+    The digest covers the exact pair, so a team and a profile of one name cannot share one;
+    at most 63 characters.
     """
-    slug = _slug(source)[:40].rstrip("-")
-    return f"tpurl-{slug}-{_digest(source)[:6]}"
+    slug = _slug(f"{owner} {source}")[:50].rstrip("-")
+    return f"tpurl-{slug}-{_digest(owner, source)[:6]}"
 
 
 def label_value(text: str) -> str:

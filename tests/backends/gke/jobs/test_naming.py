@@ -52,9 +52,13 @@ def test_distinct_inputs_give_distinct_names():
 
 
 def test_secret_and_label_values():
-    for source in ("env:HF_TOKEN", "prefect-secret:hf-token", "env:" + "A" * 300):
-        name = secret_name(source)
-        assert is_dns1035_label(name) and len(name) <= 63
+    names = set()
+    for owner in ("team:tutorial", "profile:tutorial", "team:" + "t" * 300):
+        for source in ("env:HF_TOKEN", "prefect-secret:hf-token", "env:" + "A" * 300):
+            name = secret_name(owner, source)
+            assert is_dns1035_label(name) and len(name) <= 63
+            names.add(name)
+    assert len(names) == 9  # one per (owner, source): a team and a profile of one name differ
     for text in ("rl-abc", "x" * 100, "a b/c", "-", ""):
         assert is_label_value(label_value(text))
 

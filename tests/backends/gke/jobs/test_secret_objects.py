@@ -36,10 +36,11 @@ def test_every_secret_reference_points_at_the_planned_secret(profile: Profile):
 def test_value_enters_only_the_submit_time_object(profile: Profile):
     ref = profile.model.hf_token
     assert ref is not None
-    filled = secret_with_value(ref, "default", CANARY, "value")
+    filled = secret_with_value(ref, "default", "team:a", CANARY, "value")
     assert filled["stringData"] == {"value": CANARY}
-    assert CANARY not in str(secret_placeholder(ref, "default"))
-    assert filled["metadata"]["name"] == secret_placeholder(ref, "default")["metadata"]["name"]
+    placeholder = secret_placeholder(ref, "default", "team:a")
+    assert CANARY not in str(placeholder)
+    assert filled["metadata"]["name"] == placeholder["metadata"]["name"]
 
 
 def _walk(node):

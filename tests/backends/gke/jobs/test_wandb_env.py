@@ -13,6 +13,7 @@ import pytest
 
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.jobs.manifests import render_all, to_yaml, write_manifests
+from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.jobs.secret_objects import secret_placeholder
 from flows.config.errors import ProfileError
 from flows.core.layout import Layout
@@ -47,7 +48,8 @@ def test_the_training_jobset_reads_the_key_from_its_secret_and_the_rest_from_the
         "WANDB_PROJECT": "qwen3-grpo", "WANDB_ENTITY": "my-team", "WANDB_MODE": "online",
         "WANDB_RUN_GROUP": Layout(profile).run_name, "WANDB_TAGS": "tpurl", "WANDB_CONSOLE": "off"}
     assert profile.tracking.wandb is not None and profile.tracking.wandb.api_key is not None
-    wandb_secret = secret_placeholder(profile.tracking.wandb.api_key, profile.gke.namespace)
+    wandb_secret = secret_placeholder(profile.tracking.wandb.api_key, profile.gke.namespace,
+                                      options_for(profile).secret_owner)
     assert env["WANDB_API_KEY"] == {"secretKeyRef": {"name": wandb_secret["metadata"]["name"],
                                                      "key": "value"}}
     secrets = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Secret"}
