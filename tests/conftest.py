@@ -13,6 +13,7 @@ from unittest import mock
 
 import docker
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.ctrl_c import restore_ctrl_c
 from tests.support.docker import docker_services, session_registry_prefix, standin_image
@@ -29,6 +30,11 @@ os.environ.setdefault("TPURL_KEEP_API_S", "0")
 # profiles in a team, whose month the session's runs would otherwise spend
 # (tests/support/teams-none.yaml; subprocesses and workers inherit it)
 os.environ.setdefault("TPURL_TEAMS_FILE", str(Path(__file__).parent / "support" / "teams-none.yaml"))
+# Hypothesis judges no test by the clock: its deadline and its "input generation is slow"
+# check fail a correct test on a loaded 2-core machine (CI's lanes run side by side), and
+# speed belongs to the benchmarks. A test may still set its own settings over these.
+settings.register_profile("tpurl", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tpurl")
 # CI=true turns skips into failures; the summary counts functions and cases apart
 # a Prefect temporary server a test started by accident fails it (tests/support/temporary_server.py)
 pytest_plugins = ["tests.support.ci_plugin", "tests.support.temporary_server"]
