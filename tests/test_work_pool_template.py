@@ -1,7 +1,9 @@
 """The work pools' base job templates expose to a run only what a deployment may set: the
 command, the working directory, the cluster config, the service account, the namespace and
 the image are fixed, not variables, the env names are listed, and the schema refuses any other
-variable. The image is the flow image by digest, which `prefect deploy` writes into the
+variable; on the Kubernetes pool that is every variable but ``env``, so a run cannot put the
+flow Job in another team's Kueue queue, at a priority, size or node pool, nor change its TTL
+or the worker's watch timeouts. The image is the flow image by digest, which `prefect deploy` writes into the
 Kubernetes pool's template (flows/deploy_steps.py ``pin_pool_image``, run here as prefect's
 ``run_steps`` runs prefect.yaml's step): a run's ``image`` would start a pod of any image as
 the flow's service account.
@@ -440,3 +442,37 @@ def test_a_run_created_past_the_validation_gets_the_pools_queue_size_and_place(
     assert (config.job_watch_timeout_seconds, config.pod_watch_timeout_seconds,  # type: ignore[attr-defined]
             config.stream_output) == (None, 60, True)  # type: ignore[attr-defined]
     assert not job["metadata"]["generateName"].startswith("team-b")
+
+
+def test_a_pool_made_from_an_earlier_template_is_fixed_by_the_update_tpurl_check_prints(
+        deployed: tuple[PrefectServer, dict]) -> None:
+    """A deployed server whose pool still offers ``labels`` (as the template did before it
+    fixed the flow Job's labels): the API takes team b's queue; `tpurl check` names the pool
+    and prints the update; applied, with the deploy that pins the image again, the same run
+    is refused and the pool is the shipped one."""
+    from flows.operations.check import POOLS, _pool_finding
+
+    server, deployment = deployed
+    earlier = _pool_template(server)
+    earlier["job_configuration"]["job_manifest"]["metadata"]["labels"] = "{{ labels }}"
+    earlier["variables"]["properties"]["labels"] = {
+        "type": "object", "additionalProperties": {"type": "string"}}
+    attack = {"job_variables": {"labels": ANOTHER_TEAMS["labels"]}}
+    try:
+        server.api("PATCH", "/work_pools/tpurl-kubernetes",
+                   json={"base_job_template": earlier})
+        server.api("POST", f"/deployments/{deployment['id']}/create_flow_run", json=attack)
+        finding = _pool_finding("tpurl-kubernetes", POOLS["tpurl-kubernetes"],
+                                lambda pool: _pool_template(server, pool))
+        assert finding.ok is False and finding.fix.startswith("`prefect work-pool update ")
+        update, deploy = finding.fix.split("`")[1], finding.fix.split("`")[3]
+        assert deploy == "prefect --no-prompt deploy --all"
+        done = server.cli(*update.split()[1:])
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        assert _pin(server, IMAGE).returncode == 0  # what `prefect deploy` does next
+    with pytest.raises(httpx.HTTPStatusError) as err:
+        server.api("POST", f"/deployments/{deployment['id']}/create_flow_run", json=attack)
+    assert err.value.response.status_code == 422
+    assert _pool_finding("tpurl-kubernetes", POOLS["tpurl-kubernetes"],
+                         lambda pool: _pool_template(server, pool)).ok is True
