@@ -358,8 +358,10 @@ def test_a_run_cannot_give_the_flow_job_another_teams_queue_size_or_place(
     schema refuses it before any Job exists, so before Kueue sees one: creating the run
     (prefect 3.9.1 server/api/deployments.py ``create_flow_run_from_deployment``) and
     changing a scheduled run's variables (server/api/flow_runs.py ``update_flow_run``), both
-    through server/api/validation.py ``validate_job_variables_for_deployment_flow_run``; and
-    a deployment cannot set it either (``validate_job_variables_for_deployment``)."""
+    through server/api/validation.py ``validate_job_variables_for_deployment_flow_run``; a
+    deployment cannot set it either (``validate_job_variables_for_deployment``), nor an
+    automation's run-deployment action (``validate_job_variables_for_run_deployment_action``,
+    server/api/automations.py)."""
     server, deployment = deployed
     attack = {variable: ANOTHER_TEAMS.get(variable, _some_value(DECLARED.get(variable, {})))}
     before = server.api("POST", "/flow_runs/count", json={}).json()
@@ -368,6 +370,7 @@ def test_a_run_cannot_give_the_flow_job_another_teams_queue_size_or_place(
                    json={"job_variables": attack})
     assert err.value.response.status_code == 422
     assert "Error creating flow run" in err.value.response.text
+    assert f"'{variable}' was unexpected" in err.value.response.text
     assert server.api("POST", "/flow_runs/count", json={}).json() == before
 
     run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
@@ -385,6 +388,16 @@ def test_a_run_cannot_give_the_flow_job_another_teams_queue_size_or_place(
             "name": f"own-{variable}", "flow_id": deployment["flow_id"],
             "work_pool_name": "tpurl-kubernetes", "job_variables": attack})
     assert err.value.response.status_code == 422
+
+    with pytest.raises(httpx.HTTPStatusError) as err:  # an automation that would run it so
+        server.api("POST", "/automations/", json={
+            "name": f"run-{variable}", "trigger": {
+                "type": "event", "posture": "Reactive", "expect": ["tpurl.test"],
+                "threshold": 1, "within": 0},
+            "actions": [{"type": "run-deployment", "source": "selected",
+                         "deployment_id": deployment["id"], "job_variables": attack}]})
+    assert err.value.response.status_code == 422
+    assert f"'{variable}' was unexpected" in err.value.response.text
 
 
 def test_prefect_yaml_sets_no_job_variable_but_env() -> None:
