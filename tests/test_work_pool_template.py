@@ -1,7 +1,9 @@
 """The work pools' base job templates expose to a run only what a deployment may set: the
 command, the working directory, the cluster config, the service account, the namespace and
 the image are fixed, not variables, the env names are listed, and the schema refuses any other
-variable. The image is the flow image by digest, which `prefect deploy` writes into the
+variable; on the Kubernetes pool that is every variable but ``env``, so a run cannot put the
+flow Job in another team's Kueue queue, at a priority, size or node pool, nor change its TTL
+or the worker's watch timeouts. The image is the flow image by digest, which `prefect deploy` writes into the
 Kubernetes pool's template (flows/deploy_steps.py ``pin_pool_image``, run here as prefect's
 ``run_steps`` runs prefect.yaml's step): a run's ``image`` would start a pod of any image as
 the flow's service account.
@@ -25,6 +27,8 @@ import httpx
 import pytest
 import yaml
 
+from flows.backends.gke.jobs.common import QUEUE_LABEL
+from flows.backends.gke.team_queues import INTERACTIVE, PRIORITY_LABEL, team_queue_name
 from flows.common.paths import REPO_ROOT
 from tests.support.prefect_server import PrefectServer, prefect_server_in
 
@@ -186,7 +190,7 @@ def test_a_run_gets_the_fixed_command_account_and_namespace(
         deployed: tuple[PrefectServer, dict]) -> None:
     server, deployment = deployed
     run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
-                     json={"job_variables": {"cpu_request": "2"}}).json()
+                     json={"job_variables": {"env": {"TPURL_GKE__PROJECT": ""}}}).json()
     rendered = subprocess.run(
         [sys.executable, "-m", "tests.support.kube_pod", "tpurl-kubernetes", deployment["id"],
          run["id"]], cwd=REPO_ROOT, env=server.env, capture_output=True, text=True, check=True)
@@ -301,3 +305,187 @@ def test_the_pin_step_refuses_with_the_fix_and_leaves_the_pool(
     assert says in done.stderr and "fix: " in done.stderr, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert _pool_template(server) == before
+
+
+# The flow Job of one team's deployment, as a run would make it another team's: its
+# LocalQueue at interactive priority (tpurl's own labels, flows/backends/gke/team_queues.py),
+# a request the size of that team's share of the cohort's CPU, its node pool, a Job kept
+# forever and a worker that stops watching it at once. One value for every variable of
+# Prefect's own Kubernetes template (prefect_kubernetes/worker.py, 0.8.0) and of the shipped
+# one, but `env` and what FIXED covers above.
+ANOTHER_TEAMS: dict[str, object] = {
+    "labels": {QUEUE_LABEL: team_queue_name("b"), PRIORITY_LABEL: INTERACTIVE},
+    "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+    "cpu_request": "30", "cpu_limit": "30", "memory_request": "120Gi", "memory_limit": "120Gi",
+    "node_pool": "team-b-np",
+    "finished_job_ttl": None,
+    "job_watch_timeout_seconds": 1,
+    "pod_watch_timeout_seconds": 86400,
+    "backoff_limit": 6,
+    "image_pull_policy": "Never",
+    "stream_output": False,
+    "name": "team-b-retrain",
+}
+# What a run may name: `env`, whose names the template lists and whose values the flow
+# compares with its deployment's before anything runs (flows/deployed/run_choices.py).
+RUN_MAY_NAME = frozenset({"env"})
+DECLARED: dict[str, dict] = json.loads(TEMPLATE.read_text())["variables"]["properties"]
+
+
+def _some_value(schema: dict) -> object:
+    """A value a variable's schema accepts: a variable the shipped template declares with no
+    case in ANOTHER_TEAMS is still tried."""
+    kinds = {schema.get("type")} | {each.get("type") for each in schema.get("anyOf", [])}
+    if "enum" in schema:
+        return schema["enum"][-1]
+    return (7 if "integer" in kinds else False if "boolean" in kinds
+            else {"tpurl-test": "b"} if "object" in kinds else "team-b")
+
+
+def test_every_variable_prefects_template_offers_has_a_case() -> None:
+    """A variable a later prefect-kubernetes adds to its template, or the shipped template
+    declares, is tried below or named by FIXED."""
+    from prefect_kubernetes.worker import KubernetesWorker
+
+    stock = KubernetesWorker.get_default_base_job_template()["variables"]["properties"]
+    assert set(stock) | set(DECLARED) <= set(ANOTHER_TEAMS) | set(FIXED) | RUN_MAY_NAME
+
+
+@pytest.mark.parametrize("variable", sorted((set(ANOTHER_TEAMS) | set(DECLARED)) - RUN_MAY_NAME))
+def test_a_run_cannot_give_the_flow_job_another_teams_queue_size_or_place(
+        deployed: tuple[PrefectServer, dict], variable: str) -> None:
+    """Every route on which Prefect validates a run's job variables against the pool's
+    schema refuses it before any Job exists, so before Kueue sees one: creating the run
+    (prefect 3.9.1 server/api/deployments.py ``create_flow_run_from_deployment``) and
+    changing a scheduled run's variables (server/api/flow_runs.py ``update_flow_run``), both
+    through server/api/validation.py ``validate_job_variables_for_deployment_flow_run``; a
+    deployment cannot set it either (``validate_job_variables_for_deployment``), nor an
+    automation's run-deployment action (``validate_job_variables_for_run_deployment_action``,
+    server/api/automations.py)."""
+    server, deployment = deployed
+    attack = {variable: ANOTHER_TEAMS.get(variable, _some_value(DECLARED.get(variable, {})))}
+    before = server.api("POST", "/flow_runs/count", json={}).json()
+    with pytest.raises(httpx.HTTPStatusError) as err:
+        server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
+                   json={"job_variables": attack})
+    assert err.value.response.status_code == 422
+    assert "Error creating flow run" in err.value.response.text
+    assert f"'{variable}' was unexpected" in err.value.response.text
+    assert server.api("POST", "/flow_runs/count", json={}).json() == before
+
+    run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
+                     json={}).json()
+    assert run["state"]["type"] == "SCHEDULED"
+    with pytest.raises(httpx.HTTPStatusError) as err:
+        server.api("PATCH", f"/flow_runs/{run['id']}", json={"job_variables": attack})
+    assert err.value.response.status_code == 422
+    assert "Error updating flow run" in err.value.response.text
+    assert server.api("GET", f"/flow_runs/{run['id']}").json()["job_variables"] == \
+        run["job_variables"]
+
+    with pytest.raises(httpx.HTTPStatusError) as err:
+        server.api("POST", "/deployments/", json={
+            "name": f"own-{variable}", "flow_id": deployment["flow_id"],
+            "work_pool_name": "tpurl-kubernetes", "job_variables": attack})
+    assert err.value.response.status_code == 422
+
+    with pytest.raises(httpx.HTTPStatusError) as err:  # an automation that would run it so
+        server.api("POST", "/automations/", json={
+            "name": f"run-{variable}", "trigger": {
+                "type": "event", "posture": "Reactive", "expect": ["tpurl.test"],
+                "threshold": 1, "within": 0},
+            "actions": [{"type": "run-deployment", "source": "selected",
+                         "deployment_id": deployment["id"], "job_variables": attack}]})
+    assert err.value.response.status_code == 422
+    assert f"'{variable}' was unexpected" in err.value.response.text
+
+
+def test_prefect_yaml_sets_no_job_variable_but_env() -> None:
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    for each in config["deployments"]:
+        assert set(each["work_pool"].get("job_variables") or {}) <= RUN_MAY_NAME, each["name"]
+
+
+def _resolved(server: PrefectServer, run_id: str) -> object:
+    """The run's job configuration exactly as the Kubernetes worker builds it before it
+    creates the Job (prefect 3.9.1 prefect/workers/base.py ``resolve_for_flow_run``: the
+    pool's template, the deployment's variables and the run's over them, then
+    prefect_kubernetes' ``prepare_for_flow_run``)."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect_kubernetes.worker import KubernetesWorkerJobConfiguration
+
+    async def resolve() -> object:
+        async with get_client() as client:
+            pool = await client.read_work_pool("tpurl-kubernetes")
+            run = await client.read_flow_run(UUID(run_id))
+            return await KubernetesWorkerJobConfiguration.resolve_for_flow_run(
+                run, client=client, work_pool=pool, worker_name="tpurl-test")
+
+    with temporary_settings({PREFECT_API_URL: server.url}):
+        return asyncio.run(resolve())
+
+
+def test_a_run_created_past_the_validation_gets_the_pools_queue_size_and_place(
+        deployed: tuple[PrefectServer, dict]) -> None:
+    """``POST /flow_runs/`` validates no job variables (prefect 3.9.1 server/api/
+    flow_runs.py ``create_flow_run``) and still takes a deployment and the pool's queue, so
+    the worker picks such a run up. What it renders is the template's: no variable above has
+    a placeholder to fill, and the Job carries no Kueue label, the fixed size and node pool."""
+    server, deployment = deployed
+    run = server.api("POST", "/flow_runs/", json={
+        "flow_id": deployment["flow_id"], "deployment_id": deployment["id"],
+        "work_pool_name": "tpurl-kubernetes", "state": {"type": "SCHEDULED"},
+        "job_variables": ANOTHER_TEAMS}).json()
+    assert run["job_variables"] == ANOTHER_TEAMS and run["work_queue_id"]  # taken as given
+    config = _resolved(server, run["id"])
+    job = config.job_manifest  # type: ignore[attr-defined]
+    pod = job["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    shipped = json.loads(TEMPLATE.read_text())["job_configuration"]["job_manifest"]["spec"]
+    for metadata in (job["metadata"], pod["metadata"]):
+        assert not {QUEUE_LABEL, PRIORITY_LABEL} & set(metadata.get("labels") or {})
+        assert not set(ANOTHER_TEAMS["annotations"]) & set(metadata.get("annotations") or {})
+    assert container["resources"] == shipped["template"]["spec"]["containers"][0]["resources"]
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
+    assert (job["spec"]["ttlSecondsAfterFinished"], job["spec"]["backoffLimit"]) == (86400, 0)
+    assert (config.job_watch_timeout_seconds, config.pod_watch_timeout_seconds,  # type: ignore[attr-defined]
+            config.stream_output) == (None, 60, True)  # type: ignore[attr-defined]
+    assert not job["metadata"]["generateName"].startswith("team-b")
+
+
+def test_a_pool_made_from_an_earlier_template_is_fixed_by_the_update_tpurl_check_prints(
+        deployed: tuple[PrefectServer, dict]) -> None:
+    """A deployed server whose pool still offers ``labels`` (as the template did before it
+    fixed the flow Job's labels): the API takes team b's queue; `tpurl check` names the pool
+    and prints the update; applied, with the deploy that pins the image again, the same run
+    is refused and the pool is the shipped one."""
+    from flows.operations.check import POOLS, _pool_finding
+
+    server, deployment = deployed
+    earlier = _pool_template(server)
+    earlier["job_configuration"]["job_manifest"]["metadata"]["labels"] = "{{ labels }}"
+    earlier["variables"]["properties"]["labels"] = {
+        "type": "object", "additionalProperties": {"type": "string"}}
+    attack = {"job_variables": {"labels": ANOTHER_TEAMS["labels"]}}
+    try:
+        server.api("PATCH", "/work_pools/tpurl-kubernetes",
+                   json={"base_job_template": earlier})
+        server.api("POST", f"/deployments/{deployment['id']}/create_flow_run", json=attack)
+        finding = _pool_finding("tpurl-kubernetes", POOLS["tpurl-kubernetes"],
+                                lambda pool: _pool_template(server, pool))
+        assert finding.ok is False and finding.fix.startswith("`prefect work-pool update ")
+        update, deploy = finding.fix.split("`")[1], finding.fix.split("`")[3]
+        assert deploy == "prefect --no-prompt deploy --all"
+        done = server.cli(*update.split()[1:])
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        assert _pin(server, IMAGE).returncode == 0  # what `prefect deploy` does next
+    with pytest.raises(httpx.HTTPStatusError) as err:
+        server.api("POST", f"/deployments/{deployment['id']}/create_flow_run", json=attack)
+    assert err.value.response.status_code == 422
+    assert _pool_finding("tpurl-kubernetes", POOLS["tpurl-kubernetes"],
+                         lambda pool: _pool_template(server, pool)).ok is True

@@ -10,7 +10,8 @@ in deployments/work-pool/). It cannot tell a run's values from the deployment's:
 lays the run's variables over the deployment's (prefect/workers/base.py
 ``_get_configuration``: the run's ``env`` keys over the deployment's, any other variable
 replaced). So a run could still give a listed variable its own value (``TPURL_GKE__CLUSTER``
-of the teardown, the pod's ``node_pool``) and switch a deployment to another profile. This
+of the teardown; on the process pool ``stream_output``; the Kubernetes pool offers ``env``
+alone) and switch a deployment to another profile. This
 module compares the run's own choices (``prefect.runtime.flow_run.job_variables``: the run's,
 not merged; its parameters) with the deployment's, read through the API
 (declared.py), and refuses any difference, naming the variable, never

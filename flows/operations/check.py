@@ -151,11 +151,13 @@ def _pool_finding(pool: str, template_file: str,
                        "deployments that name it in prefect.yaml)", create)
     if shipped_template(pool, template_file, template):
         return Finding("prefect", f"work pool {pool}", True, "exists with the shipped template")
+    update = create.replace("work-pool create", "work-pool update").replace(
+        " --type kubernetes", "").replace(" --type process", "")
+    if pool == "tpurl-kubernetes":  # the shipped file holds no image: the deploy pins it
+        update += ", then `prefect --no-prompt deploy --all` (it pins the flow image again)"
     return Finding("prefect", f"work pool {pool}", False, "exists, but its base job template "
                    "is not the shipped one (a run may be able to set what the shipped one "
-                   "fixes, such as the command)",
-                   create.replace("work-pool create", "work-pool update").replace(
-                       " --type kubernetes", "").replace(" --type process", ""))
+                   "fixes, such as the command or the flow Job's Kueue queue)", update)
 
 
 def shipped_template(pool: str, template_file: str, template: Obj) -> bool:
