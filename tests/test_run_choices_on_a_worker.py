@@ -15,7 +15,11 @@ Against one real `prefect server start` and real process workers, with prefect.y
   cannot tell a run's variables from its deployment's), and the flow refuses the run naming
   it before it loads the profile (flows/deployed/run_choices.py);
 - a run that chooses nothing, or repeats its deployment's own values, goes on to the
-  profile's own validation (the teardown, as shipped, lacks its GKE fields).
+  profile's own validation (the teardown, as shipped, lacks its GKE fields);
+- two teams' rollback deployments (prefect.yaml's, one per team's profile) and the shipped
+  regression trigger: a regression event naming no run or another team's model, and a run
+  choosing another profile, target, env or ``by``, roll nothing back; the champion's own
+  regression rolls back one promotion, recorded as the automation that created the run.
 """
 
 from __future__ import annotations
