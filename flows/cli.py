@@ -138,7 +138,8 @@ def _parser() -> argparse.ArgumentParser:
                       "one promoted before the current champion)")
     back.add_argument("--reason", required=True, help="why, in a few words (kept in the "
                       "history, sent in the event)")
-    back.add_argument("--by", help="who rolls back (default: the OS user)")
+    back.add_argument("--by", help="who rolls back, recorded as given and said to be "
+                      "unchecked (default: the OS account that runs the command)")
     back.add_argument("--dry-run", action="store_true", help="print what would change; "
                       "change nothing")
     listing = _described(sub, "profiles", "list the shipped profiles")

@@ -224,3 +224,57 @@ def test_the_rollback_automation_ships_disabled_and_runs_the_rollback_flow_on_a_
         posture="Reactive", match=t["match"], expect=set(t["expect"])).covers(received)]
     assert covering == ["rollback-qwen3-30b-a3b-v6e-32"]
     assert set(body["payload"]) <= {"run", "reason", "source", "metric", "value"}
+
+
+def _rendered_rollback_parameters(resource: dict[str, str], payload: dict[str, Any]
+                                  ) -> dict[str, Any]:
+    """The rollback trigger's parameters as Prefect's run-deployment action renders them for
+    this event (prefect 3.9.1 server/events/actions.py ``render_parameters``: v1 templates
+    upgraded, then hydrated with the event in the Jinja context)."""
+    import copy
+
+    from prefect.server.events.actions import RunDeployment
+    from prefect.utilities.schema_tools.hydration import HydrationContext, hydrate
+
+    [trigger] = [t for name, t in _triggers() if name == "rollback-qwen3-30b-a3b-v6e-32"]
+    parameters = copy.deepcopy(trigger["parameters"])
+    RunDeployment._upgrade_v1_templates(parameters)
+    event = Event.model_validate({"id": str(uuid.uuid4()), "occurred": "2026-12-06T02:00:00Z",
+                                  "event": "tpurl.model.regressed", "resource": resource,
+                                  "payload": payload}).receive()
+    return hydrate(parameters, HydrationContext(raise_on_error=True, render_jinja=True,
+                                                jinja_context={"event": event}))
+
+
+@pytest.mark.parametrize(("payload", "label", "refused"), [
+    ({"run": "run-3", "reason": "canary"}, "team-a", None),
+    ({"run": "", "reason": "canary"}, "team-a", "regressed_run: empty"),
+    ({"reason": "canary"}, "team-a", "regressed_run: empty"),
+    ({"run": None, "reason": "canary"}, "team-a", "regressed_run: empty"),
+    ({"run": "run-2", "reason": "canary"}, "team-a", "regressed_run: run run-2 is not"),
+    ({"run": "run-3", "reason": "canary"}, None, "event_resource: names model"),
+    ({"run": "run-3", "reason": "canary"}, "team-b", "event_resource: names model"),
+])
+def test_the_rollback_trigger_hands_the_flow_what_its_checks_read(payload, label, refused):
+    """The shipped trigger's templates, rendered as Prefect renders them, give the flow's
+    checks a string for a missing run or label (never an undefined value, which fails the
+    action before any run exists), and the checks refuse exactly what the event contract
+    refuses (the champion: run-3 of team-a)."""
+    from flows.core.promotion import PromotedModel
+    from flows.core.rollback import RollbackRefused, regression_problem, resource_problem
+
+    resource = {"prefect.resource.id": "tpurl.model.team-a"}
+    if label is not None:
+        resource["tpurl.profile"] = label
+    given = _rendered_rollback_parameters(resource, payload)
+    assert set(given) == {"regressed_run", "event_resource", "reason"}
+    assert isinstance(given["regressed_run"], str)
+    assert given["reason"].startswith("regression announced in event ")
+    champion = PromotedModel.model_construct(run="run-3")
+    try:
+        resource_problem("team-a", given["event_resource"])
+        regression_problem(champion, given["regressed_run"])
+    except RollbackRefused as exc:
+        assert refused is not None and str(exc).startswith(refused), exc
+    else:
+        assert refused is None

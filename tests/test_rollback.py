@@ -8,6 +8,8 @@ Prefect server in tests/notifications/test_notify_server.py."""
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -19,9 +21,15 @@ from flows.cli import main
 from flows.config import load_profile
 from flows.config.profile import Profile
 from flows.core.promotion_store import pointer_uris, read_history, read_promoted
-from flows.core.rollback import RollbackRefused
+from flows.core.rollback import RollbackRefused, resource_problem
 from flows.core.storage import LocalStorage
-from flows.operations.rollback import apply_rollback, plan_rollback, rolled_back_event
+from flows.flow_runs.run_creator import creator_from
+from flows.operations.rollback import (
+    apply_rollback,
+    command_creator,
+    plan_rollback,
+    rolled_back_event,
+)
 from flows.runpage.promotion import promote_or_reject
 from tests.support.promoted import judge as _judge
 
@@ -190,7 +198,8 @@ def test_the_event_payload_is_the_catalogued_one(two: Profile) -> None:
     assert body["resource"]["prefect.resource.id"] == "tpurl.model.rehearsal"
     assert body["payload"] == {"from_run": "run-3", "to_run": "run-1",
                                "model_uri": plan.entry.model_uri, "by": "me", "reason": "r",
-                               "at": plan.entry.rollback.at}  # type: ignore[union-attr]
+                               "at": plan.entry.rollback.at,  # type: ignore[union-attr]
+                               "verified": ""}
 
 
 @settings(max_examples=25, deadline=None,
@@ -228,15 +237,23 @@ def test_the_rollback_flow_rolls_back_only_while_the_regressed_run_is_the_champi
 
     monkeypatch.setenv("TPURL_LOCAL__ROOT", str(tmp_path))
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    own = {"prefect.resource.id": "tpurl.model.rehearsal", "tpurl.profile": "rehearsal"}
     before = _files(two)
     with pytest.raises(RollbackRefused, match="regressed_run: run run-1 is not the champion"):
-        rollback_flow.fn("rehearsal", "canary", regressed_run="run-1")
+        rollback_flow.fn("rehearsal", "canary", regressed_run="run-1", event_resource=own)
+    with pytest.raises(RollbackRefused, match="regressed_run: empty"):
+        rollback_flow.fn("rehearsal", "canary", regressed_run="", event_resource=own)
+    with pytest.raises(RollbackRefused, match=r"event_resource: names model tpurl\.model\.other"):
+        rollback_flow.fn("rehearsal", "canary", regressed_run="run-3", event_resource={
+            "prefect.resource.id": "tpurl.model.other", "tpurl.profile": "other"})
     assert _files(two) == before
-    lines = rollback_flow.fn("rehearsal", "canary", regressed_run="run-3", by="automation")
+    lines = rollback_flow.fn("rehearsal", "canary", regressed_run="run-3", event_resource=own)
     assert "  -> run run-1" in "\n".join(lines)
     pointer = read_promoted(LocalStorage(), two)
     assert pointer is not None and pointer.rollback is not None
-    assert (pointer.run, pointer.rollback.by) == ("run-1", "automation")
+    # called in-process, no flow run records a creator: nobody is named
+    assert (pointer.run, pointer.rollback.by) == ("run-1", "unknown")
+    assert pointer.rollback.verified.startswith("no creator recorded")
 
 
 def test_a_promotion_between_plan_and_apply_stops_the_rollback(two: Profile,
@@ -288,3 +305,74 @@ def test_a_rollback_is_not_counted_as_a_promotion_in_the_month_costs(
     assert promoted_in("rehearsal", month) == 2
     apply_rollback(LocalStorage(), two, plan_rollback(LocalStorage(), two, "run-1", "r", "me"))
     assert promoted_in("rehearsal", month) == 2
+
+
+@pytest.mark.parametrize("claimed", ["", " ", "run-1", "run-2"])
+def test_a_regression_not_naming_the_champion_is_refused_before_any_change(
+        two: Profile, claimed: str) -> None:
+    """The automation's ``regressed_run`` is the event's payload ``run``: empty (missing in
+    the event) or another run than the champion (run-3) rolls nothing back."""
+    before = _files(two)
+    with pytest.raises(RollbackRefused, match="regressed_run: ") as refused:
+        plan_rollback(LocalStorage(), two, None, "r", "me", regressed_run=claimed)
+    assert "fix: " in str(refused.value)
+    if not claimed.strip():
+        assert "regressed_run: empty" in str(refused.value)
+        assert "the champion is run run-3" in str(refused.value)
+    assert _files(two) == before
+    plan = plan_rollback(LocalStorage(), two, None, "r", "me", regressed_run="run-3")
+    assert plan.entry.run == "run-1"  # run-2 was rejected: the promotion before run-3
+
+
+@pytest.mark.parametrize("resource", [
+    None, {},
+    {"prefect.resource.id": "tpurl.model.team-b", "tpurl.profile": "team-b"},
+    {"prefect.resource.id": "tpurl.model.team-a", "tpurl.profile": "team-b"},
+    {"prefect.resource.id": "tpurl.model.team-b", "tpurl.profile": "team-a"},
+    {"prefect.resource.id": "tpurl.model.team-a"},
+    {"prefect.resource.id": "tpurl.model.team-a", "tpurl.profile": ""},
+])
+def test_a_regression_of_another_model_is_refused(resource) -> None:
+    with pytest.raises(RollbackRefused, match=r"event_resource: names model .* not this "
+                       r"deployment.s tpurl\.model\.team-a") as refused:
+        resource_problem("team-a", resource)
+    assert "fix: post the regression with resource" in str(refused.value)
+
+
+def test_following_the_resource_fix_lets_the_regression_through() -> None:
+    """The fix's resource, as the message prints it, is accepted (extra labels are the
+    emitter's own)."""
+    with pytest.raises(RollbackRefused) as refused:
+        resource_problem("team-a", {"prefect.resource.id": "tpurl.model.team-b"})
+    printed = re.search(r"resource (\{.*?\}) for this profile", str(refused.value))
+    assert printed is not None
+    resource = ast.literal_eval(printed[1])
+    resource_problem("team-a", resource)
+    resource_problem("team-a", {**resource, "prefect.resource.name": "team-a model"})
+
+
+@pytest.mark.parametrize(("by", "named", "how"), [
+    (None, "alice", "the OS account that ran `tpurl rollback`"),
+    ("alice", "alice", "the OS account that ran `tpurl rollback`"),
+    ("oncall", "oncall", "given with --by, not verified (`tpurl rollback` ran as OS account "
+                         "alice)"),
+])
+def test_the_command_says_whether_who_rolled_back_is_the_os_account_or_a_claim(
+        by, named, how) -> None:
+    found = command_creator(by, "alice")
+    assert (found.by, found.verified) == (named, how)
+
+
+@pytest.mark.parametrize(("created_by", "by", "words"), [
+    (None, "unknown", "no creator recorded"),
+    ({"id": None, "type": None, "display_value": None}, "unknown", "no creator recorded"),
+    ({"id": "8a3c0f4e-0000-4000-8000-000000000001", "type": "AUTOMATION",
+      "display_value": "team-a: champion regressed"}, "automation 'team-a: champion regressed'",
+     "created_by as the Prefect API recorded it (automation 8a3c0f4e-"),
+    ({"id": "8a3c0f4e-0000-4000-8000-000000000002", "type": "USER",
+      "display_value": "alice@example.com"}, "alice@example.com",
+     "created_by as the Prefect API recorded it (user 8a3c0f4e-"),
+])
+def test_who_created_a_flow_run_is_prefects_record_or_nobody(created_by, by, words) -> None:
+    found = creator_from(created_by)
+    assert found.by == by and words in found.verified

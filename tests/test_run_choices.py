@@ -101,3 +101,34 @@ def test_a_declared_name_with_another_value_is_the_runs() -> None:
                      origin="deployment",
                      deployed_env={"TPURL_MODEL__HF_TOKEN__SECRET_BLOCK": "ours"})
     assert "model.hf_token" in str(err.value) and "theirs" not in str(err.value)
+
+
+ROLLBACK = Declared({"profile": "qwen3-30b-a3b-v6e-32"},
+                    {"env": {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "3600"}})
+
+
+@pytest.mark.parametrize(("given", "refused"), [
+    ({}, []),  # left out: the flow's default
+    ({"to_run": ""}, []),  # the default repeated
+    ({"to_run": "run-1"}, ["to_run"]),
+    ({"to_run": " "}, ["to_run"]),
+])
+def test_a_fixed_parameter_is_the_deployments_or_the_flows_default(given, refused) -> None:
+    """The rollback's ``to_run``: which model becomes the champion is the deployment's to
+    declare; a run repeats that or the default, and the fix names the parameter to set."""
+    issues = refused_choices({}, ROLLBACK, {"profile": "qwen3-30b-a3b-v6e-32", **given},
+                             profile_fixed=True, fixed={"to_run": ""})
+    assert _named(issues) == refused
+    for issue in issues:
+        assert "parameters.to_run in prefect.yaml" in issue.fix
+        assert issue.category == "config/fixed-by-deployment"
+
+
+def test_following_the_fixed_parameters_fix_lets_the_run_through() -> None:
+    """The fix applied: the deployment declares ``to_run`` itself; a run repeating it passes,
+    another value (the default included) is refused."""
+    declaring = Declared({**ROLLBACK.parameters, "to_run": "run-1"}, ROLLBACK.job_variables)
+    asks = {"profile": "qwen3-30b-a3b-v6e-32", "to_run": "run-1"}
+    assert refused_choices({}, declaring, asks, profile_fixed=True, fixed={"to_run": ""}) == []
+    assert _named(refused_choices({}, declaring, {**asks, "to_run": ""}, profile_fixed=True,
+                                  fixed={"to_run": ""})) == ["to_run"]

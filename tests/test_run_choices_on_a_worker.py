@@ -15,7 +15,11 @@ Against one real `prefect server start` and real process workers, with prefect.y
   cannot tell a run's variables from its deployment's), and the flow refuses the run naming
   it before it loads the profile (flows/deployed/run_choices.py);
 - a run that chooses nothing, or repeats its deployment's own values, goes on to the
-  profile's own validation (the teardown, as shipped, lacks its GKE fields).
+  profile's own validation (the teardown, as shipped, lacks its GKE fields);
+- two teams' rollback deployments (prefect.yaml's, one per team's profile) and the shipped
+  regression trigger: a regression event naming no run or another team's model, and a run
+  choosing another profile, target, env or ``by``, roll nothing back; the champion's own
+  regression rolls back one promotion, recorded as the automation that created the run.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ pytestmark = [pytest.mark.services, pytest.mark.realtime]
 
 TEMPLATE = REPO_ROOT / "deployments/work-pool/process-base-job-template.json"
 TEARDOWN = "teardown-qwen3-30b-a3b-v6e-32"
+ROLLBACK = "rollback-qwen3-30b-a3b-v6e-32"
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
@@ -63,7 +68,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                      ["work-pool", "create", "stock-process", "--type", "process"]):
             done = server.cli(*args)
             assert done.returncode == 0, done.stdout + done.stderr
-        done = server.cli("--no-prompt", "deploy", "--name", "rehearsal", "--name", TEARDOWN)
+        done = server.cli("--no-prompt", "deploy", "--name", "rehearsal", "--name", TEARDOWN,
+                          "--name", ROLLBACK)
         assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
         deployments = {d["name"]: d for d in server.api("POST", "/deployments/filter",
                                                         json={}).json()}
@@ -204,3 +210,236 @@ def test_a_run_that_repeats_its_deployment_reaches_the_profiles_validation(world
     assert final["type"] == "FAILED", final
     assert "chose what only the deployment may" not in logs, logs[-3000:]
     assert "gke.project: is required but not set" in logs, logs[-3000:]
+
+
+# The rollback deployment, as two teams of one workspace deploy it: prefect.yaml's, with its
+# schema, pool and env, for team A's profile and for team B's (files extending the rehearsal,
+# each with its own output root), and the regression automation as prefect.yaml ships it
+# but enabled and matching as the serving example matches (any tpurl.model.*).
+
+TEAMS = ("team-a", "team-b")
+
+
+def _team_profile(folder: Path, team: str) -> Path:
+    root = folder / team
+    root.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{team}.yaml"
+    path.write_text(f"extends: rehearsal\nname: {team}\nlocal:\n  root: {root}\n")
+    return path
+
+
+def _shipped_trigger_parameters() -> dict[str, Any]:
+    import yaml
+
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    [deployment] = [d for d in config["deployments"] if d["name"] == ROLLBACK]
+    [trigger] = deployment["triggers"]
+    # the deployment's own profile, not the shipped one's: the trigger needs none
+    return {k: v for k, v in trigger["parameters"].items() if k != "profile"}
+
+
+@pytest.fixture(scope="module")
+def teams(world: dict[str, Any]) -> dict[str, Any]:
+    server: PrefectServer = world["server"]
+    shipped = world[ROLLBACK]
+    folder = world["home"] / "teams"
+    found: dict[str, Any] = {"folder": folder}
+    for team in TEAMS:
+        path = _team_profile(folder, team)
+        world[f"rollback-{team}"] = found[team] = server.api("POST", "/deployments/", json={
+            "name": f"rollback-{team}", "flow_id": shipped["flow_id"],
+            "work_pool_name": "tpurl-process", "entrypoint": shipped["entrypoint"],
+            "pull_steps": shipped["pull_steps"],
+            "parameter_openapi_schema": shipped["parameter_openapi_schema"],
+            "enforce_parameter_schema": shipped["enforce_parameter_schema"],
+            "job_variables": shipped["job_variables"],
+            "parameters": {"profile": str(path)}}).json()
+        found[f"{team}-profile"] = path
+    server.api("POST", "/automations/", json={
+        "name": "team-a: champion regressed → rollback", "enabled": True,
+        "trigger": {"type": "event", "posture": "Reactive",
+                    "match": {"prefect.resource.id": "tpurl.model.*"},
+                    "expect": ["tpurl.model.regressed"], "threshold": 1, "within": 0},
+        "actions": [{"type": "run-deployment", "source": "selected",
+                     "deployment_id": found["team-a"]["id"],
+                     "parameters": _shipped_trigger_parameters()}]})
+    _until_the_automation_fires(world, found["team-a"])
+    return found
+
+
+def _until_the_automation_fires(world: dict[str, Any], deployment: dict[str, Any]) -> None:
+    """The triggers service loads a new automation on its next pass (SQLite has no change
+    notifications: prefect 3.9.1 server/events/triggers.py ``reconcile_automations``), and an
+    event that comes before is not matched. So a regression of a run that is no champion
+    (refused, nothing changed) is posted until a run follows, and every run it made ends."""
+    deadline = time.monotonic() + 180
+    while not _runs_of(world, deployment):
+        assert time.monotonic() < deadline, "the regression automation never ran"
+        _post_regressed(world, "team-a", {"run": "no-such-run", "reason": "probe"})
+        time.sleep(5)
+    time.sleep(5)  # a probe still in the trigger's queue makes its run now
+    for run in _runs_of(world, deployment):
+        _final(world, run["id"])
+
+
+@pytest.fixture
+def promoted(teams: dict[str, Any]) -> dict[str, Any]:
+    """Each team's run-1, run-2 and run-3 promoted in turn (run-3 the champion), afresh."""
+    import shutil
+
+    from flows.config import load_profile
+    from tests.support.promoted import judge
+
+    profiles = {}
+    for team in TEAMS:
+        root = teams["folder"] / team
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir()
+        profiles[team] = load_profile(str(teams[f"{team}-profile"]), environ={})
+        for run, mean in (("run-1", 0.3), ("run-2", 0.5), ("run-3", 0.7)):
+            assert judge(profiles[team], root, run, mean)
+    return profiles
+
+
+def _history(profile: Any) -> list[tuple[str, str]]:
+    from flows.core.promotion_store import read_history
+    from flows.core.storage import LocalStorage
+
+    return [(m.run, m.kind) for m in read_history(LocalStorage(), profile)]
+
+
+UNTOUCHED = [("run-1", "promotion"), ("run-2", "promotion"), ("run-3", "promotion")]
+
+
+def _legit(team: str, champion: str = "run-3") -> dict[str, Any]:
+    """What the regression automation gives a run of ``team``'s rollback deployment."""
+    return {"regressed_run": champion, "reason": "canary 5xx",
+            "event_resource": {"prefect.resource.id": f"tpurl.model.{team}",
+                               "tpurl.profile": team}}
+
+
+def _post_regressed(world: dict[str, Any], team: str, payload: dict[str, Any]) -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    server: PrefectServer = world["server"]
+    server.api("POST", "/events", json=[{
+        "id": str(uuid.uuid4()), "occurred": datetime.now(UTC).isoformat(),
+        "event": "tpurl.model.regressed",
+        "resource": {"prefect.resource.id": f"tpurl.model.{team}", "tpurl.profile": team},
+        "payload": payload}])
+
+
+def _runs_of(world: dict[str, Any], deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    server: PrefectServer = world["server"]
+    return server.api("POST", "/flow_runs/filter", json={"flow_runs": {
+        "deployment_id": {"any_": [deployment["id"]]}}, "sort": "EXPECTED_START_TIME_ASC"}).json()
+
+
+def _next_run(world: dict[str, Any], deployment: dict[str, Any], before: int) -> dict[str, Any]:
+    """The run the automation creates after ``before`` runs of ``deployment``, once ended."""
+    run = wait_until(lambda: (runs := _runs_of(world, deployment)) and len(runs) > before
+                     and runs[before], 120, "the automation's rollback run")
+    return {**run, "state": _final(world, run["id"])}
+
+
+def test_a_regression_naming_no_run_rolls_nothing_back(world, teams, promoted):
+    """Two tpurl.model.regressed events with ``"run": ""`` (before, the two walked the
+    champion back two promotions), then one with no ``run`` at all: the automation runs the
+    rollback for each, and none moves the champion."""
+    ended = []
+    for payload in ({"run": "", "reason": "canary 5xx"}, {"run": "", "reason": "canary 5xx"},
+                    {"reason": "canary 5xx"}):
+        before = len(_runs_of(world, teams["team-a"]))
+        _post_regressed(world, "team-a", payload)
+        run = _next_run(world, teams["team-a"], before)
+        ended.append((run["state"]["type"], _logs_once_they_hold(world, run["id"],
+                                                                 "regressed_run")))
+    assert _history(promoted["team-a"]) == UNTOUCHED
+    for state, logs in ended:
+        assert state == "FAILED" and "regressed_run: empty" in logs, (state, logs[-3000:])
+
+
+def test_a_regression_of_another_teams_model_rolls_nothing_back(world, teams, promoted):
+    """Team B's event, naming team A's champion's run, reaches team A's rollback through an
+    automation that matches every model: refused, its resource not the deployment's."""
+    before = len(_runs_of(world, teams["team-a"]))
+    _post_regressed(world, "team-b", {"run": "run-3", "reason": "canary 5xx"})
+    run = _next_run(world, teams["team-a"], before)
+    logs = _logs_once_they_hold(world, run["id"], "event_resource")
+    assert run["state"]["type"] == "FAILED", (run["state"], logs[-3000:])
+    assert "event_resource: names model tpurl.model.team-b" in logs, logs[-3000:]
+    assert _history(promoted["team-a"]) == _history(promoted["team-b"]) == UNTOUCHED
+
+
+def test_a_regression_of_the_champion_rolls_back_named_by_its_automation(world, teams,
+                                                                        promoted):
+    """The event as the docs give it: the champion walks back one promotion, the history and
+    the rolled-back event naming the automation that created the run and how that is known."""
+    server: PrefectServer = world["server"]
+    before = len(_runs_of(world, teams["team-a"]))
+    _post_regressed(world, "team-a", {"run": "run-3", "reason": "canary 5xx"})
+    run = _next_run(world, teams["team-a"], before)
+    assert run["state"]["type"] == "COMPLETED", _logs(world, run["id"])[-3000:]
+    assert _history(promoted["team-a"]) == [*UNTOUCHED, ("run-2", "rollback")]
+    assert _history(promoted["team-b"]) == UNTOUCHED
+    from flows.core.promotion_store import read_promoted
+    from flows.core.storage import LocalStorage
+
+    named = "automation 'team-a: champion regressed → rollback'"
+    pointer = read_promoted(LocalStorage(), promoted["team-a"])
+    assert pointer is not None and pointer.rollback is not None
+    assert pointer.rollback.by == named, pointer.rollback
+    assert pointer.rollback.verified.startswith("the flow run's created_by as the Prefect API "
+                                                "recorded it (automation ")
+    # the server stores events a moment after it accepts them
+    events = wait_until(lambda: server.api("POST", "/events/filter", json={
+        "limit": 50, "filter": {"event": {"name": ["tpurl.model.rolled-back"]},
+                                "resource": {"id": ["tpurl.model.team-a"]}}}).json()["events"],
+        60, "the rolled-back event")
+    payload = events[-1]["payload"]
+    assert (payload["by"], payload["verified"]) == (named, pointer.rollback.verified), payload
+
+
+@pytest.mark.parametrize(("body", "named"), [
+    ({"parameters": {"profile": "TEAM-B"}}, "profile"),
+    ({"parameters": {"to_run": "run-1"}}, "to_run"),
+    ({"job_variables": {"env": {"TPURL_GKE__BUCKET": "theirs"}}},
+     "job_variables.env.TPURL_GKE__BUCKET"),
+], ids=["another-teams-profile", "to_run", "env"])
+def test_a_run_of_the_rollback_chooses_neither_profile_nor_target(world, teams, promoted, body,
+                                                                 named):
+    """A member of team B creates runs of team A's rollback deployment (the champion's run is
+    on the run page for anyone to read): another profile (team B's champion would walk
+    back), another target (a model two promotions back), its own env: each refused before
+    anything is read, both teams' histories untouched."""
+    parameters = {**_legit("team-a"), **body.get("parameters", {})}
+    if parameters.get("profile") == "TEAM-B":  # team B's model, as its own event names it
+        parameters.update(profile=str(teams["team-b-profile"]),
+                          event_resource=_legit("team-b")["event_resource"])
+    run = _create(world, "rollback-team-a", **{**body, "parameters": parameters})
+    assert run.status_code == 201, run.text
+    final = _final(world, run.json()["id"])
+    logs = _logs_once_they_hold(world, run.json()["id"], "chose what only the deployment may")
+    assert final["type"] == "FAILED", (final, logs[-3000:])
+    assert f"{named}:" in logs and "chose what only the deployment may" in logs, logs[-3000:]
+    assert "theirs" not in logs
+    assert _history(promoted["team-a"]) == _history(promoted["team-b"]) == UNTOUCHED
+
+
+def test_a_run_cannot_name_who_rolled_back(world, teams, promoted):
+    """``by`` is not the run's to say: a run that names someone else never starts the flow
+    (the flow has no such parameter: Prefect's engine crashes the run on it), and no history
+    names them."""
+    run = _create(world, "rollback-team-a",
+                  parameters={**_legit("team-a"), "by": "team-a's oncall"})
+    if run.status_code == 201:
+        final = _final(world, run.json()["id"])
+        assert final["type"] in ("FAILED", "CRASHED"), _logs(world, run.json()["id"])[-3000:]
+    else:
+        assert run.status_code == 422, run.text
+    from flows.core.promotion_store import read_history
+    from flows.core.storage import LocalStorage
+
+    assert all(m.rollback is None or m.rollback.by != "team-a's oncall"
+               for m in read_history(LocalStorage(), promoted["team-a"]))

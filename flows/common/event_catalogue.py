@@ -109,21 +109,28 @@ MODEL_REJECTED = EventKind(
     "Evaluation did not pass the promotion rule; the export is kept, the pointer left alone.")
 MODEL_ROLLED_BACK = EventKind(
     "tpurl.model.rolled-back", "tpurl.model.<profile>", ("tpurl.profile",),
-    ("from_run", "to_run", "model_uri", "by", "reason", "at"), ("mlflow_version",),
+    ("from_run", "to_run", "model_uri", "by", "verified", "reason", "at"), ("mlflow_version",),
     "flows/operations/rollback.py",
-    "`tpurl rollback` made an earlier promoted model the champion again: the pointer names "
-    "run `to_run`'s export `model_uri` (before: run `from_run`), a rollback entry was "
-    "appended to promoted-history.json with who (`by`), when (`at`, ISO 8601 UTC) and why "
-    "(`reason`); `mlflow_version` is the version the MLflow alias champion now names, when "
-    "the profile registers in MLflow.")
+    "`tpurl rollback` or the rollback flow made an earlier promoted model the champion again: "
+    "the pointer names run `to_run`'s export `model_uri` (before: run `from_run`), a rollback "
+    "entry was appended to promoted-history.json with who (`by`), how that is known "
+    "(`verified`: the OS account that ran the command, a name given with --by and not "
+    "checked, or the flow run's creator as Prefect recorded it, `unknown` when it recorded "
+    "none), when (`at`, ISO 8601 UTC) and why (`reason`); `mlflow_version` is the version the "
+    "MLflow alias champion now names, when the profile registers in MLflow.")
 MODEL_REGRESSED = EventKind(
     "tpurl.model.regressed", "tpurl.model.<profile>", ("tpurl.profile",), ("run", "reason"),
     ("source", "metric", "value"), "docs/how-to/rollback.md",
     "Announced (POST /api/events by any emitter: an evaluation of the served model, a "
     "failed serving canary): the champion of run `run` regressed, `reason` saying how; "
     "`source` names the emitter, `metric` and `value` the measurement when there is one. "
-    "The shipped rollback automation (disabled) runs the rollback flow on it, which rolls "
-    "back only while `run` is still the champion.")
+    "The resource is the profile's model, id `tpurl.model.<profile>` with the label "
+    "`tpurl.profile`, both naming the profile whose champion regressed. The shipped rollback "
+    "automation (disabled) runs that profile's rollback deployment on it, and the rollback "
+    "flow rolls back only when the resource is its deployment's own profile's and `run` is "
+    "that profile's champion now: an empty or missing `run`, another run, or another "
+    "profile's model changes nothing (the flow run fails naming `regressed_run` or "
+    "`event_resource`). Post one event per regression: each rolls back one promotion.")
 DATASET_UPDATED = EventKind(
     "tpurl.dataset.updated", "tpurl.dataset.<name>", ("tpurl.profile",), ("uri",), (),
     "flows/announcements/announce.py",

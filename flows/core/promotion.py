@@ -29,6 +29,9 @@ class Rollback(BaseModel):
     by: str
     at: str  # ISO 8601, UTC
     reason: str
+    # how ``by`` is known: the OS account, a name given with --by, or the flow run's
+    # creator as Prefect recorded it ("" in entries written before it was recorded)
+    verified: str = ""
 
 
 class PromotedModel(BaseModel):

@@ -8,6 +8,9 @@ walks back through the promotions (C, then B, then A) instead of swinging betwee
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from flows.core.promotion import PromotedModel, Rollback
 
 
@@ -27,12 +30,44 @@ def current_champion(history: list[PromotedModel],
 
 
 def regression_problem(current: PromotedModel, regressed_run: str | None) -> None:
-    """Refuse a rollback asked for a regression of a model that is no longer the champion:
-    an announcement that arrives after another promotion or rollback must not undo it."""
-    if regressed_run and regressed_run != current.run:
+    """Refuse a rollback asked for a regression of a model that is not the champion: an
+    announcement that names no run (the event's ``run`` missing or empty) says nothing about
+    which model regressed, and one that arrives after another promotion or rollback must not
+    undo it. None: no regression is claimed (`tpurl rollback`, the operator's own call)."""
+    if regressed_run is None:
+        return
+    if not regressed_run.strip():
+        raise RollbackRefused("regressed_run: empty (the tpurl.model.regressed event names no "
+                              "run in its payload), so no champion is known to have "
+                              f"regressed; the champion is run {current.run}; fix: post the "
+                              "event with payload run set to the champion's run, or roll "
+                              "back by hand with `tpurl rollback`")
+    if regressed_run != current.run:
         raise RollbackRefused(f"regressed_run: run {regressed_run} is not the champion (run "
                               f"{current.run} is), so its regression calls for no rollback; "
                               "fix: nothing, or roll back by hand with `tpurl rollback`")
+
+
+def model_resource(profile: str) -> dict[str, str]:
+    """The resource of a profile's model events (promoted, rolled back, regressed): the id
+    ``tpurl.model.<profile>`` and the label ``tpurl.profile``."""
+    return {"prefect.resource.id": f"tpurl.model.{profile}", "tpurl.profile": profile}
+
+
+def resource_problem(profile: str, event_resource: Mapping[str, Any] | None) -> None:
+    """Refuse a regression announced about another model than this profile's: the event's
+    resource (id and ``tpurl.profile`` label) must be the profile's own, whatever an
+    automation matched it with."""
+    wanted = model_resource(profile)
+    given = dict(event_resource or {})
+    if any(given.get(key) != value for key, value in wanted.items()):
+        named = given.get("prefect.resource.id") or "none"
+        raise RollbackRefused(
+            f"event_resource: names model {named} (label tpurl.profile "
+            f"{given.get('tpurl.profile') or 'missing'}), not this deployment's "
+            f"{wanted['prefect.resource.id']} (label tpurl.profile {profile}); fix: post the "
+            f"regression with resource {wanted} for this profile, and match it in the "
+            "automation that runs this deployment (prefect.yaml's trigger matches both)")
 
 
 def choose_target(history: list[PromotedModel], current: PromotedModel,
@@ -61,7 +96,7 @@ def choose_target(history: list[PromotedModel], current: PromotedModel,
 
 
 def rollback_entry(target: PromotedModel, current: PromotedModel, by: str, reason: str,
-                   at: str) -> PromotedModel:
+                   at: str, verified: str = "") -> PromotedModel:
     """The history entry (and the new pointer): ``target``'s record, marked a rollback."""
     if not reason.strip():
         raise RollbackRefused("--reason: empty; fix: say why in a few words (it is kept in "
@@ -70,4 +105,5 @@ def rollback_entry(target: PromotedModel, current: PromotedModel, by: str, reaso
         raise RollbackRefused("--by: empty; fix: name who rolls back (default: the OS user)")
     return target.model_copy(update={
         "kind": "rollback",
-        "rollback": Rollback(from_run=current.run, by=by, at=at, reason=reason.strip())})
+        "rollback": Rollback(from_run=current.run, by=by, at=at, reason=reason.strip(),
+                             verified=verified)})

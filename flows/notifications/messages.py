@@ -18,7 +18,7 @@ Events (names are the flows' stable API):
 - capacity-fallback: ``tpurl.capacity.fallback`` (emitted by the train stage's capacity
   chain), its payload's fields as they come;
 - model-rolled-back: ``tpurl.model.rolled-back`` (flows/operations/rollback.py), who rolled
-  back from which run to which, and why;
+  back and how that is known, from which run to which, and why;
 - retrain-coalesced: ``tpurl.announcement.coalesced`` (flows/announcements/events.py), one
   per announcement folded into a newer waiting run.
 """
@@ -97,7 +97,9 @@ COALESCED_BODY = ("Announcement {{ event.payload.kind }} {{ event.payload.value 
 ROLLED_BACK_SUBJECT = "tpurl " + _PROFILE + ": model rolled back to run {{ event.payload.to_run }}"
 ROLLED_BACK_BODY = ("{{ event.payload.by }} rolled the champion of " + _PROFILE + " back from "
                     "run {{ event.payload.from_run }} to run {{ event.payload.to_run }} at "
-                    "{{ event.payload.at }}.\nReason: {{ event.payload.reason }}\n"
+                    "{{ event.payload.at }}.\nWho: {{ event.payload.by }}, known from "
+                    "{{ event.payload.verified or 'nothing recorded' }}\n"
+                    "Reason: {{ event.payload.reason }}\n"
                     "Model: {{ event.payload.model_uri }}\n"
                     "{% if event.payload.mlflow_version %}MLflow champion: version "
                     "{{ event.payload.mlflow_version }}\n{% endif %}")

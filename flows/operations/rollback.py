@@ -17,7 +17,8 @@ run's promotion uploaded, before the history and pointer, like MLflow's alias.
 
 from __future__ import annotations
 
-import getpass
+import os
+import pwd
 import sys
 import uuid
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from flows.core.rollback import (
     rollback_entry,
 )
 from flows.core.storage import Storage
+from flows.flow_runs.run_creator import Creator
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class RollbackPlan:
                f"  -> run {self.entry.run} ({self.entry.model_uri}), promoted "
                f"{self.entry.promoted_at}",
                f"by {rb.by} at {rb.at}: {rb.reason}",
+               f"who: {rb.verified}",
                "pointer and promoted-history.json: a rollback entry appended, the pointer "
                "names it"]
         if self.mlflow_version is not None:
@@ -71,10 +74,12 @@ class RollbackPlan:
 
 
 def plan_rollback(storage: Storage, profile: Profile, to_run: str | None, reason: str,
-                  by: str, at: str | None = None,
-                  regressed_run: str | None = None) -> RollbackPlan:
+                  by: str, at: str | None = None, regressed_run: str | None = None,
+                  verified: str = "") -> RollbackPlan:
     """Every check, read-only; RollbackRefused names the field and the fix. With
-    ``regressed_run`` (the automation's), only when that run is the champion."""
+    ``regressed_run`` (the automation's: the event's payload run), only when that run is
+    the champion, an empty one refused. ``verified``: how ``by`` is known, recorded and
+    announced beside it."""
     registry = profile.promotion_rule.register if profile.promotion_rule else None
     history = read_history(storage, profile)
     current = current_champion(history, read_promoted(storage, profile))
@@ -111,7 +116,7 @@ def plan_rollback(storage: Storage, profile: Profile, to_run: str | None, reason
                                   f"{registry.vertex.display_name!r} has no version promoted by "
                                   f"run {target.run}; fix: name a run uploaded there with --to")
     entry = rollback_entry(target, current, by, reason,
-                           at or datetime.now(UTC).isoformat())
+                           at or datetime.now(UTC).isoformat(), verified)
     return RollbackPlan(current, entry, version, len(history), vertex_version)
 
 
@@ -149,7 +154,7 @@ def rolled_back_event(profile: str, plan: RollbackPlan) -> dict[str, Any]:
     assert rb is not None
     payload: dict[str, Any] = {"from_run": rb.from_run, "to_run": plan.entry.run,
                                "model_uri": plan.entry.model_uri, "by": rb.by,
-                               "reason": rb.reason, "at": rb.at}
+                               "verified": rb.verified, "reason": rb.reason, "at": rb.at}
     if plan.mlflow_version is not None:
         payload["mlflow_version"] = plan.mlflow_version
     return {"id": str(uuid.uuid4()), "occurred": rb.at, "event": MODEL_ROLLED_BACK.name,
@@ -170,13 +175,32 @@ def post_event(body: dict[str, Any]) -> bool:
     return True
 
 
+def command_creator(by: str | None, account: str) -> Creator:
+    """Who rolls back with `tpurl rollback` and how that is known (pure): the OS account
+    that runs it, or the name ``--by`` gives, which nothing checks."""
+    if by is None or by == account:
+        return Creator(account, "the OS account that ran `tpurl rollback`")
+    return Creator(by, f"given with --by, not verified (`tpurl rollback` ran as OS account "
+                       f"{account})")
+
+
+def os_account() -> str:
+    """The account of this process's user id (not $USER or $LOGNAME, which any caller sets)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return f"uid {os.getuid()}"
+
+
 def rollback_command(target: str, overrides: dict[str, str], to_run: str | None, reason: str,
                      by: str | None, dry_run: bool) -> int:
     """Exit 0 done (or the dry run printed), 2 refused before any change."""
+    creator = command_creator(by, os_account())
     try:
         profile = load_profile(target, overrides)
         storage = storage_for(profile.section.output_root())
-        plan = plan_rollback(storage, profile, to_run, reason, by or getpass.getuser())
+        plan = plan_rollback(storage, profile, to_run, reason, creator.by,
+                             verified=creator.verified)
     except (ProfileError, RollbackRefused) as exc:
         print(f"error: {exc}; nothing was changed", file=sys.stderr)
         return 2

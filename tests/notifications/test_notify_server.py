@@ -15,6 +15,8 @@ of real rehearsal runs.
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 import sys
 import time
@@ -226,6 +228,10 @@ def test_a_rollback_sends_one_message_and_its_event_is_on_the_api(server, receiv
     assert message["subject"] == "tpurl rehearsal: model rolled back to run run-1"
     text = message["text"]
     assert "oncall rolled the champion of rehearsal back from run run-2 to run run-1" in text
+    # --by is a claim: the message says so, and names the account that ran the command
+    account = pwd.getpwuid(os.getuid()).pw_name
+    assert ("Who: oncall, known from given with --by, not verified (`tpurl rollback` ran as "
+            f"OS account {account})") in text
     assert "Reason: canary 5xx" in text and "Model: file://" in text
     found = server.api("POST", "/events/filter", json={"limit": 50, "filter": {
         "event": {"name": ["tpurl.model.rolled-back"]}}}).json()["events"]
@@ -233,6 +239,7 @@ def test_a_rollback_sends_one_message_and_its_event_is_on_the_api(server, receiv
     assert found[0]["resource"]["prefect.resource.id"] == "tpurl.model.rehearsal"
     assert {k: found[0]["payload"][k] for k in ("from_run", "to_run", "by", "reason")} == {
         "from_run": "run-2", "to_run": "run-1", "by": "oncall", "reason": "canary 5xx"}
+    assert found[0]["payload"]["verified"].startswith("given with --by, not verified")
 
 
 def test_an_email_goes_out_through_smtp_with_the_password_only_in_the_login(server, receiver):
