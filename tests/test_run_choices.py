@@ -101,3 +101,20 @@ def test_a_declared_name_with_another_value_is_the_runs() -> None:
                      origin="deployment",
                      deployed_env={"TPURL_MODEL__HF_TOKEN__SECRET_BLOCK": "ours"})
     assert "model.hf_token" in str(err.value) and "theirs" not in str(err.value)
+
+
+def test_a_dispatcher_run_targets_only_the_deployment_its_deployment_declares() -> None:
+    """The dispatcher's ``deployment``: equal passes; another, or a dispatcher deployment
+    that declares none, is refused naming the field and where the deployment sets it."""
+    declared = Declared({"deployment": "rl-post-training/team-a"})
+
+    def issues(given: Declared, run: dict) -> list:
+        return refused_choices({}, given, run, profile_fixed=False, fixed=("deployment",))
+
+    assert issues(declared, {"deployment": "rl-post-training/team-a"}) == []
+    for run in ({"deployment": "rl-post-training/team-b"}, {"deployment": None}, {}):
+        [issue] = issues(declared, run)
+        assert issue.field == "deployment" and "'rl-post-training/team-a'" in issue.problem
+        assert "parameters.deployment in prefect.yaml" in issue.fix
+    [undeclared] = issues(Declared({}), {"deployment": "rl-post-training/team-a"})
+    assert "declares none" in undeclared.problem

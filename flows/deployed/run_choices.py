@@ -35,6 +35,8 @@ VARIABLE_FIX = ("leave it out of the run's job variables; a deployment's owner s
 PROFILE_FIX = ("run the deployment of that profile, or deploy one for it (parameters.profile "
                "in prefect.yaml); `tpurl run PROFILE` runs any profile from a checkout")
 NO_PROFILE_FIX = "give the deployment a profile (parameters.profile in prefect.yaml) and deploy again"
+FIXED_FIX = ("run the deployment declared for that value, or deploy one for it "
+             "(parameters.{name} in prefect.yaml)")
 DESTRUCTIVE_FIX = ("run `tpurl teardown PROFILE --delete-bucket` from a workstation, or deploy "
                    "a teardown whose parameters declare it (parameters.{name}: true in "
                    "prefect.yaml)")
@@ -43,14 +45,18 @@ DESTRUCTIVE_FIX = ("run `tpurl teardown PROFILE --delete-bucket` from a workstat
 def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
                     run_parameters: Mapping[str, Any], *, profile_fixed: bool,
                     default_profile: str | None = None,
-                    destructive: tuple[str, ...] = ()) -> list[Issue]:
+                    destructive: tuple[str, ...] = (),
+                    fixed: tuple[str, ...] = ()) -> list[Issue]:
     """One issue per job variable the run sets to anything but the deployment's value, and
     for a ``profile`` other than the deployment's. ``profile_fixed``: the flow's profile is
     the deployment's (the pipeline, teardown): the one it declares, else the flow's
     ``default_profile`` (a deployment that declares none runs that); False where a run's
     profile comes from an event (serving), so only a declared one binds. ``destructive``:
     flag parameters that delete what the deployment's owner keeps (the teardown's
-    ``delete_bucket``); a run may set one only when the deployment declares it true. Pure."""
+    ``delete_bucket``); a run may set one only when the deployment declares it true.
+    ``fixed``: parameters that name what the deployment acts on (the dispatcher's target
+    ``deployment``): a run's must be the one the deployment declares, and a deployment that
+    declares none binds its runs to nothing, so each is refused. Pure."""
     issues: list[Issue] = []
     declared_env = declared.env
     for name, value in sorted(run_job_variables.items()):
@@ -76,6 +82,13 @@ def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
                      CATEGORY)
                for name in destructive
                if run_parameters.get(name) and declared.parameters.get(name) is not True]
+    issues += [Issue(name, (f"is the deployment's: a run may not choose another than "
+                            f"{declared.parameters[name]!r}" if name in declared.parameters
+                            else "is the deployment's, which declares none: a run may not "
+                            "choose one"), FIXED_FIX.format(name=name), CATEGORY)
+               for name in fixed
+               if name not in declared.parameters
+               or run_parameters.get(name) != declared.parameters[name]]
     return issues
 
 
@@ -88,7 +101,8 @@ def _variable(name: str, declared: bool) -> Issue:
 
 def refuse_run_choices(declared: Declared, parameters: Mapping[str, Any], *,
                        profile_fixed: bool = True, default_profile: str | None = None,
-                       destructive: tuple[str, ...] = ()) -> None:
+                       destructive: tuple[str, ...] = (),
+                       fixed: tuple[str, ...] = ()) -> None:
     """Raise, naming each variable, when this deployment's run chose its own job variables
     or profile. Called first in each flow, before any side effect; nothing to check in an
     in-process call (no deployment: the caller owns the profile)."""
@@ -97,7 +111,7 @@ def refuse_run_choices(declared: Declared, parameters: Mapping[str, Any], *,
     if issues := refused_choices(dict(flow_run.job_variables or {}), declared, parameters,
                                  profile_fixed=profile_fixed,
                                  default_profile=default_profile,
-                                 destructive=destructive):
+                                 destructive=destructive, fixed=fixed):
         raise ProfileError(str(parameters.get("profile", "")), issues,
                            header=f"this run of deployment {deployment.name!r} chose what "
                            "only the deployment may")
