@@ -173,7 +173,7 @@ class RunAnnouncement:
             if got != (value or ({} if name == "overrides" else None)):
                 what = ANNOUNCED_AS.get(name, "the deployment's") if name in {
                     PARAMETER[k] for k in self.serves} else "the deployment's"
-                return (f"{name}: differs from {what} on a run that serves announcements "
+                return (f"{name}: differs from {what} on a run that holds announcements "
                         f"{', '.join(sorted(self.event_ids()))}; fix: leave {name} as the "
                         "dispatcher set it (run the deployment without the announcement "
                         "parameter to train another value)")

@@ -13,6 +13,8 @@ from uuid import UUID
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
     FlowRunFilter,
     FlowRunFilterId,
     LogFilter,
@@ -24,7 +26,7 @@ from prefect.states import Cancelled, Completed
 
 from flows.announcements.decide import DROPPED_TAG, due_announcements
 from flows.announcements.dispatch import read_ledger
-from flows.announcements.record import refusal
+from flows.announcements.record import record_key, refusal, write_record
 from flows.common.paths import REPO_ROOT
 from tests.support.announcements import ANNOUNCED, announce, ds, execute_as_a_worker
 
@@ -78,10 +80,18 @@ def test_direct_runs_are_refused_and_leave_the_real_announcement_due(prefect_api
                    [f"{DROPPED_TAG}{event_id}"],
                    "announcement: no dispatcher recorded run"),
     }
+    # a run holding the real announcement, recorded and sealed as the dispatcher's (as a
+    # run made first under its idempotency key was), that trains another dataset
+    attacks["swapped"] = ({"dataset_uri": ds("v1.parquet"), "announcement": handed}, [],
+                          "dataset_uri: differs from the announced dataset")
     with get_client(sync_client=True) as client:
         runs = {kind: client.create_flow_run_from_deployment(
             deployment_id, parameters=parameters, tags=tags).id
             for kind, (parameters, tags, _why) in attacks.items()}
+        [record] = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=[record_key(str(real.id))])))
+        write_record(client, str(record.flow_run_id), str(runs["swapped"]),
+                     str(deployment_id), handed)
     workers = {kind: execute_as_a_worker(run_id) for kind, run_id in runs.items()}
     outputs = {kind: worker.communicate(timeout=600)[0] for kind, worker in workers.items()}
     APILogWorker.drain_all(timeout=10)
