@@ -27,6 +27,7 @@ from flows.common.paths import default_cache_dir
 
 KEY_ENV = "TPURL_DISPATCH_KEY"
 KEY_FILE = "dispatch.key"
+K8S_SECRET = "tpurl-dispatch-key"  # deployments/work-pool/kubernetes-base-job-template.json maps it
 MIN_KEY_CHARS = 32
 KEY_FIX = (f"give every worker of the dispatcher and of its retrain deployment the same "
            f"{KEY_ENV} (at least {MIN_KEY_CHARS} characters, e.g. `openssl rand -hex 32`) in "
@@ -56,6 +57,11 @@ def dispatch_key(environ: dict[str, str] | None = None) -> bytes:
             raise AnnouncementError(f"{KEY_ENV}: shorter than {MIN_KEY_CHARS} characters; "
                                     f"fix: {KEY_FIX}")
         return given.strip().encode()
+    if env.get("KUBERNETES_SERVICE_HOST"):  # each pod's file would be a key of its own
+        raise AnnouncementError(
+            f"{KEY_ENV}: unset in this Kubernetes pod; fix: `kubectl create secret generic "
+            f"{K8S_SECRET} --from-literal=value=$(openssl rand -hex 32)` in the pool's "
+            "namespace, once (the pool's template maps it to every flow pod)")
     return _key_file(default_cache_dir(dict(env)) / KEY_FILE)
 
 

@@ -81,3 +81,24 @@ def test_a_key_file_others_may_read_is_refused_and_the_fix_works(tmp_path: Path)
         dispatch_key(env)
     path.unlink()  # the other fix: a new key is made
     assert dispatch_key(env) != made
+
+
+def test_a_kubernetes_pod_takes_the_key_from_the_pools_secret_only(tmp_path: Path):
+    """A pod's files die with it, so a pod without the Secret's variable is refused, naming
+    the Secret the shipped template maps (with it, the key is the Secret's)."""
+    import json
+
+    from flows.common.paths import REPO_ROOT
+
+    pod = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "TPURL_CACHE_DIR": str(tmp_path)}
+    with pytest.raises(AnnouncementError, match="kubectl create secret generic "
+                                                "tpurl-dispatch-key") as refused:
+        dispatch_key(pod)
+    assert KEY_ENV in str(refused.value) and not list(tmp_path.iterdir())
+    template = json.loads((REPO_ROOT / "deployments/work-pool/"
+                           "kubernetes-base-job-template.json").read_text())
+    [container] = template["job_configuration"]["job_manifest"]["spec"]["template"]["spec"][
+        "containers"]
+    [mapped] = [e for e in container["env"] if e["name"] == KEY_ENV]
+    assert mapped["valueFrom"]["secretKeyRef"]["name"] == "tpurl-dispatch-key"
+    assert dispatch_key({**pod, KEY_ENV: "s" * MIN_KEY_CHARS}) == b"s" * MIN_KEY_CHARS
