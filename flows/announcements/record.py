@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -103,9 +104,15 @@ def vouched_runs(client: SyncPrefectClient, deployment_id: str,
             read += len(page)
             if len(page) < PAGE:
                 break
-    return {run_id for run_id, announcement in wanted.items() for a in artifacts
-            if a.key == record_key(run_id)
-            and matches(a.data, key, run_id, deployment_id, announcement)}
+    vouched = {run_id for run_id, announcement in wanted.items() for a in artifacts
+               if a.key == record_key(run_id)
+               and matches(a.data, key, run_id, deployment_id, announcement)}
+    if unsealed := len({a.key for a in artifacts} - {record_key(r) for r in vouched}):
+        logging.getLogger(__name__).warning(
+            "%d record(s) of deployment %s carry no seal under this process's key: forged, "
+            "or sealed by a worker with another %s; fix: give this process the workers' %s",
+            unsealed, deployment_id, KEY_ENV, KEY_ENV)
+    return vouched
 
 
 def refusal(client: SyncPrefectClient, run_id: str | None, deployment_id: str | None,

@@ -7,6 +7,7 @@ announcement from the ledger."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -88,7 +89,8 @@ def test_a_dispatcher_run_queues_runs_of_its_own_deployments_target_only() -> No
                        queued.parameters["announcement"], wait_s=0) is None
 
 
-def test_a_record_forged_by_an_artifact_writer_neither_drops_nor_serves(target) -> None:
+def test_a_record_forged_by_an_artifact_writer_neither_drops_nor_serves(target,
+                                                                         caplog) -> None:
     """The forger copies the record's shape onto the real dispatcher run, for a run of its
     own that carries the due announcement and the drop tag (and for one that completed);
     without the workers' key its seal is a guess."""
@@ -119,7 +121,9 @@ def test_a_record_forged_by_an_artifact_writer_neither_drops_nor_serves(target) 
         client.set_flow_run_state(forged["served"], Completed(), force=True)
         for run_id in forged.values():
             assert refusal(client, str(run_id), str(deployment_id), handed, wait_s=0)
-    assert _due_ids(deployment_id) == {event_id}
+    with caplog.at_level(logging.WARNING, logger="flows.announcements.record"):
+        assert _due_ids(deployment_id) == {event_id}
+    assert "2 record(s) of deployment" in caplog.text and "TPURL_DISPATCH_KEY" in caplog.text
 
 
 def test_runs_scheduled_far_ahead_hide_no_due_announcement(target) -> None:
@@ -156,3 +160,6 @@ def test_a_run_made_first_under_the_dispatchers_idempotency_key_is_not_recorded(
         announce(deployment, "dataset", value, minute, event_id=event_id)
     with get_client(sync_client=True) as client:
         assert refusal(client, str(planted), str(deployment_id), handed, wait_s=0)
+    # the refusal's fix, as written: the same announcement under a new event id
+    _, queued = announce(deployment, "dataset", value, minute)
+    assert queued["decision"] == "queued" and queued["run"] != str(planted)
