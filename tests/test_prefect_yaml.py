@@ -94,6 +94,22 @@ def test_each_dispatcher_declares_the_target_its_triggers_name():
         assert {t["parameters"]["deployment"] for t in dispatcher["triggers"]} == {declared}
 
 
+def test_the_docs_own_dispatcher_binds_its_runs_to_its_target():
+    """how-to/announce.md's dispatcher of your own, as written: its runs may announce to the
+    deployment it declares and to no other."""
+    from flows.deployed.declared import Declared
+    from flows.deployed.run_choices import refused_choices
+
+    [own] = yaml.safe_load(yaml_block("own-dispatcher", "how-to/announce.md"))
+    assert own["entrypoint"] == "flows/announcements/dispatch.py:dispatch_announcement"
+    declared = Declared(own["parameters"])
+    target = own["parameters"]["deployment"]
+    for run, refused in (({"deployment": target}, False),
+                         ({"deployment": "rl-post-training/retrain-rehearsal"}, True)):
+        issues = refused_choices({}, declared, run, profile_fixed=False, fixed=("deployment",))
+        assert bool(issues) == refused, (run, issues)
+
+
 def test_docker_free_deployments_come_before_any_that_builds_the_image():
     """`prefect deploy --all` stops at its first failure (prefect/cli/deploy/_core.py,
     _run_multi_deploy): without Docker that is the first image build, so every deployment

@@ -102,3 +102,17 @@ def test_a_kubernetes_pod_takes_the_key_from_the_pools_secret_only(tmp_path: Pat
     [mapped] = [e for e in container["env"] if e["name"] == KEY_ENV]
     assert mapped["valueFrom"]["secretKeyRef"]["name"] == "tpurl-dispatch-key"
     assert dispatch_key({**pod, KEY_ENV: "s" * MIN_KEY_CHARS}) == b"s" * MIN_KEY_CHARS
+
+
+def test_the_docs_key_command_makes_a_key_the_workers_accept(tmp_path: Path):
+    """how-to/announce.md's worker block: its `export` line as written (the worker it then
+    starts is the deploy page's, run by tests/test_deploy_server.py)."""
+    import subprocess
+
+    from tests.support.readme import blocks
+
+    [export] = [line for line in blocks("how-to/announce.md")["dispatch-key-worker"].splitlines()
+                if line.startswith(f"export {KEY_ENV}=")]
+    made = subprocess.run(["bash", "-euc", f"{export.split('#')[0]}\necho \"${KEY_ENV}\""],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert dispatch_key({KEY_ENV: made, "TPURL_CACHE_DIR": str(tmp_path)}) == made.encode()
