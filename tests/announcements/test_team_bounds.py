@@ -133,9 +133,11 @@ def test_runs_scheduled_far_ahead_hide_no_due_announcement(target) -> None:
     event_id, _ = _left_due(deployment, deployment_id, 1)
     far = Scheduled(scheduled_time=datetime(2099, 1, 1, tzinfo=UTC))
     with get_client(sync_client=True) as client:
-        for i in range(PAGE + 1):  # one more than a page: the tagged ones fill one too
+        for i in range(PAGE + 10):  # a page of tagged ones: with the real one, two pages
             client.create_flow_run_from_deployment(
-                deployment_id, state=far.model_copy(), tags=[RUN_TAG] if i % 4 else [])
+                deployment_id, state=far.model_copy(), tags=[RUN_TAG] if i < PAGE else [])
+    with get_client(sync_client=True) as client:
+        assert len(read_ledger(client, deployment_id)) == PAGE + 1  # every tagged run
     assert _due_ids(deployment_id) == {event_id}
     _, follow = announce(deployment, "base-model", "cd" * 20, 2)
     assert follow["decision"] == "queued" and follow["retried"] == [event_id]
