@@ -156,3 +156,50 @@ def test_a_run_made_first_under_the_dispatchers_idempotency_key_is_not_recorded(
     # the refusal's fix, as written: the same announcement under a new event id
     _, queued = announce(deployment, "dataset", value, minute)
     assert queued["decision"] == "queued" and queued["run"] != str(planted)
+
+
+class _CreatingMeanwhile:
+    """The real client, with runs of the target created through the same API while the
+    ledger is read (as another client would): two after each of the first ``reads`` page
+    reads, and one before every count when ``before_count``."""
+
+    def __init__(self, client, deployment_id: UUID, reads: int = 0,
+                 before_count: bool = False) -> None:
+        self.client, self.deployment_id = client, deployment_id
+        self.reads, self.before_count = reads, before_count
+
+    def _create(self, runs: int) -> None:
+        for _ in range(runs):
+            self.client.create_flow_run_from_deployment(self.deployment_id, tags=[RUN_TAG])
+
+    def read_flow_runs(self, **kwargs):
+        page = self.client.read_flow_runs(**kwargs)
+        if self.reads > 0:
+            self.reads -= 1
+            self._create(2)
+        return page
+
+    def count_flow_runs(self, **kwargs):
+        if self.before_count:
+            self._create(1)
+        return self.client.count_flow_runs(**kwargs)
+
+
+def test_the_ledger_holds_every_run_when_runs_are_created_while_it_is_read(
+        target, monkeypatch) -> None:
+    """Offset pages shift when a run is created meanwhile: the read repeats until it holds
+    as many runs as the server counts, and fails, saying so, if they never stop coming."""
+    from flows.announcements import dispatch
+
+    _, deployment_id = target
+    monkeypatch.setattr(dispatch, "PAGE", 3)
+    with get_client(sync_client=True) as client:
+        for _ in range(7):
+            client.create_flow_run_from_deployment(deployment_id, tags=[RUN_TAG])
+        read = dispatch.read_all_runs(_CreatingMeanwhile(client, deployment_id, reads=2),
+                                      deployment_id)
+        assert {r.id for r in read} == {r.id for r in runs_of(deployment_id)}
+        assert len(read) == 7 + 2 * 2
+        with pytest.raises(AnnouncementError, match="kept being created while the dispatcher"):
+            dispatch.read_all_runs(_CreatingMeanwhile(client, deployment_id, before_count=True),
+                                   deployment_id)
