@@ -348,6 +348,10 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
     if record is not None and (forged := announcement_refusal(flow_run.id, deployment.id,
                                                               announcement)):
         raise AnnouncementError(forged)
+    if record is not None and (other := record.parameters_problem(
+            {"dataset_uri": dataset_uri, "model_revision": model_revision,
+             "overrides": overrides}, declared.parameters)):
+        raise AnnouncementError(other)
     if record is not None and (message := was_coalesced(flow_run.id)):
         get_run_logger().warning("this run was replaced before it started: %s", message)
         return Cancelled(message=f"Not run: {message}")

@@ -199,7 +199,8 @@ def test_git_clone_pull_runs_a_worker_away_from_the_checkout(prefect_server, tmp
     step["repository"] = f"file://{repo}"  # the one setting; this clone's default branch
     step.pop("branch")
     [dispatcher] = [d for d in config["deployments"] if d["name"] == "announce-retrain-rehearsal"]
-    dispatcher.update(name="announce-from-git", triggers=[])
+    dispatcher.update(name="announce-from-git", triggers=[],
+                      parameters={"deployment": "rl-post-training/no-such-deployment"})
     path = tmp_path / "prefect.yaml"
     path.write_text(yaml.safe_dump({**config, "pull": [clone], "deployments": [dispatcher]}))
     done = prefect_server.cli("--no-prompt", "deploy", "--prefect-file", str(path), "--all")

@@ -81,6 +81,35 @@ def test_an_example_without_the_profile_label_matches_no_trigger():
         posture="Reactive", match=t["match"], expect=set(t["expect"])).covers(received)]
 
 
+def test_each_dispatcher_declares_the_target_its_triggers_name():
+    """A dispatcher's run may announce only to the deployment its deployment declares
+    (flows/deployed/run_choices.py ``fixed``), so each declares the one its triggers pass."""
+    config = yaml.safe_load(PREFECT_YAML.read_text())
+    dispatchers = [d for d in config["deployments"]
+                   if d["entrypoint"].startswith("flows/announcements/dispatch.py")]
+    assert {d["name"] for d in dispatchers} == set(DISPATCHERS.values())
+    for dispatcher in dispatchers:
+        declared = dispatcher["parameters"]["deployment"]
+        assert declared == "rl-post-training/" + dispatcher["name"].removeprefix("announce-")
+        assert {t["parameters"]["deployment"] for t in dispatcher["triggers"]} == {declared}
+
+
+def test_the_docs_own_dispatcher_binds_its_runs_to_its_target():
+    """how-to/announce.md's dispatcher of your own, as written: its runs may announce to the
+    deployment it declares and to no other."""
+    from flows.deployed.declared import Declared
+    from flows.deployed.run_choices import refused_choices
+
+    [own] = yaml.safe_load(yaml_block("own-dispatcher", "how-to/announce.md"))
+    assert own["entrypoint"] == "flows/announcements/dispatch.py:dispatch_announcement"
+    declared = Declared(own["parameters"])
+    target = own["parameters"]["deployment"]
+    for run, refused in (({"deployment": target}, False),
+                         ({"deployment": "rl-post-training/retrain-rehearsal"}, True)):
+        issues = refused_choices({}, declared, run, profile_fixed=False, fixed=("deployment",))
+        assert bool(issues) == refused, (run, issues)
+
+
 def test_docker_free_deployments_come_before_any_that_builds_the_image():
     """`prefect deploy --all` stops at its first failure (prefect/cli/deploy/_core.py,
     _run_multi_deploy): without Docker that is the first image build, so every deployment
@@ -179,6 +208,7 @@ def test_the_docs_own_retrain_pair_pasted_into_prefect_yaml_serves_only_its_prof
         trigger.set_deployment_id(uuid.uuid4())
         assert trigger.as_automation().description == raw["description"]
         assert raw["parameters"]["deployment"] == f"rl-post-training/{retrain['name']}"
+        assert raw["parameters"]["deployment"] == dispatcher["parameters"]["deployment"]
         assert raw["match"]["tpurl.profile"] == profile
         assert set(raw["parameters"]) == set(tutorial_trigger["parameters"])
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from flows.config import ProfileError, load_profile
 from flows.deployed.declared import Declared
-from flows.deployed.run_choices import refused_choices
+from flows.deployed.run_choices import MUST_DECLARE, refused_choices
 
 TEARDOWN = Declared({"profile": "qwen3-30b-a3b-v6e-32", "delete_bucket": False},
                     {"env": {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "3600",
@@ -132,3 +132,20 @@ def test_following_the_fixed_parameters_fix_lets_the_run_through() -> None:
     assert refused_choices({}, declaring, asks, profile_fixed=True, fixed={"to_run": ""}) == []
     assert _named(refused_choices({}, declaring, {**asks, "to_run": ""}, profile_fixed=True,
                                   fixed={"to_run": ""})) == ["to_run"]
+
+
+def test_a_dispatcher_run_targets_only_the_deployment_its_deployment_declares() -> None:
+    """The dispatcher's ``deployment``: equal passes; another, or a dispatcher deployment
+    that declares none, is refused naming the field and where the deployment sets it."""
+    declared = Declared({"deployment": "rl-post-training/team-a"})
+
+    def issues(given: Declared, run: dict) -> list:
+        return refused_choices({}, given, run, profile_fixed=False, fixed={"deployment": MUST_DECLARE})
+
+    assert issues(declared, {"deployment": "rl-post-training/team-a"}) == []
+    for run in ({"deployment": "rl-post-training/team-b"}, {"deployment": None}, {}):
+        [issue] = issues(declared, run)
+        assert issue.field == "deployment" and "'rl-post-training/team-a'" in issue.problem
+        assert "parameters.deployment in prefect.yaml" in issue.fix
+    [undeclared] = issues(Declared({}), {"deployment": "rl-post-training/team-a"})
+    assert "declares none" in undeclared.problem

@@ -28,7 +28,12 @@ from uuid import UUID
 from prefect import flow, get_run_logger
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate, LogCreate
-from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+from prefect.client.schemas.filters import (
+    DeploymentFilter,
+    DeploymentFilterId,
+    FlowRunFilter,
+    FlowRunFilterTags,
+)
 from prefect.client.schemas.objects import FlowRun
 from prefect.client.schemas.responses import OrchestrationResult
 from prefect.client.schemas.sorting import FlowRunSort
@@ -66,9 +71,11 @@ from flows.config.loading import load_profile
 from flows.config.profile import Profile
 from flows.core.error_redaction import redacting_errors
 from flows.deployed.declared import deployment_declared
-from flows.deployed.run_choices import refuse_run_choices
+from flows.deployed.run_choices import MUST_DECLARE, refuse_run_choices
 
-RUNS_READ = 200  # the ledger: the target's newest runs (newest announced per kind is among them)
+RUN_TAG = "tpurl-announcement"  # on every retrain run the dispatcher creates
+PAGE = 200  # the most flow runs Prefect's API answers per read
+READ_TRIES = 5
 LOCK_WAIT_S = 600.0
 
 
@@ -94,14 +101,40 @@ def run_view(run: FlowRun, vouched: bool) -> RunView:
 
 
 def read_ledger(client: SyncPrefectClient, deployment_id: UUID) -> list[RunView]:
-    """The target's newest runs: what they hold, trained or left due."""
-    runs = client.read_flow_runs(
-        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
-        sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=RUNS_READ)
+    """Every run of the target the dispatcher marks (its tag, filtered by the server): what
+    they hold, trained or left due. Every page is read, not the newest runs by start time:
+    runs anyone may create (scheduled for 2099, say) push no announcement run out of it,
+    and only a sealed one holds announcements (flows/announcements/record.py)."""
+    runs = read_all_runs(client, deployment_id)
     vouched = vouched_runs(client, str(deployment_id), [
         (str(r.id), (r.parameters or {}).get("announcement")) for r in runs
         if (r.parameters or {}).get("announcement")])
     return [run_view(r, str(r.id) in vouched) for r in runs]
+
+
+def read_all_runs(client: SyncPrefectClient, deployment_id: UUID) -> list[FlowRun]:
+    """All the target's runs with the dispatcher's tag. The API pages by offset, so a run
+    created meanwhile may shift a page: the read is repeated until it holds as many runs as
+    the server counts (a client creating runs without pause makes the dispatcher fail,
+    saying so, never decide on a partial ledger)."""
+    deployments = DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+    tagged = FlowRunFilter(tags=FlowRunFilterTags(all_=[RUN_TAG]))
+    for _ in range(READ_TRIES):
+        found: dict[UUID, FlowRun] = {}
+        offset = 0
+        while True:
+            page = client.read_flow_runs(deployment_filter=deployments, flow_run_filter=tagged,
+                                         sort=FlowRunSort.ID_DESC, limit=PAGE, offset=offset)
+            found.update((r.id, r) for r in page)
+            offset += len(page)
+            if len(page) < PAGE:
+                break
+        if client.count_flow_runs(deployment_filter=deployments,
+                                  flow_run_filter=tagged) == len(found):
+            return list(found.values())
+    raise AnnouncementError(f"deployment: runs of {deployment_id} kept being created while "
+                            f"the dispatcher read them ({READ_TRIES} reads); fix: announce "
+                            "again once they stop")
 
 
 def ensure_lock(client: SyncPrefectClient, name: str) -> None:
@@ -152,8 +185,9 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
             here (a duplicate).
         occurred: The event's time (ISO 8601): announcements are ordered by it.
     """
-    # a deployment's run: its job variables only repeat the deployment's
-    refuse_run_choices(deployment_declared(), {}, profile_fixed=False)
+    # a deployment's run: its job variables and its target only repeat the deployment's
+    refuse_run_choices(deployment_declared(), {"deployment": deployment}, profile_fixed=False,
+                       fixed={"deployment": MUST_DECLARE})
     new = Announcement.of(kind, value, event_id, occurred)  # refused before any side effect
     logger = get_run_logger()
     with get_client(sync_client=True) as client:
@@ -173,7 +207,8 @@ def dispatch_announcement(deployment: str, kind: Kind, value: str, event_id: str
             batch = decide_batch(items, runs)
             where = (str(target.id), deployment)
             names = {r.id: r.name for r in runs}
-            queued = (_queue(client, target.id, where, batch.queue, profile.name, logger)
+            queued = (_queue(client, target.id, where, batch.queue, profile.name, logger,
+                             dict(target.parameters or {}))
                       if batch.queue is not None else None)
             run_id = queued["run"] if queued else ""
             names[PLANNED] = queued["run_name"] if queued else ""
@@ -251,19 +286,21 @@ def _decision_result(decision: Decision, planned_id: str) -> dict[str, Any]:
 
 
 def _queue(client: SyncPrefectClient, deployment_id: UUID, where: tuple[str, str],
-           decision: Queue, profile: str, logger: Any) -> dict[str, Any]:
+           decision: Queue, profile: str, logger: Any,
+           target_parameters: dict[str, Any]) -> dict[str, Any]:
     new, record = decision.announcement, decision.run
     created = client.create_flow_run_from_deployment(
         deployment_id, parameters=record.parameters(), name=retrain_run_name(profile, record),
-        idempotency_key=f"tpurl-announcement-{new.event_id}", tags=["tpurl-announcement"])
+        idempotency_key=f"tpurl-announcement-{new.event_id}", tags=[RUN_TAG])
     new_id, new_name = str(created.id), created.name
     handed = record.parameters()["announcement"]
-    if (created.parameters or {}).get("announcement") != handed:
+    if (created.parameters or {}) != {**target_parameters, **record.parameters()}:
         # the idempotency key named a run someone else created first, with other parameters
+        # (another dataset or revision beside this announcement, say): never recorded
         raise AnnouncementError(
             f"event_id: run {new_name} ({new_id}) of the target already holds the idempotency "
-            f"key tpurl-announcement-{new.event_id} with another announcement; fix: announce "
-            "again under a new event id")
+            f"key tpurl-announcement-{new.event_id} with other parameters than this "
+            "announcement's; fix: announce again under a new event id")
     write_record(client, str(current_run.id), new_id, str(deployment_id), handed)
     logger.info("queued %s for %s (serves %s)", new_name, new.describe(),
                 "; ".join(a.describe() for a in record.serves.values()))

@@ -58,7 +58,7 @@ def drop_command(deployment: str, event_id: str) -> int:
                 why = (f"run {holder.name} ({holder.phase}) holds it: cancel that run to stop "
                        "it, then drop it" if holder and holder.phase != "trained" else
                        f"run {holder.name} trained it" if holder else
-                       f"no run of the last {len(runs)} holds event {event_id}")
+                       f"no run the dispatcher queued holds event {event_id}")
                 print(f"error: event {event_id} is not due for {deployment}: {why}; "
                       f"`tpurl announcements due {deployment}` lists what is", file=sys.stderr)
                 return 2

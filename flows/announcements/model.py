@@ -13,6 +13,7 @@ was announced; nothing else is stored.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
@@ -26,6 +27,7 @@ Kind = Literal["dataset", "base-model"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 # The retrain flow's parameter each kind fills.
 PARAMETER = {"dataset": "dataset_uri", "base-model": "model_revision"}
+ANNOUNCED_AS = {"dataset_uri": "the announced dataset", "model_revision": "the announced revision"}
 
 
 
@@ -153,6 +155,29 @@ class RunAnnouncement:
         coalesced = tuple(Announcement.from_dict(item, f"{where}.coalesced[{i}]")
                           for i, item in enumerate(coalesced_in))
         return cls(serves, coalesced)
+
+    def parameters_problem(self, given: Mapping[str, Any],
+                           declared: Mapping[str, Any]) -> str | None:
+        """Why a run holding this announcement would train something else, with the fix;
+        None when it trains exactly what it serves (pure). ``given``: the run's
+        ``dataset_uri``, ``model_revision`` and ``overrides``; ``declared``: the
+        deployment's own parameters. A kind it serves is trained at the announced value; a
+        kind it does not serve, and the overrides, at the deployment's (as the dispatcher
+        creates the run): a run's parameters are whoever created it's, and the record
+        vouches for the announcement only."""
+        expected: dict[str, Any] = {name: declared.get(name) for name in PARAMETER.values()}
+        expected |= {PARAMETER[kind]: item.value for kind, item in self.serves.items()}
+        expected["overrides"] = declared.get("overrides") or {}
+        for name, value in expected.items():
+            got = given.get(name) or ({} if name == "overrides" else None)
+            if got != (value or ({} if name == "overrides" else None)):
+                what = ANNOUNCED_AS.get(name, "the deployment's") if name in {
+                    PARAMETER[k] for k in self.serves} else "the deployment's"
+                return (f"{name}: differs from {what} on a run that holds announcements "
+                        f"{', '.join(sorted(self.event_ids()))}; fix: leave {name} as the "
+                        "dispatcher set it (run the deployment without the announcement "
+                        "parameter to train another value)")
+        return None
 
     def summary(self) -> dict[str, Any]:
         """Flat, for event payloads: what is served and which event ids were folded in."""

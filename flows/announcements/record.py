@@ -8,20 +8,22 @@ let them mark real announcements served (a run that trains something else) or dr
 
 So the dispatcher records each run it creates: right after creating it, an artifact on the
 dispatcher's own flow run, keyed ``tpurl-queued-<retrain run id>``, holding the run's id,
-the target deployment's id and the SHA-256 of the ``announcement`` parameter it handed the
-run. Creating a run of a deployment writes none of this (an artifact belongs to the flow
-run that created it, and creating a run sets only the run's own fields), so a client that
-may only create runs cannot forge it. The retrain flow checks its own flow-run id against
-the record before any side effect (``refusal``), and the dispatcher and `tpurl
-announcements` read a run's announcement (and its drop tags) only from a recorded run
-(``vouched_runs``). A client that may write artifacts and states through the API is beyond
-this check: it could set any run's state itself.
+the target deployment's id, the SHA-256 of the ``announcement`` parameter it handed the run
+and the seal of those three: an HMAC under the key only the workers hold
+(flows/announcements/seal.py, docs/decisions/0025). An artifact belongs to no one: any client
+that may write artifacts can write one with this key, this data and any flow run, so the
+artifact's place vouches for nothing, and only the seal does. The retrain flow checks its
+own flow-run id against the record before any side effect (``refusal``), and the dispatcher
+and `tpurl announcements` read a run's announcement (and its drop tags) only from a run
+sealed so (``vouched_runs``). A client that may set flow-run states through the API is
+beyond this check: it could complete or cancel any run itself.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -29,15 +31,10 @@ from uuid import UUID
 
 from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.actions import ArtifactCreate
-from prefect.client.schemas.filters import (
-    ArtifactFilter,
-    ArtifactFilterKey,
-    FlowRunFilter,
-    FlowRunFilterId,
-)
-from prefect.exceptions import ObjectNotFound
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-DISPATCHER_FLOW = "tpurl-announcement"  # the dispatcher flow's name (flows/announcements/dispatch.py)
+from flows.announcements.seal import KEY_ENV, dispatch_key, seal, sealed
+
 KEY_PREFIX = "tpurl-queued-"
 # The dispatcher writes the record right after the run exists; a worker may start the run
 # meanwhile, so the run waits this long for it before it refuses its parameter.
@@ -55,60 +52,67 @@ def digest(announcement: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def record_rows(run_id: str, deployment_id: str, announcement: Any) -> list[dict[str, str]]:
-    """The record's table: one row, ids and a digest only (no announced value, which an
-    event poster chose, is shown in it)."""
-    return [{"run": run_id, "deployment": deployment_id,
-             "announcement_sha256": digest(announcement)}]
+def record_rows(key: bytes, run_id: str, deployment_id: str,
+                announcement: Any) -> list[dict[str, str]]:
+    """The record's table: one row, ids, a digest and its seal only (no announced value,
+    which an event poster chose, is shown in it)."""
+    sha = digest(announcement)
+    return [{"run": run_id, "deployment": deployment_id, "announcement_sha256": sha,
+             "seal": seal(key, run_id, deployment_id, sha)}]
 
 
 def write_record(client: SyncPrefectClient, dispatcher_run: str, run_id: str,
-                 deployment_id: str, announcement: Any) -> None:
+                 deployment_id: str, announcement: Any, key: bytes | None = None) -> None:
     client.create_artifact(ArtifactCreate(
         key=record_key(run_id), type="table", flow_run_id=UUID(dispatcher_run),
-        data=record_rows(run_id, deployment_id, announcement),
-        description="The retrain run this dispatcher queued, its deployment and the "
-                    "SHA-256 of the announcement it handed it: the run and the ledger "
-                    "accept the announcement only from a run recorded here."))
+        data=record_rows(key or dispatch_key(), run_id, deployment_id, announcement),
+        description="The retrain run this dispatcher queued, its deployment, the SHA-256 "
+                    "of the announcement it handed it and their seal under the workers' "
+                    "key: the run and the ledger accept the announcement only from a run "
+                    "sealed here."))
 
 
-def matches(rows: Any, run_id: str, deployment_id: str, announcement: Any) -> bool:
-    """Whether a record's table vouches for this run, deployment and parameter (pure)."""
-    return isinstance(rows, list) and record_rows(run_id, deployment_id, announcement)[0] in rows
+def matches(rows: Any, key: bytes, run_id: str, deployment_id: str, announcement: Any) -> bool:
+    """Whether a record's table vouches for this run, deployment and parameter: a row
+    naming them, sealed under ``key`` (pure)."""
+    if not isinstance(rows, list):
+        return False
+    sha = digest(announcement)
+    return any(isinstance(row, dict) and row.get("run") == run_id
+               and row.get("deployment") == deployment_id
+               and row.get("announcement_sha256") == sha
+               and sealed(key, run_id, deployment_id, sha, row.get("seal")) for row in rows)
 
 
 def vouched_runs(client: SyncPrefectClient, deployment_id: str,
-                 runs: Iterable[tuple[str, Any]]) -> set[str]:
-    """The ids among ``runs`` ((run id, announcement parameter)) that a dispatcher flow run
-    recorded with exactly that parameter for this deployment."""
+                 runs: Iterable[tuple[str, Any]], key: bytes | None = None) -> set[str]:
+    """The ids among ``runs`` ((run id, announcement parameter)) whose record, sealed under
+    the workers' key, names exactly that parameter for this deployment."""
     wanted = dict(runs)
     if not wanted:
         return set()
-    keys = ArtifactFilter(key=ArtifactFilterKey(any_=[record_key(r) for r in wanted]))
+    key = key or dispatch_key()
+    ids = sorted(wanted)
     artifacts: list[Any] = []
-    while True:  # the API answers at most a page (200) per read
-        page = client.read_artifacts(artifact_filter=keys, limit=PAGE, offset=len(artifacts))
-        artifacts += page
-        if len(page) < PAGE:
-            break
-    makers = {a.flow_run_id for a in artifacts if a.flow_run_id is not None}
-    dispatchers = _dispatcher_runs(client, makers)
-    return {run_id for run_id, announcement in wanted.items() for a in artifacts
-            if a.key == record_key(run_id) and a.flow_run_id in dispatchers
-            and matches(a.data, run_id, deployment_id, announcement)}
-
-
-def _dispatcher_runs(client: SyncPrefectClient, run_ids: set[UUID]) -> set[UUID]:
-    """Those of ``run_ids`` that are runs of the dispatcher flow."""
-    if not run_ids:
-        return set()
-    try:
-        flow = client.read_flow_by_name(DISPATCHER_FLOW)
-    except ObjectNotFound:
-        return set()
-    found = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-        id=FlowRunFilterId(any_=sorted(run_ids, key=str))), limit=len(run_ids))
-    return {r.id for r in found if r.flow_id == flow.id}
+    for start in range(0, len(ids), PAGE):  # a bounded filter per read, every page of it
+        keys = ArtifactFilter(key=ArtifactFilterKey(
+            any_=[record_key(r) for r in ids[start:start + PAGE]]))
+        read = 0
+        while True:
+            page = client.read_artifacts(artifact_filter=keys, limit=PAGE, offset=read)
+            artifacts += page
+            read += len(page)
+            if len(page) < PAGE:
+                break
+    vouched = {run_id for run_id, announcement in wanted.items() for a in artifacts
+               if a.key == record_key(run_id)
+               and matches(a.data, key, run_id, deployment_id, announcement)}
+    if unsealed := len({a.key for a in artifacts} - {record_key(r) for r in vouched}):
+        logging.getLogger(__name__).warning(
+            "%d record(s) of deployment %s carry no seal under this process's key: forged, "
+            "or sealed by a worker with another %s; fix: give this process the workers' %s",
+            unsealed, deployment_id, KEY_ENV, KEY_ENV)
+    return vouched
 
 
 def refusal(client: SyncPrefectClient, run_id: str | None, deployment_id: str | None,
@@ -128,7 +132,8 @@ def refusal(client: SyncPrefectClient, run_id: str | None, deployment_id: str | 
         if time.monotonic() >= deadline:
             return (f"announcement: no dispatcher recorded run {run_id} as the one it "
                     "queued with this announcement (the parameter was set by whoever "
-                    f"created the run, not by the dispatcher); {fix}")
+                    "created the run, not by the dispatcher, or the dispatcher's worker "
+                    f"sealed its record under another {KEY_ENV} than this worker's); {fix}")
         sleep(1.0)
     return None
 

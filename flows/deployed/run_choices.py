@@ -39,8 +39,21 @@ NO_PROFILE_FIX = "give the deployment a profile (parameters.profile in prefect.y
 DESTRUCTIVE_FIX = ("run `tpurl teardown PROFILE --delete-bucket` from a workstation, or deploy "
                    "a teardown whose parameters declare it (parameters.{name}: true in "
                    "prefect.yaml)")
-FIXED_FIX = ("leave it out of the run's parameters; the deployment's owner sets it "
-             "(parameters.{name} in prefect.yaml) and deploys again")
+FIXED_FIX = ("leave it out of the run's parameters, or run the deployment declared for that "
+             "value; the deployment's owner sets it (parameters.{name} in prefect.yaml) and "
+             "deploys again")
+
+
+class _MustDeclare:
+    """The default of a fixed parameter that has none: the deployment must declare it."""
+
+    def __repr__(self) -> str:
+        return "MUST_DECLARE"
+
+
+# a fixed parameter naming what the deployment acts on (the dispatcher's target): without a
+# value the deployment declares, its runs are bound to nothing, so each is refused
+MUST_DECLARE: Any = _MustDeclare()
 
 
 def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
@@ -55,10 +68,12 @@ def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
     profile comes from an event (serving), so only a declared one binds. ``destructive``:
     flag parameters that delete what the deployment's owner keeps (the teardown's
     ``delete_bucket``); a run may set one only when the deployment declares it true.
-    ``fixed``: parameters a run may not choose at all, each with the flow's default (the
-    rollback's ``to_run``: which earlier model becomes the champion is the deployment's
-    decision); a run's value must be the one the deployment declares, else that default.
-    Pure."""
+    ``fixed``: parameters a run may not choose at all, each with what applies when the
+    deployment declares none: the flow's default (the rollback's ``to_run``: which earlier
+    model becomes the champion is the deployment's decision), or ``MUST_DECLARE`` for one
+    that names what the deployment acts on (the dispatcher's target ``deployment``), so a
+    deployment declaring none binds its runs to nothing and each is refused. A run's value
+    must be the one the deployment declares, else that default. Pure."""
     issues: list[Issue] = []
     declared_env = declared.env
     for name, value in sorted(run_job_variables.items()):
@@ -84,11 +99,17 @@ def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
                      CATEGORY)
                for name in destructive
                if run_parameters.get(name) and declared.parameters.get(name) is not True]
-    issues += [Issue(name, f"is the deployment's: a run may not choose another value than "
-                     f"{declared.parameters.get(name, default)!r}", FIXED_FIX.format(name=name),
-                     CATEGORY)
-               for name, default in sorted((fixed or {}).items())
-               if run_parameters.get(name, default) != declared.parameters.get(name, default)]
+    for name, default in sorted((fixed or {}).items()):
+        undeclared = name not in declared.parameters
+        if undeclared and default is MUST_DECLARE:
+            issues.append(Issue(name, "is the deployment's, which declares none: a run may not "
+                                "choose one", FIXED_FIX.format(name=name), CATEGORY))
+            continue
+        want = declared.parameters.get(name, default)
+        given = run_parameters.get(name, None if default is MUST_DECLARE else default)
+        if given != want:
+            issues.append(Issue(name, f"is the deployment's: a run may not choose another value "
+                                f"than {want!r}", FIXED_FIX.format(name=name), CATEGORY))
     return issues
 
 

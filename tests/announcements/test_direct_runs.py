@@ -7,15 +7,14 @@ prefect/workers/process.py), the ledger read back as the dispatcher reads it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from uuid import UUID
 
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
     FlowRunFilter,
     FlowRunFilterId,
     LogFilter,
@@ -27,9 +26,9 @@ from prefect.states import Cancelled, Completed
 
 from flows.announcements.decide import DROPPED_TAG, due_announcements
 from flows.announcements.dispatch import read_ledger
-from flows.announcements.record import refusal
+from flows.announcements.record import record_key, refusal, write_record
 from flows.common.paths import REPO_ROOT
-from tests.support.announcements import ANNOUNCED, announce, ds
+from tests.support.announcements import ANNOUNCED, announce, ds, execute_as_a_worker
 
 pytestmark = pytest.mark.services
 
@@ -48,15 +47,6 @@ def _retrain_deployment() -> tuple[str, UUID]:
             concurrency_limit=1, concurrency_options=ConcurrencyOptions(
                 collision_strategy=ConcurrencyLimitStrategy.ENQUEUE))
     return f"rl-post-training/{name}", deployment_id
-
-
-def _execute_as_a_worker(run_id: UUID) -> subprocess.Popen[str]:
-    from prefect.settings import PREFECT_API_URL
-
-    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()),
-           "PREFECT__FLOW_RUN_ID": str(run_id)}
-    return subprocess.Popen([sys.executable, "-m", "prefect.engine"], cwd=REPO_ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _due_ids(deployment_id: UUID) -> set[str]:
@@ -90,11 +80,19 @@ def test_direct_runs_are_refused_and_leave_the_real_announcement_due(prefect_api
                    [f"{DROPPED_TAG}{event_id}"],
                    "announcement: no dispatcher recorded run"),
     }
+    # a run holding the real announcement, recorded and sealed as the dispatcher's (as a
+    # run made first under its idempotency key was), that trains another dataset
+    attacks["swapped"] = ({"dataset_uri": ds("v1.parquet"), "announcement": handed}, [],
+                          "dataset_uri: differs from the announced dataset")
     with get_client(sync_client=True) as client:
         runs = {kind: client.create_flow_run_from_deployment(
             deployment_id, parameters=parameters, tags=tags).id
             for kind, (parameters, tags, _why) in attacks.items()}
-    workers = {kind: _execute_as_a_worker(run_id) for kind, run_id in runs.items()}
+        [record] = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=[record_key(str(real.id))])))
+        write_record(client, str(record.flow_run_id), str(runs["swapped"]),
+                     str(deployment_id), handed)
+    workers = {kind: execute_as_a_worker(run_id) for kind, run_id in runs.items()}
     outputs = {kind: worker.communicate(timeout=600)[0] for kind, worker in workers.items()}
     APILogWorker.drain_all(timeout=10)
     with get_client(sync_client=True) as client:

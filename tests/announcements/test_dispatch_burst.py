@@ -27,7 +27,8 @@ def test_the_first_dispatcher_of_a_burst_queues_one_run_for_all_of_it():
     with get_client(sync_client=True) as client:
         flow_id = client.create_flow_from_name("tpurl-announcement")
         dispatcher = client.create_deployment(flow_id=flow_id,
-                                              name=f"announce-{uuid.uuid4().hex[:8]}")
+                                              name=f"announce-{uuid.uuid4().hex[:8]}",
+                                              parameters={"deployment": deployment})
         made = [client.create_flow_run_from_deployment(dispatcher, parameters={
             "deployment": deployment, "kind": "dataset", "value": ds(f"b{i}.parquet"),
             "event_id": str(uuid.uuid4()), "occurred": str(T0 + timedelta(seconds=i))})

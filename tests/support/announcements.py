@@ -3,6 +3,9 @@ through the real dispatcher flow (the dispatcher's server tests, tests/announcem
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -48,3 +51,14 @@ def runs_of(deployment_id: UUID) -> list:
     with get_client(sync_client=True) as client:
         return client.read_flow_runs(deployment_filter=DeploymentFilter(
             id=DeploymentFilterId(any_=[deployment_id])))
+
+
+def execute_as_a_worker(run_id: UUID) -> subprocess.Popen[str]:
+    """Execute a deployment's run as a process worker does (`python -m prefect.engine` with
+    PREFECT__FLOW_RUN_ID: prefect 3.9.1 prefect/workers/process.py), in the checkout."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+           "PREFECT__FLOW_RUN_ID": str(run_id)}
+    return subprocess.Popen([sys.executable, "-m", "prefect.engine"], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
