@@ -98,7 +98,7 @@ def test_the_docs_own_dispatcher_binds_its_runs_to_its_target():
     """how-to/announce.md's dispatcher of your own, as written: its runs may announce to the
     deployment it declares and to no other."""
     from flows.deployed.declared import Declared
-    from flows.deployed.run_choices import refused_choices
+    from flows.deployed.run_choices import MUST_DECLARE, refused_choices
 
     [own] = yaml.safe_load(yaml_block("own-dispatcher", "how-to/announce.md"))
     assert own["entrypoint"] == "flows/announcements/dispatch.py:dispatch_announcement"
@@ -106,7 +106,7 @@ def test_the_docs_own_dispatcher_binds_its_runs_to_its_target():
     target = own["parameters"]["deployment"]
     for run, refused in (({"deployment": target}, False),
                          ({"deployment": "rl-post-training/retrain-rehearsal"}, True)):
-        issues = refused_choices({}, declared, run, profile_fixed=False, fixed=("deployment",))
+        issues = refused_choices({}, declared, run, profile_fixed=False, fixed={"deployment": MUST_DECLARE})
         assert bool(issues) == refused, (run, issues)
 
 
