@@ -178,12 +178,12 @@ def test_the_run_s_benchmarks_read_it(first_run, root, tmp_path):
 
 def test_the_export_benchmark_exports_the_run(first_run, root):
     """benchmarks/export.py's quick run: this checkout's export workloads, as its code builds
-    them, run once on this run's actor checkpoint and tiny model; the export holds its
-    weights and the transformers load check reports (the benchmark exits 1 otherwise)."""
+    them, the converter run once on this run's actor checkpoint and tiny model; the export
+    holds its weights (the benchmark exits 1 otherwise)."""
     from tests.support.benchmarks import assert_figures, run_quick
 
     out = run_quick("export", "--quick", "--inputs", str(root), timeout=1800)
-    assert_figures(out, "round 1 after", "load check: {", "median over 1 round(s)")
+    assert_figures(out, "round 1 after", "export-maxtext-to-hf wall s", "median over 1 round(s)")
 
 
 def test_the_venv_installed_without_resolving_misses_no_requirement(first_run,
