@@ -69,6 +69,8 @@ def main() -> None:
           f"(min {min(skips):.3f}, max {max(skips):.3f})")
     print(f"full / skip:                                 {full.seconds / skip:6.0f}x")
     print(f"digest: {full.ref}")
+    if args.quick:  # the tests' disk: this run's reference goes (an image another name holds,
+        client.images.remove(full.ref)  # as a cached build may share, is only untagged)
 
 
 if __name__ == "__main__":
