@@ -162,7 +162,10 @@ def main() -> int:
     if quick:  # the tests' disk: the two tags this run made go (an image another name holds,
         client = docker.from_env()  # as the cached build shares the deployed one, is untagged)
         for image in {built["image"], changed["image"]}:
-            client.images.remove(image)
+            try:
+                client.images.remove(image)
+            except docker.errors.APIError as exc:  # a disk concern only: the figures stand
+                print(f"(the image {image} was kept: {exc})")
     if not different:
         print("the build after a flows/ change gave the cached build's image")
     return 0 if different else 1
