@@ -7,7 +7,8 @@ and posts COUNT `tpurl.dataset.updated` events for the rehearsal profile, evenly
 seconds (each one POST /api/events, as `tpurl announce` does). The retrain deployment is moved
 to a work queue no worker polls, so its runs wait (a retrain is not what is measured) and every
 announcement after the first finds a waiting run to coalesce into. Then it waits until the
-queue is settled: no dispatcher run left to start or finish and none created for 120 s.
+queue is settled: no dispatcher run left to start or finish and none created for QUIET_S
+seconds (``--quiet-s``, default 120).
 
 Prints: dispatcher runs (created, by final state, started as a process), retrain runs created
 (the goal is one) and how they ended, the waiting run's dataset (it must be the newest), wall
@@ -16,7 +17,12 @@ flow-run processes it started (read from /proc). `--save FILE` writes the figure
 `--baseline FILE` (saved on previous main, same COUNT/SPAN/LIMIT) prints each one's ratio.
 The worker's `--limit` (default 4) bounds the dispatcher processes at once: without one a
 process worker starts every due run in each poll, COUNT Python processes on a 2-core machine.
+Exits 1 when the burst did not end as it must: more or fewer than one retrain run, the
+waiting run not holding the newest dataset, or a dispatcher run that neither completed nor
+was cancelled. ``--quick`` (the tests' run) posts 3 announcements over 2 s and settles after
+10 quiet seconds.
 Usage: .venv/bin/python -m benchmarks.announcement_burst [--count 200] [--span 60] [--limit 4]
+       [--quiet-s 120] [--quick]
 """
 
 from __future__ import annotations
@@ -101,9 +107,10 @@ def post_burst(server: PrefectServer, count: int, span: float) -> list[str]:
     return uris
 
 
-def settle(server: PrefectServer, dispatcher_id: str, count: int, timeout: float) -> list[dict]:
+def settle(server: PrefectServer, dispatcher_id: str, count: int, timeout: float,
+           quiet_s: float = QUIET_S) -> list[dict]:
     """Wait until every announcement's dispatcher run exists and ended, and no new one came
-    for QUIET_S; the dispatcher runs then."""
+    for ``quiet_s``; the dispatcher runs then."""
     deadline, last_count, last_change = time.monotonic() + timeout, -1, time.monotonic()
     while time.monotonic() < deadline:
         runs = runs_of(server, dispatcher_id)
@@ -111,13 +118,14 @@ def settle(server: PrefectServer, dispatcher_id: str, count: int, timeout: float
             last_count, last_change = len(runs), time.monotonic()
         open_runs = [r for r in runs if r["state"]["type"] not in FINAL]
         if (not open_runs and len(runs) >= count) or (
-                not open_runs and runs and time.monotonic() - last_change > QUIET_S):
+                not open_runs and runs and time.monotonic() - last_change > quiet_s):
             return runs
         time.sleep(2)
     raise SystemExit(f"not settled after {timeout:.0f} s: {last_count} dispatcher runs")
 
 
-def measure(count: int, span: float, limit: int, timeout: float) -> dict[str, Any]:
+def measure(count: int, span: float, limit: int, timeout: float,
+            quiet_s: float = QUIET_S) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as home, prefect_server_in(Path(home)) as server:
         server_pid = _server_pid(Path(home))
         deployed = deploy(server)
@@ -134,7 +142,7 @@ def measure(count: int, span: float, limit: int, timeout: float) -> dict[str, An
             started = time.monotonic()
             uris = post_burst(server, count, span)
             posted = time.monotonic() - started
-            dispatchers = settle(server, dispatcher_id, count, timeout)
+            dispatchers = settle(server, dispatcher_id, count, timeout, quiet_s)
             wall = time.monotonic() - started
             server_cpu = cpu_seconds(server_pid) - server_cpu0
             worker_cpu = cpu_seconds(worker.pid) - worker_cpu0
@@ -186,7 +194,7 @@ def _server_pid(home: Path) -> int:
     raise SystemExit("the server process was not found")
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--span", type=float, default=60.0, help="seconds the burst lasts")
@@ -194,8 +202,14 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--save", help="write the figures to this JSON file")
     parser.add_argument("--baseline", help="JSON written by --save before: print ratios")
+    parser.add_argument("--quiet-s", type=float, default=QUIET_S,
+                        help="settled after this long without a new dispatcher run")
+    parser.add_argument("--quick", action="store_true",
+                        help="3 announcements over 2 s, settled after 10 quiet s (the tests' run)")
     args = parser.parse_args()
-    figures = measure(args.count, args.span, args.limit, args.timeout)
+    if args.quick:
+        args.count, args.span, args.quiet_s, args.timeout = 3, 2.0, 10.0, 600.0
+    figures = measure(args.count, args.span, args.limit, args.timeout, args.quiet_s)
     if args.save:
         Path(args.save).write_text(json.dumps(figures, indent=1))
     baseline = Path(args.baseline) if args.baseline else None
@@ -209,7 +223,12 @@ def main() -> None:
         shown = f"{value:.1f}" if isinstance(value, float) else str(value)
         print(f"{name:<28} {shown}{ratio}")
     print(f"goal: one retrain run created: {'met' if figures['retrain runs created'] == 1 else 'MISSED'}")
+    ended_right = (figures["retrain runs created"] == 1 and figures["waiting run holds the newest"]
+                   and not figures["dispatcher runs not completed or cancelled"])
+    if not ended_right:
+        print("the burst did not end in one waiting retrain run holding the newest dataset")
+    return 0 if ended_right else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

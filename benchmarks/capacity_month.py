@@ -29,6 +29,8 @@ Prices come from the tutorial profile plus any --price MODE=USD given here; spot
 flex-start and queued have no cited default, and where none is given an ASSUMED fraction of
 the on-demand list price is used and printed as such. The capacity timings and the stockout
 figures are assumptions (MonthAssumptions, capacity_wait.STOCKOUTS); pass your own.
+A pure simulation of seconds: its quick run is the month-cost page's command block, run as
+written by tests/test_howto_figures.py, which also checks the page holds its figures.
 Usage: .venv/bin/python benchmarks/capacity_month.py [--price spot=1.0 --price flex-start=1.5]
        [--provision-h 0.25] [--flex-wait-h 1] [--spot-rate 0.05] [--days 30] [--months 200]
        [--out MODE=FRACTION,HOURS ...] [--zones us-east5-b,us-east5-a,us-east5-c]

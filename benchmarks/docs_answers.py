@@ -9,6 +9,9 @@ folder, from --repo, default this checkout). A question is answered by a section
 index whose text matches every pattern of the question; the script prints, per question,
 the number of such sections and their pages, so a before/after comparison names where a
 reader lands. The questions and their patterns were written down before the docs moved.
+Exits 1 when a question has no answering section: the site no longer answers it, or the
+index no longer holds sections this can search. Its quick run (the tests') is on the site
+tests/test_docs_site.py builds: SITE_DIR given, no build of its own.
 """
 
 from __future__ import annotations
@@ -74,12 +77,16 @@ def main() -> int:
         print(f"site pages: {len(pages)}")
         if (fields := _described_fields(args.repo)) is not None:
             print(f"profile fields with a description: {fields[0]} of {fields[1]}")
-        for question, where in answers(index).items():
+        found = answers(index)
+        for question, where in found.items():
             first = sorted({w.split('#')[0] or 'index' for w in where})
             print(f"- {question}: {len(where)} sections; pages {', '.join(first) or 'none'}")
             for location in where[:4]:
                 print(f"    {location}")
-    return 0
+    unanswered = [question for question, where in found.items() if not where]
+    if unanswered:
+        print(f"unanswered: {'; '.join(unanswered)}")
+    return 1 if unanswered else 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ evaluate stage's wall time and its programs' walls beside the rest of the run, a
 that run; then the tutorial's chip-hour estimate (flows/core/eval_estimate.py). For a first
 run of a base both programs run; a later run reuses the base score. Run it after a run that
 evaluated (the rehearsal profile's eval section), on a quiet machine for figures worth
-quoting, and note the load average it prints.
+quoting, and note the load average it prints. Exits non-zero when the result holds no
+evaluate stage. Its quick run (the tests') reads the rehearsal test's first run's result:
+RESULT.json given, milliseconds.
 """
 
 from __future__ import annotations

@@ -12,7 +12,12 @@ the same safetensors bytes and that each load check reported.
 programs) in every round, the first export after an install; otherwise they use the caches
 beside the venvs, as a rehearsal does: round 1 may fill them, so with more than one round
 the medians leave it out.
+Exits 1 when an export holds no model.safetensors or its load check did not report, or when
+the two exports differ. ``--quick`` (the tests' run, on the rehearsal test's finished run)
+runs this checkout's converter once, no "before" and no load check (the rehearsal test checks
+its own export's load): one round's figures, the export's weights checked.
 Usage: .venv/bin/python benchmarks/export.py [--inputs ROOT] [--before DIR] [--rounds N] [--cold]
+       [--quick]
 """
 
 from __future__ import annotations
@@ -46,7 +51,10 @@ def emit(repo: Path) -> None:
     from flows.core.programs import export_workload
     from flows.core.storage import program_path
 
-    profile = load_profile("rehearsal", {"local.root": "/nonexistent-root"}, environ={})
+    # a root the profile accepts (under the temporary directory) that holds nothing: only
+    # the paths are wanted, each replaced by the runner
+    placeholder = Path(tempfile.gettempdir()) / "tpurl-export-bench-placeholder-root"
+    profile = load_profile("rehearsal", {"local.root": str(placeholder)}, environ={})
     layout, step = Layout(profile), 2
     runtime = LocalRuntime(profile, layout)
     pythons = {REHEARSAL_IMAGE: layout.venv_dir(), HF_CHECK_IMAGE: layout.hf_check_venv_dir()}
@@ -113,7 +121,7 @@ def run_variant(spec: dict[str, Any], repo: Path, inputs: dict[str, str], out_di
     return figures
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--emit", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--inputs", type=Path, default=ROOT / ".tpurl/rehearsal",
@@ -122,19 +130,27 @@ def main() -> None:
                         help="the checkout measured as 'before' (default /work/main)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--cold", action="store_true", help="new, empty caches for every 'after' run")
+    parser.add_argument("--quick", action="store_true",
+                        help="this checkout's export once, no 'before' (the tests' run)")
     args = parser.parse_args()
     if args.emit:
         emit(args.emit)
-        return
+        return 0
     inputs = inputs_in(args.inputs.resolve())
-    specs = {"before": (workloads_of(args.before), args.before),
-             "after": (workloads_of(ROOT), ROOT)}
+    specs = {"after": (workloads_of(ROOT), ROOT)}
+    if args.quick:  # the converter alone: the load check is not run, so not required
+        args.rounds = 1
+        spec = specs["after"][0]
+        spec["workloads"] = spec["workloads"][:1]
+    else:
+        specs = {"before": (workloads_of(args.before), args.before), **specs}
     print(f"inputs: {inputs}")
     for name, (spec, _) in specs.items():
         print(f"{name}: code {spec['code']}; " + "; ".join(
             " ".join(w["argv"][:3]) + " ..." for w in spec["workloads"]))
     scratch = Path(tempfile.mkdtemp(prefix="tpurl-export-bench-"))
     results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    wrong: list[str] = []
     try:
         for rnd in range(1, args.rounds + 1):
             exports = {}
@@ -149,10 +165,17 @@ def main() -> None:
                     f"{k} {v['wall']:.1f} s wall / {v['cpu']:.1f} s cpu"
                     for k, v in figures.items() if k != "report") + f"  (load {load:.1f})")
                 print(f"   load check: {figures.get('report')}")
-            same = (exports["before"] / "model.safetensors").read_bytes() == \
-                (exports["after"] / "model.safetensors").read_bytes()
-            verdict = "the same bytes" if same else "DIFFERENT"
-            print(f"round {rnd}: the two exports' model.safetensors are {verdict}")
+                if not (out / "model.safetensors").is_file() or (
+                        "report" not in figures and not args.quick):
+                    wrong.append(f"round {rnd} {name}: no model.safetensors or no load check")
+            if "before" in exports and all((o / "model.safetensors").is_file()
+                                           for o in exports.values()):
+                same = (exports["before"] / "model.safetensors").read_bytes() == \
+                    (exports["after"] / "model.safetensors").read_bytes()
+                verdict = "the same bytes" if same else "DIFFERENT"
+                print(f"round {rnd}: the two exports' model.safetensors are {verdict}")
+                if not same:
+                    wrong.append(f"round {rnd}: the exports differ")
             for out in exports.values():
                 shutil.rmtree(out, ignore_errors=True)
     finally:
@@ -166,12 +189,15 @@ def main() -> None:
             continue
         for measure in ("wall", "cpu"):
             then = statistics.median(r[key][measure] for r in results["before"] if key in r) \
-                if all(key in r for r in results["before"]) else None
+                if results["before"] and all(key in r for r in results["before"]) else None
             now = statistics.median(r[key][measure] for r in results["after"])
             ratio = f"{now / then:6.2f}" if then else "     -"
             shown = f"{then:9.1f}" if then is not None else "        -"
             print(f"{key + ' ' + measure + ' s':<36} {shown} {now:9.1f} {ratio}")
+    for line in wrong:
+        print(line)
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

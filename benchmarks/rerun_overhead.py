@@ -1,6 +1,6 @@
 """What an unchanged rerun of the rehearsal costs outside its (skipped) stages.
 
-Usage: python benchmarks/rerun_overhead.py [--repeat N]
+Usage: python benchmarks/rerun_overhead.py [--repeat N] [--quick]
 
 The last rows start `tpurl run` with the API server kept between commands, as when the user
 asks for one (flows/console/kept_api.py), first starting it, then finding it running. An
@@ -13,6 +13,9 @@ until healthy) with Prefect's defaults and with tpurl's ``SERVER_ENV``, and the 
 time and CPU time (user + system): on a loaded machine the wall time grows with the load,
 the CPU time much less, so the CPU time is what a quiet machine's wall time comes near (one
 process on one core). The load average is printed beside each figure.
+``--quick`` measures `tpurl validate`, the import, `tpurl run`'s start and the kept server
+twice (started, then found), without the server-alone rows. Exits 1 when a later command did
+not find the kept server its first one started (another URL); prints figures only.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ KEPT = """
 import time
 t = time.monotonic()
 from flows.console import interrupts
-with interrupts.private_api(while_starting=lambda: __import__("flows.pipeline")):
-    print(f"{time.monotonic() - t:.1f}")
+with interrupts.private_api(while_starting=lambda: __import__("flows.pipeline")) as url:
+    print(f"{time.monotonic() - t:.1f} {url}")
 """
 
 # In a child: start the server as tpurl does (or with Prefect's defaults), report the wall
@@ -75,15 +78,18 @@ def timed(what: str, argv: list[str]) -> str:
     return out.strip()
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--quick", action="store_true",
+                        help="one of each start, the kept server twice (the tests' run)")
     args = parser.parse_args()
+    reused = True
     for _ in range(args.repeat):
         timed("tpurl validate rehearsal (process)", [TPURL, "validate", "rehearsal"])
         timed("python -c 'import flows.pipeline'", [sys.executable, "-c",
                                                     "import flows.pipeline"])
-        for env in ("defaults", "tpurl"):
+        for env in () if args.quick else ("defaults", "tpurl"):
             out = timed(f"API server, {env} env (this process: start, stop)",
                         [sys.executable, "-c", SERVER, env, "alone"])
             wall, cpu = out.split()
@@ -92,28 +98,36 @@ def main() -> None:
                     [sys.executable, "-c", SERVER, "tpurl", "overlap"])
         per_command = float(out.split()[0])
         print(f"    to healthy with the flow imported: wall {per_command} s")
-        kept_rows(per_command)
+        reused = kept_rows(per_command, attempts=2 if args.quick else 3) and reused
+    if not reused:
+        print("a later command did not find the kept server the first one started")
+    return 0 if reused else 1
 
 
-def kept_rows(per_command: float) -> None:
-    """The kept server: the first command starts it, the next ones find it running."""
+def kept_rows(per_command: float, attempts: int = 3) -> bool:
+    """The kept server: the first command starts it, the next ones find it running (whether
+    they all used one server's URL)."""
     with tempfile.TemporaryDirectory() as scratch:
         kept_env = {**ENV, "TPURL_KEEP_API_S": "600", "TPURL_CACHE_DIR": f"{scratch}/cache",
                     "PREFECT_HOME": f"{scratch}/home"}
         try:
+            urls = set()
             for attempt in ("first (starts the kept server)", "second (reuses it)",
-                            "third (reuses it)"):
+                            "third (reuses it)")[:attempts]:
                 before, started = _cpu_children(), time.monotonic()
                 out = subprocess.run([sys.executable, "-c", KEPT], check=True,
                                      capture_output=True, text=True, env=kept_env).stdout
                 wall, cpu = time.monotonic() - started, _cpu_children() - before
+                ready, url = out.strip().splitlines()[-1].split()
+                urls.add(url)
                 print(f"tpurl run's start, kept server, {attempt}: wall {wall:.1f} s, CPU "
-                      f"{cpu:.1f} s, to ready {out.strip()} s; ratio to a server per command "
-                      f"{float(out.strip()) / per_command:.2f} (load {os.getloadavg()[0]:.1f})",
+                      f"{cpu:.1f} s, to ready {ready} s; ratio to a server per command "
+                      f"{float(ready) / per_command:.2f} (load {os.getloadavg()[0]:.1f})",
                       flush=True)
+            return len(urls) == 1
         finally:
             subprocess.run([TPURL, "api-server", "stop"], env=kept_env, capture_output=True)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -7,7 +7,9 @@ images/rehearsal/decode_check.py in the rehearsal venv twice, on random weights 
 profile's model (all 48 layers unless --layers): once with sparse_matmul=true, once with the
 profile as it is; each run times the cached and the uncached decode interleaved, so both see
 the same load. Prints tokens/s of each of the four and the ratios to previous main's.
-Usage: .venv/bin/python benchmarks/rollout.py [--layers N] [--repeats N]
+Exits 1 when a run decoded no token. ``--quick`` (the tests' run, beside the stand-in
+rollout's test, which has the venv) is ``--layers 1 --repeats 1``.
+Usage: .venv/bin/python benchmarks/rollout.py [--layers N] [--repeats N] [--quick]
 """
 
 from __future__ import annotations
@@ -45,11 +47,14 @@ def measure(extra: list[str], layers: int | None, repeats: int) -> dict[str, flo
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, help="decoder layers (default: the profile's 48)")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="one layer, one repeat (the tests' run)")
     args = parser.parse_args()
+    if args.quick:
+        args.layers, args.repeats = 1, 1
     sparse = measure(["sparse_matmul=true"], args.layers, args.repeats)
     dense = measure([], args.layers, args.repeats)
     main_tok_s = sparse["uncached_tok_s"]
@@ -63,7 +68,12 @@ def main() -> None:
         print(f"{label:<38} {tok_s:9.2f} {report[f'{kind}_first_s']:13.1f} {tok_s / main_tok_s:7.2f}")
     print(f"greedy tokens cached = uncached (leading of {dense['tokens']}; bfloat16 may flip a "
           f"late near-tie): sparse {sparse['equal_prefix']}, dense {dense['equal_prefix']}")
+    decoded = all(r["tokens"] > 0 and r[f"{kind}_tok_s"] > 0 for r in (sparse, dense)
+                  for kind in ("cached", "uncached"))
+    if not decoded:
+        print("a decode produced no token")
+    return 0 if decoded else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -3,6 +3,8 @@
 Usage (from the repository root):
   python -m benchmarks.run_events API_URL FLOW_RUN_ID      an existing run's events
   python -m benchmarks.run_events --run TRAIN_S [--heartbeat S]
+  python -m benchmarks.run_events --quick [--api URL]  --run 1, events read after 8 s
+      (--api: a running Prefect API in place of a new server, as the tests' quick run)
       starts a real `prefect server start`, runs the real flow once with stand-in stages
       (tests/support/standin_run.py: instant, train lasting TRAIN_S) in a process whose
       PREFECT_FLOWS_HEARTBEAT_FREQUENCY is S (default: the product's, 3600; Prefect's own
@@ -22,6 +24,8 @@ leased beat): 26 an hour with 180 s and 600 s, 2 with the hourly beats; per run 
 (keyed artifacts, lock record, the first heartbeat). With P a run's other events the share is
 under a quarter while 3 * (B + 2 * hours) < P: these stand-in runs (B 6, P 30) for 2 h, where 180 s and 600 s
 crossed it after 10 min.
+Exits 1 when the run's events lack its own (a `tpurl.` event and its flow run's Completed):
+then what is counted is no longer the run's.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ from flows.locking.lock_rules import LEASED_BEAT_S
 from tests.support.run_events import BOOKKEEPING, bookkeeping_share, category, run_events
 
 
-def report(api: str, run_id: str) -> None:
+def report(api: str, run_id: str) -> bool:
+    """Prints the figures; whether the run's own events were among them."""
     events = run_events(api, run_id)
     share, counts = bookkeeping_share(events)
     noise = sum(counts[c] for c in BOOKKEEPING)
@@ -50,13 +55,21 @@ def report(api: str, run_id: str) -> None:
     names = Counter(e["event"] for e in events if category(e) in BOOKKEEPING)
     for name, count in names.most_common():
         print(f"    {name}: {count}")
+    return _ended(events)
 
 
-def simulate(train_s: float, heartbeat: str) -> None:
+def _ended(events: list[dict]) -> bool:
+    """Whether a run's events hold its own: a `tpurl.` event and its flow run's Completed."""
+    names = {e["event"] for e in events}
+    return any(n.startswith("tpurl.") for n in names) and "prefect.flow-run.Completed" in names
+
+
+def simulate(train_s: float, heartbeat: str, settle_s: float = 35.0,
+             api: str | None = None) -> bool:
     from flows.common.paths import REPO_ROOT
-    from tests.support.prefect_server import prefect_server_in
+    from tests.support.prefect_server import server_at_or_in
 
-    with tempfile.TemporaryDirectory() as home, prefect_server_in(Path(home)) as server:
+    with tempfile.TemporaryDirectory() as home, server_at_or_in(api, Path(home)) as server:
         env = {**server.env, "PYTHONPATH": str(REPO_ROOT)}
         env[SETTING] = heartbeat
         started = time.monotonic()
@@ -69,25 +82,42 @@ def simulate(train_s: float, heartbeat: str) -> None:
         print(f"flow run {run_id}: train {train_s:.0f} s, whole run "
               f"{time.monotonic() - started:.0f} s, {SETTING}={heartbeat}, lock beat "
               f"{LEASED_BEAT_S:.0f} s")
-        time.sleep(35)  # run_events reads up to 30 s past the run's end
-        report(server.url, run_id)
+        # run_events reads up to 30 s past the run's end; the server records events
+        # asynchronously, so at least until the run's Completed is among them
+        deadline = time.monotonic() + max(settle_s, 60.0)
+        time.sleep(settle_s)
+        state = server.api("GET", f"/flow_runs/{run_id}").json()["state"]
+        if state["type"] != "COMPLETED":
+            print(f"the run ended {state['name']}: {(state.get('message') or '')[:2000]}")
+            return False
+        while not _ended(run_events(server.url, run_id)) and time.monotonic() < deadline:
+            time.sleep(2)
+        return report(server.url, run_id)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("where", nargs="*", help="API_URL FLOW_RUN_ID of an existing run")
     parser.add_argument("--run", type=float, help="run the flow once, train lasting this")
     parser.add_argument("--heartbeat", default=str(HEARTBEAT_S),
                         help="PREFECT_FLOWS_HEARTBEAT_FREQUENCY of that run")
+    parser.add_argument("--quick", action="store_true",
+                        help="--run 1, the events read 8 s after the run (the tests' run)")
+    parser.add_argument("--api", help="with --run: a running Prefect API, not a new server")
     args = parser.parse_args()
-    if args.run is not None:
-        simulate(args.run, args.heartbeat)
+    if args.quick:
+        found = simulate(1.0, args.heartbeat, settle_s=8.0, api=args.api)
+    elif args.run is not None:
+        found = simulate(args.run, args.heartbeat, api=args.api)
     elif len(args.where) == 2:
-        report(args.where[0].rstrip("/"), args.where[1])
+        found = report(args.where[0].rstrip("/"), args.where[1])
     else:
         parser.error("give API_URL FLOW_RUN_ID, or --run TRAIN_S")
+    if not found:
+        print("the run's own events (tpurl.*, its flow run's Completed) were not found")
+    return 0 if found else 1
 
 
 if __name__ == "__main__":
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    main()
+    raise SystemExit(main())

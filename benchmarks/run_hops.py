@@ -40,6 +40,8 @@ What is measured (dynamic, over a real run):
 
 The figure is about the code's shape, not its speed: the run's wall time is printed only to
 show the cost of the measurement.
+Exits 1 when a run failed or did not reach the three landmarks. Its default is already its
+quick run (the tests', seconds of instant stages per backend).
 """
 
 from __future__ import annotations

@@ -19,7 +19,11 @@ A program without absl lines (the transformers load check) shows only its wall.
 ``--save FILE`` writes the figures as JSON; ``--baseline FILE`` (saved before a change, on
 the same root) prints each figure's ratio to it in the same run. Prints the load average,
 since the machine may be shared: compare ratios, not seconds, across loads.
+``--reparse SAVED`` prints the table again from a saved run's walls and the newest logs
+under ``--root``, in milliseconds: the tests' quick run (on the rehearsal test's finished
+run). Exits 1 when no program's log was found to read.
 Usage: .venv/bin/python -m benchmarks.stage_profile --root DIR [--lr 3e-3] [--save F] [--baseline F]
+       [--reparse SAVED]
 """
 
 from __future__ import annotations
@@ -81,20 +85,24 @@ def row(name: str, parts: dict[str, float]) -> str:
     return f"{name:<24} " + " ".join(f"{parts.get(k, float('nan')):{w}.1f}" for k, w in COLUMNS)
 
 
-def reparse(root: Path, saved: Path) -> None:
-    """Print the table again from a saved run's walls and the newest logs under ``root``."""
+def reparse(root: Path, saved: Path) -> int:
+    """Print the table again from a saved run's walls and the newest logs under ``root``;
+    how many programs' logs were found."""
     walls = {k.removesuffix(" wall"): v for k, v in json.loads(saved.read_text()).items()
              if k.endswith(" wall")}
     print(HEADER)
+    found = 0
     for name, wall in walls.items():
         logs = sorted(root.glob(f"*/*/*/tpurl-logs/{name}.log"), key=lambda p: p.stat().st_mtime)
         logs += sorted(root.glob(f"*/*/*/*/tpurl-logs/{name}.log"),
                        key=lambda p: p.stat().st_mtime)
         if logs:
             print(row(name, profile_program(max(logs, key=lambda p: p.stat().st_mtime), wall)))
+            found += 1
+    return found
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="output root of a finished rehearsal")
     parser.add_argument("--lr", default=f"{1e-3 * (1 + time.time() % 97 / 100):.6g}",
@@ -105,8 +113,7 @@ def main() -> None:
                         "(its --save JSON) from the newest logs under --root")
     args = parser.parse_args()
     if args.reparse:
-        reparse(Path(args.root), args.reparse)
-        return
+        return 0 if reparse(Path(args.root), args.reparse) else 1
     os.environ["JAX_LOG_COMPILES"] = "1"
 
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
@@ -125,14 +132,16 @@ def main() -> None:
     figures: dict[str, float] = {"flow call": call}
     print(f"learning rate {args.lr}; load average {load0[0]:.1f} before, {load1[0]:.1f} after")
     print(HEADER)
+    logs_read = 0
     for stage in result.stages:
         if stage.stage not in STAGES:
             continue
         figures[f"stage {stage.stage}"] = stage.duration_s
         for run in stage.workloads:
             path = storage.local_path(run.log_uri)
-            parts = profile_program(path, run.wall_s) if path and path.exists() else {
-                "wall": run.wall_s}
+            read = bool(path and path.exists())
+            logs_read += read
+            parts = profile_program(path, run.wall_s) if path and read else {"wall": run.wall_s}
             print(row(run.name, parts))
             figures |= {f"{run.name} {k}": v for k, v in parts.items()}
     programs = sum(v for k, v in figures.items() if k.endswith(" wall"))
@@ -149,7 +158,8 @@ def main() -> None:
                   f"{ratio}")
     if args.save:
         Path(args.save).write_text(json.dumps(figures, indent=1))
+    return 0 if logs_read else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from flows.common.paths import REPO_ROOT
+from tests.support.benchmarks import assert_figures, run_quick
 
 
 def test_the_site_builds_strictly_with_every_page_in_the_nav(tmp_path: Path) -> None:
@@ -26,6 +27,10 @@ def test_the_site_builds_strictly_with_every_page_in_the_nav(tmp_path: Path) -> 
         url = "" if relative.name == "index" else (
             f"{relative.parent}/" if relative.name == "README" else f"{relative}/")
         assert url.removeprefix("./") in locations, f"{page} is not in the built site"
+    # benchmarks/docs_answers.py's quick run, on this site: every question a new user asks
+    # is answered by a section of it (the benchmark exits 1 otherwise)
+    out = run_quick("docs_answers", str(site))
+    assert_figures(out, "README.md:", "site pages:", "- how to set the spend cap:")
 
 
 def test_every_link_of_the_readme_names_a_file_of_the_repository() -> None:

@@ -212,6 +212,17 @@ def test_the_pages_kubernetes_worker_starts_and_joins_its_pool(walkthrough: Walk
         stop_group(worker)
 
 
+def test_the_flow_image_benchmark_builds_a_change(walkthrough: Walkthrough):
+    """benchmarks/flow_image.py's quick run on this dockerd, after the walkthrough built the
+    flow image: the base found, the build cached, one flows/ file changed and built again
+    into another image (the benchmark exits 1 when the change gave the cached image)."""
+    from tests.support.benchmarks import assert_figures, run_quick
+
+    out = run_quick("flow_image", "--quick", timeout=1200)
+    assert_figures(out, "base image (Debian packages):", "flow image size:",
+                   "flow image build: cold nan s, cached")
+
+
 def test_deploy_without_the_image_variable_stops_naming_it(walkthrough: Walkthrough):
     env = {k: v for k, v in walkthrough.env.items() if k != "TPURL_FLOW_IMAGE"}
     done = page_bash("source .venv/bin/activate && prefect --no-prompt deploy --all", env)

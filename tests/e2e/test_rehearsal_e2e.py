@@ -153,6 +153,41 @@ def test_evaluation_scores_both_models_and_decides_promotion(first_run, root):
         assert pointer is None
 
 
+def test_the_run_s_benchmarks_read_it(first_run, root, tmp_path):
+    """The quick runs of benchmarks/evaluation.py (this run's persisted result) and of
+    benchmarks/stage_profile.py --reparse (its programs' walls and logs): milliseconds each,
+    on the run this module already paid for."""
+    from tests.support.benchmarks import assert_figures, run_quick
+
+    def started_at(path: Path) -> object:
+        try:
+            return PipelineResult.model_validate_json(path.read_text()).started_at
+        except ValueError:  # the promoted pointer, its history: not results
+            return None
+
+    persisted = next(p for p in sorted((root / "tpurl-results").rglob("*.json"))
+                     if started_at(p) == first_run.started_at)
+    out = run_quick("evaluation", str(persisted), timeout=120)
+    assert_figures(out, "stages before evaluate:", "evaluate-base:", "evaluate-trained:",
+                   "tutorial (qwen3-30b-a3b-v6e-32), by estimate:")
+    saved = tmp_path / "walls.json"
+    saved.write_text(json.dumps({f"{w.name} wall": w.wall_s for s in first_run.stages
+                                 if s.stage in ("train", "export", "evaluate")
+                                 for w in s.workloads}))
+    out = run_quick("stage_profile", "--root", str(root), "--reparse", str(saved), timeout=120)
+    assert_figures(out, "program", "train-grpo", "export-maxtext-to-hf", "evaluate-trained")
+
+
+def test_the_export_benchmark_exports_the_run(first_run, root):
+    """benchmarks/export.py's quick run: this checkout's export workloads, as its code builds
+    them, the converter run once on this run's actor checkpoint and tiny model; the export
+    holds its weights (the benchmark exits 1 otherwise)."""
+    from tests.support.benchmarks import assert_figures, run_quick
+
+    out = run_quick("export", "--quick", "--inputs", str(root), timeout=1800)
+    assert_figures(out, "round 1 after", "export-maxtext-to-hf wall s", "median over 1 round(s)")
+
+
 def test_the_venv_installed_without_resolving_misses_no_requirement(first_run,
                                                                    rehearsal_image):
     """The lock goes in with ``--no-deps`` (tensorflow-cpu for tensorflow): a requirement the

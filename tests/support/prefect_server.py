@@ -109,6 +109,20 @@ def prefect_server_in(home: Path, port: int | None = None,
         log.close()
 
 
+@contextlib.contextmanager
+def server_at_or_in(url: str | None, home: Path) -> Iterator[PrefectServer]:
+    """The running API at ``url`` when one is given (a test session's, shared: no start to
+    pay), else a new server in ``home`` (``prefect_server_in``)."""
+    if not url:
+        with prefect_server_in(home) as server:
+            yield server
+        return
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update({"PREFECT_HOME": str(home), "PREFECT_API_URL": url,
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+    yield PrefectServer(url=url, env=env)
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
     """Poll the API-backed ``predicate`` each second until it returns something truthy (the
     server applies states and events asynchronously); that value, or an AssertionError

@@ -49,3 +49,13 @@ def test_cached_decode_gives_the_uncached_tokens(rehearsal_image, name: str, lay
     assert report["distinct_tokens"] > 1, report  # a constant output would prove nothing
     assert report["tokens"] == (int(profile.train.args["max_target_length"])
                                 - int(profile.train.args["max_prefill_predict_length"]))
+
+
+def test_the_rollout_benchmark_decodes_both_ways(rehearsal_image) -> None:
+    """benchmarks/rollout.py's quick run (one layer, one timed repeat): both MoE paths, each
+    cached and uncached, decode tokens (the benchmark exits 1 otherwise)."""
+    from tests.support.benchmarks import assert_figures, run_quick
+
+    out = run_quick("rollout", "--quick", timeout=1200)
+    assert_figures(out, "previous main: no cache, sparse MoE", "this branch: KV cache, dense MoE",
+                   "greedy tokens cached = uncached")

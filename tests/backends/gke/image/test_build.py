@@ -135,6 +135,17 @@ def test_the_image_logs_to_wandb_offline_with_the_gke_training_env(
     assert losses == {1: 0.9, 2: 0.5}
 
 
+def test_the_image_benchmark_builds_then_skips(docker_client: docker.DockerClient,
+                                              standin_base: str) -> None:
+    """benchmarks/image_build.py's quick run, FROM this session's stand-in base (not built
+    again): a full build in a namespace of its own, then one skip with the same digest (the
+    benchmark exits non-zero otherwise)."""
+    from tests.support.benchmarks import assert_figures, run_quick
+
+    out = run_quick("image_build", "--quick", "--base", standin_base, timeout=1200)
+    assert_figures(out, "full build + push:", "skip path (median of 1):", "full / skip:")
+
+
 def test_second_run_skips_with_the_same_digest(docker_client: docker.DockerClient,
                                                first_build: ImageResult, standin_base: str,
                                                registry_prefix: str):
