@@ -13,11 +13,17 @@ generated page shows it with its data.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from flows.backends.gke.infra.kueue_objects import KUEUE_TEMPLATE, kueue_documents
+from flows.backends.gke.infra.team_kueue import TPU
+from flows.backends.gke.infra.team_quota import checked_quotas
+from flows.backends.gke.team_queues import TEAM_QUEUE_PREFIX, team_queue_name
 from flows.config import Profile, load_profile
 from flows.config.fit import Part, Side, estimate, gib
 from flows.config.fit_inputs import judged
 from flows.config.spend import SCALE_DOWN_TAIL_S
+from flows.config.teams import Teams
 from flows.config.timeline import PHASES, TrainTimeline, is_billed
 from flows.operations.plan import planned_workloads
 from flows.operations.preemption_cost import RESTART_PHASES, preemption_cost
@@ -275,8 +281,118 @@ def fit_page() -> str:
         trainer, [*second, *table(["side", "part", "size", "certain"], rows)])
 
 
+# ---------------------------------------------------------------------------- queues
+
+# The two teams of docs/how-to/team-budgets.md's example, on the tutorial's cluster with a
+# reservation and spot behind it (so the picture shows a chain of two TPU flavors).
+EXAMPLE_TEAMS = {
+    "research": {"usd_per_month": 2500, "profiles": [TUTORIAL], "tpu_chips": 24,
+                 "borrowing_limit_chips": 8, "fair_weight": 2},
+    "product": {"usd_per_month": 800, "profiles": [SMOKE]},
+}
+EXAMPLE_CHAIN = {"gke.capacity": "reservation,spot",
+                 "gke.prices.spot.usd_per_chip_hour": "1.0",
+                 "gke.prices.spot.source": "an example quote",
+                 "gke.prices.spot.as_of": "2026-12-01"}
+
+
+ORDINALS = ("1st", "2nd", "3rd", "4th", "5th", "6th")
+
+
+def _tpu_quota(cluster_queue: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """The flavors a ClusterQueue lists, in order, and its TPU quota in the first one."""
+    flavors = cluster_queue["spec"]["resourceGroups"][0]["flavors"]
+    names = [f["name"] for f in flavors]
+    tpu = next(r for r in flavors[0]["resources"] if r["name"] == TPU)
+    return names, tpu
+
+
+def _flavor_text(flavor: dict[str, Any]) -> str:
+    labels = flavor["spec"]["nodeLabels"]
+    if "tpurl/capacity" in labels:
+        return f"ResourceFlavor {flavor['metadata']['name']}<br/>TPU nodes, capacity " \
+               f"{labels['tpurl/capacity']}"
+    pool = labels.get("cloud.google.com/gke-nodepool", "")
+    return f"ResourceFlavor {flavor['metadata']['name']}<br/>node pool {pool}"
+
+
+def queues_diagram(documents: list[dict[str, Any]], teams: Teams) -> list[str]:
+    """The teams' LocalQueues, their ClusterQueues in the cohort and the flavors they
+    list, from the Kueue documents the blueprint stages (kueue_objects ``kueue_documents``);
+    the profile's own queue, outside the cohort, for profiles in no team."""
+    def key(name: str) -> str:
+        return name.replace("-", "_")
+
+    flavors = [d for d in documents if d["kind"] == "ResourceFlavor"]
+    queues = [d for d in documents if d["kind"] == "ClusterQueue"]
+    locals_ = [d for d in documents if d["kind"] == "LocalQueue"]
+    lines = ["flowchart LR"]
+    for team in teams.teams.values():
+        shown = ", ".join(team.profiles)
+        lines.append(f'  p_{key(team.name)}["runs of {shown}<br/>(team {team.name})"]')
+    lines.append('  p_none["runs of a profile in no team"]')
+    cohorts = sorted({q["spec"]["cohortName"] for q in queues if "cohortName" in q["spec"]})
+    for cohort in cohorts:
+        lines.append(f'  subgraph cohort_{key(cohort)} ["cohort {cohort}: idle chips lent"]')
+        for cq in (q for q in queues if q["spec"].get("cohortName") == cohort):
+            _, tpu = _tpu_quota(cq)
+            weight = cq["spec"].get("fairSharing", {}).get("weight", "1")
+            lines.append(f'    cq_{key(cq["metadata"]["name"])}["ClusterQueue '
+                         f'{cq["metadata"]["name"]}<br/>guaranteed {tpu["nominalQuota"]} '
+                         f'chips per TPU flavor, may borrow {tpu.get("borrowingLimit", "any")}<br/>'
+                         f'fair weight {weight}"]')
+        lines.append("  end")
+    for cq in (q for q in queues if "cohortName" not in q["spec"]):
+        lines.append(f'  cq_{key(cq["metadata"]["name"])}["ClusterQueue '
+                     f'{cq["metadata"]["name"]}<br/>no cohort: borrows nothing"]')
+    for lq in locals_:
+        lines.append(f'  lq_{key(lq["metadata"]["name"])}(["LocalQueue '
+                     f'{lq["metadata"]["name"]}"])')
+        lines.append(f'  lq_{key(lq["metadata"]["name"])} --> '
+                     f'cq_{key(lq["spec"]["clusterQueue"])}')
+    for flavor in flavors:
+        lines.append(f'  f_{key(flavor["metadata"]["name"])}[/"{_flavor_text(flavor)}"/]')
+    for team in teams.teams.values():
+        lines.append(f"  p_{key(team.name)} --> lq_{key(team_queue_name(team.name))}")
+    plain = next(lq for lq in locals_ if not lq["metadata"]["name"].startswith(TEAM_QUEUE_PREFIX))
+    lines.append(f"  p_none --> lq_{key(plain['metadata']['name'])}")
+    for cq in queues:
+        names, _ = _tpu_quota(cq)
+        for order, name in enumerate(names):
+            lines.append(f'  cq_{key(cq["metadata"]["name"])} -. "{ORDINALS[order]}" .-> '
+                         f'f_{key(name)}')
+    return lines
+
+
+def queues_page() -> str:
+    profile = load_profile(TUTORIAL, {**EXAMPLE_FIELDS, "gke.reservation": "my-v6e-reservation",
+                                      **EXAMPLE_CHAIN}, environ={})
+    gke = profile.gke
+    assert gke is not None
+    teams = Teams.model_validate({"teams": {name: {"name": name, **team}
+                                            for name, team in EXAMPLE_TEAMS.items()}})
+    quotas = checked_quotas(teams, gke.total_chips, {})
+    documents = kueue_documents(KUEUE_TEMPLATE.read_text(), gke, quotas)
+    rows = [[f"`{q.team}`", str(q.nominal), str(q.borrowing_limit), str(q.most), f"{q.weight:g}"]
+            for q in quotas.values()]
+    return _page(
+        "Picture: two teams' queues on one cluster",
+        "the Kueue objects `flows/backends/gke/infra/kueue_objects.py` `kueue_documents` "
+        "renders (`team_kueue.py`, `team_quota.py`) for two example teams on the profile "
+        f"`{TUTORIAL}` ({gke.total_chips} chips) with `gke.capacity: {','.join(gke.capacity_chain)}`",
+        "A team's runs go to its LocalQueue, which feeds its ClusterQueue; the teams' "
+        "ClusterQueues form one cohort, named after the cluster, so a team's idle chips are "
+        "lent to the other and taken back when it needs them. Each ClusterQueue lists the "
+        "capacity chain's TPU flavors in order (a run is admitted on the first with room) "
+        "and the CPU pool's flavor. The teams, as in "
+        "[Budgets for a team](../../how-to/team-budgets.md#fair-queues-on-one-cluster):",
+        queues_diagram(documents, teams),
+        [*table(["team", "guaranteed chips", "may borrow", "at most", "fair weight"], rows)])
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "diagrams/stages.md": stages_page,
     "diagrams/billing.md": billing_page,
     "diagrams/fit.md": fit_page,
+    "diagrams/queues.md": queues_page,
 }
