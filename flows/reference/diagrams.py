@@ -198,8 +198,8 @@ def billing_diagram(profile: Profile) -> list[str]:
     gke = profile.gke
     assert gke is not None and gke.train_timeline is not None
     timeline, tail = gke.train_timeline, SCALE_DOWN_TAIL_S / 60.0
-    return ["%%{init: {'gantt': {'fontSize': 16, 'sectionFontSize': 16, 'barHeight': 24, "
-            "'leftPadding': 190}}}%%",
+    return ["---", "config:", "  gantt:", "    barHeight: 26", "    fontSize: 15",
+            "    sectionFontSize: 15", "    leftPadding: 160", "    useWidth: 760", "---",
             "gantt", "  dateFormat HH:mm", "  axisFormat %H:%M", "  todayMarker off",
             "  section spot or on-demand", *_run_tasks("s", timeline, False, tail),
             "  section spot, reclaimed once", *_preempted_tasks(profile, timeline, tail),
