@@ -80,6 +80,7 @@ LOCAL_PLACES = {
 PLACE_TEXT = {
     "cpu": "one pod on the CPU pool ({pool})",
     "tpu": "every host of the TPU slice",
+    "tpu_leader": "every host of the TPU slice ({topology}), only the first working",
     "pathways": "Pathways head on the CPU pool ({pool}), workers on the TPU slice "
                 "({topology}, {chips} chips)",
 }
@@ -92,6 +93,7 @@ PLACE_STYLE = {
     "infra": "fill:#eceff1,stroke:#607d8b",
     "cpu": "fill:#e3f2fd,stroke:#1976d2",
     "tpu": "fill:#ffebee,stroke:#d32f2f",
+    "tpu_leader": "fill:#ffebee,stroke:#d32f2f",
     "pathways": "fill:#ffebee,stroke:#d32f2f",
     "local": "fill:#f1f8e9,stroke:#689f38",
 }
@@ -118,8 +120,11 @@ def stages_diagram(profile: Profile) -> list[str]:
             text, kind = GKE_PROVIDED[name], name
         else:
             where = placement[name]
-            kind = where.kind
-            text = PLACE_TEXT[kind].format(pool=gke.cpu_pool, topology=where.topology,
+            # render.py: a cpu workload with conversion_placement tpu-hosts runs on every
+            # host of the slice, only the first working
+            kind = "tpu_leader" if where.kind == "cpu" and \
+                gke.conversion_placement != "cpu-pool" else where.kind
+            text = PLACE_TEXT[kind].format(pool=gke.cpu_pool, topology=gke.topology,
                                            chips=where.chips)
         local = LOCAL_PLACES.get(name, "a subprocess of the rehearsal venv")
         lines += [f'  subgraph {name} ["{name}"]', "    direction LR",
