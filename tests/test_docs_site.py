@@ -27,6 +27,15 @@ def test_the_site_builds_strictly_with_every_page_in_the_nav(tmp_path: Path) -> 
         url = "" if relative.name == "index" else (
             f"{relative.parent}/" if relative.name == "README" else f"{relative}/")
         assert url.removeprefix("./") in locations, f"{page} is not in the built site"
+    # the pages that embed a generated picture carry its Mermaid block and load the vendored
+    # Mermaid (a snippet left unexpanded would show `--8<--` instead)
+    for page in sorted((REPO_ROOT / "docs").rglob("*.md")):
+        if "--8<-- \"reference/diagrams/" not in page.read_text():
+            continue
+        relative = page.relative_to(REPO_ROOT / "docs").with_suffix("")
+        html = (site / relative / "index.html").read_text()
+        assert 'class="mermaid"' in html and "--8<--" not in html, page
+        assert "assets/javascripts/mermaid.min.js" in html, page
     # benchmarks/docs_answers.py's quick run, on this site: every question a new user asks
     # is answered by a section of it (the benchmark exits 1 otherwise)
     out = run_quick("docs_answers", str(site))
@@ -92,3 +101,23 @@ def test_the_readmes_rehearsal_time_agrees_with_its_sample() -> None:
     done = float(re.search(r"rehearsal: done in ([\d.]+) s", readme).group(1))
     assert (int(low) + 0.5) * 60 <= done <= int(high) * 60
     assert f"took {round(done)} s" in " ".join(readme.split())
+
+
+def test_the_vendored_mermaid_is_the_pinned_one_of_the_major_mkdocs_material_loads() -> None:
+    """mkdocs-material draws with a `mermaid` already on the page and otherwise fetches
+    mermaid@MAJOR from unpkg.com, unreachable offline: the vendored file is the one
+    scripts/vendor-mermaid.sh pins, of that major version."""
+    import hashlib
+
+    import material
+
+    script = (REPO_ROOT / "scripts" / "vendor-mermaid.sh").read_text()
+    version = re.search(r"^VERSION=(\S+)$", script, re.M)
+    sha256 = re.search(r"^SHA256=([0-9a-f]{64})$", script, re.M)
+    assert version and sha256
+    vendored = REPO_ROOT / "docs" / "assets" / "javascripts" / "mermaid.min.js"
+    assert hashlib.sha256(vendored.read_bytes()).hexdigest() == sha256.group(1)
+    bundle = next((Path(material.__file__).parent / "templates" / "assets" / "javascripts")
+                  .glob("bundle.*.min.js")).read_text()
+    (major,) = set(re.findall(r"unpkg\.com/mermaid@(\d+)/", bundle))
+    assert version.group(1).split(".")[0] == major

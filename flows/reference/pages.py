@@ -10,6 +10,7 @@ from flows.common.paths import REPO_ROOT
 from flows.reference import (
     cli_page,
     deployments_page,
+    diagrams,
     events_page,
     failures_page,
     formats_page,
@@ -26,6 +27,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "failures.md": failures_page.render,
     "formats.md": formats_page.render,
     "troubleshooting.md": troubleshooting_page.render,
+    **diagrams.PAGES,
 }
 
 
@@ -34,6 +36,7 @@ def write(directory: Path = REFERENCE_DIR) -> list[Path]:
     written = []
     for name, render in PAGES.items():
         path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render())
         written.append(path)
     return written
