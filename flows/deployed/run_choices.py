@@ -53,7 +53,8 @@ def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
     flag parameters that delete what the deployment's owner keeps (the teardown's
     ``delete_bucket``); a run may set one only when the deployment declares it true. Pure."""
     issues: list[Issue] = []
-    declared_env = declared.env
+    given_env = declared.job_variables.get("env")
+    declared_env = dict(given_env) if isinstance(given_env, dict) else {}
     for name, value in sorted(run_job_variables.items()):
         if name == "env" and isinstance(value, Mapping):
             issues += [_variable(f"job_variables.env.{key}", key in declared_env)
