@@ -114,8 +114,8 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     with (prefect.yaml, by whoever deploys: as trusted as the profile); an override with the
     same key and value is the deployment's, not the run's, and the run-tunable rule does not
     apply to it. Any other key or value is the run's. ``deployed_env``: likewise the
-    deployment's environment variables (``Declared.env``); in a deployment's run a TPURL_ field the environment
-    sets with another name or value (the worker's inherited environment, which the
+    deployment's environment variables (``Declared.env``); in a deployment's run a TPURL_
+    field the environment sets with another name or value (the worker's inherited environment, which the
     deployment's owner does not see) obeys the same run-tunable rule.
 
     In a deployment's run ``name_or_path`` must be a shipped profile's name
