@@ -575,3 +575,22 @@ def test_the_process_pool_cannot_keep_a_runs_env_out_while_deployments_set_one(
             template, {"TPURL_GKE__PROJECT": "", **variables}))
     assert (config.env.get("PREFECT_API_URL") == INJECTED_ENV["PREFECT_API_URL"]) is reaches
     assert ("PYTHONPATH" in config.env) is reaches
+
+
+def test_prefect_yamls_kubernetes_variables_are_the_pods_env(
+        deployed: tuple[PrefectServer, dict]) -> None:
+    """A deployment with prefect.yaml's Kubernetes job variables is accepted by the API, and
+    each is the flow container's variable of that name, as the worker renders the run; the
+    worker's own PREFECT_API_URL stays."""
+    server, deployment = deployed
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    weekly = next(each for each in config["deployments"]
+                  if each["work_pool"]["name"] == "tpurl-kubernetes")
+    variables = weekly["work_pool"]["job_variables"]
+    made = server.api("POST", "/deployments/", json={
+        "name": "prefect-yaml-variables", "flow_id": deployment["flow_id"],
+        "work_pool_name": "tpurl-kubernetes", "job_variables": variables}).json()
+    run = server.api("POST", f"/deployments/{made['id']}/create_flow_run", json={}).json()
+    env = _container_env(_resolved(server, run["id"]))
+    assert {name: env[name] for name in variables} == variables
+    assert env["PREFECT_API_URL"] == server.url
