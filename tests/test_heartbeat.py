@@ -22,6 +22,7 @@ import yaml
 from prefect.events.schemas.automations import AutomationCore
 
 from flows.common.paths import REPO_ROOT
+from flows.deployed.declared import Declared
 from flows.flow_runs.heartbeat import HEARTBEAT_S, SETTING, ZOMBIE_AFTER_S, quiet_heartbeats
 from tests.support.prefect_server import prefect_server_in, wait_until
 
@@ -31,7 +32,7 @@ AUTOMATION = REPO_ROOT / "deployments" / "automations" / "crash-silent-runs.yaml
 
 def test_every_deployment_beats_once_an_hour():
     config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
-    found = {d["name"]: ((d["work_pool"].get("job_variables") or {}).get("env") or {}).get(SETTING)
+    found = {d["name"]: Declared({}, d["work_pool"].get("job_variables") or {}).env.get(SETTING)
              for d in config["deployments"]}
     assert found and set(found.values()) == {str(HEARTBEAT_S)}, found
 

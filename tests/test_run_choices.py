@@ -149,3 +149,28 @@ def test_a_dispatcher_run_targets_only_the_deployment_its_deployment_declares() 
         assert "parameters.deployment in prefect.yaml" in issue.fix
     [undeclared] = issues(Declared({}), {"deployment": "rl-post-training/team-a"})
     assert "declares none" in undeclared.problem
+
+
+# A Kubernetes-pool deployment: one job variable per environment variable name
+# (deployments/work-pool/kubernetes-base-job-template.json has no `env`).
+WEEKLY = Declared({"profile": "qwen3-30b-a3b-v6e-32"},
+                  {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "3600", "TPURL_GKE__CLUSTER": ""})
+
+
+def test_a_kubernetes_deployments_variables_are_its_env() -> None:
+    assert WEEKLY.env == {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "3600", "TPURL_GKE__CLUSTER": ""}
+    assert Declared({}, {"stream_output": True, "env": {"A": "1"}}).env == {"A": "1"}
+
+
+def test_a_kubernetes_run_choosing_a_value_or_an_env_is_named() -> None:
+    """A run's own value of a listed name, and an ``env`` (not rendered on that pool, and
+    refused all the same: the run chose it), each named; the deployment's value passes."""
+    assert refused_choices({"TPURL_GKE__CLUSTER": ""}, WEEKLY,
+                           {"profile": "qwen3-30b-a3b-v6e-32"}, profile_fixed=True) == []
+    issues = refused_choices({"TPURL_GKE__CLUSTER": "someone-elses",
+                              "env": {"TPURL_GKE__CLUSTER": ""},
+                              "env.PYTHONPATH": "/tmp/attacker"},
+                             WEEKLY, {"profile": "qwen3-30b-a3b-v6e-32"}, profile_fixed=True)
+    assert _named(issues) == ["job_variables.TPURL_GKE__CLUSTER",
+                              "job_variables.env.TPURL_GKE__CLUSTER",
+                              "job_variables.env.PYTHONPATH"]

@@ -79,7 +79,11 @@ def test_the_template_has_no_variable_for_what_runs_where_or_as_whom(template_pa
     variables = template["variables"]
     assert not set(FIXED) & set(variables["properties"])
     assert variables["additionalProperties"] is False
-    assert variables["properties"]["env"]["additionalProperties"] is False
+    if template_path == PROCESS_TEMPLATE:
+        assert variables["properties"]["env"]["additionalProperties"] is False
+    else:  # one variable per name, each filling one fixed entry of the container's env
+        assert "env" not in variables["properties"] and "env" not in template[
+            "job_configuration"]
     placeholders = json.dumps(template["job_configuration"])
     for name in FIXED:
         assert "{{ " + name + " }}" not in placeholders
@@ -88,15 +92,25 @@ def test_the_template_has_no_variable_for_what_runs_where_or_as_whom(template_pa
 
 
 def test_every_env_name_a_deployment_sets_is_one_its_pool_lists() -> None:
-    """prefect.yaml's job_variables.env names are in the pool's template (or the deploy is
-    refused), and the two templates list the same names."""
+    """prefect.yaml's environment variables are in the pool's template (or the deploy is
+    refused): on the process pool under ``env``, on the Kubernetes pool one variable per
+    name, each rendered as its own entry of the container's env; a Kubernetes deployment sets
+    every name, so none reaches the pod without a value. The two pools list the same names."""
     config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
-    listed = {path.stem: set(json.loads(path.read_text())["variables"]["properties"]["env"][
-        "properties"]) for path in (TEMPLATE, PROCESS_TEMPLATE)}
-    assert len({frozenset(names) for names in listed.values()}) == 1
+    process = set(json.loads(PROCESS_TEMPLATE.read_text())["variables"]["properties"]["env"][
+        "properties"])
+    template = json.loads(TEMPLATE.read_text())
+    kubernetes = set(template["variables"]["properties"])
+    assert kubernetes == process
+    entries = _flow_container(template)["env"]
+    assert {each["name"]: each.get("value") for each in entries if "value" in each} == {
+        name: "{{ " + name + " }}" for name in kubernetes}
     for deployment in config["deployments"]:
-        env = (deployment["work_pool"].get("job_variables") or {}).get("env") or {}
-        assert set(env) <= listed["kubernetes-base-job-template"], deployment["name"]
+        variables = deployment["work_pool"].get("job_variables") or {}
+        if deployment["work_pool"]["name"] == "tpurl-kubernetes":
+            assert set(variables) == kubernetes, deployment["name"]
+        else:
+            assert set(variables.get("env") or {}) <= process, deployment["name"]
 
 
 def _exec_kubeconfig(marker: Path) -> dict:
@@ -158,7 +172,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prefect
         flow = server.api("POST", "/flows/", json={"name": "rl-post-training"}).json()
         deployment = server.api("POST", "/deployments/", json={
             "name": "weekly", "flow_id": flow["id"], "work_pool_name": "tpurl-kubernetes",
-            "job_variables": {"env": {"TPURL_GKE__PROJECT": ""}}}).json()
+            "job_variables": {"TPURL_GKE__PROJECT": ""}}).json()
         yield server, deployment
 
 
@@ -190,7 +204,7 @@ def test_a_run_gets_the_fixed_command_account_and_namespace(
         deployed: tuple[PrefectServer, dict]) -> None:
     server, deployment = deployed
     run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
-                     json={"job_variables": {"env": {"TPURL_GKE__PROJECT": ""}}}).json()
+                     json={"job_variables": {"TPURL_GKE__PROJECT": ""}}).json()
     rendered = subprocess.run(
         [sys.executable, "-m", "tests.support.kube_pod", "tpurl-kubernetes", deployment["id"],
          run["id"]], cwd=REPO_ROOT, env=server.env, capture_output=True, text=True, check=True)
@@ -325,11 +339,14 @@ ANOTHER_TEAMS: dict[str, object] = {
     "image_pull_policy": "Never",
     "stream_output": False,
     "name": "team-b-retrain",
+    # no `env` on ours: one variable per name (test_a_runs_env_past_the_validation_...)
+    "env": {"PREFECT_API_URL": "http://127.0.0.1:9/api", "PYTHONPATH": "/tmp/attacker"},
 }
-# What a run may name: `env`, whose names the template lists and whose values the flow
-# compares with its deployment's before anything runs (flows/deployed/run_choices.py).
-RUN_MAY_NAME = frozenset({"env"})
 DECLARED: dict[str, dict] = json.loads(TEMPLATE.read_text())["variables"]["properties"]
+# What a run may name: the environment variables the template lists, one variable each,
+# whose values the flow compares with its deployment's before anything runs
+# (flows/deployed/run_choices.py).
+RUN_MAY_NAME = frozenset(name for name in DECLARED if name.isupper())
 
 
 def _some_value(schema: dict) -> object:
@@ -400,10 +417,11 @@ def test_a_run_cannot_give_the_flow_job_another_teams_queue_size_or_place(
     assert f"'{variable}' was unexpected" in err.value.response.text
 
 
-def test_prefect_yaml_sets_no_job_variable_but_env() -> None:
+def test_prefect_yaml_sets_no_job_variable_but_the_environment() -> None:
     config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
     for each in config["deployments"]:
-        assert set(each["work_pool"].get("job_variables") or {}) <= RUN_MAY_NAME, each["name"]
+        may = RUN_MAY_NAME if each["work_pool"]["name"] == "tpurl-kubernetes" else {"env"}
+        assert set(each["work_pool"].get("job_variables") or {}) <= may, each["name"]
 
 
 def _resolved(server: PrefectServer, run_id: str) -> object:
@@ -489,3 +507,90 @@ def test_a_pool_made_from_an_earlier_template_is_fixed_by_the_update_tpurl_check
     assert err.value.response.status_code == 422
     assert _pool_finding("tpurl-kubernetes", POOLS["tpurl-kubernetes"],
                          lambda pool: _pool_template(server, pool)).ok is True
+
+
+# What a run past the validation gives as its env: another API, from which the pod would
+# load the flow and its pull steps, and a path Python imports from before any of our code.
+INJECTED_ENV: dict[str, str] = ANOTHER_TEAMS["env"]  # type: ignore[assignment]
+
+
+def _container_env(config: object) -> dict[str, object]:
+    container = config.job_manifest["spec"]["template"]["spec"]["containers"][0]  # type: ignore[attr-defined]
+    return {each["name"]: each.get("value") for each in container.get("env") or []}
+
+
+@pytest.mark.parametrize("job_variables", [
+    {"env": INJECTED_ENV},
+    {f"env.{name}": value for name, value in INJECTED_ENV.items()},  # Prefect's dotted form
+], ids=["env", "dotted"])
+def test_a_runs_env_past_the_validation_reaches_no_pod(
+        deployed: tuple[PrefectServer, dict], job_variables: dict) -> None:
+    """``POST /flow_runs/`` stores a run's job variables unvalidated (prefect 3.9.1
+    server/api/flow_runs.py ``create_flow_run``) with the deployment and the pool's queue,
+    so the worker picks the run up and renders it (prefect/workers/base.py
+    ``from_template_and_values``: a run's ``env`` is merged into a job configuration's
+    ``env``). The shipped template has no ``env`` in its job configuration: the pod's
+    environment is the worker's own Prefect settings and the names the deployment sets."""
+    server, deployment = deployed
+    run = server.api("POST", "/flow_runs/", json={
+        "flow_id": deployment["flow_id"], "deployment_id": deployment["id"],
+        "work_pool_name": "tpurl-kubernetes", "state": {"type": "SCHEDULED"},
+        "job_variables": job_variables}).json()
+    assert run["job_variables"] == job_variables and run["work_queue_id"]  # taken as given
+    env = _container_env(_resolved(server, run["id"]))
+    assert "PYTHONPATH" not in env
+    assert env["PREFECT_API_URL"] == server.url  # the worker's own
+    assert env["TPURL_GKE__PROJECT"] == ""  # the deployment's
+
+
+@pytest.mark.parametrize(("env_config", "variables", "reaches"), [
+    ("{{ env }}", {"env": INJECTED_ENV}, True),  # the shipped process template
+    ({"TPURL_GKE__PROJECT": "{{ TPURL_GKE__PROJECT }}"}, {"env": INJECTED_ENV}, True),
+    ("{{ deployment_env }}", {"deployment_env": INJECTED_ENV}, True),
+    (None, {"env": INJECTED_ENV, "deployment_env": INJECTED_ENV}, False),
+], ids=["env-variable", "one-placeholder-per-name", "another-variable", "no-env"])
+def test_the_process_pool_cannot_keep_a_runs_env_out_while_deployments_set_one(
+        deployed: tuple[PrefectServer, dict], env_config: object, variables: dict,
+        reaches: bool) -> None:
+    """The process worker's job configuration carries a flow's environment in ``env`` alone
+    (prefect 3.9.1 prefect/workers/process.py ``ProcessJobConfiguration``: the command and
+    working directory besides; ``prepare_for_flow_run`` lays ``env`` over the worker's own
+    environment). Every way a template can fill it from a deployment's variables also takes
+    a run's names, given through ``POST /flow_runs/`` unvalidated: an ``env`` placeholder is
+    the run's ``env`` whole; a dict of one placeholder per name gets the run's ``env``
+    merged in (prefect/workers/base.py ``from_template_and_values``, "deep merge `env`");
+    a placeholder of another variable is that variable whole. Only a template without
+    ``env`` keeps it out, and then no deployment sets an environment variable."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.workers.process import ProcessJobConfiguration
+
+    template = json.loads(PROCESS_TEMPLATE.read_text())
+    del template["job_configuration"]["env"]
+    if env_config is not None:
+        template["job_configuration"]["env"] = env_config
+    template["variables"]["properties"]["TPURL_GKE__PROJECT"] = {"type": "string"}
+    template["variables"]["properties"]["deployment_env"] = {"type": "object"}
+    with temporary_settings({PREFECT_API_URL: deployed[0].url}):
+        config = asyncio.run(ProcessJobConfiguration.from_template_and_values(
+            template, {"TPURL_GKE__PROJECT": "", **variables}))
+    assert (config.env.get("PREFECT_API_URL") == INJECTED_ENV["PREFECT_API_URL"]) is reaches
+    assert ("PYTHONPATH" in config.env) is reaches
+
+
+def test_prefect_yamls_kubernetes_variables_are_the_pods_env(
+        deployed: tuple[PrefectServer, dict]) -> None:
+    """A deployment with prefect.yaml's Kubernetes job variables is accepted by the API, and
+    each is the flow container's variable of that name, as the worker renders the run; the
+    worker's own PREFECT_API_URL stays."""
+    server, deployment = deployed
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    weekly = next(each for each in config["deployments"]
+                  if each["work_pool"]["name"] == "tpurl-kubernetes")
+    variables = weekly["work_pool"]["job_variables"]
+    made = server.api("POST", "/deployments/", json={
+        "name": "prefect-yaml-variables", "flow_id": deployment["flow_id"],
+        "work_pool_name": "tpurl-kubernetes", "job_variables": variables}).json()
+    run = server.api("POST", f"/deployments/{made['id']}/create_flow_run", json={}).json()
+    env = _container_env(_resolved(server, run["id"]))
+    assert {name: env[name] for name in variables} == variables
+    assert env["PREFECT_API_URL"] == server.url

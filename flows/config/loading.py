@@ -114,8 +114,8 @@ def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None,
     with (prefect.yaml, by whoever deploys: as trusted as the profile); an override with the
     same key and value is the deployment's, not the run's, and the run-tunable rule does not
     apply to it. Any other key or value is the run's. ``deployed_env``: likewise the
-    deployment's ``job_variables.env``; in a deployment's run a TPURL_ field the environment
-    sets with another name or value (the worker's inherited environment, which the
+    deployment's environment variables (``Declared.env``); in a deployment's run a TPURL_
+    field the environment sets with another name or value (the worker's inherited environment, which the
     deployment's owner does not see) obeys the same run-tunable rule.
 
     In a deployment's run ``name_or_path`` must be a shipped profile's name
@@ -309,10 +309,19 @@ def how_to_set(field: str, origin: Origin) -> str:
         return (f"pass --set {field}=VALUE (or the environment variable {env_name(field)})"
                 if shell_safe else f"pass --set {field}=VALUE")
     if origin == "deployment" and field not in tunable_fields():
-        return (f"set {env_name(field)} in the deployment's env (job_variables.env in "
+        return (f"set {env_name(field)} in the deployment's env ({_deployment_env(field)} in "
                 "prefect.yaml): a run's overrides cannot change it")
     return (f'give the run\'s overrides parameter {{"{field}": "VALUE"}} (or set '
-            f"{env_name(field)} in the deployment's env: job_variables.env in prefect.yaml)")
+            f"{env_name(field)} in the deployment's env: {_deployment_env(field)} in "
+            "prefect.yaml)")
+
+
+def _deployment_env(field: str) -> str:
+    """Where prefect.yaml sets a field's variable for a deployment's flow: its own job
+    variable on the Kubernetes pool (whose job configuration has no ``env`` a run could add
+    a name to), the ``env`` variable on the process pool."""
+    return (f"job_variables.{env_name(field)} on the Kubernetes pool, "
+            f"job_variables.env.{env_name(field)} on the process pool")
 
 
 def _translate(exc: ValidationError, origin: Origin) -> list[Issue]:

@@ -31,8 +31,9 @@ from flows.config.profile import Profile
 from flows.config.section_base import RUN_TUNABLE
 
 FIXED = "is fixed by the deployment (a run's overrides may change only run-tunable fields)"
-FIX = ("change it in the profile (or the deployment's TPURL_ env: job_variables.env in "
-       "prefect.yaml) and deploy again, or run it with `tpurl run PROFILE --set`; "
+FIX = ("change it in the profile (or the deployment's TPURL_ variable in prefect.yaml: "
+       "job_variables.NAME on the Kubernetes pool, job_variables.env.NAME on the process "
+       "pool) and deploy again, or run it with `tpurl run PROFILE --set`; "
        "`tpurl profiles --tunable` lists what a run may change")
 
 

@@ -12,10 +12,15 @@ deployment is read itself.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from prefect.runtime import deployment
+
+# A job variable named as an environment variable (upper case) is one on the Kubernetes pool;
+# Prefect's own variables (env, image, labels, stream_output) are lower case.
+ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,14 @@ class Declared:
 
     @property
     def env(self) -> dict[str, Any]:
+        """The environment variables the deployment sets for its flow: on the process pool
+        its ``env`` variable; on the Kubernetes pool one variable per name, named as the
+        environment variable (deployments/work-pool/kubernetes-base-job-template.json, whose
+        job configuration has no ``env`` a run could add a name to)."""
         given = self.job_variables.get("env")
-        return dict(given) if isinstance(given, dict) else {}
+        named = {name: value for name, value in self.job_variables.items()
+                 if ENV_NAME.fullmatch(name)}
+        return {**named, **(given if isinstance(given, dict) else {})}
 
 
 def deployment_declared() -> Declared:

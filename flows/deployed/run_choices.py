@@ -75,7 +75,8 @@ def refused_choices(run_job_variables: Mapping[str, Any], declared: Declared,
     deployment declaring none binds its runs to nothing and each is refused. A run's value
     must be the one the deployment declares, else that default. Pure."""
     issues: list[Issue] = []
-    declared_env = declared.env
+    given_env = declared.job_variables.get("env")
+    declared_env = dict(given_env) if isinstance(given_env, dict) else {}
     for name, value in sorted(run_job_variables.items()):
         if name == "env" and isinstance(value, Mapping):
             issues += [_variable(f"job_variables.env.{key}", key in declared_env)

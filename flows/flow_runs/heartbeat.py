@@ -12,7 +12,8 @@ run's feed: a run of a few hours was mostly heartbeats, burying the pipeline's o
 One an hour keeps that detection (the automation marks a silent run Crashed ``ZOMBIE_AFTER_S``
 after its last heartbeat: one to two hours after its process died) at one event per hour.
 The setting must be in the flow's process before Prefect reads it: the deployments set it in
-prefect.yaml (``job_variables.env``), `tpurl run` in its own environment (``quiet_heartbeats``);
+prefect.yaml (``job_variables.env`` on the process pool, a job variable of its own name on the
+Kubernetes pool), `tpurl run` in its own environment (``quiet_heartbeats``);
 a value already set wins.
 """
 
