@@ -190,14 +190,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prefect
 ])
 def test_a_run_naming_a_fixed_field_is_refused_at_creation(
         deployed: tuple[PrefectServer, dict], variables: dict) -> None:
-    server, deployment = deployed
-    before = server.api("POST", "/flow_runs/count", json={}).json()
-    with pytest.raises(httpx.HTTPStatusError) as err:
-        server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
-                   json={"job_variables": variables})
-    assert err.value.response.status_code == 422
-    assert "Error creating flow run" in err.value.response.text
-    assert server.api("POST", "/flow_runs/count", json={}).json() == before
+    _refused_at_creation(*deployed, variables)
 
 
 def test_a_run_gets_the_fixed_command_account_and_namespace(
@@ -381,14 +374,7 @@ def test_a_run_cannot_give_the_flow_job_another_teams_queue_size_or_place(
     server/api/automations.py)."""
     server, deployment = deployed
     attack = {variable: ANOTHER_TEAMS.get(variable, _some_value(DECLARED.get(variable, {})))}
-    before = server.api("POST", "/flow_runs/count", json={}).json()
-    with pytest.raises(httpx.HTTPStatusError) as err:
-        server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
-                   json={"job_variables": attack})
-    assert err.value.response.status_code == 422
-    assert "Error creating flow run" in err.value.response.text
-    assert f"'{variable}' was unexpected" in err.value.response.text
-    assert server.api("POST", "/flow_runs/count", json={}).json() == before
+    assert f"'{variable}' was unexpected" in _refused_at_creation(server, deployment, attack)
 
     run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
                      json={}).json()
@@ -594,3 +580,16 @@ def test_prefect_yamls_kubernetes_variables_are_the_pods_env(
     env = _container_env(_resolved(server, run["id"]))
     assert {name: env[name] for name in variables} == variables
     assert env["PREFECT_API_URL"] == server.url
+
+
+def _refused_at_creation(server: PrefectServer, deployment: dict, variables: dict) -> str:
+    """Create a run of ``deployment`` with ``variables`` through the API: refused (422)
+    and no run made; the refusal's text."""
+    before = server.api("POST", "/flow_runs/count", json={}).json()
+    with pytest.raises(httpx.HTTPStatusError) as err:
+        server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
+                   json={"job_variables": variables})
+    assert err.value.response.status_code == 422
+    assert "Error creating flow run" in err.value.response.text
+    assert server.api("POST", "/flow_runs/count", json={}).json() == before
+    return err.value.response.text
