@@ -439,12 +439,7 @@ def test_a_run_created_past_the_validation_gets_the_pools_queue_size_and_place(
     the worker picks such a run up. What it renders is the template's: no variable above has
     a placeholder to fill, and the Job carries no Kueue label, the fixed size and node pool."""
     server, deployment = deployed
-    run = server.api("POST", "/flow_runs/", json={
-        "flow_id": deployment["flow_id"], "deployment_id": deployment["id"],
-        "work_pool_name": "tpurl-kubernetes", "state": {"type": "SCHEDULED"},
-        "job_variables": ANOTHER_TEAMS}).json()
-    assert run["job_variables"] == ANOTHER_TEAMS and run["work_queue_id"]  # taken as given
-    config = _resolved(server, run["id"])
+    config = _resolved(server, _created_unvalidated(server, deployment, ANOTHER_TEAMS))
     job = config.job_manifest  # type: ignore[attr-defined]
     pod = job["spec"]["template"]
     container = pod["spec"]["containers"][0]
@@ -518,12 +513,8 @@ def test_a_runs_env_past_the_validation_reaches_no_pod(
     ``env``). The shipped template has no ``env`` in its job configuration: the pod's
     environment is the worker's own Prefect settings and the names the deployment sets."""
     server, deployment = deployed
-    run = server.api("POST", "/flow_runs/", json={
-        "flow_id": deployment["flow_id"], "deployment_id": deployment["id"],
-        "work_pool_name": "tpurl-kubernetes", "state": {"type": "SCHEDULED"},
-        "job_variables": job_variables}).json()
-    assert run["job_variables"] == job_variables and run["work_queue_id"]  # taken as given
-    env = _container_env(_resolved(server, run["id"]))
+    env = _container_env(_resolved(server, _created_unvalidated(server, deployment,
+                                                                job_variables)))
     assert "PYTHONPATH" not in env
     assert env["PREFECT_API_URL"] == server.url  # the worker's own
     assert env["TPURL_GKE__PROJECT"] == ""  # the deployment's
@@ -593,3 +584,14 @@ def _refused_at_creation(server: PrefectServer, deployment: dict, variables: dic
     assert "Error creating flow run" in err.value.response.text
     assert server.api("POST", "/flow_runs/count", json={}).json() == before
     return err.value.response.text
+
+
+def _created_unvalidated(server: PrefectServer, deployment: dict, variables: dict) -> str:
+    """A run of ``deployment`` on the pool's queue made through ``POST /flow_runs/``, which
+    takes its job variables as given; its id."""
+    run = server.api("POST", "/flow_runs/", json={
+        "flow_id": deployment["flow_id"], "deployment_id": deployment["id"],
+        "work_pool_name": "tpurl-kubernetes", "state": {"type": "SCHEDULED"},
+        "job_variables": variables}).json()
+    assert run["job_variables"] == variables and run["work_queue_id"]  # taken as given
+    return str(run["id"])
