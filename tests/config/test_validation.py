@@ -131,11 +131,12 @@ FIXES = [
     ("micro-batch-not-dividing", {"train.args.train_micro_batch_size": "3"},
      "train.args.train_micro_batch_size", "a divisor of batch_size 8"),
     ("trainer-fraction", {"train.args.trainer_devices_fraction": "0"},
-     "train.args.trainer_devices_fraction", "a fraction of the devices"),
+     "train.args.trainer_devices_fraction", "set train.args.trainer_devices_fraction=0.5"),
     ("ici-fills-slice-not-trainer", {"train.args.ici_fsdp_parallelism": "4"},
-     "train.args.ici_*_parallelism", "make the product equal 16"),
+     "train.args.ici_*_parallelism", "set train.args.ici_fsdp_parallelism=-1"),
     ("rollout-product", {"train.args.rollout_data_parallelism": "2"},
-     "train.args.rollout_*_parallelism", "product equals 16"),
+     "train.args.rollout_*_parallelism", "train.args.rollout_data_parallelism=-1 (data "
+     "parallelism fills in the rest of the 16 sampler devices)"),
     ("rollout-two-wildcards", {"train.args.rollout_tensor_parallelism": "-1"},
      "train.args.rollout_*_parallelism", "set at least two"),
 ]
