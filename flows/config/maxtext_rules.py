@@ -112,6 +112,9 @@ GRPO_CHECKS: list[tuple[str, str, str, Callable[[float], bool]]] = [
     ("checkpoint_period", "must be a positive whole number", "e.g. checkpoint_period: 1",
      lambda v: v >= 1 and _whole(v)),
 ]
+# rl.yml's max_target_length 1024 less its max_prefill_predict_length 256: what a rollout
+# generates after the prompt when the profile says nothing
+GENERATED_TOKENS = 768
 MICRO_BATCH_KEYS = ("train_micro_batch_size", "rollout_micro_batch_size")
 FRACTION_KEYS = ("trainer_devices_fraction", "sampler_devices_fraction")
 # What these rules refuse, as the profile page shows it under train.args (the training
@@ -157,7 +160,9 @@ def _grpo_issues(args: _Args) -> list[Issue]:
         issues.append(Issue(
             args.field("max_target_length"),
             f"{target:g} leaves no room to generate after a prompt of {prefill:g} tokens",
-            "make max_target_length larger than max_prefill_predict_length"))
+            f"set {args.field('max_target_length')}={int(prefill) + GENERATED_TOKENS} "
+            f"(the prompt's {prefill:g} tokens and rl.yml's {GENERATED_TOKENS} generated), or "
+            "a lower max_prefill_predict_length"))
     return issues
 
 
@@ -175,18 +180,22 @@ def _batch_issues(args: _Args) -> list[Issue]:
             micro = args.whole(key, -1)
         except ValueError:
             issues.append(Issue(args.field(key), f"{args.values[key]!r} is not a whole number",
-                                f"set {key} to a positive integer, or -1 for the batch size"))
+                                f"set {args.field(key)}=-1 (the batch size), or another "
+                                "positive integer"))
             continue
         if micro == -1:
             continue
         if micro < 1:
             issues.append(Issue(args.field(key), f"{micro} is not a positive integer",
-                                f"set {key} to a positive integer, or -1 for the batch size"))
+                                f"set {args.field(key)}=-1 (the batch size), or another "
+                                "positive integer"))
         elif key == "train_micro_batch_size" and batch >= 1 and batch % micro:
             issues.append(Issue(args.field(key),
                                 f"batch_size {batch} is not a multiple of it ({micro})",
-                                f"set {key} to a divisor of batch_size {batch}, e.g. {batch}, "
-                                "or make batch_size a multiple of it"))
+                                f"set {args.field(key)}="
+                                f"{max(d for d in range(1, micro + 1) if batch % d == 0)} (the "
+                                f"largest divisor of batch_size {batch} below it), or make "
+                                "batch_size a multiple of it"))
     return issues
 
 
@@ -283,8 +292,7 @@ def _mesh_issues(profile: Profile, args: _Args) -> list[Issue]:
     fixed, wildcards = parallelism_product(list(rollout.values()))
     if wildcards > 1:
         issues.append(Issue("train.args.rollout_*_parallelism", "more than one of data, tensor "
-                            "and expert is -1", "set at least two of rollout_data/tensor/"
-                            "expert_parallelism (rollout_data_parallelism defaults to -1)"))
+                            "and expert is -1", _rollout_fit(rollout, sampler)))
     elif sampler % fixed != 0 or (not wildcards and fixed != sampler):
         verb = "does not divide" if wildcards else "is not"
         issues.append(Issue(

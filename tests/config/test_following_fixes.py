@@ -48,24 +48,38 @@ def load(name: str, overrides: dict[str, str]) -> tuple[Profile | None, list[Iss
 
 
 def follow(name: str, overrides: dict[str, str]) -> list[str]:
-    """Load, apply every mechanical fix of every refusal, load again: what went wrong."""
+    """Load, apply every mechanical fix of every refusal, load again: what went wrong.
+
+    The refusal followed must be gone. Another rule may then refuse the same field for its
+    own reason (a topology the machine supports, then too small for the model): its fix is
+    followed in turn, as a user would, and the field must be accepted within three steps."""
     _profile, issues = load(name, overrides)
     wrong = []
     for issue in issues:
-        named = named_settings(issue.fix)
-        if not named:
-            continue
         # a fix offering alternatives (``; or ...``) is followed one alternative at a time
         for option in issue.fix.split("; or "):
-            setting = named_settings(option)
-            if not setting:
-                continue
-            _after, again = load(name, {**overrides, **setting})
-            same = [i for i in again if i.field == issue.field]
-            if same:
-                wrong.append(f"{name} {overrides}: following {issue.field}'s fix "
-                             f"{setting} leaves {[i.problem for i in same]}")
+            if setting := named_settings(option):
+                wrong += _follow_one(name, overrides, issue, setting)
     return wrong
+
+
+def _follow_one(name: str, overrides: dict[str, str], issue: Issue,
+                setting: dict[str, str]) -> list[str]:
+    applied, category = {**overrides, **setting}, issue.category
+    for _step in range(3):
+        _after, again = load(name, applied)
+        same = [i for i in again if i.field == issue.field]
+        if any(i.category == category for i in same):
+            return [f"{name} {overrides}: following {issue.field}'s fix {setting} leaves "
+                    f"{[i.problem for i in same]}"]
+        if not same:
+            return []
+        options = [named_settings(o) for o in same[0].fix.split("; or ")]
+        if not (step := next((o for o in options if o), {})):
+            return [f"{name} {overrides}: following {issue.field}'s fix {setting} ends at a "
+                    f"refusal with nothing to follow: {same[0].fix}"]
+        applied, category = {**applied, **step}, same[0].category
+    return [f"{name} {overrides}: {issue.field}'s fixes, followed, go round: {applied}"]
 
 
 def test_the_reader_takes_what_a_user_would_copy() -> None:
@@ -140,6 +154,52 @@ def test_every_mechanical_fix_clears_its_refusal_across_the_mesh(
                  "train.args.rollout_expert_parallelism": expert,
                  "gke.max_usd_per_run": cap}
     assert follow(name, overrides) == []
+
+
+# One field at, just past and well past each limit a rule holds (the fit and mesh rules'
+# are above): ranges pydantic holds, batch and length rules, slices, zones, capacity.
+AT_LIMITS = {
+    "gke.num_slices": ["0", "1", "-1"],
+    "gke.preemption_budget": ["-1", "0"],
+    "gke.spend_margin": ["-1", "-0.01", "0"],
+    "eval.batches": ["0", "-3", "1"],
+    "gke.topology": ["3x3", "2x3", "4x6", "16x32"],
+    "gke.zone": ["europe-west4-a", "us-east5-b", "us-east5"],
+    "train.args.train_micro_batch_size": ["3", "5", "16", "0", "-2"],
+    "train.args.rollout_micro_batch_size": ["0", "-2"],
+    "train.args.max_target_length": ["100", "256", "257"],
+    "train.args.trainer_devices_fraction": ["0", "1.5", "0.0001"],
+    "train.args.rollout_data_parallelism": ["3", "5", "32"],
+    "gke.max_run_hours": ["1", "200"],
+    "gke.estimated_hours.train": ["0.37", "3.333", "1000"],
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(GKE), data=st.data())
+def test_a_fix_at_each_limit_clears_its_refusal(name: str, data: st.DataObject) -> None:
+    fields = data.draw(st.lists(st.sampled_from(sorted(AT_LIMITS)), min_size=1, max_size=2,
+                                unique=True))
+    overrides = {f: data.draw(st.sampled_from(AT_LIMITS[f])) for f in fields}
+    assert follow(name, overrides) == []
+
+
+@pytest.mark.parametrize(("overrides", "field", "setting"), [
+    ({"gke.num_slices": "0"}, "gke.num_slices", {"gke.num_slices": "1"}),
+    ({"gke.topology": "3x3"}, "gke.topology", {"gke.topology": "4x4"}),
+    ({"train.args.train_micro_batch_size": "3"}, "train.args.train_micro_batch_size",
+     {"train.args.train_micro_batch_size": "2"}),
+    ({"train.args.max_target_length": "100"}, "train.args.max_target_length",
+     {"train.args.max_target_length": "1024"}),
+    ({"gke.zone": "europe-west4-a"}, "gke.zone", {"gke.zone": "us-east5-b"}),
+])
+def test_a_refusal_names_the_nearest_value_that_clears_it(
+        overrides: dict[str, str], field: str, setting: dict[str, str]) -> None:
+    """A range, a topology the machine does not support, a micro-batch that does not divide,
+    a length with no room to generate, a zone of another region: each fix names a value."""
+    _profile, issues = load("llama3.1-8b-v6e-16", overrides)
+    (issue,) = [i for i in issues if i.field == field]
+    assert named_settings(issue.fix) == setting, issue.fix
 
 
 def _warning_settings(warning: str, marker: str) -> dict[str, str]:
