@@ -31,6 +31,7 @@ change spot prices once a month) and must be given by the profile to be compared
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import date
 from typing import Literal, TypeGuard
@@ -176,6 +177,18 @@ def price_fix(mode: str) -> str:
             "https://cloud.google.com/tpu/pricing)")
 
 
+
+def _run_hours_fix(train_hours: float) -> str:
+    """The smallest whole gke.max_run_hours that covers the training, within the nodes'
+    maximum; past that maximum no value does, and the fix says what does."""
+    hours = max(1, math.ceil(train_hours))
+    if hours > FLEX_START_MAX_RUN_HOURS:
+        return (f"no gke.max_run_hours covers gke.estimated_hours.train = {train_hours:g} "
+                f"(at most {FLEX_START_MAX_RUN_HOURS:g}): set gke.capacity=on-demand, or "
+                "train in shorter runs")
+    return (f"set gke.max_run_hours={hours} (the whole hours gke.estimated_hours.train = "
+            f"{train_hours:g} needs; at most {FLEX_START_MAX_RUN_HOURS:g})")
+
 def capacity_problems(chain: CapacityMode | tuple[CapacityMode, ...], reservation: str | None,
                       max_run_hours: float | None, train_hours: float
                       ) -> list[tuple[str, str, str]]:
@@ -210,22 +223,21 @@ def capacity_problems(chain: CapacityMode | tuple[CapacityMode, ...], reservatio
         if max_run_hours is None:
             out.append(("max_run_hours", f"{which} nodes stop after their maximum run "
                         "duration; the profile must say how long the training may hold them",
-                        f"set gke.max_run_hours (at most {FLEX_START_MAX_RUN_HOURS:g}, above "
-                        f"gke.estimated_hours.train = {train_hours:g})"))
+                        _run_hours_fix(train_hours)))
         elif max_run_hours > FLEX_START_MAX_RUN_HOURS:
             out.append(("max_run_hours", f"{max_run_hours:g} h exceeds {which}'s maximum "
                         f"of {FLEX_START_MAX_RUN_HOURS:g} h (seven days)",
-                        f"set gke.max_run_hours to at most {FLEX_START_MAX_RUN_HOURS:g}"))
+                        f"set gke.max_run_hours={FLEX_START_MAX_RUN_HOURS:g}"))
         elif max_run_hours < train_hours:
             out.append(("max_run_hours", f"{max_run_hours:g} h is shorter than the estimated "
                         f"training ({train_hours:g} h): the {which} nodes would be reclaimed "
                         "before it ends, every time",
-                        "raise gke.max_run_hours, or lower gke.estimated_hours.train if the "
-                        "estimate is wrong"))
+                        f"{_run_hours_fix(train_hours)}, or lower gke.estimated_hours.train if "
+                        "the estimate is wrong"))
     elif max_run_hours is not None:
         out.append(("max_run_hours", "max_run_hours applies to flex-start and queued only, "
                     f"not {shown}",
-                    "delete gke.max_run_hours from the profile file or drop its --set, or "
+                    "pass --set gke.max_run_hours= (or delete it from the profile file), or "
                     "add flex-start or queued to gke.capacity"))
     return out
 
@@ -292,5 +304,5 @@ def run_budget_problem(max_run_hours: float | None, field: str, budget_s: float 
     return (field, f"{budget_s:g} s ({budget_s / 3600:g} h) lets the {stage} run longer than "
             f"gke.max_run_hours ({max_run_hours:g} h): flex-start and queued nodes end after "
             "their maximum run duration, so no attempt can run that long",
-            f"set gke.{field} to at most {max_run_hours * 3600:g} (gke.max_run_hours x 3600), "
+            f"set gke.{field}={max_run_hours * 3600:g} (gke.max_run_hours x 3600), "
             f"or raise gke.max_run_hours (at most {FLEX_START_MAX_RUN_HOURS:g})")

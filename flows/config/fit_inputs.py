@@ -8,7 +8,14 @@ same way the check does.
 
 from __future__ import annotations
 
-from flows.config.fit import DTYPE_BYTES, HBM_BYTES_PER_CHIP, RunShape, SliceShape, estimated
+from flows.config.fit import (
+    DTYPE_BYTES,
+    HBM_BYTES_PER_CHIP,
+    RunShape,
+    SliceShape,
+    estimated,
+    roles,
+)
 from flows.config.maxtext_models import (
     Architecture,
     architecture,
@@ -64,7 +71,8 @@ def run_shape(train_args: dict[str, Scalar]) -> RunShape:
 def judged(profile: Profile) -> tuple[Architecture, RunShape, SliceShape] | None:
     """The model's numbers, the run's settings and the slice, or None when the estimate
     cannot be made: another backend, a model or slice other checks refuse, a model the
-    formula does not describe, or a vision tower (``use_multimodal``) it leaves out."""
+    formula does not describe, a vision tower (``use_multimodal``) it leaves out, or a split
+    that gives a role no chip."""
     gke = profile.gke
     name = profile.model.maxtext_name
     if (profile.backend != "gke" or gke is None or name not in convertible_models()
@@ -83,7 +91,10 @@ def judged(profile: Profile) -> tuple[Architecture, RunShape, SliceShape] | None
         return None  # a number that is not one: maxtext_rules names it
     if not estimated(name, arch):
         return None
-    return arch, shape, SliceShape(generation, chips_in_topology(gke.topology), gke.num_slices)
+    slice_ = SliceShape(generation, chips_in_topology(gke.topology), gke.num_slices)
+    if min(roles(shape, slice_)[:2]) < 1:
+        return None  # a role with no chip: maxtext_rules names its fraction
+    return arch, shape, slice_
 
 
 def rollout_sizes(profile: Profile) -> tuple[int, int, int] | None:

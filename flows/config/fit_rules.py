@@ -20,7 +20,7 @@ from flows.config.profile import Profile
 from flows.config.rollout import RolloutCheck
 from flows.config.rollout import check as check_rollout
 from flows.config.rollout import describe as describe_rollout
-from flows.config.slice_move import as_settings, smallest_move
+from flows.config.slice_move import as_settings, smallest_move, split_changes
 from flows.config.tpu import TPU_MACHINES
 
 __all__ = ["fit_issues", "fit_warning", "profile_estimate", "rollout_check", "rollout_issues",
@@ -49,6 +49,10 @@ def fit_issues(profile: Profile) -> list[Issue]:
     where = (f"set {as_settings(move)} (the smallest {generation} slice it fits, with the "
              "training mesh and the rollout split it needs there)"
              if move else f"no listed {generation} slice holds it: set gke.num_slices higher")
+    if split := split_changes(profile):
+        where += (f"; or set {as_settings(split)} (the split of this slice nearest the "
+                  "profile's on which both roles fit, the training mesh and the rollout split "
+                  "fitted to it)")
     short = max((est.trainer, est.sampler), key=lambda side: side.floor_share)
     return [Issue("gke.topology",
                   f"{profile.model.maxtext_name} cannot train on {gke.machine_type} "
@@ -69,13 +73,27 @@ def rollout_check(profile: Profile) -> RolloutCheck | None:
     return check_rollout(*found, sizes)
 
 
-def _rollout_fix(check: RolloutCheck) -> str:
+def _rollout_fix(profile: Profile, check: RolloutCheck) -> str:
+    """The settings that make the rollout hold the model, each computed and checked: the
+    derived replica on this slice's sampler devices; failing that, a larger share of this
+    slice for the sampler, or the smallest slice that holds it."""
     if check.derived is not None:
         return (f"set {check.derived.as_args()} (the smallest vLLM replica whose tensor "
                 "parallelism divides the heads and that holds this model and a rollout "
                 "batch on this slice's sampler devices)")
-    return ("give the rollout more devices: a larger gke.topology, or more of the slice "
-            "(train.args.sampler_devices_fraction)")
+    options = []
+    if split := split_changes(profile):
+        options.append(f"set {as_settings(split)} (the split of this slice nearest the "
+                       "profile's whose sampler holds the model, the training mesh and the "
+                       "rollout split fitted to it)")
+    if move := smallest_move(profile):
+        options.append(f"set {as_settings(move)} (the smallest slice of this generation "
+                       "whose sampler devices hold the model, with the training mesh and the "
+                       "rollout split it needs there)")
+    if not options:
+        return ("no listed slice of this generation holds the rollout: set gke.num_slices "
+                "higher, or a smaller model.maxtext_name")
+    return "give the rollout more devices: " + "; or ".join(options)
 
 
 ROLLOUT_FIELD = "train.args.rollout_tensor_parallelism"
@@ -92,12 +110,12 @@ def rollout_issues(profile: Profile) -> list[Issue]:
     name, issues = profile.model.maxtext_name, []
     if check.heads is not None:
         issues.append(Issue(ROLLOUT_FIELD, f"{check.heads}: vLLM shards both over its "
-                            "tensor-parallel devices", _rollout_fix(check),
+                            "tensor-parallel devices", _rollout_fix(profile, check),
                             "config/rollout-does-not-fit"))
     if check.given.verdict == "no-fit":
         issues.append(Issue(ROLLOUT_FIELD, f"{name}'s vLLM rollout cannot start: "
                             f"{describe_rollout(check.given, check.sampler)}",
-                            _rollout_fix(check), "config/rollout-does-not-fit"))
+                            _rollout_fix(profile, check), "config/rollout-does-not-fit"))
     return issues
 
 
@@ -110,7 +128,7 @@ def rollout_warning(profile: Profile) -> str | None:
     return (f"WARNING: {profile.model.maxtext_name}'s rollout batch may not fit vLLM's share "
             f"at once ({check.given.share:.0%}; it then decodes in waves): "
             f"{describe_rollout(check.given, check.sampler)}. Lower "
-            f"train.args.rollout_micro_batch_size, or {_rollout_fix(check)}")
+            f"train.args.rollout_micro_batch_size, or {_rollout_fix(profile, check)}")
 
 
 def fit_warning(profile: Profile) -> str | None:
@@ -132,4 +150,15 @@ def _slice_warning(profile: Profile) -> str | None:
     return (f"WARNING: {profile.model.maxtext_name} {over} {est.share:.0%} of what a role's "
             f"chips hold (the weights fit; activations and KV cache are upper bounds): "
             f"{describe(est)}. Lower train.args.train_micro_batch_size (or batch_size) or "
-            "train.args.max_target_length, or set a larger gke.topology")
+            f"train.args.max_target_length, or {_roomier_slice(profile)}")
+
+
+def _roomier_slice(profile: Profile) -> str:
+    """The smallest slice of the profile's generation on which the estimate is not tight,
+    with the mesh and rollout split it needs there (flows/config/slice_move.py)."""
+    move = smallest_move(profile, roomy=True)
+    if move is None:
+        return "set gke.num_slices higher (no listed slice of this generation is roomier)"
+    return (f"set {as_settings(move)} (the smallest slice of this generation on which the "
+            "estimate is not tight, with the training mesh and the rollout split it needs "
+            "there)")

@@ -43,6 +43,13 @@ HourlyStage = Literal["convert", "train", "export", "evaluate"]
 DEFAULT_ESTIMATED_HOURS: dict[HourlyStage, float] = {"convert": 0.5, "train": 4.0, "export": 0.5}
 
 
+
+def nearest_topology(machine: TpuMachine, chips: int) -> str:
+    """The machine's supported topology with the fewest chips at least ``chips`` (its
+    largest when none has as many): what a topology it does not support is changed to."""
+    listed = sorted(supported_topologies(machine), key=chips_in_topology)
+    return next((t for t in listed if chips_in_topology(t) >= chips), listed[-1])
+
 class _DefaultPrices(dict[CapacityMode, ModePrice]):
     """The field's default, told apart from a profile's own prices by its type: the default
     is replaced by the machine type's generation's cited prices."""
@@ -139,7 +146,9 @@ class GkeCapacity(StrictModel):
             raise FixableValueError(
                 f"topology {self.topology} ({chips} chips) does not fit {self.machine_type} "
                 f"({machine.chips_per_host} chips per host)",
-                f"{self.machine_type} supports {', '.join(supported_topologies(machine))}",
+                f"set gke.topology={nearest_topology(machine, chips)} (the smallest "
+                f"{self.machine_type} topology with at least {chips} chips; it supports "
+                f"{', '.join(supported_topologies(machine))})",
                 field="topology")
         return self
 

@@ -359,7 +359,8 @@ def _translate(exc: ValidationError, origin: Origin) -> list[Issue]:
                                 f"rename it to one the message lists, or remove {named}"))
         else:
             issues.append(Issue(field, f"{error['msg']} (got {error.get('input')!r})",
-                                _type_fix(field, error["type"], origin)))
+                                _type_fix(field, error["type"], origin,
+                                          error.get("ctx") or {})))
     return issues
 
 
@@ -367,8 +368,33 @@ def _translate(exc: ValidationError, origin: Origin) -> list[Issue]:
 _MAPPING_ERRORS = frozenset({"dict_type", "model_type", "model_attributes_type"})
 
 
-def _type_fix(field: str, error_type: str, origin: Origin) -> str:
-    """A wrong type or range: the fix names the field and how to change it, not just 'fix it'."""
+# pydantic's range errors: the bound each names and the step to the nearest allowed value
+_RANGE_STEP = {"greater_than_equal": ("ge", 0), "less_than_equal": ("le", 0),
+               "greater_than": ("gt", 1), "less_than": ("lt", -1)}
+
+
+def _bound(error_type: str, ctx: Mapping[str, Any]) -> str | None:
+    """The nearest value a range pydantic refused allows (``ge``: the bound itself, ``gt``:
+    one above it), or None where there is no range or an open bound of a fraction (a float
+    bound has no nearest value above it)."""
+    if error_type not in _RANGE_STEP:
+        return None
+    kind, step = _RANGE_STEP[error_type]
+    bound = ctx.get(kind)
+    if isinstance(bound, bool) or not isinstance(bound, int | float):
+        return None
+    if isinstance(bound, float) and step:
+        return None
+    return f"{bound + step:g}"
+
+
+def _type_fix(field: str, error_type: str, origin: Origin,
+              ctx: Mapping[str, Any] | None = None) -> str:
+    """A wrong type or range: the fix names the field and how to change it, not just 'fix it';
+    for a range, the nearest value it allows."""
+    if (nearest := _bound(error_type, ctx or {})) is not None:
+        return (f"set {field}={nearest} (the nearest value it allows), or another in range: "
+                f"in the profile, or {how_to_set(field, origin)}")
     if error_type in _MAPPING_ERRORS:
         last = field.rsplit(".", 1)[-1]
         return (f"write {field} as a mapping of keys and values ({last}: {{KEY: VALUE}} in "

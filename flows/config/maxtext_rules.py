@@ -15,6 +15,7 @@ MaxText's own defaults for every key neither sets (configs/base.yml, configs/pos
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TypedDict
 
@@ -111,6 +112,9 @@ GRPO_CHECKS: list[tuple[str, str, str, Callable[[float], bool]]] = [
     ("checkpoint_period", "must be a positive whole number", "e.g. checkpoint_period: 1",
      lambda v: v >= 1 and _whole(v)),
 ]
+# rl.yml's max_target_length 1024 less its max_prefill_predict_length 256: what a rollout
+# generates after the prompt when the profile says nothing
+GENERATED_TOKENS = 768
 MICRO_BATCH_KEYS = ("train_micro_batch_size", "rollout_micro_batch_size")
 FRACTION_KEYS = ("trainer_devices_fraction", "sampler_devices_fraction")
 # What these rules refuse, as the profile page shows it under train.args (the training
@@ -156,7 +160,9 @@ def _grpo_issues(args: _Args) -> list[Issue]:
         issues.append(Issue(
             args.field("max_target_length"),
             f"{target:g} leaves no room to generate after a prompt of {prefill:g} tokens",
-            "make max_target_length larger than max_prefill_predict_length"))
+            f"set {args.field('max_target_length')}={int(prefill) + GENERATED_TOKENS} "
+            f"(the prompt's {prefill:g} tokens and rl.yml's {GENERATED_TOKENS} generated), or "
+            "a lower max_prefill_predict_length"))
     return issues
 
 
@@ -174,18 +180,22 @@ def _batch_issues(args: _Args) -> list[Issue]:
             micro = args.whole(key, -1)
         except ValueError:
             issues.append(Issue(args.field(key), f"{args.values[key]!r} is not a whole number",
-                                f"set {key} to a positive integer, or -1 for the batch size"))
+                                f"set {args.field(key)}=-1 (the batch size), or another "
+                                "positive integer"))
             continue
         if micro == -1:
             continue
         if micro < 1:
             issues.append(Issue(args.field(key), f"{micro} is not a positive integer",
-                                f"set {key} to a positive integer, or -1 for the batch size"))
+                                f"set {args.field(key)}=-1 (the batch size), or another "
+                                "positive integer"))
         elif key == "train_micro_batch_size" and batch >= 1 and batch % micro:
             issues.append(Issue(args.field(key),
                                 f"batch_size {batch} is not a multiple of it ({micro})",
-                                f"set {key} to a divisor of batch_size {batch}, e.g. {batch}, "
-                                "or make batch_size a multiple of it"))
+                                f"set {args.field(key)}="
+                                f"{max(d for d in range(1, micro + 1) if batch % d == 0)} (the "
+                                f"largest divisor of batch_size {batch} below it), or make "
+                                "batch_size a multiple of it"))
     return issues
 
 
@@ -199,7 +209,8 @@ def _fraction_issues(args: _Args) -> list[Issue]:
             value = -1.0
         if value is not None and not 0.0 < value <= 1.0:
             issues.append(Issue(args.field(key), f"{args.values[key]!r} is not in (0, 1]",
-                                f"set {key} to a fraction of the devices, e.g. 0.5"))
+                                f"set {args.field(key)}=0.5 (rl.yml's default), or another "
+                                "fraction of the devices in (0, 1]"))
     return issues
 
 
@@ -260,40 +271,116 @@ def _mesh_issues(profile: Profile, args: _Args) -> list[Issue]:
     # fill_unspecified_mesh_axes: the ICI axes multiply to the devices per slice of each mesh
     # (trainer and sampler both use the training config's axes), at most one -1.
     meshes = [("trainer", trainer)] + ([("sampler", sampler)] if sampler != trainer else [])
+    empty = [(role, devices) for role, devices in meshes if devices < slices]
+    if empty:  # a role with no device a slice has no mesh to fit: its fraction is the fix
+        return issues + [_no_device(args, role, devices, profile.total_devices, slices)
+                         for role, devices in empty if _in_range(args, role)]
+    per_slices = tuple(devices // slices for _role, devices in meshes)
     for role, devices in meshes:
         per_slice = devices // slices
-        issues += _mesh_fits("train.args.ici_*_parallelism", list(ici.values()), per_slice,
+        issues += _mesh_fits("train.args.ici_*_parallelism", ici, per_slice,
                              f"{per_slice} {role} devices per slice ({profile.total_devices} "
-                             f"× {role}_devices_fraction / {slices} slice(s))")
+                             f"× {role}_devices_fraction / {slices} slice(s))", per_slices,
+                             "ici_fsdp_parallelism")
     # The same function fills the DCN axes against the slice count (when there are several).
     if slices > 1:
-        issues += _mesh_fits("train.args.dcn_*_parallelism", list(dcn.values()), slices,
-                             f"{slices} slice(s)")
+        issues += _mesh_fits("train.args.dcn_*_parallelism", dcn, slices,
+                             f"{slices} slice(s)", (slices,), "dcn_data_parallelism")
     # maxtext/trainers/post_train/rl/train_rl.py get_rollout_kwargs_for_parallelism: at most
     # one of data/tensor/expert is -1; the product equals (or, with a -1, divides) the
     # sampler's devices.
     fixed, wildcards = parallelism_product(list(rollout.values()))
     if wildcards > 1:
         issues.append(Issue("train.args.rollout_*_parallelism", "more than one of data, tensor "
-                            "and expert is -1", "set at least two of rollout_data/tensor/"
-                            "expert_parallelism (rollout_data_parallelism defaults to -1)"))
+                            "and expert is -1", _rollout_fit(rollout, sampler)))
     elif sampler % fixed != 0 or (not wildcards and fixed != sampler):
         verb = "does not divide" if wildcards else "is not"
         issues.append(Issue(
             "train.args.rollout_*_parallelism",
             f"rollout data×tensor×expert = {fixed} {verb} the {sampler} sampler devices "
             f"({profile.total_devices} × sampler_devices_fraction)",
-            f"choose values whose product {'divides' if wildcards else 'equals'} {sampler}"))
+            _rollout_fit(rollout, sampler)))
     return issues
 
 
-def _mesh_fits(field: str, values: list[int], devices: int, what: str) -> list[Issue]:
-    fixed, wildcards = parallelism_product(values)
+def _in_range(args: _Args, role: str) -> bool:
+    """Whether ``role``'s fraction is in (0, 1]: one that is not is named by
+    ``_fraction_issues`` already."""
+    try:
+        value = args.number(f"{role}_devices_fraction")
+    except ValueError:
+        return False
+    return value is None or 0.0 < value <= 1.0
+
+
+def _no_device(args: _Args, role: str, devices: int, total: int, slices: int) -> Issue:
+    """MaxText gives ``role`` int(total × fraction) devices: fewer than one a slice leaves it
+    no mesh. The fix gives it one device a slice and the other role the rest."""
+    other = "sampler" if role == "trainer" else "trainer"
+    least = next(f"{n / total:.6g}" for n in range(slices, total + 1)
+                 if int(total * float(f"{n / total:.6g}")) >= slices)
+    rest = f"{1 - float(least):.6g}"
+    return Issue(args.field(f"{role}_devices_fraction"),
+                 f"gives the {role} {devices} of the {total} devices (int({total} × "
+                 f"{role}_devices_fraction)), fewer than one for each of the {slices} slice(s)",
+                 f"set {args.field(f'{role}_devices_fraction')}={least} and "
+                 f"{args.field(f'{other}_devices_fraction')}={rest} (one device a slice for the "
+                 f"{role}, the rest for the {other})")
+
+
+def fitted_axes(axes: dict[str, int], devices: tuple[int, ...],
+                fill: str) -> dict[str, int] | None:
+    """The mesh axes that changed so that they multiply to each of ``devices`` (for the ICI
+    axes: the trainer's and the sampler's devices per slice): empty when the profile's
+    already do, None when more than one axis is -1 (refused whatever the slice). Each axis
+    above 1 becomes its greatest common divisor with what the devices leave, in MaxText's
+    order, and ``fill`` (base.yml's -1 axis) fills in the rest when no axis is -1."""
+    wild = [k for k, v in axes.items() if v == -1]
+    if len(wild) > 1:
+        return None
+    fixed = math.prod(v for v in axes.values() if v != -1)
+    if wild and all(d % fixed == 0 and d >= fixed for d in devices):
+        return {}
+    if not wild and all(d == fixed for d in devices):
+        return {}
+    fitted = dict(axes)
+    if not wild:
+        fitted[fill] = -1
+    room = math.gcd(*devices)
+    for key, value in fitted.items():
+        if value > 1:
+            fitted[key] = math.gcd(value, room)
+            room //= fitted[key]
+    return {k: v for k, v in fitted.items() if v != axes[k]}
+
+
+def _mesh_fits(field: str, axes: dict[str, int], devices: int, what: str,
+               all_devices: tuple[int, ...], fill: str) -> list[Issue]:
+    """``all_devices``: every mesh these axes must make (the trainer's and the sampler's),
+    so the values the fix names suit both."""
+    fixed, wildcards = parallelism_product(list(axes.values()))
     if wildcards > 1:
         return [Issue(field, "more than one axis is -1 (ici_fsdp_parallelism and "
                       "dcn_data_parallelism default to -1)", "leave at most one axis at -1")]
     fits = devices % fixed == 0 and devices >= fixed if wildcards else fixed == devices
     if fits:
         return []
+    fitted = fitted_axes(axes, all_devices, fill)
+    if not fitted:
+        return [Issue(field, f"the product of the axes is {fixed}, but the mesh has {what}",
+                      f"make the product equal {devices} (or set one axis to -1)")]
     return [Issue(field, f"the product of the axes is {fixed}, but the mesh has {what}",
-                  f"make the product equal {devices} (or set one axis to -1)")]
+                  "set " + ", ".join(f"train.args.{k}={v}" for k, v in fitted.items())
+                  + f" (the axes that make {' and '.join(map(str, sorted(set(all_devices))))}"
+                  f" device(s), {fill} filling in the rest)")]
+
+
+def _rollout_fit(rollout: dict[str, int], sampler: int) -> str:
+    """The rollout's sizes that make the sampler's devices: its tensor and expert
+    parallelism cut to what divides them, data parallelism filling in the rest (-1)."""
+    tensor = math.gcd(max(rollout["rollout_tensor_parallelism"], 1), sampler)
+    expert = math.gcd(max(rollout["rollout_expert_parallelism"], 1), sampler // tensor)
+    return (f"set train.args.rollout_tensor_parallelism={tensor}, "
+            f"train.args.rollout_expert_parallelism={expert}, "
+            "train.args.rollout_data_parallelism=-1 (data parallelism fills in the rest of "
+            f"the {sampler} sampler devices)")

@@ -17,41 +17,28 @@ the axes, and ``ici_fsdp_parallelism`` (base.yml's -1) fills in the rest when no
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 
 from flows.config.fit import RunShape, SliceShape, estimate, roles
 from flows.config.fit_inputs import generation_of, judged, rollout_sizes, run_shape
 from flows.config.maxtext_models import Architecture
-from flows.config.maxtext_rules import CUSTOM_MESH_KEYS, ICI_DEFAULTS
+from flows.config.maxtext_rules import CUSTOM_MESH_KEYS, ICI_DEFAULTS, fitted_axes
 from flows.config.profile import Profile
 from flows.config.rollout import check as check_rollout
 from flows.config.rollout import derive, sampler
-from flows.config.tpu import TPU_MACHINES, chips_in_topology, supported_topologies
-
-FILL_AXIS = "ici_fsdp_parallelism"  # base.yml's -1: the axis that fills in the devices
+from flows.config.tpu import (
+    TPU_GENERATIONS,
+    TPU_MACHINES,
+    chips_in_topology,
+    supported_topologies,
+)
 
 
 def fitted_ici(axes: dict[str, int], devices: tuple[int, ...]) -> dict[str, int] | None:
     """The ICI axes that changed so that they multiply to each of ``devices`` (the trainer's
-    and the sampler's devices per slice): empty when the profile's already do, None when
-    more than one axis is -1 (maxtext_rules refuses that whatever the slice)."""
-    wild = [k for k, v in axes.items() if v == -1]
-    if len(wild) > 1:
-        return None
-    fixed = math.prod(v for v in axes.values() if v != -1)
-    if wild and all(d % fixed == 0 and d >= fixed for d in devices):
-        return {}
-    if not wild and all(d == fixed for d in devices):
-        return {}
-    fitted = dict(axes)
-    if not wild:
-        fitted[FILL_AXIS] = -1
-    room = math.gcd(*devices)
-    for key, value in fitted.items():
-        if value > 1:
-            fitted[key] = math.gcd(value, room)
-            room //= fitted[key]
-    return {k: v for k, v in fitted.items() if v != axes[k]}
+    and the sampler's devices per slice), ``ici_fsdp_parallelism`` filling in the rest
+    (maxtext_rules.fitted_axes)."""
+    return fitted_axes(axes, devices, "ici_fsdp_parallelism")
 
 
 def _mesh_changes(profile: Profile, shape: RunShape, slice_: SliceShape,
@@ -90,12 +77,13 @@ def _rollout_changes(profile: Profile, arch: Architecture, shape: RunShape,
     return changes
 
 
-def slice_changes(profile: Profile, machine_type: str, topology: str) -> dict[str, str] | None:
+def slice_changes(profile: Profile, machine_type: str, topology: str,
+                  roomy: bool = False) -> dict[str, str] | None:
     """Every field the profile changes to train on ``machine_type`` ``topology`` (its own
     ``gke.num_slices`` of them): the slice, the ICI mesh and the rollout split. None when
-    the profile cannot train there: the estimate refuses the slice, no rollout split holds
-    the model, or the mesh cannot be fitted; also when the estimate cannot be made at all
-    (``fit_inputs.judged``)."""
+    the profile cannot train there: the estimate refuses the slice (``roomy``: or finds it
+    tight, the slice a warning names), no rollout split holds the model, or the mesh cannot
+    be fitted; also when the estimate cannot be made at all (``fit_inputs.judged``)."""
     found = judged(profile)
     if found is None:
         return None
@@ -104,7 +92,7 @@ def slice_changes(profile: Profile, machine_type: str, topology: str) -> dict[st
     generation = generation_of(machine)
     shape = run_shape(profile.train.args)
     slice_ = SliceShape(generation, chips_in_topology(topology), own.num_slices)
-    if estimate(arch, shape, slice_).verdict == "no-fit":
+    if estimate(arch, shape, slice_).verdict not in (("fits",) if roomy else ("fits", "tight")):
         return None
     rollout = _rollout_changes(profile, arch, shape, slice_)
     mesh = _mesh_changes(profile, shape, slice_, machine.facts.devices_per_chip)
@@ -113,9 +101,10 @@ def slice_changes(profile: Profile, machine_type: str, topology: str) -> dict[st
     return {"gke.machine_type": machine_type, "gke.topology": topology, **mesh, **rollout}
 
 
-def smallest_move(profile: Profile) -> dict[str, str] | None:
+def smallest_move(profile: Profile, roomy: bool = False) -> dict[str, str] | None:
     """The changes (``slice_changes``) to the fewest chips of the profile's generation on
-    which it trains, with its ``gke.num_slices``; None when no listed slice holds it."""
+    which it trains (``roomy``: without the tight warning), with its ``gke.num_slices``;
+    None when no listed slice holds it."""
     gke = profile.gke
     if gke is None or gke.machine_type not in TPU_MACHINES:
         return None
@@ -123,9 +112,45 @@ def smallest_move(profile: Profile) -> dict[str, str] | None:
     for _chips, machine_type, topology in sorted(
             (chips_in_topology(t), m.machine_type, t) for m in TPU_MACHINES.values()
             if generation_of(m) == generation for t in supported_topologies(m)):
-        changes = slice_changes(profile, machine_type, topology)
+        changes = slice_changes(profile, machine_type, topology, roomy)
         if changes is not None:
             return changes
+    return None
+
+
+def split_changes(profile: Profile) -> dict[str, str] | None:
+    """On the profile's own slice, where the trainer and the sampler split it (``fit.roles``
+    without shared chips), the split nearest the profile's (the fewest devices moved from
+    one role to the other) on which the estimate does not refuse and the rollout holds the
+    model: both fractions, the mesh fitted to the new split and the rollout split there.
+    None when the roles share the chips or have slices of their own, or no split of this
+    slice holds both."""
+    found = judged(profile)
+    if found is None:
+        return None
+    arch, shape, slice_ = found
+    per_chip = TPU_GENERATIONS[slice_.generation].devices_per_chip
+    in_devices = SliceShape(slice_.generation, slice_.chips_per_slice * per_chip,
+                            slice_.num_slices)
+    _trainer, now, shared = roles(shape, in_devices)
+    total = in_devices.chips_per_slice * in_devices.num_slices
+    if shared or shape.num_trainer_slices > 0:
+        return None
+    for devices in sorted(range(1, total), key=lambda d: (abs(d - now), d)):
+        if devices == now:
+            continue
+        fraction, rest = f"{devices / total:.6g}", f"{(total - devices) / total:.6g}"
+        moved = replace(shape, sampler_devices_fraction=float(fraction),
+                        trainer_devices_fraction=float(rest))
+        if roles(moved, in_devices)[:2] != (total - devices, devices):
+            continue  # a fraction that int() rounds to another count: the next one
+        if estimate(arch, moved, slice_).verdict == "no-fit":
+            continue
+        rollout = _rollout_changes(profile, arch, moved, slice_)
+        mesh = _mesh_changes(profile, moved, slice_, per_chip)
+        if rollout is not None and mesh is not None:
+            return {"train.args.sampler_devices_fraction": fraction,
+                    "train.args.trainer_devices_fraction": rest, **mesh, **rollout}
     return None
 
 

@@ -13,6 +13,7 @@ cannot import a backend.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -116,6 +117,13 @@ def stage_estimates(profile: Profile) -> dict[str, tuple[float, float]]:
             for stage in tpu_stages(profile)}
 
 
+def cents_up(usd: float) -> float:
+    """A figure a fix names, rounded up to the cent: rounded to the nearest, a cap set to it
+    can fall a fraction of a cent below the estimate and be refused again."""
+    up = math.ceil(usd * 100) / 100
+    return up if up >= usd else up + 0.01
+
+
 @limits({"gke.max_usd_per_run": "at least the plan's estimate, plus gke.spend_margin",
          "gke.max_usd_per_stage": "each cap above 0 and at least its stage's estimate; only "
                                   "stages the profile runs"})
@@ -132,15 +140,18 @@ def spend_issues(profile: Profile) -> list[Issue]:
         issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is less than "
                             f"gke.spend_margin {gke.spend_margin:.0%} above the plan's estimate "
                             f"of ${estimate:,.2f}", f"set gke.max_usd_per_run to at least "
-                            f"{floor:.2f}, or lower gke.spend_margin", "config/spend-cap"))
+                            f"{cents_up(floor):.2f}, or lower gke.spend_margin", "config/spend-cap"))
     if run_cap is not None and run_cap < estimate:
         issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is below the plan's "
                             f"estimate of ${estimate:,.2f} (capacity {gke.priciest_mode}, "
                             f"{gke.total_chips} chips at "
                             f"${gke.mode_usd_per_chip_hour(gke.priciest_mode):.2f}/chip-h, "
                             "gke.estimated_hours): every run would be stopped",
-                            f"set gke.max_usd_per_run to at least {estimate:.2f}, or lower "
-                            "gke.estimated_hours if the estimate is wrong", "config/spend-cap"))
+                            f"set gke.max_usd_per_run to at least {cents_up(floor):.2f}"
+                            + (f" (the estimate plus gke.spend_margin {gke.spend_margin:.0%})"
+                               if floor > estimate else "")
+                            + ", or lower gke.estimated_hours if the estimate is wrong",
+                            "config/spend-cap"))
     for stage, cap in gke.max_usd_per_stage.items():
         if stage not in tpu_stages(profile):
             issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"caps {stage}, which this "
@@ -155,6 +166,7 @@ def spend_issues(profile: Profile) -> list[Issue]:
         elif cap < stage_estimate:
             issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"${cap:,.2f} is below the "
                                 f"plan's estimate for {stage} of ${stage_estimate:,.2f}",
-                                f"set it to at least {stage_estimate:.2f}, or lower "
+                                f"set gke.max_usd_per_stage.{stage} to at least "
+                                f"{cents_up(stage_estimate):.2f}, or lower "
                                 f"gke.estimated_hours.{stage}", "config/spend-cap"))
     return issues

@@ -16,7 +16,12 @@ from flows.config import gcp_names as names
 from flows.config.capacity import split_listed
 from flows.config.errors import FixableValueError
 
-ZONE_FIX = "pick a zone of the region, e.g. us-east5-b for us-east5"
+
+def zone_fix(region: str, field: str = "gke.zone") -> str:
+    """A zone of ``region`` named as a setting; the -b zone is one of most regions', and
+    gcloud lists the region's own."""
+    return (f"set {field}={region}-b or another zone of {region} (`gcloud compute zones "
+            f"list --filter=region:{region}` lists them)")
 
 
 def zones_from_text(data: dict[str, object]) -> dict[str, object]:
@@ -37,7 +42,7 @@ def zones_from_text(data: dict[str, object]) -> dict[str, object]:
 def zone_problems(zone: str, zones: list[str] | None, region: str) -> list[FixableValueError]:
     """Every problem of gke.zone and gke.zones together, each naming its field and fix."""
     if problem := names.zone_problem(zone, region):
-        return [FixableValueError(problem, ZONE_FIX, field="zone")]
+        return [FixableValueError(problem, zone_fix(region), field="zone")]
     if zones is None:
         return []
     out: list[FixableValueError] = []
@@ -47,7 +52,8 @@ def zone_problems(zone: str, zones: list[str] | None, region: str) -> list[Fixab
             "us-east5-a], or remove gke.zones to use gke.zone alone", field="zones"))
     for one in zones:
         if problem := names.zone_problem(one, region):
-            out.append(FixableValueError(f"gke.zones: {problem}", f"in gke.zones, {ZONE_FIX}",
+            out.append(FixableValueError(f"gke.zones: {problem}", f"list only zones of "
+                                         f"{region} in gke.zones (e.g. {region}-b)",
                                          field="zones"))
     if repeated := sorted({z for z in zones if zones.count(z) > 1}):
         out.append(FixableValueError(f"gke.zones lists {', '.join(repeated)} more than once",

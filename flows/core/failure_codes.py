@@ -123,12 +123,15 @@ CATALOGUE: tuple[Symptom, ...] = (
             "trainer's weights and optimizer state alone need ...`, with the estimate part by "
             "part (weights, reference, AdamW moments, gradients, activations; the rollout's "
             "weights and KV cache), the total and what the slice holds.",
-            "Set `gke.topology` (and `gke.machine_type`) to the slice the message names, or "
-            "choose a smaller `model.maxtext_name`, or give the short role more of the slice "
-            "(`train.args.trainer_devices_fraction`). A warning instead (the activations may "
-            "not fit) is answered by a lower `train.args.batch_size` or "
-            "`train.args.max_target_length`. docs/how-to/profiles.md states the estimate's "
-            "formula."),
+            "Set what the `fix:` line names: the smallest slice of the generation that holds "
+            "the model (`gke.machine_type`, `gke.topology`, with the training mesh and rollout "
+            "split it needs there), or the split of this slice nearest the profile's on which "
+            "both roles fit (`train.args.trainer_devices_fraction`, "
+            "`train.args.sampler_devices_fraction`, with the mesh and rollout split fitted to "
+            "it); or choose a smaller `model.maxtext_name`. A warning instead (the activations "
+            "may not fit) is answered by a lower `train.args.batch_size` or "
+            "`train.args.max_target_length`, or by the slice it names on which the estimate "
+            "is not tight. docs/how-to/profiles.md states the estimate's formula."),
     Symptom("config/rollout-does-not-fit", When.START,
             f"{_PROFILE} `train.args.rollout_tensor_parallelism: MODEL's vLLM rollout cannot "
             "start: each of the N sampler device(s) (tensor T × data D × expert E) holds ...`, "
@@ -138,7 +141,8 @@ CATALOGUE: tuple[Symptom, ...] = (
             "Set the values the message derives (`train.args.rollout_tensor_parallelism`, "
             "`rollout_data_parallelism`, `hbm_utilization_vllm`: the smallest tensor "
             "parallelism that divides the heads and holds the weights and a rollout batch's "
-            "KV cache), or give the rollout more devices. A warning instead (the batch is "
+            "KV cache); where no replica holds the model on the sampler's devices, the split "
+            "of the slice or the larger slice the message names. A warning instead (the batch is "
             "decoded in waves) is answered by a lower `train.args.rollout_micro_batch_size` "
             "or the same derived values. flows/config/rollout.py states the arithmetic."),
     Symptom("config/unknown-env", When.START,

@@ -85,6 +85,6 @@ def test_a_flex_start_evaluation_budget_beyond_the_nodes_lifetime_is_refused() -
     assert set(found) == {"gke.run_budget_s"}, found
     assert found["gke.run_budget_s"].startswith("46800 s (13 h) lets the evaluation run "
                                                 "longer than gke.max_run_hours (12 h)")
-    assert "set gke.run_budget_s to at most 43200" in found["gke.run_budget_s"]
+    assert "set gke.run_budget_s=43200" in found["gke.run_budget_s"]
     del flex["eval.batches"]  # no evaluation: the budget bounds the CPU pool's stages only
     assert load_profile(TUTORIAL, flex, environ={}).gke is not None

@@ -82,3 +82,29 @@ def test_a_cli_fix_never_offers_a_variable_no_shell_can_export() -> None:
     for field in ("gke.project", "gke.prices.spot.usd_per_chip_hour", "flow_timeout_s"):
         names = re.findall(r"TPURL_\S+", how_to_set(field, "cli"))
         assert names and all(re.fullmatch(r"TPURL_[A-Z0-9_]+\)?", n) for n in names)
+
+
+# ``train.args.KEY`` (and model, convert, export): a MaxText argument, checked against the
+# pinned program's accepted keys. f-string pieces end in ``args.`` with the key after it, so
+# only a whole key is matched: not a piece ending in ``_``, nor a family (``ici_*``).
+ARGS_NAMED = re.compile(r"(?<![\w./-])(model|train|convert|export)\.args\.([a-z][a-z0-9_]*[a-z0-9])\b(?!\*)")
+
+
+def test_every_named_maxtext_argument_is_one_its_program_accepts() -> None:
+    """A fix that names ``train.args.sampler_devices_fraction`` is followed with ``--set``:
+    a misspelt key would be refused as not an argument of train_rl."""
+    from flows.config.maxtext_keys import STEP_PROGRAMS, unknown_key
+
+    wrong, seen = [], set()
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                for m in ARGS_NAMED.finditer(node.value):
+                    seen.add(m.group(0))
+                    if all(unknown_key(m.group(2), program) is not None
+                           for program in STEP_PROGRAMS[m.group(1)]):
+                        wrong.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: "
+                                     f"{m.group(0)}")
+    assert {"train.args.sampler_devices_fraction", "train.args.rollout_tensor_parallelism",
+            "train.args.max_target_length"} <= seen
+    assert not wrong, "fix texts name MaxText arguments no program accepts:\n" + "\n".join(wrong)

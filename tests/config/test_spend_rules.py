@@ -155,8 +155,13 @@ def test_the_margin_raises_the_floor_above_the_estimate() -> None:
 
 
 def test_a_cap_below_the_estimate_is_refused_once_whatever_the_margin() -> None:
+    """Below the estimate, with a margin: one refusal, whose figure is the floor the margin
+    sets, so that following it is not refused again for the margin."""
     (issue,) = _refused(**{"gke.spend_margin": "0.2", "gke.max_usd_per_run": "400"})
-    assert "below the plan's estimate" in issue.problem and "at least 432.00" in issue.fix
+    assert "below the plan's estimate" in issue.problem
+    assert "at least 518.40 (the estimate plus gke.spend_margin 20%)" in issue.fix
+    assert tutorial_profile(**{"gke.spend_margin": "0.2",
+                               "gke.max_usd_per_run": "518.40"}).gke is not None
 
 
 def test_a_margin_of_zero_is_the_estimate_itself() -> None:
@@ -168,7 +173,8 @@ def test_a_stage_cap_at_its_estimate_is_accepted_and_below_it_refused() -> None:
     (issue,) = _refused(**{"gke.max_usd_per_stage.train": "345.59"})
     assert issue.field == "gke.max_usd_per_stage.train"
     assert issue.problem == "$345.59 is below the plan's estimate for train of $345.60"
-    assert issue.fix == "set it to at least 345.60, or lower gke.estimated_hours.train"
+    assert issue.fix == ("set gke.max_usd_per_stage.train to at least 345.60, or lower "
+                         "gke.estimated_hours.train")
 
 
 def test_a_stage_cap_that_is_not_positive_is_refused_as_such_not_as_low() -> None:

@@ -129,15 +129,18 @@ FIXES = [
     ("nodepool-count-retired", {"gke.nodepool_count": "2"}, "gke.nodepool_count",
      "set gke.num_slices to the number of slices"),
     ("micro-batch-not-dividing", {"train.args.train_micro_batch_size": "3"},
-     "train.args.train_micro_batch_size", "a divisor of batch_size 8"),
+     "train.args.train_micro_batch_size",
+     "set train.args.train_micro_batch_size=2 (the largest divisor of batch_size 8 below it)"),
     ("trainer-fraction", {"train.args.trainer_devices_fraction": "0"},
-     "train.args.trainer_devices_fraction", "a fraction of the devices"),
+     "train.args.trainer_devices_fraction", "set train.args.trainer_devices_fraction=0.5"),
     ("ici-fills-slice-not-trainer", {"train.args.ici_fsdp_parallelism": "4"},
-     "train.args.ici_*_parallelism", "make the product equal 16"),
+     "train.args.ici_*_parallelism", "set train.args.ici_fsdp_parallelism=-1"),
     ("rollout-product", {"train.args.rollout_data_parallelism": "2"},
-     "train.args.rollout_*_parallelism", "product equals 16"),
+     "train.args.rollout_*_parallelism", "train.args.rollout_data_parallelism=-1 (data "
+     "parallelism fills in the rest of the 16 sampler devices)"),
     ("rollout-two-wildcards", {"train.args.rollout_tensor_parallelism": "-1"},
-     "train.args.rollout_*_parallelism", "set at least two"),
+     "train.args.rollout_*_parallelism", "train.args.rollout_data_parallelism=-1 (data "
+     "parallelism fills in"),
 ]
 
 
@@ -298,9 +301,10 @@ def test_every_capacity_problem_is_reported_in_one_round() -> None:
 def test_the_fix_for_removing_a_field_says_how() -> None:
     issues = _issues({"gke.capacity": "on-demand"})
     assert "--set gke.reservation=" in issues["gke.reservation"]
-    # an empty --set would not parse as a number, so this fix does not offer it
+    # an empty --set removes the field the file sets (loading._set_path), as an empty YAML
+    # field does
     off_flex = _issues({"gke.max_run_hours": "10"})
-    assert "delete gke.max_run_hours from the profile file or drop its --set" in off_flex[
+    assert "pass --set gke.max_run_hours= (or delete it from the profile file)" in off_flex[
         "gke.max_run_hours"]
 
 
@@ -368,7 +372,7 @@ def test_a_flex_start_training_budget_beyond_the_nodes_lifetime_is_refused(
     assert found[field] == (
         "46800 s (13 h) lets the training run longer than gke.max_run_hours (12 h): flex-start "
         "and queued nodes end after their maximum run duration, so no attempt can run that long || "
-        f"set {field} to at most 43200 (gke.max_run_hours x 3600), or raise "
+        f"set {field}=43200 (gke.max_run_hours x 3600), or raise "
         "gke.max_run_hours (at most 168)")
     fits = load_profile(TUTORIAL, {**sets, field: "43200"}, environ={})
     assert fits.gke is not None and fits.gke.max_run_hours == 12
