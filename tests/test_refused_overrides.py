@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -30,12 +31,18 @@ FIELDS = ("model.hf_revision", "eval.batches", "image.builder", "train.args.lear
 
 def _flow_runs_and_logs() -> tuple[str, str]:
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterExpectedStartTime
     from prefect.client.schemas.sorting import FlowRunSort, LogSort
     from prefect.logging.handlers import APILogWorker
 
     APILogWorker.drain_all(timeout=10)
-    with get_client(sync_client=True) as client:  # the newest: a run made now is among them
-        runs = client.read_flow_runs(limit=200, sort=FlowRunSort.EXPECTED_START_TIME_DESC)
+    # the newest expected by now: a run made now is among them, whatever runs other tests of
+    # the session's API scheduled far ahead (the dispatcher's ledger tests schedule 200)
+    soon = FlowRunFilter(expected_start_time=FlowRunFilterExpectedStartTime(
+        before_=datetime.now(UTC) + timedelta(days=1)))
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=soon, limit=200,
+                                     sort=FlowRunSort.EXPECTED_START_TIME_DESC)
         logs = client.read_logs(limit=200, sort=LogSort.TIMESTAMP_DESC)
     return (json.dumps([r.model_dump(mode="json") for r in runs]),
             "\n".join(log.message for log in logs))

@@ -120,8 +120,8 @@ def stage_estimates(profile: Profile) -> dict[str, tuple[float, float]]:
 def cents_up(usd: float) -> float:
     """A figure a fix names, rounded up to the cent: rounded to the nearest, a cap set to it
     can fall a fraction of a cent below the estimate and be refused again."""
-    up = math.ceil(usd * 100) / 100
-    return up if up >= usd else up + 0.01
+    up = math.ceil(round(usd * 100, 6)) / 100  # 10.8 * 100 is 1080.0000000000002
+    return up if up >= usd - 1e-9 else up + 0.01
 
 
 @limits({"gke.max_usd_per_run": "at least the plan's estimate, plus gke.spend_margin",
@@ -135,13 +135,15 @@ def spend_issues(profile: Profile) -> list[Issue]:
         return []
     issues = []
     run_cap, estimate = gke.max_usd_per_run, estimated_run_usd(profile)
+    # compared a hair below, so a cap set to the figure a fix names (cents_up: 10.8 * 1.2 is
+    # 10.799999999999999, and 10.8 * 100 is 1080.0000000000002) is never refused again
     floor = estimate * (1 + (gke.spend_margin or 0.0))
-    if run_cap is not None and estimate <= run_cap < floor:
+    if run_cap is not None and estimate - 1e-9 <= run_cap < floor - 1e-9:
         issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is less than "
                             f"gke.spend_margin {gke.spend_margin:.0%} above the plan's estimate "
                             f"of ${estimate:,.2f}", f"set gke.max_usd_per_run to at least "
                             f"{cents_up(floor):.2f}, or lower gke.spend_margin", "config/spend-cap"))
-    if run_cap is not None and run_cap < estimate:
+    if run_cap is not None and run_cap < estimate - 1e-9:
         issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is below the plan's "
                             f"estimate of ${estimate:,.2f} (capacity {gke.priciest_mode}, "
                             f"{gke.total_chips} chips at "
@@ -163,7 +165,7 @@ def spend_issues(profile: Profile) -> list[Issue]:
             issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"{cap:g} is not positive",
                                 "give a cap in USD above 0, or remove the key",
                                 "config/spend-cap"))
-        elif cap < stage_estimate:
+        elif cap < stage_estimate - 1e-9:
             issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"${cap:,.2f} is below the "
                                 f"plan's estimate for {stage} of ${stage_estimate:,.2f}",
                                 f"set gke.max_usd_per_stage.{stage} to at least "

@@ -74,7 +74,7 @@ def test_a_dispatcher_run_queues_runs_of_its_own_deployments_target_only() -> No
         refused = client.read_flow_run(attack)
     assert refused.state is not None and refused.state.is_failed(), output
     message = refused.state.message or ""
-    assert f"deployment: is the deployment's: a run may not choose another than " \
+    assert f"deployment: is the deployment's: a run may not choose another value than " \
         f"{team_a!r}" in message, message
     assert "parameters.deployment in prefect.yaml" in message
     assert runs_of(team_b_id) == [] and runs_of(team_a_id) == []  # nothing queued, vouched

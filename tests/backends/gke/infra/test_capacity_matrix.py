@@ -111,7 +111,7 @@ def test_a_training_budget_past_the_flex_start_nodes_is_refused_by_every_command
         return
     assert code == 2, out + err
     assert "gke.train_run_budget_s: 46800 s (13 h) lets the training run longer" in err, err
-    assert "fix: set gke.train_run_budget_s to at most 43200" in err
+    assert "fix: set gke.train_run_budget_s=43200" in err
     assert cloud.apis.calls == []  # refused before any cloud read
 
 
