@@ -75,6 +75,12 @@ MODULES = {
         "tests/core/test_redaction.py", "tests/core/test_redaction_rules.py",
         "tests/core/test_redaction_leaks.py"),
                         glue=("install_log_redaction",)),
+    "run-choices": Module("flows/deployed/run_choices.py", (
+        "tests/test_run_choices.py",), glue=("refuse_run_choices",)),
+    "queued": Module("flows/backends/gke/watch/queued.py", (
+        "tests/backends/gke/watch/test_queued.py",)),
+    "fit-rules": Module("flows/config/fit_rules.py", (
+        "tests/config/test_fit.py", "tests/config/test_fit_table.py")),
 }
 # mutmut mutates function bodies only: flows/common/token_shapes.py is module-level patterns,
 # so it is mutated through the functions that use them (the "redaction" module's tests).

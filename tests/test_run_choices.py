@@ -174,3 +174,79 @@ def test_a_kubernetes_run_choosing_a_value_or_an_env_is_named() -> None:
     assert _named(issues) == ["job_variables.TPURL_GKE__CLUSTER",
                               "job_variables.env.TPURL_GKE__CLUSTER",
                               "job_variables.env.PYTHONPATH"]
+
+
+def _rendered(issues) -> list[tuple[str, str, str]]:
+    return [(issue.render(), issue.fix, issue.category) for issue in issues]
+
+
+def test_every_refusal_says_what_was_chosen_and_how_to_run_instead() -> None:
+    """The whole text a refused run prints, one case per kind of refusal: what the user reads
+    is the product's advice, so a changed word is a changed product."""
+    declared = Declared({"profile": "team-a", "to_run": "r1"},
+                        {"env": {"A": "1"}, "image": "img:1"})
+    issues = refused_choices({"env": {"A": "2", "B": "3"}, "image": "img:2", "cpu": 4},
+                             declared, {"profile": "team-b", "to_run": "r0",
+                                        "delete_bucket": True},
+                             profile_fixed=True, destructive=("delete_bucket",),
+                             fixed={"to_run": None, "deployment": MUST_DECLARE})
+    variable_fix = ("leave it out of the run's job variables; a deployment's owner sets it in "
+                    "the deployment (job_variables in prefect.yaml) and deploys again")
+    category = "config/fixed-by-deployment"
+    assert _rendered(issues) == [
+        ("job_variables.cpu: is not declared by the deployment: a run may not choose what "
+         f"runs on the worker\n    fix: {variable_fix}", variable_fix, category),
+        ("job_variables.env.A: differs from the deployment's value: a run may not choose what "
+         f"runs on the worker\n    fix: {variable_fix}", variable_fix, category),
+        ("job_variables.env.B: is not declared by the deployment: a run may not choose what "
+         f"runs on the worker\n    fix: {variable_fix}", variable_fix, category),
+        ("job_variables.image: differs from the deployment's value: a run may not choose what "
+         f"runs on the worker\n    fix: {variable_fix}", variable_fix, category),
+        *[(f"{field}: {problem}\n    fix: {fix}", fix, category) for field, problem, fix in (
+            ("profile", "is the deployment's: a run may not choose another profile than "
+             "'team-a'", "run the deployment of that profile, or deploy one for it "
+             "(parameters.profile in prefect.yaml); `tpurl run PROFILE` runs any profile from a "
+             "checkout"),
+            ("delete_bucket", "deletes what the deployment does not declare deleted: a run may "
+             "set it only when the deployment does", "run `tpurl teardown PROFILE "
+             "--delete-bucket` from a workstation, or deploy a teardown whose parameters "
+             "declare it (parameters.delete_bucket: true in prefect.yaml)"),
+            ("deployment", "is the deployment's, which declares none: a run may not choose "
+             "one", "leave it out of the run's parameters, or run the deployment declared for "
+             "that value; the deployment's owner sets it (parameters.deployment in "
+             "prefect.yaml) and deploys again"),
+            ("to_run", "is the deployment's: a run may not choose another value than 'r1'",
+             "leave it out of the run's parameters, or run the deployment declared for that "
+             "value; the deployment's owner sets it (parameters.to_run in prefect.yaml) and "
+             "deploys again"))]]
+
+
+@pytest.mark.parametrize(("default", "says"), [
+    ("rehearsal", "runs the flow's default 'rehearsal'"), (None, "has none")])
+def test_a_deployment_without_a_profile_says_what_it_runs(default, says) -> None:
+    [issue] = refused_choices({}, Declared({}, {}), {"profile": "other"}, profile_fixed=True,
+                              default_profile=default)
+    fix = "give the deployment a profile (parameters.profile in prefect.yaml) and deploy again"
+    assert (issue.render(), issue.category) == (
+        f"profile: is the deployment's, which declares none and so {says}: a run may not "
+        f"choose another\n    fix: {fix}", "config/fixed-by-deployment")
+
+
+def test_only_the_env_variable_is_compared_key_by_key() -> None:
+    """A mapping-valued variable other than ``env`` (labels, say) is the deployment's as a
+    whole; an ``env`` that is not a mapping is a value like any other."""
+    declared = Declared({"profile": "p"}, {"labels": {"team": "a"}, "env": {"A": "1"}})
+    assert refused_choices({"labels": {"team": "a"}}, declared, {"profile": "p"},
+                           profile_fixed=True) == []
+    assert _named(refused_choices({"labels": {"team": "b"}}, declared, {"profile": "p"},
+                                  profile_fixed=True)) == ["job_variables.labels"]
+    assert _named(refused_choices({"env": "A=2"}, declared, {"profile": "p"},
+                                  profile_fixed=True)) == ["job_variables.env"]
+
+
+def test_an_undeclared_target_does_not_hide_the_next_fixed_parameter() -> None:
+    issues = refused_choices({}, Declared({"profile": "p"}, {}),
+                             {"profile": "p", "to_run": "r0"}, profile_fixed=True,
+                             fixed={"deployment": MUST_DECLARE, "to_run": None})
+    assert _named(issues) == ["deployment", "to_run"]
+    assert repr(MUST_DECLARE) == "MUST_DECLARE"
