@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = ROOT / ".tpurl" / "mutation"
-DATA = ("deployments", "images")  # profiles and patches the tests read beside flows/
+DATA = ("deployments", "images", "docs")  # profiles, patches and pages the tests read beside flows/
 KILLED = {"killed", "timeout", "caught by type check", "segfault"}
 
 
@@ -79,8 +79,12 @@ MODULES = {
         "tests/test_run_choices.py",), glue=("refuse_run_choices",)),
     "queued": Module("flows/backends/gke/watch/queued.py", (
         "tests/backends/gke/watch/test_queued.py",)),
+    "team-budget": Module("flows/core/team_budget.py", (
+        "tests/run/test_team_budget.py", "tests/run/test_team_month_order.py",
+        "tests/run/test_ledger_attacks.py", "tests/backends/gke/test_spend_cap.py")),
     "fit-rules": Module("flows/config/fit_rules.py", (
-        "tests/config/test_fit.py", "tests/config/test_fit_table.py")),
+        "tests/config/test_fit.py", "tests/config/test_fit_table.py",
+        "tests/config/test_fit_texts.py", "tests/config/test_rollout.py")),
 }
 # mutmut mutates function bodies only: flows/common/token_shapes.py is module-level patterns,
 # so it is mutated through the functions that use them (the "redaction" module's tests).
