@@ -1,0 +1,82 @@
+"""What the training sentinel does with its detectors' findings: the profile's policy per
+detector (flows/config/health.py), the ``tpurl.train.suspect`` event, the log line.
+
+``judge`` is pure: findings and the health section in, each finding with its policy out. A
+finding whose policy is ``stop`` that is only seen after the training ended (the rehearsal,
+whose local programs have no live watch; or a detector whose evidence arrived with the last
+step) can stop nothing any more: it holds the promotion instead, so a stop is never weaker
+than a hold. Emitting is best-effort like every event of a run: the finding is also in the
+log, the result and the run page.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flows.common.event_catalogue import TRAIN_SUSPECT
+from flows.config.health import HealthSection, Policy
+from flows.health.detectors import Finding, Steps, examine
+
+log = logging.getLogger(__name__)
+HOLDING: frozenset[Policy] = frozenset({"hold", "stop"})
+
+
+def judge(findings: Sequence[Finding], health: HealthSection) -> list[dict[str, Any]]:
+    """Each finding's payload with its ``policy`` (pure)."""
+    return [{**f.payload(), "policy": health.policy_of(f.detector)} for f in findings]
+
+
+def holding(judged: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The judged findings that hold a passing promotion (hold, and stop seen too late)."""
+    return [f for f in judged if f.get("policy") in HOLDING]
+
+
+def heldout_gain(evaluation: dict[str, Any], metric: str) -> float | None:
+    """Trained minus base on the held-out rows, by the promotion rule's metric; None when
+    the evaluation does not carry both."""
+    try:
+        trained = evaluation["trained"][metric]["value"]
+        base = evaluation["base"][metric]["value"]
+        return float(trained) - float(base)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def after_training(steps: Steps, health: HealthSection,
+                   heldout: float | None = None) -> list[dict[str, Any]]:
+    """The judged findings over a finished training's steps (pure)."""
+    return judge(examine(steps, health, heldout), health)
+
+
+def suspect_event(profile: str, run: str, judged: dict[str, Any],
+                  spend_saved: float | None = None) -> dict[str, Any]:
+    """The event's name, resource and checked payload, for ``emit_event``."""
+    payload = {**judged, "run": run}
+    if spend_saved is not None:
+        payload["spend_saved"] = round(spend_saved, 2)
+    return {"event": TRAIN_SUSPECT.name,
+            "resource": {"prefect.resource.id": f"tpurl.train.{profile}",
+                         "prefect.resource.name": f"{profile} training",
+                         "tpurl.profile": profile, "tpurl.detector": str(judged["detector"])},
+            "payload": TRAIN_SUSPECT.checked(payload)}
+
+
+def announce(profile: str, run: str, judged: Sequence[dict[str, Any]],
+             warn: Callable[[str], None], already: set[str] | None = None) -> None:
+    """Log each finding and emit its event, once per detector (``already``: detectors
+    announced before in this run, updated)."""
+    from prefect.events import emit_event
+
+    seen = already if already is not None else set()
+    for finding in judged:
+        if finding["detector"] in seen:
+            continue
+        seen.add(str(finding["detector"]))
+        warn(f"training health: {finding['detector']} at step {finding['step']} "
+             f"(policy {finding['policy']}): {finding['summary']}")
+        try:
+            emit_event(**suspect_event(profile, run, finding))
+        except Exception as exc:  # an event is a notice; the log and the page say it too
+            log.warning("could not emit %s: %s", TRAIN_SUSPECT.name, exc)
