@@ -301,6 +301,10 @@ TRAINING_DETECTORS: dict[str, Callable[[Steps, Any], Finding | None]] = {
     "grad_norm_runaway": grad_norm_runaway,
 }
 DETECTORS: tuple[str, ...] = (*TRAINING_DETECTORS, "heldout_gap")
+# the detectors that read the rollout's tags (rewards, completion length), logged one step
+# before the update they feed (flows/runpage/alignment.py): the run page moves their marks
+ROLLOUT_DETECTORS = frozenset({"reward_dominance", "length_drift", "group_collapse",
+                               "heldout_gap"})
 
 
 def examine(steps: Steps, health: HealthSection,

@@ -12,6 +12,7 @@ log, the result and the run page.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +21,8 @@ from flows.config.health import HealthSection, Policy
 from flows.health.detectors import Finding, Steps, examine
 
 log = logging.getLogger(__name__)
+_LOCK = threading.Lock()
+_ANNOUNCED: dict[tuple[str, str], set[str]] = {}  # (profile, run) -> detectors announced
 HOLDING: frozenset[Policy] = frozenset({"hold", "stop"})
 
 
@@ -64,19 +67,23 @@ def suspect_event(profile: str, run: str, judged: dict[str, Any],
 
 
 def announce(profile: str, run: str, judged: Sequence[dict[str, Any]],
-             warn: Callable[[str], None], already: set[str] | None = None) -> None:
-    """Log each finding and emit its event, once per detector (``already``: detectors
-    announced before in this run, updated)."""
+             warn: Callable[[str], None], spend_saved: float | None = None) -> None:
+    """Log each finding and emit its event, once per detector and run in this process (the
+    GKE watch announces while training, the flow again after it: the second is dropped);
+    ``spend_saved``: what a stop saved."""
     from prefect.events import emit_event
 
-    seen = already if already is not None else set()
     for finding in judged:
-        if finding["detector"] in seen:
-            continue
-        seen.add(str(finding["detector"]))
+        with _LOCK:
+            seen = _ANNOUNCED.setdefault((profile, run), set())
+            if finding["detector"] in seen:
+                continue
+            seen.add(str(finding["detector"]))
         warn(f"training health: {finding['detector']} at step {finding['step']} "
              f"(policy {finding['policy']}): {finding['summary']}")
         try:
-            emit_event(**suspect_event(profile, run, finding))
+            body = suspect_event(profile, run, finding, spend_saved)
+            emit_event(event=TRAIN_SUSPECT.name, resource=body["resource"],
+                       payload=body["payload"])
         except Exception as exc:  # an event is a notice; the log and the page say it too
             log.warning("could not emit %s: %s", TRAIN_SUSPECT.name, exc)
