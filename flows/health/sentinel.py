@@ -72,6 +72,7 @@ def announce(profile: str, run: str, judged: Sequence[dict[str, Any]],
     GKE watch announces while training, the flow again after it: the second is dropped);
     ``spend_saved``: what a stop saved."""
     from prefect.events import emit_event
+    from prefect.settings import PREFECT_API_URL
 
     for finding in judged:
         with _LOCK:
@@ -81,6 +82,10 @@ def announce(profile: str, run: str, judged: Sequence[dict[str, Any]],
             seen.add(str(finding["detector"]))
         warn(f"training health: {finding['detector']} at step {finding['step']} "
              f"(policy {finding['policy']}): {finding['summary']}")
+        if not PREFECT_API_URL.value():  # Prefect would start a server of its own for it
+            log.warning("no Prefect API: %s for %s is in the log and on the run page only",
+                        TRAIN_SUSPECT.name, finding["detector"])
+            continue
         try:
             body = suspect_event(profile, run, finding, spend_saved)
             emit_event(event=TRAIN_SUSPECT.name, resource=body["resource"],

@@ -228,7 +228,7 @@ class GkeBackend:
                        self._progress(workload), workload.progress_regex)
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
         nodes: NodeWatch | None = None  # the run's TPU nodes, charged while they live
-        if self.stage == "train":
+        if self.stage == "train" and self.health is None:
             self.health = self._health_watch(workload)
         try:
             nodes = watch_run_nodes(self.spend, self.profile, self.cluster, self.watch_settings,
