@@ -96,7 +96,7 @@ TRAIN_SUSPECT = EventKind(
     "tpurl.train.suspect", "tpurl.train.<profile>", ("tpurl.profile", "tpurl.detector"),
     ("detector", "step", "summary", "figures", "excerpt", "policy", "run"), ("spend_saved",),
     "flows/health/sentinel.py",
-    "A training-health detector fired (docs/reference/health.md): `detector` at TensorBoard "
+    "A training-health detector fired (docs/reference/detectors.md): `detector` at TensorBoard "
     "step `step`, `summary` in one sentence, `figures` the numbers it judged, `excerpt` the "
     "curve up to the step (its tags per step), `policy` what the profile's `health:` section "
     "makes of it (warn, hold: the promotion waits for `tpurl promote --clear`, stop: the GKE "

@@ -27,7 +27,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "events.md": events_page.render,
     "failures.md": failures_page.render,
     "formats.md": formats_page.render,
-    "health.md": health_page.render,
+    "detectors.md": health_page.render,
     "troubleshooting.md": troubleshooting_page.render,
     **diagrams.PAGES,
 }
