@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from flows.config.profile import Profile
 from flows.core.layout import RESULTS_DIR, Layout
+from flows.core.lineage import outside_root
 from flows.core.manifest import build_manifest, manifest_digest
 from flows.core.promotion import Clearance, PromotedModel
 from flows.core.promotion_store import read_history, write_promoted
@@ -128,8 +129,13 @@ def plan_clear(storage: Storage, profile: Profile, run: str, reason: str, by: st
                           "champion that is no longer the one; fix: run the training again "
                           "to judge it against today's champion")
     model = held.candidate
+    # the record is read from storage every training pod can write: it names an export of
+    # this profile's root with the digest it was held with, or nothing is promoted
+    if why := outside_root({"model_uri": model.model_uri}, Layout(profile).root):
+        raise HoldRefused(f"RUN: the hold record of run {run} is not to be trusted ({why}); "
+                          "fix: train the run again")
     found = manifest_digest(build_manifest(storage, model.model_uri))
-    if model.export_digest and found != model.export_digest:
+    if not model.export_digest or found != model.export_digest:
         raise HoldRefused(f"RUN: run {run}'s export {model.model_uri} changed since it was "
                           f"held (digest {found}, held as {model.export_digest}); fix: run "
                           "the training again")

@@ -165,3 +165,24 @@ def hs_examine() -> list[object]:
     from flows.health.detectors import examine
 
     return list(examine(hs.kl_blowup(0), load_profile("rehearsal", environ={}).health))
+
+
+def test_a_hold_record_naming_an_export_outside_the_root_is_refused(profile: Profile,
+                                                                    tmp_path: Path) -> None:
+    """The held record lives where a training pod can write: one rewritten to name another
+    export (with that export's own digest) promotes nothing."""
+    from flows.core.manifest import build_manifest, manifest_digest
+    from flows.health.holds import hold_uri, read_hold
+
+    storage = LocalStorage()
+    assert _judge(profile, tmp_path, "hacked", 0.5, sentinel.holding(_collapsed()))[1]
+    held = read_hold(storage, profile, "hacked")
+    assert held is not None
+    elsewhere = export(tmp_path.parent / f"{tmp_path.name}-elsewhere", "planted")
+    forged = held.model_copy(update={"candidate": held.candidate.model_copy(update={
+        "model_uri": elsewhere,
+        "export_digest": manifest_digest(build_manifest(storage, elsewhere))})})
+    storage.write_text(hold_uri(profile, "hacked"), forged.model_dump_json())
+    with pytest.raises(HoldRefused, match="not to be trusted"):
+        plan_clear(storage, profile, "hacked", "why", "ana")
+    assert read_promoted(storage, profile) is None
