@@ -142,6 +142,20 @@ def _parser() -> argparse.ArgumentParser:
                       "unchecked (default: the OS account that runs the command)")
     back.add_argument("--dry-run", action="store_true", help="print what would change; "
                       "change nothing")
+    prom = _described(sub, "promote", "promote a run whose promotion the training sentinel "
+                      "held: its entry appended to the promotion history with who cleared it "
+                      "and why, the pointer moved, a tpurl.model.promoted event; every check "
+                      "before any change (exit 2: refused, nothing changed)")
+    prom.set_defaults(func=_promote)
+    _profile_arguments(prom)
+    prom.add_argument("--clear", required=True, metavar="RUN", help="the held run to promote "
+                      "(`tpurl status PROFILE` lists the held runs)")
+    prom.add_argument("--reason", required=True, help="why the findings do not stop it, in a "
+                      "few words (kept in the history, sent in the event)")
+    prom.add_argument("--by", help="who clears, recorded as given and said to be unchecked "
+                      "(default: the OS account that runs the command)")
+    prom.add_argument("--dry-run", action="store_true", help="print what would change; "
+                      "change nothing")
     listing = _described(sub, "profiles", "list the shipped profiles")
     listing.set_defaults(func=_profiles)
     listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
@@ -226,6 +240,18 @@ def _rollback(args: argparse.Namespace) -> int:
         return 2
     return rollback_command(args.profile, overrides, args.to, args.reason, args.by,
                             args.dry_run)
+
+
+def _promote(args: argparse.Namespace) -> int:
+    from flows.operations.promote import clear_command
+
+    try:
+        overrides = dict(parse_override(item) for item in args.set)
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return clear_command(args.profile, overrides, args.clear, args.reason, args.by,
+                         args.dry_run)
 
 
 def _profiles(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +50,7 @@ from flows.deployed.run_choices import refuse_run_choices
 from flows.flow_runs.failure_event import on_run_failed
 from flows.flow_runs.run_log import readable_failures
 from flows.flow_runs.run_origin import deployed_fields, run_origin
+from flows.health import sentinel
 from flows.integrations.judged_model import judged_model
 from flows.integrations.mlflow_run import RunFacts
 from flows.integrations.preflight import integration_issues
@@ -330,6 +331,8 @@ class RanStages:
     outputs: dict[str, StageOutput]
     evaluation: dict[str, Any] | None
     lock_wait_s: float
+    # the training sentinel's findings, each with its policy (flows/health/sentinel.py)
+    health: list[dict[str, Any]] = field(default_factory=list)
 
 
 def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | None,
@@ -411,6 +414,7 @@ def run_stages(run: PreparedRun) -> RanStages:
                                infra)
         trained = _run_stage(page, run, "train", train_grpo, cfg, image, infra,
                              converted)
+        health = _training_health(cfg, trained)
         exported = _run_stage(page, run, "export", export_hf, cfg, image, infra,
                               trained)
         # when the export is there, not after evaluation and promotion: a chain on it (a
@@ -425,8 +429,18 @@ def run_stages(run: PreparedRun) -> RanStages:
             evaluated = _run_stage(page, run, "evaluate", evaluate_models, cfg, image,
                                    infra, converted, trained, exported)
             outputs["evaluate"] = evaluated
-            evaluation = _judge(cfg, run.backend, evaluated, _artifacts(outputs), record)
-    return RanStages(outputs, evaluation, round(hold.waited_s, 3))
+            evaluation = _judge(cfg, run.backend, evaluated, _artifacts(outputs), record,
+                                trained, health)
+    return RanStages(outputs, evaluation, round(hold.waited_s, 3), health)
+
+
+def _training_health(cfg: Profile, trained: StageOutput) -> list[dict[str, Any]]:
+    """The training sentinel over the finished training's metrics: each finding logged and
+    announced (tpurl.train.suspect), with its policy; the evaluation may add one."""
+    steps = trained.details.get("metrics", {}).get("steps", [])
+    judged = sentinel.after_training(steps, cfg.health)
+    sentinel.announce(cfg.name, flow_run.name or "run", judged, get_run_logger().warning)
+    return judged
 
 
 def _run_stage(page: StagePage, run: PreparedRun, stage: str,
@@ -506,7 +520,7 @@ def finish(run: PreparedRun, ran: RanStages) -> PipelineResult:
         recipe=trained.details.get("recipe") or recipe_summary(cfg),
         stages=[StageReport.of(o, price) for o in outputs.values()],
         chip_hours=chip_hours, usd=round(chip_hours * price, 2),
-        metrics=trained.details.get("metrics", {}),
+        metrics=trained.details.get("metrics", {}), health=ran.health,
         wall_s=time.monotonic() - run.started, lock_wait_s=ran.lock_wait_s,
         started_at=run.started_at,
         finished_at=datetime.now(UTC).isoformat())
@@ -537,16 +551,27 @@ def finish(run: PreparedRun, ran: RanStages) -> PipelineResult:
 
 
 def _judge(cfg: Profile, backend: Backend, evaluated: StageOutput, artifacts: dict[str, str],
-           record: RunAnnouncement | None) -> dict[str, Any]:
-    """The promotion decision for this run's scores: pointer, events, run-page table."""
+           record: RunAnnouncement | None, trained: StageOutput,
+           health: list[dict[str, Any]]) -> dict[str, Any]:
+    """The promotion decision for this run's scores: pointer, events, run-page table. The
+    held-out score joins the training sentinel's findings first (``health`` grows by the
+    held-out detector's), and a pass with a holding finding is held."""
     details = evaluated.details
     run = flow_run.name or "run"
+    rule = cfg.promotion_rule
+    gain = sentinel.heldout_gain(details, rule.metric) if rule is not None else None
+    steps = trained.details.get("metrics", {}).get("steps", [])
+    late = [f for f in sentinel.after_training(steps, cfg.health, gain)
+            if f["detector"] not in {h["detector"] for h in health}]
+    sentinel.announce(cfg.name, run, late, get_run_logger().warning)
+    health.extend(late)
     judged_against = read_promoted(backend.storage, cfg)  # before the pointer may move
     decision, promoted = promote_or_reject(backend.storage, cfg, run, details, artifacts,
                                            backend.runtime.dataset_uri(), evaluated.key,
-                                           score_key(cfg))
+                                           score_key(cfg), sentinel.holding(health))
     logger = get_run_logger()
-    logger.info("%s: %s", "promoted" if decision.promoted else "rejected", decision.reason)
+    logger.info("%s: %s", "promoted" if decision.promoted else
+                "held" if decision.held else "rejected", decision.reason)
     for note in decision.notes:
         logger.info("promotion: %s", note)
     emit_decision(cfg.name, decision, details, promoted, record.summary() if record else None)

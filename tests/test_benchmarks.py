@@ -24,6 +24,8 @@ QUICK_RUNS = {
     "export": "tests/e2e/test_rehearsal_e2e.py::test_the_export_benchmark_exports_the_run",
     "flow_image": "tests/e2e/test_flow_image.py::test_the_flow_image_benchmark_builds_a_change",
     "gke_watch": "tests/test_benchmarks_quick.py::test_gke_watch_cases_end_in_their_verdicts",
+    "health_detectors": "tests/health/test_benchmark.py::"
+                        "test_the_detector_benchmark_catches_every_hack",
     "image_build": "tests/backends/gke/image/test_build.py::"
                    "test_the_image_benchmark_builds_then_skips",
     "lock_events": "tests/test_benchmarks_quick.py::test_lock_events_are_counted",

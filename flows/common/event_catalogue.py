@@ -92,6 +92,17 @@ CAPACITY_FALLBACK = EventKind(
     "A GKE stage spent a capacity mode's wait (a stockout in every zone, or the queue "
     "budget) and resubmits the same training in the next mode of `gke.capacity`; "
     "`attempts` lists each mode's mode, zone, waited_s, held_s, chip_hours, usd and outcome.")
+TRAIN_SUSPECT = EventKind(
+    "tpurl.train.suspect", "tpurl.train.<profile>", ("tpurl.profile", "tpurl.detector"),
+    ("detector", "step", "summary", "figures", "excerpt", "policy", "run"), ("spend_saved",),
+    "flows/health/sentinel.py",
+    "A training-health detector fired (docs/reference/detectors.md): `detector` at TensorBoard "
+    "step `step`, `summary` in one sentence, `figures` the numbers it judged, `excerpt` the "
+    "curve up to the step (its tags per step), `policy` what the profile's `health:` section "
+    "makes of it (warn, hold: the promotion waits for `tpurl promote --clear`, stop: the GKE "
+    "training's JobSet is deleted, checkpoints kept) and `run` the flow run. Once per "
+    "detector and run; `spend_saved` (USD, the training's estimate not spent) when it "
+    "stopped one.")
 MODEL_EXPORTED = EventKind(
     "tpurl.model.exported", "tpurl.model.<profile>", ("tpurl.profile",),
     ("hf_export", "trained_checkpoint"), ("announcement",), "flows/pipeline.py",
@@ -99,14 +110,18 @@ MODEL_EXPORTED = EventKind(
     "step on it. `announcement` when the run serves one.")
 MODEL_PROMOTED = EventKind(
     "tpurl.model.promoted", "tpurl.model.<profile>", ("tpurl.profile",),
-    ("decision", "scores", "model_uri", "run", "dataset", "revision"), ("announcement",),
-    "flows/runpage/promotion.py",
+    ("decision", "scores", "model_uri", "run", "dataset", "revision"),
+    ("announcement", "clearance"), "flows/runpage/promotion.py",
     "Evaluation passed the promotion rule and the promoted pointer now names this run's "
-    "export. An unchanged rerun of the promoted model emits nothing.")
+    "export. An unchanged rerun of the promoted model emits nothing. A held run cleared by "
+    "`tpurl promote --clear` emits it then, with `clearance` (who, when, why, which "
+    "detectors held it).")
 MODEL_REJECTED = EventKind(
     "tpurl.model.rejected", "tpurl.model.<profile>", ("tpurl.profile",), ("decision", "scores"),
     ("announcement",), "flows/runpage/promotion.py",
-    "Evaluation did not pass the promotion rule; the export is kept, the pointer left alone.")
+    "Evaluation did not pass the promotion rule, or passed while the training sentinel held "
+    "it (`decision.held` true: `tpurl promote --clear` promotes it later); the export is "
+    "kept, the pointer left alone.")
 MODEL_ROLLED_BACK = EventKind(
     "tpurl.model.rolled-back", "tpurl.model.<profile>", ("tpurl.profile",),
     ("from_run", "to_run", "model_uri", "by", "verified", "reason", "at"), ("mlflow_version",),
@@ -168,7 +183,7 @@ ANNOUNCEMENT_DROPPED = EventKind(
 
 CATALOGUE: tuple[EventKind, ...] = (
     STAGE_STARTED, STAGE_COMPLETED, STAGE_SKIPPED, STAGE_FAILED, STAGE_CANCELLED, RUN_STARTED,
-    RUN_FAILED, CAPACITY_FALLBACK, MODEL_EXPORTED, MODEL_PROMOTED, MODEL_REJECTED,
+    RUN_FAILED, CAPACITY_FALLBACK, TRAIN_SUSPECT, MODEL_EXPORTED, MODEL_PROMOTED, MODEL_REJECTED,
     MODEL_ROLLED_BACK, MODEL_REGRESSED,
     DATASET_UPDATED, BASE_MODEL_UPDATED,
     ANNOUNCEMENT_QUEUED, ANNOUNCEMENT_COALESCED, ANNOUNCEMENT_SUPERSEDED,

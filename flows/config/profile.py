@@ -32,6 +32,7 @@ from flows.config.announcements import AnnouncementsSection
 from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
+from flows.config.health import HealthSection
 from flows.config.limits import limit, limits, matches, reshapes
 from flows.config.notify import NotifySection
 from flows.config.recipe import RecipeSection, recipe_args_problem, without_replaced_template
@@ -301,6 +302,9 @@ class Profile(StrictModel):
     notify: NotifySection | None = None
     """Messages on the events that matter, through a Prefect notification block (off when
     unset; the deploy creates the automations)."""
+    health: HealthSection = HealthSection()
+    """What each training-health detector's finding does: warn, hold the promotion (the
+    default) or stop the training; never silent."""
 
     @field_validator("name")
     @classmethod

@@ -673,6 +673,16 @@ CATALOGUE: tuple[Symptom, ...] = (
             "unreadable`.",
             "Restore it from promoted-history.json beside it (its last entry), or delete it to "
             "judge against the base model."),
+    Symptom("gke/training-suspect", When.STAGE,
+            "`[user-error gke/training-suspect] stage train stopped by the training sentinel: "
+            "DETECTOR at step N (...)` with the spend saved; the JobSet was deleted, "
+            "checkpoints are kept, nothing is retried; the run's suspect event carries the "
+            "figures and the curve (docs/reference/events.md).",
+            "Read the finding (the run page marks the step; docs/how-to/held-run.md says what "
+            "each detector saw). If the recipe's reward is being gamed, fix the reward and "
+            "run again. If the finding is wrong for this run, set the detector's policy to "
+            "hold or warn (e.g. `health.kl_runaway.policy: hold`) and run again: the run "
+            "resumes from its newest checkpoint."),
     # --- announcements and deployments ---------------------------------------------------
     Symptom("config/unvouched-value", When.ANNOUNCEMENTS,
             "A retrain run is refused at its start with `model.hf_revision: ...` or "

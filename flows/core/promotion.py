@@ -34,6 +34,18 @@ class Rollback(BaseModel):
     verified: str = ""
 
 
+class Clearance(BaseModel):
+    """Who let a promotion the training sentinel held go through, when, why, and what the
+    sentinel had seen (flows/health/holds.py)."""
+
+    by: str
+    at: str  # ISO 8601, UTC
+    reason: str
+    verified: str = ""  # how ``by`` is known, as a rollback records it
+    detectors: list[str] = Field(default_factory=list)  # the findings that held it
+    held_at: str = ""
+
+
 class PromotedModel(BaseModel):
     """The profile's promoted pointer: what is served, and where it came from. In the
     history an entry is a promotion, or a rollback naming the earlier model it restored
@@ -59,6 +71,8 @@ class PromotedModel(BaseModel):
     reward_functions: list[str] = Field(default_factory=list)
     kind: Literal["promotion", "rollback"] = "promotion"
     rollback: Rollback | None = None
+    # a promotion the training sentinel held, cleared by a person (`tpurl promote --clear`)
+    clearance: Clearance | None = None
 
 
 class Decision(BaseModel):
@@ -76,6 +90,8 @@ class Decision(BaseModel):
     reference_run: str | None = None  # the run that produced the promoted reference
     unchanged: bool = False  # this run's model is already the promoted one (a rerun)
     notes: list[str] = Field(default_factory=list)
+    # passed, but the training sentinel held it: the pointer waits for `tpurl promote --clear`
+    held: bool = False
 
 
 def decide(rule: PromotionRule, trained: ScoreSummary, base: ScoreSummary,

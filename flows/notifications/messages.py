@@ -19,6 +19,8 @@ Events (names are the flows' stable API):
   chain), its payload's fields as they come;
 - model-rolled-back: ``tpurl.model.rolled-back`` (flows/operations/rollback.py), who rolled
   back and how that is known, from which run to which, and why;
+- train-suspect: ``tpurl.train.suspect`` (flows/health/sentinel.py), a training-health
+  detector's finding, its policy and figures;
 - retrain-coalesced: ``tpurl.announcement.coalesced`` (flows/announcements/events.py), one
   per announcement folded into a newer waiting run.
 """
@@ -35,6 +37,7 @@ from flows.common.event_catalogue import (
     MODEL_REJECTED,
     MODEL_ROLLED_BACK,
     RUN_FAILED,
+    TRAIN_SUSPECT,
 )
 from flows.config.notify import NotifyEvent
 
@@ -64,11 +67,13 @@ def _score(expr: str) -> str:
 
 MODEL_SUBJECT = ("tpurl " + _PROFILE + ": model {% if event.event == '" +
                  MODEL_PROMOTED.name + "' %}"
-                 "promoted{% else %}rejected{% endif %}")
+                 "promoted{% elif event.payload.decision.held %}held for review"
+                 "{% else %}rejected{% endif %}")
 MODEL_BODY = ("{% set d = event.payload.decision %}{% set s = event.payload.scores %}"
               "{% set run = event.payload.run or flow_run.name %}"
               "Model {% if run %}of run {{ run }} {% endif %}"
-              "{% if event.event == '" + MODEL_PROMOTED.name + "' %}promoted{% else %}rejected"
+              "{% if event.event == '" + MODEL_PROMOTED.name + "' %}promoted"
+              "{% elif d.held %}held for review (it passed){% else %}rejected"
               "{% endif %}: {{ d.reason }}\n"
               "{{ d.metric }}: trained " + _score("s.trained[d.metric].value") +
               ", base " + _score("s.base[d.metric].value") +
@@ -105,6 +110,22 @@ ROLLED_BACK_BODY = ("{{ event.payload.by }} rolled the champion of " + _PROFILE 
                     "{{ event.payload.mlflow_version }}\n{% endif %}")
 
 
+SUSPECT_SUBJECT = ("tpurl " + _PROFILE + ": training suspect ({{ event.payload.detector }}, "
+                   "{{ event.payload.policy }})")
+SUSPECT_BODY = ("Run {{ event.payload.run }} of profile " + _PROFILE + ": detector "
+                "{{ event.payload.detector }} fired at step {{ event.payload.step }}.\n"
+                "{{ event.payload.summary }}\n"
+                "Policy: {{ event.payload.policy }}"
+                "{% if event.payload.policy == 'hold' %} (the promotion waits for "
+                "`tpurl promote " + _PROFILE + " --clear {{ event.payload.run }} --reason ...`)"
+                "{% elif event.payload.policy == 'stop' %} (the training was stopped, its "
+                "checkpoints kept){% endif %}\n"
+                "{% for key, value in event.payload.figures.items() %}{{ key }}: {{ value }}\n"
+                "{% endfor %}"
+                "{% if event.payload.spend_saved %}Spend saved: ${{ event.payload.spend_saved }}"
+                "\n{% endif %}What to do: docs/how-to/held-run.md")
+
+
 @dataclass(frozen=True)
 class Kind:
     title: str
@@ -128,6 +149,8 @@ KINDS: dict[NotifyEvent, Kind] = {
     "model-rolled-back": Kind("rollback of the champion", "tpurl.model.{profile}",
                               (MODEL_ROLLED_BACK.name,), ROLLED_BACK_SUBJECT,
                               ROLLED_BACK_BODY),
+    "train-suspect": Kind("training-health finding", "tpurl.train.{profile}",
+                          (TRAIN_SUSPECT.name,), SUSPECT_SUBJECT, SUSPECT_BODY),
 }
 
 

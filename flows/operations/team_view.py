@@ -31,6 +31,7 @@ from flows.config.loading import load_profile
 from flows.config.profile import Profile
 from flows.config.teams import Team
 from flows.core.promotion import PromotedModel
+from flows.health.holds import held_runs
 from flows.operations.costs import TeamCosts, team_costs
 from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.markdown_text import md_code, md_text
@@ -65,6 +66,8 @@ class Champion:
     model: PromotedModel | None = None
     pointer: str = ""  # where the pointer lives
     problem: str = ""  # why it was not read (the profile does not load, the pointer is damaged)
+    # runs whose promotion the training sentinel holds: (run, detectors), oldest first
+    held: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass
@@ -128,10 +131,14 @@ def champion_lines(champion: Champion) -> list[str]:
     head = f"**{md_text(champion.profile)}**"
     if champion.problem:
         return [f"{head}: not read ({md_text(champion.problem)})", ""]
+    held = [f"- held promotion: run {md_text(run)} ({md_text(', '.join(found))}); clear with "
+            f"{md_code(f'tpurl promote {champion.profile} --clear {run} --reason ...')}"
+            for run, found in champion.held]
     model = champion.model
     if model is None:
         return [f"{head}: nothing promoted yet"
-                + (f" (pointer {md_code(champion.pointer)})" if champion.pointer else ""), ""]
+                + (f" (pointer {md_code(champion.pointer)})" if champion.pointer else ""),
+                *held, ""]
     scores = "; ".join(f"{k} {v}" for k, v in model.scores.row().items())
     lines = [f"{head}: run {md_text(model.run)}, promoted {md_text(model.promoted_at)}",
              f"- scores ({model.scores.samples} held-out rows, by {md_text(model.metric)}): "
@@ -144,7 +151,7 @@ def champion_lines(champion: Champion) -> list[str]:
                "pointer": champion.pointer}
     lines.append("- lineage: " + "; ".join(f"{name} {md_code(value)}"
                                             for name, value in lineage.items() if value))
-    return [*lines, ""]
+    return [*lines, *held, ""]
 
 
 def run_cost_line(run_usd: float, costs: TeamCosts) -> str:
@@ -165,11 +172,17 @@ def champion_of(name: str, own: Profile) -> Champion:
     if profile.eval is None:
         return Champion(name, problem="the profile has no eval section: nothing is promoted")
     pointer = pointer_uris(profile)[0]
+    storage = storage_for(profile.section.output_root())
     try:
-        model = read_promoted(storage_for(profile.section.output_root()), profile)
+        model = read_promoted(storage, profile)
     except Exception as exc:  # a damaged pointer is the evaluate stage's to refuse
         return Champion(name, pointer=pointer, problem=f"pointer {pointer} unreadable: {exc}")
-    return Champion(name, model, pointer)
+    try:
+        held = tuple((h.run, tuple(h.detectors)) for h in held_runs(storage, profile))
+    except Exception as exc:  # a view never fails for a listing; it says so
+        log.warning("could not list the held promotions of %s: %s", name, exc)
+        held = ()
+    return Champion(name, model, pointer, held=held)
 
 
 def run_statuses(runs: list[str]) -> dict[str, str]:

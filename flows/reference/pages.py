@@ -14,6 +14,7 @@ from flows.reference import (
     events_page,
     failures_page,
     formats_page,
+    health_page,
     profile_page,
     troubleshooting_page,
 )
@@ -26,6 +27,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "events.md": events_page.render,
     "failures.md": failures_page.render,
     "formats.md": formats_page.render,
+    "detectors.md": health_page.render,
     "troubleshooting.md": troubleshooting_page.render,
     **diagrams.PAGES,
 }

@@ -52,6 +52,8 @@ class PipelineResult(BaseModel):
     chip_hours: float
     usd: float = 0.0
     metrics: dict[str, Any]
+    # the training sentinel's findings, each with its policy (flows/health/sentinel.py)
+    health: list[dict[str, Any]] = Field(default_factory=list)
     wall_s: float
     lock_wait_s: float = 0.0  # waiting for another run of the profile; not in any stage's time
     # With an eval section: the held-out scores (trained, base), the promotion decision and

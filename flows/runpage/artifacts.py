@@ -91,15 +91,33 @@ def publish_result(result: PipelineResult) -> None:
                 f"mean is the column of its name ({recipe_label(result.recipe)})" + (
                     "; rewards and completion length are the rollout's, logged at the "
                     "step before the update" if shifted else "") + "; " + LR_NOTE))
-        chart = metrics_chart_markdown(result.metrics, functions)
+        chart = metrics_chart_markdown(result.metrics, functions, result.health)
         if chart:
             # the run's own (unkeyed): the metrics table above keeps the history by its key,
             # and each keyed artifact costs an artifact-collection event
             quiet.create("markdown", chart, None, "Reward and loss per GRPO step")
+        if result.health:
+            quiet.create("markdown", health_markdown(result), None,
+                         "Training health: what the sentinel saw, and what it did")
         for name, (link, text) in tracking_links(result).items():
             quiet.create("link", quiet.link_data(link, text), f"{key}-{name}", text)
     except Exception as exc:
         log.warning("artifacts not published: %s", exc)
+
+
+def health_markdown(result: PipelineResult) -> str:
+    """The training sentinel's findings: detector, step, policy, what it saw; and for a hold,
+    the command that clears it. Pure."""
+    held = (result.evaluation or {}).get("decision", {}).get("held")
+    lines = ["| detector | step | policy | what it saw |", "|---|---|---|---|"]
+    lines += [f"| {md_text(str(f.get('detector')))} | {f.get('step')} | "
+              f"{md_text(str(f.get('policy')))} | {md_text(str(f.get('summary')))} |"
+              for f in result.health]
+    if held:
+        lines += ["", "The promotion passed its rule and is **held**: read the findings, then "
+                  f"`tpurl promote {result.profile} --clear <this run> --reason ...` "
+                  "(docs/how-to/held-run.md)."]
+    return "\n".join(lines) + "\n"
 
 
 def tracking_links(result: PipelineResult) -> dict[str, tuple[str, str]]:

@@ -11,11 +11,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from flows.health.detectors import ROLLOUT_DETECTORS
 from flows.runpage.alignment import per_update
 from flows.runpage.metrics import logged_tags, reward_function_tag, reward_functions_logged
 
 WIDTH, PANEL_HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 200, 64, 24, 28, 30
 COLORS = ("#2563eb", "#dc2626", "#059669", "#d97706")
+MARK_COLOR = "#7c3aed"
 
 
 def series(steps: list[dict[str, Any]], tag: str) -> list[tuple[int, float]]:
@@ -35,7 +37,7 @@ def ticks(lo: float, hi: float, count: int = 4) -> list[float]:
 
 
 def panel(title: str, lines: dict[str, list[tuple[int, float]]], top: float,
-          steps: tuple[int, int]) -> list[str]:
+          steps: tuple[int, int], marks: Sequence[tuple[int, str]] = ()) -> list[str]:
     """One panel: its series on one shared y-axis (labelled ticks), steps on x. Series whose
     points are identical to an earlier one's are drawn once and named together."""
     merged: dict[str, list[tuple[int, float]]] = {}
@@ -71,6 +73,13 @@ def panel(title: str, lines: dict[str, list[tuple[int, float]]], top: float,
     for step in range(lo_step, hi_step + 1, max(1, (hi_step - lo_step) // 8)):
         parts.append(f'<text x="{x(step):.1f}" y="{top + PANEL_HEIGHT - 12}" '
                      f'text-anchor="middle" fill="#555">{step}</text>')
+    for step, label in marks:  # a training-health finding, at the step it fired
+        if lo_step <= step <= hi_step:
+            parts.append(f'<line x1="{x(step):.1f}" y1="{top + TOP}" x2="{x(step):.1f}" '
+                         f'y2="{top + TOP + plot_h}" stroke="{MARK_COLOR}" '
+                         'stroke-dasharray="4 3"/>')
+            parts.append(f'<text x="{x(step) + 3:.1f}" y="{top + TOP + 12}" '
+                         f'fill="{MARK_COLOR}">{_escape(label)}</text>')
     for index, (name, points) in enumerate(merged.items()):
         color = COLORS[index % len(COLORS)]
         coords = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in points)
@@ -84,8 +93,10 @@ def panel(title: str, lines: dict[str, list[tuple[int, float]]], top: float,
 
 
 def line_chart(panels: dict[str, dict[str, list[tuple[int, float]]]],
-               axis: str = "GRPO step (TensorBoard)") -> str:
-    """An SVG with one panel per entry (each with its own y-axis), sharing the step axis."""
+               axis: str = "GRPO step (TensorBoard)",
+               marks: Sequence[tuple[int, str]] = ()) -> str:
+    """An SVG with one panel per entry (each with its own y-axis), sharing the step axis;
+    ``marks`` (step, label) are drawn on the reward panels as dashed lines."""
     drawn = {t: {n: p for n, p in lines.items() if p} for t, lines in panels.items()}
     drawn = {t: lines for t, lines in drawn.items() if lines}
     steps = sorted({s for lines in drawn.values() for pts in lines.values() for s, _ in pts})
@@ -94,19 +105,24 @@ def line_chart(panels: dict[str, dict[str, list[tuple[int, float]]]],
              f'font-family="sans-serif" font-size="12"><rect width="100%" height="100%" '
              'fill="white"/>']
     for index, (title, lines) in enumerate(drawn.items()):
-        parts += panel(title, lines, index * PANEL_HEIGHT, (steps[0], steps[-1]))
+        parts += panel(title, lines, index * PANEL_HEIGHT, (steps[0], steps[-1]),
+                       marks if "reward" in title else ())
     parts.append(f'<text x="{WIDTH / 2}" y="{height - 4}" text-anchor="middle" fill="#555">'
                  f'{_escape(axis)}</text></svg>')
     return "".join(parts)
 
 
-def metrics_chart_markdown(metrics: dict[str, Any], functions: Sequence[str] = ()) -> str | None:
+def metrics_chart_markdown(metrics: dict[str, Any], functions: Sequence[str] = (),
+                           findings: Sequence[dict[str, Any]] = ()) -> str | None:
     """Markdown with the reward and loss panels, or None when there is nothing to draw; with
     a panel of each reward function's mean, a series named by the function
     (``functions``: the recipe's, first), when the events hold them. The steps are the
     table's (flows/runpage/alignment.py): a rollout's rewards stand at the update they fed,
-    above its loss."""
+    above its loss. Each training-health finding (flows/health/sentinel.py) marks its step
+    on the reward panels, moved like the rewards when its detector read the rollout's."""
     steps, shift = per_update(metrics.get("steps", []))
+    marks = [(int(f["step"]) + (shift if f.get("detector") in ROLLOUT_DETECTORS else 0),
+              f"{f.get('detector')} ({f.get('policy')})") for f in findings]
     rewards = {name: series(steps, f"rewards/train/{tag}")
                for name, tag in (("mean", "mean"), ("max", "max"), ("min", "min"))}
     loss = {"loss": series(steps, "actor/train/loss")}
@@ -119,7 +135,7 @@ def metrics_chart_markdown(metrics: dict[str, Any], functions: Sequence[str] = (
     if not any(p for lines in panels.values() for p in lines.values()):
         return None
     svg = line_chart(panels, "GRPO update (TensorBoard step of its loss; rewards are its "
-                     "rollout's)" if shift else "GRPO step (TensorBoard)")
+                     "rollout's)" if shift else "GRPO step (TensorBoard)", marks)
     data = base64.b64encode(svg.encode()).decode()
     return f"![reward and loss per step](data:image/svg+xml;base64,{data})"
 

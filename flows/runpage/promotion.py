@@ -30,6 +30,7 @@ from flows.core.promotion_store import write_promoted as write_promoted
 from flows.core.recipe_files import recipe_summary
 from flows.core.scores import ScoreSummary
 from flows.core.storage import Storage
+from flows.health.holds import held_lines, hold_promotion
 from flows.runpage.recipe import recipe_label
 
 MODEL_PROMOTED = PROMOTED_EVENT.name
@@ -61,11 +62,14 @@ def dataset_of(profile: Profile, dataset_uri: str | None) -> str:
 
 def promote_or_reject(storage: Storage, profile: Profile, run: str, evaluation: dict[str, Any],
                       artifacts: dict[str, str], dataset_uri: str | None, eval_key: str,
-                      score_key: str) -> tuple[Decision, PromotedModel | None]:
+                      score_key: str, holding: list[dict[str, Any]] | None = None,
+                      ) -> tuple[Decision, PromotedModel | None]:
     """Judge the run by the profile's rule; on a pass, move the pointer. Returns the decision
     and the model promoted after it (the new one, or the one still promoted). ``score_key``
     (eval_programs.score_key) names the held-out set and scorer of this run's scores; the
-    pointer keeps it so a later run knows whether the numbers compare."""
+    pointer keeps it so a later run knows whether the numbers compare. ``holding``: the
+    training sentinel's findings whose policy is hold; a pass with any is held instead
+    (flows/health/holds.py), the pointer left alone, the decision ``held``."""
     rule = profile.promotion_rule
     assert rule is not None
     trained = ScoreSummary.model_validate(evaluation["trained"])
@@ -91,6 +95,14 @@ def promote_or_reject(storage: Storage, profile: Profile, run: str, evaluation: 
                           reward_functions=[str(f) for f in recipe.get("reward_functions", [])],
                           export_digest=manifest_digest(build_manifest(storage,
                                                                        artifacts["hf_export"])))
+    if holding:
+        names = ", ".join(str(f.get("detector")) for f in holding)
+        decision.promoted, decision.held = False, True
+        decision.notes.insert(0, f"held by the training sentinel ({names}): the pointer "
+                              f"waits for `tpurl promote {profile.name} --clear {run} "
+                              "--reason ...`")
+        hold_promotion(storage, profile, model, holding, decision.model_dump())
+        return decision, current
     write_promoted(storage, profile, model)
     return decision, model
 
@@ -156,7 +168,8 @@ def comparison_rows(evaluation: dict[str, Any], judged_against: PromotedModel | 
                      "recipe": recipe_label(pointer_recipe(judged_against))})
     for row in rows:
         row["decision"] = ""
-    rows[1]["decision"] = ("promoted" if decision.promoted else "rejected") + \
+    rows[1]["decision"] = ("promoted" if decision.promoted else
+                           "held" if decision.held else "rejected") + \
         f" under {ours}: {decision.reason}" + "".join(f" ({note})" for note in decision.notes)
     return rows
 
@@ -176,14 +189,21 @@ def promoted_lines(storage: Storage, profile: Profile) -> list[str]:
         model = read_promoted(storage, profile)
     except Exception as exc:  # a damaged pointer is reported, never repaired here
         return [f"promoted model: pointer unreadable ({pointer}): {exc}"]
+    try:
+        held = held_lines(storage, profile)
+    except Exception as exc:  # a listing that fails is said, never raised
+        held = [f"held promotions: not listed ({exc})"]
     if model is None:
-        return [f"promoted model: none yet ({pointer})"]
+        return [f"promoted model: none yet ({pointer})", *held]
     scores = "; ".join(f"{k} {v}" for k, v in model.scores.row().items())
+    cleared = model.clearance
     return [f"promoted model: {model.model_uri}",
             f"  run {model.run} at {model.promoted_at}, dataset {model.dataset}, revision "
             f"{model.revision}", f"  scores ({model.scores.samples} held-out rows): {scores}",
             f"  scored under {recipe_label(pointer_recipe(model))}",
-            f"  pointer {pointer}"]
+            *([f"  held by {', '.join(cleared.detectors)}, cleared by {cleared.by} at "
+               f"{cleared.at}: {cleared.reason}"] if cleared else []),
+            f"  pointer {pointer}", *held]
 
 
 def publish_promotion(profile: str, rows: list[dict[str, Any]],

@@ -117,6 +117,7 @@ def test_grpo_ran_two_steps_with_varying_rewards(first_run):
     assert spread, reward_tags
     observed = [step[t] for step in steps for t in spread if step.get(t) is not None]
     assert any(v != 0 for v in observed) or statistics.pstdev(observed) > 0
+    assert first_run.health == []  # the rehearsal's own reward: no detector fires
 
 
 def test_evaluation_scores_both_models_and_decides_promotion(first_run, root):
@@ -417,6 +418,38 @@ def test_a_broken_reward_function_fails_train_at_once_naming_it(first_run, root,
                         r"for (\d+) completions", diagnosis.summary)
     assert said and int(said[1]) == int(said[2]) - 1, diagnosis.summary
     assert caught.value.log_uri and _path(caught.value.log_uri).is_file()
+
+
+def test_a_constant_reward_fires_the_sentinel_and_holds_the_promotion(first_run, root,
+                                                                     tmp_path):
+    """A recipe whose reward pays every completion alike (the hack at its simplest: nothing
+    to learn, every GRPO group degenerate) through the real train_rl: group_collapse fires
+    at the second step, the run passes its rule (trained and base score alike, against the
+    base) and the promotion is held, the pointer untouched; `tpurl status`'s lines name it.
+    Image, infra and convert are the first run's, skipped."""
+    from flows.core.promotion_store import read_promoted
+    from flows.core.storage import LocalStorage
+    from flows.health.holds import held_runs
+    from flows.runpage.promotion import promoted_lines
+
+    team = tmp_path / "constant_rewards.py"
+    team.write_text("def constant_reward(prompts, completions, **kwargs):\n"
+                    "    return [1.0] * len(completions)\n")
+    overrides = {"local.root": str(root), "recipe.rewards.file": str(team),
+                 "recipe.rewards.functions": "constant_reward", "promotion.against": "base"}
+    profile = load_profile("rehearsal", overrides, environ={})
+    before = read_promoted(LocalStorage(), profile)
+    result = rl_post_training(profile="rehearsal", overrides=overrides)
+    assert [(f["detector"], f["policy"]) for f in result.health] == [("group_collapse",
+                                                                     "hold")], result.health
+    assert result.health[0]["step"] == 1 and result.health[0]["figures"]["fraction"] == 1.0
+    decision = result.evaluation["decision"]
+    assert decision["held"] and not decision["promoted"], decision
+    assert read_promoted(LocalStorage(), profile) == before
+    (held,) = held_runs(LocalStorage(), profile)
+    assert held.candidate.model_uri == result.artifacts["hf_export"]
+    assert f"held promotion: run {held.run}" in "\n".join(promoted_lines(LocalStorage(),
+                                                                        profile))
 
 
 DECISIONS = ("tpurl.model.promoted", "tpurl.model.rejected")

@@ -242,6 +242,59 @@ def test_a_rollback_sends_one_message_and_its_event_is_on_the_api(server, receiv
     assert found[0]["payload"]["verified"].startswith("given with --by, not verified")
 
 
+def test_a_suspect_training_and_its_clear_each_send_one_message(server, receiver, tmp_path):
+    """The sentinel's finding (flows/health/sentinel.py announce, as the flow calls it) and
+    `tpurl promote --clear` run as an operator runs it: each event on the API, each message
+    saying what a person needs (the detector, its policy, the command; who cleared and why)."""
+    from flows.config import load_profile
+    from flows.health import sentinel
+    from tests.support.promoted import export
+    from tests.support.scores import summary
+
+    assert _step(server, {"block": BLOCK}).returncode == 0
+    before = len(receiver.snapshot())
+    _emit(server, """
+from flows.health import sentinel
+from flows.config import load_profile
+steps = [{"step": s, "rewards/train/mean": 1.0, "rewards/train/min": 1.0,
+          "rewards/train/max": 1.0} for s in range(2)]
+judged = sentinel.after_training(steps, load_profile("rehearsal", environ={}).health)
+sentinel.announce("rehearsal", "run-h", judged, print)
+""")
+    message = _one_message(receiver, before, "the suspect message")
+    assert message["subject"] == "tpurl rehearsal: training suspect (group_collapse, hold)"
+    assert "detector group_collapse fired at step 1" in message["text"]
+    assert "tpurl promote rehearsal --clear run-h --reason" in message["text"]
+
+    profile = load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={})
+    steps = [{"step": s, "rewards/train/mean": 1.0, "rewards/train/min": 1.0,
+              "rewards/train/max": 1.0} for s in range(2)]
+    from flows.core.storage import LocalStorage
+    from flows.runpage.promotion import promote_or_reject
+
+    evaluation = {"trained": summary(0.5).model_dump(), "base": summary(0.1).model_dump()}
+    decision, _ = promote_or_reject(
+        LocalStorage(), profile, "run-h", evaluation,
+        {"hf_export": export(tmp_path, "run-h"), "trained_checkpoint": "file:///c/run-h"},
+        None, "eval-key", "score-key",
+        sentinel.holding(sentinel.after_training(steps, profile.health)))
+    assert decision.held
+    before = len(receiver.snapshot())
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "promote", "rehearsal", "--set",
+                           f"local.root={tmp_path}", "--clear", "run-h", "--reason",
+                           "constant on purpose"], cwd=REPO_ROOT, env=server.env, text=True,
+                          capture_output=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    message = _one_message(receiver, before, "the promoted message")
+    assert message["subject"] == "tpurl rehearsal: model promoted"
+    found = server.api("POST", "/events/filter", json={"limit": 50, "filter": {
+        "event": {"name": ["tpurl.model.promoted"]}}}).json()["events"]
+    cleared = [e for e in found if e["payload"].get("run") == "run-h"]
+    assert len(cleared) == 1
+    assert cleared[0]["payload"]["clearance"]["reason"] == "constant on purpose"
+    assert cleared[0]["payload"]["clearance"]["detectors"] == ["group_collapse"]
+
+
 def test_an_email_goes_out_through_smtp_with_the_password_only_in_the_login(server, receiver):
     """Email over SMTP: Prefect 3.9.1 ships no SMTP notification block, but its Slack
     Webhook block hands a URL that is not a Slack webhook to Apprise as is

@@ -73,6 +73,7 @@ from flows.backends.gke.planning import GkePlanning
 from flows.backends.gke.runtime import GkeRuntime
 from flows.backends.gke.timing import stage_timeout_s
 from flows.backends.gke.watch.client import Cluster, connect, kueue_version
+from flows.backends.gke.watch.health import HealthWatch
 from flows.backends.gke.watch.logs import LogSink
 from flows.backends.gke.watch.monitor import Monitor, is_finished
 from flows.backends.gke.watch.monitor_verdicts import DELETED_BY_OPERATOR
@@ -150,6 +151,7 @@ class GkeBackend:
         # the watch of the run's TPU nodes after the stage, until they are gone (for tests)
         self.node_tail: threading.Thread | None = None
         self.spend: SpendMeter | None = meter_for(profile, stage)  # None: no cap set
+        self.health: HealthWatch | None = None  # the training sentinel, while train runs
         self.image = GkeImage(self)
         self.infra = GkeInfra(self)
         self.runtime = GkeRuntime(profile)
@@ -226,6 +228,8 @@ class GkeBackend:
                        self._progress(workload), workload.progress_regex)
         coordinator = HEAD if workload.placement.kind == "pathways" else MAIN_JOB
         nodes: NodeWatch | None = None  # the run's TPU nodes, charged while they live
+        if self.stage == "train" and self.health is None:
+            self.health = self._health_watch(workload)
         try:
             nodes = watch_run_nodes(self.spend, self.profile, self.cluster, self.watch_settings,
                                     lambda line: self.logger.warning("%s", line))
@@ -271,6 +275,15 @@ class GkeBackend:
             sink.save()
             self._charge_the_tail(nodes, run.name)
         return self._report(workload, run, time.monotonic() - started, log_uri)
+
+    def _health_watch(self, workload: Workload) -> HealthWatch:
+        """The training sentinel over this training's event files (watch/health.py)."""
+        from prefect.runtime import flow_run
+
+        usd = self.estimated_chip_hours("train") * self.usd_per_chip_hour
+        return HealthWatch(self.profile, self.storage, Layout(self.profile).train_run_dir,
+                           flow_run.name or "run", workload.total_steps, usd,
+                           lambda line: self.logger.warning("%s", line))
 
     def _resumed_run(self, workload: Workload, job: str) -> StageRun:
         """The step this run starts in: a later one when the cluster holds this run's JobSet
@@ -439,5 +452,6 @@ class GkeBackend:
                                     self.cluster)
         self.monitor = Monitor(self.cluster, live, sink, self.logger, self.budgets,
                                self.watch_settings, coordinator, self.log_read_timeout_s,
-                               spend=self.spend, kueue_version=version)
+                               spend=self.spend, kueue_version=version,
+                               health=self.health.check if self.health else None)
         return self.monitor.run()

@@ -335,3 +335,56 @@ def test_a_slice_seen_holding_is_charged_by_the_ticks_not_again_by_its_record() 
     clock.now = 1860.0
     meter.charge([HEAD, ended])
     assert meter.spent_usd == pytest.approx(4.0)  # the ticks' half hour
+
+
+def _constant_reward_events(steps: int) -> bytes:
+    """Tunix's reward tags for a constant reward: every completion scores 1.0, so the
+    batch's min equals its max at every step (tests/support/tfevents.py's framing)."""
+    import struct
+
+    from tests.support.tfevents import pb_field, tf_event, tf_record
+
+    def scalar(tag: str, value: float) -> bytes:
+        return pb_field(1, 2, tag.encode()) + pb_field(2, 5, struct.pack("<f", value))
+
+    records = [tf_record(pb_field(3, 2, b"brain.Event:2"))]
+    for step in range(steps):
+        for tag in ("mean", "min", "max", "constant"):
+            records.append(tf_record(tf_event(step, scalar(f"rewards/train/{tag}", 1.0))))
+    return b"".join(records)
+
+
+def test_a_stop_policy_finding_deletes_the_jobset_like_the_cap_and_says_what_it_saved(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """The training writes two steps of a constant reward; with health.group_collapse.policy
+    stop the sentinel's watch fails the stage through the spend stop's path: the JobSet
+    deleted, the checkpoint kept, never resubmitted, the diagnosis naming the detector, the
+    step and the spend saved."""
+    from flows.backends.gke.watch.health import STOP_CODE, HealthWatch
+
+    profile = _mode("on-demand", **{"gke.estimated_hours.train": "0.5",
+                                    "health.group_collapse.policy": "stop"})
+    run_dir = tmp_path / "run"
+    checkpoint = tmp_path / "checkpoints" / "actor" / "1" / "model_params"
+
+    def train_two_steps(kube: FakeKube, name: str) -> None:
+        checkpoint.mkdir(parents=True)
+        run_dir.mkdir()
+        (run_dir / "events.out.tfevents.1.host").write_bytes(_constant_reward_events(2))
+
+    scenario(server.kube, [(0.05, admit), (0.05, start), (0.05, train_two_steps),
+                           (30.0, succeed)])
+    logger = ListLogger()
+    backend = make_backend(server.url, "train", tmp_path, logger, profile=profile)
+    backend.spend = None
+    backend.health = HealthWatch(profile, backend.storage, file_uri(run_dir), "run-1", 10,
+                                 40.0, lambda line: logger.warning("%s", line), every_s=0.0)
+    failure = _run(backend, train_workload(profile, Layout(profile), backend.runtime), tmp_path)
+    assert isinstance(failure, StageFailed), failure
+    d = failure.diagnosis
+    assert d.code == STOP_CODE and not d.retryable
+    assert "group_collapse at step 1" in d.summary, d.summary
+    assert "spend saved: about $36.00" in d.detail, d.detail  # 9 of 10 steps of $40
+    assert wait_for(lambda: not server.kube.find("jobsets"))
+    assert checkpoint.is_dir()  # the resume point is kept
+    assert jobsets_created(server.kube) == 1

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
@@ -93,9 +94,12 @@ class Monitor:
     def __init__(self, cluster: Cluster, jobset: Obj, sink: LogSink, logger: StageLogger,
                  budgets: Budgets, settings: WatchSettings, coordinator_job: str,
                  log_read_timeout_s: float = 300.0, spend: SpendMeter | None = None,
-                 kueue_version: str = KUEUE_VERSIONS[0]) -> None:
+                 kueue_version: str = KUEUE_VERSIONS[0],
+                 health: Callable[[], Diagnosis | None] | None = None) -> None:
         self.cluster, self.sink, self.logger = cluster, sink, logger
         self.spend = spend  # the stage's spend cap (watch/spend.py), charged every tick
+        # the training sentinel (watch/health.py): a stop-policy finding ends it like a cap
+        self.health = health
         self.bound = BoundPods()  # TPU pods seen bound, deleted ones too (spend.py)
         self.budgets, self.settings = budgets, settings
         meta = jobset["metadata"]
@@ -230,6 +234,9 @@ class Monitor:
             if self.spend and verdict.phase in (Phase.QUEUED, Phase.RUNNING) and \
                     (over := self._charge(self._pods())):
                 verdict = Verdict(Phase.FAILED, over, over.summary)
+            if self.health is not None and verdict.phase is Phase.RUNNING and \
+                    (suspect := self.health()):
+                verdict = Verdict(Phase.FAILED, suspect, suspect.summary)
             if verdict.phase is Phase.RUNNING:
                 running_since = running_since or time.monotonic()
                 if time.monotonic() - running_since > self.budgets.run_s:
