@@ -96,10 +96,22 @@ def publish_result(result: PipelineResult) -> None:
             # the run's own (unkeyed): the metrics table above keeps the history by its key,
             # and each keyed artifact costs an artifact-collection event
             quiet.create("markdown", chart, None, "Reward and loss per GRPO step")
+        if text := throughput_markdown(result):
+            quiet.create("markdown", text, None, "Throughput from the programs' own metrics")
         for name, (link, text) in tracking_links(result).items():
             quiet.create("link", quiet.link_data(link, text), f"{key}-{name}", text)
     except Exception as exc:
         log.warning("artifacts not published: %s", exc)
+
+
+def throughput_markdown(result: PipelineResult) -> str:
+    """The run's throughput as the run page shows it (flows/core/throughput.py), or "" when
+    the run logged no step's duration. Pure."""
+    from flows.core.throughput import Throughput, summary_line
+
+    if not result.throughput:
+        return ""
+    return f"**Throughput** · {md_text(summary_line(Throughput(**result.throughput)))}\n"
 
 
 def tracking_links(result: PipelineResult) -> dict[str, tuple[str, str]]:
