@@ -408,7 +408,11 @@ def _training_estimate(profile: Profile, read_results: bool) -> list[str]:
     from flows.core.layout import Layout
     from flows.core.programs import train_workload
     from flows.core.throughput import completions_per_step
-    from flows.operations.learned_estimate import estimate_lines, train_estimate
+    from flows.operations.learned_estimate import (
+        estimate_lines,
+        planned_rate_line,
+        train_estimate,
+    )
     from flows.run.result import recent_results
 
     gke = gke_section(profile)
@@ -421,9 +425,18 @@ def _training_estimate(profile: Profile, read_results: bool) -> list[str]:
         unread = "" if read_results else unread
     except Exception as exc:  # the estimate informs; the pre-flight below says more
         results, unread = [], f"the bucket's results were not read ({type(exc).__name__})"
+    completions = completions_per_step(profile.train.args)
     estimate = train_estimate(guess, steps, gke.total_chips, backend.usd_per_chip_hour,
-                              completions_per_step(profile.train.args), results)
-    return estimate_lines(estimate, steps, guess, unread)
+                              completions, results)
+    args = profile.train.args
+    try:
+        longest = int(str(args.get("max_target_length", 0))) - int(
+            str(args.get("max_prefill_predict_length", 0)))
+    except ValueError:  # MaxText refuses such a value itself
+        longest = 0
+    rate = planned_rate_line(estimate.hours, steps, completions, longest, gke.total_chips,
+                             backend.usd_per_chip_hour)
+    return estimate_lines(estimate, steps, guess, unread) + ([rate] if rate else [])
 
 
 def _run_command(args: argparse.Namespace, loaded: _Loaded) -> int:

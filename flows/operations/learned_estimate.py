@@ -80,3 +80,19 @@ def estimate_lines(estimate: TrainEstimate, planned_steps: int | None,
     why = unread or "no run of this profile on this slice has measured its steps yet"
     return [f"training estimate: GUESS, the profile's gke.estimated_hours.train = "
             f"{guess_hours:g} h (${estimate.usd:,.2f}); {why}"]
+
+
+def planned_rate_line(hours: float, steps: int | None, completions: int,
+                      completion_tokens: int, chips: int, usd_per_chip_hour: float) -> str:
+    """The tokens/s per chip and $ per million tokens an estimate implies, were every
+    completion as long as the profile allows (max_target_length less the prompt's
+    max_prefill_predict_length): an upper bound on tokens, so a lower bound on $ per million.
+    Start-up is inside the hours, so the figure is the whole training's, not the steps'."""
+    if not steps or hours <= 0 or chips <= 0 or completion_tokens <= 0:
+        return ""
+    tokens = steps * completions * completion_tokens
+    rate = tokens / (hours * 3600.0) / chips
+    usd = hours * chips * usd_per_chip_hour / tokens * 1e6
+    return (f"  which is at most {rate:,.0f} generated tokens/s per chip and at least "
+            f"${usd:,.2f} per million tokens ({steps} steps x {completions} completions x "
+            f"{completion_tokens} tokens, every completion at its longest, start-up included)")

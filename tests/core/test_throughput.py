@@ -158,3 +158,14 @@ def test_the_run_page_shows_the_figure_and_nothing_without_one() -> None:
     assert throughput_markdown(measured).startswith("**Throughput** · v6e 2x4, 8 chips\\:")
     measured.throughput = None
     assert throughput_markdown(measured) == ""
+
+
+def test_the_plan_says_what_its_hours_imply_per_chip_and_per_million_tokens() -> None:
+    from flows.operations.learned_estimate import planned_rate_line
+
+    # the tutorial's guess: 4 h for 50 steps of 8 prompts x 4 generations, 256 tokens each
+    line = planned_rate_line(4.0, 50, 32, 256, 32, 2.70)
+    assert "at most 1 generated tokens/s per chip" in line
+    assert f"at least ${4 * 32 * 2.70 / (50 * 32 * 256) * 1e6:,.2f} per million" in line
+    assert planned_rate_line(4.0, None, 32, 256, 32, 2.70) == ""
+    assert planned_rate_line(4.0, 50, 32, 0, 32, 2.70) == ""
