@@ -169,3 +169,18 @@ def test_the_plan_says_what_its_hours_imply_per_chip_and_per_million_tokens() ->
     assert f"at least ${4 * 32 * 2.70 / (50 * 32 * 256) * 1e6:,.2f} per million" in line
     assert planned_rate_line(4.0, None, 32, 256, 32, 2.70) == ""
     assert planned_rate_line(4.0, 50, 32, 0, 32, 2.70) == ""
+
+
+def test_a_gke_result_is_per_chip_of_its_slice_at_its_price() -> None:
+    """The result's figure on the tutorial's slice: 32 chips of v6e 4x8, its 8 prompts x 4
+    generations per step, the run's price per chip-hour."""
+    from flows.run.result import run_throughput
+    from tests.support.profiles import tutorial_profile
+
+    metrics = {"steps": [{"step": s, COMPLETION_LENGTH: 100.0} for s in range(3)],
+               "step_seconds": [[1, 64.0], [2, 64.0]]}
+    found = run_throughput(tutorial_profile(), metrics, 2.70)
+    assert found is not None and not found["cpu"]
+    assert found["hardware"] == "v6e 4x8, 32 chips" and found["completions_per_step"] == 32
+    assert found["tokens_per_s_per_chip"] == pytest.approx(100 * 32 / 64 / 32, abs=1e-3)
+    assert run_throughput(tutorial_profile(), {"steps": []}, 2.70) is None
