@@ -184,3 +184,27 @@ def test_a_gke_result_is_per_chip_of_its_slice_at_its_price() -> None:
     assert found["hardware"] == "v6e 4x8, 32 chips" and found["completions_per_step"] == 32
     assert found["tokens_per_s_per_chip"] == pytest.approx(100 * 32 / 64 / 32, abs=1e-3)
     assert run_throughput(tutorial_profile(), {"steps": []}, 2.70) is None
+
+
+def test_status_reads_the_newest_measured_result_from_the_profiles_root(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tpurl status` on a rehearsal profile: its results as the flow writes them (real
+    files), the newest measured one named, a damaged file and latest.json skipped."""
+    from flows.config import load_profile
+    from flows.core.storage import LocalStorage
+    from flows.operations.status import status_command
+    from flows.run.result import persist_result
+
+    profile = load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={})
+    storage = LocalStorage()
+    measured = _result(30.0, chips=1, finished="2026-12-06T10:00:00+00:00")
+    measured.profile = profile.name
+    measured.throughput = {**(measured.throughput or {}), "cpu": True}
+    newer = _result(30.0, finished="2026-12-06T11:00:00+00:00")
+    newer.profile, newer.throughput = profile.name, None
+    persist_result(storage, profile, "older", measured)
+    persist_result(storage, profile, "newer", newer)
+    (tmp_path / "tpurl-results" / profile.name / "damaged.json").write_text("{not json")
+    assert status_command(profile) == 0
+    out = capsys.readouterr().out
+    assert "last measured run (2026-12-06T10:00 UTC): CPU rehearsal: one CPU process" in out
