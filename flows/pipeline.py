@@ -45,7 +45,7 @@ from flows.core.retry import RETRY_DELAYS_S
 from flows.core.root_space import storage_failure
 from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
-from flows.core.throughput import Throughput, summary_line
+from flows.core.throughput import line_of
 from flows.deployed.declared import deployment_declared
 from flows.deployed.run_choices import refuse_run_choices
 from flows.flow_runs.failure_event import on_run_failed
@@ -513,8 +513,8 @@ def finish(run: PreparedRun, ran: RanStages) -> PipelineResult:
         started_at=run.started_at,
         finished_at=datetime.now(UTC).isoformat())
     logger = get_run_logger()
-    if result.throughput:
-        logger.info("throughput: %s", summary_line(Throughput(**result.throughput)))
+    if line := line_of(result.throughput):
+        logger.info("throughput: %s", line)
     try:
         persist_result(backend.storage, cfg, flow_run.name or "run", result)
     except OSError as exc:  # a full or read-only root: the storage error, not a traceback

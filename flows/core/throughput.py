@@ -129,6 +129,18 @@ def summary_line(t: Throughput) -> str:
             f"{split_text(t)}); MFU {t.mfu_note if t.mfu is None else f'{t.mfu:.1%}'}")
 
 
+def line_of(data: Mapping[str, Any] | None) -> str | None:
+    """``summary_line`` of a result's stored figure, or None when there is none or it does
+    not read as one: what a bucket holds is untrusted, and a damaged figure never stops
+    `tpurl status`, the run page or the team view."""
+    if not data:
+        return None
+    try:
+        return summary_line(Throughput.model_validate(data))
+    except ValueError:  # pydantic's ValidationError is one
+        return None
+
+
 def completions_per_step(train_args: Mapping[str, Any]) -> int:
     """``batch_size`` x ``num_generations`` of the profile's train.args over rl.yml's
     defaults: the completions one GRPO step generates."""

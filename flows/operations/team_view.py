@@ -181,7 +181,7 @@ def champion_of(name: str, own: Profile) -> Champion:
 def throughput_of(name: str, own: Profile) -> str:
     """One member's newest measured throughput, read-only from its results; what could not
     be read is said, never guessed at."""
-    from flows.core.throughput import Throughput, summary_line
+    from flows.core.throughput import line_of
     from flows.run.result import recent_results
 
     try:
@@ -190,9 +190,8 @@ def throughput_of(name: str, own: Profile) -> str:
     except ProfileError:
         return "not read: the profile does not load here"
     for result in results:
-        if result.throughput:
-            return f"{summary_line(Throughput(**result.throughput))} (run of " \
-                   f"{result.finished_at[:10]})"
+        if line := line_of(result.throughput):
+            return f"{line} (run of {result.finished_at[:10]})"
     return "no run has measured it yet"
 
 

@@ -125,12 +125,11 @@ def recent_results(storage: Storage, profile: Profile, limit: int = 5) -> list[P
 
 def throughput_status_line(results: list[PipelineResult]) -> str:
     """`tpurl status`'s line for the newest result that measured its throughput. Pure."""
-    from flows.core.throughput import Throughput, summary_line
+    from flows.core.throughput import line_of
 
     for result in results:
-        if result.throughput:
-            return (f"  last measured run ({result.finished_at[:16]} UTC): "
-                    + summary_line(Throughput(**result.throughput)))
+        if line := line_of(result.throughput):
+            return f"  last measured run ({result.finished_at[:16]} UTC): {line}"
     return "  throughput: no run of this profile has measured it yet"
 
 

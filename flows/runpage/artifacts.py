@@ -107,11 +107,10 @@ def publish_result(result: PipelineResult) -> None:
 def throughput_markdown(result: PipelineResult) -> str:
     """The run's throughput as the run page shows it (flows/core/throughput.py), or "" when
     the run logged no step's duration. Pure."""
-    from flows.core.throughput import Throughput, summary_line
+    from flows.core.throughput import line_of
 
-    if not result.throughput:
-        return ""
-    return f"**Throughput** · {md_text(summary_line(Throughput(**result.throughput)))}\n"
+    line = line_of(result.throughput)
+    return f"**Throughput** · {md_text(line)}\n" if line else ""
 
 
 def tracking_links(result: PipelineResult) -> dict[str, tuple[str, str]]:

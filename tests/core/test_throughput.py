@@ -208,3 +208,14 @@ def test_status_reads_the_newest_measured_result_from_the_profiles_root(
     assert status_command(profile) == 0
     out = capsys.readouterr().out
     assert "last measured run (2026-12-06T10:00 UTC): CPU rehearsal: one CPU process" in out
+
+
+def test_a_damaged_figure_from_the_bucket_is_no_line_and_never_raises() -> None:
+    from flows.core.throughput import line_of
+    from flows.runpage.artifacts import throughput_markdown
+
+    damaged = _result(90.0)
+    damaged.throughput = {"hardware": "v6e", "step_s": "fast"}
+    assert line_of(damaged.throughput) is None and line_of(None) is None
+    assert throughput_markdown(damaged) == ""
+    assert "no run of this profile has measured it yet" in throughput_status_line([damaged])
