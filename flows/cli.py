@@ -388,6 +388,8 @@ def _plan(args: argparse.Namespace, loaded: _Loaded) -> int:
         print(json.dumps([p.model_dump() for p in plans], indent=2))
     else:
         print(render_text(profile, plans))
+        if profile.gke is not None:  # measured where the profile ran before, else the guess
+            print("\n" + "\n".join(_training_estimate(profile, read_results=args.check)))
         if profile.gke is not None:  # whether the cap leaves room for a preemption
             from flows.operations.preemption_cost import cost_lines, preemption_cost
 
@@ -421,6 +423,46 @@ def _plan(args: argparse.Namespace, loaded: _Loaded) -> int:
         print("\n" + text)
         return 0 if ok else 1
     return 0
+
+
+def _training_estimate(profile: Profile, read_results: bool) -> list[str]:
+    """The plan's training estimate (flows/operations/learned_estimate.py). The bucket's
+    results are read only with --check, which reaches the cloud anyway: `tpurl plan` alone
+    stays offline and says so."""
+    from flows.config.eval_hours import stage_hours
+    from flows.config.gke_section import gke_section
+    from flows.core.layout import Layout
+    from flows.core.programs import train_workload
+    from flows.core.throughput import completions_per_step
+    from flows.operations.learned_estimate import (
+        estimate_lines,
+        planned_rate_line,
+        train_estimate,
+    )
+    from flows.run.result import recent_results
+
+    gke = gke_section(profile)
+    backend = backend_for(profile)
+    guess = stage_hours(profile, "train")
+    steps = train_workload(profile, Layout(profile), backend.runtime).total_steps
+    unread = "`tpurl plan --check` reads the last runs' measured steps from the bucket"
+    try:
+        results = recent_results(backend.storage, profile) if read_results else []
+        unread = "" if read_results else unread
+    except Exception as exc:  # the estimate informs; the pre-flight below says more
+        results, unread = [], f"the bucket's results were not read ({type(exc).__name__})"
+    completions = completions_per_step(profile.train.args)
+    estimate = train_estimate(guess, steps, gke.total_chips, backend.usd_per_chip_hour,
+                              completions, results)
+    args = profile.train.args
+    try:
+        longest = int(str(args.get("max_target_length", 0))) - int(
+            str(args.get("max_prefill_predict_length", 0)))
+    except ValueError:  # MaxText refuses such a value itself
+        longest = 0
+    rate = planned_rate_line(estimate.hours, steps, completions, longest, gke.total_chips,
+                             backend.usd_per_chip_hour)
+    return estimate_lines(estimate, steps, guess, unread) + ([rate] if rate else [])
 
 
 def _run_command(args: argparse.Namespace, loaded: _Loaded) -> int:

@@ -45,6 +45,7 @@ from flows.core.retry import RETRY_DELAYS_S
 from flows.core.root_space import storage_failure
 from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
+from flows.core.throughput import line_of
 from flows.deployed.declared import deployment_declared
 from flows.deployed.run_choices import refuse_run_choices
 from flows.flow_runs.failure_event import on_run_failed
@@ -59,7 +60,7 @@ from flows.integrations.tracking import report_run
 from flows.locking.profile_lock import profile_lock
 from flows.operations.team_view import publish_team_view
 from flows.run.cancel import cancelled_by_user, cancelled_state, resume_cancel
-from flows.run.result import PipelineResult, StageReport, persist_result
+from flows.run.result import PipelineResult, StageReport, persist_result, run_throughput
 from flows.runpage import events
 from flows.runpage.artifacts import (
     TrainingProgress,
@@ -521,10 +522,13 @@ def finish(run: PreparedRun, ran: RanStages) -> PipelineResult:
         stages=[StageReport.of(o, price) for o in outputs.values()],
         chip_hours=chip_hours, usd=round(chip_hours * price, 2),
         metrics=trained.details.get("metrics", {}), health=ran.health,
+        throughput=run_throughput(cfg, trained.details.get("metrics", {}), price),
         wall_s=time.monotonic() - run.started, lock_wait_s=ran.lock_wait_s,
         started_at=run.started_at,
         finished_at=datetime.now(UTC).isoformat())
     logger = get_run_logger()
+    if line := line_of(result.throughput):
+        logger.info("throughput: %s", line)
     try:
         persist_result(backend.storage, cfg, flow_run.name or "run", result)
     except OSError as exc:  # a full or read-only root: the storage error, not a traceback

@@ -44,6 +44,9 @@ DEFAULT_ESTIMATED_HOURS: dict[HourlyStage, float] = {"convert": 0.5, "train": 4.
 
 
 
+V5E_PREFIX = "ct5lp-"  # GKE's v5e machine types (ct5lp-hightpu-1t, -4t, -8t)
+
+
 def nearest_topology(machine: TpuMachine, chips: int) -> str:
     """The machine's supported topology with the fewest chips at least ``chips`` (its
     largest when none has as many): what a topology it does not support is changed to."""
@@ -89,6 +92,13 @@ class GkeCapacity(StrictModel):
     @classmethod
     @limit(f"one of {', '.join(sorted(TPU_MACHINES))}")
     def _machine(cls, v: str) -> str:
+        if v.startswith(V5E_PREFIX):
+            raise FixableValueError(
+                f"TPU v5e ({v}) is not supported: MaxText 0.2.4, the pinned release, ships "
+                "GRPO launches on Pathways for v6e, v5p and tpu7x only (its "
+                "trainers/post_train/rl/scripts), none for v5e; docs/explanation/throughput.md "
+                "says what a later MaxText would need",
+                f"use one of {', '.join(sorted(TPU_MACHINES))}")
         if v not in TPU_MACHINES:
             raise FixableValueError(f"unknown TPU machine type {v!r}",
                                     f"use one of {', '.join(sorted(TPU_MACHINES))}")

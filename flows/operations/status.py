@@ -274,9 +274,16 @@ def read_only_clients(profile: Profile, command: str,
 
 def status_command(profile: Profile) -> int:
     """For the CLI: print the snapshot; 1 when a static TPU pool exists where none should.
-    A profile with an eval section also gets its promoted pointer (any backend)."""
+    A profile with an eval section also gets its promoted pointer (any backend), and every
+    profile its last measured throughput (flows/core/throughput.py)."""
+    from flows.backends import backend_for
+    from flows.run.result import recent_results, throughput_status_line
+
+    print(profile.name + "\n" + throughput_status_line(
+        recent_results(backend_for(profile).storage, profile)))
+    if profile.gke is None and profile.eval is None:
+        return 0
     if profile.eval is not None:
-        from flows.backends import backend_for
         from flows.runpage.promotion import promoted_lines
 
         print("\n".join(promoted_lines(backend_for(profile).storage, profile)))

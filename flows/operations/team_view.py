@@ -79,6 +79,8 @@ class TeamView:
     statuses: dict[str, str] = field(default_factory=dict)  # run id → state name
     champions: list[Champion] = field(default_factory=list)
     this_run: str = ""  # the run id that wrote this version
+    # member profile → its newest measured throughput (flows/core/throughput.py), as a line
+    throughput: dict[str, str] = field(default_factory=dict)
 
 
 def _money(usd: float) -> str:
@@ -119,6 +121,10 @@ def team_markdown(view: TeamView) -> str:
                          f"{_money(c.by_run[run])} |")
     else:
         lines.append("No run has spent this month yet.")
+    if view.throughput:
+        lines += ["", "#### Throughput (each member's newest measured run)", ""]
+        lines += [f"- **{md_text(name)}**: {md_text(line)}"
+                  for name, line in sorted(view.throughput.items())]
     lines += ["", "#### Champions", ""]
     for champion in view.champions:
         lines += champion_lines(champion)
@@ -185,6 +191,23 @@ def champion_of(name: str, own: Profile) -> Champion:
     return Champion(name, model, pointer, held=held)
 
 
+def throughput_of(name: str, own: Profile) -> str:
+    """One member's newest measured throughput, read-only from its results; what could not
+    be read is said, never guessed at."""
+    from flows.core.throughput import line_of
+    from flows.run.result import recent_results
+
+    try:
+        profile = own if name == own.name else load_profile(name)
+        results = recent_results(storage_for(profile.section.output_root()), profile)
+    except ProfileError:
+        return "not read: the profile does not load here"
+    for result in results:
+        if line := line_of(result.throughput):
+            return f"{line} (run of {result.finished_at[:10]})"
+    return "no run has measured it yet"
+
+
 def run_statuses(runs: list[str]) -> dict[str, str]:
     """The state name of each run that is a flow run of this API (others: left out)."""
     from prefect.client.orchestration import get_client
@@ -218,7 +241,7 @@ def build_view(team: Team, month: str, own: Profile, run: str, status: str = "Co
     if run:
         found[run] = status
     return TeamView(costs, team.profiles, found, [champion_of(n, own) for n in team.profiles],
-                    run)
+                    run, {n: throughput_of(n, own) for n in team.profiles})
 
 
 def publish_team_view(team: Team, month: str, own: Profile, run: str, run_usd: float | None,

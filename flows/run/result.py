@@ -62,6 +62,9 @@ class PipelineResult(BaseModel):
     # the recipe the model was trained with (flows/core/recipe_files.py recipe_summary: its
     # digest, reward function names, files with digests); {} in results made before it
     recipe: dict[str, Any] = Field(default_factory=dict)
+    # tokens/s per chip, the step's split and $ per million tokens, from the programs' own
+    # metrics (flows/core/throughput.py Throughput); None when no step's duration was logged
+    throughput: dict[str, Any] | None = None
     # the training's TensorBoard event directory (gs:// on GKE): `tensorboard --logdir` it
     tensorboard_logdir: str | None = None
     # where the run was also reported: {"mlflow": run URL, "registry": version}
@@ -74,10 +77,62 @@ class PipelineResult(BaseModel):
         return sum(w.wall_s for s in self.stages for w in s.workloads)
 
 
+def run_throughput(profile: Profile, metrics: dict[str, Any],
+                   usd_per_chip_hour: float) -> dict[str, Any] | None:
+    """The run's throughput (flows/core/throughput.py) per chip of its slice, or per CPU
+    process on the rehearsal, labelled so. Never raises: a figure informs, it fails nothing."""
+    from flows.core.throughput import CPU_LABEL, completions_per_step, measure
+
+    try:
+        completions = completions_per_step(profile.train.args)
+        if profile.gke is None:
+            found = measure(metrics, completions, 1, 0.0, CPU_LABEL, cpu=True)
+        else:
+            gke = gke_section(profile)
+            hardware = (f"{gke.machine.generation} {gke.topology}"
+                        + (f" x {gke.num_slices} slices" if gke.num_slices > 1 else "")
+                        + f", {gke.total_chips} chips")
+            found = measure(metrics, completions, gke.total_chips, usd_per_chip_hour, hardware)
+    except (ValueError, KeyError, TypeError, ArithmeticError):
+        return None
+    return found.model_dump() if found is not None else None
+
+
 def result_uris(profile: Profile, run_name: str) -> tuple[str, str]:
     base = join(Layout(profile).root, RESULTS_DIR, profile.name)
     # the run's name is untrusted text (an announced revision is part of it): one safe part
     return join(base, f"{path_part(run_name)}.json"), join(base, "latest.json")
+
+
+def recent_results(storage: Storage, profile: Profile, limit: int = 5) -> list[PipelineResult]:
+    """The profile's newest results (by when they finished), at most ``limit``, read-only;
+    a result that does not read or parse is left out (what the bucket holds is untrusted)."""
+    folder = result_uris(profile, "x")[0].rsplit("/", 1)[0]
+    found: list[PipelineResult] = []
+    try:  # latest.json repeats the newest run's own file
+        names = [u for u in storage.files_under(folder) if u.endswith(".json")
+                 and u.rsplit("/", 1)[-1] != "latest.json"]
+    except Exception:  # no folder yet, or no access: no result to learn from
+        return []
+    for uri in names:
+        try:
+            result = PipelineResult.model_validate_json(storage.read_text(uri) or "")
+        except Exception:  # a damaged or foreign file is no result
+            continue
+        if result.profile == profile.name:
+            found.append(result)
+    found.sort(key=lambda r: r.finished_at, reverse=True)
+    return found[:limit]
+
+
+def throughput_status_line(results: list[PipelineResult]) -> str:
+    """`tpurl status`'s line for the newest result that measured its throughput. Pure."""
+    from flows.core.throughput import line_of
+
+    for result in results:
+        if line := line_of(result.throughput):
+            return f"  last measured run ({result.finished_at[:16]} UTC): {line}"
+    return "  throughput: no run of this profile has measured it yet"
 
 
 def persist_result(storage: Storage, profile: Profile, run_name: str,

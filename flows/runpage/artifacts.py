@@ -99,6 +99,8 @@ def publish_result(result: PipelineResult) -> None:
         if result.health:
             quiet.create("markdown", health_markdown(result), None,
                          "Training health: what the sentinel saw, and what it did")
+        if text := throughput_markdown(result):
+            quiet.create("markdown", text, None, "Throughput from the programs' own metrics")
         for name, (link, text) in tracking_links(result).items():
             quiet.create("link", quiet.link_data(link, text), f"{key}-{name}", text)
     except Exception as exc:
@@ -118,6 +120,15 @@ def health_markdown(result: PipelineResult) -> str:
                   f"`tpurl promote {result.profile} --clear <this run> --reason ...` "
                   "(docs/how-to/held-run.md)."]
     return "\n".join(lines) + "\n"
+
+
+def throughput_markdown(result: PipelineResult) -> str:
+    """The run's throughput as the run page shows it (flows/core/throughput.py), or "" when
+    the run logged no step's duration. Pure."""
+    from flows.core.throughput import line_of
+
+    line = line_of(result.throughput)
+    return f"**Throughput** · {md_text(line)}\n" if line else ""
 
 
 def tracking_links(result: PipelineResult) -> dict[str, tuple[str, str]]:

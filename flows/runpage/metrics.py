@@ -163,15 +163,23 @@ def _tensor_scalar(buf: bytes) -> float | None:
 
 
 def _record_scalars(record: bytes) -> list[tuple[str, int, float]]:
+    return _timed_record_scalars(record)[0]
+
+
+def _timed_record_scalars(record: bytes) -> tuple[list[tuple[str, int, float]], float | None]:
+    """The record's scalars and its ``Event.wall_time`` (field 1, a double: seconds since the
+    epoch when the writer logged it; tensorflow core/util/event.proto)."""
     out: list[tuple[str, int, float]] = []
-    step, summary = 0, None
+    step, summary, wall = 0, None, None
     for number, _wire, value in _fields(record):
-        if number == 2:
+        if number == 1 and isinstance(value, bytes) and len(value) == 8:
+            wall = struct.unpack("<d", value)[0]
+        elif number == 2:
             step = value
         elif number == 5:
             summary = value
     if summary is None:
-        return out
+        return out, wall
     for number, _wire, value_msg in _fields(summary):
         if number != 1:
             continue
@@ -185,8 +193,10 @@ def _record_scalars(record: bytes) -> list[tuple[str, int, float]]:
                 scalar = _tensor_scalar(v)
         if tag and scalar is not None:
             out.append((tag, step, scalar))
-    return out
+    return out, wall
 
+
+STEP_CLOCK = "completions/train/mean_length"  # one record per GRPO step: the steps' clock
 
 _MALFORMED = (struct.error, IndexError, ValueError, TypeError, AttributeError, KeyError)
 
@@ -194,14 +204,41 @@ _MALFORMED = (struct.error, IndexError, ValueError, TypeError, AttributeError, K
 def decode_events(data: bytes) -> tuple[list[tuple[str, int, float]], list[str]]:
     """Pure: (tag, step, value) for every scalar of one event file, and why each skipped
     record was skipped (a CRC mismatch, a truncation, a payload that does not decode)."""
+    scalars, bad, _walls = decode_timed_events(data)
+    return scalars, bad
+
+
+def decode_timed_events(data: bytes) -> tuple[list[tuple[str, int, float]], list[str],
+                                              dict[int, float]]:
+    """Pure: ``decode_events`` and, per step, the wall time of the step's completion-length
+    record (``STEP_CLOCK``). Tunix 0.1.8 logs it once per global step (rl/grpo/grpo_learner.py
+    ``completions/mean_length``) and flushes a step's metrics as the next step begins
+    (rl/rl_cluster.py ``buffer_metrics``), so the gap between two steps' records is one
+    step's duration, checkpoint saves included. Other tags do not keep that clock: JAX's own
+    ``jax/`` monitoring is written at step 0 whenever it compiles or checkpoints, and the
+    last step's actor metrics are flushed when the trainer closes."""
     scan = scan_records(data)
     out, bad = [], list(scan.bad)
+    walls: dict[int, float] = {}
     for index, record in enumerate(scan.records):
         try:
-            out.extend(_record_scalars(record))
+            scalars, wall = _timed_record_scalars(record)
         except _MALFORMED as exc:  # CRC-valid yet malformed: skipped, never raised
             bad.append(f"record {index} does not decode ({type(exc).__name__})")
-    return out, bad
+            continue
+        out.extend(scalars)
+        for tag, step, _value in scalars:
+            if wall is not None and math.isfinite(wall) and tag == STEP_CLOCK:
+                walls[step] = max(walls.get(step, wall), wall)
+    return out, bad, walls
+
+
+def step_durations(walls: dict[int, float]) -> dict[int, float]:
+    """Pure: each step's seconds, from one event file's clock (``decode_timed_events``):
+    only between consecutive steps of the same file, so a resumed run's restart (a new
+    file, start-up between) is never counted as a step."""
+    return {step: walls[step] - walls[step - 1] for step in sorted(walls)
+            if step - 1 in walls and walls[step] >= walls[step - 1]}
 
 
 def scalars_from_events(data: bytes) -> list[tuple[str, int, float]]:
@@ -217,6 +254,7 @@ def summarize_run(storage: Storage, run_dir: str,
     problems: list[str] = []
     bad_records = bad_files = 0
     by_step: dict[int, dict[str, float]] = defaultdict(dict)
+    durations: dict[int, float] = {}
     files: list[str] = []
     try:
         files = [uri for uri in storage.files_under(run_dir)
@@ -226,7 +264,7 @@ def summarize_run(storage: Storage, run_dir: str,
                         f"{str(exc)[:200]})")
     for uri in files:
         try:
-            scalars, bad = decode_events(storage.read_bytes(uri) or b"")
+            scalars, bad, file_walls = decode_timed_events(storage.read_bytes(uri) or b"")
         except Exception as exc:  # unreadable, or a decoder bug: skip the file, say so
             bad_files += 1
             problems.append(f"{uri}: skipped ({type(exc).__name__}: {str(exc)[:200]})")
@@ -238,13 +276,17 @@ def summarize_run(storage: Storage, run_dir: str,
             problems.extend(f"{uri}: {why}" for why in bad[:20])
         for tag, step, value in scalars:
             by_step[step][tag] = value
+        durations.update(step_durations(file_walls))
     if problems and warn is not None:
         warn(f"metrics: {bad_records} bad record(s) and {bad_files} unusable file(s) of "
              f"{len(files)} event file(s) skipped: " + "; ".join(problems[:5]))
     steps = [{"step": step, **{tag: _finite(v) for tag, v in sorted(values.items())}}
              for step, values in sorted(by_step.items())]
     tags = sorted({tag for values in by_step.values() for tag in values})
-    return {"steps": steps, "tags": tags, "event_files": len(files),
+    # [step, seconds] pairs (JSON keeps no integer keys): flows/core/throughput.py's steps
+    return {"steps": steps, "tags": tags,
+            "step_seconds": [[s, round(durations[s], 3)] for s in sorted(durations)],
+            "event_files": len(files),
             "bad_records": bad_records, "bad_files": bad_files, "problems": problems[:50]}
 
 

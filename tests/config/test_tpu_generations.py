@@ -196,3 +196,22 @@ def test_a_left_pool_of_an_unpriced_generation_is_not_priced_at_v6e_rates() -> N
     quote = ModePrice(usd_per_chip_hour=4.0, source="a quote", as_of="2026-12-01")
     price, said = price_for({"reservation": quote}, "spot")
     assert price == quote and said.startswith("reservation price")
+
+
+@pytest.mark.parametrize("machine_type", ["ct5lp-hightpu-1t", "ct5lp-hightpu-4t",
+                                          "ct5lp-hightpu-8t"])
+def test_v5e_is_refused_as_the_pinned_maxtexts_and_the_fix_names_what_is_listed(
+        machine_type: str) -> None:
+    """A v5e machine type is refused saying why (MaxText 0.2.4 ships no GRPO launch on
+    Pathways for it), and the fix's machine types load."""
+    with pytest.raises(ProfileError) as refused:
+        load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, "gke.machine_type": machine_type},
+                     environ={})
+    issue = next(i for i in refused.value.issues if i.field == "gke.machine_type")
+    assert issue.problem.startswith(f"TPU v5e ({machine_type}) is not supported: MaxText "
+                                    "0.2.4, the pinned release, ships GRPO launches on "
+                                    "Pathways for v6e, v5p and tpu7x only")
+    assert issue.fix == f"use one of {', '.join(sorted(TPU_MACHINES))}"
+    assert "ct6e-standard-4t" in issue.fix
+    load_profile(TUTORIAL, {**TUTORIAL_REQUIRED, "gke.machine_type": "ct6e-standard-4t"},
+                 environ={})

@@ -131,3 +131,14 @@ def test_a_view_that_cannot_be_written_warns_and_never_raises(
     monkeypatch.setattr(team_view, "build_view", broken)
     team_view.publish_team_view(TEAM, MONTH, object(), "run", 1.0)  # type: ignore[arg-type]
     assert "team lab's view not published: the bucket refused the read" in caplog.text
+
+
+def test_each_member_shows_its_newest_measured_throughput() -> None:
+    view = _view()
+    view.throughput = {"rehearsal": "v6e 2x4, 8 chips: 66.7 generated tokens/s per chip",
+                       "other": "no run has measured it yet"}
+    text = team_markdown(view)
+    assert "#### Throughput (each member's newest measured run)" in text
+    assert "- **rehearsal**: v6e 2x4, 8 chips\\: 66.7 generated tokens/s per chip" in text
+    assert "- **other**: no run has measured it yet" in text
+    assert text.index("#### Throughput") < text.index("#### Champions")

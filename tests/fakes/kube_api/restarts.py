@@ -140,3 +140,32 @@ def old_attempt_disrupted(kube: FakeKube, name: str) -> None:
     kube.mutate("pods", NS, old, lambda o: _set_condition(o, condition(
         "DisruptionTarget", "True", "TerminationByKubelet",
         "Pod was terminated in response to imminent node shutdown.")))
+
+
+def past_backoff_limit_on_failure(job: Obj, pods: list[Obj]) -> bool:
+    """The Job controller's check for restartPolicy OnFailure (kubernetes
+    pkg/controller/job/job_controller.go pastBackoffLimitOnFailure): the container and init
+    container restarts of the Job's Running or Pending pods, summed over all of them, reach
+    ``backoffLimit`` (any restart at all with a limit of 0)."""
+    spec = job["spec"]
+    if spec["template"]["spec"].get("restartPolicy") != "OnFailure":
+        return False
+    total = sum(int(s.get("restartCount") or 0) for pod in pods
+                if (pod.get("status") or {}).get("phase") in ("Running", "Pending")
+                for key in ("initContainerStatuses", "containerStatuses")
+                for s in (pod.get("status") or {}).get(key) or [])
+    limit = int(spec.get("backoffLimit", 6))
+    return total > 0 if limit == 0 else total >= limit
+
+
+def restarted_while_waiting(wait_s: float, first_s: float = 10.0, most_s: float = 300.0) -> int:
+    """How often the kubelet restarts a container that exits at once, within ``wait_s``:
+    after 10 s, then double each time up to 300 s (kubernetes pkg/kubelet/kubelet.go
+    backOffPeriod, MaxContainerBackOff), counted independently of the product's own sum."""
+    times, delay, at = [], first_s, 0.0
+    while True:
+        at += delay
+        if at > wait_s:
+            return len(times)
+        times.append(at)
+        delay = min(2 * delay, most_s)

@@ -160,9 +160,48 @@ def startup_order(profile: Profile) -> str:
     come. AnyOrder makes the workers with the head, so they bind to the booked nodes at
     admission. The workers find the head by its DNS name, published before it is ready
     (``publishNotReadyAddresses``); a worker that gives up on a resource manager not yet up
-    restarts in place (restartPolicy OnFailure, within the worker Job's backoffLimit): that
-    its wait outlasts the head's image pull is for the first queued run to confirm."""
+    restarts in place (restartPolicy OnFailure), and ``worker_backoff_limit`` sizes the worker
+    Job's limit for those restarts; how long a worker waits before it gives up is Pathways'
+    and for the first queued run to read."""
     return "AnyOrder" if gke_section(profile).capacity_chain[0] == "queued" else "InOrder"
+
+
+# kubelet restarts a failed container after 10 s, doubling each time up to 300 s (kubernetes
+# pkg/kubelet/kubelet.go backOffPeriod, MaxContainerBackOff), and the Job controller fails a
+# Job whose pods' container restarts, summed over all its pods, reach its backoffLimit
+# (pkg/controller/job/job_controller.go pastBackoffLimitOnFailure, restartPolicy OnFailure).
+KUBELET_BACKOFF_S = (10.0, 300.0)
+# the head's image pull a queued run's workers may wait through, when the profile states no
+# gke.train_timeline.image_pull: the tutorial timeline's 20 minutes, twice over
+HEAD_WAIT_GUESS_S = 2 * 20 * 60.0
+
+
+def restarts_within(wait_s: float, backoff: tuple[float, float] = KUBELET_BACKOFF_S) -> int:
+    """At most how many times kubelet restarts one container that fails at once, within
+    ``wait_s`` seconds: the most a worker can restart while the head is not yet up. Pure."""
+    first, most = backoff
+    count, elapsed, delay = 0, 0.0, first
+    while elapsed + delay <= wait_s:
+        elapsed += delay
+        count += 1
+        delay = min(delay * 2, most)
+    return count
+
+
+def worker_backoff_limit(profile: Profile, opts: GkeOptions) -> int:
+    """The worker Job's backoffLimit. InOrder starts the workers once the head is ready, so
+    the fixed limit stands for real failures. AnyOrder starts them with the head: each
+    worker that gives up on a resource manager not yet up restarts in place, and every such
+    restart counts against the one limit of all the slice's workers, so the limit is sized
+    to let every worker restart through twice the head's image pull (the profile's
+    gke.train_timeline.image_pull, else the tutorial's 20 minutes) before a real failure
+    gets the fixed limit on top."""
+    if startup_order(profile) != "AnyOrder":
+        return opts.worker_backoff_limit
+    gke = gke_section(profile)
+    timeline = gke.train_timeline
+    wait_s = 2 * timeline.image_pull * 60.0 if timeline is not None else HEAD_WAIT_GUESS_S
+    return gke.hosts_per_slice * restarts_within(wait_s) + opts.worker_backoff_limit
 
 
 def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, name: str,
@@ -194,7 +233,7 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
     worker = {"name": WORKER, "replicas": gke.num_slices, "template": {
         "metadata": {"annotations": {EXCLUSIVE: NODEPOOL}},
         "spec": {"completionMode": "Indexed", "parallelism": hosts, "completions": hosts,
-                 "backoffLimit": opts.worker_backoff_limit,
+                 "backoffLimit": worker_backoff_limit(profile, opts),
                  "template": {"metadata": {"annotations": {SLICE_TOPOLOGY: gke.topology}},
                               "spec": worker_pod}}}}
     spec = {

@@ -132,3 +132,23 @@ def test_the_rest_client_reads_the_aggregated_listing() -> None:
     zones = RestGoogleApis(session=_Session()).zones_offering("p", "ct6e-standard-4t")
     assert zones == {"us-east5-a", "us-east5-b"}
     assert seen[0]["filter"] == "name = ct6e-standard-4t" and seen[1]["pageToken"] == "two"
+
+
+@pytest.mark.parametrize(("mode", "status"), [("flex-start", "unknown"), ("queued", "unknown"),
+                                              ("spot", "ok")])
+def test_a_generation_whose_scheduler_zones_are_undocumented_is_unknown_not_ok(
+        mode: str, status: str) -> None:
+    """No page read lists where Dynamic Workload Scheduler serves TPU v5p: a flex-start or
+    queued pool of it in a zone offering the machine type is not known to get a slice (the
+    check says unknown, naming the pair); spot's zones are the machine type's own."""
+    from flows.backends.gke.infra.preflight.zones import check_zone_modes
+
+    profile = capacity_profile(mode, **{"gke.machine_type": "ct5p-hightpu-4t",
+                                        "gke.topology": "2x4x4", "gke.zone": "us-east5-a"})
+    found = check_zone_modes(settings_from_profile(profile), {"us-east5-a"})
+    assert found.status == status, found
+    if status == "unknown":
+        assert found.issue.problem.startswith(
+            f"ct5p-hightpu-4t: ({mode}, us-east5-a): Google's pages read list no zones where "
+            "Dynamic Workload Scheduler serves TPU v5p")
+        assert "put on-demand or spot first in gke.capacity" in found.issue.fix

@@ -264,3 +264,57 @@ def test_queued_capacity_starts_the_workers_with_the_head(chain: str, order: str
     jobset = _jobsets(profile)["train"]
     assert jobset["spec"]["startupPolicy"] == {"startupPolicyOrder": order}
     assert not jobset_errors(jobset)
+
+
+def test_kubelets_restart_delays_bound_the_restarts_in_a_wait() -> None:
+    """kubelet restarts after 10, 20, 40, 80, 160 s, then every 300 s (pkg/kubelet/kubelet.go
+    backOffPeriod, MaxContainerBackOff): 5 restarts by 310 s, the 6th at 610 s."""
+    from flows.backends.gke.jobs.pathways import restarts_within
+
+    assert [restarts_within(s) for s in (0, 9.9, 10, 309.9, 310, 609.9, 610, 2400)] == \
+        [0, 0, 1, 4, 5, 5, 6, 11]
+
+
+@pytest.mark.parametrize(("smoke", "chain", "image_pull", "limit"), [
+    (False, "on-demand", None, 32), (False, "queued", None, 8 * 11 + 32),
+    (True, "queued", None, 2 * 11 + 32), (True, "queued", "5", 2 * 5 + 32)])
+def test_workers_started_with_the_head_may_restart_through_its_image_pull(
+        smoke: bool, chain: str, image_pull: str | None, limit: int) -> None:
+    """With AnyOrder every worker that gives up on a head not yet up restarts in place, and
+    the Job fails once all its pods' restarts reach backoffLimit (kubernetes
+    pkg/controller/job/job_controller.go pastBackoffLimitOnFailure): the limit lets each of
+    the slice's hosts (8 on the tutorial's 4x8, 2 on the smoke's 2x4) restart through twice
+    the head's image pull (the smoke's stated 20 min, or 5: 40 and 10 min, 11 and 5
+    restarts; the tutorial states none: its 20 min guess doubled), then keeps 32 for real
+    failures. InOrder workers start after the head is ready: 32."""
+    from tests.support.profiles import capacity_overrides, smoke_profile
+
+    overrides = capacity_overrides(chain)
+    if image_pull is not None:
+        overrides["gke.train_timeline.image_pull"] = image_pull
+    profile = (smoke_profile if smoke else tutorial_profile)(**overrides)
+    worker = _jobsets(profile)["train"]["spec"]["replicatedJobs"][1]
+    assert worker["template"]["spec"]["backoffLimit"] == limit
+
+
+@pytest.mark.parametrize(("smoke", "hosts", "wait_s", "fixed_fails"), [
+    (False, 8, 2 * 20 * 60.0, True), (True, 2, 2 * 20 * 60.0, False)])
+def test_the_job_controller_keeps_workers_that_restarted_through_the_head_pull(
+        smoke: bool, hosts: int, wait_s: float, fixed_fails: bool) -> None:
+    """Every worker of a queued slice exits at once until the head is up, through twice
+    the head's image pull (the smoke states 20 min; the tutorial states none, and the guess
+    is 20): the Job controller (the fake's copy of pastBackoffLimitOnFailure) keeps the
+    rendered worker Job. At the fixed limit of 32 it would have failed the tutorial's 8
+    workers' Job (8 x 11 restarts), not the smoke's 2 (2 x 11)."""
+    from tests.fakes.kube_api.restarts import past_backoff_limit_on_failure, restarted_while_waiting
+    from tests.support.profiles import capacity_overrides, smoke_profile
+
+    profile = (smoke_profile if smoke else tutorial_profile)(**capacity_overrides("queued"))
+    worker = _jobsets(profile)["train"]["spec"]["replicatedJobs"][1]["template"]
+    restarts = restarted_while_waiting(wait_s)
+    pods = [{"status": {"phase": "Running", "containerStatuses": [{"restartCount": restarts}]}}
+            for _ in range(hosts)]
+    assert worker["spec"]["parallelism"] == hosts
+    assert not past_backoff_limit_on_failure(worker, pods)
+    fixed = {**worker, "spec": {**worker["spec"], "backoffLimit": 32}}
+    assert past_backoff_limit_on_failure(fixed, pods) == fixed_fails

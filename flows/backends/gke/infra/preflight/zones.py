@@ -32,6 +32,11 @@ NAME = "zone-capacity"
 # 1.33.0-gke.1712000 or later), read 2026-12-05. Cloud TPU's own flex-start (the queued
 # resources API, cloud.google.com/tpu/docs/request-using-flex-start, "Limitations") lists
 # v6e in asia-northeast1-b and us-east5-a only: that is TPU VMs, not GKE node pools.
+# TPU v5p (tpu-v5p-slice) and TPU7x (tpu7x) are not listed: no page read on 2026-12-06 (GKE's
+# flex-start concepts page as stored, Cloud TPU's "TPU regions and zones", which names the
+# zones offering each generation in any mode, and GKE's Ironwood page) lists the zones where
+# Dynamic Workload Scheduler serves them, so a flex-start or queued pool of theirs is
+# reported unknown by ``check_zone_modes``, never ok.
 DWS_ZONES: dict[str, tuple[str, ...]] = {
     "tpu-v6e-slice": ("asia-northeast1-b", "us-east5-a", "us-east5-b"),
 }
@@ -105,6 +110,15 @@ def check_zone_modes(s: InfraSettings, offering: set[str] | FactError) -> CheckR
                       "for particular customers); an ordinary project's pool there may never get a slice",
                       "keep the zone only if your account team confirmed capacity there; "
                       "otherwise remove it from gke.zones")
+    undocumented = [f"({mode}, {zone})" for mode, zone in asked_pairs(s)
+                    if mode in DWS_MODES and _documented_dws(accelerator) is None]
+    if undocumented:
+        return result(NAME, "unknown", f"{machine}: {', '.join(undocumented)}: Google's "
+                      f"pages read list no zones where Dynamic Workload Scheduler serves TPU "
+                      f"{g.machine.generation}; the zone offers the machine type, whether "
+                      "flex-start or queued provisioning gets a slice there is not known",
+                      "ask your account team which zones serve it, or put on-demand or spot "
+                      "first in gke.capacity")
     pairs = ", ".join(f"({m}, {z})" for m, z in asked_pairs(s))
     return result(NAME, "ok", f"{machine}: every pool's zone serves its mode: {pairs}")
 
