@@ -225,7 +225,7 @@ def test_a_deactivated_workload_is_rejected_without_the_check_saying_so() -> Non
     """Kueue deactivates the Workload (spec.active false) when it stops retrying; the check's
     state may still read Retry in the same list."""
     failed = [request(3, ACCEPTED, ("Failed", "no slice"))]
-    line, diagnosis = queued_diagnosis("train-rl", workload("Retry", active=False), failed,
+    _, diagnosis = queued_diagnosis("train-rl", workload("Retry", active=False), failed,
                                        NOW, 3600)
     assert diagnosis is not None and diagnosis.category is FailureCategory.INFRASTRUCTURE
 
