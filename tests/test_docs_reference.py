@@ -8,7 +8,7 @@ import difflib
 
 import pytest
 
-from flows.reference import failures_page, profile_page
+from flows.reference import profile_page
 from flows.reference.pages import PAGES, REFERENCE_DIR
 
 
@@ -43,13 +43,6 @@ def test_a_field_docstring_becomes_its_description() -> None:
     (row,) = profile_page.rows(Example)
     assert (row.path, row.type, row.default, row.description) == ("knob", "int", "`3`",
                                                                   "What the knob turns.")
-
-
-def test_every_failure_code_found_is_listed_with_where_it_is_set(tmp_path) -> None:
-    module = tmp_path / "flows" / "x.py"
-    module.parent.mkdir()
-    module.write_text('A = "image/new-cause"\nB = "application/json"\nC = "gke/"\n')
-    assert set(failures_page.codes_in(tmp_path / "flows")) == {"image/new-cause"}
 
 
 def test_what_an_unset_field_means_names_optional_fields_that_default_to_nothing() -> None:
