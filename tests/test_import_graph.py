@@ -210,6 +210,19 @@ def test_the_leaf_package_imports_nothing_of_flows() -> None:
     assert {m: t for m, t in outside.items() if t} == {}
 
 
+def test_the_runtime_never_imports_the_docs_generator() -> None:
+    """reference/ (top level, not installed) renders the docs from flows/; flows/ runs
+    without it."""
+    offending = sorted(
+        f"{_module_name(path)} imports {alias}"
+        for path in FLOWS.rglob("*.py")
+        for node in _import_nodes(ast.parse(path.read_text(), str(path)), runtime_only=False)
+        for alias in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                      else [node.module or ""] if not node.level else [])
+        if alias == "reference" or alias.startswith("reference."))
+    assert offending == []
+
+
 @pytest.mark.parametrize("asker", ["flows.stages", "flows.core"])
 def test_stages_and_core_ask_a_backend_only_through_the_protocol(asker: str) -> None:
     """A stage (and the model under it) reaches a backend through flows/core/backend.py's

@@ -5,7 +5,7 @@ page reads it from the field's metadata. A check written as code (a ``field_vali
 ``model_validator``, a rule of ``flows/config/checks.py``) cannot be read that way, so it
 carries its limit as data, attached by one of the decorators below to the very function
 that enforces it. docs/reference/profile.md prints these texts beside their fields
-(flows/reference/profile_page.py), and tests/config/test_limits.py fails on a validator
+(reference/profile_page.py), and tests/config/test_limits.py fails on a validator
 without one, so the page and the check change together or not at all.
 
 - ``limit(text)`` on a field validator: the limit on each field it validates;

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from flows.config import Profile, checks
 from flows.config.limits import declaration, limit, limits, matches, reshapes, undeclared
-from flows.reference import profile_page
-from flows.reference.markdown import cell
-from flows.reference.pages import REFERENCE_DIR
+from reference import profile_page
+from reference.markdown import cell
+from reference.pages import REFERENCE_DIR
 
 
 def _sections() -> list[type[BaseModel]]:

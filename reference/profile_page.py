@@ -25,7 +25,7 @@ from pydantic_core import PydanticUndefined
 
 from flows.config import Profile
 from flows.config.limits import declaration, model_limits
-from flows.reference.markdown import cell, table
+from reference.markdown import cell, table
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ def render() -> str:
     limited = sum(1 for f in fields if f.limits)
     whole = "; ".join(declared_limits().get("", []))
     lines = ["# Profile fields", "",
-             "Generated from `flows/config` by `python -m flows.reference`; do not edit by hand."
+             "Generated from `flows/config` by `python -m reference`; do not edit by hand."
              " A profile is a YAML file under `deployments/profiles/`; `--set FIELD=VALUE` and "
              "`TPURL_SECTION__FIELD` set a field for one command.", "",
              "The limits are what `tpurl validate` (and every command that loads the profile) "

@@ -12,15 +12,15 @@ from pathlib import Path
 from flows.common.failure_codes import Failure, FailureCategory
 from flows.common.paths import REPO_ROOT
 from flows.core.failures import RETRYABLE, STORAGE_ERRNOS
-from flows.reference.markdown import table
-from flows.reference.symptoms import anchor
+from reference.markdown import table
+from reference.symptoms import anchor
 
 PACKAGE = REPO_ROOT / "flows"
 # the codes looked up by name rather than written out: flows/core/failures.py storage_error
 _STORAGE_MODULE = "flows/core/failures.py"
 TROUBLESHOOTING = "troubleshooting.md"
 # the enum's own module declares the codes rather than setting them
-_DECLARING = ("common/failure_codes.py", "reference/")
+_DECLARING = "common/failure_codes.py"
 
 _WHAT_HAPPENS = {
     FailureCategory.PREEMPTED: "resubmitted, resuming from the newest checkpoint, within the "
@@ -39,7 +39,7 @@ def codes_in(package: Path = PACKAGE) -> dict[Failure, set[str]]:
     """code → modules (relative to the repository) that name it as ``Failure.NAME``."""
     found: dict[Failure, set[str]] = defaultdict(set)
     for path in sorted(package.rglob("*.py")):
-        if path.relative_to(package).as_posix().startswith(_DECLARING):
+        if path.relative_to(package).as_posix() == _DECLARING:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
@@ -57,7 +57,7 @@ def _categories(code: Failure) -> str:
 def render() -> str:
     lines = ["# Failure categories and codes", "",
              "Generated from `flows/common/failure_codes.py` and the codes set in `flows/` by "
-             "`python -m flows.reference`; do not edit by hand. Every `tpurl.stage.failed` "
+             "`python -m reference`; do not edit by hand. Every `tpurl.stage.failed` "
              "event carries `category`, `code`, `summary`, `fix` and `log`.", "",
              "## Categories", ""]
     lines += table(["category", "retried", "what the flow does"],

@@ -1,12 +1,12 @@
 """The troubleshooting page: "I see X → do Y" for every failure code, grouped by when it
-happens: what is seen from the docs' prose (flows/reference/symptoms.py), what to do from the
+happens: what is seen from the docs' prose (reference/symptoms.py), what to do from the
 code itself (its ``fix``). Each code is an anchor the failures reference links to, so a code
 read in a message or an event leads here in one click."""
 
 from __future__ import annotations
 
 from flows.common.failure_codes import Failure
-from flows.reference.symptoms import SEEN, When, anchor
+from reference.symptoms import SEEN, When, anchor
 
 # Pages that say more about a code than its entry; paths relative to docs/reference/.
 _SECRETS = ("Rotate the HF token and other secrets", "../how-to/rotate-secrets.md")
@@ -38,8 +38,8 @@ def _entry(code: Failure) -> list[str]:
 
 def render() -> str:
     lines = ["# Troubleshooting: what you see and what to do", "",
-             "Generated from `flows/common/failure_codes.py` and `flows/reference/symptoms.py` "
-             "by `python -m flows.reference`; do not edit by hand. Every failure code, grouped "
+             "Generated from `flows/common/failure_codes.py` and `reference/symptoms.py` "
+             "by `python -m reference`; do not edit by hand. Every failure code, grouped "
              "by when it happens: find the code (or the message) you see, then do what its "
              "entry says.", "",
              "A failure shows in one of two shapes:", "",
@@ -56,7 +56,7 @@ def render() -> str:
              "--check` carry their own fix on the line below each.", ""]
     missing = [code for code in Failure if code not in SEEN]
     if missing:  # a new code needs its prose before the page can be written
-        raise LookupError(f"no entry in flows/reference/symptoms.py for {missing}")
+        raise LookupError(f"no entry in reference/symptoms.py for {missing}")
     group = {code: SEEN[code][0] for code in Failure}
     sections = [when for when in When if when in group.values()]
     lines += [f"{len(group)} codes in {len(sections)} groups: "
