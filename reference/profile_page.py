@@ -24,7 +24,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from flows.config import Profile
-from flows.config.limits import declaration, model_limits
+from flows.config.limits import EACH_FIELD, declaration
 from reference.markdown import cell, table
 
 
@@ -157,6 +157,32 @@ def _sections(model: type[BaseModel], prefix: str) -> Iterator[tuple[type[BaseMo
         keyed = typing.get_origin(info.annotation) is dict
         for inner in _models_in(info.annotation):
             yield from _sections(inner, f"{path}.<key>." if keyed else f"{path}.")
+
+
+def model_limits(model: type[BaseModel]) -> dict[str, list[str]]:
+    """The declared limits of a model's own validators, by field path relative to it (a
+    field's alias, as the profile page and the YAML name it)."""
+    key = {name: info.alias or name for name, info in model.model_fields.items()}
+    found: dict[str, list[str]] = {}
+    decorators = model.__pydantic_decorators__
+    for validator in decorators.field_validators.values():
+        declared = declaration(validator.func)
+        for path, text in declared.limits if declared else ():
+            for name in validator.info.fields if path == EACH_FIELD else (path,):
+                found.setdefault(key.get(name, name), []).append(text)
+    for across in decorators.model_validators.values():
+        declared = declaration(across.func)
+        for path, text in declared.limits if declared else ():
+            found.setdefault(path, []).append(text)
+    return found
+
+
+def undeclared(model: type[BaseModel]) -> list[str]:
+    """The model's validators that declare neither a limit nor that they only reshape."""
+    decorators = model.__pydantic_decorators__
+    return [f"{model.__module__}.{model.__qualname__}.{name}"
+            for group in (decorators.field_validators, decorators.model_validators)
+            for name, validator in group.items() if declaration(validator.func) is None]
 
 
 def declared_limits(model: type[BaseModel] = Profile) -> dict[str, list[str]]:
