@@ -44,8 +44,8 @@ if [ -z "${TPURL_WHEEL_DIR:-}" ] && [ -d ../shared/wheels ]; then
   TPURL_WHEEL_DIR="$(cd ../shared/wheels && pwd)"
   export TPURL_WHEEL_DIR
 fi
-.venv/bin/ruff check flows tests benchmarks images
-# the type checker over flows/ ([tool.mypy] in pyproject.toml); its cache (.mypy_cache) makes
+.venv/bin/ruff check flows reference tests benchmarks images
+# the type checker over flows/ and reference/ ([tool.mypy] in pyproject.toml); its cache (.mypy_cache) makes
 # tests/test_type_check.py, which runs it again under pytest, a re-check of seconds
 .venv/bin/mypy
 if [ $# -gt 0 ]; then

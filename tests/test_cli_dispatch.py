@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from flows import cli
-from flows.reference.cli_page import _subcommands
+from reference.cli_page import _subcommands
 
 
 def test_every_subcommand_names_the_function_that_runs_it() -> None:

@@ -1,6 +1,6 @@
 """The reference pages are what the code renders now: a change of the CLI,
 a profile field, prefect.yaml, a failure code or a file format that is not regenerated
-(`python -m flows.reference`) fails here, naming the page."""
+(`python -m reference`) fails here, naming the page."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import difflib
 
 import pytest
 
-from flows.reference import failures_page, profile_page
-from flows.reference.pages import PAGES, REFERENCE_DIR
+from reference import profile_page
+from reference.pages import PAGES, REFERENCE_DIR
 
 
 @pytest.mark.parametrize("name", sorted(PAGES))
@@ -19,7 +19,7 @@ def test_the_committed_page_is_what_the_code_renders(name: str) -> None:
     diff = "".join(difflib.unified_diff(committed.splitlines(True), rendered.splitlines(True),
                                         f"docs/reference/{name} (committed)", "rendered", n=1))
     assert committed == rendered, (f"docs/reference/{name} drifted from the code; run "
-                                   f"`.venv/bin/python -m flows.reference`:\n{diff[:4000]}")
+                                   f"`.venv/bin/python -m reference`:\n{diff[:4000]}")
 
 
 def test_every_profile_field_is_on_the_profile_page() -> None:
@@ -45,17 +45,10 @@ def test_a_field_docstring_becomes_its_description() -> None:
                                                                   "What the knob turns.")
 
 
-def test_every_failure_code_found_is_listed_with_where_it_is_set(tmp_path) -> None:
-    module = tmp_path / "flows" / "x.py"
-    module.parent.mkdir()
-    module.write_text('A = "image/new-cause"\nB = "application/json"\nC = "gke/"\n')
-    assert set(failures_page.codes_in(tmp_path / "flows")) == {"image/new-cause"}
-
-
 def test_what_an_unset_field_means_names_optional_fields_that_default_to_nothing() -> None:
     """The profile page's "unset: …" texts belong to fields that exist and whose model
     default is None (else the page would hide a real default behind a computed one)."""
-    from flows.reference.profile_page import _default, rows, unset_means
+    from reference.profile_page import _default, rows, unset_means
 
     paths = {row.path: row for row in rows()}
     for path, text in unset_means().items():
@@ -73,7 +66,7 @@ def test_what_an_unset_field_means_names_optional_fields_that_default_to_nothing
 
 
 def test_the_stage_picture_places_each_program_where_the_runtime_does() -> None:
-    from flows.reference.diagrams import example_profile, stages_diagram
+    from reference.diagrams import example_profile, stages_diagram
     from tests.support.profiles import tutorial_profile
 
     drawn = "\n".join(stages_diagram(example_profile("qwen3-30b-a3b-v6e-32")))
@@ -89,7 +82,7 @@ def test_the_stage_picture_places_each_program_where_the_runtime_does() -> None:
 
 
 def test_the_billing_picture_draws_the_profiles_timeline_billed_as_is_billed_says() -> None:
-    from flows.reference.diagrams import billing_diagram
+    from reference.diagrams import billing_diagram
     from tests.support.profiles import smoke_profile
 
     drawn = billing_diagram(smoke_profile(**{"gke.train_timeline.scale_up": "0",
@@ -107,7 +100,7 @@ def test_the_queue_picture_gives_each_of_two_teams_its_queues_in_one_cohort() ->
     from flows.backends.gke.infra.kueue_objects import KUEUE_TEMPLATE, kueue_documents
     from flows.backends.gke.infra.team_quota import checked_quotas
     from flows.config.teams import Teams
-    from flows.reference.diagrams import queues_diagram
+    from reference.diagrams import queues_diagram
     from tests.support.profiles import tutorial_profile
 
     gke = tutorial_profile().gke

@@ -203,9 +203,24 @@ def test_the_module_graph_skips_only_type_checking_imports(tmp_path: Path) -> No
 
 
 def test_the_leaf_package_imports_nothing_of_flows() -> None:
+    """Nothing outside ``flows.common`` (its modules may use one another's types)."""
     modules = _modules()
-    assert {m: sorted(t) for m, t in modules.items()
-            if m.startswith("flows.common") and t} == {}
+    outside = {m: sorted(t for t in targets if not t.startswith("flows.common"))
+               for m, targets in modules.items() if m.startswith("flows.common")}
+    assert {m: t for m, t in outside.items() if t} == {}
+
+
+def test_the_runtime_never_imports_the_docs_generator() -> None:
+    """reference/ (top level, not installed) renders the docs from flows/; flows/ runs
+    without it."""
+    offending = sorted(
+        f"{_module_name(path)} imports {alias}"
+        for path in FLOWS.rglob("*.py")
+        for node in _import_nodes(ast.parse(path.read_text(), str(path)), runtime_only=False)
+        for alias in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                      else [node.module or ""] if not node.level else [])
+        if alias == "reference" or alias.startswith("reference."))
+    assert offending == []
 
 
 @pytest.mark.parametrize("asker", ["flows.stages", "flows.core"])

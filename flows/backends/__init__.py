@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.errors import EnvironmentNotReady
 from flows.config.profile import Profile
@@ -62,7 +63,7 @@ def gcp_extra_missing(profile: str, missing: ModuleNotFoundError) -> Environment
         f"`{missing.name}` is not installed in {sys.prefix}",
         "install them with `bash scripts/setup.sh --gke` (the project with its `gcp` extra; "
         "`bash scripts/setup.sh` installs them with the dev tools)",
-        "environment/no-gke-libraries")])
+        Failure.ENVIRONMENT_NO_GKE_LIBRARIES)])
 
 
 def end_background_watches() -> int:

@@ -43,7 +43,7 @@ class EventKind:
             raise EventPayloadError(
                 f"{self.name}: payload keys differ from flows/common/event_catalogue.py "
                 f"(missing {missing}, not catalogued {unknown}); fix: change the emitter or "
-                "the catalogue entry, then `python -m flows.reference`")
+                "the catalogue entry, then `python -m reference`")
         return dict(payload)
 
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flows.common.failure_codes import Failure
+
 
 @dataclass(frozen=True)
 class Issue:
     field: str
     problem: str  # for a passing pre-flight check: what was found
     fix: str
-    category: str = "config/invalid"
+    category: str = Failure.CONFIG_INVALID  # a Failure, or a pre-flight check's preflight/NAME
 
     def render(self) -> str:
         return f"{self.field}: {self.problem}\n    fix: {self.fix}"

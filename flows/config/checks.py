@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.data_rules import data_issues
 from flows.config.evaluation_rules import evaluation_issues
@@ -53,7 +54,7 @@ def _token_literals(value: object, path: str) -> list[Issue]:
     if isinstance(value, str):
         return [Issue(path, "holds what looks like a Hugging Face token",
                       "remove it, revoke the token, and use model.hf_token",
-                      "config/secret-literal")] if looks_like_hf_token(value) else []
+                      Failure.CONFIG_SECRET_LITERAL)] if looks_like_hf_token(value) else []
     if isinstance(value, dict):
         return [i for k, v in value.items() for i in _token_literals(v, f"{path}.{k}".lstrip("."))]
     if isinstance(value, list):
@@ -76,7 +77,7 @@ def _reserved_and_secret_args(step: str, args: dict[str, Scalar]) -> list[Issue]
         elif isinstance(value, str) and looks_like_hf_token(value):
             issues.append(Issue(path, "holds what looks like a Hugging Face token",
                                       "remove it, revoke the token, and use model.hf_token",
-                                      "config/secret-literal"))
+                                      Failure.CONFIG_SECRET_LITERAL))
     return issues
 
 

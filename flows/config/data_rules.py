@@ -12,6 +12,7 @@ these rules refuse the combinations MaxText would silently misread.
 
 from __future__ import annotations
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.limits import limits
 from flows.config.profile import Profile
@@ -50,7 +51,7 @@ def data_issues(profile: Profile) -> list[Issue]:
             f"the files but score them as {RL_DEFAULT_DATASET} (answers after '####'), so an "
             "OpenMathInstruct-style dataset trains on all-wrong rewards",
             "set data.dataset_name to what the files hold, e.g. nvidia/OpenMathInstruct-2",
-            "config/data-inconsistent"))
+            Failure.CONFIG_DATA_INCONSISTENT))
     name = effective_dataset_name(profile)
     template = str(args.get("data_template_path") or RL_DEFAULT_TEMPLATE)
     expected = TEMPLATES.get(name)
@@ -58,14 +59,14 @@ def data_issues(profile: Profile) -> list[Issue]:
             and not template.endswith(expected):
         issues.append(Issue("train.args.data_template_path", f"is {template!r}, which does not "
                             f"match the dataset {name}", f"use maxtext/examples/chat_templates/"
-                            f"{expected}", "config/data-inconsistent"))
+                            f"{expected}", Failure.CONFIG_DATA_INCONSISTENT))
     eval_name = args.get("eval_dataset_name")
     if data.train_files and eval_name and str(eval_name) != name and \
             not args.get("hf_eval_files"):
         issues.append(Issue("train.args.eval_dataset_name", f"is {eval_name!r}: the evaluation "
                             f"would load that dataset instead of splitting {name} off the files",
                             f"set it to {name}, remove it, or give train.args.hf_eval_files",
-                            "config/data-inconsistent"))
+                            Failure.CONFIG_DATA_INCONSISTENT))
     return issues
 
 

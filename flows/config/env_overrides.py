@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.profile import Profile
 
@@ -75,7 +76,7 @@ def env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, str], list[Issu
             if any(not part for part in key.split("__")):  # TPURL_GKE__, TPURL___X: no field
                 issues.append(Issue(variable, "names no field (an empty part between "
                                     "the '__')", f"name one, e.g. {env_name('gke.project')}; "
-                                    "or unset it", "config/unknown-env"))
+                                    "or unset it", Failure.CONFIG_UNKNOWN_ENV))
             else:
                 overrides[key.replace("__", ".")] = value
         elif key in top_level:
@@ -83,12 +84,12 @@ def env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, str], list[Issu
         elif key in sections:
             issues.append(Issue(variable, f"names the section {key}, not a field, so it "
                                 "would be ignored", f"set one field of it, e.g. "
-                                f"{env_name(_example(key))}; or unset it", "config/unknown-env"))
+                                f"{env_name(_example(key))}; or unset it", Failure.CONFIG_UNKNOWN_ENV))
         elif meant := _meant(key):
             listed = " or ".join(f"{env_name(f)} (the field {f})" for f in meant)
             issues.append(Issue(variable, "sets no profile field, so it would be ignored",
                                 f"did you mean {listed}? rename it, or unset it",
-                                "config/unknown-env"))
+                                Failure.CONFIG_UNKNOWN_ENV))
     return overrides, issues
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.capacity import run_budget_problem
 from flows.config.eval_hours import EVALUATE, stage_hours
@@ -25,19 +26,19 @@ def evaluation_issues(profile: Profile) -> list[Issue]:
     if profile.promotion is not None and profile.eval is None:
         issues.append(Issue("promotion", "is set but there is no eval section, so nothing "
                             "is scored to promote on", "add `eval: {}` (the dataset's test "
-                            "split) or remove promotion", "config/eval-missing"))
+                            "split) or remove promotion", Failure.CONFIG_EVAL_MISSING))
     if profile.eval is None:
         return issues
     if profile.eval.files and profile.eval.files == profile.data.train_files:
         issues.append(Issue("eval.files", "names the training files: a model scored on rows "
                             "it trained on says nothing", "give a held-out file, or remove "
-                            "eval.files to use the dataset's test split", "config/eval-overlap"))
+                            "eval.files to use the dataset's test split", Failure.CONFIG_EVAL_OVERLAP))
     files = profile.eval.files
     if profile.backend == "gke" and files and not files.startswith(REMOTE_SCHEMES):
         issues.append(Issue("eval.files", f"{files!r} is not a bucket or hub URI: the "
                             "evaluation runs in a pod on the cluster, which cannot read a path "
                             "of this machine", "upload the parquet files and give their "
-                            "gs://BUCKET/... URI (or hf://datasets/...)", "config/eval-files"))
+                            "gs://BUCKET/... URI (or hf://datasets/...)", Failure.CONFIG_EVAL_FILES))
     issues += _flex_start_outlived(profile)
     return issues
 
@@ -57,7 +58,7 @@ def _flex_start_outlived(profile: Profile) -> list[Issue]:
     if gke.train_run_budget_s and (found := run_budget_problem(
             gke.max_run_hours, "run_budget_s", gke.run_budget_s, "evaluation")):
         field, problem, fix = found
-        out.append(Issue(f"gke.{field}", problem, fix, "config/flex-start-run"))
+        out.append(Issue(f"gke.{field}", problem, fix, Failure.CONFIG_FLEX_START_RUN))
     hours = stage_hours(profile, EVALUATE)
     if hours <= gke.max_run_hours:
         return out
@@ -66,4 +67,4 @@ def _flex_start_outlived(profile: Profile) -> list[Issue]:
                   "would be reclaimed before it ends, every time",
                   f"raise gke.max_run_hours to at least {hours:g} (at most 168), or lower "
                   "gke.estimated_hours.evaluate or eval.batches if the estimate is wrong",
-                  "config/flex-start-run")]
+                  Failure.CONFIG_FLEX_START_RUN)]

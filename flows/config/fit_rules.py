@@ -12,6 +12,7 @@ after the image build, the cluster and the conversion.
 
 from __future__ import annotations
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.fit import Estimate, describe, estimate, gib
 from flows.config.fit_inputs import generation_of, judged, rollout_sizes, run_shape
@@ -60,7 +61,7 @@ def fit_issues(profile: Profile) -> list[Issue]:
                   f"{', '.join(p.name for p in short.parts if p.certain)} alone need "
                   f"{gib(short.floor)}, its {short.chips} chip(s) hold {gib(short.holds)}; "
                   f"{describe(est)}",
-                  f"{where}; or a smaller model.maxtext_name", "config/does-not-fit")]
+                  f"{where}; or a smaller model.maxtext_name", Failure.CONFIG_DOES_NOT_FIT)]
 
 
 def rollout_check(profile: Profile) -> RolloutCheck | None:
@@ -111,11 +112,11 @@ def rollout_issues(profile: Profile) -> list[Issue]:
     if check.heads is not None:
         issues.append(Issue(ROLLOUT_FIELD, f"{check.heads}: vLLM shards both over its "
                             "tensor-parallel devices", _rollout_fix(profile, check),
-                            "config/rollout-does-not-fit"))
+                            Failure.CONFIG_ROLLOUT_DOES_NOT_FIT))
     if check.given.verdict == "no-fit":
         issues.append(Issue(ROLLOUT_FIELD, f"{name}'s vLLM rollout cannot start: "
                             f"{describe_rollout(check.given, check.sampler)}",
-                            _rollout_fix(profile, check), "config/rollout-does-not-fit"))
+                            _rollout_fix(profile, check), Failure.CONFIG_ROLLOUT_DOES_NOT_FIT))
     return issues
 
 

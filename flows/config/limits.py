@@ -4,9 +4,9 @@ A pydantic constraint (``Field(gt=0)``, a ``Literal``) is its own declaration: t
 page reads it from the field's metadata. A check written as code (a ``field_validator``, a
 ``model_validator``, a rule of ``flows/config/checks.py``) cannot be read that way, so it
 carries its limit as data, attached by one of the decorators below to the very function
-that enforces it. docs/reference/profile.md prints these texts beside their fields
-(flows/reference/profile_page.py), and tests/config/test_limits.py fails on a validator
-without one, so the page and the check change together or not at all.
+that enforces it. docs/reference/profile.md prints these texts beside their fields (the
+docs generator, reference/profile_page.py, reads them), and tests/config/test_limits.py fails
+on a validator without one, so the page and the check change together or not at all.
 
 - ``limit(text)`` on a field validator: the limit on each field it validates;
 - ``limits({path: text})`` on a model validator or a rule: the limits it puts on fields,
@@ -21,8 +21,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
-
-from pydantic import BaseModel
 
 F = TypeVar("F", bound=Callable[..., Any])
 EACH_FIELD = ""  # the path of a field validator's limit: every field the validator names
@@ -65,32 +63,6 @@ def declaration(func: object) -> Declaration | None:
     """The declaration on a check (a bound classmethod reads its function's attribute)."""
     found = getattr(func, _ATTRIBUTE, None)
     return found if isinstance(found, Declaration) else None
-
-
-def model_limits(model: type[BaseModel]) -> dict[str, list[str]]:
-    """The declared limits of a model's own validators, by field path relative to it (a
-    field's alias, as the profile page and the YAML name it)."""
-    key = {name: info.alias or name for name, info in model.model_fields.items()}
-    found: dict[str, list[str]] = {}
-    decorators = model.__pydantic_decorators__
-    for validator in decorators.field_validators.values():
-        declared = declaration(validator.func)
-        for path, text in declared.limits if declared else ():
-            for name in validator.info.fields if path == EACH_FIELD else (path,):
-                found.setdefault(key.get(name, name), []).append(text)
-    for across in decorators.model_validators.values():
-        declared = declaration(across.func)
-        for path, text in declared.limits if declared else ():
-            found.setdefault(path, []).append(text)
-    return found
-
-
-def undeclared(model: type[BaseModel]) -> list[str]:
-    """The model's validators that declare neither a limit nor that they only reshape."""
-    decorators = model.__pydantic_decorators__
-    return [f"{model.__module__}.{model.__qualname__}.{name}"
-            for group in (decorators.field_validators, decorators.model_validators)
-            for name, validator in group.items() if declaration(validator.func) is None]
 
 
 def matches(regex: re.Pattern[str]) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.common.paths import PATCHES_FILE, PROFILES_DIR
 from flows.common.yaml_text import load_yaml
@@ -69,7 +70,7 @@ def require_profile_name(value: object, parameter: str = "profile") -> Path:
             parameter, f"{problem}: a run created through the Prefect API takes a profile by "
             "name only, never a path", f"give one of: {names} (a profile of your own is "
             "deployed by adding it to deployments/profiles and deploying again; `tpurl run "
-            "FILE.yaml` runs a file locally)", "config/profile-not-a-name")],
+            "FILE.yaml` runs a file locally)", Failure.CONFIG_PROFILE_NOT_A_NAME)],
             header=f"run parameter {parameter!r} is invalid")
     return shipped_profile_path(text)
 
@@ -83,7 +84,7 @@ def shipped_profile_path(name: str) -> Path:
         raise ProfileError(name, [Issue(
             "profile", f"no profile named {name!r}{hint}",
             f"use one of: {', '.join(profile_names())}, or a path to a YAML file",
-            "config/not-found")])
+            Failure.CONFIG_NOT_FOUND)])
     return path
 
 
@@ -95,7 +96,7 @@ def resolve_profile_path(name_or_path: str) -> Path:
         if not candidate.is_file():
             raise ProfileError(name_or_path, [Issue(
                 "profile", f"no file at {candidate}", "give an existing YAML file or a name "
-                f"from deployments/profiles: {', '.join(profile_names())}", "config/not-found")])
+                f"from deployments/profiles: {', '.join(profile_names())}", Failure.CONFIG_NOT_FOUND)])
         return candidate
     return shipped_profile_path(name_or_path)
 
@@ -192,7 +193,7 @@ def own_name(data: dict[str, Any], path: Path, setter: str | None) -> Issue | No
            "is that profile")
     return Issue("name", f"is {written!r}, and a profile's name is its file's stem ({stem!r}): "
                  "the name picks the team, the lock and the promotion pointer", fix,
-                 "config/profile-name")
+                 Failure.CONFIG_PROFILE_NAME)
 
 
 def _refused_env(env_fields: Mapping[str, str], data: Mapping[str, Any],
@@ -339,7 +340,7 @@ def _translate(exc: ValidationError, origin: Origin) -> list[Issue]:
                 issues.append(Issue(named, one.problem, one.fix))
         elif error["type"] == "extra_forbidden" and field in RETIRED_KEYS:
             problem, fix = RETIRED_KEYS[field]
-            issues.append(Issue(field, problem, fix, "config/retired"))
+            issues.append(Issue(field, problem, fix, Failure.CONFIG_RETIRED))
         elif error["type"] == "extra_forbidden":
             issues.append(Issue(field, "is not a known field", _unknown_fix(loc)))
         elif error["type"] == "missing" and (section := _model_at(loc)) is not None:
@@ -348,11 +349,11 @@ def _translate(exc: ValidationError, origin: Origin) -> list[Issue]:
             issues.append(Issue(field, "is required but not set",
                                 f"add the {loc[-1]}: section to the profile"
                                 + (f" with {', '.join(f'{field}.{n}' for n in required)}"
-                                   if required else ""), "config/missing"))
+                                   if required else ""), Failure.CONFIG_MISSING))
         elif error["type"] == "missing":
             issues.append(Issue(field, "is required but not set",
                                 f"set it in the profile, or {how_to_set(field, origin)}",
-                                "config/missing"))
+                                Failure.CONFIG_MISSING))
         elif loc[-1:] == ["[key]"]:  # a map's key outside the allowed ones (estimated_hours)
             named = ".".join(loc[:-1])
             issues.append(Issue(named, f"is not a known key: {error['msg']}",
@@ -418,7 +419,7 @@ def _reservation_missing(data: dict[str, Any], exc: ValidationError,
         return []
     return [Issue("gke.reservation", "is required by gke.capacity: reservation but not set",
                   f"set it in the profile, or {how_to_set('gke.reservation', origin)}; or "
-                  "choose gke.capacity: on-demand, spot, flex-start or queued", "config/missing")]
+                  "choose gke.capacity: on-demand, spot, flex-start or queued", Failure.CONFIG_MISSING)]
 
 
 def _model_at(loc: list[str]) -> type[BaseModel] | None:

@@ -16,6 +16,7 @@ import json
 from functools import cache
 from pathlib import Path
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.limits import limits
 from flows.config.profile import Profile
@@ -83,7 +84,7 @@ def maxtext_key_issues(profile: Profile) -> list[Issue]:
                     f"is not an argument of {PROGRAM_NAMES[program]} in {pinned_version()} "
                     "(it would stop at start-up)",
                     f"{hint}rename or remove it; the accepted names are MaxText's config "
-                    "fields (maxtext/configs/types.py, base.yml)", "config/unknown-arg"))
+                    "fields (maxtext/configs/types.py, base.yml)", Failure.CONFIG_UNKNOWN_ARG))
                 break
     return issues
 
@@ -98,4 +99,4 @@ def _flag_issue(step: str, flag: str) -> list[Issue]:
     hint = f"did you mean {' or '.join(near)}? " if near else ""
     return [Issue(f"{step}.args.{flag}", f"is not a flag of the {step} script in "
                   f"{pinned_version()} (it accepts {', '.join(flags)})",
-                  f"{hint}rename or remove it", "config/unknown-arg")]
+                  f"{hint}rename or remove it", Failure.CONFIG_UNKNOWN_ARG)]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.limits import limits
 from flows.config.profile import Profile, Scalar
@@ -113,4 +114,4 @@ def model_name_issues(profile: Profile) -> list[Issue]:
                   "both ways (to_maxtext needs it in HF_IDS, HF_MODEL_CONFIGS, PARAM_MAPPING and "
                   "HOOK_FNS; to_huggingface in HF_SHAPE too; train_rl its configs/models YAML)",
                   f"set model.maxtext_name to one of: {', '.join(convertible_models())}; and "
-                  "model.hf_repo to its Hugging Face repository", "config/unconvertible-model")]
+                  "model.hf_repo to its Hugging Face repository", Failure.CONFIG_UNCONVERTIBLE_MODEL)]

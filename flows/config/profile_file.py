@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.common.paths import PROFILES_DIR
 from flows.common.yaml_text import load_yaml
@@ -69,7 +70,7 @@ def symlink_loop(path: Path) -> bool:
 def loop_issue(path: Path, field: str) -> Issue:
     return Issue(field, f"{path} is a loop of symbolic links (each points on to the next and "
                  "back), not a file", "point the link at the profile's YAML file, or replace "
-                 "it by the file", "config/extends" if field == EXTENDS else "config/not-found")
+                 "it by the file", Failure.CONFIG_EXTENDS if field == EXTENDS else Failure.CONFIG_NOT_FOUND)
 
 
 def profile_names() -> list[str]:
@@ -104,13 +105,13 @@ def base_path(reference: str, child: Path) -> Path:
     fix = (f"write extends: NAME, one of the shipped profiles ({shipped}), or extends: "
            "FILE.yaml for a file beside this one")
     if (problem := profile_name_problem(reference)) is not None:
-        raise ProfileError(str(child), [Issue(EXTENDS, problem, fix, "config/extends")])
+        raise ProfileError(str(child), [Issue(EXTENDS, problem, fix, Failure.CONFIG_EXTENDS)])
     path = PROFILES_DIR / f"{reference}.yaml"
     if not symlink_loop(path) and path.exists() and \
             not path.resolve().is_relative_to(PROFILES_DIR.resolve()):
         raise ProfileError(str(child), [Issue(
             EXTENDS, f"names {reference!r}, whose file {path} links out of {PROFILES_DIR}",
-            fix, "config/extends")])
+            fix, Failure.CONFIG_EXTENDS)])
     return path
 
 
@@ -122,12 +123,12 @@ def _parsed(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise ProfileError(str(path), [Issue("profile", f"is not valid YAML: {exc}",
                                              "fix the YAML syntax at the position shown",
-                                             "config/yaml")]) from None
+                                             Failure.CONFIG_YAML)]) from None
     if not isinstance(raw, dict):
         raise ProfileError(str(path), [Issue("profile", "is not a mapping of fields",
                                              "write the fields as a mapping (`extends: NAME`, "
                                              "`backend: ...`)",
-                                             "config/yaml")])
+                                             Failure.CONFIG_YAML)])
     return raw
 
 
@@ -140,7 +141,7 @@ def _read(path: Path, below: tuple[Path, ...]) -> dict[str, Any]:
         raise ProfileError(str(path), [Issue(
             EXTENDS, f"must be a profile's name or a YAML file's path, not {reference!r}",
             "write extends: NAME (a shipped profile, e.g. extends: rehearsal) or extends: "
-            "FILE.yaml (beside this file)", "config/extends")])
+            "FILE.yaml (beside this file)", Failure.CONFIG_EXTENDS)])
     base = base_path(reference.strip(), path)
     if symlink_loop(base):
         raise ProfileError(str(path), [loop_issue(base, EXTENDS)])
@@ -150,17 +151,17 @@ def _read(path: Path, below: tuple[Path, ...]) -> dict[str, Any]:
         names = " → ".join(p.name for p in (*chain, base))
         raise ProfileError(str(path), [Issue(
             EXTENDS, f"makes a loop: {names}",
-            "let one of these files name no base (remove its extends)", "config/extends")])
+            "let one of these files name no base (remove its extends)", Failure.CONFIG_EXTENDS)])
     if len(chain) > MAX_BASES:
         raise ProfileError(str(path), [Issue(
             EXTENDS, f"is the {len(chain) + 1}th profile of one chain (at most {MAX_BASES + 1})",
             "extend the base of your base directly, or copy the fields you need",
-            "config/extends")])
+            Failure.CONFIG_EXTENDS)])
     if not base.is_file():
         raise ProfileError(str(path), [Issue(
             EXTENDS, f"names {reference!r}, and there is no file at {base}",
             f"use one of the shipped profiles ({', '.join(profile_names())}) or the path of a YAML "
-            "file beside this one", "config/not-found")])
+            "file beside this one", Failure.CONFIG_NOT_FOUND)])
     inherited = _read(base, chain)
     inherited.pop(NAME, None)  # the base's name is the base's own
     return merged(anchor_recipe_paths(inherited, base.parent), raw)

@@ -25,6 +25,7 @@ from typing import Any, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.env_overrides import model_in
 from flows.config.profile import Profile
@@ -97,7 +98,7 @@ def refusal(dotted: str, data: Mapping[str, Any]) -> Issue | None:
         if _optional_section(info) and not present and depth < len(parts) - 1:
             return Issue(dotted, f"would add the {'.'.join(parts[:depth + 1])} section, "
                          "which the profile does not have: a section " + FIXED, FIX,
-                         "config/fixed-by-deployment")
+                         Failure.CONFIG_FIXED_BY_DEPLOYMENT)
         mark = _mark(info)
         rest = ".".join(parts[depth + 1:])
         if mark is True:  # a value (or a whole map) a run may set, never a path below it
@@ -107,13 +108,13 @@ def refusal(dotted: str, data: Mapping[str, Any]) -> Issue | None:
             if rest in mark:
                 return None
             return Issue(dotted, FIXED if rest else f"{FIXED} (a whole map)", FIX,
-                         "config/fixed-by-deployment")
+                         Failure.CONFIG_FIXED_BY_DEPLOYMENT)
         section = _section(info)
         if section is None or not rest:  # a fixed value, or a whole section (removed by "")
-            return Issue(dotted, FIXED, FIX, "config/fixed-by-deployment")
+            return Issue(dotted, FIXED, FIX, Failure.CONFIG_FIXED_BY_DEPLOYMENT)
         model = section
         node = node.get(part) if isinstance(node, Mapping) else None
-    return Issue(dotted, FIXED, FIX, "config/fixed-by-deployment")  # no parts: unreachable
+    return Issue(dotted, FIXED, FIX, Failure.CONFIG_FIXED_BY_DEPLOYMENT)  # no parts: unreachable
 
 
 def _unknown(dotted: str, parent: str) -> Issue:
@@ -122,7 +123,7 @@ def _unknown(dotted: str, parent: str) -> Issue:
     where = f"below {parent} " if parent else ""
     return Issue(dotted, f"names no profile field {where}that a run may change",
                  f"{hint}a run's overrides may set: {', '.join(tunable_fields())}",
-                 "config/fixed-by-deployment")
+                 Failure.CONFIG_FIXED_BY_DEPLOYMENT)
 
 
 def refused_overrides(overrides: Mapping[str, Any], data: Mapping[str, Any]) -> list[Issue]:

@@ -35,7 +35,7 @@ def run_tunable(default: Any = ..., *, keys: Iterable[str] | None = None, **fiel
 
 class StrictModel(BaseModel):
     # attribute docstrings become field descriptions: validation errors, the JSON schema and
-    # docs/reference/profile.md (flows/reference/profile_page.py) read the same text
+    # docs/reference/profile.md (reference/profile_page.py) read the same text
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     @model_validator(mode="before")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.eval_hours import stage_hours, tpu_stages
 from flows.config.gke_section import gke_section
@@ -142,7 +143,7 @@ def spend_issues(profile: Profile) -> list[Issue]:
         issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is less than "
                             f"gke.spend_margin {gke.spend_margin:.0%} above the plan's estimate "
                             f"of ${estimate:,.2f}", f"set gke.max_usd_per_run to at least "
-                            f"{cents_up(floor):.2f}, or lower gke.spend_margin", "config/spend-cap"))
+                            f"{cents_up(floor):.2f}, or lower gke.spend_margin", Failure.CONFIG_SPEND_CAP))
     if run_cap is not None and run_cap < estimate - 1e-9:
         issues.append(Issue("gke.max_usd_per_run", f"${run_cap:,.2f} is below the plan's "
                             f"estimate of ${estimate:,.2f} (capacity {gke.priciest_mode}, "
@@ -153,22 +154,22 @@ def spend_issues(profile: Profile) -> list[Issue]:
                             + (f" (the estimate plus gke.spend_margin {gke.spend_margin:.0%})"
                                if floor > estimate else "")
                             + ", or lower gke.estimated_hours if the estimate is wrong",
-                            "config/spend-cap"))
+                            Failure.CONFIG_SPEND_CAP))
     for stage, cap in gke.max_usd_per_stage.items():
         if stage not in tpu_stages(profile):
             issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"caps {stage}, which this "
                                 "profile does not run (it has no eval section)",
-                                "remove the key, or add the eval section", "config/spend-cap"))
+                                "remove the key, or add the eval section", Failure.CONFIG_SPEND_CAP))
             continue
         stage_estimate = estimated_stage_usd(profile, stage)
         if cap <= 0:
             issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"{cap:g} is not positive",
                                 "give a cap in USD above 0, or remove the key",
-                                "config/spend-cap"))
+                                Failure.CONFIG_SPEND_CAP))
         elif cap < stage_estimate - 1e-9:
             issues.append(Issue(f"gke.max_usd_per_stage.{stage}", f"${cap:,.2f} is below the "
                                 f"plan's estimate for {stage} of ${stage_estimate:,.2f}",
                                 f"set gke.max_usd_per_stage.{stage} to at least "
                                 f"{cents_up(stage_estimate):.2f}, or lower "
-                                f"gke.estimated_hours.{stage}", "config/spend-cap"))
+                                f"gke.estimated_hours.{stage}", Failure.CONFIG_SPEND_CAP))
     return issues

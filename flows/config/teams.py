@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.common.paths import REPO_ROOT
 from flows.common.yaml_text import load_yaml
@@ -34,7 +35,7 @@ from flows.config.profile_file import profile_names
 
 TEAMS_FILE = REPO_ROOT / "deployments" / "teams.yaml"
 TEAMS_ENV = "TPURL_TEAMS_FILE"
-CATEGORY = "config/teams-file"
+CATEGORY = Failure.CONFIG_TEAMS_FILE
 
 
 class Team(BaseModel):

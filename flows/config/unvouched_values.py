@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.profile import Profile
 from flows.config.uri_and_revision_rules import dataset_uri_problem, revision_problem
 
-CATEGORY = "config/unvouched-value"
+CATEGORY = Failure.CONFIG_UNVOUCHED_VALUE
 REVISION, DATASET = "model.hf_revision", "data.train_files"
 
 

@@ -19,21 +19,11 @@ import signal
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
+# FailureCategory is declared beside the codes it goes with; imported from here as before
+from flows.common.failure_codes import Failure
+from flows.common.failure_codes import FailureCategory as FailureCategory
 from flows.core.retry import infrastructure_exception_line
-
-
-class FailureCategory(StrEnum):
-    PREEMPTED = "preempted"
-    INFRASTRUCTURE = "infrastructure"
-    QUEUE_TIMEOUT = "queue-timeout"
-    STALLED = "stalled"
-    USER_ERROR = "user-error"
-    INTERNAL = "internal-error"  # a bug of the pipeline's own: report it, do not retry it
-    BUDGET = "budget"  # a spend cap was reached (gke.max_usd_per_run): stopped, not retried
-    CANCELLED = "cancelled"  # stopped on purpose from outside (an operator): never retried
-
 
 RETRYABLE = frozenset({FailureCategory.PREEMPTED, FailureCategory.INFRASTRUCTURE})
 
@@ -189,7 +179,7 @@ def storage_error(stage: str, exc: OSError, traceback_file: str | None, *, what:
     return StageFailed(stage, Diagnosis(
         FailureCategory.USER_ERROR,
         f"cannot {verb} {path}{writing}: {exc.strerror} ({name}){space}",
-        f"    {path}: {exc.strerror}{where}", fix, f"storage/{name}"))
+        f"    {path}: {exc.strerror}{where}", fix, Failure[f"STORAGE_{name}"]))
 
 
 def _gib(size: int) -> str:

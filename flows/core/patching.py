@@ -47,9 +47,8 @@ class PatchDeclaration:
 
 
 class PatchMismatch(RuntimeError):
-    """The upstream file no longer looks like the declaration says; stable category for events."""
-
-    category = "image/patch-mismatch"
+    """The upstream file no longer looks like the declaration says (the image stage reports it
+    as ``image/patch-mismatch``)."""
 
     def __init__(self, patch: PatchDeclaration, path: str, found: int) -> None:
         self.patch, self.path, self.found = patch, path, found

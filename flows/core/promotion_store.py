@@ -17,6 +17,7 @@ import logging
 
 from pydantic import TypeAdapter, ValidationError
 
+from flows.common.failure_codes import Failure
 from flows.config.profile import Profile
 from flows.core.failures import user_error
 from flows.core.layout import RESULTS_DIR, Layout
@@ -46,7 +47,7 @@ def read_promoted(storage: Storage, profile: Profile) -> PromotedModel | None:
         raise user_error("evaluate", "the promoted pointer is unreadable", f"{uri}: "
                          f"{str(exc).splitlines()[0]}", "restore it from promoted-history.json "
                          "beside it (its last entry), or delete it to judge against the base "
-                         "model", code="eval/pointer-unreadable") from exc
+                         "model", code=Failure.EVAL_POINTER_UNREADABLE) from exc
 
 
 def read_history(storage: Storage, profile: Profile) -> list[PromotedModel]:

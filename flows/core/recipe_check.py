@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.common.paths import REHEARSAL_DIR, repo_relative
 from flows.config.profile import LocalSection, Profile
@@ -70,16 +71,16 @@ _BUILD_VENV = ("`bash scripts/rehearse.sh` (or `tpurl run rehearsal`) builds it 
                "stage")
 
 CODES = {
-    "syntax": "config/recipe-syntax",
-    "unreadable": "config/recipe-import-error",
-    "missing-module": "config/recipe-missing-module",
-    "import-raised": "config/recipe-import-error",
-    "no-function": "config/recipe-no-function",
-    "not-callable": "config/recipe-no-function",
-    "signature": "config/recipe-signature",
-    "template": "config/recipe-template",
-    "timeout": "config/recipe-import-timeout",
-    "no-report": "config/recipe-unchecked",
+    "syntax": Failure.CONFIG_RECIPE_SYNTAX,
+    "unreadable": Failure.CONFIG_RECIPE_IMPORT_ERROR,
+    "missing-module": Failure.CONFIG_RECIPE_MISSING_MODULE,
+    "import-raised": Failure.CONFIG_RECIPE_IMPORT_ERROR,
+    "no-function": Failure.CONFIG_RECIPE_NO_FUNCTION,
+    "not-callable": Failure.CONFIG_RECIPE_NO_FUNCTION,
+    "signature": Failure.CONFIG_RECIPE_SIGNATURE,
+    "template": Failure.CONFIG_RECIPE_TEMPLATE,
+    "timeout": Failure.CONFIG_RECIPE_IMPORT_TIMEOUT,
+    "no-report": Failure.CONFIG_RECIPE_UNCHECKED,
 }
 
 
@@ -167,7 +168,7 @@ def _issue(found: Mapping[str, object], python: Path) -> Issue:
     message = str(found["message"])
     problem = f"{_where(file, line)}: {message}"
     return Issue(f"recipe.{part}", problem, _fix(kind, part, file, line, python),
-                 CODES.get(kind, "config/recipe-unchecked"))
+                 CODES.get(kind, Failure.CONFIG_RECIPE_UNCHECKED))
 
 
 def _marked(stdout: str, mark: str) -> list[dict[str, object]]:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from flows.common.failure_codes import Failure
 from flows.core.failures import StageFailed, user_error
 from flows.core.recipe_files import REWARD_ERROR_MARK
 
-REWARD_CODE = "recipe/reward"
+REWARD_CODE = Failure.RECIPE_REWARD
 LOADING = "(loading)"  # the guard's name for a failure to import the team's file
 
 

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.profile import Profile
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed, storage_error
@@ -65,11 +66,11 @@ def root_issues(profile: Profile) -> list[Issue]:
     if stat.f_flag & os.ST_RDONLY:
         return [Issue("local.root", f"{root} is on a read-only file system (at {where})",
                       "point local.root at a writable directory, or remount it read-write",
-                      "config/root-read-only")]
+                      Failure.CONFIG_ROOT_READ_ONLY)]
     if not os.access(where, os.W_OK):
         return [Issue("local.root", f"{where} is not writable by this user",
                       f"fix {where}'s owner/mode, or point local.root elsewhere",
-                      "config/root-not-writable")]
+                      Failure.CONFIG_ROOT_NOT_WRITABLE)]
     dirs = _stage_dirs(profile)
     needed = {s: b for s, b in stage_estimates(profile).items() if not dirs[s].exists()}
     free = stat.f_bavail * stat.f_frsize
@@ -79,7 +80,7 @@ def root_issues(profile: Profile) -> list[Issue]:
     return [Issue("local.root", f"{where} has {gib(free)} free; the stages that will run need "
                   f"about {gib(sum(needed.values()))} ({each}; estimated from the tiny "
                   "model's size)", f"free space there, or point local.root at a disk with "
-                  f"{gib(sum(needed.values()))} free", "config/root-too-small")]
+                  f"{gib(sum(needed.values()))} free", Failure.CONFIG_ROOT_TOO_SMALL)]
 
 
 _NO_SPACE = ("No space left on device", "[Errno 28]", "ENOSPC")
@@ -104,7 +105,7 @@ def no_space_diagnosis(workload: str, tail: list[str], stage_dir: Path, free: in
         f"({kept})",
         "free space under local.root (old output keys can go) or point local.root at a "
         f"larger disk{f' with {gib(needed)} free' if needed else ''}; then run again",
-        "storage/ENOSPC")
+        Failure.STORAGE_ENOSPC)
 
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from flows.common.failure_codes import Failure
 from flows.config.profile import Profile, SecretRef
 from flows.core.redaction import MIN_LENGTH, REDACTED, Redactor, register
 
@@ -17,7 +18,7 @@ __all__ = ["REDACTED", "Redactor", "SecretTooShort", "SecretUnavailable", "requi
 
 
 class SecretUnavailable(RuntimeError):
-    category = "config/secret-unavailable"
+    category = Failure.CONFIG_SECRET_UNAVAILABLE
 
 
 class SecretTooShort(SecretUnavailable):
@@ -26,7 +27,7 @@ class SecretTooShort(SecretUnavailable):
     "abc" would mangle every log) and no real token is that short (a placeholder, a
     truncated export)."""
 
-    category = "config/secret-too-short"
+    category = Failure.CONFIG_SECRET_TOO_SHORT
 
 
 def resolve(ref: SecretRef, environ: Mapping[str, str] | None = None,
@@ -112,4 +113,4 @@ def require_secrets(profile: Profile, environ: Mapping[str, str] | None = None) 
                    f"{ref.env}. Or use model.hf_token: {{secret_block: NAME}}")
         raise ProfileError(profile.name, [Issue("model.hf_token", f"{ref.describe()} is not "
                                                 "available where the flow runs", fix,
-                                                "config/secret-unavailable")]) from None
+                                                Failure.CONFIG_SECRET_UNAVAILABLE)]) from None

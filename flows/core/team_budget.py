@@ -26,13 +26,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.spend_ledger import LedgerEntry, final_spend, total_usd
 
-REFUSED = "config/team-budget"
-STOPPED = "gke/team-budget"
-TAKEN = "run/team-budget"
+REFUSED = Failure.CONFIG_TEAM_BUDGET
+STOPPED = Failure.GKE_TEAM_BUDGET
+TAKEN = Failure.RUN_TEAM_BUDGET
 RECHECK_S = 300.0  # the watch reads the ledger again at most this often
 
 

@@ -26,11 +26,12 @@ from typing import Any
 
 from prefect.runtime import deployment, flow_run
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.errors import ProfileError
 from flows.deployed.declared import Declared
 
-CATEGORY = "config/fixed-by-deployment"
+CATEGORY = Failure.CONFIG_FIXED_BY_DEPLOYMENT
 VARIABLE_FIX = ("leave it out of the run's job variables; a deployment's owner sets it in "
                 "the deployment (job_variables in prefect.yaml) and deploys again")
 PROFILE_FIX = ("run the deployment of that profile, or deploy one for it (parameters.profile "

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.common.event_catalogue import RUN_FAILED
+from flows.common.failure_codes import Failure
 from flows.config.errors import EnvironmentNotReady, ProfileError
 from flows.console.output import diagnosis_of
 from flows.core.deadline import RunTimedOut
@@ -48,13 +49,14 @@ def failure_fields(exc: BaseException | None) -> dict[str, str]:
         return {"stage": found.stage, "category": str(d.category), "code": d.code,
                 "summary": d.summary, "fix": d.fix, "log": found.log_uri or ""}
     if isinstance(found, ProfileError):
-        code = "profile/environment" if isinstance(found, EnvironmentNotReady) else "profile/invalid"
+        code = (Failure.PROFILE_ENVIRONMENT if isinstance(found, EnvironmentNotReady)
+                else Failure.PROFILE_INVALID)
         return {"stage": "", "category": str(FailureCategory.USER_ERROR), "code": code,
                 "summary": str(found).splitlines()[0],
                 "fix": "; ".join(f"{i.field}: {i.fix}" for i in found.issues), "log": ""}
     if isinstance(exc, RunTimedOut):  # its message names the bound and the fix
         first, _, rest = str(exc).partition("\n")
-        return {"stage": "", "category": str(FailureCategory.STALLED), "code": "run/timed-out",
+        return {"stage": "", "category": str(FailureCategory.STALLED), "code": Failure.RUN_TIMED_OUT,
                 "summary": first, "fix": rest.strip() or "raise flow_timeout_s", "log": ""}
     if isinstance(exc, StageFailed):  # an internal error: diagnosis_of leaves it out
         d = exc.diagnosis

@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.profile import Profile
 from flows.config.secret_ref import SecretRef
@@ -48,7 +49,7 @@ def integration_issues(profile: Profile, environ: Mapping[str, str] | None = Non
             issues.append(Issue(f"{field}.tracking_uri", f"{uri} does not answer: {problem}",
                                 "start the MLflow server or correct the address (it must be "
                                 "reachable from where the flow runs), or remove the section",
-                                "config/integration-unreachable"))
+                                Failure.CONFIG_INTEGRATION_UNREACHABLE))
     return issues
 
 
@@ -83,7 +84,7 @@ def _wandb_key_shape(ref: SecretRef, value: str) -> Issue | None:
     return Issue("", f"{ref.describe()} does not hold a W&B API key wandb accepts: {problem}",
                  "put the key from wandb.ai/authorize there as it is (a current key starts "
                  "wandb_v1_ and has 86 characters, a legacy one 40 hex digits, an on-prem "
-                 "server's a prefix such as local-)", "config/secret-invalid")
+                 "server's a prefix such as local-)", Failure.CONFIG_SECRET_INVALID)
 
 
 def _google_credentials(field: str) -> list[Issue]:
@@ -94,5 +95,5 @@ def _google_credentials(field: str) -> list[Issue]:
     except Exception as exc:  # no ADC, no library: the registry could not be reached
         return [Issue(field, f"no Google credentials where the flow runs ({type(exc).__name__})",
                       "run `gcloud auth application-default login`, or give the flow's service "
-                      "account roles/aiplatform.user", "config/secret-unavailable")]
+                      "account roles/aiplatform.user", Failure.CONFIG_SECRET_UNAVAILABLE)]
     return []

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from flows.common.api_objects import Obj
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.common.paths import REPO_ROOT
 from flows.config.errors import ProfileError
@@ -224,7 +225,7 @@ def _gke_findings(profile: Profile) -> list[Finding]:
                      "not on PATH (the kubeconfig `gcloud container clusters get-credentials` "
                      "writes calls it to reach the cluster)",
                      f"gcloud components install {GKE_AUTH_PLUGIN} (or your package manager's "
-                     f"google-cloud-cli-gke-gcloud-auth-plugin)", "environment/no-gcloud")]
+                     f"google-cloud-cli-gke-gcloud-auth-plugin)", Failure.ENVIRONMENT_NO_GCLOUD)]
     checksum = expected_checksum(settings_from_profile(profile))
     found.append(Finding(
         profile.name, "cluster toolkit bundle", checksum is not None,
@@ -232,7 +233,7 @@ def _gke_findings(profile: Profile) -> list[Finding]:
         if checksum else f"no SHA-256 is known for Cluster Toolkit "
         f"{gke.cluster_toolkit_version}: the infra stage refuses to download it",
         "set gke.cluster_toolkit_sha256 to the release page's SHA-256 (or add the line to "
-        "deployments/cluster-toolkit.sha256)", "infra/bundle-unverified"))
+        "deployments/cluster-toolkit.sha256)", Failure.INFRA_BUNDLE_UNVERIFIED))
     return found
 
 
@@ -340,7 +341,7 @@ def _notify_findings(profile: Profile, api_answers: bool) -> list[Finding]:
     except NotifyRefused as refused:
         problem, _, fix = str(refused).removeprefix("notify.block: ").partition("; fix: ")
         return [Finding(profile.name, "notify.block", False, problem, fix,
-                        "config/notify-block")]
+                        Failure.CONFIG_NOTIFY_BLOCK)]
     return [Finding(profile.name, "notify.block", True, f"{section.block} exists and can "
                     "notify")]
 

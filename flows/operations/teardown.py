@@ -22,6 +22,7 @@ from prefect.runtime import flow_run
 from flows.backends.gke.infra import clients
 from flows.backends.gke.infra.destroy import TeardownReport, teardown
 from flows.backends.gke.infra.settings import settings_from_profile
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config import Profile, ProfileError, load_profile
 from flows.config.capacity import price_for, reservation_kept
@@ -59,7 +60,7 @@ def gke_profile(profile: str, overrides: Mapping[str, str] | None,
         raise ProfileError(cfg.name, [Issue(
             "profile", f"uses backend {cfg.backend}: it has no cluster to tear down",
             f"choose a GKE profile ({', '.join(gke_profile_names())}, or a YAML file with "
-            "backend: gke)", "config/not-gke")])
+            "backend: gke)", Failure.CONFIG_NOT_GKE)])
     return cfg
 
 

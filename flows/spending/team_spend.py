@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from flows.backends import storage_for
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.errors import ProfileError
 from flows.config.loading import load_profile
@@ -55,7 +56,7 @@ from flows.core.team_budget import (
 )
 from flows.run.result import StageReport
 
-LEDGER = "config/team-ledger"
+LEDGER = Failure.CONFIG_TEAM_LEDGER
 
 
 @dataclass(frozen=True)

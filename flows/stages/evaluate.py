@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from flows.common.failure_codes import Failure
 from flows.config.eval_hours import eval_rows
 from flows.config.profile import Profile
 from flows.core.backend import Backend, StageWork, WorkloadRun, run_independent
@@ -79,12 +80,12 @@ class EvaluateStage(ProgramStage):
         if not isinstance(ctx.backend.runtime, EvalRuntime):
             raise user_error(self.name, f"the {ctx.backend.name} backend cannot run the "
                              "evaluation program", "eval is set in the profile",
-                             "remove the eval section", code="eval/unsupported")
+                             "remove the eval section", code=Failure.EVAL_UNSUPPORTED)
         files = ctx.profile.eval.files if ctx.profile.eval else None
         if files and (found := dataset_problem(ctx.storage, files)):
             problem, fix = found
             raise user_error(self.name, f"eval.files: {problem}", f"    eval.files={files}", fix,
-                             code="data/invalid")
+                             code=Failure.DATA_INVALID)
 
     def plan_work(self, profile: Profile, backend: Backend) -> StageWork:
         layout = Layout(profile)
@@ -148,7 +149,7 @@ class EvaluateStage(ProgramStage):
                                line else "the held-out set is empty", line,
                                "declare eval.files with rows the run does not train on, or "
                                "remove eval.files to use the dataset's test split",
-                               code="eval/overlap")
+                               code=Failure.EVAL_OVERLAP)
         explained.__cause__ = failure
         return explained
 
@@ -203,7 +204,7 @@ class EvaluateStage(ProgramStage):
         if scores.total <= 0 or scores.overlap:
             raise user_error(self.name, f"the {which} model's evaluation scored "
                              f"{scores.total} held-out rows ({scores.overlap} overlapping)", uri,
-                             "raise eval.batches or declare eval.files", code="eval/overlap")
+                             "raise eval.batches or declare eval.files", code=Failure.EVAL_OVERLAP)
         return summarize(scores)
 
     def verify(self, ctx: StageContext) -> tuple[dict[str, str], dict[str, Any]]:

@@ -7,6 +7,7 @@ for what the hub would serve (a tiny Qwen3-MoE and an OpenMathInstruct-2-shaped 
 
 from __future__ import annotations
 
+from flows.common.failure_codes import Failure
 from flows.config.profile import Profile
 from flows.core.backend import Backend, StageProvider
 from flows.core.dataset import FIELD, dataset_problem
@@ -32,4 +33,4 @@ class InfraStage(ProvidedStage):
         if value and (found := dataset_problem(ctx.storage, value)):
             problem, fix = found
             raise user_error(self.name, f"{FIELD}: {problem}", f"    {FIELD}={value}", fix,
-                             code="data/invalid")
+                             code=Failure.DATA_INVALID)

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+from flows.common.failure_codes import Failure
 from flows.config.profile import Profile
 from flows.core.backend import Backend, StageWork, WorkloadRun
 from flows.core.continuation import (
@@ -39,9 +40,9 @@ from flows.core.storage import Storage, join
 from flows.core.verify import newest_actor_step, remove_orbax_temporaries, saved_actor_steps
 from flows.runpage.metrics import summarize_run
 
-SHORTER_THAN_SAVED = "config/shorter-than-saved"
+SHORTER_THAN_SAVED = Failure.CONFIG_SHORTER_THAN_SAVED
 RUN_NAME = re.compile(r"rl-[0-9a-f]{12}")  # Layout.run_name's form
-SCHEDULE_FOLLOWS_LENGTH = "config/schedule-follows-length"
+SCHEDULE_FOLLOWS_LENGTH = Failure.CONFIG_SCHEDULE_FOLLOWS_LENGTH
 
 
 class TrainStage(ProgramStage):

@@ -14,10 +14,11 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flows.config import Profile, checks
-from flows.config.limits import declaration, limit, limits, matches, reshapes, undeclared
-from flows.reference import profile_page
-from flows.reference.markdown import cell
-from flows.reference.pages import REFERENCE_DIR
+from flows.config.limits import declaration, limit, limits, matches, reshapes
+from reference import profile_page
+from reference.markdown import cell
+from reference.pages import REFERENCE_DIR
+from reference.profile_page import undeclared
 
 
 def _sections() -> list[type[BaseModel]]:

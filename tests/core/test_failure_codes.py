@@ -1,20 +1,23 @@
-"""The failure catalogue (flows/core/failure_codes.py) against the code: one entry for every
-code the package sets and none for a code set nowhere, and advice that names only profile
-fields and `tpurl` commands that exist. The how-to pages written beside it are held to the
-same names."""
+"""The failure codes (the enum `Failure`, flows/common/failure_codes.py) against the code that
+raises them: no code is a string at a raise site, every member is raised somewhere and with
+the categories it declares, and each fix and symptom names only profile fields and `tpurl`
+commands that exist. The how-to pages written beside them are held to the same names."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
 from flows.cli import _parser
+from flows.common.failure_codes import Failure, FailureCategory
 from flows.common.paths import REPO_ROOT
 from flows.config import Profile
-from flows.core.failure_codes import CATALOGUE, by_code
-from flows.reference import cli_page, failures_page, profile_page, troubleshooting_page
+from flows.core.failures import STORAGE_ERRNOS
+from reference import cli_page, failures_page, profile_page, troubleshooting_page
+from reference.symptoms import SEEN, anchor
 
 FIELDS = {row.path: row.type for row in profile_page.rows()}
 SECTIONS = sorted(name for name in Profile.model_fields if any(
@@ -24,6 +27,10 @@ _COMMAND = re.compile(r"`tpurl ([a-z][a-z-]*)")  # a command is written as code
 COMMANDS = set(cli_page._subcommands(_parser()))
 HOW_TO = [REPO_ROOT / "docs" / "how-to" / name for name in (
     "rotate-secrets.md", "preemption-cost.md", "month-cost.md", "support-bundle.md")]
+_AREAS = {code.split("/")[0] for code in Failure}
+# the helpers that build a stage failure of one category, and the category they give
+_HELPERS = {"user_error": FailureCategory.USER_ERROR,
+            "infrastructure": FailureCategory.INFRASTRUCTURE}
 
 
 def _resolves(path: str) -> bool:
@@ -49,30 +56,87 @@ def unknown_commands(text: str) -> list[str]:
     return [word for word in _COMMAND.findall(text) if word not in COMMANDS]
 
 
-def test_every_code_set_in_the_package_has_an_entry() -> None:
-    missing = sorted(set(failures_page.all_codes()) - set(by_code()))
-    assert missing == [], (f"codes without an entry in flows/core/failure_codes.py: {missing}; "
-                           "add what the user sees and what to do")
+def code_strings(package: Path) -> list[str]:
+    """``module:line code`` for every string literal in the package shaped like a failure
+    code (``area/name`` of a known area), outside the enum's own module."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).as_posix() == "common/failure_codes.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and re.fullmatch(r"([a-z]+)/[A-Za-z0-9-]+", node.value)
+                    and node.value.split("/")[0] in _AREAS):
+                found.append(f"{path.relative_to(package.parent)}:{node.lineno} {node.value}")
+    return found
 
 
-def test_every_entry_is_a_code_the_package_sets() -> None:
-    stale = sorted(set(by_code()) - set(failures_page.all_codes()))
-    assert stale == [], f"entries for codes set nowhere in flows/: {stale}; remove them"
+def _named(node: ast.AST) -> Failure | None:
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id == "Failure" and node.attr in Failure.__members__):
+        return Failure[node.attr]
+    return None
 
 
-def test_one_entry_per_code_and_one_anchor_per_entry() -> None:
-    codes = [entry.code for entry in CATALOGUE]
-    anchors = [entry.anchor for entry in CATALOGUE]
-    assert len(codes) == len(set(codes)) and len(anchors) == len(set(anchors))
+def raised_categories(package: Path) -> list[tuple[str, FailureCategory, Failure]]:
+    """``(where, category, code)`` for each stage failure built in one call with both a
+    category and a code (``user_error``/``infrastructure`` with a code, ``Diagnosis(
+    FailureCategory.X, ..., Failure.Y)``), and each error class that declares both
+    (``failure_category = FailureCategory.X`` and ``code = Failure.Y``)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                declared = {target.id: statement.value for statement in node.body
+                            if isinstance(statement, ast.Assign | ast.AnnAssign)
+                            for target in ([statement.target] if isinstance(statement, ast.AnnAssign)
+                                           else statement.targets)
+                            if isinstance(target, ast.Name) and statement.value is not None}
+                code, kind = _named(declared.get("code", ast.Pass())), declared.get("failure_category")
+                if code is not None and isinstance(kind, ast.Attribute):
+                    found.append((f"{path.name}:{node.lineno}", FailureCategory[kind.attr], code))
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+            codes = [c for c in (_named(a) for a in [*node.args, *(k.value for k in node.keywords)])
+                     if c is not None]
+            category = _HELPERS.get(name)
+            if name == "Diagnosis" and node.args and isinstance(node.args[0], ast.Attribute):
+                category = FailureCategory.__members__.get(node.args[0].attr)
+            if category is not None and len(codes) == 1:
+                found.append((f"{path.name}:{node.lineno}", category, codes[0]))
+    return found
 
 
-def test_every_entry_names_only_fields_and_commands_that_exist() -> None:
-    empty = [entry.code for entry in CATALOGUE if not (entry.see.strip() and entry.do.strip())]
-    wrong = {entry.code: unknown_fields(f"{entry.see}\n{entry.do}")
-             + unknown_commands(f"{entry.see}\n{entry.do}") for entry in CATALOGUE}
-    assert empty == []
+def test_no_code_is_a_string_in_the_package() -> None:
+    assert code_strings(failures_page.PACKAGE) == [], (
+        "write a failure code as a member of Failure (flows/common/failure_codes.py)")
+
+
+def test_every_code_is_raised_somewhere() -> None:
+    stale = sorted(set(Failure) - set(failures_page.codes_in()))
+    assert stale == [], f"codes raised nowhere in flows/: {stale}; remove them"
+
+
+def test_each_code_is_raised_with_a_category_it_declares() -> None:
+    sites = raised_categories(failures_page.PACKAGE)
+    assert len(sites) >= 20  # the scan finds the raise sites at all
+    wrong = [f"{where}: {code} as {category}" for where, category, code in sites
+             if category not in code.categories]
+    assert wrong == [], "add the category to the member's categories, or correct the raise"
+
+
+def test_every_code_has_its_symptom_and_one_anchor() -> None:
+    assert set(SEEN) == set(Failure)
+    assert len({anchor(code) for code in Failure}) == len(Failure)
+
+
+def test_every_fix_and_symptom_names_only_fields_and_commands_that_exist() -> None:
+    texts = {code: f"{SEEN[code][1]}{SEEN[code][2]}\n{code.fix}" for code in Failure}
+    assert [code for code in Failure if not (code.fix.strip() and SEEN[code][2].strip())] == []
+    wrong = {code: unknown_fields(text) + unknown_commands(text) for code, text in texts.items()}
     assert {code: names for code, names in wrong.items() if names} == {}, (
-        "entries naming profile fields or tpurl commands that do not exist")
+        "codes naming profile fields or tpurl commands that do not exist")
 
 
 def test_the_checks_catch_a_field_or_command_that_does_not_exist() -> None:
@@ -82,12 +146,26 @@ def test_the_checks_catch_a_field_or_command_that_does_not_exist() -> None:
     assert unknown_commands(text) == ["frobnicate"]
 
 
+def test_the_scans_catch_a_string_code_and_a_category_the_code_does_not_declare(
+        tmp_path: Path) -> None:
+    package = tmp_path / "flows"
+    (package / "backends").mkdir(parents=True)
+    (package / "backends" / "x.py").write_text(
+        'A = "gke/new-thing"\nB = "not/a-code"\n'
+        "user_error('s', 'a', 'b', 'c', code=Failure.GKE_SPEND_CAP)\n"
+        "Diagnosis(FailureCategory.BUDGET, 'a', 'b', 'c', Failure.GKE_SPEND_CAP)\n")
+    assert code_strings(package) == ["flows/backends/x.py:1 gke/new-thing"]
+    assert raised_categories(package) == [
+        ("x.py:3", FailureCategory.USER_ERROR, Failure.GKE_SPEND_CAP),
+        ("x.py:4", FailureCategory.BUDGET, Failure.GKE_SPEND_CAP)]
+
+
 def test_the_failures_reference_links_each_code_to_its_entry() -> None:
-    page = (failures_page.REPO_ROOT / "docs" / "reference" / "failures.md").read_text()
+    page = (REPO_ROOT / "docs" / "reference" / "failures.md").read_text()
     troubleshooting = troubleshooting_page.render()
-    for entry in CATALOGUE:
-        assert f"troubleshooting.md#{entry.anchor})" in page, entry.code
-        assert f"### `{entry.code}` {{#{entry.anchor}}}" in troubleshooting, entry.code
+    for code in Failure:
+        assert f"troubleshooting.md#{anchor(code)})" in page, code
+        assert f"### `{code}` {{#{anchor(code)}}}" in troubleshooting, code
 
 
 @pytest.mark.parametrize("page", HOW_TO, ids=lambda page: page.name)
@@ -97,12 +175,11 @@ def test_the_how_to_pages_name_only_fields_and_commands_that_exist(page: Path) -
     assert unknown_commands(text) == [], f"{page.name} names tpurl commands that do not exist"
 
 
-def test_the_catalogue_and_the_pages_that_describe_codes_do_not_count_as_setting_them(
-        tmp_path: Path) -> None:
+def test_the_module_that_declares_codes_does_not_count_as_raising_them(tmp_path: Path) -> None:
     package = tmp_path / "flows"
-    for module, code in (("core/failure_codes.py", "gke/described"),
-                         ("reference/troubleshooting_page.py", "gke/linked"),
-                         ("backends/x.py", "gke/set-here")):
+    for module, code in (("common/failure_codes.py", "GKE_SPEND_CAP"),
+                         ("backends/x.py", "GKE_HOST_MEMORY")):
         (package / module).parent.mkdir(parents=True, exist_ok=True)
-        (package / module).write_text(f'CODE = "{code}"\n')
-    assert set(failures_page.codes_in(package)) == {"gke/set-here"}
+        (package / module).write_text(f"CODE = Failure.{code}\n")
+    storage_errors = {Failure[f"STORAGE_{name}"] for name in STORAGE_ERRNOS}
+    assert set(failures_page.codes_in(package)) - storage_errors == {Failure.GKE_HOST_MEMORY}

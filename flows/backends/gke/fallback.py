@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flows.common.failure_codes import Failure
+
 
 def attempts_of(chain: tuple[str, ...], zones: tuple[str, ...], num_slices: int
                 ) -> tuple[tuple[str, str], ...]:
@@ -51,9 +53,9 @@ def attempts_of(chain: tuple[str, ...], zones: tuple[str, ...], num_slices: int
 
 
 # Diagnosis codes that mean "this mode has no capacity now" (watch/verdict.py, watch/queued.py)
-NO_CAPACITY = "gke/no-capacity"
-NO_FLEX_CAPACITY = "gke/no-flex-start-capacity"
-NO_QUEUED_CAPACITY = "gke/no-queued-capacity"
+NO_CAPACITY = Failure.GKE_NO_CAPACITY
+NO_FLEX_CAPACITY = Failure.GKE_NO_FLEX_START_CAPACITY
+NO_QUEUED_CAPACITY = Failure.GKE_NO_QUEUED_CAPACITY
 NO_CAPACITY_CODES = frozenset({NO_CAPACITY, NO_FLEX_CAPACITY, NO_QUEUED_CAPACITY})
 
 

@@ -31,11 +31,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from flows.common.failure_codes import Failure
+
 # Google's "potentially 7 minutes" (gke.iam_propagation_s): past it the grant is not lagging,
 # it is missing
 from flows.core.budgets import IAM_PROPAGATION_S as BUDGET_S
 
-CODE = "gke/iam-not-propagated"
+CODE = Failure.GKE_IAM_NOT_PROPAGATED
 GRANTS_FILE = "iam-grants.json"
 
 # What each role the infra stage or its Terraform grants allows (predefined roles,

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.gke import GkeSection
 
@@ -160,7 +161,7 @@ def identity_issues(gke: GkeSection, who: str, held: frozenset[str] | set[str],
         out.append(Issue(f"stage {stage}", f"the flow runs as {who}, which lacks {lacks}",
                          f"grant them: {grants} (or create the runtime identity with "
                          "`tpurl flow-identity PROFILE --identity runtime | sh`)",
-                         "environment/flow-identity"))
+                         Failure.ENVIRONMENT_FLOW_IDENTITY))
     return out
 
 

@@ -27,6 +27,7 @@ from flows.backends.gke.watch.client import (
 )
 from flows.backends.gke.watch.forbidden import denied_by, forbidden_diagnosis
 from flows.common.api_objects import Obj
+from flows.common.failure_codes import Failure
 from flows.core.backend import StageLogger
 from flows.core.budgets import Budgets
 from flows.core.failures import Diagnosis, FailureCategory, StageFailed
@@ -170,7 +171,7 @@ class JobSetClient:
                 FailureCategory.USER_ERROR, f"a file {workload.name} ships is not the one the "
                 "run planned", f"    {exc}", "run again once the file is as you want it: "
                 "the new run is keyed by its bytes; nothing was submitted",
-                "gke/shipped-file-changed")) from None
+                Failure.GKE_SHIPPED_FILE_CHANGED)) from None
         name = body["metadata"]["name"]
         try:
             self.call(f"create ConfigMap {name}", self._cluster().core.create_namespaced_config_map,
@@ -206,7 +207,7 @@ class JobSetClient:
             f"    ConfigMap {ns}/{name}: the name is computed from the programs' bytes; the "
             "pods would mount whatever it holds", f"see who created it (`kubectl get configmap "
             f"{name} -n {ns} -o yaml`); if it is no one's, `kubectl delete configmap {name} -n "
-            f"{ns}` and run again; nothing was submitted", "gke/configmap-not-ours"))
+            f"{ns}` and run again; nothing was submitted", Failure.GKE_CONFIGMAP_NOT_OURS))
 
     # --- every call ------------------------------------------------------------------------
     def call(self, what: str, fn: Callable[..., Any], *args: Any,

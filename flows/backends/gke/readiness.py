@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flows.backends.gke.image.builder import choose_builder, docker_host
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
@@ -70,7 +71,7 @@ def start_issues(profile: Profile, env: Environment) -> list[Issue]:
                "DOCKER_HOST it prints), or set image.builder: cloud-build")
         issues.append(Issue("image.builder", f"stage image: builder docker, but no Docker daemon "
                                              f"answers at {env.docker_host}", fix,
-                            "environment/no-docker-daemon"))
+                            Failure.ENVIRONMENT_NO_DOCKER_DAEMON))
     if builder == "cloud-build" and env.cloud_build_credentials is not None:
         why = ("no Docker daemon answers, so image.builder auto chose Cloud Build, and "
                if profile.image.builder == "auto" else "")
@@ -79,19 +80,19 @@ def start_issues(profile: Profile, env: Environment) -> list[Issue]:
                             "run `gcloud auth application-default login` or give the flow's pod "
                             "a Workload Identity service account; or provide a Docker daemon "
                             "and set image.builder: docker",
-                            "environment/no-cloud-build"))
+                            Failure.ENVIRONMENT_NO_CLOUD_BUILD))
     if "gcloud" not in env.on_path:
         fix = K8S_FIX if env.in_kubernetes else (
             "install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install) and run "
             "`gcloud auth login`")
         issues.append(Issue("stage infra", "`gcloud` is not on PATH (infra runs gcloud "
                                            "container clusters get-credentials, IAM bindings "
-                                           "and docker auth)", fix, "environment/no-gcloud"))
+                                           "and docker auth)", fix, Failure.ENVIRONMENT_NO_GCLOUD))
     if env.infra_credentials is not None:
         issues.append(Issue("stage infra", f"no Google credentials: {env.infra_credentials}",
                             "run `gcloud auth application-default login`, or give the flow's "
                             "pod a Workload Identity service account",
-                            "environment/no-google-credentials"))
+                            Failure.ENVIRONMENT_NO_GOOGLE_CREDENTIALS))
     if env.flow_permissions is not None and profile.gke is not None:
         from flows.backends.gke.identity import identity_issues
         from flows.backends.gke.identity_setup import repository_of, staging_of

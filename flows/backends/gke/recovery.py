@@ -23,6 +23,7 @@ from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.watch.monitor import is_finished
 from flows.backends.gke.watch.verdict import condition
 from flows.common.api_objects import Obj
+from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 
 SUBMISSION = "tpurl/submission"  # annotation: which submission of this stage a JobSet is
@@ -70,7 +71,7 @@ def budget_spent(name: str, number: int, why: Diagnosis | None, preemptions: int
         "the slice keeps being preempted or failing: check the node pool (maintenance, "
         f"spot), then delete the failed JobSet (kubectl delete jobset {name} -n "
         f"{namespace}) to start counting again, or raise gke.preemption_budget",
-        code="gke/submission-budget")
+        code=Failure.GKE_SUBMISSION_BUDGET)
 
 
 def before_create(name: str, previous: int, preemptions: int, namespace: str) -> Decision:

@@ -25,6 +25,7 @@ from flows.backends.local.image import LocalImage, venv_patch_mismatch
 from flows.backends.local.infra import LocalInfra
 from flows.backends.local.program_group import Outcome, Program, Started, run_together
 from flows.backends.local.runtime import HF_CHECK_IMAGE, REHEARSAL_IMAGE, LocalRuntime
+from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.common.ownership import is_inside
 from flows.common.paths import REPO_ROOT
@@ -84,7 +85,7 @@ class LocalBackend:
                              f"{path} resolves to {os.path.realpath(path)}, not under "
                              f"{os.path.realpath(root_path)}; nothing was removed",
                              f"remove the symbolic link {path} (or what leads to it) yourself",
-                             code="storage/outside-root")
+                             code=Failure.STORAGE_OUTSIDE_ROOT)
         root = self.storage.local_path(join(directory, LOGS_DIR))
         for tag in sorted(root.glob("*.pid")) if root is not None and root.is_dir() else []:
             self._stop_orphan(tag)
@@ -167,7 +168,7 @@ class LocalBackend:
                 "give each local profile with its own image.disabled_patches a venv of its own "
                 "(local.venv), or run them one after the other; a rerun's image stage patches "
                 "the venv back",
-                code="image/venv-repatched")
+                code=Failure.IMAGE_VENV_REPATCHED)
         argv = [str(python), *workload.argv[1:]] if workload.argv[0] == "python3" else list(workload.argv)
         env = dict(workload.env)
         for name, ref in workload.secret_env:

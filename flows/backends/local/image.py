@@ -31,6 +31,7 @@ from flows.backends.local.tunix_source import (
     lock_without_tunix,
     resolve_source,
 )
+from flows.common.failure_codes import Failure
 from flows.common.ownership import OWNER_MARKER, claim, owned, remove_owned
 from flows.common.paths import HF_CHECK_LOCK, PATCHES_FILE, REHEARSAL_LOCK, REPO_ROOT
 from flows.core.backend import StageWork, WorkloadRun
@@ -146,7 +147,7 @@ class LocalImage:
         except PatchMismatch as exc:  # names the file and the pattern
             raise user_error("image", "a declared patch does not apply", str(exc),
                              "update images/post-training/patches.yaml to the new upstream text",
-                             code="image/patch-mismatch") from exc
+                             code=Failure.IMAGE_PATCH_MISMATCH) from exc
         ctx.logger.info("patched %s", ", ".join(sorted(set(patched))))
         _record_patch_set(venv, [p.id for p in patches])
         return runs
@@ -183,7 +184,7 @@ class LocalImage:
         except NoTunixSource as exc:
             raise user_error("image", "the image's tunix cannot be installed", str(exc),
                              f"make GitHub reachable, or export {WHEEL_DIR_ENV}=<folder with "
-                             f"{pin.wheel_name}>", code="image/tunix-source") from exc
+                             f"{pin.wheel_name}>", code=Failure.IMAGE_TUNIX_SOURCE) from exc
         ctx.logger.info("image: installing %s", source.describe(pin))
         return source
 
@@ -263,7 +264,7 @@ def _refuse_foreign(venv: Path, field: str) -> None:
                      f"creates ({OWNER_MARKER}); it is neither deleted nor installed into",
                      f"point {field} at a new path (e.g. .venvs/rehearsal-2), or move "
                      f"{_rel(venv)} away yourself if it is an old venv you no longer need",
-                     code="image/venv-not-ours")
+                     code=Failure.IMAGE_VENV_NOT_OURS)
 
 
 @contextlib.contextmanager

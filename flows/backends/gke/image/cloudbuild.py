@@ -34,6 +34,7 @@ from flows.backends.gke.image.cloudbuild_spec import (
 from flows.backends.gke.image.context import build_context, content_tag, context_for_build
 from flows.backends.gke.image.errors import ImageError
 from flows.backends.gke.image.registry_http import RegistryApi, TokenSource, pin_base_remote
+from flows.common.failure_codes import Failure
 from flows.core.redaction import register
 from flows.core.retry import REGISTRY, OnRetry, RetryPolicy, call_within
 
@@ -65,7 +66,7 @@ def default_clients(project: str) -> CloudBuildClients:
             scopes=["https://www.googleapis.com/auth/cloud-platform"])
     except Exception as exc:  # DefaultCredentialsError
         error = ImageError(f"no Google credentials for Cloud Build: {str(exc)[:300]}")
-        error.code = "image/no-google-credentials"
+        error.code = Failure.IMAGE_NO_GOOGLE_CREDENTIALS
         error.fix = ("run `gcloud auth application-default login`, or give the flow's "
                      "pod a Workload Identity service account")
         raise error from None

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flows.backends.gke.image.errors import ImageBuildFailed, ImageError, PushFailed
+from flows.common.failure_codes import Failure
 from flows.core.failures import FailureCategory
 
 DOCKER_STEP = "gcr.io/cloud-builders/docker"  # Cloud Build's docker builder: entrypoint `docker`
@@ -95,7 +96,7 @@ def pushed_digest(images: list[Mapping[str, str]], tagged: str) -> str | None:
 
 
 class CloudBuildFailed(ImageError):
-    code = "image/cloud-build-failed"
+    code = Failure.IMAGE_CLOUD_BUILD_FAILED
 
 
 def diagnose_build(status: str, detail: str, failure_type: str, log_url: str) -> ImageError:
@@ -110,7 +111,7 @@ def diagnose_build(status: str, detail: str, failure_type: str, log_url: str) ->
         return error
     if status == "FAILURE" and re.match(rf'Build step {CHECK_STEP_INDEX} "', detail):
         error = CloudBuildFailed(text)
-        error.code = "image/patch-not-in-effect"
+        error.code = Failure.IMAGE_PATCH_NOT_IN_EFFECT
         error.fix = ("the patched image does not carry a declared patch, or carries "
                      "one the rehearsal measured failing with the image's versions; its "
                      "check step says which (`tpurl: PATCH NOT IN EFFECT:` or `tpurl: "
@@ -127,11 +128,11 @@ def diagnose_build(status: str, detail: str, failure_type: str, log_url: str) ->
         error.failure_category = FailureCategory.INFRASTRUCTURE
         error.fix = "Cloud Build failed on its side or the build waited too long; retried"
     elif status == "TIMEOUT":
-        error.code = "image/cloud-build-timeout"
+        error.code = Failure.IMAGE_CLOUD_BUILD_TIMEOUT
         error.fix = (f"the build ran past its {DEFAULT_TIMEOUT_S} s limit; read the log "
                      "for the slow step (usually the base pull), then rerun")
     elif status == "CANCELLED":
-        error.code = "image/cloud-build-cancelled"
+        error.code = Failure.IMAGE_CLOUD_BUILD_CANCELLED
         error.fix = "someone cancelled the build; rerun when it should build"
     return error
 
@@ -149,14 +150,14 @@ def diagnose_api_error(kind: str, message: str, project: str, region: str) -> Im
     a diagnosis with a fix, the unknown ones included."""
     error = CloudBuildFailed(f"Cloud Build API: {kind}: {message}")
     if kind in {"PermissionDenied", "Forbidden", "Unauthenticated", "Unauthorized"}:
-        error.code = "image/cloud-build-denied"
+        error.code = Failure.IMAGE_CLOUD_BUILD_DENIED
         error.fix = (f"enable the API (gcloud services enable cloudbuild.googleapis.com "
                      f"--project={project}) and give the flow's account "
                      "roles/cloudbuild.builds.editor and roles/storage.admin on the "
                      f"staging bucket gs://{staging_bucket(project)}; or set "
                      "image.builder: docker where a Docker daemon exists")
     elif kind in {"ResourceExhausted", "TooManyRequests"}:
-        error.code = "image/cloud-build-quota"
+        error.code = Failure.IMAGE_CLOUD_BUILD_QUOTA
         error.failure_category = FailureCategory.INFRASTRUCTURE
         error.fix = (f"Cloud Build's quota in {region} is used up (concurrent builds or "
                      "requests); retried later, or raise the quota in the console")
@@ -166,12 +167,12 @@ def diagnose_api_error(kind: str, message: str, project: str, region: str) -> Im
         error.fix = ("Cloud Build did not answer; retried (a build already submitted "
                      "goes on, and a rerun finds its image by the content tag)")
     elif kind == "NotFound":
-        error.code = "image/cloud-build-not-found"
+        error.code = Failure.IMAGE_CLOUD_BUILD_NOT_FOUND
         error.fix = (f"Cloud Build in {region} does not know it: check that "
                      f"cloudbuild.googleapis.com is enabled on {project} and that "
                      "image.repository's region is one Cloud Build runs in")
     elif kind in AUTH_ERRORS:
-        error.code = "image/no-google-credentials"
+        error.code = Failure.IMAGE_NO_GOOGLE_CREDENTIALS
         error.fix = ("the flow's Google credentials could not be refreshed: run `gcloud "
                      "auth application-default login`, or check the pod's Workload "
                      "Identity binding (docs/how-to/identities.md)")

@@ -12,6 +12,7 @@ import docker
 from docker.errors import DockerException
 
 from flows.backends.gke.image.errors import ImageError
+from flows.common.failure_codes import Failure
 from flows.core.failures import FailureCategory
 
 
@@ -19,7 +20,7 @@ class DockerUnavailable(ImageError):
     """No daemon answered: the pool or the machine lacks one, or it is restarting; either
     way not the profile's fault, and a retry may find it up."""
 
-    code = "image/no-docker-daemon"
+    code = Failure.IMAGE_NO_DOCKER_DAEMON
     failure_category = FailureCategory.INFRASTRUCTURE
 
     def __init__(self, host: str, detail: str) -> None:

@@ -3,18 +3,18 @@ exc.diagnosis)`` instead of guessing a category from the exception's type name.
 
 Each error has a failure category (what the flow does: retry an unreachable daemon or a
 registry that kept failing, stop at once on a missing base, a patch that no longer applies,
-a failed build or refused credentials) and a finer ``code`` such as ``image/patch-mismatch``
-(like :class:`flows.core.patching.PatchMismatch`) that automations may match on; codes are
-never renamed.
+a failed build or refused credentials) and a finer ``code`` such as ``Failure.IMAGE_PATCH_MISMATCH``
+that automations may match on; codes are never renamed.
 """
 
 from __future__ import annotations
 
+from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 
 
 class ImageError(RuntimeError):
-    code = "image/error"
+    code = Failure.IMAGE_ERROR
     failure_category = FailureCategory.USER_ERROR
     fix = ""
 
@@ -33,11 +33,11 @@ class ImageBuildFailed(ImageError):
     def __init__(self, message: str, log_tail: str, patch_mismatch: str | None = None) -> None:
         self.log_tail, self.patch_mismatch = log_tail, patch_mismatch
         if patch_mismatch is not None:
-            self.code = "image/patch-mismatch"
+            self.code = Failure.IMAGE_PATCH_MISMATCH
             self.fix = ("update images/post-training/patches.yaml to the new upstream "
                         "text, or disable the patch in the profile with a reason")
         else:
-            self.code = "image/build-failed"
+            self.code = Failure.IMAGE_BUILD_FAILED
             self.fix = "read the build log tail above; fix the base image or build files"
         super().__init__(patch_mismatch or f"{message}\n{log_tail}")
 
@@ -46,7 +46,7 @@ class PushFailed(ImageError):
     """``infrastructure``: the registry kept answering "try later" (infrastructure); otherwise it
     refused the push (auth, naming: the user's to fix)."""
 
-    code = "image/push-failed"
+    code = Failure.IMAGE_PUSH_FAILED
 
     def __init__(self, message: str, infrastructure: bool, attempts: int) -> None:
         self.infrastructure, self.attempts = infrastructure, attempts
@@ -65,7 +65,7 @@ class RegistryUnavailable(ImageError):
     own code and category, so it is retried as infrastructure and never read as the user's
     fault."""
 
-    code = "image/registry-unavailable"
+    code = Failure.IMAGE_REGISTRY_UNAVAILABLE
     failure_category = FailureCategory.INFRASTRUCTURE
     fix = "the registry kept failing; retried with backoff, then by the flow"
 
@@ -75,7 +75,7 @@ class RegistryUnavailable(ImageError):
 
 
 class BaseImageNotFound(ImageError):
-    code = "image/base-not-found"
+    code = Failure.IMAGE_BASE_NOT_FOUND
 
     def __init__(self, base: str, detail: str) -> None:
         self.fix = ("check image.base in the profile, and that the daemon can read that "

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from docker.utils import parse_repository_tag
 
 from flows.backends.gke.image.errors import BaseImageNotFound, ImageError, RegistryUnavailable
+from flows.common.failure_codes import Failure
 from flows.core.redaction import register
 from flows.core.retry import InfrastructureFault, OnRetry, RetryPolicy, call_with_retries
 
@@ -137,7 +138,7 @@ class RegistryApi:
 class RegistryRefused(ImageError):
     """The registry said no for a reason a retry will not change (auth, a malformed name)."""
 
-    code = "image/registry-refused"
+    code = Failure.IMAGE_REGISTRY_REFUSED
     fix = ("check that the flow's Google account may read the repository "
            "(roles/artifactregistry.reader), and the image reference in the profile")
 

@@ -17,10 +17,11 @@ from typing import Any
 from flows.backends.gke.image.errors import ImageError
 from flows.backends.gke.infra.cloud import ApiDenied
 from flows.backends.gke.infra.preflight.access import ar_repository
+from flows.common.failure_codes import Failure
 
 
 class RepositoryUnavailable(ImageError):
-    code = "image/repository-unavailable"
+    code = Failure.IMAGE_REPOSITORY_UNAVAILABLE
 
 
 # How long a repository's creation may take before the push gives up waiting, and how often

@@ -19,20 +19,21 @@ import docker
 from docker.errors import ImageNotFound
 
 from flows.backends.gke.image.errors import ImageError
+from flows.common.failure_codes import Failure
 from flows.core.patching import PatchDeclaration, count_matches, measured_failure, tracked_versions
 
 MANIFEST = "/tpurl/patches/applied.json"
 
 
 class PatchNotInImage(ImageError):
-    code = "image/patch-not-in-effect"
+    code = Failure.IMAGE_PATCH_NOT_IN_EFFECT
     fix = "rebuild the image (delete the tag in the registry) and run again"
 
 
 class PatchMeasuredFailing(ImageError):
     """The image carries the versions with which the rehearsal measured a patch failing."""
 
-    code = "image/patch-measured-failing"
+    code = Failure.IMAGE_PATCH_MEASURED_FAILING
 
 
 def read_file(container: Any, path: str) -> bytes:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flows.backends.gke.image.errors import ImageError
+from flows.common.failure_codes import Failure
 from flows.common.hashed_lock import hashed_pins
 from flows.common.paths import IMAGES_DIR, default_cache_dir
 
@@ -52,7 +53,7 @@ class LockedWheel:
 
 
 class WheelsUnavailable(ImageError):
-    code = "image/wheels-unavailable"
+    code = Failure.IMAGE_WHEELS_UNAVAILABLE
     fix = (f"let the flow reach PyPI (pip download), or fill a folder with the files the "
            f"lock names (the pip download line in images/post-training/wandb.lock) and "
            f"export {WHEEL_DIR_ENV}=<that folder>")

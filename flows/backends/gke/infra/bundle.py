@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from flows.backends.gke.infra.settings import BLUEPRINT_EXAMPLE, BUNDLE_NAME, InfraSettings
+from flows.common.failure_codes import Failure
 from flows.common.paths import REPO_ROOT
 from flows.core.failures import user_error
 from flows.core.safe_writes import DiskFull, write_text, writing
@@ -117,7 +118,7 @@ def _fetch(s: InfraSettings, tgz: Path) -> None:
                          "take the SHA-256 from the release page (or `sha256sum` of a bundle "
                          "you trust) and set gke.cluster_toolkit_sha256, or add the line to "
                          f"{SHIPPED_CHECKSUMS.relative_to(REPO_ROOT)}; or "
-                         + manual_instructions(s), code="infra/bundle-unverified")
+                         + manual_instructions(s), code=Failure.INFRA_BUNDLE_UNVERIFIED)
     try:
         _download(s.bundle_url, tgz)
     except DiskFull:

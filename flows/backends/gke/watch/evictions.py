@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import re
 
-CODE = "storage/ephemeral-storage"
+from flows.common.failure_codes import Failure
+
+CODE = Failure.STORAGE_EPHEMERAL_STORAGE
 
 _EMPTY_DIR = re.compile(r'Usage of EmptyDir volume "([^"]+)" exceeds the limit "([^"]+)"')
 _CONTAINER = re.compile(r'Container (\S+) exceeded its local ephemeral storage limit "([^"]+)"')

@@ -23,9 +23,10 @@ import json
 import re
 from dataclasses import dataclass
 
+from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 
-FORBIDDEN_CODE = "gke/rbac-forbidden"
+FORBIDDEN_CODE = Failure.GKE_RBAC_FORBIDDEN
 RBAC_MANIFEST = "deployments/work-pool/rbac.yaml"
 _DENIAL = re.compile(r'cannot (?P<verb>[a-z]+) resource "(?P<resource>[^"]+)" in API group '
                      r'"(?P<group>[^"]*)"(?: in the namespace "(?P<namespace>[^"]*)"|'

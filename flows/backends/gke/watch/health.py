@@ -16,13 +16,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from flows.common.failure_codes import Failure
 from flows.config.profile import Profile
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.storage import Storage
 from flows.health import sentinel
 from flows.runpage.metrics import summarize_run
 
-STOP_CODE = "gke/training-suspect"
+STOP_CODE = Failure.GKE_TRAINING_SUSPECT
 EVERY_S = 120.0  # a GRPO step on a slice takes tens of seconds; reading every 2 min is cheap
 
 

@@ -23,9 +23,10 @@ import re
 
 from flows.backends.gke.watch.evictions import over_request
 from flows.common.api_objects import Obj
+from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 
-CODE = "gke/host-memory"
+CODE = Failure.GKE_HOST_MEMORY
 _NODE_LOW = re.compile(r"The node was low on resource: memory")
 FIX = ("the same configuration runs out of host memory again: make each host hold less "
        "(train.args: batch size, sequence and generation lengths) or spread it over more "

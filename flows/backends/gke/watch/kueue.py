@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 
 from flows.common.api_objects import Obj
+from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 
-CODE = "kueue/unschedulable"
+CODE = Failure.KUEUE_UNSCHEDULABLE
 # The Kueue API versions we read, preferred first. Kueue 0.15 serves v1beta2 beside v1beta1
 # (kubernetes-sigs/kueue#7304), 0.16 stores v1beta2 (kubernetes-sigs/kueue#8020), and
 # v1beta1 is set unserved after that (kubernetes-sigs/kueue#14558,
@@ -45,7 +46,7 @@ def served_kueue_version(group_versions: list[str]) -> str | None:
 # a deactivation (spec.active false; reason Deactivated, or DeactivatedDueTo<cause> from
 # workload.Evict's ReasonWithCause) only if spec.active is set true again.
 DEACTIVATED = "Deactivated"
-DEACTIVATED_CODE = "kueue/deactivated"
+DEACTIVATED_CODE = Failure.KUEUE_DEACTIVATED
 _BACKOFF = frozenset({"PodsReadyTimeout", "AdmissionCheck"})
 _REQUEUE = {
     "PodsReadyTimeout": "Kueue re-queues it after its back-off",

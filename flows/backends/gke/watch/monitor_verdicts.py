@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 
 from flows.backends.gke.watch.verdict import Phase, Verdict
 from flows.common.api_objects import Obj
+from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 
-DELETED_BY_OPERATOR = "gke/deleted-by-operator"
+DELETED_BY_OPERATOR = Failure.GKE_DELETED_BY_OPERATOR
 
 
 def duration(seconds: float) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 
 _MISSING = re.compile(r"manifest unknown|not found|NotFound|name unknown|"
@@ -32,20 +33,20 @@ def pull_verdict(name: str, container: str, reason: str, message: str, last_erro
     if reason == "ErrImageNeverPull":
         return Diagnosis(FailureCategory.USER_ERROR, f"{name}: {container} "
                          "has imagePullPolicy Never and the image is not on the node",
-                         f"    {message}", "use imagePullPolicy IfNotPresent", code="image/never-pull")
+                         f"    {message}", "use imagePullPolicy IfNotPresent", code=Failure.IMAGE_NEVER_PULL)
     if _DENIED.search(cause):
         return Diagnosis(FailureCategory.USER_ERROR,
                          f"{name}: {container} may not pull its image",
                          f"    {reason}: {cause}",
                          "grant the node service account roles/artifactregistry.reader on the "
                          "repository (or fix the image path's project); retrying cannot help",
-                         code="image/unauthorized")
+                         code=Failure.IMAGE_UNAUTHORIZED)
     if _MISSING.search(cause):
         return Diagnosis(FailureCategory.USER_ERROR,
                          f"{name}: {container}'s image does not exist",
                          f"    {reason}: {cause}",
                          "build and push the image (the image stage) or fix its tag in the "
-                         "profile; retrying cannot help", code="image/not-found")
+                         "profile; retrying cannot help", code=Failure.IMAGE_NOT_FOUND)
     if waited_s <= grace_s:
         return None
     return Diagnosis(FailureCategory.INFRASTRUCTURE,

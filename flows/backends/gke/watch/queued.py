@@ -39,10 +39,11 @@ from datetime import datetime
 
 from flows.backends.gke.fallback import NO_QUEUED_CAPACITY
 from flows.common.api_objects import Obj
+from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 
 PR_GROUP, PR_VERSION, PR_PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
-BOOKING_EXPIRED_CODE = "gke/queued-booking-expired"
+BOOKING_EXPIRED_CODE = Failure.GKE_QUEUED_BOOKING_EXPIRED
 
 
 def _true(obj: Obj | None, kind: str) -> Obj | None:

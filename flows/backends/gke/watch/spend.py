@@ -48,6 +48,7 @@ from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.tpu_nodes import TpuNodes
 from flows.backends.gke.watch.verdict import condition
 from flows.common.api_objects import Obj
+from flows.common.failure_codes import Failure
 from flows.config.capacity import SCALE_FROM_ZERO
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
@@ -373,7 +374,7 @@ def budget_diagnosis(stage: str, spent: float, cap: float, field_name: str,
         "mode's price, as the watch saw them)",
         f"the JobSet was deleted so nothing holds the slice; checkpoints already written are "
         f"kept and the next run resumes from the newest. Raise {field_name} if the run just "
-        f"needs longer, {lower_work}", code="gke/spend-cap")
+        f"needs longer, {lower_work}", code=Failure.GKE_SPEND_CAP)
 
 
 def team_diagnosis(stage: str, run_spent: float, team: Allowance,

@@ -27,8 +27,8 @@ from flows.config.teams import Teams
 from flows.config.timeline import PHASES, TrainTimeline, is_billed
 from flows.operations.plan import planned_workloads
 from flows.operations.preemption_cost import RESTART_PHASES, preemption_cost
-from flows.reference.markdown import table
 from flows.stages import EVALUATE, STAGES
+from reference.markdown import table
 
 SMOKE = "smoke-qwen3-0.6b-v6e-8"
 TUTORIAL = "qwen3-30b-a3b-v6e-32"
@@ -55,7 +55,7 @@ def example_profile(name: str) -> Profile:
 
 def _page(title: str, sources: str, intro: str, diagram: list[str], after: list[str]) -> str:
     lines = [f"# {title}", "",
-             f"Generated from {sources} by `python -m flows.reference`; do not edit by hand.",
+             f"Generated from {sources} by `python -m reference`; do not edit by hand.",
              "", intro, "", f"<!-- --8<-- {START} -->", "``` mermaid", *diagram, "```",
              f"<!-- --8<-- {END} -->", "", *after]
     return "\n".join(lines).rstrip("\n") + "\n"

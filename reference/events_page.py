@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from flows.common.event_catalogue import CATALOGUE, EventKind
-from flows.reference.markdown import cell, table
+from reference.markdown import cell, table
 
 
 def _keys(kind: EventKind) -> str:
@@ -15,7 +15,7 @@ def _keys(kind: EventKind) -> str:
 
 def render() -> str:
     lines = ["# Events", "",
-             "Generated from `flows/common/event_catalogue.py` by `python -m flows.reference`; "
+             "Generated from `flows/common/event_catalogue.py` by `python -m reference`; "
              "do not edit by hand. Names and payload keys are stable: automations and other "
              "deployments match on them. A trigger selects a target with the resource's "
              "labels (`match`), a cause with a payload key such as `code`. Prefect adds the "

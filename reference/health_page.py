@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from flows.config.health import POLICIES, HealthSection
 from flows.health import detectors
-from flows.reference.markdown import cell, table
+from reference.markdown import cell, table
 
 _FUNCTIONS = {"kl_runaway": detectors.runaway, "grad_norm_runaway": detectors.runaway}
 
@@ -28,7 +28,7 @@ def _settings_rows(name: str) -> list[list[str]]:
 def render() -> str:
     lines = ["# Training-health detectors", "",
              "Generated from `flows/health/detectors.py` and `flows/config/health.py` by "
-             "`python -m flows.reference`; do not edit by hand. Every detector runs on every "
+             "`python -m reference`; do not edit by hand. Every detector runs on every "
              "training; the profile's `health:` section chooses what a finding does: "
              + ", ".join(f"`{p}`" for p in POLICIES) + " (default `hold`). What they can and "
              "cannot catch: [the explanation](../explanation/training-health.md); a held run: "

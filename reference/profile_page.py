@@ -24,8 +24,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from flows.config import Profile
-from flows.config.limits import declaration, model_limits
-from flows.reference.markdown import cell, table
+from flows.config.limits import EACH_FIELD, declaration
+from reference.markdown import cell, table
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,32 @@ def _sections(model: type[BaseModel], prefix: str) -> Iterator[tuple[type[BaseMo
             yield from _sections(inner, f"{path}.<key>." if keyed else f"{path}.")
 
 
+def model_limits(model: type[BaseModel]) -> dict[str, list[str]]:
+    """The declared limits of a model's own validators, by field path relative to it (a
+    field's alias, as the profile page and the YAML name it)."""
+    key = {name: info.alias or name for name, info in model.model_fields.items()}
+    found: dict[str, list[str]] = {}
+    decorators = model.__pydantic_decorators__
+    for validator in decorators.field_validators.values():
+        declared = declaration(validator.func)
+        for path, text in declared.limits if declared else ():
+            for name in validator.info.fields if path == EACH_FIELD else (path,):
+                found.setdefault(key.get(name, name), []).append(text)
+    for across in decorators.model_validators.values():
+        declared = declaration(across.func)
+        for path, text in declared.limits if declared else ():
+            found.setdefault(path, []).append(text)
+    return found
+
+
+def undeclared(model: type[BaseModel]) -> list[str]:
+    """The model's validators that declare neither a limit nor that they only reshape."""
+    decorators = model.__pydantic_decorators__
+    return [f"{model.__module__}.{model.__qualname__}.{name}"
+            for group in (decorators.field_validators, decorators.model_validators)
+            for name, validator in group.items() if declaration(validator.func) is None]
+
+
 def declared_limits(model: type[BaseModel] = Profile) -> dict[str, list[str]]:
     """The limits the checks written as code declare, by field path ("" for the whole
     profile): each model's validators (their paths relative to it; "" is the section itself),
@@ -202,7 +228,7 @@ def render() -> str:
     limited = sum(1 for f in fields if f.limits)
     whole = "; ".join(declared_limits().get("", []))
     lines = ["# Profile fields", "",
-             "Generated from `flows/config` by `python -m flows.reference`; do not edit by hand."
+             "Generated from `flows/config` by `python -m reference`; do not edit by hand."
              " A profile is a YAML file under `deployments/profiles/`; `--set FIELD=VALUE` and "
              "`TPURL_SECTION__FIELD` set a field for one command.", "",
              "The limits are what `tpurl validate` (and every command that loads the profile) "

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from flows.common.paths import REPO_ROOT
-from flows.reference.markdown import cell, table
+from reference.markdown import cell, table
 
 PREFECT_YAML = REPO_ROOT / "prefect.yaml"
 
@@ -45,7 +45,7 @@ def _trigger_rows(deployment: dict[str, Any]) -> list[list[str]]:
 
 def render(path: Path = PREFECT_YAML) -> str:
     spec = yaml.safe_load(path.read_text())
-    lines = ["# Deployments", "", "Generated from `prefect.yaml` by `python -m flows.reference`;"
+    lines = ["# Deployments", "", "Generated from `prefect.yaml` by `python -m reference`;"
              " do not edit by hand.", ""]
     lines += table(["deployment", "flow", "work pool", "parameters", "schedules",
                     "concurrency"],

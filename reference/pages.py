@@ -1,5 +1,5 @@
 """Which page each renderer writes (docs/reference/), and the writer behind
-``python -m flows.reference``."""
+``python -m reference``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flows.common.paths import REPO_ROOT
-from flows.reference import (
+from reference import (
     cli_page,
     deployments_page,
     diagrams,

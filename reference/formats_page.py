@@ -30,7 +30,7 @@ FORMATS: tuple[tuple[str, type[BaseModel], str], ...] = (
 
 def render() -> str:
     lines = ["# File formats", "", "Generated from the pydantic models by `python -m "
-             "flows.reference`; do not edit by hand.", ""]
+             "reference`; do not edit by hand.", ""]
     for title, model, what in FORMATS:
         schema = json.dumps(model.model_json_schema(), indent=2, sort_keys=True)
         lines += [f"## {title}: `{model.__module__}.{model.__name__}`", "", what, "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from flows.cli import _parser
-from flows.reference.markdown import cell, table
+from reference.markdown import cell, table
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -34,7 +34,7 @@ def _options(command: argparse.ArgumentParser) -> list[list[str]]:
 
 def render() -> str:
     parser = _parser()
-    lines = ["# CLI: `tpurl`", "", "Generated from `flows/cli.py` by `python -m flows.reference`;"
+    lines = ["# CLI: `tpurl`", "", "Generated from `flows/cli.py` by `python -m reference`;"
              " do not edit by hand.", "", "```text", (parser.description or "").strip(), "```", ""]
     for name, command in _subcommands(parser).items():
         lines += _section("##", f"tpurl {name}", command)
