@@ -393,7 +393,9 @@ CATALOGUE: tuple[Symptom, ...] = (
             "TYPE, not a list of one number per completion`, `returned N scores for M "
             "completions` or `score I is nan, not a finite number`; or `the recipe's reward "
             "file could not be loaded`. The program's log holds the line "
-            "`RECIPE-REWARD-ERROR {...}`. Not retried.",
+            "`RECIPE-REWARD-ERROR TOKEN {...}`, TOKEN being the one its first "
+            "`RECIPE-REWARD-GUARD TOKEN` line names (a look-alike without it does not count). "
+            "Not retried.",
             "Fix the function in the file `recipe.rewards.file` names: called as "
             "`fn(prompts=..., completions=..., **columns)`, it returns one finite number per "
             "completion and never raises. Then run again; the changed file trains again."),
