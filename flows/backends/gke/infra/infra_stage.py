@@ -63,8 +63,33 @@ def gke_plan_notes(profile: Profile) -> list[str]:
                      "privileged host-network Pathways ones included, read, overwrite and "
                      "delete every bucket of the project; gke.iam_mode: bucket-scoped (the "
                      "default) grants the pipeline's bucket only")
+    notes += identity_notes(s)
     notes += render_cost(cost_plan(profile))
     return notes
+
+
+def identity_notes(s: InfraSettings) -> list[str]:
+    """The grants per team on the profile's cluster: the profile's team (or the team-less)
+    with its bucket, then every other team of the teams file with its own account, each
+    holding its own profiles' buckets only (flows/backends/gke/team_identity.py)."""
+    from flows.backends.gke.team_identity import TEAM_ROLES, principal, team_account
+    from flows.config.teams import load_teams
+
+    if s.gke.iam_mode != "bucket-scoped":
+        return []
+    roles = " and ".join(TEAM_ROLES)
+    own = (f"identity: {'team ' + s.team if s.team else 'profiles in no team'}: pods run "
+           f"as Kubernetes service account {team_account(s.team)} ({s.team_member}); "
+           f"{roles} on gs://{s.gke.bucket} only")
+    others = [f"identity: team {name}: pods run as Kubernetes service account "
+              f"{account} ({principal(s.gke.project, s.gke.namespace, account, s.project_number)}"
+              "); its own profiles' buckets only"
+              for name in sorted(load_teams().teams) if name != s.team
+              for account in (team_account(name),)]
+    workers = (f"identity: Pathways workers (host network, no team code) run as the node "
+               f"account {s.gke.node_service_account}, which holds {roles} on every team's "
+               "bucket of this cluster (checkpoints and scratch)")
+    return [own, *others, workers]
 
 
 def planned_for(profile: Profile) -> Planned:
