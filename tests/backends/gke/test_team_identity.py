@@ -25,7 +25,13 @@ from flows.backends.gke.team_identity import Member, cluster_grants, shared_buck
 from flows.config.profile import Profile
 from flows.core.planned_programs import planned_workloads
 from tests.fakes.cloud.pod_identity import acting_member, may_write, pods
-from tests.support.profiles import SMOKE, TUTORIAL, smoke_profile, tutorial_profile
+from tests.support.profiles import (
+    SMOKE,
+    SMOKE_REQUIRED,
+    TUTORIAL,
+    smoke_profile,
+    tutorial_profile,
+)
 
 NUMBER = "123456789012"
 A_BUCKET, B_BUCKET = "team-a-ckpts", "team-b-ckpts"
@@ -124,14 +130,30 @@ def test_a_bucket_two_teams_write_is_named() -> None:
 
 
 def test_plan_shows_the_grants_per_team(two_teams: None) -> None:
+    """The plan of A's profile names each team's account, principal and bucket (B's profile
+    loads with the defaults the tests give, so its bucket is read too), then the workers'."""
     a, _ = _profiles()
     notes = [n for n in gke_plan_notes(a) if n.startswith("identity:")]
     assert notes[0].startswith("identity: team team-a: pods run as Kubernetes service "
                                "account tpurl-team-team-a (principal://")
     assert f"on gs://{A_BUCKET} only" in notes[0]
     assert notes[1].startswith("identity: team team-b: pods run as Kubernetes service "
-                               "account tpurl-team-team-b")
-    assert "Pathways workers" in notes[2]
+                               "account tpurl-team-team-b (principal://")
+    assert f"gs://{A_BUCKET}" not in notes[1]
+    assert "Pathways workers" in notes[-1]
+    assert not any("WARNING" in n for n in notes)
+
+
+def test_plan_warns_of_a_bucket_two_teams_share(two_teams: None,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """B's profile as it loads (its bucket from the environment) names A's bucket: the plan
+    says the two teams are not isolated and which field to change."""
+    for key, value in {**SMOKE_REQUIRED, "gke.bucket": A_BUCKET}.items():
+        monkeypatch.setenv("TPURL_GKE__" + key.removeprefix("gke.").upper(), value)
+    a, _ = _profiles()
+    (warning,) = [n for n in gke_plan_notes(a) if "WARNING" in n]
+    assert f"gs://{A_BUCKET} is the bucket of teams team-a, team-b" in warning
+    assert "gke.bucket" in warning
 
 
 def test_each_teams_account_is_applied_with_its_queue(two_teams: None) -> None:
