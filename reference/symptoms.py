@@ -194,7 +194,8 @@ SEEN: dict[Failure, tuple[When, str, str]] = {
         "function NAME: PROBLEM` (or stage evaluate), where PROBLEM is `raised ERROR: ...`, `returned "
         "TYPE, not a list of one number per completion`, `returned N scores for M completions` or `score "
         "I is nan, not a finite number`; or `the recipe's reward file could not be loaded`. The "
-        "program's log holds the line `RECIPE-REWARD-ERROR {...}`. Not retried."),
+        "program's log holds the line `RECIPE-REWARD-ERROR TOKEN {...}`, TOKEN being the one its first "
+        "`RECIPE-REWARD-GUARD TOKEN` line names (a look-alike without it does not count). Not retried."),
     Failure.IMAGE_PATCH_MISMATCH: (When.IMAGE, "", "`[user-error image/patch-mismatch] stage image: a "
         "declared patch does not apply` (Cloud Build's log: `tpurl: PATCH MISMATCH:`), naming the file "
         "and the pattern."),
