@@ -39,6 +39,7 @@ from flows.config.rehearsal_models import REHEARSAL_MODELS
 from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel, run_tunable
 from flows.config.tracking import TrackingSection
+from flows.config.watch import WatchSection
 
 Scalar = str | int | float | bool
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -301,6 +302,9 @@ class Profile(StrictModel):
     notify: NotifySection | None = None
     """Messages on the events that matter, through a Prefect notification block (off when
     unset; the deploy creates the automations)."""
+    watch: WatchSection | None = None
+    """The champion scored again after promotion, and rolled back on a significant drop
+    (`tpurl watch`; needs eval)."""
 
     @field_validator("name")
     @classmethod
@@ -368,6 +372,16 @@ class Profile(StrictModel):
                                     "backend only (the rehearsal's image is a local venv)",
                                     "remove image.builder from this profile",
                                     field="image.builder")
+        return self
+
+    @model_validator(mode="after")
+    @limits({"watch": "only with eval (the watch scores with the evaluation program)"})
+    def _watch_needs_eval(self) -> Self:
+        if self.watch is not None and self.eval is None:
+            raise FixableValueError("a watch scores the champion with the evaluation program, "
+                                    "and this profile has no eval section",
+                                    "add an eval: section (docs/how-to/evaluation.md), or "
+                                    "remove the watch: section", field="watch")
         return self
 
     @model_validator(mode="after")

@@ -673,6 +673,16 @@ CATALOGUE: tuple[Symptom, ...] = (
             "unreadable`.",
             "Restore it from promoted-history.json beside it (its last entry), or delete it to "
             "judge against the base model."),
+    Symptom("watch/not-configured", When.EVALUATION,
+            "`[user-error watch/not-configured] stage watch: the profile has no watch "
+            "section` from `tpurl watch` or a watch deployment's run.",
+            "Add `watch: {}` to the profile (it needs `eval`), then watch again; "
+            "docs/how-to/watch.md lists the fields."),
+    Symptom("watch/no-champion", When.EVALUATION,
+            "`[user-error watch/no-champion] stage watch: nothing is promoted, so there is no "
+            "champion to watch`.",
+            "Promote a model first: a run of a profile with `eval` promotes one when it passes "
+            "the promotion rule (docs/how-to/evaluation.md)."),
     # --- announcements and deployments ---------------------------------------------------
     Symptom("config/unvouched-value", When.ANNOUNCEMENTS,
             "A retrain run is refused at its start with `model.hf_revision: ...` or "

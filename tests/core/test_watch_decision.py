@@ -81,5 +81,5 @@ def test_the_threshold_and_z_of_one_watch_as_computed_by_hand():
 
 @pytest.mark.parametrize(("alpha", "k"), [(0.0, 1), (1.0, 1), (0.05, 0)])
 def test_an_alpha_or_watch_number_out_of_range_is_refused(alpha, k):
-    with pytest.raises(ValueError, match="alpha|watch_number"):
+    with pytest.raises(ValueError, match=r"alpha|watch_number"):
         alpha_share(alpha, k)
