@@ -83,3 +83,12 @@ def test_the_threshold_and_z_of_one_watch_as_computed_by_hand():
 def test_an_alpha_or_watch_number_out_of_range_is_refused(alpha, k):
     with pytest.raises(ValueError, match=r"alpha|watch_number"):
         alpha_share(alpha, k)
+
+
+def test_the_benchmark_keeps_false_alarms_within_alpha_and_catches_a_drop():
+    """benchmarks/watch.py's quick run: its own check of the bound, and its figures."""
+    from tests.support.benchmarks import assert_figures, run_quick
+
+    out = run_quick("watch", "--quick")
+    assert_figures(out, "false alarms (sequential):", "false alarms (fixed alpha each watch):",
+                   "power on a drop of", "goal: false alarms within alpha, regressions caught: met")
