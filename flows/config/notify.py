@@ -22,9 +22,10 @@ from flows.config.limits import limit, matches
 from flows.config.section_base import StrictModel
 
 NotifyEvent = Literal["run-failed", "model-decided", "capacity-fallback", "retrain-coalesced",
-                      "model-rolled-back"]
+                      "model-rolled-back", "model-regressed", "retrain-queued"]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("run-failed", "model-decided", "capacity-fallback",
-                                          "retrain-coalesced", "model-rolled-back")
+                                          "retrain-coalesced", "model-rolled-back",
+                                          "model-regressed", "retrain-queued")
 # Prefect block type slugs are lowercase words joined by '-'; a block document's name is
 # letters, digits, '-' and '_' (prefect/utilities/names.py's rule for block names)
 _BLOCK_REF = re.compile(r"^([a-z0-9]+(?:-[a-z0-9]+)*)/([A-Za-z0-9][A-Za-z0-9_-]{0,99})$")
@@ -40,7 +41,8 @@ class NotifySection(StrictModel):
     events: list[NotifyEvent] = Field(default_factory=lambda: list(NOTIFY_EVENTS))
     """Which events send a message: run-failed (a spend cap reached included),
     model-decided (promoted or rejected), capacity-fallback, retrain-coalesced,
-    model-rolled-back (`tpurl rollback`); default all."""
+    model-rolled-back (`tpurl rollback`), model-regressed (a watch's verdict),
+    retrain-queued (the dispatcher created a retrain run); default all."""
 
     @field_validator("block")
     @classmethod

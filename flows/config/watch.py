@@ -28,6 +28,7 @@ class WatchSection(StrictModel):
     is declared regressed (each watch spends a share of it)."""
     min_drop: float = Field(0.0, ge=0.0)
     """The smallest drop of the promotion metric that counts as a regression, however sure."""
-    retrain: bool = False
-    """After a regression rolls the champion back, queue a retrain on the newest announced
-    dataset through the profile's dispatcher."""
+    retrain: str | None = None
+    """A retrain deployment (FLOW/NAME, e.g. rl-post-training/retrain-rehearsal): after a
+    regression rolls the champion back, the newest dataset announced to it is announced
+    again, so its dispatcher queues a retrain judged against the restored champion."""

@@ -20,7 +20,11 @@ Events (names are the flows' stable API):
 - model-rolled-back: ``tpurl.model.rolled-back`` (flows/operations/rollback.py), who rolled
   back and how that is known, from which run to which, and why;
 - retrain-coalesced: ``tpurl.announcement.coalesced`` (flows/announcements/events.py), one
-  per announcement folded into a newer waiting run.
+  per announcement folded into a newer waiting run;
+- model-regressed: ``tpurl.model.regressed`` (a watch, flows/operations/watch.py, or any
+  emitter), the champion's run, the reason and, from a watch, its evidence;
+- retrain-queued: ``tpurl.announcement.queued`` (flows/announcements/events.py), the retrain
+  run the dispatcher created and what it serves.
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from typing import Any
 
 from flows.common.event_catalogue import (
     ANNOUNCEMENT_COALESCED,
+    ANNOUNCEMENT_QUEUED,
     CAPACITY_FALLBACK,
     MODEL_PROMOTED,
+    MODEL_REGRESSED,
     MODEL_REJECTED,
     MODEL_ROLLED_BACK,
     RUN_FAILED,
@@ -104,6 +110,26 @@ ROLLED_BACK_BODY = ("{{ event.payload.by }} rolled the champion of " + _PROFILE 
                     "{% if event.payload.mlflow_version %}MLflow champion: version "
                     "{{ event.payload.mlflow_version }}\n{% endif %}")
 
+REGRESSED_SUBJECT = ("tpurl " + _PROFILE + ": champion run {{ event.payload.run }} regressed")
+REGRESSED_BODY = ("{% set e = event.payload.evidence %}"
+                  "The champion of " + _PROFILE + " (run {{ event.payload.run }}) regressed: "
+                  "{{ event.payload.reason }}\n"
+                  "{% if e %}Set: {{ e.set }}\nReference: {{ e.reference_source }}\n"
+                  "Watch {{ e.watch_number }}: z {{ '%.2f' | format(e.z) }} > threshold "
+                  "{{ '%.2f' | format(e.threshold) }}\n"
+                  "{% for q in e.samples %}Sample: {{ q }}\n{% endfor %}"
+                  "{% if e.watch_run %}Watch run: {{ e.watch_run }}\n{% endif %}{% endif %}"
+                  "Where the rollback trigger is enabled, the model promoted before it is "
+                  "restored next.\n")
+
+QUEUED_SUBJECT = "tpurl " + _PROFILE + ": retrain queued ({{ event.payload.run_name }})"
+QUEUED_BODY = ("The dispatcher queued retrain run {{ event.payload.run_name }} for "
+               "{{ event.payload.kind }} {{ event.payload.value }} (occurred "
+               "{{ event.payload.occurred }}).\n"
+               "{% set s = event.payload.serves %}"
+               "{% if s.dataset %}Dataset: {{ s.dataset }}\n{% endif %}"
+               "{% if s['base-model'] %}Base-model revision: {{ s['base-model'] }}\n{% endif %}")
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -128,6 +154,10 @@ KINDS: dict[NotifyEvent, Kind] = {
     "model-rolled-back": Kind("rollback of the champion", "tpurl.model.{profile}",
                               (MODEL_ROLLED_BACK.name,), ROLLED_BACK_SUBJECT,
                               ROLLED_BACK_BODY),
+    "model-regressed": Kind("regression of the champion", "tpurl.model.{profile}",
+                            (MODEL_REGRESSED.name,), REGRESSED_SUBJECT, REGRESSED_BODY),
+    "retrain-queued": Kind("retrain queued", "tpurl.announcement.*",
+                           (ANNOUNCEMENT_QUEUED.name,), QUEUED_SUBJECT, QUEUED_BODY),
 }
 
 

@@ -25,6 +25,7 @@ from prefect.runtime import flow_run
 
 from flows.backends import storage_for
 from flows.config import load_profile
+from flows.config.profile import Profile
 from flows.core.error_redaction import redacting_errors
 from flows.core.rollback import resource_problem
 from flows.deployed.declared import deployment_declared
@@ -71,5 +72,20 @@ def rollback_flow(profile: str, reason: str, regressed_run: str,
     lines = plan.lines()
     if not posted:
         lines.append("no Prefect API was set: the event was not sent")
+    elif queued := _retrain(cfg):
+        lines.append(queued)
     print("\n".join(["rolled back:", *lines]))
     return lines
+
+
+def _retrain(cfg: Profile) -> str:
+    """A regression's rollback done: the profile's watch.retrain, when it names a deployment
+    (flows/operations/watch_retrain.py)."""
+    from prefect.client.orchestration import get_client
+
+    from flows.operations.watch_retrain import announce_retrain
+
+    if cfg.watch is None or not cfg.watch.retrain:
+        return ""
+    with get_client(sync_client=True) as client:
+        return announce_retrain(client, cfg)

@@ -122,7 +122,7 @@ def test_on_the_teams_own_set_a_new_champion_worse_than_the_one_it_replaced_regr
 
 
 def test_watch_refuses_a_profile_without_watch_or_without_a_champion(tmp_path: Path) -> None:
-    bare = load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={})
+    bare = load_profile("rehearsal", {"local.root": str(tmp_path), "watch": ""}, environ={})
     with pytest.raises(StageFailed) as refused:
         run_watch(LocalStorage(), bare, _scorer({}))
     assert refused.value.diagnosis.code == "watch/not-configured"
@@ -158,5 +158,6 @@ def test_the_command_prints_the_verdict_and_exits_3_on_a_regression(
     out = capsys.readouterr().out
     assert "watch 1 of run run-a on the promotion's held-out set: regressed" in out
     assert "not posted" in out
-    assert main(["watch", "rehearsal", "--set", f"local.root={tmp_path}"]) == 2
+    assert main(["watch", "rehearsal", "--set", f"local.root={tmp_path}", "--set",
+                 "watch="]) == 2
     assert "watch/not-configured" in capsys.readouterr().err
