@@ -18,7 +18,7 @@ from tests.support.prefect_server import wait_until
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
 
-def _events(client, uri: str) -> list[dict]:  # noqa: ANN001 - a SyncPrefectClient
+def _events(client, uri: str) -> list[dict]:
     found = client.request("POST", "/events/filter", json={"limit": 50, "filter": {
         "event": {"name": ["tpurl.dataset.updated"]}}}).json()["events"]
     return [e for e in found if e["payload"].get("uri") == uri]
