@@ -19,7 +19,10 @@ Against one real `prefect server start` and real process workers, with prefect.y
 - two teams' rollback deployments (prefect.yaml's, one per team's profile) and the shipped
   regression trigger: a regression event naming no run or another team's model, and a run
   choosing another profile, target, env or ``by``, roll nothing back; the champion's own
-  regression rolls back one promotion, recorded as the automation that created the run.
+  regression rolls back one promotion, recorded as the automation that created the run;
+- a watch (flows/operations/watch.py, run here with constructed scores) of a champion worse
+  on the team's own set than the model it replaced posts the regression, the automation's
+  rollback run restores that model, and a watch of it then posts nothing.
 """
 
 from __future__ import annotations
@@ -443,3 +446,88 @@ def test_a_run_cannot_name_who_rolled_back(world, teams, promoted):
 
     assert all(m.rollback is None or m.rollback.by != "team-a's oncall"
                for m in read_history(LocalStorage(), promoted["team-a"]))
+
+
+# The watch closing the loop on this server: team A's champion scored on the team's own set
+# by a watch run here (its scores constructed as the evaluation program writes them: the
+# program itself runs in the rehearsal), its regression event posted to this API, and the
+# automation above running team A's rollback deployment on the worker.
+
+PROD_LIKE = "file:///data/team-a/prod-like.parquet"
+
+
+def _watch(profile: Any, world: dict[str, Any], score: float) -> Any:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.core.scores import ScoresFile
+    from flows.core.storage import LocalStorage
+    from flows.operations.watch import run_watch
+
+    def scorer(scoring: Any, champion: Any, out: str) -> ScoresFile:
+        assert scoring.eval.files == PROD_LIKE
+        rows = 64
+        return ScoresFile(checkpoint=champion.trained_checkpoint, total=rows,
+                          correct=rows // 2, format_correct=rows, mean_reward=score,
+                          rewards=[score - 0.2, score + 0.2] * (rows // 2),
+                          questions=[f"{champion.run} question {i}" for i in range(rows)])
+
+    with temporary_settings({PREFECT_API_URL: world["server"].url}):
+        return run_watch(LocalStorage(), profile, scorer)
+
+
+def test_a_watched_regression_rolls_back_and_the_restored_champion_holds(world, teams):
+    """Promote A, watch A on the team's set (its baseline), promote B (better on the
+    promotion's set), watch B: worse there than A was, so regressed; the event reaches the
+    automation, the rollback run on the worker restores A; a watch of A then holds and posts
+    nothing. The history and the API's events show each step."""
+    import shutil
+
+    from flows.config import load_profile
+    from flows.core.storage import LocalStorage
+    from flows.core.watch_store import read_watches
+    from tests.support.promoted import judge
+
+    server: PrefectServer = world["server"]
+    root = teams["folder"] / "team-a"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    profile = load_profile(str(teams["team-a-profile"]), {"watch.files": PROD_LIKE},
+                           environ={})
+    assert judge(profile, root, "run-a", 0.5)
+    assert _watch(profile, world, 0.6).record.verdict == "baseline"
+    assert judge(profile, root, "run-b", 0.7)
+    before = len(_runs_of(world, teams["team-a"]))
+    regressed = _watch(profile, world, 0.3)
+    assert regressed.record.verdict == "regressed" and regressed.posted, regressed.lines()
+    run = _next_run(world, teams["team-a"], before)
+    assert run["state"]["type"] == "COMPLETED", _logs(world, run["id"])[-3000:]
+    assert _history(profile) == [("run-a", "promotion"), ("run-b", "promotion"),
+                                 ("run-a", "rollback")]
+    after = len(_runs_of(world, teams["team-a"]))
+    holds = _watch(profile, world, 0.6)
+    assert holds.record.verdict == "holds" and not holds.posted, holds.lines()
+    assert [(r.champion_run, r.verdict) for r in read_watches(LocalStorage(), profile)] == [
+        ("run-a", "baseline"), ("run-b", "regressed"), ("run-a", "holds")]
+    def both() -> list[dict[str, Any]]:
+        found = server.api("POST", "/events/filter", json={
+            "limit": 50, "filter": {"event": {"name": ["tpurl.model.regressed",
+                                                       "tpurl.model.rolled-back"]},
+                                    "resource": {"id": ["tpurl.model.team-a"]}}}).json()
+        names = {e["event"] for e in found["events"]}
+        return found["events"] if len(names) == 2 else []
+
+    # the server stores events a moment after it accepts them
+    events = wait_until(both, 60, "the watch's and the rollback's events")
+    watched = [e for e in events if e["event"] == "tpurl.model.regressed"
+               and e["payload"].get("source") == "tpurl watch"]
+    assert [e["payload"]["run"] for e in watched] == ["run-b"]
+    evidence = watched[0]["payload"]["evidence"]
+    assert evidence["set"] == f"watch.files {PROD_LIKE}"
+    assert "run run-a's latest watch" in evidence["reference_source"]
+    assert evidence["samples"][0] == "run-b question 0"
+    rolled = [e["payload"] for e in events if e["event"] == "tpurl.model.rolled-back"
+              and e["payload"]["from_run"] == "run-b"]
+    assert [(p["to_run"], p["reason"].split(":")[0]) for p in rolled] == [
+        ("run-a", f"regression announced in event {watched[0]['id']}")]
+    time.sleep(5)  # a second rollback, were the hold to post anything, would be created by now
+    assert len(_runs_of(world, teams["team-a"])) == after
