@@ -2,7 +2,8 @@
 
 A champion is watched again and again (every night, say). Testing each watch at a fixed
 level ``alpha`` would make a false alarm on an unchanged champion near certain over enough
-nights: with 5 % per watch, about 1 in 3 unchanged champions is rolled back within 8 watches.
+nights: with 5 % per watch, 2 in 5 unchanged champions are rolled back within 30 watches
+(benchmarks/watch.py).
 So each watch spends its own share of one error budget: the k-th watch of a champion on a
 set tests at ``alpha_k = alpha * 6 / (pi^2 k^2)``. The shares sum to ``alpha`` over any
 number of watches (sum of 1/k^2 is pi^2 / 6), so by the union bound the chance that an
