@@ -14,6 +14,8 @@ Against one real `prefect server start` and real process workers, with prefect.y
 - a listed env name given its own value, or another ``profile``, reaches the worker (Prefect
   cannot tell a run's variables from its deployment's), and the flow refuses the run naming
   it before it loads the profile (flows/deployed/run_choices.py);
+- the watch deployment's run choosing another profile (and so another team's champion to
+  judge and roll back) is refused the same way;
 - a run that chooses nothing, or repeats its deployment's own values, goes on to the
   profile's own validation (the teardown, as shipped, lacks its GKE fields);
 - two teams' rollback deployments (prefect.yaml's, one per team's profile) and the shipped
@@ -52,6 +54,7 @@ pytestmark = [pytest.mark.services, pytest.mark.realtime]
 TEMPLATE = REPO_ROOT / "deployments/work-pool/process-base-job-template.json"
 TEARDOWN = "teardown-qwen3-30b-a3b-v6e-32"
 ROLLBACK = "rollback-qwen3-30b-a3b-v6e-32"
+WATCH = "watch-rehearsal"
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
@@ -72,7 +75,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             done = server.cli(*args)
             assert done.returncode == 0, done.stdout + done.stderr
         done = server.cli("--no-prompt", "deploy", "--name", "rehearsal", "--name", TEARDOWN,
-                          "--name", ROLLBACK)
+                          "--name", ROLLBACK, "--name", WATCH)
         assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
         deployments = {d["name"]: d for d in server.api("POST", "/deployments/filter",
                                                         json={}).json()}
@@ -183,8 +186,9 @@ def test_the_api_refuses_a_variable_the_pool_does_not_offer(world, tmp_path, var
     ("rehearsal", {"job_variables": {"stream_output": False}}, "job_variables.stream_output"),
     ("rehearsal", {"parameters": {"profile": "qwen3-30b-a3b-v6e-32"}}, "profile"),
     (TEARDOWN, {"parameters": {"profile": "smoke-qwen3-0.6b-v6e-8"}}, "profile"),
+    (WATCH, {"parameters": {"profile": "qwen3-30b-a3b-v6e-32"}}, "profile"),
 ], ids=["teardown-cluster", "rehearsal-bucket", "heartbeat", "stream_output",
-        "rehearsal-profile", "teardown-profile"])
+        "rehearsal-profile", "teardown-profile", "watch-profile"])
 def test_the_flow_refuses_a_run_that_chose_its_own_value(world, name, body, named):
     run = _create(world, name, **body)
     assert run.status_code == 201, run.text

@@ -16,9 +16,9 @@ The statistic is one-sided: a drop ``reference - watched`` of the metric, divide
 standard error of that difference, each side's error read back from its recorded 95 %
 interval (half-width / 1.96: the normal interval of the mean reward, the Wilson interval of
 an accuracy, flows/core/scores.py). A drop smaller than ``min_drop`` is never a regression,
-however sure (a team may not want to roll back over a hair). A difference with no spread to
-estimate (both intervals a point: one sample each) decides nothing: such a watch is
-"inconclusive", never a regression.
+however sure (a team may not want to roll back over a hair), and no drop is a hold. A drop
+with no spread to estimate (both intervals a point: one sample each, or samples all equal)
+decides nothing: such a watch is "inconclusive", never a regression.
 """
 
 from __future__ import annotations
@@ -89,13 +89,13 @@ def judge_watch(metric: str, reference: Interval, watched: Interval, watch_numbe
     numbers = (f"{metric} {watched.value:.4f} [{watched.low:.4f}, {watched.high:.4f}] vs "
                f"recorded {reference.value:.4f} [{reference.low:.4f}, {reference.high:.4f}]: "
                f"drop {drop:+.4f}")
-    if se <= 0:
-        verdict: Verdict = "inconclusive"
-        why = ("no spread to estimate (each score a single sample), so no drop can be judged "
-               "significant; raise eval.batches")
-    elif drop < min_drop - 1e-12:  # equal within float noise is at the limit
-        verdict = "holds"
-        why = f"below watch.min_drop {min_drop:g}" if drop > 0 else "no drop"
+    if drop <= 1e-12 or drop < min_drop - 1e-12:  # equal within float noise: at the limit
+        verdict: Verdict = "holds"
+        why = f"below watch.min_drop {min_drop:g}" if drop > 1e-12 else "no drop"
+    elif se <= 0:
+        verdict = "inconclusive"
+        why = ("no spread to estimate (both intervals are points: one reward sample each, or "
+               "samples all equal), so no drop can be judged significant; raise eval.batches")
     elif z > threshold:
         verdict = "regressed"
         why = (f"z {z:.2f} > {threshold:.2f}, the threshold of watch {watch_number} "

@@ -64,6 +64,8 @@ def test_a_drop_under_min_drop_holds_however_sure(ref, drop, k, alpha):
 def test_points_without_spread_decide_nothing(ref, drop, k, alpha):
     decision = judge_watch("accuracy", _at(ref, 0), _at(ref - drop, 0), k, alpha)
     assert decision.verdict == "inconclusive" and "eval.batches" in decision.reason
+    # the same score twice (greedy sampling of an unchanged model on one set): no drop
+    assert judge_watch("accuracy", _at(ref, 0), _at(ref, 0), k, alpha).verdict == "holds"
 
 
 def test_the_threshold_and_z_of_one_watch_as_computed_by_hand():
