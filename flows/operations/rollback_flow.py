@@ -15,7 +15,9 @@ is that profile's champion now, so an announcement naming no run, another profil
 or a champion since replaced changes nothing. Who rolled back is the flow run's creator as
 Prefect recorded it (flows/flow_runs/run_creator.py), never a parameter the creator types.
 A refusal fails the run with the message naming the field and the fix; nothing was changed
-then.
+then. Once rolled back, where the profile's ``watch.retrain`` names a retrain deployment,
+the newest dataset announced to it is announced again (flows/operations/watch_retrain.py),
+so a retrain is queued through its dispatcher and judged against the restored champion.
 """
 
 from __future__ import annotations

@@ -24,10 +24,12 @@ from typing import Any
 
 from flows.backends import storage_for
 from flows.common.event_catalogue import MODEL_REGRESSED
+from flows.common.paths import path_part
 from flows.config import ProfileError, load_profile
 from flows.config.profile import Profile
 from flows.core.eval_programs import score_key
 from flows.core.failures import user_error
+from flows.core.layout import Layout
 from flows.core.promotion import PromotedModel
 from flows.core.promotion_store import read_history, read_promoted
 from flows.core.rollback import RollbackRefused, choose_target, current_champion, model_resource
@@ -104,7 +106,7 @@ def run_watch(storage: Storage, profile: Profile, scorer: Scorer, *, at: str | N
     scoring, set_name = watched_profile(profile)
     set_key = score_key(scoring)
     metric = profile.promotion_rule.metric
-    out = join(profile.section.output_root(), profile.model.maxtext_name, "watch", champion.run,
+    out = join(Layout(profile).model_root, "watch", path_part(champion.run),
                stamp.replace(":", "").replace("+", "Z"))
     scores = scorer(scoring, champion, out)
     if scores.total <= 0 or scores.overlap:
@@ -165,7 +167,6 @@ def program_scorer(scoring: Profile, champion: PromotedModel, out: str) -> Score
     runs it."""
     from flows.backends import backend_for
     from flows.core.eval_programs import SCORES_FILE, evaluate_workload
-    from flows.core.layout import Layout
     from flows.core.scores import parse_scores
 
     backend = backend_for(scoring, stage="watch")
