@@ -673,13 +673,13 @@ CATALOGUE: tuple[Symptom, ...] = (
             "unreadable`.",
             "Restore it from promoted-history.json beside it (its last entry), or delete it to "
             "judge against the base model."),
-    Symptom("watch/not-configured", When.EVALUATION,
-            "`[user-error watch/not-configured] stage watch: the profile has no watch "
+    Symptom("eval/no-watch", When.EVALUATION,
+            "`[user-error eval/no-watch] stage watch: the profile has no watch "
             "section` from `tpurl watch` or a watch deployment's run.",
-            "Add `watch: {}` to the profile (it needs `eval`), then watch again; "
-            "docs/how-to/watch.md lists the fields."),
-    Symptom("watch/no-champion", When.EVALUATION,
-            "`[user-error watch/no-champion] stage watch: nothing is promoted, so there is no "
+            "Add `watch: {}` to the profile (it needs `eval`), then watch again; the how-to "
+            "Watch the champion lists the section's fields."),
+    Symptom("eval/no-champion", When.EVALUATION,
+            "`[user-error eval/no-champion] stage watch: nothing is promoted, so there is no "
             "champion to watch`.",
             "Promote a model first: a run of a profile with `eval` promotes one when it passes "
             "the promotion rule (docs/how-to/evaluation.md)."),

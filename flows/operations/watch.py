@@ -93,15 +93,15 @@ def run_watch(storage: Storage, profile: Profile, scorer: Scorer, *, at: str | N
     """One watch: score, judge, record, and post the event on a regression."""
     if profile.watch is None or profile.promotion_rule is None:
         raise user_error("watch", "the profile has no watch section", profile.name,
-                         "add `watch: {}` (and eval:) to the profile; "
-                         "docs/how-to/watch.md", code="watch/not-configured")
+                         "add `watch: {}` (and eval:) to the profile (docs/how-to/watch.md)",
+                         code="eval/no-watch")
     history = read_history(storage, profile)
     try:
         champion = current_champion(history, read_promoted(storage, profile))
     except RollbackRefused:
         raise user_error("watch", "nothing is promoted, so there is no champion to watch",
                          profile.name, "promote a model first (a run with eval:, "
-                         "docs/how-to/evaluation.md)", code="watch/no-champion") from None
+                         "docs/how-to/evaluation.md)", code="eval/no-champion") from None
     stamp = at or datetime.now(UTC).isoformat()
     scoring, set_name = watched_profile(profile)
     set_key = score_key(scoring)

@@ -125,10 +125,10 @@ def test_watch_refuses_a_profile_without_watch_or_without_a_champion(tmp_path: P
     bare = load_profile("rehearsal", {"local.root": str(tmp_path), "watch": ""}, environ={})
     with pytest.raises(StageFailed) as refused:
         run_watch(LocalStorage(), bare, _scorer({}))
-    assert refused.value.diagnosis.code == "watch/not-configured"
+    assert refused.value.diagnosis.code == "eval/no-watch"
     with pytest.raises(StageFailed) as none:
         run_watch(LocalStorage(), _profile(tmp_path), _scorer({}))
-    assert none.value.diagnosis.code == "watch/no-champion"
+    assert none.value.diagnosis.code == "eval/no-champion"
     assert read_watches(LocalStorage(), _profile(tmp_path)) == []
 
 
@@ -160,4 +160,4 @@ def test_the_command_prints_the_verdict_and_exits_3_on_a_regression(
     assert "not posted" in out
     assert main(["watch", "rehearsal", "--set", f"local.root={tmp_path}", "--set",
                  "watch="]) == 2
-    assert "watch/not-configured" in capsys.readouterr().err
+    assert "eval/no-watch" in capsys.readouterr().err
