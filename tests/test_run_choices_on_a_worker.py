@@ -24,7 +24,9 @@ Against one real `prefect server start` and real process workers, with prefect.y
   regression rolls back one promotion, recorded as the automation that created the run;
 - a watch (flows/operations/watch.py, run here with constructed scores) of a champion worse
   on the team's own set than the model it replaced posts the regression, the automation's
-  rollback run restores that model, and a watch of it then posts nothing.
+  rollback run restores that model and announces the held dataset again, the dataset
+  trigger's dispatcher run leaves one waiting retrain run serving it, and a watch of the
+  restored model then posts nothing.
 """
 
 from __future__ import annotations
@@ -479,7 +481,79 @@ def _watch(profile: Any, world: dict[str, Any], score: float) -> Any:
         return run_watch(LocalStorage(), profile, scorer)
 
 
-def test_a_watched_regression_rolls_back_and_the_restored_champion_holds(world, teams):
+@pytest.fixture(scope="module")
+def retrain_a(world: dict[str, Any], teams: dict[str, Any]) -> dict[str, Any]:
+    """Team A's retrain target on a pool no worker serves (its runs wait, as a queued retrain
+    waits for a slice), its dispatcher on the worker with prefect.yaml's dataset trigger
+    (enabled, team A's label), one dataset announced and held by a waiting run; team A's
+    profile names the target in watch.retrain."""
+    import yaml
+
+    server: PrefectServer = world["server"]
+    done = server.cli("work-pool", "create", "idle-process", "--type", "process",
+                      "--base-job-template", str(TEMPLATE))
+    assert done.returncode == 0, done.stdout + done.stderr
+    shipped = world[ROLLBACK]
+    flows = {name: server.api("POST", "/flows/", json={"name": name}).json()["id"]
+             for name in ("rl-post-training", "tpurl-announcement")}
+    target = server.api("POST", "/deployments/", json={
+        "name": "retrain-team-a", "flow_id": flows["rl-post-training"],
+        "work_pool_name": "idle-process", "entrypoint": "flows/pipeline.py:rl_post_training",
+        "pull_steps": shipped["pull_steps"], "concurrency_limit": 1,
+        "concurrency_options": {"collision_strategy": "ENQUEUE"},
+        "parameters": {"profile": str(teams["team-a-profile"])}}).json()
+    dispatcher = server.api("POST", "/deployments/", json={
+        "name": "announce-retrain-team-a", "flow_id": flows["tpurl-announcement"],
+        "work_pool_name": "tpurl-process",
+        "entrypoint": "flows/announcements/dispatch.py:dispatch_announcement",
+        "pull_steps": shipped["pull_steps"],
+        "parameters": {"deployment": "rl-post-training/retrain-team-a"}}).json()
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    [announce] = [d for d in config["deployments"] if d["name"] == "announce-retrain-rehearsal"]
+    [trigger] = [t for t in announce["triggers"] if t["expect"] == ["tpurl.dataset.updated"]]
+    server.api("POST", "/automations/", json={
+        "name": "team-a: dataset announced → retrain", "enabled": True,
+        "trigger": {"type": "event", "posture": "Reactive",
+                    "match": {**trigger["match"], "tpurl.profile": "team-a"},
+                    "expect": trigger["expect"], "threshold": 1, "within": 0},
+        "actions": [{"type": "run-deployment", "source": "selected",
+                     "deployment_id": dispatcher["id"],
+                     "parameters": {**trigger["parameters"],
+                                    "deployment": "rl-post-training/retrain-team-a"}}]})
+    path = teams["team-a-profile"]
+    path.write_text(path.read_text() + "watch:\n  retrain: rl-post-training/retrain-team-a\n")
+    deadline = time.monotonic() + 240
+    while not _runs_of(world, dispatcher):  # the triggers service loads the automation first
+        assert time.monotonic() < deadline, "the dataset automation never ran the dispatcher"
+        _post_dataset(world, "team-a", "v1.parquet")
+        time.sleep(15)
+    time.sleep(5)  # a probe still in the trigger's queue makes its run now
+    for run in _runs_of(world, dispatcher):
+        _final(world, run["id"])
+    assert len(_waiting(world, target)) == 1, _runs_of(world, target)
+    return {"target": target, "dispatcher": dispatcher}
+
+
+def _post_dataset(world: dict[str, Any], team: str, name: str) -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    from tests.support.announcements import ds
+
+    server: PrefectServer = world["server"]
+    server.api("POST", "/events", json=[{
+        "id": str(uuid.uuid4()), "occurred": datetime.now(UTC).isoformat(),
+        "event": "tpurl.dataset.updated",
+        "resource": {"prefect.resource.id": f"tpurl.dataset.{name.split('.')[0]}",
+                     "tpurl.profile": team},
+        "payload": {"uri": ds(name)}}])
+
+
+def _waiting(world: dict[str, Any], deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in _runs_of(world, deployment) if r["state"]["type"] == "SCHEDULED"]
+
+
+def test_a_watched_regression_rolls_back_and_the_restored_champion_holds(world, teams, retrain_a):
     """Promote A, watch A on the team's set (its baseline), promote B (better on the
     promotion's set), watch B: worse there than A was, so regressed; the event reaches the
     automation, the rollback run on the worker restores A; a watch of A then holds and posts
@@ -535,3 +609,14 @@ def test_a_watched_regression_rolls_back_and_the_restored_champion_holds(world, 
         ("run-a", f"regression announced in event {watched[0]['id']}")]
     time.sleep(5)  # a second rollback, were the hold to post anything, would be created by now
     assert len(_runs_of(world, teams["team-a"])) == after
+    # the retrain: the rollback announced the held dataset again, the dispatcher (a run of its
+    # own on the worker) left one waiting retrain run serving that announcement
+    logs = _logs_once_they_hold(world, run["id"], "retrain: dataset")
+    assert "announced again to rl-post-training/retrain-team-a's dispatcher" in logs, logs[-3000:]
+    event_id = logs.split("dispatcher (event ")[1].split(")")[0]
+    waiting = wait_until(lambda: [r for r in _waiting(world, retrain_a["target"])
+                                  if r["parameters"].get("announcement", {}).get("serves", {})
+                                  .get("dataset", {}).get("event_id") == event_id],
+                         180, "the retrain run serving the rollback's announcement")
+    assert len(_waiting(world, retrain_a["target"])) == 1, _waiting(world, retrain_a["target"])
+    assert waiting[0]["parameters"]["dataset_uri"].endswith("/v1.parquet")
