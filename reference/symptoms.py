@@ -311,6 +311,10 @@ SEEN: dict[Failure, tuple[When, str, str]] = {
         "URI` (a GKE profile: the evaluation pod cannot read this machine's files)."),
     Failure.EVAL_UNSUPPORTED: (When.EVALUATION, "", "`[user-error eval/unsupported] stage evaluate: the "
         "BACKEND backend cannot run the evaluation program`."),
+    Failure.EVAL_NO_WATCH: (When.EVALUATION, "", "`[user-error eval/no-watch] stage watch: the "
+        "profile has no watch section` from `tpurl watch` or a watch deployment's run."),
+    Failure.EVAL_NO_CHAMPION: (When.EVALUATION, "", "`[user-error eval/no-champion] stage watch: "
+        "nothing is promoted, so there is no champion to watch`."),
     Failure.EVAL_OVERLAP: (When.EVALUATION, "", "`[user-error eval/overlap] stage evaluate: the held-out "
         "set is not held out` (or is empty, or `the MODEL model's evaluation scored N held-out rows`)."),
     Failure.EVAL_POINTER_UNREADABLE: (When.EVALUATION, "", "`[user-error eval/pointer-unreadable] stage "
