@@ -281,7 +281,7 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
 
     s.workdir.mkdir(parents=True, exist_ok=True)
     restored = restore_deployment(client, s)
-    edited = write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke))
+    edited = write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke, s.shape))
     refuse_wrong_pool_shape(s, edited.read_text())
     argv = deploy_argv(s, str(gcluster))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
