@@ -13,8 +13,9 @@ write (docs/decisions/0023-ledger-only-the-flow-writes.md). A run of a team with
 refused at its start, naming the field.
 
 The file is validated whole before any run uses it: a team name that is no Kubernetes
-name (``team_name_problem``), an unknown key, a budget that is not a positive number, a profile named twice or a name that is no shipped profile is refused with
-the field (``teams.NAME.usd_per_month``) and its fix. Pure: reads the file, nothing else.
+name (``team_name_problem``), an unknown key, a budget that is not a positive number, a
+profile named twice or a name that is no shipped profile is refused with the field
+(``teams.NAME.usd_per_month``) and its fix. Pure: reads the file, nothing else.
 """
 
 from __future__ import annotations
