@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from flows.backends.gke.capacity_pools import flavor_name, tpu_pools
 from flows.backends.gke.infra.team_quota import TeamQuota, checked_quotas
 from flows.config.errors import ProfileError
 from flows.config.gke import GkeSection
@@ -88,6 +89,22 @@ class ClusterShape:
 
     def run_chips(self) -> dict[str, int]:
         return {m.profile: m.gke.total_chips for m in self.members}
+
+    def pool_conflicts(self) -> list[tuple[str, str, str]]:
+        """(pool, first member, later member) where two members plan one GKE node pool
+        name for two different pools (another slice or capacity mode): one blueprint
+        cannot build both, so the later one's deploy is refused while the first's pool
+        exists (infra/pool_owners.py)."""
+        planned: dict[str, tuple[str, tuple[object, ...]]] = {}
+        out = []
+        for m in self.members:
+            for pool in tpu_pools(m.gke):
+                what = (*m.slice_key, pool.mode, pool.zone)
+                for name in pool.slice_pools(m.gke.num_slices):
+                    first = planned.setdefault(name, (m.profile, what))
+                    if first[1] != what:
+                        out.append((name, first[0], m.profile))
+        return out
 
     def quotas(self, teams: Teams) -> dict[str, TeamQuota]:
         """Every team's quota on the union's chips; a split that does not fit, or a member
@@ -155,3 +172,34 @@ def _load_member(load: Any, name: str, shared: dict[str, str], env: dict[str, st
             raise
     return load(name, {**shared, "gke.reservation": "" if reservation else
                        UNKNOWN_RESERVATION}, environ=env)
+
+
+def shape_lines(shape: ClusterShape, teams: Teams) -> list[str]:
+    """What ``tpurl plan`` prints of the cluster: its members and their slices, its chips
+    and Kueue flavors, each team's quota, and what stands in the way of one blueprint."""
+    out = [f"Cluster {shape.cluster}, as the teams file's profiles on it make it "
+           "(docs/how-to/team-budgets.md, \"One cluster, several teams\"):"]
+    for m in shape.members:
+        pools = ", ".join(name for p in tpu_pools(m.gke)
+                          for name in p.slice_pools(m.gke.num_slices))
+        out.append(f"  {m.profile} ({'team ' + m.team if m.team else 'no team'}): "
+                   f"{m.gke.total_chips} chips, {m.gke.num_slices} x {m.gke.topology} "
+                   f"{m.gke.machine_type}, {', '.join(m.gke.capacity_chain)}; pools {pools}")
+    generation = shape.anchor.machine.generation
+    out.append(f"  TPU chips: {shape.chips}; Kueue TPU flavors: " + ", ".join(
+        flavor_name(mode, generation) for mode in shape.capacity_chain))
+    try:
+        quotas = shape.quotas(teams)
+    except ProfileError as exc:
+        out += [f"  does not fit: {i.field}: {i.problem} (fix: {i.fix})" for i in exc.issues]
+        quotas = {}
+    for q in quotas.values():
+        out.append(f"  team {q.team}: {q.nominal} chips guaranteed, may borrow "
+                   f"{q.borrowing_limit}, fair-sharing weight {q.weight:g}")
+    for name, first, later in shape.pool_conflicts():
+        out.append(f"  conflict: {first} and {later} each plan node pool {name} for another "
+                   f"slice or capacity; while {first}'s exists, a deploy of {later} is refused "
+                   f"(give {later} the same gke.topology and gke.capacity, or its own "
+                   "gke.cluster)")
+    out += [f"  not counted (does not load here): {name}: {why}" for name, why in shape.unread]
+    return out

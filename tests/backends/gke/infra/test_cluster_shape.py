@@ -141,3 +141,54 @@ def test_two_profiles_of_one_slice_count_its_chips_once() -> None:
     shape = shape_of("c", [Member(TUTORIAL, "a", a), Member("copy", "b", a)])
     assert shape.chips == 32 and shape.capacity_chain == ("reservation",)
     assert shape.quotas(load_teams(Path("/nonexistent"))) == {}
+
+
+def test_plan_shows_the_clusters_shape_each_teams_quota_and_the_pool_two_slices_want(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.backends.gke.infra.cluster_shape import shape_lines
+
+    s = _settings(tmp_path, monkeypatch, how_to_teams(), SMOKE)
+    assert s.shape is not None
+    lines = shape_lines(s.shape, load_teams())
+    assert lines[0].startswith("Cluster tpurl-v6e, as the teams file's profiles on it")
+    assert f"  {TUTORIAL} (team research): 32 chips, 1 x 4x8 ct6e-standard-4t, " \
+           "reservation; pools gke-tpu-v6e-pool" in lines
+    assert "  TPU chips: 40; Kueue TPU flavors: tpuv6e-flavor, tpuv6e-od-flavor" in lines
+    assert "  team research: 24 chips guaranteed, may borrow 8, fair-sharing weight 2" in lines
+    assert "  team product: 16 chips guaranteed, may borrow 24, fair-sharing weight 1" in lines
+    [conflict] = [line for line in lines if "conflict" in line]
+    assert f"{TUTORIAL} and {SMOKE} each plan node pool gke-tpu-v6e-pool" in conflict
+
+
+def _live_pool(name: str, topology: str, reservation: bool) -> dict[str, Any]:
+    """A TPU pool as the GKE API reports it (container v1 NodePool)."""
+    affinity = {"consumeReservationType": "SPECIFIC_RESERVATION",
+                "values": ["projects/p/reservations/r"]} if reservation else \
+        {"consumeReservationType": "NO_RESERVATION"}
+    return {"name": name, "config": {"machineType": "ct6e-standard-4t",
+                                     "reservationAffinity": affinity},
+            "placementPolicy": {"type": "COMPACT", "tpuTopology": topology}}
+
+
+def test_a_profile_may_replace_its_own_pool_never_another_profiles() -> None:
+    from flows.backends.gke.infra.pool_owners import pools_of_others_at_risk
+    from tests.support.profiles import infra_profile, with_gke
+
+    s = settings_from_profile(infra_profile(), cache_dir=Path("/nonexistent"))
+    own_next_mode = with_gke(s, capacity="on-demand", reservation=None)
+    cluster = {"nodePools": [_live_pool("gke-tpu-v6e-pool", "4x8", True),
+                             {"name": "cpu-np", "config": {"machineType": "n4-standard-64"}}]}
+    # its own pool (recorded as its own, or recorded before profiles were): replaced, as before
+    for record in (None, {"tpu_pools": ["gke-tpu-v6e-pool"]},
+                   {"pools_by_profile": {TUTORIAL: ["gke-tpu-v6e-pool"]}}):
+        assert pools_of_others_at_risk(cluster, own_next_mode, record) == []
+    # the same pool recorded as another profile's: refused, whatever it would become
+    theirs = {"pools_by_profile": {SMOKE: ["gke-tpu-v6e-pool"]}}
+    assert pools_of_others_at_risk(cluster, own_next_mode, theirs) == [
+        ("gke-tpu-v6e-pool", SMOKE, "replaced: capacity reservation becomes on-demand")]
+    # unchanged by the deploy (same slice, same mode): nothing at risk, whoever made it
+    assert pools_of_others_at_risk(cluster, s, theirs) == []
+    # a pool the blueprint does not build at all is deleted
+    other = {"nodePools": [_live_pool("gke-tpu-v6e-spot-c", "4x8", False)]}
+    assert pools_of_others_at_risk(other, s, {"pools_by_profile": {SMOKE: [
+        "gke-tpu-v6e-spot-c"]}})[0][2].startswith("deleted")
