@@ -93,7 +93,7 @@ class ClusterShape:
     def pool_conflicts(self) -> list[tuple[str, str, str]]:
         """(pool, first member, later member) where two members plan one GKE node pool
         name for two different pools (another slice or capacity mode): one blueprint
-        cannot build both, so the later one's deploy is refused while the first's pool
+        cannot build both, so a deploy of either is refused while the other's pool
         exists (infra/pool_owners.py)."""
         planned: dict[str, tuple[str, tuple[object, ...]]] = {}
         out = []
@@ -198,8 +198,8 @@ def shape_lines(shape: ClusterShape, teams: Teams) -> list[str]:
                    f"{q.borrowing_limit}, fair-sharing weight {q.weight:g}")
     for name, first, later in shape.pool_conflicts():
         out.append(f"  conflict: {first} and {later} each plan node pool {name} for another "
-                   f"slice or capacity; while {first}'s exists, a deploy of {later} is refused "
-                   f"(give {later} the same gke.topology and gke.capacity, or its own "
-                   "gke.cluster)")
+                   "slice or capacity; while one's pool exists, a deploy of the other is "
+                   f"refused (give {later} the gke.machine_type, gke.topology, "
+                   f"gke.num_slices and gke.capacity of {first}, or its own gke.cluster)")
     out += [f"  not counted (does not load here): {name}: {why}" for name, why in shape.unread]
     return out
