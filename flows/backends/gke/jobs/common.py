@@ -14,6 +14,7 @@ from typing import Any
 from flows.backends.gke.capacity_pools import (
     job_node_selector,
     job_tolerations,
+    provider_node_labels,
 )
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import GkeOptions
@@ -93,19 +94,16 @@ def secret_env(workload: Workload, options: GkeOptions) -> Env:
 
 def tpu_pod_scheduling(profile: Profile) -> dict[str, Any]:
     """Node selection for TPU hosts, as gcluster writes it (never the default pool), in the
-    pools of the profile's (first) capacity mode: the mode's label
+    pools of the profile's (first) capacity mode: with a chain of modes, the mode's label
     (capacity_pools.job_node_selector: ``tpurl/capacity`` and GKE's own), so the JobSet of
-    each mode lands on that mode's pools, in whichever zone the autoscaler finds a slice.
-    Also with one mode: a cluster several teams share has a Kueue flavor for every mode of
-    its profiles (infra/cluster_shape.py), and a pod that names no mode matches the first
-    (Kueue's flavor assigner compares only the label keys the pod constrains), whose pools
-    may hold another slice. Every pool carries the label (the infra stage refuses one
-    without it, cluster.unlabelled_pools, with the command that adds it). The zone is
-    never pinned: the autoscaler picks it (capacity_pools.py, fallback.py)."""
+    each mode lands on that mode's pools, in whichever zone the autoscaler finds a slice;
+    with one mode only GKE's own label of it (a cluster deployed before the chain existed
+    has pools without ``tpurl/capacity``). The zone is never pinned: the autoscaler picks
+    it (capacity_pools.py, fallback.py)."""
     gke = gke_section(profile)
     chain = gke.capacity_chain
     mode = chain[0]
-    selector = job_node_selector(mode)
+    selector = job_node_selector(mode) if len(chain) > 1 else provider_node_labels(mode)
     return {
         "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": gke.machine.accelerator_label,
                          "cloud.google.com/gke-tpu-topology": gke.topology, **selector},
