@@ -411,6 +411,12 @@ def _plan(args: argparse.Namespace, loaded: _Loaded) -> int:
 
             print("\nOne preemption of training (docs/how-to/preemption-cost.md):\n" + "\n".join(
                 f"  {line}" for line in cost_lines(preemption_cost(profile))))
+            from flows.backends.gke.infra.cluster_shape import members_here, shape_lines
+            from flows.config.teams import load_teams
+
+            teams = load_teams()
+            print("\n" + "\n".join(shape_lines(members_here(profile.name, profile.gke, teams),
+                                                teams)))
         if estimates := stage_estimates(profile):
             print("\ndisk under local.root (estimated): " + ", ".join(
                 f"{stage} {gib(size)}" for stage, size in estimates.items()))

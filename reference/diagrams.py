@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from flows.backends.gke.infra.cluster_shape import Member, shape_of
 from flows.backends.gke.infra.kueue_objects import KUEUE_TEMPLATE, kueue_documents
 from flows.backends.gke.infra.team_kueue import TPU
-from flows.backends.gke.infra.team_quota import checked_quotas
 from flows.backends.gke.team_queues import TEAM_QUEUE_PREFIX, team_queue_name
 from flows.config import Profile, load_profile
 from flows.config.fit import Part, Side, estimate, gib
@@ -372,24 +372,29 @@ def queues_diagram(documents: list[dict[str, Any]], teams: Teams) -> list[str]:
 def queues_page() -> str:
     profile = load_profile(TUTORIAL, {**EXAMPLE_FIELDS, "gke.reservation": "my-v6e-reservation",
                                       **EXAMPLE_CHAIN}, environ={})
+    smoke = load_profile(SMOKE, EXAMPLE_FIELDS, environ={})
     gke = profile.gke
-    assert gke is not None
+    assert gke is not None and smoke.gke is not None
     teams = Teams.model_validate({"teams": {name: {"name": name, **team}
                                             for name, team in EXAMPLE_TEAMS.items()}})
-    quotas = checked_quotas(teams, gke.total_chips, {})
-    documents = kueue_documents(KUEUE_TEMPLATE.read_text(), gke, quotas)
+    shape = shape_of(gke.cluster, [Member(TUTORIAL, "research", gke),
+                                   Member(SMOKE, "product", smoke.gke)])
+    quotas = shape.quotas(teams)
+    documents = kueue_documents(KUEUE_TEMPLATE.read_text(), gke, quotas, shape)
     rows = [[f"`{q.team}`", str(q.nominal), str(q.borrowing_limit), str(q.most), f"{q.weight:g}"]
             for q in quotas.values()]
     return _page(
         "Picture: two teams' queues on one cluster",
         "the Kueue objects `flows/backends/gke/infra/kueue_objects.py` `kueue_documents` "
-        "renders (`team_kueue.py`, `team_quota.py`) for two example teams on the profile "
-        f"`{TUTORIAL}` ({gke.total_chips} chips) with `gke.capacity: {','.join(gke.capacity_chain)}`",
+        "renders (`team_kueue.py`, `team_quota.py`, `cluster_shape.py`) for two example teams "
+        f"on one cluster: `{TUTORIAL}` ({gke.total_chips} chips, `gke.capacity: "
+        f"{','.join(gke.capacity_chain)}`) and `{SMOKE}` ({smoke.gke.total_chips} chips, "
+        f"`gke.capacity: {','.join(smoke.gke.capacity_chain)}`), {shape.chips} chips in all",
         "A team's runs go to its LocalQueue, which feeds its ClusterQueue; the teams' "
         "ClusterQueues form one cohort, named after the cluster, so a team's idle chips are "
         "lent to the other and taken back when it needs them. Each ClusterQueue lists the "
-        "capacity chain's TPU flavors in order (a run is admitted on the first with room) "
-        "and the CPU pool's flavor. The teams, as in "
+        "TPU flavors of every capacity mode of the cluster's profiles in order (a run is "
+        "admitted on the first with room) and the CPU pool's flavor. The teams, as in "
         "[Budgets for a team](../../how-to/team-budgets.md#fair-queues-on-one-cluster):",
         queues_diagram(documents, teams),
         [*table(["team", "guaranteed chips", "may borrow", "at most", "fair weight"], rows)])

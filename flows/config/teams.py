@@ -12,14 +12,16 @@ or ``file://`` directory that only the flow writes, never an output root a train
 write (docs/decisions/0023-ledger-only-the-flow-writes.md). A run of a team without one is
 refused at its start, naming the field.
 
-The file is validated whole before any run uses it: an unknown key, a budget that is not a
-positive number, a profile named twice or a name that is no shipped profile is refused with
-the field (``teams.NAME.usd_per_month``) and its fix. Pure: reads the file, nothing else.
+The file is validated whole before any run uses it: a team name that is no Kubernetes
+name (``team_name_problem``), an unknown key, a budget that is not a positive number, a
+profile named twice or a name that is no shipped profile is refused with the field
+(``teams.NAME.usd_per_month``) and its fix. Pure: reads the file, nothing else.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -36,6 +38,31 @@ from flows.config.profile_file import profile_names
 TEAMS_FILE = REPO_ROOT / "deployments" / "teams.yaml"
 TEAMS_ENV = "TPURL_TEAMS_FILE"
 CATEGORY = Failure.CONFIG_TEAMS_FILE
+TEAM_NAME_MAX = 58
+"""63 (a Kubernetes label value and an RFC 1123 label) less ``team-``, the prefix of the
+team's LocalQueue and ClusterQueue names, which its JobSets carry as a label value."""
+_RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def team_name_problem(name: str) -> str | None:
+    """Pure: why ``name`` cannot name a team (None: it can). A team's name becomes Kubernetes
+    object names (``team-NAME``: a ClusterQueue, a LocalQueue) and the value of the
+    ``kueue.x-k8s.io/queue-name`` label of its JobSets, so it must be an RFC 1123 label
+    (apimachinery pkg/util/validation IsDNS1123Label: lowercase letters, digits and '-',
+    starting and ending with a letter or digit) short enough to keep ``team-NAME`` within 63
+    characters. Checked when the file loads, so a bad name is refused before any deploy
+    rather than by the API server halfway through one."""
+    if len(name) > TEAM_NAME_MAX:
+        return f"{name!r} has {len(name)} characters; a team name has at most {TEAM_NAME_MAX}"
+    if not _RFC1123_LABEL.match(name):
+        return (f"{name!r} is no Kubernetes name (RFC 1123 label: lowercase letters, digits "
+                "and '-', starting and ending with a letter or digit)")
+    return None
+
+
+def _suggested_name(name: str) -> str:
+    text = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:TEAM_NAME_MAX].strip("-")
+    return text or "team-a"
 
 
 class Team(BaseModel):
@@ -133,9 +160,16 @@ def load_teams(path: Path | None = None) -> Teams:
                                     if e["loc"][:1] == ("teams",) else ".".join(
                                         str(p) for p in e["loc"]) or "teams", e["msg"],
                                     _fix(e["loc"]), CATEGORY) for e in exc.errors()]) from None
-    if issues := membership_issues(teams, profile_names()):
+    if issues := name_issues(teams) + membership_issues(teams, profile_names()):
         raise _invalid(path, issues)
     return teams
+
+
+def name_issues(teams: Teams) -> list[Issue]:
+    """Pure: every team whose name is no Kubernetes name, with a name that would do."""
+    return [Issue(f"teams.{name}", problem, f"rename the team to a Kubernetes name, e.g. "
+                  f"{_suggested_name(name)!r} (the key under teams:)", CATEGORY)
+            for name in teams.teams if (problem := team_name_problem(name))]
 
 
 def membership_issues(teams: Teams, shipped: list[str]) -> list[Issue]:

@@ -75,3 +75,23 @@ def test_a_ledger_root_is_a_bucket_or_a_directory_and_a_team_inherits_the_files(
                                            "profiles: [rehearsal], ledger_root: "
                                            f"'{bad}'}}\n")
         assert field == "teams.a.ledger_root" and "gs://BUCKET" in fix, (bad, problem)
+
+
+@pytest.mark.parametrize("name", ["Lab A", "ml_infra", "-lab", "lab-", "ÉQUIPE", "a" * 59])
+def test_a_team_name_that_is_no_kubernetes_name_is_refused_with_one_that_is(
+        tmp_path: Path, name: str) -> None:
+    [(field, problem, fix)] = _refused(tmp_path, f"teams:\n  {name!r}: {{usd_per_month: 5, "
+                                                 "profiles: [rehearsal]}\n")
+    assert field == f"teams.{name}"
+    assert "Kubernetes name" in problem or "at most 58" in problem
+    suggested = fix.split("e.g. ", 1)[1].split("'")[1]
+    path = tmp_path / "teams.yaml"  # the fix applied loads
+    path.write_text(f"teams:\n  {suggested}: {{usd_per_month: 5, profiles: [rehearsal]}}\n")
+    assert list(load_teams(path).teams) == [suggested]
+
+
+@pytest.mark.parametrize("name", ["a", "lab-a", "0team", "a" * 58])
+def test_a_kubernetes_name_up_to_58_characters_loads(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "teams.yaml"
+    path.write_text(f"teams:\n  {name}: {{usd_per_month: 5, profiles: [rehearsal]}}\n")
+    assert list(load_teams(path).teams) == [name]

@@ -20,7 +20,7 @@ def test_against_base_every_field() -> None:
         promoted=True, metric="mean_reward", trained=0.7, reference=0.5, reference_kind="base",
         basis="score", delta=pytest.approx(0.2), min_delta=0.1,
         reason="mean_reward 0.7000 vs base 0.5000: delta +0.2000 meets min_delta +0.1",
-        reference_run=None, unchanged=False, notes=[])
+        reference_run=None, unchanged=False, notes=[], held=False)
 
 
 def test_nothing_promoted_yet_falls_back_to_base_and_says_so() -> None:
@@ -38,7 +38,7 @@ def test_the_same_held_out_set_compares_scores_with_the_promoted_model() -> None
         promoted=True, metric="mean_reward", trained=0.8, reference=0.7,
         reference_kind="promoted", basis="score", delta=pytest.approx(0.1), min_delta=0.05,
         reason="mean_reward 0.8000 vs promoted 0.7000: delta +0.1000 meets min_delta +0.05",
-        reference_run="r7", unchanged=False, notes=[])
+        reference_run="r7", unchanged=False, notes=[], held=False)
 
 
 @pytest.mark.parametrize(("key", "why"), [

@@ -1,5 +1,5 @@
 """The real flow on a real Prefect API writes its team's view at its end: a markdown artifact
-under the team's key (a name that had to change for Prefect's key rule included) naming the
+under the team's key naming the
 run and the month's spend, and on the run's own page the line with its cost and what the
 team has left. Stand-in stages return at once (tests/run/test_team_ledger_flow.py's), so no
 program runs; the rehearsal prices its chip-hours at $0, so the month's spend is an earlier
@@ -31,13 +31,13 @@ def test_the_run_writes_its_teams_view_and_its_cost_line(
         prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     teams = tmp_path / "teams.yaml"
     ledger = file_uri(tmp_path / "ledger")
-    teams.write_text(f"ledger_root: {ledger}\nteams:\n  Lab A:\n    usd_per_month: 10\n"
+    teams.write_text(f"ledger_root: {ledger}\nteams:\n  lab-a:\n    usd_per_month: 10\n"
                      "    profiles: [rehearsal]\n")
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
     root = tmp_path / "root"
     month = month_of(datetime.now(UTC))
     append(LocalStorage(), ledger, LedgerEntry.model_validate({
-        "team": "Lab A", "profile": "rehearsal", "run": "earlier-run", "stage": "train",
+        "team": "lab-a", "profile": "rehearsal", "run": "earlier-run", "stage": "train",
         "capacity": "local", "usd": 7.5, "chip_hours": 1.0, "kind": "metered",
         "time": datetime.now(UTC).isoformat(), "month": month, "run_name": "rehearsal-earlier"}))
     ckpt = file_uri(tmp_path / "ckpt")
@@ -51,7 +51,7 @@ def test_the_run_writes_its_teams_view_and_its_cost_line(
                                         "promotion": ""}, return_state=True)
     assert state.is_completed(), state
     run_id = state.state_details.flow_run_id
-    key = team_key("Lab A")
+    key = team_key("lab-a")
     assert key.startswith("team-lab-a-")
     with get_client(sync_client=True) as client:
         run_name = client.read_flow_run(run_id).name
@@ -66,7 +66,7 @@ def test_the_run_writes_its_teams_view_and_its_cost_line(
     assert "| rehearsal-earlier | unknown | $7.50 |" in text, text
     assert "**rehearsal**: not read (the profile has no eval section" in text
     [line] = [a for a in mine if (a.description or "").startswith("This run's cost")]
-    assert str(line.data).startswith(f"This run cost $0.00; team Lab A has $2.50 left of its "
+    assert str(line.data).startswith(f"This run cost $0.00; team lab-a has $2.50 left of its "
                                      f"$10.00 for {month}")
 
 

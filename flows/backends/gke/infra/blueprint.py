@@ -19,6 +19,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from flows.backends.gke.capacity_pools import BASE_POOL, tpu_pools
+from flows.backends.gke.infra.cluster_shape import ClusterShape
 from flows.backends.gke.infra.kueue_objects import kueue_configuration_text
 from flows.common.paths import REPO_ROOT
 from flows.config.gke import GkeSection
@@ -119,14 +120,16 @@ class EditContext:
     multi_host: bool = False
 
 
-def edit_context(gke: GkeSection) -> EditContext:
-    """The profile's modes, pools and zones, and the facts the capacity edits name."""
+def edit_context(gke: GkeSection, shape: ClusterShape | None = None) -> EditContext:
+    """The profile's modes, pools and zones, and the facts the capacity edits name; the
+    Kueue configuration staged beside it is the cluster shape's (kueue_objects.py)."""
     seconds = int(gke.max_run_hours * 3600) if gke.max_run_hours else 0
     pools = tuple(PoolPlan(p.mode, p.zone, p.name, p.module_id) for p in tpu_pools(gke))
     return EditContext(gke.iam_mode, pools[0].mode,
                        (("hosts_per_slice", gke.hosts_per_slice), ("max_run_seconds", seconds)),
                        pools, tuple(gke.zones or ()),
-                       (("kueue-configuration.yaml.tftpl", kueue_configuration_text(gke)),),
+                       (("kueue-configuration.yaml.tftpl",
+                         kueue_configuration_text(gke, shape=shape)),),
                        gke.machine.generation, gke.hosts_per_slice > 1)
 
 

@@ -32,6 +32,10 @@ _USER_ERRORS = re.compile(r"(QUOTA_EXCEEDED|[Qq]uota .*exceeded|PERMISSION_DENIE
                           r"[Rr]eservation .*not found|use --force)")
 
 
+RECORD_KEY = "pools_by_profile"
+"""deployment.json: the TPU pools each profile's deploys made (infra/pool_owners.py reads it)."""
+
+
 def tpu_pools(cluster: dict[str, Any], s: InfraSettings) -> list[dict[str, Any]]:
     return [p for p in cluster.get("nodePools", [])
             if (p.get("config") or {}).get("machineType") == s.gke.machine_type]
@@ -281,7 +285,7 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
 
     s.workdir.mkdir(parents=True, exist_ok=True)
     restored = restore_deployment(client, s)
-    edited = write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke))
+    edited = write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke, s.shape))
     refuse_wrong_pool_shape(s, edited.read_text())
     argv = deploy_argv(s, str(gcluster))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -302,6 +306,9 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
             meta["capacity"] = s.gke.capacity_chain[0]
             meta["capacity_chain"] = list(s.gke.capacity_chain)
             meta["tpu_pools"] = [name for name, _ in planned_slots(s)]
+            old = gcs.read_json(client, s.gke.bucket, s.state_prefix + "deployment.json") or {}
+            meta[RECORD_KEY] = {**(old.get(RECORD_KEY) or {}),
+                                s.profile or "(unnamed)": meta["tpu_pools"]}
         save_deployment(client, s, meta)
     if not result.ok:
         raise classify_deploy_failure(s, result.tail_text(), log)

@@ -22,7 +22,7 @@ def planned_kueue(s: InfraSettings) -> dict[str, Any]:
     """{"local_queue", "cluster_queue", "flavors"} as the blueprint's kubectl-apply module
     would create them from what the blueprint stages for the profile's capacity chain (its
     config_template_vars: tpu_quota = every chip of the run, per TPU flavor)."""
-    text = render_template(kueue_configuration_text(s.gke), {
+    text = render_template(kueue_configuration_text(s.gke, shape=s.shape), {
         "tpu_quota": str(s.gke.total_chips), "accelerator_type": s.gke.machine.accelerator_label,
         "namespace": s.gke.namespace})
     docs = [d for d in yaml.safe_load_all(text) if d]

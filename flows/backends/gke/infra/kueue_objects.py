@@ -31,6 +31,11 @@ What Kueue does with flavors in chain order, and what it does not:
 - Teams (deployments/teams.yaml): each gets its own ClusterQueue in the cluster's cohort and
   a LocalQueue, after the profile's own objects (infra/team_kueue.py says how and why), and
   its Kubernetes service account, which its pods run as (team_identity.py).
+- A cluster several teams share (infra/cluster_shape.py): the objects are the shape's, not
+  the deploying profile's: a TPU flavor for every member's capacity mode, the quotas split
+  on the chips of every member's slice, the cluster-wide settings of the file's first
+  member. So whichever member deploys, the same objects are staged, and one team's deploy
+  never rewrites another's quota or drops the flavor its runs are admitted on.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 import yaml
 
 from flows.backends.gke.capacity_pools import flavor_name, pool_node_labels, pool_taints
+from flows.backends.gke.infra.cluster_shape import ClusterShape
 from flows.backends.gke.infra.team_kueue import team_objects
 from flows.backends.gke.infra.team_quota import TeamQuota, checked_quotas
 from flows.backends.gke.team_identity import team_service_accounts
@@ -96,22 +102,27 @@ def _queued_objects(api: str, gke: GkeSection) -> list[dict[str, Any]]:
 
 
 def kueue_documents(text: str, gke: GkeSection,
-                    quotas: dict[str, TeamQuota] | None = None) -> list[dict[str, Any]]:
-    """The template's documents for the profile's chain, then the teams' queues (``quotas``,
-    none by default); ``${name}`` placeholders are kept (as TPURLVAR_name_TPURLVAR) for
-    Terraform's templatefile to fill."""
+                    quotas: dict[str, TeamQuota] | None = None,
+                    shape: ClusterShape | None = None) -> list[dict[str, Any]]:
+    """The template's documents for the profile's chain (the cluster shape's, when given:
+    then ``gke`` is only the fallback), then the teams' queues (``quotas``, none by default);
+    ``${name}`` placeholders are kept (as TPURLVAR_name_TPURLVAR) for Terraform's
+    templatefile to fill."""
     docs = [d for d in yaml.safe_load_all(_PLACEHOLDER.sub(r"TPURLVAR_\1_TPURLVAR", text)) if d]
     template = next(d for d in docs if d["kind"] == "ResourceFlavor"
                     and d["metadata"]["name"] == TEMPLATE_FLAVOR)
     accelerator = template["spec"]["nodeLabels"]["cloud.google.com/gke-tpu-accelerator"]
-    chain = gke.capacity_chain
+    chain = tuple(shape.capacity_chain) if shape else gke.capacity_chain
+    queued_gke = next((m.gke for m in shape.members if "queued" in m.gke.capacity_chain),
+                      gke) if shape else gke
+    gke = shape.anchor if shape else gke
     out: list[dict[str, Any]] = []
     for doc in docs:
         if doc is template:
             out += [_tpu_flavor(template, mode, accelerator, gke.machine.generation)
                     for mode in chain]
             if "queued" in chain:
-                out += _queued_objects(template["apiVersion"], gke)
+                out += _queued_objects(template["apiVersion"], queued_gke)
             continue
         if doc["kind"] == "ClusterQueue":
             doc = _with_chain_flavors(doc, chain, gke.machine.generation)
@@ -156,12 +167,15 @@ def cluster_team_quotas(gke: GkeSection) -> dict[str, TeamQuota]:
 
 
 def kueue_configuration_text(gke: GkeSection, text: str | None = None,
-                             quotas: dict[str, TeamQuota] | None = None) -> str:
-    """What the blueprint stages as tpurl-kueue-configuration.yaml.tftpl for this profile:
+                             quotas: dict[str, TeamQuota] | None = None,
+                             shape: ClusterShape | None = None) -> str:
+    """What the blueprint stages as tpurl-kueue-configuration.yaml.tftpl: the cluster
+    shape's (every member renders the same text), or, without one, the profile's alone;
     with the teams file's queues unless ``quotas`` is given."""
     text = KUEUE_TEMPLATE.read_text() if text is None else text
-    quotas = cluster_team_quotas(gke) if quotas is None else quotas
-    body = yaml.dump_all(kueue_documents(text, gke, quotas), Dumper=_NoAliases,
+    if quotas is None:
+        quotas = shape.quotas(load_teams()) if shape else cluster_team_quotas(gke)
+    body = yaml.dump_all(kueue_documents(text, gke, quotas, shape), Dumper=_NoAliases,
                          sort_keys=False, width=4096)
     return _header(text) + _SENTINEL.sub(r"${\1}", body)
 

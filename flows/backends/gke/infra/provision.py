@@ -117,6 +117,7 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
         report.deploy_skipped_reason = "cluster exists and its TPU pool matches the profile"
         logger.info("cluster %s: %s; not deploying", s.gke.cluster, report.deploy_skipped_reason)
     else:
+        _refuse_taking_others_pools(s, current, client)
         _deploy(s, apis, client, current, mismatches, logger)
         report.deployed = True
         terraform_grants = _blueprint_grants(s)
@@ -170,6 +171,30 @@ def _require_admission(s: InfraSettings, apis: GoogleApis, client: Any, planned:
     if admission and admission[0].status != "ok":
         raise user_error("infra", "the deployed Kueue configuration does not admit the pipeline's pods",
                          admission[0].issue.problem, admission[0].issue.fix)
+
+
+def _refuse_taking_others_pools(s: InfraSettings, current: dict[str, Any] | None,
+                                client: Any) -> None:
+    """Stop before a deploy that would delete or replace another profile's TPU pool
+    (infra/pool_owners.py says whose a pool is and why)."""
+    from flows.backends.gke.infra.bucket import read_json
+    from flows.backends.gke.infra.pool_owners import pools_of_others_at_risk
+
+    if current is None:
+        return
+    record = read_json(client, s.gke.bucket, s.state_prefix + "deployment.json")
+    if not (at_risk := pools_of_others_at_risk(current, s, record)):
+        return
+    owners = sorted({owner for _, owner, _ in at_risk})
+    raise user_error(
+        "infra", f"deploying {s.profile or 'this profile'} would take TPU node pool(s) of "
+        f"{', '.join(owners)} away from cluster {s.gke.cluster}; nothing was deployed",
+        "; ".join(f"pool {name} of {owner} would be {effect}"
+                  for name, owner, effect in at_risk),
+        f"give {s.profile or 'this profile'} the slice and capacity of the pool it would "
+        f"take (gke.machine_type, gke.topology, gke.num_slices, gke.capacity as "
+        f"{owners[0]} sets them), or a cluster of its own (gke.cluster); the pool stays "
+        "in place: delete it yourself once its profile no longer runs there")
 
 
 def _deploy(s: InfraSettings, apis: GoogleApis, client: Any, current: dict[str, Any] | None,

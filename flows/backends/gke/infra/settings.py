@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from flows.backends.gke.infra.team_quota import checked_quotas
+from flows.backends.gke.infra.cluster_shape import ClusterShape, members_here
 from flows.backends.gke.team_queues import team_queue_name
 from flows.common.paths import default_cache_dir
 from flows.config.gke import GkeCluster, GkeSection
@@ -34,7 +34,7 @@ BLUEPRINT_FILE = "gke-tpu-v6e-advanced.yaml"
 
 
 class InfraSettings(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     gke: GkeSection
     cache_dir: Path
@@ -53,6 +53,11 @@ class InfraSettings(BaseModel):
 
         return principal(self.gke.project, self.gke.namespace, team_account(self.team),
                          self.project_number)
+    profile: str = ""
+    """The profile's name: whose deploy this is, in the deployment record."""
+    shape: ClusterShape | None = None
+    """The cluster as every team's profile on it makes it (infra/cluster_shape.py); None:
+    the profile's alone."""
 
     @property
     def queue(self) -> str:
@@ -94,11 +99,12 @@ def settings_from_profile(profile: Profile, *, cache_dir: Path | None = None,
                          "use a profile with backend: gke")
     teams = load_teams()
     team = teams.team_of(profile.name)
-    if team is not None:  # a split the cluster cannot hold, or a run its team never could
-        checked_quotas(teams, profile.gke.total_chips, {profile.name: profile.gke.total_chips})
+    shape = members_here(profile.name, profile.gke, teams)
+    if team is not None:  # a split the union's chips cannot hold, or a run a team never could
+        shape.quotas(teams)
     return InfraSettings(
         gke=profile.gke, cache_dir=cache_dir or default_cache_dir(),
         team_queue=team_queue_name(team.name) if team else None,
-        team=team.name if team else None,
+        team=team.name if team else None, profile=profile.name, shape=shape,
         releases_url=releases_url or os.environ.get("TPURL_GCLUSTER_RELEASES_URL")
         or RELEASES_URL)

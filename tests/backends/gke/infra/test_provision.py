@@ -4,6 +4,7 @@ that fails half-way and succeeds on retry, state kept in the bucket, pre-flight 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,11 +12,12 @@ from ruamel.yaml import YAML
 
 from flows.backends.gke.infra.blueprint import find_module
 from flows.backends.gke.infra.provision import provision
-from flows.backends.gke.infra.settings import InfraSettings
+from flows.backends.gke.infra.settings import InfraSettings, settings_from_profile
+from flows.config import load_profile
 from flows.core.failures import FailureCategory, StageFailed
 from tests.fakes.cloud import Cloud
 from tests.support.logs import Log
-from tests.support.profiles import with_gke
+from tests.support.profiles import INFRA_OVERRIDES, SMOKE, TUTORIAL, infra_profile, with_gke
 
 WL = "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"
 NP = "serviceAccount:tpurl-v6e-gke-np-sa@my-proj-123.iam.gserviceaccount.com"
@@ -154,3 +156,37 @@ def test_the_runtime_identity_cannot_deploy_and_is_told_whose_step_it_is(
     assert "tpurl flow-identity PROFILE --identity infra" in diagnosis.detail
     assert cloud.calls("gcluster") == [] and cloud.calls("gcloud") == []
     assert list(gcs.list_buckets()) == []
+
+
+def test_team_bs_deploy_never_takes_team_as_pool_away(
+        cloud: Cloud, gcs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two teams' profiles on one cluster: research's tutorial profile (a 4x8 reservation
+    pool) deploys it, then product's smoke profile (2x4 on-demand) finds it differs and
+    would re-apply its own blueprint, which replaces research's pool under its running
+    work. It is refused before gcluster runs, naming the pool and its profile; the pool
+    stays as research made it."""
+    teams = tmp_path / "teams.yaml"
+    teams.write_text(f"teams:\n  research: {{usd_per_month: 900, profiles: [{TUTORIAL}]}}\n"
+                     f"  product: {{usd_per_month: 500, profiles: [{SMOKE}]}}\n")
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
+    research = settings_from_profile(infra_profile(), cache_dir=tmp_path / "cache")
+    assert _provision(research, cloud, gcs).deployed
+    product = settings_from_profile(load_profile(SMOKE, {**INFRA_OVERRIDES, "gke.reservation":
+                                                         ""}, environ={}),
+                                    cache_dir=tmp_path / "cache")
+    with pytest.raises(StageFailed) as exc:
+        _provision(product, cloud, gcs)
+    text = str(exc.value)
+    assert f"would take TPU node pool(s) of {TUTORIAL} away from cluster tpurl-v6e" in text
+    assert "pool gke-tpu-v6e-pool of qwen3-30b-a3b-v6e-32 would be replaced" in text
+    assert "gke.topology" in text and "gke.cluster" in text
+    assert len(cloud.calls("gcluster")) == 1  # research's deploy only
+    live = cloud.apis.get_cluster("my-proj-123", "us-east5", "tpurl-v6e")
+    [pool] = [p for p in live["nodePools"] if p["name"] == "gke-tpu-v6e-pool"]
+    assert pool["placementPolicy"]["tpuTopology"] == "4x8"
+    # the fix applied: product's profile on research's slice and capacity shares its pool
+    same_slice = settings_from_profile(load_profile(SMOKE, {
+        **INFRA_OVERRIDES, "gke.topology": "4x8", "gke.capacity": "reservation",
+        "gke.max_usd_per_run": "50"},
+        environ={}), cache_dir=tmp_path / "cache")
+    assert not _provision(same_slice, cloud, gcs).deployed

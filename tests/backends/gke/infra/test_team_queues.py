@@ -206,15 +206,17 @@ def test_preflight_before_the_deploy_admits_every_pod_through_the_teams_queue(
     jobsets = [o for o in render_all(profile, workloads) if o["kind"] == "JobSet"]
     sets = [ps for stage, js in zip(workloads, jobsets, strict=True)
             for ps in pod_sets(stage, js)]
-    # nominal 24 + borrowing 8 (the rest of the cohort) holds the 32-chip run
+    # the cluster holds both teams' slices (32 + 8 chips: cluster_shape.py); research's
+    # even part, 32 of the 40 product leaves, holds the 32-chip run
     assert admission_problems(sets, kueue["cluster_queue"], kueue["flavors"]) == []
-    # with no borrowing the team's 24 chips never hold it, in Kueue's words
+    # 24 chips of its own and no borrowing never hold it, in Kueue's words
     no_borrowing = yaml.safe_load(yaml.safe_dump(kueue["cluster_queue"]))
     for group in no_borrowing["spec"]["resourceGroups"]:
         for flavor in group["flavors"]:
             for resource in flavor["resources"]:
                 if "borrowingLimit" in resource:
                     resource["borrowingLimit"] = 0
+                    resource["nominalQuota"] = 24
     [first, *_] = admission_problems(sets, no_borrowing, kueue["flavors"])
     assert "insufficient quota for google.com/tpu" in first and "(24)" in first
 
@@ -258,7 +260,7 @@ def test_preflight_reads_the_teams_queues_and_compares_them_with_the_file(
         monkeypatch.setenv("TPURL_TEAMS_FILE", str(_teams(tmp_path, TWO_TEAMS.replace(
             "tpu_chips: 8", "tpu_chips: 16"))))
         status, found, fix, _ = check_team_queues("team-research", live, planned_kueue(s))
-        assert status == "warn" and "24 chips + borrowing 8, the file gives 16 + 16" in found
+        assert status == "warn" and "32 chips + borrowing 8, the file gives 24 + 16" in found
         assert "re-apply the blueprint" in fix
         kube.delete("clusterqueues", "", "team-research")
         live = apis.kueue_objects(CLUSTER, s.gke.namespace, s.queue)
