@@ -461,7 +461,7 @@ def _training_estimate(profile: Profile, read_results: bool) -> list[str]:
         planned_rate_line,
         train_estimate,
     )
-    from flows.run.result import recent_results
+    from flows.run.result import READ_WITHIN_S, recent_results_within
 
     gke = gke_section(profile)
     backend = backend_for(profile)
@@ -469,8 +469,10 @@ def _training_estimate(profile: Profile, read_results: bool) -> list[str]:
     steps = train_workload(profile, Layout(profile), backend.runtime).total_steps
     unread = "`tpurl plan --check` reads the last runs' measured steps from the bucket"
     try:
-        results = recent_results(backend.storage, profile) if read_results else []
-        unread = "" if read_results else unread
+        read = recent_results_within(backend.storage, profile) if read_results else []
+        results = read or []
+        unread = ("" if read is not None else f"the bucket's results were not read within "
+                  f"{READ_WITHIN_S:.0f} s") if read_results else unread
     except Exception as exc:  # the estimate informs; the pre-flight below says more
         results, unread = [], f"the bucket's results were not read ({type(exc).__name__})"
     completions = completions_per_step(profile.train.args)

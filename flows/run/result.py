@@ -13,6 +13,7 @@ reads back as this type, not as a dict. Two records, for two readers:
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -123,6 +124,25 @@ def recent_results(storage: Storage, profile: Profile, limit: int = 5) -> list[P
             found.append(result)
     found.sort(key=lambda r: r.finished_at, reverse=True)
     return found[:limit]
+
+
+READ_WITHIN_S = 20.0
+
+
+def recent_results_within(storage: Storage, profile: Profile, seconds: float = READ_WITHIN_S,
+                          limit: int = 5) -> list[PipelineResult] | None:
+    """``recent_results``, given up after ``seconds``: None when the bucket did not answer in
+    time. The cloud client retries an unreachable bucket for minutes (google-api-core's
+    default retry deadline is 120 s a call); an estimate that only informs must not hold
+    `tpurl plan --check` for that long. The read runs in a daemon thread, so a process that
+    ends does not wait for it."""
+    found: list[list[PipelineResult]] = []
+    reader = threading.Thread(target=lambda: found.append(recent_results(storage, profile,
+                                                                         limit)),
+                              name="tpurl-recent-results", daemon=True)
+    reader.start()
+    reader.join(seconds)
+    return found[0] if found else None
 
 
 def throughput_status_line(results: list[PipelineResult]) -> str:

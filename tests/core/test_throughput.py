@@ -219,3 +219,30 @@ def test_a_damaged_figure_from_the_bucket_is_no_line_and_never_raises() -> None:
     assert line_of(damaged.throughput) is None and line_of(None) is None
     assert throughput_markdown(damaged) == ""
     assert "no run of this profile has measured it yet" in throughput_status_line([damaged])
+
+
+class _SilentBucket:
+    """A bucket that never answers, as an unreachable one looks through the cloud client's
+    minutes of retries (google-api-core retries each call up to 120 s by default)."""
+
+    def __init__(self) -> None:
+        import threading
+        self.release = threading.Event()
+
+    def files_under(self, uri: str) -> list[str]:
+        self.release.wait(60)
+        return []
+
+
+def test_an_unanswering_bucket_is_given_up_and_the_plan_says_so() -> None:
+    from flows.config import load_profile
+    from flows.run.result import recent_results_within
+    from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
+
+    profile = load_profile(TUTORIAL, TUTORIAL_REQUIRED, environ={})
+    bucket = _SilentBucket()
+    try:
+        assert recent_results_within(bucket, profile, seconds=0.2) is None  # type: ignore[arg-type]
+    finally:
+        bucket.release.set()
+    assert recent_results_within(bucket, profile, seconds=5) == []  # type: ignore[arg-type]
