@@ -223,7 +223,8 @@ def render() -> str:
              " A profile is a YAML file under `deployments/profiles/`; `--set FIELD=VALUE` and "
              "`TPURL_SECTION__FIELD` set a field for one command.", "",
              "The limits are what `tpurl validate` (and every command that loads the profile) "
-             "refuses, each read from the check that enforces it: a field's own constraint, "
+             "refuses, each read from the check that enforces it: a field's own limit (its type, "
+             "as the profile's JSON schema holds it), "
              "the section's checks across fields, and the rules across the profile. Across "
              f"the whole profile: {whole}.", "",
              f"{len(fields)} fields, {described} with a description, {limited} with limits.", ""]
