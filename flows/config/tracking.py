@@ -26,7 +26,7 @@ _VERTEX_TENSORBOARD = re.compile(
     r"projects/[^/\s]+/locations/[a-z0-9-]+/tensorboards/[0-9]+")
 _WANDB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 WANDB_MODES = ("online", "offline")
-# what tracking_uri_problem refuses, in words (the profile page shows it: flows/config/limits.py)
+# what tracking_uri_problem refuses, in words (TrackingUri carries it into the JSON schema)
 TRACKING_URI_LIMIT = "an http(s):// address, no credentials, query string or fragment"
 
 

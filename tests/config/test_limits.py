@@ -13,10 +13,13 @@ import textwrap
 from typing import Annotated, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from flows.common.issues import Issue
 from flows.config import Profile, checks
+from flows.config.errors import FixableValueError
 from flows.config.limits import declaration, limits, reshapes
+from flows.config.loading import _translate
 from flows.config.types import Checked
 from reference import profile_page
 from reference.markdown import cell
@@ -173,3 +176,26 @@ def test_a_pattern_limit_is_the_pattern_the_check_matches(value: str) -> None:
     shown = f"matches `{_PROFILE_NAME.pattern}`"
     assert re.fullmatch(_PROFILE_NAME.pattern, value)
     assert shown in {row.path: row for row in profile_page.rows()}["name"].limits
+
+
+def _at_most_nine(value: int) -> int:
+    if value > 9:
+        raise FixableValueError(f"{value} is more than 9", "give at most 9")
+    return value
+
+
+class _Sized(BaseModel):
+    size: Annotated[int, Checked(_at_most_nine, maximum=9)] = 1
+    sizes: list[Annotated[int, Checked(_at_most_nine, maximum=9)]] = Field(default_factory=list)
+
+
+@pytest.mark.parametrize(("data", "field"), [({"size": 10}, "size"), ({"sizes": [9, 10]}, "sizes.1")])
+def test_a_checked_type_s_refusal_names_the_field_and_its_fix(data: dict[str, object],
+                                                              field: str) -> None:
+    """The value equal to the limit passes; one above it is refused with the check's own
+    problem and fix, under the field's path (a list item's too), as the loader reports it."""
+    assert _Sized(size=9, sizes=[9]).size == 9
+    with pytest.raises(ValidationError) as refused:
+        _Sized.model_validate(data)
+    assert _translate(refused.value, "cli") == [Issue(field, "10 is more than 9", "give at most 9")]
+    assert profile_page.schema_limits(profile_page.field_schemas(_Sized)["sizes"]) == ["≤ 9"]
