@@ -128,6 +128,11 @@ def _parser() -> argparse.ArgumentParser:
     costs.add_argument("--month", metavar="YYYY-MM", help="the calendar month, UTC (default: "
                        "this one)")
     costs.add_argument("--json", action="store_true", help="print the month as JSON")
+    watch = _described(sub, "watch", "score the champion again with the evaluation program "
+                       "that promoted it and print the verdict; on a significant drop, post "
+                       "tpurl.model.regressed (exit 3: regressed, 2: refused)")
+    watch.set_defaults(func=_watch)
+    _profile_arguments(watch)
     back = _described(sub, "rollback", "make an earlier promoted model the champion again: "
                       "the pointer, the MLflow alias champion, a rollback entry appended to "
                       "the promotion history and a tpurl.model.rolled-back event; every check "
@@ -228,6 +233,17 @@ def _costs(args: argparse.Namespace) -> int:
     from flows.operations.costs import costs_command
 
     return costs_command(args.target, args.month, args.json)
+
+
+def _watch(args: argparse.Namespace) -> int:
+    from flows.operations.watch import watch_command
+
+    try:
+        overrides = dict(parse_override(item) for item in args.set)
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return watch_command(args.profile, overrides)
 
 
 def _rollback(args: argparse.Namespace) -> int:

@@ -6,8 +6,8 @@ by pydantic through ``use_attribute_docstrings``, or ``Field(description=...)``)
 text reaches this page and the JSON schema. The page counts the fields that have none.
 
 A field's limits are what validation refuses, read from the models' JSON schema
-(``Model.model_json_schema()``, as Prefect's scripts/generate_settings_ref.py reads its
-settings'): a pydantic constraint (minimum, maximum, pattern, enum, lengths) and a check's
+(``Model.model_json_schema()``, as Prefect's generate_settings_ref.py, among its scripts,
+reads its settings'): a pydantic constraint (minimum, maximum, pattern, enum, lengths) and a check's
 own limit (flows/config/types.py ``Checked``). A check across fields cannot be a field's
 type: a model validator and a ``tpurl validate`` rule (flows/config/checks.py ``RULES``)
 carry their limits by the field paths they name (flows/config/limits.py)."""

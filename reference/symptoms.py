@@ -194,7 +194,8 @@ SEEN: dict[Failure, tuple[When, str, str]] = {
         "function NAME: PROBLEM` (or stage evaluate), where PROBLEM is `raised ERROR: ...`, `returned "
         "TYPE, not a list of one number per completion`, `returned N scores for M completions` or `score "
         "I is nan, not a finite number`; or `the recipe's reward file could not be loaded`. The "
-        "program's log holds the line `RECIPE-REWARD-ERROR {...}`. Not retried."),
+        "program's log holds the line `RECIPE-REWARD-ERROR TOKEN {...}`, TOKEN being the one its first "
+        "`RECIPE-REWARD-GUARD TOKEN` line names (a look-alike without it does not count). Not retried."),
     Failure.IMAGE_PATCH_MISMATCH: (When.IMAGE, "", "`[user-error image/patch-mismatch] stage image: a "
         "declared patch does not apply` (Cloud Build's log: `tpurl: PATCH MISMATCH:`), naming the file "
         "and the pattern."),
@@ -310,6 +311,10 @@ SEEN: dict[Failure, tuple[When, str, str]] = {
         "URI` (a GKE profile: the evaluation pod cannot read this machine's files)."),
     Failure.EVAL_UNSUPPORTED: (When.EVALUATION, "", "`[user-error eval/unsupported] stage evaluate: the "
         "BACKEND backend cannot run the evaluation program`."),
+    Failure.EVAL_NO_WATCH: (When.EVALUATION, "", "`[user-error eval/no-watch] stage watch: the "
+        "profile has no watch section` from `tpurl watch` or a watch deployment's run."),
+    Failure.EVAL_NO_CHAMPION: (When.EVALUATION, "", "`[user-error eval/no-champion] stage watch: "
+        "nothing is promoted, so there is no champion to watch`."),
     Failure.EVAL_OVERLAP: (When.EVALUATION, "", "`[user-error eval/overlap] stage evaluate: the held-out "
         "set is not held out` (or is empty, or `the MODEL model's evaluation scored N held-out rows`)."),
     Failure.EVAL_POINTER_UNREADABLE: (When.EVALUATION, "", "`[user-error eval/pointer-unreadable] stage "

@@ -81,7 +81,8 @@ MODULES = {
         "tests/backends/gke/watch/test_queued.py",)),
     "team-budget": Module("flows/core/team_budget.py", (
         "tests/run/test_team_budget.py", "tests/run/test_team_month_order.py",
-        "tests/run/test_ledger_attacks.py", "tests/backends/gke/test_spend_cap.py")),
+        "tests/run/test_ledger_attacks.py", "tests/backends/gke/test_spend_cap.py",
+        "tests/run/test_team_budget_edges.py")),
     "fit-rules": Module("flows/config/fit_rules.py", (
         "tests/config/test_fit.py", "tests/config/test_fit_table.py",
         "tests/config/test_fit_texts.py", "tests/config/test_rollout.py")),

@@ -23,7 +23,23 @@
 # With arguments, they are passed to one pytest run as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+LOGS=.tpurl/test-logs
+mkdir -p "$LOGS"
+timed() {  # timed NAME CMD...: runs CMD, then says how long it took and the CPU time of
+  # it and every process it waited for (user + system; each call runs in a subshell of its
+  # own, a fork whose children's times start at zero): the CPU is what lanes share
+  local started=$SECONDS rc=0 cpu record="$LOGS/.times.$BASHPID"
+  "${@:2}" || rc=$?
+  times >"$record"  # a builtin with a redirection: no fork (a pipe would read a subshell's)
+  cpu=$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/)
+          n += t[1] * 60 + t[2] }; printf "%.0f", n }' "$record")
+  rm -f "$record"
+  echo "test.sh: $1 took $((SECONDS - started)) s (exit $rc; CPU $cpu s)"
+  return "$rc"
+}
+# Every step says its wall and CPU time, the install and the linters too; each `timed`
+# call that is no pipeline runs in a subshell of its own, so its CPU is its own.
+(timed setup bash scripts/setup.sh)
 # Headless Chromium for the run-page screenshots of the deployment test (Debian's package).
 if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
   apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
@@ -44,16 +60,14 @@ if [ -z "${TPURL_WHEEL_DIR:-}" ] && [ -d ../shared/wheels ]; then
   TPURL_WHEEL_DIR="$(cd ../shared/wheels && pwd)"
   export TPURL_WHEEL_DIR
 fi
-.venv/bin/ruff check flows reference tests benchmarks images
+(timed ruff .venv/bin/ruff check flows reference tests benchmarks images)
 # the type checker over flows/ and reference/ ([tool.mypy] in pyproject.toml); its cache (.mypy_cache) makes
 # tests/test_type_check.py, which runs it again under pytest, a re-check of seconds
-.venv/bin/mypy
+(timed mypy .venv/bin/mypy)
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
 
-LOGS=.tpurl/test-logs
-mkdir -p "$LOGS"
 rm -f "$LOGS"/*.log
 # A whole run from a clean clone took 8.6 GB at its peak here (the venvs 4.4 GB, hard links
 # into uv's cache, 0.9 more in the cache; Docker's images 1.8 on overlay2, 9.3 on vfs; pytest's
@@ -100,18 +114,6 @@ counts_summary() {  # every pytest run's `tpurl-counts:` line (tests/support/ci_
              " of 10+ cases (%d cases), so %d functions checked %d cases one by one\n",
              n["functions"], n["cases"], n["matrices"], n["matrix_cases"],
              n["functions"] - n["matrices"], n["cases"] - n["matrix_cases"] }' "$LOGS"/*.log
-}
-timed() {  # timed NAME CMD...: runs CMD, then says how long it took and the CPU time of
-  # it and every process it waited for (user + system; each call runs in a subshell of its
-  # own, a fork whose children's times start at zero): the CPU is what lanes share
-  local started=$SECONDS rc=0 cpu record="$LOGS/.times.$BASHPID"
-  "${@:2}" || rc=$?
-  times >"$record"  # a builtin with a redirection: no fork (a pipe would read a subshell's)
-  cpu=$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/)
-          n += t[1] * 60 + t[2] }; printf "%.0f", n }' "$record")
-  rm -f "$record"
-  echo "test.sh: $1 took $((SECONDS - started)) s (exit $rc; CPU $cpu s)"
-  return "$rc"
 }
 beside() {  # beside LOG NAME CMD...: `timed NAME CMD` in the background, output to LOG
   # job control for the fork only: the job gets its own process group (stopped as one) and
@@ -237,6 +239,12 @@ beside_rc=$gathered
 lanes=()
 [ "$e2e_rc" = 0 ] || exit "$e2e_rc"
 [ "$beside_rc" = 0 ] || exit "$beside_rc"
-.venv/bin/python -m coverage combine -q
-.venv/bin/python scripts/coverage_report.py
+(timed coverage-report sh -c '.venv/bin/python -m coverage combine -q &&
+  .venv/bin/python scripts/coverage_report.py')
 counts_summary
+# the whole run: this shell's CPU and that of every process it waited for (the lanes, each
+# with what it waited for)
+times >"$LOGS/.times.total"
+echo "test.sh: the whole run took $SECONDS s (CPU $(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) {
+  split($i, t, /[ms]/); n += t[1] * 60 + t[2] }; printf "%.0f", n }' "$LOGS/.times.total") s)"
+rm -f "$LOGS/.times.total"

@@ -36,6 +36,8 @@ QUICK_RUNS = {
     "run_events": "tests/test_benchmarks_quick.py::test_run_events_are_the_runs_own",
     "run_hops": "tests/test_benchmarks_quick.py::test_run_hops_walks_both_backends",
     "stage_profile": "tests/e2e/test_rehearsal_e2e.py::test_the_run_s_benchmarks_read_it",
+    "watch": "tests/core/test_watch_decision.py::"
+             "test_the_benchmark_keeps_false_alarms_within_alpha_and_catches_a_drop",
 }
 
 

@@ -127,7 +127,7 @@ def test_docker_free_deployments_come_before_any_that_builds_the_image():
 
 def test_every_trigger_has_a_description_its_automation_carries():
     triggers = _triggers()
-    assert len(triggers) == 5
+    assert len(triggers) == 6
     for deployment, raw in triggers:
         assert len(raw.get("description", "")) > 80, (deployment, raw["name"])
         trigger = DeploymentTriggerAdapter.validate_python(raw)

@@ -14,12 +14,19 @@ Against one real `prefect server start` and real process workers, with prefect.y
 - a listed env name given its own value, or another ``profile``, reaches the worker (Prefect
   cannot tell a run's variables from its deployment's), and the flow refuses the run naming
   it before it loads the profile (flows/deployed/run_choices.py);
+- the watch deployment's run choosing another profile (and so another team's champion to
+  judge and roll back) is refused the same way;
 - a run that chooses nothing, or repeats its deployment's own values, goes on to the
   profile's own validation (the teardown, as shipped, lacks its GKE fields);
 - two teams' rollback deployments (prefect.yaml's, one per team's profile) and the shipped
   regression trigger: a regression event naming no run or another team's model, and a run
   choosing another profile, target, env or ``by``, roll nothing back; the champion's own
-  regression rolls back one promotion, recorded as the automation that created the run.
+  regression rolls back one promotion, recorded as the automation that created the run;
+- a watch (flows/operations/watch.py, run here with constructed scores) of a champion worse
+  on the team's own set than the model it replaced posts the regression, the automation's
+  rollback run restores that model and announces the held dataset again, the dataset
+  trigger's dispatcher run leaves one waiting retrain run serving it, and a watch of the
+  restored model then posts nothing.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ pytestmark = [pytest.mark.services, pytest.mark.realtime]
 TEMPLATE = REPO_ROOT / "deployments/work-pool/process-base-job-template.json"
 TEARDOWN = "teardown-qwen3-30b-a3b-v6e-32"
 ROLLBACK = "rollback-qwen3-30b-a3b-v6e-32"
+WATCH = "watch-rehearsal"
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
@@ -69,7 +77,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             done = server.cli(*args)
             assert done.returncode == 0, done.stdout + done.stderr
         done = server.cli("--no-prompt", "deploy", "--name", "rehearsal", "--name", TEARDOWN,
-                          "--name", ROLLBACK)
+                          "--name", ROLLBACK, "--name", WATCH)
         assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
         deployments = {d["name"]: d for d in server.api("POST", "/deployments/filter",
                                                         json={}).json()}
@@ -180,8 +188,9 @@ def test_the_api_refuses_a_variable_the_pool_does_not_offer(world, tmp_path, var
     ("rehearsal", {"job_variables": {"stream_output": False}}, "job_variables.stream_output"),
     ("rehearsal", {"parameters": {"profile": "qwen3-30b-a3b-v6e-32"}}, "profile"),
     (TEARDOWN, {"parameters": {"profile": "smoke-qwen3-0.6b-v6e-8"}}, "profile"),
+    (WATCH, {"parameters": {"profile": "qwen3-30b-a3b-v6e-32"}}, "profile"),
 ], ids=["teardown-cluster", "rehearsal-bucket", "heartbeat", "stream_output",
-        "rehearsal-profile", "teardown-profile"])
+        "rehearsal-profile", "teardown-profile", "watch-profile"])
 def test_the_flow_refuses_a_run_that_chose_its_own_value(world, name, body, named):
     run = _create(world, name, **body)
     assert run.status_code == 201, run.text
@@ -443,3 +452,171 @@ def test_a_run_cannot_name_who_rolled_back(world, teams, promoted):
 
     assert all(m.rollback is None or m.rollback.by != "team-a's oncall"
                for m in read_history(LocalStorage(), promoted["team-a"]))
+
+
+# The watch closing the loop on this server: team A's champion scored on the team's own set
+# by a watch run here (its scores constructed as the evaluation program writes them: the
+# program itself runs in the rehearsal), its regression event posted to this API, and the
+# automation above running team A's rollback deployment on the worker.
+
+PROD_LIKE = "file:///data/team-a/prod-like.parquet"
+
+
+def _watch(profile: Any, world: dict[str, Any], score: float) -> Any:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.core.scores import ScoresFile
+    from flows.core.storage import LocalStorage
+    from flows.operations.watch import run_watch
+
+    def scorer(scoring: Any, champion: Any, out: str) -> ScoresFile:
+        assert scoring.eval.files == PROD_LIKE
+        rows = 64
+        return ScoresFile(checkpoint=champion.trained_checkpoint, total=rows,
+                          correct=rows // 2, format_correct=rows, mean_reward=score,
+                          rewards=[score - 0.2, score + 0.2] * (rows // 2),
+                          questions=[f"{champion.run} question {i}" for i in range(rows)])
+
+    with temporary_settings({PREFECT_API_URL: world["server"].url}):
+        return run_watch(LocalStorage(), profile, scorer)
+
+
+@pytest.fixture(scope="module")
+def retrain_a(world: dict[str, Any], teams: dict[str, Any]) -> dict[str, Any]:
+    """Team A's retrain target on a pool no worker serves (its runs wait, as a queued retrain
+    waits for a slice), its dispatcher on the worker with prefect.yaml's dataset trigger
+    (enabled, team A's label), one dataset announced and held by a waiting run; team A's
+    profile names the target in watch.retrain."""
+    import yaml
+
+    server: PrefectServer = world["server"]
+    done = server.cli("work-pool", "create", "idle-process", "--type", "process",
+                      "--base-job-template", str(TEMPLATE))
+    assert done.returncode == 0, done.stdout + done.stderr
+    shipped = world[ROLLBACK]
+    flows = {name: server.api("POST", "/flows/", json={"name": name}).json()["id"]
+             for name in ("rl-post-training", "tpurl-announcement")}
+    target = server.api("POST", "/deployments/", json={
+        "name": "retrain-team-a", "flow_id": flows["rl-post-training"],
+        "work_pool_name": "idle-process", "entrypoint": "flows/pipeline.py:rl_post_training",
+        "pull_steps": shipped["pull_steps"], "concurrency_limit": 1,
+        "concurrency_options": {"collision_strategy": "ENQUEUE"},
+        "parameters": {"profile": str(teams["team-a-profile"])}}).json()
+    dispatcher = server.api("POST", "/deployments/", json={
+        "name": "announce-retrain-team-a", "flow_id": flows["tpurl-announcement"],
+        "work_pool_name": "tpurl-process",
+        "entrypoint": "flows/announcements/dispatch.py:dispatch_announcement",
+        "pull_steps": shipped["pull_steps"],
+        "parameters": {"deployment": "rl-post-training/retrain-team-a"}}).json()
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    [announce] = [d for d in config["deployments"] if d["name"] == "announce-retrain-rehearsal"]
+    [trigger] = [t for t in announce["triggers"] if t["expect"] == ["tpurl.dataset.updated"]]
+    server.api("POST", "/automations/", json={
+        "name": "team-a: dataset announced → retrain", "enabled": True,
+        "trigger": {"type": "event", "posture": "Reactive",
+                    "match": {**trigger["match"], "tpurl.profile": "team-a"},
+                    "expect": trigger["expect"], "threshold": 1, "within": 0},
+        "actions": [{"type": "run-deployment", "source": "selected",
+                     "deployment_id": dispatcher["id"],
+                     "parameters": {**trigger["parameters"],
+                                    "deployment": "rl-post-training/retrain-team-a"}}]})
+    path = teams["team-a-profile"]
+    path.write_text(path.read_text() + "watch:\n  retrain: rl-post-training/retrain-team-a\n")
+    deadline = time.monotonic() + 240
+    while not _runs_of(world, dispatcher):  # the triggers service loads the automation first
+        assert time.monotonic() < deadline, "the dataset automation never ran the dispatcher"
+        _post_dataset(world, "team-a", "v1.parquet")
+        time.sleep(15)
+    time.sleep(5)  # a probe still in the trigger's queue makes its run now
+    for run in _runs_of(world, dispatcher):
+        _final(world, run["id"])
+    assert len(_waiting(world, target)) == 1, _runs_of(world, target)
+    return {"target": target, "dispatcher": dispatcher}
+
+
+def _post_dataset(world: dict[str, Any], team: str, name: str) -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    from tests.support.announcements import ds
+
+    server: PrefectServer = world["server"]
+    server.api("POST", "/events", json=[{
+        "id": str(uuid.uuid4()), "occurred": datetime.now(UTC).isoformat(),
+        "event": "tpurl.dataset.updated",
+        "resource": {"prefect.resource.id": f"tpurl.dataset.{name.split('.')[0]}",
+                     "tpurl.profile": team},
+        "payload": {"uri": ds(name)}}])
+
+
+def _waiting(world: dict[str, Any], deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in _runs_of(world, deployment) if r["state"]["type"] == "SCHEDULED"]
+
+
+def test_a_watched_regression_rolls_back_and_the_restored_champion_holds(world, teams, retrain_a):
+    """Promote A, watch A on the team's set (its baseline), promote B (better on the
+    promotion's set), watch B: worse there than A was, so regressed; the event reaches the
+    automation, the rollback run on the worker restores A; a watch of A then holds and posts
+    nothing. The history and the API's events show each step."""
+    import shutil
+
+    from flows.config import load_profile
+    from flows.core.storage import LocalStorage
+    from flows.core.watch_store import read_watches
+    from tests.support.promoted import judge
+
+    server: PrefectServer = world["server"]
+    root = teams["folder"] / "team-a"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    profile = load_profile(str(teams["team-a-profile"]), {"watch.files": PROD_LIKE},
+                           environ={})
+    assert judge(profile, root, "run-a", 0.5)
+    assert _watch(profile, world, 0.6).record.verdict == "baseline"
+    assert judge(profile, root, "run-b", 0.7)
+    before = len(_runs_of(world, teams["team-a"]))
+    regressed = _watch(profile, world, 0.3)
+    assert regressed.record.verdict == "regressed" and regressed.posted, regressed.lines()
+    run = _next_run(world, teams["team-a"], before)
+    assert run["state"]["type"] == "COMPLETED", _logs(world, run["id"])[-3000:]
+    assert _history(profile) == [("run-a", "promotion"), ("run-b", "promotion"),
+                                 ("run-a", "rollback")]
+    after = len(_runs_of(world, teams["team-a"]))
+    holds = _watch(profile, world, 0.6)
+    assert holds.record.verdict == "holds" and not holds.posted, holds.lines()
+    assert [(r.champion_run, r.verdict) for r in read_watches(LocalStorage(), profile)] == [
+        ("run-a", "baseline"), ("run-b", "regressed"), ("run-a", "holds")]
+    def both() -> list[dict[str, Any]]:
+        found = server.api("POST", "/events/filter", json={
+            "limit": 50, "filter": {"event": {"name": ["tpurl.model.regressed",
+                                                       "tpurl.model.rolled-back"]},
+                                    "resource": {"id": ["tpurl.model.team-a"]}}}).json()
+        names = {e["event"] for e in found["events"]}
+        return found["events"] if len(names) == 2 else []
+
+    # the server stores events a moment after it accepts them
+    events = wait_until(both, 60, "the watch's and the rollback's events")
+    watched = [e for e in events if e["event"] == "tpurl.model.regressed"
+               and e["payload"].get("source") == "tpurl watch"]
+    assert [e["payload"]["run"] for e in watched] == ["run-b"]
+    evidence = watched[0]["payload"]["evidence"]
+    assert evidence["set"] == f"watch.files {PROD_LIKE}"
+    assert "run run-a's latest watch" in evidence["reference_source"]
+    assert evidence["samples"][0] == "run-b question 0"
+    rolled = [e["payload"] for e in events if e["event"] == "tpurl.model.rolled-back"
+              and e["payload"]["from_run"] == "run-b"]
+    assert [(p["to_run"], p["reason"].split(":")[0]) for p in rolled] == [
+        ("run-a", f"regression announced in event {watched[0]['id']}")]
+    time.sleep(5)  # a second rollback, were the hold to post anything, would be created by now
+    assert len(_runs_of(world, teams["team-a"])) == after
+    # the retrain: the rollback announced the held dataset again, the dispatcher (a run of its
+    # own on the worker) left one waiting retrain run serving that announcement
+    logs = _logs_once_they_hold(world, run["id"], "retrain: dataset")
+    assert "announced again to rl-post-training/retrain-team-a's dispatcher" in logs, logs[-3000:]
+    event_id = logs.split("dispatcher (event ")[1].split(")")[0]
+    waiting = wait_until(lambda: [r for r in _waiting(world, retrain_a["target"])
+                                  if r["parameters"].get("announcement", {}).get("serves", {})
+                                  .get("dataset", {}).get("event_id") == event_id],
+                         180, "the retrain run serving the rollback's announcement")
+    assert len(_waiting(world, retrain_a["target"])) == 1, _waiting(world, retrain_a["target"])
+    assert waiting[0]["parameters"]["dataset_uri"].endswith("/v1.parquet")

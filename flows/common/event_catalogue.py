@@ -135,10 +135,14 @@ MODEL_ROLLED_BACK = EventKind(
     "MLflow alias champion now names, when the profile registers in MLflow.")
 MODEL_REGRESSED = EventKind(
     "tpurl.model.regressed", "tpurl.model.<profile>", ("tpurl.profile",), ("run", "reason"),
-    ("source", "metric", "value"), "docs/how-to/rollback.md",
-    "Announced (POST /api/events by any emitter: an evaluation of the served model, a "
-    "failed serving canary): the champion of run `run` regressed, `reason` saying how; "
-    "`source` names the emitter, `metric` and `value` the measurement when there is one. "
+    ("source", "metric", "value", "evidence"), "flows/operations/watch.py",
+    "Posted by a watch (`tpurl watch` or a watch deployment) only when the champion's new "
+    "score dropped significantly, or announced by any other emitter (a failed serving "
+    "canary): the champion of run `run` regressed, `reason` saying how; "
+    "`source` names the emitter, `metric` and `value` the measurement when there is one; a "
+    "watch adds `evidence`: the watched set, the scores with their intervals, the reference "
+    "and where it came from, the watch's number, z and threshold, the share of alpha it "
+    "spent, sample prompts, the watch's flow run and when. "
     "The resource is the profile's model, id `tpurl.model.<profile>` with the label "
     "`tpurl.profile`, both naming the profile whose champion regressed. The shipped rollback "
     "automation (disabled) runs that profile's rollback deployment on it, and the rollback "

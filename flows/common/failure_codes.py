@@ -393,6 +393,12 @@ class Failure(StrEnum):
     EVAL_OVERLAP = ("eval/overlap", _USER,
         "Declare `eval.files` with rows the run does not train on, or remove `eval.files` to use the "
         "test split; raise `eval.batches` when too few rows were scored.")
+    EVAL_NO_WATCH = ("eval/no-watch", _USER,
+        "Add `watch: {}` to the profile (it needs `eval`), then watch again; the how-to Watch the "
+        "champion lists the section's fields.")
+    EVAL_NO_CHAMPION = ("eval/no-champion", _USER,
+        "Promote a model first: a run of a profile with `eval` promotes one when it passes the "
+        "promotion rule (docs/how-to/evaluation.md).")
     EVAL_POINTER_UNREADABLE = ("eval/pointer-unreadable", _USER,
         "Restore it from promoted-history.json beside it (its last entry), or delete it to judge against "
         "the base model.")

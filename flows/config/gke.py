@@ -109,10 +109,11 @@ class GkeCluster(StrictModel):
     """The sources allowed to reach the control plane (CIDR); required, never implied."""
     # bucket-scoped by default: project-storage-admin gives the node pool's and
     # the workloads' accounts storage.admin on every bucket of the project, reachable from
-    # every pod of the cluster, the privileged host-network Pathways pods included.
+    # the host-network Pathways workers (flows/backends/gke/team_identity.py).
     iam_mode: Literal["project-storage-admin", "bucket-scoped"] = "bucket-scoped"
-    """bucket-scoped grants the node pool's account the profile's bucket only;
-    project-storage-admin every bucket of the project."""
+    """bucket-scoped grants the profile's bucket only, to its team's principal (its pods)
+    and the node pool's account (the Pathways workers); project-storage-admin every bucket
+    of the project."""
     cluster_toolkit_version: ToolkitVersion = "v1.103.0"
     """The Cluster Toolkit release whose gcluster deploys the blueprint."""
     cluster_toolkit_sha256: str | None = None

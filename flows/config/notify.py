@@ -22,10 +22,12 @@ from flows.config.section_base import StrictModel
 from flows.config.types import Checked
 
 NotifyEvent = Literal["run-failed", "model-decided", "capacity-fallback", "retrain-coalesced",
-                      "model-rolled-back", "train-suspect"]
+                      "model-rolled-back", "train-suspect", "model-regressed",
+                      "retrain-queued"]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("run-failed", "model-decided", "capacity-fallback",
                                           "retrain-coalesced", "model-rolled-back",
-                                          "train-suspect")
+                                          "train-suspect", "model-regressed",
+                                          "retrain-queued")
 # Prefect block type slugs are lowercase words joined by '-'; a block document's name is
 # letters, digits, '-' and '_' (prefect/utilities/names.py's rule for block names)
 _BLOCK_REF = re.compile(r"^([a-z0-9]+(?:-[a-z0-9]+)*)/([A-Za-z0-9][A-Za-z0-9_-]{0,99})$")
@@ -59,8 +61,9 @@ class NotifySection(StrictModel):
         default_factory=lambda: list(NOTIFY_EVENTS))
     """Which events send a message: run-failed (a spend cap reached included),
     model-decided (promoted, held or rejected), capacity-fallback, retrain-coalesced,
-    model-rolled-back (`tpurl rollback`), train-suspect (a training-health detector fired);
-    default all."""
+    model-rolled-back (`tpurl rollback`), train-suspect (a training-health detector fired),
+    model-regressed (a watch's verdict), retrain-queued (the dispatcher created a retrain
+    run); default all."""
 
 
 

@@ -41,6 +41,7 @@ from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel, run_tunable
 from flows.config.tracking import TrackingSection
 from flows.config.types import Checked
+from flows.config.watch import WatchSection
 
 Scalar = str | int | float | bool
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -317,6 +318,9 @@ class Profile(StrictModel):
     health: HealthSection = HealthSection()
     """What each training-health detector's finding does: warn, hold the promotion (the
     default) or stop the training; never silent."""
+    watch: WatchSection | None = None
+    """The champion scored again after promotion, and rolled back on a significant drop
+    (`tpurl watch`; needs eval)."""
 
 
     @model_validator(mode="before")
@@ -373,6 +377,16 @@ class Profile(StrictModel):
                                     "backend only (the rehearsal's image is a local venv)",
                                     "remove image.builder from this profile",
                                     field="image.builder")
+        return self
+
+    @model_validator(mode="after")
+    @limits({"watch": "only with eval (the watch scores with the evaluation program)"})
+    def _watch_needs_eval(self) -> Self:
+        if self.watch is not None and self.eval is None:
+            raise FixableValueError("a watch scores the champion with the evaluation program, "
+                                    "and this profile has no eval section",
+                                    "add an eval: section (docs/how-to/evaluation.md), or "
+                                    "remove the watch: section", field="watch")
         return self
 
     @model_validator(mode="after")

@@ -134,13 +134,15 @@ def eval_data_args(profile: Profile) -> list[str]:
 
 
 def evaluate_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime, which: Which,
-                      checkpoint: str, image: str | None = None) -> Workload:
-    """MaxText's evaluation of ``checkpoint`` (a MaxText checkpoint's items or model_params)."""
+                      checkpoint: str, image: str | None = None,
+                      out: str | None = None) -> Workload:
+    """MaxText's evaluation of ``checkpoint`` (a MaxText checkpoint's items or model_params).
+    ``out``: where the scores go instead of the stage's keyed directory (a watch's own)."""
     assert profile.eval is not None and isinstance(runtime, EvalRuntime)
     train = train_workload(profile, layout, runtime, image)
     skip = len(train_entry(runtime))
     kept = [a for a in train.argv[skip:] if a.split("=", 1)[0] not in OVERRIDDEN]
-    out = eval_dir(layout, which)
+    out = out or eval_dir(layout, which)
     ev = profile.eval
     argv = [*runtime.eval_entry(program_path(join(out, SCORES_FILE)), eval_data_args(profile)),
             f"run_name=eval-{which}",

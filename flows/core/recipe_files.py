@@ -42,6 +42,8 @@ GUARD_PROGRAM = REWARD_GUARD
 # what the guard reads (REWARDS_FILE_ENV, REWARDS_NAMES_ENV) is named in flows/config/recipe.py
 # the marked line the guard prints before it stops the program
 REWARD_ERROR_MARK = "RECIPE-REWARD-ERROR"
+# the line the guard announces its process's token on; a mark counts only with that token
+REWARD_GUARD_ANNOUNCE = "RECIPE-REWARD-GUARD"
 # the names the files travel under (GKE's ConfigMap keys)
 SHIPPED_NAMES = {"rewards": "recipe_rewards.py", "dataset_processor": "recipe_processor.py",
                  "chat_template": "recipe_template.json"}

@@ -1,11 +1,17 @@
 """A broken reward function of the recipe, read from a failed program's log as the user's error.
 
-The guard in front of the team's reward functions (images/rehearsal/reward_guard.py) prints
-one line, ``RECIPE-REWARD-ERROR {"function": ..., "problem": ...}``, before it stops the
-program. The backends diagnose a failed program from its log tail only (the local backend
-and GKE's watch alike: ``flows.core.failures.diagnose_exit``), and a traceback through JAX
-and Tunix can be longer than that tail, so the marked line is looked for in the diagnosis's
-detail first and then in the program's whole log (``StageFailed.log_uri``).
+The guard in front of the team's reward functions (images/rehearsal/reward_guard.py)
+announces a random token when it is first imported (``RECIPE-REWARD-GUARD TOKEN``, before
+any of the team's files is loaded) and prints one line, ``RECIPE-REWARD-ERROR TOKEN
+{"function": ..., "problem": ...}``, before it stops the program. Only such a line counts:
+it starts the line, carries the token of the log's first announcement, and its body is the
+guard's JSON. A look-alike printed by the team's code, or text of the model's output or the
+data in the log, carries no token or another one and is ignored, so it can neither make an
+infrastructure fault a user error that is never retried nor put its words in the failure.
+The backends diagnose a failed program from its log tail only (the local backend and GKE's
+watch alike: ``flows.core.failures.diagnose_exit``); the announcement is at the log's start
+and a traceback through JAX and Tunix can be longer than that tail, so the program's whole
+log (``StageFailed.log_uri``) is read first, the diagnosis's detail when it cannot be.
 
 Why a code of its own and a user error: the function is the team's code; running it again
 gives the same answer, so it is never retried (``RETRYABLE`` in flows/core/failures.py holds
@@ -20,26 +26,41 @@ from collections.abc import Callable
 
 from flows.common.failure_codes import Failure
 from flows.core.failures import StageFailed, user_error
-from flows.core.recipe_files import REWARD_ERROR_MARK
+from flows.core.recipe_files import REWARD_ERROR_MARK, REWARD_GUARD_ANNOUNCE
 
 REWARD_CODE = Failure.RECIPE_REWARD
 LOADING = "(loading)"  # the guard's name for a failure to import the team's file
 
 
+def guard_token(text: str) -> str | None:
+    """The token of the first guard announcement in ``text`` (None: no guard announced)."""
+    for line in text.splitlines():
+        if line.startswith(f"{REWARD_GUARD_ANNOUNCE} "):
+            token = line[len(REWARD_GUARD_ANNOUNCE) + 1:].strip()
+            return token if len(token) == 32 and all(c in "0123456789abcdef" for c in token) \
+                else None
+    return None
+
+
 def reward_error(text: str) -> tuple[str, str] | None:
-    """(function, problem) of the last marked line in ``text``, or None. Pure. A body that
-    is not the guard's JSON is still reported, as the line's own words."""
-    lines = [line for line in text.splitlines() if REWARD_ERROR_MARK in line]
-    if not lines:
+    """(function, problem) of the guard's last marked line in ``text``, or None. Pure. A
+    line counts only if it starts with the mark and the token the first announcement names,
+    and its body is the guard's JSON (two strings)."""
+    token = guard_token(text)
+    if token is None:
         return None
-    body = lines[-1].split(REWARD_ERROR_MARK, 1)[1].strip()
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        return str(parsed.get("function", "?")), str(parsed.get("problem", body))
-    return "?", body
+    prefix = f"{REWARD_ERROR_MARK} {token} "
+    for line in reversed(text.splitlines()):
+        if not line.startswith(prefix):
+            continue
+        try:
+            parsed = json.loads(line[len(prefix):])
+        except ValueError:
+            continue
+        if (isinstance(parsed, dict) and set(parsed) == {"function", "problem"}
+                and all(isinstance(v, str) for v in parsed.values())):
+            return parsed["function"], parsed["problem"]
+    return None
 
 
 def explain_reward_failure(stage: str, failure: BaseException,
@@ -49,12 +70,13 @@ def explain_reward_failure(stage: str, failure: BaseException,
     log that cannot be read leaves the failure as it was."""
     if not isinstance(failure, StageFailed):
         return failure
-    found = reward_error(failure.diagnosis.detail or "")
-    if found is None and failure.log_uri:
+    log = None
+    if failure.log_uri:
         try:
-            found = reward_error(read_log(failure.log_uri) or "")
+            log = read_log(failure.log_uri)
         except Exception:  # the log is evidence, never a second failure
-            found = None
+            log = None
+    found = reward_error(log if log is not None else failure.diagnosis.detail or "")
     if found is None:
         return failure
     function, problem = found

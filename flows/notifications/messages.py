@@ -22,7 +22,11 @@ Events (names are the flows' stable API):
 - train-suspect: ``tpurl.train.suspect`` (flows/health/sentinel.py), a training-health
   detector's finding, its policy and figures;
 - retrain-coalesced: ``tpurl.announcement.coalesced`` (flows/announcements/events.py), one
-  per announcement folded into a newer waiting run.
+  per announcement folded into a newer waiting run;
+- model-regressed: ``tpurl.model.regressed`` (a watch, flows/operations/watch.py, or any
+  emitter), the champion's run, the reason and, from a watch, its evidence;
+- retrain-queued: ``tpurl.announcement.queued`` (flows/announcements/events.py), the retrain
+  run the dispatcher created and what it serves.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ from typing import Any
 
 from flows.common.event_catalogue import (
     ANNOUNCEMENT_COALESCED,
+    ANNOUNCEMENT_QUEUED,
     CAPACITY_FALLBACK,
     MODEL_PROMOTED,
+    MODEL_REGRESSED,
     MODEL_REJECTED,
     MODEL_ROLLED_BACK,
     RUN_FAILED,
@@ -109,6 +115,26 @@ ROLLED_BACK_BODY = ("{{ event.payload.by }} rolled the champion of " + _PROFILE 
                     "{% if event.payload.mlflow_version %}MLflow champion: version "
                     "{{ event.payload.mlflow_version }}\n{% endif %}")
 
+REGRESSED_SUBJECT = ("tpurl " + _PROFILE + ": champion run {{ event.payload.run }} regressed")
+REGRESSED_BODY = ("{% set e = event.payload.evidence %}"
+                  "The champion of " + _PROFILE + " (run {{ event.payload.run }}) regressed: "
+                  "{{ event.payload.reason }}\n"
+                  "{% if e %}Set: {{ e.set }}\nReference: {{ e.reference_source }}\n"
+                  "Watch {{ e.watch_number }}: z {{ '%.2f' | format(e.z) }} > threshold "
+                  "{{ '%.2f' | format(e.threshold) }}\n"
+                  "{% for q in e.samples %}Sample: {{ q }}\n{% endfor %}"
+                  "{% if e.watch_run %}Watch run: {{ e.watch_run }}\n{% endif %}{% endif %}"
+                  "Where the rollback trigger is enabled, the model promoted before it is "
+                  "restored next.\n")
+
+QUEUED_SUBJECT = "tpurl " + _PROFILE + ": retrain queued ({{ event.payload.run_name }})"
+QUEUED_BODY = ("The dispatcher queued retrain run {{ event.payload.run_name }} for "
+               "{{ event.payload.kind }} {{ event.payload.value }} (occurred "
+               "{{ event.payload.occurred }}).\n"
+               "{% set s = event.payload.serves %}"
+               "{% if s.dataset %}Dataset: {{ s.dataset }}\n{% endif %}"
+               "{% if s['base-model'] %}Base-model revision: {{ s['base-model'] }}\n{% endif %}")
+
 
 SUSPECT_SUBJECT = ("tpurl " + _PROFILE + ": training suspect ({{ event.payload.detector }}, "
                    "{{ event.payload.policy }})")
@@ -151,6 +177,10 @@ KINDS: dict[NotifyEvent, Kind] = {
                               ROLLED_BACK_BODY),
     "train-suspect": Kind("training-health finding", "tpurl.train.{profile}",
                           (TRAIN_SUSPECT.name,), SUSPECT_SUBJECT, SUSPECT_BODY),
+    "model-regressed": Kind("regression of the champion", "tpurl.model.{profile}",
+                            (MODEL_REGRESSED.name,), REGRESSED_SUBJECT, REGRESSED_BODY),
+    "retrain-queued": Kind("retrain queued", "tpurl.announcement.*",
+                           (ANNOUNCEMENT_QUEUED.name,), QUEUED_SUBJECT, QUEUED_BODY),
 }
 
 

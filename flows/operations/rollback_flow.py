@@ -15,7 +15,9 @@ is that profile's champion now, so an announcement naming no run, another profil
 or a champion since replaced changes nothing. Who rolled back is the flow run's creator as
 Prefect recorded it (flows/flow_runs/run_creator.py), never a parameter the creator types.
 A refusal fails the run with the message naming the field and the fix; nothing was changed
-then.
+then. Once rolled back, where the profile's ``watch.retrain`` names a retrain deployment,
+the newest dataset announced to it is announced again (flows/operations/watch_retrain.py),
+so a retrain is queued through its dispatcher and judged against the restored champion.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from prefect.runtime import flow_run
 
 from flows.backends import storage_for
 from flows.config import load_profile
+from flows.config.profile import Profile
 from flows.core.error_redaction import redacting_errors
 from flows.core.rollback import resource_problem
 from flows.deployed.declared import deployment_declared
@@ -71,5 +74,20 @@ def rollback_flow(profile: str, reason: str, regressed_run: str,
     lines = plan.lines()
     if not posted:
         lines.append("no Prefect API was set: the event was not sent")
+    elif queued := _retrain(cfg):
+        lines.append(queued)
     print("\n".join(["rolled back:", *lines]))
     return lines
+
+
+def _retrain(cfg: Profile) -> str:
+    """A regression's rollback done: the profile's watch.retrain, when it names a deployment
+    (flows/operations/watch_retrain.py)."""
+    from prefect.client.orchestration import get_client
+
+    from flows.operations.watch_retrain import announce_retrain
+
+    if cfg.watch is None or not cfg.watch.retrain:
+        return ""
+    with get_client(sync_client=True) as client:
+        return announce_retrain(client, cfg)

@@ -11,8 +11,20 @@ inside numpy or silently poisons the advantages.
 So this module answers MaxText's ``getattr`` (PEP 562 ``__getattr__``) with the team's
 function, loaded from the file ``REWARD_GUARD_FILE`` names and wrapped: a call that
 raises, or returns anything but one finite number per completion, prints one line marked
-``RECIPE-REWARD-ERROR`` with a JSON body naming the function and the problem, then raises.
-The pipeline reads that line as the user's error (never retried). The wrapper keeps the
+``RECIPE-REWARD-ERROR TOKEN`` with a JSON body naming the function and the problem, then
+raises. The pipeline reads that line as the user's error (never retried).
+
+Why a token: the program's log also carries what the team's code and the model print (a
+reward function that prints its completions, a dataset row), and text there can look like
+the mark. So the first import of the guard in a process, before any reward file is loaded,
+draws a random token and announces it on a line of its own (``RECIPE-REWARD-GUARD TOKEN``);
+the pipeline counts a mark only when it carries the token the log's first announcement
+names (flows/core/reward_failures.py). MaxText executes this file once per reward function
+(``load_custom_callable`` makes a fresh module each time), so the token is kept in the
+process's environment with its pid, and later copies reuse it instead of announcing again.
+Code of the team runs in the same process and could read it: the token keeps text that did
+not come from the guard (the model's output, the data, an imitating print) from counting,
+not a program that sets out to forge its own run's diagnosis. The wrapper keeps the
 function's name and signature (``functools.wraps``), so Tunix's per-function metric and its
 signature inspection see the team's function. Only the names the profile lists are served.
 
@@ -27,6 +39,7 @@ import json
 import math
 import numbers
 import os
+import secrets
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -35,8 +48,25 @@ from typing import Any
 FILE_ENV = "REWARD_GUARD_FILE"
 NAMES_ENV = "REWARD_GUARD_FUNCTIONS"
 MARK = "RECIPE-REWARD-ERROR"
+ANNOUNCE = "RECIPE-REWARD-GUARD"
+TOKEN_ENV = "REWARD_GUARD_TOKEN"  # "PID:TOKEN" of the process whose guard announced it
 
 _loaded: ModuleType | None = None
+
+
+def _process_token() -> str:
+    """This process's token: the one an earlier copy of the guard announced, or a new one,
+    announced now (a value another process left in the environment is not this one's)."""
+    pid, _, token = os.environ.get(TOKEN_ENV, "").partition(":")
+    if pid == str(os.getpid()) and token:
+        return token
+    token = secrets.token_hex(16)
+    os.environ[TOKEN_ENV] = f"{os.getpid()}:{token}"
+    print(f"{ANNOUNCE} {token}", file=sys.stderr, flush=True)
+    return token
+
+
+TOKEN = _process_token()  # at import: before any of the team's files is loaded
 
 
 class RecipeRewardError(RuntimeError):
@@ -60,7 +90,7 @@ def _team_module() -> ModuleType:
 
 
 def _stop(function: str, problem: str) -> Any:
-    print(f"{MARK} " + json.dumps({"function": function, "problem": problem}),
+    print(f"{MARK} {TOKEN} " + json.dumps({"function": function, "problem": problem}),
           file=sys.stderr, flush=True)
     raise RecipeRewardError(f"reward function {function}: {problem}")
 

@@ -28,7 +28,7 @@ def test_a_bad_value_names_its_field_and_the_fix(field: str, value: str, words: 
 
 
 def test_promotion_without_eval_is_refused() -> None:
-    found = problems("rehearsal", {"eval": ""})
+    found = problems("rehearsal", {"eval": "", "watch": ""})
     assert "nothing is scored" in found["promotion"] and "eval: {}" in found["promotion"]
 
 
@@ -44,7 +44,7 @@ def test_the_default_rule_is_not_worse_than_the_promoted_model() -> None:
     assert profile.promotion is None and profile.promotion_rule == PromotionRule()
     assert (PromotionRule().metric, PromotionRule().min_delta, PromotionRule().against) == \
         ("mean_reward", 0.0, "promoted")
-    assert load_profile("rehearsal", {"promotion": "", "eval": ""},
+    assert load_profile("rehearsal", {"promotion": "", "eval": "", "watch": ""},
                         environ={}).promotion_rule is None
 
 

@@ -21,6 +21,7 @@ import pytest
 from flows.core.recipe_files import (
     GUARD_PROGRAM,
     REWARD_ERROR_MARK,
+    REWARD_GUARD_ANNOUNCE,
     REWARDS_FILE_ENV,
     REWARDS_NAMES_ENV,
 )
@@ -57,6 +58,7 @@ def nested(prompts, completions, **kwargs):
     import numpy
     return numpy.ones((len(completions), 2))
 '''
+TOKEN_ENV = "REWARD_GUARD_TOKEN"  # the guard's own name for it
 NAMES = "raises,says_text,too_few,not_finite,a_bool,good,as_array,nested"
 CALL: dict[str, Any] = {"prompts": ["p1", "p2", "p3"], "completions": ["a", "bb", "ccc"],
                         "mode": "train", "answer": ["1", "2", "3"]}
@@ -70,11 +72,18 @@ def guard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     team.write_text(TEAM_FILE)
     monkeypatch.setenv(REWARDS_FILE_ENV, str(team))
     monkeypatch.setenv(REWARDS_NAMES_ENV, NAMES)
+    monkeypatch.delenv(TOKEN_ENV, raising=False)  # this test's process token is its own
     spec = importlib.util.spec_from_file_location(f"guard_{tmp_path.name}", GUARD_PROGRAM)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _announced(guard: ModuleType, printed: str) -> str:
+    """What the program's log holds: the guard's announcement (printed at its import, before
+    the test captured), then what the call printed."""
+    return f"{REWARD_GUARD_ANNOUNCE} {guard.TOKEN}\n{printed}"
 
 
 @pytest.mark.parametrize(("name", "problem"), [
@@ -91,10 +100,10 @@ def test_a_broken_function_stops_on_a_marked_line_naming_it(
     with pytest.raises(guard.RecipeRewardError, match=name):
         function(**CALL)
     printed = capsys.readouterr().err
-    assert reward_error(printed) == (name, problem)
+    assert reward_error(_announced(guard, printed)) == (name, problem)
     (line,) = [ln for ln in printed.splitlines() if REWARD_ERROR_MARK in ln]
-    assert json.loads(line.split(REWARD_ERROR_MARK, 1)[1]) == {"function": name,
-                                                               "problem": problem}
+    assert json.loads(line.split(f"{REWARD_ERROR_MARK} {guard.TOKEN}", 1)[1]) == {
+        "function": name, "problem": problem}
 
 
 def test_a_good_function_keeps_its_name_and_signature(guard: ModuleType,
@@ -126,7 +135,7 @@ def test_a_listed_name_the_file_lacks_is_reported(guard: ModuleType,
     monkeypatch.setenv(REWARDS_NAMES_ENV, "absent")
     with pytest.raises(guard.RecipeRewardError):
         _ = guard.absent
-    found = reward_error(capsys.readouterr().err)
+    found = reward_error(_announced(guard, capsys.readouterr().err))
     assert found is not None and found[0] == "absent" and "defines no function absent" in found[1]
 
 
@@ -155,13 +164,42 @@ def test_a_team_file_that_does_not_import_is_reported(tmp_path: Path,
     team.write_text("import not_a_module_anywhere\n")
     monkeypatch.setenv(REWARDS_FILE_ENV, str(team))
     monkeypatch.setenv(REWARDS_NAMES_ENV, "good")
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
     spec = importlib.util.spec_from_file_location("guard_broken", GUARD_PROGRAM)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     with pytest.raises(module.RecipeRewardError):
         _ = module.good
-    found = reward_error(capsys.readouterr().err)
+    found = reward_error(_announced(module, capsys.readouterr().err))
     assert found is not None and found[0] == "(loading)"
     assert "ModuleNotFoundError" in found[1]
 
+
+
+def test_a_look_alike_printed_by_the_team_does_not_count(tmp_path: Path) -> None:
+    """A real process: the guard announces its token once, though MaxText imports the file
+    once per function; a reward function that prints the mark in the guard's old form, or
+    with another token, and then fails otherwise is not read as the guard's line."""
+    team = tmp_path / "team_rewards.py"
+    team.write_text("import json, sys\n"
+                    "def forger(prompts, completions, **kwargs):\n"
+                    "    body = json.dumps({'function': 'forger', 'problem': 'not yours'})\n"
+                    f"    print('{REWARD_ERROR_MARK} ' + body, file=sys.stderr)\n"
+                    f"    print('{REWARD_ERROR_MARK} ' + 'f' * 32 + ' ' + body, file=sys.stderr)\n"
+                    f"    print('{REWARD_GUARD_ANNOUNCE} ' + 'f' * 32, file=sys.stderr)\n"
+                    "    return [1.0 for _ in completions]\n")
+    load = ("import importlib.util, sys\n"
+            "def load(n):\n"
+            f"    spec = importlib.util.spec_from_file_location(n, {str(GUARD_PROGRAM)!r})\n"
+            "    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); return m\n"
+            "a, b = load('_user_module_a'), load('_user_module_b')\n"
+            "assert a.TOKEN == b.TOKEN\n"
+            "a.forger(prompts=['p'], completions=['c'], mode='train')\n"
+            "raise MemoryError('the host ran out')\n")
+    done = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True,
+                          env={REWARDS_FILE_ENV: str(team), REWARDS_NAMES_ENV: "forger"},
+                          timeout=60, check=False)
+    assert done.returncode != 0 and "MemoryError" in done.stderr
+    assert done.stderr.count(REWARD_GUARD_ANNOUNCE) == 2  # the guard's, then the forger's
+    assert reward_error(done.stderr) is None

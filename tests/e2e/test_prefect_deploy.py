@@ -42,7 +42,7 @@ OUTPUTS = REPO_ROOT / ".tpurl" / "test-outputs"
 DEPLOYMENTS = {"rehearsal", "retrain-rehearsal", "announce-retrain-rehearsal",
                "qwen3-30b-a3b-v6e-32-weekly", "qwen3-30b-a3b-v6e-32-retrain",
                "announce-qwen3-30b-a3b-v6e-32-retrain", "teardown-qwen3-30b-a3b-v6e-32",
-               "rollback-qwen3-30b-a3b-v6e-32"}
+               "rollback-qwen3-30b-a3b-v6e-32", "rollback-rehearsal", "watch-rehearsal"}
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 

@@ -1,7 +1,8 @@
 """The rehearsal end to end, for real: the MaxText programs on CPU through the Prefect flow.
 
-One module-scoped first run (cold outputs; the venvs are built on first use and reused), then
-reruns that prove skip-if-done: nothing changed → every stage skipped; a changed learning rate
+One first run (cold outputs; the venvs are built on first use and reused; the session's,
+which the recipe tutorial's runs follow in the same root after this module), then reruns
+that prove skip-if-done: nothing changed → every stage skipped; a changed learning rate
 → train and export only, then the same training asked for one step more continues that run
 (refused first with the schedule that continues it); a changed base model → infra and
 convert again (then a train given a bad value fails at once with its cause). The first run
@@ -33,8 +34,8 @@ from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.pipeline import rl_post_training
 from flows.run.result import PipelineResult
-from tests.support.profiles import fake_hf_token
 from tests.support.results import stage_statuses
+from tests.support.shipped_rehearsal import CANARY
 from tests.support.wandb_records import history, run_record
 
 NO_EVAL = {"eval": "", "promotion": ""}  # reruns about train/convert lineage only
@@ -47,26 +48,17 @@ def _path(uri: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    """A root of this module's own: its first run proves a cold start, whichever module of
-    the session ran before it."""
-    return tmp_path_factory.mktemp("rehearsal-root")
-
-
-CANARY = fake_hf_token("CanaryRehearsal")
+def root(rehearsal_root: Path) -> Path:
+    """The session's rehearsal root: its first run is this module's and proves a cold start
+    (the recipe tutorial, which runs in it too, runs after this module: tests/support/tiers.py)."""
+    return rehearsal_root
 
 
 @pytest.fixture(scope="module")
-def first_run(prefect_api, root) -> PipelineResult:
-    """The first run carries a canary HF token, so every later check can look for leaks."""
-    import os
-
-    os.environ["CANARY_HF_TOKEN"] = CANARY
-    try:
-        return rl_post_training(profile="rehearsal", overrides={
-            "local.root": str(root), "model.hf_token.env": "CANARY_HF_TOKEN"})
-    finally:
-        os.environ.pop("CANARY_HF_TOKEN", None)
+def first_run(shipped_rehearsal: PipelineResult) -> PipelineResult:
+    """The first run (tests/support/shipped_rehearsal.py) carries a canary HF token, so every
+    later check can look for leaks."""
+    return shipped_rehearsal
 
 
 def test_first_run_produces_all_three_artifacts(first_run: PipelineResult):

@@ -1,13 +1,15 @@
 """The recipe tutorial (docs/tutorials/your-recipe.md) as a reader runs it: its commands as
-written, in order, in a folder of the reader's with the repository's ``.venv``, against an
-output root of the session's (TPURL_LOCAL__ROOT). That the recipe leaves the conversion
-alone, as the page says, is the changed line's rerun: conversion skipped, training again.
+written, in order, in a folder of the reader's with the repository's ``.venv``, against the
+output root where the reader's rehearsal ran before (TPURL_LOCAL__ROOT: the session's, whose
+shipped rehearsal tests/e2e/test_rehearsal_e2e.py ran first). That the recipe leaves the
+conversion alone, as the page says, is both runs': conversion skipped, training again.
 
 Three runs of the real MaxText programs on CPU: the reader's reward (train, export and
-evaluate run), one changed line (they run again; conversion is skipped), and the same
-command again (everything skipped). The runs leave out nothing the page shows, so the
-tutorial's claims are the assertions: the function's curve by its name, the content key, the
-plan's file locations, and the profile block that keeps the recipe.
+evaluate run on the rehearsal's conversion), one changed line (they run again; conversion
+is skipped), and the same command again (everything skipped). The runs leave out nothing
+the page shows, so the tutorial's claims are the assertions: the function's curve by its
+name, the content key, the plan's file locations, and the profile block that keeps the
+recipe.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import yaml
 from flows.common.paths import PROFILES_DIR, REPO_ROOT
 from flows.config import load_profile
 from flows.core.layout import RESULTS_DIR
+from flows.run.result import PipelineResult
 from tests.support.readme import blocks, line_shape, python_block, text_block, yaml_block
 
 PAGE = "tutorials/your-recipe.md"
@@ -96,16 +99,22 @@ def test_a_misspelt_function_is_refused_naming_the_one_the_file_defines(run: Run
 
 
 @pytest.fixture(scope="module")
-def first(run: Run, rehearsal_root: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
+def first(run: Run, rehearsal_root: Path,
+          shipped_rehearsal: PipelineResult) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """The page's first run, after the rehearsal the reader ran in the same root."""
     done = run("recipe-run")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done, _latest(rehearsal_root)
 
 
-def test_the_run_trains_with_the_readers_reward_and_prints_its_curve(first):
+def test_the_run_trains_with_the_readers_reward_and_prints_its_curve(first, shipped_rehearsal):
     done, result = first
     statuses = _statuses(result)
     assert all(statuses[s] == "ran" for s in ("train", "export", "evaluate")), statuses
+    # "The conversion is the one the rehearsal made before (the recipe is not part of its key)"
+    assert statuses["infra"] == statuses["convert"] == "skipped", statuses
+    assert result["artifacts"]["maxtext_checkpoint"] == \
+        shipped_rehearsal.artifacts["maxtext_checkpoint"]
     _shapes_printed("recipe-curve", done.stdout)
     per_step = [s[f"rewards/train/{FUNCTION}"] for s in result["metrics"]["steps"]
                 if f"rewards/train/{FUNCTION}" in s]

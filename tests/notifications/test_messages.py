@@ -114,3 +114,34 @@ def test_every_automation_is_scoped_to_its_profile():
         spec = automation_spec("p", kind, "00000000-0000-4000-8000-000000000000", "a/b")
         assert spec["trigger"]["match"]["tpurl.profile"] == "p"
         assert spec["name"] == f"tpurl-notify p: {kind}"
+
+
+def test_a_watch_s_regression_says_what_was_seen_and_a_queued_retrain_what_it_serves(tmp_path):
+    """The model-regressed message from the very body a watch posts (its evidence), and the
+    retrain-queued one from a dispatcher's payload shape."""
+    from flows.core.scores import Interval
+    from flows.core.watch_record import WatchRecord
+    from flows.operations.watch import regressed_event
+    from tests.support.scores import summary
+
+    record = WatchRecord(at="2026-12-06T02:00:00+00:00", champion_run="run-b",
+                         model_uri="file:///m", set_key="k", set_name="watch.files f.parquet",
+                         metric="mean_reward", scores=summary(0.3), verdict="regressed",
+                         reason="mean_reward 0.3000 vs recorded 0.6000: drop +0.3000; z 4.10 > "
+                                "1.88", reference=Interval(value=0.6, low=0.5, high=0.7),
+                         reference_source="run run-a's latest watch on this set",
+                         watch_number=1, z=4.1, threshold=1.8755, alpha_spent=0.03,
+                         samples=["What is 2+2?"], flow_run="f-1")
+    body = regressed_event("p", record)
+    subject, text = _render("model-regressed", _event(body["event"], body["resource"],
+                                                      body["payload"]))
+    assert subject == "tpurl p: champion run run-b regressed"
+    assert "Set: watch.files f.parquet" in text and "Watch 1: z 4.10 > threshold 1.88" in text
+    assert "Sample: What is 2+2?" in text and "Watch run: f-1" in text
+    subject, text = _render("retrain-queued", _event(
+        "tpurl.announcement.queued", {"prefect.resource.id": "tpurl.announcement.x",
+                                      "tpurl.profile": "p"},
+        {"kind": "dataset", "value": "file:///d.parquet", "occurred": "2026-12-06T03:00:00Z",
+         "run_name": "retrain-p-d", "serves": {"dataset": "file:///d.parquet"}}))
+    assert subject == "tpurl p: retrain queued (retrain-p-d)"
+    assert "Dataset: file:///d.parquet" in text and "Base-model" not in text

@@ -295,6 +295,40 @@ sentinel.announce("rehearsal", "run-h", judged, print)
     assert cleared[0]["payload"]["clearance"]["detectors"] == ["group_collapse"]
 
 
+def test_a_watch_s_regression_sends_one_message_with_its_evidence(server, receiver, tmp_path):
+    """A watch (flows/operations/watch.py, its scores constructed as the evaluation program
+    writes them) of a champion that dropped: its event reaches the API and the notify
+    automation sends one message naming the run, the set and the watch's numbers."""
+    assert _step(server, {"block": BLOCK}).returncode == 0
+    before = len(receiver.snapshot())
+    _python(server, f"""
+from flows.config import load_profile
+from flows.core.eval_programs import score_key
+from flows.core.scores import ScoresFile
+from flows.core.storage import LocalStorage
+from flows.operations.watch import run_watch
+from pathlib import Path
+from tests.support.promoted import judge
+
+root = Path({str(tmp_path)!r})
+profile = load_profile("rehearsal", {{"local.root": str(root)}}, environ={{}})
+key = score_key(profile)
+assert judge(profile, root, "run-1", 0.5, key) and judge(profile, root, "run-2", 0.7, key)
+rows = 64
+def scorer(scoring, champion, out):
+    return ScoresFile(checkpoint="c", total=rows, correct=0, format_correct=rows,
+                      mean_reward=0.2, rewards=[0.1, 0.3] * (rows // 2),
+                      questions=["What is 2+2?"] * rows)
+outcome = run_watch(LocalStorage(), profile, scorer)
+assert outcome.record.verdict == "regressed" and outcome.posted, outcome.lines()
+""")
+    message = _one_message(receiver, before, "the regression message")
+    assert message["subject"] == "tpurl rehearsal: champion run run-2 regressed"
+    text = message["text"]
+    assert "Set: the promotion's held-out set" in text and "Watch 1: z " in text
+    assert "Sample: What is 2+2?" in text
+
+
 def test_an_email_goes_out_through_smtp_with_the_password_only_in_the_login(server, receiver):
     """Email over SMTP: Prefect 3.9.1 ships no SMTP notification block, but its Slack
     Webhook block hands a URL that is not a Slack webhook to Apprise as is

@@ -13,7 +13,7 @@ import pytest
 from prefect.states import Failed
 
 from flows.core.failures import FailureCategory, StageFailed
-from flows.core.recipe_files import REWARD_ERROR_MARK
+from flows.core.recipe_files import REWARD_ERROR_MARK, REWARD_GUARD_ANNOUNCE
 from flows.core.reward_failures import REWARD_CODE
 from flows.pipeline import retry_if_retryable
 from tests.fakes.stage_backend import backend_at, run_all
@@ -24,8 +24,13 @@ TRACEBACK = ["Traceback (most recent call last):",
              "3 scores for 4 completions"]
 
 
-def _marked(function: str, problem: str) -> str:
-    return f"{REWARD_ERROR_MARK} " + json.dumps({"function": function, "problem": problem})
+TOKEN = "0123456789abcdef" * 2
+ANNOUNCED = f"{REWARD_GUARD_ANNOUNCE} {TOKEN}"  # the guard's first line, at its import
+
+
+def _marked(function: str, problem: str, token: str = TOKEN) -> str:
+    return (f"{REWARD_ERROR_MARK} {token} "
+            + json.dumps({"function": function, "problem": problem}))
 
 
 def _not_retried(failure: StageFailed) -> bool:
@@ -38,7 +43,7 @@ def test_a_broken_reward_function_is_the_users_error_and_not_retried(
         tmp_path: Path, workload: str) -> None:
     backend = backend_at(tmp_path)
     backend.failing[workload] = [
-        "step 1", _marked("ascii_fraction_reward", "returned 3 scores for 4 completions"),
+        ANNOUNCED, "step 1", _marked("ascii_fraction_reward", "returned 3 scores for 4 completions"),
         *TRACEBACK]
     with pytest.raises(StageFailed) as failed:
         run_all(backend, with_eval=True)
@@ -56,7 +61,8 @@ def test_a_marked_line_past_the_log_tail_is_found_in_the_whole_log(tmp_path: Pat
     """A traceback through JAX and Tunix is longer than the tail a diagnosis keeps: the
     stage reads the program's log for the line."""
     backend = backend_at(tmp_path)
-    backend.failing["train-grpo"] = [_marked("ascii_fraction_reward", "raised ValueError: x"),
+    backend.failing["train-grpo"] = [ANNOUNCED,
+                                     _marked("ascii_fraction_reward", "raised ValueError: x"),
                                      *[f"  frame {n}" for n in range(200)], *TRACEBACK]
     with pytest.raises(StageFailed) as failed:
         run_all(backend)
@@ -75,3 +81,37 @@ def test_another_failure_of_the_program_stays_what_it_was(tmp_path: Path) -> Non
         run_all(backend)
     assert failed.value.diagnosis.code == ""
     assert "num_batches must be positive" in failed.value.diagnosis.summary
+
+
+HOST_LOST = ["Traceback (most recent call last):",
+             "RuntimeError: DEADLINE_EXCEEDED: the Pathways workers stopped answering"]
+
+
+@pytest.mark.parametrize("printed", [
+    # the guard's line as it read before it carried a token, printed by a reward function
+    f"{REWARD_ERROR_MARK} " + json.dumps({"function": "f", "problem": "call the admins"}),
+    # a mark with a token the guard never announced
+    _marked("f", "call the admins", token="f" * 32),
+    # the mark inside a line (a completion the trainer logs)
+    "sample completion: " + _marked("f", "call the admins"),
+    # the guard's token, a body that is not the guard's JSON
+    f"{REWARD_ERROR_MARK} {TOKEN} call the admins",
+])
+def test_a_line_that_only_looks_like_the_guards_does_not_count(tmp_path: Path,
+                                                               printed: str) -> None:
+    """Text of the team's code or the model in the log cannot turn another failure into
+    the recipe's user error (never retried) nor put its words in the diagnosis."""
+    backend = backend_at(tmp_path)
+    backend.failing["train-grpo"] = [ANNOUNCED, "step 1", printed, *HOST_LOST]
+    with pytest.raises(StageFailed) as failed:
+        run_all(backend)
+    assert failed.value.diagnosis.code != REWARD_CODE
+    assert "call the admins" not in failed.value.diagnosis.summary
+
+
+def test_without_the_guards_announcement_no_mark_counts(tmp_path: Path) -> None:
+    backend = backend_at(tmp_path)
+    backend.failing["train-grpo"] = ["step 1", _marked("f", "call the admins"), *HOST_LOST]
+    with pytest.raises(StageFailed) as failed:
+        run_all(backend)
+    assert failed.value.diagnosis.code != REWARD_CODE

@@ -20,10 +20,13 @@ def export(root: Path, run: str) -> str:
     return file_uri(folder)
 
 
-def judge(profile: Profile, root: Path, run: str, mean: float) -> bool:
-    """``run`` judged with mean reward ``mean`` (its base 0.1): True when promoted."""
+def judge(profile: Profile, root: Path, run: str, mean: float,
+          score_key: str = "score-key") -> bool:
+    """``run`` judged with mean reward ``mean`` (its base 0.1): True when promoted.
+    ``score_key``: the held-out set its scores are recorded under (a watch on the
+    promotion's set finds the champion's promotion score by the profile's real one)."""
     evaluation = {"trained": summary(mean).model_dump(), "base": summary(0.1).model_dump()}
     artifacts = {"hf_export": export(root, run), "trained_checkpoint": f"file:///c/{run}"}
     decision, _ = promote_or_reject(LocalStorage(), profile, run, evaluation, artifacts, None,
-                                    "eval-key", "score-key")
+                                    "eval-key", score_key)
     return decision.promoted

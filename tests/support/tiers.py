@@ -5,7 +5,8 @@
   starts such a service itself (a `prefect server start`, a `tpurl run` with its own API)
   and says so with `pytestmark = pytest.mark.services`;
 - e2e: the end-to-end modules of tests/e2e, the rehearsal's last (it builds a 4 GB venv on
-  first use and runs the real MaxText programs for many minutes).
+  first use and runs the real MaxText programs for many minutes), then the recipe tutorial's,
+  whose reader ran the rehearsal before: it runs in the rehearsal's output root after it.
 The tier is decided per module (a module's slowest test decides) so a module's
 module-scoped fixtures are set up once. scripts/test.sh runs the tiers as separate pytest
 invocations selected by the markers these tiers add; a plain `pytest` runs them in order.
@@ -25,14 +26,17 @@ SERVICE_FIXTURES = frozenset({"gcs_url", "gcs_east5", "store", "gcs", "prefect_a
                               "prefect_server", "docker_client", "standin_base",
                               "rehearsal_image", "gke_world", "mlflow_server"})
 E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
-LAST_MODULE = "test_rehearsal_e2e.py"
+# in this order, after every other e2e module
+LAST_MODULES = ("test_rehearsal_e2e.py", "test_rehearsal_recipe_tutorial.py")
 FAST, SERVICES, E2E, REHEARSAL = range(4)
 
 
 def item_tier(item: pytest.Item) -> int:
     path = Path(str(item.path)).resolve()
     if path.is_relative_to(E2E_DIR):
-        return REHEARSAL if path.name == LAST_MODULE else E2E
+        if path.name in LAST_MODULES:
+            return REHEARSAL + LAST_MODULES.index(path.name)
+        return E2E
     if item.get_closest_marker("services") is not None:  # starts its own service
         return SERVICES
     return SERVICES if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) else FAST

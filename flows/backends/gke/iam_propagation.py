@@ -57,14 +57,16 @@ _ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "artifactregistry.repositories.list", "artifactregistry.dockerimages.get",
         "artifactregistry.dockerimages.list"),
 }
-_DENIED = re.compile(r"(?P<email>[\w.+-]+@[\w.-]+) does not have (?P<permission>[a-z]+(?:\.[A-Za-z]+)+) "
-                     r"access")
+# the caller as GCS names it: a service account's email, or a team's Workload Identity
+# principal (team_identity.py) as its principal:// identifier
+_DENIED = re.compile(r"(?:(?P<principal>principal://[\w./:-]+)|(?P<email>[\w.+-]+@[\w.-]+)) "
+                     r"does not have (?P<permission>[a-z]+(?:\.[A-Za-z]+)+) access")
 
 
 @dataclass(frozen=True)
 class Grant:
     role: str
-    member: str  # "serviceAccount:EMAIL"
+    member: str  # "serviceAccount:EMAIL" or a team's "principal://..."
     resource: str  # "project P" or "bucket B"
     at: float  # epoch seconds the grant was made
 
@@ -98,4 +100,6 @@ def denial(text: str) -> tuple[str, str] | None:
     found = list(_DENIED.finditer(text))
     if not found:
         return None
-    return f"serviceAccount:{found[-1]['email']}", found[-1]["permission"]
+    last = found[-1]
+    member = last["principal"] or f"serviceAccount:{last['email']}"
+    return member, last["permission"]

@@ -19,11 +19,11 @@ from flows.core.recipe_files import recipe_destinations
 from flows.core.storage import Storage
 from flows.core.workload import Placement
 
-# The training container raises its memory cgroup (the head pod's default is too small for
-# the checkpoint restore) and gives vLLM its host address, as the tutorial does.
+# The tutorial's training container raises its memory cgroup to 190G (the head pod's limit
+# is too small for the checkpoint restore), which needs a privileged container; ours asks
+# for 190G as its limit instead (jobs/pathways.py PROGRAM_MEMORY) and stays unprivileged.
+# vLLM gets the pod's address, as the tutorial does.
 TRAIN_PREAMBLE = (
-    "(echo 190G > /sys/fs/cgroup/memory.max || "
-    "echo 190G > /sys/fs/cgroup/memory/memory.limit_in_bytes) 2>/dev/null || true",
     "export VLLM_HOST_IP=$(hostname -I | awk '{print $1}')",
     "export VLLM_ENABLE_V1_MULTIPROCESSING=0",
 )

@@ -60,7 +60,7 @@ class Propagation:
         if self.allows(member, permission):
             return None
         self.refused += 1
-        email = member.removeprefix("serviceAccount:")
+        email = member.removeprefix("serviceAccount:")  # a principal:// stays as it is
         message = (f"{email} does not have {permission} access to the Google Cloud Storage "
                    f"object. Permission '{permission}' denied on resource (or it may not "
                    "exist).")

@@ -5,9 +5,14 @@ Two modes (``gke.iam_mode``):
   workload (CLUSTER-gke-wl-sa) and node pool (CLUSTER-gke-np-sa) accounts. Every bucket of
   the project becomes writable (and deletable) by every pod of the cluster.
 - ``bucket-scoped`` (recommended, least privilege): roles/storage.objectAdmin plus
-  roles/storage.legacyBucketReader on the pipeline's bucket only. legacyBucketReader is there
-  for ``storage.buckets.get``: without it MaxText/Orbax report a misleading "bucket not found"
-  (objectAdmin lacks that permission).
+  roles/storage.legacyBucketReader on the pipeline's bucket only, to two members: the
+  profile's team principal (its pods: the training program with the team's reward
+  functions, conversion, export; flows/backends/gke/team_identity.py) and the node pool's
+  account (the Pathways workers, on the host's network, write the team's checkpoints and
+  scratch there; they run Google's pinned server image, no team code). Two teams on one
+  cluster: each principal holds its own bucket only; the node account holds both.
+  legacyBucketReader is there for ``storage.buckets.get``: without it MaxText/Orbax report a
+  misleading "bucket not found" (objectAdmin lacks that permission).
 
 Idempotent by reading first: only missing bindings are granted, so a second run changes
 nothing and runs no gcloud command.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -46,6 +52,9 @@ class Binding:
 
 
 def members(s: InfraSettings) -> tuple[str, str]:
+    """Who writes the bucket: the team's pods, then the nodes' (the Pathways workers)."""
+    if s.gke.iam_mode == "bucket-scoped":
+        return s.team_member, f"serviceAccount:{s.gke.node_service_account}"
     return f"serviceAccount:{s.gke.workload_service_account}", f"serviceAccount:{s.gke.node_service_account}"
 
 
@@ -59,7 +68,19 @@ def desired_bindings(s: InfraSettings) -> list[Binding]:
 def granted(policy: dict[str, Any], member: str) -> set[str]:
     """Roles bound to ``member`` without a condition (a conditional grant may not apply)."""
     return {b["role"] for b in policy.get("bindings", [])
-            if member in b.get("members", []) and not b.get("condition")}
+            if _key(member) in {_key(m) for m in b.get("members", [])}
+            and not b.get("condition")}
+
+
+_PROJECT_NUMBER = re.compile(r"^(principal://iam\.googleapis\.com/projects/)[^/]+(/locations/"
+                             r"global/workloadIdentityPools/)")
+
+
+def _key(member: str) -> str:
+    """A member as compared: a team principal without its project number, which a plan or a
+    check before the infra stage cannot know; its pool (``PROJECT.svc.id.goog``) names the
+    project already."""
+    return _PROJECT_NUMBER.sub(r"\1-\2", member)
 
 
 def missing_bindings(wanted: list[Binding], project_policy: dict[str, Any],

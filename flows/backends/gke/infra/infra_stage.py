@@ -63,8 +63,58 @@ def gke_plan_notes(profile: Profile) -> list[str]:
                      "privileged host-network Pathways ones included, read, overwrite and "
                      "delete every bucket of the project; gke.iam_mode: bucket-scoped (the "
                      "default) grants the pipeline's bucket only")
+    notes += identity_notes(profile, s)
     notes += render_cost(cost_plan(profile))
     return notes
+
+
+def identity_notes(profile: Profile, s: InfraSettings) -> list[str]:
+    """The grants per team on the profile's cluster: each team with its account, principal
+    and buckets (those of its profiles that load here and are on this cluster; a team none of
+    whose profiles does is named with its account), the team-less, then the node pool's
+    account; a bucket two teams would share is a warning (team_identity.py)."""
+    from flows.backends.gke.team_identity import (
+        TEAM_ROLES,
+        Member,
+        cluster_grants,
+        principal,
+        shared_bucket_issues,
+        team_account,
+    )
+    from flows.config.errors import ProfileError
+    from flows.config.loading import load_profile
+    from flows.config.teams import load_teams
+
+    if s.gke.iam_mode != "bucket-scoped":
+        return []
+    teams = load_teams()
+    members = [Member(profile.name, s.team, s.gke.project, s.gke.namespace, s.gke.bucket)]
+    for name in sorted({n for t in teams.teams.values() for n in t.profiles} - {profile.name}):
+        try:
+            other = load_profile(name).gke
+        except ProfileError:  # its project or bucket is given elsewhere: cannot be told
+            continue
+        team = teams.team_of(name)
+        if other is not None and (other.project, other.cluster) == (s.gke.project,
+                                                                    s.gke.cluster):
+            members.append(Member(name, team.name if team else None, other.project,
+                                  other.namespace, other.bucket))
+    grants = cluster_grants(members, s.project_number)
+    roles = " and ".join(TEAM_ROLES)
+    lines = [f"identity: {'team ' + g.team if g.team else 'profiles in no team'}: pods run "
+             f"as Kubernetes service account {g.account} ({g.member}); {roles} on "
+             f"{', '.join('gs://' + b for b in g.buckets)} only" for g in grants]
+    shown = {g.team for g in grants}
+    lines += [f"identity: team {name}: pods run as Kubernetes service account {account} "
+              f"({principal(s.gke.project, s.gke.namespace, account, s.project_number)}); "
+              "its own profiles' buckets only"
+              for name in sorted(teams.teams) if name not in shown
+              for account in (team_account(name),)]
+    lines += [f"identity: WARNING {i.problem}; {i.fix}" for i in shared_bucket_issues(grants)]
+    lines.append(f"identity: Pathways workers (host network, no team code) run as the node "
+                 f"account {s.gke.node_service_account}, which holds {roles} on every "
+                 "team's bucket of this cluster (checkpoints and scratch)")
+    return lines
 
 
 def planned_for(profile: Profile) -> Planned:

@@ -29,7 +29,8 @@ What Kueue does with flavors in chain order, and what it does not:
   pkg/controller/admissionchecks/provisioning/controller.go:280, parametersKueueToProvisioning),
   among them ``maxRunDurationSeconds``: gke.max_run_hours, the nodes' lifetime.
 - Teams (deployments/teams.yaml): each gets its own ClusterQueue in the cluster's cohort and
-  a LocalQueue, after the profile's own objects (infra/team_kueue.py says how and why).
+  a LocalQueue, after the profile's own objects (infra/team_kueue.py says how and why), and
+  its Kubernetes service account, which its pods run as (team_identity.py).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import yaml
 from flows.backends.gke.capacity_pools import flavor_name, pool_node_labels, pool_taints
 from flows.backends.gke.infra.team_kueue import team_objects
 from flows.backends.gke.infra.team_quota import TeamQuota, checked_quotas
+from flows.backends.gke.team_identity import team_service_accounts
 from flows.common.paths import REPO_ROOT
 from flows.config.gke import GkeSection
 from flows.config.teams import load_teams
@@ -117,6 +119,7 @@ def kueue_documents(text: str, gke: GkeSection,
     base = next((d for d in out if d["kind"] == "ClusterQueue"), None)
     if quotas and base is not None:
         out += team_objects(base, quotas, gke.cluster, gke.namespace)
+        out += team_service_accounts(quotas, gke.namespace)  # team_identity.py
     return out
 
 

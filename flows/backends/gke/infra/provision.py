@@ -95,6 +95,7 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
     s.workdir.mkdir(parents=True, exist_ok=True)
 
     project_number = apis.project_number(s.gke.project)
+    s = s.model_copy(update={"project_number": project_number})  # the team principal's
     bucket = ensure_bucket(client, s, project_number)
     report.bucket_created = bucket.created
     report.warnings += bucket.warnings

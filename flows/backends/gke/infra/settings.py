@@ -41,6 +41,18 @@ class InfraSettings(BaseModel):
     releases_url: str = RELEASES_URL
     team_queue: str | None = None
     """The team's LocalQueue (None: the profile is in no team)."""
+    team: str | None = None
+    """The profile's team (None: in no team): whose identity its pods run as."""
+    project_number: str | None = None
+    """The project's number, once read (the team principal names it; the plan cannot)."""
+
+    @property
+    def team_member(self) -> str:
+        """The IAM member the profile's pods act as (team_identity.py)."""
+        from flows.backends.gke.team_identity import principal, team_account
+
+        return principal(self.gke.project, self.gke.namespace, team_account(self.team),
+                         self.project_number)
 
     @property
     def queue(self) -> str:
@@ -87,5 +99,6 @@ def settings_from_profile(profile: Profile, *, cache_dir: Path | None = None,
     return InfraSettings(
         gke=profile.gke, cache_dir=cache_dir or default_cache_dir(),
         team_queue=team_queue_name(team.name) if team else None,
+        team=team.name if team else None,
         releases_url=releases_url or os.environ.get("TPURL_GCLUSTER_RELEASES_URL")
         or RELEASES_URL)

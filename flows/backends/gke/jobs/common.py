@@ -19,6 +19,7 @@ from flows.backends.gke.capacity_pools import (
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.jobs.secret_objects import MANAGED_BY, secret_env_var
+from flows.backends.gke.team_identity import team_account
 from flows.backends.gke.team_queues import queue_labels
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
@@ -115,9 +116,19 @@ def tpu_pod_scheduling(profile: Profile) -> dict[str, Any]:
 
 
 def host_network() -> dict[str, Any]:
-    """hostNetwork as the tutorial: the pods then act as the node service account, which the
-    tutorial grants storage.admin; Pathways needs it for its ports anyway."""
+    """hostNetwork, as google/pathways-job builds its workers ("For performance"): only for
+    pods of Pathways' own image, which run no team code. Such a pod acts as the node pool's
+    service account, not its Kubernetes account (GKE's Workload Identity limits), so a pod
+    that runs a team's code never takes it (team_identity.py)."""
     return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
+
+
+def team_identity(profile: Profile) -> dict[str, Any]:
+    """The pod fields of a pod that runs the team's code: the team's Kubernetes service
+    account (Workload Identity binds it to the team's principal, which writes the team's
+    bucket only), on the pod network. A profile in no team: the namespace's default."""
+    team = load_teams().team_of(profile.name)
+    return {"serviceAccountName": team_account(team.name if team else None)}
 
 
 def failure_policy(max_restarts: int, restart_strategy: str | None = None) -> dict[str, Any]:

@@ -1,11 +1,16 @@
 """The Pathways training JobSet: a CPU head (proxy and resource-manager native sidecars, then
 the training program) plus TPU workers, one replicated Job per slice.
 
-As Cluster Toolkit's `gcluster job submit --pathways` builds it, with three deliberate
+As Cluster Toolkit's `gcluster job submit --pathways` builds it, with four deliberate
 differences: the images are pinned (upstream defaults to :latest), the program talks to the
-proxy at grpc://127.0.0.1:29000 as MaxText's own recipes do (the head uses hostNetwork and
-the proxy is in the same pod, so no DNS race with the headless service), and the
-HF token is an env var from a Secret instead of a command-line argument.
+proxy at grpc://127.0.0.1:29000 as MaxText's own recipes do (the proxy is in the same pod,
+so no DNS race with the headless service), the HF token is an env var from a Secret instead
+of a command-line argument, and the head pod, which runs the team's program and reward
+functions, is on the pod network as the team's Kubernetes service account, unprivileged
+(google/pathways-job v0.1.4 MakePathwaysHeadPodSpec sets hostNetwork on it "for
+performance"; on the host's network it would act as the node's account, which holds every
+team's bucket: jobs/common.py team_identity, docs/decisions/0027-an-identity-per-team.md).
+The workers, Pathways' own image, stay on the host's network as upstream builds them.
 
 The head runs on the CPU pool, which spans the cluster's zones: left alone, the scheduler
 may place it in another zone than its slice, and every call between the proxy, the resource
@@ -36,6 +41,7 @@ from flows.backends.gke.jobs.common import (
     plain_env,
     pod_failure_policy,
     secret_env,
+    team_identity,
     tpu_pod_scheduling,
 )
 from flows.backends.gke.jobs.options import GkeOptions
@@ -47,6 +53,7 @@ from flows.core.workload import Workload
 HEAD = "pathways-head"
 WORKER = "worker"
 PROXY_PORT, RM_PORT, WORKER_PORT = 29000, 29001, 29005
+PROGRAM_MEMORY = "190G"  # the checkpoint restore's need (runtime.py TRAIN_PREAMBLE says so)
 COORDINATOR = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
 # On every Pathways container (proxy, resource manager, worker, program), as the tutorial.
 SHARED_ENV = (
@@ -105,17 +112,18 @@ def resource_manager_container(profile: Profile, opts: GkeOptions) -> dict[str, 
 
 
 def program_container(workload: Workload, opts: GkeOptions) -> dict[str, Any]:
-    """The training program; privileged so the preamble may raise its memory cgroup."""
+    """The training program, with the team's reward functions: unprivileged (a privileged
+    container can reach the node and its account), its memory limit the 190G the
+    tutorial's preamble raised the cgroup to."""
     env = plain_env([("JAX_PLATFORMS", "proxy"), ("XCLOUD_ENVIRONMENT", "GCP"),
                      ("JAX_BACKEND_TARGET", f"grpc://127.0.0.1:{PROXY_PORT}"), *SHARED_ENV,
                      *workload.env])
     return {
         "name": WORKLOAD_CONTAINER,
         "image": workload.image,
-        "securityContext": {"privileged": True},
         "command": container_command(workload),
         "env": [*_head_env(), *env, *secret_env(workload, opts)],
-        "resources": {"limits": {"cpu": "24", "memory": "100Gi"},
+        "resources": {"limits": {"cpu": "24", "memory": PROGRAM_MEMORY},
                       "requests": {"cpu": "2", "memory": "8Gi"}},
         **({"volumeMounts": shipped} if (shipped := mounts(workload)) else {}),
     }
@@ -210,7 +218,7 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
     hosts = gke.hosts_per_slice
     zone = slice_zone(gke, gke.capacity_chain[0])
     head_pod = {
-        **host_network(),
+        **team_identity(profile),
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
         "nodeSelector": {NODEPOOL: opts.gke.cpu_pool, **({ZONE_LABEL: zone} if zone else {})},

@@ -25,11 +25,11 @@ from flows.backends.gke.jobs.common import (
     SLICE_TOPOLOGY,
     WORKLOAD_CONTAINER,
     failure_policy,
-    host_network,
     jobset_metadata,
     plain_env,
     pod_failure_policy,
     secret_env,
+    team_identity,
     tpu_pod_scheduling,
     with_spec_digest,
 )
@@ -114,7 +114,7 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
                          *mounts(workload)],
     }
     pod = {
-        **host_network(),
+        **team_identity(profile),
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
         "nodeSelector": {NODEPOOL: opts.gke.cpu_pool},
@@ -144,7 +144,7 @@ def tpu_hosts_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, 
         **({"volumeMounts": shipped} if (shipped := mounts(workload)) else {}),
     }
     pod = {
-        **host_network(),
+        **team_identity(profile),
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
         "containers": [container],

@@ -30,6 +30,10 @@ from tests.support.profiles import fake_hf_token, infra_profile
 
 BUCKET = "my-tpurl-bucket"
 WL = "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"
+# the pods of a profile in no team: the namespace's default account's principal, of the fake
+# project's number (0, as fake-gcs-server reports it)
+POD = ("principal://iam.googleapis.com/projects/0/locations/global/workloadIdentityPools/"
+       "my-proj-123.svc.id.goog/subject/ns/default/sa/default")
 NP = "serviceAccount:tpurl-v6e-gke-np-sa@my-proj-123.iam.gserviceaccount.com"
 WAITS = "waiting for IAM propagation"
 
@@ -50,14 +54,14 @@ def _provisioned(settings: InfraSettings, cloud: Cloud, gcs: Any,
     report = provision(settings, cloud.apis, gcs, Log())
     assert len(report.granted) == 4
     recorded = load(grants_path(settings.workdir))
-    assert {(g.role, g.member) for g in recorded} >= {("roles/storage.objectAdmin", WL)}
+    assert {(g.role, g.member) for g in recorded} >= {("roles/storage.objectAdmin", POD)}
     return time.time() - min(cloud.state()["grant_times"].values())
 
 
-def _program(iam: Propagation, permission: str, member: str = WL
+def _program(iam: Propagation, permission: str, member: str = POD
              ) -> Callable[[FakeKube, str], None]:
     """The stage's program writes its output to the bucket as ``member`` (the workload
-    account unless said): the upload is refused (the traceback, exit 1) while IAM refuses
+    pods' team principal unless said): the upload is refused (the traceback, exit 1) while IAM refuses
     it, else it succeeds."""
     def writes(kube: FakeKube, name: str) -> None:
         refused = iam.refusal(member, permission, BUCKET, "tpurl/out/0/items/manifest.ocdbt")
@@ -71,7 +75,7 @@ def _program(iam: Propagation, permission: str, member: str = WL
     return writes
 
 
-def _attempts(iam: Propagation, permission: str, count: int, member: str = WL) -> list[Any]:
+def _attempts(iam: Propagation, permission: str, count: int, member: str = POD) -> list[Any]:
     return [[(0.05, admit), (0.05, start), (0.05, _program(iam, permission, member))]] * count
 
 
@@ -93,7 +97,7 @@ def test_a_403_right_after_the_infra_stages_grant_is_waited_out_then_the_stage_s
     assert iam.refused >= 1 and jobsets_created(kube) == iam.refused + 1
     waits = [line for line in logger.lines if WAITS in line]
     assert len(waits) == iam.refused
-    assert "storage.objects.create was refused to " + WL in waits[0]
+    assert "storage.objects.create was refused to " + POD in waits[0]
     assert "granted roles/storage.objectAdmin on bucket my-tpurl-bucket" in waits[0]
 
 
@@ -128,7 +132,7 @@ def test_a_grant_still_refused_after_the_budget_fails_naming_the_role_the_accoun
     assert isinstance(outcome, StageFailed), outcome
     diagnosis = outcome.diagnosis
     assert diagnosis.code == CODE and diagnosis.category is FailureCategory.USER_ERROR
-    assert f"storage.objects.create is still refused to {WL}" in diagnosis.summary
+    assert f"storage.objects.create is still refused to {POD}" in diagnosis.summary
     assert "roles/storage.objectAdmin on bucket my-tpurl-bucket" in diagnosis.summary
     assert f"gcloud storage buckets get-iam-policy gs://{BUCKET}" in diagnosis.fix
     assert any(WAITS in line for line in logger.lines)

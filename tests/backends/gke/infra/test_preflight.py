@@ -16,7 +16,10 @@ from flows.backends.gke.infra.settings import InfraSettings
 from tests.fakes.cloud import FakeGoogleApis
 from tests.support.profiles import with_gke
 
-WL = "serviceAccount:tpurl-v6e-gke-wl-sa@my-proj-123.iam.gserviceaccount.com"
+# the team principal of a profile in no team, with the project's number once the infra stage
+# read it (a check before that compares it without the number)
+POD = ("principal://iam.googleapis.com/projects/123456789012/locations/global/"
+       "workloadIdentityPools/my-proj-123.svc.id.goog/subject/ns/default/sa/default")
 NP = "serviceAccount:tpurl-v6e-gke-np-sa@my-proj-123.iam.gserviceaccount.com"
 
 
@@ -89,13 +92,13 @@ def test_old_jobset_or_kueue_on_an_existing_cluster(addons, bad, settings: Infra
 
 def test_bucket_metadata_trap(settings: InfraSettings) -> None:
     object_admin_only = {"bindings": [{"role": "roles/storage.objectAdmin",
-                                       "members": [WL, NP]}]}
+                                       "members": [POD, NP]}]}
     result = check_bucket_access(settings, {"bindings": []}, object_admin_only, planned=False)
     assert result.status == "fail"
     assert "bucket not found" in result.issue.problem and "legacyBucketReader" in result.render()
     # before the infra stage, the grants it will make count
     assert check_bucket_access(settings, {"bindings": []}, object_admin_only).status == "ok"
-    reader = {"bindings": [{"role": "roles/storage.legacyBucketReader", "members": [WL, NP]}]}
+    reader = {"bindings": [{"role": "roles/storage.legacyBucketReader", "members": [POD, NP]}]}
     assert check_bucket_access(settings, {}, reader, planned=False).status == "ok"
 
 

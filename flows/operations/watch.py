@@ -1,0 +1,198 @@
+"""`tpurl watch PROFILE`: score the champion again and post ``tpurl.model.regressed`` only
+when its score dropped significantly.
+
+One watch: the champion (the promoted pointer) is scored by the evaluation program that
+promoted it (flows/core/eval_programs.py ``evaluate_workload``: the training's arguments and
+reward functions, the profile's ``eval`` settings), on the profile's ``watch.files`` when
+set, else on the promotion's held-out set; its checkpoint is the one its promotion recorded.
+The scores go under the model's output root in ``watch/<run>/<stamp>``, never into the
+evaluate stage's keyed directories. The new score is judged against a recorded one
+(flows/core/watch_record.py) by the sequential test of flows/core/watch_decision.py; the
+record is appended to watch-history.json, then, only for a regression, the event is posted
+with its evidence. What the event sets off is the profile's automations': the rollback
+deployment's trigger (prefect.yaml) and the notify automation.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from flows.backends import storage_for
+from flows.common.event_catalogue import MODEL_REGRESSED
+from flows.common.failure_codes import Failure
+from flows.common.paths import path_part
+from flows.config import ProfileError, load_profile
+from flows.config.profile import Profile
+from flows.core.eval_programs import score_key
+from flows.core.failures import user_error
+from flows.core.layout import Layout
+from flows.core.promotion import PromotedModel
+from flows.core.promotion_store import read_history, read_promoted
+from flows.core.rollback import RollbackRefused, choose_target, current_champion, model_resource
+from flows.core.scores import ScoresFile, summarize
+from flows.core.storage import Storage, join
+from flows.core.watch_decision import judge_watch
+from flows.core.watch_record import WatchRecord, choose_reference, watch_number
+from flows.core.watch_store import append_watch, read_watches
+from flows.operations.rollback import post_event
+
+SOURCE = "tpurl watch"
+SAMPLES = 3  # responses kept in the record and the event: enough to see what changed
+
+# scores the champion on the watched set: (the profile with the set as its eval, the
+# champion, the directory the scores go to) -> the program's scores file
+type Scorer = Callable[[Profile, PromotedModel, str], ScoresFile]
+
+
+@dataclass(frozen=True)
+class WatchOutcome:
+    record: WatchRecord
+    posted: bool  # the regressed event reached a Prefect API
+
+    def lines(self) -> list[str]:
+        r = self.record
+        out = [f"watch {r.watch_number} of run {r.champion_run} on {r.set_name}: {r.verdict}",
+               f"  {r.reason}"]
+        if r.reference_source:
+            out.append(f"  reference: {r.reference_source}")
+        if r.verdict == "regressed":
+            out.append(f"  event {MODEL_REGRESSED.name} "
+                       + ("posted: the profile's rollback trigger, where enabled, restores "
+                          "the model before it" if self.posted
+                          else "not posted (PROFILE has no Prefect API: PREFECT_API_URL unset)"))
+        return out
+
+
+def watched_profile(profile: Profile) -> tuple[Profile, str]:
+    """The profile as the watch scores with it (its eval reading ``watch.files`` when set),
+    and the set's name for people."""
+    assert profile.eval is not None and profile.watch is not None
+    watch = profile.watch
+    if not watch.files:
+        return profile, "the promotion's held-out set"
+    ev = profile.eval.model_copy(update={"files": watch.files,
+                                         "dataset_name": watch.dataset_name,
+                                         "split": watch.split})
+    return profile.model_copy(update={"eval": ev}), f"watch.files {watch.files}"
+
+
+def _previous(history: list[PromotedModel], champion: PromotedModel) -> PromotedModel | None:
+    """The model a rollback would restore now (None when there is none)."""
+    try:
+        return choose_target(history, champion, None)
+    except RollbackRefused:
+        return None
+
+
+def run_watch(storage: Storage, profile: Profile, scorer: Scorer, *, at: str | None = None,
+              flow_run: str = "") -> WatchOutcome:
+    """One watch: score, judge, record, and post the event on a regression."""
+    if profile.watch is None or profile.promotion_rule is None:
+        raise user_error("watch", "the profile has no watch section", profile.name,
+                         "add `watch: {}` (and eval:) to the profile (docs/how-to/watch.md)",
+                         code=Failure.EVAL_NO_WATCH)
+    history = read_history(storage, profile)
+    try:
+        champion = current_champion(history, read_promoted(storage, profile))
+    except RollbackRefused:
+        raise user_error("watch", "nothing is promoted, so there is no champion to watch",
+                         profile.name, "promote a model first (a run with eval:, "
+                         "docs/how-to/evaluation.md)", code=Failure.EVAL_NO_CHAMPION) from None
+    stamp = at or datetime.now(UTC).isoformat()
+    scoring, set_name = watched_profile(profile)
+    set_key = score_key(scoring)
+    metric = profile.promotion_rule.metric
+    out = join(Layout(profile).model_root, "watch", path_part(champion.run),
+               stamp.replace(":", "").replace("+", "Z"))
+    scores = scorer(scoring, champion, out)
+    if scores.total <= 0 or scores.overlap:
+        raise user_error("watch", f"the watch scored {scores.total} held-out rows "
+                         f"({scores.overlap} overlapping the training)", out,
+                         "raise eval.batches, or set watch.files to rows the champion was "
+                         "not trained on", code=Failure.EVAL_OVERLAP)
+    summary = summarize(scores)
+    records = read_watches(storage, profile)
+    reference = choose_reference(champion, _previous(history, champion), records, set_key,
+                                 metric)
+    number = watch_number(records, champion.run, set_key)
+    samples = scores.questions[:SAMPLES]
+    common = WatchRecord(at=stamp, champion_run=champion.run, model_uri=champion.model_uri,
+                         set_key=set_key, set_name=set_name, metric=metric, scores=summary,
+                         samples=samples, flow_run=flow_run, watch_number=number,
+                         verdict="baseline",
+                         reason=f"{metric} {summary.metric(metric):.4f}: the first score of "
+                                f"run {champion.run} on this set, kept as its reference")
+    if reference is None:
+        record = common
+    else:
+        decision = judge_watch(metric, reference.interval, getattr(summary, metric), number,
+                               profile.watch.alpha, profile.watch.min_drop)
+        record = common.model_copy(update={
+            "verdict": decision.verdict, "reason": decision.reason,
+            "reference": reference.interval, "reference_source": reference.source,
+            "z": decision.z, "threshold": decision.threshold,
+            "alpha_spent": decision.alpha_spent})
+    append_watch(storage, profile, record)  # first: the event's evidence is on record
+    posted = record.verdict == "regressed" and post_event(regressed_event(profile.name, record))
+    return WatchOutcome(record, posted)
+
+
+def regressed_event(profile: str, record: WatchRecord) -> dict[str, Any]:
+    """The event's body (POST /api/events): the rollback trigger reads ``run`` and ``reason``;
+    the rest is the evidence, checked against the catalogue."""
+    payload = {"run": record.champion_run, "reason": f"{SOURCE}: {record.reason}",
+               "source": SOURCE, "metric": record.metric,
+               "value": record.scores.metric(record.metric),
+               "evidence": {"set": record.set_name, "set_key": record.set_key,
+                            "scores": record.scores.row(),
+                            "reference": (record.reference.model_dump()
+                                          if record.reference else None),
+                            "reference_source": record.reference_source,
+                            "watch_number": record.watch_number, "z": record.z,
+                            "threshold": record.threshold, "alpha_spent": record.alpha_spent,
+                            "samples": record.samples, "watch_run": record.flow_run,
+                            "at": record.at}}
+    return {"id": str(uuid.uuid4()), "occurred": record.at, "event": MODEL_REGRESSED.name,
+            "resource": {**model_resource(profile), "prefect.resource.name": f"{profile} model"},
+            "payload": MODEL_REGRESSED.checked(payload)}
+
+
+def program_scorer(scoring: Profile, champion: PromotedModel, out: str) -> ScoresFile:
+    """The evaluation program on the champion's checkpoint, through the profile's backend
+    (the rehearsal's processes, or a Job on the profile's cluster), as the evaluate stage
+    runs it."""
+    from flows.backends import backend_for
+    from flows.core.eval_programs import SCORES_FILE, evaluate_workload
+    from flows.core.scores import parse_scores
+
+    backend = backend_for(scoring, stage="watch")
+    layout = Layout(scoring)
+    workload = evaluate_workload(scoring, layout, backend.runtime, "trained",
+                                 champion.trained_checkpoint, out=out)
+    backend.run_workload(workload, layout.log(out, workload.name))
+    uri = join(out, SCORES_FILE)
+    scores, problem = parse_scores(storage_for(uri).read_text(uri))
+    if scores is None:
+        raise user_error("watch", "the watch's evaluation left no usable scores",
+                         f"{uri}: {problem}", "read the log beside it and watch again")
+    return scores
+
+
+def watch_command(target: str, overrides: dict[str, str]) -> int:
+    """Exit 0 the champion holds (or a baseline, or inconclusive), 3 regressed, 2 refused."""
+    from flows.core.failures import StageFailed
+
+    try:
+        profile = load_profile(target, overrides)
+        storage = storage_for(profile.section.output_root())
+        outcome = run_watch(storage, profile, program_scorer)
+    except (ProfileError, StageFailed) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(outcome.lines()))
+    return 3 if outcome.record.verdict == "regressed" else 0
