@@ -5,11 +5,12 @@ A field's description is written where the field is defined (an attribute docstr
 by pydantic through ``use_attribute_docstrings``, or ``Field(description=...)``), so the same
 text reaches this page and the JSON schema. The page counts the fields that have none.
 
-A field's limits are what validation refuses, read from where each check is declared: a
-pydantic constraint from the field's metadata (``Field(gt=0)``, ``min_length``, a pattern,
-a ``Literal``'s choices), a check written as code from the text it carries
-(flows/config/limits.py), the model validators' and the ``tpurl validate`` rules'
-(flows/config/checks.py ``RULES``) by the field paths they name."""
+A field's limits are what validation refuses, read from the models' JSON schema
+(``Model.model_json_schema()``, as Prefect's generate_settings_ref.py, among its scripts,
+reads its settings'): a pydantic constraint (minimum, maximum, pattern, enum, lengths) and a check's
+own limit (flows/config/types.py ``Checked``). A check across fields cannot be a field's
+type: a model validator and a ``tpurl validate`` rule (flows/config/checks.py ``RULES``)
+carry their limits by the field paths they name (flows/config/limits.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from flows.config import Profile
-from flows.config.limits import EACH_FIELD, declaration
+from flows.config.limits import declaration
+from flows.config.types import LIMITS_KEY
 from reference.markdown import cell, table
 
 
@@ -63,52 +65,40 @@ def _type_name(annotation: Any) -> str:
     return str(annotation).replace("typing.", "")
 
 
-def _choices(annotation: Any) -> list[str]:
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return [str(v) for v in typing.get_args(annotation)]
-    if origin is not None:
-        return [c for arg in typing.get_args(annotation) for c in _choices(arg)]
-    return []
-
-
 LIMIT_SEPARATOR = " · "  # between a field's limits (their own texts may hold ";")
-_SIGNS = {"gt": ">", "ge": "≥", "lt": "<", "le": "≤", "multiple_of": "a multiple of",
-          "min_length": "length ≥", "max_length": "length ≤"}
+# JSON Schema's validation keywords as the page words them, in the order it shows them
+_KEYWORDS = {"exclusiveMinimum": ">", "minimum": "≥", "exclusiveMaximum": "<", "maximum": "≤",
+             "multipleOf": "a multiple of", "minLength": "length ≥", "maxLength": "length ≤",
+             "minItems": "items ≥", "maxItems": "items ≤"}
+# where a field's schema holds the schemas of its parts (a union, a list's items, a map's
+# values and keys); a section's own fields (a $ref) are rows of their own
+_PARTS = ("anyOf", "allOf", "oneOf", "items", "prefixItems", "additionalProperties",
+          "propertyNames")
 
 
-def _constraint(item: object) -> list[str]:
-    """One metadata entry of a field as the limits it sets: pydantic's bounds and lengths
-    (annotated_types), a pattern and the rest of its general metadata (each set key shown,
-    so a constraint this table does not name still reaches the page)."""
+def schema_limits(schema: Any) -> list[str]:
+    """What a field's JSON schema refuses, in the page's words: enum or const, the bounds
+    and lengths, the pattern, then the checks' own texts (``x-limits``, written by
+    flows/config/types.py ``Checked``), from the field and from the parts of its type."""
+    if isinstance(schema, list):
+        return list(dict.fromkeys(shown for part in schema for shown in schema_limits(part)))
+    if not isinstance(schema, dict):
+        return []
     shown = []
-    for key, value in vars(item).items() if hasattr(item, "__dict__") else (
-            (slot, getattr(item, slot)) for slot in getattr(item, "__slots__", ())):
-        if value is None:
-            continue
-        if key == "pattern":
-            shown.append(f"matches `{value}`")
-        else:
-            shown.append(f"{_SIGNS[key]} {value}" if key in _SIGNS else f"{key}: {value}")
-    return shown
+    if "enum" in schema or "const" in schema:
+        shown.append(", ".join(f"`{v}`" for v in schema.get("enum", [schema.get("const")])))
+    shown += [f"{sign} {schema[key]}" for key, sign in _KEYWORDS.items() if key in schema]
+    if "pattern" in schema:
+        shown.append(f"matches `{schema['pattern']}`")
+    shown += schema.get(LIMITS_KEY, [])
+    shown += [s for part in _PARTS for s in schema_limits(schema.get(part))]
+    return list(dict.fromkeys(shown))
 
 
-def _metadata(annotation: Any) -> list[object]:
-    """Constraints inside the annotation (``list[Annotated[str, Field(min_length=1)]]``)."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        _, *extra = typing.get_args(annotation)
-        found = [m for e in extra for m in (e.metadata if isinstance(e, FieldInfo) else [e])]
-        return found + _metadata(typing.get_args(annotation)[0])
-    return [m for arg in typing.get_args(annotation) for m in _metadata(arg)]
-
-
-def constraints(info: FieldInfo) -> list[str]:
-    """The limits pydantic enforces on a field, read from its own declaration."""
-    choices = list(dict.fromkeys(_choices(info.annotation)))  # one mode or a list of them
-    parts = [", ".join(f"`{c}`" for c in choices)] if choices else []
-    for item in [*info.metadata, *_metadata(info.annotation)]:
-        parts += _constraint(item)
-    return parts
+def field_schemas(model: type[BaseModel]) -> dict[str, Any]:
+    """Each field's JSON schema by the name the profile uses (its alias)."""
+    properties: dict[str, Any] = model.model_json_schema(by_alias=True).get("properties", {})
+    return properties
 
 
 def _default(info: FieldInfo) -> str:
@@ -160,17 +150,10 @@ def _sections(model: type[BaseModel], prefix: str) -> Iterator[tuple[type[BaseMo
 
 
 def model_limits(model: type[BaseModel]) -> dict[str, list[str]]:
-    """The declared limits of a model's own validators, by field path relative to it (a
-    field's alias, as the profile page and the YAML name it)."""
-    key = {name: info.alias or name for name, info in model.model_fields.items()}
+    """The declared limits of a model's own checks across fields (its model validators), by
+    field path relative to it ("" for the section itself)."""
     found: dict[str, list[str]] = {}
-    decorators = model.__pydantic_decorators__
-    for validator in decorators.field_validators.values():
-        declared = declaration(validator.func)
-        for path, text in declared.limits if declared else ():
-            for name in validator.info.fields if path == EACH_FIELD else (path,):
-                found.setdefault(key.get(name, name), []).append(text)
-    for across in decorators.model_validators.values():
+    for across in model.__pydantic_decorators__.model_validators.values():
         declared = declaration(across.func)
         for path, text in declared.limits if declared else ():
             found.setdefault(path, []).append(text)
@@ -178,11 +161,18 @@ def model_limits(model: type[BaseModel]) -> dict[str, list[str]]:
 
 
 def undeclared(model: type[BaseModel]) -> list[str]:
-    """The model's validators that declare neither a limit nor that they only reshape."""
+    """The model's validators the page cannot read: a field validator that refuses something
+    (a limit on one field is an ``Annotated`` type, flows/config/types.py) and a model
+    validator that declares neither its limits nor that it only reshapes."""
     decorators = model.__pydantic_decorators__
-    return [f"{model.__module__}.{model.__qualname__}.{name}"
-            for group in (decorators.field_validators, decorators.model_validators)
-            for name, validator in group.items() if declaration(validator.func) is None]
+    found = []
+    for group, allowed in ((decorators.field_validators, "reshapes"),
+                           (decorators.model_validators, "limits or reshapes")):
+        for name, validator in group.items():
+            declared = declaration(validator.func)
+            if declared is None or (allowed == "reshapes" and not declared.reshapes):
+                found.append(f"{model.__module__}.{model.__qualname__}.{name}")
+    return found
 
 
 def declared_limits(model: type[BaseModel] = Profile) -> dict[str, list[str]]:
@@ -209,10 +199,11 @@ def rows(model: type[BaseModel] = Profile, prefix: str = "",
     found = []
     computed = unset_means()
     declared = declared_limits(model) if declared is None else declared
+    schemas = field_schemas(model)
     for name, info in model.model_fields.items():
         key = info.alias or name
         path = f"{prefix}{key}"
-        limits = [*constraints(info), *dict.fromkeys(declared.get(path, []))]
+        limits = dict.fromkeys([*schema_limits(schemas.get(key)), *declared.get(path, [])])
         found.append(FieldRow(path, _type_name(info.annotation),
                               computed.get(path) or _default(info),
                               LIMIT_SEPARATOR.join(limits), info.description or ""))
@@ -232,7 +223,8 @@ def render() -> str:
              " A profile is a YAML file under `deployments/profiles/`; `--set FIELD=VALUE` and "
              "`TPURL_SECTION__FIELD` set a field for one command.", "",
              "The limits are what `tpurl validate` (and every command that loads the profile) "
-             "refuses, each read from the check that enforces it: a field's own constraint, "
+             "refuses, each read from the check that enforces it: a field's own limit (its type, "
+             "as the profile's JSON schema holds it), "
              "the section's checks across fields, and the rules across the profile. Across "
              f"the whole profile: {whole}.", "",
              f"{len(fields)} fields, {described} with a description, {limited} with limits.", ""]

@@ -12,22 +12,42 @@ flows/config/uri_and_revision_rules.py.
 
 from __future__ import annotations
 
+from typing import Annotated
 from urllib.parse import urlparse
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from flows.common.paths import file_uri, repo_relative
 from flows.config.errors import FixableValueError
-from flows.config.limits import limit
 from flows.config.section_base import StrictModel
+from flows.config.types import Checked
 from flows.config.uri_and_revision_rules import SCHEMES, as_directory, prefix_problem
 
+
+def _prefix(value: str) -> str:
+    """The prefix as the directory it names (a trailing '/' added, the scheme in lowercase),
+    so a URI is inside it by whole path segments."""
+    prefix = value if urlparse(value).scheme else file_uri(repo_relative(value))
+    scheme, sep, rest = prefix.partition("://")
+    prefix = as_directory(scheme.lower() + sep + rest)
+    if problem := prefix_problem(prefix):
+        raise FixableValueError(
+            f"{value!r} {problem}: not a directory an announced URI can be checked against",
+            "give gs://BUCKET/DIR/, hf://datasets/ORG/NAME/, file:///ABS/DIR/ or a directory "
+            "relative to the repository, written plainly (no '..', '//', '%', '?', '#' or glob "
+            "characters)")
+    return prefix
+
+
+UriPrefix = Annotated[str, Checked(
+    _prefix, f"each a directory URI ({', '.join(SCHEMES)}: gs://BUCKET/DIR/, hf://datasets/ORG/, "
+    "file:///ABS/DIR/) or a directory of the repository; no glob characters")]
 
 class AnnouncementsSection(StrictModel):
     # URI prefixes ("gs://BUCKET/data/", "hf://datasets/ORG/NAME/", "file:///abs/dir/" or a
     # directory relative to the repository); an announced dataset must lie under one. Empty
     # (the default): every dataset announcement is refused, naming this field.
-    allowed_uri_prefixes: list[str] = Field(default_factory=list)
+    allowed_uri_prefixes: list[UriPrefix] = Field(default_factory=list)
     """URI prefixes an announced dataset may start with; none: every dataset announcement is
     refused."""
     # A burst of announcements (a pipeline publishing many versions at once) is decided
@@ -39,24 +59,3 @@ class AnnouncementsSection(StrictModel):
     """Seconds without a new announcement before a burst is decided (one retrain run for
     all of it)."""
 
-    @field_validator("allowed_uri_prefixes")
-    @classmethod
-    @limit(f"each a directory URI ({', '.join(SCHEMES)}: gs://BUCKET/DIR/, hf://datasets/ORG/, "
-           "file:///ABS/DIR/) or a directory of the repository; no glob characters")
-    def _prefixes(cls, values: list[str]) -> list[str]:
-        """Each prefix as the directory it names (a trailing '/' added, the scheme in
-        lowercase), so a URI is inside it by whole path segments."""
-        out = []
-        for value in values:
-            prefix = value if urlparse(value).scheme else file_uri(repo_relative(value))
-            scheme, sep, rest = prefix.partition("://")
-            prefix = as_directory(scheme.lower() + sep + rest)
-            if problem := prefix_problem(prefix):
-                raise FixableValueError(
-                    f"{value!r} {problem}: not a directory an announced URI can be checked "
-                    "against",
-                    "give gs://BUCKET/DIR/, hf://datasets/ORG/NAME/, file:///ABS/DIR/ or a "
-                    "directory relative to the repository, written plainly (no '..', '//', "
-                    "'%', '?', '#' or glob characters)")
-            out.append(prefix)
-        return out

@@ -34,12 +34,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import date
-from typing import Literal, TypeGuard
+from typing import Annotated, Literal, TypeGuard
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from flows.config.errors import FixableValueError
-from flows.config.limits import limit
+from flows.config.types import Checked
 
 CapacityMode = Literal["reservation", "flex-start", "spot", "on-demand", "queued"]
 CAPACITY_MODES: tuple[CapacityMode, ...] = ("reservation", "flex-start", "spot", "on-demand",
@@ -95,6 +95,13 @@ def chain_problem(chain: tuple[str, ...]) -> str | None:
     return None
 
 
+
+def _source(value: str) -> str:
+    if not value.strip():
+        raise FixableValueError("a price needs its source", "give the page or quote it was read "
+                                "from, e.g. https://cloud.google.com/tpu/pricing")
+    return value.strip()
+
 class ModePrice(BaseModel):
     """One mode's price: USD per chip-hour, where the figure comes from and when it was read."""
 
@@ -102,20 +109,11 @@ class ModePrice(BaseModel):
 
     usd_per_chip_hour: float = Field(gt=0)
     """The price of one chip for one hour in this mode."""
-    source: str
+    source: Annotated[str, Checked(_source, "not blank")]
     """Where the price comes from (a page or a quote)."""
     as_of: date
     """The date the price was read."""
 
-    @field_validator("source")
-    @classmethod
-    @limit("not blank")
-    def _source(cls, v: str) -> str:
-        if not v.strip():
-            raise FixableValueError("a price needs its source",
-                                    "give the page or quote it was read from, e.g. "
-                                    "https://cloud.google.com/tpu/pricing")
-        return v.strip()
 
 
 _PRICING_PAGE = "https://cloud.google.com/tpu/pricing (TPU v6e, US regions, list price at GA)"

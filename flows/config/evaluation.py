@@ -15,19 +15,20 @@ promoted now (the base model when nothing is promoted yet). ``min_delta`` may be
 from __future__ import annotations
 
 import warnings
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import field_validator
-
-from flows.config.errors import FixableValueError
-from flows.config.limits import limit
 from flows.config.registry import RegisterSection
 from flows.config.section_base import StrictModel, run_tunable
+from flows.config.types import one_of
 
 METRICS = ("mean_reward", "accuracy", "format_accuracy")
 Metric = Literal["mean_reward", "accuracy", "format_accuracy"]
 REFERENCES = ("base", "promoted")  # what a trained model is compared with
 SAMPLING = ("greedy", "standard", "liberal")  # rl.yml generation_configs
+SAMPLING_FIX = (f"use one of {', '.join(SAMPLING)} (MaxText's generation_configs; greedy is the "
+                "default)")
+REFERENCE_FIX = ("use base (the model the run started from) or promoted (the profile's promoted "
+                 "model; base until one exists)")
 
 
 class EvalSection(StrictModel):
@@ -45,7 +46,8 @@ class EvalSection(StrictModel):
     """MaxText's num_test_batches for the evaluation."""
     batch_size: int | None = run_tunable(None, ge=1)  # eval_batch_size; default the training's
     """Rows per evaluation batch."""
-    sampling: str = run_tunable("greedy")  # eval_sampling_strategy
+    sampling: Annotated[str, one_of(SAMPLING, "sampling strategy", SAMPLING_FIX)] = run_tunable(
+        "greedy")  # eval_sampling_strategy
     """MaxText's eval_sampling_strategy (greedy by default)."""
     files: str | None = None
     """Held-out files to score on (else MaxText's split of the training files)."""
@@ -54,15 +56,6 @@ class EvalSection(StrictModel):
     split: str = "train"  # the split name the declared files are loaded under
     """The split name the declared files are loaded under."""
 
-    @field_validator("sampling")
-    @classmethod
-    @limit(f"one of {', '.join(SAMPLING)}")
-    def _known_sampling(cls, v: str) -> str:
-        if v not in SAMPLING:
-            raise FixableValueError(f"unknown sampling strategy {v!r}",
-                                    f"use one of {', '.join(SAMPLING)} (MaxText's "
-                                    "generation_configs; greedy is the default)")
-        return v
 
 
 # ``register`` is the profile's key. Pydantic warns that it shadows ABCMeta's
@@ -73,30 +66,15 @@ warnings.filterwarnings("ignore", message='Field name "register" in "PromotionRu
 class PromotionRule(StrictModel):
     """Pass when ``trained[metric] - reference[metric] >= min_delta``."""
 
-    metric: str = "mean_reward"
+    metric: Annotated[str, one_of(METRICS, "metric")] = "mean_reward"
     """The score promotion compares (mean_reward by default)."""
     min_delta: float = 0.0
     """How much better than the reference the trained model must score."""
-    against: str = "promoted"  # base | promoted (falls back to base when none is promoted)
+    against: Annotated[str, one_of(REFERENCES, "reference", REFERENCE_FIX)] = (
+        "promoted")  # base | promoted (falls back to base when none is promoted)
     """base, or promoted (the current champion; falls back to base)."""
     register: RegisterSection | None = None
     """A model registry each judged model becomes a version in (MLflow, Vertex AI or the
     Hugging Face Hub); none by default."""
 
-    @field_validator("metric")
-    @classmethod
-    @limit(f"one of {', '.join(METRICS)}")
-    def _known_metric(cls, v: str) -> str:
-        if v not in METRICS:
-            raise FixableValueError(f"unknown metric {v!r}", f"use one of {', '.join(METRICS)}")
-        return v
 
-    @field_validator("against")
-    @classmethod
-    @limit(f"one of {', '.join(REFERENCES)}")
-    def _known_reference(cls, v: str) -> str:
-        if v not in REFERENCES:
-            raise FixableValueError(f"unknown reference {v!r}",
-                                    "use base (the model the run started from) or promoted "
-                                    "(the profile's promoted model; base until one exists)")
-        return v

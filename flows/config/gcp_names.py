@@ -21,8 +21,8 @@ _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
 _ENV_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BLOCK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _VERSION = re.compile(r"^v[0-9]+\.[0-9]+\.[0-9]+$")
-# The rules above in words: the refusals say them, and the profile page shows them beside
-# the fields they check (flows/config/limits.py).
+# The rules above in words: the refusals say them, and the types that check them carry them
+# into the JSON schema the profile page reads (flows/config/types.py).
 CLUSTER_NAME_LIMIT = (f"at most {CLUSTER_NAME_MAX} characters: lowercase letters, digits and "
                       "hyphens, starting with a letter and ending with a letter or digit")
 BUCKET_NAME_LIMIT = ("a bare bucket name (no gs://) of 3 to 63 lowercase letters, digits, '-', "

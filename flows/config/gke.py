@@ -19,9 +19,9 @@ below directly; none keeps a copy with its own default.
 from __future__ import annotations
 
 import ipaddress
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import ValidationError, model_validator
 
 from flows.config import gcp_names as names
 from flows.config.capacity import (
@@ -35,11 +35,12 @@ from flows.config.credentials import GkeCredentials
 from flows.config.errors import FixableValueError
 from flows.config.gke_capacity import DEFAULT_ESTIMATED_HOURS, GkeCapacity
 from flows.config.gke_jobs import GkeJobs
-from flows.config.limits import limit, limits, reshapes
+from flows.config.limits import limits, reshapes
 from flows.config.retired_keys import RETIRED_KEYS
 from flows.config.section_base import StrictModel, check
 from flows.config.spend import GkeSpend
 from flows.config.timeline import TrainTimeline
+from flows.config.types import Checked, ProjectId, Region, dns_label, refusing
 from flows.config.watch_budgets import GkeWatchBudgets
 
 __all__ = ["RETIRED_KEYS", "GkeCapacity", "GkeCluster", "GkeCredentials", "GkeSection"]
@@ -50,13 +51,47 @@ CIDR_FIX = ("set gke.authorized_cidr to the network you run kubectl/the flow fro
             "0.0.0.0/0 works but opens the control plane to the whole internet")
 
 
+def _cidr(value: str) -> str:
+    try:
+        ipaddress.ip_network(value.strip(), strict=False)
+    except ValueError:
+        raise FixableValueError(f"{value!r} is not a CIDR range such as 203.0.113.0/24",
+                                CIDR_FIX) from None
+    return value.strip()
+
+
+def _reservation(value: str) -> str | None:
+    if not value:
+        return None  # whether the mode needs one is GkeSection's check
+    check(names.dns_label_problem(value, "reservation name"),
+          "use the name shown by `gcloud compute reservations list`")
+    return value
+
+
+ClusterName = Annotated[str, Checked(refusing(
+    names.cluster_name_problem, "choose a shorter lowercase name, e.g. 'tpurl-v6e'"),
+    names.CLUSTER_NAME_LIMIT)]
+BucketName = Annotated[str, Checked(refusing(
+    names.bucket_name_problem, "pick a bucket name such as 'my-project-tpurl'"),
+    names.BUCKET_NAME_LIMIT)]
+ReservationName = Annotated[str, Checked(_reservation,
+                                         f"a reservation name: {names.DNS_LABEL_LIMIT}")]
+CidrRange = Annotated[str, Checked(_cidr, "a CIDR range such as 203.0.113.0/24 (0.0.0.0/0 "
+                                   "opens the control plane to all)")]
+ToolkitVersion = Annotated[str, Checked(refusing(
+    names.toolkit_version_problem, "use a release tag such as v1.103.0"),
+    names.TOOLKIT_VERSION_LIMIT)]
+BlueprintName = Annotated[str, dns_label(
+    "Kubernetes name", "use the blueprint's names: namespace default, CPU pool cpu-np")]
+
+
 
 class GkeCluster(StrictModel):
     """Where the pipeline runs (the tutorial's Cluster Toolkit deployment) and who may reach it."""
 
-    project: str
+    project: ProjectId
     """The Google Cloud project everything is created in."""
-    region: str
+    region: Region
     """The region of the cluster, the bucket and the repository."""
     zone: str
     """The zone of the TPU pool (one of the region's zones that offers TPU v6e); with
@@ -64,13 +99,13 @@ class GkeCluster(StrictModel):
     zones: list[str] | None = None
     """The zones, in order of preference, whose TPU pools may serve a run (each a zone of the
     region that offers v6e); unset: gke.zone alone."""
-    cluster: str
+    cluster: ClusterName
     """The GKE cluster's name; the infra stage deploys it when it does not exist."""
-    bucket: str
+    bucket: BucketName
     """The bucket for checkpoints, exports, records and results."""
-    reservation: str | None = None  # required by gke.capacity: reservation only
+    reservation: ReservationName | None = None  # required by gke.capacity: reservation only
     """The TPU reservation to consume; required with capacity: reservation only."""
-    authorized_cidr: str  # the control plane's allowed sources; required, never implied
+    authorized_cidr: CidrRange  # the control plane's allowed sources; required, never implied
     """The sources allowed to reach the control plane (CIDR); required, never implied."""
     # bucket-scoped by default: project-storage-admin gives the node pool's and
     # the workloads' accounts storage.admin on every bucket of the project, reachable from
@@ -79,89 +114,18 @@ class GkeCluster(StrictModel):
     """bucket-scoped grants the profile's bucket only, to its team's principal (its pods)
     and the node pool's account (the Pathways workers); project-storage-admin every bucket
     of the project."""
-    cluster_toolkit_version: str = "v1.103.0"
+    cluster_toolkit_version: ToolkitVersion = "v1.103.0"
     """The Cluster Toolkit release whose gcluster deploys the blueprint."""
     cluster_toolkit_sha256: str | None = None
     """The SHA-256 of that release's bundle, checked before it is unpacked (else the shipped
     table's line)."""
-    kueue_queue: str = "user-queue"
+    kueue_queue: Annotated[str, dns_label("Kueue LocalQueue name",
+                                         "the blueprint's queue is 'user-queue'")] = "user-queue"
     """The Kueue LocalQueue the JobSets are submitted to."""
-    namespace: str = "default"
+    namespace: BlueprintName = "default"
     """The Kubernetes namespace of the jobs, Secrets and ConfigMaps."""
-    cpu_pool: str = "cpu-np"  # the blueprint's CPU node pool (n4-standard-64, 0–100 nodes)
+    cpu_pool: BlueprintName = "cpu-np"  # the blueprint's CPU node pool (n4-standard-64, 0–100 nodes)
     """The blueprint's CPU node pool (conversion, the Pathways head)."""
-
-    @field_validator("project")
-    @classmethod
-    @limit(names.PROJECT_ID_LIMIT)
-    def _project(cls, v: str) -> str:
-        check(names.project_id_problem(v), "use the project ID shown by `gcloud projects list`")
-        return v
-
-    @field_validator("region")
-    @classmethod
-    @limit(names.REGION_LIMIT)
-    def _region(cls, v: str) -> str:
-        check(names.region_problem(v), "v6e regions include us-east5, us-east1, us-central1")
-        return v
-
-    @field_validator("cluster")
-    @classmethod
-    @limit(names.CLUSTER_NAME_LIMIT)
-    def _cluster(cls, v: str) -> str:
-        check(names.cluster_name_problem(v), "choose a shorter lowercase name, e.g. 'tpurl-v6e'")
-        return v
-
-    @field_validator("bucket")
-    @classmethod
-    @limit(names.BUCKET_NAME_LIMIT)
-    def _bucket(cls, v: str) -> str:
-        check(names.bucket_name_problem(v), "pick a bucket name such as 'my-project-tpurl'")
-        return v
-
-    @field_validator("reservation")
-    @classmethod
-    @limit(f"a reservation name: {names.DNS_LABEL_LIMIT}")
-    def _reservation(cls, v: str | None) -> str | None:
-        if not v:
-            return None  # whether the mode needs one is GkeSection's check
-        check(names.dns_label_problem(v, "reservation name"),
-               "use the name shown by `gcloud compute reservations list`")
-        return v
-
-    @field_validator("authorized_cidr")
-    @classmethod
-    @limit("a CIDR range such as 203.0.113.0/24 (0.0.0.0/0 opens the control plane to all)")
-    def _cidr(cls, v: str) -> str:
-        try:
-            ipaddress.ip_network(v.strip(), strict=False)
-        except ValueError:
-            raise FixableValueError(f"{v!r} is not a CIDR range such as 203.0.113.0/24",
-                                    CIDR_FIX) from None
-        return v.strip()
-
-    @field_validator("cluster_toolkit_version")
-    @classmethod
-    @limit(names.TOOLKIT_VERSION_LIMIT)
-    def _toolkit(cls, v: str) -> str:
-        check(names.toolkit_version_problem(v), "use a release tag such as v1.103.0")
-        return v
-
-    @field_validator("kueue_queue")
-    @classmethod
-    @limit(names.DNS_LABEL_LIMIT)
-    def _queue(cls, v: str) -> str:
-        check(names.dns_label_problem(v, "Kueue LocalQueue name"),
-               "the blueprint's queue is 'user-queue'")
-        return v
-
-    @field_validator("namespace", "cpu_pool")
-    @classmethod
-    @limit(names.DNS_LABEL_LIMIT)
-    def _dns(cls, v: str) -> str:
-        check(names.dns_label_problem(v, "Kubernetes name"),
-               "use the blueprint's names: namespace default, CPU pool cpu-np")
-        return v
 
     @model_validator(mode="before")
     @classmethod

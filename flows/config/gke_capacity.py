@@ -27,7 +27,7 @@ from flows.config.capacity import (
     listed_modes,
 )
 from flows.config.errors import FixableValueError
-from flows.config.limits import limit, limits, reshapes
+from flows.config.limits import limits, reshapes
 from flows.config.section_base import StrictModel, check
 from flows.config.tpu import (
     TPU_MACHINES,
@@ -36,6 +36,7 @@ from flows.config.tpu import (
     supported_topologies,
     topology_is_well_formed,
 )
+from flows.config.types import Checked, refusing
 
 # the tutorial's figures where the profile gives none (a stated train_timeline replaces train)
 # the stages that hold TPU chips, each with its planned hours
@@ -58,6 +59,33 @@ class _DefaultPrices(dict[CapacityMode, ModePrice]):
     is replaced by the machine type's generation's cited prices."""
 
 
+
+def _machine_problem(value: str) -> str | None:
+    if value.startswith(V5E_PREFIX):
+        return (f"TPU v5e ({value}) is not supported: MaxText 0.2.4, the pinned release, ships "
+                "GRPO launches on Pathways for v6e, v5p and tpu7x only (its "
+                "trainers/post_train/rl/scripts), none for v5e; docs/explanation/throughput.md "
+                "says what a later MaxText would need")
+    return None if value in TPU_MACHINES else f"unknown TPU machine type {value!r}"
+
+
+def _chain(value: CapacityMode | list[CapacityMode]) -> CapacityMode | list[CapacityMode]:
+    check(chain_problem(chain_of(value)), CHAIN_FIX)
+    return value
+
+
+MachineType = Annotated[str, Checked(refusing(
+    _machine_problem, f"use one of {', '.join(sorted(TPU_MACHINES))}"),
+    enum=sorted(TPU_MACHINES))]
+Topology = Annotated[str, Checked(refusing(
+    lambda v: None if topology_is_well_formed(v) else f"{v!r} is not a topology like '4x8'",
+    "write the slice shape as AxB, e.g. 4x8 for v6e-32"), "a slice shape AxB (or AxBxC), e.g. 4x8")]
+# text with commas is a list (--set, environment); a list of one is that mode, so a profile
+# that writes [on-demand] is the profile that writes on-demand
+CapacityChain = Annotated[CapacityMode | list[CapacityMode], Checked(_chain, CHAIN_LIMIT),
+                          Checked(listed_modes, "each an allowed mode; text with commas is a "
+                                  "list, a list of one that mode", before=True)]
+
 class GkeCapacity(StrictModel):
     """The TPU slices (``num_slices`` of ``topology``), how they are obtained and their price.
 
@@ -65,15 +93,15 @@ class GkeCapacity(StrictModel):
     pool on a reservation, or a pool that scales from zero (on-demand, spot, flex-start).
     """
 
-    machine_type: str = "ct6e-standard-4t"
+    machine_type: MachineType = "ct6e-standard-4t"
     """The TPU VM type of the slice (ct6e-standard-4t: 4 v6e chips per host)."""
-    topology: str = "4x8"
+    topology: Topology = "4x8"
     """The slice's TPU topology (4x8 = 32 chips)."""
     # One count for the pool and the jobs: the blueprint's num_slices (one node pool per
     # slice), JobSet's worker replicas and Pathways' --instance_count.
     num_slices: int = Field(1, ge=1)
     """How many slices training spans (multislice over DCN)."""
-    capacity: CapacityMode | list[CapacityMode] = "reservation"
+    capacity: CapacityChain = "reservation"
     """How the TPU slice is had: reservation, flex-start, spot, on-demand or queued; or an
     ordered list of them, tried in turn (e.g. [flex-start, on-demand, spot])."""
     max_run_hours: float | None = Field(None, gt=0)  # flex-start, queued: the node's lifetime
@@ -88,46 +116,9 @@ class GkeCapacity(StrictModel):
         default_factory=lambda: dict(DEFAULT_ESTIMATED_HOURS))
     """Planned hours per TPU stage: the plan's chip-hours, dollars and bounds."""
 
-    @field_validator("machine_type")
-    @classmethod
-    @limit(f"one of {', '.join(sorted(TPU_MACHINES))}")
-    def _machine(cls, v: str) -> str:
-        if v.startswith(V5E_PREFIX):
-            raise FixableValueError(
-                f"TPU v5e ({v}) is not supported: MaxText 0.2.4, the pinned release, ships "
-                "GRPO launches on Pathways for v6e, v5p and tpu7x only (its "
-                "trainers/post_train/rl/scripts), none for v5e; docs/explanation/throughput.md "
-                "says what a later MaxText would need",
-                f"use one of {', '.join(sorted(TPU_MACHINES))}")
-        if v not in TPU_MACHINES:
-            raise FixableValueError(f"unknown TPU machine type {v!r}",
-                                    f"use one of {', '.join(sorted(TPU_MACHINES))}")
-        return v
 
-    @field_validator("topology")
-    @classmethod
-    @limit("a slice shape AxB (or AxBxC), e.g. 4x8")
-    def _topology(cls, v: str) -> str:
-        if not topology_is_well_formed(v):
-            raise FixableValueError(f"{v!r} is not a topology like '4x8'",
-                                    "write the slice shape as AxB, e.g. 4x8 for v6e-32")
-        return v
 
-    @field_validator("capacity", mode="before")
-    @classmethod
-    @limit("each an allowed mode; text with commas is a list, a list of one that mode")
-    def _capacity_listed(cls, v: object) -> object:
-        """Text with commas is a list (--set, environment); a list of one is that mode, so a
-        profile that writes [on-demand] is the profile that writes on-demand."""
-        return listed_modes(v)
 
-    @field_validator("capacity")
-    @classmethod
-    @limit(CHAIN_LIMIT)
-    def _capacity_chain(cls, v: CapacityMode | list[CapacityMode]
-                        ) -> CapacityMode | list[CapacityMode]:
-        check(chain_problem(chain_of(v)), CHAIN_FIX)
-        return v
 
     @field_validator("prices", mode="before")
     @classmethod

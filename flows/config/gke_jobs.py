@@ -4,15 +4,16 @@ Kubernetes quantities they are written in."""
 from __future__ import annotations
 
 import re
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from flows.config.errors import FixableValueError
 from flows.config.gcp_names import ENV_VAR_LIMIT, env_var_problem
 from flows.config.hf_scratch import scratch_problem
-from flows.config.limits import limit, limits
+from flows.config.limits import limits
 from flows.config.section_base import StrictModel
+from flows.config.types import Checked, refusing
 
 _QUANTITY_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
                     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
@@ -30,6 +31,38 @@ def parse_quantity(text: str | int | float) -> float:
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
+def _env_names(value: dict[str, str]) -> dict[str, str]:
+    for name in value:
+        if problem := env_var_problem(name):
+            raise FixableValueError(problem, "name an environment variable, e.g. "
+                                    "SKIP_JAX_PRECOMPILE: \"0\"")
+    return value
+
+
+def _quantity_problem(value: str) -> str | None:
+    try:
+        parse_quantity(value)
+    except ValueError:
+        return f"{value!r} is not a Kubernetes quantity"
+    return None
+
+
+def _digest(value: str) -> str:
+    if not DIGEST.fullmatch(value.strip()):
+        raise FixableValueError(f"{value!r} is not an image digest",
+                                "write sha256: and the 64 hex digits `gcloud artifacts "
+                                "docker images describe` prints")
+    return value.strip()
+
+
+Quantity = Annotated[str, Checked(refusing(_quantity_problem, "write it like 30, 500m, 192Gi"),
+                                  "a Kubernetes quantity such as 30, 500m, 192Gi")]
+ImageDigest = Annotated[str, Checked(_digest, "sha256: and 64 hex digits")]
+PinnedTag = Annotated[str, Checked(refusing(
+    lambda v: "the Pathways images must be pinned, not :latest" if v in ("", "latest") else None,
+    "set a tag that matches the image's JAX, e.g. jax-0.11.0"), "a tag, not latest")]
+
+
 class GkeJobs(StrictModel):
     """How the GKE backend places, sizes, keeps and watches the jobs (tutorial values)."""
 
@@ -39,15 +72,15 @@ class GkeJobs(StrictModel):
     """Where the conversions run: the CPU pool (default) or the TPU hosts."""
     # Pathways server and proxy must match the JAX of the workload image; upstream defaults to
     # :latest, which silently changes under a running project. MaxText 0.2.4 pins jax 0.11.0.
-    pathways_tag: str = "jax-0.11.0"
+    pathways_tag: PinnedTag = "jax-0.11.0"
     """The tag of the Pathways server and proxy images."""
     # Their digests (``sha256:<64 hex>``): a tag can be moved by whoever owns the
     # repository, a digest cannot. Set, the images are pulled as TAG@DIGEST; unset, plan
     # and validate warn. Not shipped: they could not be resolved where this was written;
     # `gcloud artifacts docker images describe IMAGE:TAG` prints them.
-    pathways_server_digest: str | None = None
+    pathways_server_digest: ImageDigest | None = None
     """Pull the Pathways server image by this digest (sha256:...)."""
-    pathways_proxy_digest: str | None = None
+    pathways_proxy_digest: ImageDigest | None = None
     """Pull the Pathways proxy image by this digest (sha256:...)."""
     # Sized to fit one node of the cpu-np pool the toolkit creates (n4-standard-64: ~244Gi
     # allocatable memory; default 100 GB boot disk: ~45Gi allocatable ephemeral storage, too
@@ -57,17 +90,17 @@ class GkeJobs(StrictModel):
     # checkpoint above the import baseline → ~98 GB for 61 GB, + 61 GB cache ≈ 150 GiB;
     # to_huggingface uploads safetensors from memory (no disk), ≤ 2x the checkpoint ≈ 117 GiB.
     # Guaranteed QoS (request = limit) so the kubelet does not evict the pod first.
-    conversion_cpu: str = "30"
+    conversion_cpu: Quantity = "30"
     """CPU request of the conversion pod."""
-    conversion_memory: str = "192Gi"
+    conversion_memory: Quantity = "192Gi"
     """Memory request of the conversion pod."""
-    conversion_scratch_memory: str = "64Gi"
+    conversion_scratch_memory: Quantity = "64Gi"
     """Size of the conversion's in-memory scratch volume."""
     # The HF checkpoint's safetensors, what the scratch must hold (flows/config/hf_scratch.py):
     # Qwen3-30B-A3B, 30.5B parameters x 2 bytes (bf16) = 61 GB, about 57 GiB.
     hf_download_gib: float = Field(57.0, gt=0)
     """GiB the base model's download takes (sizes the conversion's scratch)."""
-    conversion_ephemeral_storage: str = "16Gi"
+    conversion_ephemeral_storage: Quantity = "16Gi"
     """Ephemeral storage request of the conversion pod."""
     job_ttl_s: int = Field(3600, ge=0)  # gcluster's default for plain jobs
     """Seconds a finished JobSet is kept before Kubernetes deletes it."""
@@ -90,31 +123,12 @@ class GkeJobs(StrictModel):
     # MaxText's own RL launch scripts set (flows/backends/gke/runtime.py MAXTEXT_RL_ENV, e.g.
     # SKIP_JAX_PRECOMPILE=1); a name given here replaces that default. Plain values only: a
     # secret goes through model.hf_token's kinds of reference, never here.
-    train_env: dict[str, str] = Field(default_factory=dict)
+    train_env: Annotated[dict[str, str], Checked(_env_names, f"keys: {ENV_VAR_LIMIT}")] = Field(
+        default_factory=dict)
     """Environment of training and evaluation over what MaxText's RL scripts set
     (SKIP_JAX_PRECOMPILE=1)."""
 
-    @field_validator("train_env")
-    @classmethod
-    @limit(f"keys: {ENV_VAR_LIMIT}")
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        for name in v:
-            if problem := env_var_problem(name):
-                raise FixableValueError(problem, "name an environment variable, e.g. "
-                                        "SKIP_JAX_PRECOMPILE: \"0\"")
-        return v
 
-    @field_validator("conversion_cpu", "conversion_memory", "conversion_scratch_memory",
-                     "conversion_ephemeral_storage")
-    @classmethod
-    @limit("a Kubernetes quantity such as 30, 500m, 192Gi")
-    def _quantity(cls, v: str) -> str:
-        try:
-            parse_quantity(v)
-        except ValueError:
-            raise FixableValueError(f"{v!r} is not a Kubernetes quantity",
-                                    "write it like 30, 500m, 192Gi") from None
-        return v
 
     @model_validator(mode="after")
     @limits({"conversion_scratch_memory": [
@@ -133,21 +147,4 @@ class GkeJobs(StrictModel):
             raise FixableValueError(*problem, field="conversion_scratch_memory")
         return self
 
-    @field_validator("pathways_server_digest", "pathways_proxy_digest")
-    @classmethod
-    @limit("sha256: and 64 hex digits")
-    def _digest(cls, v: str | None) -> str | None:
-        if v is not None and not DIGEST.fullmatch(v.strip()):
-            raise FixableValueError(f"{v!r} is not an image digest",
-                                    "write sha256: and the 64 hex digits `gcloud artifacts "
-                                    "docker images describe` prints")
-        return v.strip() if v else None
 
-    @field_validator("pathways_tag")
-    @classmethod
-    @limit("a tag, not latest")
-    def _pinned_pathways(cls, v: str) -> str:
-        if v in ("", "latest"):
-            raise FixableValueError("the Pathways images must be pinned, not :latest",
-                                    "set a tag that matches the image's JAX, e.g. jax-0.11.0")
-        return v

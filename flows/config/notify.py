@@ -13,13 +13,13 @@ overrides cannot redirect alerts.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from flows.config.errors import FixableValueError
-from flows.config.limits import limit, matches
 from flows.config.section_base import StrictModel
+from flows.config.types import Checked
 
 NotifyEvent = Literal["run-failed", "model-decided", "capacity-fallback", "retrain-coalesced",
                       "model-rolled-back", "train-suspect", "model-regressed",
@@ -36,35 +36,36 @@ BLOCK_FIX = ("name a Prefect notification block as TYPE/NAME, e.g. slack-webhook
              "custom-webhook/NAME for any HTTP endpoint")
 
 
+
+def _block_reference(value: str) -> str:
+    if "://" in value or "@" in value or not _BLOCK_REF.match(value):
+        # never echoed: a webhook URL pasted here is the secret itself
+        raise FixableValueError("is not a block reference TYPE/NAME (a URL or a secret does not "
+                                "belong in a profile)", BLOCK_FIX)
+    return value
+
+
+def _no_repeats(values: list[NotifyEvent]) -> list[NotifyEvent]:
+    if not values:
+        raise FixableValueError("lists no event", "remove the notify: section to send nothing, "
+                                "or list some of " + ", ".join(NOTIFY_EVENTS))
+    return list(dict.fromkeys(values))
+
 class NotifySection(StrictModel):
-    block: str
+    block: Annotated[str, Checked(_block_reference, "a block reference TYPE/NAME, no URL or secret",
+                                  pattern=_BLOCK_REF)]
     """The Prefect notification block that sends the messages, as TYPE/NAME (e.g.
     slack-webhook/tpurl-alerts); the URL or password is a secret inside the block."""
-    events: list[NotifyEvent] = Field(default_factory=lambda: list(NOTIFY_EVENTS))
+    events: Annotated[list[NotifyEvent], Checked(
+        _no_repeats, "at least one event (repeats are dropped)")] = Field(
+        default_factory=lambda: list(NOTIFY_EVENTS))
     """Which events send a message: run-failed (a spend cap reached included),
     model-decided (promoted, held or rejected), capacity-fallback, retrain-coalesced,
     model-rolled-back (`tpurl rollback`), train-suspect (a training-health detector fired),
     model-regressed (a watch's verdict), retrain-queued (the dispatcher created a retrain
     run); default all."""
 
-    @field_validator("block")
-    @classmethod
-    @limit(f"a block reference TYPE/NAME, no URL or secret; {matches(_BLOCK_REF)}")
-    def _block_reference(cls, value: str) -> str:
-        if "://" in value or "@" in value or not _BLOCK_REF.match(value):
-            # never echoed: a webhook URL pasted here is the secret itself
-            raise FixableValueError("is not a block reference TYPE/NAME (a URL or a secret "
-                                    "does not belong in a profile)", BLOCK_FIX)
-        return value
 
-    @field_validator("events")
-    @classmethod
-    @limit("at least one event (repeats are dropped)")
-    def _no_repeats(cls, values: list[NotifyEvent]) -> list[NotifyEvent]:
-        if not values:
-            raise FixableValueError("lists no event", "remove the notify: section to send "
-                                    "nothing, or list some of " + ", ".join(NOTIFY_EVENTS))
-        return list(dict.fromkeys(values))
 
     @property
     def block_type(self) -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from flows.common.ownership import place_problem
 from flows.common.paths import (
@@ -33,13 +33,14 @@ from flows.config.errors import FixableValueError
 from flows.config.evaluation import EvalSection, PromotionRule
 from flows.config.gke import GkeSection
 from flows.config.health import HealthSection
-from flows.config.limits import limit, limits, matches, reshapes
+from flows.config.limits import limits, reshapes
 from flows.config.notify import NotifySection
 from flows.config.recipe import RecipeSection, recipe_args_problem, without_replaced_template
 from flows.config.rehearsal_models import REHEARSAL_MODELS
 from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel, run_tunable
 from flows.config.tracking import TrackingSection
+from flows.config.types import Checked
 from flows.config.watch import WatchSection
 
 Scalar = str | int | float | bool
@@ -57,7 +58,6 @@ RESERVED_ARGS: dict[str, frozenset[str]] = {
 }
 
 
-@limit("every value a single string, number or boolean (no list, map or null)")
 def _scalar_args(value: object) -> object:
     if isinstance(value, dict):
         for key, item in value.items():
@@ -67,6 +67,60 @@ def _scalar_args(value: object) -> object:
                     "are single values", f"write it as one string, e.g. {key}: '...'")
     return value
 
+
+
+def _token_is_reference(value: object) -> object:
+    if isinstance(value, str):
+        live = names.looks_like_hf_token(value)
+        leaked = " It looks like a live token: revoke it on the hub." if live else ""
+        raise FixableValueError(
+            "the token must be given as a reference, never as a literal value." + leaked,
+            "write {env: HF_TOKEN} or {secret_block: NAME} and put the value there")
+    return value
+
+
+def _pinned(value: str) -> str:
+    if "@sha256:" not in value and ":" not in value.rsplit("/", 1)[-1]:
+        raise FixableValueError(f"image {value!r} has no tag or digest (it would mean :latest)",
+                                "pin it, e.g. ...tpu_post_training:0.2.4 or @sha256:...")
+    return value
+
+
+def _reasons(value: dict[str, str]) -> dict[str, str]:
+    for patch_id, reason in value.items():
+        if len(reason.strip()) < MIN_REASON:
+            raise FixableValueError(f"patch {patch_id!r} is disabled without a reason",
+                                    "say why in a sentence: disabled_patches: {ID: 'why'}")
+    return value
+
+
+def _known_builder(value: object) -> object:
+    if value not in IMAGE_BUILDERS:
+        raise FixableValueError(f"unknown image builder {value!r}",
+                                "use auto (the default), docker or cloud-build")
+    return value
+
+
+def _profile_name(value: str) -> str:
+    """The name becomes a directory (tpurl-results/NAME), a lock and a label: one safe path
+    part, never ../ or a slash."""
+    if not _PROFILE_NAME.fullmatch(value):
+        raise FixableValueError(f"{value!r} is not a profile name: letters, digits, '.', '_' "
+                                "and '-', starting with a letter or digit",
+                                "name it like the file, e.g. name: my-qwen3-run")
+    return value
+
+
+MIN_REASON = 10  # characters: a sentence, not "broken" or "n/a"
+IMAGE_BUILDERS = ("auto", "docker", "cloud-build")
+ImageBuilder = Literal["auto", "docker", "cloud-build"]
+# MaxText's arguments, key=value on its command line
+ScalarArgs = Annotated[dict[str, Scalar], Checked(
+    _scalar_args, "every value a single string, number or boolean (no list, map or null)",
+    before=True)]
+HfTokenRef = Annotated[SecretRef | None, Checked(
+    _token_is_reference, "a reference ({env: NAME}, {secret_block: NAME} or {gcp_secret: "
+    "NAME}), never the token", before=True)]
 
 class LocalSection(StrictModel):
     """The rehearsal: CPU, local directories, the real MaxText programs in their own venv."""
@@ -149,82 +203,39 @@ class ModelSection(StrictModel):
     hf_revision: str = run_tunable("main")
     """The base model's revision on the hub: what a base-model announcement carries (a
     40-hex commit there)."""
-    hf_token: SecretRef | None = None
+    hf_token: HfTokenRef = None
     """Where the hub token comes from (env, secret_block or gcp_secret), never the token."""
-    args: dict[str, Scalar] = Field(default_factory=dict)
+    args: ScalarArgs = Field(default_factory=dict)
     """Arguments every MaxText program of this model gets (e.g. the rehearsal's tiny sizes)."""
 
-    _args_are_scalars = field_validator("args", mode="before")(_scalar_args)
-
-    @field_validator("hf_token", mode="before")
-    @classmethod
-    @limit("a reference ({env: NAME}, {secret_block: NAME} or {gcp_secret: NAME}), never the token")
-    def _token_is_reference(cls, v: object) -> object:
-        if isinstance(v, str):
-            live = names.looks_like_hf_token(v)
-            leaked = " It looks like a live token: revoke it on the hub." if live else ""
-            raise FixableValueError(
-                "the token must be given as a reference, never as a literal value." + leaked,
-                "write {env: HF_TOKEN} or {secret_block: NAME} and put the value there",
-            )
-        return v
 
 
-IMAGE_BUILDERS = ("auto", "docker", "cloud-build")
-MIN_REASON = 10  # characters: a sentence, not "broken" or "n/a"
-ImageBuilder = Literal["auto", "docker", "cloud-build"]
 
 
 class ImageSection(StrictModel):
-    base: str
+    base: Annotated[str, Checked(_pinned, "pinned by a tag or an @sha256: digest (never an implied :latest)")]
     """The post-training image the patched image is built FROM, pinned by tag or digest."""
     repository: str | None = None
     """Where the patched image is pushed (an Artifact Registry repository); GKE only."""
-    disabled_patches: dict[str, str] = Field(default_factory=dict)
+    disabled_patches: Annotated[dict[str, str], Checked(
+        _reasons, f"each patch with a reason of at least {MIN_REASON} characters")] = Field(
+        default_factory=dict)
     """Declared patches (images/post-training/patches.yaml) left out, each with the reason."""
     # GKE only: who builds the patched image. ``docker``: the Docker SDK against a daemon
     # (DOCKER_HOST or the local socket); ``cloud-build``: Google Cloud Build through its client
     # library, no daemon needed (a Kubernetes work pool's pod has none); ``auto``: docker when a
     # daemon answers at the flow's start, else cloud-build (flows/backends/gke/image/builder.py).
-    builder: ImageBuilder = "auto"
+    builder: Annotated[ImageBuilder, Checked(_known_builder, before=True)] = "auto"
     """Who builds the patched image on GKE: docker, cloud-build, or auto (docker when a
     daemon answers, else Cloud Build)."""
 
-    @field_validator("builder", mode="before")
-    @classmethod
-    @limit(f"one of {', '.join(IMAGE_BUILDERS)}")
-    def _known_builder(cls, v: object) -> object:
-        if v not in IMAGE_BUILDERS:
-            raise FixableValueError(f"unknown image builder {v!r}",
-                                    "use auto (the default), docker or cloud-build")
-        return v
 
-    @field_validator("base")
-    @classmethod
-    @limit("pinned by a tag or an @sha256: digest (never an implied :latest)")
-    def _pinned(cls, v: str) -> str:
-        last = v.rsplit("/", 1)[-1]
-        if "@sha256:" not in v and ":" not in last:
-            raise FixableValueError(f"image {v!r} has no tag or digest (it would mean :latest)",
-                                    "pin it, e.g. ...tpu_post_training:0.2.4 or @sha256:...")
-        return v
 
-    @field_validator("disabled_patches")
-    @classmethod
-    @limit(f"each patch with a reason of at least {MIN_REASON} characters")
-    def _reasons(cls, v: dict[str, str]) -> dict[str, str]:
-        for patch_id, reason in v.items():
-            if len(reason.strip()) < MIN_REASON:
-                raise FixableValueError(f"patch {patch_id!r} is disabled without a reason",
-                                        "say why in a sentence: disabled_patches: {ID: 'why'}")
-        return v
 
 
 class StepSection(StrictModel):
-    args: dict[str, Scalar] = Field(default_factory=dict)
+    args: ScalarArgs = Field(default_factory=dict)
     """The MaxText program's own arguments (key=value), checked against its known keys."""
-
-    _args_are_scalars = field_validator("args", mode="before")(_scalar_args)
 
 
 # train_rl's numeric knobs (MaxText 0.2.4 names, flows/config/maxtext_keys.json): a run may
@@ -242,7 +253,7 @@ TUNABLE_TRAIN_ARGS = (
 class TrainSection(StepSection):
     """The training step: its arguments, of which the knobs above are run-tunable."""
 
-    args: dict[str, Scalar] = run_tunable(default_factory=dict, keys=TUNABLE_TRAIN_ARGS)
+    args: ScalarArgs = run_tunable(default_factory=dict, keys=TUNABLE_TRAIN_ARGS)
     """train_rl's arguments; a deployment's run may change only the numeric knobs
     (TUNABLE_TRAIN_ARGS)."""
 
@@ -263,7 +274,8 @@ class DataSection(StrictModel):
 
 
 class Profile(StrictModel):
-    name: str
+    name: Annotated[str, Checked(_profile_name, "letters, digits, '.', '_' and '-', starting with "
+                                 "a letter or digit", pattern=_PROFILE_NAME)]
     """The profile's name: its lock, its labels and its results directory."""
     description: str = ""
     """One line for people: what this profile is for."""
@@ -310,17 +322,6 @@ class Profile(StrictModel):
     """The champion scored again after promotion, and rolled back on a significant drop
     (`tpurl watch`; needs eval)."""
 
-    @field_validator("name")
-    @classmethod
-    @limit(f"letters, digits, '.', '_' and '-', starting with a letter or digit; {matches(_PROFILE_NAME)}")
-    def _name_is_a_path_part(cls, v: str) -> str:
-        """The name becomes a directory (tpurl-results/NAME), a lock and a label: one safe
-        path part, never ../ or a slash."""
-        if not _PROFILE_NAME.fullmatch(v):
-            raise FixableValueError(f"{v!r} is not a profile name: letters, digits, '.', '_' "
-                                    "and '-', starting with a letter or digit",
-                                    "name it like the file, e.g. name: my-qwen3-run")
-        return v
 
     @model_validator(mode="before")
     @classmethod

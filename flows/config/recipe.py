@@ -22,15 +22,16 @@ from __future__ import annotations
 import keyword
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import field_validator
 
 from flows.common.paths import REPO_ROOT
 from flows.config.capacity import split_listed
 from flows.config.errors import FixableValueError
-from flows.config.limits import limit, reshapes
+from flows.config.limits import reshapes
 from flows.config.section_base import StrictModel
+from flows.config.types import Checked, refusing
 
 # The train_rl arguments a recipe sets: a profile's train.args may not set them as well.
 REWARDS_FILE_ARG = "reward_functions_path"
@@ -74,25 +75,46 @@ def _file_problem(text: str, suffixes: tuple[str, ...]) -> str | None:
     return None
 
 
+def recipe_file(suffix: str, fix: str) -> Checked:
+    """An existing file of the team's, found where a profile's relative paths are read."""
+    return Checked(refusing(lambda v: _file_problem(v, (suffix,)), fix),
+                   f"an existing {suffix} file (beside the profile, in the current directory or "
+                   "in the repository)")
+
+
+def _python_names(v: tuple[str, ...]) -> tuple[str, ...]:
+    if not v:
+        raise FixableValueError("names no function", "list the reward functions to use: "
+                                "recipe.rewards.functions=exact_match,length_penalty")
+    bad = [name for name in v if not name.isidentifier() or keyword.iskeyword(name)]
+    if bad:
+        raise FixableValueError(f"{', '.join(map(repr, bad))} is not a Python function "
+                                "name", "name the functions as the file defines them, "
+                                "separated by commas: recipe.rewards.functions=a,b")
+    if taken := sorted(TAKEN_METRIC_NAMES.intersection(v)):
+        raise FixableValueError(f"{', '.join(map(repr, taken))} is the name of a reward total "
+                                "Tunix logs (rewards/train/<name>): the function's own curve "
+                                "would overwrite it", "rename the function in the file and "
+                                "here, e.g. exact_match instead of score")
+    if len(set(v)) != len(v):
+        raise FixableValueError("names a function twice (its reward would count twice)",
+                                "list each function once")
+    return v
+
+
 class RewardsRecipe(StrictModel):
     """The reward functions that replace MaxText's built-in stack, summed per completion."""
 
-    file: str
+    file: Annotated[str, recipe_file(".py", "give the path of your reward file, e.g. "
+                                     "recipe.rewards.file=recipes/my_rewards.py")]
     """A Python file of the profile owner's defining the reward functions."""
-    functions: tuple[str, ...]
+    functions: Annotated[tuple[str, ...], Checked(
+        _python_names, "one or more Python function names, each once, none of "
+        f"{', '.join(sorted(TAKEN_METRIC_NAMES))}")]
     """The functions of ``file`` to use, in order (``--set recipe.rewards.functions=a,b``).
     MaxText calls each as ``fn(prompts=..., completions=..., tmvp_config=..., **kwargs)``;
     each returns one number per completion."""
 
-    @field_validator("file")
-    @classmethod
-    @limit("an existing .py file (beside the profile, in the current directory or in the "
-           "repository)")
-    def _a_python_file(cls, v: str) -> str:
-        if problem := _file_problem(v, (".py",)):
-            raise FixableValueError(problem, "give the path of your reward file, e.g. "
-                                             "recipe.rewards.file=recipes/my_rewards.py")
-        return v
 
     @field_validator("functions", mode="before")
     @classmethod
@@ -102,28 +124,6 @@ class RewardsRecipe(StrictModel):
         listed = split_listed(v)  # the capacity chain's reading of a list written as text
         return (listed.strip(),) if isinstance(listed, str) else listed
 
-    @field_validator("functions")
-    @classmethod
-    @limit(f"one or more Python function names, each once, none of "
-           f"{', '.join(sorted(TAKEN_METRIC_NAMES))}")
-    def _python_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        if not v:
-            raise FixableValueError("names no function", "list the reward functions to use: "
-                                    "recipe.rewards.functions=exact_match,length_penalty")
-        bad = [name for name in v if not name.isidentifier() or keyword.iskeyword(name)]
-        if bad:
-            raise FixableValueError(f"{', '.join(map(repr, bad))} is not a Python function "
-                                    "name", "name the functions as the file defines them, "
-                                    "separated by commas: recipe.rewards.functions=a,b")
-        if taken := sorted(TAKEN_METRIC_NAMES.intersection(v)):
-            raise FixableValueError(f"{', '.join(map(repr, taken))} is the name of a reward total "
-                                    "Tunix logs (rewards/train/<name>): the function's own curve "
-                                    "would overwrite it", "rename the function in the file and "
-                                    "here, e.g. exact_match instead of score")
-        if len(set(v)) != len(v):
-            raise FixableValueError("names a function twice (its reward would count twice)",
-                                    "list each function once")
-        return v
 
 
 class RecipeSection(StrictModel):
@@ -132,33 +132,18 @@ class RecipeSection(StrictModel):
 
     rewards: RewardsRecipe | None = None
     """Reward functions replacing MaxText's built-in math rewards (unset: the built-in ones)."""
-    dataset_processor: str | None = None
+    dataset_processor: Annotated[str, recipe_file(
+        ".py", "give the path of your processor, e.g. recipe.dataset_processor=recipes/process.py"
+    )] | None = None
     """A Python file defining ``process_data(dataset_name, tokenizer, template, config, x)``,
     which turns a dataset row into a prompt and an answer (unset: MaxText's own)."""
-    chat_template: str | None = None
+    chat_template: Annotated[str, recipe_file(
+        TEMPLATE_SUFFIX, "give the path of your JSON template (MaxText reads only .json), e.g. "
+        "recipe.chat_template=recipes/template.json")] | None = None
     """A JSON data template (``SYSTEM_PROMPT`` and ``TEMPLATE``) framing each question
     (unset: ``train.args.data_template_path``, or MaxText's default)."""
 
-    @field_validator("dataset_processor")
-    @classmethod
-    @limit("an existing .py file (beside the profile, in the current directory or in the "
-           "repository)")
-    def _a_processor_file(cls, v: str | None) -> str | None:
-        if v is not None and (problem := _file_problem(v, (".py",))):
-            raise FixableValueError(problem, "give the path of your processor, e.g. "
-                                             "recipe.dataset_processor=recipes/process.py")
-        return v
 
-    @field_validator("chat_template")
-    @classmethod
-    @limit(f"an existing {TEMPLATE_SUFFIX} file (beside the profile, in the current directory "
-           "or in the repository)")
-    def _a_template_file(cls, v: str | None) -> str | None:
-        if v is not None and (problem := _file_problem(v, (TEMPLATE_SUFFIX,))):
-            raise FixableValueError(problem, "give the path of your JSON template (MaxText "
-                                             "reads only .json), e.g. "
-                                             "recipe.chat_template=recipes/template.json")
-        return v
 
     def is_builtin(self) -> bool:
         """Nothing of the team's own: MaxText's built-in recipe (the tutorial's)."""

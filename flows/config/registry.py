@@ -9,85 +9,67 @@ load; that the registry answers and its credentials resolve, before the first st
 from __future__ import annotations
 
 import re
-from typing import Self
+from typing import Annotated, Self
 
-from pydantic import field_validator, model_validator
+from pydantic import model_validator
 
 from flows.config.errors import FixableValueError
-from flows.config.limits import limit, limits, matches
+from flows.config.limits import limits
 from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel
-from flows.config.tracking import TRACKING_URI_LIMIT, tracking_uri_problem
+from flows.config.tracking import TrackingUri
+from flows.config.types import Checked, ProjectId, Region, refusing
 
 _MLFLOW_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,254}")
 _HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
-_GCP_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
-_REGION = re.compile(r"[a-z]+-[a-z]+[0-9]")
 _VERTEX_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.-]{0,127}")
 
+
+
+def _matching(regex: re.Pattern[str], what: str, fix: str, *texts: str,
+              refused: str = "\0") -> Checked:
+    """A name the regex matches whole, holding no ``refused`` text (a hub id no '..')."""
+    return Checked(refusing(lambda v: None if regex.fullmatch(v) and refused not in v
+                            else f"{v!r} is not {what}", fix), *texts, pattern=regex)
+
+
+MlflowModelName = Annotated[str, _matching(_MLFLOW_MODEL, "a registered model name",
+                                           "use letters, digits, spaces, '.', '_' and '-'")]
+VertexModelName = Annotated[str, _matching(
+    _VERTEX_NAME, "a model display name", "use up to 128 letters, digits, spaces, '.', '_', '-'")]
+HubRepoId = Annotated[str, _matching(_HUB_REPO, "a hub repository id",
+                                     "write owner/name, e.g. repo_id: my-org/qwen3-grpo",
+                                     "owner/name, no '..'", refused="..")]
 
 class MlflowRegistry(StrictModel):
     """The MLflow Model Registry of a tracking server."""
 
-    tracking_uri: str
+    tracking_uri: TrackingUri
     """The MLflow server holding the registry (http(s)://host:port)."""
-    model_name: str
+    model_name: MlflowModelName
     """The registered model each judged run becomes a version of."""
     token: SecretRef | None = None
     """A bearer token for the server (MLFLOW_TRACKING_TOKEN), as a reference."""
 
-    @field_validator("tracking_uri")
-    @classmethod
-    @limit(TRACKING_URI_LIMIT)
-    def _http(cls, v: str) -> str:
-        if found := tracking_uri_problem(v):
-            raise FixableValueError(*found)
-        return v.rstrip("/")
 
-    @field_validator("model_name")
-    @classmethod
-    @limit(f"letters, digits, spaces, '.', '_' and '-'; {matches(_MLFLOW_MODEL)}")
-    def _name(cls, v: str) -> str:
-        if not _MLFLOW_MODEL.fullmatch(v):
-            raise FixableValueError(f"{v!r} is not a registered model name",
-                                    "use letters, digits, spaces, '.', '_' and '-'")
-        return v
 
 
 class VertexRegistry(StrictModel):
     """The Vertex AI Model Registry: each promoted export a version of one model."""
 
-    project: str
+    project: ProjectId
     """The GCP project of the registry."""
-    location: str
+    location: Region
     """The Vertex AI region (e.g. us-central1)."""
-    display_name: str
+    display_name: VertexModelName
     """The model's display name; its first upload creates it, later ones add versions."""
     serving_image: str
     """The serving container the model versions name (Vertex's containerSpec.imageUri)."""
 
-    @model_validator(mode="after")
-    @limits({"project": matches(_GCP_PROJECT), "location": matches(_REGION),
-             "display_name": f"up to 128 letters, digits, spaces, '.', '_', '-'; "
-                             f"{matches(_VERTEX_NAME)}"})
-    def _names(self) -> Self:
-        if not _GCP_PROJECT.fullmatch(self.project):
-            raise FixableValueError(f"{self.project!r} is not a GCP project id",
-                                    "write the id `gcloud projects list` shows", field="project")
-        if not _REGION.fullmatch(self.location):
-            raise FixableValueError(f"{self.location!r} is not a Vertex AI region",
-                                    "e.g. location: us-central1", field="location")
-        if not _VERTEX_NAME.fullmatch(self.display_name):
-            raise FixableValueError(f"{self.display_name!r} is not a model display name",
-                                    "use up to 128 letters, digits, spaces, '.', '_', '-'",
-                                    field="display_name")
-        return self
-
-
 class HubRegistry(StrictModel):
     """A Hugging Face Hub model repository: each promoted export uploaded as a revision."""
 
-    repo_id: str
+    repo_id: HubRepoId
     """The hub repository (owner/name); created when missing, private unless private: false.
     Only the model's files are uploaded (config, tokenizer, the safetensors weights)."""
     private: bool = True
@@ -97,14 +79,6 @@ class HubRegistry(StrictModel):
     token: SecretRef
     """The hub token with write access, as a reference (never a value)."""
 
-    @field_validator("repo_id")
-    @classmethod
-    @limit(f"owner/name, no '..'; {matches(_HUB_REPO)}")
-    def _repo(cls, v: str) -> str:
-        if not _HUB_REPO.fullmatch(v) or ".." in v:
-            raise FixableValueError(f"{v!r} is not a hub repository id",
-                                    "write owner/name, e.g. repo_id: my-org/qwen3-grpo")
-        return v
 
 
 class RegisterSection(StrictModel):

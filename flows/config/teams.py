@@ -23,9 +23,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
@@ -65,6 +66,19 @@ def _suggested_name(name: str) -> str:
     return text or "team-a"
 
 
+def _ledger_uri(value: str) -> str:
+    """A ledger root is a gs:// bucket (and prefix) or a file:// directory, without ``..``."""
+    text = value.strip().rstrip("/")
+    if not ((text.startswith("gs://") and len(text) > 5) or text.startswith("file:///")):
+        raise ValueError(f"{value!r} is no gs://BUCKET or file:///PATH")
+    if ".." in text.split("/"):
+        raise ValueError(f"{value!r} holds a '..' segment")
+    return text
+
+
+LedgerRoot = Annotated[str, AfterValidator(_ledger_uri)]
+
+
 class Team(BaseModel):
     """One team: its monthly budget and the profiles whose runs spend it."""
 
@@ -85,14 +99,9 @@ class Team(BaseModel):
     fair_weight: float = Field(default=1.0, gt=0)
     """Kueue's fairSharing.weight: a team of weight 2 may hold twice the borrowed share of a
     team of weight 1 before the other's workloads go first."""
-    ledger_root: str | None = None
+    ledger_root: LedgerRoot | None = None
     """Where the team's spend ledger is kept (gs://BUCKET[/PREFIX] or file:///PATH): a place
     only the flow's identity writes. Unset: the file's ``ledger_root``."""
-
-    @field_validator("ledger_root")
-    @classmethod
-    def _ledger_uri(cls, value: str | None) -> str | None:
-        return _ledger_uri(value)
 
 
 class Teams(BaseModel):
@@ -101,13 +110,8 @@ class Teams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     teams: dict[str, Team] = Field(default_factory=dict)
-    ledger_root: str | None = None
+    ledger_root: LedgerRoot | None = None
     """Every team's spend ledger, unless a team names its own (``teams.NAME.ledger_root``)."""
-
-    @field_validator("ledger_root")
-    @classmethod
-    def _ledger_uri(cls, value: str | None) -> str | None:
-        return _ledger_uri(value)
 
     def team_of(self, profile: str) -> Team | None:
         """The team whose budget a run of ``profile`` spends (None: no team budget)."""
@@ -115,18 +119,6 @@ class Teams(BaseModel):
 
     def named(self, name: str) -> Team | None:
         return self.teams.get(name)
-
-
-def _ledger_uri(value: str | None) -> str | None:
-    """A ledger root is a gs:// bucket (and prefix) or a file:// directory, without ``..``."""
-    if value is None:
-        return None
-    text = value.strip().rstrip("/")
-    if not ((text.startswith("gs://") and len(text) > 5) or text.startswith("file:///")):
-        raise ValueError(f"{value!r} is no gs://BUCKET or file:///PATH")
-    if ".." in text.split("/"):
-        raise ValueError(f"{value!r} holds a '..' segment")
-    return text
 
 
 def teams_path() -> Path:

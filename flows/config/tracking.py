@@ -10,14 +10,15 @@ flows/integrations/preflight.py, before the first stage.
 from __future__ import annotations
 
 import re
-from typing import Self
+from typing import Annotated, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from flows.config.errors import FixableValueError
-from flows.config.limits import limit, limits, matches
+from flows.config.limits import limits
 from flows.config.secret_ref import SecretRef
 from flows.config.section_base import StrictModel
+from flows.config.types import Checked, one_of, refusing
 from flows.config.wandb_key import looks_like_wandb_key
 
 _TRACKING_URI = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?")
@@ -25,7 +26,7 @@ _VERTEX_TENSORBOARD = re.compile(
     r"projects/[^/\s]+/locations/[a-z0-9-]+/tensorboards/[0-9]+")
 _WANDB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 WANDB_MODES = ("online", "offline")
-# what tracking_uri_problem refuses, in words (the profile page shows it: flows/config/limits.py)
+# what tracking_uri_problem refuses, in words (TrackingUri carries it into the JSON schema)
 TRACKING_URI_LIMIT = "an http(s):// address, no credentials, query string or fragment"
 
 
@@ -76,11 +77,28 @@ def tracking_uri_problem(uri: str) -> tuple[str, str] | None:
     return None
 
 
+
+def _tracking_uri(value: str) -> str:
+    if found := tracking_uri_problem(value):
+        raise FixableValueError(*found)
+    return value.rstrip("/")
+
+
+TrackingUri = Annotated[str, Checked(_tracking_uri, TRACKING_URI_LIMIT)]
+WandbName = Annotated[str, Checked(refusing(
+    lambda v: None if _WANDB_NAME.fullmatch(v) else f"{v!r} is not a W&B project or entity name",
+    "use letters, digits, '.', '_' and '-'"), pattern=_WANDB_NAME)]
+VertexTensorBoard = Annotated[str, Checked(refusing(
+    lambda v: None if _VERTEX_TENSORBOARD.fullmatch(v)
+    else f"{v!r} is not a Vertex AI TensorBoard resource name",
+    "write projects/PROJECT/locations/REGION/tensorboards/ID (`gcloud ai tensorboards list`)"),
+    "a Vertex AI TensorBoard resource name", pattern=_VERTEX_TENSORBOARD)]
+
 class MlflowTracking(StrictModel):
     """One MLflow run per pipeline run: tags, per-step training metrics, stage walls,
     chip-hours, dollars, evaluation scores and the artifacts' URIs."""
 
-    tracking_uri: str
+    tracking_uri: TrackingUri
     """The MLflow tracking server (http(s)://host:port), as MLFLOW_TRACKING_URI would name it."""
     experiment: str = "tpu-rl-pipeline"
     """The MLflow experiment the runs go to (created when missing)."""
@@ -90,44 +108,22 @@ class MlflowTracking(StrictModel):
     """How many times a report is tried while the server does not answer, before it is
     given up with a warning (the run itself never fails for it)."""
 
-    @field_validator("tracking_uri")
-    @classmethod
-    @limit(TRACKING_URI_LIMIT)
-    def _http(cls, v: str) -> str:
-        if found := tracking_uri_problem(v):
-            raise FixableValueError(*found)
-        return v.rstrip("/")
 
 
 class WandbTracking(StrictModel):
     """Tunix's metrics logger writes to W&B itself when the wandb library is in the image
     and configured: this section configures it (the training program's environment)."""
 
-    project: str
+    project: WandbName
     """The W&B project the training run is logged to."""
-    entity: str | None = None
+    entity: WandbName | None = None
     """The W&B entity (team or user); the API key's default entity when unset."""
     api_key: SecretRef | None = None
     """The W&B API key, as a reference (never a value); required unless mode is offline."""
-    mode: str = "online"
+    mode: Annotated[str, one_of(WANDB_MODES, "W&B mode", "use online or offline")] = "online"
     """online, or offline (written to the run's directory only; `wandb sync` uploads it)."""
 
-    @field_validator("project", "entity")
-    @classmethod
-    @limit(f"letters, digits, '.', '_' and '-'; {matches(_WANDB_NAME)}")
-    def _name(cls, v: str | None) -> str | None:
-        if v is not None and not _WANDB_NAME.fullmatch(v):
-            raise FixableValueError(f"{v!r} is not a W&B project or entity name",
-                                    "use letters, digits, '.', '_' and '-'")
-        return v
 
-    @field_validator("mode")
-    @classmethod
-    @limit(f"one of {', '.join(WANDB_MODES)}")
-    def _known_mode(cls, v: str) -> str:
-        if v not in WANDB_MODES:
-            raise FixableValueError(f"unknown W&B mode {v!r}", "use online or offline")
-        return v
 
     @model_validator(mode="after")
     @limits({"api_key": "required when mode is online; names where the key is kept, not the key"})
@@ -176,20 +172,11 @@ class TensorBoardTracking(StrictModel):
     """The event directory is always linked from the run page and the result; this names a
     Vertex AI TensorBoard the GKE run's events are also uploaded to."""
 
-    vertex_tensorboard: str | None = None
+    vertex_tensorboard: VertexTensorBoard | None = None
     """A Vertex AI TensorBoard (projects/P/locations/L/tensorboards/ID) to upload to (GKE)."""
     experiment: str | None = None
     """The Vertex AI TensorBoard experiment; the profile's name when unset."""
 
-    @field_validator("vertex_tensorboard")
-    @classmethod
-    @limit(f"a Vertex AI TensorBoard resource name; {matches(_VERTEX_TENSORBOARD)}")
-    def _resource(cls, v: str | None) -> str | None:
-        if v is not None and not _VERTEX_TENSORBOARD.fullmatch(v):
-            raise FixableValueError(f"{v!r} is not a Vertex AI TensorBoard resource name",
-                                    "write projects/PROJECT/locations/REGION/tensorboards/ID "
-                                    "(`gcloud ai tensorboards list`)")
-        return v
 
 
 class TrackingSection(StrictModel):

@@ -1,6 +1,8 @@
-"""Every limit a profile check enforces is declared beside the check and shown on the profile
-page: a validator or rule without a declared limit fails here, naming it, and so does a
-declared limit that names no field or that the committed page does not show."""
+"""Every limit a profile check enforces is shown on the profile page, read from where it is
+declared: a field's own limit from the models' JSON schema (its type, flows/config/types.py),
+a check across fields from the declaration beside it. A validator that carries a limit the
+page cannot read fails here, naming it, and so does a declared limit that names no field or
+that the committed page does not show."""
 
 from __future__ import annotations
 
@@ -8,13 +10,17 @@ import ast
 import inspect
 import re
 import textwrap
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from flows.common.issues import Issue
 from flows.config import Profile, checks
-from flows.config.limits import declaration, limit, limits, matches, reshapes
+from flows.config.errors import FixableValueError
+from flows.config.limits import declaration, limits, reshapes
+from flows.config.loading import _translate
+from flows.config.types import Checked
 from reference import profile_page
 from reference.markdown import cell
 from reference.pages import REFERENCE_DIR
@@ -29,9 +35,10 @@ def test_every_validator_of_the_profile_declares_its_limit() -> None:
     models = _sections()
     assert len(models) >= 20  # the walk reaches the nested sections (gke.prices.<key>, ...)
     missing = [name for model in models for name in undeclared(model)]
-    assert not missing, ("these validators declare no limit; put @limit(TEXT) (a field "
-                         "validator), @limits({PATH: TEXT}) (a model validator) or "
-                         f"@reshapes(WHY) (one that refuses nothing) above the def: {missing}")
+    assert not missing, ("these validators carry a limit the page cannot read: make a field's "
+                         "check its type (Annotated[..., Checked(CHECK, TEXT)], "
+                         "flows/config/types.py), put @limits({PATH: TEXT}) above a check "
+                         f"across fields, @reshapes(WHY) above one that refuses nothing: {missing}")
 
 
 def test_only_a_validator_that_runs_before_the_field_s_checks_may_claim_to_reshape() -> None:
@@ -54,10 +61,9 @@ def test_the_validators_counted_are_the_profile_s_own() -> None:
                   for group in (m.__pydantic_decorators__.field_validators,
                                 m.__pydantic_decorators__.model_validators)
                   for name in group}
-    assert {"Profile._name_is_a_path_part", "GkeSection._project", "GkeSection._capacity_needs",
-            "ModePrice._source", "SecretRef._exactly_one", "NotifySection._no_repeats",
-            "WandbTracking._key_when_online"} <= validators
-    assert len(validators) >= 60
+    assert {"GkeSection._capacity_needs", "GkeSection._zone_from_zones", "SecretRef._exactly_one",
+            "WandbTracking._key_when_online", "RewardsRecipe._comma_list"} <= validators
+    assert len(validators) >= 20
 
 
 def _called(function: object) -> set[str]:
@@ -84,7 +90,7 @@ def test_every_declared_limit_names_a_field_and_the_page_shows_it() -> None:
     lines = {line.split(" | ")[0].removeprefix("| ").strip("`"): line
              for line in page.splitlines() if line.startswith("| `")}
     declared = profile_page.declared_limits()
-    assert len(declared) >= 60 and "" in declared
+    assert len(declared) >= 40 and "" in declared  # the checks across fields
     for path, texts in declared.items():
         where = page.split("| field |")[0] if path == "" else lines.get(path)
         assert where is not None, f"{path!r}: a declared limit names no profile field"
@@ -92,8 +98,9 @@ def test_every_declared_limit_names_a_field_and_the_page_shows_it() -> None:
             assert cell(text) in where, f"{path}: the page does not show {text!r}"
 
 
-def test_every_pydantic_constraint_is_on_the_page() -> None:
-    """A Field(gt=…), le, a Literal's choices: each field that has one shows it."""
+def test_every_limit_of_the_json_schema_is_on_the_page() -> None:
+    """A Field(gt=…), le, a Literal's choices, a Checked type's text: each field shows what
+    its JSON schema holds, in the parts of its type too (a list's items, a map's values)."""
     rows = {row.path: row for row in profile_page.rows()}
     assert "> 0" in rows["gke.schedule_budget_s"].limits
     assert rows["announcements.settle_s"].limits.startswith("≥ 0 · ≤ 300")
@@ -102,8 +109,12 @@ def test_every_pydantic_constraint_is_on_the_page() -> None:
     for model, prefix in profile_page._sections(Profile, ""):
         for name, info in model.model_fields.items():
             path = f"{prefix}{info.alias or name}"
-            for shown in profile_page.constraints(info):
+            schema = profile_page.field_schemas(model)[info.alias or name]
+            for shown in profile_page.schema_limits(schema):
                 assert shown in rows[path].limits, (path, shown)
+    assert "≤ 604800" in rows["gke.schedule_budget_s"].limits  # a Checked type's JSON keyword
+    assert "a Kubernetes quantity" in rows["gke.conversion_memory"].limits  # its text
+    assert "no glob characters" in rows["announcements.allowed_uri_prefixes"].limits  # items
 
 
 class _Example(BaseModel):
@@ -111,16 +122,10 @@ class _Example(BaseModel):
     code: str = Field("ab", min_length=2, max_length=8, pattern=r"^[a-z]+$")
     step: float = Field(0.5, multiple_of=0.5, ge=0)
     mode: Literal["a", "b"] = "a"
-    tags: list[str] = Field(default_factory=list)
+    tags: Annotated[list[str], Checked(lambda v: v, "no tag twice")] = Field(
+        default_factory=list)
+    level: Annotated[int, Checked(lambda v: v, maximum=9)] = 1
     other: str = "x"
-
-    @field_validator("tags")
-    @classmethod
-    @limit("no tag twice")
-    def _unique(cls, v: list[str]) -> list[str]:
-        if len(set(v)) != len(v):
-            raise ValueError("a tag is repeated")
-        return v
 
     @field_validator("other", mode="before")
     @classmethod
@@ -138,11 +143,14 @@ def test_a_model_s_constraints_and_declared_limits_become_its_rows() -> None:
     rows = {row.path: row.limits for row in profile_page.rows(_Example)}
     assert rows == {"code": "length ≥ 2 · length ≤ 8 · matches `^[a-z]+$`",
                     "step": "≥ 0 · a multiple of 0.5", "mode": "`a`, `b`",
-                    "tags": "no tag twice", "other": "not the code · set when mode is b"}
+                    "tags": "no tag twice", "level": "≤ 9",
+                    "other": "not the code · set when mode is b"}
     assert undeclared(_Example) == []
 
 
-def test_a_validator_without_a_declared_limit_is_named() -> None:
+def test_a_validator_the_page_cannot_read_is_named() -> None:
+    """A field validator that refuses (its limit belongs in the field's type) and a model
+    validator that declares nothing are both named."""
     class Bare(BaseModel):
         size: int = 1
 
@@ -162,9 +170,32 @@ def test_a_validator_without_a_declared_limit_is_named() -> None:
 
 @pytest.mark.parametrize("value", ["my-run", "a.b_c-1"])
 def test_a_pattern_limit_is_the_pattern_the_check_matches(value: str) -> None:
-    """The profile name's shown pattern is the regular expression its validator uses."""
+    """The profile name's shown pattern is the regular expression its check uses."""
     from flows.config.profile import _PROFILE_NAME
 
-    shown = matches(_PROFILE_NAME)
-    assert re.fullmatch(shown.removeprefix("matches `").removesuffix("`"), value)
+    shown = f"matches `{_PROFILE_NAME.pattern}`"
+    assert re.fullmatch(_PROFILE_NAME.pattern, value)
     assert shown in {row.path: row for row in profile_page.rows()}["name"].limits
+
+
+def _at_most_nine(value: int) -> int:
+    if value > 9:
+        raise FixableValueError(f"{value} is more than 9", "give at most 9")
+    return value
+
+
+class _Sized(BaseModel):
+    size: Annotated[int, Checked(_at_most_nine, maximum=9)] = 1
+    sizes: list[Annotated[int, Checked(_at_most_nine, maximum=9)]] = Field(default_factory=list)
+
+
+@pytest.mark.parametrize(("data", "field"), [({"size": 10}, "size"), ({"sizes": [9, 10]}, "sizes.1")])
+def test_a_checked_type_s_refusal_names_the_field_and_its_fix(data: dict[str, object],
+                                                              field: str) -> None:
+    """The value equal to the limit passes; one above it is refused with the check's own
+    problem and fix, under the field's path (a list item's too), as the loader reports it."""
+    assert _Sized(size=9, sizes=[9]).size == 9
+    with pytest.raises(ValidationError) as refused:
+        _Sized.model_validate(data)
+    assert _translate(refused.value, "cli") == [Issue(field, "10 is more than 9", "give at most 9")]
+    assert profile_page.schema_limits(profile_page.field_schemas(_Sized)["sizes"]) == ["≤ 9"]
