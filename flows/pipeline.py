@@ -32,6 +32,7 @@ from flows.common.paths import default_cache_dir, path_part
 from flows.config import Profile, ProfileError, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
+from flows.config.teams import load_teams
 from flows.core.backend import Backend
 from flows.core.budgets import run_bound_s, timed_out_message
 from flows.core.deadline import Deadline, DeadlinePassed
@@ -45,6 +46,7 @@ from flows.core.retry import RETRY_DELAYS_S
 from flows.core.root_space import storage_failure
 from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
+from flows.core.team_origin import TeamAndOrigin
 from flows.core.throughput import line_of
 from flows.deployed.declared import deployment_declared
 from flows.deployed.run_choices import refuse_run_choices
@@ -107,13 +109,17 @@ def retry_if_retryable(task: Any, task_run: Any, state: State) -> bool:
 CURRENT_STAGE: list[str] = []  # the stage in progress in this process, for `tpurl run`'s messages
 
 
-def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput]) -> StageOutput:
+def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput],
+             team_origin: TeamAndOrigin | None = None) -> StageOutput:
+    """One stage, its backend bound to the task's logger and to the run's team and origin (None: a
+    stage called outside a flow's ``prepare``, as a test does)."""
     CURRENT_STAGE[:] = [stage_name]
     logger = get_run_logger()
     redactor = Redactor()
     stage = STAGE_BY_NAME[stage_name]
     backend = backend_for(profile, logger=logger, redactor=redactor,
-                          on_progress=TrainingProgress(logger), stage=stage_name)
+                          on_progress=TrainingProgress(logger), stage=stage_name,
+                          team_origin=team_origin)
     ctx = StageContext(profile=profile, layout=Layout(profile), backend=backend,
                        storage=backend.storage, logger=logger, redactor=redactor)
     events.stage_event("started", profile.name, stage_name, redactor)
@@ -144,14 +150,14 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     return output
 
 
-def _stage_task(stage_name: str, profile: Profile,
-                upstream: Mapping[str, StageOutput]) -> StageOutput | State:
+def _stage_task(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput],
+                team_origin: TeamAndOrigin | None) -> StageOutput | State:
     """A stage task's body: the output (a skip as its named state), or Cancelled when the
     user cancelled the run while the stage ran (flows/run/cancel.py says why the task
     must catch that itself), with its ``tpurl.stage.cancelled`` event."""
     started = time.monotonic()
     try:
-        return skipped_state(_execute(stage_name, profile, upstream))
+        return skipped_state(_execute(stage_name, profile, upstream, team_origin))
     except TerminationSignal as exc:
         if not cancelled_by_user(exc):
             raise
@@ -210,40 +216,43 @@ def _titled(stage: str) -> dict[str, Any]:
 
 
 @task(**_titled("image"))
-def build_image(profile: Profile) -> StageOutput | State:
-    return _stage_task("image", profile, {})
+def build_image(profile: Profile, *, team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
+    return _stage_task("image", profile, {}, team_origin)
 
 
 @task(**_titled("infra"))
-def provision_infrastructure(profile: Profile, image: StageOutput) -> StageOutput | State:
-    return _stage_task("infra", profile, {"image": image})
+def provision_infrastructure(profile: Profile, image: StageOutput, *,
+                             team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
+    return _stage_task("infra", profile, {"image": image}, team_origin)
 
 
 @task(**_titled("convert"))
 def convert_checkpoint(profile: Profile, image: StageOutput,
-                       infra: StageOutput) -> StageOutput | State:
-    return _stage_task("convert", profile, {"image": image, "infra": infra})
+                       infra: StageOutput, *,
+                       team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
+    return _stage_task("convert", profile, {"image": image, "infra": infra}, team_origin)
 
 
 @task(**_titled("train"))
 def train_grpo(profile: Profile, image: StageOutput, infra: StageOutput,
-               converted: StageOutput) -> StageOutput | State:
-    return _stage_task("train", profile, {"image": image, "infra": infra, "convert": converted})
+               converted: StageOutput, *, team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
+    return _stage_task("train", profile, {"image": image, "infra": infra, "convert": converted}, team_origin)
 
 
 @task(**_titled("export"))
 def export_hf(profile: Profile, image: StageOutput, infra: StageOutput,
-              trained: StageOutput) -> StageOutput | State:
-    return _stage_task("export", profile, {"image": image, "infra": infra, "train": trained})
+              trained: StageOutput, *, team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
+    return _stage_task("export", profile, {"image": image, "infra": infra, "train": trained}, team_origin)
 
 
 @task(**_titled("evaluate"))
 def evaluate_models(profile: Profile, image: StageOutput, infra: StageOutput,
                     converted: StageOutput, trained: StageOutput,
-                    exported: StageOutput) -> StageOutput | State:
+                    exported: StageOutput, *,
+                    team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
     return _stage_task("evaluate", profile, {
         "image": image, "infra": infra, "convert": converted, "train": trained,
-        "export": exported})
+        "export": exported}, team_origin)
 
 
 def _run_name() -> str:
@@ -318,6 +327,7 @@ class PreparedRun:
 
     cfg: Profile
     backend: Backend
+    team_origin: TeamAndOrigin  # the team and origin every stage's backend renders with
     record: RunAnnouncement | None
     started: float  # time.monotonic() at the flow's start
     started_at: str
@@ -377,12 +387,14 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
         get_run_logger().warning("%s", warning)
     if recipe.issues:
         raise ProfileError(cfg.name, list(recipe.issues))
-    backend = backend_for(cfg)
+    teams = load_teams()  # read once: the budget checked and the queues rendered agree
+    team_origin = TeamAndOrigin(teams.team_of(cfg.name), origin)
+    backend = backend_for(cfg, team_origin=team_origin)
     if missing := backend.start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)
     # the team's month: refused when the estimate exceeds what is left, else the estimate
     # is written to the team's ledger first of all the run's side effects
-    spend = start_check(cfg, str(flow_run.id or ""), flow_run.name or "run")
+    spend = start_check(cfg, str(flow_run.id or ""), flow_run.name or "run", teams)
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
     if spend is not None:
@@ -393,7 +405,7 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
                     if record.coalesced else "")
         publish_announcement(cfg.name, record)
     publish_recipe(cfg)
-    return PreparedRun(cfg, backend, record, started, started_at, spend)
+    return PreparedRun(cfg, backend, team_origin, record, started, started_at, spend)
 
 
 def run_stages(run: PreparedRun) -> RanStages:
@@ -455,7 +467,7 @@ def _run_stage(page: StagePage, run: PreparedRun, stage: str,
     timed = task.with_options(timeout_seconds=backend.stage_timeout_s(stage))
     try:
         # return_state=True: Prefect's typing of a task called so names its result's type too
-        state = timed(*args, return_state=True)
+        state = timed(*args, team_origin=run.team_origin, return_state=True)
         if not isinstance(state, State):
             raise TypeError(f"{stage}: the task returned {type(state).__name__}, not a state")
     except BaseException as exc:  # a signal without a cancel intent, Ctrl-C, the run's bound

@@ -93,6 +93,7 @@ from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.secrets import Redactor
 from flows.core.storage import Storage
+from flows.core.team_origin import TeamAndOrigin
 from flows.core.workload import Workload
 
 
@@ -124,8 +125,9 @@ class GkeBackend:
 
     def __init__(self, profile: Profile, *, logger: StageLogger | None = None,
                  redactor: Redactor | None = None, on_progress: ProgressCallback | None = None,
-                 stage: str = "", storage: Storage | None = None,
-                 cluster: Cluster | None = None, budgets: Budgets | None = None,
+                 stage: str = "", team_origin: TeamAndOrigin | None = None,
+                 storage: Storage | None = None, cluster: Cluster | None = None,
+                 budgets: Budgets | None = None,
                  watch_settings: WatchSettings | None = None, api_attempts: int = 0,
                  api_backoff_s: float = 1.0, log_read_timeout_s: float = 300.0) -> None:
         self.profile, self.gke, self.layout = profile, gke_section(profile), Layout(profile)
@@ -133,7 +135,7 @@ class GkeBackend:
         self.redactor = redactor or Redactor()
         self.on_progress, self.stage = on_progress, stage
         self._storage = storage
-        self.options = options_for(profile)
+        self.options = options_for(profile, team_origin)
         self.budgets = budgets or budgets_for(profile, stage)
         self.watch_settings = watch_settings or WatchSettings()
         self.log_read_timeout_s = log_read_timeout_s
@@ -155,7 +157,7 @@ class GkeBackend:
         self.image = GkeImage(self)
         self.infra = GkeInfra(self)
         self.runtime = GkeRuntime(profile)
-        self.planning = GkePlanning(profile, self.gke, self.runtime)
+        self.planning = GkePlanning(profile, self.options, self.runtime)
         self.pricing = GkePricing(profile, self.gke)
 
     @property

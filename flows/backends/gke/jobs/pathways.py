@@ -246,5 +246,5 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
         "replicatedJobs": [head, worker],
     }
     return {"apiVersion": API_VERSION, "kind": "JobSet",
-            "metadata": jobset_metadata(name, profile=profile, options=opts, stage=stage, run=run),
+            "metadata": jobset_metadata(name, options=opts, stage=stage, run=run),
             "spec": spec}

@@ -17,7 +17,7 @@ from typing import Any
 
 from flows.backends.gke.jobs.naming import secret_name
 from flows.config.profile import SecretRef
-from flows.config.teams import Teams, load_teams
+from flows.config.teams import Team, Teams, load_teams
 
 MANAGED_BY = "tpurl"
 SOURCE_ANNOTATION = "tpurl/value-source"
@@ -27,7 +27,11 @@ def secret_owner(profile: str, teams: Teams | None = None) -> str:
     """Whose Secrets a run of ``profile`` writes: ``team:NAME`` of its team in the teams
     file (``teams`` or deployments/teams.yaml), else ``profile:NAME``. A team's profiles
     share them (one team, one token); no two teams, and no team and a lone profile, do."""
-    team = (load_teams() if teams is None else teams).team_of(profile)
+    return owner_of(profile, (load_teams() if teams is None else teams).team_of(profile))
+
+
+def owner_of(profile: str, team: Team | None) -> str:
+    """Pure: the owner ``secret_owner`` names, the team already known."""
     return f"team:{team.name}" if team is not None else f"profile:{profile}"
 
 
