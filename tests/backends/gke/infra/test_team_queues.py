@@ -27,9 +27,11 @@ from flows.backends.gke.infra.preflight.team_queues import (
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.infra.team_quota import TeamQuota, checked_quotas, team_quotas
 from flows.backends.gke.jobs.manifests import render_all
+from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.team_queues import INTERACTIVE, PRIORITY_LABEL, SCHEDULED
 from flows.config.errors import ProfileError
 from flows.config.teams import Teams, load_teams
+from flows.core.team_origin import TeamAndOrigin
 from flows.operations.plan import planned_workloads
 from tests.backends.gke.infra.test_kueue_objects_version import CLUSTER, Routed
 from tests.fakes.kube_api import FakeApiServer, FakeKube
@@ -186,11 +188,17 @@ def test_a_teams_jobsets_carry_its_queue_and_priority(monkeypatch: pytest.Monkey
                if o["kind"] == "JobSet"]
     assert {(o["metadata"]["labels"][QUEUE], o["metadata"]["labels"][PRIORITY_LABEL])
             for o in jobsets} == {("team-research", INTERACTIVE)}
-    # a deployment's run (Prefect's runtime reads the deployment id from this variable)
+    # a deployment's run: its flow's prepare decided the origin, the renderer asks no one
+    # (Prefect's runtime would read a deployment id from this variable)
     monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", "00000000-0000-0000-0000-0000000000aa")
-    scheduled = [o for o in render_all(profile, planned_workloads(profile))
+    research = load_teams().named("research")
+    by_deployment = options_for(profile, TeamAndOrigin(research, "deployment"))
+    scheduled = [o for o in render_all(profile, planned_workloads(profile), by_deployment)
                  if o["kind"] == "JobSet"]
     assert {o["metadata"]["labels"][PRIORITY_LABEL] for o in scheduled} == {SCHEDULED}
+    in_process = [o for o in render_all(profile, planned_workloads(profile))
+                  if o["kind"] == "JobSet"]
+    assert {o["metadata"]["labels"][PRIORITY_LABEL] for o in in_process} == {INTERACTIVE}
 
 
 def test_preflight_before_the_deploy_admits_every_pod_through_the_teams_queue(
