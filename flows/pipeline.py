@@ -110,16 +110,15 @@ CURRENT_STAGE: list[str] = []  # the stage in progress in this process, for `tpu
 
 
 def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput],
-             team_origin: TeamAndOrigin | None = None) -> StageOutput:
-    """One stage, its backend bound to the task's logger and to the run's team and origin (None: a
-    stage called outside a flow's ``prepare``, as a test does)."""
+             run_backend: Backend | None = None) -> StageOutput:
+    """One stage, on the run's backend (None: a stage called outside a flow's ``prepare``,
+    as a test does) bound to the stage and the task's logger."""
     CURRENT_STAGE[:] = [stage_name]
     logger = get_run_logger()
     redactor = Redactor()
     stage = STAGE_BY_NAME[stage_name]
-    backend = backend_for(profile, logger=logger, redactor=redactor,
-                          on_progress=TrainingProgress(logger), stage=stage_name,
-                          team_origin=team_origin)
+    backend = (run_backend or backend_for(profile)).for_stage(
+        stage_name, logger=logger, redactor=redactor, on_progress=TrainingProgress(logger))
     ctx = StageContext(profile=profile, layout=Layout(profile), backend=backend,
                        storage=backend.storage, logger=logger, redactor=redactor)
     events.stage_event("started", profile.name, stage_name, redactor)
@@ -151,13 +150,13 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
 
 
 def _stage_task(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput],
-                team_origin: TeamAndOrigin | None) -> StageOutput | State:
+                backend: Backend | None) -> StageOutput | State:
     """A stage task's body: the output (a skip as its named state), or Cancelled when the
     user cancelled the run while the stage ran (flows/run/cancel.py says why the task
     must catch that itself), with its ``tpurl.stage.cancelled`` event."""
     started = time.monotonic()
     try:
-        return skipped_state(_execute(stage_name, profile, upstream, team_origin))
+        return skipped_state(_execute(stage_name, profile, upstream, backend))
     except TerminationSignal as exc:
         if not cancelled_by_user(exc):
             raise
@@ -216,43 +215,43 @@ def _titled(stage: str) -> dict[str, Any]:
 
 
 @task(**_titled("image"))
-def build_image(profile: Profile, *, team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
-    return _stage_task("image", profile, {}, team_origin)
+def build_image(profile: Profile, *, backend: Backend | None = None) -> StageOutput | State:
+    return _stage_task("image", profile, {}, backend)
 
 
 @task(**_titled("infra"))
 def provision_infrastructure(profile: Profile, image: StageOutput, *,
-                             team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
-    return _stage_task("infra", profile, {"image": image}, team_origin)
+                             backend: Backend | None = None) -> StageOutput | State:
+    return _stage_task("infra", profile, {"image": image}, backend)
 
 
 @task(**_titled("convert"))
 def convert_checkpoint(profile: Profile, image: StageOutput,
                        infra: StageOutput, *,
-                       team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
-    return _stage_task("convert", profile, {"image": image, "infra": infra}, team_origin)
+                       backend: Backend | None = None) -> StageOutput | State:
+    return _stage_task("convert", profile, {"image": image, "infra": infra}, backend)
 
 
 @task(**_titled("train"))
 def train_grpo(profile: Profile, image: StageOutput, infra: StageOutput,
-               converted: StageOutput, *, team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
-    return _stage_task("train", profile, {"image": image, "infra": infra, "convert": converted}, team_origin)
+               converted: StageOutput, *, backend: Backend | None = None) -> StageOutput | State:
+    return _stage_task("train", profile, {"image": image, "infra": infra, "convert": converted}, backend)
 
 
 @task(**_titled("export"))
 def export_hf(profile: Profile, image: StageOutput, infra: StageOutput,
-              trained: StageOutput, *, team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
-    return _stage_task("export", profile, {"image": image, "infra": infra, "train": trained}, team_origin)
+              trained: StageOutput, *, backend: Backend | None = None) -> StageOutput | State:
+    return _stage_task("export", profile, {"image": image, "infra": infra, "train": trained}, backend)
 
 
 @task(**_titled("evaluate"))
 def evaluate_models(profile: Profile, image: StageOutput, infra: StageOutput,
                     converted: StageOutput, trained: StageOutput,
                     exported: StageOutput, *,
-                    team_origin: TeamAndOrigin | None = None) -> StageOutput | State:
+                    backend: Backend | None = None) -> StageOutput | State:
     return _stage_task("evaluate", profile, {
         "image": image, "infra": infra, "convert": converted, "train": trained,
-        "export": exported}, team_origin)
+        "export": exported}, backend)
 
 
 def _run_name() -> str:
@@ -322,12 +321,11 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
 @dataclass(frozen=True)
 class PreparedRun:
     """A run whose every check passed before any side effect: its profile, its one backend
-    (for the run's own questions: storage, price, dataset; each stage's task builds the
-    backend of its stage, bound to the task's logger) and the announcements it serves."""
+    (built for the run's team and origin; each stage's task binds it to its stage and
+    logger, ``Backend.for_stage``) and the announcements it serves."""
 
     cfg: Profile
     backend: Backend
-    team_origin: TeamAndOrigin  # the team and origin every stage's backend renders with
     record: RunAnnouncement | None
     started: float  # time.monotonic() at the flow's start
     started_at: str
@@ -388,8 +386,7 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
     if recipe.issues:
         raise ProfileError(cfg.name, list(recipe.issues))
     teams = load_teams()  # read once: the budget checked and the queues rendered agree
-    team_origin = TeamAndOrigin(teams.team_of(cfg.name), origin)
-    backend = backend_for(cfg, team_origin=team_origin)
+    backend = backend_for(cfg, team_origin=TeamAndOrigin(teams.team_of(cfg.name), origin))
     if missing := backend.start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)
     # the team's month: refused when the estimate exceeds what is left, else the estimate
@@ -405,7 +402,7 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
                     if record.coalesced else "")
         publish_announcement(cfg.name, record)
     publish_recipe(cfg)
-    return PreparedRun(cfg, backend, team_origin, record, started, started_at, spend)
+    return PreparedRun(cfg, backend, record, started, started_at, spend)
 
 
 def run_stages(run: PreparedRun) -> RanStages:
@@ -467,7 +464,7 @@ def _run_stage(page: StagePage, run: PreparedRun, stage: str,
     timed = task.with_options(timeout_seconds=backend.stage_timeout_s(stage))
     try:
         # return_state=True: Prefect's typing of a task called so names its result's type too
-        state = timed(*args, team_origin=run.team_origin, return_state=True)
+        state = timed(*args, backend=run.backend, return_state=True)
         if not isinstance(state, State):
             raise TypeError(f"{stage}: the task returned {type(state).__name__}, not a state")
     except BaseException as exc:  # a signal without a cancel intent, Ctrl-C, the run's bound

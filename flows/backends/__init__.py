@@ -23,8 +23,9 @@ from flows.core.team_origin import TeamAndOrigin
 def backend_for(profile: Profile, *, logger: StageLogger | None = None,
                 redactor: Redactor | None = None, on_progress: ProgressCallback | None = None,
                 stage: str = "", team_origin: TeamAndOrigin | None = None) -> Backend:
-    """The profile's backend for one stage (or for a plan, with no stage: it does no I/O),
-    in a run of this team and origin (None: a plan's or a command's, outside any run)."""
+    """The profile's backend: a run's one (each stage binds it, ``Backend.for_stage``), in
+    a run of this team and origin (None: a plan's or a command's, outside any run), or a
+    plan's (it does no I/O)."""
     if profile.backend == "gke":
         try:
             from flows.backends.gke.backend import GkeBackend
