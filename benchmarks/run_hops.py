@@ -37,6 +37,11 @@ What is measured (dynamic, over a real run):
   the side calls: the modules off the walk that any call from a module on the walk entered
   (what the walk's modules lean on: the backend's choice, events, the page, the lock).
   ``--walk`` prints the walk itself.
+- Below the backend, for GKE: one train stage's ``GkeBackend.run_workload`` (the real
+  backend, its JobSet rendered, its Secret applied, its programs shipped, the JobSet watched
+  to success) against the fake Kubernetes API over HTTP (tests/fakes/kube_api, the scenario
+  the GKE backend's own tests run: admitted, started, two step lines, succeeded). Printed:
+  the distinct ``flows`` modules and packages any call inside ``run_workload`` entered.
 
 The figure is about the code's shape, not its speed: the run's wall time is printed only to
 show the cost of the measurement.
@@ -244,6 +249,17 @@ class Measured:
     recorder: Recorder
 
 
+def two_teams(home: Path, profile: str) -> Path:
+    """A teams file of two teams, the run's profile in one, their ledger in ``home``: the
+    run's path with a team (its budget checked, its queue on the JobSet), as on a cluster
+    that several teams share."""
+    path = home / "teams.yaml"
+    path.write_text(f"ledger_root: {(home / 'ledger').as_uri()}\nteams:\n"
+                    f"  tutorial:\n    usd_per_month: 100000\n    profiles: [{profile}]\n"
+                    f"  other:\n    usd_per_month: 100\n    profiles: [rehearsal]\n")
+    return path
+
+
 def measure(backend: str, home: Path) -> Measured:
     from flows import cli
 
@@ -264,6 +280,7 @@ def measure(backend: str, home: Path) -> Measured:
         from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED, fake_hf_token
 
         os.environ["HF_TOKEN"] = fake_hf_token("RunHops")
+        os.environ["TPURL_TEAMS_FILE"] = str(two_teams(home, TUTORIAL))
         name, cls = "GkeBackend", instant_gke(home / "buckets")
         argv = ["run", TUTORIAL, *(x for k, v in TUTORIAL_REQUIRED.items()
                                    for x in ("--set", f"{k}={v}"))]
@@ -283,6 +300,55 @@ def measure(backend: str, home: Path) -> Measured:
         finally:
             sys.setprofile(None)
     return Measured(backend, code, time.monotonic() - started, recorder)
+
+
+class Entered:
+    """The flows modules any call entered while it is set (imports are not calls)."""
+
+    def __init__(self) -> None:
+        self.modules: set[str] = set()
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name != "<module>":
+            module = module_of(frame.f_code.co_filename)
+            if module is not None and module != BACKEND:
+                self.modules.add(module)
+
+
+def measure_run_workload(home: Path) -> tuple[bool, set[str]]:
+    """One GKE train stage's ``run_workload`` against the fake Kubernetes API: whether the
+    stage succeeded, and the flows modules its calls entered."""
+    from flows.core.failures import StageFailed
+    from flows.core.layout import Layout
+    from flows.core.programs import train_workload
+    from flows.core.storage import file_uri
+    from tests.fakes.gke_backend import ListLogger, make_backend
+    from tests.fakes.kube_api import FakeApiServer, FakeKube
+    from tests.fakes.kube_api.scenarios import admit, say, scenario, start, succeed
+
+    steps = [(0.05, admit), (0.05, start), (0.05, say("Train step 1 training loss: 1.0")),
+             (0.05, say("Train step 2 training loss: 0.9")), (0.05, succeed)]
+    with FakeApiServer(FakeKube()) as server:
+        scenario(server.kube, steps)
+        backend = make_backend(server.url, "train", home, ListLogger())
+        workload = train_workload(backend.profile, Layout(backend.profile), backend.runtime)
+        entered = Entered()
+        sys.setprofile(entered)
+        try:
+            backend.run_workload(workload, file_uri(home / "train.log"))
+            ok = True
+        except StageFailed:
+            ok = False
+        finally:
+            sys.setprofile(None)
+    return ok, entered.modules
+
+
+def report_run_workload(ok: bool, modules: set[str]) -> None:
+    print(f"\ngke: one train stage's run_workload against the fake Kubernetes API: "
+          f"{'succeeded' if ok else 'failed'}")
+    print(f"  flows modules entered: {len(modules)}, packages: "
+          f"{len({package_of(m) for m in modules})}")
 
 
 def report(m: Measured, show_walk: bool) -> None:
@@ -323,8 +389,14 @@ def main() -> int:
                    for backend in ("local", "gke"))
     with tempfile.TemporaryDirectory(prefix=f"run-hops-{args.backend}-") as tmp:
         measured = measure(args.backend, Path(tmp))
+        below = measure_run_workload(Path(tmp)) if args.backend == "gke" else (True, set())
     report(measured, args.walk)
-    return 0 if measured.exit_code == 0 and len(measured.recorder.landmarks) == 3 else 1
+    if args.backend == "gke":
+        report_run_workload(*below)
+        if args.walk:
+            print("  modules: " + ", ".join(sorted(below[1])))
+    return 0 if measured.exit_code == 0 and len(measured.recorder.landmarks) == 3 and below[0] \
+        else 1
 
 
 if __name__ == "__main__":

@@ -398,14 +398,14 @@ def _plan(args: argparse.Namespace, loaded: _Loaded) -> int:
     from flows.core.safe_writes import gib
     from flows.operations.plan import build_plan, render_text, write_plan
 
-    profile = loaded.profile
-    plans = build_plan(profile)
+    profile, backend = loaded.profile, loaded.backend  # the plan's one backend
+    plans = build_plan(profile, backend)
     if args.json:
         print(json.dumps([p.model_dump() for p in plans], indent=2))
     else:
-        print(render_text(profile, plans))
+        print(render_text(profile, plans, backend))
         if profile.gke is not None:  # measured where the profile ran before, else the guess
-            print("\n" + "\n".join(_training_estimate(profile, read_results=args.check)))
+            print("\n" + "\n".join(_training_estimate(profile, backend, args.check)))
         if profile.gke is not None:  # whether the cap leaves room for a preemption
             from flows.operations.preemption_cost import cost_lines, preemption_cost
 
@@ -432,7 +432,7 @@ def _plan(args: argparse.Namespace, loaded: _Loaded) -> int:
         from flows.core.root_space import storage_failure
 
         try:
-            files = write_plan(profile, plans, args.out)
+            files = write_plan(profile, plans, args.out, backend)
         except OSError as exc:  # a full or read-only disk: the path and the fix
             if (failure := storage_failure("plan", exc, None)) is None:
                 raise
@@ -447,7 +447,7 @@ def _plan(args: argparse.Namespace, loaded: _Loaded) -> int:
     return 0
 
 
-def _training_estimate(profile: Profile, read_results: bool) -> list[str]:
+def _training_estimate(profile: Profile, backend: Backend, read_results: bool) -> list[str]:
     """The plan's training estimate (flows/operations/learned_estimate.py). The bucket's
     results are read only with --check, which reaches the cloud anyway: `tpurl plan` alone
     stays offline and says so."""
@@ -464,7 +464,6 @@ def _training_estimate(profile: Profile, read_results: bool) -> list[str]:
     from flows.run.result import READ_WITHIN_S, recent_results_within
 
     gke = gke_section(profile)
-    backend = backend_for(profile)
     guess = stage_hours(profile, "train")
     steps = train_workload(profile, Layout(profile), backend.runtime).total_steps
     unread = "`tpurl plan --check` reads the last runs' measured steps from the bucket"

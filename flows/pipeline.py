@@ -32,6 +32,7 @@ from flows.common.paths import default_cache_dir, path_part
 from flows.config import Profile, ProfileError, load_profile
 from flows.config.choices import ProfileName
 from flows.config.errors import EnvironmentNotReady
+from flows.config.teams import load_teams
 from flows.core.backend import Backend
 from flows.core.budgets import run_bound_s, timed_out_message
 from flows.core.deadline import Deadline, DeadlinePassed
@@ -45,6 +46,7 @@ from flows.core.retry import RETRY_DELAYS_S
 from flows.core.root_space import storage_failure
 from flows.core.secrets import Redactor, require_secrets
 from flows.core.stage import StageContext, StageOutput
+from flows.core.team_origin import TeamAndOrigin
 from flows.core.throughput import line_of
 from flows.deployed.declared import deployment_declared
 from flows.deployed.run_choices import refuse_run_choices
@@ -107,13 +109,16 @@ def retry_if_retryable(task: Any, task_run: Any, state: State) -> bool:
 CURRENT_STAGE: list[str] = []  # the stage in progress in this process, for `tpurl run`'s messages
 
 
-def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput]) -> StageOutput:
+def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput],
+             run_backend: Backend | None = None) -> StageOutput:
+    """One stage, on the run's backend (None: a stage called outside a flow's ``prepare``,
+    as a test does) bound to the stage and the task's logger."""
     CURRENT_STAGE[:] = [stage_name]
     logger = get_run_logger()
     redactor = Redactor()
     stage = STAGE_BY_NAME[stage_name]
-    backend = backend_for(profile, logger=logger, redactor=redactor,
-                          on_progress=TrainingProgress(logger), stage=stage_name)
+    backend = (run_backend or backend_for(profile)).for_stage(
+        stage_name, logger=logger, redactor=redactor, on_progress=TrainingProgress(logger))
     ctx = StageContext(profile=profile, layout=Layout(profile), backend=backend,
                        storage=backend.storage, logger=logger, redactor=redactor)
     events.stage_event("started", profile.name, stage_name, redactor)
@@ -144,14 +149,14 @@ def _execute(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutp
     return output
 
 
-def _stage_task(stage_name: str, profile: Profile,
-                upstream: Mapping[str, StageOutput]) -> StageOutput | State:
+def _stage_task(stage_name: str, profile: Profile, upstream: Mapping[str, StageOutput],
+                backend: Backend | None) -> StageOutput | State:
     """A stage task's body: the output (a skip as its named state), or Cancelled when the
     user cancelled the run while the stage ran (flows/run/cancel.py says why the task
     must catch that itself), with its ``tpurl.stage.cancelled`` event."""
     started = time.monotonic()
     try:
-        return skipped_state(_execute(stage_name, profile, upstream))
+        return skipped_state(_execute(stage_name, profile, upstream, backend))
     except TerminationSignal as exc:
         if not cancelled_by_user(exc):
             raise
@@ -210,40 +215,43 @@ def _titled(stage: str) -> dict[str, Any]:
 
 
 @task(**_titled("image"))
-def build_image(profile: Profile) -> StageOutput | State:
-    return _stage_task("image", profile, {})
+def build_image(profile: Profile, *, backend: Backend | None = None) -> StageOutput | State:
+    return _stage_task("image", profile, {}, backend)
 
 
 @task(**_titled("infra"))
-def provision_infrastructure(profile: Profile, image: StageOutput) -> StageOutput | State:
-    return _stage_task("infra", profile, {"image": image})
+def provision_infrastructure(profile: Profile, image: StageOutput, *,
+                             backend: Backend | None = None) -> StageOutput | State:
+    return _stage_task("infra", profile, {"image": image}, backend)
 
 
 @task(**_titled("convert"))
 def convert_checkpoint(profile: Profile, image: StageOutput,
-                       infra: StageOutput) -> StageOutput | State:
-    return _stage_task("convert", profile, {"image": image, "infra": infra})
+                       infra: StageOutput, *,
+                       backend: Backend | None = None) -> StageOutput | State:
+    return _stage_task("convert", profile, {"image": image, "infra": infra}, backend)
 
 
 @task(**_titled("train"))
 def train_grpo(profile: Profile, image: StageOutput, infra: StageOutput,
-               converted: StageOutput) -> StageOutput | State:
-    return _stage_task("train", profile, {"image": image, "infra": infra, "convert": converted})
+               converted: StageOutput, *, backend: Backend | None = None) -> StageOutput | State:
+    return _stage_task("train", profile, {"image": image, "infra": infra, "convert": converted}, backend)
 
 
 @task(**_titled("export"))
 def export_hf(profile: Profile, image: StageOutput, infra: StageOutput,
-              trained: StageOutput) -> StageOutput | State:
-    return _stage_task("export", profile, {"image": image, "infra": infra, "train": trained})
+              trained: StageOutput, *, backend: Backend | None = None) -> StageOutput | State:
+    return _stage_task("export", profile, {"image": image, "infra": infra, "train": trained}, backend)
 
 
 @task(**_titled("evaluate"))
 def evaluate_models(profile: Profile, image: StageOutput, infra: StageOutput,
                     converted: StageOutput, trained: StageOutput,
-                    exported: StageOutput) -> StageOutput | State:
+                    exported: StageOutput, *,
+                    backend: Backend | None = None) -> StageOutput | State:
     return _stage_task("evaluate", profile, {
         "image": image, "infra": infra, "convert": converted, "train": trained,
-        "export": exported})
+        "export": exported}, backend)
 
 
 def _run_name() -> str:
@@ -313,8 +321,8 @@ def rl_post_training(profile: ProfileName = DEFAULT_PROFILE, overrides: dict[str
 @dataclass(frozen=True)
 class PreparedRun:
     """A run whose every check passed before any side effect: its profile, its one backend
-    (for the run's own questions: storage, price, dataset; each stage's task builds the
-    backend of its stage, bound to the task's logger) and the announcements it serves."""
+    (built for the run's team and origin; each stage's task binds it to its stage and
+    logger, ``Backend.for_stage``) and the announcements it serves."""
 
     cfg: Profile
     backend: Backend
@@ -377,12 +385,13 @@ def prepare(profile: str, overrides: dict[str, str] | None, dataset_uri: str | N
         get_run_logger().warning("%s", warning)
     if recipe.issues:
         raise ProfileError(cfg.name, list(recipe.issues))
-    backend = backend_for(cfg)
+    teams = load_teams()  # read once: the budget checked and the queues rendered agree
+    backend = backend_for(cfg, team_origin=TeamAndOrigin(teams.team_of(cfg.name), origin))
     if missing := backend.start_issues():  # gcloud, a daemon, credentials
         raise EnvironmentNotReady(cfg.name, missing)
     # the team's month: refused when the estimate exceeds what is left, else the estimate
     # is written to the team's ledger first of all the run's side effects
-    spend = start_check(cfg, str(flow_run.id or ""), flow_run.name or "run")
+    spend = start_check(cfg, str(flow_run.id or ""), flow_run.name or "run", teams)
     logger = get_run_logger()
     logger.info("profile %s (backend %s) validated", cfg.name, cfg.backend)
     if spend is not None:
@@ -455,7 +464,7 @@ def _run_stage(page: StagePage, run: PreparedRun, stage: str,
     timed = task.with_options(timeout_seconds=backend.stage_timeout_s(stage))
     try:
         # return_state=True: Prefect's typing of a task called so names its result's type too
-        state = timed(*args, return_state=True)
+        state = timed(*args, backend=run.backend, return_state=True)
         if not isinstance(state, State):
             raise TypeError(f"{stage}: the task returned {type(state).__name__}, not a state")
     except BaseException as exc:  # a signal without a cancel intent, Ctrl-C, the run's bound

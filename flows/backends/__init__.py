@@ -17,19 +17,22 @@ from flows.config.profile import Profile
 from flows.core.backend import Backend, ProgressCallback, StageLogger
 from flows.core.secrets import Redactor
 from flows.core.storage import LocalStorage, Storage
+from flows.core.team_origin import TeamAndOrigin
 
 
 def backend_for(profile: Profile, *, logger: StageLogger | None = None,
                 redactor: Redactor | None = None, on_progress: ProgressCallback | None = None,
-                stage: str = "") -> Backend:
-    """The profile's backend for one stage (or for a plan, with no stage: it does no I/O)."""
+                stage: str = "", team_origin: TeamAndOrigin | None = None) -> Backend:
+    """The profile's backend: a run's one (each stage binds it, ``Backend.for_stage``), in
+    a run of this team and origin (None: a plan's or a command's, outside any run), or a
+    plan's (it does no I/O)."""
     if profile.backend == "gke":
         try:
             from flows.backends.gke.backend import GkeBackend
         except ModuleNotFoundError as missing:
             raise gcp_extra_missing(profile.name, missing) from None
         return GkeBackend(profile, logger=logger, redactor=redactor, on_progress=on_progress,
-                          stage=stage)
+                          stage=stage, team_origin=team_origin)
     from flows.backends.local.backend import LocalBackend
 
     return LocalBackend(profile, logger=logger, redactor=redactor, on_progress=on_progress,

@@ -35,6 +35,7 @@ from flows.core.workload import Placement, ProgramFile, Workload
 if TYPE_CHECKING:
     from flows.common.issues import Issue
     from flows.core.lineage import LineageRecord
+    from flows.core.redaction import Redactor
     from flows.core.stage import StageContext
 
 Env = tuple[tuple[str, str], ...]
@@ -289,3 +290,9 @@ class Backend(Running, Pricing, Planning, Timing, Protocol):
 
     @property
     def runtime(self) -> ProgramRuntime: ...
+
+    def for_stage(self, stage: str, *, logger: StageLogger, redactor: Redactor,
+                  on_progress: ProgressCallback | None) -> Backend:
+        """The run's backend bound to one stage and its task's logger, its run-wide parts
+        (the profile's, the team's and origin's, decided once) shared: a stage builds none."""
+        ...

@@ -102,6 +102,10 @@ class FakeStageBackend:
         self.scores: dict[str, float] = {"evaluate-base": 0.40, "evaluate-trained": 0.55}
         self.logger = logging.getLogger("tpurl-tests")
 
+    def for_stage(self, stage: str, **_: object) -> FakeStageBackend:
+        """Itself: the fake counts the runs of every stage of its run in one place."""
+        return self
+
     def write(self, uri: str, text: str) -> None:
         self.storage.write_text(uri, text)
 

@@ -30,10 +30,11 @@ from flows.backends.gke import backend as gke_backend
 from flows.backends.gke.infra import clients as infra_clients
 from flows.backends.gke.infra.settings import InfraSettings
 from flows.backends.gke.jobs.naming import secret_name
-from flows.backends.gke.jobs.secret_objects import secret_owner
+from flows.backends.gke.jobs.secret_objects import owner_of
 from flows.backends.gke.watch.client import Cluster
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
+from flows.config.teams import load_teams
 from flows.core.budgets import Budgets, budgets_for
 from tests.fakes.cloud import BIN, FakeGoogleApis, build_bundle
 from tests.fakes.gke_programs import FakePrograms
@@ -61,8 +62,9 @@ def naming_session_secrets(rules: list[dict[str, Any]],
     adds the names `tpurl plan` lists: that file puts them in no team (tests/conftest.py),
     so their Secrets are each profile's own, which the shipped Role, written for the shipped
     tutorial team, does not name."""
-    extra = [secret_name(secret_owner(profile), source) for profile in (TUTORIAL, SMOKE)
-             for source in sources]
+    teams = load_teams()
+    extra = [secret_name(owner_of(profile, teams.team_of(profile)), source)
+             for profile in (TUTORIAL, SMOKE) for source in sources]
     for rule in rules:
         if rule.get("resources") == ["secrets"] and rule.get("resourceNames"):
             rule["resourceNames"] = [*rule["resourceNames"], *extra]

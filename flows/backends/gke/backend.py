@@ -34,6 +34,7 @@ GkeBackend is put together from parts, each with its own module: the JobSet clie
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import re
@@ -93,6 +94,7 @@ from flows.core.layout import Layout
 from flows.core.manifest import LOGS_DIR
 from flows.core.secrets import Redactor
 from flows.core.storage import Storage
+from flows.core.team_origin import TeamAndOrigin
 from flows.core.workload import Workload
 
 
@@ -124,39 +126,53 @@ class GkeBackend:
 
     def __init__(self, profile: Profile, *, logger: StageLogger | None = None,
                  redactor: Redactor | None = None, on_progress: ProgressCallback | None = None,
-                 stage: str = "", storage: Storage | None = None,
-                 cluster: Cluster | None = None, budgets: Budgets | None = None,
+                 stage: str = "", team_origin: TeamAndOrigin | None = None,
+                 storage: Storage | None = None, cluster: Cluster | None = None,
+                 budgets: Budgets | None = None,
                  watch_settings: WatchSettings | None = None, api_attempts: int = 0,
                  api_backoff_s: float = 1.0, log_read_timeout_s: float = 300.0) -> None:
         self.profile, self.gke, self.layout = profile, gke_section(profile), Layout(profile)
-        self.logger: StageLogger = logger or logging.getLogger("tpurl")
-        self.redactor = redactor or Redactor()
-        self.on_progress, self.stage = on_progress, stage
         self._storage = storage
-        self.options = options_for(profile)
-        self.budgets = budgets or budgets_for(profile, stage)
+        self.options = options_for(profile, team_origin)
         self.watch_settings = watch_settings or WatchSettings()
         self.log_read_timeout_s = log_read_timeout_s
         self._cluster = cluster
+        self._api_attempts, self._api_backoff_s = api_attempts, api_backoff_s
+        self.runtime = GkeRuntime(profile)
+        self.planning = GkePlanning(profile, self.options, self.runtime)
+        self.pricing = GkePricing(profile, self.gke)
+        self._bind(stage, logger, redactor, on_progress, budgets)
+
+    def for_stage(self, stage: str, *, logger: StageLogger, redactor: Redactor,
+                  on_progress: ProgressCallback | None) -> GkeBackend:
+        """This run's backend bound to one stage and its task's logger: the profile's parts
+        (options, runtime, prices) are the run's; what a stage counts and watches is its own."""
+        bound = copy.copy(self)
+        bound._bind(stage, logger, redactor, on_progress, None)
+        return bound
+
+    def _bind(self, stage: str, logger: StageLogger | None, redactor: Redactor | None,
+              on_progress: ProgressCallback | None, budgets: Budgets | None) -> None:
+        self.logger: StageLogger = logger or logging.getLogger("tpurl")
+        self.redactor = redactor or Redactor()
+        self.on_progress, self.stage = on_progress, stage
+        self.budgets = budgets or budgets_for(self.profile, stage)
         self.jobsets = JobSetClient(
             lambda: self.cluster, namespace=self.gke.namespace, project=self.gke.project,
             stage=stage, budgets=self.budgets, redactor=self.redactor, logger=self.logger,
             hf_token_key=self.options.hf_token_key, secret_owner=self.options.secret_owner,
-            api_attempts=api_attempts,
-            api_backoff_s=api_backoff_s)
-        self.capacity = CapacityRun(profile, stage=stage, options=self.options,
+            api_attempts=self._api_attempts,
+            api_backoff_s=self._api_backoff_s)
+        self.capacity = CapacityRun(self.profile, stage=stage, options=self.options,
                                     redactor=self.redactor, logger=self.logger)
         self.submitted: list[str] = []  # JobSets created by this backend (a create that returned)
         self.monitor: Monitor | None = None  # the latest one, for the benchmark and tests
         # the watch of the run's TPU nodes after the stage, until they are gone (for tests)
         self.node_tail: threading.Thread | None = None
-        self.spend: SpendMeter | None = meter_for(profile, stage)  # None: no cap set
+        self.spend: SpendMeter | None = meter_for(self.profile, stage)  # None: no cap set
         self.health: HealthWatch | None = None  # the training sentinel, while train runs
         self.image = GkeImage(self)
         self.infra = GkeInfra(self)
-        self.runtime = GkeRuntime(profile)
-        self.planning = GkePlanning(profile, self.gke, self.runtime)
-        self.pricing = GkePricing(profile, self.gke)
 
     @property
     def storage(self) -> Storage:

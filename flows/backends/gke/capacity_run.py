@@ -28,6 +28,7 @@ from flows.backends.gke.watch.monitor import Monitor
 from flows.backends.gke.watch.served import TPU_ACCELERATOR
 from flows.common.api_objects import Obj
 from flows.common.event_catalogue import CAPACITY_FALLBACK
+from flows.config.gke import GkeSection
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.config.spend import ON_SLICE
@@ -36,10 +37,9 @@ from flows.core.secrets import Redactor
 from flows.core.workload import Workload
 
 
-def capacity_chain(profile: Profile) -> tuple[str, ...]:
+def capacity_chain(gke: GkeSection) -> tuple[str, ...]:
     """The steps to try, in order: each mode of ``gke.capacity``, or with several slices
     and zones each ``mode@zone`` (fallback.attempts_of says why)."""
-    gke = gke_section(profile)
     return tuple(f"{mode}@{zone}" if zone else mode for mode, zone in
                  attempts_of(tuple(gke.capacity_chain), gke.zone_order, gke.num_slices))
 
@@ -81,7 +81,7 @@ class CapacityRun:
         self.profile, self.gke = profile, options.gke
         self.stage, self.options = stage, options
         self.redactor, self.logger = redactor, logger
-        self.steps = capacity_chain(profile)
+        self.steps = capacity_chain(self.gke)
 
     def jobset_for(self, workload: Workload, job: str, step: str) -> Obj:
         """The JobSet of ``job`` as ``step`` (``mode`` or ``mode@zone``) runs it."""

@@ -13,11 +13,10 @@ from pathlib import Path
 
 from flows.backends.gke.infra.cost import cost_plan, render_caps, render_cost
 from flows.backends.gke.jobs.manifests import jobs_of, write_manifests
-from flows.backends.gke.jobs.options import options_for
+from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.secret_grants import plan_lines, shipped_replaceable
 from flows.common.issues import Issue
 from flows.config.eval_hours import tpu_stages
-from flows.config.gke import GkeSection
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.backend import ProgramRuntime
@@ -31,8 +30,9 @@ class GkePlanning:
     """What a plan of a GKE profile prints, writes and checks, from the profile and the
     program runtime (the workloads whose Secrets the plan lists)."""
 
-    def __init__(self, profile: Profile, gke: GkeSection, runtime: ProgramRuntime) -> None:
-        self.profile, self.gke, self.runtime = profile, gke, runtime
+    def __init__(self, profile: Profile, options: GkeOptions, runtime: ProgramRuntime) -> None:
+        self.profile, self.options, self.runtime = profile, options, runtime
+        self.gke = options.gke
 
     def plan_header(self) -> list[str]:
         gke = self.gke
@@ -52,7 +52,7 @@ class GkePlanning:
         """Every Secret the run writes, and whether the shipped Role may replace it
         (secret_grants.py)."""
         return plan_lines(planned_workloads(self.profile, self.runtime), self.gke.namespace,
-                          options_for(self.profile).secret_owner, shipped_replaceable())
+                          self.options.secret_owner, shipped_replaceable())
 
     def _parity(self) -> list[str]:
         """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""
@@ -65,7 +65,7 @@ class GkePlanning:
         return parity_lines(self.profile.image.base, lock, None, patches)
 
     def write_plan_files(self, out_dir: Path, workloads: Mapping[str, Workload]) -> list[Path]:
-        return write_manifests(self.profile, workloads, out_dir / "manifests")
+        return write_manifests(self.profile, workloads, out_dir / "manifests", self.options)
 
     def preflight(self) -> tuple[str, bool]:
         from flows.backends.gke.infra.infra_stage import check_text

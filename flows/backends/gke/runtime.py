@@ -8,6 +8,7 @@ from typing import Any
 
 from flows.backends.gke.jobs.program_files import PROGRAMS_DIR, program_path
 from flows.config.data_rules import announced_data_args
+from flows.config.gke import GkeSection
 from flows.config.gke_jobs import parse_quantity
 from flows.config.gke_section import gke_section
 from flows.config.hf_scratch import plan_note
@@ -59,9 +60,9 @@ def tokenizer_preamble(repo: str, revision: str) -> str:
 MAXTEXT_RL_ENV: Env = (("SKIP_JAX_PRECOMPILE", "1"),)
 
 
-def train_env(profile: Profile) -> Env:
+def train_env(gke: GkeSection) -> Env:
     """Pathways' and MaxText's RL environment, with the profile's gke.train_env over it."""
-    given = gke_section(profile).train_env
+    given = gke.train_env
     defaults = tuple((k, v) for k, v in (*PATHWAYS_ENV, *MAXTEXT_RL_ENV) if k not in given)
     return (*defaults, *given.items())
 
@@ -109,7 +110,7 @@ class GkeRuntime:
                 placement=Placement(kind="pathways", topology=gke.topology,
                                     machine_type=gke.machine_type, num_slices=gke.num_slices,
                                     chips=gke.total_chips),
-                env=train_env(self.profile), shipped_dir=PROGRAMS_DIR,
+                env=train_env(self.gke), shipped_dir=PROGRAMS_DIR,
                 preamble=(*TRAIN_PREAMBLE, tokenizer_preamble(model.hf_repo, model.hf_revision)),
                 notes=self._recipe_notes("training"))
         if program == "evaluate":  # placement, env and preamble: the train workload's

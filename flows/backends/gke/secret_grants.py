@@ -40,7 +40,7 @@ ROLE = "tpurl-flow"
 def written_secrets(workloads: Mapping[str, Workload],
                     owner: str) -> dict[str, tuple[str, list[str]]]:
     """Secret name → (the source it holds, the jobs that write it), in the jobs' order, for
-    the run's owner (jobs/secret_objects.py ``secret_owner``: its team, else the profile)."""
+    the run's owner (jobs/secret_objects.py ``owner_of``: its team, else the profile)."""
     found: dict[str, tuple[str, list[str]]] = {}
     for job, workload in workloads.items():
         for _, ref in workload.secret_env:

@@ -9,6 +9,7 @@ stage's output, so a failure is explained even after the run is gone.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 import os
@@ -73,6 +74,15 @@ class LocalBackend:
         self.image = LocalImage(self)
         self.infra = LocalInfra(self)
         self.runtime = LocalRuntime(profile, self.layout)
+
+    def for_stage(self, stage: str, *, logger: StageLogger, redactor: Redactor,
+                  on_progress: ProgressCallback | None) -> LocalBackend:
+        """This run's backend bound to one stage and its task's logger."""
+        bound = copy.copy(self)
+        bound.logger, bound.redactor, bound.on_progress, bound.stage = (
+            logger, redactor, on_progress, stage)
+        bound.image, bound.infra = LocalImage(bound), LocalInfra(bound)
+        return bound
 
     def clear_leftovers(self, stage: str, directory: str) -> int:
         """Empty a stage's half-written output, which must lie inside the output root with

@@ -21,6 +21,7 @@ from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.next_action import chain_spent, falls_back
 from flows.backends.gke.runtime import GkeRuntime
 from flows.backends.gke.watch.served import TPU_ACCELERATOR
+from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.layout import Layout
@@ -84,7 +85,7 @@ def tpu_selectors(jobset: dict) -> list[dict]:
 def test_each_step_renders_the_jobset_for_its_mode_and_zone() -> None:
     profile = tutorial_profile(**capacity_overrides("on-demand,spot"),
                                **{"gke.zones": "us-east5-b,us-east5-a", "gke.num_slices": "2"})
-    steps = capacity_chain(profile)
+    steps = capacity_chain(gke_section(profile))
     assert steps == ("on-demand@us-east5-b", "on-demand@us-east5-a", "spot@us-east5-b",
                      "spot@us-east5-a")
     workload = train_workload(profile, Layout(profile), GkeRuntime(profile))

@@ -19,11 +19,8 @@ from flows.backends.gke.capacity_pools import (
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.jobs.secret_objects import MANAGED_BY, secret_env_var
-from flows.backends.gke.team_identity import team_account
-from flows.backends.gke.team_queues import queue_labels
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
-from flows.config.teams import load_teams
 from flows.core.workload import Workload
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -38,34 +35,24 @@ WORKLOAD_CONTAINER = "workload-container"
 Env = list[dict[str, Any]]
 
 
-def jobset_metadata(name: str, *, profile: Profile, options: GkeOptions, stage: str, run: str,
+def jobset_metadata(name: str, *, options: GkeOptions, stage: str, run: str,
                     annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """Labels a rerun and the watcher select on; the gcluster label keeps `gcluster job list`
     showing our JobSets next to the tutorial's. The queue is the profile's team's (and a
-    priority by who started the run) or ``gke.kueue_queue`` (team_queues.py)."""
-    gke = gke_section(profile)
+    priority by who started the run) or ``gke.kueue_queue`` (team_queues.py), as the run's
+    facts decided them (``options.queue_labels``)."""
     return {
         "name": name,
         "namespace": options.gke.namespace,
         "labels": {
             "gcluster.google.com/workload": name,
-            **queue_labels(load_teams().team_of(profile.name), gke.kueue_queue,
-                           started_by_deployment()),
+            **options.queue_labels,
             "app.kubernetes.io/managed-by": MANAGED_BY,
             STAGE_LABEL: label_value(stage),
             RUN_LABEL: label_value(run),
         },
         "annotations": dict(annotations or {}),
     }
-
-
-def started_by_deployment() -> bool:
-    """Whether a deployment's flow run renders this JobSet (a schedule, an automation, the
-    dispatcher): the test flows/flow_runs/run_origin.py makes, read from Prefect's runtime
-    here since the backends do not know the flow layer. None outside a flow run."""
-    from prefect.runtime import deployment
-
-    return bool(deployment.id)
 
 
 def with_spec_digest(jobset: dict[str, Any]) -> dict[str, Any]:
@@ -123,12 +110,11 @@ def host_network() -> dict[str, Any]:
     return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
 
 
-def team_identity(profile: Profile) -> dict[str, Any]:
+def team_identity(options: GkeOptions) -> dict[str, Any]:
     """The pod fields of a pod that runs the team's code: the team's Kubernetes service
     account (Workload Identity binds it to the team's principal, which writes the team's
     bucket only), on the pod network. A profile in no team: the namespace's default."""
-    team = load_teams().team_of(profile.name)
-    return {"serviceAccountName": team_account(team.name if team else None)}
+    return {"serviceAccountName": options.service_account}
 
 
 def failure_policy(max_restarts: int, restart_strategy: str | None = None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from flows.backends.gke.jobs.options import options_for
+from flows.backends.gke.jobs.options import GkeOptions, options_for
 from flows.backends.gke.jobs.program_files import program_files_configmap
 from flows.backends.gke.jobs.render import render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_placeholder
@@ -61,11 +61,13 @@ def stage_run(profile: Profile, job: str) -> str:
                      f"{', '.join(STAGE_JOBS['evaluate'])})")
 
 
-def render_all(profile: Profile, workloads: Mapping[str, Workload]) -> list[dict[str, Any]]:
+def render_all(profile: Profile, workloads: Mapping[str, Workload],
+               options: GkeOptions | None = None) -> list[dict[str, Any]]:
     """Secrets (placeholders, deduplicated), the shipped programs' ConfigMaps, then one
     JobSet per job, in submission order. ``workloads`` are the planned workloads by job
-    (flows/core/planned_programs.py ``planned_workloads``)."""
-    options = options_for(profile)
+    (flows/core/planned_programs.py ``planned_workloads``); ``options`` the backend's (None:
+    a plan's, outside any run)."""
+    options = options or options_for(profile)
     refs: dict[str, SecretRef] = {}
     shipped: dict[tuple[ProgramFile, ...], None] = {}
     for workload in workloads.values():
@@ -87,12 +89,12 @@ def to_yaml(obj: dict[str, Any]) -> str:
                      width=100, allow_unicode=True)
 
 
-def write_manifests(profile: Profile, workloads: Mapping[str, Workload],
-                    out_dir: Path) -> list[Path]:
+def write_manifests(profile: Profile, workloads: Mapping[str, Workload], out_dir: Path,
+                    options: GkeOptions | None = None) -> list[Path]:
     """One YAML file per object the backend would submit; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for number, obj in enumerate(render_all(profile, workloads), 1):
+    for number, obj in enumerate(render_all(profile, workloads, options), 1):
         path = out_dir / f"{number:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
         write_text(path, to_yaml(obj), "the plan's manifests")
         written.append(path)

@@ -218,7 +218,7 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
     hosts = gke.hosts_per_slice
     zone = slice_zone(gke, gke.capacity_chain[0])
     head_pod = {
-        **team_identity(profile),
+        **team_identity(opts),
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
         "nodeSelector": {NODEPOOL: opts.gke.cpu_pool, **({ZONE_LABEL: zone} if zone else {})},
@@ -254,5 +254,5 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
         "replicatedJobs": [head, worker],
     }
     return {"apiVersion": API_VERSION, "kind": "JobSet",
-            "metadata": jobset_metadata(name, profile=profile, options=opts, stage=stage, run=run),
+            "metadata": jobset_metadata(name, options=opts, stage=stage, run=run),
             "spec": spec}

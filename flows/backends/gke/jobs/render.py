@@ -114,7 +114,7 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
                          *mounts(workload)],
     }
     pod = {
-        **team_identity(profile),
+        **team_identity(opts),
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
         "nodeSelector": {NODEPOOL: opts.gke.cpu_pool},
@@ -125,7 +125,7 @@ def cpu_pool_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
                     *volumes(workload)],
     }
     return {"apiVersion": API_VERSION, "kind": "JobSet",
-            "metadata": jobset_metadata(name, profile=profile, options=opts, stage=stage, run=run),
+            "metadata": jobset_metadata(name, options=opts, stage=stage, run=run),
             "spec": _plain_spec(profile, opts, parallelism=1, replicas=1, pod=pod)}
 
 
@@ -144,14 +144,14 @@ def tpu_hosts_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, 
         **({"volumeMounts": shipped} if (shipped := mounts(workload)) else {}),
     }
     pod = {
-        **team_identity(profile),
+        **team_identity(opts),
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
         "containers": [container],
         **tpu_pod_scheduling(profile),
         **({"volumes": shipped} if (shipped := volumes(workload)) else {}),
     }
-    metadata = jobset_metadata(name, profile=profile, options=opts, stage=stage, run=run,
+    metadata = jobset_metadata(name, options=opts, stage=stage, run=run,
                                annotations={EXCLUSIVE: NODEPOOL})
     return {"apiVersion": API_VERSION, "kind": "JobSet", "metadata": metadata,
             "spec": _plain_spec(profile, opts, parallelism=hosts, replicas=gke.num_slices,

@@ -5,7 +5,7 @@ see: the object's identity (name, labels, where the value comes from) and no dat
 ``secret_with_value`` is the only place a value enters an object; the backend calls it just
 before create/replace and never logs, persists or returns its result.
 
-Every function takes the Secret's owner (``secret_owner``): the profile's team, or the
+Every function takes the Secret's owner (``owner_of``): the profile's team, or the
 profile when it is in no team. Several teams share one namespace; a Secret named by its
 source alone would be one object for all of them, each team's run replacing the value the
 others' queued and restarting pods read at start.
@@ -17,17 +17,16 @@ from typing import Any
 
 from flows.backends.gke.jobs.naming import secret_name
 from flows.config.profile import SecretRef
-from flows.config.teams import Teams, load_teams
+from flows.config.teams import Team
 
 MANAGED_BY = "tpurl"
 SOURCE_ANNOTATION = "tpurl/value-source"
 
 
-def secret_owner(profile: str, teams: Teams | None = None) -> str:
-    """Whose Secrets a run of ``profile`` writes: ``team:NAME`` of its team in the teams
-    file (``teams`` or deployments/teams.yaml), else ``profile:NAME``. A team's profiles
-    share them (one team, one token); no two teams, and no team and a lone profile, do."""
-    team = (load_teams() if teams is None else teams).team_of(profile)
+def owner_of(profile: str, team: Team | None) -> str:
+    """Whose Secrets a run of ``profile`` writes (pure): ``team:NAME`` of the run's team,
+    else ``profile:NAME``. A team's profiles share them (one team, one token); no two
+    teams, and no team and a lone profile, do."""
     return f"team:{team.name}" if team is not None else f"profile:{profile}"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from flows.backends.gke.backend import GkeBackend
 from flows.backends.gke.infra.admission import admission_problems, pod_sets
 from flows.backends.gke.infra.cloud import RestGoogleApis
 from flows.backends.gke.infra.kueue_config import planned_kueue
@@ -27,9 +28,12 @@ from flows.backends.gke.infra.preflight.team_queues import (
 from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.infra.team_quota import TeamQuota, checked_quotas, team_quotas
 from flows.backends.gke.jobs.manifests import render_all
+from flows.backends.gke.jobs.naming import secret_name
+from flows.backends.gke.jobs.options import options_for
 from flows.backends.gke.team_queues import INTERACTIVE, PRIORITY_LABEL, SCHEDULED
 from flows.config.errors import ProfileError
 from flows.config.teams import Teams, load_teams
+from flows.core.team_origin import TeamAndOrigin
 from flows.operations.plan import planned_workloads
 from tests.backends.gke.infra.test_kueue_objects_version import CLUSTER, Routed
 from tests.fakes.kube_api import FakeApiServer, FakeKube
@@ -186,11 +190,46 @@ def test_a_teams_jobsets_carry_its_queue_and_priority(monkeypatch: pytest.Monkey
                if o["kind"] == "JobSet"]
     assert {(o["metadata"]["labels"][QUEUE], o["metadata"]["labels"][PRIORITY_LABEL])
             for o in jobsets} == {("team-research", INTERACTIVE)}
-    # a deployment's run (Prefect's runtime reads the deployment id from this variable)
+    # a deployment's run: its flow's prepare decided the origin, the renderer asks no one
+    # (Prefect's runtime would read a deployment id from this variable)
     monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", "00000000-0000-0000-0000-0000000000aa")
-    scheduled = [o for o in render_all(profile, planned_workloads(profile))
+    research = load_teams().named("research")
+    by_deployment = options_for(profile, TeamAndOrigin(research, "deployment"))
+    scheduled = [o for o in render_all(profile, planned_workloads(profile), by_deployment)
                  if o["kind"] == "JobSet"]
     assert {o["metadata"]["labels"][PRIORITY_LABEL] for o in scheduled} == {SCHEDULED}
+    in_process = [o for o in render_all(profile, planned_workloads(profile))
+                  if o["kind"] == "JobSet"]
+    assert {o["metadata"]["labels"][PRIORITY_LABEL] for o in in_process} == {INTERACTIVE}
+
+
+def test_a_runs_backend_renders_with_its_team_and_origin_whatever_the_file_says_later(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The team and origin prepare decided are the ones every JobSet and Secret of the run
+    carries: the teams file is not read again while the manifests render (here it is
+    removed, then names the profile in the other team) and Prefect is not asked."""
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(_teams(tmp_path, TWO_TEAMS)))
+    profile = tutorial_profile()
+    decided = TeamAndOrigin(load_teams().named("research"), "deployment")
+    backend = GkeBackend(profile, stage="train", team_origin=decided)
+    workloads = planned_workloads(profile)
+    (tmp_path / "teams.yaml").unlink()
+    gone = render_all(profile, workloads, backend.options)
+    _teams(tmp_path, TWO_TEAMS.replace(f"[{TUTORIAL}]", "[other]").replace(
+        f"[{SMOKE}]", f"[{SMOKE}, {TUTORIAL}]"))
+    moved = render_all(profile, workloads, backend.options)
+    for objects in (gone, moved):
+        jobsets = [o for o in objects if o["kind"] == "JobSet"]
+        assert {(o["metadata"]["labels"][QUEUE], o["metadata"]["labels"][PRIORITY_LABEL])
+                for o in jobsets} == {("team-research", SCHEDULED)}
+        secrets = [o for o in objects if o["kind"] == "Secret"]
+        assert secrets and all(o["metadata"]["name"] == secret_name("team:research", src)
+                               for o in secrets
+                               for src in [o["metadata"]["annotations"]["tpurl/value-source"]])
+    # a run of no team decided so keeps the profile's queue and its own Secrets
+    alone = GkeBackend(profile, stage="train", team_origin=TeamAndOrigin(None, "deployment"))
+    assert alone.options.queue_labels == {QUEUE: profile.gke.kueue_queue}
+    assert alone.options.secret_owner == f"profile:{TUTORIAL}"
 
 
 def test_preflight_before_the_deploy_admits_every_pod_through_the_teams_queue(

@@ -10,6 +10,7 @@ from flows.backends.gke.capacity_run import capacity_chain, pin_zone
 from flows.backends.gke.jobs.manifests import render_all
 from flows.backends.gke.jobs.pathways import HEAD, WORKER
 from flows.config import Profile
+from flows.config.gke_section import gke_section
 from flows.operations.plan import planned_workloads
 from tests.support.profiles import capacity_overrides, tutorial_profile
 
@@ -44,7 +45,7 @@ def test_one_zone_pins_the_head_several_leave_it_to_the_scheduler() -> None:
 def test_a_fallback_step_pins_the_head_with_its_workers() -> None:
     profile = tutorial_profile(**capacity_overrides("on-demand"), **{
         "gke.zones": "us-east5-b,us-east5-a", "gke.zone": "", "gke.num_slices": "2"})
-    assert capacity_chain(profile) == ("on-demand@us-east5-b", "on-demand@us-east5-a")
+    assert capacity_chain(gke_section(profile)) == ("on-demand@us-east5-b", "on-demand@us-east5-a")
     pods = _pods(pin_zone(_train(profile), "us-east5-a"))
     assert pods[HEAD]["nodeSelector"][ZONE] == "us-east5-a"
     assert pods[WORKER]["nodeSelector"][ZONE] == "us-east5-a"
