@@ -235,39 +235,35 @@ def _costs(args: argparse.Namespace) -> int:
     return costs_command(args.target, args.month, args.json)
 
 
-def _watch(args: argparse.Namespace) -> int:
-    from flows.operations.watch import watch_command
-
+def _with_overrides(args: argparse.Namespace, command: Callable[[dict[str, str]], int]) -> int:
+    """``command`` given the run's ``--set`` overrides; a malformed one: exit 2, as a profile
+    that does not load."""
     try:
         overrides = dict(parse_override(item) for item in args.set)
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return watch_command(args.profile, overrides)
+    return command(overrides)
+
+
+def _watch(args: argparse.Namespace) -> int:
+    from flows.operations.watch import watch_command
+
+    return _with_overrides(args, lambda overrides: watch_command(args.profile, overrides))
 
 
 def _rollback(args: argparse.Namespace) -> int:
     from flows.operations.rollback import rollback_command
 
-    try:
-        overrides = dict(parse_override(item) for item in args.set)
-    except ProfileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return rollback_command(args.profile, overrides, args.to, args.reason, args.by,
-                            args.dry_run)
+    return _with_overrides(args, lambda overrides: rollback_command(
+        args.profile, overrides, args.to, args.reason, args.by, args.dry_run))
 
 
 def _promote(args: argparse.Namespace) -> int:
     from flows.operations.promote import clear_command
 
-    try:
-        overrides = dict(parse_override(item) for item in args.set)
-    except ProfileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return clear_command(args.profile, overrides, args.clear, args.reason, args.by,
-                         args.dry_run)
+    return _with_overrides(args, lambda overrides: clear_command(
+        args.profile, overrides, args.clear, args.reason, args.by, args.dry_run))
 
 
 def _profiles(args: argparse.Namespace) -> int:

@@ -22,3 +22,13 @@ def test_every_subcommand_names_the_function_that_runs_it() -> None:
                                   ["announcements", "due", "rl-post-training/retrain"]])
 def test_the_parsed_arguments_carry_their_command(argv: list[str]) -> None:
     assert callable(cli._parser().parse_args(argv).func)
+
+
+@pytest.mark.parametrize("argv", [
+    ["rollback", "rehearsal", "--reason", "r"], ["promote", "rehearsal", "--clear", "run-1",
+                                                 "--reason", "r"], ["watch", "rehearsal"],
+    ["validate", "rehearsal"]])
+def test_a_malformed_override_exits_2_naming_it_before_the_command_runs(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([*argv, "--set", "nokey"]) == 2
+    assert "--set nokey: has no '='" in capsys.readouterr().err
