@@ -35,7 +35,8 @@ from tests.support.readme import blocks, json_block
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 PROCESS = ["rehearsal", "retrain-rehearsal", "announce-retrain-rehearsal",
-           "teardown-qwen3-30b-a3b-v6e-32", "rollback-qwen3-30b-a3b-v6e-32"]
+           "teardown-qwen3-30b-a3b-v6e-32", "rollback-qwen3-30b-a3b-v6e-32",
+           "rollback-rehearsal", "watch-rehearsal"]
 DISPATCHERS = {"rehearsal": "announce-retrain-rehearsal",
                "qwen3-30b-a3b-v6e-32": "announce-qwen3-30b-a3b-v6e-32-retrain"}
 

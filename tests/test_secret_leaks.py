@@ -44,7 +44,7 @@ BLOCK_TOKEN = "hf_" + "".join(_RNG.choice(string.ascii_letters) for _ in range(3
 AMBIENT = "".join(_RNG.choice(string.ascii_letters) for _ in range(30))  # no hf_ shape
 TOKEN_VAR = "TPURL_LEAK_PROBE_TOKEN"  # no "__": not read as a profile override
 BLOCK = "leak-probe-token"
-FIVE_STAGES = {"eval": "", "promotion": ""}
+FIVE_STAGES = {"eval": "", "promotion": "", "watch": ""}
 
 # The run's log shows a program's warnings (and the lines that continue them) and only counts
 # its other output (flows/core/program_log.py): the probes print as warnings so that every

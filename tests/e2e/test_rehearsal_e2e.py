@@ -38,7 +38,7 @@ from tests.support.results import stage_statuses
 from tests.support.shipped_rehearsal import CANARY
 from tests.support.wandb_records import history, run_record
 
-NO_EVAL = {"eval": "", "promotion": ""}  # reruns about train/convert lineage only
+NO_EVAL = {"eval": "", "promotion": "", "watch": ""}  # reruns about train/convert lineage only
 
 pytestmark = pytest.mark.rehearsal
 

@@ -36,7 +36,7 @@ from tests.support.results import stage_statuses
 
 pytestmark = pytest.mark.rehearsal
 
-NO_EVAL = {"eval": "", "promotion": ""}
+NO_EVAL = {"eval": "", "promotion": "", "watch": ""}
 FAMILIES = {"rehearsal-qwen3": "qwen3-0.6b", "rehearsal-llama": "llama3.1-8b",
             "rehearsal-gemma": "gemma3-4b"}
 

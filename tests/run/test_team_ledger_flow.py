@@ -108,7 +108,7 @@ def test_a_tpu_stage_is_not_started_when_the_runs_ahead_left_too_little(
         "export": InstantStage("export", {"hf_export": ckpt})})
     state = pipeline.rl_post_training(
         profile="rehearsal", overrides={"local.root": str(tmp_path / "root"), "eval": "",
-                                        "promotion": ""}, return_state=True)
+                                        "promotion": "", "watch": ""}, return_state=True)
     assert state.is_failed(), state
     failure = state.result(raise_on_failure=False)
     assert isinstance(failure, StageFailed), failure

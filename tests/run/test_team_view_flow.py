@@ -48,11 +48,11 @@ def test_the_run_writes_its_teams_view_and_its_cost_line(
     monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stages)
     state = pipeline.rl_post_training(
         profile="rehearsal", overrides={"local.root": str(root), "eval": "",
-                                        "promotion": ""}, return_state=True)
+                                        "promotion": "", "watch": ""}, return_state=True)
     assert state.is_completed(), state
     run_id = state.state_details.flow_run_id
     key = team_key("lab-a")
-    assert key.startswith("team-lab-a-")
+    assert key == "team-lab-a"  # a Kubernetes name is its own key
     with get_client(sync_client=True) as client:
         run_name = client.read_flow_run(run_id).name
         [view] = client.read_artifacts(artifact_filter=ArtifactFilter(
@@ -83,7 +83,7 @@ def test_a_run_that_fails_in_a_stage_still_shows_in_its_teams_view(
     monkeypatch.setattr(pipeline, "STAGE_BY_NAME", stages)
     state = pipeline.rl_post_training(
         profile="rehearsal", overrides={"local.root": str(tmp_path / "root"), "eval": "",
-                                        "promotion": ""}, return_state=True)
+                                        "promotion": "", "watch": ""}, return_state=True)
     assert state.is_failed(), state
     with get_client(sync_client=True) as client:
         run_name = client.read_flow_run(state.state_details.flow_run_id).name

@@ -30,7 +30,7 @@ from flows.runpage.live import OUTPUTS_TITLE, console_url, output_markdown, skip
 from tests.support.prefect_server import wait_until
 
 CHECKPOINT = "gs://tpurl-bucket/rehearsal/maxtext/ckpt-0"
-FIVE_STAGES = {"eval": "", "promotion": ""}  # the stubs are the five stages, no evaluate
+FIVE_STAGES = {"eval": "", "promotion": "", "watch": ""}  # the stubs are the five stages, no evaluate
 RUNS: list[str] = []  # the flow run ids the stand-in stages ran in
 
 

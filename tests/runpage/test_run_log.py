@@ -19,7 +19,7 @@ from flows.core.stage import StageOutput
 from flows.flow_runs.run_log import ReadableFailures
 from tests.support.prefect_server import wait_until
 
-NO_EVAL = {"eval": "", "promotion": ""}
+NO_EVAL = {"eval": "", "promotion": "", "watch": ""}
 FLOW_FAILED = "Flow run encountered an exception"  # in a failed run's last line
 
 

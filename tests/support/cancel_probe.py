@@ -35,7 +35,7 @@ async def serve(root: str, dataset: str) -> None:
     deployment = RunnerDeployment.from_entrypoint(
         f"{Path(__file__).relative_to(Path.cwd())}:rl_post_training", name=DEPLOYMENT,
         parameters={"profile": "rehearsal", "dataset_uri": dataset,
-                    "overrides": {"local.root": root, "eval": "", "promotion": ""}})
+                    "overrides": {"local.root": root, "eval": "", "promotion": "", "watch": ""}})
     runner = Runner(name="cancel-probe", query_seconds=1)
     deployment_id = await runner.aadd_deployment(deployment)
     print("SERVING", deployment_id, flush=True)

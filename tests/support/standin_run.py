@@ -45,7 +45,7 @@ def main() -> None:
                             train_s, {"metrics": {"steps": []}}),
         "export": TimedStage("export", "ran", {"hf_export": f"{root}/hf-export"}, 1.0)}
     state = pipeline.rl_post_training(profile="rehearsal", overrides={
-        "local.root": root, "eval": "", "promotion": ""}, return_state=True)
+        "local.root": root, "eval": "", "promotion": "", "watch": ""}, return_state=True)
     print(state.state_details.flow_run_id)
 
 

@@ -39,7 +39,7 @@ def main() -> None:
         "train": Instant("train", "ran", {}), "export": Instant("export", "ran", {})}
     pipeline.rl_post_training(profile="rehearsal", overrides={"local.root": sys.argv[1],
                                                            # the five stubbed stages only
-                                                           "eval": "", "promotion": ""})
+                                                           "eval": "", "promotion": "", "watch": ""})
 
 
 if __name__ == "__main__":
