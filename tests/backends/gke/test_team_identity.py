@@ -10,9 +10,6 @@ host's network, acting as the node account, which held objectAdmin on both bucke
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from flows.backends.gke.infra import iam
@@ -35,16 +32,6 @@ from tests.support.profiles import (
 
 NUMBER = "123456789012"
 A_BUCKET, B_BUCKET = "team-a-ckpts", "team-b-ckpts"
-
-
-@pytest.fixture
-def two_teams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The tutorial's profile in team-a, the smoke profile in team-b, one cluster."""
-    teams = tmp_path / "teams.yaml"
-    teams.write_text(f"teams:\n  team-a:\n    usd_per_month: 1000\n    profiles: [{TUTORIAL}]\n"
-                     f"  team-b:\n    usd_per_month: 1000\n    profiles: [{SMOKE}]\n")
-    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
-    yield
 
 
 def _profiles() -> tuple[Profile, Profile]:

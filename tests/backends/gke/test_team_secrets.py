@@ -7,7 +7,6 @@ as its source)."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +20,9 @@ from tests.backends.gke.test_rbac import tracking_overrides, wandb_key
 from tests.fakes.gke_backend import run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.scenarios import admit, scenario, start, succeed
-from tests.support.profiles import SMOKE, TUTORIAL, fake_hf_token, smoke_profile, tutorial_profile
+from tests.support.profiles import fake_hf_token, smoke_profile, tutorial_profile
 
 RUN = [(0.05, admit), (0.05, start), (0.1, succeed)]
-
-
-@pytest.fixture
-def two_teams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The tutorial's profile in team-a, the smoke profile in team-b, one teams file."""
-    teams = tmp_path / "teams.yaml"
-    teams.write_text(f"teams:\n  team-a:\n    usd_per_month: 1000\n    profiles: [{TUTORIAL}]\n"
-                     f"  team-b:\n    usd_per_month: 1000\n    profiles: [{SMOKE}]\n")
-    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
-    yield
 
 
 def _mounted(kube: FakeKube, skip: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
