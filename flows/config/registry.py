@@ -99,7 +99,3 @@ class RegisterSection(StrictModel):
                                     "write one of register: {mlflow: ...}, {vertex: ...} or "
                                     "{hub: ...}")
         return self
-
-    @property
-    def kind(self) -> str:
-        return "mlflow" if self.mlflow else "vertex" if self.vertex else "hub"

@@ -17,7 +17,6 @@ changes.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -168,7 +167,3 @@ def held_lines(storage: Storage, profile: Profile) -> list[str]:
         lines.append(f"  clear: tpurl promote {profile.name} --clear {held.run} --reason "
                      "'...' (docs/how-to/held-run.md)")
     return lines
-
-
-def findings_json(findings: list[dict[str, object]]) -> str:
-    return json.dumps(findings, indent=1, sort_keys=True)

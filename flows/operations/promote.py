@@ -14,14 +14,13 @@ it by hand).
 from __future__ import annotations
 
 import sys
-import uuid
 from typing import Any
 
 from flows.backends import storage_for
 from flows.common.event_catalogue import MODEL_PROMOTED
 from flows.config import ProfileError, load_profile
 from flows.health.holds import HeldPromotion, HoldRefused, apply_clear, plan_clear
-from flows.operations.rollback import os_account, post_event
+from flows.operations.rollback import command_creator, model_event, os_account, post_event
 
 
 def cleared_event(profile: str, held: HeldPromotion) -> dict[str, Any]:
@@ -35,24 +34,14 @@ def cleared_event(profile: str, held: HeldPromotion) -> dict[str, Any]:
                "model_uri": model.model_uri, "run": model.run, "dataset": model.dataset,
                "revision": model.revision,
                "clearance": held.cleared.model_dump(mode="json")}
-    return {"id": str(uuid.uuid4()), "occurred": held.cleared.at, "event": MODEL_PROMOTED.name,
-            "resource": {"prefect.resource.id": f"tpurl.model.{profile}",
-                         "prefect.resource.name": f"{profile} model", "tpurl.profile": profile},
-            "payload": MODEL_PROMOTED.checked(payload)}
-
-
-def who(by: str | None, account: str) -> tuple[str, str]:
-    """Who clears and how that is known (pure), as a rollback records it."""
-    if by is None or by == account:
-        return account, "the OS account that ran `tpurl promote --clear`"
-    return by, (f"given with --by, not verified (`tpurl promote --clear` ran as OS account "
-                f"{account})")
+    return model_event(profile, MODEL_PROMOTED, held.cleared.at, payload)
 
 
 def clear_command(target: str, overrides: dict[str, str], run: str, reason: str,
                   by: str | None, dry_run: bool) -> int:
     """Exit 0 done (or the dry run printed), 2 refused before any change."""
-    name, verified = who(by, os_account())
+    creator = command_creator(by, os_account(), "tpurl promote --clear")
+    name, verified = creator.by, creator.verified
     try:
         profile = load_profile(target, overrides)
         storage = storage_for(profile.section.output_root())

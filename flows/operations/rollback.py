@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flows.backends import storage_for
-from flows.common.event_catalogue import MODEL_ROLLED_BACK
+from flows.common.event_catalogue import MODEL_ROLLED_BACK, EventKind
 from flows.config import ProfileError, load_profile
 from flows.config.profile import Profile
 from flows.core.manifest import build_manifest, manifest_digest
@@ -36,6 +36,7 @@ from flows.core.rollback import (
     RollbackRefused,
     choose_target,
     current_champion,
+    model_resource,
     regression_problem,
     rollback_entry,
 )
@@ -157,10 +158,15 @@ def rolled_back_event(profile: str, plan: RollbackPlan) -> dict[str, Any]:
                                "verified": rb.verified, "reason": rb.reason, "at": rb.at}
     if plan.mlflow_version is not None:
         payload["mlflow_version"] = plan.mlflow_version
-    return {"id": str(uuid.uuid4()), "occurred": rb.at, "event": MODEL_ROLLED_BACK.name,
-            "resource": {"prefect.resource.id": f"tpurl.model.{profile}",
-                         "prefect.resource.name": f"{profile} model", "tpurl.profile": profile},
-            "payload": MODEL_ROLLED_BACK.checked(payload)}
+    return model_event(profile, MODEL_ROLLED_BACK, rb.at, payload)
+
+
+def model_event(profile: str, kind: EventKind, occurred: str,
+                payload: dict[str, Any]) -> dict[str, Any]:
+    """A model event's body (POST /api/events), its payload checked against the catalogue."""
+    return {"id": str(uuid.uuid4()), "occurred": occurred, "event": kind.name,
+            "resource": {**model_resource(profile), "prefect.resource.name": f"{profile} model"},
+            "payload": kind.checked(payload)}
 
 
 def post_event(body: dict[str, Any]) -> bool:
@@ -175,12 +181,12 @@ def post_event(body: dict[str, Any]) -> bool:
     return True
 
 
-def command_creator(by: str | None, account: str) -> Creator:
-    """Who rolls back with `tpurl rollback` and how that is known (pure): the OS account
-    that runs it, or the name ``--by`` gives, which nothing checks."""
+def command_creator(by: str | None, account: str, command: str = "tpurl rollback") -> Creator:
+    """Who acts with ``command`` and how that is known (pure): the OS account that runs it,
+    or the name ``--by`` gives, which nothing checks."""
     if by is None or by == account:
-        return Creator(account, "the OS account that ran `tpurl rollback`")
-    return Creator(by, f"given with --by, not verified (`tpurl rollback` ran as OS account "
+        return Creator(account, f"the OS account that ran `{command}`")
+    return Creator(by, f"given with --by, not verified (`{command}` ran as OS account "
                        f"{account})")
 
 

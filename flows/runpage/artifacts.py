@@ -19,12 +19,18 @@ from flows.run.result import PipelineResult
 from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.alignment import per_update, reward_offset
 from flows.runpage.charts import metrics_chart_markdown
-from flows.runpage.lr_schedule import NOTE as LR_NOTE
 from flows.runpage.markdown_text import md_text
 from flows.runpage.metrics import logged_tags, reward_function_tag, reward_functions_logged
 from flows.runpage.recipe import recipe_label, recipe_markdown
 
 log = logging.getLogger(__name__)
+
+# MaxText 0.2.4's RL optimizer (maxtext/trainers/post_train/rl/utils_rl.py get_optimizer) is
+# optax's warmup_cosine_decay_schedule, so the logged learning rate is the schedule's value at
+# that step, not the configured one (the rehearsal's 2 steps: step 1 at half the peak).
+LR_NOTE = ("learning_rate is the schedule's value at that step, not the configured peak: "
+           "MaxText warms up linearly over 10 % of the steps, then decays it along a cosine to "
+           "0 by the last step (with 2 steps: no warmup, step 1 at half the peak)")
 
 
 def slug(text: str) -> str:

@@ -99,11 +99,6 @@ def scan_records(data: bytes) -> RecordScan:
     return scan
 
 
-def tfrecords(data: bytes) -> Iterator[bytes]:
-    """Record payloads of a TFRecord file whose CRCs match; bad or torn records skipped."""
-    yield from scan_records(data).records
-
-
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
@@ -160,10 +155,6 @@ def _tensor_scalar(buf: bytes) -> float | None:
     if isinstance(raw, bytes) and raw:
         return float(_varint(raw, 0)[0])
     return None
-
-
-def _record_scalars(record: bytes) -> list[tuple[str, int, float]]:
-    return _timed_record_scalars(record)[0]
 
 
 def _timed_record_scalars(record: bytes) -> tuple[list[tuple[str, int, float]], float | None]:
@@ -239,11 +230,6 @@ def step_durations(walls: dict[int, float]) -> dict[int, float]:
     file, start-up between) is never counted as a step."""
     return {step: walls[step] - walls[step - 1] for step in sorted(walls)
             if step - 1 in walls and walls[step] >= walls[step - 1]}
-
-
-def scalars_from_events(data: bytes) -> list[tuple[str, int, float]]:
-    """(tag, step, value) for every scalar in one event file; bad records skipped. Pure."""
-    return decode_events(data)[0]
 
 
 def summarize_run(storage: Storage, run_dir: str,

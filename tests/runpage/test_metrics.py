@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from flows.runpage.metrics import scalars_from_events, tfrecords
+from flows.runpage.metrics import decode_events, scan_records
 from tests.support.tfevents import pb_field, pb_varint, tf_event, tf_record
 
 
@@ -16,13 +16,13 @@ def test_simple_value_and_scalar_tensors():
     packed = pb_field(1, 2, b"kl") + pb_field(8, 2, tensor_f64)
     data = b"".join(tf_record(e) for e in (pb_field(3, 2, b"brain.Event:2"), tf_event(1, simple),
                                            tf_event(2, as_tensor), tf_event(2, packed)))
-    assert scalars_from_events(data) == [("loss", 1, 0.5), ("rewards/mean", 2, -1.25),
+    assert decode_events(data)[0] == [("loss", 1, 0.5), ("rewards/mean", 2, -1.25),
                                          ("kl", 2, 3.5)]
 
 
 def test_a_torn_last_record_is_ignored():
     data = tf_record(b"abc") + struct.pack("<Q", 100) + b"xx"
-    assert list(tfrecords(data)) == [b"abc"]
+    assert scan_records(data).records == [b"abc"]
 
 
 def test_chart_draws_reward_and_loss_and_skips_missing_values():

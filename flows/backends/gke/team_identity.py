@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
-from flows.config.teams import Teams
 
 TEAM_ACCOUNT_PREFIX = "tpurl-team-"
 NO_TEAM_ACCOUNT = "default"
@@ -73,13 +72,6 @@ class TeamGrant:
     member: str
     buckets: tuple[str, ...]
 
-    def lines(self) -> list[str]:
-        who = f"team {self.team}" if self.team else "profiles in no team"
-        return [f"{who}: pods run as Kubernetes service account {self.account} "
-                f"({self.member})",
-                *(f"  {role} on gs://{bucket}" for bucket in self.buckets
-                  for role in TEAM_ROLES)]
-
 
 @dataclass(frozen=True)
 class Member:
@@ -120,14 +112,3 @@ def shared_bucket_issues(grants: Iterable[TeamGrant]) -> list[Issue]:
                   "give each team's profiles a bucket of their own (gke.bucket)",
                   Failure.CONFIG_TEAMS_FILE)
             for bucket, teams in holders.items() if len(teams) > 1]
-
-
-def members_on_cluster(teams: Teams, profiles: Iterable[tuple[str, str, str, str, str]]
-                       ) -> list[Member]:
-    """``profiles``: (name, project, cluster, namespace, bucket) of every GKE profile on one
-    cluster; each with its team from the teams file."""
-    out = []
-    for name, project, _cluster, namespace, bucket in profiles:
-        team = teams.team_of(name)
-        out.append(Member(name, team.name if team else None, project, namespace, bucket))
-    return out
