@@ -22,7 +22,6 @@ Pure but for those registries: reading the ledger is the caller's (it knows the 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -66,7 +65,7 @@ class TeamMonth:
         mine = self.order.get(run)
         return sum(e.usd for e in final_spend(self.entries).values()
                    if e.team == self.team and e.run != run
-                   and (mine is None or self.order.get(e.run, mine + 1) < mine))
+                   and (mine is None or self.order.get(e.run, mine) < mine))
 
     def admitted_usd(self, run: str) -> float:
         """What ``run`` may spend in all: the budget less the runs ahead of it."""
@@ -157,11 +156,10 @@ def rechecked_by(run: str, read: Callable[[], Allowance]) -> None:
         _RECHECK[run] = (read, None)  # the watch's first look sets the time on its clock
 
 
-def recheck(run: str, now: float | None = None) -> Allowance | None:
+def recheck(run: str, now: float) -> Allowance | None:
     """The run's allowance, read again from the ledger when RECHECK_S have passed since the
     last read; a ledger that cannot be read keeps the last allowance (the stage's start read
     it, and the next stage's start reads it again, refusing if it cannot)."""
-    now = time.monotonic() if now is None else now
     with _LOCK:
         read, last = _RECHECK.get(run, (None, now))
         if read is None or last is None or now - last < RECHECK_S:
