@@ -162,7 +162,7 @@ def test_vertex_ai_s_champion_alias_moves_back_with_the_pointer(
     from tests.fakes.vertex_models import VertexModels
 
     service = VertexModels()
-    monkeypatch.setattr(vertex_registry, "_authorized_session", lambda: service)
+    monkeypatch.setattr(vertex_registry, "authorized_session", lambda: service)
     monkeypatch.setattr(vertex_registry, "POLL_S", 0.0)
     # run-0 was promoted before the profile registered in Vertex AI: never uploaded there
     assert _judge(load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={}),

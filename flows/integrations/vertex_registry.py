@@ -70,7 +70,7 @@ def upload_body(config: VertexRegistry, model: JudgedModel) -> dict[str, Any]:
 def upload_version(config: VertexRegistry, model: JudgedModel, session: Any = None,
                    sleep: Any = time.sleep) -> str:
     """The new version's resource name (``projects/…/models/ID@VERSION``)."""
-    session = session or _authorized_session()
+    session = session or authorized_session()
     api = f"https://{config.location}-aiplatform.googleapis.com/v1"
     parent = f"projects/{config.project}/locations/{config.location}"
     mid = model_id(config.display_name)
@@ -105,7 +105,7 @@ def upload_version(config: VertexRegistry, model: JudgedModel, session: Any = No
 def promote_version(config: VertexRegistry, model: JudgedModel, session: Any = None,
                     sleep: Any = time.sleep) -> str:
     """Upload the promoted export (once per flow run) and make it the champion."""
-    session = session or _authorized_session()
+    session = session or authorized_session()
     name = upload_version(config, model, session, sleep)
     move_champion(config, name, session)
     return name
@@ -123,7 +123,7 @@ def model_name(config: VertexRegistry) -> str:
 def promoted_version(config: VertexRegistry, run: str, session: Any = None) -> str | None:
     """``name@version`` of the newest version a run's promotion uploaded (its ``tpurl-run``
     label), or None: what a rollback to that run moves the champion to."""
-    session = session or _authorized_session()
+    session = session or authorized_session()
     url = f"{_api(config)}/{model_name(config)}"
     params = {"filter": f'labels.tpurl-run="{label(run)}"'}
     found: list[int] = []
@@ -144,7 +144,7 @@ def promoted_version(config: VertexRegistry, run: str, session: Any = None) -> s
 
 def move_champion(config: VertexRegistry, version: str, session: Any = None) -> None:
     """Put the ``champion`` alias on ``version`` (``name@ID``), off the version holding it."""
-    session = session or _authorized_session()
+    session = session or authorized_session()
     api = _api(config)
     name, _, version_id = version.partition("@")
     holder = session.get(f"{api}/{name}@{CHAMPION_ALIAS}")
@@ -176,7 +176,8 @@ def _version_of_run(session: Any, model_url: str, flow_run_id: str) -> str | Non
         params = {**params, "pageToken": token}
 
 
-def _authorized_session() -> Any:
+def authorized_session() -> Any:
+    """A requests session with the environment's Google credentials (Vertex AI's REST API)."""
     import google.auth
     from google.auth.transport.requests import AuthorizedSession
 

@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from flows.config.tracking import TensorBoardTracking
+from flows.integrations.vertex_registry import authorized_session
 from flows.run.result import PipelineResult
 
 MAX_POINTS = 5000
@@ -49,7 +50,7 @@ def upload_run(config: TensorBoardTracking, profile: str, run_name: str,
                result: PipelineResult, session: Any = None) -> str:
     """The TensorboardRun's resource name the curves were written to."""
     assert config.vertex_tensorboard is not None
-    session = session or _authorized_session()
+    session = session or authorized_session()
     location = config.vertex_tensorboard.split("/")[3]
     api = f"https://{location}-aiplatform.googleapis.com/v1"
     experiment = f"{config.vertex_tensorboard}/experiments/" + resource_id(
@@ -105,11 +106,3 @@ def _every_series(session: Any, url: str) -> list[dict[str, Any]]:
 
 def _write(session: Any, url: str, batch: list[dict[str, Any]]) -> None:
     session.post(url, json={"timeSeriesData": batch}).raise_for_status()
-
-
-def _authorized_session() -> Any:
-    import google.auth
-    from google.auth.transport.requests import AuthorizedSession
-
-    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-    return AuthorizedSession(credentials)

@@ -7,26 +7,16 @@ the picture travels with the run record and needs no bucket to be publicly reada
 from __future__ import annotations
 
 import base64
-import math
 from collections.abc import Sequence
 from typing import Any
 
-from flows.health.detectors import ROLLOUT_DETECTORS
+from flows.health.detectors import ROLLOUT_DETECTORS, series
 from flows.runpage.alignment import per_update
 from flows.runpage.metrics import logged_tags, reward_function_tag, reward_functions_logged
 
 WIDTH, PANEL_HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 200, 64, 24, 28, 30
 COLORS = ("#2563eb", "#dc2626", "#059669", "#d97706")
 MARK_COLOR = "#7c3aed"
-
-
-def series(steps: list[dict[str, Any]], tag: str) -> list[tuple[int, float]]:
-    points = []
-    for step in steps:
-        value = step.get(tag)
-        if isinstance(value, int | float) and math.isfinite(value):
-            points.append((int(step["step"]), float(value)))
-    return points
 
 
 def ticks(lo: float, hi: float, count: int = 4) -> list[float]:

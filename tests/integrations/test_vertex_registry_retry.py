@@ -30,7 +30,7 @@ def _judged(run: str, flow_run_id: str) -> JudgedModel:
 @pytest.fixture
 def vertex(monkeypatch: pytest.MonkeyPatch) -> VertexModels:
     service = VertexModels()
-    monkeypatch.setattr(vertex_registry, "_authorized_session", lambda: service)
+    monkeypatch.setattr(vertex_registry, "authorized_session", lambda: service)
     monkeypatch.setattr(vertex_registry, "POLL_S", 0.0)
     return service
 

@@ -15,3 +15,9 @@ def api_time(stamp: object) -> float | None:
         return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def seconds_since(stamp: object, now: datetime) -> float:
+    """Seconds from an API object's time to ``now``; 0 when it has none (or a malformed one)."""
+    at = api_time(stamp)
+    return 0.0 if at is None else now.timestamp() - at

@@ -38,6 +38,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from flows.backends.gke.fallback import NO_QUEUED_CAPACITY
+from flows.backends.gke.watch.api_time import seconds_since
 from flows.common.api_objects import Obj
 from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
@@ -70,12 +71,6 @@ def _check_states(workload: Obj | None) -> list[str]:
             ((workload or {}).get("status") or {}).get("admissionChecks") or []]
 
 
-def _since(value: str | None, now: datetime) -> float:
-    if not value:
-        return 0.0
-    return (now - datetime.fromisoformat(value.replace("Z", "+00:00"))).total_seconds()
-
-
 def _queued_since(workload: Obj | None, mine: list[Obj]) -> str | None:
     """When the wait began: the Workload's QuotaReserved time, or the oldest request listed
     when that is earlier (older attempts may have been deleted)."""
@@ -94,7 +89,7 @@ def _waiting_for_next_attempt(name: str, workload: Obj | None, now: datetime,
     since = _queued_since(workload, [])
     if not states or since is None or not set(states) <= {"Pending", "Retry"}:
         return None
-    waited = _since(since, now)
+    waited = seconds_since(since, now)
     if waited > queue_budget_s:
         return f"{name}: no queued capacity", Diagnosis(
             FailureCategory.QUEUE_TIMEOUT, f"{name} waited {waited / 60:.0f} min for queued "
@@ -151,7 +146,7 @@ def queued_diagnosis(name: str, workload: Obj | None, requests: list[Obj], now: 
     if _true(last, "Provisioned"):
         return None
     accepted = _true(last, "Accepted")
-    waited = _since(_queued_since(workload, mine), now)
+    waited = seconds_since(_queued_since(workload, mine), now)
     eta = str(((last.get("status") or {}).get("conditions") or [{}])[-1].get("message", ""))
     if waited > queue_budget_s:
         return f"{name}: no queued capacity", Diagnosis(

@@ -33,6 +33,7 @@ from enum import StrEnum
 
 from flows.backends.gke.fallback import NO_CAPACITY, NO_FLEX_CAPACITY
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
+from flows.backends.gke.watch.api_time import seconds_since
 from flows.backends.gke.watch.evictions import CODE as EVICTION_CODE
 from flows.backends.gke.watch.evictions import storage_eviction
 from flows.backends.gke.watch.host_memory import memory_eviction, out_of_memory
@@ -73,12 +74,6 @@ def condition(obj: Obj | None, kind: str) -> Obj | None:
         if cond.get("type") == kind and cond.get("status") == "True":
             return cond
     return None
-
-
-def _since(value: str | None, now: datetime) -> float:
-    if not value:
-        return 0.0
-    return (now - datetime.fromisoformat(value.replace("Z", "+00:00"))).total_seconds()
 
 
 def _tail(lines: list[str]) -> str:
@@ -184,7 +179,7 @@ def _no_pool_fits(name: str, pods: list[Obj], now: datetime, budget_s: float,
         scheduled = next((c for c in (pod.get("status") or {}).get("conditions") or []
                           if c.get("type") == "PodScheduled" and c.get("status") == "False"
                           and c.get("reason") == "Unschedulable"), None)
-        if not scheduled or _since(scheduled.get("lastTransitionTime"), now) <= budget_s:
+        if not scheduled or seconds_since(scheduled.get("lastTransitionTime"), now) <= budget_s:
             continue
         unfit = no_pool_fits(events_for(scaling, {_pod_name(pod)}))
         if unfit is not None:
@@ -302,7 +297,7 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
                     pod.get("metadata", {}).get("creationTimestamp")
                 diagnosis = pull_verdict(name, str(container.get("name")), reason,
                                          str(waiting.get("message", "")),
-                                         pull_errors.get(key, ""), _since(started, now),
+                                         pull_errors.get(key, ""), seconds_since(started, now),
                                          pull_grace_s)
                 if diagnosis:
                     return Verdict(Phase.FAILED, diagnosis, diagnosis.summary)
@@ -324,7 +319,7 @@ def _infrastructure(name: str, pods: list[Obj], now: datetime, schedule_budget_s
         scheduled = next((c for c in (pod.get("status") or {}).get("conditions") or []
                           if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
         if scheduled and scheduled.get("reason") == "Unschedulable" and \
-                _since(scheduled.get("lastTransitionTime"), now) > schedule_budget_s:
+                seconds_since(scheduled.get("lastTransitionTime"), now) > schedule_budget_s:
             refused = scale_up_failure(scaling or [])
             if waits_for_capacity:
                 cause = (scaling_line([refused]) if refused is not None
@@ -369,7 +364,7 @@ def _queued_or_running(name: str, jobset: Obj, workload: Obj | None, now: dateti
     if admitted:  # Kueue admitted it; the JobSet controller has not unsuspended it yet
         return Verdict(Phase.QUEUED, None, f"{name} is starting: {why}")
     since = since or jobset.get("metadata", {}).get("creationTimestamp")
-    waited = _since(since, now)
+    waited = seconds_since(since, now)
     if waited > queue_budget_s:
         return _diag(FailureCategory.QUEUE_TIMEOUT,
                      f"{name} waited {waited / 60:.0f} min in the queue: {why}",
