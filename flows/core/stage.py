@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -102,9 +103,7 @@ def plan_workload(workload: Workload) -> PlannedWorkload:
 class Stage(ABC):
     name: str
     title: str
-
-    @abstractmethod
-    def key(self, profile: Profile) -> str: ...
+    key: Callable[[Profile], str]  # the profile's key of this stage (one of ``Layout``'s)
 
     @abstractmethod
     def plan(self, profile: Profile, backend: Backend) -> StagePlan:

@@ -22,9 +22,7 @@ from flows.core.verify import orbax_checkpoint_problems
 class ConvertStage(ProgramStage):
     name = "convert"
     title = "Convert HF → MaxText"
-
-    def key(self, profile: Profile) -> str:
-        return convert_key(profile)
+    key = staticmethod(convert_key)
 
     def record_uri(self, ctx: StageContext) -> str:
         return ctx.layout.record(ctx.layout.convert_dir)

@@ -63,9 +63,7 @@ def held_out_description(profile: Profile) -> str:
 class EvaluateStage(ProgramStage):
     name = "evaluate"
     title = "Evaluate trained vs base"
-
-    def key(self, profile: Profile) -> str:
-        return trained_eval_key(profile)
+    key = staticmethod(trained_eval_key)
 
     def record_uri(self, ctx: StageContext) -> str:
         return ctx.layout.record(eval_dir(ctx.layout, "trained"))

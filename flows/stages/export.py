@@ -26,9 +26,7 @@ from flows.core.verify import hf_export_shards
 class ExportStage(ProgramStage):
     name = "export"
     title = "Export MaxText → HF"
-
-    def key(self, profile: Profile) -> str:
-        return export_key(profile)
+    key = staticmethod(export_key)
 
     def record_uri(self, ctx: StageContext) -> str:
         return ctx.layout.record(ctx.layout.export_dir)

@@ -7,7 +7,6 @@ declarations applied to its site-packages, so a patch that no longer matches fai
 
 from __future__ import annotations
 
-from flows.config.profile import Profile
 from flows.core.backend import Backend, StageProvider
 from flows.core.layout import image_key
 from flows.core.stage import ProvidedStage
@@ -16,9 +15,7 @@ from flows.core.stage import ProvidedStage
 class ImageStage(ProvidedStage):
     name = "image"
     title = "Post-training image (patched)"
-
-    def key(self, profile: Profile) -> str:
-        return image_key(profile)
+    key = staticmethod(image_key)
 
     def provider(self, backend: Backend) -> StageProvider:
         return backend.image

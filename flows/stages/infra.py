@@ -8,7 +8,6 @@ for what the hub would serve (a tiny Qwen3-MoE and an OpenMathInstruct-2-shaped 
 from __future__ import annotations
 
 from flows.common.failure_codes import Failure
-from flows.config.profile import Profile
 from flows.core.backend import Backend, StageProvider
 from flows.core.dataset import FIELD, dataset_problem
 from flows.core.failures import user_error
@@ -19,9 +18,7 @@ from flows.core.stage import ProvidedStage, StageContext
 class InfraStage(ProvidedStage):
     name = "infra"
     title = "Infrastructure"
-
-    def key(self, profile: Profile) -> str:
-        return infra_key(profile)
+    key = staticmethod(infra_key)
 
     def provider(self, backend: Backend) -> StageProvider:
         return backend.infra

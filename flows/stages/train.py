@@ -48,9 +48,7 @@ SCHEDULE_FOLLOWS_LENGTH = Failure.CONFIG_SCHEDULE_FOLLOWS_LENGTH
 class TrainStage(ProgramStage):
     name = "train"
     title = "GRPO training (train_rl)"
-
-    def key(self, profile: Profile) -> str:
-        return train_key(profile)
+    key = staticmethod(train_key)
 
     def record_uri(self, ctx: StageContext) -> str:
         return ctx.layout.record(ctx.layout.train_run_dir)
