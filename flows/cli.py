@@ -141,12 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     _profile_arguments(back)
     back.add_argument("--to", metavar="RUN", help="the promoted run to restore (default: the "
                       "one promoted before the current champion)")
-    back.add_argument("--reason", required=True, help="why, in a few words (kept in the "
-                      "history, sent in the event)")
-    back.add_argument("--by", help="who rolls back, recorded as given and said to be "
-                      "unchecked (default: the OS account that runs the command)")
-    back.add_argument("--dry-run", action="store_true", help="print what would change; "
-                      "change nothing")
+    _decision_arguments(back, "why, in a few words", "who rolls back")
     prom = _described(sub, "promote", "promote a run whose promotion the training sentinel "
                       "held: its entry appended to the promotion history with who cleared it "
                       "and why, the pointer moved, a tpurl.model.promoted event; every check "
@@ -155,12 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     _profile_arguments(prom)
     prom.add_argument("--clear", required=True, metavar="RUN", help="the held run to promote "
                       "(`tpurl status PROFILE` lists the held runs)")
-    prom.add_argument("--reason", required=True, help="why the findings do not stop it, in a "
-                      "few words (kept in the history, sent in the event)")
-    prom.add_argument("--by", help="who clears, recorded as given and said to be unchecked "
-                      "(default: the OS account that runs the command)")
-    prom.add_argument("--dry-run", action="store_true", help="print what would change; "
-                      "change nothing")
+    _decision_arguments(prom, "why the findings do not stop it, in a few words", "who clears")
     listing = _described(sub, "profiles", "list the shipped profiles")
     listing.set_defaults(func=_profiles)
     listing.add_argument("--tunable", action="store_true", help="list instead the fields a "
@@ -207,6 +197,16 @@ def _profile_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("profile", help=f"one of {', '.join(profile_names())}, or a path")
     cmd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                      help="override a profile field, e.g. --set gke.project=my-proj")
+
+
+def _decision_arguments(cmd: argparse.ArgumentParser, why: str, who: str) -> None:
+    """The flags of a change a person decides (rollback, promote): why, who, a dry run."""
+    cmd.add_argument("--reason", required=True, help=f"{why} (kept in the history, sent in "
+                     "the event)")
+    cmd.add_argument("--by", help=f"{who}, recorded as given and said to be unchecked "
+                     "(default: the OS account that runs the command)")
+    cmd.add_argument("--dry-run", action="store_true", help="print what would change; "
+                     "change nothing")
 
 
 def _add_profile_command(sub: Any, name: str, command: ProfileCommand,
