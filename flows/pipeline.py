@@ -40,6 +40,7 @@ from flows.core.error_redaction import redacting_errors
 from flows.core.eval_programs import score_key
 from flows.core.failures import StageFailed, internal_error
 from flows.core.layout import Layout
+from flows.core.promotion_store import read_history, read_promoted
 from flows.core.recipe_check import check_recipe
 from flows.core.recipe_files import recipe_summary
 from flows.core.retry import RETRY_DELAYS_S
@@ -78,8 +79,6 @@ from flows.runpage.promotion import (
     history_rows,
     promote_or_reject,
     publish_promotion,
-    read_history,
-    read_promoted,
     scored_recipe,
 )
 from flows.spending.team_spend import (

@@ -27,12 +27,13 @@ from flows.config.profile import Profile
 from flows.config.registry import MlflowRegistry
 from flows.core.error_redaction import redacting_errors
 from flows.core.manifest import build_manifest, manifest_digest
+from flows.core.promotion_store import pointer_uris, read_promoted
 from flows.core.storage import Storage, join
 from flows.deployed.declared import deployment_declared
 from flows.deployed.run_choices import refuse_run_choices
 from flows.flow_runs.run_origin import run_origin
 from flows.integrations.mlflow_registry import champion
-from flows.runpage.promotion import pointer_problem, pointer_uris, read_promoted
+from flows.runpage.promotion import pointer_problem
 
 
 @flow(name="record-promoted-model")

@@ -11,7 +11,7 @@ from flows.core.layout import RESULTS_DIR
 from flows.core.lineage import LineageRecord
 from flows.core.promotion import PromotedModel
 from flows.run.result import PipelineResult
-from flows.runpage.promotion import HISTORY_FILE, POINTER_FILE
+from flows.core.promotion_store import HISTORY_FILE, POINTER_FILE
 
 _KEPT = (f"`{RESULTS_DIR}/<profile>/`, under the profile's output root (the bucket on GKE, "
          "`local.root` in a rehearsal)")

@@ -14,10 +14,10 @@ from flows.cli import main
 from flows.common.paths import file_uri
 from flows.config.loading import load_profile
 from flows.core.promotion import PromotedModel
+from flows.core.promotion_store import write_promoted
 from flows.core.scores import ScoreSummary
 from flows.core.spend_ledger import LedgerEntry, append
 from flows.core.storage import LocalStorage
-from flows.runpage.promotion import write_promoted
 
 MONTH = "2026-11"
 

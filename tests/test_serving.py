@@ -11,13 +11,9 @@ import yaml
 
 from flows.common.paths import REPO_ROOT
 from flows.config import load_profile
+from flows.core.promotion_store import pointer_uris, read_promoted
 from flows.core.storage import LocalStorage
-from flows.runpage.promotion import (
-    MODEL_PROMOTED,
-    pointer_uris,
-    promote_or_reject,
-    read_promoted,
-)
+from flows.runpage.promotion import MODEL_PROMOTED, promote_or_reject
 from tests.support.scores import summary
 
 AUTOMATION = REPO_ROOT / "deployments/automations/serve-on-promoted.yaml"

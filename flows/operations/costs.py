@@ -32,8 +32,8 @@ from flows.config.errors import ProfileError
 from flows.config.loading import load_profile
 from flows.config.profile import Profile
 from flows.config.teams import Team, Teams, load_teams
+from flows.core.promotion_store import read_history
 from flows.core.spend_ledger import LedgerEntry, final_spend, month_of
-from flows.runpage.promotion import read_history
 from flows.spending.team_spend import LedgerUnreadable, read_team
 
 MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")

@@ -31,11 +31,12 @@ from flows.config.loading import load_profile
 from flows.config.profile import Profile
 from flows.config.teams import Team
 from flows.core.promotion import PromotedModel
+from flows.core.promotion_store import pointer_uris, read_promoted
 from flows.health.holds import held_runs
 from flows.operations.costs import TeamCosts, team_costs
 from flows.runpage import quiet_artifacts as quiet
 from flows.runpage.markdown_text import md_code, md_text
-from flows.runpage.promotion import pointer_recipe, pointer_uris, read_promoted
+from flows.runpage.promotion import pointer_recipe
 from flows.runpage.recipe import recipe_label
 
 log = logging.getLogger(__name__)

@@ -21,12 +21,7 @@ from flows.core.layout import Layout
 from flows.core.lineage import outside_root
 from flows.core.manifest import build_manifest, manifest_digest
 from flows.core.promotion import Decision, PromotedModel, decide, recipe_changed
-from flows.core.promotion_store import HISTORY_FILE as HISTORY_FILE
-from flows.core.promotion_store import POINTER_FILE as POINTER_FILE
-from flows.core.promotion_store import pointer_uris as pointer_uris
-from flows.core.promotion_store import read_history as read_history
-from flows.core.promotion_store import read_promoted as read_promoted
-from flows.core.promotion_store import write_promoted as write_promoted
+from flows.core.promotion_store import pointer_uris, read_promoted, write_promoted
 from flows.core.recipe_files import recipe_summary
 from flows.core.scores import ScoreSummary
 from flows.core.storage import Storage

@@ -193,7 +193,7 @@ def test_a_failed_export_names_its_cause_without_the_token(runs: Runs) -> None:
 def test_evaluation_runs_on_the_slice_with_its_shipped_program_and_promotes(
         runs: Runs, gke_world: GkeWorld) -> None:
     from flows.core.layout import Layout
-    from flows.runpage.promotion import pointer_uris
+    from flows.core.promotion_store import pointer_uris
     from tests.support.profiles import tutorial_profile
 
     result, world = runs.evaluated, gke_world

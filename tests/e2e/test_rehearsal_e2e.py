@@ -114,8 +114,8 @@ def test_grpo_ran_two_steps_with_varying_rewards(first_run):
 
 def test_evaluation_scores_both_models_and_decides_promotion(first_run, root):
     from flows.config import load_profile
+    from flows.core.promotion_store import read_promoted
     from flows.core.storage import LocalStorage
-    from flows.runpage.promotion import read_promoted
 
     evaluation = first_run.evaluation
     assert evaluation is not None

@@ -9,10 +9,11 @@ import pytest
 
 from flows.config import load_profile
 from flows.core.promotion import Decision
+from flows.core.promotion_store import pointer_uris
 from flows.core.storage import LocalStorage
 from flows.integrations.judged_model import judged_model
 from flows.integrations.register import register_judged
-from flows.runpage.promotion import pointer_uris, promote_or_reject
+from flows.runpage.promotion import promote_or_reject
 from tests.support.mlflow_server import MlflowServer
 from tests.support.scores import summary
 

@@ -11,15 +11,9 @@ import pytest
 
 from flows.config import load_profile
 from flows.core.failures import StageFailed
+from flows.core.promotion_store import pointer_uris, read_history, read_promoted
 from flows.core.storage import LocalStorage, file_uri
-from flows.runpage.promotion import (
-    comparison_rows,
-    pointer_problem,
-    pointer_uris,
-    promote_or_reject,
-    read_history,
-    read_promoted,
-)
+from flows.runpage.promotion import comparison_rows, pointer_problem, promote_or_reject
 from tests.support.scores import summary
 
 

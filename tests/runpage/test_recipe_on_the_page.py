@@ -14,16 +14,10 @@ from flows.common.paths import REHEARSAL_DIR
 from flows.config import load_profile
 from flows.config.profile import Profile
 from flows.core.eval_programs import score_key
+from flows.core.promotion_store import read_history, read_promoted
 from flows.core.recipe_files import recipe_digest, recipe_summary
 from flows.core.storage import LocalStorage, file_uri
-from flows.runpage.promotion import (
-    comparison_rows,
-    history_rows,
-    promote_or_reject,
-    promoted_lines,
-    read_history,
-    read_promoted,
-)
+from flows.runpage.promotion import comparison_rows, history_rows, promote_or_reject, promoted_lines
 from flows.runpage.recipe import BUILTIN_LABEL, UNRECORDED, recipe_label, recipe_markdown
 from tests.support.scores import summary
 
@@ -141,7 +135,7 @@ def test_a_pointer_made_before_recipes_were_recorded_is_not_called_another_recip
     pointer = read_promoted(storage, profile)
     assert pointer is not None
     older = pointer.model_copy(update={"recipe_digest": "", "reward_functions": []})
-    from flows.runpage.promotion import pointer_uris
+    from flows.core.promotion_store import pointer_uris
 
     storage.write_text(pointer_uris(profile)[0], older.model_dump_json())
     decision, _ = promote_or_reject(storage, profile, "run-2", _evaluation(profile, 0.6, 0.4),

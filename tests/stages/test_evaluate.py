@@ -129,8 +129,9 @@ def test_a_worse_retrained_model_is_rejected_and_the_pointer_stays(tmp_path: Pat
     below the promoted model): rejected, the pointer and the history unchanged, the export
     kept."""
     from flows.core.eval_programs import score_key
+    from flows.core.promotion_store import pointer_uris, read_history
     from flows.core.storage import LocalStorage
-    from flows.runpage.promotion import pointer_uris, promote_or_reject, read_history
+    from flows.runpage.promotion import promote_or_reject
 
     def judged(backend, run: str):
         outputs = run_all(backend, with_eval=True)
