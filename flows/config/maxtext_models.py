@@ -68,11 +68,6 @@ def rl_defaults() -> dict[str, Scalar]:
     return dict(_data()["rl_defaults"])
 
 
-def hf_repo_of(name: str) -> str:
-    """MaxText's default Hugging Face repository for ``name`` (utils/globals.py HF_IDS)."""
-    return str(_data()["models"][name]["hf_repo"])
-
-
 def _as_bool(value: object) -> bool:
     return str(value).strip().lower() in ("true", "1", "yes")
 

@@ -34,13 +34,6 @@ from flows.config.tpu import (
 )
 
 
-def fitted_ici(axes: dict[str, int], devices: tuple[int, ...]) -> dict[str, int] | None:
-    """The ICI axes that changed so that they multiply to each of ``devices`` (the trainer's
-    and the sampler's devices per slice), ``ici_fsdp_parallelism`` filling in the rest
-    (maxtext_rules.fitted_axes)."""
-    return fitted_axes(axes, devices, "ici_fsdp_parallelism")
-
-
 def _mesh_changes(profile: Profile, shape: RunShape, slice_: SliceShape,
                   per_chip: int) -> dict[str, str] | None:
     args = {**profile.model.args, **profile.train.args}
@@ -52,7 +45,9 @@ def _mesh_changes(profile: Profile, shape: RunShape, slice_: SliceShape,
         return {}  # maxtext_rules names the value that is not a number
     trainer, sampler_, _shared = roles(shape, SliceShape(
         slice_.generation, slice_.chips_per_slice * per_chip, slice_.num_slices))
-    found = fitted_ici(axes, (trainer // slice_.num_slices, sampler_ // slice_.num_slices))
+    # the ICI axes that changed to multiply to each role's devices per slice, FSDP filling in
+    found = fitted_axes(axes, (trainer // slice_.num_slices, sampler_ // slice_.num_slices),
+                        "ici_fsdp_parallelism")
     return None if found is None else {f"train.args.{k}": str(v) for k, v in found.items()}
 
 

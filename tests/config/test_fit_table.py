@@ -17,7 +17,8 @@ from flows.common.issues import Issue
 from flows.common.paths import PROFILES_DIR
 from flows.config.fit_rules import fit_warning, rollout_check
 from flows.config.loading import ProfileError, load_profile
-from flows.config.slice_move import fitted_ici, smallest_move
+from flows.config.maxtext_rules import fitted_axes
+from flows.config.slice_move import smallest_move
 from flows.config.tpu import TPU_GENERATIONS, TPU_MACHINES, chips_in_topology, supported_topologies
 from flows.operations.compare_tpu import candidates
 from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
@@ -237,7 +238,7 @@ def test_every_slice_compare_tpu_suggests_validates_with_its_changes(
 ])
 def test_the_mesh_keeps_the_axes_that_fit(axes: dict[str, int], devices: tuple[int, ...],
                                           changed: dict[str, int] | None) -> None:
-    assert fitted_ici(axes, devices) == changed
+    assert fitted_axes(axes, devices, "ici_fsdp_parallelism") == changed
 
 
 def test_the_v5p_slice_compare_tpu_lists_for_the_tutorial_comes_with_its_mesh() -> None:
