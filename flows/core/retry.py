@@ -66,8 +66,6 @@ class InfrastructureFault(RuntimeError):
     text, e.g. an error event in the daemon's push stream)."""
 
 
-# --- classification -----------------------------------------------------------------------
-
 @cache
 def _optional(module: str, name: str) -> type[BaseException] | None:
     """An exception type of an optional dependency, or None when it is not installed."""
@@ -133,8 +131,6 @@ def infrastructure_exception_line(line: str) -> bool:
     """Pure: True when a program's last exception line names an infrastructure cause."""
     return bool(_INFRASTRUCTURE_EXCEPTION_LINE.search(line))
 
-
-# --- the loop -----------------------------------------------------------------------------
 
 OnRetry = Callable[[int, str, float], None]  # (attempt that failed, message, wait seconds)
 

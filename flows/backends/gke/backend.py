@@ -233,7 +233,6 @@ class GkeBackend:
     def start_issues(self) -> list[Issue]:
         return self.planning.start_issues()
 
-    # --- the run ---------------------------------------------------------------------------
     def run_workload(self, workload: Workload, log_uri: str) -> WorkloadRun:
         """Submit the workload's JobSet (or attach to this run's), watch it to a verdict, and
         do what ``next_action`` says, until the JobSet succeeds or the stage fails."""
@@ -387,7 +386,6 @@ class GkeBackend:
         """What the infra stage granted and when (iam_propagation.py)."""
         return tuple(load(grants_path(settings_from_profile(self.profile).workdir)))
 
-    # --- pieces ----------------------------------------------------------------------------
     def _progress(self, workload: Workload) -> Callable[[str], None] | None:
         if not (workload.progress_regex and self.on_progress):
             return None

@@ -53,7 +53,6 @@ class JobSetClient:
         self.hf_token_key, self.secret_owner = hf_token_key, secret_owner
         self.api_attempts, self.api_backoff_s = api_attempts, api_backoff_s
 
-    # --- JobSets ---------------------------------------------------------------------------
     def create(self, body: Obj) -> Obj | None:
         """The JobSet created, or None when one of that name exists (409): what to do then
         is the caller's decision (recovery.on_conflict)."""
@@ -209,7 +208,6 @@ class JobSetClient:
             f"{name} -n {ns} -o yaml`); if it is no one's, `kubectl delete configmap {name} -n "
             f"{ns}` and run again; nothing was submitted", Failure.GKE_CONFIGMAP_NOT_OURS))
 
-    # --- every call ------------------------------------------------------------------------
     def call(self, what: str, fn: Callable[..., Any], *args: Any,
              within_s: float | None = None, **kwargs: Any) -> Any:
         """One API call, retried with backoff (Retry-After honoured) on 5xx/429/connection

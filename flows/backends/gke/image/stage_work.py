@@ -84,8 +84,6 @@ class GkeImage:
                              outputs={"image": details["image"]}, details=details,
                              run_id=digest)
 
-    # --- building ---------------------------------------------------------------------------
-
     def run(self, ctx: StageContext) -> list[WorkloadRun]:
         from flows.backends.gke.image import ImageError
 

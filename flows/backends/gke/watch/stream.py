@@ -97,7 +97,6 @@ class ObjectWatch:
         # in the caller's context: ``warn`` may be the stage logger (the run's Prefect API)
         self._thread = context_thread(self._run, name=f"watch-{label}")
 
-    # --- public --------------------------------------------------------------------------
     def start(self) -> ObjectWatch:
         self._thread.start()
         return self
@@ -129,7 +128,6 @@ class ObjectWatch:
                 return False
         return True
 
-    # --- the loop ------------------------------------------------------------------------
     def _run(self) -> None:
         streak = 0
         while not self._stop.is_set():
