@@ -10,8 +10,8 @@ from pydantic import BaseModel
 from flows.core.layout import RESULTS_DIR
 from flows.core.lineage import LineageRecord
 from flows.core.promotion import PromotedModel
-from flows.run.result import PipelineResult
 from flows.core.promotion_store import HISTORY_FILE, POINTER_FILE
+from flows.run.result import PipelineResult
 
 _KEPT = (f"`{RESULTS_DIR}/<profile>/`, under the profile's output root (the bucket on GKE, "
          "`local.root` in a rehearsal)")
