@@ -375,8 +375,11 @@ def _flow_identity(args: argparse.Namespace, loaded: _Loaded) -> int:
         print("error: flow-identity needs a GKE profile", file=sys.stderr)
         return 2
     from flows.backends.gke.identity_setup import setup_commands
+    from flows.config.teams import load_teams
 
-    print("\n".join(setup_commands(loaded.profile, args.identity)))
+    team = load_teams().team_of(loaded.profile.name)  # whose flow pods: the team's own
+    print("\n".join(setup_commands(loaded.profile, args.identity,
+                                    team.name if team else None)))
     return 0
 
 

@@ -99,8 +99,12 @@ def _holds(need: Need, held: frozenset[str] | set[str]) -> bool:
     return need.permission in held or f"{need.scope}:{need.permission}" in held
 
 
-def flow_account(gke: GkeSection) -> str:
-    return f"{FLOW_ACCOUNT}@{gke.project}.iam.gserviceaccount.com"
+def flow_account(gke: GkeSection, team: str | None = None) -> str:
+    """The runtime identity of a run of ``team`` (None: a profile in no team): its pool's
+    flow pods act as it (flows/backends/gke/flow_pools.py)."""
+    from flows.backends.gke.flow_pools import google_account
+
+    return google_account(team, gke.project)
 
 
 def infra_account(gke: GkeSection) -> str:

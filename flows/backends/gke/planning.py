@@ -52,7 +52,8 @@ class GkePlanning:
         """Every Secret the run writes, and whether the shipped Role may replace it
         (secret_grants.py)."""
         return plan_lines(planned_workloads(self.profile, self.runtime), self.gke.namespace,
-                          self.options.secret_owner, shipped_replaceable())
+                          self.options.secret_owner,
+                          shipped_replaceable(self.options.secret_owner))
 
     def _parity(self) -> list[str]:
         """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""
