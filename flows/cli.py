@@ -379,7 +379,8 @@ def _flow_identity(args: argparse.Namespace, loaded: _Loaded) -> int:
 
     team = load_teams().team_of(loaded.profile.name)  # whose flow pods: the team's own
     print("\n".join(setup_commands(loaded.profile, args.identity,
-                                    team.name if team else None)))
+                                    team.name if team else None,
+                                    team.ledger_root if team else None)))
     return 0
 
 

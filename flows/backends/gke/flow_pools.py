@@ -98,6 +98,12 @@ def rbac_file(team: str | None) -> Path:
     return TEAM_DIR / team / RBAC_NAME if team else SHARED_RBAC
 
 
+def pool_template_shown(pool: str) -> str:
+    """The shipped template a Kubernetes pool is created from, by the pool's name."""
+    team = pool.removeprefix(f"{SHARED_POOL}-") if pool.startswith(f"{SHARED_POOL}-") else None
+    return shown(template_file(team))
+
+
 def shown(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT))
 

@@ -69,7 +69,10 @@ def _infra(profile: Profile) -> list[str]:
     ]
 
 
-def _runtime(profile: Profile, team: str | None) -> list[str]:
+LEDGER_ROLES = ("roles/storage.objectViewer", "roles/storage.objectCreator")
+
+
+def _runtime(profile: Profile, team: str | None, ledger_root: str | None) -> list[str]:
     gke = gke_section(profile)
     account = identity.flow_account(gke, team)
     kubernetes_account = flow_account_id(team)
@@ -101,6 +104,11 @@ def _runtime(profile: Profile, team: str | None) -> list[str]:
             continue  # docker builds; or another registry, used as is
         resource = staging if need.scope == "staging" else repository
         lines.append(identity.grant_command(gke, need, resource, account))
+    if ledger_root and ledger_root.startswith("gs://"):
+        # the team's spend ledger, which only the flow writes (docs/how-to/team-budgets.md)
+        ledger = ledger_root.removeprefix("gs://").split("/", 1)[0]
+        lines += [f"gcloud storage buckets add-iam-policy-binding gs://{ledger} "
+                  f"--member=serviceAccount:{account} --role={role}" for role in LEDGER_ROLES]
     lines.append(f"gcloud iam service-accounts add-iam-policy-binding {account} "
                  f"--project={gke.project} --role=roles/iam.workloadIdentityUser "
                  f"--member='serviceAccount:{gke.project}.svc.id.goog"
@@ -108,9 +116,10 @@ def _runtime(profile: Profile, team: str | None) -> list[str]:
     return list(dict.fromkeys(lines))  # one line per role and place
 
 
-def setup_commands(profile: Profile, which: Which = "both",
-                   team: str | None = None) -> list[str]:
+def setup_commands(profile: Profile, which: Which = "both", team: str | None = None,
+                   ledger_root: str | None = None) -> list[str]:
     """The script (``set -e`` first): the infra identity, the runtime identity of the
-    profile's ``team`` (None: a profile in no team), or both."""
+    profile's ``team`` (None: a profile in no team), with the team's ``ledger_root``'s
+    bucket to read and create in, or both."""
     return ["set -e", *(_infra(profile) if which in ("infra", "both") else []),
-            *(_runtime(profile, team) if which in ("runtime", "both") else [])]
+            *(_runtime(profile, team, ledger_root) if which in ("runtime", "both") else [])]

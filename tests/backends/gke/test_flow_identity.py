@@ -148,13 +148,33 @@ def test_team_bs_flow_identity_holds_its_own_bucket_only(two_teams: None,
 
 def test_the_scripts_bind_each_teams_kubernetes_account_to_its_google_account(
         two_teams: None) -> None:
+    """The team's script, as `tpurl flow-identity` prints it for a profile of the team: the
+    team's accounts bound, and its own ledger bucket granted to read and create in."""
     a = tutorial_profile(**{"gke.bucket": A_BUCKET})
     assert a.gke is not None
-    script = "\n".join(setup_commands(a, "runtime", team="team-a"))
+    script = "\n".join(setup_commands(a, "runtime", team="team-a",
+                                      ledger_root="gs://team-a-ledger/spend"))
+    for role in ("roles/storage.objectViewer", "roles/storage.objectCreator"):
+        assert (f"gcloud storage buckets add-iam-policy-binding gs://team-a-ledger --member="
+                f"serviceAccount:tpurl-flow-team-a@{a.gke.project}.iam.gserviceaccount.com "
+                f"--role={role}") in script
     assert (f"gcloud iam service-accounts add-iam-policy-binding "
             f"tpurl-flow-team-a@{a.gke.project}.iam.gserviceaccount.com") in script
     assert "[default/tpurl-flow-team-a]" in script
     assert "tpurl-flow@" not in script
+
+
+def test_flow_identity_prints_the_profiles_teams_account(
+        two_teams: None, capsys: pytest.CaptureFixture[str]) -> None:
+    from flows.cli import main
+    from tests.support.profiles import SMOKE, SMOKE_REQUIRED
+
+    assert main(["flow-identity", SMOKE, "--identity", "runtime",
+                 *[f"--set={k}={v}" for k, v in SMOKE_REQUIRED.items()]]) == 0
+    script = capsys.readouterr().out
+    assert "team team-b's flow pods (pool tpurl-kubernetes-team-b" in script
+    assert "--member=serviceAccount:tpurl-flow-team-b@" in script
+    assert "tpurl-flow@" not in script and "tpurl-flow-team-a" not in script
 
 
 @pytest.mark.parametrize(("team", "expected"), [
