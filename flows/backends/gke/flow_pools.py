@@ -90,6 +90,17 @@ def flow_hf_secret(team: str | None) -> str:
     return f"tpurl-team-{team}-hf-token" if team else SHARED_HF_SECRET
 
 
+def plan_lines(team: str | None, project: str) -> list[str]:
+    """What ``tpurl plan`` says of who the run's flow pod is: its pool, its Kubernetes and
+    Google account, the Role it is bound to and the Secret it reads HF_TOKEN from."""
+    who = f"team {team}'s" if team else "a profile in no team's"
+    return [f"The flow pod ({who}): pool {pool_name(team)}, Kubernetes service account "
+            f"{flow_account_id(team)} bound to {google_account(team, project)} (`tpurl "
+            f"flow-identity PROFILE --identity runtime` grants it this profile's bucket), Role "
+            f"{flow_account_id(team)} of {shown(rbac_file(team))}, HF_TOKEN from the Secret "
+            f"{flow_hf_secret(team)}"]
+
+
 def template_file(team: str | None) -> Path:
     return TEAM_DIR / team / TEMPLATE_NAME if team else BASE_TEMPLATE
 

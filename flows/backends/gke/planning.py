@@ -49,11 +49,15 @@ class GkePlanning:
                 *self._parity(), "", *render_waits(waits), "", *self._secrets()]
 
     def _secrets(self) -> list[str]:
-        """Every Secret the run writes, and whether the shipped Role may replace it
-        (secret_grants.py)."""
-        return plan_lines(planned_workloads(self.profile, self.runtime), self.gke.namespace,
-                          self.options.secret_owner,
-                          shipped_replaceable(self.options.secret_owner))
+        """Who the flow pod is (flow_pools.py), every Secret the run writes, and whether the
+        shipped Role may replace it (secret_grants.py)."""
+        from flows.backends.gke import flow_pools
+
+        owner = self.options.secret_owner
+        team = owner.removeprefix("team:") if owner.startswith("team:") else None
+        return [*flow_pools.plan_lines(team, self.gke.project),
+                *plan_lines(planned_workloads(self.profile, self.runtime), self.gke.namespace,
+                            owner, shipped_replaceable(owner))]
 
     def _parity(self) -> list[str]:
         """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""

@@ -209,3 +209,21 @@ def test_shipped_team_pools_are_what_the_generator_writes() -> None:
     assert teams, "the shipped teams file names no team"
     assert flow_pools.drift(teams) == [], ("run `python -m flows.backends.gke.flow_pools` "
                                            "with TPURL_TEAMS_FILE unset")
+
+
+def test_the_plan_names_each_teams_own_flow_pod(two_teams: None) -> None:
+    """`tpurl plan` of a profile of each team: the team's pool, accounts, Role and HF token
+    Secret, none of the other team's."""
+    from flows.operations.plan import build_plan, render_text
+
+    texts = {}
+    for team, profile in (("team-a", tutorial_profile()), ("team-b", smoke_profile())):
+        text = render_text(profile, build_plan(profile))
+        assert profile.gke is not None
+        assert (f"The flow pod (team {team}'s): pool tpurl-kubernetes-{team}, Kubernetes "
+                f"service account tpurl-flow-{team} bound to tpurl-flow-{team}@"
+                f"{profile.gke.project}.iam.gserviceaccount.com") in text, text
+        assert f"HF_TOKEN from the Secret tpurl-team-{team}-hf-token" in text
+        texts[team] = text
+    assert "tpurl-flow-team-b" not in texts["team-a"]
+    assert "tpurl-flow-team-a" not in texts["team-b"]
