@@ -83,7 +83,9 @@ class GkePlanning:
     def start_issues(self) -> list[Issue]:
         from flows.backends.gke.readiness import probe, start_issues
 
-        return start_issues(self.profile, probe(self.profile))
+        owner = self.options.secret_owner  # the run's team, decided once (team:NAME)
+        return start_issues(self.profile, probe(self.profile),
+                            owner.removeprefix("team:") if owner.startswith("team:") else None)
 
     def validation_warnings(self) -> list[str]:
         from flows.backends.gke.infra.settings import world_open_warning
