@@ -109,6 +109,13 @@ def rbac_file(team: str | None) -> Path:
     return TEAM_DIR / team / RBAC_NAME if team else SHARED_RBAC
 
 
+def rbac_file_of_account(account: str) -> Path:
+    """The Role file of the flow account ``account`` (a shipped team's, else the shared
+    one): matched through the team's account name, which a long team name shortens."""
+    teams = sorted(d.name for d in TEAM_DIR.iterdir()) if TEAM_DIR.is_dir() else []
+    return next((rbac_file(t) for t in teams if flow_account_id(t) == account), SHARED_RBAC)
+
+
 def pool_template_shown(pool: str) -> str:
     """The shipped template a Kubernetes pool is created from, by the pool's name."""
     team = pool.removeprefix(f"{SHARED_POOL}-") if pool.startswith(f"{SHARED_POOL}-") else None
