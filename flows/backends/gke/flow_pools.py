@@ -28,7 +28,6 @@ import argparse
 import copy
 import hashlib
 import json
-import shutil
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -123,7 +122,8 @@ def pool_template_shown(pool: str) -> str:
 
 
 def shown(path: Path) -> str:
-    return str(path.relative_to(REPO_ROOT))
+    """``path`` as the docs and fixes name it: from the repository's root."""
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 def profile_sources(profile: str) -> list[str]:
@@ -259,11 +259,9 @@ def drift(teams: Mapping[str, Iterable[str]]) -> list[str]:
 
 
 def write(teams: Mapping[str, Iterable[str]]) -> list[Path]:
-    names = list(teams)
-    if TEAM_DIR.is_dir():  # a team the file no longer names: its pool's files go
-        for d in TEAM_DIR.iterdir():
-            if d.is_dir() and d.name not in names:
-                shutil.rmtree(d)
+    """Write every team's files that differ; a directory of a team the file no longer names
+    is left where it is (the tool deletes nothing it did not just write): ``drift`` names it
+    for the operator to remove with the team's pool."""
     written = []
     for path, text in team_files(teams).items():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -291,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     for path in write(teams):
         print(f"wrote {shown(path)}")
+    for line in drift(teams):  # what is left: a team the file no longer names
+        print(f"{line}: remove it (and the team's pool) by hand")
     return 0
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from kubernetes import client as k8s
 
 from flows.backends.gke import flow_pools
@@ -227,3 +229,39 @@ def test_the_plan_names_each_teams_own_flow_pod(two_teams: None) -> None:
         texts[team] = text
     assert "tpurl-flow-team-b" not in texts["team-a"]
     assert "tpurl-flow-team-a" not in texts["team-b"]
+
+
+@given(st.from_regex(r"[a-z0-9]([a-z0-9-]{0,56}[a-z0-9])?", fullmatch=True))
+def test_every_team_name_gives_a_valid_google_account_id(team: str) -> None:
+    """Any name the teams file accepts (an RFC 1123 label of at most 58 characters,
+    flows/config/teams.py) gives a Google account id: 6 to 30 characters, a letter first,
+    lowercase letters, digits and '-', no '-' last; the name itself while it fits."""
+    import re
+
+    from flows.config.teams import team_name_problem
+
+    assert team_name_problem(team) is None
+    got = flow_pools.flow_account_id(team)
+    assert re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", got), got
+    assert got == f"tpurl-flow-{team}" or len(f"tpurl-flow-{team}") > 30
+
+
+def test_a_drifted_team_file_is_named_and_writing_again_fixes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator's --check names a hand-edited file and a team the file no longer
+    names; writing again (what the fix says to run) restores the one and leaves the other,
+    which it did not just write, for the operator to remove."""
+    monkeypatch.setattr(flow_pools, "TEAM_DIR", tmp_path / "teams")
+    teams = {"team-a": ["qwen3-30b-a3b-v6e-32"]}
+    assert flow_pools.drift(teams) != []  # nothing written yet
+    flow_pools.write({**teams, "team-b": []})
+    assert flow_pools.drift(teams) == [
+        f"{flow_pools.shown(tmp_path / 'teams' / 'team-b')} is of no team of the teams file"]
+    rbac = flow_pools.rbac_file("team-a")
+    rbac.write_text(rbac.read_text().replace("verbs:\n  - update", "verbs:\n  - update\n  - get"))
+    assert [p.split()[0] for p in flow_pools.drift(teams)] == [
+        flow_pools.shown(rbac), flow_pools.shown(tmp_path / "teams" / "team-b")]
+    flow_pools.write(teams)
+    assert flow_pools.drift(teams) == [
+        f"{flow_pools.shown(tmp_path / 'teams' / 'team-b')} is of no team of the teams file"]
+    assert (tmp_path / "teams" / "team-b").is_dir()
