@@ -101,8 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     bundle.add_argument("--out", type=Path, help="the archive's path (.tar.gz)")
     ident = _add_profile_command(sub, "flow-identity", _flow_identity, "print the commands "
                                  "that create the Google identities: infra (deploys the "
-                                 "cluster, grants IAM; an operator's, once) and runtime (every "
-                                 "scheduled run); pipe to sh")
+                                 "cluster, grants IAM; an operator's, once) and runtime (the "
+                                 "flow pods of the profile's team, its own pool's); pipe to sh")
     ident.add_argument("--identity", choices=("both", "runtime", "infra"), default="both",
                        help="which identity to create (default both)")
     text = ("what this machine has for the profiles, and what is missing with its fix: "
@@ -375,8 +375,12 @@ def _flow_identity(args: argparse.Namespace, loaded: _Loaded) -> int:
         print("error: flow-identity needs a GKE profile", file=sys.stderr)
         return 2
     from flows.backends.gke.identity_setup import setup_commands
+    from flows.config.teams import load_teams
 
-    print("\n".join(setup_commands(loaded.profile, args.identity)))
+    team = load_teams().team_of(loaded.profile.name)  # whose flow pods: the team's own
+    print("\n".join(setup_commands(loaded.profile, args.identity,
+                                    team.name if team else None,
+                                    team.ledger_root if team else None)))
     return 0
 
 

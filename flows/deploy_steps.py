@@ -222,11 +222,12 @@ def pin_pool_image(repository: str, image_by_digest: str,
             try:
                 pool = client.read_work_pool(work_pool)
             except ObjectNotFound:
+                from flows.backends.gke.flow_pools import pool_template_shown
+
                 raise FlowImageError(
                     f"work pool {work_pool!r} does not exist. fix: `prefect work-pool create "
                     f"{work_pool} --type kubernetes --base-job-template "
-                    "deployments/work-pool/kubernetes-base-job-template.json`, then deploy "
-                    "again") from None
+                    f"{pool_template_shown(work_pool)}`, then deploy again") from None
             template = pinned_template(pool.base_job_template, image)
             if template != pool.base_job_template:
                 client.update_work_pool(work_pool, WorkPoolUpdate(base_job_template=template))

@@ -114,7 +114,8 @@ def test_work_pools_are_checked_against_the_shipped_templates() -> None:
     from prefect.settings import PREFECT_API_URL
 
     url = str(PREFECT_API_URL.value())
-    kinds = {"tpurl-process": "process", "tpurl-kubernetes": "kubernetes"}
+    kinds = {pool: "kubernetes" if "kubernetes" in pool else "process" for pool in POOLS}
+    assert {"tpurl-process", "tpurl-kubernetes", "tpurl-kubernetes-tutorial"} <= set(kinds)
 
     def pools() -> dict[str, str]:
         return {f.what.removeprefix("work pool "): ("ok" if f.ok else "FAIL" if f.ok is False
@@ -125,16 +126,16 @@ def test_work_pools_are_checked_against_the_shipped_templates() -> None:
         for pool in kinds:  # another test of the session's API may have made them
             with contextlib.suppress(ObjectNotFound):
                 client.delete_work_pool(pool)
-        assert pools() == {"tpurl-process": "--", "tpurl-kubernetes": "--"}  # none yet
+        assert pools() == dict.fromkeys(kinds, "--")  # none yet
         for pool, kind in kinds.items():  # Prefect's default templates: a run sets the command
             client.create_work_pool(WorkPoolCreate(name=pool, type=kind))
-        assert pools() == {"tpurl-process": "FAIL", "tpurl-kubernetes": "FAIL"}
+        assert pools() == dict.fromkeys(kinds, "FAIL")
         for pool, template_file in POOLS.items():
             shipped = json.loads((WORK_POOL_TEMPLATES / template_file).read_text())
             if kinds[pool] == "kubernetes":  # as `prefect deploy` leaves it: the image pinned
                 shipped = pinned_template(shipped, DIGEST)
             client.update_work_pool(pool, WorkPoolUpdate(base_job_template=shipped))
-        assert pools() == {"tpurl-process": "ok", "tpurl-kubernetes": "ok"}
+        assert pools() == dict.fromkeys(kinds, "ok")
         tampered = pinned_template(json.loads(
             (WORK_POOL_TEMPLATES / POOLS["tpurl-kubernetes"]).read_text()), DIGEST)
         tampered["variables"]["properties"]["namespace"] = {"type": "string"}

@@ -50,9 +50,9 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prefect
         for args in (["work-pool", "create", "tpurl-process", "--type", "process",
                       "--base-job-template",
                       str(REPO_ROOT / "deployments/work-pool/process-base-job-template.json")],
-                     ["work-pool", "create", "tpurl-kubernetes", "--type", "kubernetes",
-                      "--base-job-template",
-                      str(REPO_ROOT / "deployments/work-pool/kubernetes-base-job-template.json")]):
+                     ["work-pool", "create", "tpurl-kubernetes-tutorial", "--type", "kubernetes",
+                      "--base-job-template", str(REPO_ROOT / "deployments/work-pool/teams/"
+                                                 "tutorial/kubernetes-base-job-template.json")]):
             done = server.cli(*args)
             assert done.returncode == 0, done.stdout + done.stderr
         yield server

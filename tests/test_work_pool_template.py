@@ -34,7 +34,11 @@ from tests.support.prefect_server import PrefectServer, prefect_server_in
 
 pytestmark = [pytest.mark.services, pytest.mark.realtime]
 
-TEMPLATE = REPO_ROOT / "deployments/work-pool/kubernetes-base-job-template.json"
+# prefect.yaml's Kubernetes deployments are the tutorial team's, on its pool, whose template
+# is the shared one with the team's account and HF token Secret (flows/backends/gke/flow_pools.py)
+POOL = "tpurl-kubernetes-tutorial"
+TEMPLATE = REPO_ROOT / "deployments/work-pool/teams/tutorial/kubernetes-base-job-template.json"
+SHARED_TEMPLATE = REPO_ROOT / "deployments/work-pool/kubernetes-base-job-template.json"
 PROCESS_TEMPLATE = REPO_ROOT / "deployments/work-pool/process-base-job-template.json"
 REPOSITORY = "127.0.0.1:5000/tpurl/tpurl-flow"
 IMAGE = REPOSITORY + "@sha256:" + "a" * 64
@@ -68,12 +72,12 @@ def _pin(server: PrefectServer, image: str, repository: str | None = REPOSITORY
                           capture_output=True, text=True, timeout=120, check=False)
 
 
-def _pool_template(server: PrefectServer, pool: str = "tpurl-kubernetes") -> dict:
+def _pool_template(server: PrefectServer, pool: str = POOL) -> dict:
     return server.api("GET", f"/work_pools/{pool}").json()["base_job_template"]
 
 
-@pytest.mark.parametrize("template_path", [TEMPLATE, PROCESS_TEMPLATE], ids=["kubernetes",
-                                                                          "process"])
+@pytest.mark.parametrize("template_path", [TEMPLATE, SHARED_TEMPLATE, PROCESS_TEMPLATE],
+                         ids=["kubernetes-team", "kubernetes", "process"])
 def test_the_template_has_no_variable_for_what_runs_where_or_as_whom(template_path) -> None:
     template = json.loads(template_path.read_text())
     variables = template["variables"]
@@ -107,10 +111,38 @@ def test_every_env_name_a_deployment_sets_is_one_its_pool_lists() -> None:
         name: "{{ " + name + " }}" for name in kubernetes}
     for deployment in config["deployments"]:
         variables = deployment["work_pool"].get("job_variables") or {}
-        if deployment["work_pool"]["name"] == "tpurl-kubernetes":
+        if deployment["work_pool"]["name"] == POOL:
             assert set(variables) == kubernetes, deployment["name"]
         else:
             assert set(variables.get("env") or {}) <= process, deployment["name"]
+
+
+def test_every_kubernetes_deployment_runs_in_its_profiles_teams_pool() -> None:
+    """A team's flow pods act as the team (its pool's account, Role, HF token Secret), so
+    each Kubernetes deployment of prefect.yaml names the pool of its profile's team in the
+    shipped teams file, or the shared pool for a profile in no team; the pool's template is
+    shipped."""
+    from flows.backends.gke.flow_pools import pool_name, template_file
+    from flows.config.teams import TEAMS_FILE, load_teams
+
+    teams = load_teams(TEAMS_FILE)
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    on_kubernetes = [d for d in config["deployments"]
+                     if d["work_pool"]["name"].startswith("tpurl-kubernetes")]
+    assert on_kubernetes
+    by_name = {d["name"]: d for d in config["deployments"]}
+    for deployment in on_kubernetes:
+        parameters = deployment["parameters"]
+        if "profile" not in parameters:  # a dispatcher: its retrain deployment's profile
+            parameters = by_name[parameters["deployment"].split("/")[-1]]["parameters"]
+        team = teams.team_of(parameters["profile"])
+        assert deployment["work_pool"]["name"] == pool_name(team.name if team else None), (
+            deployment["name"])
+        assert template_file(team.name if team else None).is_file()
+    (pin,) = [s["flows.deploy_steps.pin_pool_image"]
+              for s in config["definitions"]["flow_image_push"]
+              if "flows.deploy_steps.pin_pool_image" in s]
+    assert pin["work_pool"] == POOL
 
 
 def _exec_kubeconfig(marker: Path) -> dict:
@@ -136,7 +168,7 @@ async def _configure_client(template: dict, values: dict) -> object:
 
     config = await KubernetesWorkerJobConfiguration.from_template_and_values(template, values)
     if config.cluster_config is not None:
-        worker = KubernetesWorker(work_pool_name="tpurl-kubernetes")
+        worker = KubernetesWorker(work_pool_name=POOL)
         async with worker._get_configured_kubernetes_client(config):
             pass
     return config.cluster_config
@@ -164,14 +196,14 @@ def test_a_runs_cluster_config_runs_its_command_on_prefects_template_and_not_on_
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrefectServer, dict]]:
     with prefect_server_in(tmp_path_factory.mktemp("prefect-home")) as server:
-        done = server.cli("work-pool", "create", "tpurl-kubernetes", "--type", "kubernetes",
+        done = server.cli("work-pool", "create", POOL, "--type", "kubernetes",
                           "--base-job-template", str(TEMPLATE))
         assert done.returncode == 0, done.stdout + done.stderr
         pinned = _pin(server, IMAGE)
         assert pinned.returncode == 0, pinned.stdout + pinned.stderr
         flow = server.api("POST", "/flows/", json={"name": "rl-post-training"}).json()
         deployment = server.api("POST", "/deployments/", json={
-            "name": "weekly", "flow_id": flow["id"], "work_pool_name": "tpurl-kubernetes",
+            "name": "weekly", "flow_id": flow["id"], "work_pool_name": POOL,
             "job_variables": {"TPURL_GKE__PROJECT": ""}}).json()
         yield server, deployment
 
@@ -199,11 +231,11 @@ def test_a_run_gets_the_fixed_command_account_and_namespace(
     run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
                      json={"job_variables": {"TPURL_GKE__PROJECT": ""}}).json()
     rendered = subprocess.run(
-        [sys.executable, "-m", "tests.support.kube_pod", "tpurl-kubernetes", deployment["id"],
+        [sys.executable, "-m", "tests.support.kube_pod", POOL, deployment["id"],
          run["id"]], cwd=REPO_ROOT, env=server.env, capture_output=True, text=True, check=True)
     pod = json.loads(rendered.stdout)
     assert pod["args"] == ["prefect", "flow-run", "execute"]  # the worker's own
-    assert pod["service_account"] == "tpurl-flow"
+    assert pod["service_account"] == "tpurl-flow-tutorial"  # the team's, not tpurl-flow
     assert pod["namespace"] == pod["config_namespace"] == "default"
     assert pod["image"] == IMAGE
 
@@ -227,8 +259,9 @@ def test_a_runs_image_is_the_pods_image_with_an_image_variable_and_refused_on_ou
         deployed: tuple[PrefectServer, dict]) -> None:
     """The attack, for real, on a pool whose template renders an ``image`` variable (the
     shipped template given one, as Prefect's own Kubernetes template has): the API accepts
-    the run and the worker's rendering starts the attacker's image as tpurl-flow. On the
-    pinned pool the API refuses the run, and a run's pod has the pinned digest."""
+    the run and the worker's rendering starts the attacker's image as the team's flow
+    account. On the pinned pool the API refuses the run, and a run's pod has the pinned
+    digest."""
     server, deployment = deployed
     with_variable = json.loads(TEMPLATE.read_text())
     _flow_container(with_variable)["image"] = "{{ image }}"
@@ -241,7 +274,7 @@ def test_a_runs_image_is_the_pods_image_with_an_image_variable_and_refused_on_ou
     attack = server.api("POST", f"/deployments/{exposed['id']}/create_flow_run",
                         json={"job_variables": {"image": ATTACKER_IMAGE}}).json()
     pod = _rendered_pod(server, "image-variable", exposed["id"], attack["id"])
-    assert (pod["image"], pod["service_account"]) == (ATTACKER_IMAGE, "tpurl-flow")
+    assert (pod["image"], pod["service_account"]) == (ATTACKER_IMAGE, "tpurl-flow-tutorial")
 
     with pytest.raises(httpx.HTTPStatusError) as err:
         server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
@@ -249,7 +282,7 @@ def test_a_runs_image_is_the_pods_image_with_an_image_variable_and_refused_on_ou
     assert err.value.response.status_code == 422
     run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
                      json={}).json()
-    assert _rendered_pod(server, "tpurl-kubernetes", deployment["id"], run["id"])["image"] == IMAGE
+    assert _rendered_pod(server, POOL, deployment["id"], run["id"])["image"] == IMAGE
 
 
 def test_an_image_in_stored_job_variables_is_not_rendered(
@@ -273,7 +306,7 @@ def test_a_deployment_setting_an_image_is_refused_so_prefect_yaml_sets_none(
     with pytest.raises(httpx.HTTPStatusError) as err:
         server.api("POST", "/deployments/", json={
             "name": "own-image", "flow_id": deployment["flow_id"],
-            "work_pool_name": "tpurl-kubernetes", "job_variables": {"image": ATTACKER_IMAGE}})
+            "work_pool_name": POOL, "job_variables": {"image": ATTACKER_IMAGE}})
     assert err.value.response.status_code == 422
     config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
     for each in config["deployments"]:
@@ -389,7 +422,7 @@ def test_a_run_cannot_give_the_flow_job_another_teams_queue_size_or_place(
     with pytest.raises(httpx.HTTPStatusError) as err:
         server.api("POST", "/deployments/", json={
             "name": f"own-{variable}", "flow_id": deployment["flow_id"],
-            "work_pool_name": "tpurl-kubernetes", "job_variables": attack})
+            "work_pool_name": POOL, "job_variables": attack})
     assert err.value.response.status_code == 422
 
     with pytest.raises(httpx.HTTPStatusError) as err:  # an automation that would run it so
@@ -406,7 +439,7 @@ def test_a_run_cannot_give_the_flow_job_another_teams_queue_size_or_place(
 def test_prefect_yaml_sets_no_job_variable_but_the_environment() -> None:
     config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
     for each in config["deployments"]:
-        may = RUN_MAY_NAME if each["work_pool"]["name"] == "tpurl-kubernetes" else {"env"}
+        may = RUN_MAY_NAME if each["work_pool"]["name"] == POOL else {"env"}
         assert set(each["work_pool"].get("job_variables") or {}) <= may, each["name"]
 
 
@@ -423,7 +456,7 @@ def _resolved(server: PrefectServer, run_id: str) -> object:
 
     async def resolve() -> object:
         async with get_client() as client:
-            pool = await client.read_work_pool("tpurl-kubernetes")
+            pool = await client.read_work_pool(POOL)
             run = await client.read_flow_run(UUID(run_id))
             return await KubernetesWorkerJobConfiguration.resolve_for_flow_run(
                 run, client=client, work_pool=pool, worker_name="tpurl-test")
@@ -471,10 +504,10 @@ def test_a_pool_made_from_an_earlier_template_is_fixed_by_the_update_tpurl_check
         "type": "object", "additionalProperties": {"type": "string"}}
     attack = {"job_variables": {"labels": ANOTHER_TEAMS["labels"]}}
     try:
-        server.api("PATCH", "/work_pools/tpurl-kubernetes",
+        server.api("PATCH", f"/work_pools/{POOL}",
                    json={"base_job_template": earlier})
         server.api("POST", f"/deployments/{deployment['id']}/create_flow_run", json=attack)
-        finding = _pool_finding("tpurl-kubernetes", POOLS["tpurl-kubernetes"],
+        finding = _pool_finding(POOL, POOLS[POOL],
                                 lambda pool: _pool_template(server, pool))
         assert finding.ok is False and finding.fix.startswith("`prefect work-pool update ")
         update, deploy = finding.fix.split("`")[1], finding.fix.split("`")[3]
@@ -486,7 +519,7 @@ def test_a_pool_made_from_an_earlier_template_is_fixed_by_the_update_tpurl_check
     with pytest.raises(httpx.HTTPStatusError) as err:
         server.api("POST", f"/deployments/{deployment['id']}/create_flow_run", json=attack)
     assert err.value.response.status_code == 422
-    assert _pool_finding("tpurl-kubernetes", POOLS["tpurl-kubernetes"],
+    assert _pool_finding(POOL, POOLS[POOL],
                          lambda pool: _pool_template(server, pool)).ok is True
 
 
@@ -562,11 +595,11 @@ def test_prefect_yamls_kubernetes_variables_are_the_pods_env(
     server, deployment = deployed
     config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
     weekly = next(each for each in config["deployments"]
-                  if each["work_pool"]["name"] == "tpurl-kubernetes")
+                  if each["work_pool"]["name"] == POOL)
     variables = weekly["work_pool"]["job_variables"]
     made = server.api("POST", "/deployments/", json={
         "name": "prefect-yaml-variables", "flow_id": deployment["flow_id"],
-        "work_pool_name": "tpurl-kubernetes", "job_variables": variables}).json()
+        "work_pool_name": POOL, "job_variables": variables}).json()
     run = server.api("POST", f"/deployments/{made['id']}/create_flow_run", json={}).json()
     env = _container_env(_resolved(server, run["id"]))
     assert {name: env[name] for name in variables} == variables
@@ -591,7 +624,7 @@ def _created_unvalidated(server: PrefectServer, deployment: dict, variables: dic
     takes its job variables as given; its id."""
     run = server.api("POST", "/flow_runs/", json={
         "flow_id": deployment["flow_id"], "deployment_id": deployment["id"],
-        "work_pool_name": "tpurl-kubernetes", "state": {"type": "SCHEDULED"},
+        "work_pool_name": POOL, "state": {"type": "SCHEDULED"},
         "job_variables": variables}).json()
     assert run["job_variables"] == variables and run["work_queue_id"]  # taken as given
     return str(run["id"])

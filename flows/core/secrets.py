@@ -88,6 +88,21 @@ def _from_secret_manager(name: str, project: str | None) -> str:
 K8S_SECRET = "tpurl-hf-token"  # deployments/work-pool/kubernetes-base-job-template.json maps it
 
 
+def pool_hf_secret(profile: str) -> str:
+    """The Secret the work pool of ``profile``'s flow pods maps to HF_TOKEN: its team's
+    (``tpurl-team-TEAM-hf-token``, deployments/work-pool/teams/TEAM/), else the shared
+    pool's :data:`K8S_SECRET`. For the fix text only: a teams file that does not load names
+    the shared one."""
+    from flows.config.errors import ProfileError
+    from flows.config.teams import load_teams
+
+    try:
+        team = load_teams().team_of(profile)
+    except ProfileError:
+        team = None
+    return f"tpurl-team-{team.name}-hf-token" if team else K8S_SECRET
+
+
 def require_secrets(profile: Profile, environ: Mapping[str, str] | None = None) -> None:
     """Every secret reference of the profile resolves where this flow runs (a Kubernetes
     work pool's pod included), or ProfileError naming the field and the fix; values are
@@ -108,9 +123,10 @@ def require_secrets(profile: Profile, environ: Mapping[str, str] | None = None) 
         fix = str(exc)
         if ref.env is not None and env.get("KUBERNETES_SERVICE_HOST"):
             fix = (f"this flow runs in a Kubernetes pod: create the Secret once in the work "
-                   f"pool's namespace (kubectl create secret generic {K8S_SECRET} "
-                   f"--from-literal=value=$HF_TOKEN); the pool's base job template maps it to "
-                   f"{ref.env}. Or use model.hf_token: {{secret_block: NAME}}")
+                   f"pool's namespace (kubectl create secret generic "
+                   f"{pool_hf_secret(profile.name)} --from-literal=value=$HF_TOKEN); the "
+                   f"pool's base job template maps it to {ref.env}. Or use model.hf_token: "
+                   "{secret_block: NAME}")
         raise ProfileError(profile.name, [Issue("model.hf_token", f"{ref.describe()} is not "
                                                 "available where the flow runs", fix,
                                                 Failure.CONFIG_SECRET_UNAVAILABLE)]) from None

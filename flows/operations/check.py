@@ -33,9 +33,22 @@ from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 
 WORK_POOL_TEMPLATES = REPO_ROOT / "deployments" / "work-pool"
-# prefect.yaml's pools and the templates the docs create them with
-POOLS = {"tpurl-process": "process-base-job-template.json",
-         "tpurl-kubernetes": "kubernetes-base-job-template.json"}
+KUBERNETES_TEMPLATE = "kubernetes-base-job-template.json"
+
+
+def _pools() -> dict[str, str]:
+    """The pools the docs create and their templates: the process pool, the Kubernetes pool
+    of profiles in no team, and one Kubernetes pool per team whose files are shipped
+    (deployments/work-pool/teams/TEAM/, flows/backends/gke/flow_pools.py)."""
+    teams = WORK_POOL_TEMPLATES / "teams"
+    return {"tpurl-process": "process-base-job-template.json",
+            "tpurl-kubernetes": KUBERNETES_TEMPLATE,
+            **{f"tpurl-kubernetes-{d.name}": f"teams/{d.name}/{KUBERNETES_TEMPLATE}"
+               for d in sorted(teams.iterdir() if teams.is_dir() else ())
+               if (d / KUBERNETES_TEMPLATE).is_file()}}
+
+
+POOLS = _pools()
 GKE_AUTH_PLUGIN = "gke-gcloud-auth-plugin"
 
 
@@ -154,7 +167,7 @@ def _pool_finding(pool: str, template_file: str,
         return Finding("prefect", f"work pool {pool}", True, "exists with the shipped template")
     update = create.replace("work-pool create", "work-pool update").replace(
         " --type kubernetes", "").replace(" --type process", "")
-    if pool == "tpurl-kubernetes":  # the shipped file holds no image: the deploy pins it
+    if template_file.endswith(KUBERNETES_TEMPLATE):  # the shipped file holds no image
         update += ", then `prefect --no-prompt deploy --all` (it pins the flow image again)"
     return Finding("prefect", f"work pool {pool}", False, "exists, but its base job template "
                    "is not the shipped one (a run may be able to set what the shipped one "
@@ -167,7 +180,7 @@ def shipped_template(pool: str, template_file: str, template: Obj) -> bool:
     shipped = json.loads((WORK_POOL_TEMPLATES / template_file).read_text())
     if dict(template) == shipped:
         return True
-    if pool != "tpurl-kubernetes":
+    if not template_file.endswith(KUBERNETES_TEMPLATE):
         return False
     from flows.deploy_steps import FLOW_CONTAINER, pinned_template
 

@@ -27,6 +27,28 @@ def test_in_a_kubernetes_pod_the_fix_names_the_secret_the_pool_maps() -> None:
     assert f"kubectl create secret generic {K8S_SECRET}" in err.value.issues[0].fix
 
 
+def test_in_a_teams_kubernetes_pod_the_fix_names_the_teams_secret(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile of a team runs in the team's pool, which maps the team's own Secret
+    (deployments/work-pool/teams/TEAM/kubernetes-base-job-template.json)."""
+    import json
+
+    from flows.backends.gke.flow_pools import team_template, template_file
+    from tests.support.profiles import TUTORIAL
+
+    teams = tmp_path / "teams.yaml"
+    teams.write_text(f"teams:\n  team-a: {{usd_per_month: 1000, profiles: [{TUTORIAL}]}}\n")
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
+    with pytest.raises(ProfileError) as err:
+        require_secrets(tutorial_profile(), environ={"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    assert "kubectl create secret generic tpurl-team-team-a-hf-token " in err.value.issues[0].fix
+    mapped = team_template(json.loads(template_file(None).read_text()), "team-a")
+    env = mapped["job_configuration"]["job_manifest"]["spec"]["template"]["spec"][
+        "containers"][0]["env"]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+        "name": "tpurl-team-team-a-hf-token", "key": "value", "optional": True}}} in env
+
+
 def test_a_present_token_passes_and_is_not_kept() -> None:
     profile = tutorial_profile()
     assert require_secrets(profile, environ={"HF_TOKEN": "hf_" + "x" * 34}) is None

@@ -87,7 +87,7 @@ def test_the_page_marks_every_command_of_the_walkthrough(readme: dict[str, str])
 
 def _pinned_image(walkthrough: Walkthrough) -> str:
     """The flow container's image in the Kubernetes pool's template, as `deploy` wrote it."""
-    pool = walkthrough.server.api("GET", "/work_pools/tpurl-kubernetes").json()
+    pool = walkthrough.server.api("GET", "/work_pools/tpurl-kubernetes-tutorial").json()
     assert "image" not in pool["base_job_template"]["variables"]["properties"]
     return pool["base_job_template"]["job_configuration"]["job_manifest"]["spec"]["template"][
         "spec"]["containers"][0]["image"]
@@ -135,7 +135,7 @@ def test_the_weekly_deployment_runs_in_a_container_of_its_image(walkthrough: Wal
         run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
                          json={}).json()
         rendered = subprocess.run(
-            [sys.executable, "-m", "tests.support.kube_pod", "tpurl-kubernetes",
+            [sys.executable, "-m", "tests.support.kube_pod", "tpurl-kubernetes-tutorial",
              deployment["id"], run["id"]], cwd=REPO_ROOT, env=server.env, capture_output=True,
             text=True, check=True)
         pod = json.loads(rendered.stdout)
@@ -145,8 +145,8 @@ def test_the_weekly_deployment_runs_in_a_container_of_its_image(walkthrough: Wal
         assert pod["env"]["TPURL_GKE__PROJECT"] == ""  # the pool's env, from prefect.yaml
         docker_client.images.pull(pod["image"])  # from the registry, by digest, as a kubelet does
         # The pod reaches the API at an address of the cluster; here that is the host's
-        # 127.0.0.1. Its Google credentials come from Workload Identity (the tpurl-flow service
-        # account) on GKE; here the same fake key file stands in (prefect-gcp loads the results
+        # 127.0.0.1. Its Google credentials come from Workload Identity (the team's tpurl-flow-tutorial
+        # service account) on GKE; here the same fake key file stands in (prefect-gcp loads the results
         # block's GcpCredentials before the flow starts, and crashes the run without any).
         env = {**pod["env"], "PREFECT_API_URL": server.url,
                "GOOGLE_APPLICATION_CREDENTIALS": "/var/run/tpurl/adc.json",
@@ -205,8 +205,8 @@ def test_the_pages_kubernetes_worker_starts_and_joins_its_pool(walkthrough: Walk
     worker = _background(readme["kubernetes-worker"], walkthrough.env, log)
     try:
         workers = wait_until(lambda: walkthrough.server.api(
-            "POST", "/work_pools/tpurl-kubernetes/workers/filter", json={}).json(), 120,
-            f"a worker of tpurl-kubernetes ({log})")
+            "POST", "/work_pools/tpurl-kubernetes-tutorial/workers/filter", json={}).json(), 120,
+            f"a worker of tpurl-kubernetes-tutorial ({log})")
         assert workers and worker.poll() is None, log.read_text()[-3000:]
     finally:
         stop_group(worker)

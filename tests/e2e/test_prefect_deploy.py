@@ -97,6 +97,7 @@ def test_deploy_all_creates_every_deployment_with_schedule_and_triggers(deployed
     assert set(deployed) >= DEPLOYMENTS
     weekly = deployed["qwen3-30b-a3b-v6e-32-weekly"]
     assert weekly["schedules"][0]["schedule"]["cron"] == "0 6 * * 1"
+    assert weekly["work_pool_name"] == "tpurl-kubernetes-tutorial"  # its team's pool
     assert weekly["concurrency_limit"] == 1 or weekly.get("global_concurrency_limit")
     for name in ("retrain-rehearsal", "qwen3-30b-a3b-v6e-32-retrain"):
         assert deployed[name]["concurrency_options"]["collision_strategy"] == "ENQUEUE", name

@@ -1,11 +1,13 @@
 """The two Google identities of a GKE deployment and what each must hold.
 
-- The **runtime** identity, ``tpurl-flow@PROJECT``: every scheduled run uses it (the
-  Kubernetes work pool's pod, bound to the Kubernetes service account ``tpurl-flow`` of
-  deployments/work-pool/rbac.yaml through Workload Identity). It holds what a run calls and
-  no more: its bucket, Cloud Build and its staging bucket, a read of its image repository, a
-  read of the cluster. Its JobSets, Secrets and ConfigMaps are Kubernetes calls, authorised
-  by the namespaced Role, not by Google IAM.
+- The **runtime** identity, ``tpurl-flow-TEAM@PROJECT``: every scheduled run of the team
+  uses it (the team's Kubernetes work pool's pod, bound to the team's Kubernetes service
+  account ``tpurl-flow-TEAM`` of deployments/work-pool/teams/TEAM/rbac.yaml through
+  Workload Identity; flows/backends/gke/flow_pools.py says why one per team). A profile in
+  no team: ``tpurl-flow@PROJECT``, the shared pool's, of deployments/work-pool/rbac.yaml.
+  It holds what a run calls and no more: its team's buckets, Cloud Build and its staging
+  bucket, a read of its image repository, a read of the cluster. Its JobSets, Secrets and
+  ConfigMaps are Kubernetes calls, authorised by the namespaced Role, not by Google IAM.
 - The **infra** identity, ``tpurl-infra@PROJECT``: deploys the cluster (gcluster: network,
   cluster, node pools, service accounts, their project bindings, and the helm charts of
   Kueue, JobSet and cert-manager) and grants IAM. Used once by an operator (or by a separate
@@ -35,7 +37,7 @@ from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.gke import GkeSection
 
-FLOW_ACCOUNT = "tpurl-flow"    # the runtime identity: the Google and the Kubernetes account
+FLOW_ACCOUNT = "tpurl-flow"    # the team-less runtime identity: Google and Kubernetes account
 INFRA_ACCOUNT = "tpurl-infra"  # the infra identity (Google only: it runs outside the cluster)
 
 Scope = Literal["project", "bucket", "staging", "repository"]
@@ -99,8 +101,12 @@ def _holds(need: Need, held: frozenset[str] | set[str]) -> bool:
     return need.permission in held or f"{need.scope}:{need.permission}" in held
 
 
-def flow_account(gke: GkeSection) -> str:
-    return f"{FLOW_ACCOUNT}@{gke.project}.iam.gserviceaccount.com"
+def flow_account(gke: GkeSection, team: str | None = None) -> str:
+    """The runtime identity of a run of ``team`` (None: a profile in no team): its pool's
+    flow pods act as it (flows/backends/gke/flow_pools.py)."""
+    from flows.backends.gke.flow_pools import google_account
+
+    return google_account(team, gke.project)
 
 
 def infra_account(gke: GkeSection) -> str:
@@ -142,11 +148,12 @@ def _needed(need: Need, builder: str) -> bool:
 
 def identity_issues(gke: GkeSection, who: str, held: frozenset[str] | set[str],
                     builder: str = "cloud-build", staging: str = "",
-                    repository: str = "") -> list[Issue]:
+                    repository: str = "", team: str | None = None) -> list[Issue]:
     """Pure: one issue per stage whose runtime permissions ``who`` (the identity the flow
     runs as) lacks, naming each permission, its role and the command that grants it where
-    least privilege puts it. ``builder`` is the one the image stage will use (docker or
-    cloud-build); ``staging`` and ``repository`` (``LOCATION/NAME``) name the resources."""
+    least privilege puts it, to the runtime identity of the run's ``team`` (None: a profile
+    in no team). ``builder`` is the one the image stage will use (docker or cloud-build);
+    ``staging`` and ``repository`` (``LOCATION/NAME``) name the resources."""
     out = []
     for stage in ("image", "infra", "convert", "train", "export"):
         missing = [n for n in NEEDS if n.stage == stage and not _holds(n, held)
@@ -156,7 +163,8 @@ def identity_issues(gke: GkeSection, who: str, held: frozenset[str] | set[str],
         lacks = ", ".join(f"{n.permission} (role {n.role}{_on(n, gke, staging, repository)})"
                           for n in missing)
         grants = "; ".join(dict.fromkeys(
-            grant_command(gke, n, staging if n.scope == "staging" else repository)
+            grant_command(gke, n, staging if n.scope == "staging" else repository,
+                          flow_account(gke, team))
             for n in missing))
         out.append(Issue(f"stage {stage}", f"the flow runs as {who}, which lacks {lacks}",
                          f"grant them: {grants} (or create the runtime identity with "

@@ -1,6 +1,10 @@
 """``tpurl flow-identity PROFILE [--identity runtime|infra|both]``: the shell script that
 creates the two Google identities of flows/backends/gke/identity.py with their roles.
 
+The runtime identity is the profile's team's (``tpurl-flow-TEAM``, flows/backends/gke/
+flow_pools.py), granted that profile's bucket: run for each profile of a team, the team's
+account holds the team's buckets and no other team's. A profile in no team: ``tpurl-flow``.
+
 Run once by someone who may create service accounts and grant roles (a project owner or
 IAM admin); pipe it to sh. Both by default: the infra identity first (it is the one that can
 deploy), then the runtime one, whose grants sit on the resources themselves wherever IAM
@@ -15,6 +19,7 @@ from __future__ import annotations
 from typing import Literal
 
 from flows.backends.gke import identity
+from flows.backends.gke.flow_pools import flow_account_id, pool_name
 from flows.backends.gke.image.cloudbuild_spec import staging_bucket
 from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS, ar_repository
 from flows.config.gke_section import gke_section
@@ -64,15 +69,22 @@ def _infra(profile: Profile) -> list[str]:
     ]
 
 
-def _runtime(profile: Profile) -> list[str]:
+LEDGER_ROLES = ("roles/storage.objectViewer", "roles/storage.objectCreator")
+
+
+def _runtime(profile: Profile, team: str | None, ledger_root: str | None) -> list[str]:
     gke = gke_section(profile)
-    account = identity.flow_account(gke)
+    account = identity.flow_account(gke, team)
+    kubernetes_account = flow_account_id(team)
     staging, repo = staging_of(profile), repository_of(profile)
     repository = f"{repo[1]}/{repo[2]}" if repo else ""
+    whose = (f"team {team}'s flow pods (pool {pool_name(team)}; run this for each profile of "
+             "the team: each adds its bucket)" if team else
+             f"the flow pods of profiles in no team (pool {pool_name(None)})")
     lines = [
-        "# the runtime identity: every scheduled run (its bucket, its repository, the cluster)",
-        _create_account(account, identity.FLOW_ACCOUNT, gke.project,
-                        "tpurl flow (Kubernetes work pool)"),
+        f"# the runtime identity of {whose}: its bucket, its repository, the cluster",
+        _create_account(account, kubernetes_account, gke.project,
+                        f"tpurl flow ({pool_name(team)})"),
         f"gcloud storage buckets describe gs://{gke.bucket} >/dev/null 2>&1 || gcloud storage "
         f"buckets create gs://{gke.bucket} --project={gke.project} --location={gke.region} "
         "--uniform-bucket-level-access",
@@ -91,15 +103,23 @@ def _runtime(profile: Profile) -> list[str]:
                                                          and not repo):
             continue  # docker builds; or another registry, used as is
         resource = staging if need.scope == "staging" else repository
-        lines.append(identity.grant_command(gke, need, resource))
+        lines.append(identity.grant_command(gke, need, resource, account))
+    if ledger_root and ledger_root.startswith("gs://"):
+        # the team's spend ledger, which only the flow writes (docs/how-to/team-budgets.md)
+        ledger = ledger_root.removeprefix("gs://").split("/", 1)[0]
+        lines += [f"gcloud storage buckets add-iam-policy-binding gs://{ledger} "
+                  f"--member=serviceAccount:{account} --role={role}" for role in LEDGER_ROLES]
     lines.append(f"gcloud iam service-accounts add-iam-policy-binding {account} "
                  f"--project={gke.project} --role=roles/iam.workloadIdentityUser "
                  f"--member='serviceAccount:{gke.project}.svc.id.goog"
-                 f"[{gke.namespace}/{identity.FLOW_ACCOUNT}]'")
+                 f"[{gke.namespace}/{kubernetes_account}]'")
     return list(dict.fromkeys(lines))  # one line per role and place
 
 
-def setup_commands(profile: Profile, which: Which = "both") -> list[str]:
-    """The script (``set -e`` first): the infra identity, the runtime identity, or both."""
+def setup_commands(profile: Profile, which: Which = "both", team: str | None = None,
+                   ledger_root: str | None = None) -> list[str]:
+    """The script (``set -e`` first): the infra identity, the runtime identity of the
+    profile's ``team`` (None: a profile in no team), with the team's ``ledger_root``'s
+    bucket to read and create in, or both."""
     return ["set -e", *(_infra(profile) if which in ("infra", "both") else []),
-            *(_runtime(profile) if which in ("runtime", "both") else [])]
+            *(_runtime(profile, team, ledger_root) if which in ("runtime", "both") else [])]

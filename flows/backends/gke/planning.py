@@ -49,10 +49,15 @@ class GkePlanning:
                 *self._parity(), "", *render_waits(waits), "", *self._secrets()]
 
     def _secrets(self) -> list[str]:
-        """Every Secret the run writes, and whether the shipped Role may replace it
-        (secret_grants.py)."""
-        return plan_lines(planned_workloads(self.profile, self.runtime), self.gke.namespace,
-                          self.options.secret_owner, shipped_replaceable())
+        """Who the flow pod is (flow_pools.py), every Secret the run writes, and whether the
+        shipped Role may replace it (secret_grants.py)."""
+        from flows.backends.gke import flow_pools
+
+        owner = self.options.secret_owner
+        team = owner.removeprefix("team:") if owner.startswith("team:") else None
+        return [*flow_pools.plan_lines(team, self.gke.project),
+                *plan_lines(planned_workloads(self.profile, self.runtime), self.gke.namespace,
+                            owner, shipped_replaceable(owner))]
 
     def _parity(self) -> list[str]:
         """Where the rehearsal's lock differs from the image (flows/backends/gke/image/parity.py)."""
@@ -78,7 +83,9 @@ class GkePlanning:
     def start_issues(self) -> list[Issue]:
         from flows.backends.gke.readiness import probe, start_issues
 
-        return start_issues(self.profile, probe(self.profile))
+        owner = self.options.secret_owner  # the run's team, decided once (team:NAME)
+        return start_issues(self.profile, probe(self.profile),
+                            owner.removeprefix("team:") if owner.startswith("team:") else None)
 
     def validation_warnings(self) -> list[str]:
         from flows.backends.gke.infra.settings import world_open_warning

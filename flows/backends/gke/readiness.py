@@ -60,8 +60,10 @@ class Environment:
     flow_identity: str = ""
 
 
-def start_issues(profile: Profile, env: Environment) -> list[Issue]:
-    """Pure: what the stages of ``profile`` need and ``env`` lacks, each with its fix."""
+def start_issues(profile: Profile, env: Environment, team: str | None = None) -> list[Issue]:
+    """Pure: what the stages of ``profile`` need and ``env`` lacks, each with its fix; a
+    missing runtime grant is offered to the run's ``team``'s flow account (None: a profile in
+    no team's, ``tpurl-flow``)."""
     issues: list[Issue] = []
     builder = choose_builder(profile.image.builder, env.docker_daemon)
     if builder == "docker" and not env.docker_daemon:
@@ -99,7 +101,8 @@ def start_issues(profile: Profile, env: Environment) -> list[Issue]:
 
         repo = repository_of(profile)
         issues += identity_issues(profile.gke, env.flow_identity, env.flow_permissions, builder,
-                                  staging_of(profile), f"{repo[1]}/{repo[2]}" if repo else "")
+                                  staging_of(profile), f"{repo[1]}/{repo[2]}" if repo else "",
+                                  team)
     return issues
 
 

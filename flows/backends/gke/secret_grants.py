@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from flows.backends.gke import flow_pools
 from flows.backends.gke.jobs.naming import secret_name
 from flows.common.paths import REPO_ROOT
 from flows.core.workload import Workload
@@ -35,6 +36,15 @@ from flows.core.workload import Workload
 RBAC_FILE = REPO_ROOT / "deployments" / "work-pool" / "rbac.yaml"
 RBAC_SHOWN = "deployments/work-pool/rbac.yaml"
 ROLE = "tpurl-flow"
+
+
+def role_of(owner: str) -> tuple[Path, str]:
+    """The file and the name of the Role the flow pods of ``owner`` (``team:NAME``, else
+    ``profile:NAME``) run under: the team's own (its pool's, flow_pools.py), else the
+    team-less flow pods' of rbac.yaml."""
+    kind, _, name = owner.partition(":")
+    team = name if kind == "team" else None
+    return flow_pools.rbac_file(team), flow_pools.flow_account_id(team)
 
 
 def written_secrets(workloads: Mapping[str, Workload],
@@ -70,8 +80,13 @@ def replaceable(documents: Iterable[object], role: str = ROLE) -> frozenset[str]
     return frozenset(names)
 
 
-def shipped_replaceable(path: Path = RBAC_FILE) -> frozenset[str] | None:
-    return replaceable(yaml.safe_load_all(path.read_text()))
+def shipped_replaceable(owner: str = "") -> frozenset[str] | None:
+    """What the shipped Role of ``owner``'s flow pods may replace (none: its file is not
+    generated yet; no owner: the team-less Role)."""
+    path, role = role_of(owner)
+    if not path.is_file():
+        return frozenset()
+    return replaceable(yaml.safe_load_all(path.read_text()), role)
 
 
 def plan_lines(workloads: Mapping[str, Workload], namespace: str, owner: str,
@@ -81,13 +96,19 @@ def plan_lines(workloads: Mapping[str, Workload], namespace: str, owner: str,
     written = written_secrets(workloads, owner)
     if not written:
         return []
+    path, role = role_of(owner)
+    where = flow_pools.shown(path)
+    regenerate = ("" if not owner.startswith("team:") else
+                  "; a team's Role is generated: run `python -m flows.backends.gke.flow_pools`"
+                  " after naming the source in a profile of the team")
     lines = [f"Secrets the run writes in namespace {namespace}, {owner}'s own (created, or "
-             f"replaced when an earlier stage or run of {owner} wrote them; {RBAC_SHOWN} must "
-             "let the flow update each):"]
+             f"replaced when an earlier stage or run of {owner} wrote them; the Role {role} "
+             f"of {where} must let the flow update each):"]
     for name, (source, jobs) in written.items():
         granted = allowed is None or name in allowed
         verdict = ("the shipped Role may replace it" if granted else
                    f"NOT in the Role's secrets update rule: add {name} to its resourceNames "
-                   "and apply the file, or the second stage that writes it fails (403)")
+                   f"({where}{regenerate}) and apply the file, or the second stage that "
+                   "writes it fails (403)")
         lines.append(f"  {name}: {source}, written by {', '.join(jobs)}; {verdict}")
     return lines

@@ -196,3 +196,16 @@ def test_the_kubernetes_service_account_is_annotated_with_the_runtime_account() 
     assert sa["metadata"]["name"] == identity.FLOW_ACCOUNT
     assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == \
         "tpurl-flow@PROJECT.iam.gserviceaccount.com"
+
+
+def test_a_teams_run_is_offered_the_grant_on_its_teams_flow_account() -> None:
+    """A run of a team lacking a runtime grant: the fix grants it to the team's flow account
+    (flows/backends/gke/flow_pools.py), the one its pool's pods act as, not tpurl-flow."""
+    profile = infra_profile()
+    assert profile.gke is not None
+    (issue,) = identity.identity_issues(profile.gke, "tpurl-flow-team-a@my-proj-123."
+                                        "iam.gserviceaccount.com",
+                                        set(identity.permissions()) - {
+                                            "cloudbuild.builds.create"}, team="team-a")
+    assert ("--member=serviceAccount:tpurl-flow-team-a@my-proj-123.iam.gserviceaccount.com "
+            "--role=roles/cloudbuild.builds.editor") in issue.render()

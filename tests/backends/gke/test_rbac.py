@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from flows.backends.gke import capacity_run
-from flows.backends.gke.secret_grants import shipped_replaceable, written_secrets
+from flows.backends.gke.secret_grants import role_of, shipped_replaceable, written_secrets
 from flows.backends.gke.watch.forbidden import FORBIDDEN_CODE
 from flows.config.capacity import CAPACITY_MODES
 from flows.core.failures import FailureCategory, StageFailed
@@ -389,8 +389,10 @@ def test_every_secret_a_shipped_or_tracking_profile_writes_may_be_replaced(
     it empty, and ResourceNameMatches never matches an empty name against a list) and which
     cannot overwrite (409 AlreadyExists). And every Secret a shipped GKE profile writes,
     with the tracking section docs/integrations/wandb.md shows or without, is one the Role
-    lets the flow replace (secret_grants.py: what `tpurl plan` lists), each owned as the
-    shipped teams file says (the tutorial team's, the lone Llama and Gemma profiles')."""
+    of its owner's flow pods lets the flow replace (secret_grants.py: what `tpurl plan`
+    lists), each owned as the shipped teams file says (the tutorial team's, in the team's
+    Role; the lone Llama and Gemma profiles', in the team-less one), and no other owner's
+    Role names it."""
     from flows.backends.gke.jobs.options import options_for
     from flows.backends.gke.runtime import GkeRuntime
     from flows.config.loading import load_profile, profile_names
@@ -405,19 +407,56 @@ def test_every_secret_a_shipped_or_tracking_profile_writes_may_be_replaced(
             assert rule["verbs"] == ["create"], "create shares no rule with a scoped verb"
     (update,) = [r for r in _secret_rules() if "update" in r["verbs"]]
     assert update["resources"] == ["secrets"] and update["verbs"] == ["update"]
-    allowed = shipped_replaceable()
-    assert allowed == frozenset(update["resourceNames"])
-    written: set[str] = set()
+    assert shipped_replaceable() == frozenset(update["resourceNames"])
+    written: dict[str, set[str]] = {}
     monkeypatch.setenv(TEAMS_ENV, str(TEAMS_FILE))
     for name in profile_names():
         for extra in ({}, tracking_overrides()):
             profile = load_profile(name, {**required_overrides(name), **extra}, environ={})
             if profile.gke is not None:
-                written |= set(written_secrets(planned_workloads(profile, GkeRuntime(profile)),
-                                               options_for(profile).secret_owner))
+                owner = options_for(profile).secret_owner
+                written.setdefault(owner, set()).update(written_secrets(
+                    planned_workloads(profile, GkeRuntime(profile)), owner))
     assert written, "no shipped GKE profile writes a Secret"
-    assert len(written) >= 2, "the tracking section's W&B key is not among them"
-    assert written <= allowed, f"the Role may not replace {sorted(written - allowed)}"
+    assert "team:tutorial" in written, "the shipped teams file's team writes no Secret"
+    assert all(len(names) >= 2 for names in written.values()), "a W&B key is missing"
+    for owner, names in written.items():  # each owner's flow pods' own Role, no other
+        allowed = shipped_replaceable(owner)
+        assert allowed is not None and names <= allowed, (
+            f"{role_of(owner)} may not replace {sorted(names - (allowed or set()))}")
+        others = set().union(*(v for k, v in written.items()
+                               if role_of(k) != role_of(owner)))  # team-less share one
+        assert not others & allowed, f"{owner}'s Role names {sorted(others & allowed)}"
+
+
+def test_each_teams_role_grants_the_shared_roles_calls_and_only_its_own_secrets() -> None:
+    """A team's Role (deployments/work-pool/teams/TEAM/rbac.yaml, generated) is the shared
+    Role the runs above derive, but for the Secrets it may replace, and its account is bound
+    to the shared ClusterRole: so every call the backend makes is granted to a team's flow
+    pod as to a team-less one, and nothing more."""
+    import yaml
+
+    from flows.backends.gke import flow_pools
+    from flows.config.teams import TEAMS_FILE, load_teams
+
+    def calls_but_secret_updates(rules: list[dict[str, Any]]) -> set[Call]:
+        return granted(rules) - {("", "secrets", "update")}
+
+    shared = calls_but_secret_updates(role_rules(RBAC))
+    for team in load_teams(TEAMS_FILE).teams:
+        account = flow_pools.flow_account_id(team)
+        path = flow_pools.rbac_file(team)
+        rules = role_rules(path, name=account)
+        assert calls_but_secret_updates(rules) == shared, team
+        assert [r for r in rules if ("", "secrets", "update") in granted([r])] == [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["update"],
+             "resourceNames": flow_pools.team_secrets(
+                 team, flow_pools.sources_of(load_teams(TEAMS_FILE).teams[team].profiles))}]
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        bound = {(d["kind"], d["roleRef"]["name"]) for d in docs if "roleRef" in d
+                 and d["subjects"] == [{"kind": "ServiceAccount", "name": account,
+                                        "namespace": "default"}]}
+        assert bound == {("RoleBinding", account), ("ClusterRoleBinding", "tpurl-flow")}
 
 
 def test_a_secret_the_role_may_not_replace_fails_naming_it(
@@ -458,7 +497,7 @@ def test_another_secret_cannot_be_overwritten(server: FakeApiServer) -> None:
                                               "stringData": {"value": "s3cret"}})
     before = copy.deepcopy([s for s in server.kube.find("secrets")
                             if s["metadata"]["name"] == "db-password"])
-    ours = secret_name("team:tutorial", "env:HF_TOKEN")
+    ours = secret_name("profile:llama3.1-8b-v6e-16", "env:HF_TOKEN")  # a team-less profile's
     attack = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-password"},
               "stringData": {"value": "attacker"}}
     with pytest.raises(k8s.ApiException) as err:
@@ -475,6 +514,11 @@ def test_another_secret_cannot_be_overwritten(server: FakeApiServer) -> None:
             "stringData": {"value": "hf_x"}}
     core.create_namespaced_secret("default", mine)
     core.replace_namespaced_secret(ours, "default", mine)
+    team = secret_name("team:tutorial", "env:HF_TOKEN")  # the team's, in the team's Role
+    server.kube.create("secrets", "default", {**attack, "metadata": {"name": team}})
+    with pytest.raises(k8s.ApiException) as err:
+        core.replace_namespaced_secret(team, "default", {**attack, "metadata": {"name": team}})
+    assert err.value.status == 403
 
 
 def test_the_plan_names_every_secret_a_run_writes_and_whether_the_role_may_replace_it(

@@ -100,7 +100,7 @@ def test_the_plan_lists_the_teams_own_secrets_and_that_the_role_must_name_them(
     assert "Secrets the run writes in namespace default, team:team-b's own" in text, text
     assert (f"  {ours}: env:HF_TOKEN, written by convert, train, export; NOT in the Role's "
             f"secrets update rule: add {ours} to its resourceNames") in text, text
-    allowed = shipped_replaceable()
+    allowed = shipped_replaceable("team:tutorial")
     assert allowed is not None and secret_name("team:tutorial", "env:HF_TOKEN") in allowed
     assert not any(name in text for name in allowed), "the plan names another owner's Secret"
 

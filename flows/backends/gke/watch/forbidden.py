@@ -28,6 +28,7 @@ from flows.core.failures import Diagnosis, FailureCategory
 
 FORBIDDEN_CODE = Failure.GKE_RBAC_FORBIDDEN
 RBAC_MANIFEST = "deployments/work-pool/rbac.yaml"
+_USER = re.compile(r'User "system:serviceaccount:[^:"]+:(?P<account>[^"]+)"')
 _DENIAL = re.compile(r'cannot (?P<verb>[a-z]+) resource "(?P<resource>[^"]+)" in API group '
                      r'"(?P<group>[^"]*)"(?: in the namespace "(?P<namespace>[^"]*)"|'
                      r' at the cluster scope)')
@@ -71,13 +72,23 @@ def denied_by(exc: BaseException) -> Denied | None:
     return Denied("", "", "", "", message)
 
 
+def _manifest(message: str) -> str:
+    """The Role file of the account the API server names (a team's flow account's own,
+    flows/backends/gke/flow_pools.py), else the shared one."""
+    from flows.backends.gke.flow_pools import rbac_file_of_account, shown
+
+    m = _USER.search(message)
+    return shown(rbac_file_of_account(m["account"])) if m else RBAC_MANIFEST
+
+
 def forbidden_diagnosis(what: str, denied: Denied) -> Diagnosis:
     """The stage's failure for a refused call made to ``what`` (e.g. "list the JobSet's
     ProvisioningRequests"). Not retried: the same identity is refused the same way."""
     needs = (denied.permission if denied.verb
              else "a permission (HTTP 403, its message names none)")
     secret = denied.resource == "secrets" and denied.verb == "update"
-    fix = (f"apply {RBAC_MANIFEST} (kubectl apply -f {RBAC_MANIFEST}), whose Role and "
+    manifest = _manifest(denied.message)
+    fix = (f"apply {manifest} (kubectl apply -f {manifest}), whose Role and "
            "ClusterRole grant every call the flow makes, to the flow's service account, "
            "then run again")
     if secret:

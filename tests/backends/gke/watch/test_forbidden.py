@@ -54,3 +54,18 @@ def test_a_403_of_another_shape_still_counts_and_other_errors_do_not() -> None:
     for status in (401, 404, 409, 500):
         assert denied_by(ApiException(status=status)) is None
     assert denied_by(ConnectionError("reset")) is None
+
+
+def test_a_teams_flow_account_is_told_to_apply_its_teams_role() -> None:
+    """The API server names the refused user: a team's flow account is sent to its team's
+    Role file (deployments/work-pool/teams/TEAM/rbac.yaml), not the shared one."""
+    from flows.backends.gke.flow_pools import flow_account_id
+
+    attrs = Attributes("update", "", "secrets", "default", "tpurl-team-tutorial-env-x-1")
+    err = forbidden(f"system:serviceaccount:default:{flow_account_id('tutorial')}", attrs)
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.body = json.dumps(err.status()).encode()
+    denied = denied_by(exc)
+    assert denied is not None
+    fix = forbidden_diagnosis("do it", denied).fix
+    assert "kubectl apply -f deployments/work-pool/teams/tutorial/rbac.yaml" in fix
