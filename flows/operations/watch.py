@@ -38,11 +38,11 @@ from flows.core.scores import ScoresFile, summarize
 from flows.core.storage import Storage, join
 from flows.core.watch_decision import judge_watch
 from flows.core.watch_record import WatchRecord, choose_reference, watch_number
+from flows.core.watch_samples import sample_outputs
 from flows.core.watch_store import append_watch, read_watches
 from flows.operations.rollback import post_event
 
 SOURCE = "tpurl watch"
-SAMPLES = 3  # responses kept in the record and the event: enough to see what changed
 
 # scores the champion on the watched set: (the profile with the set as its eval, the
 # champion, the directory the scores go to) -> the program's scores file
@@ -120,7 +120,7 @@ def run_watch(storage: Storage, profile: Profile, scorer: Scorer, *, at: str | N
     reference = choose_reference(champion, _previous(history, champion), records, set_key,
                                  metric)
     number = watch_number(records, champion.run, set_key)
-    samples = scores.questions[:SAMPLES]
+    samples = sample_outputs(scores)
     common = WatchRecord(at=stamp, champion_run=champion.run, model_uri=champion.model_uri,
                          set_key=set_key, set_name=set_name, metric=metric, scores=summary,
                          samples=samples, flow_run=flow_run, watch_number=number,
@@ -155,7 +155,8 @@ def regressed_event(profile: str, record: WatchRecord) -> dict[str, Any]:
                             "reference_source": record.reference_source,
                             "watch_number": record.watch_number, "z": record.z,
                             "threshold": record.threshold, "alpha_spent": record.alpha_spent,
-                            "samples": record.samples, "watch_run": record.flow_run,
+                            "samples": [s.model_dump() for s in record.samples],
+                            "watch_run": record.flow_run,
                             "at": record.at}}
     return {"id": str(uuid.uuid4()), "occurred": record.at, "event": MODEL_REGRESSED.name,
             "resource": {**model_resource(profile), "prefect.resource.name": f"{profile} model"},

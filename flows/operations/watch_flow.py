@@ -21,6 +21,8 @@ from flows.deployed.run_choices import refuse_run_choices
 from flows.flow_runs.run_log import readable_failures
 from flows.flow_runs.run_origin import run_origin
 from flows.operations.watch import program_scorer, run_watch
+from flows.runpage import quiet_artifacts
+from flows.runpage.watch import watch_markdown
 
 
 @flow(name="watch", validate_parameters=True, log_prints=True)  # the lines: the run log
@@ -43,4 +45,6 @@ def watch_flow(profile: str) -> list[str]:
     outcome = run_watch(storage, cfg, program_scorer, flow_run=str(flow_run.id or ""))
     lines = outcome.lines()
     print("\n".join(lines))
+    quiet_artifacts.create("markdown", watch_markdown(cfg.name, outcome.record),
+                           description=f"watch of {cfg.name}: {outcome.record.verdict}")
     return lines
