@@ -24,7 +24,6 @@ The reference a watch compares with, first found wins:
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
