@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlparse
 
 from flows.backends import storage_for
 from flows.common.event_catalogue import MODEL_REGRESSED
@@ -39,6 +40,7 @@ from flows.core.storage import Storage, join
 from flows.core.watch_decision import judge_watch
 from flows.core.watch_record import WatchRecord, choose_reference, watch_number
 from flows.core.watch_samples import sample_outputs
+from flows.core.watch_set import TeamRoot, watch_set_problem
 from flows.core.watch_store import append_watch, read_watches
 from flows.operations.rollback import post_event
 
@@ -81,6 +83,40 @@ def watched_profile(profile: Profile) -> tuple[Profile, str]:
     return profile.model_copy(update={"eval": ev}), f"watch.files {watch.files}"
 
 
+def team_roots() -> list[TeamRoot]:
+    """Every teams-file profile's output root with its team; a profile that does not load
+    here (its project or bucket given elsewhere) cannot be told, so it is left out."""
+    from flows.config.teams import load_teams
+
+    teams = load_teams()
+    out = []
+    for team in teams.teams.values():
+        for name in team.profiles:
+            try:
+                root = load_profile(name).section.output_root()
+            except ProfileError:
+                continue
+            out.append(TeamRoot(name, team.name, root))
+    return out
+
+
+def check_watch_set(profile: Profile) -> None:
+    """Refuse ``watch.files`` that is not the team's to read or not scoreable, before the
+    watch scores or writes anything (flows/core/watch_set.py)."""
+    from flows.config.teams import load_teams
+    from flows.core.dataset import dataset_uri
+
+    files = profile.watch.files if profile.watch else None
+    if not files or urlparse(dataset_uri(files)).scheme == "hf":
+        return  # a hub set is read by MaxText in the pod
+    team = load_teams().team_of(profile.name)
+    found = watch_set_problem(storage_for(dataset_uri(files).split("*", 1)[0]), files,
+                              team.name if team else None, team_roots)
+    if found is not None:
+        raise user_error("watch", f"watch.files: {found.problem}", f"    watch.files={files}",
+                         found.fix, code=found.code)
+
+
 def _previous(history: list[PromotedModel], champion: PromotedModel) -> PromotedModel | None:
     """The model a rollback would restore now (None when there is none)."""
     try:
@@ -103,6 +139,7 @@ def run_watch(storage: Storage, profile: Profile, scorer: Scorer, *, at: str | N
         raise user_error("watch", "nothing is promoted, so there is no champion to watch",
                          profile.name, "promote a model first (a run with eval:, "
                          "docs/how-to/evaluation.md)", code=Failure.EVAL_NO_CHAMPION) from None
+    check_watch_set(profile)
     stamp = at or datetime.now(UTC).isoformat()
     scoring, set_name = watched_profile(profile)
     set_key = score_key(scoring)

@@ -103,9 +103,12 @@ def test_on_the_teams_own_set_a_new_champion_worse_than_the_one_it_replaced_regr
     """A is watched on the team's set (its baseline there), B is promoted (better on the
     promotion's set), B scores lower than A did on the team's set: regressed on its first
     watch. A, restored, watched again on that set: holds."""
-    profile = _profile(tmp_path, files="file:///data/prod-like.parquet")
+    from tests.support.parquet_rows import parquet_rows as _parquet
+
+    prod_like = f"file://{_parquet(tmp_path / 'data' / 'prod-like.parquet')}"
+    profile = _profile(tmp_path, files=prod_like)
     scoring, name = watched_profile(profile)
-    assert scoring.eval is not None and scoring.eval.files == "file:///data/prod-like.parquet"
+    assert scoring.eval is not None and scoring.eval.files == prod_like
     assert score_key(scoring) != score_key(profile) and name.startswith("watch.files")
     storage = LocalStorage()
     _promote(profile, tmp_path, "run-a", 0.5)
@@ -117,7 +120,7 @@ def test_on_the_teams_own_set_a_new_champion_worse_than_the_one_it_replaced_regr
     assert second.record.verdict == "regressed", second.record.reason
     assert "run run-a's latest watch" in second.record.reference_source
     main_ok = main(["rollback", "rehearsal", "--set", f"local.root={tmp_path}",
-                    "--set", "watch.files=file:///data/prod-like.parquet",
+                    "--set", f"watch.files={prod_like}",
                     "--reason", "watched", "--by", "oncall"])
     assert main_ok == 0
     third = run_watch(storage, profile, _scorer({"run-a": 0.6}), at="2026-12-07T01:00:00+00:00")
