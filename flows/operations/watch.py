@@ -29,6 +29,7 @@ from flows.common.failure_codes import Failure
 from flows.common.paths import path_part
 from flows.config import ProfileError, load_profile
 from flows.config.profile import Profile
+from flows.core.backend import Backend
 from flows.core.eval_programs import score_key
 from flows.core.failures import user_error
 from flows.core.layout import Layout
@@ -37,6 +38,7 @@ from flows.core.promotion_store import read_history, read_promoted
 from flows.core.rollback import RollbackRefused, choose_target, current_champion, model_resource
 from flows.core.scores import ScoresFile, summarize
 from flows.core.storage import Storage, join
+from flows.core.team_origin import TeamAndOrigin
 from flows.core.watch_decision import judge_watch
 from flows.core.watch_record import WatchRecord, choose_reference, watch_number
 from flows.core.watch_samples import sample_outputs
@@ -45,6 +47,7 @@ from flows.core.watch_store import append_watch, read_watches
 from flows.operations.rollback import post_event
 
 SOURCE = "tpurl watch"
+WATCH_STAGE = "watch"  # the stage name of its failures, its backend and its JobSet
 
 # scores the champion on the watched set: (the profile with the set as its eval, the
 # champion, the directory the scores go to) -> the program's scores file
@@ -200,25 +203,36 @@ def regressed_event(profile: str, record: WatchRecord) -> dict[str, Any]:
             "payload": MODEL_REGRESSED.checked(payload)}
 
 
-def program_scorer(scoring: Profile, champion: PromotedModel, out: str) -> ScoresFile:
+@dataclass(frozen=True)
+class ProgramScorer:
     """The evaluation program on the champion's checkpoint, through the profile's backend
-    (the rehearsal's processes, or a Job on the profile's cluster), as the evaluate stage
-    runs it."""
-    from flows.backends import backend_for
-    from flows.core.eval_programs import SCORES_FILE, evaluate_workload
-    from flows.core.scores import parse_scores
+    (the rehearsal's processes, or a JobSet on the profile's cluster as the team's identity:
+    the backend's options, decision 0027), as the evaluate stage runs it. ``backend``: how
+    the backend is made (tests give one on a fake cluster)."""
 
-    backend = backend_for(scoring, stage="watch")
-    layout = Layout(scoring)
-    workload = evaluate_workload(scoring, layout, backend.runtime, "trained",
-                                 champion.trained_checkpoint, out=out)
-    backend.run_workload(workload, layout.log(out, workload.name))
-    uri = join(out, SCORES_FILE)
-    scores, problem = parse_scores(storage_for(uri).read_text(uri))
-    if scores is None:
-        raise user_error("watch", "the watch's evaluation left no usable scores",
-                         f"{uri}: {problem}", "read the log beside it and watch again")
-    return scores
+    backend: Callable[[Profile], Backend] | None = None
+    team_origin: TeamAndOrigin | None = None  # the watch run's (None: a command's)
+
+    def __call__(self, scoring: Profile, champion: PromotedModel, out: str) -> ScoresFile:
+        from flows.backends import backend_for
+        from flows.core.eval_programs import SCORES_FILE, evaluate_workload
+        from flows.core.scores import parse_scores
+
+        backend = (self.backend or (lambda p: backend_for(
+            p, stage=WATCH_STAGE, team_origin=self.team_origin)))(scoring)
+        layout = Layout(scoring)
+        workload = evaluate_workload(scoring, layout, backend.runtime, "trained",
+                                     champion.trained_checkpoint, out=out)
+        backend.run_workload(workload, layout.log(out, workload.name))
+        uri = join(out, SCORES_FILE)
+        scores, problem = parse_scores(storage_for(uri).read_text(uri))
+        if scores is None:
+            raise user_error(WATCH_STAGE, "the watch's evaluation left no usable scores",
+                             f"{uri}: {problem}", "read the log beside it and watch again")
+        return scores
+
+
+program_scorer = ProgramScorer()
 
 
 def watch_command(target: str, overrides: dict[str, str]) -> int:
