@@ -20,7 +20,7 @@ Z95 = 1.959963984540054
 class ScoredResponse(BaseModel):
     """One response the program kept, with its question and summed reward (its first few:
     images/rehearsal/evaluate_rl.py ``KEPT_RESPONSES``). Text written by a model: untrusted,
-    shown only shortened, redacted and escaped (flows/operations/watch_samples.py)."""
+    shown only shortened, redacted and escaped (flows/core/watch_samples.py)."""
 
     question: str = ""
     response: str = ""
