@@ -70,7 +70,16 @@ class WatchOutcome:
                        + ("posted: the profile's rollback trigger, where enabled, restores "
                           "the model before it" if self.posted
                           else "not posted (PROFILE has no Prefect API: PREFECT_API_URL unset)"))
+            out += [f"  sample: {_line(x.prompt)} -> {_line(x.response) or '(not kept)'}"
+                    + ("" if x.reward is None else f" (reward {x.reward:g})")
+                    for x in r.samples]
         return out
+
+
+def _line(text: str, limit: int = 80) -> str:
+    """A sample on one terminal line (the record keeps it whole)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 2] + " …"
 
 
 def watched_profile(profile: Profile) -> tuple[Profile, str]:

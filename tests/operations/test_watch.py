@@ -165,6 +165,7 @@ def test_the_command_prints_the_verdict_and_exits_3_on_a_regression(
     out = capsys.readouterr().out
     assert "watch 1 of run run-a on the promotion's held-out set: regressed" in out
     assert "not posted" in out
+    assert "  sample: question 0 -> answer 0 (reward 0)" in out
     assert main(["watch", "rehearsal", "--set", f"local.root={tmp_path}", "--set",
                  "watch="]) == 2
     assert "eval/no-watch" in capsys.readouterr().err
