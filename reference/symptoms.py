@@ -313,6 +313,9 @@ SEEN: dict[Failure, tuple[When, str, str]] = {
         "BACKEND backend cannot run the evaluation program`."),
     Failure.EVAL_NO_WATCH: (When.EVALUATION, "", "`[user-error eval/no-watch] stage watch: the "
         "profile has no watch section` from `tpurl watch` or a watch deployment's run."),
+    Failure.EVAL_WATCH_SET_FOREIGN: (When.EVALUATION, "", "`[user-error eval/watch-set-foreign] "
+        "stage watch: watch.files: ... is under ..., the output root of profile ... of team ...`: the "
+        "watch's set lies in another team's bucket or directory; nothing was read there."),
     Failure.EVAL_NO_CHAMPION: (When.EVALUATION, "", "`[user-error eval/no-champion] stage watch: "
         "nothing is promoted, so there is no champion to watch`."),
     Failure.EVAL_OVERLAP: (When.EVALUATION, "", "`[user-error eval/overlap] stage evaluate: the held-out "

@@ -459,7 +459,11 @@ def test_a_run_cannot_name_who_rolled_back(world, teams, promoted):
 # program itself runs in the rehearsal), its regression event posted to this API, and the
 # automation above running team A's rollback deployment on the worker.
 
-PROD_LIKE = "file:///data/team-a/prod-like.parquet"
+def _prod_like(folder: Path) -> str:
+    """Team A's own production-like set: a real parquet file (a watch reads its footer)."""
+    from tests.support.parquet_rows import parquet_rows as _parquet
+
+    return f"file://{_parquet(folder / 'sets' / 'prod-like.parquet', rows=64)}"
 
 
 def _watch(profile: Any, world: dict[str, Any], score: float) -> Any:
@@ -470,12 +474,16 @@ def _watch(profile: Any, world: dict[str, Any], score: float) -> Any:
     from flows.operations.watch import run_watch
 
     def scorer(scoring: Any, champion: Any, out: str) -> ScoresFile:
-        assert scoring.eval.files == PROD_LIKE
+        assert scoring.eval.files == profile.watch.files
         rows = 64
+        rewards = [score - 0.2, score + 0.2] * (rows // 2)
         return ScoresFile(checkpoint=champion.trained_checkpoint, total=rows,
                           correct=rows // 2, format_correct=rows, mean_reward=score,
-                          rewards=[score - 0.2, score + 0.2] * (rows // 2),
-                          questions=[f"{champion.run} question {i}" for i in range(rows)])
+                          rewards=rewards,
+                          questions=[f"{champion.run} question {i}" for i in range(rows)],
+                          responses=[{"question": f"{champion.run} question {i}",
+                                      "response": f"{champion.run} says {i}",
+                                      "reward": rewards[i]} for i in range(8)])
 
     with temporary_settings({PREFECT_API_URL: world["server"].url}):
         return run_watch(LocalStorage(), profile, scorer)
@@ -569,7 +577,8 @@ def test_a_watched_regression_rolls_back_and_the_restored_champion_holds(world, 
     root = teams["folder"] / "team-a"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir()
-    profile = load_profile(str(teams["team-a-profile"]), {"watch.files": PROD_LIKE},
+    prod_like = _prod_like(teams["folder"])
+    profile = load_profile(str(teams["team-a-profile"]), {"watch.files": prod_like},
                            environ={})
     assert judge(profile, root, "run-a", 0.5)
     assert _watch(profile, world, 0.6).record.verdict == "baseline"
@@ -602,9 +611,10 @@ def test_a_watched_regression_rolls_back_and_the_restored_champion_holds(world, 
                and e["payload"].get("source") == "tpurl watch"]
     assert [e["payload"]["run"] for e in watched] == ["run-b"]
     evidence = watched[0]["payload"]["evidence"]
-    assert evidence["set"] == f"watch.files {PROD_LIKE}"
+    assert evidence["set"] == f"watch.files {prod_like}"
     assert "run run-a's latest watch" in evidence["reference_source"]
-    assert evidence["samples"][0] == "run-b question 0"
+    assert evidence["samples"][0] == {"prompt": "run-b question 0", "response": "run-b says 0",
+                                      "reward": pytest.approx(0.1)}
     rolled = [e["payload"] for e in events if e["event"] == "tpurl.model.rolled-back"
               and e["payload"]["from_run"] == "run-b"]
     assert [(p["to_run"], p["reason"].split(":")[0]) for p in rolled] == [

@@ -397,6 +397,9 @@ class Failure(StrEnum):
     EVAL_NO_WATCH = ("eval/no-watch", _USER,
         "Add `watch: {}` to the profile (it needs `eval`), then watch again; the how-to Watch the "
         "champion lists the section's fields.")
+    EVAL_WATCH_SET_FOREIGN = ("eval/watch-set-foreign", _USER,
+        "Copy the rows to your own bucket or directory and name them in `watch.files`; a watch reads "
+        "no other team's output root.")
     EVAL_NO_CHAMPION = ("eval/no-champion", _USER,
         "Promote a model first: a run of a profile with `eval` promotes one when it passes the "
         "promotion rule (docs/how-to/evaluation.md).")

@@ -15,6 +15,8 @@ REMOTE_SCHEMES = ("gs://", "hf://")  # what MaxText's get_dataset reads from ins
 @limits({"promotion": "only with an eval section",
          "eval.files": ["not data.train_files",
                         f"with backend: gke, a bucket or hub URI ({', '.join(REMOTE_SCHEMES)})"],
+         "watch.files": ["not data.train_files", "no '..' segment",
+                         f"with backend: gke, a bucket or hub URI ({', '.join(REMOTE_SCHEMES)})"],
          "gke.max_run_hours": "with flex-start or queued and eval: at least the evaluation's "
                               "estimate (both models)",
          "gke.run_budget_s": "with flex-start or queued, eval and gke.train_run_budget_s: at "
@@ -39,8 +41,33 @@ def evaluation_issues(profile: Profile) -> list[Issue]:
                             "evaluation runs in a pod on the cluster, which cannot read a path "
                             "of this machine", "upload the parquet files and give their "
                             "gs://BUCKET/... URI (or hf://datasets/...)", Failure.CONFIG_EVAL_FILES))
+    issues += _watch_set_issues(profile)
     issues += _flex_start_outlived(profile)
     return issues
+
+
+def _watch_set_issues(profile: Profile) -> list[Issue]:
+    """The watch's own set, as eval.files is checked: not the training rows, where the pod
+    can read it, and no '..' that would climb out of the prefix it names (its content is
+    checked when a watch starts: flows/core/watch_set.py)."""
+    files = profile.watch.files if profile.watch else None
+    if not files:
+        return []
+    out = []
+    if files == profile.data.train_files:
+        out.append(Issue("watch.files", "names the training files: a champion scored on rows "
+                         "it trained on says nothing", "give a held-out file, or remove "
+                         "watch.files to watch on the promotion's held-out set",
+                         Failure.CONFIG_EVAL_OVERLAP))
+    if ".." in files.replace("\\", "/").split("/"):
+        out.append(Issue("watch.files", f"{files!r} holds a '..' segment", "name the files "
+                         "by their own path, without '..'", Failure.CONFIG_EVAL_FILES))
+    if profile.backend == "gke" and not files.startswith(REMOTE_SCHEMES):
+        out.append(Issue("watch.files", f"{files!r} is not a bucket or hub URI: the watch's "
+                         "evaluation runs in a pod on the cluster, which cannot read a path of "
+                         "this machine", "upload the parquet files and give their "
+                         "gs://BUCKET/... URI (or hf://datasets/...)", Failure.CONFIG_EVAL_FILES))
+    return out
 
 
 def _flex_start_outlived(profile: Profile) -> list[Issue]:

@@ -18,7 +18,9 @@ from flows.config.section_base import StrictModel
 class WatchSection(StrictModel):
     files: str | None = None
     """A held-out set of the team's own to watch on (parquet files, like eval.files); unset:
-    the promotion's held-out set, where the champion's promotion score is the reference."""
+    the promotion's held-out set, where the champion's promotion score is the reference. Each
+    watch first checks it: outside other teams' output roots, parquet with a question and an
+    answer column, at least one row, at most 1 GiB altogether."""
     dataset_name: str | None = None
     """What the watched files hold, as MaxText names it (default: the training's)."""
     split: str = "train"

@@ -17,6 +17,16 @@ from pydantic import BaseModel, Field, ValidationError
 Z95 = 1.959963984540054
 
 
+class ScoredResponse(BaseModel):
+    """One response the program kept, with its question and summed reward (its first few:
+    images/rehearsal/evaluate_rl.py ``KEPT_RESPONSES``). Text written by a model: untrusted,
+    shown only shortened, redacted and escaped (flows/core/watch_samples.py)."""
+
+    question: str = ""
+    response: str = ""
+    reward: float = 0.0
+
+
 class ScoresFile(BaseModel):
     """The program's JSON (extra keys are allowed: a newer program may add some)."""
 
@@ -29,6 +39,7 @@ class ScoresFile(BaseModel):
     overlap: int = 0
     trained_rows_checked: int = 0
     questions: list[str] = Field(default_factory=list)
+    responses: list[ScoredResponse] = Field(default_factory=list)
 
 
 class Interval(BaseModel):

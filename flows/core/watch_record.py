@@ -24,11 +24,22 @@ The reference a watch compares with, first found wins:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from flows.core.promotion import PromotedModel
 from flows.core.scores import Interval, ScoreSummary
+
+
+class WatchSample(BaseModel):
+    """One of the champion's responses on the watched set, next to its prompt and summed
+    reward (shortened and redacted: flows/core/watch_samples.py). ``reward`` is None for a
+    record that kept the prompt alone."""
+
+    prompt: str
+    response: str = ""
+    reward: float | None = None
 
 
 class WatchRecord(BaseModel):
@@ -49,8 +60,17 @@ class WatchRecord(BaseModel):
     z: float = 0.0
     threshold: float = 0.0
     alpha_spent: float = 0.0
-    samples: list[str] = Field(default_factory=list)  # a few of the watch's responses
+    samples: list[WatchSample] = Field(default_factory=list)  # a few of the responses
     flow_run: str = ""  # the watch's flow run, when it ran as one
+
+    @field_validator("samples", mode="before")
+    @classmethod
+    def _prompts_alone(cls, value: Any) -> Any:
+        """A record written when samples were prompts alone (strings) still reads: the
+        history is kept, not restarted, across that change."""
+        if isinstance(value, list):
+            return [{"prompt": v} if isinstance(v, str) else v for v in value]
+        return value
 
 
 @dataclass(frozen=True)

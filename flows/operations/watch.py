@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlparse
 
 from flows.backends import storage_for
 from flows.common.event_catalogue import MODEL_REGRESSED
@@ -28,6 +29,7 @@ from flows.common.failure_codes import Failure
 from flows.common.paths import path_part
 from flows.config import ProfileError, load_profile
 from flows.config.profile import Profile
+from flows.core.backend import Backend
 from flows.core.eval_programs import score_key
 from flows.core.failures import user_error
 from flows.core.layout import Layout
@@ -36,13 +38,16 @@ from flows.core.promotion_store import read_history, read_promoted
 from flows.core.rollback import RollbackRefused, choose_target, current_champion, model_resource
 from flows.core.scores import ScoresFile, summarize
 from flows.core.storage import Storage, join
+from flows.core.team_origin import TeamAndOrigin
 from flows.core.watch_decision import judge_watch
 from flows.core.watch_record import WatchRecord, choose_reference, watch_number
+from flows.core.watch_samples import sample_outputs
+from flows.core.watch_set import TeamRoot, watch_set_problem
 from flows.core.watch_store import append_watch, read_watches
 from flows.operations.rollback import post_event
 
 SOURCE = "tpurl watch"
-SAMPLES = 3  # responses kept in the record and the event: enough to see what changed
+WATCH_STAGE = "watch"  # the stage name of its failures, its backend and its JobSet
 
 # scores the champion on the watched set: (the profile with the set as its eval, the
 # champion, the directory the scores go to) -> the program's scores file
@@ -65,7 +70,16 @@ class WatchOutcome:
                        + ("posted: the profile's rollback trigger, where enabled, restores "
                           "the model before it" if self.posted
                           else "not posted (PROFILE has no Prefect API: PREFECT_API_URL unset)"))
+            out += [f"  sample: {_line(x.prompt)} -> {_line(x.response) or '(not kept)'}"
+                    + ("" if x.reward is None else f" (reward {x.reward:g})")
+                    for x in r.samples]
         return out
+
+
+def _line(text: str, limit: int = 80) -> str:
+    """A sample on one terminal line (the record keeps it whole)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 2] + " …"
 
 
 def watched_profile(profile: Profile) -> tuple[Profile, str]:
@@ -79,6 +93,40 @@ def watched_profile(profile: Profile) -> tuple[Profile, str]:
                                          "dataset_name": watch.dataset_name,
                                          "split": watch.split})
     return profile.model_copy(update={"eval": ev}), f"watch.files {watch.files}"
+
+
+def team_roots() -> list[TeamRoot]:
+    """Every teams-file profile's output root with its team; a profile that does not load
+    here (its project or bucket given elsewhere) cannot be told, so it is left out."""
+    from flows.config.teams import load_teams
+
+    teams = load_teams()
+    out = []
+    for team in teams.teams.values():
+        for name in team.profiles:
+            try:
+                root = load_profile(name).section.output_root()
+            except ProfileError:
+                continue
+            out.append(TeamRoot(name, team.name, root))
+    return out
+
+
+def check_watch_set(profile: Profile) -> None:
+    """Refuse ``watch.files`` that is not the team's to read or not scoreable, before the
+    watch scores or writes anything (flows/core/watch_set.py)."""
+    from flows.config.teams import load_teams
+    from flows.core.dataset import dataset_uri
+
+    files = profile.watch.files if profile.watch else None
+    if not files or urlparse(dataset_uri(files)).scheme == "hf":
+        return  # a hub set is read by MaxText in the pod
+    team = load_teams().team_of(profile.name)
+    found = watch_set_problem(storage_for(dataset_uri(files).split("*", 1)[0]), files,
+                              team.name if team else None, team_roots)
+    if found is not None:
+        raise user_error("watch", f"watch.files: {found.problem}", f"    watch.files={files}",
+                         found.fix, code=found.code)
 
 
 def _previous(history: list[PromotedModel], champion: PromotedModel) -> PromotedModel | None:
@@ -103,6 +151,7 @@ def run_watch(storage: Storage, profile: Profile, scorer: Scorer, *, at: str | N
         raise user_error("watch", "nothing is promoted, so there is no champion to watch",
                          profile.name, "promote a model first (a run with eval:, "
                          "docs/how-to/evaluation.md)", code=Failure.EVAL_NO_CHAMPION) from None
+    check_watch_set(profile)
     stamp = at or datetime.now(UTC).isoformat()
     scoring, set_name = watched_profile(profile)
     set_key = score_key(scoring)
@@ -120,7 +169,7 @@ def run_watch(storage: Storage, profile: Profile, scorer: Scorer, *, at: str | N
     reference = choose_reference(champion, _previous(history, champion), records, set_key,
                                  metric)
     number = watch_number(records, champion.run, set_key)
-    samples = scores.questions[:SAMPLES]
+    samples = sample_outputs(scores)
     common = WatchRecord(at=stamp, champion_run=champion.run, model_uri=champion.model_uri,
                          set_key=set_key, set_name=set_name, metric=metric, scores=summary,
                          samples=samples, flow_run=flow_run, watch_number=number,
@@ -155,32 +204,44 @@ def regressed_event(profile: str, record: WatchRecord) -> dict[str, Any]:
                             "reference_source": record.reference_source,
                             "watch_number": record.watch_number, "z": record.z,
                             "threshold": record.threshold, "alpha_spent": record.alpha_spent,
-                            "samples": record.samples, "watch_run": record.flow_run,
+                            "samples": [s.model_dump() for s in record.samples],
+                            "watch_run": record.flow_run,
                             "at": record.at}}
     return {"id": str(uuid.uuid4()), "occurred": record.at, "event": MODEL_REGRESSED.name,
             "resource": {**model_resource(profile), "prefect.resource.name": f"{profile} model"},
             "payload": MODEL_REGRESSED.checked(payload)}
 
 
-def program_scorer(scoring: Profile, champion: PromotedModel, out: str) -> ScoresFile:
+@dataclass(frozen=True)
+class ProgramScorer:
     """The evaluation program on the champion's checkpoint, through the profile's backend
-    (the rehearsal's processes, or a Job on the profile's cluster), as the evaluate stage
-    runs it."""
-    from flows.backends import backend_for
-    from flows.core.eval_programs import SCORES_FILE, evaluate_workload
-    from flows.core.scores import parse_scores
+    (the rehearsal's processes, or a JobSet on the profile's cluster as the team's identity:
+    the backend's options, decision 0027), as the evaluate stage runs it. ``backend``: how
+    the backend is made (tests give one on a fake cluster)."""
 
-    backend = backend_for(scoring, stage="watch")
-    layout = Layout(scoring)
-    workload = evaluate_workload(scoring, layout, backend.runtime, "trained",
-                                 champion.trained_checkpoint, out=out)
-    backend.run_workload(workload, layout.log(out, workload.name))
-    uri = join(out, SCORES_FILE)
-    scores, problem = parse_scores(storage_for(uri).read_text(uri))
-    if scores is None:
-        raise user_error("watch", "the watch's evaluation left no usable scores",
-                         f"{uri}: {problem}", "read the log beside it and watch again")
-    return scores
+    backend: Callable[[Profile], Backend] | None = None
+    team_origin: TeamAndOrigin | None = None  # the watch run's (None: a command's)
+
+    def __call__(self, scoring: Profile, champion: PromotedModel, out: str) -> ScoresFile:
+        from flows.backends import backend_for
+        from flows.core.eval_programs import SCORES_FILE, evaluate_workload
+        from flows.core.scores import parse_scores
+
+        backend = (self.backend or (lambda p: backend_for(
+            p, stage=WATCH_STAGE, team_origin=self.team_origin)))(scoring)
+        layout = Layout(scoring)
+        workload = evaluate_workload(scoring, layout, backend.runtime, "trained",
+                                     champion.trained_checkpoint, out=out)
+        backend.run_workload(workload, layout.log(out, workload.name))
+        uri = join(out, SCORES_FILE)
+        scores, problem = parse_scores(storage_for(uri).read_text(uri))
+        if scores is None:
+            raise user_error(WATCH_STAGE, "the watch's evaluation left no usable scores",
+                             f"{uri}: {problem}", "read the log beside it and watch again")
+        return scores
+
+
+program_scorer = ProgramScorer()
 
 
 def watch_command(target: str, overrides: dict[str, str]) -> int:

@@ -15,12 +15,16 @@ from prefect.runtime import flow_run
 
 from flows.backends import storage_for
 from flows.config import load_profile
+from flows.config.teams import load_teams
 from flows.core.error_redaction import redacting_errors
+from flows.core.team_origin import TeamAndOrigin
 from flows.deployed.declared import deployment_declared
 from flows.deployed.run_choices import refuse_run_choices
 from flows.flow_runs.run_log import readable_failures
 from flows.flow_runs.run_origin import run_origin
-from flows.operations.watch import program_scorer, run_watch
+from flows.operations.watch import ProgramScorer, run_watch
+from flows.runpage import quiet_artifacts
+from flows.runpage.watch import watch_markdown
 
 
 @flow(name="watch", validate_parameters=True, log_prints=True)  # the lines: the run log
@@ -40,7 +44,12 @@ def watch_flow(profile: str) -> list[str]:
     cfg = load_profile(profile, origin=origin, deployed_env=declared.env,
                        deployed_profile=declared.profile)
     storage = storage_for(cfg.section.output_root())
-    outcome = run_watch(storage, cfg, program_scorer, flow_run=str(flow_run.id or ""))
+    # the team and origin decided once, as a run's prepare does (decision 0034): the watch's
+    # JobSet queues as the team's, at a deployment's priority when a schedule started it
+    scorer = ProgramScorer(team_origin=TeamAndOrigin(load_teams().team_of(cfg.name), origin))
+    outcome = run_watch(storage, cfg, scorer, flow_run=str(flow_run.id or ""))
     lines = outcome.lines()
     print("\n".join(lines))
+    quiet_artifacts.create("markdown", watch_markdown(cfg.name, outcome.record),
+                           description=f"watch of {cfg.name}: {outcome.record.verdict}")
     return lines

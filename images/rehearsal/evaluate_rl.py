@@ -13,7 +13,9 @@ reward are MaxText's definitions, not a re-implementation.
 Two things it adds:
 
 - every response's summed reward, recorded by wrapping the reward functions it hands to
-  ``evaluate``, so the pipeline can put a confidence interval on the mean reward;
+  ``evaluate``, so the pipeline can put a confidence interval on the mean reward; the first
+  few responses are kept with their question and reward (``responses``, bounded in count
+  and length: the watch shows them as the champion's sample outputs);
 - the held-out check: the rows the training run consumed (``prepare_datasets``'s training
   dataset, iterated as the trainer iterates it) against the evaluation rows, by question
   text. Any overlap exits with code 3 and ``EVAL-OVERLAP`` before a model is built.
@@ -45,6 +47,8 @@ from typing import Any
 
 OVERLAP_EXIT = 3
 RESULT_PREFIX = "EVAL-SCORES "
+KEPT_RESPONSES = 8  # sample outputs kept in the scores file, with their question and reward
+KEPT_CHARS = 2000  # of each kept question and response: the file stays small on any model
 
 
 def _rows(dataset: Any) -> list[dict[str, str]]:
@@ -79,10 +83,13 @@ def _declared_test_set(config: Any, tokenizer: Any, files: str, name: str, split
 
 class RewardRecorder:
     """Wraps the reward functions ``evaluate`` calls: ``_compute_row_reward`` calls every
-    function once per response, in order, so the first one opens a new sample."""
+    function once per response, in order, with ``completions=[response]`` and the row's
+    ``question``, so the first one opens a new sample (and, for the first few, a kept
+    response)."""
 
     def __init__(self, fns: list[Any]) -> None:
         self.samples: list[float] = []
+        self.responses: list[dict[str, Any]] = []
         self.wrapped = [self._wrap(i, fn) for i, fn in enumerate(fns)]
 
     def _wrap(self, index: int, fn: Any) -> Any:
@@ -91,10 +98,20 @@ class RewardRecorder:
             value = float(scores[0]) if scores else 0.0
             if index == 0:
                 self.samples.append(value)
+                if len(self.responses) < KEPT_RESPONSES:
+                    self.responses.append(_kept(kwargs, value))
             elif self.samples:
                 self.samples[-1] += value
+                if len(self.responses) == len(self.samples):
+                    self.responses[-1]["reward"] = self.samples[-1]
             return scores
         return call
+
+
+def _kept(kwargs: dict[str, Any], reward: float) -> dict[str, Any]:
+    completions = kwargs.get("completions") or [""]
+    return {"question": str(kwargs.get("question") or "")[:KEPT_CHARS],
+            "response": str(completions[0])[:KEPT_CHARS], "reward": reward}
 
 
 def _cpu_prompt_length(rl_cluster: Any, config: Any) -> None:
@@ -166,6 +183,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
             "num_eval_passes": int(config.num_eval_passes),
             "sampling": str(config.eval_sampling_strategy),
             "trained_rows_checked": len(trained), "overlap": 0,
+            "responses": recorder.responses,
             "questions": sorted(row["question"] for row in held_out)}
 
 
@@ -211,7 +229,7 @@ def run(args: argparse.Namespace) -> None:
     out = epath.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(scores, indent=1, sort_keys=True))
-    summary = {k: v for k, v in scores.items() if k not in ("rewards", "questions")}
+    summary = {k: v for k, v in scores.items() if k not in ("rewards", "questions", "responses")}
     print(RESULT_PREFIX + json.dumps(summary, sort_keys=True), flush=True)
 
 

@@ -146,6 +146,125 @@ def test_evaluation_scores_both_models_and_decides_promotion(first_run, root):
         assert pointer is None
 
 
+def _scores_of(first_run: PipelineResult, which: str) -> dict:
+    evaluate = next(s for s in first_run.stages if s.stage == "evaluate")
+    key = "scores" if which == "trained" else "base_scores"
+    return json.loads((_path(evaluate.uris[key]) / "scores.json").read_text())
+
+
+def test_a_watch_with_the_real_program_rolls_back_a_regressed_champion(first_run, root,
+                                                                        tmp_path):
+    """The watch's loop with the real evaluation program, once. Of the first run's two real
+    checkpoints (its base and its trained model, both scored by its evaluate stage on the
+    same two held-out rows), the one that scored lower there is B, the champion watched; the
+    other is A. The watch set is those two rows, cut from the run's own dataset file. A is
+    promoted first, B over it on B's real promotion score (A's promotion score and the base's
+    are recorded below it); A's watch on the set is its real score from the evaluate stage (the same rows,
+    program and greedy decode a watch of it runs). Then `run_watch` scores B with the real
+    program (one evaluation): B regressed against A, the event reaches the session's Prefect
+    API with the real responses as evidence, and the rollback flow run on that event restores
+    A. A watch of A then holds: its scores are the evaluate stage's own (a second evaluation
+    would cost as much again). A profile of its own name in the run's root: the shipped
+    profile's pointer, which later tests read, is not touched."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from prefect.client.orchestration import get_client
+
+    from flows.core.eval_programs import score_key
+    from flows.core.scores import ScoresFile, summarize
+    from flows.core.storage import LocalStorage
+    from flows.core.watch_record import WatchRecord
+    from flows.core.watch_store import append_watch, read_watches
+    from flows.operations.rollback_flow import rollback_flow
+    from flows.operations.watch import program_scorer, run_watch, watched_profile
+    from flows.runpage.promotion import promote_or_reject, read_promoted
+    from tests.support.prefect_server import wait_until
+    from tests.support.promoted import export
+
+    shipped = load_profile("rehearsal", {"local.root": str(root)}, environ={})
+    runs = {"trained": (_scores_of(first_run, "trained"),
+                        first_run.artifacts["trained_checkpoint"],
+                        first_run.artifacts["hf_export"]),
+            "base": (_scores_of(first_run, "base"), first_run.artifacts["maxtext_checkpoint"],
+                     export(tmp_path, "base"))}
+    [b_kind, a_kind] = sorted(runs, key=lambda k: runs[k][0]["mean_reward"])
+    (a_scores, a_ckpt, a_export), (b_scores, b_ckpt, b_export) = runs[a_kind], runs[b_kind]
+    assert a_scores["mean_reward"] > b_scores["mean_reward"], (
+        "the first run's trained and base models scored alike on the held-out rows: no drop "
+        f"to watch for ({a_scores['rewards']} vs {b_scores['rewards']})")
+    table = pq.read_table(_path(Layout(shipped).dataset_file))
+    rows = table.filter(pc.is_in(table["problem"], value_set=pa.array(b_scores["questions"])))
+    assert set(rows["problem"].to_pylist()) == set(b_scores["questions"])
+    watch_set = tmp_path / "watch-set.parquet"
+    pq.write_table(rows, watch_set)
+    profile_file = tmp_path / "rehearsal-watched.yaml"
+    # alpha 0.2: two rows a side give a wide interval; the first watch tests at z > 1.17
+    profile_file.write_text(f"extends: rehearsal\nlocal:\n  root: {root}\n"
+                            f"watch:\n  files: {watch_set}\n  alpha: 0.2\n")
+    profile = load_profile(str(profile_file))
+    storage = LocalStorage()
+    key = score_key(profile)
+    b_summary = summarize(ScoresFile.model_validate(b_scores))
+
+    def below(by: float):
+        mean = b_summary.mean_reward
+        return b_summary.model_copy(update={"mean_reward": mean.model_copy(update={
+            "value": mean.value - by, "low": mean.low - by, "high": mean.high - by})})
+
+    for run, ckpt, exported, trained in (("run-a", a_ckpt, a_export, below(0.1)),
+                                         ("run-b", b_ckpt, b_export, b_summary)):
+        decision, _ = promote_or_reject(
+            storage, profile, run, {"trained": trained.model_dump(),
+                                    "base": below(0.2).model_dump()},
+            {"hf_export": exported, "trained_checkpoint": ckpt}, None, "eval-key", key)
+        assert decision.promoted, decision.reason
+    set_key = score_key(watched_profile(profile)[0])
+    a_summary = summarize(ScoresFile.model_validate(a_scores))
+    append_watch(storage, profile, WatchRecord(
+        at="2026-12-01T02:00:00+00:00", champion_run="run-a", model_uri=a_export,
+        set_key=set_key, set_name="the watch set", metric="mean_reward", scores=a_summary,
+        verdict="baseline", reason="the evaluate stage's score of run-a on these rows"))
+
+    outcome = run_watch(storage, profile, program_scorer)
+    record = outcome.record
+    assert record.verdict == "regressed" and outcome.posted, outcome.lines()
+    assert "run run-a's latest watch" in record.reference_source
+    # greedy decoding: the champion's rows score as they did in the evaluate stage
+    assert record.scores.mean_reward.value == pytest.approx(b_summary.mean_reward.value)
+    kept = {(r["question"], r["response"]) for r in b_scores["responses"]}
+    assert record.samples and all((s.prompt, s.response) in kept for s in record.samples)
+    def regressed() -> list[dict]:
+        with get_client(sync_client=True) as client:
+            found = client.request("POST", "/events/filter", json={
+                "limit": 5, "filter": {"event": {"name": ["tpurl.model.regressed"]},
+                                       "resource": {"id": ["tpurl.model.rehearsal-watched"]}}})
+        return found.json()["events"]
+
+    # the server stores an event a moment after it accepts it
+    [event] = wait_until(regressed, 60, "the watch's regressed event")
+    evidence = event["payload"]["evidence"]
+    assert event["payload"]["run"] == "run-b" and evidence["set"] == f"watch.files {watch_set}"
+    assert [s["response"] for s in evidence["samples"]] == [s.response for s in record.samples]
+    lines = rollback_flow(profile=str(profile_file), reason=f"regression announced in event "
+                          f"{event['id']}", regressed_run="run-b",
+                          event_resource={k: event["resource"][k] for k in (
+                              "prefect.resource.id", "tpurl.profile")})
+    assert any("-> run run-a" in line for line in lines), lines
+    assert any("event tpurl.model.rolled-back on the Prefect API" in line for line in lines)
+    champion = read_promoted(storage, profile)
+    assert champion is not None and champion.run == "run-a"
+
+    def recorded(scoring, champion, out) -> ScoresFile:
+        assert champion.run == "run-a" and champion.trained_checkpoint == a_ckpt
+        return ScoresFile.model_validate(a_scores)
+
+    again = run_watch(storage, profile, recorded)
+    assert again.record.verdict == "holds" and not again.posted, again.lines()
+    assert [(r.champion_run, r.verdict) for r in read_watches(storage, profile)] == [
+        ("run-a", "baseline"), ("run-b", "regressed"), ("run-a", "holds")]
+
+
 def test_the_run_s_benchmarks_read_it(first_run, root, tmp_path):
     """The quick runs of benchmarks/evaluation.py (this run's persisted result) and of
     benchmarks/stage_profile.py --reparse (its programs' walls and logs): milliseconds each,

@@ -120,7 +120,7 @@ def test_a_watch_s_regression_says_what_was_seen_and_a_queued_retrain_what_it_se
     """The model-regressed message from the very body a watch posts (its evidence), and the
     retrain-queued one from a dispatcher's payload shape."""
     from flows.core.scores import Interval
-    from flows.core.watch_record import WatchRecord
+    from flows.core.watch_record import WatchRecord, WatchSample
     from flows.operations.watch import regressed_event
     from tests.support.scores import summary
 
@@ -131,13 +131,15 @@ def test_a_watch_s_regression_says_what_was_seen_and_a_queued_retrain_what_it_se
                                 "1.88", reference=Interval(value=0.6, low=0.5, high=0.7),
                          reference_source="run run-a's latest watch on this set",
                          watch_number=1, z=4.1, threshold=1.8755, alpha_spent=0.03,
-                         samples=["What is 2+2?"], flow_run="f-1")
+                         samples=[WatchSample(prompt="What is 2+2?", response="5", reward=0.5),
+                                  "A prompt kept alone (an older record)"], flow_run="f-1")
     body = regressed_event("p", record)
     subject, text = _render("model-regressed", _event(body["event"], body["resource"],
                                                       body["payload"]))
     assert subject == "tpurl p: champion run run-b regressed"
     assert "Set: watch.files f.parquet" in text and "Watch 1: z 4.10 > threshold 1.88" in text
-    assert "Sample: What is 2+2?" in text and "Watch run: f-1" in text
+    assert "Sample: What is 2+2?\n  Response: 5\n  Reward: 0.5\n" in text
+    assert "Sample: A prompt kept alone (an older record)\nWatch run: f-1" in text
     subject, text = _render("retrain-queued", _event(
         "tpurl.announcement.queued", {"prefect.resource.id": "tpurl.announcement.x",
                                       "tpurl.profile": "p"},

@@ -318,7 +318,8 @@ rows = 64
 def scorer(scoring, champion, out):
     return ScoresFile(checkpoint="c", total=rows, correct=0, format_correct=rows,
                       mean_reward=0.2, rewards=[0.1, 0.3] * (rows // 2),
-                      questions=["What is 2+2?"] * rows)
+                      questions=["What is 2+2?"] * rows,
+                      responses=[{{"question": "What is 2+2?", "response": "5", "reward": 0.1}}])
 outcome = run_watch(LocalStorage(), profile, scorer)
 assert outcome.record.verdict == "regressed" and outcome.posted, outcome.lines()
 """)
@@ -326,7 +327,7 @@ assert outcome.record.verdict == "regressed" and outcome.posted, outcome.lines()
     assert message["subject"] == "tpurl rehearsal: champion run run-2 regressed"
     text = message["text"]
     assert "Set: the promotion's held-out set" in text and "Watch 1: z " in text
-    assert "Sample: What is 2+2?" in text
+    assert "Sample: What is 2+2?\n  Response: 5\n  Reward: 0.1" in text
 
 
 def test_an_email_goes_out_through_smtp_with_the_password_only_in_the_login(server, receiver):

@@ -271,3 +271,44 @@ def test_the_infra_task_is_named_for_what_its_backend_does():
     assert pipeline.task_title("infra", "local") == "infra: output root, tiny model and dataset"
     assert pipeline.task_title("infra", "gke") == "infra: provision cluster, bucket and inputs"
     assert pipeline.task_title("train", "local") == pipeline.task_title("train", "gke")
+
+
+def test_a_watch_runs_page_shows_the_verdict_and_the_champions_responses(
+        prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watch flow on a real API: its page carries one markdown artifact with the verdict
+    and the champion's responses next to their prompts and rewards, a response's markup
+    shown as text. The evaluation program stands in as a scorer (it runs in the rehearsal's
+    end to end)."""
+    from flows.config import load_profile
+    from flows.core.eval_programs import score_key
+    from flows.core.scores import ScoredResponse, ScoresFile
+    from flows.operations import watch_flow as watch_flow_module
+    from tests.support.promoted import judge
+
+    profile_file = tmp_path / "rehearsal-paged.yaml"
+    profile_file.write_text(f"extends: rehearsal\nlocal:\n  root: {tmp_path / 'root'}\n")
+    profile = load_profile(str(profile_file))
+    assert judge(profile, tmp_path, "run-a", 0.7, score_key(profile))
+
+    class Scorer:
+        def __init__(self, **_: Any) -> None:
+            pass
+
+        def __call__(self, *_: Any) -> ScoresFile:
+            return ScoresFile(checkpoint="c", total=64, correct=0, format_correct=64,
+                              mean_reward=0.2, rewards=[0.1, 0.3] * 32,
+                              responses=[ScoredResponse(question="What is 2+2?",
+                                                        response="[five](https://x) <b>5</b>",
+                                                        reward=0.1)])
+
+    monkeypatch.setattr(watch_flow_module, "ProgramScorer", Scorer)
+    state = watch_flow_module.watch_flow(profile=str(profile_file), return_state=True)
+    lines = state.result()
+    assert lines[0].endswith(": regressed"), lines
+    with get_client(sync_client=True) as client:
+        [page] = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])))
+    assert page.type == "markdown" and "**regressed**" in str(page.data)
+    assert "## Sample outputs of the champion" in str(page.data)
+    assert "| What is 2\\+2? | \\[five\\]\\(https\\://x\\) &lt;b&gt;5&lt;/b&gt; | 0.1 |" in str(
+        page.data)

@@ -44,3 +44,25 @@ def test_an_unknown_flag_fails_as_train_rl_would(rehearsal_image) -> None:
                   "--no_such_flag=1")
     assert done.returncode == 1
     assert "FATAL Flags parsing error" in done.stderr and "no_such_flag" in done.stderr
+
+
+def test_the_recorder_keeps_the_first_responses_with_their_question_and_summed_reward() -> None:
+    """The reward functions called as MaxText 0.2.4's ``_compute_row_reward`` calls them
+    (evaluate_rl.py: each function once per response, ``prompts=[prompt]``,
+    ``completions=[resp]``, ``answer=[answer]``, ``question=question``): every sample's sum
+    is recorded, the first KEPT_RESPONSES kept with their text, cut at KEPT_CHARS."""
+    import sys
+
+    sys.path.insert(0, str(REHEARSAL_DIR))
+    import evaluate_rl
+
+    recorder = evaluate_rl.RewardRecorder([lambda **kw: [1.0], lambda **kw: [0.5]])
+    rows = evaluate_rl.KEPT_RESPONSES + 2
+    for i in range(rows):
+        for fn in recorder.wrapped:
+            fn(prompts=[f"<p>{i}"], completions=["r" * (evaluate_rl.KEPT_CHARS + 1)],
+               answer=["4"], question=f"q{i}")
+    assert recorder.samples == [1.5] * rows
+    assert len(recorder.responses) == evaluate_rl.KEPT_RESPONSES
+    first = recorder.responses[0]
+    assert first == {"question": "q0", "response": "r" * evaluate_rl.KEPT_CHARS, "reward": 1.5}

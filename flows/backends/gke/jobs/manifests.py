@@ -19,12 +19,14 @@ from flows.backends.gke.jobs.render import render_jobset
 from flows.backends.gke.jobs.secret_objects import secret_placeholder
 from flows.config.eval_hours import EVALUATE, PROGRAM_STAGES
 from flows.config.profile import Profile, SecretRef
-from flows.core.eval_programs import base_eval_key, trained_eval_key
+from flows.core.eval_programs import base_eval_key, score_key, trained_eval_key
 from flows.core.layout import Layout, convert_key, export_key
+from flows.core.lineage import config_key
 from flows.core.safe_writes import write_text
 from flows.core.workload import ProgramFile, Workload
 
 GKE_STAGES = (*PROGRAM_STAGES, EVALUATE)
+WATCH = "watch"  # a watch's evaluation (flows/operations/watch.py): a JobSet outside any run
 # A stage that submits more than one workload names each JobSet after the workload: the
 # evaluate stage scores the base and the trained model in two JobSets, each under the key of
 # the score it makes (the base's is shared by every run that trains from that base).
@@ -57,8 +59,13 @@ def stage_run(profile: Profile, job: str) -> str:
         return base_eval_key(profile)
     if job == "evaluate-trained":
         return trained_eval_key(profile)
+    if job == WATCH:
+        # a watch's profile scores on the watched set: one JobSet name per profile and set,
+        # so a second watch of that set while one runs is refused by its other spec
+        # (recovery.py on_conflict), never attached to it or to a run's evaluation
+        return config_key(WATCH, score_key(profile))
     raise ValueError(f"{job!r} submits nothing to GKE (one of convert, train, export, "
-                     f"{', '.join(STAGE_JOBS['evaluate'])})")
+                     f"{', '.join(STAGE_JOBS['evaluate'])}, {WATCH})")
 
 
 def render_all(profile: Profile, workloads: Mapping[str, Workload],
