@@ -22,7 +22,8 @@ from reference.symptoms import SEEN, anchor
 FIELDS = {row.path: row.type for row in profile_page.rows()}
 SECTIONS = sorted(name for name in Profile.model_fields if any(
     path.startswith(f"{name}.") for path in FIELDS))
-_FIELD_TOKEN = re.compile(r"\b(?:" + "|".join(SECTIONS) + r")\.[A-Za-z_<][\w.<>-]*")
+# a field starts a name: flows.backends.gke.flow_pools is a module, not the field gke.flow_pools
+_FIELD_TOKEN = re.compile(r"(?<![\w./])(?:" + "|".join(SECTIONS) + r")\.[A-Za-z_<][\w.<>-]*")
 _COMMAND = re.compile(r"`tpurl ([a-z][a-z-]*)")  # a command is written as code
 COMMANDS = set(cli_page._subcommands(_parser()))
 HOW_TO = [REPO_ROOT / "docs" / "how-to" / name for name in (
