@@ -212,22 +212,28 @@ if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
 fi
-# The e2e tier in three lanes (a clean-clone CI run of 2026-12-04, without its cuts: wall and CPU): the
-# modules that drive the docs' deployments (one flow image built and pushed by one `prefect
-# deploy`, process and Kubernetes workers, the announcement retrain on a worker: 646 s, CPU
-# 327 s); the CLI's interrupts with the GKE world's (the tutorial and smoke profiles against
-# the fakes: 530 s, CPU 327 s); and the rest of tests/e2e, the rehearsal module and any new
-# module, whose output is printed as it runs (674 s, CPU 505 s). Two lanes, the CLI's and the
-# rehearsal's one after the other, took 805 s beside 680 s. The other families' rehearsal
-# (Qwen3 dense, Llama, Gemma 3: infra to export, no evaluation) rides in the two lanes with
-# slack: Qwen3 dense and Llama in the CLI lane, Gemma 3, which costs as much as both, in the
-# deploy lane. On its own, JAX's compilation cache cold: Qwen3 dense 100 s, Llama 153 s (the
-# image stage's check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s.
+# The e2e tier in three lanes (a clean-clone run on 2 cores, wall and CPU): the modules that
+# drive the docs' deployments (one flow image built and pushed by one `prefect deploy`,
+# process and Kubernetes workers, the announcement retrain on a worker) with Gemma 3's
+# rehearsal: 906 s, CPU 572 s; the CLI's interrupts with the GKE world's (the tutorial and
+# smoke profiles against the fakes) and the Qwen3 dense and Llama rehearsals: 906 s, CPU 506 s;
+# and the rest of tests/e2e, the rehearsal module and any new module, whose output is printed
+# as it runs: 1167 s, CPU 985 s. The other families' rehearsal (infra to export, no
+# evaluation) rides in the two lanes with slack; Gemma 3 costs as much as the other two. On
+# its own, JAX's compilation cache cold: Qwen3 dense 100 s, Llama 153 s (the image stage's
+# check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s. A Qwen3 dense
+# rehearsal's programs took 118 CPU-s cold and 61 warm
+# (docs/decisions/0035-xla-compiles-once-per-program.md). So each lane runs its other
+# families FIRST: three pipelines of the shipped Qwen3-MoE profile share one cache (the
+# rehearsal module's first run, the interrupted CLI's, the announcement's retrain), and
+# started together they could each compile the same programs while none had written them
+# yet; now the first run compiles them while the family rehearsals, whose programs are their
+# own, run beside it, and the two later pipelines find them compiled.
 lanes=()
-DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py
-            tests/e2e/test_rehearsal_gemma.py)
-CLI_E2E=(tests/e2e/test_cli_interrupts.py tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py
-         tests/e2e/test_rehearsal_families.py)
+DEPLOY_E2E=(tests/e2e/test_rehearsal_gemma.py tests/e2e/test_flow_image.py
+            tests/e2e/test_prefect_deploy.py)
+CLI_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_flow_gke.py
+         tests/e2e/test_flow_smoke.py tests/e2e/test_cli_interrupts.py)
 beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${cov[@]}" "${DEPLOY_E2E[@]}"
 beside "$LOGS/e2e-cli.log" e2e-cli-lane "${cov[@]}" "${CLI_E2E[@]}"
 e2e_pids=("${lanes[@]}")
