@@ -15,7 +15,8 @@ Two upstream steps, both in GoogleCloudPlatform/cluster-toolkit (read at develop
    ``flex_start`` and ``reservation_affinity`` go to the node config; ``zones`` to the
    pool's node_locations; ``kubernetes_labels`` (plus ``cloud.google.com/gke-queued: "true"``
    with enable_queued_provisioning, main.tf:68-76) to the node config's labels; and
-   enable_queued_provisioning to a ``queued_provisioning { enabled = true }`` block.
+   enable_queued_provisioning to a ``queued_provisioning { enabled = true }`` block;
+   ``taints`` (variables.tf: list of {key, value, effect}) to the node config's taints.
 
 The result is written the way the GKE API (container v1 NodePool) reports the pool.
 
@@ -116,6 +117,11 @@ def node_pool(settings: dict[str, Any], name: str, project: str = "") -> dict[st
               **({"cloud.google.com/gke-queued": "true"} if queued else {})}
     if labels:
         config["labels"] = labels
+    # main.tf node_config dynamic "taint" over var.taints ({key, value, effect}: the GKE API's
+    # NO_SCHEDULE spelling, variables.tf ``taints``)
+    if settings.get("taints"):
+        config["taints"] = [{"key": t["key"], "value": str(t["value"]), "effect": t["effect"]}
+                            for t in settings["taints"]]
     pool: dict[str, Any] = {
         "name": name, "status": "RUNNING", "config": config,
         **({"locations": list(settings["zones"])} if settings.get("zones") else {}),

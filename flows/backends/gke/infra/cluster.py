@@ -44,7 +44,7 @@ def tpu_pools(cluster: dict[str, Any], s: InfraSettings) -> list[dict[str, Any]]
 def planned_slots(s: InfraSettings) -> list[tuple[str, TpuPool]]:
     """(GKE pool name, the planned pool) for every TPU node pool the profile's blueprint
     builds: num_slices per (mode, zone) pool (capacity_pools.py)."""
-    return [(name, pool) for pool in planned_pools(s.gke)
+    return [(name, pool) for pool in planned_pools(s.gke, s.team)
             for name in pool.slice_pools(s.gke.num_slices)]
 
 
@@ -278,14 +278,17 @@ def classify_deploy_failure(s: InfraSettings, tail_text: str, log: Path | None) 
 
 
 def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
-           bundle_sha256: str, logger: StageLogger) -> None:
-    """Write the edited blueprint, run ``gcluster deploy`` and keep the folder in the bucket."""
-    from flows.backends.gke.infra.blueprint import edit_context, write_edited
+           bundle_sha256: str, logger: StageLogger,
+           current: dict[str, Any] | None = None) -> None:
+    """Write the edited blueprint, run ``gcluster deploy`` and keep the folder in the bucket.
+    ``current``: the live cluster, whose pools' reservations another team's pools keep."""
+    from flows.backends.gke.infra.blueprint import edit_context, live_reservations, write_edited
     from flows.backends.gke.infra.commands import deploy_argv, render, run
 
     s.workdir.mkdir(parents=True, exist_ok=True)
     restored = restore_deployment(client, s)
-    edited = write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke, s.shape))
+    edited = write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke, s.shape, s.team,
+                                                                  live_reservations(current)))
     refuse_wrong_pool_shape(s, edited.read_text())
     argv = deploy_argv(s, str(gcluster))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -319,7 +322,7 @@ def refuse_wrong_pool_shape(s: InfraSettings, edited_text: str) -> None:
     from flows.backends.gke.infra.commands import blueprint_vars
     from flows.backends.gke.infra.pool_shape import pool_shape_problems
 
-    problems = pool_shape_problems(edited_text, s.gke, blueprint_vars(s))
+    problems = pool_shape_problems(edited_text, s.gke, blueprint_vars(s), s.team)
     if problems:
         raise user_error("infra",
             "the edited blueprint would not build the TPU pools gke.capacity "

@@ -65,10 +65,11 @@ class ClusterShape:
 
     @property
     def chips(self) -> int:
-        """TPU chips the cluster's slices hold: one run of each distinct slice."""
-        seen: dict[tuple[str, str, str, int], int] = {}
+        """TPU chips the cluster's pools hold: one run of each distinct slice of each team
+        (a team's pools are its own: capacity_pools.py)."""
+        seen: dict[tuple[str | None, str, str, str, int], int] = {}
         for m in self.members:
-            seen.setdefault(m.slice_key, m.gke.total_chips)
+            seen.setdefault((m.team, *m.slice_key), m.gke.total_chips)
         return sum(seen.values())
 
     @property
@@ -98,8 +99,8 @@ class ClusterShape:
         planned: dict[str, tuple[str, tuple[object, ...]]] = {}
         out = []
         for m in self.members:
-            for pool in tpu_pools(m.gke):
-                what = (*m.slice_key, pool.mode, pool.zone)
+            for pool in tpu_pools(m.gke, m.team):
+                what = (m.team, *m.slice_key, pool.mode, pool.zone)
                 for name in pool.slice_pools(m.gke.num_slices):
                     first = planned.setdefault(name, (m.profile, what))
                     if first[1] != what:
@@ -180,7 +181,7 @@ def shape_lines(shape: ClusterShape, teams: Teams) -> list[str]:
     out = [f"Cluster {shape.cluster}, as the teams file's profiles on it make it "
            "(docs/how-to/team-budgets.md, \"One cluster, several teams\"):"]
     for m in shape.members:
-        pools = ", ".join(name for p in tpu_pools(m.gke)
+        pools = ", ".join(name for p in tpu_pools(m.gke, m.team)
                           for name in p.slice_pools(m.gke.num_slices))
         out.append(f"  {m.profile} ({'team ' + m.team if m.team else 'no team'}): "
                    f"{m.gke.total_chips} chips, {m.gke.num_slices} x {m.gke.topology} "
@@ -196,6 +197,15 @@ def shape_lines(shape: ClusterShape, teams: Teams) -> list[str]:
     for q in quotas.values():
         out.append(f"  team {q.team}: {q.nominal} chips guaranteed, may borrow "
                    f"{q.borrowing_limit}, fair-sharing weight {q.weight:g}")
+    if quotas:
+        out.append("  fair-sharing weights do NOT act: Kueue reads them only with its "
+                   "Configuration's fairSharing section, and Cluster Toolkit's Kueue install "
+                   "(kubectl-apply) takes no chart values to set it (decision 0036); "
+                   "borrowing limits and reclaiming within the cohort do act")
+    out += [f"  node pools of team {team}: each labelled and tainted tpurl/team={team}, only "
+            f"its pods land there (renamed from gke-tpu-*-pool before 0.7: the next deploy "
+            f"deletes a pool of the old name and creates the new one)"
+            for team in dict.fromkeys(m.team for m in shape.members if m.team)]
     for name, first, later in shape.pool_conflicts():
         out.append(f"  conflict: {first} and {later} each plan node pool {name} for another "
                    "slice or capacity; while one's pool exists, a deploy of the other is "
