@@ -106,6 +106,8 @@ def node_pool(settings: dict[str, Any], name: str, project: str = "") -> dict[st
                 "values": [f"projects/{r.get('project') or project}/reservations/{r['name']}"
                            for r in specific]} if specific else {})},
     }
+    if settings.get("service_account_email"):  # main.tf node_config.service_account
+        config["serviceAccount"] = settings["service_account_email"]
     if settings.get("spot"):
         config["spot"] = True
     if settings.get("enable_flex_start"):
@@ -219,4 +221,18 @@ def deployed_pools(doc: dict[str, Any], variables: dict[str, Any]
             pools[mid] = resource_policy.apply_use(
                 expand(module.get("settings") or {}, variables,
                        resource_policy.used_topology(used)), used)
+            # a used modules/project/service-account's output service_account_email (its
+            # outputs.tf; the account <deployment_name>-<name>, main.tf) fills the pool's
+            # input of that name unless set (expand.go useModule)
+            for u in module.get("use") or []:
+                used_module = modules.get(u) or {}
+                name = (used_module.get("settings") or {}).get("name")
+                if used_module.get("source") == SERVICE_ACCOUNT and name:
+                    pools[mid].setdefault(
+                        "service_account_email",
+                        f"{variables.get('deployment_name')}-{name}@"
+                        f"{variables.get('project_id')}.iam.gserviceaccount.com")
     return pools, refused
+
+
+SERVICE_ACCOUNT = "modules/project/service-account"

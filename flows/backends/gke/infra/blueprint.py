@@ -21,6 +21,11 @@ from ruamel.yaml import YAML
 from flows.backends.gke.capacity_pools import BASE_POOL, TEAM_LABEL, tpu_pools
 from flows.backends.gke.infra.cluster_shape import UNKNOWN_RESERVATION, ClusterShape
 from flows.backends.gke.infra.kueue_objects import kueue_configuration_text
+from flows.backends.gke.team_identity import (
+    NODE_ACCOUNT_MODULE,
+    team_node_account_module,
+    team_node_account_name,
+)
 from flows.common.paths import REPO_ROOT
 from flows.config.gke import GkeSection
 from flows.core.failures import user_error
@@ -425,7 +430,42 @@ def _pool_modules(doc: Any, ctx: EditContext) -> tuple[PoolPlan, ...]:
         modules[at:at + 1] = made
     if not keep_base:
         _quota_without_base(doc, ctx)
+    _team_node_accounts(doc, ctx.pools)
     return ctx.pools
+
+
+def _team_node_accounts(doc: Any, pools: tuple[PoolPlan, ...]) -> None:
+    """A node account per team (modules/project/service-account, beside the example's
+    ``node_pool_service_account``, with its project roles but no storage role: the infra
+    stage grants the team's bucket alone, infra/iam.py), and each team pool using it in
+    place of the example's (gke-node-pool's ``service_account_email`` is the used module's
+    output of that name: gcluster pkg/config/expand.go useModule)."""
+    teams = list(dict.fromkeys(p.team for p in pools if p.team))
+    if not teams:
+        return
+    example = find_module(doc, NODE_ACCOUNT_MODULE)
+    roles = [r for r in (example.get("settings") or {}).get("project_roles") or []
+             if not str(r).startswith("storage.")]
+    for group in doc["deployment_groups"]:
+        modules = group.get("modules") or []
+        if not any(m is example for m in modules):
+            continue
+        at = next(i for i, m in enumerate(modules) if m is example) + 1
+        for offset, team in enumerate(teams):
+            module = {"id": team_node_account_module(team),
+                      "source": "modules/project/service-account",
+                      "settings": {"name": team_node_account_name(team),
+                                   "project_roles": list(roles)}}
+            found = _module_or_none(doc, module["id"])
+            if found is None:
+                modules.insert(at + offset, module)
+    for pool in pools:
+        if not pool.team:
+            continue
+        module = find_module(doc, pool.module_id)
+        uses = [u for u in module.get("use") or [] if u != NODE_ACCOUNT_MODULE]
+        module["use"] = [*uses, team_node_account_module(pool.team)]
+        (module.get("settings") or {}).pop("service_account_email", None)
 
 
 def _own_slice(settings: Any, pool: PoolPlan) -> None:

@@ -221,3 +221,30 @@ def test_a_teams_pool_of_the_old_name_is_warned_of_before_the_deploy_recreates_i
     old = {**_live(next(iter(_gke_pools(text_a, a).values()))), "name": "gke-tpu-v6e-pool"}
     [(name, effect)] = own_pools_recreated({"nodePools": [old]}, a, None)
     assert name == "gke-tpu-v6e-pool" and effect.startswith("deleted")
+
+
+def test_each_teams_pools_run_as_its_own_node_account_without_storage_roles(
+        two_deploys: tuple[InfraSettings, str, InfraSettings, str]) -> None:
+    """The blueprint makes one node account per team; its project roles hold no storage
+    role (the infra stage grants the team's bucket alone), and each team's pools use it."""
+    from flows.backends.gke.infra.blueprint import service_account_roles
+    from flows.backends.gke.team_identity import node_account
+
+    a, text_a, _, text_b = two_deploys
+    pools = _gke_pools(text_a, a)
+    accounts = {n.split("-")[1]: p["config"]["serviceAccount"] for n, p in pools.items()}
+    assert accounts == {t: node_account(a.gke.project, a.gke.cluster, t)
+                        for t in ("research", "product")}
+    roles = service_account_roles(text_a, a.gke.cluster, a.gke.project)
+    for account in accounts.values():
+        granted = [r for m, r in roles if m == f"serviceAccount:{account}"]
+        assert "roles/artifactregistry.reader" in granted
+        assert not [r for r in granted if r.startswith("roles/storage.")]
+    # the accounts' modules are the same text whichever team deploys
+    assert _sa_blocks(text_a) == _sa_blocks(text_b)
+
+
+def _sa_blocks(text: str) -> dict[str, Any]:
+    doc = YAML(typ="safe").load(text)
+    return {m["id"]: m for g in doc["deployment_groups"] for m in g["modules"]
+            if m["source"] == "modules/project/service-account"}
