@@ -248,3 +248,45 @@ def _sa_blocks(text: str) -> dict[str, Any]:
     doc = YAML(typ="safe").load(text)
     return {m["id"]: m for g in doc["deployment_groups"] for m in g["modules"]
             if m["source"] == "modules/project/service-account"}
+
+
+def test_a_single_mode_teams_pods_are_admitted_on_their_own_modes_flavor_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack: research's profile has one mode (reservation), product's another
+    (on-demand); the team ClusterQueues list both modes' flavors (the cluster's union).
+    Before, research's TPU pods named no mode, so with the reservation's quota used up Kueue
+    admitted them on the on-demand flavor, whose nodes are product's mode. Now they name
+    their mode (and team): only the reservation flavor matches."""
+    import yaml
+
+    from flows.backends.gke.infra.admission import admission_problems, assigned_flavor, pod_sets
+    from flows.backends.gke.infra.kueue_objects import render_template
+    from flows.backends.gke.jobs.manifests import render_all
+    from flows.operations.plan import planned_workloads
+
+    s = _settings(tmp_path, monkeypatch, TUTORIAL)
+    [(_, text)] = edit_context(s.gke, s.shape, s.team).staged
+    rendered = render_template(text, {"tpu_quota": "40", "accelerator_type": "tpu-v6e-slice",
+                                      "namespace": "default"})  # as Terraform fills them
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    flavors = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ResourceFlavor"}
+    queue = next(d for d in docs if d["kind"] == "ClusterQueue"
+                 and d["metadata"]["name"] == "team-research")
+    profile = tutorial_profile()
+    workloads = planned_workloads(profile)
+    jobsets = [o for o in render_all(profile, workloads) if o["kind"] == "JobSet"]
+    tpu_sets = [ps for stage, js in zip(workloads, jobsets, strict=True)
+                for ps in pod_sets(stage, js) if ps.requests.get("google.com/tpu")]
+    assert tpu_sets and all(ps.node_selector[TEAM_LABEL] == "research" for ps in tpu_sets)
+    [group] = queue["spec"]["resourceGroups"]
+    assert [f["name"] for f in group["flavors"]][:2] == ["tpuv6e-flavor", "tpuv6e-od-flavor"]
+    for ps in tpu_sets:
+        assert assigned_flavor(ps, group, flavors, cohort=True) == "tpuv6e-flavor"
+    # the reservation's quota gone: not admitted at all, never on product's mode
+    for flavor in group["flavors"]:
+        for resource in flavor["resources"]:
+            if flavor["name"] == "tpuv6e-flavor" and resource["name"] == "google.com/tpu":
+                resource["nominalQuota"], resource["borrowingLimit"] = 0, 0
+    problems = admission_problems(tpu_sets, queue, flavors)
+    assert problems and all("flavor tpuv6e-od-flavor doesn't match node affinity" in p
+                            for p in problems)
