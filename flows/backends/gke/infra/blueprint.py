@@ -451,14 +451,13 @@ def _team_node_accounts(doc: Any, pools: tuple[PoolPlan, ...]) -> None:
         if not any(m is example for m in modules):
             continue
         at = next(i for i, m in enumerate(modules) if m is example) + 1
-        for offset, team in enumerate(teams):
-            module = {"id": team_node_account_module(team),
-                      "source": "modules/project/service-account",
-                      "settings": {"name": team_node_account_name(team),
-                                   "project_roles": list(roles)}}
-            found = _module_or_none(doc, module["id"])
-            if found is None:
-                modules.insert(at + offset, module)
+        for team in teams:
+            module_id = team_node_account_module(team)
+            if _module_or_none(doc, module_id) is None:
+                modules.insert(at, {"id": module_id, "source": SERVICE_ACCOUNT_MODULE,
+                                    "settings": {"name": team_node_account_name(team),
+                                                 "project_roles": list(roles)}})
+                at += 1
     for pool in pools:
         if not pool.team:
             continue

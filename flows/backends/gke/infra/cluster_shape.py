@@ -198,13 +198,16 @@ def shape_lines(shape: ClusterShape, teams: Teams) -> list[str]:
         out.append(f"  team {q.team}: {q.nominal} chips guaranteed, may borrow "
                    f"{q.borrowing_limit}, fair-sharing weight {q.weight:g}")
     if quotas:
-        out.append("  fair-sharing weights do NOT act: Kueue reads them only with its "
-                   "Configuration's fairSharing section, and Cluster Toolkit's Kueue install "
-                   "(kubectl-apply) takes no chart values to set it (decision 0036); "
-                   "borrowing limits and reclaiming within the cohort do act")
-    out += [f"  node pools of team {team}: each labelled and tainted tpurl/team={team}, only "
-            f"its pods land there (renamed from gke-tpu-*-pool before 0.7: the next deploy "
-            f"deletes a pool of the old name and creates the new one)"
+        out.append("  fair-sharing weights act only where Kueue's own configuration has a "
+                   "fairSharing section, which Cluster Toolkit's Kueue install cannot set "
+                   "(decision 0036): without it they do NOT act; `tpurl plan --check` "
+                   "(team-queues) says whether this cluster's has it. Guarantees, borrowing "
+                   "limits and taking chips back act either way")
+    out += [f"  team {team}'s TPU node pools are its own: labelled and tainted "
+            f"tpurl/team={team}, run as its node account; only its pods land there. A "
+            "cluster deployed before pools were per team has them under the old names "
+            "(gke-tpu-v6e-pool, ...): the next deploy DELETES those and creates these, "
+            "a JobSet running there is lost"
             for team in dict.fromkeys(m.team for m in shape.members if m.team)]
     for name, first, later in shape.pool_conflicts():
         out.append(f"  conflict: {first} and {later} each plan node pool {name} for another "

@@ -15,8 +15,8 @@ from flows.backends.gke.capacity_pools import (
     TEAM_LABEL,
     job_node_selector,
     job_tolerations,
-    team_toleration,
     provider_node_labels,
+    team_toleration,
 )
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import GkeOptions

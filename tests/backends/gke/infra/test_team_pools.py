@@ -119,7 +119,7 @@ def test_another_teams_reservation_pool_not_yet_made_is_left_to_its_own_deploy(
 
 def test_each_teams_pool_is_labelled_and_tainted_its_teams(
         two_deploys: tuple[InfraSettings, str, InfraSettings, str]) -> None:
-    a, text_a, b, _ = two_deploys
+    a, text_a, _, _ = two_deploys
     pools = _gke_pools(text_a, a)
     research = next(p for n, p in pools.items() if n.startswith("tpu-research-"))
     product = next(p for n, p in pools.items() if n.startswith("tpu-product-"))
