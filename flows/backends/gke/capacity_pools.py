@@ -106,10 +106,11 @@ def provider_node_labels(mode: str) -> dict[str, str]:
     return dict(_PROVIDER_LABELS.get(mode, {}))
 
 
-def pool_node_labels(mode: str) -> dict[str, str]:
+def pool_node_labels(mode: str, team: str | None = None) -> dict[str, str]:
     """Every capacity label a node of a ``mode`` pool carries: ours and GKE's (a node also has
-    the accelerator, topology, node-pool and zone labels, which do not depend on the mode)."""
-    return {**pool_kubernetes_labels(mode), **_PROVIDER_LABELS.get(mode, {})}
+    the accelerator, topology, node-pool and zone labels, which do not depend on the mode),
+    and a team's pool its team's."""
+    return {**pool_kubernetes_labels(mode, team), **_PROVIDER_LABELS.get(mode, {})}
 
 
 def pool_taints(mode: str, team: str | None = None) -> list[dict[str, str]]:

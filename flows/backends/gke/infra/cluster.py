@@ -37,8 +37,21 @@ RECORD_KEY = "pools_by_profile"
 
 
 def tpu_pools(cluster: dict[str, Any], s: InfraSettings) -> list[dict[str, Any]]:
+    """The live TPU pools that stand for the profile's: of its machine type, and none another
+    member of the cluster plans for itself (another team's own pools: decision 0036)."""
+    others = others_pools(s)
     return [p for p in cluster.get("nodePools", [])
-            if (p.get("config") or {}).get("machineType") == s.gke.machine_type]
+            if (p.get("config") or {}).get("machineType") == s.gke.machine_type
+            and p.get("name") not in others]
+
+
+def others_pools(s: InfraSettings) -> set[str]:
+    """Pure: the GKE pool names other members of the cluster's shape plan and the profile
+    does not."""
+    own = {name for name, _ in planned_slots(s)}
+    return {name for m in (s.shape.members if s.shape else ()) if m.profile != s.profile
+            for pool in planned_pools(m.gke, m.team)
+            for name in pool.slice_pools(m.gke.num_slices)} - own
 
 
 def planned_slots(s: InfraSettings) -> list[tuple[str, TpuPool]]:
@@ -131,6 +144,9 @@ def _capacity_mismatches(pool: dict[str, Any], s: InfraSettings, planned: TpuPoo
     out = []
     labels = config.get("labels") or {}
     want = pool_kubernetes_labels(mode)
+    if planned.team and name != planned.name:  # a team's pool is its own, by its name
+        out.append(f"pool {name} is to be the team's own pool {planned.name} (decision "
+                   "0036): the deploy deletes it and creates that one")
     if any(labels.get(k) != v for k, v in want.items()):
         out.append(f"pool {name} has label {CAPACITY_LABEL}={labels.get(CAPACITY_LABEL)}, "
                    f"profile's {mode} pool wants {want[CAPACITY_LABEL]}")
@@ -202,8 +218,8 @@ def unlabelled_pools(cluster: dict[str, Any], s: InfraSettings) -> list[tuple[st
     replaces the pool's user labels: the command keeps the others)."""
     out = []
     for pool, planned in matched_pools(cluster, s):
-        if planned is None:
-            continue
+        if planned is None or (planned.team and pool.get("name") != planned.name):
+            continue  # a team's pool of another name is re-created with its labels
         config = pool.get("config") or {}
         labels = dict(config.get("labels") or {})
         want = pool_kubernetes_labels(planned.mode)

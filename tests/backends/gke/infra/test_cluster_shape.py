@@ -200,3 +200,22 @@ def test_a_profile_may_replace_its_own_pool_never_another_profiles() -> None:
     other = {"nodePools": [_live_pool("gke-tpu-v6e-spot-c", "4x8", False)]}
     assert pools_of_others_at_risk(other, s, {"pools_by_profile": {SMOKE: [
         "gke-tpu-v6e-spot-c"]}})[0][2].startswith("deleted")
+
+
+def test_the_how_tos_plan_output_is_what_the_plan_prints(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The how-to's printed cluster ("One cluster, several teams") is the plan's own output
+    for its two-team example, line by line (a line cut with "..." by its start)."""
+    from flows.backends.gke.infra.cluster_shape import shape_lines
+
+    section = HOW_TO.read_text().split("## One cluster, several teams", 1)[1]
+    found = re.search(r"```text\n(.*?)```", section, re.S)
+    assert found
+    s = _settings(tmp_path, monkeypatch, how_to_teams(), SMOKE)
+    assert s.shape is not None
+    printed = shape_lines(s.shape, load_teams())
+    shown = found.group(1).splitlines()
+    assert len(shown) == len(printed)
+    for doc_line, line in zip(shown, printed, strict=True):
+        head = doc_line.split("...", 1)[0].rstrip("( ")
+        assert line.startswith(head), (doc_line, line)
