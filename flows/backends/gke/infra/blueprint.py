@@ -162,7 +162,8 @@ def live_reservations(cluster: dict[str, Any] | None) -> dict[str, str]:
 
 def union_pools(gke: GkeSection, shape: ClusterShape | None = None,
                 team: str | None = None,
-                reservations: dict[str, str] | None = None) -> tuple[PoolPlan, ...]:
+                reservations: dict[str, str] | None = None,
+                profile: str = "") -> tuple[PoolPlan, ...]:
     """Pure: every TPU pool of the cluster: each member's of the shape (the teams file's
     profiles on it, in its order; the deploying profile's own when no shape is given), each
     pool once (two profiles of one team and one slice share theirs). With pools of more than
@@ -172,8 +173,10 @@ def union_pools(gke: GkeSection, shape: ClusterShape | None = None,
     Another member's reservation is not known here when its profile takes it from its own
     deployment's environment (cluster_shape.UNKNOWN_RESERVATION): its pool keeps the
     reservation the live pool consumes (``reservations``, live_reservations), and a pool
-    that does not exist yet is left to that member's own deploy."""
-    members = [(m.gke, m.team) for m in shape.members] if shape else [(gke, team)]
+    that does not exist yet is left to that member's own deploy. The deploying ``profile``'s
+    own member is its ``gke`` as given (the settings the deploy runs with)."""
+    members = [(gke if m.profile == profile else m.gke, m.team)
+               for m in shape.members] if shape else [(gke, team)]
     out: dict[str, PoolPlan] = {}
     for member_gke, member_team in members:
         for p in tpu_pools(member_gke, member_team):
@@ -196,12 +199,13 @@ def union_pools(gke: GkeSection, shape: ClusterShape | None = None,
 
 def edit_context(gke: GkeSection, shape: ClusterShape | None = None,
                  team: str | None = None,
-                 reservations: dict[str, str] | None = None) -> EditContext:
+                 reservations: dict[str, str] | None = None,
+                 profile: str = "") -> EditContext:
     """The cluster's modes, pools and zones (every member's: ``union_pools``), and the facts
     the capacity edits name; the Kueue configuration staged beside it is the cluster
     shape's (kueue_objects.py)."""
     seconds = int(gke.max_run_hours * 3600) if gke.max_run_hours else 0
-    pools = union_pools(gke, shape, team, reservations)
+    pools = union_pools(gke, shape, team, reservations, profile)
     zones = list(gke.zones or ())
     listed = [m.gke for m in (shape.members if shape else ()) if m.gke.zones]
     if listed and len(shape.members if shape else ()) > 1:

@@ -304,7 +304,8 @@ def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
     s.workdir.mkdir(parents=True, exist_ok=True)
     restored = restore_deployment(client, s)
     edited = write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke, s.shape, s.team,
-                                                                  live_reservations(current)))
+                                                                  live_reservations(current),
+                                                                  s.profile))
     refuse_wrong_pool_shape(s, edited.read_text())
     argv = deploy_argv(s, str(gcluster))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")

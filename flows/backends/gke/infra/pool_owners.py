@@ -43,7 +43,7 @@ def planned_union(s: InfraSettings, cluster: dict[str, Any] | None = None
     out: dict[str, tuple[str, str, str]] = {name: (pool.mode, s.gke.machine_type,
                                                    s.gke.topology)
                                             for name, pool in planned_slots(s)}
-    for plan in union_pools(s.gke, s.shape, s.team, live_reservations(cluster)):
+    for plan in union_pools(s.gke, s.shape, s.team, live_reservations(cluster), s.profile):
         facts = plan.slice
         machine = facts.machine_type if facts else s.gke.machine_type
         topology = facts.topology if facts else s.gke.topology
