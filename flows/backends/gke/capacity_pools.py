@@ -30,12 +30,24 @@ gke-node-pool's per-slice ``-N`` suffix (variables.tf ``name`` validation; main.
 ``<name>-<index>`` when num_slices > 1). The names are persisted: a pool's name (and the
 module id of every pool after the first, which is its name) is its Terraform address, and a
 renamed one is destroyed and created anew by the next deploy, so v6e's stay as they were.
-The first pool's module id is always the example's (``BASE_POOL``), whose settings the other
-pools copy. Pure.
+The first pool's module id is the example's (``BASE_POOL``), whose settings the other
+pools copy; a team's pools each have their own name as module id, the first too, so a
+pool's Terraform address does not depend on which profile deploys.
+
+A team's pools (a profile the teams file names, deployments/teams.yaml) are the team's own,
+on a cluster several teams share (docs/decisions/0036-a-node-pool-per-team.md): named
+``tpu-<team>-<generation>-<mode>-<zone suffix>-<digest>`` (``team_pool_name``), where the
+digest is of the team and the slice (generation, machine type, topology, num_slices), so two
+slices of one team, or one slice of two teams, never take one name; two profiles of one
+team and one slice share the pools. The name depends on nothing but the team's own member,
+so adding another team to the file never renames a pool. Such a pool carries the label
+``tpurl/team`` and the taint ``tpurl/team=<team>:NoSchedule``: only pods that tolerate the
+team's taint (its own) land there, and its pods select it. Pure.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +56,11 @@ from flows.config.gke import GkeSection
 from flows.config.tpu import TPU_GENERATIONS
 
 CAPACITY_LABEL = "tpurl/capacity"
+TEAM_LABEL = "tpurl/team"
+POOL_NAME_MAX = 36
+"""gke-node-pool's name limit (variables.tf ``name`` validation: at most 40 characters, an
+RFC 1035 label) less the ``-N`` its main.tf appends per slice when num_slices > 1 (up to
+``-999``)."""
 QUEUED_LABEL = "cloud.google.com/gke-queued"
 SPOT_LABEL = "cloud.google.com/gke-spot"
 FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
@@ -66,9 +83,21 @@ _SHORT = {"reservation": "res", "on-demand": "od", "spot": "spot", "flex-start":
           "queued": "queued"}
 
 
-def pool_kubernetes_labels(mode: str) -> dict[str, str]:
-    """The labels the blueprint sets on a pool of ``mode`` (gke-node-pool kubernetes_labels)."""
-    return {CAPACITY_LABEL: mode}
+def pool_kubernetes_labels(mode: str, team: str | None = None) -> dict[str, str]:
+    """The labels the blueprint sets on a pool of ``mode`` (gke-node-pool kubernetes_labels),
+    and, for a team's pool, the team's."""
+    return {CAPACITY_LABEL: mode, **({TEAM_LABEL: team} if team else {})}
+
+
+def team_taint(team: str) -> dict[str, str]:
+    """The taint every node of ``team``'s TPU pools carries (gke-node-pool ``taints``, whose
+    effect is spelled as the GKE API spells it: NO_SCHEDULE), in Kubernetes' spelling."""
+    return {"key": TEAM_LABEL, "value": team, "effect": "NoSchedule"}
+
+
+def team_toleration(team: str) -> dict[str, str]:
+    """What a team's pod tolerates to land on its team's pools, and no other team's."""
+    return {"key": TEAM_LABEL, "operator": "Equal", "value": team, "effect": "NoSchedule"}
 
 
 def provider_node_labels(mode: str) -> dict[str, str]:
@@ -77,17 +106,20 @@ def provider_node_labels(mode: str) -> dict[str, str]:
     return dict(_PROVIDER_LABELS.get(mode, {}))
 
 
-def pool_node_labels(mode: str) -> dict[str, str]:
+def pool_node_labels(mode: str, team: str | None = None) -> dict[str, str]:
     """Every capacity label a node of a ``mode`` pool carries: ours and GKE's (a node also has
-    the accelerator, topology, node-pool and zone labels, which do not depend on the mode)."""
-    return {**pool_kubernetes_labels(mode), **_PROVIDER_LABELS.get(mode, {})}
+    the accelerator, topology, node-pool and zone labels, which do not depend on the mode),
+    and a team's pool its team's."""
+    return {**pool_kubernetes_labels(mode, team), **_PROVIDER_LABELS.get(mode, {})}
 
 
-def pool_taints(mode: str) -> list[dict[str, str]]:
-    """The taints a node of a ``mode`` pool carries beside google.com/tpu (GKE's own)."""
+def pool_taints(mode: str, team: str | None = None) -> list[dict[str, str]]:
+    """The taints a node of a ``mode`` pool carries beside google.com/tpu (GKE's own), and
+    a team's pool its team's."""
+    out = [team_taint(team)] if team else []
     if mode == "queued":
-        return [{"key": QUEUED_LABEL, "value": "true", "effect": "NoSchedule"}]
-    return []
+        return [{"key": QUEUED_LABEL, "value": "true", "effect": "NoSchedule"}, *out]
+    return out
 
 
 def job_node_selector(mode: str) -> dict[str, str]:
@@ -123,6 +155,7 @@ class TpuPool:
     name: str
     autoscaled: bool
     module_id: str  # the blueprint module that builds it: the example's id for the first
+    team: str | None = None  # whose pool it is (None: a profile in no team)
 
     def slice_pools(self, num_slices: int) -> list[str]:
         """The GKE node pools gke-node-pool creates for it (main.tf node_pool ``name``)."""
@@ -130,8 +163,24 @@ class TpuPool:
                                                     for i in range(num_slices)]
 
 
-def pool_name(gke: GkeSection, mode: str, zone: str) -> str:
-    """The pool of ``mode`` in ``zone`` (see the module's docstring)."""
+def team_pool_name(gke: GkeSection, mode: str, zone: str, team: str) -> str:
+    """Pure: ``team``'s pool of ``mode`` in ``zone`` for the slice of ``gke``: an RFC 1035
+    label of at most POOL_NAME_MAX characters, the team's name cut to fit (the digest, of the
+    whole team name and the slice, keeps cut names apart)."""
+    key = "/".join((team, gke.machine.generation, gke.machine_type, gke.topology,
+                    str(gke.num_slices)))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:5]
+    generation = gke.machine.generation.replace("tpu", "")
+    tail = f"-{generation}-{_SHORT[mode]}-{zone_suffix(zone)}-{digest}"
+    room = POOL_NAME_MAX - len("tpu-") - len(tail)
+    return f"tpu-{team[:room].rstrip('-')}{tail}"
+
+
+def pool_name(gke: GkeSection, mode: str, zone: str, team: str | None = None) -> str:
+    """The pool of ``mode`` in ``zone`` (see the module's docstring); ``team``'s own when
+    the profile is in a team."""
+    if team:
+        return team_pool_name(gke, mode, zone, team)
     prefix = gke.machine.facts.pool_prefix
     lone = len(gke.capacity_chain) == 1 and len(gke.zone_order) == 1
     if mode == "reservation" or lone:
@@ -139,16 +188,17 @@ def pool_name(gke: GkeSection, mode: str, zone: str) -> str:
     return f"{prefix}-{_SHORT[mode]}-{zone_suffix(zone)}"
 
 
-def tpu_pools(gke: GkeSection) -> tuple[TpuPool, ...]:
-    """Every TPU pool the profile's cluster has, in the order tried: per mode of the chain,
-    per zone of gke.zones; a reservation is one static pool in gke.zone (its zone)."""
+def tpu_pools(gke: GkeSection, team: str | None = None) -> tuple[TpuPool, ...]:
+    """Every TPU pool the profile's cluster has for it, in the order tried: per mode of the
+    chain, per zone of gke.zones; a reservation is one static pool in gke.zone (its zone).
+    ``team``: the profile's team, whose own pools they are (None: in no team)."""
     out: list[TpuPool] = []
     for mode in gke.capacity_chain:
         zones = (gke.zone,) if mode == "reservation" else gke.zone_order
         for zone in zones:
-            name = pool_name(gke, mode, zone)
+            name = pool_name(gke, mode, zone, team)
             out.append(TpuPool(mode, zone, name, mode != "reservation",
-                               BASE_POOL if not out else name))
+                               BASE_POOL if not out and not team else name, team))
     return tuple(out)
 
 

@@ -24,6 +24,7 @@ Pure: names and grants from the profile and the teams file; nothing is called.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -36,6 +37,31 @@ PROJECT_NUMBER = "PROJECT_NUMBER"  # written where the number is not known yet (
 # storage.buckets.get as well: without it MaxText/Orbax report "bucket not found"
 # (flows/backends/gke/infra/iam.py says why legacyBucketReader).
 TEAM_ROLES = ("roles/storage.objectAdmin", "roles/storage.legacyBucketReader")
+
+
+NODE_ACCOUNT_MODULE = "node_pool_service_account"
+"""The example's node pool account module (``CLUSTER-gke-np-sa``), which pools of no team use."""
+
+
+def team_node_account_name(team: str) -> str:
+    """The ``name`` of the blueprint's service-account module for ``team``'s TPU nodes:
+    Cluster Toolkit's modules/project/service-account prefixes it with the deployment name
+    (``CLUSTER-np-<digest>``), and an account id has at most 30 characters, so the team is
+    named by a digest, as the example's ``gke-np-sa`` is a fixed 9 characters."""
+    return "np-" + hashlib.sha256(team.encode()).hexdigest()[:6]
+
+
+def team_node_account_module(team: str) -> str:
+    """The blueprint module id of ``team``'s node account (module ids may hold dashes)."""
+    return f"np-sa-{team}"
+
+
+def node_account(project: str, cluster: str, team: str | None) -> str:
+    """The service account the TPU nodes of ``team``'s pools run as (None: the example's
+    node account, which pools of profiles in no team keep): whatever runs on the host's
+    network there, the Pathways workers, acts as it (decision 0036)."""
+    name = team_node_account_name(team) if team else "gke-np-sa"
+    return f"{cluster}-{name}@{project}.iam.gserviceaccount.com"
 
 
 def team_account(team: str | None) -> str:

@@ -19,6 +19,7 @@ from flows.backends.gke import capacity_run
 from flows.backends.gke.capacity_pools import pool_name, pool_node_labels, pool_taints
 from flows.backends.gke.fallback import NO_QUEUED_CAPACITY
 from flows.config.profile import Profile
+from flows.config.teams import load_teams
 from flows.core.failures import StageFailed
 from tests.fakes.gke_backend import BUDGETS, jobsets_created, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
@@ -51,13 +52,15 @@ def groups_for(profile: Profile, **settings: Any) -> list[NodeGroup]:
     the labels and taints capacity_pools.py names (flows/backends/gke/capacity_pools.py)."""
     gke = profile.gke
     assert gke is not None
+    found = load_teams().team_of(profile.name)  # a team's pools carry its label and taint
+    team = found.name if found else None
     groups = regional_groups(list(gke.zone_order), list(gke.capacity_chain),
                              hosts=gke.hosts_per_slice,
                              machine_type=gke.machine_type, topology=gke.topology,
-                             labels=lambda mode, zone: pool_node_labels(mode),
-                             taints=pool_taints, **settings)
+                             labels=lambda mode, zone: pool_node_labels(mode, team),
+                             taints=lambda mode: pool_taints(mode, team), **settings)
     for group in groups:
-        group.name = pool_name(gke, group.mode, group.zone)
+        group.name = pool_name(gke, group.mode, group.zone, team)
     return groups
 
 

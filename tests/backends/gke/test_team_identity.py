@@ -18,7 +18,12 @@ from flows.backends.gke.infra.settings import settings_from_profile
 from flows.backends.gke.jobs.common import WORKLOAD_CONTAINER
 from flows.backends.gke.jobs.manifests import render_all
 from flows.backends.gke.runtime import GkeRuntime
-from flows.backends.gke.team_identity import Member, cluster_grants, shared_bucket_issues
+from flows.backends.gke.team_identity import (
+    Member,
+    cluster_grants,
+    node_account,
+    shared_bucket_issues,
+)
 from flows.config.profile import Profile
 from flows.core.planned_programs import planned_workloads
 from tests.fakes.cloud.pod_identity import acting_member, may_write, pods
@@ -88,18 +93,19 @@ def test_each_team_runs_as_its_own_account(two_teams: None) -> None:
 
 
 def test_two_teams_grants_are_disjoint(two_teams: None) -> None:
-    """The teams' members differ and each holds its own bucket only; the node account (the
-    Pathways workers, no team code) is the one member on both."""
+    """The teams' members differ and each holds its own bucket only, node accounts
+    included: each team's TPU nodes run as its own (decision 0036)."""
     a, b = _profiles()
     bindings = _granted(a, b)
     holders: dict[str, set[str]] = {}
     for resource, member, _role in bindings:
         holders.setdefault(member, set()).add(resource)
+    assert len(holders) == 4  # two pod principals, two node accounts
+    assert sorted(holders.values(), key=sorted) == [
+        {f"bucket {A_BUCKET}"}, {f"bucket {A_BUCKET}"}, {f"bucket {B_BUCKET}"},
+        {f"bucket {B_BUCKET}"}]
     assert a.gke is not None
-    node = f"serviceAccount:{a.gke.node_service_account}"
-    teams = {m: r for m, r in holders.items() if m != node}
-    assert sorted(teams.values(), key=sorted) == [{f"bucket {A_BUCKET}"}, {f"bucket {B_BUCKET}"}]
-    assert holders[node] == {f"bucket {A_BUCKET}", f"bucket {B_BUCKET}"}
+    assert f"serviceAccount:{a.gke.node_service_account}" not in holders
     grants = cluster_grants([Member(TUTORIAL, "team-a", "p", "default", A_BUCKET),
                              Member(SMOKE, "team-b", "p", "default", B_BUCKET)])
     assert not set(grants[0].buckets) & set(grants[1].buckets)
@@ -127,7 +133,12 @@ def test_plan_shows_the_grants_per_team(two_teams: None) -> None:
     assert notes[1].startswith("identity: team team-b: pods run as Kubernetes service "
                                "account tpurl-team-team-b (principal://")
     assert f"gs://{A_BUCKET}" not in notes[1]
-    assert "Pathways workers" in notes[-1]
+    node_lines = [n for n in notes if "Pathways workers" in n]
+    assert [n.split(":")[1].strip() for n in node_lines] == ["team team-a", "team team-b"]
+    assert f"gs://{A_BUCKET} only" in node_lines[0] and "team-b" not in node_lines[0]
+    accounts = {n.split(" run as ")[1].split(",")[0] for n in node_lines}
+    assert len(accounts) == 2 and a.gke is not None  # each team's own node account
+    assert a.gke.node_service_account not in accounts
     assert not any("WARNING" in n for n in notes)
 
 
@@ -157,3 +168,28 @@ def test_each_teams_account_is_applied_with_its_queue(two_teams: None) -> None:
                 for d in kueue_documents(KUEUE_TEMPLATE.read_text(), a.gke, quotas)
                 if d["kind"] == "ServiceAccount"}
     assert accounts == {("tpurl-team-team-a", "default"), ("tpurl-team-team-b", "default")}
+
+
+def _worker_pods(profile: Profile) -> list[dict]:
+    """The pods of the profile's JobSets on the host's network: the Pathways workers."""
+    jobsets = [o for o in render_all(profile, planned_workloads(profile, GkeRuntime(profile)))
+               if o["kind"] == "JobSet"]
+    return [pod for js in jobsets for pod in pods(js) if pod.get("hostNetwork")]
+
+
+def test_team_a_workers_cannot_write_team_b_bucket(two_teams: None) -> None:
+    """The attack: the Pathways workers of team A act as the node account of the pool they
+    run on (host network); before, one node account held objectAdmin on every team's
+    bucket."""
+    a, b = _profiles()
+    bindings = _granted(a, b)
+    assert a.gke is not None
+    workers = _worker_pods(a)
+    assert workers
+    node = node_account(a.gke.project, a.gke.cluster, "team-a")  # its pools' (blueprint)
+    for pod in workers:
+        member = acting_member(pod, node_account=node,
+                               project=a.gke.project, namespace=a.gke.namespace,
+                               project_number=NUMBER)
+        assert may_write(member, A_BUCKET, bindings), member
+        assert not may_write(member, B_BUCKET, bindings), member

@@ -15,7 +15,8 @@ Two upstream steps, both in GoogleCloudPlatform/cluster-toolkit (read at develop
    ``flex_start`` and ``reservation_affinity`` go to the node config; ``zones`` to the
    pool's node_locations; ``kubernetes_labels`` (plus ``cloud.google.com/gke-queued: "true"``
    with enable_queued_provisioning, main.tf:68-76) to the node config's labels; and
-   enable_queued_provisioning to a ``queued_provisioning { enabled = true }`` block.
+   enable_queued_provisioning to a ``queued_provisioning { enabled = true }`` block;
+   ``taints`` (variables.tf: list of {key, value, effect}) to the node config's taints.
 
 The result is written the way the GKE API (container v1 NodePool) reports the pool.
 
@@ -105,6 +106,8 @@ def node_pool(settings: dict[str, Any], name: str, project: str = "") -> dict[st
                 "values": [f"projects/{r.get('project') or project}/reservations/{r['name']}"
                            for r in specific]} if specific else {})},
     }
+    if settings.get("service_account_email"):  # main.tf node_config.service_account
+        config["serviceAccount"] = settings["service_account_email"]
     if settings.get("spot"):
         config["spot"] = True
     if settings.get("enable_flex_start"):
@@ -116,6 +119,11 @@ def node_pool(settings: dict[str, Any], name: str, project: str = "") -> dict[st
               **({"cloud.google.com/gke-queued": "true"} if queued else {})}
     if labels:
         config["labels"] = labels
+    # main.tf node_config dynamic "taint" over var.taints ({key, value, effect}: the GKE API's
+    # NO_SCHEDULE spelling, variables.tf ``taints``)
+    if settings.get("taints"):
+        config["taints"] = [{"key": t["key"], "value": str(t["value"]), "effect": t["effect"]}
+                            for t in settings["taints"]]
     pool: dict[str, Any] = {
         "name": name, "status": "RUNNING", "config": config,
         **({"locations": list(settings["zones"])} if settings.get("zones") else {}),
@@ -213,4 +221,18 @@ def deployed_pools(doc: dict[str, Any], variables: dict[str, Any]
             pools[mid] = resource_policy.apply_use(
                 expand(module.get("settings") or {}, variables,
                        resource_policy.used_topology(used)), used)
+            # a used modules/project/service-account's output service_account_email (its
+            # outputs.tf; the account <deployment_name>-<name>, main.tf) fills the pool's
+            # input of that name unless set (expand.go useModule)
+            for u in module.get("use") or []:
+                used_module = modules.get(u) or {}
+                name = (used_module.get("settings") or {}).get("name")
+                if used_module.get("source") == SERVICE_ACCOUNT and name:
+                    pools[mid].setdefault(
+                        "service_account_email",
+                        f"{variables.get('deployment_name')}-{name}@"
+                        f"{variables.get('project_id')}.iam.gserviceaccount.com")
     return pools, refused
+
+
+SERVICE_ACCOUNT = "modules/project/service-account"

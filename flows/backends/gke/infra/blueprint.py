@@ -18,9 +18,14 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from flows.backends.gke.capacity_pools import BASE_POOL, tpu_pools
-from flows.backends.gke.infra.cluster_shape import ClusterShape
+from flows.backends.gke.capacity_pools import BASE_POOL, TEAM_LABEL, tpu_pools
+from flows.backends.gke.infra.cluster_shape import UNKNOWN_RESERVATION, ClusterShape
 from flows.backends.gke.infra.kueue_objects import kueue_configuration_text
+from flows.backends.gke.team_identity import (
+    NODE_ACCOUNT_MODULE,
+    team_node_account_module,
+    team_node_account_name,
+)
 from flows.common.paths import REPO_ROOT
 from flows.config.gke import GkeSection
 from flows.core.failures import user_error
@@ -92,14 +97,32 @@ POOL_MODULE = BASE_POOL  # the example's TPU pool module (id), which every pool 
 
 
 @dataclass(frozen=True)
+class SliceFacts:
+    """What a pool of another member's slice sets itself instead of the deploy vars, which
+    are the deploying profile's: its machine, topology, slice count, reservation, and the
+    facts its mode's edits name."""
+
+    machine_type: str
+    topology: str
+    num_slices: int
+    hosts_per_slice: int
+    max_run_seconds: int
+    reservation: str | None
+
+
+@dataclass(frozen=True)
 class PoolPlan:
     """One TPU pool module of the edited blueprint: its mode, zone, GKE name and module id
-    (flows/backends/gke/capacity_pools.py). The first is the example's own module."""
+    (flows/backends/gke/capacity_pools.py). The first is the example's own module unless
+    every pool is a team's. ``team``: whose pool it is; ``slice``: set when the blueprint
+    holds pools of several slices, each pool then naming its own."""
 
     mode: str
     zone: str
     name: str
     module_id: str
+    team: str | None = None
+    slice: SliceFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -120,14 +143,79 @@ class EditContext:
     multi_host: bool = False
 
 
-def edit_context(gke: GkeSection, shape: ClusterShape | None = None) -> EditContext:
-    """The profile's modes, pools and zones, and the facts the capacity edits name; the
-    Kueue configuration staged beside it is the cluster shape's (kueue_objects.py)."""
+def _slice_facts(gke: GkeSection) -> SliceFacts:
     seconds = int(gke.max_run_hours * 3600) if gke.max_run_hours else 0
-    pools = tuple(PoolPlan(p.mode, p.zone, p.name, p.module_id) for p in tpu_pools(gke))
+    return SliceFacts(gke.machine_type, gke.topology, gke.num_slices, gke.hosts_per_slice,
+                      seconds, gke.reservation)
+
+
+def live_reservations(cluster: dict[str, Any] | None) -> dict[str, str]:
+    """Pure: pool name → the reservation a live pool consumes (container v1 NodePool
+    ``config.reservationAffinity.values``, ``projects/P/reservations/NAME``)."""
+    out = {}
+    for pool in (cluster or {}).get("nodePools") or []:
+        values = ((pool.get("config") or {}).get("reservationAffinity") or {}).get("values")
+        if values:
+            out[str(pool.get("name"))] = str(values[0]).rsplit("/", 1)[-1]
+    return out
+
+
+def union_pools(gke: GkeSection, shape: ClusterShape | None = None,
+                team: str | None = None,
+                reservations: dict[str, str] | None = None,
+                profile: str = "") -> tuple[PoolPlan, ...]:
+    """Pure: every TPU pool of the cluster: each member's of the shape (the teams file's
+    profiles on it, in its order; the deploying profile's own when no shape is given), each
+    pool once (two profiles of one team and one slice share theirs). With pools of more than
+    one slice or owner, every pool names its own slice (``SliceFacts``), so a pool's block
+    is the same whichever member deploys.
+
+    Another member's reservation is not known here when its profile takes it from its own
+    deployment's environment (cluster_shape.UNKNOWN_RESERVATION): its pool keeps the
+    reservation the live pool consumes (``reservations``, live_reservations), and a pool
+    that does not exist yet is left to that member's own deploy. The deploying ``profile``'s
+    own member is its ``gke`` as given (the settings the deploy runs with)."""
+    members = [(gke if m.profile == profile else m.gke, m.team)
+               for m in shape.members] if shape else [(gke, team)]
+    out: dict[str, PoolPlan] = {}
+    for member_gke, member_team in members:
+        for p in tpu_pools(member_gke, member_team):
+            facts = _slice_facts(member_gke)
+            if p.mode == "reservation" and facts.reservation == UNKNOWN_RESERVATION:
+                if p.name not in (reservations or {}):
+                    continue
+                facts = replace(facts, reservation=(reservations or {})[p.name])
+            out.setdefault(p.name, PoolPlan(p.mode, p.zone, p.name, p.module_id, p.team,
+                                            facts))
+    pools = list(out.values())
+    legacy = [p for p in pools if p.team is None]
+    if legacy:  # one profile in no team: its pools first, the example's module its first
+        pools = [*legacy, *(p for p in pools if p.team is not None)]
+        pools = [replace(p, module_id=POOL_MODULE if i == 0 else p.name)
+                 for i, p in enumerate(pools)]
+    shared = len({(p.team, p.slice) for p in pools}) > 1
+    return tuple(p if shared or p.team else replace(p, slice=None) for p in pools)
+
+
+def edit_context(gke: GkeSection, shape: ClusterShape | None = None,
+                 team: str | None = None,
+                 reservations: dict[str, str] | None = None,
+                 profile: str = "") -> EditContext:
+    """The cluster's modes, pools and zones (every member's: ``union_pools``), and the facts
+    the capacity edits name; the Kueue configuration staged beside it is the cluster
+    shape's (kueue_objects.py)."""
+    seconds = int(gke.max_run_hours * 3600) if gke.max_run_hours else 0
+    pools = union_pools(gke, shape, team, reservations, profile)
+    zones = list(gke.zones or ())
+    listed = [m.gke for m in (shape.members if shape else ()) if m.gke.zones]
+    if listed and len(shape.members if shape else ()) > 1:
+        zones = []  # every member's zones, in the file's order: the same for each deploy
+        for member in (shape.members if shape else ()):
+            zones += [z for z in member.gke.zone_order if z not in zones]
     return EditContext(gke.iam_mode, pools[0].mode,
-                       (("hosts_per_slice", gke.hosts_per_slice), ("max_run_seconds", seconds)),
-                       pools, tuple(gke.zones or ()),
+                       (("hosts_per_slice", gke.hosts_per_slice), ("max_run_seconds", seconds),
+                        ("tpu_quota", shape.chips if shape else gke.total_chips)),
+                       pools, tuple(zones),
                        (("kueue-configuration.yaml.tftpl",
                          kueue_configuration_text(gke, shape=shape)),),
                        gke.machine.generation, gke.hosts_per_slice > 1)
@@ -315,28 +403,108 @@ def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
 
 
 def _pool_modules(doc: Any, ctx: EditContext) -> tuple[PoolPlan, ...]:
-    """The TPU pool modules, made: the example's module is the first pool; each further pool
-    is a copy of it as the example has it (before any edit), inserted after the ones before
-    it, with its own id, GKE name and zone. The first pool stays in $(vars.zone) (gke.zone:
-    the reservation's zone, and zones[0])."""
+    """The TPU pool modules, made: each pool is a copy of the example's module as the
+    example has it (before any edit), with its own id, GKE name and zone, inserted in its
+    place. The example's module itself is the first pool when that pool takes its id
+    (a profile in no team: it stays in $(vars.zone), gke.zone, the reservation's zone), and
+    is removed when every pool is a team's (each keeps the id it always has, its name).
+    A pool that names its slice sets its machine, topology, slice count and reservation
+    itself; a team's pool carries its team's label and taint (capacity_pools.py)."""
     if not ctx.pools:
         return (PoolPlan(ctx.capacity, "", "", POOL_MODULE),)
     base = find_module(doc, POOL_MODULE)
     pristine = copy.deepcopy(base)
-    first = ctx.pools[0]
-    if first.name != POOL_MODULE:
-        base["settings"]["name"] = first.name
+    keep_base = ctx.pools[0].module_id == POOL_MODULE
     for group in doc["deployment_groups"]:
         modules = group.get("modules") or []
-        if any(m is base for m in modules):
-            at = next(i for i, m in enumerate(modules) if m is base)
-            for offset, pool in enumerate(ctx.pools[1:], start=1):
-                clone = copy.deepcopy(pristine)
-                clone["id"] = pool.module_id
-                clone["settings"]["name"] = pool.name
-                clone["settings"]["zones"] = [pool.zone]
-                modules.insert(at + offset, clone)
+        if not any(m is base for m in modules):
+            continue
+        at = next(i for i, m in enumerate(modules) if m is base)
+        made = []
+        for pool in ctx.pools:
+            module = base if pool.module_id == POOL_MODULE else copy.deepcopy(pristine)
+            settings = module["settings"]
+            module["id"] = pool.module_id
+            if pool.name != POOL_MODULE:
+                settings["name"] = pool.name
+            if module is not base:
+                settings["zones"] = [pool.zone]
+            _own_slice(settings, pool)
+            made.append(module)
+        modules[at:at + 1] = made
+    if not keep_base:
+        _quota_without_base(doc, ctx)
+    _team_node_accounts(doc, ctx.pools)
     return ctx.pools
+
+
+def _team_node_accounts(doc: Any, pools: tuple[PoolPlan, ...]) -> None:
+    """A node account per team (modules/project/service-account, beside the example's
+    ``node_pool_service_account``, with its project roles but no storage role: the infra
+    stage grants the team's bucket alone, infra/iam.py), and each team pool using it in
+    place of the example's (gke-node-pool's ``service_account_email`` is the used module's
+    output of that name: gcluster pkg/config/expand.go useModule)."""
+    teams = list(dict.fromkeys(p.team for p in pools if p.team))
+    if not teams:
+        return
+    example = find_module(doc, NODE_ACCOUNT_MODULE)
+    roles = [r for r in (example.get("settings") or {}).get("project_roles") or []
+             if not str(r).startswith("storage.")]
+    for group in doc["deployment_groups"]:
+        modules = group.get("modules") or []
+        if not any(m is example for m in modules):
+            continue
+        at = next(i for i, m in enumerate(modules) if m is example) + 1
+        for team in teams:
+            module_id = team_node_account_module(team)
+            if _module_or_none(doc, module_id) is None:
+                modules.insert(at, {"id": module_id, "source": SERVICE_ACCOUNT_MODULE,
+                                    "settings": {"name": team_node_account_name(team),
+                                                 "project_roles": list(roles)}})
+                at += 1
+    for pool in pools:
+        if not pool.team:
+            continue
+        module = find_module(doc, pool.module_id)
+        uses = [u for u in module.get("use") or [] if u != NODE_ACCOUNT_MODULE]
+        module["use"] = [*uses, team_node_account_module(pool.team)]
+        (module.get("settings") or {}).pop("service_account_email", None)
+
+
+def _own_slice(settings: Any, pool: PoolPlan) -> None:
+    """The pool's own slice and team in its module's settings (gke-node-pool variables.tf:
+    machine_type, num_slices, placement_policy, reservation_affinity, taints)."""
+    if pool.slice is not None:
+        facts = pool.slice
+        settings["machine_type"] = facts.machine_type
+        settings["num_slices"] = facts.num_slices
+        if isinstance(settings.get("placement_policy"), dict):
+            settings["placement_policy"]["tpu_topology"] = facts.topology
+        affinity = settings.get("reservation_affinity")
+        if isinstance(affinity, dict) and facts.reservation:
+            for entry in affinity.get("specific_reservations") or []:
+                entry["name"] = facts.reservation
+    if pool.team:
+        settings["taints"] = [{"key": TEAM_LABEL, "value": pool.team,
+                               "effect": "NO_SCHEDULE"}]
+
+
+def _quota_without_base(doc: Any, ctx: EditContext) -> None:
+    """With the example's pool module gone, Kueue's base TPU quota (the queue of profiles
+    in no team) is the cluster's chips, a number, not an expression over that module's
+    outputs."""
+    install = _module_or_none(doc, "workload-manager-install")
+    variables = (((install or {}).get("settings") or {}).get("kueue") or {}).get(
+        "config_template_vars")
+    if isinstance(variables, dict) and "tpu_quota" in variables:
+        variables["tpu_quota"] = dict(ctx.facts).get("tpu_quota", 0)
+
+
+def _pool_facts(pool: PoolPlan) -> dict[str, Any]:
+    if pool.slice is None:
+        return {}
+    return {"hosts_per_slice": pool.slice.hosts_per_slice,
+            "max_run_seconds": pool.slice.max_run_seconds}
 
 
 def edit_blueprint(text: str, iam_mode: str | EditContext,
@@ -358,8 +526,16 @@ def edit_blueprint(text: str, iam_mode: str | EditContext,
                     apply_use_edit(doc, replace(edit, module=pool.module_id))
                 else:
                     apply_setting_edit(doc, replace(edit, module=pool.module_id),
-                                       {**facts, "capacity": pool.mode})
+                                       {**facts, **_pool_facts(pool), "capacity": pool.mode})
+                    if edit.setting == "kubernetes_labels" and pool.team:
+                        _module_or_none(doc, pool.module_id)["settings"][
+                            "kubernetes_labels"][TEAM_LABEL] = pool.team
+        elif edit.module == "workload-manager-install" and _module_or_none(
+                doc, POOL_MODULE) is None:
+            continue  # the quota is the cluster's chips (_quota_without_base)
         elif _applies(edit, ctx):
+            if edit.add_module is not None and edit.before == POOL_MODULE:
+                edit = replace(edit, before=pools[0].module_id)
             if edit.is_setting_edit:
                 apply_setting_edit(doc, edit, facts)
             else:

@@ -37,14 +37,27 @@ RECORD_KEY = "pools_by_profile"
 
 
 def tpu_pools(cluster: dict[str, Any], s: InfraSettings) -> list[dict[str, Any]]:
+    """The live TPU pools that stand for the profile's: of its machine type, and none another
+    member of the cluster plans for itself (another team's own pools: decision 0036)."""
+    others = others_pools(s)
     return [p for p in cluster.get("nodePools", [])
-            if (p.get("config") or {}).get("machineType") == s.gke.machine_type]
+            if (p.get("config") or {}).get("machineType") == s.gke.machine_type
+            and p.get("name") not in others]
+
+
+def others_pools(s: InfraSettings) -> set[str]:
+    """Pure: the GKE pool names other members of the cluster's shape plan and the profile
+    does not."""
+    own = {name for name, _ in planned_slots(s)}
+    return {name for m in (s.shape.members if s.shape else ()) if m.profile != s.profile
+            for pool in planned_pools(m.gke, m.team)
+            for name in pool.slice_pools(m.gke.num_slices)} - own
 
 
 def planned_slots(s: InfraSettings) -> list[tuple[str, TpuPool]]:
     """(GKE pool name, the planned pool) for every TPU node pool the profile's blueprint
     builds: num_slices per (mode, zone) pool (capacity_pools.py)."""
-    return [(name, pool) for pool in planned_pools(s.gke)
+    return [(name, pool) for pool in planned_pools(s.gke, s.team)
             for name in pool.slice_pools(s.gke.num_slices)]
 
 
@@ -131,6 +144,9 @@ def _capacity_mismatches(pool: dict[str, Any], s: InfraSettings, planned: TpuPoo
     out = []
     labels = config.get("labels") or {}
     want = pool_kubernetes_labels(mode)
+    if planned.team and name != planned.name:  # a team's pool is its own, by its name
+        out.append(f"pool {name} is to be the team's own pool {planned.name} (decision "
+                   "0036): the deploy deletes it and creates that one")
     if any(labels.get(k) != v for k, v in want.items()):
         out.append(f"pool {name} has label {CAPACITY_LABEL}={labels.get(CAPACITY_LABEL)}, "
                    f"profile's {mode} pool wants {want[CAPACITY_LABEL]}")
@@ -202,8 +218,8 @@ def unlabelled_pools(cluster: dict[str, Any], s: InfraSettings) -> list[tuple[st
     replaces the pool's user labels: the command keeps the others)."""
     out = []
     for pool, planned in matched_pools(cluster, s):
-        if planned is None:
-            continue
+        if planned is None or (planned.team and pool.get("name") != planned.name):
+            continue  # a team's pool of another name is re-created with its labels
         config = pool.get("config") or {}
         labels = dict(config.get("labels") or {})
         want = pool_kubernetes_labels(planned.mode)
@@ -278,14 +294,18 @@ def classify_deploy_failure(s: InfraSettings, tail_text: str, log: Path | None) 
 
 
 def deploy(s: InfraSettings, gcluster: Path, client: Any, example: Path,
-           bundle_sha256: str, logger: StageLogger) -> None:
-    """Write the edited blueprint, run ``gcluster deploy`` and keep the folder in the bucket."""
-    from flows.backends.gke.infra.blueprint import edit_context, write_edited
+           bundle_sha256: str, logger: StageLogger,
+           current: dict[str, Any] | None = None) -> None:
+    """Write the edited blueprint, run ``gcluster deploy`` and keep the folder in the bucket.
+    ``current``: the live cluster, whose pools' reservations another team's pools keep."""
+    from flows.backends.gke.infra.blueprint import edit_context, live_reservations, write_edited
     from flows.backends.gke.infra.commands import deploy_argv, render, run
 
     s.workdir.mkdir(parents=True, exist_ok=True)
     restored = restore_deployment(client, s)
-    edited = write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke, s.shape))
+    edited = write_edited(example, s.workdir / BLUEPRINT_FILE, edit_context(s.gke, s.shape, s.team,
+                                                                  live_reservations(current),
+                                                                  s.profile))
     refuse_wrong_pool_shape(s, edited.read_text())
     argv = deploy_argv(s, str(gcluster))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -319,7 +339,7 @@ def refuse_wrong_pool_shape(s: InfraSettings, edited_text: str) -> None:
     from flows.backends.gke.infra.commands import blueprint_vars
     from flows.backends.gke.infra.pool_shape import pool_shape_problems
 
-    problems = pool_shape_problems(edited_text, s.gke, blueprint_vars(s))
+    problems = pool_shape_problems(edited_text, s.gke, blueprint_vars(s), s.team)
     if problems:
         raise user_error("infra",
             "the edited blueprint would not build the TPU pools gke.capacity "

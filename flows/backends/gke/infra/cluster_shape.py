@@ -65,10 +65,11 @@ class ClusterShape:
 
     @property
     def chips(self) -> int:
-        """TPU chips the cluster's slices hold: one run of each distinct slice."""
-        seen: dict[tuple[str, str, str, int], int] = {}
+        """TPU chips the cluster's pools hold: one run of each distinct slice of each team
+        (a team's pools are its own: capacity_pools.py)."""
+        seen: dict[tuple[str | None, str, str, str, int], int] = {}
         for m in self.members:
-            seen.setdefault(m.slice_key, m.gke.total_chips)
+            seen.setdefault((m.team, *m.slice_key), m.gke.total_chips)
         return sum(seen.values())
 
     @property
@@ -98,8 +99,8 @@ class ClusterShape:
         planned: dict[str, tuple[str, tuple[object, ...]]] = {}
         out = []
         for m in self.members:
-            for pool in tpu_pools(m.gke):
-                what = (*m.slice_key, pool.mode, pool.zone)
+            for pool in tpu_pools(m.gke, m.team):
+                what = (m.team, *m.slice_key, pool.mode, pool.zone)
                 for name in pool.slice_pools(m.gke.num_slices):
                     first = planned.setdefault(name, (m.profile, what))
                     if first[1] != what:
@@ -180,7 +181,7 @@ def shape_lines(shape: ClusterShape, teams: Teams) -> list[str]:
     out = [f"Cluster {shape.cluster}, as the teams file's profiles on it make it "
            "(docs/how-to/team-budgets.md, \"One cluster, several teams\"):"]
     for m in shape.members:
-        pools = ", ".join(name for p in tpu_pools(m.gke)
+        pools = ", ".join(name for p in tpu_pools(m.gke, m.team)
                           for name in p.slice_pools(m.gke.num_slices))
         out.append(f"  {m.profile} ({'team ' + m.team if m.team else 'no team'}): "
                    f"{m.gke.total_chips} chips, {m.gke.num_slices} x {m.gke.topology} "
@@ -196,6 +197,18 @@ def shape_lines(shape: ClusterShape, teams: Teams) -> list[str]:
     for q in quotas.values():
         out.append(f"  team {q.team}: {q.nominal} chips guaranteed, may borrow "
                    f"{q.borrowing_limit}, fair-sharing weight {q.weight:g}")
+    if quotas:
+        out.append("  fair-sharing weights act only where Kueue's own configuration has a "
+                   "fairSharing section, which Cluster Toolkit's Kueue install cannot set "
+                   "(decision 0036): without it they do NOT act; `tpurl plan --check` "
+                   "(team-queues) says whether this cluster's has it. Guarantees, borrowing "
+                   "limits and taking chips back act either way")
+    out += [f"  team {team}'s TPU node pools are its own: labelled and tainted "
+            f"tpurl/team={team}, run as its node account; only its pods land there. A "
+            "cluster deployed before pools were per team has them under the old names "
+            "(gke-tpu-v6e-pool, ...): the next deploy DELETES those and creates these, "
+            "a JobSet running there is lost"
+            for team in dict.fromkeys(m.team for m in shape.members if m.team)]
     for name, first, later in shape.pool_conflicts():
         out.append(f"  conflict: {first} and {later} each plan node pool {name} for another "
                    "slice or capacity; while one's pool exists, a deploy of the other is "

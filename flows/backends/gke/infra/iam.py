@@ -9,8 +9,10 @@ Two modes (``gke.iam_mode``):
   profile's team principal (its pods: the training program with the team's reward
   functions, conversion, export; flows/backends/gke/team_identity.py) and the node pool's
   account (the Pathways workers, on the host's network, write the team's checkpoints and
-  scratch there; they run Google's pinned server image, no team code). Two teams on one
-  cluster: each principal holds its own bucket only; the node account holds both.
+  scratch there; they run Google's pinned server image, no team code). A team's TPU pools
+  run as a node account of the team's own (``CLUSTER-np-<digest>``, made by the blueprint:
+  decision 0036), so two teams on one cluster hold disjoint grants, node accounts included;
+  profiles in no team share the example's node account.
   legacyBucketReader is there for ``storage.buckets.get``: without it MaxText/Orbax report a
   misleading "bucket not found" (objectAdmin lacks that permission).
 
@@ -51,11 +53,20 @@ class Binding:
         return bucket_binding_argv(self.resource, self.member, self.role)
 
 
+def node_member(s: InfraSettings) -> str:
+    """The account the profile's TPU nodes run as: its team's own (team_identity.py
+    node_account), else the example's node pool account."""
+    from flows.backends.gke.team_identity import node_account
+
+    return f"serviceAccount:{node_account(s.gke.project, s.gke.cluster, s.team)}"
+
+
 def members(s: InfraSettings) -> tuple[str, str]:
-    """Who writes the bucket: the team's pods, then the nodes' (the Pathways workers)."""
+    """Who writes the bucket: the team's pods, then the team's nodes' (the Pathways
+    workers, on the host's network, act as the node account of the pool they run on)."""
     if s.gke.iam_mode == "bucket-scoped":
-        return s.team_member, f"serviceAccount:{s.gke.node_service_account}"
-    return f"serviceAccount:{s.gke.workload_service_account}", f"serviceAccount:{s.gke.node_service_account}"
+        return s.team_member, node_member(s)
+    return f"serviceAccount:{s.gke.workload_service_account}", node_member(s)
 
 
 def desired_bindings(s: InfraSettings) -> list[Binding]:

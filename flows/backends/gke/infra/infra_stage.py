@@ -77,6 +77,7 @@ def identity_notes(profile: Profile, s: InfraSettings) -> list[str]:
         TEAM_ROLES,
         Member,
         cluster_grants,
+        node_account,
         principal,
         shared_bucket_issues,
         team_account,
@@ -111,9 +112,17 @@ def identity_notes(profile: Profile, s: InfraSettings) -> list[str]:
               for name in sorted(teams.teams) if name not in shown
               for account in (team_account(name),)]
     lines += [f"identity: WARNING {i.problem}; {i.fix}" for i in shared_bucket_issues(grants)]
-    lines.append(f"identity: Pathways workers (host network, no team code) run as the node "
-                 f"account {s.gke.node_service_account}, which holds {roles} on every "
-                 "team's bucket of this cluster (checkpoints and scratch)")
+    for g in grants:
+        account = node_account(s.gke.project, s.gke.cluster, g.team)
+        lines.append(
+            f"identity: {'team ' + g.team if g.team else 'profiles in no team'}: TPU nodes "
+            f"run as {account}, and so do the Pathways workers on them (host network, no "
+            f"team code); {roles} on {', '.join('gs://' + b for b in g.buckets)} only"
+            + ("" if g.team else " (every profile in no team shares it)"))
+    lines += [f"identity: team {name}: TPU nodes run as "
+              f"{node_account(s.gke.project, s.gke.cluster, name)}, and so do the Pathways "
+              "workers on them; its own profiles' buckets only"
+              for name in sorted(teams.teams) if name not in shown]
     return lines
 
 

@@ -33,22 +33,58 @@ def _is_tpu(pool: dict[str, Any]) -> bool:
     return machine.startswith("ct") or "tpu" in machine
 
 
-def deploy_effect(pool: dict[str, Any], s: InfraSettings) -> str | None:
-    """Pure: what the deploy of ``s`` does to a live TPU pool: None (keeps it), or why it
-    goes (not in the blueprint: deleted; a ForceNew field differs: replaced)."""
-    planned = dict(planned_slots(s))
+def planned_union(s: InfraSettings, cluster: dict[str, Any] | None = None
+                  ) -> dict[str, tuple[str, str, str]]:
+    """Pure: GKE pool name → (mode, machine type, topology) of every TPU node pool the
+    deploy's blueprint builds: every member's of the cluster's shape (blueprint.union_pools),
+    each slice's pools per slice."""
+    from flows.backends.gke.infra.blueprint import live_reservations, union_pools
+
+    out: dict[str, tuple[str, str, str]] = {name: (pool.mode, s.gke.machine_type,
+                                                   s.gke.topology)
+                                            for name, pool in planned_slots(s)}
+    for plan in union_pools(s.gke, s.shape, s.team, live_reservations(cluster), s.profile):
+        facts = plan.slice
+        machine = facts.machine_type if facts else s.gke.machine_type
+        topology = facts.topology if facts else s.gke.topology
+        slices = facts.num_slices if facts else s.gke.num_slices
+        names = [plan.name] if slices == 1 else [f"{plan.name}-{i}" for i in range(slices)]
+        for name in names:
+            out.setdefault(name, (plan.mode, machine, topology))
+    return out
+
+
+def deploy_effect(pool: dict[str, Any], s: InfraSettings,
+                  cluster: dict[str, Any] | None = None) -> str | None:
+    """Pure: what the deploy of ``s`` does to a live TPU pool (of the live ``cluster``):
+    None (keeps it), or why it goes (not in the blueprint: deleted; a ForceNew field
+    differs: replaced)."""
+    planned = planned_union(s, cluster if cluster is not None else {"nodePools": [pool]})
     name = str(pool.get("name"))
     if name not in planned:
-        return "deleted: the deploying profile's blueprint has no such pool"
+        return "deleted: the cluster's blueprint has no such pool"
+    mode, machine, wanted = planned[name]
     config = pool.get("config") or {}
     topology = (pool.get("placementPolicy") or {}).get("tpuTopology")
-    if config.get("machineType") and config["machineType"] != s.gke.machine_type:
-        return f"replaced: {config['machineType']} becomes {s.gke.machine_type}"
-    if topology and topology != s.gke.topology:
-        return f"replaced: topology {topology} becomes {s.gke.topology}"
-    if (mode := live_capacity(pool)) != planned[name].mode:
-        return f"replaced: capacity {mode} becomes {planned[name].mode}"
+    if config.get("machineType") and config["machineType"] != machine:
+        return f"replaced: {config['machineType']} becomes {machine}"
+    if topology and topology != wanted:
+        return f"replaced: topology {topology} becomes {wanted}"
+    if (live := live_capacity(pool)) != mode:
+        return f"replaced: capacity {live} becomes {mode}"
     return None
+
+
+def own_pools_recreated(cluster: dict[str, Any] | None, s: InfraSettings,
+                        record: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Pure: (pool, what the deploy does) for each live TPU pool of no other profile that
+    the deploy of ``s`` deletes or replaces: the deploying profile's own, or one of a name
+    no profile plans any more (a team's pool named before pools were per team). Said
+    before the deploy: a JobSet on it is lost with it."""
+    theirs = owners(s, record)
+    return [(str(p.get("name")), effect) for p in (cluster or {}).get("nodePools") or []
+            if _is_tpu(p) and str(p.get("name")) not in theirs
+            and (effect := deploy_effect(p, s, cluster))]
 
 
 def owners(s: InfraSettings, record: dict[str, Any] | None) -> dict[str, str]:
@@ -61,7 +97,7 @@ def owners(s: InfraSettings, record: dict[str, Any] | None) -> dict[str, str]:
     for member in (s.shape.members if s.shape else ()):
         if member.profile == s.profile:
             continue
-        for pool in tpu_pools(member.gke):
+        for pool in tpu_pools(member.gke, member.team):
             for name in pool.slice_pools(member.gke.num_slices):
                 out.setdefault(name, member.profile)
     return out
@@ -77,7 +113,7 @@ def pools_of_others_at_risk(cluster: dict[str, Any] | None, s: InfraSettings,
         name = str(pool.get("name"))
         if not _is_tpu(pool) or name not in theirs:
             continue
-        if effect := deploy_effect(pool, s):
+        if effect := deploy_effect(pool, s, cluster):
             out.append((name, theirs[name], effect))
     return out
 

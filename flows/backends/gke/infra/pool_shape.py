@@ -79,13 +79,14 @@ def _modules(text: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any],
     return found, dict(doc.get("vars") or {}), uses
 
 
-def pool_shape_problems(text: str, gke: GkeSection, deploy_vars: dict[str, str]
-                        ) -> list[tuple[str, str, str]]:
-    """(setting, problem, fix) for each way an expanded TPU pool misses its mode's shape."""
+def pool_shape_problems(text: str, gke: GkeSection, deploy_vars: dict[str, str],
+                        team: str | None = None) -> list[tuple[str, str, str]]:
+    """(setting, problem, fix) for each way an expanded TPU pool of the profile (its team's,
+    with ``team``) misses its mode's shape."""
     modules, bp_vars, uses = _modules(text)
     variables = {**bp_vars, **deploy_vars}
     out: list[tuple[str, str, str]] = []
-    for pool in tpu_pools(gke):
+    for pool in tpu_pools(gke, team):
         settings = modules.get(pool.module_id)
         if not settings:
             out.append((pool.module_id, f"the blueprint has no module {pool.module_id!r} for "
@@ -149,7 +150,7 @@ def _one_pool(pool: TpuPool, settings: dict[str, Any], variables: dict[str, Any]
     need(zones == [pool.zone], "zones", f"the {mode} pool {pool.name} belongs in "
          f"{pool.zone}, the blueprint gives {zones}", "one pool per zone of gke.zones")
     labels = _resolve(settings.get("kubernetes_labels"), variables) or {}
-    want_labels = pool_kubernetes_labels(mode)
+    want_labels = pool_kubernetes_labels(mode, pool.team)
     need(all(labels.get(k) == v for k, v in want_labels.items()), "kubernetes_labels",
          f"the {mode} pool needs the labels {want_labels} (Kueue's flavor of the mode selects "
          f"them), the blueprint gives {labels}", "edit capacity-pool-label")

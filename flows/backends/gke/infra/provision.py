@@ -117,7 +117,7 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
         report.deploy_skipped_reason = "cluster exists and its TPU pool matches the profile"
         logger.info("cluster %s: %s; not deploying", s.gke.cluster, report.deploy_skipped_reason)
     else:
-        _refuse_taking_others_pools(s, current, client)
+        _refuse_taking_others_pools(s, current, client, logger)
         _deploy(s, apis, client, current, mismatches, logger)
         report.deployed = True
         terraform_grants = _blueprint_grants(s)
@@ -174,15 +174,20 @@ def _require_admission(s: InfraSettings, apis: GoogleApis, client: Any, planned:
 
 
 def _refuse_taking_others_pools(s: InfraSettings, current: dict[str, Any] | None,
-                                client: Any) -> None:
+                                client: Any, logger: StageLogger) -> None:
     """Stop before a deploy that would delete or replace another profile's TPU pool
     (infra/pool_owners.py says whose a pool is and why)."""
     from flows.backends.gke.infra.bucket import read_json
-    from flows.backends.gke.infra.pool_owners import pools_of_others_at_risk
+    from flows.backends.gke.infra.pool_owners import own_pools_recreated, pools_of_others_at_risk
 
     if current is None:
         return
     record = read_json(client, s.gke.bucket, s.state_prefix + "deployment.json")
+    for name, effect in own_pools_recreated(current, s, record):
+        logger.warning("WARNING: this deploy %s TPU node pool %s of cluster %s (its own, or "
+                       "of a name no profile plans now, such as a team's pool named before "
+                       "pools were per team): a JobSet running on it is lost",
+                       effect.split(":", 1)[0], name, s.gke.cluster)
     if not (at_risk := pools_of_others_at_risk(current, s, record)):
         return
     owners = sorted({owner for _, owner, _ in at_risk})
@@ -211,7 +216,8 @@ def _deploy(s: InfraSettings, apis: GoogleApis, client: Any, current: dict[str, 
     if current is not None:
         logger.warning("cluster %s differs from the profile (%s): re-applying", s.gke.cluster,
                        "; ".join(mismatches))
-    gke.deploy(s, bundle.gcluster, client, bundle.blueprint_example, bundle.sha256, logger)
+    gke.deploy(s, bundle.gcluster, client, bundle.blueprint_example, bundle.sha256, logger,
+               current)
     after = apis.get_cluster(s.gke.project, s.gke.region, s.gke.cluster)
     still = gke.pool_mismatches(after, s) if after is not None else ["cluster not found"]
     if still:

@@ -12,9 +12,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from flows.backends.gke.capacity_pools import (
+    TEAM_LABEL,
     job_node_selector,
     job_tolerations,
     provider_node_labels,
+    team_toleration,
 )
 from flows.backends.gke.jobs.naming import label_value
 from flows.backends.gke.jobs.options import GkeOptions
@@ -80,25 +82,32 @@ def secret_env(workload: Workload, options: GkeOptions) -> Env:
             for name, ref in workload.secret_env]
 
 
-def tpu_pod_scheduling(profile: Profile) -> dict[str, Any]:
+def tpu_pod_scheduling(profile: Profile, team: str | None = None) -> dict[str, Any]:
     """Node selection for TPU hosts, as gcluster writes it (never the default pool), in the
     pools of the profile's (first) capacity mode: with a chain of modes, the mode's label
     (capacity_pools.job_node_selector: ``tpurl/capacity`` and GKE's own), so the JobSet of
     each mode lands on that mode's pools, in whichever zone the autoscaler finds a slice;
     with one mode only GKE's own label of it (a cluster deployed before the chain existed
     has pools without ``tpurl/capacity``). The zone is never pinned: the autoscaler picks
-    it (capacity_pools.py, fallback.py)."""
+    it (capacity_pools.py, fallback.py).
+
+    A team's pod (``team``) selects its team's pools and its mode's, one mode or several
+    (a team's pools carry both labels from their first deploy), and tolerates its team's
+    taint only: it lands on no other team's pool, and no other team's pod on its own
+    (docs/decisions/0036-a-node-pool-per-team.md)."""
     gke = gke_section(profile)
     chain = gke.capacity_chain
     mode = chain[0]
-    selector = job_node_selector(mode) if len(chain) > 1 else provider_node_labels(mode)
+    selector = job_node_selector(mode) if len(chain) > 1 or team else provider_node_labels(mode)
+    if team:
+        selector = {**selector, TEAM_LABEL: team}
     return {
         "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": gke.machine.accelerator_label,
                          "cloud.google.com/gke-tpu-topology": gke.topology, **selector},
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [
                 {"key": NODEPOOL, "operator": "NotIn", "values": ["default-pool"]}]}]}}},
-        "tolerations": job_tolerations(mode),
+        "tolerations": job_tolerations(mode) + ([team_toleration(team)] if team else []),
     }
 
 

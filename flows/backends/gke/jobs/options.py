@@ -30,6 +30,7 @@ class GkeOptions:
     secret_owner: str  # team:NAME or profile:NAME (jobs/naming.py secret_name)
     queue_labels: dict[str, str]  # the JobSets' Kueue queue (and priority, for a team)
     service_account: str = "default"  # what the team's pods run as (team_identity.py)
+    team: str | None = None  # whose TPU pools its TPU pods land on (capacity_pools.py)
     scratch_dir: str = "/scratch"
     termination_grace_s: int = 30
     worker_backoff_limit: int = 32
@@ -60,4 +61,4 @@ def options_for(profile: Profile, team_origin: TeamAndOrigin | None = None) -> G
     team = run.team.name if run.team else None
     return GkeOptions(gke, owner_of(profile.name, run.team),
                       queue_labels(run.team, gke.kueue_queue, run.by_deployment),
-                      service_account=team_account(team))
+                      service_account=team_account(team), team=team)

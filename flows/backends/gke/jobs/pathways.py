@@ -231,7 +231,7 @@ def pathways_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, n
         "restartPolicy": "OnFailure",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
         "containers": [worker_container(profile, opts)],
-        **tpu_pod_scheduling(profile),
+        **tpu_pod_scheduling(profile, opts.team),
     }
     head = {"name": HEAD, "replicas": 1, "template": {
         "metadata": {"annotations": {EXCLUSIVE: "kubernetes.io/hostname"}},

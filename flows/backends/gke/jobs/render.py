@@ -148,7 +148,7 @@ def tpu_hosts_jobset(workload: Workload, profile: Profile, opts: GkeOptions, *, 
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.termination_grace_s,
         "containers": [container],
-        **tpu_pod_scheduling(profile),
+        **tpu_pod_scheduling(profile, opts.team),
         **({"volumes": shipped} if (shipped := volumes(workload)) else {}),
     }
     metadata = jobset_metadata(name, options=opts, stage=stage, run=run,

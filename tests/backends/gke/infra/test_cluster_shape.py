@@ -135,12 +135,16 @@ def test_any_order_of_three_teams_deploys_gives_one_cluster_shape(
     assert flavors == ["tpuv6e-flavor", "tpuv6e-od-flavor", "cpu-np-flavor"]
 
 
-def test_two_profiles_of_one_slice_count_its_chips_once() -> None:
+def test_one_slice_counts_once_per_team_whose_pools_hold_it() -> None:
+    """Two profiles of one team and one slice share its pools; two teams' pools are each
+    their own (capacity_pools.team_pool_name), so each team's slice counts."""
     a = tutorial_profile().gke
     assert a is not None
-    shape = shape_of("c", [Member(TUTORIAL, "a", a), Member("copy", "b", a)])
-    assert shape.chips == 32 and shape.capacity_chain == ("reservation",)
-    assert shape.quotas(load_teams(Path("/nonexistent"))) == {}
+    one_team = shape_of("c", [Member(TUTORIAL, "a", a), Member("copy", "a", a)])
+    assert one_team.chips == 32 and one_team.capacity_chain == ("reservation",)
+    two_teams = shape_of("c", [Member(TUTORIAL, "a", a), Member("copy", "b", a)])
+    assert two_teams.chips == 64
+    assert two_teams.quotas(load_teams(Path("/nonexistent"))) == {}
 
 
 def test_plan_shows_the_clusters_shape_each_teams_quota_and_the_pool_two_slices_want(
@@ -151,13 +155,17 @@ def test_plan_shows_the_clusters_shape_each_teams_quota_and_the_pool_two_slices_
     assert s.shape is not None
     lines = shape_lines(s.shape, load_teams())
     assert lines[0].startswith("Cluster tpurl-v6e, as the teams file's profiles on it")
-    assert f"  {TUTORIAL} (team research): 32 chips, 1 x 4x8 ct6e-standard-4t, " \
-           "reservation; pools gke-tpu-v6e-pool" in lines
+    [research] = [line for line in lines if line.startswith(f"  {TUTORIAL} (team research)")]
+    assert re.fullmatch(rf"  {TUTORIAL} \(team research\): 32 chips, 1 x 4x8 "
+                        r"ct6e-standard-4t, reservation; pools tpu-research-v6e-res-b-[0-9a-f]{5}",
+                        research), research
     assert "  TPU chips: 40; Kueue TPU flavors: tpuv6e-flavor, tpuv6e-od-flavor" in lines
     assert "  team research: 24 chips guaranteed, may borrow 8, fair-sharing weight 2" in lines
     assert "  team product: 16 chips guaranteed, may borrow 24, fair-sharing weight 1" in lines
-    [conflict] = [line for line in lines if "conflict" in line]
-    assert f"{TUTORIAL} and {SMOKE} each plan node pool gke-tpu-v6e-pool" in conflict
+    assert not [line for line in lines if "conflict" in line]  # each team's pools its own
+    assert any(line.startswith("  fair-sharing weights act only where") and "do NOT act"
+               in line for line in lines)
+    assert any("the next deploy DELETES those" in line for line in lines)
 
 
 def _live_pool(name: str, topology: str, reservation: bool) -> dict[str, Any]:
@@ -192,3 +200,22 @@ def test_a_profile_may_replace_its_own_pool_never_another_profiles() -> None:
     other = {"nodePools": [_live_pool("gke-tpu-v6e-spot-c", "4x8", False)]}
     assert pools_of_others_at_risk(other, s, {"pools_by_profile": {SMOKE: [
         "gke-tpu-v6e-spot-c"]}})[0][2].startswith("deleted")
+
+
+def test_the_how_tos_plan_output_is_what_the_plan_prints(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The how-to's printed cluster ("One cluster, several teams") is the plan's own output
+    for its two-team example, line by line (a line cut with "..." by its start)."""
+    from flows.backends.gke.infra.cluster_shape import shape_lines
+
+    section = HOW_TO.read_text().split("## One cluster, several teams", 1)[1]
+    found = re.search(r"```text\n(.*?)```", section, re.S)
+    assert found
+    s = _settings(tmp_path, monkeypatch, how_to_teams(), SMOKE)
+    assert s.shape is not None
+    printed = shape_lines(s.shape, load_teams())
+    shown = found.group(1).splitlines()
+    assert len(shown) == len(printed)
+    for doc_line, line in zip(shown, printed, strict=True):
+        head = doc_line.split("...", 1)[0].rstrip("( ")
+        assert line.startswith(head), (doc_line, line)

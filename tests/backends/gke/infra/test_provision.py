@@ -16,6 +16,7 @@ from flows.backends.gke.infra.settings import InfraSettings, settings_from_profi
 from flows.config import load_profile
 from flows.core.failures import FailureCategory, StageFailed
 from tests.fakes.cloud import Cloud
+from tests.fakes.cloud import fakecloud_state as fake_cloud
 from tests.support.logs import Log
 from tests.support.profiles import INFRA_OVERRIDES, SMOKE, TUTORIAL, infra_profile, with_gke
 
@@ -161,32 +162,35 @@ def test_the_runtime_identity_cannot_deploy_and_is_told_whose_step_it_is(
 def test_team_bs_deploy_never_takes_team_as_pool_away(
         cloud: Cloud, gcs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two teams' profiles on one cluster: research's tutorial profile (a 4x8 reservation
-    pool) deploys it, then product's smoke profile (2x4 on-demand) finds it differs and
-    would re-apply its own blueprint, which replaces research's pool under its running
-    work. It is refused before gcluster runs, naming the pool and its profile; the pool
-    stays as research made it."""
+    pool) deploys it, then product's smoke profile (2x4 on-demand). Before, product's
+    blueprint held its own pool alone, under research's pool's name, and replaced it under
+    its running work. Now each team's pools are its own and every deploy holds both:
+    research's deploy already made product's pool; with it gone (deleted by hand),
+    product's deploy, through the fake gcluster and Terraform's rules, makes it again and
+    leaves research's as research made it; research's next run deploys nothing."""
     teams = tmp_path / "teams.yaml"
     teams.write_text(f"teams:\n  research: {{usd_per_month: 900, profiles: [{TUTORIAL}]}}\n"
                      f"  product: {{usd_per_month: 500, profiles: [{SMOKE}]}}\n")
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
     research = settings_from_profile(infra_profile(), cache_dir=tmp_path / "cache")
     assert _provision(research, cloud, gcs).deployed
+    before = cloud.apis.get_cluster("my-proj-123", "us-east5", "tpurl-v6e")
+    [theirs] = [p for p in before["nodePools"] if p["name"].startswith("tpu-research-")]
     product = settings_from_profile(load_profile(SMOKE, {**INFRA_OVERRIDES, "gke.reservation":
                                                          ""}, environ={}),
                                     cache_dir=tmp_path / "cache")
-    with pytest.raises(StageFailed) as exc:
-        _provision(product, cloud, gcs)
-    text = str(exc.value)
-    assert f"would take TPU node pool(s) of {TUTORIAL} away from cluster tpurl-v6e" in text
-    assert "pool gke-tpu-v6e-pool of qwen3-30b-a3b-v6e-32 would be replaced" in text
-    assert "gke.topology" in text and "gke.cluster" in text
-    assert len(cloud.calls("gcluster")) == 1  # research's deploy only
+    assert not _provision(product, cloud, gcs).deployed  # research's deploy made its pool
+    state = fake_cloud.load()
+    pools = state["clusters"]["tpurl-v6e"]["nodePools"]
+    state["clusters"]["tpurl-v6e"]["nodePools"] = [p for p in pools
+                                                   if not p["name"].startswith("tpu-product-")]
+    fake_cloud.save(state)
+    assert _provision(product, cloud, gcs).deployed
+    assert len(cloud.calls("gcluster")) == 2
     live = cloud.apis.get_cluster("my-proj-123", "us-east5", "tpurl-v6e")
-    [pool] = [p for p in live["nodePools"] if p["name"] == "gke-tpu-v6e-pool"]
-    assert pool["placementPolicy"]["tpuTopology"] == "4x8"
-    # the fix applied: product's profile on research's slice and capacity shares its pool
-    same_slice = settings_from_profile(load_profile(SMOKE, {
-        **INFRA_OVERRIDES, "gke.topology": "4x8", "gke.capacity": "reservation",
-        "gke.max_usd_per_run": "50"},
-        environ={}), cache_dir=tmp_path / "cache")
-    assert not _provision(same_slice, cloud, gcs).deployed
+    [kept] = [p for p in live["nodePools"] if p["name"] == theirs["name"]]
+    assert kept == theirs and kept["placementPolicy"]["tpuTopology"] == "4x8"
+    [ours] = [p for p in live["nodePools"] if p["name"].startswith("tpu-product-")]
+    assert ours["placementPolicy"]["tpuTopology"] == "2x4"
+    assert ours["config"]["labels"]["tpurl/team"] == "product"
+    assert not _provision(research, cloud, gcs).deployed  # its pool is as it wants it
