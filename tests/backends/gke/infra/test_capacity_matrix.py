@@ -32,6 +32,9 @@ from tests.support.profiles import (
     fake_hf_token,
 )
 
+# `plan --check` reads the bucket's results: on fake-gcs-server (conftest.py)
+pytestmark = pytest.mark.usefixtures("bucket_reads_answer")
+
 COMMANDS = ["validate", "plan", "plan --json", "plan --out", "plan --compare-capacity",
             "plan --check"]
 
@@ -59,7 +62,7 @@ def test_no_command_crashes_in_any_capacity_mode(mode: str, command: str, evalua
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     # the plan's measured estimate reads the bucket's results through the real client, on
-    # fake-gcs-server (the cloud fixture): no bucket, so no result
+    # fake-gcs-server (bucket_reads_answer): no bucket, so no result
     monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, _NoBucket()))
     monkeypatch.setenv("HF_TOKEN", fake_hf_token("capacitymatrix"))
     code = main(_argv(command, mode, tmp_path, evaluates))  # an exception here is the failure
