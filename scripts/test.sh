@@ -170,34 +170,43 @@ fi
 # functions no test executed are printed (scripts/coverage_report.py).
 cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
 .venv/bin/python -m coverage erase
-# The realtime modules in three lanes: the profile lock's (it only waits on leases, about four
-# minutes) and the others in two, split by their measured durations (each starts a Prefect
-# API or a `tpurl` CLI: CPU in bursts, mostly waiting), so none outlasts the fast and services
-# tiers. The first of the two names its modules; the second takes every other realtime module,
-# so a new one runs there (a listed module that loses its mark runs in the services tier).
-# The services tier is the first phase's longest (653 s beside the fast tier's 556 s in a
-# clean-clone CI run of 2026-12-04), so the lanes that end first take some of its modules (each
-# a services one, run by its path; the services tier ignores them): the profile lock's lane the image-stage modules
-# that build with dockerd and the deploy-server module (the lock's tests leave the CPU idle
-# while they wait), the first realtime lane the stand-in rollout's MaxText decode.
+# The realtime modules in three lanes: the profile lock's (it mostly waits on leases) and the
+# others in two, split by their measured durations (each starts a Prefect API or a `tpurl`
+# CLI: CPU in bursts, mostly waiting), so none outlasts the fast and services tiers. The
+# first of the two names its modules; the second takes every other realtime module, so a new
+# one runs there (a listed module that loses its mark runs in the services tier).
+# Measured on 2 cores, all five side by side (wall, CPU): fast tier 659 s (235), services
+# tier 1019 (380), realtime-b 967 (463), profile lock 487 (140), realtime-a 440 (201). The
+# services tier's 1019 s were mostly waits its tests no longer make (`plan --check`'s bucket
+# read and the IAM lag: about 410 s); realtime-b's longest module, the benchmarks' quick
+# runs, waits about 60 s less. From those figures the lanes that ended first take modules of
+# the long ones (each run by its path; the services tier and realtime-b ignore them): the
+# profile lock's lane the image-stage modules that build with dockerd, the deploy-server
+# module and the worker's run choices (about 150 s, CPU 149), the first realtime lane the
+# stand-in rollout's MaxText decode, the notify server's messages (about 110 s, CPU 50) and
+# the run deadline's (about 35 s). Estimated: fast 660 s, profile lock 640, realtime-a 590,
+# realtime-b 610, services 605; the CPU of all five (about 1400 s) is then what bounds the
+# phase: about 700 s on 2 cores.
 LOCK_TESTS=tests/test_profile_lock.py
-LOCK_LANE_SERVICES=(tests/backends/gke/image tests/test_deploy_server.py)
+LOCK_LANE_MORE=(tests/backends/gke/image tests/test_deploy_server.py
+                tests/test_run_choices_on_a_worker.py)
 REALTIME_A=(tests/test_heartbeat.py tests/test_kept_api.py tests/test_cli_failures.py
             tests/backends/gke/test_cancel.py tests/run/test_cancel.py
-            tests/backends/local/test_standin_rollout.py)
+            tests/backends/local/test_standin_rollout.py tests/notifications/test_notify_server.py
+            tests/test_run_deadline.py)
 beside "$LOGS/realtime-lock.log" profile-lock-lane "${cov[@]}" \
-  -m "services and not e2e" "$LOCK_TESTS" "${LOCK_LANE_SERVICES[@]}"
+  -m "services and not e2e" "$LOCK_TESTS" "${LOCK_LANE_MORE[@]}"
 beside "$LOGS/realtime-a.log" realtime-a-lane "${cov[@]}" -m "services and not e2e" \
   "${REALTIME_A[@]}"
 beside "$LOGS/realtime-b.log" realtime-b-lane "${cov[@]}" -m "realtime and not e2e" \
-  --ignore="$LOCK_TESTS" "${REALTIME_A[@]/#/--ignore=}"
+  --ignore="$LOCK_TESTS" "${LOCK_LANE_MORE[@]/#/--ignore=}" "${REALTIME_A[@]/#/--ignore=}"
 realtime_pids=("${lanes[@]: -3}")
 # The services tier beside the fast one: the fast tier computes on one core, the services
 # tier mostly waits on the servers it starts, so run one after the other they left a core
 # idle for most of ten minutes. Its output is printed when it ends, with the realtime lanes'.
 beside "$LOGS/services-tier.log" services-tier \
   "${cov[@]}" -m "services and not realtime and not e2e" \
-  "${LOCK_LANE_SERVICES[@]/#/--ignore=}" "${REALTIME_A[@]/#/--ignore=}"
+  "${LOCK_LANE_MORE[@]/#/--ignore=}" "${REALTIME_A[@]/#/--ignore=}"
 realtime_pids+=("${lanes[-1]}")
 fast_rc=0
 timed fast-tier "${cov[@]}" -m "not services and not e2e" 2>&1 | tee "$LOGS/fast-tier.log" \

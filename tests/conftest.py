@@ -23,6 +23,12 @@ from tests.support.rehearsal import build_rehearsal_image
 from tests.support.tiers import order_and_mark
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# No test takes the machine's own Google identity: google-auth looks for a GCE metadata
+# server when no other credentials are set (read once, when it is imported; subprocesses
+# inherit it). On a cloud VM it found the VM's account, and `tpurl plan --check` reached the
+# real Google APIs with it; where packets to the metadata address are dropped, each lookup
+# waited 3 tries of 3 s. The tests give credentials by file (tests/fakes/adc_key.py) or none.
+os.environ.setdefault("NO_GCE_CHECK", "true")
 # a Prefect API server per `tpurl` command whatever the shell that started the tests sets: a
 # kept one would outlive the test that started it (tests/test_kept_api.py sets its own)
 os.environ.setdefault("TPURL_KEEP_API_S", "0")

@@ -54,7 +54,8 @@ def test_every_benchmark_has_a_quick_run_in_a_test() -> None:
         path, function = where.split("::")
         source = (REPO_ROOT / path).read_text()
         assert re.search(rf"^def {function}\(", source, re.M), f"{name}: {where} is not a test"
-        assert f'run_quick("{name}"' in source or f"benchmarks/{name}.py" in source, (
+        assert (re.search(rf'run_quick(_together)?\("{name}"', source)
+                or f"benchmarks/{name}.py" in source), (
             f"{where} does not run benchmarks/{name}.py")
 
 

@@ -20,7 +20,7 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.states import Cancelled, Completed, Scheduled
 
 from flows.announcements.decide import DROPPED_TAG, due_announcements
-from flows.announcements.dispatch import PAGE, RUN_TAG, read_ledger
+from flows.announcements.dispatch import RUN_TAG, read_ledger
 from flows.announcements.model import Announcement, AnnouncementError, RunAnnouncement
 from flows.announcements.record import digest, record_key, refusal
 from flows.common.paths import REPO_ROOT
@@ -117,18 +117,24 @@ def test_a_record_forged_by_an_artifact_writer_neither_drops_nor_serves(target,
     assert "2 record(s) of deployment" in caplog.text and "TPURL_DISPATCH_KEY" in caplog.text
 
 
-def test_runs_scheduled_far_ahead_hide_no_due_announcement(target) -> None:
+def test_runs_scheduled_far_ahead_hide_no_due_announcement(target, monkeypatch) -> None:
     """A run-only member creates a page of runs for 2099, with and without the dispatcher's
-    tag: the ledger still holds the due announcement, and the next run takes it up."""
+    tag: the ledger still holds the due announcement, and the next run takes it up. The
+    ledger's page is made small (the paging is the same code at any size): a page of 200
+    runs made one API call each cost 25 s of waiting for the server."""
+    from flows.announcements import dispatch
+
+    monkeypatch.setattr(dispatch, "PAGE", 5)
     deployment, deployment_id = target
     event_id, _ = _left_due(deployment, deployment_id, 1)
     far = Scheduled(scheduled_time=datetime(2099, 1, 1, tzinfo=UTC))
     with get_client(sync_client=True) as client:
-        for i in range(PAGE + 10):  # a page of tagged ones: with the real one, two pages
-            client.create_flow_run_from_deployment(
-                deployment_id, state=far.model_copy(), tags=[RUN_TAG] if i < PAGE else [])
+        for i in range(dispatch.PAGE + 10):  # a page of tagged ones: with the real one, two
+            client.create_flow_run_from_deployment(  # pages
+                deployment_id, state=far.model_copy(),
+                tags=[RUN_TAG] if i < dispatch.PAGE else [])
     with get_client(sync_client=True) as client:
-        assert len(read_ledger(client, deployment_id)) == PAGE + 1  # every tagged run
+        assert len(read_ledger(client, deployment_id)) == dispatch.PAGE + 1  # every tagged run
     assert _due_ids(deployment_id) == {event_id}
     _, follow = announce(deployment, "base-model", "cd" * 20, 2)
     assert follow["decision"] == "queued" and follow["retried"] == [event_id]

@@ -17,13 +17,32 @@ def run_quick(name: str, *args: str, env: Mapping[str, str] | None = None,
               timeout: float = 900) -> str:
     """Runs ``python -m benchmarks.NAME ARGS...``; fails the test on a non-zero exit with the
     output's end; returns its stdout."""
+    return run_quick_together(name, [list(args)], env=env, timeout=timeout)
+
+
+def run_quick_together(name: str, runs: list[list[str]], env: Mapping[str, str] | None = None,
+                       timeout: float = 900) -> str:
+    """``run_quick`` for each argument list of ``runs``, the processes side by side (for a
+    benchmark whose cases mostly wait out their windows: one after the other they only added
+    up waits); fails the test on any non-zero exit; returns their stdouts, in ``runs``'
+    order."""
     environ = {**(os.environ if env is None else env), "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", *args], cwd=REPO_ROOT,
-                          env=environ, capture_output=True, text=True, timeout=timeout,
-                          check=False)
-    assert done.returncode == 0, (f"benchmarks/{name}.py {' '.join(args)} exited "
-                                  f"{done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    return done.stdout
+    started = [(args, subprocess.Popen([sys.executable, "-m", f"benchmarks.{name}", *args],
+                                       cwd=REPO_ROOT, env=environ, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True))
+               for args in runs]
+    outs = []
+    for args, proc in started:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for _, other in started:
+                other.kill()
+            raise
+        assert proc.returncode == 0, (f"benchmarks/{name}.py {' '.join(args)} exited "
+                                      f"{proc.returncode}:\n{stdout[-4000:]}\n{stderr[-4000:]}")
+        outs.append(stdout)
+    return "".join(outs)
 
 
 def assert_figures(out: str, *starts: str) -> None:

@@ -35,6 +35,17 @@ def gcs(gcs_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 @pytest.fixture
+def bucket_reads_answer(gcs_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend's own storage client (``GcsStorage()``, what `tpurl plan --check` reads the
+    last runs' results with) on fake-gcs-server: it finds STORAGE_EMULATOR_HOST, asks the
+    emulator without credentials, and gets GCS's answer for a bucket nobody created (404,
+    no results). Without it the client looked for credentials and the real GCS, and each
+    `plan --check` waited its whole 20 s bound (flows/run/result.py READ_WITHIN_S) where
+    neither answers; where a test's fake key was found, twice per test."""
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_url)
+
+
+@pytest.fixture
 def cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     home = tmp_path / "fakecloud"
     home.mkdir()

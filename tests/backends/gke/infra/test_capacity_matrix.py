@@ -22,7 +22,6 @@ from flows.backends.gke.infra import clients
 from flows.backends.gke.infra.infra_stage import run_gke
 from flows.cli import main
 from flows.config.capacity import CAPACITY_MODES, MAX_RUN_MODES
-from flows.run import result
 from tests.fakes.cloud import Cloud
 from tests.support.logs import Log
 from tests.support.profiles import (
@@ -32,6 +31,9 @@ from tests.support.profiles import (
     capacity_profile,
     fake_hf_token,
 )
+
+# `plan --check` reads the bucket's results: on fake-gcs-server (conftest.py)
+pytestmark = pytest.mark.usefixtures("bucket_reads_answer")
 
 COMMANDS = ["validate", "plan", "plan --json", "plan --out", "plan --compare-capacity",
             "plan --check"]
@@ -59,10 +61,9 @@ def test_no_command_crashes_in_any_capacity_mode(mode: str, command: str, evalua
                                                  tmp_path: Path, cloud: Cloud,
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # the plan's measured estimate reads the bucket's results through the real client, on
+    # fake-gcs-server (bucket_reads_answer): no bucket, so no result
     monkeypatch.setattr(clients, "default_clients", lambda s: (cloud.apis, _NoBucket()))
-    # the plan's measured estimate reads the bucket's results through the real client: here
-    # there are none (the fake cloud has no bucket for them)
-    monkeypatch.setattr(result, "recent_results", lambda storage, profile, limit=5: [])
     monkeypatch.setenv("HF_TOKEN", fake_hf_token("capacitymatrix"))
     code = main(_argv(command, mode, tmp_path, evaluates))  # an exception here is the failure
     out, err = capsys.readouterr()

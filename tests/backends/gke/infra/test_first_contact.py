@@ -20,6 +20,9 @@ from tests.support.logs import Log
 from tests.support.profiles import fake_hf_token
 from tests.support.profiles import infra_profile as tutorial_profile
 
+# `plan --check` reads the bucket's results: on fake-gcs-server (conftest.py)
+pytestmark = pytest.mark.usefixtures("bucket_reads_answer")
+
 # The shape of the Cluster Toolkit example's Kueue configuration (examples/gke-tpu-v6e/
 # kueue-configuration.yaml.tftpl): one resource group, google.com/tpu only. Written here.
 TPU_ONLY_KUEUE = """
