@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from flows.backends.gke.identity import FLOW_ACCOUNT
 from flows.backends.gke.watch.api_time import api_time
 from flows.common.api_objects import Obj
 
@@ -96,9 +97,11 @@ class VmCreations:
             if first:
                 self.warn(f"the TPU VMs' creation times cannot be read ({exc}); the spend meter "
                           "charges each TPU node from its registration, which comes after its "
-                          "VM's boot, so it under-charges by the boot: grant the flow's "
-                          "identity compute.instances.get (roles/compute.viewer) to charge "
-                          "from the VM's creation")
+                          "VM's boot, so it under-charges by the boot. To charge from the VM's "
+                          "creation, let the identity the flow runs as read the instances: "
+                          f"gcloud projects add-iam-policy-binding {ref.project} --member="
+                          f"serviceAccount:{FLOW_ACCOUNT}@{ref.project}.iam.gserviceaccount.com"
+                          " --role=roles/compute.viewer (it holds compute.instances.get)")
             return None
         stamp = api_time((instance or {}).get("creationTimestamp"))
         with self._lock:
