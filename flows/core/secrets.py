@@ -86,6 +86,29 @@ def _from_secret_manager(name: str, project: str | None) -> str:
 
 
 K8S_SECRET = "tpurl-hf-token"  # deployments/work-pool/kubernetes-base-job-template.json maps it
+# Every variable the Kubernetes work pool's base job template sets from a Secret of the pool's
+# namespace (each optional: a pod starts without it, and the flow's start check says which
+# is missing): the HF token, and the W&B key of docs/integrations/wandb.md's {env:
+# WANDB_API_KEY}.
+POD_SECRETS: dict[str, str] = {"HF_TOKEN": K8S_SECRET, "WANDB_API_KEY": "tpurl-wandb-api-key"}
+
+
+def pod_secret_fix(ref: SecretRef, field: str, environ: Mapping[str, str]) -> str | None:
+    """In a Kubernetes work pool's pod, how an ``{env: NAME}`` reference gets its value: the
+    Secret the pool's template maps to NAME, created once in the pool's namespace; for a
+    name the template maps nothing to, another kind of reference. None outside a pod or for
+    another kind of reference."""
+    if ref.env is None or not environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    secret = POD_SECRETS.get(ref.env)
+    if secret is None:
+        return (f"this flow runs in a Kubernetes pod, whose work pool sets no {ref.env}: use "
+                f"{field}: {{secret_block: NAME}} or {{gcp_secret: NAME}}, or reference one of "
+                f"the variables the pool maps ({', '.join(sorted(POD_SECRETS))})")
+    return (f"this flow runs in a Kubernetes pod: create the Secret once in the work pool's "
+            f"namespace (kubectl create secret generic {secret} --from-literal=value="
+            f"${ref.env}); the pool's base job template maps it to {ref.env}. Or use "
+            f"{field}: {{secret_block: NAME}}")
 
 
 def require_secrets(profile: Profile, environ: Mapping[str, str] | None = None) -> None:
@@ -105,12 +128,7 @@ def require_secrets(profile: Profile, environ: Mapping[str, str] | None = None) 
         raise ProfileError(profile.name, [Issue("model.hf_token", f"{ref.describe()} is not a "
                                                 "usable token", str(exc), exc.category)]) from None
     except SecretUnavailable as exc:
-        fix = str(exc)
-        if ref.env is not None and env.get("KUBERNETES_SERVICE_HOST"):
-            fix = (f"this flow runs in a Kubernetes pod: create the Secret once in the work "
-                   f"pool's namespace (kubectl create secret generic {K8S_SECRET} "
-                   f"--from-literal=value=$HF_TOKEN); the pool's base job template maps it to "
-                   f"{ref.env}. Or use model.hf_token: {{secret_block: NAME}}")
+        fix = pod_secret_fix(ref, "model.hf_token", env) or str(exc)
         raise ProfileError(profile.name, [Issue("model.hf_token", f"{ref.describe()} is not "
                                                 "available where the flow runs", fix,
                                                 Failure.CONFIG_SECRET_UNAVAILABLE)]) from None
