@@ -7,7 +7,9 @@ What Google's pages say (the sources this tool could read):
   (compute.googleapis.com), not the Cloud TPU API's (tpu.googleapis.com); a node pool that
   uses a TPU reservation needs no TPU quota. The page's table of quota names per TPU version
   could not be read here.
-- Cloud TPU's "Plan your Cloud TPU resources": Spot VMs use preemptible quota.
+- Cloud TPU's "Plan your Cloud TPU resources": Spot VMs use preemptible quota; its
+  "Request Cloud TPUs using Flex-start" (the queued resources API, not GKE's node pools):
+  "ensure you have sufficient preemptible quota to use Flex-start".
 - Compute Engine's provisioning models page, as quoted by the field reports below (the
   sentence itself was not reachable here): "When you create a Flex-start VM, preemptible
   quota is consumed. If your project lacks preemptible quota, then standard quota is
