@@ -150,8 +150,9 @@ class Failure(StrEnum):
     CONFIG_SECRET_UNAVAILABLE = ("config/secret-unavailable", _REFUSED,
         "Export the variable, create the Prefect Secret block or the Secret Manager secret the field "
         "names, as the `fix:` line says. On a Kubernetes work pool the flow's pod reads `{env: "
-        "HF_TOKEN}` from the Secret its pool maps in the pool's namespace: tpurl-team-TEAM-hf-token on "
-        "a team's pool, tpurl-hf-token on tpurl-kubernetes. For Vertex AI: `gcloud auth "
+        "HF_TOKEN}` from the Secret its pool maps in the pool's namespace (tpurl-team-TEAM-hf-token "
+        "on a team's pool, tpurl-hf-token on tpurl-kubernetes), and `{env: WANDB_API_KEY}` from "
+        "tpurl-team-TEAM-wandb-api-key or tpurl-wandb-api-key. For Vertex AI: `gcloud auth "
         "application-default login`.")
     CONFIG_SECRET_TOO_SHORT = ("config/secret-too-short", _REFUSED,
         "Put the real token where the field points (a placeholder or a cut-off export is refused: it "

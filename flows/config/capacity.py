@@ -132,10 +132,16 @@ V6E_DEFAULT_PRICES: dict[CapacityMode, ModePrice] = {
 
 # The cited defaults of each generation (flows/config/tpu.py's keys). v5p and tpu7x have
 # none: Google's pricing page (https://cloud.google.com/tpu/pricing) as it could be read on
-# 2026-12-06 showed the v2–v4 tables only, so no figure is put here for them. A profile on
-# them states its own prices (gke.prices, with source and date), and the plan's comparison
-# of generations says "price unknown" for a mode without one.
+# 2026-12-06 showed the v2–v4 tables only, and a search of Google's TPU pages again on
+# 2026-12-06 found no v5p or TPU7x (Ironwood) figure in any mode (the v5p and TPU7x pages
+# give architecture, not prices; figures found elsewhere are resellers' or blogs', not
+# Google's list price), so no figure is put here for them. A profile on them states its own
+# prices (gke.prices, with source and date), validation refuses one that does not and says
+# why (``unpriced_problem``), and the plan's comparison of generations says "price unknown"
+# for a mode without one.
 GENERATION_PRICES: dict[str, dict[CapacityMode, ModePrice]] = {"v6e": V6E_DEFAULT_PRICES}
+# When Google's pages were last searched for the unpriced generations' prices.
+UNPRICED_READ = date(2026, 12, 6)
 
 
 def default_prices(generation: str) -> dict[CapacityMode, ModePrice]:
@@ -167,6 +173,18 @@ def reservation_kept(reservation: str, zone: str, project: str, usd_per_hour: fl
             f"exists, consumed or not (the pool's ${usd_per_hour:,.2f}/h); to end it: gcloud "
             f"compute reservations delete {reservation} --zone={zone} --project={project} "
             "(not while a commitment holds it)")
+
+
+def unpriced_problem(mode: str, generation: str | None) -> str:
+    """Why a mode has no price: the profile gives none, and, for a generation without cited
+    defaults, Google publishes none this tool could read either, so the user must find one
+    (their account team's quote, or the console's pricing for their project)."""
+    said = f"no price for capacity {mode!r} in gke.prices"
+    if generation is None or generation in GENERATION_PRICES:
+        return said
+    return (f"{said}: Google publishes no TPU {generation} list price this tool could read "
+            f"(https://cloud.google.com/tpu/pricing, searched {UNPRICED_READ.isoformat()}), "
+            "so none ships; a run on it is refused until the profile states one")
 
 
 def price_fix(mode: str) -> str:
@@ -241,11 +259,13 @@ def capacity_problems(chain: CapacityMode | tuple[CapacityMode, ...], reservatio
 
 
 def section_problems(chain: tuple[str, ...], priced: set[str], preemption_budget: int | None,
-                     conversion_placement: str) -> list[tuple[str, str, str]]:
+                     conversion_placement: str, generation: str | None = None
+                     ) -> list[tuple[str, str, str]]:
     """(field, problem, fix) of the rest of the GKE section a chain constrains: a price for
-    each mode (first), a preemption budget for spot, conversions off the TPU hosts for a mode
-    that brings TPU nodes up only for training. Pure."""
-    out = [("prices", f"no price for capacity {mode!r} in gke.prices", price_fix(mode))
+    each mode (first; ``generation``: the machine type's, to say when Google publishes none),
+    a preemption budget for spot, conversions off the TPU hosts for a mode that brings TPU
+    nodes up only for training. Pure."""
+    out = [("prices", unpriced_problem(mode, generation), price_fix(mode))
            for mode in chain if mode not in priced]
     if "spot" in chain and preemption_budget == 0:
         out.append(("preemption_budget", "spot nodes are preempted at any time; "

@@ -241,7 +241,7 @@ class GkeSection(GkeCluster, GkeCapacity, GkeJobs, GkeCredentials, GkeSpend,
                                            "training"):
                 problems.append(found)
         rest = section_problems(chain, set(self.prices), self.preemption_budget,
-                                self.conversion_placement)
+                                self.conversion_placement, self.machine.generation)
         prices = [p for p in rest if p[0] == "prices"]
         problems = prices + problems + [p for p in rest if p[0] != "prices"]
         if problems:

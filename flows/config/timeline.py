@@ -36,6 +36,13 @@ PHASES: tuple[tuple[str, str, bool], ...] = (
 
 
 HEAD_START = "image_pull"  # billed when the slice exists before the head starts (queued)
+# kubelet restarts a failed container after 10 s, doubling up to 5 min (kubernetes
+# pkg/kubelet/kubelet.go backOffPeriod, MaxContainerBackOff = 300 s; the alpha gates that
+# shorten it, KubeletCrashLoopBackOffMax and ReduceDefaultCrashLoopBackOffDecay, are off by
+# default). A queued run's workers restart in place while the head pulls its image
+# (flows/backends/gke/jobs/pathways.py startup_order), so by the time the head answers a
+# worker may be waiting out the whole last back-off: up to this long, with the slice billed.
+KUBELET_MAX_BACKOFF_MIN = 5.0
 
 
 def is_billed(phase: str, slice_first: bool) -> bool:
@@ -89,6 +96,8 @@ def timeline_lines(timeline: TrainTimeline, tail_min: float,
             and slice_first else ""
         lines.append(f"    {'*' if paid else ' '} {name:<22} {getattr(timeline, name):5.1f}"
                      f"  {what}{note}")
+    if slice_first:
+        lines.extend(_backoff_lines(timeline))
     if tail_min:
         lines.append(f"    * {'scale-down tail':<22} {tail_min:5.1f}  at most, until the "
                      "autoscaler removes the unneeded nodes")
@@ -96,4 +105,20 @@ def timeline_lines(timeline: TrainTimeline, tail_min: float,
     lines.append(f"    wall {timeline.minutes() + tail_min:.1f} min, billed "
                  f"{timeline.minutes(True, slice_first) + tail_min:.1f} min "
                  f"(gke.estimated_hours.train = {hours:g} h, plus the tail)")
+    return lines
+
+
+def _backoff_lines(timeline: TrainTimeline) -> list[str]:
+    """What a queued run's worker restarts cost: after the head answers, a worker may still
+    wait out kubelet's back-off, billed, before it registers; pathways_registration should
+    hold that wait, and the plan says when it cannot."""
+    most = KUBELET_MAX_BACKOFF_MIN
+    lines = [f"      queued: the workers start with the head and restart until it answers; "
+             f"kubelet waits 10 s doubling to {most:g} min between restarts, so a worker may "
+             f"register up to {most:g} min after the head answers, billed"]
+    if timeline.pathways_registration < most:
+        lines.append(f"      pathways_registration is {timeline.pathways_registration:g} min, "
+                     f"less than that wait: the billed estimate may be short by up to "
+                     f"{most - timeline.pathways_registration:g} min (state "
+                     f"gke.train_timeline.pathways_registration: {most:g} or more)")
     return lines

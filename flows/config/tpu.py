@@ -51,10 +51,11 @@ class TpuGeneration:
 # - HBM and peak bf16: https://cloud.google.com/tpu/docs/tpu7x "System architecture" table
 #   (v5p 459 TFLOPs 95 GiB, v6e 918 TFLOPs 32 GiB, TPU7x 2307 TFLOPs 192 GiB); the v5p and
 #   v6e pages say GB, so the estimate keeps the smaller decimal reading for all three.
-# - quota metric family: Compute Engine names regional TPU quotas by the version
-#   (TPU_V6E…, PREEMPTIBLE_TPU_…); v6e's and v5p's follow the ct<n><letter> machine type.
-#   tpu7x's metric name is not on a page read here: TPU7X is assumed, and a metric that does
-#   not match leaves the quota check "unknown", never "ok".
+# - quota metric family: the generation's part of its Compute Engine TPU quota's name, as
+#   Cloud Quotas' ids carry it (PREEMPTIBLE-TPU-V6E-, TPU-V5P-, PREEMPTIBLE-TPU7X-per-project-
+#   region: reported by projects, not on a Google page read here; the ids per mode, their
+#   sources and what is unknown: flows/backends/gke/infra/preflight/quota_names.py). A
+#   listing without a matching metric leaves the quota check "unknown", never "ok".
 # - blueprint examples: GoogleCloudPlatform/cluster-toolkit (1047080) examples/gke-tpu-v6e/
 #   gke-tpu-v6e-advanced.yaml and examples/gke-tpu-7x/gke-tpu-7x-advanced.yaml (its pool uses
 #   a HIGH_THROUGHPUT workload_policy of accelerator_topology instead of tpu_topology, as GKE's

@@ -86,21 +86,51 @@ def _from_secret_manager(name: str, project: str | None) -> str:
 
 
 K8S_SECRET = "tpurl-hf-token"  # deployments/work-pool/kubernetes-base-job-template.json maps it
+# Every variable the Kubernetes work pool's base job template sets from a Secret of the pool's
+# namespace (each optional: a pod starts without it, and the flow's start check says which
+# is missing): the HF token, and the W&B key of docs/integrations/wandb.md's {env:
+# WANDB_API_KEY}.
+POD_SECRETS: dict[str, str] = {"HF_TOKEN": K8S_SECRET, "WANDB_API_KEY": "tpurl-wandb-api-key"}
 
 
-def pool_hf_secret(profile: str) -> str:
-    """The Secret the work pool of ``profile``'s flow pods maps to HF_TOKEN: its team's
-    (``tpurl-team-TEAM-hf-token``, deployments/work-pool/teams/TEAM/), else the shared
-    pool's :data:`K8S_SECRET`. For the fix text only: a teams file that does not load names
-    the shared one."""
+def pod_secret_fix(ref: SecretRef, field: str, environ: Mapping[str, str],
+                   profile: str | None = None) -> str | None:
+    """In a Kubernetes work pool's pod, how an ``{env: NAME}`` reference gets its value: the
+    Secret the pool of ``profile``'s flow pods maps to NAME (:func:`pool_secret`), created
+    once in the pool's namespace; for a name the template maps nothing to, another kind of
+    reference. None outside a pod or for another kind of reference."""
+    if ref.env is None or not environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    if ref.env not in POD_SECRETS:
+        return (f"this flow runs in a Kubernetes pod, whose work pool sets no {ref.env}: use "
+                f"{field}: {{secret_block: NAME}} or {{gcp_secret: NAME}}, or reference one of "
+                f"the variables the pool maps ({', '.join(sorted(POD_SECRETS))})")
+    return (f"this flow runs in a Kubernetes pod: create the Secret once in the work pool's "
+            f"namespace (kubectl create secret generic {pool_secret(ref.env, profile)} "
+            f"--from-literal=value=${ref.env}); the pool's base job template maps it to "
+            f"{ref.env}. Or use {field}: {{secret_block: NAME}}")
+
+
+def team_pool_secret(variable: str, team: str | None) -> str:
+    """The Secret a flow pod of ``team``'s own work pool (deployments/work-pool/teams/TEAM/)
+    reads ``variable`` from: the shared pool's name with the team after ``tpurl-``
+    (``tpurl-team-TEAM-hf-token``), so one team's pod never reads another's; the shared
+    pool's :data:`POD_SECRETS` name for a profile in no team. Pure."""
+    shared = POD_SECRETS[variable]
+    return f"tpurl-team-{team}-{shared.removeprefix('tpurl-')}" if team else shared
+
+
+def pool_secret(variable: str, profile: str | None) -> str:
+    """:func:`team_pool_secret` for ``profile``'s team. For the fix text only: a teams file
+    that does not load, or no profile, names the shared pool's Secret."""
     from flows.config.errors import ProfileError
     from flows.config.teams import load_teams
 
     try:
-        team = load_teams().team_of(profile)
+        team = load_teams().team_of(profile) if profile else None
     except ProfileError:
         team = None
-    return f"tpurl-team-{team.name}-hf-token" if team else K8S_SECRET
+    return team_pool_secret(variable, team.name if team else None)
 
 
 def require_secrets(profile: Profile, environ: Mapping[str, str] | None = None) -> None:
@@ -120,13 +150,7 @@ def require_secrets(profile: Profile, environ: Mapping[str, str] | None = None) 
         raise ProfileError(profile.name, [Issue("model.hf_token", f"{ref.describe()} is not a "
                                                 "usable token", str(exc), exc.category)]) from None
     except SecretUnavailable as exc:
-        fix = str(exc)
-        if ref.env is not None and env.get("KUBERNETES_SERVICE_HOST"):
-            fix = (f"this flow runs in a Kubernetes pod: create the Secret once in the work "
-                   f"pool's namespace (kubectl create secret generic "
-                   f"{pool_hf_secret(profile.name)} --from-literal=value=$HF_TOKEN); the "
-                   f"pool's base job template maps it to {ref.env}. Or use model.hf_token: "
-                   "{secret_block: NAME}")
+        fix = pod_secret_fix(ref, "model.hf_token", env, profile.name) or str(exc)
         raise ProfileError(profile.name, [Issue("model.hf_token", f"{ref.describe()} is not "
                                                 "available where the flow runs", fix,
                                                 Failure.CONFIG_SECRET_UNAVAILABLE)]) from None

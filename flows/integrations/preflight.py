@@ -7,6 +7,7 @@ finding out after hours of training would lose the report for nothing.
 
 from __future__ import annotations
 
+import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -16,7 +17,7 @@ from flows.common.issues import Issue
 from flows.config.profile import Profile
 from flows.config.secret_ref import SecretRef
 from flows.config.wandb_key import wandb_key_problem
-from flows.core.secrets import SecretUnavailable, resolve
+from flows.core.secrets import SecretUnavailable, pod_secret_fix, resolve
 
 TIMEOUT_S = 10.0
 
@@ -71,8 +72,9 @@ def _secret(field: str, ref: SecretRef, environ: Mapping[str, str] | None,
     try:
         value = resolve(ref, environ, project)
     except SecretUnavailable as exc:
+        env = os.environ if environ is None else environ
         return [Issue(field, f"{ref.describe()} is not available where the flow runs",
-                      str(exc), exc.category)]
+                      pod_secret_fix(ref, field, env) or str(exc), exc.category)]
     found = shape(ref, value) if shape is not None else None
     return [Issue(field, found.problem, found.fix, found.category)] if found else []
 

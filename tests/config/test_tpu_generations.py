@@ -106,7 +106,15 @@ def test_an_unpriced_generation_asks_the_profile_for_its_price() -> None:
                  if not k.startswith("gke.prices")}
     with pytest.raises(ProfileError) as err:
         load_profile(TUTORIAL, overrides, environ={})
-    assert "no price for capacity 'reservation'" in str(err.value)
+    said = str(err.value)
+    assert "no price for capacity 'reservation'" in said
+    assert "Google publishes no TPU v5p list price" in said and "searched 2026-12-06" in said
+
+
+def test_a_priced_generation_without_a_mode_price_says_only_the_field() -> None:
+    from flows.config.capacity import unpriced_problem
+    assert unpriced_problem("spot", "v6e") == "no price for capacity 'spot' in gke.prices"
+    assert "TPU tpu7x" in unpriced_problem("on-demand", "tpu7x")
 
 
 def test_v6e_keeps_its_cited_prices() -> None:

@@ -91,3 +91,41 @@ def test_the_shortest_accepted_token_is_redacted() -> None:
     token = "".join(random.SystemRandom().choice(string.ascii_letters) for _ in range(4))
     assert resolve(SecretRef(env="HF_TOKEN"), {"HF_TOKEN": token}) == token
     assert redact(f"token={token}.") == f"token={REDACTED}."
+
+
+def test_the_kubernetes_pool_maps_the_wandb_key_too_and_its_fix_names_that_secret() -> None:
+    """A W&B key referenced as {env: WANDB_API_KEY} had no way into the Kubernetes pool's
+    flow pod: its start check failed with "export WANDB_API_KEY", which a pod cannot do."""
+    import json
+
+    from flows.common.paths import REPO_ROOT
+    from flows.core.secrets import POD_SECRETS
+    from flows.integrations.preflight import integration_issues
+    from tests.support.profiles import tutorial_profile as profile_with
+
+    template = json.loads((REPO_ROOT / "deployments/work-pool/"
+                           "kubernetes-base-job-template.json").read_text())
+    env = template["job_configuration"]["job_manifest"]["spec"]["template"]["spec"][
+        "containers"][0]["env"]
+    for name, secret in POD_SECRETS.items():
+        assert {"name": name, "valueFrom": {"secretKeyRef": {
+            "name": secret, "key": "value", "optional": True}}} in env
+    wandb = profile_with(**{"tracking.wandb.project": "p",
+                            "tracking.wandb.api_key.env": "WANDB_API_KEY"})
+    pod = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+    (issue,) = [i for i in integration_issues(wandb, pod) if i.field == "tracking.wandb.api_key"]
+    assert issue.fix.startswith("this flow runs in a Kubernetes pod: create the Secret once in "
+                                "the work pool's namespace (kubectl create secret generic "
+                                "tpurl-wandb-api-key --from-literal=value=$WANDB_API_KEY)"), issue
+    # outside a pod, the plain fix stands
+    (outside,) = [i for i in integration_issues(wandb, {}) if i.field == "tracking.wandb.api_key"]
+    assert "Kubernetes" not in outside.fix
+
+
+def test_in_a_pod_a_variable_the_pool_does_not_map_is_told_to_use_another_source() -> None:
+    from flows.core.secrets import pod_secret_fix
+
+    fix = pod_secret_fix(SecretRef(env="MY_KEY"), "tracking.wandb.api_key",
+                         {"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    assert fix is not None and "work pool sets no MY_KEY" in fix and "secret_block" in fix
+    assert pod_secret_fix(SecretRef(env="MY_KEY"), "f", {}) is None

@@ -15,6 +15,7 @@ from typing import Any
 
 from flows.backends.gke.backend import GkeBackend
 from flows.backends.gke.watch.stream import WatchSettings
+from flows.backends.gke.watch.vm_created import InstanceGet
 from flows.config.profile import Profile
 from flows.core.budgets import Budgets
 from flows.core.eval_programs import evaluate_workload
@@ -45,12 +46,15 @@ class ListLogger:
 
 
 def make_backend(url: str, stage: str, tmp: Path, logger: ListLogger,
-                 budgets: Budgets = BUDGETS, profile: Profile | None = None) -> GkeBackend:
+                 budgets: Budgets = BUDGETS, profile: Profile | None = None,
+                 instances: InstanceGet | None = None) -> GkeBackend:
+    """``instances``: Compute Engine's instances.get for nodes that name a VM
+    (tests/fakes/cloud/instances.py); the fake pools' nodes name none unless given a project."""
     profile = profile or tutorial_profile()
     return GkeBackend(profile, logger=logger, stage=stage,
                       storage=LocalStorage(), cluster=cluster_at(url), budgets=budgets,
                       watch_settings=FAST, api_backoff_s=0.05,
-                      log_read_timeout_s=5)
+                      log_read_timeout_s=5, instances=instances)
 
 
 def run_stage(server: FakeApiServer, stage: str, tmp: Path, budgets: Budgets = BUDGETS,

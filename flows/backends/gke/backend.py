@@ -83,6 +83,7 @@ from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.tpu_nodes import NodeWatch
 from flows.backends.gke.watch.verdict import Phase, Verdict, condition
+from flows.backends.gke.watch.vm_created import InstanceGet
 from flows.common.api_objects import Obj
 from flows.common.issues import Issue
 from flows.config.gke_section import gke_section
@@ -130,13 +131,15 @@ class GkeBackend:
                  storage: Storage | None = None, cluster: Cluster | None = None,
                  budgets: Budgets | None = None,
                  watch_settings: WatchSettings | None = None, api_attempts: int = 0,
-                 api_backoff_s: float = 1.0, log_read_timeout_s: float = 300.0) -> None:
+                 api_backoff_s: float = 1.0, log_read_timeout_s: float = 300.0,
+                 instances: InstanceGet | None = None) -> None:
         self.profile, self.gke, self.layout = profile, gke_section(profile), Layout(profile)
         self._storage = storage
         self.options = options_for(profile, team_origin)
         self.watch_settings = watch_settings or WatchSettings()
         self.log_read_timeout_s = log_read_timeout_s
         self._cluster = cluster
+        self._instances = instances  # Compute Engine's instances.get (None: the real API)
         self._api_attempts, self._api_backoff_s = api_attempts, api_backoff_s
         self.runtime = GkeRuntime(profile)
         self.planning = GkePlanning(profile, self.options, self.runtime)
@@ -247,7 +250,8 @@ class GkeBackend:
             self.health = self._health_watch(workload)
         try:
             nodes = watch_run_nodes(self.spend, self.profile, self.cluster, self.watch_settings,
-                                    lambda line: self.logger.warning("%s", line))
+                                    lambda line: self.logger.warning("%s", line),
+                                    self._instances)
             self.jobsets.apply_secrets(workload)
             self.jobsets.ship_programs(workload)
             while True:

@@ -3,8 +3,9 @@ moves: the Pathways head pulls its image for 20 minutes on the CPU pool, then (J
 the workers exist only once the head runs) the TPU pool scales up from zero in 10 minutes,
 training runs, the CPU pool scales up for the export, and the autoscaler removes the nodes
 10 minutes after that (unneeded, and the delay after the cluster's last scale-up). GCP bills
-the TPU nodes while they exist; the meter must charge that (their lifetimes, through the
-node watch), not the head's wait."""
+the TPU VMs from their creation, a boot before their nodes register, to their deletion; the
+meter must charge that (the VMs' creation read through instances.get, the nodes' ends through
+the node watch), not the head's wait."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from flows.core.failures import StageFailed
 from flows.core.layout import Layout
 from flows.core.programs import train_workload
 from flows.core.storage import file_uri
+from tests.fakes.cloud.instances import FakeInstances
 from tests.fakes.gke_backend import ListLogger, make_backend
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
@@ -30,6 +32,7 @@ from tests.support.polling import until
 from tests.support.profiles import fake_hf_token, smoke_profile
 
 STEP_S = 30.0  # the fake clock moves this much per watch tick
+BOOT_S = 90.0  # a TPU VM's boot before its node registers (tests/fakes/cloud/instances.py)
 
 
 @pytest.fixture
@@ -67,12 +70,15 @@ def test_a_slow_pull_and_scale_up_cost_nothing_and_the_meter_matches_the_nodes(
 
     def wall() -> float:
         return began + clock.now
+    # GKE's nodes name their VMs, each created BOOT_S before its node registered
     pool = TpuPool(hosts=gke.hosts_per_slice, topology=gke.topology, provision_s=600.0,
-                   unneeded_s=SCALE_DOWN_UNNEEDED_S)
+                   unneeded_s=SCALE_DOWN_UNNEEDED_S, gce_project=gke.project)
     scaler = Autoscaler(server.kube, pool, clock=clock,
                         delay_after_add_s=SCALE_DOWN_DELAY_AFTER_ADD_S, wall=wall)
     logger = ListLogger()
-    backend = make_backend(server.url, "train", tmp_path, logger, profile=profile)
+    instances = FakeInstances(server.kube, boot_s=BOOT_S)
+    backend = make_backend(server.url, "train", tmp_path, logger, profile=profile,
+                           instances=instances)
     meter = backend.spend = meter_for(profile, "train", clock=clock, key=uuid.uuid4().hex)
     assert meter is not None
     meter.wall = wall
@@ -110,7 +116,9 @@ def test_a_slow_pull_and_scale_up_cost_nothing_and_the_meter_matches_the_nodes(
                      if plural == "pods" and o["metadata"]["labels"].get(
                          "jobset.sigs.k8s.io/replicatedjob-name") == "worker"}
         assert named - {None, ""} == set(scaler.nodes), named
-        assert meter.spent_usd <= gke.total_chips * STEP_S / 3600 * gke.usd_per_chip_hour
+        boot = gke.total_chips * BOOT_S / 3600 * gke.usd_per_chip_hour  # billed, unregistered
+        assert meter.spent_usd <= gke.total_chips * STEP_S / 3600 * gke.usd_per_chip_hour + boot
+        assert len(instances.calls) == gke.hosts_per_slice  # each VM read once
         _advance(clock, meter, timeline.minutes(billed=True) * 60)  # registration → last save
         with server.kube.cond:
             succeed(server.kube, name)
@@ -122,7 +130,8 @@ def test_a_slow_pull_and_scale_up_cost_nothing_and_the_meter_matches_the_nodes(
         assert until(lambda: not scaler.nodes)  # the autoscaler removed the unneeded slice
         assert backend.node_tail is not None
         backend.node_tail.join(10.0)  # the node watch has seen them go
-        billed = (scaler.node_seconds() * gke.chips_per_host / 3600 * gke.usd_per_chip_hour)
+        billed = (scaler.node_seconds() * gke.chips_per_host / 3600 * gke.usd_per_chip_hour
+                  + boot)  # the nodes' lives and their VMs' boots before them
         tick = gke.total_chips * STEP_S / 3600 * gke.usd_per_chip_hour
         assert billed == pytest.approx(meter.spent_usd, abs=tick), (billed, meter.spent_usd)
         assert meter.spent_usd < gke.max_usd_per_run

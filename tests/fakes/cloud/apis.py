@@ -53,11 +53,14 @@ class FakeGoogleApis:
             "name": "my-v6e-res", "status": "READY", "specificReservationRequired": True,
             "specificReservation": {"count": "8", "inUseCount": "0", "instanceProperties": {
                 "machineType": "ct6e-standard-4t"}}}
-        # A region's quotas (compute v1 regions.get): the on-demand and the preemptible
-        # (spot) TPU quota are separate metrics, the latter with GCE's PREEMPTIBLE_ prefix
+        # A region's quotas (compute v1 regions.get): as projects report the listing, it
+        # carries the older TPU metrics only (v5e's, with GCE's PREEMPTIBLE_ prefix for the
+        # preemptible one) and none of v6e, v5p or TPU7x, whose quotas Cloud Quotas alone
+        # answers (flows/backends/gke/infra/preflight/quota_names.py has the reports). A test
+        # that lists a generation's metric sets ``quotas`` itself.
         self.quotas: list[dict[str, Any]] = [
-            {"metric": "TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 0.0},
-            {"metric": "PREEMPTIBLE_TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 0.0},
+            {"metric": "TPU_LITE_PODSLICE_V5", "limit": 32.0, "usage": 0.0},
+            {"metric": "PREEMPTIBLE_TPU_LITE_PODSLICE_V5", "limit": 1536.0, "usage": 0.0},
             {"metric": "CPUS", "limit": 1000.0, "usage": 10.0}]
         # Which zones list each machine type (compute v1 machineTypes.aggregatedList with a
         # name filter): ct6e-standard-4t where Cloud TPU documents v6e ("TPU regions and

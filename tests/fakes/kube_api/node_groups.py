@@ -149,7 +149,7 @@ class ClusterAutoscaler(Autoscaler):
         for node in self.nodes:
             self.kube.create("nodes", "", {"metadata": {
                 "name": node, "creationTimestamp": now_iso(), "labels": group.node_labels()},
-                "spec": {"taints": list(group.taints)}}, self._stamp())
+                "spec": group.node_spec(node)}, self._stamp())
         group.history.append((now, len(self.nodes)))
 
     def _refused(self, pods: list[Obj]) -> list[Obj]:

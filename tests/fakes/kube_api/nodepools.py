@@ -100,11 +100,22 @@ class TpuPool:
     mismatch: bool = False
     # what happened, for the tests: (monotonic time, node count) at every change
     history: list[tuple[float, int]] = field(default_factory=list)
+    # the project GKE names in each node's spec.providerID, gce://PROJECT/ZONE/NODE (the
+    # GCE cloud provider's makeProviderID; GKE names a node as its VM): None leaves it out,
+    # as a node of another provider has none of that form (tests/fakes/cloud/instances.py
+    # answers for the nodes that name one)
+    gce_project: str | None = None
 
     def node_labels(self) -> dict[str, str]:
         """GKE's labels on a node of this pool (tpu_nodes.py), with the pool's own."""
         return {**gke_tpu_labels(self.machine_type, self.topology, self.name, self.zone),
                 **self.labels}
+
+    def node_spec(self, node: str) -> Obj:
+        """A new node's spec: the pool's taints, and its VM when the pool names a project."""
+        provider = {"providerID": f"gce://{self.gce_project}/{self.zone}/{node}"} \
+            if self.gce_project else {}
+        return {"taints": [dict(t) for t in self.taints], **provider}
 
 
 class Autoscaler:
@@ -254,7 +265,7 @@ class Autoscaler:
                     # GKE's TPU labels, its node pool and its zone (kubernetes
                     # well_known_labels.go): tpu_nodes.py
                     "labels": pool.node_labels()},
-                    "spec": {"taints": [dict(t) for t in pool.taints]}}, self._stamp())
+                    "spec": pool.node_spec(node)}, self._stamp())
             pool.history.append((now, len(self.nodes)))
 
     def _stamp(self) -> str | None:

@@ -48,6 +48,7 @@ from flows.backends.gke.jobs.options import GkeOptions
 from flows.backends.gke.jobs.program_files import mounts, volumes
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
+from flows.config.timeline import KUBELET_MAX_BACKOFF_MIN
 from flows.core.workload import Workload
 
 HEAD = "pathways-head"
@@ -178,7 +179,7 @@ def startup_order(profile: Profile) -> str:
 # pkg/kubelet/kubelet.go backOffPeriod, MaxContainerBackOff), and the Job controller fails a
 # Job whose pods' container restarts, summed over all its pods, reach its backoffLimit
 # (pkg/controller/job/job_controller.go pastBackoffLimitOnFailure, restartPolicy OnFailure).
-KUBELET_BACKOFF_S = (10.0, 300.0)
+KUBELET_BACKOFF_S = (10.0, KUBELET_MAX_BACKOFF_MIN * 60.0)
 # the head's image pull a queued run's workers may wait through, when the profile states no
 # gke.train_timeline.image_pull: the tutorial timeline's 20 minutes, twice over
 HEAD_WAIT_GUESS_S = 2 * 20 * 60.0

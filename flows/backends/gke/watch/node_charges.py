@@ -25,21 +25,27 @@ from flows.backends.gke.watch.tpu_nodes import (
     belongs_to_run,
     run_node_selector,
 )
+from flows.backends.gke.watch.vm_created import InstanceGet, RestInstances, VmCreations
 from flows.config.capacity import SCALE_FROM_ZERO
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 
 
 def watch_run_nodes(spend: SpendMeter | None, profile: Profile, cluster: Cluster,
-                    settings: WatchSettings, warn: Callable[[str], None]) -> NodeWatch | None:
+                    settings: WatchSettings, warn: Callable[[str], None],
+                    instances: InstanceGet | None = None) -> NodeWatch | None:
     """Start charging ``spend`` by the run's TPU nodes, for a stage whose jobs bring TPU
-    nodes up in a mode that scales from zero; None when there is nothing to watch."""
+    nodes up in a mode that scales from zero; None when there is nothing to watch. Each node
+    is charged from its VM's creation, read through ``instances`` (Compute Engine's
+    instances.get by default, watch/vm_created.py), or from its registration."""
     gke = gke_section(profile)
     modes = frozenset(m for m in gke.capacity_chain if m in SCALE_FROM_ZERO)
     if spend is None or not spend.chips or not modes:
         return None
+    vms = VmCreations(instances or RestInstances(gke.gcp_credentials_block), warn)
     nodes = TpuNodes(functools.partial(belongs_to_run, modes=modes,
-                                       unlabelled=gke.scales_from_zero), wall=spend.wall)
+                                       unlabelled=gke.scales_from_zero), wall=spend.wall,
+                     vm_created=vms.created)
     spend.attach_nodes(nodes, gke.chips_per_host, spend.node_prices)
     lister = functools.partial(cluster.core.list_node,
                                label_selector=run_node_selector(gke.machine.accelerator_label))

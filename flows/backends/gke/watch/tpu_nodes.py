@@ -21,8 +21,13 @@ cluster runs one run at a time (the profile lock), so every such node is this ru
 created before the meter started is charged from the meter's start: its earlier life was
 another run's.
 
-Times are wall-clock Unix seconds: a node's creationTimestamp (whole seconds, so its
-creation is taken one second later, never charging a second it did not exist) and, for its
+A node is charged from its VM's creation when that can be read (watch/vm_created.py: the
+boot before the node registers is billed too), else from its registration, and its lifetime
+says which (``Lifetime.since``).
+
+Times are wall-clock Unix seconds: a VM's creationTimestamp (milliseconds), or a node's
+(whole seconds, so its creation is taken one second later, never charging a second it did
+not exist) and, for its
 end, the moment the watch first saw it gone (a DELETED event, or a relist without it): no
 earlier than the deletion, by the watch's delay. Pure but for the clock; the watch thread
 feeds it, the monitor's ticks read it.
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 from flows.backends.gke.capacity_pools import CAPACITY_LABEL
 from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.stream import Lister, ObjectWatch, WatchSettings
+from flows.backends.gke.watch.vm_created import NODE_REGISTRATION, VM_CREATION
 from flows.common.api_objects import Obj
 
 log = logging.getLogger(__name__)
@@ -52,12 +58,15 @@ _TAILS_LOCK = threading.Lock()
 
 @dataclass(frozen=True)
 class Lifetime:
-    """One node's life as seen: created (wall), gone (wall; None while it exists), its mode."""
+    """One node's life as seen: created (wall: its VM's creation or its registration, as
+    ``since`` says), gone (wall; None while it exists), its mode."""
 
     name: str
     created: float
     gone: float | None
     mode: str
+    since: str = NODE_REGISTRATION
+    registered: float | None = None  # the node's registration (wall), when ``since`` is not
 
 
 
@@ -75,12 +84,20 @@ def belongs_to_run(node: Obj, modes: frozenset[str], unlabelled: bool) -> bool:
     return mode in modes if mode is not None else unlabelled
 
 
+def _key(node: Obj) -> str:
+    meta = node.get("metadata") or {}
+    return str(meta.get("uid") or meta.get("name"))
+
+
 class TpuNodes:
     """Every run node the watch has shown, with its lifetime so far."""
 
     def __init__(self, belongs: Callable[[Obj], bool],
-                 wall: Callable[[], float] = time.time) -> None:
-        self.belongs, self.wall = belongs, wall
+                 wall: Callable[[], float] = time.time,
+                 vm_created: Callable[[Obj], float | None] | None = None) -> None:
+        """``vm_created``: a node's VM creation (watch/vm_created.py ``VmCreations``), None
+        when unknown; without it every node is charged from its registration."""
+        self.belongs, self.wall, self.vm_created = belongs, wall, vm_created
         self._lives: dict[str, Lifetime] = {}
         self._lock = threading.Lock()
         self.synced = False  # a first list arrived: absence means gone
@@ -89,23 +106,31 @@ class TpuNodes:
         """The watch's current copies (after every change): new nodes start, missing ones
         end now."""
         now = self.wall()
+        ours = [node for node in nodes if self.belongs(node)]
+        with self._lock:
+            new = [node for node in ours if _key(node) not in self._lives]
+        # the VMs are read outside the lock (an API call), once per new node
+        vms = {_key(node): self.vm_created(node) if self.vm_created else None for node in new}
         with self._lock:
             here = set()
-            for node in nodes:
-                if not self.belongs(node):
-                    continue
+            for node in ours:
                 meta = node.get("metadata") or {}
-                key = str(meta.get("uid") or meta.get("name"))
+                key = _key(node)
                 here.add(key)
                 if key not in self._lives:
-                    created = api_time((node.get("metadata") or {}).get("creationTimestamp"))
+                    created = api_time(meta.get("creationTimestamp"))
                     # whole seconds: a node created at t existed from some time in [t, t + 1)
                     start = now if created is None else min(created + 1.0, now)
+                    vm, since, registered = vms.get(key), NODE_REGISTRATION, None
+                    if vm is not None:
+                        start, since, registered = min(vm, start), VM_CREATION, start
                     mode = str((meta.get("labels") or {}).get(CAPACITY_LABEL, ""))
-                    self._lives[key] = Lifetime(str(meta.get("name")), start, None, mode)
+                    self._lives[key] = Lifetime(str(meta.get("name")), start, None, mode,
+                                                since, registered)
             for key, life in list(self._lives.items()):
                 if life.gone is None and key not in here:
-                    self._lives[key] = Lifetime(life.name, life.created, now, life.mode)
+                    self._lives[key] = Lifetime(life.name, life.created, now, life.mode,
+                                                life.since, life.registered)
             self.synced = True
 
     def lifetimes(self) -> list[Lifetime]:
@@ -114,9 +139,12 @@ class TpuNodes:
 
     def created_since(self, wall: float) -> bool:
         """A node created in or after the second ``wall`` (the events' whole seconds; a
-        node's start is its creationTimestamp + 1, so strictly later)."""
+        node's start is its creationTimestamp + 1, so strictly later). Its registration, not
+        its VM's creation: the VM may be made within the second before the autoscaler's
+        event is stamped."""
         with self._lock:
-            return any(life.created > wall for life in self._lives.values())
+            return any((life.created if life.registered is None else life.registered) > wall
+                       for life in self._lives.values())
 
     def any_live(self) -> bool:
         with self._lock:

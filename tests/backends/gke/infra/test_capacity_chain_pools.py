@@ -174,12 +174,14 @@ def test_pre_flight_checks_the_quota_of_every_mode_of_the_chain():
     from flows.backends.gke.infra.preflight.capacity import check_quota
 
     s = settings_from_profile(_profile(["reservation", "on-demand", "spot"], list(ZONES)))
-    quotas = [{"metric": "TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 0.0},
-              {"metric": "PREEMPTIBLE_TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 64.0}]
+    quotas = [{"metric": "TPU_V6E", "limit": 64.0, "usage": 0.0},
+              {"metric": "PREEMPTIBLE-TPU-V6E-per-project-region", "limit": 64.0,
+               "usage": 64.0}]
     found = check_quota(s, quotas)
     assert found.status == "fail"
-    assert found.issue.problem.startswith("spot: PREEMPTIBLE_TPU_V6E_SLICE_CHIPS in us-east5: "
+    assert found.issue.problem.startswith("spot: PREEMPTIBLE-TPU-V6E-per-project-region in "
+                                          "us-east5: "
                                           "0 chips free, 32 needed")
     quotas[1]["usage"] = 0.0
     ok = check_quota(s, quotas)
-    assert ok.status == "ok" and ok.issue.problem.startswith("on-demand: TPU_V6E_SLICE_CHIPS")
+    assert ok.status == "ok" and ok.issue.problem.startswith("on-demand: TPU_V6E")

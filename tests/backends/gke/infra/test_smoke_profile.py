@@ -142,6 +142,27 @@ def test_with_queued_capacity_the_heads_start_is_billed() -> None:
         (timeline.minutes(billed=True) + timeline.image_pull) / 60, abs=1e-4)
     lines = "\n".join(timeline_lines(timeline, 20.0, slice_first=True))
     assert "* image_pull" in lines and "  scale_up" in lines and "* scale_up" not in lines
+    # the workers' restarts while the head pulls: the last back-off may outlast the head's start
+    assert "a worker may register up to 5 min after the head answers, billed" in lines
+    short = timeline.pathways_registration < 5
+    assert ("the billed estimate may be short by up to" in lines) == short, lines
+    assert "up to 5 min after the head" not in "\n".join(timeline_lines(timeline, 20.0))
     on_demand = smoke_profile().gke
     assert on_demand is not None and on_demand.estimated_hours["train"] == pytest.approx(
         timeline.minutes(billed=True) / 60, abs=1e-4)
+
+
+@pytest.mark.parametrize(("registration", "short"), [(5.0, False), (4.9, True), (0.0, True)])
+def test_a_queued_registration_shorter_than_kubelets_last_back_off_is_said(
+        registration: float, short: bool) -> None:
+    from flows.config.timeline import timeline_lines
+
+    timeline = smoke_profile().gke.train_timeline  # type: ignore[union-attr]
+    assert timeline is not None
+    lines = "\n".join(timeline_lines(
+        timeline.model_copy(update={"pathways_registration": registration}), 0.0,
+        slice_first=True))
+    assert ("short by up to" in lines) == short, lines
+    if short:
+        assert f"short by up to {5 - registration:g} min (state gke.train_timeline." \
+               "pathways_registration: 5 or more)" in lines

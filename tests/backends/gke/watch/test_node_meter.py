@@ -16,6 +16,16 @@ from flows.backends.gke.capacity_pools import pool_node_labels
 from flows.backends.gke.watch.node_charges import scale_up_triggered_at
 from flows.backends.gke.watch.spend import SpendMeter, meter_for, spent_in_run
 from flows.backends.gke.watch.tpu_nodes import TpuNodes, belongs_to_run
+from flows.backends.gke.watch.vm_created import (
+    NODE_REGISTRATION,
+    VM_CREATION,
+    InstanceRef,
+    VmCreations,
+    instance_ref,
+)
+from tests.fakes.cloud.instances import FakeInstances
+from tests.fakes.kube_api.nodepools import TpuPool
+from tests.fakes.kube_api.store import FakeKube
 from tests.support.profiles import capacity_overrides, tutorial_profile
 
 T0 = 1_800_000_000.0  # a whole second, as the API writes times
@@ -164,3 +174,137 @@ def test_a_node_created_in_the_triggers_second_counts_as_its_scale_ups() -> None
     assert not nodes.created_since(T0 + 5)
     nodes.seen([_node("old", T0 + 4), _node("new", T0 + 5)])
     assert nodes.created_since(T0 + 5)
+
+
+# --- from the VM's creation (watch/vm_created.py), the fake instances.get over a FakeKube
+
+
+def _vm_meter(wall: Wall, kube: FakeKube, instances: FakeInstances
+              ) -> tuple[SpendMeter, TpuNodes, list[str]]:
+    """A meter whose nodes read their VMs through ``instances``; the warnings it gave."""
+    warned: list[str] = []
+    meter = SpendMeter("train", 16, 1.0, False, None, None, uuid.uuid4().hex, wall=wall)
+    vms = VmCreations(instances, warned.append)
+    nodes = TpuNodes(functools.partial(belongs_to_run, modes=frozenset({"on-demand"}),
+                                       unlabelled=True), wall=wall, vm_created=vms.created)
+    meter.attach_nodes(nodes, 4, {})
+    return meter, nodes, warned
+
+
+def _gke_node(kube: FakeKube, name: str, registered: float, project: str | None = "p") -> dict:
+    """A node as the fake autoscaler makes it (its pool's spec, providerID with a project)."""
+    pool = TpuPool(name="gke-tpu-v6e-on-demand-us-east5-b", zone="us-east5-b",
+                   labels=pool_node_labels("on-demand"), gce_project=project)
+    return kube.create("nodes", "", {"metadata": {"name": name, "labels": pool.node_labels()},
+                                     "spec": pool.node_spec(name)}, _stamp(registered))
+
+
+def test_a_node_is_charged_from_its_vms_creation_a_boot_before_it_registered() -> None:
+    wall, kube = Wall(), FakeKube()
+    instances = FakeInstances(kube, boot_s=90.0)
+    meter, nodes, warned = _vm_meter(wall, kube, instances)
+    node = _gke_node(kube, "gke-tpu-a", T0 + 100)
+    wall.now = T0 + 160
+    nodes.seen([node])
+    meter.charge_nodes()
+    assert meter.spent_usd * 3600 == pytest.approx(4 * (160 - 10))  # from T0 + 10, not + 101
+    (life,) = nodes.lifetimes()
+    assert (life.since, life.created, life.registered) == (VM_CREATION, T0 + 10, T0 + 101)
+    nodes.seen([node])  # seen again: the VM is read once
+    assert warned == [] and len(instances.calls) == 1
+    assert not nodes.created_since(T0 + 101) and nodes.created_since(T0 + 100)  # registration
+
+
+def test_a_vm_created_before_the_meter_started_is_charged_from_the_meters_start() -> None:
+    wall, kube = Wall(T0 + 50), FakeKube()
+    meter, nodes, _ = _vm_meter(wall, kube, FakeInstances(kube, boot_s=120.0))
+    node = _gke_node(kube, "gke-tpu-a", T0 + 60)  # its VM: T0 - 60, before the window
+    wall.now = T0 + 80
+    nodes.seen([node])
+    meter.charge_nodes()
+    assert meter.spent_usd * 3600 == pytest.approx(4 * 30)
+
+
+def test_an_unreadable_vm_leaves_each_node_charged_from_its_registration_said_once() -> None:
+    wall, kube = Wall(), FakeKube()
+    instances = FakeInstances(kube, denied=True)
+    meter, nodes, warned = _vm_meter(wall, kube, instances)
+    both = [_gke_node(kube, f"gke-tpu-{i}", T0 + 100) for i in range(2)]
+    wall.now = T0 + 161
+    nodes.seen(both)
+    meter.charge_nodes()
+    assert meter.spent_usd * 3600 == pytest.approx(2 * 4 * 60)  # from T0 + 101
+    assert {life.since for life in nodes.lifetimes()} == {NODE_REGISTRATION}
+    assert len(instances.calls) == 1 and len(warned) == 1  # given up after the denial
+    assert "compute.instances.get" in warned[0] and "registration" in warned[0]
+
+
+@pytest.mark.parametrize("provider", [None, "kind://docker/kind/kind-worker",
+                                      "gce://p/us-east5-b/../../other/x", "gce://p/zone-only"])
+def test_a_node_without_a_gce_vm_is_charged_from_its_registration_unasked(provider) -> None:
+    wall, kube = Wall(), FakeKube()
+    instances = FakeInstances(kube)
+    meter, nodes, warned = _vm_meter(wall, kube, instances)
+    node = _gke_node(kube, "gke-tpu-a", T0 + 100, project=None)
+    if provider:
+        node["spec"]["providerID"] = provider
+    wall.now = T0 + 161
+    nodes.seen([node])
+    meter.charge_nodes()
+    assert meter.spent_usd * 3600 == pytest.approx(4 * 60)
+    assert instances.calls == [] and warned == []
+    assert instance_ref(node) is None
+
+
+def test_a_vm_already_gone_leaves_its_node_charged_from_its_registration() -> None:
+    wall, kube = Wall(), FakeKube()
+    instances = FakeInstances(kube)
+    meter, nodes, warned = _vm_meter(wall, kube, instances)
+    node = _gke_node(kube, "gke-tpu-a", T0 + 100)
+    kube.delete("nodes", "", "gke-tpu-a")  # instances.get answers 404
+    wall.now = T0 + 161
+    nodes.seen([node])
+    meter.charge_nodes()
+    assert meter.spent_usd * 3600 == pytest.approx(4 * 60)
+    assert len(instances.calls) == 1 and warned == []
+
+
+def test_the_instance_is_read_from_the_nodes_provider_id() -> None:
+    node = {"spec": {"providerID": "gce://my-project/us-east5-b/gke-tpu-v6e-pool-1a2b-xyz"}}
+    assert instance_ref(node) == InstanceRef("my-project", "us-east5-b",
+                                             "gke-tpu-v6e-pool-1a2b-xyz")
+
+
+class _Answer:
+    def __init__(self, status: int, body: object = None) -> None:
+        self.status_code, self._body = status, body
+
+    def json(self) -> object:
+        return self._body
+
+
+class _Session:
+    """What RestInstances calls: ``get(url, timeout=...)``; records the URLs."""
+
+    def __init__(self, answer: _Answer | Exception) -> None:
+        self.answer, self.urls = answer, []
+
+    def get(self, url: str, timeout: float) -> _Answer:
+        self.urls.append(url)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_the_rest_lookup_reads_the_instance_and_tells_a_404_from_a_refusal() -> None:
+    from flows.backends.gke.watch.vm_created import InstanceUnreadable, RestInstances
+    ref = InstanceRef("p", "us-east5-b", "gke-tpu-a")
+    found = _Session(_Answer(200, {"creationTimestamp": "2026-12-06T08:00:00.123-08:00"}))
+    assert RestInstances(session=found)(ref) == {"creationTimestamp":
+                                                 "2026-12-06T08:00:00.123-08:00"}
+    assert found.urls == ["https://compute.googleapis.com/compute/v1/projects/p/zones/"
+                          "us-east5-b/instances/gke-tpu-a"]
+    assert RestInstances(session=_Session(_Answer(404)))(ref) is None
+    for refused in (_Answer(403), _Answer(503), ConnectionError("reset")):
+        with pytest.raises(InstanceUnreadable):
+            RestInstances(session=_Session(refused))(ref)

@@ -8,6 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from flows.backends.gke.infra.cluster import pool_mismatches
+from flows.backends.gke.infra.preflight.quota_names import (
+    describe_command,
+    metric_matches,
+    quota_ids,
+)
 from flows.backends.gke.infra.preflight.results import CheckResult, FactError, result, unknown
 from flows.backends.gke.infra.settings import InfraSettings
 
@@ -70,13 +75,10 @@ def _quota_family(s: InfraSettings) -> str:
 
 def _quota_kind(mode: str) -> bool | None:
     """Which TPU quota the mode's VMs count against: True the preemptible one, False the
-    on-demand one, None either. Compute Engine keeps a separate quota for preemptible
-    (spot) TPUs (cloud.google.com/tpu/docs/quota: "on-demand and preemptible (spot)"),
-    its metric named as the on-demand one with the PREEMPTIBLE_ prefix, as for every other
-    resource (PREEMPTIBLE_CPUS, PREEMPTIBLE_NVIDIA_*_GPUS, PREEMPTIBLE_TPU_LITE_PODSLICE_V5).
-    Flex-start and queued provisioning (Dynamic Workload Scheduler): Cloud TPU's flex-start
-    page asks for preemptible quota; for a GKE node pool that is unconfirmed here, so either
-    metric counts."""
+    on-demand one, None either (preflight/quota_names.py has the sources): spot counts
+    against preemptible quota (Cloud TPU's planning page); flex-start, and queued
+    provisioning with it, consumes preemptible quota, and standard quota when the project
+    lacks preemptible (Compute Engine's provisioning models page)."""
     return {"spot": True, "flex-start": None, "queued": None}.get(mode, False)
 
 
@@ -106,16 +108,11 @@ def _mode_quota(s: InfraSettings, mode: str, quotas: list[dict[str, Any]] | Fact
                f"(filter: {label}, region {s.gke.region})")
     if isinstance(quotas, FactError):
         return unknown(name, quotas, f"check the {label} quota in {console}")
-    tpu = [q for q in quotas if "TPU" in q.get("metric", "") and family in q.get("metric", "")
-           and kind in (None, str(q.get("metric", "")).startswith("PREEMPTIBLE_"))]
+    tpu = [q for q in quotas if any(metric_matches(str(q.get("metric", "")), family, k)
+                                    for k in ((kind,) if kind is not None else (True, False)))]
     if not tpu:
-        what = (f"no preemptible {family} TPU quota metric (PREEMPTIBLE_…{family}…)" if kind
-                else f"no {family} TPU quota metric")
-        why = ("; spot VMs count against the preemptible TPU quota, not the on-demand one"
-               if kind else "")
-        return result(name, "unknown", f"{said}{what} in {s.gke.region}{why}",
-                      f"check the {label} quota in {console}; request "
-                      f"{s.gke.total_chips} chips if it is missing")
+        return result(name, "unknown", f"{said}{_unlisted(s, kind)}", _read_it(s, kind, label,
+                                                                             console))
     # A pool that scales from zero holds no chips while nothing trains: its slice needs headroom
     best = max(tpu, key=lambda q: float(q.get("limit", 0)) - float(q.get("usage", 0)))
     headroom = float(best.get("limit", 0)) - float(best.get("usage", 0))
@@ -124,3 +121,30 @@ def _mode_quota(s: InfraSettings, mode: str, quotas: list[dict[str, Any]] | Fact
                            f"chips free, {s.gke.total_chips} needed",
                            f"request a quota increase for {best['metric']} in {console}")
     return result(name, "ok", f"{said}{best['metric']}: {headroom:g} chips free")
+
+
+def _unlisted(s: InfraSettings, kind: bool | None) -> str:
+    """What the regional listing lacks, and what the mode counts against."""
+    generation, family = s.gke.machine.generation, _quota_family(s)
+    what = (f"no preemptible {family} TPU quota metric (PREEMPTIBLE_…{family}…)" if kind
+            else f"no {family} TPU quota metric")
+    why = ("; spot VMs count against the preemptible TPU quota, not the on-demand one"
+           if kind else "; flex-start counts against the preemptible quota, or the on-demand "
+           "one when the project lacks preemptible" if kind is None else "")
+    return (f"{what} in {s.gke.region}'s quota listing (compute regions.get, which is reported "
+            f"to carry only older TPU metrics, not TPU {generation}'s){why}")
+
+
+def _read_it(s: InfraSettings, kind: bool | None, label: str, console: str) -> str:
+    """How to read the quota the mode counts against: its Cloud Quotas id where one is known
+    (preflight/quota_names.py), the console otherwise; and what to request."""
+    ids = quota_ids(s.gke.machine.generation, kind)
+    need = f"request {s.gke.total_chips} chips in {s.gke.region} if it is short"
+    if not ids:
+        kind_said = "preemptible" if kind else "on-demand"
+        return (f"no id of TPU {s.gke.machine.generation}'s {kind_said} quota is documented "
+                f"or reported: check the {label} quota in {console}; {need}")
+    reads = " or ".join(f"`{describe_command(q, s.gke.project)}`"
+                        f"{f' (dimension {q.dimension})' if q.dimension else ''}"
+                        for q in ids)
+    return f"read it from Cloud Quotas: {reads}, the value for region {s.gke.region}; {need}"
