@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import glob
 import struct
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from flows.core.storage import Storage, file_uri
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 FIELD = "data.train_files"
 # MaxText 0.2.4 maxtext/trainers/post_train/rl/utils_rl.py (process_data): the question is the
@@ -44,23 +48,28 @@ def column_problem(columns: list[str]) -> str | None:
             f"needs {' and '.join(missing)}")
 
 
-def parquet_columns(storage: Storage, uri: str) -> list[str]:
-    """Top-level column names from the footer; ValueError when it is not a parquet file."""
+def parquet_metadata(storage: Storage, uri: str) -> pq.FileMetaData:
+    """The file's parquet footer, read from its tail alone (two ranged reads, whatever the
+    file's size); FileNotFoundError when it is gone, ValueError when it is not parquet."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     tail = storage.read_tail(uri, FOOTER_TAIL)
     if tail is None:
-        raise FileNotFoundError(uri)
+        raise FileNotFoundError(f"{uri} does not exist")
     if len(tail) < FOOTER_TAIL or tail[4:] != b"PAR1":
         raise ValueError("it is not a parquet file (no PAR1 footer)")
     (length,) = struct.unpack("<I", tail[:4])
     footer = storage.read_tail(uri, length + FOOTER_TAIL) or b""
     try:
-        schema = pq.read_schema(pa.BufferReader(b"PAR1" + footer))
+        return pq.read_metadata(pa.BufferReader(b"PAR1" + footer))
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"its parquet footer does not parse ({exc})") from exc
-    return list(schema.names)
+
+
+def parquet_columns(storage: Storage, uri: str) -> list[str]:
+    """Top-level column names from the footer; as :func:`parquet_metadata` refuses."""
+    return list(parquet_metadata(storage, uri).schema.to_arrow_schema().names)
 
 
 def dataset_problem(storage: Storage, value: str) -> tuple[str, str] | None:

@@ -23,13 +23,12 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
-import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from flows.common.failure_codes import Failure
-from flows.core.dataset import FOOTER_TAIL, column_problem, dataset_uri
+from flows.core.dataset import column_problem, dataset_uri, parquet_metadata
 from flows.core.storage import Storage, file_uri
 
 FIELD = "watch.files"
@@ -95,23 +94,6 @@ def _matches(storage: Storage, uri: str) -> dict[str, int]:
             if fnmatch.fnmatchcase(f"{base}/{name}", uri)}
 
 
-def _rows_and_columns(storage: Storage, uri: str) -> tuple[int, list[str]]:
-    """(rows, top-level columns) from the parquet footer; ValueError when it is not one."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    tail = storage.read_tail(uri, FOOTER_TAIL) or b""
-    if len(tail) < FOOTER_TAIL or tail[4:] != b"PAR1":
-        raise ValueError("it is not a parquet file (no PAR1 footer)")
-    (length,) = struct.unpack("<I", tail[:4])
-    footer = storage.read_tail(uri, length + FOOTER_TAIL) or b""
-    try:
-        meta = pq.read_metadata(pa.BufferReader(b"PAR1" + footer))
-    except (pa.ArrowException, OSError) as exc:
-        raise ValueError(f"its parquet footer does not parse ({exc})") from exc
-    return int(meta.num_rows), list(meta.schema.to_arrow_schema().names)
-
-
 def watch_set_problem(storage: Storage, files: str, team: str | None,
                       roots: Callable[[], Iterable[TeamRoot]],
                       max_bytes: int = MAX_BYTES) -> SetProblem | None:
@@ -147,15 +129,15 @@ def watch_set_problem(storage: Storage, files: str, team: str | None,
     rows = 0
     for uri_one in found:
         try:
-            count, columns = _rows_and_columns(storage, uri_one)
-        except ValueError as exc:
+            meta = parquet_metadata(storage, uri_one)
+        except (ValueError, FileNotFoundError) as exc:  # one gone since it was listed
             return SetProblem(f"{uri_one}: {exc}", "watch.files must name parquet files",
                               Failure.DATA_INVALID)
-        if problem := column_problem(columns):
+        if problem := column_problem(list(meta.schema.to_arrow_schema().names)):
             return SetProblem(f"{uri_one} {problem}", "rename the columns in the files "
                               "watch.files names (e.g. problem/expected_answer)",
                               Failure.DATA_INVALID)
-        rows += count
+        rows += int(meta.num_rows)
     if rows == 0:
         return SetProblem(f"{files} holds no row", "give watch.files rows to score",
                           Failure.DATA_INVALID)

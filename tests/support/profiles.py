@@ -4,9 +4,12 @@ One place for them so every test directory loads the same tutorial profile."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from flows.backends.gke.infra.settings import InfraSettings
+import pytest
+
+from flows.backends.gke.infra.settings import InfraSettings, settings_from_profile
 from flows.config import Profile, load_profile
 from flows.config.gke import GkeSection
 from flows.config.loading import resolve_profile_path
@@ -94,3 +97,16 @@ def required_overrides(name: str) -> dict[str, str]:
     gke = text.get("gke") or {}
     chain = str(gke.get("capacity") or "reservation").split(",")
     return dict(TUTORIAL_REQUIRED if "reservation" in chain else SMOKE_REQUIRED)
+
+
+def settings_with_teams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, teams: str,
+                        profile: str) -> InfraSettings:
+    """The infra settings of ``profile`` (the tutorial's, or a shipped one with the smoke's
+    required fields) under a teams file holding ``teams``, as one member of a shared
+    cluster deploys it."""
+    path = tmp_path / "teams.yaml"
+    path.write_text(teams)
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(path))
+    loaded = tutorial_profile() if profile == TUTORIAL else load_profile(
+        profile, SMOKE_REQUIRED, environ={})
+    return settings_from_profile(loaded, cache_dir=tmp_path / "cache")

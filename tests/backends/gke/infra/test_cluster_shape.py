@@ -21,7 +21,7 @@ from flows.backends.gke.infra.settings import InfraSettings, settings_from_profi
 from flows.common.paths import REPO_ROOT
 from flows.config import load_profile
 from flows.config.teams import load_teams
-from tests.support.profiles import SMOKE, SMOKE_REQUIRED, TUTORIAL, tutorial_profile
+from tests.support.profiles import SMOKE, SMOKE_REQUIRED, TUTORIAL, settings_with_teams, tutorial_profile
 
 LLAMA = "llama3.1-8b-v6e-16"
 HOW_TO = REPO_ROOT / "docs" / "how-to" / "team-budgets.md"
@@ -38,16 +38,6 @@ def how_to_teams() -> str:
     found = re.search(r"```yaml\n(teams:\n.*?)```", section, re.S)
     assert found, "the how-to's fair-queue example is a ```yaml block starting with teams:"
     return found.group(1)
-
-
-def _settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, teams: str,
-              profile: str) -> InfraSettings:
-    path = tmp_path / "teams.yaml"
-    path.write_text(teams)
-    monkeypatch.setenv("TPURL_TEAMS_FILE", str(path))
-    loaded = tutorial_profile() if profile == TUTORIAL else load_profile(
-        profile, SMOKE_REQUIRED, environ={})
-    return settings_from_profile(loaded, cache_dir=tmp_path / "cache")
 
 
 def _cluster_queues(s: InfraSettings) -> dict[str, Any]:
@@ -69,7 +59,7 @@ def test_the_how_tos_two_team_example_fits_the_cluster_of_both_teams(
     profile's 8 chips refused research's 24 ("the teams are given 24 chips, the cluster has
     8"). The cluster holds both slices: 32 + 8 chips."""
     for profile in (SMOKE, TUTORIAL):
-        s = _settings(tmp_path, monkeypatch, how_to_teams(), profile)
+        s = settings_with_teams(tmp_path, monkeypatch, how_to_teams(), profile)
         assert s.shape is not None and s.shape.chips == 40
         queues = _cluster_queues(s)
         assert {f: (n, b) for f, n, b in _tpu(queues["team-research"]) if n} == {
@@ -83,8 +73,8 @@ def test_deploying_team_bs_profile_stages_team_as_quota_and_flavors_unchanged(
     split B's own 8 chips (research's quota went from 16 to 4) and dropped the reservation
     flavor research's runs are admitted on."""
     teams = THREE_TEAMS.replace(f"  ads: {{usd_per_month: 500, profiles: [{LLAMA}]}}\n", "")
-    a = _cluster_queues(_settings(tmp_path, monkeypatch, teams, TUTORIAL))
-    b = _cluster_queues(_settings(tmp_path, monkeypatch, teams, SMOKE))
+    a = _cluster_queues(settings_with_teams(tmp_path, monkeypatch, teams, TUTORIAL))
+    b = _cluster_queues(settings_with_teams(tmp_path, monkeypatch, teams, SMOKE))
     assert a == b
     assert _tpu(b["team-research"])[0] == ("tpuv6e-flavor", 20, 20)
 
@@ -94,7 +84,7 @@ def _staged_by(profile: str, tmp: str) -> str:
     """What a deploy of ``profile`` stages for the three teams' cluster (rendered once)."""
     mp = pytest.MonkeyPatch()
     try:
-        s = _settings(Path(tmp), mp, THREE_TEAMS, profile) if profile != LLAMA else \
+        s = settings_with_teams(Path(tmp), mp, THREE_TEAMS, profile) if profile != LLAMA else \
             _llama_settings(Path(tmp), mp)
         [(_, text)] = edit_context(s.gke, s.shape).staged
         return text
@@ -151,7 +141,7 @@ def test_plan_shows_the_clusters_shape_each_teams_quota_and_the_pool_two_slices_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from flows.backends.gke.infra.cluster_shape import shape_lines
 
-    s = _settings(tmp_path, monkeypatch, how_to_teams(), SMOKE)
+    s = settings_with_teams(tmp_path, monkeypatch, how_to_teams(), SMOKE)
     assert s.shape is not None
     lines = shape_lines(s.shape, load_teams())
     assert lines[0].startswith("Cluster tpurl-v6e, as the teams file's profiles on it")
@@ -211,7 +201,7 @@ def test_the_how_tos_plan_output_is_what_the_plan_prints(
     section = HOW_TO.read_text().split("## One cluster, several teams", 1)[1]
     found = re.search(r"```text\n(.*?)```", section, re.S)
     assert found
-    s = _settings(tmp_path, monkeypatch, how_to_teams(), SMOKE)
+    s = settings_with_teams(tmp_path, monkeypatch, how_to_teams(), SMOKE)
     assert s.shape is not None
     printed = shape_lines(s.shape, load_teams())
     shown = found.group(1).splitlines()

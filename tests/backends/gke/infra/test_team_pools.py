@@ -24,29 +24,26 @@ from flows.backends.gke.infra.blueprint import edit_blueprint, edit_context, liv
 from flows.backends.gke.infra.commands import blueprint_vars
 from flows.backends.gke.infra.pool_owners import own_pools_recreated, pools_of_others_at_risk
 from flows.backends.gke.infra.pool_shape import pool_shape_problems
-from flows.backends.gke.infra.settings import InfraSettings, settings_from_profile
+from flows.backends.gke.infra.settings import InfraSettings
 from flows.backends.gke.jobs.common import tpu_pod_scheduling
 from flows.config import load_profile
 from flows.config.teams import TEAM_NAME_MAX
 from tests.fakes.cloud.gcluster_expand import deployed_pools, node_pool
 from tests.fakes.kube_api.tpu_nodes import fits
-from tests.support.profiles import SMOKE, SMOKE_REQUIRED, TUTORIAL, smoke_profile, tutorial_profile
+from tests.support.profiles import (
+    SMOKE,
+    SMOKE_REQUIRED,
+    TUTORIAL,
+    settings_with_teams,
+    smoke_profile,
+    tutorial_profile,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "fakes" / "cloud" / "gke-tpu-v6e-advanced.yaml"
 TWO_TEAMS = (f"teams:\n"
              f"  research: {{usd_per_month: 900, profiles: [{TUTORIAL}]}}\n"
              f"  product: {{usd_per_month: 500, profiles: [{SMOKE}]}}\n")
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-
-
-def _settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, profile: str,
-              teams: str = TWO_TEAMS) -> InfraSettings:
-    path = tmp_path / "teams.yaml"
-    path.write_text(teams)
-    monkeypatch.setenv("TPURL_TEAMS_FILE", str(path))
-    loaded = tutorial_profile() if profile == TUTORIAL else load_profile(
-        profile, SMOKE_REQUIRED, environ={})
-    return settings_from_profile(loaded, cache_dir=tmp_path / "cache")
 
 
 def _blueprint(s: InfraSettings, live: dict[str, Any] | None = None) -> str:
@@ -82,8 +79,8 @@ def two_deploys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                 ) -> tuple[InfraSettings, str, InfraSettings, str]:
     """A's deploy first, then B's on the cluster A's made: B's environment names no
     reservation (its on-demand profile has none), so A's pool keeps the live one."""
-    a = _settings(tmp_path, monkeypatch, TUTORIAL)
-    b = _settings(tmp_path, monkeypatch, SMOKE)
+    a = settings_with_teams(tmp_path, monkeypatch, TWO_TEAMS, TUTORIAL)
+    b = settings_with_teams(tmp_path, monkeypatch, TWO_TEAMS, SMOKE)
     text_a = _blueprint(a)
     live = {"nodePools": list(_gke_pools(text_a, a).values())}
     return a, text_a, b, _blueprint(b, live)
@@ -113,7 +110,7 @@ def test_another_teams_reservation_pool_not_yet_made_is_left_to_its_own_deploy(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """B's environment cannot name A's reservation: before A's pool exists, B's deploy
     builds B's pools only (a pool on a guessed reservation would fail the whole apply)."""
-    b = _settings(tmp_path, monkeypatch, SMOKE)
+    b = settings_with_teams(tmp_path, monkeypatch, TWO_TEAMS, SMOKE)
     assert [k.split("-")[1] for k in _pool_blocks(_blueprint(b))] == ["product"]
 
 
@@ -264,7 +261,7 @@ def test_a_single_mode_teams_pods_are_admitted_on_their_own_modes_flavor_only(
     from flows.backends.gke.jobs.manifests import render_all
     from flows.operations.plan import planned_workloads
 
-    s = _settings(tmp_path, monkeypatch, TUTORIAL)
+    s = settings_with_teams(tmp_path, monkeypatch, TWO_TEAMS, TUTORIAL)
     [(_, text)] = edit_context(s.gke, s.shape, s.team).staged
     rendered = render_template(text, {"tpu_quota": "40", "accelerator_type": "tpu-v6e-slice",
                                       "namespace": "default"})  # as Terraform fills them
