@@ -72,7 +72,7 @@ def validations(team: str, secrets: Iterable[str]) -> list[dict[str, str]]:
            f"mount the team's Secrets of deployments/work-pool/teams/{team}/rbac.yaml)")
     return [
         _rule("variables.pods.all(p, (!has(p.serviceAccountName) || p.serviceAccountName in "
-              f"variables.accounts) && (!has(p.serviceAccount) || p.serviceAccount in "
+              "variables.accounts) && (!has(p.serviceAccount) || p.serviceAccount in "
               "variables.accounts))",
               f"spec.replicatedJobs[].template.spec.template.spec.serviceAccountName: team "
               f"{team}'s flow may start pods as {account} (or the namespace's default) only; "
