@@ -17,7 +17,9 @@ The team's files are generated from the shared ones (the base job template and r
 Role, ClusterRole and comments), so the per-team Role grants exactly the calls the backend
 makes (tests/backends/gke/test_rbac.py derives those) and names only the team's Secrets:
 ``python -m flows.backends.gke.flow_pools`` writes deployments/work-pool/teams/TEAM/ for
-every team of the teams file, ``--check`` says which file differs.
+every team of the teams file, ``--check`` says which file differs. Beside them, the team's
+JobSet admission policy (jobset_admission.py, decision 0040) allows the same Secrets its
+Role may update.
 
 Pure but for reading the shared files and writing the team's.
 """

@@ -11,8 +11,9 @@ team (train, convert, export, evaluate, watch).
 How a ValidatingAdmissionPolicy is evaluated, as ``_admission`` does it, from kubernetes/
 kubernetes staging/src/k8s.io/api/admissionregistration/v1/types.go: the policy applies to a
 request its matchConstraints' resourceRules match (``MatchResources``) and whose every
-matchCondition is true (``MatchCondition``: "If all match conditions evaluate to TRUE, the
-policy is evaluated"); ``variables`` are evaluated in order, each seeing the earlier ones as
+matchCondition is true (``ValidatingAdmissionPolicySpec.MatchConditions``: "If ANY
+matchCondition evaluates to FALSE, the policy is skipped. If ALL matchConditions evaluate to
+TRUE, the policy is evaluated"); ``variables`` are evaluated in order, each seeing the earlier ones as
 ``variables.NAME`` (``Variable``); the request is refused with a validation's ``message`` when
 its expression is false (``Validation``) and the binding's ``validationActions`` hold ``Deny``.
 ``request.userInfo.username`` of a service account is ``system:serviceaccount:NS:NAME``.
