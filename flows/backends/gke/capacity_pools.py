@@ -212,8 +212,8 @@ def slice_zone(gke: GkeSection, mode: str) -> str | None:
     return None
 
 
-def pools_of_mode(gke: GkeSection, mode: str) -> tuple[TpuPool, ...]:
-    return tuple(p for p in tpu_pools(gke) if p.mode == mode)
+def pools_of_mode(gke: GkeSection, mode: str, team: str | None = None) -> tuple[TpuPool, ...]:
+    return tuple(p for p in tpu_pools(gke, team) if p.mode == mode)
 
 
 def mode_of_node(labels: dict[str, Any]) -> str | None:

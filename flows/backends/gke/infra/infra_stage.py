@@ -212,7 +212,7 @@ def _capacity_actions(s: InfraSettings) -> list[str]:
 
     g, out = s.gke, []
     for mode in g.capacity_chain:
-        names = ", ".join(f"{p.name} ({p.zone})" for p in pools_of_mode(g, mode))
+        names = ", ".join(f"{p.name} ({p.zone})" for p in pools_of_mode(g, mode, s.team))
         if mode == "reservation":
             out.append(f"TPU pool {names}: static, {g.hosts_per_slice} nodes per slice on "
                        f"reservation {g.reservation} (billed while the reservation exists)")

@@ -19,6 +19,7 @@ from flows.backends.gke.capacity_pools import (
     POOL_NAME_MAX,
     TEAM_LABEL,
     team_pool_name,
+    tpu_pools,
 )
 from flows.backends.gke.infra.blueprint import edit_blueprint, edit_context, live_reservations
 from flows.backends.gke.infra.commands import blueprint_vars
@@ -287,3 +288,18 @@ def test_a_single_mode_teams_pods_are_admitted_on_their_own_modes_flavor_only(
     problems = admission_problems(tpu_sets, queue, flavors)
     assert problems and all("flavor tpuv6e-od-flavor doesn't match node affinity" in p
                             for p in problems)
+
+
+def test_the_plans_pool_lines_name_each_teams_own_pools(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `tpurl plan` says the infra stage makes is what the blueprint holds: the team's
+    own pool names (a plan naming the old `gke-tpu-v6e-pool` sends an operator looking for a
+    pool the deploy never creates)."""
+    from flows.backends.gke.infra.infra_stage import gke_plan_actions
+
+    for profile, load in ((TUTORIAL, tutorial_profile), (SMOKE, smoke_profile)):
+        s = settings_with_teams(tmp_path, monkeypatch, TWO_TEAMS, profile)
+        said = " ".join(a for a in gke_plan_actions(load()) if a.startswith("TPU pool"))
+        names = [p.name for p in tpu_pools(s.gke, s.team)]
+        assert s.team and names and all(f"{name} (" in said for name in names), said
+        assert "gke-tpu-v6e-pool" not in said
