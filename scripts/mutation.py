@@ -86,6 +86,9 @@ MODULES = {
     "fit-rules": Module("flows/config/fit_rules.py", (
         "tests/config/test_fit.py", "tests/config/test_fit_table.py",
         "tests/config/test_fit_texts.py", "tests/config/test_rollout.py")),
+    "watch-set": Module("flows/core/watch_set.py", ("tests/operations/test_watch_set.py",)),
+    "vm-created": Module("flows/backends/gke/watch/vm_created.py", (
+        "tests/backends/gke/watch/test_node_meter.py",), glue=("_authorized",)),
 }
 # mutmut mutates function bodies only: flows/common/token_shapes.py is module-level patterns,
 # so it is mutated through the functions that use them (the "redaction" module's tests).

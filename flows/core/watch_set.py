@@ -53,8 +53,9 @@ class TeamRoot:
 
 
 def _canonical(uri: str) -> str:
-    """A URI compared by its place: a local path with its links and ``..`` resolved."""
-    parsed = urlparse(uri)
+    """A URI compared by its place: a local path (plain or file://) with its links and
+    ``..`` resolved."""
+    parsed = urlparse(uri := dataset_uri(uri))
     if parsed.scheme == "file":
         return file_uri(os.path.realpath(parsed.path))
     return uri

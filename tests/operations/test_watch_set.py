@@ -18,7 +18,7 @@ from flows.core.failures import StageFailed
 from flows.core.promotion import PromotedModel
 from flows.core.scores import ScoresFile
 from flows.core.storage import LocalStorage
-from flows.core.watch_set import TeamRoot, foreign_root, watch_set_problem
+from flows.core.watch_set import SetProblem, TeamRoot, foreign_root, watch_set_problem
 from flows.core.watch_store import read_watches, watch_history_uri
 from flows.operations.watch import run_watch
 from flows.runpage.promotion import promote_or_reject
@@ -193,3 +193,94 @@ def test_the_profile_refuses_a_climbing_path_and_the_training_rows(
     with pytest.raises(ProfileError, match="names the training files"):
         load_profile("rehearsal", {"local.root": str(tmp_path), "data.train_files": train,
                                    "watch.files": train}, environ={})
+
+
+class _BucketOnDisk(LocalStorage):
+    """gs://BUCKET/NAME read from a folder, listed as GcsStorage lists a prefix (every
+    object below it by its name relative to the prefix, flows/backends/gke/gcs.py), so a
+    remote glob is expanded the way it is against a bucket."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, uri: str) -> Path:
+        assert uri.startswith("gs://"), uri
+        return self.root / uri.removeprefix("gs://")
+
+
+def test_a_remote_glob_names_the_files_gcs_lists_with_their_sizes(tmp_path: Path) -> None:
+    """A gs:// glob is expanded against one listing of its base: each match with its size,
+    in name order; what only starts like the base, or does not end like the glob, is not."""
+    base = tmp_path / "bkt" / "team-a" / "watch"
+    (base / "old").mkdir(parents=True)
+    sizes = {}
+    for name in ("b.parquet", "a.parquet", "old/c.parquet"):
+        sizes[name] = len(_parquet(base / name, rows=2 + len(name)).read_bytes())
+    (base / "notes.txt").write_text("x")
+    (tmp_path / "bkt" / "team-a" / "watch-2").mkdir()
+    _parquet(tmp_path / "bkt" / "team-a" / "watch-2" / "d.parquet")
+    from flows.core.watch_set import _matches
+
+    found = _matches(_BucketOnDisk(tmp_path), "gs://bkt/team-a/watch/*.parquet")
+    assert list(found) == [f"gs://bkt/team-a/watch/{n}" for n in sorted(sizes)]
+    assert found == {f"gs://bkt/team-a/watch/{n}": sizes[n] for n in sizes}
+    assert _matches(_BucketOnDisk(tmp_path), "gs://bkt/team-a/none/*.parquet") == {}
+    one = "gs://bkt/team-a/watch/a.parquet"
+    assert _matches(_BucketOnDisk(tmp_path), one) == {one: sizes["a.parquet"]}
+    assert _matches(_BucketOnDisk(tmp_path), "gs://bkt/team-a/watch") == {
+        "gs://bkt/team-a/watch/": -1}  # a folder: its files, not one file
+
+
+def test_a_set_is_foreign_only_under_another_teams_own_root(tmp_path: Path) -> None:
+    """The boundaries of "another team's root": the root itself and anything below it, not a
+    sibling that only starts like it; a link or `..` into it counts where it lands; a root
+    the watching team shares, or a profile in no team, refuses nothing."""
+    b_root = tmp_path / "b"
+    (b_root / "sets").mkdir(parents=True)
+    (tmp_path / "b-2").mkdir()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "link").symlink_to(b_root / "sets")
+    roots = [TeamRoot("pa", "team-a", str(tmp_path / "a")),
+             TeamRoot("pb", "team-b", f"file://{b_root}/"),
+             TeamRoot("loose", None, str(tmp_path / "loose"))]
+    b = roots[1]
+    assert foreign_root(str(b_root), "team-a", roots) == b
+    assert foreign_root(f"{b_root}/sets/*.parquet", "team-a", roots) == b
+    assert foreign_root(f"{tmp_path}/a/link/x.parquet", "team-a", roots) == b
+    assert foreign_root(f"{tmp_path}/a/../b/x.parquet", None, roots) == b
+    assert foreign_root(f"{tmp_path}/b-2/x.parquet", "team-a", roots) is None
+    assert foreign_root(f"{tmp_path}/a/x.parquet", "team-a", roots) is None
+    assert foreign_root(f"{tmp_path}/loose/x.parquet", "team-a", roots) is None
+    assert foreign_root(f"{b_root}/x.parquet", "team-b", roots) is None  # its own
+    shared = [*roots, TeamRoot("pa2", "team-a", str(b_root))]  # one root, two teams
+    assert foreign_root(f"{b_root}/x.parquet", "team-a", shared) is None
+    assert foreign_root(f"{b_root}/x.parquet", None, shared) == b  # not the watcher's
+    gs = [TeamRoot("pg", "team-b", "gs://bkt/team-b")]
+    assert foreign_root("gs://bkt/team-b/w/*.parquet", "team-a", gs) == gs[0]
+    assert foreign_root("gs://bkt/team-b-old/w.parquet", "team-a", gs) is None
+
+
+def test_the_refusals_say_what_was_found_and_the_fix_word_for_word(tmp_path: Path) -> None:
+    """Each refusal's text, as a user reads it (the fix names watch.files); an hf:// set is
+    the evaluation program's to fetch, so nothing here refuses it."""
+    roots = [TeamRoot("pb", "team-b", "gs://bkt/team-b/")]
+    storage = _BucketOnDisk(tmp_path)
+    for team, whose in (("team-a", "team team-a"), (None, "a profile in no team")):
+        found = watch_set_problem(storage, "gs://bkt/team-b/w.parquet", team, lambda: roots)
+        assert found == SetProblem(
+            f"gs://bkt/team-b/w.parquet is under gs://bkt/team-b/, the output root of profile "
+            f"pb of team team-b, not of {whose}",
+            "copy the rows to your own bucket or directory and name them in watch.files",
+            Failure.EVAL_WATCH_SET_FOREIGN)
+    missing = "point watch.files at existing parquet files (a local path, file:// or gs:// " \
+        "URI), or remove it to watch on the promotion's held-out set"
+    assert watch_set_problem(storage, "gs://bkt/x/w.parquet", "team-a", lambda: roots) == \
+        SetProblem("gs://bkt/x/w.parquet does not exist", missing, Failure.DATA_INVALID)
+    assert watch_set_problem(storage, "gs://bkt/x/*.parquet", "team-a", lambda: roots) == \
+        SetProblem("gs://bkt/x/*.parquet does not exist (the glob matches no file)", missing,
+                   Failure.DATA_INVALID)
+    _parquet(tmp_path / "bkt" / "x" / "d" / "w.parquet")
+    assert watch_set_problem(storage, "gs://bkt/x/d/", "team-a", lambda: roots) == SetProblem(
+        "gs://bkt/x/d/ is a directory", "name its parquet files in watch.files, e.g. "
+        "gs://bkt/x/d/*.parquet", Failure.DATA_INVALID)
+    assert watch_set_problem(storage, "hf://datasets/org/rows", "team-a", lambda: roots) is None

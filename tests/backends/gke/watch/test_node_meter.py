@@ -20,6 +20,7 @@ from flows.backends.gke.watch.vm_created import (
     NODE_REGISTRATION,
     VM_CREATION,
     InstanceRef,
+    InstanceUnreadable,
     VmCreations,
     instance_ref,
 )
@@ -308,3 +309,42 @@ def test_the_rest_lookup_reads_the_instance_and_tells_a_404_from_a_refusal() -> 
     for refused in (_Answer(403), _Answer(503), ConnectionError("reset")):
         with pytest.raises(InstanceUnreadable):
             RestInstances(session=_Session(refused))(ref)
+
+
+def test_each_vm_is_read_once_by_its_own_place_and_a_refusal_stops_every_read() -> None:
+    """The reads VmCreations makes: one per VM, keyed by project, zone and name (two VMs of
+    one name in two zones are two VMs); after a refusal none, every later node answered
+    from its registration; the one warning names the grant that lifts it."""
+    calls: list[InstanceRef] = []
+    created = {("p", "z1", "vm"): "2026-12-06T10:00:00Z", ("p", "z2", "vm"): None,
+               ("q", "z1", "vm"): "2026-12-06T11:00:00Z"}
+
+    def get(ref: InstanceRef) -> dict | None:
+        calls.append(ref)
+        if ref.project == "denied":
+            raise InstanceUnreadable("HTTP 403 from instances.get")
+        stamp = created[(ref.project, ref.zone, ref.name)]
+        return {"creationTimestamp": stamp} if stamp else None
+
+    def node(project: str, zone: str) -> dict:
+        return {"metadata": {"name": "n"}, "spec": {"providerID": f"gce://{project}/{zone}/vm"}}
+
+    warned: list[str] = []
+    vms = VmCreations(get, warned.append)
+    ten = datetime(2026, 12, 6, 10, tzinfo=UTC).timestamp()
+    assert vms.created(node("p", "z1")) == ten
+    assert vms.created(node("p", "z1")) == ten  # answered from what it read
+    assert vms.created(node("p", "z2")) is None  # gone (404): remembered as such
+    assert vms.created(node("p", "z2")) is None
+    assert vms.created(node("q", "z1")) == ten + 3600
+    assert [(r.project, r.zone) for r in calls] == [("p", "z1"), ("p", "z2"), ("q", "z1")]
+    assert vms.created(node("denied", "z1")) is None
+    assert vms.created(node("denied", "z9")) is None and vms.created(node("q", "z3")) is None
+    assert len(calls) == 4 and vms.created(node("p", "z1")) == ten  # known before: kept
+    assert warned == [
+        "the TPU VMs' creation times cannot be read (HTTP 403 from instances.get); the spend "
+        "meter charges each TPU node from its registration, which comes after its VM's boot, "
+        "so it under-charges by the boot. To charge from the VM's creation, let the identity "
+        "the flow runs as read the instances: gcloud projects add-iam-policy-binding denied "
+        "--member=serviceAccount:tpurl-flow@denied.iam.gserviceaccount.com "
+        "--role=roles/compute.viewer (it holds compute.instances.get)"]
