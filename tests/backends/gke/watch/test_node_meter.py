@@ -288,10 +288,11 @@ class _Session:
     """What RestInstances calls: ``get(url, timeout=...)``; records the URLs."""
 
     def __init__(self, answer: _Answer | Exception) -> None:
-        self.answer, self.urls = answer, []
+        self.answer, self.urls, self.timeouts = answer, [], []
 
     def get(self, url: str, timeout: float) -> _Answer:
         self.urls.append(url)
+        self.timeouts.append(timeout)
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer
@@ -306,9 +307,16 @@ def test_the_rest_lookup_reads_the_instance_and_tells_a_404_from_a_refusal() -> 
     assert found.urls == ["https://compute.googleapis.com/compute/v1/projects/p/zones/"
                           "us-east5-b/instances/gke-tpu-a"]
     assert RestInstances(session=_Session(_Answer(404)))(ref) is None
-    for refused in (_Answer(403), _Answer(503), ConnectionError("reset")):
-        with pytest.raises(InstanceUnreadable):
+    assert found.timeouts == [10.0]  # a hung API holds the meter's thread 10 s, not forever
+    for refused, said in ((_Answer(403), "HTTP 403 from instances.get"),
+                          (_Answer(400), "HTTP 400 from instances.get"),
+                          (_Answer(503), "HTTP 503 from instances.get"),
+                          (ConnectionError("reset"), "ConnectionError")):
+        with pytest.raises(InstanceUnreadable) as raised:
             RestInstances(session=_Session(refused))(ref)
+        assert str(raised.value) == said
+    assert RestInstances(session=_Session(_Answer(399, {"a": 1})))(ref) == {"a": 1}
+    assert RestInstances(session=_Session(_Answer(200, ["not", "an", "instance"])))(ref) is None
 
 
 def test_each_vm_is_read_once_by_its_own_place_and_a_refusal_stops_every_read() -> None:
