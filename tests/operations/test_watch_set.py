@@ -284,3 +284,41 @@ def test_the_refusals_say_what_was_found_and_the_fix_word_for_word(tmp_path: Pat
         "gs://bkt/x/d/ is a directory", "name its parquet files in watch.files, e.g. "
         "gs://bkt/x/d/*.parquet", Failure.DATA_INVALID)
     assert watch_set_problem(storage, "hf://datasets/org/rows", "team-a", lambda: roots) is None
+
+
+def test_the_file_count_limit_holds_at_its_value_and_the_texts_are_whole(tmp_path: Path) -> None:
+    """MAX_FILES files pass and one more is refused; the size, column, footer and row
+    refusals read as a user gets them; rows are added over every file, whichever holds
+    them (a set whose last file is empty still has its first file's rows)."""
+    from flows.core.watch_set import MAX_FILES
+
+    many = tmp_path / "many"
+    for i in range(MAX_FILES):
+        _parquet(many / f"{i:03}.parquet", rows=1)
+    assert _problem(many / "*.parquet") is None
+    _parquet(many / "999.parquet", rows=1)
+    assert _problem(many / "*.parquet") == SetProblem(
+        f"{many}/*.parquet matches {MAX_FILES + 1} files, more than {MAX_FILES}",
+        "merge the set into fewer parquet files", Failure.DATA_INVALID)
+    good = _parquet(tmp_path / "good.parquet")
+    size = good.stat().st_size
+    assert _problem(good, max_bytes=size - 1) == SetProblem(
+        f"{good} holds {size:,} bytes, more than the watch reads ({size - 1:,})",
+        "keep a sample of the rows in watch.files: the watch scores eval.batches batches of "
+        "them", Failure.DATA_INVALID)
+    wrong = _parquet(tmp_path / "wrong.parquet", columns=("text", "label"))
+    found = _problem(wrong)
+    assert found is not None and found.problem.startswith(f"file://{wrong} has columns label, text;")
+    assert found.fix == "rename the columns in the files watch.files names (e.g. " \
+        "problem/expected_answer)"
+    (tmp_path / "text.parquet").write_text("question,answer\n")
+    assert _problem(tmp_path / "text.parquet") == SetProblem(
+        f"file://{tmp_path}/text.parquet: it is not a parquet file (no PAR1 footer)",
+        "watch.files must name parquet files", Failure.DATA_INVALID)
+    _parquet(tmp_path / "s" / "a.parquet", rows=2)
+    _parquet(tmp_path / "s" / "b.parquet", rows=0)
+    assert _problem(tmp_path / "s" / "*.parquet") is None
+    (tmp_path / "s" / "a.parquet").unlink()
+    assert _problem(tmp_path / "s" / "*.parquet") == SetProblem(
+        f"{tmp_path}/s/*.parquet holds no row", "give watch.files rows to score",
+        Failure.DATA_INVALID)
