@@ -284,6 +284,11 @@ def test_the_refusals_say_what_was_found_and_the_fix_word_for_word(tmp_path: Pat
         "gs://bkt/x/d/ is a directory", "name its parquet files in watch.files, e.g. "
         "gs://bkt/x/d/*.parquet", Failure.DATA_INVALID)
     assert watch_set_problem(storage, "hf://datasets/org/rows", "team-a", lambda: roots) is None
+    own = watch_set_problem(storage, "gs://bkt/team-b/w.parquet", "team-b", lambda: roots)
+    assert own is not None and own.code == Failure.DATA_INVALID  # its own root: only missing
+    (tmp_path / "bkt" / "x" / "zero.parquet").write_bytes(b"")  # a file of 0 bytes: a file
+    zero = watch_set_problem(storage, "gs://bkt/x/zero.parquet", "team-a", lambda: roots)
+    assert zero is not None and zero.problem.endswith("it is not a parquet file (no PAR1 footer)")
 
 
 def test_the_file_count_limit_holds_at_its_value_and_the_texts_are_whole(tmp_path: Path) -> None:
