@@ -242,12 +242,14 @@ def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
     import dataclasses
 
     from flows.backends.gke.backend import GkeBackend
+    from flows.backends.gke.capacity_pools import pool_node_labels, pool_taints
     from flows.config import load_profile
     from flows.core.budgets import Budgets
     from flows.core.failures import StageFailed
     from flows.core.layout import Layout
     from flows.core.programs import train_workload
     from flows.core.storage import LocalStorage, file_uri
+    from flows.core.team_origin import outside_a_run
     from tests.fakes.kube_api import FakeApiServer, FakeKube
     from tests.fakes.kube_api.nodepools import Autoscaler, Reclaim, TpuPool
     from tests.fakes.kube_api.scenarios import (
@@ -259,7 +261,7 @@ def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
         succeed,
         worker_crashes,
     )
-    from tests.fakes.kube_api.tpu_nodes import MODE_LABELS
+    from tests.fakes.kube_api.tpu_nodes import MODE_LABELS, TPU_TAINT
     from tests.support.cluster import cluster_at
     from tests.support.profiles import TUTORIAL, TUTORIAL_REQUIRED
 
@@ -295,7 +297,12 @@ def run_race(case: str, window_s: float) -> tuple[float, float, float, str]:
     kube = scenario(FakeKube(), *scripts)
     scaler = None
     if case in ("spot-reclaim", "stockout"):
-        pool = TpuPool(labels=dict(MODE_LABELS["spot"]),  # the spot pool's nodes, as GKE's
+        # the spot pool's nodes as the blueprint deploys them: GKE's spot label, and the
+        # team's label and taint when the teams file puts the profile in a team
+        team = outside_a_run(profile.name).team
+        name = team.name if team else None
+        pool = TpuPool(labels={**MODE_LABELS["spot"], **pool_node_labels("spot", name)},
+                       taints=[dict(TPU_TAINT), *pool_taints("spot", name)],
                        reclaim=Reclaim(kubelet_posts=False, pod_gc_s=4.0,
                                        program_gives_up_s=6.0),
                        stockout=case == "stockout", scale_up_backoff_s=5.0)

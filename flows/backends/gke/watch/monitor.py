@@ -435,16 +435,30 @@ class Monitor:
             return found
         # the pod watch is a stream of its own and may lag the JobSet's: the pods as they
         # are now, read once the JobSet failed, may carry the disruption it has not delivered
-        live = self._mine(self.lost_nodes.pods(f"{JOBSET_NAME}={self.name}") or [])
+        read = self.lost_nodes.pods(f"{JOBSET_NAME}={self.name}")
+        live = self._mine(read or [])
         for pod in live:
             self._observe_pod(pod)
         if found := self._seen_disrupted(jobset):
             return found
+        if read is not None and (deleted := self._deleted_since(live)):
+            # PodGC deletes the pods a lost node left behind: only the versions the watch
+            # has yet to deliver hold their DisruptionTarget (watch/lost_nodes.py)
+            self.pods.await_gone(deleted, self.budgets.log_drain_s)
+            if found := self._seen_disrupted(jobset):
+                return found
         for pod in live or self._pods():
             node = (pod.get("spec") or {}).get("nodeName")
             if node and unfinished(pod) and self.lost_nodes.outlived(pod, node):
                 found[pod["metadata"]["name"]] = f"node {node} no longer exists"
         return found
+
+    def _deleted_since(self, live: list[Obj]) -> set[str]:
+        """The pods the watch still holds unfinished on a node that a live read no longer
+        finds: deleted behind the watch."""
+        there = {p["metadata"]["name"] for p in live}
+        return {p["metadata"]["name"] for p in self._pods() if unfinished(p)
+                and (p.get("spec") or {}).get("nodeName") and p["metadata"]["name"] not in there}
 
     def _seen_disrupted(self, jobset: Obj) -> dict[str, str]:
         restarts = _restarts(jobset)

@@ -128,6 +128,19 @@ class ObjectWatch:
                 return False
         return True
 
+    def await_gone(self, names: set[str], within_s: float) -> bool:
+        """Wait until the watch no longer holds any of ``names``, objects a live read no
+        longer found: it has then delivered their deletion, and every version before it
+        (a pod's last status, with the cause of its end) has been seen by ``observe``, as
+        a stream delivers in order. False when that has not happened within ``within_s``."""
+        deadline = time.monotonic() + within_s
+        while True:
+            with self._lock:
+                if not names & self.objects.keys():
+                    return True
+            if time.monotonic() >= deadline or self._stop.wait(0.05):
+                return False
+
     def _run(self) -> None:
         streak = 0
         while not self._stop.is_set():

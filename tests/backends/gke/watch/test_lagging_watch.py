@@ -26,7 +26,7 @@ from flows.core.programs import train_workload
 from flows.core.storage import file_uri
 from tests.fakes.gke_backend import BUDGETS, ListLogger, jobsets_created, make_backend, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
-from tests.fakes.kube_api.nodepools import Autoscaler, TpuPool
+from tests.fakes.kube_api.nodepools import Autoscaler, Reclaim, TpuPool
 from tests.fakes.kube_api.scenarios import admit, exit_with, say, scenario, start, succeed
 from tests.fakes.kube_api.tpu_nodes import MODE_LABELS
 from tests.support.polling import until
@@ -131,6 +131,55 @@ def test_a_preemption_the_pod_watch_has_not_delivered_is_still_a_preemption(
                   (0.05, say("step 1", "saved checkpoint 1")), (0.3, reclaim)],
                  [(0.0, released("pods")), (0.05, admit), (0.05, start),
                   (0.05, say("restored checkpoint 1")), (0.1, succeed)])
+        profile = tutorial_profile(**{"gke.capacity": "spot", "gke.reservation": "",
+                                      **{f"gke.prices.spot.{k}": v for k, v in PRICE.items()}})
+        outcome, logger, *_ = run_stage(server, "train", tmp_path, BUDGETS, profile=profile)
+        assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
+        assert jobsets_created(server.kube) == 2, logger.lines  # resumed once
+        assert any("preempted" in line for line in logger.lines), logger.lines
+    finally:
+        scaler.stop()
+
+
+LAGS_BEYOND_THE_LOG_S = 1.5  # the head's last lines are read well before
+
+
+def release_pods_once_the_head_gave_up(kube: FakeKube, _name: str) -> None:
+    """Waits (in the scenario's thread) until the Pathways head gave up and failed the
+    JobSet, then lets the pod watch deliver what it held, after the head's log was read to
+    its end."""
+    with unlocked(kube):
+        assert until(lambda: "head_gives_up" in kube.action_times, within_s=30)
+        time.sleep(LAGS_BEYOND_THE_LOG_S)
+        with kube.cond:
+            kube.held_watches.discard("pods")
+
+
+def test_a_slice_podgc_cleared_behind_a_lagging_pod_watch_is_still_a_preemption(
+        server: FakeApiServer, tmp_path: Path) -> None:
+    """The VMs go before any kubelet posts a thing; PodGC marks the orphaned workers
+    DeletionByPodGC and deletes them; then the Pathways head gives up and fails the JobSet
+    (reclaim.py has the sources). The pod watch lags through all of it, so when the JobSet's
+    Failed arrives the live pods hold no worker on a lost node (PodGC deleted them) and the
+    watch's copies no disruption: only the versions the pod watch has yet to deliver say
+    what happened. A clean-clone CI run under load met it (benchmarks/gke_watch.py's
+    spot-reclaim race) and called the reclaim the program's own failure."""
+    pool = TpuPool(labels=dict(MODE_LABELS["spot"]),
+                   reclaim=Reclaim(kubelet_posts=False, pod_gc_s=0.3, program_gives_up_s=0.8))
+    scaler = Autoscaler(server.kube, pool)
+
+    def reclaim(kube: FakeKube, _name: str) -> None:
+        with unlocked(kube):
+            assert until(lambda: bool(scaler.nodes), within_s=30)
+        kube.held_watches.add("pods")
+        scaler._end_nodes("preempted")
+    reclaim.__name__ = "reclaim"
+    try:
+        scenario(server.kube,
+                 [(0.05, admit), (0.05, start), (0.05, say("step 1", "saved checkpoint 1")),
+                  (0.1, reclaim), (0.0, release_pods_once_the_head_gave_up), (30.0, succeed)],
+                 [(0.05, admit), (0.05, start), (0.05, say("restored checkpoint 1")),
+                  (0.1, succeed)])
         profile = tutorial_profile(**{"gke.capacity": "spot", "gke.reservation": "",
                                       **{f"gke.prices.spot.{k}": v for k, v in PRICE.items()}})
         outcome, logger, *_ = run_stage(server, "train", tmp_path, BUDGETS, profile=profile)
