@@ -47,6 +47,7 @@ from pathlib import Path
 from flows.backends.gke import recovery
 from flows.backends.gke.capacity_run import CapacityRun, step_mode
 from flows.backends.gke.fallback import Attempt
+from flows.backends.gke.flow_pools import flow_account_id
 from flows.backends.gke.gcs import GcsStorage
 from flows.backends.gke.iam_propagation import Grant, grants_path, load
 from flows.backends.gke.image.stage_work import GkeImage
@@ -251,7 +252,7 @@ class GkeBackend:
         try:
             nodes = watch_run_nodes(self.spend, self.profile, self.cluster, self.watch_settings,
                                     lambda line: self.logger.warning("%s", line),
-                                    self._instances)
+                                    flow_account_id(self.options.team), self._instances)
             self.jobsets.apply_secrets(workload)
             self.jobsets.ship_programs(workload)
             while True:

@@ -32,17 +32,19 @@ from flows.config.profile import Profile
 
 
 def watch_run_nodes(spend: SpendMeter | None, profile: Profile, cluster: Cluster,
-                    settings: WatchSettings, warn: Callable[[str], None],
+                    settings: WatchSettings, warn: Callable[[str], None], flow_account: str,
                     instances: InstanceGet | None = None) -> NodeWatch | None:
     """Start charging ``spend`` by the run's TPU nodes, for a stage whose jobs bring TPU
     nodes up in a mode that scales from zero; None when there is nothing to watch. Each node
     is charged from its VM's creation, read through ``instances`` (Compute Engine's
-    instances.get by default, watch/vm_created.py), or from its registration."""
+    instances.get by default, watch/vm_created.py), or from its registration; when the VMs
+    cannot be read, the warning names ``flow_account`` (the Google account id the flow runs
+    as) as the one to grant."""
     gke = gke_section(profile)
     modes = frozenset(m for m in gke.capacity_chain if m in SCALE_FROM_ZERO)
     if spend is None or not spend.chips or not modes:
         return None
-    vms = VmCreations(instances or RestInstances(gke.gcp_credentials_block), warn)
+    vms = VmCreations(instances or RestInstances(gke.gcp_credentials_block), warn, flow_account)
     nodes = TpuNodes(functools.partial(belongs_to_run, modes=modes,
                                        unlabelled=gke.scales_from_zero), wall=spend.wall,
                      vm_created=vms.created)

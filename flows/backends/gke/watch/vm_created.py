@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flows.backends.gke.identity import FLOW_ACCOUNT
 from flows.backends.gke.watch.api_time import api_time
 from flows.common.api_objects import Obj
 
@@ -74,8 +73,10 @@ class VmCreations:
     """Each node's VM creation (wall-clock Unix seconds), read once per node; after the API
     refused or failed once, no more reads (every node is then charged from registration)."""
 
-    def __init__(self, get: InstanceGet, warn: Callable[[str], None]) -> None:
-        self.get, self.warn = get, warn
+    def __init__(self, get: InstanceGet, warn: Callable[[str], None], flow_account: str) -> None:
+        """``flow_account``: the Google account id the flow runs as (the team's own,
+        flow_pools.flow_account_id), which the warning names as the one to grant."""
+        self.get, self.warn, self.flow_account = get, warn, flow_account
         self._known: dict[str, float | None] = {}
         self._given_up = False
         self._lock = threading.Lock()
@@ -100,7 +101,7 @@ class VmCreations:
                           "VM's boot, so it under-charges by the boot. To charge from the VM's "
                           "creation, let the identity the flow runs as read the instances: "
                           f"gcloud projects add-iam-policy-binding {ref.project} --member="
-                          f"serviceAccount:{FLOW_ACCOUNT}@{ref.project}.iam.gserviceaccount.com"
+                          f"serviceAccount:{self.flow_account}@{ref.project}.iam.gserviceaccount.com"
                           " --role=roles/compute.viewer (it holds compute.instances.get)")
             return None
         stamp = api_time((instance or {}).get("creationTimestamp"))

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from flows.backends.gke.capacity_pools import pool_node_labels
+from flows.backends.gke.flow_pools import flow_account_id
 from flows.backends.gke.watch.node_charges import scale_up_triggered_at
 from flows.backends.gke.watch.spend import SpendMeter, meter_for, spent_in_run
 from flows.backends.gke.watch.tpu_nodes import TpuNodes, belongs_to_run
@@ -185,7 +186,7 @@ def _vm_meter(wall: Wall, kube: FakeKube, instances: FakeInstances
     """A meter whose nodes read their VMs through ``instances``; the warnings it gave."""
     warned: list[str] = []
     meter = SpendMeter("train", 16, 1.0, False, None, None, uuid.uuid4().hex, wall=wall)
-    vms = VmCreations(instances, warned.append)
+    vms = VmCreations(instances, warned.append, "tpurl-flow")
     nodes = TpuNodes(functools.partial(belongs_to_run, modes=frozenset({"on-demand"}),
                                        unlabelled=True), wall=wall, vm_created=vms.created)
     meter.attach_nodes(nodes, 4, {})
@@ -338,7 +339,7 @@ def test_each_vm_is_read_once_by_its_own_place_and_a_refusal_stops_every_read() 
         return {"metadata": {"name": "n"}, "spec": {"providerID": f"gce://{project}/{zone}/vm"}}
 
     warned: list[str] = []
-    vms = VmCreations(get, warned.append)
+    vms = VmCreations(get, warned.append, "tpurl-flow")
     ten = datetime(2026, 12, 6, 10, tzinfo=UTC).timestamp()
     assert vms.created(node("p", "z1")) == ten
     assert vms.created(node("p", "z1")) == ten  # answered from what it read
@@ -356,3 +357,18 @@ def test_each_vm_is_read_once_by_its_own_place_and_a_refusal_stops_every_read() 
         "the flow runs as read the instances: gcloud projects add-iam-policy-binding denied "
         "--member=serviceAccount:tpurl-flow@denied.iam.gserviceaccount.com "
         "--role=roles/compute.viewer (it holds compute.instances.get)"]
+
+
+def test_the_warning_names_the_account_the_teams_flow_runs_as() -> None:
+    """A team's flow pod runs as the team's own Google account (flow_pools, decision 0039):
+    the grant the warning gives is that account's, the one ``tpurl flow-identity`` made,
+    not the team-less ``tpurl-flow``."""
+    def refused(ref: InstanceRef) -> dict | None:
+        raise InstanceUnreadable("HTTP 403 from instances.get")
+
+    for team, member in (("research", "tpurl-flow-research@p.iam"),
+                         (None, "tpurl-flow@p.iam")):
+        warned: list[str] = []
+        node = {"metadata": {"name": "n"}, "spec": {"providerID": "gce://p/z1/vm"}}
+        assert VmCreations(refused, warned.append, flow_account_id(team)).created(node) is None
+        assert len(warned) == 1 and f"--member=serviceAccount:{member}" in warned[0], warned
