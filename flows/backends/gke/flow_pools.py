@@ -38,7 +38,6 @@ from typing import Any
 
 import yaml
 
-from flows.backends.gke.identity import FLOW_ACCOUNT
 from flows.backends.gke.jobs.naming import secret_name
 from flows.backends.gke.jobset_admission import team_policy
 from flows.common.paths import REPO_ROOT
@@ -53,7 +52,7 @@ RBAC_NAME = "rbac.yaml"
 ADMISSION_NAME = "admission.yaml"
 
 SHARED_POOL = "tpurl-kubernetes"   # profiles in no team
-SHARED_ACCOUNT = FLOW_ACCOUNT      # their flow pod's Kubernetes and Google account
+SHARED_ACCOUNT = "tpurl-flow"      # their flow pod's Kubernetes and Google account
 FLOW_CONTAINER = "prefect-job"
 # A Google service account's id: 6 to 30 characters, a lowercase letter first, then
 # lowercase letters, digits and '-', not ending in '-' (IAM, "Create service accounts").

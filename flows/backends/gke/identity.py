@@ -33,11 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from flows.backends.gke.flow_pools import google_account
 from flows.common.failure_codes import Failure
 from flows.common.issues import Issue
 from flows.config.gke import GkeSection
 
-FLOW_ACCOUNT = "tpurl-flow"    # the team-less runtime identity: Google and Kubernetes account
 INFRA_ACCOUNT = "tpurl-infra"  # the infra identity (Google only: it runs outside the cluster)
 
 Scope = Literal["project", "bucket", "staging", "repository"]
@@ -104,8 +104,6 @@ def _holds(need: Need, held: frozenset[str] | set[str]) -> bool:
 def flow_account(gke: GkeSection, team: str | None = None) -> str:
     """The runtime identity of a run of ``team`` (None: a profile in no team): its pool's
     flow pods act as it (flows/backends/gke/flow_pools.py)."""
-    from flows.backends.gke.flow_pools import google_account
-
     return google_account(team, gke.project)
 
 
