@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.backends.gke import identity
+from flows.backends.gke import flow_pools, identity
 from flows.backends.gke.identity_setup import infra_roles, setup_commands
 from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS
 from flows.backends.gke.readiness import Environment, held_permissions, start_issues
@@ -193,7 +193,7 @@ def test_a_flag_chooses_one_identity(capsys: pytest.CaptureFixture[str]) -> None
 def test_the_kubernetes_service_account_is_annotated_with_the_runtime_account() -> None:
     docs = list(yaml.safe_load_all((ROOT / "deployments/work-pool/rbac.yaml").read_text()))
     (sa,) = [d for d in docs if d["kind"] == "ServiceAccount"]
-    assert sa["metadata"]["name"] == identity.FLOW_ACCOUNT
+    assert sa["metadata"]["name"] == flow_pools.SHARED_ACCOUNT
     assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == \
         "tpurl-flow@PROJECT.iam.gserviceaccount.com"
 
