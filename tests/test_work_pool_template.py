@@ -27,6 +27,7 @@ import httpx
 import pytest
 import yaml
 
+from flows.announcements.seal import SECRET_NAME_ENV
 from flows.backends.gke.jobs.common import QUEUE_LABEL
 from flows.backends.gke.team_queues import INTERACTIVE, PRIORITY_LABEL, team_queue_name
 from flows.common.paths import REPO_ROOT
@@ -107,8 +108,12 @@ def test_every_env_name_a_deployment_sets_is_one_its_pool_lists() -> None:
     kubernetes = set(template["variables"]["properties"])
     assert kubernetes == process
     entries = _flow_container(template)["env"]
-    assert {each["name"]: each.get("value") for each in entries if "value" in each} == {
+    values = {each["name"]: each["value"] for each in entries if "value" in each}
+    assert {n: v for n, v in values.items() if n in kubernetes} == {
         name: "{{ " + name + " }}" for name in kubernetes}
+    # the one value the pool fixes itself: the name of the Secret it maps the dispatcher's
+    # key from, for the fix a pod without it prints (announcements/seal.py)
+    assert set(values) - kubernetes == {SECRET_NAME_ENV}
     for deployment in config["deployments"]:
         variables = deployment["work_pool"].get("job_variables") or {}
         if deployment["work_pool"]["name"] == POOL:

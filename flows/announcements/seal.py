@@ -5,7 +5,9 @@ artifact, and whoever may write artifacts through Prefect's API can write one wi
 data and flow run. So the record carries an HMAC-SHA256 of the run's id, its deployment's id
 and the announcement's digest under a key that only the workers hold: the worker's own
 environment (``TPURL_DISPATCH_KEY``, inherited by each flow run's process; on the Kubernetes
-pool from the Secret ``tpurl-dispatch-key``), else a key made once per user and machine
+pool from the pool's Secret: ``tpurl-dispatch-key`` for profiles in no team, each team's own
+``tpurl-team-TEAM-dispatch-key`` on its pool, so no team's flow holds the key that seals
+another team's records), else a key made once per user and machine
 (``dispatch.key`` in the cache directory, 0600), which serves every worker and CLI of one
 user on one machine. A run cannot set the variable (the pools' templates do not list it, so
 Prefect refuses a run that adds it) and never sees the key: it is not logged, stored or
@@ -28,10 +30,19 @@ from flows.common.paths import default_cache_dir
 KEY_ENV = "TPURL_DISPATCH_KEY"
 KEY_FILE = "dispatch.key"
 K8S_SECRET = "tpurl-dispatch-key"  # deployments/work-pool/kubernetes-base-job-template.json maps it
+# the name of the Secret the pod's pool maps to KEY_ENV, which the pool's template also sets
+# (a team's pool names its own): the fix for a pod without the key names it
+SECRET_NAME_ENV = "TPURL_DISPATCH_KEY_SECRET"
 MIN_KEY_CHARS = 32
 KEY_FIX = (f"give every worker of the dispatcher and of its retrain deployment the same "
            f"{KEY_ENV} (at least {MIN_KEY_CHARS} characters, e.g. `openssl rand -hex 32`) in "
            "the environment the worker is started with")
+
+
+def pool_key_secret(team: str | None) -> str:
+    """The Secret the work pool of ``team`` (None: profiles in no team) maps to the key
+    (flows/backends/gke/flow_pools.py writes it into the team's template). Pure."""
+    return f"tpurl-team-{team}-{K8S_SECRET.removeprefix('tpurl-')}" if team else K8S_SECRET
 
 
 def seal(key: bytes, run_id: str, deployment_id: str, announcement_sha256: str) -> str:
@@ -60,8 +71,9 @@ def dispatch_key(environ: dict[str, str] | None = None) -> bytes:
     if env.get("KUBERNETES_SERVICE_HOST"):  # each pod's file would be a key of its own
         raise AnnouncementError(
             f"{KEY_ENV}: unset in this Kubernetes pod; fix: `kubectl create secret generic "
-            f"{K8S_SECRET} --from-literal=value=$(openssl rand -hex 32)` in the pool's "
-            "namespace, once (the pool's template maps it to every flow pod)")
+            f"{env.get(SECRET_NAME_ENV) or K8S_SECRET} --from-literal=value=$(openssl rand "
+            "-hex 32)` in the pool's namespace, once (the pool's template maps it to every "
+            "flow pod)")
     return _key_file(default_cache_dir(dict(env)) / KEY_FILE)
 
 

@@ -12,7 +12,14 @@ import pytest
 
 from flows.announcements.model import AnnouncementError
 from flows.announcements.record import digest, matches, record_key, record_rows
-from flows.announcements.seal import KEY_ENV, KEY_FILE, MIN_KEY_CHARS, dispatch_key, seal
+from flows.announcements.seal import (
+    KEY_ENV,
+    KEY_FILE,
+    MIN_KEY_CHARS,
+    SECRET_NAME_ENV,
+    dispatch_key,
+    seal,
+)
 
 ANNOUNCEMENT = {"serves": {"dataset": {"kind": "dataset", "value": "gs://b/d/v2.parquet",
                                        "event_id": "e-1", "occurred": "2026-01-01T00:00:00"}},
@@ -102,6 +109,27 @@ def test_a_kubernetes_pod_takes_the_key_from_the_pools_secret_only(tmp_path: Pat
     [mapped] = [e for e in container["env"] if e["name"] == KEY_ENV]
     assert mapped["valueFrom"]["secretKeyRef"]["name"] == "tpurl-dispatch-key"
     assert dispatch_key({**pod, KEY_ENV: "s" * MIN_KEY_CHARS}) == b"s" * MIN_KEY_CHARS
+
+
+def test_a_teams_pod_without_the_key_is_told_its_own_pools_secret(tmp_path: Path):
+    """A team's pool maps its own Secret to the key (flows/backends/gke/flow_pools.py), so
+    team B's flow never holds the key that seals team A's records; a pod of team A's pool
+    without it is told to create team A's Secret, which its template then maps."""
+    import json
+
+    from flows.backends.gke import flow_pools
+
+    base = json.loads(flow_pools.BASE_TEMPLATE.read_text())
+    for team in ("team-a", "team-b"):
+        [container] = flow_pools.team_template(base, team)["job_configuration"][
+            "job_manifest"]["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e for e in container["env"]}
+        secret = env[KEY_ENV]["valueFrom"]["secretKeyRef"]["name"]
+        assert secret == f"tpurl-team-{team}-dispatch-key"
+        pod = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "TPURL_CACHE_DIR": str(tmp_path),
+               SECRET_NAME_ENV: env[SECRET_NAME_ENV]["value"]}
+        with pytest.raises(AnnouncementError, match=f"kubectl create secret generic {secret} "):
+            dispatch_key(pod)
 
 
 def test_the_docs_key_command_makes_a_key_the_workers_accept(tmp_path: Path):

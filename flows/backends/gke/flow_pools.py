@@ -10,7 +10,8 @@ granted its bucket. A pool per team keeps the account fixed by the operator and 
 the team's: ``tpurl-kubernetes-TEAM`` runs its flow pods as ``tpurl-flow-TEAM`` (Kubernetes
 and Google), whose Role may replace only the team's Secrets and whose pod reads ``HF_TOKEN`` and
 ``WANDB_API_KEY`` from the team's own ``tpurl-team-TEAM-hf-token`` and
-``tpurl-team-TEAM-wandb-api-key``. A profile in no team keeps the shared
+``tpurl-team-TEAM-wandb-api-key``, and the dispatcher's sealing key from
+``tpurl-team-TEAM-dispatch-key`` (announcements/seal.py). A profile in no team keeps the shared
 ``tpurl-kubernetes`` pool and ``tpurl-flow`` (deployments/work-pool/rbac.yaml, the
 team-less Role).
 
@@ -38,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from flows.announcements.seal import KEY_ENV, SECRET_NAME_ENV, pool_key_secret
 from flows.backends.gke.jobs.naming import secret_name
 from flows.backends.gke.jobset_admission import team_policy
 from flows.common.paths import REPO_ROOT
@@ -173,6 +175,10 @@ def team_template(base: dict[str, Any], team: str) -> dict[str, Any]:
     for env in flow["env"]:
         if env["name"] in POD_SECRETS:
             env["valueFrom"]["secretKeyRef"]["name"] = team_pool_secret(env["name"], team)
+        elif env["name"] == KEY_ENV:  # the dispatcher's seal: another team's forges nothing
+            env["valueFrom"]["secretKeyRef"]["name"] = pool_key_secret(team)
+        elif env["name"] == SECRET_NAME_ENV:
+            env["value"] = pool_key_secret(team)
     variables = out["variables"]
     variables["description"] = variables["description"].replace(
         f"the service account ({SHARED_ACCOUNT})",

@@ -101,10 +101,10 @@ def test_each_teams_flow_pod_mounts_its_own_token_and_runs_as_its_own_account(
     assert accounts == {"team-a": "tpurl-flow-team-a", "team-b": "tpurl-flow-team-b"}
     refs = {team: {e["valueFrom"]["secretKeyRef"]["name"] for c in pod["containers"]
                    for e in c["env"] if "valueFrom" in e} for team, pod in pods.items()}
-    for team, other in (("team-a", "team-b"), ("team-b", "team-a")):  # token and W&B key
-        assert refs[team] - refs[other] == {f"tpurl-team-{team}-hf-token",
-                                            f"tpurl-team-{team}-wandb-api-key"}
-    assert refs["team-a"] & refs["team-b"] == {"tpurl-dispatch-key"}  # one for every pool
+    for team in pods:  # token, W&B key and the key that seals the dispatcher's records
+        assert refs[team] == {f"tpurl-team-{team}-hf-token", f"tpurl-team-{team}-wandb-api-key",
+                              f"tpurl-team-{team}-dispatch-key"}
+    assert not refs["team-a"] & refs["team-b"]  # no Secret is read by both teams' pods
     roles = {team: {n for r in _rules_of(accounts[team], _pool(team)[1], "Role")
                     for n in r.get("resourceNames") or []} for team in accounts}
     assert roles["team-a"] and roles["team-b"] and not roles["team-a"] & roles["team-b"]
