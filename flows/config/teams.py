@@ -66,6 +66,9 @@ def _suggested_name(name: str) -> str:
     return text or "team-a"
 
 
+_GCS_LEDGER = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/[A-Za-z0-9._-]+)*")
+
+
 def _ledger_uri(value: str) -> str:
     """A ledger root is a gs:// bucket (and prefix) or a file:// directory, without ``..``."""
     text = value.strip().rstrip("/")
@@ -73,6 +76,11 @@ def _ledger_uri(value: str) -> str:
         raise ValueError(f"{value!r} is no gs://BUCKET or file:///PATH")
     if ".." in text.split("/"):
         raise ValueError(f"{value!r} holds a '..' segment")
+    if text.startswith("gs://") and not _GCS_LEDGER.fullmatch(text):
+        # its bucket and prefix go into the IAM condition `tpurl flow-identity` prints
+        raise ValueError(f"{value!r} is no gs://BUCKET[/PREFIX] of a bucket name (lowercase "
+                         "letters, digits, '.', '_', '-') and a prefix of letters, digits, "
+                         "'.', '_', '-' and '/'")
     return text
 
 

@@ -112,8 +112,14 @@ def team_dir(team: str) -> str:
     return part if part == team else f"{part}-{hashlib.sha256(team.encode()).hexdigest()[:6]}"
 
 
+def team_ledger(root: str, team: str) -> str:
+    """Everything of ``team`` under ``root``: the one place its flow may read and write
+    (flows/backends/gke/identity_setup.py grants it there alone on a shared bucket)."""
+    return join(root, LEDGER_DIR, team_dir(team))
+
+
 def month_dir(root: str, team: str, month: str) -> str:
-    return join(root, LEDGER_DIR, team_dir(team), path_part(month))
+    return join(team_ledger(root, team), path_part(month))
 
 
 def run_dir(root: str, entry: LedgerEntry) -> str:

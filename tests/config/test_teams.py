@@ -70,7 +70,14 @@ def test_a_ledger_root_is_a_bucket_or_a_directory_and_a_team_inherits_the_files(
     teams = load_teams(path)
     assert teams.teams["a"].ledger_root == "gs://corp-ledger"
     assert teams.teams["b"].ledger_root == "file:///srv/ledger"
-    for bad in ("corp-ledger", "gs://", "file:///srv/../etc"):
+    for good in ("gs://abc", "gs://corp.ledger_1/spend/2026-q4", "gs://c-l/A/b.c_d-e"):
+        path.write_text(f"ledger_root: {good}\nteams:\n  a: {{usd_per_month: 5, profiles: "
+                        "[rehearsal]}\n")
+        assert load_teams(path).teams["a"].ledger_root == good
+    # a bucket and prefix go into the IAM condition `tpurl flow-identity` prints for `sh`
+    for bad in ("corp-ledger", "gs://", "file:///srv/../etc", "gs://Corp-Ledger",
+                "gs://ab", "gs://corp-ledger/sp end", "gs://corp-ledger/x;rm -rf ~",
+                'gs://corp-ledger/a"b', "gs://corp-ledger/$(id)"):
         [(field, problem, fix)] = _refused(tmp_path, "teams:\n  a: {usd_per_month: 5, "
                                            "profiles: [rehearsal], ledger_root: "
                                            f"'{bad}'}}\n")

@@ -25,6 +25,7 @@ from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS, ar_r
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
 from flows.core.layout import patched_image_ref
+from flows.core.spend_ledger import team_ledger
 
 Which = Literal["runtime", "infra", "both"]
 
@@ -72,6 +73,43 @@ def _infra(profile: Profile) -> list[str]:
 LEDGER_ROLES = ("roles/storage.objectViewer", "roles/storage.objectCreator")
 
 
+def ledger_condition(ledger_root: str, team: str) -> str:
+    """The IAM condition that holds a team's ledger grants to the team's own objects on a
+    bucket teams may share (pure): its objects by name, and listing only under its prefix
+    (Cloud Storage checks ``storage.objects.list`` on the bucket; IAM Conditions give the
+    list's prefix as the API attribute ``storage.googleapis.com/objectListPrefix``, and an
+    object's ``resource.name`` as ``projects/_/buckets/BUCKET/objects/NAME``: IAM's
+    "Attribute reference for IAM Conditions"). So no team's flow reads, or adds to, another
+    team's spend: an entry of B's filed by A's flow would replace B's estimate."""
+    bucket = ledger_root.removeprefix("gs://").split("/", 1)[0]
+    prefix = team_ledger(ledger_root, team).removeprefix(f"gs://{bucket}/") + "/"
+    return (f'(resource.type == "storage.googleapis.com/Object" && resource.name.startsWith('
+            f'"projects/_/buckets/{bucket}/objects/{prefix}")) || (resource.type == '
+            f'"storage.googleapis.com/Bucket" && api.getAttribute('
+            f'"storage.googleapis.com/objectListPrefix", "").startsWith("{prefix}"))')
+
+
+def _ledger_grants(ledger_root: str, team: str | None, account: str) -> list[str]:
+    """The flow's grants on its team's ledger: held to the team's prefix by a condition,
+    written to a file first (gcloud's ``--condition`` splits its value at commas, which the
+    expression holds); a condition needs the bucket's uniform bucket-level access."""
+    ledger = ledger_root.removeprefix("gs://").split("/", 1)[0]
+    if team is None:  # no team, no budget: a run of a profile in no team writes no ledger
+        return []
+    title = f"tpurl ledger of team {team}"
+    return [
+        "# the team's spend ledger, only its own entries (docs/how-to/team-budgets.md); the "
+        "bucket needs uniform bucket-level access",
+        "condition=$(mktemp)",
+        f"printf '%s\\n' 'title: {title}' "
+        f"'expression: {ledger_condition(ledger_root, team)}' > \"$condition\"",
+        *(f"gcloud storage buckets add-iam-policy-binding gs://{ledger} "
+          f"--member=serviceAccount:{account} --role={role} "
+          '--condition-from-file="$condition"' for role in LEDGER_ROLES),
+        'rm -f "$condition"',
+    ]
+
+
 def _runtime(profile: Profile, team: str | None, ledger_root: str | None) -> list[str]:
     gke = gke_section(profile)
     account = identity.flow_account(gke, team)
@@ -105,10 +143,7 @@ def _runtime(profile: Profile, team: str | None, ledger_root: str | None) -> lis
         resource = staging if need.scope == "staging" else repository
         lines.append(identity.grant_command(gke, need, resource, account))
     if ledger_root and ledger_root.startswith("gs://"):
-        # the team's spend ledger, which only the flow writes (docs/how-to/team-budgets.md)
-        ledger = ledger_root.removeprefix("gs://").split("/", 1)[0]
-        lines += [f"gcloud storage buckets add-iam-policy-binding gs://{ledger} "
-                  f"--member=serviceAccount:{account} --role={role}" for role in LEDGER_ROLES]
+        lines += _ledger_grants(ledger_root, team, account)
     lines.append(f"gcloud iam service-accounts add-iam-policy-binding {account} "
                  f"--project={gke.project} --role=roles/iam.workloadIdentityUser "
                  f"--member='serviceAccount:{gke.project}.svc.id.goog"

@@ -215,6 +215,69 @@ def test_shipped_team_pools_are_what_the_generator_writes() -> None:
                                            "with TPURL_TEAMS_FILE unset")
 
 
+LEDGER = "gs://shared-ledger/spend"  # one ledger root for both teams, as the shipped file has
+
+
+def _ledger_policy(fake_cloud: Path, scripts: list[list[str]]) -> dict[str, Any]:
+    """Run the ledger part of each `tpurl flow-identity` script (from its comment to the
+    condition file's removal, as `sh` runs it) through the fake gcloud; the ledger bucket's
+    policy it recorded."""
+    env = {**os.environ, "TPURL_FAKE_CLOUD": str(fake_cloud),
+           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    for script in scripts:
+        start = next(i for i, ln in enumerate(script) if "spend ledger" in ln)
+        part = script[start:next(i for i, ln in enumerate(script) if ln.startswith("rm -f"))
+                      + 1]
+        subprocess.run(["sh", "-ec", "\n".join(part)], env=env, check=True)
+    state = json.loads((fake_cloud / "state.json").read_text())
+    return state["bucket_policies"]["shared-ledger"]
+
+
+def test_a_teams_flow_reads_and_adds_to_its_own_spend_only(two_teams: None,
+                                                           tmp_path: Path) -> None:
+    """Teams sharing a ledger bucket: team A's flow, as the identity its script grants, can
+    neither file an entry among team B's spend (it would replace B's estimate, or take B's
+    places in the month's order) nor read or list B's entries; each writes, reads and lists
+    its own, as the run does (flows/core/spend_ledger.py: entries created if free, the
+    month listed by its prefix). Before, both scripts granted the whole bucket."""
+    import yaml
+
+    from flows.backends.gke.identity_setup import ledger_condition
+    from flows.core.spend_ledger import month_dir
+    from tests.fakes.cloud.iam_conditions import allowed
+
+    a, b = tutorial_profile(), smoke_profile()
+    policy = _ledger_policy(tmp_path, [
+        setup_commands(a, "runtime", team="team-a", ledger_root=LEDGER),
+        setup_commands(b, "runtime", team="team-b", ledger_root=LEDGER)])
+
+    def months(team: str) -> str:  # the month's objects' prefix, as read_month lists it
+        return month_dir(LEDGER, team, "2026-12").removeprefix("gs://shared-ledger/") + "/"
+
+    for team, profile, other in (("team-a", a, "team-b"), ("team-b", b, "team-a")):
+        member = f"serviceAccount:{_google_account(team, profile)}"
+        for whose, expected in ((team, True), (other, False)):
+            entry = months(whose) + "runs/r-1/train-00000-estimate.json"
+            place = months(whose) + "order/00000.json"
+            for permission, name in (("storage.objects.create", entry),
+                                     ("storage.objects.create", place),
+                                     ("storage.objects.get", entry)):
+                assert allowed(policy, member, permission, "shared-ledger", name) is expected, \
+                    (team, permission, name, policy)
+            assert allowed(policy, member, "storage.objects.list", "shared-ledger",
+                           list_prefix=months(whose)) is expected, (team, whose, policy)
+        assert not allowed(policy, member, "storage.objects.list", "shared-ledger")  # all
+        assert not allowed(policy, member, "storage.objects.create", "shared-ledger",
+                           "tpurl-spend/a-new-team/2026-12/order/00000.json")
+    # what the fake read from the condition file is what a YAML parser reads (gcloud's)
+    [script] = [setup_commands(a, "runtime", team="team-a", ledger_root=LEDGER)]
+    printed = subprocess.run(["sh", "-ec", next(ln for ln in script if ln.startswith("printf"))
+                              .replace('> "$condition"', "")], capture_output=True,
+                             text=True, check=True).stdout
+    assert yaml.safe_load(printed) == {"title": "tpurl ledger of team team-a",
+                                       "expression": ledger_condition(LEDGER, "team-a")}
+
+
 def test_the_plan_names_each_teams_own_flow_pod(two_teams: None) -> None:
     """`tpurl plan` of a profile of each team: the team's pool, accounts, Role and HF token
     Secret, none of the other team's."""

@@ -44,13 +44,20 @@ def take_cue(key: str) -> str | None:
     return cue
 
 
-def add_binding(policy: dict, member: str, role: str) -> None:
+def add_binding(policy: dict, member: str, role: str, condition: dict | None = None) -> None:
+    """IAM's add-binding: a binding is one (role, condition) pair (a condition is its
+    expression, title and description), so the member joins the binding of that role with
+    the same condition, or a new one (IAM "Policy" reference: each binding's role and
+    condition; a policy with conditions is version 3)."""
     for binding in policy["bindings"]:
-        if binding["role"] == role and not binding.get("condition"):
+        if binding["role"] == role and binding.get("condition") == condition:
             if member not in binding["members"]:
                 binding["members"].append(member)
             return
-    policy["bindings"].append({"role": role, "members": [member]})
+    policy["bindings"].append({"role": role, "members": [member],
+                               **({"condition": condition} if condition else {})})
+    if condition:
+        policy["version"] = 3
 
 
 def stamp_grant(state: dict, member: str, role: str) -> None:
