@@ -80,8 +80,9 @@ def _from_secret_manager(name: str, project: str | None) -> str:
     except Exception as exc:
         raise SecretUnavailable(
             f"Secret Manager secret {name!r} could not be read ({type(exc).__name__}); create it "
-            "with `gcloud secrets create` and grant roles/secretmanager.secretAccessor to the "
-            "flow's service account") from None
+            "with `gcloud secrets create` and grant the flow's service account "
+            "roles/secretmanager.secretAccessor on that secret alone (`tpurl flow-identity "
+            "PROFILE --identity runtime` prints the grant)") from None
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

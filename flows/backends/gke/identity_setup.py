@@ -24,6 +24,7 @@ from flows.backends.gke.image.cloudbuild_spec import staging_bucket
 from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS, ar_repository
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile
+from flows.config.secret_ref import secret_refs
 from flows.core.layout import patched_image_ref
 from flows.core.spend_ledger import team_ledger
 
@@ -89,6 +90,21 @@ def ledger_condition(ledger_root: str, team: str) -> str:
             f'"storage.googleapis.com/objectListPrefix", "").startsWith("{prefix}"))')
 
 
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+
+
+def _secret_grants(profile: Profile, account: str) -> list[str]:
+    """Read access to each Secret Manager secret the profile names (``{gcp_secret: NAME}``),
+    on that secret alone: a project grant of the accessor role would give every team's flow
+    every team's secrets."""
+    project = gke_section(profile).project
+    names = sorted({ref.gcp_secret for _, ref in secret_refs(profile) if ref.gcp_secret})
+    return [*(["# the Secret Manager secrets the profile names, each on its own"] if names
+              else []),
+            *(f"gcloud secrets add-iam-policy-binding {name} --project={project} "
+              f"--member=serviceAccount:{account} --role={SECRET_ACCESSOR}" for name in names)]
+
+
 def _ledger_grants(ledger_root: str, team: str | None, account: str) -> list[str]:
     """The flow's grants on its team's ledger: held to the team's prefix by a condition,
     written to a file first (gcloud's ``--condition`` splits its value at commas, which the
@@ -142,6 +158,7 @@ def _runtime(profile: Profile, team: str | None, ledger_root: str | None) -> lis
             continue  # docker builds; or another registry, used as is
         resource = staging if need.scope == "staging" else repository
         lines.append(identity.grant_command(gke, need, resource, account))
+    lines += _secret_grants(profile, account)
     if ledger_root and ledger_root.startswith("gs://"):
         lines += _ledger_grants(ledger_root, team, account)
     lines.append(f"gcloud iam service-accounts add-iam-policy-binding {account} "

@@ -278,6 +278,40 @@ def test_a_teams_flow_reads_and_adds_to_its_own_spend_only(two_teams: None,
                                        "expression": ledger_condition(LEDGER, "team-a")}
 
 
+def _naming_secret(profile: Profile, secret: str) -> Profile:
+    """``profile`` with its HF token in the Secret Manager secret ``secret``."""
+    from flows.config.secret_ref import SecretRef
+
+    model = profile.model.model_copy(update={"hf_token": SecretRef(gcp_secret=secret)})
+    return profile.model_copy(update={"model": model})
+
+
+def test_a_teams_flow_may_read_its_own_secret_manager_secrets_only(two_teams: None,
+                                                                   tmp_path: Path) -> None:
+    """Each team keeps its HF token in Secret Manager: the script of each team grants its
+    flow account the accessor role on the secrets its profile names, each on its own, and
+    nothing on the project, so team B's flow cannot read team A's token (a project grant,
+    which the fix text once left open, would give every team's flow every secret)."""
+    a = _naming_secret(tutorial_profile(), "team-a-hf-token")
+    b = _naming_secret(smoke_profile(), "team-b-hf-token")
+    env = {**os.environ, "TPURL_FAKE_CLOUD": str(tmp_path),
+           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    for profile, team in ((a, "team-a"), (b, "team-b")):
+        grants = [ln for ln in setup_commands(profile, "runtime", team=team)
+                  if ln.startswith("gcloud secrets ")]
+        assert len(grants) == 1, grants
+        subprocess.run(["sh", "-ec", "\n".join(grants)], env=env, check=True)
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert not any("secretmanager" in b["role"] for b in
+                   state.get("project_policy", {}).get("bindings", []))
+    readers = {name.rsplit("/", 1)[1]: {m for bnd in policy["bindings"] for m in bnd["members"]
+                                        if bnd["role"] == "roles/secretmanager.secretAccessor"}
+               for name, policy in state["secret_policies"].items()}
+    assert readers == {
+        "team-a-hf-token": {f"serviceAccount:{_google_account('team-a', a)}"},
+        "team-b-hf-token": {f"serviceAccount:{_google_account('team-b', b)}"}}
+
+
 def test_the_plan_names_each_teams_own_flow_pod(two_teams: None) -> None:
     """`tpurl plan` of a profile of each team: the team's pool, accounts, Role and HF token
     Secret, none of the other team's."""
