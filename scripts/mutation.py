@@ -89,6 +89,10 @@ MODULES = {
     "watch-set": Module("flows/core/watch_set.py", ("tests/operations/test_watch_set.py",)),
     "vm-created": Module("flows/backends/gke/watch/vm_created.py", (
         "tests/backends/gke/watch/test_node_meter.py",), glue=("_authorized",)),
+    "dispatch-seal": Module("flows/announcements/seal.py", (
+        "tests/announcements/test_record.py",)),
+    "identity-setup": Module("flows/backends/gke/identity_setup.py", (
+        "tests/backends/gke/test_flow_identity.py", "tests/backends/gke/test_identity.py")),
 }
 # mutmut mutates function bodies only: flows/common/token_shapes.py is module-level patterns,
 # so it is mutated through the functions that use them (the "redaction" module's tests).

@@ -90,7 +90,13 @@ def _key_file(path: Path) -> bytes:
             pass  # another process made it first: its key is the one
         finally:
             draft.unlink()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:  # never through a link: whoever placed one would choose the key
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise AnnouncementError(
+            f"{KEY_ENV}: unset, and the key file {path} cannot be opened as a file of its own "
+            f"({exc.strerror}: a symbolic link is refused); fix: remove it (a new one is made; "
+            f"records sealed with the old one are no longer trusted), or {KEY_FIX}") from None
     with os.fdopen(fd) as given:
         info = os.fstat(given.fileno())
         if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):

@@ -18,6 +18,7 @@ from flows.announcements.seal import (
     MIN_KEY_CHARS,
     SECRET_NAME_ENV,
     dispatch_key,
+    pool_key_secret,
     seal,
 )
 
@@ -90,6 +91,44 @@ def test_a_key_file_others_may_read_is_refused_and_the_fix_works(tmp_path: Path)
     assert dispatch_key(env) != made
 
 
+def test_the_key_files_place_is_private_and_no_link_chooses_the_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The cache directory is made, with its parents, for this user alone; a key of exactly
+    the minimum length is one and one character fewer is not; a key file that is a link is
+    refused (its fix, followed, makes a new key), and a draft name someone linked elsewhere
+    is never written through."""
+    from flows.announcements import seal as sealing
+
+    env = {"TPURL_CACHE_DIR": str(tmp_path / "a" / "b")}
+    made = dispatch_key(env)
+    assert stat.S_IMODE((tmp_path / "a" / "b").stat().st_mode) == 0o700
+    path = tmp_path / "a" / "b" / KEY_FILE
+    path.write_text("k" * MIN_KEY_CHARS)
+    assert dispatch_key(env) == b"k" * MIN_KEY_CHARS
+    path.write_text("k" * (MIN_KEY_CHARS - 1))
+    with pytest.raises(AnnouncementError, match="fewer than"):
+        dispatch_key(env)
+    planted = tmp_path / "planted"
+    planted.write_text("p" * 64)
+    os.chmod(planted, 0o600)
+    path.unlink()
+    path.symlink_to(planted)
+    with pytest.raises(AnnouncementError, match="symbolic link is refused") as refused:
+        dispatch_key(env)
+    assert "fix: remove it" in str(refused.value)
+    path.unlink()  # the fix, as written
+    assert dispatch_key(env) not in (made, b"p" * 64)
+    path.unlink()
+    monkeypatch.setattr(sealing.secrets, "token_hex", lambda n=32: "0" * (2 * n))
+    draft = path.with_name(f".{KEY_FILE}.{os.getpid()}.{'0' * 8}")
+    draft.symlink_to(planted)
+    with pytest.raises(FileExistsError):
+        dispatch_key(env)
+    assert planted.read_text() == "p" * 64 and not path.exists()
+    monkeypatch.setenv(KEY_ENV, "e" * MIN_KEY_CHARS)  # no mapping given: the process's own
+    assert dispatch_key() == b"e" * MIN_KEY_CHARS
+
+
 def test_a_kubernetes_pod_takes_the_key_from_the_pools_secret_only(tmp_path: Path):
     """A pod's files die with it, so a pod without the Secret's variable is refused, naming
     the Secret the shipped template maps (with it, the key is the Secret's)."""
@@ -128,8 +167,12 @@ def test_a_teams_pod_without_the_key_is_told_its_own_pools_secret(tmp_path: Path
         assert secret == f"tpurl-team-{team}-dispatch-key"
         pod = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "TPURL_CACHE_DIR": str(tmp_path),
                SECRET_NAME_ENV: env[SECRET_NAME_ENV]["value"]}
-        with pytest.raises(AnnouncementError, match=f"kubectl create secret generic {secret} "):
+        with pytest.raises(AnnouncementError) as refused:
             dispatch_key(pod)
+        assert (f"fix: `kubectl create secret generic {secret} --from-literal=value=$(openssl "
+                "rand -hex 32)` in the pool's namespace, once (the pool's template maps it to "
+                "every flow pod)") in str(refused.value)
+    assert pool_key_secret(None) == "tpurl-dispatch-key"  # the shared pool's, as it maps
 
 
 def test_the_docs_key_command_makes_a_key_the_workers_accept(tmp_path: Path):
