@@ -215,3 +215,24 @@ def test_the_fake_gcluster_refuses_what_gcluster_and_helm_refuse(
     by_id["workload-manager-install"]["settings"]["kueue"]["install"] = True
     assert module_problems(modules) == [
         "Error: cannot re-use a name that is still in use: kueue in kueue-system"]
+
+
+def test_the_kueue_edits_apply_once_and_fail_loudly_when_the_example_changes(
+        two_teams: tuple[InfraSettings, InfraSettings]) -> None:
+    """Each Kueue edit applied again to the blueprint it edited changes nothing; an example
+    without the module the objects wait for, or without kueue.config_path,
+    stops the deploy naming the edit instead of deploying Kueue without tpurl's objects."""
+    from flows.backends.gke.infra.blueprint import apply_edit, load_edits
+    from flows.core.failures import StageFailed
+
+    ctx = edit_context(two_teams[0].gke, two_teams[0].shape, two_teams[0].team)
+    objects = next(e for e in load_edits() if e.kueue_manifest)
+    chart = next(e for e in load_edits() if e.add_module and e.stage)
+    doc = YAML().load(edit_blueprint(EXAMPLE.read_text(), ctx))
+    assert not apply_edit(doc, chart) and not apply_edit(doc, objects)
+    with pytest.raises(StageFailed, match="kueue-objects-as-a-manifest"):
+        edit_blueprint(EXAMPLE.read_text(), ctx, [objects])  # kueue-install never added
+    without_path = EXAMPLE.read_text().replace(
+        "        config_path: $(vars.kueue_configuration_path)\n", "")
+    with pytest.raises(StageFailed, match=r"no kueue\.config_path"):
+        edit_blueprint(without_path, ctx, [chart, objects])
