@@ -86,7 +86,7 @@ def module_problems(modules: list[dict[str, Any]]) -> list[str]:
     releases = [r for r in (release(m) for m in modules) if r is not None]
     for i, (where, _values) in enumerate(releases):
         if where in [r[0] for r in releases[:i]]:
-            out.append(f"Error: cannot re-use a name that is still in use: {where[1]} in "
+            out.append(f"cannot re-use a name that is still in use: {where[1]} in "
                        f"{where[0]}")
     return out
 

@@ -214,7 +214,7 @@ def test_the_fake_gcluster_refuses_what_gcluster_and_helm_refuse(
     assert module_problems(modules) == []
     by_id["workload-manager-install"]["settings"]["kueue"]["install"] = True
     assert module_problems(modules) == [
-        "Error: cannot re-use a name that is still in use: kueue in kueue-system"]
+        "cannot re-use a name that is still in use: kueue in kueue-system"]
 
 
 def test_the_kueue_edits_apply_once_and_fail_loudly_when_the_example_changes(
