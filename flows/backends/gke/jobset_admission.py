@@ -27,13 +27,20 @@ template in it:
   ``nodeName`` (it skips the scheduler and its taints), and a host-network pod selects the
   team's pools (it acts as their node account, team_identity.py).
 
+The flow account of profiles in no team (``tpurl-flow``) gets one too
+(deployments/work-pool/admission.yaml, ``teamless_policy``): its pods run as the namespace's
+``default``, name only Secrets a profile in no team owns (``PROFILE_SECRET_PREFIX``), mount
+nothing of the node, and select and tolerate no team's pool. Its Secrets are matched by
+prefix: every profile in no team shares that one account and Role, so the boundary is the
+teams' (decision 0040 says why).
+
 The flow submits JobSets only (its Role grants no Job or Pod create), so the policy matches
 JobSets. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from flows.backends.gke.capacity_pools import TEAM_LABEL
@@ -42,6 +49,9 @@ from flows.backends.gke.team_identity import team_account
 API = "admissionregistration.k8s.io/v1"
 JOBSET_GROUP = "jobset.x-k8s.io"
 NO_ACCOUNT = ("", "default")
+# The Secrets a profile in no team owns: jobs/naming.py secret_name of owner ``profile:NAME``
+# (a team's are ``tpurl-team-...``: owner ``team:NAME``)
+PROFILE_SECRET_PREFIX = "tpurl-profile-"
 # The volume kinds a team's pod may not mount: each reads the node's files or runs on the
 # node (hostPath, gitRepo) or names a Secret by a field of its own (core/v1 types.go's
 # VolumeSource). Refused by name, not allowed by list: on the API server the expression is
@@ -64,43 +74,53 @@ def _rule(expression: str, message: str) -> dict[str, str]:
     return {"expression": expression, "message": message, "reason": "Forbidden"}
 
 
+def _secret_rules(who: str, secret_ok: Callable[[str], str], allowed: str, fix: str
+                  ) -> list[dict[str, str]]:
+    """The Secret and volume rules; ``secret_ok(field)``: the CEL test of a Secret's name."""
+    def env_ok(containers: str) -> str:
+        return (f"(has(p.{containers}) ? p.{containers} : []).all(c, "
+                "(!has(c.env) || c.env.all(e, !has(e.valueFrom) || "
+                "!has(e.valueFrom.secretKeyRef) || (has(e.valueFrom.secretKeyRef.name) && "
+                + secret_ok("e.valueFrom.secretKeyRef.name") + "))) && (!has(c.envFrom) || "
+                "c.envFrom.all(f, !has(f.secretRef) || (has(f.secretRef.name) && "
+                + secret_ok("f.secretRef.name") + "))))")
+    return [
+        _rule(f"variables.pods.all(p, {env_ok('containers')} && {env_ok('initContainers')})",
+              f"containers[].env[].valueFrom.secretKeyRef.name / envFrom[].secretRef.name: "
+              f"{who} may name only {allowed}; fix: {fix}"),
+        _rule("variables.pods.all(p, !has(p.volumes) || p.volumes.all(v, "
+              + "".join(f"!has(v.{kind}) && " for kind in NODE_VOLUME_KINDS)
+              + "(!has(v.secret) || (has(v.secret.secretName) && "
+              + secret_ok("v.secret.secretName") + ")) && (!has(v.projected) || "
+              "!has(v.projected.sources) || v.projected.sources.all(s, !has(s.secret) || "
+              "(has(s.secret.name) && " + secret_ok("s.secret.name") + ")))))",
+              f"volumes[]: {who} may mount only {allowed} and no volume of the kinds "
+              f"{', '.join(NODE_VOLUME_KINDS)}; fix: {fix}"),
+        _rule("variables.pods.all(p, !has(p.imagePullSecrets) || p.imagePullSecrets.all(s, "
+              "has(s.name) && " + secret_ok("s.name") + "))",
+              f"imagePullSecrets[].name: {who} may name only {allowed}; fix: {fix}"),
+    ]
+
+
+def _account_rule(who: str, accounts: str, fix: str) -> dict[str, str]:
+    return _rule("variables.pods.all(p, (!has(p.serviceAccountName) || p.serviceAccountName in "
+                 "variables.accounts) && (!has(p.serviceAccount) || p.serviceAccount in "
+                 "variables.accounts))",
+                 f"spec.replicatedJobs[].template.spec.template.spec.serviceAccountName: {who} "
+                 f"may start pods as {accounts} only; fix: {fix}")
+
+
 def validations(team: str, secrets: Iterable[str]) -> list[dict[str, str]]:
     """The CEL rules, each with a message naming the field and the fix."""
     account = team_account(team)
     allowed = _cel_list(secrets)
+    who = f"team {team}'s flow"
     fix = (f"render the JobSet with tpurl for team {team} (its pods run as {account} and "
            f"mount the team's Secrets of deployments/work-pool/teams/{team}/rbac.yaml)")
     return [
-        _rule("variables.pods.all(p, (!has(p.serviceAccountName) || p.serviceAccountName in "
-              "variables.accounts) && (!has(p.serviceAccount) || p.serviceAccount in "
-              "variables.accounts))",
-              f"spec.replicatedJobs[].template.spec.template.spec.serviceAccountName: team "
-              f"{team}'s flow may start pods as {account} (or the namespace's default) only; "
-              f"fix: {fix}"),
-        _rule("variables.pods.all(p, (has(p.containers) ? p.containers : []).all(c, "
-              "(!has(c.env) || c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef)"
-              " || (has(e.valueFrom.secretKeyRef.name) && e.valueFrom.secretKeyRef.name in "
-              "variables.secrets))) && (!has(c.envFrom) || c.envFrom.all(f, !has(f.secretRef) "
-              "|| (has(f.secretRef.name) && f.secretRef.name in variables.secrets)))) && "
-              "(has(p.initContainers) ? p.initContainers : []).all(c, "
-              "(!has(c.env) || c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef)"
-              " || (has(e.valueFrom.secretKeyRef.name) && e.valueFrom.secretKeyRef.name in "
-              "variables.secrets))) && (!has(c.envFrom) || c.envFrom.all(f, !has(f.secretRef) "
-              "|| (has(f.secretRef.name) && f.secretRef.name in variables.secrets)))))",
-              f"containers[].env[].valueFrom.secretKeyRef.name / envFrom[].secretRef.name: team "
-              f"{team}'s flow may name only the team's Secrets {allowed}; fix: {fix}"),
-        _rule("variables.pods.all(p, !has(p.volumes) || p.volumes.all(v, "
-              + "".join(f"!has(v.{kind}) && " for kind in NODE_VOLUME_KINDS)
-              + "(!has(v.secret) || (has(v.secret.secretName) && v.secret.secretName in "
-              "variables.secrets)) && (!has(v.projected) || !has(v.projected.sources) || "
-              "v.projected.sources.all(s, !has(s.secret) || (has(s.secret.name) && "
-              "s.secret.name in variables.secrets)))))",
-              f"volumes[]: team {team}'s flow may mount only the team's Secrets {allowed} and "
-              f"no volume of the kinds {', '.join(NODE_VOLUME_KINDS)}; fix: {fix}"),
-        _rule("variables.pods.all(p, !has(p.imagePullSecrets) || p.imagePullSecrets.all(s, "
-              "has(s.name) && s.name in variables.secrets))",
-              f"imagePullSecrets[].name: team {team}'s flow may name only the team's Secrets "
-              f"{allowed}; fix: {fix}"),
+        _account_rule(who, f"{account} (or the namespace's default)", fix),
+        *_secret_rules(who, lambda field: f"{field} in variables.secrets",
+                       f"the team's Secrets {allowed}", fix),
         _rule("variables.pods.all(p, (!has(p.nodeName) || p.nodeName == '') && "
               f"(!has(p.nodeSelector) || !('{TEAM_LABEL}' in p.nodeSelector) || "
               f"p.nodeSelector['{TEAM_LABEL}'] == variables.team) && "
@@ -118,12 +138,32 @@ def validations(team: str, secrets: Iterable[str]) -> list[dict[str, str]]:
     ]
 
 
-def team_policy(team: str, flow_account: str, secrets: Iterable[str],
-                namespace: str = "default") -> list[dict[str, Any]]:
-    """The team's ValidatingAdmissionPolicy and its binding (validationActions: Deny)."""
-    names = list(secrets)
-    name = policy_name(flow_account)
-    labels = {"app.kubernetes.io/managed-by": "tpurl", TEAM_LABEL: team}
+def teamless_validations(flow_account: str) -> list[dict[str, str]]:
+    """The rules of the flow account of profiles in no team: its pods run as the namespace's
+    default, name only Secrets a profile in no team owns (``PROFILE_SECRET_PREFIX``), mount
+    nothing of the node, and select and tolerate no team's pool (decision 0036's taint keeps
+    them off, a toleration or selector of ``tpurl/team`` would put them there)."""
+    who = f"the flow of profiles in no team ({flow_account})"
+    fix = ("render the JobSet with tpurl for a profile in no team (its pods run as the "
+           "namespace's default and mount the profile's own Secrets, tpurl-profile-...)")
+    return [
+        _account_rule(who, "the namespace's default", fix),
+        *_secret_rules(who, lambda field: f"{field}.startsWith('{PROFILE_SECRET_PREFIX}')",
+                       f"Secrets of profiles in no team ({PROFILE_SECRET_PREFIX}...)", fix),
+        _rule("variables.pods.all(p, (!has(p.nodeName) || p.nodeName == '') && "
+              f"(!has(p.nodeSelector) || !('{TEAM_LABEL}' in p.nodeSelector)))",
+              f"nodeSelector['{TEAM_LABEL}'] / nodeName: {who} may place pods on no team's "
+              f"pools (no {TEAM_LABEL} node selector, no nodeName); fix: {fix}"),
+        _rule("variables.pods.all(p, !has(p.tolerations) || p.tolerations.all(t, "
+              f"has(t.key) && t.key != '' && t.key != '{TEAM_LABEL}'))",
+              f"tolerations[]: {who} may tolerate no team's taint {TEAM_LABEL} (and every "
+              f"toleration names a key); fix: {fix}"),
+    ]
+
+
+def _policy(name: str, labels: dict[str, str], username: str, team: str,
+            accounts: Iterable[str], secrets: Iterable[str],
+            rules: list[dict[str, str]]) -> list[dict[str, Any]]:
     pods = ("object.spec.replicatedJobs.map(r, r.template.spec.template.spec)")
     policy = {
         "apiVersion": API, "kind": "ValidatingAdmissionPolicy",
@@ -134,17 +174,15 @@ def team_policy(team: str, flow_account: str, secrets: Iterable[str],
                 "apiGroups": [JOBSET_GROUP], "apiVersions": ["*"],
                 "operations": ["CREATE", "UPDATE"], "resources": ["jobsets"]}]},
             "matchConditions": [{
-                "name": "requested-by-the-teams-flow",
-                "expression": "request.userInfo.username == "
-                              f"'system:serviceaccount:{namespace}:{flow_account}'"}],
+                "name": "requested-by-the-teams-flow" if team else "requested-by-the-flow",
+                "expression": f"request.userInfo.username == '{username}'"}],
             "variables": [
                 {"name": "team", "expression": f"'{team}'"},
-                {"name": "accounts",
-                 "expression": _cel_list([*NO_ACCOUNT, team_account(team)])},
-                {"name": "secrets", "expression": _cel_list(names)},
+                {"name": "accounts", "expression": _cel_list(accounts)},
+                {"name": "secrets", "expression": _cel_list(secrets)},
                 {"name": "pods", "expression": f"has(object.spec.replicatedJobs) ? {pods} : []"},
             ],
-            "validations": validations(team, names),
+            "validations": rules,
         },
     }
     binding = {
@@ -153,3 +191,20 @@ def team_policy(team: str, flow_account: str, secrets: Iterable[str],
         "spec": {"policyName": name, "validationActions": ["Deny"]},
     }
     return [policy, binding]
+
+
+def team_policy(team: str, flow_account: str, secrets: Iterable[str],
+                namespace: str = "default") -> list[dict[str, Any]]:
+    """The team's ValidatingAdmissionPolicy and its binding (validationActions: Deny)."""
+    names = list(secrets)
+    return _policy(policy_name(flow_account),
+                   {"app.kubernetes.io/managed-by": "tpurl", TEAM_LABEL: team},
+                   f"system:serviceaccount:{namespace}:{flow_account}", team,
+                   [*NO_ACCOUNT, team_account(team)], names, validations(team, names))
+
+
+def teamless_policy(flow_account: str, namespace: str = "default") -> list[dict[str, Any]]:
+    """The policy and binding of the flow account of profiles in no team."""
+    return _policy(policy_name(flow_account), {"app.kubernetes.io/managed-by": "tpurl"},
+                   f"system:serviceaccount:{namespace}:{flow_account}", "", NO_ACCOUNT, [],
+                   teamless_validations(flow_account))

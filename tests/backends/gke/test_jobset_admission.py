@@ -327,3 +327,78 @@ def test_the_shipped_policy_is_the_one_the_tests_evaluate() -> None:
     assert shipped == team_policy("tutorial", flow_pools.flow_account_id("tutorial"),
                                   flow_pools.team_secrets(
                                       "tutorial", flow_pools.sources_of(profiles)))
+
+
+# The flow account of profiles in no team (tpurl-flow, deployments/work-pool/rbac.yaml):
+# its pods run as the namespace's default, its Secrets are owned by the profile
+# (``tpurl-profile-...``, jobs/naming.py secret_name), it places pods on no team's pool.
+TEAMLESS = "system:serviceaccount:default:tpurl-flow"
+
+
+def _shipped_policies() -> list[list[dict[str, Any]]]:
+    """Every admission policy the repository ships for the flow accounts, as applied."""
+    from flows.common.paths import REPO_ROOT
+
+    out = []
+    for path in sorted((REPO_ROOT / "deployments" / "work-pool").rglob("admission.yaml")):
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        out += [[p, b] for p in docs if p["kind"] == "ValidatingAdmissionPolicy"
+                for b in docs if b["kind"] == "ValidatingAdmissionPolicyBinding"
+                and b["spec"]["policyName"] == p["metadata"]["name"]]
+    return out
+
+
+def _teamless_refusal(jobset: dict[str, Any], operation: str = "CREATE") -> str | None:
+    """What the shipped policies refuse a JobSet the team-less flow account submits with."""
+    return next((m for docs in _shipped_policies()
+                 if (m := _admission(docs, jobset, TEAMLESS, operation)) is not None), None)
+
+
+@pytest.fixture(scope="module")
+def teamless(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The JobSets of the smoke profile in no team (an empty teams file)."""
+    with pytest.MonkeyPatch.context() as mp:
+        teams_file = tmp_path_factory.mktemp("noteams") / "teams.yaml"
+        teams_file.write_text("teams: {}\n")
+        mp.setenv("TPURL_TEAMS_FILE", str(teams_file))
+        return _jobsets("team-b")  # the smoke profile, here in no team
+
+
+TEAMLESS_ATTACKS = ("serviceAccountName", "secretKeyRef", "volume secret", "hostPath",
+                    "nodeSelector", "toleration", "toleration of every taint", "nodeName")
+
+
+@pytest.mark.parametrize("attack", TEAMLESS_ATTACKS)
+def test_the_teamless_flow_cannot_reach_a_teams_identity_secret_or_pools(
+        teamless: dict[str, dict[str, Any]], attack: str) -> None:
+    """The attack: code in a flow pod of a profile in no team submits a JobSet whose pods run
+    as team a's account, read team a's Secret, mount the node, or land on team a's pools.
+    RBAC admits it (the shared Role grants JobSet create); the team-less flow account's own
+    policy refuses it, naming the field and the fix."""
+    bad = _attack(teamless["train-rl"] if attack != "secretKeyRef" else teamless["convert"],
+                  "team-a", attack)
+    message = _teamless_refusal(bad)
+    assert message is not None, attack
+    assert FIELD_NAMED[attack] in message and "fix:" in message, message
+
+
+def test_the_teamless_policy_is_shipped_valid_and_as_generated() -> None:
+    from flows.backends.gke.jobset_admission import teamless_policy
+
+    shipped = [d for d in yaml.safe_load_all(flow_pools.admission_file(None).read_text()) if d]
+    assert shipped == teamless_policy(flow_pools.SHARED_ACCOUNT)
+    for doc in shipped:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_every_jobset_the_teamless_flow_renders_is_admitted(
+        teamless: dict[str, dict[str, Any]]) -> None:
+    """Its own JobSets, every kind: pods as default (named or not), its profile's Secrets,
+    the base pool; an update is checked as a create."""
+    for stage, jobset in teamless.items():
+        assert _teamless_refusal(jobset) is None, stage
+    ref = next(e for p in _pod_specs(teamless["convert"]) for c in p["containers"]
+               for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {}))
+    assert ref["valueFrom"]["secretKeyRef"]["name"].startswith("tpurl-profile-")
+    bad = _attack(teamless["convert"], "team-a", "serviceAccountName")
+    assert _teamless_refusal(bad, "UPDATE") is not None

@@ -199,7 +199,10 @@ class FakeGoogleApis:
         names = [f["name"] for g in ((cq or {}).get("spec") or {}).get("resourceGroups", [])
                  for f in g.get("flavors", [])]
         flavors = {n: f for n in names if (f := find("ResourceFlavor", n)) is not None}
-        return {"local_queue": lq, "cluster_queue": cq, "flavors": flavors}
+        # Kueue's Configuration as the chart rendered it (the fake gcluster keeps it,
+        # helm_modules.py); RestGoogleApis reads ConfigMap kueue-system/kueue-manager-config
+        return {"local_queue": lq, "cluster_queue": cq, "flavors": flavors,
+                "manager_config": fc.load().get("kueue_manager_config")}
 
     def test_iam_permissions(self, project: str, permissions: list[str]) -> set[str]:
         self._call("test_iam_permissions")

@@ -50,7 +50,10 @@ class BlueprintEdit:
     inserts a module (``module`` given whole) before the module ``before``; a ``use`` edit
     adds a module id to a module's ``use`` list and drops the settings in ``drops``, which
     would otherwise win over the used module's outputs (gcluster skips an output whose
-    input is set explicitly: cluster-toolkit pkg/config/expand.go useModule). An edit of
+    input is set explicitly: cluster-toolkit pkg/config/expand.go useModule). A
+    ``kueue_manifest`` edit turns kubectl-apply's Kueue install off and applies its Kueue
+    objects as an ``apply_manifests`` entry of that name, after the module ``after``
+    (``kueue_objects_as_manifest``). An edit of
     the TPU pool module (``POOL_MODULE``) applies to every TPU pool of the profile, each in
     its own mode."""
 
@@ -74,6 +77,8 @@ class BlueprintEdit:
     before: str = ""
     use: str = ""
     drops: tuple[str, ...] = ()
+    kueue_manifest: str = ""
+    after: str = ""
 
     @property
     def is_setting_edit(self) -> bool:
@@ -89,7 +94,8 @@ def load_edits(path: Path = EDITS_FILE) -> list[BlueprintEdit]:
                           bool(e.get("remove", False)), bool(e.get("zones_only", False)),
                           tuple(e.get("generations", ())), bool(e.get("multi_host_only", False)),
                           e.get("add_module"), e.get("before", ""), e.get("use", ""),
-                          tuple(e.get("drops", ())))
+                          tuple(e.get("drops", ())), e.get("kueue_manifest", ""),
+                          e.get("after", ""))
             for e in doc["edits"]]
 
 
@@ -354,6 +360,45 @@ def apply_use_edit(doc: Any, edit: BlueprintEdit) -> bool:
     return changed
 
 
+def kueue_objects_as_manifest(doc: Any, edit: BlueprintEdit) -> bool:
+    """kubectl-apply's ``kueue.install`` off, and its ``kueue.config_path`` rendered with
+    ``kueue.config_template_vars`` as an ``apply_manifests`` entry named ``edit.kueue_manifest``
+    instead: the module applies ``config_path`` only when it installs Kueue (cluster-toolkit
+    modules/management/kubectl-apply/main.tf, configure_kueue), while an entry whose source
+    is a .tftpl is rendered by the same templatefile (main.tf processed_apply_manifests_map).
+    The ``kueue`` settings stay as they are otherwise (the quota edits keep finding
+    ``config_template_vars``): with install false the module reads them for nothing. Its
+    ``gke_cluster_exists``, on which the manifests and the JobSet install depend (main.tf
+    depends_on), becomes an expression over ``edit.after``'s release, so the objects are
+    applied once Kueue's webhooks run (direct-helm-install outputs.tf release_completion_id)."""
+    if _module_or_none(doc, edit.after) is None:
+        raise user_error("infra", f"edit {edit.id} makes {edit.module!r} wait for {edit.after!r}, "
+                         "which the blueprint does not have",
+                         "an add_module edit before it must add that module", _FIX)
+    module = find_module(doc, edit.module, edit.id)
+    settings = module.get("settings")
+    kueue = settings.get("kueue") if isinstance(settings, dict) else None
+    if not isinstance(kueue, dict) or not kueue.get("config_path"):
+        raise user_error("infra", f"module {edit.module!r} has no kueue.config_path (edit "
+                         f"{edit.id})", "the Cluster Toolkit example changed", _FIX)
+    manifests = settings.get("apply_manifests")
+    if manifests is None:
+        settings["apply_manifests"] = manifests = []
+    entry = {"name": edit.kueue_manifest, "source": kueue["config_path"],
+             "template_vars": copy.deepcopy(_plain(kueue.get("config_template_vars") or {}))}
+    waits = f'$({edit.after}.release_completion_id != "")'
+    present = [m for m in manifests if isinstance(m, dict) and m.get("name") == edit.kueue_manifest]
+    if present and _plain(present[0]) == entry and kueue.get("install") is False \
+            and settings.get("gke_cluster_exists") == waits:
+        return False
+    for old in present:
+        manifests.remove(old)
+    manifests.append(entry)
+    kueue["install"] = False
+    settings["gke_cluster_exists"] = waits
+    return True
+
+
 def _module_or_none(doc: Any, module_id: str) -> Any:
     for group in doc.get("deployment_groups") or []:
         for module in (group or {}).get("modules") or []:
@@ -381,6 +426,8 @@ def apply_edit(doc: Any, edit: BlueprintEdit) -> bool:
         return apply_add_module(doc, edit)
     if edit.use:
         return apply_use_edit(doc, edit)
+    if edit.kueue_manifest:
+        return kueue_objects_as_manifest(doc, edit)
     module = find_module(doc, edit.module, edit.id)
     settings = module.get("settings")
     values = settings.get(edit.setting) if isinstance(settings, dict) else None
@@ -530,7 +577,7 @@ def edit_blueprint(text: str, iam_mode: str | EditContext,
                     if edit.setting == "kubernetes_labels" and pool.team:
                         _module_or_none(doc, pool.module_id)["settings"][
                             "kubernetes_labels"][TEAM_LABEL] = pool.team
-        elif edit.module == "workload-manager-install" and _module_or_none(
+        elif edit.setting.startswith("kueue.config_template_vars") and _module_or_none(
                 doc, POOL_MODULE) is None:
             continue  # the quota is the cluster's chips (_quota_without_base)
         elif _applies(edit, ctx):

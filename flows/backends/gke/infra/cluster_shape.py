@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flows.backends.gke.capacity_pools import flavor_name, tpu_pools
+from flows.backends.gke.infra.kueue_chart import deploy_sets_fair_sharing
 from flows.backends.gke.infra.team_quota import TeamQuota, checked_quotas
 from flows.config.errors import ProfileError
 from flows.config.gke import GkeSection
@@ -198,11 +199,16 @@ def shape_lines(shape: ClusterShape, teams: Teams) -> list[str]:
         out.append(f"  team {q.team}: {q.nominal} chips guaranteed, may borrow "
                    f"{q.borrowing_limit}, fair-sharing weight {q.weight:g}")
     if quotas:
-        out.append("  fair-sharing weights act only where Kueue's own configuration has a "
-                   "fairSharing section, which Cluster Toolkit's Kueue install cannot set "
-                   "(decision 0036): without it they do NOT act; `tpurl plan --check` "
-                   "(team-queues) says whether this cluster's has it. Guarantees, borrowing "
-                   "limits and taking chips back act either way")
+        out.append(("  fair sharing: set by the deploy, which installs Kueue's chart with a "
+                    "fairSharing section in its values (deployments/blueprints/"
+                    "kueue-helm-values.yaml, decision 0041), so the weights order whose run "
+                    "goes first among borrowing teams; a cluster deployed before keeps "
+                    "Kueue's default configuration until its next deploy, which `tpurl plan "
+                    "--check` (team-queues) reads live") if deploy_sets_fair_sharing() else
+                   ("  fair-sharing weights do NOT act: Kueue's chart values "
+                    "(deployments/blueprints/kueue-helm-values.yaml) have no fairSharing "
+                    "section. Guarantees, borrowing limits and taking chips back act either "
+                    "way"))
     out += [f"  team {team}'s TPU node pools are its own: labelled and tainted "
             f"tpurl/team={team}, run as its node account; only its pods land there. A "
             "cluster deployed before pools were per team has them under the old names "

@@ -31,6 +31,7 @@ from flows.backends.gke.infra.preflight.checks import (
     render_checks,
     run_checks,
 )
+from flows.backends.gke.infra.preflight.team_queues import FAIR_SHARING_FIX
 from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings, world_open_warning
 from flows.core.backend import StageLogger
 from flows.core.failures import infrastructure, user_error
@@ -112,6 +113,11 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
     mismatches = gke.pool_mismatches(current, s) if current is not None else ["no cluster"]
     mismatches += [f"Kueue does not admit the pipeline's pods ({c.issue.problem})"
                    for c in stale_kueue]
+    # Kueue's live configuration without the fair sharing the deploy's chart values set: a
+    # cluster deployed before (decision 0041); re-applying the blueprint is its fix
+    mismatches += ["Kueue's configuration has no fair sharing, which the deploy sets"
+                   for c in checks if c.name == "team-queues" and c.status == "warn"
+                   and FAIR_SHARING_FIX in c.issue.fix]
     terraform_grants: list[Grant] = []  # a deploy's Terraform bindings, new to IAM
     if not mismatches:
         report.deploy_skipped_reason = "cluster exists and its TPU pool matches the profile"

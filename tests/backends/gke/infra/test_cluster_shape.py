@@ -153,8 +153,9 @@ def test_plan_shows_the_clusters_shape_each_teams_quota_and_the_pool_two_slices_
     assert "  team research: 24 chips guaranteed, may borrow 8, fair-sharing weight 2" in lines
     assert "  team product: 16 chips guaranteed, may borrow 24, fair-sharing weight 1" in lines
     assert not [line for line in lines if "conflict" in line]  # each team's pools its own
-    assert any(line.startswith("  fair-sharing weights act only where") and "do NOT act"
-               in line for line in lines)
+    # fair sharing is the deploy's own: the chart values it installs Kueue with carry it
+    assert any(line.startswith("  fair sharing: set by the deploy") and
+               "deployments/blueprints/kueue-helm-values.yaml" in line for line in lines)
     assert any("the next deploy DELETES those" in line for line in lines)
 
 

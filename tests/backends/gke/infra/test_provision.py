@@ -194,3 +194,39 @@ def test_team_bs_deploy_never_takes_team_as_pool_away(
     assert ours["placementPolicy"]["tpuTopology"] == "2x4"
     assert ours["config"]["labels"]["tpurl/team"] == "product"
     assert not _provision(research, cloud, gcs).deployed  # its pool is as it wants it
+
+
+def test_a_cluster_deployed_before_fair_sharing_gets_it_by_following_the_fix(
+        cloud: Cloud, gcs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deploy installs Kueue's chart with fairSharing in its values (decision 0041).
+    A cluster whose Kueue kubectl-apply installed has the chart's default configuration:
+    the team-queues check warns with the fix `tpurl run PROFILE`, and the run's infra stage
+    re-applies the blueprint for that alone; then the live configuration has it, the check
+    is ok, and the next run deploys nothing."""
+    from flows.backends.gke.infra.infra_stage import planned_for
+    from flows.backends.gke.infra.preflight.team_queues import FAIR_SHARING_FIX
+    from tests.fakes.cloud.helm_modules import CHART_DEFAULT_CONFIG
+
+    teams = tmp_path / "teams.yaml"
+    teams.write_text(f"teams:\n  research: {{usd_per_month: 900, profiles: [{TUTORIAL}], "
+                     f"fair_weight: 2}}\n  product: {{usd_per_month: 500, profiles: [{SMOKE}]}}\n")
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
+    research = settings_from_profile(infra_profile(), cache_dir=tmp_path / "cache")
+    planned = planned_for(infra_profile())  # the run's pods: the queue checks run
+
+    def run() -> Any:
+        return provision(research, cloud.apis, gcs, Log(), planned=planned)
+    assert run().deployed
+    assert "fairSharing" in fake_cloud.load()["kueue_manager_config"]
+    state = fake_cloud.load()
+    state["kueue_manager_config"] = CHART_DEFAULT_CONFIG  # as kubectl-apply's install left it
+    fake_cloud.save(state)
+    report = run()
+    [check] = [c for c in report.checks if c["name"] == "team-queues"]
+    assert check["status"] == "warn" and "weights order nothing" in check["summary"]
+    assert check["fix"] == FAIR_SHARING_FIX and "`tpurl run PROFILE`" in check["fix"]
+    assert report.deployed and len(cloud.calls("gcluster")) == 2  # following the fix
+    assert "fairSharing" in fake_cloud.load()["kueue_manager_config"]
+    again = run()
+    [check] = [c for c in again.checks if c["name"] == "team-queues"]
+    assert check["status"] == "ok" and not again.deployed

@@ -73,7 +73,7 @@ def test_blueprint_edit_fails_when_the_setting_is_gone() -> None:
 
 
 def test_shipped_edit_declaration_loads() -> None:
-    edit, kueue, label, locations, *rest = load_edits()
+    edit, kueue, label, locations, *rest, chart, objects = load_edits()
     capacity = [e for e in rest if not e.generations]
     assert capacity and all(e.capacity_modes for e in capacity)
     # the generation's own edits: a multi-host Ironwood pool's workload policy
@@ -89,6 +89,10 @@ def test_shipped_edit_declaration_loads() -> None:
                                                      "project_roles", "storage.admin")
     assert kueue.var == "kueue_configuration_path" and "ghpc_stage" in kueue.value
     assert kueue.stage == "kueue-configuration.yaml.tftpl"
+    # Kueue installed from its chart with tpurl's values, the objects applied after it
+    assert chart.add_module is not None and chart.stage == "kueue-helm-values.yaml"
+    assert (objects.kueue_manifest, objects.after) == ("tpurl-kueue-objects",
+                                                        chart.add_module["id"])
 
 
 def test_authorized_cidr_is_required_and_world_warns() -> None:

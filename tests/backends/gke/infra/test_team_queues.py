@@ -331,10 +331,11 @@ def test_fair_sharing_is_read_from_kueues_own_configuration(text: str | None,
     assert fair_sharing_on(text) is on
 
 
-def test_a_cluster_without_fair_sharing_is_warned_with_the_edit_that_turns_it_on(
+def test_a_cluster_without_fair_sharing_is_warned_with_the_deploy_that_sets_it(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Through the real RestGoogleApis: Kueue's configuration as shipped (no fairSharing)
-    makes the teams' weights order nothing; the warning gives the ConfigMap's edit. Not
+    """Through the real RestGoogleApis: Kueue's configuration as the chart ships it (no
+    fairSharing: a cluster deployed before the deploy set it) makes the teams' weights order
+    nothing; the warning gives the deploy that sets it. Not
     readable, the line says so and judges nothing."""
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(_teams(tmp_path, TWO_TEAMS)))
     s = settings_from_profile(tutorial_profile(), cache_dir=tmp_path)
@@ -349,4 +350,5 @@ def test_a_cluster_without_fair_sharing_is_warned_with_the_edit_that_turns_it_on
         status, found, fix, _ = check_team_queues(
             "team-research", apis.kueue_objects(CLUSTER, s.gke.namespace, s.queue), rendered)
     assert status == "warn" and "weights order nothing" in found
-    assert fix == FAIR_SHARING_FIX and "kueue-system/kueue-manager-config" in fix
+    # the fix is the deploy, which sets fair sharing in Kueue's chart values (decision 0041)
+    assert fix == FAIR_SHARING_FIX and "`tpurl run PROFILE`" in fix

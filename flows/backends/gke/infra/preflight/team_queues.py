@@ -12,19 +12,19 @@ Compared: the LocalQueue's ClusterQueue, and of the ClusterQueue the fields fair
 nominalQuota and borrowingLimit (kueue v0.17.1 apis/kueue/v1beta2/clusterqueue_types.go).
 
 And Kueue's own configuration: the teams' weights order admission and preemption only when
-it has a ``fairSharing`` section (kueue v0.17.1 apis/config/v1beta2 configuration_types.go
-``Configuration.FairSharing``; in v1beta1 the section also needs ``enable: true``), which
-Kueue's manifests ship commented out and the blueprint does not set. Without it the cohort
-still lends and reclaims, by classical preemption, and the weights do nothing: a warning,
-with the edit that turns it on. A configuration that cannot be read is said, not judged.
+it has a ``fairSharing`` section (infra/kueue_chart.py). The deploy sets it through Kueue's
+chart values (deployments/blueprints/kueue-helm-values.yaml, decision 0041), so a cluster
+whose live configuration lacks it was deployed before that, or had its Kueue installed
+another way: the cohort still lends and reclaims, by classical preemption, and the weights
+do nothing until the next deploy installs the chart with tpurl's values: a warning, with
+that command. A configuration that cannot be read is said, not judged.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
+from flows.backends.gke.infra.kueue_chart import fair_sharing_on
 from flows.backends.gke.infra.preflight.results import Status
 from flows.config.gke_jobs import parse_quantity
 
@@ -34,28 +34,9 @@ KUEUE_SYSTEM = "kueue-system"
 KUEUE_MANAGER_CONFIG = "kueue-manager-config"
 KUEUE_MANAGER_CONFIG_KEY = "controller_manager_config.yaml"
 FAIR_SHARING_FIX = (
-    f"add to {KUEUE_MANAGER_CONFIG_KEY} in ConfigMap {KUEUE_SYSTEM}/{KUEUE_MANAGER_CONFIG}: "
-    "`fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare, "
-    "LessThanInitialShare]}` (with config.kueue.x-k8s.io/v1beta1 also `enable: true`), then "
-    f"`kubectl -n {KUEUE_SYSTEM} rollout restart deployment kueue-controller-manager`")
-
-
-def fair_sharing_on(config_text: str | None) -> bool | None:
-    """Pure: is fair sharing on in Kueue's configuration text? None: not read, or not YAML."""
-    if config_text is None:
-        return None
-    try:
-        config = yaml.safe_load(config_text)
-    except yaml.YAMLError:
-        return None
-    if not isinstance(config, dict):
-        return None
-    section = config.get("fairSharing")
-    if not isinstance(section, dict):
-        return False
-    if str(config.get("apiVersion", "")).endswith("/v1beta1"):
-        return section.get("enable") is True
-    return section.get("enable", True) is not False
+    "re-apply the blueprint: `tpurl run PROFILE` deploys it and installs Kueue's chart with "
+    "fairSharing in its values (deployments/blueprints/kueue-helm-values.yaml); on a cluster "
+    "whose Kueue kubectl-apply installed, run it when no JobSet runs (decision 0041)")
 
 
 def _tpu_quotas(cq: dict[str, Any]) -> dict[str, tuple[float, float | None]]:
@@ -123,7 +104,8 @@ def check_team_queues(team_queue: str, live: dict[str, Any], rendered: dict[str,
                                              else ""), target)
     if fair is False:
         return ("warn", "as the teams file renders them, but Kueue's configuration has no "
-                "fair sharing: the teams' weights order nothing (the cohort still lends and "
+                "fair sharing (deployed before the deploy set it): the teams' weights order "
+                "nothing (the cohort still lends and "
                 "reclaims)", FAIR_SHARING_FIX, target)
     unread = "" if fair is not None or "manager_config" not in live else \
         f" (Kueue's configuration {KUEUE_SYSTEM}/{KUEUE_MANAGER_CONFIG} not read: fair " \
