@@ -204,6 +204,20 @@ class FakeGoogleApis:
         return {"local_queue": lq, "cluster_queue": cq, "flavors": flavors,
                 "manager_config": fc.load().get("kueue_manager_config")}
 
+    def admitted_workloads(self, cluster: dict[str, Any]) -> list[str]:
+        """Kueue's Workloads of the cluster as the test sets them (state ``workloads``:
+        Kubernetes objects with their conditions): those Kueue admitted that have not
+        finished (kueue apis/kueue/v1beta1/workload_types.go: WorkloadAdmitted,
+        WorkloadFinished)."""
+        self._call("admitted_workloads")
+
+        def holds(workload: dict[str, Any], kind: str) -> bool:
+            return any(c["type"] == kind and c["status"] == "True"
+                       for c in workload.get("status", {}).get("conditions", []))
+        return sorted(f"{w['metadata']['namespace']}/{w['metadata']['name']}"
+                      for w in fc.load().get("workloads") or []
+                      if holds(w, "Admitted") and not holds(w, "Finished"))
+
     def test_iam_permissions(self, project: str, permissions: list[str]) -> set[str]:
         self._call("test_iam_permissions")
         return {p for p in permissions if p in self.permissions}

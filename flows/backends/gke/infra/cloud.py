@@ -32,6 +32,17 @@ ADDONS = {  # what to read on the cluster: (namespace, deployment) of each contr
 }
 JOBSET_CRD = "jobsets.jobset.x-k8s.io"
 
+def running_workloads(workloads: list[dict[str, Any]]) -> list[str]:
+    """``namespace/name`` of each Workload whose ``Admitted`` condition is True and whose
+    ``Finished`` is not (Kueue's workload_types.go conditions). Pure."""
+    def true(workload: dict[str, Any], kind: str) -> bool:
+        return any(c.get("type") == kind and c.get("status") == "True"
+                   for c in (workload.get("status") or {}).get("conditions") or [])
+    return sorted(f"{(w.get('metadata') or {}).get('namespace')}/"
+                  f"{(w.get('metadata') or {}).get('name')}" for w in workloads
+                  if true(w, "Admitted") and not true(w, "Finished"))
+
+
 class ApiNotFound(LookupError):
     """The resource does not exist (HTTP 404)."""
 
@@ -59,6 +70,11 @@ class GoogleApis(Protocol):
                       local_queue: str) -> dict[str, Any]:
         """The live Kueue objects jobs are admitted by: {"local_queue": obj | None,
         "cluster_queue": obj | None, "flavors": {name: obj}} (Kubernetes API objects)."""
+        ...
+    def admitted_workloads(self, cluster: dict[str, Any]) -> list[str]:
+        """Kueue's Workloads of every namespace that are admitted and not finished
+        (``namespace/name``): what runs now under Kueue, which a reinstall of Kueue
+        would stop."""
         ...
     def test_iam_permissions(self, project: str, permissions: list[str]) -> set[str]:
         """The subset of ``permissions`` the caller holds on the project."""
@@ -239,6 +255,14 @@ class RestGoogleApis:
                 return {"local_queue": lq, "cluster_queue": cq, "flavors": flavors,
                         "manager_config": manager_config}
         return {"local_queue": None, "cluster_queue": None, "flavors": {}}
+
+    def admitted_workloads(self, cluster: dict[str, Any]) -> list[str]:
+        with self._kube(cluster) as get:
+            for version in KUEUE_VERSIONS:
+                found = get(f"/apis/kueue.x-k8s.io/{version}/workloads")
+                if found is not None:
+                    return running_workloads(found.get("items") or [])
+        return []
 
     def test_iam_permissions(self, project: str, permissions: list[str]) -> set[str]:
         url = (f"https://cloudresourcemanager.googleapis.com/v1/projects/{project}"

@@ -114,10 +114,11 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
     mismatches += [f"Kueue does not admit the pipeline's pods ({c.issue.problem})"
                    for c in stale_kueue]
     # Kueue's live configuration without the fair sharing the deploy's chart values set: a
-    # cluster deployed before (decision 0041); re-applying the blueprint is its fix
-    mismatches += ["Kueue's configuration has no fair sharing, which the deploy sets"
-                   for c in checks if c.name == "team-queues" and c.status == "warn"
-                   and FAIR_SHARING_FIX in c.issue.fix]
+    # cluster deployed before (decision 0041), whose next deploy reinstalls Kueue
+    if current is not None and any(c.name == "team-queues" and c.status == "warn"
+                                   and FAIR_SHARING_FIX in c.issue.fix for c in checks):
+        mismatches = _reinstalling_kueue(s, apis.admitted_workloads(current), mismatches,
+                                         report, logger)
     terraform_grants: list[Grant] = []  # a deploy's Terraform bindings, new to IAM
     if not mismatches:
         report.deploy_skipped_reason = "cluster exists and its TPU pool matches the profile"
@@ -177,6 +178,33 @@ def _require_admission(s: InfraSettings, apis: GoogleApis, client: Any, planned:
     if admission and admission[0].status != "ok":
         raise user_error("infra", "the deployed Kueue configuration does not admit the pipeline's pods",
                          admission[0].issue.problem, admission[0].issue.fix)
+
+
+def _reinstalling_kueue(s: InfraSettings, running: list[str], mismatches: list[str],
+                        report: InfraReport, logger: StageLogger) -> list[str]:
+    """The mismatches to deploy for, on a cluster whose Kueue the deploy reinstalls (from
+    kubectl-apply's release to the chart's): removing the old release removes Kueue's CRDs
+    and with them every Workload, and a running JobSet whose Workload is gone is suspended
+    when Kueue comes back; whose ever it is, no deploy does that under it. With Workloads
+    admitted, fair sharing alone waits for a run that finds none (a warning); a deploy
+    needed for more is refused, naming them."""
+    if not running:
+        return [*mismatches, "Kueue's configuration has no fair sharing, which the deploy sets"]
+    shown = ", ".join(running[:5]) + (f" and {len(running) - 5} more" if len(running) > 5
+                                      else "")
+    if mismatches:
+        raise user_error(
+            "infra", f"cluster {s.gke.cluster} needs a deploy ({'; '.join(mismatches)}), which "
+            "also reinstalls Kueue from its chart (decision 0041) and would stop what Kueue "
+            "runs now; nothing was deployed", f"admitted workloads: {shown}",
+            "rerun once they have finished (`kubectl get workloads -A` lists them), or stop "
+            "them first; the first deploy after the upgrade must find Kueue idle")
+    warning = (f"cluster {s.gke.cluster}: fair sharing is not set yet; the deploy that sets it "
+               f"reinstalls Kueue, which would stop the admitted workloads {shown}: not "
+               "deploying now, a run that finds Kueue idle deploys it")
+    logger.warning("%s", warning)
+    report.warnings.append(warning)
+    return mismatches
 
 
 def _refuse_taking_others_pools(s: InfraSettings, current: dict[str, Any] | None,

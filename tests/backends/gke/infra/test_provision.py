@@ -230,3 +230,56 @@ def test_a_cluster_deployed_before_fair_sharing_gets_it_by_following_the_fix(
     again = run()
     [check] = [c for c in again.checks if c["name"] == "team-queues"]
     assert check["status"] == "ok" and not again.deployed
+
+
+def _workload(name: str, *conditions: str) -> dict[str, Any]:
+    """A Kueue Workload of team product's namespace with each condition True."""
+    return {"metadata": {"namespace": "product", "name": name},
+            "status": {"conditions": [{"type": c, "status": "True"} for c in conditions]}}
+
+
+def test_no_deploy_reinstalls_kueue_under_another_teams_running_workload(
+        cloud: Cloud, gcs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first deploy after the chart install (decision 0041) removes kubectl-apply's Kueue
+    release, its CRDs and every Workload with it: team product's admitted Workload would be
+    suspended under it. While one is admitted and not finished, team research's run does not
+    deploy for fair sharing alone (a warning; its run goes on), and a deploy it needs for more
+    is refused naming the workload; once the workload finished, the run deploys."""
+    from flows.backends.gke.infra.infra_stage import planned_for
+    from tests.fakes.cloud.helm_modules import CHART_DEFAULT_CONFIG
+
+    teams = tmp_path / "teams.yaml"
+    teams.write_text(f"teams:\n  research: {{usd_per_month: 900, profiles: [{TUTORIAL}]}}\n"
+                     f"  product: {{usd_per_month: 500, profiles: [{SMOKE}]}}\n")
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
+    research = settings_from_profile(infra_profile(), cache_dir=tmp_path / "cache")
+    planned = planned_for(infra_profile())
+    assert provision(research, cloud.apis, gcs, Log(), planned=planned).deployed
+    state = fake_cloud.load()
+    state["kueue_manager_config"] = CHART_DEFAULT_CONFIG  # as kubectl-apply's install left it
+    state["workloads"] = [_workload("jobset-train-rl-b", "QuotaReserved", "Admitted"),
+                          _workload("jobset-old", "Admitted", "Finished"),
+                          _workload("jobset-queued", "QuotaReserved")]
+    fake_cloud.save(state)
+    report = provision(research, cloud.apis, gcs, Log(), planned=planned)
+    assert not report.deployed and len(cloud.calls("gcluster")) == 1
+    [warning] = [w for w in report.warnings if "fair sharing is not set yet" in w]
+    assert "product/jobset-train-rl-b" in warning and "jobset-old" not in warning
+    assert "jobset-queued" not in warning  # not admitted: nothing of it runs
+    # a deploy needed for more than fair sharing (research's own pool gone) is refused
+    state = fake_cloud.load()
+    pools = state["clusters"]["tpurl-v6e"]["nodePools"]
+    state["clusters"]["tpurl-v6e"]["nodePools"] = [p for p in pools
+                                                   if not p["name"].startswith("tpu-research-")]
+    fake_cloud.save(state)
+    with pytest.raises(StageFailed) as refused:
+        provision(research, cloud.apis, gcs, Log(), planned=planned)
+    assert "product/jobset-train-rl-b" in str(refused.value)
+    assert "`kubectl get workloads -A`" in refused.value.diagnosis.fix
+    assert len(cloud.calls("gcluster")) == 1  # nothing deployed
+    state = fake_cloud.load()
+    state["workloads"][0]["status"]["conditions"].append({"type": "Finished",
+                                                          "status": "True"})
+    fake_cloud.save(state)
+    assert provision(research, cloud.apis, gcs, Log(), planned=planned).deployed  # the fix
+    assert "fairSharing" in fake_cloud.load()["kueue_manager_config"]

@@ -36,7 +36,8 @@ KUEUE_MANAGER_CONFIG_KEY = "controller_manager_config.yaml"
 FAIR_SHARING_FIX = (
     "re-apply the blueprint: `tpurl run PROFILE` deploys it and installs Kueue's chart with "
     "fairSharing in its values (deployments/blueprints/kueue-helm-values.yaml); on a cluster "
-    "whose Kueue kubectl-apply installed, run it when no JobSet runs (decision 0041)")
+    "whose Kueue kubectl-apply installed, that deploy reinstalls Kueue, so a run makes it "
+    "only once no Kueue workload is admitted (`kubectl get workloads -A`; decision 0041)")
 
 
 def _tpu_quotas(cq: dict[str, Any]) -> dict[str, tuple[float, float | None]]:
