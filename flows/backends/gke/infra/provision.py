@@ -117,8 +117,12 @@ def provision(s: InfraSettings, apis: GoogleApis, client: Any, logger: StageLogg
     # cluster deployed before (decision 0041), whose next deploy reinstalls Kueue
     if current is not None and any(c.name == "team-queues" and c.status == "warn"
                                    and FAIR_SHARING_FIX in c.issue.fix for c in checks):
-        mismatches = _reinstalling_kueue(s, apis.admitted_workloads(current), mismatches,
-                                         report, logger)
+        try:
+            running = apis.admitted_workloads(current)
+        except Exception as exc:  # unread is not idle: what it would stop is unknown
+            running = [f"(unknown: Kueue's workloads could not be read: "
+                       f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})"]
+        mismatches = _reinstalling_kueue(s, running, mismatches, report, logger)
     terraform_grants: list[Grant] = []  # a deploy's Terraform bindings, new to IAM
     if not mismatches:
         report.deploy_skipped_reason = "cluster exists and its TPU pool matches the profile"

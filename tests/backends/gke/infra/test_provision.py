@@ -283,3 +283,26 @@ def test_no_deploy_reinstalls_kueue_under_another_teams_running_workload(
     fake_cloud.save(state)
     assert provision(research, cloud.apis, gcs, Log(), planned=planned).deployed  # the fix
     assert "fairSharing" in fake_cloud.load()["kueue_manager_config"]
+
+
+def test_kueues_workloads_unread_are_not_taken_for_idle(
+        cloud: Cloud, gcs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the Workloads cannot be read (403), what a reinstall would stop is unknown: the
+    run does not deploy for fair sharing, and says why."""
+    from flows.backends.gke.infra.cloud import ApiDenied
+    from flows.backends.gke.infra.infra_stage import planned_for
+    from tests.fakes.cloud.helm_modules import CHART_DEFAULT_CONFIG
+
+    research = settings_from_profile(infra_profile(), cache_dir=tmp_path / "cache")
+    planned = planned_for(infra_profile())
+    assert provision(research, cloud.apis, gcs, Log(), planned=planned).deployed
+    state = fake_cloud.load()
+    state["kueue_manager_config"] = CHART_DEFAULT_CONFIG
+    fake_cloud.save(state)
+
+    def denied(cluster: dict[str, Any]) -> list[str]:
+        raise ApiDenied("https://1.2.3.4/apis/kueue.x-k8s.io/v1beta1/workloads: forbidden")
+    monkeypatch.setattr(cloud.apis, "admitted_workloads", denied)
+    report = provision(research, cloud.apis, gcs, Log(), planned=planned)
+    assert not report.deployed and len(cloud.calls("gcluster")) == 1
+    assert any("could not be read" in w and "forbidden" in w for w in report.warnings)
