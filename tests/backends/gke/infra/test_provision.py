@@ -293,6 +293,9 @@ def test_kueues_workloads_unread_are_not_taken_for_idle(
     from flows.backends.gke.infra.infra_stage import planned_for
     from tests.fakes.cloud.helm_modules import CHART_DEFAULT_CONFIG
 
+    teams = tmp_path / "teams.yaml"
+    teams.write_text(f"teams:\n  research: {{usd_per_month: 900, profiles: [{TUTORIAL}]}}\n")
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams))
     research = settings_from_profile(infra_profile(), cache_dir=tmp_path / "cache")
     planned = planned_for(infra_profile())
     assert provision(research, cloud.apis, gcs, Log(), planned=planned).deployed
