@@ -90,7 +90,7 @@ def test_4xx_and_5xx_name_the_status_and_the_servers_own_message() -> None:
             _complete(wrong)
         server.failures += ["500"]
         client, slept = _client(server.url)
-        with pytest.raises(served.CanaryUnreachable, match="HTTP 500 from .*engine said 500"):
+        with pytest.raises(served.CanaryUnreachable, match=r"HTTP 500 from .*engine said 500"):
             _complete(client)
         assert slept == []  # a 500 is not retried: the engine failed, not busy
 
@@ -107,7 +107,7 @@ def test_429_and_503_are_retried_after_retry_after_and_three_are_unreachable() -
         server.retry_after = "3600"  # a server asking for an hour gets the cap
         client, slept = _client(server.url)
         with pytest.raises(served.CanaryUnreachable,
-                           match="HTTP 429 after 3 tries .*Too many requests"):
+                           match=r"HTTP 429 after 3 tries .*Too many requests"):
             _complete(client)
         assert slept == [served.MAX_WAIT_S] * 2 and client.requests == 3
 

@@ -85,7 +85,7 @@ def openai_server(model: str = "served-model", answer: Callable[[str], str] | No
         def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             self._send(status, json.dumps(body).encode(), headers)
 
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             assert state is not None
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
