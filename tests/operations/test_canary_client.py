@@ -163,11 +163,22 @@ def test_a_body_that_is_not_json_or_not_a_completion_is_unreachable() -> None:
 
 
 def test_a_redirect_is_not_followed_so_the_key_never_reaches_another_host() -> None:
-    """The attack: the endpoint answers 302 to a host of the attacker's; urllib's default
-    handler would repeat the request there with the Authorization header. Refused: the
-    other host sees nothing."""
+    """The attack: the endpoint answers 302 to a host of the attacker's. urllib's default
+    handler repeats the request there with the Authorization header (shown first, with that
+    handler in the client's place); the client's own follows no redirect: the other host
+    sees nothing."""
+    import urllib.request
+
     with openai_server(api_key=KEY) as server, openai_server() as elsewhere:
         server.redirect_to = f"{elsewhere.url}/v1/completions"
+        server.failures += ["redirect"]
+        naive, _ = _client(server.url, key=KEY)
+        naive._opener = urllib.request.build_opener()
+        with pytest.raises(served.CanaryUnreachable):
+            _complete(naive)
+        assert [s.headers.get("Authorization") for s in elsewhere.requests()] == [
+            f"Bearer {KEY}"]  # the key, handed to the other host
+        elsewhere.seen.clear()
         server.failures += ["redirect"]
         client, _ = _client(server.url, key=KEY)
         with pytest.raises(served.CanaryUnreachable, match="HTTP 302"):

@@ -143,6 +143,14 @@ def openai_server(model: str = "served-model", answer: Callable[[str], str] | No
                 "usage": {"prompt_tokens": len(prompt.split()), "total_tokens": 0,
                           "completion_tokens": 0}})
 
+        def do_GET(self) -> None:
+            """Recorded (a redirected request arrives as a GET), then refused as FastAPI
+            refuses a method a route does not take."""
+            assert state is not None
+            with state.lock:
+                state.seen.append(Seen(self.path, dict(self.headers.items()), {}))
+            self._json(405, {"detail": "Method Not Allowed"})
+
         def log_message(self, format: str, *args: Any) -> None:  # quiet in test output
             pass
 
