@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from flows.common.paths import REHEARSAL_DIR, REPO_ROOT, file_digest
+from flows.common.paths import REPO_ROOT, SERVED_CLIENT, file_digest
 from flows.config.secret_ref import SecretRef
 from flows.config.watch import CanarySection
 from flows.core.redaction import redact
@@ -28,7 +28,6 @@ from flows.core.workload import ProgramFile
 
 CANARY_FILE = "canary.json"
 API_KEY_ENV = "TPURL_CANARY_API_KEY"  # images/rehearsal/served_completions.py reads it
-CLIENT_PROGRAM = REHEARSAL_DIR / "served_completions.py"
 REASON_CHARS = 400  # of an unreachable server's reason, in the record and the output
 
 
@@ -45,9 +44,9 @@ def canary_secret_env(canary: CanarySection) -> tuple[tuple[str, SecretRef], ...
 
 def client_program_file() -> ProgramFile:
     """The client, shipped beside the evaluation program (it imports it from its folder)."""
-    return ProgramFile(name=CLIENT_PROGRAM.name,
-                       source=str(CLIENT_PROGRAM.relative_to(REPO_ROOT)),
-                       digest=file_digest(CLIENT_PROGRAM))
+    return ProgramFile(name=SERVED_CLIENT.name,
+                       source=str(SERVED_CLIENT.relative_to(REPO_ROOT)),
+                       digest=file_digest(SERVED_CLIENT))
 
 
 def served_name(canary: CanarySection) -> str:

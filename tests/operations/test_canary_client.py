@@ -88,6 +88,7 @@ def test_4xx_and_5xx_name_the_status_and_the_servers_own_message() -> None:
         with pytest.raises(served.CanaryUnreachable, match=r"HTTP 404 .*The model `not-served` "
                                                            r"does not exist"):
             _complete(wrong)
+        assert _complete(_client(server.url)[0])  # the fix: the model the server serves
         server.failures += ["500"]
         client, slept = _client(server.url)
         with pytest.raises(served.CanaryUnreachable, match=r"HTTP 500 from .*engine said 500"):
