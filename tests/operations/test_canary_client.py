@@ -208,3 +208,33 @@ def test_the_program_sends_the_first_prompts_in_the_evaluations_batches() -> Non
         got = evaluate_rl.first_prompts(iter(batches), count)
         assert [q for b in got for q in b["question"]] == expected
         assert all(len(b["question"]) == len(b["prompts"]) for b in got)
+
+
+def test_in_any_order_of_answers_only_a_busy_server_is_retried_and_three_tries_end_it() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    with openai_server() as server:
+        @settings(max_examples=60, deadline=None)
+        @given(st.lists(st.sampled_from(["429", "503", "500", "ok"]), max_size=5))
+        def check(answers: list[str]) -> None:
+            server.failures[:] = list(answers)
+            expected = "ok"
+            for attempt, answer in enumerate([*answers, "ok"][:served.TRIES]):
+                if answer == "ok" or answer == "500":
+                    expected = answer
+                    break
+                if attempt + 1 == served.TRIES:
+                    expected = "busy"
+            client, slept = _client(server.url)
+            if expected == "ok":
+                assert _complete(client) == ["echo: <start>2+2?"]
+            else:
+                with pytest.raises(served.CanaryUnreachable) as refused:
+                    _complete(client)
+                assert (f"after {served.TRIES} tries" in str(refused.value)) == (
+                    expected == "busy")
+            assert len(slept) == client.requests - 1  # a wait before each try but the first
+            assert client.requests <= served.TRIES
+
+        check()

@@ -358,3 +358,47 @@ def test_team_as_canary_on_team_bs_set_is_refused_before_the_server_is_asked(
             "watch.canary.endpoint": server.url, "watch.canary.model": "served-model"},
             environ={})
         assert run_watch(LocalStorage(), fixed, scorer).record.verdict == "baseline"
+
+
+# --- in any order of watches, each source keeps its own count and the reference stays the
+# --- checkpoint's
+
+def test_in_any_order_the_canary_counts_its_own_and_never_becomes_the_reference() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from flows.core.promotion import PromotedModel
+    from flows.core.watch_record import WatchRecord, choose_reference, watch_number
+
+    kinds = st.tuples(st.sampled_from(["checkpoint", "canary"]),
+                      st.sampled_from(["holds", "regressed", "inconclusive", "baseline",
+                                       "unreachable"]),
+                      st.sampled_from(["run-a", "run-b"]), st.sampled_from(["k", "other"]))
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(kinds, max_size=12))
+    def check(history: list[tuple[str, str, str, str]]) -> None:
+        records = [WatchRecord(at=f"2026-12-{1 + i % 28:02d}T00:00:00+00:00",
+                               champion_run=run, model_uri="m", set_key=key, set_name="s",
+                               metric="mean_reward",
+                               scores=summary(0.9 if source == "canary" else 0.5),
+                               verdict=verdict, reason="r", source=source)
+                   for i, (source, verdict, run, key) in enumerate(history)]
+        judged = {s: sum(1 for (src, v, run, key) in history if src == s and run == "run-b"
+                         and key == "k" and v not in ("baseline", "unreachable"))
+                  for s in ("checkpoint", "canary")}
+        assert watch_number(records, "run-b", "k") == 1 + judged["checkpoint"]
+        assert watch_number(records, "run-b", "k", "canary") == 1 + judged["canary"]
+        champion = PromotedModel(model_uri="m", trained_checkpoint="c", scores=summary(0.5),
+                                 base_scores=summary(0.1), run="run-b", dataset="d",
+                                 revision="r", promoted_at="2026-12-01T00:00:00+00:00",
+                                 metric="mean_reward", score_key="promotion-set")
+        reference = choose_reference(champion, None, records, "k", "mean_reward")
+        own = [r for r in records if r.source == "checkpoint" and r.champion_run == "run-b"
+               and r.set_key == "k"]
+        assert (reference is None) == (not own)
+        if reference is not None:
+            assert reference.interval == own[0].scores.mean_reward  # never a canary's 0.9
+
+    check()
+
