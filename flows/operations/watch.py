@@ -50,7 +50,7 @@ from flows.core.layout import Layout
 from flows.core.promotion import PromotedModel
 from flows.core.promotion_store import read_history, read_promoted
 from flows.core.rollback import RollbackRefused, choose_target, current_champion, model_resource
-from flows.core.scores import ScoresFile, summarize
+from flows.core.scores import Interval, ScoresFile, ScoreSummary, summarize
 from flows.core.storage import Storage, join
 from flows.core.team_origin import TeamAndOrigin
 from flows.core.watch_decision import judge_watch
@@ -262,9 +262,13 @@ def canary_record(storage: Storage, profile: Profile, champion: PromotedModel,
         "source": CANARY, "served": served_name(profile.watch.canary), "samples": [],
         "reference": None, "reference_source": "", "z": 0.0, "threshold": 0.0,
         "alpha_spent": 0.0})
-    if result.scores is None:
+    if result.scores is None:  # nothing scored: no sample, and no number to read as one
+        nothing = Interval(value=0.0, low=0.0, high=0.0)
         return base.model_copy(update={
             "verdict": "unreachable", "watch_number": 0,
+            "scores": ScoreSummary(samples=0, accuracy=nothing, format_accuracy=nothing,
+                                   mean_reward=nothing, reward_samples=0,
+                                   checkpoint=base.served),
             "reason": f"canary unreachable, not judged: {result.unreachable}"})
     summary = summarize(result.scores)
     records = read_watches(storage, profile)  # the checkpoint's record of this watch in it

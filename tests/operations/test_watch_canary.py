@@ -137,6 +137,7 @@ def test_a_canary_that_could_not_be_scored_is_unreachable_never_regressed(
     assert words in outcome.canary.reason and not outcome.regressed
     assert outcome.canary.reason.startswith("canary unreachable, not judged: ")
     assert not outcome.canary_posted and outcome.canary.samples == []
+    assert outcome.canary.scores.samples == 0  # not the checkpoint's scores under its name
     assert f"canary of served served-model at {SERVER} on the promotion's held-out set: " \
            "unreachable" in outcome.lines()
     after = run_watch(LocalStorage(), profile, _scorer(0.7, _file(0.7, 16)))
