@@ -151,6 +151,18 @@ MODEL_REGRESSED = EventKind(
     "that profile's champion now: an empty or missing `run`, another run, or another "
     "profile's model changes nothing (the flow run fails naming `regressed_run` or "
     "`event_resource`). Post one event per regression: each rolls back one promotion.")
+SERVING_REGRESSED = EventKind(
+    "tpurl.serving.regressed", "tpurl.serving.<profile>", ("tpurl.profile",),
+    ("run", "reason", "served"), ("source", "metric", "value", "evidence"),
+    "flows/operations/watch.py",
+    "Posted by a watch whose profile names a serving canary (`watch.canary`) only when the "
+    "served model's score on the watched set's first prompts dropped significantly below "
+    "the champion's recorded score: the endpoint serves something worse than the champion "
+    "of run `run` (`served`: the model and endpoint), `reason` saying how, `evidence` as "
+    "`tpurl.model.regressed`'s with `source` canary and up to three of the served model's "
+    "responses. Its resource is `tpurl.serving.<profile>`, not the model: no shipped "
+    "automation rolls back on it (the registry's champion may be sound; the serving is "
+    "what to fix), and the `serving-regressed` message announces it.")
 DATASET_UPDATED = EventKind(
     "tpurl.dataset.updated", "tpurl.dataset.<name>", ("tpurl.profile",), ("uri",), (),
     "flows/announcements/announce.py",
@@ -189,7 +201,7 @@ ANNOUNCEMENT_DROPPED = EventKind(
 CATALOGUE: tuple[EventKind, ...] = (
     STAGE_STARTED, STAGE_COMPLETED, STAGE_SKIPPED, STAGE_FAILED, STAGE_CANCELLED, RUN_STARTED,
     RUN_FAILED, CAPACITY_FALLBACK, TRAIN_SUSPECT, MODEL_EXPORTED, MODEL_PROMOTED, MODEL_REJECTED,
-    MODEL_ROLLED_BACK, MODEL_REGRESSED,
+    MODEL_ROLLED_BACK, MODEL_REGRESSED, SERVING_REGRESSED,
     DATASET_UPDATED, BASE_MODEL_UPDATED,
     ANNOUNCEMENT_QUEUED, ANNOUNCEMENT_COALESCED, ANNOUNCEMENT_SUPERSEDED,
     ANNOUNCEMENT_DUPLICATE, ANNOUNCEMENT_DROPPED)

@@ -27,6 +27,7 @@ HF_CHECK_LOCK = REHEARSAL_DIR / "hf-check-requirements.txt"
 # Here, not beside their users, so a profile's check can weigh them before anything ships.
 EVAL_PROGRAM = REHEARSAL_DIR / "evaluate_rl.py"
 REWARD_GUARD = REHEARSAL_DIR / "reward_guard.py"
+SERVED_CLIENT = REHEARSAL_DIR / "served_completions.py"  # a watch's serving canary's client
 # the rehearsal's programs, part of what its "image" is (its reward is the profile's recipe,
 # keyed by content in the training's key instead)
 REHEARSAL_SCRIPTS = ("make_tiny_model.py", "make_dataset.py", "train_rl_cpu.py",

@@ -23,11 +23,11 @@ from flows.config.types import Checked
 
 NotifyEvent = Literal["run-failed", "model-decided", "capacity-fallback", "retrain-coalesced",
                       "model-rolled-back", "train-suspect", "model-regressed",
-                      "retrain-queued"]
+                      "retrain-queued", "serving-regressed"]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("run-failed", "model-decided", "capacity-fallback",
                                           "retrain-coalesced", "model-rolled-back",
                                           "train-suspect", "model-regressed",
-                                          "retrain-queued")
+                                          "retrain-queued", "serving-regressed")
 # Prefect block type slugs are lowercase words joined by '-'; a block document's name is
 # letters, digits, '-' and '_' (prefect/utilities/names.py's rule for block names)
 _BLOCK_REF = re.compile(r"^([a-z0-9]+(?:-[a-z0-9]+)*)/([A-Za-z0-9][A-Za-z0-9_-]{0,99})$")
@@ -63,7 +63,8 @@ class NotifySection(StrictModel):
     model-decided (promoted, held or rejected), capacity-fallback, retrain-coalesced,
     model-rolled-back (`tpurl rollback`), train-suspect (a training-health detector fired),
     model-regressed (a watch's verdict), retrain-queued (the dispatcher created a retrain
-    run); default all."""
+    run), serving-regressed (a watch's serving canary scored worse than the champion);
+    default all."""
 
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flows.common.issues import Issue
-from flows.common.paths import EVAL_PROGRAM, REWARD_GUARD
+from flows.common.paths import EVAL_PROGRAM, REWARD_GUARD, SERVED_CLIENT
 from flows.config.limits import limits
 from flows.config.profile import Profile
 from flows.config.recipe import recipe_path
@@ -35,12 +35,14 @@ def _recipe_fields(profile: Profile) -> dict[str, str]:
 
 def companions(profile: Profile) -> tuple[Path, ...]:
     """Our own programs that travel in the same ConfigMap as the recipe's largest set (the
-    evaluation's, when the profile evaluates)."""
+    evaluation's, when the profile evaluates; a watch's with a canary adds its client)."""
     ours = []
     if profile.recipe.rewards is not None:
         ours.append(REWARD_GUARD)
     if profile.eval is not None:
         ours.append(EVAL_PROGRAM)
+    if profile.watch is not None and profile.watch.canary is not None:
+        ours.append(SERVED_CLIENT)  # beside the evaluation program in the watch's JobSet
     return tuple(ours)
 
 

@@ -135,16 +135,18 @@ def eval_data_args(profile: Profile) -> list[str]:
 
 def evaluate_workload(profile: Profile, layout: Layout, runtime: ProgramRuntime, which: Which,
                       checkpoint: str, image: str | None = None,
-                      out: str | None = None) -> Workload:
+                      out: str | None = None, program_args: tuple[str, ...] = ()) -> Workload:
     """MaxText's evaluation of ``checkpoint`` (a MaxText checkpoint's items or model_params).
-    ``out``: where the scores go instead of the stage's keyed directory (a watch's own)."""
+    ``out``: where the scores go instead of the stage's keyed directory (a watch's own);
+    ``program_args``: more of the program's own options (a watch's serving canary)."""
     assert profile.eval is not None and isinstance(runtime, EvalRuntime)
     train = train_workload(profile, layout, runtime, image)
     skip = len(train_entry(runtime))
     kept = [a for a in train.argv[skip:] if a.split("=", 1)[0] not in OVERRIDDEN]
     out = out or eval_dir(layout, which)
     ev = profile.eval
-    argv = [*runtime.eval_entry(program_path(join(out, SCORES_FILE)), eval_data_args(profile)),
+    argv = [*runtime.eval_entry(program_path(join(out, SCORES_FILE)),
+                                [*eval_data_args(profile), *program_args]),
             f"run_name=eval-{which}",
             # MaxText's own tensorboard/checkpoint scaffolding: beside the logs, outside the
             # scores' manifest

@@ -31,6 +31,10 @@ from pydantic import BaseModel, Field, field_validator
 from flows.core.promotion import PromotedModel
 from flows.core.scores import Interval, ScoreSummary
 
+CHECKPOINT = "checkpoint"  # a record's source: the champion's checkpoint, scored
+CANARY = "canary"  # the serving endpoint's answers, scored
+UNJUDGED = ("baseline", "unreachable")  # verdicts that spend no share of alpha
+
 
 class WatchSample(BaseModel):
     """One of the champion's responses on the watched set, next to its prompt and summed
@@ -43,7 +47,10 @@ class WatchSample(BaseModel):
 
 
 class WatchRecord(BaseModel):
-    """One watch: what was scored, against what, and the verdict."""
+    """One watch of one source: the champion's checkpoint, or the serving canary's answers
+    (``source`` canary, ``served`` naming the model and endpoint), what was scored, against
+    what, and the verdict. A canary's score is never a reference: the reference is always
+    the checkpoint's (a served model is judged against the champion it should be)."""
 
     at: str  # ISO 8601, UTC
     champion_run: str
@@ -52,7 +59,7 @@ class WatchRecord(BaseModel):
     set_name: str  # for people: "the promotion's held-out set" or the files
     metric: str
     scores: ScoreSummary
-    verdict: str  # regressed | holds | inconclusive | baseline
+    verdict: str  # regressed | holds | inconclusive | baseline | unreachable (canary only)
     reason: str
     reference: Interval | None = None
     reference_source: str = ""
@@ -62,6 +69,8 @@ class WatchRecord(BaseModel):
     alpha_spent: float = 0.0
     samples: list[WatchSample] = Field(default_factory=list)  # a few of the responses
     flow_run: str = ""  # the watch's flow run, when it ran as one
+    source: str = CHECKPOINT  # checkpoint | canary (a record from before canaries: checkpoint)
+    served: str = ""  # a canary's "MODEL at ENDPOINT"
 
     @field_validator("samples", mode="before")
     @classmethod
@@ -79,18 +88,23 @@ class Reference:
     source: str  # which of the four rules, in words, with the run it came from
 
 
-def watch_number(records: list[WatchRecord], champion_run: str, set_key: str) -> int:
-    """This watch's number for the champion on the set: earlier judged watches + 1. Every
-    judged watch of that run counts, across its reigns, so a champion restored by a rollback
-    does not get a fresh budget of false alarms."""
+def watch_number(records: list[WatchRecord], champion_run: str, set_key: str,
+                 source: str = CHECKPOINT) -> int:
+    """This watch's number for the champion on the set, from this source: earlier judged
+    watches + 1. Every judged watch of that run counts, across its reigns, so a champion
+    restored by a rollback does not get a fresh budget of false alarms. The canary counts
+    its own: it spends its own ``alpha`` (it sets off no rollback, decision 0042)."""
     return 1 + sum(1 for r in records if r.champion_run == champion_run
-                   and r.set_key == set_key and r.verdict != "baseline")
+                   and r.set_key == set_key and r.source == source
+                   and r.verdict not in UNJUDGED)
 
 
 def choose_reference(champion: PromotedModel, previous: PromotedModel | None,
                      records: list[WatchRecord], set_key: str,
                      metric: str) -> Reference | None:
-    """The reference of the module's docstring's rules (None: this watch is a baseline)."""
+    """The reference of the module's docstring's rules (None: this watch is a baseline),
+    from the checkpoint's records only."""
+    records = [r for r in records if r.source == CHECKPOINT]
     if champion.score_key and champion.score_key == set_key:
         return Reference(getattr(champion.scores, metric),
                          f"run {champion.run}'s promotion score on this set")

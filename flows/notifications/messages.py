@@ -26,7 +26,9 @@ Events (names are the flows' stable API):
 - model-regressed: ``tpurl.model.regressed`` (a watch, flows/operations/watch.py, or any
   emitter), the champion's run, the reason and, from a watch, its evidence;
 - retrain-queued: ``tpurl.announcement.queued`` (flows/announcements/events.py), the retrain
-  run the dispatcher created and what it serves.
+  run the dispatcher created and what it serves;
+- serving-regressed: ``tpurl.serving.regressed`` (a watch's serving canary,
+  flows/operations/watch.py), the served model and endpoint, the reason and the evidence.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from flows.common.event_catalogue import (
     MODEL_REJECTED,
     MODEL_ROLLED_BACK,
     RUN_FAILED,
+    SERVING_REGRESSED,
     TRAIN_SUSPECT,
 )
 from flows.config.notify import NotifyEvent
@@ -129,6 +132,21 @@ REGRESSED_BODY = ("{% set e = event.payload.evidence %}"
                   "{% if e.watch_run %}Watch run: {{ e.watch_run }}\n{% endif %}{% endif %}"
                   "Where the rollback trigger is enabled, the model promoted before it is "
                   "restored next.\n")
+SERVING_SUBJECT = ("tpurl " + _PROFILE + ": the served model scores below champion run "
+                   "{{ event.payload.run }}")
+SERVING_BODY = ("{% set e = event.payload.evidence %}"
+                "The serving canary of " + _PROFILE + " ({{ event.payload.served }}) scored "
+                "below the champion (run {{ event.payload.run }}): {{ event.payload.reason }}\n"
+                "{% if e %}Set: {{ e.set }}\nReference: {{ e.reference_source }}\n"
+                "Canary {{ e.watch_number }}: z {{ '%.2f' | format(e.z) }} > threshold "
+                "{{ '%.2f' | format(e.threshold) }}\n"
+                "{% for q in e.samples %}Sample: {{ q.prompt }}\n"
+                "{% if q.response %}  Response: {{ q.response }}\n{% endif %}"
+                "{% if q.reward is not none %}  Reward: {{ q.reward }}\n{% endif %}"
+                "{% endfor %}"
+                "{% if e.watch_run %}Watch run: {{ e.watch_run }}\n{% endif %}{% endif %}"
+                "Nothing is rolled back: check what the endpoint serves against the "
+                "champion's export.\n")
 
 QUEUED_SUBJECT = "tpurl " + _PROFILE + ": retrain queued ({{ event.payload.run_name }})"
 QUEUED_BODY = ("The dispatcher queued retrain run {{ event.payload.run_name }} for "
@@ -184,6 +202,8 @@ KINDS: dict[NotifyEvent, Kind] = {
                             (MODEL_REGRESSED.name,), REGRESSED_SUBJECT, REGRESSED_BODY),
     "retrain-queued": Kind("retrain queued", "tpurl.announcement.*",
                            (ANNOUNCEMENT_QUEUED.name,), QUEUED_SUBJECT, QUEUED_BODY),
+    "serving-regressed": Kind("regression of the served model", "tpurl.serving.{profile}",
+                              (SERVING_REGRESSED.name,), SERVING_SUBJECT, SERVING_BODY),
 }
 
 

@@ -50,6 +50,7 @@ def watch_flow(profile: str) -> list[str]:
     outcome = run_watch(storage, cfg, scorer, flow_run=str(flow_run.id or ""))
     lines = outcome.lines()
     print("\n".join(lines))
-    quiet_artifacts.create("markdown", watch_markdown(cfg.name, outcome.record),
-                           description=f"watch of {cfg.name}: {outcome.record.verdict}")
+    quiet_artifacts.create("markdown", watch_markdown(cfg.name, outcome.record, outcome.canary),
+                           description=f"watch of {cfg.name}: {outcome.record.verdict}"
+                           + (f", canary {outcome.canary.verdict}" if outcome.canary else ""))
     return lines

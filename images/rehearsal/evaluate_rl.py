@@ -25,6 +25,12 @@ MaxText's own train/test split of the training files), or with ``--eval-files`` 
 parquet set, read like ``prepare_datasets``'s non-split branch (``get_dataset``,
 ``process_data``, the same long-prompt filter and slice).
 
+With ``--canary-out`` it then scores a serving canary: the first ``--canary-prompts`` of the
+same evaluation prompts are sent to an OpenAI-compatible server (served_completions.py,
+beside this file) in place of the rollout, and MaxText's ``evaluate`` scores its answers with
+the same reward functions, written to the canary's own file; a server that gives no usable
+answer leaves ``{"unreachable": reason}`` there instead, and the checkpoint's scores stand.
+
 ``--cpu-rollout`` installs the rehearsal's stand-in for the vLLM rollout
 (train_rl_cpu.py) first; everything else is MaxText's code. On GKE the program runs in the
 post-training image as the head of a Pathways JobSet, like training, and starts the way
@@ -32,7 +38,8 @@ post-training image as the head of a Pathways JobSet, like training, and starts 
 backend when ``JAX_PLATFORMS`` names it and does nothing on CPU).
 
 Usage: evaluate_rl.py --out SCORES.json [--cpu-rollout] [--eval-files F
-       --eval-dataset-name N --eval-split S] -- <train_rl arguments>
+       --eval-dataset-name N --eval-split S] [--canary-out CANARY.json --canary-endpoint URL
+       --canary-model NAME --canary-prompts N --canary-timeout S] -- <train_rl arguments>
 """
 
 from __future__ import annotations
@@ -167,12 +174,25 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     if args.cpu_rollout:
         _cpu_prompt_length(rl_cluster, config)
     rl_cluster.rollout.update_params(nnx.state(actor, nnx.Param))  # as _rl_train_impl does
+    scores = _scored(evaluate_rl, config, test_dataset, rl_cluster, reward_fns,
+                     str(config.load_parameters_path))
+    scores.update({"trained_rows_checked": len(trained),
+                   "questions": sorted(row["question"] for row in held_out)})
+    if args.canary_out:
+        _write(args.canary_out, _canary(args, evaluate_rl, config, test_dataset, rl_cluster,
+                                        reward_fns))
+    return scores
+
+
+def _scored(evaluate_rl: Any, config: Any, dataset: Any, rl_cluster: Any, reward_fns: Any,
+            checkpoint: str) -> dict[str, Any]:
+    """MaxText's evaluate over ``dataset`` with the recorded reward functions, as JSON."""
     recorder = RewardRecorder(list(reward_fns))
     (corr, total, accuracy, partial, format_accuracy, mean_reward), _ = evaluate_rl.evaluate(
-        config, test_dataset, rl_cluster=rl_cluster, num_passes=config.num_eval_passes,
+        config, dataset, rl_cluster=rl_cluster, num_passes=config.num_eval_passes,
         corr_lst=config.eval_corr_lst, make_lst=config.eval_make_lst,
         reward_fns=recorder.wrapped)
-    return {"checkpoint": str(config.load_parameters_path), "total": int(total),
+    return {"checkpoint": checkpoint, "total": int(total),
             "correct": float(corr), "accuracy_pct": float(accuracy),
             "partial_accuracy_pct": float(partial), "format_accuracy_pct": float(format_accuracy),
             "format_correct": round(float(format_accuracy) * int(total) / 100.0, 6),
@@ -181,10 +201,57 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
             "reward_functions": [str(getattr(fn, "__name__", fn)) for fn in reward_fns],
             "eval_mode": str(getattr(config, "eval_mode", "pass")),
             "num_eval_passes": int(config.num_eval_passes),
-            "sampling": str(config.eval_sampling_strategy),
-            "trained_rows_checked": len(trained), "overlap": 0,
-            "responses": recorder.responses,
-            "questions": sorted(row["question"] for row in held_out)}
+            "sampling": str(config.eval_sampling_strategy), "overlap": 0,
+            "responses": recorder.responses}
+
+
+def first_prompts(dataset: Any, count: int) -> list[dict[str, Any]]:
+    """The dataset's first ``count`` rows as batches (the last one cut): what the canary
+    sends, the same rows in the same order as the checkpoint's first ones."""
+    out: list[dict[str, Any]] = []
+    left = count
+    for batch in dataset:
+        if left <= 0:
+            break
+        size = len(batch["question"])
+        out.append(batch if size <= left else {k: v[:left] for k, v in batch.items()})
+        left -= min(size, left)
+    return out
+
+
+def _canary(args: argparse.Namespace, evaluate_rl: Any, config: Any, dataset: Any,
+            rl_cluster: Any, reward_fns: Any) -> dict[str, Any]:
+    """The served model's scores on the first prompts, or why there are none."""
+    import os
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from served_completions import (
+        API_KEY_ENV,
+        CanaryUnreachable,
+        ServedCompletions,
+        served_generate,
+    )
+
+    try:
+        client = ServedCompletions(args.canary_endpoint, args.canary_model,
+                                   args.canary_timeout, os.environ.get(API_KEY_ENV, ""))
+        rl_cluster.rollout.generate = served_generate(client)
+        scores = _scored(evaluate_rl, config, first_prompts(dataset, args.canary_prompts),
+                         rl_cluster, reward_fns,
+                         f"served {args.canary_model} at {args.canary_endpoint}")
+    except CanaryUnreachable as exc:
+        print(f"CANARY-UNREACHABLE {exc}", file=sys.stderr, flush=True)
+        return {"unreachable": str(exc)}
+    scores["requests"] = client.requests
+    return scores
+
+
+def _write(path: str, data: dict[str, Any]) -> None:
+    from etils import epath
+
+    out = epath.Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1, sort_keys=True))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -203,6 +270,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--eval-files", default="")
     parser.add_argument("--eval-dataset-name", default="")
     parser.add_argument("--eval-split", default="train")
+    parser.add_argument("--canary-out", default="", help="the serving canary's scores JSON")
+    parser.add_argument("--canary-endpoint", default="")
+    parser.add_argument("--canary-model", default="")
+    parser.add_argument("--canary-prompts", type=int, default=0)
+    parser.add_argument("--canary-timeout", type=float, default=60.0)
     parser.add_argument("train_rl_argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv[1:])
     rest = [a for a in args.train_rl_argv if a != "--"]
@@ -224,11 +296,7 @@ def run(args: argparse.Namespace) -> None:
     pathwaysutils.initialize()  # before any device is asked for, as train_rl.main
     with train_rl._tpu_inference_compat_patches():  # what rl_train wraps its body in
         scores = evaluate_checkpoint(args)
-    from etils import epath
-
-    out = epath.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(scores, indent=1, sort_keys=True))
+    _write(args.out, scores)
     summary = {k: v for k, v in scores.items() if k not in ("rewards", "questions", "responses")}
     print(RESULT_PREFIX + json.dumps(summary, sort_keys=True), flush=True)
 

@@ -165,7 +165,10 @@ def test_a_watch_with_the_real_program_rolls_back_a_regressed_champion(first_run
     API with the real responses as evidence, and the rollback flow run on that event restores
     A. A watch of A then holds: its scores are the evaluate stage's own (a second evaluation
     would cost as much again). A profile of its own name in the run's root: the shipped
-    profile's pointer, which later tests read, is not touched."""
+    profile's pointer, which later tests read, is not touched. The same evaluation also
+    scores a serving canary: the program sends the two rows' prompts to an OpenAI-protocol
+    server in this process and scores its answers with the training's rewards (a second
+    scoring pass, no second model build)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -179,6 +182,7 @@ def test_a_watch_with_the_real_program_rolls_back_a_regressed_champion(first_run
     from flows.operations.rollback_flow import rollback_flow
     from flows.operations.watch import program_scorer, run_watch, watched_profile
     from flows.runpage.promotion import promote_or_reject, read_promoted
+    from tests.support.openai_server import openai_server
     from tests.support.prefect_server import wait_until
     from tests.support.promoted import export
 
@@ -198,42 +202,63 @@ def test_a_watch_with_the_real_program_rolls_back_a_regressed_champion(first_run
     assert set(rows["problem"].to_pylist()) == set(b_scores["questions"])
     watch_set = tmp_path / "watch-set.parquet"
     pq.write_table(rows, watch_set)
-    profile_file = tmp_path / "rehearsal-watched.yaml"
-    # alpha 0.2: two rows a side give a wide interval; the first watch tests at z > 1.17
-    profile_file.write_text(f"extends: rehearsal\nlocal:\n  root: {root}\n"
-                            f"watch:\n  files: {watch_set}\n  alpha: 0.2\n")
-    profile = load_profile(str(profile_file))
-    storage = LocalStorage()
-    key = score_key(profile)
-    b_summary = summarize(ScoresFile.model_validate(b_scores))
+    answers = dict(zip(rows["problem"].to_pylist(), rows["expected_answer"].to_pylist(),
+                       strict=True))
 
-    def below(by: float):
-        mean = b_summary.mean_reward
-        return b_summary.model_copy(update={"mean_reward": mean.model_copy(update={
-            "value": mean.value - by, "low": mean.low - by, "high": mean.high - by})})
+    def served_answer(prompt: str) -> str:
+        return next((f"The answer is {a}." for q, a in answers.items() if q in prompt), "no")
 
-    for run, ckpt, exported, trained in (("run-a", a_ckpt, a_export, below(0.1)),
-                                         ("run-b", b_ckpt, b_export, b_summary)):
-        decision, _ = promote_or_reject(
-            storage, profile, run, {"trained": trained.model_dump(),
-                                    "base": below(0.2).model_dump()},
-            {"hf_export": exported, "trained_checkpoint": ckpt}, None, "eval-key", key)
-        assert decision.promoted, decision.reason
-    set_key = score_key(watched_profile(profile)[0])
-    a_summary = summarize(ScoresFile.model_validate(a_scores))
-    append_watch(storage, profile, WatchRecord(
-        at="2026-12-01T02:00:00+00:00", champion_run="run-a", model_uri=a_export,
-        set_key=set_key, set_name="the watch set", metric="mean_reward", scores=a_summary,
-        verdict="baseline", reason="the evaluate stage's score of run-a on these rows"))
+    with openai_server(model="served-champion", answer=served_answer) as served:
+        profile_file = tmp_path / "rehearsal-watched.yaml"
+        # alpha 0.2: two rows a side give a wide interval; the first watch tests at z > 1.17;
+        # the serving canary: a server in this process (tests/support/openai_server.py), asked
+        # by the real program in the same evaluation, answering each row's expected answer
+        profile_file.write_text(f"extends: rehearsal\nlocal:\n  root: {root}\n"
+                                f"watch:\n  files: {watch_set}\n  alpha: 0.2\n"
+                                f"  canary:\n    endpoint: {served.url}\n"
+                                "    model: served-champion\n    prompts: 2\n")
+        profile = load_profile(str(profile_file))
+        storage = LocalStorage()
+        key = score_key(profile)
+        b_summary = summarize(ScoresFile.model_validate(b_scores))
 
-    outcome = run_watch(storage, profile, program_scorer)
-    record = outcome.record
-    assert record.verdict == "regressed" and outcome.posted, outcome.lines()
-    assert "run run-a's latest watch" in record.reference_source
-    # greedy decoding: the champion's rows score as they did in the evaluate stage
-    assert record.scores.mean_reward.value == pytest.approx(b_summary.mean_reward.value)
-    kept = {(r["question"], r["response"]) for r in b_scores["responses"]}
-    assert record.samples and all((s.prompt, s.response) in kept for s in record.samples)
+        def below(by: float):
+            mean = b_summary.mean_reward
+            return b_summary.model_copy(update={"mean_reward": mean.model_copy(update={
+                "value": mean.value - by, "low": mean.low - by, "high": mean.high - by})})
+
+        for run, ckpt, exported, trained in (("run-a", a_ckpt, a_export, below(0.1)),
+                                             ("run-b", b_ckpt, b_export, b_summary)):
+            decision, _ = promote_or_reject(
+                storage, profile, run, {"trained": trained.model_dump(),
+                                        "base": below(0.2).model_dump()},
+                {"hf_export": exported, "trained_checkpoint": ckpt}, None, "eval-key", key)
+            assert decision.promoted, decision.reason
+        set_key = score_key(watched_profile(profile)[0])
+        a_summary = summarize(ScoresFile.model_validate(a_scores))
+        append_watch(storage, profile, WatchRecord(
+            at="2026-12-01T02:00:00+00:00", champion_run="run-a", model_uri=a_export,
+            set_key=set_key, set_name="the watch set", metric="mean_reward", scores=a_summary,
+            verdict="baseline", reason="the evaluate stage's score of run-a on these rows"))
+
+        outcome = run_watch(storage, profile, program_scorer)
+        record = outcome.record
+        assert record.verdict == "regressed" and outcome.posted, outcome.lines()
+        assert "run run-a's latest watch" in record.reference_source
+        # greedy decoding: the champion's rows score as they did in the evaluate stage
+        assert record.scores.mean_reward.value == pytest.approx(b_summary.mean_reward.value)
+        kept = {(r["question"], r["response"]) for r in b_scores["responses"]}
+        assert record.samples and all((s.prompt, s.response) in kept for s in record.samples)
+        # the canary: the program sent the set's two prompts (templated as the rollout's)
+        # to the server and scored its answers with the same rewards, in the same evaluation
+        asked = served.requests()
+        canary = outcome.canary
+        assert canary is not None and canary.verdict != "unreachable", canary
+        assert {q for q in answers if any(q in s.body["prompt"] for s in asked)} == set(answers)
+        assert canary.scores.samples == 2 and canary.served.startswith("served-champion at ")
+        assert {s.response for s in canary.samples} <= {f"The answer is {a}." for a in
+                                                        answers.values()}
+
     def regressed() -> list[dict]:
         with get_client(sync_client=True) as client:
             found = client.request("POST", "/events/filter", json={
@@ -261,7 +286,8 @@ def test_a_watch_with_the_real_program_rolls_back_a_regressed_champion(first_run
 
     again = run_watch(storage, profile, recorded)
     assert again.record.verdict == "holds" and not again.posted, again.lines()
-    assert [(r.champion_run, r.verdict) for r in read_watches(storage, profile)] == [
+    assert [(r.champion_run, r.verdict) for r in read_watches(storage, profile)
+            if r.source == "checkpoint"] == [
         ("run-a", "baseline"), ("run-b", "regressed"), ("run-a", "holds")]
 
 

@@ -17,6 +17,8 @@ import base64
 import json
 import shlex
 import struct
+import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,6 +147,8 @@ class FakePrograms:
     def __init__(self, bucket_client: Any) -> None:
         self.client = bucket_client  # a google.cloud.storage.Client on the fake-gcs-server
         self.invocations: list[Invocation] = []
+        # what stands for the reward functions on a served answer (the evaluation's canary)
+        self.canary_reward: Callable[[str], float] = lambda text: 1.0 if "4" in text else 0.0
 
     # --- writing like the programs do -------------------------------------------------------
     def _put(self, uri: str, data: bytes | str) -> None:
@@ -233,10 +237,46 @@ class FakePrograms:
                 "num_eval_passes": 1, "sampling": call.args.get("eval_sampling_strategy", ""),
                 "trained_rows_checked": 8, "overlap": 0,
                 "questions": [f"held-out question {i}" for i in range(total)]}))
+            if "canary-out" in call.options:
+                self._canary(kube, name, call)
             say(f"EVAL-SCORES {{\"mean_reward\": {mean_reward}, \"total\": {total}}}")(kube, name)
             succeed(kube, name)  # here: a program that failed above never exits 0
         act.__name__ = "write-scores"
         return act
+
+    def _canary(self, kube: FakeKube, name: str, call: Invocation) -> None:
+        """The program's serving canary: the client shipped in the ConfigMap beside it
+        (images/rehearsal/served_completions.py, executed from the mounted text), the key
+        from the pod's env as the kubelet resolves it, a request per held-out question to
+        the endpoint; each answer's reward ``canary_reward(text)`` stands for MaxText's
+        reward functions. Writes ``--canary-out`` as the program does: scores, or why none."""
+        folder = call.module.rsplit("/", 1)[0]
+        text = mounted_file(kube, name, f"{folder}/served_completions.py")
+        assert text is not None and "class ServedCompletions" in text, "client not shipped"
+        client_module = types.ModuleType("served_completions")
+        sys.modules["served_completions"] = client_module  # dataclasses resolve it by name
+        try:
+            exec(compile(text, "served_completions.py", "exec"), client_module.__dict__)
+        finally:
+            sys.modules.pop("served_completions", None)
+        o = call.options
+        client = client_module.ServedCompletions(
+            o["canary-endpoint"], o["canary-model"], float(o["canary-timeout"]),
+            call.env.get(client_module.API_KEY_ENV, ""), sleep=lambda s: None)
+        prompts = [f"held-out question {i}" for i in range(int(o["canary-prompts"]))]
+        try:
+            answers = [client.complete(p, max_tokens=16, temperature=0.0)[0] for p in prompts]
+        except client_module.CanaryUnreachable as exc:
+            self._put(o["canary-out"], json.dumps({"unreachable": str(exc)}))
+            return
+        rewards = [self.canary_reward(a) for a in answers]
+        self._put(o["canary-out"], json.dumps({
+            "checkpoint": f"served {o['canary-model']} at {o['canary-endpoint']}",
+            "total": len(prompts), "correct": float(sum(r > 0 for r in rewards)),
+            "format_correct": float(len(prompts)), "mean_reward": sum(rewards) / len(rewards),
+            "rewards": rewards, "overlap": 0, "requests": client.requests,
+            "responses": [{"question": p, "response": a, "reward": r}
+                          for p, a, r in zip(prompts, answers, rewards, strict=True)][:8]}))
 
     # --- the scripts, one per JobSet creation ------------------------------------------------
     def convert(self) -> Script:

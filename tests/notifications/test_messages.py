@@ -147,3 +147,35 @@ def test_a_watch_s_regression_says_what_was_seen_and_a_queued_retrain_what_it_se
          "run_name": "retrain-p-d", "serves": {"dataset": "file:///d.parquet"}}))
     assert subject == "tpurl p: retrain queued (retrain-p-d)"
     assert "Dataset: file:///d.parquet" in text and "Base-model" not in text
+
+
+def test_a_regressed_canary_says_what_is_served_and_that_nothing_is_rolled_back():
+    """The serving-regressed message from the very body a watch posts for its canary; its
+    automation matches the serving's resource, which the rollback trigger does not."""
+    from flows.core.scores import Interval
+    from flows.core.watch_record import WatchRecord, WatchSample
+    from flows.notifications.messages import automation_spec
+    from flows.operations.watch import serving_regressed_event
+    from tests.support.scores import summary
+
+    record = WatchRecord(at="2026-12-06T02:00:00+00:00", champion_run="run-b",
+                         model_uri="file:///m", set_key="k", set_name="the held-out set",
+                         metric="mean_reward", scores=summary(0.2), verdict="regressed",
+                         reason="mean_reward 0.2000 vs recorded 0.7000: drop +0.5000",
+                         reference=Interval(value=0.7, low=0.6, high=0.8),
+                         reference_source="run run-b's promotion score on this set",
+                         watch_number=1, z=5.2, threshold=1.8755, alpha_spent=0.03,
+                         samples=[WatchSample(prompt="What is 2+2?", response="5", reward=0.0)],
+                         flow_run="f-1", source="canary", served="m at http://vllm:8000")
+    body = serving_regressed_event("p", record)
+    subject, text = _render("serving-regressed", _event(body["event"], body["resource"],
+                                                        body["payload"]))
+    assert subject == "tpurl p: the served model scores below champion run run-b"
+    assert "The serving canary of p (m at http://vllm:8000) scored below" in text
+    assert "Canary 1: z 5.20 > threshold 1.88" in text
+    assert "Sample: What is 2+2?\n  Response: 5\n  Reward: 0.0\n" in text
+    assert "Nothing is rolled back" in text
+    spec = automation_spec("p", "serving-regressed", "00000000-0000-4000-8000-000000000000",
+                           "a/b")
+    assert spec["trigger"]["match"]["prefect.resource.id"] == "tpurl.serving.p"
+    assert spec["trigger"]["expect"] == ["tpurl.serving.regressed"]

@@ -277,8 +277,9 @@ def test_a_watch_runs_page_shows_the_verdict_and_the_champions_responses(
         prefect_api: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The watch flow on a real API: its page carries one markdown artifact with the verdict
     and the champion's responses next to their prompts and rewards, a response's markup
-    shown as text. The evaluation program stands in as a scorer (it runs in the rehearsal's
-    end to end)."""
+    shown as text, then the serving canary's verdict and the served model's responses. The
+    evaluation program stands in as a scorer writing both score files (it runs in the
+    rehearsal's end to end)."""
     from flows.config import load_profile
     from flows.core.eval_programs import score_key
     from flows.core.scores import ScoredResponse, ScoresFile
@@ -286,7 +287,9 @@ def test_a_watch_runs_page_shows_the_verdict_and_the_champions_responses(
     from tests.support.promoted import judge
 
     profile_file = tmp_path / "rehearsal-paged.yaml"
-    profile_file.write_text(f"extends: rehearsal\nlocal:\n  root: {tmp_path / 'root'}\n")
+    profile_file.write_text(f"extends: rehearsal\nlocal:\n  root: {tmp_path / 'root'}\n"
+                            "watch:\n  canary:\n    endpoint: http://vllm.serving.svc:8000\n"
+                            "    model: served\n")
     profile = load_profile(str(profile_file))
     assert judge(profile, tmp_path, "run-a", 0.7, score_key(profile))
 
@@ -294,7 +297,15 @@ def test_a_watch_runs_page_shows_the_verdict_and_the_champions_responses(
         def __init__(self, **_: Any) -> None:
             pass
 
-        def __call__(self, *_: Any) -> ScoresFile:
+        def __call__(self, _scoring: Any, _champion: Any, out: str) -> ScoresFile:
+            from flows.core.canary import CANARY_FILE
+            from flows.core.storage import LocalStorage, join
+
+            served = ScoresFile(checkpoint="served", total=16, correct=0, format_correct=16,
+                                mean_reward=0.1, rewards=[0.0, 0.2] * 8,
+                                responses=[ScoredResponse(question="What is 2+2?",
+                                                          response="<i>four</i>", reward=0.0)])
+            LocalStorage().write_text(join(out, CANARY_FILE), served.model_dump_json())
             return ScoresFile(checkpoint="c", total=64, correct=0, format_correct=64,
                               mean_reward=0.2, rewards=[0.1, 0.3] * 32,
                               responses=[ScoredResponse(question="What is 2+2?",
@@ -312,3 +323,7 @@ def test_a_watch_runs_page_shows_the_verdict_and_the_champions_responses(
     assert "## Sample outputs of the champion" in str(page.data)
     assert "| What is 2\\+2? | \\[five\\]\\(https\\://x\\) &lt;b&gt;5&lt;/b&gt; | 0.1 |" in str(
         page.data)
+    assert any(line.startswith("canary 1 of served served at http://vllm.serving.svc:8000")
+               and line.endswith(": regressed") for line in lines), lines
+    assert "## Serving canary: **regressed**" in str(page.data)
+    assert "| What is 2\\+2? | &lt;i&gt;four&lt;/i&gt; | 0 |" in str(page.data)

@@ -20,7 +20,7 @@ from flows.backends.gke.team_queues import team_queue_name
 from flows.config.profile import Profile
 from flows.core.eval_programs import score_key
 from flows.core.failures import StageFailed
-from flows.core.watch_store import read_watches
+from flows.core.watch_store import read_watches, watch_history_uri
 from flows.operations.watch import WATCH_STAGE, ProgramScorer, run_watch
 from flows.runpage.promotion import promote_or_reject
 from tests.fakes.cloud.pod_identity import pods
@@ -117,3 +117,48 @@ def test_a_failed_watch_job_is_a_failure_not_a_regression(
     assert failed.value.stage == WATCH_STAGE
     assert "does not exist" in failed.value.diagnosis.detail + failed.value.diagnosis.summary
     assert read_watches(store, profile) == []
+
+
+def test_the_serving_canary_runs_in_the_watchs_jobset_with_its_key_from_a_secret(
+        server: FakeApiServer, store: GcsStorage, tmp_path: Any, two_teams: None,
+        gcs_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The canary is asked from the watch's own JobSet, as the team's identity: the client
+    shipped in the ConfigMap beside the evaluation program, the key in the pod's env from a
+    Kubernetes Secret (never in the JobSet's text, its argv, the record or the event), a
+    request per prompt to the endpoint. The served model answers worse than the champion:
+    the canary regresses while the champion's checkpoint holds."""
+    import json
+
+    from flows.core.canary import API_KEY_ENV
+    from flows.operations.watch import serving_regressed_event
+    from tests.support.openai_server import openai_server
+
+    key = "sk-served-" + "q" * 30
+    monkeypatch.setenv("CANARY_KEY", key)
+    programs = FakePrograms(gcs_client(gcs_url))
+    kube = scenario(server.kube, [(0.1, admit), (0.05, start),
+                                  (0.05, programs.evaluate_outputs(0.7, total=64))])
+    with openai_server(api_key=key, answer=lambda prompt: "I cannot say") as served:
+        profile = tutorial_profile(**WATCHED, **{
+            "watch.canary.endpoint": served.url, "watch.canary.model": "served-model",
+            "watch.canary.api_key.env": "CANARY_KEY", "watch.canary.prompts": "4"})
+        _promoted(store)
+        outcome = run_watch(store, profile, _scorer(server, tmp_path, []))
+        seen = served.requests()
+    assert outcome.record.verdict == "holds", outcome.record.reason
+    assert outcome.canary is not None and outcome.canary.verdict == "regressed", \
+        outcome.canary.reason
+    assert outcome.canary.served == f"served-model at {served.url}"
+    assert [s.body["prompt"] for s in seen] == [f"held-out question {i}" for i in range(4)]
+    assert {s.headers["Authorization"] for s in seen} == {f"Bearer {key}"}
+    [call] = programs.invocations
+    assert call.options["canary-endpoint"] == served.url and call.options["canary-prompts"] == "4"
+    assert call.env[API_KEY_ENV] == key  # resolved by the kubelet from the Secret
+    [jobset] = kube.find("jobsets")
+    assert key not in json.dumps(jobset)
+    [var] = [v for p in pods(jobset) for c in p["containers"] for v in c.get("env") or []
+             if v["name"] == API_KEY_ENV]
+    assert "value" not in var and var["valueFrom"]["secretKeyRef"]
+    history = store.read_text(watch_history_uri(profile)) or ""
+    event = json.dumps(serving_regressed_event(profile.name, outcome.canary))
+    assert '"source": "canary"' in history and key not in history and key not in event
