@@ -3,10 +3,11 @@
 Previous main sampled without a KV cache (the whole sequence recomputed for every token)
 through MaxText's sparse MoE (sparse_matmul=true); this branch decodes with MaxText's KV
 cache through the dense MoE (the rehearsal profile's sparse_matmul=false). Runs
-images/rehearsal/decode_check.py in the rehearsal venv twice, on random weights of the
-profile's model (all 48 layers unless --layers): once with sparse_matmul=true, once with the
-profile as it is; each run times the cached and the uncached decode interleaved, so both see
-the same load. Prints tokens/s of each of the four and the ratios to previous main's.
+images/rehearsal/decode_check.py in the rehearsal venv, on random weights of the profile's
+model (all 48 layers unless --layers): once with sparse_matmul=true, then once with the
+profile as it is, in one process; each configuration times the cached and the uncached
+decode interleaved, so both see the same load. Prints tokens/s of each of the four and the
+ratios to previous main's.
 Exits 1 when a run decoded no token. ``--quick`` (the tests' run, beside the stand-in
 rollout's test, which has the venv) is ``--layers 1 --repeats 1``.
 Usage: .venv/bin/python benchmarks/rollout.py [--layers N] [--repeats N] [--quick]
@@ -32,19 +33,23 @@ DECODE_KEYS = ("scan_layers", "hardware", "skip_jax_distributed_system", "use_pa
                "batch_size", "rl.num_generations")
 
 
-def measure(extra: list[str], layers: int | None, repeats: int) -> dict[str, float]:
+def measure(variants: list[list[str]], layers: int | None,
+            repeats: int) -> list[dict[str, float]]:
+    """decode_check.py's report of each variant (overrides on top of the profile's), all from
+    one process: MaxText's imports are paid once."""
     profile = load_profile("rehearsal", environ={})
     train = {k: v for k, v in profile.train.args.items() if k in DECODE_KEYS}
     python = ROOT / (profile.local.venv if profile.local else ".venvs/rehearsal") / "bin" / "python"
-    argv = [str(python), str(ROOT / "images/rehearsal/decode_check.py"), "--repeats", str(repeats),
-            f"model_name={profile.model.maxtext_name}", *render_args(profile.model.args),
-            *render_args(train), *extra,
-            *([f"base_num_decoder_layers={layers}"] if layers else [])]
+    argv = [str(python), str(ROOT / "images/rehearsal/decode_check.py"), "--repeats", str(repeats)]
+    for i, extra in enumerate(variants):
+        argv += [*(["+"] if i else []), f"model_name={profile.model.maxtext_name}",
+                 *render_args(profile.model.args), *render_args(train), *extra,
+                 *([f"base_num_decoder_layers={layers}"] if layers else [])]
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         sys.exit(f"decode_check failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in done.stdout.strip().splitlines()[-len(variants):]]
 
 
 def main() -> int:
@@ -55,8 +60,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.layers, args.repeats = 1, 1
-    sparse = measure(["sparse_matmul=true"], args.layers, args.repeats)
-    dense = measure([], args.layers, args.repeats)
+    sparse, dense = measure([["sparse_matmul=true"], []], args.layers, args.repeats)
     main_tok_s = sparse["uncached_tok_s"]
     rows = [("previous main: no cache, sparse MoE", sparse, "uncached"),
             ("KV cache, sparse MoE", sparse, "cached"),

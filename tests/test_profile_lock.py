@@ -200,8 +200,9 @@ def test_api_restart_while_held(api: Api):
     """The API restarts under a live holder: every lease is gone, the slot stays taken in
     the database. The holder notices, carries its liveness in the record, and releases its
     own slot at the end; the waiter waits for it and frees nothing. The holder holds until
-    told, so a slow restart cannot end the hold before the holder noticed."""
-    holder = _holder(api, "restart", 600.0, "--until-told")
+    told, so a slow restart cannot end the hold before the holder noticed; it renews every
+    2 s, so it notices at its first renewal after the restart in seconds, not in 20."""
+    holder = _holder(api, "restart", 600.0, "--until-told", "--renew-s", "2")
     _until(holder, "HOLDING")
     api.restart()
     waiter, seen = _wait_in_thread("restart", "waiter")
@@ -250,10 +251,10 @@ def test_a_live_holder_is_waited_for_and_named(api: Api, caplog, monkeypatch):
 
 
 def test_no_event_per_beat(api: Api):
-    """A holder held for 40 s (two beats of a record rewritten every 20 s) writes its record
-    twice (leased, released), so the events feed gets one variable update, not one per
-    beat."""
-    holder = _holder(api, "quiet", 40.0)
+    """A holder held for 5 s while renewing its lease every 2 s (two renewals, the lock's
+    beat) writes its record twice (leased, released), so the events feed gets one variable
+    update, not one per beat."""
+    holder = _holder(api, "quiet", 5.0, "--renew-s", "2")
     _until(holder, "DONE")
     assert holder.wait(30) == 0
     # the API's event pipeline is asynchronous: wait for the release's update (the last

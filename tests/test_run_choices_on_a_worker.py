@@ -534,7 +534,9 @@ def retrain_a(world: dict[str, Any], teams: dict[str, Any]) -> dict[str, Any]:
     while not _runs_of(world, dispatcher):  # the triggers service loads the automation first
         assert time.monotonic() < deadline, "the dataset automation never ran the dispatcher"
         _post_dataset(world, "team-a", "v1.parquet")
-        time.sleep(15)
+        posted = time.monotonic()  # looked for every second, posted again after 15 s
+        while time.monotonic() < posted + 15 and not _runs_of(world, dispatcher):
+            time.sleep(1)
     time.sleep(5)  # a probe still in the trigger's queue makes its run now
     for run in _runs_of(world, dispatcher):
         _final(world, run["id"])

@@ -67,9 +67,25 @@ def _python(server: PrefectServer, code: str, check: bool = True) -> subprocess.
     return done
 
 
+# The notify setting the server's automations were last made from: only _step changes them.
+APPLIED: dict[str, dict | None] = {}
+
+
 def _step(server: PrefectServer, notify: dict | None) -> subprocess.CompletedProcess:
-    return _python(server, "from flows.notifications.apply import notification_automations as n;"
+    done = _python(server, "from flows.notifications.apply import notification_automations as n;"
                    f"print(n('rehearsal', {notify!r}))", check=False)
+    APPLIED.pop("notify", None)  # a refusal may have changed nothing or something
+    if done.returncode == 0:
+        APPLIED["notify"] = notify
+    return done
+
+
+def _webhook_automations(server: PrefectServer) -> None:
+    """Every event kind's automation on the webhook block, as the message tests need them:
+    the step runs only when the last one applied something else (a test of its own, or
+    none yet), so each test holds alone and the module pays the step's process once."""
+    if APPLIED.get("notify") != {"block": BLOCK}:
+        assert _step(server, {"block": BLOCK}).returncode == 0
 
 
 def _automations(server: PrefectServer) -> list[dict]:
@@ -116,7 +132,7 @@ def test_redeploy_updates_the_automations_in_place(server, receiver):
     assert fewer.returncode == 0, fewer.stderr
     assert {a["name"] for a in _automations(server)} == {
         "tpurl-notify rehearsal: run-failed", "tpurl-notify rehearsal: model-decided"}
-    assert _step(server, {"block": BLOCK}).returncode == 0
+    _webhook_automations(server)
     text = json.dumps(_automations(server)) + first.stdout + again.stdout
     assert CANARY not in text and "127.0.0.1" not in text  # the block's URL stays in it
     for automation in _automations(server):
@@ -125,7 +141,7 @@ def test_redeploy_updates_the_automations_in_place(server, receiver):
 
 
 def test_a_failed_run_sends_one_message_with_the_fix(server, receiver):
-    assert _step(server, {"block": BLOCK}).returncode == 0
+    _webhook_automations(server)
     before = len(receiver.snapshot())
     done = _python(server, "from flows.pipeline import rl_post_training;"
                    "rl_post_training(profile='rehearsal', overrides="
@@ -145,7 +161,7 @@ def _emit(server: PrefectServer, code: str) -> None:
 
 
 def test_a_promotion_sends_one_message_with_the_scores(server, receiver):
-    assert _step(server, {"block": BLOCK}).returncode == 0
+    _webhook_automations(server)
     before = len(receiver.snapshot())
     _emit(server, """
 from flows.core.promotion import Decision
@@ -171,7 +187,7 @@ emit_decision("rehearsal", d, {"trained": summary(0.75), "base": summary(0.25)},
 
 
 def test_a_coalesced_retrain_and_a_capacity_fallback_send_one_message_each(server, receiver):
-    assert _step(server, {"block": BLOCK}).returncode == 0
+    _webhook_automations(server)
     before = len(receiver.snapshot())
     _emit(server, """
 from flows.announcements.events import announcement_event
@@ -216,7 +232,7 @@ def test_a_rollback_sends_one_message_and_its_event_is_on_the_api(server, receiv
 
     profile = load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={})
     assert judge(profile, tmp_path, "run-1", 0.5) and judge(profile, tmp_path, "run-2", 0.7)
-    assert _step(server, {"block": BLOCK}).returncode == 0
+    _webhook_automations(server)
     before = len(receiver.snapshot())
     done = subprocess.run([sys.executable, "-m", "flows.cli", "rollback", "rehearsal", "--set",
                            f"local.root={tmp_path}", "--reason", "canary 5xx", "--by",
@@ -251,7 +267,7 @@ def test_a_suspect_training_and_its_clear_each_send_one_message(server, receiver
     from tests.support.promoted import export
     from tests.support.scores import summary
 
-    assert _step(server, {"block": BLOCK}).returncode == 0
+    _webhook_automations(server)
     before = len(receiver.snapshot())
     _emit(server, """
 from flows.health import sentinel
@@ -299,7 +315,7 @@ def test_a_watch_s_regression_sends_one_message_with_its_evidence(server, receiv
     """A watch (flows/operations/watch.py, its scores constructed as the evaluation program
     writes them) of a champion that dropped: its event reaches the API and the notify
     automation sends one message naming the run, the set and the watch's numbers."""
-    assert _step(server, {"block": BLOCK}).returncode == 0
+    _webhook_automations(server)
     before = len(receiver.snapshot())
     _python(server, f"""
 from flows.config import load_profile

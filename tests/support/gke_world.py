@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from flows.backends.gke.watch.stream import WatchSettings
 from flows.config.profile import Profile
 from flows.config.teams import load_teams
 from flows.core.budgets import Budgets, budgets_for
-from tests.fakes.cloud import BIN, FakeGoogleApis, build_bundle
+from tests.fakes.cloud import FakeGoogleApis, build_bundle, fake_path
 from tests.fakes.gke_programs import FakePrograms
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.rbac import role_rules
@@ -121,7 +120,7 @@ def open_gke_world(home: Path, standin_base: str, registry_prefix: str, gcs_url:
         mp.setenv(TOKEN_VAR, CANARY)
         mp.setenv("STORAGE_EMULATOR_HOST", gcs_url)
         mp.setenv("TPURL_FAKE_CLOUD", str(cloud))
-        mp.setenv("PATH", f"{BIN}{os.pathsep}{os.environ['PATH']}")
+        mp.setenv("PATH", fake_path())
         mp.setenv("KUBECONFIG", str(home / "kube" / "config"))
         mp.setenv("DOCKER_CONFIG", str(home / "docker-config"))
         mp.setenv("TPURL_CACHE_DIR", str(home / "cache"))

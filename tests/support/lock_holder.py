@@ -1,6 +1,6 @@
 """A real process that holds a profile's lock in a real flow run, for the lock's
 interleaving tests: ``python -m tests.support.lock_holder PROFILE HOLD_S [--pause-record S]
-[--pause-release S] [--hang-before-record] [--until-told]``.
+[--pause-release S] [--hang-before-record] [--until-told] [--renew-s S]``.
 
 The pauses stretch the windows between the lock's own API calls (slot taken → record
 written; record marked released → slot released) by wrapping the Prefect client's methods
@@ -10,6 +10,8 @@ RELEASING, DONE. The time is taken where the word is said, so a test compares it
 against the holder's own moments, not against when it happened to read the line.
 With ``--until-told`` the holder holds until a line arrives on stdin (HOLD_S at most), so a
 test ends the hold when it has seen what it waits for, however slow the machine.
+``--renew-s`` renews the lease every S seconds instead of the lock's ``RENEW_S`` (20 s), in
+this process only: a test of what a renewal does or finds sees its renewals in seconds.
 """
 
 from __future__ import annotations
@@ -51,7 +53,12 @@ def main() -> None:
     parser.add_argument("--pause-release", type=float, default=0.0)
     parser.add_argument("--hang-before-record", action="store_true")
     parser.add_argument("--until-told", action="store_true")
+    parser.add_argument("--renew-s", type=float)
     opts = parser.parse_args()
+    if opts.renew_s is not None:
+        from flows.locking import lock_rules
+
+        lock_rules.RENEW_S = opts.renew_s
 
     taken = {"said": False}
 

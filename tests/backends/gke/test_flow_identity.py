@@ -28,7 +28,7 @@ from flows.backends.gke import flow_pools
 from flows.backends.gke.identity_setup import setup_commands
 from flows.backends.gke.jobs.naming import secret_name
 from flows.config.profile import Profile
-from tests.fakes.cloud import BIN
+from tests.fakes.cloud import fake_path
 from tests.fakes.cloud.pod_identity import may_write
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.support.profiles import smoke_profile, tutorial_profile
@@ -114,7 +114,7 @@ def _bindings(fake_cloud: Path, scripts: list[list[str]]) -> list[tuple[str, str
     """Run the bucket grants of each `tpurl flow-identity` script through the fake gcloud;
     the bucket bindings it recorded, as (resource, member, role)."""
     env = {**os.environ, "TPURL_FAKE_CLOUD": str(fake_cloud),
-           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+           "PATH": fake_path()}
     for script in scripts:
         grants = [ln for ln in script if ln.startswith("gcloud storage buckets add-iam")]
         assert grants

@@ -4,7 +4,6 @@ a locally built Cluster Toolkit bundle (GitHub is not reachable from here)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from flows.backends.gke.infra.settings import InfraSettings, settings_from_profile
-from tests.fakes.cloud import BIN, Cloud, FakeGoogleApis, build_bundle
+from tests.fakes.cloud import Cloud, FakeGoogleApis, build_bundle, fake_path
 from tests.support.gcs import gcs_client, gcs_server
 from tests.support.profiles import infra_profile
 
@@ -50,7 +49,7 @@ def cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     home = tmp_path / "fakecloud"
     home.mkdir()
     monkeypatch.setenv("TPURL_FAKE_CLOUD", str(home))
-    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", fake_path())
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kube" / "config"))
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
     bundle = build_bundle(tmp_path / "dl" / "gcluster_bundle_linux_amd64.tgz")
