@@ -223,7 +223,7 @@ def _ledger_policy(fake_cloud: Path, scripts: list[list[str]]) -> dict[str, Any]
     condition file's removal, as `sh` runs it) through the fake gcloud; the ledger bucket's
     policy it recorded."""
     env = {**os.environ, "TPURL_FAKE_CLOUD": str(fake_cloud),
-           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+           "PATH": fake_path()}
     for script in scripts:
         start = next(i for i, ln in enumerate(script) if "spend ledger" in ln)
         part = script[start:next(i for i, ln in enumerate(script) if ln.startswith("rm -f"))
@@ -295,7 +295,7 @@ def test_a_teams_flow_may_read_its_own_secret_manager_secrets_only(two_teams: No
     a = _naming_secret(tutorial_profile(), "team-a-hf-token")
     b = _naming_secret(smoke_profile(), "team-b-hf-token")
     env = {**os.environ, "TPURL_FAKE_CLOUD": str(tmp_path),
-           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+           "PATH": fake_path()}
     for profile, team in ((a, "team-a"), (b, "team-b")):
         grants = [ln for ln in setup_commands(profile, "runtime", team=team)
                   if ln.startswith("gcloud secrets ")]
