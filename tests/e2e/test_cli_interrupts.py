@@ -314,7 +314,17 @@ def _seed_bytecode(shared: Layout, venvs: Path) -> None:
     for theirs, ours in pairs:
         if _under(source, theirs).is_dir():
             shutil.copytree(_under(source, theirs), _under(target, ours), symlinks=True,
-                            copy_function=os.link, dirs_exist_ok=True)
+                            copy_function=_link_or_copy, dirs_exist_ok=True)
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    """A hard link (Python replaces a stale .pyc by renaming a new file over it, so the
+    shared one is never written through it), or a copy where the temporary directory is
+    on another file system (a tmpfs)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) -> None:
