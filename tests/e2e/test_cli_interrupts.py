@@ -29,7 +29,13 @@ The venvs are this test's own (under tmp_path), so the image stage has real work
 installs from the warm cache) in every session, whatever the repository's .venvs hold. The
 programs' JAX compilation cache beside them is the repository's (a link), as a user's next
 rehearsal finds the one its earlier runs kept: compiling is not what this test is about,
-and the CI's e2e lanes, which share the CPU, need not compile the same programs twice.
+and the CI's e2e lanes, which share the CPU, need not compile the same programs twice. For
+the same reason the venvs' Python bytecode starts as the repository's venvs' (hard links,
+under this test's venv paths: Python's bytecode prefix is keyed by the source's path, and
+uv links both venvs' files to one cache, so each file's mtime and size, which Python checks
+before it uses a .pyc, are the same; a file that differs is compiled again as usual).
+Without it every program's first start compiled MaxText, TensorFlow, JAX and torch from
+source here again.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -49,8 +56,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.backends.local.runtime import JAX_CACHE_DIR
-from flows.common.paths import REPO_ROOT
+from flows.backends.local.runtime import BYTECODE_DIR, JAX_CACHE_DIR
+from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
 from flows.config import load_profile
 from flows.core.layout import Layout
 from flows.locking.profile_lock import lock_name
@@ -277,13 +284,58 @@ def _statuses(out: str) -> dict[str, str]:
     return dict(re.findall(r"Task run '\w+: [^']*' - (\w+) (ran|skipped) in [\d.]+ s", out))
 
 
+def _under(prefix: Path, source: Path) -> Path:
+    """Where Python keeps the bytecode of ``source``'s files under PYTHONPYCACHEPREFIX."""
+    return prefix / source.relative_to(source.anchor)
+
+
+def _interpreter_home(venv: Path) -> Path | None:
+    """The installation a venv was made from (its pyvenv.cfg ``home``, the bin folder)."""
+    config = venv / "pyvenv.cfg"
+    if not config.is_file():
+        return None
+    for line in config.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home":
+            return Path(value.strip()).parent
+    return None
+
+
+def _seed_bytecode(shared: Layout, venvs: Path) -> None:
+    """This test's venvs' bytecode prefix starts with the repository venvs' bytecode, linked
+    under this test's venv paths; the interpreters' own libraries and the rehearsal's
+    scripts (images/rehearsal, which the programs import from) keep their paths. Nothing to
+    link before any program has run."""
+    source, target = shared.venv_dir().parent / BYTECODE_DIR, venvs / BYTECODE_DIR
+    pairs = [(shared.venv_dir(), venvs / "rehearsal"),
+             (shared.hf_check_venv_dir(), venvs / "hf-check"), (REHEARSAL_DIR, REHEARSAL_DIR)]
+    pairs += [(home, home) for venv in (shared.venv_dir(), shared.hf_check_venv_dir())
+              if (home := _interpreter_home(venv)) is not None]
+    for theirs, ours in pairs:
+        if _under(source, theirs).is_dir():
+            shutil.copytree(_under(source, theirs), _under(target, ours), symlinks=True,
+                            copy_function=_link_or_copy, dirs_exist_ok=True)
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    """A hard link (Python replaces a stale .pyc by renaming a new file over it, so the
+    shared one is never written through it), or a copy where the temporary directory is
+    on another file system (a tmpfs)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
 def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) -> None:
     home, venvs, cache = tmp_path / "prefect-home", tmp_path / "venvs", tmp_path / "cache"
     seed_home(home)  # migrated: tests/support/prefect_database.py
-    shared = Layout(load_profile(PROFILE, {}, environ={})).venv_dir().parent / JAX_CACHE_DIR
+    repository = Layout(load_profile(PROFILE, {}, environ={}))
+    shared = repository.venv_dir().parent / JAX_CACHE_DIR
     shared.mkdir(parents=True, exist_ok=True)
     venvs.mkdir()
     (venvs / JAX_CACHE_DIR).symlink_to(shared, target_is_directory=True)
+    _seed_bytecode(repository, venvs)
     overrides = [f"local.root={tmp_path / 'root'}", f"local.venv={venvs / 'rehearsal'}",
                  f"local.hf_check_venv={venvs / 'hf-check'}"]
     argv = [str(TPURL), "run", PROFILE, *(a for o in overrides for a in ("--set", o))]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.backends.local.runtime import BYTECODE_DIR, JAX_CACHE_DIR, LocalRuntime
+from flows.backends.local.runtime import BYTECODE_DIR, HF_CHECK_NAME, JAX_CACHE_DIR, LocalRuntime
 from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
 from flows.config import load_profile
 from flows.core.layout import Layout
@@ -54,3 +54,14 @@ def test_the_export_runs_the_converter_itself_and_keeps_its_small_compilations(t
     env = dict(export.env)
     assert f"jax_cache_dir={env['JAX_COMPILATION_CACHE_DIR']}" in export.argv
     assert env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
+
+
+def test_only_the_load_check_runs_torch_on_one_thread(tmp_path: Path) -> None:
+    """The check in the torch venv gets OMP_NUM_THREADS=1; the MaxText programs keep XLA's
+    and TensorFlow's own thread settings (docs/decisions/0035-xla-compiles-once-per-program.md)."""
+    profile = load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={})
+    runtime = LocalRuntime(profile, Layout(profile))
+    [check] = runtime.setup("export").checks
+    assert check.name == HF_CHECK_NAME and dict(check.env)["OMP_NUM_THREADS"] == "1"
+    for name, workload in planned_workloads(profile, runtime).items():
+        assert "OMP_NUM_THREADS" not in dict(workload.env), name
