@@ -230,9 +230,7 @@ fi
 # as it runs: 1167 s, CPU 985 s. The other families' rehearsal (infra to export, no
 # evaluation) rides in the two lanes with slack; Gemma 3 costs as much as the other two. On
 # its own, JAX's compilation cache cold: Qwen3 dense 100 s, Llama 153 s (the image stage's
-# check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s (two training steps
-# then; the family rehearsals now train one, cold: Qwen3 dense's module 106 CPU-s to 99,
-# Gemma 3's pipeline 272 to 237, 359 s of wall to 260). A Qwen3 dense
+# check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s. A Qwen3 dense
 # rehearsal's programs took 118 CPU-s cold and 61 warm
 # (docs/decisions/0035-xla-compiles-once-per-program.md). So each lane runs its other
 # families FIRST: three pipelines of the shipped Qwen3-MoE profile share one cache (the

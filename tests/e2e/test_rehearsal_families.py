@@ -7,17 +7,12 @@ scaled embedding, and layers scanned in blocks of six plus a remainder), so the 
 Qwen3-MoE (tests/e2e/test_rehearsal_e2e.py) proves nothing of them. Here each family's
 profile (deployments/profiles/rehearsal-qwen3.yaml, rehearsal-llama.yaml, rehearsal-gemma.yaml)
 runs once
-through the flow: infra builds the tiny model, then MaxText's real to_maxtext, one GRPO step
-of train_rl and to_huggingface, and transformers loads the export as the family's class with
-the weights that step moved.
+through the flow: infra builds the tiny model, then MaxText's real to_maxtext, two GRPO steps
+of train_rl and to_huggingface, and transformers loads the export as the family's class.
 
 What is left out, and why: the evaluation (its programs are the Qwen3-MoE module's, and a
-family changes nothing in them but the model, which train already ran), any rerun (skip-
-if-done does not depend on the family) and the profile's second training step. The second
-step runs a train-step program of its own (JAX's compilation cache keeps one per step), so
-on a cold cache, as in a fresh clone's test run, it cost each family a second compile of its
-largest program, for the same code on the same model; the Qwen3-MoE module's runs take two
-steps and more (a continued run's third). The image stage is shared: both profiles use the
+family changes nothing in them but the model, which train already ran) and any rerun (skip-
+if-done does not depend on the family). The image stage is shared: both profiles use the
 rehearsal's venvs, whose record the first run leaves. The model keeps its real layer count:
 to_maxtext maps from MaxText's built-in table (hf_model_configs.py), whose
 ``num_hidden_layers`` no argument overrides, so a ``base_num_decoder_layers=2`` model cannot be
@@ -42,8 +37,6 @@ from tests.support.results import stage_statuses
 pytestmark = pytest.mark.rehearsal
 
 NO_EVAL = {"eval": "", "promotion": "", "watch": ""}
-# one step, saved (the profiles save the last of their two: checkpoint_period 2)
-ONE_STEP = {"train.args.num_batches": "1", "train.args.checkpoint_period": "1"}
 FAMILIES = {"rehearsal-qwen3": "qwen3-0.6b", "rehearsal-llama": "llama3.1-8b",
             "rehearsal-gemma": "gemma3-4b"}
 
@@ -63,8 +56,7 @@ def run_family(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     programs are this process's children) are written to the lane's log."""
     root = tmp_path_factory.mktemp(profile)
     wall, cpu = time.monotonic(), _children_cpu()
-    result = rl_post_training(profile=profile, overrides={"local.root": str(root), **NO_EVAL,
-                                                          **ONE_STEP})
+    result = rl_post_training(profile=profile, overrides={"local.root": str(root), **NO_EVAL})
     capture = request.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():  # into the lane's log, past pytest's capture
         print(f"\n{profile} ({FAMILIES[profile]}): wall {time.monotonic() - wall:.0f} s, "
@@ -85,7 +77,7 @@ def test_every_stage_but_evaluation_ran(family_run):
     statuses = stage_statuses(result)
     assert [s.stage for s in result.stages] == ["image", "infra", "convert", "train", "export"]
     assert all(statuses[s] == "ran" for s in ("infra", "convert", "train", "export"))
-    assert _path(result.artifacts["trained_checkpoint"]).match("checkpoints/actor/1/model_params")
+    assert _path(result.artifacts["trained_checkpoint"]).match("checkpoints/actor/2/model_params")
 
 
 def test_the_tiny_model_is_the_familys_structure(family_run):
