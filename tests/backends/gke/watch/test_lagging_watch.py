@@ -111,6 +111,17 @@ def released(*plurals: str):
     return release
 
 
+def trains_again_after_a_preemption(server: FakeApiServer, tmp_path: Path) -> None:
+    """The tutorial's slice on spot runs its scenario: a preemption, then one resubmission
+    that succeeds."""
+    profile = tutorial_profile(**{"gke.capacity": "spot", "gke.reservation": "",
+                                  **{f"gke.prices.spot.{k}": v for k, v in PRICE.items()}})
+    outcome, logger, *_ = run_stage(server, "train", tmp_path, BUDGETS, profile=profile)
+    assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
+    assert jobsets_created(server.kube) == 2, logger.lines  # resumed once
+    assert any("preempted" in line for line in logger.lines), logger.lines
+
+
 def test_a_preemption_the_pod_watch_has_not_delivered_is_still_a_preemption(
         server: FakeApiServer, tmp_path: Path) -> None:
     """The slice is reclaimed (DisruptionTarget on the pods, then the JobSet Failed, as
@@ -131,12 +142,7 @@ def test_a_preemption_the_pod_watch_has_not_delivered_is_still_a_preemption(
                   (0.05, say("step 1", "saved checkpoint 1")), (0.3, reclaim)],
                  [(0.0, released("pods")), (0.05, admit), (0.05, start),
                   (0.05, say("restored checkpoint 1")), (0.1, succeed)])
-        profile = tutorial_profile(**{"gke.capacity": "spot", "gke.reservation": "",
-                                      **{f"gke.prices.spot.{k}": v for k, v in PRICE.items()}})
-        outcome, logger, *_ = run_stage(server, "train", tmp_path, BUDGETS, profile=profile)
-        assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
-        assert jobsets_created(server.kube) == 2, logger.lines  # resumed once
-        assert any("preempted" in line for line in logger.lines), logger.lines
+        trains_again_after_a_preemption(server, tmp_path)
     finally:
         scaler.stop()
 
@@ -180,12 +186,7 @@ def test_a_slice_podgc_cleared_behind_a_lagging_pod_watch_is_still_a_preemption(
                   (0.1, reclaim), (0.0, release_pods_once_the_head_gave_up), (30.0, succeed)],
                  [(0.05, admit), (0.05, start), (0.05, say("restored checkpoint 1")),
                   (0.1, succeed)])
-        profile = tutorial_profile(**{"gke.capacity": "spot", "gke.reservation": "",
-                                      **{f"gke.prices.spot.{k}": v for k, v in PRICE.items()}})
-        outcome, logger, *_ = run_stage(server, "train", tmp_path, BUDGETS, profile=profile)
-        assert not isinstance(outcome, StageFailed), (outcome, logger.lines)
-        assert jobsets_created(server.kube) == 2, logger.lines  # resumed once
-        assert any("preempted" in line for line in logger.lines), logger.lines
+        trains_again_after_a_preemption(server, tmp_path)
     finally:
         scaler.stop()
 
