@@ -193,7 +193,12 @@ class Monitor:
             return list(self.scaling_events.values())
 
     def scaling_events_seen(self) -> list[Obj]:
-        """The autoscaler's events as seen, for the spend meter after the watch."""
+        """The autoscaler's events as seen, and as the API serves them now, for the spend
+        meter after the watch: the event watch may lag a scale-up that a JobSet deleted at
+        once still completes, whose nodes the meter then waits for (a busy run met it: the
+        slice came after the stage and was charged nothing)."""
+        for event in self.autoscaler.read_now() or []:
+            self._observe_event(event)
         return self._scaling_events()
 
     def _failing(self) -> str:

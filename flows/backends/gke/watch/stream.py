@@ -128,6 +128,16 @@ class ObjectWatch:
                 return False
         return True
 
+    def read_now(self) -> list[Obj] | None:
+        """The objects as the API serves them now (one list with the watch's own selector),
+        None when the read fails; the watch's copies are left as they are."""
+        try:
+            response = self.lister(_preload_content=False, _request_timeout=self._timeout())
+            return list(json.loads(response.data).get("items") or [])
+        except Exception as exc:
+            self.denied = denied_by(exc) or self.denied
+            return None
+
     def await_gone(self, names: set[str], within_s: float) -> bool:
         """Wait until the watch no longer holds any of ``names``, objects a live read no
         longer found: it has then delivered their deletion, and every version before it
