@@ -215,7 +215,8 @@ def test_shipped_team_pools_are_what_the_generator_writes() -> None:
                                            "with TPURL_TEAMS_FILE unset")
 
 
-LEDGER = "gs://shared-ledger/spend"  # one ledger root for both teams, as the shipped file has
+# one ledger root for both teams, as the shipped file has, under a prefix of two levels
+LEDGER = "gs://shared-ledger/spend/tpurl"
 
 
 def _ledger_policy(fake_cloud: Path, scripts: list[list[str]]) -> dict[str, Any]:
@@ -304,12 +305,18 @@ def test_a_teams_flow_may_read_its_own_secret_manager_secrets_only(two_teams: No
     state = json.loads((tmp_path / "state.json").read_text())
     assert not any("secretmanager" in b["role"] for b in
                    state.get("project_policy", {}).get("bindings", []))
-    readers = {name.rsplit("/", 1)[1]: {m for bnd in policy["bindings"] for m in bnd["members"]
-                                        if bnd["role"] == "roles/secretmanager.secretAccessor"}
+    readers = {name: {m for bnd in policy["bindings"] for m in bnd["members"]
+                      if bnd["role"] == "roles/secretmanager.secretAccessor"}
                for name, policy in state["secret_policies"].items()}
-    assert readers == {
-        "team-a-hf-token": {f"serviceAccount:{_google_account('team-a', a)}"},
-        "team-b-hf-token": {f"serviceAccount:{_google_account('team-b', b)}"}}
+    assert a.gke is not None and b.gke is not None
+    assert readers == {  # each in its profile's project, where the run reads it
+        f"projects/{a.gke.project}/secrets/team-a-hf-token":
+            {f"serviceAccount:{_google_account('team-a', a)}"},
+        f"projects/{b.gke.project}/secrets/team-b-hf-token":
+            {f"serviceAccount:{_google_account('team-b', b)}"}}
+    # a profile naming no Secret Manager secret gets no such line, nor its comment
+    assert not [ln for ln in setup_commands(tutorial_profile(), "runtime", team="team-a")
+                if "Secret Manager" in ln or ln.startswith("gcloud secrets")]
 
 
 def test_the_plan_names_each_teams_own_flow_pod(two_teams: None) -> None:
