@@ -20,6 +20,7 @@ from typing import Literal
 
 from flows.backends.gke import identity
 from flows.backends.gke.flow_pools import flow_account_id, pool_name
+from flows.backends.gke.gcs import split_uri
 from flows.backends.gke.image.cloudbuild_spec import staging_bucket
 from flows.backends.gke.infra.preflight.access import OPERATOR_PERMISSIONS, ar_repository
 from flows.config.gke_section import gke_section
@@ -82,8 +83,8 @@ def ledger_condition(ledger_root: str, team: str) -> str:
     object's ``resource.name`` as ``projects/_/buckets/BUCKET/objects/NAME``: IAM's
     "Attribute reference for IAM Conditions"). So no team's flow reads, or adds to, another
     team's spend: an entry of B's filed by A's flow would replace B's estimate."""
-    bucket = ledger_root.removeprefix("gs://").split("/", 1)[0]
-    prefix = team_ledger(ledger_root, team).removeprefix(f"gs://{bucket}/") + "/"
+    bucket, path = split_uri(team_ledger(ledger_root, team))
+    prefix = path + "/"
     return (f'(resource.type == "storage.googleapis.com/Object" && resource.name.startsWith('
             f'"projects/_/buckets/{bucket}/objects/{prefix}")) || (resource.type == '
             f'"storage.googleapis.com/Bucket" && api.getAttribute('
@@ -109,9 +110,9 @@ def _ledger_grants(ledger_root: str, team: str | None, account: str) -> list[str
     """The flow's grants on its team's ledger: held to the team's prefix by a condition,
     written to a file first (gcloud's ``--condition`` splits its value at commas, which the
     expression holds); a condition needs the bucket's uniform bucket-level access."""
-    ledger = ledger_root.removeprefix("gs://").split("/", 1)[0]
     if team is None:  # no team, no budget: a run of a profile in no team writes no ledger
         return []
+    ledger = split_uri(ledger_root)[0]
     title = f"tpurl ledger of team {team}"
     return [
         "# the team's spend ledger, only its own entries (docs/how-to/team-budgets.md); the "
