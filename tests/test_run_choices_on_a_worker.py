@@ -628,9 +628,15 @@ def test_a_watched_regression_rolls_back_and_the_restored_champion_holds(world, 
     logs = _logs_once_they_hold(world, run["id"], "retrain: dataset")
     assert "announced again to rl-post-training/retrain-team-a's dispatcher" in logs, logs[-3000:]
     event_id = logs.split("dispatcher (event ")[1].split(")")[0]
-    waiting = wait_until(lambda: [r for r in _waiting(world, retrain_a["target"])
-                                  if r["parameters"].get("announcement", {}).get("serves", {})
-                                  .get("dataset", {}).get("event_id") == event_id],
-                         180, "the retrain run serving the rollback's announcement")
-    assert len(_waiting(world, retrain_a["target"])) == 1, _waiting(world, retrain_a["target"])
+    wait_until(lambda: [r for r in _waiting(world, retrain_a["target"])
+                        if r["parameters"].get("announcement", {}).get("serves", {})
+                        .get("dataset", {}).get("event_id") == event_id],
+               180, "the retrain run serving the rollback's announcement")
+    # the dispatcher queues the new run before it cancels the one it replaces: once every
+    # dispatcher run has ended, one run waits
+    for dispatched in _runs_of(world, retrain_a["dispatcher"]):
+        _final(world, dispatched["id"])
+    waiting = _waiting(world, retrain_a["target"])
+    assert len(waiting) == 1, waiting
+    assert waiting[0]["parameters"]["announcement"]["serves"]["dataset"]["event_id"] == event_id
     assert waiting[0]["parameters"]["dataset_uri"].endswith("/v1.parquet")
