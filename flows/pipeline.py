@@ -65,12 +65,7 @@ from flows.operations.team_view import publish_team_view
 from flows.run.cancel import cancelled_by_user, cancelled_state, resume_cancel
 from flows.run.result import PipelineResult, StageReport, persist_result, run_throughput
 from flows.runpage import events
-from flows.runpage.artifacts import (
-    TrainingProgress,
-    publish_announcement,
-    publish_recipe,
-    publish_result,
-)
+from flows.runpage.artifacts import TrainingProgress, publish_announcement, publish_recipe, publish_result
 from flows.runpage.live import StagePage, skipped_state
 from flows.runpage.promotion import (
     comparison_rows,

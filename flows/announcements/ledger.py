@@ -18,12 +18,7 @@ from prefect.concurrency.sync import concurrency
 from prefect.exceptions import ObjectNotFound
 
 from flows.announcements.decide import DROPPED_TAG, due_announcements
-from flows.announcements.dispatch import (
-    LOCK_WAIT_S,
-    dispatch_lock_name,
-    ensure_lock,
-    read_ledger,
-)
+from flows.announcements.dispatch import LOCK_WAIT_S, dispatch_lock_name, ensure_lock, read_ledger
 
 
 def due_command(deployment: str) -> int:

@@ -8,20 +8,8 @@ same way the check does.
 
 from __future__ import annotations
 
-from flows.config.fit import (
-    DTYPE_BYTES,
-    HBM_BYTES_PER_CHIP,
-    RunShape,
-    SliceShape,
-    estimated,
-    roles,
-)
-from flows.config.maxtext_models import (
-    Architecture,
-    architecture,
-    convertible_models,
-    rl_defaults,
-)
+from flows.config.fit import DTYPE_BYTES, HBM_BYTES_PER_CHIP, RunShape, SliceShape, estimated, roles
+from flows.config.maxtext_models import Architecture, architecture, convertible_models, rl_defaults
 from flows.config.profile import Profile, Scalar
 from flows.config.rollout import DEFAULT_PARALLELISM
 from flows.config.tpu import TPU_MACHINES, TpuMachine, chips_in_topology, topology_is_well_formed

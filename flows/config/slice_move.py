@@ -26,12 +26,7 @@ from flows.config.maxtext_rules import CUSTOM_MESH_KEYS, ICI_DEFAULTS, fitted_ax
 from flows.config.profile import Profile
 from flows.config.rollout import check as check_rollout
 from flows.config.rollout import derive, sampler
-from flows.config.tpu import (
-    TPU_GENERATIONS,
-    TPU_MACHINES,
-    chips_in_topology,
-    supported_topologies,
-)
+from flows.config.tpu import TPU_GENERATIONS, TPU_MACHINES, chips_in_topology, supported_topologies
 
 
 def _mesh_changes(profile: Profile, shape: RunShape, slice_: SliceShape,

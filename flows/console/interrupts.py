@@ -20,14 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from flows.console.api_server import ApiServer
-from flows.console.kept_api import (
-    KEEP_ENV,
-    KeptServerBusy,
-    Lease,
-    acquire,
-    keep_seconds,
-    stop_keeper,
-)
+from flows.console.kept_api import KEEP_ENV, KeptServerBusy, Lease, acquire, keep_seconds, stop_keeper
 
 CLIENT_SETTINGS = ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING")  # what a private API sets
 

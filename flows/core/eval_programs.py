@@ -18,13 +18,7 @@ from typing import Literal, Protocol, runtime_checkable
 from flows.common.paths import EVAL_PROGRAM, REPO_ROOT, file_digest
 from flows.config.profile import Profile
 from flows.core.backend import ProgramRuntime
-from flows.core.layout import (
-    Layout,
-    convert_key,
-    dataset_key,
-    export_key,
-    image_key,
-)
+from flows.core.layout import Layout, convert_key, dataset_key, export_key, image_key
 from flows.core.lineage import config_key
 from flows.core.manifest import LOGS_DIR
 from flows.core.programs import train_entry, train_workload

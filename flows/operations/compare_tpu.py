@@ -30,12 +30,7 @@ from flows.config.maxtext_models import architecture, convertible_models
 from flows.config.profile import Profile
 from flows.config.rollout import DEFAULT_PARALLELISM, resolve, sampler
 from flows.config.slice_move import slice_changes
-from flows.config.tpu import (
-    TPU_GENERATIONS,
-    chips_in_topology,
-    generation_machines,
-    supported_topologies,
-)
+from flows.config.tpu import TPU_GENERATIONS, chips_in_topology, generation_machines, supported_topologies
 
 # What the estimated time scales by: the slice's summed peak bf16 compute per chip, as
 # Google's TPU7x page tabulates it (flows/config/tpu.py TpuGeneration.peak_bf16_tflops).

@@ -54,13 +54,7 @@ from flows.core.scores import Interval, ScoresFile, ScoreSummary, summarize
 from flows.core.storage import Storage, join
 from flows.core.team_origin import TeamAndOrigin
 from flows.core.watch_decision import judge_watch
-from flows.core.watch_record import (
-    CANARY,
-    WatchRecord,
-    WatchSample,
-    choose_reference,
-    watch_number,
-)
+from flows.core.watch_record import CANARY, WatchRecord, WatchSample, choose_reference, watch_number
 from flows.core.watch_samples import sample_outputs
 from flows.core.watch_set import TeamRoot, watch_set_problem
 from flows.core.watch_store import append_watch, read_watches

@@ -9,12 +9,7 @@ from flows.core.backend import Backend, StageWork, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, convert_key
 from flows.core.programs import convert_workload
-from flows.core.stage import (
-    ProgramStage,
-    StageContext,
-    StageOutput,
-    built_image,
-)
+from flows.core.stage import ProgramStage, StageContext, StageOutput, built_image
 from flows.core.storage import join
 from flows.core.verify import orbax_checkpoint_problems
 

@@ -35,13 +35,7 @@ from flows.core.eval_programs import (
 )
 from flows.core.failures import StageFailed, user_error
 from flows.core.layout import Layout
-from flows.core.lineage import (
-    LineageRecord,
-    UnreadableRecord,
-    read_record,
-    relative_outputs,
-    write_record,
-)
+from flows.core.lineage import LineageRecord, UnreadableRecord, read_record, relative_outputs, write_record
 from flows.core.manifest import LOGS_DIR, build_manifest, manifest_problems
 from flows.core.recipe_files import recipe_summary
 from flows.core.reward_failures import explain_reward_failure

@@ -14,12 +14,7 @@ from flows.core.backend import Backend, StageWork, WorkloadRun
 from flows.core.failures import user_error
 from flows.core.layout import Layout, export_key
 from flows.core.programs import export_workload
-from flows.core.stage import (
-    ProgramStage,
-    StageContext,
-    StageOutput,
-    built_image,
-)
+from flows.core.stage import ProgramStage, StageContext, StageOutput, built_image
 from flows.core.verify import hf_export_shards
 
 

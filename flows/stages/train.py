@@ -30,12 +30,7 @@ from flows.core.layout import RUN_CARD_NAME, Layout, family_key, train_key
 from flows.core.programs import train_workload
 from flows.core.recipe_files import recipe_summary
 from flows.core.reward_failures import explain_reward_failure
-from flows.core.stage import (
-    ProgramStage,
-    StageContext,
-    StageOutput,
-    built_image,
-)
+from flows.core.stage import ProgramStage, StageContext, StageOutput, built_image
 from flows.core.storage import Storage, join
 from flows.core.verify import newest_actor_step, remove_orbax_temporaries, saved_actor_steps
 from flows.runpage.metrics import summarize_run

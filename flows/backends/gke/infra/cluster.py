@@ -14,11 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flows.backends.gke.capacity_pools import (
-    CAPACITY_LABEL,
-    TpuPool,
-    pool_kubernetes_labels,
-)
+from flows.backends.gke.capacity_pools import CAPACITY_LABEL, TpuPool, pool_kubernetes_labels
 from flows.backends.gke.capacity_pools import tpu_pools as planned_pools
 from flows.backends.gke.infra import bucket as gcs
 from flows.backends.gke.infra.settings import BLUEPRINT_FILE, InfraSettings

@@ -18,12 +18,7 @@ from pydantic import BaseModel, Field
 
 from flows.backends.gke.infra import bucket as gcs
 from flows.backends.gke.infra.cloud import GoogleApis
-from flows.backends.gke.infra.cluster import (
-    planned_slots,
-    restore_deployment,
-    save_deployment,
-    tpu_pools,
-)
+from flows.backends.gke.infra.cluster import planned_slots, restore_deployment, save_deployment, tpu_pools
 from flows.backends.gke.infra.commands import destroy_argv, render, run
 from flows.backends.gke.infra.cost import pool_chip_hours_since
 from flows.backends.gke.infra.settings import InfraSettings

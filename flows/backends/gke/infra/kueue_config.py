@@ -8,11 +8,7 @@ from typing import Any
 
 import yaml
 
-from flows.backends.gke.infra.kueue_objects import (
-    KUEUE_TEMPLATE,
-    kueue_configuration_text,
-    render_template,
-)
+from flows.backends.gke.infra.kueue_objects import KUEUE_TEMPLATE, kueue_configuration_text, render_template
 from flows.backends.gke.infra.settings import InfraSettings
 
 __all__ = ["KUEUE_TEMPLATE", "planned_kueue", "render_template", "toolkit_cpu_pool"]

@@ -40,24 +40,12 @@ from flows.backends.gke.watch.kueue_cohort import cohort_wait
 from flows.backends.gke.watch.logs import LogFollower, LogSink, container_state
 from flows.backends.gke.watch.lost_nodes import LostNodes, unfinished
 from flows.backends.gke.watch.monitor_verdicts import api_down, deleted_from_outside, stalled
-from flows.backends.gke.watch.queued import (
-    PR_GROUP,
-    PR_PLURAL,
-    PR_VERSION,
-    queued_diagnosis,
-)
+from flows.backends.gke.watch.queued import PR_GROUP, PR_PLURAL, PR_VERSION, queued_diagnosis
 from flows.backends.gke.watch.scaling import AUTOSCALER_EVENTS
 from flows.backends.gke.watch.served import Served, served_by, tpu_node_names
 from flows.backends.gke.watch.spend import BoundPods, SpendMeter
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
-from flows.backends.gke.watch.verdict import (
-    Observation,
-    Phase,
-    Verdict,
-    condition,
-    diagnose,
-    disruption_of,
-)
+from flows.backends.gke.watch.verdict import Observation, Phase, Verdict, condition, diagnose, disruption_of
 from flows.common.api_objects import Obj
 from flows.core.budgets import Budgets
 from flows.core.failures import Diagnosis, FailureCategory

@@ -19,12 +19,7 @@ from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.client import Cluster
 from flows.backends.gke.watch.spend import SpendMeter
 from flows.backends.gke.watch.stream import WatchSettings
-from flows.backends.gke.watch.tpu_nodes import (
-    NodeWatch,
-    TpuNodes,
-    belongs_to_run,
-    run_node_selector,
-)
+from flows.backends.gke.watch.tpu_nodes import NodeWatch, TpuNodes, belongs_to_run, run_node_selector
 from flows.backends.gke.watch.vm_created import InstanceGet, RestInstances, VmCreations
 from flows.config.capacity import SCALE_FROM_ZERO
 from flows.config.gke_section import gke_section

@@ -39,12 +39,7 @@ from flows.backends.gke.watch.evictions import storage_eviction
 from flows.backends.gke.watch.host_memory import memory_eviction, out_of_memory
 from flows.backends.gke.watch.kueue import blocked, deactivated, status_line
 from flows.backends.gke.watch.pulls import pull_verdict
-from flows.backends.gke.watch.scaling import (
-    events_for,
-    no_pool_fits,
-    scale_up_failure,
-    scaling_line,
-)
+from flows.backends.gke.watch.scaling import events_for, no_pool_fits, scale_up_failure, scaling_line
 from flows.common.api_objects import Obj
 from flows.core.budgets import Budgets
 from flows.core.failures import Diagnosis, FailureCategory, diagnose_exit

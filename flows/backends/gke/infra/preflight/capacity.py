@@ -8,11 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.backends.gke.infra.cluster import pool_mismatches
-from flows.backends.gke.infra.preflight.quota_names import (
-    describe_command,
-    metric_matches,
-    quota_ids,
-)
+from flows.backends.gke.infra.preflight.quota_names import describe_command, metric_matches, quota_ids
 from flows.backends.gke.infra.preflight.results import CheckResult, FactError, result, unknown
 from flows.backends.gke.infra.settings import InfraSettings
 
