@@ -4,10 +4,17 @@ figures docs/how-to/preemption-cost.md states for the shipped profiles, recomput
 from __future__ import annotations
 
 from flows.common.paths import REPO_ROOT
-from flows.operations.preemption_cost import cost_lines, preemption_cost
+from flows.config.spend import cents_up
+from flows.operations.preemption_cost import PreemptionCost, cost_lines, preemption_cost
 from tests.support.profiles import smoke_profile, tutorial_profile
 
 PAGE = REPO_ROOT / "docs" / "how-to" / "preemption-cost.md"
+
+
+def _cap(cost: PreemptionCost, preemptions: int) -> float:
+    """The smallest gke.max_usd_per_run, in whole cents, that pays for the plan's estimate
+    and ``preemptions``: the figure the page advises."""
+    return cents_up(cost.estimate_usd + preemptions * cost.usd)
 
 
 def test_the_page_states_what_the_code_computes_for_the_shipped_profiles() -> None:
@@ -20,7 +27,7 @@ def test_the_page_states_what_the_code_computes_for_the_shipped_profiles() -> No
 def test_the_pages_advice_is_what_the_code_computes() -> None:
     page = " ".join(PAGE.read_text().split())
     smoke = preemption_cost(smoke_profile())
-    assert f"to at least {smoke.cap_for(1):.2f} (the plan's estimate and one preemption)" in page
+    assert f"to at least {_cap(smoke, 1):.2f} (the plan's estimate and one preemption)" in page
     checkpointed = preemption_cost(tutorial_profile(**{"train.args.checkpoint_period": "10"}))
     assert f"(10 keeps at most {checkpointed.lost_min:g} minutes at risk)" in page
 
@@ -38,12 +45,12 @@ def test_the_smoke_run_loses_its_steps_and_pays_its_restart_again() -> None:
 def test_a_cap_with_room_for_one_preemption_pays_for_one_and_no_more() -> None:
     cost = preemption_cost(smoke_profile())
     assert cost.preemptions_in_cap == 0  # $14.50 stands $2.62 above the $11.88 estimate
-    assert cost.cap_for(1) == 16.21  # $11.88072 and $4.32, to the cent above
-    roomy = preemption_cost(smoke_profile(**{"gke.max_usd_per_run": f"{cost.cap_for(1)}"}))
+    assert _cap(cost, 1) == 16.21  # $11.88072 and $4.32, to the cent above
+    roomy = preemption_cost(smoke_profile(**{"gke.max_usd_per_run": f"{_cap(cost, 1)}"}))
     assert roomy.preemptions_in_cap == 1
-    short = preemption_cost(smoke_profile(**{"gke.max_usd_per_run": f"{cost.cap_for(1) - 0.01}"}))
+    short = preemption_cost(smoke_profile(**{"gke.max_usd_per_run": f"{_cap(cost, 1) - 0.01}"}))
     assert short.preemptions_in_cap == 0
-    twice = preemption_cost(smoke_profile(**{"gke.max_usd_per_run": f"{cost.cap_for(2) - 0.01}"}))
+    twice = preemption_cost(smoke_profile(**{"gke.max_usd_per_run": f"{_cap(cost, 2) - 0.01}"}))
     assert twice.preemptions_in_cap == 1
 
 

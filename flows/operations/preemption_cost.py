@@ -76,11 +76,6 @@ class PreemptionCost:
         """What the cap leaves above the plan's estimate (None: no cap)."""
         return None if self.cap_usd is None else self.cap_usd - self.estimate_usd
 
-    def cap_for(self, preemptions: int) -> float:
-        """The smallest gke.max_usd_per_run, in whole cents, that pays for the plan's
-        estimate and ``preemptions``."""
-        return math.ceil(round((self.estimate_usd + preemptions * self.usd) * 100, 6)) / 100
-
     @property
     def preemptions_in_cap(self) -> int | None:
         """How many preemptions the cap's room pays for before the run is stopped."""

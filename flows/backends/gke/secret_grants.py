@@ -30,11 +30,8 @@ import yaml
 
 from flows.backends.gke import flow_pools
 from flows.backends.gke.jobs.naming import secret_name
-from flows.common.paths import REPO_ROOT
 from flows.core.workload import Workload
 
-RBAC_FILE = REPO_ROOT / "deployments" / "work-pool" / "rbac.yaml"
-RBAC_SHOWN = "deployments/work-pool/rbac.yaml"
 ROLE = "tpurl-flow"
 
 

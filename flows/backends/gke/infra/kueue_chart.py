@@ -25,7 +25,6 @@ import yaml
 from flows.common.paths import REPO_ROOT
 
 KUEUE_VALUES = REPO_ROOT / "deployments" / "blueprints" / "kueue-helm-values.yaml"
-CONFIG_VALUE = "managerConfig.controllerManagerConfigYaml"
 
 
 def fair_sharing_on(config_text: str | None) -> bool | None:
