@@ -12,3 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 Obj = dict[str, Any]
+
+
+def condition(obj: Obj | None, kind: str) -> Obj | None:
+    """The object's status condition of that type if its status is True."""
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or []
+                 if c.get("type") == kind and c.get("status") == "True"), None)

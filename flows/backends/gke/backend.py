@@ -83,9 +83,9 @@ from flows.backends.gke.watch.node_charges import scale_up_triggered_at, watch_r
 from flows.backends.gke.watch.spend import SpendMeter, meter_for
 from flows.backends.gke.watch.stream import WatchSettings
 from flows.backends.gke.watch.tpu_nodes import NodeWatch
-from flows.backends.gke.watch.verdict import Phase, Verdict, condition
+from flows.backends.gke.watch.verdict import Phase, Verdict
 from flows.backends.gke.watch.vm_created import InstanceGet
-from flows.common.api_objects import Obj
+from flows.common.api_objects import Obj, condition
 from flows.common.issues import Issue
 from flows.config.gke_section import gke_section
 from flows.config.profile import Profile

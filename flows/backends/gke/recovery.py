@@ -21,8 +21,7 @@ from enum import StrEnum
 
 from flows.backends.gke.jobs.common import SPEC_DIGEST
 from flows.backends.gke.watch.monitor import is_finished
-from flows.backends.gke.watch.verdict import condition
-from flows.common.api_objects import Obj
+from flows.common.api_objects import Obj, condition
 from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from flows.common.api_objects import Obj
+from flows.common.api_objects import Obj, condition
 from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 
@@ -118,15 +118,10 @@ def _find(obj: Obj | None, kind: str) -> Obj | None:
     return next((c for c in _conditions(obj) if c.get("type") == kind), None)
 
 
-def _true(obj: Obj | None, kind: str) -> bool:
-    cond = _find(obj, kind)
-    return bool(cond and cond.get("status") == "True")
-
-
 def blocked(name: str, workload: Obj | None) -> Diagnosis | None:
     """Pure: a user-error diagnosis when Kueue's pending message is one waiting cannot fix."""
     pending = _find(workload, "QuotaReserved")
-    if not pending or pending.get("status") != "False" or _true(workload, "Admitted"):
+    if not pending or pending.get("status") != "False" or condition(workload, "Admitted"):
         return None
     message = str(pending.get("message") or "")
     queue = str(((workload or {}).get("spec") or {}).get("queueName") or "?")
@@ -150,19 +145,19 @@ def status_line(workload: Obj | None) -> tuple[str, str | None, bool]:
         return "waiting for Kueue to create its Workload", None, False
     reserved = _find(workload, "QuotaReserved")
     evicted = _find(workload, "Evicted")
-    if _true(workload, "Evicted") and _true(workload, "QuotaReserved"):
+    if condition(workload, "Evicted") and condition(workload, "QuotaReserved"):
         # kueue pkg/controller/jobframework/reconciler.go ("handle eviction") stops the job
         # first and unsets the reservation (Admitted too) only once it is no longer active
         return (f"{_evicted_by(evicted)}; its pods are stopping, then "
                 f"{requeue_of(workload)}", (evicted or {}).get("lastTransitionTime"), False)
-    if _true(workload, "Admitted"):
+    if condition(workload, "Admitted"):
         return "admitted by Kueue, waiting for the JobSet to start", None, True
     if reserved and reserved.get("status") == "True":
         return ("quota reserved, waiting for admission checks",
                 reserved.get("lastTransitionTime"), False)
     why = str((reserved or {}).get("message") or "waiting for Kueue to admit it")
     if evicted and evicted.get("status") == "True":
-        state = "re-queued" if _true(workload, "Requeued") else requeue_of(workload)
+        state = "re-queued" if condition(workload, "Requeued") else requeue_of(workload)
         why = f"{_evicted_by(evicted)}; {state}, {why}"
     # queued since the latest of: pending, evicted, re-queued (an eviction restarts the wait)
     times = [str(c.get("lastTransitionTime")) for c in _conditions(workload)
@@ -193,7 +188,7 @@ def deactivated(name: str, workload: Obj | None) -> Diagnosis | None:
     (workload_controller.go re-queues only on reactivation, spec.active set true again), so
     waiting would run out the queue budget for nothing."""
     evicted = _find(workload, "Evicted")
-    reason = str((evicted or {}).get("reason") or "") if _true(workload, "Evicted") else ""
+    reason = str((evicted or {}).get("reason") or "") if condition(workload, "Evicted") else ""
     inactive = ((workload or {}).get("spec") or {}).get("active") is False
     if not (reason.startswith(DEACTIVATED) or inactive):
         return None

@@ -45,8 +45,8 @@ from flows.backends.gke.watch.scaling import AUTOSCALER_EVENTS
 from flows.backends.gke.watch.served import Served, served_by, tpu_node_names
 from flows.backends.gke.watch.spend import BoundPods, SpendMeter
 from flows.backends.gke.watch.stream import ObjectWatch, WatchSettings
-from flows.backends.gke.watch.verdict import Observation, Phase, Verdict, condition, diagnose, disruption_of
-from flows.common.api_objects import Obj
+from flows.backends.gke.watch.verdict import Observation, Phase, Verdict, diagnose, disruption_of
+from flows.common.api_objects import Obj, condition
 from flows.core.budgets import Budgets
 from flows.core.failures import Diagnosis, FailureCategory
 from flows.core.stage import StageLogger

@@ -39,17 +39,12 @@ from datetime import datetime
 
 from flows.backends.gke.fallback import NO_QUEUED_CAPACITY
 from flows.backends.gke.watch.api_time import seconds_since
-from flows.common.api_objects import Obj
+from flows.common.api_objects import Obj, condition
 from flows.common.failure_codes import Failure
 from flows.core.failures import Diagnosis, FailureCategory
 
 PR_GROUP, PR_VERSION, PR_PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
 BOOKING_EXPIRED_CODE = Failure.GKE_QUEUED_BOOKING_EXPIRED
-
-
-def _true(obj: Obj | None, kind: str) -> Obj | None:
-    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or []
-                 if c.get("type") == kind and c.get("status") == "True"), None)
 
 
 def _attempt(request: Obj) -> int:
@@ -74,7 +69,7 @@ def _check_states(workload: Obj | None) -> list[str]:
 def _queued_since(workload: Obj | None, mine: list[Obj]) -> str | None:
     """When the wait began: the Workload's QuotaReserved time, or the oldest request listed
     when that is earlier (older attempts may have been deleted)."""
-    reserved = _true(workload, "QuotaReserved")
+    reserved = condition(workload, "QuotaReserved")
     stamps = [str(v) for v in ([(reserved or {}).get("lastTransitionTime")] + [
         (r.get("metadata") or {}).get("creationTimestamp") for r in mine]) if v]
     return min(stamps, key=lambda v: datetime.fromisoformat(v.replace("Z", "+00:00")),
@@ -111,7 +106,7 @@ def queued_diagnosis(name: str, workload: Obj | None, requests: list[Obj], now: 
         return _waiting_for_next_attempt(name, workload, now, queue_budget_s)
     last, states = mine[-1], _check_states(workload)
     attempts = f"{max(len(mine), _attempt(last))} attempt(s)"
-    if revoked := _true(last, "CapacityRevoked"):
+    if revoked := condition(last, "CapacityRevoked"):
         why = revoked.get("message", "")
         return f"{name}: queued capacity revoked", Diagnosis(
             FailureCategory.PREEMPTED, f"{name}: GKE revoked the queued slice "
@@ -120,7 +115,7 @@ def queued_diagnosis(name: str, workload: Obj | None, requests: list[Obj], now: 
             "resubmitted with the same run name, resuming from the newest checkpoint")
     rejected = "Rejected" in states or ((workload or {}).get("spec") or {}).get("active") is False
     for kind in ("Failed", "BookingExpired"):
-        cond = _true(last, kind)
+        cond = condition(last, kind)
         if cond is None:
             continue
         message = str(cond.get("message", ""))
@@ -143,9 +138,9 @@ def queued_diagnosis(name: str, workload: Obj | None, requests: list[Obj], now: 
             "the pods must tolerate the cloud.google.com/gke-queued taint and select the "
             "queued pool; check `kubectl describe pod` for why they stayed Pending",
             BOOKING_EXPIRED_CODE)
-    if _true(last, "Provisioned"):
+    if condition(last, "Provisioned"):
         return None
-    accepted = _true(last, "Accepted")
+    accepted = condition(last, "Accepted")
     waited = seconds_since(_queued_since(workload, mine), now)
     eta = str(((last.get("status") or {}).get("conditions") or [{}])[-1].get("message", ""))
     if waited > queue_budget_s:

@@ -46,8 +46,7 @@ from dataclasses import dataclass, field
 
 from flows.backends.gke.watch.api_time import api_time
 from flows.backends.gke.watch.tpu_nodes import TpuNodes
-from flows.backends.gke.watch.verdict import condition
-from flows.common.api_objects import Obj
+from flows.common.api_objects import Obj, condition
 from flows.common.failure_codes import Failure
 from flows.config.capacity import SCALE_FROM_ZERO
 from flows.config.gke_section import gke_section

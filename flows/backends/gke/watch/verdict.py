@@ -40,7 +40,7 @@ from flows.backends.gke.watch.host_memory import memory_eviction, out_of_memory
 from flows.backends.gke.watch.kueue import blocked, deactivated, status_line
 from flows.backends.gke.watch.pulls import pull_verdict
 from flows.backends.gke.watch.scaling import events_for, no_pool_fits, scale_up_failure, scaling_line
-from flows.common.api_objects import Obj
+from flows.common.api_objects import Obj, condition
 from flows.core.budgets import Budgets
 from flows.core.failures import Diagnosis, FailureCategory, diagnose_exit
 
@@ -61,14 +61,6 @@ class Verdict:
     phase: Phase
     diagnosis: Diagnosis | None = None
     reason: str = ""  # one line for the log / UI, e.g. Kueue's pending message
-
-
-def condition(obj: Obj | None, kind: str) -> Obj | None:
-    """The condition of that type if its status is True."""
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind and cond.get("status") == "True":
-            return cond
-    return None
 
 
 def _tail(lines: list[str]) -> str:
