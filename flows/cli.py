@@ -189,8 +189,7 @@ def _parser() -> argparse.ArgumentParser:
 def _described(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
     """A subcommand whose one text is both its line in `tpurl --help` and its own `--help`
     description (and the CLI reference's)."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
-    return parser
+    return sub.add_parser(name, help=text, description=text)
 
 
 def _profile_arguments(cmd: argparse.ArgumentParser) -> None:

@@ -123,6 +123,4 @@ class HealthSection(StrictModel):
     """The training reward rising while the held-out score does not."""
 
     def policy_of(self, detector: str) -> Policy:
-        settings = getattr(self, detector)
-        policy: Policy = settings.policy
-        return policy
+        return getattr(self, detector).policy

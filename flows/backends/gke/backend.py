@@ -115,8 +115,7 @@ class StageRun:
 
     @property
     def name(self) -> str:
-        name: str = self.desired["metadata"]["name"]
-        return name
+        return str(self.desired["metadata"]["name"])
 
 
 class GkeBackend:

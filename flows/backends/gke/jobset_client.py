@@ -58,10 +58,9 @@ class JobSetClient:
         is the caller's decision (recovery.on_conflict)."""
         name = body["metadata"]["name"]
         try:
-            created: Obj = self.call(f"create JobSet {name}",
-                                     self._cluster().custom.create_namespaced_custom_object,
-                                     JOBSET_GROUP, JOBSET_VERSION, self.namespace, JOBSETS, body)
-            return created
+            return self.call(f"create JobSet {name}",
+                             self._cluster().custom.create_namespaced_custom_object,
+                             JOBSET_GROUP, JOBSET_VERSION, self.namespace, JOBSETS, body)
         except ApiException as exc:
             if exc.status != 409:
                 raise self.api_failure(f"create JobSet {name}", exc) from None
@@ -70,10 +69,9 @@ class JobSetClient:
     def get(self, name: str) -> Obj | None:
         """The JobSet of that name, or None if there is none."""
         try:
-            found: Obj = self.call(f"read JobSet {name}",
-                                   self._cluster().custom.get_namespaced_custom_object,
-                                   JOBSET_GROUP, JOBSET_VERSION, self.namespace, JOBSETS, name)
-            return found
+            return self.call(f"read JobSet {name}",
+                             self._cluster().custom.get_namespaced_custom_object,
+                             JOBSET_GROUP, JOBSET_VERSION, self.namespace, JOBSETS, name)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -88,8 +86,7 @@ class JobSetClient:
                                    label_selector=label_selector)
         except ApiException as exc:  # a 403 names the grant (watch/forbidden.py)
             raise self.api_failure(f"list JobSets of {what}", exc) from None
-        items: list[Obj] = found.get("items") or []
-        return items
+        return found.get("items") or []
 
     def delete(self, name: str, wait: bool, within_s: float | None = None) -> None:
         """Foreground: the pods go before the JobSet, so a gone JobSet holds no chips."""
