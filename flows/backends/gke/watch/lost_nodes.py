@@ -48,7 +48,7 @@ class LostNodes:
         in ``denied`` besides."""
         if node not in self._gone:
             try:
-                self.cluster.core.read_node(node, _request_timeout=self._timeout())
+                self.cluster.core.read_node(node, _request_timeout=self.settings.request_timeout)
                 self._gone[node] = False
             except ApiException as exc:
                 self.denied = denied_by(exc) or self.denied
@@ -64,7 +64,7 @@ class LostNodes:
         try:  # a list by name: the flow's Role grants pods list and watch, not get
             response = self.cluster.core.list_namespaced_pod(
                 self.namespace, field_selector=f"metadata.name={meta['name']}",
-                _preload_content=False, _request_timeout=self._timeout())
+                _preload_content=False, _request_timeout=self.settings.request_timeout)
             items = _json_body(response).get("items") or []
         except Exception as exc:
             self.denied = denied_by(exc) or self.denied
@@ -81,14 +81,11 @@ class LostNodes:
         try:
             response = self.cluster.core.list_namespaced_pod(
                 self.namespace, label_selector=selector, _preload_content=False,
-                _request_timeout=self._timeout())
+                _request_timeout=self.settings.request_timeout)
             return list(_json_body(response).get("items") or [])
         except Exception as exc:
             self.denied = denied_by(exc) or self.denied
             return None
-
-    def _timeout(self) -> tuple[float, float]:
-        return (self.settings.connect_timeout_s, self.settings.read_timeout_s)
 
 
 def _json_body(response: object) -> Obj:

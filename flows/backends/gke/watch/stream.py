@@ -60,6 +60,10 @@ class WatchSettings:
     def backoff(self, errors: int) -> float:
         return RetryPolicy(base_s=self.backoff_s, max_s=self.backoff_cap_s).delay(errors)
 
+    @property
+    def request_timeout(self) -> tuple[float, float]:
+        return (self.connect_timeout_s, self.read_timeout_s)
+
 
 def status_of(exc: BaseException) -> int | None:
     return exc.status if isinstance(exc, ApiException) else None
@@ -132,7 +136,7 @@ class ObjectWatch:
         """The objects as the API serves them now (one list with the watch's own selector),
         None when the read fails; the watch's copies are left as they are."""
         try:
-            response = self.lister(_preload_content=False, _request_timeout=self._timeout())
+            response = self.lister(_preload_content=False, _request_timeout=self.settings.request_timeout)
             return list(json.loads(response.data).get("items") or [])
         except Exception as exc:
             self.denied = denied_by(exc) or self.denied
@@ -200,11 +204,8 @@ class ObjectWatch:
                 self.rv = None
         return self.settings.poll_interval_s
 
-    def _timeout(self) -> tuple[float, float]:
-        return (self.settings.connect_timeout_s, self.settings.read_timeout_s)
-
     def _relist(self) -> str:
-        response = self.lister(_preload_content=False, _request_timeout=self._timeout())
+        response = self.lister(_preload_content=False, _request_timeout=self.settings.request_timeout)
         data = json.loads(response.data)
         with self._lock:
             fresh = {o["metadata"]["name"]: o for o in data.get("items") or []}
@@ -223,7 +224,7 @@ class ObjectWatch:
         self._delivered, self._lasted, began = 0, 0.0, time.monotonic()
         response = self.lister(watch=True, resource_version=self.rv, allow_watch_bookmarks=True,
                                timeout_seconds=self.settings.timeout_s, _preload_content=False,
-                               _request_timeout=self._timeout())
+                               _request_timeout=self.settings.request_timeout)
         self._response = response
         if self.polling:  # the server answers watches again
             self.polling = False
