@@ -8,10 +8,9 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
   the same spec digest (a rerun after the flow process died), refuse when it runs another
   configuration, and resubmit when the same configuration already failed (a retry); these
   decisions are the pure functions of recovery.py, this class only makes the calls;
-- the verdict comes from object state (flows/backends/gke/watch/verdict.py), never from a broken stream;
+- the verdict comes from object state (``diagnose``), never from a broken stream;
 - what follows a verdict (finish, wait for IAM propagation, resubmit after a preemption, fall
-  back to the next capacity step, fail) is ``next_action`` (next_action.py, pure), asked once
-  per verdict;
+  back to the next capacity step, fail) is ``next_action`` (pure), asked once per verdict;
 - a Kueue eviction keeps the JobSet: Kueue re-queues the same Workload and re-admits it, so
   the queue position is kept; only a JobSet that itself failed of preemption (a disrupted
   host) is deleted and resubmitted (same run name, so train_rl resumes from its newest
@@ -19,11 +18,11 @@ Built per stage, like LocalBackend, and implementing the same Backend protocol
   ``tpurl/submission``), read back on attach, so at most ``Budgets.preemptions + 1`` JobSets
   are created for a stage across Prefect's retries and flow restarts (one more per fallback
   and per IAM wait); the count is returned as ``WorkloadRun.submissions``. Anything else
-  raises StageFailed with the diagnosis, and Prefect's retry condition decides on it
-  (pipeline.py);
+  raises StageFailed with the diagnosis, and Prefect's retry condition (retry_if_retryable)
+  decides on it;
 - every API call rides out infrastructure faults (5xx, 429, resets) with backoff, honouring
   Retry-After, for up to ``Budgets.api_s`` but never past the queue budget, logging each
-  retry once with its reason (jobset_client.py);
+  retry once with its reason (JobSetClient.call);
 - cancelling (KeyboardInterrupt, Prefect's TerminationSignal, any exception) deletes the
   JobSet, so nothing keeps holding the slice; the shared Secret stays for other runs.
 
@@ -119,9 +118,8 @@ class StageRun:
 
 
 class GkeBackend:
-    """The Backend protocol (flows/core/backend.py) on GKE; this class runs workloads, the
-    image and infra steps live in image/stage_work.py and infra/stage_work.py, plans in
-    planning.py and prices in infra/cost.py (GkePricing)."""
+    """The Backend protocol on GKE: this class runs workloads; GkeImage and GkeInfra do the
+    image and infra steps, GkePlanning plans and GkePricing prices."""
 
     name = "gke"
 
