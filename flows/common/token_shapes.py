@@ -38,8 +38,8 @@ TOKEN_SHAPES = (("hf_", HF_TOKEN), ("HF_", HF_TOKEN_UPPER), ("ya29.", GOOGLE_ACC
 
 # What a program's output may put inside a token it prints: ANSI escape sequences (colour and
 # cursor codes a terminal-aware logger inserts, ECMA-48 CSI and OSC), blanks and colons
-# (groupings such as "hf_abcd efgh ..." or "hf:abcd:..."). Line breaks are handled apart
-# (flows/core/redaction.py: a token wrapped over lines).
+# (groupings such as "hf_abcd efgh ..." or "hf:abcd:..."). Line breaks, a token wrapped over
+# lines, are the redactor's to handle.
 ANSI_ESCAPE = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])"
 SEPARATOR = re.compile(rf"(?:{ANSI_ESCAPE}|[ \t:])")
 GAP = rf"(?:{ANSI_ESCAPE}|[ \t:])*"  # any separators, or none

@@ -62,8 +62,6 @@ class GkeSpend(BaseModel):
     # slower than planned is not stopped; unset: the estimate itself is the floor
     spend_margin: float | None = Field(None, ge=0)
     """How far above the estimate max_usd_per_run must be (0.2: 20 %)."""
-    # training's phases in minutes; when given, gke.estimated_hours.train is their billed sum
-    # (flows/config/timeline.py; GkeSection fills it in)
     train_timeline: TrainTimeline | None = None
     """Training's phases in minutes; when given, the training estimate is its billed phases."""
 

@@ -28,8 +28,7 @@ from flows.core.workload import ProgramFile, Workload
 
 # The evaluation program serves both backends: the rehearsal runs it from the repository,
 # GKE ships it to the pod beside the post-training image (ProgramFile; a ConfigMap there).
-# It stays beside train_rl_cpu.py, whose CPU rollout it installs with --cpu-rollout
-# (EVAL_PROGRAM, flows/common/paths.py).
+# It (EVAL_PROGRAM) stays beside train_rl_cpu.py, whose CPU rollout it installs with --cpu-rollout.
 SCORES_FILE = "scores.json"
 Which = Literal["base", "trained"]
 

@@ -35,7 +35,6 @@ TEAM_ACCOUNT_PREFIX = "tpurl-team-"
 NO_TEAM_ACCOUNT = "default"
 PROJECT_NUMBER = "PROJECT_NUMBER"  # written where the number is not known yet (the plan)
 # storage.buckets.get as well: without it MaxText/Orbax report "bucket not found"
-# (flows/backends/gke/infra/iam.py says why legacyBucketReader).
 TEAM_ROLES = ("roles/storage.objectAdmin", "roles/storage.legacyBucketReader")
 
 

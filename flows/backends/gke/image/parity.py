@@ -30,8 +30,7 @@ STEPS = {"maxtext": "convert, train and export (the MaxText programs)",
 # install takes tunix from a GitHub commit whose pyproject says 0.1.8 (maxtext-v0.2.4
 # src/dependencies/extra_deps/post_train_github_deps.txt:1, installed --no-deps by
 # src/dependencies/scripts/install_post_train_extra_deps.py:99-109). Nothing else is known.
-# A version installed from a commit is written VERSION@COMMIT, as the image's record writes it
-# (flows/core/patching.py installed_versions).
+# A version installed from a commit is written VERSION@COMMIT, as installed_versions writes it.
 TUNIX_COMMIT_0_2_4 = "c4ec573d29e4c3a3955b348256d464b119c8a6d1"
 KNOWN_BASE_PACKAGES = {
     "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4":
