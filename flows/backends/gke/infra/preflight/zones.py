@@ -62,16 +62,12 @@ def asked_pairs(s: InfraSettings) -> list[tuple[str, str]]:
             for zone in ((g.zone,) if mode == "reservation" else g.zone_order)]
 
 
-def _documented_dws(accelerator: str) -> tuple[str, ...] | None:
-    return DWS_ZONES.get(accelerator)
-
-
 def pair_problem(mode: str, zone: str, accelerator: str, offering: set[str]) -> str | None:
     """Why ``mode`` cannot be served in ``zone`` (None: it can, as far as is known)."""
     if zone not in offering:
         return "the zone does not offer the machine type"
     if mode in DWS_MODES:
-        documented = _documented_dws(accelerator)
+        documented = DWS_ZONES.get(accelerator)
         if documented is not None and zone not in documented:
             return "Dynamic Workload Scheduler does not serve this TPU there"
     return None
@@ -111,7 +107,7 @@ def check_zone_modes(s: InfraSettings, offering: set[str] | FactError) -> CheckR
                       "keep the zone only if your account team confirmed capacity there; "
                       "otherwise remove it from gke.zones")
     undocumented = [f"({mode}, {zone})" for mode, zone in asked_pairs(s)
-                    if mode in DWS_MODES and _documented_dws(accelerator) is None]
+                    if mode in DWS_MODES and DWS_ZONES.get(accelerator) is None]
     if undocumented:
         return result(NAME, "unknown", f"{machine}: {', '.join(undocumented)}: Google's "
                       f"pages read list no zones where Dynamic Workload Scheduler serves TPU "
