@@ -70,16 +70,13 @@ def bucket_name_problem(name: str) -> str | None:
 
 
 def project_id_problem(project: str) -> str | None:
-    if not _PROJECT.match(project):
-        return (f"{project!r} is not a Google Cloud project ID: {PROJECT_ID_LIMIT} (the ID, "
-                "not the display name or number)")
-    return None
+    return None if _PROJECT.match(project) else (
+        f"{project!r} is not a Google Cloud project ID: {PROJECT_ID_LIMIT} (the ID, not the "
+        "display name or number)")
 
 
 def region_problem(region: str) -> str | None:
-    if not _REGION.match(region):
-        return f"{region!r} is not {REGION_LIMIT}"
-    return None
+    return None if _REGION.match(region) else f"{region!r} is not {REGION_LIMIT}"
 
 
 def zone_problem(zone: str, region: str | None) -> str | None:
@@ -92,27 +89,19 @@ def zone_problem(zone: str, region: str | None) -> str | None:
 
 
 def dns_label_problem(value: str, what: str) -> str | None:
-    if not _DNS_LABEL.match(value):
-        return f"{value!r} is not a valid {what}: {DNS_LABEL_LIMIT}"
-    return None
+    return None if _DNS_LABEL.match(value) else f"{value!r} is not a valid {what}: {DNS_LABEL_LIMIT}"
 
 
 def env_var_problem(name: str) -> str | None:
-    if not _ENV_VAR.match(name):
-        return f"{name!r} is not an environment variable name"
-    return None
+    return None if _ENV_VAR.match(name) else f"{name!r} is not an environment variable name"
 
 
 def block_name_problem(name: str) -> str | None:
-    if not _BLOCK_NAME.match(name):
-        return f"{name!r} is not a Prefect block name ({BLOCK_NAME_LIMIT})"
-    return None
+    return None if _BLOCK_NAME.match(name) else f"{name!r} is not a Prefect block name ({BLOCK_NAME_LIMIT})"
 
 
 def toolkit_version_problem(version: str) -> str | None:
-    if not _VERSION.match(version):
-        return f"{version!r} is not {TOOLKIT_VERSION_LIMIT}"
-    return None
+    return None if _VERSION.match(version) else f"{version!r} is not {TOOLKIT_VERSION_LIMIT}"
 
 
 def looks_like_hf_token(value: str) -> bool:
@@ -131,6 +120,5 @@ _SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 
 
 def secret_id_problem(name: str) -> str | None:
-    if not _SECRET_ID.match(name):
-        return f"{name!r} is not a Secret Manager secret id ({SECRET_ID_LIMIT})"
-    return None
+    return None if _SECRET_ID.match(name) else \
+        f"{name!r} is not a Secret Manager secret id ({SECRET_ID_LIMIT})"
