@@ -123,17 +123,17 @@ def roles(scope: Scope | None = None) -> list[str]:
 
 def grant_command(gke: GkeSection, need: Need, resource: str, member: str = "") -> str:
     """The one gcloud line that grants ``need``'s role where its scope says; ``resource``
-    is the staging bucket or the ``LOCATION/NAME`` of the repository when the scope is one
-    of those."""
+    is the staging bucket or the ``PROJECT/LOCATION/NAME`` of the repository when the scope
+    is one of those (the image's repository may live in another project than the cluster)."""
     who = f"--member=serviceAccount:{member or flow_account(gke)} --role={need.role}"
     if need.scope == "bucket":
         return f"gcloud storage buckets add-iam-policy-binding gs://{gke.bucket} {who}"
     if need.scope == "staging":
         return f"gcloud storage buckets add-iam-policy-binding gs://{resource} {who}"
     if need.scope == "repository":
-        location, _, name = resource.partition("/")
+        project, location, name = resource.split("/", 2)
         return (f"gcloud artifacts repositories add-iam-policy-binding {name} "
-                f"--location={location} --project={gke.project} {who}")
+                f"--location={location} --project={project} {who}")
     return (f"gcloud projects add-iam-policy-binding {gke.project} {who} --condition=None")
 
 
@@ -151,7 +151,7 @@ def identity_issues(gke: GkeSection, who: str, held: frozenset[str] | set[str],
     runs as) lacks, naming each permission, its role and the command that grants it where
     least privilege puts it, to the runtime identity of the run's ``team`` (None: a profile
     in no team). ``builder`` is the one the image stage will use (docker or cloud-build);
-    ``staging`` and ``repository`` (``LOCATION/NAME``) name the resources."""
+    ``staging`` and ``repository`` (``PROJECT/LOCATION/NAME``) name the resources."""
     out = []
     for stage in ("image", "infra", "convert", "train", "export"):
         missing = [n for n in NEEDS if n.stage == stage and not _holds(n, held)

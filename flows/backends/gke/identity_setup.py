@@ -132,7 +132,7 @@ def _runtime(profile: Profile, team: str | None, ledger_root: str | None) -> lis
     account = identity.flow_account(gke, team)
     kubernetes_account = flow_account_id(team)
     staging, repo = staging_of(profile), repository_of(profile)
-    repository = f"{repo[1]}/{repo[2]}" if repo else ""
+    repository = "/".join(repo) if repo else ""
     whose = (f"team {team}'s flow pods (pool {pool_name(team)}; run this for each profile of "
              "the team: each adds its bucket)" if team else
              f"the flow pods of profiles in no team (pool {pool_name(None)})")

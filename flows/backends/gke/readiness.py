@@ -101,7 +101,7 @@ def start_issues(profile: Profile, env: Environment, team: str | None = None) ->
 
         repo = repository_of(profile)
         issues += identity_issues(profile.gke, env.flow_identity, env.flow_permissions, builder,
-                                  staging_of(profile), f"{repo[1]}/{repo[2]}" if repo else "",
+                                  staging_of(profile), "/".join(repo) if repo else "",
                                   team)
     return issues
 

@@ -34,6 +34,7 @@ from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.support.profiles import smoke_profile, tutorial_profile
 
 A_BUCKET, B_BUCKET = "team-a-ckpts", "team-b-ckpts"
+IMAGES = "images-proj-7/shared"  # team B's image repository: another project's
 BASE = json.loads(flow_pools.BASE_TEMPLATE.read_text())
 
 
@@ -371,3 +372,59 @@ def test_a_drifted_team_file_is_named_and_writing_again_fixes_it(
     assert flow_pools.drift(teams) == [
         f"{flow_pools.shown(tmp_path / 'teams' / 'team-b')} is of no team of the teams file"]
     assert (tmp_path / "teams" / "team-b").is_dir()
+
+
+def test_each_teams_whole_script_runs_and_a_second_run_changes_nothing(two_teams: None,
+                                                                       tmp_path: Path) -> None:
+    """What an operator pipes to ``sh``, both teams' and the infra identity's, run whole
+    through the fake gcloud, which refuses to create what exists and to grant on what does
+    not: every account, bucket and repository the grants sit on is made first, where the
+    profile says (team B's images in a repository of another project); run again, every
+    line finds its resource and the cloud is unchanged."""
+    a = tutorial_profile(**{"gke.bucket": A_BUCKET})
+    b = smoke_profile(**{"gke.bucket": B_BUCKET,
+                         "image.repository": f"europe-west4-docker.pkg.dev/{IMAGES}/post-training"})
+    assert a.gke is not None and b.gke is not None
+    scripts = [setup_commands(a, "both", team="team-a", ledger_root="gs://shared-ledger/spend"),
+               setup_commands(b, "runtime", team="team-b", ledger_root="gs://shared-ledger/spend")]
+    env = {**os.environ, "TPURL_FAKE_CLOUD": str(tmp_path), "PATH": fake_path()}
+
+    def run_all() -> dict[str, Any]:
+        for script in scripts:
+            done = subprocess.run(["sh", "-c", "\n".join(script)], env=env, text=True,
+                                  capture_output=True, check=False)
+            assert done.returncode == 0, done.stderr
+        state: dict[str, Any] = json.loads((tmp_path / "state.json").read_text())
+        return state
+
+    first = run_all()
+    project = a.gke.project
+    accounts = first["service_accounts"]
+    assert set(accounts) == {f"tpurl-{n}@{project}.iam.gserviceaccount.com"
+                             for n in ("infra", "flow-team-a", "flow-team-b")}
+    for team, profile, bucket in (("team-a", a, A_BUCKET), ("team-b", b, B_BUCKET)):
+        assert profile.gke is not None
+        email = f"tpurl-flow-{team}@{project}.iam.gserviceaccount.com"
+        assert accounts[email]["displayName"] == f"tpurl flow ({flow_pools.pool_name(team)})"
+        assert first["buckets"][bucket] == {"project": project, "location": profile.gke.region,
+                                            "uniform": True}
+        member = (f"serviceAccount:{project}.svc.id.goog[{profile.gke.namespace}/"
+                  f"{flow_pools.flow_account_id(team)}]")
+        assert accounts[email]["bindings"] == [{"role": "roles/iam.workloadIdentityUser",
+                                                "members": [member]}]
+    readers = {name: ({r["format"]}, {m for binding in r["bindings"] for m in binding["members"]})
+               for name, r in first["repositories"].items()}
+    assert readers == {
+        f"projects/{project}/locations/{a.gke.region}/repositories/tpurl": (
+            {"docker"}, {f"serviceAccount:tpurl-flow-team-a@{project}.iam.gserviceaccount.com"}),
+        f"projects/{IMAGES.split('/')[0]}/locations/europe-west4/repositories/shared": (
+            {"docker"}, {f"serviceAccount:tpurl-flow-team-b@{project}.iam.gserviceaccount.com"})}
+    def policies(state: dict[str, Any]) -> dict[str, Any]:  # grant_times: when, not what
+        return {k: v for k, v in state.items() if k != "grant_times"}
+
+    assert policies(run_all()) == policies(first)
+    # the second run is quiet because each create is guarded, not because the fake forgives
+    create = next(ln for ln in scripts[1] if "service-accounts create" in ln).split(" || ")[1]
+    again = subprocess.run(["sh", "-c", create], env=env, capture_output=True, text=True,
+                           check=False)
+    assert again.returncode == 1 and "ALREADY_EXISTS" in again.stderr

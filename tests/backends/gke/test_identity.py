@@ -209,3 +209,18 @@ def test_a_teams_run_is_offered_the_grant_on_its_teams_flow_account() -> None:
                                             "cloudbuild.builds.create"}, team="team-a")
     assert ("--member=serviceAccount:tpurl-flow-team-a@my-proj-123.iam.gserviceaccount.com "
             "--role=roles/cloudbuild.builds.editor") in issue.render()
+
+
+def test_the_fix_for_a_repository_of_another_project_grants_there() -> None:
+    """Images pushed to another project's repository: the start check's fix grants the read
+    on that repository, in its own project, not in the cluster's (where no such repository
+    exists: gcloud answers NOT_FOUND and the operator is stuck)."""
+    profile = infra_profile(**{
+        "image.repository": "europe-west4-docker.pkg.dev/images-proj-7/shared/post-training"})
+    env = Environment(**READY, flow_permissions=frozenset(set(identity.permissions()) - {
+        "artifactregistry.repositories.get"}), flow_identity=WHO)
+    (issue,) = [i for i in start_issues(profile, env)
+                if i.category == "environment/flow-identity"]
+    assert ("gcloud artifacts repositories add-iam-policy-binding shared "
+            "--location=europe-west4 --project=images-proj-7 ") in issue.render()
+    assert "repository images-proj-7/europe-west4/shared" in issue.render()
