@@ -8,6 +8,13 @@ mutants a test kills (a timeout counts as killed: the mutant made the tests hang
 test runs counts as surviving. Functions that are I/O glue rather than decisions are listed in
 ``glue`` and left out of the score (their mutants are still made; none is hidden).
 
+A module outside flows/ (the reward guard under images/rehearsal/, a file the programs load
+by path) is mutated the same way: its folder joins mutmut's ``source_paths``, so the copy the
+tests run from (mutants/) holds the mutated file where ``flows.common.paths`` places it.
+mutmut switches a mutant on only in a module whose ``__name__`` is the file's dotted path
+(``images.rehearsal.reward_guard``), so tests that load such a file by path name the module
+so; when no test does, every mutant goes unchecked and the run stops saying so.
+
     scripts/mutation.sh                  # every module
     scripts/mutation.sh promotion spend  # some; --survivors prints each survivor's diff
 """
@@ -93,6 +100,8 @@ MODULES = {
         "tests/announcements/test_record.py",)),
     "identity-setup": Module("flows/backends/gke/identity_setup.py", (
         "tests/backends/gke/test_flow_identity.py", "tests/backends/gke/test_identity.py")),
+    "reward-guard": Module("images/rehearsal/reward_guard.py", (
+        "tests/core/test_reward_guard.py",)),
 }
 # mutmut mutates function bodies only: flows/common/token_shapes.py is module-level patterns,
 # so it is mutated through the functions that use them (the "redaction" module's tests).
@@ -100,10 +109,18 @@ MODULES = {
 _NAME = re.compile(r"^\s*(?P<mutant>\S+__mutmut_\d+): (?P<status>.+)$")
 
 
+def source_paths(module: Module) -> tuple[str, ...]:
+    """flows/, which every test imports, and the module's own folder when it lies outside
+    flows/ (mutmut copies its source paths into mutants/ and mutates only there)."""
+    folder = Path(module.path).parent
+    return ("flows",) if folder.parts[0] == "flows" else ("flows", folder.as_posix())
+
+
 def mutmut_table(module: Module) -> str:
     tests = ", ".join(f'"{t}"' for t in module.tests)
+    sources = ", ".join(f'"{s}"' for s in source_paths(module))
     return ("\n[tool.mutmut]\n"
-            'source_paths = ["flows"]\n'
+            f"source_paths = [{sources}]\n"
             f"also_copy = [{', '.join(repr(d).replace(chr(39), chr(34)) for d in DATA)}]\n"
             f'only_mutate = ["{module.path}"]\n'
             f"pytest_add_cli_args_test_selection = [{tests}]\n"
@@ -122,7 +139,8 @@ def run_module(name: str, module: Module, children: int, survivors: bool) -> tup
     work = SCRATCH / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    for part in ("flows", "tests", *DATA):
+    tops = dict.fromkeys(("tests", *DATA, *(Path(p).parts[0] for p in source_paths(module))))
+    for part in tops:
         shutil.copytree(ROOT / part, work / part,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (work / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text()
@@ -139,6 +157,12 @@ def run_module(name: str, module: Module, children: int, survivors: bool) -> tup
                 if (m := _NAME.match(line))]
     if not statuses:
         raise SystemExit(f"{name}: mutmut produced no mutants; see {log}")
+    if all(s == "not checked" for _, s in statuses):
+        said = [ln.strip() for ln in log.read_text(errors="replace").splitlines()
+                if ln.startswith(("Stopping early", "Recorded keys", "Expected keys"))]
+        raise SystemExit(f"{name}: no test reached a mutant of {module.path} (a test that "
+                         f"loads it by path must name its module by its dotted path); see {log}"
+                         + "".join(f"\n    {line}" for line in said))
     scored = [(m, s) for m, s in statuses if function_of(m) not in module.glue]
     killed = sum(s in KILLED for _, s in scored)
     left = [(m, s) for m, s in scored if s not in KILLED]
