@@ -428,3 +428,25 @@ def test_each_teams_whole_script_runs_and_a_second_run_changes_nothing(two_teams
     again = subprocess.run(["sh", "-c", create], env=env, capture_output=True, text=True,
                            check=False)
     assert again.returncode == 1 and "ALREADY_EXISTS" in again.stderr
+
+
+def test_a_docker_built_image_in_another_registry_is_neither_created_nor_granted(
+        two_teams: None, tmp_path: Path) -> None:
+    """A team that builds with its own Docker daemon and pushes outside Artifact Registry:
+    its script makes no Cloud Build staging bucket and touches no repository (the registry is
+    used as it is), yet runs whole; the infra identity's account is made once with its title."""
+    a = tutorial_profile(**{"gke.bucket": A_BUCKET, "image.builder": "docker",
+                            "image.repository": "registry.example.com/team-a/post-training"})
+    assert a.gke is not None
+    script = setup_commands(a, team="team-a")
+    assert script == setup_commands(a, "both", team="team-a")
+    env = {**os.environ, "TPURL_FAKE_CLOUD": str(tmp_path), "PATH": fake_path()}
+    done = subprocess.run(["sh", "-c", "\n".join(script)], env=env, text=True,
+                          capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert set(state["buckets"]) == {A_BUCKET} and "repositories" not in state
+    assert set(state["bucket_policies"]) == {A_BUCKET}
+    infra = state["service_accounts"][f"tpurl-infra@{a.gke.project}.iam.gserviceaccount.com"]
+    assert infra["displayName"] == "tpurl infra (cluster deploy, IAM; operator only)"
+    assert not any("gs:// " in line or "artifacts" in line for line in script)
