@@ -31,6 +31,7 @@ from flows.console.api_server import (
     new_auth_string,
     server_environment,
 )
+from tests.support.polling import until
 
 # Records argv, the auth and CORS settings it got, its session and its open descriptors;
 # then, per its mode, answers GET /api/health on the handed socket, exits 3, or sleeps.
@@ -185,6 +186,7 @@ def test_without_a_log_file_the_server_writes_to_the_terminal_as_prefects_does(
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("TPURL_CACHE_DIR", str(tmp_path / "file"))  # no logs folder there
     server = _launched(monkeypatch, "exit")
+    assert until(lambda: server.process.poll() is not None, 30)  # gone before any health check
     assert server.output_path is None
     with pytest.raises(RuntimeError) as exited:
         server.wait(30)
@@ -232,6 +234,7 @@ def test_a_server_of_its_own_gets_a_new_socket_and_a_new_auth_string(
 def test_a_server_that_exits_before_it_is_healthy_says_its_code_and_its_log(
         stand_in: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     server = _launched(monkeypatch, "exit")
+    assert until(lambda: server.process.poll() is not None, 30)  # gone before any health check
     with pytest.raises(RuntimeError) as exited:
         server.wait(30)
     assert str(exited.value) == (f"tpurl's Prefect API server exited with code 3 before it "

@@ -6,6 +6,7 @@ was started. tests/test_kept_api.py runs the real keeper and server."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -51,6 +52,7 @@ with open(os.environ["STAND_IN_RECORD"], "w") as out:
                "pid": os.getpid(), "fd_listens": os.path.exists(f"/proc/self/fd/{{fd}}"),
                "stdin": os.readlink("/proc/self/fd/0")}}, out)
 print("keeper output", flush=True)
+print("keeper error", file=sys.stderr, flush=True)
 time.sleep(60)
 '''
 
@@ -78,14 +80,18 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
 
 
 @pytest.fixture
-def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The stand-in as this process's interpreter (a keeper a test launches, even by mistake,
+    is the stand-in, stopped at the end); its record's path is returned."""
     script = tmp_path / "python"
     script.write_text(STAND_IN.format(python=sys.executable, auth=KEEPER_AUTH_ENV))
     script.chmod(0o755)
     record = tmp_path / "record.json"
     monkeypatch.setenv("STAND_IN_RECORD", str(record))
     monkeypatch.setattr(sys, "executable", str(script))
-    return record
+    yield record
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(json.loads(record.read_text())["pid"], signal.SIGKILL)
 
 
 def test_a_keep_time_of_zero_or_more_seconds_is_read_and_the_rest_refused() -> None:
@@ -97,8 +103,9 @@ def test_a_keep_time_of_zero_or_more_seconds_is_read_and_the_rest_refused() -> N
     assert str(negative.value) == "TPURL_KEEP_API_S='-0.5' is negative; fix: 0 or more seconds"
     with pytest.raises(KeptApiError) as word:
         keep_seconds({"TPURL_KEEP_API_S": "15m"})
-    assert str(word.value).startswith("TPURL_KEEP_API_S='15m' is not a number of seconds; "
-                                      "fix: set it to e.g. 900")
+    assert str(word.value) == (
+        "TPURL_KEEP_API_S='15m' is not a number of seconds; fix: set it to e.g. 900 (keep the "
+        "API server 15 min after its last use) or 0 (a server per command)")
     assert word.value.__cause__ is None and word.value.__suppress_context__
 
 
@@ -130,6 +137,14 @@ def test_a_private_directory_is_this_users_alone(tmp_path: Path,
     opened.chmod(0o755)
     private_dir(opened)  # an existing one is closed
     assert _mode(opened) == 0o700
+    old_mask = os.umask(0)
+    try:
+        with monkeypatch.context() as no_chmod:  # closed from its creation, not only after
+            no_chmod.setattr(Path, "chmod", lambda self, mode: None)
+            private_dir(tmp_path / "new")
+        assert _mode(tmp_path / "new") == 0o700
+    finally:
+        os.umask(old_mask)
     me = os.getuid()
     monkeypatch.setattr(os, "getuid", lambda: me + 1)  # as if another user made it first
     with pytest.raises(KeptApiError) as other:
@@ -197,14 +212,23 @@ def test_a_state_is_forgotten_only_for_the_keeper_it_names(tmp_path: Path) -> No
     assert folder.read() is not None
     folder.forget(os.getpid())
     assert not (tmp_path / "state.json").exists()
+    state = _state(_tag(os.getpid()))
+
+    class Raced(StateDir):  # the file goes between the read and the unlink
+        def read(self) -> KeptState | None:
+            return state
+
+    Raced(tmp_path).forget(os.getpid())
 
 
 def test_the_users_are_the_live_commands_and_dead_ones_are_cleared(
         tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    assert StateDir(tmp_path / "absent" / "s").register(os.getpid()).is_file()
     folder = StateDir(tmp_path / "s")
     folder.make()
     assert _mode(tmp_path / "s") == 0o700 and folder.users() == []
     registration = folder.register(sleeper.pid)
+    assert [u.what for u in folder.users()] == ["tpurl command"]
     assert registration == tmp_path / "s" / "in-use" / str(sleeper.pid)
     assert _mode(registration) == 0o600
     assert [u.pid for u in folder.users()] == [sleeper.pid]
@@ -214,6 +238,12 @@ def test_the_users_are_the_live_commands_and_dead_ones_are_cleared(
     sleeper.wait()
     assert folder.users() == []
     assert sorted(p.name for p in (tmp_path / "s" / "in-use").iterdir()) == ["folder"]
+
+
+def test_idle_time_is_never_negative_and_zero_at_the_last_use() -> None:
+    assert kept_api.idle_for(now=100, last_used=100, started=50, users=0) == 0
+    assert kept_api.idle_for(now=100, last_used=110, started=50, users=0) == 0  # clock skew
+    assert kept_api.idle_for(now=100.5, last_used=100, started=50, users=0) == 0.5
 
 
 def test_last_use_is_the_touch_or_the_default(tmp_path: Path) -> None:
@@ -234,6 +264,21 @@ def test_a_zombie_or_a_gone_process_is_not_running() -> None:
     assert not running(tag)
 
 
+def test_a_process_is_read_past_its_name_and_one_gone_midway_is_not_running(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    odd = tmp_path / "x) Z y"  # its /proc stat reads "PID (x) Z y) S ..."
+    odd.symlink_to("/bin/sleep")
+    process = subprocess.Popen([str(odd), "60"])
+    try:
+        assert until(lambda: ") Z y)" in Path(f"/proc/{process.pid}/stat").read_text(), 30)
+        assert running(_tag(process.pid))
+    finally:
+        process.kill()
+        process.wait()
+    monkeypatch.setattr(ProcessTag, "alive", lambda self: True)  # gone after this check
+    assert not running(_tag(process.pid))
+
+
 def test_a_keeper_is_stopped_by_sigterm_or_killed_when_it_ignores_it() -> None:
     polite = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; "
                                "signal.signal(signal.SIGTERM, lambda *a: sys.exit('term')); "
@@ -244,6 +289,10 @@ def test_a_keeper_is_stopped_by_sigterm_or_killed_when_it_ignores_it() -> None:
     assert stop_keeper(tag) and not running(tag)  # reaped by stop_keeper: its own child
     assert polite.stderr is not None and polite.stderr.read() == b"term\n"  # SIGTERM, no kill
     assert stop_keeper(tag)  # gone already
+    spawner = subprocess.run(["sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"],
+                             capture_output=True, text=True, check=True)
+    orphan = _tag(int(spawner.stdout))  # not this process's child: waitpid refuses it
+    assert stop_keeper(orphan) and not running(orphan)
     stubborn = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; "
                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                                  "print(flush=True); time.sleep(60)"], stdout=subprocess.PIPE)
@@ -280,6 +329,8 @@ def test_a_released_lease_unregisters_and_counts_as_a_use(tmp_path: Path) -> Non
     lease.release()
     assert not registration.exists() and (tmp_path / "last-used").exists()
     lease.release()  # twice: nothing left to remove
+    gone = Lease(StateDir(tmp_path / "gone"), _state(_tag(os.getpid())), False, registration)
+    gone.release()  # its directory removed meanwhile: nothing to touch, no error
 
 
 def _acquire_env(tmp_path: Path) -> dict[str, str]:
@@ -287,7 +338,7 @@ def _acquire_env(tmp_path: Path) -> dict[str, str]:
             "STAND_IN_RECORD": os.environ.get("STAND_IN_RECORD", "")}
 
 
-def test_without_a_request_no_server_and_no_directory(tmp_path: Path) -> None:
+def test_without_a_request_no_server_and_no_directory(tmp_path: Path, stand_in: Path) -> None:
     env = _acquire_env(tmp_path)
     assert acquire(env, 0, cache=tmp_path / "cache", start=False) is None
     assert not (tmp_path / "cache").exists()
@@ -297,23 +348,25 @@ def test_without_a_request_no_server_and_no_directory(tmp_path: Path) -> None:
     assert acquire(env, 0, cache=tmp_path / "cache", start=False) is None
 
 
-def test_a_server_for_these_settings_is_reused_and_registered(tmp_path: Path) -> None:
+def test_a_server_for_these_settings_is_reused_and_registered(
+        tmp_path: Path, stand_in: Path, sleeper: subprocess.Popen[bytes]) -> None:
     env = _acquire_env(tmp_path)
     folder = StateDir.for_database(server_environment(env), tmp_path / "cache")
     folder.make()
-    state = _state(_tag(os.getpid()), key=server_key(server_environment(env)))
+    state = _state(_tag(sleeper.pid), key=server_key(server_environment(env)))
     folder.write(state)
     for start in (True, False):
         lease = acquire(env, 0, cache=tmp_path / "cache", start=start)
-        assert lease is not None and lease.state == state and not lease.started_it
+        assert lease is not None and lease.state == state and lease.started_it is False
         assert lease.registration == folder.root / "in-use" / str(os.getpid())
         assert lease.api_url == state.api_url and lease.folder.root == folder.root
         assert [u.pid for u in folder.users()] == [os.getpid()]
         lease.release()
+    assert sleeper.poll() is None and not stand_in.exists()  # nothing stopped, nothing started
 
 
 def test_a_server_for_other_settings_is_never_replaced_under_a_running_command(
-        tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+        tmp_path: Path, stand_in: Path, sleeper: subprocess.Popen[bytes]) -> None:
     env = _acquire_env(tmp_path)
     folder = StateDir.for_database(server_environment(env), tmp_path / "cache")
     folder.make()
@@ -332,7 +385,15 @@ def test_the_keeper_gets_the_socket_and_the_auth_string_by_environment_never_arg
     folder.make()
     old = _state(_tag(sleeper.pid), key="another")  # stale, nobody uses it: replaced
     folder.write(old)
-    lease = acquire(env, 12.5, cache=tmp_path / "cache")
+    read_end, write_end = os.pipe()  # this command's stdin: the keeper must not hold it
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        lease = acquire(env, 12.5, cache=tmp_path / "cache")
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
     assert lease is not None and lease.started_it
     try:
         assert not running(old.keeper)  # the old keeper was stopped
@@ -346,10 +407,11 @@ def test_the_keeper_gets_the_socket_and_the_auth_string_by_environment_never_arg
         assert record["auth"] == state.auth_string and len(state.auth_string) == 43
         assert state.auth_string not in " ".join(record["argv"])
         assert record["fd_listens"] and record["sid"] == record["pid"]
-        assert record["stdin"] == "/dev/null"
+        assert record["stdin"] == "/dev/null" and state.keeper.what == "tpurl kept API keeper"
         assert (folder.root / "last-used").exists()
         assert _mode(folder.root / "keeper.log") == 0o600
-        assert until(lambda: "keeper output" in (folder.root / "keeper.log").read_text(), 30)
+        assert until(lambda: (folder.root / "keeper.log").read_text()
+                     == "keeper output\nkeeper error\n", 30)
         with socket.create_connection(("127.0.0.1", state.port), timeout=5):
             pass  # the keeper holds the listening socket; this command's copy is closed
         assert [u.pid for u in folder.users()] == [os.getpid()]
@@ -376,7 +438,8 @@ def test_status_and_stop_name_each_kept_server(tmp_path: Path,
     dead.write(_state(_tag(gone.pid), port=4343))
     (cache / "api-server" / "stray-file").write_text("")
     assert [(f.root.name, s.port) for f, s in kept_servers(cache)] == [("live", 4242)]
-    os.utime(live.root / "state.json")
+    assert status_lines(cache)[0].startswith(  # no last use yet: idle since the start
+        f"http://127.0.0.1:4242/api (keeper pid {sleeper.pid}; idle ")
     live.touch()
     os.utime(live.root / "last-used", (keeper.started_at + 5, keeper.started_at + 5))
     assert status_lines(cache, now=keeper.started_at + 15) == [
@@ -388,3 +451,21 @@ def test_status_and_stop_name_each_kept_server(tmp_path: Path,
     assert stop_all(cache) == ["stopped the kept Prefect API server at http://127.0.0.1:4242/api"]
     assert not running(keeper)
     assert live.read() is None and dead.read() is None  # the dead one's port is no longer ours
+
+
+def test_a_dead_keeper_is_replaced_even_while_commands_are_registered(
+        tmp_path: Path, stand_in: Path) -> None:
+    env = _acquire_env(tmp_path)
+    folder = StateDir.for_database(server_environment(env), tmp_path / "cache")
+    folder.make()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    folder.write(_state(_tag(gone.pid), key=server_key(server_environment(env))))
+    folder.register(os.getpid())  # a command still registered with the dead server
+    lease = acquire(env, 1, cache=tmp_path / "cache")
+    try:
+        assert lease is not None and lease.started_it is True
+        assert lease.state.keeper.pid != gone.pid
+    finally:
+        assert lease is not None
+        stop_keeper(lease.state.keeper)
