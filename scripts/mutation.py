@@ -102,6 +102,24 @@ MODULES = {
         "tests/backends/gke/test_flow_identity.py", "tests/backends/gke/test_identity.py")),
     "reward-guard": Module("images/rehearsal/reward_guard.py", (
         "tests/core/test_reward_guard.py",)),
+    # the stand-in interpreter of test_api_server_rules.py launches, waits for and stops a
+    # server in milliseconds; tests/test_api_access.py attacks the real one (a Prefect
+    # server start per test: too slow to run per mutant)
+    "api-server": Module("flows/console/api_server.py", ("tests/test_api_server_rules.py",)),
+    # the state file and who may use it, the key, reuse or refusal, the keeper's launch
+    # (through a stand-in interpreter); glue: the keeper's own loop (keep), the lease's wait
+    # for health and `tpurl api-server start`, which wait on a real server and are proven by
+    # tests/test_kept_api.py's server-starting tests
+    "kept-api": Module("flows/console/kept_api.py", (
+        "tests/test_kept_api_rules.py",
+        "tests/test_kept_api.py::test_a_bad_keep_time_names_the_variable_and_the_fix",
+        "tests/test_kept_api.py::test_idle_time_counts_from_the_last_use_and_not_while_in_use",
+    ), glue=("keep", "wait", "start_command")),
+    # a property is never mutated: Declared's properties answer through plain functions;
+    # deployment_declared is the read through Prefect's API (glue), proven against a real
+    # server by tests/test_refused_overrides.py
+    "declared-vars": Module("flows/deployed/declared.py", (
+        "tests/test_declared.py", "tests/test_run_choices.py"), glue=("deployment_declared",)),
 }
 # mutmut mutates function bodies only: flows/common/token_shapes.py is module-level patterns,
 # so it is mutated through the functions that use them (the "redaction" module's tests).

@@ -34,15 +34,13 @@ class Declared:
 
     @property
     def overrides(self) -> dict[str, Any]:
-        given = self.parameters.get("overrides")
-        return dict(given) if isinstance(given, dict) else {}
+        return declared_overrides(self.parameters)
 
     @property
     def profile(self) -> str | None:
         """The ``profile`` the deployment declares: the one value of a run's ``profile``
         that may be a path (flows/config/loading.py ``require_profile_name``)."""
-        given = self.parameters.get("profile")
-        return given if isinstance(given, str) else None
+        return declared_profile(self.parameters)
 
     @property
     def env(self) -> dict[str, Any]:
@@ -50,10 +48,27 @@ class Declared:
         its ``env`` variable; on the Kubernetes pool one variable per name, named as the
         environment variable (deployments/work-pool/kubernetes-base-job-template.json, whose
         job configuration has no ``env`` a run could add a name to)."""
-        given = self.job_variables.get("env")
-        named = {name: value for name, value in self.job_variables.items()
-                 if ENV_NAME.fullmatch(name)}
-        return {**named, **(given if isinstance(given, dict) else {})}
+        return declared_env(self.job_variables)
+
+
+# The properties' answers as plain functions: one reading per field, and mutation testing
+# (scripts/mutation.py) mutates functions, never a property.
+def declared_overrides(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The deployment's ``overrides`` (a copy), or none when it declares no dict."""
+    given = parameters.get("overrides")
+    return dict(given) if isinstance(given, dict) else {}
+
+
+def declared_profile(parameters: dict[str, Any]) -> str | None:
+    given = parameters.get("profile")
+    return given if isinstance(given, str) else None
+
+
+def declared_env(job_variables: dict[str, Any]) -> dict[str, Any]:
+    """The ``env`` variable's entries over the upper-case variables of the same names."""
+    given = job_variables.get("env")
+    named = {name: value for name, value in job_variables.items() if ENV_NAME.fullmatch(name)}
+    return {**named, **(given if isinstance(given, dict) else {})}
 
 
 def deployment_declared() -> Declared:
