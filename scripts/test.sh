@@ -233,11 +233,13 @@ fi
 # check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s. A Qwen3 dense
 # rehearsal's programs took 118 CPU-s cold and 61 warm
 # (docs/decisions/0035-xla-compiles-once-per-program.md). So each lane runs its other
-# families FIRST: three pipelines of the shipped Qwen3-MoE profile share one cache (the
-# rehearsal module's first run, the interrupted CLI's, the announcement's retrain), and
-# started together they could each compile the same programs while none had written them
-# yet; now the first run compiles them while the family rehearsals, whose programs are their
-# own, run beside it, and the two later pipelines find them compiled.
+# families FIRST: two pipelines of the shipped Qwen3-MoE profile share one cache (the
+# rehearsal module's first run, the announcement's retrain), and started together they
+# could each compile the same programs while none had written them yet; now the first run
+# compiles them while the family rehearsals, whose programs are their own, run beside it,
+# and the retrain finds them compiled. The interrupted CLI's pipeline is the Qwen3 dense
+# profile's (rehearsal-qwen3), after that family's rehearsal in its own lane: it finds the
+# programs up to the export compiled, and compiles the evaluation's itself.
 lanes=()
 DEPLOY_E2E=(tests/e2e/test_rehearsal_gemma.py tests/e2e/test_flow_image.py
             tests/e2e/test_prefect_deploy.py)

@@ -1,5 +1,14 @@
-"""`tpurl run rehearsal` stopped as a user stops it, in every stage, then resumed: the real
-console script (.venv/bin/tpurl) in a session of its own, the real programs on CPU.
+"""`tpurl run rehearsal-qwen3` stopped as a user stops it, in every stage, then resumed: the
+real console script (.venv/bin/tpurl) in a session of its own, the real programs on CPU.
+
+The profile is the rehearsal's Qwen3 dense one (deployments/profiles/rehearsal-qwen3.yaml:
+rehearsal.yaml's stages, the evaluation included, with a tiny model of qwen3-0.6b's
+structure): how the CLI stops and resumes a run does not depend on the model, and the tiny
+Qwen3-MoE's programs (48 layers of 128 experts) cost more. Measured on the shared 2-core
+machine, programs compiled: the whole test 269 CPU-s with the Qwen3-MoE `rehearsal`, 209
+with `rehearsal-qwen3`. In its CI lane the family rehearsal of the same profile
+(tests/e2e/test_rehearsal_families.py) runs first, so this test finds the programs up to the
+export compiled; the evaluation's it compiles itself.
 
 One pass over the rehearsal: in each stage (image, infra, convert, train, export, evaluate)
 the run is stopped once by Ctrl-C (SIGINT to its process group, as a terminal sends it) and
@@ -25,8 +34,10 @@ server and its program, and anything started from this test's venvs), and the pr
 lock released (its slot is 0 in the API's database, and the rerun takes it without freeing
 a dead holder).
 
-The venvs are this test's own (under tmp_path), so the image stage has real work (uv
-installs from the warm cache) in every session, whatever the repository's .venvs hold. The
+The venvs are this test's own (under tmp_path), so the image stage has work in every session
+until it finishes, whatever the repository's .venvs hold: its three stops end the venvs'
+creation as it starts, and its uv installs (from the warm cache) run once, in the run that
+is then stopped in infra. The
 programs' JAX compilation cache beside them is the repository's (a link), as a user's next
 rehearsal finds the one its earlier runs kept: compiling is not what this test is about,
 and the CI's e2e lanes, which share the CPU, need not compile the same programs twice. For
@@ -78,7 +89,7 @@ KEEP_API_S = "900"  # asked for: the kept server outlives every stop of the test
 ABORTED = {signal.SIGINT: "Execution was aborted by an interrupt signal",
            signal.SIGTERM: "Execution was aborted by a termination signal"}
 STAGE_WITHIN_S = 3600.0  # to reach a stage: the stages before it run on CPU first (minutes)
-PROFILE = "rehearsal"
+PROFILE = "rehearsal-qwen3"  # the Qwen3 dense rehearsal: the module's docstring says why
 # what Prefect logs when a client finds no API and starts one (prefect/server/api/server.py
 # SubprocessASGIServer.start, prefect 3.9.1)
 TEMPORARY_SERVER = "Starting temporary server"
