@@ -231,8 +231,8 @@ fi
 # evaluation) rides in the two lanes with slack; Gemma 3 costs nearly as much as the other
 # two. On its own, JAX's compilation cache cold: Qwen3 dense 100 s, Llama 153 s (the image
 # stage's check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s (Gemma 3's were
-# 197 s cold once its converter saved on one simulated device, rehearsal-gemma.yaml). A Qwen3 dense
-# rehearsal's programs took 118 CPU-s cold and 61 warm
+# 197 s cold once its converter saved on one simulated device, rehearsal-gemma.yaml). A Qwen3
+# dense rehearsal's programs took 118 CPU-s cold and 61 warm
 # (docs/decisions/0035-xla-compiles-once-per-program.md). So each lane runs its other
 # families FIRST: three pipelines of the shipped Qwen3-MoE profile share one cache (the
 # rehearsal module's first run, the interrupted CLI's, the announcement's retrain), and
