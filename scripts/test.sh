@@ -228,10 +228,11 @@ fi
 # smoke profiles against the fakes) and the Qwen3 dense and Llama rehearsals: 906 s, CPU 506 s;
 # and the rest of tests/e2e, the rehearsal module and any new module, whose output is printed
 # as it runs: 1167 s, CPU 985 s. The other families' rehearsal (infra to export, no
-# evaluation) rides in the two lanes with slack; Gemma 3 costs as much as the other two. On
-# its own, JAX's compilation cache cold: Qwen3 dense 100 s, Llama 153 s (the image stage's
-# check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s. A Qwen3 dense
-# rehearsal's programs took 118 CPU-s cold and 61 warm
+# evaluation) rides in the two lanes with slack; Gemma 3 costs nearly as much as the other
+# two. On its own, JAX's compilation cache cold: Qwen3 dense 100 s, Llama 153 s (the image
+# stage's check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s (Gemma 3's were
+# 197 s cold once its converter saved on one simulated device, rehearsal-gemma.yaml). A Qwen3
+# dense rehearsal's programs took 118 CPU-s cold and 61 warm
 # (docs/decisions/0035-xla-compiles-once-per-program.md). So each lane runs its other
 # families FIRST: two pipelines of the shipped Qwen3-MoE profile share one cache (the
 # rehearsal module's first run, the announcement's retrain), and started together they

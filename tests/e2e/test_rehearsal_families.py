@@ -64,7 +64,8 @@ def run_family(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     return profile, result
 
 
-# Gemma 3 costs as much as the other two together (its 262k vocabulary and scanned blocks):
+# Gemma 3 costs nearly as much as the other two together (its 262k vocabulary and scanned
+# blocks):
 # tests/e2e/test_rehearsal_gemma.py runs it with these tests, so that scripts/test.sh can
 # give it an e2e lane of its own share.
 @pytest.fixture(scope="module", params=["rehearsal-llama", "rehearsal-qwen3"])

@@ -1,7 +1,8 @@
 """The rehearsal of Gemma 3's text model, for real: the family tests of
 tests/e2e/test_rehearsal_families.py (which says what they prove and leave out) on
 deployments/profiles/rehearsal-gemma.yaml. A module of its own because Gemma 3's run costs
-as much as the other families' together, and scripts/test.sh balances its e2e lanes by module.
+nearly as much as the other families' together, and scripts/test.sh balances its e2e lanes by
+module.
 """
 
 from __future__ import annotations
