@@ -2,19 +2,24 @@
 
 One first run (cold outputs; the venvs are built on first use and reused; the session's,
 which the recipe tutorial's runs follow in the same root after this module), then reruns
-that prove skip-if-done: nothing changed → every stage skipped; a changed learning rate
-→ train and export only, then the same training asked for one step more continues that run
-(refused first with the schedule that continues it); a changed base model → infra and
-convert again (then a train given a bad value fails at once with its cause). The first run
-also evaluates (MaxText's evaluate_rl on the held-out rows, trained and base) and decides
-promotion; the learning-rate, continued and base-model reruns leave eval out (its lineage is
-proven in tests/stages/test_evaluate.py), since each evaluation program costs minutes on CPU.
+that prove skip-if-done: nothing changed → every stage skipped; a team's dataset processor
+and reward → train, export and evaluate only, then the same training asked for one step more
+continues that run (refused first with the schedule that continues it); a changed base model
+→ infra and convert again (then a train given a bad value fails at once with its cause). The
+first run also evaluates (MaxText's evaluate_rl on the held-out rows, trained and base) and
+decides promotion; the continued and base-model reruns leave eval out (its lineage is proven
+in tests/stages/test_evaluate.py), since each evaluation program costs minutes on CPU.
 
-The learning-rate rerun also tracks to W&B in offline mode: its train program is
-MaxText's real ``train_rl`` through tunix's metrics logger, so the W&B proof needs no training
-of its own. Tracking enters no stage's key (flows/core/layout.py train_key), so the rerun
-still proves that the learning rate alone reruns train and export, and the continued run,
-untracked, is the same training.
+The team's rerun is two proofs on one training, each of which needs a real train_rl: its
+dataset processor is the one MaxText loads, and its reward pays every completion alike so the
+sentinel holds its promotion. It keeps the shipped learning rate and schedule, so its
+programs are the first run's, compiled once (JAX's persistent cache): a learning rate is a
+constant of the compiled train step, and that a changed one reruns only train and export is
+tests/stages/test_execute.py's. The continued run also tracks to W&B in offline mode: its
+train program is MaxText's real ``train_rl`` through tunix's metrics logger, so the W&B proof
+needs no training of its own. Tracking enters no stage's key (flows/core/layout.py
+train_key), so the continued run, tracked, is the untracked team's training, and its W&B run
+is the only one in the run's directory.
 """
 
 from __future__ import annotations
@@ -25,13 +30,16 @@ import os
 import re
 import statistics
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlparse
 
 import pytest
 
 from flows.config import load_profile
+from flows.config.profile import Profile
 from flows.core.failures import StageFailed
 from flows.core.layout import Layout
+from flows.core.promotion import PromotedModel
 from flows.pipeline import rl_post_training
 from flows.run.result import PipelineResult
 from tests.support.results import stage_statuses
@@ -392,67 +400,86 @@ def test_an_unchanged_rerun_from_the_cli_needs_no_api_server(first_run, root):
 WANDB = {"tracking.wandb.project": "grpo-rehearsal", "tracking.wandb.mode": "offline",
          "tracking.wandb.api_key.env": "WB_KEY_FOR_TEST"}
 WANDB_KEY = os.urandom(20).hex()
-LEARNING_RATE = {"train.args.learning_rate": "2e-3"}
-# a dataset processor of the team's: it enters the training's key, as the learning rate does
+# a dataset processor of the team's: it enters the training's key, as its reward does
 PROCESSOR = Path(__file__).parents[1] / "support" / "recipes" / "delegating_processor.py"
+# a reward that pays every completion alike (the hack at its simplest: nothing to learn,
+# every GRPO group degenerate)
+CONSTANT_REWARD = ("def constant_reward(prompts, completions, **kwargs):\n"
+                   "    return [1.0] * len(completions)\n")
 
 
-def _lr_overrides(root: Path) -> dict[str, str]:
-    """What keys the learning-rate rerun's training (tracking keys nothing)."""
-    return {"local.root": str(root), **LEARNING_RATE, **NO_EVAL,
-            "recipe.dataset_processor": str(PROCESSOR)}
+class TeamRerun(NamedTuple):
+    result: PipelineResult
+    layout: Layout
+    profile: Profile
+    promoted_before: PromotedModel | None  # the shipped profile's pointer before the rerun
 
 
 @pytest.fixture(scope="module")
-def lr_rerun(first_run, root) -> tuple[PipelineResult, Layout]:
-    """The rerun with a changed learning rate and a dataset processor of the team's, tracked
-    to W&B offline; with its Layout."""
-    outside = {n: os.environ.pop(n) for n in ("WANDB_API_KEY", "WANDB_PROJECT", "WANDB_MODE",
-                                               "WANDB_DIR") if n in os.environ}
-    os.environ["WB_KEY_FOR_TEST"] = WANDB_KEY
-    overrides = {**_lr_overrides(root), **WANDB}
-    try:
-        layout = Layout(load_profile("rehearsal", overrides))
-        return rl_post_training(profile="rehearsal", overrides=overrides), layout
-    finally:
-        os.environ.pop("WB_KEY_FOR_TEST", None)
-        os.environ.update(outside)
+def constant_rewards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    team = tmp_path_factory.mktemp("team-recipe") / "constant_rewards.py"
+    team.write_text(CONSTANT_REWARD)
+    return team
 
 
-def test_changed_learning_rate_reruns_train_and_export_only(first_run, lr_rerun):
-    changed, _ = lr_rerun
+def _team_overrides(root: Path, rewards: Path) -> dict[str, str]:
+    """What keys the team's training (tracking keys nothing)."""
+    return {"local.root": str(root), "recipe.dataset_processor": str(PROCESSOR),
+            "recipe.rewards.file": str(rewards), "recipe.rewards.functions": "constant_reward"}
+
+
+@pytest.fixture(scope="module")
+def team_rerun(first_run, root, constant_rewards) -> TeamRerun:
+    """The rerun with a team's dataset processor and constant reward, judged against the
+    base; with its Layout, profile and the pointer before it."""
+    from flows.core.promotion_store import read_promoted
+    from flows.core.storage import LocalStorage
+
+    overrides = {**_team_overrides(root, constant_rewards), "promotion.against": "base"}
+    profile = load_profile("rehearsal", overrides)
+    before = read_promoted(LocalStorage(), profile)
+    return TeamRerun(rl_post_training(profile="rehearsal", overrides=overrides),
+                     Layout(profile), profile, before)
+
+
+def test_a_changed_recipe_reruns_train_export_and_evaluate_only(first_run, team_rerun):
+    changed = team_rerun.result
     assert stage_statuses(changed) == {"image": "skipped", "infra": "skipped", "convert": "skipped",
-                                  "train": "ran", "export": "ran"}
+                                       "train": "ran", "export": "ran", "evaluate": "ran"}
     assert changed.artifacts["maxtext_checkpoint"] == first_run.artifacts["maxtext_checkpoint"]
     assert changed.artifacts["trained_checkpoint"] != first_run.artifacts["trained_checkpoint"]
 
 
-def test_the_teams_dataset_processor_is_the_one_maxtext_used(lr_rerun):
+def test_the_teams_dataset_processor_is_the_one_maxtext_used(team_rerun):
     """MaxText's prepare_datasets logs the file whose process_data it loaded: the recipe's,
     where the rehearsal reads it."""
-    changed, layout = lr_rerun
+    changed, layout = team_rerun.result, team_rerun.layout
     assert changed.recipe["files"]["dataset_processor"]["path"] == str(PROCESSOR)
     log = _path(layout.log(layout.train_run_dir, "train-grpo")).read_text()
     assert f"using custom process_data from {PROCESSOR}" in log
 
 
-def test_the_real_training_logs_to_the_profiles_wandb_project_offline(lr_rerun):
-    """The run lands under the profile's project, not tunix's default "tunix":
-    the declared patch maxtext-wandb-project (images/post-training/patches.yaml) passes
-    WANDB_PROJECT to MetricsLoggerOptions (tunix/sft/metrics_logger.py:189-197 at c4ec573d
-    builds the WandbBackend from its project_name)."""
-    _, layout = lr_rerun
-    run_dir = _path(layout.train_run_dir)
-    [run_file] = run_dir.glob("wandb/offline-run-*/run-*.wandb")
-    run = run_record(run_file)
-    assert (run.project, run.run_group) == ("grpo-rehearsal", layout.run_name)
-    rows = [row for row in history(run_file) if any("/" in k for k in row)]
-    steps = {int(float(row["_step"])) for row in rows if "_step" in row}
-    assert rows and steps, history(run_file)
-    logged = {k for row in rows for k in row if not k.startswith("_")}
-    assert any("reward" in k for k in logged) and any("loss" in k for k in logged), logged
-    written = [p for p in run_dir.rglob("*") if p.is_file()]
-    assert not [p for p in written if WANDB_KEY.encode() in p.read_bytes()]
+def test_a_constant_reward_fires_the_sentinel_and_holds_the_promotion(team_rerun):
+    """The team's reward pays every completion alike, through the real train_rl:
+    group_collapse fires at the second step, the run passes its rule (trained and base score
+    alike, against the base) and the promotion is held, the pointer untouched; `tpurl
+    status`'s lines name it. Image, infra and convert are the first run's, skipped."""
+    from flows.core.promotion_store import read_promoted
+    from flows.core.storage import LocalStorage
+    from flows.health.holds import held_runs
+    from flows.runpage.promotion import promoted_lines
+
+    result, profile = team_rerun.result, team_rerun.profile
+    assert [(f["detector"], f["policy"]) for f in result.health] == [("group_collapse",
+                                                                     "hold")], result.health
+    assert result.health[0]["step"] == 1 and result.health[0]["figures"]["fraction"] == 1.0
+    decision = result.evaluation["decision"]
+    assert decision["held"] and not decision["promoted"], decision
+    assert read_promoted(LocalStorage(), profile) == team_rerun.promoted_before
+    (held,) = held_runs(LocalStorage(), profile)
+    assert held.candidate.model_uri == result.artifacts["hf_export"]
+    assert f"held promotion: run {held.run}" in "\n".join(promoted_lines(LocalStorage(),
+                                                                        profile))
 
 
 # tunix 0.1.8 rl_cluster.py logs each step's prompts: which rows a step trained on
@@ -461,35 +488,47 @@ TRAIN_STEP = re.compile(r"Train step (\d+) training loss")
 
 
 @pytest.fixture(scope="module")
-def continued_run(lr_rerun, root) -> tuple[PipelineResult, Layout, StageFailed, str]:
-    """The learning-rate rerun's training (2 batches) asked for 3. The rehearsal leaves the
-    schedule to MaxText, which spans it over the run's length, so the first attempt is
-    refused before anything runs; the run with the setting its fix names continues the
-    2-step run. With the refusal and the 2-step run's log (the continued run's replaces it)."""
-    _, layout = lr_rerun
+def continued_run(team_rerun, root,
+                  constant_rewards) -> tuple[PipelineResult, Layout, StageFailed, str]:
+    """The team's training (2 batches) asked for 3, without evaluation, tracked to W&B
+    offline. The rehearsal leaves the schedule to MaxText, which spans it over the run's
+    length, so the first attempt is refused before anything runs; the run with the setting
+    its fix names continues the 2-step run. With the refusal and the 2-step run's log (the
+    continued run's replaces it)."""
+    layout = team_rerun.layout
     earlier_log = _path(layout.log(layout.train_run_dir, "train-grpo")).read_text()
-    longer = {**_lr_overrides(root), "train.args.num_batches": "3"}
-    with pytest.raises(StageFailed) as caught:
-        rl_post_training(profile="rehearsal", overrides=longer)
-    name, value = re.findall(r"train\.args\.([\w.]+): (\d+)", caught.value.diagnosis.fix)[0]
-    fixed = {**longer, f"train.args.{name}": value}
-    return (rl_post_training(profile="rehearsal", overrides=fixed),
-            Layout(load_profile("rehearsal", fixed)), caught.value, earlier_log)
+    longer = {**_team_overrides(root, constant_rewards), **NO_EVAL, **WANDB,
+              "train.args.num_batches": "3"}
+    outside = {n: os.environ.pop(n) for n in ("WANDB_API_KEY", "WANDB_PROJECT", "WANDB_MODE",
+                                               "WANDB_DIR") if n in os.environ}
+    os.environ["WB_KEY_FOR_TEST"] = WANDB_KEY
+    try:
+        with pytest.raises(StageFailed) as caught:
+            rl_post_training(profile="rehearsal", overrides=longer)
+        name, value = re.findall(r"train\.args\.([\w.]+): (\d+)",
+                                 caught.value.diagnosis.fix)[0]
+        fixed = {**longer, f"train.args.{name}": value}
+        return (rl_post_training(profile="rehearsal", overrides=fixed),
+                Layout(load_profile("rehearsal", fixed)), caught.value, earlier_log)
+    finally:
+        os.environ.pop("WB_KEY_FOR_TEST", None)
+        os.environ.update(outside)
 
 
-def test_a_longer_run_is_refused_naming_the_schedule_that_continues_it(lr_rerun, continued_run):
-    _, layout = lr_rerun
+def test_a_longer_run_is_refused_naming_the_schedule_that_continues_it(team_rerun,
+                                                                      continued_run):
+    layout = team_rerun.layout
     _, _, refusal, _ = continued_run
     assert refusal.stage == "train" and refusal.diagnosis.code == "config/schedule-follows-length"
     assert layout.run_name in refusal.diagnosis.summary
     assert "train.args.learning_rate_schedule_steps: 2 to continue run" in refusal.diagnosis.fix
 
 
-def test_the_continued_run_trains_one_step_on_the_next_batch(lr_rerun, continued_run):
+def test_the_continued_run_trains_one_step_on_the_next_batch(team_rerun, continued_run):
     """2 steps, then 3: the same run directory, one step trained (its log and checkpoints),
     on a row neither earlier step trained on (tunix fast-forwarded its iterator past the two
     batches the restored step took), and the lineage names the run and step it continued."""
-    _, layout = lr_rerun
+    layout = team_rerun.layout
     result, longer, _, earlier_log = continued_run
     assert stage_statuses(result) == {"image": "skipped", "infra": "skipped",
                                       "convert": "skipped", "train": "ran", "export": "ran"}
@@ -505,6 +544,26 @@ def test_the_continued_run_trains_one_step_on_the_next_batch(lr_rerun, continued
     record = json.loads(_path(longer.record(longer.train_run_dir)).read_text())
     assert record["details"]["continued"] == {"run": layout.run_name, "from_step": 2,
                                               "steps_trained": 1}
+
+
+def test_the_real_training_logs_to_the_profiles_wandb_project_offline(continued_run):
+    """The continued run's training, tracked, lands under the profile's project, not
+    tunix's default "tunix":
+    the declared patch maxtext-wandb-project (images/post-training/patches.yaml) passes
+    WANDB_PROJECT to MetricsLoggerOptions (tunix/sft/metrics_logger.py:189-197 at c4ec573d
+    builds the WandbBackend from its project_name)."""
+    _, layout, _, _ = continued_run
+    run_dir = _path(layout.train_run_dir)
+    [run_file] = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+    run = run_record(run_file)
+    assert (run.project, run.run_group) == ("grpo-rehearsal", layout.run_name)
+    rows = [row for row in history(run_file) if any("/" in k for k in row)]
+    steps = {int(float(row["_step"])) for row in rows if "_step" in row}
+    assert rows and steps, history(run_file)
+    logged = {k for row in rows for k in row if not k.startswith("_")}
+    assert any("reward" in k for k in logged) and any("loss" in k for k in logged), logged
+    written = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert not [p for p in written if WANDB_KEY.encode() in p.read_bytes()]
 
 
 def test_a_changed_base_model_reconverts_and_a_train_error_then_fails_at_once(first_run, root):
@@ -555,38 +614,6 @@ def test_a_broken_reward_function_fails_train_at_once_naming_it(first_run, root,
                         r"for (\d+) completions", diagnosis.summary)
     assert said and int(said[1]) == int(said[2]) - 1, diagnosis.summary
     assert caught.value.log_uri and _path(caught.value.log_uri).is_file()
-
-
-def test_a_constant_reward_fires_the_sentinel_and_holds_the_promotion(first_run, root,
-                                                                     tmp_path):
-    """A recipe whose reward pays every completion alike (the hack at its simplest: nothing
-    to learn, every GRPO group degenerate) through the real train_rl: group_collapse fires
-    at the second step, the run passes its rule (trained and base score alike, against the
-    base) and the promotion is held, the pointer untouched; `tpurl status`'s lines name it.
-    Image, infra and convert are the first run's, skipped."""
-    from flows.core.promotion_store import read_promoted
-    from flows.core.storage import LocalStorage
-    from flows.health.holds import held_runs
-    from flows.runpage.promotion import promoted_lines
-
-    team = tmp_path / "constant_rewards.py"
-    team.write_text("def constant_reward(prompts, completions, **kwargs):\n"
-                    "    return [1.0] * len(completions)\n")
-    overrides = {"local.root": str(root), "recipe.rewards.file": str(team),
-                 "recipe.rewards.functions": "constant_reward", "promotion.against": "base"}
-    profile = load_profile("rehearsal", overrides, environ={})
-    before = read_promoted(LocalStorage(), profile)
-    result = rl_post_training(profile="rehearsal", overrides=overrides)
-    assert [(f["detector"], f["policy"]) for f in result.health] == [("group_collapse",
-                                                                     "hold")], result.health
-    assert result.health[0]["step"] == 1 and result.health[0]["figures"]["fraction"] == 1.0
-    decision = result.evaluation["decision"]
-    assert decision["held"] and not decision["promoted"], decision
-    assert read_promoted(LocalStorage(), profile) == before
-    (held,) = held_runs(LocalStorage(), profile)
-    assert held.candidate.model_uri == result.artifacts["hf_export"]
-    assert f"held promotion: run {held.run}" in "\n".join(promoted_lines(LocalStorage(),
-                                                                        profile))
 
 
 DECISIONS = ("tpurl.model.promoted", "tpurl.model.rejected")
