@@ -47,14 +47,11 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prefect
     with prefect_server_in(home) as server:
         server.env = {k: v for k, v in server.env.items() if not k.startswith("TPURL_FLOW_")}
         server.env["DOCKER_HOST"] = f"unix://{home}/no-docker.sock"
-        for args in (["work-pool", "create", "tpurl-process", "--type", "process",
-                      "--base-job-template",
-                      str(REPO_ROOT / "deployments/work-pool/process-base-job-template.json")],
-                     ["work-pool", "create", "tpurl-kubernetes-tutorial", "--type", "kubernetes",
-                      "--base-job-template", str(REPO_ROOT / "deployments/work-pool/teams/"
-                                                 "tutorial/kubernetes-base-job-template.json")]):
-            done = server.cli(*args)
-            assert done.returncode == 0, done.stdout + done.stderr
+        server.create_pool("tpurl-process", "process",
+                           REPO_ROOT / "deployments/work-pool/process-base-job-template.json")
+        server.create_pool("tpurl-kubernetes-tutorial", "kubernetes",
+                           REPO_ROOT / "deployments/work-pool/teams/tutorial/"
+                           "kubernetes-base-job-template.json")
         yield server
 
 

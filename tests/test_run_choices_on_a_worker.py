@@ -71,11 +71,8 @@ def _worker(server: PrefectServer, pool: str, log: Path) -> subprocess.Popen[byt
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     home = tmp_path_factory.mktemp("prefect-home")
     with prefect_server_in(home, settings=QUICK_POLLING) as server:
-        for args in (["work-pool", "create", "tpurl-process", "--type", "process",
-                      "--base-job-template", str(TEMPLATE)],
-                     ["work-pool", "create", "stock-process", "--type", "process"]):
-            done = server.cli(*args)
-            assert done.returncode == 0, done.stdout + done.stderr
+        server.create_pool("tpurl-process", "process", TEMPLATE)
+        server.create_pool("stock-process", "process")  # Prefect's default template
         done = server.cli("--no-prompt", "deploy", "--name", "rehearsal", "--name", TEARDOWN,
                           "--name", ROLLBACK, "--name", WATCH)
         assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
@@ -88,13 +85,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "entrypoint": deployments["rehearsal"]["entrypoint"],
             "pull_steps": deployments["rehearsal"]["pull_steps"],
             "parameters": {"profile": "rehearsal"}}).json()
-        workers = [_worker(server, "tpurl-process", home / "worker.log"),
-                   _worker(server, "stock-process", home / "default-worker.log")]
+        worker = _worker(server, "tpurl-process", home / "worker.log")
         try:
             yield {"server": server, "home": home, "default": default, **deployments}
         finally:
-            for worker in workers:
-                stop_group(worker)
+            stop_group(worker)
 
 
 def _create(world: dict[str, Any], name: str, **body: Any) -> httpx.Response:
@@ -144,9 +139,14 @@ def test_prefects_default_template_runs_a_runs_command_on_the_worker(world, tmp_
         "command": f"sh -c 'env > {marker}.env; id > {marker}'"})
     assert run.status_code == 201, run.text
     log = world["home"] / "default-worker.log"
-    # the command is no engine: the run's state is never reported, the marker is the proof
-    wait_until(lambda: marker.is_file() and marker.read_text(), 300,
-               f"the run's command on the worker ({log.read_text()[-2000:]})")
+    # this pool's worker serves this test alone: started for it, so it polls for no other
+    worker = _worker(world["server"], "stock-process", log)
+    try:
+        # the command is no engine: the run's state is never reported, the marker is the proof
+        wait_until(lambda: marker.is_file() and marker.read_text(), 300,
+                   f"the run's command on the worker ({log.read_text()[-2000:]})")
+    finally:
+        stop_group(worker)
     assert "uid=" in marker.read_text()
     assert "PREFECT_API_URL=" in Path(f"{marker}.env").read_text()
 
@@ -178,26 +178,30 @@ def test_the_api_refuses_a_variable_the_pool_does_not_offer(world, tmp_path, var
     assert not marker.exists()
 
 
+# Each deployment's run chooses at once every value it may not: one flow run (a process on
+# the worker) per deployment, whose refusal names each choice (flows/deployed/run_choices.py
+# lists every one; a single choice's refusal: tests/test_run_choices.py).
 @pytest.mark.parametrize(("name", "body", "named"), [
-    (TEARDOWN, {"job_variables": {"env": {"TPURL_GKE__CLUSTER": "someone-elses"}}},
-     "job_variables.env.TPURL_GKE__CLUSTER"),
-    ("rehearsal", {"job_variables": {"env": {"TPURL_GKE__BUCKET": "theirs"}}},
-     "job_variables.env.TPURL_GKE__BUCKET"),
-    ("rehearsal", {"job_variables": {"env": {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "60"}}},
-     "job_variables.env.PREFECT_FLOWS_HEARTBEAT_FREQUENCY"),
-    ("rehearsal", {"job_variables": {"stream_output": False}}, "job_variables.stream_output"),
-    ("rehearsal", {"parameters": {"profile": "qwen3-30b-a3b-v6e-32"}}, "profile"),
-    (TEARDOWN, {"parameters": {"profile": "smoke-qwen3-0.6b-v6e-8"}}, "profile"),
-    (WATCH, {"parameters": {"profile": "qwen3-30b-a3b-v6e-32"}}, "profile"),
-], ids=["teardown-cluster", "rehearsal-bucket", "heartbeat", "stream_output",
-        "rehearsal-profile", "teardown-profile", "watch-profile"])
+    (TEARDOWN, {"job_variables": {"env": {"TPURL_GKE__CLUSTER": "someone-elses"}},
+                "parameters": {"profile": "smoke-qwen3-0.6b-v6e-8"}},
+     ["job_variables.env.TPURL_GKE__CLUSTER", "profile"]),
+    ("rehearsal", {"job_variables": {"env": {"TPURL_GKE__BUCKET": "theirs",
+                                             "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "60"},
+                                     "stream_output": False},
+                   "parameters": {"profile": "qwen3-30b-a3b-v6e-32"}},
+     ["job_variables.env.TPURL_GKE__BUCKET", "job_variables.env.PREFECT_FLOWS_HEARTBEAT_FREQUENCY",
+      "job_variables.stream_output", "profile"]),
+    (WATCH, {"parameters": {"profile": "qwen3-30b-a3b-v6e-32"}}, ["profile"]),
+], ids=["teardown-cluster-and-profile", "rehearsal-bucket-heartbeat-stream_output-profile",
+        "watch-profile"])
 def test_the_flow_refuses_a_run_that_chose_its_own_value(world, name, body, named):
     run = _create(world, name, **body)
     assert run.status_code == 201, run.text
     final = _final(world, run.json()["id"])
     logs = _logs_once_they_hold(world, run.json()["id"], "chose what only the deployment may")
     assert final["type"] == "FAILED", final
-    assert f"{named}:" in logs, logs[-3000:]
+    for each in named:
+        assert f"{each}:" in logs, (each, logs[-3000:])
     assert "chose what only the deployment may" in logs, logs[-3000:]
     # refused before the profile is loaded: nothing validated, locked or started
     assert "validated" not in logs and "is required but not set" not in logs, logs[-3000:]
@@ -208,9 +212,9 @@ def test_the_flow_refuses_a_run_that_chose_its_own_value(world, name, body, name
 @pytest.mark.parametrize("body", [
     {},
     {"job_variables": {"env": {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "3600",
-                               "TPURL_GKE__CLUSTER": ""}}},
-    {"parameters": {"profile": "qwen3-30b-a3b-v6e-32", "delete_bucket": False}},
-], ids=["nothing", "the-deployments-own-env", "the-deployments-own-profile"])
+                               "TPURL_GKE__CLUSTER": ""}},
+     "parameters": {"profile": "qwen3-30b-a3b-v6e-32", "delete_bucket": False}},
+], ids=["nothing", "the-deployments-own-env-and-profile"])
 def test_a_run_that_repeats_its_deployment_reaches_the_profiles_validation(world, body):
     run = _create(world, TEARDOWN, **body)
     assert run.status_code == 201, run.text
@@ -410,28 +414,24 @@ def test_a_regression_of_the_champion_rolls_back_named_by_its_automation(world, 
     assert (payload["by"], payload["verified"]) == (named, pointer.rollback.verified), payload
 
 
-@pytest.mark.parametrize(("body", "named"), [
-    ({"parameters": {"profile": "TEAM-B"}}, "profile"),
-    ({"parameters": {"to_run": "run-1"}}, "to_run"),
-    ({"job_variables": {"env": {"TPURL_GKE__BUCKET": "theirs"}}},
-     "job_variables.env.TPURL_GKE__BUCKET"),
-], ids=["another-teams-profile", "to_run", "env"])
-def test_a_run_of_the_rollback_chooses_neither_profile_nor_target(world, teams, promoted, body,
-                                                                 named):
-    """A member of team B creates runs of team A's rollback deployment (the champion's run is
-    on the run page for anyone to read): another profile (team B's champion would walk
-    back), another target (a model two promotions back), its own env: each refused before
-    anything is read, both teams' histories untouched."""
-    parameters = {**_legit("team-a"), **body.get("parameters", {})}
-    if parameters.get("profile") == "TEAM-B":  # team B's model, as its own event names it
-        parameters.update(profile=str(teams["team-b-profile"]),
-                          event_resource=_legit("team-b")["event_resource"])
-    run = _create(world, "rollback-team-a", **{**body, "parameters": parameters})
+def test_a_run_of_the_rollback_chooses_neither_profile_nor_target(world, teams, promoted):
+    """A member of team B creates a run of team A's rollback deployment (the champion's run is
+    on the run page for anyone to read) choosing at once another profile (team B's, whose
+    champion would walk back, with team B's event), another target (a model two promotions
+    back) and its own env: refused before anything is read, each choice named, both teams'
+    histories untouched. One run for the three (each a flow process on the worker): the
+    refusal names every choice (a single one's: tests/test_run_choices.py)."""
+    parameters = {**_legit("team-a"), "profile": str(teams["team-b-profile"]),
+                  "event_resource": _legit("team-b")["event_resource"], "to_run": "run-1"}
+    run = _create(world, "rollback-team-a", parameters=parameters,
+                  job_variables={"env": {"TPURL_GKE__BUCKET": "theirs"}})
     assert run.status_code == 201, run.text
     final = _final(world, run.json()["id"])
     logs = _logs_once_they_hold(world, run.json()["id"], "chose what only the deployment may")
     assert final["type"] == "FAILED", (final, logs[-3000:])
-    assert f"{named}:" in logs and "chose what only the deployment may" in logs, logs[-3000:]
+    assert "chose what only the deployment may" in logs, logs[-3000:]
+    for named in ("profile", "to_run", "job_variables.env.TPURL_GKE__BUCKET"):
+        assert f"{named}:" in logs, (named, logs[-3000:])
     assert "theirs" not in logs
     assert _history(promoted["team-a"]) == _history(promoted["team-b"]) == UNTOUCHED
 
@@ -498,9 +498,7 @@ def retrain_a(world: dict[str, Any], teams: dict[str, Any]) -> dict[str, Any]:
     import yaml
 
     server: PrefectServer = world["server"]
-    done = server.cli("work-pool", "create", "idle-process", "--type", "process",
-                      "--base-job-template", str(TEMPLATE))
-    assert done.returncode == 0, done.stdout + done.stderr
+    server.create_pool("idle-process", "process", TEMPLATE)
     shipped = world[ROLLBACK]
     flows = {name: server.api("POST", "/flows/", json={"name": name}).json()["id"]
              for name in ("rl-post-training", "tpurl-announcement")}

@@ -201,9 +201,7 @@ def test_a_runs_cluster_config_runs_its_command_on_prefects_template_and_not_on_
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrefectServer, dict]]:
     with prefect_server_in(tmp_path_factory.mktemp("prefect-home")) as server:
-        done = server.cli("work-pool", "create", POOL, "--type", "kubernetes",
-                          "--base-job-template", str(TEMPLATE))
-        assert done.returncode == 0, done.stdout + done.stderr
+        server.create_pool(POOL, "kubernetes", TEMPLATE)
         pinned = _pin(server, IMAGE)
         assert pinned.returncode == 0, pinned.stdout + pinned.stderr
         flow = server.api("POST", "/flows/", json={"name": "rl-post-training"}).json()
