@@ -30,7 +30,10 @@ What this launcher does, before importing ``train_rl``:
    prefill+decode loop once per run.  Where the cache cannot hold the request (a prompt
    or generation length other than the config's) it falls back to recomputing the whole
    fixed-size sequence for every token (no cache);
-3. runs ``train_rl.main`` through ``absl.app.run`` with the argv it was given, exactly
+3. wraps ``utils_rl.get_optimizer`` (see :func:`float32_hyperparams`) so that the
+   optimizer state starts with the learning rate in the dtype Tunix's update leaves in it,
+   and Tunix's train step compiles once instead of twice;
+4. runs ``train_rl.main`` through ``absl.app.run`` with the argv it was given, exactly
    as ``python -m maxtext.trainers.post_train.rl.train_rl <argv>`` would.
 
 Sampling honours ``temperature`` and ``top_k`` of the rollout config; ``top_p`` is
@@ -287,6 +290,44 @@ def _build_rollout_class() -> type:
     return CpuActorRollout
 
 
+def float32_hyperparams(get_optimizer: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``get_optimizer`` whose state starts with its float hyperparameters in float32.
+
+    Why: MaxText wraps its optimizer in ``optax.inject_hyperparams`` (utils_rl.get_optimizer),
+    whose ``init`` stores the scheduled learning rate in the dtype of the first parameter
+    (bfloat16 here) and whose ``update`` stores it in the dtype of the first update: float32,
+    because Tunix divides the gradients by a float32 denominator (or accumulates them in
+    float32) before ``optimizer.update``. The state's ``hyperparams['learning_rate']`` thus
+    changes dtype after step 1, and Tunix's jitted ``_train_step`` misses its compile cache
+    at step 2: a second compilation of the whole train step (about 10 CPU-s for the tiny
+    Qwen3 with a cold cache).
+    Starting it in float32 makes both steps one program. The numbers stay the same: the
+    update recomputes a scheduled learning rate from the step count and never reads the
+    stored one, which only Tunix's metric log reads, after the update (measured: the same
+    metrics, and bit-identical parameters and optimizer state after two steps; decision
+    0044). The GKE image keeps MaxText's optimizer as it is.
+    """
+    import jax.numpy as jnp
+    import optax
+
+    def as_float32(value: Any) -> Any:
+        value = jnp.asarray(value)
+        return value.astype(jnp.float32) if jnp.issubdtype(value.dtype, jnp.floating) else value
+
+    def wrapped(config: Any) -> Any:
+        inner = get_optimizer(config)
+
+        def init(params: Any) -> Any:
+            state = inner.init(params)
+            if not isinstance(state, optax.InjectStatefulHyperparamsState):
+                return state  # not the optimizer this was written for: left as it is
+            return state._replace(hyperparams={k: as_float32(v) for k, v in state.hyperparams.items()})
+
+        return optax.GradientTransformationExtraArgs(init, inner.update)
+
+    return wrapped
+
+
 def install_stand_ins() -> None:
     """Register the two stand-in modules before anything imports the real ones."""
     import maxtext.integration.vllm as vllm_pkg
@@ -303,7 +344,8 @@ def install_stand_ins() -> None:
 
 
 def main() -> None:
-    """Print the notice, install the stand-ins, then run the real train_rl main."""
+    """Print the notice, install the stand-ins, then run the real train_rl main (with its
+    optimizer's learning rate starting in float32: :func:`float32_hyperparams`)."""
     print(STAND_IN_NOTICE, file=sys.stderr, flush=True)
     parser = argparse.ArgumentParser(
         description="Run MaxText train_rl on CPU with a stand-in for the vLLM rollout.",
@@ -319,7 +361,9 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO)
     install_stand_ins()
     from absl import app
-    from maxtext.trainers.post_train.rl import train_rl
+    from maxtext.trainers.post_train.rl import train_rl, utils_rl
+
+    utils_rl.get_optimizer = float32_hyperparams(utils_rl.get_optimizer)
 
     # argv[0] is train_rl's own file, as under `python -m`: MaxText infers its default config
     # (post_train/rl.yml) from it when no .yml is given.
