@@ -224,10 +224,10 @@ fi
 # The e2e tier in three lanes (a clean-clone run on 2 cores, wall and CPU): the modules that
 # drive the docs' deployments (one flow image built and pushed by one `prefect deploy`,
 # process and Kubernetes workers, the announcement retrain on a worker) with Gemma 3's
-# rehearsal: 828 s, CPU 499 s; the CLI's interrupts with the GKE world's (the tutorial and
-# smoke profiles against the fakes) and the Qwen3 dense and Llama rehearsals: 802 s, CPU 439 s;
+# rehearsal: 798 s, CPU 481 s; the CLI's interrupts with the GKE world's (the tutorial and
+# smoke profiles against the fakes) and the Qwen3 dense and Llama rehearsals: 775 s, CPU 417 s;
 # and the rest of tests/e2e, the rehearsal module and any new module, whose output is printed
-# as it runs: 1056 s, CPU 909 s. The other families' rehearsal (infra to export, no
+# as it runs: 1013 s, CPU 866 s. The other families' rehearsal (infra to export, no
 # evaluation) rides in the two lanes with slack; Gemma 3 costs nearly as much as the other
 # two. On its own, JAX's compilation cache cold: Qwen3 dense 100 s, Llama 153 s (the image
 # stage's check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s (Gemma 3's were
