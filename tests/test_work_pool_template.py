@@ -269,8 +269,7 @@ def test_a_runs_image_is_the_pods_image_with_an_image_variable_and_refused_on_ou
     with_variable = json.loads(TEMPLATE.read_text())
     _flow_container(with_variable)["image"] = "{{ image }}"
     with_variable["variables"]["properties"]["image"] = {"type": "string"}
-    server.api("POST", "/work_pools/", json={"name": "image-variable", "type": "kubernetes",
-                                             "base_job_template": with_variable})
+    server.create_pool("image-variable", "kubernetes", with_variable)
     exposed = server.api("POST", "/deployments/", json={
         "name": "image-variable", "flow_id": deployment["flow_id"],
         "work_pool_name": "image-variable", "job_variables": {"image": IMAGE}}).json()

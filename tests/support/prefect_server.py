@@ -45,14 +45,17 @@ class PrefectServer:
         response.raise_for_status()
         return response
 
-    def create_pool(self, name: str, kind: str, template: Path | None = None) -> dict[str, Any]:
+    def create_pool(self, name: str, kind: str,
+                    template: Path | dict[str, Any] | None = None) -> dict[str, Any]:
         """The work pool `prefect work-pool create NAME --type KIND [--base-job-template
         TEMPLATE]` creates (prefect 3.9.1 cli/work_pool.py ``create``: the file's JSON, else
         the worker type's default template, posted as a ``WorkPoolCreate``), created through
         the API: the CLI first imports every installed worker collection to list the types
         (prefect-kubernetes, prefect-gcp with pandas: 8 CPU-s a call). The docs' own
         `work-pool create` commands run as written in the tests that run the docs' blocks."""
-        if template is not None:
+        if isinstance(template, dict):  # a template the test built
+            base = template
+        elif template is not None:
             base = json.loads(template.read_text())
         elif kind == "process":
             from prefect.workers.process import ProcessWorker
