@@ -169,6 +169,12 @@ fi
 # cent slower); the data of all runs are combined, then the lines per package and the
 # functions no test executed are printed (scripts/coverage_report.py).
 cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
+# Each phase ends with its longest lane, and every lane is CPU-bound on 2 cores: the lane
+# that ends a phase (the fast tier, then the rehearsal's e2e lane) runs at the normal
+# priority and the lanes beside it that finished minutes earlier, each with tests that mostly
+# wait, run niced (docs/decisions/0018-ci-tiers-and-lanes.md, "Priorities"). The realtime
+# lanes keep the normal priority: their tests measure real time.
+yielding=(nice -n 10)
 .venv/bin/python -m coverage erase
 # The realtime modules in three lanes: the profile lock's (it mostly waits on leases) and the
 # others in two, split by their measured durations (each starts a Prefect API or a `tpurl`
@@ -205,7 +211,7 @@ realtime_pids=("${lanes[@]: -3}")
 # tier mostly waits on the servers it starts, so run one after the other they left a core
 # idle for most of ten minutes. Its output is printed when it ends, with the realtime lanes'.
 beside "$LOGS/services-tier.log" services-tier \
-  "${cov[@]}" -m "services and not realtime and not e2e" \
+  "${yielding[@]}" "${cov[@]}" -m "services and not realtime and not e2e" \
   "${LOCK_LANE_MORE[@]/#/--ignore=}" "${REALTIME_A[@]/#/--ignore=}"
 realtime_pids+=("${lanes[-1]}")
 fast_rc=0
@@ -246,8 +252,8 @@ DEPLOY_E2E=(tests/e2e/test_rehearsal_gemma.py tests/e2e/test_flow_image.py
             tests/e2e/test_prefect_deploy.py)
 CLI_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_flow_gke.py
          tests/e2e/test_flow_smoke.py tests/e2e/test_cli_interrupts.py)
-beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${cov[@]}" "${DEPLOY_E2E[@]}"
-beside "$LOGS/e2e-cli.log" e2e-cli-lane "${cov[@]}" "${CLI_E2E[@]}"
+beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${yielding[@]}" "${cov[@]}" "${DEPLOY_E2E[@]}"
+beside "$LOGS/e2e-cli.log" e2e-cli-lane "${yielding[@]}" "${cov[@]}" "${CLI_E2E[@]}"
 e2e_pids=("${lanes[@]}")
 e2e_rc=0
 timed e2e-tier "${cov[@]}" tests/e2e "${DEPLOY_E2E[@]/#/--ignore=}" "${CLI_E2E[@]/#/--ignore=}" \
