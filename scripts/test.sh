@@ -14,10 +14,13 @@
 #   the profile lock's run also takes the services tier's image builds (dockerd);
 # - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
 #   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
-#   the same script, which builds it there if this did not.
-# The e2e tier runs in three lanes too: the modules that drive the docs' deployments
-# (tests/e2e/test_flow_image.py, test_prefect_deploy.py: docker builds, servers, workers);
-# the CLI's interrupts with the GKE world's (the tutorial and smoke profiles); the rehearsal's.
+#   the same script, which builds it there if this did not;
+# - the rehearsal's e2e lane (the rehearsal module and the recipe tutorial), niced: it takes
+#   the CPU the first phase leaves idle and needs none of its services.
+# The rest of the e2e tier runs after the first phase, in two more lanes: the modules that
+# drive the docs' deployments (tests/e2e/test_flow_image.py, test_prefect_deploy.py: docker
+# builds, servers, workers); the CLI's interrupts with the GKE world's (the tutorial and
+# smoke profiles).
 # dockerd and the registry are started once for the whole run (the pytest runs find them up
 # and leave them up) and stopped at the end if this script started them.
 # With arguments, they are passed to one pytest run as they are.
@@ -169,13 +172,43 @@ fi
 # cent slower); the data of all runs are combined, then the lines per package and the
 # functions no test executed are printed (scripts/coverage_report.py).
 cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
-# Each phase ends with its longest lane, and every lane is CPU-bound on 2 cores: the lane
-# that ends a phase (the fast tier, then the rehearsal's e2e lane) runs at the normal
-# priority and the lanes beside it that finished minutes earlier, each with tests that mostly
-# wait, run niced (docs/decisions/0018-ci-tiers-and-lanes.md, "Priorities"). The realtime
-# lanes keep the normal priority: their tests measure real time.
-yielding=(nice -n 10)
+# Priorities (docs/decisions/0018-ci-tiers-and-lanes.md, "Priorities"): every lane is
+# CPU-bound on 2 cores, and the first phase's lanes leave CPU idle while they wait on servers
+# and real time. The rehearsal's e2e lane, the longest of all, needs no service of the first
+# phase (no dockerd): it starts with the first phase, niced, and takes the CPU those lanes
+# leave; the deployment and CLI lanes of the second phase run niced further, behind it.
+behind=(nice -n 10)
+furthest_behind=(nice -n 19)
 .venv/bin/python -m coverage erase
+# The e2e tier in three lanes (a clean-clone run on 2 cores, wall and CPU): the modules that
+# drive the docs' deployments (one flow image built and pushed by one `prefect deploy`,
+# process and Kubernetes workers, the announcement retrain on a worker) with Gemma 3's
+# rehearsal: 798 s, CPU 481 s; the CLI's interrupts with the GKE world's (the tutorial and
+# smoke profiles against the fakes) and the Qwen3 dense and Llama rehearsals: 775 s, CPU 417 s;
+# and the rest of tests/e2e, the rehearsal module and any new module: 1013 s, CPU 866 s
+# (each measured with all three started after the first phase). The rehearsal's lane starts
+# here, beside the first phase and behind it (Priorities, above); the other two start after
+# it, as they share dockerd with the first phase's image tests. The other families'
+# rehearsal (infra to export, no evaluation) rides in the two lanes with slack; Gemma 3 costs nearly as much as the other
+# two. On its own, JAX's compilation cache cold: Qwen3 dense 100 s, Llama 153 s (the image
+# stage's check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s (Gemma 3's were
+# 197 s cold once its converter saved on one simulated device, rehearsal-gemma.yaml). A Qwen3
+# dense rehearsal's programs took 118 CPU-s cold and 61 warm
+# (docs/decisions/0035-xla-compiles-once-per-program.md). So each lane runs its other
+# families FIRST: two pipelines of the shipped Qwen3-MoE profile share one cache (the
+# rehearsal module's first run, the announcement's retrain), and started together they
+# could each compile the same programs while none had written them yet; now the first run
+# compiles them while the family rehearsals, whose programs are their own, run beside it,
+# and the retrain finds them compiled. The interrupted CLI's pipeline is the Qwen3 dense
+# profile's (rehearsal-qwen3), after that family's rehearsal in its own lane: it finds the
+# programs up to the export compiled, and compiles the evaluation's itself.
+DEPLOY_E2E=(tests/e2e/test_rehearsal_gemma.py tests/e2e/test_flow_image.py
+            tests/e2e/test_prefect_deploy.py)
+CLI_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_flow_gke.py
+         tests/e2e/test_flow_smoke.py tests/e2e/test_cli_interrupts.py)
+beside "$LOGS/e2e.log" e2e-tier "${behind[@]}" "${cov[@]}" tests/e2e \
+  "${DEPLOY_E2E[@]/#/--ignore=}" "${CLI_E2E[@]/#/--ignore=}"
+rehearsal_pid=${lanes[-1]}
 # The realtime modules in three lanes: the profile lock's (it mostly waits on leases) and the
 # others in two, split by their measured durations (each starts a Prefect API or a `tpurl`
 # CLI: CPU in bursts, mostly waiting), so none outlasts the fast and services tiers. The
@@ -211,7 +244,7 @@ realtime_pids=("${lanes[@]: -3}")
 # tier mostly waits on the servers it starts, so run one after the other they left a core
 # idle for most of ten minutes. Its output is printed when it ends, with the realtime lanes'.
 beside "$LOGS/services-tier.log" services-tier \
-  "${yielding[@]}" "${cov[@]}" -m "services and not realtime and not e2e" \
+  "${cov[@]}" -m "services and not realtime and not e2e" \
   "${LOCK_LANE_MORE[@]/#/--ignore=}" "${REALTIME_A[@]/#/--ignore=}"
 realtime_pids+=("${lanes[-1]}")
 fast_rc=0
@@ -227,42 +260,16 @@ if [ -n "$base_pid" ]; then
   wait "$base_pid" || echo "test.sh: the base image warm-up failed (the e2e tests build it" \
     "themselves): $(tail -n 5 "$LOGS/debian-base.log")"
 fi
-# The e2e tier in three lanes (a clean-clone run on 2 cores, wall and CPU): the modules that
-# drive the docs' deployments (one flow image built and pushed by one `prefect deploy`,
-# process and Kubernetes workers, the announcement retrain on a worker) with Gemma 3's
-# rehearsal: 798 s, CPU 481 s; the CLI's interrupts with the GKE world's (the tutorial and
-# smoke profiles against the fakes) and the Qwen3 dense and Llama rehearsals: 775 s, CPU 417 s;
-# and the rest of tests/e2e, the rehearsal module and any new module, whose output is printed
-# as it runs: 1013 s, CPU 866 s. The other families' rehearsal (infra to export, no
-# evaluation) rides in the two lanes with slack; Gemma 3 costs nearly as much as the other
-# two. On its own, JAX's compilation cache cold: Qwen3 dense 100 s, Llama 153 s (the image
-# stage's check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s (Gemma 3's were
-# 197 s cold once its converter saved on one simulated device, rehearsal-gemma.yaml). A Qwen3
-# dense rehearsal's programs took 118 CPU-s cold and 61 warm
-# (docs/decisions/0035-xla-compiles-once-per-program.md). So each lane runs its other
-# families FIRST: two pipelines of the shipped Qwen3-MoE profile share one cache (the
-# rehearsal module's first run, the announcement's retrain), and started together they
-# could each compile the same programs while none had written them yet; now the first run
-# compiles them while the family rehearsals, whose programs are their own, run beside it,
-# and the retrain finds them compiled. The interrupted CLI's pipeline is the Qwen3 dense
-# profile's (rehearsal-qwen3), after that family's rehearsal in its own lane: it finds the
-# programs up to the export compiled, and compiles the evaluation's itself.
-lanes=()
-DEPLOY_E2E=(tests/e2e/test_rehearsal_gemma.py tests/e2e/test_flow_image.py
-            tests/e2e/test_prefect_deploy.py)
-CLI_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_flow_gke.py
-         tests/e2e/test_flow_smoke.py tests/e2e/test_cli_interrupts.py)
-beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${yielding[@]}" "${cov[@]}" "${DEPLOY_E2E[@]}"
-beside "$LOGS/e2e-cli.log" e2e-cli-lane "${yielding[@]}" "${cov[@]}" "${CLI_E2E[@]}"
-e2e_pids=("${lanes[@]}")
-e2e_rc=0
-timed e2e-tier "${cov[@]}" tests/e2e "${DEPLOY_E2E[@]/#/--ignore=}" "${CLI_E2E[@]/#/--ignore=}" \
-  2>&1 | tee "$LOGS/e2e.log" || e2e_rc=$?
-gather "e2e tier" "${e2e_pids[0]}:$LOGS/e2e-deploy.log" "${e2e_pids[1]}:$LOGS/e2e-cli.log"
-beside_rc=$gathered
+# The second phase: the deployment and CLI lanes, behind the rehearsal's lane (started with
+# the first phase, above); then its output, and theirs.
+beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${furthest_behind[@]}" "${cov[@]}" "${DEPLOY_E2E[@]}"
+deploy_pid=${lanes[-1]}
+beside "$LOGS/e2e-cli.log" e2e-cli-lane "${furthest_behind[@]}" "${cov[@]}" "${CLI_E2E[@]}"
+gather "e2e tier" "$rehearsal_pid:$LOGS/e2e.log" "$deploy_pid:$LOGS/e2e-deploy.log" \
+  "${lanes[-1]}:$LOGS/e2e-cli.log"
+e2e_rc=$gathered
 lanes=()
 [ "$e2e_rc" = 0 ] || exit "$e2e_rc"
-[ "$beside_rc" = 0 ] || exit "$beside_rc"
 (timed coverage-report sh -c '.venv/bin/python -m coverage combine -q &&
   .venv/bin/python scripts/coverage_report.py')
 counts_summary
