@@ -140,10 +140,11 @@ def test_the_stockout_cause_survives_the_autoscalers_next_attempt(server, tmp_pa
     node pool lacks capacity" (nor, on flex-start, the newest event's words)."""
     # first attempt fails at 0.2 s; the next starts 1.1 s later (a later second, so its
     # TriggeredScaleUp is the newest event) and is still provisioning when the budget ends
-    # (2 to 3 s: lastTransitionTime has whole seconds)
+    # (5 to 6 s: lastTransitionTime has whole seconds; at 3 s a loaded machine was once
+    # seen to end the budget before the autoscaler's thread had started the next attempt)
     scaler, pool = pool_on(server, mode, stockout=True, provision_s=0.2, scale_up_backoff_s=1.1)
     flex = mode == "flex-start"
-    budgets = dataclasses.replace(BUDGETS, schedule_s=3.0, queue_s=3.0 if flex else 30,
+    budgets = dataclasses.replace(BUDGETS, schedule_s=6.0, queue_s=6.0 if flex else 30,
                                   waits_for_capacity=flex)
     try:
         threading.Thread(target=lambda: until(lambda: _seen(server, "FailedScaleUp"), within_s=30)
