@@ -31,13 +31,18 @@ beside this file) in place of the rollout, and MaxText's ``evaluate`` scores its
 the same reward functions, written to the canary's own file; a server that gives no usable
 answer leaves ``{"unreachable": reason}`` there instead, and the checkpoint's scores stand.
 
+``--restore-once`` (the rehearsal gives it) restores the checkpoint once: MaxText's own
+``load_checkpoint_only_once=true`` makes the actor a copy of the reference model instead of a
+second restore. ``evaluate`` reads only the actor's weights, which are the same values either
+way; the reference model is built because ``RLCluster`` needs one.
+
 ``--cpu-rollout`` installs the rehearsal's stand-in for the vLLM rollout
 (train_rl_cpu.py) first; everything else is MaxText's code. On GKE the program runs in the
 post-training image as the head of a Pathways JobSet, like training, and starts the way
 ``train_rl.main`` does (``pathwaysutils.initialize()``, which registers the Pathways proxy
 backend when ``JAX_PLATFORMS`` names it and does nothing on CPU).
 
-Usage: evaluate_rl.py --out SCORES.json [--cpu-rollout] [--eval-files F
+Usage: evaluate_rl.py --out SCORES.json [--cpu-rollout] [--restore-once] [--eval-files F
        --eval-dataset-name N --eval-split S] [--canary-out CANARY.json --canary-endpoint URL
        --canary-model NAME --canary-prompts N --canary-timeout S] -- <train_rl arguments>
 """
@@ -55,6 +60,7 @@ from typing import Any
 OVERLAP_EXIT = 3
 RESULT_PREFIX = "EVAL-SCORES "
 KEPT_RESPONSES = 8  # sample outputs kept in the scores file, with their question and reward
+RESTORE_ONCE = "load_checkpoint_only_once"  # MaxText's: the actor copies the reference model
 KEPT_CHARS = 2000  # of each kept question and response: the file stays small on any model
 
 
@@ -267,6 +273,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="where the scores JSON is written")
     parser.add_argument("--cpu-rollout", action="store_true",
                         help="use the rehearsal's CPU stand-in for the vLLM rollout")
+    parser.add_argument("--restore-once", action="store_true",
+                        help="the actor is a copy of the reference model, not a second restore")
     parser.add_argument("--eval-files", default="")
     parser.add_argument("--eval-dataset-name", default="")
     parser.add_argument("--eval-split", default="train")
@@ -279,6 +287,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv[1:])
     rest = [a for a in args.train_rl_argv if a != "--"]
     args.train_rl_argv = app.parse_flags_with_usage([argv[0], *rest])[1:]
+    if args.restore_once and not any(a.startswith(f"{RESTORE_ONCE}=")
+                                     for a in args.train_rl_argv):
+        args.train_rl_argv.append(f"{RESTORE_ONCE}=true")
     return args
 
 

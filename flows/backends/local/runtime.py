@@ -75,9 +75,12 @@ class LocalRuntime:
         return self.profile.data.train_files or self.layout.dataset_file
 
     def eval_entry(self, scores_path: str, eval_args: list[str]) -> list[str]:
-        """The evaluation program (flows/core/eval_programs.py) with the CPU rollout stand-in."""
+        """The evaluation program (flows/core/eval_programs.py) with the CPU rollout stand-in,
+        restoring its checkpoint once: the actor is a copy of the reference model, the same
+        weights, and the second restore was ~1-2 of the program's ~23 CPU-s
+        (docs/decisions/0046-the-rehearsal-loads-its-checkpoints-once.md)."""
         return ["python3", rehearsal_script("evaluate_rl.py"), "--cpu-rollout",
-                "--out", scores_path, *eval_args, "--"]
+                "--restore-once", "--out", scores_path, *eval_args, "--"]
 
     def setup(self, program: str) -> ProgramSetup:
         """Every program shares the CPU environment, JAX's compilation cache and the venvs'

@@ -46,6 +46,21 @@ def test_an_unknown_flag_fails_as_train_rl_would(rehearsal_image) -> None:
     assert "FATAL Flags parsing error" in done.stderr and "no_such_flag" in done.stderr
 
 
+def test_restore_once_asks_maxtext_for_one_restore_and_keeps_a_given_value(
+        rehearsal_image) -> None:
+    """``--restore-once`` adds MaxText's ``load_checkpoint_only_once=true`` after the training's
+    arguments; a value the arguments already give is theirs, not doubled."""
+    done = _probe(rehearsal_image, "--restore-once", "--out", "x.json", "--", "model_name=m")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["rest"] == [
+        "model_name=m", "load_checkpoint_only_once=true"]
+    given = _probe(rehearsal_image, "--restore-once", "--out", "x.json", "--", "model_name=m",
+                   "load_checkpoint_only_once=false")
+    assert given.returncode == 0, given.stderr[-2000:]
+    assert json.loads(given.stdout.strip().splitlines()[-1])["rest"] == [
+        "model_name=m", "load_checkpoint_only_once=false"]
+
+
 def test_the_recorder_keeps_the_first_responses_with_their_question_and_summed_reward() -> None:
     """The reward functions called as MaxText 0.2.4's ``_compute_row_reward`` calls them
     (evaluate_rl.py: each function once per response, ``prompts=[prompt]``,
