@@ -23,8 +23,8 @@ def _api_url() -> str:
     return str(PREFECT_API_URL.value())
 
 
-def test_run_hops_walks_both_backends() -> None:
-    out = run_quick("run_hops")
+def test_run_hops_walks_both_backends(prefect_api) -> None:
+    out = run_quick("run_hops", "--api", _api_url())
     assert_figures(out, "local: `tpurl run` exit 0", "gke: `tpurl run` exit 0",
                    "hops (entry → stage's backend call → result kept → result shown):")
 
