@@ -225,7 +225,11 @@ def deployed(prefect_api: None, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[tuple[PrefectServer, dict]]:
     from prefect.settings import PREFECT_API_URL
 
-    def delete_pools() -> None:
+    def delete_pools() -> None:  # and the deployments on them
+        made = server.api("POST", "/deployments/filter", json={
+            "work_pools": {"name": {"any_": list(POOLS_MADE)}}}).json()
+        for each in made:
+            server.api("DELETE", f"/deployments/{each['id']}")
         for name in POOLS_MADE:
             with contextlib.suppress(httpx.HTTPStatusError):
                 server.api("DELETE", f"/work_pools/{name}")
