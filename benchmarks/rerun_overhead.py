@@ -13,8 +13,8 @@ until healthy) with Prefect's defaults and with tpurl's ``SERVER_ENV``, and the 
 time and CPU time (user + system): on a loaded machine the wall time grows with the load,
 the CPU time much less, so the CPU time is what a quiet machine's wall time comes near (one
 process on one core). The load average is printed beside each figure.
-``--quick`` measures `tpurl validate`, the import, `tpurl run`'s start and the kept server
-twice (started, then found), without the server-alone rows. Exits 1 when a later command did
+``--quick`` measures `tpurl validate`, `tpurl run`'s start and the kept server twice
+(started, then found), without the import and the server-alone rows. Exits 1 when a later command did
 not find the kept server its first one started (another URL); prints figures only.
 """
 
@@ -82,13 +82,15 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--quick", action="store_true",
-                        help="one of each start, the kept server twice (the tests' run)")
+                        help="tpurl validate, tpurl run's start, the kept server twice (the "
+                             "tests' run)")
     args = parser.parse_args()
     reused = True
     for _ in range(args.repeat):
         timed("tpurl validate rehearsal (process)", [TPURL, "validate", "rehearsal"])
-        timed("python -c 'import flows.pipeline'", [sys.executable, "-c",
-                                                    "import flows.pipeline"])
+        if not args.quick:
+            timed("python -c 'import flows.pipeline'", [sys.executable, "-c",
+                                                        "import flows.pipeline"])
         for env in () if args.quick else ("defaults", "tpurl"):
             out = timed(f"API server, {env} env (this process: start, stop)",
                         [sys.executable, "-c", SERVER, env, "alone"])

@@ -1,10 +1,13 @@
 """How far `tpurl run` walks through the code: the hops of a run's path, per backend.
 
-Usage: python benchmarks/run_hops.py [--backend local|gke|both] [--walk]
+Usage: python benchmarks/run_hops.py [--backend local|gke|both] [--walk] [--api URL]
 
 What is measured (dynamic, over a real run):
 - ``flows.cli.main(["run", PROFILE, ...])`` runs in this process under ``sys.setprofile``:
-  the CLI's own Prefect API server (a real one, started as `tpurl run` starts it), the real
+  the CLI's own Prefect API server (a real one, started as `tpurl run` starts it; with
+  ``--api URL`` the running API there, as when PREFECT_API_URL names one: the tests' quick
+  run gives their session's, which spares a server start per backend and leaves the walk
+  as it is, the server's start being no call under ``flows/`` of the main thread), the real
   flow, its Prefect tasks, the run page, ``Stage.execute`` and the stages, the real
   ``backend_for``. Only what lies below the backend's entry is replaced: the backend class
   ``backend_for`` returns is an instant one (``tests/fakes/stage_backend.py``'s programs,
@@ -260,13 +263,16 @@ def two_teams(home: Path, profile: str) -> Path:
     return path
 
 
-def measure(backend: str, home: Path) -> Measured:
+def measure(backend: str, home: Path, api: str | None = None) -> Measured:
     from flows import cli
 
     os.environ["TPURL_CACHE_DIR"] = str(home / "cache")
     os.environ["PREFECT_HOME"] = str(home / "prefect")
     os.environ["TPURL_KEEP_API_S"] = "0"
-    os.environ.pop("PREFECT_API_URL", None)
+    if api:
+        os.environ["PREFECT_API_URL"] = api
+    else:
+        os.environ.pop("PREFECT_API_URL", None)
     from tests.support.prefect_database import seed_home
 
     seed_home(home / "prefect")
@@ -382,13 +388,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("local", "gke", "both"), default="both")
     parser.add_argument("--walk", action="store_true", help="print the walk's modules")
+    parser.add_argument("--api", help="a running Prefect API for the runs, instead of the "
+                                      "own server each `tpurl run` starts")
     args = parser.parse_args()
     if args.backend == "both":  # each in a process of its own: Prefect's settings are read once
         return max(subprocess.run([sys.executable, __file__, "--backend", backend,
-                                   *(["--walk"] if args.walk else [])]).returncode
+                                   *(["--walk"] if args.walk else []),
+                                   *(["--api", args.api] if args.api else [])]).returncode
                    for backend in ("local", "gke"))
     with tempfile.TemporaryDirectory(prefix=f"run-hops-{args.backend}-") as tmp:
-        measured = measure(args.backend, Path(tmp))
+        measured = measure(args.backend, Path(tmp), args.api)
         below = measure_run_workload(Path(tmp)) if args.backend == "gke" else (True, set())
     report(measured, args.walk)
     if args.backend == "gke":

@@ -8,20 +8,25 @@ Kubernetes pool's template (flows/deploy_steps.py ``pin_pool_image``, run here a
 ``run_steps`` runs prefect.yaml's step): a run's ``image`` would start a pod of any image as
 the flow's service account.
 A run's ``cluster_config`` on Prefect's own Kubernetes template runs a kubeconfig's exec
-plugin in the worker's process; on the shipped one it is never rendered. Against one real
-`prefect server start`: Prefect validates a flow run's job variables against the pool's variables schema
-when the run is created (prefect/server/api/validation.py
-``validate_job_variables_for_deployment_flow_run``, prefect 3.9.1), and the pod is rendered
-by prefect-kubernetes' own job configuration (tests/support/kube_pod.py)."""
+plugin in the worker's process; on the shipped one it is never rendered. Against a real
+Prefect API (the session's, ``prefect_api``: the app `prefect server start` serves; the
+module makes its pools afresh and deletes them when it ends): Prefect validates a flow run's
+job variables against the pool's variables schema when the run is created
+(prefect/server/api/validation.py ``validate_job_variables_for_deployment_flow_run``,
+prefect 3.9.1), and the pod is rendered by prefect-kubernetes' own job configuration
+(tests/support/kube_pod.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
-import subprocess
-import sys
+import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import httpx
 import pytest
@@ -31,7 +36,7 @@ from flows.announcements.seal import SECRET_NAME_ENV
 from flows.backends.gke.jobs.common import QUEUE_LABEL
 from flows.backends.gke.team_queues import INTERACTIVE, PRIORITY_LABEL, team_queue_name
 from flows.common.paths import REPO_ROOT
-from tests.support.prefect_server import PrefectServer, prefect_server_in
+from tests.support.prefect_server import PrefectServer, server_at_or_in
 
 pytestmark = [pytest.mark.services, pytest.mark.realtime]
 
@@ -49,28 +54,41 @@ ATTACKER_IMAGE = "docker.io/attacker/image:latest"
 FIXED = ("command", "service_account_name", "namespace", "cluster_config", "working_dir",
          "image")
 
-# prefect.yaml's pin step, run by prefect's own ``run_steps`` (prefect/deployments/steps/
-# core.py: its inputs templated from the upstream step outputs and the environment, as
-# `prefect deploy` does), with pushed_digest's output as the upstream.
-RUN_PIN_STEP = """
-import asyncio, json, sys
-import yaml
-from prefect.deployments.steps.core import run_steps
-config = yaml.safe_load(open("prefect.yaml"))
-step = next(s for s in config["definitions"]["flow_image_push"]
-            if "flows.deploy_steps.pin_pool_image" in s)
-upstream = {"flow-image-digest": {"image_by_digest": sys.argv[1]}}
-print(json.dumps(asyncio.run(run_steps([step], upstream))))
-"""
+@dataclass(frozen=True)
+class Pinned:
+    """How prefect.yaml's pin step ended: the exit code `prefect deploy` would end with (0, or
+    the SystemExit's code a refusal raises) and what it printed to stderr."""
+
+    returncode: int
+    stderr: str
 
 
-def _pin(server: PrefectServer, image: str, repository: str | None = REPOSITORY
-         ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in server.env.items() if k != "TPURL_FLOW_IMAGE"}
-    if repository is not None:
-        env["TPURL_FLOW_IMAGE"] = repository
-    return subprocess.run([sys.executable, "-c", RUN_PIN_STEP, image], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+def _pin(server: PrefectServer, image: str, repository: str | None = REPOSITORY) -> Pinned:
+    """prefect.yaml's pin step, run by prefect's own ``run_steps`` (prefect/deployments/steps/
+    core.py: its inputs templated from the upstream step outputs and the environment, as
+    `prefect deploy` does), with pushed_digest's output as the upstream, against ``server``.
+    A refusal ends the step with SystemExit, which ``run_steps`` lets pass (any other
+    exception it wraps in StepExecutionError, which `prefect deploy` prints as a traceback):
+    caught here as the exit code; any other exception fails the test."""
+    from prefect.deployments.steps.core import run_steps
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    step = next(s for s in config["definitions"]["flow_image_push"]
+                if "flows.deploy_steps.pin_pool_image" in s)
+    upstream = {"flow-image-digest": {"image_by_digest": image}}
+    stderr = io.StringIO()
+    with (mock.patch.dict(os.environ), temporary_settings({PREFECT_API_URL: server.url}),
+          contextlib.redirect_stderr(stderr)):
+        os.environ.pop("TPURL_FLOW_IMAGE", None)
+        if repository is not None:
+            os.environ["TPURL_FLOW_IMAGE"] = repository
+        try:
+            asyncio.run(run_steps([step], upstream))
+        except SystemExit as exited:
+            code = exited.code if isinstance(exited.code, int) else exited.code is not None
+            return Pinned(int(code), stderr.getvalue())
+    return Pinned(0, stderr.getvalue())
 
 
 def _pool_template(server: PrefectServer, pool: str = POOL) -> dict:
@@ -198,17 +216,38 @@ def test_a_runs_cluster_config_runs_its_command_on_prefects_template_and_not_on_
     assert not marker.exists()
 
 
+# the pools this module makes on the session's API (another module may have made them too)
+POOLS_MADE = (POOL, "image-variable")
+
+
 @pytest.fixture(scope="module")
-def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrefectServer, dict]]:
-    with prefect_server_in(tmp_path_factory.mktemp("prefect-home")) as server:
-        server.create_pool(POOL, "kubernetes", TEMPLATE)
-        pinned = _pin(server, IMAGE)
-        assert pinned.returncode == 0, pinned.stdout + pinned.stderr
-        flow = server.api("POST", "/flows/", json={"name": "rl-post-training"}).json()
-        deployment = server.api("POST", "/deployments/", json={
-            "name": "weekly", "flow_id": flow["id"], "work_pool_name": POOL,
-            "job_variables": {"TPURL_GKE__PROJECT": ""}}).json()
-        yield server, deployment
+def deployed(prefect_api: None, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[tuple[PrefectServer, dict]]:
+    from prefect.settings import PREFECT_API_URL
+
+    def delete_pools() -> None:  # and the deployments on them
+        made = server.api("POST", "/deployments/filter", json={
+            "work_pools": {"name": {"any_": list(POOLS_MADE)}}}).json()
+        for each in made:
+            server.api("DELETE", f"/deployments/{each['id']}")
+        for name in POOLS_MADE:
+            with contextlib.suppress(httpx.HTTPStatusError):
+                server.api("DELETE", f"/work_pools/{name}")
+
+    with server_at_or_in(str(PREFECT_API_URL.value()),
+                         tmp_path_factory.mktemp("prefect-home")) as server:
+        delete_pools()
+        try:
+            server.create_pool(POOL, "kubernetes", TEMPLATE)
+            pinned = _pin(server, IMAGE)
+            assert pinned.returncode == 0, pinned.stderr
+            flow = server.api("POST", "/flows/", json={"name": "rl-post-training"}).json()
+            deployment = server.api("POST", "/deployments/", json={
+                "name": "pool-template-weekly", "flow_id": flow["id"], "work_pool_name": POOL,
+                "job_variables": {"TPURL_GKE__PROJECT": ""}}).json()
+            yield server, deployment
+        finally:
+            delete_pools()
 
 
 @pytest.mark.parametrize("variables", [
@@ -233,10 +272,7 @@ def test_a_run_gets_the_fixed_command_account_and_namespace(
     server, deployment = deployed
     run = server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
                      json={"job_variables": {"TPURL_GKE__PROJECT": ""}}).json()
-    rendered = subprocess.run(
-        [sys.executable, "-m", "tests.support.kube_pod", POOL, deployment["id"],
-         run["id"]], cwd=REPO_ROOT, env=server.env, capture_output=True, text=True, check=True)
-    pod = json.loads(rendered.stdout)
+    pod = _rendered_pod(server, POOL, deployment["id"], run["id"])
     assert pod["args"] == ["prefect", "flow-run", "execute"]  # the worker's own
     assert pod["service_account"] == "tpurl-flow-tutorial"  # the team's, not tpurl-flow
     assert pod["namespace"] == pod["config_namespace"] == "default"
@@ -323,7 +359,7 @@ def test_a_later_deploy_replaces_the_digest_and_nothing_else(
     newer = REPOSITORY + "@sha256:" + "b" * 64
     try:
         done = _pin(server, newer)
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.returncode == 0, done.stderr
         template = _pool_template(server)
         assert _flow_container(template)["image"] == newer
         _flow_container(template)["image"] = _flow_container(json.loads(TEMPLATE.read_text()))[
@@ -610,14 +646,15 @@ def test_prefect_yamls_kubernetes_variables_are_the_pods_env(
 
 def _refused_at_creation(server: PrefectServer, deployment: dict, variables: dict) -> str:
     """Create a run of ``deployment`` with ``variables`` through the API: refused (422)
-    and no run made; the refusal's text."""
-    before = server.api("POST", "/flow_runs/count", json={}).json()
+    and no run of it made; the refusal's text."""
+    runs = {"flow_runs": {"deployment_id": {"any_": [deployment["id"]]}}}  # the API is shared
+    before = server.api("POST", "/flow_runs/count", json=runs).json()
     with pytest.raises(httpx.HTTPStatusError) as err:
         server.api("POST", f"/deployments/{deployment['id']}/create_flow_run",
                    json={"job_variables": variables})
     assert err.value.response.status_code == 422
     assert "Error creating flow run" in err.value.response.text
-    assert server.api("POST", "/flow_runs/count", json={}).json() == before
+    assert server.api("POST", "/flow_runs/count", json=runs).json() == before
     return err.value.response.text
 
 
