@@ -33,7 +33,10 @@ What this launcher does, before importing ``train_rl``:
 3. wraps ``utils_rl.get_optimizer`` (see :func:`float32_hyperparams`) so that the
    optimizer state starts with the learning rate in the dtype Tunix's update leaves in it,
    and Tunix's train step compiles once instead of twice;
-4. runs ``train_rl.main`` through ``absl.app.run`` with the argv it was given, exactly
+4. imports with the cycle collector off, then freezes what the imports left (see
+   :func:`freeze_imports`): Tunix's full ``gc.collect()`` calls and the automatic ones no
+   longer walk every imported module's objects;
+5. runs ``train_rl.main`` through ``absl.app.run`` with the argv it was given, exactly
    as ``python -m maxtext.trainers.post_train.rl.train_rl <argv>`` would.
 
 Sampling honours ``temperature`` and ``top_k`` of the rollout config; ``top_p`` is
@@ -43,6 +46,7 @@ ignored (the stand-in's output quality is irrelevant: a tiny random model is sam
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import multiprocessing.pool  # noqa: F401  # see point 1 of the module docstring
 import sys
@@ -328,6 +332,23 @@ def float32_hyperparams(get_optimizer: Callable[[Any], Any]) -> Callable[[Any], 
     return wrapped
 
 
+def freeze_imports() -> None:
+    """Move every object alive now (the imported modules) out of the cycle collector's reach.
+
+    Why: the imports (TensorFlow, JAX, transformers, MaxText, Tunix) leave most of the
+    process's long-lived objects, and every full collection walks them all: Tunix calls
+    ``gc.collect()`` after its log-prob passes and at each weight sync, and tracing the
+    model triggers the automatic ones. Frozen, they are still freed by reference counting; only the cycle
+    collector skips them. The collector runs again for everything created after this, the
+    models' arrays included, so what Tunix's collections free is unchanged; nothing numeric
+    depends on when a collection runs. Measured on the rehearsal profile's training (two
+    GRPO steps, warm compilation cache): 3.6 CPU-s in the collector before, 0.6 after, with
+    the same metrics and bit-identical checkpointed parameters and optimizer state.
+    """
+    gc.freeze()
+    gc.enable()
+
+
 def install_stand_ins() -> None:
     """Register the two stand-in modules before anything imports the real ones."""
     import maxtext.integration.vllm as vllm_pkg
@@ -345,7 +366,8 @@ def install_stand_ins() -> None:
 
 def main() -> None:
     """Print the notice, install the stand-ins, then run the real train_rl main (with its
-    optimizer's learning rate starting in float32: :func:`float32_hyperparams`)."""
+    optimizer's learning rate starting in float32: :func:`float32_hyperparams`, and the
+    imports frozen out of the collector: :func:`freeze_imports`)."""
     print(STAND_IN_NOTICE, file=sys.stderr, flush=True)
     parser = argparse.ArgumentParser(
         description="Run MaxText train_rl on CPU with a stand-in for the vLLM rollout.",
@@ -359,10 +381,12 @@ def main() -> None:
     if not args.train_rl_argv:
         parser.error("missing train_rl arguments (config file and key=value overrides)")
     logging.basicConfig(level=logging.INFO)
+    gc.disable()  # the imports below make no garbage worth a collection: see freeze_imports
     install_stand_ins()
     from absl import app
     from maxtext.trainers.post_train.rl import train_rl, utils_rl
 
+    freeze_imports()
     utils_rl.get_optimizer = float32_hyperparams(utils_rl.get_optimizer)
 
     # argv[0] is train_rl's own file, as under `python -m`: MaxText infers its default config

@@ -4,12 +4,14 @@ rehearsal venv: after one update the optimizer state has the same types and shap
 it, so Tunix's jitted train step meets the same signature at step 2 and compiles once; the
 update's numbers are MaxText's own. Without the wrapper the learning rate goes bfloat16 →
 float32 (the second compile this prevents), which the test shows too, so an upstream change
-that ends the mismatch, or moves it elsewhere in the state, is seen here."""
+that ends the mismatch, or moves it elsewhere in the state, is seen here. The launcher's
+``freeze_imports`` is checked here too, in the orchestrator's Python (it needs no venv)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 
@@ -73,3 +75,33 @@ def test_maxtexts_own_optimizer_changes_its_learning_rates_dtype(report):
 def test_the_update_is_maxtexts_own(report):
     assert report["launcher"]["updates"] == report["maxtext"]["updates"]
     assert any(report["launcher"]["updates"])  # a real step, not a zero update
+
+
+FREEZE = r"""
+import gc, json, sys, weakref
+sys.path.insert(0, sys.argv[1])
+from train_rl_cpu import freeze_imports
+
+gc.disable()  # as the launcher's main() does before its imports
+imported = [[] for _ in range(1000)]  # what the imports leave
+freeze_imports()
+
+class Node: pass
+cycle = Node(); cycle.self = cycle
+gone = weakref.ref(cycle)
+del cycle
+freed = gc.collect()
+print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count(),
+                  "cycle_freed": gone() is None and freed > 0}))
+"""
+
+
+def test_the_launcher_freezes_its_imports_and_collects_what_comes_after():
+    """The launcher's ``freeze_imports`` (images/rehearsal/train_rl_cpu.py): the collector is
+    on again after the imports, what they left is frozen, and a cycle made after them (as
+    the models' arrays are) is still freed by a collection such as Tunix's."""
+    done = subprocess.run([sys.executable, "-c", FREEZE, str(REHEARSAL_DIR)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["enabled"] and report["frozen"] >= 1000 and report["cycle_freed"], report
