@@ -50,6 +50,7 @@ Usage: evaluate_rl.py --out SCORES.json [--cpu-rollout] [--restore-once] [--eval
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import multiprocessing.pool  # noqa: F401  # utils_rl needs it imported (train_rl_cpu.py, point 1)
@@ -293,14 +294,32 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def prepare_cpu_rollout() -> None:
+    """The rehearsal's stand-in rollout (train_rl_cpu.py), and its training launcher's
+    collector rule (decision 0045): the imports, those of ``evaluate_checkpoint`` included,
+    run with the cycle collector off and are then frozen out of its reach, so Tunix's
+    collections at each weight sync walk only what evaluating creates, which is collected as
+    before. Measured on the rehearsal's trained checkpoint: 19.2 CPU-s against 24.3-26.6,
+    the same scores file."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from train_rl_cpu import STAND_IN_NOTICE, freeze_imports, install_stand_ins
+
+    print(STAND_IN_NOTICE, file=sys.stderr, flush=True)
+    gc.disable()
+    install_stand_ins()
+    import flax.nnx  # noqa: F401
+    import maxtext.configs.types
+    import maxtext.trainers.post_train.rl.evaluate_rl
+    import maxtext.utils.model_creation_utils  # noqa: F401
+    import transformers  # noqa: F401
+
+    freeze_imports()
+
+
 def run(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO)
     if args.cpu_rollout:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from train_rl_cpu import STAND_IN_NOTICE, install_stand_ins
-
-        print(STAND_IN_NOTICE, file=sys.stderr, flush=True)
-        install_stand_ins()
+        prepare_cpu_rollout()
     import pathwaysutils
     from maxtext.trainers.post_train.rl import train_rl
 
