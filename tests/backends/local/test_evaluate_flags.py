@@ -84,7 +84,7 @@ def test_the_recorder_keeps_the_first_responses_with_their_question_and_summed_r
 
 
 PREPARED = """
-import gc, json, sys, weakref
+import gc, importlib.machinery, json, sys, weakref
 sys.path.insert(0, {dir!r})
 import evaluate_rl
 evaluate_rl.prepare_cpu_rollout()
@@ -95,7 +95,10 @@ made = Cycle(); made.me = made; gone = weakref.ref(made); del made
 gc.collect()
 print(json.dumps({{"enabled": gc.isenabled(), "frozen": frozen, "freed": gone() is None,
                    "stand_in": "maxtext.integration.vllm.maxtext_vllm_rollout" in sys.modules,
-                   "imported": "maxtext.utils.model_creation_utils" in sys.modules}}))
+                   "imported": "maxtext.utils.model_creation_utils" in sys.modules,
+                   "tensorflow": {{"installed": importlib.machinery.PathFinder.find_spec(
+                                      "tensorflow") is not None,
+                                  "refused": sys.modules.get("tensorflow", "") is None}}}}))
 """
 
 
@@ -103,7 +106,8 @@ def test_the_cpu_rollout_freezes_the_evaluations_imports_and_collects_what_follo
         rehearsal_image) -> None:
     """Under ``--cpu-rollout`` the stand-in is installed and the imports of the evaluation
     (MaxText's model creation among them) are frozen out of the collector, which is on again
-    and frees a cycle made after them, as Tunix's collections free what evaluating makes."""
+    and frees a cycle made after them, as Tunix's collections free what evaluating makes;
+    TensorFlow, installed in the venv, is left unimported as in training."""
     python = str(rehearsal_image.venv_dir() / "bin" / "python")
     done = subprocess.run([python, "-c", PREPARED.format(dir=str(REHEARSAL_DIR))],
                           capture_output=True, text=True, timeout=300, check=False)
@@ -111,3 +115,4 @@ def test_the_cpu_rollout_freezes_the_evaluations_imports_and_collects_what_follo
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["enabled"] and seen["freed"] and seen["stand_in"] and seen["imported"], seen
     assert seen["frozen"] >= 100_000, seen  # the imports' objects, not a handful
+    assert seen["tensorflow"] == {"installed": True, "refused": True}, seen
