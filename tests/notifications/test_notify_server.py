@@ -7,13 +7,19 @@ The block is Prefect 3.9.1's own CustomWebhookNotificationBlock with a secret he
 on the server), so the receiver sees the secret only where the block puts it.
 The run-failed message comes from a real flow run of the rehearsal refused at validation (a
 profile error: seconds, no stage); the others from the very functions the flow and the
-dispatcher emit them with; the rollback's from `tpurl rollback` itself.
+dispatcher emit them with, called in this process on this module's server (its settings,
+its own events worker: a fresh interpreter for each cost a second of CPU apiece and proved
+nothing more); the rollback's and the clearance's from `tpurl rollback` and `tpurl
+promote` themselves. The deploy step's refusals run in a fresh interpreter, as `prefect
+deploy` runs the step: all it prints, and its exit code, are what is read there.
 tests/e2e/test_prefect_deploy.py does the same with a failed stage and a promotion decision
 of real rehearsal runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import pwd
@@ -46,16 +52,30 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
 
 @pytest.fixture(scope="module")
 def receiver(server: PrefectServer) -> Iterator[Receiver]:
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+
     with webhook_receiver() as found:
-        _python(server, f"""
-from prefect.blocks.notifications import CustomWebhookNotificationBlock
-CustomWebhookNotificationBlock(
-    name="tpurl-test", url={found.url!r},
-    json_data={{"subject": "{{{{subject}}}}", "text": "{{{{body}}}}"}},
-    headers={{"Authorization": "Bearer {{{{token}}}}"}},
-    secrets={{"token": {CANARY!r}}}).save("tpurl-test-alerts")
-""")
+        with _on(server):
+            CustomWebhookNotificationBlock(
+                name="tpurl-test", url=found.url,
+                json_data={"subject": "{{subject}}", "text": "{{body}}"},
+                headers={"Authorization": "Bearer {{token}}"},
+                secrets={"token": CANARY}).save("tpurl-test-alerts")
         yield found
+
+
+@contextlib.contextmanager
+def _on(server: PrefectServer, emits: bool = False) -> Iterator[None]:
+    """This process's Prefect client on the module's server. With ``emits``, every event
+    emitted inside has been sent when it returns (the events worker of that server's URL,
+    drained as a process's is at exit), so the message a test then waits for is on its way."""
+    from prefect.events.worker import EventsWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: server.url}):
+        yield
+        if emits:
+            EventsWorker.instance().drain()
 
 
 def _python(server: PrefectServer, code: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -72,11 +92,29 @@ APPLIED: dict[str, dict | None] = {}
 
 
 def _step(server: PrefectServer, notify: dict | None) -> subprocess.CompletedProcess:
+    """The deploy step (flows/notifications/apply.py) in this process: what it prints and
+    its exit code (a refusal is its SystemExit)."""
+    from flows.notifications.apply import notification_automations
+
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    APPLIED.pop("notify", None)  # a refusal may have changed nothing or something
+    with _on(server), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            print(notification_automations("rehearsal", notify))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    if code == 0:
+        APPLIED["notify"] = notify
+    return subprocess.CompletedProcess("notification_automations", code, out.getvalue(),
+                                       err.getvalue())
+
+
+def _refused_step(server: PrefectServer, notify: dict) -> subprocess.CompletedProcess:
+    """The deploy step in a fresh interpreter, as `prefect deploy` runs it: everything the
+    process prints (a log line, a traceback) is in what the refusal tests read."""
     done = _python(server, "from flows.notifications.apply import notification_automations as n;"
                    f"print(n('rehearsal', {notify!r}))", check=False)
     APPLIED.pop("notify", None)  # a refusal may have changed nothing or something
-    if done.returncode == 0:
-        APPLIED["notify"] = notify
     return done
 
 
@@ -104,7 +142,7 @@ def _one_message(receiver: Receiver, before: int, what: str) -> dict:
 
 
 def test_a_misnamed_block_is_refused_before_any_automation(server, receiver):
-    done = _step(server, {"block": "custom-webhook/tpurl-test-alertz"})
+    done = _refused_step(server, {"block": "custom-webhook/tpurl-test-alertz"})
     assert done.returncode == 1
     assert "notify.block: no block custom-webhook/tpurl-test-alertz" in done.stderr
     assert "prefect block create custom-webhook" in done.stderr
@@ -114,7 +152,7 @@ def test_a_misnamed_block_is_refused_before_any_automation(server, receiver):
 
 def test_a_url_in_place_of_a_block_is_refused_without_echoing_it(server, receiver):
     url = f"https://hooks.slack.com/services/T0/B0/{CANARY}"
-    done = _step(server, {"block": url})
+    done = _refused_step(server, {"block": url})
     assert done.returncode == 1 and "notify.block" in done.stderr
     assert CANARY not in done.stdout + done.stderr and "hooks.slack" not in done.stderr
     assert _automations(server) == []
@@ -155,28 +193,28 @@ def test_a_failed_run_sends_one_message_with_the_fix(server, receiver):
     assert "Run: http" in text and "/runs/flow-run/" in text
 
 
-def _emit(server: PrefectServer, code: str) -> None:
-    _python(server, "import time\n" + code + "\nfrom prefect.events.worker import EventsWorker\n"
-            "EventsWorker.drain_all()")
-
-
 def test_a_promotion_sends_one_message_with_the_scores(server, receiver):
+    from flows.core.promotion import Decision
+    from flows.runpage.promotion import emit_decision
+
     _webhook_automations(server)
     before = len(receiver.snapshot())
-    _emit(server, """
-from flows.core.promotion import Decision
-from flows.runpage.promotion import emit_decision
-def summary(v):
-    i = {"value": v, "low": v - 0.1, "high": v + 0.1}
-    return {"samples": 2, "accuracy": i, "format_accuracy": i, "mean_reward": i,
-            "reward_samples": 2, "checkpoint": "file:///x"}
-d = Decision(promoted=True, metric="mean_reward", trained=0.75, reference=0.5,
-             reference_kind="promoted", delta=0.25, min_delta=0.0, reason="0.75 >= 0.5 + 0.0",
-             reference_run="rehearsal-older")
-class Model:
-    model_uri, run, dataset, revision = "file:///export", "rehearsal-new", "data", "main"
-emit_decision("rehearsal", d, {"trained": summary(0.75), "base": summary(0.25)}, Model(), None)
-""")
+
+    def summary(v: float) -> dict:
+        i = {"value": v, "low": v - 0.1, "high": v + 0.1}
+        return {"samples": 2, "accuracy": i, "format_accuracy": i, "mean_reward": i,
+                "reward_samples": 2, "checkpoint": "file:///x"}
+
+    d = Decision(promoted=True, metric="mean_reward", trained=0.75, reference=0.5,
+                 reference_kind="promoted", delta=0.25, min_delta=0.0,
+                 reason="0.75 >= 0.5 + 0.0", reference_run="rehearsal-older")
+
+    class Model:
+        model_uri, run, dataset, revision = "file:///export", "rehearsal-new", "data", "main"
+
+    with _on(server, emits=True):
+        emit_decision("rehearsal", d, {"trained": summary(0.75), "base": summary(0.25)},
+                      Model(), None)
     message = _one_message(receiver, before, "the promotion message")
     assert message["subject"] == "tpurl rehearsal: model promoted"
     text = message["text"]
@@ -187,38 +225,38 @@ emit_decision("rehearsal", d, {"trained": summary(0.75), "base": summary(0.25)},
 
 
 def test_a_coalesced_retrain_and_a_capacity_fallback_send_one_message_each(server, receiver):
+    from prefect.events import emit_event
+
+    from flows.announcements.events import announcement_event
+    from flows.announcements.model import Announcement
+
     _webhook_automations(server)
     before = len(receiver.snapshot())
-    _emit(server, """
-from flows.announcements.events import announcement_event
-from flows.announcements.model import Announcement
-old = Announcement.of("dataset", "file:///data/v8.parquet", "11111111-1111-4111-8111-111111111111",
-                      "2026-12-01T06:00:00Z")
-new = Announcement.of("dataset", "file:///data/v9.parquet", "22222222-2222-4222-8222-222222222222",
-                      "2026-12-01T06:05:00Z")
-announcement_event("coalesced", old, ("3f0c0d7e-0000-4000-8000-000000000000",
-                   "rl-post-training/retrain-rehearsal"),
-                   {"rule": "coalesced", "into_run": "run-9", "into": new.to_dict(),
-                    "replaced_runs": ["run-8"]},
-                   profile="rehearsal")
-# another profile's coalesced announcement: not this profile's message
-announcement_event("coalesced", old, ("3f0c0d7e-0000-4000-8000-000000000001", "x/y"),
-                   {"rule": "coalesced", "into_run": "run-9", "into": new.to_dict(),
-                    "replaced_runs": []},
-                   profile="qwen3-30b-a3b-v6e-32")
-""")
+    old = Announcement.of("dataset", "file:///data/v8.parquet",
+                          "11111111-1111-4111-8111-111111111111", "2026-12-01T06:00:00Z")
+    new = Announcement.of("dataset", "file:///data/v9.parquet",
+                          "22222222-2222-4222-8222-222222222222", "2026-12-01T06:05:00Z")
+    with _on(server, emits=True):
+        announcement_event("coalesced", old, ("3f0c0d7e-0000-4000-8000-000000000000",
+                           "rl-post-training/retrain-rehearsal"),
+                           {"rule": "coalesced", "into_run": "run-9", "into": new.to_dict(),
+                            "replaced_runs": ["run-8"]},
+                           profile="rehearsal")
+        # another profile's coalesced announcement: not this profile's message
+        announcement_event("coalesced", old, ("3f0c0d7e-0000-4000-8000-000000000001", "x/y"),
+                           {"rule": "coalesced", "into_run": "run-9", "into": new.to_dict(),
+                            "replaced_runs": []},
+                           profile="qwen3-30b-a3b-v6e-32")
     message = _one_message(receiver, before, "the coalesced message")
     assert message["subject"] == "tpurl rehearsal: retrain coalesced"
     assert "dataset file:///data/v8.parquet" in message["text"]
     assert "serves dataset file:///data/v9.parquet" in message["text"]
     before = len(receiver.snapshot())
-    _emit(server, """
-from prefect.events import emit_event
-emit_event(event="tpurl.capacity.fallback",
-           resource={"prefect.resource.id": "tpurl.capacity.rehearsal",
-                     "tpurl.profile": "rehearsal"},
-           payload={"from": "reservation", "to": "flex-start", "reason": "stockout"})
-""")
+    with _on(server, emits=True):
+        emit_event(event="tpurl.capacity.fallback",
+                   resource={"prefect.resource.id": "tpurl.capacity.rehearsal",
+                             "tpurl.profile": "rehearsal"},
+                   payload={"from": "reservation", "to": "flex-start", "reason": "stockout"})
     message = _one_message(receiver, before, "the fallback message")
     assert message["subject"] == "tpurl rehearsal: capacity fallback"
     assert "from: reservation" in message["text"] and "to: flex-start" in message["text"]
@@ -269,22 +307,17 @@ def test_a_suspect_training_and_its_clear_each_send_one_message(server, receiver
 
     _webhook_automations(server)
     before = len(receiver.snapshot())
-    _emit(server, """
-from flows.health import sentinel
-from flows.config import load_profile
-steps = [{"step": s, "rewards/train/mean": 1.0, "rewards/train/min": 1.0,
-          "rewards/train/max": 1.0} for s in range(2)]
-judged = sentinel.after_training(steps, load_profile("rehearsal", environ={}).health)
-sentinel.announce("rehearsal", "run-h", judged, print)
-""")
+    steps = [{"step": s, "rewards/train/mean": 1.0, "rewards/train/min": 1.0,
+              "rewards/train/max": 1.0} for s in range(2)]
+    with _on(server, emits=True):
+        judged = sentinel.after_training(steps, load_profile("rehearsal", environ={}).health)
+        sentinel.announce("rehearsal", "run-h", judged, print)
     message = _one_message(receiver, before, "the suspect message")
     assert message["subject"] == "tpurl rehearsal: training suspect (group_collapse, hold)"
     assert "detector group_collapse fired at step 1" in message["text"]
     assert "tpurl promote rehearsal --clear run-h --reason" in message["text"]
 
     profile = load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={})
-    steps = [{"step": s, "rewards/train/mean": 1.0, "rewards/train/min": 1.0,
-              "rewards/train/max": 1.0} for s in range(2)]
     from flows.core.storage import LocalStorage
     from flows.runpage.promotion import promote_or_reject
 
@@ -315,30 +348,31 @@ def test_a_watch_s_regression_sends_one_message_with_its_evidence(server, receiv
     """A watch (flows/operations/watch.py, its scores constructed as the evaluation program
     writes them) of a champion that dropped: its event reaches the API and the notify
     automation sends one message naming the run, the set and the watch's numbers."""
+    from flows.config import load_profile
+    from flows.core.eval_programs import score_key
+    from flows.core.scores import ScoresFile
+    from flows.core.storage import LocalStorage
+    from flows.operations.watch import run_watch
+    from tests.support.promoted import judge
+
     _webhook_automations(server)
     before = len(receiver.snapshot())
-    _python(server, f"""
-from flows.config import load_profile
-from flows.core.eval_programs import score_key
-from flows.core.scores import ScoresFile
-from flows.core.storage import LocalStorage
-from flows.operations.watch import run_watch
-from pathlib import Path
-from tests.support.promoted import judge
+    profile = load_profile("rehearsal", {"local.root": str(tmp_path)}, environ={})
+    key = score_key(profile)
+    assert judge(profile, tmp_path, "run-1", 0.5, key) and \
+        judge(profile, tmp_path, "run-2", 0.7, key)
+    rows = 64
 
-root = Path({str(tmp_path)!r})
-profile = load_profile("rehearsal", {{"local.root": str(root)}}, environ={{}})
-key = score_key(profile)
-assert judge(profile, root, "run-1", 0.5, key) and judge(profile, root, "run-2", 0.7, key)
-rows = 64
-def scorer(scoring, champion, out):
-    return ScoresFile(checkpoint="c", total=rows, correct=0, format_correct=rows,
-                      mean_reward=0.2, rewards=[0.1, 0.3] * (rows // 2),
-                      questions=["What is 2+2?"] * rows,
-                      responses=[{{"question": "What is 2+2?", "response": "5", "reward": 0.1}}])
-outcome = run_watch(LocalStorage(), profile, scorer)
-assert outcome.record.verdict == "regressed" and outcome.posted, outcome.lines()
-""")
+    def scorer(scoring, champion, out) -> ScoresFile:
+        return ScoresFile(checkpoint="c", total=rows, correct=0, format_correct=rows,
+                          mean_reward=0.2, rewards=[0.1, 0.3] * (rows // 2),
+                          questions=["What is 2+2?"] * rows,
+                          responses=[{"question": "What is 2+2?", "response": "5",
+                                      "reward": 0.1}])
+
+    with _on(server):
+        outcome = run_watch(LocalStorage(), profile, scorer)
+    assert outcome.record.verdict == "regressed" and outcome.posted, outcome.lines()
     message = _one_message(receiver, before, "the regression message")
     assert message["subject"] == "tpurl rehearsal: champion run run-2 regressed"
     text = message["text"]
@@ -346,28 +380,30 @@ assert outcome.record.verdict == "regressed" and outcome.posted, outcome.lines()
     assert "Sample: What is 2+2?\n  Response: 5\n  Reward: 0.1" in text
 
 
+# the block's Apprise, imported in this process, imports imghdr (deprecated in Python 3.12)
+@pytest.mark.filterwarnings("ignore:'imghdr' is deprecated:DeprecationWarning")
 def test_an_email_goes_out_through_smtp_with_the_password_only_in_the_login(server, receiver):
     """Email over SMTP: Prefect 3.9.1 ships no SMTP notification block, but its Slack
     Webhook block hands a URL that is not a Slack webhook to Apprise as is
     (prefect/blocks/notifications.py ``SlackWebhook.block_initialization``), and Apprise
     sends a ``mailto://`` URL by SMTP (apprise/plugins/email/base.py)."""
+    from prefect.blocks.notifications import SlackWebhook
+    from prefect.events import emit_event
+
     password = fake_hf_token("Sm4Tk9Xq2Ro")
     with smtp_server() as mailbox:
-        _python(server, f"""
-from prefect.blocks.notifications import SlackWebhook
-SlackWebhook(url="mailto://alerts:{password}@{mailbox.host}:{mailbox.port}"
-                 "?to=oncall@example.com&from=tpurl@example.com").save("tpurl-test-email")
-""")
+        with _on(server):
+            SlackWebhook(url=f"mailto://alerts:{password}@{mailbox.host}:{mailbox.port}"
+                             "?to=oncall@example.com&from=tpurl@example.com"
+                         ).save("tpurl-test-email")
         done = _step(server, {"block": "slack-webhook/tpurl-test-email",
                               "events": ["capacity-fallback"]})
         assert done.returncode == 0, done.stderr
-        _emit(server, """
-from prefect.events import emit_event
-emit_event(event="tpurl.capacity.fallback",
-           resource={"prefect.resource.id": "tpurl.capacity.rehearsal",
-                     "tpurl.profile": "rehearsal"},
-           payload={"from": "spot", "to": "on-demand", "reason": "preempted twice"})
-""")
+        with _on(server, emits=True):
+            emit_event(event="tpurl.capacity.fallback",
+                       resource={"prefect.resource.id": "tpurl.capacity.rehearsal",
+                                 "tpurl.profile": "rehearsal"},
+                       payload={"from": "spot", "to": "on-demand", "reason": "preempted twice"})
         wait_until(lambda: mailbox.messages, 90, "the email")
         time.sleep(SETTLE_S)
         assert len(mailbox.messages) == 1
