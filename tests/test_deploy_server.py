@@ -188,7 +188,10 @@ def test_notify_on_failure_applies_after_its_one_substitution(prefect_server, tm
 
 def test_git_clone_pull_runs_a_worker_away_from_the_checkout(prefect_server, tmp_path):
     """prefect.yaml's git_clone_pull with its one setting (the repository) made: a worker
-    started outside any checkout runs the dispatcher from the clone."""
+    started outside any checkout runs the dispatcher from the clone. The deployment and the
+    worker share a work queue of their own in the process pool, so the worker runs this run
+    alone: the runs the announcements of another test left scheduled in the pool's default
+    queue (no worker ran them there) would each have been one more flow-run process."""
     repo = tmp_path / "tpu-rl-pipeline.git"
     subprocess.run(["git", "clone", "--quiet", "--bare", str(REPO_ROOT), str(repo)], check=True)
     config = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
@@ -198,7 +201,8 @@ def test_git_clone_pull_runs_a_worker_away_from_the_checkout(prefect_server, tmp
     step.pop("branch")
     [dispatcher] = [d for d in config["deployments"] if d["name"] == "announce-retrain-rehearsal"]
     dispatcher.update(name="announce-from-git", triggers=[],
-                      parameters={"deployment": "rl-post-training/no-such-deployment"})
+                      parameters={"deployment": "rl-post-training/no-such-deployment"},
+                      work_pool={**dispatcher["work_pool"], "work_queue_name": "from-git"})
     path = tmp_path / "prefect.yaml"
     path.write_text(yaml.safe_dump({**config, "pull": [clone], "deployments": [dispatcher]}))
     done = prefect_server.cli("--no-prompt", "deploy", "--prefect-file", str(path), "--all")
@@ -209,7 +213,8 @@ def test_git_clone_pull_runs_a_worker_away_from_the_checkout(prefect_server, tmp
     away = tmp_path / "elsewhere"
     away.mkdir()
     worker = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "worker", "start",
-                               "--pool", "tpurl-process"], cwd=away, env=prefect_server.env,
+                               "--pool", "tpurl-process", "--work-queue", "from-git"],
+                              cwd=away, env=prefect_server.env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     try:
