@@ -222,10 +222,11 @@ rehearsal_pid=${lanes[-1]}
 # the long ones (each run by its path; the services tier and realtime-b ignore them): the
 # profile lock's lane the image-stage modules that build with dockerd, the deploy-server
 # module and the worker's run choices (about 150 s, CPU 149), the first realtime lane the
-# stand-in rollout's MaxText decode, the notify server's messages (about 110 s, CPU 50) and
-# the run deadline's (about 35 s). Estimated: fast 660 s, profile lock 640, realtime-a 590,
-# realtime-b 610, services 605; the CPU of all five (about 1400 s) is then what bounds the
-# phase: about 700 s on 2 cores.
+# stand-in rollout's MaxText decode, the notify server's messages (about 110 s, CPU 50 then;
+# 24 since their steps and emitters run in the test process) and the run deadline's (about
+# 35 s). Estimated: fast 660 s, profile lock 640, realtime-a 590, realtime-b 610, services
+# 605; the CPU of all five (about 1400 s) is then what bounds the phase: about 700 s on 2
+# cores.
 LOCK_TESTS=tests/test_profile_lock.py
 LOCK_LANE_MORE=(tests/backends/gke/image tests/test_deploy_server.py
                 tests/test_run_choices_on_a_worker.py)
