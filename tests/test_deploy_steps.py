@@ -61,9 +61,16 @@ def test_a_copied_file_or_the_dockerfile_changes_the_tag(context: Path, changed:
 
 
 @pytest.mark.parametrize("changed", ["tests/test_x.py", "docs/index.md", ".venv/lib/site.py",
-                                     "flows/__pycache__/pipeline.cpython-312.pyc"])
+                                     "flows/__pycache__/pipeline.cpython-312.pyc",
+                                     ".coverage", ".coverage.vm.pid4242.Xab12.Hcd34",
+                                     "coverage.xml", "htmlcov/index.html",
+                                     ".mypy_cache/3.12/flows/pipeline.data.json",
+                                     ".hypothesis/examples/0a1b/2c3d"])
 def test_dockerignored_files_leave_the_tag(context: Path, changed: str):
+    """Among them what a test run or a type check writes while `prefect deploy --all` runs
+    (coverage data of a pytest run ending beside it once made the deploy build twice)."""
     before = _tag(context)
+    (context / changed).parent.mkdir(parents=True, exist_ok=True)
     (context / changed).write_text("changed\n")
     assert _tag(context) == before
 
