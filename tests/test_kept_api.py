@@ -142,7 +142,11 @@ def test_a_stale_server_is_replaced_but_never_under_a_running_command(tmp_path: 
         # other Prefect settings, while another command uses it: that command keeps it, this
         # one gets a server of its own
         holder = _probe(env, hold_s="stdin")  # held until the other command has finished
-        assert until(lambda: len(folder.users()) == 1, 300)
+        if not until(lambda: len(folder.users()) == 1, 300):
+            holder.kill()  # what it said is the only account of why it never used the server
+            _, said = holder.communicate(timeout=30)
+            pytest.fail(f"the holding command never used the kept server (exit "
+                        f"{holder.returncode}); its stderr: {said[-3000:]}")
         other = _env(tmp_path, keep_s=600, PREFECT_LOGGING_LEVEL="WARNING")
         own_url, own_err = _finish(_probe(other))
         assert "this command starts a Prefect API server of its own" in own_err
