@@ -29,9 +29,10 @@ from __future__ import annotations
 import gc
 import importlib
 import runpy
-import sys
 import types
 from typing import Any
+
+from train_rl_cpu import leave_tensorflow_out  # beside this file, as under `python FILE`
 
 MODULE = "maxtext.checkpoint_conversion.to_huggingface"
 # What MODULE imports at its top (MaxText 0.2.4), the converter excluded.
@@ -117,7 +118,7 @@ def main() -> None:
     """Import the converter's dependencies, freeze them, slice on the host, run the converter
     as ``-m`` would."""
     gc.disable()
-    sys.modules.setdefault("tensorflow", None)  # see the module docstring
+    leave_tensorflow_out()
     for name in DEPENDENCIES:
         importlib.import_module(name)
     slice_on_host()

@@ -84,14 +84,15 @@ class LocalRuntime:
 
     def setup(self, program: str) -> ProgramSetup:
         """Every program shares the CPU environment, JAX's compilation cache and the venvs'
-        bytecode; training runs the stand-in launcher; the export runs MaxText's converter as
-        it is (to_huggingface_gc.py only freezes the imports for the collector) and is
-        followed by the transformers load check."""
+        bytecode; training runs the stand-in launcher; the export runs MaxText's converter
+        through to_huggingface_gc.py (its imports frozen for the collector, TensorFlow left
+        out, its slices numpy's: decision 0047) and is followed by the transformers load
+        check."""
         venvs = self.layout.venv_dir().parent
         cache = venvs / JAX_CACHE_DIR
         # Every compilation kept, not only those over JAX's 1 s default: on CPU most of the
-        # programs' compilations are tiny (the export's ~650 slices; train's and evaluate's
-        # sampling and metric helpers), and a one-field change reruns them all.
+        # programs' compilations are tiny (train's and evaluate's sampling and metric helpers,
+        # the export's few), and a one-field change reruns them all.
         env = (*LOCAL_ENV, ("JAX_COMPILATION_CACHE_DIR", str(cache)),
                ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0"), *bytecode_env(venvs))
         if program == "train":
