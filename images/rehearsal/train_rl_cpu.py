@@ -37,7 +37,7 @@ What this launcher does, before importing ``train_rl``:
    :func:`freeze_imports`): Tunix's full ``gc.collect()`` calls and the automatic ones no
    longer walk every imported module's objects;
 5. leaves TensorFlow unimported (see :func:`leave_tensorflow_out`): nothing the rehearsal
-   runs uses it, and its import was a fifth of every program's CPU;
+   runs uses it, and its import cost every program CPU;
 6. runs ``train_rl.main`` through ``absl.app.run`` with the argv it was given, exactly
    as ``python -m maxtext.trainers.post_train.rl.train_rl <argv>`` would.
 
@@ -360,8 +360,9 @@ def leave_tensorflow_out() -> None:
     environment without TensorFlow. Nothing the rehearsal runs uses it: training reads its
     dataset through Hugging Face ``datasets`` and Grain, Orbax writes the checkpoints,
     tensorboardX the metrics, transformers and safetensors the export. The import (Keras and
-    matplotlib with it) cost about 7 CPU-s of every program: a check of two decoder layers
-    took 27 CPU-s with it and 20 without, the same tokens. ``None`` in ``sys.modules`` is
+    matplotlib with it), bytecode cached, cost 1-3 CPU-s a program: a check of two decoder
+    layers took 19.9 CPU-s with it and 16.8 without, the same tokens (decision 0047; about 7
+    more where the bytecode is compiled from source). ``None`` in ``sys.modules`` is
     the import system's way to refuse a module (``ImportError``); a process that imported
     TensorFlow already keeps it. The post-training image on GKE is unchanged.
     """
