@@ -202,8 +202,7 @@ furthest_behind=(nice -n 19)
 # and the retrain finds them compiled. The interrupted CLI's pipeline is the Qwen3 dense
 # profile's (rehearsal-qwen3), after that family's rehearsal in its own lane: it finds the
 # programs up to the export compiled, and compiles the evaluation's itself.
-DEPLOY_E2E=(tests/e2e/test_rehearsal_gemma.py tests/e2e/test_flow_image.py
-            tests/e2e/test_prefect_deploy.py)
+DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
 CLI_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_flow_gke.py
          tests/e2e/test_flow_smoke.py tests/e2e/test_cli_interrupts.py)
 beside "$LOGS/e2e.log" e2e-tier "${behind[@]}" "${cov[@]}" tests/e2e \
