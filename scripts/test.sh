@@ -63,11 +63,14 @@ if [ -z "${TPURL_WHEEL_DIR:-}" ] && [ -d ../shared/wheels ]; then
   TPURL_WHEEL_DIR="$(cd ../shared/wheels && pwd)"
   export TPURL_WHEEL_DIR
 fi
-(timed ruff .venv/bin/ruff check flows reference tests benchmarks images)
-# the type checker over flows/ and reference/ ([tool.mypy] in pyproject.toml); its cache (.mypy_cache) makes
-# tests/test_type_check.py, which runs it again under pytest, a re-check of seconds
-(timed mypy .venv/bin/mypy)
+lint() {  # ruff, then the type checker over flows/ and reference/ ([tool.mypy] in
+  # pyproject.toml); its cache (.mypy_cache) makes tests/test_type_check.py, which runs it
+  # again under pytest, a re-check of seconds
+  (timed ruff .venv/bin/ruff check flows reference tests benchmarks images)
+  (timed mypy .venv/bin/mypy)
+}
 if [ $# -gt 0 ]; then
+  lint
   exec .venv/bin/python -m pytest "$@"
 fi
 
@@ -143,31 +146,6 @@ gather() {  # gather WHAT PID:LOG...: waits for each lane and prints its log; $g
   done
 }
 
-# dockerd + registry for every pytest run (each finds them up and leaves them up). The
-# tests export DOCKER_HOST themselves where they use it (tests/support/docker.py).
-docker_host=""
-if bash scripts/docker-services.sh status >/dev/null 2>&1; then
-  docker_host="$(bash scripts/docker-services.sh env)"
-else
-  rc=0
-  docker_host="$(bash scripts/docker-services.sh start)" || rc=$?
-  if [ "$rc" = 0 ]; then
-    docker_started=1
-  elif [ "$rc" = 3 ]; then  # no apt-get to install them: the docker tests skip themselves
-    docker_host=""
-  else
-    exit "$rc"
-  fi
-fi
-docker_host="${docker_host#export DOCKER_HOST=}"
-base_pid=""
-if [ -n "$docker_host" ]; then
-  registry="${TPURL_REGISTRY_ADDR:-127.0.0.1:5000}"
-  beside "$LOGS/debian-base.log" debian-base-warm-up \
-    env DOCKER_HOST="$docker_host" bash scripts/debian-base-image.sh "$registry/tpurl-debian-base"
-  base_pid=${lanes[-1]}
-fi
-
 # Each pytest run is measured (pyproject's [tool.coverage.run]: sys.monitoring, a few per
 # cent slower); the data of all runs are combined, then the lines per package and the
 # functions no test executed are printed (scripts/coverage_report.py).
@@ -208,6 +186,34 @@ CLI_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_flow_gke.py
 beside "$LOGS/e2e.log" e2e-tier "${behind[@]}" "${cov[@]}" tests/e2e \
   "${DEPLOY_E2E[@]/#/--ignore=}" "${CLI_E2E[@]/#/--ignore=}"
 rehearsal_pid=${lanes[-1]}
+# The linters after the rehearsal's lane has started: they run on one core for about half a
+# minute, and that lane needs neither their verdict nor dockerd (a failure here stops it).
+lint
+# dockerd + registry for every pytest run (each finds them up and leaves them up). The
+# tests export DOCKER_HOST themselves where they use it (tests/support/docker.py).
+docker_host=""
+if bash scripts/docker-services.sh status >/dev/null 2>&1; then
+  docker_host="$(bash scripts/docker-services.sh env)"
+else
+  rc=0
+  docker_host="$(bash scripts/docker-services.sh start)" || rc=$?
+  if [ "$rc" = 0 ]; then
+    docker_started=1
+  elif [ "$rc" = 3 ]; then  # no apt-get to install them: the docker tests skip themselves
+    docker_host=""
+  else
+    exit "$rc"
+  fi
+fi
+docker_host="${docker_host#export DOCKER_HOST=}"
+base_pid=""
+if [ -n "$docker_host" ]; then
+  registry="${TPURL_REGISTRY_ADDR:-127.0.0.1:5000}"
+  beside "$LOGS/debian-base.log" debian-base-warm-up \
+    env DOCKER_HOST="$docker_host" bash scripts/debian-base-image.sh "$registry/tpurl-debian-base"
+  base_pid=${lanes[-1]}
+fi
+
 # The realtime modules in three lanes: the profile lock's (it mostly waits on leases) and the
 # others in two, split by their measured durations (each starts a Prefect API or a `tpurl`
 # CLI: CPU in bursts, mostly waiting), so none outlasts the fast and services tiers. The
