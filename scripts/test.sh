@@ -42,39 +42,36 @@ timed() {  # timed NAME CMD...: runs CMD, then says how long it took and the CPU
 }
 # Every step says its wall and CPU time, the install and the linters too; each `timed`
 # call that is no pipeline runs in a subshell of its own, so its CPU is its own.
-(timed setup bash scripts/setup.sh)
-# Headless Chromium for the run-page screenshots of the deployment test (Debian's package).
-if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
-  apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
-    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
-fi
-export PREFECT_SERVER_ANALYTICS_ENABLED=false
-# pytest cuts its summary lines to the terminal width outside CI; a log has no terminal
-export COLUMNS="${COLUMNS:-200}"
-# Every test process (pytest, the CLIs, servers and children the tests start) may leave the
-# bytecode of what it imports in the venv: with PYTHONDONTWRITEBYTECODE set, each of the
-# hundreds of processes compiled Prefect, the Kubernetes and Google clients from source again.
-unset PYTHONDONTWRITEBYTECODE
-if [ -f .venv/uv.env ]; then set -a; . .venv/uv.env; set +a; fi  # uv's sources, for the image stage
-# The rehearsal venv's tunix is the post-training image's GitHub commit; where GitHub is not
-# reachable (our machines, CI) the image stage takes the wheel built from it from this folder
-# (flows/backends/local/tunix_source.py checks its sha256). A user's machine needs neither.
-if [ -z "${TPURL_WHEEL_DIR:-}" ] && [ -d ../shared/wheels ]; then
-  TPURL_WHEEL_DIR="$(cd ../shared/wheels && pwd)"
-  export TPURL_WHEEL_DIR
-fi
-lint() {  # ruff, then the type checker over flows/ and reference/ ([tool.mypy] in
-  # pyproject.toml); its cache (.mypy_cache) makes tests/test_type_check.py, which runs it
-  # again under pytest, a re-check of seconds
-  (timed ruff .venv/bin/ruff check flows reference tests benchmarks images)
-  (timed mypy .venv/bin/mypy)
+install_chromium() {  # headless Chromium for the run-page screenshots of the deployment
+  # test (Debian's package)
+  if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
+    apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+      || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+  fi
 }
-if [ $# -gt 0 ]; then
-  lint
-  exec .venv/bin/python -m pytest "$@"
-fi
-
-rm -f "$LOGS"/*.log
+start_docker_services() {  # dockerd + registry for every pytest run (each finds them up and
+  # leaves them up; the tests export DOCKER_HOST themselves where they use it,
+  # tests/support/docker.py); writes `export DOCKER_HOST=...` (empty: none, the docker tests
+  # skip themselves) to $LOGS/.docker-host, and `started` to $LOGS/.docker-started if this
+  # run started them
+  local rc=0
+  if bash scripts/docker-services.sh status >/dev/null 2>&1; then
+    bash scripts/docker-services.sh env >"$LOGS/.docker-host"
+    return 0
+  fi
+  touch "$LOGS/.docker-started"  # before the start: a run stopped mid-start stops them too
+  bash scripts/docker-services.sh start >"$LOGS/.docker-host" || rc=$?
+  if [ "$rc" = 3 ]; then  # no apt-get to install them
+    rm -f "$LOGS/.docker-started"
+    : >"$LOGS/.docker-host"
+  elif [ "$rc" != 0 ]; then
+    return "$rc"
+  fi
+}
+system_packages() {  # one job, as apt takes one lock
+  start_docker_services
+  install_chromium
+}
 # A whole run from a clean clone took 8.6 GB at its peak here (the venvs 4.4 GB, hard links
 # into uv's cache, 0.9 more in the cache; Docker's images 1.8 on overlay2, 9.3 on vfs; pytest's
 # temporaries 2.5): with less free, builds, checkpoints and the Prefect database fail
@@ -85,7 +82,7 @@ if [ "$free_gb" -lt 20 ]; then
   echo "test.sh: WARNING: under 20 GB free; the e2e tier may fail for want of disk" >&2
 fi
 lanes=()
-docker_started=0
+whole_run=0  # 1: no arguments, every tier (this run starts dockerd)
 stop_all() {  # on any exit: the background jobs this script started, then its dockerd
   for pid in "${lanes[@]}"; do
     kill -INT -- "-$pid" 2>/dev/null || true  # pytest's KeyboardInterrupt runs the teardowns
@@ -98,7 +95,9 @@ stop_all() {  # on any exit: the background jobs this script started, then its d
     kill -KILL -- "-$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
-  if [ "$docker_started" = 1 ]; then bash scripts/docker-services.sh stop || true; fi
+  if [ "$whole_run" = 1 ] && [ -e "$LOGS/.docker-started" ]; then
+    bash scripts/docker-services.sh stop || true
+  fi
 }
 failure_summary() {  # the end of a failed run's output says what failed and on what machine
   echo "==== test.sh: the run failed; the failing tests (each tier's log is in $LOGS) ===="
@@ -146,6 +145,42 @@ gather() {  # gather WHAT PID:LOG...: waits for each lane and prints its log; $g
   done
 }
 
+if [ $# -eq 0 ]; then
+  whole_run=1
+  rm -f "$LOGS"/*.log "$LOGS/.docker-host" "$LOGS/.docker-started"
+  # The system packages install and start beside the Python set-up and the linters (apt:
+  # mostly downloads on a fresh machine, which left a core idle for a minute)
+  beside "$LOGS/system-packages.log" system-packages system_packages
+  system_pid=${lanes[-1]}
+fi
+(timed setup bash scripts/setup.sh)
+export PREFECT_SERVER_ANALYTICS_ENABLED=false
+# pytest cuts its summary lines to the terminal width outside CI; a log has no terminal
+export COLUMNS="${COLUMNS:-200}"
+# Every test process (pytest, the CLIs, servers and children the tests start) may leave the
+# bytecode of what it imports in the venv: with PYTHONDONTWRITEBYTECODE set, each of the
+# hundreds of processes compiled Prefect, the Kubernetes and Google clients from source again.
+unset PYTHONDONTWRITEBYTECODE
+if [ -f .venv/uv.env ]; then set -a; . .venv/uv.env; set +a; fi  # uv's sources, for the image stage
+# The rehearsal venv's tunix is the post-training image's GitHub commit; where GitHub is not
+# reachable (our machines, CI) the image stage takes the wheel built from it from this folder
+# (flows/backends/local/tunix_source.py checks its sha256). A user's machine needs neither.
+if [ -z "${TPURL_WHEEL_DIR:-}" ] && [ -d ../shared/wheels ]; then
+  TPURL_WHEEL_DIR="$(cd ../shared/wheels && pwd)"
+  export TPURL_WHEEL_DIR
+fi
+lint() {  # ruff, then the type checker over flows/ and reference/ ([tool.mypy] in
+  # pyproject.toml); its cache (.mypy_cache) makes tests/test_type_check.py, which runs it
+  # again under pytest, a re-check of seconds
+  (timed ruff .venv/bin/ruff check flows reference tests benchmarks images)
+  (timed mypy .venv/bin/mypy)
+}
+if [ $# -gt 0 ]; then
+  install_chromium
+  lint
+  exec .venv/bin/python -m pytest "$@"
+fi
+
 # Each pytest run is measured (pyproject's [tool.coverage.run]: sys.monitoring, a few per
 # cent slower); the data of all runs are combined, then the lines per package and the
 # functions no test executed are printed (scripts/coverage_report.py).
@@ -180,31 +215,23 @@ furthest_behind=(nice -n 19)
 # and the retrain finds them compiled. The interrupted CLI's pipeline is the Qwen3 dense
 # profile's (rehearsal-qwen3), after that family's rehearsal in its own lane: it finds the
 # programs up to the export compiled, and compiles the evaluation's itself.
-DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
-CLI_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_flow_gke.py
-         tests/e2e/test_flow_smoke.py tests/e2e/test_cli_interrupts.py)
+DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py
+            tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py)
+FAMILIES_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_cli_interrupts.py)
 beside "$LOGS/e2e.log" e2e-tier "${behind[@]}" "${cov[@]}" tests/e2e \
-  "${DEPLOY_E2E[@]/#/--ignore=}" "${CLI_E2E[@]/#/--ignore=}"
+  "${DEPLOY_E2E[@]/#/--ignore=}" "${FAMILIES_E2E[@]/#/--ignore=}"
 rehearsal_pid=${lanes[-1]}
+beside "$LOGS/e2e-families.log" e2e-families-lane "${behind[@]}" "${cov[@]}" "${FAMILIES_E2E[@]}"
+families_pid=${lanes[-1]}
 # The linters after the rehearsal's lane has started: they run on one core for about half a
 # minute, and that lane needs neither their verdict nor dockerd (a failure here stops it).
 lint
-# dockerd + registry for every pytest run (each finds them up and leaves them up). The
-# tests export DOCKER_HOST themselves where they use it (tests/support/docker.py).
-docker_host=""
-if bash scripts/docker-services.sh status >/dev/null 2>&1; then
-  docker_host="$(bash scripts/docker-services.sh env)"
-else
-  rc=0
-  docker_host="$(bash scripts/docker-services.sh start)" || rc=$?
-  if [ "$rc" = 0 ]; then
-    docker_started=1
-  elif [ "$rc" = 3 ]; then  # no apt-get to install them: the docker tests skip themselves
-    docker_host=""
-  else
-    exit "$rc"
-  fi
-fi
+# The system packages' job (above) has installed and started dockerd and the registry
+rc=0
+wait "$system_pid" || rc=$?
+cat "$LOGS/system-packages.log"
+[ "$rc" = 0 ] || exit "$rc"
+docker_host="$(cat "$LOGS/.docker-host")"
 docker_host="${docker_host#export DOCKER_HOST=}"
 base_pid=""
 if [ -n "$docker_host" ]; then
@@ -269,10 +296,8 @@ fi
 # The second phase: the deployment and CLI lanes, behind the rehearsal's lane (started with
 # the first phase, above); then its output, and theirs.
 beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${furthest_behind[@]}" "${cov[@]}" "${DEPLOY_E2E[@]}"
-deploy_pid=${lanes[-1]}
-beside "$LOGS/e2e-cli.log" e2e-cli-lane "${furthest_behind[@]}" "${cov[@]}" "${CLI_E2E[@]}"
-gather "e2e tier" "$rehearsal_pid:$LOGS/e2e.log" "$deploy_pid:$LOGS/e2e-deploy.log" \
-  "${lanes[-1]}:$LOGS/e2e-cli.log"
+gather "e2e tier" "$rehearsal_pid:$LOGS/e2e.log" "$families_pid:$LOGS/e2e-families.log" \
+  "${lanes[-1]}:$LOGS/e2e-deploy.log"
 e2e_rc=$gathered
 lanes=()
 [ "$e2e_rc" = 0 ] || exit "$e2e_rc"
