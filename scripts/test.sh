@@ -215,14 +215,12 @@ furthest_behind=(nice -n 19)
 # and the retrain finds them compiled. The interrupted CLI's pipeline is the Qwen3 dense
 # profile's (rehearsal-qwen3), after that family's rehearsal in its own lane: it finds the
 # programs up to the export compiled, and compiles the evaluation's itself.
-DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py
-            tests/e2e/test_flow_gke.py tests/e2e/test_flow_smoke.py)
-FAMILIES_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_cli_interrupts.py)
+DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
+CLI_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_flow_gke.py
+         tests/e2e/test_flow_smoke.py)
 beside "$LOGS/e2e.log" e2e-tier "${behind[@]}" "${cov[@]}" tests/e2e \
-  "${DEPLOY_E2E[@]/#/--ignore=}" "${FAMILIES_E2E[@]/#/--ignore=}"
+  "${DEPLOY_E2E[@]/#/--ignore=}" "${CLI_E2E[@]/#/--ignore=}"
 rehearsal_pid=${lanes[-1]}
-beside "$LOGS/e2e-families.log" e2e-families-lane "${behind[@]}" "${cov[@]}" "${FAMILIES_E2E[@]}"
-families_pid=${lanes[-1]}
 # The linters after the rehearsal's lane has started: they run on one core for about half a
 # minute, and that lane needs neither their verdict nor dockerd (a failure here stops it).
 lint
@@ -296,8 +294,10 @@ fi
 # The second phase: the deployment and CLI lanes, behind the rehearsal's lane (started with
 # the first phase, above); then its output, and theirs.
 beside "$LOGS/e2e-deploy.log" e2e-deploy-lane "${furthest_behind[@]}" "${cov[@]}" "${DEPLOY_E2E[@]}"
-gather "e2e tier" "$rehearsal_pid:$LOGS/e2e.log" "$families_pid:$LOGS/e2e-families.log" \
-  "${lanes[-1]}:$LOGS/e2e-deploy.log"
+deploy_pid=${lanes[-1]}
+beside "$LOGS/e2e-cli.log" e2e-cli-lane "${furthest_behind[@]}" "${cov[@]}" "${CLI_E2E[@]}"
+gather "e2e tier" "$rehearsal_pid:$LOGS/e2e.log" "$deploy_pid:$LOGS/e2e-deploy.log" \
+  "${lanes[-1]}:$LOGS/e2e-cli.log"
 e2e_rc=$gathered
 lanes=()
 [ "$e2e_rc" = 0 ] || exit "$e2e_rc"

@@ -26,8 +26,11 @@ SERVICE_FIXTURES = frozenset({"gcs_url", "gcs_east5", "store", "gcs", "prefect_a
                               "prefect_server", "docker_client", "standin_base",
                               "rehearsal_image", "gke_world", "mlflow_server"})
 E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
-# in this order, after every other e2e module
-LAST_MODULES = ("test_rehearsal_e2e.py", "test_rehearsal_recipe_tutorial.py")
+# in this order, after every other e2e module: the rehearsal module, then the recipe tutorial
+# in the root it leaves; then the interrupted CLI, whose Qwen3 dense programs
+# test_rehearsal_families.py (another lane of scripts/test.sh) has compiled by then
+LAST_MODULES = ("test_rehearsal_e2e.py", "test_rehearsal_recipe_tutorial.py",
+                "test_cli_interrupts.py")
 FAST, SERVICES, E2E, REHEARSAL = range(4)
 
 
