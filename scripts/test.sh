@@ -3,11 +3,11 @@
 # included; the first run builds the MaxText venv, a few minutes).
 #
 # Without arguments the tests run in tiers, quickest first, each its own pytest run so a
-# failure stops before the long ones (tests/support/tiers.py marks them): ruff and mypy, the fast
-# tests (no services), the service-backed ones (fake-gcs-server, a Prefect API, dockerd),
-# then the end-to-end modules of tests/e2e once each, the rehearsal last; then the coverage
-# of all of them. These run beside the fast tier, because they mostly wait while it
-# computes (2 cores):
+# failure stops before the long ones (tests/support/tiers.py marks them): ruff and mypy
+# (beside the rehearsal's lane, below), the fast tests (no services), the service-backed
+# ones (fake-gcs-server, a Prefect API, dockerd), then the end-to-end modules of tests/e2e
+# once each, the rehearsal last; then the coverage of all of them. These run beside the
+# fast tier, because they mostly wait while it computes (2 cores):
 # - the services tier itself (it waits on the servers it starts), but for its image builds;
 # - the `realtime` services modules (leases expiring, Prefect servers and CLIs starting),
 #   in three more pytest runs whose output is printed when they end, before the e2e tier;
@@ -15,14 +15,16 @@
 # - the Debian base image of the flow-image tests (scripts/debian-base-image.sh, mostly
 #   downloads), so the e2e tier finds it in the registry. Only a warm-up: the e2e tests call
 #   the same script, which builds it there if this did not;
-# - the rehearsal's e2e lane (the rehearsal module and the recipe tutorial), niced: it takes
-#   the CPU the first phase leaves idle and needs none of its services.
+# - the rehearsal's e2e lane (Gemma 3's rehearsal, the rehearsal module, the recipe
+#   tutorial, the interrupted CLI), niced: it takes the CPU the first phase leaves idle and
+#   needs none of its services. It starts before the linters, which use one core.
 # The rest of the e2e tier runs after the first phase, in two more lanes: the modules that
 # drive the docs' deployments (tests/e2e/test_flow_image.py, test_prefect_deploy.py: docker
-# builds, servers, workers); the CLI's interrupts with the GKE world's (the tutorial and
-# smoke profiles).
-# dockerd and the registry are started once for the whole run (the pytest runs find them up
-# and leave them up) and stopped at the end if this script started them.
+# builds, servers, workers); the Qwen3 dense and Llama rehearsals with the GKE world's
+# modules (the tutorial and smoke profiles).
+# dockerd and the registry (and Chromium) are installed and started beside the set-up, once
+# for the whole run (the pytest runs find them up and leave them up), and stopped at the end
+# if this script started them.
 # With arguments, they are passed to one pytest run as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -193,28 +195,30 @@ cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
 behind=(nice -n 10)
 furthest_behind=(nice -n 19)
 .venv/bin/python -m coverage erase
-# The e2e tier in three lanes (a clean-clone run on 2 cores, wall and CPU): the modules that
-# drive the docs' deployments (one flow image built and pushed by one `prefect deploy`,
-# process and Kubernetes workers, the announcement retrain on a worker) with Gemma 3's
-# rehearsal: 798 s, CPU 481 s; the CLI's interrupts with the GKE world's (the tutorial and
-# smoke profiles against the fakes) and the Qwen3 dense and Llama rehearsals: 775 s, CPU 417 s;
-# and the rest of tests/e2e, the rehearsal module and any new module: 1013 s, CPU 866 s
-# (each measured with all three started after the first phase). The rehearsal's lane starts
-# here, beside the first phase and behind it (Priorities, above); the other two start after
-# it, as they share dockerd with the first phase's image tests. The other families'
-# rehearsal (infra to export, no evaluation) rides in the two lanes with slack; Gemma 3 costs nearly as much as the other
-# two. On its own, JAX's compilation cache cold: Qwen3 dense 100 s, Llama 153 s (the image
-# stage's check included), Gemma 3's programs 318 s; warm, 50, 56 and 195 s (Gemma 3's were
-# 197 s cold once its converter saved on one simulated device, rehearsal-gemma.yaml). A Qwen3
-# dense rehearsal's programs took 118 CPU-s cold and 61 warm
-# (docs/decisions/0035-xla-compiles-once-per-program.md). So each lane runs its other
-# families FIRST: two pipelines of the shipped Qwen3-MoE profile share one cache (the
-# rehearsal module's first run, the announcement's retrain), and started together they
-# could each compile the same programs while none had written them yet; now the first run
-# compiles them while the family rehearsals, whose programs are their own, run beside it,
-# and the retrain finds them compiled. The interrupted CLI's pipeline is the Qwen3 dense
-# profile's (rehearsal-qwen3), after that family's rehearsal in its own lane: it finds the
-# programs up to the export compiled, and compiles the evaluation's itself.
+# The e2e tier in three lanes. The rehearsal's (the rest of tests/e2e, in tests/support/tiers.py's
+# order: Gemma 3's rehearsal and any new module, the rehearsal module, the recipe tutorial,
+# then the interrupted CLI) starts here, beside the first phase and behind it (Priorities,
+# above); the other two start after the first phase, as they share dockerd with its image
+# tests: the modules that drive the docs' deployments (one flow image built and pushed by one
+# `prefect deploy`, process and Kubernetes workers, the announcement retrain on a worker), and
+# the Qwen3 dense and Llama rehearsals with the GKE world's modules (the tutorial and smoke
+# profiles against the fakes). A clean-clone run on 2 cores (2026-12-07): the rehearsal's lane
+# 1099 s from its start (CPU 678 s), the deployment lane 301 s (CPU 163) and the CLI lane
+# 203 s (CPU 124) after the first phase's 845 s; all three ended within 30 s of each other,
+# and `vmstat` found the cores idle only in the first 30 s and the last 20. With Gemma 3's
+# rehearsal in the deployment lane and the interrupted CLI in the CLI lane, the rehearsal's
+# lane had ended 150 s before them (1152 s against 1147 on that machine); with the families
+# and the interrupted CLI in a second early lane, the first phase ran 150 s longer and the
+# deployment lane ended the run alone (1237 s).
+# JAX's compilation cache is shared (docs/decisions/0035-xla-compiles-once-per-program.md):
+# two pipelines of one model started together could each compile the same programs while
+# none had written them yet, so each model's first pipeline runs before the others of its
+# model: the rehearsal module's first run before the announcement's retrain (the deployment
+# lane starts after the first phase), the Qwen3 dense family's rehearsal (the CLI lane's
+# first module) before the interrupted CLI, whose pipeline is that profile's (rehearsal-qwen3)
+# and comes last in the rehearsal's lane. On its own, JAX's cache cold: Qwen3 dense 100 s,
+# Llama 153 s (the image stage's check included), Gemma 3's programs 318 s; warm, 50, 56 and
+# 195 s.
 DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
 CLI_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_flow_gke.py
          tests/e2e/test_flow_smoke.py)
