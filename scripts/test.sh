@@ -54,8 +54,8 @@ install_chromium() {  # headless Chromium for the run-page screenshots of the de
 start_docker_services() {  # dockerd + registry for every pytest run (each finds them up and
   # leaves them up; the tests export DOCKER_HOST themselves where they use it,
   # tests/support/docker.py); writes `export DOCKER_HOST=...` (empty: none, the docker tests
-  # skip themselves) to $LOGS/.docker-host, and `started` to $LOGS/.docker-started if this
-  # run started them
+  # skip themselves) to $LOGS/.docker-host, and creates $LOGS/.docker-started when this run
+  # starts them (the exit trap stops only those)
   local rc=0
   if bash scripts/docker-services.sh status >/dev/null 2>&1; then
     bash scripts/docker-services.sh env >"$LOGS/.docker-host"
@@ -150,8 +150,8 @@ gather() {  # gather WHAT PID:LOG...: waits for each lane and prints its log; $g
 if [ $# -eq 0 ]; then
   whole_run=1
   rm -f "$LOGS"/*.log "$LOGS/.docker-host" "$LOGS/.docker-started"
-  # The system packages install and start beside the Python set-up and the linters (apt:
-  # mostly downloads on a fresh machine, which left a core idle for a minute)
+  # The system packages install and start beside the Python set-up and the linters: on a
+  # fresh machine apt's downloads (docker.io, chromium) had run alone before them
   beside "$LOGS/system-packages.log" system-packages system_packages
   system_pid=${lanes[-1]}
 fi
@@ -195,21 +195,22 @@ cov=(.venv/bin/python -m coverage run --parallel-mode -m pytest)
 behind=(nice -n 10)
 furthest_behind=(nice -n 19)
 .venv/bin/python -m coverage erase
-# The e2e tier in three lanes. The rehearsal's (the rest of tests/e2e, in tests/support/tiers.py's
-# order: Gemma 3's rehearsal and any new module, the rehearsal module, the recipe tutorial,
-# then the interrupted CLI) starts here, beside the first phase and behind it (Priorities,
-# above); the other two start after the first phase, as they share dockerd with its image
-# tests: the modules that drive the docs' deployments (one flow image built and pushed by one
-# `prefect deploy`, process and Kubernetes workers, the announcement retrain on a worker), and
-# the Qwen3 dense and Llama rehearsals with the GKE world's modules (the tutorial and smoke
-# profiles against the fakes). A clean-clone run on 2 cores (2026-12-07): the rehearsal's lane
-# 1099 s from its start (CPU 678 s), the deployment lane 301 s (CPU 163) and the CLI lane
-# 203 s (CPU 124) after the first phase's 845 s; all three ended within 30 s of each other,
-# and `vmstat` found the cores idle only in the first 30 s and the last 20. With Gemma 3's
-# rehearsal in the deployment lane and the interrupted CLI in the CLI lane, the rehearsal's
-# lane had ended 150 s before them (1152 s against 1147 on that machine); with the families
-# and the interrupted CLI in a second early lane, the first phase ran 150 s longer and the
-# deployment lane ended the run alone (1237 s).
+# The e2e tier in three lanes. The rehearsal's (the rest of tests/e2e, in the order of
+# tests/support/tiers.py: Gemma 3's rehearsal and any new module, the rehearsal module, the
+# recipe tutorial, then the interrupted CLI) starts here, beside the first phase and behind it
+# (Priorities, above); the other two start after the first phase, as they share dockerd with
+# its image tests: the modules that drive the docs' deployments (one flow image built and
+# pushed by one `prefect deploy`, process and Kubernetes workers, the announcement retrain on
+# a worker), and the Qwen3 dense and Llama rehearsals with the GKE world's modules (the
+# tutorial and smoke profiles against the fakes). A clean-clone run on 2 cores (2026-12-07):
+# the rehearsal's lane 1099 s from its start (CPU 678 s), the deployment lane 301 s (CPU 163)
+# and the CLI lane 203 s (CPU 124) after the first phase's 845 s; all three ended within 30 s
+# of each other, and `vmstat` found the cores idle only in the first 30 s and the last 20.
+# With the interrupted CLI in the CLI lane (Gemma 3's rehearsal already here, moved from the
+# deployment lane, which had ended runs alone), the rehearsal's lane ended 150 s before the
+# others (1152 s against 1147 on that machine); with the families and the interrupted CLI in a
+# second early lane, the first phase ran 150 s longer and the deployment lane ended the run
+# alone (1237 s).
 # JAX's compilation cache is shared (docs/decisions/0035-xla-compiles-once-per-program.md):
 # two pipelines of one model started together could each compile the same programs while
 # none had written them yet, so each model's first pipeline runs before the others of its
