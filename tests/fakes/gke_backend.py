@@ -58,8 +58,11 @@ def make_backend(url: str, stage: str, tmp: Path, logger: ListLogger,
 
 
 def run_stage(server: FakeApiServer, stage: str, tmp: Path, budgets: Budgets = BUDGETS,
-              profile: Profile | None = None) -> tuple[Any, ListLogger, str, GkeBackend]:
-    logger = ListLogger()
+              profile: Profile | None = None, logger: ListLogger | None = None
+              ) -> tuple[Any, ListLogger, str, GkeBackend]:
+    """``logger``: one the test already watches from another thread (a fake that acts once
+    the product has said something)."""
+    logger = logger if logger is not None else ListLogger()
     backend = make_backend(server.url, stage, tmp, logger, budgets, profile)
     profile, layout = backend.profile, Layout(backend.profile)
     if stage == "evaluate":  # the trained model's JobSet (the profile must have eval)

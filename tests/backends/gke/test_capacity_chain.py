@@ -21,7 +21,7 @@ from flows.backends.gke.fallback import NO_QUEUED_CAPACITY
 from flows.config.profile import Profile
 from flows.config.teams import load_teams
 from flows.core.failures import StageFailed
-from tests.fakes.gke_backend import BUDGETS, jobsets_created, run_stage
+from tests.fakes.gke_backend import BUDGETS, ListLogger, jobsets_created, run_stage
 from tests.fakes.kube_api import FakeApiServer, FakeKube
 from tests.fakes.kube_api.node_groups import (
     ZONE_LABEL,
@@ -104,14 +104,35 @@ def queued_on(server: FakeApiServer, profile: Profile, **settings: Any
     return scaler, dws, queued
 
 
+def end_stockout_once_said(group: NodeGroup, logger: ListLogger, words: str,
+                           within_s: float = 60.0) -> threading.Thread:
+    """Capacity comes once the product has said ``words`` (or after ``within_s``, so a
+    product that never says them still finishes and the test names what is missing): a
+    window on the clock would race the stage's start on a loaded machine."""
+    def watch() -> None:
+        deadline = time.monotonic() + within_s
+        while (not any(words in line for line in list(logger.lines))
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        group.stockout = False
+
+    thread = threading.Thread(target=watch, daemon=True, name="capacity-comes")
+    thread.start()
+    return thread
+
+
 def test_queued_provisioning_brings_the_whole_slice_once_capacity_comes(server,
                                                                          tmp_path: Path) -> None:
     profile = chain_profile("queued", zones="us-east5-b")
-    scaler, dws, group = queued_on(server, profile)
-    group.stockouts = [(0.0, scaler.clock() + 1.5)]  # DWS finds the slice after 1.5 s
+    # DWS keeps the request open long enough that only the capacity decides when it ends
+    scaler, dws, group = queued_on(server, profile, fail_after_s=60.0)
+    group.stockout = True
+    logger = ListLogger()
+    capacity = end_stockout_once_said(group, logger, "waits for queued capacity")
     try:
         scenario(server.kube, RUN)
-        outcome, logger, _log, backend = run_stage(server, "train", tmp_path, profile=profile)
+        outcome, _, _log, backend = run_stage(server, "train", tmp_path, profile=profile,
+                                              logger=logger)
         assert not isinstance(outcome, StageFailed), outcome
         assert [n for _, n in group.history][:2] == [0, 8]  # all or nothing: 8 at once
         requests = server.kube.find("provisioningrequests")
@@ -121,6 +142,7 @@ def test_queued_provisioning_brings_the_whole_slice_once_capacity_comes(server,
         assert backend.monitor.served.mode == "queued"
         assert any("waits for queued capacity" in line for line in logger.lines), "\n".join(logger.lines)
     finally:
+        capacity.join(timeout=60.0)
         dws.stop()
         scaler.stop()
 
