@@ -78,3 +78,34 @@ def test_hf_export(store: GcsStorage) -> None:
 
 def test_emulator_host_is_used(store: GcsStorage) -> None:
     assert os.environ["STORAGE_EMULATOR_HOST"].startswith("http://127.0.0.1:")
+
+
+def test_an_announced_dataset_in_the_bucket_is_checked_from_its_tail(store: GcsStorage,
+                                                                     tmp_path) -> None:
+    """A gs:// training set is judged from its parquet footer, read by two ranged reads of
+    the object's tail (GcsStorage.read_tail), as the same file on disk is; a missing object,
+    one that is not parquet, and one without the columns MaxText reads are each named."""
+    from flows.core.dataset import dataset_problem
+    from flows.core.storage import LocalStorage
+    from tests.support.parquet_rows import parquet_rows
+
+    good = parquet_rows(tmp_path / "good.parquet", rows=200)
+    wrong = parquet_rows(tmp_path / "wrong.parquet", columns=("prompt", "reply"))
+    for name, path in (("good", good), ("wrong", wrong)):
+        store.client.bucket(BUCKET).blob(f"sets/{name}.parquet").upload_from_filename(str(path))
+    store.write_text(uri("sets/notes.parquet"), "not a table")
+    store.write_text(uri("sets/empty.parquet"), "")
+
+    tail = store.read_tail(uri("sets/good.parquet"), 8)
+    assert tail == good.read_bytes()[-8:] == LocalStorage().read_tail(good.as_uri(), 8)
+    assert store.read_tail(uri("sets/good.parquet"), 10**9) == good.read_bytes()
+    assert store.read_tail(uri("sets/empty.parquet"), 8) == b""
+    assert store.read_tail(uri("sets/gone.parquet"), 8) is None
+
+    assert dataset_problem(store, uri("sets/good.parquet")) is None
+    problem, fix = dataset_problem(store, uri("sets/wrong.parquet")) or ("", "")
+    assert "has columns prompt, reply" in problem and "rename the columns" in fix
+    for name, said in (("gone", "does not exist"), ("notes", "not a parquet file"),
+                       ("empty", "not a parquet file")):
+        problem, _fix = dataset_problem(store, uri(f"sets/{name}.parquet")) or ("", "")
+        assert said in problem, (name, problem)

@@ -120,6 +120,48 @@ def test_teardown_knows_when_it_runs_inside_a_cluster() -> None:
     assert asked == [METADATA_CLUSTER]
 
 
+def test_the_metadata_read_sends_the_flavor_and_reads_no_answer_as_no_cluster() -> None:
+    """The read the guard makes, against a local server that answers as GCE's metadata server
+    does: the attribute's value as text with ``Metadata-Flavor: Google`` in the request, 403
+    without it; 404 for an attribute the VM lacks (a GCE VM that is no GKE node). Anything
+    but a name, or no server at all (off Google Cloud), is no cluster."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from flows.operations.teardown import _metadata
+    from tests.support.net import free_port
+
+    attributes = {"/computeMetadata/v1/instance/attributes/cluster-name": "tpurl-v6e\n",
+                  "/computeMetadata/v1/instance/attributes/empty": ""}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = attributes.get(self.path)
+            status = (403 if self.headers.get("Metadata-Flavor") != "Google"
+                      else 404 if found is None else 200)
+            body = (found or "").encode() if status == 200 else b"no"
+            self.send_response(status)
+            self.send_header("Metadata-Flavor", "Google")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/computeMetadata/v1/instance/attributes"
+    try:
+        assert _metadata(f"{base}/cluster-name") == "tpurl-v6e"
+        assert _metadata(f"{base}/empty") is None
+        assert _metadata(f"{base}/missing") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _metadata(f"http://127.0.0.1:{free_port()}/computeMetadata/v1/") is None
+
+
 def test_teardown_refuses_to_destroy_the_cluster_it_runs_on(cloud: Cloud, monkeypatch) -> None:
     from flows.core.failures import StageFailed
     from flows.operations import teardown as module
