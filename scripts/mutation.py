@@ -118,6 +118,12 @@ MODULES = {
     # a property is never mutated: Declared's properties answer through plain functions;
     # deployment_declared is the read through Prefect's API (glue), proven against a real
     # server by tests/test_refused_overrides.py
+    # the REST seam to Google's APIs, over a real HTTP server and a real google-auth session;
+    # glue: the constructor's Application Default Credentials and image_exists, which asks a
+    # registry (tests/backends/gke/infra/test_image_exists.py, with dockerd's registry)
+    "cloud-rest": Module("flows/backends/gke/infra/cloud.py", (
+        "tests/backends/gke/infra/test_rest_apis.py",
+        "tests/backends/gke/infra/test_rest_api_calls.py"), glue=("__init__", "image_exists")),
     "declared-vars": Module("flows/deployed/declared.py", (
         "tests/test_declared.py", "tests/test_run_choices.py"), glue=("deployment_declared",)),
 }

@@ -118,9 +118,11 @@ class Stage(ABC):
     def outputs_present(self, ctx: StageContext, record: LineageRecord) -> bool:
         return all(ctx.storage.exists(uri) for uri in record.outputs.values())
 
+    @abstractmethod
     def content_outputs(self, ctx: StageContext) -> tuple[str, ...]:
-        """Names of the outputs whose files the lineage manifest covers."""
-        return ()
+        """Names of the outputs whose files the lineage manifest covers. Each stage names its
+        own: a stage naming none gets no manifest, so a rerun would reuse its outputs on
+        their existence alone, unchecked against what the stage wrote."""
 
     def check_inputs(self, ctx: StageContext) -> None:
         """Refuse, before anything runs or is skipped, inputs the programs would choke on."""
