@@ -18,7 +18,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from flows.backends.gke.capacity_pools import BASE_POOL, TEAM_LABEL, tpu_pools
+from flows.backends.gke.capacity_pools import BASE_POOL, TEAM_LABEL, team_taint, tpu_pools
 from flows.backends.gke.infra.cluster_shape import UNKNOWN_RESERVATION, ClusterShape
 from flows.backends.gke.infra.kueue_objects import kueue_configuration_text
 from flows.backends.gke.team_identity import (
@@ -531,9 +531,8 @@ def _own_slice(settings: Any, pool: PoolPlan) -> None:
         if isinstance(affinity, dict) and facts.reservation:
             for entry in affinity.get("specific_reservations") or []:
                 entry["name"] = facts.reservation
-    if pool.team:
-        settings["taints"] = [{"key": TEAM_LABEL, "value": pool.team,
-                               "effect": "NO_SCHEDULE"}]
+    if pool.team:  # gke-node-pool spells the effect as the GKE API does
+        settings["taints"] = [{**team_taint(pool.team), "effect": "NO_SCHEDULE"}]
 
 
 def _quota_without_base(doc: Any, ctx: EditContext) -> None:
