@@ -109,3 +109,13 @@ def test_an_announced_dataset_in_the_bucket_is_checked_from_its_tail(store: GcsS
                        ("empty", "not a parquet file")):
         problem, _fix = dataset_problem(store, uri(f"sets/{name}.parquet")) or ("", "")
         assert said in problem, (name, problem)
+
+
+def test_an_objects_digest_is_the_one_its_listing_shows(store: GcsStorage) -> None:
+    """The Storage protocol's digest of one object: GCS's crc32c, the value stat_tree lists
+    (the manifest compares the two), and a missing object is FileNotFoundError."""
+    store.write_text(uri("d/weights.bin"), "w" * 1000)
+    listed = store.stat_tree(uri("d"))["weights.bin"].digest
+    assert listed and store.digest(uri("d/weights.bin")) == listed
+    with pytest.raises(FileNotFoundError):
+        store.digest(uri("d/gone.bin"))
