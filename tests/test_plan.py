@@ -59,6 +59,29 @@ def test_cli_plan_writes_files(tmp_path, tutorial_overrides, capsys):
     assert any("jobset-train" in name for name in manifests)
 
 
+def test_a_rehearsal_plan_writes_its_programs_and_its_check_reaches_nothing(tmp_path, capsys):
+    """The local profile's plan files are the stages' JSON and scripts, with no manifest (no
+    cluster); --check has nothing to ask of a cloud and says so, after the plan."""
+    out = tmp_path / "plan"
+    assert main(["plan", "rehearsal", "--out", str(out), "--check"]) == 0
+    said = capsys.readouterr().out
+    assert "pre-flight: nothing to check for a local profile" in said
+    names = sorted(p.name for p in out.iterdir())
+    assert "plan.txt" in names and any(n.endswith("-train.json") for n in names)
+    assert not (out / "manifests").exists()
+
+
+def test_profiles_lists_the_shipped_profiles_and_the_fields_a_run_may_set(capsys):
+    from flows.config.profile_file import profile_names
+    from flows.config.run_overrides import tunable_fields
+
+    assert main(["profiles"]) == 0
+    assert capsys.readouterr().out.split() == profile_names()
+    assert "rehearsal" in profile_names() and TUTORIAL in profile_names()
+    assert main(["profiles", "--tunable"]) == 0
+    assert capsys.readouterr().out.split() == list(tunable_fields()) != []
+
+
 def test_cli_validate_exit_codes(capsys):
     assert main(["validate", "rehearsal"]) == 0
     assert main(["validate", TUTORIAL]) == 2
