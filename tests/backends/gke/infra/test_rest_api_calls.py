@@ -70,10 +70,14 @@ class _Rewritten(AuthorizedSession):
     def __init__(self, credentials: Any, base: str) -> None:
         super().__init__(credentials)
         self.base = base
+        self.timeouts: list[Any] = []  # each call's, as the caller gave it
+        self.trusted: list[bytes] = []  # the CA file each cluster call verified against
 
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        kwargs.pop("verify", None)  # the cluster's CA: the local server speaks plain HTTP
-        parts = urlsplit(url)
+        self.timeouts.append(kwargs.get("timeout"))
+        if isinstance(verify := kwargs.pop("verify", None), str):  # the cluster's CA file,
+            self.trusted.append(Path(verify).read_bytes())  # read while it exists; the local
+        parts = urlsplit(url)  # server speaks plain HTTP
         query = f"?{parts.query}" if parts.query else ""
         return super().request(method, f"{self.base}{parts.path}{query}", *args, **kwargs)
 
@@ -110,13 +114,18 @@ def google() -> Iterator[tuple[Google, str]]:
 
 
 @pytest.fixture
-def apis(google: tuple[Google, str], endpoint: TokenEndpoint, tmp_path: Path) -> RestGoogleApis:
-    """RestGoogleApis on a service account's key, as Application Default Credentials give it."""
+def apis(google: tuple[Google, str], endpoint: TokenEndpoint,
+         tmp_path: Path) -> Iterator[RestGoogleApis]:
+    """RestGoogleApis on a service account's key, as Application Default Credentials give it.
+    Every call it made had a bound: a pre-flight that waits on an unanswering API forever
+    would hold the run before anything is spent, saying nothing."""
     key = write_adc_key(tmp_path / "adc.json", token_uri=endpoint.url)
     endpoint.know(*key_identity(key))
     credentials = service_account.Credentials.from_service_account_file(
         str(key), scopes=["https://www.googleapis.com/auth/cloud-platform"])
-    return RestGoogleApis(session=_Rewritten(credentials, google[1]))
+    session = _Rewritten(credentials, google[1])
+    yield RestGoogleApis(session=session)
+    assert all(t is not None and 0 < t <= 60 for t in session.timeouts), session.timeouts
 
 
 def test_every_call_carries_the_token_the_key_was_issued(apis, google, endpoint) -> None:
@@ -132,11 +141,15 @@ def test_the_enabled_services_are_read_from_every_page(apis, google) -> None:
     path = "/v1/projects/p/services"
 
     def page(query: dict[str, list[str]], _body: Any) -> Answer:
-        if len(state.requests) > 2:  # a client that lost the token would ask forever
+        if len(state.requests) > 3:  # a client that lost the token would ask forever
             return 400, {"error": {"code": 400, "message": "asked for page 1 again"}}
+        if not 0 < int(query.get("pageSize", ["50"])[0]) <= 200:  # the API's bound
+            return 400, {"error": {"code": 400, "message": "Invalid page size"}}
+        if query.get("pageToken") == ["page-3"]:
+            return 200, {}  # an empty page: proto3 JSON leaves the empty list out
         if query.get("pageToken") == ["page-2"]:
             return 200, {"services": [{"config": {"name": "storage.googleapis.com"},
-                                       "state": "ENABLED"}]}
+                                       "state": "ENABLED"}], "nextPageToken": "page-3"}
         return 200, {"services": [{"config": {"name": "compute.googleapis.com"},
                                    "state": "ENABLED"},
                                   {"config": {"name": "container.googleapis.com"},
@@ -146,7 +159,7 @@ def test_the_enabled_services_are_read_from_every_page(apis, google) -> None:
     assert apis.enabled_services("p") == {"compute.googleapis.com", "container.googleapis.com",
                                           "storage.googleapis.com"}
     asked = [q for m, p, q, _b, _a in state.requests if p == path]
-    assert len(asked) == 2 and all(q["filter"] == ["state:ENABLED"] for q in asked)
+    assert len(asked) == 3 and all(q["filter"] == ["state:ENABLED"] for q in asked)
     assert "pageToken" not in asked[0] and asked[1]["pageToken"] == ["page-2"]
 
 
@@ -190,17 +203,41 @@ def test_permission_tests_return_the_held_subset_and_a_missing_bucket_is_not_fou
         "permissions": [p for p in q["permissions"] if p != "storage.objects.delete"]})
     assert apis.bucket_test_iam_permissions("bkt", wanted) == set(wanted[:2])
     assert next(q for m, p, q, _b, _a in state.requests if p == bucket)["permissions"] == wanted
-    with pytest.raises(ApiNotFound):
+    state.routes[("GET", "/storage/v1/b/none/iam/testPermissions")] = lambda q, b: (200, {
+        "kind": "storage#testIamPermissionsResponse"})  # none held: the field left out
+    assert apis.bucket_test_iam_permissions("none", wanted) == set()
+    with pytest.raises(ApiNotFound, match="/b/gone/iam/testPermissions"):
         apis.bucket_test_iam_permissions("gone", wanted)
     repository = "/v1/projects/p/locations/us-east5/repositories/repo:testIamPermissions"
-    state.routes[("POST", repository)] = lambda q, b: (200, {})  # none held: no field at all
+    upload = "artifactregistry.repositories.uploadArtifacts"
+    state.routes[("POST", repository)] = lambda q, b: (200, {"permissions": b["permissions"][:1]})
     assert apis.repository_test_iam_permissions("p", "us-east5", "repo",
-                                                ["artifactregistry.repositories.uploadArtifacts"]
-                                                ) == set()
-    assert state.requests[-1][3] == {"permissions": ["artifactregistry.repositories.uploadArtifacts"]}
-    state.routes[("POST", repository)] = lambda q, b: (403, {"error": {"code": 403}})
-    with pytest.raises(ApiDenied):
+                                                [upload, "artifactregistry.repositories.get"]
+                                                ) == {upload}
+    assert state.requests[-1][3] == {"permissions": [upload, "artifactregistry.repositories.get"]}
+    state.routes[("POST", repository)] = lambda q, b: (200, {})  # none held: no field at all
+    assert apis.repository_test_iam_permissions("p", "us-east5", "repo", [upload]) == set()
+    state.routes[("POST", repository)] = lambda q, b: (403, {"error": {"code": 403,
+                                                                       "message": "no"}})
+    with pytest.raises(ApiDenied, match=r"repo:testIamPermissions: .*no"):
         apis.repository_test_iam_permissions("p", "us-east5", "repo", ["x.y.z"])
+
+
+def test_the_callers_project_permissions_are_the_held_subset(apis, google) -> None:
+    """Cloud Resource Manager v1 projects.testIamPermissions: POST, the permissions in the
+    body, the held ones back (the field left out when none is)."""
+    state, _ = google
+    path = "/v1/projects/p:testIamPermissions"
+    state.routes[("POST", path)] = lambda q, b: (200, {"permissions": [
+        p for p in b["permissions"] if p.startswith("container.")]})
+    wanted = ["container.clusters.get", "iam.serviceAccounts.actAs"]
+    assert apis.test_iam_permissions("p", wanted) == {"container.clusters.get"}
+    assert state.requests[-1][:2] == ("POST", path) and state.requests[-1][3] == {
+        "permissions": wanted}
+    state.routes[("POST", path)] = lambda q, b: (200, {})
+    assert apis.test_iam_permissions("p", wanted) == set()
+    with pytest.raises(ApiNotFound, match="projects/gone:testIamPermissions"):
+        apis.test_iam_permissions("gone", wanted)
 
 
 def test_a_repository_is_created_for_docker_and_its_operation_read_by_name(apis, google) -> None:
@@ -249,6 +286,8 @@ def test_the_admitted_workloads_are_the_unfinished_ones_of_the_version_kueue_ser
             _workload("evicted", Admitted="False", Evicted="True"),
             {"metadata": {"namespace": "team-b", "name": "new"}}]})
     assert apis.admitted_workloads(CLUSTER) == ["team-a/running"]
+    session = apis.session
+    assert isinstance(session, _Rewritten) and session.trusted == [b"ca", b"ca"]
     assert [p for _m, p, *_ in state.requests] == ["/apis/kueue.x-k8s.io/v1beta2/workloads",
                                                    "/apis/kueue.x-k8s.io/v1beta1/workloads"]
 
@@ -282,9 +321,14 @@ def test_the_controllers_versions_are_their_images_tags(apis, google) -> None:
 def test_the_registry_token_is_the_sessions_and_is_redacted_everywhere(apis, endpoint) -> None:
     """The registry's token flow gets the session's own access token (refreshed when it has
     none yet), and from then on that token is cut out of every text the pipeline writes."""
+    import base64
+
     token = apis._access_token()
     assert token is not None and token == endpoint.issued[-1]
     assert token not in redact(f"Authorization: Bearer {token}")
+    # registered as a secret, so its other forms go too (not only its token shape)
+    encoded = base64.b64encode(f"oauth2accesstoken:{token}".encode()).decode()
+    assert encoded not in redact(f"Authorization: Basic {encoded}")
     assert apis._access_token() == token and len(endpoint.issued) == 1  # still valid: kept
 
 
