@@ -125,8 +125,8 @@ MODULES = {
         "tests/backends/gke/infra/test_rest_apis.py",
         "tests/backends/gke/infra/test_rest_api_calls.py",
         "tests/backends/gke/infra/test_preflight_zones.py",
-        "tests/backends/gke/infra/test_kueue_objects_version.py",
-        "tests/backends/gke/infra/test_team_queues.py"), glue=("__init__", "image_exists")),
+        "tests/backends/gke/infra/test_kueue_objects_version.py"),
+        glue=("__init__", "image_exists")),
     "declared-vars": Module("flows/deployed/declared.py", (
         "tests/test_declared.py", "tests/test_run_choices.py"), glue=("deployment_declared",)),
 }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import secrets
 import threading
 import time
 import urllib.parse
@@ -79,7 +80,9 @@ class TokenEndpoint:
             return 400, {"error": problem}
         if problem is not None:
             return 400, {"error": "invalid_grant", "error_description": problem}
-        token = f"ya29.fake-{len(self.issued)}"
+        # unique across endpoints, as Google's are: a token one test registered as a secret
+        # is never another test's, whose redaction then proves its own registration
+        token = f"ya29.fake-{secrets.token_hex(6)}-{len(self.issued)}"
         self.issued.append(token)
         return 200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer"}
 
