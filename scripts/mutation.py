@@ -115,9 +115,6 @@ MODULES = {
         "tests/test_kept_api.py::test_a_bad_keep_time_names_the_variable_and_the_fix",
         "tests/test_kept_api.py::test_idle_time_counts_from_the_last_use_and_not_while_in_use",
     ), glue=("keep", "wait", "start_command")),
-    # a property is never mutated: Declared's properties answer through plain functions;
-    # deployment_declared is the read through Prefect's API (glue), proven against a real
-    # server by tests/test_refused_overrides.py
     # the REST seam to Google's APIs, over a real HTTP server and a real google-auth session;
     # glue: the constructor's Application Default Credentials and image_exists, which asks a
     # registry (tests/backends/gke/infra/test_image_exists.py, with dockerd's registry)
@@ -127,6 +124,9 @@ MODULES = {
         "tests/backends/gke/infra/test_preflight_zones.py",
         "tests/backends/gke/infra/test_kueue_objects_version.py"),
         glue=("__init__", "image_exists")),
+    # a property is never mutated: Declared's properties answer through plain functions;
+    # deployment_declared is the read through Prefect's API (glue), proven against a real
+    # server by tests/test_refused_overrides.py
     "declared-vars": Module("flows/deployed/declared.py", (
         "tests/test_declared.py", "tests/test_run_choices.py"), glue=("deployment_declared",)),
 }
