@@ -75,9 +75,11 @@ class _Rewritten(AuthorizedSession):
 
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         self.timeouts.append(kwargs.get("timeout"))
-        if isinstance(verify := kwargs.pop("verify", None), str):  # the cluster's CA file,
-            self.trusted.append(Path(verify).read_bytes())  # read while it exists; the local
-        parts = urlsplit(url)  # server speaks plain HTTP
+        # a cluster call verifies against the cluster's CA file: read while it exists (the
+        # local server speaks plain HTTP, so the file itself is not used)
+        if isinstance(verify := kwargs.pop("verify", None), str):
+            self.trusted.append(Path(verify).read_bytes())
+        parts = urlsplit(url)
         query = f"?{parts.query}" if parts.query else ""
         return super().request(method, f"{self.base}{parts.path}{query}", *args, **kwargs)
 
