@@ -25,7 +25,7 @@ from prefect.states import Cancelled, Cancelling, Crashed, Failed, Pending, Runn
 
 from flows.announcements.dispatch import dispatch_announcement
 from flows.cli import main as tpurl
-from flows.common.paths import PROFILES_DIR
+from flows.common.paths import PROFILES_DIR, REPO_ROOT
 from tests.support.announcements import (
     REV,
     T0,
@@ -204,3 +204,22 @@ def test_the_docs_gke_example_queues_a_run_of_its_target(tutorial_overrides, tmp
     assert run.parameters["announcement"]["serves"]["dataset"]["event_id"] == event["id"]
     assert run.parameters["overrides"] == tutorial_overrides  # the deployment's kept
     assert run.name.startswith("qwen3-30b-a3b-v6e-32-openmath-v7.parquet")
+
+
+def test_an_unknown_deployment_is_refused_naming_the_form_and_a_shipped_example(target, capsys):
+    """`tpurl announcements due|drop` given a name no deployment has: exit 2, the name quoted
+    and the fix's example a real one (the pipeline's flow and a retrain deployment of
+    prefect.yaml), before anything is read or tagged."""
+    from flows.pipeline import rl_post_training
+
+    deployment, _ = target
+    missing = f"{deployment}-gone"
+    for argv in (["announcements", "due", missing], ["announcements", "drop", missing, "e-1"]):
+        assert tpurl(argv) == 2
+        said = capsys.readouterr().err
+        assert f"deployment {missing!r} does not exist" in said, said
+    example = said.rsplit("e.g. ", 1)[1].strip()
+    flow_name, name = example.split("/")
+    assert flow_name == rl_post_training.name
+    shipped = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
+    assert name in {d["name"] for d in shipped["deployments"]} and name.startswith("retrain-")
