@@ -667,3 +667,44 @@ def _created_unvalidated(server: PrefectServer, deployment: dict, variables: dic
         "job_variables": variables}).json()
     assert run["job_variables"] == variables and run["work_queue_id"]  # taken as given
     return str(run["id"])
+
+
+def test_the_generators_check_names_each_file_a_new_team_lacks_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    """docs/how-to/identities.md's `python -m flows.backends.gke.flow_pools --check`: the
+    shipped teams file and the shipped files agree (exit 0); a teams file with a team no
+    file was written for exits 1 naming that team's missing files, and leaves the tree as
+    it was."""
+    from flows.backends.gke import flow_pools
+
+    shipped_file = REPO_ROOT / "deployments" / "teams.yaml"
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(shipped_file))  # the tests' default: no team
+    assert flow_pools.main(["--check"]) == 0
+    assert capsys.readouterr().out == ""
+    shipped = yaml.safe_load(shipped_file.read_text())
+    shipped["teams"]["research"] = {"usd_per_month": 100, "profiles": ["rehearsal"]}
+    teams_file = tmp_path / "teams.yaml"
+    teams_file.write_text(yaml.safe_dump(shipped))
+    monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams_file))
+    assert flow_pools.main(["--check"]) == 1
+    said = capsys.readouterr().out.splitlines()
+    assert said and all(line.startswith("deployments/work-pool/teams/research/")
+                        and line.endswith("is missing, what the generator writes")
+                        for line in said), said
+    assert not (REPO_ROOT / "deployments" / "work-pool" / "teams" / "research").exists()
+
+
+@pytest.mark.parametrize("team", [None, "tutorial"])
+def test_the_fix_for_a_missing_pool_names_the_template_that_pool_is_made_from(
+        team: str | None) -> None:
+    """The pin step's fix for a pool that does not exist yet (`prefect work-pool create POOL
+    --type kubernetes --base-job-template FILE`): FILE is the shipped template of that
+    pool, the shared one or the team's, a path from the repository's root that exists and
+    holds a Kubernetes worker's template."""
+    from flows.backends.gke.flow_pools import pool_name, pool_template_shown, template_file
+
+    shown = pool_template_shown(pool_name(team))
+    assert (REPO_ROOT / shown).resolve() == template_file(team).resolve()
+    template = json.loads((REPO_ROOT / shown).read_text())
+    assert {"job_configuration", "variables"} <= set(template), shown
