@@ -683,16 +683,16 @@ def test_the_generators_check_names_each_file_a_new_team_lacks_and_writes_nothin
     assert flow_pools.main(["--check"]) == 0
     assert capsys.readouterr().out == ""
     shipped = yaml.safe_load(shipped_file.read_text())
-    shipped["teams"]["research"] = {"usd_per_month": 100, "profiles": ["rehearsal"]}
+    shipped["teams"]["vision"] = {"usd_per_month": 100, "profiles": ["rehearsal"]}
     teams_file = tmp_path / "teams.yaml"
     teams_file.write_text(yaml.safe_dump(shipped))
     monkeypatch.setenv("TPURL_TEAMS_FILE", str(teams_file))
     assert flow_pools.main(["--check"]) == 1
     said = capsys.readouterr().out.splitlines()
-    assert said and all(line.startswith("deployments/work-pool/teams/research/")
+    assert said and all(line.startswith("deployments/work-pool/teams/vision/")
                         and line.endswith("is missing, what the generator writes")
                         for line in said), said
-    assert not (REPO_ROOT / "deployments" / "work-pool" / "teams" / "research").exists()
+    assert not (REPO_ROOT / "deployments" / "work-pool" / "teams" / "vision").exists()
 
 
 @pytest.mark.parametrize("team", [None, "tutorial"])
