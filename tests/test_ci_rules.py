@@ -83,3 +83,44 @@ def test_count_groups_cases_by_function() -> None:
 def test_in_ci_reads_the_usual_values() -> None:
     assert in_ci({"CI": "true"}) and in_ci({"CI": "1"}) and in_ci({"CI": " Yes "})
     assert not in_ci({}) and not in_ci({"CI": "false"}) and not in_ci({"CI": ""})
+
+
+_COSTS = {
+    "test_costly": """
+import time
+
+def test_computes():
+    ended = time.process_time() + 0.6
+    while time.process_time() < ended:
+        pass
+
+def test_waits():
+    time.sleep(0.6)
+""",
+    "test_cheap": """
+def test_nothing():
+    pass
+""",
+}
+
+
+def test_the_summary_names_the_costliest_modules_and_tests_by_cpu(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU, not wall: the test that waits as long as the other computes is not the costly one;
+    a module's figure is its tests' sum."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    pytester.makepyfile(**_COSTS)
+    result = pytester.runpytest_subprocess("-p", "tests.support.ci_plugin", "-p",
+                                           "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    modules = out.split("CPU by module")[1].split("CPU by test")[0].splitlines()
+    tests = out.split("CPU by test")[1].splitlines()
+    assert any(" s of CPU in 2 modules; the most:" in line for line in modules), out
+    assert next(line for line in modules if line.endswith(".py")).endswith("test_costly.py")
+    assert any(" s of CPU in 3 tests; the most:" in line for line in tests), out
+    ranked = [line.split()[-1] for line in tests if "::" in line]
+    assert ranked[0] == "test_costly.py::test_computes", tests
+    costs = {line.split()[-1]: float(line.split()[0]) for line in tests if "::" in line}
+    assert costs["test_costly.py::test_computes"] >= 0.5
+    assert costs["test_costly.py::test_waits"] < 0.3

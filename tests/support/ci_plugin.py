@@ -11,17 +11,17 @@ import pytest
 from tests.support.ci_rules import ci_skip_message, count, in_ci, summary_lines
 from tests.support.cpu_by_module import cpu_seconds, module_of, report_lines
 
-_CPU_BY_MODULE: Counter[str] = Counter()
+_CPU_BY_TEST: Counter[str] = Counter()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    """Each test's CPU (setup, call and teardown), added to its module's."""
+    """Each test's CPU (setup, call and teardown)."""
     before = cpu_seconds()
     try:
         return (yield)
     finally:
-        _CPU_BY_MODULE[module_of(item.nodeid)] += cpu_seconds() - before
+        _CPU_BY_TEST[item.nodeid] += cpu_seconds() - before
 
 
 @pytest.hookimpl(wrapper=True)
@@ -43,7 +43,12 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section("what passed")
         for line in summary_lines(count(passed)):
             terminalreporter.write_line(line)
-    if lines := report_lines(_CPU_BY_MODULE):
-        terminalreporter.section("CPU by module")
-        for line in lines:
-            terminalreporter.write_line(line)
+    by_module: Counter[str] = Counter()
+    for nodeid, seconds in _CPU_BY_TEST.items():
+        by_module[module_of(nodeid)] += seconds
+    for title, lines in (("CPU by module", report_lines(by_module)),
+                         ("CPU by test", report_lines(_CPU_BY_TEST, "tests", top=15))):
+        if lines:
+            terminalreporter.section(title)
+            for line in lines:
+                terminalreporter.write_line(line)

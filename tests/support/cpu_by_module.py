@@ -1,9 +1,11 @@
-"""The CPU each test module used, for the end of a pytest run: on two cores shared by the
-tiers and lanes of scripts/test.sh, the wall time of a test says little (it waits while
-others compute) and its CPU says what it costs the run.
+"""The CPU each test module and each test used, for the end of a pytest run: on two cores
+shared by the tiers and lanes of scripts/test.sh, the wall time of a test says little (it
+waits while others compute) and its CPU says what it costs the run. The costliest tests are
+named too: a module's figure hides which of its tests (or which module fixture, counted in
+the test that set it up or tore it down) to make cheaper.
 
 Per test: user + system time of this process and of the children it reaped (servers, CLIs,
-programs: counted when waited for), summed by module. A child reaped in a later test is
+programs: counted when waited for), also summed by module. A child reaped in a later test is
 counted there; daemons that are never reaped (dockerd, a kept API server) are not counted."""
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def report_lines(by_module: Counter[str], top: int = 12) -> list[str]:
-    """The modules that used the most CPU, with their share of the run's."""
-    total = sum(by_module.values())
+def report_lines(costs: Counter[str], what: str = "modules", top: int = 12) -> list[str]:
+    """The ``what`` (modules or tests) that used the most CPU, with their share of the run's."""
+    total = sum(costs.values())
     if total <= 0:
         return []
-    lines = [f"{total:.0f} s of CPU in {len(by_module)} modules; the most:"]
-    for module, seconds in by_module.most_common(top):
-        lines.append(f"{seconds:8.1f} s {seconds / total:4.0%}  {module}")
+    lines = [f"{total:.0f} s of CPU in {len(costs)} {what}; the most:"]
+    for name, seconds in costs.most_common(top):
+        lines.append(f"{seconds:8.1f} s {seconds / total:4.0%}  {name}")
     return lines
