@@ -124,3 +124,6 @@ def test_the_summary_names_the_costliest_modules_and_tests_by_cpu(
     costs = {line.split()[-1]: float(line.split()[0]) for line in tests if "::" in line}
     assert costs["test_costly.py::test_computes"] >= 0.5
     assert costs["test_costly.py::test_waits"] < 0.3
+    module = next(float(line.split()[0]) for line in modules if line.endswith("test_costly.py"))
+    assert module == pytest.approx(costs["test_costly.py::test_computes"]
+                                   + costs["test_costly.py::test_waits"], abs=0.15)

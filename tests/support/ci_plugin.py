@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from tests.support.ci_rules import ci_skip_message, count, in_ci, summary_lines
-from tests.support.cpu_by_module import cpu_seconds, module_of, report_lines
+from tests.support.cpu_by_module import by_module, cpu_seconds, report_lines
 
 _CPU_BY_TEST: Counter[str] = Counter()
 
@@ -43,10 +43,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section("what passed")
         for line in summary_lines(count(passed)):
             terminalreporter.write_line(line)
-    by_module: Counter[str] = Counter()
-    for nodeid, seconds in _CPU_BY_TEST.items():
-        by_module[module_of(nodeid)] += seconds
-    for title, lines in (("CPU by module", report_lines(by_module)),
+    for title, lines in (("CPU by module", report_lines(by_module(_CPU_BY_TEST))),
                          ("CPU by test", report_lines(_CPU_BY_TEST, "tests", top=15))):
         if lines:
             terminalreporter.section(title)

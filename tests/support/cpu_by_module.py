@@ -25,6 +25,14 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def by_module(by_test: Counter[str]) -> Counter[str]:
+    """Each module's CPU: the sum of its tests'."""
+    modules: Counter[str] = Counter()
+    for nodeid, seconds in by_test.items():
+        modules[module_of(nodeid)] += seconds
+    return modules
+
+
 def report_lines(costs: Counter[str], what: str = "modules", top: int = 12) -> list[str]:
     """The ``what`` (modules or tests) that used the most CPU, with their share of the run's."""
     total = sum(costs.values())
