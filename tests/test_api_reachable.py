@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from flows.console.interrupts import ApiUnreachable, require_reachable
 from flows.console.output import render
+from tests.support.local_http import serving
 
 
 def _closed_port() -> int:
@@ -37,14 +37,10 @@ def test_only_a_healthy_answer_counts(status: int, reachable: bool) -> None:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = HTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/api"
-    try:
+    with serving(Health) as base:
+        url = f"{base}/api"
         if reachable:
             require_reachable(url, within_s=0)
         else:
             with pytest.raises(ApiUnreachable, match="answered /health with an error"):
                 require_reachable(url, within_s=0)
-    finally:
-        server.shutdown()

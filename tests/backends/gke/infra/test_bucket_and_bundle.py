@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from flows.backends.gke.infra.settings import InfraSettings
 from flows.core.failures import StageFailed
 from tests.fakes.cloud import build_bundle
 from tests.support.gcs import gcs_client, gcs_server
+from tests.support.local_http import serving
 from tests.support.profiles import with_gke
 
 
@@ -85,10 +85,8 @@ def release_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     tgz = build_bundle(root / "v1.103.0" / "gcluster_bundle_linux_amd64.tgz")
     handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(  # noqa: E731
         *a, directory=str(root), **k)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", tgz
-    server.shutdown()
+    with serving(handler) as url:
+        yield url, tgz
 
 
 def test_bundle_is_downloaded_checksummed_and_cached(release_server, settings: InfraSettings,

@@ -23,10 +23,9 @@ The server answers by (method, path) as Google's REST APIs do, per their discove
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -39,6 +38,7 @@ from flows.backends.gke.infra.cloud import ApiDenied, ApiNotFound, RestGoogleApi
 from flows.core.redaction import redact
 from tests.fakes.adc_key import key_identity, write_adc_key
 from tests.fakes.oauth_token import TokenEndpoint, token_endpoint
+from tests.support.local_http import serving
 from tests.support.net import send_json
 
 Answer = tuple[int, Any]
@@ -105,14 +105,8 @@ def google() -> Iterator[tuple[Google, str]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield state, url
 
 
 @pytest.fixture

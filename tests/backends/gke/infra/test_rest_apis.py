@@ -6,9 +6,8 @@ the requests session, its status handling and the JSON decoding are the real one
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -16,6 +15,7 @@ import pytest
 import requests
 
 from flows.backends.gke.infra.cloud import ApiDenied, RestGoogleApis
+from tests.support.local_http import serving
 from tests.support.net import send_json
 
 CLUSTER = "/v1/projects/p/locations/r/clusters/c"
@@ -53,14 +53,10 @@ class _Rewrite(requests.Session):
 
 @pytest.fixture
 def apis() -> Iterator[RestGoogleApis]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield RestGoogleApis(session=_Rewrite(f"http://127.0.0.1:{server.server_port}"))
+        with serving(_Handler) as url:
+            yield RestGoogleApis(session=_Rewrite(url))
     finally:
-        server.shutdown()
-        server.server_close()
         _Handler.denied = set()
 
 

@@ -125,10 +125,10 @@ def test_the_metadata_read_sends_the_flavor_and_reads_no_answer_as_no_cluster() 
     does: the attribute's value as text with ``Metadata-Flavor: Google`` in the request, 403
     without it; 404 for an attribute the VM lacks (a GCE VM that is no GKE node). Anything
     but a name, or no server at all (off Google Cloud), is no cluster."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     from flows.operations.teardown import _metadata
+    from tests.support.local_http import serving
     from tests.support.net import free_port
 
     attributes = {"/computeMetadata/v1/instance/attributes/cluster-name": "tpurl-v6e\n",
@@ -149,16 +149,11 @@ def test_the_metadata_read_sends_the_flavor_and_reads_no_answer_as_no_cluster() 
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/computeMetadata/v1/instance/attributes"
-    try:
+    with serving(Handler) as url:
+        base = f"{url}/computeMetadata/v1/instance/attributes"
         assert _metadata(f"{base}/cluster-name") == "tpurl-v6e"
         assert _metadata(f"{base}/empty") is None
         assert _metadata(f"{base}/missing") is None
-    finally:
-        server.shutdown()
-        server.server_close()
     assert _metadata(f"http://127.0.0.1:{free_port()}/computeMetadata/v1/") is None
 
 
