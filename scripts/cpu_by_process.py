@@ -9,7 +9,10 @@ only less CPU shortens a run. The test servers' share in decision 0018 was measu
     python3 scripts/cpu_by_process.py record /tmp/cpu.json &   # then: CI=true bash .ci/run
     kill %1; python3 scripts/cpu_by_process.py report /tmp/cpu.json --until 940
 
-A process that lives under 2 s is missed or cut short; the sampler itself is reported.
+A process that lives under 2 s is missed or cut short; the sampler itself is reported. A
+process already alive at the first sample (the kernel's threads, the machine's init, a
+server started before) counts only the CPU it spends after it: /proc gives its total since
+it started, hours of a long-lived machine thread.
 """
 
 from __future__ import annotations
@@ -62,7 +65,9 @@ def totals(records: list[Record], since: float = 0.0, until: float = float("inf"
     return sorted(((k, cpu[k], count[k]) for k in cpu), key=lambda row: -row[1])
 
 
-def _sample(seen: dict[str, Record], began: float, ticks: float) -> None:
+def _sample(seen: dict[str, Record], began: float, ticks: float, first: bool = False) -> None:
+    """Each process's CPU since it was first seen: since it started, or for one alive at the
+    ``first`` sample, since that sample."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -74,10 +79,12 @@ def _sample(seen: dict[str, Record], began: float, ticks: float) -> None:
                 command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
                 seen[key] = {"pid": int(entry), "comm": stat[stat.find("(") + 1:stat.rfind(")")],
                              "cmd": command.decode(errors="replace")[:400],
-                             "first": time.monotonic() - began}
+                             "first": time.monotonic() - began,
+                             "before": (int(fields[11]) + int(fields[12])) / ticks if first
+                             else 0.0}
         except (OSError, IndexError):
             continue
-        seen[key]["cpu"] = (int(fields[11]) + int(fields[12])) / ticks
+        seen[key]["cpu"] = (int(fields[11]) + int(fields[12])) / ticks - seen[key]["before"]
 
 
 def record(out: Path, every_s: float = 2.0, write_every_s: float = 30.0) -> None:
@@ -88,13 +95,15 @@ def record(out: Path, every_s: float = 2.0, write_every_s: float = 30.0) -> None
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, frame: stopping.append(number))
     began, ticks = time.monotonic(), os.sysconf("SC_CLK_TCK")
-    written = began
+    _sample(seen, began, ticks, first=True)
+    out.write_text(json.dumps(list(seen.values())))  # the baseline: a reader may start now
+    written = time.monotonic()
     while not stopping:
+        time.sleep(every_s)
         _sample(seen, began, ticks)
         if time.monotonic() - written >= write_every_s:
             out.write_text(json.dumps(list(seen.values())))
             written = time.monotonic()
-        time.sleep(every_s)
     _sample(seen, began, ticks)  # the processes still alive at the stop, to their last tick
     out.write_text(json.dumps(list(seen.values())))
 

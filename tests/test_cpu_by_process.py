@@ -45,24 +45,41 @@ def _catches_sigterm(pid: int) -> bool:
     return bool(int(caught, 16) & 1 << (signal.SIGTERM - 1))
 
 
-def test_a_recording_sees_a_busy_child(tmp_path: Path) -> None:
-    """The child burns 1.5 s of its own CPU (not of wall time: two cores shared with other
-    lanes gave a 3 s busy loop 0.73 s) and stays alive until the recorder has stopped, whose
-    last sample reads it to its last tick."""
-    out = tmp_path / "cpu.json"
-    recorder = subprocess.Popen([sys.executable, str(REPO_ROOT / "scripts/cpu_by_process.py"),
-                                 "record", str(out)])
-    busy = subprocess.Popen([sys.executable, "-c", "import time\n"
-                             "while time.process_time() < 1.5: pass\n"
-                             "print('burnt', flush=True)\ntime.sleep(120)\n# tpurl-cpu-probe"],
+def _burner(seconds: float, tag: str) -> subprocess.Popen[str]:
+    """A child that burns ``seconds`` of its own CPU (not of wall time: two cores shared with
+    other lanes gave a 3 s busy loop 0.73 s), says so, and then stays alive, idle."""
+    return subprocess.Popen([sys.executable, "-c", "import time\n"
+                             f"while time.process_time() < {seconds}: pass\n"
+                             f"print('burnt', flush=True)\ntime.sleep(120)\n# {tag}"],
                             stdout=subprocess.PIPE, text=True)
+
+
+def test_a_recording_counts_only_the_cpu_spent_while_it_runs(tmp_path: Path) -> None:
+    """A child that burnt 1.5 s before the recorder's first sample, idle since, counts about
+    nothing (a machine's threads alive for hours had counted their whole lives); one that
+    starts after that sample and burns 1.5 s counts it, read to its last tick by the
+    recorder's last sample."""
+    out = tmp_path / "cpu.json"
+    before = _burner(1.5, "tpurl-cpu-before")
+    during: subprocess.Popen[str] | None = None
     try:
-        assert busy.stdout is not None and busy.stdout.readline().strip() == "burnt"
+        assert before.stdout is not None and before.stdout.readline().strip() == "burnt"
+        recorder = subprocess.Popen([sys.executable,
+                                     str(REPO_ROOT / "scripts/cpu_by_process.py"),
+                                     "record", str(out)])
+        wait_until(lambda: out.exists(), 30, "the recorder's first sample")
+        during = _burner(1.5, "tpurl-cpu-during")
+        assert during.stdout is not None and during.stdout.readline().strip() == "burnt"
         wait_until(lambda: _catches_sigterm(recorder.pid), 30, "the recorder's SIGTERM handler")
         recorder.send_signal(signal.SIGTERM)
         assert recorder.wait(timeout=30) == 0
     finally:
-        busy.kill()
-        busy.wait(timeout=30)
-    mine = [r for r in json.loads(out.read_text()) if "tpurl-cpu-probe" in r["cmd"]]
-    assert len(mine) == 1 and mine[0]["cpu"] >= 1.4, mine  # /proc counts whole ticks
+        for child in (before, during):
+            if child is not None:
+                child.kill()
+                child.wait(timeout=30)
+    records = json.loads(out.read_text())
+    (old,) = [r for r in records if "tpurl-cpu-before" in r["cmd"]]
+    (new,) = [r for r in records if "tpurl-cpu-during" in r["cmd"]]
+    assert old["cpu"] < 0.2, old
+    assert new["cpu"] >= 1.4, new  # /proc counts whole ticks
