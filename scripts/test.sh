@@ -273,8 +273,13 @@ beside "$LOGS/realtime-lock.log" profile-lock-lane "${cov[@]}" \
   -m "services and not e2e" "$LOCK_TESTS" "${LOCK_LANE_MORE[@]}"
 beside "$LOGS/realtime-a.log" realtime-a-lane "${cov[@]}" -m "services and not e2e" \
   "${REALTIME_A[@]}"
+# The second realtime lane is given its modules by path: those that mark themselves
+# `realtime`, less the two lanes above. Collecting the whole tree to select them cost it about
+# 9 CPU-s (6,267 tests imported, 139 kept).
+mapfile -t REALTIME_B < <(grep -rlE --include='test_*.py' 'pytest\.mark\.realtime' tests \
+  | grep -vxF -e "$LOCK_TESTS" "${LOCK_LANE_MORE[@]/#/-e}" "${REALTIME_A[@]/#/-e}" | sort)
 beside "$LOGS/realtime-b.log" realtime-b-lane "${cov[@]}" -m "realtime and not e2e" \
-  --ignore="$LOCK_TESTS" "${LOCK_LANE_MORE[@]/#/--ignore=}" "${REALTIME_A[@]/#/--ignore=}"
+  "${REALTIME_B[@]}"
 realtime_pids=("${lanes[@]: -3}")
 # The services tier beside the fast one: the fast tier computes on one core, the services
 # tier mostly waits on the servers it starts, so run one after the other they left a core
