@@ -20,8 +20,8 @@
 #   needs none of its services. It starts before the linters, which use one core.
 # The rest of the e2e tier runs after the first phase, in two more lanes: the modules that
 # drive the docs' deployments (tests/e2e/test_flow_image.py, test_prefect_deploy.py: docker
-# builds, servers, workers); the Qwen3 dense and Llama rehearsals with the GKE world's
-# modules (the tutorial and smoke profiles).
+# builds, servers, workers); the Llama rehearsal with the GKE world's modules (the tutorial
+# and smoke profiles).
 # dockerd and the registry (and Chromium) are installed and started beside the set-up, once
 # for the whole run (the pytest runs find them up and leave them up), and stopped at the end
 # if this script started them.
@@ -201,8 +201,9 @@ furthest_behind=(nice -n 19)
 # (Priorities, above); the other two start after the first phase, as they share dockerd with
 # its image tests: the modules that drive the docs' deployments (one flow image built and
 # pushed by one `prefect deploy`, process and Kubernetes workers, the announcement retrain on
-# a worker), and the Qwen3 dense and Llama rehearsals with the GKE world's modules (the
-# tutorial and smoke profiles against the fakes). A clean-clone run on 2 cores (2026-12-07):
+# a worker), and the Llama rehearsal with the GKE world's modules (the tutorial and smoke
+# profiles against the fakes; the Qwen3 dense family's checks read the interrupted CLI's
+# last run, the one pipeline of that profile). A clean-clone run on 2 cores (2026-12-07):
 # the rehearsal's lane 1099 s from its start (CPU 678 s), the deployment lane 301 s (CPU 163)
 # and the CLI lane 203 s (CPU 124) after the first phase's 845 s; all three ended within 30 s
 # of each other, and `vmstat` found the cores idle only in the first 30 s and the last 20.
@@ -215,9 +216,8 @@ furthest_behind=(nice -n 19)
 # two pipelines of one model started together could each compile the same programs while
 # none had written them yet, so each model's first pipeline runs before the others of its
 # model: the rehearsal module's first run before the announcement's retrain (the deployment
-# lane starts after the first phase), the Qwen3 dense family's rehearsal (the CLI lane's
-# first module) before the interrupted CLI, whose pipeline is that profile's (rehearsal-qwen3)
-# and comes last in the rehearsal's lane. On its own, JAX's cache cold: Qwen3 dense 100 s,
+# lane starts after the first phase); the interrupted CLI compiles its profile's
+# (rehearsal-qwen3) itself, as no other test runs it. On its own, JAX's cache cold: Qwen3 dense 100 s,
 # Llama 153 s (the image stage's check included), Gemma 3's programs 318 s; warm, 50, 56 and
 # 195 s.
 DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)

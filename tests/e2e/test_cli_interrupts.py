@@ -6,9 +6,11 @@ rehearsal.yaml's stages, the evaluation included, with a tiny model of qwen3-0.6
 structure): how the CLI stops and resumes a run does not depend on the model, and the tiny
 Qwen3-MoE's programs (48 layers of 128 experts) cost more. Measured on the shared 2-core
 machine, programs compiled: the whole test 269 CPU-s with the Qwen3-MoE `rehearsal`, 209
-with `rehearsal-qwen3`. In its CI lane the family rehearsal of the same profile
-(tests/e2e/test_rehearsal_families.py) runs first, so this test finds the programs up to the
-export compiled; the evaluation's it compiles itself.
+with `rehearsal-qwen3`. Its last run completes the profile, so the Qwen3 dense family's
+checks (tests/e2e/test_rehearsal_families.py ``assert_family_outputs``: the tiny model's
+structure, the second step's checkpoint, the export loaded as ``Qwen3ForCausalLM`` with
+trained weights) read its root at the end: no other test runs this profile, and this one
+compiles its programs itself.
 
 One pass over the rehearsal: in each stage (image, infra, convert, train, export, evaluate)
 the run is stopped once by Ctrl-C (SIGINT to its process group, as a terminal sends it) and
@@ -72,6 +74,7 @@ from flows.common.paths import REHEARSAL_DIR, REPO_ROOT
 from flows.config import load_profile
 from flows.core.layout import Layout
 from flows.locking.profile_lock import lock_name
+from tests.e2e.test_rehearsal_families import assert_family_outputs
 from tests.support.prefect_database import seed_home
 
 pytestmark = pytest.mark.rehearsal
@@ -409,5 +412,9 @@ def test_stopped_in_every_stage_then_resumed(tmp_path: Path, clis: list[Cli]) ->
     assert stop.returncode == 0 and "stopped the kept Prefect API server" in stop.stdout, \
         stop.stdout + stop.stderr
     _all_gone(kept, set(), str(tmp_path), 30)
+    # the Qwen3 dense family's proof, on what the resumed runs left: this profile's only
+    # complete pipeline in the suite (tests/e2e/test_rehearsal_families.py says why)
+    settings = dict(o.split("=", 1) for o in overrides)
+    assert_family_outputs(PROFILE, Layout(load_profile(PROFILE, settings, environ=env)))
     print(f"\n{len(PLAN)} stops and {len(PLAN) + 1} runs of `tpurl run {PROFILE}` in "
           f"{time.monotonic() - started:.0f} s")

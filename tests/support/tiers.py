@@ -27,8 +27,8 @@ SERVICE_FIXTURES = frozenset({"gcs_url", "gcs_east5", "store", "gcs", "prefect_a
                               "rehearsal_image", "gke_world", "mlflow_server"})
 E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
 # in this order, after every other e2e module: the rehearsal module, then the recipe tutorial
-# in the root it leaves; then the interrupted CLI, whose Qwen3 dense programs
-# test_rehearsal_families.py (another lane of scripts/test.sh) has compiled by then
+# in the root it leaves; then the interrupted CLI (the Qwen3 dense profile, whose programs
+# no other module compiles)
 LAST_MODULES = ("test_rehearsal_e2e.py", "test_rehearsal_recipe_tutorial.py",
                 "test_cli_interrupts.py")
 FAST, SERVICES, E2E, REHEARSAL = range(4)
