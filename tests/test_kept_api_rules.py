@@ -240,6 +240,59 @@ def test_the_users_are_the_live_commands_and_dead_ones_are_cleared(
     assert sorted(p.name for p in (tmp_path / "s" / "in-use").iterdir()) == ["folder"]
 
 
+def test_a_registration_being_written_is_neither_a_user_nor_cleared(
+        tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """``register`` writes ``<pid>.<writer pid>`` first (``write_private``), then renames it:
+    while its writer runs, that file is a command registering now, so ``users`` leaves it
+    (a keeper sweeping it away made the command's rename fail: FileNotFoundError); once the
+    writer is gone it is a crashed write's leftover, and cleared."""
+    folder = StateDir(tmp_path / "s")
+    folder.make()
+    in_use = tmp_path / "s" / "in-use"
+    in_use.mkdir()
+    writing = in_use / f"{sleeper.pid}.{sleeper.pid}"
+    writing.write_text("")  # opened, nothing written yet
+    assert folder.users() == [] and writing.exists()
+    writing.write_text(ProcessTag.of(sleeper.pid, "tpurl command").to_json()[:20])  # midway
+    assert folder.users() == [] and writing.exists()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    left = in_use / f"{sleeper.pid}.{int(gone.stdout)}"
+    left.write_text("")
+    assert folder.users() == []
+    assert sorted(p.name for p in in_use.iterdir()) == [writing.name]
+
+
+def test_only_a_partial_file_of_a_live_writer_is_being_written() -> None:
+    me = os.getpid()
+    assert kept_api.being_written(f"123.{me}") and kept_api.being_written(f"state.json.{me}")
+    for name in (str(me), f"123.{me}.x", "123.", ".", "123.0", f"123.{kept_api.PID_MAX + 1}",
+                 f"123.{10 ** 30}", "junk"):
+        assert not kept_api.being_written(name), name
+    assert kept_api.being_written("123.1")  # init: alive, another user's (PermissionError)
+
+
+def test_commands_register_while_another_process_reads_the_users(tmp_path: Path) -> None:
+    """Real processes, no ordering imposed: one registers and unregisters in a loop (as
+    commands start and end) while this one lists the users (as the keeper's idle check and
+    `tpurl api-server status` do), in whatever interleaving the scheduler makes."""
+    folder = StateDir(tmp_path / "s")
+    folder.make()
+    script = ("import os, sys\nfrom pathlib import Path\n"
+              "from flows.console.kept_api import StateDir\n"
+              "folder = StateDir(Path(sys.argv[1]))\n"
+              "for _ in range(3000):\n    folder.register(os.getpid()).unlink()\n")
+    writer = subprocess.Popen([sys.executable, "-c", script, str(folder.root)],
+                              stderr=subprocess.PIPE, text=True)
+    reads = 0
+    while writer.poll() is None:
+        assert all(u.pid == writer.pid for u in folder.users())
+        reads += 1
+    _, said = writer.communicate()
+    assert writer.returncode == 0, said[-2000:]
+    assert reads > 10, reads  # the two ran side by side
+
+
 def test_idle_time_is_never_negative_and_zero_at_the_last_use() -> None:
     assert kept_api.idle_for(now=100, last_used=100, started=50, users=0) == 0
     assert kept_api.idle_for(now=100, last_used=110, started=50, users=0) == 0  # clock skew

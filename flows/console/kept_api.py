@@ -41,6 +41,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -137,6 +138,28 @@ def write_private(path: Path, text: str) -> None:
     partial.replace(path)
 
 
+PID_MAX = 4_194_304  # Linux's largest pid_max (kernel/pid.c PID_MAX_LIMIT on 64-bit)
+
+
+def being_written(name: str) -> bool:
+    """Is ``name`` a ``write_private`` partial file (``<name>.<writer pid>``) whose writer
+    still runs? Then it is about to be renamed, not a file to judge or remove; one whose
+    writer is gone is a crashed write's leftover."""
+    found = re.fullmatch(r".+\.(\d+)", name)
+    if found is None:
+        return False
+    writer = int(found[1])
+    if not 0 < writer <= PID_MAX:  # 0 would signal our own process group
+        return False
+    try:
+        os.kill(writer, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
 class StateDir:
     """The files one kept server is known by: ``state.json``, ``lock``, ``last-used``,
     ``in-use/<pid>`` and the keeper's own output ``keeper.log``."""
@@ -186,10 +209,18 @@ class StateDir:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def users(self) -> list[ProcessTag]:
-        """The commands using the server now (files of dead commands are removed)."""
+        """The commands using the server now (files of dead commands are removed). Called
+        without the lock (the keeper's idle check, `tpurl api-server status`) while commands
+        register: a registration still being written is left to its writer, and one renamed
+        or removed since the listing is skipped."""
         live = []
         for path in sorted((self.root / "in-use").glob("*")):
-            tag = ProcessTag.from_json(path.read_text()) if path.is_file() else None
+            if being_written(path.name):
+                continue
+            try:
+                tag = ProcessTag.from_json(path.read_text()) if path.is_file() else None
+            except FileNotFoundError:
+                continue
             if tag is not None and tag.alive():
                 live.append(tag)
             else:
