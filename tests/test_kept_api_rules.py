@@ -263,13 +263,39 @@ def test_a_registration_being_written_is_neither_a_user_nor_cleared(
     assert sorted(p.name for p in in_use.iterdir()) == [writing.name]
 
 
-def test_only_a_partial_file_of_a_live_writer_is_being_written() -> None:
+def test_only_a_partial_file_of_a_live_writer_is_being_written(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     me = os.getpid()
     assert kept_api.being_written(f"123.{me}") and kept_api.being_written(f"state.json.{me}")
-    for name in (str(me), f"123.{me}.x", "123.", ".", "123.0", f"123.{kept_api.PID_MAX + 1}",
-                 f"123.{10 ** 30}", "junk"):
+    for name in (str(me), f"123.{me}.x", "123.", ".", "123.0", "123.00", f"123.{10 ** 30}",
+                 "junk"):
         assert not kept_api.being_written(name), name
-    assert kept_api.being_written("123.1")  # init: alive, another user's (PermissionError)
+
+    def another_users(pid: int, signum: int) -> None:  # what the kernel answers a non-root
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(kept_api.os, "kill", another_users)
+    assert kept_api.being_written("123.1")
+
+
+def test_a_registration_renamed_after_the_listing_hides_no_later_user(
+        tmp_path: Path, sleeper: subprocess.Popen[bytes],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file listed, then renamed away by its writer before it is read, is skipped, and the
+    users listed after it are still read."""
+    folder = StateDir(tmp_path / "s")
+    folder.make()
+    vanished = folder.register(1)  # "1" sorts before the sleeper's pid
+    folder.register(sleeper.pid)
+    read_text = Path.read_text
+
+    def renamed_meanwhile(path: Path, *args: object, **kwargs: object) -> str:
+        if path == vanished:
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", renamed_meanwhile)
+    assert [u.pid for u in folder.users()] == [sleeper.pid]
 
 
 def test_commands_register_while_another_process_reads_the_users(tmp_path: Path) -> None:

@@ -138,22 +138,16 @@ def write_private(path: Path, text: str) -> None:
     partial.replace(path)
 
 
-PID_MAX = 4_194_304  # Linux's largest pid_max (kernel/pid.c PID_MAX_LIMIT on 64-bit)
-
-
 def being_written(name: str) -> bool:
     """Is ``name`` a ``write_private`` partial file (``<name>.<writer pid>``) whose writer
     still runs? Then it is about to be renamed, not a file to judge or remove; one whose
     writer is gone is a crashed write's leftover."""
     found = re.fullmatch(r".+\.(\d+)", name)
-    if found is None:
-        return False
-    writer = int(found[1])
-    if not 0 < writer <= PID_MAX:  # 0 would signal our own process group
+    if found is None or int(found[1]) == 0:  # pid 0 would signal our own process group
         return False
     try:
-        os.kill(writer, 0)
-    except ProcessLookupError:
+        os.kill(int(found[1]), 0)
+    except (ProcessLookupError, OverflowError):  # gone, or no pid at all
         return False
     except PermissionError:  # another user's process: alive
         return True
