@@ -217,9 +217,9 @@ furthest_behind=(nice -n 19)
 # none had written them yet, so each model's first pipeline runs before the others of its
 # model: the rehearsal module's first run before the announcement's retrain (the deployment
 # lane starts after the first phase); the interrupted CLI compiles its profile's
-# (rehearsal-qwen3) itself, as no other test runs it. On its own, JAX's cache cold: Qwen3 dense 100 s,
-# Llama 153 s (the image stage's check included), Gemma 3's programs 318 s; warm, 50, 56 and
-# 195 s.
+# (rehearsal-qwen3) itself, as no other test runs it. On its own, JAX's cache cold: Qwen3
+# dense 100 s, Llama 153 s (the image stage's check included), Gemma 3's programs 318 s; warm,
+# 50, 56 and 195 s.
 DEPLOY_E2E=(tests/e2e/test_flow_image.py tests/e2e/test_prefect_deploy.py)
 CLI_E2E=(tests/e2e/test_rehearsal_families.py tests/e2e/test_flow_gke.py
          tests/e2e/test_flow_smoke.py)

@@ -62,6 +62,7 @@ def test_a_recording_counts_only_the_cpu_spent_while_it_runs(tmp_path: Path) -> 
     out = tmp_path / "cpu.json"
     before = _burner(1.5, "tpurl-cpu-before")
     during: subprocess.Popen[str] | None = None
+    recorder: subprocess.Popen[bytes] | None = None
     try:
         assert before.stdout is not None and before.stdout.readline().strip() == "burnt"
         recorder = subprocess.Popen([sys.executable,
@@ -73,9 +74,9 @@ def test_a_recording_counts_only_the_cpu_spent_while_it_runs(tmp_path: Path) -> 
         wait_until(lambda: _catches_sigterm(recorder.pid), 30, "the recorder's SIGTERM handler")
         recorder.send_signal(signal.SIGTERM)
         assert recorder.wait(timeout=30) == 0
-    finally:
-        for child in (before, during):
-            if child is not None:
+    finally:  # a recorder left running would sample /proc until the machine stops
+        for child in (before, during, recorder):
+            if child is not None and child.poll() is None:
                 child.kill()
                 child.wait(timeout=30)
     records = json.loads(out.read_text())

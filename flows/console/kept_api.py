@@ -143,10 +143,11 @@ def being_written(name: str) -> bool:
     still runs? Then it is about to be renamed, not a file to judge or remove; one whose
     writer is gone is a crashed write's leftover."""
     found = re.fullmatch(r".+\.(\d+)", name)
-    if found is None or int(found[1]) == 0:  # pid 0 would signal our own process group
+    writer = int(found[1]) if found else 0
+    if writer == 0:  # no writer named (pid 0 would signal our own process group)
         return False
     try:
-        os.kill(int(found[1]), 0)
+        os.kill(writer, 0)
     except (ProcessLookupError, OverflowError):  # gone, or no pid at all
         return False
     except PermissionError:  # another user's process: alive
