@@ -113,9 +113,11 @@ def test_a_failed_run_leaves_no_tpu_node_behind(server, tmp_path: Path) -> None:
 def test_no_capacity_fails_with_the_autoscalers_message_and_holds_nothing(server,
                                                                          tmp_path: Path) -> None:
     scaler, _pool = pool_on(server, "on-demand", stockout=True)
-    # 2 s: the first attempt fails after 0.3 s, and the budget may end a second early (the
-    # PodScheduled lastTransitionTime has whole seconds)
-    budgets = dataclasses.replace(BUDGETS, schedule_s=2.0)
+    # 5 s: the first attempt fails 0.3 s after the autoscaler's thread sees the pod, and the
+    # budget may end a second early (the PodScheduled lastTransitionTime has whole seconds).
+    # With 2 s, a loaded 2-core machine once starved that thread past the budget, which then
+    # named only the unschedulable pod.
+    budgets = dataclasses.replace(BUDGETS, schedule_s=5.0)
     try:
         scenario(server.kube, RUN)
         outcome, *_ = run_stage(server, "train", tmp_path, budgets,
