@@ -23,5 +23,3 @@ def serving(handler: Callable[..., BaseHTTPRequestHandler]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
