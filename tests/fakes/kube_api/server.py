@@ -91,7 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
         with kube.cond:
             kube.requests.append((time.monotonic(), method, self.path))
         try:
-            if (failure := kube.take_failure()) is not None:
+            if (failure := kube.take_failure(self.path)) is not None:
                 status, retry_after = failure
                 reason, message = ((
                     "TooManyRequests", "Too many requests, please try again later.")

@@ -115,8 +115,9 @@ class FakeKube:
         self.created: Counter[tuple[str, str]] = Counter()
         self.logs: dict[tuple[str, str, str], list[tuple[datetime, str]]] = {}
         self.scripts: list[Script] = []  # one per JobSet creation, run in order
-        self.failures: list[tuple[int, int, float | None]] = []  # (remaining, status,
-        # Retry-After) bursts of 5xx/429
+        # bursts of 5xx/429: (remaining, status, Retry-After, the path fragment of the
+        # requests they refuse, None: any request)
+        self.failures: list[tuple[int, int, float | None, str | None]] = []
         self.drop_watch_every: int | None = None
         self.drop_log_every: int | None = None
         self.log_cut_at: dict[str, int] = {}  # pod → index of the last line a cut followed
@@ -293,22 +294,29 @@ class FakeKube:
             self._bump(plural, "DELETED", obj)
 
     # --- requests, faults ----------------------------------------------------------------
-    def fail_next(self, count: int, status: int = 503,
-                  retry_after: float | None = None) -> None:
+    def fail_next(self, count: int, status: int = 503, retry_after: float | None = None,
+                  matching: str | None = None) -> None:
         """The next ``count`` requests fail with ``status``; ``retry_after`` adds the header
         the API server sends with 429 (k8s.io/apiserver pkg/server/filters/maxinflight.go
-        and priority-and-fairness.go write ``Retry-After: 1``)."""
+        and priority-and-fairness.go write ``Retry-After: 1``). ``matching``: only requests
+        whose path holds it, as API Priority and Fairness rejects only the flows of a
+        saturated priority level, each FlowSchema matching verbs and resources
+        (kubernetes/website concepts/cluster-administration/flow-control.md)."""
         with self.cond:
-            self.failures.append((count, status, retry_after))
+            self.failures.append((count, status, retry_after, matching))
 
-    def take_failure(self) -> tuple[int, float | None] | None:
+    def take_failure(self, path: str = "") -> tuple[int, float | None] | None:
+        """The failure the request to ``path`` meets, if any: the first burst that matches
+        it, one request fewer left in it."""
         with self.cond:
-            if not self.failures:
+            index = next((i for i, (_, _, _, matching) in enumerate(self.failures)
+                          if matching is None or matching in path), None)
+            if index is None:
                 return None
-            count, status, retry_after = self.failures[0]
-            self.failures[0] = (count - 1, status, retry_after)
+            count, status, retry_after, matching = self.failures[index]
+            self.failures[index] = (count - 1, status, retry_after, matching)
             if count - 1 <= 0:
-                self.failures.pop(0)
+                self.failures.pop(index)
                 if not self.failures:  # the next request succeeds: when the benchmark's
                     self.action_times["api_recovered"] = time.monotonic()  # clock starts
             return status, retry_after
