@@ -65,7 +65,7 @@ MODULES = {
     "gke-recovery": Module("flows/backends/gke/recovery.py", (
         "tests/backends/gke/test_recovery.py", "tests/backends/gke/test_recovery_details.py")),
     "spend-meter": Module("flows/backends/gke/watch/spend.py", (
-        "tests/backends/gke/watch/test_spend_meter.py",
+        "tests/backends/gke/watch/test_spend_meter.py", "tests/backends/gke/watch/test_node_meter.py",
         "tests/backends/gke/test_spend_cap.py", "tests/backends/gke/test_spend_timeline.py"),
         glue=("run_key", "spent_in_run")),
     "spend-config": Module("flows/config/spend.py", (

@@ -16,12 +16,13 @@ at any time. For every schedule:
   for the next stage, nodes of a JobSet deleted mid scale-up, and a queued slice booked
   before its head starts are all charged.
 
-Three cases are given whatever Hypothesis draws (``@example``): the CPU pool scaling up
-right after the stage, the JobSet deleted while its slice scales up, and queued capacity
-whose head starts after the booking would lapse.
+Four cases are given whatever Hypothesis draws (``@example``): the CPU pool scaling up
+right after the stage, the JobSet deleted while its slice scales up, queued capacity
+whose head starts after the booking would lapse, and the node list throttled until the
+slice's pods are bound (the meter charges them by their pods meanwhile, once).
 
 Hypothesis draws the schedules; ``derandomize`` keeps CI's examples the same on every run
-and ``TPURL_FAULT_EXAMPLES`` raises their number locally (CI: 6 schedules and the three
+and ``TPURL_FAULT_EXAMPLES`` raises their number locally (CI: 6 schedules and the four
 cases)."""
 
 from __future__ import annotations
@@ -101,6 +102,11 @@ class Schedule:
     cpu_scale_up: bool = False  # the CPU pool scales up for the next stage after this one
     chain: tuple[str, ...] = CHAIN
     head_start_s: float = 0.0  # the Pathways head's image pull, before its program starts
+    # the node lists refused from the stage's start with 429 and Retry-After: 1 (API
+    # Priority and Fairness throttling their flow; urllib3's Retry waits that second and
+    # retries, urllib3/util/retry.py RETRY_AFTER_STATUS_CODES), so the slice's pods bind
+    # before the node watch has listed
+    node_list_refusals: int = 0
 
 
 @dataclass
@@ -124,11 +130,12 @@ schedules = st.builds(
                                                     "watch-drop"]),
                               count=st.integers(1, 3)), max_size=4).map(tuple),
     evict_in=st.frozensets(st.integers(1, 4), max_size=2), cpu_scale_up=st.booleans())
-# the three cases every run checks (test_every_fault_schedule_keeps_the_invariants)
+# the four cases every run checks (test_every_fault_schedule_keeps_the_invariants)
 AFTER_THE_STAGE_CPU_NP_SCALES_UP = Schedule({}, (), frozenset(), cpu_scale_up=True)
 DELETED_MID_SCALE_UP = Schedule({}, (Fault(0.05, "delete-jobset"),), frozenset())
 QUEUED_HEAD_OUTLASTS_THE_BOOKING = Schedule({}, (), frozenset(), chain=("queued",),
                                             head_start_s=3 * BOOKING_S)
+NODES_LISTED_AFTER_THE_PODS_BOUND = Schedule({}, (), frozenset(), node_list_refusals=2)
 
 
 def script(number: int, schedule: Schedule, checkpoints: Path) -> list[tuple[float, Any]]:
@@ -211,6 +218,7 @@ def groups_for(profile: Any, schedule: Schedule, clock: Callable[[], float]) -> 
 @example(schedule=AFTER_THE_STAGE_CPU_NP_SCALES_UP)
 @example(schedule=DELETED_MID_SCALE_UP)
 @example(schedule=QUEUED_HEAD_OUTLASTS_THE_BOOKING)
+@example(schedule=NODES_LISTED_AFTER_THE_PODS_BOUND)
 def test_every_fault_schedule_keeps_the_invariants(schedule: Schedule, tmp_path_factory: Any,
                                                    monkeypatch_env: None) -> None:
     run_schedule(schedule, tmp_path_factory.mktemp("chain"))
@@ -252,6 +260,9 @@ def run_schedule(schedule: Schedule, tmp: Path, held: frozenset[str] = frozenset
                                   daemon=True)
         workload = train_workload(profile, Layout(profile), backend.runtime)
         log_uri = file_uri(tmp / "train.log")
+        if schedule.node_list_refusals:
+            server.kube.fail_next(schedule.node_list_refusals, 429, retry_after=1.0,
+                                  matching="/api/v1/nodes?")
         faults.start()
         try:
             outcome: Any = backend.run_workload(workload, log_uri)
@@ -288,7 +299,8 @@ def run_schedule(schedule: Schedule, tmp: Path, held: frozenset[str] = frozenset
         # per slice's nodes: a node's creationTimestamp has whole seconds and is charged from
         # the second after it (never a second it did not exist), the only way the meter can
         # fall short; its end is charged when the node watch sees it go, no later than the
-        # slowest HTTP round trip meanwhile (twice: the event and its delivery), or, with
+        # process's worst lateness meanwhile, the slowest HTTP round trip or the longest
+        # stall of every thread (twice: the event and its delivery), or, with
         # the watch dropped or the API failing then, its reconnection (stream.py: within
         # max(backoff_cap_s, poll_interval_s)), the only way it can charge more
         slices = max(1, sum(1 for _, _, ok in scaler.scale_ups if ok) + len(

@@ -16,7 +16,9 @@ is paid, so stages and submissions that see the same node never charge it twice.
 Until the node watch has listed the nodes (a cluster whose RBAC refuses it), the stage's
 chips are charged while a pod that requests ``google.com/tpu`` is bound to a node, and a
 fixed scale-down tail (SCALE_DOWN_TAIL_S, the bound) after such pods end, in ``pause``:
-what follows describes that record.
+what follows describes that record. When the list comes late (the API failing at the
+stage's start), those charges are given back for each node it shows, whose lifetime
+charges the same time from the meter's start; a node gone before the list keeps them.
 
 The watch's copies can miss when a slice came up: the ticks go on while a watch is dropped,
 the API answers 5xx or the pod watch lags, so pods first seen bound (or already ended) were
@@ -97,6 +99,10 @@ def _ended(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def _node_of(pod: Obj) -> str:
+    return str((pod.get("spec") or {}).get("nodeName"))
+
+
 def _uid(pod: Obj) -> str:
     meta = pod.get("metadata") or {}
     return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
@@ -172,6 +178,16 @@ LOWER_WORK = ("or lower the work: set train.args.num_batches to the steps you wa
               "the next run continues this one from its newest checkpoint")
 
 
+@dataclass(frozen=True)
+class Provisional:
+    """A charge by the pods' record made before the node watch listed: up to ``end`` (the
+    meter's clock), for the slice on ``nodes``."""
+
+    end: float
+    nodes: frozenset[str]
+    usd: float
+
+
 @dataclass
 class SpendMeter:
     """One stage of one run: charges held chip-hours × price; ``charge`` says when a cap is
@@ -197,6 +213,12 @@ class SpendMeter:
     _last: float | None = field(default=None, repr=False)
     _held: bool = field(default=False, repr=False)  # TPU pods held nodes since the last pause
     _seen: set[str] = field(default_factory=set, repr=False)  # TPU pods charged or seen bound
+    # the nodes this submission's TPU pods were seen bound to
+    _pod_nodes: set[str] = field(default_factory=set, repr=False)
+    # what the pods' record charged while the node watch had not listed yet: a node's
+    # lifetime covers that time from the meter's start, so its share is given back once the
+    # watch has listed and seen the node (one it never saw keeps the pods' charge)
+    _provisional: list[Provisional] = field(default_factory=list, repr=False)
     # what the runs of its team ahead of this one left of the month (team_budget.py), read
     # again at most every RECHECK_S: the run stops once its own spend reaches it; None: the
     # profile is in no team
@@ -229,6 +251,8 @@ class SpendMeter:
         assert self.nodes is not None
         now = self.wall()
         with _LOCK:
+            if self._provisional:
+                self._give_back({life.name for life in self.nodes.lifetimes()})
             paid = _NODE_PAID.setdefault(self.key, {})
             for life in self.nodes.lifetimes():
                 start = max(life.created, self._since_wall, paid.get(life.name, life.created))
@@ -236,10 +260,7 @@ class SpendMeter:
                 if end <= start:
                     continue
                 price = self.node_prices.get(life.mode, self.usd_per_chip_hour)
-                usd = self.chips_per_node * (end - start) / 3600.0 * price
-                self.spent_usd += usd
-                _LEDGER[self.key] = _LEDGER.get(self.key, 0.0) + usd
-                add_stage_spend(self.key, self.stage, usd)
+                self._book(self.chips_per_node * (end - start) / 3600.0 * price)
                 paid[life.name] = end
         return self.crossed()
 
@@ -265,6 +286,7 @@ class SpendMeter:
                 return self.crossed()
         held = self.static_pool or holds_tpu(pods)
         if not self.static_pool:
+            self._pod_nodes.update(_node_of(p) for p in [*pods, *(gone or [])] if _bound_tpu(p))
             self._charge_unseen(pods, gone or [], now)
         if self._last is not None and held:
             self._add(self._last, now)
@@ -296,15 +318,40 @@ class SpendMeter:
             self._held = True  # its nodes' scale-down tail is billed after it
 
     def _add(self, start: float, end: float) -> None:
-        """Charge [start, end), less what the run already paid (a scale-down tail)."""
+        """Charge [start, end), less what the run already paid (a scale-down tail). From
+        zero, with a node watch attached that has not listed yet (the API failing at the
+        stage's start), the charge keeps the caps honest meanwhile and is provisional: the
+        nodes' lifetimes charge the same time once listed."""
         with _LOCK:
             start = start if self.static_pool else max(start, _PAID_UNTIL.get(self.key, start))
             usd = self.chips * max(end - start, 0.0) / 3600.0 * self.usd_per_chip_hour
-            self.spent_usd += usd
-            _LEDGER[self.key] = _LEDGER.get(self.key, 0.0) + usd
-            add_stage_spend(self.key, self.stage, usd)
+            self._book(usd)
             if not self.static_pool:
                 _PAID_UNTIL[self.key] = max(_PAID_UNTIL.get(self.key, end), end)
+                if self.nodes is not None:  # TPU pods held: their nodes are known
+                    self._provisional.append(Provisional(end, frozenset(self._pod_nodes), usd))
+
+    def _give_back(self, seen: set[str]) -> None:
+        """Settle the provisional charges once the watch has listed: each one's share of
+        the nodes it has ``seen`` is given back (their lifetimes charge the same time), the
+        share of those it never saw stays charged; the caller holds ``_LOCK``. A guessed
+        tail given back no longer counts as paid for."""
+        kept_until = self.clock()
+        for charge in self._provisional:
+            unseen = charge.nodes - seen
+            self._book(-charge.usd * (1 - len(unseen) / len(charge.nodes)))
+            if unseen:
+                kept_until = max(kept_until, charge.end)
+        self._provisional = []
+        if self.key in _PAID_UNTIL:
+            _PAID_UNTIL[self.key] = min(_PAID_UNTIL[self.key], kept_until)
+
+    def _book(self, usd: float) -> None:
+        """Add ``usd`` (negative: given back) to the stage, its run's ledger and its team's
+        record of the stage; the caller holds ``_LOCK``."""
+        self.spent_usd += usd
+        _LEDGER[self.key] = _LEDGER.get(self.key, 0.0) + usd
+        add_stage_spend(self.key, self.stage, usd)
 
     def pause(self) -> Diagnosis | None:
         """A submission's watch ended (the stage's end, or before a resubmission). From zero:
@@ -318,7 +365,7 @@ class SpendMeter:
             return self.charge_nodes()
         if self._held and self._last is not None:
             self._add(self._last, self._last + self.tail_s)
-        self._last, self._held = None, False
+        self._last, self._held, self._pod_nodes = None, False, set()
         return self.crossed()
 
     def crossed(self) -> Diagnosis | None:

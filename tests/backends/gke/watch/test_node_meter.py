@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -25,6 +26,7 @@ from flows.backends.gke.watch.vm_created import (
     VmCreations,
     instance_ref,
 )
+from flows.core.team_budget import stage_spent
 from tests.fakes.cloud.instances import FakeInstances
 from tests.fakes.kube_api.nodepools import TpuPool
 from tests.fakes.kube_api.store import FakeKube
@@ -55,9 +57,10 @@ def _node(name: str, created: float, mode: str | None = "on-demand") -> dict:
 def _meter(wall: Wall, modes: frozenset[str] = frozenset({"on-demand"}), *,
            key: str | None = None, static: bool = False, usd: float = 1.0,
            prices: dict[str, float] | None = None,
-           unlabelled: bool = True) -> tuple[SpendMeter, TpuNodes]:
+           unlabelled: bool = True, tail_s: float = 0.0) -> tuple[SpendMeter, TpuNodes]:
+    """A meter of a 16-chip slice (four nodes of four chips) whose clock is ``wall`` too."""
     meter = SpendMeter("train", 16, usd, static, None, None, key or uuid.uuid4().hex,
-                       wall=wall)
+                       clock=wall, tail_s=tail_s, wall=wall)
     nodes = TpuNodes(functools.partial(belongs_to_run, modes=modes, unlabelled=unlabelled),
                      wall=wall)
     meter.attach_nodes(nodes, 4, prices or {})
@@ -105,6 +108,177 @@ def test_a_node_charged_by_two_stages_is_paid_once() -> None:
     train.charge_nodes()
     assert spent_in_run(key) * 3600 == pytest.approx(4 * 49)
     assert evaluate.spent_usd * 3600 == pytest.approx(4 * 30)
+
+
+def _bound_pod(node: str, bound_at: float, phase: str = "Running") -> dict:
+    """A worker of the JobSet on ``node``: it asks for TPU chips and was bound then."""
+    return {"metadata": {"name": f"worker-{node}", "uid": f"pod-{node}"},
+            "spec": {"nodeName": node,
+                     "containers": [{"resources": {"limits": {"google.com/tpu": "4"}}}]},
+            "status": {"phase": phase, "conditions": [
+                {"type": "PodScheduled", "status": "True",
+                 "lastTransitionTime": _stamp(bound_at)}]}}
+
+
+SLICE = [f"n{i}" for i in range(4)]
+
+
+def test_the_time_its_pods_were_charged_before_the_nodes_were_listed_is_charged_once() -> None:
+    """The node watch's first list is refused for a while (the API failing at the stage's
+    start) and the slice's pods bind meanwhile: their ticks charge the slice, so the caps
+    hold, and once the nodes are listed their lifetimes charge the same seconds; the run,
+    the stage and its record pay each second once."""
+    wall, key = Wall(), uuid.uuid4().hex
+    meter, nodes = _meter(wall, key=key)
+    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
+    for second in range(3, 11):  # the monitor's ticks, the nodes not listed yet
+        wall.now = T0 + second
+        meter.charge(pods)
+    assert meter.spent_usd * 3600 == pytest.approx(16 * 7)  # charged meanwhile
+    nodes.seen([_node(node, T0 + 1) for node in SLICE])  # listed: created at T0 + 1
+    meter.charge(pods)
+    assert meter.spent_usd * 3600 == pytest.approx(16 * 8)  # from T0 + 2 to T0 + 10, once
+    assert spent_in_run(key) * 3600 == pytest.approx(16 * 8)
+    assert (stage_spent(key, "train") or 0.0) * 3600 == pytest.approx(16 * 8)
+    wall.now = T0 + 20
+    meter.charge(pods)
+    assert meter.spent_usd * 3600 == pytest.approx(16 * 18)
+
+
+def test_a_tail_guessed_before_the_nodes_were_listed_is_given_back_for_their_lifetimes(
+        ) -> None:
+    """A submission ends before the node watch has listed: the pods' record charges the
+    scale-down tail it guesses. Once the nodes are listed their real lifetimes replace the
+    guess, and the guess no longer counts as paid for a later stage that meters by pods."""
+    wall, key = Wall(), uuid.uuid4().hex
+    meter, nodes = _meter(wall, key=key, tail_s=600.0)
+    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
+    for second in (3, 4, 5):
+        wall.now = T0 + second
+        meter.charge(pods)
+    meter.pause()
+    assert meter.spent_usd * 3600 == pytest.approx(16 * (2 + 600))  # the guessed tail
+    wall.now = T0 + 30
+    nodes.seen([_node(node, T0 + 1) for node in SLICE])  # listed, then removed at once
+    nodes.seen([])
+    meter.charge_nodes()
+    assert meter.spent_usd * 3600 == pytest.approx(16 * 28)  # the lifetimes, to T0 + 30
+    later = SpendMeter("export", 16, 1.0, False, None, None, key, clock=wall, wall=wall)
+    later_pods = [_bound_pod("m0", T0 + 40)]
+    for second in (41, 42, 43):
+        wall.now = T0 + second
+        later.charge(later_pods)
+    assert later.spent_usd * 3600 == pytest.approx(16 * 2)
+
+
+def test_a_node_gone_before_the_list_keeps_its_share_of_the_pods_charges() -> None:
+    """Half the slice's nodes went before the node watch listed (their lifetimes are
+    unknown to it): the pods' charges are given back for the two it shows and kept for
+    the two it never saw."""
+    wall, key = Wall(), uuid.uuid4().hex
+    meter, nodes = _meter(wall, key=key)
+    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
+    for second in range(3, 11):
+        wall.now = T0 + second
+        meter.charge(pods)
+    nodes.seen([_node(node, T0 + 1) for node in SLICE[:2]])
+    meter.charge_nodes()
+    assert meter.spent_usd * 3600 == pytest.approx(16 * 7 / 2 + 2 * 4 * 8)
+
+
+def test_a_tail_guessed_for_nodes_the_list_never_showed_stays_charged_and_paid_for(
+        ) -> None:
+    """The slice's nodes were gone before the node watch listed: the tail the pods'
+    record guessed is all the run knows of them, so it stays charged, and a later stage
+    metered by its pods does not charge that time again."""
+    wall, key = Wall(), uuid.uuid4().hex
+    meter, nodes = _meter(wall, key=key, tail_s=600.0)
+    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
+    for second in (3, 4, 5):
+        wall.now = T0 + second
+        meter.charge(pods)
+    meter.pause()
+    wall.now = T0 + 30
+    nodes.seen([])
+    meter.charge_nodes()
+    assert meter.spent_usd * 3600 == pytest.approx(16 * (2 + 600))
+    later = SpendMeter("export", 16, 1.0, False, None, None, key, clock=wall, wall=wall)
+    later_pods = [_bound_pod("m0", T0 + 40)]
+    for second in (41, 42, 43):
+        wall.now = T0 + second
+        later.charge(later_pods)
+    assert later.spent_usd == 0.0
+
+
+class _ListedDuringTheCheck(TpuNodes):
+    """Nodes whose watch lists while the monitor checks them: the read of ``synced`` that
+    ``list_on_read`` numbers runs ``listed`` (the watch's thread charging) and still
+    answers False, as the monitor read it just before (the two threads race so)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.reads, self.list_on_read, self.is_listed = 0, 0, False
+        self.listed: Callable[[], object] = lambda: None
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    @property  # type: ignore[override]
+    def synced(self) -> bool:
+        self.reads += 1
+        if self.reads == self.list_on_read:
+            self.is_listed = True
+            self.listed()
+            return False
+        return self.is_listed
+
+    @synced.setter
+    def synced(self, value: bool) -> None:
+        pass
+
+
+def test_a_pods_charge_made_as_the_nodes_were_listed_is_given_back_at_the_next_charge(
+        ) -> None:
+    wall, key = Wall(), uuid.uuid4().hex
+    meter = SpendMeter("train", 16, 1.0, False, None, None, key, clock=wall, wall=wall)
+    nodes = _ListedDuringTheCheck(functools.partial(
+        belongs_to_run, modes=frozenset({"on-demand"}), unlabelled=True), wall=wall)
+    meter.attach_nodes(nodes, 4, {})
+    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
+    wall.now = T0 + 2
+    meter.charge(pods)  # the first tick: read 1
+    nodes.seen([_node(node, T0 + 1) for node in SLICE])
+    nodes.list_on_read, nodes.listed = 2, meter.charge_nodes
+    wall.now = T0 + 3
+    meter.charge(pods)  # read 2: the watch charges the lifetimes, the tick the pods
+    assert meter.spent_usd * 3600 == pytest.approx(16 * 2)  # one second twice, for now
+    meter.charge_nodes()  # the watch's next change, or the next tick
+    assert meter.spent_usd * 3600 == pytest.approx(16 * 1)
+    assert spent_in_run(key) * 3600 == pytest.approx(16 * 1)
+
+
+def test_a_node_paid_up_to_now_does_not_keep_the_others_from_being_charged() -> None:
+    wall = Wall()
+    meter, nodes = _meter(wall)
+    wall.now = T0 + 10
+    nodes.seen([_node("a", T0)])
+    nodes.seen([])  # a went at T0 + 10
+    meter.charge_nodes()
+    wall.now = T0 + 20
+    nodes.seen([_node("b", T0 + 9)])
+    meter.charge_nodes()  # a: nothing left to charge; b: from T0 + 10
+    assert meter.spent_usd * 3600 == pytest.approx(4 * 9 + 4 * 10)
+
+
+def test_a_node_watch_that_never_lists_leaves_the_pods_charges() -> None:
+    """A cluster whose RBAC refuses the node list: the pods' record is all the meter has,
+    and what it charged stays charged."""
+    wall, key = Wall(), uuid.uuid4().hex
+    meter, _nodes = _meter(wall, key=key)
+    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
+    for second in range(3, 11):
+        wall.now = T0 + second
+        meter.charge(pods)
+    meter.pause()
+    assert meter.charge_nodes() is None
+    assert spent_in_run(key) * 3600 == pytest.approx(16 * 7)
 
 
 def test_a_node_older_than_the_meter_is_charged_from_the_meters_start() -> None:
