@@ -38,7 +38,12 @@ class Served:
     nodes: int
 
     def line(self) -> str:
-        return (f"the slice came up in zone {self.zone or '?'} ({self.mode}, node pool "
+        """What the run log says. Nothing known: every read of the nodes failed (the API
+        throttling or refusing them), which the line says rather than a row of blanks."""
+        if not (self.zone or self.mode or self.pool):
+            return (f"the slice came up on {self.nodes} node(s); reading them failed, so its "
+                    "zone, capacity mode and node pool are not known")
+        return (f"the slice came up in zone {self.zone or '?'} ({self.mode or '?'}, node pool "
                 f"{self.pool or '?'}, {self.nodes} node(s))")
 
 
