@@ -8,7 +8,12 @@ CI's other lanes). On a quiet machine a round trip takes milliseconds; a CI run 
 a change sooner than the API answers, so a test comparing what a watcher saw with what
 happened may allow for the worst round trip measured during it. The probe talks to a server
 of its own, so it takes nothing from the fake's injected faults (a 5xx burst is taken by
-whichever request comes next)."""
+whichever request comes next).
+
+A round trip made every few tenths of a second misses a stall that falls between two
+trips: a collection of a large heap or the process descheduled holds every thread, the
+watcher's included, for a moment no trip spans. So a second thread wakes every
+``tick_s`` and counts how late it woke: a stall of any length shows up, less one tick."""
 
 from __future__ import annotations
 
@@ -31,11 +36,13 @@ class _NoContent(BaseHTTPRequestHandler):
 class RoundTripProbe:
     """``with RoundTripProbe() as probe: ...`` then ``probe.worst_s``: the slowest of the
     round trips made every ``every_s`` meanwhile (a request still unanswered at the end
-    counts for as long as it has waited)."""
+    counts for as long as it has waited), or the latest a thread woke after a ``tick_s``
+    sleep (``late_s``), whichever is more."""
 
-    def __init__(self, every_s: float = 0.2) -> None:
-        self.every_s = every_s
+    def __init__(self, every_s: float = 0.2, tick_s: float = 0.02) -> None:
+        self.every_s, self.tick_s = every_s, tick_s
         self.worst_s = 0.0
+        self.late_s = 0.0
         self.trips = 0
         self._stop = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _NoContent)
@@ -44,11 +51,14 @@ class RoundTripProbe:
                                          name="round-trip-server")
         self._probing = threading.Thread(target=self._probe, daemon=True,
                                          name="round-trip-probe")
+        self._timing = threading.Thread(target=self._keep_time, daemon=True,
+                                        name="round-trip-lateness")
         self._pending_since: float | None = None
 
     def __enter__(self) -> RoundTripProbe:
         self._serving.start()
         self._probing.start()
+        self._timing.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
@@ -57,8 +67,17 @@ class RoundTripProbe:
         if (since := self._pending_since) is not None:
             self.worst_s = max(self.worst_s, time.monotonic() - since)
         self._probing.join(5)
+        self._timing.join(5)
+        self.worst_s = max(self.worst_s, self.late_s)
         self._server.shutdown()
         self._server.server_close()
+
+    def _keep_time(self) -> None:
+        due = time.monotonic() + self.tick_s
+        while not self._stop.wait(max(0.0, due - time.monotonic())):
+            woke = time.monotonic()
+            self.late_s = max(self.late_s, woke - due)
+            due = woke + self.tick_s
 
     def _probe(self) -> None:
         host, port = self._server.server_address[:2]
