@@ -242,16 +242,17 @@ def test_a_pods_charge_made_as_the_nodes_were_listed_is_given_back_at_the_next_c
         belongs_to_run, modes=frozenset({"on-demand"}), unlabelled=True), wall=wall)
     meter.attach_nodes(nodes, 4, {})
     pods = [_bound_pod(node, T0 + 2) for node in SLICE]
-    wall.now = T0 + 2
-    meter.charge(pods)  # the first tick: read 1
+    for second in (2, 3):  # reads 1 and 2: charged by the pods, provisionally
+        wall.now = T0 + second
+        meter.charge(pods)
     nodes.seen([_node(node, T0 + 1) for node in SLICE])
-    nodes.list_on_read, nodes.listed = 2, meter.charge_nodes
-    wall.now = T0 + 3
-    meter.charge(pods)  # read 2: the watch charges the lifetimes, the tick the pods
-    assert meter.spent_usd * 3600 == pytest.approx(16 * 2)  # one second twice, for now
+    nodes.list_on_read, nodes.listed = 3, meter.charge_nodes
+    wall.now = T0 + 4
+    meter.charge(pods)  # read 3: the watch settles and charges the lifetimes, the tick the pods
+    assert meter.spent_usd * 3600 == pytest.approx(16 * 3)  # the last second twice, for now
     meter.charge_nodes()  # the watch's next change, or the next tick
-    assert meter.spent_usd * 3600 == pytest.approx(16 * 1)
-    assert spent_in_run(key) * 3600 == pytest.approx(16 * 1)
+    assert meter.spent_usd * 3600 == pytest.approx(16 * 2)
+    assert spent_in_run(key) * 3600 == pytest.approx(16 * 2)
 
 
 def test_a_node_paid_up_to_now_does_not_keep_the_others_from_being_charged() -> None:
