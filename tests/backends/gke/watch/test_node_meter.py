@@ -123,6 +123,27 @@ def _bound_pod(node: str, bound_at: float, phase: str = "Running") -> dict:
 SLICE = [f"n{i}" for i in range(4)]
 
 
+def _tick(meter: SpendMeter, wall: Wall, seconds: range | tuple[int, ...]) -> list[dict]:
+    """The monitor's ticks at ``T0 + second`` each, with the slice's four pods bound at
+    T0 + 2; the pods."""
+    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
+    for second in seconds:
+        wall.now = T0 + second
+        meter.charge(pods)
+    return pods
+
+
+def _later_stage_spent(wall: Wall, key: str) -> float:
+    """What a later stage of the run, metered by its pods (no node watch), charges for a pod
+    bound at T0 + 40 and ticked at T0 + 41 to T0 + 43, in chip-seconds."""
+    later = SpendMeter("export", 16, 1.0, False, None, None, key, clock=wall, wall=wall)
+    later_pods = [_bound_pod("m0", T0 + 40)]
+    for second in (41, 42, 43):
+        wall.now = T0 + second
+        later.charge(later_pods)
+    return later.spent_usd * 3600
+
+
 def test_the_time_its_pods_were_charged_before_the_nodes_were_listed_is_charged_once() -> None:
     """The node watch's first list is refused for a while (the API failing at the stage's
     start) and the slice's pods bind meanwhile: their ticks charge the slice, so the caps
@@ -130,10 +151,7 @@ def test_the_time_its_pods_were_charged_before_the_nodes_were_listed_is_charged_
     the stage and its record pay each second once."""
     wall, key = Wall(), uuid.uuid4().hex
     meter, nodes = _meter(wall, key=key)
-    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
-    for second in range(3, 11):  # the monitor's ticks, the nodes not listed yet
-        wall.now = T0 + second
-        meter.charge(pods)
+    pods = _tick(meter, wall, range(3, 11))  # the nodes not listed yet
     assert meter.spent_usd * 3600 == pytest.approx(16 * 7)  # charged meanwhile
     nodes.seen([_node(node, T0 + 1) for node in SLICE])  # listed: created at T0 + 1
     meter.charge(pods)
@@ -152,10 +170,7 @@ def test_a_tail_guessed_before_the_nodes_were_listed_is_given_back_for_their_lif
     guess, and the guess no longer counts as paid for a later stage that meters by pods."""
     wall, key = Wall(), uuid.uuid4().hex
     meter, nodes = _meter(wall, key=key, tail_s=600.0)
-    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
-    for second in (3, 4, 5):
-        wall.now = T0 + second
-        meter.charge(pods)
+    _tick(meter, wall, (3, 4, 5))
     meter.pause()
     assert meter.spent_usd * 3600 == pytest.approx(16 * (2 + 600))  # the guessed tail
     wall.now = T0 + 30
@@ -163,12 +178,7 @@ def test_a_tail_guessed_before_the_nodes_were_listed_is_given_back_for_their_lif
     nodes.seen([])
     meter.charge_nodes()
     assert meter.spent_usd * 3600 == pytest.approx(16 * 28)  # the lifetimes, to T0 + 30
-    later = SpendMeter("export", 16, 1.0, False, None, None, key, clock=wall, wall=wall)
-    later_pods = [_bound_pod("m0", T0 + 40)]
-    for second in (41, 42, 43):
-        wall.now = T0 + second
-        later.charge(later_pods)
-    assert later.spent_usd * 3600 == pytest.approx(16 * 2)
+    assert _later_stage_spent(wall, key) == pytest.approx(16 * 2)
 
 
 def test_a_node_gone_before_the_list_keeps_its_share_of_the_pods_charges() -> None:
@@ -177,10 +187,7 @@ def test_a_node_gone_before_the_list_keeps_its_share_of_the_pods_charges() -> No
     the two it never saw."""
     wall, key = Wall(), uuid.uuid4().hex
     meter, nodes = _meter(wall, key=key)
-    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
-    for second in range(3, 11):
-        wall.now = T0 + second
-        meter.charge(pods)
+    _tick(meter, wall, range(3, 11))
     nodes.seen([_node(node, T0 + 1) for node in SLICE[:2]])
     meter.charge_nodes()
     assert meter.spent_usd * 3600 == pytest.approx(16 * 7 / 2 + 2 * 4 * 8)
@@ -193,21 +200,13 @@ def test_a_tail_guessed_for_nodes_the_list_never_showed_stays_charged_and_paid_f
     metered by its pods does not charge that time again."""
     wall, key = Wall(), uuid.uuid4().hex
     meter, nodes = _meter(wall, key=key, tail_s=600.0)
-    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
-    for second in (3, 4, 5):
-        wall.now = T0 + second
-        meter.charge(pods)
+    _tick(meter, wall, (3, 4, 5))
     meter.pause()
     wall.now = T0 + 30
     nodes.seen([])
     meter.charge_nodes()
     assert meter.spent_usd * 3600 == pytest.approx(16 * (2 + 600))
-    later = SpendMeter("export", 16, 1.0, False, None, None, key, clock=wall, wall=wall)
-    later_pods = [_bound_pod("m0", T0 + 40)]
-    for second in (41, 42, 43):
-        wall.now = T0 + second
-        later.charge(later_pods)
-    assert later.spent_usd == 0.0
+    assert _later_stage_spent(wall, key) == 0.0
 
 
 class _ListedDuringTheCheck(TpuNodes):
@@ -241,10 +240,7 @@ def test_a_pods_charge_made_as_the_nodes_were_listed_is_given_back_at_the_next_c
     nodes = _ListedDuringTheCheck(functools.partial(
         belongs_to_run, modes=frozenset({"on-demand"}), unlabelled=True), wall=wall)
     meter.attach_nodes(nodes, 4, {})
-    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
-    for second in (2, 3):  # reads 1 and 2: charged by the pods, provisionally
-        wall.now = T0 + second
-        meter.charge(pods)
+    pods = _tick(meter, wall, (2, 3))  # reads 1 and 2: charged by the pods, provisionally
     nodes.seen([_node(node, T0 + 1) for node in SLICE])
     nodes.list_on_read, nodes.listed = 3, meter.charge_nodes
     wall.now = T0 + 4
@@ -273,10 +269,7 @@ def test_a_node_watch_that_never_lists_leaves_the_pods_charges() -> None:
     and what it charged stays charged."""
     wall, key = Wall(), uuid.uuid4().hex
     meter, _nodes = _meter(wall, key=key)
-    pods = [_bound_pod(node, T0 + 2) for node in SLICE]
-    for second in range(3, 11):
-        wall.now = T0 + second
-        meter.charge(pods)
+    _tick(meter, wall, range(3, 11))
     meter.pause()
     assert meter.charge_nodes() is None
     assert spent_in_run(key) * 3600 == pytest.approx(16 * 7)
