@@ -66,6 +66,8 @@ MODULES = {
         "tests/backends/gke/test_recovery.py", "tests/backends/gke/test_recovery_details.py")),
     "spend-meter": Module("flows/backends/gke/watch/spend.py", (
         "tests/backends/gke/watch/test_spend_meter.py", "tests/backends/gke/watch/test_node_meter.py",
+        "tests/backends/gke/watch/test_spend_gone_pods.py",
+        "tests/backends/gke/watch/test_budget_verdicts.py",
         "tests/backends/gke/test_spend_cap.py", "tests/backends/gke/test_spend_timeline.py"),
         glue=("run_key", "spent_in_run")),
     "spend-config": Module("flows/config/spend.py", (

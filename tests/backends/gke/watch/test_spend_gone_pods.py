@@ -113,3 +113,18 @@ def test_bound_pods_keep_the_last_version_of_tpu_pods_that_were_bound() -> None:
     gone = bound.gone([_worker(uid="w1", phase="Running"), HEAD])
     assert [(p["metadata"]["uid"], p["status"]["phase"]) for p in gone] == [("w0", "Failed")]
     assert bound.gone([HEAD, _worker(), _worker(uid="w1")]) == []
+
+
+def test_pods_without_a_uid_are_told_apart_by_namespace_and_name() -> None:
+    """A copy without a uid (none the API serves, but the record must not merge two
+    pods): its namespace and name identify it."""
+    def copy(namespace: str, name: str) -> dict:
+        return {"metadata": {"namespace": namespace, "name": name},
+                "spec": {"nodeName": "tpu-node-0",
+                         "containers": [{"resources": {"limits": {"google.com/tpu": "4"}}}]}}
+    bound = BoundPods()
+    pods = [copy("a", "worker-0"), copy("b", "worker-0"), copy("a", "worker-1")]
+    for pod in pods:
+        bound.note(pod)
+    assert bound.gone([]) == pods
+    assert bound.gone([copy("b", "worker-0")]) == [pods[0], pods[2]]

@@ -19,7 +19,9 @@ from flows.backends.gke.watch.spend import (
     spent_in_run,
 )
 from flows.config.loading import load_profile
-from flows.core.failures import FailureCategory
+from flows.core.continuation import lower_work_fix
+from flows.core.failures import Diagnosis, FailureCategory
+from flows.core.team_budget import RECHECK_S, STOPPED, Allowance, grant, rechecked_by
 from tests.support.fake_clock import Clock
 from tests.support.profiles import QUOTED_PRICE, capacity_overrides, tutorial_profile
 
@@ -367,3 +369,48 @@ def test_a_chain_meters_at_the_first_modes_price() -> None:
 def test_outside_a_flow_the_meter_uses_the_process_ledger() -> None:
     meter = meter_for(tutorial_profile(**{"gke.max_usd_per_run": "500"}), "train")
     assert meter is not None and meter.key == ""
+
+
+# --- what a stop asks of the user -------------------------------------------------------------
+def _stop_after(meter: SpendMeter, clock: Clock, seconds: float) -> Diagnosis | None:
+    """The meter's verdict after ``seconds`` of its static pool (charged with no pod)."""
+    assert meter.charge([]) is None
+    clock.now += seconds
+    return meter.charge([])
+
+
+def test_every_stop_asks_for_less_work_with_the_schedule_the_run_trains_with() -> None:
+    """The stage cap's, the run cap's and the team month's stops all name the profile's own
+    length and schedule (a fix that lowered the length alone would restart training)."""
+    base = {"train.args.num_batches": "40", "train.args.learning_rate_schedule_steps": "40"}
+    want = lower_work_fix(tutorial_profile(**base).train.args)
+    assert "train.args.learning_rate_schedule_steps: 40" in want
+    hour = 32 * 2.7  # the tutorial's reservation: 32 chips at its price
+    for cap, caps in ((400, {"gke.max_usd_per_stage.train": "400"}),
+                      (500, {"gke.max_usd_per_run": "500"})):
+        clock = Clock()
+        meter = meter_for(tutorial_profile(**base, **caps), "train", clock=clock,
+                          key=uuid.uuid4().hex)
+        assert meter is not None
+        stop = _stop_after(meter, clock, cap / hour * HOUR + 1)
+        assert stop is not None and stop.code == "gke/spend-cap" and stop.fix.endswith(want)
+    key, clock = uuid.uuid4().hex, Clock()
+    grant(key, Allowance("lab", "2026-12", 50.0))
+    meter = meter_for(tutorial_profile(**base), "train", clock=clock, key=key)
+    assert meter is not None
+    stop = _stop_after(meter, clock, 50 / hour * HOUR + 1)
+    assert stop is not None and stop.code == STOPPED and stop.fix.endswith(want)
+    assert stop.detail == "    the team's month is in the spend ledger: tpurl costs lab"
+
+
+def test_the_teams_month_read_again_stops_the_run_at_what_is_left_now() -> None:
+    """Another run of the team spent meanwhile: the ledger read again after RECHECK_S
+    leaves $5, and the run that was granted $1,000 stops at that."""
+    key, clock = uuid.uuid4().hex, Clock()
+    grant(key, Allowance("lab", "2026-12", 1000.0))
+    rechecked_by(key, lambda: Allowance("lab", "2026-12", 5.0))
+    meter = meter_for(tutorial_profile(), "train", clock=clock, key=key)
+    assert meter is not None
+    stop = _stop_after(meter, clock, RECHECK_S + 1)  # $7.22 of the reservation
+    assert stop is not None and stop.code == STOPPED
+    assert "left of 2026-12 ($5.00)" in stop.summary
