@@ -128,3 +128,14 @@ def test_pods_without_a_uid_are_told_apart_by_namespace_and_name() -> None:
         bound.note(pod)
     assert bound.gone([]) == pods
     assert bound.gone([copy("b", "worker-0")]) == [pods[0], pods[2]]
+
+
+def test_a_pod_first_seen_running_at_a_later_look_is_charged_from_its_binding() -> None:
+    """The first look's copy was older than the binding (the watch lagged): the pod's
+    record charges from its binding's second up to that look, the tick from there on."""
+    clock = Clock()
+    meter = _meter(clock, wall_now="2026-12-04T10:02:00Z")  # bound 120 s before now
+    meter.charge([HEAD, UNBOUND])  # clock 0: the first look, the copy still pending
+    clock.now = 60.0
+    meter.charge([HEAD, _worker(phase="Running")])
+    assert meter.spent_usd == pytest.approx(8 * (59 + 60) / 3600)

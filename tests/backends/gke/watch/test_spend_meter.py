@@ -414,3 +414,14 @@ def test_the_teams_month_read_again_stops_the_run_at_what_is_left_now() -> None:
     stop = _stop_after(meter, clock, RECHECK_S + 1)  # $7.22 of the reservation
     assert stop is not None and stop.code == STOPPED
     assert "left of 2026-12 ($5.00)" in stop.summary
+
+
+def test_the_teams_month_stops_the_run_on_reaching_what_was_left_not_after() -> None:
+    key, clock = uuid.uuid4().hex, Clock()
+    grant(key, Allowance("lab", "2026-12", 32 * 2.7))  # an hour of the tutorial's slice
+    meter = meter_for(tutorial_profile(), "train", clock=clock, key=key)
+    assert meter is not None
+    assert _stop_after(meter, clock, HOUR - 1) is None
+    clock.now += 1
+    stop = meter.charge([])
+    assert stop is not None and stop.code == STOPPED
