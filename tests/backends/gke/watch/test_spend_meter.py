@@ -400,6 +400,7 @@ def test_every_stop_asks_for_less_work_with_the_schedule_the_run_trains_with() -
     assert meter is not None
     stop = _stop_after(meter, clock, 50 / hour * HOUR + 1)
     assert stop is not None and stop.code == STOPPED and stop.fix.endswith(want)
+    assert stop.summary.startswith("stage train stopped: this run spent $")
     assert stop.detail == "    the team's month is in the spend ledger: tpurl costs lab"
 
 
