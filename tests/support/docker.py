@@ -59,7 +59,9 @@ def standin_image(client: docker.DockerClient, registry_prefix: str, workdir: Pa
     yield build_standin(client, f"{registry_prefix}/tpu-post-training-standin:0.2.4", workdir / "ctx")
     # vfs keeps a full copy per layer: drop this session's local images (the registry keeps
     # its copies under the session's namespace).
-    refs = [ref for image in client.images.list() for ref in image.tags
+    # the daemon's list as it answers it: the SDK's ``images.list`` inspects each image
+    # after listing, and fails on one another lane removed meanwhile (one daemon for all)
+    refs = [ref for image in client.api.images() for ref in image.get("RepoTags") or []
             if ref.startswith(registry_prefix)]
     for ref in refs:  # untag; layers go once no tag and no child image holds them
         with contextlib.suppress(docker.errors.APIError):

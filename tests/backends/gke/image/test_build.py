@@ -149,12 +149,12 @@ def test_the_image_benchmark_builds_then_skips(docker_client: docker.DockerClien
 def test_second_run_skips_with_the_same_digest(docker_client: docker.DockerClient,
                                                first_build: ImageResult, standin_base: str,
                                                registry_prefix: str):
-    images_before = {image.id for image in docker_client.images.list(all=True)}
+    images_before = {image["Id"] for image in docker_client.api.images(all=True)}
     request = ImageRequest(base=standin_base, repository=f"{registry_prefix}/tpu-post-training")
     again = ensure_image(request, docker_client, FAST)
     assert not again.built
     assert again.ref == first_build.ref and again.tagged == first_build.tagged
-    assert {image.id for image in docker_client.images.list(all=True)} == images_before
+    assert {image["Id"] for image in docker_client.api.images(all=True)} == images_before
     assert again.seconds < first_build.seconds / 5
 
 
