@@ -249,12 +249,12 @@ class SpendMeter:
         if not self.by_nodes:
             return None
         assert self.nodes is not None
-        now = self.wall()
+        now, lives = self.wall(), self.nodes.lifetimes()
         with _LOCK:
             if self._provisional:
-                self._give_back({life.name for life in self.nodes.lifetimes()})
+                self._give_back({life.name for life in lives})
             paid = _NODE_PAID.setdefault(self.key, {})
-            for life in self.nodes.lifetimes():
+            for life in lives:
                 start = max(life.created, self._since_wall, paid.get(life.name, life.created))
                 end = now if life.gone is None else life.gone
                 if end <= start:
